@@ -1,0 +1,53 @@
+"""Koordinator's ``slo.koordinator.sh/v1alpha1`` API: NodeMetric and NodeSLO, wire-compatible."""
+
+from apis.slo.common import (
+    API_VERSION,
+    GROUP,
+    VERSION,
+    ObjectMeta,
+    ResourceMap,
+    format_go_duration,
+    parse_go_duration,
+)
+from apis.slo.nodemetric import (
+    AggregatedUsage,
+    NodeMetric,
+    NodeMetricCollectPolicy,
+    NodeMetricInfo,
+    NodeMetricSpec,
+    NodeMetricStatus,
+    PodMetricInfo,
+    ResolvedCollectPolicy,
+    resolve_collect_policy,
+)
+from apis.slo.nodeslo import NodeSLO, NodeSLOSpec, default_node_slo_spec, merge_node_slo_spec
+from apis.slo.quantity import Quantity, format_binary, format_milli, int_value, milli_value, parse_quantity
+
+__all__ = [
+    "API_VERSION",
+    "GROUP",
+    "VERSION",
+    "AggregatedUsage",
+    "NodeMetric",
+    "NodeMetricCollectPolicy",
+    "NodeMetricInfo",
+    "NodeMetricSpec",
+    "NodeMetricStatus",
+    "NodeSLO",
+    "NodeSLOSpec",
+    "ObjectMeta",
+    "PodMetricInfo",
+    "Quantity",
+    "ResolvedCollectPolicy",
+    "ResourceMap",
+    "default_node_slo_spec",
+    "format_binary",
+    "format_go_duration",
+    "format_milli",
+    "int_value",
+    "merge_node_slo_spec",
+    "milli_value",
+    "parse_go_duration",
+    "parse_quantity",
+    "resolve_collect_policy",
+]

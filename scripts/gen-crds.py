@@ -1,0 +1,65 @@
+#!/usr/bin/env python3
+"""Write deploy/crds/*.yaml from the pydantic models in ``CRDS``. Add a line to ``CRDS`` for a new CRD.
+
+python scripts/gen-crds.py            # write
+python scripts/gen-crds.py --check    # exit 1 if any file differs from generation
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from apis.crdgen import CRDMeta, PrinterColumn, render_all
+from apis.slo import GROUP as SLO_GROUP
+from apis.slo import VERSION as SLO_VERSION
+from apis.slo import NodeMetric, NodeSLO
+
+CRDS: list[tuple[type[BaseModel], CRDMeta]] = [
+    (
+        NodeMetric,
+        CRDMeta(
+            group=SLO_GROUP,
+            version=SLO_VERSION,
+            kind="NodeMetric",
+            plural="nodemetrics",
+            scope="Cluster",
+            printer_columns=(PrinterColumn("UpdateTime", "date", ".status.updateTime"),),
+        ),
+    ),
+    (
+        NodeSLO,
+        CRDMeta(group=SLO_GROUP, version=SLO_VERSION, kind="NodeSLO", plural="nodeslos", scope="Cluster"),
+    ),
+]
+
+OUT_DIR = Path(__file__).resolve().parent.parent / "deploy" / "crds"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--check", action="store_true", help="fail if files differ instead of writing")
+    parser.add_argument("--out", type=Path, default=OUT_DIR)
+    args = parser.parse_args(argv)
+    stale = []
+    for name, text in render_all(CRDS).items():
+        path = args.out / name
+        if args.check:
+            if not path.exists() or path.read_text() != text:
+                stale.append(str(path))
+        else:
+            args.out.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+    if stale:
+        print("CRDs out of date, run scripts/gen-crds.py:\n  " + "\n  ".join(stale), file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
