@@ -1,0 +1,1 @@
+"""koord-scheduler: a Koordinator-style Kubernetes scheduler."""

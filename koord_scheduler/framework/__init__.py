@@ -1,0 +1,1 @@
+"""The scheduling framework: statuses, cycle state, extension-point protocols, snapshot, registry, runtime."""

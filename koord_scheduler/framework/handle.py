@@ -1,0 +1,47 @@
+"""The small, typed handle a plugin receives from its factory."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Protocol
+
+from apis.core.types import Pod
+from koord_scheduler.framework.snapshot import ClusterSnapshot
+
+
+class ClusterClient(Protocol):
+    """Writes plugins may make to the cluster. Implemented by the real API source and the simulator.
+
+    Every method raises :class:`~koord_scheduler.framework.errors.ClusterError` on failure.
+    """
+
+    async def bind(self, pod: Pod, node_name: str) -> None:
+        """Bind through the pods/binding subresource."""
+        ...
+
+    async def patch_pod_metadata(
+        self,
+        pod: Pod,
+        *,
+        annotations: Mapping[str, str | None] | None = None,
+        labels: Mapping[str, str | None] | None = None,
+    ) -> None:
+        """Merge-patch labels/annotations (None deletes a key)."""
+        ...
+
+    async def delete_pod(self, pod: Pod, *, reason: str) -> None: ...
+
+
+class FrameworkHandle(Protocol):
+    """What every plugin may use. Koordinator's extended handle adds reservation services to this."""
+
+    @property
+    def snapshot(self) -> ClusterSnapshot: ...
+
+    @property
+    def cluster(self) -> ClusterClient: ...
+
+    @property
+    def clock(self) -> Callable[[], float]:
+        """Seconds since the epoch; fixed in ``simulate --now`` and in tests."""
+        ...

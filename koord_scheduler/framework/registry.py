@@ -1,0 +1,74 @@
+"""An explicit plugin registry. Nothing registers itself at import time."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel
+
+from koord_scheduler.framework.errors import RegistryError
+
+if TYPE_CHECKING:
+    from koord_scheduler.framework.handle import FrameworkHandle
+
+PluginFactory = Callable[[Any, "FrameworkHandle"], Any]
+"""``factory(args, handle) -> plugin``. ``args`` is the validated args model instance, or None when the
+plugin declares no args model."""
+
+
+@dataclass(frozen=True, slots=True)
+class PluginSpec:
+    name: str
+    factory: PluginFactory
+    args_model: type[BaseModel] | None = None
+
+
+class Registry:
+    """Plugin name -> factory (and args model). ``merge`` refuses duplicate names."""
+
+    def __init__(self, specs: Iterable[PluginSpec] = ()) -> None:
+        self._specs: dict[str, PluginSpec] = {}
+        for spec in specs:
+            self.add(spec)
+
+    def add(self, spec: PluginSpec) -> None:
+        if spec.name in self._specs:
+            raise RegistryError(f"a plugin named {spec.name!r} already exists")
+        if not spec.name:
+            raise RegistryError("a plugin name must not be empty")
+        self._specs[spec.name] = spec
+
+    def register(
+        self, name: str, factory: PluginFactory, *, args_model: type[BaseModel] | None = None
+    ) -> None:
+        self.add(PluginSpec(name, factory, args_model))
+
+    def merge(self, other: Registry) -> Registry:
+        """A new registry holding both; a name present in both is an error."""
+        merged = Registry(self._specs.values())
+        for spec in other:
+            merged.add(spec)
+        return merged
+
+    def get(self, name: str) -> PluginSpec:
+        try:
+            return self._specs[name]
+        except KeyError:
+            raise RegistryError(f"plugin {name!r} does not exist") from None
+
+    def names(self) -> list[str]:
+        return list(self._specs)
+
+    def args_models(self) -> dict[str, type[BaseModel]]:
+        return {n: s.args_model for n, s in self._specs.items() if s.args_model is not None}
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._specs
+
+    def __iter__(self) -> Iterator[PluginSpec]:
+        return iter(self._specs.values())
+
+    def __len__(self) -> int:
+        return len(self._specs)

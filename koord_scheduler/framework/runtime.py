@@ -1,0 +1,385 @@
+"""The framework runtime: runs a profile's plugins at each extension point, in the configured order."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from apis.core.types import Pod
+from koord_scheduler.framework import interfaces as ep
+from koord_scheduler.framework.cycle_state import CycleState
+from koord_scheduler.framework.diagnosis import Diagnosis, FailureChunk
+from koord_scheduler.framework.handle import FrameworkHandle
+from koord_scheduler.framework.snapshot import ClusterSnapshot, IntArray, Positions
+from koord_scheduler.framework.status import Code, Status, error, unresolvable
+from koord_scheduler.framework.types import (
+    MAX_NODE_SCORE,
+    MIN_NODE_SCORE,
+    ClusterEventWithHint,
+    NodeFilterResult,
+    PostFilterResult,
+    PreFilterResult,
+    QueuedPodInfo,
+)
+
+log = logging.getLogger(__name__)
+
+PointObserver = Callable[[str, Code, float], None]
+"""``observer(extension_point, status_code, seconds)``: metrics hook."""
+
+
+class _PerNodeFilter:
+    """Runs a per-node Filter plugin over many nodes."""
+
+    def __init__(self, plugin: Any) -> None:
+        self.name: str = plugin.name
+        self._plugin = plugin
+
+    def filter_nodes(
+        self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions
+    ) -> NodeFilterResult:
+        passed = np.ones(len(positions), dtype=np.bool_)
+        ids = np.zeros(len(positions), dtype=np.int32)
+        table: dict[Status, int] = {}
+        for i, pos in enumerate(positions.tolist()):
+            status: Status = self._plugin.filter(state, pod, snapshot.info(pos))
+            if not status.is_success:
+                passed[i] = False
+                ids[i] = table.setdefault(status, len(table))
+        return NodeFilterResult(passed, ids, tuple(table))
+
+
+class _PerNodeScore:
+    def __init__(self, plugin: Any) -> None:
+        self.name: str = plugin.name
+        self._plugin = plugin
+
+    def score_nodes(
+        self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions
+    ) -> IntArray:
+        return np.fromiter(
+            (int(self._plugin.score(state, pod, snapshot.info(p))) for p in positions.tolist()),
+            dtype=np.int64,
+            count=len(positions),
+        )
+
+    def score_extensions(self) -> Any:
+        return self._plugin.score_extensions()
+
+
+@dataclass(frozen=True, slots=True)
+class ScorePluginEntry:
+    name: str
+    plugin: Any
+    weight: int
+    extensions: Any
+
+
+class PluginCycleError(Exception):
+    """A plugin failed with Error (or raised) at an extension point; aborts the cycle."""
+
+    def __init__(self, status: Status) -> None:
+        super().__init__(str(status))
+        self.status = status
+
+
+class Framework:
+    """One profile's plugins, found by extension point once, when the profile is built.
+
+    ``points`` maps each extension point (``"filter"``...) to the ordered plugin names; ``plugins`` maps
+    names to instances; ``weights`` holds Score weights.
+    """
+
+    def __init__(
+        self,
+        profile_name: str,
+        plugins: Mapping[str, Any],
+        points: Mapping[str, Sequence[str]],
+        weights: Mapping[str, int],
+        handle: FrameworkHandle,
+        *,
+        percentage_of_nodes_to_score: int | None = None,
+        observer: PointObserver | None = None,
+    ) -> None:
+        self.profile_name = profile_name
+        self.handle = handle
+        self.plugins = dict(plugins)
+        self.percentage_of_nodes_to_score = percentage_of_nodes_to_score
+        self._observer = observer
+
+        def at(point: str) -> list[Any]:
+            return [self.plugins[n] for n in points.get(point, ())]
+
+        self.pre_enqueue_plugins = at(ep.PRE_ENQUEUE)
+        queue_sort = at(ep.QUEUE_SORT)
+        self.queue_sort_plugin = queue_sort[0] if queue_sort else None
+        self.pre_filter_plugins = at(ep.PRE_FILTER)
+        self.filter_plugins = [
+            p if callable(getattr(p, "filter_nodes", None)) else _PerNodeFilter(p) for p in at(ep.FILTER)
+        ]
+        self.post_filter_plugins = at(ep.POST_FILTER)
+        self.pre_score_plugins = at(ep.PRE_SCORE)
+        self.score_plugins = []
+        for p in at(ep.SCORE):
+            runner = p if callable(getattr(p, "score_nodes", None)) else _PerNodeScore(p)
+            ext_fn = getattr(p, "score_extensions", None)
+            ext = ext_fn() if callable(ext_fn) else None
+            self.score_plugins.append(ScorePluginEntry(p.name, runner, max(1, weights.get(p.name, 1)), ext))
+        self.reserve_plugins = at(ep.RESERVE)
+        self.permit_plugins = at(ep.PERMIT)
+        self.pre_bind_plugins = at(ep.PRE_BIND)
+        self.bind_plugins = at(ep.BIND)
+        self.post_bind_plugins = at(ep.POST_BIND)
+        self.points = {k: tuple(v) for k, v in points.items()}
+
+    # ----- queue -----
+
+    def run_pre_enqueue(self, pod: Pod) -> Status:
+        for p in self.pre_enqueue_plugins:
+            status = self._call(p, "pre_enqueue", pod)
+            if not status.is_success:
+                return status
+        return Status()
+
+    def queue_less(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
+        if self.queue_sort_plugin is None:
+            return a.timestamp < b.timestamp
+        return bool(self.queue_sort_plugin.less(a, b))
+
+    def events_to_register(self) -> dict[str, list[ClusterEventWithHint]]:
+        """Plugin name -> events; plugins without EnqueueExtensions are absent (they get every event)."""
+        out: dict[str, list[ClusterEventWithHint]] = {}
+        for name, plugin in self.plugins.items():
+            fn = getattr(plugin, "events_to_register", None)
+            if callable(fn):
+                out[name] = list(fn())
+        return out
+
+    # ----- scheduling cycle -----
+
+    def run_pre_filter(self, state: CycleState, pod: Pod) -> tuple[PreFilterResult | None, Status]:
+        """Returns the merged PreFilterResult, and a non-success Status when the pod is rejected."""
+        started = time.perf_counter()
+        result: PreFilterResult | None = None
+        rejected: Status | None = None
+        narrowing: list[str] = []
+        snapshot = self.handle.snapshot
+        for p in self.pre_filter_plugins:
+            try:
+                r, status = p.pre_filter(state, pod, snapshot)
+            except Exception as exc:  # a plugin bug must not kill the scheduler
+                log.exception("PreFilter plugin %s raised", p.name)
+                raise PluginCycleError(error(f"running PreFilter plugin {p.name!r}: {exc}").with_plugin(p.name))
+            status = status.with_plugin(p.name)
+            if status.is_skip:
+                state.skip_filter.add(p.name)
+                continue
+            if status.code == Code.ERROR:
+                raise PluginCycleError(status)
+            if not status.is_success:
+                if status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+                    self._observe(ep.PRE_FILTER, status.code, started)
+                    return result, status
+                rejected = rejected or status
+                continue
+            if r is not None and r.node_names is not None:
+                narrowing.append(p.name)
+                result = r if result is None else result.merge(r)
+                if not result.node_names:
+                    names = sorted(narrowing)
+                    msg = (
+                        f"node(s) didn't satisfy plugin {names[0]}"
+                        if len(names) == 1
+                        else f"node(s) didn't satisfy plugin(s) [{' '.join(names)}] simultaneously"
+                    )
+                    return result, unresolvable(msg).with_plugin(p.name)
+        final = rejected or Status()
+        self._observe(ep.PRE_FILTER, final.code, started)
+        return result, final
+
+    def run_filter_plugins(
+        self, state: CycleState, pod: Pod, positions: Positions, diagnosis: Diagnosis
+    ) -> Positions:
+        """Filter ``positions`` through every plugin in order; each node keeps the status of the first
+        plugin that rejected it. Returns the feasible positions in input order."""
+        started = time.perf_counter()
+        snapshot = self.handle.snapshot
+        alive = positions
+        for p in self.filter_plugins:
+            if p.name in state.skip_filter or len(alive) == 0:
+                continue
+            try:
+                result: NodeFilterResult = p.filter_nodes(state, pod, snapshot, alive)
+            except Exception as exc:
+                log.exception("Filter plugin %s raised", p.name)
+                raise PluginCycleError(error(f"running Filter plugin {p.name!r}: {exc}").with_plugin(p.name))
+            passed = result.passed
+            if passed.all():
+                continue
+            failed = ~passed
+            statuses = tuple(s.with_plugin(p.name) for s in result.statuses)
+            for s in statuses:
+                if s.code == Code.ERROR:
+                    raise PluginCycleError(s)
+            ids = None if result.reason_ids is None else result.reason_ids[failed]
+            diagnosis.add_chunk(FailureChunk(alive[failed], ids, statuses))
+            alive = alive[passed]
+        self._observe(ep.FILTER, Code.SUCCESS, started)
+        return alive
+
+    def run_post_filter(
+        self, state: CycleState, pod: Pod, diagnosis: Diagnosis
+    ) -> tuple[PostFilterResult | None, Status]:
+        reasons: list[str] = []
+        for p in self.post_filter_plugins:
+            try:
+                result, status = p.post_filter(state, pod, diagnosis)
+            except Exception as exc:
+                log.exception("PostFilter plugin %s raised", p.name)
+                return None, error(f"running PostFilter plugin {p.name!r}: {exc}").with_plugin(p.name)
+            status = status.with_plugin(p.name)
+            if status.is_success:
+                return result, status
+            if status.code == Code.ERROR:
+                return None, status
+            reasons.extend(status.reasons)
+        return None, Status(Code.UNSCHEDULABLE, tuple(reasons))
+
+    def run_score_plugins(self, state: CycleState, pod: Pod, positions: Positions) -> IntArray:
+        """PreScore, Score, NormalizeScore and the weighted sum, for ``positions``."""
+        snapshot = self.handle.snapshot
+        started = time.perf_counter()
+        for p in self.pre_score_plugins:
+            try:
+                status = p.pre_score(state, pod, snapshot, positions).with_plugin(p.name)
+            except Exception as exc:
+                log.exception("PreScore plugin %s raised", p.name)
+                raise PluginCycleError(error(f"running PreScore plugin {p.name!r}: {exc}").with_plugin(p.name))
+            if status.is_skip:
+                state.skip_score.add(p.name)
+            elif not status.is_success:
+                raise PluginCycleError(status)
+        self._observe(ep.PRE_SCORE, Code.SUCCESS, started)
+        started = time.perf_counter()
+        total = np.zeros(len(positions), dtype=np.int64)
+        for entry in self.score_plugins:
+            if entry.name in state.skip_score:
+                continue
+            try:
+                scores = np.asarray(entry.plugin.score_nodes(state, pod, snapshot, positions), dtype=np.int64)
+                if entry.extensions is not None:
+                    status = entry.extensions.normalize_score(state, pod, scores)
+                    if status is not None and not status.is_success:
+                        raise PluginCycleError(status.with_plugin(entry.name))
+            except PluginCycleError:
+                raise
+            except Exception as exc:
+                log.exception("Score plugin %s raised", entry.name)
+                raise PluginCycleError(error(f"running Score plugin {entry.name!r}: {exc}").with_plugin(entry.name))
+            if len(scores) and (scores.min() < MIN_NODE_SCORE or scores.max() > MAX_NODE_SCORE):
+                bad = int(scores[(scores < MIN_NODE_SCORE) | (scores > MAX_NODE_SCORE)][0])
+                raise PluginCycleError(
+                    error(
+                        f"plugin {entry.name!r} returns an invalid score {bad}, it should in the range of "
+                        f"[{MIN_NODE_SCORE}, {MAX_NODE_SCORE}] after normalizing"
+                    ).with_plugin(entry.name)
+                )
+            total += scores * entry.weight
+        self._observe(ep.SCORE, Code.SUCCESS, started)
+        return total
+
+    def plugin_scores(self, state: CycleState, pod: Pod, positions: Positions) -> dict[str, IntArray]:
+        """Per-plugin weighted scores (for ``--debug-scores``); re-runs Score, not on the hot path."""
+        snapshot = self.handle.snapshot
+        out: dict[str, IntArray] = {}
+        for entry in self.score_plugins:
+            if entry.name in state.skip_score:
+                continue
+            scores = np.asarray(entry.plugin.score_nodes(state, pod, snapshot, positions), dtype=np.int64)
+            if entry.extensions is not None:
+                entry.extensions.normalize_score(state, pod, scores)
+            out[entry.name] = scores * entry.weight
+        return out
+
+    def run_reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status:
+        for p in self.reserve_plugins:
+            status = self._call(p, "reserve", state, pod, node_name)
+            if not status.is_success:
+                return status
+        return Status()
+
+    def run_unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
+        for p in reversed(self.reserve_plugins):
+            try:
+                p.unreserve(state, pod, node_name)
+            except Exception:
+                log.exception("Unreserve plugin %s raised", p.name)
+
+    def run_permit(self, state: CycleState, pod: Pod, node_name: str) -> tuple[Status, dict[str, float]]:
+        """Success, a rejection, or Wait with the plugins and timeouts to wait for."""
+        waits: dict[str, float] = {}
+        for p in self.permit_plugins:
+            try:
+                status, timeout = p.permit(state, pod, node_name)
+            except Exception as exc:
+                log.exception("Permit plugin %s raised", p.name)
+                return error(f"running Permit plugin {p.name!r}: {exc}").with_plugin(p.name), {}
+            status = status.with_plugin(p.name)
+            if status.is_wait:
+                waits[p.name] = max(0.0, float(timeout))
+            elif not status.is_success:
+                return status, {}
+        return (Status(Code.WAIT) if waits else Status()), waits
+
+    # ----- binding cycle -----
+
+    async def run_pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status:
+        for p in self.pre_bind_plugins:
+            status = await self._acall(p, "pre_bind", state, pod, node_name)
+            if not status.is_success:
+                return status
+        return Status()
+
+    async def run_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status:
+        for p in self.bind_plugins:
+            status = await self._acall(p, "bind", state, pod, node_name)
+            if status.is_skip:
+                continue
+            return status
+        return error("no bind plugin bound the pod")
+
+    def run_post_bind(self, state: CycleState, pod: Pod, node_name: str) -> None:
+        for p in self.post_bind_plugins:
+            try:
+                p.post_bind(state, pod, node_name)
+            except Exception:
+                log.exception("PostBind plugin %s raised", p.name)
+
+    # ----- helpers -----
+
+    def _call(self, plugin: Any, method: str, *args: Any) -> Status:
+        try:
+            status: Status = getattr(plugin, method)(*args)
+        except Exception as exc:
+            log.exception("%s plugin %s raised", method, plugin.name)
+            return error(f"running {method} of plugin {plugin.name!r}: {exc}").with_plugin(plugin.name)
+        return status.with_plugin(plugin.name)
+
+    async def _acall(self, plugin: Any, method: str, *args: Any) -> Status:
+        try:
+            result = getattr(plugin, method)(*args)
+            status: Status = await result if asyncio.iscoroutine(result) else result
+        except Exception as exc:
+            log.warning("%s plugin %s failed: %s", method, plugin.name, exc)
+            return error(f"running {method} of plugin {plugin.name!r}: {exc}").with_plugin(plugin.name)
+        return status.with_plugin(plugin.name)
+
+    def _observe(self, point: str, code: Code, started: float) -> None:
+        if self._observer is not None:
+            self._observer(point, code, time.perf_counter() - started)

@@ -1,0 +1,313 @@
+"""The columnar view of the cluster that plugins read.
+
+Per-node numbers live in numpy arrays indexed by a node's *position*, a stable small integer handed out
+when the node is first seen. Labels, taints, pods and ports live in one :class:`NodeInfo` record per node.
+
+The scheduler cache mutates this object in place as events arrive, between scheduling cycles (the event
+loop is single threaded), so taking a "snapshot" costs nothing and a change costs O(changed nodes).
+Plugins must treat it as read-only.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator, Mapping
+
+import numpy as np
+import numpy.typing as npt
+
+from apis.core.types import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, Node, ObjectMeta, Pod
+
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+Positions = npt.NDArray[np.intp]
+
+BASE_RESOURCES = (CPU, MEMORY, EPHEMERAL_STORAGE)
+"""Always columns 0, 1, 2; other resources get a column when first seen."""
+CPU_COL, MEMORY_COL, EPHEMERAL_COL = 0, 1, 2
+
+ZONE_LABELS = ("topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone")
+REGION_LABELS = ("topology.kubernetes.io/region", "failure-domain.beta.kubernetes.io/region")
+
+PortKey = tuple[str, str, int]
+"""(host IP, protocol, port)."""
+
+
+class NodeInfo:
+    """One node and the pods accounted on it (bound, assumed and reserved alike)."""
+
+    __slots__ = ("generation", "node", "pods", "position", "used_ports")
+
+    def __init__(self, position: int, node: Node | None) -> None:
+        self.position = position
+        self.node = node
+        self.pods: dict[str, Pod] = {}
+        self.used_ports: Counter[PortKey] = Counter()
+        self.generation = 0
+
+    @property
+    def name(self) -> str:
+        return self.node.name if self.node is not None else ""
+
+
+def zone_key(labels: Mapping[str, str]) -> str:
+    """kube-scheduler's ``GetZoneKey``: region and zone joined, or "" when the node has neither."""
+    region = next((labels[k] for k in REGION_LABELS if k in labels), "")
+    zone = next((labels[k] for k in ZONE_LABELS if k in labels), "")
+    if not region and not zone:
+        return ""
+    return f"{region}:\x00:{zone}"
+
+
+class ClusterSnapshot:
+    """Columnar node state. Mutators are for the scheduler cache only."""
+
+    def __init__(self, initial_capacity: int = 64) -> None:
+        self.resource_names: list[str] = list(BASE_RESOURCES)
+        self.resource_index: dict[str, int] = {n: i for i, n in enumerate(BASE_RESOURCES)}
+        cap = max(1, initial_capacity)
+        width = len(self.resource_names)
+        self.allocatable: IntArray = np.zeros((cap, width), dtype=np.int64)
+        self.requested: IntArray = np.zeros((cap, width), dtype=np.int64)
+        self.non_zero_requested: IntArray = np.zeros((cap, 2), dtype=np.int64)
+        self.pod_count: IntArray = np.zeros(cap, dtype=np.int64)
+        self.allowed_pods: IntArray = np.zeros(cap, dtype=np.int64)
+        self.valid: BoolArray = np.zeros(cap, dtype=np.bool_)
+        self.infos: list[NodeInfo | None] = [None] * cap
+        self.positions: dict[str, int] = {}
+        self._ghosts: dict[str, int] = {}
+        """Entries for nodes that are gone (or not seen yet) but still have pods accounted."""
+        self._free: list[int] = []
+        self._next = 0
+        self._order: Positions | None = None
+        self.nodes_generation = 0
+        """Bumped whenever a node is added, removed, or its labels, taints or spec change."""
+        self.pods_generation = 0
+        """Bumped whenever a pod is added to or removed from any node."""
+        self._vector_cache: dict[int, tuple[Pod, int, IntArray]] = {}
+
+    # ----- reading -----
+
+    @property
+    def capacity(self) -> int:
+        """Length of every per-node array (positions are < capacity)."""
+        return len(self.infos)
+
+    @property
+    def num_nodes(self) -> int:
+        return len(self.positions)
+
+    def node_order(self) -> Positions:
+        """Positions of the live nodes in kube-scheduler's node-tree order (zones interleaved)."""
+        if self._order is None:
+            self._order = self._build_order()
+        return self._order
+
+    def info(self, position: int) -> NodeInfo:
+        info = self.infos[position]
+        if info is None or info.node is None:
+            raise KeyError(f"no node at position {position}")
+        return info
+
+    def node_info(self, name: str) -> NodeInfo | None:
+        pos = self.positions.get(name)
+        return None if pos is None else self.infos[pos]
+
+    def node(self, position: int) -> Node:
+        node = self.info(position).node
+        assert node is not None
+        return node
+
+    def iter_nodes(self) -> Iterator[NodeInfo]:
+        for pos in self.node_order():
+            info = self.infos[int(pos)]
+            assert info is not None
+            yield info
+
+    def column(self, resource: str) -> int | None:
+        return self.resource_index.get(resource)
+
+    def request_vector(self, pod: Pod) -> IntArray:
+        """The pod's Filter request as a row over ``resource_names`` (adds columns for new resources).
+
+        Cached per pod object identity: pods are immutable, so the vector for one object never changes.
+        """
+        cached = self._vector_cache.get(id(pod))
+        if cached is not None and cached[0] is pod and cached[1] == len(self.resource_names):
+            return cached[2]
+        for name in pod.requests:
+            if name != PODS and name not in self.resource_index:
+                self._add_column(name)
+        vec = np.zeros(len(self.resource_names), dtype=np.int64)
+        for name, amount in pod.requests.items():
+            if name != PODS:
+                vec[self.resource_index[name]] = amount
+        if len(self._vector_cache) > 4096:
+            self._vector_cache.clear()
+        self._vector_cache[id(pod)] = (pod, len(self.resource_names), vec)
+        return vec
+
+    # ----- mutation (scheduler cache only) -----
+
+    def upsert_node(self, node: Node) -> int:
+        pos = self.positions.get(node.name)
+        if pos is None:
+            pos = self._ghosts.pop(node.name, None)
+        if pos is None:
+            pos = self._allocate_position()
+            self.infos[pos] = NodeInfo(pos, node)
+        info = self.infos[pos]
+        assert info is not None
+        old = info.node
+        info.node = node
+        info.generation += 1
+        self.positions[node.name] = pos
+        self.valid[pos] = True
+        self._write_allocatable(pos, node)
+        if old is None or old.labels != node.labels:
+            self._order = None
+        if old is None or old.labels != node.labels or old.taints != node.taints or (
+            old.unschedulable != node.unschedulable
+        ):
+            self.nodes_generation += 1
+        return pos
+
+    def remove_node(self, name: str) -> None:
+        """Forget the node. Pods still accounted on it keep their NodeInfo until they are removed."""
+        pos = self.positions.pop(name, None)
+        if pos is None:
+            return
+        info = self.infos[pos]
+        assert info is not None
+        self.valid[pos] = False
+        self.allocatable[pos] = 0
+        self.allowed_pods[pos] = 0
+        self._order = None
+        self.nodes_generation += 1
+        if info.pods:
+            info.node = _ghost(name)
+            self._ghosts[name] = pos
+        else:
+            self._release(pos)
+
+    def add_pod(self, pod: Pod) -> None:
+        """Account a pod with ``node_name`` set on its node (creating a ghost entry if the node is unknown)."""
+        pos = self.positions.get(pod.node_name)
+        if pos is None:
+            pos = self._ghost_position(pod.node_name)
+        if pos is None:
+            pos = self._allocate_position()
+            self.infos[pos] = NodeInfo(pos, _ghost(pod.node_name))
+            self._ghosts[pod.node_name] = pos
+        info = self.infos[pos]
+        assert info is not None
+        if pod.key in info.pods:
+            self._account(pos, info.pods[pod.key], sign=-1)
+        info.pods[pod.key] = pod
+        self._account(pos, pod, sign=1)
+
+    def remove_pod(self, pod: Pod) -> None:
+        pos = self.positions.get(pod.node_name)
+        if pos is None:
+            pos = self._ghost_position(pod.node_name)
+        if pos is None:
+            return
+        info = self.infos[pos]
+        assert info is not None
+        old = info.pods.pop(pod.key, None)
+        if old is None:
+            return
+        self._account(pos, old, sign=-1)
+        if not self.valid[pos] and not info.pods:
+            self._release(pos)
+
+    # ----- internals -----
+
+    def _account(self, pos: int, pod: Pod, *, sign: int) -> None:
+        vec = self.request_vector(pod)
+        self.requested[pos] += sign * vec
+        self.non_zero_requested[pos, 0] += sign * pod.non_zero_cpu
+        self.non_zero_requested[pos, 1] += sign * pod.non_zero_memory
+        self.pod_count[pos] += sign
+        info = self.infos[pos]
+        assert info is not None
+        for hp in pod.host_ports:
+            key = (hp.host_ip, hp.protocol, hp.port)
+            info.used_ports[key] += sign
+            if info.used_ports[key] <= 0:
+                del info.used_ports[key]
+        info.generation += 1
+        self.pods_generation += 1
+
+    def _write_allocatable(self, pos: int, node: Node) -> None:
+        for name in node.allocatable:
+            if name != PODS and name not in self.resource_index:
+                self._add_column(name)
+        row = np.zeros(len(self.resource_names), dtype=np.int64)
+        for name, amount in node.allocatable.items():
+            if name != PODS:
+                row[self.resource_index[name]] = amount
+        self.allocatable[pos] = row
+        self.allowed_pods[pos] = node.allocatable.get(PODS, 0)
+
+    def _add_column(self, name: str) -> None:
+        self.resource_index[name] = len(self.resource_names)
+        self.resource_names.append(name)
+        pad = np.zeros((self.capacity, 1), dtype=np.int64)
+        self.allocatable = np.hstack([self.allocatable, pad])
+        self.requested = np.hstack([self.requested, pad])
+
+    def _allocate_position(self) -> int:
+        if self._free:
+            return self._free.pop()
+        if self._next >= self.capacity:
+            self._grow(self.capacity * 2)
+        pos = self._next
+        self._next += 1
+        return pos
+
+    def _ghost_position(self, name: str) -> int | None:
+        return self._ghosts.get(name)
+
+    def _release(self, pos: int) -> None:
+        info = self.infos[pos]
+        if info is not None:
+            self._ghosts.pop(info.name, None)
+        self.infos[pos] = None
+        self.requested[pos] = 0
+        self.non_zero_requested[pos] = 0
+        self.pod_count[pos] = 0
+        self._free.append(pos)
+
+    def _grow(self, new_cap: int) -> None:
+        extra = new_cap - self.capacity
+
+        def pad(arr: IntArray) -> IntArray:
+            return np.concatenate([arr, np.zeros((extra, *arr.shape[1:]), dtype=arr.dtype)])
+
+        self.allocatable = pad(self.allocatable)
+        self.requested = pad(self.requested)
+        self.non_zero_requested = pad(self.non_zero_requested)
+        self.pod_count = pad(self.pod_count)
+        self.allowed_pods = pad(self.allowed_pods)
+        self.valid = np.concatenate([self.valid, np.zeros(extra, dtype=np.bool_)])
+        self.infos.extend([None] * extra)
+
+    def _build_order(self) -> Positions:
+        zones: dict[str, list[int]] = {}
+        for pos in sorted(self.positions.values()):
+            info = self.infos[pos]
+            assert info is not None and info.node is not None
+            zones.setdefault(zone_key(info.node.labels), []).append(pos)
+        if len(zones) <= 1:
+            return np.fromiter(next(iter(zones.values()), []), dtype=np.intp)
+        ordered: list[int] = []
+        lists = list(zones.values())
+        depth = max(len(z) for z in lists)
+        for i in range(depth):
+            ordered.extend(z[i] for z in lists if i < len(z))
+        return np.asarray(ordered, dtype=np.intp)
+
+
+def _ghost(name: str) -> Node:
+    return Node(meta=ObjectMeta(name=name))

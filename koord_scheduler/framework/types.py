@@ -1,0 +1,175 @@
+"""Values passed between the runtime and plugins: filter results, queued pods, cluster events."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from enum import Enum, IntFlag
+
+import numpy as np
+
+from apis.core.types import Node, Pod
+from koord_scheduler.framework.snapshot import BoolArray, Positions
+from koord_scheduler.framework.status import Status
+
+MAX_NODE_SCORE = 100
+MIN_NODE_SCORE = 0
+
+
+@dataclass(frozen=True, slots=True)
+class PreFilterResult:
+    """Restricts the nodes Filter considers. ``node_names`` None means all nodes."""
+
+    node_names: frozenset[str] | None = None
+
+    def merge(self, other: PreFilterResult | None) -> PreFilterResult:
+        if other is None or other.node_names is None:
+            return self
+        if self.node_names is None:
+            return other
+        return PreFilterResult(self.node_names & other.node_names)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeFilterResult:
+    """The batch Filter answer for ``positions``.
+
+    ``passed[i]`` says whether ``positions[i]`` fits. For failing nodes ``reason_ids[i]`` indexes
+    ``statuses``; nodes that pass may hold any id. One status per distinct failure keeps this cheap.
+    """
+
+    passed: BoolArray
+    reason_ids: np.ndarray | None = None
+    statuses: tuple[Status, ...] = ()
+
+    @staticmethod
+    def all_pass(n: int) -> NodeFilterResult:
+        return NodeFilterResult(np.ones(n, dtype=np.bool_))
+
+    @staticmethod
+    def from_mask(passed: BoolArray, status: Status) -> NodeFilterResult:
+        """Every failing node gets the same ``status``."""
+        return NodeFilterResult(passed, None, (status,))
+
+    def status_of(self, i: int) -> Status:
+        if self.reason_ids is None:
+            return self.statuses[0]
+        return self.statuses[int(self.reason_ids[i])]
+
+
+@dataclass(frozen=True, slots=True)
+class PostFilterResult:
+    nominated_node_name: str = ""
+
+
+class ActionType(IntFlag):
+    ADD = 1
+    DELETE = 2
+    UPDATE_NODE_ALLOCATABLE = 4
+    UPDATE_NODE_LABEL = 8
+    UPDATE_NODE_TAINT = 16
+    UPDATE_NODE_CONDITION = 32
+    UPDATE_POD_LABEL = 64
+    UPDATE_POD_SCALE_DOWN = 128
+    UPDATE_POD_TOLERATIONS = 256
+    UPDATE_POD_SCHEDULING_GATES_ELIMINATED = 512
+    UPDATE = 1024
+    """Any other update."""
+    ALL = 2047
+
+
+class EventResource(str, Enum):
+    POD = "Pod"
+    ASSIGNED_POD = "AssignedPod"
+    UNSCHEDULED_POD = "UnscheduledPod"
+    NODE = "Node"
+    RESERVATION = "Reservation"
+    NODE_METRIC = "NodeMetric"
+    PERSISTENT_VOLUME_CLAIM = "PersistentVolumeClaim"
+    WILDCARD = "*"
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterEvent:
+    resource: EventResource
+    action: ActionType
+    label: str = ""
+
+    def matches(self, other: ClusterEvent) -> bool:
+        """Whether a registered event (self) covers an incoming one (other)."""
+        if self.resource != EventResource.WILDCARD and self.resource != other.resource and not (
+            self.resource == EventResource.POD
+            and other.resource in (EventResource.ASSIGNED_POD, EventResource.UNSCHEDULED_POD)
+        ):
+            return False
+        return bool(self.action & other.action)
+
+
+class QueueingHint(Enum):
+    QUEUE = "Queue"
+    SKIP = "QueueSkip"
+
+
+QueueingHintFn = Callable[[Pod, object | None, object | None], QueueingHint]
+"""(pod waiting, old object, new object) -> whether the event may make the pod schedulable."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterEventWithHint:
+    event: ClusterEvent
+    hint: QueueingHintFn | None = None
+
+
+@dataclass(slots=True)
+class QueuedPodInfo:
+    """A pod in the scheduling queue, with its queue bookkeeping."""
+
+    pod: Pod
+    timestamp: float
+    """When the pod was (re)added to the queue; QueueSort uses it for FIFO among equal priorities."""
+    attempts: int = 0
+    initial_attempt_timestamp: float | None = None
+    unschedulable_plugins: frozenset[str] = frozenset()
+    pending_plugins: frozenset[str] = frozenset()
+    gated: bool = False
+    backoff_expiry: float = 0.0
+    error_backoff: bool = False
+
+    @property
+    def key(self) -> str:
+        return self.pod.key
+
+
+@dataclass(slots=True)
+class WaitingPodHandle:
+    """What Permit plugins see of a pod waiting on Permit."""
+
+    pod: Pod
+    node_name: str
+    pending_plugins: set[str] = field(default_factory=set)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeScore:
+    name: str
+    score: int
+
+
+Nodes = Sequence[Node]
+__all__ = [
+    "MAX_NODE_SCORE",
+    "MIN_NODE_SCORE",
+    "ActionType",
+    "ClusterEvent",
+    "ClusterEventWithHint",
+    "EventResource",
+    "NodeFilterResult",
+    "NodeScore",
+    "Positions",
+    "PostFilterResult",
+    "PreFilterResult",
+    "QueuedPodInfo",
+    "QueueingHint",
+    "QueueingHintFn",
+    "WaitingPodHandle",
+]

@@ -1,0 +1,1 @@
+"""In-tree plugins, one package each, and ``in_tree_registry()``."""

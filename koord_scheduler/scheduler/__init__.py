@@ -1,0 +1,1 @@
+"""The scheduler core: queue, cache, scheduling and binding cycles, cluster sources."""
