@@ -1,0 +1,375 @@
+"""The scheduler: event handling, the synchronous scheduling cycle and the concurrent binding cycle."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from apis.core.types import Node, Pod
+from koord_scheduler.framework.cycle_state import CycleState
+from koord_scheduler.framework.diagnosis import fit_error_message
+from koord_scheduler.framework.runtime import Framework, PluginCycleError
+from koord_scheduler.framework.status import Code, Status
+from koord_scheduler.framework.types import ActionType, ClusterEvent, EventResource, QueuedPodInfo
+from koord_scheduler.scheduler.algorithm import FitError, NoNodesError, Sampler, schedule_pod
+from koord_scheduler.scheduler.cache import SchedulerCache
+from koord_scheduler.scheduler.metrics import SchedulerMetrics, attempts_label
+from koord_scheduler.scheduler.queue import SchedulingQueue
+from koord_scheduler.scheduler.source import ClusterSource, EventType
+
+log = logging.getLogger(__name__)
+
+ObjectHandler = Callable[[EventType, Any, Any], None]
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """The last result for a pod: ``node`` is None while it is unschedulable."""
+
+    pod_key: str
+    node: str | None
+    message: str = ""
+    attempts: int = 0
+
+
+@dataclass(slots=True)
+class SchedulerOptions:
+    max_concurrent_bindings: int = 64
+    yield_every: int = 16
+    """Scheduling cycles between yields to the event loop (lets watches and bindings progress)."""
+    on_outcome: Callable[[Outcome], None] | None = None
+
+
+@dataclass(slots=True)
+class _Binding:
+    qpi: QueuedPodInfo
+    state: CycleState
+    fwk: Framework
+    assumed: Pod
+    started: float
+    waits: dict[str, float] = field(default_factory=dict)
+
+
+class Scheduler:
+    """Runs pods whose ``schedulerName`` one of ``profiles`` serves."""
+
+    def __init__(
+        self,
+        profiles: Mapping[str, Framework],
+        cache: SchedulerCache,
+        queue: SchedulingQueue,
+        source: ClusterSource,
+        *,
+        clock: Callable[[], float] = time.time,
+        metrics: SchedulerMetrics | None = None,
+        options: SchedulerOptions | None = None,
+    ) -> None:
+        self.profiles = dict(profiles)
+        self.cache = cache
+        self.queue = queue
+        self.source = source
+        self.clock = clock
+        self.metrics = metrics or SchedulerMetrics()
+        self.options = options or SchedulerOptions()
+        self.sampler = Sampler()
+        self.outcomes: dict[str, Outcome] = {}
+        self._object_handlers: dict[str, list[ObjectHandler]] = {}
+        self._bindings: set[asyncio.Task[None]] = set()
+        self._binding_slots = asyncio.Semaphore(self.options.max_concurrent_bindings)
+        self._background: set[asyncio.Task[None]] = set()
+        self.scheduled_count = 0
+        self.failed_count = 0
+
+    # ----- event sink -----
+
+    def responsible_for(self, pod: Pod) -> bool:
+        return pod.scheduler_name in self.profiles
+
+    def on_node(self, event: EventType, old: Node | None, new: Node | None) -> None:
+        if event == EventType.DELETED:
+            if old is not None:
+                self.cache.remove_node(old.name)
+                self.queue.on_cluster_event(ClusterEvent(EventResource.NODE, ActionType.DELETE), old, None)
+            return
+        assert new is not None
+        self.cache.update_node(new)
+        if old is None:
+            action = ActionType.ADD
+        else:
+            action = _node_update_action(old, new)
+            if not action:
+                return
+        self.queue.on_cluster_event(ClusterEvent(EventResource.NODE, action), old, new)
+
+    def on_pod(self, event: EventType, old: Pod | None, new: Pod | None) -> None:
+        if event == EventType.DELETED:
+            pod = old or new
+            assert pod is not None
+            if pod.node_name or self.cache.get_pod(pod.key) is not None:
+                self.cache.remove_pod(pod)
+                self.queue.on_cluster_event(ClusterEvent(EventResource.ASSIGNED_POD, ActionType.DELETE), pod, None)
+            self.queue.delete(pod)
+            return
+        assert new is not None
+        if new.node_name:
+            if self.cache.get_pod(new.key) is None or event == EventType.ADDED:
+                self.queue.delete(new)
+            self.cache.add_pod(new)
+            action = ActionType.ADD if old is None or not old.node_name else ActionType.UPDATE
+            self.queue.on_cluster_event(ClusterEvent(EventResource.ASSIGNED_POD, action), old, new)
+            return
+        if new.is_terminal or not self.responsible_for(new):
+            return
+        if old is None or old.key not in self.queue:
+            if not self.cache.is_assumed(new.key):
+                self.queue.add(new)
+        else:
+            self.queue.update(old, new)
+
+    def on_object(self, kind: str, event: EventType, old: Any, new: Any) -> None:
+        for handler in self._object_handlers.get(kind, ()):
+            handler(event, old, new)
+
+    def subscribe(self, kind: str, handler: ObjectHandler) -> None:
+        self._object_handlers.setdefault(kind, []).append(handler)
+
+    # ----- scheduling cycle -----
+
+    def schedule_one(self) -> bool:
+        """Pop one pod and run its scheduling cycle; starts its binding cycle. False if the queue is empty."""
+        qpi = self.queue.pop()
+        if qpi is None:
+            return False
+        pod = qpi.pod
+        fwk = self.profiles.get(pod.scheduler_name)
+        if fwk is None or self.cache.get_pod(pod.key) is not None:
+            self.queue.done(pod.key)
+            return True
+        started = self.clock()
+        perf_start = time.perf_counter()
+        state = CycleState()
+        try:
+            result = schedule_pod(fwk, state, pod, self.cache.snapshot, self.sampler)
+        except FitError as err:
+            self.metrics.algorithm_duration.observe(time.perf_counter() - perf_start)
+            self._handle_fit_error(fwk, state, qpi, err, perf_start)
+            return True
+        except NoNodesError as err:
+            self._fail(fwk, qpi, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (str(err),)), str(err), perf_start)
+            return True
+        except PluginCycleError as err:
+            self._fail(fwk, qpi, err.status, err.status.message, perf_start, error=True)
+            return True
+        self.metrics.algorithm_duration.observe(time.perf_counter() - perf_start)
+
+        assumed = replace(pod, node_name=result.node_name)
+        try:
+            self.cache.assume_pod(assumed)
+        except ValueError as exc:
+            self._fail(fwk, qpi, Status(Code.ERROR, (str(exc),)), str(exc), perf_start, error=True)
+            return True
+        status = fwk.run_reserve(state, assumed, result.node_name)
+        if not status.is_success:
+            fwk.run_unreserve(state, assumed, result.node_name)
+            self.cache.forget_pod(assumed)
+            self._fail_after_assume(fwk, qpi, status, result.node_name, perf_start)
+            return True
+        status, waits = fwk.run_permit(state, assumed, result.node_name)
+        if not status.is_success and not status.is_wait:
+            fwk.run_unreserve(state, assumed, result.node_name)
+            self.cache.forget_pod(assumed)
+            self._fail_after_assume(fwk, qpi, status, result.node_name, perf_start)
+            return True
+        binding = _Binding(qpi, state, fwk, assumed, started, waits)
+        task = asyncio.get_running_loop().create_task(self._binding_cycle(binding, perf_start))
+        self._bindings.add(task)
+        task.add_done_callback(self._bindings.discard)
+        return True
+
+    def _handle_fit_error(
+        self, fwk: Framework, state: CycleState, qpi: QueuedPodInfo, err: FitError, perf_start: float
+    ) -> None:
+        diagnosis = err.diagnosis
+        if fwk.post_filter_plugins and diagnosis.all_nodes_status is None or (
+            fwk.post_filter_plugins
+            and diagnosis.all_nodes_status is not None
+            and diagnosis.all_nodes_status.code == Code.UNSCHEDULABLE
+        ):
+            result, status = fwk.run_post_filter(state, qpi.pod, diagnosis)
+            if status.code == Code.ERROR:
+                self._fail(fwk, qpi, status, status.message, perf_start, error=True)
+                return
+            if not status.is_success:
+                diagnosis.post_filter_msg = status.message
+            elif result is not None and result.nominated_node_name:
+                qpi.pod = replace(qpi.pod, nominated_node_name=result.nominated_node_name)
+        message = fit_error_message(diagnosis)
+        qpi.unschedulable_plugins = frozenset(diagnosis.unschedulable_plugins)
+        qpi.pending_plugins = frozenset(diagnosis.pending_plugins)
+        status = Status(Code.UNSCHEDULABLE, (message,))
+        self._fail(fwk, qpi, status, message, perf_start)
+
+    def _fail_after_assume(
+        self, fwk: Framework, qpi: QueuedPodInfo, status: Status, node: str, perf_start: float
+    ) -> None:
+        if status.is_rejected:
+            qpi.unschedulable_plugins = frozenset({status.plugin}) if status.plugin else frozenset()
+            message = f"0/1 nodes are available: 1 {status.message}."
+            self._fail(fwk, qpi, status, message, perf_start)
+        else:
+            self._fail(fwk, qpi, status, status.message, perf_start, error=True)
+
+    def _fail(
+        self,
+        fwk: Framework,
+        qpi: QueuedPodInfo,
+        status: Status,
+        message: str,
+        perf_start: float,
+        *,
+        error: bool = False,
+    ) -> None:
+        result = "error" if error or status.code == Code.ERROR else "unschedulable"
+        elapsed = time.perf_counter() - perf_start
+        self.metrics.schedule_attempts.labels(result, fwk.profile_name).inc()
+        self.metrics.attempt_duration.labels(result, fwk.profile_name).observe(elapsed)
+        self.failed_count += 1
+        pod = qpi.pod
+        self._record(Outcome(pod.key, None, message, qpi.attempts))
+        self.queue.add_unschedulable(qpi, error=error or status.code == Code.ERROR)
+        self.queue.done(pod.key)
+        reason = "SchedulerError" if result == "error" else "Unschedulable"
+        log.info("pod %s unschedulable: %s", pod.key, message)
+        self._spawn(self.source.report_unschedulable(pod, reason=reason, message=message))
+
+    # ----- binding cycle -----
+
+    async def _binding_cycle(self, b: _Binding, perf_start: float) -> None:
+        pod, node = b.assumed, b.assumed.node_name
+        async with self._binding_slots:
+            self.metrics.bindings_in_flight.labels("binding").inc()
+            try:
+                status = await self._wait_on_permit(b)
+                if status.is_success:
+                    status = await b.fwk.run_pre_bind(b.state, pod, node)
+                if status.is_success:
+                    status = await b.fwk.run_bind(b.state, pod, node)
+            except Exception as exc:  # keep the scheduler alive whatever a plugin does
+                log.exception("binding cycle for %s failed", pod.key)
+                status = Status(Code.ERROR, (str(exc),))
+            finally:
+                self.metrics.bindings_in_flight.labels("binding").dec()
+        if not status.is_success:
+            b.fwk.run_unreserve(b.state, pod, node)
+            self.cache.forget_pod(pod)
+            self.queue.on_cluster_event(ClusterEvent(EventResource.ASSIGNED_POD, ActionType.DELETE), pod, None)
+            self._fail_after_assume(b.fwk, b.qpi, status, node, perf_start)
+            return
+        self.cache.finish_binding(pod, self.clock())
+        b.fwk.run_post_bind(b.state, pod, node)
+        elapsed = time.perf_counter() - perf_start
+        self.metrics.schedule_attempts.labels("scheduled", b.fwk.profile_name).inc()
+        self.metrics.attempt_duration.labels("scheduled", b.fwk.profile_name).observe(elapsed)
+        self.metrics.pod_attempts.observe(b.qpi.attempts)
+        first = b.qpi.initial_attempt_timestamp or b.started
+        self.metrics.sli_duration.labels(attempts_label(b.qpi.attempts)).observe(max(0.0, self.clock() - first))
+        self.scheduled_count += 1
+        self._record(Outcome(pod.key, node, "", b.qpi.attempts))
+        self.queue.done(pod.key)
+        self._spawn(self.source.report_scheduled(pod, node))
+
+    async def _wait_on_permit(self, b: _Binding) -> Status:
+        if not b.waits:
+            return Status()
+        # Permit plugins that asked to wait are polled through their ``allow`` state; without an
+        # external signal the pod is rejected when the shortest timeout runs out.
+        timeout = min(b.waits.values())
+        waiter = getattr(b.fwk, "waiting_pods", None)
+        if waiter is not None:
+            return await waiter.wait(b.assumed, b.waits)  # type: ignore[no-any-return]
+        await asyncio.sleep(timeout)
+        return Status(Code.UNSCHEDULABLE, ("rejected due to timeout after waiting at permit",))
+
+    # ----- loop -----
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Schedule until ``stop`` is set."""
+        while not stop.is_set():
+            self.queue.flush()
+            processed = 0
+            while self.schedule_one():
+                processed += 1
+                if processed % self.options.yield_every == 0:
+                    await asyncio.sleep(0)
+                    if stop.is_set():
+                        return
+            self._update_gauges()
+            waiter = asyncio.ensure_future(self.queue.wait_for_pod())
+            stopper = asyncio.ensure_future(stop.wait())
+            try:
+                await asyncio.wait({waiter, stopper}, timeout=1.0, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for f in (waiter, stopper):
+                    if not f.done():
+                        f.cancel()
+                await asyncio.gather(waiter, stopper, return_exceptions=True)
+
+    async def run_until_idle(self) -> None:
+        """Schedule until nothing is active or backing off and no binding is in flight (the simulator)."""
+        while True:
+            self.queue.flush()
+            processed = 0
+            while self.schedule_one():
+                processed += 1
+                if processed % self.options.yield_every == 0:
+                    await asyncio.sleep(0)
+            if self._bindings:
+                await asyncio.gather(*list(self._bindings), return_exceptions=True)
+                continue
+            await asyncio.sleep(0)
+            if processed == 0 and not self._bindings:
+                break
+        await self.drain()
+
+    async def drain(self) -> None:
+        """Wait for in-flight bindings and reports."""
+        while self._bindings or self._background:
+            await asyncio.gather(*list(self._bindings), *list(self._background), return_exceptions=True)
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._background.add(task)
+        task.add_done_callback(self._on_background_done)
+
+    def _on_background_done(self, task: asyncio.Task[None]) -> None:
+        self._background.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.warning("background report failed: %s", task.exception())
+
+    def _record(self, outcome: Outcome) -> None:
+        self.outcomes[outcome.pod_key] = outcome
+        if self.options.on_outcome is not None:
+            self.options.on_outcome(outcome)
+
+    def _update_gauges(self) -> None:
+        for queue_name, n in self.queue.pending_counts().items():
+            self.metrics.pending_pods.labels(queue_name).set(n)
+        for kind, n in self.cache.counts().items():
+            self.metrics.cache_size.labels(kind).set(n)
+
+
+def _node_update_action(old: Node, new: Node) -> ActionType:
+    action = ActionType(0)
+    if old.allocatable != new.allocatable:
+        action |= ActionType.UPDATE_NODE_ALLOCATABLE
+    if old.labels != new.labels:
+        action |= ActionType.UPDATE_NODE_LABEL
+    if old.taints != new.taints or old.unschedulable != new.unschedulable:
+        action |= ActionType.UPDATE_NODE_TAINT
+    if old.conditions != new.conditions:
+        action |= ActionType.UPDATE_NODE_CONDITION
+    return action

@@ -1,0 +1,51 @@
+"""The cluster-source interface: the only way the scheduler core reaches a cluster.
+
+Two implementations: :mod:`~koord_scheduler.scheduler.memory_source` (the embedded simulator) and the
+API-server source. The scheduler core never knows which one it has.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Any, Protocol
+
+from apis.core.types import Node, Pod
+from koord_scheduler.framework.handle import ClusterClient
+
+
+class EventType(str, Enum):
+    ADDED = "ADDED"
+    MODIFIED = "MODIFIED"
+    DELETED = "DELETED"
+
+
+class EventSink(Protocol):
+    """Receives parsed objects. Called on the event-loop thread, never during a scheduling cycle."""
+
+    def on_node(self, event: EventType, old: Node | None, new: Node | None) -> None: ...
+
+    def on_pod(self, event: EventType, old: Pod | None, new: Pod | None) -> None: ...
+
+    def on_object(self, kind: str, event: EventType, old: Any, new: Any) -> None:
+        """Other kinds (Reservation, NodeMetric...): forwarded to the plugins that subscribed."""
+        ...
+
+
+class ClusterSource(Protocol):
+    @property
+    def client(self) -> ClusterClient: ...
+
+    async def start(self, sink: EventSink) -> None:
+        """Deliver the initial state (as ADDED events) before returning, then keep delivering changes
+        from tasks the source owns until :meth:`stop`."""
+        ...
+
+    async def stop(self) -> None: ...
+
+    async def report_unschedulable(self, pod: Pod, *, reason: str, message: str) -> None:
+        """PodScheduled=False with ``reason`` and ``message``, and a FailedScheduling event."""
+        ...
+
+    async def report_scheduled(self, pod: Pod, node_name: str) -> None:
+        """A Scheduled event."""
+        ...
