@@ -1,0 +1,102 @@
+"""NodeResourcesBalancedAllocation (kube-scheduler v1.35 ``noderesources/balanced_allocation.go``).
+
+PreScore resolves the configured resources to snapshot columns and returns Skip for a best-effort pod
+(every configured request 0, kubernetes#129138), so such pods get no score from this plugin at all.
+Score uses real requests (``requested`` plus the pod's request, no non-zero defaults). No NormalizeScore.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from apis.config.errors import ConfigError
+from apis.config.plugin_args import NodeResourcesBalancedAllocationArgs
+from apis.core.types import CPU, EPHEMERAL_STORAGE, MEMORY, Pod
+from koord_scheduler.framework.cycle_state import CycleState, StateKey
+from koord_scheduler.framework.handle import FrameworkHandle
+from koord_scheduler.framework.interfaces import ScoreExtensions
+from koord_scheduler.framework.snapshot import ClusterSnapshot, IntArray, Positions
+from koord_scheduler.framework.status import Status, skip, success
+from koord_scheduler.plugins import names
+from koord_scheduler.plugins.balancedallocation.scoring import balanced_allocation
+
+NAME = names.NODE_RESOURCES_BALANCED_ALLOCATION
+ARGS = NodeResourcesBalancedAllocationArgs
+
+_NON_SCALAR = frozenset({CPU, MEMORY, EPHEMERAL_STORAGE})
+
+
+@dataclass(frozen=True, slots=True)
+class PreScoreState:
+    """Snapshot columns of the resources this pod is scored on, and the pod's request in each."""
+
+    columns: tuple[int, ...]
+    amounts: IntArray
+
+
+PRE_SCORE_KEY: StateKey[PreScoreState] = StateKey("PreScore" + NAME)
+
+
+def is_best_effort(pod: Pod, resources: Sequence[str]) -> bool:
+    """Whether the pod requests none of ``resources`` (real requests, no non-zero defaults)."""
+    return all(pod.requests.get(name, 0) == 0 for name in resources)
+
+
+def pre_score_state(pod: Pod, snapshot: ClusterSnapshot, resources: Sequence[str]) -> PreScoreState:
+    """Resolve ``resources`` to columns. cpu, memory and ephemeral-storage are always scored; a scalar
+    resource is scored only when the pod requests it and some node has the column."""
+    columns: list[int] = []
+    amounts: list[int] = []
+    for name in resources:
+        amount = pod.requests.get(name, 0)
+        column = snapshot.column(name)
+        if column is None or (amount == 0 and name not in _NON_SCALAR):
+            continue
+        columns.append(column)
+        amounts.append(amount)
+    return PreScoreState(tuple(columns), np.array(amounts, dtype=np.int64))
+
+
+class BalancedAllocation:
+    """The NodeResourcesBalancedAllocation plugin (PreScore, Score)."""
+
+    name = NAME
+
+    def __init__(self, args: NodeResourcesBalancedAllocationArgs) -> None:
+        self._resources = tuple(r.name for r in args.resources)
+
+    def pre_score(
+        self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions
+    ) -> Status:
+        if is_best_effort(pod, self._resources):
+            return skip()
+        state.write(PRE_SCORE_KEY, pre_score_state(pod, snapshot, self._resources))
+        return success()
+
+    def score_nodes(
+        self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions
+    ) -> IntArray:
+        pre = state.get(PRE_SCORE_KEY) or pre_score_state(pod, snapshot, self._resources)
+        n, k = len(positions), len(pre.columns)
+        requested = np.empty((n, k), dtype=np.int64)
+        allocatable = np.empty((n, k), dtype=np.int64)
+        for i, column in enumerate(pre.columns):
+            requested[:, i] = snapshot.requested[positions, column]
+            allocatable[:, i] = snapshot.allocatable[positions, column]
+        requested += pre.amounts
+        return balanced_allocation(requested, allocatable)
+
+    def score_extensions(self) -> ScoreExtensions | None:
+        return None
+
+
+def new(args: NodeResourcesBalancedAllocationArgs | None, handle: FrameworkHandle) -> BalancedAllocation:
+    """Factory: validates ``args`` and builds the plugin; ``None`` means defaults (cpu, memory)."""
+    args = args if args is not None else NodeResourcesBalancedAllocationArgs()
+    errors = args.field_errors("")
+    if errors:
+        raise ConfigError(errors, summary=f"invalid {NAME} args")
+    return BalancedAllocation(args)

@@ -1,0 +1,291 @@
+"""NodeResourcesFit: does the pod's request fit the node's free allocatable, and how full would it be.
+
+kube-scheduler v1.35 ``pkg/scheduler/framework/plugins/noderesources/fit.go``. PreFilter records the
+pod's request; Filter checks every node at once (:mod:`.fit`); PreScore resolves the scored resources;
+Score applies the configured strategy (:mod:`.scoring`) to all nodes at once. No NormalizeScore.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import partial
+
+import numpy as np
+
+from apis.config.errors import ConfigError
+from apis.config.plugin_args import (
+    LEAST_ALLOCATED,
+    MOST_ALLOCATED,
+    REQUESTED_TO_CAPACITY_RATIO,
+    NodeResourcesFitArgs,
+)
+from apis.core.types import CPU, EPHEMERAL_STORAGE, MEMORY, Node, Pod
+from koord_scheduler.framework.cycle_state import CycleState, StateKey
+from koord_scheduler.framework.handle import FrameworkHandle
+from koord_scheduler.framework.interfaces import PreFilterExtensions, ScoreExtensions
+from koord_scheduler.framework.snapshot import CPU_COL, MEMORY_COL, ClusterSnapshot, IntArray, Positions
+from koord_scheduler.framework.status import Status, success
+from koord_scheduler.framework.types import (
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    EventResource,
+    NodeFilterResult,
+    PreFilterResult,
+    QueueingHint,
+)
+from koord_scheduler.plugins import names
+from koord_scheduler.plugins.noderesources import scoring
+from koord_scheduler.plugins.noderesources.fit import (
+    FitRequest,
+    fit_codes,
+    fit_request,
+    fits_on_empty_node,
+    is_ignored,
+    status_for_code,
+)
+
+NAME = names.NODE_RESOURCES_FIT
+ARGS = NodeResourcesFitArgs
+
+Scorer = Callable[[IntArray, IntArray, IntArray], IntArray]
+"""``scorer(requested, allocatable, weights) -> scores``, all over (nodes, resources)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PreFilterState:
+    """The pod's request row over the snapshot's columns, and the part Filter checks."""
+
+    request: IntArray
+    fit: FitRequest
+
+
+@dataclass(frozen=True, slots=True)
+class ScoredResource:
+    """One configured resource the pod is scored on.
+
+    ``non_zero_col`` is the column of ``ClusterSnapshot.non_zero_requested`` for cpu/memory (scored with
+    non-zero requests), or -1 to read ``requested[:, column]``.
+    """
+
+    column: int
+    non_zero_col: int
+    amount: int
+    weight: int
+
+
+@dataclass(frozen=True, slots=True)
+class PreScoreState:
+    resources: tuple[ScoredResource, ...]
+
+    @property
+    def weights(self) -> IntArray:
+        return np.array([r.weight for r in self.resources], dtype=np.int64)
+
+
+PRE_FILTER_KEY: StateKey[PreFilterState] = StateKey("PreFilter" + NAME)
+PRE_SCORE_KEY: StateKey[PreScoreState] = StateKey("PreScore" + NAME)
+
+
+def _scorer(args: NodeResourcesFitArgs) -> Scorer:
+    strategy = args.scoring_strategy
+    if strategy.type == MOST_ALLOCATED:
+        return scoring.most_allocated
+    if strategy.type == REQUESTED_TO_CAPACITY_RATIO:
+        assert strategy.requested_to_capacity_ratio is not None  # validated
+        shape = [(p.utilization, p.score) for p in strategy.requested_to_capacity_ratio.shape]
+        utilization, score = scoring.scale_shape(shape)
+        return partial(scoring.requested_to_capacity_ratio, utilization=utilization, score=score)
+    assert strategy.type == LEAST_ALLOCATED
+    return scoring.least_allocated
+
+
+def scored_resources(
+    pod: Pod, snapshot: ClusterSnapshot, resources: Sequence[tuple[str, int]]
+) -> tuple[ScoredResource, ...]:
+    """The configured ``(name, weight)`` resources this pod is scored on, resolved to columns.
+
+    cpu and memory use the pod's non-zero requests against ``non_zero_requested``; other resources use
+    real requests. A scalar resource the pod does not request, or that no node has, is left out.
+    """
+    out: list[ScoredResource] = []
+    for name, weight in resources:
+        if name == CPU:
+            out.append(ScoredResource(CPU_COL, 0, pod.non_zero_cpu, weight))
+        elif name == MEMORY:
+            out.append(ScoredResource(MEMORY_COL, 1, pod.non_zero_memory, weight))
+        else:
+            amount = pod.requests.get(name, 0)
+            column = snapshot.column(name)
+            if column is None or (amount == 0 and name != EPHEMERAL_STORAGE):
+                continue
+            out.append(ScoredResource(column, -1, amount, weight))
+    return tuple(out)
+
+
+def gather(
+    snapshot: ClusterSnapshot, positions: Positions, resources: Sequence[ScoredResource]
+) -> tuple[IntArray, IntArray]:
+    """(requested including the pod, allocatable) as (nodes, resources) arrays."""
+    n, k = len(positions), len(resources)
+    requested = np.empty((n, k), dtype=np.int64)
+    allocatable = np.empty((n, k), dtype=np.int64)
+    for i, r in enumerate(resources):
+        allocatable[:, i] = snapshot.allocatable[positions, r.column]
+        if r.non_zero_col >= 0:
+            requested[:, i] = snapshot.non_zero_requested[positions, r.non_zero_col]
+        else:
+            requested[:, i] = snapshot.requested[positions, r.column]
+    requested += np.array([r.amount for r in resources], dtype=np.int64)
+    return requested, allocatable
+
+
+class Fit:
+    """The NodeResourcesFit plugin (PreFilter, Filter, PreScore, Score, EnqueueExtensions)."""
+
+    name = NAME
+
+    def __init__(self, args: NodeResourcesFitArgs) -> None:
+        self._ignored_resources = frozenset(args.ignored_resources)
+        self._ignored_groups = frozenset(args.ignored_resource_groups)
+        self._resources = tuple((r.name, r.weight) for r in args.scoring_strategy.resources)
+        self._scorer = _scorer(args)
+
+    # ----- PreFilter -----
+
+    def pre_filter(
+        self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot
+    ) -> tuple[PreFilterResult | None, Status]:
+        state.write(PRE_FILTER_KEY, self._pre_filter_state(pod, snapshot))
+        return None, success()
+
+    def pre_filter_extensions(self) -> PreFilterExtensions | None:
+        return None
+
+    def _pre_filter_state(self, pod: Pod, snapshot: ClusterSnapshot) -> PreFilterState:
+        request = snapshot.request_vector(pod)
+        fit = fit_request(
+            request,
+            snapshot.resource_names,
+            ignored_resources=self._ignored_resources,
+            ignored_groups=self._ignored_groups,
+        )
+        return PreFilterState(request, fit)
+
+    # ----- Filter -----
+
+    def filter_nodes(
+        self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions
+    ) -> NodeFilterResult:
+        pre = state.get(PRE_FILTER_KEY) or self._pre_filter_state(pod, snapshot)
+        codes = fit_codes(
+            pre.fit,
+            positions,
+            allocatable=snapshot.allocatable,
+            requested=snapshot.requested,
+            pod_count=snapshot.pod_count,
+            allowed_pods=snapshot.allowed_pods,
+        )
+        failed = codes != 0
+        if not failed.any():
+            return NodeFilterResult(~failed)
+        distinct, inverse = np.unique(codes[failed], return_inverse=True)
+        reason_ids = np.zeros(len(positions), dtype=np.int32)
+        reason_ids[failed] = inverse
+        statuses = tuple(status_for_code(code, pre.fit.names) for code in distinct.tolist())
+        return NodeFilterResult(~failed, reason_ids, statuses)
+
+    # ----- Score -----
+
+    def pre_score(
+        self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions
+    ) -> Status:
+        state.write(PRE_SCORE_KEY, PreScoreState(scored_resources(pod, snapshot, self._resources)))
+        return success()
+
+    def score_nodes(
+        self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions
+    ) -> IntArray:
+        pre = state.get(PRE_SCORE_KEY) or PreScoreState(scored_resources(pod, snapshot, self._resources))
+        if not pre.resources:
+            return np.zeros(len(positions), dtype=np.int64)
+        requested, allocatable = gather(snapshot, positions, pre.resources)
+        return self._scorer(requested, allocatable, pre.weights)
+
+    def score_extensions(self) -> ScoreExtensions | None:
+        return None
+
+    # ----- EnqueueExtensions -----
+
+    def events_to_register(self) -> Sequence[ClusterEventWithHint]:
+        return (
+            ClusterEventWithHint(
+                ClusterEvent(
+                    EventResource.ASSIGNED_POD, ActionType.DELETE | ActionType.UPDATE_POD_SCALE_DOWN
+                ),
+                self.is_schedulable_after_pod_event,
+            ),
+            ClusterEventWithHint(
+                ClusterEvent(EventResource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_ALLOCATABLE),
+                self.is_schedulable_after_node_change,
+            ),
+        )
+
+    def is_schedulable_after_pod_event(
+        self, pod: Pod, old: object | None, new: object | None
+    ) -> QueueingHint:
+        """A deleted pod that was assigned (or nominated) frees resources; an update helps only when it
+        shrinks the request of a resource the waiting pod asks for."""
+        if not isinstance(old, Pod):
+            return QueueingHint.QUEUE
+        if new is None:
+            if not old.node_name and not old.nominated_node_name:
+                return QueueingHint.SKIP
+            return QueueingHint.QUEUE
+        if not isinstance(new, Pod) or not new.node_name:
+            return QueueingHint.SKIP
+        for resource, amount in pod.requests.items():
+            if amount > 0 and old.requests.get(resource, 0) > new.requests.get(resource, 0):
+                return QueueingHint.QUEUE
+        return QueueingHint.SKIP
+
+    def is_schedulable_after_node_change(
+        self, pod: Pod, old: object | None, new: object | None
+    ) -> QueueingHint:
+        """Queue when the pod would fit the (empty) new node and the node is new or grew in a resource
+        the pod requests."""
+        if not isinstance(new, Node):
+            return QueueingHint.QUEUE
+        if not fits_on_empty_node(
+            pod.requests,
+            new.allocatable,
+            ignored_resources=self._ignored_resources,
+            ignored_groups=self._ignored_groups,
+        ):
+            return QueueingHint.SKIP
+        if not isinstance(old, Node):
+            return QueueingHint.QUEUE
+        return QueueingHint.QUEUE if _requested_resource_increased(pod, old, new) else QueueingHint.SKIP
+
+    def is_ignored(self, resource: str) -> bool:
+        return is_ignored(resource, self._ignored_resources, self._ignored_groups)
+
+
+def _requested_resource_increased(pod: Pod, old: Node, new: Node) -> bool:
+    """``haveAnyRequestedResourcesIncreased``: more pod slots, or more of a resource the pod requests."""
+    if new.allocatable.get("pods", 0) > old.allocatable.get("pods", 0):
+        return True
+    return any(
+        amount > 0 and name != "pods" and new.allocatable.get(name, 0) > old.allocatable.get(name, 0)
+        for name, amount in pod.requests.items()
+    )
+
+
+def new(args: NodeResourcesFitArgs | None, handle: FrameworkHandle) -> Fit:
+    """Factory: validates ``args`` (as ``NewFit`` does) and builds the plugin; ``None`` means defaults."""
+    args = args if args is not None else NodeResourcesFitArgs()
+    errors = args.field_errors("")
+    if errors:
+        raise ConfigError(errors, summary=f"invalid {NAME} args")
+    return Fit(args)
