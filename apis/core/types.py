@@ -3,13 +3,20 @@
 These are parsed from raw JSON (see :mod:`apis.core.parse`), never from the kubernetes client's model
 classes, which cost about a millisecond per pod. Resource amounts are plain ``int``: CPU in millicores,
 everything else in base units (bytes, counts), exactly as ``Quantity.MilliValue()`` / ``Value()`` give them.
+
+Every mapping field holds a :class:`~apis.core.frozendict.FrozenDict` (an immutable, hashable ``dict``), so
+all these types are hashable and safe to share between threads and caches. Construct them with
+``FrozenDict(...)`` (the parser and ``tests/builders.py`` do); a plain ``dict`` would make the object
+unhashable.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
+
+from apis.core.frozendict import FrozenDict
 
 CPU = "cpu"
 MEMORY = "memory"
@@ -19,11 +26,11 @@ PODS = "pods"
 ResourceList = Mapping[str, int]
 """Resource name -> amount (cpu in millicores, everything else in base units)."""
 
-EMPTY_RESOURCES: ResourceList = {}
-EMPTY_LABELS: Mapping[str, str] = {}
+EMPTY_RESOURCES: ResourceList = FrozenDict()
+EMPTY_LABELS: Mapping[str, str] = FrozenDict()
 
 
-class Operator(str, Enum):
+class Operator(StrEnum):
     """Selector requirement operators (label selectors use the first four, node selectors all six)."""
 
     IN = "In"
@@ -45,7 +52,7 @@ class SelectorRequirement:
 class LabelSelector:
     """metav1.LabelSelector. An empty selector matches everything; ``None`` (at use sites) matches nothing."""
 
-    match_labels: Mapping[str, str] = field(default_factory=dict)
+    match_labels: Mapping[str, str] = field(default_factory=FrozenDict)
     match_expressions: tuple[SelectorRequirement, ...] = ()
 
 
@@ -104,7 +111,7 @@ class Affinity:
     pod_anti_affinity: PodAffinity | None = None
 
 
-class TaintEffect(str, Enum):
+class TaintEffect(StrEnum):
     NO_SCHEDULE = "NoSchedule"
     PREFER_NO_SCHEDULE = "PreferNoSchedule"
     NO_EXECUTE = "NoExecute"
@@ -166,8 +173,8 @@ class ObjectMeta:
     uid: str = ""
     resource_version: str = ""
     generation: int = 0
-    labels: Mapping[str, str] = field(default_factory=dict)
-    annotations: Mapping[str, str] = field(default_factory=dict)
+    labels: Mapping[str, str] = field(default_factory=FrozenDict)
+    annotations: Mapping[str, str] = field(default_factory=FrozenDict)
     owner_references: tuple[OwnerReference, ...] = ()
     creation_timestamp: float | None = None
     """Seconds since the epoch (UTC)."""
@@ -190,8 +197,8 @@ class Pod:
     priority: int = 0
     priority_class_name: str = ""
     preemption_policy: str = "PreemptLowerPriority"
-    requests: ResourceList = field(default_factory=dict)
-    limits: ResourceList = field(default_factory=dict)
+    requests: ResourceList = field(default_factory=FrozenDict)
+    limits: ResourceList = field(default_factory=FrozenDict)
     non_zero_cpu: int = 0
     non_zero_memory: int = 0
     node_selector: Mapping[str, str] | None = None
@@ -207,7 +214,7 @@ class Pod:
     qos_class: str = "BestEffort"
     """Kubernetes QoS class: Guaranteed, Burstable or BestEffort."""
     nominated_node_name: str = ""
-    conditions: Mapping[str, str] = field(default_factory=dict)
+    conditions: Mapping[str, str] = field(default_factory=FrozenDict)
     """Pod condition type -> status ("True"/"False"/"Unknown")."""
 
     @property
@@ -249,12 +256,12 @@ class ContainerImage:
 @dataclass(frozen=True, slots=True)
 class Node:
     meta: ObjectMeta
-    allocatable: ResourceList = field(default_factory=dict)
-    capacity: ResourceList = field(default_factory=dict)
+    allocatable: ResourceList = field(default_factory=FrozenDict)
+    capacity: ResourceList = field(default_factory=FrozenDict)
     taints: tuple[Taint, ...] = ()
     unschedulable: bool = False
     images: tuple[ContainerImage, ...] = ()
-    conditions: Mapping[str, str] = field(default_factory=dict)
+    conditions: Mapping[str, str] = field(default_factory=FrozenDict)
 
     @property
     def name(self) -> str:
