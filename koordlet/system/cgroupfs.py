@@ -163,6 +163,13 @@ class CgroupFS:
     def exists(self, rel_dir: str, subsystem: str = "cpu") -> bool:
         return self.dir_path(subsystem, rel_dir).is_dir()
 
+    def list_children(self, rel_dir: str, subsystem: str = "cpu") -> list[str]:
+        """Names of child cgroups (``[]`` when the cgroup does not exist)."""
+        try:
+            return [e.name for e in os.scandir(self.dir_path(subsystem, rel_dir)) if e.is_dir()]
+        except OSError:
+            return []
+
     # -- raw access ----------------------------------------------------------------------------
 
     def read_raw(self, resource: str, rel_dir: str) -> str | None:

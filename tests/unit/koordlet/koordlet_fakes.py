@@ -95,3 +95,33 @@ def write_proc(
     (root / "meminfo").write_text(
         f"MemTotal:       {mem_total_kb} kB\nMemFree:        1000 kB\nMemAvailable:   {mem_available_kb} kB\n"
     )
+
+
+def make_raw_pod(
+    name: str,
+    uid: str,
+    *,
+    namespace: str = "default",
+    qos: str = "Burstable",
+    priority: int | None = None,
+    labels: dict[str, str] | None = None,
+    containers: list[tuple[str, str]] | None = None,
+    requests: dict[str, str] | None = None,
+) -> dict[str, object]:
+    """Pod JSON as the API server returns it. ``containers`` is [(name, containerID)]."""
+    containers = containers or [("main", "")]
+    spec: dict[str, object] = {
+        "nodeName": "node-1",
+        "containers": [{"name": n, "resources": {"requests": requests or {}}} for n, _ in containers],
+    }
+    if priority is not None:
+        spec["priority"] = priority
+    return {
+        "metadata": {"name": name, "namespace": namespace, "uid": uid, "labels": labels or {}},
+        "spec": spec,
+        "status": {
+            "phase": "Running",
+            "qosClass": qos,
+            "containerStatuses": [{"name": n, "containerID": cid} for n, cid in containers if cid],
+        },
+    }

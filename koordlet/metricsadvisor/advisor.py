@@ -1,0 +1,127 @@
+"""The metrics advisor: runs the collectors every collect interval, and answers usage queries."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from koordlet.metriccache import MetricCache, MetricKind, WindowStats
+from koordlet.metricsadvisor.collectors import (
+    BEResourceCollector,
+    NodeResourceCollector,
+    PodResourceCollector,
+    PSICollector,
+    TickResult,
+)
+from koordlet.statesinformer import PodMeta
+from koordlet.system import CgroupFS, ProcFS
+from koordlet.system.clock import Clock, wall_clock
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class AdvisorOptions:
+    collect_interval_seconds: float = 1.0
+    """``--collect-res-used-interval``."""
+    psi_interval_seconds: float = 10.0
+    enable_psi: bool = False
+    collect_containers: bool = True
+    gc_interval_seconds: float = 60.0
+
+
+class MetricsAdvisor:
+    """Collects node, pod/container, BE, system (and PSI) usage into ``cache``.
+
+    ``pods`` returns the current pod list (the states informer's ``get_all_pods``).
+    """
+
+    def __init__(
+        self,
+        cgroupfs: CgroupFS,
+        procfs: ProcFS,
+        cache: MetricCache,
+        pods: Callable[[], Iterable[PodMeta]],
+        *,
+        options: AdvisorOptions | None = None,
+        clock: Clock = wall_clock,
+    ) -> None:
+        self.options = options or AdvisorOptions()
+        self.cache = cache
+        self.pods = pods
+        self.clock = clock
+        self.node = NodeResourceCollector(procfs, cache)
+        self.pod = PodResourceCollector(cgroupfs, cache, collect_containers=self.options.collect_containers)
+        self.be = BEResourceCollector(cgroupfs, cache, num_cpus=procfs.num_cpus())
+        self.psi = PSICollector(cgroupfs, procfs, cache)
+        self.ticks = 0
+        self.errors = 0
+        self._last_psi = float("-inf")
+        self._last_gc = float("-inf")
+
+    def collect_once(self, now: float | None = None) -> TickResult:
+        """One tick of every collector. Exceptions are counted and logged, never raised."""
+        now = self.clock() if now is None else now
+        pods = list(self.pods())
+        result = TickResult()
+        steps: tuple[Callable[[], None], ...] = (
+            lambda: self.node.collect(now, result),
+            lambda: self.pod.collect(now, pods, result),
+            lambda: self.be.collect(now, pods),
+        )
+        for step in steps:
+            try:
+                step()
+            except Exception:
+                self.errors += 1
+                log.exception("collector failed")
+        if result.node_cpu is not None:
+            self.cache.append(MetricKind.SYS_CPU_USAGE, "", now, max(result.node_cpu - result.pods_cpu, 0.0))
+        if result.node_memory is not None:
+            system_memory = max(result.node_memory - result.pods_memory, 0.0)
+            self.cache.append(MetricKind.SYS_MEMORY_USAGE, "", now, system_memory)
+        if self.options.enable_psi and now - self._last_psi >= self.options.psi_interval_seconds:
+            self._last_psi = now
+            try:
+                self.psi.collect(now, pods)
+            except Exception:
+                self.errors += 1
+                log.exception("PSI collector failed")
+        if now - self._last_gc >= self.options.gc_interval_seconds:
+            self._last_gc = now
+            self.cache.gc()
+        self.ticks += 1
+        return result
+
+    async def run(self, stop: asyncio.Event) -> None:
+        interval = self.options.collect_interval_seconds
+        while not stop.is_set():
+            started = self.clock()
+            self.collect_once(started)
+            delay = max(interval - (self.clock() - started), 0.0)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=delay)
+
+
+_NODE_KINDS = {"cpu": MetricKind.NODE_CPU_USAGE, "memory": MetricKind.NODE_MEMORY_USAGE}
+_SYS_KINDS = {"cpu": MetricKind.SYS_CPU_USAGE, "memory": MetricKind.SYS_MEMORY_USAGE}
+_POD_KINDS = {"cpu": MetricKind.POD_CPU_USAGE, "memory": MetricKind.POD_MEMORY_USAGE}
+
+
+class CacheUsageSource:
+    """The statesinformer's ``UsageSource`` over the metric cache (cpu in cores, memory in bytes)."""
+
+    def __init__(self, cache: MetricCache) -> None:
+        self.cache = cache
+
+    def node_usage(self, resource: str, start: float, end: float) -> WindowStats | None:
+        return self.cache.query(_NODE_KINDS[resource], "", start, end)
+
+    def system_usage(self, resource: str, start: float, end: float) -> WindowStats | None:
+        return self.cache.query(_SYS_KINDS[resource], "", start, end)
+
+    def pod_usage(self, pod_uid: str, resource: str, start: float, end: float) -> WindowStats | None:
+        return self.cache.query(_POD_KINDS[resource], pod_uid, start, end)

@@ -1,0 +1,115 @@
+"""NodeMetric status, decided as a pure function of usage windows and the pod list.
+
+Matches ``states_nodemetric.go``: nodeUsage and podsMetric are averages over ``aggregateDurationSeconds``;
+aggregatedNodeUsages hold avg/p50/p90/p95/p99 for each duration, and a duration whose samples span less
+than half of it (cold start) is left out; CPU is written in millicores, memory in bytes (BinarySI).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import Protocol
+
+from apis.slo import (
+    AggregatedUsage,
+    NodeMetricInfo,
+    NodeMetricStatus,
+    PodMetricInfo,
+    ResolvedCollectPolicy,
+    ResourceMap,
+    format_binary,
+    format_go_duration,
+    format_milli,
+)
+from apis.slo.nodemetric import AGGREGATION_TYPES
+from koordlet.statesinformer.pods import PodMeta
+
+CPU, MEMORY = "cpu", "memory"
+COLD_START_FRACTION = 0.5
+
+
+class UsageWindow(Protocol):
+    """Aggregates of one series over one window (cpu in cores, memory in bytes)."""
+
+    @property
+    def count(self) -> int: ...
+    @property
+    def span(self) -> float: ...
+    def get(self, aggregation: str) -> float: ...
+
+
+class UsageSource(Protocol):
+    """What the reporter reads; the metrics advisor implements it over the metric cache."""
+
+    def node_usage(self, resource: str, start: float, end: float) -> UsageWindow | None: ...
+    def system_usage(self, resource: str, start: float, end: float) -> UsageWindow | None: ...
+    def pod_usage(self, pod_uid: str, resource: str, start: float, end: float) -> UsageWindow | None: ...
+
+
+def _format(resource: str, value: float) -> str:
+    if resource == CPU:
+        return format_milli(round(value * 1000))
+    return format_binary(round(value))
+
+
+def _resource_map(values: dict[str, float]) -> ResourceMap:
+    return ResourceMap(resources={r: _format(r, v) for r, v in values.items()})
+
+
+def _avg_map(windows: dict[str, UsageWindow | None]) -> ResourceMap | None:
+    values = {r: w.get("avg") for r, w in windows.items() if w is not None}
+    return _resource_map(values) if values else None
+
+
+class _Query(Protocol):
+    def __call__(self, resource: str, start: float, end: float) -> UsageWindow | None: ...
+
+
+def _aggregated(query: _Query, durations: Iterable[int], now: float) -> list[AggregatedUsage] | None:
+    out: list[AggregatedUsage] = []
+    for duration in durations:
+        windows = {r: query(r, now - duration, now) for r in (CPU, MEMORY)}
+        warm = {
+            r: w for r, w in windows.items() if w is not None and w.span >= duration * COLD_START_FRACTION
+        }
+        if not warm:
+            continue
+        usage = {agg: _resource_map({r: w.get(agg) for r, w in warm.items()}) for agg in AGGREGATION_TYPES}
+        out.append(AggregatedUsage(duration=format_go_duration(duration), usage=usage))
+    return out or None
+
+
+def build_node_metric_status(
+    source: UsageSource, pods: Iterable[PodMeta], policy: ResolvedCollectPolicy, now: float
+) -> NodeMetricStatus:
+    """The status the koordlet reports at ``now`` (seconds since the epoch)."""
+    start = now - policy.aggregate_duration_seconds
+    node_usage = _avg_map({r: source.node_usage(r, start, now) for r in (CPU, MEMORY)})
+    system_usage = _avg_map({r: source.system_usage(r, start, now) for r in (CPU, MEMORY)})
+    pods_metric: list[PodMetricInfo] = []
+    for pod in sorted(pods, key=lambda p: (p.namespace, p.name)):
+        windows = {r: source.pod_usage(pod.uid, r, start, now) for r in (CPU, MEMORY)}
+        if any(w is None for w in windows.values()):
+            continue  # Koordinator skips a pod whose query failed
+        pods_metric.append(
+            PodMetricInfo(
+                namespace=pod.namespace,
+                name=pod.name,
+                priority=pod.priority_class.value,
+                qos=pod.qos.value,
+                pod_usage=_avg_map(windows),
+            )
+        )
+    return NodeMetricStatus(
+        update_time=datetime.fromtimestamp(int(now), tz=UTC),
+        node_metric=NodeMetricInfo(
+            node_usage=node_usage or ResourceMap(resources={}),
+            aggregated_node_usages=_aggregated(source.node_usage, policy.aggregate_durations_seconds, now),
+            system_usage=system_usage,
+            aggregated_system_usages=_aggregated(
+                source.system_usage, policy.aggregate_durations_seconds, now
+            ),
+        ),
+        pods_metric=pods_metric,
+    )
