@@ -1,0 +1,1 @@
+"""DefaultBinder: binds through the pods/binding subresource."""

@@ -1,0 +1,85 @@
+"""Shared pieces of the in-tree plugins: kube-scheduler's DefaultNormalizeScore, and the per-snapshot
+cache the node-property filters keep their masks in."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from typing import Generic, TypeVar
+
+import numpy as np
+
+from apis.core.types import Node
+from koord_scheduler.framework.snapshot import ClusterSnapshot, IntArray
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+
+
+def default_normalize_score(max_priority: int, reverse: bool, scores: IntArray) -> None:
+    """kube-scheduler's ``helper.DefaultNormalizeScore``, over a whole score vector, in place.
+
+    ``max = max(0, scores)``. When ``max == 0`` every score becomes ``max_priority`` if ``reverse``, and
+    is left alone otherwise. Else ``s = max_priority * s / max`` with Go's truncating division, then
+    ``max_priority - s`` when ``reverse``.
+    """
+    if len(scores) == 0:
+        return
+    top = max(int(scores.max()), 0)
+    if top == 0:
+        if reverse:
+            scores[:] = max_priority
+        return
+    scaled = scores * max_priority
+    # Go truncates toward zero; numpy's // floors, which differs only for negative numerators.
+    quotient = np.where(scaled < 0, -(-scaled // top), scaled // top)
+    if reverse:
+        quotient = max_priority - quotient
+    scores[:] = quotient
+
+
+class SnapshotCache(Generic[K, V]):
+    """A small LRU of values derived from a snapshot's node properties (labels, taints, spec).
+
+    Entries are valid for one ``(snapshot, nodes_generation)``; any other snapshot or generation empties
+    the cache first, so a node label or taint change is never answered from a stale entry. Values are
+    shared between callers and must be treated as read-only.
+    """
+
+    __slots__ = ("_entries", "_generation", "_max_entries", "_snapshot")
+
+    def __init__(self, max_entries: int = 256) -> None:
+        self._entries: OrderedDict[K, V] = OrderedDict()
+        self._max_entries = max_entries
+        self._snapshot: ClusterSnapshot | None = None
+        self._generation = -1
+
+    def get(self, snapshot: ClusterSnapshot, key: K, compute: Callable[[], V]) -> V:
+        if snapshot is not self._snapshot or snapshot.nodes_generation != self._generation:
+            self._entries.clear()
+            self._snapshot = snapshot
+            self._generation = snapshot.nodes_generation
+        try:
+            value = self._entries[key]
+        except KeyError:
+            value = compute()
+            self._entries[key] = value
+            if len(self._entries) > self._max_entries:
+                self._entries.popitem(last=False)
+            return value
+        self._entries.move_to_end(key)
+        return value
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+def live_nodes(snapshot: ClusterSnapshot) -> list[tuple[int, Node]]:
+    """``(position, node)`` for every live node: the one O(nodes) pass index builders make."""
+    infos = snapshot.infos
+    out: list[tuple[int, Node]] = []
+    for pos in snapshot.positions.values():
+        info = infos[pos]
+        if info is not None and info.node is not None:
+            out.append((pos, info.node))
+    return out

@@ -1,0 +1,1 @@
+"""NodeName: a pod with ``spec.nodeName`` fits only that node."""

@@ -1,0 +1,1 @@
+"""PrioritySort: activeQ order by pod priority, then FIFO."""

@@ -1,0 +1,28 @@
+"""PrioritySort (kube-scheduler ``queuesort/priority_sort.go``).
+
+``less(a, b)``: higher ``spec.priority`` first; equal priorities pop in the order they were (re)added to
+the queue. A pod without a priority has priority 0 (the parser already defaults it).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from koord_scheduler.framework.handle import FrameworkHandle
+from koord_scheduler.framework.types import QueuedPodInfo
+from koord_scheduler.plugins import names
+
+NAME = names.PRIORITY_SORT
+ARGS = None
+
+
+class PrioritySort:
+    name = NAME
+
+    def less(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
+        pa, pb = a.pod.priority, b.pod.priority
+        return pa > pb or (pa == pb and a.timestamp < b.timestamp)
+
+
+def new(args: Any, handle: FrameworkHandle) -> PrioritySort:
+    return PrioritySort()

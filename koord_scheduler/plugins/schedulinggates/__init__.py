@@ -1,0 +1,1 @@
+"""SchedulingGates: keeps pods with ``spec.schedulingGates`` out of activeQ."""
