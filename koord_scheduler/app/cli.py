@@ -1,0 +1,135 @@
+"""The ``koord-scheduler`` command line.
+
+``koord-scheduler simulate ...`` runs the embedded simulator; ``koord-scheduler --config ...`` runs
+against a real API server. Plugin authors build their own command with extra plugins::
+
+    from koord_scheduler import new_scheduler_command, with_plugin
+    raise SystemExit(new_scheduler_command(with_plugin("MyPlugin", new_my_plugin)).run())
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+from collections.abc import Sequence
+from datetime import datetime
+from pathlib import Path
+
+from apis.config import ConfigError, KubeSchedulerConfiguration, load_scheduler_config
+from koord_scheduler.app.cluster_file import ExtraParser, load_cluster_file
+from koord_scheduler.app.plugin_loading import build_registry
+from koord_scheduler.app.simulate import run_simulation, to_json, to_text
+from koord_scheduler.framework.errors import SchedulerError
+from koord_scheduler.framework.registry import PluginSpec, Registry
+
+log = logging.getLogger("koord-scheduler")
+
+EXIT_OK = 0
+EXIT_PROBLEMS = 1
+EXIT_USAGE = 2
+
+REPO_CONFIG = Path(__file__).resolve().parents[2] / "config"
+DEFAULT_CLUSTER = REPO_CONFIG / "simulate" / "example-cluster.yaml"
+DEFAULT_SIMULATE_CONFIG = REPO_CONFIG / "simulate" / "scheduler-config.yaml"
+
+
+class SchedulerCommand:
+    """A koord-scheduler command line with a fixed set of extra (out-of-tree) plugins."""
+
+    def __init__(self, extra_plugins: Sequence[PluginSpec] = ()) -> None:
+        self.extra_plugins = tuple(extra_plugins)
+
+    def registry(self) -> Registry:
+        return build_registry(self.extra_plugins)
+
+    def run(self, argv: Sequence[str] | None = None) -> int:
+        args = list(sys.argv[1:] if argv is None else argv)
+        try:
+            if args and args[0] == "simulate":
+                return self._simulate(args[1:])
+            return self._serve(args)
+        except (ConfigError, SchedulerError) as exc:
+            print(f"koord-scheduler: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+        except KeyboardInterrupt:
+            return 130
+
+    # ----- simulate -----
+
+    def _simulate(self, argv: list[str]) -> int:
+        parser = argparse.ArgumentParser(
+            prog="koord-scheduler simulate",
+            description="Schedule a file of Kubernetes objects on an in-memory cluster and report placements.",
+        )
+        parser.add_argument("--cluster", help="multi-document YAML of Nodes, Pods, Reservations, NodeMetrics "
+                            f"(default: the bundled example, {DEFAULT_CLUSTER.name})")
+        parser.add_argument("--config", help="KubeSchedulerConfiguration file (default: kube-scheduler defaults"
+                            " plus pykoord's plugins)")
+        parser.add_argument("--output", "-o", choices=("text", "json"), default="text")
+        parser.add_argument("--now", help="RFC3339 time used for anything time-dependent (default: now)")
+        parser.add_argument("-v", "--verbosity", type=int, default=0)
+        ns = parser.parse_args(argv)
+        _setup_logging(ns.verbosity)
+        now = _parse_now(ns.now, parser)
+        registry = self.registry()
+        config = _load_config(ns.config, DEFAULT_SIMULATE_CONFIG if ns.config is None else None)
+        cluster_path = Path(ns.cluster) if ns.cluster else DEFAULT_CLUSTER
+        cluster_file = load_cluster_file(cluster_path, extra_kinds=_extra_kinds(registry))
+        result, _ = asyncio.run(run_simulation(cluster_file, config, registry, now=now))
+        print(to_json(result) if ns.output == "json" else to_text(result))
+        if cluster_file.problems:
+            for problem in cluster_file.problems:
+                print(f"koord-scheduler: {problem}", file=sys.stderr)
+            return EXIT_PROBLEMS
+        return EXIT_OK
+
+    # ----- cluster mode -----
+
+    def _serve(self, argv: list[str]) -> int:
+        from koord_scheduler.app.serve import serve_main
+
+        return serve_main(argv, self.registry)
+
+
+def _extra_kinds(registry: Registry) -> dict[str, ExtraParser]:
+    """Kinds beyond Node/Pod that some registered plugin can parse (``CLUSTER_KINDS`` on its module)."""
+    kinds: dict[str, ExtraParser] = {}
+    for spec in registry:
+        parsers = getattr(spec.factory, "cluster_kinds", None)
+        if isinstance(parsers, dict):
+            kinds.update(parsers)
+    return kinds
+
+
+def _load_config(path: str | None, fallback: Path | None) -> KubeSchedulerConfiguration:
+    if path:
+        return load_scheduler_config(path)
+    if fallback is not None and fallback.exists():
+        return load_scheduler_config(fallback)
+    return KubeSchedulerConfiguration()
+
+
+def _parse_now(text: str | None, parser: argparse.ArgumentParser) -> float:
+    if not text:
+        return datetime.now().timestamp()
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        parser.error(f"--now: {text!r} is not an RFC3339 time such as 2026-01-02T15:04:05Z")
+        raise  # unreachable: parser.error exits
+
+
+def _setup_logging(verbosity: int) -> None:
+    level = logging.WARNING if verbosity <= 0 else logging.INFO if verbosity < 4 else logging.DEBUG
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+def new_scheduler_command(*extra_plugins: PluginSpec) -> SchedulerCommand:
+    """kube-scheduler's ``app.NewSchedulerCommand(app.WithPlugin(...))``, in Python."""
+    return SchedulerCommand(extra_plugins)
+
+
+def main() -> None:
+    raise SystemExit(new_scheduler_command().run())

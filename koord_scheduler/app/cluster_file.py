@@ -1,0 +1,129 @@
+"""Reading a cluster file for ``simulate``: multi-document YAML of ordinary Kubernetes objects.
+
+Objects may come singly or inside ``List`` documents, as ``kubectl get -o yaml`` prints them. A bad
+object yields one :class:`ObjectProblem` naming its kind, name and field; the good ones are still used.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from apis.core.errors import ParseError
+from apis.core.parse import parse_node, parse_pod
+from apis.core.types import Node, Pod
+
+ExtraParser = Callable[[Mapping[str, Any]], Any]
+"""Parses an object of an extra kind (Reservation, NodeMetric); raises ParseError/ValueError when bad."""
+
+IGNORED_KINDS = frozenset({"Namespace", "PriorityClass", "Event", "ConfigMap", "Service", "ServiceAccount"})
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectProblem:
+    source: str
+    where: str
+    """``Kind namespace/name`` or ``document N``."""
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.source}: {self.where}: {self.message}"
+
+
+@dataclass(slots=True)
+class ClusterFile:
+    nodes: list[Node] = field(default_factory=list)
+    pods: list[Pod] = field(default_factory=list)
+    objects: dict[str, list[tuple[str, Any]]] = field(default_factory=dict)
+    problems: list[ObjectProblem] = field(default_factory=list)
+
+
+def load_cluster_file(path: str | Path, extra_kinds: Mapping[str, ExtraParser] | None = None) -> ClusterFile:
+    source = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        out = ClusterFile()
+        out.problems.append(ObjectProblem(source, "file", f"cannot read: {exc.strerror or exc}"))
+        return out
+    return parse_cluster_text(text, source=source, extra_kinds=extra_kinds)
+
+
+def parse_cluster_text(
+    text: str, *, source: str = "<cluster>", extra_kinds: Mapping[str, ExtraParser] | None = None
+) -> ClusterFile:
+    out = ClusterFile()
+    extra = dict(extra_kinds or {})
+    try:
+        documents = list(yaml.safe_load_all(text))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark is not None else "document"
+        out.problems.append(ObjectProblem(source, where, f"invalid YAML: {getattr(exc, 'problem', exc)}"))
+        return out
+    seen: set[tuple[str, str]] = set()
+    for where, obj in _objects(documents, source, out.problems):
+        kind = obj.get("kind")
+        name = _display(obj)
+        label = f"{kind} {name}" if kind else where
+        if not isinstance(kind, str) or not kind:
+            out.problems.append(ObjectProblem(source, where, "missing field 'kind'"))
+            continue
+        if kind in IGNORED_KINDS:
+            continue
+        if (kind, name) in seen:
+            out.problems.append(ObjectProblem(source, label, "duplicate object (the first one is used)"))
+            continue
+        seen.add((kind, name))
+        try:
+            if kind == "Node":
+                out.nodes.append(parse_node(obj))
+            elif kind == "Pod":
+                out.pods.append(parse_pod(obj))
+            elif kind in extra:
+                out.objects.setdefault(kind, []).append((name, extra[kind](obj)))
+            else:
+                out.problems.append(ObjectProblem(source, label, f"unsupported kind {kind!r} (ignored)"))
+        except ParseError as exc:
+            out.problems.append(ObjectProblem(source, label, f"{exc.field}: {exc.message}"))
+        except ValueError as exc:
+            out.problems.append(ObjectProblem(source, label, str(exc)))
+    return out
+
+
+def _objects(
+    documents: list[Any], source: str, problems: list[ObjectProblem]
+) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    for i, doc in enumerate(documents, start=1):
+        if doc is None:
+            continue
+        if not isinstance(doc, Mapping):
+            problems.append(ObjectProblem(source, f"document {i}", "is not a mapping"))
+            continue
+        if doc.get("kind") == "List" or (str(doc.get("kind", "")).endswith("List") and "items" in doc):
+            items = doc.get("items") or []
+            if not isinstance(items, list):
+                problems.append(ObjectProblem(source, f"document {i}", "items: must be a list"))
+                continue
+            for j, item in enumerate(items):
+                if isinstance(item, Mapping):
+                    yield f"document {i} items[{j}]", item
+                else:
+                    problems.append(ObjectProblem(source, f"document {i} items[{j}]", "is not a mapping"))
+        else:
+            yield f"document {i}", doc
+
+
+def _display(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata")
+    if not isinstance(meta, Mapping):
+        return "<unnamed>"
+    name = meta.get("name") or "<unnamed>"
+    ns = meta.get("namespace")
+    if obj.get("kind") == "Pod":
+        ns = ns or "default"
+    return f"{ns}/{name}" if ns else str(name)

@@ -1,0 +1,189 @@
+"""``koord-scheduler simulate``: schedule a cluster file on the embedded in-memory cluster."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from apis.config import KubeSchedulerConfiguration
+from apis.core.quantity import format_quantity
+from apis.core.types import CPU, MEMORY
+from koord_scheduler.app.cluster_file import ClusterFile, ObjectProblem
+from koord_scheduler.framework.registry import Registry
+from koord_scheduler.framework.snapshot import ClusterSnapshot
+from koord_scheduler.scheduler.assembly import build_scheduler
+from koord_scheduler.scheduler.memory_source import MemoryCluster
+from koord_scheduler.scheduler.scheduler import Scheduler
+
+
+@dataclass(frozen=True, slots=True)
+class PodPlacement:
+    namespace: str
+    name: str
+    node: str | None
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class NodeAllocation:
+    name: str
+    requested: Mapping[str, int]
+    allocatable: Mapping[str, int]
+    pods: int
+    max_pods: int
+
+
+@dataclass(slots=True)
+class SimulationResult:
+    placements: list[PodPlacement] = field(default_factory=list)
+    before: list[NodeAllocation] = field(default_factory=list)
+    after: list[NodeAllocation] = field(default_factory=list)
+    problems: list[ObjectProblem] = field(default_factory=list)
+    extra_sections: dict[str, Any] = field(default_factory=dict)
+    """Sections plugins contribute (reservations, node usage), keyed by name."""
+
+
+async def run_simulation(
+    cluster_file: ClusterFile, config: KubeSchedulerConfiguration, registry: Registry, *, now: float
+) -> tuple[SimulationResult, Scheduler]:
+    cluster = MemoryCluster.from_objects(cluster_file.nodes, cluster_file.pods, cluster_file.objects)
+    scheduler = build_scheduler(config, registry, cluster, clock=lambda: now)
+    await cluster.start(scheduler)
+    result = SimulationResult(problems=list(cluster_file.problems))
+    result.before = _allocations(scheduler.cache.snapshot)
+    await scheduler.run_until_idle()
+    result.after = _allocations(scheduler.cache.snapshot)
+    for pod in cluster_file.pods:
+        if pod.node_name:
+            continue
+        current = cluster.pods.get(pod.key)
+        if current is not None and current.node_name:
+            result.placements.append(PodPlacement(pod.namespace, pod.name, current.node_name, ""))
+            continue
+        if not scheduler.responsible_for(pod):
+            message = f"not scheduled: no profile serves schedulerName {pod.scheduler_name!r}"
+        elif pod.scheduling_gates:
+            message = f"waiting for scheduling gates: [{' '.join(pod.scheduling_gates)}]"
+        elif current is None:
+            message = "deleted"
+        else:
+            outcome = scheduler.outcomes.get(pod.key)
+            message = outcome.message if outcome is not None else "not attempted"
+        result.placements.append(PodPlacement(pod.namespace, pod.name, None, message))
+    return result, scheduler
+
+
+def _allocations(snapshot: ClusterSnapshot) -> list[NodeAllocation]:
+    out: list[NodeAllocation] = []
+    for info in snapshot.iter_nodes():
+        pos = info.position
+        requested = {n: int(snapshot.requested[pos, i]) for i, n in enumerate(snapshot.resource_names)}
+        allocatable = {n: int(snapshot.allocatable[pos, i]) for i, n in enumerate(snapshot.resource_names)}
+        keep = [n for n in snapshot.resource_names if allocatable[n] or requested[n]]
+        out.append(
+            NodeAllocation(
+                info.name,
+                {n: requested[n] for n in keep},
+                {n: allocatable[n] for n in keep},
+                int(snapshot.pod_count[pos]),
+                int(snapshot.allowed_pods[pos]),
+            )
+        )
+    return sorted(out, key=lambda a: a.name)
+
+
+def to_json(result: SimulationResult) -> str:
+    after = {a.name: a for a in result.after}
+    doc: dict[str, Any] = {
+        "pods": [
+            {"namespace": p.namespace, "name": p.name, "node": p.node, "message": p.message}
+            for p in result.placements
+        ],
+        "nodes": [
+            {
+                "name": b.name,
+                "requested": {k: _fmt(k, v) for k, v in after[b.name].requested.items()},
+                "allocatable": {k: _fmt(k, v) for k, v in b.allocatable.items()},
+                "requestedBefore": {k: _fmt(k, v) for k, v in b.requested.items()},
+                "pods": after[b.name].pods,
+                "podsBefore": b.pods,
+                "maxPods": b.max_pods,
+            }
+            for b in result.before
+            if b.name in after
+        ],
+        "problems": [str(p) for p in result.problems],
+    }
+    doc.update(result.extra_sections)
+    return json.dumps(doc, indent=2)
+
+
+def to_text(result: SimulationResult) -> str:
+    lines: list[str] = []
+    scheduled = sum(1 for p in result.placements if p.node)
+    lines.append(f"Scheduled {scheduled} of {len(result.placements)} pending pods.")
+    lines.append("")
+    rows = [("POD", "NODE", "REASON")] + [
+        (f"{p.namespace}/{p.name}", p.node or "<none>", p.message) for p in result.placements
+    ]
+    lines.extend(_table(rows))
+    lines.append("")
+    lines.append("Node allocation (requested / allocatable), before -> after:")
+    after = {a.name: a for a in result.after}
+    node_rows = [("NODE", "CPU", "MEMORY", "PODS")]
+    for b in result.before:
+        a = after.get(b.name, b)
+        node_rows.append(
+            (
+                b.name,
+                _pair(CPU, b, a),
+                _pair(MEMORY, b, a),
+                f"{b.pods} -> {a.pods} / {b.max_pods}",
+            )
+        )
+    lines.extend(_table(node_rows))
+    for title, section in result.extra_sections.items():
+        if isinstance(section, list) and section and isinstance(section[0], Mapping):
+            lines.append("")
+            lines.append(f"{title}:")
+            keys = list(section[0].keys())
+            lines.extend(_table([tuple(k.upper() for k in keys)] + [tuple(_cell(r.get(k)) for k in keys) for r in section]))
+    if result.problems:
+        lines.append("")
+        lines.append(f"{len(result.problems)} problem(s) in the input:")
+        lines.extend(f"  {p}" for p in result.problems)
+    return "\n".join(lines)
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "<none>"
+    if isinstance(value, list | tuple):
+        return ",".join(str(v) for v in value) or "-"
+    return str(value)
+
+
+def _pair(resource: str, before: NodeAllocation, after: NodeAllocation) -> str:
+    alloc = before.allocatable.get(resource, 0)
+    return (
+        f"{_fmt(resource, before.requested.get(resource, 0))} -> "
+        f"{_fmt(resource, after.requested.get(resource, 0))} / {_fmt(resource, alloc)} "
+        f"({_pct(after.requested.get(resource, 0), alloc)})"
+    )
+
+
+def _pct(used: int, total: int) -> str:
+    return f"{100 * used / total:.0f}%" if total else "-"
+
+
+def _fmt(resource: str, amount: int) -> str:
+    return format_quantity(resource, amount)
+
+
+def _table(rows: list[tuple[str, ...]]) -> list[str]:
+    widths = np.max(np.array([[len(c) for c in r] for r in rows]), axis=0).tolist()
+    return ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]

@@ -1,0 +1,74 @@
+"""Building each profile's :class:`Framework` from configuration and a registry."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from apis.config import ConfigError, KubeSchedulerConfiguration
+from apis.config.profile import (
+    default_plugins,
+    enabled_plugin_names,
+    expand_profile,
+    merge_with_defaults,
+    plugin_args_for_profile,
+)
+from koord_scheduler.framework.errors import ProfileError
+from koord_scheduler.framework.handle import FrameworkHandle
+from koord_scheduler.framework.interfaces import implements
+from koord_scheduler.framework.registry import Registry
+from koord_scheduler.framework.runtime import Framework, PointObserver
+
+
+def build_profiles(
+    config: KubeSchedulerConfiguration,
+    registry: Registry,
+    handle: FrameworkHandle,
+    *,
+    observer: Callable[[str], PointObserver] | None = None,
+) -> dict[str, Framework]:
+    """schedulerName -> Framework, for every profile. Raises ConfigError / ProfileError naming the field."""
+    frameworks: dict[str, Framework] = {}
+    registered = registry.names()
+    args_models = registry.args_models()
+    defaults = default_plugins(registered)
+    for i, profile in enumerate(config.profiles):
+        path = f"profiles[{i}]"
+        merged = merge_with_defaults(profile.plugins, defaults)
+        enabled = [n for n in enabled_plugin_names(merged) if n in registry]
+        args = plugin_args_for_profile(profile, enabled, args_models, path=path)
+        instances: dict[str, Any] = {}
+        for name in enabled:
+            spec = registry.get(name)
+            try:
+                plugin = spec.factory(args.get(name), handle)
+            except (ConfigError, ProfileError):
+                raise
+            except Exception as exc:
+                raise ProfileError(f"{path}: initializing plugin {name!r}: {exc}") from exc
+            if getattr(plugin, "name", None) != name:
+                raise ProfileError(f"{path}: plugin factory for {name!r} returned a plugin named "
+                                   f"{getattr(plugin, 'name', None)!r}")
+            instances[name] = plugin
+
+        def implements_point(name: str, point: str, _instances: dict[str, Any] = instances) -> bool:
+            plugin = _instances.get(name)
+            return plugin is not None and implements(plugin, point)
+
+        expanded = expand_profile(
+            merged, implements_point, registered, path=f"{path}.plugins", scheduler_name=profile.scheduler_name
+        )
+        used = set(expanded.enabled())
+        percentage = profile.percentage_of_nodes_to_score
+        if percentage is None:
+            percentage = config.percentage_of_nodes_to_score
+        frameworks[profile.scheduler_name] = Framework(
+            profile.scheduler_name,
+            {n: p for n, p in instances.items() if n in used},
+            expanded.points,
+            expanded.score_weights,
+            handle,
+            percentage_of_nodes_to_score=percentage,
+            observer=observer(profile.scheduler_name) if observer is not None else None,
+        )
+    return frameworks

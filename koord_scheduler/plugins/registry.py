@@ -1,0 +1,33 @@
+"""``in_tree_registry()``: every plugin shipped with koord-scheduler, in a fresh Registry each call."""
+
+from __future__ import annotations
+
+from koord_scheduler.framework.registry import PluginSpec, Registry
+from koord_scheduler.plugins.balancedallocation import plugin as balancedallocation
+from koord_scheduler.plugins.defaultbinder import plugin as defaultbinder
+from koord_scheduler.plugins.nodeaffinity import plugin as nodeaffinity
+from koord_scheduler.plugins.nodename import plugin as nodename
+from koord_scheduler.plugins.nodeports import plugin as nodeports
+from koord_scheduler.plugins.noderesources import plugin as noderesources
+from koord_scheduler.plugins.nodeunschedulable import plugin as nodeunschedulable
+from koord_scheduler.plugins.queuesort import plugin as queuesort
+from koord_scheduler.plugins.schedulinggates import plugin as schedulinggates
+from koord_scheduler.plugins.tainttoleration import plugin as tainttoleration
+
+_MODULES = (
+    schedulinggates,
+    queuesort,
+    nodeunschedulable,
+    nodename,
+    tainttoleration,
+    nodeaffinity,
+    nodeports,
+    noderesources,
+    balancedallocation,
+    defaultbinder,
+)
+
+
+def in_tree_registry() -> Registry:
+    """A new registry of the in-tree plugins. Nothing is registered at import time."""
+    return Registry(PluginSpec(m.NAME, m.new, m.ARGS) for m in _MODULES)

@@ -1,0 +1,61 @@
+"""Wiring a Scheduler from configuration, a registry and a cluster source."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+
+from apis.config import KubeSchedulerConfiguration
+from apis.core.types import Pod
+from koord_scheduler.framework.builder import build_profiles
+from koord_scheduler.framework.registry import Registry
+from koord_scheduler.framework.status import Status
+from koord_scheduler.framework.types import ClusterEventWithHint, QueuedPodInfo
+from koord_scheduler.scheduler.cache import SchedulerCache
+from koord_scheduler.scheduler.handle import SchedulerHandle
+from koord_scheduler.scheduler.metrics import SchedulerMetrics
+from koord_scheduler.scheduler.queue import QueueOptions, SchedulingQueue
+from koord_scheduler.scheduler.scheduler import Scheduler, SchedulerOptions
+from koord_scheduler.scheduler.source import ClusterSource
+
+
+def build_scheduler(
+    config: KubeSchedulerConfiguration,
+    registry: Registry,
+    source: ClusterSource,
+    *,
+    clock: Callable[[], float] = time.time,
+    metrics: SchedulerMetrics | None = None,
+    options: SchedulerOptions | None = None,
+) -> Scheduler:
+    """Build every profile's framework, one queue shared by the profiles, and the scheduler."""
+    metrics = metrics or SchedulerMetrics()
+    cache = SchedulerCache()
+    handle = SchedulerHandle(cache, source.client, clock)
+    profiles = build_profiles(config, registry, handle, observer=metrics.observer)
+    first = next(iter(profiles.values()))
+
+    def pre_enqueue(pod: Pod) -> Status:
+        fwk = profiles.get(pod.scheduler_name)
+        return fwk.run_pre_enqueue(pod) if fwk is not None else Status()
+
+    plugin_events: dict[str, Sequence[ClusterEventWithHint]] = {}
+    for fwk in profiles.values():
+        plugin_events.update(fwk.events_to_register())
+
+    sort_key: Callable[[QueuedPodInfo], object] | None = None
+    queue_sort = first.queue_sort_plugin
+    if queue_sort is not None and callable(getattr(queue_sort, "sort_key", None)):
+        sort_key = queue_sort.sort_key
+    queue = SchedulingQueue(
+        less=first.queue_less,
+        pre_enqueue=pre_enqueue,
+        plugin_events=plugin_events,
+        clock=clock,
+        options=QueueOptions(
+            initial_backoff_seconds=float(config.pod_initial_backoff_seconds),
+            max_backoff_seconds=float(config.pod_max_backoff_seconds),
+            sort_key=sort_key,
+        ),
+    )
+    return Scheduler(profiles, cache, queue, source, clock=clock, metrics=metrics, options=options)

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Create (or refresh) the project virtualenv at .venv and install pykoord with its dev tools.
+# Idempotent: a second run only reinstalls when pyproject.toml changed.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+venv="$root/.venv"
+python=${PYTHON:-python3}
+if [ ! -x "$venv/bin/python" ]; then
+  "$python" -m venv "$venv"
+  "$venv/bin/pip" install --quiet --upgrade pip
+fi
+stamp="$venv/.pykoord-installed"
+if [ ! -f "$stamp" ] || [ "$root/pyproject.toml" -nt "$stamp" ]; then
+  "$venv/bin/pip" install --quiet -e "$root[dev]"
+  touch "$stamp"
+fi

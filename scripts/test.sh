@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Install pykoord into .venv and run every check CI runs: ruff, mypy --strict, import-linter, pytest
+# (unit, real-cgroup and real-API-server integration tests). Extra arguments go to pytest.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+"$root/scripts/bootstrap.sh"
+bin="$root/.venv/bin"
+echo "== ruff"
+"$bin/ruff" check .
+echo "== mypy --strict"
+"$bin/mypy"
+echo "== import-linter"
+"$bin/lint-imports"
+echo "== pytest"
+"$bin/pytest" "$@"
