@@ -15,6 +15,7 @@ import numpy as np
 
 from apis.config.errors import ConfigError
 from apis.config.plugin_args import (
+    DEFAULT_RESOURCES,
     LEAST_ALLOCATED,
     MOST_ALLOCATED,
     REQUESTED_TO_CAPACITY_RATIO,
@@ -149,7 +150,9 @@ class Fit:
     def __init__(self, args: NodeResourcesFitArgs) -> None:
         self._ignored_resources = frozenset(args.ignored_resources)
         self._ignored_groups = frozenset(args.ignored_resource_groups)
-        self._resources = tuple((r.name, r.weight) for r in args.scoring_strategy.resources)
+        # An omitted ``resources`` skips the model's validator, so default here too (cpu:1, memory:1).
+        resources = args.scoring_strategy.resources or DEFAULT_RESOURCES
+        self._resources = tuple((r.name, r.weight or 1) for r in resources)
         self._scorer = _scorer(args)
 
     # ----- PreFilter -----
