@@ -1,0 +1,1 @@
+"""NodePorts: a pod's host ports must be free on the node."""

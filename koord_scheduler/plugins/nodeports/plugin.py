@@ -1,0 +1,121 @@
+"""NodePorts (kube-scheduler ``nodeports/node_ports.go``).
+
+PreFilter collects the pod's container host ports (``hostPort > 0``) and returns Skip when there are none.
+Filter rejects, with Unschedulable ``"node(s) didn't have free ports for the requested pod ports"``, the
+nodes where one of them conflicts with a port already in use (see :mod:`.policy`). Unschedulable, not
+unresolvable: preempting the pod that holds the port frees it.
+
+Only nodes with used ports can conflict. They are indexed by ``(protocol, port)`` once per
+``pods_generation``, and only for pods that request host ports.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from apis.core.types import HostPort, Pod
+from koord_scheduler.framework.cycle_state import CycleState, StateKey
+from koord_scheduler.framework.handle import FrameworkHandle
+from koord_scheduler.framework.snapshot import ClusterSnapshot, Positions
+from koord_scheduler.framework.status import Status, skip, success, unschedulable
+from koord_scheduler.framework.types import (
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    EventResource,
+    NodeFilterResult,
+    PreFilterResult,
+    QueueingHint,
+)
+from koord_scheduler.plugins import names
+from koord_scheduler.plugins.nodeports.policy import (
+    ProtocolPort,
+    conflict_positions,
+    free_ports_mask,
+    port_users,
+)
+
+NAME = names.NODE_PORTS
+ARGS = None
+
+ERR_REASON = "node(s) didn't have free ports for the requested pod ports"
+_REJECTED = unschedulable(ERR_REASON)
+
+
+@dataclass(frozen=True, slots=True)
+class PreFilterState:
+    host_ports: tuple[HostPort, ...]
+
+
+PRE_FILTER_KEY: StateKey[PreFilterState] = StateKey("PreFilter" + NAME)
+
+
+@dataclass(slots=True)
+class _PortIndex:
+    snapshot: ClusterSnapshot | None = None
+    generation: int = -1
+    users: dict[ProtocolPort, list[tuple[int, str]]] | None = None
+
+
+class NodePorts:
+    name = NAME
+
+    def __init__(self) -> None:
+        self._index = _PortIndex()
+
+    def pre_filter(
+        self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot
+    ) -> tuple[PreFilterResult | None, Status]:
+        wanted = tuple(hp for hp in pod.host_ports if hp.port > 0)
+        if not wanted:
+            return None, skip()
+        state.write(PRE_FILTER_KEY, PreFilterState(wanted))
+        return None, success()
+
+    def pre_filter_extensions(self) -> None:
+        return None
+
+    def filter_nodes(
+        self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions
+    ) -> NodeFilterResult:
+        pre = state.get(PRE_FILTER_KEY)
+        wanted = pre.host_ports if pre is not None else tuple(hp for hp in pod.host_ports if hp.port > 0)
+        if not wanted:
+            return NodeFilterResult.all_pass(len(positions))
+        bad = conflict_positions(self._users(snapshot), wanted)
+        return NodeFilterResult.from_mask(free_ports_mask(positions, bad), _REJECTED)
+
+    def _users(self, snapshot: ClusterSnapshot) -> dict[ProtocolPort, list[tuple[int, str]]]:
+        index = self._index
+        stale = index.snapshot is not snapshot or index.generation != snapshot.pods_generation
+        if index.users is None or stale:
+            index.users = port_users(
+                (info.position, info.used_ports.keys())
+                for info in snapshot.infos
+                if info is not None and info.used_ports
+            )
+            index.snapshot = snapshot
+            index.generation = snapshot.pods_generation
+        return index.users
+
+    def events_to_register(self) -> Sequence[ClusterEventWithHint]:
+        return (
+            ClusterEventWithHint(
+                ClusterEvent(EventResource.ASSIGNED_POD, ActionType.DELETE), is_schedulable_after_pod_deleted
+            ),
+            ClusterEventWithHint(ClusterEvent(EventResource.NODE, ActionType.ADD | ActionType.UPDATE)),
+        )
+
+
+def is_schedulable_after_pod_deleted(pod: Pod, old: object | None, new: object | None) -> QueueingHint:
+    """A deleted pod frees ports only if it held one the waiting pod wants."""
+    if not isinstance(old, Pod) or not old.node_name or not old.host_ports:
+        return QueueingHint.SKIP
+    held = port_users([(0, [(hp.host_ip, hp.protocol, hp.port) for hp in old.host_ports])])
+    return QueueingHint.QUEUE if conflict_positions(held, pod.host_ports) else QueueingHint.SKIP
+
+
+def new(args: Any, handle: FrameworkHandle) -> NodePorts:
+    return NodePorts()
