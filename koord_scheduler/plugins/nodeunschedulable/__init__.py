@@ -1,0 +1,1 @@
+"""NodeUnschedulable: cordoned nodes take only pods tolerating the unschedulable taint."""

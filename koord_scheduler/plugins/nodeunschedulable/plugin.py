@@ -1,0 +1,109 @@
+"""NodeUnschedulable (kube-scheduler ``nodeunschedulable/node_unschedulable.go``).
+
+A node with ``spec.unschedulable`` rejects, with UnschedulableAndUnresolvable ``"node(s) were
+unschedulable"``, every pod that does not tolerate ``node.kubernetes.io/unschedulable:NoSchedule``.
+
+The flags of the (few) cordoned nodes are indexed once per ``nodes_generation``; a pod costs one
+toleration check and one gather over ``positions``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from apis.core.types import Node, Pod
+from koord_scheduler.framework.cycle_state import CycleState
+from koord_scheduler.framework.handle import FrameworkHandle
+from koord_scheduler.framework.snapshot import BoolArray, ClusterSnapshot, Positions
+from koord_scheduler.framework.status import unresolvable
+from koord_scheduler.framework.types import (
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    EventResource,
+    NodeFilterResult,
+    QueueingHint,
+)
+from koord_scheduler.plugins import names
+from koord_scheduler.plugins.helpers import SnapshotCache, live_nodes
+from koord_scheduler.plugins.nodeunschedulable.policy import (
+    tolerates_unschedulable,
+    unschedulable_flags,
+    unschedulable_mask,
+)
+
+NAME = names.NODE_UNSCHEDULABLE
+ARGS = None
+
+ERR_REASON_UNSCHEDULABLE = "node(s) were unschedulable"
+ERR_REASON_UNKNOWN_CONDITION = "node(s) had unknown conditions"
+_REJECTED = unresolvable(ERR_REASON_UNSCHEDULABLE)
+
+
+@dataclass(frozen=True, slots=True)
+class CordonIndex:
+    flags: BoolArray
+    """Indexed by position: the node is cordoned."""
+    count: int
+
+
+class NodeUnschedulable:
+    name = NAME
+
+    def __init__(self) -> None:
+        self._index: SnapshotCache[str, CordonIndex] = SnapshotCache(max_entries=1)
+
+    def filter_nodes(
+        self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions
+    ) -> NodeFilterResult:
+        index = self._index.get(snapshot, "cordoned", lambda: build_index(snapshot))
+        if index.count == 0:
+            return NodeFilterResult.all_pass(len(positions))
+        tolerated = tolerates_unschedulable(pod.tolerations)
+        return NodeFilterResult.from_mask(
+            unschedulable_mask(index.flags, positions, tolerated=tolerated), _REJECTED
+        )
+
+    def events_to_register(self) -> Sequence[ClusterEventWithHint]:
+        return (
+            ClusterEventWithHint(
+                ClusterEvent(EventResource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_TAINT),
+                is_schedulable_after_node_change,
+            ),
+            ClusterEventWithHint(
+                ClusterEvent(EventResource.POD, ActionType.UPDATE_POD_TOLERATIONS),
+                is_schedulable_after_pod_toleration_change,
+            ),
+        )
+
+
+def build_index(snapshot: ClusterSnapshot) -> CordonIndex:
+    flags = unschedulable_flags(
+        ((pos, node.unschedulable) for pos, node in live_nodes(snapshot)), snapshot.capacity
+    )
+    return CordonIndex(flags, int(flags.sum()))
+
+
+def is_schedulable_after_node_change(pod: Pod, old: object | None, new: object | None) -> QueueingHint:
+    """A node that is (now) schedulable may take the pod; one that stays cordoned may not."""
+    if not isinstance(new, Node):
+        return QueueingHint.SKIP
+    if not new.unschedulable and (not isinstance(old, Node) or old.unschedulable):
+        return QueueingHint.QUEUE
+    if new.unschedulable and tolerates_unschedulable(pod.tolerations):
+        return QueueingHint.QUEUE
+    return QueueingHint.SKIP
+
+
+def is_schedulable_after_pod_toleration_change(
+    pod: Pod, old: object | None, new: object | None
+) -> QueueingHint:
+    if isinstance(new, Pod) and new.key == pod.key and tolerates_unschedulable(new.tolerations):
+        return QueueingHint.QUEUE
+    return QueueingHint.SKIP
+
+
+def new(args: Any, handle: FrameworkHandle) -> NodeUnschedulable:
+    return NodeUnschedulable()
