@@ -1,0 +1,1 @@
+"""TaintToleration: NoSchedule/NoExecute taints filter, PreferNoSchedule taints score."""
