@@ -1,0 +1,58 @@
+"""The QoS extension-plugin contract and the context a plugin receives.
+
+A plugin is any object with ``init_flags(parser)``, ``setup(ctx)`` and ``async run(stop)``:
+
+- ``init_flags`` adds the plugin's own command-line flags (prefix them with the plugin name);
+- ``setup`` receives a :class:`PluginContext` once, before ``run``; raise to refuse to start;
+- ``run`` loops until ``stop`` is set. It should decide from a snapshot (metric cache, pods, NodeSLO)
+  and hand plans to ``ctx.executor``; it must not write cgroup files itself.
+
+A plugin that raises from ``setup`` or ``run`` is logged and counted; the agent keeps going.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from koordlet.metriccache import MetricCache
+from koordlet.qosmanager.executor import ResourceExecutor
+from koordlet.qosmanager.featuregates import FeatureSpec
+from koordlet.statesinformer import StatesInformer
+from koordlet.system.clock import Clock
+
+
+class ExtensionPlugin(Protocol):
+    def init_flags(self, parser: argparse.ArgumentParser) -> None: ...
+    def setup(self, ctx: PluginContext) -> None: ...
+    async def run(self, stop: asyncio.Event) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class PluginContext:
+    """Services for plugins. ``kube_client`` is a kubernetes ``ApiClient`` or ``None`` (standalone)."""
+
+    node_name: str
+    metric_cache: MetricCache
+    states_informer: StatesInformer
+    executor: ResourceExecutor
+    metrics_registry: Any
+    """A ``prometheus_client.CollectorRegistry`` served at /metrics."""
+    args: argparse.Namespace
+    clock: Clock
+    kube_client: Any = None
+
+
+PluginFactory = Callable[[], ExtensionPlugin]
+
+
+@dataclass(frozen=True, slots=True)
+class PluginEntry:
+    """A registered plugin: its name (also its feature gate), factory and gate spec."""
+
+    name: str
+    factory: PluginFactory
+    feature: FeatureSpec

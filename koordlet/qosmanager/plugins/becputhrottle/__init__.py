@@ -1,0 +1,1 @@
+"""BECPUThrottleReporter: exports how much BE pods are being CPU-throttled."""
