@@ -1,0 +1,1 @@
+"""NodeAffinity: pod nodeSelector, required and preferred node affinity, and scheduler-added affinity."""
