@@ -1,0 +1,1 @@
+"""The koordlet binary: flags, wiring, HTTP."""

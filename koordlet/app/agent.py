@@ -1,0 +1,180 @@
+"""Wiring: build the agent's parts from options and run them as tasks of one ``TaskGroup``."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from prometheus_client import CollectorRegistry
+
+from apis.slo import NodeMetricStatus
+from koordlet.app.http import MetricsServer
+from koordlet.app.metrics import KoordletMetrics
+from koordlet.metriccache import MetricCache, MetricCacheOptions
+from koordlet.metricsadvisor import AdvisorOptions, CacheUsageSource, MetricsAdvisor
+from koordlet.qosmanager import FeatureGates, PluginContext, QOSManager, ResourceExecutor
+from koordlet.statesinformer import NodeMetricReporter, StatesInformer, discover_pods
+from koordlet.statesinformer.kube import KubeNodeMetricWriter, KubeSource
+from koordlet.system import CgroupDriver, CgroupFS, ProcFS
+from koordlet.system.cgroupfs import detect_cgroup_driver, detect_cgroup_version
+from koordlet.system.clock import wall_clock
+
+log = logging.getLogger("koordlet")
+
+DISCOVERY_INTERVAL_SECONDS = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class AgentOptions:
+    node_name: str
+    cgroup_root: Path = Path("/sys/fs/cgroup")
+    cgroup_driver: str = "auto"
+    kubepods_dir: str | None = None
+    proc_root: Path = Path("/proc")
+    kubeconfig: str | None = None
+    metrics_host: str = "0.0.0.0"
+    metrics_port: int = 9316
+    collect_interval: float = 1.0
+    report_interval: float | None = None
+    standalone: bool = False
+    duration: float | None = None
+    args: argparse.Namespace = field(default_factory=argparse.Namespace)
+
+
+def build_cgroupfs(options: AgentOptions) -> CgroupFS:
+    version = detect_cgroup_version(options.cgroup_root)
+    if options.cgroup_driver == "auto":
+        driver = detect_cgroup_driver(options.cgroup_root, version) or CgroupDriver.SYSTEMD
+    else:
+        driver = CgroupDriver(options.cgroup_driver)
+    return CgroupFS(options.cgroup_root, version, driver, options.kubepods_dir)
+
+
+class Agent:
+    def __init__(self, options: AgentOptions, gates: FeatureGates, qos_manager: QOSManager) -> None:
+        self.options = options
+        self.gates = gates
+        self.qos_manager = qos_manager
+        self.clock = wall_clock
+        self.cgroupfs = build_cgroupfs(options)
+        self.procfs = ProcFS(options.proc_root)
+        self.cache = MetricCache(
+            MetricCacheOptions(collect_interval_seconds=options.collect_interval), clock=self.clock
+        )
+        self.informer = StatesInformer(options.node_name, self.cgroupfs.layout)
+        self.advisor = MetricsAdvisor(
+            self.cgroupfs,
+            self.procfs,
+            self.cache,
+            self.informer.get_all_pods,
+            options=AdvisorOptions(
+                collect_interval_seconds=options.collect_interval, enable_psi=gates.enabled("PSICollector")
+            ),
+            clock=self.clock,
+        )
+        self.executor = ResourceExecutor(self.cgroupfs, clock=self.clock)
+        self.registry = CollectorRegistry()
+        self.metrics = KoordletMetrics(self.registry, options.node_name)
+        self.api_client: object = None
+        self.reporter = NodeMetricReporter(
+            self.informer, CacheUsageSource(self.cache), None, clock=self.clock
+        )
+        self.stop = asyncio.Event()
+
+    def healthy(self) -> bool:
+        return self.advisor.ticks >= 1
+
+    def _connect(self) -> None:
+        from kubernetes import client, config
+
+        if self.options.kubeconfig:
+            cfg = client.Configuration()
+            config.load_kube_config(  # type: ignore[no-untyped-call]
+                config_file=self.options.kubeconfig, client_configuration=cfg
+            )
+        else:
+            cfg = client.Configuration()
+            config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
+        self.api_client = client.ApiClient(cfg)
+        self.reporter.writer = KubeNodeMetricWriter(self.api_client, self.options.node_name)
+
+    def refresh_standalone_pods(self) -> None:
+        self.informer.replace_pod_metas(discover_pods(self.cgroupfs.layout, self.cgroupfs.list_children))
+
+    async def _discover_loop(self) -> None:
+        while not self.stop.is_set():
+            self.refresh_standalone_pods()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.stop.wait(), timeout=DISCOVERY_INTERVAL_SECONDS)
+
+    async def _metrics_loop(self) -> None:
+        interval = self.options.collect_interval
+        reported_errors = 0
+        while not self.stop.is_set():
+            self.metrics.update_usage(self.cache, self.informer.get_all_pods(), max_age=2 * interval)
+            if self.advisor.errors > reported_errors:
+                self.metrics.collect_errors.labels(node=self.options.node_name).inc(
+                    self.advisor.errors - reported_errors
+                )
+                reported_errors = self.advisor.errors
+            for state in self.qos_manager.plugins:
+                self.metrics.plugin_failures.labels(node=self.options.node_name, plugin=state.name).set(
+                    state.failures
+                )
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.stop.wait(), timeout=interval)
+
+    async def _stop_after(self, seconds: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.stop.wait(), timeout=seconds)
+        self.stop.set()
+
+    async def run(self) -> NodeMetricStatus | None:
+        """Run until ``stop`` (or ``duration``). In standalone mode returns the final status."""
+        opts = self.options
+        self.metrics.start_time.labels(node=opts.node_name).set(time.time())
+        log.info("koordlet on node %s, %r, standalone=%s", opts.node_name, self.cgroupfs, opts.standalone)
+        source: KubeSource | None = None
+        if not opts.standalone:
+            self._connect()
+            source = KubeSource(self.api_client, self.informer)
+            source.start()
+        server = MetricsServer(self.registry, self.healthy, host=opts.metrics_host, port=opts.metrics_port)
+        if opts.metrics_port >= 0:
+            await server.start()
+            log.info("serving /metrics and /healthz on %s:%d", opts.metrics_host, server.port)
+        ctx = PluginContext(
+            node_name=opts.node_name,
+            metric_cache=self.cache,
+            states_informer=self.informer,
+            executor=self.executor,
+            metrics_registry=self.registry,
+            args=opts.args,
+            clock=self.clock,
+            kube_client=self.api_client,
+        )
+        try:
+            async with asyncio.TaskGroup() as group:
+                if opts.standalone:
+                    group.create_task(self._discover_loop(), name="pod-discovery")
+                group.create_task(self.advisor.run(self.stop), name="metrics-advisor")
+                group.create_task(self._metrics_loop(), name="prometheus-metrics")
+                if not opts.standalone:
+                    group.create_task(
+                        self.reporter.run(self.stop, interval=opts.report_interval),
+                        name="node-metric-reporter",
+                    )
+                group.create_task(self.qos_manager.run(self.gates, ctx, self.stop), name="qos-manager")
+                if opts.metrics_port >= 0:
+                    group.create_task(server.serve(self.stop), name="http")
+                if opts.duration is not None:
+                    group.create_task(self._stop_after(opts.duration), name="duration")
+        finally:
+            if source is not None:
+                source.stop()
+        return self.reporter.decide() if opts.standalone else None
