@@ -244,7 +244,7 @@ def _under(parse: Callable[[T], R], raw: T, path: str) -> R:
 def _resource_nanos(obj: Json, key: str) -> dict[str, int]:
     """``obj[key]`` (or ``obj`` itself when ``key`` is empty) as ``{resource: nano-units}``, a fresh dict."""
     raw = obj.get(key) if key else obj
-    if not raw:
+    if raw is None:
         return {}
     if not is_map(raw):
         raise invalid(key, f"expected an object, got {type_name(raw)}")
@@ -311,8 +311,9 @@ def _host_ports(ports: JsonList) -> tuple[HostPort, ...]:
 def _containers(spec: Json, key: str) -> list[_Container]:
     out = []
     for i, item in enumerate(get_list(spec, key)):
+        c = check_item(item, key, i)
         try:
-            out.append(_Container(check_item(item, "", i)))
+            out.append(_Container(c))
         except ParseError as err:
             raise err.under(f"{key}[{i}]") from None
     return out
