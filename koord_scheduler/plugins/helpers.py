@@ -28,14 +28,18 @@ def default_normalize_score(max_priority: int, reverse: bool, scores: IntArray) 
     top = max(int(scores.max()), 0)
     if top == 0:
         if reverse:
-            scores[:] = max_priority
+            scores.fill(max_priority)
         return
-    scaled = scores * max_priority
-    # Go truncates toward zero; numpy's // floors, which differs only for negative numerators.
-    quotient = np.where(scaled < 0, -(-scaled // top), scaled // top)
+    if int(scores.min()) >= 0:
+        # The common case, done in place: floor division equals Go's truncation for s >= 0.
+        np.multiply(scores, max_priority, out=scores)
+        np.floor_divide(scores, top, out=scores)
+    else:
+        scaled = scores * max_priority
+        # Go truncates toward zero; numpy's // floors, which differs for negative numerators.
+        scores[:] = np.where(scaled < 0, -(-scaled // top), scaled // top)
     if reverse:
-        quotient = max_priority - quotient
-    scores[:] = quotient
+        np.subtract(max_priority, scores, out=scores)
 
 
 class SnapshotCache(Generic[K, V]):

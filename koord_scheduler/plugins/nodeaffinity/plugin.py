@@ -129,15 +129,15 @@ class NodeAffinity:
     ) -> NodeFilterResult:
         pre = state.get(PRE_FILTER_KEY)
         selector = pre.required if pre is not None else required_selector(pod)
-        passed = np.ones(len(positions), dtype=np.bool_)
-        enforced_ok = None
-        if self._added_selector is not None:
-            enforced_ok = self._required_mask(snapshot, self._added_selector)[positions]
-            passed &= enforced_ok
+        pod_ok: BoolArray | None = None
         if selector[0] is not None or selector[1] is not None:
-            passed &= self._required_mask(snapshot, selector)[positions]
-        if enforced_ok is None or enforced_ok.all():
-            return NodeFilterResult.from_mask(passed, _POD)
+            pod_ok = self._required_mask(snapshot, selector).take(positions)
+        if self._added_selector is None:
+            if pod_ok is None:
+                return NodeFilterResult.all_pass(len(positions))
+            return NodeFilterResult.from_mask(pod_ok, _POD)
+        enforced_ok = self._required_mask(snapshot, self._added_selector).take(positions)
+        passed = enforced_ok if pod_ok is None else enforced_ok & pod_ok
         # 0: the added affinity rejected the node (checked first, as upstream); 1: the pod's own selector.
         reason_ids = np.where(enforced_ok, 1, 0).astype(np.int8)
         return NodeFilterResult(passed, reason_ids, _STATUSES)

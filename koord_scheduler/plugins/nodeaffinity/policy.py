@@ -72,7 +72,7 @@ def preferred_score(weighted_masks: Sequence[tuple[int, BoolArray]], positions: 
     """Σ weight over the preferred terms whose mask holds at each of ``positions``."""
     total = np.zeros(len(positions), dtype=np.int64)
     for weight, mask in weighted_masks:
-        total += weight * mask[positions]
+        total += weight * mask.take(positions)
     return total
 
 

@@ -85,7 +85,7 @@ class NodePorts:
         if not wanted:
             return NodeFilterResult.all_pass(len(positions))
         bad = conflict_positions(self._users(snapshot), wanted)
-        return NodeFilterResult.from_mask(free_ports_mask(positions, bad), _REJECTED)
+        return NodeFilterResult.from_mask(free_ports_mask(positions, bad, snapshot.capacity), _REJECTED)
 
     def _users(self, snapshot: ClusterSnapshot) -> dict[ProtocolPort, list[tuple[int, str]]]:
         index = self._index

@@ -56,9 +56,8 @@ def conflict_positions(users: PortUsers, wanted: Sequence[HostPort]) -> set[int]
     return bad
 
 
-def free_ports_mask(positions: Positions, bad: Iterable[int]) -> BoolArray:
-    """Which of ``positions`` are not among ``bad``."""
-    bad_positions = np.fromiter(bad, dtype=np.intp)
-    if len(bad_positions) == 0:
-        return np.ones(len(positions), dtype=np.bool_)
-    return ~np.isin(positions, bad_positions)
+def free_ports_mask(positions: Positions, bad: Iterable[int], capacity: int) -> BoolArray:
+    """Which of ``positions`` (all < ``capacity``) are not among ``bad``."""
+    free = np.ones(capacity, dtype=np.bool_)
+    free[list(bad)] = False
+    return free.take(positions)

@@ -44,9 +44,10 @@ _REJECTED = unresolvable(ERR_REASON_UNSCHEDULABLE)
 
 @dataclass(frozen=True, slots=True)
 class CordonIndex:
-    flags: BoolArray
-    """Indexed by position: the node is cordoned."""
+    schedulable: BoolArray
+    """Indexed by position: the node is not cordoned."""
     count: int
+    """Cordoned nodes."""
 
 
 class NodeUnschedulable:
@@ -63,7 +64,7 @@ class NodeUnschedulable:
             return NodeFilterResult.all_pass(len(positions))
         tolerated = tolerates_unschedulable(pod.tolerations)
         return NodeFilterResult.from_mask(
-            unschedulable_mask(index.flags, positions, tolerated=tolerated), _REJECTED
+            unschedulable_mask(index.schedulable, positions, tolerated=tolerated), _REJECTED
         )
 
     def events_to_register(self) -> Sequence[ClusterEventWithHint]:
@@ -83,7 +84,7 @@ def build_index(snapshot: ClusterSnapshot) -> CordonIndex:
     flags = unschedulable_flags(
         ((pos, node.unschedulable) for pos, node in live_nodes(snapshot)), snapshot.capacity
     )
-    return CordonIndex(flags, int(flags.sum()))
+    return CordonIndex(~flags, int(flags.sum()))
 
 
 def is_schedulable_after_node_change(pod: Pod, old: object | None, new: object | None) -> QueueingHint:

@@ -26,9 +26,9 @@ def unschedulable_flags(nodes: Iterable[tuple[int, bool]], capacity: int) -> Boo
     return flags
 
 
-def unschedulable_mask(flags: BoolArray, positions: Positions, *, tolerated: bool) -> BoolArray:
+def unschedulable_mask(schedulable: BoolArray, positions: Positions, *, tolerated: bool) -> BoolArray:
     """Which of ``positions`` a pod may use: all of them when it tolerates the taint, else the
-    schedulable ones."""
+    schedulable ones (``schedulable`` is ``~unschedulable_flags(...)``, indexed by position)."""
     if tolerated:
         return np.ones(len(positions), dtype=np.bool_)
-    return ~flags[positions]
+    return schedulable.take(positions)

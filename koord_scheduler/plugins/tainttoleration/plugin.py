@@ -41,8 +41,8 @@ from koord_scheduler.plugins.tainttoleration.policy import (
     first_untolerated,
     group_by_taints,
     prefer_no_schedule_tolerations,
+    tolerated_flags,
     untolerated_counts,
-    untolerated_flags,
 )
 
 NAME = names.TAINT_TOLERATION
@@ -91,9 +91,9 @@ class TaintToleration:
             return NodeFilterResult.all_pass(len(positions))
         tolerations = pod.tolerations
         flags = self._flags.get(
-            snapshot, tolerations, lambda: untolerated_flags(index.hard, tolerations, snapshot.capacity)
+            snapshot, tolerations, lambda: tolerated_flags(index.hard, tolerations, snapshot.capacity)
         )
-        return NodeFilterResult.from_mask(~flags[positions], _REJECTED)
+        return NodeFilterResult.from_mask(flags.take(positions), _REJECTED)
 
     # ----- Score -----
 
@@ -118,7 +118,7 @@ class TaintToleration:
         counts = self._counts.get(
             snapshot, tolerations, lambda: untolerated_counts(index.prefer, tolerations, snapshot.capacity)
         )
-        return counts[positions]
+        return counts.take(positions)
 
     def score_extensions(self) -> TaintToleration:
         return self

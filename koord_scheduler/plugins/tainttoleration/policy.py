@@ -51,15 +51,15 @@ def group_by_taints(
     return {taints: np.asarray(p, dtype=np.intp) for taints, p in groups.items()}
 
 
-def untolerated_flags(
+def tolerated_flags(
     groups: Mapping[TaintSet, Positions], tolerations: Sequence[Toleration], capacity: int
 ) -> BoolArray:
-    """``flags[pos]``: the node at ``pos`` has a NoSchedule/NoExecute taint that ``tolerations`` leave
-    untolerated."""
-    flags = np.zeros(capacity, dtype=np.bool_)
+    """``flags[pos]``: the node at ``pos`` has no NoSchedule/NoExecute taint that ``tolerations`` leave
+    untolerated (so it passes Filter)."""
+    flags = np.ones(capacity, dtype=np.bool_)
     for taints, positions in groups.items():
         if first_untolerated(taints, tolerations) is not None:
-            flags[positions] = True
+            flags[positions] = False
     return flags
 
 

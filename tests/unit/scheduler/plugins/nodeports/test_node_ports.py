@@ -65,8 +65,8 @@ def test_conflicts(used_ips: list[str], wanted_ip: str, want: bool) -> None:
 
 def test_free_ports_mask() -> None:
     positions = np.array([3, 1, 2], dtype=np.intp)
-    assert free_ports_mask(positions, {1}).tolist() == [True, False, True]
-    assert free_ports_mask(positions, set()).tolist() == [True, True, True]
+    assert free_ports_mask(positions, {1}, 4).tolist() == [True, False, True]
+    assert free_ports_mask(positions, set(), 4).tolist() == [True, True, True]
 
 
 NODES = [Node(ObjectMeta(n)) for n in ("n1", "n2", "n3")]

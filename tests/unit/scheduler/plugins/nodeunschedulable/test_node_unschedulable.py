@@ -63,8 +63,9 @@ def test_tolerates_unschedulable(tolerations: tuple[Toleration, ...], want: bool
 def test_unschedulable_mask(
     nodes: list[tuple[int, bool]], positions: list[int], tolerated: bool, want: list[bool]
 ) -> None:
-    flags = unschedulable_flags(nodes, capacity=4)
-    assert unschedulable_mask(flags, np.array(positions, dtype=np.intp), tolerated=tolerated).tolist() == want
+    schedulable = ~unschedulable_flags(nodes, capacity=4)
+    got = unschedulable_mask(schedulable, np.array(positions, dtype=np.intp), tolerated=tolerated)
+    assert got.tolist() == want
 
 
 @pytest.mark.parametrize(

@@ -16,8 +16,8 @@ from koord_scheduler.plugins.tainttoleration.policy import (
     count_untolerated_prefer_no_schedule,
     group_by_taints,
     prefer_no_schedule_tolerations,
+    tolerated_flags,
     untolerated_counts,
-    untolerated_flags,
 )
 from tests.fwtest import FakeHandle, filter_statuses, make_snapshot, scores
 
@@ -73,11 +73,11 @@ def tol(key: str, effect: TaintEffect | None = None, value: str = "", operator: 
         ),
     ],
 )
-def test_untolerated_flags(
+def test_tolerated_flags(
     groups_in: dict[tuple[Taint, ...], list[int]], tolerations: tuple[Toleration, ...], want: list[bool]
 ) -> None:
     groups = {k: np.array(v, dtype=np.intp) for k, v in groups_in.items()}
-    assert untolerated_flags(groups, tolerations, capacity=4).tolist() == want
+    assert tolerated_flags(groups, tolerations, capacity=4).tolist() == [not w for w in want]
 
 
 @pytest.mark.parametrize(
