@@ -81,12 +81,14 @@ class BalancedAllocation:
     ) -> IntArray:
         pre = state.get(PRE_SCORE_KEY) or pre_score_state(pod, snapshot, self._resources)
         n, k = len(positions), len(pre.columns)
-        requested = np.empty((n, k), dtype=np.int64)
-        allocatable = np.empty((n, k), dtype=np.int64)
-        for i, column in enumerate(pre.columns):
-            requested[:, i] = snapshot.requested[positions, column]
-            allocatable[:, i] = snapshot.allocatable[positions, column]
-        requested += pre.amounts
+        # Row gathers with np.take are far cheaper than fancy indexing; columns stay contiguous (order F).
+        used_rows = np.take(snapshot.requested, positions, axis=0)
+        alloc_rows = np.take(snapshot.allocatable, positions, axis=0)
+        requested = np.empty((n, k), dtype=np.int64, order="F")
+        allocatable = np.empty((n, k), dtype=np.int64, order="F")
+        for i, (column, amount) in enumerate(zip(pre.columns, pre.amounts.tolist(), strict=True)):
+            np.add(used_rows[:, column], amount, out=requested[:, i])
+            allocatable[:, i] = alloc_rows[:, column]
         return balanced_allocation(requested, allocatable)
 
     def score_extensions(self) -> ScoreExtensions | None:

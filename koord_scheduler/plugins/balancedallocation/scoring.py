@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import numpy as np
+import numpy.typing as npt
 
 from koord_scheduler.framework.snapshot import IntArray
 
 MAX_NODE_SCORE = 100
+FloatArray = npt.NDArray[np.float64]
 
 
 def balanced_allocation(requested: IntArray, allocatable: IntArray) -> IntArray:
@@ -18,28 +20,49 @@ def balanced_allocation(requested: IntArray, allocatable: IntArray) -> IntArray:
     resources in configured order, as Go's loop does, so the floats (and the truncation) match.
     """
     n, k = requested.shape
-    counted = allocatable > 0
-    fractions = np.minimum(requested / np.where(counted, allocatable, 1), 1.0)
-    count = counted.sum(axis=1)
-    std: np.ndarray
-    if k < 2:
-        std = np.zeros(n)
-    elif k == 2:
-        std = np.where(count == 2, np.abs((fractions[:, 0] - fractions[:, 1]) / 2), 0.0)
+    if k < 2 or n == 0:
+        return np.full(n, MAX_NODE_SCORE, dtype=np.int64)
+    if bool(allocatable.min() > 0):
+        std = _std_all_counted([np.minimum(requested[:, i] / allocatable[:, i], 1.0) for i in range(k)])
     else:
-        fractions = np.where(counted, fractions, 0.0)
-        total = np.zeros(n)
-        for i in range(k):
-            total += fractions[:, i]
-        mean = total / np.maximum(count, 1)
-        squares = np.zeros(n)
-        for i in range(k):
-            squares += np.where(counted[:, i], (fractions[:, i] - mean) ** 2, 0.0)
-        std_many = np.sqrt(squares / np.maximum(count, 1))
-        first = np.argmax(counted, axis=1)
-        last = k - 1 - np.argmax(counted[:, ::-1], axis=1)
-        rows = np.arange(n)
-        std_two = np.abs((fractions[rows, first] - fractions[rows, last]) / 2)
-        std = np.where(count == 2, std_two, np.where(count > 2, std_many, 0.0))
+        std = _std_masked(requested, allocatable)
     scores: IntArray = ((1 - std) * MAX_NODE_SCORE).astype(np.int64)
     return scores
+
+
+def _std_all_counted(fractions: list[FloatArray]) -> FloatArray:
+    if len(fractions) == 2:
+        std: FloatArray = np.abs((fractions[0] - fractions[1]) / 2)
+        return std
+    total = fractions[0].copy()
+    for f in fractions[1:]:
+        total += f
+    mean = total / len(fractions)
+    squares = np.zeros_like(mean)
+    for f in fractions:
+        d = f - mean
+        squares += d * d
+    out: FloatArray = np.sqrt(squares / len(fractions))
+    return out
+
+
+def _std_masked(requested: IntArray, allocatable: IntArray) -> FloatArray:
+    """The general case: some cells have ``allocatable == 0`` and are left out of that node's set."""
+    n, k = requested.shape
+    counted = allocatable > 0
+    fractions = np.where(counted, np.minimum(requested / np.where(counted, allocatable, 1), 1.0), 0.0)
+    count = counted.sum(axis=1)
+    total = np.zeros(n)
+    for i in range(k):
+        total += fractions[:, i]
+    mean = total / np.maximum(count, 1)
+    squares = np.zeros(n)
+    for i in range(k):
+        squares += np.where(counted[:, i], (fractions[:, i] - mean) ** 2, 0.0)
+    std_many = np.sqrt(squares / np.maximum(count, 1))
+    first = np.argmax(counted, axis=1)
+    last = k - 1 - np.argmax(counted[:, ::-1], axis=1)
+    rows = np.arange(n)
+    std_two = np.abs((fractions[rows, first] - fractions[rows, last]) / 2)
+    std: FloatArray = np.where(count == 2, std_two, np.where(count > 2, std_many, 0.0))
+    return std

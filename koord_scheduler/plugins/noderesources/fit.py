@@ -17,6 +17,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from apis.core.types import PODS
 from koord_scheduler.framework.snapshot import IntArray, Positions
@@ -80,7 +81,7 @@ def fit_request(
     return FitRequest(cols, request[cols].copy(), tuple(resource_names[c] for c in columns))
 
 
-def fit_codes(
+def fit_failures(
     fit: FitRequest,
     positions: Positions,
     *,
@@ -88,19 +89,68 @@ def fit_codes(
     requested: IntArray,
     pod_count: IntArray,
     allowed_pods: IntArray,
+) -> tuple[Positions, IntArray]:
+    """(indices into ``positions`` of the nodes that do not fit, their failure codes).
+
+    The common case, where most nodes fit, costs a few whole-array operations and one boolean gather;
+    codes are built only for the failing nodes. When ``positions`` covers most of the snapshot it is
+    cheaper to compare every row and gather the answer than to gather the inputs.
+    """
+    if len(positions) * 2 >= len(pod_count):
+        failing_rows = pod_count >= allowed_pods
+        for col, amount in zip(fit.columns.tolist(), fit.amounts.tolist(), strict=True):
+            failing_rows |= np.subtract(allocatable[:, col], requested[:, col]) < amount
+        failing = np.take(failing_rows, positions)
+    else:
+        failing = np.take(pod_count, positions) >= np.take(allowed_pods, positions)
+        for col, amount in zip(fit.columns.tolist(), fit.amounts.tolist(), strict=True):
+            free = np.take(allocatable[:, col], positions) - np.take(requested[:, col], positions)
+            failing |= free < amount
+    idx = np.flatnonzero(failing)
+    if len(idx) == 0:
+        return idx, np.zeros(0, dtype=np.int64)
+    return idx, failure_codes(
+        fit,
+        positions[idx],
+        allocatable=allocatable,
+        requested=requested,
+        pod_count=pod_count,
+        allowed_pods=allowed_pods,
+    )
+
+
+def failure_codes(
+    fit: FitRequest,
+    at: Positions,
+    *,
+    allocatable: IntArray,
+    requested: IntArray,
+    pod_count: IntArray,
+    allowed_pods: IntArray,
 ) -> IntArray:
-    """One failure code per position (see the module docstring); 0 where the pod fits."""
-    codes: IntArray = (pod_count[positions] >= allowed_pods[positions]).astype(np.int64)
-    if fit.empty:
-        return codes
-    unresolvable_any = np.zeros(len(positions), dtype=np.bool_)
+    """The failure code of each position in ``at`` (0 where the pod fits)."""
+    codes: IntArray = (np.take(pod_count, at) >= np.take(allowed_pods, at)).astype(np.int64)
+    never = np.zeros(len(at), dtype=np.bool_)
+    alloc_rows = np.take(allocatable, at, axis=0)
+    used_rows = np.take(requested, at, axis=0)
     for j, (col, amount) in enumerate(zip(fit.columns.tolist(), fit.amounts.tolist(), strict=True)):
-        alloc = allocatable[positions, col]
-        short = amount > alloc - requested[positions, col]
+        alloc = alloc_rows[:, col]
+        short = alloc - used_rows[:, col] < amount
         codes |= short.astype(np.int64) << (j + 1)
-        unresolvable_any |= short & (amount > alloc)
-    codes |= unresolvable_any.astype(np.int64) << (len(fit.names) + 1)
+        never |= short & (amount > alloc)
+    codes |= never.astype(np.int64) << (len(fit.names) + 1)
     return codes
+
+
+def group_codes(codes: IntArray, num_bits: int) -> tuple[list[int], npt.NDArray[np.int32]]:
+    """(distinct codes ascending, index of each code's entry in that list)."""
+    if num_bits <= 16:
+        present = np.flatnonzero(np.bincount(codes, minlength=1 << num_bits))
+        lookup = np.zeros(1 << num_bits, dtype=np.int32)
+        lookup[present] = np.arange(len(present), dtype=np.int32)
+        return present.tolist(), lookup[codes]
+    distinct, inverse = np.unique(codes, return_inverse=True)
+    return distinct.tolist(), inverse.astype(np.int32)
 
 
 def status_for_code(code: int, names: tuple[str, ...]) -> Status:

@@ -40,9 +40,10 @@ from koord_scheduler.plugins import names
 from koord_scheduler.plugins.noderesources import scoring
 from koord_scheduler.plugins.noderesources.fit import (
     FitRequest,
-    fit_codes,
+    fit_failures,
     fit_request,
     fits_on_empty_node,
+    group_codes,
     is_ignored,
     status_for_code,
 )
@@ -130,15 +131,22 @@ def gather(
 ) -> tuple[IntArray, IntArray]:
     """(requested including the pod, allocatable) as (nodes, resources) arrays."""
     n, k = len(positions), len(resources)
-    requested = np.empty((n, k), dtype=np.int64)
-    allocatable = np.empty((n, k), dtype=np.int64)
+    # Fortran order keeps each resource's column contiguous for the column-wise scoring maths.
+    requested = np.empty((n, k), dtype=np.int64, order="F")
+    allocatable = np.empty((n, k), dtype=np.int64, order="F")
+    alloc_rows = np.take(snapshot.allocatable, positions, axis=0)
+    used_rows: IntArray | None = None
+    non_zero_rows: IntArray | None = None
     for i, r in enumerate(resources):
-        allocatable[:, i] = snapshot.allocatable[positions, r.column]
+        allocatable[:, i] = alloc_rows[:, r.column]
         if r.non_zero_col >= 0:
-            requested[:, i] = snapshot.non_zero_requested[positions, r.non_zero_col]
+            if non_zero_rows is None:
+                non_zero_rows = np.take(snapshot.non_zero_requested, positions, axis=0)
+            np.add(non_zero_rows[:, r.non_zero_col], r.amount, out=requested[:, i])
         else:
-            requested[:, i] = snapshot.requested[positions, r.column]
-    requested += np.array([r.amount for r in resources], dtype=np.int64)
+            if used_rows is None:
+                used_rows = np.take(snapshot.requested, positions, axis=0)
+            np.add(used_rows[:, r.column], r.amount, out=requested[:, i])
     return requested, allocatable
 
 
@@ -182,7 +190,7 @@ class Fit:
         self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions
     ) -> NodeFilterResult:
         pre = state.get(PRE_FILTER_KEY) or self._pre_filter_state(pod, snapshot)
-        codes = fit_codes(
+        failed, codes = fit_failures(
             pre.fit,
             positions,
             allocatable=snapshot.allocatable,
@@ -190,14 +198,15 @@ class Fit:
             pod_count=snapshot.pod_count,
             allowed_pods=snapshot.allowed_pods,
         )
-        failed = codes != 0
-        if not failed.any():
-            return NodeFilterResult(~failed)
-        distinct, inverse = np.unique(codes[failed], return_inverse=True)
+        passed = np.ones(len(positions), dtype=np.bool_)
+        if len(failed) == 0:
+            return NodeFilterResult(passed)
+        passed[failed] = False
+        distinct, ids = group_codes(codes, len(pre.fit.names) + 2)
         reason_ids = np.zeros(len(positions), dtype=np.int32)
-        reason_ids[failed] = inverse
-        statuses = tuple(status_for_code(code, pre.fit.names) for code in distinct.tolist())
-        return NodeFilterResult(~failed, reason_ids, statuses)
+        reason_ids[failed] = ids
+        statuses = tuple(status_for_code(code, pre.fit.names) for code in distinct)
+        return NodeFilterResult(passed, reason_ids, statuses)
 
     # ----- Score -----
 

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from koord_scheduler.framework.snapshot import IntArray
+from koord_scheduler.framework.snapshot import BoolArray, IntArray
 
 MAX_NODE_SCORE = 100
 MAX_UTILIZATION = 100
@@ -24,28 +24,60 @@ MAX_CUSTOM_PRIORITY_SCORE = 10
 """Shape scores in args are 0..10; they are scaled by ``MAX_NODE_SCORE / MAX_CUSTOM_PRIORITY_SCORE``."""
 
 
-def weighted_average(resource_scores: IntArray, counted: np.ndarray, weights: IntArray) -> IntArray:
-    """``Σ score_i·w_i // Σ w_i`` over the counted cells of each row; 0 where no cell counts."""
-    w = np.where(counted, weights, 0)
-    weight_sum = w.sum(axis=1)
-    node_score = (resource_scores * w).sum(axis=1)
-    return np.where(weight_sum > 0, node_score // np.maximum(weight_sum, 1), 0).astype(np.int64)
+def _weighted_average(
+    per_resource: list[IntArray], weights: IntArray, counted: list[BoolArray] | None
+) -> IntArray:
+    """``Σ score_i·w_i // Σ w_i`` per node; ``counted`` None means every cell counts. 0 where none does."""
+    total = np.zeros(len(per_resource[0]), dtype=np.int64)
+    for score, w in zip(per_resource, weights.tolist(), strict=True):
+        total += score if w == 1 else score * w
+    if counted is None:
+        weight_sum = int(weights.sum())
+        return total // weight_sum if weight_sum > 0 else np.zeros_like(total)
+    weight_sums = np.zeros(len(total), dtype=np.int64)
+    for mask, w in zip(counted, weights.tolist(), strict=True):
+        weight_sums += mask * w
+    out: IntArray = np.where(weight_sums > 0, total // np.maximum(weight_sums, 1), 0)
+    return out
+
+
+def _columns(allocatable: IntArray) -> tuple[bool, int]:
+    """(whether every cell counts, number of resources)."""
+    n, k = allocatable.shape
+    return (k == 0 or n == 0 or bool(allocatable.min() > 0)), k
 
 
 def least_allocated(requested: IntArray, allocatable: IntArray, weights: IntArray) -> IntArray:
     """LeastAllocated: per resource ``(cap - req) * 100 // cap`` (0 when ``req > cap``)."""
-    counted = allocatable > 0
-    cap = np.where(counted, allocatable, 1)
-    per_resource = np.where(requested > cap, 0, (cap - requested) * MAX_NODE_SCORE // cap)
-    return weighted_average(per_resource, counted, weights)
+    all_counted, k = _columns(allocatable)
+    if k == 0:
+        return np.zeros(len(requested), dtype=np.int64)
+    per_resource = []
+    for i in range(k):
+        cap = allocatable[:, i]
+        # A cell with cap == 0 gets numerator 0 and divisor 1, so it adds 0; its weight is left out below.
+        score = np.maximum(cap - requested[:, i], 0)
+        score *= MAX_NODE_SCORE
+        score //= cap if all_counted else np.maximum(cap, 1)
+        per_resource.append(score)
+    counted = None if all_counted else [allocatable[:, i] > 0 for i in range(k)]
+    return _weighted_average(per_resource, weights, counted)
 
 
 def most_allocated(requested: IntArray, allocatable: IntArray, weights: IntArray) -> IntArray:
     """MostAllocated: per resource ``min(req, cap) * 100 // cap``."""
-    counted = allocatable > 0
-    cap = np.where(counted, allocatable, 1)
-    per_resource = np.minimum(requested, cap) * MAX_NODE_SCORE // cap
-    return weighted_average(per_resource, counted, weights)
+    all_counted, k = _columns(allocatable)
+    if k == 0:
+        return np.zeros(len(requested), dtype=np.int64)
+    per_resource = []
+    for i in range(k):
+        cap = allocatable[:, i]
+        score = np.minimum(requested[:, i], cap)
+        score *= MAX_NODE_SCORE
+        score //= cap if all_counted else np.maximum(cap, 1)
+        per_resource.append(score)
+    counted = None if all_counted else [allocatable[:, i] > 0 for i in range(k)]
+    return _weighted_average(per_resource, weights, counted)
 
 
 def scale_shape(points: Sequence[tuple[int, int]]) -> tuple[IntArray, IntArray]:
@@ -86,13 +118,18 @@ def requested_to_capacity_ratio(
     Per resource ``util = req * 100 // cap`` (100 when ``req > cap``), mapped through the shape. Only
     resources scoring > 0 enter the average, which is rounded half away from zero (``math.Round``).
     """
-    counted = allocatable > 0
-    cap = np.where(counted, allocatable, 1)
-    util = np.where(requested > cap, MAX_UTILIZATION, requested * MAX_UTILIZATION // cap)
-    per_resource = broken_linear(util, utilization, score)
-    counted &= per_resource > 0
-    w = np.where(counted, weights, 0)
-    weight_sum = w.sum(axis=1)
-    node_score = (per_resource * w).sum(axis=1)
-    mean = node_score / np.maximum(weight_sum, 1)
-    return np.where(weight_sum > 0, np.floor(mean + 0.5), 0).astype(np.int64)
+    score_points = score
+    n = len(requested)
+    total = np.zeros(n, dtype=np.int64)
+    weight_sums = np.zeros(n, dtype=np.int64)
+    for i, w in enumerate(weights.tolist()):
+        cap = allocatable[:, i]
+        req = requested[:, i]
+        util = np.where(req > cap, MAX_UTILIZATION, req * MAX_UTILIZATION // np.maximum(cap, 1))
+        per_resource = broken_linear(util, utilization, score_points)
+        counted = (cap > 0) & (per_resource > 0)
+        total += np.where(counted, per_resource * w, 0)
+        weight_sums += counted * w
+    mean = total / np.maximum(weight_sums, 1)
+    out: IntArray = np.where(weight_sums > 0, np.floor(mean + 0.5), 0).astype(np.int64)
+    return out
