@@ -13,28 +13,29 @@ from typing import Any
 from koord_scheduler.framework.types import QueuedPodInfo
 
 Order = Callable[[QueuedPodInfo, int], Any]
-"""(pod, arrival sequence number) -> a value whose ``<`` orders the heap. It must be unique per entry, which
-including the sequence number guarantees; ties on the pod's own fields then go first come, first served."""
+"""(pod, arrival sequence number) -> a value whose ``<`` orders the heap. Including the sequence number makes
+ties on the pod's own fields go first come, first served."""
 
-_QPI = 1
-_SEQ = 2
+_QPI = 2
+_SEQ = 3
 _COMPACT_MIN_STALE = 1024
 
 
 class PodHeap:
     """Queued pods ordered by ``order``, at most one per pod key.
 
-    Entries are ``[order_value, qpi | None, seq]`` lists; because ``order_value`` is unique, comparing entries
-    never reaches the pod.
+    Entries are ``[order_value, push_count, qpi | None, seq]`` lists; the push count is unique, so comparing
+    entries never reaches the pod (or the blank left by a removal).
     """
 
-    __slots__ = ("_entries", "_index", "_order", "_stale")
+    __slots__ = ("_entries", "_index", "_order", "_pushes", "_stale")
 
     def __init__(self, order: Order) -> None:
         self._order = order
         self._entries: list[list[Any]] = []
         self._index: dict[str, list[Any]] = {}
         self._stale = 0
+        self._pushes = 0
 
     def __len__(self) -> int:
         return len(self._index)
@@ -53,7 +54,8 @@ class PodHeap:
     def push(self, qpi: QueuedPodInfo, seq: int) -> None:
         """Add ``qpi``, replacing any pod with the same key."""
         self.remove(qpi.key)
-        entry = [self._order(qpi, seq), qpi, seq]
+        self._pushes += 1
+        entry = [self._order(qpi, seq), self._pushes, qpi, seq]
         self._index[qpi.key] = entry
         heapq.heappush(self._entries, entry)
 
