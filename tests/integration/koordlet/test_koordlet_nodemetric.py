@@ -146,7 +146,7 @@ def test_koordlet_reports_node_metric(control_plane: Any, tmp_path: Path) -> Non
 
     writer = threading.Thread(target=advance, daemon=True)
     writer.start()
-    wait_until(lambda: (proc / "stat").exists(), timeout=5, what="fake /proc")
+    wait_until((proc / "stat").exists, timeout=5, what="fake /proc")
     env = {**os.environ, "NODE_NAME": node}
     agent = subprocess.Popen(
         [
