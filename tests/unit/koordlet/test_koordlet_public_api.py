@@ -1,0 +1,162 @@
+import argparse
+import asyncio
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+import koordlet
+from koordlet.app.cli import main
+from koordlet.app.http import MetricsServer
+from koordlet.statesinformer import RegisterType, StatesInformer
+from koordlet.system import CgroupDriver, CgroupLayout
+
+
+def test_public_surface_is_pinned() -> None:
+    assert koordlet.__all__ == sorted(koordlet.__all__, key=lambda n: (not n.isupper(), n))
+    assert koordlet.__all__ == [
+        "ENTRY_POINT_GROUP",
+        "CgroupFS",
+        "Clock",
+        "ExtensionPlugin",
+        "FakeClock",
+        "FeatureGates",
+        "FeatureSpec",
+        "Maturity",
+        "MetricCache",
+        "MetricKind",
+        "PluginContext",
+        "PluginEntry",
+        "PodMeta",
+        "ProcFS",
+        "QOSPluginRegistry",
+        "RegisterType",
+        "ResourceExecutor",
+        "ResourceUpdate",
+        "StatesInformer",
+        "WindowStats",
+        "WriteResult",
+        "WriteStatus",
+    ]
+    for name in koordlet.__all__:
+        assert getattr(koordlet, name) is not None
+
+
+def test_importing_registers_nothing() -> None:
+    code = "import koordlet, koordlet.qosmanager as q; r = q.QOSPluginRegistry(); print(len(r))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "0"
+
+
+@pytest.mark.parametrize(
+    ("argv", "want_message"),
+    [
+        pytest.param([], "no node name", id="no-node-name"),
+        pytest.param(
+            ["--node-name", "n", "--feature-gates", "Nope=true"],
+            "unrecognized feature gate: Nope",
+            id="unknown-gate",
+        ),
+        pytest.param(
+            ["--node-name", "n", "--feature-gates", "CPUBurst=maybe"],
+            "invalid value of CPUBurst",
+            id="bad-gate-value",
+        ),
+    ],
+)
+def test_cli_refuses_to_start(
+    argv: list[str], want_message: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("NODE_NAME", raising=False)
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert want_message in err and "Traceback" not in err
+
+
+def test_cli_config_file_gates(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "koordlet.yaml"
+    config.write_text("featureGates:\n  NoSuch: true\n")
+    assert main(["--node-name", "n", "--config", str(config)]) == 2
+    assert "unrecognized feature gate: NoSuch" in capsys.readouterr().err
+
+
+def test_presets_are_valid() -> None:
+    from koordlet.qosmanager import KOORDLET_FEATURES, FeatureGates, builtin_registry
+
+    presets = sorted(
+        (Path(__file__).resolve().parents[3] / "config" / "koordlet").glob("feature-gates-*.yaml")
+    )
+    assert presets
+    import yaml
+
+    for path in presets:
+        gates = yaml.safe_load(path.read_text())["featureGates"]
+        FeatureGates.resolve({**KOORDLET_FEATURES, **builtin_registry().feature_specs()}, gates)
+
+
+async def test_http_metrics_and_healthz() -> None:
+    registry = CollectorRegistry()
+    healthy = {"ok": False}
+    server = MetricsServer(registry, lambda: healthy["ok"], host="127.0.0.1", port=0)
+    port = await server.start()
+    stop = asyncio.Event()
+    task = asyncio.create_task(server.serve(stop))
+
+    def get(path: str) -> tuple[int, str]:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as resp:
+                return resp.status, resp.read().decode()
+        except urllib.error.HTTPError as err:
+            return err.code, err.read().decode()
+
+    assert await asyncio.to_thread(get, "/healthz") == (503, "starting")
+    healthy["ok"] = True
+    assert await asyncio.to_thread(get, "/healthz") == (200, "ok")
+    status, _ = await asyncio.to_thread(get, "/metrics")
+    assert status == 200
+    assert (await asyncio.to_thread(get, "/nope"))[0] == 404
+    stop.set()
+    await task
+
+
+def test_informer_callbacks() -> None:
+    informer = StatesInformer("node-1", CgroupLayout.for_driver(CgroupDriver.SYSTEMD))
+    seen: list[str] = []
+    informer.register_callback(
+        RegisterType.ALL_PODS, "a", lambda t, inf: seen.append(f"a:{len(inf.get_all_pods())}")
+    )
+    informer.register_callback(RegisterType.ALL_PODS, "boom", lambda t, inf: 1 / 0)  # type: ignore[func-returns-value]
+    informer.register_callback(RegisterType.ALL_PODS, "b", lambda t, inf: seen.append("b"))
+    informer.register_callback(RegisterType.NODE_SLO_SPEC, "slo", lambda t, inf: seen.append("slo"))
+    with pytest.raises(ValueError, match="already registered"):
+        informer.register_callback(RegisterType.ALL_PODS, "a", lambda t, inf: None)
+    informer.replace_pods([{"metadata": {"uid": "u1", "name": "p"}, "status": {"qosClass": "BestEffort"}}])
+    assert seen == ["a:1", "b"] and informer.callback_errors == 1
+    assert informer.get_pod("u1").cgroup_dir == (  # type: ignore[union-attr]
+        "kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-podu1.slice"
+    )
+    informer.set_node_slo({"spec": {"resourceUsedThresholdWithBE": {"enable": True}}})
+    informer.set_node_slo(
+        {"spec": {"resourceUsedThresholdWithBE": {"enable": True}}}
+    )  # unchanged: no callback
+    assert seen.count("slo") == 1
+    threshold = informer.node_slo.resource_used_threshold_with_be
+    assert threshold is not None and (threshold.enable, threshold.cpu_suppress_threshold_percent) == (
+        True,
+        65,
+    )
+    informer.delete_pod("u1")
+    assert informer.get_all_pods() == ()
+
+
+def test_argparse_plugin_flag_registered() -> None:
+    from koordlet.qosmanager import QOSManager, builtin_registry
+
+    manager = QOSManager(builtin_registry())
+    manager.instantiate()
+    parser = argparse.ArgumentParser()
+    manager.init_flags(parser)
+    assert parser.parse_args(["--be-cpu-throttle-report-interval", "5"]).be_cpu_throttle_report_interval == 5
