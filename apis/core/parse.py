@@ -48,6 +48,8 @@ from apis.core.jsonfields import (
     type_name,
 )
 from apis.core.podresources import aggregate_pod_resources, pod_qos_class
+from apis.core.quantity import NANOS_PER_MILLI as _NANOS_PER_MILLI
+from apis.core.quantity import NANOS_PER_UNIT as _NANOS_PER_UNIT
 from apis.core.quantity import nanos_to_amount, quantity_nanos
 from apis.core.selector_parse import (
     parse_affinity_fragment,
@@ -262,7 +264,15 @@ def _resource_nanos(obj: Json, key: str) -> dict[str, int]:
 def _amounts(nanos: dict[str, int]) -> FrozenDict[str, int]:
     if not nanos:
         return EMPTY
-    return FrozenDict({name: nanos_to_amount(name, n) for name, n in nanos.items()})
+    # Inlined nanos_to_amount (ceiling division; negative amounts round away from zero by flooring).
+    return FrozenDict(
+        {
+            name: (-(-n // _NANOS_PER_MILLI) if n >= 0 else n // _NANOS_PER_MILLI)
+            if name == CPU
+            else (-(-n // _NANOS_PER_UNIT) if n >= 0 else n // _NANOS_PER_UNIT)
+            for name, n in nanos.items()
+        }
+    )
 
 
 class _Container:
