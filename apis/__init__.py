@@ -1,1 +1,4 @@
-"""Wire types shared by koord-scheduler and koordlet: Kubernetes core views, Koordinator CRDs, configuration."""
+"""Wire types shared by koord-scheduler and koordlet.
+
+Kubernetes core views, Koordinator CRDs, configuration.
+"""

@@ -55,6 +55,9 @@ class SchedulerCommand:
             return EXIT_USAGE
         except KeyboardInterrupt:
             return 130
+        except BrokenPipeError:  # output piped into `head` and the like
+            sys.stderr.close()
+            return EXIT_OK
 
     # ----- simulate -----
 

@@ -62,7 +62,7 @@ def entry_point_registry(eps: Iterable[EntryPoint] | None = None) -> Registry:
 
 
 def build_registry(extra: Iterable[PluginSpec] = (), *, use_entry_points: bool = True) -> Registry:
-    """in-tree ∪ entry points ∪ ``extra``; any duplicate name is an error."""
+    """in-tree + entry points + ``extra``; any duplicate name is an error."""
     registry = in_tree_registry()
     if use_entry_points:
         registry = registry.merge(entry_point_registry())

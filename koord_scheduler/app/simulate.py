@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -151,7 +151,8 @@ def to_text(result: SimulationResult) -> str:
             lines.append("")
             lines.append(f"{title}:")
             keys = list(section[0].keys())
-            lines.extend(_table([tuple(k.upper() for k in keys)] + [tuple(_cell(r.get(k)) for k in keys) for r in section]))
+            header = tuple(k.upper() for k in keys)
+            lines.extend(_table([header] + [tuple(_cell(r.get(k)) for k in keys) for r in section]))
     if result.problems:
         lines.append("")
         lines.append(f"{len(result.problems)} problem(s) in the input:")
@@ -184,6 +185,6 @@ def _fmt(resource: str, amount: int) -> str:
     return format_quantity(resource, amount)
 
 
-def _table(rows: list[tuple[str, ...]]) -> list[str]:
+def _table(rows: Sequence[tuple[str, ...]]) -> list[str]:
     widths = np.max(np.array([[len(c) for c in r] for r in rows]), axis=0).tolist()
     return ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]

@@ -175,7 +175,8 @@ class Framework:
                 r, status = p.pre_filter(state, pod, snapshot)
             except Exception as exc:  # a plugin bug must not kill the scheduler
                 log.exception("PreFilter plugin %s raised", p.name)
-                raise PluginCycleError(error(f"running PreFilter plugin {p.name!r}: {exc}").with_plugin(p.name))
+                status = error(f"running PreFilter plugin {p.name!r}: {exc}").with_plugin(p.name)
+                raise PluginCycleError(status) from exc
             status = status.with_plugin(p.name)
             if status.is_skip:
                 state.skip_filter.add(p.name)
@@ -218,7 +219,7 @@ class Framework:
                 result: NodeFilterResult = p.filter_nodes(state, pod, snapshot, alive)
             except Exception as exc:
                 log.exception("Filter plugin %s raised", p.name)
-                raise PluginCycleError(error(f"running Filter plugin {p.name!r}: {exc}").with_plugin(p.name))
+                raise PluginCycleError(error(f"running Filter plugin {p.name!r}: {exc}").with_plugin(p.name)) from exc
             passed = result.passed
             if passed.all():
                 continue
@@ -260,7 +261,7 @@ class Framework:
                 status = p.pre_score(state, pod, snapshot, positions).with_plugin(p.name)
             except Exception as exc:
                 log.exception("PreScore plugin %s raised", p.name)
-                raise PluginCycleError(error(f"running PreScore plugin {p.name!r}: {exc}").with_plugin(p.name))
+                raise PluginCycleError(error(f"running PreScore plugin {p.name!r}: {exc}").with_plugin(p.name)) from exc
             if status.is_skip:
                 state.skip_score.add(p.name)
             elif not status.is_success:
@@ -281,7 +282,9 @@ class Framework:
                 raise
             except Exception as exc:
                 log.exception("Score plugin %s raised", entry.name)
-                raise PluginCycleError(error(f"running Score plugin {entry.name!r}: {exc}").with_plugin(entry.name))
+                raise PluginCycleError(
+                    error(f"running Score plugin {entry.name!r}: {exc}").with_plugin(entry.name)
+                ) from exc
             if len(scores) and (scores.min() < MIN_NODE_SCORE or scores.max() > MAX_NODE_SCORE):
                 bad = int(scores[(scores < MIN_NODE_SCORE) | (scores > MAX_NODE_SCORE)][0])
                 raise PluginCycleError(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from enum import Enum, IntFlag
+from enum import Enum, IntFlag, StrEnum
 
 import numpy as np
 
@@ -78,7 +78,7 @@ class ActionType(IntFlag):
     ALL = 2047
 
 
-class EventResource(str, Enum):
+class EventResource(StrEnum):
     POD = "Pod"
     ASSIGNED_POD = "AssignedPod"
     UNSCHEDULED_POD = "UnscheduledPod"
@@ -97,7 +97,7 @@ class ClusterEvent:
 
     def matches(self, other: ClusterEvent) -> bool:
         """Whether a registered event (self) covers an incoming one (other)."""
-        if self.resource != EventResource.WILDCARD and self.resource != other.resource and not (
+        if self.resource not in (EventResource.WILDCARD, other.resource) and not (
             self.resource == EventResource.POD
             and other.resource in (EventResource.ASSIGNED_POD, EventResource.UNSCHEDULED_POD)
         ):

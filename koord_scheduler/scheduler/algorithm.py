@@ -72,7 +72,7 @@ def schedule_pod(
     if num_all == 0:
         raise NoNodesError(NO_NODES_AVAILABLE)
     diagnosis = Diagnosis(num_all_nodes=num_all)
-    feasible = find_nodes_that_fit(fwk, state, pod, snapshot, sampler, diagnosis)
+    feasible = find_nodes_that_fit(fwk, state, pod, snapshot, sampler=sampler, diagnosis=diagnosis)
     if len(feasible) == 0:
         raise FitError(pod, diagnosis)
     evaluated = len(feasible) + diagnosis.num_recorded()
@@ -88,6 +88,7 @@ def find_nodes_that_fit(
     state: CycleState,
     pod: Pod,
     snapshot: ClusterSnapshot,
+    *,
     sampler: Sampler,
     diagnosis: Diagnosis,
 ) -> Positions:

@@ -194,11 +194,7 @@ class Scheduler:
         self, fwk: Framework, state: CycleState, qpi: QueuedPodInfo, err: FitError, perf_start: float
     ) -> None:
         diagnosis = err.diagnosis
-        if fwk.post_filter_plugins and diagnosis.all_nodes_status is None or (
-            fwk.post_filter_plugins
-            and diagnosis.all_nodes_status is not None
-            and diagnosis.all_nodes_status.code == Code.UNSCHEDULABLE
-        ):
+        if fwk.post_filter_plugins:
             result, status = fwk.run_post_filter(state, qpi.pod, diagnosis)
             if status.code == Code.ERROR:
                 self._fail(fwk, qpi, status, status.message, perf_start, error=True)

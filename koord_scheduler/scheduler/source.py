@@ -6,14 +6,14 @@ API-server source. The scheduler core never knows which one it has.
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 from typing import Any, Protocol
 
 from apis.core.types import Node, Pod
 from koord_scheduler.framework.handle import ClusterClient
 
 
-class EventType(str, Enum):
+class EventType(StrEnum):
     ADDED = "ADDED"
     MODIFIED = "MODIFIED"
     DELETED = "DELETED"
