@@ -142,6 +142,7 @@ class _LessOrder:
 
 
 _QUEUE_ON_EVERYTHING: tuple[QueueingHintFn | None, ...] = (None,)
+_NO_PLUGINS: frozenset[str] = frozenset()
 
 
 class SchedulingQueue:
@@ -171,13 +172,13 @@ class SchedulingQueue:
 
         active_order = _active_order(less, options.sort_key)
         backoff_order: Order = (
-            (lambda qpi, seq: (qpi.backoff_expiry, active_order(qpi, seq)))
+            (lambda qpi, seq: (qpi.backoff_expiry, *active_order(qpi, seq)))
             if options.pop_from_backoff
-            else (lambda qpi, seq: (qpi.backoff_expiry, seq))
+            else (lambda qpi, seq: (qpi.backoff_expiry,))
         )
         self._active = PodHeap(active_order)
         self._backoff = PodHeap(backoff_order)
-        self._error_backoff = PodHeap(lambda qpi, seq: (qpi.backoff_expiry, seq))
+        self._error_backoff = PodHeap(lambda qpi, seq: (qpi.backoff_expiry,))
         self._unschedulable: dict[str, QueuedPodInfo] = {}
         """Insertion order is timestamp order: pods enter only from add_unschedulable, stamped with now."""
         self._gated: dict[str, QueuedPodInfo] = {}
@@ -194,11 +195,12 @@ class SchedulingQueue:
         """A new pending pod: PreEnqueue, then the gated pool or activeQ. A known key is an update."""
         if pod.node_name:
             return
-        known = self._find_pod(pod.key)
+        key = pod.key
+        known = self._find_pod(key)
         if known is not None:
             self.update(known, pod)
             return
-        self._enter_active(QueuedPodInfo(pod, timestamp=self._clock()), POD_ADD)
+        self._enter_active(QueuedPodInfo(pod, timestamp=self._clock()), POD_ADD, key)
 
     def update(self, old: Pod, new: Pod) -> None:
         """A pending pod changed.
@@ -225,11 +227,11 @@ class SchedulingQueue:
             queued = heap.get(key)
             if queued is not None:
                 queued.pod = new
-                heap.reorder(key)
+                heap.push(queued, self._next_seq(), key)
                 return
         waiting = self._unschedulable.get(key) or self._gated.get(key)
         if waiting is None:
-            self._enter_active(QueuedPodInfo(new, timestamp=self._clock()), UNSCHEDULED_POD_UPDATE)
+            self._enter_active(QueuedPodInfo(new, timestamp=self._clock()), UNSCHEDULED_POD_UPDATE, key)
             return
         waiting.pod = new
         for event in pod_scheduling_property_events(old, new):
@@ -275,7 +277,8 @@ class SchedulingQueue:
         previous one and marks the pod in flight until :meth:`add_unschedulable` or :meth:`done`.
         """
         now = self._clock()
-        self._flush_backoff(now)
+        if self._backoff or self._error_backoff:
+            self._flush_backoff(now)
         qpi = self._active.pop()
         if qpi is None and self._options.pop_from_backoff:
             qpi = self._backoff.pop()
@@ -284,12 +287,15 @@ class SchedulingQueue:
         qpi.attempts += 1
         if qpi.initial_attempt_timestamp is None:
             qpi.initial_attempt_timestamp = now
-        qpi.unschedulable_plugins = frozenset()
-        qpi.pending_plugins = frozenset()
+        qpi.unschedulable_plugins = _NO_PLUGINS
+        qpi.pending_plugins = _NO_PLUGINS
         qpi.gated = False
+        key = qpi.pod.key
         # Re-insert so dict order stays pop order even if a stale record under this key lingers.
-        self._in_flight.pop(qpi.key, None)
-        self._in_flight[qpi.key] = _InFlight(qpi.pod, self._log_base + len(self._event_log))
+        in_flight = self._in_flight
+        if key in in_flight:
+            del in_flight[key]
+        in_flight[key] = _InFlight(qpi.pod, self._log_base + len(self._event_log))
         return qpi
 
     async def wait_for_pod(self) -> None:
@@ -316,7 +322,7 @@ class SchedulingQueue:
 
     def done(self, pod_key: str) -> None:
         """The attempt for ``pod_key`` is over (bound, or its failure handled). Idempotent."""
-        if self._in_flight.pop(pod_key, None) is not None:
+        if self._in_flight.pop(pod_key, None) is not None and self._event_log:
             self._trim_event_log()
 
     def add_unschedulable(self, qpi: QueuedPodInfo, *, error: bool = False) -> None:
@@ -410,12 +416,16 @@ class SchedulingQueue:
             del source[qpi.key]
         return where
 
-    def _enter_active(self, qpi: QueuedPodInfo, event: str, *, run_pre_enqueue: bool = True) -> str:
+    def _enter_active(self, qpi: QueuedPodInfo, event: str, key: str = "", *, run_pre_enqueue: bool = True
+                      ) -> str:
         if run_pre_enqueue and not self._passes_pre_enqueue(qpi, event):
             return GATED
-        self._active.push(qpi, self._next_seq())
-        self._incoming(ACTIVE, event)
-        self._notify()
+        self._seq += 1
+        self._active.push(qpi, self._seq, key or qpi.pod.key)
+        if self._options.on_incoming is not None:
+            self._options.on_incoming(ACTIVE, event)
+        if self._waiters:
+            self._notify()
         return ACTIVE
 
     def _enter_backoff(self, qpi: QueuedPodInfo, event: str) -> str:
@@ -423,7 +433,7 @@ class SchedulingQueue:
         if self._options.pop_from_backoff and not self._passes_pre_enqueue(qpi, event):
             return GATED
         heap = self._error_backoff if qpi.error_backoff else self._backoff
-        heap.push(qpi, self._next_seq())
+        heap.push(qpi, self._next_seq(), qpi.pod.key)
         self._incoming(BACKOFF, event)
         self._notify()
         return BACKOFF
@@ -584,8 +594,13 @@ def _active_order(
     less: Callable[[QueuedPodInfo, QueuedPodInfo], bool], sort_key: Callable[[QueuedPodInfo], Any] | None
 ) -> Order:
     if sort_key is not None:
-        return lambda qpi, seq: (sort_key(qpi), seq)
-    return lambda qpi, seq: _LessOrder(qpi, seq, less)
+
+        def by_key(qpi: QueuedPodInfo, seq: int) -> tuple[Any, ...]:
+            key = sort_key(qpi)
+            return key if type(key) is tuple else (key,)
+
+        return by_key
+    return lambda qpi, seq: (_LessOrder(qpi, seq, less),)
 
 
 def _same_incarnation(queued: Pod, other: Pod | str) -> bool:
