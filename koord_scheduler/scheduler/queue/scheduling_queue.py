@@ -261,10 +261,11 @@ class SchedulingQueue:
             self._event_log.append((event, old, new))
         if not self._unschedulable and not self._gated:
             return
-        label = event_label(event)
+        label = ""
         for waiting in [*self._unschedulable.values(), *self._gated.values()]:
             strategy = self._strategy(waiting, event, old, new)
             if strategy is not _Strategy.SKIP:
+                label = label or event_label(event)
                 self._move_waiting(waiting, strategy, label)
 
     # ---- scheduling loop side ------------------------------------------------------------------------
