@@ -16,7 +16,7 @@ from koord_scheduler.framework import interfaces as ep
 from koord_scheduler.framework.cycle_state import CycleState
 from koord_scheduler.framework.diagnosis import Diagnosis, FailureChunk
 from koord_scheduler.framework.handle import FrameworkHandle
-from koord_scheduler.framework.snapshot import ClusterSnapshot, IntArray, Positions
+from koord_scheduler.framework.snapshot import ClusterSnapshot, IntArray, NodeInfo, Positions
 from koord_scheduler.framework.status import Code, Status, error, unresolvable
 from koord_scheduler.framework.types import (
     MAX_NODE_SCORE,
@@ -31,6 +31,14 @@ from koord_scheduler.framework.types import (
 log = logging.getLogger(__name__)
 
 PointObserver = Callable[[str, Code, float], None]
+
+
+@dataclass(slots=True)
+class DebugOptions:
+    """``--debug-scores N`` and ``--debug-filters``; switchable at runtime."""
+
+    scores: int = 0
+    filters: bool = False
 """``observer(extension_point, status_code, seconds)``: metrics hook."""
 
 
@@ -138,6 +146,33 @@ class Framework:
         self.post_bind_plugins = at(ep.POST_BIND)
         self.points = {k: tuple(v) for k, v in points.items()}
 
+        def transformers(point: str, method: str) -> list[Any]:
+            return [p for p in at(point) if callable(getattr(p, method, None))]
+
+        self.before_pre_filter = transformers(ep.PRE_FILTER, "before_pre_filter")
+        self.after_pre_filter = transformers(ep.PRE_FILTER, "after_pre_filter")
+        self.before_filter = transformers(ep.FILTER, "before_filter")
+        self.before_score = transformers(ep.SCORE, "before_score")
+        enabled = list(dict.fromkeys(n for names in points.values() for n in names))
+        with_method = [self.plugins[n] for n in enabled]
+
+        def capable(method: str) -> list[Any]:
+            return [p for p in with_method if callable(getattr(p, method, None))]
+
+        self.reservation_filter_plugins = capable("filter_reservation")
+        self.reservation_score_plugins = capable("score_reservation")
+        self.reservation_restore_plugins = capable("restore_reservation")
+        self.reservation_pre_bind_plugins = [
+            p for p in self.pre_bind_plugins if callable(getattr(p, "pre_bind_reservation", None))
+        ]
+        nominators = capable("nominate_reservation")
+        self.reservation_nominator = nominators[0] if nominators else None
+        self.debug = DebugOptions()
+        for plugin in with_method:
+            bind = getattr(plugin, "bind_framework", None)
+            if callable(bind):
+                bind(self)
+
     # ----- queue -----
 
     def run_pre_enqueue(self, pod: Pod) -> Status:
@@ -163,8 +198,107 @@ class Framework:
 
     # ----- scheduling cycle -----
 
-    def run_pre_filter(self, state: CycleState, pod: Pod) -> tuple[PreFilterResult | None, Status]:
-        """Returns the merged PreFilterResult, and a non-success Status when the pod is rejected."""
+    def run_pre_filter(self, state: CycleState, pod: Pod) -> tuple[Pod, PreFilterResult | None, Status]:
+        """BeforePreFilter transformers, PreFilter, AfterPreFilter transformers.
+
+        Returns the (possibly transformed) pod, the merged PreFilterResult, and a non-success Status
+        when the pod is rejected. A transformer's failure raises :class:`PluginCycleError`.
+        """
+        for t in self.before_pre_filter:
+            replaced, status = self._transform(t, "before_pre_filter", state, pod)
+            pod = replaced or pod
+        result, status = self._run_pre_filter_plugins(state, pod)
+        if status.is_success:
+            for t in self.after_pre_filter:
+                self._check_transform(t, "after_pre_filter", t.after_pre_filter(state, pod, result))
+        return pod, result, status
+
+    def run_before_filter(self, state: CycleState, pod: Pod, positions: Positions) -> Pod:
+        for t in self.before_filter:
+            replaced, _ = self._transform(t, "before_filter", state, pod, self.handle.snapshot, positions)
+            pod = replaced or pod
+        return pod
+
+    def run_before_score(self, state: CycleState, pod: Pod, positions: Positions) -> tuple[Pod, Positions]:
+        for t in self.before_score:
+            try:
+                replaced, nodes, status = t.before_score(state, pod, self.handle.snapshot, positions)
+            except Exception as exc:
+                log.exception("BeforeScore transformer %s raised", t.name)
+                raise PluginCycleError(error(f"running BeforeScore of {t.name!r}: {exc}").with_plugin(t.name)) from exc
+            self._check_transform(t, "before_score", status)
+            pod = replaced or pod
+            if nodes is not None:
+                positions = nodes
+        return pod, positions
+
+    def _transform(self, t: Any, method: str, *args: Any) -> tuple[Any, Status]:
+        try:
+            replaced, status = getattr(t, method)(*args)
+        except Exception as exc:
+            log.exception("%s transformer %s raised", method, t.name)
+            raise PluginCycleError(error(f"running {method} of {t.name!r}: {exc}").with_plugin(t.name)) from exc
+        self._check_transform(t, method, status)
+        return replaced, status
+
+    @staticmethod
+    def _check_transform(t: Any, method: str, status: Status) -> None:
+        if not status.is_success:
+            stamped = status.with_plugin(t.name)
+            if stamped.code == Code.SUCCESS:
+                return
+            raise PluginCycleError(stamped)
+
+    # ----- reservation stages (driven by the Reservation plugin) -----
+
+    def run_reservation_filter_plugins(
+        self, state: CycleState, pod: Pod, reservation: Any, node_info: NodeInfo
+    ) -> Status:
+        for p in self.reservation_filter_plugins:
+            status = self._call(p, "filter_reservation", state, pod, reservation, node_info)
+            if not status.is_success:
+                if self.debug.filters:
+                    log.info("reservation filter %s rejected %s for pod %s: %s", p.name, reservation, pod.key, status)
+                return status
+        return Status()
+
+    def run_nominate_reservation_filter_plugins(
+        self, state: CycleState, pod: Pod, reservation: Any, node_name: str
+    ) -> Status:
+        for p in self.reservation_filter_plugins:
+            status = self._call(p, "filter_nominate_reservation", state, pod, reservation, node_name)
+            if not status.is_success:
+                return status
+        return Status()
+
+    def run_reservation_score_plugins(
+        self, state: CycleState, pod: Pod, reservations: Sequence[Any], node_name: str
+    ) -> list[int]:
+        """Sum of every reservation score plugin's score for each reservation (weight 1, as Koordinator)."""
+        totals = [0] * len(reservations)
+        for p in self.reservation_score_plugins:
+            for i, r in enumerate(reservations):
+                try:
+                    totals[i] += int(p.score_reservation(state, pod, r, node_name))
+                except Exception:
+                    log.exception("ScoreReservation plugin %s raised", p.name)
+        return totals
+
+    def run_reservation_nominate(self, state: CycleState, pod: Pod, node_name: str) -> Status:
+        if self.reservation_nominator is None:
+            return Status()
+        return self._call(self.reservation_nominator, "nominate_reservation", state, pod, node_name)
+
+    async def run_pre_bind_reservation(self, state: CycleState, reservation: Any, node_name: str) -> Status:
+        for p in self.reservation_pre_bind_plugins:
+            status = await self._acall(p, "pre_bind_reservation", state, reservation, node_name)
+            if not status.is_success:
+                return status
+        return Status()
+
+    def _run_pre_filter_plugins(
+        self, state: CycleState, pod: Pod
+    ) -> tuple[PreFilterResult | None, Status]:
         started = time.perf_counter()
         result: PreFilterResult | None = None
         rejected: Status | None = None
@@ -229,7 +363,10 @@ class Framework:
                 if s.code == Code.ERROR:
                     raise PluginCycleError(s)
             ids = None if result.reason_ids is None else result.reason_ids[failed]
-            diagnosis.add_chunk(FailureChunk(alive[failed], ids, statuses))
+            chunk = FailureChunk(alive[failed], ids, statuses)
+            diagnosis.add_chunk(chunk)
+            if self.debug.filters:
+                self._log_filter_failures(pod, chunk)
             alive = alive[passed]
         self._observe(ep.FILTER, Code.SUCCESS, started)
         return alive
@@ -365,6 +502,25 @@ class Framework:
                 log.exception("PostBind plugin %s raised", p.name)
 
     # ----- helpers -----
+
+    def _log_filter_failures(self, pod: Pod, chunk: FailureChunk) -> None:
+        snapshot = self.handle.snapshot
+        for i, pos in enumerate(chunk.positions.tolist()):
+            info = snapshot.infos[pos]
+            log.info("filter failed: pod %s node %s: %s", pod.key, info.name if info else pos, chunk.status_at(i))
+
+    def log_score_table(self, state: CycleState, pod: Pod, positions: Positions, totals: IntArray) -> None:
+        """``--debug-scores N``: the top-N nodes with each plugin's weighted score."""
+        top = np.argsort(-totals, kind="stable")[: self.debug.scores]
+        per_plugin = self.plugin_scores(state, pod, positions[top])
+        names = list(per_plugin)
+        header = "| # | Node | " + " | ".join(names) + " | Total |"
+        lines = [f"scores for pod {pod.key}:", header, "|" + "---|" * (len(names) + 3)]
+        snapshot = self.handle.snapshot
+        for rank, i in enumerate(top.tolist()):
+            cells = " | ".join(str(int(per_plugin[n][rank])) for n in names)
+            lines.append(f"| {rank} | {snapshot.info(int(positions[i])).name} | {cells} | {int(totals[i])} |")
+        log.warning("\n".join(lines))
 
     def _call(self, plugin: Any, method: str, *args: Any) -> Status:
         try:

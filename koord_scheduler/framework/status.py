@@ -6,7 +6,7 @@ stamps the name of the plugin that produced it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from enum import IntEnum
 
 
@@ -67,7 +67,7 @@ class Status:
         return ", ".join(self.reasons)
 
     def with_plugin(self, plugin: str) -> Status:
-        return self if self.plugin == plugin else replace(self, plugin=plugin)
+        return self if self.plugin == plugin else Status(self.code, self.reasons, plugin)
 
     def __str__(self) -> str:
         text = f"{self.code.name}"

@@ -41,6 +41,8 @@ class ScheduleResult:
     node_name: str
     evaluated_nodes: int
     feasible_nodes: int
+    pod: Pod
+    """The pod as the transformers left it (what Reserve and binding use)."""
 
 
 class FitError(Exception):
@@ -72,15 +74,20 @@ def schedule_pod(
     if num_all == 0:
         raise NoNodesError(NO_NODES_AVAILABLE)
     diagnosis = Diagnosis(num_all_nodes=num_all)
-    feasible = find_nodes_that_fit(fwk, state, pod, snapshot, sampler=sampler, diagnosis=diagnosis)
+    pod, feasible = find_nodes_that_fit(fwk, state, pod, snapshot, sampler=sampler, diagnosis=diagnosis)
     if len(feasible) == 0:
         raise FitError(pod, diagnosis)
     evaluated = len(feasible) + diagnosis.num_recorded()
     if len(feasible) == 1:
-        return ScheduleResult(snapshot.info(int(feasible[0])).name, evaluated, 1)
-    totals = fwk.run_score_plugins(state, pod, feasible)
-    best = int(feasible[int(np.argmax(totals))])
-    return ScheduleResult(snapshot.info(best).name, evaluated, len(feasible))
+        return ScheduleResult(snapshot.info(int(feasible[0])).name, evaluated, 1, pod)
+    pod, scored = fwk.run_before_score(state, pod, feasible)
+    if len(scored) == 0:
+        raise FitError(pod, diagnosis)
+    totals = fwk.run_score_plugins(state, pod, scored)
+    if fwk.debug.scores > 0:
+        fwk.log_score_table(state, pod, scored, totals)
+    best = int(scored[int(np.argmax(totals))])
+    return ScheduleResult(snapshot.info(best).name, evaluated, len(feasible), pod)
 
 
 def find_nodes_that_fit(
@@ -91,21 +98,24 @@ def find_nodes_that_fit(
     *,
     sampler: Sampler,
     diagnosis: Diagnosis,
-) -> Positions:
-    result, status = fwk.run_pre_filter(state, pod)
+) -> tuple[Pod, Positions]:
+    """The (possibly transformed) pod and the feasible positions, at most the sampling limit."""
+    pod, result, status = fwk.run_pre_filter(state, pod)
     if not status.is_success:
         diagnosis.all_nodes_status = status
         diagnosis.pre_filter_msg = status.message
         _record_plugin(diagnosis, status)
-        return np.empty(0, dtype=np.intp)
+        return pod, np.empty(0, dtype=np.intp)
 
     if pod.nominated_node_name:
         pos = snapshot.positions.get(pod.nominated_node_name)
         if pos is not None:
             probe = Diagnosis(num_all_nodes=diagnosis.num_all_nodes)
-            nominated = fwk.run_filter_plugins(state, pod, np.array([pos], dtype=np.intp), probe)
+            single = np.array([pos], dtype=np.intp)
+            pod = fwk.run_before_filter(state, pod, single)
+            nominated = fwk.run_filter_plugins(state, pod, single, probe)
             if len(nominated):
-                return nominated
+                return pod, nominated
 
     nodes = snapshot.node_order()
     if result is not None and result.node_names is not None:
@@ -120,13 +130,14 @@ def find_nodes_that_fit(
         )
         nodes = narrowed
     if len(nodes) == 0:
-        return nodes
+        return pod, nodes
 
     start = sampler.next_start_index % len(nodes)
     rotated = nodes if start == 0 else np.concatenate([nodes[start:], nodes[:start]])
     to_find = num_feasible_nodes_to_find(fwk.percentage_of_nodes_to_score, len(nodes))
     if not fwk.score_plugins:
         to_find = 1
+    pod = fwk.run_before_filter(state, pod, rotated)
     feasible = fwk.run_filter_plugins(state, pod, rotated, diagnosis)
     if len(feasible) > to_find:
         rank = np.empty(snapshot.capacity, dtype=np.int64)
@@ -136,7 +147,7 @@ def find_nodes_that_fit(
     else:
         processed = len(rotated)
     sampler.next_start_index = (sampler.next_start_index + processed) % snapshot.num_nodes
-    return feasible
+    return pod, feasible
 
 
 def _record_plugin(diagnosis: Diagnosis, status: Status) -> None:

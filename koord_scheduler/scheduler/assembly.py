@@ -31,7 +31,7 @@ def build_scheduler(
     """Build every profile's framework, one queue shared by the profiles, and the scheduler."""
     metrics = metrics or SchedulerMetrics()
     cache = SchedulerCache()
-    handle = SchedulerHandle(cache, source.client, clock)
+    handle = SchedulerHandle(cache, source.client, clock, metrics.registry)
     profiles = build_profiles(config, registry, handle, observer=metrics.observer)
     first = next(iter(profiles.values()))
 
@@ -58,4 +58,6 @@ def build_scheduler(
             sort_key=sort_key,
         ),
     )
-    return Scheduler(profiles, cache, queue, source, clock=clock, metrics=metrics, options=options)
+    scheduler = Scheduler(profiles, cache, queue, source, clock=clock, metrics=metrics, options=options)
+    handle.attach(scheduler)
+    return scheduler

@@ -1,26 +1,90 @@
-"""The concrete handle plugins receive."""
+"""The concrete handle plugins receive (Koordinator's ExtendedHandle, kept small)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
+from prometheus_client import CollectorRegistry
+
+from apis.core.types import Pod
+from koord_scheduler.framework.extender import ErrorHandlerFilter
 from koord_scheduler.framework.handle import ClusterClient
 from koord_scheduler.framework.snapshot import ClusterSnapshot
+from koord_scheduler.framework.waiting_pods import WaitingPod
 from koord_scheduler.scheduler.cache import ForgetPodHandler, SchedulerCache
+from koord_scheduler.scheduler.source import EventType
+
+if TYPE_CHECKING:
+    from koord_scheduler.scheduler.scheduler import Scheduler
 
 
 @dataclass(slots=True)
 class SchedulerHandle:
-    """Implements :class:`~koord_scheduler.framework.handle.FrameworkHandle`."""
+    """Implements :class:`~koord_scheduler.framework.handle.FrameworkHandle` plus the extender services:
+    error-handler filters, forget-pod handlers, synthetic pods (reserve pods) in the queue, pods waiting
+    at Permit, node accounting for objects that hold resources, and the metrics registry."""
 
     cache: SchedulerCache
     cluster: ClusterClient
     clock: Callable[[], float]
+    metrics_registry: CollectorRegistry = field(default_factory=CollectorRegistry)
+    _scheduler: Scheduler | None = None
+    _pending_error_filters: list[tuple[ErrorHandlerFilter | None, ErrorHandlerFilter | None]] = field(
+        default_factory=list
+    )
 
     @property
     def snapshot(self) -> ClusterSnapshot:
         return self.cache.snapshot
 
+    def attach(self, scheduler: Scheduler) -> None:
+        """Called once the scheduler exists (plugins are built before it)."""
+        self._scheduler = scheduler
+        for pre, post in self._pending_error_filters:
+            self._add_error_filters(scheduler, pre, post)
+        self._pending_error_filters.clear()
+
     def register_forget_pod_handler(self, handler: ForgetPodHandler) -> None:
         self.cache.register_forget_pod_handler(handler)
+
+    def register_error_handler_filters(
+        self, pre: ErrorHandlerFilter | None, post: ErrorHandlerFilter | None
+    ) -> None:
+        if self._scheduler is None:
+            self._pending_error_filters.append((pre, post))
+        else:
+            self._add_error_filters(self._scheduler, pre, post)
+
+    @staticmethod
+    def _add_error_filters(
+        scheduler: Scheduler, pre: ErrorHandlerFilter | None, post: ErrorHandlerFilter | None
+    ) -> None:
+        if pre is not None:
+            scheduler.pre_error_filters.append(pre)
+        if post is not None:
+            scheduler.post_error_filters.append(post)
+
+    def forget_pod(self, pod: Pod) -> None:
+        """Forget an assumed pod; every forget-pod handler runs even if the cache had dropped it."""
+        self.cache.forget_pod(pod)
+
+    def account_pod(self, pod: Pod) -> None:
+        """Account an object that holds node resources like a pod (an Available reservation)."""
+        self.cache.add_pod(pod)
+
+    def unaccount_pod(self, pod: Pod) -> None:
+        self.cache.remove_pod(pod)
+
+    def enqueue_pod(self, pod: Pod) -> None:
+        """Put a synthetic pending pod (a reservation's reserve pod) through the normal pod path."""
+        if self._scheduler is not None:
+            self._scheduler.on_pod(EventType.ADDED, None, pod)
+
+    def dequeue_pod(self, pod: Pod) -> None:
+        if self._scheduler is not None:
+            self._scheduler.queue.delete(pod)
+
+    def waiting_pod(self, key: str) -> WaitingPod | None:
+        return self._scheduler.waiting_pods.get(key) if self._scheduler is not None else None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 
@@ -54,10 +56,15 @@ class SchedulerMetrics:
 
     def observer(self, profile: str):  # type: ignore[no-untyped-def]
         hist = self.extension_point_duration
+        children: dict[tuple[str, object], Any] = {}
 
         def observe(point: str, code: object, seconds: float) -> None:
-            name = getattr(code, "name", str(code))
-            hist.labels(point[0].upper() + point[1:], _status_label(name), profile).observe(seconds)
+            child = children.get((point, code))
+            if child is None:
+                name = getattr(code, "name", str(code))
+                child = hist.labels(point[0].upper() + point[1:], _status_label(name), profile)
+                children[(point, code)] = child
+            child.observe(seconds)
 
         return observe
 

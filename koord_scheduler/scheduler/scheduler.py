@@ -12,9 +12,11 @@ from typing import Any
 from apis.core.types import Node, Pod
 from koord_scheduler.framework.cycle_state import CycleState
 from koord_scheduler.framework.diagnosis import fit_error_message
+from koord_scheduler.framework.extender import ErrorHandlerFilter
 from koord_scheduler.framework.runtime import Framework, PluginCycleError
 from koord_scheduler.framework.status import Code, Status
 from koord_scheduler.framework.types import ActionType, ClusterEvent, EventResource, QueuedPodInfo
+from koord_scheduler.framework.waiting_pods import WaitingPod, WaitingPods
 from koord_scheduler.scheduler.algorithm import FitError, NoNodesError, Sampler, schedule_pod
 from koord_scheduler.scheduler.cache import SchedulerCache
 from koord_scheduler.scheduler.metrics import SchedulerMetrics, attempts_label
@@ -83,6 +85,9 @@ class Scheduler:
         self._background: set[asyncio.Task[None]] = set()
         self.scheduled_count = 0
         self.failed_count = 0
+        self.pre_error_filters: list[ErrorHandlerFilter] = []
+        self.post_error_filters: list[ErrorHandlerFilter] = []
+        self.waiting_pods = WaitingPods()
 
     # ----- event sink -----
 
@@ -167,6 +172,10 @@ class Scheduler:
         self.metrics.algorithm_duration.observe(time.perf_counter() - perf_start)
 
         assumed = replace(pod, node_name=result.node_name)
+        status = fwk.run_reservation_nominate(state, assumed, result.node_name)
+        if not status.is_success:
+            self._fail_after_assume(fwk, qpi, status, result.node_name, perf_start)
+            return True
         try:
             self.cache.assume_pod(assumed)
         except ValueError as exc:
@@ -236,11 +245,27 @@ class Scheduler:
         self.failed_count += 1
         pod = qpi.pod
         self._record(Outcome(pod.key, None, message, qpi.attempts))
-        self.queue.add_unschedulable(qpi, error=error or status.code == Code.ERROR)
+        failure = Status(status.code, (message,), status.plugin)
+        handled = False
+        for pre in self.pre_error_filters:
+            try:
+                if pre(qpi, failure):
+                    handled = True
+                    break
+            except Exception:
+                log.exception("pre error-handler filter failed for %s", pod.key)
+        if not handled:
+            self.queue.add_unschedulable(qpi, error=error or status.code == Code.ERROR)
+            reason = "SchedulerError" if result == "error" else "Unschedulable"
+            log.info("pod %s unschedulable: %s", pod.key, message)
+            self._spawn(self.source.report_unschedulable(pod, reason=reason, message=message))
         self.queue.done(pod.key)
-        reason = "SchedulerError" if result == "error" else "Unschedulable"
-        log.info("pod %s unschedulable: %s", pod.key, message)
-        self._spawn(self.source.report_unschedulable(pod, reason=reason, message=message))
+        for post in self.post_error_filters:
+            try:
+                if post(qpi, failure):
+                    break
+            except Exception:
+                log.exception("post error-handler filter failed for %s", pod.key)
 
     # ----- binding cycle -----
 
@@ -281,14 +306,12 @@ class Scheduler:
     async def _wait_on_permit(self, b: _Binding) -> Status:
         if not b.waits:
             return Status()
-        # Permit plugins that asked to wait are polled through their ``allow`` state; without an
-        # external signal the pod is rejected when the shortest timeout runs out.
-        timeout = min(b.waits.values())
-        waiter = getattr(b.fwk, "waiting_pods", None)
-        if waiter is not None:
-            return await waiter.wait(b.assumed, b.waits)  # type: ignore[no-any-return]
-        await asyncio.sleep(timeout)
-        return Status(Code.UNSCHEDULABLE, ("rejected due to timeout after waiting at permit",))
+        waiting = WaitingPod(b.assumed, b.assumed.node_name, b.waits)
+        self.waiting_pods.add(waiting)
+        try:
+            return await waiting.wait()
+        finally:
+            self.waiting_pods.remove(b.assumed.key)
 
     # ----- loop -----
 

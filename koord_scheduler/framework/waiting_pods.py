@@ -1,0 +1,58 @@
+"""Pods held at Permit: other plugins allow or reject them by key; a timeout rejects them."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+
+from apis.core.types import Pod
+from koord_scheduler.framework.status import Code, Status
+
+
+class WaitingPod:
+    """One pod waiting on the Permit plugins that returned Wait."""
+
+    def __init__(self, pod: Pod, node_name: str, timeouts: Mapping[str, float]) -> None:
+        self.pod = pod
+        self.node_name = node_name
+        self.pending = dict(timeouts)
+        self._done: asyncio.Future[Status] = asyncio.get_running_loop().create_future()
+
+    def allow(self, plugin: str) -> None:
+        self.pending.pop(plugin, None)
+        if not self.pending and not self._done.done():
+            self._done.set_result(Status())
+
+    def reject(self, plugin: str, message: str) -> None:
+        if not self._done.done():
+            self._done.set_result(Status(Code.UNSCHEDULABLE, (message,), plugin))
+
+    async def wait(self) -> Status:
+        if not self.pending:
+            return Status()
+        plugin, timeout = min(self.pending.items(), key=lambda kv: kv[1])
+        try:
+            return await asyncio.wait_for(asyncio.shield(self._done), timeout)
+        except TimeoutError:
+            return Status(
+                Code.UNSCHEDULABLE, (f"rejected due to timeout after waiting {timeout:g}s at plugin {plugin}",), plugin
+            )
+
+
+class WaitingPods:
+    """Pod key -> WaitingPod, for plugins (``handle.waiting_pods``)."""
+
+    def __init__(self) -> None:
+        self._pods: dict[str, WaitingPod] = {}
+
+    def add(self, waiting: WaitingPod) -> None:
+        self._pods[waiting.pod.key] = waiting
+
+    def remove(self, key: str) -> None:
+        self._pods.pop(key, None)
+
+    def get(self, key: str) -> WaitingPod | None:
+        return self._pods.get(key)
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(list(self._pods.values()))
