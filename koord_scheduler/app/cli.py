@@ -18,7 +18,6 @@ from datetime import datetime
 from pathlib import Path
 
 from apis.config import ConfigError, KubeSchedulerConfiguration, load_scheduler_config
-from koord_scheduler.app.cluster_file import ExtraParser, load_cluster_file
 from koord_scheduler.app.plugin_loading import build_registry
 from koord_scheduler.app.simulate import run_simulation, to_json, to_text
 from koord_scheduler.framework.errors import SchedulerError
@@ -79,11 +78,10 @@ class SchedulerCommand:
         registry = self.registry()
         config = _load_config(ns.config, DEFAULT_SIMULATE_CONFIG if ns.config is None else None)
         cluster_path = Path(ns.cluster) if ns.cluster else DEFAULT_CLUSTER
-        cluster_file = load_cluster_file(cluster_path, extra_kinds=_extra_kinds(registry))
-        result, _ = asyncio.run(run_simulation(cluster_file, config, registry, now=now))
+        result, _ = asyncio.run(run_simulation(cluster_path, config, registry, now=now))
         print(to_json(result) if ns.output == "json" else to_text(result))
-        if cluster_file.problems:
-            for problem in cluster_file.problems:
+        if result.problems:
+            for problem in result.problems:
                 print(f"koord-scheduler: {problem}", file=sys.stderr)
             return EXIT_PROBLEMS
         return EXIT_OK
@@ -94,16 +92,6 @@ class SchedulerCommand:
         from koord_scheduler.app.serve import serve_main
 
         return serve_main(argv, self.registry)
-
-
-def _extra_kinds(registry: Registry) -> dict[str, ExtraParser]:
-    """Kinds beyond Node/Pod that some registered plugin can parse (``CLUSTER_KINDS`` on its module)."""
-    kinds: dict[str, ExtraParser] = {}
-    for spec in registry:
-        parsers = getattr(spec.factory, "cluster_kinds", None)
-        if isinstance(parsers, dict):
-            kinds.update(parsers)
-    return kinds
 
 
 def _load_config(path: str | None, fallback: Path | None) -> KubeSchedulerConfiguration:

@@ -38,7 +38,8 @@ class ObjectProblem:
 class ClusterFile:
     nodes: list[Node] = field(default_factory=list)
     pods: list[Pod] = field(default_factory=list)
-    objects: dict[str, list[tuple[str, Any]]] = field(default_factory=dict)
+    objects: dict[str, list[tuple[str, Mapping[str, Any]]]] = field(default_factory=dict)
+    """kind -> (name, raw object) for the extra kinds; each was parsed once to validate it."""
     problems: list[ObjectProblem] = field(default_factory=list)
 
 
@@ -85,7 +86,8 @@ def parse_cluster_text(
             elif kind == "Pod":
                 out.pods.append(parse_pod(obj))
             elif kind in extra:
-                out.objects.setdefault(kind, []).append((name, extra[kind](obj)))
+                extra[kind](obj)  # validate now, so a bad object is reported and skipped
+                out.objects.setdefault(kind, []).append((name, dict(obj)))
             else:
                 out.problems.append(ObjectProblem(source, label, f"unsupported kind {kind!r} (ignored)"))
         except ParseError as exc:

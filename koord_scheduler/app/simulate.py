@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -12,7 +13,7 @@ import numpy as np
 from apis.config import KubeSchedulerConfiguration
 from apis.core.quantity import format_quantity
 from apis.core.types import CPU, MEMORY
-from koord_scheduler.app.cluster_file import ClusterFile, ObjectProblem
+from koord_scheduler.app.cluster_file import ObjectProblem, load_cluster_file, parse_cluster_text
 from koord_scheduler.framework.registry import Registry
 from koord_scheduler.framework.snapshot import ClusterSnapshot
 from koord_scheduler.scheduler.assembly import build_scheduler
@@ -48,15 +49,31 @@ class SimulationResult:
 
 
 async def run_simulation(
-    cluster_file: ClusterFile, config: KubeSchedulerConfiguration, registry: Registry, *, now: float
+    cluster_path: str | Path | None,
+    config: KubeSchedulerConfiguration,
+    registry: Registry,
+    *,
+    now: float,
+    cluster_text: str | None = None,
 ) -> tuple[SimulationResult, Scheduler]:
-    cluster = MemoryCluster.from_objects(cluster_file.nodes, cluster_file.pods, cluster_file.objects)
+    """Build the scheduler, read the cluster (file or text) with the kinds its plugins watch, schedule."""
+    cluster = MemoryCluster()
     scheduler = build_scheduler(config, registry, cluster, clock=lambda: now)
-    await cluster.start(scheduler)
+    parsers = {k.kind: k.parse for k in scheduler.watched_kinds.values()}
+    if cluster_text is not None:
+        cluster_file = parse_cluster_text(cluster_text, extra_kinds=parsers)
+    else:
+        assert cluster_path is not None
+        cluster_file = load_cluster_file(cluster_path, extra_kinds=parsers)
+    cluster.load(cluster_file.nodes, cluster_file.pods, cluster_file.objects)
+    await cluster.start(scheduler, list(scheduler.watched_kinds.values()))
     result = SimulationResult(problems=list(cluster_file.problems))
     result.before = _allocations(scheduler.cache.snapshot)
     await scheduler.run_until_idle()
     result.after = _allocations(scheduler.cache.snapshot)
+    for reporter in scheduler.simulation_reporters:
+        title, rows = reporter()
+        result.extra_sections[title] = rows
     for pod in cluster_file.pods:
         if pod.node_name:
             continue

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Protocol
+from typing import Any, Protocol
 
 from apis.core.types import Pod
 from koord_scheduler.framework.snapshot import ClusterSnapshot
+from koord_scheduler.framework.types import ObjectKind
 
 
 class ClusterClient(Protocol):
@@ -30,6 +31,25 @@ class ClusterClient(Protocol):
         ...
 
     async def delete_pod(self, pod: Pod, *, reason: str) -> None: ...
+
+    async def patch_object_status(
+        self, kind: ObjectKind, name: str, patch: Mapping[str, Any], *, namespace: str = ""
+    ) -> Any:
+        """Merge-patch ``status`` (the status subresource) of an object of ``kind``; returns the parsed
+        updated object. ``patch`` is the body, e.g. ``{"status": {"phase": "Available"}}``."""
+        ...
+
+    async def patch_object(
+        self, kind: ObjectKind, name: str, patch: Mapping[str, Any], *, namespace: str = ""
+    ) -> Any:
+        """Merge-patch the object itself (metadata, spec); returns the parsed updated object."""
+        ...
+
+    async def record_event(
+        self, kind: ObjectKind | None, name: str, *, namespace: str = "", type: str, reason: str, message: str
+    ) -> None:
+        """An Event about an object (``kind`` None means a Pod)."""
+        ...
 
 
 class FrameworkHandle(Protocol):

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum, IntFlag, StrEnum
+from typing import Any
 
 import numpy as np
 
@@ -60,6 +61,39 @@ class NodeFilterResult:
 @dataclass(frozen=True, slots=True)
 class PostFilterResult:
     nominated_node_name: str = ""
+
+
+class EventType(StrEnum):
+    """A watch event's type, as the API server names it."""
+
+    ADDED = "ADDED"
+    MODIFIED = "MODIFIED"
+    DELETED = "DELETED"
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectKind:
+    """A kind beyond Pods and Nodes that a plugin wants delivered (Reservation, NodeMetric...).
+
+    ``parse`` turns the raw JSON object into the plugin's typed object and raises ``ValueError`` (e.g.
+    ``apis.core.errors.ParseError`` or a pydantic ``ValidationError``) for a bad one, which is then
+    reported and skipped. The same parser reads ``simulate`` cluster files.
+    """
+
+    kind: str
+    group: str
+    version: str
+    plural: str
+    namespaced: bool
+    parse: Callable[[Mapping[str, Any]], Any]
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+
+ObjectHandler = Callable[[EventType, Any, Any], None]
+"""``handler(event_type, old, new)`` for an :class:`ObjectKind` (old None on ADDED, new None on DELETED)."""
 
 
 class ActionType(IntFlag):
@@ -163,8 +197,11 @@ __all__ = [
     "ClusterEvent",
     "ClusterEventWithHint",
     "EventResource",
+    "EventType",
     "NodeFilterResult",
     "NodeScore",
+    "ObjectHandler",
+    "ObjectKind",
     "Positions",
     "PostFilterResult",
     "PreFilterResult",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry
 
@@ -12,9 +12,9 @@ from apis.core.types import Pod
 from koord_scheduler.framework.extender import ErrorHandlerFilter
 from koord_scheduler.framework.handle import ClusterClient
 from koord_scheduler.framework.snapshot import ClusterSnapshot
+from koord_scheduler.framework.types import EventType, ObjectHandler, ObjectKind
 from koord_scheduler.framework.waiting_pods import WaitingPod
 from koord_scheduler.scheduler.cache import ForgetPodHandler, SchedulerCache
-from koord_scheduler.scheduler.source import EventType
 
 if TYPE_CHECKING:
     from koord_scheduler.scheduler.scheduler import Scheduler
@@ -31,6 +31,8 @@ class SchedulerHandle:
     clock: Callable[[], float]
     metrics_registry: CollectorRegistry = field(default_factory=CollectorRegistry)
     _scheduler: Scheduler | None = None
+    _pending_reports: list[Callable[[], tuple[str, list[dict[str, Any]]]]] = field(default_factory=list)
+    _pending_watches: list[tuple[ObjectKind, ObjectHandler]] = field(default_factory=list)
     _pending_error_filters: list[tuple[ErrorHandlerFilter | None, ErrorHandlerFilter | None]] = field(
         default_factory=list
     )
@@ -42,6 +44,11 @@ class SchedulerHandle:
     def attach(self, scheduler: Scheduler) -> None:
         """Called once the scheduler exists (plugins are built before it)."""
         self._scheduler = scheduler
+        scheduler.simulation_reporters.extend(self._pending_reports)
+        self._pending_reports.clear()
+        for kind, handler in self._pending_watches:
+            scheduler.subscribe(kind, handler)
+        self._pending_watches.clear()
         for pre, post in self._pending_error_filters:
             self._add_error_filters(scheduler, pre, post)
         self._pending_error_filters.clear()
@@ -85,6 +92,20 @@ class SchedulerHandle:
     def dequeue_pod(self, pod: Pod) -> None:
         if self._scheduler is not None:
             self._scheduler.queue.delete(pod)
+
+    def watch(self, kind: ObjectKind, handler: ObjectHandler) -> None:
+        """Have objects of ``kind`` delivered to ``handler`` (from the API server, or a simulate file)."""
+        if self._scheduler is None:
+            self._pending_watches.append((kind, handler))
+        else:
+            self._scheduler.subscribe(kind, handler)
+
+    def add_simulation_report(self, reporter: Callable[[], tuple[str, list[dict[str, Any]]]]) -> None:
+        """A section for ``koord-scheduler simulate`` output: ``() -> (title, rows of column -> value)``."""
+        if self._scheduler is not None:
+            self._scheduler.simulation_reporters.append(reporter)
+        else:
+            self._pending_reports.append(reporter)
 
     def waiting_pod(self, key: str) -> WaitingPod | None:
         return self._scheduler.waiting_pods.get(key) if self._scheduler is not None else None

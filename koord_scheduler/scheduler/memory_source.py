@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from apis.core.types import Node, Pod
 from koord_scheduler.framework.errors import ClusterError
 from koord_scheduler.framework.handle import ClusterClient
-from koord_scheduler.scheduler.source import EventSink, EventType
+from koord_scheduler.framework.types import EventType, ObjectKind
+from koord_scheduler.scheduler.source import EventSink
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,12 +29,23 @@ class MemoryCluster:
 
     nodes: dict[str, Node] = field(default_factory=dict)
     pods: dict[str, Pod] = field(default_factory=dict)
-    objects: dict[str, dict[str, Any]] = field(default_factory=dict)
-    """kind -> name -> object, for kinds plugins subscribe to (Reservation, NodeMetric...)."""
+    objects: dict[str, dict[str, Mapping[str, Any]]] = field(default_factory=dict)
+    """kind -> name (``ns/name`` when namespaced) -> raw object, for kinds plugins watch."""
     events: list[RecordedEvent] = field(default_factory=list)
     conditions: dict[str, tuple[str, str]] = field(default_factory=dict)
     """pod key -> (PodScheduled reason, message) for pods left unschedulable."""
     _sink: EventSink | None = None
+    _kinds: dict[str, ObjectKind] = field(default_factory=dict)
+
+    def load(
+        self, nodes: Iterable[Node], pods: Iterable[Pod], objects: Mapping[str, Iterable[tuple[str, Any]]] = {}
+    ) -> None:
+        for node in nodes:
+            self.nodes[node.name] = node
+        for pod in pods:
+            self.pods[pod.key] = pod
+        for kind, items in objects.items():
+            self.objects.setdefault(kind, {}).update(dict(items))
 
     @classmethod
     def from_objects(
@@ -54,13 +66,17 @@ class MemoryCluster:
     def client(self) -> ClusterClient:
         return self
 
-    async def start(self, sink: EventSink) -> None:
+    async def start(self, sink: EventSink, kinds: Sequence[ObjectKind] = ()) -> None:
         self._sink = sink
+        self._kinds = {k.kind: k for k in kinds}
         for node in self.nodes.values():
             sink.on_node(EventType.ADDED, None, node)
-        for kind, items in self.objects.items():
-            for obj in items.values():
-                sink.on_object(kind, EventType.ADDED, None, obj)
+        for kind_name, items in self.objects.items():
+            kind = self._kinds.get(kind_name)
+            if kind is None:
+                continue
+            for raw in items.values():
+                sink.on_object(kind_name, EventType.ADDED, None, kind.parse(raw))
         for pod in self.pods.values():
             if pod.node_name:
                 sink.on_pod(EventType.ADDED, None, pod)
@@ -117,6 +133,44 @@ class MemoryCluster:
         if self._sink is not None:
             self._sink.on_pod(EventType.MODIFIED, current, updated)
 
+    async def patch_object_status(
+        self, kind: ObjectKind, name: str, patch: Mapping[str, Any], *, namespace: str = ""
+    ) -> Any:
+        return self._patch(kind, name, namespace, {"status": patch.get("status", {})})
+
+    async def patch_object(
+        self, kind: ObjectKind, name: str, patch: Mapping[str, Any], *, namespace: str = ""
+    ) -> Any:
+        body = {k: v for k, v in patch.items() if k != "status"}
+        return self._patch(kind, name, namespace, body)
+
+    def _patch(self, kind: ObjectKind, name: str, namespace: str, body: Mapping[str, Any]) -> Any:
+        key = f"{namespace}/{name}" if namespace else name
+        items = self.objects.get(kind.kind, {})
+        raw = items.get(key)
+        if raw is None:
+            raise ClusterError(f'{kind.plural}.{kind.group} "{name}" not found')
+        old = kind.parse(raw)
+        updated = _deep_merge(raw, body)
+        new = kind.parse(updated)
+        items[key] = updated
+        if self._sink is not None:
+            self._sink.on_object(kind.kind, EventType.MODIFIED, old, new)
+        return new
+
+    def delete_object(self, kind: ObjectKind, name: str, *, namespace: str = "") -> None:
+        key = f"{namespace}/{name}" if namespace else name
+        raw = self.objects.get(kind.kind, {}).pop(key, None)
+        if raw is not None and self._sink is not None:
+            self._sink.on_object(kind.kind, EventType.DELETED, kind.parse(raw), None)
+
+    async def record_event(
+        self, kind: ObjectKind | None, name: str, *, namespace: str = "", type: str, reason: str, message: str
+    ) -> None:
+        key = f"{namespace}/{name}" if namespace else name
+        label = f"{kind.kind} {key}" if kind is not None else key
+        self.events.append(RecordedEvent(label, type, reason, message))
+
     async def delete_pod(self, pod: Pod, *, reason: str) -> None:
         current = self.pods.pop(pod.key, None)
         if current is None:
@@ -124,6 +178,19 @@ class MemoryCluster:
         self.events.append(RecordedEvent(pod.key, "Normal", "Preempted", reason))
         if self._sink is not None:
             self._sink.on_pod(EventType.DELETED, current, None)
+
+
+def _deep_merge(base: Mapping[str, Any], patch: Mapping[str, Any]) -> dict[str, Any]:
+    """JSON merge patch (RFC 7386): None deletes, mappings merge, anything else replaces."""
+    out = dict(base)
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        elif isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = _deep_merge(out[key], value)
+        else:
+            out[key] = value
+    return out
 
 
 def _merge(base: Mapping[str, str], patch: Mapping[str, str | None] | None) -> Mapping[str, str]:

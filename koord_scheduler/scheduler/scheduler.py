@@ -15,7 +15,14 @@ from koord_scheduler.framework.diagnosis import fit_error_message
 from koord_scheduler.framework.extender import ErrorHandlerFilter
 from koord_scheduler.framework.runtime import Framework, PluginCycleError
 from koord_scheduler.framework.status import Code, Status
-from koord_scheduler.framework.types import ActionType, ClusterEvent, EventResource, QueuedPodInfo
+from koord_scheduler.framework.types import (
+    ActionType,
+    ClusterEvent,
+    EventResource,
+    ObjectHandler,
+    ObjectKind,
+    QueuedPodInfo,
+)
 from koord_scheduler.framework.waiting_pods import WaitingPod, WaitingPods
 from koord_scheduler.scheduler.algorithm import FitError, NoNodesError, Sampler, schedule_pod
 from koord_scheduler.scheduler.cache import SchedulerCache
@@ -25,7 +32,6 @@ from koord_scheduler.scheduler.source import ClusterSource, EventType
 
 log = logging.getLogger(__name__)
 
-ObjectHandler = Callable[[EventType, Any, Any], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +86,9 @@ class Scheduler:
         self.sampler = Sampler()
         self.outcomes: dict[str, Outcome] = {}
         self._object_handlers: dict[str, list[ObjectHandler]] = {}
+        self.watched_kinds: dict[str, ObjectKind] = {}
+        self.simulation_reporters: list[Callable[[], tuple[str, list[dict[str, Any]]]]] = []
+        """Plugins add ``() -> (section title, rows)`` to show their state in ``simulate`` output."""
         self._bindings: set[asyncio.Task[None]] = set()
         self._binding_slots = asyncio.Semaphore(self.options.max_concurrent_bindings)
         self._background: set[asyncio.Task[None]] = set()
@@ -139,8 +148,12 @@ class Scheduler:
         for handler in self._object_handlers.get(kind, ()):
             handler(event, old, new)
 
-    def subscribe(self, kind: str, handler: ObjectHandler) -> None:
-        self._object_handlers.setdefault(kind, []).append(handler)
+    def subscribe(self, kind: ObjectKind, handler: ObjectHandler) -> None:
+        existing = self.watched_kinds.get(kind.kind)
+        if existing is not None and existing != kind:
+            raise ValueError(f"kind {kind.kind!r} is already watched with a different definition")
+        self.watched_kinds[kind.kind] = kind
+        self._object_handlers.setdefault(kind.kind, []).append(handler)
 
     # ----- scheduling cycle -----
 

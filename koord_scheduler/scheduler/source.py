@@ -6,17 +6,12 @@ API-server source. The scheduler core never knows which one it has.
 
 from __future__ import annotations
 
-from enum import StrEnum
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 from apis.core.types import Node, Pod
 from koord_scheduler.framework.handle import ClusterClient
-
-
-class EventType(StrEnum):
-    ADDED = "ADDED"
-    MODIFIED = "MODIFIED"
-    DELETED = "DELETED"
+from koord_scheduler.framework.types import EventType, ObjectKind
 
 
 class EventSink(Protocol):
@@ -35,9 +30,10 @@ class ClusterSource(Protocol):
     @property
     def client(self) -> ClusterClient: ...
 
-    async def start(self, sink: EventSink) -> None:
+    async def start(self, sink: EventSink, kinds: Sequence[ObjectKind] = ()) -> None:
         """Deliver the initial state (as ADDED events) before returning, then keep delivering changes
-        from tasks the source owns until :meth:`stop`."""
+        from tasks the source owns until :meth:`stop`. ``kinds`` are the extra kinds plugins watch
+        (delivered through ``sink.on_object``)."""
         ...
 
     async def stop(self) -> None: ...
@@ -49,3 +45,6 @@ class ClusterSource(Protocol):
     async def report_scheduled(self, pod: Pod, node_name: str) -> None:
         """A Scheduled event."""
         ...
+
+
+__all__ = ["ClusterSource", "EventSink", "EventType"]
