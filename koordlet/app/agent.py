@@ -80,10 +80,9 @@ class Agent:
         self.executor = ResourceExecutor(self.cgroupfs, clock=self.clock)
         self.registry = CollectorRegistry()
         self.metrics = KoordletMetrics(self.registry, options.node_name)
+        self.metrics.register_usage(self.cache, self.informer.get_all_pods, max_age=2 * options.collect_interval)
         self.api_client: object = None
-        self.reporter = NodeMetricReporter(
-            self.informer, CacheUsageSource(self.cache), None, clock=self.clock
-        )
+        self.reporter = NodeMetricReporter(self.informer, CacheUsageSource(self.cache), None, clock=self.clock)
         self.stop = asyncio.Event()
 
     def healthy(self) -> bool:
@@ -116,16 +115,13 @@ class Agent:
         interval = self.options.collect_interval
         reported_errors = 0
         while not self.stop.is_set():
-            self.metrics.update_usage(self.cache, self.informer.get_all_pods(), max_age=2 * interval)
             if self.advisor.errors > reported_errors:
                 self.metrics.collect_errors.labels(node=self.options.node_name).inc(
                     self.advisor.errors - reported_errors
                 )
                 reported_errors = self.advisor.errors
             for state in self.qos_manager.plugins:
-                self.metrics.plugin_failures.labels(node=self.options.node_name, plugin=state.name).set(
-                    state.failures
-                )
+                self.metrics.plugin_failures.labels(node=self.options.node_name, plugin=state.name).set(state.failures)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.stop.wait(), timeout=interval)
 

@@ -41,12 +41,8 @@ ONCE_TICKS = 3
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="koordlet", description="pykoord node agent (koordlet)")
-    parser.add_argument(
-        "--node-name", default=os.environ.get("NODE_NAME", ""), help="this node (env NODE_NAME)"
-    )
-    parser.add_argument(
-        "--kubeconfig", default=os.environ.get("KUBECONFIG"), help="kubeconfig; else in-cluster"
-    )
+    parser.add_argument("--node-name", default=os.environ.get("NODE_NAME", ""), help="this node (env NODE_NAME)")
+    parser.add_argument("--kubeconfig", default=os.environ.get("KUBECONFIG"), help="kubeconfig; else in-cluster")
     parser.add_argument("--feature-gates", default="", help="Name=true,Other=false (Koordinator gate names)")
     parser.add_argument("--config", type=Path, help="YAML with featureGates: {Name: bool} (flags win)")
     parser.add_argument("--cgroup-root", type=Path, default=Path("/sys/fs/cgroup"))
@@ -55,9 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--proc-root", type=Path, default=Path("/proc"))
     parser.add_argument("--metrics-host", default="0.0.0.0")
     parser.add_argument("--metrics-port", type=int, default=9316, help="-1 disables the HTTP server")
-    parser.add_argument(
-        "--collect-res-used-interval", type=float, default=1.0, help="seconds, >= 1 recommended"
-    )
+    parser.add_argument("--collect-res-used-interval", type=float, default=1.0, help="seconds, >= 1 recommended")
     parser.add_argument("--report-interval", type=float, default=None, help="override reportIntervalSeconds")
     parser.add_argument("--standalone", action="store_true", help="no API server: collect and print")
     parser.add_argument("--once", action="store_true", help="standalone: print after a few ticks and exit")
@@ -88,9 +82,7 @@ def main(argv: list[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     if not args.node_name:
-        print(
-            "koordlet: no node name: set --node-name or the NODE_NAME environment variable", file=sys.stderr
-        )
+        print("koordlet: no node name: set --node-name or the NODE_NAME environment variable", file=sys.stderr)
         return EXIT_USAGE
     try:
         gates = FeatureGates.resolve(

@@ -15,9 +15,7 @@ def _response(status: str, body: bytes, content_type: str = "text/plain; charset
 
 
 class MetricsServer:
-    def __init__(
-        self, registry: CollectorRegistry, healthy: Callable[[], bool], *, host: str, port: int
-    ) -> None:
+    def __init__(self, registry: CollectorRegistry, healthy: Callable[[], bool], *, host: str, port: int) -> None:
         self.registry = registry
         self.healthy = healthy
         self.host = host
@@ -33,9 +31,7 @@ class MetricsServer:
                 payload = _response("200 OK", generate_latest(self.registry), CONTENT_TYPE_LATEST)
             elif path == "/healthz":
                 ok = self.healthy()
-                payload = _response(
-                    "200 OK" if ok else "503 Service Unavailable", b"ok" if ok else b"starting"
-                )
+                payload = _response("200 OK" if ok else "503 Service Unavailable", b"ok" if ok else b"starting")
             else:
                 payload = _response("404 Not Found", b"not found")
             writer.write(payload)

@@ -1,8 +1,11 @@
 """The metric cache: time series per (metric kind, object) with window queries, plus a small KV store.
 
-Retention is by capacity: each series keeps ``retention / collect_interval`` samples (30 min at 1 s by
-default), so memory is bounded by the number of live series. Series of objects that stopped reporting
-(deleted pods) are dropped by :meth:`MetricCache.gc` once their newest sample is older than the retention.
+Layout: collectors stamp every sample of a tick with the same time, so the cache keeps **one** ring of tick
+times and a float32 matrix ``[series, slot]`` aligned to it (NaN = no sample of that series in that
+tick). A sample then costs 4 bytes, and starting a tick clears one column for all series in one numpy
+operation. Retention is by capacity (``retention / collect_interval`` ticks, 30 min at 1 s by default), so
+memory is bounded by the number of live series. Series of objects that stopped reporting (deleted pods)
+are dropped by :meth:`MetricCache.gc` once their newest sample is older than the retention.
 """
 
 from __future__ import annotations
@@ -14,7 +17,10 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from koordlet.metriccache.series import RingSeries, WindowStats, window_stats
+import numpy as np
+import numpy.typing as npt
+
+from koordlet.metriccache.series import WindowStats, window_stats
 from koordlet.system.clock import Clock, wall_clock
 
 
@@ -56,19 +62,75 @@ SeriesKey = tuple[MetricKind, str]
 class MetricCache:
     """Thread-safe (one lock): collectors append from the event loop, reporters may query from threads."""
 
+    _INITIAL_ROWS = 64
+
     def __init__(self, options: MetricCacheOptions | None = None, *, clock: Clock = wall_clock) -> None:
         self.options = options or MetricCacheOptions()
         self._clock = clock
-        self._series: dict[SeriesKey, RingSeries] = {}
+        capacity = self.options.capacity
+        self._times = np.full(capacity, -np.inf, dtype=np.float64)
+        self._head = -1
+        self._count = 0
+        self._order: npt.NDArray[np.intp] | None = None
+        self._values = np.full((self._INITIAL_ROWS, capacity), np.nan, dtype=np.float32)
+        self._last_time = np.full(self._INITIAL_ROWS, -np.inf, dtype=np.float64)
+        self._last_value = np.zeros(self._INITIAL_ROWS, dtype=np.float64)
+        self._rows: dict[SeriesKey, int] = {}
+        self._free: list[int] = list(range(self._INITIAL_ROWS - 1, -1, -1))
         self._kv: dict[str, Any] = {}
         self._lock = threading.Lock()
 
+    # -- layout helpers (call with the lock held) ---------------------------------------------
+
+    def _slot(self, t: float) -> int | None:
+        capacity = self.options.capacity
+        if self._head >= 0 and t == self._times[self._head]:
+            return self._head
+        if self._head < 0 or t > self._times[self._head]:
+            self._head = (self._head + 1) % capacity
+            self._times[self._head] = t
+            self._values[:, self._head] = np.nan
+            self._count = min(self._count + 1, capacity)
+            self._order = None
+            return self._head
+        match = np.flatnonzero(self._times == t)  # a late sample for a tick we still hold
+        return int(match[0]) if len(match) else None
+
+    def _row(self, key: SeriesKey) -> int:
+        row = self._rows.get(key)
+        if row is not None:
+            return row
+        if not self._free:
+            old = len(self._values)
+            grown = np.full((old * 2, self.options.capacity), np.nan, dtype=np.float32)
+            grown[:old] = self._values
+            self._values = grown
+            self._last_time = np.concatenate([self._last_time, np.full(old, -np.inf)])
+            self._last_value = np.concatenate([self._last_value, np.zeros(old)])
+            self._free.extend(range(old * 2 - 1, old - 1, -1))
+        row = self._free.pop()
+        self._rows[key] = row
+        return row
+
+    def _ordered_slots(self) -> npt.NDArray[np.intp]:
+        if self._order is None:
+            capacity = self.options.capacity
+            first = (self._head - self._count + 1) % capacity
+            self._order = (first + np.arange(self._count)) % capacity
+        return self._order
+
+    # -- API -----------------------------------------------------------------------------------
+
     def append(self, kind: MetricKind, key: str, t: float, value: float) -> None:
         with self._lock:
-            series = self._series.get((kind, key))
-            if series is None:
-                series = self._series[(kind, key)] = RingSeries(self.options.capacity)
-            series.append(t, value)
+            slot = self._slot(t)
+            if slot is None:
+                return  # older than everything we keep
+            row = self._row((kind, key))
+            self._values[row, slot] = value
+            if t >= self._last_time[row]:
+                self._last_time[row] = t
+                self._last_value[row] = value
 
     def append_many(self, samples: Iterable[tuple[MetricKind, str, float, float]]) -> None:
         for kind, key, t, value in samples:
@@ -77,38 +139,52 @@ class MetricCache:
     def query(self, kind: MetricKind, key: str, start: float, end: float) -> WindowStats | None:
         """Stats of ``kind``/``key`` over ``[start, end]``; ``None`` if no sample falls in it."""
         with self._lock:
-            series = self._series.get((kind, key))
-            if series is None:
+            row = self._rows.get((kind, key))
+            if row is None:
                 return None
-            times, values = series.window(start, end)
-            return window_stats(times, values)
+            slots = self._ordered_slots()
+            times = self._times[slots]
+            lo = int(np.searchsorted(times, start, side="left"))
+            hi = int(np.searchsorted(times, end, side="right"))
+            values = self._values[row, slots[lo:hi]]
+            present = ~np.isnan(values)
+            return window_stats(times[lo:hi][present], values[present])
 
     def last(self, kind: MetricKind, key: str, max_age: float) -> float | None:
         """The newest value if it is at most ``max_age`` seconds old (strategies' "last within 2 s")."""
-        now = self._clock()
-        stats = self.query(kind, key, now - max_age, now)
-        return None if stats is None else stats.last
+        with self._lock:
+            row = self._rows.get((kind, key))
+            if row is None or self._clock() - self._last_time[row] > max_age:
+                return None
+            return float(self._last_value[row])
 
     def keys(self, kind: MetricKind) -> list[str]:
         with self._lock:
-            return [key for k, key in self._series if k is kind]
+            return [key for k, key in self._rows if k is kind]
 
     def gc(self) -> int:
         """Drop series whose newest sample is older than the retention. Returns how many were dropped."""
         cutoff = self._clock() - self.options.retention_seconds
         with self._lock:
-            stale = [k for k, s in self._series.items() if (s.last_time or 0.0) < cutoff]
+            stale = [k for k, row in self._rows.items() if self._last_time[row] < cutoff]
             for k in stale:
-                del self._series[k]
+                row = self._rows.pop(k)
+                self._values[row] = np.nan
+                self._last_time[row] = -np.inf
+                self._free.append(row)
         return len(stale)
 
     def series_count(self) -> int:
-        return len(self._series)
+        return len(self._rows)
 
     def nbytes(self) -> int:
-        """Bytes held by sample buffers (not counting the per-series Python object, about 250 B)."""
+        """Bytes held by sample buffers: the value matrix (allocated rows) plus the shared time ring."""
         with self._lock:
-            return sum(s.nbytes for s in self._series.values())
+            return int(self._values.nbytes + self._times.nbytes + self._last_time.nbytes + self._last_value.nbytes)
+
+    def bytes_per_series(self) -> float:
+        """Marginal cost of one more series: one float32 per slot plus its last-sample bookkeeping."""
+        return float(self.options.capacity * 4 + 16)
 
     def kv_get(self, key: str) -> Any:
         return self._kv.get(key)

@@ -86,11 +86,7 @@ class ResourceExecutor:
             key = (update.resource, update.rel_dir)
             want = _normalize(update.resource, update.value) if update.value.strip() else ""
             cached = self._written.get(key)
-            if (
-                cached is not None
-                and cached[0] == want
-                and now - cached[1] < self.options.force_update_seconds
-            ):
+            if cached is not None and cached[0] == want and now - cached[1] < self.options.force_update_seconds:
                 self.skipped += 1
                 results.append(WriteResult(WriteStatus.WRITTEN, message="unchanged (cached)"))
                 continue

@@ -106,9 +106,7 @@ def parse_feature_gate_flag(text: str) -> dict[str, bool]:
             continue
         name, sep, value = item.partition("=")
         if not sep:
-            raise FeatureGateError(
-                f"missing bool value for {name.strip()!r} in --feature-gates (want Name=true)"
-            )
+            raise FeatureGateError(f"missing bool value for {name.strip()!r} in --feature-gates (want Name=true)")
         out[name.strip()] = _parse_bool(name.strip(), value)
     return out
 
@@ -146,12 +144,8 @@ class FeatureGates:
                     continue
                 found = specs.get(name)
                 if found is None:
-                    raise FeatureGateError(
-                        f"unrecognized feature gate: {name} (known: {', '.join(sorted(specs))})"
-                    )
+                    raise FeatureGateError(f"unrecognized feature gate: {name} (known: {', '.join(sorted(specs))})")
                 if found.maturity is Maturity.GA and not value:
-                    raise FeatureGateError(
-                        f"cannot set feature gate {name} to false, feature is GA and locked"
-                    )
+                    raise FeatureGateError(f"cannot set feature gate {name} to false, feature is GA and locked")
                 values[name] = value
         return cls(MappingProxyType(dict(specs)), MappingProxyType(values))

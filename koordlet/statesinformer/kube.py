@@ -57,22 +57,16 @@ class KubeSource:
         self._spawn("pods", self._list_pods, on_list=self._informer.replace_pods, on_event=self._on_pod_event)
         self._spawn("node", self._list_node, on_list=self._on_node_list, on_event=self._on_node_event)
         self._spawn("nodeslos", self._list_nodeslos, on_list=self._on_slo_list, on_event=self._on_slo_event)
-        self._spawn(
-            "nodemetrics", self._list_nodemetrics, on_list=self._on_nm_list, on_event=self._on_nm_event
-        )
+        self._spawn("nodemetrics", self._list_nodemetrics, on_list=self._on_nm_list, on_event=self._on_nm_event)
 
     def _list_pods(self, **kw: Any) -> Any:
-        return self._core.list_pod_for_all_namespaces(
-            field_selector=f"spec.nodeName={self._informer.node_name}", **kw
-        )
+        return self._core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={self._informer.node_name}", **kw)
 
     def _list_node(self, **kw: Any) -> Any:
         return self._core.list_node(field_selector=self._by_name, **kw)
 
     def _list_nodeslos(self, **kw: Any) -> Any:
-        return self._custom.list_cluster_custom_object(
-            GROUP, VERSION, "nodeslos", field_selector=self._by_name, **kw
-        )
+        return self._custom.list_cluster_custom_object(GROUP, VERSION, "nodeslos", field_selector=self._by_name, **kw)
 
     def _list_nodemetrics(self, **kw: Any) -> Any:
         return self._custom.list_cluster_custom_object(

@@ -70,9 +70,7 @@ def _aggregated(query: _Query, durations: Iterable[int], now: float) -> list[Agg
     out: list[AggregatedUsage] = []
     for duration in durations:
         windows = {r: query(r, now - duration, now) for r in (CPU, MEMORY)}
-        warm = {
-            r: w for r, w in windows.items() if w is not None and w.span >= duration * COLD_START_FRACTION
-        }
+        warm = {r: w for r, w in windows.items() if w is not None and w.span >= duration * COLD_START_FRACTION}
         if not warm:
             continue
         usage = {agg: _resource_map({r: w.get(agg) for r, w in warm.items()}) for agg in AGGREGATION_TYPES}
@@ -107,9 +105,7 @@ def build_node_metric_status(
             node_usage=node_usage or ResourceMap(resources={}),
             aggregated_node_usages=_aggregated(source.node_usage, policy.aggregate_durations_seconds, now),
             system_usage=system_usage,
-            aggregated_system_usages=_aggregated(
-                source.system_usage, policy.aggregate_durations_seconds, now
-            ),
+            aggregated_system_usages=_aggregated(source.system_usage, policy.aggregate_durations_seconds, now),
         ),
         pods_metric=pods_metric,
     )

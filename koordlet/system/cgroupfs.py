@@ -24,6 +24,7 @@ from koordlet.system.resources import (
     parse_cpu_max,
     parse_cpuset,
     parse_flat_keyed,
+    parse_flat_keyed_raw,
     parse_limit,
     shares_to_weight,
     weight_to_shares,
@@ -133,6 +134,7 @@ class CgroupFS:
         self.version = version
         self.driver = driver
         self.layout = CgroupLayout.for_driver(driver, kubepods_dir or default_kubepods_dir(driver))
+        self._prefix = str(self.root).rstrip("/") + "/"
 
     @classmethod
     def detect(cls, root: str | Path = "/sys/fs/cgroup", kubepods_dir: str | None = None) -> CgroupFS:
@@ -155,10 +157,14 @@ class CgroupFS:
 
     def file_path(self, resource: str | CgroupResource, rel_dir: str) -> Path | None:
         """Absolute file for a resource, or ``None`` if this cgroup version has no such file."""
-        res = RESOURCES[resource] if isinstance(resource, str) else resource
+        path = self._file(RESOURCES[resource] if isinstance(resource, str) else resource, rel_dir)
+        return None if path is None else Path(path)
+
+    def _file(self, res: CgroupResource, rel_dir: str) -> str | None:
+        # plain strings: pathlib costs more than the read itself on the collector's hot path
         if self.version is CgroupVersion.V2:
-            return None if res.v2_file is None else self.root / rel_dir / res.v2_file
-        return self.root / res.v1_subsystem / rel_dir / res.name
+            return None if res.v2_file is None else f"{self._prefix}{rel_dir}/{res.v2_file}"
+        return f"{self._prefix}{res.v1_subsystem}/{rel_dir}/{res.name}"
 
     def exists(self, rel_dir: str, subsystem: str = "cpu") -> bool:
         return self.dir_path(subsystem, rel_dir).is_dir()
@@ -174,18 +180,24 @@ class CgroupFS:
 
     def read_raw(self, resource: str, rel_dir: str) -> str | None:
         """The file's text, or ``None`` if the cgroup or the file does not exist."""
-        path = self.file_path(resource, rel_dir)
+        path = self._file(RESOURCES[resource], rel_dir)
         if path is None:
             return None
         try:
-            with open(path) as f:
-                return f.read()
-        except (FileNotFoundError, NotADirectoryError, ProcessLookupError):
+            fd = os.open(path, os.O_RDONLY)
+        except (FileNotFoundError, NotADirectoryError):
             return None
+        try:
+            chunks = []
+            while chunk := os.read(fd, 65536):
+                chunks.append(chunk)
         except OSError as err:
-            if err.errno in (errno.ENODEV, errno.EINVAL, errno.EOPNOTSUPP):
+            if err.errno in (errno.ENODEV, errno.EINVAL, errno.EOPNOTSUPP, errno.ENOENT):
                 return None
             raise
+        finally:
+            os.close(fd)
+        return b"".join(chunks).decode()
 
     def write(self, resource: str, rel_dir: str, value: str) -> WriteResult:
         """Write ``value`` in v1 terms (``-1`` = unlimited, shares), converted for v2.
@@ -262,25 +274,21 @@ class CgroupFS:
         text = self.read_raw("memory.stat", rel_dir)
         if text is None:
             return None
-        kv = parse_flat_keyed(text)
-        if self.version is CgroupVersion.V1:
-            return MemoryStat(
-                anon=kv.get("total_rss", 0),
-                file=kv.get("total_cache", 0),
-                active_anon=kv.get("total_active_anon", 0),
-                inactive_anon=kv.get("total_inactive_anon", 0),
-                active_file=kv.get("total_active_file", 0),
-                inactive_file=kv.get("total_inactive_file", 0),
-                unevictable=kv.get("total_unevictable", 0),
-            )
+        kv = parse_flat_keyed_raw(text)
+        prefix = "total_" if self.version is CgroupVersion.V1 else ""
+        anon, file = ("rss", "cache") if self.version is CgroupVersion.V1 else ("anon", "file")
+
+        def get(key: str) -> int:
+            return int(kv.get(prefix + key, 0))
+
         return MemoryStat(
-            anon=kv.get("anon", 0),
-            file=kv.get("file", 0),
-            active_anon=kv.get("active_anon", 0),
-            inactive_anon=kv.get("inactive_anon", 0),
-            active_file=kv.get("active_file", 0),
-            inactive_file=kv.get("inactive_file", 0),
-            unevictable=kv.get("unevictable", 0),
+            anon=get(anon),
+            file=get(file),
+            active_anon=get("active_anon"),
+            inactive_anon=get("inactive_anon"),
+            active_file=get("active_file"),
+            inactive_file=get("inactive_file"),
+            unevictable=get("unevictable"),
         )
 
     def memory_usage_bytes(self, rel_dir: str) -> int | None:

@@ -105,6 +105,11 @@ def format_v2_limit(value: int) -> str:
     return "max" if value < 0 else str(value)
 
 
+def parse_flat_keyed_raw(text: str) -> dict[str, str]:
+    """``key value`` lines → dict of strings (convert only the keys you need; memory.stat has ~35)."""
+    return dict(line.split(" ", 1) for line in text.splitlines() if " " in line)
+
+
 def parse_flat_keyed(text: str) -> dict[str, int]:
     """``key value`` lines (``cpu.stat``, ``memory.stat``) → dict; malformed lines are skipped."""
     out: dict[str, int] = {}

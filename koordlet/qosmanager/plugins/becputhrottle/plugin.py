@@ -49,9 +49,7 @@ class BECPUThrottleReporter:
         cache, informer = self.ctx.metric_cache, self.ctx.states_informer
         max_age = 2 * self.interval
         return be_throttled_ratio(
-            cache.last(MetricKind.POD_CPU_THROTTLED, pod.uid, max_age)
-            for pod in informer.get_all_pods()
-            if pod.is_be
+            cache.last(MetricKind.POD_CPU_THROTTLED, pod.uid, max_age) for pod in informer.get_all_pods() if pod.is_be
         )
 
     def tick(self) -> None:
