@@ -23,9 +23,8 @@ import time
 import uuid
 from pathlib import Path
 
-import psutil
-
 import kubernetes  # noqa: F401  (the real agent has it loaded; count it in RSS)
+import psutil
 from prometheus_client import CollectorRegistry, generate_latest
 
 from apis.extension import KubeQOSClass
