@@ -52,17 +52,34 @@ die() { log "error: $*"; exit 1; }
 # and ignore any go.work further up.
 go_env() { env GOWORK=off GOFLAGS="${GOFLAGS:-} -mod=readonly" nice -n 10 "$@"; }
 
-# build_module_binary NAME VERSION MODULE_DIR PACKAGE
+# build_module_binary NAME VERSION MODULE_DIR PACKAGE [LDFLAGS]
 build_module_binary() {
-    local name=$1 version=$2 module=$3 package=$4
+    local name=$1 version=$2 module=$3 package=$4 ldflags=${5:-}
     local out=$BIN_DIR/$name-$version/$name
     [[ -x $out ]] && return 0
     log "building $name $version (cold builds take minutes)"
     local start=$SECONDS
     mkdir -p "$(dirname "$out")"
-    (cd "$module" && go_env go build -trimpath -ldflags='-s -w' -o "$out.tmp.$$" "$package")
+    (cd "$module" && go_env go build -trimpath -ldflags="-s -w $ldflags" -o "$out.tmp.$$" "$package")
     mv -f "$out.tmp.$$" "$out"
     log "built $name in $((SECONDS - start))s"
+}
+
+# The version stamp upstream's hack/lib/version.sh links in. Without it the
+# binaries report v0.0.0-master to clients (/version, User-Agent).
+kubernetes_version_ldflags() {
+    local info commit date minor flags=() key
+    info=$(cd "$K8S_MODULE" && GOWORK=off GOFLAGS='' go list -m -json "k8s.io/kubernetes@$KUBERNETES_VERSION")
+    commit=$(sed -n 's/^[[:space:]]*"Hash": "\(.*\)",\{0,1\}$/\1/p' <<<"$info" | head -n1)
+    date=$(sed -n 's/^[[:space:]]*"Time": "\([^"]*\)",\{0,1\}$/\1/p' <<<"$info" | head -n1)
+    minor=${KUBERNETES_VERSION#v1.}
+    minor=${minor%%.*}
+    for key in "gitVersion=$KUBERNETES_VERSION" gitMajor=1 "gitMinor=$minor" gitTreeState=clean \
+        "gitCommit=$commit" "buildDate=$date"; do
+        [[ $key == *= ]] && continue
+        flags+=("-X k8s.io/component-base/version.$key" "-X k8s.io/client-go/pkg/version.$key")
+    done
+    echo "${flags[*]}"
 }
 
 build_kwok() {
@@ -104,9 +121,13 @@ build_all() {
     exec 8>"$BIN_DIR/.build.lock"
     flock 8
     build_module_binary etcd "$ETCD_VERSION" "$ETCD_MODULE" .
-    build_module_binary kube-apiserver "$KUBERNETES_VERSION" "$K8S_MODULE" ./kube-apiserver
-    build_module_binary kubectl "$KUBERNETES_VERSION" "$K8S_MODULE" ./kubectl
-    build_module_binary kube-scheduler "$KUBERNETES_VERSION" "$K8S_MODULE" ./kube-scheduler
+    local k8s_ldflags=
+    if [[ ! -x $KUBE_APISERVER || ! -x $KUBECTL || ! -x $KUBE_SCHEDULER ]]; then
+        k8s_ldflags=$(kubernetes_version_ldflags)
+    fi
+    build_module_binary kube-apiserver "$KUBERNETES_VERSION" "$K8S_MODULE" ./kube-apiserver "$k8s_ldflags"
+    build_module_binary kubectl "$KUBERNETES_VERSION" "$K8S_MODULE" ./kubectl "$k8s_ldflags"
+    build_module_binary kube-scheduler "$KUBERNETES_VERSION" "$K8S_MODULE" ./kube-scheduler "$k8s_ldflags"
     build_kwok
     flock -u 8
 }
@@ -228,14 +249,22 @@ EOF
 
 # ---------------------------------------------------------------- pki
 
-# make_cert NAME SUBJECT EXTENSIONS: a P-256 key and a cert signed by pki/ca.
-make_cert() {
-    local pki=$STATE_DIR/pki name=$1 subject=$2 extensions=$3
+make_ca() { # make_ca NAME COMMON_NAME: a self-signed P-256 CA in pki/NAME.{crt,key}
+    local pki=$STATE_DIR/pki
+    openssl req -x509 -new -nodes -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 \
+        -keyout "$pki/$1.key" -out "$pki/$1.crt" -days 3650 -subj "/CN=$2" \
+        -addext "basicConstraints=critical,CA:TRUE" \
+        -addext "keyUsage=critical,keyCertSign,cRLSign,digitalSignature" 2>/dev/null
+}
+
+make_cert() { # make_cert CA NAME SUBJECT EXTENSIONS: a P-256 key and a cert signed by pki/CA
+    local pki=$STATE_DIR/pki ca=$1 name=$2 subject=$3 extensions=$4
     openssl req -new -nodes -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 \
         -keyout "$pki/$name.key" -subj "$subject" -out "$pki/$name.csr" 2>/dev/null
+    # Python's ssl (VERIFY_X509_STRICT since 3.13) wants the key identifiers.
     printf '%s\nsubjectKeyIdentifier=hash\nauthorityKeyIdentifier=keyid\nbasicConstraints=critical,CA:FALSE\n' \
         "$extensions" >"$pki/$name.ext"
-    openssl x509 -req -in "$pki/$name.csr" -CA "$pki/ca.crt" -CAkey "$pki/ca.key" \
+    openssl x509 -req -in "$pki/$name.csr" -CA "$pki/$ca.crt" -CAkey "$pki/$ca.key" \
         -set_serial "0x$(openssl rand -hex 16)" -days 3650 -extfile "$pki/$name.ext" \
         -out "$pki/$name.crt" 2>/dev/null
     rm -f "$pki/$name.csr" "$pki/$name.ext"
@@ -245,16 +274,20 @@ generate_pki() {
     local pki=$STATE_DIR/pki
     mkdir -p "$pki"
     chmod 700 "$pki"
-    openssl req -x509 -new -nodes -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 \
-        -keyout "$pki/ca.key" -out "$pki/ca.crt" -days 3650 -subj "/CN=pykoord-ca" \
-        -addext "basicConstraints=critical,CA:TRUE" \
-        -addext "keyUsage=critical,keyCertSign,cRLSign,digitalSignature" 2>/dev/null
-    make_cert apiserver "/CN=kube-apiserver" \
+    make_ca ca pykoord-ca
+    make_cert ca apiserver "/CN=kube-apiserver" \
         "keyUsage=critical,digitalSignature,keyEncipherment
 extendedKeyUsage=serverAuth
 subjectAltName=IP:127.0.0.1,IP:10.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
     # The admin user is in system:masters, so RBAC lets it do everything.
-    make_cert admin "/O=system:masters/CN=pykoord-admin" \
+    make_cert ca admin "/O=system:masters/CN=pykoord-admin" \
+        "keyUsage=critical,digitalSignature,keyEncipherment
+extendedKeyUsage=clientAuth"
+    # Front proxy (request-header authentication), as kubeadm sets it up. Without
+    # it the extension-apiserver-authentication ConfigMap lacks
+    # requestheader-client-ca-file and kube-scheduler's delegated authn logs errors.
+    make_ca front-proxy-ca pykoord-front-proxy-ca
+    make_cert front-proxy-ca front-proxy-client "/CN=front-proxy-client" \
         "keyUsage=critical,digitalSignature,keyEncipherment
 extendedKeyUsage=clientAuth"
     # Service-account token signing key (TokenRequest API) and its public half.
@@ -323,6 +356,14 @@ start_etcd() {
 
 # Written once by `up` and reused by apiserver-start, so a restart comes back
 # with identical flags on the same port against the same etcd.
+# No kubelet and no kube-controller-manager run, so:
+# - ServiceAccount admission is off: nothing creates the `default` ServiceAccount,
+#   and pods must be creatable anyway (the TokenRequest API still works).
+# - TaintNodesByCondition is off: it taints every new node not-ready, and only the
+#   node lifecycle controller would remove the taint once kwok reports Ready.
+# - the endpoint reconciler is off: it would publish a loopback endpoint.
+# APF is off and the in-flight limits are high so benchmarks measure the
+# scheduler, not the apiserver's fairness queues.
 write_apiserver_args() {
     local pki=$STATE_DIR/pki
     cat >"$STATE_DIR/kube-apiserver.args" <<EOF
@@ -341,7 +382,14 @@ write_apiserver_args() {
 --service-account-signing-key-file=$pki/sa.key
 --service-cluster-ip-range=10.0.0.0/24
 --allow-privileged=true
---disable-admission-plugins=ServiceAccount
+--disable-admission-plugins=ServiceAccount,TaintNodesByCondition
+--requestheader-client-ca-file=$pki/front-proxy-ca.crt
+--requestheader-allowed-names=front-proxy-client
+--requestheader-username-headers=X-Remote-User
+--requestheader-group-headers=X-Remote-Group
+--requestheader-extra-headers-prefix=X-Remote-Extra-
+--proxy-client-cert-file=$pki/front-proxy-client.crt
+--proxy-client-key-file=$pki/front-proxy-client.key
 --endpoint-reconciler-type=none
 --enable-priority-and-fairness=false
 --max-requests-inflight=3000
