@@ -1,17 +1,323 @@
-"""``koord-scheduler --config FILE``: run against a real API server."""
+"""``koord-scheduler [--config FILE] ...``: schedule pods of a real cluster.
+
+Flags follow kube-scheduler's names::
+
+    --config FILE             KubeSchedulerConfiguration (default: kube-scheduler's defaults)
+    --kubeconfig FILE         overrides clientConnection.kubeconfig; neither: in-cluster service account
+    --leader-elect[=BOOL]     overrides leaderElection.leaderElect (default true, as kube-scheduler)
+    --leader-elect-lease-duration / -renew-deadline / -retry-period DURATION
+    --leader-elect-resource-name / -resource-namespace NAME
+    --metrics-port PORT       plain-HTTP /healthz, /readyz, /metrics (default 10259; 0: off)
+    --secure-port PORT        accepted for kube-scheduler compatibility; same as --metrics-port, and the
+                              endpoints are still plain HTTP (no TLS, no delegated authn/z)
+    --bind-address ADDR       default 0.0.0.0
+    -v N, --v N               log verbosity (0: warnings plus lifecycle; 2: per-pod; 4+: debug)
+
+Lifecycle: the configuration is validated and every profile built before any network I/O, so a bad
+config is refused at once (exit 2, one message, no traceback). Then the HTTP endpoints come up, the
+cluster is listed (``/readyz`` turns ok once synced) and watched; a replica schedules only while it
+holds the leader Lease. SIGTERM / SIGINT stop scheduling, wait up to 10 s for bindings in flight,
+release the Lease and exit 0. Losing the Lease exits 1 at once, as kube-scheduler does, so the
+Deployment restarts the replica as a clean candidate.
+"""
 
 from __future__ import annotations
 
+import argparse
+import asyncio
+import logging
+import signal
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, Gauge, ProcessCollector, generate_latest
+
+from apis.config import KubeSchedulerConfiguration, load_scheduler_config
+from apis.config.duration import parse_go_duration
+from koord_scheduler.framework.errors import SchedulerError
 from koord_scheduler.framework.registry import Registry
+from koord_scheduler.scheduler.assembly import build_scheduler
+from koord_scheduler.scheduler.kube import (
+    ApiHttp,
+    HttpOptions,
+    KubeClusterSource,
+    KubeSourceOptions,
+    TokenBucket,
+    load_connection,
+)
+from koord_scheduler.scheduler.leaderelection import LeaderElectionOptions, LeaderElector
+from koord_scheduler.scheduler.metrics import SchedulerMetrics
+from koord_scheduler.scheduler.scheduler import Scheduler
+
+log = logging.getLogger("koord-scheduler")
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+
+DEFAULT_METRICS_PORT = 10259
+SHUTDOWN_GRACE_SECONDS = 10.0
+
+
+class ServeError(SchedulerError):
+    """A command-line or configuration problem found before starting."""
+
+
+@dataclass(frozen=True, slots=True)
+class ServeOptions:
+    config: KubeSchedulerConfiguration
+    kubeconfig: str
+    leader_elect: bool
+    leader_election: LeaderElectionOptions
+    bind_address: str
+    metrics_port: int
 
 
 def serve_main(argv: Sequence[str], registry: Callable[[], Registry]) -> int:
-    print(
-        "koord-scheduler: cluster mode is not available in this build yet; "
-        "use 'koord-scheduler simulate' (see README.md)",
-        file=sys.stderr,
+    """Run cluster mode until SIGTERM; the process exit code. ``ConfigError`` / ``SchedulerError`` raised
+    here are reported by the CLI as one line and exit 2."""
+    ns = _parser().parse_args(list(argv))
+    _setup_logging(ns.v)
+    options = _options(ns)
+    connection = load_connection(options.kubeconfig)
+    metrics = SchedulerMetrics()
+    source = KubeClusterSource(
+        connection,
+        options=KubeSourceOptions(
+            qps=options.config.client_connection.qps,
+            burst=options.config.client_connection.burst,
+            scheduler_names=tuple(p.scheduler_name for p in options.config.profiles),
+        ),
     )
-    return 2
+    scheduler = build_scheduler(options.config, registry(), source, metrics=metrics)
+    log.info("koord-scheduler: profiles %s, API server %s (%s)",
+             ", ".join(scheduler.profiles), connection.server, connection.description)
+    return asyncio.run(_run(options, scheduler, source, metrics))
+
+
+# ----- flags -----
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="koord-scheduler",
+        description="Schedule the pods of a Kubernetes cluster (run 'koord-scheduler simulate -h' for the "
+        "simulator).",
+    )
+    parser.add_argument("--config", help="KubeSchedulerConfiguration file")
+    parser.add_argument("--kubeconfig", default="", help="kubeconfig file (overrides clientConnection.kubeconfig)")
+    parser.add_argument("--leader-elect", nargs="?", const=True, default=None, type=_parse_bool,
+                        metavar="BOOL", help="use a Lease so only one replica schedules (default: from config)")
+    for flag in ("lease-duration", "renew-deadline", "retry-period"):
+        parser.add_argument(f"--leader-elect-{flag}", type=_parse_duration, metavar="DURATION")
+    parser.add_argument("--leader-elect-resource-name", metavar="NAME")
+    parser.add_argument("--leader-elect-resource-namespace", metavar="NAMESPACE")
+    port = parser.add_mutually_exclusive_group()
+    port.add_argument("--metrics-port", type=int, default=None,
+                      help=f"plain-HTTP port for /healthz, /readyz, /metrics (default {DEFAULT_METRICS_PORT}; 0: off)")
+    port.add_argument("--secure-port", type=int, default=None, dest="secure_port",
+                      help="kube-scheduler's flag name; an alias of --metrics-port (still plain HTTP)")
+    parser.add_argument("--bind-address", default="0.0.0.0", help="address the HTTP endpoints listen on")
+    parser.add_argument("-v", "--v", type=int, default=0, metavar="N", help="log verbosity")
+    return parser
+
+
+def _parse_bool(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in ("true", "1", "t", "yes"):
+        return True
+    if lowered in ("false", "0", "f", "no"):
+        return False
+    raise argparse.ArgumentTypeError(f"{text!r} is not a boolean (true or false)")
+
+
+def _parse_duration(text: str) -> float:
+    try:
+        return parse_go_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _options(ns: argparse.Namespace) -> ServeOptions:
+    config = load_scheduler_config(ns.config) if ns.config else KubeSchedulerConfiguration()
+    le = config.leader_election
+    election = LeaderElectionOptions(
+        lease_duration=ns.leader_elect_lease_duration or le.lease_duration,
+        renew_deadline=ns.leader_elect_renew_deadline or le.renew_deadline,
+        retry_period=ns.leader_elect_retry_period or le.retry_period,
+        namespace=ns.leader_elect_resource_namespace or le.resource_namespace,
+        name=ns.leader_elect_resource_name or le.resource_name,
+    )
+    leader_elect = le.leader_elect if ns.leader_elect is None else bool(ns.leader_elect)
+    if leader_elect:
+        if le.resource_lock not in ("leases", ""):
+            raise ServeError(f"leaderElection.resourceLock: {le.resource_lock!r} is not supported (use leases)")
+        try:
+            election.validate()
+        except ValueError as exc:
+            raise ServeError(f"leaderElection: {exc}") from None
+    port = ns.metrics_port if ns.metrics_port is not None else ns.secure_port
+    if port is None:
+        port = DEFAULT_METRICS_PORT
+    if not 0 <= port <= 65535:
+        raise ServeError(f"--metrics-port: {port} is not a port number")
+    return ServeOptions(
+        config=config,
+        kubeconfig=ns.kubeconfig or config.client_connection.kubeconfig,
+        leader_elect=leader_elect,
+        leader_election=election,
+        bind_address=ns.bind_address,
+        metrics_port=port,
+    )
+
+
+def _setup_logging(verbosity: int) -> None:
+    root = logging.DEBUG if verbosity >= 4 else logging.INFO if verbosity >= 2 else logging.WARNING
+    logging.basicConfig(level=root, format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True)
+    lifecycle = logging.DEBUG if verbosity >= 4 else logging.INFO
+    for name in ("koord-scheduler", "koord_scheduler.scheduler.kube", "koord_scheduler.scheduler.leaderelection"):
+        logging.getLogger(name).setLevel(lifecycle)
+    logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
+
+
+# ----- running -----
+
+
+@dataclass(slots=True)
+class _State:
+    source: KubeClusterSource
+    elector: LeaderElector | None
+    stopping: bool = False
+
+    def healthz(self) -> tuple[bool, str]:
+        if self.elector is not None and not self.elector.healthy():
+            return False, "leaderElection: lease renewal is overdue"
+        return True, "ok"
+
+    def readyz(self) -> tuple[bool, str]:
+        if self.stopping:
+            return False, "shutting down"
+        if not self.source.synced:
+            return False, "informers not synced"
+        return self.healthz()
+
+
+async def _run(
+    options: ServeOptions, scheduler: Scheduler, source: KubeClusterSource, metrics: SchedulerMetrics
+) -> int:
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    ProcessCollector(registry=metrics.registry)
+    elector = _elector(options, source, metrics) if options.leader_elect else None
+    state = _State(source, elector)
+    runner: web.AppRunner | None = None
+    try:
+        if options.metrics_port:
+            try:
+                runner = await _start_http(options, state, metrics)
+            except OSError as exc:
+                print(f"koord-scheduler: cannot listen on {options.bind_address}:{options.metrics_port}: "
+                      f"{exc.strerror or exc}", file=sys.stderr)
+                return EXIT_USAGE
+        if not await _until_stopped(source.start(scheduler, list(scheduler.watched_kinds.values())), stop):
+            return EXIT_OK
+        if elector is not None and not await _until_stopped(elector.acquire(), stop):
+            return EXIT_OK
+        return await _schedule(scheduler, elector, stop, state)
+    finally:
+        state.stopping = True
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
+        if elector is not None:
+            await elector.release()
+            await elector.http.close()
+        await source.stop()
+        if runner is not None:
+            await runner.cleanup()
+
+
+async def _schedule(scheduler: Scheduler, elector: LeaderElector | None, stop: asyncio.Event, state: _State) -> int:
+    run = asyncio.ensure_future(scheduler.run(stop))
+    hold = asyncio.ensure_future(elector.hold()) if elector is not None else None
+    waiting: set[asyncio.Future[None]] = {run} | ({hold} if hold is not None else set())
+    await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+    if hold is not None and hold.done() and not run.done():
+        log.error("leader election lost; exiting")
+        stop.set()
+        run.cancel()
+        await asyncio.gather(run, return_exceptions=True)
+        return EXIT_FAILED
+    if hold is not None:
+        hold.cancel()
+        await asyncio.gather(hold, return_exceptions=True)
+    if run.exception() is not None:
+        log.error("scheduling loop failed", exc_info=run.exception())
+        return EXIT_FAILED
+    state.stopping = True
+    log.info("stopping: waiting up to %.0fs for bindings in flight", SHUTDOWN_GRACE_SECONDS)
+    try:
+        await asyncio.wait_for(scheduler.drain(), SHUTDOWN_GRACE_SECONDS)
+    except TimeoutError:
+        log.warning("bindings still in flight at shutdown; their pods stay pending for the next leader")
+    return EXIT_OK
+
+
+async def _until_stopped(coro: object, stop: asyncio.Event) -> bool:
+    """Run ``coro`` until it finishes (True) or ``stop`` is set first (False, ``coro`` cancelled)."""
+    task = asyncio.ensure_future(coro)  # type: ignore[call-overload]
+    stopper = asyncio.ensure_future(stop.wait())
+    await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
+    if task.done():
+        stopper.cancel()
+        await asyncio.gather(stopper, return_exceptions=True)
+        task.result()
+        return True
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    return False
+
+
+def _elector(options: ServeOptions, source: KubeClusterSource, metrics: SchedulerMetrics) -> LeaderElector:
+    status = Gauge("leader_election_master_status",
+                   "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, "
+                   "1 indicates master. 'name' is the string used to identify the lease.",
+                   ["name"], registry=metrics.registry)
+    name = options.leader_election.name
+    status.labels(name).set(0)
+    http = ApiHttp(source.connection, TokenBucket(0, 1), options=HttpOptions(pool_size=4, request_timeout=5.0))
+    return LeaderElector(http, options.leader_election, on_change=lambda leader: status.labels(name).set(int(leader)))
+
+
+async def _start_http(options: ServeOptions, state: _State, metrics: SchedulerMetrics) -> web.AppRunner:
+    def check(probe: Callable[[], tuple[bool, str]]) -> Callable[[web.Request], asyncio.Future[web.Response]]:
+        async def handler(_: web.Request) -> web.Response:
+            ok, text = probe()
+            return web.Response(status=200 if ok else 503, text=text)
+
+        return handler  # type: ignore[return-value]
+
+    async def metrics_handler(_: web.Request) -> web.Response:
+        body = generate_latest(metrics.registry)
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    app = web.Application()
+    app.router.add_get("/healthz", check(state.healthz))
+    app.router.add_get("/livez", check(state.healthz))
+    app.router.add_get("/readyz", check(state.readyz))
+    app.router.add_get("/metrics", metrics_handler)
+    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    await runner.setup()
+    site = web.TCPSite(runner, options.bind_address, options.metrics_port)
+    try:
+        await site.start()
+    except OSError:
+        await runner.cleanup()
+        raise
+    log.info("serving /healthz, /readyz, /metrics on http://%s:%d", options.bind_address, options.metrics_port)
+    return runner
+
+

@@ -1,0 +1,137 @@
+"""The :class:`~koord_scheduler.framework.handle.ClusterClient` for a real API server.
+
+Binding posts a raw ``v1.Binding`` to the pods/binding subresource and only checks the status code: the
+API server answers with a ``metav1.Status``, not a Binding, which is what breaks the kubernetes client's
+response parsing (kubernetes-client/python#547). The pod's UID goes in the Binding's metadata as a
+precondition, so a pod deleted and recreated under the same name is never bound by a stale decision;
+a pod that is already bound gets ``409 Conflict``, so no pod is ever bound twice.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from apis.core.types import Pod
+from koord_scheduler.framework.errors import ClusterError
+from koord_scheduler.framework.types import ObjectKind
+from koord_scheduler.scheduler.kube.events import EventRecorder, Regarding
+from koord_scheduler.scheduler.kube.http import MERGE_PATCH, ApiError, ApiHttp
+
+
+def pod_path(pod: Pod, subresource: str = "") -> str:
+    path = f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}"
+    return f"{path}/{subresource}" if subresource else path
+
+
+def object_path(kind: ObjectKind, name: str, namespace: str = "", subresource: str = "") -> str:
+    base = f"/api/{kind.version}" if not kind.group else f"/apis/{kind.group}/{kind.version}"
+    if kind.namespaced:
+        base += f"/namespaces/{namespace or 'default'}"
+    path = f"{base}/{kind.plural}/{name}"
+    return f"{path}/{subresource}" if subresource else path
+
+
+def binding_body(pod: Pod, node_name: str) -> bytes:
+    """The ``v1.Binding`` JSON for ``pod`` onto ``node_name``; the UID (when known) is a precondition."""
+    meta: dict[str, str] = {"name": pod.name, "namespace": pod.namespace}
+    if pod.uid:
+        meta["uid"] = pod.uid
+    return json.dumps(
+        {"apiVersion": "v1", "kind": "Binding", "metadata": meta,
+         "target": {"apiVersion": "v1", "kind": "Node", "name": node_name}},
+        separators=(",", ":"),
+    ).encode()
+
+
+class KubeClusterClient:
+    """Writes to the API server on behalf of the scheduler and its plugins. Every method raises
+    :class:`~koord_scheduler.framework.errors.ClusterError` on failure."""
+
+    def __init__(self, http: ApiHttp, events: EventRecorder, *, controller: str = "default-scheduler") -> None:
+        self.http = http
+        self.events = events
+        self.controller = controller
+        self.bound = 0
+
+    async def bind(self, pod: Pod, node_name: str) -> None:
+        await self.http.request("POST", pod_path(pod, "binding"), body=binding_body(pod, node_name))
+        self.bound += 1
+
+    async def patch_pod_metadata(
+        self,
+        pod: Pod,
+        *,
+        annotations: Mapping[str, str | None] | None = None,
+        labels: Mapping[str, str | None] | None = None,
+    ) -> None:
+        meta: dict[str, Any] = {}
+        if annotations:
+            meta["annotations"] = dict(annotations)
+        if labels:
+            meta["labels"] = dict(labels)
+        if not meta:
+            return
+        if pod.uid:
+            # A merge patch of metadata.uid is a precondition: it fails unless the UID matches.
+            meta["uid"] = pod.uid
+        await self.http.request("PATCH", pod_path(pod), body={"metadata": meta}, content_type=MERGE_PATCH)
+
+    async def delete_pod(self, pod: Pod, *, reason: str) -> None:
+        """Delete ``pod`` (this UID only). A pod that is already gone counts as deleted. When ``reason``
+        is given, a Normal ``Preempted`` event carries it, as kube-scheduler's preemption does."""
+        body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions"}
+        if pod.uid:
+            body["preconditions"] = {"uid": pod.uid}
+        try:
+            await self.http.request("DELETE", pod_path(pod), body=body)
+        except ApiError as err:
+            if not err.not_found:
+                raise
+            return
+        if reason:
+            self.events.record(
+                pod, event_type="Normal", reason="Preempted", action="Preempting", note=reason,
+                controller=self.controller,
+            )
+
+    async def patch_object_status(
+        self, kind: ObjectKind, name: str, patch: Mapping[str, Any], *, namespace: str = ""
+    ) -> Any:
+        """Merge-patch the status subresource; the updated object, parsed with ``kind.parse``."""
+        body = {"status": patch.get("status", {})}
+        return await self._patch(kind, object_path(kind, name, namespace, "status"), body)
+
+    async def patch_object(
+        self, kind: ObjectKind, name: str, patch: Mapping[str, Any], *, namespace: str = ""
+    ) -> Any:
+        """Merge-patch the object (``status`` is ignored: the main resource does not write it)."""
+        body = {k: v for k, v in patch.items() if k != "status"}
+        return await self._patch(kind, object_path(kind, name, namespace), body)
+
+    async def _patch(self, kind: ObjectKind, path: str, body: Mapping[str, Any]) -> Any:
+        raw = await self.http.request_json("PATCH", path, body=dict(body), content_type=MERGE_PATCH)
+        try:
+            return kind.parse(raw)
+        except ValueError as exc:
+            raise ClusterError(f"{kind.kind} {path}: the updated object does not parse: {exc}") from None
+
+    async def record_event(
+        self,
+        kind: ObjectKind | None,
+        name: str,
+        *,
+        namespace: str = "",
+        type: str,
+        reason: str,
+        message: str,
+    ) -> None:
+        """Queue an Event about an object (``kind`` None: a Pod). Never blocks on the API server."""
+        regarding = (
+            Regarding("Pod", "v1", namespace, name)
+            if kind is None
+            else Regarding(kind.kind, kind.api_version, namespace if kind.namespaced else "", name)
+        )
+        self.events.record_for(regarding, event_type=type, reason=reason, action=reason, note=message,
+                               controller=self.controller)

@@ -1,0 +1,235 @@
+"""Raw JSON over HTTP to the API server, on aiohttp, with keep-alive connections and a token bucket.
+
+No kubernetes client models: bodies go in and come out as bytes / ``json`` dicts (the client's models
+cost about 1 ms per pod, and its Binding response parsing is broken). Every failure is a
+:class:`~koord_scheduler.framework.errors.ClusterError`: :class:`ApiError` when the server answered
+with an error status (its ``metav1.Status`` reason and message are kept), :class:`ApiConnectionError`
+when it could not be reached.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+
+from koord_scheduler.framework.errors import ClusterError
+from koord_scheduler.scheduler.kube.connection import Connection
+from koord_scheduler.scheduler.kube.ratelimit import TokenBucket
+
+log = logging.getLogger(__name__)
+
+JSON = "application/json"
+MERGE_PATCH = "application/merge-patch+json"
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+
+MAX_THROTTLE_RETRIES = 5
+"""429 answers retried (after Retry-After) before giving up, as client-go does (it allows 10)."""
+
+
+class ApiError(ClusterError):
+    """The API server answered ``status`` (>= 300). ``reason`` is the ``metav1.Status`` reason
+    (``NotFound``, ``Conflict``, ``Expired``...), ``message`` its message."""
+
+    def __init__(self, status: int, reason: str, message: str, *, method: str = "", path: str = "") -> None:
+        self.status = status
+        self.reason = reason
+        self.message = message
+        where = f"{method} {path}: " if method else ""
+        super().__init__(f"{where}{status} {reason}: {message}" if reason else f"{where}{status}: {message}")
+
+    @property
+    def not_found(self) -> bool:
+        return self.status == 404
+
+    @property
+    def conflict(self) -> bool:
+        return self.status == 409
+
+    @property
+    def gone(self) -> bool:
+        return self.status == 410
+
+
+class ApiConnectionError(ClusterError):
+    """The API server could not be reached or the connection broke."""
+
+
+@dataclass(frozen=True, slots=True)
+class HttpOptions:
+    """``pool_size`` bounds open connections (watches hold one each while they run).
+    ``request_timeout`` is for ordinary requests; ``watch_read_timeout`` is the longest silence
+    tolerated on a watch stream (the API server sends a bookmark about once a minute)."""
+
+    pool_size: int = 256
+    request_timeout: float = 30.0
+    watch_read_timeout: float = 150.0
+    user_agent: str = "koord-scheduler/pykoord"
+
+
+class ApiHttp:
+    """One connection pool to one API server, rate limited by ``limiter``. Create and use it on the
+    event loop; :meth:`close` when done."""
+
+    def __init__(
+        self, connection: Connection, limiter: TokenBucket, *, options: HttpOptions | None = None
+    ) -> None:
+        self.connection = connection
+        self.limiter = limiter
+        self.options = options or HttpOptions()
+        self._session: aiohttp.ClientSession | None = None
+
+    def _get_session(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            connector = aiohttp.TCPConnector(
+                limit=self.options.pool_size,
+                limit_per_host=self.options.pool_size,
+                ssl=self.connection.ssl_context if self.connection.ssl_context is not None else False,
+                enable_cleanup_closed=False,
+            )
+            self._session = aiohttp.ClientSession(
+                connector=connector,
+                timeout=aiohttp.ClientTimeout(total=self.options.request_timeout),
+                headers={"User-Agent": self.options.user_agent, "Accept": JSON},
+                skip_auto_headers=("Accept-Encoding",),
+            )
+        return self._session
+
+    def _headers(self, content_type: str | None) -> dict[str, str]:
+        headers: dict[str, str] = {}
+        auth = self.connection.authorization()
+        if auth:
+            headers["Authorization"] = auth
+        if content_type:
+            headers["Content-Type"] = content_type
+        return headers
+
+    def _kwargs(self) -> dict[str, Any]:
+        if self.connection.tls_server_name:
+            return {"server_hostname": self.connection.tls_server_name}
+        return {}
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        content_type: str = JSON,
+        params: Mapping[str, str] | None = None,
+    ) -> bytes:
+        """Send one request and return the response body; ``body`` is JSON-encoded unless it is bytes."""
+        data = body if body is None or isinstance(body, bytes) else json.dumps(body).encode()
+        url = self.connection.server + path
+        for attempt in range(MAX_THROTTLE_RETRIES + 1):
+            await self.limiter.acquire()
+            try:
+                async with self._get_session().request(
+                    method,
+                    url,
+                    data=data,
+                    params=params,
+                    headers=self._headers(content_type if data is not None else None),
+                    **self._kwargs(),
+                ) as resp:
+                    payload = await resp.read()
+                    if resp.status < 300:
+                        return payload
+                    if resp.status == 429 and attempt < MAX_THROTTLE_RETRIES:
+                        await asyncio.sleep(_retry_after(resp.headers.get("Retry-After")))
+                        continue
+                    raise api_error(resp.status, payload, method=method, path=path)
+            except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+                raise ApiConnectionError(f"{method} {path}: {_describe(exc)}") from exc
+        raise AssertionError("unreachable")  # the loop returns or raises
+
+    async def request_json(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        content_type: str = JSON,
+        params: Mapping[str, str] | None = None,
+    ) -> Any:
+        payload = await self.request(method, path, body=body, content_type=content_type, params=params)
+        try:
+            return json.loads(payload)
+        except ValueError as exc:
+            raise ApiError(200, "InvalidResponse", f"not JSON: {exc}", method=method, path=path) from None
+
+    @asynccontextmanager
+    async def stream(self, path: str, params: Mapping[str, str]) -> AsyncIterator[aiohttp.StreamReader]:
+        """A GET whose body is read incrementally (watches). Raises like :meth:`request` when the
+        server refuses; the body's own read errors surface as :class:`ApiConnectionError` too."""
+        await self.limiter.acquire()
+        timeout = aiohttp.ClientTimeout(total=None, sock_read=self.options.watch_read_timeout)
+        try:
+            async with self._get_session().get(
+                self.connection.server + path,
+                params=params,
+                headers=self._headers(None),
+                timeout=timeout,
+                **self._kwargs(),
+            ) as resp:
+                if resp.status >= 300:
+                    raise api_error(resp.status, await resp.read(), method="GET", path=path)
+                yield resp.content
+        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            raise ApiConnectionError(f"GET {path} (watch): {_describe(exc)}") from exc
+
+    async def close(self) -> None:
+        if self._session is not None and not self._session.closed:
+            await self._session.close()
+        self._session = None
+
+
+def api_error(status: int, payload: bytes, *, method: str = "", path: str = "") -> ApiError:
+    """An :class:`ApiError` from an error response, reading its ``metav1.Status`` body if it has one."""
+    reason, message = "", payload.decode("utf-8", "replace")[:500]
+    try:
+        doc = json.loads(payload)
+    except ValueError:
+        doc = None
+    if isinstance(doc, dict):
+        reason = str(doc.get("reason") or "")
+        message = str(doc.get("message") or message)
+    return ApiError(status, reason, message, method=method, path=path)
+
+
+def _retry_after(header: str | None) -> float:
+    try:
+        return min(10.0, max(0.1, float(header or "1")))
+    except ValueError:
+        return 1.0
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+async def iter_lines(content: aiohttp.StreamReader) -> AsyncIterator[list[bytes]]:
+    """Complete newline-terminated lines of a watch stream, in batches: every line that is already
+    buffered comes at once, so a burst of events is handled in one go between scheduling cycles.
+
+    aiohttp's own ``readline`` refuses lines over 128 KiB; objects can be larger, so this splits the
+    raw chunks itself. A last unterminated line at the end of the stream is returned too.
+    """
+    pending = b""
+    async for chunk in content.iter_any():
+        pending += chunk
+        if b"\n" not in chunk:
+            continue
+        *lines, pending = pending.split(b"\n")
+        batch = [line for line in lines if line.strip()]
+        if batch:
+            yield batch
+    if pending.strip():
+        yield [pending]

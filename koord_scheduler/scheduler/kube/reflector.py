@@ -1,0 +1,314 @@
+"""List+watch of one kind, client-go's Reflector on raw JSON.
+
+A :class:`Reflector` lists a kind (paginated, consistent), keeps the parsed objects by key and then
+watches from the list's resourceVersion with bookmarks on. It turns what it sees into ADDED / MODIFIED /
+DELETED calls of its handler, with the previous parsed object as ``old``:
+
+- a watch that ends normally (the server's timeout) is restarted from the last resourceVersion seen,
+  which bookmarks keep fresh even when nothing changes;
+- ``410 Gone`` (an ERROR event or an HTTP status) means that resourceVersion is too old: the kind is
+  listed again and the result diffed against the store, so objects deleted meanwhile are delivered as
+  DELETED and changed ones as MODIFIED; unchanged ones (same resourceVersion) produce nothing;
+- connection failures (an API server restart) are retried with capped exponential backoff and jitter,
+  resuming from the last resourceVersion.
+
+An object the parser rejects is logged once per resourceVersion with its kind, name and the field at
+fault, and skipped; everything else carries on. If an earlier version of it parsed, that version stays.
+
+Handlers run on the event-loop thread, between scheduling cycles, never inside one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from koord_scheduler.framework.errors import ClusterError
+from koord_scheduler.scheduler.kube.http import ApiError, ApiHttp, iter_lines
+from koord_scheduler.scheduler.source import EventType
+
+log = logging.getLogger(__name__)
+
+Json = dict[str, Any]
+Handler = Callable[[EventType, Any, Any], None]
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceKind:
+    """What to list and watch, and how to turn one raw object into the value handlers receive.
+
+    ``parser`` raises ``ValueError`` (``ParseError``) for a malformed object. ``rank`` orders the objects
+    of one list when they are delivered (lower first; pods use it to deliver bound pods before pending
+    ones so the cache is complete before the queue fills).
+    """
+
+    kind: str
+    group: str
+    version: str
+    plural: str
+    parser: Callable[[Json], Any]
+    field_selector: str = ""
+    label_selector: str = ""
+    rank: Callable[[Json], int] | None = None
+
+    @property
+    def path(self) -> str:
+        if not self.group:
+            return f"/api/{self.version}/{self.plural}"
+        return f"/apis/{self.group}/{self.version}/{self.plural}"
+
+
+@dataclass(frozen=True, slots=True)
+class ReflectorOptions:
+    page_size: int = 500
+    min_watch_timeout: float = 300.0
+    """Watches ask the server to end them after a random time in [min, 2*min), as client-go does, so
+    reconnections of many clients spread out."""
+    initial_backoff: float = 0.8
+    max_backoff: float = 30.0
+    healthy_watch_seconds: float = 10.0
+    """A watch that lasted this long (or delivered an event) resets the backoff."""
+
+
+class ResourceVersionGoneError(ClusterError):
+    """The resourceVersion a watch asked for is no longer available: list again."""
+
+
+@dataclass(slots=True)
+class _Entry:
+    resource_version: str
+    value: Any
+
+
+@dataclass(slots=True)
+class Backoff:
+    """Capped exponential backoff with full jitter on the upper half (client-go's ``wait.Backoff``)."""
+
+    initial: float
+    cap: float
+    _next: float = 0.0
+    rng: random.Random = field(default_factory=random.Random)
+
+    def next(self) -> float:
+        self._next = self.initial if self._next <= 0 else min(self.cap, self._next * 2)
+        return self._next * (0.5 + 0.5 * self.rng.random())
+
+    def reset(self) -> None:
+        self._next = 0.0
+
+
+class Reflector:
+    """Keeps ``handler`` in step with one kind on the API server; see the module docstring."""
+
+    def __init__(
+        self,
+        http: ApiHttp,
+        kind: ResourceKind,
+        handler: Handler,
+        *,
+        options: ReflectorOptions | None = None,
+    ) -> None:
+        self.http = http
+        self.kind = kind
+        self.handler = handler
+        self.options = options or ReflectorOptions()
+        self.store: dict[str, _Entry] = {}
+        self.resource_version = ""
+        self.relists = 0
+        self.watches = 0
+        self._rejected: dict[str, str] = {}
+        """key -> resourceVersion of the last version logged as malformed (log each version once)."""
+        self._backoff = Backoff(self.options.initial_backoff, self.options.max_backoff)
+
+    def get(self, key: str) -> Any:
+        entry = self.store.get(key)
+        return None if entry is None else entry.value
+
+    # ----- list -----
+
+    async def list_all(self) -> tuple[list[Json], str]:
+        """Every object (paginated, consistent read) and the list's resourceVersion."""
+        items: list[Json] = []
+        params = {"limit": str(self.options.page_size)}
+        if self.kind.field_selector:
+            params["fieldSelector"] = self.kind.field_selector
+        if self.kind.label_selector:
+            params["labelSelector"] = self.kind.label_selector
+        while True:
+            try:
+                doc = await self.http.request_json("GET", self.kind.path, params=params)
+            except ApiError as err:
+                if err.gone and "continue" in params:
+                    # The continue token expired mid-list: start over.
+                    items.clear()
+                    params.pop("continue")
+                    continue
+                raise
+            items.extend(doc.get("items") or ())
+            meta = doc.get("metadata") or {}
+            token = meta.get("continue")
+            if not token:
+                return items, str(meta.get("resourceVersion") or "")
+            params["continue"] = token
+
+    def replace(self, items: list[Json], resource_version: str) -> None:
+        """Make the store equal ``items`` and deliver the differences (all ADDED on the first list)."""
+        seen: set[str] = set()
+        if self.kind.rank is not None:
+            items = sorted(items, key=self.kind.rank)
+        fresh: list[tuple[str, Json]] = []
+        for obj in items:
+            key = object_key(obj)
+            seen.add(key)
+            fresh.append((key, obj))
+        for key in [k for k in self.store if k not in seen]:
+            self._deliver_delete(key)
+        for key, obj in fresh:
+            entry = self.store.get(key)
+            if entry is not None and entry.resource_version == _rv(obj) and _rv(obj):
+                continue
+            self._deliver_upsert(key, obj)
+        self.resource_version = resource_version
+        self.relists += 1
+
+    # ----- watch -----
+
+    async def run(self) -> None:
+        """Watch forever (until cancelled), listing again whenever the watch says Gone."""
+        need_list = not self.resource_version
+        while True:
+            if need_list:
+                try:
+                    items, rv = await self.list_all()
+                except ClusterError as err:
+                    await self._pause(f"list {self.kind.plural} failed: {err}")
+                    continue
+                self.replace(items, rv)
+                need_list = False
+            started = time.monotonic()
+            delivered = 0
+            try:
+                delivered = await self.watch_once()
+            except ResourceVersionGoneError:
+                log.info("watch of %s: resourceVersion %s is gone; listing again", self.kind.plural,
+                         self.resource_version)
+                need_list = True
+                continue
+            except ClusterError as err:
+                if isinstance(err, ApiError) and err.gone:
+                    need_list = True
+                    continue
+                if time.monotonic() - started >= self.options.healthy_watch_seconds:
+                    self._backoff.reset()
+                await self._pause(f"watch {self.kind.plural} failed: {err}")
+                continue
+            if delivered or time.monotonic() - started >= self.options.healthy_watch_seconds:
+                self._backoff.reset()
+
+    async def _pause(self, message: str) -> None:
+        delay = self._backoff.next()
+        log.warning("%s; retrying in %.1fs", message, delay)
+        await asyncio.sleep(delay)
+
+    async def watch_once(self) -> int:
+        """One watch request from :attr:`resource_version` until the server ends it. Returns the number
+        of events delivered; raises :class:`ResourceVersionGoneError` on 410 and ``ClusterError`` on other failures."""
+        timeout = int(self.options.min_watch_timeout * (1.0 + random.random()))
+        params = {
+            "watch": "1",
+            "allowWatchBookmarks": "true",
+            "resourceVersion": self.resource_version,
+            "timeoutSeconds": str(timeout),
+        }
+        if self.kind.field_selector:
+            params["fieldSelector"] = self.kind.field_selector
+        if self.kind.label_selector:
+            params["labelSelector"] = self.kind.label_selector
+        delivered = 0
+        self.watches += 1
+        async with self.http.stream(self.kind.path, params) as content:
+            async for lines in iter_lines(content):
+                for line in lines:
+                    delivered += self._on_watch_line(line)
+        return delivered
+
+    def _on_watch_line(self, line: bytes) -> int:
+        try:
+            event = json.loads(line)
+            kind = event["type"]
+            obj = event["object"]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ClusterError(f"watch {self.kind.plural}: undecodable event: {exc}") from None
+        if kind == "ERROR":
+            code = obj.get("code") if isinstance(obj, dict) else None
+            message = obj.get("message", "") if isinstance(obj, dict) else str(obj)
+            if code == 410:
+                raise ResourceVersionGoneError(f"watch {self.kind.plural}: {message}")
+            raise ClusterError(f"watch {self.kind.plural}: error event {code}: {message}")
+        rv = _rv(obj)
+        if kind == "BOOKMARK":
+            if rv:
+                self.resource_version = rv
+            return 0
+        key = object_key(obj)
+        if kind == "DELETED":
+            self._deliver_delete(key)
+        elif kind in ("ADDED", "MODIFIED"):
+            self._deliver_upsert(key, obj)
+        else:
+            log.debug("watch %s: ignoring event type %r", self.kind.plural, kind)
+        if rv:
+            self.resource_version = rv
+        return 1
+
+    # ----- delivery -----
+
+    def _deliver_upsert(self, key: str, obj: Json) -> None:
+        rv = _rv(obj)
+        try:
+            value = self.kind.parser(obj)
+        except ValueError as err:
+            if self._rejected.get(key) != rv:
+                self._rejected[key] = rv
+                log.warning("skipping malformed %s %s (resourceVersion %s): %s", self.kind.kind, key, rv, err)
+            return
+        self._rejected.pop(key, None)
+        old = self.store.get(key)
+        self.store[key] = _Entry(rv, value)
+        if old is None:
+            self._call(EventType.ADDED, None, value)
+        else:
+            self._call(EventType.MODIFIED, old.value, value)
+
+    def _deliver_delete(self, key: str) -> None:
+        self._rejected.pop(key, None)
+        old = self.store.pop(key, None)
+        if old is not None:
+            self._call(EventType.DELETED, old.value, None)
+
+    def _call(self, event: EventType, old: Any, new: Any) -> None:
+        try:
+            self.handler(event, old, new)
+        except Exception:  # a handler bug must not stop the watch
+            log.exception("%s handler failed on %s event", self.kind.kind, event.value)
+
+
+def object_key(obj: Json) -> str:
+    """``namespace/name`` for namespaced objects, ``name`` for cluster-scoped ones."""
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    if not isinstance(meta, dict):
+        return ""
+    name = str(meta.get("name") or "")
+    namespace = meta.get("namespace")
+    return f"{namespace}/{name}" if namespace else name
+
+
+def _rv(obj: Any) -> str:
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    return str(meta.get("resourceVersion") or "") if isinstance(meta, dict) else ""

@@ -1,0 +1,282 @@
+"""The API-server :class:`~koord_scheduler.scheduler.source.ClusterSource`.
+
+Pods and Nodes are listed and watched as raw JSON (:mod:`.reflector`), parsed with
+:mod:`apis.core.parse` and handed to the sink; further kinds (Reservations, NodeMetrics...) are added
+with :meth:`KubeClusterSource.watch_kind` and reach the sink's ``on_object``. Pods in a terminal phase
+are filtered out by the server (``status.phase!=Succeeded,status.phase!=Failed``, as kube-scheduler's
+informer does); a pod that reaches one is therefore delivered as DELETED.
+
+Everything runs as tasks on the caller's event loop. Watch events are parsed and delivered by the
+watch task between scheduling cycles (the cycle is synchronous, so nothing interleaves with it); all
+events that are already buffered are handled in one go.
+
+Three connection pools with their own token buckets, as kube-scheduler has separate clientsets: one
+for watches, binds and status patches (``clientConnection.qps/burst``), one for Events (same limits), so
+a burst of Events never delays a bind.
+
+Failure reporting follows kube-scheduler's ``handleSchedulingFailure``: the ``PodScheduled`` condition
+becomes ``False`` with the reason and the full message, patched only when it differs from what the pod
+already has (so a pod that keeps failing for the same reason costs no writes); ``nominatedNodeName``
+follows the scheduler's view of the pod; a ``FailedScheduling`` Warning Event carries the message cut to
+1024 bytes. Success is a ``Scheduled`` Normal Event, ``Successfully assigned <ns>/<name> to <node>``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from apis.core.parse import parse_node, parse_pod
+from apis.core.types import Node, Pod
+from koord_scheduler.framework.errors import ClusterError
+from koord_scheduler.framework.handle import ClusterClient
+from koord_scheduler.framework.types import ObjectKind
+from koord_scheduler.scheduler.kube.client import KubeClusterClient, pod_path
+from koord_scheduler.scheduler.kube.connection import Connection
+from koord_scheduler.scheduler.kube.events import EventOptions, EventRecorder, rfc3339
+from koord_scheduler.scheduler.kube.http import STRATEGIC_MERGE_PATCH, ApiError, ApiHttp, HttpOptions
+from koord_scheduler.scheduler.kube.ratelimit import TokenBucket
+from koord_scheduler.scheduler.kube.reflector import Backoff, Reflector, ReflectorOptions, ResourceKind
+from koord_scheduler.scheduler.source import EventSink, EventType
+
+log = logging.getLogger(__name__)
+
+Json = dict[str, Any]
+
+NON_TERMINAL_PODS = "status.phase!=Succeeded,status.phase!=Failed"
+
+
+@dataclass(frozen=True, slots=True)
+class PodScheduledCondition:
+    """The ``PodScheduled`` condition a pod carries on the server (as far as the watch has told us)."""
+
+    status: str
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class _PodEntry:
+    pod: Pod
+    condition: PodScheduledCondition | None
+
+
+@dataclass(frozen=True, slots=True)
+class KubeSourceOptions:
+    """``qps``/``burst``: ``clientConnection``'s (zero or less, or huge, means unlimited).
+    ``scheduler_names``: the profiles' names; Events name the pod's profile as their controller."""
+
+    qps: float = 50.0
+    burst: int = 100
+    scheduler_names: Collection[str] = ("default-scheduler",)
+    http: HttpOptions = field(default_factory=HttpOptions)
+    reflector: ReflectorOptions = field(default_factory=ReflectorOptions)
+    events: EventOptions = field(default_factory=EventOptions)
+
+
+class KubeClusterSource:
+    """List+watch from, and writes to, one API server. See the module docstring."""
+
+    def __init__(
+        self,
+        connection: Connection,
+        *,
+        options: KubeSourceOptions | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.connection = connection
+        self.options = options or KubeSourceOptions()
+        self.clock = clock
+        opts = self.options
+        self.http = ApiHttp(connection, TokenBucket(opts.qps, opts.burst), options=opts.http)
+        self.events_http = ApiHttp(
+            connection, TokenBucket(opts.qps, opts.burst), options=HttpOptions(pool_size=opts.events.senders + 2)
+        )
+        self.events = EventRecorder(self.events_http, options=opts.events, clock=clock)
+        default_controller = next(iter(opts.scheduler_names), "default-scheduler")
+        self._client = KubeClusterClient(self.http, self.events, controller=default_controller)
+        self._sink: EventSink | None = None
+        self._kinds: list[tuple[ResourceKind, Callable[[EventSink], Callable[[EventType, Any, Any], None]]]] = [
+            (ResourceKind("Node", "", "v1", "nodes", parse_node), _node_handler),
+        ]
+        self._pod_kind = ResourceKind(
+            "Pod", "", "v1", "pods", _parse_pod_entry, field_selector=NON_TERMINAL_PODS, rank=_pod_rank
+        )
+        self.reflectors: dict[str, Reflector] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+        self._written: dict[str, tuple[str, PodScheduledCondition, str]] = {}
+        """pod key -> (uid, condition, nominatedNodeName) this process last patched; the watch may lag."""
+        self.synced = False
+
+    # ----- configuration -----
+
+    def watch_kind(
+        self,
+        group: str,
+        version: str,
+        plural: str,
+        parser: Callable[[Json], Any],
+        kind_name: str,
+        *,
+        label_selector: str = "",
+        field_selector: str = "",
+    ) -> None:
+        """Also list+watch ``group/version/plural`` and deliver parsed objects to ``sink.on_object(kind_name,
+        ...)``. ``parser`` raises ``ValueError`` for a malformed object (it is logged and skipped). Call
+        before :meth:`start`; these kinds are delivered after Nodes and before Pods."""
+        if self._sink is not None:
+            raise RuntimeError("watch_kind() must be called before start()")
+        kind = ResourceKind(kind_name, group, version, plural, parser,
+                            field_selector=field_selector, label_selector=label_selector)
+
+        def handler_for(sink: EventSink) -> Callable[[EventType, Any, Any], None]:
+            return lambda event, old, new: sink.on_object(kind_name, event, old, new)
+
+        self._kinds.append((kind, handler_for))
+
+    # ----- ClusterSource -----
+
+    @property
+    def client(self) -> ClusterClient:
+        return self._client
+
+    async def start(self, sink: EventSink, kinds: Sequence[ObjectKind] = ()) -> None:
+        """List every kind (retrying with backoff until the API server answers), deliver the lists in
+        order (Nodes, other kinds, bound Pods, pending Pods), then start the watches. ``kinds`` are
+        added as :meth:`watch_kind` would (the plugins' subscriptions)."""
+        for extra in kinds:
+            if all(k.kind != extra.kind for k, _ in self._kinds):
+                self.watch_kind(extra.group, extra.version, extra.plural, extra.parse, extra.kind)
+        self._sink = sink
+        self.events.start()
+        watched = [*((kind, make(sink)) for kind, make in self._kinds), (self._pod_kind, self._pod_handler(sink))]
+        for resource, handler in watched:
+            self.reflectors[resource.kind] = Reflector(self.http, resource, handler, options=self.options.reflector)
+        reflectors = list(self.reflectors.values())
+        backoff = Backoff(self.options.reflector.initial_backoff, self.options.reflector.max_backoff)
+        while True:
+            try:
+                lists = await asyncio.gather(*(r.list_all() for r in reflectors))
+                break
+            except ClusterError as err:
+                delay = backoff.next()
+                log.warning("initial list from %s failed: %s; retrying in %.1fs",
+                            self.connection.server, err, delay)
+                await asyncio.sleep(delay)
+        for reflector, (items, rv) in zip(reflectors, lists, strict=True):
+            reflector.replace(items, rv)
+        loop = asyncio.get_running_loop()
+        self._tasks = [loop.create_task(r.run(), name=f"watch-{r.kind.plural}") for r in reflectors]
+        self.synced = True
+        log.info("synced from %s: %s", self.connection.server,
+                 ", ".join(f"{len(r.store)} {r.kind.plural}" for r in reflectors))
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks = []
+        await self.events.stop()
+        await self.http.close()
+        await self.events_http.close()
+        self._sink = None
+
+    @property
+    def watching(self) -> bool:
+        """Every watch task is alive (for readiness)."""
+        return self.synced and all(not t.done() for t in self._tasks)
+
+    async def report_unschedulable(self, pod: Pod, *, reason: str, message: str) -> None:
+        current = self._current_pod(pod)
+        if current is None or current.pod.node_name or (pod.uid and current.pod.uid != pod.uid):
+            return  # deleted or bound meanwhile: kube-scheduler drops the failure too
+        self.events.record(
+            pod, event_type="Warning", reason="FailedScheduling", action="Scheduling", note=message,
+            controller=pod.scheduler_name,
+        )
+        want = PodScheduledCondition("False", reason, message)
+        written = self._written.get(pod.key)
+        have_condition, have_nominated = current.condition, current.pod.nominated_node_name
+        if written is not None and written[0] == current.pod.uid:
+            have_condition, have_nominated = written[1], written[2]
+        want_nominated = pod.nominated_node_name
+        if have_condition == want and have_nominated == want_nominated:
+            return
+        cond: Json = {"type": "PodScheduled", "status": "False", "reason": reason, "message": message}
+        if have_condition is None or have_condition.status != "False":
+            cond["lastTransitionTime"] = rfc3339(self.clock())
+        if pod.meta.generation:
+            cond["observedGeneration"] = pod.meta.generation
+        status: Json = {"conditions": [cond]}
+        if have_nominated != want_nominated:
+            status["nominatedNodeName"] = want_nominated or None
+        body: Json = {"status": status}
+        if pod.uid:
+            body["metadata"] = {"uid": pod.uid}
+        try:
+            await self.http.request("PATCH", pod_path(pod, "status"), body=body,
+                                    content_type=STRATEGIC_MERGE_PATCH)
+        except ApiError as err:
+            if err.not_found or err.conflict:
+                return  # gone or replaced
+            raise
+        self._written[pod.key] = (current.pod.uid, want, want_nominated)
+
+    async def report_scheduled(self, pod: Pod, node_name: str) -> None:
+        self._written.pop(pod.key, None)
+        self.events.record(
+            pod, event_type="Normal", reason="Scheduled", action="Binding",
+            note=f"Successfully assigned {pod.key} to {node_name}", controller=pod.scheduler_name,
+        )
+
+    # ----- pods -----
+
+    def _current_pod(self, pod: Pod) -> _PodEntry | None:
+        reflector = self.reflectors.get("Pod")
+        if reflector is None:
+            return None
+        entry: _PodEntry | None = reflector.get(pod.key)
+        return entry
+
+    def _pod_handler(self, sink: EventSink) -> Callable[[EventType, Any, Any], None]:
+        written = self._written
+
+        def handle(event: EventType, old: _PodEntry | None, new: _PodEntry | None) -> None:
+            if event == EventType.DELETED or (new is not None and new.pod.node_name):
+                key = (old or new).pod.key  # type: ignore[union-attr]
+                written.pop(key, None)
+            sink.on_pod(event, None if old is None else old.pod, None if new is None else new.pod)
+
+        return handle
+
+
+def _node_handler(sink: EventSink) -> Callable[[EventType, Any, Any], None]:
+    def handle(event: EventType, old: Node | None, new: Node | None) -> None:
+        sink.on_node(event, old, new)
+
+    return handle
+
+
+def _parse_pod_entry(obj: Json) -> _PodEntry:
+    return _PodEntry(parse_pod(obj), _pod_scheduled_condition(obj))
+
+
+def _pod_scheduled_condition(obj: Json) -> PodScheduledCondition | None:
+    status = obj.get("status")
+    conditions = status.get("conditions") if isinstance(status, dict) else None
+    if not isinstance(conditions, list):
+        return None
+    for c in conditions:
+        if isinstance(c, dict) and c.get("type") == "PodScheduled":
+            return PodScheduledCondition(str(c.get("status") or ""), str(c.get("reason") or ""),
+                                         str(c.get("message") or ""))
+    return None
+
+
+def _pod_rank(obj: Json) -> int:
+    spec = obj.get("spec")
+    return 0 if isinstance(spec, dict) and spec.get("nodeName") else 1
