@@ -72,9 +72,7 @@ class RealPods:
             (ROOT / controller / rel / "cgroup.procs").write_text(str(pid))
 
     def spawn(self, rel: str, code: str) -> subprocess.Popen[str]:
-        proc = subprocess.Popen(
-            [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-        )
+        proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         self.procs.append(proc)
         self.attach(proc.pid, rel)
         return proc

@@ -199,9 +199,7 @@ def test_koordlet_reports_node_metric(control_plane: Any, tmp_path: Path) -> Non
     nm = NodeMetric.model_validate(obj)
     assert nm.status is not None and nm.status.pods_metric is not None
     got = sorted((p.name, p.priority, p.qos) for p in nm.status.pods_metric)
-    assert got == [(f"{node}-batch", "koord-batch", "BE"), (f"{node}-web", "koord-prod", "LS")], json.dumps(
-        obj
-    )
+    assert got == [(f"{node}-batch", "koord-batch", "BE"), (f"{node}-web", "koord-prod", "LS")], json.dumps(obj)
     by_name = {p.name: p for p in nm.status.pods_metric}
     web_usage = by_name[f"{node}-web"].pod_usage
     assert web_usage is not None and web_usage.cpu_milli == pytest.approx(500, rel=0.2)

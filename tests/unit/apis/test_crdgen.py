@@ -109,9 +109,7 @@ def _kind(node: dict[str, Any]) -> tuple[Any, ...]:
     return node.get("type"), node.get("format")
 
 
-@pytest.mark.parametrize(
-    "crd_file", ["slo.koordinator.sh_nodemetrics.yaml", "slo.koordinator.sh_nodeslos.yaml"]
-)
+@pytest.mark.parametrize("crd_file", ["slo.koordinator.sh_nodemetrics.yaml", "slo.koordinator.sh_nodeslos.yaml"])
 def test_compatible_with_koordinator_crd(crd_file: str) -> None:
     if not FIXTURES.exists():
         pytest.skip("Koordinator CRD fixtures not available")

@@ -20,9 +20,7 @@ from apis.extension import (
         pytest.param({}, "Guaranteed", QoSClass.LSR, id="guaranteed-is-LSR"),
         pytest.param({}, "Burstable", QoSClass.LS, id="burstable-is-LS"),
         pytest.param({}, "BestEffort", QoSClass.BE, id="besteffort-is-BE"),
-        pytest.param(
-            {"koordinator.sh/qosClass": "bogus"}, "Burstable", QoSClass.LS, id="unknown-label-ignored"
-        ),
+        pytest.param({"koordinator.sh/qosClass": "bogus"}, "Burstable", QoSClass.LS, id="unknown-label-ignored"),
         pytest.param({}, "", QoSClass.NONE, id="nothing"),
     ],
 )
@@ -73,14 +71,10 @@ def test_priority_class_with_default(
     ("containers", "want"),
     [
         pytest.param([({}, {})], KubeQOSClass.BEST_EFFORT, id="besteffort"),
-        pytest.param(
-            [({"cpu": 1, "memory": 2}, {"cpu": 1, "memory": 2})], KubeQOSClass.GUARANTEED, id="guaranteed"
-        ),
+        pytest.param([({"cpu": 1, "memory": 2}, {"cpu": 1, "memory": 2})], KubeQOSClass.GUARANTEED, id="guaranteed"),
         pytest.param([({}, {"cpu": 1, "memory": 2})], KubeQOSClass.GUARANTEED, id="limits-only-guaranteed"),
         pytest.param([({"cpu": 1}, {})], KubeQOSClass.BURSTABLE, id="request-only"),
-        pytest.param(
-            [({"cpu": 1, "memory": 2}, {"cpu": 2, "memory": 2})], KubeQOSClass.BURSTABLE, id="req-lt-lim"
-        ),
+        pytest.param([({"cpu": 1, "memory": 2}, {"cpu": 2, "memory": 2})], KubeQOSClass.BURSTABLE, id="req-lt-lim"),
     ],
 )
 def test_kube_qos_class(containers: list[tuple[dict[str, int], dict[str, int]]], want: KubeQOSClass) -> None:

@@ -36,9 +36,7 @@ def test_collect_pod_node_system_be(fake: FakeCgroups, tmp_path: Path) -> None:
     informer = StatesInformer("node-1", layout)
     informer.replace_pods(
         [
-            make_raw_pod(
-                "busy", UID_A, qos="Burstable", priority=9500, containers=[("c", "containerd://c1")]
-            ),
+            make_raw_pod("busy", UID_A, qos="Burstable", priority=9500, containers=[("c", "containerd://c1")]),
             make_raw_pod("batch", UID_B, qos="BestEffort", requests={"kubernetes.io/batch-cpu": "500"}),
         ]
     )

@@ -21,9 +21,7 @@ from koordlet.system.clock import FakeClock
         # nearest rank rounded down: idx = int(n*p) - 1, clamped at 0
         pytest.param([5.0], {"p50": 5.0, "p90": 5.0, "p99": 5.0, "avg": 5.0}, id="single"),
         pytest.param([1.0, 2.0], {"p50": 1.0, "p90": 1.0, "p99": 1.0, "avg": 1.5}, id="two-rounds-down"),
-        pytest.param(
-            list(range(1, 11)), {"p50": 5.0, "p90": 9.0, "p95": 9.0, "p99": 9.0, "avg": 5.5}, id="one-to-ten"
-        ),
+        pytest.param(list(range(1, 11)), {"p50": 5.0, "p90": 9.0, "p95": 9.0, "p99": 9.0, "avg": 5.5}, id="one-to-ten"),
         pytest.param(
             list(range(100, 0, -1)),
             {"p50": 50.0, "p90": 90.0, "p95": 95.0, "p99": 99.0},

@@ -86,9 +86,7 @@ def test_cli_config_file_gates(tmp_path: Path, capsys: pytest.CaptureFixture[str
 def test_presets_are_valid() -> None:
     from koordlet.qosmanager import KOORDLET_FEATURES, FeatureGates, builtin_registry
 
-    presets = sorted(
-        (Path(__file__).resolve().parents[3] / "config" / "koordlet").glob("feature-gates-*.yaml")
-    )
+    presets = sorted((Path(__file__).resolve().parents[3] / "config" / "koordlet").glob("feature-gates-*.yaml"))
     assert presets
     import yaml
 
@@ -125,9 +123,7 @@ async def test_http_metrics_and_healthz() -> None:
 def test_informer_callbacks() -> None:
     informer = StatesInformer("node-1", CgroupLayout.for_driver(CgroupDriver.SYSTEMD))
     seen: list[str] = []
-    informer.register_callback(
-        RegisterType.ALL_PODS, "a", lambda t, inf: seen.append(f"a:{len(inf.get_all_pods())}")
-    )
+    informer.register_callback(RegisterType.ALL_PODS, "a", lambda t, inf: seen.append(f"a:{len(inf.get_all_pods())}"))
     informer.register_callback(RegisterType.ALL_PODS, "boom", lambda t, inf: 1 / 0)  # type: ignore[func-returns-value]
     informer.register_callback(RegisterType.ALL_PODS, "b", lambda t, inf: seen.append("b"))
     informer.register_callback(RegisterType.NODE_SLO_SPEC, "slo", lambda t, inf: seen.append("slo"))
@@ -139,9 +135,7 @@ def test_informer_callbacks() -> None:
         "kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-podu1.slice"
     )
     informer.set_node_slo({"spec": {"resourceUsedThresholdWithBE": {"enable": True}}})
-    informer.set_node_slo(
-        {"spec": {"resourceUsedThresholdWithBE": {"enable": True}}}
-    )  # unchanged: no callback
+    informer.set_node_slo({"spec": {"resourceUsedThresholdWithBE": {"enable": True}}})  # unchanged: no callback
     assert seen.count("slo") == 1
     threshold = informer.node_slo.resource_used_threshold_with_be
     assert threshold is not None and (threshold.enable, threshold.cpu_suppress_threshold_percent) == (

@@ -35,12 +35,8 @@ SPECS = {**KOORDLET_FEATURES, "Stable": FeatureSpec(True, Maturity.GA)}
     ("flag", "want"),
     [
         pytest.param("", {"BECPUSuppress": True, "CPUBurst": True, "BECPUEvict": False}, id="defaults"),
-        pytest.param(
-            "BECPUEvict=true,CPUBurst=false", {"BECPUEvict": True, "CPUBurst": False}, id="explicit"
-        ),
-        pytest.param(
-            "AllAlpha=true", {"BECPUEvict": True, "PSICollector": True, "CPUBurst": True}, id="all-alpha"
-        ),
+        pytest.param("BECPUEvict=true,CPUBurst=false", {"BECPUEvict": True, "CPUBurst": False}, id="explicit"),
+        pytest.param("AllAlpha=true", {"BECPUEvict": True, "PSICollector": True, "CPUBurst": True}, id="all-alpha"),
         pytest.param(
             "AllBeta=false,AllAlpha=true,PSICollector=false",
             {"CPUBurst": False, "BECPUEvict": True, "PSICollector": False},
@@ -61,9 +57,7 @@ def test_feature_gates_resolve(flag: str, want: dict[str, bool]) -> None:
         pytest.param("NoSuchGate=true", "unrecognized feature gate: NoSuchGate", id="unknown"),
         pytest.param("CPUBurst=yes", "invalid value of CPUBurst='yes'", id="bad-bool"),
         pytest.param("CPUBurst", "missing bool value for 'CPUBurst'", id="no-value"),
-        pytest.param(
-            "Stable=false", "cannot set feature gate Stable to false, feature is GA", id="ga-locked"
-        ),
+        pytest.param("Stable=false", "cannot set feature gate Stable to false, feature is GA", id="ga-locked"),
     ],
 )
 def test_feature_gates_refused(flag: str, want_message: str) -> None:
@@ -195,9 +189,7 @@ async def test_be_cpu_throttle_reporter_end_to_end(tmp_path: Path) -> None:
     manager.instantiate()
     parser = argparse.ArgumentParser()
     manager.init_flags(parser)
-    ctx = PluginContext(
-        **{**{f: getattr(ctx, f) for f in ctx.__dataclass_fields__}, "args": parser.parse_args([])}
-    )
+    ctx = PluginContext(**{**{f: getattr(ctx, f) for f in ctx.__dataclass_fields__}, "args": parser.parse_args([])})
     stop = asyncio.Event()
     task = asyncio.create_task(manager.run(FeatureGates.resolve(registry.feature_specs()), ctx, stop))
     for _ in range(5):

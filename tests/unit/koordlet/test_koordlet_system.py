@@ -29,9 +29,7 @@ UID = "3f2a6d1e-8b7c-4c1d-9e0f-123456789abc"
 @pytest.mark.parametrize(
     ("driver", "qos", "want_pod"),
     [
-        pytest.param(
-            CgroupDriver.CGROUPFS, KubeQOSClass.GUARANTEED, f"kubepods/pod{UID}", id="cgroupfs-guaranteed"
-        ),
+        pytest.param(CgroupDriver.CGROUPFS, KubeQOSClass.GUARANTEED, f"kubepods/pod{UID}", id="cgroupfs-guaranteed"),
         pytest.param(
             CgroupDriver.CGROUPFS,
             KubeQOSClass.BURSTABLE,
@@ -73,9 +71,7 @@ def test_pod_dir(driver: CgroupDriver, qos: KubeQOSClass, want_pod: str) -> None
 @pytest.mark.parametrize(
     ("driver", "raw", "want_leaf"),
     [
-        pytest.param(
-            CgroupDriver.SYSTEMD, "containerd://abc", "cri-containerd-abc.scope", id="systemd-containerd"
-        ),
+        pytest.param(CgroupDriver.SYSTEMD, "containerd://abc", "cri-containerd-abc.scope", id="systemd-containerd"),
         pytest.param(CgroupDriver.SYSTEMD, "docker://abc", "docker-abc.scope", id="systemd-docker"),
         pytest.param(CgroupDriver.SYSTEMD, "cri-o://abc", "crio-abc.scope", id="systemd-crio"),
         pytest.param(CgroupDriver.CGROUPFS, "containerd://abc", "abc", id="cgroupfs-containerd"),
@@ -163,9 +159,7 @@ def test_missing_cgroup_is_quiet(fake: FakeCgroups) -> None:
 @pytest.mark.parametrize(
     ("version", "resource", "value", "want_file", "want_text"),
     [
-        pytest.param(
-            CgroupVersion.V1, "cpu.cfs_quota_us", "-1", "cpu/x/cpu.cfs_quota_us", "-1", id="v1-quota"
-        ),
+        pytest.param(CgroupVersion.V1, "cpu.cfs_quota_us", "-1", "cpu/x/cpu.cfs_quota_us", "-1", id="v1-quota"),
         pytest.param(CgroupVersion.V2, "cpu.cfs_quota_us", "-1", "x/cpu.max", "max", id="v2-quota-max"),
         pytest.param(CgroupVersion.V2, "cpu.cfs_quota_us", "50000", "x/cpu.max", "50000", id="v2-quota"),
         pytest.param(
@@ -177,9 +171,7 @@ def test_missing_cgroup_is_quiet(fake: FakeCgroups) -> None:
             id="v2-period-keeps-quota",
         ),
         pytest.param(CgroupVersion.V2, "cpu.shares", "1024", "x/cpu.weight", "39", id="v2-shares-to-weight"),
-        pytest.param(
-            CgroupVersion.V2, "memory.limit_in_bytes", "-1", "x/memory.max", "max", id="v2-mem-unlimited"
-        ),
+        pytest.param(CgroupVersion.V2, "memory.limit_in_bytes", "-1", "x/memory.max", "max", id="v2-mem-unlimited"),
         pytest.param(
             CgroupVersion.V1,
             "memory.limit_in_bytes",
