@@ -1,0 +1,1 @@
+"""An example out-of-tree koord-scheduler plugin."""
