@@ -17,7 +17,8 @@ SCHEDULER = Path(sys.executable).parent / "koord-scheduler"
 
 def _simulate(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [str(SCHEDULER), "simulate", "-o", "json", *args], capture_output=True, text=True, env=env, timeout=120
+        [str(SCHEDULER), "simulate", "-o", "json", *args],
+        capture_output=True, text=True, env=env, timeout=120, check=False,
     )
 
 
