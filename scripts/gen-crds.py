@@ -14,6 +14,9 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from apis.crdgen import CRDMeta, PrinterColumn, render_all
+from apis.scheduling import GROUP as SCHEDULING_GROUP
+from apis.scheduling import VERSION as SCHEDULING_VERSION
+from apis.scheduling import Reservation
 from apis.slo import GROUP as SLO_GROUP
 from apis.slo import VERSION as SLO_VERSION
 from apis.slo import NodeMetric, NodeSLO
@@ -33,6 +36,23 @@ CRDS: list[tuple[type[BaseModel], CRDMeta]] = [
     (
         NodeSLO,
         CRDMeta(group=SLO_GROUP, version=SLO_VERSION, kind="NodeSLO", plural="nodeslos", scope="Cluster"),
+    ),
+    (
+        Reservation,
+        CRDMeta(
+            group=SCHEDULING_GROUP,
+            version=SCHEDULING_VERSION,
+            kind="Reservation",
+            plural="reservations",
+            scope="Cluster",
+            printer_columns=(
+                PrinterColumn("Phase", "string", ".status.phase", "The phase of reservation"),
+                PrinterColumn("Age", "date", ".metadata.creationTimestamp"),
+                PrinterColumn("Node", "string", ".status.nodeName"),
+                PrinterColumn("TTL", "string", ".spec.ttl"),
+                PrinterColumn("Expires", "string", ".spec.expires"),
+            ),
+        ),
     ),
 ]
 
