@@ -171,6 +171,13 @@ pin() {
 
 # ---------------------------------------------------------------- processes
 
+running() { # running PID: the process exists and is not a zombie waiting for its reaper
+    local stat
+    { stat=$(<"/proc/$1/stat"); } 2>/dev/null || return 1
+    stat=${stat##*) }
+    [[ ${stat:0:1} != Z ]]
+}
+
 pid_alive() { # pid_alive NAME: the pid file exists and its process runs one of our cached binaries
     local pidfile=$STATE_DIR/$1.pid pid exe
     [[ -f $pidfile ]] || return 1
@@ -205,10 +212,10 @@ stop_process() { # stop_process NAME: SIGTERM, then SIGKILL after 15 s
         pid=$(<"$pidfile")
         kill -TERM "$pid" 2>/dev/null || true
         for ((i = 0; i < 150; i++)); do
-            [[ -d /proc/$pid ]] || break
+            running "$pid" || break
             sleep 0.1
         done
-        if [[ -d /proc/$pid ]]; then
+        if running "$pid"; then
             log "$name (pid $pid) ignored SIGTERM; killing"
             kill -KILL "$pid" 2>/dev/null || true
             sleep 0.2
@@ -351,7 +358,7 @@ start_etcd() {
         --unsafe-no-fsync=true \
         --quota-backend-bytes=8589934592 \
         --log-level=warn
-    wait_for etcd "http://127.0.0.1:$ETCD_PORT/health"
+    wait_for etcd "http://127.0.0.1:$ETCD_PORT/health" && log "etcd healthy on 127.0.0.1:$ETCD_PORT"
 }
 
 # Written once by `up` and reused by apiserver-start, so a restart comes back
@@ -363,7 +370,9 @@ start_etcd() {
 #   node lifecycle controller would remove the taint once kwok reports Ready.
 # - the endpoint reconciler is off: it would publish a loopback endpoint.
 # APF is off and the in-flight limits are high so benchmarks measure the
-# scheduler, not the apiserver's fairness queues.
+# scheduler, not the apiserver's fairness queues. The watch termination grace
+# period makes SIGTERM end open watches; with the default (0) the server waits
+# up to a minute for watchers such as kwok to hang up.
 write_apiserver_args() {
     local pki=$STATE_DIR/pki
     cat >"$STATE_DIR/kube-apiserver.args" <<EOF
@@ -394,6 +403,7 @@ write_apiserver_args() {
 --enable-priority-and-fairness=false
 --max-requests-inflight=3000
 --max-mutating-requests-inflight=1000
+--shutdown-watch-termination-grace-period=2s
 --profiling=true
 --v=1
 EOF
@@ -404,7 +414,7 @@ start_apiserver() {
     mapfile -t args <"$STATE_DIR/kube-apiserver.args"
     start_process kube-apiserver "$KUBE_APISERVER" "${args[@]}"
     # shellcheck disable=SC2046
-    wait_for kube-apiserver "$SERVER/readyz" $(admin_curl_args)
+    wait_for kube-apiserver "$SERVER/readyz" $(admin_curl_args) && log "kube-apiserver ready at $SERVER"
 }
 
 kubectl_admin() { "$KUBECTL" --kubeconfig="$STATE_DIR/kubeconfig" "$@"; }
@@ -421,8 +431,15 @@ install_crds() {
     log "installing ${#files[@]} CRD file(s) from $dir"
     local args=() f
     for f in "${files[@]}"; do args+=(-f "$f"); done
-    kubectl_admin apply --server-side --force-conflicts "${args[@]}" >&2
-    kubectl_admin wait --for=condition=Established --timeout="${START_TIMEOUT}s" crd --all >&2
+    kubectl_admin apply --server-side --force-conflicts "${args[@]}" >&2 || return 1
+    # A CRD created a moment ago may have no conditions yet, which makes
+    # `kubectl wait` fail instead of wait; retry until the deadline.
+    local deadline=$((SECONDS + START_TIMEOUT))
+    until kubectl_admin wait --for=condition=Established --timeout="${START_TIMEOUT}s" crd --all >&2 2>/dev/null; do
+        ((SECONDS < deadline)) || { log "CRDs not Established after ${START_TIMEOUT}s"; return 1; }
+        sleep 0.2
+    done
+    log "CRDs established"
 }
 
 create_kwok_nodes() { # create_kwok_nodes N
@@ -459,7 +476,7 @@ EOF
 start_kwok() { # start_kwok N
     local n=$1
     log "creating $n kwok node(s)"
-    create_kwok_nodes "$n"
+    create_kwok_nodes "$n" || return 1
     start_process kwok "$KWOK" \
         --config="$KWOK_STAGES" \
         --kubeconfig="$STATE_DIR/kubeconfig" \
@@ -508,7 +525,13 @@ cmd_up() {
     done
     [[ $kwok_nodes =~ ^[0-9]+$ ]] || die "--kwok-nodes must be a non-negative integer"
     if is_up; then
-        log "already up"
+        local running_nodes
+        running_nodes=$(sed -n 's/^KWOK_NODES=//p' "$STATE_DIR/cluster.env")
+        if [[ $running_nodes != "$kwok_nodes" ]]; then
+            log "warning: already up with $running_nodes kwok node(s), not $kwok_nodes; run 'down' first to change it"
+        else
+            log "already up"
+        fi
         echo "$STATE_DIR/kubeconfig"
         return 0
     fi
@@ -523,7 +546,11 @@ cmd_up() {
 
     local ports etcd_data_dir
     read -r -a ports <<<"$(free_ports 4)"
-    if [[ -d /dev/shm && -w /dev/shm ]]; then
+    # etcd on tmpfs: no fsync cost and nothing left on disk. Containers often
+    # get a 64 MiB /dev/shm, too small for a benchmark's worth of objects.
+    local shm_free_kib
+    shm_free_kib=$(df -Pk /dev/shm 2>/dev/null | awk 'NR == 2 { print $4 }')
+    if [[ -w /dev/shm && ${shm_free_kib:-0} -gt 2097152 ]]; then
         etcd_data_dir=$(mktemp -d /dev/shm/pykoord-etcd.XXXXXX)
     else
         etcd_data_dir=$STATE_DIR/etcd-data

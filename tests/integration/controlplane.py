@@ -130,7 +130,8 @@ class ControlPlane:
             client_key_file=pki / "admin.key",
             token=(state_dir / "admin.token").read_text().strip(),
             binaries=binaries,
-            kwok_nodes=kwok_nodes,
+            # The running cluster's count: `up` on a live cluster changes nothing.
+            kwok_nodes=int(state.get("KWOK_NODES", "0")),
         )
 
     # ------------------------------------------------------------ lifecycle
