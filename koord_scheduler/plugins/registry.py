@@ -5,6 +5,7 @@ from __future__ import annotations
 from koord_scheduler.framework.registry import PluginSpec, Registry
 from koord_scheduler.plugins.balancedallocation import plugin as balancedallocation
 from koord_scheduler.plugins.defaultbinder import plugin as defaultbinder
+from koord_scheduler.plugins.loadaware import plugin as loadaware
 from koord_scheduler.plugins.nodeaffinity import plugin as nodeaffinity
 from koord_scheduler.plugins.nodename import plugin as nodename
 from koord_scheduler.plugins.nodeports import plugin as nodeports
@@ -24,6 +25,7 @@ _MODULES = (
     nodeports,
     noderesources,
     balancedallocation,
+    loadaware,
     defaultbinder,
 )
 

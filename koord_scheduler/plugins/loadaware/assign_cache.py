@@ -1,0 +1,219 @@
+"""Per-node load: the last NodeMetric plus the pods on the node, with Koordinator's podAssignCache sums.
+
+``pod_assign_cache.go`` (``scheduler-anchors`` §4.4). Each node keeps the pods assigned to it (placed by
+this scheduler at Reserve, or found on the node) and pre-aggregated vectors over the vectorised
+resources, so reads are O(resources):
+
+- ``node_delta`` = Σ max(0, estimate - reported usage) over the pods *still to be estimated*: a pod is
+  still to be estimated when its usage is not in ``podsMetric``, when it was assigned after
+  ``updateTime - reportInterval`` (the last report cannot fully show it), or while its forced-estimation
+  deadline is after ``updateTime``;
+- ``prod_usage`` = Σ reported usage of pods that are prod by their own priority class *and* reported as
+  prod (+ ``systemUsage`` with ``prodUsageIncludeSys``); ``prod_delta`` as ``node_delta`` over prod pods
+  (a prod pod reported as non-prod counts with its full estimate);
+- ``node_estimated`` = Σ full estimates (the base when a configured aggregation window is missing).
+
+A pod add/remove is O(resources); a NodeMetric update recomputes the node, O(pods on the node). Nothing
+here depends on the current time: the rule compares pod timestamps with the metric's ``updateTime``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+from koord_scheduler.plugins.loadaware.nodemetric import NodeMetricRecord, Usage
+
+Vector = list[int]
+
+
+@dataclass(frozen=True, slots=True)
+class AssignedPod:
+    key: str
+    """``namespace/name`` (how ``podsMetric`` names pods)."""
+    estimate: tuple[int, ...]
+    prod: bool
+    """koord-prod by the pod's own priority class."""
+    timestamp: float | None
+    """When the pod was assigned (seconds since the epoch). ``None`` means long ago / unknown: the pod
+    is then estimated only while its usage is missing from ``podsMetric``."""
+    deadline: float | None = None
+    """Forced estimation until this time (``estimatedSecondsAfterPodScheduled``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Contribution:
+    estimate: tuple[int, ...]
+    delta: tuple[int, ...] | None
+    prod_delta: tuple[int, ...] | None
+    prod_usage: tuple[int, ...] | None
+
+
+@dataclass(slots=True)
+class NodeLoad:
+    """One node's metric, pods and sums. Vectors are aligned with the cache's ``resources``."""
+
+    name: str
+    width: int
+    metric: NodeMetricRecord | None = None
+    pods: dict[str, AssignedPod] = field(default_factory=dict)
+    node_usage: Vector = field(default_factory=list)
+    node_delta: Vector = field(default_factory=list)
+    prod_usage: Vector = field(default_factory=list)
+    prod_delta: Vector = field(default_factory=list)
+    node_estimated: Vector = field(default_factory=list)
+    delta_pods: set[str] = field(default_factory=set)
+    """Pods contributing to ``node_delta`` (for the debug/simulate view)."""
+    _contributions: dict[str, _Contribution] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self._zero()
+
+    def _zero(self) -> None:
+        w = self.width
+        self.node_usage, self.node_delta = [0] * w, [0] * w
+        self.prod_usage, self.prod_delta, self.node_estimated = [0] * w, [0] * w, [0] * w
+        self.delta_pods = set()
+        self._contributions = {}
+
+
+class AssignCache:
+    """``NodeLoad`` by node name. ``resources`` fixes the vector layout (the plugin's vectorizer)."""
+
+    def __init__(self, resources: Sequence[str], *, prod_usage_include_sys: bool = False) -> None:
+        self.resources = tuple(resources)
+        self.prod_usage_include_sys = prod_usage_include_sys
+        self._nodes: dict[str, NodeLoad] = {}
+
+    def get(self, name: str) -> NodeLoad | None:
+        return self._nodes.get(name)
+
+    def __iter__(self) -> Iterator[NodeLoad]:
+        return iter(self._nodes.values())
+
+    def __len__(self) -> int:
+        return len(self._nodes)
+
+    def vector(self, usage: Usage) -> tuple[int, ...]:
+        return tuple(usage.get(r, 0) for r in self.resources)
+
+    # ----- NodeMetric -----
+
+    def set_metric(self, record: NodeMetricRecord) -> NodeLoad:
+        node = self._node(record.name)
+        node.metric = record
+        self._recompute(node)
+        return node
+
+    def delete_metric(self, name: str) -> NodeLoad | None:
+        node = self._nodes.get(name)
+        if node is None:
+            return None
+        node.metric = None
+        node._zero()
+        self._cleanup(node)
+        return node
+
+    # ----- pods -----
+
+    def assign(self, node_name: str, pod: AssignedPod) -> NodeLoad:
+        """Add (or replace) ``pod`` on ``node_name``."""
+        node = self._node(node_name)
+        old = node.pods.get(pod.key)
+        if old is not None:
+            self._remove_contribution(node, old.key)
+        node.pods[pod.key] = pod
+        if node.metric is not None:
+            self._add_contribution(node, pod)
+        return node
+
+    def unassign(self, node_name: str, key: str) -> bool:
+        """Remove the pod; False when it was not assigned there."""
+        node = self._nodes.get(node_name)
+        if node is None or node.pods.pop(key, None) is None:
+            return False
+        if node.metric is not None:
+            self._remove_contribution(node, key)
+        self._cleanup(node)
+        return True
+
+    # ----- internals -----
+
+    def _node(self, name: str) -> NodeLoad:
+        node = self._nodes.get(name)
+        if node is None:
+            node = NodeLoad(name, len(self.resources))
+            self._nodes[name] = node
+        return node
+
+    def _cleanup(self, node: NodeLoad) -> None:
+        if node.metric is None and not node.pods:
+            self._nodes.pop(node.name, None)
+
+    def _recompute(self, node: NodeLoad) -> None:
+        node._zero()
+        metric = node.metric
+        assert metric is not None
+        node.node_usage = list(self.vector(metric.node_usage))
+        if self.prod_usage_include_sys:
+            node.prod_usage = list(self.vector(metric.system_usage))
+        for pod in node.pods.values():
+            self._add_contribution(node, pod)
+
+    def _add_contribution(self, node: NodeLoad, pod: AssignedPod) -> None:
+        metric = node.metric
+        assert metric is not None
+        reported = metric.pods.get(pod.key)
+        usage = self.vector(reported.usage) if reported is not None else None
+        active_prod = pod.prod and reported is not None and reported.prod
+        update_time = metric.update_time if metric.update_time is not None else float("-inf")
+        should = (
+            usage is None
+            or (pod.timestamp is not None and pod.timestamp > update_time - metric.report_interval)
+            or (pod.deadline is not None and pod.deadline > update_time)
+        )
+        delta = _delta(pod.estimate, usage) if should else None
+        prod_delta = None
+        if pod.prod:
+            prod_should, prod_base = should, usage
+            if not active_prod and usage is not None:
+                prod_should, prod_base = True, None
+            if prod_should:
+                prod_delta = _delta(pod.estimate, prod_base)
+        contribution = _Contribution(pod.estimate, delta, prod_delta, usage if active_prod else None)
+        node._contributions[pod.key] = contribution
+        _apply(node, contribution, 1)
+        if delta is not None:
+            node.delta_pods.add(pod.key)
+
+    def _remove_contribution(self, node: NodeLoad, key: str) -> None:
+        contribution = node._contributions.pop(key, None)
+        if contribution is None:
+            return
+        _apply(node, contribution, -1)
+        node.delta_pods.discard(key)
+
+    def estimate_of(self, node_name: str, key: str) -> AssignedPod | None:
+        node = self._nodes.get(node_name)
+        return None if node is None else node.pods.get(key)
+
+
+def _delta(estimate: tuple[int, ...], usage: tuple[int, ...] | None) -> tuple[int, ...]:
+    if usage is None:
+        return estimate
+    return tuple(e - u if e > u else 0 for e, u in zip(estimate, usage, strict=True))
+
+
+def _apply(node: NodeLoad, c: _Contribution, sign: int) -> None:
+    _add(node.node_estimated, c.estimate, sign)
+    if c.delta is not None:
+        _add(node.node_delta, c.delta, sign)
+    if c.prod_delta is not None:
+        _add(node.prod_delta, c.prod_delta, sign)
+    if c.prod_usage is not None:
+        _add(node.prod_usage, c.prod_usage, sign)
+
+
+def _add(into: Vector, values: tuple[int, ...], sign: int) -> None:
+    for i, v in enumerate(values):
+        into[i] += sign * v

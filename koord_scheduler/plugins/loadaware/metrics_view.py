@@ -1,0 +1,225 @@
+"""Per-node load arrays aligned with snapshot positions, and the usage-threshold profiles they use.
+
+Filter and Score read these arrays for all candidate nodes with a few numpy gathers; nothing per node
+runs in Python during a cycle. A row is rewritten only when its node's NodeMetric, pods or position
+change (from :class:`~koord_scheduler.plugins.loadaware.assign_cache.NodeLoad`).
+
+Each row holds two *views*, indexed by the incoming pod's kind: ``0`` for non-prod pods and ``1`` for
+koord-prod pods, because prod pods may be filtered on prod usage (``prodUsageThresholds``) and scored
+on it (``scoreAccordingProdUsage``). For each view: the thresholds in force on that node (after the
+node's ``scheduling.koordinator.sh/usage-thresholds`` annotation), whether any are set, whether they are
+the aggregated ones (for the reason text), and the *base* usage the incoming estimate is added to.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from apis.config.loadaware_args import LoadAwareSchedulingArgs
+from apis.slo.common import parse_go_duration
+from koord_scheduler.plugins.loadaware.assign_cache import NodeLoad
+from koord_scheduler.plugins.loadaware.scoring import BoolArray, FloatArray, IntArray
+
+ANNOTATION_CUSTOM_USAGE_THRESHOLDS = "scheduling.koordinator.sh/usage-thresholds"
+NON_PROD, PROD = 0, 1
+
+
+@dataclass(frozen=True, slots=True)
+class AggregatedProfile:
+    thresholds: tuple[int, ...]
+    aggregation_type: str
+    duration: float
+    """Seconds; 0 = the longest window reported."""
+
+
+@dataclass(frozen=True, slots=True)
+class ThresholdProfile:
+    """Usage thresholds in force on one node, aligned with the plugin's resources (0 = off).
+
+    ``*_set`` says whether the map was non-empty: Koordinator picks the prod path for a prod pod when the
+    prod map is non-empty, even if every value in it is 0.
+    """
+
+    usage: tuple[int, ...]
+    usage_set: bool
+    prod: tuple[int, ...]
+    prod_set: bool
+    aggregated: AggregatedProfile | None
+
+
+def _vector(values: Mapping[str, int], resources: Sequence[str]) -> tuple[int, ...]:
+    return tuple(int(values.get(r, 0)) for r in resources)
+
+
+def args_profile(args: LoadAwareSchedulingArgs, resources: Sequence[str]) -> ThresholdProfile:
+    aggregated = None
+    agg = args.aggregated
+    if agg is not None and agg.usage_thresholds and agg.usage_aggregation_type:
+        aggregated = AggregatedProfile(
+            _vector(agg.usage_thresholds, resources), agg.usage_aggregation_type, float(agg.usage_aggregated_duration)
+        )
+    return ThresholdProfile(
+        _vector(args.usage_thresholds, resources),
+        bool(args.usage_thresholds),
+        _vector(args.prod_usage_thresholds, resources),
+        bool(args.prod_usage_thresholds),
+        aggregated,
+    )
+
+
+def node_profile(default: ThresholdProfile, annotation: str | None, resources: Sequence[str]) -> ThresholdProfile:
+    """``generateUsageThresholdsFilterProfile``: each non-empty field of the node's annotation replaces
+    the plugin-level one; an aggregated block without thresholds or type is dropped; a malformed
+    annotation is ignored (the plugin-level profile applies). Resources outside ``resources`` are
+    ignored, as Koordinator's vectorizer ignores them."""
+    if not annotation:
+        return default
+    try:
+        custom = json.loads(annotation)
+        if not isinstance(custom, dict):
+            return default
+        usage = _percent_map(custom.get("usageThresholds"))
+        prod = _percent_map(custom.get("prodUsageThresholds"))
+        aggregated = default.aggregated
+        raw_agg = custom.get("aggregatedUsage")
+        if isinstance(raw_agg, dict):
+            agg_thresholds = _percent_map(raw_agg.get("usageThresholds"))
+            agg_type = raw_agg.get("usageAggregationType") or ""
+            if agg_thresholds and isinstance(agg_type, str) and agg_type:
+                duration_text = raw_agg.get("usageAggregatedDuration") or "0s"
+                aggregated = AggregatedProfile(
+                    _vector(agg_thresholds, resources), agg_type, parse_go_duration(str(duration_text))
+                )
+    except (ValueError, TypeError):
+        return default
+    return ThresholdProfile(
+        _vector(usage, resources) if usage else default.usage,
+        bool(usage) or default.usage_set,
+        _vector(prod, resources) if prod else default.prod,
+        bool(prod) or default.prod_set,
+        aggregated,
+    )
+
+
+def _percent_map(raw: object) -> dict[str, int]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise ValueError("expected an object")
+    out: dict[str, int] = {}
+    for name, value in raw.items():
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise ValueError(f"{name}: expected an integer")
+        out[str(name)] = value
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class ScorePaths:
+    """Which base the Score reads, from the plugin args (not per node)."""
+
+    aggregation_type: str = ""
+    duration: float = 0.0
+    prod_for_prod_pods: bool = False
+
+
+class LoadView:
+    """Columnar per-node load, indexed by snapshot position. Rows without a NodeMetric are cleared."""
+
+    def __init__(self, resources: Sequence[str], capacity: int) -> None:
+        self.resources = tuple(resources)
+        width = len(self.resources)
+        self.width = width
+        self.capacity = 0
+        self.has_metric: BoolArray = np.zeros(0, dtype=np.bool_)
+        """A NodeMetric exists for the node."""
+        self.has_info: BoolArray = np.zeros(0, dtype=np.bool_)
+        """Its ``status.nodeMetric`` is set."""
+        self.update_time: FloatArray = np.zeros(0, dtype=np.float64)
+        """``status.updateTime``; NaN when absent (always expired)."""
+        self.filter_on: BoolArray = np.zeros((2, 0), dtype=np.bool_)
+        self.filter_aggregated: BoolArray = np.zeros((2, 0), dtype=np.bool_)
+        self.filter_thresholds: IntArray = np.zeros((2, 0, width), dtype=np.int64)
+        self.filter_base: IntArray = np.zeros((2, 0, width), dtype=np.int64)
+        self.score_base: IntArray = np.zeros((2, 0, width), dtype=np.int64)
+        self.ensure_capacity(capacity)
+
+    def ensure_capacity(self, capacity: int) -> None:
+        if capacity <= self.capacity:
+            return
+        extra = capacity - self.capacity
+
+        def grow(arr: np.ndarray, axis: int, fill: float | bool | int = 0) -> np.ndarray:
+            shape = list(arr.shape)
+            shape[axis] = extra
+            return np.concatenate([arr, np.full(shape, fill, dtype=arr.dtype)], axis=axis)
+
+        self.has_metric = grow(self.has_metric, 0)
+        self.has_info = grow(self.has_info, 0)
+        self.update_time = grow(self.update_time, 0, np.nan)
+        self.filter_on = grow(self.filter_on, 1)
+        self.filter_aggregated = grow(self.filter_aggregated, 1)
+        self.filter_thresholds = grow(self.filter_thresholds, 1)
+        self.filter_base = grow(self.filter_base, 1)
+        self.score_base = grow(self.score_base, 1)
+        self.capacity = capacity
+
+    def clear(self, pos: int) -> None:
+        self.has_metric[pos] = False
+        self.has_info[pos] = False
+        self.update_time[pos] = np.nan
+        self.filter_on[:, pos] = False
+
+    def write(self, pos: int, load: NodeLoad, profile: ThresholdProfile, score: ScorePaths) -> None:
+        """Rewrite row ``pos`` from ``load`` (which must have a metric)."""
+        metric = load.metric
+        assert metric is not None
+        self.has_metric[pos] = True
+        self.has_info[pos] = metric.has_node_metric
+        self.update_time[pos] = np.nan if metric.update_time is None else metric.update_time
+        default = _sum(load.node_usage, load.node_delta)
+        prod = _sum(load.prod_usage, load.prod_delta)
+        if profile.aggregated is not None:
+            agg = profile.aggregated
+            non_prod = (
+                True,
+                True,
+                agg.thresholds,
+                _aggregated_base(load, self.resources, agg.aggregation_type, agg.duration),
+            )
+        else:
+            non_prod = (profile.usage_set, False, profile.usage, default)
+        prod_view = (True, False, profile.prod, prod) if profile.prod_set else non_prod
+        for view, (on, aggregated, thresholds, base) in ((NON_PROD, non_prod), (PROD, prod_view)):
+            self.filter_on[view, pos] = on
+            self.filter_aggregated[view, pos] = aggregated
+            self.filter_thresholds[view, pos] = thresholds
+            self.filter_base[view, pos] = base
+        score_default = (
+            _aggregated_base(load, self.resources, score.aggregation_type, score.duration)
+            if score.aggregation_type
+            else default
+        )
+        self.score_base[NON_PROD, pos] = score_default
+        self.score_base[PROD, pos] = prod if score.prod_for_prod_pods else score_default
+
+
+def _sum(a: Sequence[int], b: Sequence[int]) -> list[int]:
+    return [x + y for x, y in zip(a, b, strict=True)]
+
+
+def _aggregated_base(load: NodeLoad, resources: Sequence[str], aggregation_type: str, duration: float) -> list[int]:
+    """``aggUsage[type, duration] + nodeDelta``; when that window is missing: ``nodeUsage + nodeDelta``
+    for duration 0, else the sum of full estimates (Koordinator's cold-start downgrade, PR #2239)."""
+    metric = load.metric
+    assert metric is not None
+    usage = metric.aggregated.get((aggregation_type, duration))
+    if usage is not None:
+        return _sum([usage.get(r, 0) for r in resources], load.node_delta)
+    if duration == 0:
+        return _sum(load.node_usage, load.node_delta)
+    return list(load.node_estimated)

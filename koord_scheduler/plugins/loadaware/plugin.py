@@ -1,0 +1,485 @@
+"""LoadAwareScheduling: place pods by how busy nodes really are (NodeMetric), not only by requests.
+
+Koordinator ``pkg/scheduler/plugins/loadaware`` (``scheduler-anchors`` §4). Filter rejects a node when
+``round(100 x (usage + delta + incoming estimate) / allocatable) > threshold`` for some resource; Score
+prefers the least used nodes (or, with ``scoringStrategy: TargetUtilization``, packs nodes toward a target
+as Trimaran's TargetLoadPacking does). ``delta`` covers pods assigned since the node's last report
+(:mod:`.assign_cache`), so a burst of pods does not pile onto the node that looked idle a minute ago.
+
+Stale and missing data, made explicit (``now`` is the scheduler clock, fixed by ``simulate --now``):
+
+======================================  ================================  ==========
+NodeMetric of the node                   Filter                            Score
+======================================  ================================  ==========
+none                                     pass (node is not load-aware)     0
+``status.nodeMetric`` unset              pass                              0
+expired, ``filterExpiredNodeMetrics``    reject ``node(s) nodeMetric       0
+                                         expired``; with
+                                         ``enableScheduleWhenNodeMetrics
+                                         Expired``: pass, thresholds not
+                                         checked on stale data
+expired, ``filterExpiredNodeMetrics:     thresholds on the last report     0
+false`` (the Helm chart's setting)       (Koordinator's behaviour)
+fresh                                    thresholds                        score
+======================================  ================================  ==========
+
+Expired means ``updateTime`` unset or ``now - updateTime ≥ nodeMetricExpirationSeconds``. The
+``simulate`` report shows every node's freshness next to its usage.
+
+Pods: pods this scheduler places are recorded at Reserve (timestamp = the clock) and dropped at
+Unreserve or when forgotten. Pods bound by others or deleted are picked up from the snapshot: at the
+start of a cycle, nodes whose pod count changed since the plugin last looked are reconciled (one
+vectorised comparison per cycle; a per-node loop only over the changed nodes). Such pods take their
+creation time as assignment time (unknown → estimated only while missing from ``podsMetric``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from apis.config.loadaware_args import TARGET_UTILIZATION, LoadAwareSchedulingArgs
+from apis.core.quantity import format_quantity
+from apis.core.types import CPU, MEMORY, Pod
+from apis.extension import PriorityClass
+from koord_scheduler.framework.cycle_state import CycleState, StateKey
+from koord_scheduler.framework.snapshot import ClusterSnapshot, IntArray, Positions
+from koord_scheduler.framework.status import Code, Status, success
+from koord_scheduler.framework.types import (
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    EventResource,
+    EventType,
+    NodeFilterResult,
+    ObjectKind,
+    QueueingHint,
+)
+from koord_scheduler.plugins import names
+from koord_scheduler.plugins.loadaware import scoring
+from koord_scheduler.plugins.loadaware.assign_cache import AssignCache, AssignedPod, NodeLoad
+from koord_scheduler.plugins.loadaware.estimator import (
+    estimate_pod,
+    is_daemonset_pod,
+    is_reserve_pod,
+    pod_priority_class,
+)
+from koord_scheduler.plugins.loadaware.metrics_view import (
+    ANNOTATION_CUSTOM_USAGE_THRESHOLDS,
+    NON_PROD,
+    PROD,
+    LoadView,
+    ScorePaths,
+    ThresholdProfile,
+    args_profile,
+    node_profile,
+)
+from koord_scheduler.plugins.loadaware.nodemetric import NODE_METRIC_KIND, NodeMetricRecord
+
+NAME = names.LOAD_AWARE_SCHEDULING
+ARGS = LoadAwareSchedulingArgs
+
+REASON_NODE_METRIC_EXPIRED = "node(s) nodeMetric expired"
+REASON_USAGE_EXCEED_THRESHOLD = "node(s) {} usage exceed threshold"
+REASON_AGGREGATED_USAGE_EXCEED_THRESHOLD = "node(s) {} aggregated usage exceed threshold"
+
+SimulationReporter = Callable[[], tuple[str, list[dict[str, Any]]]]
+
+
+class LoadAwareHandle(Protocol):
+    """The services this plugin uses (a subset of the scheduler's handle)."""
+
+    @property
+    def snapshot(self) -> ClusterSnapshot: ...
+
+    @property
+    def clock(self) -> Callable[[], float]: ...
+
+    def watch(self, kind: ObjectKind, handler: Callable[[EventType, Any, Any], None]) -> None: ...
+
+    def register_forget_pod_handler(self, handler: Callable[[Pod], None]) -> None: ...
+
+    def add_simulation_report(self, reporter: SimulationReporter) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class IncomingPod:
+    """The pod being scheduled, estimated once per cycle (Koordinator's
+    ``IncomingPodEstimatedLoadAwareScheduling`` state)."""
+
+    estimate: tuple[int, ...]
+    vector: IntArray
+    prod: bool
+    daemonset: bool
+
+
+INCOMING_KEY: StateKey[IncomingPod] = StateKey("IncomingPodEstimated" + NAME)
+
+
+def vectorized_resources(args: LoadAwareSchedulingArgs) -> tuple[str, ...]:
+    """Koordinator's vectorizer: the sorted union of cpu, memory and every resource the args name."""
+    names_: set[str] = {CPU, MEMORY}
+    names_.update(args.usage_thresholds, args.prod_usage_thresholds, args.resource_weights)
+    names_.update(args.estimated_scaling_factors, args.supported_resources)
+    names_.update(args.scoring_strategy.target_utilization)
+    if args.aggregated is not None:
+        names_.update(args.aggregated.usage_thresholds)
+    return tuple(sorted(names_))
+
+
+class LoadAwareScheduling:
+    """Filter (batch), Score (batch), Reserve/Unreserve and queue events. See the module docstring."""
+
+    name = NAME
+
+    def __init__(self, args: LoadAwareSchedulingArgs, snapshot: ClusterSnapshot, clock: Callable[[], float]) -> None:
+        self.args = args
+        self._snapshot = snapshot
+        self._clock = clock
+        self.resources = vectorized_resources(args)
+        width = len(self.resources)
+        self.cache = AssignCache(self.resources, prod_usage_include_sys=args.prod_usage_include_sys)
+        self.view = LoadView(self.resources, snapshot.capacity)
+        self._known_pods: IntArray = np.full(snapshot.capacity, -1, dtype=np.int64)
+        """Per position, the snapshot's pod count when the plugin last agreed with it (-1: never)."""
+        self._nodes_generation = -1
+        self._rows: dict[str, int] = {}
+        self._row_owner: dict[int, str] = {}
+        self._profile = args_profile(args, self.resources)
+        self._node_profiles: dict[str, ThresholdProfile] = {}
+        agg = args.aggregated
+        self._score_paths = ScorePaths(
+            agg.score_aggregation_type if agg is not None else "",
+            float(agg.score_aggregated_duration) if agg is not None else 0.0,
+            args.score_according_prod_usage,
+        )
+        self._weights = np.array([args.resource_weights.get(r, 0) for r in self.resources], dtype=np.int64)
+        self._targets = np.array(
+            [args.scoring_strategy.target_utilization.get(r, 0) for r in self.resources], dtype=np.int64
+        )
+        self._target_scoring = args.scoring_strategy.type == TARGET_UTILIZATION
+        self._statuses = (
+            *(Status(Code.UNSCHEDULABLE, (REASON_USAGE_EXCEED_THRESHOLD.format(r),)) for r in self.resources),
+            *(
+                Status(Code.UNSCHEDULABLE, (REASON_AGGREGATED_USAGE_EXCEED_THRESHOLD.format(r),))
+                for r in self.resources
+            ),
+            Status(Code.UNSCHEDULABLE, (REASON_NODE_METRIC_EXPIRED,)),
+        )
+        self._expired_reason = 2 * width
+
+    # ----- events -----
+
+    def on_node_metric(self, event: EventType, old: NodeMetricRecord | None, new: NodeMetricRecord | None) -> None:
+        if event == EventType.DELETED or new is None:
+            if old is not None:
+                self.cache.delete_metric(old.name)
+                self._write(old.name)
+            return
+        self.cache.set_metric(new)
+        self._write(new.name)
+
+    def on_forget_pod(self, pod: Pod) -> None:
+        self._drop(pod, pod.node_name)
+
+    # ----- Filter -----
+
+    def filter_nodes(
+        self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions
+    ) -> NodeFilterResult:
+        self._sync()
+        incoming = self._incoming(state, pod)
+        n = len(positions)
+        view = self.view
+        has = view.has_metric[positions]
+        if incoming.daemonset or not has.any():
+            return NodeFilterResult.all_pass(n)
+        kind = PROD if incoming.prod else NON_PROD
+        checked = has & view.has_info[positions] & view.filter_on[kind][positions]
+        reject_expired = None
+        if self.args.filter_expired_node_metrics:
+            fresh = self._fresh(positions)
+            if not self.args.enable_schedule_when_node_metrics_expired:
+                reject_expired = has & ~fresh
+            checked &= fresh
+        passed = np.ones(n, dtype=np.bool_)
+        reason_ids = np.zeros(n, dtype=np.int64)
+        rows = np.flatnonzero(checked)
+        if len(rows):
+            idx = positions[rows]
+            used = view.filter_base[kind][idx] + incoming.vector
+            failures = scoring.threshold_failures(
+                used, self._allocatable(snapshot, idx), view.filter_thresholds[kind][idx]
+            )
+            failed, first = scoring.first_failed_resource(failures)
+            reason_ids[rows] = first + len(self.resources) * view.filter_aggregated[kind][idx]
+            passed[rows[failed]] = False
+        if reject_expired is not None and reject_expired.any():
+            passed[reject_expired] = False
+            reason_ids[reject_expired] = self._expired_reason
+        return NodeFilterResult(passed, reason_ids, self._statuses)
+
+    # ----- Score -----
+
+    def score_nodes(self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions) -> IntArray:
+        self._sync()
+        incoming = self._incoming(state, pod)
+        n = len(positions)
+        out = np.zeros(n, dtype=np.int64)
+        view = self.view
+        scored = view.has_metric[positions] & view.has_info[positions]
+        if not scored.any():
+            return out
+        scored &= self._fresh(positions)
+        rows = np.flatnonzero(scored)
+        if not len(rows):
+            return out
+        idx = positions[rows]
+        kind = PROD if incoming.prod else NON_PROD
+        used = view.score_base[kind][idx] + incoming.vector
+        allocatable = self._allocatable(snapshot, idx)
+        if self._target_scoring:
+            per_resource = scoring.target_utilization_scores(used, allocatable, self._targets)
+        else:
+            per_resource = scoring.least_used_scores(used, allocatable)
+        out[rows] = scoring.combine(per_resource, self._weights, self.args.dominant_resource_weight)
+        return out
+
+    def score_extensions(self) -> None:
+        return None
+
+    # ----- Reserve -----
+
+    def reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status:
+        if is_reserve_pod(pod) or pod.is_terminal:
+            return success()
+        incoming = self._incoming(state, pod)
+        now = self._clock()
+        self.cache.assign(node_name, self._assigned(pod, incoming, now))
+        pos = self._snapshot.positions.get(node_name)
+        if pos is not None and pos < len(self._known_pods) and self._known_pods[pos] >= 0:
+            self._known_pods[pos] += 1  # the assume that preceded Reserve
+        self._write(node_name)
+        return success()
+
+    def unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
+        self._drop(pod, node_name)
+
+    # ----- queue -----
+
+    def events_to_register(self) -> Sequence[ClusterEventWithHint]:
+        return (
+            ClusterEventWithHint(
+                ClusterEvent(EventResource.NODE_METRIC, ActionType.ADD | ActionType.UPDATE | ActionType.DELETE),
+                _queue,
+            ),
+            ClusterEventWithHint(ClusterEvent(EventResource.ASSIGNED_POD, ActionType.DELETE), _queue),
+        )
+
+    # ----- simulate -----
+
+    def simulation_report(self) -> tuple[str, list[dict[str, Any]]]:
+        """Per node: NodeMetric freshness, reported usage and the estimate Filter/Score use, next to
+        requests (percent of allocatable)."""
+        snap = self._snapshot
+        now = self._clock()
+        rows: list[dict[str, Any]] = []
+        for info in sorted(snap.iter_nodes(), key=lambda i: i.name):
+            pos = info.position
+            load = self.cache.get(info.name)
+            metric = load.metric if load is not None else None
+            row: dict[str, Any] = {"node": info.name, "nodeMetric": _freshness(metric, now, self.args)}
+            for resource in (CPU, MEMORY):
+                col = snap.column(resource)
+                allocatable = int(snap.allocatable[pos, col]) if col is not None else 0
+                requested = int(snap.requested[pos, col]) if col is not None else 0
+                row[f"{resource} requested"] = _amount(resource, requested, allocatable)
+                if metric is None or load is None:
+                    row[f"{resource} usage"] = "-"
+                    row[f"{resource} estimated"] = "-"
+                    continue
+                i = self.resources.index(resource)
+                usage = load.node_usage[i]
+                row[f"{resource} usage"] = _amount(resource, usage, allocatable)
+                row[f"{resource} estimated"] = _amount(resource, usage + load.node_delta[i], allocatable)
+            row["pods estimated"] = len(load.delta_pods) if load is not None and metric is not None else 0
+            rows.append(row)
+        return "Node load (LoadAwareScheduling; estimated = usage + pods not yet reported)", rows
+
+    # ----- internals -----
+
+    def _incoming(self, state: CycleState, pod: Pod) -> IncomingPod:
+        cached = state.get(INCOMING_KEY)
+        if cached is not None:
+            return cached
+        estimate = estimate_pod(
+            pod,
+            self.resources,
+            self.args.estimated_scaling_factors,
+            allow_customize=self.args.allow_customize_estimation,
+        )
+        incoming = IncomingPod(
+            estimate,
+            np.array(estimate, dtype=np.int64),
+            pod_priority_class(pod) is PriorityClass.PROD,
+            is_daemonset_pod(pod),
+        )
+        state.write(INCOMING_KEY, incoming)
+        return incoming
+
+    def _assigned(self, pod: Pod, incoming: IncomingPod | None, timestamp: float | None) -> AssignedPod:
+        if incoming is None:
+            estimate = estimate_pod(
+                pod,
+                self.resources,
+                self.args.estimated_scaling_factors,
+                allow_customize=self.args.allow_customize_estimation,
+            )
+            prod = pod_priority_class(pod) is PriorityClass.PROD
+        else:
+            estimate, prod = incoming.estimate, incoming.prod
+        after = self.args.estimated_seconds_after_pod_scheduled
+        deadline = timestamp + after if after and timestamp is not None else None
+        return AssignedPod(pod.key, estimate, prod, timestamp, deadline)
+
+    def _drop(self, pod: Pod, node_name: str) -> None:
+        if not node_name or not self.cache.unassign(node_name, pod.key):
+            return
+        pos = self._snapshot.positions.get(node_name)
+        if pos is not None and pos < len(self._known_pods) and self._known_pods[pos] > 0:
+            self._known_pods[pos] -= 1  # the snapshot drops (or has dropped) the pod too
+        self._write(node_name)
+
+    def _fresh(self, positions: Positions) -> np.ndarray:
+        # NaN update times (absent) compare False: expired.
+        age = self._clock() - self.view.update_time[positions]
+        fresh: np.ndarray = age < self.args.node_metric_expiration_seconds
+        return fresh
+
+    def _allocatable(self, snapshot: ClusterSnapshot, idx: Positions) -> IntArray:
+        out = np.zeros((len(idx), len(self.resources)), dtype=np.int64)
+        rows = np.take(snapshot.allocatable, idx, axis=0)
+        for i, resource in enumerate(self.resources):
+            col = snapshot.column(resource)
+            if col is not None:
+                out[:, i] = rows[:, col]
+        return out
+
+    def _sync(self) -> None:
+        """Bring rows in line with the snapshot: positions after node changes, pods after pod changes."""
+        snap = self._snapshot
+        cap = snap.capacity
+        if cap > self.view.capacity:
+            self.view.ensure_capacity(cap)
+        if cap > len(self._known_pods):
+            self._known_pods = np.concatenate([self._known_pods, np.full(cap - len(self._known_pods), -1)])
+        if snap.nodes_generation != self._nodes_generation:
+            self._nodes_generation = snap.nodes_generation
+            self._remap()
+        changed = np.flatnonzero(self._known_pods[:cap] != snap.pod_count)
+        for pos in changed.tolist():
+            self._reconcile(pos)
+
+    def _remap(self) -> None:
+        positions = self._snapshot.positions
+        for pos, owner in list(self._row_owner.items()):
+            if positions.get(owner) != pos:
+                self.view.clear(pos)
+                del self._row_owner[pos]
+                self._rows.pop(owner, None)
+        self._node_profiles.clear()
+        for load in self.cache:
+            if load.metric is not None and self._rows.get(load.name) != positions.get(load.name):
+                self._write(load.name)
+
+    def _reconcile(self, pos: int) -> None:
+        snap = self._snapshot
+        self._known_pods[pos] = snap.pod_count[pos]
+        info = snap.infos[pos]
+        if info is None or info.node is None:
+            return
+        name = info.name
+        current = info.pods
+        load = self.cache.get(name)
+        known = load.pods if load is not None else {}
+        changed = False
+        for key in [k for k in known if k not in current]:
+            changed |= self.cache.unassign(name, key)
+        for key, pod in current.items():
+            if key not in known and not is_reserve_pod(pod) and not pod.is_terminal:
+                self.cache.assign(name, self._assigned(pod, None, pod.meta.creation_timestamp))
+                changed = True
+        if changed:
+            self._write(name)
+
+    def _write(self, name: str) -> None:
+        snap = self._snapshot
+        pos = snap.positions.get(name)
+        load = self.cache.get(name)
+        old = self._rows.get(name)
+        if old is not None and old != pos:
+            self.view.clear(old)
+            self._row_owner.pop(old, None)
+            del self._rows[name]
+        if pos is None:
+            return
+        if load is None or load.metric is None:
+            if self._row_owner.get(pos) == name:
+                self.view.clear(pos)
+                del self._row_owner[pos]
+                self._rows.pop(name, None)
+            return
+        if pos >= self.view.capacity:
+            self.view.ensure_capacity(snap.capacity)
+        self.view.write(pos, load, self._node_profile(pos), self._score_paths)
+        self._rows[name] = pos
+        self._row_owner[pos] = name
+
+    def _node_profile(self, pos: int) -> ThresholdProfile:
+        node = self._snapshot.infos[pos]
+        annotation = node.node.annotations.get(ANNOTATION_CUSTOM_USAGE_THRESHOLDS) if node and node.node else None
+        if not annotation:
+            return self._profile
+        profile = self._node_profiles.get(annotation)
+        if profile is None:
+            if len(self._node_profiles) > 1024:
+                self._node_profiles.clear()
+            profile = node_profile(self._profile, annotation, self.resources)
+            self._node_profiles[annotation] = profile
+        return profile
+
+    def node_load(self, name: str) -> NodeLoad | None:
+        """The node's metric and pods as the plugin sees them (debugging, tests)."""
+        self._sync()
+        return self.cache.get(name)
+
+
+def _queue(pod: Pod, old: object | None, new: object | None) -> QueueingHint:
+    return QueueingHint.QUEUE
+
+
+def _amount(resource: str, amount: int, allocatable: int) -> str:
+    pct = f" ({100 * amount / allocatable:.0f}%)" if allocatable else ""
+    return f"{format_quantity(resource, amount)}{pct}"
+
+
+def _freshness(metric: NodeMetricRecord | None, now: float, args: LoadAwareSchedulingArgs) -> str:
+    if metric is None:
+        return "missing"
+    if metric.update_time is None:
+        return "expired (no updateTime)"
+    age = now - metric.update_time
+    if age >= args.node_metric_expiration_seconds:
+        return f"expired ({age:.0f}s old)"
+    return f"fresh ({age:.0f}s old)"
+
+
+def new(args: LoadAwareSchedulingArgs | None, handle: LoadAwareHandle) -> LoadAwareScheduling:
+    plugin = LoadAwareScheduling(args or LoadAwareSchedulingArgs(), handle.snapshot, handle.clock)
+    handle.watch(NODE_METRIC_KIND, plugin.on_node_metric)
+    handle.register_forget_pod_handler(plugin.on_forget_pod)
+    handle.add_simulation_report(plugin.simulation_report)
+    return plugin
