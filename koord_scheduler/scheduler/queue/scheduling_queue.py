@@ -343,7 +343,13 @@ class SchedulingQueue:
         self._in_flight.pop(key, None)
         events: list[tuple[ClusterEvent, object | None, object | None]] | None = None
         if flight is not None:
-            events = self._event_log[flight.log_start - self._log_base :]
+            # A pod's own forget (AssignedPod delete of the assumed pod) never requeues it, as upstream
+            # excludes the assumed pod from that move.
+            events = [
+                e
+                for e in self._event_log[flight.log_start - self._log_base :]
+                if not (e[2] is None and isinstance(e[1], Pod) and e[1].key == key)
+            ]
             self._trim_event_log()
             if flight.gone or flight.pod.node_name:
                 return

@@ -1,0 +1,94 @@
+from __future__ import annotations
+
+import numpy as np
+
+from koord_scheduler.framework.snapshot import CPU_COL, MEMORY_COL, ClusterSnapshot
+from tests.builders import make_node, make_pod
+
+GI = 1024**3
+
+
+def test_pods_are_accounted_in_the_node_row() -> None:
+    snap = ClusterSnapshot()
+    pos = snap.upsert_node(make_node("n1").capacity(cpu="4", memory="8Gi", pods=10).build())
+    snap.add_pod(make_pod("a").req(cpu="500m", memory="1Gi").node("n1").build())
+    snap.add_pod(make_pod("b").node("n1").build())  # best effort: no requests, non-zero defaults
+    assert snap.requested[pos, CPU_COL] == 500
+    assert snap.requested[pos, MEMORY_COL] == GI
+    assert snap.non_zero_requested[pos].tolist() == [600, GI + 200 * 1024 * 1024]
+    assert snap.pod_count[pos] == 2
+    assert snap.allocatable[pos, CPU_COL] == 4000 and snap.allowed_pods[pos] == 10
+
+
+def test_removing_and_updating_pods_restores_the_row() -> None:
+    snap = ClusterSnapshot()
+    pos = snap.upsert_node(make_node("n1").capacity(cpu="4", memory="8Gi").build())
+    small = make_pod("a").req(cpu="1").node("n1").build()
+    big = make_pod("a").req(cpu="3").node("n1").build()
+    snap.add_pod(small)
+    snap.add_pod(big)  # same key: an update replaces the old accounting
+    assert snap.requested[pos, CPU_COL] == 3000 and snap.pod_count[pos] == 1
+    snap.remove_pod(big)
+    assert snap.requested[pos].tolist() == [0] * len(snap.resource_names)
+    assert snap.pod_count[pos] == 0
+
+
+def test_new_resource_gets_a_column_for_every_node() -> None:
+    snap = ClusterSnapshot()
+    a = snap.upsert_node(make_node("a").capacity(cpu="4").build())
+    b = snap.upsert_node(make_node("b").capacity({"nvidia.com/gpu": 2}, cpu="4").build())
+    col = snap.column("nvidia.com/gpu")
+    assert col is not None
+    assert snap.allocatable[a, col] == 0 and snap.allocatable[b, col] == 2
+    snap.add_pod(make_pod("p").req({"nvidia.com/gpu": 1}).node("b").build())
+    assert snap.requested[b, col] == 1
+
+
+def test_a_node_removed_with_pods_keeps_them_until_they_go() -> None:
+    snap = ClusterSnapshot()
+    snap.upsert_node(make_node("n1").capacity(cpu="4").build())
+    pod = make_pod("a").req(cpu="1").node("n1").build()
+    snap.add_pod(pod)
+    snap.remove_node("n1")
+    assert snap.num_nodes == 0 and len(snap.node_order()) == 0
+    pos = snap.upsert_node(make_node("n1").capacity(cpu="8").build())  # comes back: same pods
+    assert snap.requested[pos, CPU_COL] == 1000 and snap.pod_count[pos] == 1
+    snap.remove_pod(pod)
+    snap.remove_node("n1")
+    assert snap.num_nodes == 0
+
+
+def test_pod_on_unknown_node_is_accounted_when_the_node_appears() -> None:
+    snap = ClusterSnapshot()
+    snap.add_pod(make_pod("a").req(cpu="1").node("late").build())
+    pos = snap.upsert_node(make_node("late").capacity(cpu="4").build())
+    assert snap.requested[pos, CPU_COL] == 1000
+
+
+def test_node_order_interleaves_zones_like_the_node_tree() -> None:
+    snap = ClusterSnapshot()
+    for name, zone in [("a1", "a"), ("a2", "a"), ("a3", "a"), ("b1", "b"), ("c1", "c"), ("c2", "c")]:
+        snap.upsert_node(make_node(name).label("topology.kubernetes.io/zone", zone).build())
+    names = [snap.info(int(p)).name for p in snap.node_order()]
+    assert names == ["a1", "b1", "c1", "a2", "c2", "a3"]
+
+
+def test_capacity_grows_past_the_initial_size() -> None:
+    snap = ClusterSnapshot(initial_capacity=2)
+    for i in range(50):
+        snap.upsert_node(make_node(f"n{i}").capacity(cpu="1").build())
+    assert snap.num_nodes == 50 and snap.capacity >= 50
+    assert int(np.sum(snap.allocatable[:, CPU_COL])) == 50_000
+
+
+def test_generations_move_only_on_relevant_changes() -> None:
+    snap = ClusterSnapshot()
+    snap.upsert_node(make_node("n1").capacity(cpu="1").build())
+    g = snap.nodes_generation
+    snap.upsert_node(make_node("n1").capacity(cpu="2").build())
+    assert snap.nodes_generation == g, "allocatable changes do not touch label/taint generation"
+    snap.upsert_node(make_node("n1").capacity(cpu="2").label("x", "y").build())
+    assert snap.nodes_generation == g + 1
+    p = snap.pods_generation
+    snap.add_pod(make_pod("a").node("n1").build())
+    assert snap.pods_generation == p + 1
