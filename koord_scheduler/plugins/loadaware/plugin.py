@@ -463,6 +463,8 @@ def _queue(pod: Pod, old: object | None, new: object | None) -> QueueingHint:
 
 def _amount(resource: str, amount: int, allocatable: int) -> str:
     pct = f" ({100 * amount / allocatable:.0f}%)" if allocatable else ""
+    if resource == MEMORY and amount % (1 << 20):
+        return f"{amount / (1 << 30):.1f}Gi{pct}"
     return f"{format_quantity(resource, amount)}{pct}"
 
 
