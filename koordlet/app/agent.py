@@ -18,6 +18,7 @@ from koordlet.app.metrics import KoordletMetrics
 from koordlet.metriccache import MetricCache, MetricCacheOptions
 from koordlet.metricsadvisor import AdvisorOptions, CacheUsageSource, MetricsAdvisor
 from koordlet.qosmanager import FeatureGates, PluginContext, QOSManager, ResourceExecutor
+from koordlet.qosmanager.evictor import KubeEvictionAPI, PodEvictor
 from koordlet.statesinformer import NodeMetricReporter, StatesInformer, discover_pods
 from koordlet.statesinformer.kube import KubeNodeMetricWriter, KubeSource
 from koordlet.system import CgroupDriver, CgroupFS, ProcFS
@@ -82,6 +83,13 @@ class Agent:
         self.metrics = KoordletMetrics(self.registry, options.node_name)
         self.metrics.register_usage(self.cache, self.informer.get_all_pods, max_age=2 * options.collect_interval)
         self.api_client: object = None
+        self.evictor = PodEvictor(
+            None,
+            node_name=options.node_name,
+            metrics_registry=self.registry,
+            clock=self.clock,
+            dry_run=bool(getattr(options.args, "qos_dry_run", False)),
+        )
         self.reporter = NodeMetricReporter(self.informer, CacheUsageSource(self.cache), None, clock=self.clock)
         self.stop = asyncio.Event()
 
@@ -101,6 +109,7 @@ class Agent:
             config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
         self.api_client = client.ApiClient(cfg)
         self.reporter.writer = KubeNodeMetricWriter(self.api_client, self.options.node_name)
+        self.evictor.api = KubeEvictionAPI(self.api_client, self.options.node_name, clock=self.clock)
 
     def refresh_standalone_pods(self) -> None:
         self.informer.replace_pod_metas(discover_pods(self.cgroupfs.layout, self.cgroupfs.list_children))
@@ -153,6 +162,7 @@ class Agent:
             args=opts.args,
             clock=self.clock,
             kube_client=self.api_client,
+            evictor=self.evictor,
         )
         try:
             async with asyncio.TaskGroup() as group:

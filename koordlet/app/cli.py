@@ -56,6 +56,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--standalone", action="store_true", help="no API server: collect and print")
     parser.add_argument("--once", action="store_true", help="standalone: print after a few ticks and exit")
     parser.add_argument("--duration", type=float, default=None, help="stop after this many seconds")
+    parser.add_argument(
+        "--qos-dry-run", action="store_true", help="QoS strategies log their plans and evictions, write nothing"
+    )
     parser.add_argument("-v", "--verbose", action="count", default=0)
     return parser
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
 
 from koordlet.system import CgroupFS, WriteResult, WriteStatus
 from koordlet.system.clock import Clock, wall_clock
-from koordlet.system.resources import parse_cpuset
+from koordlet.system.resources import format_cpuset, parse_cpuset
 
 audit_log = logging.getLogger("koordlet.audit")
 
@@ -56,6 +56,21 @@ def _normalize(resource: str, value: str) -> str:
     if value == "max" or value.startswith("max "):
         return "-1"
     return value.split()[0] if value else value
+
+
+_MERGE_MAX = frozenset({"cpu.cfs_quota_us", "memory.limit_in_bytes", "memory.min", "memory.low", "memory.high"})
+"""Resources whose parent may be widened to ``max(old, new)`` first (-1 = unlimited is the largest)."""
+
+
+def merged_value(resource: str, old: str, new: str) -> str | None:
+    """The value a parent takes before its children change: ``max(old, new)`` (``-1`` = unlimited wins), or
+    ``union(old, new)`` for ``cpuset.cpus``; ``None`` if the resource does not merge."""
+    if resource == "cpuset.cpus":
+        return format_cpuset(parse_cpuset(old) | parse_cpuset(new))
+    if resource not in _MERGE_MAX:
+        return None
+    a, b = int(_normalize(resource, old)), int(_normalize(resource, new))
+    return "-1" if a < 0 or b < 0 else str(max(a, b))
 
 
 class ResourceExecutor:
@@ -122,6 +137,33 @@ class ResourceExecutor:
                 result.status.value,
             )
             results.append(result)
+        return results
+
+    def apply_leveled(self, levels: Sequence[Sequence[ResourceUpdate]]) -> list[WriteResult]:
+        """Koordinator's ``LeveledUpdateBatch``: ``levels`` is ordered parent first (QoS, pods, containers).
+
+        Pass 1 walks top-down and widens each mergeable resource to ``max(old, new)`` (cpusets to the union),
+        so a parent is never tighter than a child mid-update (cgroup v1 refuses a child quota above its
+        parent's and a cpuset outside it). Pass 2 walks bottom-up and writes the exact values.
+        """
+        now = self.clock()
+        for level in levels:
+            widen: list[ResourceUpdate] = []
+            for update in level:
+                cached = self._written.get((update.resource, update.rel_dir))
+                want = _normalize(update.resource, update.value)
+                if cached is not None and cached[0] == want and now - cached[1] < self.options.force_update_seconds:
+                    continue
+                old = self._current(update)
+                if old is None or not old.strip():
+                    continue
+                merged = merged_value(update.resource, old, update.value)
+                if merged is not None and _normalize(update.resource, merged) != _normalize(update.resource, old):
+                    widen.append(replace(update, value=merged))
+            self.apply(widen)
+        results: list[WriteResult] = []
+        for level in reversed(levels):
+            results.extend(self.apply(level))
         return results
 
     def forget(self, rel_dir_prefix: str) -> None:

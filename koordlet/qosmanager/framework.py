@@ -44,6 +44,9 @@ class PluginContext:
     args: argparse.Namespace
     clock: Clock
     kube_client: Any = None
+    evictor: Any = None
+    """The shared ``koordlet.qosmanager.evictor.PodEvictor`` (one 2-minute eviction memory for all
+    strategies); ``None`` when the agent has no API server."""
 
 
 PluginFactory = Callable[[], ExtensionPlugin]

@@ -47,6 +47,7 @@ class QOSManager:
 
     async def run(self, gates: FeatureGates, ctx: PluginContext, stop: asyncio.Event) -> None:
         """Set up and run each enabled plugin until ``stop``. Never raises for a plugin's failure."""
+        self.recover_disabled(gates, ctx)
         started: list[PluginState] = []
         for state in self.enabled(gates):
             try:
@@ -58,6 +59,18 @@ class QOSManager:
         async with asyncio.TaskGroup() as group:
             for state in started:
                 group.create_task(self._supervise(state, stop), name=f"qos-plugin-{state.name}")
+
+    def recover_disabled(self, gates: FeatureGates, ctx: PluginContext) -> None:
+        """Give each plugin whose gate is off, and that has ``recover_disabled(ctx)``, the chance to undo
+        what an earlier run left in the cgroups (e.g. a BE quota). Failures are logged, never raised."""
+        for state in self.plugins:
+            recover = getattr(state.plugin, "recover_disabled", None)
+            if gates.enabled(state.name) or recover is None:
+                continue
+            try:
+                recover(ctx)
+            except Exception:
+                log.exception("QoS plugin %s failed to recover while disabled", state.name)
 
     async def _supervise(self, state: PluginState, stop: asyncio.Event) -> None:
         state.running = True

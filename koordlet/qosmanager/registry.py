@@ -54,9 +54,24 @@ class QOSPluginRegistry:
 def builtin_registry() -> QOSPluginRegistry:
     """A fresh registry holding the built-in plugins."""
     from koordlet.qosmanager.plugins.becputhrottle import plugin as becputhrottle
+    from koordlet.qosmanager.plugins.cgreconcile import plugin as cgreconcile
+    from koordlet.qosmanager.plugins.cpuburst import plugin as cpuburst
+    from koordlet.qosmanager.plugins.cpuevict import plugin as cpuevict
+    from koordlet.qosmanager.plugins.cpusuppress import plugin as cpusuppress
+    from koordlet.qosmanager.plugins.memoryevict import plugin as memoryevict
 
     registry = QOSPluginRegistry()
-    registry.add(becputhrottle.ENTRY)
+    for entry in (
+        becputhrottle.ENTRY,
+        cpusuppress.ENTRY,
+        cpuburst.ENTRY,
+        cgreconcile.ENTRY,
+        memoryevict.BE_ENTRY,
+        memoryevict.PRIORITY_ENTRY,
+        cpuevict.BE_ENTRY,
+        cpuevict.PRIORITY_ENTRY,
+    ):
+        registry.add(entry)
     return registry
 
 

@@ -122,7 +122,16 @@ def test_registry_duplicate_is_error() -> None:
 
 def test_builtin_registry_is_fresh() -> None:
     assert builtin_registry() is not builtin_registry()
-    assert builtin_registry().names() == ["BECPUThrottleReporter"]
+    assert builtin_registry().names() == [
+        "BECPUThrottleReporter",
+        "BECPUSuppress",
+        "CPUBurst",
+        "CgroupReconcile",
+        "BEMemoryEvict",
+        "MemoryEvict",
+        "BECPUEvict",
+        "CPUEvict",
+    ]
 
 
 async def test_manager_runs_enabled_in_order_and_survives_crashes(tmp_path: Path) -> None:

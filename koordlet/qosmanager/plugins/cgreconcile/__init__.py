@@ -1,0 +1,1 @@
+"""CgroupReconcile: BE pod/container cgroups from batch resources, and memory QoS."""

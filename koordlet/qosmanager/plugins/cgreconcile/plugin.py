@@ -1,0 +1,115 @@
+"""``CgroupReconcile``: every ``--reconcile-interval-seconds`` (1 s) set BE pods' cgroups from their batch
+resources, and apply memory QoS for classes whose NodeSLO ``memoryQOS.enable`` is true.
+
+Writes go through the executor's leveled update (pod widened first, exact values child first), so a
+container is never briefly allowed more than its pod. Memory QoS files this kernel lacks (``memory.min``
+and friends on upstream cgroup v1) are found once, by probing the kubepods cgroup, and skipped quietly.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from apis.extension import RESOURCE_BATCH_MEMORY, QoSClass
+from apis.slo.nodeslo import MemoryQOSCfg, NodeSLOSpec, ResourceQOS
+from koordlet.qosmanager.featuregates import KOORDLET_FEATURES
+from koordlet.qosmanager.framework import PluginEntry
+from koordlet.qosmanager.plugins.cgreconcile.policy import (
+    NAME,
+    BatchResources,
+    batch_cgroup_levels,
+    batch_resources,
+    memory_qos_updates,
+    memory_qos_values,
+)
+from koordlet.qosmanager.plugins.strategy import Strategy, add_flag
+from koordlet.statesinformer import PodMeta
+from koordlet.system.resources import DEFAULT_CFS_PERIOD_US
+
+MEMORY_QOS_FILES = ("memory.min", "memory.low", "memory.high")
+
+
+def memory_qos_config(slo: NodeSLOSpec, pod: PodMeta) -> MemoryQOSCfg | None:
+    """The class's memory QoS when enabled (LSE/LSR → LSR class, LS/none → LS, BE → BE)."""
+    strategy = slo.resource_qos_strategy
+    if strategy is None:
+        return None
+    by_class: dict[QoSClass, ResourceQOS | None] = {
+        QoSClass.LSE: strategy.lsr_class,
+        QoSClass.LSR: strategy.lsr_class,
+        QoSClass.LS: strategy.ls_class,
+        QoSClass.BE: strategy.be_class,
+        QoSClass.NONE: strategy.ls_class,
+    }
+    qos = QoSClass.BE if pod.is_be else pod.qos
+    resource_qos = by_class.get(qos)
+    cfg = resource_qos.memory_qos if resource_qos else None
+    return cfg if cfg is not None and cfg.enable else None
+
+
+class CgroupReconcile(Strategy):
+    NAME = NAME
+    INTERVAL_FLAG = "reconcile_interval_seconds"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._supported: frozenset[str] | None = None
+
+    def init_flags(self, parser: argparse.ArgumentParser) -> None:
+        super().init_flags(parser)
+        add_flag(parser, "--reconcile-interval-seconds", type=float, default=1.0, help="CPUBurst/CgroupReconcile tick")
+
+    def supported_memory_files(self) -> frozenset[str]:
+        """Memory QoS files present in the kubepods cgroup (probed once it exists)."""
+        if self._supported is not None:
+            return self._supported
+        fs = self.ctx.executor.cgroupfs
+        kubepods = fs.layout.kubepods_dir
+        if not fs.exists(kubepods, "memory"):
+            return frozenset()
+        self._supported = frozenset(f for f in MEMORY_QOS_FILES if fs.read_raw(f, kubepods) is not None)
+        return self._supported
+
+    def tick(self) -> None:
+        slo = self.ctx.states_informer.node_slo
+        threshold = slo.resource_used_threshold_with_be
+        quota_unlimited = bool(threshold and threshold.enable and threshold.cpu_suppress_policy == "cfsQuota")
+        fs = self.ctx.executor.cgroupfs
+        supported = self.supported_memory_files()
+        for pod in self.ctx.states_informer.get_all_pods():
+            if pod.phase not in ("Running", "Pending", ""):
+                continue
+            if pod.is_be:
+                containers: list[tuple[str | None, BatchResources]] = [
+                    (pod.container_dir(fs.layout, c), batch_resources(c.requests, c.limits)) for c in pod.containers
+                ]
+                self.apply(
+                    [],
+                    leveled=batch_cgroup_levels(
+                        pod.cgroup_dir, containers, period_us=DEFAULT_CFS_PERIOD_US, quota_unlimited=quota_unlimited
+                    ),
+                )
+            cfg = memory_qos_config(slo, pod) if supported else None
+            if cfg is not None:
+                self.apply_memory_qos(pod, cfg, supported)
+
+    def apply_memory_qos(self, pod: PodMeta, cfg: MemoryQOSCfg, supported: frozenset[str]) -> None:
+        fs = self.ctx.executor.cgroupfs
+        node = self.ctx.states_informer.node
+        allocatable = node.allocatable.get("memory", 0) if node else 0
+        resource = RESOURCE_BATCH_MEMORY if pod.is_be else "memory"
+        pod_level, container_level = [], []
+        pod_request = sum(c.requests.get(resource, 0) for c in pod.containers)
+        pod_values = memory_qos_values(pod_request, -1, cfg)
+        pod_level += memory_qos_updates(pod.cgroup_dir, pod_values, container=False, supported=supported)
+        for c in pod.containers:
+            rel = pod.container_dir(fs.layout, c)
+            if rel is None:
+                continue
+            limit = c.limits.get(resource, 0) or allocatable
+            values = memory_qos_values(c.requests.get(resource, 0), limit, cfg)
+            container_level += memory_qos_updates(rel, values, container=True, supported=supported)
+        self.apply([], leveled=[pod_level, container_level])
+
+
+ENTRY = PluginEntry(NAME, CgroupReconcile, KOORDLET_FEATURES[NAME])

@@ -1,0 +1,1 @@
+"""CPUBurst: static cfs burst and dynamic cfs quota scaling for LS pods."""

@@ -1,0 +1,1 @@
+"""BECPUEvict (BE CPU satisfaction) and the priority-based CPUEvict (node CPU usage)."""

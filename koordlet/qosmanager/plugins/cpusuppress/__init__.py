@@ -1,0 +1,1 @@
+"""CPUSuppress (gate BECPUSuppress): keep BE pods to what LS pods leave, by cfs quota or cpuset."""

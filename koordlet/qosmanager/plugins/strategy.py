@@ -1,0 +1,136 @@
+"""The loop every QoS strategy shares: tick on an interval, decide, hand the plan over, recover on the way out.
+
+A strategy subclasses :class:`Strategy` and implements :meth:`Strategy.tick` (build a snapshot, call its pure
+``policy`` function, pass the plan to :meth:`Strategy.apply`) and, if it changes cgroups, :meth:`recover`.
+The process feature gate decides whether the QoS manager runs the plugin at all; the NodeSLO switch is read
+by ``tick`` on every tick. A tick that raises is logged and counted and the next tick runs as usual, so one
+bad snapshot never takes a strategy (or the agent) down. ``--qos-dry-run`` turns every plan into a log line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from koordlet.qosmanager.executor import ResourceUpdate
+from koordlet.qosmanager.framework import PluginContext
+
+log = logging.getLogger("koordlet.qos")
+
+
+def add_flag(parser: argparse.ArgumentParser, name: str, **kwargs: Any) -> None:
+    """``add_argument`` unless an earlier plugin already added the flag (flags shared by a family)."""
+    if name not in parser._option_string_actions:
+        parser.add_argument(name, **kwargs)
+
+
+def arg(ctx: PluginContext, name: str, default: Any) -> Any:
+    """A parsed flag, or ``default`` when the agent was built without it (tests, embedding)."""
+    value = getattr(ctx.args, name, None)
+    return default if value is None else value
+
+
+class Strategy:
+    """Base of the built-in strategies. Subclasses set ``NAME`` and ``INTERVAL_FLAG`` and implement ``tick``."""
+
+    NAME = ""
+    INTERVAL_FLAG = ""
+    """argparse dest of this strategy's interval flag (seconds)."""
+    BLOCKING = False
+    """Run ``tick`` in a worker thread (it makes blocking API calls, e.g. evictions)."""
+
+    def __init__(self) -> None:
+        self._ctx: PluginContext | None = None
+        self.interval = 1.0
+        self.collect_interval = 1.0
+        self.dry_run = False
+        self.ticks = 0
+        self.errors = 0
+        self.last_plan: list[ResourceUpdate] = []
+
+    @property
+    def ctx(self) -> PluginContext:
+        if self._ctx is None:
+            raise RuntimeError(f"{self.NAME}: setup() has not been called")
+        return self._ctx
+
+    # -- ExtensionPlugin ----------------------------------------------------------------------
+
+    def init_flags(self, parser: argparse.ArgumentParser) -> None:
+        add_flag(parser, "--qos-dry-run", action="store_true", help="QoS strategies log their plans, write nothing")
+
+    def setup(self, ctx: PluginContext) -> None:
+        self._ctx = ctx
+        self.dry_run = bool(arg(ctx, "qos_dry_run", False))
+        self.collect_interval = float(arg(ctx, "collect_res_used_interval", 1.0))
+        if self.INTERVAL_FLAG:
+            self.interval = float(arg(ctx, self.INTERVAL_FLAG, 1.0))
+        if self.interval <= 0:
+            raise ValueError(f"{self.NAME}: interval must be > 0, got {self.interval}")
+        self.configure(ctx)
+
+    def configure(self, ctx: PluginContext) -> None:
+        """Per-strategy setup (metrics, flags); raise to refuse to start."""
+
+    async def run(self, stop: asyncio.Event) -> None:
+        try:
+            while not stop.is_set():
+                if self.BLOCKING:
+                    await asyncio.to_thread(self.safe_tick)
+                else:
+                    self.safe_tick()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), timeout=self.interval)
+        finally:
+            self.safe_recover("stopping")
+
+    # -- strategy hooks -----------------------------------------------------------------------
+
+    def tick(self) -> None:
+        raise NotImplementedError
+
+    def recover(self) -> None:
+        """Undo what this strategy changed (e.g. BE quota back to -1). Idempotent."""
+
+    # -- helpers ------------------------------------------------------------------------------
+
+    def safe_tick(self) -> None:
+        try:
+            self.tick()
+        except Exception:
+            self.errors += 1
+            log.exception("%s: tick failed; the next tick runs as usual", self.NAME)
+        self.ticks += 1
+
+    def safe_recover(self, why: str) -> None:
+        if self._ctx is None:
+            return
+        try:
+            self.recover()
+        except Exception:
+            self.errors += 1
+            log.exception("%s: recovery (%s) failed", self.NAME, why)
+
+    def apply(self, plan: Sequence[ResourceUpdate], *, leveled: Sequence[Sequence[ResourceUpdate]] = ()) -> None:
+        """Hand a plan to the executor (``leveled``: parent-first merge, then child-first exact values).
+
+        In dry-run mode the plan is logged and nothing is written.
+        """
+        flat = [*plan, *(u for level in leveled for u in level)]
+        self.last_plan = flat
+        if not flat:
+            return
+        if self.dry_run:
+            for update in flat:
+                log.warning(
+                    "%s dry-run: would write %s/%s = %s", self.NAME, update.rel_dir, update.resource, update.value
+                )
+            return
+        if plan:
+            self.ctx.executor.apply(plan)
+        if leveled:
+            self.ctx.executor.apply_leveled(leveled)
