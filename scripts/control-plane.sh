@@ -27,7 +27,7 @@ source "$REPO_ROOT/scripts/versions.env"
 
 CACHE_DIR=${PYKOORD_CACHE:-$HOME/.cache/pykoord}
 BIN_DIR=$CACHE_DIR/bin
-STATE_DIR=${PYKOORD_CLUSTER_DIR:-$REPO_ROOT/.cluster}
+STATE_DIR=$(realpath -m "${PYKOORD_CLUSTER_DIR:-$REPO_ROOT/.cluster}")
 START_TIMEOUT=${PYKOORD_START_TIMEOUT:-60}
 K8S_MODULE=$REPO_ROOT/scripts/controlplane/k8s
 ETCD_MODULE=$REPO_ROOT/scripts/controlplane/etcd

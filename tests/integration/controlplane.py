@@ -254,7 +254,12 @@ class ControlPlane:
             args, stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True
         )
         scheduler = KubeScheduler(
-            process=process, config_path=config_path, log_path=log_path, port=port, _log_file=log_file
+            process=process,
+            config_path=config_path,
+            log_path=log_path,
+            port=port,
+            _token=self.token,
+            _log_file=log_file,
         )
         self._schedulers.append(scheduler)
         try:
@@ -273,6 +278,7 @@ class KubeScheduler:
     config_path: Path
     log_path: Path
     port: int
+    _token: str = field(repr=False)
     _log_file: IO[bytes] = field(repr=False)
 
     def __enter__(self) -> KubeScheduler:
@@ -282,15 +288,26 @@ class KubeScheduler:
         self.stop()
 
     def healthy(self, path: str = "/readyz") -> bool:
-        # The serving certificate is self-signed in memory; only reachability matters here.
+        try:
+            with self._get(path, authorized=False) as resp:
+                return bool(resp.status == 200)
+        except (urllib.error.URLError, OSError):
+            return False
+
+    def metrics(self) -> str:
+        """The Prometheus text from /metrics (delegated authn/authz as the cluster admin)."""
+        with self._get("/metrics", authorized=True) as resp:
+            text: str = resp.read().decode()
+            return text
+
+    def _get(self, path: str, *, authorized: bool) -> Any:
+        # The serving certificate is self-signed in memory: nothing to verify it against.
         context = ssl.create_default_context()
         context.check_hostname = False
         context.verify_mode = ssl.CERT_NONE
-        try:
-            with urllib.request.urlopen(f"https://127.0.0.1:{self.port}{path}", context=context, timeout=2) as resp:
-                return resp.status == 200
-        except (urllib.error.URLError, OSError):
-            return False
+        headers = {"Authorization": f"Bearer {self._token}"} if authorized else {}
+        req = urllib.request.Request(f"https://127.0.0.1:{self.port}{path}", headers=headers)
+        return urllib.request.urlopen(req, context=context, timeout=5)
 
     def wait_ready(self, *, timeout: float) -> None:
         deadline = time.monotonic() + timeout

@@ -156,7 +156,7 @@ def test_service_account_token_request(control_plane: ControlPlane) -> None:
 def test_upstream_kube_scheduler_schedules_a_pod(control_plane: ControlPlane, test_node: dict[str, Any]) -> None:
     node_name = test_node["metadata"]["name"]
     name = unique("sched")
-    with control_plane.start_kube_scheduler():
+    with control_plane.start_kube_scheduler() as scheduler:
         ok(
             control_plane.request(
                 "POST", f"{DEFAULT_NS}/pods", pod_body(name, nodeSelector={"pykoord-test": node_name})
@@ -171,6 +171,8 @@ def test_upstream_kube_scheduler_schedules_a_pod(control_plane: ControlPlane, te
 
             pod = wait_until(scheduled, what=f"kube-scheduler to bind {name}")
             assert (pod["spec"]["nodeName"], condition(pod, "PodScheduled")) == (node_name, "True")
+            want_metric = 'scheduler_schedule_attempts_total{profile="default-scheduler",result="scheduled"} 1'
+            assert want_metric in scheduler.metrics().splitlines()
         finally:
             delete_pod(control_plane, name)
 
