@@ -147,7 +147,9 @@ class CPUSuppress(Strategy):
     def recover_disabled(self, ctx: PluginContext) -> None:
         """Called by the QoS manager when the ``BECPUSuppress`` gate is off: undo what an earlier run (or a
         crashed agent) left, so turning the gate off really frees BE pods."""
-        self.setup(ctx)
+        self._ctx = ctx
+        self.dry_run = bool(arg(ctx, "qos_dry_run", False))
+        self.topology = read_cpu_topology(Path(arg(ctx, "sysfs_root", Path("/sys"))))
         self.safe_recover("gate disabled")
 
     # -- tick ----------------------------------------------------------------------------------

@@ -1,0 +1,118 @@
+"""Builders for QoS strategy tests: a plugin context over a states informer, a metric cache and a cgroup
+tree (a temp dir or the machine's real one), with the node, pods and NodeSLO a test wants."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+
+from koordlet.metriccache import MetricCache
+from koordlet.qosmanager import PluginContext, ResourceExecutor
+from koordlet.qosmanager.evictor import PodEvictor
+from koordlet.statesinformer import StatesInformer
+from koordlet.system import CgroupFS
+
+NODE = "node-1"
+
+
+def make_node(cpu: str = "2", memory: str = "8Gi", *, allocatable: dict[str, str] | None = None, annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    capacity = {"cpu": cpu, "memory": memory}
+    return {
+        "metadata": {"name": NODE, "annotations": annotations or {}},
+        "status": {"capacity": capacity, "allocatable": {**capacity, **(allocatable or {})}},
+    }
+
+
+class PodBuilder:
+    """``pod("be-1").be().priority(5000).batch(cpu_request=1000).container("c1", "containerd://abc").build()``"""
+
+    def __init__(self, name: str, uid: str | None = None) -> None:
+        self.name = name
+        self.uid = uid or f"00000000-0000-0000-0000-{abs(hash(name)) % 10**12:012d}"
+        self.kube_qos = "Burstable"
+        self.labels: dict[str, str] = {}
+        self.annotations: dict[str, str] = {}
+        self._priority: int | None = None
+        self.containers: list[dict[str, Any]] = []
+        self.statuses: list[dict[str, str]] = []
+        self.phase = "Running"
+
+    def be(self) -> PodBuilder:
+        self.kube_qos = "BestEffort"
+        self.labels["koordinator.sh/qosClass"] = "BE"
+        return self
+
+    def qos(self, kube_qos: str, koord_qos: str | None = None) -> PodBuilder:
+        self.kube_qos = kube_qos
+        if koord_qos:
+            self.labels["koordinator.sh/qosClass"] = koord_qos
+        return self
+
+    def priority(self, value: int) -> PodBuilder:
+        self._priority = value
+        return self
+
+    def label(self, key: str, value: str) -> PodBuilder:
+        self.labels[key] = value
+        return self
+
+    def annotation(self, key: str, value: str) -> PodBuilder:
+        self.annotations[key] = value
+        return self
+
+    def container(
+        self, name: str, container_id: str = "", *, requests: dict[str, str] | None = None, limits: dict[str, str] | None = None
+    ) -> PodBuilder:
+        self.containers.append({"name": name, "resources": {"requests": requests or {}, "limits": limits or {}}})
+        if container_id:
+            self.statuses.append({"name": name, "containerID": container_id})
+        return self
+
+    def build(self) -> dict[str, Any]:
+        spec: dict[str, Any] = {"nodeName": NODE, "containers": self.containers or [{"name": "main"}]}
+        if self._priority is not None:
+            spec["priority"] = self._priority
+        return {
+            "metadata": {
+                "name": self.name,
+                "namespace": "default",
+                "uid": self.uid,
+                "labels": self.labels,
+                "annotations": self.annotations,
+            },
+            "spec": spec,
+            "status": {"phase": self.phase, "qosClass": self.kube_qos, "containerStatuses": self.statuses},
+        }
+
+
+def pod(name: str, uid: str | None = None) -> PodBuilder:
+    return PodBuilder(name, uid)
+
+
+def threshold_slo(**fields: Any) -> dict[str, Any]:
+    """A NodeSLO object with ``resourceUsedThresholdWithBE`` = {enable: true, **fields}."""
+    return {"spec": {"resourceUsedThresholdWithBE": {"enable": True, **fields}}}
+
+
+def make_ctx(
+    fs: CgroupFS,
+    *,
+    clock: Callable[[], float],
+    args: dict[str, Any] | None = None,
+    evictor: PodEvictor | None = None,
+    registry: CollectorRegistry | None = None,
+) -> PluginContext:
+    informer = StatesInformer(NODE, fs.layout)
+    return PluginContext(
+        node_name=NODE,
+        metric_cache=MetricCache(clock=clock),
+        states_informer=informer,
+        executor=ResourceExecutor(fs, clock=clock),
+        metrics_registry=registry or CollectorRegistry(),
+        args=argparse.Namespace(**(args or {})),
+        clock=clock,
+        evictor=evictor,
+    )
