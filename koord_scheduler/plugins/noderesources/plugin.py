@@ -7,7 +7,7 @@ Score applies the configured strategy (:mod:`.scoring`) to all nodes at once. No
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from functools import partial
 
@@ -23,6 +23,7 @@ from apis.config.plugin_args import (
 )
 from apis.core.types import CPU, EPHEMERAL_STORAGE, MEMORY, Node, Pod
 from koord_scheduler.framework.cycle_state import CycleState, StateKey
+from koord_scheduler.framework.extender import RESTORED_CAPACITY, RestoredCapacity
 from koord_scheduler.framework.handle import FrameworkHandle
 from koord_scheduler.framework.interfaces import PreFilterExtensions, ScoreExtensions
 from koord_scheduler.framework.snapshot import CPU_COL, MEMORY_COL, ClusterSnapshot, IntArray, Positions
@@ -40,6 +41,7 @@ from koord_scheduler.plugins import names
 from koord_scheduler.plugins.noderesources import scoring
 from koord_scheduler.plugins.noderesources.fit import (
     FitRequest,
+    failure_codes,
     fit_failures,
     fit_request,
     fits_on_empty_node,
@@ -155,6 +157,10 @@ class Fit:
 
     name = NAME
 
+    def sign_pod(self, pod: Pod) -> Hashable:
+        """What this plugin's per-node answer depends on, besides the node (see framework.node_cache)."""
+        return (pod.requests, pod.non_zero_cpu, pod.non_zero_memory)
+
     def __init__(self, args: NodeResourcesFitArgs) -> None:
         self._ignored_resources = frozenset(args.ignored_resources)
         self._ignored_groups = frozenset(args.ignored_resource_groups)
@@ -201,6 +207,13 @@ class Fit:
         passed = np.ones(len(positions), dtype=np.bool_)
         if len(failed) == 0:
             return NodeFilterResult(passed)
+        restored = state.get(RESTORED_CAPACITY)
+        if restored is not None:
+            failed, codes = _recheck_restored(
+                pre.fit, positions, failed=failed, codes=codes, restored=restored, snapshot=snapshot
+            )
+            if len(failed) == 0:
+                return NodeFilterResult(passed)
         passed[failed] = False
         distinct, ids = group_codes(codes, len(pre.fit.names) + 2)
         reason_ids = np.zeros(len(positions), dtype=np.int32)
@@ -210,15 +223,11 @@ class Fit:
 
     # ----- Score -----
 
-    def pre_score(
-        self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions
-    ) -> Status:
+    def pre_score(self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions) -> Status:
         state.write(PRE_SCORE_KEY, PreScoreState(scored_resources(pod, snapshot, self._resources)))
         return success()
 
-    def score_nodes(
-        self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions
-    ) -> IntArray:
+    def score_nodes(self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions) -> IntArray:
         pre = state.get(PRE_SCORE_KEY) or PreScoreState(scored_resources(pod, snapshot, self._resources))
         if not pre.resources:
             return np.zeros(len(positions), dtype=np.int64)
@@ -233,9 +242,7 @@ class Fit:
     def events_to_register(self) -> Sequence[ClusterEventWithHint]:
         return (
             ClusterEventWithHint(
-                ClusterEvent(
-                    EventResource.ASSIGNED_POD, ActionType.DELETE | ActionType.UPDATE_POD_SCALE_DOWN
-                ),
+                ClusterEvent(EventResource.ASSIGNED_POD, ActionType.DELETE | ActionType.UPDATE_POD_SCALE_DOWN),
                 self.is_schedulable_after_pod_event,
             ),
             ClusterEventWithHint(
@@ -244,9 +251,7 @@ class Fit:
             ),
         )
 
-    def is_schedulable_after_pod_event(
-        self, pod: Pod, old: object | None, new: object | None
-    ) -> QueueingHint:
+    def is_schedulable_after_pod_event(self, pod: Pod, old: object | None, new: object | None) -> QueueingHint:
         """A deleted pod that was assigned (or nominated) frees resources; an update helps only when it
         shrinks the request of a resource the waiting pod asks for."""
         if not isinstance(old, Pod):
@@ -262,9 +267,7 @@ class Fit:
                 return QueueingHint.QUEUE
         return QueueingHint.SKIP
 
-    def is_schedulable_after_node_change(
-        self, pod: Pod, old: object | None, new: object | None
-    ) -> QueueingHint:
+    def is_schedulable_after_node_change(self, pod: Pod, old: object | None, new: object | None) -> QueueingHint:
         """Queue when the pod would fit the (empty) new node and the node is new or grew in a resource
         the pod requests."""
         if not isinstance(new, Node):
@@ -282,6 +285,37 @@ class Fit:
 
     def is_ignored(self, resource: str) -> bool:
         return is_ignored(resource, self._ignored_resources, self._ignored_groups)
+
+
+def _recheck_restored(
+    fit: FitRequest,
+    positions: Positions,
+    *,
+    failed: Positions,
+    codes: IntArray,
+    restored: RestoredCapacity,
+    snapshot: ClusterSnapshot,
+) -> tuple[Positions, IntArray]:
+    """Recheck the failing nodes that have capacity restored for this pod (reserved for it), with
+    ``requested - restored``. Only failing nodes are looked at, so the common case costs nothing."""
+    width = snapshot.requested.shape[1]
+    where, amounts = restored.for_positions(positions[failed], width)
+    if len(where) == 0:
+        return failed, codes
+    at = positions[failed[where]]
+    local = np.arange(len(at), dtype=np.intp)
+    new_codes = failure_codes(
+        fit,
+        local,
+        allocatable=np.take(snapshot.allocatable, at, axis=0),
+        requested=np.take(snapshot.requested, at, axis=0) - amounts,
+        pod_count=np.take(snapshot.pod_count, at),
+        allowed_pods=np.take(snapshot.allowed_pods, at),
+    )
+    codes = codes.copy()
+    codes[where] = new_codes
+    still = codes != 0
+    return failed[still], codes[still]
 
 
 def _requested_resource_increased(pod: Pod, old: Node, new: Node) -> bool:

@@ -1,0 +1,1 @@
+"""The Reservation plugin: schedules Reservations as reserve pods and lets owner pods use what they hold."""

@@ -1,0 +1,91 @@
+"""Reservation fit, scoring and nomination maths (scheduler-anchors §3.5, §3.6), over arrays.
+
+Rows are candidate reservations; columns are the resources the pod requests (the Filter's checked
+columns). Everything is integer arithmetic, as in Koordinator.
+
+Accounting model: an Available reservation holds its *unallocated remainder* on its node (owners hold
+their own requests), so ``node_free`` already excludes every reservation's remainder, and giving one
+reservation's remainder back to the pod is ``node_free + remainder``. Aligned and Restricted may take
+from one reservation only; that is what keeps several reservations on one node from overselling it
+(Koordinator issue #2731).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from koord_scheduler.framework.snapshot import BoolArray, IntArray
+
+MAX_RESERVATION_SCORE = 100
+NO_ORDER = np.iinfo(np.int64).max
+
+
+def fits_node(request: IntArray, node_free: IntArray, remainder: IntArray) -> BoolArray:
+    """``fitsNode``: per row, the pod fits the node's free capacity plus this reservation's remainder.
+
+    ``request`` (c,), ``node_free`` and ``remainder`` (k, c).
+    """
+    result: BoolArray = np.all(request <= node_free + remainder, axis=1)
+    return result
+
+
+def fits_reservation(request: IntArray, remainder: IntArray, allocatable: IntArray) -> BoolArray:
+    """``fitsReservation`` (Restricted): every resource the reservation reserves and the pod requests
+    comes from the reservation alone. Resources the reservation does not reserve may come from the node."""
+    reserved = allocatable > 0
+    result: BoolArray = np.all(~reserved | (request <= remainder), axis=1)
+    return result
+
+
+def usable(
+    request: IntArray, node_free: IntArray, remainder: IntArray, allocatable: IntArray, restricted: BoolArray
+) -> BoolArray:
+    """Which reservations the pod may use: Aligned rows need :func:`fits_node`; Restricted rows need
+    :func:`fits_node` and :func:`fits_reservation`."""
+    ok = fits_node(request, node_free, remainder)
+    if restricted.any():
+        ok &= ~restricted | fits_reservation(request, remainder, allocatable)
+    return ok
+
+
+def most_allocated_scores(request: IntArray, remainder: IntArray, allocatable: IntArray) -> IntArray:
+    """``ScoreReservation``: MostAllocated over the reservation, so the tightest fit scores highest.
+
+    Mean over the reservation's non-zero resources of ``100 * (request + allocated) / allocatable``
+    (0 where that exceeds the allocatable). Resources the pod does not request still count, with the
+    amount already allocated.
+    """
+    allocated = allocatable - remainder
+    used = allocated + request
+    nonzero = allocatable > 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        per = np.where(nonzero & (used <= allocatable), used * MAX_RESERVATION_SCORE // np.maximum(allocatable, 1), 0)
+    count = nonzero.sum(axis=1)
+    total = per.sum(axis=1)
+    out: IntArray = np.where(count > 0, total // np.maximum(count, 1), 0).astype(np.int64)
+    return out
+
+
+def nominate_per_node(positions: npt.NDArray[np.intp], orders: IntArray, scores: IntArray) -> npt.NDArray[np.intp]:
+    """Index of the winning row for each distinct position (rows already filtered to usable ones).
+
+    The lowest non-zero ``reservation-order`` wins; otherwise the highest score; ties go to the first
+    row. Returned indices are sorted by position.
+    """
+    if len(positions) == 0:
+        return np.empty(0, dtype=np.intp)
+    order_key = np.where(orders > 0, orders, NO_ORDER)
+    idx = np.arange(len(positions))
+    ranked = np.lexsort((idx, -scores, order_key, positions))
+    sorted_pos = positions[ranked]
+    first = np.ones(len(ranked), dtype=np.bool_)
+    first[1:] = sorted_pos[1:] != sorted_pos[:-1]
+    result: npt.NDArray[np.intp] = ranked[first].astype(np.intp)
+    return result
+
+
+def remainder_of(allocatable: IntArray, allocated: IntArray) -> IntArray:
+    """What a reservation still holds: ``max(0, allocatable - allocated)`` per resource."""
+    result: IntArray = np.maximum(allocatable - allocated, 0)
+    return result
