@@ -12,6 +12,7 @@ from koord_scheduler.plugins.nodeports import plugin as nodeports
 from koord_scheduler.plugins.noderesources import plugin as noderesources
 from koord_scheduler.plugins.nodeunschedulable import plugin as nodeunschedulable
 from koord_scheduler.plugins.queuesort import plugin as queuesort
+from koord_scheduler.plugins.reservation import plugin as reservation
 from koord_scheduler.plugins.schedulinggates import plugin as schedulinggates
 from koord_scheduler.plugins.tainttoleration import plugin as tainttoleration
 
@@ -27,6 +28,7 @@ _MODULES = (
     balancedallocation,
     loadaware,
     defaultbinder,
+    reservation,
 )
 
 
