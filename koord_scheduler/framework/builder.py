@@ -26,6 +26,7 @@ def build_profiles(
     handle: FrameworkHandle,
     *,
     observer: Callable[[str], PointObserver] | None = None,
+    node_cache: bool = True,
 ) -> dict[str, Framework]:
     """schedulerName -> Framework, for every profile. Raises ConfigError / ProfileError naming the field."""
     frameworks: dict[str, Framework] = {}
@@ -70,5 +71,6 @@ def build_profiles(
             handle,
             percentage_of_nodes_to_score=percentage,
             observer=observer(profile.scheduler_name) if observer is not None else None,
+            node_cache=node_cache,
         )
     return frameworks

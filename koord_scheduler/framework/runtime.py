@@ -15,7 +15,9 @@ from apis.core.types import Pod
 from koord_scheduler.framework import interfaces as ep
 from koord_scheduler.framework.cycle_state import CycleState
 from koord_scheduler.framework.diagnosis import Diagnosis, FailureChunk
+from koord_scheduler.framework.extender import RESTORED_CAPACITY
 from koord_scheduler.framework.handle import FrameworkHandle
+from koord_scheduler.framework.node_cache import NodeResultCache
 from koord_scheduler.framework.snapshot import ClusterSnapshot, IntArray, NodeInfo, Positions
 from koord_scheduler.framework.status import Code, Status, error, unresolvable
 from koord_scheduler.framework.types import (
@@ -87,6 +89,7 @@ class ScorePluginEntry:
     plugin: Any
     weight: int
     extensions: Any
+    sign: Callable[[Pod], Any] | None = None
 
 
 class PluginCycleError(Exception):
@@ -114,12 +117,14 @@ class Framework:
         *,
         percentage_of_nodes_to_score: int | None = None,
         observer: PointObserver | None = None,
+        node_cache: bool = True,
     ) -> None:
         self.profile_name = profile_name
         self.handle = handle
         self.plugins = dict(plugins)
         self.percentage_of_nodes_to_score = percentage_of_nodes_to_score
         self._observer = observer
+        self.node_cache = NodeResultCache() if node_cache else None
 
         def at(point: str) -> list[Any]:
             return [self.plugins[n] for n in points.get(point, ())]
@@ -138,7 +143,9 @@ class Framework:
             runner = p if callable(getattr(p, "score_nodes", None)) else _PerNodeScore(p)
             ext_fn = getattr(p, "score_extensions", None)
             ext = ext_fn() if callable(ext_fn) else None
-            self.score_plugins.append(ScorePluginEntry(p.name, runner, max(1, weights.get(p.name, 1)), ext))
+            self.score_plugins.append(
+                ScorePluginEntry(p.name, runner, max(1, weights.get(p.name, 1)), ext, getattr(p, "sign_pod", None))
+            )
         self.reserve_plugins = at(ep.RESERVE)
         self.permit_plugins = at(ep.PERMIT)
         self.pre_bind_plugins = at(ep.PRE_BIND)
@@ -342,7 +349,67 @@ class Framework:
         self, state: CycleState, pod: Pod, positions: Positions, diagnosis: Diagnosis
     ) -> Positions:
         """Filter ``positions`` through every plugin in order; each node keeps the status of the first
-        plugin that rejected it. Returns the feasible positions in input order."""
+        plugin that rejected it. Returns the feasible positions in input order.
+
+        When every active Filter plugin signs the pod, per-node answers come from the node cache and
+        only changed nodes are recomputed (:mod:`~koord_scheduler.framework.node_cache`)."""
+        key = self._filter_signature(state, pod)
+        if key is None:
+            return self._run_filter_chain(state, pod, positions, diagnosis)
+        started = time.perf_counter()
+        snapshot = self.handle.snapshot
+        assert self.node_cache is not None
+        ids, statuses = self.node_cache.filter_ids(
+            key, snapshot, lambda dirty: self._filter_chain_ids(state, pod, dirty)
+        )
+        selected = ids[positions]
+        passed = selected < 0
+        if not passed.all():
+            failed = ~passed
+            failed_ids = selected[failed]
+            used, compact = np.unique(failed_ids, return_inverse=True)
+            chunk = FailureChunk(positions[failed], compact, tuple(statuses[i] for i in used.tolist()))
+            diagnosis.add_chunk(chunk)
+            if self.debug.filters:
+                self._log_filter_failures(pod, chunk)
+        self._observe(ep.FILTER, Code.SUCCESS, started)
+        return positions[passed]
+
+    def _filter_signature(self, state: CycleState, pod: Pod) -> tuple[Any, ...] | None:
+        if self.node_cache is None or state.get(RESTORED_CAPACITY) is not None:
+            return None
+        parts: list[Any] = []
+        for p in self.filter_plugins:
+            if p.name in state.skip_filter:
+                continue
+            sign = getattr(p, "sign_pod", None)
+            if sign is None:
+                return None
+            value = sign(pod)
+            if value is None:
+                return None
+            parts.append((p.name, value))
+        key = (tuple(parts), frozenset(state.skip_filter))
+        return key if _hashable(key) else None
+
+    def _filter_chain_ids(self, state: CycleState, pod: Pod, dirty: Positions) -> tuple[np.ndarray, list[Status]]:
+        probe = Diagnosis()
+        self._run_filter_chain(state, pod, dirty, probe, log_failures=False)
+        ids = np.full(len(dirty), -1, dtype=np.int32)
+        statuses: list[Status] = []
+        if probe.chunks:
+            rank = np.empty(self.handle.snapshot.capacity, dtype=np.int64)
+            rank[dirty] = np.arange(len(dirty))
+            for chunk in probe.chunks:
+                base = len(statuses)
+                statuses.extend(chunk.statuses)
+                local = np.zeros(len(chunk.positions), dtype=np.int32) if chunk.reason_ids is None else chunk.reason_ids
+                ids[rank[chunk.positions]] = base + np.asarray(local, dtype=np.int32)
+        return ids, statuses
+
+    def _run_filter_chain(
+        self, state: CycleState, pod: Pod, positions: Positions, diagnosis: Diagnosis, *, log_failures: bool = True
+    ) -> Positions:
         started = time.perf_counter()
         snapshot = self.handle.snapshot
         alive = positions
@@ -365,7 +432,7 @@ class Framework:
             ids = None if result.reason_ids is None else result.reason_ids[failed]
             chunk = FailureChunk(alive[failed], ids, statuses)
             diagnosis.add_chunk(chunk)
-            if self.debug.filters:
+            if self.debug.filters and log_failures:
                 self._log_filter_failures(pod, chunk)
             alive = alive[passed]
         self._observe(ep.FILTER, Code.SUCCESS, started)
@@ -410,7 +477,7 @@ class Framework:
             if entry.name in state.skip_score:
                 continue
             try:
-                scores = np.asarray(entry.plugin.score_nodes(state, pod, snapshot, positions), dtype=np.int64)
+                scores = self._raw_scores(entry, state, pod, snapshot, positions)
                 if entry.extensions is not None:
                     status = entry.extensions.normalize_score(state, pod, scores)
                     if status is not None and not status.is_success:
@@ -433,6 +500,21 @@ class Framework:
             total += scores * entry.weight
         self._observe(ep.SCORE, Code.SUCCESS, started)
         return total
+
+    def _raw_scores(
+        self, entry: ScorePluginEntry, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions
+    ) -> IntArray:
+        sign = entry.sign
+        value = sign(pod) if sign is not None and self.node_cache is not None else None
+        if value is None or state.get(RESTORED_CAPACITY) is not None or not _hashable(value):
+            return np.asarray(entry.plugin.score_nodes(state, pod, snapshot, positions), dtype=np.int64)
+        assert self.node_cache is not None
+        return self.node_cache.raw_scores(
+            (entry.name, value),
+            snapshot,
+            positions,
+            lambda need: entry.plugin.score_nodes(state, pod, snapshot, need),
+        ).copy()
 
     def plugin_scores(self, state: CycleState, pod: Pod, positions: Positions) -> dict[str, IntArray]:
         """Per-plugin weighted scores (for ``--debug-scores``); re-runs Score, not on the hot path."""
@@ -542,3 +624,12 @@ class Framework:
     def _observe(self, point: str, code: Code, started: float) -> None:
         if self._observer is not None:
             self._observer(point, code, time.perf_counter() - started)
+
+
+def _hashable(value: object) -> bool:
+    """Signatures built from plugin-replaced pods may hold plain dicts; those are simply not cached."""
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True

@@ -73,6 +73,12 @@ class ClusterSnapshot:
         self.pod_count: IntArray = np.zeros(cap, dtype=np.int64)
         self.allowed_pods: IntArray = np.zeros(cap, dtype=np.int64)
         self.valid: BoolArray = np.zeros(cap, dtype=np.bool_)
+        self.row_version: IntArray = np.zeros(cap, dtype=np.int64)
+        """Per position: the value of ``version`` when anything about the node changed last (the node
+        object, its pods, or plugin-held per-node state a plugin reported with :meth:`touch`)."""
+        self.version = 0
+        self.layout_version = 0
+        """Bumped when columns are added: per-node caches over columns must be rebuilt."""
         self.infos: list[NodeInfo | None] = [None] * cap
         self.positions: dict[str, int] = {}
         self._ghosts: dict[str, int] = {}
@@ -124,6 +130,12 @@ class ClusterSnapshot:
             assert info is not None
             yield info
 
+    def touch(self, position: int) -> None:
+        """Mark a node changed for per-node caches (plugins call it when their own per-node state, such
+        as a NodeMetric or a reservation, changes)."""
+        self.version += 1
+        self.row_version[position] = self.version
+
     def column(self, resource: str) -> int | None:
         return self.resource_index.get(resource)
 
@@ -161,6 +173,7 @@ class ClusterSnapshot:
         old = info.node
         info.node = node
         info.generation += 1
+        self.touch(pos)
         self.positions[node.name] = pos
         self.valid[pos] = True
         self._write_allocatable(pos, node)
@@ -182,6 +195,7 @@ class ClusterSnapshot:
         self.valid[pos] = False
         self.allocatable[pos] = 0
         self.allowed_pods[pos] = 0
+        self.touch(pos)
         self._order = None
         self.nodes_generation += 1
         if info.pods:
@@ -238,6 +252,7 @@ class ClusterSnapshot:
                 del info.used_ports[key]
         info.generation += 1
         self.pods_generation += 1
+        self.touch(pos)
 
     def _write_allocatable(self, pos: int, node: Node) -> None:
         for name in node.allocatable:
@@ -251,6 +266,7 @@ class ClusterSnapshot:
         self.allowed_pods[pos] = node.allocatable.get(PODS, 0)
 
     def _add_column(self, name: str) -> None:
+        self.layout_version += 1
         self.resource_index[name] = len(self.resource_names)
         self.resource_names.append(name)
         pad = np.zeros((self.capacity, 1), dtype=np.int64)
@@ -270,6 +286,7 @@ class ClusterSnapshot:
         return self._ghosts.get(name)
 
     def _release(self, pos: int) -> None:
+        self.touch(pos)
         info = self.infos[pos]
         if info is not None:
             self._ghosts.pop(info.name, None)
@@ -291,6 +308,8 @@ class ClusterSnapshot:
         self.pod_count = pad(self.pod_count)
         self.allowed_pods = pad(self.allowed_pods)
         self.valid = np.concatenate([self.valid, np.zeros(extra, dtype=np.bool_)])
+        self.row_version = np.concatenate([self.row_version, np.zeros(extra, dtype=np.int64)])
+        self.layout_version += 1
         self.infos.extend([None] * extra)
 
     def _build_order(self) -> Positions:

@@ -27,12 +27,13 @@ def build_scheduler(
     clock: Callable[[], float] = time.time,
     metrics: SchedulerMetrics | None = None,
     options: SchedulerOptions | None = None,
+    node_cache: bool = True,
 ) -> Scheduler:
     """Build every profile's framework, one queue shared by the profiles, and the scheduler."""
     metrics = metrics or SchedulerMetrics()
     cache = SchedulerCache()
     handle = SchedulerHandle(cache, source.client, clock, metrics.registry)
-    profiles = build_profiles(config, registry, handle, observer=metrics.observer)
+    profiles = build_profiles(config, registry, handle, observer=metrics.observer, node_cache=node_cache)
     first = next(iter(profiles.values()))
 
     def pre_enqueue(pod: Pod) -> Status:

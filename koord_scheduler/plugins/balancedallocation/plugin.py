@@ -7,7 +7,7 @@ Score uses real requests (``requested`` plus the pod's request, no non-zero defa
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -65,6 +65,10 @@ class BalancedAllocation:
 
     name = NAME
 
+
+    def sign_pod(self, pod: Pod) -> Hashable:
+        """What this plugin's per-node answer depends on, besides the node (see framework.node_cache)."""
+        return pod.requests
     def __init__(self, args: NodeResourcesBalancedAllocationArgs) -> None:
         self._resources = tuple(r.name for r in args.resources)
 

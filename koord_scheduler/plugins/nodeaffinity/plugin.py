@@ -95,6 +95,10 @@ def pod_preferred_terms(pod: Pod) -> tuple[PreferredSchedulingTerm, ...]:
 class NodeAffinity:
     name = NAME
 
+
+    def sign_pod(self, pod: Pod) -> Hashable:
+        """What this plugin's per-node answer depends on, besides the node (see framework.node_cache)."""
+        return (pod.node_selector, pod.affinity.node_affinity if pod.affinity else None)
     def __init__(self, added: NodeAffinitySpec | None = None) -> None:
         self._added_required: tuple[NodeSelectorTerm, ...] | None = added.required if added else None
         self._added_selector: RequiredSelector | None = (

@@ -7,7 +7,7 @@ per pod, whatever the cluster size.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from typing import Any
 
 from apis.core.types import Node, Pod
@@ -36,6 +36,10 @@ _REJECTED = unresolvable(ERR_REASON)
 class NodeName:
     name = NAME
 
+
+    def sign_pod(self, pod: Pod) -> Hashable:
+        """What this plugin's per-node answer depends on, besides the node (see framework.node_cache)."""
+        return pod.node_name
     def filter_nodes(
         self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions
     ) -> NodeFilterResult:

@@ -11,7 +11,7 @@ Only nodes with used ports can conflict. They are indexed by ``(protocol, port)`
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,6 +62,10 @@ class _PortIndex:
 class NodePorts:
     name = NAME
 
+
+    def sign_pod(self, pod: Pod) -> Hashable:
+        """What this plugin's per-node answer depends on, besides the node (see framework.node_cache)."""
+        return pod.host_ports
     def __init__(self) -> None:
         self._index = _PortIndex()
 

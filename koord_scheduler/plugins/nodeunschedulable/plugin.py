@@ -9,7 +9,7 @@ toleration check and one gather over ``positions``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,6 +53,10 @@ class CordonIndex:
 class NodeUnschedulable:
     name = NAME
 
+
+    def sign_pod(self, pod: Pod) -> Hashable:
+        """What this plugin's per-node answer depends on, besides the node (see framework.node_cache)."""
+        return pod.tolerations
     def __init__(self) -> None:
         self._index: SnapshotCache[str, CordonIndex] = SnapshotCache(max_entries=1)
 

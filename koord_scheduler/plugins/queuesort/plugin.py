@@ -23,6 +23,10 @@ class PrioritySort:
         pa, pb = a.pod.priority, b.pod.priority
         return pa > pb or (pa == pb and a.timestamp < b.timestamp)
 
+    def sort_key(self, qpi: QueuedPodInfo) -> tuple[int, float]:
+        """The same order as :meth:`less` as a heap key (the queue uses it instead of ``less``)."""
+        return (-qpi.pod.priority, qpi.timestamp)
+
 
 def new(args: Any, handle: FrameworkHandle) -> PrioritySort:
     return PrioritySort()

@@ -12,7 +12,7 @@ untolerated flags (Filter) and counts (Score) are cached, so a pod costs one gat
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,6 +73,10 @@ class TaintIndex:
 class TaintToleration:
     name = NAME
 
+
+    def sign_pod(self, pod: Pod) -> Hashable:
+        """What this plugin's per-node answer depends on, besides the node (see framework.node_cache)."""
+        return pod.tolerations
     def __init__(self) -> None:
         self._index: SnapshotCache[str, TaintIndex] = SnapshotCache(max_entries=1)
         self._flags: SnapshotCache[tuple[Toleration, ...], BoolArray] = SnapshotCache(max_entries=256)

@@ -1,0 +1,68 @@
+"""The per-node result cache must never change a decision: same placements and messages with it off."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from apis.config import KubeSchedulerConfiguration
+from apis.core.types import Node, Pod
+from koord_scheduler.plugins.registry import in_tree_registry
+from koord_scheduler.scheduler.assembly import build_scheduler
+from koord_scheduler.scheduler.memory_source import MemoryCluster
+from tests.builders import make_node, make_pod
+
+
+def random_cluster(seed: int) -> tuple[list[Node], list[Pod]]:
+    rng = random.Random(seed)
+    nodes = []
+    for i in range(40):
+        b = make_node(f"n{i}").capacity(cpu=str(rng.choice([2, 4, 8])), memory=f"{rng.choice([4, 8, 16])}Gi", pods=20)
+        b.label("topology.kubernetes.io/zone", f"z{i % 3}").label("tier", rng.choice(["a", "b"]))
+        if rng.random() < 0.15:
+            b.taint("dedicated", "x", rng.choice(["NoSchedule", "PreferNoSchedule"]))
+        if rng.random() < 0.05:
+            b.unschedulable()
+        nodes.append(b.build())
+    pods = []
+    shapes = [("100m", "128Mi"), ("500m", "1Gi"), ("1", "2Gi"), ("2", "512Mi")]
+    for i in range(400):
+        cpu, mem = rng.choice(shapes)
+        b = make_pod(f"p{i}").req(cpu=cpu, memory=mem).priority(rng.choice([0, 0, 10]))
+        if rng.random() < 0.2:
+            b.toleration("dedicated", "x", "NoSchedule")
+        if rng.random() < 0.2:
+            b.node_selector(tier=rng.choice(["a", "b"]))
+        if rng.random() < 0.05:
+            b.host_port(8080)
+        if rng.random() < 0.1:
+            b.preferred_node_affinity(10, "tier", "In", ["a"])
+        pods.append(b.build())
+    return nodes, pods
+
+
+async def place(nodes: list[Node], pods: list[Pod], *, node_cache: bool) -> dict[str, tuple[str, str]]:
+    cluster = MemoryCluster.from_objects(nodes, pods)
+    scheduler = build_scheduler(
+        KubeSchedulerConfiguration(), in_tree_registry(), cluster, clock=lambda: 1.0, node_cache=node_cache
+    )
+    await cluster.start(scheduler)
+    await scheduler.run_until_idle()
+    cache = scheduler.profiles["default-scheduler"].node_cache
+    if node_cache:
+        assert cache is not None and cache.hits > 0, "the workload must reuse cached answers"
+    return {
+        key: (pod.node_name, scheduler.outcomes[key].message if key in scheduler.outcomes else "")
+        for key, pod in cluster.pods.items()
+    }
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+async def test_cache_on_and_off_decide_the_same(seed: int) -> None:
+    nodes, pods = random_cluster(seed)
+    with_cache = await place(nodes, pods, node_cache=True)
+    without = await place(nodes, pods, node_cache=False)
+    assert with_cache == without
+    placed = sum(1 for node, _ in with_cache.values() if node)
+    assert 0 < placed < len(pods), "the workload must exercise both placement and failure"
