@@ -125,6 +125,11 @@ class LeaderElector:
         self._lease: dict[str, Any] | None = None
 
     @property
+    def _duration_seconds(self) -> int:
+        """``leaseDurationSeconds`` is an integer: at least one second."""
+        return max(1, round(self.options.lease_duration))
+
+    @property
     def path(self) -> str:
         return f"/apis/coordination.k8s.io/v1/namespaces/{self.options.namespace}/leases"
 
@@ -198,7 +203,7 @@ class LeaderElector:
         except ApiError as err:
             if not err.not_found:
                 raise
-            record = LeaseRecord(self.identity, int(self.options.lease_duration), now, now, 0)
+            record = LeaseRecord(self.identity, self._duration_seconds, now, now, 0)
             body = {
                 "apiVersion": "coordination.k8s.io/v1",
                 "kind": "Lease",
@@ -224,11 +229,11 @@ class LeaderElector:
                 self._set_leader(False)
             return False
         if old.holder == self.identity and self.is_leader:
-            record = LeaseRecord(self.identity, int(self.options.lease_duration), old.acquire_time, now,
+            record = LeaseRecord(self.identity, self._duration_seconds, old.acquire_time, now,
                                  old.transitions)
         else:
             transitions = old.transitions + 1 if old.holder else old.transitions
-            record = LeaseRecord(self.identity, int(self.options.lease_duration), now, now, transitions)
+            record = LeaseRecord(self.identity, self._duration_seconds, now, now, transitions)
         lease["spec"] = {**(lease.get("spec") or {}), **record.spec()}
         try:
             self._lease = await self.http.request_json("PUT", f"{self.path}/{name}", body=lease)

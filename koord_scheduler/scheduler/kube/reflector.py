@@ -182,6 +182,7 @@ class Reflector:
     async def run(self) -> None:
         """Watch forever (until cancelled), listing again whenever the watch says Gone."""
         need_list = not self.resource_version
+        gone_in_a_row = 0
         while True:
             if need_list:
                 try:
@@ -195,14 +196,19 @@ class Reflector:
             delivered = 0
             try:
                 delivered = await self.watch_once()
+                gone_in_a_row = 0
             except ResourceVersionGoneError:
                 log.info("watch of %s: resourceVersion %s is gone; listing again", self.kind.plural,
                          self.resource_version)
                 need_list = True
+                gone_in_a_row += 1
+                if gone_in_a_row > 1:  # a fresh list's version is already gone: do not spin
+                    await self._pause(f"watch {self.kind.plural}: resourceVersion gone right after a list")
                 continue
             except ClusterError as err:
                 if isinstance(err, ApiError) and err.gone:
                     need_list = True
+                    gone_in_a_row += 1
                     continue
                 if time.monotonic() - started >= self.options.healthy_watch_seconds:
                     self._backoff.reset()

@@ -1,0 +1,412 @@
+#!/usr/bin/env python3
+"""End-to-end scheduling throughput against a real kube-apiserver + etcd (issue 3).
+
+SchedulingBasic shape: ``--nodes`` (default 1,000) Nodes created directly with status (4 CPU, 32Gi,
+110 pods, Ready; no kubelet, no kwok), then for each contender ``--pods`` (default 5,000) pending pods
+(100m / 500Mi, one container) are created while no scheduler runs, the contender is started, and a
+separate raw-JSON watch in this process records when each pod gets its ``spec.nodeName``. Contenders,
+one at a time, in the same run on the same control plane:
+
+1. ``round-robin``: a trivial binder (list + watch pending pods, bind round-robin, no checks, 64 binds
+   in flight, the same aiohttp/raw-JSON stack as koord-scheduler, no Events). The ceiling.
+2. ``koord-scheduler``: ``.venv/bin/koord-scheduler`` with the default profile, leader election off.
+3. ``kube-scheduler``: the upstream v1.35 binary from ``scripts/control-plane.sh build``, default
+   profile, leader election off.
+
+Client rate limits are lifted for every contender (``clientConnection.qps/burst`` = 100000; the
+API server runs without priority-and-fairness). Both schedulers write one ``Scheduled`` Event per pod;
+the ceiling writes none.
+
+Reported per contender: ``rate`` = pods/s from the first to the last bind (scheduler_perf's view: the
+backlog drain rate); ``wall`` = pods/s from process start to the last bind (includes start-up and the
+initial list); CPU-seconds of the contender process (user+system, read from /proc right after the last
+bind) per 1,000 pods. Then koord-scheduler as a % of the ceiling and as a ratio to kube-scheduler.
+
+    .venv/bin/python bench/e2e_throughput.py [--nodes 1000] [--pods 5000] [--repeat 1]
+        [--kubeconfig FILE]      # use a running cluster (e.g. scripts/control-plane.sh up); else one is
+                                 # started in a temp dir and stopped at the end
+        [--only koord-scheduler,kube-scheduler] [--json out.json]
+
+Caveats: everything (etcd, kube-apiserver, contender, this watcher) shares the machine's cores, so the
+API server's CPU is part of every figure; run nothing else meanwhile.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tests" / "integration"))
+
+from koord_scheduler.scheduler.kube import (  # noqa: E402
+    ApiError,
+    ApiHttp,
+    HttpOptions,
+    TokenBucket,
+    load_connection,
+)
+from koord_scheduler.scheduler.kube.http import iter_lines  # noqa: E402
+
+NAMESPACE = "bench"
+LIFTED_QPS = 100000
+CONTENDERS = ("round-robin", "koord-scheduler", "kube-scheduler")
+
+
+@dataclass
+class Result:
+    contender: str
+    pods: int
+    rate: float
+    wall: float
+    seconds_first_to_last: float
+    seconds_start_to_last: float
+    cpu_seconds: float
+    cpu_seconds_per_1000: float
+
+
+# ----- objects -----
+
+
+def node_body(i: int) -> dict[str, Any]:
+    resources = {"cpu": "4", "memory": "32Gi", "pods": "110"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": f"bench-node-{i}", "labels": {"kubernetes.io/hostname": f"bench-node-{i}"}},
+        "status": {
+            "capacity": resources,
+            "allocatable": resources,
+            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
+            "phase": "Running",
+        },
+    }
+
+
+def pod_body(i: int) -> bytes:
+    return json.dumps(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": f"pod-{i}", "namespace": NAMESPACE},
+            "spec": {
+                "containers": [
+                    {
+                        "name": "pause",
+                        "image": "registry.k8s.io/pause:3.10",
+                        "resources": {"requests": {"cpu": "100m", "memory": "500Mi"}},
+                    }
+                ]
+            },
+        }
+    ).encode()
+
+
+async def bounded(n: int, concurrency: int, make: Any) -> None:
+    sem = asyncio.Semaphore(concurrency)
+
+    async def one(i: int) -> None:
+        async with sem:
+            await make(i)
+
+    await asyncio.gather(*(one(i) for i in range(n)))
+
+
+async def ensure_nodes(http: ApiHttp, n: int) -> None:
+    existing = await http.request_json("GET", "/api/v1/nodes", params={"labelSelector": "kubernetes.io/hostname"})
+    have = {item["metadata"]["name"] for item in existing.get("items", [])}
+
+    async def create(i: int) -> None:
+        body = node_body(i)
+        if body["metadata"]["name"] in have:
+            return
+        await http.request("POST", "/api/v1/nodes", body=body)
+
+    await bounded(n, 64, create)
+
+
+async def ensure_namespace(http: ApiHttp) -> None:
+    try:
+        await http.request("POST", "/api/v1/namespaces",
+                           body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
+    except ApiError as err:
+        if not err.conflict:
+            raise
+
+
+async def delete_pods(http: ApiHttp) -> None:
+    path = f"/api/v1/namespaces/{NAMESPACE}/pods"
+    await http.request("DELETE", path, params={"gracePeriodSeconds": "0"})
+    for _ in range(600):
+        doc = await http.request_json("GET", path, params={"limit": "1"})
+        if not doc.get("items"):
+            return
+        await asyncio.sleep(0.5)
+    raise RuntimeError("pods were not deleted")
+
+
+async def create_pods(http: ApiHttp, n: int) -> None:
+    path = f"/api/v1/namespaces/{NAMESPACE}/pods"
+
+    async def create(i: int) -> None:
+        await http.request("POST", path, body=pod_body(i))
+
+    await bounded(n, 64, create)
+
+
+# ----- observation -----
+
+
+class BindWatcher:
+    """Watches the bench namespace from ``resource_version``; records when each pod is first seen bound."""
+
+    def __init__(self, http: ApiHttp, resource_version: str, want: int) -> None:
+        self.http = http
+        self.resource_version = resource_version
+        self.want = want
+        self.bound: dict[str, float] = {}
+        self.double_bound: list[str] = []
+        self.done = asyncio.Event()
+
+    async def run(self) -> None:
+        params = {"watch": "1", "resourceVersion": self.resource_version, "allowWatchBookmarks": "true",
+                  "timeoutSeconds": "3600"}
+        async with self.http.stream(f"/api/v1/namespaces/{NAMESPACE}/pods", params) as content:
+            async for lines in iter_lines(content):
+                now = time.monotonic()
+                for line in lines:
+                    event = json.loads(line)
+                    obj = event["object"]
+                    node = (obj.get("spec") or {}).get("nodeName")
+                    if event["type"] in ("ADDED", "MODIFIED") and node:
+                        name = obj["metadata"]["name"]
+                        previous = self.bound.get(name)
+                        if previous is None:
+                            self.bound[name] = now
+                if len(self.bound) >= self.want:
+                    self.done.set()
+                    return
+
+
+# ----- contenders -----
+
+
+def cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    return (int(fields[11]) + int(fields[12])) / ticks
+
+
+def start_contender(name: str, kubeconfig: str, work: Path, kube_scheduler: str) -> subprocess.Popen[bytes]:
+    log = (work / f"{name}.log").open("ab")
+    if name == "round-robin":
+        args = [sys.executable, str(Path(__file__).resolve()), "_round_robin", "--kubeconfig", kubeconfig]
+    elif name == "koord-scheduler":
+        config = work / "koord-scheduler.yaml"
+        config.write_text(yaml.safe_dump({
+            "apiVersion": "kubescheduler.config.k8s.io/v1",
+            "kind": "KubeSchedulerConfiguration",
+            "clientConnection": {"kubeconfig": kubeconfig, "qps": LIFTED_QPS, "burst": LIFTED_QPS},
+            "leaderElection": {"leaderElect": False},
+        }))
+        args = [str(REPO / ".venv" / "bin" / "koord-scheduler"), "--config", str(config), "--metrics-port", "0"]
+        profile = os.environ.get("PYKOORD_BENCH_PROFILE")
+        if profile:  # a cProfile dump of the koord-scheduler run, for finding hot spots
+            args = [sys.executable, "-m", "cProfile", "-o", profile, *args]
+    else:
+        config = work / "kube-scheduler.yaml"
+        config.write_text(yaml.safe_dump({
+            "apiVersion": "kubescheduler.config.k8s.io/v1",
+            "kind": "KubeSchedulerConfiguration",
+            "clientConnection": {"kubeconfig": kubeconfig, "qps": LIFTED_QPS, "burst": LIFTED_QPS},
+            "leaderElection": {"leaderElect": False},
+        }))
+        args = [kube_scheduler, f"--config={config}", "--secure-port=0", "--v=1"]
+    return subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+
+
+async def measure(name: str, http: ApiHttp, n: int, *, kubeconfig: str, work: Path, kube_scheduler: str) -> Result:
+    await delete_pods(http)
+    await create_pods(http, n)
+    listing = await http.request_json("GET", f"/api/v1/namespaces/{NAMESPACE}/pods", params={"limit": "1"})
+    watcher = BindWatcher(http, listing["metadata"]["resourceVersion"], n)
+    watch = asyncio.ensure_future(watcher.run())
+    await asyncio.sleep(0.5)
+    started = time.monotonic()
+    proc = start_contender(name, kubeconfig, work, kube_scheduler)
+    try:
+        timeout = max(120.0, n / 20)
+        waiter = asyncio.ensure_future(watcher.done.wait())
+        await asyncio.wait({waiter, watch}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        if watch.done() and watch.exception() is not None:
+            raise RuntimeError(f"watch failed: {watch.exception()}")
+        if not watcher.done.is_set():
+            raise RuntimeError(f"{name}: only {len(watcher.bound)}/{n} pods bound after {timeout:.0f}s "
+                               f"(log: {work / (name + '.log')})")
+        cpu = cpu_seconds(proc.pid) if proc.poll() is None else float("nan")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        watch.cancel()
+        await asyncio.gather(watch, return_exceptions=True)
+    times = sorted(watcher.bound.values())
+    first_to_last = times[-1] - times[0]
+    start_to_last = times[-1] - started
+    return Result(
+        contender=name,
+        pods=n,
+        rate=(n - 1) / first_to_last if first_to_last > 0 else float("inf"),
+        wall=n / start_to_last,
+        seconds_first_to_last=round(first_to_last, 3),
+        seconds_start_to_last=round(start_to_last, 3),
+        cpu_seconds=round(cpu, 3),
+        cpu_seconds_per_1000=round(cpu * 1000 / n, 3),
+    )
+
+
+# ----- the trivial binder (runs as its own process) -----
+
+
+async def round_robin(kubeconfig: str) -> None:
+    connection = load_connection(kubeconfig)
+    http = ApiHttp(connection, TokenBucket(0, 1), options=HttpOptions(pool_size=96))
+    nodes = await http.request_json("GET", "/api/v1/nodes")
+    names = [item["metadata"]["name"] for item in nodes["items"]]
+    sem = asyncio.Semaphore(64)
+    seen: set[str] = set()
+    counter = 0
+    tasks: set[asyncio.Task[None]] = set()
+
+    async def bind(ns: str, name: str, node: str) -> None:
+        async with sem:
+            body = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name, "namespace": ns},
+                    "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
+            with contextlib.suppress(ApiError):
+                await http.request("POST", f"/api/v1/namespaces/{ns}/pods/{name}/binding", body=body)
+
+    def offer(obj: dict[str, Any]) -> None:
+        nonlocal counter
+        meta = obj["metadata"]
+        key = f"{meta['namespace']}/{meta['name']}"
+        if (obj.get("spec") or {}).get("nodeName") or key in seen:
+            return
+        seen.add(key)
+        node = names[counter % len(names)]
+        counter += 1
+        task = asyncio.ensure_future(bind(meta["namespace"], meta["name"], node))
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+
+    params = {"fieldSelector": "spec.nodeName="}
+    listing = await http.request_json("GET", "/api/v1/pods", params=params)
+    for obj in listing["items"]:
+        offer(obj)
+    watch_params = {**params, "watch": "1", "resourceVersion": listing["metadata"]["resourceVersion"]}
+    async with http.stream("/api/v1/pods", watch_params) as content:
+        async for lines in iter_lines(content):
+            for line in lines:
+                event = json.loads(line)
+                if event["type"] == "ADDED":
+                    offer(event["object"])
+
+
+# ----- main -----
+
+
+async def run_bench(args: argparse.Namespace, kubeconfig: str, kube_scheduler: str, work: Path) -> list[Result]:
+    connection = load_connection(kubeconfig)
+    http = ApiHttp(connection, TokenBucket(0, 1), options=HttpOptions(pool_size=96, request_timeout=120))
+    try:
+        await ensure_namespace(http)
+        t = time.monotonic()
+        await ensure_nodes(http, args.nodes)
+        print(f"# {args.nodes} nodes ready ({time.monotonic() - t:.1f}s)", file=sys.stderr)
+        results: list[Result] = []
+        for _ in range(args.repeat):
+            for name in args.only:
+                result = await measure(name, http, args.pods, kubeconfig=kubeconfig, work=work,
+                                       kube_scheduler=kube_scheduler)
+                print(f"# {result.contender}: {result.rate:.0f} pods/s (wall {result.wall:.0f}), "
+                      f"{result.cpu_seconds_per_1000:.2f} CPU-s/1000 pods", file=sys.stderr)
+                results.append(result)
+        await delete_pods(http)
+        return results
+    finally:
+        await http.close()
+
+
+def summarize(results: list[Result]) -> dict[str, Any]:
+    by: dict[str, list[Result]] = {}
+    for r in results:
+        by.setdefault(r.contender, []).append(r)
+    summary: dict[str, Any] = {
+        name: {
+            "rate_pods_per_s": round(statistics.median(r.rate for r in rs), 1),
+            "wall_pods_per_s": round(statistics.median(r.wall for r in rs), 1),
+            "cpu_seconds_per_1000_pods": round(statistics.median(r.cpu_seconds_per_1000 for r in rs), 2),
+        }
+        for name, rs in by.items()
+    }
+    koord = summary.get("koord-scheduler")
+    ceiling, kube = summary.get("round-robin"), summary.get("kube-scheduler")
+    if koord and ceiling:
+        summary["koord_pct_of_ceiling"] = round(100 * koord["rate_pods_per_s"] / ceiling["rate_pods_per_s"], 1)
+    if koord and kube:
+        summary["koord_to_kube_scheduler"] = round(koord["rate_pods_per_s"] / kube["rate_pods_per_s"], 2)
+    return summary
+
+
+def main() -> int:
+    if len(sys.argv) > 1 and sys.argv[1] == "_round_robin":
+        asyncio.run(round_robin(sys.argv[sys.argv.index("--kubeconfig") + 1]))
+        return 0
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--nodes", type=int, default=1000)
+    parser.add_argument("--pods", type=int, default=5000)
+    parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--kubeconfig", help="a running cluster (default: start one for this run)")
+    parser.add_argument("--kube-scheduler", help="kube-scheduler binary (default: from control-plane.sh build)")
+    parser.add_argument("--only", default=",".join(CONTENDERS), type=lambda s: s.split(","))
+    parser.add_argument("--json", help="write raw results and the summary here")
+    args = parser.parse_args()
+    from controlplane import Binaries, running_control_plane
+
+    kube_scheduler = args.kube_scheduler or str(Binaries.build().kube_scheduler)
+    with tempfile.TemporaryDirectory(prefix="pykoord-e2e-") as tmp:
+        work = Path(tmp)
+        if args.kubeconfig:
+            results = asyncio.run(run_bench(args, args.kubeconfig, kube_scheduler, work))
+        else:
+            with running_control_plane(work / "cluster") as plane:
+                results = asyncio.run(run_bench(args, str(plane.kubeconfig), kube_scheduler, work))
+    summary = summarize(results)
+    machine = {"nproc": os.cpu_count(), "python": sys.version.split()[0]}
+    print(json.dumps({"machine": machine, "summary": summary}, indent=2))
+    if args.json:
+        Path(args.json).write_text(json.dumps(
+            {"machine": machine, "summary": summary, "runs": [asdict(r) for r in results]}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
