@@ -35,7 +35,7 @@ creation time as assignment time (unknown → estimated only while missing from 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -170,6 +170,12 @@ class LoadAwareScheduling:
             Status(Code.UNSCHEDULABLE, (REASON_NODE_METRIC_EXPIRED,)),
         )
         self._expired_reason = 2 * width
+        self._last_estimate: tuple[Pod, IncomingPod] | None = None
+        self._synced_key: tuple[int, int, int] | None = None
+        self._synced_at = 0.0
+        self._fresh_seen = np.zeros(snapshot.capacity, dtype=np.bool_)
+        """Per position, whether the row was fresh when the plugin last looked (to touch rows that expire)."""
+        self._touch: Callable[[int], None] | None = getattr(snapshot, "touch", None)
 
     # ----- events -----
 
@@ -184,6 +190,18 @@ class LoadAwareScheduling:
 
     def on_forget_pod(self, pod: Pod) -> None:
         self._drop(pod, pod.node_name)
+
+    # ----- per-node result cache -----
+
+    def sign_pod(self, pod: Pod) -> Hashable:
+        """What this plugin's per-node answers depend on besides the node's row (framework.node_cache).
+
+        Called before the runtime decides which nodes changed, so it also brings the rows up to date:
+        rows this plugin rewrites, and rows whose metric went stale since the last cycle, are touched.
+        """
+        self._sync()
+        incoming = self._estimate(pod)
+        return (incoming.estimate, incoming.prod, incoming.daemonset)
 
     # ----- Filter -----
 
@@ -315,6 +333,14 @@ class LoadAwareScheduling:
         cached = state.get(INCOMING_KEY)
         if cached is not None:
             return cached
+        incoming = self._estimate(pod)
+        state.write(INCOMING_KEY, incoming)
+        return incoming
+
+    def _estimate(self, pod: Pod) -> IncomingPod:
+        last = self._last_estimate
+        if last is not None and last[0] is pod:
+            return last[1]
         estimate = estimate_pod(
             pod,
             self.resources,
@@ -327,7 +353,7 @@ class LoadAwareScheduling:
             pod_priority_class(pod) is PriorityClass.PROD,
             is_daemonset_pod(pod),
         )
-        state.write(INCOMING_KEY, incoming)
+        self._last_estimate = (pod, incoming)
         return incoming
 
     def _assigned(self, pod: Pod, incoming: IncomingPod | None, timestamp: float | None) -> AssignedPod:
@@ -371,6 +397,13 @@ class LoadAwareScheduling:
     def _sync(self) -> None:
         """Bring rows in line with the snapshot: positions after node changes, pods after pod changes."""
         snap = self._snapshot
+        now = self._clock()
+        # Called several times per cycle (signatures, Filter, Score): skip when nothing can have changed.
+        # Freshness is re-checked at most once per second of clock time.
+        key = (snap.pods_generation, snap.nodes_generation, snap.capacity)
+        if key == self._synced_key and 0.0 <= now - self._synced_at < 1.0:
+            return
+        self._synced_key, self._synced_at = key, now
         cap = snap.capacity
         if cap > self.view.capacity:
             self.view.ensure_capacity(cap)
@@ -382,12 +415,20 @@ class LoadAwareScheduling:
         changed = np.flatnonzero(self._known_pods[:cap] != snap.pod_count)
         for pos in changed.tolist():
             self._reconcile(pos)
+        if self._touch is not None:
+            if cap > len(self._fresh_seen):
+                self._fresh_seen = np.concatenate([self._fresh_seen, np.zeros(cap - len(self._fresh_seen), bool)])
+            view = self.view
+            fresh = (now - view.update_time[:cap]) < self.args.node_metric_expiration_seconds
+            for pos in np.flatnonzero(fresh != self._fresh_seen[:cap]).tolist():
+                self._touch(pos)
+            self._fresh_seen[:cap] = fresh
 
     def _remap(self) -> None:
         positions = self._snapshot.positions
         for pos, owner in list(self._row_owner.items()):
             if positions.get(owner) != pos:
-                self.view.clear(pos)
+                self._clear(pos)
                 del self._row_owner[pos]
                 self._rows.pop(owner, None)
         self._node_profiles.clear()
@@ -421,14 +462,14 @@ class LoadAwareScheduling:
         load = self.cache.get(name)
         old = self._rows.get(name)
         if old is not None and old != pos:
-            self.view.clear(old)
+            self._clear(old)
             self._row_owner.pop(old, None)
             del self._rows[name]
         if pos is None:
             return
         if load is None or load.metric is None:
             if self._row_owner.get(pos) == name:
-                self.view.clear(pos)
+                self._clear(pos)
                 del self._row_owner[pos]
                 self._rows.pop(name, None)
             return
@@ -437,6 +478,15 @@ class LoadAwareScheduling:
         self.view.write(pos, load, self._node_profile(pos), self._score_paths)
         self._rows[name] = pos
         self._row_owner[pos] = name
+        self._touched(pos)
+
+    def _clear(self, pos: int) -> None:
+        self.view.clear(pos)
+        self._touched(pos)
+
+    def _touched(self, pos: int) -> None:
+        if self._touch is not None and pos < self._snapshot.capacity:
+            self._touch(pos)
 
     def _node_profile(self, pos: int) -> ThresholdProfile:
         node = self._snapshot.infos[pos]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from koord_scheduler.plugins.loadaware.assign_cache import AssignCache, AssignedPod
@@ -11,10 +13,10 @@ GI = 1024**3
 EST = (850, GI)  # 1 cpu / ~1.4Gi request, already estimated
 
 
-def cache_with(pod: AssignedPod, **metric: object) -> AssignCache:
+def cache_with(pod: AssignedPod, **metric: Any) -> AssignCache:
     cache = AssignCache(("cpu", "memory"))
     cache.assign("n1", pod)
-    cache.set_metric(node_metric("n1", cpu="2", memory="8Gi", **metric))  # type: ignore[arg-type]
+    cache.set_metric(node_metric("n1", cpu="2", memory="8Gi", **metric))
     return cache
 
 

@@ -4,7 +4,7 @@ others, node overrides, prod and aggregated paths. Case ids name the rule (sched
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,13 +55,10 @@ def node(name: str, **annotations: str) -> Node:
 
 
 def setup(
-    nodes: list[Node],
-    metrics: list[Any],
-    pods: list[Pod] = (),
-    **args: Any,  # type: ignore[assignment]
+    nodes: list[Node], metrics: list[Any], pods: Sequence[Pod] = (), *, args: dict[str, Any] | None = None
 ) -> tuple[LoadAwareScheduling, Handle]:
     handle = Handle(make_snapshot(nodes, pods))
-    plugin = loadaware.new(LoadAwareSchedulingArgs.model_validate(args), handle)
+    plugin = loadaware.new(LoadAwareSchedulingArgs.model_validate(args or {}), handle)
     for m in metrics:
         plugin.on_node_metric(EventType.ADDED, None, m)
     return plugin, handle
@@ -114,7 +111,7 @@ def test_factory_registers_watch_forget_and_report() -> None:
 )
 def test_filter(metric: dict[str, Any] | None, args: dict[str, Any], want: str) -> None:
     metrics = [node_metric("n1", **metric)] if metric is not None else []
-    plugin, handle = setup([node("n1")], metrics, **args)
+    plugin, handle = setup([node("n1")], metrics, args=args)
     assert outcome(plugin, POD, handle.snapshot) == {"n1": want}
 
 
@@ -162,7 +159,7 @@ def test_node_usage_thresholds_annotation(annotation: Any, want: str) -> None:
 def test_prod_usage_thresholds(pod: Pod, want: str) -> None:
     running = make_pod("db", "ns").req(cpu="1").priority(9500).node("n1").created("2020-01-01T00:00:00Z").build()
     metric = node_metric("n1", cpu="3", pods=[("ns/db", "1", "1Gi", "koord-prod")])
-    plugin, handle = setup([node("n1")], [metric], [running], prodUsageThresholds={"cpu": 20})
+    plugin, handle = setup([node("n1")], [metric], [running], args={"prodUsageThresholds": {"cpu": 20}})
     assert outcome(plugin, pod, handle.snapshot) == {"n1": want}
 
 
@@ -191,21 +188,21 @@ def test_score_hand_computed() -> None:
     ],
 )
 def test_score_dominant_resource(args: dict[str, Any], want: int) -> None:
-    plugin, handle = setup([node("n1")], [node_metric("n1", cpu="2", memory="8Gi")], **args)
+    plugin, handle = setup([node("n1")], [node_metric("n1", cpu="2", memory="8Gi")], args=args)
     assert scores(plugin, POD, handle.snapshot) == {"n1": want}
 
 
 def test_score_target_utilization() -> None:
     # cpu 2000 + 850 = 35.625% of 8: (60 * 35.625 / 40) + 40 = 93.4 -> 93; memory 27.19%: 80.8 -> 81
     args = {"scoringStrategy": {"type": "TargetUtilization", "targetUtilization": {"cpu": 40, "memory": 40}}}
-    plugin, handle = setup([node("n1")], [node_metric("n1", cpu="2", memory="8Gi")], **args)
+    plugin, handle = setup([node("n1")], [node_metric("n1", cpu="2", memory="8Gi")], args=args)
     assert scores(plugin, POD, handle.snapshot) == {"n1": (93 + 81) // 2}
 
 
 def test_score_aggregated_p95() -> None:
     args = {"aggregated": {"scoreAggregationType": "p95", "scoreAggregatedDuration": "5m"}}
     metric = node_metric("n1", cpu="0", memory="8Gi", aggregated={"5m0s": {"p95": {"cpu": "2", "memory": "8Gi"}}})
-    plugin, handle = setup([node("n1")], [metric], **args)
+    plugin, handle = setup([node("n1")], [metric], args=args)
     assert scores(plugin, POD, handle.snapshot) == {"n1": 68}
 
 
@@ -213,7 +210,7 @@ def test_score_aggregated_window_missing_uses_full_estimates() -> None:
     # Cold start (PR #2239): no 10m window -> base is the sum of full estimates of the pods on the node.
     args = {"aggregated": {"scoreAggregationType": "p95", "scoreAggregatedDuration": "10m"}}
     running = make_pod("r", "ns").req(cpu="2").node("n1").build()  # estimate 1700m, 200Mi
-    plugin, handle = setup([node("n1")], [node_metric("n1", cpu="6", memory="8Gi")], [running], **args)
+    plugin, handle = setup([node("n1")], [node_metric("n1", cpu="6", memory="8Gi")], [running], args=args)
     # cpu 1700 + 850 = 2550 -> 68; memory 200Mi + 0.7Gi -> 97
     assert scores(plugin, POD, handle.snapshot) == {"n1": (68 + 97) // 2}
 
