@@ -188,7 +188,11 @@ def test_cgroup_reconcile_writes_batch_resources_on_real_pod_cgroups() -> None:
             return (ROOT / sub / rel / name).read_text().strip()
 
         got = {
-            rel: (read("cpu", rel, "cpu.shares"), read("cpu", rel, "cpu.cfs_quota_us"), read("memory", rel, "memory.limit_in_bytes"))
+            rel: (
+                read("cpu", rel, "cpu.shares"),
+                read("cpu", rel, "cpu.cfs_quota_us"),
+                read("memory", rel, "memory.limit_in_bytes"),
+            )
             for rel in (be_pod, *dirs)
             if rel is not None
         }

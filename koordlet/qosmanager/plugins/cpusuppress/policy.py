@@ -120,20 +120,23 @@ def choose_be_cpus(count: int, cpus: Sequence[CPUInfo], excluded: Iterable[int] 
     ordered = sorted(buckets.items(), key=lambda kv: (-sum(len(c) for c in kv[1].values()), kv[0]))
     queues = [sorted((sorted(c) for c in cores.values()), key=lambda c: c[0]) for _, cores in ordered]
     chosen: list[int] = []
+    turn = 0  # the bucket whose turn it is: singles continue the rotation the pairs left off
     taken_pair = True
     while taken_pair and count - len(chosen) >= 2:
         taken_pair = False
-        for queue in queues:
+        for i, queue in enumerate(queues):
             need = count - len(chosen)
-            for i, core in enumerate(queue):
+            for j, core in enumerate(queue):
                 if 2 <= len(core) <= need:
                     chosen.extend(core)
-                    del queue[i]
+                    del queue[j]
                     taken_pair = True
+                    turn = i + 1
                     break
     singles = [sorted(cpu for core in queue for cpu in core) for queue in queues]
     while len(chosen) < count and any(singles):
-        for single in singles:
+        for k in range(len(singles)):
+            single = singles[(turn + k) % len(singles)]
             if single and len(chosen) < count:
                 chosen.append(single.pop(0))
     return frozenset(chosen)

@@ -18,7 +18,13 @@ from koordlet.system import CgroupFS
 NODE = "node-1"
 
 
-def make_node(cpu: str = "2", memory: str = "8Gi", *, allocatable: dict[str, str] | None = None, annotations: dict[str, str] | None = None) -> dict[str, Any]:
+def make_node(
+    cpu: str = "2",
+    memory: str = "8Gi",
+    *,
+    allocatable: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
+) -> dict[str, Any]:
     capacity = {"cpu": cpu, "memory": memory}
     return {
         "metadata": {"name": NODE, "annotations": annotations or {}},
@@ -64,7 +70,12 @@ class PodBuilder:
         return self
 
     def container(
-        self, name: str, container_id: str = "", *, requests: dict[str, str] | None = None, limits: dict[str, str] | None = None
+        self,
+        name: str,
+        container_id: str = "",
+        *,
+        requests: dict[str, str] | None = None,
+        limits: dict[str, str] | None = None,
     ) -> PodBuilder:
         self.containers.append({"name": name, "resources": {"requests": requests or {}, "limits": limits or {}}})
         if container_id:
