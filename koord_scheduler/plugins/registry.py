@@ -5,12 +5,14 @@ from __future__ import annotations
 from koord_scheduler.framework.registry import PluginSpec, Registry
 from koord_scheduler.plugins.balancedallocation import plugin as balancedallocation
 from koord_scheduler.plugins.defaultbinder import plugin as defaultbinder
+from koord_scheduler.plugins.interpodaffinity import plugin as interpodaffinity
 from koord_scheduler.plugins.loadaware import plugin as loadaware
 from koord_scheduler.plugins.nodeaffinity import plugin as nodeaffinity
 from koord_scheduler.plugins.nodename import plugin as nodename
 from koord_scheduler.plugins.nodeports import plugin as nodeports
 from koord_scheduler.plugins.noderesources import plugin as noderesources
 from koord_scheduler.plugins.nodeunschedulable import plugin as nodeunschedulable
+from koord_scheduler.plugins.podtopologyspread import plugin as podtopologyspread
 from koord_scheduler.plugins.queuesort import plugin as queuesort
 from koord_scheduler.plugins.reservation import plugin as reservation
 from koord_scheduler.plugins.schedulinggates import plugin as schedulinggates
@@ -26,6 +28,8 @@ _MODULES = (
     nodeports,
     noderesources,
     balancedallocation,
+    podtopologyspread,
+    interpodaffinity,
     loadaware,
     defaultbinder,
     reservation,

@@ -1,0 +1,1 @@
+"""InterPodAffinity: required and preferred pod (anti-)affinity, with existing pods' terms (symmetry)."""

@@ -1,0 +1,1 @@
+"""PodTopologySpread: hard and soft topology spread constraints, minDomains, inclusion policies and defaults."""

@@ -1,0 +1,394 @@
+"""PodTopologySpread (kube-scheduler ``podtopologyspread``, v1.35 semantics).
+
+- PreFilter: the pod's ``DoNotSchedule`` constraints (or the default ones, see
+  :func:`~koord_scheduler.plugins.podtopologyspread.policy.owner_default_selector`); Skip when there are
+  none. Matching pods are counted per topology value over all nodes that carry every constraint's key
+  and pass the constraint's nodeAffinityPolicy (default Honor) and nodeTaintsPolicy (default Ignore).
+- Filter: a node without a constraint's key is UnschedulableAndUnresolvable
+  ``"node(s) didn't match pod topology spread constraints (missing required label)"``; a node where
+  ``matchNum + selfMatch - globalMin > maxSkew`` (globalMin 0 below ``minDomains`` domains) is
+  Unschedulable ``"node(s) didn't match pod topology spread constraints"``. Constraints are checked in
+  order and the first failing one decides.
+- PreScore/Score/NormalizeScore: the ``ScheduleAnyway`` constraints; see :mod:`.scoring`.
+- PreFilterExtensions add_pod/remove_pod update the per-domain counts of a cloned state.
+
+Counting uses a :class:`~koord_scheduler.plugins.topology_index.TopologyIndex` kept up to date from the
+pods that changed, so a pod costs O(nodes) numpy work whatever the number of running pods.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from apis.config.plugin_args import SYSTEM_DEFAULTING, PodTopologySpreadArgs
+from apis.config.plugin_args import TopologySpreadConstraint as ArgsConstraint
+from apis.core.selectors import label_selector_matches
+from apis.core.types import Node, Pod, Toleration, TopologySpreadConstraint
+from koord_scheduler.framework.cycle_state import CycleState, StateKey
+from koord_scheduler.framework.handle import FrameworkHandle
+from koord_scheduler.framework.snapshot import BoolArray, ClusterSnapshot, IntArray, NodeInfo, Positions
+from koord_scheduler.framework.status import Status, skip, success, unresolvable, unschedulable
+from koord_scheduler.framework.types import (
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    EventResource,
+    NodeFilterResult,
+    PreFilterResult,
+)
+from koord_scheduler.plugins import names
+from koord_scheduler.plugins.helpers import SnapshotCache, live_nodes
+from koord_scheduler.plugins.nodeaffinity.policy import RequiredSelector, matches_required, required_mask
+from koord_scheduler.plugins.podtopologyspread.policy import (
+    HONOR,
+    HOSTNAME_KEY,
+    IGNORE,
+    SYSTEM_DEFAULT_CONSTRAINTS,
+    Constraint,
+    DefaultSelector,
+    domain_match_counts,
+    hard_constraints,
+    min_match_num,
+    owner_default_selector,
+    skew_failures,
+    soft_constraints,
+)
+from koord_scheduler.plugins.podtopologyspread.scoring import (
+    add_constraint_score,
+    go_round,
+    normalize_scores,
+    topology_normalizing_weight,
+)
+from koord_scheduler.plugins.tainttoleration.policy import first_untolerated
+from koord_scheduler.plugins.topology_index import (
+    DomainCache,
+    SpreadSelector,
+    TopologyDomains,
+    TopologyIndex,
+)
+
+NAME = names.POD_TOPOLOGY_SPREAD
+ARGS = PodTopologySpreadArgs
+
+ERR_REASON_CONSTRAINTS_NOT_MATCH = "node(s) didn't match pod topology spread constraints"
+ERR_REASON_NODE_LABEL_NOT_MATCH = ERR_REASON_CONSTRAINTS_NOT_MATCH + " (missing required label)"
+
+_MISSING_LABEL = unresolvable(ERR_REASON_NODE_LABEL_NOT_MATCH)
+_SKEW = unschedulable(ERR_REASON_CONSTRAINTS_NOT_MATCH)
+_FILTER_STATUSES = (_MISSING_LABEL, _MISSING_LABEL, _SKEW)
+"""Indexed by reason id: 1 missing label, 2 skew (0 is unused: passing nodes)."""
+
+
+@dataclass(slots=True)
+class ConstraintCounts:
+    """One hard constraint's ``TpValueToMatchNum`` and critical-path minimum."""
+
+    constraint: Constraint
+    domains: TopologyDomains
+    self_match: int
+    match_num: IntArray
+    """Matching pods per topology value id (eligible nodes only)."""
+    present: BoolArray
+    """Values that are domains (some eligible node carries them)."""
+
+    def clone(self) -> ConstraintCounts:
+        return ConstraintCounts(
+            self.constraint, self.domains, self.self_match, self.match_num.copy(), self.present.copy()
+        )
+
+    def global_min(self) -> int:
+        return min_match_num(self.match_num, self.present, self.constraint.min_domains)
+
+
+@dataclass(slots=True)
+class PreFilterState:
+    constraints: list[ConstraintCounts]
+    namespace: str
+    required: RequiredSelector
+    tolerations: tuple[Toleration, ...]
+
+    def clone(self) -> PreFilterState:
+        return PreFilterState([c.clone() for c in self.constraints], self.namespace, self.required, self.tolerations)
+
+
+@dataclass(slots=True)
+class ScoreConstraint:
+    constraint: Constraint
+    domains: TopologyDomains
+    weight: float
+    node_counts: IntArray
+    """Matching pods per node position (used directly for the hostname key)."""
+    pair_counts: IntArray
+    """Matching pods per value id (the extra last id stands for "no label"); unused for hostname."""
+
+
+@dataclass(slots=True)
+class PreScoreState:
+    constraints: list[ScoreConstraint]
+    require_all: bool
+    has_all: BoolArray
+    """Per position: the node carries every constraint's key."""
+    ignored: BoolArray = field(default_factory=lambda: np.zeros(0, dtype=np.bool_))
+    """Aligned with the positions last scored: nodes scored 0 and left out of normalization."""
+
+
+PRE_FILTER_KEY: StateKey[PreFilterState] = StateKey("PreFilter" + NAME)
+PRE_SCORE_KEY: StateKey[PreScoreState] = StateKey("PreScore" + NAME)
+
+
+def required_selector(pod: Pod) -> RequiredSelector:
+    affinity = pod.affinity
+    terms = affinity.node_affinity.required if affinity and affinity.node_affinity else None
+    return pod.node_selector, terms
+
+
+class PodTopologySpread:
+    name = NAME
+
+    def __init__(
+        self,
+        default_constraints: Sequence[TopologySpreadConstraint] = SYSTEM_DEFAULT_CONSTRAINTS,
+        *,
+        system_defaulted: bool = True,
+        default_selector: DefaultSelector = owner_default_selector,
+    ) -> None:
+        self._defaults = tuple(default_constraints)
+        self._system_defaulted = system_defaulted
+        self._default_selector = default_selector
+        self._index = TopologyIndex()
+        self._domains = DomainCache()
+        self._masks: SnapshotCache[object, BoolArray] = SnapshotCache(max_entries=128)
+
+    # ----- node masks -----
+
+    def _has_keys(self, snapshot: ClusterSnapshot, constraints: Sequence[Constraint]) -> BoolArray:
+        """Per position: a live node carrying every constraint's key (``nodeLabelsMatchSpreadConstraints``)."""
+        mask = snapshot.valid[: snapshot.capacity].copy()
+        for c in constraints:
+            mask &= self._domains.get(snapshot, c.topology_key).has_key
+        return mask
+
+    def _inclusion(self, snapshot: ClusterSnapshot, c: Constraint, pod: Pod) -> BoolArray | None:
+        """``matchNodeInclusionPolicies`` per position, or None when every node is included."""
+        mask: BoolArray | None = None
+        if c.node_affinity_policy == HONOR:
+            selector = required_selector(pod)
+            if selector[0] is not None or selector[1] is not None:
+                mask = self._masks.get(
+                    snapshot,
+                    ("affinity", snapshot.capacity, selector),
+                    lambda: required_mask(selector, live_nodes(snapshot), snapshot.capacity),
+                )
+        if c.node_taints_policy == HONOR:
+            tolerations = pod.tolerations
+            taints_ok = self._masks.get(
+                snapshot, ("taints", snapshot.capacity, tolerations), lambda: _tolerated_mask(snapshot, tolerations)
+            )
+            mask = taints_ok if mask is None else mask & taints_ok
+        return mask
+
+    def _node_counts(self, snapshot: ClusterSnapshot, pod: Pod, c: Constraint) -> IntArray:
+        if c.counts_nothing:
+            return np.zeros(snapshot.capacity, dtype=np.int64)
+        assert c.selector is not None
+        self._index.sync(snapshot)
+        return self._index.pod_counts(SpreadSelector(pod.namespace, c.selector))
+
+    # ----- Filter -----
+
+    def pre_filter(
+        self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot
+    ) -> tuple[PreFilterResult | None, Status]:
+        constraints = hard_constraints(pod, self._defaults, self._default_selector)
+        if not constraints:
+            return None, skip()
+        has_all = self._has_keys(snapshot, constraints)
+        counted: list[ConstraintCounts] = []
+        for c in constraints:
+            domains = self._domains.get(snapshot, c.topology_key)
+            eligible = has_all
+            inclusion = self._inclusion(snapshot, c, pod)
+            if inclusion is not None:
+                eligible = eligible & inclusion
+            node_counts = self._node_counts(snapshot, pod, c)
+            match_num, present = domain_match_counts(
+                domains.value_ids, node_counts, eligible, len(domains.values)
+            )
+            self_match = int(label_selector_matches(c.selector, pod.labels))
+            counted.append(ConstraintCounts(c, domains, self_match, match_num, present))
+        state.write(
+            PRE_FILTER_KEY, PreFilterState(counted, pod.namespace, required_selector(pod), pod.tolerations)
+        )
+        return None, success()
+
+    def pre_filter_extensions(self) -> PodTopologySpread:
+        return self
+
+    def filter_nodes(
+        self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions
+    ) -> NodeFilterResult:
+        pre = state.get(PRE_FILTER_KEY)
+        if pre is None or not pre.constraints:
+            return NodeFilterResult.all_pass(len(positions))
+        reason = np.zeros(len(positions), dtype=np.int8)
+        for cc in pre.constraints:
+            undecided = reason == 0
+            value_ids = cc.domains.value_ids.take(positions)
+            reason[undecided & (value_ids < 0)] = 1
+            fails = skew_failures(
+                value_ids, cc.match_num, cc.self_match, cc.global_min(), cc.constraint.max_skew
+            )
+            reason[undecided & fails] = 2
+        return NodeFilterResult(reason == 0, reason, _FILTER_STATUSES)
+
+    # ----- PreFilterExtensions -----
+
+    def add_pod(self, state: CycleState, pod: Pod, pod_to_add: Pod, node_info: NodeInfo) -> Status:
+        self._update_with_pod(state, pod, pod_to_add, node_info.node, 1)
+        return success()
+
+    def remove_pod(self, state: CycleState, pod: Pod, pod_to_remove: Pod, node_info: NodeInfo) -> Status:
+        self._update_with_pod(state, pod, pod_to_remove, node_info.node, -1)
+        return success()
+
+    @staticmethod
+    def _update_with_pod(state: CycleState, pod: Pod, updated: Pod, node: Node | None, delta: int) -> None:
+        """``updateWithPod``: only pods of the preemptor's namespace, on nodes carrying every key and
+        passing the constraint's inclusion policies, that match the constraint's selector."""
+        pre = state.get(PRE_FILTER_KEY)
+        if pre is None or node is None or updated.namespace != pre.namespace:
+            return
+        labels = node.labels
+        if any(cc.constraint.topology_key not in labels for cc in pre.constraints):
+            return
+        for cc in pre.constraints:
+            c = cc.constraint
+            if not label_selector_matches(c.selector, updated.labels):
+                continue
+            if c.node_affinity_policy == HONOR and not matches_required(pre.required, node):
+                continue
+            if c.node_taints_policy == HONOR and first_untolerated(node.taints, pre.tolerations) is not None:
+                continue
+            value_id = cc.domains.value_id(labels[c.topology_key])
+            if value_id < 0:
+                continue  # a node the snapshot did not know at PreFilter time
+            cc.match_num[value_id] += delta
+            cc.present[value_id] = True
+
+    # ----- Score -----
+
+    def pre_score(
+        self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions
+    ) -> Status:
+        constraints = soft_constraints(pod, self._defaults, self._default_selector)
+        if not constraints:
+            return skip()
+        # Only non-system-default constraints require every key: a node without a zone label still gets
+        # hostname spreading from the system defaults.
+        require_all = bool(pod.topology_spread_constraints) or not self._system_defaulted
+        has_all = self._has_keys(snapshot, constraints)
+        live = snapshot.valid[: snapshot.capacity]
+        counted_nodes = has_all if require_all else live
+        scored = positions[has_all.take(positions)] if require_all else positions
+        scored_constraints: list[ScoreConstraint] = []
+        for c in constraints:
+            domains = self._domains.get(snapshot, c.topology_key)
+            node_counts = self._node_counts(snapshot, pod, c)
+            if c.topology_key == HOSTNAME_KEY:
+                # Per-node counts are read in Score; the size is the number of scored nodes.
+                weight = topology_normalizing_weight(len(scored))
+                scored_constraints.append(ScoreConstraint(c, domains, weight, node_counts, node_counts[:0]))
+                continue
+            # A node without the key is the pair (key, ""), as a Go map lookup of a missing label gives.
+            pair_ids = _pair_ids(domains)
+            candidate = np.zeros(len(domains.values) + 1, dtype=np.bool_)
+            candidate[pair_ids.take(scored)] = True
+            eligible = counted_nodes
+            inclusion = self._inclusion(snapshot, c, pod)
+            if inclusion is not None:
+                eligible = eligible & inclusion
+            ids = pair_ids[eligible]
+            sums = np.bincount(ids, weights=node_counts[eligible], minlength=len(candidate)).astype(np.int64)
+            weight = topology_normalizing_weight(int(candidate.sum()))
+            scored_constraints.append(ScoreConstraint(c, domains, weight, node_counts, np.where(candidate, sums, 0)))
+        state.write(PRE_SCORE_KEY, PreScoreState(scored_constraints, require_all, has_all))
+        return success()
+
+    def score_nodes(
+        self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions
+    ) -> IntArray:
+        pre = state.read(PRE_SCORE_KEY)
+        ignored = ~pre.has_all.take(positions) if pre.require_all else np.zeros(len(positions), dtype=np.bool_)
+        pre.ignored = ignored
+        score = np.zeros(len(positions), dtype=np.float64)
+        for sc in pre.constraints:
+            value_ids = sc.domains.value_ids.take(positions)
+            has_key = value_ids >= 0
+            if sc.constraint.topology_key == HOSTNAME_KEY:
+                counts = sc.node_counts.take(positions)
+            else:
+                counts = sc.pair_counts.take(_pair_ids(sc.domains).take(positions))
+            add_constraint_score(score, counts, has_key, sc.weight, sc.constraint.max_skew)
+        raw = go_round(score)
+        raw[ignored] = 0
+        return raw
+
+    def score_extensions(self) -> PodTopologySpread:
+        return self
+
+    def normalize_score(self, state: CycleState, pod: Pod, scores: IntArray) -> Status:
+        pre = state.get(PRE_SCORE_KEY)
+        if pre is None:
+            return success()
+        ignored = pre.ignored if len(pre.ignored) == len(scores) else np.zeros(len(scores), dtype=np.bool_)
+        normalize_scores(scores, ignored)
+        return success()
+
+    # ----- queueing -----
+
+    def events_to_register(self) -> Sequence[ClusterEventWithHint]:
+        return (
+            ClusterEventWithHint(ClusterEvent(EventResource.POD, ActionType.ALL)),
+            ClusterEventWithHint(
+                ClusterEvent(
+                    EventResource.NODE,
+                    ActionType.ADD | ActionType.DELETE | ActionType.UPDATE_NODE_LABEL | ActionType.UPDATE_NODE_TAINT,
+                )
+            ),
+        )
+
+
+def _pair_ids(domains: TopologyDomains) -> IntArray:
+    """Value ids where "no label" becomes the id of the value "" (or a fresh last id)."""
+    missing = domains.index.get("", len(domains.values))
+    return np.where(domains.value_ids >= 0, domains.value_ids, missing)
+
+
+def _tolerated_mask(snapshot: ClusterSnapshot, tolerations: tuple[Toleration, ...]) -> BoolArray:
+    mask = np.zeros(snapshot.capacity, dtype=np.bool_)
+    for pos, node in live_nodes(snapshot):
+        mask[pos] = not node.taints or first_untolerated(node.taints, tolerations) is None
+    return mask
+
+
+def new(args: PodTopologySpreadArgs | None, handle: FrameworkHandle) -> PodTopologySpread:
+    args = args or PodTopologySpreadArgs()
+    if args.defaulting_type == SYSTEM_DEFAULTING:
+        return PodTopologySpread(SYSTEM_DEFAULT_CONSTRAINTS, system_defaulted=True)
+    return PodTopologySpread(tuple(core_constraint(c) for c in args.default_constraints), system_defaulted=False)
+
+
+def core_constraint(c: ArgsConstraint) -> TopologySpreadConstraint:
+    """An args ``defaultConstraints`` entry as the core type (validation forbids a labelSelector)."""
+    return TopologySpreadConstraint(
+        max_skew=c.max_skew,
+        topology_key=c.topology_key,
+        when_unsatisfiable=c.when_unsatisfiable,
+        min_domains=c.min_domains,
+        node_affinity_policy=c.node_affinity_policy or HONOR,
+        node_taints_policy=c.node_taints_policy or IGNORE,
+        match_label_keys=tuple(c.match_label_keys),
+    )
