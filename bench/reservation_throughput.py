@@ -102,7 +102,7 @@ def reservation_obj(i: int) -> dict[str, Any]:
     }
 
 
-async def run_once(
+async def run_once(  # noqa: PLR0917 (a benchmark entry point)
     nodes: int, placed: int, pods: int, reservations: int, config_text: str, owner_every: int
 ) -> dict[str, Any]:
     node_list = [parse_node(node_obj(i)) for i in range(nodes)]
@@ -204,7 +204,8 @@ def main() -> None:
         return
     base = results["plugin-0"]["pods_per_second"]
     print(
-        f"{'run':>9} {'resv':>5} {'pods/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'in resv':>8} {'RSS MB':>8} {'vs 0 resv':>9}"
+        f"{'run':>9} {'resv':>5} {'pods/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'in resv':>8} {'RSS MB':>8} "
+        f"{'vs 0 resv':>9}"
     )
     for r in results.values():
         print(
