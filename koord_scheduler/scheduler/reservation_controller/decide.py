@@ -1,0 +1,166 @@
+"""What the Reservation controller does to one Reservation, as a pure function of the object, its owner
+pods, whether its node exists, and the time.
+
+- Pending/Available reservations expire when ``now > spec.expires``, when ``now - creation > spec.ttl``
+  (ttl 0 never expires), or when their node is gone: phase ``Failed``, condition ``Ready=False`` reason
+  ``Expired``.
+- ``status.currentOwners`` (sorted by uid) and ``status.allocated`` (owners' requests masked to the
+  allocatable names) are recomputed from the pods whose ``reservation-allocated`` annotation names the
+  reservation's uid; with ``allocateOnce`` an allocated reservation becomes ``Succeeded``.
+- ``Failed`` / ``Succeeded`` reservations are deleted ``gc_duration_seconds`` after that transition, or at
+  once when their node is gone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from apis.core.parse import parse_pod, parse_resource_list, parse_timestamp
+from apis.core.quantity import format_quantity
+from apis.scheduling import (
+    CONDITION_READY,
+    PHASE_AVAILABLE,
+    PHASE_FAILED,
+    PHASE_SUCCEEDED,
+    REASON_EXPIRED,
+    REASON_SUCCEEDED,
+)
+from apis.slo.common import parse_go_duration
+
+MIN_REQUEUE_SECONDS = 3.0
+MAX_REQUEUE_SECONDS = 15.0
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerOptions:
+    gc_duration_seconds: float = 86400.0
+    gc_interval_seconds: float = 60.0
+    disable_garbage_collection: bool = False
+    sync_interval_seconds: float = MIN_REQUEUE_SECONDS
+
+
+@dataclass(frozen=True, slots=True)
+class OwnerPod:
+    namespace: str
+    name: str
+    uid: str
+    requests: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    status_patch: Mapping[str, Any] | None = None
+    """A merge patch of ``status`` (the status subresource), or None."""
+    delete: bool = False
+    requeue_after: float = MAX_REQUEUE_SECONDS
+
+
+def owner_pod_from_raw(raw: Mapping[str, Any]) -> OwnerPod:
+    pod = parse_pod(dict(raw))
+    return OwnerPod(pod.namespace, pod.name, pod.uid, dict(pod.requests))
+
+
+def rfc3339(ts: float) -> str:
+    return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def decide(
+    reservation: Mapping[str, Any],
+    owners: Sequence[OwnerPod],
+    *,
+    node_exists: bool,
+    now: float,
+    options: ControllerOptions = ControllerOptions(),
+) -> Decision:
+    meta = reservation.get("metadata") or {}
+    spec = reservation.get("spec") or {}
+    status = reservation.get("status") or {}
+    phase = status.get("phase") or "Pending"
+    node = status.get("nodeName") or ""
+    conditions = list(status.get("conditions") or [])
+    if phase in (PHASE_FAILED, PHASE_SUCCEEDED):
+        return _collect(conditions, node=node, node_exists=node_exists, now=now, options=options)
+    expiry = _expiry(meta, spec)
+    if (expiry is not None and now > expiry) or (node and not node_exists):
+        message = "Reservation expired" if not (node and not node_exists) else f"node {node} is gone"
+        failed = {
+            "phase": PHASE_FAILED,
+            "conditions": _with_ready(conditions, "False", REASON_EXPIRED, message, now),
+        }
+        return Decision({"status": failed}, requeue_after=MAX_REQUEUE_SECONDS)
+    requeue = MAX_REQUEUE_SECONDS
+    if expiry is not None:
+        requeue = min(MAX_REQUEUE_SECONDS, max(MIN_REQUEUE_SECONDS, expiry - now))
+    if phase != PHASE_AVAILABLE:
+        return Decision(requeue_after=requeue)
+    want_owners = [
+        {"namespace": o.namespace, "name": o.name, "uid": o.uid} for o in sorted(owners, key=lambda o: o.uid)
+    ]
+    allocatable = parse_resource_list(status.get("allocatable") or {})
+    allocated: dict[str, int] = {}
+    for o in owners:
+        for name, amount in o.requests.items():
+            if name in allocatable:
+                allocated[name] = allocated.get(name, 0) + amount
+    want_allocated = {k: format_quantity(k, v) for k, v in sorted(allocated.items()) if v}
+    have_owners = [
+        {"namespace": o.get("namespace", ""), "name": o.get("name", ""), "uid": o.get("uid", "")}
+        for o in status.get("currentOwners") or []
+    ]
+    have_allocated = parse_resource_list(status.get("allocated") or {})
+    patch: dict[str, Any] = {}
+    if have_owners != want_owners:
+        patch["currentOwners"] = want_owners or None
+    if dict(have_allocated) != {k: v for k, v in allocated.items() if v}:
+        patch["allocated"] = want_allocated or None
+    allocate_once = spec.get("allocateOnce")
+    if (allocate_once is None or allocate_once) and want_owners:
+        patch["phase"] = PHASE_SUCCEEDED
+        patch["conditions"] = _with_ready(conditions, "False", REASON_SUCCEEDED, "Reservation is allocated", now)
+    return Decision({"status": patch} if patch else None, requeue_after=requeue)
+
+
+def _expiry(meta: Mapping[str, Any], spec: Mapping[str, Any]) -> float | None:
+    if spec.get("expires"):
+        return parse_timestamp(spec["expires"])
+    ttl_text = spec.get("ttl")
+    ttl = parse_go_duration(str(ttl_text)) if ttl_text is not None else 24 * 3600.0
+    created = parse_timestamp(meta.get("creationTimestamp")) if meta.get("creationTimestamp") else None
+    if ttl <= 0 or created is None:
+        return None
+    return created + ttl
+
+
+def _collect(
+    conditions: list[Mapping[str, Any]], *, node: str, node_exists: bool, now: float, options: ControllerOptions
+) -> Decision:
+    if options.disable_garbage_collection:
+        return Decision(requeue_after=options.gc_interval_seconds)
+    if node and not node_exists:
+        return Decision(delete=True)
+    since = None
+    for c in conditions:
+        if c.get("type") == CONDITION_READY:
+            stamp = c.get("lastProbeTime") or c.get("lastTransitionTime")
+            since = parse_timestamp(stamp) if stamp else None
+    if since is None or now - since >= options.gc_duration_seconds:
+        return Decision(delete=True)
+    return Decision(requeue_after=min(options.gc_interval_seconds, max(1.0, since + options.gc_duration_seconds - now)))
+
+
+def _with_ready(
+    conditions: list[Mapping[str, Any]], status: str, reason: str, message: str, now: float
+) -> list[dict[str, Any]]:
+    stamp = rfc3339(now)
+    ready = {
+        "type": CONDITION_READY,
+        "status": status,
+        "reason": reason,
+        "message": message,
+        "lastProbeTime": stamp,
+        "lastTransitionTime": stamp,
+    }
+    return [dict(c) for c in conditions if c.get("type") != CONDITION_READY] + [ready]
