@@ -106,9 +106,22 @@ class KubeEvictionAPI:
         self.clock = clock
 
     def _post(self, path: str, params: dict[str, str], body: dict[str, Any]) -> int:
+        """POST ``body``; the HTTP status (API errors are statuses, transport errors raise)."""
         from kubernetes.client import ApiException
 
         try:
+            if hasattr(self.api_client, "param_serialize"):  # kubernetes >= 31 (OpenAPI generator 7)
+                request = self.api_client.param_serialize(
+                    "POST",
+                    path,
+                    path_params=params,
+                    header_params=dict(self._HEADERS),
+                    body=body,
+                    auth_settings=["BearerToken"],
+                )
+                response = self.api_client.call_api(*request, _request_timeout=30)
+                response.read()
+                return int(response.status)
             response = self.api_client.call_api(
                 path,
                 "POST",
