@@ -171,8 +171,8 @@ class LoadAwareScheduling:
         )
         self._expired_reason = 2 * width
         self._last_estimate: tuple[Pod, IncomingPod] | None = None
-        self._synced_key: tuple[int, int, int] | None = None
-        self._synced_at = 0.0
+        self._pods_generation = -1
+        self._fresh_checked_at = float("-inf")
         self._fresh_seen = np.zeros(snapshot.capacity, dtype=np.bool_)
         """Per position, whether the row was fresh when the plugin last looked (to touch rows that expire)."""
         self._touch: Callable[[int], None] | None = getattr(snapshot, "touch", None)
@@ -395,34 +395,32 @@ class LoadAwareScheduling:
         return out
 
     def _sync(self) -> None:
-        """Bring rows in line with the snapshot: positions after node changes, pods after pod changes."""
+        """Bring rows in line with the snapshot: positions after node changes, pods after pod changes,
+        and (at most once per second of clock time) touch rows whose metric went stale."""
         snap = self._snapshot
-        now = self._clock()
-        # Called several times per cycle (signatures, Filter, Score): skip when nothing can have changed.
-        # Freshness is re-checked at most once per second of clock time.
-        key = (snap.pods_generation, snap.nodes_generation, snap.capacity)
-        if key == self._synced_key and 0.0 <= now - self._synced_at < 1.0:
-            return
-        self._synced_key, self._synced_at = key, now
         cap = snap.capacity
         if cap > self.view.capacity:
             self.view.ensure_capacity(cap)
         if cap > len(self._known_pods):
             self._known_pods = np.concatenate([self._known_pods, np.full(cap - len(self._known_pods), -1)])
+            self._fresh_seen = np.concatenate([self._fresh_seen, np.zeros(cap - len(self._fresh_seen), bool)])
         if snap.nodes_generation != self._nodes_generation:
             self._nodes_generation = snap.nodes_generation
             self._remap()
-        changed = np.flatnonzero(self._known_pods[:cap] != snap.pod_count)
-        for pos in changed.tolist():
-            self._reconcile(pos)
-        if self._touch is not None:
-            if cap > len(self._fresh_seen):
-                self._fresh_seen = np.concatenate([self._fresh_seen, np.zeros(cap - len(self._fresh_seen), bool)])
-            view = self.view
-            fresh = (now - view.update_time[:cap]) < self.args.node_metric_expiration_seconds
-            for pos in np.flatnonzero(fresh != self._fresh_seen[:cap]).tolist():
-                self._touch(pos)
-            self._fresh_seen[:cap] = fresh
+        if snap.pods_generation != self._pods_generation:
+            self._pods_generation = snap.pods_generation
+            for pos in np.flatnonzero(self._known_pods[:cap] != snap.pod_count).tolist():
+                self._reconcile(pos)
+        if self._touch is None:
+            return
+        now = self._clock()
+        if 0.0 <= now - self._fresh_checked_at < 1.0:
+            return
+        self._fresh_checked_at = now
+        fresh = (now - self.view.update_time[:cap]) < self.args.node_metric_expiration_seconds
+        for pos in np.flatnonzero(fresh != self._fresh_seen[:cap]).tolist():
+            self._touch(pos)
+        self._fresh_seen[:cap] = fresh
 
     def _remap(self) -> None:
         positions = self._snapshot.positions
