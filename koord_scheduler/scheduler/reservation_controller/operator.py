@@ -69,7 +69,7 @@ def build_registry(
             token=token.removeprefix("Bearer ") or None,
         )
 
-    @kopf.index("pods", registry=registry)
+    @kopf.index("pods", id="reservation_owners", registry=registry)
     def reservation_owners(body: kopf.Body, **_: Any) -> dict[str, OwnerPod] | None:
         annotations = body.get("metadata", {}).get("annotations") or {}
         if ANNOTATION_RESERVATION_ALLOCATED not in annotations:
@@ -85,11 +85,11 @@ def build_registry(
         except ValueError:
             return None
 
-    @kopf.index("nodes", registry=registry)
+    @kopf.index("nodes", id="node_names", registry=registry)
     def node_names(name: str, **_: Any) -> dict[str, bool]:
         return {name: True}
 
-    @kopf.timer(GROUP, VERSION, PLURAL, interval=options.sync_interval_seconds, registry=registry)  # type: ignore[arg-type]
+    @kopf.timer(GROUP, VERSION, PLURAL, id="sync", interval=options.sync_interval_seconds, registry=registry)  # type: ignore[arg-type]
     async def sync(
         body: kopf.Body,
         name: str,
