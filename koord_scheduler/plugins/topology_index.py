@@ -25,6 +25,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
+from operator import attrgetter
 from typing import Protocol
 
 import numpy as np
@@ -215,11 +216,9 @@ def pod_term_groups(pod: Pod) -> list[TermGroup]:
 # ----- the index -----
 
 
-@dataclass(slots=True)
-class _NodeSeen:
-    info: NodeInfo | None
-    generation: int
-    pods: dict[str, Pod]
+_NO_NODE = NodeInfo(-1, None)
+_NO_NODE.generation = -1
+_GENERATION = attrgetter("generation")
 
 
 class TopologyIndex:
@@ -234,8 +233,11 @@ class TopologyIndex:
         self._snapshot: ClusterSnapshot | None = None
         self._pods_generation = -1
         self._capacity = 0
-        self._seen: list[_NodeSeen | None] = []
-        self._generations: list[int] = []
+        self._seen: list[dict[str, Pod] | None] = []
+        """Per position, the pods as of the last sync."""
+        self._generations: IntArray = np.zeros(0, dtype=np.int64)
+        self._infos: list[NodeInfo | None] = []
+        self._live: list[NodeInfo] = []
         self._counters: OrderedDict[Hashable, tuple[PodMatcher, IntArray]] = OrderedDict()
         self._groups: dict[TermGroup, IntArray] = {}
         self._group_totals: dict[TermGroup, int] = {}
@@ -252,15 +254,18 @@ class TopologyIndex:
         if snapshot.capacity != self._capacity:
             self._grow(snapshot.capacity)
         infos = snapshot.infos
-        current = [info.generation if info is not None else -1 for info in infos]
-        if current != self._generations:
-            seen = self._seen
-            for pos, (now, before) in enumerate(zip(current, self._generations, strict=True)):
-                entry = seen[pos]
-                info = infos[pos]
-                if now != before or (entry is not None and entry.info is not info):
-                    self._diff_node(pos, info)
-            self._generations = current
+        changed: set[int] = set()
+        # NodeInfo has no __eq__: this compares identities, in C. A position released and reused holds
+        # a new NodeInfo whose generation may equal the old one's.
+        if infos != self._infos:
+            changed.update(pos for pos, (a, b) in enumerate(zip(infos, self._infos, strict=True)) if a is not b)
+            self._infos = list(infos)
+            self._live = [info if info is not None else _NO_NODE for info in infos]
+        current = np.fromiter(map(_GENERATION, self._live), dtype=np.int64, count=len(self._live))
+        changed.update(np.flatnonzero(current != self._generations).tolist())
+        for pos in sorted(changed):
+            self._diff_node(pos, infos[pos])
+        self._generations = current
         self._pods_generation = snapshot.pods_generation
 
     def _reset(self, snapshot: ClusterSnapshot) -> None:
@@ -268,7 +273,9 @@ class TopologyIndex:
         self._pods_generation = -1
         self._capacity = 0
         self._seen = []
-        self._generations = []
+        self._generations = np.zeros(0, dtype=np.int64)
+        self._infos = []
+        self._live = []
         self._counters.clear()
         self._groups.clear()
         self._group_totals.clear()
@@ -277,7 +284,9 @@ class TopologyIndex:
     def _grow(self, capacity: int) -> None:
         extra = capacity - self._capacity
         self._seen.extend([None] * extra)
-        self._generations.extend([-1] * extra)
+        self._generations = np.concatenate([self._generations, np.full(extra, -1, dtype=np.int64)])
+        self._infos.extend([None] * extra)
+        self._live.extend([_NO_NODE] * extra)
         for key, (matcher, counts) in list(self._counters.items()):
             self._counters[key] = (matcher, _pad(counts, capacity))
         for group, counts in list(self._groups.items()):
@@ -285,8 +294,7 @@ class TopologyIndex:
         self._capacity = capacity
 
     def _diff_node(self, pos: int, info: NodeInfo | None) -> None:
-        entry = self._seen[pos]
-        old = entry.pods if entry is not None else {}
+        old = self._seen[pos] or {}
         new = info.pods if info is not None else {}
         for key, pod in old.items():
             if new.get(key) is not pod:
@@ -294,7 +302,7 @@ class TopologyIndex:
         for key, pod in new.items():
             if old.get(key) is not pod:
                 self._account(pos, pod, 1)
-        self._seen[pos] = _NodeSeen(info, info.generation if info is not None else -1, dict(new))
+        self._seen[pos] = dict(new) if new else None
 
     def _account(self, pos: int, pod: Pod, sign: int) -> None:
         for matcher, counts in self._counters.values():
@@ -326,9 +334,9 @@ class TopologyIndex:
             self._counters.move_to_end(matcher)
             return hit[1]
         counts = np.zeros(self._capacity, dtype=np.int64)
-        for pos, entry in enumerate(self._seen):
-            if entry is not None and entry.pods:
-                counts[pos] = sum(1 for pod in entry.pods.values() if matcher.matches(pod))
+        for pos, pods in enumerate(self._seen):
+            if pods:
+                counts[pos] = sum(1 for pod in pods.values() if matcher.matches(pod))
         self._counters[matcher] = (matcher, counts)
         if len(self._counters) > self._max_counters:
             self._counters.popitem(last=False)
