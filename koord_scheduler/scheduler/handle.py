@@ -32,6 +32,7 @@ class SchedulerHandle:
     metrics_registry: CollectorRegistry = field(default_factory=CollectorRegistry)
     _scheduler: Scheduler | None = None
     _pending_reports: list[Callable[[], tuple[str, list[dict[str, Any]]]]] = field(default_factory=list)
+    _pending_pod_watches: list[ObjectHandler] = field(default_factory=list)
     _pending_watches: list[tuple[ObjectKind, ObjectHandler]] = field(default_factory=list)
     _pending_error_filters: list[tuple[ErrorHandlerFilter | None, ErrorHandlerFilter | None]] = field(
         default_factory=list
@@ -46,6 +47,9 @@ class SchedulerHandle:
         self._scheduler = scheduler
         scheduler.simulation_reporters.extend(self._pending_reports)
         self._pending_reports.clear()
+        for pod_handler in self._pending_pod_watches:
+            scheduler.watch_pods(pod_handler)
+        self._pending_pod_watches.clear()
         for kind, handler in self._pending_watches:
             scheduler.subscribe(kind, handler)
         self._pending_watches.clear()
@@ -99,6 +103,14 @@ class SchedulerHandle:
             self._pending_watches.append((kind, handler))
         else:
             self._scheduler.subscribe(kind, handler)
+
+    def watch_pods(self, handler: ObjectHandler) -> None:
+        """Every pod event (bound, pending, deleted), delivered after the scheduler's cache and queue
+        have applied it: ``handler(event_type, old_pod, new_pod)``."""
+        if self._scheduler is None:
+            self._pending_pod_watches.append(handler)
+        else:
+            self._scheduler.watch_pods(handler)
 
     def add_simulation_report(self, reporter: Callable[[], tuple[str, list[dict[str, Any]]]]) -> None:
         """A section for ``koord-scheduler simulate`` output: ``() -> (title, rows of column -> value)``."""

@@ -87,6 +87,7 @@ class Scheduler:
         self.outcomes: dict[str, Outcome] = {}
         self._object_handlers: dict[str, list[ObjectHandler]] = {}
         self.watched_kinds: dict[str, ObjectKind] = {}
+        self._pod_handlers: list[ObjectHandler] = []
         self.simulation_reporters: list[Callable[[], tuple[str, list[dict[str, Any]]]]] = []
         """Plugins add ``() -> (section title, rows)`` to show their state in ``simulate`` output."""
         self._bindings: set[asyncio.Task[None]] = set()
@@ -120,6 +121,18 @@ class Scheduler:
         self.queue.on_cluster_event(ClusterEvent(EventResource.NODE, action), old, new)
 
     def on_pod(self, event: EventType, old: Pod | None, new: Pod | None) -> None:
+        self._handle_pod(event, old, new)
+        for handler in self._pod_handlers:
+            try:
+                handler(event, old, new)
+            except Exception:
+                log.exception("pod event handler failed")
+
+    def watch_pods(self, handler: ObjectHandler) -> None:
+        """Plugins that keep per-pod state get every pod event after the cache and queue have it."""
+        self._pod_handlers.append(handler)
+
+    def _handle_pod(self, event: EventType, old: Pod | None, new: Pod | None) -> None:
         if event == EventType.DELETED:
             pod = old or new
             assert pod is not None

@@ -246,3 +246,18 @@ async def test_queue_order_and_assumed_accounting(pods: list[Pod], want: dict[st
     await run(scheduler, cluster)
     got = {key: (cluster.pods[key].node_name or None) for key in want}
     assert got == want
+
+
+async def test_plugins_see_every_pod_event_after_the_cache() -> None:
+    rec = Recorder()
+    scheduler, cluster = build(rec, NODES, [make_pod("a").req(cpu="1").build()])
+    seen: list[tuple[str, str, bool]] = []
+
+    def handler(event: Any, old: Any, new: Any) -> None:
+        pod = new or old
+        seen.append((str(event), pod.name, scheduler.cache.get_pod(pod.key) is not None))
+
+    rec.handle.watch_pods(handler)
+    await run(scheduler, cluster)
+    await cluster.delete_pod(cluster.pods["default/a"], reason="test")
+    assert seen == [("ADDED", "a", False), ("MODIFIED", "a", True), ("DELETED", "a", False)]
