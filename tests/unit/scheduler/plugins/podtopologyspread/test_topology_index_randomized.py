@@ -16,7 +16,13 @@ from koord_scheduler.framework.cycle_state import CycleState
 from koord_scheduler.framework.snapshot import ClusterSnapshot
 from koord_scheduler.plugins.interpodaffinity import plugin as ipa
 from koord_scheduler.plugins.podtopologyspread import plugin as pts
-from koord_scheduler.plugins.topology_index import SpreadSelector, TopologyIndex, pod_term_groups
+from koord_scheduler.plugins.topology_index import (
+    SpreadSelector,
+    TermGroup,
+    TermKind,
+    TopologyIndex,
+    pod_term_groups,
+)
 from tests.builders import make_node, make_pod
 from tests.fwtest import FakeHandle, filter_statuses, make_snapshot, scores
 
@@ -46,8 +52,8 @@ def brute_counts(snap: ClusterSnapshot, matcher: SpreadSelector) -> np.ndarray:
     return counts
 
 
-def brute_groups(snap: ClusterSnapshot) -> dict[object, list[int]]:
-    groups: dict[object, Counter[int]] = {}
+def brute_groups(snap: ClusterSnapshot) -> dict[TermGroup, list[int]]:
+    groups: dict[TermGroup, Counter[int]] = {}
     for pos, info in enumerate(snap.infos):
         if info is None:
             continue
@@ -117,7 +123,7 @@ def test_incremental_matches_from_scratch(seed: int) -> None:
         got_groups = {g: c.tolist() for g, c in index.term_groups.items()}
         assert got_groups == want_groups, step
         assert index.required_anti_affinity_pods == sum(
-            sum(c) for g, c in want_groups.items() if g.kind == 1  # type: ignore[attr-defined]
+            sum(c) for g, c in want_groups.items() if g.kind == TermKind.REQUIRED_ANTI_AFFINITY
         )
         if step % 10 == 0:
             fresh_spread = pts.new(None, FakeHandle(snap))
