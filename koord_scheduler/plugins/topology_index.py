@@ -25,7 +25,6 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
-from operator import attrgetter
 from typing import Protocol
 
 import numpy as np
@@ -216,9 +215,6 @@ def pod_term_groups(pod: Pod) -> list[TermGroup]:
 # ----- the index -----
 
 
-_NO_NODE = NodeInfo(-1, None)
-_NO_NODE.generation = -1
-_GENERATION = attrgetter("generation")
 
 
 class TopologyIndex:
@@ -231,13 +227,11 @@ class TopologyIndex:
     def __init__(self, *, max_counters: int = 64) -> None:
         self._max_counters = max_counters
         self._snapshot: ClusterSnapshot | None = None
-        self._pods_generation = -1
+        self._version = -1
+        """``snapshot.version`` at the last sync; nodes whose ``row_version`` is newer are diffed."""
         self._capacity = 0
         self._seen: list[dict[str, Pod] | None] = []
         """Per position, the pods as of the last sync."""
-        self._generations: IntArray = np.zeros(0, dtype=np.int64)
-        self._infos: list[NodeInfo | None] = []
-        self._live: list[NodeInfo] = []
         self._counters: OrderedDict[Hashable, tuple[PodMatcher, IntArray]] = OrderedDict()
         self._groups: dict[TermGroup, IntArray] = {}
         self._group_totals: dict[TermGroup, int] = {}
@@ -249,33 +243,22 @@ class TopologyIndex:
     def sync(self, snapshot: ClusterSnapshot) -> None:
         if snapshot is not self._snapshot:
             self._reset(snapshot)
-        if snapshot.pods_generation == self._pods_generation and snapshot.capacity == self._capacity:
+        if snapshot.version == self._version and snapshot.capacity == self._capacity:
             return
         if snapshot.capacity != self._capacity:
             self._grow(snapshot.capacity)
+        # Every pod add/remove, node change and position release bumps the node's row_version, so
+        # the nodes to diff come from one vectorised comparison, not a walk over all nodes.
         infos = snapshot.infos
-        changed: set[int] = set()
-        # NodeInfo has no __eq__: this compares identities, in C. A position released and reused holds
-        # a new NodeInfo whose generation may equal the old one's.
-        if infos != self._infos:
-            changed.update(pos for pos, (a, b) in enumerate(zip(infos, self._infos, strict=True)) if a is not b)
-            self._infos = list(infos)
-            self._live = [info if info is not None else _NO_NODE for info in infos]
-        current = np.fromiter(map(_GENERATION, self._live), dtype=np.int64, count=len(self._live))
-        changed.update(np.flatnonzero(current != self._generations).tolist())
-        for pos in sorted(changed):
+        for pos in np.flatnonzero(snapshot.row_version > self._version).tolist():
             self._diff_node(pos, infos[pos])
-        self._generations = current
-        self._pods_generation = snapshot.pods_generation
+        self._version = snapshot.version
 
     def _reset(self, snapshot: ClusterSnapshot) -> None:
         self._snapshot = snapshot
-        self._pods_generation = -1
+        self._version = -1
         self._capacity = 0
         self._seen = []
-        self._generations = np.zeros(0, dtype=np.int64)
-        self._infos = []
-        self._live = []
         self._counters.clear()
         self._groups.clear()
         self._group_totals.clear()
@@ -284,9 +267,6 @@ class TopologyIndex:
     def _grow(self, capacity: int) -> None:
         extra = capacity - self._capacity
         self._seen.extend([None] * extra)
-        self._generations = np.concatenate([self._generations, np.full(extra, -1, dtype=np.int64)])
-        self._infos.extend([None] * extra)
-        self._live.extend([_NO_NODE] * extra)
         for key, (matcher, counts) in list(self._counters.items()):
             self._counters[key] = (matcher, _pad(counts, capacity))
         for group, counts in list(self._groups.items()):
