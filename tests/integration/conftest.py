@@ -27,10 +27,13 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.fixture(scope="session")
 def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
     state_dir = tmp_path_factory.mktemp("cluster")
+    failure = None
     try:
         plane = ControlPlane.up(state_dir, kwok_nodes=KWOK_NODES)
     except ControlPlaneError as exc:
-        pytest.fail(f"local control plane did not come up:\n{exc}", pytrace=False)
+        failure = str(exc)
+    if failure is not None:
+        pytest.fail(f"local control plane did not come up:\n{failure}", pytrace=False)
     try:
         yield plane
     finally:

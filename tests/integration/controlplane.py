@@ -117,7 +117,16 @@ class ControlPlane:
         """
         binaries = Binaries.build(timeout=build_timeout)
         env = _script_env(state_dir)
-        out = _run_script(["up", "--kwok-nodes", str(kwok_nodes)], env=env, timeout=start_timeout)
+        try:
+            out = _run_script(["up", "--kwok-nodes", str(kwok_nodes)], env=env, timeout=start_timeout)
+        except ControlPlaneError as exc:
+            logs = "\n".join(
+                f"--- {path.name} ---\n{_tail(path, 30)}" for path in sorted((state_dir / "logs").glob("*.log"))
+            )
+            # Nothing may outlive a failed start (etcd's data dir is on /dev/shm).
+            with contextlib.suppress(ControlPlaneError):
+                _run_script(["down"], env=env, timeout=start_timeout)
+            raise ControlPlaneError(f"{exc}\n{logs}") from None
         kubeconfig = Path(out.strip().splitlines()[-1])
         state = _read_env_file(state_dir / "cluster.env")
         pki = state_dir / "pki"
