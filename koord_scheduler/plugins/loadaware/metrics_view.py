@@ -127,6 +127,17 @@ class ScorePaths:
     prod_for_prod_pods: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class RowRecord:
+    """A row as plain Python values, for the few-nodes path. ``filter[view]`` is (on, aggregated,
+    thresholds, base)."""
+
+    has_info: bool
+    update_time: float | None
+    filter: tuple[tuple[bool, bool, tuple[int, ...], list[int]], tuple[bool, bool, tuple[int, ...], list[int]]]
+    score_base: tuple[list[int], list[int]]
+
+
 class LoadView:
     """Columnar per-node load, indexed by snapshot position. Rows without a NodeMetric are cleared."""
 
@@ -146,6 +157,8 @@ class LoadView:
         self.filter_thresholds: IntArray = np.zeros((2, 0, width), dtype=np.int64)
         self.filter_base: IntArray = np.zeros((2, 0, width), dtype=np.int64)
         self.score_base: IntArray = np.zeros((2, 0, width), dtype=np.int64)
+        self.records: dict[int, RowRecord] = {}
+        """The same rows as Python values, for positions with a NodeMetric."""
         self.ensure_capacity(capacity)
 
     def ensure_capacity(self, capacity: int) -> None:
@@ -173,6 +186,7 @@ class LoadView:
         self.has_info[pos] = False
         self.update_time[pos] = np.nan
         self.filter_on[:, pos] = False
+        self.records.pop(pos, None)
 
     def write(self, pos: int, load: NodeLoad, profile: ThresholdProfile, score: ScorePaths) -> None:
         """Rewrite row ``pos`` from ``load`` (which must have a metric)."""
@@ -204,8 +218,12 @@ class LoadView:
             if score.aggregation_type
             else default
         )
+        score_prod = prod if score.prod_for_prod_pods else score_default
         self.score_base[NON_PROD, pos] = score_default
-        self.score_base[PROD, pos] = prod if score.prod_for_prod_pods else score_default
+        self.score_base[PROD, pos] = score_prod
+        self.records[pos] = RowRecord(
+            metric.has_node_metric, metric.update_time, (non_prod, prod_view), (score_default, score_prod)
+        )
 
 
 def _sum(a: Sequence[int], b: Sequence[int]) -> list[int]:

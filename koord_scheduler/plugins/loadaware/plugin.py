@@ -86,6 +86,9 @@ REASON_NODE_METRIC_EXPIRED = "node(s) nodeMetric expired"
 REASON_USAGE_EXCEED_THRESHOLD = "node(s) {} usage exceed threshold"
 REASON_AGGREGATED_USAGE_EXCEED_THRESHOLD = "node(s) {} aggregated usage exceed threshold"
 
+FEW_NODES = 16
+"""Up to this many nodes, Filter and Score run in plain Python (numpy's per-call overhead dominates)."""
+
 SimulationReporter = Callable[[], tuple[str, list[dict[str, Any]]]]
 
 
@@ -161,6 +164,8 @@ class LoadAwareScheduling:
             [args.scoring_strategy.target_utilization.get(r, 0) for r in self.resources], dtype=np.int64
         )
         self._target_scoring = args.scoring_strategy.type == TARGET_UTILIZATION
+        self._weight_list = self._weights.tolist()
+        self._target_list = self._targets.tolist()
         self._statuses = (
             *(Status(Code.UNSCHEDULABLE, (REASON_USAGE_EXCEED_THRESHOLD.format(r),)) for r in self.resources),
             *(
@@ -211,9 +216,13 @@ class LoadAwareScheduling:
         self._sync()
         incoming = self._incoming(state, pod)
         n = len(positions)
+        if incoming.daemonset:
+            return NodeFilterResult.all_pass(n)
+        if n <= FEW_NODES:
+            return self._filter_few(incoming, snapshot, positions)
         view = self.view
         has = view.has_metric[positions]
-        if incoming.daemonset or not has.any():
+        if not has.any():
             return NodeFilterResult.all_pass(n)
         kind = PROD if incoming.prod else NON_PROD
         checked = has & view.has_info[positions] & view.filter_on[kind][positions]
@@ -246,6 +255,8 @@ class LoadAwareScheduling:
         self._sync()
         incoming = self._incoming(state, pod)
         n = len(positions)
+        if n <= FEW_NODES:
+            return self._score_few(incoming, snapshot, positions)
         out = np.zeros(n, dtype=np.int64)
         view = self.view
         scored = view.has_metric[positions] & view.has_info[positions]
@@ -265,6 +276,64 @@ class LoadAwareScheduling:
             per_resource = scoring.least_used_scores(used, allocatable)
         out[rows] = scoring.combine(per_resource, self._weights, self.args.dominant_resource_weight)
         return out
+
+    def _filter_few(self, incoming: IncomingPod, snapshot: ClusterSnapshot, positions: Positions) -> NodeFilterResult:
+        """:meth:`filter_nodes` for a handful of nodes, in plain Python (same answers)."""
+        n = len(positions)
+        passed = np.ones(n, dtype=np.bool_)
+        reason_ids = np.zeros(n, dtype=np.int64)
+        records = self.view.records
+        kind = PROD if incoming.prod else NON_PROD
+        reject_expired = (
+            self.args.filter_expired_node_metrics and not self.args.enable_schedule_when_node_metrics_expired
+        )
+        now = self._clock()
+        width = len(self.resources)
+        for i, pos in enumerate(positions.tolist()):
+            record = records.get(pos)
+            if record is None:
+                continue
+            if self.args.filter_expired_node_metrics and not self._is_fresh(record.update_time, now):
+                if reject_expired:
+                    passed[i] = False
+                    reason_ids[i] = self._expired_reason
+                continue
+            on, aggregated, thresholds, base = record.filter[kind]
+            if not (on and record.has_info):
+                continue
+            used = [b + e for b, e in zip(base, incoming.estimate, strict=True)]
+            failed = scoring.row_first_failure(used, self._allocatable_row(snapshot, pos), thresholds)
+            if failed >= 0:
+                passed[i] = False
+                reason_ids[i] = failed + width * aggregated
+        return NodeFilterResult(passed, reason_ids, self._statuses)
+
+    def _score_few(self, incoming: IncomingPod, snapshot: ClusterSnapshot, positions: Positions) -> IntArray:
+        out = np.zeros(len(positions), dtype=np.int64)
+        records = self.view.records
+        kind = PROD if incoming.prod else NON_PROD
+        now = self._clock()
+        targets = self._target_list if self._target_scoring else None
+        for i, pos in enumerate(positions.tolist()):
+            record = records.get(pos)
+            if record is None or not record.has_info or not self._is_fresh(record.update_time, now):
+                continue
+            used = [b + e for b, e in zip(record.score_base[kind], incoming.estimate, strict=True)]
+            out[i] = scoring.row_score(
+                used,
+                self._allocatable_row(snapshot, pos),
+                self._weight_list,
+                self.args.dominant_resource_weight,
+                targets,
+            )
+        return out
+
+    def _is_fresh(self, update_time: float | None, now: float) -> bool:
+        return update_time is not None and now - update_time < self.args.node_metric_expiration_seconds
+
+    def _allocatable_row(self, snapshot: ClusterSnapshot, pos: int) -> list[int]:
+        row = snapshot.allocatable[pos].tolist()
+        return [row[c] if c is not None else 0 for c in (snapshot.column(r) for r in self.resources)]
 
     def score_extensions(self) -> None:
         return None

@@ -7,6 +7,9 @@ Trimaran's TargetLoadPacking (``scheduler-anchors`` §4.5, §4.6, §7).
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
+
 import numpy as np
 import numpy.typing as npt
 
@@ -91,3 +94,65 @@ def combine(resource_scores: IntArray, weights: IntArray, dominant_weight: int) 
     if dominant_weight:
         weighted += dominant_weight * resource_scores.min(axis=1)
     return weighted // total_weight
+
+
+# ----- the same rules for one node, in plain Python -----
+# The runtime's per-node result cache asks for a handful of changed nodes per cycle, where numpy's
+# per-call overhead would dominate. These give bit-identical results to the array versions above (same
+# float operations in the same order).
+
+
+def row_first_failure(used: Sequence[int], allocatable: Sequence[int], thresholds: Sequence[int]) -> int:
+    """Index of the first resource over its threshold, or -1 (see :func:`threshold_failures`)."""
+    for r, threshold in enumerate(thresholds):
+        total = allocatable[r]
+        if threshold <= 0 or total <= 0:
+            continue
+        percent = float(used[r]) / total * 100.0
+        whole = math.floor(percent)
+        if whole + (percent - whole >= 0.5) > threshold:
+            return r
+    return -1
+
+
+def row_score(
+    used: Sequence[int],
+    allocatable: Sequence[int],
+    weights: Sequence[int],
+    dominant_weight: int,
+    targets: Sequence[int] | None,
+) -> int:
+    """One node's combined score (:func:`least_used_scores` or :func:`target_utilization_scores`, then
+    :func:`combine`)."""
+    total_weight = sum(weights) + dominant_weight
+    if total_weight == 0:
+        return 0
+    scores = []
+    for r, total in enumerate(allocatable):
+        u = used[r]
+        if targets is None:
+            scores.append((total - u) * MAX_SCORE // total if total > 0 and u <= total else 0)
+            continue
+        scores.append(_target_score(u, total, targets[r]))
+    weighted = sum(w * s for w, s in zip(weights, scores, strict=True))
+    if dominant_weight:
+        weighted += dominant_weight * min(scores)
+    return weighted // total_weight
+
+
+def _target_score(used: int, total: int, target: int) -> int:
+    if total <= 0:
+        return 0
+    u = float(used) / total * 100.0
+    t = float(target)
+    if u <= t:
+        if t == 0.0:
+            return 0
+        score = (100.0 - t) * u / t + t
+    else:
+        score = t * (100.0 - u) / (100.0 - t) if t < 100.0 else 0.0
+    if u > 100.0 or not math.isfinite(score):
+        return 0
+    score = min(max(score, 0.0), 100.0)
+    whole = math.floor(score)
+    return int(whole + (score - whole >= 0.5))

@@ -4,6 +4,7 @@ others, node overrides, prod and aggregated paths. Case ids name the rule (sched
 from __future__ import annotations
 
 import json
+import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -307,3 +308,57 @@ def test_simulation_report() -> None:
         "pods estimated": 0,
     }
     assert rows[1]["nodeMetric"] == "missing"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        pytest.param({}, id="defaults"),
+        pytest.param({"filterExpiredNodeMetrics": False, "dominantResourceWeight": 2}, id="stale-used-dominant"),
+        pytest.param({"enableScheduleWhenNodeMetricsExpired": True}, id="expired-schedulable"),
+        pytest.param(
+            {"scoringStrategy": {"type": "TargetUtilization", "targetUtilization": {"cpu": 50, "memory": 100}}},
+            id="target-utilization",
+        ),
+        pytest.param(
+            {
+                "prodUsageThresholds": {"cpu": 30},
+                "scoreAccordingProdUsage": True,
+                "aggregated": {"usageThresholds": {"cpu": 60}, "usageAggregationType": "p95"},
+            },
+            id="prod-and-aggregated",
+        ),
+    ],
+)
+def test_few_nodes_path_matches_vector_path(args: dict[str, Any]) -> None:
+    """Filter/Score on <= 16 nodes run in plain Python; both paths must give identical answers."""
+    rng = random.Random(7)
+    nodes = [node(f"n{i}") for i in range(60)]
+    metrics = [
+        node_metric(
+            f"n{i}",
+            cpu=f"{rng.randint(0, 9000)}m",
+            memory=f"{rng.randint(0, 34000)}Mi",
+            age=rng.choice([10, 10, 10, 200, None]),
+            aggregated={"30m0s": {"p95": {"cpu": f"{rng.randint(0, 8000)}m"}}},
+            pods=[("ns/r", "500m", "1Gi", rng.choice(["koord-prod", "koord-batch"]))],
+        )
+        for i in range(55)
+    ]
+    running = [make_pod("r", "ns").req(cpu="1").priority(9500).node(f"n{i}").build() for i in range(0, 60, 3)]
+    plugin, handle = setup(nodes, metrics, running[:1], args=args)
+    snap = handle.snapshot
+    order = snap.node_order()
+    for pod in (POD, make_pod("p").req(cpu="700m", memory="3Gi").priority(9500).build()):
+        whole = plugin.filter_nodes(CycleState(), pod, snap, order)
+        whole_scores = plugin.score_nodes(CycleState(), pod, snap, order)
+        for start in range(0, len(order), 7):
+            part = order[start : start + 7]
+            few = plugin.filter_nodes(CycleState(), pod, snap, part)
+            assert few.passed.tolist() == whole.passed[start : start + 7].tolist()
+            for i in range(len(part)):
+                if not few.passed[i]:
+                    assert few.status_of(i) == whole.status_of(start + i)
+            assert (
+                plugin.score_nodes(CycleState(), pod, snap, part).tolist() == whole_scores[start : start + 7].tolist()
+            )
