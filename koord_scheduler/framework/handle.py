@@ -32,6 +32,11 @@ class ClusterClient(Protocol):
 
     async def delete_pod(self, pod: Pod, *, reason: str) -> None: ...
 
+    async def set_nominated_node_name(self, pod: Pod, node_name: str) -> None:
+        """Write ``status.nominatedNodeName`` of a pending pod (``""`` clears it): a merge-patch
+        ``{"status": {"nominatedNodeName": ...}}`` on pods/status. A pod that is gone is not an error."""
+        ...
+
     async def patch_object_status(
         self, kind: ObjectKind, name: str, patch: Mapping[str, Any], *, namespace: str = ""
     ) -> Any:

@@ -375,6 +375,14 @@ class Framework:
         self._observe(ep.FILTER, Code.SUCCESS, started)
         return positions[passed]
 
+    def filter_nodes_uncached(
+        self, state: CycleState, pod: Pod, positions: Positions, diagnosis: Diagnosis
+    ) -> Positions:
+        """:meth:`run_filter_plugins` without the per-node result cache: for answers that depend on
+        more than the node's row and the pod's signature (preemption dry runs, nominated pods added to
+        a node). Records failures in ``diagnosis``; returns the feasible positions in input order."""
+        return self._run_filter_chain(state, pod, positions, diagnosis, log_failures=False)
+
     def _filter_signature(self, state: CycleState, pod: Pod) -> tuple[Any, ...] | None:
         if self.node_cache is None or state.get(RESTORED_CAPACITY) is not None:
             return None

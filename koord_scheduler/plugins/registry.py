@@ -5,6 +5,7 @@ from __future__ import annotations
 from koord_scheduler.framework.registry import PluginSpec, Registry
 from koord_scheduler.plugins.balancedallocation import plugin as balancedallocation
 from koord_scheduler.plugins.defaultbinder import plugin as defaultbinder
+from koord_scheduler.plugins.defaultpreemption import plugin as defaultpreemption
 from koord_scheduler.plugins.interpodaffinity import plugin as interpodaffinity
 from koord_scheduler.plugins.loadaware import plugin as loadaware
 from koord_scheduler.plugins.nodeaffinity import plugin as nodeaffinity
@@ -30,6 +31,7 @@ _MODULES = (
     balancedallocation,
     podtopologyspread,
     interpodaffinity,
+    defaultpreemption,
     loadaware,
     defaultbinder,
     reservation,

@@ -17,6 +17,7 @@ from koord_scheduler.framework.diagnosis import Diagnosis, FailureChunk
 from koord_scheduler.framework.runtime import Framework
 from koord_scheduler.framework.snapshot import ClusterSnapshot, Positions
 from koord_scheduler.framework.status import Code, Status, unresolvable
+from koord_scheduler.scheduler.nominator import PodNominator, filter_with_nominated_pods
 
 MIN_FEASIBLE_NODES_TO_FIND = 100
 MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
@@ -66,15 +67,24 @@ class Sampler:
 
 
 def schedule_pod(
-    fwk: Framework, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, sampler: Sampler
+    fwk: Framework,
+    state: CycleState,
+    pod: Pod,
+    snapshot: ClusterSnapshot,
+    sampler: Sampler,
+    *,
+    nominator: PodNominator | None = None,
 ) -> ScheduleResult:
     """Choose a node or raise :class:`FitError` / :class:`NoNodesError` /
-    :class:`~koord_scheduler.framework.runtime.PluginCycleError`."""
+    :class:`~koord_scheduler.framework.runtime.PluginCycleError`. Pods in ``nominator`` with a priority
+    >= the pod's are counted on their nominated nodes."""
     num_all = snapshot.num_nodes
     if num_all == 0:
         raise NoNodesError(NO_NODES_AVAILABLE)
     diagnosis = Diagnosis(num_all_nodes=num_all)
-    pod, feasible = find_nodes_that_fit(fwk, state, pod, snapshot, sampler=sampler, diagnosis=diagnosis)
+    pod, feasible = find_nodes_that_fit(
+        fwk, state, pod, snapshot, sampler=sampler, diagnosis=diagnosis, nominator=nominator
+    )
     if len(feasible) == 0:
         raise FitError(pod, diagnosis)
     evaluated = len(feasible) + diagnosis.num_recorded()
@@ -98,6 +108,7 @@ def find_nodes_that_fit(
     *,
     sampler: Sampler,
     diagnosis: Diagnosis,
+    nominator: PodNominator | None = None,
 ) -> tuple[Pod, Positions]:
     """The (possibly transformed) pod and the feasible positions, at most the sampling limit."""
     pod, result, status = fwk.run_pre_filter(state, pod)
@@ -114,6 +125,9 @@ def find_nodes_that_fit(
             single = np.array([pos], dtype=np.intp)
             pod = fwk.run_before_filter(state, pod, single)
             nominated = fwk.run_filter_plugins(state, pod, single, probe)
+            nominated = filter_with_nominated_pods(
+                fwk, state, pod, snapshot, nominated, diagnosis=probe, nominator=nominator
+            )
             if len(nominated):
                 return pod, nominated
 
@@ -139,6 +153,9 @@ def find_nodes_that_fit(
         to_find = 1
     pod = fwk.run_before_filter(state, pod, rotated)
     feasible = fwk.run_filter_plugins(state, pod, rotated, diagnosis)
+    feasible = filter_with_nominated_pods(
+        fwk, state, pod, snapshot, feasible, diagnosis=diagnosis, nominator=nominator
+    )
     if len(feasible) > to_find:
         rank = np.empty(snapshot.capacity, dtype=np.int64)
         rank[rotated] = np.arange(len(rotated))

@@ -171,6 +171,15 @@ class MemoryCluster:
         label = f"{kind.kind} {key}" if kind is not None else key
         self.events.append(RecordedEvent(label, type, reason, message))
 
+    async def set_nominated_node_name(self, pod: Pod, node_name: str) -> None:
+        current = self.pods.get(pod.key)
+        if current is None or current.node_name or current.nominated_node_name == node_name:
+            return
+        updated = replace(current, nominated_node_name=node_name)
+        self.pods[pod.key] = updated
+        if self._sink is not None:
+            self._sink.on_pod(EventType.MODIFIED, current, updated)
+
     async def delete_pod(self, pod: Pod, *, reason: str) -> None:
         current = self.pods.pop(pod.key, None)
         if current is None:

@@ -27,6 +27,7 @@ from koord_scheduler.framework.waiting_pods import WaitingPod, WaitingPods
 from koord_scheduler.scheduler.algorithm import FitError, NoNodesError, Sampler, schedule_pod
 from koord_scheduler.scheduler.cache import SchedulerCache
 from koord_scheduler.scheduler.metrics import SchedulerMetrics, attempts_label
+from koord_scheduler.scheduler.nominator import PodNominator
 from koord_scheduler.scheduler.queue import SchedulingQueue
 from koord_scheduler.scheduler.source import ClusterSource, EventType
 
@@ -98,6 +99,13 @@ class Scheduler:
         self.pre_error_filters: list[ErrorHandlerFilter] = []
         self.post_error_filters: list[ErrorHandlerFilter] = []
         self.waiting_pods = WaitingPods()
+        self.nominator = PodNominator()
+        """Pods promised a node by preemption; Filter counts them there (see :mod:`.nominator`)."""
+        for fwk in self.profiles.values():
+            for plugin in fwk.plugins.values():
+                bind_nominator = getattr(plugin, "bind_nominator", None)
+                if callable(bind_nominator):
+                    bind_nominator(self.nominator)
 
     # ----- event sink -----
 
@@ -136,6 +144,7 @@ class Scheduler:
         if event == EventType.DELETED:
             pod = old or new
             assert pod is not None
+            self.nominator.delete(pod)
             if pod.node_name or self.cache.get_pod(pod.key) is not None:
                 self.cache.remove_pod(pod)
                 self.queue.on_cluster_event(ClusterEvent(EventResource.ASSIGNED_POD, ActionType.DELETE), pod, None)
@@ -143,6 +152,7 @@ class Scheduler:
             return
         assert new is not None
         if new.node_name:
+            self.nominator.delete(new)
             if self.cache.get_pod(new.key) is None or event == EventType.ADDED:
                 self.queue.delete(new)
             self.cache.add_pod(new)
@@ -150,7 +160,9 @@ class Scheduler:
             self.queue.on_cluster_event(ClusterEvent(EventResource.ASSIGNED_POD, action), old, new)
             return
         if new.is_terminal or not self.responsible_for(new):
+            self.nominator.delete(new)
             return
+        self.nominator.update(old, new)
         if old is None or old.key not in self.queue:
             if not self.cache.is_assumed(new.key):
                 self.queue.add(new)
@@ -184,7 +196,7 @@ class Scheduler:
         perf_start = time.perf_counter()
         state = CycleState()
         try:
-            result = schedule_pod(fwk, state, pod, self.cache.snapshot, self.sampler)
+            result = schedule_pod(fwk, state, pod, self.cache.snapshot, self.sampler, nominator=self.nominator)
         except FitError as err:
             self.metrics.algorithm_duration.observe(time.perf_counter() - perf_start)
             self._handle_fit_error(fwk, state, qpi, err, perf_start)
@@ -207,6 +219,7 @@ class Scheduler:
         except ValueError as exc:
             self._fail(fwk, qpi, Status(Code.ERROR, (str(exc),)), str(exc), perf_start, error=True)
             return True
+        self.nominator.delete(assumed)
         status = fwk.run_reserve(state, assumed, result.node_name)
         if not status.is_success:
             fwk.run_unreserve(state, assumed, result.node_name)
@@ -236,8 +249,10 @@ class Scheduler:
                 return
             if not status.is_success:
                 diagnosis.post_filter_msg = status.message
-            elif result is not None and result.nominated_node_name:
+            if result is not None:
+                # A PostFilter result overrides the nomination; "" clears it (preemption found nothing).
                 qpi.pod = replace(qpi.pod, nominated_node_name=result.nominated_node_name)
+                self.nominator.add(qpi.pod)
         message = fit_error_message(diagnosis)
         qpi.unschedulable_plugins = frozenset(diagnosis.unschedulable_plugins)
         qpi.pending_plugins = frozenset(diagnosis.pending_plugins)

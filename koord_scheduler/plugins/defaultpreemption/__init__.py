@@ -1,0 +1,1 @@
+"""DefaultPreemption: when no node fits, preempt lower-priority pods on the best node."""

@@ -1,0 +1,347 @@
+"""DefaultPreemption (PostFilter), kube-scheduler v1.35 semantics.
+
+When no node fits, find the node where preempting the fewest, least important lower-priority pods makes
+room, nominate it, and delete those pods:
+
+1. **Eligibility.** ``preemptionPolicy: Never`` -> Unschedulable ``"preemption: not eligible due to
+   preemptionPolicy=Never."``. A pod whose nominated node still holds a victim being deleted waits
+   (``"... a terminating pod on the nominated node."``) instead of preempting again, unless Filter
+   called that node UnschedulableAndUnresolvable.
+2. **Candidates.** Only nodes Filter rejected as Unschedulable (UnschedulableAndUnresolvable means
+   removing pods cannot help). The dry run starts at a random offset into them and stops once it has at
+   least one candidate that violates no PodDisruptionBudget and ``num_candidates`` in all (see
+   :func:`.policy.num_candidates`; ``minCandidateNodesPercentage`` / ``minCandidateNodesAbsolute``).
+3. **Victims per node** (:mod:`.dryrun`, :func:`.policy.reprieve`): all pods of lower priority come off;
+   if the pod still does not fit, the node fails with Filter's status (none to remove: Unresolvable
+   ``"No preemption victims found for incoming pod"``); otherwise pods go back, most important first and
+   PDB-violating ones first, and those the pod still fits with are spared. Reserve pods (Koordinator
+   Reservations) are never victims.
+4. **Node choice**: :func:`.policy.pick_one_node`.
+5. **Execution**, after the cycle (the PostFilter result nominates the node at once): lower-priority
+   pods nominated to that node lose their nomination, the preemptor's ``status.nominatedNodeName`` is
+   written, and the victims are deleted through the API (a victim waiting at Permit is rejected
+   instead), each with a ``Preempted`` event ``"Preempted by pod <uid> on node <node>"``.
+   Upstream also sets a ``DisruptionTarget`` condition on each victim first; pykoord does not (yet).
+
+No candidate: Unschedulable with ``"preemption: 0/N nodes are available: ..."`` over the dry run's node
+statuses, nodes never examined counting as ``"Preemption is not helpful for scheduling"``, and a result
+that clears the nomination.
+
+Metrics: ``scheduler_preemption_attempts_total`` (every PostFilter call) and ``scheduler_preemption_victims``
+(victims per successful preemption).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+
+from apis.config.plugin_args import DefaultPreemptionArgs
+from apis.core.types import Pod
+from koord_scheduler.framework.cycle_state import CycleState
+from koord_scheduler.framework.diagnosis import Diagnosis
+from koord_scheduler.framework.handle import FrameworkHandle
+from koord_scheduler.framework.snapshot import NodeInfo
+from koord_scheduler.framework.status import Code, Status, error, unresolvable, unschedulable
+from koord_scheduler.framework.types import PostFilterResult
+from koord_scheduler.plugins import names
+from koord_scheduler.plugins.defaultpreemption import policy
+from koord_scheduler.plugins.defaultpreemption.dryrun import DryRunError, NodeTrial, NominatedPods
+from koord_scheduler.plugins.defaultpreemption.pdb import PDB_KIND, BudgetStore
+from koord_scheduler.plugins.defaultpreemption.policy import Candidate, DisruptionBudget
+
+NAME = names.DEFAULT_PREEMPTION
+ARGS = DefaultPreemptionArgs
+
+log = logging.getLogger(__name__)
+
+DISRUPTION_TARGET = "DisruptionTarget"
+
+
+@dataclass(frozen=True, slots=True)
+class PreemptionRecord:
+    """One successful preemption, for ``simulate`` output."""
+
+    preemptor: str
+    node: str
+    victims: tuple[str, ...]
+
+
+class _Metrics:
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.attempts = _register(
+            registry,
+            "scheduler_preemption_attempts",
+            lambda: Counter(
+                "scheduler_preemption_attempts", "Total preemption attempts in the cluster till now", registry=registry
+            ),
+        )
+        self.victims = _register(
+            registry,
+            "scheduler_preemption_victims",
+            lambda: Histogram(
+                "scheduler_preemption_victims",
+                "Number of selected preemption victims",
+                buckets=[1, 2, 4, 8, 16, 32, 64],
+                registry=registry,
+            ),
+        )
+
+
+def _register(registry: CollectorRegistry, name: str, make: Callable[[], Any]) -> Any:
+    """Profiles share the scheduler's registry: the second DefaultPreemption reuses the first's metric."""
+    try:
+        return make()
+    except ValueError:
+        existing = getattr(registry, "_names_to_collectors", {}).get(name)
+        if existing is None:
+            raise
+        return existing
+
+
+class DefaultPreemption:
+    name = NAME
+
+    def __init__(
+        self,
+        args: DefaultPreemptionArgs,
+        handle: FrameworkHandle,
+        *,
+        offset: Callable[[int], int] | None = None,
+    ) -> None:
+        """``offset(n)`` picks where the dry run starts among ``n`` potential nodes (upstream:
+        ``rand.Int31n``); tests pass ``lambda n: 0``."""
+        self.args = args
+        self._handle = handle
+        self._offset = offset or random.Random().randrange
+        self._fwk: Any = None
+        self._nominated: NominatedPods | None = None
+        self.budgets = BudgetStore()
+        self._in_flight: dict[str, str] = {}
+        """Victim key -> node, from the decision until the victim is gone from the snapshot."""
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.history: list[PreemptionRecord] = []
+        registry = getattr(handle, "metrics_registry", None)
+        self._metrics = _Metrics(registry if isinstance(registry, CollectorRegistry) else CollectorRegistry())
+        watch = getattr(handle, "watch", None)
+        if callable(watch):
+            watch(PDB_KIND, self.budgets.on_event)
+        add_report = getattr(handle, "add_simulation_report", None)
+        if callable(add_report):
+            add_report(self._simulation_report)
+
+    # ----- wiring -----
+
+    def bind_framework(self, fwk: Any) -> None:
+        """The profile's framework: the dry run runs its Filter and PreFilter extensions."""
+        self._fwk = fwk
+
+    def bind_nominator(self, nominator: NominatedPods) -> None:
+        self._nominated = nominator
+
+    # ----- PostFilter -----
+
+    def post_filter(
+        self, state: CycleState, pod: Pod, diagnosis: Diagnosis
+    ) -> tuple[PostFilterResult | None, Status]:
+        self._metrics.attempts.inc()
+        result, status = self.preempt(state, pod, diagnosis)
+        if status.message:
+            status = Status(status.code, (policy.MESSAGE_PREFIX + status.message,))
+        return result, status
+
+    def preempt(
+        self, state: CycleState, pod: Pod, diagnosis: Diagnosis
+    ) -> tuple[PostFilterResult | None, Status]:
+        """The decision and, on success, the start of its execution. Messages are unprefixed."""
+        snapshot = self._handle.snapshot
+        node_statuses = diagnosis.node_statuses(snapshot)
+        self._forget_gone_victims()
+        eligible, reason = self.eligible(pod, node_statuses)
+        if not eligible:
+            return None, unschedulable(reason)
+        order = [info.name for info in snapshot.iter_nodes()]
+        potential = policy.potential_nodes(node_statuses, order)
+        candidates: list[Candidate] = []
+        dry_statuses: dict[str, Status] = {}
+        if potential:
+            wanted = policy.num_candidates(
+                len(potential), self.args.min_candidate_nodes_percentage, self.args.min_candidate_nodes_absolute
+            )
+            candidates, dry_statuses = self.dry_run(state, pod, potential, self._offset(len(potential)), wanted)
+        if not candidates:
+            errors = [s for s in dry_statuses.values() if s.code == Code.ERROR]
+            if errors:
+                return None, errors[0]
+            message = policy.fit_error_message(snapshot.num_nodes, dry_statuses.values(), policy.NOT_HELPFUL)
+            return PostFilterResult(""), unschedulable(message)
+        best = policy.pick_one_node(candidates, self._handle.clock())
+        if best is None:
+            return None, unschedulable(policy.NO_CANDIDATE)
+        self._execute(pod, best)
+        return PostFilterResult(best.node_name), Status()
+
+    def eligible(self, pod: Pod, node_statuses: dict[str, Status]) -> tuple[bool, str]:
+        """``PodEligibleToPreemptOthers``."""
+        if pod.preemption_policy == policy.PREEMPT_NEVER:
+            return False, policy.NOT_ELIGIBLE_NEVER
+        nominated = pod.nominated_node_name
+        if not nominated:
+            return True, ""
+        status = node_statuses.get(nominated)
+        if status is not None and status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+            return True, ""
+        info = self._handle.snapshot.node_info(nominated)
+        if info is not None:
+            for other in info.pods.values():
+                if policy.is_preemptible(other, pod) and self._terminating_by_preemption(other):
+                    return False, policy.NOT_ELIGIBLE_TERMINATING
+        return True, ""
+
+    def dry_run(
+        self, state: CycleState, pod: Pod, potential: list[str], offset: int, wanted: int
+    ) -> tuple[list[Candidate], dict[str, Status]]:
+        """``DryRunPreemption``, sequentially from ``offset``: candidates (non-violating first) and the
+        statuses of the nodes that are not candidates."""
+        budgets = self.budgets.list()
+        non_violating: list[Candidate] = []
+        violating: list[Candidate] = []
+        statuses: dict[str, Status] = {}
+        snapshot = self._handle.snapshot
+        for i in range(len(potential)):
+            name = potential[(offset + i) % len(potential)]
+            info = snapshot.node_info(name)
+            if info is None:
+                continue
+            victims, violations, status = self.select_victims_on_node(state, pod, info, budgets)
+            if status.is_success and victims:
+                candidate = Candidate(name, tuple(victims), violations)
+                group = non_violating if violations == 0 else violating
+                if len(group) < wanted:
+                    group.append(candidate)
+                if non_violating and len(non_violating) + len(violating) >= wanted:
+                    break
+                continue
+            if status.is_success:
+                status = error(f'expected at least one victim pod on node "{name}"')
+            statuses[name] = status
+        return non_violating + violating, statuses
+
+    def select_victims_on_node(
+        self, state: CycleState, pod: Pod, info: NodeInfo, budgets: list[DisruptionBudget]
+    ) -> tuple[list[Pod], int, Status]:
+        """``SelectVictimsOnNode``: victims most important first, PDB violations, status."""
+        potential = [p for p in info.pods.values() if policy.is_preemptible(p, pod)]
+        if not potential:
+            return [], 0, unresolvable(policy.NO_VICTIMS)
+        nominated = self._nominated.nominated_pods_for_node(info.name) if self._nominated is not None else []
+        trial = NodeTrial(self._fwk, self._handle.snapshot, state.clone(), pod, info, nominated=nominated)
+        now = self._handle.clock()
+        try:
+            for victim in potential:
+                trial.remove(victim)
+            status = trial.filter()
+            if not status.is_success:
+                return [], 0, status
+            potential.sort(key=lambda p: policy.importance_key(p, now))
+            violating, non_violating = policy.split_by_pdb(potential, budgets)
+            victims, violations = policy.reprieve(violating, non_violating, trial.fits_with)
+        except DryRunError as exc:
+            return [], 0, exc.status
+        finally:
+            trial.restore()
+        both = bool(violating) and bool(non_violating)
+        return policy.order_victims(victims, both_groups=both, now=now), violations, Status()
+
+    # ----- execution -----
+
+    def _execute(self, pod: Pod, candidate: Candidate) -> None:
+        self._metrics.victims.observe(len(candidate.victims))
+        for victim in candidate.victims:
+            self._in_flight[victim.key] = candidate.node_name
+        lower: list[Pod] = []
+        if self._nominated is not None:
+            lower = [
+                p for p in self._nominated.nominated_pods_for_node(candidate.node_name)
+                if p.priority < pod.priority and p.key != pod.key
+            ]
+        self.history.append(
+            PreemptionRecord(pod.key, candidate.node_name, tuple(v.key for v in candidate.victims))
+        )
+        log.info(
+            "pod %s preempts %s on node %s", pod.key, ", ".join(v.key for v in candidate.victims), candidate.node_name
+        )
+        self._spawn(self._prepare_candidate(pod, candidate, lower))
+
+    async def _prepare_candidate(self, pod: Pod, candidate: Candidate, lower: list[Pod]) -> None:
+        cluster = self._handle.cluster
+        node = candidate.node_name
+        for other in lower:
+            what = f"clearing the nomination of {other.key}"
+            await _logged(cluster, "set_nominated_node_name", (other, ""), what=what)
+        await _logged(cluster, "set_nominated_node_name", (pod, node), what=f"nominating {pod.key} to {node}")
+        waiting_pod = getattr(self._handle, "waiting_pod", None)
+        for victim in candidate.victims:
+            waiting = waiting_pod(victim.key) if callable(waiting_pod) else None
+            if waiting is not None:
+                waiting.reject(NAME, "preempted")
+                continue
+            reason = f"Preempted by pod {pod.uid or pod.key} on node {node}"
+            ok = await _logged(cluster, "delete_pod", (victim,), {"reason": reason}, what=f"preempting {victim.key}")
+            if not ok:
+                self._in_flight.pop(victim.key, None)
+
+    def _terminating_by_preemption(self, pod: Pod) -> bool:
+        if pod.key in self._in_flight:
+            return True
+        return pod.meta.deletion_timestamp is not None and pod.conditions.get(DISRUPTION_TARGET) == "True"
+
+    def _forget_gone_victims(self) -> None:
+        snapshot = self._handle.snapshot
+        for key, node in list(self._in_flight.items()):
+            info = snapshot.node_info(node)
+            if info is None or key not in info.pods:
+                del self._in_flight[key]
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            coro.close()
+            return
+        task = loop.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def drain(self) -> None:
+        """Wait for the API calls of preemptions already decided (tests, simulate)."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    def _simulation_report(self) -> tuple[str, list[dict[str, Any]]]:
+        rows = [
+            {"preemptor": r.preemptor, "node": r.node, "victims": list(r.victims)} for r in self.history
+        ]
+        return "Preemptions", rows
+
+
+async def _logged(
+    client: Any, method: str, args: tuple[Any, ...], kwargs: dict[str, Any] | None = None, *, what: str
+) -> bool:
+    """Call ``client.method``; a failure (including a client that lacks the method) is logged, not raised."""
+    try:
+        await getattr(client, method)(*args, **(kwargs or {}))
+    except Exception as exc:
+        log.warning("preemption: %s failed: %s", what, exc)
+        return False
+    return True
+
+
+def new(args: DefaultPreemptionArgs | None, handle: FrameworkHandle) -> DefaultPreemption:
+    return DefaultPreemption(args or DefaultPreemptionArgs(), handle)
