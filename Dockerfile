@@ -1,0 +1,25 @@
+# pykoord: one image for both binaries (koord-scheduler, koordlet); deploy/ picks the command.
+#   docker build -t pykoord:0.1.0 .
+# The install is README's (`pip install` of this repository into a virtualenv), without the dev extras
+# and not editable. tests/unit/deploy/test_dockerfile.py runs the RUN steps below in a fresh venv.
+FROM python:3.12-slim
+
+ENV PYKOORD_VENV=/opt/pykoord \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PYTHONUNBUFFERED=1
+
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY apis ./apis
+COPY koord_scheduler ./koord_scheduler
+COPY koordlet ./koordlet
+
+RUN python -m venv "$PYKOORD_VENV"
+RUN "$PYKOORD_VENV/bin/pip" install --quiet .
+RUN "$PYKOORD_VENV/bin/koord-scheduler" --help >/dev/null && "$PYKOORD_VENV/bin/koordlet" --help >/dev/null
+
+ENV PATH=/opt/pykoord/bin:$PATH
+WORKDIR /
+# koord-scheduler runs as 65532 (deploy/koord-scheduler/deployment.yaml), koordlet as root (cgroup writes).
+USER 65532:65532
