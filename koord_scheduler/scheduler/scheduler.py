@@ -170,8 +170,13 @@ class Scheduler:
             self.queue.update(old, new)
 
     def on_object(self, kind: str, event: EventType, old: Any, new: Any) -> None:
+        """Plugin handlers first (they update their state), then the queue: pods a plugin rejected
+        may become schedulable on a Reservation or NodeMetric event they registered for."""
         for handler in self._object_handlers.get(kind, ()):
             handler(event, old, new)
+        resource = _EVENT_RESOURCES.get(kind)
+        if resource is not None:
+            self.queue.on_cluster_event(ClusterEvent(resource, _OBJECT_ACTIONS[event]), old, new)
 
     def subscribe(self, kind: ObjectKind, handler: ObjectHandler) -> None:
         existing = self.watched_kinds.get(kind.kind)
@@ -420,6 +425,14 @@ class Scheduler:
             self.metrics.pending_pods.labels(queue_name).set(n)
         for kind, n in self.cache.counts().items():
             self.metrics.cache_size.labels(kind).set(n)
+
+
+_EVENT_RESOURCES = {r.value: r for r in EventResource}
+_OBJECT_ACTIONS = {
+    EventType.ADDED: ActionType.ADD,
+    EventType.MODIFIED: ActionType.UPDATE,
+    EventType.DELETED: ActionType.DELETE,
+}
 
 
 def _node_update_action(old: Node, new: Node) -> ActionType:

@@ -201,7 +201,11 @@ async def test_pre_error_filter_takes_over_the_failure() -> None:
     post_calls: list[str] = []
     rec.handle.register_error_handler_filters(takeover, lambda qpi, st: post_calls.append(qpi.pod.name) or False)
     await run(scheduler, cluster)
-    assert seen == [("big", "0/1 nodes are available: 1 Insufficient cpu.")]
+    assert seen == [(
+        "big",
+        "0/1 nodes are available: 1 Insufficient cpu. "
+        "preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling.",
+    )]
     assert "default/big" not in cluster.conditions, "the default handler must be skipped"
     assert post_calls == ["big"], "post filters run after the failure"
 
@@ -261,3 +265,23 @@ async def test_plugins_see_every_pod_event_after_the_cache() -> None:
     await run(scheduler, cluster)
     await cluster.delete_pod(cluster.pods["default/a"], reason="test")
     assert seen == [("ADDED", "a", False), ("MODIFIED", "a", True), ("DELETED", "a", False)]
+
+
+async def test_object_events_reach_the_queue_after_plugin_handlers() -> None:
+    from koord_scheduler.framework.types import ClusterEvent, EventResource, EventType, ObjectKind
+
+    rec = Recorder()
+    scheduler, _ = build(rec, NODES, [])
+    order: list[str] = []
+    kind = ObjectKind("NodeMetric", "slo.koordinator.sh", "v1alpha1", "nodemetrics", False, lambda raw: raw)
+    rec.handle.watch(kind, lambda ev, old, new: order.append("plugin"))
+    original = scheduler.queue.on_cluster_event
+
+    def spy(event: ClusterEvent, old: object, new: object) -> None:
+        order.append(f"queue:{event.resource.value}:{int(event.action)}")
+        original(event, old, new)
+
+    scheduler.queue.on_cluster_event = spy  # type: ignore[method-assign]
+    scheduler.on_object("NodeMetric", EventType.MODIFIED, {"a": 1}, {"a": 2})
+    scheduler.on_object("SomethingElse", EventType.ADDED, None, {})
+    assert order == ["plugin", f"queue:{EventResource.NODE_METRIC.value}:1024"]
