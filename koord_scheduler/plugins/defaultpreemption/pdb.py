@@ -13,8 +13,10 @@ from koord_scheduler.plugins.defaultpreemption.policy import DisruptionBudget
 def parse_pdb(raw: Mapping[str, Any]) -> DisruptionBudget:
     """Raises ``ValueError`` (``ParseError``) for a malformed object; the watch reports and skips it."""
     meta = parse_object_meta(dict(raw), "PodDisruptionBudget", default_namespace="default")
-    spec = raw.get("spec") or {}
-    status = raw.get("status") or {}
+    spec = raw.get("spec")
+    spec = {} if spec is None else spec
+    status = raw.get("status")
+    status = {} if status is None else status
     if not isinstance(spec, Mapping) or not isinstance(status, Mapping):
         raise ValueError(f"PodDisruptionBudget {meta.namespace}/{meta.name}: spec and status must be objects")
     allowed = status.get("disruptionsAllowed", 0)
