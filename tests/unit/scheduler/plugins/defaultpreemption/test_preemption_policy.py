@@ -9,10 +9,10 @@ import pytest
 from apis.core.types import LabelSelector, Pod
 from apis.scheduling import ANNOTATION_RESERVE_POD
 from koord_scheduler.framework.status import Code, Status, unresolvable, unschedulable
+from koord_scheduler.framework.types import EventType
 from koord_scheduler.plugins.defaultpreemption import policy
 from koord_scheduler.plugins.defaultpreemption.pdb import BudgetStore, parse_pdb
 from koord_scheduler.plugins.defaultpreemption.policy import Candidate, DisruptionBudget
-from koord_scheduler.framework.types import EventType
 from tests.builders import make_pod
 
 NOW = 1_800_000_000.0
@@ -132,8 +132,10 @@ def capacity_model(free: int, sizes: dict[str, int], need: int) -> Callable[[str
         pytest.param([], ["a"], {"a": 1}, 4, 1, [], 0, id="everything-reprieved"),
     ],
 )
-def test_reprieve(violating: list[str], non_violating: list[str], sizes: dict[str, int], free: int, need: int,
-                  want_victims: list[str], want_violations: int) -> None:
+def test_reprieve(  # noqa: PLR0917 (pytest passes parameters positionally)
+    violating: list[str], non_violating: list[str], sizes: dict[str, int], free: int, need: int,
+    want_victims: list[str], want_violations: int,
+) -> None:
     victims, violations = policy.reprieve(violating, non_violating, capacity_model(free, sizes, need))
     assert (victims, violations) == (want_victims, want_violations)
 
