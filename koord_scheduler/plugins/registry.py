@@ -18,6 +18,7 @@ from koord_scheduler.plugins.queuesort import plugin as queuesort
 from koord_scheduler.plugins.reservation import plugin as reservation
 from koord_scheduler.plugins.schedulinggates import plugin as schedulinggates
 from koord_scheduler.plugins.tainttoleration import plugin as tainttoleration
+from koord_scheduler.plugins.volumebinding import plugin as volumebinding
 
 _MODULES = (
     schedulinggates,
@@ -28,6 +29,7 @@ _MODULES = (
     nodeaffinity,
     nodeports,
     noderesources,
+    volumebinding,
     balancedallocation,
     podtopologyspread,
     interpodaffinity,

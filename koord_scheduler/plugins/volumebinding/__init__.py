@@ -1,0 +1,1 @@
+"""VolumeBinding: pods with PersistentVolumeClaims are scheduled only where their bound volumes allow."""
