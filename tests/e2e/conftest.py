@@ -1,0 +1,30 @@
+"""The e2e tests use the same local control plane as tests/integration (their own instance when run
+alone; a session running both directories starts one per directory)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).resolve().parents[1]
+for path in (TESTS / "integration", TESTS / "integration" / "deploy", TESTS / "integration" / "scheduler"):
+    if str(path) not in sys.path:
+        sys.path.insert(0, str(path))
+
+from controlplane import ControlPlane, ControlPlaneError  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    state_dir = tmp_path_factory.mktemp("e2e-cluster")
+    try:
+        plane = ControlPlane.up(state_dir, kwok_nodes=0)
+    except ControlPlaneError as exc:
+        pytest.fail(f"local control plane did not come up:\n{exc}", pytrace=False)
+    try:
+        yield plane
+    finally:
+        plane.down()
