@@ -37,9 +37,10 @@ import asyncio
 import logging
 import random
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+import numpy as np
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from apis.config.plugin_args import DefaultPreemptionArgs
@@ -214,10 +215,15 @@ class DefaultPreemption:
         violating: list[Candidate] = []
         statuses: dict[str, Status] = {}
         snapshot = self._handle.snapshot
+        screened = self._screen(state, pod, potential) if self._nodes_independent(state) else {}
         for i in range(len(potential)):
             name = potential[(offset + i) % len(potential)]
             info = snapshot.node_info(name)
             if info is None:
+                continue
+            early = screened.get(name)
+            if early is not None:
+                statuses[name] = early
                 continue
             victims, violations, status = self.select_victims_on_node(state, pod, info, budgets)
             if status.is_success and victims:
@@ -232,6 +238,55 @@ class DefaultPreemption:
                 status = error(f'expected at least one victim pod on node "{name}"')
             statuses[name] = status
         return non_violating + violating, statuses
+
+    def _nodes_independent(self, state: CycleState) -> bool:
+        """No active PreFilter plugin keeps cross-node state (none has PreFilterExtensions): then one
+        node's answer does not depend on what was taken off the others, and nodes can be screened in bulk."""
+        return all(
+            p.name in state.skip_filter or p.pre_filter_extensions() is None for p in self._fwk.pre_filter_plugins
+        )
+
+    def _screen(self, state: CycleState, pod: Pod, potential: list[str]) -> dict[str, Status]:
+        """The first step of :meth:`select_victims_on_node` for every potential node in one batch Filter
+        call: the nodes without preemptible pods, and those where the pod does not fit even with all of
+        them gone (nominated pods counted), get their final status here. Only valid when
+        :meth:`_nodes_independent`; the per-node search then runs on the rest only."""
+        snapshot = self._handle.snapshot
+        out: dict[str, Status] = {}
+        removed: list[Pod] = []
+        added: list[Pod] = []
+        positions: list[int] = []
+        try:
+            for name in potential:
+                info = snapshot.node_info(name)
+                if info is None:
+                    continue
+                victims = [p for p in info.pods.values() if policy.is_preemptible(p, pod)]
+                if not victims:
+                    out[name] = unresolvable(policy.NO_VICTIMS)
+                    continue
+                for victim in victims:
+                    snapshot.remove_pod(victim)
+                    removed.append(victim)
+                if self._nominated is not None:
+                    for other in self._nominated.nominated_pods_for_node(name):
+                        if other.priority >= pod.priority and other.key != pod.key and other.key not in info.pods:
+                            placed = replace(other, node_name=name)
+                            snapshot.add_pod(placed)
+                            added.append(placed)
+                positions.append(info.position)
+            if positions:
+                probe = Diagnosis(num_all_nodes=len(positions))
+                self._fwk.filter_nodes_uncached(state, pod, np.asarray(positions, dtype=np.intp), probe)
+                for chunk in probe.chunks:
+                    for i, pos in enumerate(chunk.positions.tolist()):
+                        out[snapshot.info(pos).name] = chunk.status_at(i)
+        finally:
+            for placed in added:
+                snapshot.remove_pod(placed)
+            for victim in removed:
+                snapshot.add_pod(victim)
+        return out
 
     def select_victims_on_node(
         self, state: CycleState, pod: Pod, info: NodeInfo, budgets: list[DisruptionBudget]

@@ -252,3 +252,34 @@ async def test_pdb_deleted_is_forgotten() -> None:
     e = await env([node("n1")], [], [pdb("web-pdb", 0, app="web")])
     e.cluster.delete_object(PDB_KIND, "web-pdb", namespace="default")
     assert len(e.plugin.budgets) == 0
+
+
+@pytest.mark.parametrize("bulk_screen", [True, False], ids=["bulk-screen", "per-node-only"])
+async def test_bulk_screen_gives_the_same_candidates_and_statuses(bulk_screen: bool) -> None:
+    nodes = [node(f"n{i}") for i in range(6)]
+    pods = [
+        running("a", "n0", "4", 0),            # candidate: one victim
+        running("b", "n1", "4", 100),          # no victims
+        running("c", "n2", "1", 0), running("d", "n2", "3", 200),  # still no fit without c
+        running("e", "n3", "2", 0), running("f", "n3", "2", 1),    # candidate: two victims
+        running("g", "n4", "4", 0),            # a nominated priority-300 pod takes the room
+        running("h", "n5", "4", 5),            # candidate
+    ]
+    e = await env(nodes, pods)
+    e.scheduler.nominator.add(make_pod("vip").req(cpu="2").priority(300).build(), "n4")
+    e.plugin._spawn = lambda coro: coro.close()  # type: ignore[method-assign]
+    if not bulk_screen:
+        e.plugin._nodes_independent = lambda state: False  # type: ignore[method-assign]
+    fwk = e.scheduler.profiles["default-scheduler"]
+    state = CycleState()
+    pod = preemptor("3")
+    fwk.run_pre_filter(state, pod)
+    candidates, statuses = e.plugin.dry_run(state, pod, [n.name for n in nodes], 0, 6)
+    assert [(c.node_name, [v.name for v in c.victims]) for c in candidates] == [
+        ("n0", ["a"]), ("n3", ["f", "e"]), ("n5", ["h"])
+    ]
+    assert {n: s.message for n, s in statuses.items()} == {
+        "n1": "No preemption victims found for incoming pod",
+        "n2": "Insufficient cpu",
+        "n4": "Insufficient cpu",
+    }
