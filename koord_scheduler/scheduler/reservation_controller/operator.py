@@ -1,12 +1,21 @@
-"""The kopf side of the Reservation controller: indexes owner pods and nodes, runs :func:`decide` on a
-timer per Reservation, and applies the decision. Only the leader acts (``is_leader``)."""
+"""The kopf side of the Reservation controller: watches Reservations, owner pods and nodes, and feeds a
+:class:`~.reconciler.Reconciler`, which runs :func:`~.decide.decide` and applies it. Only the leader acts
+(``is_leader``).
+
+kopf here only watches: indexes and ``on.event`` handlers, no timers, daemons or change handlers, so it
+writes no finalizer and no state annotations on Reservations (see :mod:`.reconciler` for why). Run it on
+its own event loop (:class:`ReservationControllerThread`): on exit kopf cancels every task created in its
+loop after it started.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,13 +28,16 @@ from koord_scheduler.plugins.reservation.matching import parse_allocated_annotat
 from koord_scheduler.scheduler.reservation_controller.decide import (
     ControllerOptions,
     OwnerPod,
-    decide,
     owner_pod_from_raw,
 )
+from koord_scheduler.scheduler.reservation_controller.reconciler import ClusterView, Reconciler
 
 log = logging.getLogger(__name__)
 
 PLURAL = "reservations"
+LEGACY_FINALIZER = "scheduling.koordinator.sh/pykoord-reservation-controller"
+"""Written by an earlier build that used a kopf timer. Naming it as kopf's finalizer makes kopf remove it
+from any Reservation it sees, since no handler here needs one."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,13 +59,8 @@ def _configuration(api: ApiSettings) -> k8s.Configuration:
     return cfg
 
 
-def build_registry(
-    api: ApiSettings,
-    options: ControllerOptions,
-    *,
-    is_leader: Callable[[], bool],
-    clock: Callable[[], float] = time.time,
-) -> kopf.OperatorRegistry:
+def build_registry(api: ApiSettings, reconciler: Reconciler) -> kopf.OperatorRegistry:
+    """kopf handlers that keep ``reconciler`` informed. Index and event handlers only: no finalizers."""
     registry = kopf.OperatorRegistry()
     cfg = _configuration(api)
 
@@ -89,54 +96,69 @@ def build_registry(
     def node_names(name: str, **_: Any) -> dict[str, bool]:
         return {name: True}
 
-    @kopf.timer(GROUP, VERSION, PLURAL, id="sync", interval=options.sync_interval_seconds, registry=registry)  # type: ignore[arg-type]
-    async def sync(
+    # kopf's WatchingFn protocol does not list index kwargs (reservation_owners, node_names).
+    @kopf.on.event(GROUP, VERSION, PLURAL, id="reservation_events", registry=registry)  # type: ignore[arg-type]
+    async def reservation_events(
+        event: kopf.RawEvent,
         body: kopf.Body,
-        name: str,
         reservation_owners: kopf.Index[str, OwnerPod],
         node_names: kopf.Index[str, bool],
         **_: Any,
     ) -> None:
-        if not is_leader():
-            return
-        uid = body.get("metadata", {}).get("uid", "")
-        node = (body.get("status") or {}).get("nodeName") or ""
-        owners = list(reservation_owners.get(uid, []))
-        decision = decide(dict(body), owners, node_exists=not node or node in node_names, now=clock(), options=options)
-        if decision.delete:
-            await asyncio.to_thread(_delete, cfg, name)
-        elif decision.status_patch is not None:
-            await asyncio.to_thread(_patch_status, cfg, name, dict(decision.status_patch))
+        reconciler.observe_reservation(event.get("type"), body, ClusterView(reservation_owners, node_names))
+
+    @kopf.on.event(
+        "pods", id="owner_events", annotations={ANNOTATION_RESERVATION_ALLOCATED: kopf.PRESENT}, registry=registry
+    )
+    async def owner_events(body: kopf.Body, **_: Any) -> None:
+        ref = parse_allocated_annotation(body.get("metadata", {}).get("annotations") or {})
+        if ref is not None:
+            reconciler.mark_dirty(ref[1])
+
+    @kopf.on.event("nodes", id="node_events", registry=registry)
+    async def node_events(event: kopf.RawEvent, **_: Any) -> None:
+        if event.get("type") == "DELETED":
+            reconciler.mark_all_dirty()
 
     return registry
 
 
-def _api(cfg: k8s.Configuration) -> k8s.CustomObjectsApi:
-    return k8s.CustomObjectsApi(k8s.ApiClient(cfg))
+class ApiWriter:
+    """:class:`StatusWriter` over one kubernetes ``ApiClient`` (one connection pool), closed by :meth:`close`."""
+
+    def __init__(self, api: ApiSettings) -> None:
+        self._client = k8s.ApiClient(_configuration(api))
+        self._api = k8s.CustomObjectsApi(self._client)
+
+    def patch_status(self, name: str, patch: Mapping[str, Any]) -> None:
+        try:
+            # Without _content_type the generated client sends a dict body as JSON Patch.
+            self._api.patch_cluster_custom_object_status(
+                GROUP, VERSION, PLURAL, name, dict(patch), _content_type="application/merge-patch+json"
+            )
+        except k8s.ApiException as exc:
+            if exc.status != 404:
+                log.warning("patching reservation %s status failed: %s", name, exc.reason)
+
+    def delete(self, name: str) -> None:
+        try:
+            self._api.delete_cluster_custom_object(GROUP, VERSION, PLURAL, name)
+            log.info("garbage-collected reservation %s", name)
+        except k8s.ApiException as exc:
+            if exc.status != 404:
+                log.warning("deleting reservation %s failed: %s", name, exc.reason)
+
+    def close(self) -> None:
+        self._client.close()  # type: ignore[no-untyped-call]
 
 
-def _patch_status(cfg: k8s.Configuration, name: str, body: dict[str, Any]) -> None:
-    api = _api(cfg)
-    try:
-        api.api_client.set_default_header("Content-Type", "application/merge-patch+json")
-        api.patch_cluster_custom_object_status(GROUP, VERSION, PLURAL, name, body)
-    except k8s.ApiException as exc:
-        if exc.status != 404:
-            log.warning("patching reservation %s status failed: %s", name, exc.reason)
-    finally:
-        api.api_client.close()
-
-
-def _delete(cfg: k8s.Configuration, name: str) -> None:
-    api = _api(cfg)
-    try:
-        api.delete_cluster_custom_object(GROUP, VERSION, PLURAL, name)
-        log.info("garbage-collected reservation %s", name)
-    except k8s.ApiException as exc:
-        if exc.status != 404:
-            log.warning("deleting reservation %s failed: %s", name, exc.reason)
-    finally:
-        api.api_client.close()
+def operator_settings() -> kopf.OperatorSettings:
+    settings = kopf.OperatorSettings()
+    settings.posting.enabled = False
+    settings.persistence.finalizer = LEGACY_FINALIZER
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="pykoord.koordinator.sh")
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix="pykoord.koordinator.sh")
+    return settings
 
 
 async def run_reservation_controller(
@@ -147,17 +169,88 @@ async def run_reservation_controller(
     is_leader: Callable[[], bool] = lambda: True,
     clock: Callable[[], float] = time.time,
 ) -> None:
-    """Run until ``stop`` is set. Acts only while ``is_leader()``; the caller owns leader election."""
-    registry = build_registry(api, options, is_leader=is_leader, clock=clock)
-    settings = kopf.OperatorSettings()
-    settings.posting.enabled = False
-    settings.persistence.finalizer = "scheduling.koordinator.sh/pykoord-reservation-controller"
-    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="pykoord.koordinator.sh")
-    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix="pykoord.koordinator.sh")
-    await kopf.operator(
-        registry=registry,
-        settings=settings,
-        clusterwide=True,
-        standalone=True,
-        stop_flag=stop,
-    )
+    """Run until ``stop`` is set. Acts only while ``is_leader()``; the caller owns leader election.
+
+    Give it an event loop of its own (:class:`ReservationControllerThread` does)."""
+    writer = ApiWriter(api)
+    reconciler = Reconciler(options, writer, is_leader=is_leader, clock=clock)
+    registry = build_registry(api, reconciler)
+    try:
+        async with asyncio.TaskGroup() as tasks:
+            # Created before kopf starts, so kopf's exit leaves it alone; it ends with reconciler.close().
+            tasks.create_task(reconciler.run(), name="reservation reconciler")
+            try:
+                await kopf.operator(
+                    registry=registry,
+                    settings=operator_settings(),
+                    clusterwide=True,
+                    standalone=True,
+                    stop_flag=stop,
+                )
+            finally:
+                reconciler.close()
+    finally:
+        writer.close()
+
+
+class ReservationControllerThread:
+    """The controller on a thread and event loop of its own (kopf's embedding advice). :meth:`stop` ends
+    kopf, the reconciler and the loop, and joins the thread; ``asyncio.run`` closes the loop and its
+    executor, so nothing is left open."""
+
+    def __init__(
+        self,
+        api: ApiSettings,
+        options: ControllerOptions,
+        *,
+        is_leader: Callable[[], bool] = lambda: True,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._api = api
+        self._options = options
+        self._is_leader = is_leader
+        self._clock = clock
+        self._started = threading.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._main, name="reservation-controller", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+        self._started.wait()
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    @property
+    def error(self) -> BaseException | None:
+        """What ended the controller, if it failed."""
+        return self._error
+
+    def stop(self, timeout: float = 30.0) -> bool:
+        """Ask the controller to stop and wait; True when the thread has ended."""
+        loop, stop = self._loop, self._stop
+        if loop is not None and stop is not None and not loop.is_closed():
+            with contextlib.suppress(RuntimeError):  # the loop closed in between: the thread is ending
+                loop.call_soon_threadsafe(stop.set)
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    def _main(self) -> None:
+        try:
+            asyncio.run(self._serve())
+        except BaseException as exc:  # recorded for the owner; a thread has nowhere to raise to
+            self._error = exc
+            log.exception("reservation controller stopped with an error")
+        finally:
+            self._started.set()
+
+    async def _serve(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._stop = asyncio.Event()
+        self._started.set()
+        await run_reservation_controller(
+            self._api, self._options, self._stop, is_leader=self._is_leader, clock=self._clock
+        )

@@ -3,9 +3,7 @@ the kopf lifecycle controller (run in-process here; app wiring is serve's) keeps
 
 from __future__ import annotations
 
-import asyncio
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,7 +18,7 @@ from kubesched import SchedulerProcess, Scope, scheduler_config, wait_until
 from koord_scheduler.scheduler.reservation_controller import (
     ApiSettings,
     ControllerOptions,
-    run_reservation_controller,
+    ReservationControllerThread,
 )
 
 pytestmark = pytest.mark.integration
@@ -43,8 +41,11 @@ PLUGINS = {
 @pytest.fixture
 def scope(control_plane: Any) -> Iterator[Scope]:
     s = Scope.create(control_plane, "resv")
-    result = control_plane.request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
-                                   yaml.safe_load(CRD.read_text().split("---", 1)[1]))
+    result = control_plane.request(
+        "POST",
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+        yaml.safe_load(CRD.read_text().split("---", 1)[1]),
+    )
     assert result.status in (201, 409), result.body[:300]
     wait_until(lambda: control_plane.request("GET", RESERVATIONS).status == 200, timeout=30, what="CRD served")
     yield s
@@ -65,33 +66,31 @@ def scheduler(scope: Scope, tmp_path: Path) -> Iterator[SchedulerProcess]:
 
 
 @pytest.fixture
-def controller(scope: Scope) -> Iterator[None]:
-    loop = asyncio.new_event_loop()
-    stop = asyncio.Event()
+def controller(scope: Scope) -> Iterator[ReservationControllerThread]:
     options = ControllerOptions(gc_duration_seconds=5, gc_interval_seconds=1, sync_interval_seconds=1)
-
-    def run() -> None:
-        loop.run_until_complete(run_reservation_controller(ApiSettings(str(scope.plane.kubeconfig)), options, stop))
-
-    thread = threading.Thread(target=run, daemon=True)
+    thread = ReservationControllerThread(ApiSettings(str(scope.plane.kubeconfig)), options)
     thread.start()
-    yield
-    loop.call_soon_threadsafe(stop.set)
-    thread.join(timeout=30)
+    yield thread
+    assert thread.stop(timeout=30), "the reservation controller did not stop"
+    assert thread.error is None, thread.error
 
 
-def reservation(scope: Scope, name: str, *, cpu: str, app: str, allocate_once: bool = True,
-                ttl: str = "1h") -> dict[str, Any]:
+def reservation(
+    scope: Scope, name: str, *, cpu: str, app: str, allocate_once: bool = True, ttl: str = "1h"
+) -> dict[str, Any]:
     return {
         "apiVersion": "scheduling.koordinator.sh/v1alpha1",
         "kind": "Reservation",
         "metadata": {"name": f"{scope.name}-{name}", "labels": {"pykoord.test/scope": scope.name}},
         "spec": {
-            "template": {"metadata": {"namespace": scope.namespace}, "spec": {
-                "schedulerName": scope.scheduler_name,
-                "nodeSelector": {"pykoord.test/scope": scope.name},
-                "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu, "memory": "100Mi"}}}],
-            }},
+            "template": {
+                "metadata": {"namespace": scope.namespace},
+                "spec": {
+                    "schedulerName": scope.scheduler_name,
+                    "nodeSelector": {"pykoord.test/scope": scope.name},
+                    "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu, "memory": "100Mi"}}}],
+                },
+            },
             "owners": [{"labelSelector": {"matchLabels": {"app": app}}}],
             "allocateOnce": allocate_once,
             "ttl": ttl,
@@ -116,7 +115,9 @@ def owner_pod(scope: Scope, name: str, *, cpu: str, app: str | None) -> dict[str
     return body
 
 
-def test_reservation_lifecycle(scope: Scope, scheduler: SchedulerProcess, controller: None) -> None:
+def test_reservation_lifecycle(
+    scope: Scope, scheduler: SchedulerProcess, controller: ReservationControllerThread
+) -> None:
     node = scope.add_node("n1", cpu="4")
     scope.ok("POST", RESERVATIONS, reservation(scope, "once", cpu="2", app="web"))
     wait_until(lambda: phase(scope, "once") == "Available", timeout=30, what="reservation Available")
@@ -133,10 +134,16 @@ def test_reservation_lifecycle(scope: Scope, scheduler: SchedulerProcess, contro
 
     # allocateOnce: the controller records the owner and moves it to Succeeded, then collects it.
     wait_until(lambda: phase(scope, "once") == "Succeeded", timeout=30, what="reservation Succeeded")
+    # The controller only watches: no finalizer (deletion never waits for it), no kopf state annotations.
+    meta = get_reservation(scope, "once")["metadata"]  # type: ignore[index]
+    assert not meta.get("finalizers")
+    assert not [k for k in meta.get("annotations") or {} if "kopf" in k or k.startswith("pykoord.koordinator.sh")]
     wait_until(lambda: get_reservation(scope, "once") is None, timeout=40, what="reservation collected")
 
 
-def test_owner_deleted_status_follows(scope: Scope, scheduler: SchedulerProcess, controller: None) -> None:
+def test_owner_deleted_status_follows(
+    scope: Scope, scheduler: SchedulerProcess, controller: ReservationControllerThread
+) -> None:
     node = scope.add_node("n1", cpu="4")
     scope.ok("POST", RESERVATIONS, reservation(scope, "pool", cpu="2", app="svc", allocate_once=False))
     wait_until(lambda: phase(scope, "pool") == "Available", timeout=30, what="reservation Available")
@@ -153,11 +160,16 @@ def test_owner_deleted_status_follows(scope: Scope, scheduler: SchedulerProcess,
     wait_until(lambda: owners() == [], timeout=30, what="currentOwners cleared")
 
 
-def test_ttl_expiry_then_collected(scope: Scope, scheduler: SchedulerProcess, controller: None) -> None:
+def test_ttl_expiry_then_collected(
+    scope: Scope, scheduler: SchedulerProcess, controller: ReservationControllerThread
+) -> None:
     scope.add_node("n1", cpu="4")
     scope.ok("POST", RESERVATIONS, reservation(scope, "short", cpu="1", app="x", ttl="4s"))
     wait_until(lambda: phase(scope, "short") == "Failed", timeout=30, what="reservation expired")
-    ready = [c for c in get_reservation(scope, "short")["status"]["conditions"]  # type: ignore[index]
-             if c["type"] == "Ready"]
+    ready = [
+        c
+        for c in get_reservation(scope, "short")["status"]["conditions"]  # type: ignore[index]
+        if c["type"] == "Ready"
+    ]
     assert ready and ready[0]["reason"] == "Expired"
     wait_until(lambda: get_reservation(scope, "short") is None, timeout=40, what="reservation collected")

@@ -78,6 +78,7 @@ def _ready(decision: Decision) -> dict[str, Any]:
 def test_phase_decisions(
     reservation: dict[str, Any],
     owners: list[OwnerPod],
+    *,
     node_exists: bool,
     now: float,
     want_phase: str | None,

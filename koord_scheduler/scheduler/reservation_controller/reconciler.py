@@ -1,0 +1,160 @@
+"""The loop between kopf's watch handlers and :func:`decide`: which Reservations to look at, and when.
+
+kopf feeds it (``observe_*``) and the :class:`Reconciler` runs :func:`decide` on
+
+- the Reservations marked dirty by an event (their own, or one of their owner pods'), at once, and
+- every Reservation, every ``sync_interval_seconds`` (expiry and GC are functions of the clock).
+
+It applies each decision through a :class:`StatusWriter`. Writes are idempotent (merge patch of the status,
+delete tolerating 404), so deciding twice on a stale copy is harmless.
+
+Why not a kopf timer per Reservation: kopf puts a finalizer on every object that has a timer or daemon,
+and removes it only once the timer task has exited. When the timer itself deletes its object, the
+deletion event usually arrives while the handler is still running; kopf then re-checks the timer after
+``settings.background.cancellation_polling`` (60 s), so garbage collection hung for a minute, and deleting
+a Reservation while the scheduler is down blocked until it came back. Koordinator's controller uses no
+finalizer either.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from koord_scheduler.scheduler.reservation_controller.decide import ControllerOptions, Decision, OwnerPod, decide
+
+log = logging.getLogger(__name__)
+
+
+class StatusWriter(Protocol):
+    """Applies decisions. Both calls block (they run in a worker thread) and must tolerate a missing object."""
+
+    def patch_status(self, name: str, patch: Mapping[str, Any]) -> None: ...
+
+    def delete(self, name: str) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterView:
+    """Live read-only views the reconciler decides from (kopf's indexes in production)."""
+
+    owners: Mapping[str, Iterable[OwnerPod]]
+    """Reservation uid -> the pods whose ``reservation-allocated`` annotation names it."""
+    nodes: Mapping[str, object]
+    """Names of the nodes that exist."""
+
+
+class Reconciler:
+    """Owns the Reservations seen by the watch and decides on them. One per controller run; not thread-safe
+    (kopf's async handlers and :meth:`run` share one event loop)."""
+
+    def __init__(
+        self,
+        options: ControllerOptions,
+        writer: StatusWriter,
+        *,
+        is_leader: Callable[[], bool] = lambda: True,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._options = options
+        self._writer = writer
+        self._is_leader = is_leader
+        self._clock = clock
+        self._reservations: dict[str, dict[str, Any]] = {}  # uid -> last seen body
+        self._dirty: set[str] = set()
+        self._view: ClusterView | None = None
+        self._wake = asyncio.Event()
+        self._closed = False
+
+    # --- fed by the watch ---------------------------------------------------------------------------
+
+    def observe_reservation(self, event_type: str | None, body: Mapping[str, Any], view: ClusterView) -> None:
+        """A Reservation event. kopf calls its event handlers only once every index has been listed, so the
+        first call also proves that ``view`` is complete: until then, nothing is decided (an empty pod index
+        would wipe ``currentOwners``; an empty node index would expire every Reservation)."""
+        self._view = view
+        uid = str((body.get("metadata") or {}).get("uid", ""))
+        if not uid:
+            return
+        if event_type == "DELETED":
+            self._reservations.pop(uid, None)
+            self._dirty.discard(uid)
+            return
+        self._reservations[uid] = dict(body)
+        self.mark_dirty(uid)
+
+    def mark_dirty(self, uid: str) -> None:
+        """Decide on this Reservation soon (an owner pod changed)."""
+        if uid in self._reservations:
+            self._dirty.add(uid)
+            self._wake.set()
+
+    def mark_all_dirty(self) -> None:
+        """Decide on every Reservation soon (a node went away)."""
+        self._dirty.update(self._reservations)
+        self._wake.set()
+
+    def close(self) -> None:
+        """Make :meth:`run` return after its current write."""
+        self._closed = True
+        self._wake.set()
+
+    # --- deciding and doing ---------------------------------------------------------------------------
+
+    def decide_due(self, *, full: bool) -> list[tuple[str, Decision]]:
+        """Decisions (reservation name, decision) for the dirty Reservations, or all of them when ``full``.
+        Clears the dirty set. Empty when not the leader or before the first Reservation event."""
+        due = set(self._reservations) if full else self._dirty & set(self._reservations)
+        self._dirty.clear()
+        view = self._view
+        if view is None or not self._is_leader():
+            return []
+        now = self._clock()
+        out: list[tuple[str, Decision]] = []
+        for uid in sorted(due):
+            body = self._reservations[uid]
+            node = (body.get("status") or {}).get("nodeName") or ""
+            decision = decide(
+                body,
+                list(view.owners.get(uid, ())),
+                node_exists=not node or node in view.nodes,
+                now=now,
+                options=self._options,
+            )
+            if decision.delete or decision.status_patch is not None:
+                out.append((str(body["metadata"].get("name", "")), decision))
+        return out
+
+    async def apply(self, decisions: Iterable[tuple[str, Decision]]) -> None:
+        for name, decision in decisions:
+            if decision.delete:
+                await asyncio.to_thread(self._writer.delete, name)
+            elif decision.status_patch is not None:
+                await asyncio.to_thread(self._writer.patch_status, name, decision.status_patch)
+
+    async def run(self) -> None:
+        """Decide and apply until :meth:`close`: dirty Reservations as soon as they are marked, all of them
+        every ``sync_interval_seconds``."""
+        interval = self._options.sync_interval_seconds
+        next_full = time.monotonic()
+        while not self._closed:
+            full = time.monotonic() >= next_full
+            if full:
+                next_full = time.monotonic() + interval
+            self._wake.clear()
+            try:
+                await self.apply(self.decide_due(full=full))
+            except Exception:  # an API or decoding failure must not end the controller
+                log.exception("reservation controller sweep failed")
+            if self._closed or self._dirty:
+                continue
+            # asyncio.timeout creates no task: kopf cancels tasks created after it starts when it exits.
+            try:
+                async with asyncio.timeout(max(0.0, next_full - time.monotonic())):
+                    await self._wake.wait()
+            except TimeoutError:
+                pass

@@ -1,0 +1,114 @@
+import asyncio
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+
+from koord_scheduler.scheduler.reservation_controller import (
+    ClusterView,
+    ControllerOptions,
+    OwnerPod,
+    Reconciler,
+)
+
+CREATED = 1_800_000_000.0
+CREATED_TEXT = "2027-01-15T08:00:00Z"
+P1 = OwnerPod("default", "p1", "u1", {"cpu": 500})
+
+
+def res(name: str, *, phase: str = "Available", node: str = "n1", owners: list[str] | None = None) -> dict[str, Any]:
+    status: dict[str, Any] = {"phase": phase, "nodeName": node, "allocatable": {"cpu": "2"}}
+    if owners:
+        status["currentOwners"] = [{"namespace": "default", "name": o, "uid": "u1"} for o in owners]
+        status["allocated"] = {"cpu": "500m"}
+    return {
+        "metadata": {"name": name, "uid": f"uid-{name}", "creationTimestamp": CREATED_TEXT},
+        "spec": {"template": {}, "owners": [{"object": {"name": "p1"}}], "ttl": "1h", "allocateOnce": False},
+        "status": status,
+    }
+
+
+class RecordingWriter:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str, Any]] = []
+        self.wrote = asyncio.Event()
+
+    def patch_status(self, name: str, patch: Mapping[str, Any]) -> None:
+        self.calls.append(("patch", name, dict(patch)))
+        self.wrote.set()
+
+    def delete(self, name: str) -> None:
+        self.calls.append(("delete", name, None))
+        self.wrote.set()
+
+
+def make(*, leader: bool = True, now: float = CREATED + 1) -> tuple[Reconciler, RecordingWriter]:
+    writer = RecordingWriter()
+    return Reconciler(ControllerOptions(), writer, is_leader=lambda: leader, clock=lambda: now), writer
+
+
+def names(decisions: list[Any]) -> list[str]:
+    return [name for name, _ in decisions]
+
+
+def test_nothing_before_the_first_reservation_event() -> None:
+    # The first Reservation event is kopf's proof that the pod and node indexes are listed.
+    reconciler, _ = make()
+    reconciler.mark_all_dirty()
+    assert reconciler.decide_due(full=True) == []
+
+
+def test_owner_event_decides_only_its_reservation() -> None:
+    reconciler, _ = make()
+    owners: dict[str, list[OwnerPod]] = {"uid-a": [P1], "uid-b": [P1]}
+    view = ClusterView(owners=owners, nodes={"n1": True})
+    reconciler.observe_reservation("ADDED", res("a", owners=["p1"]), view)
+    reconciler.observe_reservation("ADDED", res("b", owners=["p1"]), view)
+    assert reconciler.decide_due(full=False) == []  # both statuses are true
+    owners["uid-a"].clear()
+    owners["uid-b"].clear()
+    reconciler.mark_dirty("uid-a")  # only a's owner pod sent an event
+    want_cleared = {"status": {"currentOwners": None, "allocated": None}}
+    assert [(n, d.status_patch) for n, d in reconciler.decide_due(full=False)] == [("a", want_cleared)]
+    assert names(reconciler.decide_due(full=True)) == ["a", "b"]  # the periodic sweep catches b
+
+
+def test_full_sweep_sees_every_reservation_and_node_loss() -> None:
+    reconciler, _ = make()
+    view = ClusterView(owners={}, nodes={"n1": True})
+    reconciler.observe_reservation("ADDED", res("a"), view)
+    reconciler.observe_reservation("ADDED", res("b", node="n2"), view)
+    decisions = dict(reconciler.decide_due(full=True))
+    assert list(decisions) == ["b"]
+    assert decisions["b"].status_patch["status"]["phase"] == "Failed"  # type: ignore[index]
+
+
+def test_deleted_reservation_is_forgotten() -> None:
+    reconciler, _ = make()
+    view = ClusterView(owners={}, nodes={})
+    reconciler.observe_reservation("ADDED", res("a"), view)
+    reconciler.observe_reservation("DELETED", res("a"), view)
+    assert reconciler.decide_due(full=True) == []
+
+
+def test_follower_decides_nothing() -> None:
+    reconciler, _ = make(leader=False)
+    reconciler.observe_reservation("ADDED", res("a", node="gone"), ClusterView(owners={}, nodes={}))
+    assert reconciler.decide_due(full=True) == []
+
+
+@pytest.mark.parametrize(
+    ("phase", "want_call"),
+    [
+        pytest.param("Available", ("patch", "a"), id="expired-patched"),
+        pytest.param("Failed", ("delete", "a"), id="collected-deleted"),
+    ],
+)
+async def test_run_applies_and_stops_on_close(phase: str, want_call: tuple[str, str]) -> None:
+    reconciler, writer = make(now=CREATED + 10**6)
+    task = asyncio.create_task(reconciler.run())
+    reconciler.observe_reservation("ADDED", res("a", phase=phase), ClusterView(owners={}, nodes={"n1": True}))
+    await asyncio.wait_for(writer.wrote.wait(), 5)
+    reconciler.close()
+    await asyncio.wait_for(task, 5)
+    assert [(kind, name) for kind, name, _ in writer.calls] == [want_call]
