@@ -1,16 +1,26 @@
 """ReservationCache: every known reservation, and for the Available ones, rows of numpy arrays.
 
 Per Available reservation (one row): its node, allocatable and unallocated remainder as vectors over the
-snapshot's resource columns, and flags (matchable, Restricted, needs a per-pod check, order). Owner pods
-assumed by Reserve are added to a reservation at once; pods the controller has recorded in
-``status.currentOwners`` / ``status.allocated`` replace them when the status arrives. Every change is
-O(1) rows; nothing is rebuilt per scheduling cycle.
+snapshot's resource columns, and flags (matchable, Restricted, needs a per-pod check, order, holds a pod
+slot). Every change is O(1) rows; nothing is rebuilt per scheduling cycle.
+
+What a reservation has allocated comes from three sources, so that it is right at once and stays right
+when one of them lags:
+
+- ``status.currentOwners`` / ``status.allocated``, written by the lifecycle controller (the only source
+  in a simulate file without owner pods);
+- the owner pods the scheduler's pod watch sees bound on the reservation's node with the
+  ``reservation-allocated`` annotation naming it (:meth:`ReservationCache.owner_bound`), and the recorded
+  owners it saw leave (deleted, finished, re-annotated or elsewhere: :meth:`ReservationCache.owner_left`),
+  which are taken out of ``status.allocated`` until the controller rewrites it;
+- owner pods assumed by Reserve, until the watch or the status shows them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -26,6 +36,19 @@ from koord_scheduler.plugins.reservation.reserve_pod import holding_pod
 Rows = npt.NDArray[np.intp]
 
 
+class OwnerRef(NamedTuple):
+    """An owner pod as the pod watch saw it: bound on ``node`` with the annotation naming a reservation."""
+
+    key: str
+    node: str
+    requests: Mapping[str, int]
+
+
+def pod_id(uid: str, key: str) -> str:
+    """How owners are identified across the status, the watch and Reserve: uid, else namespace/name."""
+    return uid or key
+
+
 @dataclass(slots=True)
 class ReservationEntry:
     record: ReservationRecord
@@ -33,9 +56,37 @@ class ReservationEntry:
     row: int = -1
     """Array row while Available, else -1."""
     assumed: dict[str, tuple[str, Mapping[str, int]]] = field(default_factory=dict)
-    """Owner pods assumed by Reserve and not yet in ``status.currentOwners``: key -> (uid, requests)."""
+    """Owner pods assumed by Reserve and not yet seen bound or recorded: key -> (uid, requests)."""
     holding: Pod | None = None
     """The pod accounted on the node for this reservation (its remainder), if any."""
+    bound: dict[str, OwnerRef] = field(default_factory=dict)
+    """Owner pods seen by the pod watch, by :func:`pod_id` (shared with the cache's per-uid map)."""
+    left: dict[str, Mapping[str, int]] = field(default_factory=dict)
+    """Recorded owners the pod watch saw leave, by :func:`pod_id` -> requests (until the status drops them)."""
+
+    def recorded_ids(self) -> set[str]:
+        return {pod_id(uid, f"{ns}/{name}") for ns, name, uid in self.record.current_owners}
+
+    def _live(self) -> tuple[set[str], list[tuple[str, Mapping[str, int]]]]:
+        """(ids of every current owner, the requests of those ``status.allocated`` does not include)."""
+        recorded = self.recorded_ids()
+        ids = recorded - self.left.keys()
+        extra: list[tuple[str, Mapping[str, int]]] = []
+        node = self.record.node_name
+        bound_keys = set()
+        for pid, ref in self.bound.items():
+            if ref.node != node:
+                continue
+            bound_keys.add(ref.key)
+            if pid not in ids:
+                ids.add(pid)
+                extra.append((pid, ref.requests))
+        for key, (uid, requests) in self.assumed.items():
+            pid = pod_id(uid, key)
+            if pid not in ids and key not in bound_keys:
+                ids.add(pid)
+                extra.append((pid, requests))
+        return ids, extra
 
     @property
     def uid(self) -> str:
@@ -49,22 +100,36 @@ class ReservationEntry:
         return {k: v for k, v in self.reserve_pod.requests.items() if k != PODS}
 
     def allocated(self) -> dict[str, int]:
-        """``status.allocated`` plus the assumed owners' requests, masked to the allocatable names."""
+        """``status.allocated``, less the recorded owners that left, plus the owners it does not know yet
+        (seen bound, or assumed), masked to the allocatable names."""
         names = self.allocatable
         out = {k: v for k, v in self.record.allocated.items() if k in names}
-        for _, requests in self.assumed.values():
-            for name, amount in requests.items():
-                if name in names:
-                    out[name] = out.get(name, 0) + amount
-        return out
+        if self.left:
+            for pid in self.recorded_ids() & self.left.keys():
+                for name, amount in self.left[pid].items():
+                    if name in out:
+                        out[name] = max(0, out[name] - amount)
+        if self.bound or self.assumed:
+            for _, requests in self._live()[1]:
+                for name, amount in requests.items():
+                    if name in names:
+                        out[name] = out.get(name, 0) + amount
+        return {k: v for k, v in out.items() if v}
 
     def owner_count(self) -> int:
-        return len(self.record.current_owners) + len(self.assumed)
+        if not (self.bound or self.assumed or self.left):
+            return len(self.record.current_owners)
+        return len(self._live()[0])
 
     def owners(self) -> list[str]:
-        """``namespace/name`` of the current owners (recorded and assumed)."""
-        names = [f"{ns}/{name}" for ns, name, _ in self.record.current_owners]
-        return sorted(set(names) | set(self.assumed))
+        """``namespace/name`` of the current owners (recorded, seen bound, assumed)."""
+        names = {
+            f"{ns}/{name}"
+            for ns, name, uid in self.record.current_owners
+            if pod_id(uid, f"{ns}/{name}") not in self.left
+        }
+        names.update(ref.key for ref in self.bound.values() if ref.node == self.record.node_name)
+        return sorted(names | set(self.assumed))
 
     @property
     def exhausted(self) -> bool:
@@ -88,6 +153,9 @@ class ReservationCache:
         self.by_name: dict[str, str] = {}
         self.by_node: dict[str, set[str]] = {}
         self.owner_index = OwnerIndex()
+        self.bound_owners: dict[str, dict[str, OwnerRef]] = {}
+        """Reservation uid -> owner pods the pod watch sees bound into it (also for reservations not yet
+        known: a pod event may come first)."""
         cap = 16
         self._width = len(snapshot.resource_names)
         self.row_uid: list[str] = []
@@ -177,7 +245,7 @@ class ReservationCache:
         uid = record.uid or record.name
         entry = self.entries.get(uid)
         if entry is None:
-            entry = ReservationEntry(record, reserve_pod)
+            entry = ReservationEntry(record, reserve_pod, bound=self.bound_owners.setdefault(uid, {}))
             self.entries[uid] = entry
         else:
             if entry.record.node_name and entry.record.node_name != record.node_name:
@@ -189,6 +257,10 @@ class ReservationCache:
         for key, (pod_uid, _) in list(entry.assumed.items()):
             if pod_uid in recorded or any(f"{ns}/{n}" == key for ns, n, _ in record.current_owners):
                 del entry.assumed[key]
+        if entry.left:
+            still = entry.recorded_ids()
+            for pid in [p for p in entry.left if p not in still]:
+                del entry.left[pid]
         if record.is_available:
             self.by_node.setdefault(record.node_name, set()).add(uid)
             self.owner_index.add(uid, record.owners)
@@ -207,6 +279,37 @@ class ReservationCache:
             self.by_node.get(entry.record.node_name, set()).discard(uid)
         self.owner_index.remove(uid)
         self._free_row(entry)
+        if not self.bound_owners.get(uid):
+            self.bound_owners.pop(uid, None)
+        return entry
+
+    def owner_bound(self, uid: str, pod: Pod) -> ReservationEntry | None:
+        """The pod watch sees ``pod`` bound with the annotation naming reservation ``uid``. Returns the
+        entry (to :meth:`refresh`) when it is known."""
+        pid = pod_id(pod.uid, pod.key)
+        ref = OwnerRef(pod.key, pod.node_name, {k: v for k, v in pod.requests.items() if k != PODS})
+        self.bound_owners.setdefault(uid, {})[pid] = ref
+        entry = self.entries.get(uid)
+        if entry is not None:
+            entry.left.pop(pid, None)
+            if ref.node == entry.record.node_name:
+                entry.assumed.pop(pod.key, None)
+        return entry
+
+    def owner_left(self, uid: str, pod: Pod) -> ReservationEntry | None:
+        """``pod`` no longer holds reservation ``uid`` (deleted, finished, re-annotated). Returns the entry
+        (to :meth:`refresh`) when it is known."""
+        pid = pod_id(pod.uid, pod.key)
+        owners = self.bound_owners.get(uid)
+        if owners is not None:
+            owners.pop(pid, None)
+        entry = self.entries.get(uid)
+        if entry is None:
+            if owners is not None and not owners:
+                del self.bound_owners[uid]
+            return None
+        if pid in entry.recorded_ids():
+            entry.left[pid] = {k: v for k, v in pod.requests.items() if k != PODS}
         return entry
 
     def assume(self, uid: str, pod: Pod) -> ReservationEntry | None:

@@ -64,6 +64,7 @@ from koord_scheduler.plugins.reservation.matching import (
     PodReservationIntent,
     affinity_allows,
     allocated_annotation,
+    parse_allocated_annotation,
     pod_intent,
 )
 from koord_scheduler.plugins.reservation.metrics import ReservationMetrics
@@ -111,6 +112,8 @@ class ReservationHandle(FrameworkHandle, Protocol):
     def dequeue_pod(self, pod: Pod) -> None: ...
 
     def watch(self, kind: ObjectKind, handler: Callable[[EventType, Any, Any], None]) -> None: ...
+
+    def watch_pods(self, handler: Callable[[EventType, Any, Any], None]) -> None: ...
 
     def register_error_handler_filters(
         self, pre: Callable[[QueuedPodInfo, Status], bool] | None, post: Callable[[QueuedPodInfo, Status], bool] | None
@@ -177,6 +180,7 @@ class Reservation:
     def start(self) -> None:
         handle = self.handle
         handle.watch(RESERVATION_KIND, self.on_reservation)
+        handle.watch_pods(self.on_pod)
         handle.register_error_handler_filters(self._on_scheduling_failure, None)
         handle.register_forget_pod_handler(self._on_forget_pod)
         handle.add_simulation_report(self.simulation_report)
@@ -221,6 +225,40 @@ class Reservation:
                 self._queued[uid] = reserve_pod
                 self.handle.enqueue_pod(reserve_pod)
         self.metrics.update(entry)
+
+    # ----- owner pod events -----
+
+    def on_pod(self, event: EventType, old: Pod | None, new: Pod | None) -> None:
+        """Keep each reservation's allocated amount and held remainder true as its owner pods come and go
+        (bound into it, deleted, finished, moved to another reservation), without waiting for the
+        controller to rewrite the status. Pods without the annotation cost one dictionary probe."""
+        before = self._owner_of(old)
+        after = None if event == EventType.DELETED else self._owner_of(new)
+        if before == after and (before is None or old is None or new is None or old.requests == new.requests):
+            return
+        touched: list[ReservationEntry | None] = []
+        if before is not None and old is not None:
+            touched.append(self.cache.owner_left(before, old))
+        if after is not None and new is not None:
+            touched.append(self.cache.owner_bound(after, new))
+        for entry in touched:
+            if entry is not None:
+                held = entry.holding
+                self.cache.refresh(entry)
+                self._apply_holding(held, entry)
+                self.metrics.update(entry)
+
+    def _owner_of(self, pod: Pod | None) -> str | None:
+        """uid of the reservation ``pod`` holds: bound, not finished, annotated with it."""
+        if pod is None or ANNOTATION_RESERVATION_ALLOCATED not in pod.annotations:
+            return None
+        if not pod.node_name or pod.is_terminal:
+            return None
+        ref = parse_allocated_annotation(pod.annotations)
+        if ref is None:
+            return None
+        name, uid = ref
+        return uid or self.cache.by_name.get(name)
 
     def _forget(self, uid: str) -> None:
         entry = self.cache.remove(uid)
