@@ -163,14 +163,15 @@ class ClusterSnapshot:
 
     def upsert_node(self, node: Node) -> int:
         pos = self.positions.get(node.name)
+        was_live = pos is not None
         if pos is None:
             pos = self._ghosts.pop(node.name, None)
         if pos is None:
             pos = self._allocate_position()
-            self.infos[pos] = NodeInfo(pos, node)
+            self.infos[pos] = NodeInfo(pos, None)
         info = self.infos[pos]
         assert info is not None
-        old = info.node
+        old = info.node if was_live else None
         info.node = node
         info.generation += 1
         self.touch(pos)

@@ -92,3 +92,26 @@ def test_generations_move_only_on_relevant_changes() -> None:
     p = snap.pods_generation
     snap.add_pod(make_pod("a").node("n1").build())
     assert snap.pods_generation == p + 1
+
+
+def test_node_order_and_generation_see_a_node_added_after_a_read() -> None:
+    """Regression: a node added after node_order() was computed must appear in it."""
+    snap = ClusterSnapshot()
+    snap.upsert_node(make_node("a").build())
+    assert len(snap.node_order()) == 1
+    generation = snap.nodes_generation
+    snap.upsert_node(make_node("b").build())
+    assert [snap.info(int(p)).name for p in snap.node_order()] == ["a", "b"]
+    assert snap.nodes_generation == generation + 1
+    snap.remove_node("a")
+    assert [snap.info(int(p)).name for p in snap.node_order()] == ["b"]
+
+
+def test_a_node_returning_from_ghost_rejoins_the_order() -> None:
+    snap = ClusterSnapshot()
+    snap.upsert_node(make_node("a").build())
+    snap.add_pod(make_pod("p").node("a").build())
+    snap.remove_node("a")
+    assert len(snap.node_order()) == 0
+    snap.upsert_node(make_node("a").build())
+    assert [snap.info(int(p)).name for p in snap.node_order()] == ["a"]
