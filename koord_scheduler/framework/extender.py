@@ -12,7 +12,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -20,7 +20,7 @@ import numpy as np
 
 from apis.core.types import Pod
 from koord_scheduler.framework.cycle_state import CycleState, StateKey
-from koord_scheduler.framework.snapshot import ClusterSnapshot, IntArray, NodeInfo, Positions
+from koord_scheduler.framework.snapshot import ClusterSnapshot, IntArray, NodeInfo, PortKey, Positions
 from koord_scheduler.framework.status import Status
 from koord_scheduler.framework.types import PreFilterResult, QueuedPodInfo
 
@@ -75,25 +75,47 @@ class RestoredCapacity:
 
     ``amounts[i]`` is a row over ``snapshot.resource_names`` (as of when it was written) for node
     ``positions[i]``. Batch Filter plugins that check capacity add it to the node's free amount.
+
+    ``pod_slots[i]`` (optional) is how many accounted pods on that node are reservations this pod may
+    take the place of: their pod slots are the pod's too (Koordinator's ``pods - matched + 1``).
+    ``ports`` (optional) maps a position to the host ports held there for this pod (``(ip, protocol,
+    port)`` keys as in ``NodeInfo.used_ports``); NodePorts counts one use of each as free.
     """
 
     positions: Positions
     amounts: IntArray
+    pod_slots: IntArray | None = None
+    ports: Mapping[int, frozenset[PortKey]] | None = None
+
+    def lookup(self, positions: Positions) -> tuple[Positions, Positions]:
+        """(indices into ``positions`` that have restored capacity, the matching indices into this
+        object's rows)."""
+        if len(self.positions) == 0 or len(positions) == 0:
+            empty = np.empty(0, dtype=np.intp)
+            return empty, empty
+        order = np.argsort(self.positions)
+        sorted_pos = self.positions[order]
+        idx = np.clip(np.searchsorted(sorted_pos, positions), 0, len(sorted_pos) - 1)
+        where = np.flatnonzero(sorted_pos[idx] == positions)
+        return where, order[idx[where]]
 
     def for_positions(self, positions: Positions, width: int) -> tuple[Positions, IntArray]:
         """Indices into ``positions`` that have restored capacity, and their amounts (``width`` columns)."""
-        if len(self.positions) == 0 or len(positions) == 0:
-            return np.empty(0, dtype=np.intp), np.zeros((0, width), dtype=np.int64)
-        order = np.argsort(self.positions)
-        sorted_pos = self.positions[order]
-        idx = np.searchsorted(sorted_pos, positions)
-        idx = np.clip(idx, 0, len(sorted_pos) - 1)
-        hit = sorted_pos[idx] == positions
-        where = np.nonzero(hit)[0]
-        rows = self.amounts[order[idx[where]]]
-        if rows.shape[1] < width:
-            rows = np.pad(rows, ((0, 0), (0, width - rows.shape[1])))
-        return where, rows[:, :width]
+        where, rows = self.lookup(positions)
+        if len(where) == 0:
+            return where, np.zeros((0, width), dtype=np.int64)
+        amounts = self.amounts[rows]
+        if amounts.shape[1] < width:
+            amounts = np.pad(amounts, ((0, 0), (0, width - amounts.shape[1])))
+        return where, amounts[:, :width]
+
+    def pod_slots_for(self, positions: Positions) -> IntArray:
+        """Pod slots given back at each of ``positions`` (0 where none)."""
+        out = np.zeros(len(positions), dtype=np.int64)
+        if self.pod_slots is not None:
+            where, rows = self.lookup(positions)
+            out[where] = self.pod_slots[rows]
+        return out
 
 
 RESTORED_CAPACITY: StateKey[RestoredCapacity] = StateKey("frameworkext/RestoredCapacity")

@@ -3,7 +3,8 @@
 PreFilter collects the pod's container host ports (``hostPort > 0``) and returns Skip when there are none.
 Filter rejects, with Unschedulable ``"node(s) didn't have free ports for the requested pod ports"``, the
 nodes where one of them conflicts with a port already in use (see :mod:`.policy`). Unschedulable, not
-unresolvable: preempting the pod that holds the port frees it.
+unresolvable: preempting the pod that holds the port frees it. Ports a reservation holds for this pod
+(``RestoredCapacity.ports``) count as free for it; that recheck runs only on conflicting nodes.
 
 Only nodes with used ports can conflict. They are indexed by ``(protocol, port)`` once per
 ``pods_generation``, and only for pods that request host ports.
@@ -11,14 +12,16 @@ Only nodes with used ports can conflict. They are indexed by ``(protocol, port)`
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections import Counter
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from apis.core.types import HostPort, Pod
 from koord_scheduler.framework.cycle_state import CycleState, StateKey
+from koord_scheduler.framework.extender import RESTORED_CAPACITY
 from koord_scheduler.framework.handle import FrameworkHandle
-from koord_scheduler.framework.snapshot import ClusterSnapshot, Positions
+from koord_scheduler.framework.snapshot import ClusterSnapshot, PortKey, Positions
 from koord_scheduler.framework.status import Status, skip, success, unschedulable
 from koord_scheduler.framework.types import (
     ActionType,
@@ -89,6 +92,10 @@ class NodePorts:
         if not wanted:
             return NodeFilterResult.all_pass(len(positions))
         bad = conflict_positions(self._users(snapshot), wanted)
+        if bad:
+            restored = state.get(RESTORED_CAPACITY)
+            if restored is not None and restored.ports:
+                bad = _recheck_restored(bad, wanted, restored.ports, snapshot)
         return NodeFilterResult.from_mask(free_ports_mask(positions, bad, snapshot.capacity), _REJECTED)
 
     def _users(self, snapshot: ClusterSnapshot) -> dict[ProtocolPort, list[tuple[int, str]]]:
@@ -111,6 +118,25 @@ class NodePorts:
             ),
             ClusterEventWithHint(ClusterEvent(EventResource.NODE, ActionType.ADD | ActionType.UPDATE)),
         )
+
+
+def _recheck_restored(
+    bad: set[int],
+    wanted: Sequence[HostPort],
+    held: Mapping[int, frozenset[PortKey]],
+    snapshot: ClusterSnapshot,
+) -> set[int]:
+    """Recheck the conflicting nodes where ports are held for this pod (a reservation it owns), with one
+    use of each held port taken away: the pod may take the reservation's place, not another pod's."""
+    still = set(bad)
+    for pos in bad & held.keys():
+        info = snapshot.infos[pos]
+        if info is None:
+            continue
+        used = info.used_ports - Counter(held[pos])
+        if not conflict_positions(port_users([(pos, used.keys())]), wanted):
+            still.discard(pos)
+    return still
 
 
 def is_schedulable_after_pod_deleted(pod: Pod, old: object | None, new: object | None) -> QueueingHint:

@@ -297,7 +297,8 @@ def _recheck_restored(
     snapshot: ClusterSnapshot,
 ) -> tuple[Positions, IntArray]:
     """Recheck the failing nodes that have capacity restored for this pod (reserved for it), with
-    ``requested - restored``. Only failing nodes are looked at, so the common case costs nothing."""
+    ``requested - restored`` and the reservations' pod slots given back. Only failing nodes are looked at,
+    so the common case costs nothing."""
     width = snapshot.requested.shape[1]
     where, amounts = restored.for_positions(positions[failed], width)
     if len(where) == 0:
@@ -309,7 +310,7 @@ def _recheck_restored(
         local,
         allocatable=np.take(snapshot.allocatable, at, axis=0),
         requested=np.take(snapshot.requested, at, axis=0) - amounts,
-        pod_count=np.take(snapshot.pod_count, at),
+        pod_count=np.take(snapshot.pod_count, at) - restored.pod_slots_for(at),
         allowed_pods=np.take(snapshot.allowed_pods, at),
     )
     codes = codes.copy()

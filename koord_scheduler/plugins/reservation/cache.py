@@ -29,7 +29,7 @@ from apis.core.frozendict import FrozenDict
 from apis.core.types import PODS, ObjectMeta, Pod
 from apis.scheduling import ReservationRecord
 from apis.scheduling.record import RESTRICTED
-from koord_scheduler.framework.snapshot import BoolArray, ClusterSnapshot, IntArray
+from koord_scheduler.framework.snapshot import BoolArray, ClusterSnapshot, IntArray, PortKey, Positions
 from koord_scheduler.plugins.reservation.matching import OwnerIndex, reservation_order
 from koord_scheduler.plugins.reservation.reserve_pod import holding_pod
 
@@ -168,6 +168,11 @@ class ReservationCache:
         self.needs_check: BoolArray = np.zeros(cap, dtype=np.bool_)
         """Rows whose reservation is unschedulable or tainted: checked against each pod's tolerations."""
         self.order: IntArray = np.zeros(cap, dtype=np.int64)
+        self.pod_slots: IntArray = np.zeros(cap, dtype=np.int64)
+        """1 where the reservation is accounted on its node as a pod (its holding pod): the slot its owner
+        takes over."""
+        self.row_ports: dict[int, frozenset[PortKey]] = {}
+        """Host ports the row's holding pod holds on its node (rows without any are absent)."""
         self._positions: npt.NDArray[np.intp] = np.full(cap, -1, dtype=np.intp)
         self._positions_key: tuple[int, int] = (-1, -1)
         self._generation = 0
@@ -348,6 +353,12 @@ class ReservationCache:
         self._generation += 1
         held = bool(remainder) or bool(entry.reserve_pod.host_ports and not entry.exhausted)
         entry.holding = holding_pod(entry.reserve_pod, record.node_name, remainder) if held else None
+        self.pod_slots[row] = 1 if held else 0
+        ports = frozenset((hp.host_ip, hp.protocol, hp.port) for hp in entry.reserve_pod.host_ports) if held else None
+        if ports:
+            self.row_ports[row] = ports
+        else:
+            self.row_ports.pop(row, None)
 
     def _alloc_row(self, uid: str, node: str) -> int:
         if self._free_rows:
@@ -375,6 +386,8 @@ class ReservationCache:
         self.allocatable[row] = 0
         self.matchable[row] = False
         self.needs_check[row] = False
+        self.pod_slots[row] = 0
+        self.row_ports.pop(row, None)
         self._free_rows.append(row)
         self._generation += 1
 
@@ -386,16 +399,32 @@ class ReservationCache:
         self.restricted = np.concatenate([self.restricted, np.zeros(extra, dtype=np.bool_)])
         self.needs_check = np.concatenate([self.needs_check, np.zeros(extra, dtype=np.bool_)])
         self.order = np.concatenate([self.order, np.zeros(extra, dtype=np.int64)])
+        self.pod_slots = np.concatenate([self.pod_slots, np.zeros(extra, dtype=np.int64)])
         self._positions_key = (-1, -1)
 
-    def node_remainders(self) -> tuple[npt.NDArray[np.intp], IntArray]:
-        """(positions, summed remainder per position) over every Available reservation: what a
-        ``reservation-ignored`` pod may use."""
+    def ports_at(self, rows: Rows, positions: Positions) -> dict[int, frozenset[PortKey]] | None:
+        """Position -> host ports held by ``rows`` (row ``rows[i]`` is on ``positions[i]``); None when none
+        of them holds a port, which is the usual case and costs one test."""
+        if not self.row_ports:
+            return None
+        out: dict[int, frozenset[PortKey]] = {}
+        for row, pos in zip(rows.tolist(), positions.tolist(), strict=True):
+            ports = self.row_ports.get(row)
+            if ports:
+                out[pos] = out.get(pos, frozenset()) | ports
+        return out or None
+
+    def node_remainders(self) -> tuple[Positions, IntArray, IntArray, dict[int, frozenset[PortKey]] | None]:
+        """(positions, summed remainder, summed pod slots, host ports) per position over every Available
+        reservation: what a ``reservation-ignored`` pod may use."""
         pos = self.positions()
         live = np.flatnonzero(pos[: len(self.row_uid)] >= 0)
         if len(live) == 0:
-            return np.empty(0, dtype=np.intp), np.zeros((0, self.width()), dtype=np.int64)
+            empty = np.empty(0, dtype=np.intp)
+            return empty, np.zeros((0, self.width()), dtype=np.int64), np.zeros(0, dtype=np.int64), None
         uniq, inverse = np.unique(pos[live], return_inverse=True)
         sums = np.zeros((len(uniq), self.width()), dtype=np.int64)
         np.add.at(sums, inverse, self.remainder[live])
-        return uniq.astype(np.intp), sums
+        slots = np.zeros(len(uniq), dtype=np.int64)
+        np.add.at(slots, inverse, self.pod_slots[live])
+        return uniq.astype(np.intp), sums, slots, self.ports_at(live.astype(np.intp), pos[live])

@@ -356,8 +356,8 @@ class Reservation:
             return None, success()
         cache = self.cache
         if match.intent.ignored:
-            pos, amounts = cache.node_remainders()
-            state.write(RESTORED_CAPACITY, RestoredCapacity(pos, amounts))
+            pos, amounts, slots, ports = cache.node_remainders()
+            state.write(RESTORED_CAPACITY, RestoredCapacity(pos, amounts, pod_slots=slots, ports=ports))
             return None, success()
         rows = match.rows
         row_pos = cache.positions()[rows]
@@ -386,7 +386,14 @@ class Reservation:
         winners = policy.nominate_per_node(row_pos, cache.order[rows], scores)
         match.chosen_positions = row_pos[winners]
         match.chosen_rows = rows[winners]
-        state.write(RESTORED_CAPACITY, RestoredCapacity(match.chosen_positions, cache.remainder[match.chosen_rows]))
+        chosen_rows, chosen_pos = match.chosen_rows, match.chosen_positions
+        restored = RestoredCapacity(
+            chosen_pos,
+            cache.remainder[chosen_rows],
+            pod_slots=cache.pod_slots[chosen_rows],
+            ports=cache.ports_at(chosen_rows, chosen_pos),
+        )
+        state.write(RESTORED_CAPACITY, restored)
         return None, success()
 
     def _run_reservation_filters(
