@@ -29,6 +29,7 @@ from apis.core.frozendict import FrozenDict
 from apis.core.quantity import format_quantity
 from apis.core.types import Pod
 from apis.scheduling import (
+    ANNOTATION_RESERVATION_AFFINITY,
     ANNOTATION_RESERVATION_ALLOCATED,
     CONDITION_READY,
     CONDITION_SCHEDULED,
@@ -309,7 +310,7 @@ class Reservation:
             return None, skip()
         cache = self.cache
         if cache.num_available == 0:
-            if pod.annotations.get("scheduling.koordinator.sh/reservation-affinity") is not None:
+            if pod.annotations.get(ANNOTATION_RESERVATION_AFFINITY) is not None:
                 return None, unresolvable(ERR_AFFINITY_NO_MATCH)
             return None, skip()
         intent = pod_intent(pod)
@@ -595,6 +596,18 @@ class Reservation:
         handler still requeues it with backoff (returns False)."""
         pod = qpi.pod
         if not is_reserve_pod(pod):
+            if ANNOTATION_RESERVATION_AFFINITY in pod.annotations:
+                message = self.affinity_failure_summary(pod)
+                self._spawn(
+                    self.handle.cluster.record_event(
+                        None,
+                        pod.name,
+                        namespace=pod.namespace,
+                        type="Warning",
+                        reason="FailedScheduling",
+                        message=message,
+                    )
+                )
             return False
         name = reservation_name_of(pod)
         entry = self.cache.get_by_name(name)
@@ -606,6 +619,30 @@ class Reservation:
         patch = {"status": {"conditions": [_condition(CONDITION_SCHEDULED, "False", REASON_UNSCHEDULABLE, message)]}}
         self._spawn(self._write_failure(name, message, patch))
         return False
+
+    def affinity_failure_summary(self, pod: Pod) -> str:
+        """Why none of the Available reservations took ``pod`` (which has reservation affinity), counted
+        per reason: owner, allocated once, affinity/taints, else it did not fit."""
+        cache = self.cache
+        intent = pod_intent(pod)
+        owned = cache.owner_index.match(pod)
+        snapshot = self.handle.snapshot
+        reasons: dict[str, int] = {}
+        total = 0
+        for entry in cache:
+            if entry.row < 0:
+                continue
+            total += 1
+            if entry.uid not in owned:
+                reason = "didn't match owner"
+            elif entry.exhausted:
+                reason = "is allocated"
+            else:
+                info = snapshot.node_info(entry.record.node_name)
+                labels = info.node.labels if info is not None and info.node is not None else {}
+                reason = affinity_allows(intent.affinity, entry.record, labels) or "didn't fit the pod"
+            reasons[reason] = reasons.get(reason, 0) + 1
+        return policy.reservations_summary(total, reasons)
 
     async def _write_failure(self, name: str, message: str, patch: Mapping[str, Any]) -> None:
         cluster = self.handle.cluster

@@ -12,6 +12,8 @@ from one reservation only; that is what keeps several reservations on one node f
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 import numpy.typing as npt
 
@@ -89,3 +91,10 @@ def remainder_of(allocatable: IntArray, allocated: IntArray) -> IntArray:
     """What a reservation still holds: ``max(0, allocatable - allocated)`` per resource."""
     result: IntArray = np.maximum(allocatable - allocated, 0)
     return result
+
+
+def reservations_summary(total: int, reasons: Mapping[str, int]) -> str:
+    """Koordinator's reservation-level failure message: ``"0/N reservations are available: "`` then
+    ``"<count> Reservation(s) <reason>"`` sorted by reason (as kube-scheduler sorts node reasons)."""
+    parts = ", ".join(f"{count} Reservation(s) {reason}" for reason, count in sorted(reasons.items()) if count)
+    return f"0/{total} reservations are available: {parts}." if parts else f"0/{total} reservations are available."
