@@ -1,0 +1,1 @@
+"""BEPodCPUShares: an example koordlet QoS plugin shipped as its own pip package."""

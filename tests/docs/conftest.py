@@ -1,0 +1,29 @@
+"""tests/docs: the cluster blocks use the same local control plane as tests/integration (their own
+instance when run alone)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+INTEGRATION = Path(__file__).resolve().parents[1] / "integration"
+if str(INTEGRATION) not in sys.path:
+    sys.path.insert(0, str(INTEGRATION))
+
+from controlplane import ControlPlane, ControlPlaneError  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    state_dir = tmp_path_factory.mktemp("docs-cluster")
+    try:
+        plane = ControlPlane.up(state_dir, kwok_nodes=0)
+    except ControlPlaneError as exc:
+        pytest.fail(f"local control plane did not come up:\n{exc}", pytrace=False)
+    try:
+        yield plane
+    finally:
+        plane.down()
