@@ -215,9 +215,15 @@ class DefaultPreemption:
         violating: list[Candidate] = []
         statuses: dict[str, Status] = {}
         snapshot = self._handle.snapshot
-        screened = self._screen(state, pod, potential) if self._nodes_independent(state) else {}
+        bulk = self._nodes_independent(state)
+        screened: dict[str, Status] = {}
+        chunk = max(wanted, 16)
         for i in range(len(potential)):
             name = potential[(offset + i) % len(potential)]
+            if bulk and i % chunk == 0:
+                # Screen the next nodes in dry-run order only: the scan usually stops within one chunk.
+                upcoming = [potential[(offset + j) % len(potential)] for j in range(i, min(i + chunk, len(potential)))]
+                screened = self._screen(state, pod, upcoming)
             info = snapshot.node_info(name)
             if info is None:
                 continue
