@@ -23,23 +23,35 @@ PASSED = -1
 
 
 class _FilterEntry:
-    __slots__ = ("ids", "index", "layout", "seen", "statuses")
+    __slots__ = ("ids", "index", "layout", "statuses", "version")
 
     def __init__(self, capacity: int, layout: int) -> None:
         self.ids = np.full(capacity, UNKNOWN, dtype=np.int32)
-        self.seen = np.full(capacity, -1, dtype=np.int64)
+        self.version = -1
+        """``snapshot.version`` when the entry was last brought up to date; -1: never."""
         self.statuses: list[Status] = []
         self.index: dict[Status, int] = {}
         self.layout = layout
 
 
 class _ScoreEntry:
-    __slots__ = ("layout", "scores", "seen")
+    __slots__ = ("layout", "scores", "version")
 
     def __init__(self, capacity: int, layout: int) -> None:
         self.scores = np.zeros(capacity, dtype=np.int64)
-        self.seen = np.full(capacity, -1, dtype=np.int64)
+        self.version = -1
         self.layout = layout
+
+
+def _dirty(snapshot: ClusterSnapshot, since: int) -> Positions:
+    """Live nodes changed after ``since`` (every live node when ``since`` is -1 or too old)."""
+    order = snapshot.node_order()
+    changed = snapshot.changed_since(since) if since >= 0 else None
+    if changed is None:
+        return order
+    if len(changed) == 0:
+        return changed
+    return changed[snapshot.valid[changed]]
 
 
 FilterCompute = Callable[[Positions], tuple[np.ndarray, list[Status]]]
@@ -70,16 +82,14 @@ class NodeResultCache:
         else:
             self._filters.move_to_end(key)
             self.hits += 1
-        order = snapshot.node_order()
-        versions = snapshot.row_version
-        dirty = order[entry.seen[order] != versions[order]]
+        dirty = _dirty(snapshot, entry.version)
         if len(dirty):
             local_ids, local_statuses = compute(dirty)
             remap = np.array([self._intern(entry, s) for s in local_statuses] + [PASSED], dtype=np.int32)
             # local id -1 maps to the appended PASSED slot
             entry.ids[dirty] = remap[np.where(local_ids < 0, len(local_statuses), local_ids)]
-            entry.seen[dirty] = versions[dirty]
             self.recomputed_nodes += len(dirty)
+        entry.version = snapshot.version
         return entry.ids, entry.statuses
 
     @staticmethod
@@ -98,7 +108,11 @@ class NodeResultCache:
         positions: Positions,
         compute: Callable[[Positions], IntArray],
     ) -> IntArray:
-        """Raw (un-normalised) scores for ``positions``, recomputing only nodes that changed."""
+        """Raw (un-normalised) scores for ``positions``, recomputing only nodes that changed.
+
+        The entry holds a score for every live node (changed nodes are rescored whether or not they
+        are feasible now), so any subset of nodes can be asked for later without a per-node check.
+        """
         entry = self._scores.get(key)
         if entry is None or entry.layout != snapshot.layout_version or len(entry.scores) != snapshot.capacity:
             entry = _ScoreEntry(snapshot.capacity, snapshot.layout_version)
@@ -107,12 +121,10 @@ class NodeResultCache:
                 self._scores.popitem(last=False)
         else:
             self._scores.move_to_end(key)
-        versions = snapshot.row_version
-        stale = entry.seen[positions] != versions[positions]
-        if stale.any():
-            need = positions[stale]
-            entry.scores[need] = np.asarray(compute(need), dtype=np.int64)
-            entry.seen[need] = versions[need]
+        dirty = _dirty(snapshot, entry.version)
+        if len(dirty):
+            entry.scores[dirty] = np.asarray(compute(dirty), dtype=np.int64)
+        entry.version = snapshot.version
         return entry.scores[positions]
 
     def clear(self) -> None:

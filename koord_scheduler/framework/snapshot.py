@@ -29,6 +29,9 @@ CPU_COL, MEMORY_COL, EPHEMERAL_COL = 0, 1, 2
 ZONE_LABELS = ("topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone")
 REGION_LABELS = ("topology.kubernetes.io/region", "failure-domain.beta.kubernetes.io/region")
 
+_MAX_CHANGE_LOG = 1 << 16
+_NO_POSITIONS: Positions = np.empty(0, dtype=np.intp)
+
 PortKey = tuple[str, str, int]
 """(host IP, protocol, port)."""
 
@@ -77,6 +80,9 @@ class ClusterSnapshot:
         """Per position: the value of ``version`` when anything about the node changed last (the node
         object, its pods, or plugin-held per-node state a plugin reported with :meth:`touch`)."""
         self.version = 0
+        self._change_log: list[int] = []
+        """Position touched at each version: ``_change_log[v - _log_base - 1]`` is the node of version v."""
+        self._log_base = 0
         self.layout_version = 0
         """Bumped when columns are added: per-node caches over columns must be rebuilt."""
         self.infos: list[NodeInfo | None] = [None] * cap
@@ -135,6 +141,22 @@ class ClusterSnapshot:
         as a NodeMetric or a reservation, changes)."""
         self.version += 1
         self.row_version[position] = self.version
+        log = self._change_log
+        log.append(position)
+        if len(log) > _MAX_CHANGE_LOG:
+            drop = len(log) // 2
+            del log[:drop]
+            self._log_base += drop
+
+    def changed_since(self, version: int) -> Positions | None:
+        """Positions touched after ``version`` (unique, unordered), or None when that is too long ago
+        for the change log (the caller then rechecks every node)."""
+        if version < self._log_base:
+            return None
+        recent = self._change_log[version - self._log_base :]
+        if not recent:
+            return _NO_POSITIONS
+        return np.unique(np.asarray(recent, dtype=np.intp))
 
     def column(self, resource: str) -> int | None:
         return self.resource_index.get(resource)

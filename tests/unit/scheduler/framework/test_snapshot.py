@@ -115,3 +115,18 @@ def test_a_node_returning_from_ghost_rejoins_the_order() -> None:
     assert len(snap.node_order()) == 0
     snap.upsert_node(make_node("a").build())
     assert [snap.info(int(p)).name for p in snap.node_order()] == ["a"]
+
+
+def test_changed_since_lists_touched_positions_and_gives_up_when_too_old() -> None:
+    snap = ClusterSnapshot()
+    a = snap.upsert_node(make_node("a").build())
+    b = snap.upsert_node(make_node("b").build())
+    mark = snap.version
+    snap.add_pod(make_pod("p").node("b").build())
+    snap.touch(a)
+    changed = snap.changed_since(mark)
+    assert changed is not None and sorted(changed.tolist()) == sorted([a, b])
+    assert snap.changed_since(snap.version) is not None and len(snap.changed_since(snap.version)) == 0  # type: ignore[arg-type]
+    for _ in range(70_000):
+        snap.touch(a)
+    assert snap.changed_since(mark) is None, "a version older than the log must force a full recheck"
