@@ -60,6 +60,7 @@ DEFAULT_MULTIPOINT: tuple[PluginRef, ...] = (
     Plugin(name="NodeAffinity", weight=2),
     Plugin(name="NodePorts"),
     Plugin(name="NodeResourcesFit", weight=1),
+    Plugin(name="VolumeBinding"),
     Plugin(name="PodTopologySpread", weight=2),
     Plugin(name="InterPodAffinity", weight=2),
     Plugin(name="DefaultPreemption"),

@@ -29,9 +29,17 @@ EXIT_OK = 0
 EXIT_PROBLEMS = 1
 EXIT_USAGE = 2
 
-REPO_CONFIG = Path(__file__).resolve().parents[2] / "config"
-DEFAULT_CLUSTER = REPO_CONFIG / "simulate" / "example-cluster.yaml"
-DEFAULT_SIMULATE_CONFIG = REPO_CONFIG / "simulate" / "scheduler-config.yaml"
+def _config_dir() -> Path:
+    """``config/`` of a source checkout, else the copy a wheel installs under ``sys.prefix/share``."""
+    repo = Path(__file__).resolve().parents[2] / "config"
+    if (repo / "simulate").is_dir():
+        return repo
+    return Path(sys.prefix) / "share" / "pykoord" / "config"
+
+
+CONFIG_DIR = _config_dir()
+DEFAULT_CLUSTER = CONFIG_DIR / "simulate" / "example-cluster.yaml"
+DEFAULT_SIMULATE_CONFIG = CONFIG_DIR / "simulate" / "scheduler-config.yaml"
 
 
 class SchedulerCommand:

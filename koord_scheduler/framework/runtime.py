@@ -449,7 +449,10 @@ class Framework:
     def run_post_filter(
         self, state: CycleState, pod: Pod, diagnosis: Diagnosis
     ) -> tuple[PostFilterResult | None, Status]:
+        """Runs PostFilter plugins until one succeeds. A rejecting plugin's result is kept (upstream does
+        too): preemption returns an empty nomination that clears a stale ``nominatedNodeName``."""
         reasons: list[str] = []
+        kept: PostFilterResult | None = None
         for p in self.post_filter_plugins:
             try:
                 result, status = p.post_filter(state, pod, diagnosis)
@@ -461,8 +464,10 @@ class Framework:
                 return result, status
             if status.code == Code.ERROR:
                 return None, status
+            if result is not None:
+                kept = result
             reasons.extend(status.reasons)
-        return None, Status(Code.UNSCHEDULABLE, tuple(reasons))
+        return kept, Status(Code.UNSCHEDULABLE, tuple(reasons))
 
     def run_score_plugins(self, state: CycleState, pod: Pod, positions: Positions) -> IntArray:
         """PreScore, Score, NormalizeScore and the weighted sum, for ``positions``."""

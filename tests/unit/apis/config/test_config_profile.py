@@ -41,6 +41,7 @@ IMPLEMENTS: dict[str, set[str]] = {
     "NodeAffinity": SCORING,
     "NodePorts": {"preFilter", "filter"},
     "NodeResourcesFit": SCORING,
+    "VolumeBinding": {"preFilter", "filter"},
     "PodTopologySpread": SCORING,
     "InterPodAffinity": SCORING,
     "DefaultPreemption": {"postFilter"},
@@ -63,6 +64,7 @@ DEFAULT_FILTER = (
     "NodeAffinity",
     "NodePorts",
     "NodeResourcesFit",
+    "VolumeBinding",
     "PodTopologySpread",
     "InterPodAffinity",
 )
@@ -107,6 +109,7 @@ def test_default_profile_expansion() -> None:
             "NodeAffinity",
             "NodePorts",
             "NodeResourcesFit",
+            "VolumeBinding",
             "PodTopologySpread",
             "InterPodAffinity",
         ),
@@ -215,7 +218,7 @@ def test_merge_takes_user_weight_at_default_position() -> None:
         pytest.param(
             plugins(filter={"disabled": ["NodePorts"]}),
             "preFilter",
-            ("NodeAffinity", "NodePorts", "NodeResourcesFit", "PodTopologySpread", "InterPodAffinity"),
+            ("NodeAffinity", "NodePorts", "NodeResourcesFit", "VolumeBinding", "PodTopologySpread", "InterPodAffinity"),
             id="other-points-keep-the-plugin",
         ),
         pytest.param(
@@ -423,6 +426,7 @@ def test_enabled_plugin_names_get_default_args() -> None:
         "NodeResourcesBalancedAllocation",
         "NodeResourcesFit",
         "PodTopologySpread",
+        "VolumeBinding",
     ]
 
 
