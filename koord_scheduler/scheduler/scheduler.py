@@ -96,6 +96,7 @@ class Scheduler:
         self._background: set[asyncio.Task[None]] = set()
         self.scheduled_count = 0
         self.failed_count = 0
+        self._yield_soon = False
         self.pre_error_filters: list[ErrorHandlerFilter] = []
         self.post_error_filters: list[ErrorHandlerFilter] = []
         self.waiting_pods = WaitingPods()
@@ -258,6 +259,9 @@ class Scheduler:
                 # A PostFilter result overrides the nomination; "" clears it (preemption found nothing).
                 qpi.pod = replace(qpi.pod, nominated_node_name=result.nominated_node_name)
                 self.nominator.add(qpi.pod)
+                if result.nominated_node_name:
+                    # Let the victims' deletions run before the next cycle looks at the cluster.
+                    self._yield_soon = True
         message = fit_error_message(diagnosis)
         qpi.unschedulable_plugins = frozenset(diagnosis.unschedulable_plugins)
         qpi.pending_plugins = frozenset(diagnosis.pending_plugins)
@@ -368,7 +372,8 @@ class Scheduler:
             processed = 0
             while self.schedule_one():
                 processed += 1
-                if processed % self.options.yield_every == 0:
+                if processed % self.options.yield_every == 0 or self._yield_soon:
+                    self._yield_soon = False
                     await asyncio.sleep(0)
                     if stop.is_set():
                         return
@@ -390,7 +395,8 @@ class Scheduler:
             processed = 0
             while self.schedule_one():
                 processed += 1
-                if processed % self.options.yield_every == 0:
+                if processed % self.options.yield_every == 0 or self._yield_soon:
+                    self._yield_soon = False
                     await asyncio.sleep(0)
             if self._bindings:
                 await asyncio.gather(*list(self._bindings), return_exceptions=True)

@@ -96,6 +96,10 @@ def fit_failures(
     codes are built only for the failing nodes. When ``positions`` covers most of the snapshot it is
     cheaper to compare every row and gather the answer than to gather the inputs.
     """
+    if len(positions) <= _SCALAR_MAX:
+        return _fit_failures_scalar(
+            fit, positions, allocatable=allocatable, requested=requested, pod_count=pod_count, allowed_pods=allowed_pods
+        )
     if len(positions) * 2 >= len(pod_count):
         failing_rows = pod_count >= allowed_pods
         for col, amount in zip(fit.columns.tolist(), fit.amounts.tolist(), strict=True):
@@ -117,6 +121,42 @@ def fit_failures(
         pod_count=pod_count,
         allowed_pods=allowed_pods,
     )
+
+
+_SCALAR_MAX = 8
+"""Up to this many nodes, plain Python over scalars beats a dozen numpy calls on tiny arrays (the
+preemption dry run and the per-node cache refresh ask about one or two nodes at a time)."""
+
+
+def _fit_failures_scalar(
+    fit: FitRequest,
+    positions: Positions,
+    *,
+    allocatable: IntArray,
+    requested: IntArray,
+    pod_count: IntArray,
+    allowed_pods: IntArray,
+) -> tuple[Positions, IntArray]:
+    """:func:`fit_failures` for a handful of nodes: the same indices and codes."""
+    columns = fit.columns.tolist()
+    amounts = fit.amounts.tolist()
+    never_bit = len(fit.names) + 1
+    failed: list[int] = []
+    codes: list[int] = []
+    for i, pos in enumerate(positions.tolist()):
+        code = 1 if pod_count[pos] >= allowed_pods[pos] else 0
+        never = False
+        for j, (col, amount) in enumerate(zip(columns, amounts, strict=True)):
+            alloc = int(allocatable[pos, col])
+            if alloc - int(requested[pos, col]) < amount:
+                code |= 1 << (j + 1)
+                never = never or amount > alloc
+        if code:
+            if never:
+                code |= 1 << never_bit
+            failed.append(i)
+            codes.append(code)
+    return np.asarray(failed, dtype=np.intp), np.asarray(codes, dtype=np.int64)
 
 
 def failure_codes(
