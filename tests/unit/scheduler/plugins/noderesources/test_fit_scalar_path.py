@@ -17,7 +17,8 @@ def test_scalar_and_vector_paths_agree(seed: int, monkeypatch: pytest.MonkeyPatc
     requested = rng.integers(0, 4000, size=(n, 3)).astype(np.int64)
     pod_count = rng.integers(0, 12, size=n).astype(np.int64)
     allowed = rng.integers(0, 12, size=n).astype(np.int64)
-    fit = FitRequest(np.array([0, 2], dtype=np.intp), np.array([1500, 800], dtype=np.int64), ("cpu", "ephemeral-storage"))
+    columns, amounts = np.array([0, 2], dtype=np.intp), np.array([1500, 800], dtype=np.int64)
+    fit = FitRequest(columns, amounts, ("cpu", "ephemeral-storage"))
     arrays = {"allocatable": allocatable, "requested": requested, "pod_count": pod_count, "allowed_pods": allowed}
     for size in (1, 3, 8):
         positions = rng.choice(n, size=size, replace=False).astype(np.intp)
