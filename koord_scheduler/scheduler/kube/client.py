@@ -96,6 +96,17 @@ class KubeClusterClient:
                 controller=self.controller,
             )
 
+    async def set_nominated_node_name(self, pod: Pod, node_name: str) -> None:
+        """Merge-patch ``status.nominatedNodeName`` (``""`` clears it); a pod that is gone is fine."""
+        body: dict[str, Any] = {"status": {"nominatedNodeName": node_name or None}}
+        if pod.uid:
+            body["metadata"] = {"uid": pod.uid}
+        try:
+            await self.http.request("PATCH", pod_path(pod, "status"), body=body, content_type=MERGE_PATCH)
+        except ApiError as err:
+            if not (err.not_found or err.conflict):
+                raise
+
     async def patch_object_status(
         self, kind: ObjectKind, name: str, patch: Mapping[str, Any], *, namespace: str = ""
     ) -> Any:

@@ -10,6 +10,10 @@
   seconds. So a pod that keeps failing produces one Event object, not one per attempt.
 - Recording never blocks the caller: events wait in a bounded queue for a few sender tasks and are
   dropped (and counted) when the queue is full, like the broadcaster's buffered channel.
+- Binds come first. While ``busy()`` says the scheduler's own requests are under way (a backlog is
+  being bound), Events share a budget of :attr:`EventOptions.busy_rate` per second, so they do not
+  halve the API server's bind capacity during a burst; they catch up at full speed once it is over.
+  (kube-scheduler's broadcaster sends them as they come.) Set ``busy_rate`` to 0 for no such limit.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from typing import Any
 from apis.core.types import Pod
 from koord_scheduler.framework.errors import ClusterError
 from koord_scheduler.scheduler.kube.http import STRATEGIC_MERGE_PATCH, ApiHttp
+from koord_scheduler.scheduler.kube.ratelimit import TokenBucket
 
 log = logging.getLogger(__name__)
 
@@ -56,8 +61,9 @@ def rfc3339(seconds: float) -> str:
 
 @dataclass(frozen=True, slots=True)
 class EventOptions:
-    queue_size: int = 5000
+    queue_size: int = 20000
     senders: int = 4
+    busy_rate: float = 50.0
     heartbeat: float = SERIES_HEARTBEAT_SECONDS
     series_window: float = SERIES_WINDOW_SECONDS
     max_series: int = 20000
@@ -102,9 +108,12 @@ class EventRecorder:
         *,
         options: EventOptions | None = None,
         clock: Callable[[], float] = time.time,
+        busy: Callable[[], bool] | None = None,
     ) -> None:
         self.http = http
         self.options = options or EventOptions()
+        self._busy = busy if self.options.busy_rate > 0 else None
+        self._busy_budget = TokenBucket(self.options.busy_rate, 1)
         self.clock = clock
         self.hostname = self.options.hostname or socket.gethostname()
         self.dropped = 0
@@ -216,6 +225,8 @@ class EventRecorder:
         while True:
             item = await self._queue.get()
             try:
+                if self._busy is not None and self._busy():
+                    await self._busy_budget.acquire()
                 await self._send(item)
             except ClusterError as err:
                 self.failed += 1

@@ -1,4 +1,7 @@
-"""Raw JSON over HTTP to the API server, on aiohttp, with keep-alive connections and a token bucket.
+"""Raw JSON over HTTP to the API server, with keep-alive connections and a token bucket.
+
+Ordinary requests go through :class:`~.http1.Http1Pool` (lean HTTP/1.1 on asyncio streams); watch
+streams through aiohttp.
 
 No kubernetes client models: bodies go in and come out as bytes / ``json`` dicts (the client's models
 cost about 1 ms per pod, and its Binding response parsing is broken). Every failure is a
@@ -16,11 +19,13 @@ from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlencode
 
 import aiohttp
 
 from koord_scheduler.framework.errors import ClusterError
 from koord_scheduler.scheduler.kube.connection import Connection
+from koord_scheduler.scheduler.kube.http1 import Http1Pool
 from koord_scheduler.scheduler.kube.ratelimit import TokenBucket
 
 log = logging.getLogger(__name__)
@@ -83,7 +88,13 @@ class ApiHttp:
         self.connection = connection
         self.limiter = limiter
         self.options = options or HttpOptions()
+        self.in_flight = 0
+        """Ordinary requests (not watches) under way; others use it to tell whether this pool is busy."""
         self._session: aiohttp.ClientSession | None = None
+        """aiohttp, for watch streams only."""
+        self._pool: Http1Pool | None = None
+        """Our own keep-alive pool, for every other request (see :mod:`.http1`)."""
+        self._static_headers = f"User-Agent: {self.options.user_agent}\r\nAccept: {JSON}"
 
     def _get_session(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
@@ -126,28 +137,48 @@ class ApiHttp:
     ) -> bytes:
         """Send one request and return the response body; ``body`` is JSON-encoded unless it is bytes."""
         data = body if body is None or isinstance(body, bytes) else json.dumps(body).encode()
-        url = self.connection.server + path
+        self.in_flight += 1
+        try:
+            return await self._send(method, path, data, content_type=content_type, params=params)
+        finally:
+            self.in_flight -= 1
+
+    async def _send(
+        self, method: str, path: str, data: bytes | None, *, content_type: str,
+        params: Mapping[str, str] | None,
+    ) -> bytes:
+        pool = self._get_pool()
+        target = f"{path}?{urlencode(params)}" if params else path
+        lines = [f"{method} {target} HTTP/1.1", f"Host: {pool.host_header}", self._static_headers]
+        auth = self.connection.authorization()
+        if auth:
+            lines.append(f"Authorization: {auth}")
+        if data is not None:
+            lines.append(f"Content-Type: {content_type}\r\nContent-Length: {len(data)}")
+        head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
         for attempt in range(MAX_THROTTLE_RETRIES + 1):
             await self.limiter.acquire()
             try:
-                async with self._get_session().request(
-                    method,
-                    url,
-                    data=data,
-                    params=params,
-                    headers=self._headers(content_type if data is not None else None),
-                    **self._kwargs(),
-                ) as resp:
-                    payload = await resp.read()
-                    if resp.status < 300:
-                        return payload
-                    if resp.status == 429 and attempt < MAX_THROTTLE_RETRIES:
-                        await asyncio.sleep(_retry_after(resp.headers.get("Retry-After")))
-                        continue
-                    raise api_error(resp.status, payload, method=method, path=path)
-            except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+                status, payload, retry_after = await pool.request(head, data, timeout=self.options.request_timeout)
+            except (OSError, TimeoutError, EOFError, ValueError, asyncio.LimitOverrunError) as exc:
                 raise ApiConnectionError(f"{method} {path}: {_describe(exc)}") from exc
+            if status < 300:
+                return payload
+            if status == 429 and attempt < MAX_THROTTLE_RETRIES:
+                await asyncio.sleep(_retry_after(retry_after))
+                continue
+            raise api_error(status, payload, method=method, path=path)
         raise AssertionError("unreachable")  # the loop returns or raises
+
+    def _get_pool(self) -> Http1Pool:
+        if self._pool is None:
+            self._pool = Http1Pool(
+                self.connection.server,
+                ssl_context=self.connection.ssl_context,
+                server_hostname=self.connection.tls_server_name,
+                size=self.options.pool_size,
+            )
+        return self._pool
 
     async def request_json(
         self,
@@ -188,6 +219,9 @@ class ApiHttp:
         if self._session is not None and not self._session.closed:
             await self._session.close()
         self._session = None
+        if self._pool is not None:
+            await self._pool.close()
+            self._pool = None
 
 
 def api_error(status: int, payload: bytes, *, method: str = "", path: str = "") -> ApiError:

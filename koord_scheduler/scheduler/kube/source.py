@@ -96,7 +96,9 @@ class KubeClusterSource:
         self.events_http = ApiHttp(
             connection, TokenBucket(opts.qps, opts.burst), options=HttpOptions(pool_size=opts.events.senders + 2)
         )
-        self.events = EventRecorder(self.events_http, options=opts.events, clock=clock)
+        self.events = EventRecorder(
+            self.events_http, options=opts.events, clock=clock, busy=lambda: self.http.in_flight > 0
+        )
         default_controller = next(iter(opts.scheduler_names), "default-scheduler")
         self._client = KubeClusterClient(self.http, self.events, controller=default_controller)
         self._sink: EventSink | None = None
