@@ -71,12 +71,6 @@ def test_binds_500_pods_on_50_nodes_within_capacity(
     assert proc.terminate() == 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="scheduler core: a node added after a pod failed is neither feasible nor given a reason on the "
-    "retry ('0/3 nodes are available: 2 Insufficient cpu.'); reproduces with MemoryCluster too, since the "
-    "per-node result cache (022f083). Remove this marker when fixed.",
-)
 def test_unschedulable_pod_is_reported_then_scheduled_when_a_node_fits(
     scope: Scope, processes: list[SchedulerProcess], tmp_path: Path
 ) -> None:

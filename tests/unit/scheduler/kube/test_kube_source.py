@@ -360,3 +360,23 @@ async def test_report_scheduled_records_a_normal_event(api: FakeApi, source: Kub
     assert (event.body["type"], event.body["reason"], event.body["action"], event.body["note"]) == (
         "Normal", "Scheduled", "Binding", "Successfully assigned default/p to n1")
     assert event.body["metadata"]["name"].startswith("p.")
+
+
+# ----- event details -----
+
+
+@pytest.mark.parametrize(
+    ("message", "want"),
+    [
+        pytest.param("short", "short", id="untouched"),
+        pytest.param("x" * 1024, "x" * 1024, id="exactly-the-limit"),
+        pytest.param("x" * 1025, "x" * 1020 + " ...", id="cut-with-suffix"),
+        pytest.param("é" * 600, "é" * 510 + " ...", id="multibyte-cut-on-a-character"),
+    ],
+)
+def test_truncate_note_to_1024_bytes(message: str, want: str) -> None:
+    from koord_scheduler.scheduler.kube.events import truncate_note
+
+    got = truncate_note(message)
+    assert got == want
+    assert len(got.encode()) <= 1024
