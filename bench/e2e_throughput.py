@@ -37,6 +37,7 @@ import argparse
 import asyncio
 import collections
 import json
+import math
 import os
 import signal
 import statistics
@@ -80,8 +81,9 @@ class Result:
     cpu_seconds: float
     cpu_seconds_per_1000: float
     events_written: int
-    events_done_after_last_bind: float
-    """Seconds from the last bind until every Scheduled Event was written (nan: not all within 60 s)."""
+    events_done_after_last_bind: float | None
+    """Seconds from the last bind until every Scheduled Event was written (None: none expected, or not
+    all within 60 s)."""
     cpu_seconds_with_events: float
 
 
@@ -305,7 +307,7 @@ async def measure(name: str, http: ApiHttp, n: int, *, kubeconfig: str, work: Pa
         cpu_seconds=round(cpu, 3),
         cpu_seconds_per_1000=round(cpu * 1000 / n, 3),
         events_written=events,
-        events_done_after_last_bind=round(events_done, 2),
+        events_done_after_last_bind=None if math.isnan(events_done) else round(events_done, 2),
         cpu_seconds_with_events=round(cpu_with_events, 3),
     )
 
@@ -387,6 +389,11 @@ async def run_bench(args: argparse.Namespace, kubeconfig: str, kube_scheduler: s
         await http.close()
 
 
+def _median_or_none(values: list[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return round(statistics.median(present), 2) if present else None
+
+
 def summarize(results: list[Result]) -> dict[str, Any]:
     by: dict[str, list[Result]] = {}
     for r in results:
@@ -396,7 +403,7 @@ def summarize(results: list[Result]) -> dict[str, Any]:
             "rate_pods_per_s": round(statistics.median(r.rate for r in rs), 1),
             "wall_pods_per_s": round(statistics.median(r.wall for r in rs), 1),
             "cpu_seconds_per_1000_pods": round(statistics.median(r.cpu_seconds_per_1000 for r in rs), 2),
-            "events_done_after_last_bind_s": round(statistics.median(r.events_done_after_last_bind for r in rs), 2),
+            "events_done_after_last_bind_s": _median_or_none([r.events_done_after_last_bind for r in rs]),
         }
         for name, rs in by.items()
     }

@@ -28,8 +28,9 @@ import asyncio
 import logging
 import signal
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, Gauge, ProcessCollector, generate_latest
@@ -266,9 +267,9 @@ async def _schedule(scheduler: Scheduler, elector: LeaderElector | None, stop: a
     return EXIT_OK
 
 
-async def _until_stopped(coro: object, stop: asyncio.Event) -> bool:
+async def _until_stopped(coro: Coroutine[Any, Any, None], stop: asyncio.Event) -> bool:
     """Run ``coro`` until it finishes (True) or ``stop`` is set first (False, ``coro`` cancelled)."""
-    task = asyncio.ensure_future(coro)  # type: ignore[call-overload]
+    task = asyncio.ensure_future(coro)
     stopper = asyncio.ensure_future(stop.wait())
     await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
     if task.done():
