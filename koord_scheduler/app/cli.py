@@ -80,13 +80,20 @@ class SchedulerCommand:
         parser.add_argument("--output", "-o", choices=("text", "json"), default="text")
         parser.add_argument("--now", help="RFC3339 time used for anything time-dependent (default: now)")
         parser.add_argument("-v", "--verbosity", type=int, default=0)
+        parser.add_argument("-s", "--debug-scores", type=int, default=0, metavar="N",
+                            help="log the top N nodes with per-plugin scores for every pod")
+        parser.add_argument("-f", "--debug-filters", action="store_true", help="log every filter failure")
         ns = parser.parse_args(argv)
         _setup_logging(ns.verbosity)
         now = _parse_now(ns.now, parser)
         registry = self.registry()
         config = _load_config(ns.config, DEFAULT_SIMULATE_CONFIG if ns.config is None else None)
         cluster_path = Path(ns.cluster) if ns.cluster else DEFAULT_CLUSTER
-        result, _ = asyncio.run(run_simulation(cluster_path, config, registry, now=now))
+        result, _ = asyncio.run(
+            run_simulation(
+                cluster_path, config, registry, now=now, debug_scores=ns.debug_scores, debug_filters=ns.debug_filters
+            )
+        )
         print(to_json(result) if ns.output == "json" else to_text(result))
         if result.problems:
             for problem in result.problems:

@@ -50,6 +50,8 @@ from koord_scheduler.scheduler.kube import (
 )
 from koord_scheduler.scheduler.leaderelection import LeaderElectionOptions, LeaderElector
 from koord_scheduler.scheduler.metrics import SchedulerMetrics
+from koord_scheduler.scheduler.reservation_controller.decide import ControllerOptions
+from koord_scheduler.scheduler.reservation_controller.operator import ApiSettings, ReservationControllerThread
 from koord_scheduler.scheduler.scheduler import Scheduler
 
 log = logging.getLogger("koord-scheduler")
@@ -74,6 +76,9 @@ class ServeOptions:
     leader_election: LeaderElectionOptions
     bind_address: str
     metrics_port: int
+    debug_scores: int = 0
+    debug_filters: bool = False
+    reservation_controller: bool = True
 
 
 def serve_main(argv: Sequence[str], registry: Callable[[], Registry]) -> int:
@@ -122,6 +127,14 @@ def _parser() -> argparse.ArgumentParser:
                       help="kube-scheduler's flag name; an alias of --metrics-port (still plain HTTP)")
     parser.add_argument("--bind-address", default="0.0.0.0", help="address the HTTP endpoints listen on")
     parser.add_argument("-v", "--v", type=int, default=0, metavar="N", help="log verbosity")
+    parser.add_argument("-s", "--debug-scores", type=int, default=0, metavar="N",
+                        help="log the top N nodes with per-plugin scores for every pod (0: off); "
+                        "switch at runtime with PUT /debug/flags/s on the metrics port")
+    parser.add_argument("-f", "--debug-filters", nargs="?", const=True, default=False, type=_parse_bool,
+                        help="log every filter failure; switch at runtime with PUT /debug/flags/f")
+    parser.add_argument("--reservation-controller", nargs="?", const=True, default=True, type=_parse_bool,
+                        help="run the Reservation lifecycle controller (expiry, owners, GC) when the "
+                        "Reservation plugin is enabled (default true; only the leader acts)")
     return parser
 
 
@@ -171,6 +184,9 @@ def _options(ns: argparse.Namespace) -> ServeOptions:
         leader_election=election,
         bind_address=ns.bind_address,
         metrics_port=port,
+        debug_scores=max(0, ns.debug_scores),
+        debug_filters=bool(ns.debug_filters),
+        reservation_controller=bool(ns.reservation_controller),
     )
 
 
@@ -190,7 +206,18 @@ def _setup_logging(verbosity: int) -> None:
 class _State:
     source: KubeClusterSource
     elector: LeaderElector | None
+    scheduler: Scheduler | None = None
     stopping: bool = False
+
+    def set_debug(self, *, scores: int | None = None, filters: bool | None = None) -> None:
+        """``--debug-scores`` / ``--debug-filters`` for every profile (also switched over HTTP)."""
+        if self.scheduler is None:
+            return
+        for fwk in self.scheduler.profiles.values():
+            if scores is not None:
+                fwk.debug.scores = max(0, scores)
+            if filters is not None:
+                fwk.debug.filters = filters
 
     def healthz(self) -> tuple[bool, str]:
         if self.elector is not None and not self.elector.healthy():
@@ -214,7 +241,9 @@ async def _run(
         loop.add_signal_handler(sig, stop.set)
     ProcessCollector(registry=metrics.registry)
     elector = _elector(options, source, metrics) if options.leader_elect else None
-    state = _State(source, elector)
+    state = _State(source, elector, scheduler)
+    state.set_debug(scores=options.debug_scores, filters=options.debug_filters)
+    controller = _reservation_controller(options, scheduler, elector)
     runner: web.AppRunner | None = None
     try:
         if options.metrics_port:
@@ -226,11 +255,15 @@ async def _run(
                 return EXIT_USAGE
         if not await _until_stopped(source.start(scheduler, list(scheduler.watched_kinds.values())), stop):
             return EXIT_OK
+        if controller is not None:
+            controller.start()
         if elector is not None and not await _until_stopped(elector.acquire(), stop):
             return EXIT_OK
         return await _schedule(scheduler, elector, stop, state)
     finally:
         state.stopping = True
+        if controller is not None and controller.alive:
+            await asyncio.to_thread(controller.stop, 15.0)
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(sig)
         if elector is not None:
@@ -282,6 +315,19 @@ async def _until_stopped(coro: Coroutine[Any, Any, None], stop: asyncio.Event) -
     return False
 
 
+def _reservation_controller(
+    options: ServeOptions, scheduler: Scheduler, elector: LeaderElector | None
+) -> ReservationControllerThread | None:
+    """The Reservation lifecycle controller, when some profile enables the Reservation plugin."""
+    if not options.reservation_controller:
+        return None
+    if not any("Reservation" in fwk.plugins for fwk in scheduler.profiles.values()):
+        return None
+    api = ApiSettings(kubeconfig=options.kubeconfig or None)
+    is_leader: Callable[[], bool] = (lambda: elector.is_leader) if elector is not None else (lambda: True)
+    return ReservationControllerThread(api, ControllerOptions(), is_leader=is_leader)
+
+
 def _elector(options: ServeOptions, source: KubeClusterSource, metrics: SchedulerMetrics) -> LeaderElector:
     status = Gauge("leader_election_master_status",
                    "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, "
@@ -305,7 +351,23 @@ async def _start_http(options: ServeOptions, state: _State, metrics: SchedulerMe
         body = generate_latest(metrics.registry)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
+    async def debug_flag(request: web.Request) -> web.Response:
+        text = (await request.text()).strip()
+        flag = request.match_info["flag"]
+        try:
+            if flag == "s":
+                state.set_debug(scores=int(text))
+            elif flag == "f":
+                state.set_debug(filters=_parse_bool(text))
+            else:
+                return web.Response(status=404, text=f"unknown debug flag {flag!r} (use s or f)")
+        except (ValueError, argparse.ArgumentTypeError) as exc:
+            return web.Response(status=400, text=f"bad value for debug flag {flag}: {exc}")
+        log.warning("debug flag %s set to %s", flag, text)
+        return web.Response(text=f"{flag}={text}")
+
     app = web.Application()
+    app.router.add_put("/debug/flags/{flag}", debug_flag)
     app.router.add_get("/healthz", check(state.healthz))
     app.router.add_get("/livez", check(state.healthz))
     app.router.add_get("/readyz", check(state.readyz))

@@ -55,10 +55,15 @@ async def run_simulation(
     *,
     now: float,
     cluster_text: str | None = None,
+    debug_scores: int = 0,
+    debug_filters: bool = False,
 ) -> tuple[SimulationResult, Scheduler]:
     """Build the scheduler, read the cluster (file or text) with the kinds its plugins watch, schedule."""
     cluster = MemoryCluster()
     scheduler = build_scheduler(config, registry, cluster, clock=lambda: now)
+    for fwk in scheduler.profiles.values():
+        fwk.debug.scores = debug_scores
+        fwk.debug.filters = debug_filters
     parsers = {k.kind: k.parse for k in scheduler.watched_kinds.values()}
     if cluster_text is not None:
         cluster_file = parse_cluster_text(cluster_text, extra_kinds=parsers)

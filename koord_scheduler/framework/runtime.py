@@ -265,7 +265,7 @@ class Framework:
             status = self._call(p, "filter_reservation", state, pod, reservation, node_info)
             if not status.is_success:
                 if self.debug.filters:
-                    log.info("reservation filter %s rejected %s for pod %s: %s", p.name, reservation, pod.key, status)
+                    log.warning("reservation filter %s rejected %s for pod %s: %s", p.name, reservation, pod.key, status)
                 return status
         return Status()
 
@@ -602,7 +602,7 @@ class Framework:
         snapshot = self.handle.snapshot
         for i, pos in enumerate(chunk.positions.tolist()):
             info = snapshot.infos[pos]
-            log.info("filter failed: pod %s node %s: %s", pod.key, info.name if info else pos, chunk.status_at(i))
+            log.warning("filter failed: pod %s node %s: %s", pod.key, info.name if info else pos, chunk.status_at(i))
 
     def log_score_table(self, state: CycleState, pod: Pod, positions: Positions, totals: IntArray) -> None:
         """``--debug-scores N``: the top-N nodes with each plugin's weighted score."""

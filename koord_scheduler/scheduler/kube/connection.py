@@ -95,10 +95,17 @@ def _from_client_configuration(cfg: Any, description: str) -> Connection:
     )
 
 
+def _token(cfg: Any) -> str | None:
+    """The bearer header value. The kubernetes client (>= 31) keeps kubeconfig and in-cluster tokens
+    under ``BearerToken``; older releases used ``authorization``."""
+    value = cfg.get_api_key_with_prefix("BearerToken") or cfg.get_api_key_with_prefix("authorization")
+    return str(value) if value else None
+
+
 def _authorization(cfg: Any) -> Callable[[], str | None]:
     hook = getattr(cfg, "refresh_api_key_hook", None)
     if hook is None:
-        static = cfg.get_api_key_with_prefix("authorization") or _basic_auth(cfg)
+        static = _token(cfg) or _basic_auth(cfg)
         return lambda: static
     cached: list[Any] = [None, -1e18]
 
@@ -106,7 +113,7 @@ def _authorization(cfg: Any) -> Callable[[], str | None]:
         now = time.monotonic()
         if now - cached[1] > TOKEN_CACHE_SECONDS:
             hook(cfg)
-            cached[0] = cfg.get_api_key_with_prefix("authorization")
+            cached[0] = _token(cfg)
             cached[1] = now
         value: str | None = cached[0]
         return value

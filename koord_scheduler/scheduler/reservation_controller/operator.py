@@ -66,7 +66,9 @@ def build_registry(api: ApiSettings, reconciler: Reconciler) -> kopf.OperatorReg
 
     @kopf.on.login(registry=registry)
     def login(**_: Any) -> kopf.ConnectionInfo:
-        token = (cfg.api_key or {}).get("authorization", "")
+        # kubernetes >= 31 keeps kubeconfig and in-cluster tokens under "BearerToken".
+        keys = cfg.api_key or {}
+        token = str(keys.get("BearerToken") or keys.get("authorization") or "")
         return kopf.ConnectionInfo(
             server=cfg.host,
             ca_path=cfg.ssl_ca_cert,
@@ -155,6 +157,9 @@ class ApiWriter:
 def operator_settings() -> kopf.OperatorSettings:
     settings = kopf.OperatorSettings()
     settings.posting.enabled = False
+    # The CRDs are known up front; kopf's dynamic CRD scanning would need list/watch on
+    # customresourcedefinitions cluster-wide, which least-privilege RBAC does not grant.
+    settings.scanning.disabled = True
     settings.persistence.finalizer = LEGACY_FINALIZER
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="pykoord.koordinator.sh")
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix="pykoord.koordinator.sh")

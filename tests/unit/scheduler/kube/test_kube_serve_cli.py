@@ -77,3 +77,34 @@ def test_bad_flag_value_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> 
         SchedulerCommand().run(["--leader-elect=maybe"])
     assert exc.value.code == 2
     assert "is not a boolean" in capsys.readouterr().err
+
+
+def test_debug_and_controller_flags_parse() -> None:
+    from koord_scheduler.app.serve import _options, _parser
+
+    ns = _parser().parse_args(["--debug-scores", "5", "-f", "--reservation-controller=false", "--leader-elect=false"])
+    options = _options(ns)
+    assert (options.debug_scores, options.debug_filters, options.reservation_controller) == (5, True, False)
+    defaults = _options(_parser().parse_args([]))
+    assert (defaults.debug_scores, defaults.debug_filters, defaults.reservation_controller) == (0, False, True)
+
+
+@pytest.mark.parametrize(
+    ("api_key", "prefix", "want"),
+    [
+        pytest.param({"BearerToken": "abc"}, {"BearerToken": "Bearer"}, "Bearer abc", id="client-31-and-later"),
+        pytest.param({"authorization": "Bearer xyz"}, {}, "Bearer xyz", id="older-clients"),
+        pytest.param({}, {}, None, id="no-token-client-cert-only"),
+    ],
+)
+def test_bearer_token_is_read_where_the_kubernetes_client_keeps_it(
+    api_key: dict[str, str], prefix: dict[str, str], want: str | None
+) -> None:
+    from kubernetes.client import Configuration
+
+    from koord_scheduler.scheduler.kube.connection import _token
+
+    cfg = Configuration()
+    cfg.api_key = api_key
+    cfg.api_key_prefix = prefix
+    assert _token(cfg) == want
