@@ -265,7 +265,9 @@ class Framework:
             status = self._call(p, "filter_reservation", state, pod, reservation, node_info)
             if not status.is_success:
                 if self.debug.filters:
-                    log.warning("reservation filter %s rejected %s for pod %s: %s", p.name, reservation, pod.key, status)
+                    log.warning(
+                        "reservation filter %s rejected %s for pod %s: %s", p.name, reservation, pod.key, status
+                    )
                 return status
         return Status()
 

@@ -142,10 +142,13 @@ def test_now_must_be_rfc3339(capsys: pytest.CaptureFixture[str]) -> None:
     assert "RFC3339" in capsys.readouterr().err
 
 
-def test_debug_scores_and_filters_log_tables(caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]) -> None:
+def test_debug_scores_and_filters_log_tables(
+    caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
+) -> None:
     code, _, _ = run(capsys, "--debug-scores", "2", "--debug-filters")
     assert code == 0
     text = caplog.text
     assert "scores for pod prod/web-1:" in text
     assert "| # | Node | TaintToleration | NodeResourcesFit |" in text
-    assert "filter failed: pod batch/huge-job node node-b2: UNSCHEDULABLE_AND_UNRESOLVABLE from NodeUnschedulable" in text
+    want = "filter failed: pod batch/huge-job node node-b2: UNSCHEDULABLE_AND_UNRESOLVABLE from NodeUnschedulable"
+    assert want in text
