@@ -44,7 +44,7 @@ import numpy as np
 from apis.config.loadaware_args import TARGET_UTILIZATION, LoadAwareSchedulingArgs
 from apis.core.quantity import format_quantity
 from apis.core.types import CPU, MEMORY, Pod
-from apis.extension import PriorityClass
+from apis.extension import LABEL_POD_PRIORITY_CLASS, LABEL_POD_QOS, PriorityClass
 from koord_scheduler.framework.cycle_state import CycleState, StateKey
 from koord_scheduler.framework.snapshot import ClusterSnapshot, IntArray, Positions
 from koord_scheduler.framework.status import Code, Status, success
@@ -62,6 +62,7 @@ from koord_scheduler.plugins import names
 from koord_scheduler.plugins.loadaware import scoring
 from koord_scheduler.plugins.loadaware.assign_cache import AssignCache, AssignedPod, NodeLoad
 from koord_scheduler.plugins.loadaware.estimator import (
+    ANNOTATION_ESTIMATED_SCALING_FACTORS,
     estimate_pod,
     is_daemonset_pod,
     is_reserve_pod,
@@ -176,11 +177,19 @@ class LoadAwareScheduling:
         )
         self._expired_reason = 2 * width
         self._last_estimate: tuple[Pod, IncomingPod] | None = None
+        self._estimates: dict[Hashable, tuple[tuple[int, ...], IntArray, bool]] = {}
+        """Estimates by :meth:`_estimate_key` (bounded; cleared when full)."""
         self._pods_generation = -1
         self._fresh_checked_at = float("-inf")
         self._fresh_seen = np.zeros(snapshot.capacity, dtype=np.bool_)
         """Per position, whether the row was fresh when the plugin last looked (to touch rows that expire)."""
         self._touch: Callable[[int], None] | None = getattr(snapshot, "touch", None)
+        self._changed_since: Callable[[int], Positions | None] | None = getattr(snapshot, "changed_since", None)
+        self._log_version = -1
+        """``snapshot.version`` when pod counts were last compared (-1: compare every node next time)."""
+        self._adjusted: set[int] = set()
+        """Positions whose ``_known_pods`` the plugin moved itself (Reserve, Unreserve, forget), compared at
+        the next sync whether or not the snapshot touched them."""
 
     # ----- events -----
 
@@ -349,6 +358,7 @@ class LoadAwareScheduling:
         pos = self._snapshot.positions.get(node_name)
         if pos is not None and pos < len(self._known_pods) and self._known_pods[pos] >= 0:
             self._known_pods[pos] += 1  # the assume that preceded Reserve
+            self._adjusted.add(pos)
         self._write(node_name)
         return success()
 
@@ -410,20 +420,42 @@ class LoadAwareScheduling:
         last = self._last_estimate
         if last is not None and last[0] is pod:
             return last[1]
-        estimate = estimate_pod(
-            pod,
-            self.resources,
-            self.args.estimated_scaling_factors,
-            allow_customize=self.args.allow_customize_estimation,
-        )
-        incoming = IncomingPod(
-            estimate,
-            np.array(estimate, dtype=np.int64),
-            pod_priority_class(pod) is PriorityClass.PROD,
-            is_daemonset_pod(pod),
-        )
+        key = self._estimate_key(pod)
+        cached = self._estimates.get(key) if key is not None else None
+        if cached is None:
+            estimate = estimate_pod(
+                pod,
+                self.resources,
+                self.args.estimated_scaling_factors,
+                allow_customize=self.args.allow_customize_estimation,
+            )
+            cached = (estimate, np.array(estimate, dtype=np.int64), pod_priority_class(pod) is PriorityClass.PROD)
+            if key is not None:
+                if len(self._estimates) >= 1024:
+                    self._estimates.clear()
+                self._estimates[key] = cached
+        incoming = IncomingPod(cached[0], cached[1], cached[2], is_daemonset_pod(pod))
         self._last_estimate = (pod, incoming)
         return incoming
+
+    def _estimate_key(self, pod: Pod) -> Hashable | None:
+        """Everything :func:`estimate_pod` and :func:`pod_priority_class` read, or None when not hashable
+        (the estimate is then computed afresh). Pods of one template share the key."""
+        labels = pod.labels
+        key = (
+            pod.requests,
+            pod.limits,
+            pod.priority,
+            pod.qos_class,
+            labels.get(LABEL_POD_PRIORITY_CLASS),
+            labels.get(LABEL_POD_QOS),
+            pod.annotations.get(ANNOTATION_ESTIMATED_SCALING_FACTORS) if self.args.allow_customize_estimation else None,
+        )
+        try:
+            hash(key)
+        except TypeError:
+            return None
+        return key
 
     def _assigned(self, pod: Pod, incoming: IncomingPod | None, timestamp: float | None) -> AssignedPod:
         if incoming is None:
@@ -446,6 +478,7 @@ class LoadAwareScheduling:
         pos = self._snapshot.positions.get(node_name)
         if pos is not None and pos < len(self._known_pods) and self._known_pods[pos] > 0:
             self._known_pods[pos] -= 1  # the snapshot drops (or has dropped) the pod too
+            self._adjusted.add(pos)
         self._write(node_name)
 
     def _fresh(self, positions: Positions) -> np.ndarray:
@@ -465,26 +498,52 @@ class LoadAwareScheduling:
 
     def _sync(self) -> None:
         """Bring rows in line with the snapshot: positions after node changes, pods after pod changes,
-        and (at most once per second of clock time) touch rows whose metric went stale."""
+        and (at most once per second of clock time) touch rows whose metric went stale.
+
+        Called several times per cycle; when nothing changed it is a few attribute reads. Pod changes are
+        found from the snapshot's change log (only the touched positions are compared), falling back to
+        one vectorised comparison over every node when the log is too short or nodes changed."""
         snap = self._snapshot
+        now = self._clock()
+        fresh_due = self._touch is not None and not (0.0 <= now - self._fresh_checked_at < 1.0)
+        if (
+            not fresh_due
+            and snap.pods_generation == self._pods_generation
+            and snap.nodes_generation == self._nodes_generation
+            and len(snap.infos) <= self.view.capacity
+        ):
+            return
         cap = snap.capacity
         if cap > self.view.capacity:
             self.view.ensure_capacity(cap)
         if cap > len(self._known_pods):
             self._known_pods = np.concatenate([self._known_pods, np.full(cap - len(self._known_pods), -1)])
             self._fresh_seen = np.concatenate([self._fresh_seen, np.zeros(cap - len(self._fresh_seen), bool)])
+        full_scan = False
         if snap.nodes_generation != self._nodes_generation:
             self._nodes_generation = snap.nodes_generation
             self._remap()
-        if snap.pods_generation != self._pods_generation:
+            full_scan = True
+        if snap.pods_generation != self._pods_generation or full_scan:
             self._pods_generation = snap.pods_generation
-            for pos in np.flatnonzero(self._known_pods[:cap] != snap.pod_count).tolist():
-                self._reconcile(pos)
-        if self._touch is None:
+            changed = None
+            if not full_scan and self._log_version >= 0 and self._changed_since is not None:
+                changed = self._changed_since(self._log_version)
+            self._log_version = snap.version
+            known, counts = self._known_pods, snap.pod_count
+            adjusted = self._adjusted
+            if adjusted:
+                self._adjusted = set()
+            if changed is None:
+                for pos in np.flatnonzero(known[:cap] != counts[:cap]).tolist():
+                    self._reconcile(pos)
+            else:
+                for pos in adjusted.union(changed.tolist()) if adjusted else changed.tolist():
+                    if pos < cap and known[pos] != counts[pos]:
+                        self._reconcile(pos)
+        if not fresh_due:
             return
-        now = self._clock()
-        if 0.0 <= now - self._fresh_checked_at < 1.0:
-            return
+        assert self._touch is not None
         self._fresh_checked_at = now
         fresh = (now - self.view.update_time[:cap]) < self.args.node_metric_expiration_seconds
         for pos in np.flatnonzero(fresh != self._fresh_seen[:cap]).tolist():
