@@ -2,10 +2,11 @@
 
     .venv/bin/python bench/koordlet_qos_reaction.py            (root, cgroup v1)
 
-1. Reaction: the metrics advisor (real /proc and cgroups, 1 s collect interval) and CPUSuppress (1 s tick)
-   run as asyncio tasks, as in the agent. A BE pod burns 2 CPUs; at t0 an LS pod in the same test hierarchy
-   starts burning 1 CPU (the load suppress reacts to: BE is capped by what non-BE pods leave). We time t0 →
-   the besteffort quota change, and compare it with two collect intervals.
+1. Reaction: the metrics advisor (real /proc and cgroups, 1 s collect interval) and CPUSuppress (which ticks
+   on the metric cache's "collected" signal, at most once per 1 s) run as asyncio tasks, as in the agent.
+   A BE pod burns 2 CPUs; at t0 an LS pod in the same test hierarchy starts burning 1 CPU (the load
+   suppress reacts to: BE is capped by what non-BE pods leave). We time t0 → the besteffort quota change,
+   and compare it with two collect intervals.
 2. Cost: every strategy ticks over 100 pods (with containers) on a temp cgroup tree; CPU seconds per tick.
 """
 

@@ -10,9 +10,10 @@ are dropped by :meth:`MetricCache.gc` once their newest sample is older than the
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -79,6 +80,7 @@ class MetricCache:
         self._free: list[int] = list(range(self._INITIAL_ROWS - 1, -1, -1))
         self._kv: dict[str, Any] = {}
         self._lock = threading.Lock()
+        self._collected: list[Callable[[float], None]] = []
 
     # -- layout helpers (call with the lock held) ---------------------------------------------
 
@@ -157,6 +159,33 @@ class MetricCache:
             if row is None or self._clock() - self._last_time[row] > max_age:
                 return None
             return float(self._last_value[row])
+
+    # -- the "collected" signal ------------------------------------------------------------------
+
+    def subscribe_collected(self, callback: Callable[[float], None]) -> Callable[[], None]:
+        """Call ``callback(t)`` each time a collect tick stamped ``t`` is complete (see
+        :meth:`notify_collected`), so a consumer decides on fresh samples instead of on its own timer.
+        Returns the function that unsubscribes. Callbacks run in the collector's thread: keep them short."""
+        with self._lock:
+            self._collected.append(callback)
+
+        def unsubscribe() -> None:
+            with self._lock:
+                if callback in self._collected:
+                    self._collected.remove(callback)
+
+        return unsubscribe
+
+    def notify_collected(self, t: float) -> None:
+        """The collectors have appended every sample of the tick stamped ``t``. A raising subscriber is
+        dropped from this call only (the collectors never fail because of a consumer)."""
+        with self._lock:
+            callbacks = list(self._collected)
+        for callback in callbacks:
+            try:
+                callback(t)
+            except Exception:  # a consumer's bug must not stop collection
+                logging.getLogger(__name__).exception("collected-signal subscriber failed")
 
     def keys(self, kind: MetricKind) -> list[str]:
         with self._lock:

@@ -63,7 +63,9 @@ class MetricsAdvisor:
         self._last_gc = float("-inf")
 
     def collect_once(self, now: float | None = None) -> TickResult:
-        """One tick of every collector. Exceptions are counted and logged, never raised."""
+        """One tick of every collector, then the cache's "collected" signal (``notify_collected(now)``) so
+        subscribers (CPUSuppress) decide on this tick's samples at once. Exceptions are counted and logged,
+        never raised."""
         now = self.clock() if now is None else now
         pods = list(self.pods())
         result = TickResult()
@@ -94,6 +96,7 @@ class MetricsAdvisor:
             self._last_gc = now
             self.cache.gc()
         self.ticks += 1
+        self.cache.notify_collected(now)
         return result
 
     async def run(self, stop: asyncio.Event) -> None:

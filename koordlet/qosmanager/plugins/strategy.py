@@ -34,6 +34,16 @@ def arg(ctx: PluginContext, name: str, default: Any) -> Any:
     return default if value is None else value
 
 
+async def _wait_first(a: asyncio.Event, b: asyncio.Event, *, timeout: float) -> None:
+    """Return when ``a`` or ``b`` is set, or after ``timeout`` seconds."""
+    waiters = [asyncio.ensure_future(a.wait()), asyncio.ensure_future(b.wait())]
+    try:
+        await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiter in waiters:
+            waiter.cancel()
+
+
 class Strategy:
     """Base of the built-in strategies. Subclasses set ``NAME`` and ``INTERVAL_FLAG`` and implement ``tick``."""
 
@@ -42,6 +52,11 @@ class Strategy:
     """argparse dest of this strategy's interval flag (seconds)."""
     BLOCKING = False
     """Run ``tick`` in a worker thread (it makes blocking API calls, e.g. evictions)."""
+    FOLLOW_COLLECT = False
+    """Tick right after each metrics collection (the metric cache's "collected" signal) instead of on a
+    free-running timer, so a decision sees a sample at most one collect interval old the moment it exists.
+    The interval flag still sets the minimum spacing of ticks; without collections (no advisor, or it is
+    stuck) the strategy falls back to ticking every ``max(interval, 2 x collect interval)``."""
 
     def __init__(self) -> None:
         self._ctx: PluginContext | None = None
@@ -78,15 +93,56 @@ class Strategy:
 
     async def run(self, stop: asyncio.Event) -> None:
         try:
+            if self.FOLLOW_COLLECT:
+                await self._run_following_collect(stop)
+                return
             while not stop.is_set():
-                if self.BLOCKING:
-                    await asyncio.to_thread(self.safe_tick)
-                else:
-                    self.safe_tick()
+                await self._tick_once()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), timeout=self.interval)
         finally:
             self.safe_recover("stopping")
+
+    async def _tick_once(self) -> None:
+        if self.BLOCKING:
+            await asyncio.to_thread(self.safe_tick)
+        else:
+            self.safe_tick()
+
+    async def _run_following_collect(self, stop: asyncio.Event) -> None:
+        loop = asyncio.get_running_loop()
+        collected = asyncio.Event()
+        stamp = [float("-inf")]  # the newest collection's time (the collectors' clock)
+
+        def on_collected(t: float) -> None:
+            def mark() -> None:
+                stamp[0] = max(stamp[0], t)
+                collected.set()
+
+            loop.call_soon_threadsafe(mark)
+
+        unsubscribe = self.ctx.metric_cache.subscribe_collected(on_collected)
+        # Spacing is measured on the collection stamps. Half a collect interval of slack keeps a tick on
+        # every collection when interval == collect interval despite jitter in the collect loop.
+        min_spacing = self.interval - self.collect_interval / 2
+        fallback = max(self.interval, 2 * self.collect_interval)
+        try:
+            last = float("-inf")  # the first collection always ticks: the start-up tick may have had no data
+            await self._tick_once()  # the first tick at once (it also recovers what a crashed agent left)
+            while not stop.is_set():
+                await _wait_first(collected, stop, timeout=fallback)
+                if stop.is_set():
+                    break
+                if collected.is_set():
+                    collected.clear()
+                    if stamp[0] - last < min_spacing:
+                        continue  # too soon after the last tick (interval > collect interval)
+                    last = stamp[0]
+                else:
+                    last = self.ctx.clock()  # no collection within the fallback: tick anyway (recovery, NodeSLO)
+                await self._tick_once()
+        finally:
+            unsubscribe()
 
     # -- strategy hooks -----------------------------------------------------------------------
 

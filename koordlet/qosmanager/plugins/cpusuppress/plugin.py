@@ -1,4 +1,9 @@
-"""``BECPUSuppress``: every ``--cpu-suppress-interval-seconds`` (1 s) limit BE pods to what the rest leaves.
+"""``BECPUSuppress``: limit BE pods to what the rest leaves, right after each metrics collection.
+
+Ticks follow the metric cache's "collected" signal (``Strategy.FOLLOW_COLLECT``), at most one per
+``--cpu-suppress-interval-seconds`` (1 s), and decide from the newest sample of each series (not a window
+average). A load that appears mid-interval is therefore acted on after the collection that first shows
+it in full, at most two collect intervals later, instead of also waiting for an unrelated timer's phase.
 
 The NodeSLO ``resourceUsedThresholdWithBE`` is read every tick. ``enable: false`` (or the plugin stopping)
 recovers: besteffort quota back to -1 and every BE cpuset back to all CPUs. Switching policy recovers the
@@ -79,6 +84,7 @@ def reservation(node: NodeInfo) -> tuple[float, frozenset[int]]:
 class CPUSuppress(Strategy):
     NAME = NAME
     INTERVAL_FLAG = "cpu_suppress_interval_seconds"
+    FOLLOW_COLLECT = True
 
     def __init__(self) -> None:
         super().__init__()
