@@ -21,6 +21,7 @@ from koordlet.qosmanager import FeatureGates, PluginContext, QOSManager, Resourc
 from koordlet.qosmanager.evictor import KubeEvictionAPI, PodEvictor
 from koordlet.statesinformer import NodeMetricReporter, StatesInformer, discover_pods
 from koordlet.statesinformer.kube import KubeNodeMetricWriter, KubeSource
+from koordlet.statesinformer.kubelet import KubeletOptions, KubeletPodSource
 from koordlet.system import CgroupDriver, CgroupFS, ProcFS
 from koordlet.system.cgroupfs import detect_cgroup_driver, detect_cgroup_version
 from koordlet.system.clock import wall_clock
@@ -43,6 +44,8 @@ class AgentOptions:
     collect_interval: float = 1.0
     report_interval: float | None = None
     standalone: bool = False
+    pods_source: str = "apiserver"
+    kubelet: KubeletOptions = field(default_factory=KubeletOptions)
     duration: float | None = None
     args: argparse.Namespace = field(default_factory=argparse.Namespace)
 
@@ -145,9 +148,13 @@ class Agent:
         self.metrics.start_time.labels(node=opts.node_name).set(time.time())
         log.info("koordlet on node %s, %r, standalone=%s", opts.node_name, self.cgroupfs, opts.standalone)
         source: KubeSource | None = None
+        kubelet_source: KubeletPodSource | None = None
         if not opts.standalone:
             self._connect()
-            source = KubeSource(self.api_client, self.informer)
+            if opts.pods_source == "kubelet":
+                kubelet_source = KubeletPodSource(opts.kubelet, self.informer)
+                log.info("pods from the kubelet at %s", opts.kubelet.url)
+            source = KubeSource(self.api_client, self.informer, watch_pods=kubelet_source is None)
             source.start()
         server = MetricsServer(self.registry, self.healthy, host=opts.metrics_host, port=opts.metrics_port)
         if opts.metrics_port >= 0:
@@ -168,6 +175,8 @@ class Agent:
             async with asyncio.TaskGroup() as group:
                 if opts.standalone:
                     group.create_task(self._discover_loop(), name="pod-discovery")
+                if kubelet_source is not None:
+                    group.create_task(kubelet_source.run(self.stop), name="kubelet-pods")
                 group.create_task(self.advisor.run(self.stop), name="metrics-advisor")
                 group.create_task(self._metrics_loop(), name="prometheus-metrics")
                 if not opts.standalone:

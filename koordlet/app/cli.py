@@ -3,6 +3,9 @@
     koordlet --node-name NAME [--kubeconfig FILE] [--feature-gates A=true,B=false] [--config FILE]
              [--cgroup-root DIR] [--cgroup-kubepods-dir REL] [--proc-root DIR] [--metrics-port 9316]
              [--standalone [--once | --duration SECONDS]]
+             [--pods-source apiserver|kubelet [--kubelet-address IP] [--kubelet-port 10250]
+              [--kubelet-scheme https|http] [--kubelet-insecure-skip-verify] [--kubelet-ca-file FILE]
+              [--kubelet-token-file FILE] [--kubelet-sync-interval 10]]
 
 ``NODE_NAME`` in the environment stands in for ``--node-name`` (as in the DaemonSet). ``--standalone``
 needs no API server: pods are discovered from the kubepods cgroups and the NodeMetric status the agent
@@ -34,6 +37,7 @@ from koordlet.qosmanager import (
     entry_point_registry,
     parse_feature_gate_flag,
 )
+from koordlet.statesinformer.kubelet import DEFAULT_KUBELET_PORT, KubeletOptions
 
 EXIT_USAGE = 2
 ONCE_TICKS = 3
@@ -56,6 +60,29 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--standalone", action="store_true", help="no API server: collect and print")
     parser.add_argument("--once", action="store_true", help="standalone: print after a few ticks and exit")
     parser.add_argument("--duration", type=float, default=None, help="stop after this many seconds")
+    pods = parser.add_argument_group("pod source")
+    pods.add_argument(
+        "--pods-source",
+        choices=["apiserver", "kubelet"],
+        default="apiserver",
+        help="apiserver: watch pods with fieldSelector spec.nodeName; kubelet: poll the kubelet's GET /pods",
+    )
+    pods.add_argument(
+        "--kubelet-address",
+        default=os.environ.get("NODE_IP") or "127.0.0.1",
+        help="kubelet host (env NODE_IP, else 127.0.0.1: koordlet runs with hostNetwork)",
+    )
+    pods.add_argument("--kubelet-port", type=int, default=DEFAULT_KUBELET_PORT)
+    pods.add_argument("--kubelet-scheme", choices=["https", "http"], default="https")
+    pods.add_argument(
+        "--kubelet-insecure-skip-verify", action="store_true", help="do not verify the kubelet's serving cert"
+    )
+    pods.add_argument("--kubelet-ca-file", type=Path, default=None, help="CA bundle for the kubelet's cert")
+    pods.add_argument(
+        "--kubelet-token-file", type=Path, default=None, help="bearer token; default: the ServiceAccount token"
+    )
+    pods.add_argument("--kubelet-sync-interval", type=float, default=10.0, help="seconds; <= 0 disables")
+    pods.add_argument("--kubelet-sync-timeout", type=float, default=3.0, help="seconds per request")
     parser.add_argument(
         "--qos-dry-run", action="store_true", help="QoS strategies log their plans and evictions, write nothing"
     )
@@ -114,6 +141,17 @@ def main(argv: list[str] | None = None) -> int:
         collect_interval=args.collect_res_used_interval,
         report_interval=args.report_interval,
         standalone=args.standalone,
+        pods_source=args.pods_source,
+        kubelet=KubeletOptions(
+            address=args.kubelet_address,
+            port=args.kubelet_port,
+            scheme=args.kubelet_scheme,
+            insecure_skip_verify=args.kubelet_insecure_skip_verify,
+            ca_file=args.kubelet_ca_file,
+            token_file=args.kubelet_token_file,
+            timeout=args.kubelet_sync_timeout,
+            sync_interval=args.kubelet_sync_interval,
+        ),
         duration=duration,
         args=args,
     )

@@ -41,7 +41,8 @@ def iter_lines(response: Any) -> Iterator[bytes]:
 class KubeSource:
     """Feeds a :class:`StatesInformer` from the API server. ``api_client`` is a kubernetes ``ApiClient``."""
 
-    def __init__(self, api_client: Any, informer: StatesInformer) -> None:
+    def __init__(self, api_client: Any, informer: StatesInformer, *, watch_pods: bool = True) -> None:
+        """``watch_pods=False`` when pods come from elsewhere (the kubelet source)."""
         from kubernetes import client
 
         self._core = client.CoreV1Api(api_client)
@@ -50,11 +51,13 @@ class KubeSource:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._by_name = f"metadata.name={informer.node_name}"
+        self._watch_pods = watch_pods
 
     def start(self) -> None:
         node = self._informer.node_name
         self._by_name = f"metadata.name={node}"
-        self._spawn("pods", self._list_pods, on_list=self._informer.replace_pods, on_event=self._on_pod_event)
+        if self._watch_pods:
+            self._spawn("pods", self._list_pods, on_list=self._informer.replace_pods, on_event=self._on_pod_event)
         self._spawn("node", self._list_node, on_list=self._on_node_list, on_event=self._on_node_event)
         self._spawn("nodeslos", self._list_nodeslos, on_list=self._on_slo_list, on_event=self._on_slo_event)
         self._spawn("nodemetrics", self._list_nodemetrics, on_list=self._on_nm_list, on_event=self._on_nm_event)
