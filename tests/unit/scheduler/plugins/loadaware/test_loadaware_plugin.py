@@ -362,3 +362,42 @@ def test_few_nodes_path_matches_vector_path(args: dict[str, Any]) -> None:
             assert (
                 plugin.score_nodes(CycleState(), pod, snap, part).tolist() == whole_scores[start : start + 7].tolist()
             )
+
+
+def test_memoised_estimates_match_estimate_pod_and_signs_are_stable() -> None:
+    """Estimates are memoised per pod template: pods differing only in what the estimator reads
+    (priority-class label, priority, QoS label, limits, the customisation annotation) still get their
+    own estimate, identical pods sign alike, and DaemonSet ownership is per pod."""
+    from koord_scheduler.plugins.loadaware.estimator import (
+        ANNOTATION_ESTIMATED_SCALING_FACTORS,
+        estimate_pod,
+        is_daemonset_pod,
+    )
+
+    plugin, _ = setup([node("n0")], [node_metric("n0", cpu="1", memory="1Gi")], args={"allowCustomizeEstimation": True})
+    base = make_pod("a").req(cpu="1", memory="1Gi")
+    pods = [
+        base.copy().build(),
+        make_pod("b").req(cpu="1", memory="1Gi").build(),
+        base.copy().label("koordinator.sh/priority-class", "koord-batch").build(),
+        base.copy().priority(5500).build(),
+        base.copy().priority(9500).build(),
+        base.copy().label("koordinator.sh/qosClass", "BE").build(),
+        base.copy().limit(cpu="2", memory="2Gi").build(),
+        base.copy().annotation(ANNOTATION_ESTIMATED_SCALING_FACTORS, '{"cpu": 50}').build(),
+        base.copy().owner("DaemonSet", "ds").build(),
+    ]
+    for _ in range(2):  # second round: from the memo
+        for pod in pods:
+            state = CycleState()
+            plugin.filter_nodes(state, pod, plugin._snapshot, plugin._snapshot.node_order())
+            incoming = state.get(loadaware.INCOMING_KEY)
+            assert incoming is not None
+            want = estimate_pod(pod, plugin.resources, plugin.args.estimated_scaling_factors, allow_customize=True)
+            assert incoming.estimate == want
+            assert incoming.vector.tolist() == list(want)
+            assert incoming.daemonset == is_daemonset_pod(pod)
+    assert plugin.sign_pod(pods[0]) == plugin.sign_pod(pods[1])
+    first = plugin.sign_pod(pods[0])
+    for i in (2, 6, 7, 8):  # batch resources, limits, custom factors, DaemonSet: each signs differently
+        assert plugin.sign_pod(pods[i]) != first, i
