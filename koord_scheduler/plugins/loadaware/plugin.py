@@ -177,6 +177,8 @@ class LoadAwareScheduling:
         )
         self._expired_reason = 2 * width
         self._last_estimate: tuple[Pod, IncomingPod] | None = None
+        self._alloc_columns: tuple[ClusterSnapshot, int, tuple[int | None, ...]] | None = None
+        """(snapshot, its number of resource columns, the column of each of ``resources``)."""
         self._estimates: dict[Hashable, tuple[tuple[int, ...], IntArray, bool]] = {}
         """Estimates by :meth:`_estimate_key` (bounded; cleared when full)."""
         self._pods_generation = -1
@@ -283,23 +285,20 @@ class LoadAwareScheduling:
     def _filter_few(self, incoming: IncomingPod, snapshot: ClusterSnapshot, positions: Positions) -> NodeFilterResult:
         """:meth:`filter_nodes` for a handful of nodes, in plain Python (same answers)."""
         n = len(positions)
-        passed = np.ones(n, dtype=np.bool_)
-        reason_ids = np.zeros(n, dtype=np.int64)
+        failures: list[tuple[int, int]] = []
         records = self.view.records
         kind = PROD if incoming.prod else NON_PROD
-        reject_expired = (
-            self.args.filter_expired_node_metrics and not self.args.enable_schedule_when_node_metrics_expired
-        )
+        check_expired = self.args.filter_expired_node_metrics
+        reject_expired = check_expired and not self.args.enable_schedule_when_node_metrics_expired
         now = self._clock()
         width = len(self.resources)
         for i, pos in enumerate(positions.tolist()):
             record = records.get(pos)
             if record is None:
                 continue
-            if self.args.filter_expired_node_metrics and not self._is_fresh(record.update_time, now):
+            if check_expired and not self._is_fresh(record.update_time, now):
                 if reject_expired:
-                    passed[i] = False
-                    reason_ids[i] = self._expired_reason
+                    failures.append((i, self._expired_reason))
                 continue
             on, aggregated, thresholds, base = record.filter[kind]
             if not (on and record.has_info):
@@ -307,12 +306,18 @@ class LoadAwareScheduling:
             used = [b + e for b, e in zip(base, incoming.estimate, strict=True)]
             failed = scoring.row_first_failure(used, self._allocatable_row(snapshot, pos), thresholds)
             if failed >= 0:
-                passed[i] = False
-                reason_ids[i] = failed + width * aggregated
+                failures.append((i, failed + width * aggregated))
+        if not failures:
+            return NodeFilterResult.all_pass(n)
+        passed = np.ones(n, dtype=np.bool_)
+        reason_ids = np.zeros(n, dtype=np.int64)
+        for i, reason in failures:
+            passed[i] = False
+            reason_ids[i] = reason
         return NodeFilterResult(passed, reason_ids, self._statuses)
 
     def _score_few(self, incoming: IncomingPod, snapshot: ClusterSnapshot, positions: Positions) -> IntArray:
-        out = np.zeros(len(positions), dtype=np.int64)
+        out = [0] * len(positions)
         records = self.view.records
         kind = PROD if incoming.prod else NON_PROD
         now = self._clock()
@@ -329,14 +334,19 @@ class LoadAwareScheduling:
                 self.args.dominant_resource_weight,
                 targets,
             )
-        return out
+        return np.array(out, dtype=np.int64)
 
     def _is_fresh(self, update_time: float | None, now: float) -> bool:
         return update_time is not None and now - update_time < self.args.node_metric_expiration_seconds
 
     def _allocatable_row(self, snapshot: ClusterSnapshot, pos: int) -> list[int]:
+        width = len(snapshot.resource_names)
+        cached = self._alloc_columns
+        if cached is None or cached[0] is not snapshot or cached[1] != width:
+            cached = (snapshot, width, tuple(snapshot.column(r) for r in self.resources))
+            self._alloc_columns = cached
         row = snapshot.allocatable[pos].tolist()
-        return [row[c] if c is not None else 0 for c in (snapshot.column(r) for r in self.resources)]
+        return [row[c] if c is not None else 0 for c in cached[2]]
 
     def score_extensions(self) -> None:
         return None
