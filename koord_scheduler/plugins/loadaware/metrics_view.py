@@ -1,8 +1,10 @@
 """Per-node load arrays aligned with snapshot positions, and the usage-threshold profiles they use.
 
 Filter and Score read these arrays for all candidate nodes with a few numpy gathers; nothing per node
-runs in Python during a cycle. A row is rewritten only when its node's NodeMetric, pods or position
-change (from :class:`~koord_scheduler.plugins.loadaware.assign_cache.NodeLoad`).
+runs in Python during a cycle. Each row is also kept as a :class:`RowRecord` of plain Python values,
+which the few-nodes paths read; rewrites reach the arrays lazily (:meth:`LoadView.flush`). A row is
+rewritten only when its node's NodeMetric, pods or position change (from
+:class:`~koord_scheduler.plugins.loadaware.assign_cache.NodeLoad`).
 
 Each row holds two *views*, indexed by the incoming pod's kind: ``0`` for non-prod pods and ``1`` for
 koord-prod pods, because prod pods may be filtered on prod usage (``prodUsageThresholds``) and scored
@@ -159,6 +161,8 @@ class LoadView:
         self.score_base: IntArray = np.zeros((2, 0, width), dtype=np.int64)
         self.records: dict[int, RowRecord] = {}
         """The same rows as Python values, for positions with a NodeMetric."""
+        self._pending: set[int] = set()
+        """Positions whose record is newer than the arrays (see :meth:`flush`)."""
         self.ensure_capacity(capacity)
 
     def ensure_capacity(self, capacity: int) -> None:
@@ -187,16 +191,19 @@ class LoadView:
         self.update_time[pos] = np.nan
         self.filter_on[:, pos] = False
         self.records.pop(pos, None)
+        self._pending.discard(pos)
 
     def write(self, pos: int, load: NodeLoad, profile: ThresholdProfile, score: ScorePaths) -> None:
-        """Rewrite row ``pos`` from ``load`` (which must have a metric)."""
+        """Rewrite row ``pos`` from ``load`` (which must have a metric).
+
+        The record is rewritten now; the arrays at the next :meth:`flush` (a Reserve rewrites one row per
+        pod, and numpy's per-call overhead made that most of Reserve's cost, while the few-nodes paths
+        read only the records)."""
         metric = load.metric
         assert metric is not None
-        self.has_metric[pos] = True
-        self.has_info[pos] = metric.has_node_metric
-        self.update_time[pos] = np.nan if metric.update_time is None else metric.update_time
         default = _sum(load.node_usage, load.node_delta)
         prod = _sum(load.prod_usage, load.prod_delta)
+        non_prod: tuple[bool, bool, tuple[int, ...], list[int]]
         if profile.aggregated is not None:
             agg = profile.aggregated
             non_prod = (
@@ -208,22 +215,36 @@ class LoadView:
         else:
             non_prod = (profile.usage_set, False, profile.usage, default)
         prod_view = (True, False, profile.prod, prod) if profile.prod_set else non_prod
-        # One assignment per array for both views (NON_PROD = 0, PROD = 1): a row rewrite is on every
-        # Reserve's path, where numpy's per-call overhead is most of the cost.
-        self.filter_on[:, pos] = (non_prod[0], prod_view[0])
-        self.filter_aggregated[:, pos] = (non_prod[1], prod_view[1])
-        self.filter_thresholds[:, pos] = (non_prod[2], prod_view[2])
-        self.filter_base[:, pos] = (non_prod[3], prod_view[3])
         score_default = (
             _aggregated_base(load, self.resources, score.aggregation_type, score.duration)
             if score.aggregation_type
             else default
         )
         score_prod = prod if score.prod_for_prod_pods else score_default
-        self.score_base[:, pos] = (score_default, score_prod)
         self.records[pos] = RowRecord(
             metric.has_node_metric, metric.update_time, (non_prod, prod_view), (score_default, score_prod)
         )
+        self._pending.add(pos)
+
+    def flush(self) -> None:
+        """Write the rows rewritten since the last flush into the arrays (call before reading them)."""
+        if not self._pending:
+            return
+        pending, self._pending = self._pending, set()
+        for pos in pending:
+            record = self.records.get(pos)
+            if record is None:
+                continue
+            non_prod, prod_view = record.filter
+            self.has_metric[pos] = True
+            self.has_info[pos] = record.has_info
+            self.update_time[pos] = np.nan if record.update_time is None else record.update_time
+            # One assignment per array for both views (NON_PROD = 0, PROD = 1).
+            self.filter_on[:, pos] = (non_prod[0], prod_view[0])
+            self.filter_aggregated[:, pos] = (non_prod[1], prod_view[1])
+            self.filter_thresholds[:, pos] = (non_prod[2], prod_view[2])
+            self.filter_base[:, pos] = (non_prod[3], prod_view[3])
+            self.score_base[:, pos] = record.score_base
 
 
 def _sum(a: Sequence[int], b: Sequence[int]) -> list[int]:

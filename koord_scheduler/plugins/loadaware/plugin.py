@@ -226,6 +226,7 @@ class LoadAwareScheduling:
         if n <= FEW_NODES:
             return self._filter_few(incoming, snapshot, positions)
         view = self.view
+        view.flush()
         has = view.has_metric[positions]
         if not has.any():
             return NodeFilterResult.all_pass(n)
@@ -264,6 +265,7 @@ class LoadAwareScheduling:
             return self._score_few(incoming, snapshot, positions)
         out = np.zeros(n, dtype=np.int64)
         view = self.view
+        view.flush()
         scored = view.has_metric[positions] & view.has_info[positions]
         if not scored.any():
             return out
@@ -483,6 +485,7 @@ class LoadAwareScheduling:
         self._write(node_name)
 
     def _fresh(self, positions: Positions) -> np.ndarray:
+        self.view.flush()
         # NaN update times (absent) compare False: expired.
         age = self._clock() - self.view.update_time[positions]
         fresh: np.ndarray = age < self.args.node_metric_expiration_seconds
@@ -530,6 +533,7 @@ class LoadAwareScheduling:
             return
         assert self._touch is not None
         self._fresh_checked_at = now
+        self.view.flush()
         fresh = (now - self.view.update_time[:cap]) < self.args.node_metric_expiration_seconds
         for pos in np.flatnonzero(fresh != self._fresh_seen[:cap]).tolist():
             self._touch(pos)
