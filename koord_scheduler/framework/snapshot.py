@@ -31,6 +31,7 @@ REGION_LABELS = ("topology.kubernetes.io/region", "failure-domain.beta.kubernete
 
 _MAX_CHANGE_LOG = 1 << 16
 _NO_POSITIONS: Positions = np.empty(0, dtype=np.intp)
+_NO_POSITIONS.flags.writeable = False
 
 PortKey = tuple[str, str, int]
 """(host IP, protocol, port)."""
@@ -83,6 +84,7 @@ class ClusterSnapshot:
         self._change_log: list[int] = []
         """Position touched at each version: ``_change_log[v - _log_base - 1]`` is the node of version v."""
         self._log_base = 0
+        self._changed_memo: tuple[int, int, Positions] | None = None
         self.layout_version = 0
         """Bumped when columns are added: per-node caches over columns must be rebuilt."""
         self.infos: list[NodeInfo | None] = [None] * cap
@@ -153,10 +155,22 @@ class ClusterSnapshot:
         for the change log (the caller then rechecks every node)."""
         if version < self._log_base:
             return None
+        memo = self._changed_memo
+        if memo is not None and memo[0] == version and memo[1] == self.version:
+            return memo[2]
         recent = self._change_log[version - self._log_base :]
         if not recent:
-            return _NO_POSITIONS
-        return np.unique(np.asarray(recent, dtype=np.intp))
+            result = _NO_POSITIONS
+        elif len(recent) <= 64:
+            unique = set(recent)
+            result = np.fromiter(unique, dtype=np.intp, count=len(unique))
+        else:
+            result = np.unique(np.asarray(recent, dtype=np.intp))
+        # Every per-node cache asks the same question within a cycle: answer it once per version
+        # (read-only, since callers share it).
+        result.flags.writeable = False
+        self._changed_memo = (version, self.version, result)
+        return result
 
     def column(self, resource: str) -> int | None:
         return self.resource_index.get(resource)
