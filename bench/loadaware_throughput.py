@@ -22,9 +22,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from measure import measure  # bench/ is the script directory
 
 from apis.config import parse_scheduler_config
 from apis.core.parse import parse_node, parse_pod
@@ -109,31 +109,18 @@ async def run_once(nodes: int, placed: int, pods: int, profile: str, pct: int) -
     config = parse_scheduler_config(text, source="bench")
     scheduler = build_scheduler(config, build_registry(use_entry_points=False), cluster, clock=lambda: NOW)
     await cluster.start(scheduler, list(scheduler.watched_kinds.values()))
-    latencies = np.empty(pods + 1, dtype=np.float64)
-    n = 0
     PLUGIN_SECONDS[0] = 0.0
-    started = time.perf_counter()
-    while True:
-        t = time.perf_counter()
-        if not scheduler.schedule_one():
-            break
-        latencies[n] = time.perf_counter() - t
-        n += 1
-        if n % 32 == 0:
-            await asyncio.sleep(0)
-    await scheduler.drain()
-    elapsed = time.perf_counter() - started
-    lat = latencies[:n]
-    bound = sum(1 for p in cluster.pods.values() if p.node_name) - placed
+    m = await measure(scheduler, cluster, pending=pods, placed=placed)
+    bound, elapsed = m.bound, m.seconds
     return {
         "profile": profile,
         "nodes": nodes,
         "pods": pods,
         "bound": bound,
-        "seconds": round(elapsed, 3),
+        "seconds": elapsed,
         "pods_per_second": round(bound / elapsed, 1),
-        "p50_ms": round(float(np.percentile(lat, 50)) * 1000, 3),
-        "p99_ms": round(float(np.percentile(lat, 99)) * 1000, 3),
+        "p50_ms": m.p50_ms,
+        "p99_ms": m.p99_ms,
         "plugin_ms_per_pod": round(PLUGIN_SECONDS[0] * 1000 / max(bound, 1), 4),
     }
 

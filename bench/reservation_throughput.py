@@ -19,10 +19,9 @@ import json
 import resource
 import subprocess
 import sys
-import time
 from typing import Any
 
-import numpy as np
+from measure import measure  # bench/ is the script directory
 
 from apis.config import parse_scheduler_config
 from apis.core.parse import parse_node, parse_pod
@@ -113,21 +112,8 @@ async def run_once(  # noqa: PLR0917 (a benchmark entry point)
     config = parse_scheduler_config(config_text, source="bench")
     scheduler = build_scheduler(config, build_registry(use_entry_points=False), cluster)
     await cluster.start(scheduler, list(scheduler.watched_kinds.values()))
-    latencies = np.empty(pods + 1, dtype=np.float64)
-    n = 0
-    started = time.perf_counter()
-    while True:
-        t = time.perf_counter()
-        if not scheduler.schedule_one():
-            break
-        latencies[n] = time.perf_counter() - t
-        n += 1
-        if n % 32 == 0:
-            await asyncio.sleep(0)
-    await scheduler.drain()
-    elapsed = time.perf_counter() - started
-    lat = latencies[:n]
-    bound = sum(1 for p in cluster.pods.values() if p.node_name) - placed
+    m = await measure(scheduler, cluster, pending=pods, placed=placed)
+    bound, elapsed = m.bound, m.seconds
     in_reservation = sum(
         1 for p in cluster.pods.values() if "scheduling.koordinator.sh/reservation-allocated" in p.annotations
     )
@@ -137,10 +123,10 @@ async def run_once(  # noqa: PLR0917 (a benchmark entry point)
         "pods": pods,
         "bound": bound,
         "owners_in_reservations": in_reservation,
-        "seconds": round(elapsed, 3),
+        "seconds": elapsed,
         "pods_per_second": round(bound / elapsed, 1),
-        "p50_ms": round(float(np.percentile(lat, 50)) * 1000, 3),
-        "p99_ms": round(float(np.percentile(lat, 99)) * 1000, 3),
+        "p50_ms": m.p50_ms,
+        "p99_ms": m.p99_ms,
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
     }
 
