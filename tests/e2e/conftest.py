@@ -14,17 +14,10 @@ for path in (TESTS / "integration", TESTS / "integration" / "deploy", TESTS / "i
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
 
-from controlplane import ControlPlane, ControlPlaneError  # noqa: E402
+from controlplane import ControlPlane, session_control_plane  # noqa: E402
 
 
 @pytest.fixture(scope="session")
 def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
-    state_dir = tmp_path_factory.mktemp("e2e-cluster")
-    try:
-        plane = ControlPlane.up(state_dir, kwok_nodes=0)
-    except ControlPlaneError as exc:
-        pytest.fail(f"local control plane did not come up:\n{exc}", pytrace=False)
-    try:
+    with session_control_plane(tmp_path_factory.mktemp("e2e-cluster")) as plane:
         yield plane
-    finally:
-        plane.down()

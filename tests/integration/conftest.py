@@ -12,7 +12,7 @@ import os
 from collections.abc import Iterator
 
 import pytest
-from controlplane import ControlPlane, ControlPlaneError
+from controlplane import ControlPlane, session_control_plane
 
 # Fake nodes kwok keeps Ready for the whole session (named kwok-node-<i>, label
 # type=kwok). Tests that need an exact node set should create their own nodes
@@ -26,15 +26,5 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.fixture(scope="session")
 def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
-    state_dir = tmp_path_factory.mktemp("cluster")
-    failure = None
-    try:
-        plane = ControlPlane.up(state_dir, kwok_nodes=KWOK_NODES)
-    except ControlPlaneError as exc:
-        failure = str(exc)
-    if failure is not None:
-        pytest.fail(f"local control plane did not come up:\n{failure}", pytrace=False)
-    try:
+    with session_control_plane(tmp_path_factory.mktemp("cluster"), kwok_nodes=KWOK_NODES) as plane:
         yield plane
-    finally:
-        plane.down()

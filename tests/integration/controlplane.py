@@ -404,3 +404,22 @@ def _tail(path: Path, lines: int) -> str:
 
 def _last_lines(text: str, lines: int) -> str:
     return "\n".join(text.splitlines()[-lines:])
+
+
+@contextlib.contextmanager
+def session_control_plane(state_dir: Path, *, kwok_nodes: int = 0) -> Iterator[ControlPlane]:
+    """A control plane for a pytest session fixture: a start failure fails the test (never skips),
+    and the cluster is always torn down."""
+    import pytest
+
+    failure = None
+    try:
+        plane = ControlPlane.up(state_dir, kwok_nodes=kwok_nodes)
+    except ControlPlaneError as exc:
+        failure = str(exc)
+    if failure is not None:
+        pytest.fail(f"local control plane did not come up:\n{failure}", pytrace=False)
+    try:
+        yield plane
+    finally:
+        plane.down()
