@@ -6,6 +6,8 @@ infrastructure failures raise, and they raise one of these.
 
 from __future__ import annotations
 
+from koord_scheduler.framework.status import Status
+
 
 class SchedulerError(Exception):
     """Base class of every exception koord-scheduler raises on purpose."""
@@ -25,3 +27,13 @@ class PluginError(SchedulerError):
 
 class ClusterError(SchedulerError):
     """Talking to the cluster failed (API errors, lost watches)."""
+
+
+class PluginCycleError(PluginError):
+    """A plugin failed with Error (or raised) at an extension point; aborts the scheduling cycle.
+
+    ``status`` is the Error status, stamped with the plugin's name."""
+
+    def __init__(self, status: Status) -> None:
+        super().__init__(str(status))
+        self.status = status

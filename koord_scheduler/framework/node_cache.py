@@ -6,12 +6,17 @@ that signature and on the node's own state. For such pods the runtime keeps the 
 and recomputes only the nodes whose ``row_version`` moved since (the node changed, a pod was added to
 or removed from it, or a plugin called ``snapshot.touch``). The answers are identical to a full pass;
 only the work differs. This is the batch analogue of kube-scheduler's OpportunisticBatching.
+
+Three kinds of entry: Filter status ids per node (for the whole signed Filter chain), raw scores per
+node (one signed Score plugin), and weighted sums per node (every signed Score plugin without
+NormalizeScore, folded together, see :mod:`~koord_scheduler.framework.score_phase`).
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
+from typing import TypeVar
 
 import numpy as np
 
@@ -23,10 +28,12 @@ PASSED = -1
 
 
 class _FilterEntry:
-    __slots__ = ("ids", "index", "layout", "statuses", "version")
+    __slots__ = ("failing", "ids", "index", "layout", "statuses", "version")
 
     def __init__(self, capacity: int, layout: int) -> None:
         self.ids = np.full(capacity, UNKNOWN, dtype=np.int32)
+        self.failing = 0
+        """How many positions hold a failure id (>= 0); 0 means every position passes."""
         self.version = -1
         """``snapshot.version`` when the entry was last brought up to date; -1: never."""
         self.statuses: list[Status] = []
@@ -43,19 +50,39 @@ class _ScoreEntry:
         self.layout = layout
 
 
+class _SumEntry:
+    __slots__ = ("invalid", "invalid_count", "layout", "sums", "version")
+
+    def __init__(self, capacity: int, layout: int) -> None:
+        self.sums = np.zeros(capacity, dtype=np.int64)
+        self.invalid = np.zeros(capacity, dtype=np.bool_)
+        """Per position: some plugin's raw score was outside [MIN_NODE_SCORE, MAX_NODE_SCORE]."""
+        self.invalid_count = 0
+        self.version = -1
+        self.layout = layout
+
+
 def _dirty(snapshot: ClusterSnapshot, since: int) -> Positions:
     """Live nodes changed after ``since`` (every live node when ``since`` is -1 or too old)."""
-    order = snapshot.node_order()
-    changed = snapshot.changed_since(since) if since >= 0 else None
-    if changed is None:
-        return order
-    if len(changed) == 0:
-        return changed
-    return changed[snapshot.valid[changed]]
+    return _changes(snapshot, since)[0]
+
+
+def _changes(snapshot: ClusterSnapshot, since: int) -> tuple[Positions, Positions | None]:
+    """``(live nodes to recompute, positions whose node is gone)``; the second is None when every live
+    node is recomputed (``since`` is -1 or too old), and then everything the entry held is forgotten."""
+    split = snapshot.changes_since(since) if since >= 0 else None
+    if split is None:
+        return snapshot.node_order(), None
+    return split
 
 
 FilterCompute = Callable[[Positions], tuple[np.ndarray, list[Status]]]
 """``compute(dirty) -> (ids aligned with dirty (-1 = passed, else index into statuses), statuses)``."""
+
+SumCompute = Callable[[Positions], tuple[IntArray, np.ndarray]]
+"""``compute(dirty) -> (weighted sums aligned with dirty, per node: whether any raw score was out of range)``."""
+
+_Entry = TypeVar("_Entry", _FilterEntry, _ScoreEntry, _SumEntry)
 
 
 class NodeResultCache:
@@ -64,6 +91,7 @@ class NodeResultCache:
     def __init__(self, *, max_filter_entries: int = 16, max_score_entries: int = 64) -> None:
         self._filters: OrderedDict[Hashable, _FilterEntry] = OrderedDict()
         self._scores: OrderedDict[Hashable, _ScoreEntry] = OrderedDict()
+        self._sums: OrderedDict[Hashable, _SumEntry] = OrderedDict()
         self._max_filters = max_filter_entries
         self._max_scores = max_score_entries
         self.hits = 0
@@ -71,26 +99,33 @@ class NodeResultCache:
 
     def filter_ids(
         self, key: Hashable, snapshot: ClusterSnapshot, compute: FilterCompute
-    ) -> tuple[np.ndarray, list[Status]]:
-        """Status ids over every position (``PASSED`` for nodes that fit) and the status table."""
+    ) -> tuple[np.ndarray, list[Status], int]:
+        """Status ids over every position (``PASSED`` for nodes that fit, ``UNKNOWN`` for positions
+        without a live node), the status table, and how many positions hold a failure id."""
         entry = self._filters.get(key)
         if entry is None or entry.layout != snapshot.layout_version or len(entry.ids) != snapshot.capacity:
-            entry = _FilterEntry(snapshot.capacity, snapshot.layout_version)
-            self._filters[key] = entry
-            if len(self._filters) > self._max_filters:
-                self._filters.popitem(last=False)
+            entry = _lru_insert(self._filters, key, _FilterEntry(snapshot.capacity, snapshot.layout_version),
+                                self._max_filters)
         else:
             self._filters.move_to_end(key)
             self.hits += 1
-        dirty = _dirty(snapshot, entry.version)
+        dirty, gone = _changes(snapshot, entry.version)
+        if gone is None:
+            entry.ids.fill(UNKNOWN)
+            entry.failing = 0
+        elif len(gone):
+            entry.failing -= int(np.count_nonzero(entry.ids[gone] >= 0))
+            entry.ids[gone] = UNKNOWN
         if len(dirty):
             local_ids, local_statuses = compute(dirty)
             remap = np.array([self._intern(entry, s) for s in local_statuses] + [PASSED], dtype=np.int32)
             # local id -1 maps to the appended PASSED slot
-            entry.ids[dirty] = remap[np.where(local_ids < 0, len(local_statuses), local_ids)]
+            fresh = remap[np.where(local_ids < 0, len(local_statuses), local_ids)]
+            entry.failing += int(np.count_nonzero(fresh >= 0)) - int(np.count_nonzero(entry.ids[dirty] >= 0))
+            entry.ids[dirty] = fresh
             self.recomputed_nodes += len(dirty)
         entry.version = snapshot.version
-        return entry.ids, entry.statuses
+        return entry.ids, entry.statuses, entry.failing
 
     @staticmethod
     def _intern(entry: _FilterEntry, status: Status) -> int:
@@ -112,13 +147,12 @@ class NodeResultCache:
 
         The entry holds a score for every live node (changed nodes are rescored whether or not they
         are feasible now), so any subset of nodes can be asked for later without a per-node check.
+        The result is a new array the caller may modify.
         """
         entry = self._scores.get(key)
         if entry is None or entry.layout != snapshot.layout_version or len(entry.scores) != snapshot.capacity:
-            entry = _ScoreEntry(snapshot.capacity, snapshot.layout_version)
-            self._scores[key] = entry
-            if len(self._scores) > self._max_scores:
-                self._scores.popitem(last=False)
+            entry = _lru_insert(self._scores, key, _ScoreEntry(snapshot.capacity, snapshot.layout_version),
+                                self._max_scores)
         else:
             self._scores.move_to_end(key)
         dirty = _dirty(snapshot, entry.version)
@@ -127,6 +161,46 @@ class NodeResultCache:
         entry.version = snapshot.version
         return entry.scores[positions]
 
+    def weighted_sums(
+        self, key: Hashable, snapshot: ClusterSnapshot, positions: Positions, compute: SumCompute
+    ) -> IntArray | None:
+        """Cached weighted score sums for ``positions`` (a new array), recomputing only changed nodes;
+        None when some node the entry holds had a raw score out of range (the caller then scores
+        plugin by plugin, which reports it as it always did). An exception from ``compute``
+        propagates; the entry then recomputes the same nodes next time."""
+        entry = self._sums.get(key)
+        if entry is None or entry.layout != snapshot.layout_version or len(entry.sums) != snapshot.capacity:
+            entry = _lru_insert(self._sums, key, _SumEntry(snapshot.capacity, snapshot.layout_version),
+                                self._max_scores)
+        else:
+            self._sums.move_to_end(key)
+            self.hits += 1
+        dirty, gone = _changes(snapshot, entry.version)
+        if gone is None:
+            entry.invalid.fill(False)
+            entry.invalid_count = 0
+        elif len(gone):
+            entry.invalid_count -= int(np.count_nonzero(entry.invalid[gone]))
+            entry.invalid[gone] = False
+        if len(dirty):
+            sums, invalid = compute(dirty)
+            entry.sums[dirty] = sums
+            entry.invalid_count += int(np.count_nonzero(invalid)) - int(np.count_nonzero(entry.invalid[dirty]))
+            entry.invalid[dirty] = invalid
+            self.recomputed_nodes += len(dirty)
+        entry.version = snapshot.version
+        if entry.invalid_count:
+            return None
+        return entry.sums[positions]
+
     def clear(self) -> None:
         self._filters.clear()
         self._scores.clear()
+        self._sums.clear()
+
+
+def _lru_insert(entries: OrderedDict[Hashable, _Entry], key: Hashable, entry: _Entry, limit: int) -> _Entry:
+    entries[key] = entry
+    if len(entries) > limit:
+        entries.popitem(last=False)
+    return entry

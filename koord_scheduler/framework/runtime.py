@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,14 +15,14 @@ from apis.core.types import Pod
 from koord_scheduler.framework import interfaces as ep
 from koord_scheduler.framework.cycle_state import CycleState
 from koord_scheduler.framework.diagnosis import Diagnosis, FailureChunk
+from koord_scheduler.framework.errors import PluginCycleError
 from koord_scheduler.framework.extender import RESTORED_CAPACITY
 from koord_scheduler.framework.handle import FrameworkHandle
 from koord_scheduler.framework.node_cache import NodeResultCache
+from koord_scheduler.framework.score_phase import PointObserver, ScorePhase, ScorePluginEntry
 from koord_scheduler.framework.snapshot import ClusterSnapshot, IntArray, NodeInfo, Positions
 from koord_scheduler.framework.status import Code, Status, error, unresolvable
 from koord_scheduler.framework.types import (
-    MAX_NODE_SCORE,
-    MIN_NODE_SCORE,
     ClusterEventWithHint,
     NodeFilterResult,
     PostFilterResult,
@@ -32,7 +32,13 @@ from koord_scheduler.framework.types import (
 
 log = logging.getLogger(__name__)
 
-PointObserver = Callable[[str, Code, float], None]
+__all__ = [
+    "DebugOptions",
+    "Framework",
+    "PluginCycleError",
+    "PointObserver",
+    "ScorePluginEntry",
+]
 
 
 @dataclass(slots=True)
@@ -41,7 +47,6 @@ class DebugOptions:
 
     scores: int = 0
     filters: bool = False
-"""``observer(extension_point, status_code, seconds)``: metrics hook."""
 
 
 class _PerNodeFilter:
@@ -81,23 +86,6 @@ class _PerNodeScore:
 
     def score_extensions(self) -> Any:
         return self._plugin.score_extensions()
-
-
-@dataclass(frozen=True, slots=True)
-class ScorePluginEntry:
-    name: str
-    plugin: Any
-    weight: int
-    extensions: Any
-    sign: Callable[[Pod], Any] | None = None
-
-
-class PluginCycleError(Exception):
-    """A plugin failed with Error (or raised) at an extension point; aborts the cycle."""
-
-    def __init__(self, status: Status) -> None:
-        super().__init__(str(status))
-        self.status = status
 
 
 class Framework:
@@ -146,6 +134,8 @@ class Framework:
             self.score_plugins.append(
                 ScorePluginEntry(p.name, runner, max(1, weights.get(p.name, 1)), ext, getattr(p, "sign_pod", None))
             )
+        self.score_phase = ScorePhase(self.pre_score_plugins, self.score_plugins, self.node_cache, observer)
+        self._filter_signers = [(p.name, getattr(p, "sign_pod", None)) for p in self.filter_plugins]
         self.reserve_plugins = at(ep.RESERVE)
         self.permit_plugins = at(ep.PERMIT)
         self.pre_bind_plugins = at(ep.PRE_BIND)
@@ -320,7 +310,8 @@ class Framework:
                 log.exception("PreFilter plugin %s raised", p.name)
                 status = error(f"running PreFilter plugin {p.name!r}: {exc}").with_plugin(p.name)
                 raise PluginCycleError(status) from exc
-            status = status.with_plugin(p.name)
+            if status.code != Code.SUCCESS:
+                status = status.with_plugin(p.name)
             if status.is_skip:
                 state.skip_filter.add(p.name)
                 continue
@@ -361,19 +352,25 @@ class Framework:
         started = time.perf_counter()
         snapshot = self.handle.snapshot
         assert self.node_cache is not None
-        ids, statuses = self.node_cache.filter_ids(
+        ids, statuses, failing = self.node_cache.filter_ids(
             key, snapshot, lambda dirty: self._filter_chain_ids(state, pod, dirty)
         )
+        if failing == 0:
+            # No node the entry knows fails (unknown positions pass, as below): nothing to gather.
+            self._observe(ep.FILTER, Code.SUCCESS, started)
+            return positions
         selected = ids[positions]
         passed = selected < 0
-        if not passed.all():
-            failed = ~passed
-            failed_ids = selected[failed]
-            used, compact = np.unique(failed_ids, return_inverse=True)
-            chunk = FailureChunk(positions[failed], compact, tuple(statuses[i] for i in used.tolist()))
-            diagnosis.add_chunk(chunk)
-            if self.debug.filters:
-                self._log_filter_failures(pod, chunk)
+        if passed.all():
+            self._observe(ep.FILTER, Code.SUCCESS, started)
+            return positions
+        failed = ~passed
+        failed_ids = selected[failed]
+        used, compact = np.unique(failed_ids, return_inverse=True)
+        chunk = FailureChunk(positions[failed], compact, tuple(statuses[i] for i in used.tolist()))
+        diagnosis.add_chunk(chunk)
+        if self.debug.filters:
+            self._log_filter_failures(pod, chunk)
         self._observe(ep.FILTER, Code.SUCCESS, started)
         return positions[passed]
 
@@ -389,32 +386,40 @@ class Framework:
         if self.node_cache is None or state.get(RESTORED_CAPACITY) is not None:
             return None
         parts: list[Any] = []
-        for p in self.filter_plugins:
-            if p.name in state.skip_filter:
+        skip = state.skip_filter
+        for name, sign in self._filter_signers:
+            if name in skip:
                 continue
-            sign = getattr(p, "sign_pod", None)
             if sign is None:
                 return None
             value = sign(pod)
             if value is None:
                 return None
-            parts.append((p.name, value))
-        key = (tuple(parts), frozenset(state.skip_filter))
+            parts.append((name, value))
+        key = (tuple(parts), frozenset(skip) if skip else _NO_SKIPS)
         return key if _hashable(key) else None
 
     def _filter_chain_ids(self, state: CycleState, pod: Pod, dirty: Positions) -> tuple[np.ndarray, list[Status]]:
-        probe = Diagnosis()
-        self._run_filter_chain(state, pod, dirty, probe, log_failures=False)
+        """The Filter chain over ``dirty`` as node-cache ids: -1 passed, else an index into the statuses."""
+        snapshot = self.handle.snapshot
         ids = np.full(len(dirty), -1, dtype=np.int32)
         statuses: list[Status] = []
-        if probe.chunks:
-            rank = np.empty(self.handle.snapshot.capacity, dtype=np.int64)
-            rank[dirty] = np.arange(len(dirty))
-            for chunk in probe.chunks:
-                base = len(statuses)
-                statuses.extend(chunk.statuses)
-                local = np.zeros(len(chunk.positions), dtype=np.int32) if chunk.reason_ids is None else chunk.reason_ids
-                ids[rank[chunk.positions]] = base + np.asarray(local, dtype=np.int32)
+        alive = dirty
+        alive_index: np.ndarray | None = None
+        """Where ``alive`` sits in ``dirty``; None while that is everything."""
+        for p in self.filter_plugins:
+            if p.name in state.skip_filter or len(alive) == 0:
+                continue
+            step = self._filter_step(p, state, pod, snapshot, alive)
+            if step is None:
+                continue
+            passed, reason_ids, stamped = step
+            failed = ~passed
+            where = np.flatnonzero(failed) if alive_index is None else alive_index[failed]
+            ids[where] = len(statuses) if reason_ids is None else len(statuses) + reason_ids[failed]
+            statuses.extend(stamped)
+            alive_index = np.flatnonzero(passed) if alive_index is None else alive_index[passed]
+            alive = alive[passed]
         return ids, statuses
 
     def _run_filter_chain(
@@ -426,27 +431,39 @@ class Framework:
         for p in self.filter_plugins:
             if p.name in state.skip_filter or len(alive) == 0:
                 continue
-            try:
-                result: NodeFilterResult = p.filter_nodes(state, pod, snapshot, alive)
-            except Exception as exc:
-                log.exception("Filter plugin %s raised", p.name)
-                raise PluginCycleError(error(f"running Filter plugin {p.name!r}: {exc}").with_plugin(p.name)) from exc
-            passed = result.passed
-            if passed.all():
+            step = self._filter_step(p, state, pod, snapshot, alive)
+            if step is None:
                 continue
+            passed, reason_ids, stamped = step
             failed = ~passed
-            statuses = tuple(s.with_plugin(p.name) for s in result.statuses)
-            for s in statuses:
-                if s.code == Code.ERROR:
-                    raise PluginCycleError(s)
-            ids = None if result.reason_ids is None else result.reason_ids[failed]
-            chunk = FailureChunk(alive[failed], ids, statuses)
+            ids = None if reason_ids is None else reason_ids[failed]
+            chunk = FailureChunk(alive[failed], ids, stamped)
             diagnosis.add_chunk(chunk)
             if self.debug.filters and log_failures:
                 self._log_filter_failures(pod, chunk)
             alive = alive[passed]
         self._observe(ep.FILTER, Code.SUCCESS, started)
         return alive
+
+    @staticmethod
+    def _filter_step(
+        p: Any, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, alive: Positions
+    ) -> tuple[np.ndarray, np.ndarray | None, tuple[Status, ...]] | None:
+        """One Filter plugin over ``alive``: None when every node passes, else ``(passed, reason ids
+        aligned with alive, statuses stamped with the plugin)``. Raises on an Error status."""
+        try:
+            result: NodeFilterResult = p.filter_nodes(state, pod, snapshot, alive)
+        except Exception as exc:
+            log.exception("Filter plugin %s raised", p.name)
+            raise PluginCycleError(error(f"running Filter plugin {p.name!r}: {exc}").with_plugin(p.name)) from exc
+        passed = result.passed
+        if passed.all():
+            return None
+        stamped = tuple(s.with_plugin(p.name) for s in result.statuses)
+        for s in stamped:
+            if s.code == Code.ERROR:
+                raise PluginCycleError(s)
+        return passed, result.reason_ids, stamped
 
     def run_post_filter(
         self, state: CycleState, pod: Pod, diagnosis: Diagnosis
@@ -472,77 +489,13 @@ class Framework:
         return kept, Status(Code.UNSCHEDULABLE, tuple(reasons))
 
     def run_score_plugins(self, state: CycleState, pod: Pod, positions: Positions) -> IntArray:
-        """PreScore, Score, NormalizeScore and the weighted sum, for ``positions``."""
-        snapshot = self.handle.snapshot
-        started = time.perf_counter()
-        for p in self.pre_score_plugins:
-            try:
-                status = p.pre_score(state, pod, snapshot, positions).with_plugin(p.name)
-            except Exception as exc:
-                log.exception("PreScore plugin %s raised", p.name)
-                raise PluginCycleError(error(f"running PreScore plugin {p.name!r}: {exc}").with_plugin(p.name)) from exc
-            if status.is_skip:
-                state.skip_score.add(p.name)
-            elif not status.is_success:
-                raise PluginCycleError(status)
-        self._observe(ep.PRE_SCORE, Code.SUCCESS, started)
-        started = time.perf_counter()
-        total = np.zeros(len(positions), dtype=np.int64)
-        for entry in self.score_plugins:
-            if entry.name in state.skip_score:
-                continue
-            try:
-                scores = self._raw_scores(entry, state, pod, snapshot, positions)
-                if entry.extensions is not None:
-                    status = entry.extensions.normalize_score(state, pod, scores)
-                    if status is not None and not status.is_success:
-                        raise PluginCycleError(status.with_plugin(entry.name))
-            except PluginCycleError:
-                raise
-            except Exception as exc:
-                log.exception("Score plugin %s raised", entry.name)
-                raise PluginCycleError(
-                    error(f"running Score plugin {entry.name!r}: {exc}").with_plugin(entry.name)
-                ) from exc
-            if len(scores) and (scores.min() < MIN_NODE_SCORE or scores.max() > MAX_NODE_SCORE):
-                bad = int(scores[(scores < MIN_NODE_SCORE) | (scores > MAX_NODE_SCORE)][0])
-                raise PluginCycleError(
-                    error(
-                        f"plugin {entry.name!r} returns an invalid score {bad}, it should in the range of "
-                        f"[{MIN_NODE_SCORE}, {MAX_NODE_SCORE}] after normalizing"
-                    ).with_plugin(entry.name)
-                )
-            total += scores * entry.weight
-        self._observe(ep.SCORE, Code.SUCCESS, started)
-        return total
-
-    def _raw_scores(
-        self, entry: ScorePluginEntry, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions
-    ) -> IntArray:
-        sign = entry.sign
-        value = sign(pod) if sign is not None and self.node_cache is not None else None
-        if value is None or state.get(RESTORED_CAPACITY) is not None or not _hashable(value):
-            return np.asarray(entry.plugin.score_nodes(state, pod, snapshot, positions), dtype=np.int64)
-        assert self.node_cache is not None
-        return self.node_cache.raw_scores(
-            (entry.name, value),
-            snapshot,
-            positions,
-            lambda need: entry.plugin.score_nodes(state, pod, snapshot, need),
-        ).copy()
+        """PreScore, Score, NormalizeScore and the weighted sum, for ``positions``
+        (:class:`~koord_scheduler.framework.score_phase.ScorePhase`)."""
+        return self.score_phase.run(state, pod, self.handle.snapshot, positions)
 
     def plugin_scores(self, state: CycleState, pod: Pod, positions: Positions) -> dict[str, IntArray]:
         """Per-plugin weighted scores (for ``--debug-scores``); re-runs Score, not on the hot path."""
-        snapshot = self.handle.snapshot
-        out: dict[str, IntArray] = {}
-        for entry in self.score_plugins:
-            if entry.name in state.skip_score:
-                continue
-            scores = np.asarray(entry.plugin.score_nodes(state, pod, snapshot, positions), dtype=np.int64)
-            if entry.extensions is not None:
-                entry.extensions.normalize_score(state, pod, scores)
-            out[entry.name] = scores * entry.weight
-        return out
+        return self.score_phase.plugin_scores(state, pod, self.handle.snapshot, positions)
 
     def run_reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status:
         for p in self.reserve_plugins:
@@ -639,6 +592,9 @@ class Framework:
     def _observe(self, point: str, code: Code, started: float) -> None:
         if self._observer is not None:
             self._observer(point, code, time.perf_counter() - started)
+
+
+_NO_SKIPS: frozenset[str] = frozenset()
 
 
 def _hashable(value: object) -> bool:

@@ -85,6 +85,7 @@ class ClusterSnapshot:
         """Position touched at each version: ``_change_log[v - _log_base - 1]`` is the node of version v."""
         self._log_base = 0
         self._changed_memo: tuple[int, int, Positions] | None = None
+        self._split_memo: tuple[int, int, tuple[Positions, Positions] | None] | None = None
         self.layout_version = 0
         """Bumped when columns are added: per-node caches over columns must be rebuilt."""
         self.infos: list[NodeInfo | None] = [None] * cap
@@ -98,7 +99,7 @@ class ClusterSnapshot:
         """Bumped whenever a node is added, removed, or its labels, taints or spec change."""
         self.pods_generation = 0
         """Bumped whenever a pod is added to or removed from any node."""
-        self._vector_cache: dict[int, tuple[Pod, int, IntArray]] = {}
+        self._vector_cache: dict[Mapping[str, int], tuple[int, IntArray]] = {}
 
     # ----- reading -----
 
@@ -172,27 +173,63 @@ class ClusterSnapshot:
         self._changed_memo = (version, self.version, result)
         return result
 
+    def changes_since(self, version: int) -> tuple[Positions, Positions] | None:
+        """``(live, gone)``: positions touched after ``version`` that hold a live node, and those that
+        do not (the node was removed); read-only, unordered. None when ``version`` is too old for the
+        change log. Answered once per ``(version, self.version)``: every per-node cache asks each cycle."""
+        memo = self._split_memo
+        if memo is not None and memo[0] == version and memo[1] == self.version:
+            return memo[2]
+        changed = self.changed_since(version)
+        if changed is None:
+            split = None
+        elif len(changed) <= 8:
+            # Scalar reads beat four numpy calls on the one or two nodes a cycle usually changes.
+            valid = self.valid
+            listed = changed.tolist()
+            split = (
+                np.array([p for p in listed if valid[p]], dtype=np.intp),
+                np.array([p for p in listed if not valid[p]], dtype=np.intp),
+            )
+        else:
+            live = self.valid[changed]
+            split = (changed[live], changed[~live])
+        if split is not None:
+            split[0].flags.writeable = False
+            split[1].flags.writeable = False
+        self._split_memo = (version, self.version, split)
+        return split
+
     def column(self, resource: str) -> int | None:
         return self.resource_index.get(resource)
 
     def request_vector(self, pod: Pod) -> IntArray:
         """The pod's Filter request as a row over ``resource_names`` (adds columns for new resources).
 
-        Cached per pod object identity: pods are immutable, so the vector for one object never changes.
-        """
-        cached = self._vector_cache.get(id(pod))
-        if cached is not None and cached[0] is pod and cached[1] == len(self.resource_names):
-            return cached[2]
-        for name in pod.requests:
+        Read-only and shared: cached per distinct ``pod.requests`` (pods of one template, and the copies
+        the scheduler makes of a pod to assume and bind it, share one vector)."""
+        requests = pod.requests
+        width = len(self.resource_names)
+        try:
+            cached = self._vector_cache.get(requests)
+            cacheable = True
+        except TypeError:  # a plugin-built pod with a plain dict
+            cached, cacheable = None, False
+        if cached is not None and cached[0] == width:
+            return cached[1]
+        for name in requests:
             if name != PODS and name not in self.resource_index:
                 self._add_column(name)
-        vec = np.zeros(len(self.resource_names), dtype=np.int64)
-        for name, amount in pod.requests.items():
+        width = len(self.resource_names)
+        vec = np.zeros(width, dtype=np.int64)
+        for name, amount in requests.items():
             if name != PODS:
                 vec[self.resource_index[name]] = amount
-        if len(self._vector_cache) > 4096:
-            self._vector_cache.clear()
-        self._vector_cache[id(pod)] = (pod, len(self.resource_names), vec)
+        vec.flags.writeable = False
+        if cacheable:
+            if len(self._vector_cache) > 4096:
+                self._vector_cache.clear()
+            self._vector_cache[requests] = (width, vec)
         return vec
 
     # ----- mutation (scheduler cache only) -----
@@ -276,7 +313,11 @@ class ClusterSnapshot:
 
     def _account(self, pos: int, pod: Pod, *, sign: int) -> None:
         vec = self.request_vector(pod)
-        self.requested[pos] += sign * vec
+        row = self.requested[pos]
+        if sign > 0:
+            row += vec
+        else:
+            row -= vec
         self.non_zero_requested[pos, 0] += sign * pod.non_zero_cpu
         self.non_zero_requested[pos, 1] += sign * pod.non_zero_memory
         self.pod_count[pos] += sign

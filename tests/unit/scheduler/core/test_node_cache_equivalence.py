@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from apis.config import KubeSchedulerConfiguration
+from apis.config import KubeSchedulerConfiguration, parse_scheduler_config
 from apis.core.types import Node, Pod
 from koord_scheduler.plugins.registry import in_tree_registry
 from koord_scheduler.scheduler.assembly import build_scheduler
@@ -42,10 +42,30 @@ def random_cluster(seed: int) -> tuple[list[Node], list[Pod]]:
     return nodes, pods
 
 
-async def place(nodes: list[Node], pods: list[Pod], *, node_cache: bool) -> dict[str, tuple[str, str]]:
+WEIGHTED = """
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: default-scheduler
+  plugins:
+    score:
+      disabled: [{name: '*'}]
+      enabled:
+      - {name: NodeResourcesFit, weight: 3}
+      - {name: NodeResourcesBalancedAllocation, weight: 5}
+      - {name: TaintToleration, weight: 2}
+      - {name: NodeAffinity, weight: 4}
+"""
+"""Signed plugins with weights other than 1 (their weighted sums are cached together) next to
+normalising ones."""
+
+
+async def place(
+    nodes: list[Node], pods: list[Pod], *, node_cache: bool, config: KubeSchedulerConfiguration | None = None
+) -> dict[str, tuple[str, str]]:
     cluster = MemoryCluster.from_objects(nodes, pods)
     scheduler = build_scheduler(
-        KubeSchedulerConfiguration(), in_tree_registry(), cluster, clock=lambda: 1.0, node_cache=node_cache
+        config or KubeSchedulerConfiguration(), in_tree_registry(), cluster, clock=lambda: 1.0, node_cache=node_cache
     )
     await cluster.start(scheduler)
     await scheduler.run_until_idle()
@@ -66,3 +86,13 @@ async def test_cache_on_and_off_decide_the_same(seed: int) -> None:
     assert with_cache == without
     placed = sum(1 for node, _ in with_cache.values() if node)
     assert 0 < placed < len(pods), "the workload must exercise both placement and failure"
+
+
+@pytest.mark.parametrize("seed", [4, 5])
+async def test_cache_on_and_off_decide_the_same_with_score_weights(seed: int) -> None:
+    nodes, pods = random_cluster(seed)
+    config = parse_scheduler_config(WEIGHTED, source="test")
+    with_cache = await place(nodes, pods, node_cache=True, config=config)
+    without = await place(nodes, pods, node_cache=False, config=config)
+    assert with_cache == without
+    assert 0 < sum(1 for node, _ in with_cache.values() if node) < len(pods)

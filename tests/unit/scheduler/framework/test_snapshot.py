@@ -130,3 +130,32 @@ def test_changed_since_lists_touched_positions_and_gives_up_when_too_old() -> No
     for _ in range(70_000):
         snap.touch(a)
     assert snap.changed_since(mark) is None, "a version older than the log must force a full recheck"
+
+
+def test_changes_since_splits_live_and_removed_nodes() -> None:
+    snap = ClusterSnapshot()
+    a = snap.upsert_node(make_node("a").build())
+    b = snap.upsert_node(make_node("b").build())
+    mark = snap.version
+    snap.touch(a)
+    snap.remove_node("b")
+    split = snap.changes_since(mark)
+    assert split is not None
+    assert (split[0].tolist(), split[1].tolist()) == ([a], [b])
+    assert snap.changes_since(mark) is split, "asked twice at one version: answered once"
+    snap.touch(a)
+    again = snap.changes_since(mark)
+    assert again is not split and again is not None and again[0].tolist() == [a]
+
+
+def test_request_vector_is_shared_by_pods_with_equal_requests_and_read_only() -> None:
+    snap = ClusterSnapshot()
+    first = snap.request_vector(make_pod("p").req(cpu="1", memory="1Gi").build())
+    second = snap.request_vector(make_pod("q").req(cpu="1", memory="1Gi").build())
+    assert second is first
+    assert not first.flags.writeable
+    other = snap.request_vector(make_pod("r").req(cpu="2").build())
+    assert other is not first and int(other[snap.resource_index["cpu"]]) == 2000
+    wider = snap.request_vector(make_pod("s").req({"example.com/gpu": "1"}).build())
+    assert len(wider) == len(snap.resource_names)
+    assert len(snap.request_vector(make_pod("t").req(cpu="1", memory="1Gi").build())) == len(snap.resource_names)

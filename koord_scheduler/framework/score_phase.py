@@ -1,0 +1,244 @@
+"""The score phase of one profile: PreScore, Score, NormalizeScore and the weighted sum.
+
+Signed Score plugins without NormalizeScore (``sign_pod`` set, ``score_extensions()`` None) are folded
+into one cached weighted sum per combination of their signatures
+(:meth:`~koord_scheduler.framework.node_cache.NodeResultCache.weighted_sums`): a pod then costs one
+gather over the scored nodes instead of a gather, a range check and a multiply-add per plugin, and
+the plugins only rescore the nodes that changed. The fold is a fast path, never a different answer:
+when a folded plugin raises or returned a score out of range for any node the entry holds, the phase
+reruns plugin by plugin, which reports the failure exactly as it always did. Plugins with
+NormalizeScore depend on the whole scored set and take the per-plugin path.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from apis.core.types import Pod
+from koord_scheduler.framework import interfaces as ep
+from koord_scheduler.framework.cycle_state import CycleState
+from koord_scheduler.framework.errors import PluginCycleError
+from koord_scheduler.framework.extender import RESTORED_CAPACITY
+from koord_scheduler.framework.node_cache import NodeResultCache
+from koord_scheduler.framework.snapshot import ClusterSnapshot, IntArray, Positions
+from koord_scheduler.framework.status import Code, error
+from koord_scheduler.framework.types import MAX_NODE_SCORE, MIN_NODE_SCORE
+
+log = logging.getLogger(__name__)
+
+PointObserver = Callable[[str, Code, float], None]
+"""``observer(extension_point, status_code, seconds)``: metrics hook."""
+
+
+@dataclass(frozen=True, slots=True)
+class ScorePluginEntry:
+    name: str
+    plugin: Any
+    """The batch scorer: the plugin itself, or a per-node adapter."""
+    weight: int
+    extensions: Any
+    sign: Callable[[Pod], Any] | None = None
+
+    @property
+    def foldable(self) -> bool:
+        """Signed and without NormalizeScore: its weighted scores can be cached summed with others."""
+        return self.sign is not None and self.extensions is None
+
+
+class ScorePhase:
+    """Runs PreScore and Score for one profile; see the module docstring for the folded fast path."""
+
+    __slots__ = ("_foldable", "_node_cache", "_observer", "entries", "pre_score_plugins")
+
+    def __init__(
+        self,
+        pre_score_plugins: Sequence[Any],
+        entries: Sequence[ScorePluginEntry],
+        node_cache: NodeResultCache | None,
+        observer: PointObserver | None,
+    ) -> None:
+        self.pre_score_plugins = list(pre_score_plugins)
+        self.entries = list(entries)
+        self._node_cache = node_cache
+        self._observer = observer
+        self._foldable = [e for e in self.entries if e.foldable] if node_cache is not None else []
+
+    def run(self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions) -> IntArray:
+        """Weighted score totals aligned with ``positions``; raises :class:`PluginCycleError`."""
+        observer = self._observer
+        started = time.perf_counter()
+        self._pre_score(state, pod, snapshot, positions)
+        if observer is not None:
+            now = time.perf_counter()
+            observer(ep.PRE_SCORE, Code.SUCCESS, now - started)
+            started = now
+        total = self._score(state, pod, snapshot, positions)
+        if observer is not None:
+            observer(ep.SCORE, Code.SUCCESS, time.perf_counter() - started)
+        return total
+
+    def _pre_score(self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions) -> None:
+        for p in self.pre_score_plugins:
+            try:
+                status = p.pre_score(state, pod, snapshot, positions)
+            except Exception as exc:
+                log.exception("PreScore plugin %s raised", p.name)
+                raise PluginCycleError(error(f"running PreScore plugin {p.name!r}: {exc}").with_plugin(p.name)) from exc
+            code = status.code
+            if code == Code.SUCCESS:
+                continue
+            if code == Code.SKIP:
+                state.skip_score.add(p.name)
+            else:
+                raise PluginCycleError(status.with_plugin(p.name))
+
+    def _score(self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions) -> IntArray:
+        cached = self._node_cache is not None and state.get(RESTORED_CAPACITY) is None
+        skip = state.skip_score
+        folded: list[ScorePluginEntry] = []
+        folded_names: set[str] = set()
+        total: IntArray | None = None
+        if cached and self._foldable:
+            parts: list[tuple[str, Hashable]] = []
+            for entry in self._foldable:
+                if entry.name in skip:
+                    continue
+                assert entry.sign is not None
+                value = entry.sign(pod)
+                if value is not None:
+                    folded.append(entry)
+                    parts.append((entry.name, value))
+            if folded:
+                total = self._folded_sums(
+                    tuple(parts), folded, state=state, pod=pod, snapshot=snapshot, positions=positions
+                )
+                if total is not None:
+                    folded_names = {e.name for e in folded}
+        if total is None:
+            total = np.zeros(len(positions), dtype=np.int64)
+        for entry in self.entries:
+            if entry.name in skip or entry.name in folded_names:
+                continue
+            scores = self._plugin_scores(entry, state, pod, snapshot, positions, cached=cached)
+            if entry.weight == 1:
+                total += scores
+            else:
+                total += scores * entry.weight
+        return total
+
+    def _folded_sums(
+        self,
+        key: tuple[tuple[str, Hashable], ...],
+        folded: list[ScorePluginEntry],
+        *,
+        state: CycleState,
+        pod: Pod,
+        snapshot: ClusterSnapshot,
+        positions: Positions,
+    ) -> IntArray | None:
+        """The folded plugins' weighted sum, or None to score them one by one instead."""
+        try:
+            hash(key)
+        except TypeError:  # signatures of plugin-replaced pods may hold plain dicts: not cached
+            return None
+
+        def compute(dirty: Positions) -> tuple[IntArray, np.ndarray]:
+            sums = np.zeros(len(dirty), dtype=np.int64)
+            invalid = np.zeros(len(dirty), dtype=np.bool_)
+            for entry in folded:
+                raw = np.asarray(entry.plugin.score_nodes(state, pod, snapshot, dirty), dtype=np.int64)
+                invalid |= (raw < MIN_NODE_SCORE) | (raw > MAX_NODE_SCORE)
+                sums += raw * entry.weight
+            return sums, invalid
+
+        assert self._node_cache is not None
+        try:
+            return self._node_cache.weighted_sums(key, snapshot, positions, compute)
+        except Exception:
+            # The per-plugin path reruns the plugin and reports its failure as an Error status.
+            return None
+
+    def _plugin_scores(
+        self,
+        entry: ScorePluginEntry,
+        state: CycleState,
+        pod: Pod,
+        snapshot: ClusterSnapshot,
+        positions: Positions,
+        *,
+        cached: bool,
+    ) -> IntArray:
+        """One plugin's normalised, range-checked (unweighted) scores for ``positions``."""
+        try:
+            scores = self._raw_scores(entry, state, pod, snapshot, positions, cached=cached)
+            if entry.extensions is not None:
+                status = entry.extensions.normalize_score(state, pod, scores)
+                if status is not None and not status.is_success:
+                    raise PluginCycleError(status.with_plugin(entry.name))
+        except PluginCycleError:
+            raise
+        except Exception as exc:
+            log.exception("Score plugin %s raised", entry.name)
+            raise PluginCycleError(
+                error(f"running Score plugin {entry.name!r}: {exc}").with_plugin(entry.name)
+            ) from exc
+        if len(scores) and (scores.min() < MIN_NODE_SCORE or scores.max() > MAX_NODE_SCORE):
+            bad = int(scores[(scores < MIN_NODE_SCORE) | (scores > MAX_NODE_SCORE)][0])
+            raise PluginCycleError(
+                error(
+                    f"plugin {entry.name!r} returns an invalid score {bad}, it should in the range of "
+                    f"[{MIN_NODE_SCORE}, {MAX_NODE_SCORE}] after normalizing"
+                ).with_plugin(entry.name)
+            )
+        return scores
+
+    def _raw_scores(
+        self,
+        entry: ScorePluginEntry,
+        state: CycleState,
+        pod: Pod,
+        snapshot: ClusterSnapshot,
+        positions: Positions,
+        *,
+        cached: bool,
+    ) -> IntArray:
+        sign = entry.sign
+        value = sign(pod) if cached and sign is not None else None
+        if value is None or not _hashable(value):
+            return np.asarray(entry.plugin.score_nodes(state, pod, snapshot, positions), dtype=np.int64)
+        assert self._node_cache is not None
+        return self._node_cache.raw_scores(
+            (entry.name, value),
+            snapshot,
+            positions,
+            lambda need: entry.plugin.score_nodes(state, pod, snapshot, need),
+        )
+
+    def plugin_scores(
+        self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions
+    ) -> dict[str, IntArray]:
+        """Per-plugin weighted scores (for ``--debug-scores``); re-runs Score, not on the hot path."""
+        out: dict[str, IntArray] = {}
+        for entry in self.entries:
+            if entry.name in state.skip_score:
+                continue
+            scores = np.asarray(entry.plugin.score_nodes(state, pod, snapshot, positions), dtype=np.int64)
+            if entry.extensions is not None:
+                entry.extensions.normalize_score(state, pod, scores)
+            out[entry.name] = scores * entry.weight
+        return out
+
+
+def _hashable(value: object) -> bool:
+    """Signatures built from plugin-replaced pods may hold plain dicts; those are simply not cached."""
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True
