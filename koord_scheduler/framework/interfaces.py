@@ -3,7 +3,10 @@
 A plugin is any object with a ``name`` and the methods of the points it implements; the runtime finds
 them once, when the profile is built (:func:`implements`). Filter and Score come in two forms: the
 per-node form kube-scheduler plugin authors know, and a batch form over the whole snapshot that in-tree
-plugins use. The runtime accepts either.
+plugins use. The runtime accepts either. A plugin may implement both, and they must agree: the runtime
+then uses the per-node form for the few nodes (at most ``node_cache.FEW_NODES``) it recomputes for a pod
+whose answers are cached (see :mod:`~koord_scheduler.framework.node_cache`), where one Python call per node
+beats numpy calls on one-element arrays, and the batch form everywhere else.
 """
 
 from __future__ import annotations

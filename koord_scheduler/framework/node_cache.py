@@ -25,6 +25,9 @@ from koord_scheduler.framework.status import Status
 
 UNKNOWN = -2
 PASSED = -1
+FEW_NODES = 8
+"""Up to this many changed nodes, results are bookkept in plain Python, and plugins that have both the
+batch and the per-node form of Filter/Score are asked through the per-node one (cheaper on one node)."""
 
 
 class _FilterEntry:
@@ -118,11 +121,20 @@ class NodeResultCache:
             entry.ids[gone] = UNKNOWN
         if len(dirty):
             local_ids, local_statuses = compute(dirty)
-            remap = np.array([self._intern(entry, s) for s in local_statuses] + [PASSED], dtype=np.int32)
-            # local id -1 maps to the appended PASSED slot
-            fresh = remap[np.where(local_ids < 0, len(local_statuses), local_ids)]
-            entry.failing += int(np.count_nonzero(fresh >= 0)) - int(np.count_nonzero(entry.ids[dirty] >= 0))
-            entry.ids[dirty] = fresh
+            remap = [self._intern(entry, s) for s in local_statuses]
+            if len(dirty) <= FEW_NODES:
+                # Scalar updates beat a handful of numpy calls on the node or two a cycle changes.
+                ids = entry.ids
+                for pos, local in zip(dirty.tolist(), np.asarray(local_ids).tolist(), strict=True):
+                    fresh_id = PASSED if local < 0 else remap[local]
+                    entry.failing += (fresh_id >= 0) - (int(ids[pos]) >= 0)
+                    ids[pos] = fresh_id
+            else:
+                # local id -1 maps to the appended PASSED slot
+                table = np.array([*remap, PASSED], dtype=np.int32)
+                fresh = table[np.where(local_ids < 0, len(local_statuses), local_ids)]
+                entry.failing += int(np.count_nonzero(fresh >= 0)) - int(np.count_nonzero(entry.ids[dirty] >= 0))
+                entry.ids[dirty] = fresh
             self.recomputed_nodes += len(dirty)
         entry.version = snapshot.version
         return entry.ids, entry.statuses, entry.failing
@@ -185,8 +197,14 @@ class NodeResultCache:
         if len(dirty):
             sums, invalid = compute(dirty)
             entry.sums[dirty] = sums
-            entry.invalid_count += int(np.count_nonzero(invalid)) - int(np.count_nonzero(entry.invalid[dirty]))
-            entry.invalid[dirty] = invalid
+            if len(dirty) <= FEW_NODES:
+                flags = entry.invalid
+                for pos, bad in zip(dirty.tolist(), np.asarray(invalid).tolist(), strict=True):
+                    entry.invalid_count += bad - bool(flags[pos])
+                    flags[pos] = bad
+            else:
+                entry.invalid_count += int(np.count_nonzero(invalid)) - int(np.count_nonzero(entry.invalid[dirty]))
+                entry.invalid[dirty] = invalid
             self.recomputed_nodes += len(dirty)
         entry.version = snapshot.version
         if entry.invalid_count:

@@ -18,7 +18,7 @@ from koord_scheduler.framework.diagnosis import Diagnosis, FailureChunk
 from koord_scheduler.framework.errors import PluginCycleError
 from koord_scheduler.framework.extender import RESTORED_CAPACITY
 from koord_scheduler.framework.handle import FrameworkHandle
-from koord_scheduler.framework.node_cache import NodeResultCache
+from koord_scheduler.framework.node_cache import FEW_NODES, NodeResultCache
 from koord_scheduler.framework.score_phase import PointObserver, ScorePhase, ScorePluginEntry
 from koord_scheduler.framework.snapshot import ClusterSnapshot, IntArray, NodeInfo, Positions
 from koord_scheduler.framework.status import Code, Status, error, unresolvable
@@ -124,15 +124,25 @@ class Framework:
         self.filter_plugins = [
             p if callable(getattr(p, "filter_nodes", None)) else _PerNodeFilter(p) for p in at(ep.FILTER)
         ]
+        # Plugins with both forms answer the few nodes a cached cycle recomputes through the per-node one.
+        self._few_node_filters = {
+            p.name: _PerNodeFilter(p)
+            for p in at(ep.FILTER)
+            if callable(getattr(p, "filter_nodes", None)) and callable(getattr(p, "filter", None))
+        }
         self.post_filter_plugins = at(ep.POST_FILTER)
         self.pre_score_plugins = at(ep.PRE_SCORE)
         self.score_plugins = []
         for p in at(ep.SCORE):
-            runner = p if callable(getattr(p, "score_nodes", None)) else _PerNodeScore(p)
+            batch = callable(getattr(p, "score_nodes", None))
+            runner = p if batch else _PerNodeScore(p)
+            few = _PerNodeScore(p) if batch and callable(getattr(p, "score", None)) else None
             ext_fn = getattr(p, "score_extensions", None)
             ext = ext_fn() if callable(ext_fn) else None
             self.score_plugins.append(
-                ScorePluginEntry(p.name, runner, max(1, weights.get(p.name, 1)), ext, getattr(p, "sign_pod", None))
+                ScorePluginEntry(
+                    p.name, runner, max(1, weights.get(p.name, 1)), ext, getattr(p, "sign_pod", None), few
+                )
             )
         self.score_phase = ScorePhase(self.pre_score_plugins, self.score_plugins, self.node_cache, observer)
         self._filter_signers = [(p.name, getattr(p, "sign_pod", None)) for p in self.filter_plugins]
@@ -310,16 +320,16 @@ class Framework:
                 log.exception("PreFilter plugin %s raised", p.name)
                 status = error(f"running PreFilter plugin {p.name!r}: {exc}").with_plugin(p.name)
                 raise PluginCycleError(status) from exc
-            if status.code != Code.SUCCESS:
+            code = status.code
+            if code != Code.SUCCESS:
                 status = status.with_plugin(p.name)
-            if status.is_skip:
-                state.skip_filter.add(p.name)
-                continue
-            if status.code == Code.ERROR:
-                raise PluginCycleError(status)
-            if not status.is_success:
-                if status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
-                    self._observe(ep.PRE_FILTER, status.code, started)
+                if code == Code.SKIP:
+                    state.skip_filter.add(p.name)
+                    continue
+                if code == Code.ERROR:
+                    raise PluginCycleError(status)
+                if code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+                    self._observe(ep.PRE_FILTER, code, started)
                     return result, status
                 rejected = rejected or status
                 continue
@@ -407,10 +417,12 @@ class Framework:
         alive = dirty
         alive_index: np.ndarray | None = None
         """Where ``alive`` sits in ``dirty``; None while that is everything."""
+        few = self._few_node_filters
         for p in self.filter_plugins:
             if p.name in state.skip_filter or len(alive) == 0:
                 continue
-            step = self._filter_step(p, state, pod, snapshot, alive)
+            runner = few.get(p.name, p) if len(alive) <= FEW_NODES else p
+            step = self._filter_step(runner, state, pod, snapshot, alive)
             if step is None:
                 continue
             passed, reason_ids, stamped = step

@@ -1,0 +1,91 @@
+"""A plugin with both the batch and the per-node form: the runtime asks the per-node form for the few
+nodes a cached cycle recomputes, and decisions match a framework without the cache."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Hashable
+
+import numpy as np
+
+from apis.core.types import Pod
+from koord_scheduler.framework.cycle_state import CycleState
+from koord_scheduler.framework.diagnosis import Diagnosis
+from koord_scheduler.framework.runtime import Framework
+from koord_scheduler.framework.snapshot import ClusterSnapshot, IntArray, NodeInfo, Positions
+from koord_scheduler.framework.status import Status, success, unschedulable
+from koord_scheduler.framework.types import NodeFilterResult
+from tests.builders import make_node, make_pod
+from tests.fwtest import FakeHandle, make_snapshot
+
+TOO_MANY = unschedulable("too many pods")
+
+
+class BothForms:
+    """Fits while the node holds fewer than 3 pods; scores ``10 * pods + position % 7``."""
+
+    name = "BothForms"
+
+    def __init__(self) -> None:
+        self.calls: Counter[str] = Counter()
+
+    def sign_pod(self, pod: Pod) -> Hashable:
+        return "same"
+
+    def filter_nodes(
+        self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions
+    ) -> NodeFilterResult:
+        self.calls["filter_nodes"] += len(positions)
+        return NodeFilterResult.from_mask(snapshot.pod_count[positions] < 3, TOO_MANY)
+
+    def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status:
+        self.calls["filter"] += 1
+        return TOO_MANY if len(node_info.pods) >= 3 else success()
+
+    def score_nodes(self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions) -> IntArray:
+        self.calls["score_nodes"] += len(positions)
+        return np.asarray(snapshot.pod_count[positions] * 10 + positions % 7, dtype=np.int64)
+
+    def score(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> int:
+        self.calls["score"] += 1
+        return len(node_info.pods) * 10 + node_info.position % 7
+
+    def score_extensions(self) -> None:
+        return None
+
+
+def framework(snap: ClusterSnapshot, plugin: BothForms, *, node_cache: bool) -> Framework:
+    return Framework(
+        "test",
+        {plugin.name: plugin},
+        {"filter": [plugin.name], "score": [plugin.name]},
+        {plugin.name: 2},
+        FakeHandle(snap),  # type: ignore[arg-type]
+        node_cache=node_cache,
+    )
+
+
+def cycle(fwk: Framework, snap: ClusterSnapshot) -> tuple[list[int], list[int], dict[str, Status]]:
+    state = CycleState()
+    diagnosis = Diagnosis()
+    pod = make_pod("p").build()
+    feasible = fwk.run_filter_plugins(state, pod, snap.node_order(), diagnosis)
+    totals = fwk.run_score_plugins(state, pod, feasible)
+    return feasible.tolist(), totals.tolist(), diagnosis.node_statuses(snap)
+
+
+def test_changed_nodes_go_through_the_per_node_form_with_the_same_answers() -> None:
+    snap = make_snapshot([make_node(f"n{i}").build() for i in range(20)])
+    cached_plugin, plain_plugin = BothForms(), BothForms()
+    cached = framework(snap, cached_plugin, node_cache=True)
+    plain = framework(snap, plain_plugin, node_cache=False)
+    assert cycle(cached, snap) == cycle(plain, snap)
+    assert (cached_plugin.calls["filter_nodes"], cached_plugin.calls["filter"]) == (20, 0), "a cold cache: batch"
+    for i in range(4):
+        cached_plugin.calls.clear()
+        snap.add_pod(make_pod(f"x{i}").node("n5").build())
+        want = cycle(plain, snap)
+        assert cycle(cached, snap) == want
+        assert cached_plugin.calls == Counter({"filter": 1, "score": 1}), f"round {i}"
+    feasible, _, statuses = want
+    assert snap.positions["n5"] not in feasible and statuses == {"n5": TOO_MANY.with_plugin("BothForms")}
