@@ -18,6 +18,8 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from operator import add
+from typing import NamedTuple
 
 import numpy as np
 
@@ -28,6 +30,7 @@ from koord_scheduler.plugins.loadaware.scoring import BoolArray, FloatArray, Int
 
 ANNOTATION_CUSTOM_USAGE_THRESHOLDS = "scheduling.koordinator.sh/usage-thresholds"
 NON_PROD, PROD = 0, 1
+_NO_TIME = float("-inf")
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,14 +132,18 @@ class ScorePaths:
     prod_for_prod_pods: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class RowRecord:
-    """A row as plain Python values, for the few-nodes path. ``filter[view]`` is (on, aggregated,
-    thresholds, base)."""
+FilterView = tuple[bool, bool, tuple[int, ...], list[int]]
+"""(thresholds on, aggregated, thresholds, base) for one kind of incoming pod."""
+
+
+class RowRecord(NamedTuple):
+    """A row as plain Python values, for the few-nodes path. ``filter[view]`` is a :data:`FilterView`.
+    (A named tuple: Reserve rewrites one per pod.)"""
 
     has_info: bool
-    update_time: float | None
-    filter: tuple[tuple[bool, bool, tuple[int, ...], list[int]], tuple[bool, bool, tuple[int, ...], list[int]]]
+    update_time: float
+    """``status.updateTime``; -inf when absent (always expired)."""
+    filter: tuple[FilterView, FilterView]
     score_base: tuple[list[int], list[int]]
 
 
@@ -203,7 +210,7 @@ class LoadView:
         assert metric is not None
         default = _sum(load.node_usage, load.node_delta)
         prod = _sum(load.prod_usage, load.prod_delta)
-        non_prod: tuple[bool, bool, tuple[int, ...], list[int]]
+        non_prod: FilterView
         if profile.aggregated is not None:
             agg = profile.aggregated
             non_prod = (
@@ -222,7 +229,10 @@ class LoadView:
         )
         score_prod = prod if score.prod_for_prod_pods else score_default
         self.records[pos] = RowRecord(
-            metric.has_node_metric, metric.update_time, (non_prod, prod_view), (score_default, score_prod)
+            metric.has_node_metric,
+            _NO_TIME if metric.update_time is None else metric.update_time,
+            (non_prod, prod_view),
+            (score_default, score_prod),
         )
         self._pending.add(pos)
 
@@ -238,7 +248,7 @@ class LoadView:
             non_prod, prod_view = record.filter
             self.has_metric[pos] = True
             self.has_info[pos] = record.has_info
-            self.update_time[pos] = np.nan if record.update_time is None else record.update_time
+            self.update_time[pos] = np.nan if record.update_time == _NO_TIME else record.update_time
             # One assignment per array for both views (NON_PROD = 0, PROD = 1).
             self.filter_on[:, pos] = (non_prod[0], prod_view[0])
             self.filter_aggregated[:, pos] = (non_prod[1], prod_view[1])
@@ -248,7 +258,7 @@ class LoadView:
 
 
 def _sum(a: Sequence[int], b: Sequence[int]) -> list[int]:
-    return [x + y for x, y in zip(a, b, strict=True)]
+    return list(map(add, a, b))  # a few times faster than a comprehension for short vectors
 
 
 def _aggregated_base(load: NodeLoad, resources: Sequence[str], aggregation_type: str, duration: float) -> list[int]:
