@@ -88,8 +88,10 @@ REASON_NODE_METRIC_EXPIRED = "node(s) nodeMetric expired"
 REASON_USAGE_EXCEED_THRESHOLD = "node(s) {} usage exceed threshold"
 REASON_AGGREGATED_USAGE_EXCEED_THRESHOLD = "node(s) {} aggregated usage exceed threshold"
 
-FEW_NODES = 16
-"""Up to this many nodes, Filter and Score run in plain Python (numpy's per-call overhead dominates)."""
+FEW_NODES = 64
+"""Up to this many nodes, Filter and Score run in plain Python: numpy's per-call overhead, and flushing
+the rows Reserve rewrote into the arrays, cost more below that (the runtime's node cache asks for the
+nodes changed since the last cycle: usually one or two, a few dozen after a burst of bindings)."""
 
 SimulationReporter = Callable[[], tuple[str, list[dict[str, Any]]]]
 
@@ -156,9 +158,8 @@ class LoadAwareScheduling:
         """Positions whose ``_known_pods`` Reserve/Unreserve moved (compared at the next pod sync even if
         the snapshot did not touch them)."""
         self._synced_version = -1
-        """``snapshot.version`` after the last :meth:`_sync` (nothing to do while it is unchanged)."""
-        self._pods_synced_version = -1
-        """``snapshot.version`` after the last pod reconciliation (-1: compare every position)."""
+        """``snapshot.version`` after the last :meth:`_sync` (nothing to do while it is unchanged; -1:
+        compare every position)."""
         self._nodes_generation = -1
         self._rows: dict[str, int] = {}
         self._row_owner: dict[int, str] = {}
@@ -498,9 +499,10 @@ class LoadAwareScheduling:
         afresh."""
         meta = pod.meta
         labels = meta.labels
+        limits = pod.limits
         return (
-            pod.requests,
-            pod.limits,
+            pod.requests,  # hashed by the runtime's node cache anyway (FrozenDict caches its hash)
+            tuple(limits.items()) if limits else (),
             pod.priority,
             pod.qos_class,
             labels.get(LABEL_POD_PRIORITY_CLASS),
@@ -566,7 +568,6 @@ class LoadAwareScheduling:
             self._pods_generation = snap.pods_generation
             for pos in self._pod_count_mismatches(cap):
                 self._reconcile(pos)
-            self._pods_synced_version = snap.version
         if fresh_due:
             self._fresh_checked_at = now
             self.view.flush()
@@ -577,22 +578,28 @@ class LoadAwareScheduling:
         self._synced_version = snap.version
 
     def _pod_count_mismatches(self, cap: int) -> list[int]:
-        """Positions whose snapshot pod count differs from the plugin's. The snapshot touches a node on
-        every pod add/remove, so only positions touched since the last reconciliation (plus those
-        Reserve/Unreserve counted) can differ; when the change log no longer reaches back that far,
-        every position is compared (one vectorised comparison)."""
+        """Positions whose snapshot pod count differs from the plugin's, in ascending order.
+
+        The snapshot touches a node (and bumps ``pods_generation``) on every pod add/remove, so only
+        positions touched since the last :meth:`_sync` can have moved; Reserve/Unreserve note the rows
+        whose count they moved in ``_recheck``. Asking with the version the node caches last saw lets
+        them reuse the snapshot's answer. When the change log no longer reaches back that far, every
+        position is compared (one vectorised comparison)."""
         snap = self._snapshot
         known = self._known_pods
         counts = snap.pod_count
-        since = self._pods_synced_version
+        since = self._synced_version
         changed = snap.changed_since(since) if since >= 0 else None
+        recheck, self._recheck = self._recheck, set()
         if changed is None:
-            self._recheck.clear()
             mismatched: list[int] = np.flatnonzero(np.array(known[:cap], dtype=np.int64) != counts[:cap]).tolist()
             return mismatched
-        candidates = self._recheck.union(changed.tolist()) if self._recheck else changed.tolist()
-        self._recheck = set()
-        return sorted(pos for pos in candidates if pos < cap and known[pos] != counts[pos])
+        out = [pos for pos in changed.tolist() if pos < cap and known[pos] != counts[pos]] if len(changed) else []
+        for pos in recheck:
+            if pos < cap and known[pos] != counts[pos] and pos not in out:
+                out.append(pos)
+        out.sort()
+        return out
 
     def _remap(self) -> None:
         positions = self._snapshot.positions

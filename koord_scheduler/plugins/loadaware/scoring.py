@@ -69,11 +69,11 @@ def target_utilization_scores(used: IntArray, allocatable: IntArray, targets: In
 
     Rounded half away from zero, as TLP does. ``targets`` (one per resource) are 1..100.
     """
+    # allocatable 0 gives inf/NaN here, zeroed below (a warning would only be noise).
     with np.errstate(divide="ignore", invalid="ignore"):
         u = used.astype(np.float64) / allocatable * 100.0
-    t = targets.astype(np.float64)
-    below = (100.0 - t) * u / t + t
-    with np.errstate(divide="ignore", invalid="ignore"):
+        t = targets.astype(np.float64)
+        below = (100.0 - t) * u / t + t
         above = np.where(t < 100.0, t * (100.0 - u) / (100.0 - t), 0.0)
     score = np.where(u <= t, below, above)
     score = np.where((allocatable > 0) & (u <= 100.0) & np.isfinite(score), score, 0.0)
