@@ -25,9 +25,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import cProfile
 import logging
+import os
 import signal
 import sys
+import time
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -100,7 +103,26 @@ def serve_main(argv: Sequence[str], registry: Callable[[], Registry]) -> int:
     scheduler = build_scheduler(options.config, registry(), source, metrics=metrics)
     log.info("koord-scheduler: profiles %s, API server %s (%s)",
              ", ".join(scheduler.profiles), connection.server, connection.description)
-    return asyncio.run(_run(options, scheduler, source, metrics))
+    return _with_cpu_profile(lambda: asyncio.run(_run(options, scheduler, source, metrics)))
+
+
+CPU_PROFILE_ENV = "PYKOORD_CPU_PROFILE"
+"""When set, cluster mode runs under cProfile timed by CPU time (``time.process_time``) and writes the
+stats to this path at exit. CPU time, not wall time, because on a shared machine wall time mostly
+measures when the process was runnable but not running (e.g. right after a loopback send)."""
+
+
+def _with_cpu_profile(run: Callable[[], int]) -> int:
+    path = os.environ.get(CPU_PROFILE_ENV)
+    if not path:
+        return run()
+    profiler = cProfile.Profile(time.process_time)
+    profiler.enable()
+    try:
+        return run()
+    finally:
+        profiler.disable()
+        profiler.dump_stats(path)
 
 
 # ----- flags -----
