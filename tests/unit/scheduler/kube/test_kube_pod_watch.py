@@ -32,7 +32,9 @@ def bind_echo(obj: Json) -> None:
     obj["metadata"]["resourceVersion"] = "11"
     obj["metadata"]["managedFields"].append({"manager": "koord-scheduler", "subresource": "status"})
     obj["spec"]["nodeName"] = "n1"
-    obj["status"]["conditions"] = [{"type": "PodScheduled", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"}]
+    obj["status"]["conditions"] = [
+        {"type": "PodScheduled", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"}
+    ]
 
 
 def and_then(*steps: Callable[[Json], None]) -> Callable[[Json], None]:
