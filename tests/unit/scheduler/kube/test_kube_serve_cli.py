@@ -133,3 +133,26 @@ def test_without_the_switch_nothing_is_profiled(tmp_path: Path, monkeypatch: pyt
 
     assert _with_cpu_profile(lambda: 7) == 7
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("choice", "want"),
+    [
+        pytest.param("", "uvloop", id="default-is-uvloop-when-installed"),
+        pytest.param("uvloop", "uvloop", id="uvloop"),
+        pytest.param("asyncio", None, id="asyncio-forces-the-default-loop"),
+    ],
+)
+def test_event_loop_choice(choice: str, want: str | None) -> None:
+    from koord_scheduler.app.serve import event_loop_factory
+
+    factory = event_loop_factory(choice)
+
+    assert (None if factory is None else factory.__module__.split(".")[0]) == want
+
+
+def test_an_unknown_event_loop_is_refused() -> None:
+    from koord_scheduler.app.serve import ServeError, event_loop_factory
+
+    with pytest.raises(ServeError, match="PYKOORD_EVENT_LOOP: 'trio' is not an event loop"):
+        event_loop_factory("trio")
