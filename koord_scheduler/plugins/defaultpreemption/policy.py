@@ -95,6 +95,8 @@ def split_by_pdb(pods: Sequence[Pod], budgets: Sequence[DisruptionBudget]) -> tu
     takes some matching budget below zero is violating. A pod listed in the budget's ``disruptedPods`` is
     already being disrupted and costs nothing. A nil or empty selector matches nothing here.
     """
+    if not budgets:
+        return [], list(pods)
     allowed = [b.disruptions_allowed for b in budgets]
     violating: list[Pod] = []
     non_violating: list[Pod] = []
