@@ -45,6 +45,7 @@ import numpy as np
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from apis.config.plugin_args import DefaultPreemptionArgs
+from apis.core.parse import parse_pod
 from apis.core.types import Pod
 from koord_scheduler.framework.cycle_state import CycleState
 from koord_scheduler.framework.diagnosis import Diagnosis
@@ -52,7 +53,7 @@ from koord_scheduler.framework.handle import FrameworkHandle
 from koord_scheduler.framework.runtime import PluginCycleError
 from koord_scheduler.framework.snapshot import ClusterSnapshot, NodeInfo, Positions
 from koord_scheduler.framework.status import Code, Status, error, unresolvable, unschedulable
-from koord_scheduler.framework.types import PostFilterResult
+from koord_scheduler.framework.types import ObjectKind, PostFilterResult
 from koord_scheduler.plugins import names
 from koord_scheduler.plugins.defaultpreemption import policy
 from koord_scheduler.plugins.defaultpreemption.dryrun import DryRunError, NodeTrial, NominatedPods
@@ -66,7 +67,10 @@ ARGS = DefaultPreemptionArgs
 
 log = logging.getLogger(__name__)
 
-DISRUPTION_TARGET = "DisruptionTarget"
+DISRUPTION_TARGET = policy.DISRUPTION_TARGET
+
+POD_KIND = ObjectKind(kind="Pod", group="", version="v1", plural="pods", namespaced=True, parse=parse_pod)
+"""Pods as ``ClusterClient.patch_object_status`` addresses them (the pods/status subresource)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,6 +151,7 @@ class DefaultPreemption:
         self.fast_reprieve = True
         """Search victims by resource arithmetic where that is exact (:mod:`.resource_reprieve`); False
         forces the generic per-node Filter search (tests and benchmarks compare the two)."""
+        self._condition_failures = 0
         registry = getattr(handle, "metrics_registry", None)
         self._metrics = _Metrics(registry if isinstance(registry, CollectorRegistry) else CollectorRegistry())
         watch = getattr(handle, "watch", None)
@@ -469,10 +474,24 @@ class DefaultPreemption:
             if waiting is not None:
                 waiting.reject(NAME, "preempted")
                 continue
+            patch = policy.disruption_target_patch(victim, pod, self._handle.clock())
+            if patch is not None:
+                await self._mark_disruption_target(victim, patch)
             reason = f"Preempted by pod {pod.uid or pod.key} on node {node}"
             ok = await _logged(cluster, "delete_pod", (victim,), {"reason": reason}, what=f"preempting {victim.key}")
             if not ok:
                 self._in_flight.pop(victim.key, None)
+
+    async def _mark_disruption_target(self, victim: Pod, patch: dict[str, Any]) -> None:
+        """Best effort, unlike upstream (which leaves the victim alone when this patch fails): the in-memory
+        cluster cannot patch pods yet, and the deletion must still happen there. The first failure is a
+        warning, later ones are debug messages."""
+        try:
+            await self._handle.cluster.patch_object_status(POD_KIND, victim.name, patch, namespace=victim.namespace)
+        except Exception as exc:
+            level = logging.DEBUG if self._condition_failures else logging.WARNING
+            self._condition_failures += 1
+            log.log(level, "preemption: marking %s as a DisruptionTarget failed: %s", victim.key, exc)
 
     def _terminating_by_preemption(self, pod: Pod) -> bool:
         if pod.key in self._in_flight:
