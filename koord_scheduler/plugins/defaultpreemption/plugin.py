@@ -15,13 +15,20 @@ room, nominate it, and delete those pods:
    if the pod still does not fit, the node fails with Filter's status (none to remove: Unresolvable
    ``"No preemption victims found for incoming pod"``); otherwise pods go back, most important first and
    PDB-violating ones first, and those the pod still fits with are spared. Reserve pods (Koordinator
-   Reservations) are never victims.
+   Reservations) are never victims. When NodeResourcesFit is the only active Filter plugin that looks at
+   the pods on a node (:func:`.resource_reprieve.resource_fit_request`), the same search runs for a batch
+   of nodes at once as arithmetic on their requested rows (:mod:`.resource_reprieve`), and each node it
+   proposes is confirmed by one full Filter pass (with and without nominated pods) before it becomes a
+   candidate; any node it cannot settle goes through the generic per-node search.
 4. **Node choice**: :func:`.policy.pick_one_node`.
 5. **Execution**, after the cycle (the PostFilter result nominates the node at once): lower-priority
    pods nominated to that node lose their nomination, the preemptor's ``status.nominatedNodeName`` is
-   written, and the victims are deleted through the API (a victim waiting at Permit is rejected
-   instead), each with a ``Preempted`` event ``"Preempted by pod <uid> on node <node>"``.
-   Upstream also sets a ``DisruptionTarget`` condition on each victim first; pykoord does not (yet).
+   written, and each victim first gets a ``DisruptionTarget`` condition (status True, reason
+   ``PreemptionByScheduler``, message ``"<schedulerName>: preempting to accommodate a higher priority pod"``,
+   :func:`.policy.disruption_target_patch`) through a pods/status patch, then is deleted through the API (a
+   victim waiting at Permit is rejected instead), with a ``Preempted`` event ``"Preempted by pod <uid> on
+   node <node>"``. Unlike upstream, a failed condition patch is logged and the deletion goes ahead: the
+   in-memory cluster cannot patch pods.
 
 No candidate: Unschedulable with ``"preemption: 0/N nodes are available: ..."`` over the dry run's node
 statuses, nodes never examined counting as ``"Preemption is not helpful for scheduling"``, and a result
