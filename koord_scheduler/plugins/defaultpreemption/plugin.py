@@ -258,12 +258,14 @@ class DefaultPreemption:
         screened: dict[str, Status] = {}
         found: dict[str, _Found] = {}
         confirmed: set[str] = set()
-        chunk = max(wanted, 16)
+        batch_end = 0
         for i in range(len(potential)):
             name = potential[(offset + i) % len(potential)]
-            if bulk and i % chunk == 0:
-                # Screen the next nodes in dry-run order only: the scan usually stops within one chunk.
-                upcoming = [potential[(offset + j) % len(potential)] for j in range(i, min(i + chunk, len(potential)))]
+            if bulk and i == batch_end:
+                # Screen the next nodes in dry-run order only: the scan usually stops within one batch.
+                found_so_far = len(non_violating) + len(violating)
+                batch_end = i + policy.batch_size(wanted, examined=i, found=found_so_far)
+                upcoming = [potential[(offset + j) % len(potential)] for j in range(i, min(batch_end, len(potential)))]
                 found = self._fast_chunk(pod, upcoming, fit, budgets) if fit is not None else {}
                 screened = self._screen(state, pod, [n for n in upcoming if n not in found])
             info = snapshot.node_info(name)
@@ -359,10 +361,10 @@ class DefaultPreemption:
             info = snapshot.node_info(name)
             if info is None:
                 continue
-            potential = [p for p in info.pods.values() if policy.is_preemptible(p, pod)]
+            potential = [p for p in info.pods.values() if p.priority < pod.priority and not policy.is_reserve_pod(p)]
             if not potential:
                 continue
-            potential.sort(key=lambda p: policy.importance_key(p, now))
+            potential.sort(key=lambda p: (-p.priority, policy.start_time(p, now)))  # policy.importance_key
             violating, non_violating = policy.split_by_pdb(potential, budgets)
             plans.append((info, violating, non_violating, self._counted_nominated(pod, info)))
         if not plans:

@@ -71,6 +71,18 @@ def num_candidates(num_nodes: int, percentage: int, absolute: int) -> int:
     return min(n, num_nodes)
 
 
+def batch_size(wanted: int, *, examined: int, found: int) -> int:
+    """How many nodes the dry run screens in its next batch: ``max(wanted, 16)`` at first; later, the nodes
+    still needed at the rate found so far, plus a quarter and 8 more, between 16 and the first size. Only
+    the amount of work changes with it, never which nodes are examined or in what order."""
+    first = max(wanted, 16)
+    if examined == 0:
+        return first
+    need = max(wanted - found, 1)
+    estimate = -(-need * examined // max(found, 1))
+    return max(16, min(first, estimate + estimate // 4 + 8))
+
+
 def is_reserve_pod(pod: Pod) -> bool:
     """A Reservation's placeholder (Koordinator's ``reserve-pod`` annotation)."""
     return pod.annotations.get(ANNOTATION_RESERVE_POD) == "true"
@@ -246,6 +258,7 @@ __all__ = [
     "REASON_PREEMPTION_BY_SCHEDULER",
     "Candidate",
     "DisruptionBudget",
+    "batch_size",
     "disruption_target_patch",
     "fit_error_message",
     "importance_key",

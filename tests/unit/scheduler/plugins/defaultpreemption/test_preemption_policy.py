@@ -273,3 +273,18 @@ DISRUPTION_MESSAGE = "default-scheduler: preempting to accommodate a higher prio
 def test_disruption_target_patch(victim: Pod, want: dict[str, Any] | None) -> None:
     preemptor = make_pod("high").priority(100).build()
     assert policy.disruption_target_patch(victim, preemptor, 1_800_000_000.0) == want
+
+
+@pytest.mark.parametrize(
+    ("wanted", "examined", "found", "want"),
+    [
+        pytest.param(100, 0, 0, 100, id="first-batch-is-wanted"),
+        pytest.param(3, 0, 0, 16, id="first-batch-at-least-16"),
+        pytest.param(100, 100, 50, 100, id="half-found-50-more-at-that-rate-capped"),
+        pytest.param(100, 100, 90, 23, id="10-more-at-90pct-is-12-plus-quarter-plus-8"),
+        pytest.param(100, 100, 99, 16, id="floor-16"),
+        pytest.param(100, 100, 0, 100, id="nothing-found-yet-full-batch"),
+    ],
+)
+def test_batch_size(wanted: int, examined: int, found: int, want: int) -> None:
+    assert policy.batch_size(wanted, examined=examined, found=found) == want

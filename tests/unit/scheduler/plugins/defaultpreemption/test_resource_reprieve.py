@@ -201,9 +201,9 @@ def test_reprieve_rows_by_hand() -> None:
     assert victim.tolist() == [[False, True, True], [False, True, False], [False, False, False]]
 
 
-def _random_cluster(rng: random.Random) -> tuple[list[Node], list[Pod], list[dict[str, Any]]]:
+def _random_cluster(rng: random.Random, max_nodes: int = 12) -> tuple[list[Node], list[Pod], list[dict[str, Any]]]:
     nodes = [node(f"n{i}", cpu=str(rng.choice((2, 4, 8))), pods=rng.choice((3, 6, 110)))
-             for i in range(rng.randint(1, 12))]
+             for i in range(rng.randint(1, max_nodes))]
     pods: list[Pod] = []
     for n in nodes:
         budget_cpu = int(n.allocatable["cpu"])
@@ -241,6 +241,30 @@ async def test_random_clusters_same_by_both_searches(seed: int) -> None:
     if len(feasible):
         pytest.skip("the preemptor fits without preemption in this draw")
     both.compare(pod, offset=rng.randint(0, 20), wanted=rng.randint(1, 4))
+
+
+@pytest.mark.parametrize("seed", range(8))
+async def test_random_large_clusters_same_by_both_searches_over_several_batches(seed: int) -> None:
+    """40 to 60 full nodes and 18 to 30 wanted candidates: the dry run screens several batches
+    (``policy.batch_size``); some nodes hold a pod the preemptor cannot remove."""
+    rng = random.Random(1000 + seed)
+    nodes = [node(f"n{i}") for i in range(rng.randint(40, 60))]
+    pods: list[Pod] = []
+    for n in nodes:
+        used = 0
+        for j in range(8):
+            cpu = rng.choice((500, 1000, 1500))
+            if used + cpu > 4000:
+                break
+            used += cpu
+            prio = 1000 if rng.random() < 0.15 else rng.randint(0, 5)
+            pods.append(running(f"{n.name}-p{j}", n.name, f"{cpu}m", prio, created=rng.randint(0, 3)))
+        if used <= 1000:
+            pods.append(running(f"{n.name}-fill", n.name, f"{4000 - used}m", rng.randint(0, 5)))
+    both = await cluster(nodes, pods)
+    got = both.compare(high("3"), offset=rng.randint(0, 100), wanted=rng.randint(18, 30))
+    assert got[0], "some node has room after preemption"
+    assert both.fast_batches >= 2, "more than one batch was screened"
 
 
 async def test_random_clusters_exercise_the_arithmetic() -> None:
