@@ -500,7 +500,8 @@ class DefaultPreemption:
         except Exception as exc:
             level = logging.DEBUG if self._condition_failures else logging.WARNING
             self._condition_failures += 1
-            log.log(level, "preemption: marking %s as a DisruptionTarget failed: %s", victim.key, exc)
+            what = "preemption: marking %s as a DisruptionTarget failed (it is deleted anyway): %s"
+            log.log(level, what, victim.key, exc)
 
     def _terminating_by_preemption(self, pod: Pod) -> bool:
         if pod.key in self._in_flight:
