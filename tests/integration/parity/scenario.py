@@ -9,6 +9,7 @@ aimed at one rule of the plugins both schedulers run (the ``id`` says which). La
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -440,3 +441,67 @@ def alternative_profile_pods(rs_owner: dict[str, Any]) -> Iterator[PodSpec]:
     yield PodSpec("ratio-big").on("ratio").req("3", "6Gi")
     yield PodSpec("ratio-widget-ignored").on("ratio").req("1").res(widget="9")
     yield PodSpec("ratio-besteffort").on("ratio")
+
+
+def random_pods(seed: int, count: int) -> Iterator[PodSpec]:
+    """``count`` pods mixing the same rules at random (``random.Random(seed)``): the fixed sequence tests
+    each rule alone, these test them together."""
+    rng = random.Random(seed)
+    apps = ["web", "db", "cache", "md", "mlk", "svc", "rnd"]
+    keys = [ZONE, HOST, K + "disk"]
+
+    def selector() -> dict[str, Any]:
+        if rng.random() < 0.2:
+            return {"matchExpressions": [expr(K + "app", rng.choice(["In", "NotIn"]), *rng.sample(apps, 2))]}
+        return sel(app=rng.choice(apps))
+
+    def pod_term() -> dict[str, Any]:
+        extra: dict[str, Any] = {}
+        if rng.random() < 0.2:
+            extra["namespaceSelector"] = {}
+        return term(rng.choice(keys), selector(), **extra)
+
+    for i in range(count):
+        spec = PodSpec(f"random-{seed}-{i}").on(rng.choice(["", "", "alt", "ratio"]))
+        spec.labels(app=rng.choice(apps))
+        if rng.random() < 0.3:
+            spec.labels(team=rng.choice(["red", "blue"]))
+        spec.req(rng.choice([None, "100m", "250m", "500m", "1", "2", "3"]),
+                 rng.choice([None, "128Mi", "1Gi", "3Gi"]))
+        if rng.random() < 0.15:
+            spec.spec(nodeSelector=rng.choice([{ZONE: "zone-a"}, {ZONE: "zone-c"}, {K + "disk": "ssd"}]))
+        if rng.random() < 0.3:
+            spec.spec(tolerations=[rng.choice([
+                {"operator": "Exists"},
+                {"key": K + "prefer", "operator": "Exists"},
+                {"key": K + "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"},
+                {"key": K + "maintenance", "operator": "Exists", "effect": "NoExecute"},
+            ])])
+        if rng.random() < 0.3:
+            spec.affinity("nodeAffinity", preferredDuringSchedulingIgnoredDuringExecution=[
+                {"weight": rng.randint(1, 100), "preference": node_term(expr(
+                    rng.choice([ZONE, K + "disk"]), rng.choice(["In", "NotIn"]),
+                    rng.choice(["zone-a", "zone-b", "zone-c", "ssd", "hdd"])))}])
+        if rng.random() < 0.4:
+            constraints = []
+            for key in rng.sample(keys, rng.randint(1, 2)):
+                hard = rng.random() < 0.5
+                extra: dict[str, Any] = {}
+                if hard and rng.random() < 0.3:
+                    extra["minDomains"] = rng.randint(1, 5)
+                if rng.random() < 0.3:
+                    extra["nodeAffinityPolicy"] = rng.choice(["Honor", "Ignore"])
+                if rng.random() < 0.3:
+                    extra["nodeTaintsPolicy"] = rng.choice(["Honor", "Ignore"])
+                constraints.append(spread(key, rng.randint(1, 3), selector(), hard=hard, **extra))
+            spec.spread(*constraints)
+        if rng.random() < 0.4:
+            kind = rng.choice(["podAffinity", "podAntiAffinity"])
+            if rng.random() < 0.4:
+                spec.affinity(kind, requiredDuringSchedulingIgnoredDuringExecution=[pod_term()])
+            else:
+                spec.affinity(kind, preferredDuringSchedulingIgnoredDuringExecution=[
+                    weighted(rng.randint(1, 100), pod_term()) for _ in range(rng.randint(1, 2))])
+        if rng.random() < 0.1:
+            spec.port(rng.choice([8080, 9090, 53]))
+        yield spec

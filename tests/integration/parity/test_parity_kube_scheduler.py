@@ -18,18 +18,20 @@ with one table row per difference.
 
 from __future__ import annotations
 
+import os
 import ssl
 import time
 import urllib.request
 import uuid
 from collections.abc import Iterator
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
 import pytest
 from controlplane import ControlPlane, KubeScheduler
 from koord_side import Decision, koord_decision
-from scenario import Names, PodSpec, existing_pods, incoming_pods, nodes
+from scenario import Names, PodSpec, existing_pods, incoming_pods, nodes, random_pods
 from upstream_log import bound_line_seen, upstream_decision
 
 pytestmark = pytest.mark.integration
@@ -51,6 +53,9 @@ SHARED_PLUGINS = [
     {"name": "DefaultBinder"},
 ]
 HARD_POD_AFFINITY_WEIGHT = 4
+RANDOM_SEED = int(os.environ.get("PYKOORD_PARITY_SEED", "9"))
+RANDOM_PODS = int(os.environ.get("PYKOORD_PARITY_RANDOM_PODS", "20"))
+"""After the fixed sequence, this many random pods (:func:`scenario.random_pods`); raise it to hunt."""
 
 NOT_WATCHED = "koord-scheduler does not watch {} (needs the scheduler layer and RBAC; see docs/parity.md)"
 KNOWN_DIFFERENCES = {
@@ -292,7 +297,7 @@ def test_koord_decisions_match_upstream_kube_scheduler(control_plane: ControlPla
     seen = {"scored": 0, "single": 0, "unschedulable": 0}
     with control_plane.start_kube_scheduler(config, name="parity") as scheduler:
         set_verbosity(control_plane, scheduler, 10)
-        for spec in incoming_pods(names, owner):
+        for spec in chain(incoming_pods(names, owner), random_pods(RANDOM_SEED, RANDOM_PODS)):
             namespace = spec.namespace or names.main
             profile = f"{scheduler_name}-{spec.profile}" if spec.profile else scheduler_name
             body = spec.body(names.main, profile)
