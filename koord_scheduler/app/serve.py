@@ -25,9 +25,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import cProfile
 import logging
+import os
 import signal
 import sys
+import time
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -100,7 +103,56 @@ def serve_main(argv: Sequence[str], registry: Callable[[], Registry]) -> int:
     scheduler = build_scheduler(options.config, registry(), source, metrics=metrics)
     log.info("koord-scheduler: profiles %s, API server %s (%s)",
              ", ".join(scheduler.profiles), connection.server, connection.description)
-    return asyncio.run(_run(options, scheduler, source, metrics))
+    loop_factory = event_loop_factory(os.environ.get(EVENT_LOOP_ENV, ""))
+
+    def run() -> int:
+        with asyncio.Runner(loop_factory=loop_factory) as runner:
+            return runner.run(_run(options, scheduler, source, metrics))
+
+    return _with_cpu_profile(run)
+
+
+EVENT_LOOP_ENV = "PYKOORD_EVENT_LOOP"
+"""``uvloop`` (the default when it is installed) or ``asyncio`` (the standard library's loop)."""
+
+
+def event_loop_factory(choice: str) -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """The event loop cluster mode runs on; None is asyncio's default.
+
+    uvloop when available: every bind, Event and watch event goes through the loop's transports,
+    and uvloop's (TLS included) cost about a fifth less CPU per API request than asyncio's, which on a
+    busy node is scheduling throughput. ``choice`` is :data:`EVENT_LOOP_ENV`'s value: empty picks
+    uvloop if it can be imported, ``asyncio`` forces the default loop; anything else is refused."""
+    if choice not in ("", "uvloop", "asyncio"):
+        raise ServeError(f"{EVENT_LOOP_ENV}: {choice!r} is not an event loop (use uvloop or asyncio)")
+    if choice == "asyncio":
+        return None
+    try:
+        import uvloop
+    except ImportError:
+        if choice == "uvloop":
+            raise ServeError(f"{EVENT_LOOP_ENV}=uvloop, but uvloop is not installed") from None
+        return None
+    return uvloop.new_event_loop
+
+
+CPU_PROFILE_ENV = "PYKOORD_CPU_PROFILE"
+"""When set, cluster mode runs under cProfile timed by CPU time (``time.process_time``) and writes the
+stats to this path at exit. CPU time, not wall time, because on a shared machine wall time mostly
+measures when the process was runnable but not running (e.g. right after a loopback send)."""
+
+
+def _with_cpu_profile(run: Callable[[], int]) -> int:
+    path = os.environ.get(CPU_PROFILE_ENV)
+    if not path:
+        return run()
+    profiler = cProfile.Profile(time.process_time)
+    profiler.enable()
+    try:
+        return run()
+    finally:
+        profiler.disable()
+        profiler.dump_stats(path)
 
 
 # ----- flags -----

@@ -52,6 +52,19 @@ def no_namespace_labels(namespace: str) -> Mapping[str, str] | None:
 EMPTY: Mapping[str, str] = {}
 
 
+def as_upstream_pod_change(old: object | None, new: object | None) -> tuple[Pod | None, Pod | None] | None:
+    """The (old, new) pods a queueing hint compares, as kube-scheduler's informers deliver them; None when
+    the objects are not pods (the hint then answers Queue, as upstream does on a conversion error).
+
+    A pod that goes from unassigned to assigned is an Add for kube-scheduler's assigned-pod informer, so
+    ``old`` is dropped then: the hints treat an unassigned ``old`` as "not involved"."""
+    if not isinstance(old, Pod | None) or not isinstance(new, Pod | None):
+        return None
+    if old is not None and new is not None and new.node_name and not old.node_name:
+        return None, new
+    return old, new
+
+
 class PodMatcher(Protocol):
     """A hashable predicate over pods; equal matchers must match the same pods."""
 

@@ -54,6 +54,23 @@ class SchedulerMetrics:
             ["operation"], registry=r,
         )
 
+        self._children: dict[tuple[object, tuple[str, ...]], Any] = {}
+
+    def child(self, metric: Counter | Gauge | Histogram, *labels: str) -> Any:
+        """``metric.labels(*labels)``, looked up once: the per-pod paths record several series per pod,
+        and ``labels()`` validates and locks on every call. Children are created on first use, as
+        ``labels()`` would, so a series appears in ``/metrics`` only once it has been recorded."""
+        key = (metric, labels)
+        found = self._children.get(key)
+        if found is None:
+            found = self._children[key] = metric.labels(*labels)
+        return found
+
+    def record_attempt(self, result: str, profile: str, seconds: float) -> None:
+        """One scheduling attempt: ``scheduler_schedule_attempts`` and its duration."""
+        self.child(self.schedule_attempts, result, profile).inc()
+        self.child(self.attempt_duration, result, profile).observe(seconds)
+
     def observer(self, profile: str):  # type: ignore[no-untyped-def]
         hist = self.extension_point_duration
         children: dict[tuple[str, object], Any] = {}

@@ -290,8 +290,7 @@ class Scheduler:
     ) -> None:
         result = "error" if error or status.code == Code.ERROR else "unschedulable"
         elapsed = time.perf_counter() - perf_start
-        self.metrics.schedule_attempts.labels(result, fwk.profile_name).inc()
-        self.metrics.attempt_duration.labels(result, fwk.profile_name).observe(elapsed)
+        self.metrics.record_attempt(result, fwk.profile_name, elapsed)
         self.failed_count += 1
         pod = qpi.pod
         self._record(Outcome(pod.key, None, message, qpi.attempts))
@@ -322,7 +321,8 @@ class Scheduler:
     async def _binding_cycle(self, b: _Binding, perf_start: float) -> None:
         pod, node = b.assumed, b.assumed.node_name
         async with self._binding_slots:
-            self.metrics.bindings_in_flight.labels("binding").inc()
+            in_flight = self.metrics.child(self.metrics.bindings_in_flight, "binding")
+            in_flight.inc()
             try:
                 status = await self._wait_on_permit(b)
                 if status.is_success:
@@ -333,7 +333,7 @@ class Scheduler:
                 log.exception("binding cycle for %s failed", pod.key)
                 status = Status(Code.ERROR, (str(exc),))
             finally:
-                self.metrics.bindings_in_flight.labels("binding").dec()
+                in_flight.dec()
         if not status.is_success:
             b.fwk.run_unreserve(b.state, pod, node)
             self.cache.forget_pod(pod)
@@ -343,11 +343,11 @@ class Scheduler:
         self.cache.finish_binding(pod, self.clock())
         b.fwk.run_post_bind(b.state, pod, node)
         elapsed = time.perf_counter() - perf_start
-        self.metrics.schedule_attempts.labels("scheduled", b.fwk.profile_name).inc()
-        self.metrics.attempt_duration.labels("scheduled", b.fwk.profile_name).observe(elapsed)
+        self.metrics.record_attempt("scheduled", b.fwk.profile_name, elapsed)
         self.metrics.pod_attempts.observe(b.qpi.attempts)
         first = b.qpi.initial_attempt_timestamp or b.started
-        self.metrics.sli_duration.labels(attempts_label(b.qpi.attempts)).observe(max(0.0, self.clock() - first))
+        sli = self.metrics.child(self.metrics.sli_duration, attempts_label(b.qpi.attempts))
+        sli.observe(max(0.0, self.clock() - first))
         self.scheduled_count += 1
         self._record(Outcome(pod.key, node, "", b.qpi.attempts))
         self.queue.done(pod.key)
@@ -428,9 +428,9 @@ class Scheduler:
 
     def _update_gauges(self) -> None:
         for queue_name, n in self.queue.pending_counts().items():
-            self.metrics.pending_pods.labels(queue_name).set(n)
+            self.metrics.child(self.metrics.pending_pods, queue_name).set(n)
         for kind, n in self.cache.counts().items():
-            self.metrics.cache_size.labels(kind).set(n)
+            self.metrics.child(self.metrics.cache_size, kind).set(n)
 
 
 _EVENT_RESOURCES = {r.value: r for r in EventResource}

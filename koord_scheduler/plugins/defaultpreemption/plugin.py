@@ -15,13 +15,20 @@ room, nominate it, and delete those pods:
    if the pod still does not fit, the node fails with Filter's status (none to remove: Unresolvable
    ``"No preemption victims found for incoming pod"``); otherwise pods go back, most important first and
    PDB-violating ones first, and those the pod still fits with are spared. Reserve pods (Koordinator
-   Reservations) are never victims.
+   Reservations) are never victims. When NodeResourcesFit is the only active Filter plugin that looks at
+   the pods on a node (:func:`.resource_reprieve.resource_fit_request`), the same search runs for a batch
+   of nodes at once as arithmetic on their requested rows (:mod:`.resource_reprieve`), and each node it
+   proposes is confirmed by one full Filter pass (with and without nominated pods) before it becomes a
+   candidate; any node it cannot settle goes through the generic per-node search.
 4. **Node choice**: :func:`.policy.pick_one_node`.
 5. **Execution**, after the cycle (the PostFilter result nominates the node at once): lower-priority
    pods nominated to that node lose their nomination, the preemptor's ``status.nominatedNodeName`` is
-   written, and the victims are deleted through the API (a victim waiting at Permit is rejected
-   instead), each with a ``Preempted`` event ``"Preempted by pod <uid> on node <node>"``.
-   Upstream also sets a ``DisruptionTarget`` condition on each victim first; pykoord does not (yet).
+   written, and each victim first gets a ``DisruptionTarget`` condition (status True, reason
+   ``PreemptionByScheduler``, message ``"<schedulerName>: preempting to accommodate a higher priority pod"``,
+   :func:`.policy.disruption_target_patch`) through a pods/status patch, then is deleted through the API (a
+   victim waiting at Permit is rejected instead), with a ``Preempted`` event ``"Preempted by pod <uid> on
+   node <node>"``. Unlike upstream, a failed condition patch is logged and the deletion goes ahead: the
+   in-memory cluster cannot patch pods.
 
 No candidate: Unschedulable with ``"preemption: 0/N nodes are available: ..."`` over the dry run's node
 statuses, nodes never examined counting as ``"Preemption is not helpful for scheduling"``, and a result
@@ -34,6 +41,7 @@ Metrics: ``scheduler_preemption_attempts_total`` (every PostFilter call) and ``s
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import random
 from collections.abc import Callable, Coroutine
@@ -44,25 +52,43 @@ import numpy as np
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from apis.config.plugin_args import DefaultPreemptionArgs
+from apis.core.parse import parse_pod
 from apis.core.types import Pod
 from koord_scheduler.framework.cycle_state import CycleState
 from koord_scheduler.framework.diagnosis import Diagnosis
 from koord_scheduler.framework.handle import FrameworkHandle
-from koord_scheduler.framework.snapshot import NodeInfo
+from koord_scheduler.framework.runtime import PluginCycleError
+from koord_scheduler.framework.snapshot import ClusterSnapshot, NodeInfo, Positions
 from koord_scheduler.framework.status import Code, Status, error, unresolvable, unschedulable
-from koord_scheduler.framework.types import PostFilterResult
+from koord_scheduler.framework.types import ObjectKind, PostFilterResult
 from koord_scheduler.plugins import names
 from koord_scheduler.plugins.defaultpreemption import policy
 from koord_scheduler.plugins.defaultpreemption.dryrun import DryRunError, NodeTrial, NominatedPods
 from koord_scheduler.plugins.defaultpreemption.pdb import PDB_KIND, BudgetStore
 from koord_scheduler.plugins.defaultpreemption.policy import Candidate, DisruptionBudget
+from koord_scheduler.plugins.defaultpreemption.resource_reprieve import node_rows, reprieve_rows, resource_fit_request
+from koord_scheduler.plugins.noderesources.fit import FitRequest
 
 NAME = names.DEFAULT_PREEMPTION
 ARGS = DefaultPreemptionArgs
 
 log = logging.getLogger(__name__)
 
-DISRUPTION_TARGET = "DisruptionTarget"
+DISRUPTION_TARGET = policy.DISRUPTION_TARGET
+
+POD_KIND = ObjectKind(kind="Pod", group="", version="v1", plural="pods", namespaced=True, parse=parse_pod)
+"""Pods as ``ClusterClient.patch_object_status`` addresses them (the pods/status subresource)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Found:
+    """A node where resource arithmetic found victims (:meth:`DefaultPreemption._fast_chunk`), not yet
+    confirmed by the Filter chain."""
+
+    info: NodeInfo
+    victims: list[Pod]
+    violations: int
+    nominated: list[Pod]
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +154,11 @@ class DefaultPreemption:
         """Victim key -> node, from the decision until the victim is gone from the snapshot."""
         self._tasks: set[asyncio.Task[None]] = set()
         self.history: list[PreemptionRecord] = []
+        self._order_names: tuple[Positions, list[str]] | None = None
+        self.fast_reprieve = True
+        """Search victims by resource arithmetic where that is exact (:mod:`.resource_reprieve`); False
+        forces the generic per-node Filter search (tests and benchmarks compare the two)."""
+        self._condition_failures = 0
         registry = getattr(handle, "metrics_registry", None)
         self._metrics = _Metrics(registry if isinstance(registry, CollectorRegistry) else CollectorRegistry())
         watch = getattr(handle, "watch", None)
@@ -167,7 +198,7 @@ class DefaultPreemption:
         eligible, reason = self.eligible(pod, node_statuses)
         if not eligible:
             return None, unschedulable(reason)
-        order = [info.name for info in snapshot.iter_nodes()]
+        order = self._node_names(snapshot)
         potential = policy.potential_nodes(node_statuses, order)
         candidates: list[Candidate] = []
         dry_statuses: dict[str, Status] = {}
@@ -187,6 +218,13 @@ class DefaultPreemption:
             return None, unschedulable(policy.NO_CANDIDATE)
         self._execute(pod, best)
         return PostFilterResult(best.node_name), Status()
+
+    def _node_names(self, snapshot: ClusterSnapshot) -> list[str]:
+        """Node names in node-tree order, rebuilt only when the order changes."""
+        positions = snapshot.node_order()
+        if self._order_names is None or self._order_names[0] is not positions:
+            self._order_names = (positions, [snapshot.info(int(pos)).name for pos in positions])
+        return self._order_names[1]
 
     def eligible(self, pod: Pod, node_statuses: dict[str, Status]) -> tuple[bool, str]:
         """``PodEligibleToPreemptOthers``."""
@@ -216,14 +254,20 @@ class DefaultPreemption:
         statuses: dict[str, Status] = {}
         snapshot = self._handle.snapshot
         bulk = self._nodes_independent(state)
+        fit = resource_fit_request(self._fwk, state) if bulk and self.fast_reprieve else None
         screened: dict[str, Status] = {}
-        chunk = max(wanted, 16)
+        found: dict[str, _Found] = {}
+        confirmed: set[str] = set()
+        batch_end = 0
         for i in range(len(potential)):
             name = potential[(offset + i) % len(potential)]
-            if bulk and i % chunk == 0:
-                # Screen the next nodes in dry-run order only: the scan usually stops within one chunk.
-                upcoming = [potential[(offset + j) % len(potential)] for j in range(i, min(i + chunk, len(potential)))]
-                screened = self._screen(state, pod, upcoming)
+            if bulk and i == batch_end:
+                # Screen the next nodes in dry-run order only: the scan usually stops within one batch.
+                found_so_far = len(non_violating) + len(violating)
+                batch_end = i + policy.batch_size(wanted, examined=i, found=found_so_far)
+                upcoming = [potential[(offset + j) % len(potential)] for j in range(i, min(batch_end, len(potential)))]
+                found = self._fast_chunk(pod, upcoming, fit, budgets) if fit is not None else {}
+                screened = self._screen(state, pod, [n for n in upcoming if n not in found])
             info = snapshot.node_info(name)
             if info is None:
                 continue
@@ -231,7 +275,16 @@ class DefaultPreemption:
             if early is not None:
                 statuses[name] = early
                 continue
-            victims, violations, status = self.select_victims_on_node(state, pod, info, budgets)
+            fast = found.pop(name, None)
+            if fast is not None and name not in confirmed:
+                # Confirm as many found nodes as may still be needed, in one Filter pass.
+                needed = max(wanted - len(non_violating) - len(violating), 1)
+                batch = [fast, *itertools.islice(found.values(), needed - 1)]
+                confirmed |= self._confirm(state, pod, batch)
+            if fast is not None and name in confirmed:
+                victims, violations, status = fast.victims, fast.violations, Status()
+            else:
+                victims, violations, status = self.select_victims_on_node(state, pod, info, budgets)
             if status.is_success and victims:
                 candidate = Candidate(name, tuple(victims), violations)
                 group = non_violating if violations == 0 else violating
@@ -294,6 +347,83 @@ class DefaultPreemption:
                 snapshot.add_pod(victim)
         return out
 
+    def _fast_chunk(
+        self, pod: Pod, node_names: list[str], fit: FitRequest, budgets: list[DisruptionBudget]
+    ) -> dict[str, _Found]:
+        """:meth:`select_victims_on_node` for a batch of nodes by resource arithmetic
+        (:mod:`.resource_reprieve`, valid when :func:`.resource_fit_request` gave ``fit``), in
+        ``node_names`` order: the nodes where the pod fits with some victims off. Nothing here is trusted
+        before :meth:`_confirm`; every other node is left to the generic search."""
+        snapshot = self._handle.snapshot
+        now = self._handle.clock()
+        plans: list[tuple[NodeInfo, list[Pod], list[Pod], list[Pod]]] = []
+        for name in node_names:
+            info = snapshot.node_info(name)
+            if info is None:
+                continue
+            potential = [p for p in info.pods.values() if p.priority < pod.priority and not policy.is_reserve_pod(p)]
+            if not potential:
+                continue
+            potential.sort(key=lambda p: (-p.priority, policy.start_time(p, now)))  # policy.importance_key
+            violating, non_violating = policy.split_by_pdb(potential, budgets)
+            plans.append((info, violating, non_violating, self._counted_nominated(pod, info)))
+        if not plans:
+            return {}
+        orders = [violating + non_violating for _, violating, non_violating, _ in plans]
+        rows = node_rows(snapshot, [info.position for info, *_ in plans], orders, [nom for *_, nom in plans])
+        fits, victim = reprieve_rows(fit, rows)
+        found: dict[str, _Found] = {}
+        for i, (info, violating, non_violating, nominated) in enumerate(plans):
+            if not fits[i]:
+                continue
+            flags = victim[i, : len(orders[i])].tolist()
+            chosen = [p for p, off in zip(orders[i], flags, strict=True) if off]
+            if not chosen:
+                continue
+            both = bool(violating) and bool(non_violating)
+            victims = policy.order_victims(chosen, both_groups=both, now=now)
+            found[info.name] = _Found(info, victims, sum(flags[: len(violating)]), nominated)
+        return found
+
+    def _counted_nominated(self, pod: Pod, info: NodeInfo) -> list[Pod]:
+        """The nominated pods ``RunFilterPluginsWithNominatedPods`` adds to ``info`` (not yet placed)."""
+        if self._nominated is None:
+            return []
+        return [
+            other
+            for other in self._nominated.nominated_pods_for_node(info.name)
+            if other.priority >= pod.priority and other.key != pod.key and other.key not in info.pods
+        ]
+
+    def _confirm(self, state: CycleState, pod: Pod, batch: list[_Found]) -> set[str]:
+        """The nodes of ``batch`` where the full Filter chain passes the pod with the victims off, with the
+        nominated pods and without them. Nodes are independent here, so all go in one Filter pass."""
+        snapshot = self._handle.snapshot
+        positions = np.asarray([f.info.position for f in batch], dtype=np.intp)
+        removed: list[Pod] = []
+        added: list[Pod] = []
+        try:
+            for f in batch:
+                for victim in f.victims:
+                    snapshot.remove_pod(victim)
+                    removed.append(victim)
+            passing = set(self._fwk.filter_nodes_uncached(state, pod, positions, Diagnosis()).tolist())
+            for f in batch:
+                for other in f.nominated:
+                    placed = replace(other, node_name=f.info.name)
+                    snapshot.add_pod(placed)
+                    added.append(placed)
+            if added:
+                passing &= set(self._fwk.filter_nodes_uncached(state, pod, positions, Diagnosis()).tolist())
+        except PluginCycleError:
+            return set()  # the generic search reports the error, node by node
+        finally:
+            for placed in added:
+                snapshot.remove_pod(placed)
+            for victim in removed:
+                snapshot.add_pod(victim)
+        return {f.info.name for f in batch if f.info.position in passing}
+
     def select_victims_on_node(
         self, state: CycleState, pod: Pod, info: NodeInfo, budgets: list[DisruptionBudget]
     ) -> tuple[list[Pod], int, Status]:
@@ -353,10 +483,25 @@ class DefaultPreemption:
             if waiting is not None:
                 waiting.reject(NAME, "preempted")
                 continue
+            patch = policy.disruption_target_patch(victim, pod, self._handle.clock())
+            if patch is not None:
+                await self._mark_disruption_target(victim, patch)
             reason = f"Preempted by pod {pod.uid or pod.key} on node {node}"
             ok = await _logged(cluster, "delete_pod", (victim,), {"reason": reason}, what=f"preempting {victim.key}")
             if not ok:
                 self._in_flight.pop(victim.key, None)
+
+    async def _mark_disruption_target(self, victim: Pod, patch: dict[str, Any]) -> None:
+        """Best effort, unlike upstream (which leaves the victim alone when this patch fails): the in-memory
+        cluster cannot patch pods yet, and the deletion must still happen there. The first failure is a
+        warning, later ones are debug messages."""
+        try:
+            await self._handle.cluster.patch_object_status(POD_KIND, victim.name, patch, namespace=victim.namespace)
+        except Exception as exc:
+            level = logging.DEBUG if self._condition_failures else logging.WARNING
+            self._condition_failures += 1
+            what = "preemption: marking %s as a DisruptionTarget failed (it is deleted anyway): %s"
+            log.log(level, what, victim.key, exc)
 
     def _terminating_by_preemption(self, pod: Pod) -> bool:
         if pod.key in self._in_flight:

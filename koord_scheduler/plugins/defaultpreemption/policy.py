@@ -7,6 +7,7 @@
   removed; if the pod then fits, they are added back one at a time, most important first, PDB-violating
   ones before the others, and each one the pod still fits with is spared. What is left are the victims.
 - :func:`pick_one_node`: the node choice among candidates.
+- :func:`disruption_target_patch`: the ``DisruptionTarget`` condition set on a victim before its deletion.
 - the messages, word for word.
 
 Pod start time: upstream orders equal-priority pods by ``status.startTime``. pykoord's Pod does not carry
@@ -19,7 +20,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from datetime import UTC, datetime
+from typing import Any, TypeVar
 
 from apis.core.selectors import label_selector_matches
 from apis.core.types import LabelSelector, Pod
@@ -35,6 +37,8 @@ NOT_ELIGIBLE_TERMINATING = "not eligible due to a terminating pod on the nominat
 NO_CANDIDATE = "no candidate node for preemption"
 MESSAGE_PREFIX = "preemption: "
 PREEMPT_NEVER = "Never"
+DISRUPTION_TARGET = "DisruptionTarget"
+REASON_PREEMPTION_BY_SCHEDULER = "PreemptionByScheduler"
 
 T = TypeVar("T")
 
@@ -67,6 +71,18 @@ def num_candidates(num_nodes: int, percentage: int, absolute: int) -> int:
     return min(n, num_nodes)
 
 
+def batch_size(wanted: int, *, examined: int, found: int) -> int:
+    """How many nodes the dry run screens in its next batch: ``max(wanted, 16)`` at first; later, the nodes
+    still needed at the rate found so far, plus a quarter and 8 more, between 16 and the first size. Only
+    the amount of work changes with it, never which nodes are examined or in what order."""
+    first = max(wanted, 16)
+    if examined == 0:
+        return first
+    need = max(wanted - found, 1)
+    estimate = -(-need * examined // max(found, 1))
+    return max(16, min(first, estimate + estimate // 4 + 8))
+
+
 def is_reserve_pod(pod: Pod) -> bool:
     """A Reservation's placeholder (Koordinator's ``reserve-pod`` annotation)."""
     return pod.annotations.get(ANNOTATION_RESERVE_POD) == "true"
@@ -95,6 +111,8 @@ def split_by_pdb(pods: Sequence[Pod], budgets: Sequence[DisruptionBudget]) -> tu
     takes some matching budget below zero is violating. A pod listed in the budget's ``disruptedPods`` is
     already being disrupted and costs nothing. A nil or empty selector matches nothing here.
     """
+    if not budgets:
+        return [], list(pods)
     allowed = [b.disruptions_allowed for b in budgets]
     violating: list[Pod] = []
     non_violating: list[Pod] = []
@@ -179,6 +197,33 @@ def _earliest_start_of_highest(victims: Sequence[Pod], now: float) -> float:
     return min(start_time(v, now) for v in victims if v.priority == top)
 
 
+def disruption_target_patch(victim: Pod, preemptor: Pod, now: float) -> dict[str, Any] | None:
+    """The pods/status merge patch that marks ``victim`` as preempted (``PreemptPod`` in upstream's
+    ``preemption.go``): a ``DisruptionTarget`` condition, status True, reason ``PreemptionByScheduler``,
+    message ``"<preemptor's schedulerName>: preempting to accommodate a higher priority pod"``,
+    ``lastTransitionTime`` now and ``observedGeneration`` the victim's generation (PodObservedGenerationTracking
+    is GA in v1.35). None when the victim already carries a true DisruptionTarget (upstream patches only when
+    ``UpdatePodCondition`` changed something).
+
+    A JSON merge patch replaces ``status.conditions`` as a whole, so the victim's other conditions are
+    written back, in their order, with the type and status pykoord keeps of them (their reason, message and
+    times are not kept and are dropped).
+    """
+    if victim.conditions.get(DISRUPTION_TARGET) == "True":
+        return None
+    condition: dict[str, Any] = {
+        "type": DISRUPTION_TARGET,
+        "status": "True",
+        "reason": REASON_PREEMPTION_BY_SCHEDULER,
+        "message": f"{preemptor.scheduler_name}: preempting to accommodate a higher priority pod",
+        "lastTransitionTime": datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+    if victim.meta.generation:
+        condition["observedGeneration"] = victim.meta.generation
+    others = [{"type": t, "status": s} for t, s in victim.conditions.items() if t != DISRUPTION_TARGET]
+    return {"status": {"conditions": [*others, condition]}}
+
+
 def fit_error_message(num_all_nodes: int, statuses: Iterable[Status], absent_reason: str) -> str:
     """``FitError.Error()`` over the dry run's node statuses; nodes without one (never examined) count
     under ``absent_reason``. Same format as the Filter message: ``"0/3 nodes are available: 2 x, 1 y."``."""
@@ -202,6 +247,7 @@ def potential_nodes(node_statuses: Mapping[str, Status], node_order: Sequence[st
 
 
 __all__ = [
+    "DISRUPTION_TARGET",
     "MAX_INT32",
     "MESSAGE_PREFIX",
     "NOT_ELIGIBLE_NEVER",
@@ -209,8 +255,11 @@ __all__ = [
     "NOT_HELPFUL",
     "NO_CANDIDATE",
     "NO_VICTIMS",
+    "REASON_PREEMPTION_BY_SCHEDULER",
     "Candidate",
     "DisruptionBudget",
+    "batch_size",
+    "disruption_target_patch",
     "fit_error_message",
     "importance_key",
     "is_preemptible",

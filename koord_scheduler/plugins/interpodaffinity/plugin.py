@@ -11,6 +11,7 @@
   PreScore Skip when the incoming pod has no preferred terms (upstream's only use of it: when the pod
   has preferred terms, existing pods' terms still count).
 - PreFilterExtensions add_pod/remove_pod update a cloned PreFilter state.
+- EventsToRegister: Pod and Node events with upstream's queueing hints (:mod:`.hints`).
 
 Namespaces: pykoord watches no Namespace objects. ``namespace_labels`` (a callable namespace -> labels
 or None) stands in for the namespace lister and defaults to knowing no namespace: a term's non-empty
@@ -33,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from apis.config.plugin_args import InterPodAffinityArgs
-from apis.core.types import Pod
+from apis.core.types import Node, Pod
 from koord_scheduler.framework.cycle_state import CycleState, StateKey
 from koord_scheduler.framework.handle import FrameworkHandle
 from koord_scheduler.framework.snapshot import ClusterSnapshot, IntArray, NodeInfo, Positions
@@ -45,8 +46,10 @@ from koord_scheduler.framework.types import (
     EventResource,
     NodeFilterResult,
     PreFilterResult,
+    QueueingHint,
 )
 from koord_scheduler.plugins import names
+from koord_scheduler.plugins.interpodaffinity import hints
 from koord_scheduler.plugins.interpodaffinity.policy import (
     IncomingTerms,
     TopologyCounts,
@@ -66,6 +69,7 @@ from koord_scheduler.plugins.topology_index import (
     TermKind,
     TopologyDomains,
     TopologyIndex,
+    as_upstream_pod_change,
     no_namespace_labels,
     pod_term_groups,
 )
@@ -289,10 +293,29 @@ class InterPodAffinity:
     # ----- queueing -----
 
     def events_to_register(self) -> Sequence[ClusterEventWithHint]:
+        """Upstream's events and hints (:mod:`.hints`). Pods register for every action: the scheduler
+        reports an assigned pod's update as one generic ``UPDATE``, and the hint queues only for the
+        label changes upstream's ``UpdatePodLabel`` registration lets through."""
         return (
-            ClusterEventWithHint(ClusterEvent(EventResource.POD, ActionType.ALL)),
-            ClusterEventWithHint(ClusterEvent(EventResource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_LABEL)),
+            ClusterEventWithHint(ClusterEvent(EventResource.POD, ActionType.ALL), self.hint_after_pod_change),
+            ClusterEventWithHint(
+                ClusterEvent(EventResource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_LABEL),
+                self.hint_after_node_change,
+            ),
         )
+
+    @staticmethod
+    def hint_after_pod_change(pod: Pod, old: object | None, new: object | None) -> QueueingHint:
+        change = as_upstream_pod_change(old, new)
+        if change is None:
+            return QueueingHint.QUEUE
+        return hints.after_pod_change(pod, *change)
+
+    @staticmethod
+    def hint_after_node_change(pod: Pod, old: object | None, new: object | None) -> QueueingHint:
+        if not isinstance(old, Node | None) or not isinstance(new, Node | None):
+            return QueueingHint.QUEUE
+        return hints.after_node_change(pod, old, new)
 
 
 def new(args: InterPodAffinityArgs | None, handle: FrameworkHandle) -> InterPodAffinity:

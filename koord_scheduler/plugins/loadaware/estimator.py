@@ -62,7 +62,8 @@ def pod_priority_class(pod: Pod) -> PriorityClass:
 
 
 def is_daemonset_pod(pod: Pod) -> bool:
-    return any(ref.kind == "DaemonSet" for ref in pod.meta.owner_references)
+    refs = pod.meta.owner_references
+    return bool(refs) and any(ref.kind == "DaemonSet" for ref in refs)
 
 
 def is_reserve_pod(pod: Pod) -> bool:

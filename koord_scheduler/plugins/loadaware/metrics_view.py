@@ -18,6 +18,8 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from operator import add
+from typing import NamedTuple
 
 import numpy as np
 
@@ -28,6 +30,7 @@ from koord_scheduler.plugins.loadaware.scoring import BoolArray, FloatArray, Int
 
 ANNOTATION_CUSTOM_USAGE_THRESHOLDS = "scheduling.koordinator.sh/usage-thresholds"
 NON_PROD, PROD = 0, 1
+_NO_TIME = float("-inf")
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,14 +132,18 @@ class ScorePaths:
     prod_for_prod_pods: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class RowRecord:
-    """A row as plain Python values, for the few-nodes path. ``filter[view]`` is (on, aggregated,
-    thresholds, base)."""
+FilterView = tuple[bool, bool, tuple[int, ...], list[int]]
+"""(thresholds on, aggregated, thresholds, base) for one kind of incoming pod."""
+
+
+class RowRecord(NamedTuple):
+    """A row as plain Python values, for the few-nodes path. ``filter[view]`` is a :data:`FilterView`.
+    (A named tuple: Reserve rewrites one per pod.)"""
 
     has_info: bool
-    update_time: float | None
-    filter: tuple[tuple[bool, bool, tuple[int, ...], list[int]], tuple[bool, bool, tuple[int, ...], list[int]]]
+    update_time: float
+    """``status.updateTime``; -inf when absent (always expired)."""
+    filter: tuple[FilterView, FilterView]
     score_base: tuple[list[int], list[int]]
 
 
@@ -203,7 +210,7 @@ class LoadView:
         assert metric is not None
         default = _sum(load.node_usage, load.node_delta)
         prod = _sum(load.prod_usage, load.prod_delta)
-        non_prod: tuple[bool, bool, tuple[int, ...], list[int]]
+        non_prod: FilterView
         if profile.aggregated is not None:
             agg = profile.aggregated
             non_prod = (
@@ -222,33 +229,39 @@ class LoadView:
         )
         score_prod = prod if score.prod_for_prod_pods else score_default
         self.records[pos] = RowRecord(
-            metric.has_node_metric, metric.update_time, (non_prod, prod_view), (score_default, score_prod)
+            metric.has_node_metric,
+            _NO_TIME if metric.update_time is None else metric.update_time,
+            (non_prod, prod_view),
+            (score_default, score_prod),
         )
         self._pending.add(pos)
 
     def flush(self) -> None:
-        """Write the rows rewritten since the last flush into the arrays (call before reading them)."""
+        """Write the rows rewritten since the last flush into the arrays (call before reading them).
+        One numpy assignment per array for all pending rows (per-row assignments cost ~1 µs each)."""
         if not self._pending:
             return
         pending, self._pending = self._pending, set()
-        for pos in pending:
-            record = self.records.get(pos)
-            if record is None:
-                continue
-            non_prod, prod_view = record.filter
-            self.has_metric[pos] = True
-            self.has_info[pos] = record.has_info
-            self.update_time[pos] = np.nan if record.update_time is None else record.update_time
-            # One assignment per array for both views (NON_PROD = 0, PROD = 1).
-            self.filter_on[:, pos] = (non_prod[0], prod_view[0])
-            self.filter_aggregated[:, pos] = (non_prod[1], prod_view[1])
-            self.filter_thresholds[:, pos] = (non_prod[2], prod_view[2])
-            self.filter_base[:, pos] = (non_prod[3], prod_view[3])
-            self.score_base[:, pos] = record.score_base
+        records = self.records
+        rows = [(pos, records[pos]) for pos in pending if pos in records]
+        if not rows:
+            return
+        idx = np.fromiter((pos for pos, _ in rows), dtype=np.intp, count=len(rows))
+        recs = [record for _, record in rows]
+        views = [[record.filter[kind] for record in recs] for kind in (NON_PROD, PROD)]
+        self.has_metric[idx] = True
+        self.has_info[idx] = [record.has_info for record in recs]
+        self.update_time[idx] = [np.nan if r.update_time == _NO_TIME else r.update_time for r in recs]
+        self.filter_on[:, idx] = [[view[0] for view in by_kind] for by_kind in views]
+        self.filter_aggregated[:, idx] = [[view[1] for view in by_kind] for by_kind in views]
+        self.filter_thresholds[:, idx] = np.array([[view[2] for view in by_kind] for by_kind in views], dtype=np.int64)
+        self.filter_base[:, idx] = np.array([[view[3] for view in by_kind] for by_kind in views], dtype=np.int64)
+        bases = [[record.score_base[kind] for record in recs] for kind in (NON_PROD, PROD)]
+        self.score_base[:, idx] = np.array(bases, dtype=np.int64)
 
 
 def _sum(a: Sequence[int], b: Sequence[int]) -> list[int]:
-    return [x + y for x, y in zip(a, b, strict=True)]
+    return list(map(add, a, b))  # a few times faster than a comprehension for short vectors
 
 
 def _aggregated_base(load: NodeLoad, resources: Sequence[str], aggregation_type: str, duration: float) -> list[int]:

@@ -37,13 +37,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
+from operator import add
 from typing import Any, Protocol
 
 import numpy as np
 
 from apis.config.loadaware_args import TARGET_UTILIZATION, LoadAwareSchedulingArgs
 from apis.core.quantity import format_quantity
-from apis.core.types import CPU, MEMORY, Pod
+from apis.core.types import CPU, MEMORY, PODS, Node, Pod
 from apis.extension import LABEL_POD_PRIORITY_CLASS, LABEL_POD_QOS, PriorityClass
 from koord_scheduler.framework.cycle_state import CycleState, StateKey
 from koord_scheduler.framework.snapshot import ClusterSnapshot, IntArray, Positions
@@ -87,8 +88,10 @@ REASON_NODE_METRIC_EXPIRED = "node(s) nodeMetric expired"
 REASON_USAGE_EXCEED_THRESHOLD = "node(s) {} usage exceed threshold"
 REASON_AGGREGATED_USAGE_EXCEED_THRESHOLD = "node(s) {} aggregated usage exceed threshold"
 
-FEW_NODES = 16
-"""Up to this many nodes, Filter and Score run in plain Python (numpy's per-call overhead dominates)."""
+FEW_NODES = 64
+"""Up to this many nodes, Filter and Score run in plain Python: numpy's per-call overhead, and flushing
+the rows Reserve rewrote into the arrays, cost more below that (the runtime's node cache asks for the
+nodes changed since the last cycle: usually one or two, a few dozen after a burst of bindings)."""
 
 SimulationReporter = Callable[[], tuple[str, list[dict[str, Any]]]]
 
@@ -118,6 +121,8 @@ class IncomingPod:
     vector: IntArray
     prod: bool
     daemonset: bool
+    sign: Hashable
+    """What :meth:`LoadAwareScheduling.sign_pod` returns: (estimate, prod, daemonset)."""
 
 
 INCOMING_KEY: StateKey[IncomingPod] = StateKey("IncomingPodEstimated" + NAME)
@@ -147,8 +152,14 @@ class LoadAwareScheduling:
         width = len(self.resources)
         self.cache = AssignCache(self.resources, prod_usage_include_sys=args.prod_usage_include_sys)
         self.view = LoadView(self.resources, snapshot.capacity)
-        self._known_pods: IntArray = np.full(snapshot.capacity, -1, dtype=np.int64)
+        self._known_pods: list[int] = [-1] * snapshot.capacity
         """Per position, the snapshot's pod count when the plugin last agreed with it (-1: never)."""
+        self._recheck: set[int] = set()
+        """Positions whose ``_known_pods`` Reserve/Unreserve moved (compared at the next pod sync even if
+        the snapshot did not touch them)."""
+        self._synced_version = -1
+        """``snapshot.version`` after the last :meth:`_sync` (nothing to do while it is unchanged; -1:
+        compare every position)."""
         self._nodes_generation = -1
         self._rows: dict[str, int] = {}
         self._row_owner: dict[int, str] = {}
@@ -177,15 +188,20 @@ class LoadAwareScheduling:
         )
         self._expired_reason = 2 * width
         self._last_estimate: tuple[Pod, IncomingPod] | None = None
-        self._alloc_columns: tuple[ClusterSnapshot, int, tuple[int | None, ...]] | None = None
-        """(snapshot, its number of resource columns, the column of each of ``resources``)."""
-        self._estimates: dict[Hashable, tuple[tuple[int, ...], IntArray, bool]] = {}
+        self._estimates: dict[Hashable, IncomingPod] = {}
         """Estimates by :meth:`_estimate_key` (bounded; cleared when full)."""
         self._pods_generation = -1
         self._fresh_checked_at = float("-inf")
         self._fresh_seen = np.zeros(snapshot.capacity, dtype=np.bool_)
         """Per position, whether the row was fresh when the plugin last looked (to touch rows that expire)."""
-        self._touch: Callable[[int], None] | None = getattr(snapshot, "touch", None)
+        self._after_scheduled = float(args.estimated_seconds_after_pod_scheduled or 0)
+        self._customize = args.allow_customize_estimation
+        self._expiration = args.node_metric_expiration_seconds
+        self._reject_expired = args.filter_expired_node_metrics and not args.enable_schedule_when_node_metrics_expired
+        self._width = width
+        self._pass_results: dict[int, NodeFilterResult] = {}
+        self._allocatable_rows: dict[int, tuple[Node | None, list[int]]] = {}
+        """Per position: (node object, its allocatable over ``resources``) for the few-nodes paths."""
 
     # ----- events -----
 
@@ -210,8 +226,7 @@ class LoadAwareScheduling:
         rows this plugin rewrites, and rows whose metric went stale since the last cycle, are touched.
         """
         self._sync()
-        incoming = self._estimate(pod)
-        return (incoming.estimate, incoming.prod, incoming.daemonset)
+        return self._estimate(pod).sign
 
     # ----- Filter -----
 
@@ -287,30 +302,33 @@ class LoadAwareScheduling:
     def _filter_few(self, incoming: IncomingPod, snapshot: ClusterSnapshot, positions: Positions) -> NodeFilterResult:
         """:meth:`filter_nodes` for a handful of nodes, in plain Python (same answers)."""
         n = len(positions)
-        failures: list[tuple[int, int]] = []
+        failures: list[tuple[int, int]] | None = None
         records = self.view.records
         kind = PROD if incoming.prod else NON_PROD
+        estimate = incoming.estimate
         check_expired = self.args.filter_expired_node_metrics
-        reject_expired = check_expired and not self.args.enable_schedule_when_node_metrics_expired
         now = self._clock()
-        width = len(self.resources)
+        expiration = self._expiration
         for i, pos in enumerate(positions.tolist()):
             record = records.get(pos)
             if record is None:
                 continue
-            if check_expired and not self._is_fresh(record.update_time, now):
-                if reject_expired:
+            if check_expired and not now - record.update_time < expiration:
+                if self._reject_expired:
+                    failures = failures or []
                     failures.append((i, self._expired_reason))
                 continue
             on, aggregated, thresholds, base = record.filter[kind]
             if not (on and record.has_info):
                 continue
-            used = [b + e for b, e in zip(base, incoming.estimate, strict=True)]
-            failed = scoring.row_first_failure(used, self._allocatable_row(snapshot, pos), thresholds)
+            failed = scoring.row_first_failure(
+                list(map(add, base, estimate)), self._allocatable_row(snapshot, pos), thresholds
+            )
             if failed >= 0:
-                failures.append((i, failed + width * aggregated))
-        if not failures:
-            return NodeFilterResult.all_pass(n)
+                failures = failures or []
+                failures.append((i, failed + self._width * aggregated))
+        if failures is None:
+            return self._all_passed(n)
         passed = np.ones(n, dtype=np.bool_)
         reason_ids = np.zeros(n, dtype=np.int64)
         for i, reason in failures:
@@ -322,33 +340,53 @@ class LoadAwareScheduling:
         out = [0] * len(positions)
         records = self.view.records
         kind = PROD if incoming.prod else NON_PROD
+        estimate = incoming.estimate
         now = self._clock()
+        expiration = self._expiration
         targets = self._target_list if self._target_scoring else None
+        weights = self._weight_list
+        dominant = self.args.dominant_resource_weight
         for i, pos in enumerate(positions.tolist()):
             record = records.get(pos)
-            if record is None or not record.has_info or not self._is_fresh(record.update_time, now):
+            if record is None or not record.has_info or not now - record.update_time < expiration:
                 continue
-            used = [b + e for b, e in zip(record.score_base[kind], incoming.estimate, strict=True)]
             out[i] = scoring.row_score(
-                used,
+                list(map(add, record.score_base[kind], estimate)),
                 self._allocatable_row(snapshot, pos),
-                self._weight_list,
-                self.args.dominant_resource_weight,
+                weights,
+                dominant,
                 targets,
             )
         return np.array(out, dtype=np.int64)
 
-    def _is_fresh(self, update_time: float | None, now: float) -> bool:
-        return update_time is not None and now - update_time < self.args.node_metric_expiration_seconds
+    def _all_passed(self, n: int) -> NodeFilterResult:
+        """Every node of ``n`` passes: one shared result per ``n`` (frozen, with a read-only mask; the
+        runtime only reads results)."""
+        result = self._pass_results.get(n)
+        if result is None:
+            mask = np.ones(n, dtype=np.bool_)
+            mask.flags.writeable = False
+            result = NodeFilterResult(mask)
+            self._pass_results[n] = result
+        return result
 
     def _allocatable_row(self, snapshot: ClusterSnapshot, pos: int) -> list[int]:
-        width = len(snapshot.resource_names)
-        cached = self._alloc_columns
-        if cached is None or cached[0] is not snapshot or cached[1] != width:
-            cached = (snapshot, width, tuple(snapshot.column(r) for r in self.resources))
-            self._alloc_columns = cached
-        row = snapshot.allocatable[pos].tolist()
-        return [row[c] if c is not None else 0 for c in cached[2]]
+        """The node's allocatable over ``resources`` (what ``snapshot.allocatable`` holds for it: the
+        node object's allocatable, ``pods`` excluded, zeros once the node is gone), cached per node object."""
+        info = snapshot.infos[pos]
+        node = info.node if info is not None else None
+        cached = self._allocatable_rows.get(pos)
+        if cached is not None and cached[0] is node:
+            return cached[1]
+        if node is None or not snapshot.valid[pos]:
+            row = [0] * self._width
+        else:
+            allocatable = node.allocatable
+            row = [allocatable.get(r, 0) if r != PODS else 0 for r in self.resources]
+        if len(self._allocatable_rows) >= 4 * FEW_NODES * FEW_NODES:
+            self._allocatable_rows.clear()
+        self._allocatable_rows[pos] = (node, row)
+        return row
 
     def score_extensions(self) -> None:
         return None
@@ -356,14 +394,19 @@ class LoadAwareScheduling:
     # ----- Reserve -----
 
     def reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status:
-        if is_reserve_pod(pod) or pod.is_terminal:
+        if pod.is_terminal or is_reserve_pod(pod):
             return success()
-        incoming = self._incoming(state, pod)
+        incoming = state.get(INCOMING_KEY) or self._estimate(pod)
         now = self._clock()
-        self.cache.assign(node_name, self._assigned(pod, incoming, now))
+        after = self._after_scheduled
+        self.cache.assign(
+            node_name, AssignedPod(pod.key, incoming.estimate, incoming.prod, now, now + after if after else None)
+        )
         pos = self._snapshot.positions.get(node_name)
-        if pos is not None and pos < len(self._known_pods) and self._known_pods[pos] >= 0:
-            self._known_pods[pos] += 1  # the assume that preceded Reserve
+        known = self._known_pods
+        if pos is not None and pos < len(known) and known[pos] >= 0:
+            known[pos] += 1  # the assume that preceded Reserve
+            self._recheck.add(pos)
         self._write(node_name)
         return success()
 
@@ -422,66 +465,67 @@ class LoadAwareScheduling:
         return incoming
 
     def _estimate(self, pod: Pod) -> IncomingPod:
+        """The pod's estimate, memoised for the last pod object and by :meth:`_estimate_key`."""
         last = self._last_estimate
         if last is not None and last[0] is pod:
             return last[1]
-        estimate, vector, prod = self._estimated(pod)
-        incoming = IncomingPod(estimate, vector, prod, is_daemonset_pod(pod))
-        self._last_estimate = (pod, incoming)
-        return incoming
-
-    def _estimated(self, pod: Pod) -> tuple[tuple[int, ...], IntArray, bool]:
-        """(estimate, the same as an array, koord-prod), memoised by :meth:`_estimate_key`."""
-        key = self._estimate_key(pod)
-        cached = self._estimates.get(key) if key is not None else None
-        if cached is None:
+        key: tuple[object, ...] | None = self._estimate_key(pod)
+        try:
+            incoming = self._estimates.get(key)
+        except TypeError:  # an unhashable field: estimate afresh
+            key, incoming = None, None
+        if incoming is None:
             estimate = estimate_pod(
                 pod,
                 self.resources,
                 self.args.estimated_scaling_factors,
                 allow_customize=self.args.allow_customize_estimation,
             )
-            cached = (estimate, np.array(estimate, dtype=np.int64), pod_priority_class(pod) is PriorityClass.PROD)
+            prod = pod_priority_class(pod) is PriorityClass.PROD
+            daemonset = is_daemonset_pod(pod)
+            incoming = IncomingPod(
+                estimate, np.array(estimate, dtype=np.int64), prod, daemonset, (estimate, prod, daemonset)
+            )
             if key is not None:
                 if len(self._estimates) >= 1024:
                     self._estimates.clear()
-                self._estimates[key] = cached
-        return cached
+                self._estimates[key] = incoming
+        self._last_estimate = (pod, incoming)
+        return incoming
 
-    def _estimate_key(self, pod: Pod) -> Hashable | None:
-        """Everything :func:`estimate_pod` and :func:`pod_priority_class` read, or None when not hashable
-        (the estimate is then computed afresh). Pods of one template share the key."""
-        labels = pod.labels
-        key = (
-            pod.requests,
-            pod.limits,
+    def _estimate_key(self, pod: Pod) -> tuple[object, ...]:
+        """Everything :func:`estimate_pod`, :func:`pod_priority_class` and :func:`is_daemonset_pod` read
+        (pods of one template share the key). It may not be hashable: :meth:`_estimate` then estimates
+        afresh."""
+        meta = pod.meta
+        labels = meta.labels
+        limits = pod.limits
+        return (
+            pod.requests,  # hashed by the runtime's node cache anyway (FrozenDict caches its hash)
+            tuple(limits.items()) if limits else (),
             pod.priority,
             pod.qos_class,
             labels.get(LABEL_POD_PRIORITY_CLASS),
             labels.get(LABEL_POD_QOS),
-            pod.annotations.get(ANNOTATION_ESTIMATED_SCALING_FACTORS) if self.args.allow_customize_estimation else None,
+            meta.annotations.get(ANNOTATION_ESTIMATED_SCALING_FACTORS) if self._customize else None,
+            is_daemonset_pod(pod),
         )
-        try:
-            hash(key)
-        except TypeError:
-            return None
-        return key
 
-    def _assigned(self, pod: Pod, incoming: IncomingPod | None, timestamp: float | None) -> AssignedPod:
-        if incoming is None:
-            estimate, _, prod = self._estimated(pod)
-        else:
-            estimate, prod = incoming.estimate, incoming.prod
-        after = self.args.estimated_seconds_after_pod_scheduled
+    def _assigned(self, pod: Pod, timestamp: float | None) -> AssignedPod:
+        """A pod found on a node (not placed by this scheduler), assigned at ``timestamp``."""
+        incoming = self._estimate(pod)
+        after = self._after_scheduled
         deadline = timestamp + after if after and timestamp is not None else None
-        return AssignedPod(pod.key, estimate, prod, timestamp, deadline)
+        return AssignedPod(pod.key, incoming.estimate, incoming.prod, timestamp, deadline)
 
     def _drop(self, pod: Pod, node_name: str) -> None:
         if not node_name or not self.cache.unassign(node_name, pod.key):
             return
         pos = self._snapshot.positions.get(node_name)
-        if pos is not None and pos < len(self._known_pods) and self._known_pods[pos] > 0:
-            self._known_pods[pos] -= 1  # the snapshot drops (or has dropped) the pod too
+        known = self._known_pods
+        if pos is not None and pos < len(known) and known[pos] > 0:
+            known[pos] -= 1  # the snapshot drops (or has dropped) the pod too
+            self._recheck.add(pos)
         self._write(node_name)
 
     def _fresh(self, positions: Positions) -> np.ndarray:
@@ -504,40 +548,58 @@ class LoadAwareScheduling:
         """Bring rows in line with the snapshot: positions after node changes, pods after pod changes,
         and (at most once per second of clock time) touch rows whose metric went stale.
 
-        Called several times per cycle; when nothing changed it is a few attribute reads."""
+        Called several times per cycle; while ``snapshot.version`` has not moved it is two comparisons."""
         snap = self._snapshot
         now = self._clock()
-        fresh_due = self._touch is not None and not (0.0 <= now - self._fresh_checked_at < 1.0)
-        if (
-            not fresh_due
-            and snap.pods_generation == self._pods_generation
-            and snap.nodes_generation == self._nodes_generation
-            and len(snap.infos) <= min(self.view.capacity, len(self._known_pods))
-        ):
+        fresh_due = not (0.0 <= now - self._fresh_checked_at < 1.0)
+        if not fresh_due and snap.version == self._synced_version:
             return
         cap = snap.capacity
         if cap > self.view.capacity:
             self.view.ensure_capacity(cap)
-        if cap > len(self._known_pods):
-            self._known_pods = np.concatenate([self._known_pods, np.full(cap - len(self._known_pods), -1)])
+        known = self._known_pods
+        if cap > len(known):
+            known.extend([-1] * (cap - len(known)))
             self._fresh_seen = np.concatenate([self._fresh_seen, np.zeros(cap - len(self._fresh_seen), bool)])
         if snap.nodes_generation != self._nodes_generation:
             self._nodes_generation = snap.nodes_generation
             self._remap()
         if snap.pods_generation != self._pods_generation:
-            # One vectorised comparison (a few µs at 5,000 nodes; cheaper than reading the change log).
             self._pods_generation = snap.pods_generation
-            for pos in np.flatnonzero(self._known_pods[:cap] != snap.pod_count[:cap]).tolist():
+            for pos in self._pod_count_mismatches(cap):
                 self._reconcile(pos)
-        if not fresh_due:
-            return
-        assert self._touch is not None
-        self._fresh_checked_at = now
-        self.view.flush()
-        fresh = (now - self.view.update_time[:cap]) < self.args.node_metric_expiration_seconds
-        for pos in np.flatnonzero(fresh != self._fresh_seen[:cap]).tolist():
-            self._touch(pos)
-        self._fresh_seen[:cap] = fresh
+        if fresh_due:
+            self._fresh_checked_at = now
+            self.view.flush()
+            fresh = (now - self.view.update_time[:cap]) < self.args.node_metric_expiration_seconds
+            for pos in np.flatnonzero(fresh != self._fresh_seen[:cap]).tolist():
+                snap.touch(pos)
+            self._fresh_seen[:cap] = fresh
+        self._synced_version = snap.version
+
+    def _pod_count_mismatches(self, cap: int) -> list[int]:
+        """Positions whose snapshot pod count differs from the plugin's, in ascending order.
+
+        The snapshot touches a node (and bumps ``pods_generation``) on every pod add/remove, so only
+        positions touched since the last :meth:`_sync` can have moved; Reserve/Unreserve note the rows
+        whose count they moved in ``_recheck``. Asking with the version the node caches last saw lets
+        them reuse the snapshot's answer. When the change log no longer reaches back that far, every
+        position is compared (one vectorised comparison)."""
+        snap = self._snapshot
+        known = self._known_pods
+        counts = snap.pod_count
+        since = self._synced_version
+        changed = snap.changed_since(since) if since >= 0 else None
+        recheck, self._recheck = self._recheck, set()
+        if changed is None:
+            mismatched: list[int] = np.flatnonzero(np.array(known[:cap], dtype=np.int64) != counts[:cap]).tolist()
+            return mismatched
+        out = [pos for pos in changed.tolist() if pos < cap and known[pos] != counts[pos]] if len(changed) else []
+        for pos in recheck:
+            if pos < cap and known[pos] != counts[pos] and pos not in out:
+                out.append(pos)
+        out.sort()
+        return out
 
     def _remap(self) -> None:
         positions = self._snapshot.positions
@@ -553,7 +615,7 @@ class LoadAwareScheduling:
 
     def _reconcile(self, pos: int) -> None:
         snap = self._snapshot
-        self._known_pods[pos] = snap.pod_count[pos]
+        self._known_pods[pos] = int(snap.pod_count[pos])
         info = snap.infos[pos]
         if info is None or info.node is None:
             return
@@ -566,7 +628,7 @@ class LoadAwareScheduling:
             changed |= self.cache.unassign(name, key)
         for key, pod in current.items():
             if key not in known and not is_reserve_pod(pod) and not pod.is_terminal:
-                self.cache.assign(name, self._assigned(pod, None, pod.meta.creation_timestamp))
+                self.cache.assign(name, self._assigned(pod, pod.meta.creation_timestamp))
                 changed = True
         if changed:
             self._write(name)
@@ -591,17 +653,18 @@ class LoadAwareScheduling:
         if pos >= self.view.capacity:
             self.view.ensure_capacity(snap.capacity)
         self.view.write(pos, load, self._node_profile(pos), self._score_paths)
-        self._rows[name] = pos
-        self._row_owner[pos] = name
-        self._touched(pos)
+        if old != pos:
+            self._rows[name] = pos
+            self._row_owner[pos] = name
+        snap.touch(pos)  # a position from snapshot.positions is below its capacity
 
     def _clear(self, pos: int) -> None:
         self.view.clear(pos)
         self._touched(pos)
 
     def _touched(self, pos: int) -> None:
-        if self._touch is not None and pos < self._snapshot.capacity:
-            self._touch(pos)
+        if pos < self._snapshot.capacity:
+            self._snapshot.touch(pos)
 
     def _node_profile(self, pos: int) -> ThresholdProfile:
         node = self._snapshot.infos[pos]

@@ -69,11 +69,11 @@ def target_utilization_scores(used: IntArray, allocatable: IntArray, targets: In
 
     Rounded half away from zero, as TLP does. ``targets`` (one per resource) are 1..100.
     """
+    # allocatable 0 gives inf/NaN here, zeroed below (a warning would only be noise).
     with np.errstate(divide="ignore", invalid="ignore"):
         u = used.astype(np.float64) / allocatable * 100.0
-    t = targets.astype(np.float64)
-    below = (100.0 - t) * u / t + t
-    with np.errstate(divide="ignore", invalid="ignore"):
+        t = targets.astype(np.float64)
+        below = (100.0 - t) * u / t + t
         above = np.where(t < 100.0, t * (100.0 - u) / (100.0 - t), 0.0)
     score = np.where(u <= t, below, above)
     score = np.where((allocatable > 0) & (u <= 100.0) & np.isfinite(score), score, 0.0)
@@ -103,15 +103,17 @@ def combine(resource_scores: IntArray, weights: IntArray, dominant_weight: int) 
 
 
 def row_first_failure(used: Sequence[int], allocatable: Sequence[int], thresholds: Sequence[int]) -> int:
-    """Index of the first resource over its threshold, or -1 (see :func:`threshold_failures`)."""
+    """Index of the first resource over its threshold, or -1 (see :func:`threshold_failures`).
+
+    ``go_round(p) > t`` for an integer ``t ≥ 0`` is tested as ``p ≥ t + 0.5``, which is the same test:
+    when ``floor(p) == t``, ``p - t`` is exact in binary floating point (Sterbenz), so ``p - t ≥ 0.5``
+    and ``p ≥ t + 0.5`` agree; otherwise both sides are decided by the integer part.
+    """
     for r, threshold in enumerate(thresholds):
-        total = allocatable[r]
-        if threshold <= 0 or total <= 0:
-            continue
-        percent = float(used[r]) / total * 100.0
-        whole = math.floor(percent)
-        if whole + (percent - whole >= 0.5) > threshold:
-            return r
+        if threshold > 0:
+            total = allocatable[r]
+            if total > 0 and float(used[r]) / total * 100.0 >= threshold + 0.5:
+                return r
     return -1
 
 
@@ -127,16 +129,21 @@ def row_score(
     total_weight = sum(weights) + dominant_weight
     if total_weight == 0:
         return 0
-    scores = []
+    weighted = 0
+    lowest: int | None = None
     for r, total in enumerate(allocatable):
         u = used[r]
-        if targets is None:
-            scores.append((total - u) * MAX_SCORE // total if total > 0 and u <= total else 0)
-            continue
-        scores.append(_target_score(u, total, targets[r]))
-    weighted = sum(w * s for w, s in zip(weights, scores, strict=True))
-    if dominant_weight:
-        weighted += dominant_weight * min(scores)
+        if targets is not None:
+            score = _target_score(u, total, targets[r])
+        elif total > 0 and u <= total:
+            score = (total - u) * MAX_SCORE // total
+        else:
+            score = 0
+        weighted += weights[r] * score
+        if lowest is None or score < lowest:
+            lowest = score
+    if dominant_weight and lowest is not None:
+        weighted += dominant_weight * lowest
     return weighted // total_weight
 
 

@@ -11,6 +11,7 @@
   order and the first failing one decides.
 - PreScore/Score/NormalizeScore: the ``ScheduleAnyway`` constraints; see :mod:`.scoring`.
 - PreFilterExtensions add_pod/remove_pod update the per-domain counts of a cloned state.
+- EventsToRegister: Pod and Node events with upstream's queueing hints (:mod:`.hints`).
 
 Counting uses a :class:`~koord_scheduler.plugins.topology_index.TopologyIndex` kept up to date from the
 pods that changed, so a pod costs O(nodes) numpy work whatever the number of running pods.
@@ -38,10 +39,12 @@ from koord_scheduler.framework.types import (
     EventResource,
     NodeFilterResult,
     PreFilterResult,
+    QueueingHint,
 )
 from koord_scheduler.plugins import names
 from koord_scheduler.plugins.helpers import SnapshotCache, live_nodes
 from koord_scheduler.plugins.nodeaffinity.policy import RequiredSelector, matches_required, required_mask
+from koord_scheduler.plugins.podtopologyspread import hints
 from koord_scheduler.plugins.podtopologyspread.policy import (
     HONOR,
     HOSTNAME_KEY,
@@ -68,6 +71,7 @@ from koord_scheduler.plugins.topology_index import (
     SpreadSelector,
     TopologyDomains,
     TopologyIndex,
+    as_upstream_pod_change,
 )
 
 NAME = names.POD_TOPOLOGY_SPREAD
@@ -350,15 +354,31 @@ class PodTopologySpread:
     # ----- queueing -----
 
     def events_to_register(self) -> Sequence[ClusterEventWithHint]:
+        """Upstream's events and hints (:mod:`.hints`). Pods register for every action: the scheduler
+        reports an assigned pod's update as one generic ``UPDATE``, which the hint narrows to label
+        changes as upstream's ``UpdatePodLabel`` registration does."""
         return (
-            ClusterEventWithHint(ClusterEvent(EventResource.POD, ActionType.ALL)),
+            ClusterEventWithHint(ClusterEvent(EventResource.POD, ActionType.ALL), self.hint_after_pod_change),
             ClusterEventWithHint(
                 ClusterEvent(
                     EventResource.NODE,
                     ActionType.ADD | ActionType.DELETE | ActionType.UPDATE_NODE_LABEL | ActionType.UPDATE_NODE_TAINT,
-                )
+                ),
+                self.hint_after_node_change,
             ),
         )
+
+    def hint_after_pod_change(self, pod: Pod, old: object | None, new: object | None) -> QueueingHint:
+        change = as_upstream_pod_change(old, new)
+        if change is None:
+            return QueueingHint.QUEUE
+        constraints = hard_constraints(pod, self._defaults, self._default_selector)
+        return hints.after_pod_change(pod, constraints, *change)
+
+    def hint_after_node_change(self, pod: Pod, old: object | None, new: object | None) -> QueueingHint:
+        if not isinstance(old, Node | None) or not isinstance(new, Node | None):
+            return QueueingHint.QUEUE
+        return hints.after_node_change(hard_constraints(pod, self._defaults, self._default_selector), old, new)
 
 
 def _pair_ids(domains: TopologyDomains) -> IntArray:

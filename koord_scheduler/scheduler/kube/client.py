@@ -9,13 +9,13 @@ a pod that is already bound gets ``409 Conflict``, so no pod is ever bound twice
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
 from apis.core.types import Pod
 from koord_scheduler.framework.errors import ClusterError
 from koord_scheduler.framework.types import ObjectKind
+from koord_scheduler.scheduler.kube import jsoncodec
 from koord_scheduler.scheduler.kube.events import EventRecorder, Regarding
 from koord_scheduler.scheduler.kube.http import MERGE_PATCH, ApiError, ApiHttp
 
@@ -38,11 +38,10 @@ def binding_body(pod: Pod, node_name: str) -> bytes:
     meta: dict[str, str] = {"name": pod.name, "namespace": pod.namespace}
     if pod.uid:
         meta["uid"] = pod.uid
-    return json.dumps(
+    return jsoncodec.dumps(
         {"apiVersion": "v1", "kind": "Binding", "metadata": meta,
-         "target": {"apiVersion": "v1", "kind": "Node", "name": node_name}},
-        separators=(",", ":"),
-    ).encode()
+         "target": {"apiVersion": "v1", "kind": "Node", "name": node_name}}
+    )
 
 
 class KubeClusterClient:

@@ -13,7 +13,6 @@ when it could not be reached.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
@@ -24,6 +23,7 @@ from urllib.parse import urlencode
 import aiohttp
 
 from koord_scheduler.framework.errors import ClusterError
+from koord_scheduler.scheduler.kube import jsoncodec
 from koord_scheduler.scheduler.kube.connection import Connection
 from koord_scheduler.scheduler.kube.http1 import Http1Pool
 from koord_scheduler.scheduler.kube.ratelimit import TokenBucket
@@ -136,7 +136,7 @@ class ApiHttp:
         params: Mapping[str, str] | None = None,
     ) -> bytes:
         """Send one request and return the response body; ``body`` is JSON-encoded unless it is bytes."""
-        data = body if body is None or isinstance(body, bytes) else json.dumps(body).encode()
+        data = body if body is None or isinstance(body, bytes) else jsoncodec.dumps(body)
         self.in_flight += 1
         try:
             return await self._send(method, path, data, content_type=content_type, params=params)
@@ -191,7 +191,7 @@ class ApiHttp:
     ) -> Any:
         payload = await self.request(method, path, body=body, content_type=content_type, params=params)
         try:
-            return json.loads(payload)
+            return jsoncodec.loads(payload)
         except ValueError as exc:
             raise ApiError(200, "InvalidResponse", f"not JSON: {exc}", method=method, path=path) from None
 
@@ -228,7 +228,7 @@ def api_error(status: int, payload: bytes, *, method: str = "", path: str = "") 
     """An :class:`ApiError` from an error response, reading its ``metav1.Status`` body if it has one."""
     reason, message = "", payload.decode("utf-8", "replace")[:500]
     try:
-        doc = json.loads(payload)
+        doc = jsoncodec.loads(payload)
     except ValueError:
         doc = None
     if isinstance(doc, dict):

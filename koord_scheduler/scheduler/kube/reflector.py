@@ -21,7 +21,6 @@ Handlers run on the event-loop thread, between scheduling cycles, never inside o
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import random
 import time
@@ -30,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from koord_scheduler.framework.errors import ClusterError
+from koord_scheduler.scheduler.kube import jsoncodec
 from koord_scheduler.scheduler.kube.http import ApiError, ApiHttp, iter_lines
 from koord_scheduler.scheduler.source import EventType
 
@@ -56,6 +56,9 @@ class ResourceKind:
     field_selector: str = ""
     label_selector: str = ""
     rank: Callable[[Json], int] | None = None
+    update: Callable[[Json, Any], Any] | None = None
+    """Parses a new version of an object given the value the previous version gave (so it may reuse
+    it); raises like ``parser``. None: ``parser`` parses every version."""
 
     @property
     def path(self) -> str:
@@ -246,7 +249,7 @@ class Reflector:
 
     def _on_watch_line(self, line: bytes) -> int:
         try:
-            event = json.loads(line)
+            event = jsoncodec.loads(line)
             kind = event["type"]
             obj = event["object"]
         except (ValueError, KeyError, TypeError) as exc:
@@ -277,15 +280,18 @@ class Reflector:
 
     def _deliver_upsert(self, key: str, obj: Json) -> None:
         rv = _rv(obj)
+        old = self.store.get(key)
         try:
-            value = self.kind.parser(obj)
+            if old is not None and self.kind.update is not None:
+                value = self.kind.update(obj, old.value)
+            else:
+                value = self.kind.parser(obj)
         except ValueError as err:
             if self._rejected.get(key) != rv:
                 self._rejected[key] = rv
                 log.warning("skipping malformed %s %s (resourceVersion %s): %s", self.kind.kind, key, rv, err)
             return
         self._rejected.pop(key, None)
-        old = self.store.get(key)
         self.store[key] = _Entry(rv, value)
         if old is None:
             self._call(EventType.ADDED, None, value)

@@ -30,7 +30,7 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from apis.core.parse import parse_node, parse_pod
+from apis.core.parse import parse_node
 from apis.core.types import Node, Pod
 from koord_scheduler.framework.errors import ClusterError
 from koord_scheduler.framework.handle import ClusterClient
@@ -39,6 +39,12 @@ from koord_scheduler.scheduler.kube.client import KubeClusterClient, pod_path
 from koord_scheduler.scheduler.kube.connection import Connection
 from koord_scheduler.scheduler.kube.events import EventOptions, EventRecorder, rfc3339
 from koord_scheduler.scheduler.kube.http import STRATEGIC_MERGE_PATCH, ApiError, ApiHttp, HttpOptions
+from koord_scheduler.scheduler.kube.pod_watch import (
+    PodEntry,
+    PodScheduledCondition,
+    parse_pod_entry,
+    update_pod_entry,
+)
 from koord_scheduler.scheduler.kube.ratelimit import TokenBucket
 from koord_scheduler.scheduler.kube.reflector import Backoff, Reflector, ReflectorOptions, ResourceKind
 from koord_scheduler.scheduler.source import EventSink, EventType
@@ -48,21 +54,6 @@ log = logging.getLogger(__name__)
 Json = dict[str, Any]
 
 NON_TERMINAL_PODS = "status.phase!=Succeeded,status.phase!=Failed"
-
-
-@dataclass(frozen=True, slots=True)
-class PodScheduledCondition:
-    """The ``PodScheduled`` condition a pod carries on the server (as far as the watch has told us)."""
-
-    status: str
-    reason: str
-    message: str
-
-
-@dataclass(frozen=True, slots=True)
-class _PodEntry:
-    pod: Pod
-    condition: PodScheduledCondition | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +97,8 @@ class KubeClusterSource:
             (ResourceKind("Node", "", "v1", "nodes", parse_node), _node_handler),
         ]
         self._pod_kind = ResourceKind(
-            "Pod", "", "v1", "pods", _parse_pod_entry, field_selector=NON_TERMINAL_PODS, rank=_pod_rank
+            "Pod", "", "v1", "pods", parse_pod_entry, field_selector=NON_TERMINAL_PODS, rank=_pod_rank,
+            update=update_pod_entry,
         )
         self.reflectors: dict[str, Reflector] = {}
         self._tasks: list[asyncio.Task[None]] = []
@@ -237,17 +229,17 @@ class KubeClusterSource:
 
     # ----- pods -----
 
-    def _current_pod(self, pod: Pod) -> _PodEntry | None:
+    def _current_pod(self, pod: Pod) -> PodEntry | None:
         reflector = self.reflectors.get("Pod")
         if reflector is None:
             return None
-        entry: _PodEntry | None = reflector.get(pod.key)
+        entry: PodEntry | None = reflector.get(pod.key)
         return entry
 
     def _pod_handler(self, sink: EventSink) -> Callable[[EventType, Any, Any], None]:
         written = self._written
 
-        def handle(event: EventType, old: _PodEntry | None, new: _PodEntry | None) -> None:
+        def handle(event: EventType, old: PodEntry | None, new: PodEntry | None) -> None:
             if event == EventType.DELETED or (new is not None and new.pod.node_name):
                 key = (old or new).pod.key  # type: ignore[union-attr]
                 written.pop(key, None)
@@ -261,22 +253,6 @@ def _node_handler(sink: EventSink) -> Callable[[EventType, Any, Any], None]:
         sink.on_node(event, old, new)
 
     return handle
-
-
-def _parse_pod_entry(obj: Json) -> _PodEntry:
-    return _PodEntry(parse_pod(obj), _pod_scheduled_condition(obj))
-
-
-def _pod_scheduled_condition(obj: Json) -> PodScheduledCondition | None:
-    status = obj.get("status")
-    conditions = status.get("conditions") if isinstance(status, dict) else None
-    if not isinstance(conditions, list):
-        return None
-    for c in conditions:
-        if isinstance(c, dict) and c.get("type") == "PodScheduled":
-            return PodScheduledCondition(str(c.get("status") or ""), str(c.get("reason") or ""),
-                                         str(c.get("message") or ""))
-    return None
 
 
 def _pod_rank(obj: Json) -> int:

@@ -142,3 +142,27 @@ def test_pdb_protected_pod_survives_when_another_victim_exists(scope: Scope, sch
     wait_until(lambda: scope.pod("high")["spec"].get("nodeName") == node, timeout=60, what="preemptor bound")
     assert gone(scope, "batch"), "the unprotected pod is the victim"
     assert not gone(scope, "web"), "the PDB-protected pod survives"
+
+
+def test_victim_is_marked_disruption_target_before_it_goes(scope: Scope, scheduler: SchedulerProcess) -> None:
+    """A finalizer keeps the victim Terminating, so the condition written before the deletion can be read."""
+    node = kwok_node(scope, "n1", cpu="2")
+    low = pod(scope, "low", cpu="1500m", priority_class=LOW)
+    low["metadata"]["finalizers"] = ["pykoord.test/hold"]
+    scope.add_pods([low])
+    scope.wait_all_bound(1, timeout=30)
+    scope.add_pods([pod(scope, "high", cpu="1500m", priority_class=HIGH)])
+    wait_until(lambda: "deletionTimestamp" in scope.pod("low")["metadata"], timeout=60, what="the victim terminating")
+    conditions = {c["type"]: c for c in scope.pod("low")["status"].get("conditions", [])}
+    target = conditions.get("DisruptionTarget", {})
+    assert (target.get("status"), target.get("reason"), target.get("message")) == (
+        "True", "PreemptionByScheduler", f"{scope.scheduler_name}: preempting to accommodate a higher priority pod"
+    )
+    assert conditions.get("PodScheduled", {}).get("status") == "True", "the other conditions are kept"
+    result = scope.plane.request(
+        "PATCH", f"/api/v1/namespaces/{scope.namespace}/pods/low", {"metadata": {"finalizers": None}},
+        content_type="application/merge-patch+json",
+    )
+    assert result.status == 200, result.body[:300]
+    wait_until(lambda: gone(scope, "low"), timeout=60, what="the victim deleted")
+    wait_until(lambda: scope.pod("high")["spec"].get("nodeName") == node, timeout=60, what="preemptor bound")

@@ -108,3 +108,51 @@ def test_bearer_token_is_read_where_the_kubernetes_client_keeps_it(
     cfg.api_key = api_key
     cfg.api_key_prefix = prefix
     assert _token(cfg) == want
+
+
+def test_cpu_profile_switch_writes_stats_of_the_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import pstats
+
+    from koord_scheduler.app.serve import CPU_PROFILE_ENV, _with_cpu_profile
+
+    out = tmp_path / "cpu.prof"
+    monkeypatch.setenv(CPU_PROFILE_ENV, str(out))
+
+    def work() -> int:
+        return sum(range(1000))
+
+    assert _with_cpu_profile(work) == 499500
+    assert any(name == "work" for (_, _, name) in pstats.Stats(str(out)).stats)  # type: ignore[attr-defined]
+
+
+def test_without_the_switch_nothing_is_profiled(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from koord_scheduler.app.serve import CPU_PROFILE_ENV, _with_cpu_profile
+
+    monkeypatch.delenv(CPU_PROFILE_ENV, raising=False)
+    monkeypatch.chdir(tmp_path)
+
+    assert _with_cpu_profile(lambda: 7) == 7
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("choice", "want"),
+    [
+        pytest.param("", "uvloop", id="default-is-uvloop-when-installed"),
+        pytest.param("uvloop", "uvloop", id="uvloop"),
+        pytest.param("asyncio", None, id="asyncio-forces-the-default-loop"),
+    ],
+)
+def test_event_loop_choice(choice: str, want: str | None) -> None:
+    from koord_scheduler.app.serve import event_loop_factory
+
+    factory = event_loop_factory(choice)
+
+    assert (None if factory is None else factory.__module__.split(".")[0]) == want
+
+
+def test_an_unknown_event_loop_is_refused() -> None:
+    from koord_scheduler.app.serve import ServeError, event_loop_factory
+
+    with pytest.raises(ServeError, match="PYKOORD_EVENT_LOOP: 'trio' is not an event loop"):
+        event_loop_factory("trio")

@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 import pytest
 
 from apis.config import KubeSchedulerConfiguration
+from apis.core.frozendict import FrozenDict
 from apis.core.types import Node, Pod
 from apis.scheduling import ANNOTATION_RESERVE_POD
 from koord_scheduler.framework.cycle_state import CycleState
 from koord_scheduler.framework.diagnosis import Diagnosis
 from koord_scheduler.framework.status import Code, Status
-from koord_scheduler.framework.types import PostFilterResult
+from koord_scheduler.framework.types import ObjectKind, PostFilterResult
 from koord_scheduler.plugins.defaultpreemption.pdb import PDB_KIND
 from koord_scheduler.plugins.defaultpreemption.plugin import DefaultPreemption
 from koord_scheduler.plugins.registry import in_tree_registry
@@ -47,8 +50,14 @@ class Env:
         return self.plugin.post_filter(state, pod, diagnosis)
 
 
-async def env(nodes: list[Node], pods: list[Pod], pdbs: list[dict[str, Any]] = ()) -> Env:  # type: ignore[assignment]
-    cluster = MemoryCluster.from_objects(nodes, pods, {"PodDisruptionBudget": [
+async def env(
+    nodes: list[Node],
+    pods: list[Pod],
+    pdbs: list[dict[str, Any]] = (),  # type: ignore[assignment]
+    *,
+    cluster_type: type[MemoryCluster] = MemoryCluster,
+) -> Env:
+    cluster = cluster_type.from_objects(nodes, pods, {"PodDisruptionBudget": [
         (f"{p['metadata'].get('namespace', 'default')}/{p['metadata']['name']}", p) for p in pdbs
     ]})
     scheduler = build_scheduler(KubeSchedulerConfiguration(), in_tree_registry(), cluster, clock=lambda: NOW)
@@ -283,3 +292,57 @@ async def test_bulk_screen_gives_the_same_candidates_and_statuses(bulk_screen: b
         "n2": "Insufficient cpu",
         "n4": "Insufficient cpu",
     }
+
+
+class PodStatusCluster(MemoryCluster):
+    """The in-memory cluster plus the one thing it lacks here: a status patch of a Pod (it patches only the
+    kinds it holds as raw objects). Records the patches and deletions in order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[tuple[str, str, Any]] = []
+
+    async def patch_object_status(
+        self, kind: ObjectKind, name: str, patch: Mapping[str, Any], *, namespace: str = ""
+    ) -> Any:
+        if kind.kind != "Pod":
+            return await super().patch_object_status(kind, name, patch, namespace=namespace)
+        key = f"{namespace}/{name}"
+        current = self.pods[key]
+        conditions = {c["type"]: c["status"] for c in patch["status"]["conditions"]}
+        self.pods[key] = replace(current, conditions=FrozenDict(conditions))
+        self.calls.append(("patch", key, patch))
+        return self.pods[key]
+
+    async def delete_pod(self, pod: Pod, *, reason: str) -> None:
+        self.calls.append(("delete", pod.key, self.pods[pod.key].conditions.get("DisruptionTarget")))
+        await super().delete_pod(pod, reason=reason)
+
+
+async def test_victims_become_disruption_targets_before_they_are_deleted() -> None:
+    e = await env([node("n1")], [running("low", "n1", "3", 1)], cluster_type=PodStatusCluster)
+    e.attempt(preemptor("2"))
+    await e.plugin.drain()
+    cluster = e.cluster
+    assert isinstance(cluster, PodStatusCluster)
+    assert cluster.calls == [
+        ("patch", "default/low", {"status": {"conditions": [{
+            "type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
+            "message": "default-scheduler: preempting to accommodate a higher priority pod",
+            "lastTransitionTime": "2027-01-15T08:00:00Z",
+        }]}}),
+        ("delete", "default/low", "True"),
+    ], "the condition is written through pods/status first, then the victim is deleted"
+
+
+async def test_a_cluster_that_cannot_patch_pods_still_gets_the_victims_deleted(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    pods = [running(f"p{i}", "n1", "1", i) for i in (1, 2, 3, 4)]
+    e = await env([node("n1")], pods)
+    with caplog.at_level(logging.DEBUG, logger="koord_scheduler.plugins.defaultpreemption.plugin"):
+        e.attempt(preemptor("3"))
+        await e.plugin.drain()
+    assert sorted(e.cluster.pods) == ["default/p4"], "the three victims are deleted anyway"
+    failures = [r.levelno for r in caplog.records if "DisruptionTarget failed" in r.getMessage()]
+    assert failures == [logging.WARNING, logging.DEBUG, logging.DEBUG], "one warning, then quieter"

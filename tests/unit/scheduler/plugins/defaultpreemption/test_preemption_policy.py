@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
+from apis.core.parse import parse_pod
 from apis.core.types import LabelSelector, Pod
 from apis.scheduling import ANNOTATION_RESERVE_POD
 from koord_scheduler.framework.status import Code, Status, unresolvable, unschedulable
@@ -231,3 +233,58 @@ def test_parse_pdb_and_store() -> None:
 def test_parse_pdb_rejects_malformed(raw: dict[str, object]) -> None:
     with pytest.raises(ValueError, match="PodDisruptionBudget"):
         parse_pdb(raw)
+
+
+def _with_generation(builder: Any, generation: int) -> Pod:
+    raw = builder.obj()
+    raw["metadata"]["generation"] = generation
+    return parse_pod(raw)
+
+
+DISRUPTION_MESSAGE = "default-scheduler: preempting to accommodate a higher priority pod"
+"""Upstream's ``"%s: preempting to accommodate a higher priority pod"`` with the preemptor's schedulerName."""
+
+
+@pytest.mark.parametrize(
+    ("victim", "want"),
+    [
+        pytest.param(make_pod("v").build(), {"status": {"conditions": [
+            {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
+             "message": DISRUPTION_MESSAGE, "lastTransitionTime": "2027-01-15T08:00:00Z"},
+        ]}}, id="no-conditions-no-generation"),
+        pytest.param(_with_generation(make_pod("v").condition("PodScheduled").condition("Ready", "False"), 3),
+                     {"status": {"conditions": [
+                         {"type": "PodScheduled", "status": "True"},
+                         {"type": "Ready", "status": "False"},
+                         {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
+                          "message": DISRUPTION_MESSAGE, "lastTransitionTime": "2027-01-15T08:00:00Z",
+                          "observedGeneration": 3},
+                     ]}}, id="merge-patch-keeps-other-conditions-observed-generation-ga"),
+        pytest.param(make_pod("v").condition("DisruptionTarget", "False").condition("Ready").build(),
+                     {"status": {"conditions": [
+                         {"type": "Ready", "status": "True"},
+                         {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
+                          "message": DISRUPTION_MESSAGE, "lastTransitionTime": "2027-01-15T08:00:00Z"},
+                     ]}}, id="false-condition-replaced"),
+        pytest.param(make_pod("v").condition("DisruptionTarget").build(), None,
+                     id="already-a-disruption-target-no-patch"),
+    ],
+)
+def test_disruption_target_patch(victim: Pod, want: dict[str, Any] | None) -> None:
+    preemptor = make_pod("high").priority(100).build()
+    assert policy.disruption_target_patch(victim, preemptor, 1_800_000_000.0) == want
+
+
+@pytest.mark.parametrize(
+    ("wanted", "examined", "found", "want"),
+    [
+        pytest.param(100, 0, 0, 100, id="first-batch-is-wanted"),
+        pytest.param(3, 0, 0, 16, id="first-batch-at-least-16"),
+        pytest.param(100, 100, 50, 100, id="half-found-50-more-at-that-rate-capped"),
+        pytest.param(100, 100, 90, 23, id="10-more-at-90pct-is-12-plus-quarter-plus-8"),
+        pytest.param(100, 100, 99, 16, id="floor-16"),
+        pytest.param(100, 100, 0, 100, id="nothing-found-yet-full-batch"),
+    ],
+)
+def test_batch_size(wanted: int, examined: int, found: int, want: int) -> None:
+    assert policy.batch_size(wanted, examined=examined, found=found) == want

@@ -330,8 +330,8 @@ def test_simulation_report() -> None:
         ),
     ],
 )
-def test_few_nodes_path_matches_vector_path(args: dict[str, Any]) -> None:
-    """Filter/Score on <= 16 nodes run in plain Python; both paths must give identical answers."""
+def test_few_nodes_path_matches_vector_path(args: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Filter/Score on <= FEW_NODES nodes run in plain Python; both paths must give identical answers."""
     rng = random.Random(7)
     nodes = [node(f"n{i}") for i in range(60)]
     metrics = [
@@ -350,8 +350,10 @@ def test_few_nodes_path_matches_vector_path(args: dict[str, Any]) -> None:
     snap = handle.snapshot
     order = snap.node_order()
     for pod in (POD, make_pod("p").req(cpu="700m", memory="3Gi").priority(9500).build()):
-        whole = plugin.filter_nodes(CycleState(), pod, snap, order)
-        whole_scores = plugin.score_nodes(CycleState(), pod, snap, order)
+        with monkeypatch.context() as m:
+            m.setattr(loadaware, "FEW_NODES", 0)  # the vector path
+            whole = plugin.filter_nodes(CycleState(), pod, snap, order)
+            whole_scores = plugin.score_nodes(CycleState(), pod, snap, order)
         for start in range(0, len(order), 7):
             part = order[start : start + 7]
             few = plugin.filter_nodes(CycleState(), pod, snap, part)
@@ -403,7 +405,7 @@ def test_memoised_estimates_match_estimate_pod_and_signs_are_stable() -> None:
         assert plugin.sign_pod(pods[i]) != first, i
 
 
-def test_vector_path_sees_rows_rewritten_by_reserve() -> None:
+def test_vector_path_sees_rows_rewritten_by_reserve(monkeypatch: pytest.MonkeyPatch) -> None:
     """Reserve rewrites rows lazily (records now, arrays at the next vector pass): the vector path, the
     few-nodes path and a plugin built from scratch with the same pods agree after a burst of Reserves."""
     rng = random.Random(11)
@@ -415,6 +417,7 @@ def test_vector_path_sees_rows_rewritten_by_reserve() -> None:
     snap = handle.snapshot
     order = snap.node_order()
     pod = make_pod("p").req(cpu="700m", memory="3Gi").build()
+    monkeypatch.setattr(loadaware, "FEW_NODES", 8)  # 40 nodes: vector path; parts of 8: few-nodes path
     plugin.filter_nodes(CycleState(), pod, snap, order)  # arrays written once
     placed = []
     for i in range(30):

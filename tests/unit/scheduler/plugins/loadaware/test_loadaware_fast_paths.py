@@ -1,0 +1,172 @@
+"""LoadAwareScheduling fast paths agree with the full ones: the plain-Python row rules with the array
+rules, the pod sync from the snapshot's change log with a full comparison (a plugin built from scratch),
+and the shared all-pass result is read-only."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from apis.config.loadaware_args import LoadAwareSchedulingArgs
+from apis.core.types import Pod
+from koord_scheduler.framework.cycle_state import CycleState
+from koord_scheduler.framework.types import EventType
+from koord_scheduler.plugins.loadaware import plugin as loadaware
+from koord_scheduler.plugins.loadaware import scoring
+from koord_scheduler.plugins.loadaware.plugin import LoadAwareScheduling
+from tests.builders import make_pod
+from tests.unit.scheduler.plugins.loadaware.loadaware_helpers import node_metric
+from tests.unit.scheduler.plugins.loadaware.test_loadaware_plugin import Handle, node, setup
+
+
+@pytest.mark.parametrize(
+    ("used", "allocatable", "thresholds", "want"),
+    [
+        pytest.param([650, 0], [1000, 1], [65, 0], -1, id="exactly-at-threshold-passes"),
+        pytest.param([655, 0], [1000, 1], [65, 0], 0, id="half-rounds-up-go-math-round"),
+        pytest.param([6549999, 0], [10_000_000, 1], [65, 0], -1, id="just-below-half-passes"),
+        pytest.param([999, 5], [1000, 10], [0, 40], 1, id="threshold-0-is-off-next-resource-fails"),
+        pytest.param([5000, 50], [0, 100], [10, 60], -1, id="allocatable-0-is-off"),
+        pytest.param([1, 0], [3, 1], [33, 0], -1, id="one-third-rounds-to-33"),
+        pytest.param([2, 0], [3, 1], [66, 0], 0, id="two-thirds-rounds-to-67"),
+        pytest.param([200, 200], [100, 100], [90, 90], 0, id="first-failing-resource-in-order"),
+    ],
+)
+def test_row_first_failure_table(used: list[int], allocatable: list[int], thresholds: list[int], want: int) -> None:
+    assert scoring.row_first_failure(used, allocatable, thresholds) == want
+    failures = scoring.threshold_failures(np.array([used]), np.array([allocatable]), np.array([thresholds]))
+    failed, first = scoring.first_failed_resource(failures)
+    assert (int(first[0]) if failed[0] else -1) == want
+
+
+def test_row_rules_match_array_rules_on_random_rows() -> None:
+    """The plain-Python rules (few-nodes path) give the array rules' answers, boundaries included:
+    usages are drawn around each threshold's rounding edge."""
+    rng = random.Random(3)
+    rows, allocs, thresholds = [], [], []
+    for _ in range(3000):
+        alloc = [rng.choice([0, 1, 3, 7, 1000, 4000, 34359738368]) for _ in range(3)]
+        thr = [rng.choice([0, 1, 50, 65, 95, 100]) for _ in range(3)]
+        edge = [int(a * (t + rng.choice([-0.5, 0.5, 0.0, 1.0])) / 100) for a, t in zip(alloc, thr, strict=True)]
+        used = [max(0, e + rng.randint(-2, 2)) if a else rng.randint(0, 9) for a, e in zip(alloc, edge, strict=True)]
+        rows.append(used)
+        allocs.append(alloc)
+        thresholds.append(thr)
+    used_arr, alloc_arr, thr_arr = np.array(rows), np.array(allocs), np.array(thresholds)
+    failed, first = scoring.first_failed_resource(scoring.threshold_failures(used_arr, alloc_arr, thr_arr))
+    want_failures = [int(f) if ok else -1 for ok, f in zip(failed.tolist(), first.tolist(), strict=True)]
+    got_failures = [scoring.row_first_failure(u, a, t) for u, a, t in zip(rows, allocs, thresholds, strict=True)]
+    assert got_failures == want_failures
+    assert -1 in got_failures and any(f >= 0 for f in got_failures)
+
+    weights = np.array([1, 2, 0])
+    for dominant in (0, 3):
+        want = scoring.combine(scoring.least_used_scores(used_arr, alloc_arr), weights, dominant).tolist()
+        got = [scoring.row_score(u, a, weights.tolist(), dominant, None) for u, a in zip(rows, allocs, strict=True)]
+        assert got == want
+    targets = np.array([40, 100, 1])
+    want_tlp = scoring.combine(scoring.target_utilization_scores(used_arr, alloc_arr, targets), weights, 1).tolist()
+    got_tlp = [scoring.row_score(u, a, [1, 2, 0], 1, [40, 100, 1]) for u, a in zip(rows, allocs, strict=True)]
+    assert got_tlp == want_tlp
+
+
+def _pods_by_node(plugin: LoadAwareScheduling, names: list[str]) -> dict[str, list[str]]:
+    loads = {n: plugin.node_load(n) for n in names}
+    return {n: sorted(load.pods) if load is not None else [] for n, load in loads.items()}
+
+
+def _rebuilt(handle: Handle, metrics: list[object]) -> LoadAwareScheduling:
+    """A plugin built from scratch on the same snapshot: its first sync compares every position."""
+    fresh = loadaware.new(LoadAwareSchedulingArgs(), Handle(handle.snapshot))
+    for m in metrics:
+        fresh.on_node_metric(EventType.ADDED, None, m)  # type: ignore[arg-type]
+    return fresh
+
+
+def test_pod_sync_from_change_log_matches_full_compare() -> None:
+    """Pods placed by this scheduler (assume + Reserve), unreserved, bound by others and deleted, in
+    random order: after every step the plugin, which compares only the positions the snapshot touched,
+    knows the same pods per node, and answers Filter/Score the same, as a plugin that compares them all."""
+    rng = random.Random(5)
+    names = [f"n{i}" for i in range(12)]
+    metrics = [node_metric(n, cpu=f"{rng.randint(0, 6000)}m", memory=f"{rng.randint(1, 20)}Gi") for n in names]
+    plugin, handle = setup([node(n) for n in names], metrics)
+    snap = handle.snapshot
+    incoming = make_pod("in").req(cpu="1", memory="2Gi").build()
+    on_nodes: dict[str, Pod] = {}
+    reserved: dict[str, tuple[Pod, str]] = {}
+    most = [0, 0]
+    for step in range(120):
+        action = rng.choice(["reserve", "reserve", "unreserve", "others-add", "others-remove"])
+        target = rng.choice(names)
+        if action == "reserve":
+            pod = make_pod(f"r{step}").req(cpu="700m", memory="1Gi").build()
+            snap.add_pod(make_pod(f"r{step}").req(cpu="700m", memory="1Gi").node(target).build())  # the assume
+            assert plugin.reserve(CycleState(), pod, target).is_success
+            reserved[pod.key] = (pod, target)
+        elif action == "unreserve" and reserved:
+            key = rng.choice(sorted(reserved))
+            pod, target = reserved.pop(key)
+            plugin.unreserve(CycleState(), pod, target)
+            snap.remove_pod(make_pod(pod.name).req(cpu="700m", memory="1Gi").node(target).build())
+        elif action == "others-add":
+            bound = make_pod(f"o{step}").req(cpu="500m").node(target).build()
+            snap.add_pod(bound)
+            on_nodes[bound.key] = bound
+        elif action == "others-remove" and on_nodes:
+            snap.remove_pod(on_nodes.pop(rng.choice(sorted(on_nodes))))
+        most = [max(most[0], len(reserved)), max(most[1], len(on_nodes))]
+        plugin.sign_pod(incoming)  # the runtime's first call of a cycle: the sync
+        fresh = _rebuilt(handle, metrics)
+        assert _pods_by_node(plugin, names) == _pods_by_node(fresh, names), step
+        order = snap.node_order()
+        got = plugin.filter_nodes(CycleState(), incoming, snap, order).passed.tolist()
+        assert got == fresh.filter_nodes(CycleState(), incoming, snap, order).passed.tolist(), step
+        got_scores = plugin.score_nodes(CycleState(), incoming, snap, order).tolist()
+        assert got_scores == fresh.score_nodes(CycleState(), incoming, snap, order).tolist(), step
+    assert min(most) >= 3  # both kinds of pods piled up on the nodes at some point
+
+
+def test_reserve_without_assume_is_dropped_at_the_next_pod_change_as_by_a_full_compare() -> None:
+    """Reserve on a node whose pod count the snapshot did not move (no assume; Reserve still counts it):
+    the next pod change anywhere reconciles that node, as the full comparison always did."""
+    plugin, handle = setup([node("n1"), node("n2")], [node_metric("n1", cpu="1", memory="1Gi")])
+    pod = make_pod("p").req(cpu="1").build()
+    plugin.sign_pod(pod)
+    assert plugin.reserve(CycleState(), pod, "n1").is_success
+    plugin.sign_pod(pod)
+    load = plugin.node_load("n1")
+    assert load is not None and sorted(load.pods) == ["default/p"]
+    handle.snapshot.add_pod(make_pod("other").node("n2").build())  # a pod change elsewhere
+    plugin.sign_pod(pod)
+    load = plugin.node_load("n1")
+    assert load is not None and sorted(load.pods) == []
+
+
+def test_pod_sync_compares_every_position_when_the_change_log_is_gone() -> None:
+    """When the snapshot's change log no longer reaches back to the last sync, a pod bound by others in
+    the meantime is still found (full comparison)."""
+    plugin, handle = setup([node("n1"), node("n2")], [node_metric("n1", cpu="1", memory="1Gi")])
+    snap = handle.snapshot
+    pod = make_pod("p").req(cpu="1").build()
+    plugin.sign_pod(pod)
+    snap.add_pod(make_pod("bound").req(cpu="2").node("n1").build())
+    for _ in range(70_000):  # more than the change log keeps
+        snap.touch(1)
+    assert snap.changed_since(plugin._synced_version) is None
+    plugin.sign_pod(pod)
+    load = plugin.node_load("n1")
+    assert load is not None and sorted(load.pods) == ["default/bound"]
+
+
+def test_all_pass_result_is_shared_and_read_only() -> None:
+    plugin, handle = setup([node("n1"), node("n2")], [node_metric("n1", cpu="100m", memory="1Gi")])
+    snap = handle.snapshot
+    order = snap.node_order()
+    first = plugin.filter_nodes(CycleState(), make_pod("a").build(), snap, order)
+    second = plugin.filter_nodes(CycleState(), make_pod("b").build(), snap, order)
+    assert first is second and first.passed.tolist() == [True, True]
+    with pytest.raises(ValueError, match="read-only"):
+        first.passed[0] = False
