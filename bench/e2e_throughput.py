@@ -361,7 +361,7 @@ async def measure(name: str, http: ApiHttp, n: int, *, kubeconfig: str, work: Pa
     started = time.monotonic()
     proc = start_contender(name, kubeconfig, work, kube_scheduler)
     try:
-        timeout = timeout or max(120.0, n / 20)
+        timeout = timeout or (max(120.0, n / 20) if shape is None else max(600.0, n / 2))
         waiter = asyncio.ensure_future(watcher.done.wait())
         await asyncio.wait({waiter, watch}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
         if watch.done() and watch.exception() is not None:
@@ -556,7 +556,8 @@ def main() -> int:
                         help="measured pods (default: 5000 for SchedulingBasic, else the shape's count)")
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--timeout", type=float, default=None,
-                        help="seconds a contender may take (default: max(120, pods/20); PreemptionBasic 1200)")
+                        help="seconds a contender may take (default: max(120, pods/20); other shapes max(600, pods/2), "
+                             "PreemptionBasic 1200)")
     parser.add_argument("--kubeconfig", help="a running cluster (default: start one for this run)")
     parser.add_argument("--kube-scheduler", help="kube-scheduler binary (default: from control-plane.sh build)")
     parser.add_argument("--only", default=None, type=lambda s: s.split(","),
