@@ -316,6 +316,11 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / ticks
 
 
+async def process_exit(proc: subprocess.Popen[bytes]) -> None:
+    while proc.poll() is None:
+        await asyncio.sleep(0.5)
+
+
 def start_contender(name: str, kubeconfig: str, work: Path, kube_scheduler: str) -> subprocess.Popen[bytes]:
     log = (work / f"{name}.log").open("ab")
     if name == "round-robin":
@@ -363,9 +368,14 @@ async def measure(name: str, http: ApiHttp, n: int, *, kubeconfig: str, work: Pa
     try:
         timeout = timeout or (max(120.0, n / 20) if shape is None else max(600.0, n / 2))
         waiter = asyncio.ensure_future(watcher.done.wait())
-        await asyncio.wait({waiter, watch}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        exited = asyncio.ensure_future(process_exit(proc))
+        await asyncio.wait({waiter, watch, exited}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        exited.cancel()
         if watch.done() and watch.exception() is not None:
             raise RuntimeError(f"watch failed: {watch.exception()}")
+        if not watcher.done.is_set() and proc.poll() is not None:
+            raise RuntimeError(f"{name} exited ({proc.returncode}) with {len(watcher.bound)}/{n} pods bound "
+                               f"(log: {work / (name + '.log')})")
         if not watcher.done.is_set():
             raise RuntimeError(f"{name}: only {len(watcher.bound)}/{n} pods bound after {timeout:.0f}s "
                                f"(log: {work / (name + '.log')})")
@@ -448,16 +458,20 @@ async def round_robin(kubeconfig: str) -> None:
         task.add_done_callback(tasks.discard)
 
     params = {"fieldSelector": "spec.nodeName="}
-    listing = await http.request_json("GET", "/api/v1/pods", params=params)
-    for obj in listing["items"]:
-        offer(obj)
-    watch_params = {**params, "watch": "1", "resourceVersion": listing["metadata"]["resourceVersion"]}
-    async with http.stream("/api/v1/pods", watch_params) as content:
-        async for lines in iter_lines(content):
-            for line in lines:
-                event = json.loads(line)
-                if event["type"] == "ADDED":
-                    offer(event["object"])
+    while True:  # a watch that ends (or reports an ERROR, e.g. 410 Gone) is re-listed; ``seen`` dedups
+        listing = await http.request_json("GET", "/api/v1/pods", params=params)
+        for obj in listing["items"]:
+            offer(obj)
+        watch_params = {**params, "watch": "1", "resourceVersion": listing["metadata"]["resourceVersion"]}
+        async with http.stream("/api/v1/pods", watch_params) as content:
+            async for lines in iter_lines(content):
+                events = [json.loads(line) for line in lines]
+                for event in events:
+                    if event["type"] == "ADDED":
+                        offer(event["object"])
+                if any(event["type"] == "ERROR" for event in events):
+                    print(f"watch error, re-listing: {events[-1]['object']}", file=sys.stderr, flush=True)
+                    break
 
 
 # ----- main -----
