@@ -284,23 +284,42 @@ class BindWatcher:
         self.double_bound: list[str] = []
         self.done = asyncio.Event()
 
+    def _seen(self, obj: dict[str, Any], now: float) -> None:
+        name = obj["metadata"]["name"]
+        if (obj.get("spec") or {}).get("nodeName") and name.startswith(self.name_prefix):
+            self.bound.setdefault(name, now)
+
     async def run(self) -> None:
-        params = {"watch": "1", "resourceVersion": self.resource_version, "allowWatchBookmarks": "true",
-                  "timeoutSeconds": "3600"}
-        async with self.http.stream(f"/api/v1/namespaces/{self.namespace}/pods", params) as content:
-            async for lines in iter_lines(content):
+        """Until ``want`` pods are bound. A watch that ends resumes from the last resourceVersion seen; an
+        ERROR event (e.g. 410 Gone on a loaded server) re-lists, timing the pods bound meanwhile now."""
+        path = f"/api/v1/namespaces/{self.namespace}/pods"
+        while True:
+            params = {"watch": "1", "resourceVersion": self.resource_version, "allowWatchBookmarks": "true",
+                      "timeoutSeconds": "3600"}
+            relist = False
+            async with self.http.stream(path, params) as content:
+                async for lines in iter_lines(content):
+                    now = time.monotonic()
+                    for line in lines:
+                        event = json.loads(line)
+                        obj = event["object"]
+                        if event["type"] == "ERROR":
+                            relist = True
+                            break
+                        self.resource_version = obj["metadata"].get("resourceVersion") or self.resource_version
+                        if event["type"] in ("ADDED", "MODIFIED"):
+                            self._seen(obj, now)
+                    if len(self.bound) >= self.want:
+                        self.done.set()
+                        return
+                    if relist:
+                        break
+            if relist:
+                listing = await self.http.request_json("GET", path)
                 now = time.monotonic()
-                for line in lines:
-                    event = json.loads(line)
-                    obj = event["object"]
-                    node = (obj.get("spec") or {}).get("nodeName")
-                    if event["type"] in ("ADDED", "MODIFIED") and node:
-                        name = obj["metadata"]["name"]
-                        if not name.startswith(self.name_prefix):
-                            continue
-                        previous = self.bound.get(name)
-                        if previous is None:
-                            self.bound[name] = now
+                for obj in listing.get("items") or ():
+                    self._seen(obj, now)
+                self.resource_version = listing["metadata"]["resourceVersion"]
                 if len(self.bound) >= self.want:
                     self.done.set()
                     return
