@@ -616,6 +616,9 @@ def main() -> int:
     machine = {"nproc": os.cpu_count(), "python": sys.version.split()[0]}
     head: dict[str, Any] = {"machine": machine}
     if args.shape != BASIC:
+        koord, kube = summary.get("koord-scheduler"), summary.get("kube-scheduler")
+        if koord and kube:  # PreemptionBasic binds in a burst at the end: start-to-last-bind is the fair view
+            summary["koord_to_kube_scheduler_wall"] = round(koord["wall_pods_per_s"] / kube["wall_pods_per_s"], 2)
         plan = args.shape_plan
         head["shape"] = {"name": plan.name, "nodes": plan.nodes, "init_pods": plan.init_pods,
                          "measure_pods": plan.measure_pods}
