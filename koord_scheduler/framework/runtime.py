@@ -335,6 +335,7 @@ class Framework:
                 continue
             if r is not None and r.node_names is not None:
                 narrowing.append(p.name)
+                r = PreFilterResult(r.node_names, frozenset({p.name}))
                 result = r if result is None else result.merge(r)
                 if not result.node_names:
                     names = sorted(narrowing)

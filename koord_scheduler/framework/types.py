@@ -19,16 +19,19 @@ MIN_NODE_SCORE = 0
 
 @dataclass(frozen=True, slots=True)
 class PreFilterResult:
-    """Restricts the nodes Filter considers. ``node_names`` None means all nodes."""
+    """Restricts the nodes Filter considers. ``node_names`` None means all nodes. ``plugins``: the
+    PreFilter plugins whose results narrowed the set (the runtime stamps them; upstream's
+    ``pluginsWithNodes``, named in the reason of the nodes left out)."""
 
     node_names: frozenset[str] | None = None
+    plugins: frozenset[str] = frozenset()
 
     def merge(self, other: PreFilterResult | None) -> PreFilterResult:
         if other is None or other.node_names is None:
             return self
         if self.node_names is None:
             return other
-        return PreFilterResult(self.node_names & other.node_names)
+        return PreFilterResult(self.node_names & other.node_names, self.plugins | other.plugins)
 
 
 @dataclass(frozen=True, slots=True)

@@ -138,7 +138,7 @@ def find_nodes_that_fit(
         rank[nodes] = np.arange(len(nodes))
         narrowed = np.array(sorted(wanted, key=lambda p: int(rank[p])), dtype=np.intp)
         diagnosis.num_absent = len(nodes) - len(narrowed)
-        plugins = sorted(p.name for p in fwk.pre_filter_plugins if p.name not in state.skip_filter)
+        plugins = sorted(result.plugins)
         diagnosis.absent_status = unresolvable(
             f"node(s) didn't satisfy plugin(s) [{' '.join(plugins)}]"
         )

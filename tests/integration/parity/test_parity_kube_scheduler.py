@@ -63,8 +63,6 @@ KNOWN_DIFFERENCES = {
     "ipa-namespace-selector-required": NOT_WATCHED.format("Namespaces: a namespaceSelector matches no namespace"),
     "pts-service-default": NOT_WATCHED.format("Services: no default spreading for a pod a Service selects"),
     "pts-service-default-2": NOT_WATCHED.format("Services: no default spreading for a pod a Service selects"),
-    "na-prefilter-no-such-node": "the absent-nodes reason names every PreFilter plugin run, upstream only those "
-                                 "that narrowed the node set (koord_scheduler/scheduler/algorithm.py)",
 }
 """Pods whose decisions are known to differ, and why. Each must still differ (the test says when one is
 fixed); no other pod may."""

@@ -152,3 +152,27 @@ def test_debug_scores_and_filters_log_tables(
     assert "| # | Node | TaintToleration | NodeResourcesFit |" in text
     want = "filter failed: pod batch/huge-job node node-b2: UNSCHEDULABLE_AND_UNRESOLVABLE from NodeUnschedulable"
     assert want in text
+
+
+def test_nodes_a_prefilter_left_out_name_only_the_plugins_that_narrowed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """kube-scheduler's ``pluginsWithNodes``: only NodeAffinity narrowed the set, so only it is named,
+    not every PreFilter plugin that ran."""
+    import yaml
+
+    pinned = make_pod("pinned").req(cpu="16").obj()
+    pinned["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]
+    }}}
+    docs = [
+        make_node("n1").capacity(cpu="4", memory="8Gi", pods=10).obj(),
+        make_node("n2").capacity(cpu="4", memory="8Gi", pods=10).obj(),
+        pinned,
+    ]
+    code, out, _ = run(capsys, "--cluster", write(tmp_path, "c.yaml", yaml.safe_dump_all(docs)), "-o", "json")
+    assert code == 0
+    message = json.loads(out)["pods"][0]["message"]
+    assert message.startswith(
+        "0/2 nodes are available: 1 Insufficient cpu, 1 node(s) didn't satisfy plugin(s) [NodeAffinity]. "
+    ), message
