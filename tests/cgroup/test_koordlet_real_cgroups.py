@@ -80,7 +80,9 @@ def test_real_pod_cpu_and_memory() -> None:
         )
         assert busy_stats.count == 3
         assert busy_stats.avg == pytest.approx(truth_cores, rel=0.15)
-        assert busy_stats.avg > 0.5  # it really burns (a core, minus what neighbours take on 2 CPUs)
+        # It really burns: a core on a quiet machine, less when neighbours share the 2 CPUs; the check that
+        # matters is the agreement with /proc above, this one only rules out agreeing on next to nothing.
+        assert busy_stats.avg > 0.1
         assert idle_stats.avg < 0.05
         assert alloc_mem.last >= 200 * 2**20
         assert alloc_mem.last < 260 * 2**20
