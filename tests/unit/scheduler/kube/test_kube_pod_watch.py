@@ -159,3 +159,15 @@ def test_fingerprint_ignores_only_the_volatile_fields() -> None:
 
     assert fingerprint(echoed) == fingerprint(before)
     assert fingerprint(relabelled) != fingerprint(before)
+
+
+def test_a_listed_pod_and_its_watched_bind_echo_share_a_fingerprint() -> None:
+    """List responses carry items without apiVersion/kind, watch events carry both: a pod first seen in a
+    list must still have its bind echo recognised (no second full parse)."""
+    listed = pending()
+    listed.pop("apiVersion", None)
+    listed.pop("kind", None)
+    echoed = copy.deepcopy(pending())
+    echoed["apiVersion"], echoed["kind"] = "v1", "Pod"
+    bind_echo(echoed)
+    assert fingerprint(listed) == fingerprint(echoed) != b""
