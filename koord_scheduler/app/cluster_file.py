@@ -74,7 +74,7 @@ def parse_cluster_text(
         if not isinstance(kind, str) or not kind:
             out.problems.append(ObjectProblem(source, where, "missing field 'kind'"))
             continue
-        if kind in IGNORED_KINDS:
+        if kind in IGNORED_KINDS and kind not in extra:  # e.g. Namespaces matter once a plugin watches them
             continue
         if (kind, name) in seen:
             out.problems.append(ObjectProblem(source, label, "duplicate object (the first one is used)"))

@@ -42,7 +42,8 @@ from koord_scheduler.framework.snapshot import BoolArray, ClusterSnapshot, IntAr
 NamespaceLabels = Callable[[str], Mapping[str, str] | None]
 """Labels of a namespace, or None when the namespace is unknown (kube-scheduler's namespace lister).
 
-pykoord does not watch Namespaces yet; the default knows none (:func:`no_namespace_labels`)."""
+InterPodAffinity passes its :class:`~koord_scheduler.plugins.interpodaffinity.namespaces.NamespaceStore`;
+without one it knows none (:func:`no_namespace_labels`)."""
 
 
 def no_namespace_labels(namespace: str) -> Mapping[str, str] | None:
@@ -317,6 +318,11 @@ class TopologyIndex:
                 self._group_totals[group] = total
             if group.kind == TermKind.REQUIRED_ANTI_AFFINITY:
                 self.required_anti_affinity_pods += sign
+
+    def drop_counters(self) -> None:
+        """Forget the per-matcher counts (rebuilt on demand): for matchers whose answer changed without a
+        pod changing, e.g. a namespaceSelector after namespace labels changed."""
+        self._counters.clear()
 
     # ----- reading -----
 

@@ -13,11 +13,12 @@
 - PreFilterExtensions add_pod/remove_pod update a cloned PreFilter state.
 - EventsToRegister: Pod and Node events with upstream's queueing hints (:mod:`.hints`).
 
-Namespaces: pykoord watches no Namespace objects. ``namespace_labels`` (a callable namespace -> labels
-or None) stands in for the namespace lister and defaults to knowing no namespace: a term's non-empty
-namespaceSelector then matches no existing pod's namespace, while an empty one (``{}``) matches all.
-Existing pods' namespaceSelectors are evaluated against the incoming pod's namespace labels (none known
--> empty labels), as upstream does.
+Namespaces: the plugin watches Namespace objects through the handle (:mod:`.namespaces`; the API
+server's, or a ``simulate`` file's Namespace documents), kube-scheduler's namespace lister. A term's
+non-empty namespaceSelector matches the pods of the namespaces whose labels it selects (an unknown
+namespace matches none), an empty one (``{}``) matches all. Existing pods' namespaceSelectors are
+evaluated against the incoming pod's namespace labels (unknown -> empty labels), as upstream does. Counts
+cached per term are dropped whenever some namespace's labels change.
 
 matchLabelKeys / mismatchLabelKeys are merged into the selectors here as the API server does at pod
 creation (idempotent for pods it already merged), so cluster files given to ``simulate`` behave alike.
@@ -50,6 +51,7 @@ from koord_scheduler.framework.types import (
 )
 from koord_scheduler.plugins import names
 from koord_scheduler.plugins.interpodaffinity import hints
+from koord_scheduler.plugins.interpodaffinity.namespaces import NAMESPACE_KIND, NamespaceStore
 from koord_scheduler.plugins.interpodaffinity.policy import (
     IncomingTerms,
     TopologyCounts,
@@ -139,6 +141,17 @@ class InterPodAffinity:
         self._namespace_labels = namespace_labels
         self._index = TopologyIndex()
         self._domains = DomainCache()
+        self._namespace_version = getattr(namespace_labels, "version", 0)
+
+    def _synced_index(self, snapshot: ClusterSnapshot) -> TopologyIndex:
+        """The index after ``sync``; its per-term counts are dropped when namespace labels changed (a
+        term's namespaceSelector may now select other namespaces)."""
+        version = getattr(self._namespace_labels, "version", 0)
+        if version != self._namespace_version:
+            self._index.drop_counters()
+            self._namespace_version = version
+        self._index.sync(snapshot)
+        return self._index
 
     def _ns_labels(self, pod: Pod) -> dict[str, str] | None:
         labels = self._namespace_labels(pod.namespace)
@@ -149,8 +162,7 @@ class InterPodAffinity:
     def pre_filter(
         self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot
     ) -> tuple[PreFilterResult | None, Status]:
-        index = self._index
-        index.sync(snapshot)
+        index = self._synced_index(snapshot)
         has_terms = has_pod_affinity(pod)
         if not has_terms and index.required_anti_affinity_pods == 0:
             return None, skip()
@@ -239,8 +251,7 @@ class InterPodAffinity:
         )
         if self._ignore_existing_preferred and not has_constraints:
             return skip()
-        index = self._index
-        index.sync(snapshot)
+        index = self._synced_index(snapshot)
         if not has_constraints and not index.term_groups:
             return skip()
         live = snapshot.valid[: snapshot.capacity]
@@ -319,10 +330,16 @@ class InterPodAffinity:
 
 
 def new(args: InterPodAffinityArgs | None, handle: FrameworkHandle) -> InterPodAffinity:
+    """The plugin, watching Namespaces when the handle can deliver them (else it knows none)."""
     args = args or InterPodAffinityArgs()
-    namespace_labels = getattr(handle, "namespace_labels", None)
+    namespace_labels: NamespaceLabels = no_namespace_labels
+    watch = getattr(handle, "watch", None)
+    if callable(watch):
+        store = NamespaceStore()
+        watch(NAMESPACE_KIND, store.on_event)
+        namespace_labels = store
     return InterPodAffinity(
         args.hard_pod_affinity_weight,
         ignore_preferred_terms_of_existing_pods=args.ignore_preferred_terms_of_existing_pods,
-        namespace_labels=namespace_labels if callable(namespace_labels) else no_namespace_labels,
+        namespace_labels=namespace_labels,
     )

@@ -1,9 +1,9 @@
 """PodTopologySpread (kube-scheduler ``podtopologyspread``, v1.35 semantics).
 
-- PreFilter: the pod's ``DoNotSchedule`` constraints (or the default ones, see
-  :func:`~koord_scheduler.plugins.podtopologyspread.policy.owner_default_selector`); Skip when there are
-  none. Matching pods are counted per topology value over all nodes that carry every constraint's key
-  and pass the constraint's nodeAffinityPolicy (default Honor) and nodeTaintsPolicy (default Ignore).
+- PreFilter: the pod's ``DoNotSchedule`` constraints (or the default ones, with the selector of the
+  Services and controller selecting the pod: :mod:`.workloads`); Skip when there are none. Matching
+  pods are counted per topology value over all nodes that carry every constraint's key and pass the
+  constraint's nodeAffinityPolicy (default Honor) and nodeTaintsPolicy (default Ignore).
 - Filter: a node without a constraint's key is UnschedulableAndUnresolvable
   ``"node(s) didn't match pod topology spread constraints (missing required label)"``; a node where
   ``matchNum + selfMatch - globalMin > maxSkew`` (globalMin 0 below ``minDomains`` domains) is
@@ -65,6 +65,7 @@ from koord_scheduler.plugins.podtopologyspread.scoring import (
     normalize_scores,
     topology_normalizing_weight,
 )
+from koord_scheduler.plugins.podtopologyspread.workloads import WORKLOAD_KINDS, WorkloadStore
 from koord_scheduler.plugins.tainttoleration.policy import first_untolerated
 from koord_scheduler.plugins.topology_index import (
     DomainCache,
@@ -395,10 +396,22 @@ def _tolerated_mask(snapshot: ClusterSnapshot, tolerations: tuple[Toleration, ..
 
 
 def new(args: PodTopologySpreadArgs | None, handle: FrameworkHandle) -> PodTopologySpread:
+    """The plugin; it watches Services and controllers for the default constraints' selector when the
+    handle can deliver them (:mod:`.workloads`), else it approximates controllers from the pod
+    (:func:`~.policy.owner_default_selector`)."""
     args = args or PodTopologySpreadArgs()
+    selector: DefaultSelector = owner_default_selector
+    watch = getattr(handle, "watch", None)
+    if callable(watch):
+        store = WorkloadStore()
+        for kind in WORKLOAD_KINDS:
+            watch(kind, store.on_event)
+        selector = store.default_selector
     if args.defaulting_type == SYSTEM_DEFAULTING:
-        return PodTopologySpread(SYSTEM_DEFAULT_CONSTRAINTS, system_defaulted=True)
-    return PodTopologySpread(tuple(core_constraint(c) for c in args.default_constraints), system_defaulted=False)
+        return PodTopologySpread(SYSTEM_DEFAULT_CONSTRAINTS, system_defaulted=True, default_selector=selector)
+    return PodTopologySpread(
+        tuple(core_constraint(c) for c in args.default_constraints), system_defaulted=False, default_selector=selector
+    )
 
 
 def core_constraint(c: ArgsConstraint) -> TopologySpreadConstraint:

@@ -82,7 +82,8 @@ def filter_constraints(
 
 
 def owner_default_selector(pod: Pod) -> LabelSelector | None:
-    """``helper.DefaultSelector`` without listers: pykoord watches neither Services nor controllers.
+    """``helper.DefaultSelector`` without listers, for handles that cannot watch Services and controllers
+    (with a watching handle the plugin uses :mod:`.workloads`, which is exact).
 
     When the pod's controller is a ReplicationController, ReplicaSet or StatefulSet (by its owner
     reference), the controller's selector is approximated by the pod's own labels minus the per-pod

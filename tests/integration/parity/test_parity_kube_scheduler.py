@@ -57,13 +57,7 @@ RANDOM_SEED = int(os.environ.get("PYKOORD_PARITY_SEED", "9"))
 RANDOM_PODS = int(os.environ.get("PYKOORD_PARITY_RANDOM_PODS", "20"))
 """After the fixed sequence, this many random pods (:func:`scenario.random_pods`); raise it to hunt."""
 
-NOT_WATCHED = "koord-scheduler does not watch {} (needs the scheduler layer and RBAC; see docs/parity.md)"
-KNOWN_DIFFERENCES = {
-    "ipa-namespace-selector-blue": NOT_WATCHED.format("Namespaces: a namespaceSelector matches no namespace"),
-    "ipa-namespace-selector-required": NOT_WATCHED.format("Namespaces: a namespaceSelector matches no namespace"),
-    "pts-service-default": NOT_WATCHED.format("Services: no default spreading for a pod a Service selects"),
-    "pts-service-default-2": NOT_WATCHED.format("Services: no default spreading for a pod a Service selects"),
-}
+KNOWN_DIFFERENCES: dict[str, str] = {}
 """Pods whose decisions are known to differ, and why. Each must still differ (the test says when one is
 fixed); no other pod may."""
 
@@ -156,6 +150,8 @@ class Cluster:
             "Namespace": self.items("/api/v1/namespaces"),
             "Service": self.items("/api/v1/services"),
             "ReplicaSet": self.items("/apis/apps/v1/replicasets"),
+            "StatefulSet": self.items("/apis/apps/v1/statefulsets"),
+            "ReplicationController": self.items("/api/v1/replicationcontrollers"),
         }
         return self.items("/api/v1/nodes"), pods, objects
 

@@ -31,3 +31,21 @@ async def test_topology_cluster_placements() -> None:
         "0/6 nodes are available: 2 node(s) didn't match pod topology spread constraints, "
         "4 node(s) didn't match Pod's node affinity/selector."
     )
+
+
+async def test_workloads_cluster_uses_namespaces_and_services() -> None:
+    """config/simulate/workloads-cluster.yaml: the Service gives web-2 the default spread; the Namespace
+    labels decide which cache pod the namespaceSelector selects. Without those documents both differ."""
+    config = parse_scheduler_config(DEFAULT, source="test")
+    registry = build_registry(use_entry_points=False)
+    path = REPO / "config" / "simulate" / "workloads-cluster.yaml"
+    result, _ = await run_simulation(path, config, registry, now=1_700_000_000.0)
+    assert {p.name: p.node for p in result.placements} == {"web-2": "b1", "near-shop-cache": "a2"}
+    assert result.problems == []
+
+    text = path.read_text()
+    stripped = "\n".join(line for line in text.splitlines() if "kind: Service" not in line
+                         and "kind: Namespace" not in line)
+    result, _ = await run_simulation(None, config, registry, now=1_700_000_000.0, cluster_text=stripped)
+    got = {p.name: p.node for p in result.placements}
+    assert got == {"web-2": "a1", "near-shop-cache": None}
