@@ -339,7 +339,9 @@ def _pod(obj: Json) -> Pod:
     try:
         phase = get_str(status, "phase") or "Pending"
         nominated = get_str(status, "nominatedNodeName")
-        conditions = _conditions(get_list(status, "conditions")) if status.get("conditions") else EMPTY
+        conditions, condition_times = (
+            _pod_conditions(get_list(status, "conditions")) if status.get("conditions") else (EMPTY, EMPTY_TIMES)
+        )
         qos_class = get_str(status, "qosClass")
     except ParseError as err:
         raise err.under("status") from None
@@ -408,6 +410,7 @@ def _pod(obj: Json) -> Pod:
             qos_class=qos_class,
             nominated_node_name=nominated,
             conditions=conditions,
+            condition_times=condition_times,
         )
     except ParseError as err:
         raise err.under("spec") from None
@@ -457,6 +460,28 @@ def _conditions(conditions: JsonList) -> FrozenDict[str, str]:
         except ParseError as err:
             raise err.under(f"conditions[{i}]") from None
     return FrozenDict(out)
+
+
+EMPTY_TIMES: FrozenDict[str, float] = FrozenDict()
+
+
+def _pod_conditions(conditions: JsonList) -> tuple[FrozenDict[str, str], FrozenDict[str, float]]:
+    """Condition type -> status, and type -> ``lastTransitionTime`` (seconds) where it is set."""
+    out: dict[str, str] = {}
+    times: dict[str, float] = {}
+    for i, item in enumerate(conditions):
+        condition = check_item(item, "conditions", i)
+        try:
+            kind = get_required_str(condition, "type")
+            out[kind] = get_str(condition, "status")
+            changed = condition.get("lastTransitionTime")
+            if changed is not None:
+                at = _under(parse_timestamp, changed, "lastTransitionTime")
+                if at is not None:
+                    times[kind] = at
+        except ParseError as err:
+            raise err.under(f"conditions[{i}]") from None
+    return FrozenDict(out), (FrozenDict(times) if times else EMPTY_TIMES)
 
 
 def _spread_constraints(raw: JsonList) -> tuple[TopologySpreadConstraint, ...]:

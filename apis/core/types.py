@@ -216,6 +216,8 @@ class Pod:
     nominated_node_name: str = ""
     conditions: Mapping[str, str] = field(default_factory=FrozenDict)
     """Pod condition type -> status ("True"/"False"/"Unknown")."""
+    condition_times: Mapping[str, float] = field(default_factory=FrozenDict)
+    """Pod condition type -> ``lastTransitionTime`` (seconds since the epoch), where the server set one."""
 
     @property
     def name(self) -> str:

@@ -30,7 +30,10 @@ Pods: pods this scheduler places are recorded at Reserve (timestamp = the clock)
 Unreserve or when forgotten. Pods bound by others or deleted are picked up from the snapshot: at the
 start of a cycle, nodes whose pod count changed since the plugin last looked are reconciled (one
 vectorised comparison per cycle; a per-node loop only over the changed nodes). Such pods take their
-creation time as assignment time (unknown → estimated only while missing from ``podsMetric``).
+PodScheduled transition (else creation time) as assignment time (unknown → estimated only while missing
+from ``podsMetric``). ``estimatedSecondsAfterPodScheduled`` / ``estimatedSecondsAfterInitialized`` (and the
+pod annotations with ``allowCustomizeEstimation``) set a forced-estimation deadline (:mod:`.timing`); with
+either configured the plugin also follows pod condition changes.
 """
 
 from __future__ import annotations
@@ -80,6 +83,7 @@ from koord_scheduler.plugins.loadaware.metrics_view import (
     node_profile,
 )
 from koord_scheduler.plugins.loadaware.nodemetric import NODE_METRIC_KIND, NodeMetricRecord
+from koord_scheduler.plugins.loadaware.timing import EstimationWindows, assign_time, estimation_deadline
 
 NAME = names.LOAD_AWARE_SCHEDULING
 ARGS = LoadAwareSchedulingArgs
@@ -106,6 +110,8 @@ class LoadAwareHandle(Protocol):
     def clock(self) -> Callable[[], float]: ...
 
     def watch(self, kind: ObjectKind, handler: Callable[[EventType, Any, Any], None]) -> None: ...
+
+    def watch_pods(self, handler: Callable[[EventType, Any, Any], None]) -> None: ...
 
     def register_forget_pod_handler(self, handler: Callable[[Pod], None]) -> None: ...
 
@@ -194,7 +200,11 @@ class LoadAwareScheduling:
         self._fresh_checked_at = float("-inf")
         self._fresh_seen = np.zeros(snapshot.capacity, dtype=np.bool_)
         """Per position, whether the row was fresh when the plugin last looked (to touch rows that expire)."""
-        self._after_scheduled = float(args.estimated_seconds_after_pod_scheduled or 0)
+        self._windows = EstimationWindows(
+            float(args.estimated_seconds_after_pod_scheduled or 0) or None,
+            float(args.estimated_seconds_after_initialized or 0) or None,
+            args.allow_customize_estimation,
+        )
         self._customize = args.allow_customize_estimation
         self._expiration = args.node_metric_expiration_seconds
         self._reject_expired = args.filter_expired_node_metrics and not args.enable_schedule_when_node_metrics_expired
@@ -202,6 +212,10 @@ class LoadAwareScheduling:
         self._pass_results: dict[int, NodeFilterResult] = {}
         self._allocatable_rows: dict[int, tuple[Node | None, list[int]]] = {}
         """Per position: (node object, its allocatable over ``resources``) for the few-nodes paths."""
+
+    @property
+    def windows(self) -> EstimationWindows:
+        return self._windows
 
     # ----- events -----
 
@@ -398,10 +412,9 @@ class LoadAwareScheduling:
             return success()
         incoming = state.get(INCOMING_KEY) or self._estimate(pod)
         now = self._clock()
-        after = self._after_scheduled
-        self.cache.assign(
-            node_name, AssignedPod(pod.key, incoming.estimate, incoming.prod, now, now + after if after else None)
-        )
+        windows = self._windows
+        deadline = estimation_deadline(pod, now, windows) if windows.may_need_pod_updates else None
+        self.cache.assign(node_name, AssignedPod(pod.key, incoming.estimate, incoming.prod, now, deadline))
         pos = self._snapshot.positions.get(node_name)
         known = self._known_pods
         if pos is not None and pos < len(known) and known[pos] >= 0:
@@ -511,12 +524,31 @@ class LoadAwareScheduling:
             is_daemonset_pod(pod),
         )
 
-    def _assigned(self, pod: Pod, timestamp: float | None) -> AssignedPod:
-        """A pod found on a node (not placed by this scheduler), assigned at ``timestamp``."""
+    def _assigned(self, pod: Pod) -> AssignedPod:
+        """A pod found on a node (not placed by this scheduler): assigned at its PodScheduled transition
+        (:mod:`.timing`; its creation time when it has none)."""
         incoming = self._estimate(pod)
-        after = self._after_scheduled
-        deadline = timestamp + after if after and timestamp is not None else None
+        timestamp = assign_time(pod, pod.meta.creation_timestamp)
+        windows = self._windows
+        deadline = estimation_deadline(pod, timestamp, windows) if windows.may_need_pod_updates else None
         return AssignedPod(pod.key, incoming.estimate, incoming.prod, timestamp, deadline)
+
+    def on_pod_update(self, event: EventType, old: Pod | None, new: Pod | None) -> None:
+        """A bound pod's PodScheduled/Initialized transition moves its assign time and forced-estimation
+        deadline (Koordinator re-assigns on condition changes). Watched only when a window is configured."""
+        if event != EventType.MODIFIED or old is None or new is None or not new.node_name:
+            return
+        if old.condition_times == new.condition_times and old.conditions == new.conditions:
+            return
+        load = self.cache.get(new.node_name)
+        current = load.pods.get(new.key) if load is not None else None
+        if current is None:
+            return
+        timestamp = assign_time(new, current.timestamp)
+        deadline = estimation_deadline(new, timestamp, self._windows)
+        if (timestamp, deadline) != (current.timestamp, current.deadline):
+            self.cache.assign(new.node_name, current._replace(timestamp=timestamp, deadline=deadline))
+            self._write(new.node_name)
 
     def _drop(self, pod: Pod, node_name: str) -> None:
         if not node_name or not self.cache.unassign(node_name, pod.key):
@@ -628,7 +660,7 @@ class LoadAwareScheduling:
             changed |= self.cache.unassign(name, key)
         for key, pod in current.items():
             if key not in known and not is_reserve_pod(pod) and not pod.is_terminal:
-                self.cache.assign(name, self._assigned(pod, pod.meta.creation_timestamp))
+                self.cache.assign(name, self._assigned(pod))
                 changed = True
         if changed:
             self._write(name)
@@ -710,6 +742,8 @@ def _freshness(metric: NodeMetricRecord | None, now: float, args: LoadAwareSched
 def new(args: LoadAwareSchedulingArgs | None, handle: LoadAwareHandle) -> LoadAwareScheduling:
     plugin = LoadAwareScheduling(args or LoadAwareSchedulingArgs(), handle.snapshot, handle.clock)
     handle.watch(NODE_METRIC_KIND, plugin.on_node_metric)
+    if plugin.windows.may_need_pod_updates:
+        handle.watch_pods(plugin.on_pod_update)
     handle.register_forget_pod_handler(plugin.on_forget_pod)
     handle.add_simulation_report(plugin.simulation_report)
     return plugin

@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from apis.core.frozendict import EMPTY, FrozenDict
-from apis.core.parse import parse_pod
+from apis.core.parse import EMPTY_TIMES, parse_pod, parse_timestamp
 from apis.core.types import Pod
 from koord_scheduler.scheduler.kube import jsoncodec
 
@@ -109,22 +109,27 @@ def _with_volatile_fields(obj: Json, previous: Pod) -> Pod | None:
     ):
         return None
     status = obj.get("status")
-    conditions = _conditions(status.get("conditions") if status else None)
-    if conditions is None:
+    parsed = _conditions(status.get("conditions") if status else None)
+    if parsed is None:
         return None
+    conditions, condition_times = parsed
     meta = previous.meta
     if meta.resource_version != (resource_version or ""):
         meta = replace(meta, resource_version=resource_version or "")
-    return replace(previous, meta=meta, node_name=node_name or "", conditions=conditions)
+    return replace(
+        previous, meta=meta, node_name=node_name or "", conditions=conditions, condition_times=condition_times
+    )
 
 
-def _conditions(raw: Any) -> FrozenDict[str, str] | None:
-    """Condition type -> status as :func:`~apis.core.parse.parse_pod` reads them; None if malformed."""
+def _conditions(raw: Any) -> tuple[FrozenDict[str, str], FrozenDict[str, float]] | None:
+    """Condition type -> status and type -> lastTransitionTime, as :func:`~apis.core.parse.parse_pod`
+    reads them; None if malformed (the full parse then names the field)."""
     if not raw:
-        return EMPTY
+        return EMPTY, EMPTY_TIMES
     if type(raw) is not list:
         return None
     out: dict[str, str] = {}
+    times: dict[str, float] = {}
     for c in raw:
         if type(c) is not dict:
             return None
@@ -132,4 +137,12 @@ def _conditions(raw: Any) -> FrozenDict[str, str] | None:
         if type(kind) is not str or not kind or not (status is None or type(status) is str):
             return None
         out[kind] = status or ""
-    return FrozenDict(out)
+        changed = c.get("lastTransitionTime")
+        if changed is not None:
+            try:
+                at = parse_timestamp(changed)
+            except ValueError:
+                return None
+            if at is not None:
+                times[kind] = at
+    return FrozenDict(out), (FrozenDict(times) if times else EMPTY_TIMES)

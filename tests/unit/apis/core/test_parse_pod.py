@@ -347,3 +347,23 @@ def test_parse_does_not_mutate_input() -> None:
     before = make_pod("p").limit(cpu="1").obj()
     parse_pod(obj)
     assert obj == before
+
+
+def test_condition_transition_times() -> None:
+    obj = make_pod("p").obj()
+    obj["status"] = {"conditions": [
+        {"type": "PodScheduled", "status": "True", "lastTransitionTime": "2026-01-01T00:00:10Z"},
+        {"type": "Initialized", "status": "True", "lastTransitionTime": "2026-01-01T00:01:00+00:00"},
+        {"type": "Ready", "status": "False"},
+    ]}
+    pod = parse_pod(obj)
+    assert dict(pod.conditions) == {"PodScheduled": "True", "Initialized": "True", "Ready": "False"}
+    assert dict(pod.condition_times) == {"PodScheduled": 1767225610.0, "Initialized": 1767225660.0}
+
+
+def test_bad_condition_transition_time_names_the_field() -> None:
+    obj = make_pod("p").obj()
+    obj["status"] = {"conditions": [{"type": "PodScheduled", "status": "True", "lastTransitionTime": "yesterday"}]}
+    with pytest.raises(ValueError) as err:
+        parse_pod(obj)
+    assert "status.conditions[0].lastTransitionTime" in str(err.value)

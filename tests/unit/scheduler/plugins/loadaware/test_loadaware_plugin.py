@@ -33,6 +33,7 @@ class Handle:
     watches: list[tuple[ObjectKind, Callable[..., None]]] = field(default_factory=list)
     forget_handlers: list[Callable[[Pod], None]] = field(default_factory=list)
     reports: list[Callable[[], Any]] = field(default_factory=list)
+    pod_watches: list[Callable[..., None]] = field(default_factory=list)
 
     @property
     def clock(self) -> Callable[[], float]:
@@ -43,6 +44,9 @@ class Handle:
 
     def register_forget_pod_handler(self, handler: Callable[[Pod], None]) -> None:
         self.forget_handlers.append(handler)
+
+    def watch_pods(self, handler: Callable[..., None]) -> None:
+        self.pod_watches.append(handler)
 
     def add_simulation_report(self, reporter: Callable[[], Any]) -> None:
         self.reports.append(reporter)
