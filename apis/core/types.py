@@ -216,6 +216,12 @@ class Pod:
     nominated_node_name: str = ""
     conditions: Mapping[str, str] = field(default_factory=FrozenDict)
     """Pod condition type -> status ("True"/"False"/"Unknown")."""
+    key: str = field(init=False, repr=False, compare=False)
+    """``namespace/name``, the identity the queue and cache use. Computed once here (including by
+    ``dataclasses.replace``): the scheduler reads it a few dozen times per pod."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key", f"{self.meta.namespace}/{self.meta.name}")
 
     @property
     def name(self) -> str:
@@ -228,11 +234,6 @@ class Pod:
     @property
     def uid(self) -> str:
         return self.meta.uid
-
-    @property
-    def key(self) -> str:
-        """``namespace/name``, the identity the queue and cache use."""
-        return f"{self.meta.namespace}/{self.meta.name}"
 
     @property
     def labels(self) -> Mapping[str, str]:
