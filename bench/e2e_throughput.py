@@ -8,7 +8,8 @@ separate raw-JSON watch in this process records when each pod gets its ``spec.no
 one at a time, in the same run on the same control plane:
 
 1. ``round-robin``: a trivial binder (list + watch pending pods, bind round-robin, no checks, 64 binds
-   in flight, the same aiohttp/raw-JSON stack as koord-scheduler, no Events). The ceiling.
+   in flight, no Events), on koord-scheduler's own stack: the same HTTP client, orjson decoding and
+   event loop (uvloop unless ``PYKOORD_EVENT_LOOP=asyncio``). The ceiling.
 2. ``koord-scheduler``: ``.venv/bin/koord-scheduler`` with the default profile, leader election off.
 3. ``kube-scheduler``: the upstream v1.35 binary from ``scripts/control-plane.sh build``, default
    profile, leader election off.
@@ -20,7 +21,10 @@ the ceiling writes none.
 Reported per contender: ``rate`` = pods/s from the first to the last bind (scheduler_perf's view: the
 backlog drain rate); ``wall`` = pods/s from process start to the last bind (includes start-up and the
 initial list); CPU-seconds of the contender process (user+system, read from /proc right after the last
-bind) per 1,000 pods. Then koord-scheduler as a % of the ceiling and as a ratio to kube-scheduler.
+bind) per 1,000 pods; ``server_cpu_seconds_per_1000`` = the same for kube-apiserver + etcd, from the
+contender's start to its last bind (when their pid files are found: the cluster this run starts, or
+``pid`` files next to ``--kubeconfig`` as ``scripts/control-plane.sh`` writes them). Then koord-scheduler
+as a % of the ceiling and as a ratio to kube-scheduler.
 
     .venv/bin/python bench/e2e_throughput.py [--nodes 1000] [--pods 5000] [--repeat 1]
         [--kubeconfig FILE]      # use a running cluster (e.g. scripts/control-plane.sh up); else one is
@@ -75,6 +79,7 @@ from koord_scheduler.scheduler.kube import (  # noqa: E402
     ApiHttp,
     HttpOptions,
     TokenBucket,
+    jsoncodec,
     load_connection,
 )
 from koord_scheduler.scheduler.kube.http import iter_lines  # noqa: E402
@@ -101,6 +106,8 @@ class Result:
     """Seconds from the last bind until every Scheduled Event was written (None: none expected, or not
     all within 60 s)."""
     cpu_seconds_with_events: float
+    server_cpu_seconds_per_1000: float | None = None
+    """kube-apiserver + etcd CPU-seconds per 1,000 pods from the contender's start to its last bind."""
 
 
 # ----- objects -----
@@ -301,7 +308,7 @@ class BindWatcher:
                 async for lines in iter_lines(content):
                     now = time.monotonic()
                     for line in lines:
-                        event = json.loads(line)
+                        event = jsoncodec.loads(line)
                         obj = event["object"]
                         if event["type"] == "ERROR":
                             relist = True
@@ -326,6 +333,28 @@ class BindWatcher:
 
 
 # ----- contenders -----
+
+
+SERVER_PROCESSES = ("kube-apiserver", "etcd")
+
+
+def server_pids(kubeconfig: str) -> list[int]:
+    """kube-apiserver's and etcd's pids from ``scripts/control-plane.sh``'s pid files next to the
+    kubeconfig; empty when they are not there (a cluster of some other kind)."""
+    pids = []
+    for name in SERVER_PROCESSES:
+        try:
+            pid = int((Path(kubeconfig).parent / f"{name}.pid").read_text().strip())
+        except (OSError, ValueError):
+            return []
+        if not Path(f"/proc/{pid}").exists():
+            return []
+        pids.append(pid)
+    return pids
+
+
+def total_cpu_seconds(pids: list[int]) -> float:
+    return sum(cpu_seconds(pid) for pid in pids)
 
 
 def cpu_seconds(pid: int) -> float:
@@ -382,6 +411,8 @@ async def measure(name: str, http: ApiHttp, n: int, *, kubeconfig: str, work: Pa
                           name_prefix=prefix)
     watch = asyncio.ensure_future(watcher.run())
     await asyncio.sleep(0.5)
+    servers = server_pids(kubeconfig)
+    server_cpu_start = total_cpu_seconds(servers)
     started = time.monotonic()
     proc = start_contender(name, kubeconfig, work, kube_scheduler)
     try:
@@ -399,6 +430,7 @@ async def measure(name: str, http: ApiHttp, n: int, *, kubeconfig: str, work: Pa
             raise RuntimeError(f"{name}: only {len(watcher.bound)}/{n} pods bound after {timeout:.0f}s "
                                f"(log: {work / (name + '.log')})")
         cpu = cpu_seconds(proc.pid) if proc.poll() is None else float("nan")
+        server_cpu = total_cpu_seconds(servers) - server_cpu_start if servers else None
         last_bind = max(watcher.bound.values())
         events, events_done, cpu_with_events = 0, float("nan"), cpu
         if name != "round-robin":
@@ -435,10 +467,25 @@ async def measure(name: str, http: ApiHttp, n: int, *, kubeconfig: str, work: Pa
         events_written=events,
         events_done_after_last_bind=None if math.isnan(events_done) else round(events_done, 2),
         cpu_seconds_with_events=round(cpu_with_events, 3),
+        server_cpu_seconds_per_1000=None if server_cpu is None else round(server_cpu * 1000 / n, 3),
     )
 
 
 # ----- the trivial binder (runs as its own process) -----
+
+
+def contender_loop_factory() -> Any:
+    """koord-scheduler's event loop choice (``PYKOORD_EVENT_LOOP``: uvloop when installed unless it says
+    ``asyncio``; see ``koord_scheduler.app.serve.event_loop_factory``), so the ceiling runs on the same
+    loop as the scheduler it bounds. Not imported from there: serve's imports cost a second of CPU,
+    which would count against the ceiling's CPU-seconds."""
+    if os.environ.get("PYKOORD_EVENT_LOOP", "") == "asyncio":
+        return None
+    try:
+        import uvloop
+    except ImportError:
+        return None
+    return uvloop.new_event_loop
 
 
 async def round_robin(kubeconfig: str) -> None:
@@ -484,7 +531,7 @@ async def round_robin(kubeconfig: str) -> None:
         watch_params = {**params, "watch": "1", "resourceVersion": listing["metadata"]["resourceVersion"]}
         async with http.stream("/api/v1/pods", watch_params) as content:
             async for lines in iter_lines(content):
-                events = [json.loads(line) for line in lines]
+                events = [jsoncodec.loads(line) for line in lines]
                 for event in events:
                     if event["type"] == "ADDED":
                         offer(event["object"])
@@ -513,7 +560,8 @@ async def run_bench(args: argparse.Namespace, kubeconfig: str, kube_scheduler: s
                 result = await measure(name, http, args.pods, kubeconfig=kubeconfig, work=work,
                                        kube_scheduler=kube_scheduler, shape=shape, timeout=args.timeout)
                 print(f"# {result.contender}: {result.rate:.0f} pods/s (wall {result.wall:.0f}), "
-                      f"{result.cpu_seconds_per_1000:.2f} CPU-s/1000 pods; {result.events_written} events, "
+                      f"{result.cpu_seconds_per_1000:.2f} CPU-s/1000 pods (apiserver+etcd "
+                      f"{result.server_cpu_seconds_per_1000}); {result.events_written} events, "
                       f"all written {result.events_done_after_last_bind}s after the last bind", file=sys.stderr)
                 results.append(result)
         for namespace in shape_namespaces(shape) if shape is not None else [NAMESPACE]:
@@ -538,6 +586,7 @@ def summarize(results: list[Result]) -> dict[str, Any]:
             "wall_pods_per_s": round(statistics.median(r.wall for r in rs), 1),
             "cpu_seconds_per_1000_pods": round(statistics.median(r.cpu_seconds_per_1000 for r in rs), 2),
             "events_done_after_last_bind_s": _median_or_none([r.events_done_after_last_bind for r in rs]),
+            "server_cpu_seconds_per_1000_pods": _median_or_none([r.server_cpu_seconds_per_1000 for r in rs]),
         }
         for name, rs in by.items()
     }
@@ -579,7 +628,8 @@ def shape_arguments(args: argparse.Namespace) -> str:
 
 def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "_round_robin":
-        asyncio.run(round_robin(sys.argv[sys.argv.index("--kubeconfig") + 1]))
+        with asyncio.Runner(loop_factory=contender_loop_factory()) as runner:
+            runner.run(round_robin(sys.argv[sys.argv.index("--kubeconfig") + 1]))
         return 0
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--shape", choices=(BASIC, *(s for s in SHAPES if s != BASIC)), default=BASIC,

@@ -218,6 +218,12 @@ class Pod:
     """Pod condition type -> status ("True"/"False"/"Unknown")."""
     condition_times: Mapping[str, float] = field(default_factory=FrozenDict)
     """Pod condition type -> ``lastTransitionTime`` (seconds since the epoch), where the server set one."""
+    key: str = field(init=False, repr=False, compare=False)
+    """``namespace/name``, the identity the queue and cache use. Computed once here (including by
+    ``dataclasses.replace``): the scheduler reads it a few dozen times per pod."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key", f"{self.meta.namespace}/{self.meta.name}")
 
     @property
     def name(self) -> str:
@@ -230,11 +236,6 @@ class Pod:
     @property
     def uid(self) -> str:
         return self.meta.uid
-
-    @property
-    def key(self) -> str:
-        """``namespace/name``, the identity the queue and cache use."""
-        return f"{self.meta.namespace}/{self.meta.name}"
 
     @property
     def labels(self) -> Mapping[str, str]:

@@ -6,7 +6,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from apis.core.types import Node, Pod
@@ -215,7 +215,7 @@ class Scheduler:
             return True
         self.metrics.algorithm_duration.observe(time.perf_counter() - perf_start)
 
-        assumed = replace(pod, node_name=result.node_name)
+        assumed = pod_on_node(pod, result.node_name)
         status = fwk.run_reservation_nominate(state, assumed, result.node_name)
         if not status.is_success:
             self._fail_after_assume(fwk, qpi, status, result.node_name, perf_start)
@@ -431,6 +431,22 @@ class Scheduler:
             self.metrics.child(self.metrics.pending_pods, queue_name).set(n)
         for kind, n in self.cache.counts().items():
             self.metrics.child(self.metrics.cache_size, kind).set(n)
+
+
+_POD_FIELDS = tuple(f.name for f in fields(Pod))
+"""Every field of :class:`Pod`, ``init=False`` ones (the cached ``key``) included."""
+
+
+def pod_on_node(pod: Pod, node_name: str) -> Pod:
+    """``dataclasses.replace(pod, node_name=node_name)``, about five times cheaper: the fields are
+    copied as they are instead of going through ``__init__``. Equal to what ``replace`` gives because
+    nothing ``Pod.__post_init__`` derives (the key) depends on ``node_name``; a test pins the two
+    together."""
+    new = object.__new__(Pod)
+    for name in _POD_FIELDS:
+        object.__setattr__(new, name, getattr(pod, name))
+    object.__setattr__(new, "node_name", node_name)
+    return new
 
 
 _EVENT_RESOURCES = {r.value: r for r in EventResource}

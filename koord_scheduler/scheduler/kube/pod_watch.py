@@ -70,13 +70,17 @@ def update_pod_entry(obj: Json, previous: PodEntry) -> PodEntry:
 
 
 def fingerprint(obj: Json) -> bytes:
-    """Compact JSON of the pod's metadata, spec and status without ``spec.nodeName``,
-    ``status.conditions`` and :data:`VOLATILE_METADATA`; empty (never equal to anything) when the object
-    is not shaped like a pod."""
+    """Compact JSON of the pod's ``metadata``, ``spec`` and ``status`` without ``spec.nodeName``,
+    ``status.conditions`` and :data:`VOLATILE_METADATA`; empty (never equal to anything) when the
+    object is not shaped like a pod.
+
+    The top-level ``apiVersion`` and ``kind`` are left out: the parse never reads them, and the API
+    server omits them from a list's items but sends them in watch events, so with them the echo of
+    every bind of a listed pod (the whole backlog at start-up) would miss and parse the pod again."""
     meta, spec, status = obj.get("metadata"), obj.get("spec"), obj.get("status")
     if type(meta) is not dict or type(spec) is not dict or not (status is None or type(status) is dict):
         return b""
-    stable = (  # no apiVersion/kind: list items carry neither, watch events both, and neither is parsed
+    stable = (
         {k: v for k, v in meta.items() if k not in VOLATILE_METADATA},
         {k: v for k, v in spec.items() if k != "nodeName"},
         None if status is None else {k: v for k, v in status.items() if k != "conditions"},

@@ -61,6 +61,16 @@ def reorder_spec(obj: Json) -> None:
     obj["spec"] = dict(reversed(list(obj["spec"].items())))
 
 
+def as_watched(obj: Json) -> None:
+    """A list's items carry no ``apiVersion``/``kind``; the same pod in a watch event does."""
+    obj["apiVersion"], obj["kind"] = "v1", "Pod"
+
+
+def as_listed(obj: Json) -> None:
+    obj.pop("apiVersion", None)
+    obj.pop("kind", None)
+
+
 def fail_scheduling(obj: Json) -> None:
     obj["metadata"]["resourceVersion"] = "12"
     obj["status"]["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
@@ -90,6 +100,20 @@ def test_update_gives_what_a_full_parse_gives(change: Callable[[Json], None], wa
     assert (got.pod, got.condition, got.fingerprint) == (want.pod, want.condition, want.fingerprint)
     # The reused pod shares the previous pod's parsed parts; a fresh parse builds new ones.
     assert (got.pod.tolerations is previous.pod.tolerations) == want_reused
+
+
+def test_bind_echo_of_a_listed_pod_reuses_the_parsed_pod() -> None:
+    before = pending()
+    as_listed(before)  # the start-up backlog comes from a list
+    previous = parse_pod_entry(before)
+    after = copy.deepcopy(before)
+    as_watched(after)
+    bind_echo(after)
+
+    got = update_pod_entry(after, previous)
+
+    assert got.pod == parse_pod_entry(after).pod
+    assert got.pod.tolerations is previous.pod.tolerations, "the echo must not parse the pod again"
 
 
 def test_bind_echo_sets_node_version_and_conditions() -> None:
@@ -160,14 +184,3 @@ def test_fingerprint_ignores_only_the_volatile_fields() -> None:
     assert fingerprint(echoed) == fingerprint(before)
     assert fingerprint(relabelled) != fingerprint(before)
 
-
-def test_a_listed_pod_and_its_watched_bind_echo_share_a_fingerprint() -> None:
-    """List responses carry items without apiVersion/kind, watch events carry both: a pod first seen in a
-    list must still have its bind echo recognised (no second full parse)."""
-    listed = pending()
-    listed.pop("apiVersion", None)
-    listed.pop("kind", None)
-    echoed = copy.deepcopy(pending())
-    echoed["apiVersion"], echoed["kind"] = "v1", "Pod"
-    bind_echo(echoed)
-    assert fingerprint(listed) == fingerprint(echoed) != b""
