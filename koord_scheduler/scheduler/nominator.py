@@ -31,6 +31,9 @@ from koord_scheduler.framework.diagnosis import Diagnosis, FailureChunk
 from koord_scheduler.framework.runtime import Framework, PluginCycleError
 from koord_scheduler.framework.snapshot import ClusterSnapshot, NodeInfo, Positions
 from koord_scheduler.framework.status import Code, Status, error
+from koord_scheduler.plugins import names
+from koord_scheduler.plugins.defaultpreemption.resource_reprieve import resource_fit_request
+from koord_scheduler.plugins.noderesources.fit import FitRequest, fit_failures, status_for_code
 
 log = logging.getLogger(__name__)
 
@@ -123,15 +126,14 @@ def filter_with_nominated_pods(
         return feasible
     is_feasible = np.zeros(snapshot.capacity, dtype=np.bool_)
     is_feasible[feasible] = True
-    rejected: list[tuple[int, Status]] = []
-    for pos, ahead in to_check:
-        if not is_feasible[pos]:
-            continue
-        status = filter_one_with_pods(fwk, state, pod, snapshot=snapshot, position=pos, extra=ahead)
-        if status.code == Code.ERROR:
-            raise PluginCycleError(status)
-        if not status.is_success:
-            rejected.append((pos, status))
+    to_check = [(pos, ahead) for pos, ahead in to_check if is_feasible[pos]]
+    if not to_check:
+        return feasible
+    fit = resource_fit_request(fwk, state)
+    if fit is not None:
+        rejected = _fit_rejections(fit, snapshot, to_check)
+    else:
+        rejected = _filter_rejections(fwk, state, pod, snapshot, to_check)
     if not rejected:
         return feasible
     drop = np.zeros(snapshot.capacity, dtype=np.bool_)
@@ -139,6 +141,58 @@ def filter_with_nominated_pods(
         drop[pos] = True
         diagnosis.add_chunk(FailureChunk(np.array([pos], dtype=np.intp), None, (status,)))
     return feasible[~drop[feasible]]
+
+
+def _filter_rejections(
+    fwk: Framework, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, to_check: list[tuple[int, list[Pod]]]
+) -> list[tuple[int, Status]]:
+    """The generic pass: the whole Filter chain on each node, one node at a time."""
+    rejected: list[tuple[int, Status]] = []
+    for pos, ahead in to_check:
+        status = filter_one_with_pods(fwk, state, pod, snapshot=snapshot, position=pos, extra=ahead)
+        if status.code == Code.ERROR:
+            raise PluginCycleError(status)
+        if not status.is_success:
+            rejected.append((pos, status))
+    return rejected
+
+
+def _fit_rejections(
+    fit: FitRequest, snapshot: ClusterSnapshot, to_check: list[tuple[int, list[Pod]]]
+) -> list[tuple[int, Status]]:
+    """The same pass when NodeResourcesFit is the only active Filter whose answer depends on the pods
+    on the node (:func:`~koord_scheduler.plugins.defaultpreemption.resource_reprieve.resource_fit_request`):
+    the nominated pods' requests are added to the nodes' rows in one step and checked with the plugin's
+    own arithmetic. The other active filters passed in the ordinary pass and cannot change their answer."""
+    checked: list[tuple[int, list[Pod]]] = []
+    for pos, ahead in to_check:
+        present = snapshot.info(pos).pods
+        extra = [p for p in ahead if p.key not in present]  # assumed ones are already accounted
+        if extra:
+            checked.append((pos, extra))
+    if not checked:
+        return []
+    width = -1
+    while width != len(snapshot.resource_names):
+        # request_vector adds a column for a resource seen first: gather again until none was added.
+        width = len(snapshot.resource_names)
+        vectors = [snapshot.request_vector(p) for _, extra in checked for p in extra]
+    at = np.fromiter((pos for pos, _ in checked), dtype=np.intp, count=len(checked))
+    counts = np.fromiter((len(extra) for _, extra in checked), dtype=np.int64, count=len(checked))
+    added = np.zeros((len(checked), width), dtype=np.int64)
+    np.add.at(added, np.repeat(np.arange(len(checked), dtype=np.intp), counts), np.array(vectors, dtype=np.int64))
+    failing, codes = fit_failures(
+        fit,
+        np.arange(len(checked), dtype=np.intp),
+        allocatable=np.take(snapshot.allocatable, at, axis=0),
+        requested=np.take(snapshot.requested, at, axis=0) + added,
+        pod_count=np.take(snapshot.pod_count, at) + counts,
+        allowed_pods=np.take(snapshot.allowed_pods, at),
+    )
+    return [
+        (int(at[i]), status_for_code(code, fit.names).with_plugin(names.NODE_RESOURCES_FIT))
+        for i, code in zip(failing.tolist(), codes.tolist(), strict=True)
+    ]
 
 
 def filter_one_with_pods(
