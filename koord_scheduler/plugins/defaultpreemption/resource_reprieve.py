@@ -129,11 +129,16 @@ def rejection_statuses(
         requested=rows.requested + rows.nominated_requested, pod_count=rows.pod_count + rows.nominated_count,
         allowed_pods=rows.allowed_pods,
     )
-    return {
-        node_names[i]: status_for_code(code, fit.names).with_plugin(names.NODE_RESOURCES_FIT)
-        for i, code in zip(failing.tolist(), codes.tolist(), strict=True)
-        if not fits[i]
-    }
+    by_code: dict[int, Status] = {}
+    out: dict[str, Status] = {}
+    for i, code in zip(failing.tolist(), codes.tolist(), strict=True):
+        if fits[i]:
+            continue
+        status = by_code.get(code)
+        if status is None:
+            status = by_code[code] = status_for_code(code, fit.names).with_plugin(names.NODE_RESOURCES_FIT)
+        out[node_names[i]] = status
+    return out
 
 
 def node_rows(
