@@ -15,6 +15,11 @@ feasible only if both passes succeed. The pass without them is the ordinary Filt
 :func:`filter_with_nominated_pods` runs the other pass, on the feasible nodes that carry such pods only,
 so a cluster with no nominations pays nothing. When both passes fail upstream reports the first one's
 reasons and we report the ordinary pass's; only the message can differ.
+
+When NodeResourcesFit is the only active Filter whose answer depends on the pods on a node (the test of
+``defaultpreemption.resource_reprieve.resource_fit_request``), the second pass is NodeResourcesFit's own
+arithmetic on all those nodes at once, the nominated pods' requests added to their rows in one numpy step;
+otherwise it runs the whole Filter chain node by node. Its cost is the nominated pods on the feasible nodes.
 """
 
 from __future__ import annotations
