@@ -15,12 +15,17 @@ feasible only if both passes succeed. The pass without them is the ordinary Filt
 :func:`filter_with_nominated_pods` runs the other pass, on the feasible nodes that carry such pods only,
 so a cluster with no nominations pays nothing. When both passes fail upstream reports the first one's
 reasons and we report the ordinary pass's; only the message can differ.
+
+When NodeResourcesFit is the only active Filter whose answer depends on the pods on a node (the test of
+``defaultpreemption.resource_reprieve.resource_fit_request``), the second pass is NodeResourcesFit's own
+arithmetic on all those nodes at once, the nominated pods' requests added to their rows in one numpy step;
+otherwise it runs the whole Filter chain node by node. Its cost is the nominated pods on the feasible nodes.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import replace
 
 import numpy as np
@@ -31,6 +36,9 @@ from koord_scheduler.framework.diagnosis import Diagnosis, FailureChunk
 from koord_scheduler.framework.runtime import Framework, PluginCycleError
 from koord_scheduler.framework.snapshot import ClusterSnapshot, NodeInfo, Positions
 from koord_scheduler.framework.status import Code, Status, error
+from koord_scheduler.plugins import names
+from koord_scheduler.plugins.defaultpreemption.resource_reprieve import resource_fit_request
+from koord_scheduler.plugins.noderesources.fit import FitRequest, fit_failures, group_codes, status_for_code
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +89,11 @@ class PodNominator:
         pods = self._by_node.get(node_name)
         return list(pods.values()) if pods else []
 
+    def by_node(self) -> Iterator[tuple[str, Iterable[Pod]]]:
+        """Node -> its nominated pods, without copying: do not change the nominator while iterating."""
+        for node, pods in self._by_node.items():
+            yield node, pods.values()
+
     def nodes(self) -> Iterator[tuple[str, list[Pod]]]:
         for node, pods in self._by_node.items():
             yield node, list(pods.values())
@@ -92,7 +105,7 @@ class PodNominator:
         return bool(self._node_of)
 
 
-def yielded_to(nominated: list[Pod], pod: Pod) -> list[Pod]:
+def yielded_to(nominated: Iterable[Pod], pod: Pod) -> list[Pod]:
     """The nominated pods ``pod`` must leave room for: priority >= its own, other than itself."""
     return [p for p in nominated if p.priority >= pod.priority and p.key != pod.key]
 
@@ -111,34 +124,88 @@ def filter_with_nominated_pods(
     counted; their statuses go into ``diagnosis``. Order is kept."""
     if not nominator or len(feasible) == 0:
         return feasible
+    is_feasible = np.zeros(snapshot.capacity, dtype=np.bool_)
+    is_feasible[feasible] = True
+    feasible_at = is_feasible.tolist()
+    positions = snapshot.positions
     to_check: list[tuple[int, list[Pod]]] = []
-    for node_name, pods in nominator.nodes():
-        pos = snapshot.positions.get(node_name)
-        if pos is None:
-            continue
+    for node_name, pods in nominator.by_node():
+        pos = positions.get(node_name)
+        if pos is None or not feasible_at[pos]:
+            continue  # only the nodes that passed the ordinary pass are filtered again
         ahead = yielded_to(pods, pod)
         if ahead:
             to_check.append((pos, ahead))
     if not to_check:
         return feasible
-    is_feasible = np.zeros(snapshot.capacity, dtype=np.bool_)
-    is_feasible[feasible] = True
-    rejected: list[tuple[int, Status]] = []
+    fit = resource_fit_request(fwk, state)
+    if fit is not None:
+        chunk = _fit_rejections(fit, snapshot, to_check)
+    else:
+        chunk = _filter_rejections(fwk, state, pod, snapshot, to_check)
+    if chunk is None:
+        return feasible
+    diagnosis.add_chunk(chunk)
+    drop = np.zeros(snapshot.capacity, dtype=np.bool_)
+    drop[chunk.positions] = True
+    return feasible[~drop[feasible]]
+
+
+def _filter_rejections(
+    fwk: Framework, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, to_check: list[tuple[int, list[Pod]]]
+) -> FailureChunk | None:
+    """The generic pass: the whole Filter chain on each node, one node at a time."""
+    rejected: list[int] = []
+    statuses: list[Status] = []
     for pos, ahead in to_check:
-        if not is_feasible[pos]:
-            continue
         status = filter_one_with_pods(fwk, state, pod, snapshot=snapshot, position=pos, extra=ahead)
         if status.code == Code.ERROR:
             raise PluginCycleError(status)
         if not status.is_success:
-            rejected.append((pos, status))
+            rejected.append(pos)
+            statuses.append(status)
     if not rejected:
-        return feasible
-    drop = np.zeros(snapshot.capacity, dtype=np.bool_)
-    for pos, status in rejected:
-        drop[pos] = True
-        diagnosis.add_chunk(FailureChunk(np.array([pos], dtype=np.intp), None, (status,)))
-    return feasible[~drop[feasible]]
+        return None
+    return FailureChunk(np.asarray(rejected, dtype=np.intp), np.arange(len(rejected), dtype=np.int32), tuple(statuses))
+
+
+def _fit_rejections(
+    fit: FitRequest, snapshot: ClusterSnapshot, to_check: list[tuple[int, list[Pod]]]
+) -> FailureChunk | None:
+    """The same pass when NodeResourcesFit is the only active Filter whose answer depends on the pods
+    on the node (:func:`~koord_scheduler.plugins.defaultpreemption.resource_reprieve.resource_fit_request`):
+    the nominated pods' requests are added to the nodes' rows in one step and checked with the plugin's
+    own arithmetic. The other active filters passed in the ordinary pass and cannot change their answer."""
+    checked: list[tuple[int, list[Pod]]] = []
+    for pos, ahead in to_check:
+        present = snapshot.info(pos).pods
+        extra = [p for p in ahead if p.key not in present]  # assumed ones are already accounted
+        if extra:
+            checked.append((pos, extra))
+    if not checked:
+        return None
+    width = -1
+    while width != len(snapshot.resource_names):
+        # request_vector adds a column for a resource seen first: gather again until none was added.
+        width = len(snapshot.resource_names)
+        vectors = [snapshot.request_vector(p) for _, extra in checked for p in extra]
+    at = np.fromiter((pos for pos, _ in checked), dtype=np.intp, count=len(checked))
+    counts = np.fromiter((len(extra) for _, extra in checked), dtype=np.int64, count=len(checked))
+    added = np.zeros((len(checked), width), dtype=np.int64)
+    np.add.at(added, np.repeat(np.arange(len(checked), dtype=np.intp), counts), np.array(vectors, dtype=np.int64))
+    failing, codes = fit_failures(
+        fit,
+        np.arange(len(checked), dtype=np.intp),
+        allocatable=np.take(snapshot.allocatable, at, axis=0),
+        requested=np.take(snapshot.requested, at, axis=0) + added,
+        pod_count=np.take(snapshot.pod_count, at) + counts,
+        allowed_pods=np.take(snapshot.allowed_pods, at),
+    )
+    if len(failing) == 0:
+        return None
+    distinct, ids = group_codes(codes, len(fit.names) + 2)
+    statuses = tuple(status_for_code(code, fit.names).with_plugin(names.NODE_RESOURCES_FIT) for code in distinct)
+    return FailureChunk(at[failing], ids, statuses)
 
 
 def filter_one_with_pods(

@@ -66,7 +66,12 @@ from koord_scheduler.plugins.defaultpreemption import policy
 from koord_scheduler.plugins.defaultpreemption.dryrun import DryRunError, NodeTrial, NominatedPods
 from koord_scheduler.plugins.defaultpreemption.pdb import PDB_KIND, BudgetStore
 from koord_scheduler.plugins.defaultpreemption.policy import Candidate, DisruptionBudget
-from koord_scheduler.plugins.defaultpreemption.resource_reprieve import node_rows, reprieve_rows, resource_fit_request
+from koord_scheduler.plugins.defaultpreemption.resource_reprieve import (
+    node_rows,
+    rejection_statuses,
+    reprieve_rows,
+    resource_fit_request,
+)
 from koord_scheduler.plugins.noderesources.fit import FitRequest
 
 NAME = names.DEFAULT_PREEMPTION
@@ -266,8 +271,10 @@ class DefaultPreemption:
                 found_so_far = len(non_violating) + len(violating)
                 batch_end = i + policy.batch_size(wanted, examined=i, found=found_so_far)
                 upcoming = [potential[(offset + j) % len(potential)] for j in range(i, min(batch_end, len(potential)))]
-                found = self._fast_chunk(pod, upcoming, fit, budgets) if fit is not None else {}
-                screened = self._screen(state, pod, [n for n in upcoming if n not in found])
+                rejected: dict[str, Status] = {}
+                found = self._fast_chunk(pod, upcoming, fit, budgets, rejected) if fit is not None else {}
+                screened = self._screen(state, pod, [n for n in upcoming if n not in found and n not in rejected])
+                screened.update(rejected)
             info = snapshot.node_info(name)
             if info is None:
                 continue
@@ -348,12 +355,20 @@ class DefaultPreemption:
         return out
 
     def _fast_chunk(
-        self, pod: Pod, node_names: list[str], fit: FitRequest, budgets: list[DisruptionBudget]
+        self,
+        pod: Pod,
+        node_names: list[str],
+        fit: FitRequest,
+        budgets: list[DisruptionBudget],
+        rejected: dict[str, Status] | None = None,
     ) -> dict[str, _Found]:
         """:meth:`select_victims_on_node` for a batch of nodes by resource arithmetic
         (:mod:`.resource_reprieve`, valid when :func:`.resource_fit_request` gave ``fit``), in
         ``node_names`` order: the nodes where the pod fits with some victims off. Nothing here is trusted
-        before :meth:`_confirm`; every other node is left to the generic search."""
+        before :meth:`_confirm`; every other node is left to the generic search, except that the nodes
+        where the pod does not fit even with every preemptible pod off go into ``rejected`` with
+        NodeResourcesFit's status (what :meth:`_screen` would report: the other active filters ignore the
+        pods on the node and already passed on every potential node, their failures being unresolvable)."""
         snapshot = self._handle.snapshot
         now = self._handle.clock()
         plans: list[tuple[NodeInfo, list[Pod], list[Pod], list[Pod]]] = []
@@ -372,6 +387,8 @@ class DefaultPreemption:
         orders = [violating + non_violating for _, violating, non_violating, _ in plans]
         rows = node_rows(snapshot, [info.position for info, *_ in plans], orders, [nom for *_, nom in plans])
         fits, victim = reprieve_rows(fit, rows)
+        if rejected is not None and not fits.all():
+            rejected.update(rejection_statuses(fit, rows, fits, [info.name for info, *_ in plans]))
         found: dict[str, _Found] = {}
         for i, (info, violating, non_violating, nominated) in enumerate(plans):
             if not fits[i]:

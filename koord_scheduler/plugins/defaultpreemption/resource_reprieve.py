@@ -24,8 +24,9 @@ from apis.core.types import Pod
 from koord_scheduler.framework.cycle_state import CycleState
 from koord_scheduler.framework.extender import RESTORED_CAPACITY
 from koord_scheduler.framework.snapshot import BoolArray, ClusterSnapshot, IntArray
+from koord_scheduler.framework.status import Status
 from koord_scheduler.plugins import names
-from koord_scheduler.plugins.noderesources.fit import FitRequest, fit_failures
+from koord_scheduler.plugins.noderesources.fit import FitRequest, fit_failures, status_for_code
 from koord_scheduler.plugins.noderesources.plugin import PRE_FILTER_KEY as FIT_PRE_FILTER_KEY
 
 NODE_ONLY_FILTERS = frozenset({names.NODE_UNSCHEDULABLE, names.NODE_NAME, names.TAINT_TOLERATION, names.NODE_AFFINITY})
@@ -116,6 +117,30 @@ def reprieve_rows(fit: FitRequest, rows: NodeRows) -> tuple[BoolArray, BoolArray
     return ok, victim
 
 
+def rejection_statuses(
+    fit: FitRequest, rows: NodeRows, fits: BoolArray, node_names: Sequence[str]
+) -> dict[str, Status]:
+    """NodeResourcesFit's status on each node ``i`` with ``fits[i]`` False (from :func:`reprieve_rows`),
+    with every preemptible pod off and the nominated pods counted: the status the Filter chain gives when
+    NodeResourcesFit is its only plugin that looks at the pods on the node."""
+    k = len(rows.pod_count)
+    failing, codes = fit_failures(
+        fit, np.arange(k, dtype=np.intp), allocatable=rows.allocatable,
+        requested=rows.requested + rows.nominated_requested, pod_count=rows.pod_count + rows.nominated_count,
+        allowed_pods=rows.allowed_pods,
+    )
+    by_code: dict[int, Status] = {}
+    out: dict[str, Status] = {}
+    for i, code in zip(failing.tolist(), codes.tolist(), strict=True):
+        if fits[i]:
+            continue
+        status = by_code.get(code)
+        if status is None:
+            status = by_code[code] = status_for_code(code, fit.names).with_plugin(names.NODE_RESOURCES_FIT)
+        out[node_names[i]] = status
+    return out
+
+
 def node_rows(
     snapshot: ClusterSnapshot,
     positions: Sequence[int],
@@ -159,4 +184,4 @@ def node_rows(
     )
 
 
-__all__ = ["NODE_ONLY_FILTERS", "NodeRows", "node_rows", "reprieve_rows", "resource_fit_request"]
+__all__ = ["NODE_ONLY_FILTERS", "NodeRows", "node_rows", "rejection_statuses", "reprieve_rows", "resource_fit_request"]

@@ -19,6 +19,7 @@ from koord_scheduler.plugins.defaultpreemption.plugin import DefaultPreemption
 from koord_scheduler.plugins.defaultpreemption.resource_reprieve import NodeRows, reprieve_rows, resource_fit_request
 from koord_scheduler.plugins.noderesources.fit import fit_request
 from koord_scheduler.plugins.registry import in_tree_registry
+from koord_scheduler.scheduler import nominator as nominator_module
 from koord_scheduler.scheduler.algorithm import Sampler, find_nodes_that_fit
 from koord_scheduler.scheduler.assembly import build_scheduler
 from koord_scheduler.scheduler.memory_source import MemoryCluster
@@ -228,19 +229,29 @@ def random_preemptor(rng: random.Random) -> Pod:
 
 
 @pytest.mark.parametrize("seed", range(60))
-async def test_random_clusters_same_by_both_searches(seed: int) -> None:
+async def test_random_clusters_same_by_both_searches(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every draw: the Filter pass with nominated pods gives the same nodes and statuses by arithmetic and
+    by the generic per-node Filter; when the preemptor fits nowhere, both victim searches agree too."""
     rng = random.Random(seed)
     nodes, pods, pdbs = _random_cluster(rng)
     both = await cluster(nodes, pods, pdbs)
     pod = random_preemptor(rng)
+    by_arithmetic = feasible_and_statuses(both, pod)
+    with monkeypatch.context() as m:
+        m.setattr(nominator_module, "resource_fit_request", lambda *_: None)
+        assert feasible_and_statuses(both, pod) == by_arithmetic
+    if not by_arithmetic[0]:
+        both.compare(pod, offset=rng.randint(0, 20), wanted=rng.randint(1, 4))
+
+
+def feasible_and_statuses(both: Both, pod: Pod) -> tuple[list[str], dict[str, str]]:
     snapshot = both.scheduler.cache.snapshot
     fwk = both.scheduler.profiles["default-scheduler"]
     diagnosis = Diagnosis(num_all_nodes=snapshot.num_nodes)
     _, feasible = find_nodes_that_fit(fwk, CycleState(), pod, snapshot, sampler=Sampler(), diagnosis=diagnosis,
                                       nominator=both.scheduler.nominator)
-    if len(feasible):
-        pytest.skip("the preemptor fits without preemption in this draw")
-    both.compare(pod, offset=rng.randint(0, 20), wanted=rng.randint(1, 4))
+    statuses = {name: repr(status) for name, status in diagnosis.node_statuses(snapshot).items()}
+    return [snapshot.info(p).name for p in feasible.tolist()], statuses
 
 
 @pytest.mark.parametrize("seed", range(8))
