@@ -6,6 +6,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from apis.core.frozendict import FrozenDict
+from apis.core.parse import parse_timestamp
 from apis.core.types import Node, Pod
 from koord_scheduler.framework.errors import ClusterError
 from koord_scheduler.framework.handle import ClusterClient
@@ -136,7 +138,37 @@ class MemoryCluster:
     async def patch_object_status(
         self, kind: ObjectKind, name: str, patch: Mapping[str, Any], *, namespace: str = ""
     ) -> Any:
+        if kind.kind == "Pod" and not kind.group:
+            return self._patch_pod_conditions(name, namespace, patch.get("status", {}))
         return self._patch(kind, name, namespace, {"status": patch.get("status", {})})
+
+    def _patch_pod_conditions(self, name: str, namespace: str, status: Mapping[str, Any]) -> Pod:
+        """pods/status as the API server applies a strategic merge patch of ``conditions`` (merged by
+        type): the only pod status field a scheduler plugin writes. Other status fields are refused."""
+        key = f"{namespace or 'default'}/{name}"
+        current = self.pods.get(key)
+        if current is None:
+            raise ClusterError(f'pods "{name}" not found')
+        unsupported = sorted(set(status) - {"conditions"})
+        if unsupported:
+            raise ClusterError(f"pods/status {key}: only conditions can be patched here, not {unsupported}")
+        conditions, times = dict(current.conditions), dict(current.condition_times)
+        for i, condition in enumerate(status.get("conditions") or ()):
+            kind = condition.get("type") if isinstance(condition, Mapping) else None
+            if not isinstance(kind, str) or not kind:
+                raise ClusterError(f"pods/status {key}: status.conditions[{i}].type is required")
+            conditions[kind] = str(condition.get("status") or "")
+            try:
+                at = parse_timestamp(condition.get("lastTransitionTime"))
+            except ValueError as err:
+                raise ClusterError(f"pods/status {key}: status.conditions[{i}].lastTransitionTime: {err}") from None
+            if at is not None:
+                times[kind] = at
+        updated = replace(current, conditions=FrozenDict(conditions), condition_times=FrozenDict(times))
+        self.pods[key] = updated
+        if self._sink is not None:
+            self._sink.on_pod(EventType.MODIFIED, current, updated)
+        return updated
 
     async def patch_object(
         self, kind: ObjectKind, name: str, patch: Mapping[str, Any], *, namespace: str = ""

@@ -198,16 +198,15 @@ def _earliest_start_of_highest(victims: Sequence[Pod], now: float) -> float:
 
 
 def disruption_target_patch(victim: Pod, preemptor: Pod, now: float) -> dict[str, Any] | None:
-    """The pods/status merge patch that marks ``victim`` as preempted (``PreemptPod`` in upstream's
+    """The pods/status patch that marks ``victim`` as preempted (``PreemptPod`` in upstream's
     ``preemption.go``): a ``DisruptionTarget`` condition, status True, reason ``PreemptionByScheduler``,
     message ``"<preemptor's schedulerName>: preempting to accommodate a higher priority pod"``,
     ``lastTransitionTime`` now and ``observedGeneration`` the victim's generation (PodObservedGenerationTracking
     is GA in v1.35). None when the victim already carries a true DisruptionTarget (upstream patches only when
     ``UpdatePodCondition`` changed something).
 
-    A JSON merge patch replaces ``status.conditions`` as a whole, so the victim's other conditions are
-    written back, in their order, with the type and status pykoord keeps of them (their reason, message and
-    times are not kept and are dropped).
+    Only the new condition is sent: the cluster client patches pods/status with a strategic merge patch,
+    which merges ``status.conditions`` by type, so the victim's other conditions stay as they are.
     """
     if victim.conditions.get(DISRUPTION_TARGET) == "True":
         return None
@@ -220,8 +219,7 @@ def disruption_target_patch(victim: Pod, preemptor: Pod, now: float) -> dict[str
     }
     if victim.meta.generation:
         condition["observedGeneration"] = victim.meta.generation
-    others = [{"type": t, "status": s} for t, s in victim.conditions.items() if t != DISRUPTION_TARGET]
-    return {"status": {"conditions": [*others, condition]}}
+    return {"status": {"conditions": [condition]}}
 
 
 def fit_error_message(num_all_nodes: int, statuses: Iterable[Status], absent_reason: str) -> str:

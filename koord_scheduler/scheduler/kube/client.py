@@ -17,7 +17,7 @@ from koord_scheduler.framework.errors import ClusterError
 from koord_scheduler.framework.types import ObjectKind
 from koord_scheduler.scheduler.kube import jsoncodec
 from koord_scheduler.scheduler.kube.events import EventRecorder, Regarding
-from koord_scheduler.scheduler.kube.http import MERGE_PATCH, ApiError, ApiHttp
+from koord_scheduler.scheduler.kube.http import MERGE_PATCH, STRATEGIC_MERGE_PATCH, ApiError, ApiHttp
 
 
 def pod_path(pod: Pod, subresource: str = "") -> str:
@@ -109,9 +109,12 @@ class KubeClusterClient:
     async def patch_object_status(
         self, kind: ObjectKind, name: str, patch: Mapping[str, Any], *, namespace: str = ""
     ) -> Any:
-        """Merge-patch the status subresource; the updated object, parsed with ``kind.parse``."""
+        """Patch the status subresource; the updated object, parsed with ``kind.parse``. Core Pods get a
+        strategic merge patch (``status.conditions`` merged by type, as kube-scheduler's PatchPodStatus
+        does), everything else a JSON merge patch (custom resources support no strategic merge)."""
         body = {"status": patch.get("status", {})}
-        return await self._patch(kind, object_path(kind, name, namespace, "status"), body)
+        content_type = STRATEGIC_MERGE_PATCH if kind.kind == "Pod" and not kind.group else MERGE_PATCH
+        return await self._patch(kind, object_path(kind, name, namespace, "status"), body, content_type)
 
     async def patch_object(
         self, kind: ObjectKind, name: str, patch: Mapping[str, Any], *, namespace: str = ""
@@ -120,8 +123,10 @@ class KubeClusterClient:
         body = {k: v for k, v in patch.items() if k != "status"}
         return await self._patch(kind, object_path(kind, name, namespace), body)
 
-    async def _patch(self, kind: ObjectKind, path: str, body: Mapping[str, Any]) -> Any:
-        raw = await self.http.request_json("PATCH", path, body=dict(body), content_type=MERGE_PATCH)
+    async def _patch(
+        self, kind: ObjectKind, path: str, body: Mapping[str, Any], content_type: str = MERGE_PATCH
+    ) -> Any:
+        raw = await self.http.request_json("PATCH", path, body=dict(body), content_type=content_type)
         try:
             return kind.parse(raw)
         except ValueError as exc:

@@ -158,7 +158,9 @@ def test_victim_is_marked_disruption_target_before_it_goes(scope: Scope, schedul
     assert (target.get("status"), target.get("reason"), target.get("message")) == (
         "True", "PreemptionByScheduler", f"{scope.scheduler_name}: preempting to accommodate a higher priority pod"
     )
-    assert conditions.get("PodScheduled", {}).get("status") == "True", "the other conditions are kept"
+    scheduled = conditions.get("PodScheduled", {})
+    assert scheduled.get("status") == "True", "the other conditions are kept"
+    assert scheduled.get("lastTransitionTime"), "... whole: merged by type, not rewritten without their times"
     result = scope.plane.request(
         "PATCH", f"/api/v1/namespaces/{scope.namespace}/pods/low", {"metadata": {"finalizers": None}},
         content_type="application/merge-patch+json",

@@ -4,22 +4,22 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pytest
 
 from apis.config import KubeSchedulerConfiguration
-from apis.core.frozendict import FrozenDict
 from apis.core.types import Node, Pod
 from apis.scheduling import ANNOTATION_RESERVE_POD
 from koord_scheduler.framework.cycle_state import CycleState
 from koord_scheduler.framework.diagnosis import Diagnosis
+from koord_scheduler.framework.errors import ClusterError
 from koord_scheduler.framework.status import Code, Status
 from koord_scheduler.framework.types import ObjectKind, PostFilterResult
 from koord_scheduler.plugins.defaultpreemption.pdb import PDB_KIND
-from koord_scheduler.plugins.defaultpreemption.plugin import DefaultPreemption
+from koord_scheduler.plugins.defaultpreemption.plugin import POD_KIND, DefaultPreemption
 from koord_scheduler.plugins.registry import in_tree_registry
 from koord_scheduler.scheduler.algorithm import Sampler, find_nodes_that_fit
 from koord_scheduler.scheduler.assembly import build_scheduler
@@ -295,8 +295,7 @@ async def test_bulk_screen_gives_the_same_candidates_and_statuses(bulk_screen: b
 
 
 class PodStatusCluster(MemoryCluster):
-    """The in-memory cluster plus the one thing it lacks here: a status patch of a Pod (it patches only the
-    kinds it holds as raw objects). Records the patches and deletions in order."""
+    """The in-memory cluster recording the status patches and deletions in order."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -305,14 +304,10 @@ class PodStatusCluster(MemoryCluster):
     async def patch_object_status(
         self, kind: ObjectKind, name: str, patch: Mapping[str, Any], *, namespace: str = ""
     ) -> Any:
-        if kind.kind != "Pod":
-            return await super().patch_object_status(kind, name, patch, namespace=namespace)
-        key = f"{namespace}/{name}"
-        current = self.pods[key]
-        conditions = {c["type"]: c["status"] for c in patch["status"]["conditions"]}
-        self.pods[key] = replace(current, conditions=FrozenDict(conditions))
-        self.calls.append(("patch", key, patch))
-        return self.pods[key]
+        updated = await super().patch_object_status(kind, name, patch, namespace=namespace)
+        if kind.kind == "Pod":
+            self.calls.append(("patch", f"{namespace}/{name}", patch))
+        return updated
 
     async def delete_pod(self, pod: Pod, *, reason: str) -> None:
         self.calls.append(("delete", pod.key, self.pods[pod.key].conditions.get("DisruptionTarget")))
@@ -335,11 +330,37 @@ async def test_victims_become_disruption_targets_before_they_are_deleted() -> No
     ], "the condition is written through pods/status first, then the victim is deleted"
 
 
+class NoPodStatusCluster(MemoryCluster):
+    """A cluster that refuses pods/status patches (e.g. RBAC without pods/status patch)."""
+
+    async def patch_object_status(
+        self, kind: ObjectKind, name: str, patch: Mapping[str, Any], *, namespace: str = ""
+    ) -> Any:
+        if kind.kind == "Pod":
+            raise ClusterError(f'pods "{name}" is forbidden')
+        return await super().patch_object_status(kind, name, patch, namespace=namespace)
+
+
+async def test_memory_cluster_merges_pod_conditions_by_type() -> None:
+    """What the API server does with the strategic merge patch the plugin sends: the new condition is
+    added, the others keep their status and transition times."""
+    victim = make_pod("v").node("n1").condition("Ready").build()
+    e = await env([node("n1")], [victim])
+    patch = {"status": {"conditions": [{"type": "DisruptionTarget", "status": "True",
+                                        "lastTransitionTime": "2027-01-15T08:00:00Z"}]}}
+    await e.cluster.patch_object_status(POD_KIND, "v", patch, namespace="default")
+    got = e.cluster.pods["default/v"]
+    assert dict(got.conditions) == {"Ready": "True", "DisruptionTarget": "True"}
+    assert got.condition_times["DisruptionTarget"] == 1_800_000_000.0
+    with pytest.raises(ClusterError, match="only conditions"):
+        await e.cluster.patch_object_status(POD_KIND, "v", {"status": {"phase": "Failed"}}, namespace="default")
+
+
 async def test_a_cluster_that_cannot_patch_pods_still_gets_the_victims_deleted(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     pods = [running(f"p{i}", "n1", "1", i) for i in (1, 2, 3, 4)]
-    e = await env([node("n1")], pods)
+    e = await env([node("n1")], pods, cluster_type=NoPodStatusCluster)
     with caplog.at_level(logging.DEBUG, logger="koord_scheduler.plugins.defaultpreemption.plugin"):
         e.attempt(preemptor("3"))
         await e.plugin.drain()

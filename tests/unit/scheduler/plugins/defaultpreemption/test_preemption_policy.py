@@ -254,15 +254,12 @@ DISRUPTION_MESSAGE = "default-scheduler: preempting to accommodate a higher prio
         ]}}, id="no-conditions-no-generation"),
         pytest.param(_with_generation(make_pod("v").condition("PodScheduled").condition("Ready", "False"), 3),
                      {"status": {"conditions": [
-                         {"type": "PodScheduled", "status": "True"},
-                         {"type": "Ready", "status": "False"},
                          {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
                           "message": DISRUPTION_MESSAGE, "lastTransitionTime": "2027-01-15T08:00:00Z",
                           "observedGeneration": 3},
-                     ]}}, id="merge-patch-keeps-other-conditions-observed-generation-ga"),
+                     ]}}, id="only-the-new-condition-observed-generation-ga"),
         pytest.param(make_pod("v").condition("DisruptionTarget", "False").condition("Ready").build(),
                      {"status": {"conditions": [
-                         {"type": "Ready", "status": "True"},
                          {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
                           "message": DISRUPTION_MESSAGE, "lastTransitionTime": "2027-01-15T08:00:00Z"},
                      ]}}, id="false-condition-replaced"),
