@@ -83,6 +83,7 @@ from koord_scheduler.plugins.loadaware.metrics_view import (
     node_profile,
 )
 from koord_scheduler.plugins.loadaware.nodemetric import NODE_METRIC_KIND, NodeMetricRecord
+from koord_scheduler.plugins.loadaware.raw_allocatable import ANNOTATION_RAW_ALLOCATABLE, raw_allocatable_row
 from koord_scheduler.plugins.loadaware.timing import EstimationWindows, assign_time, estimation_deadline
 
 NAME = names.LOAD_AWARE_SCHEDULING
@@ -210,6 +211,11 @@ class LoadAwareScheduling:
         self._reject_expired = args.filter_expired_node_metrics and not args.enable_schedule_when_node_metrics_expired
         self._width = width
         self._pass_results: dict[int, NodeFilterResult] = {}
+        self._raw_allocatable: dict[int, tuple[Node, list[int]]] = {}
+        """Per position of a node annotated ``node.koordinator.sh/raw-allocatable``: the node object and its
+        allocatable over ``resources`` with the annotation's values in place (:mod:`.raw_allocatable`)."""
+        self._raw_version = -1
+        """``snapshot.version`` when the annotations were last looked at."""
         self._allocatable_rows: dict[int, tuple[Node | None, list[int]]] = {}
         """Per position: (node object, its allocatable over ``resources``) for the few-nodes paths."""
 
@@ -395,8 +401,12 @@ class LoadAwareScheduling:
         if node is None or not snapshot.valid[pos]:
             row = [0] * self._width
         else:
-            allocatable = node.allocatable
-            row = [allocatable.get(r, 0) if r != PODS else 0 for r in self.resources]
+            raw = self._raw_allocatable.get(pos)
+            if raw is not None and raw[0] is node:
+                row = raw[1]
+            else:
+                allocatable = node.allocatable
+                row = [allocatable.get(r, 0) if r != PODS else 0 for r in self.resources]
         if len(self._allocatable_rows) >= 4 * FEW_NODES * FEW_NODES:
             self._allocatable_rows.clear()
         self._allocatable_rows[pos] = (node, row)
@@ -574,7 +584,37 @@ class LoadAwareScheduling:
             col = snapshot.column(resource)
             if col is not None:
                 out[:, i] = rows[:, col]
+        if self._raw_allocatable:
+            overridden = np.fromiter(self._raw_allocatable, dtype=np.intp, count=len(self._raw_allocatable))
+            for i in np.flatnonzero(np.isin(idx, overridden)).tolist():
+                out[i] = self._raw_allocatable[int(idx[i])][1]
         return out
+
+    def _sync_raw_allocatable(self, cap: int) -> None:
+        """Track the nodes whose ``raw-allocatable`` annotation overrides their allocatable: only positions
+        the snapshot touched since the last look (all of them when its change log no longer reaches)."""
+        snap = self._snapshot
+        changed = snap.changed_since(self._raw_version) if self._raw_version >= 0 else None
+        positions = range(cap) if changed is None else changed.tolist()
+        infos, valid = snap.infos, snap.valid
+        for pos in positions:
+            info = infos[pos] if pos < cap else None
+            node = info.node if info is not None and valid[pos] else None
+            raw = node.annotations.get(ANNOTATION_RAW_ALLOCATABLE) if node is not None else None
+            if node is None or not raw:
+                self._raw_allocatable.pop(pos, None)
+                continue
+            current = self._raw_allocatable.get(pos)
+            if current is not None and current[0] is node:
+                continue
+            allocatable = node.allocatable
+            base = [allocatable.get(r, 0) if r != PODS else 0 for r in self.resources]
+            row = raw_allocatable_row(raw, self.resources, base)
+            if row == base:
+                self._raw_allocatable.pop(pos, None)
+            else:
+                self._raw_allocatable[pos] = (node, row)
+        self._raw_version = snap.version
 
     def _sync(self) -> None:
         """Bring rows in line with the snapshot: positions after node changes, pods after pod changes,
@@ -600,6 +640,8 @@ class LoadAwareScheduling:
             self._pods_generation = snap.pods_generation
             for pos in self._pod_count_mismatches(cap):
                 self._reconcile(pos)
+        if snap.version != self._raw_version:
+            self._sync_raw_allocatable(cap)
         if fresh_due:
             self._fresh_checked_at = now
             self.view.flush()
