@@ -200,3 +200,54 @@ def test_two_replicas_one_leader_and_failover(
     took = time.monotonic() - killed
     assert scheduled(standby) == 20
     assert took < 4 + 3, f"failover took {took:.1f}s"
+
+
+def test_namespace_selector_follows_the_watched_namespace_labels(
+    scope: Scope, processes: list[SchedulerProcess], tmp_path: Path
+) -> None:
+    """Required pod affinity to cache pods in the namespaces labelled team=<scope>: the Namespace watch
+    feeds InterPodAffinity, and relabelling the namespace changes the next decision (cached counts dropped)."""
+    team = {"pykoord.test/team": scope.name}
+    shop = f"{scope.name}-shop"
+    scope.ok("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                            "metadata": {"name": shop, "labels": team}})
+    try:
+        scope.add_node("a")
+        node_b = scope.add_node("b")
+        cache = scope.pod_body("cache")
+        cache["metadata"].update(namespace=shop, labels={"app": "cache"})
+        cache["spec"]["nodeName"] = node_b
+        scope.ok("POST", f"/api/v1/namespaces/{shop}/pods", cache)
+
+        def near_cache(name: str) -> dict[str, object]:
+            body = scope.pod_body(name)
+            body["spec"]["affinity"] = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
+                "labelSelector": {"matchLabels": {"app": "cache"}},
+                "namespaceSelector": {"matchLabels": team},
+                "topologyKey": "kubernetes.io/hostname",
+            }]}}
+            return body
+
+        scope.add_pods([near_cache("first")])
+        start(scope, processes, tmp_path)
+        wait_until(lambda: scope.pod("first")["spec"].get("nodeName") == node_b, timeout=30, what="first on b")
+
+        result = scope.plane.request("PATCH", f"/api/v1/namespaces/{shop}",
+                                     {"metadata": {"labels": {"pykoord.test/team": "someone-else"}}},
+                                     content_type="application/merge-patch+json")
+        assert result.status == 200, result.body[:300]
+        time.sleep(1)  # the watch delivers the new labels
+        scope.add_pods([near_cache("second")])
+
+        def condition() -> dict[str, str] | None:
+            conditions = scope.pod("second")["status"].get("conditions", [])
+            return next((c for c in conditions if c["type"] == "PodScheduled"), None)
+
+        wait_until(lambda: condition() is not None, timeout=30, what="second's PodScheduled condition")
+        cond = condition()
+        assert cond is not None and cond["status"] == "False", cond
+        assert "didn't match pod affinity rules" in cond["message"]
+        assert not scope.pod("second")["spec"].get("nodeName")
+    finally:
+        scope.plane.request("DELETE", f"/api/v1/namespaces/{shop}/pods?gracePeriodSeconds=0")
+        scope.plane.request("DELETE", f"/api/v1/namespaces/{shop}")
