@@ -144,7 +144,9 @@ class WorkloadStore:
         if not services:
             return []
         labels = pod.meta.labels
-        return [s for s in services.values() if label_selector_matches(LabelSelector(match_labels=s), labels)]
+        return [  # by name, so that the merge of conflicting keys does not depend on arrival order
+            s for _, s in sorted(services.items()) if label_selector_matches(LabelSelector(match_labels=s), labels)
+        ]
 
     def controller_of(self, pod: Pod) -> WorkloadSelector | None:
         owner = next((ref for ref in pod.meta.owner_references if ref.controller), None)
