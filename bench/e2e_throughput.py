@@ -559,10 +559,12 @@ async def run_bench(args: argparse.Namespace, kubeconfig: str, kube_scheduler: s
             for name in args.only:
                 result = await measure(name, http, args.pods, kubeconfig=kubeconfig, work=work,
                                        kube_scheduler=kube_scheduler, shape=shape, timeout=args.timeout)
+                events = (f"all written {result.events_done_after_last_bind}s after the last bind"
+                          if result.events_done_after_last_bind is not None else "none expected")
                 print(f"# {result.contender}: {result.rate:.0f} pods/s (wall {result.wall:.0f}), "
                       f"{result.cpu_seconds_per_1000:.2f} CPU-s/1000 pods (apiserver+etcd "
-                      f"{result.server_cpu_seconds_per_1000}); {result.events_written} events, "
-                      f"all written {result.events_done_after_last_bind}s after the last bind", file=sys.stderr)
+                      f"{result.server_cpu_seconds_per_1000}); {result.events_written} events, {events}",
+                      file=sys.stderr)
                 results.append(result)
         for namespace in shape_namespaces(shape) if shape is not None else [NAMESPACE]:
             await delete_pods(http, namespace)
