@@ -222,3 +222,13 @@ def _lru_insert(entries: OrderedDict[Hashable, _Entry], key: Hashable, entry: _E
     if len(entries) > limit:
         entries.popitem(last=False)
     return entry
+
+
+def cacheable_signature(value: object) -> bool:
+    """Whether a signature can key the cache: signatures built from plugin-replaced pods may hold plain
+    dicts; those are simply not cached."""
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True

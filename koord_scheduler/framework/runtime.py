@@ -18,7 +18,7 @@ from koord_scheduler.framework.diagnosis import Diagnosis, FailureChunk
 from koord_scheduler.framework.errors import PluginCycleError
 from koord_scheduler.framework.extender import RESTORED_CAPACITY
 from koord_scheduler.framework.handle import FrameworkHandle
-from koord_scheduler.framework.node_cache import FEW_NODES, NodeResultCache
+from koord_scheduler.framework.node_cache import FEW_NODES, NodeResultCache, cacheable_signature
 from koord_scheduler.framework.score_phase import PointObserver, ScorePhase, ScorePluginEntry
 from koord_scheduler.framework.snapshot import ClusterSnapshot, IntArray, NodeInfo, Positions
 from koord_scheduler.framework.status import Code, Status, error, unresolvable
@@ -408,7 +408,7 @@ class Framework:
                 return None
             parts.append((name, value))
         key = (tuple(parts), frozenset(skip) if skip else _NO_SKIPS)
-        return key if _hashable(key) else None
+        return key if cacheable_signature(key) else None
 
     def _filter_chain_ids(self, state: CycleState, pod: Pod, dirty: Positions) -> tuple[np.ndarray, list[Status]]:
         """The Filter chain over ``dirty`` as node-cache ids: -1 passed, else an index into the statuses."""
@@ -608,12 +608,3 @@ class Framework:
 
 
 _NO_SKIPS: frozenset[str] = frozenset()
-
-
-def _hashable(value: object) -> bool:
-    """Signatures built from plugin-replaced pods may hold plain dicts; those are simply not cached."""
-    try:
-        hash(value)
-    except TypeError:
-        return False
-    return True

@@ -25,7 +25,7 @@ from koord_scheduler.framework import interfaces as ep
 from koord_scheduler.framework.cycle_state import CycleState
 from koord_scheduler.framework.errors import PluginCycleError
 from koord_scheduler.framework.extender import RESTORED_CAPACITY
-from koord_scheduler.framework.node_cache import FEW_NODES, NodeResultCache
+from koord_scheduler.framework.node_cache import FEW_NODES, NodeResultCache, cacheable_signature
 from koord_scheduler.framework.snapshot import ClusterSnapshot, IntArray, Positions
 from koord_scheduler.framework.status import Code, error
 from koord_scheduler.framework.types import MAX_NODE_SCORE, MIN_NODE_SCORE
@@ -232,7 +232,7 @@ class ScorePhase:
     ) -> IntArray:
         sign = entry.sign
         value = sign(pod) if cached and sign is not None else None
-        if value is None or not _hashable(value):
+        if value is None or not cacheable_signature(value):
             return np.asarray(entry.plugin.score_nodes(state, pod, snapshot, positions), dtype=np.int64)
         assert self._node_cache is not None
         return self._node_cache.raw_scores(
@@ -255,12 +255,3 @@ class ScorePhase:
                 entry.extensions.normalize_score(state, pod, scores)
             out[entry.name] = scores * entry.weight
         return out
-
-
-def _hashable(value: object) -> bool:
-    """Signatures built from plugin-replaced pods may hold plain dicts; those are simply not cached."""
-    try:
-        hash(value)
-    except TypeError:
-        return False
-    return True
