@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from koord_scheduler.scheduler.heap import HeapSettler
 from koord_scheduler.scheduler.memory_source import MemoryCluster
 from koord_scheduler.scheduler.scheduler import Scheduler
 
@@ -26,7 +27,10 @@ class Measurement:
 
 
 async def measure(scheduler: Scheduler, cluster: MemoryCluster, *, pending: int, placed: int) -> Measurement:
-    """Schedule until the queue is empty, timing each scheduling cycle, then wait for the bindings."""
+    """Schedule until the queue is empty, timing each scheduling cycle, then wait for the bindings.
+
+    As ``Scheduler.run`` does in cluster mode, the heap is settled first (:mod:`koord_scheduler.scheduler.heap`)."""
+    HeapSettler().start()
     latencies = np.empty(pending + 1, dtype=np.float64)
     n = 0
     started = time.perf_counter()

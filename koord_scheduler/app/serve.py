@@ -43,6 +43,7 @@ from apis.config.duration import parse_go_duration
 from koord_scheduler.framework.errors import SchedulerError
 from koord_scheduler.framework.registry import Registry
 from koord_scheduler.scheduler.assembly import build_scheduler
+from koord_scheduler.scheduler.heap import HeapSettler
 from koord_scheduler.scheduler.kube import (
     ApiHttp,
     HttpOptions,
@@ -55,7 +56,7 @@ from koord_scheduler.scheduler.leaderelection import LeaderElectionOptions, Lead
 from koord_scheduler.scheduler.metrics import SchedulerMetrics
 from koord_scheduler.scheduler.reservation_controller.decide import ControllerOptions
 from koord_scheduler.scheduler.reservation_controller.operator import ApiSettings, ReservationControllerThread
-from koord_scheduler.scheduler.scheduler import Scheduler
+from koord_scheduler.scheduler.scheduler import Scheduler, SchedulerOptions
 
 log = logging.getLogger("koord-scheduler")
 
@@ -100,7 +101,10 @@ def serve_main(argv: Sequence[str], registry: Callable[[], Registry]) -> int:
             scheduler_names=tuple(p.scheduler_name for p in options.config.profiles),
         ),
     )
-    scheduler = build_scheduler(options.config, registry(), source, metrics=metrics)
+    # The collector is settled once the caches are listed, and again when idle (scheduler.heap).
+    scheduler = build_scheduler(
+        options.config, registry(), source, metrics=metrics, options=SchedulerOptions(heap=HeapSettler())
+    )
     log.info("koord-scheduler: profiles %s, API server %s (%s)",
              ", ".join(scheduler.profiles), connection.server, connection.description)
     loop_factory = event_loop_factory(os.environ.get(EVENT_LOOP_ENV, ""))

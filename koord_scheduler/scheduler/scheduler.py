@@ -26,13 +26,13 @@ from koord_scheduler.framework.types import (
 from koord_scheduler.framework.waiting_pods import WaitingPod, WaitingPods
 from koord_scheduler.scheduler.algorithm import FitError, NoNodesError, Sampler, schedule_pod
 from koord_scheduler.scheduler.cache import SchedulerCache
+from koord_scheduler.scheduler.heap import HeapSettler
 from koord_scheduler.scheduler.metrics import SchedulerMetrics, attempts_label
 from koord_scheduler.scheduler.nominator import PodNominator
 from koord_scheduler.scheduler.queue import SchedulingQueue
 from koord_scheduler.scheduler.source import ClusterSource, EventType
 
 log = logging.getLogger(__name__)
-
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +51,9 @@ class SchedulerOptions:
     yield_every: int = 16
     """Scheduling cycles between yields to the event loop (lets watches and bindings progress)."""
     on_outcome: Callable[[Outcome], None] | None = None
+    heap: HeapSettler | None = None
+    """Settles the garbage collector when :meth:`Scheduler.run` starts and when it is idle (cluster mode
+    sets one; see :mod:`.heap`). None leaves the collector alone (tests, ``simulate``)."""
 
 
 @dataclass(slots=True)
@@ -367,6 +370,9 @@ class Scheduler:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Schedule until ``stop`` is set."""
+        heap = self.options.heap
+        if heap is not None:
+            heap.start()
         while not stop.is_set():
             self.queue.flush()
             processed = 0
@@ -378,6 +384,8 @@ class Scheduler:
                     if stop.is_set():
                         return
             self._update_gauges()
+            if heap is not None and not self._bindings:  # nothing to pop, nothing in flight
+                heap.idle()
             waiter = asyncio.ensure_future(self.queue.wait_for_pod())
             stopper = asyncio.ensure_future(stop.wait())
             try:

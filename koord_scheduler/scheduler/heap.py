@@ -1,0 +1,83 @@
+"""Cyclic garbage collector settings for a long-running scheduler.
+
+The scheduler keeps one object graph per node, pod, queue entry and plugin row, hundreds of thousands of
+containers that live as long as the process. CPython's cyclic collector walks all of them on every full
+collection (35-45 ms at 1,000 nodes and 6,000 pods, twice per 5,000 pods scheduled), and runs a
+generation-0 pass every 700 container allocations, which parsing watch events and scheduling cycles
+reach constantly. Reference counting already frees nearly all of the scheduler's garbage; the collector
+is there for cycles only.
+
+:class:`HeapSettler` does what long-running CPython services do once their caches are loaded: collect
+once, move everything alive into the permanent generation (``gc.freeze``) so later collections skip it,
+and raise the generation-0 threshold. Frozen objects are never collected, so garbage cycles among them
+(objects that were alive at the freeze and died later) would stay; :meth:`HeapSettler.idle` therefore
+unfreezes, collects and freezes again, at most every ``resettle_seconds`` and only while the scheduler
+has nothing to do.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+log = logging.getLogger(__name__)
+
+GEN0_THRESHOLD = 10_000
+"""Container allocations between generation-0 passes (CPython's default is 700)."""
+OLDER_THRESHOLDS = (20, 20)
+"""Generation-1 and generation-2 thresholds (counted in passes of the younger generation)."""
+RESETTLE_SECONDS = 600.0
+
+
+@dataclass(frozen=True, slots=True)
+class SettleResult:
+    collected: int
+    """Unreachable objects found by the collection before the freeze."""
+    frozen: int
+    """Objects in the permanent generation afterwards."""
+    seconds: float
+
+
+def settle() -> SettleResult:
+    """Collect everything collectable, freeze what is left, and raise the thresholds."""
+    started = time.perf_counter()
+    gc.unfreeze()
+    collected = gc.collect()
+    gc.freeze()
+    gc.set_threshold(GEN0_THRESHOLD, *OLDER_THRESHOLDS)
+    return SettleResult(collected, gc.get_freeze_count(), time.perf_counter() - started)
+
+
+class HeapSettler:
+    """Settles the heap when the scheduler starts, and again when idle every ``resettle_seconds``."""
+
+    def __init__(self, *, resettle_seconds: float = RESETTLE_SECONDS, clock: Callable[[], float] = time.monotonic):
+        self.resettle_seconds = resettle_seconds
+        self._clock = clock
+        self._last: float | None = None
+        self.settles = 0
+
+    def start(self) -> SettleResult:
+        return self._settle("start")
+
+    def idle(self) -> SettleResult | None:
+        """Settle again if the last settle is ``resettle_seconds`` old (call when there is no work)."""
+        if self._last is not None and self._clock() - self._last < self.resettle_seconds:
+            return None
+        return self._settle("idle")
+
+    def _settle(self, when: str) -> SettleResult:
+        result = settle()
+        self._last = self._clock()
+        self.settles += 1
+        log.debug(
+            "heap settled (%s): %d unreachable collected, %d objects frozen, %.0f ms",
+            when,
+            result.collected,
+            result.frozen,
+            result.seconds * 1000,
+        )
+        return result
