@@ -8,12 +8,25 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from operator import attrgetter
 
-from apis.core.types import Node, Pod
+from apis.core.types import Node, ObjectMeta, Pod
 from koord_scheduler.framework.snapshot import ClusterSnapshot
 
 log = logging.getLogger(__name__)
+
+_VOLATILE_POD_FIELDS = ("meta", "conditions", "condition_times")
+"""What the API server changes when it binds a pod (resourceVersion, the PodScheduled condition)."""
+_pod_inputs = attrgetter(*(f.name for f in fields(Pod) if f.compare and f.name not in _VOLATILE_POD_FIELDS))
+_meta_inputs = attrgetter(*(f.name for f in fields(ObjectMeta) if f.name != "resource_version"))
+
+
+def same_scheduling_inputs(a: Pod, b: Pod) -> bool:
+    """Whether ``a`` and ``b`` are the same pod for every plugin: equal in every field except
+    ``metadata.resourceVersion`` and ``status.conditions`` (which the bind echo of an assumed pod adds)."""
+    return a is b or (_pod_inputs(a) == _pod_inputs(b) and _meta_inputs(a.meta) == _meta_inputs(b.meta))
+
 
 ForgetPodHandler = Callable[[Pod], None]
 
@@ -55,7 +68,14 @@ class SchedulerCache:
             self.remove_pod(pod)
             return
         old = self._pods.get(pod.key)
-        self._assumed.pop(pod.key, None)
+        assumed = self._assumed.pop(pod.key, None)
+        if old is not None and assumed is not None and same_scheduling_inputs(old, pod):
+            # The bind echo of a pod this scheduler assumed: only the server's bookkeeping differs, so
+            # the object is swapped in place and the node's row is not touched (every per-node cache
+            # would otherwise recompute it in the next cycle).
+            self._pods[pod.key] = pod
+            self.snapshot.swap_pod(old, pod)
+            return
         if old is not None:
             self.snapshot.remove_pod(old)
         self._pods[pod.key] = pod
@@ -108,9 +128,7 @@ class SchedulerCache:
     def cleanup_expired(self, now: float) -> list[Pod]:
         """Forget assumed pods whose binding finished more than ``assumed_ttl`` ago."""
         expired = [
-            e.pod
-            for e in self._assumed.values()
-            if e.binding_finished and e.deadline is not None and now >= e.deadline
+            e.pod for e in self._assumed.values() if e.binding_finished and e.deadline is not None and now >= e.deadline
         ]
         for pod in expired:
             log.warning("assumed pod %s expired", pod.key)

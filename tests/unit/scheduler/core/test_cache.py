@@ -4,6 +4,7 @@ from dataclasses import replace
 
 import pytest
 
+from apis.core.frozendict import FrozenDict
 from koord_scheduler.framework.snapshot import CPU_COL
 from koord_scheduler.scheduler.cache import SchedulerCache
 from tests.builders import make_node, make_pod
@@ -26,6 +27,54 @@ def test_assume_then_confirm_by_informer_counts_once(cache: SchedulerCache) -> N
     pos = cache.snapshot.positions["n1"]
     assert cache.snapshot.requested[pos, CPU_COL] == 1000
     assert cache.snapshot.pod_count[pos] == 1
+
+
+@pytest.mark.parametrize(
+    ("change", "touched"),
+    [
+        pytest.param({}, False, id="same-object"),
+        pytest.param({"resource_version": "42"}, False, id="resource-version-only"),
+        pytest.param({"conditions": {"PodScheduled": "True"}}, False, id="podscheduled-condition-only"),
+        pytest.param({"labels": {"app": "other"}}, True, id="labels-changed"),
+        pytest.param({"cpu": "2"}, True, id="requests-changed"),
+    ],
+)
+def test_bind_echo_of_an_assumed_pod_touches_the_node_only_when_an_input_changed(
+    cache: SchedulerCache, change: dict[str, object], touched: bool
+) -> None:
+    """The echo differs from the assumed pod only in resourceVersion and conditions: the object is
+    swapped in place and the node's row keeps its version (per-node caches stay valid)."""
+    assumed = replace(make_pod("a").req(cpu="1").label("app", "web").build(), node_name="n1")
+    cache.assume_pod(assumed)
+    echo = assumed
+    if "resource_version" in change:
+        echo = replace(echo, meta=replace(echo.meta, resource_version=str(change["resource_version"])))
+    if "conditions" in change:
+        echo = replace(
+            echo, conditions=FrozenDict(change["conditions"]), condition_times=FrozenDict({"PodScheduled": 1.0})
+        )
+    if "labels" in change:
+        echo = replace(echo, meta=replace(echo.meta, labels=FrozenDict(change["labels"])))
+    if "cpu" in change:
+        echo = replace(make_pod("a").req(cpu=str(change["cpu"])).label("app", "web").build(), node_name="n1")
+    snap = cache.snapshot
+    version = snap.version
+    cache.add_pod(echo)
+    pos = snap.positions["n1"]
+    assert not cache.is_assumed("default/a")
+    assert cache.get_pod("default/a") is echo
+    assert snap.infos[pos].pods["default/a"] is echo  # type: ignore[union-attr]
+    assert (snap.version != version) is touched
+    assert snap.pod_count[pos] == 1
+    assert snap.requested[pos, CPU_COL] == (2000 if "cpu" in change else 1000)
+
+
+def test_an_update_of_a_bound_pod_that_was_not_assumed_is_reaccounted(cache: SchedulerCache) -> None:
+    bound = make_pod("b").req(cpu="1").node("n1").build()
+    cache.add_pod(bound)
+    version = cache.snapshot.version
+    cache.add_pod(replace(bound, meta=replace(bound.meta, resource_version="7")))
+    assert cache.snapshot.version != version
 
 
 def test_assume_twice_is_an_error(cache: SchedulerCache) -> None:
