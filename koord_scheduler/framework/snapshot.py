@@ -99,6 +99,11 @@ class ClusterSnapshot:
         """Bumped whenever a node is added, removed, or its labels, taints or spec change."""
         self.pods_generation = 0
         """Bumped whenever a pod is added to or removed from any node."""
+        self._pod_log: list[int] = []
+        """Position of each pod add/remove: ``_pod_log[g - _pod_log_base - 1]`` moved ``pods_generation`` to g."""
+        self._pod_log_base = 0
+        self.node_objects_version = 0
+        """Bumped whenever a node object is set (added or updated in any way) or removed."""
         self._vector_cache: dict[Mapping[str, int], tuple[int, IntArray]] = {}
 
     # ----- reading -----
@@ -172,6 +177,13 @@ class ClusterSnapshot:
         result.flags.writeable = False
         self._changed_memo = (version, self.version, result)
         return result
+
+    def pods_changed_since(self, generation: int) -> list[int] | None:
+        """Positions where a pod was added or removed after ``pods_generation`` was ``generation`` (in
+        order, with repeats; a fresh list), or None when that is too long ago for the log."""
+        if generation < self._pod_log_base:
+            return None
+        return self._pod_log[generation - self._pod_log_base :]
 
     def changes_since(self, version: int) -> tuple[Positions, Positions] | None:
         """``(live, gone)``: positions touched after ``version`` that hold a live node, and those that
@@ -247,14 +259,18 @@ class ClusterSnapshot:
         old = info.node if was_live else None
         info.node = node
         info.generation += 1
+        self.node_objects_version += 1
         self.touch(pos)
         self.positions[node.name] = pos
         self.valid[pos] = True
         self._write_allocatable(pos, node)
         if old is None or old.labels != node.labels:
             self._order = None
-        if old is None or old.labels != node.labels or old.taints != node.taints or (
-            old.unschedulable != node.unschedulable
+        if (
+            old is None
+            or old.labels != node.labels
+            or old.taints != node.taints
+            or (old.unschedulable != node.unschedulable)
         ):
             self.nodes_generation += 1
         return pos
@@ -269,6 +285,7 @@ class ClusterSnapshot:
         self.valid[pos] = False
         self.allocatable[pos] = 0
         self.allowed_pods[pos] = 0
+        self.node_objects_version += 1
         self.touch(pos)
         self._order = None
         self.nodes_generation += 1
@@ -293,6 +310,18 @@ class ClusterSnapshot:
             self._account(pos, info.pods[pod.key], sign=-1)
         info.pods[pod.key] = pod
         self._account(pos, pod, sign=1)
+
+    def swap_pod(self, old: Pod, new: Pod) -> None:
+        """Replace ``old`` by ``new`` on its node without accounting or touching anything: for a ``new``
+        that every reader would treat exactly as ``old`` (same node, requests, ports, labels ...; the
+        caller checks). Per-node caches keep their answers."""
+        pos = self.positions.get(old.node_name)
+        if pos is None:
+            pos = self._ghost_position(old.node_name)
+        info = self.infos[pos] if pos is not None else None
+        if info is None or info.pods.get(old.key) is not old:
+            raise KeyError(f"pod {old.key} is not accounted on node {old.node_name!r}")
+        info.pods[old.key] = new
 
     def remove_pod(self, pod: Pod) -> None:
         pos = self.positions.get(pod.node_name)
@@ -330,6 +359,12 @@ class ClusterSnapshot:
                 del info.used_ports[key]
         info.generation += 1
         self.pods_generation += 1
+        log = self._pod_log
+        log.append(pos)
+        if len(log) > _MAX_CHANGE_LOG:
+            drop = len(log) // 2
+            del log[:drop]
+            self._pod_log_base += drop
         self.touch(pos)
 
     def _write_allocatable(self, pos: int, node: Node) -> None:

@@ -216,6 +216,8 @@ class LoadAwareScheduling:
         allocatable over ``resources`` with the annotation's values in place (:mod:`.raw_allocatable`)."""
         self._raw_version = -1
         """``snapshot.version`` when the annotations were last looked at."""
+        self._raw_node_objects = -1
+        """``snapshot.node_objects_version`` then (nothing to look at while no node object changed)."""
         self._allocatable_rows: dict[int, tuple[Node | None, list[int]]] = {}
         """Per position: (node object, its allocatable over ``resources``) for the few-nodes paths."""
 
@@ -615,6 +617,7 @@ class LoadAwareScheduling:
             else:
                 self._raw_allocatable[pos] = (node, row)
         self._raw_version = snap.version
+        self._raw_node_objects = snap.node_objects_version
 
     def _sync(self) -> None:
         """Bring rows in line with the snapshot: positions after node changes, pods after pod changes,
@@ -637,10 +640,11 @@ class LoadAwareScheduling:
             self._nodes_generation = snap.nodes_generation
             self._remap()
         if snap.pods_generation != self._pods_generation:
+            mismatched = self._pod_count_mismatches(cap)
             self._pods_generation = snap.pods_generation
-            for pos in self._pod_count_mismatches(cap):
+            for pos in mismatched:
                 self._reconcile(pos)
-        if snap.version != self._raw_version:
+        if snap.node_objects_version != self._raw_node_objects:
             self._sync_raw_allocatable(cap)
         if fresh_due:
             self._fresh_checked_at = now
@@ -654,26 +658,20 @@ class LoadAwareScheduling:
     def _pod_count_mismatches(self, cap: int) -> list[int]:
         """Positions whose snapshot pod count differs from the plugin's, in ascending order.
 
-        The snapshot touches a node (and bumps ``pods_generation``) on every pod add/remove, so only
-        positions touched since the last :meth:`_sync` can have moved; Reserve/Unreserve note the rows
-        whose count they moved in ``_recheck``. Asking with the version the node caches last saw lets
-        them reuse the snapshot's answer. When the change log no longer reaches back that far, every
-        position is compared (one vectorised comparison)."""
+        Only positions where the snapshot added or removed a pod since the last look (its pod log) can
+        have moved, and those whose count Reserve/Unreserve moved (``_recheck``). When the log no longer
+        reaches back that far, every position is compared (one vectorised comparison)."""
         snap = self._snapshot
         known = self._known_pods
         counts = snap.pod_count
-        since = self._synced_version
-        changed = snap.changed_since(since) if since >= 0 else None
+        since = self._pods_generation
+        changed = snap.pods_changed_since(since) if since >= 0 else None
         recheck, self._recheck = self._recheck, set()
         if changed is None:
             mismatched: list[int] = np.flatnonzero(np.array(known[:cap], dtype=np.int64) != counts[:cap]).tolist()
             return mismatched
-        out = [pos for pos in changed.tolist() if pos < cap and known[pos] != counts[pos]] if len(changed) else []
-        for pos in recheck:
-            if pos < cap and known[pos] != counts[pos] and pos not in out:
-                out.append(pos)
-        out.sort()
-        return out
+        candidates = recheck.union(changed) if recheck else set(changed)
+        return sorted(pos for pos in candidates if pos < cap and known[pos] != counts[pos])
 
     def _remap(self) -> None:
         positions = self._snapshot.positions

@@ -11,6 +11,7 @@ import pytest
 
 from apis.config.loadaware_args import LoadAwareSchedulingArgs
 from apis.core.types import Pod
+from koord_scheduler.framework import snapshot as snapshot_module
 from koord_scheduler.framework.cycle_state import CycleState
 from koord_scheduler.framework.types import EventType
 from koord_scheduler.plugins.loadaware import plugin as loadaware
@@ -145,19 +146,43 @@ def test_reserve_without_assume_is_dropped_at_the_next_pod_change_as_by_a_full_c
     assert load is not None and sorted(load.pods) == []
 
 
-def test_pod_sync_compares_every_position_when_the_change_log_is_gone() -> None:
-    """When the snapshot's change log no longer reaches back to the last sync, a pod bound by others in
+def test_pod_sync_compares_every_position_when_the_change_log_is_gone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """When the snapshot's pod log no longer reaches back to the last sync, a pod bound by others in
     the meantime is still found (full comparison)."""
+    monkeypatch.setattr(snapshot_module, "_MAX_CHANGE_LOG", 16)
     plugin, handle = setup([node("n1"), node("n2")], [node_metric("n1", cpu="1", memory="1Gi")])
     snap = handle.snapshot
     pod = make_pod("p").req(cpu="1").build()
     plugin.sign_pod(pod)
+    since = snap.pods_generation
     snap.add_pod(make_pod("bound").req(cpu="2").node("n1").build())
-    for _ in range(70_000):  # more than the change log keeps
-        snap.touch(1)
-    assert snap.changed_since(plugin._synced_version) is None
+    churn = make_pod("churn").node("n2").build()
+    for _ in range(20):  # more pod changes than the (shortened) log keeps
+        snap.add_pod(churn)
+        snap.remove_pod(churn)
+    assert snap.pods_changed_since(since) is None
     plugin.sign_pod(pod)
     load = plugin.node_load("n1")
+    assert load is not None and sorted(load.pods) == ["default/bound"]
+
+
+def test_pod_sync_ignores_touches_without_pod_changes() -> None:
+    """Rows touched for other reasons (a NodeMetric, a node update) are not re-read for pods: only the
+    positions in the snapshot's pod log are compared."""
+    plugin, handle = setup([node("n1"), node("n2")], [node_metric("n1", cpu="1", memory="1Gi")])
+    snap = handle.snapshot
+    pod = make_pod("p").req(cpu="1").build()
+    plugin.sign_pod(pod)
+    snap.add_pod(make_pod("bound").req(cpu="2").node("n2").build())
+    assert snap.pods_changed_since(plugin._pods_generation) == [snap.positions["n2"]]
+    calls: list[int] = []
+    original = plugin._reconcile
+    plugin._reconcile = lambda pos: (calls.append(pos), original(pos))[1]  # type: ignore[method-assign]
+    for _ in range(5):
+        snap.touch(snap.positions["n1"])
+    plugin.sign_pod(pod)
+    assert calls == [snap.positions["n2"]]
+    load = plugin.node_load("n2")
     assert load is not None and sorted(load.pods) == ["default/bound"]
 
 
