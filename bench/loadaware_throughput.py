@@ -4,7 +4,10 @@ bench/scheduler_throughput.py's shape (nodes of 4 CPU / 32Gi / 110 pods, pods of
 ``--placed`` pods already running, ``--pods`` measured), plus a NodeMetric for every node (fresh, with
 usage between 5% and 60% cpu and the placed pods in ``podsMetric``). ``baseline`` is the default
 profile; ``loadaware`` adds LoadAwareScheduling (Filter, Score, Reserve) with Koordinator's defaults.
-Each run is its own process; both profiles run in the same invocation. Target: < 15% slowdown.
+Each run is its own process; the profiles alternate (``--repeat`` runs each, 5 by default) and the run
+with the lowest CPU time per pod is kept, because the machines this runs on drift by tens of percent
+over a minute. One extra instrumented run gives the plugin's own CPU time per pod. Target: < 15%
+slowdown.
 
     python bench/loadaware_throughput.py                  # 1000 and 5000 nodes
     python bench/loadaware_throughput.py --nodes 5000 --pods 5000 --json
@@ -135,21 +138,30 @@ def main() -> None:
     parser.add_argument("--placed", type=int, default=1000)
     parser.add_argument("--pods", type=int, default=5000)
     parser.add_argument("--percentage", type=int, default=100, help="percentageOfNodesToScore (0 = adaptive)")
-    parser.add_argument("--repeat", type=int, default=1, help="runs per profile; the lowest CPU ms/pod is kept")
-    parser.add_argument("--profile", choices=("baseline", "loadaware"), default=None)
+    parser.add_argument(
+        "--repeat", type=int, default=5, help="runs per profile, alternating; the lowest CPU ms/pod is kept"
+    )
+    parser.add_argument("--profile", choices=("baseline", "loadaware", "loadaware-timed"), default=None)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     if args.profile is not None:
-        if args.profile == "loadaware":
+        timed = args.profile == "loadaware-timed"
+        if timed:
             instrument_plugin()
-        result = asyncio.run(run_once(args.nodes[0], args.placed, args.pods, args.profile, args.percentage))
+        profile = "loadaware" if timed else args.profile
+        result = asyncio.run(run_once(args.nodes[0], args.placed, args.pods, profile, args.percentage))
         print(json.dumps(result))
         return
     results: list[dict[str, Any]] = []
     for nodes in args.nodes:
-        for profile in ("baseline", "loadaware"):
-            best: dict[str, Any] | None = None
-            for _ in range(args.repeat):
+        # The profiles alternate (baseline, loadaware, baseline, ...) so that a drift in the machine's
+        # speed over the run (other tenants, clock scaling) reaches both alike; the lowest CPU ms/pod of
+        # each is kept.
+        # The slowdown comes from uninstrumented runs; one more run times the plugin's own methods (the
+        # timer calls cost ~10 µs per pod themselves, so that run is not compared).
+        best: dict[str, dict[str, Any]] = {}
+        for attempt in range(args.repeat):
+            for profile in ("baseline", "loadaware", "loadaware-timed")[: 3 if attempt == 0 else 2]:
                 cmd = [
                     sys.executable,
                     __file__,
@@ -166,10 +178,10 @@ def main() -> None:
                 ]
                 out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
                 run = json.loads(out.strip().splitlines()[-1])
-                if best is None or run["cpu_ms_per_pod"] < best["cpu_ms_per_pod"]:
-                    best = run
-            assert best is not None
-            results.append(best)
+                if profile not in best or run["cpu_ms_per_pod"] < best[profile]["cpu_ms_per_pod"]:
+                    best[profile] = run
+        best["loadaware"]["plugin_ms_per_pod"] = best["loadaware-timed"]["plugin_ms_per_pod"]
+        results.extend((best["baseline"], best["loadaware"]))
     if args.json:
         print(json.dumps(results, indent=2))
         return
