@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
-from typing import TypeVar
+from itertools import count
+from typing import NamedTuple, TypeVar
 
 import numpy as np
 
@@ -30,10 +31,29 @@ FEW_NODES = 8
 batch and the per-node form of Filter/Score are asked through the per-node one (cheaper on one node)."""
 
 
+_entry_serials = count()
+
+
+class FilterAnswer(NamedTuple):
+    """What :meth:`NodeResultCache.filter_ids` returns."""
+
+    ids: np.ndarray
+    """Status ids over every position (``PASSED`` for nodes that fit, ``UNKNOWN`` for positions without
+    a live node)."""
+    statuses: list[Status]
+    failing: int
+    """How many positions hold a failure id."""
+    stamp: tuple[int, int]
+    """Equal stamps mean equal ``ids`` and ``statuses``: (the entry's serial, its count of changes)."""
+
+
 class _FilterEntry:
-    __slots__ = ("failing", "ids", "index", "layout", "statuses", "version")
+    __slots__ = ("changes", "failing", "ids", "index", "layout", "serial", "statuses", "version")
 
     def __init__(self, capacity: int, layout: int) -> None:
+        self.serial = next(_entry_serials)
+        self.changes = 0
+        """Bumped whenever ``ids`` may have changed (the stamp of :class:`FilterAnswer`)."""
         self.ids = np.full(capacity, UNKNOWN, dtype=np.int32)
         self.failing = 0
         """How many positions hold a failure id (>= 0); 0 means every position passes."""
@@ -100,11 +120,9 @@ class NodeResultCache:
         self.hits = 0
         self.recomputed_nodes = 0
 
-    def filter_ids(
-        self, key: Hashable, snapshot: ClusterSnapshot, compute: FilterCompute
-    ) -> tuple[np.ndarray, list[Status], int]:
-        """Status ids over every position (``PASSED`` for nodes that fit, ``UNKNOWN`` for positions
-        without a live node), the status table, and how many positions hold a failure id."""
+    def filter_ids(self, key: Hashable, snapshot: ClusterSnapshot, compute: FilterCompute) -> FilterAnswer:
+        """Status ids over every position, the status table, how many positions fail, and a stamp that
+        changes whenever the ids may have (:class:`FilterAnswer`)."""
         entry = self._filters.get(key)
         if entry is None or entry.layout != snapshot.layout_version or len(entry.ids) != snapshot.capacity:
             entry = _lru_insert(self._filters, key, _FilterEntry(snapshot.capacity, snapshot.layout_version),
@@ -116,9 +134,11 @@ class NodeResultCache:
         if gone is None:
             entry.ids.fill(UNKNOWN)
             entry.failing = 0
+            entry.changes += 1
         elif len(gone):
             entry.failing -= int(np.count_nonzero(entry.ids[gone] >= 0))
             entry.ids[gone] = UNKNOWN
+            entry.changes += 1
         if len(dirty):
             local_ids, local_statuses = compute(dirty)
             remap = [self._intern(entry, s) for s in local_statuses]
@@ -127,17 +147,21 @@ class NodeResultCache:
                 ids = entry.ids
                 for pos, local in zip(dirty.tolist(), np.asarray(local_ids).tolist(), strict=True):
                     fresh_id = PASSED if local < 0 else remap[local]
-                    entry.failing += (fresh_id >= 0) - (int(ids[pos]) >= 0)
-                    ids[pos] = fresh_id
+                    old_id = int(ids[pos])
+                    if fresh_id != old_id:
+                        entry.failing += (fresh_id >= 0) - (old_id >= 0)
+                        ids[pos] = fresh_id
+                        entry.changes += 1
             else:
                 # local id -1 maps to the appended PASSED slot
                 table = np.array([*remap, PASSED], dtype=np.int32)
                 fresh = table[np.where(local_ids < 0, len(local_statuses), local_ids)]
                 entry.failing += int(np.count_nonzero(fresh >= 0)) - int(np.count_nonzero(entry.ids[dirty] >= 0))
                 entry.ids[dirty] = fresh
+                entry.changes += 1
             self.recomputed_nodes += len(dirty)
         entry.version = snapshot.version
-        return entry.ids, entry.statuses, entry.failing
+        return FilterAnswer(entry.ids, entry.statuses, entry.failing, (entry.serial, entry.changes))
 
     @staticmethod
     def _intern(entry: _FilterEntry, status: Status) -> int:

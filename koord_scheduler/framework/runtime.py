@@ -49,6 +49,11 @@ class DebugOptions:
     filters: bool = False
 
 
+def _read_only(array: np.ndarray) -> np.ndarray:
+    array.flags.writeable = False
+    return array
+
+
 class _PerNodeFilter:
     """Runs a per-node Filter plugin over many nodes."""
 
@@ -67,7 +72,7 @@ class _PerNodeFilter:
             if not status.is_success:
                 passed[i] = False
                 ids[i] = table.setdefault(status, len(table))
-        return NodeFilterResult(passed, ids, tuple(table))
+        return NodeFilterResult(passed, ids, tuple(table), every_node_passed=not table)
 
 
 class _PerNodeScore:
@@ -113,6 +118,10 @@ class Framework:
         self.percentage_of_nodes_to_score = percentage_of_nodes_to_score
         self._observer = observer
         self.node_cache = NodeResultCache() if node_cache else None
+        self._last_gather: tuple[tuple[int, int], Positions, Positions, FailureChunk] | None = None
+        """(answer stamp, positions asked, feasible positions, failure chunk) of the last cached Filter
+        pass with failures: the next pass reuses them while neither the answer nor the positions changed
+        (a cluster with full nodes otherwise pays a gather and a ``np.unique`` over every node each cycle)."""
 
         def at(point: str) -> list[Any]:
             return [self.plugins[n] for n in points.get(point, ())]
@@ -363,27 +372,34 @@ class Framework:
         started = time.perf_counter()
         snapshot = self.handle.snapshot
         assert self.node_cache is not None
-        ids, statuses, failing = self.node_cache.filter_ids(
-            key, snapshot, lambda dirty: self._filter_chain_ids(state, pod, dirty)
-        )
-        if failing == 0:
+        answer = self.node_cache.filter_ids(key, snapshot, lambda dirty: self._filter_chain_ids(state, pod, dirty))
+        if answer.failing == 0:
             # No node the entry knows fails (unknown positions pass, as below): nothing to gather.
             self._observe(ep.FILTER, Code.SUCCESS, started)
             return positions
-        selected = ids[positions]
-        passed = selected < 0
-        if passed.all():
-            self._observe(ep.FILTER, Code.SUCCESS, started)
-            return positions
-        failed = ~passed
-        failed_ids = selected[failed]
-        used, compact = np.unique(failed_ids, return_inverse=True)
-        chunk = FailureChunk(positions[failed], compact, tuple(statuses[i] for i in used.tolist()))
+        last = self._last_gather
+        if last is not None and last[0] == answer.stamp and last[1] is positions:
+            feasible, chunk = last[2], last[3]
+        else:
+            selected = answer.ids[positions]
+            passed = selected < 0
+            if passed.all():
+                self._observe(ep.FILTER, Code.SUCCESS, started)
+                return positions
+            failed = ~passed
+            used, compact = np.unique(selected[failed], return_inverse=True)
+            statuses = answer.statuses
+            chunk = FailureChunk(
+                _read_only(positions[failed]), _read_only(compact), tuple(statuses[i] for i in used.tolist())
+            )
+            feasible = _read_only(positions[passed])
+            if not positions.flags.writeable:  # the snapshot's node order: the same object next cycle
+                self._last_gather = (answer.stamp, positions, feasible, chunk)
         diagnosis.add_chunk(chunk)
         if self.debug.filters:
             self._log_filter_failures(pod, chunk)
         self._observe(ep.FILTER, Code.SUCCESS, started)
-        return positions[passed]
+        return feasible
 
     def filter_nodes_uncached(
         self, state: CycleState, pod: Pod, positions: Positions, diagnosis: Diagnosis
@@ -470,7 +486,7 @@ class Framework:
             log.exception("Filter plugin %s raised", p.name)
             raise PluginCycleError(error(f"running Filter plugin {p.name!r}: {exc}").with_plugin(p.name)) from exc
         passed = result.passed
-        if passed.all():
+        if result.every_node_passed or passed.all():
             return None
         stamped = tuple(s.with_plugin(p.name) for s in result.statuses)
         for s in stamped:

@@ -120,7 +120,9 @@ class ClusterSnapshot:
     def node_order(self) -> Positions:
         """Positions of the live nodes in kube-scheduler's node-tree order (zones interleaved)."""
         if self._order is None:
-            self._order = self._build_order()
+            order = self._build_order()
+            order.flags.writeable = False  # shared by every cycle until the nodes change
+            self._order = order
         return self._order
 
     def info(self, position: int) -> NodeInfo:

@@ -45,10 +45,13 @@ class NodeFilterResult:
     passed: BoolArray
     reason_ids: np.ndarray | None = None
     statuses: tuple[Status, ...] = ()
+    every_node_passed: bool = False
+    """Set when ``passed`` is all True (as :meth:`all_pass` does): the runtime then skips checking the
+    mask, a numpy call per plugin per cycle."""
 
     @staticmethod
     def all_pass(n: int) -> NodeFilterResult:
-        return NodeFilterResult(np.ones(n, dtype=np.bool_))
+        return NodeFilterResult(np.ones(n, dtype=np.bool_), every_node_passed=True)
 
     @staticmethod
     def from_mask(passed: BoolArray, status: Status) -> NodeFilterResult:

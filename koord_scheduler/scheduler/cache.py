@@ -16,15 +16,18 @@ from koord_scheduler.framework.snapshot import ClusterSnapshot
 
 log = logging.getLogger(__name__)
 
-_VOLATILE_POD_FIELDS = ("meta", "conditions", "condition_times")
-"""What the API server changes when it binds a pod (resourceVersion, the PodScheduled condition)."""
+_VOLATILE_POD_FIELDS = ("meta", "conditions", "condition_times", "phase")
+"""What the API server (and then the kubelet) changes when it binds a pod: resourceVersion, the PodScheduled
+condition, the phase (Pending to Running). Only a terminal phase matters to scheduling, and
+:meth:`SchedulerCache.add_pod` removes terminal pods before it compares."""
 _pod_inputs = attrgetter(*(f.name for f in fields(Pod) if f.compare and f.name not in _VOLATILE_POD_FIELDS))
 _meta_inputs = attrgetter(*(f.name for f in fields(ObjectMeta) if f.name != "resource_version"))
 
 
 def same_scheduling_inputs(a: Pod, b: Pod) -> bool:
     """Whether ``a`` and ``b`` are the same pod for every plugin: equal in every field except
-    ``metadata.resourceVersion`` and ``status.conditions`` (which the bind echo of an assumed pod adds)."""
+    ``metadata.resourceVersion``, ``status.conditions`` and ``status.phase`` (what the bind echo of an
+    assumed pod changes; callers handle terminal phases first)."""
     return a is b or (_pod_inputs(a) == _pod_inputs(b) and _meta_inputs(a.meta) == _meta_inputs(b.meta))
 
 

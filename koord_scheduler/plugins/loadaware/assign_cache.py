@@ -64,8 +64,6 @@ class NodeLoad:
     prod_usage: Vector = field(default_factory=list)
     prod_delta: Vector = field(default_factory=list)
     node_estimated: Vector = field(default_factory=list)
-    delta_pods: set[str] = field(default_factory=set)
-    """Pods contributing to ``node_delta`` (for the debug/simulate view)."""
     _contributions: dict[str, _Contribution] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -75,8 +73,12 @@ class NodeLoad:
         w = self.width
         self.node_usage, self.node_delta = [0] * w, [0] * w
         self.prod_usage, self.prod_delta, self.node_estimated = [0] * w, [0] * w, [0] * w
-        self.delta_pods = set()
         self._contributions = {}
+
+    @property
+    def delta_pods(self) -> set[str]:
+        """Pods contributing to ``node_delta`` (for the debug/simulate view)."""
+        return {key for key, c in self._contributions.items() if c.delta is not None}
 
 
 class AssignCache:
@@ -169,31 +171,33 @@ class AssignCache:
         reported = metric.pods.get(pod.key)
         if reported is None:
             # Not in podsMetric (every pod this scheduler has just placed): the full estimate counts.
-            contribution = _Contribution(estimate, estimate, estimate if pod.prod else None, None)
-        else:
-            usage = self.vector(reported.usage)
-            active_prod = pod.prod and reported.prod
-            update_time = metric.update_time if metric.update_time is not None else float("-inf")
-            should = (pod.timestamp is not None and pod.timestamp > update_time - metric.report_interval) or (
-                pod.deadline is not None and pod.deadline > update_time
-            )
-            delta = _delta(estimate, usage) if should else None
-            prod_delta = None
+            # (_apply unrolled: Reserve takes this path once per pod.)
+            node._contributions[pod.key] = _Contribution(estimate, estimate, estimate if pod.prod else None, None)
+            _add(node.node_estimated, estimate, 1)
+            _add(node.node_delta, estimate, 1)
             if pod.prod:
-                # A prod pod reported as non-prod counts with its full estimate.
-                prod_delta = delta if active_prod else estimate
-            contribution = _Contribution(estimate, delta, prod_delta, usage if active_prod else None)
+                _add(node.prod_delta, estimate, 1)
+            return
+        usage = self.vector(reported.usage)
+        active_prod = pod.prod and reported.prod
+        update_time = metric.update_time if metric.update_time is not None else float("-inf")
+        should = (pod.timestamp is not None and pod.timestamp > update_time - metric.report_interval) or (
+            pod.deadline is not None and pod.deadline > update_time
+        )
+        delta = _delta(estimate, usage) if should else None
+        prod_delta = None
+        if pod.prod:
+            # A prod pod reported as non-prod counts with its full estimate.
+            prod_delta = delta if active_prod else estimate
+        contribution = _Contribution(estimate, delta, prod_delta, usage if active_prod else None)
         node._contributions[pod.key] = contribution
         _apply(node, contribution, 1)
-        if contribution.delta is not None:
-            node.delta_pods.add(pod.key)
 
     def _remove_contribution(self, node: NodeLoad, key: str) -> None:
         contribution = node._contributions.pop(key, None)
         if contribution is None:
             return
         _apply(node, contribution, -1)
-        node.delta_pods.discard(key)
 
     def estimate_of(self, node_name: str, key: str) -> AssignedPod | None:
         node = self._nodes.get(node_name)

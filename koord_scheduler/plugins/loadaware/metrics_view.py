@@ -209,7 +209,8 @@ class LoadView:
         metric = load.metric
         assert metric is not None
         default = _sum(load.node_usage, load.node_delta)
-        prod = _sum(load.prod_usage, load.prod_delta)
+        # The prod base is read only with prod thresholds or scoreAccordingProdUsage.
+        prod = _sum(load.prod_usage, load.prod_delta) if profile.prod_set or score.prod_for_prod_pods else default
         non_prod: FilterView
         if profile.aggregated is not None:
             agg = profile.aggregated
@@ -235,6 +236,23 @@ class LoadView:
             (score_default, score_prod),
         )
         self._pending.add(pos)
+
+    def add_to_base(self, pos: int, amount: Sequence[int]) -> bool:
+        """Add ``amount`` to row ``pos``'s base in place, as :meth:`write` would after the node's
+        ``node_delta`` (alone) grew by ``amount``; False (nothing changed) unless every view of the row
+        reads that one base (no prod thresholds, no aggregation, no prod scoring: the defaults), and the
+        caller then rewrites the row. Reserve's path for a pod not yet in ``podsMetric``."""
+        record = self.records.get(pos)
+        if record is None:
+            return False
+        base = record.filter[NON_PROD][3]
+        scores = record.score_base
+        if not (record.filter[PROD][3] is base and scores[NON_PROD] is base and scores[PROD] is base):
+            return False
+        for i, v in enumerate(amount):
+            base[i] += v
+        self._pending.add(pos)
+        return True
 
     def flush(self) -> None:
         """Write the rows rewritten since the last flush into the arrays (call before reading them).

@@ -255,7 +255,8 @@ class LoadAwareScheduling:
     def filter_nodes(
         self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions
     ) -> NodeFilterResult:
-        self._sync()
+        if self._snapshot.version != self._synced_version:
+            self._sync()  # (freshness touches matter only to per-node caches: sign_pod does them)
         incoming = self._incoming(state, pod)
         n = len(positions)
         if incoming.daemonset:
@@ -295,7 +296,8 @@ class LoadAwareScheduling:
     # ----- Score -----
 
     def score_nodes(self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions) -> IntArray:
-        self._sync()
+        if self._snapshot.version != self._synced_version:
+            self._sync()
         incoming = self._incoming(state, pod)
         n = len(positions)
         if n <= FEW_NODES:
@@ -388,7 +390,7 @@ class LoadAwareScheduling:
         if result is None:
             mask = np.ones(n, dtype=np.bool_)
             mask.flags.writeable = False
-            result = NodeFilterResult(mask)
+            result = NodeFilterResult(mask, every_node_passed=True)
             self._pass_results[n] = result
         return result
 
@@ -426,13 +428,33 @@ class LoadAwareScheduling:
         now = self._clock()
         windows = self._windows
         deadline = estimation_deadline(pod, now, windows) if windows.may_need_pod_updates else None
-        self.cache.assign(node_name, AssignedPod(pod.key, incoming.estimate, incoming.prod, now, deadline))
-        pos = self._snapshot.positions.get(node_name)
+        load = self.cache.get(node_name)
+        # A pod new to the node and missing from its podsMetric adds exactly its estimate to node_delta.
+        unreported = (
+            load is not None
+            and load.metric is not None
+            and pod.key not in load.pods
+            and pod.key not in load.metric.pods
+        )
+        load = self.cache.assign(node_name, AssignedPod(pod.key, incoming.estimate, incoming.prod, now, deadline))
+        snap = self._snapshot
+        pos = snap.positions.get(node_name)
         known = self._known_pods
         if pos is not None and pos < len(known) and known[pos] >= 0:
             known[pos] += 1  # the assume that preceded Reserve
-            self._recheck.add(pos)
-        self._write(node_name)
+            if snap.pods_changed_since(self._pods_generation) == [pos]:
+                # That assume is the only pod change since the last sync (which left every count in
+                # agreement): the counts agree again, and the next sync has no pods to look at.
+                self._pods_generation = snap.pods_generation
+            else:
+                self._recheck.add(pos)
+        if pos is not None and load.metric is not None and self._rows.get(node_name) == pos:
+            # The steady state of _write: the node's row is already at its position.
+            if not (unreported and self.view.add_to_base(pos, incoming.estimate)):
+                self.view.write(pos, load, self._node_profile(pos), self._score_paths)
+            snap.touch(pos)
+        else:
+            self._write(node_name)
         return success()
 
     def unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
@@ -482,6 +504,9 @@ class LoadAwareScheduling:
     # ----- internals -----
 
     def _incoming(self, state: CycleState, pod: Pod) -> IncomingPod:
+        last = self._last_estimate
+        if last is not None and last[0] is pod:  # sign_pod estimated this very pod object
+            return last[1]
         cached = state.get(INCOMING_KEY)
         if cached is not None:
             return cached

@@ -206,14 +206,14 @@ class Fit:
         )
         passed = np.ones(len(positions), dtype=np.bool_)
         if len(failed) == 0:
-            return NodeFilterResult(passed)
+            return NodeFilterResult(passed, every_node_passed=True)
         restored = state.get(RESTORED_CAPACITY)
         if restored is not None:
             failed, codes = _recheck_restored(
                 pre.fit, positions, failed=failed, codes=codes, restored=restored, snapshot=snapshot
             )
             if len(failed) == 0:
-                return NodeFilterResult(passed)
+                return NodeFilterResult(passed, every_node_passed=True)
         passed[failed] = False
         distinct, ids = group_codes(codes, len(pre.fit.names) + 2)
         reason_ids = np.zeros(len(positions), dtype=np.int32)

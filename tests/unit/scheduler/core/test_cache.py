@@ -35,6 +35,7 @@ def test_assume_then_confirm_by_informer_counts_once(cache: SchedulerCache) -> N
         pytest.param({}, False, id="same-object"),
         pytest.param({"resource_version": "42"}, False, id="resource-version-only"),
         pytest.param({"conditions": {"PodScheduled": "True"}}, False, id="podscheduled-condition-only"),
+        pytest.param({"phase": "Running"}, False, id="phase-running-only"),
         pytest.param({"labels": {"app": "other"}}, True, id="labels-changed"),
         pytest.param({"cpu": "2"}, True, id="requests-changed"),
     ],
@@ -53,6 +54,8 @@ def test_bind_echo_of_an_assumed_pod_touches_the_node_only_when_an_input_changed
         echo = replace(
             echo, conditions=FrozenDict(change["conditions"]), condition_times=FrozenDict({"PodScheduled": 1.0})
         )
+    if "phase" in change:
+        echo = replace(echo, phase=str(change["phase"]))
     if "labels" in change:
         echo = replace(echo, meta=replace(echo.meta, labels=FrozenDict(change["labels"])))
     if "cpu" in change:
@@ -67,6 +70,16 @@ def test_bind_echo_of_an_assumed_pod_touches_the_node_only_when_an_input_changed
     assert (snap.version != version) is touched
     assert snap.pod_count[pos] == 1
     assert snap.requested[pos, CPU_COL] == (2000 if "cpu" in change else 1000)
+
+
+def test_a_terminal_bind_echo_of_an_assumed_pod_removes_it(cache: SchedulerCache) -> None:
+    assumed = replace(make_pod("a").req(cpu="1").build(), node_name="n1")
+    cache.assume_pod(assumed)
+    cache.add_pod(replace(assumed, phase="Succeeded"))
+    pos = cache.snapshot.positions["n1"]
+    assert cache.get_pod("default/a") is None
+    assert cache.snapshot.pod_count[pos] == 0
+    assert cache.snapshot.requested[pos, CPU_COL] == 0
 
 
 def test_an_update_of_a_bound_pod_that_was_not_assumed_is_reaccounted(cache: SchedulerCache) -> None:

@@ -89,3 +89,32 @@ def test_changed_nodes_go_through_the_per_node_form_with_the_same_answers() -> N
         assert cached_plugin.calls == Counter({"filter": 1, "score": 1}), f"round {i}"
     feasible, _, statuses = want
     assert snap.positions["n5"] not in feasible and statuses == {"n5": TOO_MANY.with_plugin("BothForms")}
+
+
+def test_a_pass_with_failures_is_reused_until_an_answer_changes() -> None:
+    """With full nodes, the gathered feasible positions and failure chunk of the last pass are reused
+    while the cached answers are unchanged; a node whose answer changes is reflected at once."""
+    snap = make_snapshot([make_node(f"n{i}").build() for i in range(6)])
+    for i in range(3):
+        snap.add_pod(make_pod(f"full-{i}").node("n1").build())
+    plugin = BothForms()
+    fwk = framework(snap, plugin, node_cache=True)
+    pod = make_pod("p").build()
+
+    def filter_pass() -> tuple[np.ndarray, Diagnosis]:
+        diagnosis = Diagnosis()
+        return fwk.run_filter_plugins(CycleState(), pod, snap.node_order(), diagnosis), diagnosis
+
+    first, d1 = filter_pass()
+    assert "n1" not in {snap.info(p).name for p in first.tolist()}
+    snap.add_pod(make_pod("one").node("n0").build())  # n0 recomputed, still fits
+    second, d2 = filter_pass()
+    assert second is first, "unchanged answers: the gathered positions are reused"
+    assert not second.flags.writeable, "a reused array must not be modified by a caller"
+    assert d2.node_statuses(snap) == d1.node_statuses(snap) == {"n1": TOO_MANY.with_plugin("BothForms")}
+
+    for i in range(2):
+        snap.add_pod(make_pod(f"more-{i}").node("n0").build())  # n0 now holds 3 pods
+    third, d3 = filter_pass()
+    assert sorted(snap.info(p).name for p in third.tolist()) == ["n2", "n3", "n4", "n5"]
+    assert set(d3.node_statuses(snap)) == {"n0", "n1"}

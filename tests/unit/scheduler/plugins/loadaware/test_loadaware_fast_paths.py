@@ -5,6 +5,7 @@ and the shared all-pass result is read-only."""
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -195,3 +196,62 @@ def test_all_pass_result_is_shared_and_read_only() -> None:
     assert first is second and first.passed.tolist() == [True, True]
     with pytest.raises(ValueError, match="read-only"):
         first.passed[0] = False
+
+
+@pytest.mark.parametrize(
+    ("args", "in_place"),
+    [
+        pytest.param({}, True, id="defaults-add-in-place"),
+        pytest.param({"prodUsageThresholds": {"cpu": 60}}, False, id="prod-thresholds-rewrite"),
+        pytest.param({"scoreAccordingProdUsage": True}, False, id="prod-scoring-rewrite"),
+        pytest.param(
+            {
+                "aggregated": {
+                    "usageThresholds": {"cpu": 70},
+                    "usageAggregationType": "p95",
+                    "usageAggregatedDuration": "5m",
+                }
+            },
+            False,
+            id="aggregated-filter-rewrite",
+        ),
+    ],
+)
+def test_reserve_rows_equal_a_full_rewrite(args: dict[str, object], in_place: bool) -> None:
+    """Reserve adds a new pod's estimate to the row in place only when every view reads one base; the
+    rows (plain records and, after a flush, the arrays) equal those of a plugin that rewrote them all."""
+    names = ["n0", "n1", "n2"]
+    running = make_pod("db", "ns").req(cpu="1").priority(9500).node("n1").created("2020-01-01T00:00:00Z").build()
+    metrics = [
+        node_metric(
+            n,
+            cpu=f"{1 + i}",
+            memory=f"{4 + i}Gi",
+            pods=[("ns/db", "1", "1Gi", "koord-prod")] if n == "n1" else [],
+            aggregated={"5m0s": {"p95": {"cpu": "3", "memory": "9Gi"}}},
+        )
+        for i, n in enumerate(names)
+    ]
+    plugin, handle = setup([node(n) for n in names], metrics, [running], args=args)
+    snap = handle.snapshot
+    added: list[bool] = []
+    original = plugin.view.add_to_base
+    plugin.view.add_to_base = lambda pos, amount: (r := original(pos, amount), added.append(r))[0]  # type: ignore[method-assign]
+    for i in range(9):
+        pod = make_pod(f"r{i}").req(cpu="300m", memory="1Gi").priority(9500 if i % 2 else 5500).build()
+        target = names[i % 3]
+        plugin.sign_pod(pod)
+        snap.add_pod(replace(pod, node_name=target))  # the assume
+        assert plugin.reserve(CycleState(), pod, target).is_success
+    assert added and all(added) is in_place
+    fresh = loadaware.new(LoadAwareSchedulingArgs.model_validate(args), Handle(snap))
+    for m in metrics:
+        fresh.on_node_metric(EventType.ADDED, None, m)
+    fresh.sign_pod(make_pod("x").build())  # its first sync finds the reserved pods on the nodes
+    plugin.sign_pod(make_pod("x").build())
+    positions = [snap.positions[n] for n in names]
+    assert [plugin.view.records[p] for p in positions] == [fresh.view.records[p] for p in positions]
+    plugin.view.flush()
+    fresh.view.flush()
+    for array in ("filter_base", "score_base", "filter_thresholds", "filter_on", "has_info"):
+        assert np.array_equal(getattr(plugin.view, array), getattr(fresh.view, array)), array
