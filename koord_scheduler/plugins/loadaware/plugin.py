@@ -693,7 +693,14 @@ class LoadAwareScheduling:
         changed = snap.pods_changed_since(since) if since >= 0 else None
         recheck, self._recheck = self._recheck, set()
         if changed is None:
-            mismatched: list[int] = np.flatnonzero(np.array(known[:cap], dtype=np.int64) != counts[:cap]).tolist()
+            mismatch = np.array(known[:cap], dtype=np.int64) != counts[:cap]
+            if not any(load.pods for load in self.cache):
+                # The plugin knows no pod anywhere (its first sync): nodes without pods already agree.
+                empty = mismatch & (counts[:cap] == 0)
+                for pos in np.flatnonzero(empty).tolist():
+                    known[pos] = 0
+                mismatch &= ~empty
+            mismatched: list[int] = np.flatnonzero(mismatch).tolist()
             return mismatched
         candidates = recheck.union(changed) if recheck else set(changed)
         return sorted(pos for pos in candidates if pos < cap and known[pos] != counts[pos])

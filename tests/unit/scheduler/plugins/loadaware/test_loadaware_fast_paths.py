@@ -255,3 +255,19 @@ def test_reserve_rows_equal_a_full_rewrite(args: dict[str, object], in_place: bo
     fresh.view.flush()
     for array in ("filter_base", "score_base", "filter_thresholds", "filter_on", "has_info"):
         assert np.array_equal(getattr(plugin.view, array), getattr(fresh.view, array)), array
+
+
+def test_first_sync_reconciles_only_nodes_with_pods_and_later_pods_are_found() -> None:
+    running = make_pod("db", "ns").req(cpu="1").node("n1").build()
+    names = ["n1", "n2", "n3"]
+    plugin, handle = setup([node(n) for n in names], [node_metric(n, cpu="1", memory="1Gi") for n in names], [running])
+    snap = handle.snapshot
+    calls: list[int] = []
+    original = plugin._reconcile
+    plugin._reconcile = lambda pos: (calls.append(pos), original(pos))[1]  # type: ignore[method-assign]
+    plugin.sign_pod(make_pod("p").build())
+    assert calls == [snap.positions["n1"]], "empty nodes agree with a plugin that knows no pods"
+    assert _pods_by_node(plugin, names) == {"n1": ["ns/db"], "n2": [], "n3": []}
+    snap.add_pod(make_pod("late").req(cpu="1").node("n2").build())
+    plugin.sign_pod(make_pod("p").build())
+    assert _pods_by_node(plugin, names) == {"n1": ["ns/db"], "n2": ["default/late"], "n3": []}
