@@ -115,6 +115,11 @@ class PreScorePlugin(Plugin, Protocol):
 
 @runtime_checkable
 class ScoreExtensions(Protocol):
+    """NormalizeScore. An extensions object may also set ``normalize_reads_only_scores = True`` when
+    its result depends on nothing but the scores it is given (as with ``default_normalize_score``): for
+    a signed plugin the runtime then reuses the last normalised scores while the raw scores and the
+    scored nodes are unchanged."""
+
     def normalize_score(self, state: CycleState, pod: Pod, scores: IntArray) -> Status:
         """Rewrite ``scores`` (aligned with the scored positions) in place into [0, 100]."""
         ...

@@ -65,9 +65,12 @@ class _FilterEntry:
 
 
 class _ScoreEntry:
-    __slots__ = ("layout", "scores", "version")
+    __slots__ = ("changes", "layout", "scores", "serial", "version")
 
     def __init__(self, capacity: int, layout: int) -> None:
+        self.serial = next(_entry_serials)
+        self.changes = 0
+        """Bumped whenever ``scores`` changed (see :meth:`NodeResultCache.raw_scores_stamped`)."""
         self.scores = np.zeros(capacity, dtype=np.int64)
         self.version = -1
         self.layout = layout
@@ -185,6 +188,14 @@ class NodeResultCache:
         are feasible now), so any subset of nodes can be asked for later without a per-node check.
         The result is a new array the caller may modify.
         """
+        scores, _ = self.raw_scores_stamped(key, snapshot, compute)
+        return scores[positions]
+
+    def raw_scores_stamped(
+        self, key: Hashable, snapshot: ClusterSnapshot, compute: Callable[[Positions], IntArray]
+    ) -> tuple[IntArray, tuple[int, int]]:
+        """The entry's raw scores over every position (read them, do not modify them) and a stamp that
+        is equal for equal scores: (the entry's serial, its count of changes)."""
         entry = self._scores.get(key)
         if entry is None or entry.layout != snapshot.layout_version or len(entry.scores) != snapshot.capacity:
             entry = _lru_insert(self._scores, key, _ScoreEntry(snapshot.capacity, snapshot.layout_version),
@@ -193,9 +204,12 @@ class NodeResultCache:
             self._scores.move_to_end(key)
         dirty = _dirty(snapshot, entry.version)
         if len(dirty):
-            entry.scores[dirty] = np.asarray(compute(dirty), dtype=np.int64)
+            fresh = np.asarray(compute(dirty), dtype=np.int64)
+            if entry.version < 0 or not np.array_equal(entry.scores[dirty], fresh):
+                entry.scores[dirty] = fresh
+                entry.changes += 1
         entry.version = snapshot.version
-        return entry.scores[positions]
+        return entry.scores, (entry.serial, entry.changes)
 
     def weighted_sums(
         self, key: Hashable, snapshot: ClusterSnapshot, positions: Positions, compute: SumCompute

@@ -62,7 +62,7 @@ class ScorePluginEntry:
 class ScorePhase:
     """Runs PreScore and Score for one profile; see the module docstring for the folded fast path."""
 
-    __slots__ = ("_foldable", "_node_cache", "_observer", "entries", "pre_score_plugins")
+    __slots__ = ("_foldable", "_node_cache", "_normalized", "_observer", "entries", "pre_score_plugins")
 
     def __init__(
         self,
@@ -76,6 +76,9 @@ class ScorePhase:
         self._node_cache = node_cache
         self._observer = observer
         self._foldable = [e for e in self.entries if e.foldable] if node_cache is not None else []
+        self._normalized: dict[str, tuple[tuple[int, int], Positions, IntArray]] = {}
+        """Per plugin whose NormalizeScore reads only the scores: (raw-score stamp, positions, normalised
+        scores) of its last cached pass, reused while neither changed."""
 
     def run(self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions) -> IntArray:
         """Weighted score totals aligned with ``positions``; raises :class:`PluginCycleError`."""
@@ -197,6 +200,10 @@ class ScorePhase:
         cached: bool,
     ) -> IntArray:
         """One plugin's normalised, range-checked (unweighted) scores for ``positions``."""
+        if cached and getattr(entry.extensions, "normalize_reads_only_scores", False):
+            reused = self._reuse_normalized(entry, state, pod, snapshot, positions)
+            if reused is not None:
+                return reused
         try:
             scores = self._raw_scores(entry, state, pod, snapshot, positions, cached=cached)
             if entry.extensions is not None:
@@ -218,6 +225,40 @@ class ScorePhase:
                     f"[{MIN_NODE_SCORE}, {MAX_NODE_SCORE}] after normalizing"
                 ).with_plugin(entry.name)
             )
+        return scores
+
+    def _reuse_normalized(
+        self, entry: ScorePluginEntry, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions
+    ) -> IntArray | None:
+        """For a plugin that declares ``normalize_reads_only_scores`` on its ScoreExtensions: the same
+        raw scores over the same positions normalise the same, so the last result is reused (a cluster
+        of alike nodes otherwise pays a gather, a normalisation and a range check over every node each
+        cycle, e.g. for TaintToleration). None when the pod is not signed or the pass is new (the caller
+        then computes it, and the result is kept here)."""
+        sign = entry.sign
+        value = sign(pod) if sign is not None else None
+        if value is None or positions.flags.writeable or not cacheable_signature(value):
+            return None
+        assert self._node_cache is not None
+        try:
+            full, stamp = self._node_cache.raw_scores_stamped(
+                (entry.name, value),
+                snapshot,
+                lambda need: entry.scorer(len(need)).score_nodes(state, pod, snapshot, need),
+            )
+        except Exception:
+            return None  # the uncached path reruns the plugin and reports the failure
+        last = self._normalized.get(entry.name)
+        if last is not None and last[0] == stamp and last[1] is positions:
+            return last[2]
+        scores = full[positions]
+        status = entry.extensions.normalize_score(state, pod, scores)
+        if status is not None and not status.is_success:
+            return None
+        if len(scores) and (scores.min() < MIN_NODE_SCORE or scores.max() > MAX_NODE_SCORE):
+            return None
+        scores.flags.writeable = False
+        self._normalized[entry.name] = (stamp, positions, scores)
         return scores
 
     def _raw_scores(

@@ -182,6 +182,9 @@ class NodeAffinity:
     def score_extensions(self) -> NodeAffinity:
         return self
 
+    normalize_reads_only_scores = True
+    """NormalizeScore depends on nothing but the scores (the runtime may reuse its result)."""
+
     def normalize_score(self, state: CycleState, pod: Pod, scores: IntArray) -> Status:
         default_normalize_score(MAX_NODE_SCORE, False, scores)
         return success()

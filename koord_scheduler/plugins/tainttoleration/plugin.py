@@ -127,6 +127,9 @@ class TaintToleration:
     def score_extensions(self) -> TaintToleration:
         return self
 
+    normalize_reads_only_scores = True
+    """NormalizeScore depends on nothing but the scores (the runtime may reuse its result)."""
+
     def normalize_score(self, state: CycleState, pod: Pod, scores: IntArray) -> Status:
         default_normalize_score(MAX_NODE_SCORE, True, scores)
         return success()

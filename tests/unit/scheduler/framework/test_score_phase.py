@@ -65,6 +65,24 @@ class ReverseNormalized(RowScore):
         return success()
 
 
+class ScoresOnlyNormalized(ReverseNormalized):
+    """NormalizeScore that reads only the scores (declared): the runtime may reuse its result."""
+
+    normalize_reads_only_scores = True
+
+    def __init__(self, name: str, factor: int) -> None:
+        super().__init__(name, factor)
+        self.normalized = 0
+
+    def score_extensions(self) -> ScoresOnlyNormalized:  # type: ignore[override]
+        return self
+
+    def normalize_score(self, state: CycleState, pod: Pod, scores: IntArray) -> Status:
+        self.normalized += 1
+        np.subtract(100, scores // 2, out=scores)
+        return success()
+
+
 def entries(plugins: list[RowScore], weights: list[int]) -> list[ScorePluginEntry]:
     return [
         ScorePluginEntry(p.name, p, w, p.score_extensions(), getattr(p, "sign_pod", None))
@@ -79,6 +97,7 @@ def make_plugins() -> list[RowScore]:
         ReverseNormalized("N", 5),
         RowScore("U", 11, signed=False),
         RowScore("C", 13),
+        ScoresOnlyNormalized("S", 17),
     ]
 
 
@@ -102,7 +121,7 @@ def test_folded_sums_agree_with_plain_scoring_on_a_changing_cluster(seed: int) -
     rng = random.Random(seed)
     snap = make_snapshot([make_node(f"n{i}").capacity(cpu="8", pods=50).build() for i in range(30)])
     plugins = make_plugins()
-    fast, plain, cache = phases(plugins, [1, 2, 3, 1, 5])
+    fast, plain, cache = phases(plugins, [1, 2, 3, 1, 5, 2])
     next_node = 30
     for step in range(120):
         change = rng.random()
@@ -116,9 +135,11 @@ def test_folded_sums_agree_with_plain_scoring_on_a_changing_cluster(seed: int) -
             next_node += 1
         order = snap.node_order().tolist()
         positions = np.array(rng.sample(order, rng.randint(1, len(order))), dtype=np.intp)
+        if rng.random() < 0.5:
+            positions = snap.node_order()  # the shared read-only order: normalised scores may be reused
         b = make_pod(f"q{step}").req(cpu=rng.choice(["100m", "200m"]))
         if rng.random() < 0.2:
-            b.label("skip", rng.choice(["A", "B", "N", "U", "C"]))
+            b.label("skip", rng.choice(["A", "B", "N", "U", "C", "S"]))
         pod = b.build()
         want = run(plain, pod, snap, positions)
         got = run(fast, pod, snap, positions)
@@ -130,7 +151,7 @@ def test_folded_sums_agree_with_plain_scoring_on_a_changing_cluster(seed: int) -
 def test_each_folded_plugin_rescores_only_changed_nodes() -> None:
     snap = make_snapshot([make_node(f"n{i}").build() for i in range(20)])
     plugins = make_plugins()
-    fast, _, _ = phases(plugins, [1, 1, 1, 1, 1])
+    fast, _, _ = phases(plugins, [1, 1, 1, 1, 1, 1])
     pod = make_pod("p").req(cpu="1").build()
     positions = snap.node_order()
     fast.run(CycleState(), pod, snap, positions)
@@ -154,6 +175,7 @@ def test_each_folded_plugin_rescores_only_changed_nodes() -> None:
         pytest.param("B", -1, False, id="out-of-range-on-an-unscored-node-is-ignored"),
         pytest.param("C", None, True, id="raising-folded-plugin-is-an-error"),
         pytest.param("N", 500, True, id="out-of-range-after-normalize"),
+        pytest.param("S", 500, True, id="out-of-range-after-a-reusable-normalize"),
     ],
 )
 def test_failures_are_reported_as_on_the_plain_path(
@@ -161,7 +183,7 @@ def test_failures_are_reported_as_on_the_plain_path(
 ) -> None:
     snap = make_snapshot([make_node(f"n{i}").build() for i in range(10)])
     plugins = make_plugins()
-    fast, plain, _ = phases(plugins, [1, 2, 1, 1, 1])
+    fast, plain, _ = phases(plugins, [1, 2, 1, 1, 1, 1])
     pod = make_pod("p").req(cpu="1").build()
     everything = snap.node_order()
     fast.run(CycleState(), pod, snap, everything)  # warm the cache, then break a node
@@ -196,3 +218,27 @@ def test_unhashable_signatures_are_scored_without_the_cache() -> None:
     assert fast.run(CycleState(), pod, snap, positions).tolist() == want.tolist()
     assert fast.run(CycleState(), pod, snap, positions).tolist() == want.tolist()
     assert cache.hits == 0
+
+
+def test_normalized_scores_are_reused_while_raw_scores_and_nodes_are_unchanged() -> None:
+    snap = make_snapshot([make_node(f"n{i}").build() for i in range(12)])
+    plugin = ScoresOnlyNormalized("S", 17)
+    plain_plugin = ScoresOnlyNormalized("S", 17)
+    fast = ScorePhase([plugin], entries([plugin], [3]), NodeResultCache(), None)
+    plain = ScorePhase([plain_plugin], entries([plain_plugin], [3]), None, None)
+    pod = make_pod("p").req(cpu="1").build()
+    order = snap.node_order()
+    first = fast.run(CycleState(), pod, snap, order).tolist()
+    assert first == plain.run(CycleState(), pod, snap, order).tolist()
+    assert plugin.normalized == 1
+    snap.touch(snap.positions["n2"])  # rescored, same raw score
+    assert fast.run(CycleState(), pod, snap, order).tolist() == first
+    assert plugin.normalized == 1, "same raw scores over the same nodes: normalised once"
+    snap.add_pod(make_pod("x").node("n5").build())  # n5's raw score changes
+    moved = fast.run(CycleState(), pod, snap, order).tolist()
+    assert plugin.normalized == 2
+    assert moved == plain.run(CycleState(), pod, snap, order).tolist() != first
+    subset = order[order != snap.positions["n0"]]  # a writeable array of other nodes: never reused
+    fast.run(CycleState(), pod, snap, subset)
+    fast.run(CycleState(), pod, snap, subset)
+    assert plugin.normalized == 4
