@@ -151,12 +151,7 @@ class ClusterSnapshot:
         as a NodeMetric or a reservation, changes)."""
         self.version += 1
         self.row_version[position] = self.version
-        log = self._change_log
-        log.append(position)
-        if len(log) > _MAX_CHANGE_LOG:
-            drop = len(log) // 2
-            del log[:drop]
-            self._log_base += drop
+        self._log_base += _append_bounded(self._change_log, position)
 
     def changed_since(self, version: int) -> Positions | None:
         """Positions touched after ``version`` (unique, unordered), or None when that is too long ago
@@ -361,12 +356,7 @@ class ClusterSnapshot:
                 del info.used_ports[key]
         info.generation += 1
         self.pods_generation += 1
-        log = self._pod_log
-        log.append(pos)
-        if len(log) > _MAX_CHANGE_LOG:
-            drop = len(log) // 2
-            del log[:drop]
-            self._pod_log_base += drop
+        self._pod_log_base += _append_bounded(self._pod_log, pos)
         self.touch(pos)
 
     def _write_allocatable(self, pos: int, node: Node) -> None:
@@ -445,3 +435,14 @@ class ClusterSnapshot:
 
 def _ghost(name: str) -> Node:
     return Node(meta=ObjectMeta(name=name))
+
+
+def _append_bounded(log: list[int], position: int) -> int:
+    """Append to a change log; past ``_MAX_CHANGE_LOG`` entries drop its older half. Returns how many
+    entries were dropped (the caller moves its log base by that much)."""
+    log.append(position)
+    if len(log) <= _MAX_CHANGE_LOG:
+        return 0
+    drop = len(log) // 2
+    del log[:drop]
+    return drop
