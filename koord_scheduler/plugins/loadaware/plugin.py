@@ -436,7 +436,7 @@ class LoadAwareScheduling:
             and pod.key not in load.pods
             and pod.key not in load.metric.pods
         )
-        load = self.cache.assign(node_name, AssignedPod(pod.key, incoming.estimate, incoming.prod, now, deadline))
+        self.cache.assign(node_name, AssignedPod(pod.key, incoming.estimate, incoming.prod, now, deadline))
         snap = self._snapshot
         pos = snap.positions.get(node_name)
         known = self._known_pods
@@ -448,13 +448,7 @@ class LoadAwareScheduling:
                 self._pods_generation = snap.pods_generation
             else:
                 self._recheck.add(pos)
-        if pos is not None and load.metric is not None and self._rows.get(node_name) == pos:
-            # The steady state of _write: the node's row is already at its position.
-            if not (unreported and self.view.add_to_base(pos, incoming.estimate)):
-                self.view.write(pos, load, self._node_profile(pos), self._score_paths)
-            snap.touch(pos)
-        else:
-            self._write(node_name)
+        self._write(node_name, added=incoming.estimate if unreported else None)
         return success()
 
     def unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
@@ -737,7 +731,10 @@ class LoadAwareScheduling:
         if changed:
             self._write(name)
 
-    def _write(self, name: str) -> None:
+    def _write(self, name: str, *, added: Sequence[int] | None = None) -> None:
+        """Rewrite the node's row from its load. ``added``: the only change since the row was written is
+        this amount added to ``node_delta`` (Reserve of a pod missing from ``podsMetric``); the row is
+        then updated in place when it can be (:meth:`LoadView.add_to_base`)."""
         snap = self._snapshot
         pos = snap.positions.get(name)
         load = self.cache.get(name)
@@ -756,7 +753,8 @@ class LoadAwareScheduling:
             return
         if pos >= self.view.capacity:
             self.view.ensure_capacity(snap.capacity)
-        self.view.write(pos, load, self._node_profile(pos), self._score_paths)
+        if not (added is not None and old == pos and self.view.add_to_base(pos, added)):
+            self.view.write(pos, load, self._node_profile(pos), self._score_paths)
         if old != pos:
             self._rows[name] = pos
             self._row_owner[pos] = name
