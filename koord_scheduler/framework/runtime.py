@@ -21,7 +21,7 @@ from koord_scheduler.framework.handle import FrameworkHandle
 from koord_scheduler.framework.node_cache import FEW_NODES, NodeResultCache, cacheable_signature
 from koord_scheduler.framework.score_phase import PointObserver, ScorePhase, ScorePluginEntry
 from koord_scheduler.framework.snapshot import ClusterSnapshot, IntArray, NodeInfo, Positions
-from koord_scheduler.framework.status import Code, Status, error, unresolvable
+from koord_scheduler.framework.status import SUCCESS, Code, Status, error, unresolvable
 from koord_scheduler.framework.types import (
     ClusterEventWithHint,
     NodeFilterResult,
@@ -528,10 +528,14 @@ class Framework:
 
     def run_reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status:
         for p in self.reserve_plugins:
-            status = self._call(p, "reserve", state, pod, node_name)
-            if not status.is_success:
-                return status
-        return Status()
+            try:
+                status: Status = p.reserve(state, pod, node_name)
+            except Exception as exc:
+                log.exception("reserve plugin %s raised", p.name)
+                return error(f"running reserve of plugin {p.name!r}: {exc}").with_plugin(p.name)
+            if status.code != Code.SUCCESS:  # (a success needs no plugin stamp: nobody reads it)
+                return status.with_plugin(p.name)
+        return SUCCESS
 
     def run_unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
         for p in reversed(self.reserve_plugins):

@@ -182,6 +182,13 @@ class ClusterSnapshot:
             return None
         return self._pod_log[generation - self._pod_log_base :]
 
+    def only_pod_change_since(self, generation: int) -> int | None:
+        """The position of the one pod added or removed after ``pods_generation`` was ``generation``; None
+        when there were none or several (:meth:`pods_changed_since` without building a list)."""
+        if generation + 1 != self.pods_generation or not self._pod_log:
+            return None
+        return self._pod_log[-1]
+
     def changes_since(self, version: int) -> tuple[Positions, Positions] | None:
         """``(live, gone)``: positions touched after ``version`` that hold a live node, and those that
         do not (the node was removed); read-only, unordered. None when ``version`` is too old for the

@@ -65,6 +65,9 @@ class NodeLoad:
     prod_delta: Vector = field(default_factory=list)
     node_estimated: Vector = field(default_factory=list)
     _contributions: dict[str, _Contribution] = field(default_factory=dict)
+    """What each pod whose usage ``podsMetric`` reports adds to the sums. A pod missing from it (every pod
+    this scheduler has just placed) adds its full estimate and has no entry here: Reserve then builds
+    no record (see :func:`_add_unreported`)."""
 
     def __post_init__(self) -> None:
         self._zero()
@@ -78,7 +81,10 @@ class NodeLoad:
     @property
     def delta_pods(self) -> set[str]:
         """Pods contributing to ``node_delta`` (for the debug/simulate view)."""
-        return {key for key, c in self._contributions.items() if c.delta is not None}
+        if self.metric is None:
+            return set()
+        contributions = self._contributions
+        return {key for key in self.pods if key not in contributions or contributions[key].delta is not None}
 
 
 class AssignCache:
@@ -124,20 +130,29 @@ class AssignCache:
         """Add (or replace) ``pod`` on ``node_name``."""
         node = self._node(node_name)
         old = node.pods.get(pod.key)
-        if old is not None:
-            self._remove_contribution(node, old.key)
+        if old is not None and node.metric is not None:
+            _remove_contribution(node, old)
         node.pods[pod.key] = pod
         if node.metric is not None:
             self._add_contribution(node, pod)
         return node
 
+    def assign_unreported(self, node: NodeLoad, pod: AssignedPod) -> None:
+        """:meth:`assign` for a pod new to ``node`` (which has a metric) and missing from its ``podsMetric``:
+        the full estimate counts (Reserve's path, once per pod; the caller has checked both conditions)."""
+        node.pods[pod.key] = pod
+        _add_unreported(node, pod.estimate, pod.prod, 1)
+
     def unassign(self, node_name: str, key: str) -> bool:
         """Remove the pod; False when it was not assigned there."""
         node = self._nodes.get(node_name)
-        if node is None or node.pods.pop(key, None) is None:
+        if node is None:
+            return False
+        pod = node.pods.pop(key, None)
+        if pod is None:
             return False
         if node.metric is not None:
-            self._remove_contribution(node, key)
+            _remove_contribution(node, pod)
         self._cleanup(node)
         return True
 
@@ -170,13 +185,7 @@ class AssignCache:
         estimate = pod.estimate
         reported = metric.pods.get(pod.key)
         if reported is None:
-            # Not in podsMetric (every pod this scheduler has just placed): the full estimate counts.
-            # (_apply unrolled: Reserve takes this path once per pod.)
-            node._contributions[pod.key] = _Contribution(estimate, estimate, estimate if pod.prod else None, None)
-            _add(node.node_estimated, estimate, 1)
-            _add(node.node_delta, estimate, 1)
-            if pod.prod:
-                _add(node.prod_delta, estimate, 1)
+            _add_unreported(node, estimate, pod.prod, 1)  # (no record: see NodeLoad._contributions)
             return
         usage = self.vector(reported.usage)
         active_prod = pod.prod and reported.prod
@@ -193,12 +202,6 @@ class AssignCache:
         node._contributions[pod.key] = contribution
         _apply(node, contribution, 1)
 
-    def _remove_contribution(self, node: NodeLoad, key: str) -> None:
-        contribution = node._contributions.pop(key, None)
-        if contribution is None:
-            return
-        _apply(node, contribution, -1)
-
     def estimate_of(self, node_name: str, key: str) -> AssignedPod | None:
         node = self._nodes.get(node_name)
         return None if node is None else node.pods.get(key)
@@ -206,6 +209,26 @@ class AssignCache:
 
 def _delta(estimate: tuple[int, ...], usage: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(e - u if e > u else 0 for e, u in zip(estimate, usage, strict=True))
+
+
+def _remove_contribution(node: NodeLoad, pod: AssignedPod) -> None:
+    """Take back what ``pod`` (on ``node``, which has a metric) added to the sums."""
+    contribution = node._contributions.pop(pod.key, None)
+    if contribution is None:
+        _add_unreported(node, pod.estimate, pod.prod, -1)
+    else:
+        _apply(node, contribution, -1)
+
+
+def _add_unreported(node: NodeLoad, estimate: tuple[int, ...], prod: bool, sign: int) -> None:
+    """A pod missing from ``podsMetric`` adds its full estimate to ``node_estimated`` and ``node_delta``,
+    and to ``prod_delta`` when it is prod (one loop: Reserve runs this once per pod)."""
+    estimated, delta, prod_delta = node.node_estimated, node.node_delta, node.prod_delta
+    for i, v in enumerate(estimate if sign > 0 else [-e for e in estimate]):
+        estimated[i] += v
+        delta[i] += v
+        if prod:
+            prod_delta[i] += v
 
 
 def _apply(node: NodeLoad, c: _Contribution, sign: int) -> None:

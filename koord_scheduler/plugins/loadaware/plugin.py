@@ -51,7 +51,7 @@ from apis.core.types import CPU, MEMORY, PODS, Node, Pod
 from apis.extension import LABEL_POD_PRIORITY_CLASS, LABEL_POD_QOS, PriorityClass
 from koord_scheduler.framework.cycle_state import CycleState, StateKey
 from koord_scheduler.framework.snapshot import ClusterSnapshot, IntArray, Positions
-from koord_scheduler.framework.status import Code, Status, success
+from koord_scheduler.framework.status import SUCCESS, Code, Status
 from koord_scheduler.framework.types import (
     ActionType,
     ClusterEvent,
@@ -423,33 +423,43 @@ class LoadAwareScheduling:
 
     def reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status:
         if pod.is_terminal or is_reserve_pod(pod):
-            return success()
-        incoming = state.get(INCOMING_KEY) or self._estimate(pod)
+            return SUCCESS
+        incoming = self._estimate(pod)  # (the same for the assumed copy as for the pod Filter saw)
         now = self._clock()
         windows = self._windows
         deadline = estimation_deadline(pod, now, windows) if windows.may_need_pod_updates else None
-        load = self.cache.get(node_name)
-        # A pod new to the node and missing from its podsMetric adds exactly its estimate to node_delta.
-        unreported = (
-            load is not None
-            and load.metric is not None
-            and pod.key not in load.pods
-            and pod.key not in load.metric.pods
-        )
-        self.cache.assign(node_name, AssignedPod(pod.key, incoming.estimate, incoming.prod, now, deadline))
+        assigned = AssignedPod(pod.key, incoming.estimate, incoming.prod, now, deadline)
         snap = self._snapshot
         pos = snap.positions.get(node_name)
+        load = self.cache.get(node_name)
+        metric = load.metric if load is not None else None
+        # The common case: a pod new to the node and missing from its podsMetric adds exactly its
+        # estimate to node_delta, and the node's row (already written at ``pos``) takes it in place.
+        unreported = (
+            load is not None and metric is not None and pod.key not in load.pods and pod.key not in metric.pods
+        )
+        if unreported:
+            assert load is not None
+            self.cache.assign_unreported(load, assigned)
+        else:
+            self.cache.assign(node_name, assigned)
+        if pos is None:
+            self._write(node_name)
+            return SUCCESS
         known = self._known_pods
-        if pos is not None and pos < len(known) and known[pos] >= 0:
+        if pos < len(known) and known[pos] >= 0:
             known[pos] += 1  # the assume that preceded Reserve
-            if snap.pods_changed_since(self._pods_generation) == [pos]:
+            if snap.only_pod_change_since(self._pods_generation) == pos:
                 # That assume is the only pod change since the last sync (which left every count in
                 # agreement): the counts agree again, and the next sync has no pods to look at.
                 self._pods_generation = snap.pods_generation
             else:
                 self._recheck.add(pos)
-        self._write(node_name, added=incoming.estimate if unreported else None)
-        return success()
+        if unreported and self._rows.get(node_name) == pos and self.view.add_to_base(pos, incoming.estimate):
+            snap.touch(pos)
+        else:
+            self._write(node_name)
+        return SUCCESS
 
     def unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
         self._drop(pod, node_name)
@@ -509,10 +519,19 @@ class LoadAwareScheduling:
         return incoming
 
     def _estimate(self, pod: Pod) -> IncomingPod:
-        """The pod's estimate, memoised for the last pod object and by :meth:`_estimate_key`."""
+        """The pod's estimate, memoised for the last pod (the same object, or a copy of it with other
+        fields changed, such as the assumed pod Reserve gets) and by :meth:`_estimate_key`."""
         last = self._last_estimate
-        if last is not None and last[0] is pod:
-            return last[1]
+        if last is not None:
+            prev = last[0]
+            if prev is pod or (
+                prev.meta is pod.meta
+                and prev.requests is pod.requests
+                and prev.limits is pod.limits
+                and prev.priority == pod.priority
+                and prev.qos_class == pod.qos_class
+            ):
+                return last[1]
         key: tuple[object, ...] | None = self._estimate_key(pod)
         try:
             incoming = self._estimates.get(key)
@@ -731,10 +750,9 @@ class LoadAwareScheduling:
         if changed:
             self._write(name)
 
-    def _write(self, name: str, *, added: Sequence[int] | None = None) -> None:
-        """Rewrite the node's row from its load. ``added``: the only change since the row was written is
-        this amount added to ``node_delta`` (Reserve of a pod missing from ``podsMetric``); the row is
-        then updated in place when it can be (:meth:`LoadView.add_to_base`)."""
+    def _write(self, name: str) -> None:
+        """Rewrite the node's row from its load (Reserve updates a row in place instead when it can:
+        :meth:`LoadView.add_to_base`)."""
         snap = self._snapshot
         pos = snap.positions.get(name)
         load = self.cache.get(name)
@@ -753,8 +771,7 @@ class LoadAwareScheduling:
             return
         if pos >= self.view.capacity:
             self.view.ensure_capacity(snap.capacity)
-        if not (added is not None and old == pos and self.view.add_to_base(pos, added)):
-            self.view.write(pos, load, self._node_profile(pos), self._score_paths)
+        self.view.write(pos, load, self._node_profile(pos), self._score_paths)
         if old != pos:
             self._rows[name] = pos
             self._row_owner[pos] = name

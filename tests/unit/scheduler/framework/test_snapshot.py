@@ -159,3 +159,20 @@ def test_request_vector_is_shared_by_pods_with_equal_requests_and_read_only() ->
     wider = snap.request_vector(make_pod("s").req({"example.com/gpu": "1"}).build())
     assert len(wider) == len(snap.resource_names)
     assert len(snap.request_vector(make_pod("t").req(cpu="1", memory="1Gi").build())) == len(snap.resource_names)
+
+
+def test_only_pod_change_since_names_the_one_position_and_none_otherwise() -> None:
+    snap = ClusterSnapshot()
+    for name in ("n1", "n2"):
+        snap.upsert_node(make_node(name).build())
+    start = snap.pods_generation
+    assert snap.only_pod_change_since(start) is None  # no change yet
+    snap.add_pod(make_pod("a").node("n2").build())
+    assert snap.only_pod_change_since(start) == snap.positions["n2"]
+    assert snap.only_pod_change_since(start) == snap.pods_changed_since(start)[0]  # type: ignore[index]
+    snap.touch(snap.positions["n1"])  # a touch is no pod change
+    assert snap.only_pod_change_since(start) == snap.positions["n2"]
+    snap.add_pod(make_pod("b").node("n1").build())
+    assert snap.only_pod_change_since(start) is None  # two changes
+    assert snap.only_pod_change_since(start + 1) == snap.positions["n1"]
+    assert snap.only_pod_change_since(-1) is None

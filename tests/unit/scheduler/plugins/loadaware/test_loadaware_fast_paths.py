@@ -271,3 +271,30 @@ def test_first_sync_reconciles_only_nodes_with_pods_and_later_pods_are_found() -
     snap.add_pod(make_pod("late").req(cpu="1").node("n2").build())
     plugin.sign_pod(make_pod("p").build())
     assert _pods_by_node(plugin, names) == {"n1": ["ns/db"], "n2": ["default/late"], "n3": []}
+
+
+@pytest.mark.parametrize(
+    ("change", "want_reused"),
+    [
+        pytest.param({"node_name": "n1"}, True, id="assumed-copy-reuses-the-estimate"),
+        pytest.param({"requests": make_pod("q").req(cpu="3").build().requests}, False, id="other-requests-re-estimate"),
+        pytest.param({"priority": 9500}, False, id="other-priority-re-estimate"),
+        pytest.param({"meta": make_pod("other").build().meta}, False, id="other-metadata-re-estimate"),
+    ],
+)
+def test_estimate_of_a_copy_of_the_last_pod(change: dict[str, object], want_reused: bool) -> None:
+    """Reserve gets the assumed copy of the pod Filter saw: its estimate is the last one, without the
+    key lookup; a copy that differs in a field the estimate reads is estimated afresh."""
+    plugin, _ = setup([node("n1")], [node_metric("n1", cpu="1", memory="1Gi")])
+    pod = make_pod("p").req(cpu="1", memory="1Gi").build()
+    first = plugin._estimate(pod)
+    keys: list[Pod] = []
+    original = plugin._estimate_key
+    plugin._estimate_key = lambda p: (keys.append(p), original(p))[1]  # type: ignore[method-assign]
+    copy = replace(pod, **change)  # type: ignore[arg-type]
+    got = plugin._estimate(copy)
+    assert (keys == []) is want_reused
+    want = setup([node("n1")], [node_metric("n1", cpu="1", memory="1Gi")])[0]._estimate(copy)
+    assert got.sign == want.sign  # what a plugin that never saw the original estimates
+    if want_reused:
+        assert got is first
