@@ -32,7 +32,9 @@ class Measurement:
 async def measure(scheduler: Scheduler, cluster: MemoryCluster, *, pending: int, placed: int) -> Measurement:
     """Schedule until the queue is empty, timing each scheduling cycle, then wait for the bindings.
 
-    As ``Scheduler.run`` does in cluster mode, the heap is settled first (:mod:`koord_scheduler.scheduler.heap`)."""
+    As ``Scheduler.run`` does in cluster mode, the plugins warm up and the heap is settled first
+    (:meth:`Scheduler.warm_up`, :mod:`koord_scheduler.scheduler.heap`); neither is in the window."""
+    scheduler.warm_up()
     HeapSettler().start()
     cpu_started = time.process_time()
     latencies = np.empty(pending + 1, dtype=np.float64)

@@ -146,6 +146,18 @@ class BatchScorePlugin(Plugin, Protocol):
 
 
 @runtime_checkable
+class WarmUpPlugin(Plugin, Protocol):
+    """Optional, any plugin: prepare per-node state before the first scheduling cycle."""
+
+    def warm_up(self) -> None:
+        """Called once when the scheduler starts, after its caches are listed and before the first cycle.
+        Work done here (a full pass over the snapshot, say) is then not part of the first pod's
+        scheduling latency. A plugin must still be correct if it is never called. An exception is
+        logged and ignored."""
+        ...
+
+
+@runtime_checkable
 class ReservePlugin(Plugin, Protocol):
     def reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status:
         """Claim per-plugin state for the chosen node. Failure triggers Unreserve of every Reserve plugin."""

@@ -577,6 +577,18 @@ class Framework:
             return status
         return error("no bind plugin bound the pod")
 
+    def run_warm_up(self) -> None:
+        """Every plugin's optional ``warm_up`` (:class:`~koord_scheduler.framework.interfaces.WarmUpPlugin`),
+        in profile order."""
+        for p in self.plugins.values():
+            warm_up = getattr(p, "warm_up", None)
+            if not callable(warm_up):
+                continue
+            try:
+                warm_up()
+            except Exception:
+                log.exception("warm_up of plugin %s raised", p.name)
+
     def run_post_bind(self, state: CycleState, pod: Pod, node_name: str) -> None:
         for p in self.post_bind_plugins:
             try:

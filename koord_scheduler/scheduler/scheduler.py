@@ -100,6 +100,7 @@ class Scheduler:
         self.scheduled_count = 0
         self.failed_count = 0
         self._yield_soon = False
+        self._warmed_up = False
         self.pre_error_filters: list[ErrorHandlerFilter] = []
         self.post_error_filters: list[ErrorHandlerFilter] = []
         self.waiting_pods = WaitingPods()
@@ -368,8 +369,18 @@ class Scheduler:
 
     # ----- loop -----
 
+    def warm_up(self) -> None:
+        """Let the plugins prepare before the first cycle (:meth:`Framework.run_warm_up`); once. The
+        loops call it when they start, after the cluster source has listed the cluster."""
+        if self._warmed_up:
+            return
+        self._warmed_up = True
+        for fwk in self.profiles.values():
+            fwk.run_warm_up()
+
     async def run(self, stop: asyncio.Event) -> None:
         """Schedule until ``stop`` is set."""
+        self.warm_up()
         heap = self.options.heap
         if heap is not None:
             heap.start()
@@ -398,6 +409,7 @@ class Scheduler:
 
     async def run_until_idle(self) -> None:
         """Schedule until nothing is active or backing off and no binding is in flight (the simulator)."""
+        self.warm_up()
         while True:
             self.queue.flush()
             processed = 0

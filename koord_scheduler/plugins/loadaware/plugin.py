@@ -239,6 +239,12 @@ class LoadAwareScheduling:
     def on_forget_pod(self, pod: Pod) -> None:
         self._drop(pod, pod.node_name)
 
+    def warm_up(self) -> None:
+        """The first sync (every node holding pods reconciled, every row written to the arrays) at start,
+        not in the first cycle: about 10 ms at 1,000 nodes, 20 ms at 5,000, off the first pod's latency."""
+        self._sync()
+        self.view.flush()
+
     # ----- per-node result cache -----
 
     def sign_pod(self, pod: Pod) -> Hashable:

@@ -33,6 +33,7 @@ class Recorder:
     replace_pod_cpu: int | None = None
     transformer_status: Status = field(default_factory=Status)
     handle: Any = None
+    warm_up_error: bool = False
 
 
 class Probe:
@@ -43,6 +44,11 @@ class Probe:
     def __init__(self, rec: Recorder, handle: Any) -> None:
         self.rec = rec
         rec.handle = handle
+
+    def warm_up(self) -> None:
+        self.rec.calls.append(f"warm_up:{self.rec.handle.snapshot.num_nodes}-nodes")
+        if self.rec.warm_up_error:
+            raise RuntimeError("warm-up broke")
 
     def reserve(self, state: CycleState, pod: Pod, node: str) -> Status:
         self.rec.calls.append(f"reserve:{pod.name}:{node}")
@@ -285,3 +291,14 @@ async def test_object_events_reach_the_queue_after_plugin_handlers() -> None:
     scheduler.on_object("NodeMetric", EventType.MODIFIED, {"a": 1}, {"a": 2})
     scheduler.on_object("SomethingElse", EventType.ADDED, None, {})
     assert order == ["plugin", f"queue:{EventResource.NODE_METRIC.value}:1024"]
+
+
+@pytest.mark.parametrize("warm_up_error", [False, True], ids=["warm-up-ok", "warm-up-raises-is-logged"])
+async def test_plugins_warm_up_once_after_the_listing_before_the_first_cycle(warm_up_error: bool) -> None:
+    rec = Recorder(warm_up_error=warm_up_error)
+    scheduler, cluster = build(rec, NODES, [make_pod("a").req(cpu="1").build()])
+    await run(scheduler, cluster)
+    assert rec.calls[:2] == ["warm_up:1-nodes", "prefilter-saw-cpu:1000"]
+    await scheduler.run_until_idle()
+    assert [c for c in rec.calls if c.startswith("warm_up")] == ["warm_up:1-nodes"]
+    assert {o.pod_key: o.node for o in scheduler.outcomes.values()} == {"default/a": "n1"}

@@ -298,3 +298,25 @@ def test_estimate_of_a_copy_of_the_last_pod(change: dict[str, object], want_reus
     assert got.sign == want.sign  # what a plugin that never saw the original estimates
     if want_reused:
         assert got is first
+
+
+def test_warm_up_does_the_first_sync_and_answers_stay_the_same() -> None:
+    running = make_pod("db", "ns").req(cpu="1").node("n1").build()
+    names = ["n1", "n2", "n3"]
+    metrics = [node_metric(n, cpu=f"{i + 1}", memory="1Gi") for i, n in enumerate(names)]
+    warm, handle = setup([node(n) for n in names], metrics, [running])
+    cold, cold_handle = setup([node(n) for n in names], metrics, [running])
+    warm.warm_up()
+    assert warm.view._pending == set(), "rows are in the arrays"
+    calls: list[int] = []
+    original = warm._reconcile
+    warm._reconcile = lambda pos: (calls.append(pos), original(pos))[1]  # type: ignore[method-assign]
+    pod = make_pod("p").req(cpu="1").build()
+    assert warm.sign_pod(pod) == cold.sign_pod(pod)
+    assert calls == [], "the first cycle has nothing left to reconcile"
+    assert _pods_by_node(warm, names) == _pods_by_node(cold, names) == {"n1": ["ns/db"], "n2": [], "n3": []}
+    order, cold_order = handle.snapshot.node_order(), cold_handle.snapshot.node_order()
+    assert (
+        warm.score_nodes(CycleState(), pod, handle.snapshot, order).tolist()
+        == cold.score_nodes(CycleState(), pod, cold_handle.snapshot, cold_order).tolist()
+    )
