@@ -40,7 +40,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
-from operator import add
 from typing import Any, Protocol
 
 import numpy as np
@@ -195,6 +194,8 @@ class LoadAwareScheduling:
         )
         self._expired_reason = 2 * width
         self._last_estimate: tuple[Pod, IncomingPod] | None = None
+        self._last_sign: tuple[Pod, int, Hashable] | None = None
+        """(pod, ``snapshot.version`` after the sync, signature) of the last :meth:`sign_pod`."""
         self._estimates: dict[Hashable, IncomingPod] = {}
         """Estimates by :meth:`_estimate_key` (bounded; cleared when full)."""
         self._pods_generation = -1
@@ -252,9 +253,17 @@ class LoadAwareScheduling:
 
         Called before the runtime decides which nodes changed, so it also brings the rows up to date:
         rows this plugin rewrites, and rows whose metric went stale since the last cycle, are touched.
+        The runtime asks again for Score in the same cycle: for the same pod object with the snapshot
+        unchanged since, the answer is the same (the once-a-second staleness check waits for the next
+        cycle).
         """
+        last = self._last_sign
+        if last is not None and last[0] is pod and last[1] == self._snapshot.version:
+            return last[2]
         self._sync()
-        return self._estimate(pod).sign
+        sign = self._estimate(pod).sign
+        self._last_sign = (pod, self._snapshot.version, sign)
+        return sign
 
     # ----- Filter -----
 
@@ -331,19 +340,17 @@ class LoadAwareScheduling:
 
     def _filter_few(self, incoming: IncomingPod, snapshot: ClusterSnapshot, positions: Positions) -> NodeFilterResult:
         """:meth:`filter_nodes` for a handful of nodes, in plain Python (same answers)."""
-        n = len(positions)
         failures: list[tuple[int, int]] | None = None
         records = self.view.records
         kind = PROD if incoming.prod else NON_PROD
         estimate = incoming.estimate
-        check_expired = self.args.filter_expired_node_metrics
+        expiration = self._expiration if self.args.filter_expired_node_metrics else None
         now = self._clock()
-        expiration = self._expiration
         for i, pos in enumerate(positions.tolist()):
             record = records.get(pos)
             if record is None:
                 continue
-            if check_expired and not now - record.update_time < expiration:
+            if expiration is not None and not now - record.update_time < expiration:
                 if self._reject_expired:
                     failures = failures or []
                     failures.append((i, self._expired_reason))
@@ -351,23 +358,20 @@ class LoadAwareScheduling:
             on, aggregated, thresholds, base = record.filter[kind]
             if not (on and record.has_info):
                 continue
-            failed = scoring.row_first_failure(
-                list(map(add, base, estimate)), self._allocatable_row(snapshot, pos), thresholds
-            )
+            failed = scoring.row_first_failure(base, estimate, self._allocatable_row(snapshot, pos), thresholds)
             if failed >= 0:
                 failures = failures or []
                 failures.append((i, failed + self._width * aggregated))
         if failures is None:
-            return self._all_passed(n)
-        passed = np.ones(n, dtype=np.bool_)
-        reason_ids = np.zeros(n, dtype=np.int64)
+            return self._pass_results.get(len(positions)) or self._all_passed(len(positions))
+        passed = np.ones(len(positions), dtype=np.bool_)
+        reason_ids = np.zeros(len(positions), dtype=np.int64)
         for i, reason in failures:
             passed[i] = False
             reason_ids[i] = reason
         return NodeFilterResult(passed, reason_ids, self._statuses)
 
     def _score_few(self, incoming: IncomingPod, snapshot: ClusterSnapshot, positions: Positions) -> IntArray:
-        out = [0] * len(positions)
         records = self.view.records
         kind = PROD if incoming.prod else NON_PROD
         estimate = incoming.estimate
@@ -376,16 +380,21 @@ class LoadAwareScheduling:
         targets = self._target_list if self._target_scoring else None
         weights = self._weight_list
         dominant = self.args.dominant_resource_weight
-        for i, pos in enumerate(positions.tolist()):
+        out = []
+        for pos in positions.tolist():
             record = records.get(pos)
             if record is None or not record.has_info or not now - record.update_time < expiration:
+                out.append(0)
                 continue
-            out[i] = scoring.row_score(
-                list(map(add, record.score_base[kind], estimate)),
-                self._allocatable_row(snapshot, pos),
-                weights,
-                dominant,
-                targets,
+            out.append(
+                scoring.row_score(
+                    record.score_base[kind],
+                    estimate,
+                    self._allocatable_row(snapshot, pos),
+                    weights,
+                    dominant_weight=dominant,
+                    targets=targets,
+                )
             )
         return np.array(out, dtype=np.int64)
 

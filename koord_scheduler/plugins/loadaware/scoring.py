@@ -102,8 +102,11 @@ def combine(resource_scores: IntArray, weights: IntArray, dominant_weight: int) 
 # float operations in the same order).
 
 
-def row_first_failure(used: Sequence[int], allocatable: Sequence[int], thresholds: Sequence[int]) -> int:
-    """Index of the first resource over its threshold, or -1 (see :func:`threshold_failures`).
+def row_first_failure(
+    base: Sequence[int], extra: Sequence[int], allocatable: Sequence[int], thresholds: Sequence[int]
+) -> int:
+    """Index of the first resource whose usage ``base + extra`` (the node's, and the incoming pod's
+    estimate) is over its threshold, or -1 (see :func:`threshold_failures`).
 
     ``go_round(p) > t`` for an integer ``t ≥ 0`` is tested as ``p ≥ t + 0.5``, which is the same test:
     when ``floor(p) == t``, ``p - t`` is exact in binary floating point (Sterbenz), so ``p - t ≥ 0.5``
@@ -112,27 +115,29 @@ def row_first_failure(used: Sequence[int], allocatable: Sequence[int], threshold
     for r, threshold in enumerate(thresholds):
         if threshold > 0:
             total = allocatable[r]
-            if total > 0 and float(used[r]) / total * 100.0 >= threshold + 0.5:
+            if total > 0 and float(base[r] + extra[r]) / total * 100.0 >= threshold + 0.5:
                 return r
     return -1
 
 
 def row_score(
-    used: Sequence[int],
+    base: Sequence[int],
+    extra: Sequence[int],
     allocatable: Sequence[int],
     weights: Sequence[int],
+    *,
     dominant_weight: int,
     targets: Sequence[int] | None,
 ) -> int:
-    """One node's combined score (:func:`least_used_scores` or :func:`target_utilization_scores`, then
-    :func:`combine`)."""
+    """One node's combined score for usage ``base + extra`` (:func:`least_used_scores` or
+    :func:`target_utilization_scores`, then :func:`combine`)."""
     total_weight = sum(weights) + dominant_weight
     if total_weight == 0:
         return 0
     weighted = 0
     lowest: int | None = None
     for r, total in enumerate(allocatable):
-        u = used[r]
+        u = base[r] + extra[r]
         if targets is not None:
             score = _target_score(u, total, targets[r])
         elif total > 0 and u <= total:

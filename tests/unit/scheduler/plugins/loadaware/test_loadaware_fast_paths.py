@@ -37,7 +37,10 @@ from tests.unit.scheduler.plugins.loadaware.test_loadaware_plugin import Handle,
     ],
 )
 def test_row_first_failure_table(used: list[int], allocatable: list[int], thresholds: list[int], want: int) -> None:
-    assert scoring.row_first_failure(used, allocatable, thresholds) == want
+    assert scoring.row_first_failure(used, [0] * len(used), allocatable, thresholds) == want
+    half = [u // 2 for u in used]  # the node's usage and the incoming estimate, summed by the rule
+    rest = [u - h for u, h in zip(used, half, strict=True)]
+    assert scoring.row_first_failure(half, rest, allocatable, thresholds) == want
     failures = scoring.threshold_failures(np.array([used]), np.array([allocatable]), np.array([thresholds]))
     failed, first = scoring.first_failed_resource(failures)
     assert (int(first[0]) if failed[0] else -1) == want
@@ -59,18 +62,28 @@ def test_row_rules_match_array_rules_on_random_rows() -> None:
     used_arr, alloc_arr, thr_arr = np.array(rows), np.array(allocs), np.array(thresholds)
     failed, first = scoring.first_failed_resource(scoring.threshold_failures(used_arr, alloc_arr, thr_arr))
     want_failures = [int(f) if ok else -1 for ok, f in zip(failed.tolist(), first.tolist(), strict=True)]
-    got_failures = [scoring.row_first_failure(u, a, t) for u, a, t in zip(rows, allocs, thresholds, strict=True)]
+    split = [[rng.randint(0, u) for u in used] for used in rows]  # base part; the rest is the estimate
+    extras = [[u - b for u, b in zip(used, base, strict=True)] for used, base in zip(rows, split, strict=True)]
+    got_failures = [
+        scoring.row_first_failure(b, e, a, t) for b, e, a, t in zip(split, extras, allocs, thresholds, strict=True)
+    ]
     assert got_failures == want_failures
     assert -1 in got_failures and any(f >= 0 for f in got_failures)
 
     weights = np.array([1, 2, 0])
     for dominant in (0, 3):
         want = scoring.combine(scoring.least_used_scores(used_arr, alloc_arr), weights, dominant).tolist()
-        got = [scoring.row_score(u, a, weights.tolist(), dominant, None) for u, a in zip(rows, allocs, strict=True)]
+        got = [
+            scoring.row_score(b, e, a, weights.tolist(), dominant_weight=dominant, targets=None)
+            for b, e, a in zip(split, extras, allocs, strict=True)
+        ]
         assert got == want
     targets = np.array([40, 100, 1])
     want_tlp = scoring.combine(scoring.target_utilization_scores(used_arr, alloc_arr, targets), weights, 1).tolist()
-    got_tlp = [scoring.row_score(u, a, [1, 2, 0], 1, [40, 100, 1]) for u, a in zip(rows, allocs, strict=True)]
+    got_tlp = [
+        scoring.row_score(b, e, a, [1, 2, 0], dominant_weight=1, targets=[40, 100, 1])
+        for b, e, a in zip(split, extras, allocs, strict=True)
+    ]
     assert got_tlp == want_tlp
 
 
