@@ -17,9 +17,10 @@ the memory it takes is bounded by the pending pods.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
+from apis.core.copying import replace_fields
 from apis.core.frozendict import EMPTY, FrozenDict
 from apis.core.parse import EMPTY_TIMES, parse_pod, parse_timestamp
 from apis.core.types import Pod
@@ -119,8 +120,9 @@ def _with_volatile_fields(obj: Json, previous: Pod) -> Pod | None:
     conditions, condition_times = parsed
     meta = previous.meta
     if meta.resource_version != (resource_version or ""):
-        meta = replace(meta, resource_version=resource_version or "")
-    return replace(
+        meta = replace_fields(meta, resource_version=resource_version or "")
+    # (field copies: namespace and name are unchanged, so Pod.key is too; replace() costs ~5x more)
+    return replace_fields(
         previous, meta=meta, node_name=node_name or "", conditions=conditions, condition_times=condition_times
     )
 
