@@ -11,7 +11,8 @@ resources, so reads are O(resources):
 - ``prod_usage`` = Σ reported usage of pods that are prod by their own priority class *and* reported as
   prod (+ ``systemUsage`` with ``prodUsageIncludeSys``); ``prod_delta`` as ``node_delta`` over prod pods
   (a prod pod reported as non-prod counts with its full estimate);
-- ``node_estimated`` = Σ full estimates (the base when a configured aggregation window is missing).
+- ``node_estimated`` = Σ full estimates (the base when a configured aggregation window is missing;
+  summed when asked, which only that cold-start fallback does).
 
 A pod add/remove is O(resources); a NodeMetric update recomputes the node, O(pods on the node). Nothing
 here depends on the current time: the rule compares pod timestamps with the metric's ``updateTime``.
@@ -45,7 +46,6 @@ class AssignedPod(NamedTuple):
 
 
 class _Contribution(NamedTuple):
-    estimate: tuple[int, ...]
     delta: tuple[int, ...] | None
     prod_delta: tuple[int, ...] | None
     prod_usage: tuple[int, ...] | None
@@ -63,7 +63,6 @@ class NodeLoad:
     node_delta: Vector = field(default_factory=list)
     prod_usage: Vector = field(default_factory=list)
     prod_delta: Vector = field(default_factory=list)
-    node_estimated: Vector = field(default_factory=list)
     _contributions: dict[str, _Contribution] = field(default_factory=dict)
     """What each pod whose usage ``podsMetric`` reports adds to the sums. A pod missing from it (every pod
     this scheduler has just placed) adds its full estimate and has no entry here: Reserve then builds
@@ -75,8 +74,17 @@ class NodeLoad:
     def _zero(self) -> None:
         w = self.width
         self.node_usage, self.node_delta = [0] * w, [0] * w
-        self.prod_usage, self.prod_delta, self.node_estimated = [0] * w, [0] * w, [0] * w
+        self.prod_usage, self.prod_delta = [0] * w, [0] * w
         self._contributions = {}
+
+    @property
+    def node_estimated(self) -> Vector:
+        """Σ full estimates of the node's pods while it has a metric (zeros without one)."""
+        total = [0] * self.width
+        if self.metric is not None:
+            for pod in self.pods.values():
+                _add(total, pod.estimate, 1)
+        return total
 
     @property
     def delta_pods(self) -> set[str]:
@@ -198,7 +206,7 @@ class AssignCache:
         if pod.prod:
             # A prod pod reported as non-prod counts with its full estimate.
             prod_delta = delta if active_prod else estimate
-        contribution = _Contribution(estimate, delta, prod_delta, usage if active_prod else None)
+        contribution = _Contribution(delta, prod_delta, usage if active_prod else None)
         node._contributions[pod.key] = contribution
         _apply(node, contribution, 1)
 
@@ -221,18 +229,16 @@ def _remove_contribution(node: NodeLoad, pod: AssignedPod) -> None:
 
 
 def _add_unreported(node: NodeLoad, estimate: tuple[int, ...], prod: bool, sign: int) -> None:
-    """A pod missing from ``podsMetric`` adds its full estimate to ``node_estimated`` and ``node_delta``,
-    and to ``prod_delta`` when it is prod (one loop: Reserve runs this once per pod)."""
-    estimated, delta, prod_delta = node.node_estimated, node.node_delta, node.prod_delta
+    """A pod missing from ``podsMetric`` adds its full estimate to ``node_delta``, and to ``prod_delta``
+    when it is prod (one loop: Reserve runs this once per pod)."""
+    delta, prod_delta = node.node_delta, node.prod_delta
     for i, v in enumerate(estimate if sign > 0 else [-e for e in estimate]):
-        estimated[i] += v
         delta[i] += v
         if prod:
             prod_delta[i] += v
 
 
 def _apply(node: NodeLoad, c: _Contribution, sign: int) -> None:
-    _add(node.node_estimated, c.estimate, sign)
     if c.delta is not None:
         _add(node.node_delta, c.delta, sign)
     if c.prod_delta is not None:

@@ -76,6 +76,7 @@ from koord_scheduler.plugins.loadaware.metrics_view import (
     NON_PROD,
     PROD,
     LoadView,
+    RowRecord,
     ScorePaths,
     ThresholdProfile,
     args_profile,
@@ -195,6 +196,8 @@ class LoadAwareScheduling:
         self._expired_reason = 2 * width
         self._last_estimate: tuple[Pod, IncomingPod] | None = None
         self._last_sign: tuple[Pod, int, Hashable] | None = None
+        self._few_scores: tuple[list[int], int, IncomingPod, list[int]] | None = None
+        """(positions, ``snapshot.version``, incoming estimate, scores) from the last :meth:`_filter_few`."""
         """(pod, ``snapshot.version`` after the sync, signature) of the last :meth:`sign_pod`."""
         self._estimates: dict[Hashable, IncomingPod] = {}
         """Estimates by :meth:`_estimate_key` (bounded; cleared when full)."""
@@ -339,18 +342,27 @@ class LoadAwareScheduling:
         return out
 
     def _filter_few(self, incoming: IncomingPod, snapshot: ClusterSnapshot, positions: Positions) -> NodeFilterResult:
-        """:meth:`filter_nodes` for a handful of nodes, in plain Python (same answers)."""
+        """:meth:`filter_nodes` for a handful of nodes, in plain Python (same answers). The nodes' scores
+        are computed on the way and kept for this cycle's Score (:meth:`_score_few`): both read the
+        same rows, which a cycle usually touches only here (the node the last pod went to)."""
         failures: list[tuple[int, int]] | None = None
         records = self.view.records
         kind = PROD if incoming.prod else NON_PROD
         estimate = incoming.estimate
-        expiration = self._expiration if self.args.filter_expired_node_metrics else None
+        check_expired = self.args.filter_expired_node_metrics
+        expiration = self._expiration
         now = self._clock()
-        for i, pos in enumerate(positions.tolist()):
+        listed: list[int] = positions.tolist()
+        scores = [0] * len(listed)
+        for i, pos in enumerate(listed):
             record = records.get(pos)
             if record is None:
                 continue
-            if expiration is not None and not now - record.update_time < expiration:
+            fresh = now - record.update_time < expiration
+            allocatable = self._allocatable_row(snapshot, pos)
+            if fresh and record.has_info:
+                scores[i] = self._row_score(record, kind, estimate, allocatable)
+            if check_expired and not fresh:
                 if self._reject_expired:
                     failures = failures or []
                     failures.append((i, self._expired_reason))
@@ -358,45 +370,50 @@ class LoadAwareScheduling:
             on, aggregated, thresholds, base = record.filter[kind]
             if not (on and record.has_info):
                 continue
-            failed = scoring.row_first_failure(base, estimate, self._allocatable_row(snapshot, pos), thresholds)
+            failed = scoring.row_first_failure(base, estimate, allocatable, thresholds)
             if failed >= 0:
                 failures = failures or []
                 failures.append((i, failed + self._width * aggregated))
+        self._few_scores = (listed, self._snapshot.version, incoming, scores)
         if failures is None:
-            return self._pass_results.get(len(positions)) or self._all_passed(len(positions))
-        passed = np.ones(len(positions), dtype=np.bool_)
-        reason_ids = np.zeros(len(positions), dtype=np.int64)
+            return self._pass_results.get(len(listed)) or self._all_passed(len(listed))
+        passed = np.ones(len(listed), dtype=np.bool_)
+        reason_ids = np.zeros(len(listed), dtype=np.int64)
         for i, reason in failures:
             passed[i] = False
             reason_ids[i] = reason
         return NodeFilterResult(passed, reason_ids, self._statuses)
 
     def _score_few(self, incoming: IncomingPod, snapshot: ClusterSnapshot, positions: Positions) -> IntArray:
+        """:meth:`score_nodes` for a handful of nodes: the scores :meth:`_filter_few` computed for the same
+        nodes, pod estimate and snapshot version (used once), else computed here."""
+        listed: list[int] = positions.tolist()
+        memo, self._few_scores = self._few_scores, None
+        if memo is not None and memo[2] is incoming and memo[1] == self._snapshot.version and memo[0] == listed:
+            return np.array(memo[3], dtype=np.int64)
         records = self.view.records
         kind = PROD if incoming.prod else NON_PROD
         estimate = incoming.estimate
         now = self._clock()
         expiration = self._expiration
-        targets = self._target_list if self._target_scoring else None
-        weights = self._weight_list
-        dominant = self.args.dominant_resource_weight
         out = []
-        for pos in positions.tolist():
+        for pos in listed:
             record = records.get(pos)
             if record is None or not record.has_info or not now - record.update_time < expiration:
                 out.append(0)
                 continue
-            out.append(
-                scoring.row_score(
-                    record.score_base[kind],
-                    estimate,
-                    self._allocatable_row(snapshot, pos),
-                    weights,
-                    dominant_weight=dominant,
-                    targets=targets,
-                )
-            )
+            out.append(self._row_score(record, kind, estimate, self._allocatable_row(snapshot, pos)))
         return np.array(out, dtype=np.int64)
+
+    def _row_score(self, record: RowRecord, kind: int, estimate: tuple[int, ...], allocatable: list[int]) -> int:
+        return scoring.row_score(
+            record.score_base[kind],
+            estimate,
+            allocatable,
+            self._weight_list,
+            dominant_weight=self.args.dominant_resource_weight,
+            targets=self._target_list if self._target_scoring else None,
+        )
 
     def _all_passed(self, n: int) -> NodeFilterResult:
         """Every node of ``n`` passes: one shared result per ``n`` (frozen, with a read-only mask; the

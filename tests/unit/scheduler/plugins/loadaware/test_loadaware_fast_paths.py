@@ -333,3 +333,44 @@ def test_warm_up_does_the_first_sync_and_answers_stay_the_same() -> None:
         warm.score_nodes(CycleState(), pod, handle.snapshot, order).tolist()
         == cold.score_nodes(CycleState(), pod, cold_handle.snapshot, cold_order).tolist()
     )
+
+
+def test_score_after_filter_uses_the_filter_pass_scores_and_they_equal_a_score_alone() -> None:
+    """Filter on a few nodes keeps their scores for this cycle's Score: the same as Score computes alone
+    (fresh, expired, without nodeMetric, over threshold), used once, and not after the snapshot moved."""
+    rng = random.Random(7)
+    names = [f"n{i}" for i in range(6)]
+    metrics = [
+        node_metric("n0", cpu="1", memory="2Gi"),
+        node_metric("n1", cpu="3900m", memory="30Gi"),  # over the cpu threshold with the pod
+        node_metric("n2", cpu="1", memory="2Gi", age=500),  # expired
+        node_metric("n3", cpu="2", memory="8Gi", with_status_metric=False),
+        node_metric("n4", cpu="500m", memory="1Gi"),
+    ]  # n5: no NodeMetric
+    plugin, handle = setup([node(n) for n in names], metrics)
+    snap = handle.snapshot
+    for step in range(20):
+        pod = make_pod(f"p{step}").req(cpu=f"{rng.randint(1, 9) * 100}m", memory="1Gi").build()
+        plugin.sign_pod(pod)
+        positions = np.array(rng.sample(range(len(names)), rng.randint(1, len(names))), dtype=np.intp)
+        state = CycleState()
+        plugin.filter_nodes(state, pod, snap, positions)
+        assert plugin._few_scores is not None
+        got = plugin.score_nodes(state, pod, snap, positions).tolist()
+        assert plugin._few_scores is None, "used once"
+        want = plugin.score_nodes(state, pod, snap, positions).tolist()  # computed by Score itself
+        assert got == want, step
+        target = names[rng.randrange(len(names))]
+        snap.add_pod(replace(pod, node_name=target))  # the assume
+        plugin.reserve(state, pod, target)
+    # A snapshot change between Filter and Score: Score computes afresh.
+    pod = make_pod("late").req(cpu="500m", memory="1Gi").build()
+    plugin.sign_pod(pod)
+    order = np.array([snap.positions["n0"]], dtype=np.intp)
+    plugin.filter_nodes(CycleState(), pod, snap, order)
+    before = plugin.score_nodes(CycleState(), pod, snap, order).tolist()
+    plugin.filter_nodes(CycleState(), pod, snap, order)
+    snap.add_pod(make_pod("other").req(cpu="2").node("n0").build())
+    plugin.reserve(CycleState(), make_pod("other").req(cpu="2").node("n0").build(), "n0")
+    after = plugin.score_nodes(CycleState(), pod, snap, order).tolist()
+    assert after[0] < before[0], "the reserved pod's estimate counts, not the memo from before it"
