@@ -40,7 +40,7 @@ PortKey = tuple[str, str, int]
 class NodeInfo:
     """One node and the pods accounted on it (bound, assumed and reserved alike)."""
 
-    __slots__ = ("generation", "node", "pods", "position", "used_ports")
+    __slots__ = ("churn", "generation", "node", "pods", "position", "used_ports")
 
     def __init__(self, position: int, node: Node | None) -> None:
         self.position = position
@@ -48,6 +48,10 @@ class NodeInfo:
         self.pods: dict[str, Pod] = {}
         self.used_ports: Counter[PortKey] = Counter()
         self.generation = 0
+        self.churn = 0
+        """Pods removed from ``pods`` or replaced under their key by :meth:`ClusterSnapshot.add_pod`.
+        While it stays the same, ``pods`` only gained keys (and had objects swapped for equivalent ones,
+        :meth:`ClusterSnapshot.swap_pod`): readers that mirror ``pods`` need only the new keys."""
 
     @property
     def name(self) -> str:
@@ -312,6 +316,7 @@ class ClusterSnapshot:
         assert info is not None
         if pod.key in info.pods:
             self._account(pos, info.pods[pod.key], sign=-1)
+            info.churn += 1
         info.pods[pod.key] = pod
         self._account(pos, pod, sign=1)
 
@@ -338,6 +343,7 @@ class ClusterSnapshot:
         old = info.pods.pop(pod.key, None)
         if old is None:
             return
+        info.churn += 1
         self._account(pos, old, sign=-1)
         if not self.valid[pos] and not info.pods:
             self._release(pos)

@@ -245,6 +245,8 @@ class TopologyIndex:
         """``snapshot.version`` at the last sync; nodes whose ``row_version`` is newer are diffed."""
         self._capacity = 0
         self._seen: list[dict[str, Pod] | None] = []
+        self._seen_from: list[tuple[NodeInfo, int] | None] = []
+        """Per position, the NodeInfo ``_seen`` mirrors and its ``churn`` then (see :meth:`_diff_node`)."""
         """Per position, the pods as of the last sync."""
         self._counters: OrderedDict[Hashable, tuple[PodMatcher, IntArray]] = OrderedDict()
         self._groups: dict[TermGroup, IntArray] = {}
@@ -261,10 +263,15 @@ class TopologyIndex:
             return
         if snapshot.capacity != self._capacity:
             self._grow(snapshot.capacity)
-        # Every pod add/remove, node change and position release bumps the node's row_version, so
-        # the nodes to diff come from one vectorised comparison, not a walk over all nodes.
+        # Every pod add/remove, node change and position release bumps the node's row_version (through
+        # snapshot.touch, which logs the position), so the nodes to diff are the ones the change log
+        # lists since the last sync (memoised: every per-node cache asks it too), or, when the log no
+        # longer reaches back, one vectorised comparison over all nodes.
+        changed = snapshot.changed_since(self._version) if self._version >= 0 else None
+        if changed is None:
+            changed = np.flatnonzero(snapshot.row_version > self._version)
         infos = snapshot.infos
-        for pos in np.flatnonzero(snapshot.row_version > self._version).tolist():
+        for pos in changed.tolist():
             self._diff_node(pos, infos[pos])
         self._version = snapshot.version
 
@@ -273,6 +280,7 @@ class TopologyIndex:
         self._version = -1
         self._capacity = 0
         self._seen = []
+        self._seen_from = []
         self._counters.clear()
         self._groups.clear()
         self._group_totals.clear()
@@ -281,6 +289,7 @@ class TopologyIndex:
     def _grow(self, capacity: int) -> None:
         extra = capacity - self._capacity
         self._seen.extend([None] * extra)
+        self._seen_from.extend([None] * extra)
         for key, (matcher, counts) in list(self._counters.items()):
             self._counters[key] = (matcher, _pad(counts, capacity))
         for group, counts in list(self._groups.items()):
@@ -288,19 +297,23 @@ class TopologyIndex:
         self._capacity = capacity
 
     def _diff_node(self, pos: int, info: NodeInfo | None) -> None:
-        old = self._seen[pos] or {}
+        seen = self._seen[pos]
+        source = self._seen_from[pos]
+        if info is not None and source is not None and source[0] is info and source[1] == info.churn:
+            # Since the last diff the node's pods only gained keys (its churn counts removals and
+            # replacements; a bind echo swaps in an equivalent object, which changes no count): account
+            # the new keys, found by a set difference in C, not by a Python walk over the node's pods.
+            new = info.pods
+            if len(new) != (len(seen) if seen is not None else 0):
+                if seen is None:
+                    seen = self._seen[pos] = {}
+                for key in new.keys() - seen.keys():
+                    pod = new[key]
+                    self._account(pos, pod, 1)
+                    seen[key] = pod
+            return
+        old = seen or {}
         new = info.pods if info is not None else {}
-        if old and len(new) - len(old) in (0, 1) and old.items() <= new.items():
-            # The usual change: one pod added (the snapshot appends it, so it is the last key), or none
-            # (a touch). The subset test runs in C and compares pods by identity first: O(pods) without
-            # a Python loop, and no copy of the node's pods.
-            if len(new) == len(old):
-                return
-            key, pod = next(reversed(new.items()))
-            if key not in old:
-                self._account(pos, pod, 1)
-                old[key] = pod
-                return
         for key, pod in old.items():
             if new.get(key) is not pod:
                 self._account(pos, pod, -1)
@@ -308,6 +321,7 @@ class TopologyIndex:
             if old.get(key) is not pod:
                 self._account(pos, pod, 1)
         self._seen[pos] = dict(new) if new else None
+        self._seen_from[pos] = (info, info.churn) if info is not None else None
 
     def _account(self, pos: int, pod: Pod, sign: int) -> None:
         for matcher, counts in self._counters.values():

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -12,6 +13,7 @@ import pytest
 from apis.core.frozendict import FrozenDict
 from apis.core.parse import parse_pod
 from apis.core.types import LabelSelector, Pod
+from koord_scheduler.framework import snapshot as snapshot_module
 from koord_scheduler.framework.cycle_state import CycleState
 from koord_scheduler.framework.snapshot import ClusterSnapshot
 from koord_scheduler.plugins.interpodaffinity import plugin as ipa
@@ -75,8 +77,21 @@ PROBES = [
 ]
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3, 4])
-def test_incremental_matches_from_scratch(seed: int) -> None:
+@pytest.mark.parametrize(
+    ("seed", "sync_every"),
+    [
+        pytest.param(1, 1, id="seed-1"),
+        pytest.param(2, 1, id="seed-2"),
+        pytest.param(3, 1, id="seed-3"),
+        pytest.param(4, 1, id="seed-4"),
+        pytest.param(5, 7, id="change-log-outrun-between-syncs"),
+    ],
+)
+def test_incremental_matches_from_scratch(seed: int, sync_every: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """After each sync the counts equal a from-scratch count. The index diffs the nodes the snapshot's
+    change log lists; with a short log and syncs several changes apart it compares every node instead."""
+    if sync_every > 1:
+        monkeypatch.setattr(snapshot_module, "_MAX_CHANGE_LOG", 4)
     rng = random.Random(seed)
     nodes = []
     for i in range(10):
@@ -102,6 +117,12 @@ def test_incremental_matches_from_scratch(seed: int) -> None:
         elif op < 0.7:
             old = live.pop(rng.choice(sorted(live)))
             snap.remove_pod(old)
+        elif op < 0.8:
+            # The bind echo: the same pod, the server's bookkeeping changed, swapped in place.
+            old = live[rng.choice(sorted(live))]
+            echo = replace(old, meta=replace(old.meta, resource_version=str(step)))
+            snap.swap_pod(old, echo)
+            live[echo.key] = echo
         elif op < 0.9:
             old = live[rng.choice(sorted(live))]
             new = random_pod(rng, old.name, old.node_name)
@@ -116,6 +137,8 @@ def test_incremental_matches_from_scratch(seed: int) -> None:
             i = rng.randrange(10)
             snap.remove_node(f"n{i}")
             snap.upsert_node(nodes[i].build())
+        if step % sync_every:
+            continue
         index.sync(snap)
         for m in rng.sample(matchers, 3):
             assert index.pod_counts(m).tolist() == brute_counts(snap, m).tolist(), (step, m)
