@@ -26,7 +26,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from apis.core.types import Pod
 from koord_scheduler.framework.errors import ClusterError
@@ -92,11 +92,50 @@ class _Series:
     created: bool
 
 
+class _NewEvent(NamedTuple):
+    """What a new Event's body is built from, when it is sent (:func:`_event_body`): under load Events
+    wait behind bindings, and building the body then keeps that work off the scheduling path."""
+
+    regarding: Regarding
+    namespace: str
+    name: str
+    time: float
+    controller: str
+    action: str
+    reason: str
+    event_type: str
+    note: str
+
+
 @dataclass(frozen=True, slots=True)
 class _Send:
     key: tuple[str, ...]
-    body: dict[str, Any] | None
+    event: _NewEvent | None
     """A new Event; None means patch the series of ``key``."""
+
+
+def _event_body(event: _NewEvent, hostname: str) -> dict[str, Any]:
+    regarding = event.regarding
+    ref: dict[str, str] = {"kind": regarding.kind, "apiVersion": regarding.api_version, "name": regarding.name}
+    if regarding.namespace:
+        ref["namespace"] = regarding.namespace
+    if regarding.uid:
+        ref["uid"] = regarding.uid
+    if regarding.resource_version:
+        ref["resourceVersion"] = regarding.resource_version
+    return {
+        "apiVersion": "events.k8s.io/v1",
+        "kind": "Event",
+        "metadata": {"name": event.name, "namespace": event.namespace},
+        "eventTime": micro_time(event.time),
+        "reportingController": event.controller,
+        "reportingInstance": f"{event.controller}-{hostname}",
+        "action": event.action,
+        "reason": event.reason,
+        "type": event.event_type,
+        "note": truncate_note(event.note),
+        "regarding": ref,
+    }
 
 
 class EventRecorder:
@@ -191,27 +230,7 @@ class EventRecorder:
         self._series.move_to_end(key)
         while len(self._series) > self.options.max_series:
             self._series.popitem(last=False)
-        ref: dict[str, str] = {"kind": regarding.kind, "apiVersion": regarding.api_version, "name": regarding.name}
-        if regarding.namespace:
-            ref["namespace"] = regarding.namespace
-        if regarding.uid:
-            ref["uid"] = regarding.uid
-        if regarding.resource_version:
-            ref["resourceVersion"] = regarding.resource_version
-        body = {
-            "apiVersion": "events.k8s.io/v1",
-            "kind": "Event",
-            "metadata": {"name": name, "namespace": namespace},
-            "eventTime": micro_time(now),
-            "reportingController": controller,
-            "reportingInstance": f"{controller}-{self.hostname}",
-            "action": action,
-            "reason": reason,
-            "type": event_type,
-            "note": truncate_note(note),
-            "regarding": ref,
-        }
-        self._put(_Send(key, body))
+        self._put(_Send(key, _NewEvent(regarding, namespace, name, now, controller, action, reason, event_type, note)))
 
     def _put(self, item: _Send) -> None:
         try:
@@ -239,10 +258,9 @@ class EventRecorder:
 
     async def _send(self, item: _Send) -> None:
         series = self._series.get(item.key)
-        if item.body is not None:
-            namespace = item.body["metadata"]["namespace"]
-            await self.http.request("POST", f"/apis/events.k8s.io/v1/namespaces/{namespace}/events",
-                                    body=item.body)
+        if item.event is not None:
+            await self.http.request("POST", f"/apis/events.k8s.io/v1/namespaces/{item.event.namespace}/events",
+                                    body=_event_body(item.event, self.hostname))
             self.written += 1
             if series is not None:
                 series.created = True
