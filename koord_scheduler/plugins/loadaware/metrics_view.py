@@ -166,8 +166,9 @@ class LoadView:
         self.filter_thresholds: IntArray = np.zeros((2, 0, width), dtype=np.int64)
         self.filter_base: IntArray = np.zeros((2, 0, width), dtype=np.int64)
         self.score_base: IntArray = np.zeros((2, 0, width), dtype=np.int64)
-        self.records: dict[int, RowRecord] = {}
-        """The same rows as Python values, for positions with a NodeMetric."""
+        self.records: list[RowRecord | None] = []
+        """The same rows as Python values, by position (None without a NodeMetric): a list, not a dict,
+        because the few-nodes paths read one row per cycle, usually of a node not read for a while."""
         self._pending: set[int] = set()
         """Positions whose record is newer than the arrays (see :meth:`flush`)."""
         self.ensure_capacity(capacity)
@@ -190,6 +191,7 @@ class LoadView:
         self.filter_thresholds = grow(self.filter_thresholds, 1)
         self.filter_base = grow(self.filter_base, 1)
         self.score_base = grow(self.score_base, 1)
+        self.records.extend([None] * extra)
         self.capacity = capacity
 
     def clear(self, pos: int) -> None:
@@ -197,7 +199,7 @@ class LoadView:
         self.has_info[pos] = False
         self.update_time[pos] = np.nan
         self.filter_on[:, pos] = False
-        self.records.pop(pos, None)
+        self.records[pos] = None
         self._pending.discard(pos)
 
     def write(self, pos: int, load: NodeLoad, profile: ThresholdProfile, score: ScorePaths) -> None:
@@ -242,7 +244,7 @@ class LoadView:
         ``node_delta`` (alone) grew by ``amount``; False (nothing changed) unless every view of the row
         reads that one base (no prod thresholds, no aggregation, no prod scoring: the defaults), and the
         caller then rewrites the row. Reserve's path for a pod not yet in ``podsMetric``."""
-        record = self.records.get(pos)
+        record = self.records[pos] if pos < len(self.records) else None
         if record is None:
             return False
         base = record.filter[NON_PROD][3]
@@ -261,7 +263,7 @@ class LoadView:
             return
         pending, self._pending = self._pending, set()
         records = self.records
-        rows = [(pos, records[pos]) for pos in pending if pos in records]
+        rows = [(pos, record) for pos in pending if (record := records[pos]) is not None]
         if not rows:
             return
         idx = np.fromiter((pos for pos, _ in rows), dtype=np.intp, count=len(rows))

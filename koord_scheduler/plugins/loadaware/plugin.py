@@ -222,7 +222,7 @@ class LoadAwareScheduling:
         """``snapshot.version`` when the annotations were last looked at."""
         self._raw_node_objects = -1
         """``snapshot.node_objects_version`` then (nothing to look at while no node object changed)."""
-        self._allocatable_rows: dict[int, tuple[Node | None, list[int]]] = {}
+        self._allocatable_rows: list[tuple[Node | None, list[int]] | None] = [None] * snapshot.capacity
         """Per position: (node object, its allocatable over ``resources``) for the few-nodes paths."""
 
     @property
@@ -355,7 +355,7 @@ class LoadAwareScheduling:
         listed: list[int] = positions.tolist()
         scores = [0] * len(listed)
         for i, pos in enumerate(listed):
-            record = records.get(pos)
+            record = records[pos]
             if record is None:
                 continue
             fresh = now - record.update_time < expiration
@@ -398,7 +398,7 @@ class LoadAwareScheduling:
         expiration = self._expiration
         out = []
         for pos in listed:
-            record = records.get(pos)
+            record = records[pos]
             if record is None or not record.has_info or not now - record.update_time < expiration:
                 out.append(0)
                 continue
@@ -431,7 +431,10 @@ class LoadAwareScheduling:
         node object's allocatable, ``pods`` excluded, zeros once the node is gone), cached per node object."""
         info = snapshot.infos[pos]
         node = info.node if info is not None else None
-        cached = self._allocatable_rows.get(pos)
+        rows = self._allocatable_rows
+        if pos >= len(rows):
+            rows.extend([None] * (pos + 1 - len(rows)))
+        cached = rows[pos]
         if cached is not None and cached[0] is node:
             return cached[1]
         if node is None or not snapshot.valid[pos]:
@@ -443,9 +446,7 @@ class LoadAwareScheduling:
             else:
                 allocatable = node.allocatable
                 row = [allocatable.get(r, 0) if r != PODS else 0 for r in self.resources]
-        if len(self._allocatable_rows) >= 4 * FEW_NODES * FEW_NODES:
-            self._allocatable_rows.clear()
-        self._allocatable_rows[pos] = (node, row)
+        rows[pos] = (node, row)
         return row
 
     def score_extensions(self) -> None:
