@@ -145,6 +145,8 @@ class RowRecord(NamedTuple):
     """``status.updateTime``; -inf when absent (always expired)."""
     filter: tuple[FilterView, FilterView]
     score_base: tuple[list[int], list[int]]
+    one_base: bool
+    """Every view (both filter views, both score bases) is the same list (the defaults)."""
 
 
 class LoadView:
@@ -231,11 +233,13 @@ class LoadView:
             else default
         )
         score_prod = prod if score.prod_for_prod_pods else score_default
+        base = non_prod[3]
         self.records[pos] = RowRecord(
             metric.has_node_metric,
             _NO_TIME if metric.update_time is None else metric.update_time,
             (non_prod, prod_view),
             (score_default, score_prod),
+            prod_view[3] is base and score_default is base and score_prod is base,
         )
         self._pending.add(pos)
 
@@ -245,12 +249,9 @@ class LoadView:
         reads that one base (no prod thresholds, no aggregation, no prod scoring: the defaults), and the
         caller then rewrites the row. Reserve's path for a pod not yet in ``podsMetric``."""
         record = self.records[pos] if pos < len(self.records) else None
-        if record is None:
+        if record is None or not record.one_base:
             return False
         base = record.filter[NON_PROD][3]
-        scores = record.score_base
-        if not (record.filter[PROD][3] is base and scores[NON_PROD] is base and scores[PROD] is base):
-            return False
         for i, v in enumerate(amount):
             base[i] += v
         self._pending.add(pos)

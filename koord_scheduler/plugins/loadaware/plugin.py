@@ -211,6 +211,7 @@ class LoadAwareScheduling:
             args.allow_customize_estimation,
         )
         self._customize = args.allow_customize_estimation
+        self._deadlines = self._windows.may_need_pod_updates
         self._expiration = args.node_metric_expiration_seconds
         self._reject_expired = args.filter_expired_node_metrics and not args.enable_schedule_when_node_metrics_expired
         self._width = width
@@ -459,8 +460,7 @@ class LoadAwareScheduling:
             return SUCCESS
         incoming = self._estimate(pod)  # (the same for the assumed copy as for the pod Filter saw)
         now = self._clock()
-        windows = self._windows
-        deadline = estimation_deadline(pod, now, windows) if windows.may_need_pod_updates else None
+        deadline = estimation_deadline(pod, now, self._windows) if self._deadlines else None
         assigned = AssignedPod(pod.key, incoming.estimate, incoming.prod, now, deadline)
         snap = self._snapshot
         pos = snap.positions.get(node_name)
