@@ -196,9 +196,9 @@ class LoadAwareScheduling:
         self._expired_reason = 2 * width
         self._last_estimate: tuple[Pod, IncomingPod] | None = None
         self._last_sign: tuple[Pod, int, Hashable] | None = None
+        """(pod, ``snapshot.version`` after the sync, signature) of the last :meth:`sign_pod`."""
         self._few_scores: tuple[list[int], int, IncomingPod, list[int]] | None = None
         """(positions, ``snapshot.version``, incoming estimate, scores) from the last :meth:`_filter_few`."""
-        """(pod, ``snapshot.version`` after the sync, signature) of the last :meth:`sign_pod`."""
         self._estimates: dict[Hashable, IncomingPod] = {}
         """Estimates by :meth:`_estimate_key` (bounded; cleared when full)."""
         self._pods_generation = -1
@@ -355,23 +355,37 @@ class LoadAwareScheduling:
         now = self._clock()
         listed: list[int] = positions.tolist()
         scores = [0] * len(listed)
+        fused = not self._target_scoring
+        infos, allocatable_rows = snapshot.infos, self._allocatable_rows
         for i, pos in enumerate(listed):
             record = records[pos]
             if record is None:
                 continue
             fresh = now - record.update_time < expiration
-            allocatable = self._allocatable_row(snapshot, pos)
-            if fresh and record.has_info:
-                scores[i] = self._row_score(record, kind, estimate, allocatable)
-            if check_expired and not fresh:
-                if self._reject_expired:
-                    failures = failures or []
-                    failures.append((i, self._expired_reason))
-                continue
+            # (_allocatable_row's cached case inline)
+            cached = allocatable_rows[pos] if pos < len(allocatable_rows) else None
+            info = infos[pos]
+            if cached is not None and info is not None and cached[0] is info.node:
+                allocatable = cached[1]
+            else:
+                allocatable = self._allocatable_row(snapshot, pos)
             on, aggregated, thresholds, base = record.filter[kind]
-            if not (on and record.has_info):
-                continue
-            failed = scoring.row_first_failure(base, estimate, allocatable, thresholds)
+            if fused and fresh and on and record.has_info:
+                failed, scores[i] = scoring.row_failure_and_least_used(
+                    base, record.score_base[kind], estimate, allocatable, thresholds, self._weight_list,
+                    self.args.dominant_resource_weight,
+                )
+            else:
+                if fresh and record.has_info:
+                    scores[i] = self._row_score(record, kind, estimate, allocatable)
+                if check_expired and not fresh:
+                    if self._reject_expired:
+                        failures = failures or []
+                        failures.append((i, self._expired_reason))
+                    continue
+                if not (on and record.has_info):
+                    continue
+                failed = scoring.row_first_failure(base, estimate, allocatable, thresholds)
             if failed >= 0:
                 failures = failures or []
                 failures.append((i, failed + self._width * aggregated))

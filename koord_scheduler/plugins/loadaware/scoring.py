@@ -152,6 +152,39 @@ def row_score(
     return weighted // total_weight
 
 
+def row_failure_and_least_used(
+    filter_base: Sequence[int],
+    score_base: Sequence[int],
+    extra: Sequence[int],
+    allocatable: Sequence[int],
+    thresholds: Sequence[int],
+    weights: Sequence[int],
+    dominant_weight: int,
+) -> tuple[int, int]:
+    """``(row_first_failure(filter_base, ...), row_score(score_base, ..., targets=None))`` in one pass over
+    the resources: the few-nodes Filter of a node whose metric is fresh asks for both."""
+    total_weight = sum(weights) + dominant_weight
+    failed = -1
+    weighted = 0
+    lowest = 1 << 62  # (above any score)
+    for r, total in enumerate(allocatable):
+        e = extra[r]
+        u = score_base[r] + e
+        score = (total - u) * MAX_SCORE // total if total > 0 and u <= total else 0
+        weighted += weights[r] * score
+        if score < lowest:
+            lowest = score
+        if failed < 0:
+            threshold = thresholds[r]
+            if threshold > 0 and total > 0 and float(filter_base[r] + e) / total * 100.0 >= threshold + 0.5:
+                failed = r
+    if total_weight == 0:
+        return failed, 0
+    if dominant_weight and allocatable:
+        weighted += dominant_weight * lowest
+    return failed, weighted // total_weight
+
+
 def _target_score(used: int, total: int, target: int) -> int:
     if total <= 0:
         return 0

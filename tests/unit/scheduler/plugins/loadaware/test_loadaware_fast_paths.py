@@ -44,6 +44,8 @@ def test_row_first_failure_table(used: list[int], allocatable: list[int], thresh
     failures = scoring.threshold_failures(np.array([used]), np.array([allocatable]), np.array([thresholds]))
     failed, first = scoring.first_failed_resource(failures)
     assert (int(first[0]) if failed[0] else -1) == want
+    fused_failure, _ = scoring.row_failure_and_least_used(half, half, rest, allocatable, thresholds, [1, 1], 0)
+    assert fused_failure == want
 
 
 def test_row_rules_match_array_rules_on_random_rows() -> None:
@@ -78,6 +80,19 @@ def test_row_rules_match_array_rules_on_random_rows() -> None:
             for b, e, a in zip(split, extras, allocs, strict=True)
         ]
         assert got == want
+        # The fused pass (few-nodes Filter) gives both answers; the score reads its own base.
+        fused = [
+            scoring.row_failure_and_least_used(b, b, e, a, t, weights.tolist(), dominant)
+            for b, e, a, t in zip(split, extras, allocs, thresholds, strict=True)
+        ]
+        assert fused == list(zip(want_failures, want, strict=True))
+        zero_base = [[0] * 3 for _ in split]
+        fused_apart = [
+            scoring.row_failure_and_least_used(z, b, e, a, t, weights.tolist(), dominant)
+            for z, b, e, a, t in zip(zero_base, split, extras, allocs, thresholds, strict=True)
+        ]
+        assert [score for _, score in fused_apart] == want
+    assert scoring.row_failure_and_least_used([5], [5], [0], [10], [40], [0], 0) == (0, 0)  # weights sum to 0
     targets = np.array([40, 100, 1])
     want_tlp = scoring.combine(scoring.target_utilization_scores(used_arr, alloc_arr, targets), weights, 1).tolist()
     got_tlp = [
