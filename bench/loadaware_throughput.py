@@ -4,13 +4,25 @@ bench/scheduler_throughput.py's shape (nodes of 4 CPU / 32Gi / 110 pods, pods of
 ``--placed`` pods already running, ``--pods`` measured), plus a NodeMetric for every node (fresh, with
 usage between 5% and 60% cpu and the placed pods in ``podsMetric``). ``baseline`` is the default
 profile; ``loadaware`` adds LoadAwareScheduling (Filter, Score, Reserve) with Koordinator's defaults.
-Each run is its own process; the profiles alternate (``--repeat`` runs each, 5 by default) and the run
-with the lowest CPU time per pod is kept, because the machines this runs on drift by tens of percent
-over a minute. One extra instrumented run gives the plugin's own CPU time per pod. Target: < 15%
-slowdown.
+Target: < 15% slowdown.
 
-    python bench/loadaware_throughput.py                  # 1000 and 5000 nodes
-    python bench/loadaware_throughput.py --nodes 5000 --pods 5000 --json
+The machines this runs on change speed by tens of percent within a minute (and by 2x over an hour), so
+the two profiles are measured side by side:
+
+- ``--mode interleaved`` (the default): one process builds both clusters and schedulers, then schedules
+  them in alternating chunks of ``--chunk`` pods (ABBA order), each chunk timed in CPU time and drained
+  of its bindings before the next. A drift reaches both profiles within a fraction of a second. Each of
+  ``--repeat`` processes (5 by default; each has its own hash seed and memory layout) gives one slowdown
+  (total CPU time per pod, loadaware over baseline); the table shows every process's figure and their
+  median.
+- ``--mode separate``: each run is its own process; the profiles alternate (``--repeat`` runs each) and
+  the run with the lowest CPU time per pod is kept (this was the only mode until 2026-11-25).
+
+Either way, one extra instrumented process gives the plugin's own CPU time per pod.
+
+    python bench/loadaware_throughput.py                  # 1000 and 5000 nodes, interleaved
+    python bench/loadaware_throughput.py --nodes 5000 --repeat 5 --json
+    python bench/loadaware_throughput.py --mode separate --repeat 5
 """
 
 from __future__ import annotations
@@ -18,6 +30,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import statistics
 import subprocess
 import sys
 import time
@@ -35,7 +48,9 @@ from bench.scheduler_throughput import node_obj, pod_obj
 from koord_scheduler.app.plugin_loading import build_registry
 from koord_scheduler.plugins.loadaware.plugin import LoadAwareScheduling
 from koord_scheduler.scheduler.assembly import build_scheduler
+from koord_scheduler.scheduler.heap import HeapSettler
 from koord_scheduler.scheduler.memory_source import MemoryCluster
+from koord_scheduler.scheduler.scheduler import Scheduler
 
 NOW = 1_767_225_600.0
 PLUGIN_SECONDS = [0.0]
@@ -100,7 +115,8 @@ def node_metric_obj(i: int, placed_on_node: list[int]) -> dict[str, Any]:
     }
 
 
-async def run_once(nodes: int, placed: int, pods: int, profile: str, pct: int) -> dict[str, Any]:
+async def build(nodes: int, placed: int, pods: int, profile: str, pct: int) -> tuple[Scheduler, MemoryCluster]:
+    """The cluster (nodes, placed and pending pods, NodeMetrics) and a scheduler with ``profile``, started."""
     node_list = [parse_node(node_obj(i)) for i in range(nodes)]
     placed_pods = [parse_pod(pod_obj(i, f"node-{i % nodes}")) for i in range(placed)]
     pending = [parse_pod(pod_obj(placed + i)) for i in range(pods)]
@@ -113,6 +129,11 @@ async def run_once(nodes: int, placed: int, pods: int, profile: str, pct: int) -
     config = parse_scheduler_config(text, source="bench")
     scheduler = build_scheduler(config, build_registry(use_entry_points=False), cluster, clock=lambda: NOW)
     await cluster.start(scheduler, list(scheduler.watched_kinds.values()))
+    return scheduler, cluster
+
+
+async def run_once(nodes: int, placed: int, pods: int, profile: str, pct: int) -> dict[str, Any]:
+    scheduler, cluster = await build(nodes, placed, pods, profile, pct)
     PLUGIN_SECONDS[0] = 0.0
     m = await measure(scheduler, cluster, pending=pods, placed=placed)
     cpu_seconds = m.cpu_seconds
@@ -131,26 +152,142 @@ async def run_once(nodes: int, placed: int, pods: int, profile: str, pct: int) -
     }
 
 
+async def _chunk(scheduler: Scheduler, size: int) -> tuple[float, float, int]:
+    """Schedule up to ``size`` pods and wait for their bindings: (CPU seconds, wall seconds, cycles)."""
+    cpu, wall = time.process_time(), time.perf_counter()
+    n = 0
+    while n < size and scheduler.schedule_one():
+        n += 1
+        if n % 32 == 0:
+            await asyncio.sleep(0)
+    await scheduler.drain()
+    return time.process_time() - cpu, time.perf_counter() - wall, n
+
+
+async def run_interleaved(nodes: int, placed: int, pods: int, pct: int, chunk: int) -> dict[str, Any]:
+    """Both profiles in one process, in alternating chunks (ABBA); see the module docstring."""
+    built = {profile: await build(nodes, placed, pods, profile, pct) for profile in PROFILES}
+    for scheduler, _ in built.values():
+        scheduler.warm_up()
+    HeapSettler().start()
+    totals = {profile: [0.0, 0.0, 0] for profile in PROFILES}
+    pair_ratios: list[float] = []
+    turn = 0
+    while True:
+        order = PROFILES if turn % 2 == 0 else PROFILES[::-1]
+        got = {profile: await _chunk(built[profile][0], chunk) for profile in order}
+        turn += 1
+        if all(n == 0 for _, _, n in got.values()):
+            break
+        for profile, (cpu, wall, n) in got.items():
+            total = totals[profile]
+            total[0] += cpu
+            total[1] += wall
+            total[2] += n
+        (base_cpu, _, base_n), (la_cpu, _, la_n) = got["baseline"], got["loadaware"]
+        if base_n and la_n and base_cpu > 0:
+            pair_ratios.append((la_cpu / la_n) / (base_cpu / base_n))
+    out: dict[str, Any] = {"nodes": nodes, "pods": pods, "chunk": chunk}
+    for profile, (cpu, wall, n) in totals.items():
+        bound = sum(1 for p in built[profile][1].pods.values() if p.node_name) - placed
+        out[profile] = {
+            "bound": bound,
+            "cycles": n,
+            "pods_per_second": round(bound / wall, 1) if wall else 0.0,
+            "cpu_ms_per_pod": round(cpu * 1000 / max(bound, 1), 4),
+        }
+    base_ms, la_ms = out["baseline"]["cpu_ms_per_pod"], out["loadaware"]["cpu_ms_per_pod"]
+    out["slowdown_pct"] = round(100 * (1 - base_ms / la_ms), 2) if la_ms else None
+    out["chunk_pairs"] = len(pair_ratios)
+    out["median_chunk_slowdown_pct"] = (
+        round(100 * (1 - 1 / statistics.median(pair_ratios)), 2) if pair_ratios else None
+    )
+    return out
+
+
+PROFILES = ("baseline", "loadaware")
+
+
+def _child(args: argparse.Namespace, nodes: int, mode: str) -> dict[str, Any]:
+    cmd = [
+        sys.executable, __file__, "--child", mode, "--nodes", str(nodes), "--placed", str(args.placed),
+        "--pods", str(args.pods), "--percentage", str(args.percentage), "--chunk", str(args.chunk),
+    ]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    result: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
+    return result
+
+
+def main_interleaved(args: argparse.Namespace) -> None:
+    rows: list[dict[str, Any]] = []
+    for nodes in args.nodes:
+        runs = [_child(args, nodes, "interleaved") for _ in range(args.repeat)]
+        timed = _child(args, nodes, "loadaware-timed")
+        slowdowns = [r["slowdown_pct"] for r in runs]
+        rows.append({
+            "nodes": nodes,
+            "runs": runs,
+            "slowdowns_pct": slowdowns,
+            "median_slowdown_pct": round(statistics.median(slowdowns), 2),
+            "plugin_ms_per_pod": timed["plugin_ms_per_pod"],
+            "plugin_run_cpu_ms_per_pod": timed["cpu_ms_per_pod"],
+        })
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return
+    # "slowdown": 1 - baseline CPU per pod / loadaware CPU per pod, summed over every chunk of one process
+    # (pods/s moves with it: both profiles place every pod). "plugin share": CPU time inside
+    # LoadAwareScheduling's methods, as a part of the CPU time per pod of that (timed) process.
+    print(
+        f"{'nodes':>6} {'baseline cpu ms/pod':>19} {'loadaware':>10} {'slowdown per process':>28} "
+        f"{'median':>7} {'plugin ms/pod':>13} {'plugin share':>12}"
+    )
+    for row in rows:
+        base = min(r["baseline"]["cpu_ms_per_pod"] for r in row["runs"])
+        la = min(r["loadaware"]["cpu_ms_per_pod"] for r in row["runs"])
+        per_run = ", ".join(f"{s:.1f}%" for s in row["slowdowns_pct"])
+        timed_ms = row["plugin_run_cpu_ms_per_pod"]
+        share = 100 * row["plugin_ms_per_pod"] / timed_ms if timed_ms > 0 else 0.0
+        print(
+            f"{row['nodes']:>6} {base:>19.3f} {la:>10.3f} {per_run:>28} {row['median_slowdown_pct']:>6.1f}% "
+            f"{row['plugin_ms_per_pod']:>13.3f} {share:>11.1f}%"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nodes", type=int, nargs="+", default=[1000, 5000])
     parser.add_argument("--placed", type=int, default=1000)
     parser.add_argument("--pods", type=int, default=5000)
     parser.add_argument("--percentage", type=int, default=100, help="percentageOfNodesToScore (0 = adaptive)")
+    parser.add_argument("--mode", choices=("interleaved", "separate"), default="interleaved")
     parser.add_argument(
-        "--repeat", type=int, default=5, help="runs per profile, alternating; the lowest CPU ms/pod is kept"
+        "--repeat", type=int, default=None,
+        help="interleaved: processes per node count (default 5); separate: runs per profile, alternating, "
+        "the lowest CPU ms/pod kept (default 5)",
     )
-    parser.add_argument("--profile", choices=("baseline", "loadaware", "loadaware-timed"), default=None)
+    parser.add_argument("--chunk", type=int, default=250, help="interleaved: pods per chunk")
+    parser.add_argument("--child", choices=("interleaved", *PROFILES, "loadaware-timed"), default=None,
+                        help=argparse.SUPPRESS)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    if args.profile is not None:
-        timed = args.profile == "loadaware-timed"
+    if args.child == "interleaved":
+        result = asyncio.run(run_interleaved(args.nodes[0], args.placed, args.pods, args.percentage, args.chunk))
+        print(json.dumps(result))
+        return
+    if args.child is not None:
+        timed = args.child == "loadaware-timed"
         if timed:
             instrument_plugin()
-        profile = "loadaware" if timed else args.profile
+        profile = "loadaware" if timed else args.child
         result = asyncio.run(run_once(args.nodes[0], args.placed, args.pods, profile, args.percentage))
         print(json.dumps(result))
         return
+    if args.mode == "interleaved":
+        args.repeat = args.repeat or 5
+        main_interleaved(args)
+        return
+    args.repeat = args.repeat or 5
     results: list[dict[str, Any]] = []
     for nodes in args.nodes:
         # The profiles alternate (baseline, loadaware, baseline, ...) so that a drift in the machine's
@@ -164,7 +301,7 @@ def main() -> None:
                 cmd = [
                     sys.executable,
                     __file__,
-                    "--profile",
+                    "--child",
                     profile,
                     "--nodes",
                     str(nodes),
