@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
+
 import numpy as np
 import numpy.typing as npt
 
@@ -66,3 +69,27 @@ def _std_masked(requested: IntArray, allocatable: IntArray) -> FloatArray:
     std_two = np.abs((fractions[rows, first] - fractions[rows, last]) / 2)
     std: FloatArray = np.where(count == 2, std_two, np.where(count > 2, std_many, 0.0))
     return std
+
+
+def balanced_allocation_row(requested: Sequence[int], allocatable: Sequence[int]) -> int:
+    """:func:`balanced_allocation` for one node, on plain ints and floats (the same float operations
+    in the same order, so the same truncated score)."""
+    if len(requested) < 2:
+        return MAX_NODE_SCORE
+    fractions = [min(float(req) / float(cap), 1.0) for req, cap in zip(requested, allocatable, strict=True) if cap > 0]
+    count = len(fractions)
+    if count == 2:
+        std = abs((fractions[0] - fractions[1]) / 2)
+    elif count > 2:
+        total = 0.0
+        for f in fractions:
+            total += f
+        mean = total / count
+        squares = 0.0
+        for f in fractions:
+            d = f - mean
+            squares += d * d
+        std = math.sqrt(squares / count)
+    else:
+        std = 0.0
+    return int((1 - std) * MAX_NODE_SCORE)

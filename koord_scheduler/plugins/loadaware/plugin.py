@@ -372,8 +372,8 @@ class LoadAwareScheduling:
             on, aggregated, thresholds, base = record.filter[kind]
             if fused and fresh and on and record.has_info:
                 failed, scores[i] = scoring.row_failure_and_least_used(
-                    base, record.score_base[kind], estimate, allocatable, thresholds, self._weight_list,
-                    self.args.dominant_resource_weight,
+                    base, record.score_base[kind], estimate, allocatable, thresholds,
+                    weights=self._weight_list, dominant_weight=self.args.dominant_resource_weight,
                 )
             else:
                 if fresh and record.has_info:

@@ -158,6 +158,7 @@ def row_failure_and_least_used(
     extra: Sequence[int],
     allocatable: Sequence[int],
     thresholds: Sequence[int],
+    *,
     weights: Sequence[int],
     dominant_weight: int,
 ) -> tuple[int, int]:
@@ -172,8 +173,7 @@ def row_failure_and_least_used(
         u = score_base[r] + e
         score = (total - u) * MAX_SCORE // total if total > 0 and u <= total else 0
         weighted += weights[r] * score
-        if score < lowest:
-            lowest = score
+        lowest = min(lowest, score)
         if failed < 0:
             threshold = thresholds[r]
             if threshold > 0 and total > 0 and float(filter_base[r] + e) / total * 100.0 >= threshold + 0.5:

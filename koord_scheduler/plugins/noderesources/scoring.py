@@ -80,6 +80,26 @@ def most_allocated(requested: IntArray, allocatable: IntArray, weights: IntArray
     return _weighted_average(per_resource, weights, counted)
 
 
+def least_allocated_row(requested: Sequence[int], allocatable: Sequence[int], weights: Sequence[int]) -> int:
+    """:func:`least_allocated` for one node, on plain ints (the few nodes a cached cycle rescores)."""
+    total = weight_sum = 0
+    for req, cap, w in zip(requested, allocatable, weights, strict=True):
+        if cap > 0:
+            total += (cap - req if req < cap else 0) * MAX_NODE_SCORE // cap * w
+            weight_sum += w
+    return total // weight_sum if weight_sum > 0 else 0
+
+
+def most_allocated_row(requested: Sequence[int], allocatable: Sequence[int], weights: Sequence[int]) -> int:
+    """:func:`most_allocated` for one node, on plain ints."""
+    total = weight_sum = 0
+    for req, cap, w in zip(requested, allocatable, weights, strict=True):
+        if cap > 0:
+            total += (req if req < cap else cap) * MAX_NODE_SCORE // cap * w
+            weight_sum += w
+    return total // weight_sum if weight_sum > 0 else 0
+
+
 def scale_shape(points: Sequence[tuple[int, int]]) -> tuple[IntArray, IntArray]:
     """``[(utilization 0..100, score 0..10), ...]`` → (utilizations, scores scaled to 0..100)."""
     utilization = np.array([u for u, _ in points], dtype=np.int64)

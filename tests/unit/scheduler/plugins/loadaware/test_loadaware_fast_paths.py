@@ -44,7 +44,9 @@ def test_row_first_failure_table(used: list[int], allocatable: list[int], thresh
     failures = scoring.threshold_failures(np.array([used]), np.array([allocatable]), np.array([thresholds]))
     failed, first = scoring.first_failed_resource(failures)
     assert (int(first[0]) if failed[0] else -1) == want
-    fused_failure, _ = scoring.row_failure_and_least_used(half, half, rest, allocatable, thresholds, [1, 1], 0)
+    fused_failure, _ = scoring.row_failure_and_least_used(
+        half, half, rest, allocatable, thresholds, weights=[1, 1], dominant_weight=0
+    )
     assert fused_failure == want
 
 
@@ -82,17 +84,18 @@ def test_row_rules_match_array_rules_on_random_rows() -> None:
         assert got == want
         # The fused pass (few-nodes Filter) gives both answers; the score reads its own base.
         fused = [
-            scoring.row_failure_and_least_used(b, b, e, a, t, weights.tolist(), dominant)
+            scoring.row_failure_and_least_used(b, b, e, a, t, weights=weights.tolist(), dominant_weight=dominant)
             for b, e, a, t in zip(split, extras, allocs, thresholds, strict=True)
         ]
         assert fused == list(zip(want_failures, want, strict=True))
         zero_base = [[0] * 3 for _ in split]
         fused_apart = [
-            scoring.row_failure_and_least_used(z, b, e, a, t, weights.tolist(), dominant)
+            scoring.row_failure_and_least_used(z, b, e, a, t, weights=weights.tolist(), dominant_weight=dominant)
             for z, b, e, a, t in zip(zero_base, split, extras, allocs, thresholds, strict=True)
         ]
         assert [score for _, score in fused_apart] == want
-    assert scoring.row_failure_and_least_used([5], [5], [0], [10], [40], [0], 0) == (0, 0)  # weights sum to 0
+    weightless = scoring.row_failure_and_least_used([5], [5], [0], [10], [40], weights=[0], dominant_weight=0)
+    assert weightless == (0, 0)  # 50% > 40% fails; weights summing to 0 score 0
     targets = np.array([40, 100, 1])
     want_tlp = scoring.combine(scoring.target_utilization_scores(used_arr, alloc_arr, targets), weights, 1).tolist()
     got_tlp = [
