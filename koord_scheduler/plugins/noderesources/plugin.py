@@ -179,6 +179,7 @@ class Fit:
         self._resources = tuple((r.name, r.weight or 1) for r in resources)
         self._scorer = _scorer(args)
         self._row_scorer = _ROW_SCORERS.get(args.scoring_strategy.type)
+        self._last_pre_filter: PreFilterState | None = None
 
     # ----- PreFilter -----
 
@@ -193,13 +194,19 @@ class Fit:
 
     def _pre_filter_state(self, pod: Pod, snapshot: ClusterSnapshot) -> PreFilterState:
         request = snapshot.request_vector(pod)
+        last = self._last_pre_filter
+        if last is not None and last.request is request:
+            # The same shared row (request_vector caches one per distinct requests and column count):
+            # the same columns, names and amounts. Pods of one template reuse the state.
+            return last
         fit = fit_request(
             request,
             snapshot.resource_names,
             ignored_resources=self._ignored_resources,
             ignored_groups=self._ignored_groups,
         )
-        return PreFilterState(request, fit)
+        state = self._last_pre_filter = PreFilterState(request, fit)
+        return state
 
     # ----- Filter -----
 

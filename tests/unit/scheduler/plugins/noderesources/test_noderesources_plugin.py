@@ -534,3 +534,20 @@ def test_new_rejects_bad_args(raw: dict[str, Any], want_errors: list[str]) -> No
         fit_plugin.new(args, FakeHandle(make_snapshot([])))
 
     assert [str(e) for e in info.value.errors] == want_errors
+
+
+def test_pre_filter_state_is_reused_for_pods_of_one_template_only() -> None:
+    snap = make_snapshot([make_node("n1", **{"example.com/foo": 2})])
+    plugin = fit_plugin.new(None, FakeHandle(snap))
+    first = plugin._pre_filter_state(make_pod("a", {"cpu": 500, "memory": GI}), snap)
+    same = plugin._pre_filter_state(make_pod("b", {"cpu": 500, "memory": GI}), snap)
+    assert same is first, "equal requests share the snapshot's row, and so the state"
+    other = plugin._pre_filter_state(make_pod("c", {"cpu": 700}), snap)
+    assert other is not first
+    assert other.fit.names == ("cpu",) and other.fit.amounts.tolist() == [700]
+    # A resource no node had before widens every row: the state is rebuilt with the new column.
+    wider = plugin._pre_filter_state(make_pod("d", {"cpu": 500, "memory": GI, "example.com/bar": 1}), snap)
+    assert wider.fit.names == ("cpu", "memory", "example.com/bar")
+    again = plugin._pre_filter_state(make_pod("e", {"cpu": 500, "memory": GI}), snap)
+    assert again is not first and again.fit.names == ("cpu", "memory")
+    assert len(again.request) == len(wider.request)
