@@ -51,7 +51,17 @@ class NodeFilterResult:
 
     @staticmethod
     def all_pass(n: int) -> NodeFilterResult:
-        return NodeFilterResult(np.ones(n, dtype=np.bool_), every_node_passed=True)
+        """Every one of ``n`` nodes passes: one shared result per ``n``, with a read-only mask (the
+        runtime only reads results; a plugin that wants to edit a mask makes its own)."""
+        result = _ALL_PASS.get(n)
+        if result is None:
+            mask = np.ones(n, dtype=np.bool_)
+            mask.flags.writeable = False
+            result = NodeFilterResult(mask, every_node_passed=True)
+            if len(_ALL_PASS) >= 64:
+                _ALL_PASS.clear()
+            _ALL_PASS[n] = result
+        return result
 
     @staticmethod
     def from_mask(passed: BoolArray, status: Status) -> NodeFilterResult:
@@ -62,6 +72,10 @@ class NodeFilterResult:
         if self.reason_ids is None:
             return self.statuses[0]
         return self.statuses[int(self.reason_ids[i])]
+
+
+_ALL_PASS: dict[int, NodeFilterResult] = {}
+"""Shared :meth:`NodeFilterResult.all_pass` results by node count (bounded)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -215,7 +215,6 @@ class LoadAwareScheduling:
         self._expiration = args.node_metric_expiration_seconds
         self._reject_expired = args.filter_expired_node_metrics and not args.enable_schedule_when_node_metrics_expired
         self._width = width
-        self._pass_results: dict[int, NodeFilterResult] = {}
         self._raw_allocatable: dict[int, tuple[Node, list[int]]] = {}
         """Per position of a node annotated ``node.koordinator.sh/raw-allocatable``: the node object and its
         allocatable over ``resources`` with the annotation's values in place (:mod:`.raw_allocatable`)."""
@@ -391,7 +390,7 @@ class LoadAwareScheduling:
                 failures.append((i, failed + self._width * aggregated))
         self._few_scores = (listed, self._snapshot.version, incoming, scores)
         if failures is None:
-            return self._pass_results.get(len(listed)) or self._all_passed(len(listed))
+            return NodeFilterResult.all_pass(len(listed))
         passed = np.ones(len(listed), dtype=np.bool_)
         reason_ids = np.zeros(len(listed), dtype=np.int64)
         for i, reason in failures:
@@ -429,17 +428,6 @@ class LoadAwareScheduling:
             dominant_weight=self.args.dominant_resource_weight,
             targets=self._target_list if self._target_scoring else None,
         )
-
-    def _all_passed(self, n: int) -> NodeFilterResult:
-        """Every node of ``n`` passes: one shared result per ``n`` (frozen, with a read-only mask; the
-        runtime only reads results)."""
-        result = self._pass_results.get(n)
-        if result is None:
-            mask = np.ones(n, dtype=np.bool_)
-            mask.flags.writeable = False
-            result = NodeFilterResult(mask, every_node_passed=True)
-            self._pass_results[n] = result
-        return result
 
     def _allocatable_row(self, snapshot: ClusterSnapshot, pos: int) -> list[int]:
         """The node's allocatable over ``resources`` (what ``snapshot.allocatable`` holds for it: the

@@ -7,6 +7,7 @@ from collections import Counter
 from collections.abc import Hashable
 
 import numpy as np
+import pytest
 
 from apis.core.types import Pod
 from koord_scheduler.framework.cycle_state import CycleState
@@ -118,3 +119,12 @@ def test_a_pass_with_failures_is_reused_until_an_answer_changes() -> None:
     third, d3 = filter_pass()
     assert sorted(snap.info(p).name for p in third.tolist()) == ["n2", "n3", "n4", "n5"]
     assert set(d3.node_statuses(snap)) == {"n0", "n1"}
+
+
+def test_all_pass_is_shared_per_node_count_and_read_only() -> None:
+    three = NodeFilterResult.all_pass(3)
+    assert NodeFilterResult.all_pass(3) is three
+    assert three.every_node_passed and three.passed.tolist() == [True, True, True]
+    assert NodeFilterResult.all_pass(4).passed.tolist() == [True] * 4
+    with pytest.raises(ValueError, match="read-only"):
+        three.passed[0] = False
