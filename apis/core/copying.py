@@ -15,8 +15,9 @@ T = TypeVar("T")
 
 
 @cache
-def _field_names(cls: type) -> tuple[str, ...]:
-    return tuple(f.name for f in fields(cls))
+def _field_names(cls: type) -> tuple[tuple[str, ...], frozenset[str]]:
+    names = tuple(f.name for f in fields(cls))
+    return names, frozenset(names)
 
 
 def replace_fields(obj: T, /, **changes: Any) -> T:
@@ -26,12 +27,13 @@ def replace_fields(obj: T, /, **changes: Any) -> T:
     ``key`` depends on ``meta``'s namespace and name, so those must not change). An unknown field name
     raises ``TypeError`` as ``replace`` does."""
     cls: type = type(obj)
-    names = _field_names(cls)
-    unknown = changes.keys() - set(names)
-    if unknown:
-        raise TypeError(f"{cls.__name__} has no field(s) {sorted(unknown)}")
+    names, known = _field_names(cls)
+    if not changes.keys() <= known:
+        raise TypeError(f"{cls.__name__} has no field(s) {sorted(changes.keys() - known)}")
     new: T = object.__new__(cls)
     setattr_ = object.__setattr__
     for name in names:
-        setattr_(new, name, changes[name] if name in changes else getattr(obj, name))
+        setattr_(new, name, getattr(obj, name))
+    for name, value in changes.items():
+        setattr_(new, name, value)
     return new

@@ -6,9 +6,10 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from apis.core.copying import replace_fields
 from apis.core.types import Node, Pod
 from koord_scheduler.framework.cycle_state import CycleState
 from koord_scheduler.framework.diagnosis import fit_error_message
@@ -453,20 +454,15 @@ class Scheduler:
             self.metrics.child(self.metrics.cache_size, kind).set(n)
 
 
-_POD_FIELDS = tuple(f.name for f in fields(Pod))
 """Every field of :class:`Pod`, ``init=False`` ones (the cached ``key``) included."""
 
 
 def pod_on_node(pod: Pod, node_name: str) -> Pod:
-    """``dataclasses.replace(pod, node_name=node_name)``, about five times cheaper: the fields are
-    copied as they are instead of going through ``__init__``. Equal to what ``replace`` gives because
-    nothing ``Pod.__post_init__`` derives (the key) depends on ``node_name``; a test pins the two
-    together."""
-    new = object.__new__(Pod)
-    for name in _POD_FIELDS:
-        object.__setattr__(new, name, getattr(pod, name))
-    object.__setattr__(new, "node_name", node_name)
-    return new
+    """``dataclasses.replace(pod, node_name=node_name)``, about five times cheaper
+    (:func:`~apis.core.copying.replace_fields`: the fields are copied as they are instead of going
+    through ``__init__``). Equal to what ``replace`` gives because nothing ``Pod.__post_init__`` derives
+    (the key) depends on ``node_name``; a test pins the two together."""
+    return replace_fields(pod, node_name=node_name)
 
 
 _EVENT_RESOURCES = {r.value: r for r in EventResource}
