@@ -149,14 +149,7 @@ class AssignCache:
         """:meth:`assign` for a pod new to ``node`` (which has a metric) and missing from its ``podsMetric``:
         the full estimate counts (Reserve's path, once per pod; the caller has checked both conditions)."""
         node.pods[pod.key] = pod
-        delta, prod_delta = node.node_delta, node.prod_delta  # (_add_unreported, unrolled)
-        if pod.prod:
-            for i, v in enumerate(pod.estimate):
-                delta[i] += v
-                prod_delta[i] += v
-        else:
-            for i, v in enumerate(pod.estimate):
-                delta[i] += v
+        _add_unreported(node, pod.estimate, pod.prod, 1)
 
     def unassign(self, node_name: str, key: str) -> bool:
         """Remove the pod; False when it was not assigned there."""
