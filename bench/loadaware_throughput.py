@@ -298,22 +298,7 @@ def main() -> None:
         best: dict[str, dict[str, Any]] = {}
         for attempt in range(args.repeat):
             for profile in ("baseline", "loadaware", "loadaware-timed")[: 3 if attempt == 0 else 2]:
-                cmd = [
-                    sys.executable,
-                    __file__,
-                    "--child",
-                    profile,
-                    "--nodes",
-                    str(nodes),
-                    "--placed",
-                    str(args.placed),
-                    "--pods",
-                    str(args.pods),
-                    "--percentage",
-                    str(args.percentage),
-                ]
-                out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-                run = json.loads(out.strip().splitlines()[-1])
+                run = _child(args, nodes, profile)
                 if profile not in best or run["cpu_ms_per_pod"] < best[profile]["cpu_ms_per_pod"]:
                     best[profile] = run
         best["loadaware"]["plugin_ms_per_pod"] = best["loadaware-timed"]["plugin_ms_per_pod"]
