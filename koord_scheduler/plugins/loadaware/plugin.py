@@ -355,19 +355,12 @@ class LoadAwareScheduling:
         listed: list[int] = positions.tolist()
         scores = [0] * len(listed)
         fused = not self._target_scoring
-        infos, allocatable_rows = snapshot.infos, self._allocatable_rows
         for i, pos in enumerate(listed):
             record = records[pos]
             if record is None:
                 continue
             fresh = now - record.update_time < expiration
-            # (_allocatable_row's cached case inline)
-            cached = allocatable_rows[pos] if pos < len(allocatable_rows) else None
-            info = infos[pos]
-            if cached is not None and info is not None and cached[0] is info.node:
-                allocatable = cached[1]
-            else:
-                allocatable = self._allocatable_row(snapshot, pos)
+            allocatable = self._allocatable_row(snapshot, pos)
             on, aggregated, thresholds, base = record.filter[kind]
             if fused and fresh and on and record.has_info:
                 failed, scores[i] = scoring.row_failure_and_least_used(
