@@ -18,6 +18,7 @@ from apis.core.types import CPU, EPHEMERAL_STORAGE, MEMORY, Pod
 from koord_scheduler.framework.cycle_state import CycleState, StateKey
 from koord_scheduler.framework.handle import FrameworkHandle
 from koord_scheduler.framework.interfaces import ScoreExtensions
+from koord_scheduler.framework.node_cache import FEW_NODES
 from koord_scheduler.framework.snapshot import ClusterSnapshot, IntArray, Positions
 from koord_scheduler.framework.status import Status, skip, success
 from koord_scheduler.plugins import names
@@ -27,8 +28,6 @@ NAME = names.NODE_RESOURCES_BALANCED_ALLOCATION
 ARGS = NodeResourcesBalancedAllocationArgs
 
 _NON_SCALAR = frozenset({CPU, MEMORY, EPHEMERAL_STORAGE})
-FEW_NODES = 8
-"""Up to this many positions, Score runs per node in plain Python (framework.node_cache.FEW_NODES)."""
 
 
 @dataclass(frozen=True, slots=True)

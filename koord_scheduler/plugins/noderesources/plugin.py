@@ -26,6 +26,7 @@ from koord_scheduler.framework.cycle_state import CycleState, StateKey
 from koord_scheduler.framework.extender import RESTORED_CAPACITY, RestoredCapacity
 from koord_scheduler.framework.handle import FrameworkHandle
 from koord_scheduler.framework.interfaces import PreFilterExtensions, ScoreExtensions
+from koord_scheduler.framework.node_cache import FEW_NODES
 from koord_scheduler.framework.snapshot import CPU_COL, MEMORY_COL, ClusterSnapshot, IntArray, Positions
 from koord_scheduler.framework.status import Status, success
 from koord_scheduler.framework.types import (
@@ -98,8 +99,6 @@ _ROW_SCORERS: dict[str, RowScorer] = {
     MOST_ALLOCATED: scoring.most_allocated_row,
 }
 """Strategies with a per-node form for a few nodes (RequestedToCapacityRatio always uses the arrays)."""
-FEW_NODES = 8
-"""Up to this many positions, Score runs per node in plain Python (framework.node_cache.FEW_NODES)."""
 
 
 def _scorer(args: NodeResourcesFitArgs) -> Scorer:
