@@ -10,7 +10,7 @@ from stack import DEPLOY, apply_deploy, kubectl
 
 pytestmark = pytest.mark.integration
 
-FIXTURES = DEPLOY.parent / "tests" / "unit" / "deploy" / "fixtures" / "koordinator"
+FIXTURES = DEPLOY.parent / "tests" / "fixtures" / "koordinator"
 
 
 def deploy_objects() -> list[tuple[str, str]]:

@@ -10,9 +10,9 @@ from pydantic import BaseModel, Field
 
 from apis.crdgen import CRDMeta, crd_for, render_all, structural_schema
 from apis.slo.quantity import Quantity
+from tests.fixtures import KOORDINATOR_CRDS
 
 REPO = Path(__file__).resolve().parents[3]
-FIXTURES = Path("/work/shared/fixtures/koordinator/crd")
 
 
 def _load_gen_script() -> Any:
@@ -111,9 +111,7 @@ def _kind(node: dict[str, Any]) -> tuple[Any, ...]:
 
 @pytest.mark.parametrize("crd_file", ["slo.koordinator.sh_nodemetrics.yaml", "slo.koordinator.sh_nodeslos.yaml"])
 def test_compatible_with_koordinator_crd(crd_file: str) -> None:
-    if not FIXTURES.exists():
-        pytest.skip("Koordinator CRD fixtures not available")
-    theirs = yaml.safe_load((FIXTURES / crd_file).read_text())
+    theirs = yaml.safe_load((KOORDINATOR_CRDS / crd_file).read_text())
     ours = yaml.safe_load((REPO / "deploy" / "crds" / crd_file).read_text())
     assert ours["spec"]["group"] == theirs["spec"]["group"]
     assert ours["spec"]["names"]["plural"] == theirs["spec"]["names"]["plural"]

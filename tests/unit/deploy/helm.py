@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-CHART = Path(__file__).resolve().parent / "fixtures" / "koordinator" / "chart-v1.8.0"
+CHART = Path(__file__).resolve().parents[2] / "fixtures" / "koordinator" / "chart-v1.8.0"
 FIXTURES = CHART.parent
 _ACTION = re.compile(r"\{\{-?\s*(.*?)\s*-?\}\}")
 

@@ -9,9 +9,9 @@ import pytest
 
 from apis.config import ConfigError, KubeSchedulerConfiguration, load_scheduler_config, parse_scheduler_config
 from apis.config.loader import strip_helm_template
+from tests.fixtures import KOORDINATOR
 
 HEADER = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration"}
-FIXTURES = Path("/work/shared/fixtures/koordinator")
 CONFIG_DIR = Path(__file__).resolve().parents[4] / "config" / "scheduler"
 
 
@@ -397,7 +397,7 @@ def test_json_is_accepted() -> None:
 
 
 def test_configmap_sample_loads() -> None:
-    config = load_scheduler_config(FIXTURES / "samples" / "scheduler-config-configmap.yaml")
+    config = load_scheduler_config(KOORDINATOR / "samples" / "scheduler-config-configmap.yaml")
 
     profile = config.profiles[0]
     assert profile.scheduler_name == "koord-scheduler"
@@ -426,7 +426,7 @@ def test_configmap_error_names_the_data_key() -> None:
 
 
 def test_helm_chart_loads_after_stripping_template() -> None:
-    text = strip_helm_template((FIXTURES / "chart-v1.8.0" / "koord-scheduler-config.yaml").read_text())
+    text = strip_helm_template((KOORDINATOR / "chart-v1.8.0" / "koord-scheduler-config.yaml").read_text())
 
     config = parse_scheduler_config(text, source="koord-scheduler-config.yaml")
 

@@ -30,6 +30,7 @@ from apis.config.profile import (
     merge_with_defaults,
     plugin_args_for_profile,
 )
+from tests.fixtures import KOORDINATOR
 
 SCORING = {"preFilter", "filter", "preScore", "score"}
 IMPLEMENTS: dict[str, set[str]] = {
@@ -54,7 +55,6 @@ IMPLEMENTS: dict[str, set[str]] = {
     "OtherSort": {"queueSort"},
 }
 REGISTERED = frozenset(IMPLEMENTS)
-FIXTURES = Path("/work/shared/fixtures/koordinator")
 CONFIG_DIR = Path(__file__).resolve().parents[4] / "config" / "scheduler"
 
 DEFAULT_FILTER = (
@@ -358,7 +358,7 @@ def test_expand_errors(user: Plugins, want_errors: list[str]) -> None:
 
 
 def test_koordinator_chart_names_every_unregistered_plugin() -> None:
-    text = strip_helm_template((FIXTURES / "chart-v1.8.0" / "koord-scheduler-config.yaml").read_text())
+    text = strip_helm_template((KOORDINATOR / "chart-v1.8.0" / "koord-scheduler-config.yaml").read_text())
     profile = parse_scheduler_config(text, source="chart").profiles[0]
     merged = merge_with_defaults(profile.plugins, default_plugins(REGISTERED))
 

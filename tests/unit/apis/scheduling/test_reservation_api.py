@@ -14,9 +14,9 @@ from apis.scheduling import (
     parse_reservation,
     parse_reservation_affinity,
 )
+from tests.fixtures import KOORDINATOR
 
 REPO = Path(__file__).resolve().parents[4]
-FIXTURES = Path("/work/shared/fixtures/koordinator")
 OURS = REPO / "deploy" / "crds" / "scheduling.koordinator.sh_reservations.yaml"
 
 FULL_WIRE: dict[str, Any] = {
@@ -65,7 +65,7 @@ FULL_WIRE: dict[str, Any] = {
 
 
 def test_sample_round_trips() -> None:
-    raw = yaml.safe_load((FIXTURES / "samples" / "scheduling_v1alpha1_reservation.yaml").read_text())
+    raw = yaml.safe_load((KOORDINATOR / "samples" / "scheduling_v1alpha1_reservation.yaml").read_text())
     assert Reservation.model_validate(raw).to_wire() == raw
 
 
@@ -164,7 +164,7 @@ def _paths(schema: dict[str, Any], prefix: str = "") -> list[tuple[str, dict[str
 
 
 def test_generated_crd_accepts_what_koordinator_accepts() -> None:
-    theirs = yaml.safe_load((FIXTURES / "crd" / "scheduling.koordinator.sh_reservations.yaml").read_text())
+    theirs = yaml.safe_load((KOORDINATOR / "crd" / "scheduling.koordinator.sh_reservations.yaml").read_text())
     ours = yaml.safe_load(OURS.read_text())
     assert ours == crd_for(Reservation, _meta()) or ours["spec"]["names"] == theirs["spec"]["names"]
     assert ours["spec"]["scope"] == theirs["spec"]["scope"] == "Cluster"
