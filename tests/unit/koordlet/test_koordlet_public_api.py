@@ -1,7 +1,12 @@
 import argparse
 import asyncio
+import collections.abc
+import dataclasses
+import enum
+import importlib
 import subprocess
 import sys
+import typing
 import urllib.request
 from pathlib import Path
 
@@ -14,35 +19,69 @@ from koordlet.app.http import MetricsServer
 from koordlet.statesinformer import RegisterType, StatesInformer
 from koordlet.system import CgroupDriver, CgroupLayout
 
+# The public surface, in ``__all__`` order, with what each name must be and the module that defines it.
+PUBLIC_SURFACE: dict[str, tuple[str, str]] = {
+    "ENTRY_POINT_GROUP": ("constant", "koordlet.qosmanager"),
+    "CgroupFS": ("class", "koordlet.system.cgroupfs"),
+    "Clock": ("callable-alias", "koordlet.system.clock"),
+    "ExtensionPlugin": ("protocol", "koordlet.qosmanager.framework"),
+    "FakeClock": ("class", "koordlet.system.clock"),
+    "FeatureGates": ("dataclass", "koordlet.qosmanager.featuregates"),
+    "FeatureSpec": ("dataclass", "koordlet.qosmanager.featuregates"),
+    "Maturity": ("enum", "koordlet.qosmanager.featuregates"),
+    "MetricCache": ("class", "koordlet.metriccache.cache"),
+    "MetricKind": ("enum", "koordlet.metriccache.cache"),
+    "PluginContext": ("dataclass", "koordlet.qosmanager.framework"),
+    "PluginEntry": ("dataclass", "koordlet.qosmanager.framework"),
+    "PodMeta": ("dataclass", "koordlet.statesinformer.pods"),
+    "ProcFS": ("class", "koordlet.system.procfs"),
+    "QOSPluginRegistry": ("class", "koordlet.qosmanager.registry"),
+    "RegisterType": ("enum", "koordlet.statesinformer.informer"),
+    "ResourceExecutor": ("class", "koordlet.qosmanager.executor"),
+    "ResourceUpdate": ("dataclass", "koordlet.qosmanager.executor"),
+    "StatesInformer": ("class", "koordlet.statesinformer.informer"),
+    "WindowStats": ("dataclass", "koordlet.metriccache.series"),
+    "WriteResult": ("dataclass", "koordlet.system.cgroupfs"),
+    "WriteStatus": ("enum", "koordlet.system.cgroupfs"),
+}
 
-def test_public_surface_is_pinned() -> None:
+
+def _kind(obj: object) -> str:
+    if isinstance(obj, str):
+        return "constant"
+    if typing.get_origin(obj) is collections.abc.Callable:
+        return "callable-alias"
+    if not isinstance(obj, type):
+        return f"unexpected {type(obj).__name__}"
+    if issubclass(obj, enum.Enum):
+        return "enum"
+    if getattr(obj, "_is_protocol", False):
+        return "protocol"
+    if dataclasses.is_dataclass(obj):
+        return "dataclass"
+    return "class"
+
+
+def test_public_surface_is_pinned_and_sorted() -> None:
     assert koordlet.__all__ == sorted(koordlet.__all__, key=lambda n: (not n.isupper(), n))
-    assert koordlet.__all__ == [
-        "ENTRY_POINT_GROUP",
-        "CgroupFS",
-        "Clock",
-        "ExtensionPlugin",
-        "FakeClock",
-        "FeatureGates",
-        "FeatureSpec",
-        "Maturity",
-        "MetricCache",
-        "MetricKind",
-        "PluginContext",
-        "PluginEntry",
-        "PodMeta",
-        "ProcFS",
-        "QOSPluginRegistry",
-        "RegisterType",
-        "ResourceExecutor",
-        "ResourceUpdate",
-        "StatesInformer",
-        "WindowStats",
-        "WriteResult",
-        "WriteStatus",
-    ]
-    for name in koordlet.__all__:
-        assert getattr(koordlet, name) is not None
+    assert koordlet.__all__ == list(PUBLIC_SURFACE)
+
+
+@pytest.mark.parametrize(("name", "want"), [pytest.param(n, w, id=n) for n, w in PUBLIC_SURFACE.items()])
+def test_public_name_is_the_right_kind_of_object(name: str, want: tuple[str, str]) -> None:
+    want_kind, home = want
+    obj = getattr(koordlet, name)
+
+    assert _kind(obj) == want_kind
+    # The package re-exports the defining module's object, not a copy or a same-named stand-in.
+    assert getattr(importlib.import_module(home), name) is obj
+    if isinstance(obj, type):
+        assert (obj.__module__, obj.__name__) == (home, name)
+
+
+def test_public_constants_and_aliases_have_their_documented_values() -> None:
+    assert koordlet.ENTRY_POINT_GROUP == "koordlet.qos_plugins"
+    assert typing.get_args(koordlet.Clock) == ([], float)
 
 
 def test_importing_registers_nothing() -> None:

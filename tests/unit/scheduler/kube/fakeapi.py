@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +29,8 @@ class Recorded:
     path: str
     query: dict[str, str]
     body: Any
+    at: float = 0.0
+    """time.monotonic() when the server received the request."""
 
 
 @dataclass
@@ -40,6 +43,8 @@ class FakeApi:
     requests: list[Recorded] = field(default_factory=list)
     fail_next: dict[str, int] = field(default_factory=dict)
     """path suffix -> HTTP status to answer once (e.g. {"binding": 500})."""
+    failures: dict[str, list[int]] = field(default_factory=dict)
+    """path suffix -> HTTP statuses to answer to the next requests, one each, in order."""
     _watchers: dict[str, list[asyncio.Queue[Json | None]]] = field(default_factory=dict)
     _runner: web.AppRunner | None = None
     port: int = 0
@@ -122,11 +127,14 @@ class FakeApi:
             raw = await request.read()
             body = json.loads(raw) if raw else None
         path = request.path
-        self.requests.append(Recorded(request.method, path, dict(request.query), body))
+        self.requests.append(Recorded(request.method, path, dict(request.query), body, time.monotonic()))
         for suffix, status in list(self.fail_next.items()):
             if path.endswith(suffix):
                 del self.fail_next[suffix]
                 return _status(status, "InternalError", "injected failure")
+        for suffix, statuses in self.failures.items():
+            if path.endswith(suffix) and statuses:
+                return _status(statuses.pop(0), "InternalError", "injected failure")
         parts = path.strip("/").split("/")
         if (request.method == "GET" and path in ("/api/v1/nodes", "/api/v1/pods")) or path.startswith("/apis/x.io"):
             plural = parts[-1]

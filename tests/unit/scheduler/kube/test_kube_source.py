@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
+import re
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -180,15 +182,38 @@ async def test_gone_relists_and_diffs_against_the_store(api: FakeApi, source: Ku
     assert sink.nodes["change"].allocatable["cpu"] == 2000
 
 
-async def test_reconnects_with_backoff_after_server_errors(api: FakeApi, source: KubeClusterSource) -> None:
+async def test_reconnects_with_capped_exponential_backoff_after_server_errors(
+    api: FakeApi, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Four failed watches in a row wait about 0.1, 0.2, 0.4 (the cap) and 0.4 s, each jittered into [d/2, d]."""
+    options = KubeSourceOptions(
+        qps=0, burst=1, events=EventOptions(hostname="test-host"),
+        reflector=ReflectorOptions(initial_backoff=0.1, max_backoff=0.4, min_watch_timeout=60),
+    )
+    source = KubeClusterSource(api.connection, options=options, clock=lambda: 1_700_000_000.0)
     sink = RecordingSink()
-    await source.start(sink)
-    await eventually(lambda: api.watcher_count("pods") == 1)
-    api.fail_next["/api/v1/pods"] = 503
-    await api.drop_watches("pods")
-    await eventually(lambda: api.watcher_count("pods") == 1)
-    api.put("pods", make_pod("after").obj())
-    await eventually(lambda: "default/after" in sink.pods)
+    try:
+        await source.start(sink)
+        await eventually(lambda: api.watcher_count("pods") == 1)
+        api.failures["/api/v1/pods"] = [503, 503, 503, 503]
+        with caplog.at_level(logging.WARNING):
+            await api.drop_watches("pods")
+            await eventually(lambda: api.watcher_count("pods") == 1 and not api.failures["/api/v1/pods"])
+        api.put("pods", make_pod("after").obj())
+        await eventually(lambda: "default/after" in sink.pods)
+    finally:
+        await source.stop()
+
+    want_caps = [0.1, 0.2, 0.4, 0.4]
+    logged = [float(m) for r in caplog.records for m in re.findall(r"watch pods failed.*retrying in ([0-9.]+)s",
+                                                                     r.getMessage())]
+    assert len(logged) == len(want_caps)
+    for delay, cap in zip(logged, want_caps, strict=True):
+        assert cap / 2 - 0.05 <= delay <= cap + 0.05  # the log rounds to 0.1 s
+    watches = [r for r in api.requests if r.path == "/api/v1/pods" and r.query.get("watch")]
+    retries = watches[-len(want_caps) - 1:]  # four refused watches, then the one that succeeded
+    gaps = [later.at - earlier.at for earlier, later in itertools.pairwise(retries)]
+    assert all(gap >= cap / 2 for gap, cap in zip(gaps, want_caps, strict=True)), gaps
 
 
 async def test_initial_list_retries_until_the_server_answers(api: FakeApi, source: KubeClusterSource) -> None:
