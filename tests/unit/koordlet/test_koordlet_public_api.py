@@ -11,6 +11,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+import yaml
 from prometheus_client import CollectorRegistry
 
 import koordlet
@@ -122,16 +123,35 @@ def test_cli_config_file_gates(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert "unrecognized feature gate: NoSuch" in capsys.readouterr().err
 
 
-def test_presets_are_valid() -> None:
-    from koordlet.qosmanager import KOORDLET_FEATURES, FeatureGates, builtin_registry
+PRESETS = sorted((Path(__file__).resolve().parents[3] / "config" / "koordlet").glob("feature-gates-*.yaml"))
 
-    presets = sorted((Path(__file__).resolve().parents[3] / "config" / "koordlet").glob("feature-gates-*.yaml"))
-    assert presets
-    import yaml
 
-    for path in presets:
-        gates = yaml.safe_load(path.read_text())["featureGates"]
-        FeatureGates.resolve({**KOORDLET_FEATURES, **builtin_registry().feature_specs()}, gates)
+def test_presets_include_the_documented_ones() -> None:
+    assert {p.name for p in PRESETS} >= {
+        "feature-gates-all.yaml",
+        "feature-gates-default.yaml",
+        "feature-gates-helm-v1.8.yaml",
+        "feature-gates-observe-only.yaml",
+        "feature-gates-qos-all.yaml",
+    }
+
+
+@pytest.mark.parametrize("path", [pytest.param(p, id=p.stem) for p in PRESETS])
+def test_preset_resolves_to_what_it_says(path: Path) -> None:
+    """Each gate a preset names resolves to its value; AllAlpha / AllBeta reach every gate of that maturity."""
+    from koordlet.qosmanager import KOORDLET_FEATURES, FeatureGates, Maturity, builtin_registry
+
+    specs = {**KOORDLET_FEATURES, **builtin_registry().feature_specs()}
+    preset: dict[str, bool] = yaml.safe_load(path.read_text())["featureGates"]
+
+    gates = FeatureGates.resolve(specs, preset)
+
+    want = {name: spec.default for name, spec in specs.items()}
+    for key, maturity in (("AllAlpha", Maturity.ALPHA), ("AllBeta", Maturity.BETA)):
+        if key in preset:
+            want.update({name: preset[key] for name, spec in specs.items() if spec.maturity is maturity})
+    want.update({name: value for name, value in preset.items() if name not in ("AllAlpha", "AllBeta")})
+    assert {name: gates.enabled(name) for name in specs} == want
 
 
 async def test_http_metrics_and_healthz() -> None:

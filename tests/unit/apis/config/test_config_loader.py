@@ -436,6 +436,19 @@ def test_helm_chart_loads_after_stripping_template() -> None:
     assert [p.name for p in profile.plugins.bind.enabled] == ["Reservation", "DefaultBinder"]
 
 
-@pytest.mark.parametrize("name", ["default.yaml", "koordinator.yaml"])
-def test_shipped_configs_load(name: str) -> None:
-    load_scheduler_config(CONFIG_DIR / name)
+@pytest.mark.parametrize(
+    ("name", "want_profiles"),
+    [
+        pytest.param("default.yaml", [("default-scheduler", [])], id="default"),
+        pytest.param(
+            "koordinator.yaml",
+            [("koord-scheduler", ["NodeResourcesFit", "LoadAwareScheduling", "Reservation"])],
+            id="koordinator",
+        ),
+    ],
+)
+def test_shipped_configs_load(name: str, want_profiles: list[tuple[str, list[str]]]) -> None:
+    config = load_scheduler_config(CONFIG_DIR / name)
+
+    got = [(p.scheduler_name, [entry.name for entry in p.plugin_config]) for p in config.profiles]
+    assert got == want_profiles
