@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -29,7 +30,8 @@ class FakeHandle:
 
     snapshot: ClusterSnapshot
     now: float = 1_700_000_000.0
-    cluster: object = None
+    cluster: Any = None
+    """A ClusterClient when a test needs one; None for plugins that never call the cluster."""
     calls: list[tuple[str, str]] = field(default_factory=list)
 
     @property

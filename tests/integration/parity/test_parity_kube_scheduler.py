@@ -37,7 +37,7 @@ from upstream_log import bound_line_seen, upstream_decision
 pytestmark = pytest.mark.integration
 
 GATE = "parity.test/hold"
-SHARED_PLUGINS = [
+SHARED_PLUGINS: list[dict[str, Any]] = [
     {"name": "PrioritySort"},
     {"name": "SchedulingGates"},
     {"name": "NodeUnschedulable"},

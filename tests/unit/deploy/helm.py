@@ -9,6 +9,7 @@ raises, so a chart change cannot be silently mis-rendered.
 from __future__ import annotations
 
 import re
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +55,10 @@ def _condition(expr: str, values: dict[str, Any], dot: Any) -> bool:
     return bool(_lookup(expr, values, dot))
 
 
+def _substitute(match: re.Match[str], *, values: dict[str, Any], dot: Any) -> str:
+    return _expression(match.group(1), values, dot)
+
+
 def _expression(expr: str, values: dict[str, Any], dot: Any) -> str:
     if expr.startswith("toYaml"):
         arg, _, pipe = expr.removeprefix("toYaml").partition("|")
@@ -88,7 +93,7 @@ def render(text: str, values: dict[str, Any] | None = None) -> str:
                 emitting, _, dot = stack.pop()
             continue
         if emitting:
-            out.append(_ACTION.sub(lambda m, d=dot: _expression(m.group(1), values, d), line))
+            out.append(_ACTION.sub(partial(_substitute, values=values, dot=dot), line))
     if stack:
         raise ValueError("unbalanced if/with/end")
     return "\n".join(out) + "\n"

@@ -183,7 +183,11 @@ def test_informer_callbacks() -> None:
     informer = StatesInformer("node-1", CgroupLayout.for_driver(CgroupDriver.SYSTEMD))
     seen: list[str] = []
     informer.register_callback(RegisterType.ALL_PODS, "a", lambda t, inf: seen.append(f"a:{len(inf.get_all_pods())}"))
-    informer.register_callback(RegisterType.ALL_PODS, "boom", lambda t, inf: 1 / 0)  # type: ignore[func-returns-value]
+
+    def boom(_: RegisterType, __: StatesInformer) -> None:
+        raise ZeroDivisionError("callback failed")
+
+    informer.register_callback(RegisterType.ALL_PODS, "boom", boom)
     informer.register_callback(RegisterType.ALL_PODS, "b", lambda t, inf: seen.append("b"))
     informer.register_callback(RegisterType.NODE_SLO_SPEC, "slo", lambda t, inf: seen.append("slo"))
     with pytest.raises(ValueError, match="already registered"):

@@ -1,5 +1,6 @@
 import argparse
 import asyncio
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -145,7 +146,7 @@ async def test_manager_runs_enabled_in_order_and_survives_crashes(tmp_path: Path
         ("CrashRun", "run"),
         ("Alpha", ""),
     ):
-        registry.register_qos_ext_plugin(name, lambda n=name, c=crash: _Recorder(n, log, crash_in=c), alpha)
+        registry.register_qos_ext_plugin(name, partial(_Recorder, name, log, crash_in=crash), alpha)
     manager = QOSManager(registry)
     manager.instantiate()
     manager.init_flags(argparse.ArgumentParser())

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
@@ -41,7 +42,7 @@ def test_assume_then_confirm_by_informer_counts_once(cache: SchedulerCache) -> N
     ],
 )
 def test_bind_echo_of_an_assumed_pod_touches_the_node_only_when_an_input_changed(
-    cache: SchedulerCache, change: dict[str, object], touched: bool
+    cache: SchedulerCache, change: dict[str, Any], touched: bool
 ) -> None:
     """The echo differs from the assumed pod only in resourceVersion and conditions: the object is
     swapped in place and the node's row keeps its version (per-node caches stay valid)."""

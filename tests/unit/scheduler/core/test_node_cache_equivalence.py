@@ -29,16 +29,16 @@ def random_cluster(seed: int) -> tuple[list[Node], list[Pod]]:
     shapes = [("100m", "128Mi"), ("500m", "1Gi"), ("1", "2Gi"), ("2", "512Mi")]
     for i in range(400):
         cpu, mem = rng.choice(shapes)
-        b = make_pod(f"p{i}").req(cpu=cpu, memory=mem).priority(rng.choice([0, 0, 10]))
+        pb = make_pod(f"p{i}").req(cpu=cpu, memory=mem).priority(rng.choice([0, 0, 10]))
         if rng.random() < 0.2:
-            b.toleration("dedicated", "x", "NoSchedule")
+            pb.toleration("dedicated", "x", "NoSchedule")
         if rng.random() < 0.2:
-            b.node_selector(tier=rng.choice(["a", "b"]))
+            pb.node_selector(tier=rng.choice(["a", "b"]))
         if rng.random() < 0.05:
-            b.host_port(8080)
+            pb.host_port(8080)
         if rng.random() < 0.1:
-            b.preferred_node_affinity(10, "tier", "In", ["a"])
-        pods.append(b.build())
+            pb.preferred_node_affinity(10, "tier", "In", ["a"])
+        pods.append(pb.build())
     return nodes, pods
 
 

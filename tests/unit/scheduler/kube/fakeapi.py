@@ -142,9 +142,9 @@ class FakeApi:
                 return await self._watch(request, plural)
             return self._list(plural, request)
         if path.endswith("/binding") and request.method == "POST":
-            return self._bind(parts[3], parts[5], body)
+            return self._bind(parts[3], parts[5], body or {})
         if path.endswith("/status") and request.method == "PATCH":
-            return self._patch_pod_status(parts[3], parts[5], body)
+            return self._patch_pod_status(parts[3], parts[5], body or {})
         if "/events.k8s.io/" in path:
             return web.json_response(body, status=201 if request.method == "POST" else 200)
         if "/coordination.k8s.io/" in path:

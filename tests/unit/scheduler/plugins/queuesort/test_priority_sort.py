@@ -36,5 +36,9 @@ def test_sorted_order() -> None:
     plugin = queuesort.PrioritySort()
     pods = [queued("low-old", 0, 1.0), queued("high-new", 100, 5.0), queued("low-new", 0, 3.0),
             queued("high-old", 100, 2.0)]
-    order = sorted(pods, key=cmp_to_key(lambda x, y: -1 if plugin.less(x, y) else int(plugin.less(y, x))))
+
+    def compare(x: QueuedPodInfo, y: QueuedPodInfo) -> int:
+        return -1 if plugin.less(x, y) else int(plugin.less(y, x))
+
+    order = sorted(pods, key=cmp_to_key(compare))
     assert [p.pod.name for p in order] == ["high-old", "high-new", "low-old", "low-new"]
