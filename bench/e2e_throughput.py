@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""End-to-end scheduling throughput against a real kube-apiserver + etcd (issue 3).
+"""End-to-end scheduling throughput against a real kube-apiserver + etcd.
 
 SchedulingBasic shape: ``--nodes`` (default 1,000) Nodes created directly with status (4 CPU, 32Gi,
 110 pods, Ready; no kubelet, no kwok), then for each contender ``--pods`` (default 5,000) pending pods

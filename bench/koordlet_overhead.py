@@ -9,7 +9,7 @@ those calls (``time.process_time``), divided by the simulated duration. RSS is r
 
     python bench/koordlet_overhead.py [--pods 100] [--minutes 30] [--json out.json]
 
-Targets (issue 6): < 2 % of one core and < 80 MB RSS at 100 pods. Koordinator's chart limits the
+Targets: < 2 % of one core and < 80 MB RSS at 100 pods. Koordinator's chart limits the
 koordlet to 200m CPU and 256 Mi for up to 200 pods.
 """
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""pykoord next to upstream kube-scheduler on scheduler_perf shapes at 1,000 nodes, in one run (issue 9).
+"""pykoord next to upstream kube-scheduler on scheduler_perf shapes at 1,000 nodes, in one run.
 
 For each shape in ``--shapes`` (``SHAPES`` in bench/topology_common.py; the same counts and templates as
 bench/upstream/performance-config.yaml):

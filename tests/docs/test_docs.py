@@ -1,7 +1,7 @@
 """Every command in docs/ runs: ```sh test``` blocks here, ```sh test-cluster``` blocks against the real
 API server (integration), and ```sh covered-by=PATH``` blocks must name an existing test that covers them.
 A ```sh``` block without one of these fails, so no command goes untested. Also: docs/metrics.md lists
-every metric the code registers, and README.md links the docs."""
+every metric the code registers, and README.md links the docs and names every in-tree plugin."""
 
 from __future__ import annotations
 
@@ -98,3 +98,12 @@ def test_readme_links_the_docs() -> None:
     readme = (REPO / "README.md").read_text()
     for path in sorted(DOCS.glob("*.md")):
         assert f"docs/{path.name}" in readme, path.name
+
+
+def test_readme_what_works_names_every_in_tree_plugin() -> None:
+    from koord_scheduler.plugins.registry import in_tree_registry
+
+    readme = (REPO / "README.md").read_text()
+    what_works = readme[readme.index("## What works"):readme.index("\n## ", readme.index("## What works") + 1)]
+    missing = [name for name in in_tree_registry().names() if name not in what_works]
+    assert missing == []

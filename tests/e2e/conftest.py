@@ -1,5 +1,5 @@
 """The e2e tests use the same local control plane as tests/integration (their own instance when run
-alone; a session running both directories starts one per directory)."""
+alone; a pytest run over both directories starts one per directory)."""
 
 from __future__ import annotations
 

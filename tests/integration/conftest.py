@@ -14,14 +14,14 @@ from collections.abc import Iterator
 import pytest
 from controlplane import ControlPlane, session_control_plane
 
-# Fake nodes kwok keeps Ready for the whole session (named kwok-node-<i>, label
+# Fake nodes kwok keeps Ready for the whole test run (named kwok-node-<i>, label
 # type=kwok). Tests that need an exact node set should create their own nodes
 # and select them by label.
 KWOK_NODES = int(os.environ.get("PYKOORD_TEST_KWOK_NODES", "2"))
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "integration: needs the real kube-apiserver + etcd started by the test session")
+    config.addinivalue_line("markers", "integration: needs the real kube-apiserver + etcd started by the test run")
 
 
 @pytest.fixture(scope="session")

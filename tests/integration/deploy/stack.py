@@ -1,4 +1,4 @@
-"""Helpers to install deploy/ on the session's API server and run the two binaries as their own
+"""Helpers to install deploy/ on the test run's API server and run the two binaries as their own
 ServiceAccounts (tokens from the TokenRequest API), as the Deployment and DaemonSet would.
 
 Used by tests/integration/deploy/ and tests/e2e/.

@@ -1,4 +1,4 @@
-"""Differential test (issue 9): upstream kube-scheduler v1.35.8 and koord-scheduler, one pod at a time.
+"""Differential test: upstream kube-scheduler v1.35.8 and koord-scheduler, one pod at a time.
 
 Both run the same ``KubeSchedulerConfiguration``: one profile with only the plugins both implement
 (:data:`SHARED_PLUGINS`, kube-scheduler's default weights), ``percentageOfNodesToScore: 100`` and a

@@ -1,4 +1,4 @@
-"""Helpers for koord-scheduler integration tests against the session's real kube-apiserver.
+"""Helpers for koord-scheduler integration tests against the test run's real kube-apiserver.
 
 Every test works in its own :class:`Scope`: a namespace, a node label value and a schedulerName of its
 own, so tests never see each other's pods and a leftover from one cannot confuse another. Nodes are

@@ -1,4 +1,4 @@
-"""koord-scheduler in cluster mode against the session's real kube-apiserver + etcd (issue 3).
+"""koord-scheduler in cluster mode against the test run's real kube-apiserver + etcd.
 
 Each test runs ``.venv/bin/koord-scheduler`` as a subprocess in its own scope (namespace, node label,
 schedulerName, Lease); see ``kubesched.py``.

@@ -1,4 +1,5 @@
-"""Plugin args: defaults (§9.2), kind checks and validation messages (§9.3, Koordinator's)."""
+"""Plugin args: defaults (kube-scheduler pkg/scheduler/apis/config/v1/defaults.go), kind checks and validation
+messages (pkg/scheduler/apis/config/validation/validation_pluginargs.go, and Koordinator's)."""
 
 from __future__ import annotations
 

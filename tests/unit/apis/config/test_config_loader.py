@@ -1,4 +1,5 @@
-"""Loading KubeSchedulerConfiguration: defaults (§1.5), strict decoding, validation messages (§9.3)."""
+"""Loading KubeSchedulerConfiguration: defaults (kube-scheduler pkg/scheduler/apis/config/v1/defaults.go), strict
+decoding, validation messages (pkg/scheduler/apis/config/validation)."""
 
 from __future__ import annotations
 

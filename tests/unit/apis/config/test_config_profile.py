@@ -1,4 +1,5 @@
-"""Default plugins, merging (§1.2) and MultiPoint expansion (§1.3) of scheduler profiles."""
+"""Default plugins, merging (kube-scheduler pkg/scheduler/apis/config/v1/default_plugins.go ``mergePlugins``) and
+MultiPoint expansion (pkg/scheduler/framework/runtime/framework.go ``expandMultiPointPlugins``) of profiles."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""DefaultNormalizeScore (hand-computed rows from the research notes, §10) and SnapshotCache."""
+"""DefaultNormalizeScore (kube-scheduler pkg/scheduler/framework/plugins/helper/normalize_score.go; hand-computed
+rows) and SnapshotCache."""
 
 from __future__ import annotations
 

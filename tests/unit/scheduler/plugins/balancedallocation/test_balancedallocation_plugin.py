@@ -1,4 +1,5 @@
-"""NodeResourcesBalancedAllocation plugin: best-effort Skip, real requests, resources, args (§4.2, §9.3)."""
+"""NodeResourcesBalancedAllocation plugin: best-effort Skip, real requests, resources, args
+(kube-scheduler pkg/scheduler/framework/plugins/noderesources/balanced_allocation.go)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""BalancedAllocation maths (§4.2), hand-computed rows from §10 of the semantics sheet."""
+"""BalancedAllocation maths (kube-scheduler noderesources/balanced_allocation.go), hand-computed rows."""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""NodeResourcesFit plugin: Filter reasons and codes, Score strategies, queueing hints, args (§4.1, §9.3)."""
+"""NodeResourcesFit plugin: Filter reasons and codes, Score strategies, queueing hints, args
+(kube-scheduler pkg/scheduler/framework/plugins/noderesources/fit.go; messages from
+pkg/scheduler/apis/config/validation/validation_pluginargs.go)."""
 
 from __future__ import annotations
 

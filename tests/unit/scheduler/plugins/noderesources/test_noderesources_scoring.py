@@ -1,4 +1,4 @@
-"""NodeResourcesFit scoring maths (§4.1), hand-computed rows from §10 of the semantics sheet."""
+"""NodeResourcesFit scoring maths (kube-scheduler pkg/scheduler/framework/plugins/noderesources), hand-computed rows."""
 
 from __future__ import annotations
 

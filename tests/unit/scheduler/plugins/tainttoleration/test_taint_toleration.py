@@ -1,4 +1,4 @@
-"""TaintToleration: policy tables, Filter reason/code, Score + reverse NormalizeScore (§10 rows 8-10),
+"""TaintToleration: policy tables, Filter reason/code, Score + reverse NormalizeScore (hand-computed rows),
 caches following taint changes, queueing hints."""
 
 from __future__ import annotations
