@@ -3,14 +3,14 @@
 Koordinator ``pkg/slo-controller/noderesource/plugins/batchresource`` (node level). All amounts are
 integers: CPU in millicores, memory in bytes. Every subtraction is clamped at zero.
 
-- ``Margin   = Capacity × (100 − reclaimPercent) / 100``            (truncated, as Go's ``int64(float64)``)
+- ``Margin   = Capacity * (100 - reclaimPercent) / 100``            (truncated, as Go's ``int64(float64)``)
 - ``SysEff   = max(SystemUsage + HP host applications, Reserved)``    per resource
-- ``usage           = Capacity − Margin − SysEff   − HPUsed``
-- ``request         = Capacity − Margin − Reserved − HPRequest``        (memory only; CPU treats it as usage)
-- ``maxUsageRequest = Capacity − Margin − SysEff   − Σ max(request, usage)``
-- caps: ``min(result, Capacity × batch{CPU,Memory}ThresholdPercent / 100)`` when set.
+- ``usage           = Capacity - Margin - SysEff   - HPUsed``
+- ``request         = Capacity - Margin - Reserved - HPRequest``        (memory only; CPU treats it as usage)
+- ``maxUsageRequest = Capacity - Margin - SysEff   - Σ max(request, usage)``
+- caps: ``min(result, Capacity * batch{CPU,Memory}ThresholdPercent / 100)`` when set.
 
-``Reserved`` is the larger of the kubelet's reservation (capacity − allocatable) and the node annotation
+``Reserved`` is the larger of the kubelet's reservation (capacity - allocatable) and the node annotation
 ``node.koordinator.sh/reservation``. High-priority (HP) pods are the Running/Pending pods whose priority
 class is neither koord-batch nor koord-free: each adds its reported usage (its request when it has no
 metric yet; its CPU request if it is LSE) to ``HPUsed``. Metrics of pods the informer no longer knows,
@@ -211,8 +211,8 @@ def annotation_reserved(text: str) -> Pair:
 def cpuset_size(text: str) -> int:
     """Number of CPUs in a Linux cpuset list (``"0-3,8"`` → 5). Raises ``ValueError``."""
     count = 0
-    for part in text.split(","):
-        part = part.strip()
+    for raw in text.split(","):
+        part = raw.strip()
         if not part:
             continue
         if "-" in part:
@@ -261,7 +261,7 @@ def needs_sync(
     *,
     diff_threshold: float,
 ) -> bool:
-    """Koordinator's resource gate: presence differs, or ``|new − old| > old × resourceDiffThreshold``
+    """Koordinator's resource gate: presence differs, or ``|new - old| > old * resourceDiffThreshold``
     for either resource (strict; old 0 and new > 0 is a difference). The time gate is the caller's."""
     for have, new in zip(current, want, strict=True):
         if (have is None) != (new is None):

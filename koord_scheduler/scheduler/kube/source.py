@@ -118,19 +118,25 @@ class KubeClusterSource:
         *,
         label_selector: str = "",
         field_selector: str = "",
+        namespace: str = "",
     ) -> None:
         """Also list+watch ``group/version/plural`` and deliver parsed objects to ``sink.on_object(kind_name,
         ...)``. ``parser`` raises ``ValueError`` for a malformed object (it is logged and skipped). Call
-        before :meth:`start`; these kinds are delivered after Nodes and before Pods."""
+        before :meth:`start`; these kinds are delivered after Nodes and before Pods. ``namespace`` limits
+        the watch to one namespace (and the RBAC it needs to a Role there)."""
         if self._sink is not None:
             raise RuntimeError("watch_kind() must be called before start()")
         kind = ResourceKind(kind_name, group, version, plural, parser,
-                            field_selector=field_selector, label_selector=label_selector)
+                            field_selector=field_selector, label_selector=label_selector, namespace=namespace)
 
         def handler_for(sink: EventSink) -> Callable[[EventType, Any, Any], None]:
             return lambda event, old, new: sink.on_object(kind_name, event, old, new)
 
         self._kinds.append((kind, handler_for))
+
+    def watches(self, kind_name: str) -> bool:
+        """Whether ``kind_name`` is already listed and watched (registered with :meth:`watch_kind`)."""
+        return any(kind.kind == kind_name for kind, _ in self._kinds)
 
     # ----- ClusterSource -----
 

@@ -24,7 +24,10 @@ DEFAULT_THRESHOLD = {
     "enable": False, "cpuSuppressThresholdPercent": 65, "cpuSuppressPolicy": "cpuset",
     "memoryEvictThresholdPercent": 70, "cpuEvictPolicy": "evictByRealLimit",
 }
-CHART = {"colocation-config": '{\n  "enable": true\n}\n', "resource-threshold-config": '{"clusterStrategy": {"enable": true}}'}
+CHART = {
+    "colocation-config": '{\n  "enable": true\n}\n',
+    "resource-threshold-config": '{"clusterStrategy": {"enable": true}}',
+}
 
 
 def threshold(data: dict[str, Any], labels: dict[str, str]) -> dict[str, Any]:
@@ -87,7 +90,7 @@ def test_threshold_merge(data: dict[str, Any], labels: dict[str, str], want: dic
     assert threshold(data, labels) == want
 
 
-def test_S5_nested_qos_merge() -> None:
+def test_s5_nested_qos_merge() -> None:
     data = {"clusterStrategy": {"beClass": {"memoryQOS": {"enable": True, "wmarkRatio": 95, "wmarkScalePermill": 20}}},
             "nodeStrategies": [{"nodeSelector": {"matchLabels": {"pool": "a"}},
                                 "beClass": {"memoryQOS": {"wmarkRatio": 90}}}]}
@@ -186,7 +189,8 @@ def test_resolve_colocation(labels: dict[str, str], annotations: dict[str, str],
 
     data = {"enable": True, "nodeConfigs": [{"nodeSelector": {"matchLabels": {"pool": "a"}}, "enable": False}]}
     config, _ = parse_slo_config({COLOCATION_KEY: json.dumps(data)})
-    assert resolve_colocation(config, labels, annotations) == dataclasses.replace(ColocationStrategy(enable=True), **want)
+    want_strategy = dataclasses.replace(ColocationStrategy(enable=True), **want)
+    assert resolve_colocation(config, labels, annotations) == want_strategy
 
 
 def test_node_config_cannot_enable_when_cluster_is_off() -> None:

@@ -122,9 +122,9 @@ def test_research_ex3_lse_dangling_caps() -> None:
     got = batch_inputs(node, [d.build()], nm)
     assert got.reserved == Pair(2000, 4 * GI)
     assert got.hp.used == Pair(4500, 7 * GI)
-    result = batch_allocatable(
-        got, strategy(cpu_reclaim_threshold_percent=80, batch_cpu_threshold_percent=30, batch_memory_threshold_percent=50)
-    )
+    config = strategy(cpu_reclaim_threshold_percent=80, batch_cpu_threshold_percent=30,
+                      batch_memory_threshold_percent=50)
+    result = batch_allocatable(got, config)
     assert (result.cpu, result.memory) == (4800, 32856499815)
 
 
