@@ -1,0 +1,100 @@
+"""Command-line wiring of the cluster controllers koord-scheduler hosts.
+
+Flags::
+
+    --controllers LIST          kube-controller-manager's form: "*" (all; the default), "name", "-name".
+                                Names: reservation, nodeslo, noderesource, nodemetric.
+    --scheduling[=BOOL]         schedule pods (default true); false runs only the controllers
+    --config-namespace NS       where slo-controller-config lives (default koordinator-system)
+    --slo-config-name NAME      its name (default slo-controller-config)
+    --reservation-controller=false   kept for compatibility: the same as adding -reservation
+
+The colocation controllers read the scheduler's own Node, Pod and NodeMetric watches; they add the
+NodeSLO kind (when ``nodeslo`` runs) and a watch of the one ConfigMap in its namespace.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+
+from apis.configuration import CONFIG_MAP_NAME, DEFAULT_NAMESPACE
+from apis.slo.common import GROUP, VERSION
+from apis.slo.nodemetric_record import parse_node_metric
+from koord_scheduler.framework.errors import SchedulerError
+from koord_scheduler.scheduler.controllers.api import KubeControllerApi, parse_config_map
+from koord_scheduler.scheduler.controllers.decide import parse_node_slo
+from koord_scheduler.scheduler.controllers.runner import (
+    COLOCATION_CONTROLLERS,
+    ColocationControllers,
+    ColocationOptions,
+)
+from koord_scheduler.scheduler.controllers.selection import (
+    RESERVATION,
+    ControllerSelectionError,
+    parse_controllers,
+)
+from koord_scheduler.scheduler.kube import ApiHttp, KubeClusterSource, TokenBucket
+from koord_scheduler.scheduler.metrics import SchedulerMetrics
+
+
+class ControllerFlagError(SchedulerError):
+    """A bad ``--controllers`` value (reported as one line, exit 2)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerFlags:
+    enabled: frozenset[str]
+    scheduling: bool
+    config_namespace: str
+    config_name: str
+
+
+def add_controller_flags(parser: argparse.ArgumentParser, parse_bool: type | object) -> None:
+    parser.add_argument("--controllers", default="*", metavar="LIST",
+                        help="controllers to run, kube-controller-manager style: '*' (all, default), 'name', "
+                        "'-name'; names: reservation, nodeslo, noderesource, nodemetric (only the leader acts)")
+    parser.add_argument("--scheduling", nargs="?", const=True, default=True, type=parse_bool,  # type: ignore[arg-type]
+                        metavar="BOOL", help="schedule pods (default true); false: run only the controllers")
+    parser.add_argument("--config-namespace", default=DEFAULT_NAMESPACE,
+                        help=f"namespace of the {CONFIG_MAP_NAME} ConfigMap (default {DEFAULT_NAMESPACE})")
+    parser.add_argument("--slo-config-name", default=CONFIG_MAP_NAME,
+                        help=f"name of the colocation ConfigMap (default {CONFIG_MAP_NAME})")
+
+
+def controller_flags(ns: argparse.Namespace) -> ControllerFlags:
+    try:
+        enabled = parse_controllers(ns.controllers)
+    except ControllerSelectionError as exc:
+        raise ControllerFlagError(str(exc)) from None
+    if not ns.reservation_controller:
+        enabled -= {RESERVATION}
+    return ControllerFlags(enabled, bool(ns.scheduling), ns.config_namespace, ns.slo_config_name)
+
+
+@dataclass(frozen=True, slots=True)
+class Colocation:
+    controllers: ColocationControllers
+    http: ApiHttp
+    """The controllers' own connection pool and token bucket (closed at shutdown)."""
+
+
+def build_colocation(
+    flags: ControllerFlags, source: KubeClusterSource, metrics: SchedulerMetrics, *, qps: float, burst: int
+) -> Colocation | None:
+    """The colocation controllers (None when none of them is enabled), with their watches registered on
+    ``source``: call before ``source.start``."""
+    enabled = flags.enabled & frozenset(COLOCATION_CONTROLLERS)
+    if not enabled:
+        return None
+    http = ApiHttp(source.connection, TokenBucket(qps, burst))
+    controllers = ColocationControllers(
+        KubeControllerApi(http, source.events), options=ColocationOptions(enabled=enabled), registry=metrics.registry
+    )
+    if not source.watches("NodeMetric"):
+        source.watch_kind(GROUP, VERSION, "nodemetrics", parse_node_metric, "NodeMetric")
+    if "nodeslo" in enabled:
+        source.watch_kind(GROUP, VERSION, "nodeslos", parse_node_slo, "NodeSLO")
+    source.watch_kind("", "v1", "configmaps", parse_config_map, "ConfigMap", namespace=flags.config_namespace,
+                      field_selector=f"metadata.name={flags.config_name}")
+    return Colocation(controllers, http)
