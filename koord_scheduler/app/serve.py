@@ -21,8 +21,8 @@ Lifecycle: the configuration is validated and every profile built before any net
 config is refused at once (exit 2, one message, no traceback). Then the HTTP endpoints come up, the
 cluster is listed (``/readyz`` turns ok once synced) and watched; a replica schedules only while it
 holds the leader Lease; the controllers, too, act only on the leader. SIGTERM / SIGINT stop
-scheduling, wait up to 10 s for bindings in flight, release the Lease and exit 0. Losing the Lease exits 1 at once, as kube-scheduler does, so the
-Deployment restarts the replica as a clean candidate.
+scheduling, wait up to 10 s for bindings in flight, release the Lease and exit 0. Losing the Lease
+exits 1 at once, as kube-scheduler does, so the Deployment restarts the replica as a clean candidate.
 """
 
 from __future__ import annotations
