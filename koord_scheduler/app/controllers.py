@@ -16,6 +16,7 @@ NodeSLO kind (when ``nodeslo`` runs) and a watch of the one ConfigMap in its nam
 from __future__ import annotations
 
 import argparse
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from apis.configuration import CONFIG_MAP_NAME, DEFAULT_NAMESPACE
@@ -80,21 +81,34 @@ class Colocation:
 
 
 def build_colocation(
-    flags: ControllerFlags, source: KubeClusterSource, metrics: SchedulerMetrics, *, qps: float, burst: int
+    flags: ControllerFlags,
+    source: KubeClusterSource,
+    metrics: SchedulerMetrics,
+    *,
+    client: tuple[float, int],
+    scheduler_kinds: Collection[str] = (),
 ) -> Colocation | None:
     """The colocation controllers (None when none of them is enabled), with their watches registered on
-    ``source``: call before ``source.start``."""
+    ``source``: call before ``source.start``. ``client`` is (qps, burst) for their own token bucket.
+
+    Their kinds are optional on the source (a missing CRD or Role does not hold up scheduling); the
+    controllers act only once every kind they read has been listed. NodeMetric stays a required kind
+    when a scheduler plugin watches it (``scheduler_kinds``)."""
     enabled = flags.enabled & frozenset(COLOCATION_CONTROLLERS)
     if not enabled:
         return None
-    http = ApiHttp(source.connection, TokenBucket(qps, burst))
+    http = ApiHttp(source.connection, TokenBucket(*client))
+    kinds = ["NodeMetric", "ConfigMap"] + (["NodeSLO"] if "nodeslo" in enabled else [])
     controllers = ColocationControllers(
-        KubeControllerApi(http, source.events), options=ColocationOptions(enabled=enabled), registry=metrics.registry
+        KubeControllerApi(http, source.events),
+        options=ColocationOptions(enabled=enabled),
+        registry=metrics.registry,
+        ready=lambda: all(source.listed(kind) for kind in kinds),
     )
-    if not source.watches("NodeMetric"):
-        source.watch_kind(GROUP, VERSION, "nodemetrics", parse_node_metric, "NodeMetric")
+    if "NodeMetric" not in scheduler_kinds and not source.watches("NodeMetric"):
+        source.watch_kind(GROUP, VERSION, "nodemetrics", parse_node_metric, "NodeMetric", optional=True)
     if "nodeslo" in enabled:
-        source.watch_kind(GROUP, VERSION, "nodeslos", parse_node_slo, "NodeSLO")
+        source.watch_kind(GROUP, VERSION, "nodeslos", parse_node_slo, "NodeSLO", optional=True)
     source.watch_kind("", "v1", "configmaps", parse_config_map, "ConfigMap", namespace=flags.config_namespace,
-                      field_selector=f"metadata.name={flags.config_name}")
+                      field_selector=f"metadata.name={flags.config_name}", optional=True)
     return Colocation(controllers, http)

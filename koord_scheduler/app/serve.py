@@ -125,7 +125,10 @@ def serve_main(argv: Sequence[str], registry: Callable[[], Registry]) -> int:
         options.config, registry(), source, metrics=metrics, options=SchedulerOptions(heap=HeapSettler())
     ) if options.controllers.scheduling else None
     client = options.config.client_connection
-    colocation = build_colocation(options.controllers, source, metrics, qps=client.qps, burst=client.burst)
+    colocation = build_colocation(
+        options.controllers, source, metrics, client=(client.qps, client.burst),
+        scheduler_kinds=scheduler.watched_kinds if scheduler is not None else (),
+    )
     log.info("koord-scheduler: profiles %s, controllers %s, API server %s (%s)",
              ", ".join(scheduler.profiles) if scheduler else "none (scheduling off)",
              ", ".join(sorted(options.controllers.enabled)) or "none", connection.server, connection.description)

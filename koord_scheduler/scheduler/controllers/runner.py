@@ -86,8 +86,11 @@ class ColocationControllers:
         options: ColocationOptions | None = None,
         clock: Callable[[], float] = time.time,
         registry: CollectorRegistry | None = None,
+        ready: Callable[[], bool] = lambda: True,
     ) -> None:
         self.api = api
+        self.ready = ready
+        """Every kind the controllers read has been listed; nothing is decided before."""
         self.options = options or ColocationOptions()
         self.clock = clock
         self.metrics = ColocationMetrics(registry)
@@ -183,6 +186,14 @@ class ColocationControllers:
     async def run(self, stop: asyncio.Event) -> None:
         """Reconcile until ``stop`` is set; call only while holding the leader Lease."""
         log.info("colocation controllers running: %s", ", ".join(sorted(self._dirty)) or "none")
+        waited = 0.0
+        while not self.ready():
+            if waited % 30 == 0:
+                log.warning("colocation controllers waiting for NodeMetric, NodeSLO and ConfigMap to be listed "
+                            "(CRDs installed? RBAC?)")
+            if await _stopped_within(stop, 1.0):
+                return
+            waited += 1
         self.mark_all()
         next_resync = self.clock() + self.options.resync_seconds
         while not stop.is_set():
@@ -310,6 +321,14 @@ class ColocationControllers:
                 policy = canonical(write.body["spec"]["metricCollectPolicy"])
                 existing = self.node_metrics.get(name) or NodeMetricRecord(name=name)
                 self.node_metrics[name] = dataclasses.replace(existing, collect_policy=policy)
+
+
+async def _stopped_within(stop: asyncio.Event, seconds: float) -> bool:
+    try:
+        await asyncio.wait_for(stop.wait(), seconds)
+    except TimeoutError:
+        return False
+    return True
 
 
 def _with_batch(resources: Any, values: dict[str, str | None]) -> FrozenDict[str, int]:
