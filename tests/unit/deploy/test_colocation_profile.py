@@ -69,3 +69,12 @@ async def test_batch_cpu_fit(tmp_path: Path, batch_cpu: str, want: set[str]) -> 
     """Two pods: with 3000 milli-cores both nodes fit one each or more; with 4000 only ``lots`` fits."""
     placed = await place(tmp_path, [be_pod("a", batch_cpu), be_pod("b", batch_cpu)])
     assert {n for n in placed.values() if n} <= want and all(placed.values())
+
+
+def test_deployed_slo_controller_config_is_the_charts() -> None:
+    from helm import FIXTURES
+
+    chart_text = (FIXTURES / "chart-v1.8.0" / "slo-controller-config.yaml").read_text()
+    chart = yaml.safe_load(chart_text.replace("{{ .Values.installation.namespace }}", "koordinator-system"))
+    deployed = yaml.safe_load((REPO / "deploy" / "slo-controller-config.yaml").read_text())
+    assert deployed == chart
