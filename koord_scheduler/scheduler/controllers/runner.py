@@ -16,17 +16,16 @@ before the watch echoes it do not repeat it.
 from __future__ import annotations
 
 import asyncio
+import collections
 import dataclasses
 import heapq
 import logging
 import time
-from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from prometheus_client import CollectorRegistry
-from prometheus_client import Counter as PromCounter
+from prometheus_client import CollectorRegistry, Counter
 
 from apis.configuration import COLOCATION_KEY, SloConfig, default_slo_config, parse_slo_config
 from apis.core.frozendict import FrozenDict
@@ -66,11 +65,11 @@ class ColocationOptions:
 
 class ColocationMetrics:
     def __init__(self, registry: CollectorRegistry | None) -> None:
-        self.writes = PromCounter(
+        self.writes = Counter(
             "koord_scheduler_colocation_writes", "API writes of the colocation controllers",
             ["controller", "verb", "result"], registry=registry,
         )
-        self.config_invalid = PromCounter(
+        self.config_invalid = Counter(
             "koord_scheduler_slo_config_invalid", "slo-controller-config keys refused (the last good value is kept)",
             ["key"], registry=registry,
         )
@@ -100,7 +99,7 @@ class ColocationControllers:
         self.node_slos: dict[str, NodeSLORecord] = {}
         self.config: SloConfig = default_slo_config()
         self.last_sync: dict[str, float] = {}
-        self.write_counts: Counter[tuple[str, str]] = Counter()
+        self.write_counts: collections.Counter[tuple[str, str]] = collections.Counter()
         self._dirty: dict[str, set[str]] = {c: set() for c in COLOCATION_CONTROLLERS if c in self.options.enabled}
         self._recheck: dict[tuple[str, str], float] = {}
         """(controller, node) -> when it is looked at again; the heap may hold stale entries."""
