@@ -147,12 +147,15 @@ def decide_batch_resources(
     *,
     now: float,
     last_sync: float | None,
+    interval_spread: float = 0.0,
 ) -> BatchDecision:
     """Batch resources for ``node``: computed, or withdrawn (keys removed) when colocation is off for
     the node or its NodeMetric is stale. Written when Koordinator's gate says so (presence changed, a
     change above ``resourceDiffThreshold``, or any change once ``updateTimeThresholdSeconds`` passed
     since the last write) or when kubelet left capacity and allocatable disagreeing. A write that would
-    change nothing is never sent."""
+    change nothing is never sent. ``interval_spread`` (0 to 1) stretches this node's
+    ``updateTimeThresholdSeconds`` by that fraction, so nodes first written together do not all come
+    due in the same second ever after."""
     strategy = resolve_colocation(config, node.labels, node.annotations)
     recheck_at = None
     note = ""
@@ -170,7 +173,8 @@ def decide_batch_resources(
     consistent = status_consistent(node)
     if current == want and consistent:
         return BatchDecision(None, recheck_at)
-    due = last_sync is None or now - last_sync > strategy.update_time_threshold_seconds
+    interval = strategy.update_time_threshold_seconds * (1 + interval_spread)
+    due = last_sync is None or now - last_sync > interval
     if not (due or not consistent or needs_sync(current, want, diff_threshold=strategy.resource_diff_threshold)):
         return BatchDecision(None, recheck_at)
     values = {name: None if amount is None else str(amount) for name, amount in zip(BATCH_RESOURCES, want, strict=True)}

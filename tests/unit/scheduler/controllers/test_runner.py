@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
 from apis.slo.nodemetric_record import parse_node_metric
 from koord_scheduler.framework.types import EventType
 from koord_scheduler.scheduler.controllers.api import ConfigMapRecord, MemoryControllerApi
@@ -140,3 +142,26 @@ async def test_deleted_node_removes_its_objects() -> None:
     controllers.on_node(EventType.DELETED, controllers.nodes["n1"], None)
     await controllers.reconcile_pending()
     assert sorted((w.controller, w.verb) for w in api.writes) == [("nodemetric", "DELETE"), ("nodeslo", "DELETE")]
+
+
+@pytest.mark.parametrize(
+    ("since_last", "spread", "want_write"),
+    [
+        pytest.param(330.0, 0.0, True, id="past-300s"),
+        pytest.param(330.0, 0.2, False, id="spread-stretches-to-360s"),
+        pytest.param(361.0, 0.2, True, id="past-the-stretched-interval"),
+        pytest.param(200.0, 0.0, False, id="within-interval-small-change"),
+    ],
+)
+def test_time_gate(since_last: float, spread: float, want_write: bool) -> None:
+    from apis.configuration import parse_slo_config
+    from apis.slo.nodemetric_record import parse_node_metric as parse
+    from koord_scheduler.scheduler.controllers.decide import decide_batch_resources
+
+    config, _ = parse_slo_config(CHART)
+    node = make_node("n1").capacity({"cpu": "10", "memory": "40Gi", "kubernetes.io/batch-cpu": "5300",
+                                     "kubernetes.io/batch-memory": str(24 * GI)}).build()
+    decision = decide_batch_resources(node, [], parse(metric_obj("n1", age=10)), config, now=NOW,
+                                      last_sync=NOW - since_last, interval_spread=spread)
+    assert (decision.write is not None) is want_write  # 5300 -> 5500 is a 3.8 % change
+    assert decision.recheck_at == NOW - 10 + 15 * 60 + 1
