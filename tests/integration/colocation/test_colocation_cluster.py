@@ -169,3 +169,44 @@ def test_colocation_loop(scope: Scope, tmp_path: Path) -> None:
     finally:
         if proc.alive:
             proc.kill()
+
+
+def test_controllers_only_without_config_map(scope: Scope, tmp_path: Path) -> None:
+    """``--scheduling=false``: no pod is scheduled, the controllers still work. Without the ConfigMap,
+    missing NodeSLOs get Koordinator's defaults and a hand-written one is left alone, until the
+    ConfigMap appears."""
+    nodes = [scope.add_node(n, cpu="10", memory="40Gi") for n in ("a", "b")]
+    plain, hand_written = nodes
+    custom = {"resourceUsedThresholdWithBE": {"enable": True, "cpuSuppressThresholdPercent": 42}}
+    scope.ok("POST", f"{SLO}/nodeslos", {"apiVersion": "slo.koordinator.sh/v1alpha1", "kind": "NodeSLO",
+                                         "metadata": {"name": hand_written}, "spec": custom})
+    report(scope, plain)
+    scope.plane.request("DELETE", f"{SLO}/nodemetrics/{hand_written}")
+    scope.add_pods([scope.pod_body("waits")])
+    proc = SchedulerProcess.start(scope.plane, scheduler_config(scope), tmp_path,
+                                  extra_args=["--scheduling=false", f"--config-namespace={scope.namespace}"])
+    try:
+        wait_until(lambda: node_slo(scope, plain) is not None, timeout=30, what="default NodeSLO")
+        assert node_slo(scope, plain)["resourceUsedThresholdWithBE"]["enable"] is False  # type: ignore[index]
+        wait_until(lambda: scope.plane.request("GET", f"{SLO}/nodemetrics/{hand_written}").status == 200,
+                   timeout=30, what="NodeMetric created by the nodemetric controller")
+        created = scope.ok("GET", f"{SLO}/nodemetrics/{hand_written}")
+        assert created["spec"]["metricCollectPolicy"] == {
+            "aggregateDurationSeconds": 300, "reportIntervalSeconds": 60,
+            "nodeAggregatePolicy": {"durations": ["5m0s", "10m0s", "30m0s"]},
+            "nodeMemoryCollectPolicy": "usageWithoutPageCache"}
+        assert node_slo(scope, hand_written) == custom
+        assert batch(scope, plain) == (None, None)  # colocation is off by default
+        assert not scope.pod("waits")["spec"].get("nodeName")
+        assert proc.metric("koord_scheduler_colocation_writes_total", controller="nodemetric", verb="POST",
+                           result="ok") >= 1
+
+        apply_config(scope, chart_data())
+        wait_until(lambda: (node_slo(scope, hand_written) or {}).get("resourceUsedThresholdWithBE", {})
+                   .get("cpuSuppressThresholdPercent") == 65, timeout=30, what="NodeSLO follows the ConfigMap")
+        wait_until(lambda: batch(scope, plain) == (5500, 24 * GI), timeout=30, what="batch resources")
+        assert not scope.pod("waits")["spec"].get("nodeName")
+        assert proc.terminate() == 0
+    finally:
+        if proc.alive:
+            proc.kill()
