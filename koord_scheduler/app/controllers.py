@@ -16,8 +16,11 @@ NodeSLO kind (when ``nodeslo`` runs) and a watch of the one ConfigMap in its nam
 from __future__ import annotations
 
 import argparse
+import asyncio
+import logging
 from collections.abc import Collection
 from dataclasses import dataclass
+from typing import Any
 
 from apis.configuration import CONFIG_MAP_NAME, DEFAULT_NAMESPACE
 from apis.slo.common import GROUP, VERSION
@@ -36,7 +39,10 @@ from koord_scheduler.scheduler.controllers.selection import (
     parse_controllers,
 )
 from koord_scheduler.scheduler.kube import ApiHttp, KubeClusterSource, TokenBucket
+from koord_scheduler.scheduler.leaderelection import LeaderElector
 from koord_scheduler.scheduler.metrics import SchedulerMetrics
+
+log = logging.getLogger("koord-scheduler")
 
 
 class ControllerFlagError(SchedulerError):
@@ -112,3 +118,25 @@ def build_colocation(
     source.watch_kind("", "v1", "configmaps", parse_config_map, "ConfigMap", namespace=flags.config_namespace,
                       field_selector=f"metadata.name={flags.config_name}", optional=True)
     return Colocation(controllers, http)
+
+
+async def hold_controllers(
+    elector: LeaderElector | None, stop: asyncio.Event, controllers: asyncio.Future[None] | None
+) -> int:
+    """Controllers only (``--scheduling=false``): run until stopped (exit code 0) or until the Lease is
+    lost or the controllers fail (1)."""
+    waiting: set[asyncio.Future[Any]] = {asyncio.ensure_future(stop.wait())}
+    hold = asyncio.ensure_future(elector.hold()) if elector is not None else None
+    waiting |= {f for f in (hold, controllers) if f is not None}
+    await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+    failed = not stop.is_set()
+    if hold is not None and hold.done() and failed:
+        log.error("leader election lost; exiting")
+    elif controllers is not None and controllers.done() and controllers.exception() is not None:
+        log.error("colocation controllers failed", exc_info=controllers.exception())
+    stop.set()
+    for future in waiting:
+        if future is not controllers:
+            future.cancel()
+    await asyncio.gather(*(f for f in waiting if f is not controllers), return_exceptions=True)
+    return 1 if failed else 0

@@ -50,6 +50,7 @@ from koord_scheduler.app.controllers import (
     add_controller_flags,
     build_colocation,
     controller_flags,
+    hold_controllers,
 )
 from koord_scheduler.framework.errors import SchedulerError
 from koord_scheduler.framework.registry import Registry
@@ -355,7 +356,7 @@ async def _run(
         if colocation is not None:
             colocation_task = asyncio.ensure_future(colocation.controllers.run(stop))
         if scheduler is None:
-            return await _hold(elector, stop, colocation_task)
+            return await hold_controllers(elector, stop, colocation_task)
         return await _schedule(scheduler, elector, stop, state)
     finally:
         state.stopping = True
@@ -374,27 +375,6 @@ async def _run(
         await source.stop()
         if runner is not None:
             await runner.cleanup()
-
-
-async def _hold(
-    elector: LeaderElector | None, stop: asyncio.Event, controllers: asyncio.Future[None] | None
-) -> int:
-    """Controllers only: run until stopped (0) or until the Lease or the controllers fail (1)."""
-    waiting: set[asyncio.Future[Any]] = {asyncio.ensure_future(stop.wait())}
-    hold = asyncio.ensure_future(elector.hold()) if elector is not None else None
-    waiting |= {f for f in (hold, controllers) if f is not None}
-    await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
-    failed = not stop.is_set()
-    if hold is not None and hold.done() and failed:
-        log.error("leader election lost; exiting")
-    elif controllers is not None and controllers.done() and controllers.exception() is not None:
-        log.error("colocation controllers failed", exc_info=controllers.exception())
-    stop.set()
-    for future in waiting:
-        if future is not controllers:
-            future.cancel()
-    await asyncio.gather(*(f for f in waiting if f is not controllers), return_exceptions=True)
-    return EXIT_FAILED if failed else EXIT_OK
 
 
 async def _schedule(scheduler: Scheduler, elector: LeaderElector | None, stop: asyncio.Event, state: _State) -> int:

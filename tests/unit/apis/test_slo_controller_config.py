@@ -205,3 +205,45 @@ def test_network_bandwidth_annotation() -> None:
     assert spec["systemStrategy"] == {"totalNetworkBandwidth": "10G"}
     spec = render_node_slo_spec(config, {}, {"node.koordinator.sh/network-bandwidth": "lots"})
     assert spec["systemStrategy"] == {"totalNetworkBandwidth": "0"}
+
+
+KOORD_THRESHOLD = {"clusterStrategy": {"enable": True, "cpuSuppressThresholdPercent": 60},
+                   "nodeStrategies": [
+                       {"nodeSelector": {"matchLabels": {"xxx": "yyy"}}, "cpuSuppressThresholdPercent": 40},
+                       {"nodeSelector": {"matchLabels": {"zzz": "zzz"}}, "cpuSuppressThresholdPercent": 50}]}
+KOORD_BURST = {"clusterStrategy": {"cfsQuotaBurstPeriodSeconds": 120},
+               "nodeStrategies": [{"nodeSelector": {"matchLabels": {"xxx": "yyy"}}, "cpuBurstPercent": 100},
+                                  {"nodeSelector": {"matchLabels": {"zzz": "zzz"}}, "cpuBurstPercent": 200}]}
+DEFAULT_BURST = {"policy": "none", "cpuBurstPercent": 1000, "cfsQuotaBurstPercent": 300,
+                 "cfsQuotaBurstPeriodSeconds": -1, "sharePoolThresholdPercent": 50}
+
+
+@pytest.mark.parametrize(
+    ("key", "data", "labels", "field", "want"),
+    [
+        pytest.param(RESOURCE_THRESHOLD_KEY, KOORD_THRESHOLD, {}, "resourceUsedThresholdWithBE",
+                     {**DEFAULT_THRESHOLD, "enable": True, "cpuSuppressThresholdPercent": 60},
+                     id="koordinator-threshold-only-cluster-config"),
+        pytest.param(RESOURCE_THRESHOLD_KEY, KOORD_THRESHOLD, {"xxx": "yyy"}, "resourceUsedThresholdWithBE",
+                     {**DEFAULT_THRESHOLD, "enable": True, "cpuSuppressThresholdPercent": 40},
+                     id="koordinator-threshold-node-config-xxx"),
+        pytest.param(RESOURCE_THRESHOLD_KEY, KOORD_THRESHOLD, {"zzz": "zzz"}, "resourceUsedThresholdWithBE",
+                     {**DEFAULT_THRESHOLD, "enable": True, "cpuSuppressThresholdPercent": 50},
+                     id="koordinator-threshold-node-config-zzz"),
+        pytest.param(CPU_BURST_KEY, KOORD_BURST, {}, "cpuBurstStrategy",
+                     {**DEFAULT_BURST, "cfsQuotaBurstPeriodSeconds": 120}, id="koordinator-burst-cluster-config"),
+        pytest.param(CPU_BURST_KEY, KOORD_BURST, {"xxx": "yyy"}, "cpuBurstStrategy",
+                     {**DEFAULT_BURST, "cfsQuotaBurstPeriodSeconds": 120, "cpuBurstPercent": 100},
+                     id="koordinator-burst-merged-xxx"),
+        pytest.param(CPU_BURST_KEY, KOORD_BURST, {"zzz": "zzz"}, "cpuBurstStrategy",
+                     {**DEFAULT_BURST, "cfsQuotaBurstPeriodSeconds": 120, "cpuBurstPercent": 200},
+                     id="koordinator-burst-merged-zzz"),
+    ],
+)
+def test_koordinator_nodeslo_tables(
+    key: str, data: dict[str, Any], labels: dict[str, str], field: str, want: dict[str, Any]
+) -> None:
+    """Koordinator pkg/slo-controller/nodeslo resource_strategy_test.go (calculate*CfgMerged cases)."""
+    config, problems = parse_slo_config({key: json.dumps(data)})
+    assert problems == []
+    assert render_node_slo_spec(config, labels, {})[field] == want
