@@ -11,14 +11,18 @@ Flags follow kube-scheduler's names::
     --secure-port PORT        accepted for kube-scheduler compatibility; same as --metrics-port, and the
                               endpoints are still plain HTTP (no TLS, no delegated authn/z)
     --bind-address ADDR       default 0.0.0.0
+    --controllers LIST        cluster controllers (reservation, nodeslo, noderesource, nodemetric;
+                              "*" = all, the default; "-name" turns one off); see app/controllers.py
+    --scheduling[=BOOL]       false: run only the controllers (a cluster keeping kube-scheduler)
+    --config-namespace NS     where slo-controller-config lives (default koordinator-system)
     -v N, --v N               log verbosity (0: warnings plus lifecycle; 2: per-pod; 4+: debug)
 
 Lifecycle: the configuration is validated and every profile built before any network I/O, so a bad
 config is refused at once (exit 2, one message, no traceback). Then the HTTP endpoints come up, the
 cluster is listed (``/readyz`` turns ok once synced) and watched; a replica schedules only while it
-holds the leader Lease. SIGTERM / SIGINT stop scheduling, wait up to 10 s for bindings in flight,
-release the Lease and exit 0. Losing the Lease exits 1 at once, as kube-scheduler does, so the
-Deployment restarts the replica as a clean candidate.
+holds the leader Lease; the controllers, too, act only on the leader. SIGTERM / SIGINT stop
+scheduling, wait up to 10 s for bindings in flight, release the Lease and exit 0. Losing the Lease
+exits 1 at once, as kube-scheduler does, so the Deployment restarts the replica as a clean candidate.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ import signal
 import sys
 import time
 from collections.abc import Callable, Coroutine, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
@@ -40,9 +44,19 @@ from prometheus_client import CONTENT_TYPE_LATEST, Gauge, ProcessCollector, gene
 
 from apis.config import KubeSchedulerConfiguration, load_scheduler_config
 from apis.config.duration import parse_go_duration
+from koord_scheduler.app.controllers import (
+    Colocation,
+    ControllerFlags,
+    add_controller_flags,
+    build_colocation,
+    controller_flags,
+    hold_controllers,
+)
 from koord_scheduler.framework.errors import SchedulerError
 from koord_scheduler.framework.registry import Registry
 from koord_scheduler.scheduler.assembly import build_scheduler
+from koord_scheduler.scheduler.controllers.runner import FanoutSink
+from koord_scheduler.scheduler.controllers.selection import RESERVATION
 from koord_scheduler.scheduler.heap import HeapSettler
 from koord_scheduler.scheduler.kube import (
     ApiHttp,
@@ -82,7 +96,13 @@ class ServeOptions:
     metrics_port: int
     debug_scores: int = 0
     debug_filters: bool = False
-    reservation_controller: bool = True
+    controllers: ControllerFlags = field(
+        default_factory=lambda: ControllerFlags(frozenset({RESERVATION}), True, "", "")
+    )
+
+    @property
+    def reservation_controller(self) -> bool:
+        return RESERVATION in self.controllers.enabled
 
 
 def serve_main(argv: Sequence[str], registry: Callable[[], Registry]) -> int:
@@ -104,14 +124,20 @@ def serve_main(argv: Sequence[str], registry: Callable[[], Registry]) -> int:
     # The collector is settled once the caches are listed, and again when idle (scheduler.heap).
     scheduler = build_scheduler(
         options.config, registry(), source, metrics=metrics, options=SchedulerOptions(heap=HeapSettler())
+    ) if options.controllers.scheduling else None
+    client = options.config.client_connection
+    colocation = build_colocation(
+        options.controllers, source, metrics, client=(client.qps, client.burst),
+        scheduler_kinds=scheduler.watched_kinds if scheduler is not None else (),
     )
-    log.info("koord-scheduler: profiles %s, API server %s (%s)",
-             ", ".join(scheduler.profiles), connection.server, connection.description)
+    log.info("koord-scheduler: profiles %s, controllers %s, API server %s (%s)",
+             ", ".join(scheduler.profiles) if scheduler else "none (scheduling off)",
+             ", ".join(sorted(options.controllers.enabled)) or "none", connection.server, connection.description)
     loop_factory = event_loop_factory(os.environ.get(EVENT_LOOP_ENV, ""))
 
     def run() -> int:
         with asyncio.Runner(loop_factory=loop_factory) as runner:
-            return runner.run(_run(options, scheduler, source, metrics))
+            return runner.run(_run(options, scheduler, source, metrics, colocation))
 
     return _with_cpu_profile(run)
 
@@ -190,7 +216,9 @@ def _parser() -> argparse.ArgumentParser:
                         help="log every filter failure; switch at runtime with PUT /debug/flags/f")
     parser.add_argument("--reservation-controller", nargs="?", const=True, default=True, type=_parse_bool,
                         help="run the Reservation lifecycle controller (expiry, owners, GC) when the "
-                        "Reservation plugin is enabled (default true; only the leader acts)")
+                        "Reservation plugin is enabled (default true; only the leader acts); false is "
+                        "--controllers=...,-reservation")
+    add_controller_flags(parser, _parse_bool)
     return parser
 
 
@@ -242,7 +270,7 @@ def _options(ns: argparse.Namespace) -> ServeOptions:
         metrics_port=port,
         debug_scores=max(0, ns.debug_scores),
         debug_filters=bool(ns.debug_filters),
-        reservation_controller=bool(ns.reservation_controller),
+        controllers=controller_flags(ns),
     )
 
 
@@ -289,7 +317,11 @@ class _State:
 
 
 async def _run(
-    options: ServeOptions, scheduler: Scheduler, source: KubeClusterSource, metrics: SchedulerMetrics
+    options: ServeOptions,
+    scheduler: Scheduler | None,
+    source: KubeClusterSource,
+    metrics: SchedulerMetrics,
+    colocation: Colocation | None = None,
 ) -> int:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
@@ -301,6 +333,7 @@ async def _run(
     state.set_debug(scores=options.debug_scores, filters=options.debug_filters)
     controller = _reservation_controller(options, scheduler, elector)
     runner: web.AppRunner | None = None
+    colocation_task: asyncio.Future[None] | None = None
     try:
         if options.metrics_port:
             try:
@@ -309,15 +342,29 @@ async def _run(
                 print(f"koord-scheduler: cannot listen on {options.bind_address}:{options.metrics_port}: "
                       f"{exc.strerror or exc}", file=sys.stderr)
                 return EXIT_USAGE
-        if not await _until_stopped(source.start(scheduler, list(scheduler.watched_kinds.values())), stop):
+        kinds = list(scheduler.watched_kinds.values()) if scheduler is not None else []
+        sink = FanoutSink(scheduler, colocation.controllers) if colocation is not None else scheduler
+        if sink is None:
+            log.error("nothing to do: scheduling is off and no controller is enabled")
+            return EXIT_USAGE
+        if not await _until_stopped(source.start(sink, kinds), stop):
             return EXIT_OK
         if controller is not None:
             controller.start()
         if elector is not None and not await _until_stopped(elector.acquire(), stop):
             return EXIT_OK
+        if colocation is not None:
+            colocation_task = asyncio.ensure_future(colocation.controllers.run(stop))
+        if scheduler is None:
+            return await hold_controllers(elector, stop, colocation_task)
         return await _schedule(scheduler, elector, stop, state)
     finally:
         state.stopping = True
+        if colocation_task is not None:
+            colocation_task.cancel()
+            await asyncio.gather(colocation_task, return_exceptions=True)
+        if colocation is not None:
+            await colocation.http.close()
         if controller is not None and controller.alive:
             await asyncio.to_thread(controller.stop, 15.0)
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -372,12 +419,13 @@ async def _until_stopped(coro: Coroutine[Any, Any, None], stop: asyncio.Event) -
 
 
 def _reservation_controller(
-    options: ServeOptions, scheduler: Scheduler, elector: LeaderElector | None
+    options: ServeOptions, scheduler: Scheduler | None, elector: LeaderElector | None
 ) -> ReservationControllerThread | None:
-    """The Reservation lifecycle controller, when some profile enables the Reservation plugin."""
-    if not options.reservation_controller:
+    """The Reservation lifecycle controller, when selected and some profile enables the Reservation
+    plugin (with scheduling off: when selected)."""
+    if RESERVATION not in options.controllers.enabled:
         return None
-    if not any("Reservation" in fwk.plugins for fwk in scheduler.profiles.values()):
+    if scheduler is not None and not any("Reservation" in fwk.plugins for fwk in scheduler.profiles.values()):
         return None
     api = ApiSettings(kubeconfig=options.kubeconfig or None)
     is_leader: Callable[[], bool] = (lambda: elector.is_leader) if elector is not None else (lambda: True)

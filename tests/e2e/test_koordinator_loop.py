@@ -5,7 +5,9 @@ ServiceAccounts (TokenRequest tokens, not admin):
   with deploy/'s profile (LoadAwareScheduling, cpu threshold 65 %), keeps new pods off it;
 - a Reservation is scheduled (Available, on the cool node) and its owner pod later lands in it;
 - a BE pod that koord-scheduler placed is evicted by koordlet (BEMemoryEvict, gate from deploy/'s
-  ConfigMap, threshold from NodeSLO) when the node's memory passes the threshold.
+  ConfigMap, threshold from NodeSLO) when the node's memory passes the threshold;
+- koord-scheduler's colocation controllers, with deploy/'s slo-controller-config and RBAC, write every
+  node's NodeSLO, NodeMetric collect policy and batch resources, and a batch-cpu pod is scheduled.
 
 Nodes are plain Node objects (no kubelet): pods bind and stay Pending; an evicted pod is marked for
 deletion and stays Terminating, which is what the Eviction API promises.
@@ -216,3 +218,31 @@ def test_be_pod_is_evicted_under_memory_pressure(stack: Stack) -> None:
     for name in ("web-0", "owner"):  # LS pods stay
         if stack.plane.request("GET", f"/api/v1/namespaces/{stack.scope}/pods/{name}").status == 200:
             assert stack.pod(name)["metadata"].get("deletionTimestamp") is None
+
+
+def test_colocation_controllers_with_deployed_config_and_rbac(stack: Stack) -> None:
+    """deploy/'s slo-controller-config and koord-scheduler's own ServiceAccount: every node gets its
+    NodeSLO (the chart's thresholds), its NodeMetric collect policy and batch resources from its koordlet's
+    reports, and a BE pod asking for batch-cpu is scheduled on them."""
+    batch_cpu = "kubernetes.io/batch-cpu"
+
+    def batch_on(node: str) -> int | None:
+        allocatable = stack.ok("GET", f"/api/v1/nodes/{node}")["status"]["allocatable"]
+        return int(allocatable[batch_cpu]) if batch_cpu in allocatable else None
+
+    for node in (stack.hot, stack.cool):
+        wait_for(lambda n=node: batch_on(n) is not None, timeout=60,  # type: ignore[misc]
+                 what=f"batch resources on {node}\n{stack.scheduler.log_tail()}")
+        spec = stack.ok("GET", f"{NODESLOS}/{node}")["spec"]
+        assert spec["resourceUsedThresholdWithBE"]["enable"] is True
+        assert spec["resourceUsedThresholdWithBE"]["cpuSuppressThresholdPercent"] == 65
+        policy = stack.ok("GET", f"{NODEMETRICS}/{node}")["spec"]["metricCollectPolicy"]
+        assert policy["reportIntervalSeconds"] == 60
+    cool_batch = batch_on(stack.cool)
+    assert cool_batch is not None and 0 < cool_batch < 4000 * 60 // 100  # below capacity minus the margin
+    body = stack.pod_body("batch-cpu", labels={"koordinator.sh/qosClass": "BE"}, cpu=None,
+                          priority_class="koord-batch")
+    body["spec"]["containers"][0]["resources"] = {"requests": {batch_cpu: "200"}, "limits": {batch_cpu: "200"}}
+    stack.create_pod(body)
+    assert stack.bound_node("batch-cpu") == stack.cool  # the hot node is over LoadAware's threshold
+    assert " 403 Forbidden" not in stack.scheduler.log()

@@ -59,12 +59,15 @@ class ResourceKind:
     update: Callable[[Json, Any], Any] | None = None
     """Parses a new version of an object given the value the previous version gave (so it may reuse
     it); raises like ``parser``. None: ``parser`` parses every version."""
+    namespace: str = ""
+    """Watch one namespace only (a namespaced kind); empty: every namespace."""
 
     @property
     def path(self) -> str:
-        if not self.group:
-            return f"/api/{self.version}/{self.plural}"
-        return f"/apis/{self.group}/{self.version}/{self.plural}"
+        base = f"/api/{self.version}" if not self.group else f"/apis/{self.group}/{self.version}"
+        if self.namespace:
+            base += f"/namespaces/{self.namespace}"
+        return f"{base}/{self.plural}"
 
 
 @dataclass(frozen=True, slots=True)

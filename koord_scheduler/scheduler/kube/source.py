@@ -96,6 +96,7 @@ class KubeClusterSource:
         self._kinds: list[tuple[ResourceKind, Callable[[EventSink], Callable[[EventType, Any, Any], None]]]] = [
             (ResourceKind("Node", "", "v1", "nodes", parse_node), _node_handler),
         ]
+        self._optional: set[str] = set()
         self._pod_kind = ResourceKind(
             "Pod", "", "v1", "pods", parse_pod_entry, field_selector=NON_TERMINAL_PODS, rank=_pod_rank,
             update=update_pod_entry,
@@ -118,19 +119,35 @@ class KubeClusterSource:
         *,
         label_selector: str = "",
         field_selector: str = "",
+        namespace: str = "",
+        optional: bool = False,
     ) -> None:
         """Also list+watch ``group/version/plural`` and deliver parsed objects to ``sink.on_object(kind_name,
         ...)``. ``parser`` raises ``ValueError`` for a malformed object (it is logged and skipped). Call
-        before :meth:`start`; these kinds are delivered after Nodes and before Pods."""
+        before :meth:`start`; these kinds are delivered after Nodes and before Pods. ``namespace`` limits
+        the watch to one namespace (and the RBAC it needs to a Role there). An ``optional`` kind does not
+        hold up :meth:`start` when it cannot be listed (a missing CRD, missing RBAC): it keeps retrying in
+        the background, and :meth:`listed` says when it has been listed."""
         if self._sink is not None:
             raise RuntimeError("watch_kind() must be called before start()")
         kind = ResourceKind(kind_name, group, version, plural, parser,
-                            field_selector=field_selector, label_selector=label_selector)
+                            field_selector=field_selector, label_selector=label_selector, namespace=namespace)
 
         def handler_for(sink: EventSink) -> Callable[[EventType, Any, Any], None]:
             return lambda event, old, new: sink.on_object(kind_name, event, old, new)
 
         self._kinds.append((kind, handler_for))
+        if optional:
+            self._optional.add(kind_name)
+
+    def listed(self, kind_name: str) -> bool:
+        """``kind_name`` has been listed at least once (its objects are all known)."""
+        reflector = self.reflectors.get(kind_name)
+        return reflector is not None and bool(reflector.resource_version)
+
+    def watches(self, kind_name: str) -> bool:
+        """Whether ``kind_name`` is already listed and watched (registered with :meth:`watch_kind`)."""
+        return any(kind.kind == kind_name for kind, _ in self._kinds)
 
     # ----- ClusterSource -----
 
@@ -150,7 +167,8 @@ class KubeClusterSource:
         watched = [*((kind, make(sink)) for kind, make in self._kinds), (self._pod_kind, self._pod_handler(sink))]
         for resource, handler in watched:
             self.reflectors[resource.kind] = Reflector(self.http, resource, handler, options=self.options.reflector)
-        reflectors = list(self.reflectors.values())
+        reflectors = [r for r in self.reflectors.values() if r.kind.kind not in self._optional]
+        optional = [r for r in self.reflectors.values() if r.kind.kind in self._optional]
         backoff = Backoff(self.options.reflector.initial_backoff, self.options.reflector.max_backoff)
         while True:
             try:
@@ -161,10 +179,16 @@ class KubeClusterSource:
                 log.warning("initial list from %s failed: %s; retrying in %.1fs",
                             self.connection.server, err, delay)
                 await asyncio.sleep(delay)
+        optional_lists = await asyncio.gather(*(r.list_all() for r in optional), return_exceptions=True)
         for reflector, (items, rv) in zip(reflectors, lists, strict=True):
             reflector.replace(items, rv)
+        for reflector, result in zip(optional, optional_lists, strict=True):
+            if isinstance(result, BaseException):
+                log.warning("cannot list %s yet (%s); retrying in the background", reflector.kind.plural, result)
+            else:
+                reflector.replace(*result)
         loop = asyncio.get_running_loop()
-        self._tasks = [loop.create_task(r.run(), name=f"watch-{r.kind.plural}") for r in reflectors]
+        self._tasks = [loop.create_task(r.run(), name=f"watch-{r.kind.plural}") for r in self.reflectors.values()]
         self.synced = True
         log.info("synced from %s: %s", self.connection.server,
                  ", ".join(f"{len(r.store)} {r.kind.plural}" for r in reflectors))

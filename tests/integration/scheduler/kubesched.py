@@ -205,8 +205,11 @@ class SchedulerProcess:
 
     @classmethod
     def start(
-        cls, plane: ControlPlane, config: dict[str, Any], work: Path, *, name: str = "koord", wait_ready: bool = True
+        cls, plane: ControlPlane, config: dict[str, Any], work: Path, *, name: str = "koord", wait_ready: bool = True,
+        extra_args: Iterable[str] = ("--controllers=reservation",),
     ) -> SchedulerProcess:
+        """``extra_args`` default to the Reservation controller only: the colocation controllers act on
+        every node of the shared cluster, so only the tests about them turn them on."""
         work.mkdir(parents=True, exist_ok=True)
         config_path = work / f"{name}.yaml"
         config_path.write_text(yaml.safe_dump(config))
@@ -215,7 +218,7 @@ class SchedulerProcess:
         log = log_path.open("ab")
         process = subprocess.Popen(
             [str(KOORD_SCHEDULER), "--config", str(config_path), "--kubeconfig", str(plane.kubeconfig),
-             "--metrics-port", str(port), "--bind-address", "127.0.0.1", "-v", "2"],
+             "--metrics-port", str(port), "--bind-address", "127.0.0.1", "-v", "2", *extra_args],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )

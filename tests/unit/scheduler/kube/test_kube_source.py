@@ -405,3 +405,23 @@ def test_truncate_note_to_1024_bytes(message: str, want: str) -> None:
     got = truncate_note(message)
     assert got == want
     assert len(got.encode()) <= 1024
+
+
+async def test_an_optional_kind_that_cannot_be_listed_does_not_hold_up_start(
+    api: FakeApi, source: KubeClusterSource
+) -> None:
+    """The colocation controllers' kinds (NodeSLO without its CRD, say) must not stop scheduling."""
+    api.put("nodes", make_node("n1").obj())
+    api.put("widgets", {"metadata": {"name": "w1", "namespace": "ns1"}, "spec": {"size": 1}})
+    source.watch_kind("missing.io", "v1", "gadgets", lambda obj: obj, "Gadget", optional=True)
+    source.watch_kind("x.io", "v1", "widgets", lambda obj: obj, "Widget", optional=True, namespace="ns1",
+                      field_selector="metadata.name=w1")
+    sink = RecordingSink()
+    await asyncio.wait_for(source.start(sink), 5)
+    assert "n1" in sink.nodes and "w1" in sink.objects
+    assert source.listed("Widget") and source.listed("Node")
+    assert not source.listed("Gadget")
+    widget_lists = [r for r in api.requests if r.path.endswith("/widgets")]
+    assert widget_lists[0].path == "/apis/x.io/v1/namespaces/ns1/widgets"
+    assert widget_lists[0].query["fieldSelector"] == "metadata.name=w1"
+    assert source.watches("Gadget") and not source.watches("Sprocket")

@@ -1,0 +1,142 @@
+"""Command-line wiring of the cluster controllers koord-scheduler hosts.
+
+Flags::
+
+    --controllers LIST          kube-controller-manager's form: "*" (all; the default), "name", "-name".
+                                Names: reservation, nodeslo, noderesource, nodemetric.
+    --scheduling[=BOOL]         schedule pods (default true); false runs only the controllers
+    --config-namespace NS       where slo-controller-config lives (default koordinator-system)
+    --slo-config-name NAME      its name (default slo-controller-config)
+    --reservation-controller=false   kept for compatibility: the same as adding -reservation
+
+The colocation controllers read the scheduler's own Node, Pod and NodeMetric watches; they add the
+NodeSLO kind (when ``nodeslo`` runs) and a watch of the one ConfigMap in its namespace.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+from collections.abc import Collection
+from dataclasses import dataclass
+from typing import Any
+
+from apis.configuration import CONFIG_MAP_NAME, DEFAULT_NAMESPACE
+from apis.slo.common import GROUP, VERSION
+from apis.slo.nodemetric_record import parse_node_metric
+from koord_scheduler.framework.errors import SchedulerError
+from koord_scheduler.scheduler.controllers.api import KubeControllerApi, parse_config_map
+from koord_scheduler.scheduler.controllers.decide import parse_node_slo
+from koord_scheduler.scheduler.controllers.runner import (
+    COLOCATION_CONTROLLERS,
+    ColocationControllers,
+    ColocationOptions,
+)
+from koord_scheduler.scheduler.controllers.selection import (
+    RESERVATION,
+    ControllerSelectionError,
+    parse_controllers,
+)
+from koord_scheduler.scheduler.kube import ApiHttp, KubeClusterSource, TokenBucket
+from koord_scheduler.scheduler.leaderelection import LeaderElector
+from koord_scheduler.scheduler.metrics import SchedulerMetrics
+
+log = logging.getLogger("koord-scheduler")
+
+
+class ControllerFlagError(SchedulerError):
+    """A bad ``--controllers`` value (reported as one line, exit 2)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerFlags:
+    enabled: frozenset[str]
+    scheduling: bool
+    config_namespace: str
+    config_name: str
+
+
+def add_controller_flags(parser: argparse.ArgumentParser, parse_bool: type | object) -> None:
+    parser.add_argument("--controllers", default="*", metavar="LIST",
+                        help="controllers to run, kube-controller-manager style: '*' (all, default), 'name', "
+                        "'-name'; names: reservation, nodeslo, noderesource, nodemetric (only the leader acts)")
+    parser.add_argument("--scheduling", nargs="?", const=True, default=True, type=parse_bool,  # type: ignore[arg-type]
+                        metavar="BOOL", help="schedule pods (default true); false: run only the controllers")
+    parser.add_argument("--config-namespace", default=DEFAULT_NAMESPACE,
+                        help=f"namespace of the {CONFIG_MAP_NAME} ConfigMap (default {DEFAULT_NAMESPACE})")
+    parser.add_argument("--slo-config-name", default=CONFIG_MAP_NAME,
+                        help=f"name of the colocation ConfigMap (default {CONFIG_MAP_NAME})")
+
+
+def controller_flags(ns: argparse.Namespace) -> ControllerFlags:
+    try:
+        enabled = parse_controllers(ns.controllers)
+    except ControllerSelectionError as exc:
+        raise ControllerFlagError(str(exc)) from None
+    if not ns.reservation_controller:
+        enabled -= {RESERVATION}
+    return ControllerFlags(enabled, bool(ns.scheduling), ns.config_namespace, ns.slo_config_name)
+
+
+@dataclass(frozen=True, slots=True)
+class Colocation:
+    controllers: ColocationControllers
+    http: ApiHttp
+    """The controllers' own connection pool and token bucket (closed at shutdown)."""
+
+
+def build_colocation(
+    flags: ControllerFlags,
+    source: KubeClusterSource,
+    metrics: SchedulerMetrics,
+    *,
+    client: tuple[float, int],
+    scheduler_kinds: Collection[str] = (),
+) -> Colocation | None:
+    """The colocation controllers (None when none of them is enabled), with their watches registered on
+    ``source``: call before ``source.start``. ``client`` is (qps, burst) for their own token bucket.
+
+    Their kinds are optional on the source (a missing CRD or Role does not hold up scheduling); the
+    controllers act only once every kind they read has been listed. NodeMetric stays a required kind
+    when a scheduler plugin watches it (``scheduler_kinds``)."""
+    enabled = flags.enabled & frozenset(COLOCATION_CONTROLLERS)
+    if not enabled:
+        return None
+    http = ApiHttp(source.connection, TokenBucket(*client))
+    kinds = ["NodeMetric", "ConfigMap"] + (["NodeSLO"] if "nodeslo" in enabled else [])
+    controllers = ColocationControllers(
+        KubeControllerApi(http, source.events),
+        options=ColocationOptions(enabled=enabled),
+        registry=metrics.registry,
+        ready=lambda: all(source.listed(kind) for kind in kinds),
+    )
+    if "NodeMetric" not in scheduler_kinds and not source.watches("NodeMetric"):
+        source.watch_kind(GROUP, VERSION, "nodemetrics", parse_node_metric, "NodeMetric", optional=True)
+    if "nodeslo" in enabled:
+        source.watch_kind(GROUP, VERSION, "nodeslos", parse_node_slo, "NodeSLO", optional=True)
+    source.watch_kind("", "v1", "configmaps", parse_config_map, "ConfigMap", namespace=flags.config_namespace,
+                      field_selector=f"metadata.name={flags.config_name}", optional=True)
+    return Colocation(controllers, http)
+
+
+async def hold_controllers(
+    elector: LeaderElector | None, stop: asyncio.Event, controllers: asyncio.Future[None] | None
+) -> int:
+    """Controllers only (``--scheduling=false``): run until stopped (exit code 0) or until the Lease is
+    lost or the controllers fail (1)."""
+    waiting: set[asyncio.Future[Any]] = {asyncio.ensure_future(stop.wait())}
+    hold = asyncio.ensure_future(elector.hold()) if elector is not None else None
+    waiting |= {f for f in (hold, controllers) if f is not None}
+    await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+    failed = not stop.is_set()
+    if hold is not None and hold.done() and failed:
+        log.error("leader election lost; exiting")
+    elif controllers is not None and controllers.done() and controllers.exception() is not None:
+        log.error("colocation controllers failed", exc_info=controllers.exception())
+    stop.set()
+    for future in waiting:
+        if future is not controllers:
+            future.cancel()
+    await asyncio.gather(*(f for f in waiting if f is not controllers), return_exceptions=True)
+    return 1 if failed else 0

@@ -1,0 +1,370 @@
+"""The colocation controllers (``nodeslo``, ``noderesource``, ``nodemetric``) in koord-scheduler.
+
+Koordinator runs these in koord-manager's slo-controller. Here they share koord-scheduler's informers:
+:class:`ColocationControllers` is fed by the same Node, Pod and NodeMetric watches the scheduler reads
+(:class:`FanoutSink` hands every event to the scheduler first, then here), plus the NodeSLO kind and the
+``slo-controller-config`` ConfigMap (one object, one namespace). It keeps indexes of references to those
+parsed objects (pods by node, not copies) and one work set per controller, keyed by node name.
+
+Events only mark nodes dirty. :meth:`ColocationControllers.run`, started once the replica holds the
+leader Lease, decides per node (:mod:`.decide`, pure) and executes the writes, a few at a time. A node
+is looked at again without any event when its NodeMetric turns stale (degrade), after a failed write,
+and at every full resync. A write's effect is applied to the local index at once, so events that arrive
+before the watch echoes it do not repeat it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import dataclasses
+import heapq
+import logging
+import time
+import zlib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter
+
+from apis.configuration import COLOCATION_KEY, SloConfig, default_slo_config, parse_slo_config
+from apis.core.frozendict import FrozenDict
+from apis.core.types import Node, Pod
+from apis.slo.nodemetric_record import NodeMetricRecord
+from koord_scheduler.framework.errors import ClusterError
+from koord_scheduler.framework.types import EventType
+from koord_scheduler.scheduler.controllers.api import ConfigMapRecord, ControllerApi
+from koord_scheduler.scheduler.controllers.batch import BATCH_RESOURCES
+from koord_scheduler.scheduler.controllers.decide import (
+    NodeSLORecord,
+    Write,
+    canonical,
+    decide_batch_resources,
+    decide_node_metric,
+    decide_node_slo,
+)
+from koord_scheduler.scheduler.controllers.selection import NODEMETRIC, NODERESOURCE, NODESLO
+from koord_scheduler.scheduler.kube.http import ApiError
+from koord_scheduler.scheduler.source import EventSink
+
+log = logging.getLogger(__name__)
+
+COLOCATION_CONTROLLERS = (NODESLO, NODERESOURCE, NODEMETRIC)
+INTERVAL_SPREAD = 0.2
+"""Each node's ``updateTimeThresholdSeconds`` is stretched by up to this fraction (a stable hash of its
+name), so the time-gated writes of nodes first written together spread over a minute instead of
+arriving in one burst every 5 minutes."""
+
+
+@dataclass(frozen=True, slots=True)
+class ColocationOptions:
+    """``enabled``: which of :data:`COLOCATION_CONTROLLERS` run. ``resync_seconds``: every node is
+    looked at again this often. ``concurrency``: writes in flight at once."""
+
+    enabled: frozenset[str] = frozenset(COLOCATION_CONTROLLERS)
+    resync_seconds: float = 600.0
+    concurrency: int = 8
+    retry_seconds: float = 5.0
+
+
+class ColocationMetrics:
+    def __init__(self, registry: CollectorRegistry | None) -> None:
+        self.writes = Counter(
+            "koord_scheduler_colocation_writes", "API writes of the colocation controllers",
+            ["controller", "verb", "result"], registry=registry,
+        )
+        self.config_invalid = Counter(
+            "koord_scheduler_slo_config_invalid", "slo-controller-config keys refused (the last good value is kept)",
+            ["key"], registry=registry,
+        )
+
+
+class ColocationControllers:
+    """See the module docstring. Event methods run on the event-loop thread (the informers' handlers)."""
+
+    def __init__(
+        self,
+        api: ControllerApi,
+        *,
+        options: ColocationOptions | None = None,
+        clock: Callable[[], float] = time.time,
+        registry: CollectorRegistry | None = None,
+        ready: Callable[[], bool] = lambda: True,
+    ) -> None:
+        self.api = api
+        self.ready = ready
+        """Every kind the controllers read has been listed; nothing is decided before."""
+        self.options = options or ColocationOptions()
+        self.clock = clock
+        self.metrics = ColocationMetrics(registry)
+        self.nodes: dict[str, Node] = {}
+        self.pods_by_node: dict[str, dict[str, Pod]] = {}
+        self.node_metrics: dict[str, NodeMetricRecord] = {}
+        self.node_slos: dict[str, NodeSLORecord] = {}
+        self.config: SloConfig = default_slo_config()
+        self.last_sync: dict[str, float] = {}
+        self.write_counts: collections.Counter[tuple[str, str]] = collections.Counter()
+        self._dirty: dict[str, set[str]] = {c: set() for c in COLOCATION_CONTROLLERS if c in self.options.enabled}
+        self._recheck: dict[tuple[str, str], float] = {}
+        """(controller, node) -> when it is looked at again; the heap may hold stale entries."""
+        self._timers: list[tuple[float, str, str]] = []
+        self._wake = asyncio.Event()
+
+    # ----- informer events -----
+
+    def on_node(self, event: EventType, old: Node | None, new: Node | None) -> None:
+        name = (new or old).name  # type: ignore[union-attr]
+        if new is None:
+            self.nodes.pop(name, None)
+            self.last_sync.pop(name, None)
+            self._mark(name, COLOCATION_CONTROLLERS)
+            return
+        self.nodes[name] = new
+        meta_changed = old is None or old.labels != new.labels or old.annotations != new.annotations
+        self._mark(name, COLOCATION_CONTROLLERS if meta_changed else (NODERESOURCE,))
+
+    def on_pod(self, event: EventType, old: Pod | None, new: Pod | None) -> None:
+        if old is not None and old.node_name and (new is None or new.node_name != old.node_name):
+            on_node = self.pods_by_node.get(old.node_name)
+            if on_node is not None:
+                on_node.pop(old.key, None)
+                if not on_node:
+                    del self.pods_by_node[old.node_name]
+            self._mark(old.node_name, (NODERESOURCE,))
+        if new is not None and new.node_name:
+            self.pods_by_node.setdefault(new.node_name, {})[new.key] = new
+            self._mark(new.node_name, (NODERESOURCE,))
+
+    def on_object(self, kind: str, event: EventType, old: Any, new: Any) -> None:
+        if kind == "NodeMetric":
+            name = (new or old).name
+            if new is None:
+                self.node_metrics.pop(name, None)
+                self.last_sync.pop(name, None)
+            else:
+                self.node_metrics[name] = new
+            policy_changed = old is None or new is None or old.collect_policy != new.collect_policy
+            self._mark(name, (NODERESOURCE, NODEMETRIC) if policy_changed else (NODERESOURCE,))
+        elif kind == "NodeSLO":
+            name = (new or old).name
+            if new is None:
+                self.node_slos.pop(name, None)
+            else:
+                self.node_slos[name] = new
+            self._mark(name, (NODESLO,))
+        elif kind == "ConfigMap":
+            self.on_config_map(None if event == EventType.DELETED else new)
+
+    def on_config_map(self, config_map: ConfigMapRecord | None) -> None:
+        """A new ConfigMap version (None: deleted, so every key goes back to its default)."""
+        config, problems = parse_slo_config(None if config_map is None else config_map.data, self.config)
+        for problem in problems:
+            log.warning("slo-controller-config: key %s refused, keeping its last good value: %s",
+                        problem.key, problem.message)
+            self.metrics.config_invalid.labels(problem.key).inc()
+            if config_map is not None:
+                reason = "ColocationCfgUnmarshalFailed" if problem.key == COLOCATION_KEY else "SLOCfgUnmarshalFailed"
+                self.api.warn_config(config_map, reason=reason, message=str(problem))
+        if config.present != self.config.present or config.keys != self.config.keys:
+            self.config = config
+            self.mark_all()
+        else:
+            self.config = config
+
+    def mark_all(self) -> None:
+        names = set(self.nodes) | set(self.node_slos) | set(self.node_metrics)
+        for dirty in self._dirty.values():
+            dirty.update(names)
+        self._wake.set()
+
+    def _mark(self, name: str, controllers: Iterable[str]) -> None:
+        for controller in controllers:
+            dirty = self._dirty.get(controller)
+            if dirty is not None:
+                dirty.add(name)
+        self._wake.set()
+
+    # ----- the loop -----
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Reconcile until ``stop`` is set; call only while holding the leader Lease."""
+        log.info("colocation controllers running: %s", ", ".join(sorted(self._dirty)) or "none")
+        waited = 0.0
+        while not self.ready():
+            if waited % 30 == 0:
+                log.warning("colocation controllers waiting for NodeMetric, NodeSLO and ConfigMap to be listed "
+                            "(CRDs installed? RBAC?)")
+            if await _stopped_within(stop, 1.0):
+                return
+            waited += 1
+        self.mark_all()
+        next_resync = self.clock() + self.options.resync_seconds
+        while not stop.is_set():
+            now = self.clock()
+            if now >= next_resync:
+                self.mark_all()
+                next_resync = now + self.options.resync_seconds
+            self._fire_timers(now)
+            if await self.reconcile_pending():
+                await asyncio.sleep(0)
+                continue
+            self._wake.clear()
+            deadline = min([next_resync, *(entry[0] for entry in self._timers[:1])])
+            waiter = asyncio.ensure_future(self._wake.wait())
+            stopper = asyncio.ensure_future(stop.wait())
+            try:
+                await asyncio.wait({waiter, stopper}, timeout=max(0.01, min(deadline - self.clock(), 1.0)),
+                                   return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for f in (waiter, stopper):
+                    f.cancel()
+                await asyncio.gather(waiter, stopper, return_exceptions=True)
+
+    async def reconcile_pending(self) -> int:
+        """Decide for every dirty node and run the writes; the number of writes attempted."""
+        writes: list[Write] = []
+        now = self.clock()
+        for controller, dirty in self._dirty.items():
+            names = list(dirty)
+            dirty.clear()
+            for name in names:
+                write = self._decide(controller, name, now)
+                if write is not None:
+                    writes.append(write)
+        if not writes:
+            return 0
+        slots = asyncio.Semaphore(self.options.concurrency)
+
+        async def one(write: Write) -> None:
+            async with slots:
+                await self._execute(write)
+
+        await asyncio.gather(*(one(w) for w in writes))
+        return len(writes)
+
+    def _decide(self, controller: str, name: str, now: float) -> Write | None:
+        node = self.nodes.get(name)
+        if controller == NODESLO:
+            return decide_node_slo(node, name, self.node_slos.get(name), self.config)
+        if controller == NODEMETRIC:
+            return decide_node_metric(node, name, self.node_metrics.get(name), self.config)
+        if node is None:
+            return None
+        pods = self.pods_by_node.get(name, {}).values()
+        decision = decide_batch_resources(
+            node, pods, self.node_metrics.get(name), self.config, now=now, last_sync=self.last_sync.get(name),
+            interval_spread=INTERVAL_SPREAD * (zlib.crc32(name.encode()) % 1000) / 1000,
+        )
+        if decision.recheck_at is not None:
+            self._at(decision.recheck_at, NODERESOURCE, name)
+        return decision.write
+
+    def _at(self, when: float, controller: str, name: str) -> None:
+        if self._recheck.get((controller, name)) != when:
+            self._recheck[(controller, name)] = when
+            heapq.heappush(self._timers, (when, controller, name))
+
+    def _fire_timers(self, now: float) -> None:
+        while self._timers and self._timers[0][0] <= now:
+            when, controller, name = heapq.heappop(self._timers)
+            if self._recheck.get((controller, name)) == when:
+                del self._recheck[(controller, name)]
+                self._mark(name, (controller,))
+
+    async def _execute(self, write: Write) -> None:
+        try:
+            await self.api.send(write)
+        except ApiError as err:
+            if (write.verb == "DELETE" and err.not_found) or (write.verb == "POST" and err.conflict):
+                self._count(write, "ok")
+                return
+            self._failed(write, err)
+            return
+        except ClusterError as err:
+            self._failed(write, err)
+            return
+        self._count(write, "ok")
+        self._applied(write)
+
+    def _failed(self, write: Write, err: Exception) -> None:
+        self._count(write, "error")
+        log.warning("%s: %s %s failed: %s; retrying in %.0fs", write.controller, write.verb, write.path, err,
+                    self.options.retry_seconds)
+        self._retry_later(write)
+
+    def _retry_later(self, write: Write) -> None:
+        self._at(self.clock() + self.options.retry_seconds, write.controller, write.node)
+
+    def _count(self, write: Write, result: str) -> None:
+        self.metrics.writes.labels(write.controller, write.verb, result).inc()
+        if result == "ok":
+            self.write_counts[(write.controller, write.verb)] += 1
+
+    def _applied(self, write: Write) -> None:
+        """Reflect a successful write in the local indexes until the watch brings the server's version."""
+        name = write.node
+        if write.controller == NODERESOURCE:
+            self.last_sync[name] = self.clock()
+            node = self.nodes.get(name)
+            if node is not None:
+                values: dict[str, str | None] = write.body["status"]["allocatable"]
+                self.nodes[name] = dataclasses.replace(
+                    node, capacity=_with_batch(node.capacity, values), allocatable=_with_batch(node.allocatable, values)
+                )
+            log.info("noderesource: node %s: %s", name, write.note)
+        elif write.controller == NODESLO:
+            if write.verb == "DELETE":
+                self.node_slos.pop(name, None)
+            else:
+                spec = write.body["spec"] if write.verb == "POST" else write.body[0]["value"]
+                self.node_slos[name] = NodeSLORecord(name, canonical(spec))
+        elif write.controller == NODEMETRIC:
+            if write.verb == "DELETE":
+                self.node_metrics.pop(name, None)
+            else:
+                policy = canonical(write.body["spec"]["metricCollectPolicy"])
+                existing = self.node_metrics.get(name) or NodeMetricRecord(name=name)
+                self.node_metrics[name] = dataclasses.replace(existing, collect_policy=policy)
+
+
+async def _stopped_within(stop: asyncio.Event, seconds: float) -> bool:
+    try:
+        await asyncio.wait_for(stop.wait(), seconds)
+    except TimeoutError:
+        return False
+    return True
+
+
+def _with_batch(resources: Any, values: dict[str, str | None]) -> FrozenDict[str, int]:
+    out = dict(resources)
+    for resource in BATCH_RESOURCES:
+        amount = values.get(resource)
+        if amount is None:
+            out.pop(resource, None)
+        else:
+            out[resource] = int(amount)
+    return FrozenDict(out)
+
+
+class FanoutSink:
+    """The informers' sink: the scheduler (when scheduling is on) first, then the controllers."""
+
+    def __init__(self, primary: EventSink | None, controllers: ColocationControllers) -> None:
+        self.primary = primary
+        self.controllers = controllers
+
+    def on_node(self, event: EventType, old: Node | None, new: Node | None) -> None:
+        if self.primary is not None:
+            self.primary.on_node(event, old, new)
+        self.controllers.on_node(event, old, new)
+
+    def on_pod(self, event: EventType, old: Pod | None, new: Pod | None) -> None:
+        if self.primary is not None:
+            self.primary.on_pod(event, old, new)
+        self.controllers.on_pod(event, old, new)
+
+    def on_object(self, kind: str, event: EventType, old: Any, new: Any) -> None:
+        if self.primary is not None:
+            self.primary.on_object(kind, event, old, new)
+        self.controllers.on_object(kind, event, old, new)

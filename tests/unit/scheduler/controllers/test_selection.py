@@ -1,0 +1,37 @@
+from __future__ import annotations
+
+import pytest
+
+from koord_scheduler.scheduler.controllers.selection import (
+    CONTROLLER_NAMES,
+    ControllerSelectionError,
+    parse_controllers,
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [
+        pytest.param("*", set(CONTROLLER_NAMES), id="star-is-all"),
+        pytest.param("*,-nodemetric", {"reservation", "nodeslo", "noderesource"}, id="star-minus-one"),
+        pytest.param("nodeslo,noderesource", {"nodeslo", "noderesource"}, id="named-only"),
+        pytest.param("-nodeslo,*", {"reservation", "noderesource", "nodemetric"}, id="minus-wins-in-any-order"),
+        pytest.param("nodeslo,-nodeslo", set(), id="minus-wins-over-name"),
+        pytest.param(" nodeslo , reservation ", {"nodeslo", "reservation"}, id="spaces"),
+    ],
+)
+def test_parse_controllers(text: str, want: set[str]) -> None:
+    assert parse_controllers(text) == want
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        pytest.param("*,nodeslos", "unknown controller 'nodeslos'", id="typo"),
+        pytest.param("-bogus", "unknown controller 'bogus'", id="negated-unknown"),
+        pytest.param("nodeslo,,x", "empty entry", id="empty-entry"),
+    ],
+)
+def test_refused(text: str, message: str) -> None:
+    with pytest.raises(ControllerSelectionError, match=message):
+        parse_controllers(text)
