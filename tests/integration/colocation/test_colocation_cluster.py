@@ -25,7 +25,7 @@ pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[3]
 CRDS = [REPO / "deploy" / "crds" / f"slo.koordinator.sh_{plural}.yaml" for plural in ("nodemetrics", "nodeslos")]
-CHART_CONFIG = REPO / "tests/unit/deploy/fixtures/koordinator/chart-v1.8.0/slo-controller-config.yaml"
+CHART_CONFIG = REPO / "tests/fixtures/koordinator/chart-v1.8.0/slo-controller-config.yaml"
 SLO = "/apis/slo.koordinator.sh/v1alpha1"
 BATCH_CPU, BATCH_MEMORY = "kubernetes.io/batch-cpu", "kubernetes.io/batch-memory"
 GI = 1024**3
