@@ -127,6 +127,7 @@ def test_builtin_registry_is_fresh() -> None:
         "BECPUSuppress",
         "CPUBurst",
         "CgroupReconcile",
+        "BatchResource",
         "BEMemoryEvict",
         "MemoryEvict",
         "BECPUEvict",

@@ -15,6 +15,7 @@ from koordlet.qosmanager import FeatureGates, PluginContext, QOSManager, QOSPlug
 from koordlet.qosmanager.evictor import EvictionOutcome, PodEvictor
 from koordlet.qosmanager.featuregates import KOORDLET_FEATURES, FeatureSpec, Maturity
 from koordlet.qosmanager.framework import PluginEntry
+from koordlet.qosmanager.plugins.batchresource import plugin as batchresource
 from koordlet.qosmanager.plugins.cgreconcile import plugin as cgreconcile
 from koordlet.qosmanager.plugins.cpuburst import plugin as cpuburst
 from koordlet.qosmanager.plugins.cpusuppress import plugin as cpusuppress
@@ -163,9 +164,9 @@ def test_cgroup_reconcile_on_temp_tree(
             (fake.root / rel / "memory.min").write_text("0\n")
     for rel in (meta.cgroup_dir, container_dir):
         fake.set_usage(rel)
-    plugin = cgreconcile.CgroupReconcile()
-    plugin.setup(ctx)
-    plugin.tick()
+    for plugin in (batchresource.BatchResource(), cgreconcile.CgroupReconcile()):
+        plugin.setup(ctx)
+        plugin.tick()
 
     def read(name: str) -> str:
         base = (
@@ -293,6 +294,7 @@ def test_evictor_guards_dedup_be_only_and_pdb() -> None:
 # -- feature gates and supervision ---------------------------------------------------------------
 
 STRATEGY_GATES = [
+    "BatchResource",
     "BECPUSuppress",
     "CPUBurst",
     "CgroupReconcile",
@@ -328,7 +330,7 @@ async def test_strategy_off_when_its_gate_is_off(tmp_path: Path, gate: str) -> N
     )
 
 
-def test_default_gates_run_suppress_and_burst_only() -> None:
+def test_default_gates_run_suppress_burst_and_batch_resource() -> None:
     manager = QOSManager(builtin_registry())
     manager.instantiate()
     assert [
@@ -338,6 +340,7 @@ def test_default_gates_run_suppress_and_burst_only() -> None:
         "BECPUThrottleReporter",
         "BECPUSuppress",
         "CPUBurst",
+        "BatchResource",
     ]
 
 

@@ -6,13 +6,7 @@ import pytest
 from qos_helpers import pod
 
 from apis.slo.nodeslo import MemoryQOSCfg, ResourceThresholdStrategy
-from koordlet.qosmanager.executor import ResourceUpdate
-from koordlet.qosmanager.plugins.cgreconcile.policy import (
-    BatchResources,
-    MemoryQOSValues,
-    batch_cgroup_levels,
-    memory_qos_values,
-)
+from koordlet.qosmanager.plugins.cgreconcile.policy import MemoryQOSValues, memory_qos_values
 from koordlet.qosmanager.plugins.cpuburst.policy import (
     Operation,
     PoolState,
@@ -473,31 +467,6 @@ def test_cpu_evict_node_usage_release_and_opt_in() -> None:
 
 
 # -- CgroupReconcile -----------------------------------------------------------------------------
-
-
-def test_batch_cgroup_levels_pod_sums_and_shares() -> None:
-    levels = batch_cgroup_levels(
-        "pod",
-        [("c1", BatchResources(1500, 2000, 1 * GiB)), ("c2", BatchResources(1, 0, 0))],
-        period_us=100000,
-    )
-    got = [[(u.rel_dir, u.resource, u.value) for u in level] for level in levels]
-    assert got == [
-        [("pod", "cpu.shares", "1537"), ("pod", "cpu.cfs_quota_us", "-1"), ("pod", "memory.limit_in_bytes", "-1")],
-        [
-            ("c1", "cpu.shares", "1536"),
-            ("c1", "cpu.cfs_quota_us", "200000"),
-            ("c1", "memory.limit_in_bytes", str(GiB)),
-            ("c2", "cpu.shares", "2"),
-            ("c2", "cpu.cfs_quota_us", "-1"),
-            ("c2", "memory.limit_in_bytes", "-1"),
-        ],
-    ]
-
-
-def test_batch_quota_unlimited_under_cfs_quota_suppress() -> None:
-    levels = batch_cgroup_levels("pod", [("c", BatchResources(1000, 1000, 0))], period_us=100000, quota_unlimited=True)
-    assert ResourceUpdate("cpu.cfs_quota_us", "c", "-1", "CgroupReconcile") in levels[1]
 
 
 @pytest.mark.parametrize(
