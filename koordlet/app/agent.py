@@ -31,6 +31,10 @@ log = logging.getLogger("koordlet")
 DISCOVERY_INTERVAL_SECONDS = 10.0
 
 
+class StartupError(RuntimeError):
+    """The agent cannot start (no usable kubeconfig, the metrics port is taken); the message is one line."""
+
+
 @dataclass(frozen=True, slots=True)
 class AgentOptions:
     node_name: str
@@ -100,16 +104,22 @@ class Agent:
         return self.advisor.ticks >= 1
 
     def _connect(self) -> None:
+        """Build the API client from the kubeconfig (or the in-cluster ServiceAccount). No request is made
+        here; a file that cannot be used is a :class:`StartupError`."""
         from kubernetes import client, config
 
-        if self.options.kubeconfig:
-            cfg = client.Configuration()
-            config.load_kube_config(  # type: ignore[no-untyped-call]
-                config_file=self.options.kubeconfig, client_configuration=cfg
-            )
-        else:
-            cfg = client.Configuration()
-            config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
+        cfg = client.Configuration()
+        try:
+            if self.options.kubeconfig:
+                config.load_kube_config(  # type: ignore[no-untyped-call]
+                    config_file=self.options.kubeconfig, client_configuration=cfg
+                )
+            else:
+                config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
+        except (config.ConfigException, OSError, ValueError, TypeError, AttributeError) as err:
+            source = f"--kubeconfig {self.options.kubeconfig}" if self.options.kubeconfig else "in-cluster config"
+            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            raise StartupError(f"{source}: {first}") from None
         self.api_client = client.ApiClient(cfg)
         self.reporter.writer = KubeNodeMetricWriter(self.api_client, self.options.node_name)
         self.evictor.api = KubeEvictionAPI(self.api_client, self.options.node_name, clock=self.clock)
@@ -158,7 +168,12 @@ class Agent:
             source.start()
         server = MetricsServer(self.registry, self.healthy, host=opts.metrics_host, port=opts.metrics_port)
         if opts.metrics_port >= 0:
-            await server.start()
+            try:
+                await server.start()
+            except (OSError, OverflowError) as err:
+                if source is not None:
+                    source.stop()
+                raise StartupError(f"cannot serve metrics on {opts.metrics_host}:{opts.metrics_port}: {err}") from None
             log.info("serving /metrics and /healthz on %s:%d", opts.metrics_host, server.port)
         ctx = PluginContext(
             node_name=opts.node_name,
@@ -170,6 +185,7 @@ class Agent:
             clock=self.clock,
             kube_client=self.api_client,
             evictor=self.evictor,
+            object_errors=self.metrics.qos_object_errors,
         )
         try:
             async with asyncio.TaskGroup() as group:

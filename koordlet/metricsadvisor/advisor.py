@@ -19,6 +19,7 @@ from koordlet.metricsadvisor.collectors import (
 from koordlet.statesinformer import PodMeta
 from koordlet.system import CgroupFS, ProcFS
 from koordlet.system.clock import Clock, wall_clock
+from koordlet.system.errorlog import FailureLog
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +60,7 @@ class MetricsAdvisor:
         self.psi = PSICollector(cgroupfs, procfs, cache)
         self.ticks = 0
         self.errors = 0
+        self.failure_log = FailureLog(log)
         self._last_psi = float("-inf")
         self._last_gc = float("-inf")
 
@@ -69,17 +71,19 @@ class MetricsAdvisor:
         now = self.clock() if now is None else now
         pods = list(self.pods())
         result = TickResult()
-        steps: tuple[Callable[[], None], ...] = (
-            lambda: self.node.collect(now, result),
-            lambda: self.pod.collect(now, pods, result),
-            lambda: self.be.collect(now, pods),
+        steps: tuple[tuple[str, Callable[[], None]], ...] = (
+            ("NodeResourceCollector", lambda: self.node.collect(now, result)),
+            ("PodResourceCollector", lambda: self.pod.collect(now, pods, result)),
+            ("BEResourceCollector", lambda: self.be.collect(now, pods)),
         )
-        for step in steps:
+        for name, step in steps:
             try:
                 step()
-            except Exception:
+            except Exception as err:
                 self.errors += 1
-                log.exception("collector failed")
+                self.failure_log.failed(name, err)
+            else:
+                self.failure_log.succeeded(name)
         if result.node_cpu is not None:
             self.cache.append(MetricKind.SYS_CPU_USAGE, "", now, max(result.node_cpu - result.pods_cpu, 0.0))
         if result.node_memory is not None:
@@ -89,9 +93,9 @@ class MetricsAdvisor:
             self._last_psi = now
             try:
                 self.psi.collect(now, pods)
-            except Exception:
+            except Exception as err:
                 self.errors += 1
-                log.exception("PSI collector failed")
+                self.failure_log.failed("PSICollector", err)
         if now - self._last_gc >= self.options.gc_interval_seconds:
             self._last_gc = now
             self.cache.gc()

@@ -24,6 +24,7 @@ from typing import Any, Protocol
 
 from koordlet.statesinformer import PodMeta
 from koordlet.system.clock import Clock, wall_clock
+from koordlet.system.errorlog import FailureLog
 
 log = logging.getLogger("koordlet.evictor")
 
@@ -178,6 +179,7 @@ class PodEvictor:
         self.clock = clock
         self.dry_run = dry_run
         self._evicted: dict[str, float] = {}
+        self.failure_log = FailureLog(log)
         self._lock = threading.Lock()
         self.history: list[EvictionRecord] = []
         self._counter: Any = None
@@ -242,6 +244,6 @@ class PodEvictor:
                 self.api.record_event(
                     pod, event_reason, event_message, "Normal" if outcome is EvictionOutcome.EVICTED else "Warning"
                 )
-            except Exception:
-                log.exception("recording the eviction event of %s/%s failed", pod.namespace, pod.name)
+            except Exception as err:
+                self.failure_log.failed("recording an eviction Event", err)
         return self._record(pod, gate, outcome, f"{detail} (HTTP {status})")

@@ -15,6 +15,7 @@ from functools import partial
 from apis.extension import RESOURCE_BATCH_MEMORY, QoSClass
 from apis.slo.nodeslo import MemoryQOSCfg, NodeSLOSpec, ResourceQOS
 from koordlet.qosmanager.featuregates import KOORDLET_FEATURES
+from koordlet.qosmanager.flagtypes import positive_seconds
 from koordlet.qosmanager.framework import PluginEntry
 from koordlet.qosmanager.plugins.cgreconcile.policy import NAME, memory_qos_updates, memory_qos_values
 from koordlet.qosmanager.plugins.strategy import Strategy, add_flag
@@ -51,7 +52,13 @@ class CgroupReconcile(Strategy):
 
     def init_flags(self, parser: argparse.ArgumentParser) -> None:
         super().init_flags(parser)
-        add_flag(parser, "--reconcile-interval-seconds", type=float, default=1.0, help="CPUBurst/CgroupReconcile tick")
+        add_flag(
+            parser,
+            "--reconcile-interval-seconds",
+            type=positive_seconds,
+            default=1.0,
+            help="CPUBurst/CgroupReconcile tick",
+        )
 
     def supported_memory_files(self) -> frozenset[str]:
         """Memory QoS files present in the kubepods cgroup (probed once it exists)."""

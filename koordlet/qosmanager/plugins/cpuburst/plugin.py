@@ -15,6 +15,7 @@ from apis.extension import QoSClass
 from koordlet.metriccache import MetricKind
 from koordlet.qosmanager.executor import ResourceUpdate
 from koordlet.qosmanager.featuregates import KOORDLET_FEATURES
+from koordlet.qosmanager.flagtypes import positive_seconds
 from koordlet.qosmanager.framework import PluginContext, PluginEntry
 from koordlet.qosmanager.plugins.cpuburst.policy import (
     Operation,
@@ -74,7 +75,13 @@ class CPUBurst(Strategy):
 
     def init_flags(self, parser: argparse.ArgumentParser) -> None:
         super().init_flags(parser)
-        add_flag(parser, "--reconcile-interval-seconds", type=float, default=1.0, help="CPUBurst/CgroupReconcile tick")
+        add_flag(
+            parser,
+            "--reconcile-interval-seconds",
+            type=positive_seconds,
+            default=1.0,
+            help="CPUBurst/CgroupReconcile tick",
+        )
 
     def configure(self, ctx: PluginContext) -> None:
         from prometheus_client import Gauge

@@ -12,6 +12,7 @@ import argparse
 from apis.extension import RESOURCE_BATCH_CPU
 from koordlet.metriccache import MetricKind
 from koordlet.qosmanager.featuregates import KOORDLET_FEATURES
+from koordlet.qosmanager.flagtypes import non_negative_seconds, positive_seconds
 from koordlet.qosmanager.framework import PluginEntry
 from koordlet.qosmanager.plugins.cpuevict.policy import (
     BE_GATE,
@@ -41,8 +42,14 @@ class CPUEvictStrategy(EvictionStrategy):
 
     def init_flags(self, parser: argparse.ArgumentParser) -> None:
         super().init_flags(parser)
-        add_flag(parser, "--cpu-evict-interval-seconds", type=float, default=1.0, help="CPU eviction tick")
-        add_flag(parser, "--cpu-evict-cool-time-seconds", type=float, default=20.0, help="pause after a CPU eviction")
+        add_flag(parser, "--cpu-evict-interval-seconds", type=positive_seconds, default=1.0, help="CPU eviction tick")
+        add_flag(
+            parser,
+            "--cpu-evict-cool-time-seconds",
+            type=non_negative_seconds,
+            default=20.0,
+            help="pause after a CPU eviction",
+        )
 
     def pods_cpu_milli(self) -> tuple[tuple[PodMeta, float | None], ...]:
         cache, max_age = self.ctx.metric_cache, 2 * self.collect_interval

@@ -12,6 +12,7 @@ import argparse
 
 from koordlet.metriccache import MetricKind
 from koordlet.qosmanager.featuregates import KOORDLET_FEATURES
+from koordlet.qosmanager.flagtypes import non_negative_seconds, positive_seconds
 from koordlet.qosmanager.framework import PluginEntry
 from koordlet.qosmanager.plugins.eviction import EvictionStrategy
 from koordlet.qosmanager.plugins.memoryevict.policy import (
@@ -34,9 +35,15 @@ class MemoryEvictStrategy(EvictionStrategy):
 
     def init_flags(self, parser: argparse.ArgumentParser) -> None:
         super().init_flags(parser)
-        add_flag(parser, "--memory-evict-interval-seconds", type=float, default=1.0, help="memory eviction tick")
         add_flag(
-            parser, "--memory-evict-cool-time-seconds", type=float, default=4.0, help="pause after a memory eviction"
+            parser, "--memory-evict-interval-seconds", type=positive_seconds, default=1.0, help="memory eviction tick"
+        )
+        add_flag(
+            parser,
+            "--memory-evict-cool-time-seconds",
+            type=non_negative_seconds,
+            default=4.0,
+            help="pause after a memory eviction",
         )
 
     def snapshot(self) -> MemorySnapshot | None:
