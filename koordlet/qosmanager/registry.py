@@ -69,8 +69,10 @@ def builtin_registry() -> QOSPluginRegistry:
         cgreconcile.ENTRY,
         batchresource.ENTRY,
         memoryevict.BE_ENTRY,
+        memoryevict.ALLOCATABLE_ENTRY,
         memoryevict.PRIORITY_ENTRY,
         cpuevict.BE_ENTRY,
+        cpuevict.ALLOCATABLE_ENTRY,
         cpuevict.PRIORITY_ENTRY,
     ):
         registry.add(entry)

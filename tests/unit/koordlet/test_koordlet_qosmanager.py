@@ -129,8 +129,10 @@ def test_builtin_registry_is_fresh() -> None:
         "CgroupReconcile",
         "BatchResource",
         "BEMemoryEvict",
+        "MemoryAllocatableEvict",
         "MemoryEvict",
         "BECPUEvict",
+        "CPUAllocatableEvict",
         "CPUEvict",
     ]
 

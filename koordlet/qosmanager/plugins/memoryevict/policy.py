@@ -27,7 +27,7 @@ from koordlet.qosmanager.plugins.eviction import (
 )
 from koordlet.statesinformer import PodMeta
 
-BE_GATE, PRIORITY_GATE = "BEMemoryEvict", "MemoryEvict"
+BE_GATE, PRIORITY_GATE, ALLOCATABLE_GATE = "BEMemoryEvict", "MemoryEvict", "MemoryAllocatableEvict"
 DEFAULT_THRESHOLD_PERCENT = 70
 
 

@@ -299,8 +299,10 @@ STRATEGY_GATES = [
     "CPUBurst",
     "CgroupReconcile",
     "BEMemoryEvict",
+    "MemoryAllocatableEvict",
     "MemoryEvict",
     "BECPUEvict",
+    "CPUAllocatableEvict",
     "CPUEvict",
 ]
 

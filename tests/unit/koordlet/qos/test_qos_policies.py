@@ -334,21 +334,22 @@ def test_be_memory_victim_order_priority_then_memory() -> None:
         "default/be-nometric-5000",
         "default/be-big-5500",
     ]
-    assert [c.name for c in plan_victims(plan.ordered, plan.need)] == [
+    assert [c.name for c in plan_victims(plan.ordered, plan.need).victims] == [
         "default/be-big-5000",
         "default/be-small-5000",
         "default/be-nometric-5000",
         "default/be-big-5500",
     ]
-    assert [c.name for c in plan_victims(plan.ordered, 5 * GiB)] == ["default/be-big-5000", "default/be-small-5000"]
+    assert [c.name for c in plan_victims(plan.ordered, 5 * GiB).victims] == ["default/be-big-5000", "default/be-small-5000"]
 
 
 def test_victims_pending_eviction_count_without_reevicting() -> None:
     plan = be_memory_evict_plan(MemorySnapshot(100 * GiB, 75 * GiB, _mem_pods()), MemoryEvictConfig(70, 68))
     assert plan is not None
     first = plan.ordered[0].uid
-    got = plan_victims(plan.ordered, 5 * GiB, pending=lambda uid: uid == first)
-    assert [c.name for c in got] == ["default/be-small-5000"]
+    got = plan_victims(plan.ordered, 5 * GiB, pending={first})
+    assert [c.name for c in got.victims] == ["default/be-small-5000"]
+    assert [c.uid for c in got.pending] == [first] and got.outstanding == {}
 
 
 def test_priority_memory_evict_opt_in_order_and_bytes_not_x1000() -> None:
@@ -386,7 +387,7 @@ def test_priority_memory_evict_opt_in_order_and_bytes_not_x1000() -> None:
     assert plan is not None and plan.need == pytest.approx(5 * GiB)
     assert [c.name.split("/")[1] for c in plan.ordered] == ["b", "f", "c", "a"]
     # 1 + 1 + 2 GiB < 5 GiB: Koordinator's x1000 would stop after "b"; bytes need all four
-    assert [c.name.split("/")[1] for c in plan_victims(plan.ordered, plan.need)] == ["b", "f", "c", "a"]
+    assert [c.name.split("/")[1] for c in plan_victims(plan.ordered, plan.need).victims] == ["b", "f", "c", "a"]
     assert memory_evict_plan(MemorySnapshot(100 * GiB, 73 * GiB, pods), MemoryEvictConfig(70, 68)) is None
 
 
@@ -453,7 +454,7 @@ def test_be_cpu_victims_priority_then_usage_per_request_released_by_batch_reques
     assert plan is not None
     assert [c.name for c in plan.ordered] == ["default/hot", "default/cold", "default/high-prio"]
     assert [c.release for c in plan.ordered] == [1000, 1000, 4000]
-    assert [c.name for c in plan_victims(plan.ordered, plan.need)] == ["default/hot", "default/cold"]
+    assert [c.name for c in plan_victims(plan.ordered, plan.need).victims] == ["default/hot", "default/cold"]
 
 
 def test_cpu_evict_node_usage_release_and_opt_in() -> None:
