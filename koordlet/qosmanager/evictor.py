@@ -30,7 +30,9 @@ log = logging.getLogger("koordlet.evictor")
 
 DEDUP_SECONDS = 120.0
 BE_ONLY_GATES = frozenset({"BEMemoryEvict", "BECPUEvict"})
-EVENT_SUCCESS, EVENT_FAIL = "EvictPodSuccess", "EvictPodFail"
+EVENT_SUCCESS, EVENT_FAIL = "evictPodSuccess", "evictPodFail"
+"""Koordinator's event reasons (``qosmanager/helpers/reason.go``); both are Warning events there."""
+EVICT_REASON_PREFIX = "trigger by koordlet feature "
 
 
 class EvictionOutcome(StrEnum):
@@ -217,8 +219,8 @@ class PodEvictor:
                 del self._evicted[uid]
             if pod.uid in self._evicted:
                 return EvictionOutcome.RECENTLY_EVICTED
-        reason = f"trigger by koordlet feature {gate}"
-        detail = f"evict pod by koordlet, reason: {reason}, {message}"
+        reason = f"{EVICT_REASON_PREFIX}{gate}"
+        detail = f"evict Pod:{pod.namespace}/{pod.name}, reason: {reason}, message: {message}"
         if self.dry_run or self.api is None:
             return self._record(pod, gate, EvictionOutcome.DRY_RUN, detail)
         try:
@@ -229,21 +231,23 @@ class PodEvictor:
             outcome = EvictionOutcome.EVICTED
             with self._lock:
                 self._evicted[pod.uid] = now
+        elif status in (404, 409):
+            # gone (or recreated under another UID): remember it too, so a pod list that still shows it
+            # does not make every tick try (and log) again
+            with self._lock:
+                self._evicted[pod.uid] = now
+            log.debug("evict %s/%s for %s: already gone (HTTP %d)", pod.namespace, pod.name, gate, status)
+            return EvictionOutcome.GONE
             if self._counter is not None:
                 self._counter.labels(node=self.node_name, reason=gate).inc()
         elif status == 429:
             outcome = EvictionOutcome.BLOCKED
-        elif status in (404, 409):
-            outcome = EvictionOutcome.GONE
         else:
             outcome = EvictionOutcome.FAILED
-        if outcome is not EvictionOutcome.GONE:
-            event_reason = EVENT_SUCCESS if outcome is EvictionOutcome.EVICTED else EVENT_FAIL
-            event_message = detail if outcome is EvictionOutcome.EVICTED else f"{detail}: HTTP {status} ({outcome})"
-            try:
-                self.api.record_event(
-                    pod, event_reason, event_message, "Normal" if outcome is EvictionOutcome.EVICTED else "Warning"
-                )
-            except Exception as err:
-                self.failure_log.failed("recording an eviction Event", err)
+        event_reason = EVENT_SUCCESS if outcome is EvictionOutcome.EVICTED else EVENT_FAIL
+        event_message = detail if outcome is EvictionOutcome.EVICTED else f"{detail}, error HTTP {status} ({outcome})"
+        try:
+            self.api.record_event(pod, event_reason, event_message, "Warning")
+        except Exception as err:
+            self.failure_log.failed("recording an eviction Event", err)
         return self._record(pod, gate, outcome, f"{detail} (HTTP {status})")

@@ -174,13 +174,13 @@ def test_be_memory_evict_through_eviction_api(control_plane: Any, tmp_path: Path
 
     def events(name: str) -> list[Any]:
         listed = core.list_namespaced_event("default", field_selector=f"involvedObject.name={name}")
-        return [e for e in listed.items if e.reason in ("EvictPodSuccess", "EvictPodFail")]
+        return [e for e in listed.items if e.reason in ("evictPodSuccess", "evictPodFail")]
 
     try:
         wait_until(lambda: not exists(f"{node}-be-low"), timeout=60, what="the lowest-priority evictable BE pod gone")
         write_meminfo(proc, 50)  # pressure relieved: no further rounds
-        success = wait_until(lambda: events(f"{node}-be-low"), timeout=20, what="EvictPodSuccess event")
-        refused = wait_until(lambda: events(f"{node}-be-pdb"), timeout=20, what="EvictPodFail event (PDB)")
+        success = wait_until(lambda: events(f"{node}-be-low"), timeout=20, what="evictPodSuccess event")
+        refused = wait_until(lambda: events(f"{node}-be-pdb"), timeout=20, what="evictPodFail event (PDB)")
         survivors = {name: exists(name) for name in specs}
     finally:
         agent.send_signal(signal.SIGTERM)
@@ -197,9 +197,9 @@ def test_be_memory_evict_through_eviction_api(control_plane: Any, tmp_path: Path
         custom.delete_cluster_custom_object(GROUP, VERSION, "nodeslos", node)
         core.delete_node(node)
         api.close()
-    assert success[0].reason == "EvictPodSuccess"
+    assert success[0].reason == "evictPodSuccess"
     assert "BEMemoryEvict" in success[0].message, success[0].message
-    assert refused[0].reason == "EvictPodFail" and "429" in refused[0].message
+    assert refused[0].reason == "evictPodFail" and "429" in refused[0].message
     assert survivors == {
         f"{node}-be-pdb": True,  # its PDB refused (429): passed over for the next victim
         f"{node}-be-low": False,

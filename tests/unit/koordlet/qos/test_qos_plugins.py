@@ -251,7 +251,7 @@ def test_be_memory_evict_plugin_evicts_lowest_priority_then_cools_down(tmp_path:
     feed(7.2)  # 72 % >= 70: release 4 % of 10 GiB = 0.4 GiB -> one 0.5 GiB BE pod
     plugin.tick()
     assert api.evicted == ["be-low"]
-    assert api.events == [("be-low", "EvictPodSuccess")]
+    assert api.events == [("be-low", "evictPodSuccess")]
     clock.advance(2)
     feed(7.2)
     plugin.tick()  # cooling down (4 s)
@@ -283,7 +283,7 @@ def test_evictor_guards_dedup_be_only_and_pdb() -> None:
     assert api.evicted == ["be", "be"]
     api.status = 429
     assert PodEvictor(api, node_name="n", clock=clock).evict(be, "MemoryEvict", "x") is EvictionOutcome.BLOCKED
-    assert api.events[-1] == ("be", "EvictPodFail")
+    assert api.events[-1] == ("be", "evictPodFail")
     assert (
         PodEvictor(api, node_name="n", clock=clock, dry_run=True).evict(be, "MemoryEvict", "x")
         is EvictionOutcome.DRY_RUN

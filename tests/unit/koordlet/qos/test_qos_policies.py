@@ -340,7 +340,10 @@ def test_be_memory_victim_order_priority_then_memory() -> None:
         "default/be-nometric-5000",
         "default/be-big-5500",
     ]
-    assert [c.name for c in plan_victims(plan.ordered, 5 * GiB).victims] == ["default/be-big-5000", "default/be-small-5000"]
+    assert [c.name for c in plan_victims(plan.ordered, 5 * GiB).victims] == [
+        "default/be-big-5000",
+        "default/be-small-5000",
+    ]
 
 
 def test_victims_pending_eviction_count_without_reevicting() -> None:
