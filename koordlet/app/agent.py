@@ -12,7 +12,7 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
-from apis.slo import NodeMetricStatus
+from apis.slo import NodeMetricStatus, resolve_collect_policy
 from koordlet.app.http import MetricsServer
 from koordlet.app.metrics import KoordletMetrics
 from koordlet.metriccache import MetricCache, MetricCacheOptions
@@ -22,6 +22,7 @@ from koordlet.qosmanager.evictor import KubeEvictionAPI, PodEvictor
 from koordlet.statesinformer import NodeMetricReporter, StatesInformer, discover_pods
 from koordlet.statesinformer.kube import KubeNodeMetricWriter, KubeSource
 from koordlet.statesinformer.kubelet import KubeletOptions, KubeletPodSource
+from koordlet.statesinformer.reporter import USAGE_WITH_PAGE_CACHE
 from koordlet.system import CgroupDriver, CgroupFS, ProcFS
 from koordlet.system.cgroupfs import detect_cgroup_driver, detect_cgroup_version
 from koordlet.system.clock import wall_clock
@@ -84,6 +85,7 @@ class Agent:
                 collect_interval_seconds=options.collect_interval, enable_psi=gates.enabled("PSICollector")
             ),
             clock=self.clock,
+            page_cache=self.page_cache_wanted,
         )
         self.executor = ResourceExecutor(self.cgroupfs, clock=self.clock)
         self.registry = CollectorRegistry()
@@ -99,6 +101,13 @@ class Agent:
         )
         self.reporter = NodeMetricReporter(self.informer, CacheUsageSource(self.cache), None, clock=self.clock)
         self.stop = asyncio.Event()
+
+    def page_cache_wanted(self) -> bool:
+        """``--enable-pagecache-collector``, or this node's NodeMetric asks for ``usageWithPageCache``."""
+        if getattr(self.options.args, "enable_pagecache_collector", False):
+            return True
+        policy = resolve_collect_policy(self.informer.node_metric_spec).node_memory_collect_policy
+        return policy == USAGE_WITH_PAGE_CACHE
 
     def healthy(self) -> bool:
         return self.advisor.ticks >= 1

@@ -146,6 +146,14 @@ def build_parser() -> KoordletArgumentParser:
     parser.add_argument(
         "--report-interval", type=positive_seconds, default=None, help="override reportIntervalSeconds (> 0)"
     )
+    parser.add_argument(
+        "--enable-pagecache-collector",
+        type=go_bool,
+        nargs="?",
+        const=True,
+        default=False,
+        help="collect memory with page cache (also on whenever NodeMetric asks for usageWithPageCache)",
+    )
     parser.add_argument("--standalone", action="store_true", help="no API server: collect and print")
     parser.add_argument("--once", action="store_true", help="standalone: print after a few ticks and exit")
     parser.add_argument("--duration", type=positive_seconds, default=None, help="stop after this many seconds")

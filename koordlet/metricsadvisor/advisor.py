@@ -12,6 +12,7 @@ from koordlet.metriccache import MetricCache, MetricKind, WindowStats
 from koordlet.metricsadvisor.collectors import (
     BEResourceCollector,
     NodeResourceCollector,
+    PageCacheCollector,
     PodResourceCollector,
     PSICollector,
     TickResult,
@@ -49,7 +50,10 @@ class MetricsAdvisor:
         *,
         options: AdvisorOptions | None = None,
         clock: Clock = wall_clock,
+        page_cache: Callable[[], bool] | None = None,
     ) -> None:
+        """``page_cache()`` says, each tick, whether to collect memory with page cache (the flag
+        ``--enable-pagecache-collector``, or a NodeMetric spec asking for ``usageWithPageCache``)."""
         self.options = options or AdvisorOptions()
         self.cache = cache
         self.pods = pods
@@ -58,6 +62,8 @@ class MetricsAdvisor:
         self.pod = PodResourceCollector(cgroupfs, cache, collect_containers=self.options.collect_containers)
         self.be = BEResourceCollector(cgroupfs, cache, num_cpus=procfs.num_cpus())
         self.psi = PSICollector(cgroupfs, procfs, cache)
+        self.page_cache = PageCacheCollector(cgroupfs, procfs, cache)
+        self.page_cache_wanted = page_cache or (lambda: False)
         self.ticks = 0
         self.errors = 0
         self.failure_log = FailureLog(log)
@@ -75,6 +81,7 @@ class MetricsAdvisor:
             ("NodeResourceCollector", lambda: self.node.collect(now, result)),
             ("PodResourceCollector", lambda: self.pod.collect(now, pods, result)),
             ("BEResourceCollector", lambda: self.be.collect(now, pods)),
+            ("PageCacheCollector", lambda: self.page_cache.collect(now, pods) if self.page_cache_wanted() else None),
         )
         for name, step in steps:
             try:
@@ -113,13 +120,22 @@ class MetricsAdvisor:
                 await asyncio.wait_for(stop.wait(), timeout=delay)
 
 
-_NODE_KINDS = {"cpu": MetricKind.NODE_CPU_USAGE, "memory": MetricKind.NODE_MEMORY_USAGE}
+_NODE_KINDS = {
+    "cpu": MetricKind.NODE_CPU_USAGE,
+    "memory": MetricKind.NODE_MEMORY_USAGE,
+    "memoryWithPageCache": MetricKind.NODE_MEMORY_USAGE_WITH_PAGE_CACHE,
+}
 _SYS_KINDS = {"cpu": MetricKind.SYS_CPU_USAGE, "memory": MetricKind.SYS_MEMORY_USAGE}
-_POD_KINDS = {"cpu": MetricKind.POD_CPU_USAGE, "memory": MetricKind.POD_MEMORY_USAGE}
+_POD_KINDS = {
+    "cpu": MetricKind.POD_CPU_USAGE,
+    "memory": MetricKind.POD_MEMORY_USAGE,
+    "memoryWithPageCache": MetricKind.POD_MEMORY_USAGE_WITH_PAGE_CACHE,
+}
 
 
 class CacheUsageSource:
-    """The statesinformer's ``UsageSource`` over the metric cache (cpu in cores, memory in bytes)."""
+    """The statesinformer's ``UsageSource`` over the metric cache (cpu in cores, memory in bytes;
+    ``memoryWithPageCache`` for node and pods)."""
 
     def __init__(self, cache: MetricCache) -> None:
         self.cache = cache
