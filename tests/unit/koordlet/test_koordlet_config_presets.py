@@ -17,6 +17,7 @@ import yaml
 from koordlet.app.cli import _config_gates, build_parser, main
 from koordlet.app.flags import KoordletArgumentParser, UsageError
 from koordlet.qosmanager import KOORDLET_FEATURES, FeatureGates, QOSManager, builtin_registry
+from koordlet.qosmanager.plugins.allocatable import allocatable_evict_config
 from koordlet.qosmanager.plugins.cpuburst.policy import policy_switches
 from koordlet.qosmanager.plugins.cpuevict.policy import be_cpu_evict_config, cpu_evict_config
 from koordlet.qosmanager.plugins.memoryevict.policy import memory_evict_config
@@ -36,7 +37,10 @@ QOS_STRATEGIES = (
     "BEMemoryEvict",
     "CPUEvict",
     "MemoryEvict",
+    "CPUAllocatableEvict",
+    "MemoryAllocatableEvict",
     "CgroupReconcile",
+    "BatchResource",
 )
 
 
@@ -94,6 +98,8 @@ def test_qos_nodeslo_sample_turns_every_strategy_on() -> None:
     assert memory_evict_config(threshold) is not None  # BEMemoryEvict / MemoryEvict
     assert be_cpu_evict_config(threshold, 1.0) is not None  # BECPUEvict
     assert cpu_evict_config(threshold, 1.0) is not None  # CPUEvict
+    assert allocatable_evict_config(threshold, "cpu") is not None  # CPUAllocatableEvict
+    assert allocatable_evict_config(threshold, "memory") is not None  # MemoryAllocatableEvict
     assert slo.cpu_burst_strategy is not None and policy_switches(slo.cpu_burst_strategy.policy) == (True, True)
     strategy = slo.resource_qos_strategy
     assert strategy is not None and strategy.be_class is not None  # CgroupReconcile memory QoS
@@ -124,6 +130,7 @@ def test_documented_qos_flags_exist() -> None:
         "--cpu-evict-interval-seconds",
         "--cpu-evict-cool-time-seconds",
         "--reconcile-interval-seconds",
+        "--runtime-hooks-reconcile-interval",
         "--sysfs-root",
         "--qos-dry-run",
     ):
