@@ -172,3 +172,19 @@ def test_chart_args_get_past_parsing_in_the_real_binary() -> None:
     result = run_cli("--node-name", "n", *chart_args())
     assert result.returncode == 2
     assert result.stderr.splitlines()[-1] == "koordlet: --cgroup-root /host-cgroup: no such directory", result.stderr
+
+
+def test_metrics_port_in_use_is_one_line_exit_2(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = run_cli(
+            "--node-name", "n", "--standalone", "--duration", "5", "--metrics-host", "127.0.0.1",
+            "--metrics-port", str(port),
+        )  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"koordlet: cannot serve metrics on 127.0.0.1:{port}: "), lines
