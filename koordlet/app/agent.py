@@ -82,10 +82,11 @@ class Agent:
             self.cache,
             self.informer.get_all_pods,
             options=AdvisorOptions(
-                collect_interval_seconds=options.collect_interval, enable_psi=gates.enabled("PSICollector")
+                collect_interval_seconds=options.collect_interval,
+                enable_psi=gates.enabled("PSICollector"),
+                page_cache=self.page_cache_wanted,
             ),
             clock=self.clock,
-            page_cache=self.page_cache_wanted,
         )
         self.executor = ResourceExecutor(self.cgroupfs, clock=self.clock)
         self.registry = CollectorRegistry()

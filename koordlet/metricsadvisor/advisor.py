@@ -33,6 +33,9 @@ class AdvisorOptions:
     enable_psi: bool = False
     collect_containers: bool = True
     gc_interval_seconds: float = 60.0
+    page_cache: Callable[[], bool] | None = None
+    """Asked each tick: collect memory with page cache? (``--enable-pagecache-collector``, or a NodeMetric
+    spec asking for ``usageWithPageCache``); ``None`` = never."""
 
 
 class MetricsAdvisor:
@@ -50,10 +53,7 @@ class MetricsAdvisor:
         *,
         options: AdvisorOptions | None = None,
         clock: Clock = wall_clock,
-        page_cache: Callable[[], bool] | None = None,
     ) -> None:
-        """``page_cache()`` says, each tick, whether to collect memory with page cache (the flag
-        ``--enable-pagecache-collector``, or a NodeMetric spec asking for ``usageWithPageCache``)."""
         self.options = options or AdvisorOptions()
         self.cache = cache
         self.pods = pods
@@ -63,7 +63,7 @@ class MetricsAdvisor:
         self.be = BEResourceCollector(cgroupfs, cache, num_cpus=procfs.num_cpus())
         self.psi = PSICollector(cgroupfs, procfs, cache)
         self.page_cache = PageCacheCollector(cgroupfs, procfs, cache)
-        self.page_cache_wanted = page_cache or (lambda: False)
+        self.page_cache_wanted = self.options.page_cache or (lambda: False)
         self.ticks = 0
         self.errors = 0
         self.failure_log = FailureLog(log)

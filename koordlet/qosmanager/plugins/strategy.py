@@ -51,6 +51,8 @@ class Strategy:
     NAME = ""
     INTERVAL_FLAG = ""
     """argparse dest of this strategy's interval flag (seconds)."""
+    DEFAULT_INTERVAL = 1.0
+    """The interval when the agent was built without the flag (tests, embedding); the flag's default."""
     BLOCKING = False
     """Run ``tick`` in a worker thread (it makes blocking API calls, e.g. evictions)."""
     FOLLOW_COLLECT = False
@@ -88,7 +90,7 @@ class Strategy:
         self.dry_run = bool(arg(ctx, "qos_dry_run", False))
         self.collect_interval = float(arg(ctx, "collect_res_used_interval", 1.0))
         if self.INTERVAL_FLAG:
-            self.interval = float(arg(ctx, self.INTERVAL_FLAG, 1.0))
+            self.interval = float(arg(ctx, self.INTERVAL_FLAG, self.DEFAULT_INTERVAL))
         if self.interval <= 0:
             raise ValueError(f"{self.NAME}: interval must be > 0, got {self.interval}")
         self.configure(ctx)

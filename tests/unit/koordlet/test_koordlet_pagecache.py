@@ -13,7 +13,7 @@ from apis.extension import KubeQOSClass
 from apis.slo import ResolvedCollectPolicy, int_value
 from koordlet.app.agent import Agent, AgentOptions
 from koordlet.metriccache import MetricCache, MetricKind
-from koordlet.metricsadvisor import CacheUsageSource, MetricsAdvisor
+from koordlet.metricsadvisor import AdvisorOptions, CacheUsageSource, MetricsAdvisor
 from koordlet.qosmanager import KOORDLET_FEATURES, FeatureGates, QOSManager, QOSPluginRegistry
 from koordlet.statesinformer import StatesInformer, build_node_metric_status
 from koordlet.system import CgroupDriver, CgroupVersion, ProcFS
@@ -36,7 +36,7 @@ def _setup(tmp_path: Path, version: CgroupVersion) -> tuple[StatesInformer, Metr
     wanted = [True]
     advisor = MetricsAdvisor(
         fake.fs(), ProcFS(tmp_path / "proc", clock_ticks=100), cache, informer.get_all_pods, clock=clock,
-        page_cache=lambda: wanted[0],
+        options=AdvisorOptions(page_cache=lambda: wanted[0]),
     )  # fmt: skip
     return informer, advisor, cache, clock
 

@@ -15,8 +15,8 @@ import contextlib
 import logging
 from functools import partial
 
-from apis.slo import parse_go_duration
 from koordlet.qosmanager.featuregates import KOORDLET_FEATURES
+from koordlet.qosmanager.flagtypes import positive_seconds
 from koordlet.qosmanager.framework import PluginContext, PluginEntry
 from koordlet.qosmanager.plugins.batchresource.policy import (
     ANNOTATION_EXTENDED_RESOURCE_SPEC,
@@ -39,23 +39,10 @@ log = logging.getLogger("koordlet.qos")
 DEFAULT_RECONCILE_SECONDS = 10.0
 
 
-def duration_seconds(text: str) -> float:
-    """A Go duration (``10s``, ``1m30s``) or plain seconds (``10``, ``0.5``); must be > 0."""
-    try:
-        seconds = float(text)
-    except ValueError:
-        try:
-            seconds = parse_go_duration(text)
-        except ValueError as err:
-            raise argparse.ArgumentTypeError(f"not a duration: {text!r} (want e.g. 10s or 10)") from err
-    if not seconds > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {text!r}")
-    return float(seconds)
-
-
 class BatchResource(Strategy):
     NAME = NAME
     INTERVAL_FLAG = "runtime_hooks_reconcile_interval"
+    DEFAULT_INTERVAL = DEFAULT_RECONCILE_SECONDS
 
     def __init__(self) -> None:
         super().__init__()
@@ -67,7 +54,7 @@ class BatchResource(Strategy):
         add_flag(
             parser,
             "--runtime-hooks-reconcile-interval",
-            type=duration_seconds,
+            type=positive_seconds,
             default=DEFAULT_RECONCILE_SECONDS,
             help="BatchResource reconcile period (Go duration or seconds; default 10s)",
         )

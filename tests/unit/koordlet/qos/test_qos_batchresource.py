@@ -261,3 +261,28 @@ def test_bad_annotation_is_contained_to_its_pod(tmp_path: Path, caplog: pytest.L
     assert plugin.object_errors == 3 and plugin.errors == 0
     lines = [r.getMessage() for r in caplog.records if "default/bad" in r.getMessage()]
     assert len(lines) == 1 and "extended-resource-spec" in lines[0]
+
+
+async def test_batch_resource_reacts_to_a_new_pod_before_its_interval(tmp_path: Path) -> None:
+    """Koordinator applies the values in a runtime hook at pod creation; here a pod-list change wakes the
+    strategy at once instead of after its 10 s reconcile interval."""
+    import asyncio
+
+    fake, ctx, (_pod_dir, container_dir) = _setup(tmp_path, CgroupVersion.V1, _w1_pod())
+    ctx.states_informer.replace_pods([])  # type: ignore[attr-defined]
+    plugin = batchresource.BatchResource()
+    plugin.setup(ctx)  # type: ignore[arg-type]
+    assert plugin.interval == 10.0
+    stop = asyncio.Event()
+    task = asyncio.create_task(plugin.run(stop))
+    await asyncio.sleep(0.05)
+    ticks = plugin.ticks
+    ctx.states_informer.replace_pods([_w1_pod()])  # type: ignore[attr-defined]
+    for _ in range(50):
+        await asyncio.sleep(0.02)
+        if plugin.ticks > ticks:
+            break
+    stop.set()
+    await task
+    assert plugin.ticks > ticks
+    assert _read(fake, container_dir, "cpu.cfs_quota_us") == "100000"
