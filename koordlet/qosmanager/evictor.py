@@ -3,7 +3,7 @@
 Strategies decide *which* pods to evict (a pure victim list); :class:`PodEvictor` does it, and guards:
 
 - a pod evicted less than :data:`DEDUP_SECONDS` ago is not evicted again (it may still be terminating);
-- a BE gate (``BEMemoryEvict``, ``BECPUEvict``) never evicts a pod that is not BE (LS/LSR/LSE/SYSTEM);
+- a BE gate (``BEMemoryEvict``, ``BECPUEvict``) evicts only pods labelled ``koordinator.sh/qosClass: BE``;
 - each eviction posts ``policy/v1`` ``Eviction`` with a UID precondition (a pod recreated under the same
   name is never hit), records an Event on the pod naming the gate, and counts
   ``koordlet_pod_eviction{node,reason=<gate>}``;
@@ -211,7 +211,7 @@ class PodEvictor:
 
     def evict(self, pod: PodMeta, gate: str, message: str) -> EvictionOutcome:
         """Evict ``pod`` because of ``gate`` (a Koordinator feature-gate name). Never raises."""
-        if gate in BE_ONLY_GATES and not pod.is_be:
+        if gate in BE_ONLY_GATES and not pod.labelled_be:
             return self._record(pod, gate, EvictionOutcome.NOT_ALLOWED, f"{pod.qos or pod.kube_qos} is not BE")
         now = self.clock()
         with self._lock:

@@ -27,7 +27,6 @@ from koordlet.qosmanager.plugins.batchresource.policy import (
     batch_plan,
     batch_rule,
     batch_spec,
-    is_be_by_label,
     parse_extended_resource_spec,
     resolve_specs,
 )
@@ -92,7 +91,7 @@ class BatchResource(Strategy):
         node = informer.node
         rule = batch_rule(informer.node_slo, node.annotations if node else {})
         for pod in informer.get_all_pods():
-            if pod.phase not in ("Running", "Pending", "") or not is_be_by_label(pod.labels):
+            if pod.phase not in ("Running", "Pending", "") or not pod.labelled_be:
                 continue
             self.contain(f"pod {pod.namespace}/{pod.name}", partial(self.reconcile_pod, pod, rule))
 

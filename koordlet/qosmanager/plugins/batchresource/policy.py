@@ -28,7 +28,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from apis.extension import LABEL_POD_QOS, RESOURCE_BATCH_CPU, RESOURCE_BATCH_MEMORY
+from apis.extension import RESOURCE_BATCH_CPU, RESOURCE_BATCH_MEMORY
 from apis.slo.nodeslo import NodeSLOSpec
 from apis.slo.quantity import int_value
 from koordlet.qosmanager.executor import ResourceUpdate
@@ -68,11 +68,6 @@ class BatchValues:
     cpu_shares: int
     cfs_quota_us: int
     memory_limit_bytes: int
-
-
-def is_be_by_label(labels: Mapping[str, str]) -> bool:
-    """Koordinator's ``GetQoSClassByAttrs``: the raw ``koordinator.sh/qosClass`` label, exactly ``BE``."""
-    return labels.get(LABEL_POD_QOS) == "BE"
 
 
 def batch_spec(requests: Mapping[str, int], limits: Mapping[str, int]) -> BatchSpec | None:

@@ -131,7 +131,7 @@ def be_cpu_evict_plan(snap: CPUSnapshot, need: float, cfg: BECPUEvictConfig) -> 
         return None
     ordered = []
     for pod, used in snap.pods:
-        if not pod.is_be or not gate_allows(pod.annotations, BE_GATE):
+        if not pod.labelled_be or not gate_allows(pod.annotations, BE_GATE):
             continue
         request = float(pod.total_request(RESOURCE_BATCH_CPU))
         ratio = None if used is None or request <= 0 else used / request

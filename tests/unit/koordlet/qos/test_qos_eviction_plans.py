@@ -237,3 +237,19 @@ def test_evictor_gone_pod_is_remembered_not_retried(tmp_path: Path, caplog: pyte
         tick_with_usage(plugin, ctx, clock)
     assert api.evicted == ["gone"] and api.events == []
     assert [r for r in caplog.records if r.levelno >= logging.WARNING and "gone" in r.getMessage()] == []
+
+
+def test_be_victims_are_labelled_be_only() -> None:
+    """Koordinator picks BE victims by the raw ``koordinator.sh/qosClass`` label: a BestEffort pod without it
+    is not a BEMemoryEvict victim, and the evictor refuses it for a BE gate."""
+    from koordlet.qosmanager.evictor import EvictionOutcome
+    from koordlet.qosmanager.plugins.memoryevict.policy import MemoryEvictConfig, MemorySnapshot, be_memory_evict_plan
+
+    labelled = parse_pod(pod("labelled", uid_for(1)).be().priority(5000).build(), LAYOUT)
+    unlabelled = parse_pod(pod("kube-besteffort", uid_for(2)).qos("BestEffort").priority(5000).build(), LAYOUT)
+    plan = be_memory_evict_plan(
+        MemorySnapshot(100 * GiB, 80 * GiB, ((labelled, 1 * GiB), (unlabelled, 9 * GiB))), MemoryEvictConfig(70, 68)
+    )
+    assert plan is not None and [c.name for c in plan.ordered] == ["default/labelled"]
+    evictor = PodEvictor(ScriptedEvictionAPI(), node_name="n", clock=FakeClock())
+    assert evictor.evict(unlabelled, "BEMemoryEvict", "x") is EvictionOutcome.NOT_ALLOWED
