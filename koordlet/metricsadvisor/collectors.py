@@ -155,7 +155,7 @@ class BEResourceCollector:
             rate = self._cpu.rate("be", now, usage_ns / 1e9)
             if rate is not None:
                 self.cache.append(MetricKind.NODE_BE, BE_USAGE, now, rate * 1000)
-        request = sum(p.total_request(RESOURCE_BATCH_CPU) for p in pods if p.is_be)
+        request = sum(p.total_request(RESOURCE_BATCH_CPU) for p in pods if p.labelled_be)
         self.cache.append(MetricKind.NODE_BE, BE_REQUEST, now, float(request))
         cpuset = self.cgroupfs.cpuset(be_dir)
         limit = float((len(cpuset) if cpuset else self.num_cpus) * 1000)
