@@ -105,7 +105,12 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as err:
         _fail(err.message)
         return EXIT_USAGE
-    logging.basicConfig(level=_log_level(args), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    level = _log_level(args)
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if level > logging.DEBUG:
+        # urllib3 logs a warning per retried connection: during an API outage that is several lines per
+        # request. koordlet reports each failed call itself, one line per kind (koordlet.system.errorlog).
+        logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
     for name in no_effect_flags(args):
         log.warning("flag %s is accepted for Koordinator compatibility and has no effect", name)
     if not args.node_name:

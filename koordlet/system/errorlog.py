@@ -18,11 +18,15 @@ DEFAULT_INTERVAL_SECONDS = 60.0
 
 
 def describe(err: BaseException) -> str:
-    """A one-line description: ``HTTP 503 Service Unavailable`` for API errors, else ``Type: first line``."""
+    """A one-line description: ``HTTP 503 Service Unavailable`` for API errors, the underlying error of a
+    transport failure that was retried, else ``Type: first line``."""
     status = getattr(err, "status", None)
     if isinstance(status, int) and status > 0:
         reason = str(getattr(err, "reason", "") or "").strip()
         return f"HTTP {status} {reason}".strip()
+    cause = getattr(err, "reason", None)
+    if isinstance(cause, BaseException) and cause is not err:
+        return describe(cause)  # urllib3's MaxRetryError wraps what actually went wrong
     text = str(err).strip().splitlines()
     return f"{type(err).__name__}: {text[0]}" if text and text[0] else type(err).__name__
 

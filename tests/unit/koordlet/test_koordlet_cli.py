@@ -188,3 +188,38 @@ def test_metrics_port_in_use_is_one_line_exit_2(tmp_path: Path) -> None:
     assert result.returncode == 2, result.stderr
     lines = result.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"koordlet: cannot serve metrics on 127.0.0.1:{port}: "), lines
+
+
+def test_api_outage_logs_one_line_per_failure_kind(tmp_path: Path) -> None:
+    """koordlet against an API server that refuses connections: it keeps running, each failing call kind
+    (four watches, the NodeMetric write) is one line however often it is retried, and no traceback."""
+    import socket
+
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\n"
+        f"clusters: [{{name: c, cluster: {{server: 'https://127.0.0.1:{port}', insecure-skip-tls-verify: true}}}}]\n"
+        "users: [{name: u, user: {token: t}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\n"
+        "current-context: x\n"
+    )
+    (tmp_path / "cg").mkdir()
+    result = run_cli(
+        "--node-name", "n", "--kubeconfig", str(kubeconfig), "--cgroup-root", str(tmp_path / "cg"),
+        "--metrics-port", "-1", "--report-interval", "0.5", "--duration", "4",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    lines = result.stderr.splitlines()
+    assert "Traceback" not in result.stderr and not any("urllib3" in line for line in lines), result.stderr
+    kinds = [line.split(": ", 1)[1].split(" failed:")[0] for line in lines if " failed: " in line]
+    assert sorted(kinds) == sorted(
+        [
+            "list/watch pods",
+            "list/watch node",
+            "list/watch nodeslos",
+            "list/watch nodemetrics",
+            "NodeMetric status write",
+        ]
+    ), result.stderr

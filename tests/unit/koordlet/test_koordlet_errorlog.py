@@ -24,6 +24,12 @@ class ApiError(Exception):
         self.reason = reason
 
 
+def _retried() -> Exception:
+    err = Exception("Max retries exceeded with url: /api/v1/nodes")
+    err.reason = ConnectionRefusedError("refused")  # type: ignore[attr-defined]
+    return err
+
+
 @pytest.mark.parametrize(
     ("err", "want"),
     [
@@ -32,6 +38,7 @@ class ApiError(Exception):
                      "Connection refused", id="transport"),
         pytest.param(ValueError("first\nsecond"), "ValueError: first", id="first-line-only"),
         pytest.param(RuntimeError(), "RuntimeError", id="no-message"),
+        pytest.param(_retried(), "ConnectionRefusedError: refused", id="retried-transport-error-unwrapped"),
     ],
 )  # fmt: skip
 def test_describe_is_one_line(err: BaseException, want: str) -> None:
