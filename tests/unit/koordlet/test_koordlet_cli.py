@@ -100,6 +100,9 @@ def test_go_style(argv: list[str], want: list[str]) -> None:
         pytest.param(["-proc-root-dir=/host-proc"], "proc_root", Path("/host-proc"), id="koordinator-proc-name"),
         pytest.param(["--runtime-hooks-reconcile-interval=5s"], "runtime_hooks_reconcile_interval", 5.0, id="rh"),
         pytest.param(["-addr=127.0.0.1:9999"], "addr", ("127.0.0.1", 9999), id="addr-host-port"),
+        pytest.param(["-sys-root-dir=/host-sys/"], "sysfs_root", Path("/host-sys/"), id="koordinator-sys-name"),
+        pytest.param(["--enable-pagecache-collector"], "enable_pagecache_collector", True, id="go-bool-bare"),
+        pytest.param(["-enable-pagecache-collector=false"], "enable_pagecache_collector", False, id="go-bool-false"),
     ],
 )
 def test_koordinator_flag_forms(argv: list[str], want_key: str, want_value: object) -> None:

@@ -100,7 +100,15 @@ class CPUSuppress(Strategy):
         add_flag(
             parser, "--cpu-suppress-interval-seconds", type=positive_seconds, default=1.0, help="CPU suppress tick"
         )
-        add_flag(parser, "--sysfs-root", type=Path, default=Path("/sys"), help="sysfs (CPU topology)")
+        add_flag(
+            parser,
+            "--sysfs-root",
+            "--sys-root-dir",
+            dest="sysfs_root",
+            type=Path,
+            default=Path("/sys"),
+            help="sysfs (CPU topology); Koordinator: --sys-root-dir",
+        )
 
     def configure(self, ctx: PluginContext) -> None:
         from prometheus_client import Gauge
