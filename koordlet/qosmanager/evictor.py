@@ -9,7 +9,7 @@ Strategies decide *which* pods to evict (a pure victim list); :class:`PodEvictor
   ``koordlet_pod_eviction{node,reason=<gate>}``;
 - in dry-run mode it logs and does nothing else.
 
-Koordinator's default kills containers through the CRI and ignores PDBs (koordinator#1758); here the API
+Koordinator's default kills containers through the CRI and ignores PDBs; here the API
 path is the only path. A PDB refusal (HTTP 429) is an outcome, not an error.
 """
 

@@ -145,7 +145,7 @@ def release_from_threshold(used: float, capacity: float, threshold_percent: int,
 @dataclass(frozen=True, slots=True)
 class VictimPlan:
     """What to evict for a release need: ``victims`` in order, and the pods already evicted a moment ago
-    that still exist (``pending``: counted as released, not evicted again, koordinator#3137)."""
+    that still exist (``pending``: counted as released, not evicted again, as Koordinator does)."""
 
     victims: tuple[Candidate, ...]
     pending: tuple[Candidate, ...] = ()

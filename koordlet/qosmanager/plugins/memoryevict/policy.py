@@ -9,7 +9,7 @@ Trigger (both gates): ``usage% = floor(node memory used * 100 / capacity)``; at 
 - MemoryEvict victims: pods labelled ``koordinator.sh/eviction-enabled: "true"`` with
   ``priority <= evictEnabledPriorityThreshold``, sorted by eviction-priority, priority, sub-priority, then
   largest memory. A pod releases its memory in **bytes**: Koordinator multiplies it by 1000 here
-  (koordlet-anchors §2.7), which makes one victim look like enough; we do not.
+  (Koordinator ``plugins/memoryevict``), which makes one victim look like enough; we do not.
 """
 
 from __future__ import annotations
