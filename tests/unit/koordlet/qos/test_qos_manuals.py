@@ -223,3 +223,23 @@ def test_cpu_burst_manual(
     fake, ctx, plugin = _burst(tmp_path, node_policy, [_limited("web", 1, *pod_args)])  # type: ignore[list-item]
     plugin.tick()  # type: ignore[attr-defined]
     assert _burst_of(fake, ctx, "web") == want
+
+
+def test_no_repeated_log_lines_after_an_eviction(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """The evicted pod stays listed while it terminates and the pressure lasts: later ticks count it as
+    pending and log nothing more (one line for the eviction itself)."""
+    import logging
+
+    clock, api = FakeClock(), ScriptedEvictionAPI()
+    ctx = _memory_ctx(tmp_path, api, clock)
+    plugin = memoryevict.BEMemoryEvict()
+    plugin.setup(ctx)  # type: ignore[arg-type]
+    caplog.set_level(logging.INFO)
+    for _ in range(10):
+        _feed_memory(ctx, clock, 12.5)
+        plugin.tick()
+        clock.advance(5)
+    assert api.evicted == ["be-pod-greedy"]
+    assert [r.getMessage().split(":")[0] for r in caplog.records if r.levelno >= logging.INFO] == [
+        "evict default/be-pod-greedy (" + uid_for(2) + ") for BEMemoryEvict"
+    ]
