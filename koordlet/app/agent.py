@@ -12,7 +12,7 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
-from apis.slo import NodeMetricStatus
+from apis.slo import NodeMetricStatus, resolve_collect_policy
 from koordlet.app.http import MetricsServer
 from koordlet.app.metrics import KoordletMetrics
 from koordlet.metriccache import MetricCache, MetricCacheOptions
@@ -22,6 +22,7 @@ from koordlet.qosmanager.evictor import KubeEvictionAPI, PodEvictor
 from koordlet.statesinformer import NodeMetricReporter, StatesInformer, discover_pods
 from koordlet.statesinformer.kube import KubeNodeMetricWriter, KubeSource
 from koordlet.statesinformer.kubelet import KubeletOptions, KubeletPodSource
+from koordlet.statesinformer.reporter import USAGE_WITH_PAGE_CACHE
 from koordlet.system import CgroupDriver, CgroupFS, ProcFS
 from koordlet.system.cgroupfs import detect_cgroup_driver, detect_cgroup_version
 from koordlet.system.clock import wall_clock
@@ -29,6 +30,10 @@ from koordlet.system.clock import wall_clock
 log = logging.getLogger("koordlet")
 
 DISCOVERY_INTERVAL_SECONDS = 10.0
+
+
+class StartupError(RuntimeError):
+    """The agent cannot start (no usable kubeconfig, the metrics port is taken); the message is one line."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +82,9 @@ class Agent:
             self.cache,
             self.informer.get_all_pods,
             options=AdvisorOptions(
-                collect_interval_seconds=options.collect_interval, enable_psi=gates.enabled("PSICollector")
+                collect_interval_seconds=options.collect_interval,
+                enable_psi=gates.enabled("PSICollector"),
+                page_cache=self.page_cache_wanted,
             ),
             clock=self.clock,
         )
@@ -96,20 +103,33 @@ class Agent:
         self.reporter = NodeMetricReporter(self.informer, CacheUsageSource(self.cache), None, clock=self.clock)
         self.stop = asyncio.Event()
 
+    def page_cache_wanted(self) -> bool:
+        """``--enable-pagecache-collector``, or this node's NodeMetric asks for ``usageWithPageCache``."""
+        if getattr(self.options.args, "enable_pagecache_collector", False):
+            return True
+        policy = resolve_collect_policy(self.informer.node_metric_spec).node_memory_collect_policy
+        return policy == USAGE_WITH_PAGE_CACHE
+
     def healthy(self) -> bool:
         return self.advisor.ticks >= 1
 
     def _connect(self) -> None:
+        """Build the API client from the kubeconfig (or the in-cluster ServiceAccount). No request is made
+        here; a file that cannot be used is a :class:`StartupError`."""
         from kubernetes import client, config
 
-        if self.options.kubeconfig:
-            cfg = client.Configuration()
-            config.load_kube_config(  # type: ignore[no-untyped-call]
-                config_file=self.options.kubeconfig, client_configuration=cfg
-            )
-        else:
-            cfg = client.Configuration()
-            config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
+        cfg = client.Configuration()
+        try:
+            if self.options.kubeconfig:
+                config.load_kube_config(  # type: ignore[no-untyped-call]
+                    config_file=self.options.kubeconfig, client_configuration=cfg
+                )
+            else:
+                config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
+        except (config.ConfigException, OSError, ValueError, TypeError, AttributeError) as err:
+            source = f"--kubeconfig {self.options.kubeconfig}" if self.options.kubeconfig else "in-cluster config"
+            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            raise StartupError(f"{source}: {first}") from None
         self.api_client = client.ApiClient(cfg)
         self.reporter.writer = KubeNodeMetricWriter(self.api_client, self.options.node_name)
         self.evictor.api = KubeEvictionAPI(self.api_client, self.options.node_name, clock=self.clock)
@@ -158,7 +178,12 @@ class Agent:
             source.start()
         server = MetricsServer(self.registry, self.healthy, host=opts.metrics_host, port=opts.metrics_port)
         if opts.metrics_port >= 0:
-            await server.start()
+            try:
+                await server.start()
+            except (OSError, OverflowError) as err:
+                if source is not None:
+                    source.stop()
+                raise StartupError(f"cannot serve metrics on {opts.metrics_host}:{opts.metrics_port}: {err}") from None
             log.info("serving /metrics and /healthz on %s:%d", opts.metrics_host, server.port)
         ctx = PluginContext(
             node_name=opts.node_name,
@@ -170,6 +195,7 @@ class Agent:
             clock=self.clock,
             kube_client=self.api_client,
             evictor=self.evictor,
+            object_errors=self.metrics.qos_object_errors,
         )
         try:
             async with asyncio.TaskGroup() as group:

@@ -9,7 +9,11 @@
 
 ``NODE_NAME`` in the environment stands in for ``--node-name`` (as in the DaemonSet). ``--standalone``
 needs no API server: pods are discovered from the kubepods cgroups and the NodeMetric status the agent
-would report is printed as JSON.
+would report is printed as JSON. Koordinator's flag names and Go spelling (``-feature-gates=...``,
+``-addr=:9316``, ``-cgroup-root-dir=/host-cgroup/``) work too; see :mod:`koordlet.app.flags`.
+
+Exit codes: 0 after a clean stop, 2 for a bad command line or a start-up failure (one line on stderr),
+1 for an unexpected failure (one line; the traceback with ``-vv``).
 """
 
 from __future__ import annotations
@@ -27,7 +31,8 @@ from typing import Any
 
 import yaml
 
-from koordlet.app.agent import Agent, AgentOptions
+from koordlet.app.agent import Agent, AgentOptions, StartupError
+from koordlet.app.flags import UsageError, build_parser, no_effect_flags, parse
 from koordlet.qosmanager import (
     KOORDLET_FEATURES,
     FeatureGateError,
@@ -35,69 +40,58 @@ from koordlet.qosmanager import (
     QOSManager,
     builtin_registry,
     entry_point_registry,
-    parse_feature_gate_flag,
 )
-from koordlet.statesinformer.kubelet import DEFAULT_KUBELET_PORT, KubeletOptions
+from koordlet.qosmanager.featuregates import parse_feature_gate_flag
+from koordlet.statesinformer.kubelet import KubeletOptions
+
+__all__ = ["build_parser", "main"]
 
 EXIT_USAGE = 2
+EXIT_FAILURE = 1
 ONCE_TICKS = 3
+KLOG_DEBUG_LEVEL = 5
 
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="koordlet", description="pykoord node agent (koordlet)")
-    parser.add_argument("--node-name", default=os.environ.get("NODE_NAME", ""), help="this node (env NODE_NAME)")
-    parser.add_argument("--kubeconfig", default=os.environ.get("KUBECONFIG"), help="kubeconfig; else in-cluster")
-    parser.add_argument("--feature-gates", default="", help="Name=true,Other=false (Koordinator gate names)")
-    parser.add_argument("--config", type=Path, help="YAML with featureGates: {Name: bool} (flags win)")
-    parser.add_argument("--cgroup-root", type=Path, default=Path("/sys/fs/cgroup"))
-    parser.add_argument("--cgroup-driver", choices=["auto", "cgroupfs", "systemd"], default="auto")
-    parser.add_argument("--cgroup-kubepods-dir", default=None, help="kubepods cgroup relative to each mount")
-    parser.add_argument("--proc-root", type=Path, default=Path("/proc"))
-    parser.add_argument("--metrics-host", default="0.0.0.0")
-    parser.add_argument("--metrics-port", type=int, default=9316, help="-1 disables the HTTP server")
-    parser.add_argument("--collect-res-used-interval", type=float, default=1.0, help="seconds, >= 1 recommended")
-    parser.add_argument("--report-interval", type=float, default=None, help="override reportIntervalSeconds")
-    parser.add_argument("--standalone", action="store_true", help="no API server: collect and print")
-    parser.add_argument("--once", action="store_true", help="standalone: print after a few ticks and exit")
-    parser.add_argument("--duration", type=float, default=None, help="stop after this many seconds")
-    pods = parser.add_argument_group("pod source")
-    pods.add_argument(
-        "--pods-source",
-        choices=["apiserver", "kubelet"],
-        default="apiserver",
-        help="apiserver: watch pods with fieldSelector spec.nodeName; kubelet: poll the kubelet's GET /pods",
-    )
-    pods.add_argument(
-        "--kubelet-address",
-        default=os.environ.get("NODE_IP") or "127.0.0.1",
-        help="kubelet host (env NODE_IP, else 127.0.0.1: koordlet runs with hostNetwork)",
-    )
-    pods.add_argument("--kubelet-port", type=int, default=DEFAULT_KUBELET_PORT)
-    pods.add_argument("--kubelet-scheme", choices=["https", "http"], default="https")
-    pods.add_argument(
-        "--kubelet-insecure-skip-verify", action="store_true", help="do not verify the kubelet's serving cert"
-    )
-    pods.add_argument("--kubelet-ca-file", type=Path, default=None, help="CA bundle for the kubelet's cert")
-    pods.add_argument(
-        "--kubelet-token-file", type=Path, default=None, help="bearer token; default: the ServiceAccount token"
-    )
-    pods.add_argument("--kubelet-sync-interval", type=float, default=10.0, help="seconds; <= 0 disables")
-    pods.add_argument("--kubelet-sync-timeout", type=float, default=3.0, help="seconds per request")
-    parser.add_argument(
-        "--qos-dry-run", action="store_true", help="QoS strategies log their plans and evictions, write nothing"
-    )
-    parser.add_argument("-v", "--verbose", action="count", default=0)
-    return parser
+log = logging.getLogger("koordlet")
 
 
 def _config_gates(path: Path | None) -> dict[str, Any]:
     if path is None:
         return {}
-    data = yaml.safe_load(path.read_text()) or {}
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except (OSError, yaml.YAMLError) as err:
+        raise FeatureGateError(f"--config {path}: {str(err).splitlines()[0]}") from None
+    if not isinstance(data, dict):
+        raise FeatureGateError(f"--config {path}: want a mapping with featureGates: {{Name: bool}}")
     gates = data.get("featureGates", {})
     if not isinstance(gates, dict):
         raise FeatureGateError(f"{path}: featureGates must be a mapping of Name: bool")
     return gates
+
+
+def _log_level(args: argparse.Namespace) -> int:
+    if args.verbose > 1 or (args.klog_v is not None and args.klog_v >= KLOG_DEBUG_LEVEL):
+        return logging.DEBUG
+    if args.verbose or args.klog_v is not None:
+        return logging.INFO
+    return logging.WARNING
+
+
+def _check_paths(args: argparse.Namespace) -> str | None:
+    """The first start-up path problem as one line, or ``None``."""
+    if not args.cgroup_root.is_dir():
+        return f"--cgroup-root {args.cgroup_root}: no such directory"
+    if not args.proc_root.is_dir():
+        return f"--proc-root {args.proc_root}: no such directory"
+    if not args.standalone and args.kubeconfig is None:
+        env = os.environ.get("KUBECONFIG")
+        if env and not Path(env).is_file():
+            return f"KUBECONFIG {env}: no such file"
+    return None
+
+
+def _fail(message: str) -> None:
+    print(f"koordlet: {message}", file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -106,13 +100,21 @@ def main(argv: list[str] | None = None) -> int:
     qos_manager.instantiate()
     parser = build_parser()
     qos_manager.init_flags(parser)
-    args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose > 1 else logging.INFO if args.verbose else logging.WARNING,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    try:
+        args = parse(parser, sys.argv[1:] if argv is None else argv)
+    except UsageError as err:
+        _fail(err.message)
+        return EXIT_USAGE
+    level = _log_level(args)
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if level > logging.DEBUG:
+        # urllib3 logs a warning per retried connection: during an API outage that is several lines per
+        # request. koordlet reports each failed call itself, one line per kind (koordlet.system.errorlog).
+        logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
+    for name in no_effect_flags(args):
+        log.warning("flag %s is accepted for Koordinator compatibility and has no effect", name)
     if not args.node_name:
-        print("koordlet: no node name: set --node-name or the NODE_NAME environment variable", file=sys.stderr)
+        _fail("no node name: set --node-name or the NODE_NAME environment variable")
         return EXIT_USAGE
     try:
         gates = FeatureGates.resolve(
@@ -120,12 +122,14 @@ def main(argv: list[str] | None = None) -> int:
             _config_gates(args.config),
             parse_feature_gate_flag(args.feature_gates),
         )
-    except (FeatureGateError, OSError, yaml.YAMLError) as err:
-        print(f"koordlet: {err}", file=sys.stderr)
+    except FeatureGateError as err:
+        _fail(str(err))
         return EXIT_USAGE
-    if args.collect_res_used_interval <= 0:
-        print("koordlet: --collect-res-used-interval must be > 0", file=sys.stderr)
+    problem = _check_paths(args)  # after the gates: a test can reach it to prove a gate preset is accepted
+    if problem is not None:
+        _fail(problem)
         return EXIT_USAGE
+    host, port = args.addr if args.addr is not None else (args.metrics_host, args.metrics_port)
     duration = args.duration
     if args.once:
         duration = args.collect_res_used_interval * ONCE_TICKS + 0.5
@@ -135,9 +139,9 @@ def main(argv: list[str] | None = None) -> int:
         cgroup_driver=args.cgroup_driver,
         kubepods_dir=args.cgroup_kubepods_dir,
         proc_root=args.proc_root,
-        kubeconfig=args.kubeconfig,
-        metrics_host=args.metrics_host,
-        metrics_port=args.metrics_port,
+        kubeconfig=str(args.kubeconfig) if args.kubeconfig else os.environ.get("KUBECONFIG"),
+        metrics_host=host,
+        metrics_port=port,
         collect_interval=args.collect_res_used_interval,
         report_interval=args.report_interval,
         standalone=args.standalone,
@@ -155,7 +159,20 @@ def main(argv: list[str] | None = None) -> int:
         duration=duration,
         args=args,
     )
-    return asyncio.run(_run(options, gates, qos_manager))
+    try:
+        return asyncio.run(_run(options, gates, qos_manager))
+    except StartupError as err:
+        _fail(str(err))
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return 0
+    except Exception as err:
+        cause: BaseException = err
+        while isinstance(cause, BaseExceptionGroup) and cause.exceptions:
+            cause = cause.exceptions[0]
+        _fail(f"stopped by an unexpected error: {type(cause).__name__}: {cause} (-vv shows the traceback)")
+        log.debug("unexpected error", exc_info=True)
+        return EXIT_FAILURE
 
 
 async def _run(options: AgentOptions, gates: FeatureGates, qos_manager: QOSManager) -> int:

@@ -79,6 +79,12 @@ class KoordletMetrics:
         self.collect_errors = Counter(
             "koordlet_collector_errors", "Collector exceptions (logged, not fatal)", ["node"], registry=registry
         )
+        self.qos_object_errors = Counter(
+            "koordlet_qos_object_errors",
+            "Failures a QoS strategy contained to one pod or object (that object skipped, the others handled)",
+            ["node", "strategy"],
+            registry=registry,
+        )
         self.plugin_failures = Gauge(
             "koordlet_qos_plugin_failures",
             "Failures of a QoS plugin (it is not restarted)",

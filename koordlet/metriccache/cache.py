@@ -36,6 +36,7 @@ class MetricKind(StrEnum):
     NODE_BE = "node_be"
     POD_CPU_USAGE = "pod_cpu_usage"
     POD_MEMORY_USAGE = "pod_memory_usage"
+    POD_MEMORY_USAGE_WITH_PAGE_CACHE = "pod_memory_usage_with_page_cache"
     POD_CPU_THROTTLED = "pod_cpu_throttled"
     CONTAINER_CPU_USAGE = "container_cpu_usage"
     CONTAINER_MEMORY_USAGE = "container_memory_usage"

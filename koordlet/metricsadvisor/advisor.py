@@ -12,6 +12,7 @@ from koordlet.metriccache import MetricCache, MetricKind, WindowStats
 from koordlet.metricsadvisor.collectors import (
     BEResourceCollector,
     NodeResourceCollector,
+    PageCacheCollector,
     PodResourceCollector,
     PSICollector,
     TickResult,
@@ -19,6 +20,7 @@ from koordlet.metricsadvisor.collectors import (
 from koordlet.statesinformer import PodMeta
 from koordlet.system import CgroupFS, ProcFS
 from koordlet.system.clock import Clock, wall_clock
+from koordlet.system.errorlog import FailureLog
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +33,9 @@ class AdvisorOptions:
     enable_psi: bool = False
     collect_containers: bool = True
     gc_interval_seconds: float = 60.0
+    page_cache: Callable[[], bool] | None = None
+    """Asked each tick: collect memory with page cache? (``--enable-pagecache-collector``, or a NodeMetric
+    spec asking for ``usageWithPageCache``); ``None`` = never."""
 
 
 class MetricsAdvisor:
@@ -57,8 +62,11 @@ class MetricsAdvisor:
         self.pod = PodResourceCollector(cgroupfs, cache, collect_containers=self.options.collect_containers)
         self.be = BEResourceCollector(cgroupfs, cache, num_cpus=procfs.num_cpus())
         self.psi = PSICollector(cgroupfs, procfs, cache)
+        self.page_cache = PageCacheCollector(cgroupfs, procfs, cache)
+        self.page_cache_wanted = self.options.page_cache or (lambda: False)
         self.ticks = 0
         self.errors = 0
+        self.failure_log = FailureLog(log)
         self._last_psi = float("-inf")
         self._last_gc = float("-inf")
 
@@ -69,17 +77,20 @@ class MetricsAdvisor:
         now = self.clock() if now is None else now
         pods = list(self.pods())
         result = TickResult()
-        steps: tuple[Callable[[], None], ...] = (
-            lambda: self.node.collect(now, result),
-            lambda: self.pod.collect(now, pods, result),
-            lambda: self.be.collect(now, pods),
+        steps: tuple[tuple[str, Callable[[], None]], ...] = (
+            ("NodeResourceCollector", lambda: self.node.collect(now, result)),
+            ("PodResourceCollector", lambda: self.pod.collect(now, pods, result)),
+            ("BEResourceCollector", lambda: self.be.collect(now, pods)),
+            ("PageCacheCollector", lambda: self.page_cache.collect(now, pods) if self.page_cache_wanted() else None),
         )
-        for step in steps:
+        for name, step in steps:
             try:
                 step()
-            except Exception:
+            except Exception as err:
                 self.errors += 1
-                log.exception("collector failed")
+                self.failure_log.failed(name, err)
+            else:
+                self.failure_log.succeeded(name)
         if result.node_cpu is not None:
             self.cache.append(MetricKind.SYS_CPU_USAGE, "", now, max(result.node_cpu - result.pods_cpu, 0.0))
         if result.node_memory is not None:
@@ -89,9 +100,9 @@ class MetricsAdvisor:
             self._last_psi = now
             try:
                 self.psi.collect(now, pods)
-            except Exception:
+            except Exception as err:
                 self.errors += 1
-                log.exception("PSI collector failed")
+                self.failure_log.failed("PSICollector", err)
         if now - self._last_gc >= self.options.gc_interval_seconds:
             self._last_gc = now
             self.cache.gc()
@@ -109,13 +120,22 @@ class MetricsAdvisor:
                 await asyncio.wait_for(stop.wait(), timeout=delay)
 
 
-_NODE_KINDS = {"cpu": MetricKind.NODE_CPU_USAGE, "memory": MetricKind.NODE_MEMORY_USAGE}
+_NODE_KINDS = {
+    "cpu": MetricKind.NODE_CPU_USAGE,
+    "memory": MetricKind.NODE_MEMORY_USAGE,
+    "memoryWithPageCache": MetricKind.NODE_MEMORY_USAGE_WITH_PAGE_CACHE,
+}
 _SYS_KINDS = {"cpu": MetricKind.SYS_CPU_USAGE, "memory": MetricKind.SYS_MEMORY_USAGE}
-_POD_KINDS = {"cpu": MetricKind.POD_CPU_USAGE, "memory": MetricKind.POD_MEMORY_USAGE}
+_POD_KINDS = {
+    "cpu": MetricKind.POD_CPU_USAGE,
+    "memory": MetricKind.POD_MEMORY_USAGE,
+    "memoryWithPageCache": MetricKind.POD_MEMORY_USAGE_WITH_PAGE_CACHE,
+}
 
 
 class CacheUsageSource:
-    """The statesinformer's ``UsageSource`` over the metric cache (cpu in cores, memory in bytes)."""
+    """The statesinformer's ``UsageSource`` over the metric cache (cpu in cores, memory in bytes;
+    ``memoryWithPageCache`` for node and pods)."""
 
     def __init__(self, cache: MetricCache) -> None:
         self.cache = cache

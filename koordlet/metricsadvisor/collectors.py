@@ -9,7 +9,8 @@ Formulas (Koordinator ``metricsadvisor/collectors``):
 - throttled ratio = delta(nr_throttled) / delta(nr_periods);
 - BE: usage = delta(besteffort cpuacct.usage), request = sum of BE pods' batch-cpu requests,
   real-limit = min(#cpus in BE cpuset, quota/period), all in millicores;
-- system = max(node - sum(pods), 0) for CPU and memory, from the same tick.
+- system = max(node - sum(pods), 0) for CPU and memory, from the same tick;
+- with page cache (when enabled): node = MemTotal - MemFree, pod = anon + unevictable + file pages.
 
 A counter that goes backwards (cgroup recreated) restarts the delta instead of reporting a negative rate.
 """
@@ -154,7 +155,7 @@ class BEResourceCollector:
             rate = self._cpu.rate("be", now, usage_ns / 1e9)
             if rate is not None:
                 self.cache.append(MetricKind.NODE_BE, BE_USAGE, now, rate * 1000)
-        request = sum(p.total_request(RESOURCE_BATCH_CPU) for p in pods if p.is_be)
+        request = sum(p.total_request(RESOURCE_BATCH_CPU) for p in pods if p.labelled_be)
         self.cache.append(MetricKind.NODE_BE, BE_REQUEST, now, float(request))
         cpuset = self.cgroupfs.cpuset(be_dir)
         limit = float((len(cpuset) if cpuset else self.num_cpus) * 1000)
@@ -162,6 +163,28 @@ class BEResourceCollector:
         if quota is not None and quota[0] > 0 and quota[1] > 0:
             limit = min(limit, quota[0] * 1000 / quota[1])
         self.cache.append(MetricKind.NODE_BE, BE_REAL_LIMIT, now, limit)
+
+
+class PageCacheCollector:
+    """Memory usage with page cache (Koordinator ``collectors/pagecache``): node = MemTotal - MemFree; each
+    pod = anon + unevictable + active/inactive file (``memory.stat``). Feeds NodeMetric when its
+    ``nodeMemoryCollectPolicy`` is ``usageWithPageCache``."""
+
+    def __init__(self, cgroupfs: CgroupFS, procfs: ProcFS, cache: MetricCache) -> None:
+        self.cgroupfs = cgroupfs
+        self.procfs = procfs
+        self.cache = cache
+
+    def collect(self, now: float, pods: Iterable[PodMeta]) -> None:
+        node = self.procfs.memory_used_with_page_cache_bytes()
+        if node is not None:
+            self.cache.append(MetricKind.NODE_MEMORY_USAGE_WITH_PAGE_CACHE, "", now, float(node))
+        for pod in pods:
+            stat = self.cgroupfs.memory_stat(pod.cgroup_dir)
+            if stat is not None:
+                self.cache.append(
+                    MetricKind.POD_MEMORY_USAGE_WITH_PAGE_CACHE, pod.uid, now, float(stat.usage_with_page_cache)
+                )
 
 
 class PSICollector:

@@ -3,13 +3,13 @@
 Strategies decide *which* pods to evict (a pure victim list); :class:`PodEvictor` does it, and guards:
 
 - a pod evicted less than :data:`DEDUP_SECONDS` ago is not evicted again (it may still be terminating);
-- a BE gate (``BEMemoryEvict``, ``BECPUEvict``) never evicts a pod that is not BE (LS/LSR/LSE/SYSTEM);
+- a BE gate (``BEMemoryEvict``, ``BECPUEvict``) evicts only pods labelled ``koordinator.sh/qosClass: BE``;
 - each eviction posts ``policy/v1`` ``Eviction`` with a UID precondition (a pod recreated under the same
   name is never hit), records an Event on the pod naming the gate, and counts
   ``koordlet_pod_eviction{node,reason=<gate>}``;
 - in dry-run mode it logs and does nothing else.
 
-Koordinator's default kills containers through the CRI and ignores PDBs (koordinator#1758); here the API
+Koordinator's default kills containers through the CRI and ignores PDBs; here the API
 path is the only path. A PDB refusal (HTTP 429) is an outcome, not an error.
 """
 
@@ -24,12 +24,15 @@ from typing import Any, Protocol
 
 from koordlet.statesinformer import PodMeta
 from koordlet.system.clock import Clock, wall_clock
+from koordlet.system.errorlog import FailureLog
 
 log = logging.getLogger("koordlet.evictor")
 
 DEDUP_SECONDS = 120.0
 BE_ONLY_GATES = frozenset({"BEMemoryEvict", "BECPUEvict"})
-EVENT_SUCCESS, EVENT_FAIL = "EvictPodSuccess", "EvictPodFail"
+EVENT_SUCCESS, EVENT_FAIL = "evictPodSuccess", "evictPodFail"
+"""Koordinator's event reasons (``qosmanager/helpers/reason.go``); both are Warning events there."""
+EVICT_REASON_PREFIX = "trigger by koordlet feature "
 
 
 class EvictionOutcome(StrEnum):
@@ -178,6 +181,7 @@ class PodEvictor:
         self.clock = clock
         self.dry_run = dry_run
         self._evicted: dict[str, float] = {}
+        self.failure_log = FailureLog(log)
         self._lock = threading.Lock()
         self.history: list[EvictionRecord] = []
         self._counter: Any = None
@@ -207,7 +211,7 @@ class PodEvictor:
 
     def evict(self, pod: PodMeta, gate: str, message: str) -> EvictionOutcome:
         """Evict ``pod`` because of ``gate`` (a Koordinator feature-gate name). Never raises."""
-        if gate in BE_ONLY_GATES and not pod.is_be:
+        if gate in BE_ONLY_GATES and not pod.labelled_be:
             return self._record(pod, gate, EvictionOutcome.NOT_ALLOWED, f"{pod.qos or pod.kube_qos} is not BE")
         now = self.clock()
         with self._lock:
@@ -215,8 +219,8 @@ class PodEvictor:
                 del self._evicted[uid]
             if pod.uid in self._evicted:
                 return EvictionOutcome.RECENTLY_EVICTED
-        reason = f"trigger by koordlet feature {gate}"
-        detail = f"evict pod by koordlet, reason: {reason}, {message}"
+        reason = f"{EVICT_REASON_PREFIX}{gate}"
+        detail = f"evict Pod:{pod.namespace}/{pod.name}, reason: {reason}, message: {message}"
         if self.dry_run or self.api is None:
             return self._record(pod, gate, EvictionOutcome.DRY_RUN, detail)
         try:
@@ -227,21 +231,23 @@ class PodEvictor:
             outcome = EvictionOutcome.EVICTED
             with self._lock:
                 self._evicted[pod.uid] = now
+        elif status in (404, 409):
+            # gone (or recreated under another UID): remember it too, so a pod list that still shows it
+            # does not make every tick try (and log) again
+            with self._lock:
+                self._evicted[pod.uid] = now
+            log.debug("evict %s/%s for %s: already gone (HTTP %d)", pod.namespace, pod.name, gate, status)
+            return EvictionOutcome.GONE
             if self._counter is not None:
                 self._counter.labels(node=self.node_name, reason=gate).inc()
         elif status == 429:
             outcome = EvictionOutcome.BLOCKED
-        elif status in (404, 409):
-            outcome = EvictionOutcome.GONE
         else:
             outcome = EvictionOutcome.FAILED
-        if outcome is not EvictionOutcome.GONE:
-            event_reason = EVENT_SUCCESS if outcome is EvictionOutcome.EVICTED else EVENT_FAIL
-            event_message = detail if outcome is EvictionOutcome.EVICTED else f"{detail}: HTTP {status} ({outcome})"
-            try:
-                self.api.record_event(
-                    pod, event_reason, event_message, "Normal" if outcome is EvictionOutcome.EVICTED else "Warning"
-                )
-            except Exception:
-                log.exception("recording the eviction event of %s/%s failed", pod.namespace, pod.name)
+        event_reason = EVENT_SUCCESS if outcome is EvictionOutcome.EVICTED else EVENT_FAIL
+        event_message = detail if outcome is EvictionOutcome.EVICTED else f"{detail}, error HTTP {status} ({outcome})"
+        try:
+            self.api.record_event(pod, event_reason, event_message, "Warning")
+        except Exception as err:
+            self.failure_log.failed("recording an eviction Event", err)
         return self._record(pod, gate, outcome, f"{detail} (HTTP {status})")

@@ -47,6 +47,9 @@ class PluginContext:
     evictor: Any = None
     """The shared ``koordlet.qosmanager.evictor.PodEvictor`` (one 2-minute eviction memory for all
     strategies); ``None`` when the agent has no API server."""
+    object_errors: Any = None
+    """A ``prometheus_client.Counter`` with labels ``node, strategy``: per-object failures a strategy
+    contained (``koordlet_qos_object_errors``); ``None`` when not exported."""
 
 
 PluginFactory = Callable[[], ExtensionPlugin]

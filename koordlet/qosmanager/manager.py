@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 from dataclasses import dataclass, field
 
 from koordlet.qosmanager.featuregates import FeatureGates
 from koordlet.qosmanager.framework import ExtensionPlugin, PluginContext
 from koordlet.qosmanager.registry import QOSPluginRegistry
+from koordlet.system.errorlog import describe
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +45,14 @@ class QOSManager:
         state.failures += 1
         state.running = False
         state.last_error = stage
-        log.exception("QoS plugin %s failed in %s; the agent keeps running without it", state.name, stage)
+        err = sys.exc_info()[1]
+        log.error(
+            "QoS plugin %s failed in %s: %s; the agent keeps running without it",
+            state.name,
+            stage,
+            describe(err) if err is not None else "unknown error",
+            exc_info=log.isEnabledFor(logging.DEBUG),
+        )
 
     async def run(self, gates: FeatureGates, ctx: PluginContext, stop: asyncio.Event) -> None:
         """Set up and run each enabled plugin until ``stop``. Never raises for a plugin's failure."""
@@ -69,8 +78,13 @@ class QOSManager:
                 continue
             try:
                 recover(ctx)
-            except Exception:
-                log.exception("QoS plugin %s failed to recover while disabled", state.name)
+            except Exception as err:
+                log.warning(
+                    "QoS plugin %s failed to recover while disabled: %s",
+                    state.name,
+                    describe(err),
+                    exc_info=log.isEnabledFor(logging.DEBUG),
+                )
 
     async def _supervise(self, state: PluginState, stop: asyncio.Event) -> None:
         state.running = True

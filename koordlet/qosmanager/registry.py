@@ -53,6 +53,7 @@ class QOSPluginRegistry:
 
 def builtin_registry() -> QOSPluginRegistry:
     """A fresh registry holding the built-in plugins."""
+    from koordlet.qosmanager.plugins.batchresource import plugin as batchresource
     from koordlet.qosmanager.plugins.becputhrottle import plugin as becputhrottle
     from koordlet.qosmanager.plugins.cgreconcile import plugin as cgreconcile
     from koordlet.qosmanager.plugins.cpuburst import plugin as cpuburst
@@ -66,9 +67,12 @@ def builtin_registry() -> QOSPluginRegistry:
         cpusuppress.ENTRY,
         cpuburst.ENTRY,
         cgreconcile.ENTRY,
+        batchresource.ENTRY,
         memoryevict.BE_ENTRY,
+        memoryevict.ALLOCATABLE_ENTRY,
         memoryevict.PRIORITY_ENTRY,
         cpuevict.BE_ENTRY,
+        cpuevict.ALLOCATABLE_ENTRY,
         cpuevict.PRIORITY_ENTRY,
     ):
         registry.add(entry)

@@ -16,6 +16,7 @@ from typing import Any
 
 from apis.slo import NodeMetricSpec, NodeSLOSpec, merge_node_slo_spec
 from koordlet.statesinformer.pods import NodeInfo, PodMeta, parse_node, parse_pod
+from koordlet.system.errorlog import FailureLog
 from koordlet.system.layout import CgroupLayout
 
 log = logging.getLogger(__name__)
@@ -43,6 +44,7 @@ class StatesInformer:
         self._callbacks: dict[RegisterType, dict[str, Callback]] = {t: {} for t in RegisterType}
         self._synced: set[RegisterType] = set()
         self.callback_errors = 0
+        self.failure_log = FailureLog(log)
 
     # -- readers -------------------------------------------------------------------------------
 
@@ -81,9 +83,9 @@ class StatesInformer:
         for name, fn in list(self._callbacks[kind].items()):
             try:
                 fn(kind, self)
-            except Exception:
+            except Exception as err:
                 self.callback_errors += 1
-                log.exception("states informer callback %s for %s failed", name, kind.value)
+                self.failure_log.failed(f"states informer callback {name} for {kind.value}", err)
 
     # -- writers (sources) ---------------------------------------------------------------------
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from apis.slo import GROUP, VERSION, NodeMetricStatus
 from koordlet.statesinformer.informer import StatesInformer
+from koordlet.system.errorlog import FailureLog
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +53,7 @@ class KubeSource:
         self._threads: list[threading.Thread] = []
         self._by_name = f"metadata.name={informer.node_name}"
         self._watch_pods = watch_pods
+        self.failure_log = FailureLog(log)
 
     def start(self) -> None:
         node = self._informer.node_name
@@ -137,6 +139,7 @@ class KubeSource:
                 on_list(data.get("items") or [])
                 version = data.get("metadata", {}).get("resourceVersion", "")
                 backoff = 1.0
+                self.failure_log.succeeded(f"list/watch {name}")
                 while not self._stop.is_set():
                     stream = list_call(
                         watch=True,
@@ -162,13 +165,9 @@ class KubeSource:
                         break
             except Exception as err:
                 status = getattr(err, "status", None)
-                log.log(
-                    logging.DEBUG if status == 404 else logging.WARNING,
-                    "list/watch %s failed (%s), retrying in %.0fs",
-                    name,
-                    status or err,
-                    backoff,
-                )
+                # a CRD that is not installed (404) is normal on some clusters: debug only
+                level = logging.DEBUG if status == 404 else logging.WARNING
+                self.failure_log.failed(f"list/watch {name}", err, level=level)
                 self._stop.wait(backoff)
                 backoff = min(backoff * 2, MAX_BACKOFF_SECONDS)
 

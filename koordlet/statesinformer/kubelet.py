@@ -27,6 +27,7 @@ from typing import Any
 
 from koordlet.statesinformer.informer import StatesInformer
 from koordlet.statesinformer.pods import PodMeta, parse_pod
+from koordlet.system.errorlog import FailureLog
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +77,7 @@ class KubeletPodSource:
             self._ssl = ctx
         self.syncs = 0
         self.failures = 0
+        self.failure_log = FailureLog(log)
         self.skipped_pods = 0
         self.last_error: str | None = None
 
@@ -129,8 +131,9 @@ class KubeletPodSource:
         except Exception as err:
             self.failures += 1
             self.last_error = _describe(err)
-            log.warning("kubelet pod sync from %s failed: %s", self.options.url, self.last_error)
+            self.failure_log.failed(f"kubelet pod sync from {self.options.url}", err)
             return False
+        self.failure_log.succeeded(f"kubelet pod sync from {self.options.url}")
         self._informer.replace_pod_metas(self._parse(items))
         self.syncs += 1
         self.last_error = None

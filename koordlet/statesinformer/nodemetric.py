@@ -11,6 +11,7 @@ from apis.slo import NodeMetricStatus, resolve_collect_policy
 from koordlet.statesinformer.informer import StatesInformer
 from koordlet.statesinformer.reporter import UsageSource, build_node_metric_status
 from koordlet.system.clock import Clock, wall_clock
+from koordlet.system.errorlog import FailureLog
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +36,7 @@ class NodeMetricReporter:
         self.clock = clock
         self.reports = 0
         self.failures = 0
+        self.failure_log = FailureLog(log)
 
     def report_interval(self) -> float:
         return float(resolve_collect_policy(self.informer.node_metric_spec).report_interval_seconds)
@@ -48,10 +50,12 @@ class NodeMetricReporter:
         if self.writer is not None:
             try:
                 await asyncio.to_thread(self.writer.write_status, status)
-                self.reports += 1
-            except Exception:
+            except Exception as err:
                 self.failures += 1
-                log.exception("writing NodeMetric status failed")
+                self.failure_log.failed("NodeMetric status write", err)
+            else:
+                self.reports += 1
+                self.failure_log.succeeded("NodeMetric status write")
         return status
 
     async def run(self, stop: asyncio.Event, *, interval: float | None = None) -> None:

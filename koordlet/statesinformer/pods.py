@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from apis.extension import (
+    LABEL_POD_QOS,
     KubeQOSClass,
     PriorityClass,
     QoSClass,
@@ -65,6 +66,12 @@ class PodMeta:
     def is_be(self) -> bool:
         """Koordinator's BE test: ``koordinator.sh/qosClass=BE`` or k8s BestEffort."""
         return self.qos is QoSClass.BE or self.kube_qos is KubeQOSClass.BEST_EFFORT
+
+    @property
+    def labelled_be(self) -> bool:
+        """Koordinator's ``GetPodQoSClassRaw(pod) == BE``: the ``koordinator.sh/qosClass`` label itself says
+        BE (no derivation from the Kubernetes QoS). BE evictions and the BatchResource values use this."""
+        return self.labels.get(LABEL_POD_QOS) == QoSClass.BE.value
 
     def total_request(self, resource: str) -> int:
         return sum(c.requests.get(resource, 0) for c in self.containers)

@@ -26,6 +26,9 @@ from apis.slo.nodemetric import AGGREGATION_TYPES
 from koordlet.statesinformer.pods import PodMeta
 
 CPU, MEMORY = "cpu", "memory"
+MEMORY_WITH_PAGE_CACHE = "memoryWithPageCache"
+"""The usage-source key of memory including page cache (reported under ``memory``)."""
+USAGE_WITH_PAGE_CACHE = "usageWithPageCache"
 COLD_START_FRACTION = 0.5
 
 
@@ -83,11 +86,18 @@ def build_node_metric_status(
 ) -> NodeMetricStatus:
     """The status the koordlet reports at ``now`` (seconds since the epoch)."""
     start = now - policy.aggregate_duration_seconds
-    node_usage = _avg_map({r: source.node_usage(r, start, now) for r in (CPU, MEMORY)})
+    # nodeMemoryCollectPolicy: usageWithPageCache reports node and pod memory with page cache;
+    # usageWithHotPageCache needs kidled, which pykoord does not drive: it degrades to the default, as
+    # Koordinator does without cold-memory support
+    memory = MEMORY_WITH_PAGE_CACHE if policy.node_memory_collect_policy == USAGE_WITH_PAGE_CACHE else MEMORY
+    node_usage = _avg_map({CPU: source.node_usage(CPU, start, now), MEMORY: source.node_usage(memory, start, now)})
     system_usage = _avg_map({r: source.system_usage(r, start, now) for r in (CPU, MEMORY)})
     pods_metric: list[PodMetricInfo] = []
     for pod in sorted(pods, key=lambda p: (p.namespace, p.name)):
-        windows = {r: source.pod_usage(pod.uid, r, start, now) for r in (CPU, MEMORY)}
+        windows = {
+            CPU: source.pod_usage(pod.uid, CPU, start, now),
+            MEMORY: source.pod_usage(pod.uid, memory, start, now),
+        }
         if any(w is None for w in windows.values()):
             continue  # Koordinator skips a pod whose query failed
         pods_metric.append(
@@ -103,7 +113,11 @@ def build_node_metric_status(
         update_time=datetime.fromtimestamp(int(now), tz=UTC),
         node_metric=NodeMetricInfo(
             node_usage=node_usage or ResourceMap(resources={}),
-            aggregated_node_usages=_aggregated(source.node_usage, policy.aggregate_durations_seconds, now),
+            aggregated_node_usages=_aggregated(
+                lambda r, a, b: source.node_usage(memory if r == MEMORY else r, a, b),
+                policy.aggregate_durations_seconds,
+                now,
+            ),
             system_usage=system_usage,
             aggregated_system_usages=_aggregated(source.system_usage, policy.aggregate_durations_seconds, now),
         ),

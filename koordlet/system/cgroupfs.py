@@ -31,7 +31,6 @@ from koordlet.system.resources import (
 )
 
 CGROUP2_SUPER_MAGIC = 0x63677270
-CGROUP_SUPER_MAGIC = 0x27E0EB
 
 
 class CgroupVersion(IntEnum):

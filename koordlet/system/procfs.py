@@ -75,6 +75,13 @@ class ProcFS:
             return None
         return info["MemTotal"] - info["MemAvailable"]
 
+    def memory_used_with_page_cache_bytes(self) -> int | None:
+        """Koordinator's page-cache collector node memory: MemTotal - MemFree (page cache included)."""
+        info = self.meminfo()
+        if info is None or "MemTotal" not in info or "MemFree" not in info:
+            return None
+        return info["MemTotal"] - info["MemFree"]
+
     def pressure(self, resource: str) -> dict[str, float] | None:
         text = self._read(f"pressure/{resource}")
         return None if text is None else parse_pressure(text)

@@ -79,8 +79,11 @@ def weight_to_shares(weight: int) -> int:
 
 
 def milli_cpu_to_shares(milli: int) -> int:
-    """Kubelet's ``MilliCPUToShares``: ``max(2, milli*1024/1000)``."""
-    return max(MIN_CPU_SHARES, milli * 1024 // 1000)
+    """Koordinator's (and the kubelet's) ``MilliCPUToShares``: ``milli * 1024 / 1000`` (integer division)
+    clamped to [2, 262144]; 0 or less gives 2."""
+    if milli <= 0:
+        return MIN_CPU_SHARES
+    return min(max(milli * 1024 // 1000, MIN_CPU_SHARES), MAX_CPU_SHARES)
 
 
 def parse_cpu_max(text: str) -> tuple[int, int]:

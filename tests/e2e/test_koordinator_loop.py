@@ -212,9 +212,9 @@ def test_be_pod_is_evicted_under_memory_pressure(stack: Stack) -> None:
 
     def evicted_event() -> list[Any]:
         events = stack.ok("GET", f"/api/v1/namespaces/{stack.scope}/events?fieldSelector=involvedObject.name=batch")
-        return [e for e in events["items"] if e["reason"] == "EvictPodSuccess"]
+        return [e for e in events["items"] if e["reason"] == "evictPodSuccess"]
 
-    assert wait_for(evicted_event, timeout=20, what="EvictPodSuccess event")
+    assert wait_for(evicted_event, timeout=20, what="evictPodSuccess event")
     for name in ("web-0", "owner"):  # LS pods stay
         if stack.plane.request("GET", f"/api/v1/namespaces/{stack.scope}/pods/{name}").status == 200:
             assert stack.pod(name)["metadata"].get("deletionTimestamp") is None

@@ -1,7 +1,9 @@
 """What the eviction strategies share: who may be a victim, in which order, and how many are enough.
 
-Pure functions over :class:`Candidate` records, plus :func:`evict_until`, the one loop that hands a sorted
-victim list to the :class:`~koordlet.qosmanager.evictor.PodEvictor` and stops once the release is covered.
+Pure functions over :class:`Candidate` records. Decide, then do: :func:`plan_victims` decides which pods to
+evict for a need; :meth:`EvictionStrategy.execute` hands that plan to the
+:class:`~koordlet.qosmanager.evictor.PodEvictor`, and when the API refuses a victim (a PodDisruptionBudget)
+asks :func:`plan_victims` again with that pod excluded, until the need is covered or no candidate is left.
 """
 
 from __future__ import annotations
@@ -9,10 +11,10 @@ from __future__ import annotations
 import json
 import logging
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
 
-from apis.extension import LABEL_POD_PRIORITY
+from apis.extension import LABEL_POD_PRIORITY, PRIORITY_RANGES
 from koordlet.qosmanager.evictor import EvictionOutcome, PodEvictor
 from koordlet.qosmanager.framework import PluginContext
 from koordlet.qosmanager.plugins.strategy import Strategy, arg
@@ -41,6 +43,8 @@ class Candidate:
     sub_priority: int | None = None
     sort_ratio: float | None = None
     """BECPUEvict's tiebreak: CPU usage / request."""
+    resource: str = ""
+    """Which resource ``release`` is of, when a need has several (``kubernetes.io/batch-cpu``, ...)."""
 
 
 def _int_or_none(raw: str | None) -> int | None:
@@ -64,25 +68,42 @@ def gate_allows(annotations: Mapping[str, str], gate: str) -> bool:
     return isinstance(allowed, list) and gate in allowed
 
 
+def priority_value_with_default(pod: PodMeta) -> int:
+    """Koordinator's ``GetPodPriorityValueWithDefault``: a non-zero ``spec.priority``, else the default value
+    of the pod's priority class (koord-batch 5500, ...), else 0."""
+    if pod.priority:
+        return pod.priority
+    for r in PRIORITY_RANGES:
+        if r.priority_class is pod.priority_class:
+            return r.default_value
+    return 0
+
+
 def opted_in(pod: PodMeta, priority_threshold: int) -> bool:
-    """Priority-based eviction candidates: the opt-in label and ``priority <= threshold``."""
-    return (
-        pod.labels.get(LABEL_EVICTION_ENABLED) == "true"
-        and pod.priority is not None
-        and pod.priority <= priority_threshold
-    )
+    """Priority-based eviction candidates: the opt-in label and a (defaulted) ``priority <= threshold``."""
+    return pod.labels.get(LABEL_EVICTION_ENABLED) == "true" and priority_value_with_default(pod) <= priority_threshold
 
 
-def candidate(pod: PodMeta, *, used: float | None, release: float, sort_ratio: float | None = None) -> Candidate:
+def candidate(
+    pod: PodMeta,
+    *,
+    used: float | None,
+    release: float,
+    sort_ratio: float | None = None,
+    resource: str = "",
+    priority: int | None = None,
+) -> Candidate:
+    """``priority`` overrides ``spec.priority`` for the sort (the defaulted value of priority-based gates)."""
     return Candidate(
         uid=pod.uid,
         name=f"{pod.namespace}/{pod.name}",
-        priority=pod.priority,
+        priority=pod.priority if priority is None else priority,
         used=used,
         release=release,
         eviction_priority=_int_or_none(pod.annotations.get(ANNOTATION_EVICTION_PRIORITY)),
         sub_priority=_int_or_none(pod.labels.get(LABEL_POD_PRIORITY)),
         sort_ratio=sort_ratio,
+        resource=resource,
     )
 
 
@@ -121,52 +142,52 @@ def release_from_threshold(used: float, capacity: float, threshold_percent: int,
     return capacity * (usage_percent - lower_percent) / 100
 
 
+@dataclass(frozen=True, slots=True)
+class VictimPlan:
+    """What to evict for a release need: ``victims`` in order, and the pods already evicted a moment ago
+    that still exist (``pending``: counted as released, not evicted again, as Koordinator does)."""
+
+    victims: tuple[Candidate, ...]
+    pending: tuple[Candidate, ...] = ()
+    outstanding: Mapping[str, float] = field(default_factory=dict)
+    """What the candidates cannot cover, by resource (empty when the need is met)."""
+
+
+def _as_need(need: float | Mapping[str, float]) -> dict[str, float]:
+    if isinstance(need, Mapping):
+        return {r: float(v) for r, v in need.items() if v > 0}
+    return {"": float(need)} if need > 0 else {}
+
+
 def plan_victims(
-    ordered: Sequence[Candidate], need: float, pending: Callable[[str], bool] = lambda _uid: False
-) -> list[Candidate]:
-    """Victims in order until their releases cover ``need``. A pod evicted a moment ago that still exists
-    (``pending``) counts toward the release without being evicted again (koordinator#3137)."""
-    victims: list[Candidate] = []
-    released = 0.0
-    for c in ordered:
-        if released >= need:
-            break
-        released += c.release
-        if not pending(c.uid):
-            victims.append(c)
-    return victims
-
-
-def evict_until(
-    ordered: Iterable[Candidate],
-    need: float,
-    pods: Mapping[str, PodMeta],
-    evictor: PodEvictor,
+    ordered: Sequence[Candidate],
+    need: float | Mapping[str, float],
     *,
-    gate: str,
-    message: str,
-) -> tuple[list[str], float]:
-    """Evict in order until ``need`` is covered; a victim the API refuses (PDB) is passed over for the next.
+    pending: Collection[str] = (),
+    excluded: Collection[str] = (),
+) -> VictimPlan:
+    """Walk ``ordered`` and pick victims until ``need`` is covered (pure; the strategies' only decision).
 
-    Returns the UIDs actually evicted and the amount counted as released.
+    ``need`` is one amount, or an amount per resource (a candidate releases ``release`` of its
+    ``resource``; one that releases nothing still outstanding is passed over). ``pending`` UIDs count toward
+    the release without being evicted; ``excluded`` UIDs (the API refused them this round, e.g. a
+    PodDisruptionBudget) are passed over for the next in order.
     """
-    evicted: list[str] = []
-    released = 0.0
+    outstanding = _as_need(need)
+    victims: list[Candidate] = []
+    counted: list[Candidate] = []
     for c in ordered:
-        if released >= need:
+        if not outstanding:
             break
-        pod = pods.get(c.uid)
-        if pod is None:
+        if c.uid in excluded or outstanding.get(c.resource, 0.0) <= 0:
             continue
-        if evictor.recently_evicted(c.uid):
-            released += c.release
-            continue
-        outcome = evictor.evict(pod, gate, f"{message}, pod releases {c.release:.0f}")
-        if outcome is EvictionOutcome.EVICTED:
-            evicted.append(c.uid)
-        if outcome.releases or outcome is EvictionOutcome.DRY_RUN:
-            released += c.release
-    return evicted, released
+        left = outstanding[c.resource] - c.release
+        if left > 0:
+            outstanding[c.resource] = left
+        else:
+            del outstanding[c.resource]
+        (counted if c.uid in pending else victims).append(c)
+    return VictimPlan(tuple(victims), tuple(counted), outstanding)
 
 
 class EvictionStrategy(Strategy):
@@ -187,6 +208,7 @@ class EvictionStrategy(Strategy):
         self.last_evict_time = float("-inf")
         self._evictor: PodEvictor | None = None
         self.evicted: list[str] = []
+        self._short: set[str] = set()
 
     def configure(self, ctx: PluginContext) -> None:
         self.cool_seconds = float(arg(ctx, self.COOL_FLAG, self.DEFAULT_COOL_SECONDS))
@@ -210,12 +232,44 @@ class EvictionStrategy(Strategy):
     def active_pods(self) -> dict[str, PodMeta]:
         return {p.uid: p for p in self.ctx.states_informer.get_all_pods() if p.phase in ("Running", "Pending", "")}
 
-    def execute(self, gate: str, ordered: Sequence[Candidate], need: float, message: str) -> list[str]:
-        """Evict in order until ``need`` is covered; start the cool-down when something was evicted."""
-        evicted, released = evict_until(ordered, need, self.active_pods(), self.evictor, gate=gate, message=message)
+    def execute(
+        self, gate: str, ordered: Sequence[Candidate], need: float | Mapping[str, float], message: str
+    ) -> list[str]:
+        """Carry out :func:`plan_victims` through the evictor; re-plan without the pods the API refused.
+
+        Starts the cool-down when something was evicted. Returns the UIDs evicted. A shortfall (every
+        candidate tried) is logged once per gate until the gate's need is met again.
+        """
+        pods = self.active_pods()
+        done: set[str] = set()
+        refused: set[str] = set()
+        evicted: list[str] = []
+        while True:
+            pending = {c.uid for c in ordered if self.evictor.recently_evicted(c.uid)} | done
+            plan = plan_victims(ordered, need, pending=pending, excluded=refused)
+            todo = [c for c in plan.victims if c.uid not in done and c.uid not in refused]
+            if not todo:
+                break
+            for c in todo:
+                pod = pods.get(c.uid)
+                if pod is None:
+                    refused.add(c.uid)
+                    continue
+                outcome = self.evictor.evict(pod, gate, f"{message}, kill pod: {pod.name}")
+                if outcome is EvictionOutcome.EVICTED:
+                    evicted.append(c.uid)
+                if outcome.releases or outcome is EvictionOutcome.DRY_RUN:
+                    done.add(c.uid)
+                else:
+                    refused.add(c.uid)
         if evicted:
             self.last_evict_time = self.ctx.clock()
             self.evicted.extend(evicted)
-        if released < need:
-            log.warning("%s: released %.0f of %.0f wanted (%s)", gate, released, need, message)
+        if plan.outstanding:
+            if gate not in self._short:
+                self._short.add(gate)
+                wanted = ", ".join(f"{r or 'amount'} {v:.0f}" for r, v in sorted(plan.outstanding.items()))
+                log.warning("%s: candidates cannot cover the need (%s still wanted; %s)", gate, wanted, message)
+        else:
+            self._short.discard(gate)
         return evicted

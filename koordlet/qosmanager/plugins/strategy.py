@@ -13,7 +13,7 @@ import argparse
 import asyncio
 import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from koordlet.qosmanager.executor import ResourceUpdate
@@ -22,10 +22,11 @@ from koordlet.qosmanager.framework import PluginContext
 log = logging.getLogger("koordlet.qos")
 
 
-def add_flag(parser: argparse.ArgumentParser, name: str, **kwargs: Any) -> None:
-    """``add_argument`` unless an earlier plugin already added the flag (flags shared by a family)."""
-    if name not in parser._option_string_actions:
-        parser.add_argument(name, **kwargs)
+def add_flag(parser: argparse.ArgumentParser, *names: str, **kwargs: Any) -> None:
+    """``add_argument`` unless an earlier plugin already added the flag (flags shared by a family): argparse
+    refuses a second definition of an option string, and that refusal is the "already there" answer."""
+    with contextlib.suppress(argparse.ArgumentError):
+        parser.add_argument(*names, **kwargs)
 
 
 def arg(ctx: PluginContext, name: str, default: Any) -> Any:
@@ -50,6 +51,8 @@ class Strategy:
     NAME = ""
     INTERVAL_FLAG = ""
     """argparse dest of this strategy's interval flag (seconds)."""
+    DEFAULT_INTERVAL = 1.0
+    """The interval when the agent was built without the flag (tests, embedding); the flag's default."""
     BLOCKING = False
     """Run ``tick`` in a worker thread (it makes blocking API calls, e.g. evictions)."""
     FOLLOW_COLLECT = False
@@ -65,7 +68,11 @@ class Strategy:
         self.dry_run = False
         self.ticks = 0
         self.errors = 0
+        self.object_errors = 0
+        """Failures contained to one pod or object (that object skipped, the others handled)."""
         self.last_plan: list[ResourceUpdate] = []
+        self._failing: set[str] = set()
+        self._last_tick_error = ""
 
     @property
     def ctx(self) -> PluginContext:
@@ -83,7 +90,7 @@ class Strategy:
         self.dry_run = bool(arg(ctx, "qos_dry_run", False))
         self.collect_interval = float(arg(ctx, "collect_res_used_interval", 1.0))
         if self.INTERVAL_FLAG:
-            self.interval = float(arg(ctx, self.INTERVAL_FLAG, 1.0))
+            self.interval = float(arg(ctx, self.INTERVAL_FLAG, self.DEFAULT_INTERVAL))
         if self.interval <= 0:
             raise ValueError(f"{self.NAME}: interval must be > 0, got {self.interval}")
         self.configure(ctx)
@@ -155,21 +162,62 @@ class Strategy:
     # -- helpers ------------------------------------------------------------------------------
 
     def safe_tick(self) -> None:
+        """Run ``tick``; a failure is counted and logged as one line, once per distinct error until a tick
+        succeeds again (the traceback only at debug level), and the next tick runs as usual."""
         try:
             self.tick()
-        except Exception:
+        except Exception as err:
             self.errors += 1
-            log.exception("%s: tick failed; the next tick runs as usual", self.NAME)
+            text = f"{type(err).__name__}: {err}"
+            if text != self._last_tick_error:
+                self._last_tick_error = text
+                log.warning(
+                    "%s: tick failed: %s; the next tick runs as usual",
+                    self.NAME,
+                    text,
+                    exc_info=log.isEnabledFor(logging.DEBUG),
+                )
+        else:
+            if self._last_tick_error:
+                log.info("%s: ticks succeed again", self.NAME)
+            self._last_tick_error = ""
         self.ticks += 1
+
+    def contain(self, obj: str, step: Callable[[], None]) -> bool:
+        """Run one object's share of a tick (``obj`` names it, e.g. ``pod default/web-1``). A failure skips
+        that object only: it is counted (``object_errors`` and ``koordlet_qos_object_errors``) and logged
+        once, with the object's name, until the object succeeds again. Returns whether ``step`` succeeded."""
+        try:
+            step()
+        except Exception as err:
+            self.object_errors += 1
+            counter = self.ctx.object_errors
+            if counter is not None:
+                counter.labels(node=self.ctx.node_name, strategy=self.NAME).inc()
+            if obj not in self._failing:
+                self._failing.add(obj)
+                log.warning(
+                    "%s: %s skipped: %s: %s (logged once until it succeeds)",
+                    self.NAME,
+                    obj,
+                    type(err).__name__,
+                    err,
+                    exc_info=log.isEnabledFor(logging.DEBUG),
+                )
+            return False
+        if obj in self._failing:
+            self._failing.discard(obj)
+            log.info("%s: %s handled again", self.NAME, obj)
+        return True
 
     def safe_recover(self, why: str) -> None:
         if self._ctx is None:
             return
         try:
             self.recover()
-        except Exception:
+        except Exception as err:
             self.errors += 1
-            log.exception("%s: recovery (%s) failed", self.NAME, why)
+            log.warning("%s: recovery (%s) failed: %s", self.NAME, why, err, exc_info=log.isEnabledFor(logging.DEBUG))
 
     def apply(self, plan: Sequence[ResourceUpdate], *, leveled: Sequence[Sequence[ResourceUpdate]] = ()) -> None:
         """Hand a plan to the executor (``leveled``: parent-first merge, then child-first exact values).

@@ -17,7 +17,7 @@ from apis.extension import KubeQOSClass
 from koordlet.metriccache import MetricKind
 from koordlet.qosmanager import FeatureGates, PluginContext, QOSManager, QOSPluginRegistry
 from koordlet.qosmanager.featuregates import KOORDLET_FEATURES
-from koordlet.qosmanager.plugins.cgreconcile import plugin as cgreconcile
+from koordlet.qosmanager.plugins.batchresource import plugin as batchresource
 from koordlet.qosmanager.plugins.cpusuppress import plugin as cpusuppress
 from koordlet.system import CgroupFS
 
@@ -151,7 +151,9 @@ def test_suppress_via_manager_run_loop_and_stop_recovers() -> None:
 
 
 @pytest.mark.skipif(_SKIP is not None, reason=_SKIP or "")
-def test_cgroup_reconcile_writes_batch_resources_on_real_pod_cgroups() -> None:
+def test_batch_resource_writes_hook_values_on_real_pod_cgroups() -> None:
+    """Koordinator's BatchResource values on a real BE pod: pod = sums, containers = their own; a second
+    tick writes nothing; with CPU suppress policy ``cfsQuota`` every BE quota becomes -1; all removed after."""
     with real_pods() as pods:
         fs = pods.cgroupfs()
         be_pod = fs.layout.pod_dir(KubeQOSClass.BEST_EFFORT, UID_BE)
@@ -180,7 +182,7 @@ def test_cgroup_reconcile_writes_batch_resources_on_real_pod_cgroups() -> None:
             assert rel is not None
             pods.make(rel)
         pods.spawn(dirs[0] or "", "import time; time.sleep(600)")
-        plugin = cgreconcile.CgroupReconcile()
+        plugin = batchresource.BatchResource()
         plugin.setup(ctx)
         plugin.tick()
 
@@ -205,3 +207,8 @@ def test_cgroup_reconcile_writes_batch_resources_on_real_pod_cgroups() -> None:
         audit = len(ctx.executor.audit)
         plugin.tick()
         assert len(ctx.executor.audit) == audit
+        ctx.states_informer.set_node_slo(threshold_slo(cpuSuppressPolicy="cfsQuota"))
+        plugin.tick()
+        assert [read("cpu", rel, "cpu.cfs_quota_us") for rel in (be_pod, *dirs) if rel is not None] == ["-1"] * 3
+        created = [ROOT / c / pods.base for c in ("cpu", "cpuacct", "memory")]
+    assert not any(path.exists() for path in created)

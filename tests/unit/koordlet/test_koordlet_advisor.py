@@ -37,7 +37,13 @@ def test_collect_pod_node_system_be(fake: FakeCgroups, tmp_path: Path) -> None:
     informer.replace_pods(
         [
             make_raw_pod("busy", UID_A, qos="Burstable", priority=9500, containers=[("c", "containerd://c1")]),
-            make_raw_pod("batch", UID_B, qos="BestEffort", requests={"kubernetes.io/batch-cpu": "500"}),
+            make_raw_pod(
+                "batch",
+                UID_B,
+                qos="BestEffort",
+                labels={"koordinator.sh/qosClass": "BE"},  # BE request counts labelled pods (Koordinator)
+                requests={"kubernetes.io/batch-cpu": "500"},
+            ),
         ]
     )
     pod_a = layout.pod_dir(KubeQOSClass.BURSTABLE, UID_A)

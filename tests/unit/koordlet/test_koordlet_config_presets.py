@@ -15,7 +15,9 @@ import pytest
 import yaml
 
 from koordlet.app.cli import _config_gates, build_parser, main
+from koordlet.app.flags import KoordletArgumentParser, UsageError
 from koordlet.qosmanager import KOORDLET_FEATURES, FeatureGates, QOSManager, builtin_registry
+from koordlet.qosmanager.plugins.allocatable import allocatable_evict_config
 from koordlet.qosmanager.plugins.cpuburst.policy import policy_switches
 from koordlet.qosmanager.plugins.cpuevict.policy import be_cpu_evict_config, cpu_evict_config
 from koordlet.qosmanager.plugins.memoryevict.policy import memory_evict_config
@@ -35,7 +37,10 @@ QOS_STRATEGIES = (
     "BEMemoryEvict",
     "CPUEvict",
     "MemoryEvict",
+    "CPUAllocatableEvict",
+    "MemoryAllocatableEvict",
     "CgroupReconcile",
+    "BatchResource",
 )
 
 
@@ -60,11 +65,11 @@ def test_gate_preset_loads_through_the_config_loader(path: Path) -> None:
 
 @pytest.mark.parametrize("path", GATE_PRESETS, ids=lambda p: p.name)
 def test_gate_preset_accepted_by_main(path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    # An interval of 0 is refused right after the gates resolve: reaching that message proves main accepted
-    # the file, without starting the agent.
-    code = main(["--node-name", "n", "--standalone", "--config", str(path), "--collect-res-used-interval", "0"])
+    # A missing cgroup root is refused right after the gates resolve: reaching that message proves main
+    # accepted the file, without starting the agent.
+    code = main(["--node-name", "n", "--standalone", "--config", str(path), "--cgroup-root", "/nonexistent-cg"])
     err = capsys.readouterr().err
-    assert code == 2 and "--collect-res-used-interval must be > 0" in err, err
+    assert code == 2 and err == "koordlet: --cgroup-root /nonexistent-cg: no such directory\n", err
 
 
 def test_qos_preset_enables_every_qos_strategy() -> None:
@@ -93,10 +98,21 @@ def test_qos_nodeslo_sample_turns_every_strategy_on() -> None:
     assert memory_evict_config(threshold) is not None  # BEMemoryEvict / MemoryEvict
     assert be_cpu_evict_config(threshold, 1.0) is not None  # BECPUEvict
     assert cpu_evict_config(threshold, 1.0) is not None  # CPUEvict
+    assert allocatable_evict_config(threshold, "cpu") is not None  # CPUAllocatableEvict
+    assert allocatable_evict_config(threshold, "memory") is not None  # MemoryAllocatableEvict
     assert slo.cpu_burst_strategy is not None and policy_switches(slo.cpu_burst_strategy.policy) == (True, True)
     strategy = slo.resource_qos_strategy
     assert strategy is not None and strategy.be_class is not None  # CgroupReconcile memory QoS
     assert strategy.be_class.memory_qos is not None and strategy.be_class.memory_qos.enable
+
+
+def _known(parser: KoordletArgumentParser, flag: str) -> bool:
+    """Whether the parser defines ``flag`` (public API only: an unknown flag comes back as extra)."""
+    try:
+        _, extra = parser.parse_known_args([flag])
+    except UsageError as err:
+        return "expected one argument" in err.message
+    return not extra
 
 
 def test_documented_qos_flags_exist() -> None:
@@ -104,9 +120,9 @@ def test_documented_qos_flags_exist() -> None:
     manager.instantiate()
     parser = build_parser()
     manager.init_flags(parser)
-    known = set(parser._option_string_actions)
     preset_flags = set(re.findall(r"(--[a-z][a-z0-9-]+)", QOS_PRESET.read_text()))
     docs = (REPO / "docs" / "qos.md").read_text()
+    known = {flag for flag in preset_flags | set(re.findall(r"(--[a-z][a-z0-9-]+)", docs)) if _known(parser, flag)}
     for flag in (
         "--cpu-suppress-interval-seconds",
         "--memory-evict-interval-seconds",
@@ -114,6 +130,7 @@ def test_documented_qos_flags_exist() -> None:
         "--cpu-evict-interval-seconds",
         "--cpu-evict-cool-time-seconds",
         "--reconcile-interval-seconds",
+        "--runtime-hooks-reconcile-interval",
         "--sysfs-root",
         "--qos-dry-run",
     ):

@@ -237,15 +237,17 @@ def test_https_with_ca_file_and_insecure_skip_verify(tmp_path: Path) -> None:
         fake.close()
 
 
-def test_cli_flags() -> None:
+def test_cli_flags(tmp_path: Path) -> None:
+    token = tmp_path / "t"
+    token.write_text("secret")
     args = build_parser().parse_args(["--node-name", "n"])
     assert args.pods_source == "apiserver" and args.kubelet_port == 10250 and args.kubelet_scheme == "https"
     args = build_parser().parse_args(
         ["--pods-source=kubelet", "--kubelet-address", "10.0.0.5", "--kubelet-insecure-skip-verify",
-         "--kubelet-token-file", "/t"]
+         "--kubelet-token-file", str(token)]
     )  # fmt: skip
     assert args.pods_source == "kubelet" and args.kubelet_address == "10.0.0.5"
-    assert args.kubelet_insecure_skip_verify and args.kubelet_token_file == Path("/t")
+    assert args.kubelet_insecure_skip_verify and args.kubelet_token_file == token
     assert KubeletOptions(address="fd00::1").url == "https://[fd00::1]:10250/pods"
     with pytest.raises(SystemExit):
         build_parser().parse_args(["--pods-source=cadvisor"])

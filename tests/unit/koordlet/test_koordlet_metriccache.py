@@ -8,7 +8,6 @@ from koordlet.metriccache import (
     MetricCache,
     MetricCacheOptions,
     MetricKind,
-    RingSeries,
     WindowStats,
     window_stats,
 )
@@ -38,25 +37,6 @@ def test_percentiles(values: list[float], want: dict[str, float]) -> None:
 
 def test_window_stats_empty() -> None:
     assert window_stats(np.array([]), np.array([], dtype=np.float32)) is None
-
-
-def test_ring_wraps_and_keeps_order() -> None:
-    ring = RingSeries(4)
-    for t in range(10):
-        ring.append(float(t), float(t * 10))
-    times, values = ring.ordered()
-    assert times.tolist() == [6.0, 7.0, 8.0, 9.0]
-    assert values.tolist() == [60.0, 70.0, 80.0, 90.0]
-    wt, wv = ring.window(7.0, 8.5)
-    assert (wt.tolist(), wv.tolist()) == ([7.0, 8.0], [70.0, 80.0])
-
-
-def test_ring_drops_out_of_order() -> None:
-    ring = RingSeries(4)
-    assert ring.append(2.0, 1.0)
-    assert not ring.append(2.0, 5.0)
-    assert not ring.append(1.0, 5.0)
-    assert len(ring) == 1
 
 
 def test_cache_query_window_and_last() -> None:

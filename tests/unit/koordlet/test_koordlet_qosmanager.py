@@ -128,9 +128,12 @@ def test_builtin_registry_is_fresh() -> None:
         "BECPUSuppress",
         "CPUBurst",
         "CgroupReconcile",
+        "BatchResource",
         "BEMemoryEvict",
+        "MemoryAllocatableEvict",
         "MemoryEvict",
         "BECPUEvict",
+        "CPUAllocatableEvict",
         "CPUEvict",
     ]
 

@@ -8,6 +8,7 @@ import contextlib
 
 from koordlet.metriccache import MetricKind
 from koordlet.qosmanager.featuregates import FeatureSpec, Maturity
+from koordlet.qosmanager.flagtypes import positive_seconds
 from koordlet.qosmanager.framework import PluginContext, PluginEntry
 from koordlet.qosmanager.plugins.becputhrottle.policy import be_throttled_ratio
 
@@ -25,7 +26,7 @@ class BECPUThrottleReporter:
     def init_flags(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument(
             "--be-cpu-throttle-report-interval",
-            type=float,
+            type=positive_seconds,
             default=1.0,
             help="seconds between BE throttle ratio updates (BECPUThrottleReporter)",
         )

@@ -1,1 +1,1 @@
-"""CgroupReconcile: BE pod/container cgroups from batch resources, and memory QoS."""
+"""CgroupReconcile: memory QoS (memory.min/low/high) per QoS class."""

@@ -1,5 +1,6 @@
-"""``CgroupReconcile``: every ``--reconcile-interval-seconds`` (1 s) set BE pods' cgroups from their batch
-resources, and apply memory QoS for classes whose NodeSLO ``memoryQOS.enable`` is true.
+"""``CgroupReconcile``: every ``--reconcile-interval-seconds`` (1 s) apply memory QoS for classes whose
+NodeSLO ``memoryQOS.enable`` is true. (BE pods' CPU and memory limits from their batch resources are the
+``BatchResource`` strategy's, as in Koordinator, where that is a runtime hook with its own gate.)
 
 Writes go through the executor's leveled update (pod widened first, exact values child first), so a
 container is never briefly allowed more than its pod. Memory QoS files this kernel lacks (``memory.min``
@@ -9,22 +10,16 @@ and friends on upstream cgroup v1) are found once, by probing the kubepods cgrou
 from __future__ import annotations
 
 import argparse
+from functools import partial
 
 from apis.extension import RESOURCE_BATCH_MEMORY, QoSClass
 from apis.slo.nodeslo import MemoryQOSCfg, NodeSLOSpec, ResourceQOS
 from koordlet.qosmanager.featuregates import KOORDLET_FEATURES
+from koordlet.qosmanager.flagtypes import positive_seconds
 from koordlet.qosmanager.framework import PluginEntry
-from koordlet.qosmanager.plugins.cgreconcile.policy import (
-    NAME,
-    BatchResources,
-    batch_cgroup_levels,
-    batch_resources,
-    memory_qos_updates,
-    memory_qos_values,
-)
+from koordlet.qosmanager.plugins.cgreconcile.policy import NAME, memory_qos_updates, memory_qos_values
 from koordlet.qosmanager.plugins.strategy import Strategy, add_flag
 from koordlet.statesinformer import PodMeta
-from koordlet.system.resources import DEFAULT_CFS_PERIOD_US
 
 MEMORY_QOS_FILES = ("memory.min", "memory.low", "memory.high")
 
@@ -57,7 +52,13 @@ class CgroupReconcile(Strategy):
 
     def init_flags(self, parser: argparse.ArgumentParser) -> None:
         super().init_flags(parser)
-        add_flag(parser, "--reconcile-interval-seconds", type=float, default=1.0, help="CPUBurst/CgroupReconcile tick")
+        add_flag(
+            parser,
+            "--reconcile-interval-seconds",
+            type=positive_seconds,
+            default=1.0,
+            help="CPUBurst/CgroupReconcile tick",
+        )
 
     def supported_memory_files(self) -> frozenset[str]:
         """Memory QoS files present in the kubepods cgroup (probed once it exists)."""
@@ -72,26 +73,15 @@ class CgroupReconcile(Strategy):
 
     def tick(self) -> None:
         slo = self.ctx.states_informer.node_slo
-        threshold = slo.resource_used_threshold_with_be
-        quota_unlimited = bool(threshold and threshold.enable and threshold.cpu_suppress_policy == "cfsQuota")
-        fs = self.ctx.executor.cgroupfs
         supported = self.supported_memory_files()
+        if not supported:
+            return
         for pod in self.ctx.states_informer.get_all_pods():
             if pod.phase not in ("Running", "Pending", ""):
                 continue
-            if pod.is_be:
-                containers: list[tuple[str | None, BatchResources]] = [
-                    (pod.container_dir(fs.layout, c), batch_resources(c.requests, c.limits)) for c in pod.containers
-                ]
-                self.apply(
-                    [],
-                    leveled=batch_cgroup_levels(
-                        pod.cgroup_dir, containers, period_us=DEFAULT_CFS_PERIOD_US, quota_unlimited=quota_unlimited
-                    ),
-                )
-            cfg = memory_qos_config(slo, pod) if supported else None
+            cfg = memory_qos_config(slo, pod)
             if cfg is not None:
-                self.apply_memory_qos(pod, cfg, supported)
+                self.contain(f"pod {pod.namespace}/{pod.name}", partial(self.apply_memory_qos, pod, cfg, supported))
 
     def apply_memory_qos(self, pod: PodMeta, cfg: MemoryQOSCfg, supported: frozenset[str]) -> None:
         fs = self.ctx.executor.cgroupfs

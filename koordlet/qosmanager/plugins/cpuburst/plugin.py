@@ -10,18 +10,25 @@ from __future__ import annotations
 import argparse
 import random
 from dataclasses import dataclass
+from functools import partial
 
-from apis.extension import QoSClass
+from apis.extension import LABEL_POD_QOS
+from apis.slo.nodeslo import CPUBurstStrategy
 from koordlet.metriccache import MetricKind
 from koordlet.qosmanager.executor import ResourceUpdate
 from koordlet.qosmanager.featuregates import KOORDLET_FEATURES
+from koordlet.qosmanager.flagtypes import positive_seconds
 from koordlet.qosmanager.framework import PluginContext, PluginEntry
 from koordlet.qosmanager.plugins.cpuburst.policy import (
+    ANNOTATION_CPU_BURST,
+    BurstConfig,
     Operation,
     PoolState,
     TokenBucket,
+    burstable_by_label,
     container_cfs_burst_us,
     container_operation,
+    pod_burst_config,
     policy_switches,
     quota_write_plan,
     scaled_quota,
@@ -32,21 +39,19 @@ from koordlet.statesinformer import PodMeta
 from koordlet.system.resources import DEFAULT_CFS_PERIOD_US
 
 NAME = "CPUBurst"
+
+
+def _raise(problem: str) -> None:
+    raise ValueError(problem)
+
+
 POOL_WINDOW_MAX_SECONDS = 10.0
 
 
 def burstable(pod: PodMeta) -> bool:
-    """LS pods (and unlabelled ones) that are running or about to; LSE, LSR and BE keep their quotas."""
-    return (
-        pod.qos not in (QoSClass.LSE, QoSClass.LSR, QoSClass.BE)
-        and not pod.is_be
-        and pod.phase
-        in (
-            "Running",
-            "Pending",
-            "",
-        )
-    )
+    """Pods whose raw ``koordinator.sh/qosClass`` label is not LSE, LSR or BE (unlabelled pods too, a
+    Guaranteed one included), running or about to."""
+    return burstable_by_label(pod.labels) and pod.phase in ("Running", "Pending", "")
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +62,21 @@ class BurstParams:
     quota_percent: int
     period_seconds: int
     pool: PoolState
+
+
+def node_burst_config(cfg: CPUBurstStrategy | None) -> BurstConfig:
+    """The node's ``cpuBurstStrategy`` (already merged over the defaults) as a :class:`BurstConfig`."""
+    defaults = BurstConfig()
+    if cfg is None:
+        return defaults
+    return BurstConfig(
+        policy=cfg.policy or defaults.policy,
+        cpu_burst_percent=defaults.cpu_burst_percent if cfg.cpu_burst_percent is None else cfg.cpu_burst_percent,
+        cfs_quota_burst_percent=cfg.cfs_quota_burst_percent or defaults.cfs_quota_burst_percent,
+        cfs_quota_burst_period_seconds=defaults.cfs_quota_burst_period_seconds
+        if cfg.cfs_quota_burst_period_seconds is None
+        else cfg.cfs_quota_burst_period_seconds,
+    )
 
 
 class CPUBurst(Strategy):
@@ -74,7 +94,13 @@ class CPUBurst(Strategy):
 
     def init_flags(self, parser: argparse.ArgumentParser) -> None:
         super().init_flags(parser)
-        add_flag(parser, "--reconcile-interval-seconds", type=float, default=1.0, help="CPUBurst/CgroupReconcile tick")
+        add_flag(
+            parser,
+            "--reconcile-interval-seconds",
+            type=positive_seconds,
+            default=1.0,
+            help="CPUBurst/CgroupReconcile tick",
+        )
 
     def configure(self, ctx: PluginContext) -> None:
         from prometheus_client import Gauge
@@ -97,12 +123,13 @@ class CPUBurst(Strategy):
         stats = cache.query(MetricKind.NODE_CPU_USAGE, "", now - window, now)
         if node is None or stats is None:
             return PoolState.UNKNOWN
-        exclusive = [p for p in pods if p.qos in (QoSClass.LSE, QoSClass.LSR) or p.is_be]
+        # raw labels, as Koordinator: LSE/LSR requests leave the pool; LSE/LSR/BE usage is not the pool's
+        exclusive = [p for p in pods if p.labels.get(LABEL_POD_QOS) in ("LSE", "LSR", "BE")]
         used = 0.0
         for p in exclusive:
             pod_stats = cache.query(MetricKind.POD_CPU_USAGE, p.uid, now - window, now)
             used += pod_stats.avg * 1000 if pod_stats else 0.0
-        requests = sum(p.total_request("cpu") for p in exclusive if not p.is_be)
+        requests = sum(p.total_request("cpu") for p in exclusive if p.labels.get(LABEL_POD_QOS) != "BE")
         return share_pool_state(stats.avg * 1000, used, float(node.capacity.get("cpu", 0)), requests, threshold_percent)
 
     def limiter_allows(self, key: str, usage_percent: float, period_seconds: int, burst_percent: int) -> bool:
@@ -118,23 +145,36 @@ class CPUBurst(Strategy):
         return allowed
 
     def tick(self) -> None:
-        cfg = self.ctx.states_informer.node_slo.cpu_burst_strategy
-        static_on, quota_on = policy_switches(cfg.policy if cfg else None)
+        """Each burstable pod with its own config (the node's ``cpuBurstStrategy``, the pod's
+        ``koordinator.sh/cpuBurst`` annotation over it); policy ``none`` resets what an earlier tick changed."""
+        strategy = self.ctx.states_informer.node_slo.cpu_burst_strategy
+        node_cfg = node_burst_config(strategy)
         pods = self.ctx.states_informer.get_all_pods()
-        burst_percent = (cfg.cpu_burst_percent if cfg else None) or 1000
-        quota_percent = (cfg.cfs_quota_burst_percent if cfg else None) or 300
-        period_seconds = (
-            cfg.cfs_quota_burst_period_seconds if cfg and cfg.cfs_quota_burst_period_seconds is not None else -1
-        )
-        pool = PoolState.UNKNOWN
-        if quota_on:
-            pool = self.pool_state(pods, (cfg.share_pool_threshold_percent if cfg else None) or 50)
-        self.last_pool_state = pool
-        params = BurstParams(static_on, quota_on, burst_percent, quota_percent, period_seconds, pool)
+        threshold = (strategy.share_pool_threshold_percent if strategy else None) or 50
+        pool: PoolState | None = None  # computed once, when some pod needs it
         for pod in pods:
-            if not burstable(pod) or not (static_on or quota_on or pod.uid in self.touched):
+            if not burstable(pod):
                 continue
-            self.reconcile_pod(pod, params)
+            cfg, problem = pod_burst_config(node_cfg, pod.annotations.get(ANNOTATION_CPU_BURST))
+            name = f"pod {pod.namespace}/{pod.name}"
+            if problem is not None:
+                # logged once (its own key, so the pod's reconcile below does not reset it); node config applies
+                self.contain(f"{name} {ANNOTATION_CPU_BURST}", partial(_raise, problem))
+            static_on, quota_on = policy_switches(cfg.policy)
+            if not (static_on or quota_on or pod.uid in self.touched):
+                continue
+            if quota_on and pool is None:
+                pool = self.pool_state(pods, threshold)
+            params = BurstParams(
+                static_on,
+                quota_on,
+                cfg.cpu_burst_percent,
+                cfg.cfs_quota_burst_percent,
+                cfg.cfs_quota_burst_period_seconds,
+                pool or PoolState.UNKNOWN,
+            )
+            self.contain(name, partial(self.reconcile_pod, pod, params))
+        self.last_pool_state = pool or PoolState.UNKNOWN
         live = {p.uid for p in pods}
         self.touched &= live
 

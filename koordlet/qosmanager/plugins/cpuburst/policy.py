@@ -15,13 +15,68 @@ NodeSLO ``cpuBurstStrategy.policy``: ``none`` | ``cpuBurstOnly`` (static ``cpu.c
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
+from apis.extension import LABEL_POD_QOS
 from koordlet.qosmanager.executor import ResourceUpdate
 
 NONE, CPU_BURST_ONLY, CFS_QUOTA_BURST_ONLY, AUTO = "none", "cpuBurstOnly", "cfsQuotaBurstOnly", "auto"
+ANNOTATION_CPU_BURST = "koordinator.sh/cpuBurst"
+"""Pod annotation: a CPUBurstConfig JSON (``policy``, ``cpuBurstPercent``, ``cfsQuotaBurstPercent``,
+``cfsQuotaBurstPeriodSeconds``) laid over the node's ``cpuBurstStrategy``."""
+_BURST_FIELDS = {
+    "policy": "policy",
+    "cpuBurstPercent": "cpu_burst_percent",
+    "cfsQuotaBurstPercent": "cfs_quota_burst_percent",
+    "cfsQuotaBurstPeriodSeconds": "cfs_quota_burst_period_seconds",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class BurstConfig:
+    """One pod's burst settings (the node's ``cpuBurstStrategy`` with the pod's annotation over it)."""
+
+    policy: str = NONE
+    cpu_burst_percent: int = 1000
+    cfs_quota_burst_percent: int = 300
+    cfs_quota_burst_period_seconds: int = -1
+
+
+def burstable_by_label(labels: Mapping[str, str]) -> bool:
+    """Koordinator's ``IsPodCPUBurstable``: the raw ``koordinator.sh/qosClass`` label is not LSR, LSE or BE.
+    An unlabelled pod is burstable whatever its Kubernetes QoS (a Guaranteed pod included)."""
+    return labels.get(LABEL_POD_QOS) not in ("LSR", "LSE", "BE")
+
+
+def pod_burst_config(node: BurstConfig, annotation: str | None) -> tuple[BurstConfig, str | None]:
+    """``node`` with the pod annotation's fields over it (JSON overlay, as ``genPodBurstConfig``).
+
+    Returns (config, problem): an unparsable annotation gives the node's config and a one-line problem.
+    """
+    if annotation is None:
+        return node, None
+    try:
+        data = json.loads(annotation)
+    except ValueError as err:
+        return node, f"annotation {ANNOTATION_CPU_BURST} is not JSON: {err}"
+    if not isinstance(data, dict):
+        return node, f"annotation {ANNOTATION_CPU_BURST}: want a JSON object"
+    changes: dict[str, object] = {}
+    for wire, attr in _BURST_FIELDS.items():
+        value = data.get(wire)
+        if value is None:
+            continue
+        if attr == "policy" and not isinstance(value, str):
+            return node, f"annotation {ANNOTATION_CPU_BURST}: policy must be a string"
+        if attr != "policy" and (isinstance(value, bool) or not isinstance(value, int)):
+            return node, f"annotation {ANNOTATION_CPU_BURST}: {wire} must be an integer"
+        changes[attr] = value
+    return replace(node, **changes), None  # type: ignore[arg-type]
+
+
 SCALE_UP, SCALE_DOWN = 1.2, 0.8
 COOLING_FRACTION = 0.9
 LIMITER_REFILL_BELOW_PERCENT = 60

@@ -9,16 +9,19 @@ from __future__ import annotations
 
 import argparse
 
-from apis.extension import RESOURCE_BATCH_CPU
 from koordlet.metriccache import MetricKind
 from koordlet.qosmanager.featuregates import KOORDLET_FEATURES
+from koordlet.qosmanager.flagtypes import non_negative_seconds, positive_seconds
 from koordlet.qosmanager.framework import PluginEntry
+from koordlet.qosmanager.plugins.allocatable import allocatable_evict_config, allocatable_evict_plan
 from koordlet.qosmanager.plugins.cpuevict.policy import (
+    ALLOCATABLE_GATE,
     BE_GATE,
     PRIORITY_GATE,
     BECPUEvictConfig,
     BEUsage,
     CPUSnapshot,
+    be_allocatable_milli,
     be_cpu_evict_config,
     be_cpu_evict_plan,
     be_cpu_release,
@@ -41,8 +44,14 @@ class CPUEvictStrategy(EvictionStrategy):
 
     def init_flags(self, parser: argparse.ArgumentParser) -> None:
         super().init_flags(parser)
-        add_flag(parser, "--cpu-evict-interval-seconds", type=float, default=1.0, help="CPU eviction tick")
-        add_flag(parser, "--cpu-evict-cool-time-seconds", type=float, default=20.0, help="pause after a CPU eviction")
+        add_flag(parser, "--cpu-evict-interval-seconds", type=positive_seconds, default=1.0, help="CPU eviction tick")
+        add_flag(
+            parser,
+            "--cpu-evict-cool-time-seconds",
+            type=non_negative_seconds,
+            default=20.0,
+            help="pause after a CPU eviction",
+        )
 
     def pods_cpu_milli(self) -> tuple[tuple[PodMeta, float | None], ...]:
         cache, max_age = self.ctx.metric_cache, 2 * self.collect_interval
@@ -64,7 +73,9 @@ class BECPUEvict(CPUEvictStrategy):
         allocatable: float | None = None
         if cfg.by_allocatable:
             node = self.ctx.states_informer.node
-            allocatable = float(max(node.allocatable.get(RESOURCE_BATCH_CPU, 0), 1)) if node else None
+            allocatable = be_allocatable_milli(node.allocatable if node else None)
+            if allocatable is None:
+                return None, None  # no batch-cpu on the node: Koordinator skips (limit -1)
         if any(s is None for s in stats) or (limit_stats is None and allocatable is None):
             return None, None
         usage, request = stats[0], stats[1]
@@ -114,5 +125,24 @@ class CPUEvict(CPUEvictStrategy):
             self.execute(plan.gate, plan.ordered, plan.need, plan.message)
 
 
+class CPUAllocatableEvict(CPUEvictStrategy):
+    """Evict koord-batch / koord-mid pods while their CPU requests exceed the node's batch-cpu / mid-cpu
+    allocatable by more than ``cpuAllocatableEvictThresholdPercent`` (see ``plugins.allocatable``)."""
+
+    NAME = ALLOCATABLE_GATE
+
+    def tick(self) -> None:
+        cfg = allocatable_evict_config(self.ctx.states_informer.node_slo.resource_used_threshold_with_be, "cpu")
+        node = self.ctx.states_informer.node
+        if cfg is None or node is None or self.cooling():
+            return
+        plan = allocatable_evict_plan(
+            self.pods_cpu_milli(), node.allocatable, cfg, resource="cpu", gate=ALLOCATABLE_GATE
+        )
+        if plan is not None:
+            self.execute(plan.gate, plan.ordered, plan.need, plan.message)
+
+
 BE_ENTRY = PluginEntry(BE_GATE, BECPUEvict, KOORDLET_FEATURES[BE_GATE])
+ALLOCATABLE_ENTRY = PluginEntry(ALLOCATABLE_GATE, CPUAllocatableEvict, KOORDLET_FEATURES[ALLOCATABLE_GATE])
 PRIORITY_ENTRY = PluginEntry(PRIORITY_GATE, CPUEvict, KOORDLET_FEATURES[PRIORITY_GATE])

@@ -18,6 +18,7 @@ set). Victims: opted-in pods with ``priority <= evictEnabledPriorityThreshold``;
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from apis.extension import RESOURCE_BATCH_CPU
@@ -33,7 +34,7 @@ from koordlet.qosmanager.plugins.eviction import (
 )
 from koordlet.statesinformer import PodMeta
 
-BE_GATE, PRIORITY_GATE = "BECPUEvict", "CPUEvict"
+BE_GATE, PRIORITY_GATE, ALLOCATABLE_GATE = "BECPUEvict", "CPUEvict", "CPUAllocatableEvict"
 DEFAULT_BE_USAGE_THRESHOLD_PERCENT = 90
 EVICT_BY_ALLOCATABLE = "evictByAllocatable"
 
@@ -64,6 +65,14 @@ def be_cpu_evict_config(slo: ResourceThresholdStrategy | None, collect_interval:
         window_seconds=max(collect_interval, window),
         by_allocatable=slo.cpu_evict_policy == EVICT_BY_ALLOCATABLE,
     )
+
+
+def be_allocatable_milli(allocatable: Mapping[str, int] | None) -> float | None:
+    """``evictByAllocatable``'s BE limit: the node's ``kubernetes.io/batch-cpu`` allocatable (millicores);
+    0 counts as 1 (still a satisfaction to compute); missing gives ``None`` (no eviction)."""
+    if allocatable is None or RESOURCE_BATCH_CPU not in allocatable or allocatable[RESOURCE_BATCH_CPU] < 0:
+        return None
+    return float(allocatable[RESOURCE_BATCH_CPU]) or 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,7 +131,7 @@ def be_cpu_evict_plan(snap: CPUSnapshot, need: float, cfg: BECPUEvictConfig) -> 
         return None
     ordered = []
     for pod, used in snap.pods:
-        if not pod.is_be or not gate_allows(pod.annotations, BE_GATE):
+        if not pod.labelled_be or not gate_allows(pod.annotations, BE_GATE):
             continue
         request = float(pod.total_request(RESOURCE_BATCH_CPU))
         ratio = None if used is None or request <= 0 else used / request

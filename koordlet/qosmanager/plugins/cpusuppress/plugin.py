@@ -24,6 +24,7 @@ from apis.slo.quantity import milli_value
 from koordlet.metriccache import MetricKind
 from koordlet.qosmanager.executor import ResourceUpdate
 from koordlet.qosmanager.featuregates import KOORDLET_FEATURES
+from koordlet.qosmanager.flagtypes import positive_seconds
 from koordlet.qosmanager.framework import PluginContext, PluginEntry
 from koordlet.qosmanager.plugins.cpusuppress.policy import (
     CFS_QUOTA,
@@ -96,8 +97,18 @@ class CPUSuppress(Strategy):
 
     def init_flags(self, parser: argparse.ArgumentParser) -> None:
         super().init_flags(parser)
-        add_flag(parser, "--cpu-suppress-interval-seconds", type=float, default=1.0, help="CPU suppress tick")
-        add_flag(parser, "--sysfs-root", type=Path, default=Path("/sys"), help="sysfs (CPU topology)")
+        add_flag(
+            parser, "--cpu-suppress-interval-seconds", type=positive_seconds, default=1.0, help="CPU suppress tick"
+        )
+        add_flag(
+            parser,
+            "--sysfs-root",
+            "--sys-root-dir",
+            dest="sysfs_root",
+            type=Path,
+            default=Path("/sys"),
+            help="sysfs (CPU topology); Koordinator: --sys-root-dir",
+        )
 
     def configure(self, ctx: PluginContext) -> None:
         from prometheus_client import Gauge

@@ -12,9 +12,12 @@ import argparse
 
 from koordlet.metriccache import MetricKind
 from koordlet.qosmanager.featuregates import KOORDLET_FEATURES
+from koordlet.qosmanager.flagtypes import non_negative_seconds, positive_seconds
 from koordlet.qosmanager.framework import PluginEntry
+from koordlet.qosmanager.plugins.allocatable import allocatable_evict_config, allocatable_evict_plan
 from koordlet.qosmanager.plugins.eviction import EvictionStrategy
 from koordlet.qosmanager.plugins.memoryevict.policy import (
+    ALLOCATABLE_GATE,
     BE_GATE,
     PRIORITY_GATE,
     EvictPlan,
@@ -34,9 +37,15 @@ class MemoryEvictStrategy(EvictionStrategy):
 
     def init_flags(self, parser: argparse.ArgumentParser) -> None:
         super().init_flags(parser)
-        add_flag(parser, "--memory-evict-interval-seconds", type=float, default=1.0, help="memory eviction tick")
         add_flag(
-            parser, "--memory-evict-cool-time-seconds", type=float, default=4.0, help="pause after a memory eviction"
+            parser, "--memory-evict-interval-seconds", type=positive_seconds, default=1.0, help="memory eviction tick"
+        )
+        add_flag(
+            parser,
+            "--memory-evict-cool-time-seconds",
+            type=non_negative_seconds,
+            default=4.0,
+            help="pause after a memory eviction",
         )
 
     def snapshot(self) -> MemorySnapshot | None:
@@ -80,5 +89,27 @@ class MemoryEvict(MemoryEvictStrategy):
         return memory_evict_plan(snap, cfg)
 
 
+class MemoryAllocatableEvict(MemoryEvictStrategy):
+    """Evict koord-batch / koord-mid pods while their memory requests exceed the node's batch-memory /
+    mid-memory allocatable by more than ``memoryAllocatableEvictThresholdPercent``."""
+
+    NAME = ALLOCATABLE_GATE
+
+    def tick(self) -> None:
+        slo = self.ctx.states_informer.node_slo.resource_used_threshold_with_be
+        cfg = allocatable_evict_config(slo, "memory")
+        node = self.ctx.states_informer.node
+        if cfg is None or node is None or self.cooling():
+            return
+        cache, max_age = self.ctx.metric_cache, 2 * self.collect_interval
+        pods = tuple(
+            (pod, cache.last(MetricKind.POD_MEMORY_USAGE, pod.uid, max_age)) for pod in self.active_pods().values()
+        )
+        plan = allocatable_evict_plan(pods, node.allocatable, cfg, resource="memory", gate=ALLOCATABLE_GATE)
+        if plan is not None:
+            self.execute(plan.gate, plan.ordered, plan.need, plan.message)
+
+
 BE_ENTRY = PluginEntry(BE_GATE, BEMemoryEvict, KOORDLET_FEATURES[BE_GATE])
+ALLOCATABLE_ENTRY = PluginEntry(ALLOCATABLE_GATE, MemoryAllocatableEvict, KOORDLET_FEATURES[ALLOCATABLE_GATE])
 PRIORITY_ENTRY = PluginEntry(PRIORITY_GATE, MemoryEvict, KOORDLET_FEATURES[PRIORITY_GATE])

@@ -4,11 +4,12 @@ Trigger (both gates): ``usage% = floor(node memory used * 100 / capacity)``; at 
 ``memoryEvictThresholdPercent`` (70) release ``capacity * (usage% - lower%) / 100`` bytes, where lower is
 ``memoryEvictLowerPercent`` or threshold - 2.
 
-- BEMemoryEvict victims: BE pods, lowest ``spec.priority`` first, then largest memory.
+- BEMemoryEvict victims: pods labelled ``koordinator.sh/qosClass: BE`` (the label itself, as Koordinator),
+  lowest ``spec.priority`` first, then largest memory.
 - MemoryEvict victims: pods labelled ``koordinator.sh/eviction-enabled: "true"`` with
   ``priority <= evictEnabledPriorityThreshold``, sorted by eviction-priority, priority, sub-priority, then
   largest memory. A pod releases its memory in **bytes**: Koordinator multiplies it by 1000 here
-  (koordlet-anchors §2.7), which makes one victim look like enough; we do not.
+  (Koordinator ``plugins/memoryevict``), which makes one victim look like enough; we do not.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from koordlet.qosmanager.plugins.eviction import (
 )
 from koordlet.statesinformer import PodMeta
 
-BE_GATE, PRIORITY_GATE = "BEMemoryEvict", "MemoryEvict"
+BE_GATE, PRIORITY_GATE, ALLOCATABLE_GATE = "BEMemoryEvict", "MemoryEvict", "MemoryAllocatableEvict"
 DEFAULT_THRESHOLD_PERCENT = 70
 
 
@@ -81,7 +82,7 @@ def be_memory_evict_plan(snap: MemorySnapshot, cfg: MemoryEvictConfig) -> EvictP
         (
             candidate(pod, used=used, release=used or 0.0)
             for pod, used in snap.pods
-            if pod.is_be and gate_allows(pod.annotations, BE_GATE)
+            if pod.labelled_be and gate_allows(pod.annotations, BE_GATE)
         ),
         key=be_memory_order,
     )

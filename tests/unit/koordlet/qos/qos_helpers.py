@@ -127,3 +127,24 @@ def make_ctx(
         clock=clock,
         evictor=evictor,
     )
+
+
+class ScriptedEvictionAPI:
+    """An Eviction API whose answer per pod name is scripted (201 unless ``statuses`` says e.g. 429 for a
+    PodDisruptionBudget); records evictions and events (name, reason, type, message)."""
+
+    def __init__(self, statuses: dict[str, int] | None = None) -> None:
+        self.statuses = statuses or {}
+        self.evicted: list[str] = []
+        self.events: list[tuple[str, str, str, str]] = []
+
+    def evict(self, namespace: str, name: str, uid: str) -> int:
+        self.evicted.append(name)
+        return self.statuses.get(name, 201)
+
+    def record_event(self, pod: Any, reason: str, message: str, event_type: str) -> None:
+        self.events.append((pod.name, reason, event_type, message))
+
+
+def uid_for(n: int) -> str:
+    return f"abcdef00-0000-4000-8000-{n:012d}"

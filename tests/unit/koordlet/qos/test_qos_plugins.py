@@ -15,6 +15,7 @@ from koordlet.qosmanager import FeatureGates, PluginContext, QOSManager, QOSPlug
 from koordlet.qosmanager.evictor import EvictionOutcome, PodEvictor
 from koordlet.qosmanager.featuregates import KOORDLET_FEATURES, FeatureSpec, Maturity
 from koordlet.qosmanager.framework import PluginEntry
+from koordlet.qosmanager.plugins.batchresource import plugin as batchresource
 from koordlet.qosmanager.plugins.cgreconcile import plugin as cgreconcile
 from koordlet.qosmanager.plugins.cpuburst import plugin as cpuburst
 from koordlet.qosmanager.plugins.cpusuppress import plugin as cpusuppress
@@ -163,9 +164,9 @@ def test_cgroup_reconcile_on_temp_tree(
             (fake.root / rel / "memory.min").write_text("0\n")
     for rel in (meta.cgroup_dir, container_dir):
         fake.set_usage(rel)
-    plugin = cgreconcile.CgroupReconcile()
-    plugin.setup(ctx)
-    plugin.tick()
+    for plugin in (batchresource.BatchResource(), cgreconcile.CgroupReconcile()):
+        plugin.setup(ctx)
+        plugin.tick()
 
     def read(name: str) -> str:
         base = (
@@ -250,7 +251,7 @@ def test_be_memory_evict_plugin_evicts_lowest_priority_then_cools_down(tmp_path:
     feed(7.2)  # 72 % >= 70: release 4 % of 10 GiB = 0.4 GiB -> one 0.5 GiB BE pod
     plugin.tick()
     assert api.evicted == ["be-low"]
-    assert api.events == [("be-low", "EvictPodSuccess")]
+    assert api.events == [("be-low", "evictPodSuccess")]
     clock.advance(2)
     feed(7.2)
     plugin.tick()  # cooling down (4 s)
@@ -282,7 +283,7 @@ def test_evictor_guards_dedup_be_only_and_pdb() -> None:
     assert api.evicted == ["be", "be"]
     api.status = 429
     assert PodEvictor(api, node_name="n", clock=clock).evict(be, "MemoryEvict", "x") is EvictionOutcome.BLOCKED
-    assert api.events[-1] == ("be", "EvictPodFail")
+    assert api.events[-1] == ("be", "evictPodFail")
     assert (
         PodEvictor(api, node_name="n", clock=clock, dry_run=True).evict(be, "MemoryEvict", "x")
         is EvictionOutcome.DRY_RUN
@@ -293,12 +294,15 @@ def test_evictor_guards_dedup_be_only_and_pdb() -> None:
 # -- feature gates and supervision ---------------------------------------------------------------
 
 STRATEGY_GATES = [
+    "BatchResource",
     "BECPUSuppress",
     "CPUBurst",
     "CgroupReconcile",
     "BEMemoryEvict",
+    "MemoryAllocatableEvict",
     "MemoryEvict",
     "BECPUEvict",
+    "CPUAllocatableEvict",
     "CPUEvict",
 ]
 
@@ -328,7 +332,7 @@ async def test_strategy_off_when_its_gate_is_off(tmp_path: Path, gate: str) -> N
     )
 
 
-def test_default_gates_run_suppress_and_burst_only() -> None:
+def test_default_gates_run_suppress_burst_and_batch_resource() -> None:
     manager = QOSManager(builtin_registry())
     manager.instantiate()
     assert [
@@ -338,6 +342,7 @@ def test_default_gates_run_suppress_and_burst_only() -> None:
         "BECPUThrottleReporter",
         "BECPUSuppress",
         "CPUBurst",
+        "BatchResource",
     ]
 
 

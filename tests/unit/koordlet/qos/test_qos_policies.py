@@ -6,13 +6,7 @@ import pytest
 from qos_helpers import pod
 
 from apis.slo.nodeslo import MemoryQOSCfg, ResourceThresholdStrategy
-from koordlet.qosmanager.executor import ResourceUpdate
-from koordlet.qosmanager.plugins.cgreconcile.policy import (
-    BatchResources,
-    MemoryQOSValues,
-    batch_cgroup_levels,
-    memory_qos_values,
-)
+from koordlet.qosmanager.plugins.cgreconcile.policy import MemoryQOSValues, memory_qos_values
 from koordlet.qosmanager.plugins.cpuburst.policy import (
     Operation,
     PoolState,
@@ -340,21 +334,25 @@ def test_be_memory_victim_order_priority_then_memory() -> None:
         "default/be-nometric-5000",
         "default/be-big-5500",
     ]
-    assert [c.name for c in plan_victims(plan.ordered, plan.need)] == [
+    assert [c.name for c in plan_victims(plan.ordered, plan.need).victims] == [
         "default/be-big-5000",
         "default/be-small-5000",
         "default/be-nometric-5000",
         "default/be-big-5500",
     ]
-    assert [c.name for c in plan_victims(plan.ordered, 5 * GiB)] == ["default/be-big-5000", "default/be-small-5000"]
+    assert [c.name for c in plan_victims(plan.ordered, 5 * GiB).victims] == [
+        "default/be-big-5000",
+        "default/be-small-5000",
+    ]
 
 
 def test_victims_pending_eviction_count_without_reevicting() -> None:
     plan = be_memory_evict_plan(MemorySnapshot(100 * GiB, 75 * GiB, _mem_pods()), MemoryEvictConfig(70, 68))
     assert plan is not None
     first = plan.ordered[0].uid
-    got = plan_victims(plan.ordered, 5 * GiB, pending=lambda uid: uid == first)
-    assert [c.name for c in got] == ["default/be-small-5000"]
+    got = plan_victims(plan.ordered, 5 * GiB, pending={first})
+    assert [c.name for c in got.victims] == ["default/be-small-5000"]
+    assert [c.uid for c in got.pending] == [first] and got.outstanding == {}
 
 
 def test_priority_memory_evict_opt_in_order_and_bytes_not_x1000() -> None:
@@ -392,7 +390,7 @@ def test_priority_memory_evict_opt_in_order_and_bytes_not_x1000() -> None:
     assert plan is not None and plan.need == pytest.approx(5 * GiB)
     assert [c.name.split("/")[1] for c in plan.ordered] == ["b", "f", "c", "a"]
     # 1 + 1 + 2 GiB < 5 GiB: Koordinator's x1000 would stop after "b"; bytes need all four
-    assert [c.name.split("/")[1] for c in plan_victims(plan.ordered, plan.need)] == ["b", "f", "c", "a"]
+    assert [c.name.split("/")[1] for c in plan_victims(plan.ordered, plan.need).victims] == ["b", "f", "c", "a"]
     assert memory_evict_plan(MemorySnapshot(100 * GiB, 73 * GiB, pods), MemoryEvictConfig(70, 68)) is None
 
 
@@ -459,7 +457,7 @@ def test_be_cpu_victims_priority_then_usage_per_request_released_by_batch_reques
     assert plan is not None
     assert [c.name for c in plan.ordered] == ["default/hot", "default/cold", "default/high-prio"]
     assert [c.release for c in plan.ordered] == [1000, 1000, 4000]
-    assert [c.name for c in plan_victims(plan.ordered, plan.need)] == ["default/hot", "default/cold"]
+    assert [c.name for c in plan_victims(plan.ordered, plan.need).victims] == ["default/hot", "default/cold"]
 
 
 def test_cpu_evict_node_usage_release_and_opt_in() -> None:
@@ -473,31 +471,6 @@ def test_cpu_evict_node_usage_release_and_opt_in() -> None:
 
 
 # -- CgroupReconcile -----------------------------------------------------------------------------
-
-
-def test_batch_cgroup_levels_pod_sums_and_shares() -> None:
-    levels = batch_cgroup_levels(
-        "pod",
-        [("c1", BatchResources(1500, 2000, 1 * GiB)), ("c2", BatchResources(1, 0, 0))],
-        period_us=100000,
-    )
-    got = [[(u.rel_dir, u.resource, u.value) for u in level] for level in levels]
-    assert got == [
-        [("pod", "cpu.shares", "1537"), ("pod", "cpu.cfs_quota_us", "-1"), ("pod", "memory.limit_in_bytes", "-1")],
-        [
-            ("c1", "cpu.shares", "1536"),
-            ("c1", "cpu.cfs_quota_us", "200000"),
-            ("c1", "memory.limit_in_bytes", str(GiB)),
-            ("c2", "cpu.shares", "2"),
-            ("c2", "cpu.cfs_quota_us", "-1"),
-            ("c2", "memory.limit_in_bytes", "-1"),
-        ],
-    ]
-
-
-def test_batch_quota_unlimited_under_cfs_quota_suppress() -> None:
-    levels = batch_cgroup_levels("pod", [("c", BatchResources(1000, 1000, 0))], period_us=100000, quota_unlimited=True)
-    assert ResourceUpdate("cpu.cfs_quota_us", "c", "-1", "CgroupReconcile") in levels[1]
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,1 @@
+"""BatchResource: BE pod and container cgroups from their batch requests and limits."""
