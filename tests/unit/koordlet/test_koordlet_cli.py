@@ -17,9 +17,10 @@ import yaml
 from koordlet.app.flags import UsageError, build_parser, go_style, parse
 from koordlet.qosmanager import KOORDLET_FEATURES, FeatureGates, QOSManager, builtin_registry
 from koordlet.qosmanager.featuregates import parse_feature_gate_flag
+from tests.fixtures import KOORDINATOR_CHART
 
 REPO = Path(__file__).resolve().parents[3]
-CHART = REPO / "tests" / "unit" / "deploy" / "fixtures" / "koordinator" / "chart-v1.8.0"
+CHART = KOORDINATOR_CHART
 KOORDLET_BIN = Path(sys.executable).parent / "koordlet"
 
 
