@@ -232,12 +232,19 @@ def _parse(raw: Mapping[str, Any], name: str, base: dict[str, Any]) -> Reservati
         taints=parse_taints(spec.get("taints")),
         phase=str(status.get("phase") or PHASE_PENDING),
         node_name=str(status.get("nodeName") or ""),
-        allocatable=parse_resource_list(status.get("allocatable") or {}),
-        allocated=parse_resource_list(status.get("allocated") or {}),
+        allocatable=_resources(status, "allocatable"),
+        allocated=_resources(status, "allocated"),
         current_owners=current,
         conditions=conditions,
         invalid="; ".join(problems),
     )
+
+
+def _resources(status: Mapping[str, Any], key: str) -> FrozenDict[str, int]:
+    try:
+        return parse_resource_list(status.get(key) or {})
+    except ParseError as err:
+        raise err.under(f"status.{key}") from None
 
 
 def _duration(raw: Any, path: str) -> float:

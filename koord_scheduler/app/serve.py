@@ -381,7 +381,9 @@ def _reservation_controller(
         return None
     api = ApiSettings(kubeconfig=options.kubeconfig or None)
     is_leader: Callable[[], bool] = (lambda: elector.is_leader) if elector is not None else (lambda: True)
-    return ReservationControllerThread(api, ControllerOptions(), is_leader=is_leader)
+    return ReservationControllerThread(
+        api, ControllerOptions(), is_leader=is_leader, object_errors=scheduler.metrics.object_errors
+    )
 
 
 def _elector(options: ServeOptions, source: KubeClusterSource, metrics: SchedulerMetrics) -> LeaderElector:
