@@ -205,7 +205,8 @@ class SchedulerProcess:
 
     @classmethod
     def start(
-        cls, plane: ControlPlane, config: dict[str, Any], work: Path, *, name: str = "koord", wait_ready: bool = True
+        cls, plane: ControlPlane, config: dict[str, Any], work: Path, *, name: str = "koord", wait_ready: bool = True,
+        verbosity: int = 2,
     ) -> SchedulerProcess:
         work.mkdir(parents=True, exist_ok=True)
         config_path = work / f"{name}.yaml"
@@ -215,7 +216,7 @@ class SchedulerProcess:
         log = log_path.open("ab")
         process = subprocess.Popen(
             [str(KOORD_SCHEDULER), "--config", str(config_path), "--kubeconfig", str(plane.kubeconfig),
-             "--metrics-port", str(port), "--bind-address", "127.0.0.1", "-v", "2"],
+             "--metrics-port", str(port), "--bind-address", "127.0.0.1", "-v", str(verbosity)],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )

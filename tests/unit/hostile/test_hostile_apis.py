@@ -174,7 +174,9 @@ _SUFFIXES = st.sampled_from(["", "m", "k", "M", "G", "T", "P", "E", "Ki", "Mi", 
 
 @settings(max_examples=60, deadline=None)
 @given(
-    digits=st.integers(min_value=0, max_value=10**25), suffix=_SUFFIXES, negative=st.booleans(),
+    digits=st.integers(min_value=0, max_value=10**25),
+    suffix=_SUFFIXES,
+    negative=st.booleans(),
     resource=st.sampled_from(["cpu", "memory", "pods", "nvidia.com/gpu"]),
 )
 def test_any_quantity_is_an_int64_amount_or_a_clear_error(

@@ -66,9 +66,7 @@ def test_malformed_reservation_is_marked_failed_with_the_field(spec: dict[str, A
 async def test_one_bad_reservation_does_not_stop_the_others_expiring(caplog: pytest.LogCaptureFixture) -> None:
     errors = ObjectErrors()
     writer = Writer(fail_on="unwritable")
-    reconciler = Reconciler(
-        ControllerOptions(), writer, clock=lambda: CREATED + 7200, object_errors=errors
-    )
+    reconciler = Reconciler(ControllerOptions(), writer, clock=lambda: CREATED + 7200, object_errors=errors)
     view = ClusterView(owners={}, nodes={})
     broken_status = reservation("weird-status")
     broken_status["status"] = {"phase": "Pending", "conditions": 5}
