@@ -31,6 +31,9 @@ def load_scheduler_config(
         text = file_path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError([], source=str(file_path), summary=f"cannot read file: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        summary = f"not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}); is it a binary file?"
+        raise ConfigError([], source=str(file_path), summary=summary) from None
     return parse_scheduler_config(text, source=str(file_path), args_models=args_models)
 
 
@@ -126,6 +129,8 @@ def _parse_text(data: str | bytes, source: str) -> Any:
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc)
         raise ConfigError([], source=source, summary=f"invalid YAML: {where}{problem}") from None
+    except RecursionError:
+        raise ConfigError([], source=source, summary="invalid YAML: nested too deeply") from None
     if len(documents) != 1:
         raise ConfigError([], source=source, summary=f"expected one YAML document, found {len(documents)}")
     return documents[0]
