@@ -311,7 +311,7 @@ class Reflector:
                 value = self.kind.parser(obj)
         except ValueError as err:
             # Treated as absent: a version that parsed earlier must not stay in use.
-            self._deliver_delete(key)
+            self._remove(key)
             self._reject(key, obj, "Invalid", str(err), None)
             return
         self._rejected.pop(key, None)
@@ -326,6 +326,9 @@ class Reflector:
 
     def _deliver_delete(self, key: str) -> None:
         self._rejected.pop(key, None)
+        self._remove(key)
+
+    def _remove(self, key: str) -> None:
         old = self.store.pop(key, None)
         if old is not None:
             failure = self._call(EventType.DELETED, old.value, None)

@@ -234,12 +234,16 @@ class KubeClusterSource:
         Event on the object, where ``kubectl describe`` shows it."""
         sink = self._sink
         kind = rejection.kind
-        if sink is None or not sink.on_invalid_object(
-            kind.kind, rejection.key, rejection.reason, rejection.message, rejection.exc
-        ):
-            return
         meta = rejection.obj.get("metadata") if isinstance(rejection.obj, dict) else None
         meta = meta if isinstance(meta, dict) else {}
+        # Each version is reported once (the reflector sees it again on every relist); a later version
+        # with the same problem is reported again.
+        version = str(meta.get("resourceVersion") or "")
+        message = f"{rejection.message} (resourceVersion {version})" if version else rejection.message
+        if sink is None:
+            return
+        if not sink.on_invalid_object(kind.kind, rejection.key, rejection.reason, message, rejection.exc):
+            return
         namespace, _, name = rejection.key.rpartition("/")
         api_version = f"{kind.group}/{kind.version}" if kind.group else kind.version
         regarding = Regarding(

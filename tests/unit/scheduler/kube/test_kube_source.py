@@ -252,6 +252,21 @@ async def test_a_version_that_fails_to_parse_takes_the_object_out(api: FakeApi, 
     assert sink.nodes["n"].allocatable["cpu"] == 8000
 
 
+async def test_each_bad_version_is_reported_once(api: FakeApi, source: KubeClusterSource) -> None:
+    sink = RecordingSink()
+    await source.start(sink)
+    bad = make_node("n").obj()
+    bad["status"]["allocatable"] = {"cpu": "-1"}
+    api.put("nodes", bad)
+    api.put("nodes", bad)  # a new resourceVersion, the same problem: reported again
+    api.put("nodes", make_node("n").obj())  # fixed
+    api.put("nodes", bad)  # broken again
+    api.put("pods", make_pod("marker").obj())
+    await eventually(lambda: "default/marker" in sink.pods)
+    assert sink.object_errors.count("Node", "Invalid") == 3
+    assert "n" not in sink.nodes
+
+
 async def test_a_failing_handler_does_not_stop_the_watch(api: FakeApi, source: KubeClusterSource) -> None:
     class Exploding(RecordingSink):
         def on_node(self, event: EventType, old: Node | None, new: Node | None) -> None:
