@@ -6,6 +6,8 @@ valid Reservations; every bad object is named in one log line and counted in
 from __future__ import annotations
 
 import sys
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -16,6 +18,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scheduler"))
 
+from controlplane import free_port
 from kubesched import SchedulerProcess, Scope, scheduler_config, wait_until
 
 pytestmark = pytest.mark.integration
@@ -95,6 +98,15 @@ def reservation(scope: Scope, name: str, *, cpu: str = "100m", ttl: str = "1h") 
     }
 
 
+def put(url: str, body: str) -> tuple[int, str]:
+    request = urllib.request.Request(url, data=body.encode(), method="PUT")
+    try:
+        with urllib.request.urlopen(request, timeout=5) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read().decode()
+
+
 def ready_condition(scope: Scope, name: str) -> tuple[str, str, str] | None:
     """(phase, Ready reason, Ready message) of the Reservation, once it is Failed."""
     result = scope.plane.request("GET", f"{RESERVATIONS}/{scope.name}-{name}")
@@ -115,8 +127,17 @@ def test_bad_objects_do_not_stop_scheduling_or_expiry(scope: Scope, tmp_path: Pa
 
     config = scheduler_config(scope)
     config["profiles"][0]["plugins"] = PLUGINS
-    scheduler = SchedulerProcess.start(scope.plane, config, tmp_path, verbosity=0)
+    debug_port = free_port()
+    scheduler = SchedulerProcess.start(
+        scope.plane, config, tmp_path, verbosity=0, extra_args=[f"--debug-flags-port={debug_port}"]
+    )
     try:
+        # The debug switches: not on the metrics port; on loopback, range-checked.
+        assert put(f"http://127.0.0.1:{scheduler.port}/debug/flags/s", "3")[0] in (404, 405)
+        assert put(f"http://127.0.0.1:{debug_port}/debug/flags/s", "1000000")[0] == 400
+        assert put(f"http://127.0.0.1:{debug_port}/debug/flags/s", "-5")[0] == 400
+        assert put(f"http://127.0.0.1:{debug_port}/debug/flags/s", "0") == (200, "s=0\n")
+
         scope.ok("POST", RESERVATIONS, reservation(scope, "bad-ttl", ttl="forever"))
         scope.ok("POST", RESERVATIONS, reservation(scope, "huge-cpu", cpu="1e23"))
         scope.ok("POST", RESERVATIONS, reservation(scope, "short", ttl="3s"))

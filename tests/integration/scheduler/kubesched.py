@@ -21,7 +21,7 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -206,7 +206,7 @@ class SchedulerProcess:
     @classmethod
     def start(
         cls, plane: ControlPlane, config: dict[str, Any], work: Path, *, name: str = "koord", wait_ready: bool = True,
-        verbosity: int = 2,
+        verbosity: int = 2, extra_args: Sequence[str] = (),
     ) -> SchedulerProcess:
         work.mkdir(parents=True, exist_ok=True)
         config_path = work / f"{name}.yaml"
@@ -216,7 +216,7 @@ class SchedulerProcess:
         log = log_path.open("ab")
         process = subprocess.Popen(
             [str(KOORD_SCHEDULER), "--config", str(config_path), "--kubeconfig", str(plane.kubeconfig),
-             "--metrics-port", str(port), "--bind-address", "127.0.0.1", "-v", str(verbosity)],
+             "--metrics-port", str(port), "--bind-address", "127.0.0.1", "-v", str(verbosity), *extra_args],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
