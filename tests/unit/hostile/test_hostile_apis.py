@@ -3,6 +3,7 @@ with the object and the field named, whatever the caller (informer, simulate, co
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import pytest
@@ -209,3 +210,44 @@ def test_load_rows_past_int64_saturate_instead_of_raising() -> None:
 
     got = _int64([[[2**63 - 1 + 425, 7]], [[3, 4]]])
     assert got.tolist() == [[[2**63 - 1, 7]], [[3, 4]]]
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=8)
+    | st.sampled_from(["1e400", "-1", "99999999999999999999999", "100Ei", "forever", "2026-01-01T00:00:00Z"]),
+    lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=6), children, max_size=3),
+    max_leaves=12,
+)
+_KEYS = st.sampled_from([
+    "spec", "status", "containers", "resources", "requests", "limits", "cpu", "memory", "allocatable",
+    "nodeMetric", "nodeUsage", "template", "ttl", "expires", "owners", "metadata", "name", "podsMetric",
+])
+
+
+def _hostile_object(draw: Any) -> dict[str, Any]:
+    """A named object whose known fields hold random JSON, nested where the parsers look."""
+    obj: dict[str, Any] = {"metadata": {"name": "x", "namespace": "ns"}}
+    node: dict[str, Any] = obj
+    for _ in range(draw(st.integers(min_value=1, max_value=4))):
+        key = draw(_KEYS)
+        if draw(st.booleans()):
+            child: dict[str, Any] = {}
+            node[key] = child
+            node = child
+        else:
+            node[key] = draw(_JSON)
+    return obj
+
+
+@settings(max_examples=80, deadline=None)
+@given(data=st.data())
+def test_parsers_raise_only_value_errors_on_random_objects(data: st.DataObject) -> None:
+    obj = _hostile_object(data.draw)
+    for parse in (parse_pod, parse_node, parse_node_metric):
+        with contextlib.suppress(ValueError):
+            parse(obj)
+    if obj["metadata"] == {"name": "x", "namespace": "ns"}:
+        assert parse_reservation(obj).name == "x"  # a named Reservation never raises: invalid is set instead
+    else:
+        with contextlib.suppress(ValueError):
+            parse_reservation(obj)
