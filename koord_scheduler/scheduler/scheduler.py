@@ -210,13 +210,16 @@ class Scheduler:
             self.queue.done(pod.key)
             return True
         perf_start = time.perf_counter()
+        state = CycleState()
         try:
-            self._schedule_cycle(fwk, qpi, perf_start)
+            self._schedule_cycle(fwk, state, qpi, perf_start)
         except Exception as exc:  # one pod's failure stays that pod's: the loop goes on
-            self._contain_cycle_failure(fwk, qpi, exc, perf_start)
+            self._contain_cycle_failure(fwk, state, qpi, exc, perf_start)
         return True
 
-    def _contain_cycle_failure(self, fwk: Framework, qpi: QueuedPodInfo, exc: Exception, perf_start: float) -> None:
+    def _contain_cycle_failure(
+        self, fwk: Framework, state: CycleState, qpi: QueuedPodInfo, exc: Exception, perf_start: float
+    ) -> None:
         """What the runtime did not turn into a status raised in ``qpi``'s cycle (a plugin's per-node
         computation on an extreme value, say): reported once, the pod forgotten if it was assumed and
         retried with backoff as after any error, and the next pod scheduled."""
@@ -226,7 +229,7 @@ class Scheduler:
         # Assumed in this cycle (a pod already in the cache is never popped into one), binding not started.
         assumed = self.cache.get_pod(pod.key) if self.cache.is_assumed(pod.key) else None
         if assumed is not None:
-            fwk.run_unreserve(CycleState(), assumed, assumed.node_name)
+            fwk.run_unreserve(state, assumed, assumed.node_name)
             self.cache.forget_pod(assumed)
         try:
             self._fail(fwk, qpi, Status(Code.ERROR, (message,)), message, perf_start, error=True)
@@ -235,11 +238,10 @@ class Scheduler:
             self.queue.add_unschedulable(qpi, error=True)
             self.queue.done(pod.key)
 
-    def _schedule_cycle(self, fwk: Framework, qpi: QueuedPodInfo, perf_start: float) -> None:
+    def _schedule_cycle(self, fwk: Framework, state: CycleState, qpi: QueuedPodInfo, perf_start: float) -> None:
         """The scheduling cycle of one pod (``schedulingCycle`` in kube-scheduler's ``schedule_one.go``)."""
         pod = qpi.pod
         started = self.clock()
-        state = CycleState()
         try:
             result = schedule_pod(fwk, state, pod, self.cache.snapshot, self.sampler, nominator=self.nominator)
         except FitError as err:
