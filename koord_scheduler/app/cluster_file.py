@@ -92,8 +92,10 @@ def parse_cluster_text(
             elif kind in extra:
                 parsed = extra[kind](obj)  # validate now, so a bad object is reported and skipped
                 out.objects.setdefault(kind, []).append((name, dict(obj)))
-                if isinstance(parsed, ReservationRecord) and parsed.invalid:
-                    # Kept (the Reservation plugin reports it too, as the scheduler does in a cluster).
+                if isinstance(parsed, ReservationRecord) and parsed.malformed:
+                    # A field that cannot be read is an input problem. Kept all the same: the Reservation
+                    # plugin reports it in its section, as it does for one that is merely incomplete
+                    # (no owners), which Koordinator ignores and so does this file's exit status.
                     out.problems.append(ObjectProblem(source, label, parsed.invalid))
             else:
                 out.problems.append(ObjectProblem(source, label, f"unsupported kind {kind!r} (ignored)"))
