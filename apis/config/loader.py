@@ -20,6 +20,7 @@ from apis.config.errors import ConfigError, FieldError, invalid, not_supported, 
 from apis.config.plugin_args import IN_TREE_ARGS
 from apis.config.types import API_VERSION, KIND, KubeSchedulerConfiguration
 from apis.config.validation import validate_configuration
+from apis.core import yamlsafe
 
 
 def load_scheduler_config(
@@ -123,7 +124,7 @@ def strip_helm_template(text: str, *, placeholder: str = "helm-value") -> str:
 
 def _parse_text(data: str | bytes, source: str) -> Any:
     try:
-        documents = [d for d in yaml.safe_load_all(data) if d is not None]
+        documents = [d for d in yamlsafe.safe_load_all(data) if d is not None]
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""

@@ -16,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from apis.core import yamlsafe
 from apis.core.errors import ParseError
 from apis.core.parse import parse_node, parse_pod
 from apis.core.types import Node, Pod
@@ -135,7 +136,7 @@ def _load_documents(text: str, source: str, problems: list[ObjectProblem]) -> li
             continue
         number += 1
         try:
-            out.append((number, yaml.safe_load(chunk)))
+            out.append((number, yamlsafe.safe_load(chunk)))
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             last_line = first_line + max(0, len(chunk.rstrip().splitlines()) - 1)

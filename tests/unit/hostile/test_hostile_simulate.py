@@ -97,6 +97,41 @@ def test_one_broken_document_costs_only_itself(tmp_path: Path, capsys: pytest.Ca
     )
 
 
+def billion_laughs(levels: int = 11) -> str:
+    lines = [
+        "kind: Pod",
+        "metadata: {name: lol}",
+        "spec:",
+        "  containers: [{name: c}]",
+        "  x0: &x0 [l, l, l, l, l, l, l, l, l]",
+    ]
+    lines += [f"  x{i}: &x{i} [{', '.join([f'*x{i - 1}'] * 9)}]" for i in range(1, levels + 1)]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize(
+    ("document", "want_problem"),
+    [
+        pytest.param(billion_laughs(), "excessive aliasing", id="billion-laughs"),
+        pytest.param(
+            "kind: Pod\nmetadata: &m {name: p2, labels: *m}\nspec: {containers: [{name: c}]}\n",
+            "an alias refers to a node that contains it",
+            id="recursive-alias",
+        ),
+    ],
+)
+def test_alias_bombs_cost_only_their_document(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], document: str, want_problem: str
+) -> None:
+    text = "\n---\n".join([NODE, document, pod_doc("ok")])
+    code, out, err = simulate(capsys, "--cluster", write(tmp_path, "c.yaml", text), "-o", "json")
+    doc = json.loads(out)
+    assert {p["name"]: p["node"] for p in doc["pods"]} == {"ok": "n1"}
+    (problem,) = doc["problems"]
+    assert "document 2" in problem and want_problem in problem
+    assert code == 1 and "Traceback" not in err
+
+
 @pytest.mark.parametrize(
     ("document", "want_problem"),
     [
@@ -236,3 +271,12 @@ def test_mutated_example_clusters_never_raise(
         caplog.clear()
     if len(seeds) > 20:
         assert outcomes.get(1, 0) > len(seeds) // 4, outcomes  # the mutations do break things
+
+
+def test_alias_bomb_in_config_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n" + billion_laughs()
+    cluster = write(tmp_path, "c.yaml", NODE)
+    code, out, err = simulate(capsys, "--cluster", cluster, "--config", write(tmp_path, "cfg.yaml", config))
+    assert code == 2 and out == ""
+    (line,) = err.strip().splitlines()
+    assert "cfg.yaml" in line and "excessive aliasing" in line
