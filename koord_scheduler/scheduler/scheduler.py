@@ -30,7 +30,7 @@ from koord_scheduler.scheduler.cache import SchedulerCache
 from koord_scheduler.scheduler.heap import HeapSettler
 from koord_scheduler.scheduler.metrics import SchedulerMetrics, attempts_label
 from koord_scheduler.scheduler.nominator import PodNominator
-from koord_scheduler.scheduler.object_errors import SCHEDULING_ERROR
+from koord_scheduler.scheduler.object_errors import HANDLER_ERROR, SCHEDULING_ERROR
 from koord_scheduler.scheduler.queue import SchedulingQueue
 from koord_scheduler.scheduler.source import ClusterSource, EventType
 
@@ -140,8 +140,10 @@ class Scheduler:
         for handler in self._pod_handlers:
             try:
                 handler(event, old, new)
-            except Exception:
-                log.exception("pod event handler failed")
+            except Exception as exc:  # a plugin's pod state may miss this pod; the others go on
+                pod = new or old
+                message = f"pod event handler raised {type(exc).__name__}: {exc}"
+                self.metrics.object_errors.report("Pod", pod.key if pod else "", HANDLER_ERROR, message, exc=exc)
 
     def watch_pods(self, handler: ObjectHandler) -> None:
         """Plugins that keep per-pod state get every pod event after the cache and queue have it."""

@@ -63,3 +63,20 @@ def test_object_errors_log_and_count_each_problem_once(caplog: pytest.LogCapture
     assert errors.count("Reservation", "Invalid") == 3
     assert len(caplog.records) == 3
     assert caplog.records[0].getMessage() == "Reservation r1 ignored (Invalid): spec.ttl: bad"
+
+
+async def test_a_raising_pod_handler_is_reported_once_and_scheduling_goes_on(caplog: pytest.LogCaptureFixture) -> None:
+    nodes = [make_node("n1").capacity(cpu="4", memory="8Gi", pods=10).build()]
+    cluster = MemoryCluster.from_objects(nodes, [make_pod("a").req(cpu="1").build()])
+    scheduler = build_scheduler(parse_scheduler_config(CONFIG), in_tree_registry(), cluster, clock=lambda: NOW)
+
+    def exploding(event: Any, old: Pod | None, new: Pod | None) -> None:
+        raise KeyError("state missing")
+
+    scheduler.watch_pods(exploding)
+    await cluster.start(scheduler)
+    with caplog.at_level(logging.WARNING):
+        await scheduler.run_until_idle()
+    assert cluster.pods["default/a"].node_name == "n1"
+    assert scheduler.metrics.object_errors.count("Pod", "HandlerError") == 1
+    assert not any(r.exc_info for r in caplog.records)
