@@ -20,6 +20,7 @@ from apis.config.errors import ConfigError, FieldError, invalid, not_supported, 
 from apis.config.plugin_args import IN_TREE_ARGS
 from apis.config.types import API_VERSION, KIND, KubeSchedulerConfiguration
 from apis.config.validation import validate_configuration
+from apis.core import yamlsafe
 
 
 def load_scheduler_config(
@@ -31,6 +32,9 @@ def load_scheduler_config(
         text = file_path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError([], source=str(file_path), summary=f"cannot read file: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        summary = f"not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}); is it a binary file?"
+        raise ConfigError([], source=str(file_path), summary=summary) from None
     return parse_scheduler_config(text, source=str(file_path), args_models=args_models)
 
 
@@ -120,12 +124,14 @@ def strip_helm_template(text: str, *, placeholder: str = "helm-value") -> str:
 
 def _parse_text(data: str | bytes, source: str) -> Any:
     try:
-        documents = [d for d in yaml.safe_load_all(data) if d is not None]
+        documents = [d for d in yamlsafe.safe_load_all(data) if d is not None]
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc)
         raise ConfigError([], source=source, summary=f"invalid YAML: {where}{problem}") from None
+    except RecursionError:
+        raise ConfigError([], source=source, summary="invalid YAML: nested too deeply") from None
     if len(documents) != 1:
         raise ConfigError([], source=source, summary=f"expected one YAML document, found {len(documents)}")
     return documents[0]

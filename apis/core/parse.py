@@ -48,9 +48,9 @@ from apis.core.jsonfields import (
     type_name,
 )
 from apis.core.podresources import aggregate_pod_resources, pod_qos_class
+from apis.core.quantity import MAX_AMOUNT, nanos_to_amount, quantity_nanos
 from apis.core.quantity import NANOS_PER_MILLI as _NANOS_PER_MILLI
 from apis.core.quantity import NANOS_PER_UNIT as _NANOS_PER_UNIT
-from apis.core.quantity import nanos_to_amount, quantity_nanos
 from apis.core.selector_parse import (
     parse_affinity_fragment,
     parse_label_selector_fragment,
@@ -84,10 +84,14 @@ _TOLERATION_OPERATORS = frozenset({"Equal", "Exists", "Lt", "Gt"})
 # --- public entry points ---------------------------------------------------------------------------
 
 
-def parse_pod(obj: Json) -> Pod:
-    """A :class:`~apis.core.types.Pod` from its raw JSON. Raises ``ParseError`` for malformed input."""
+def parse_pod(obj: Json, *, require_containers: bool = True) -> Pod:
+    """A :class:`~apis.core.types.Pod` from its raw JSON. Raises ``ParseError`` for malformed input.
+
+    What the API server's validation would refuse is refused here too, since files and CRD templates
+    bypass it: a negative or beyond-int64 request, limit or overhead, and a pod without containers
+    (``require_containers=False`` allows that for pods built from templates, such as reserve pods)."""
     try:
-        return _pod(obj)
+        return _pod(obj, require_containers)
     except ParseError as err:
         raise err.for_object("Pod", _display_name(obj, "default")) from None
 
@@ -255,10 +259,23 @@ def _resource_nanos(obj: Json, key: str) -> dict[str, int]:
         if type(name) is not str:
             raise invalid(key, f"expected resource names, got {type_name(name)} {quote(name)}")
         try:
-            out[name] = quantity_nanos(quantity)
+            nanos = quantity_nanos(quantity)
         except QuantityError as err:
             raise invalid(join_path(key, key_path(name)), str(err)) from None
+        if nanos < 0 or (nanos > _MAX_CPU_NANOS and name == CPU):
+            raise invalid(join_path(key, key_path(name)), _out_of_range(name, quantity, nanos))
+        out[name] = nanos
     return out
+
+
+_MAX_CPU_NANOS = MAX_AMOUNT * _NANOS_PER_MILLI
+
+
+def _out_of_range(name: str, quantity: object, nanos: int) -> str:
+    shown = quote(quantity if isinstance(quantity, str) else repr(quantity))
+    if nanos < 0:
+        return f"{shown} must be greater than or equal to 0"
+    return f"{shown} is too large: {name} must fit an int64 in millicores"
 
 
 def _amounts(nanos: dict[str, int]) -> FrozenDict[str, int]:
@@ -332,7 +349,7 @@ def _containers(spec: Json, key: str) -> list[_Container]:
 # --- pods ------------------------------------------------------------------------------------------
 
 
-def _pod(obj: Json) -> Pod:
+def _pod(obj: Json, require_containers: bool = True) -> Pod:
     meta = _object_meta(obj, "default")
     spec = get_map(obj, "spec")
     status = get_map(obj, "status")
@@ -381,7 +398,7 @@ def _pod(obj: Json) -> Pod:
         images = tuple(c.image for c in init_containers) + tuple(c.image for c in containers)
         selector = spec.get("nodeSelector")
         affinity = spec.get("affinity")
-        return Pod(
+        pod = Pod(
             meta=meta,
             scheduler_name=get_str(spec, "schedulerName") or "default-scheduler",
             node_name=get_str(spec, "nodeName"),
@@ -412,6 +429,9 @@ def _pod(obj: Json) -> Pod:
             conditions=conditions,
             condition_times=condition_times,
         )
+        if not containers and require_containers:
+            raise invalid("containers", "required: a pod needs at least one container")
+        return pod
     except ParseError as err:
         raise err.under("spec") from None
 

@@ -9,10 +9,12 @@ Grammar (``quantity.go``)::
                   | e<sign>?<digits> | E<sign>?<digits>     (decimal exponent)
 
 Like ``ParseQuantity``, every non-zero value is rounded *away from zero* to a whole number of
-nano-units and its magnitude is capped at ``2**63 - 1`` base units. Every quantity is therefore an
-integer number of nano-units, which is how this module represents it internally: sums are exact
-integer additions, and rounding happens once, on the total, exactly as Kubernetes adds ``Quantity``
-values and only then calls ``MilliValue()`` / ``Value()``.
+nano-units. A magnitude above ``2**63 - 1`` base units is rejected (:class:`QuantityError`), not capped
+as ``ParseQuantity`` caps it: a capped value silently changes what the user asked for, and the
+scheduler's int64 arrays could not hold it. Every quantity is therefore an integer number of
+nano-units, which is how this module represents it internally: sums are exact integer additions,
+and rounding happens once, on the total, exactly as Kubernetes adds ``Quantity`` values and only then
+calls ``MilliValue()`` / ``Value()``.
 
 No floats anywhere: a float input (YAML ``cpu: 0.5``) is read through its shortest ``repr``.
 """
@@ -30,7 +32,11 @@ from apis.core.types import CPU
 NANOS_PER_UNIT = 1_000_000_000
 NANOS_PER_MILLI = 1_000_000
 MAX_UNITS = 2**63 - 1
-"""``maxAllowed`` in ``quantity.go``: larger magnitudes are capped."""
+"""``maxAllowed`` in ``quantity.go``: larger magnitudes are rejected (see the module docstring)."""
+MAX_AMOUNT = 2**63 - 1
+"""The largest scheduler amount (:func:`to_amount`): an int64 in the resource's canonical unit
+(millicores for cpu, base units otherwise), Kubernetes' limit for ``MilliValue()`` / ``Value()``."""
+TOO_LARGE = "exceeds the largest quantity (2^63-1 base units)"
 
 _NUMBER = re.compile(r"([+-]?)([0-9]*)(?:\.([0-9]*))?")
 _EXPONENT = re.compile(r"[eE]([+-]?[0-9]+)")
@@ -76,7 +82,7 @@ def quantity_nanos(value: str | int | float) -> int:
         raise QuantityError(str(value).lower(), "expected a string or a number")
     if isinstance(value, int):
         if abs(value) > MAX_UNITS:
-            value = MAX_UNITS if value > 0 else -MAX_UNITS
+            raise QuantityError(str(value), TOO_LARGE)
         return value * NANOS_PER_UNIT
     if isinstance(value, float):
         if not math.isfinite(value):
@@ -110,23 +116,26 @@ def _nanos_of_text(text: str) -> int:
             decimal_exponent += int(exponent.group(1))
         binary_exponent = 0
     magnitude = _to_nanos(mantissa, decimal_exponent, binary_exponent)
+    if magnitude > MAX_UNITS * NANOS_PER_UNIT:
+        raise QuantityError(text, TOO_LARGE)
     return -magnitude if sign == "-" else magnitude
 
 
 def _to_nanos(mantissa: int, decimal_exponent: int, binary_exponent: int) -> int:
-    """``ceil(mantissa * 10**decimal_exponent * 2**binary_exponent * 1e9)``, capped at MAX_UNITS."""
+    """``ceil(mantissa * 10**decimal_exponent * 2**binary_exponent * 1e9)``; anything above MAX_UNITS
+    comes back as MAX_UNITS + 1 units (the caller rejects it) without computing a huge power."""
     if mantissa == 0:
         return 0
     exponent = decimal_exponent + 9  # in nano-units
     if exponent > _MAX_DECIMAL_EXPONENT:
-        return MAX_UNITS * NANOS_PER_UNIT
+        return (MAX_UNITS + 1) * NANOS_PER_UNIT
     if exponent < _MIN_DECIMAL_EXPONENT:
         return 1  # a positive value below one nano-unit rounds up to one
     numerator = mantissa << binary_exponent
     scale: int = 10 ** abs(exponent)
     if exponent < 0:
         return -(-numerator // scale)  # ceiling division: round up to the next nano-unit
-    return min(numerator * scale, MAX_UNITS * NANOS_PER_UNIT)
+    return min(numerator * scale, (MAX_UNITS + 1) * NANOS_PER_UNIT)
 
 
 def scale_up(nanos: int, divisor: int) -> int:

@@ -9,16 +9,18 @@ Only an object without a name raises ``ValueError``.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from apis.core.errors import ParseError
+from apis.core.errors import ParseError, join_path, quote
 from apis.core.frozendict import FrozenDict
-from apis.core.jsonfields import invalid
+from apis.core.jsonfields import invalid, type_name
 from apis.core.parse import (
     parse_label_selector,
     parse_node_selector_term,
+    parse_pod,
     parse_resource_list,
     parse_taints,
     parse_timestamp,
@@ -90,6 +92,10 @@ class ReservationRecord:
     conditions: tuple[tuple[str, str, str, str], ...] = ()
     """(type, status, reason, message)."""
     invalid: str = ""
+    malformed: bool = False
+    """``invalid`` is a field that cannot be read at all (a ttl that is no duration, a quantity out of
+    range, a template that is no object), not just a required part missing: the controller marks such a
+    Reservation Failed, since no later event can make it expire or fit."""
 
     @property
     def is_valid(self) -> bool:
@@ -134,7 +140,7 @@ def parse_reservation(raw: Mapping[str, Any]) -> ReservationRecord:
     try:
         return _parse(raw, name, base)
     except (ParseError, ValueError, TypeError, KeyError, AttributeError) as exc:
-        return ReservationRecord(name=name, **base, invalid=f"invalid Reservation: {exc}")
+        return ReservationRecord(name=name, **base, invalid=f"invalid Reservation: {exc}", malformed=True)
 
 
 def _meta_fields(meta: Mapping[str, Any]) -> dict[str, Any]:
@@ -171,16 +177,28 @@ def _parse(raw: Mapping[str, Any], name: str, base: dict[str, Any]) -> Reservati
         raise invalid("spec", "expected an object")
     problems: list[str] = []
     template = spec.get("template")
-    if not isinstance(template, Mapping) or not template:
+    if template is not None and not isinstance(template, Mapping):
+        raise invalid("spec.template", f"expected an object, got {type_name(template)}")
+    if not template:
         problems.append("spec.template is required")
         template = None
-    owners = tuple(_owner(o, i) for i, o in enumerate(spec.get("owners") or ()))
+    else:
+        _check_template(template, name)
+    owners_raw = spec.get("owners")
+    if owners_raw is not None and not isinstance(owners_raw, list):
+        raise invalid("spec.owners", f"expected an array, got {type_name(owners_raw)}")
+    owners = tuple(_owner(o, i) for i, o in enumerate(owners_raw or ()))
     if not owners:
         problems.append("spec.owners must name at least one owner")
     ttl_raw = spec.get("ttl")
     expires_raw = spec.get("expires")
-    ttl = None if ttl_raw is None else parse_go_duration(str(ttl_raw))
-    expires = parse_timestamp(expires_raw) if expires_raw is not None else None
+    ttl = None if ttl_raw is None else _duration(ttl_raw, "spec.ttl")
+    expires = None
+    if expires_raw is not None:
+        try:
+            expires = parse_timestamp(expires_raw)
+        except ParseError as err:
+            raise err.under("spec.expires") from None
     if ttl is None and expires is None:
         if "ttl" in spec:
             problems.append("one of spec.ttl and spec.expires is required")
@@ -214,12 +232,43 @@ def _parse(raw: Mapping[str, Any], name: str, base: dict[str, Any]) -> Reservati
         taints=parse_taints(spec.get("taints")),
         phase=str(status.get("phase") or PHASE_PENDING),
         node_name=str(status.get("nodeName") or ""),
-        allocatable=parse_resource_list(status.get("allocatable") or {}),
-        allocated=parse_resource_list(status.get("allocated") or {}),
+        allocatable=_resources(status, "allocatable"),
+        allocated=_resources(status, "allocated"),
         current_owners=current,
         conditions=conditions,
         invalid="; ".join(problems),
     )
+
+
+def _resources(status: Mapping[str, Any], key: str) -> FrozenDict[str, int]:
+    try:
+        return parse_resource_list(status.get(key) or {})
+    except ParseError as err:
+        raise err.under(f"status.{key}") from None
+
+
+def _duration(raw: Any, path: str) -> float:
+    """A ``metav1.Duration`` (a Go duration string); anything else is malformed, as Go's decoder says."""
+    text = raw if isinstance(raw, str) else json.dumps(raw)
+    try:
+        seconds = parse_go_duration(text) if isinstance(raw, str) else None
+    except ValueError:
+        seconds = None
+    if seconds is None or not math.isfinite(seconds) or seconds < 0:
+        raise invalid(path, f"invalid duration {quote(text)}: expected a Go duration such as \"24h\" or \"30m\"")
+    return seconds
+
+
+def _check_template(template: Mapping[str, Any], name: str) -> None:
+    """The template's pod spec must be a pod the API server would accept (quantities in range,
+    requests non-negative); containers may be absent, as for Koordinator's reserve pods."""
+    pod_spec = template.get("spec")
+    if pod_spec is not None and not isinstance(pod_spec, Mapping):
+        raise invalid("spec.template.spec", f"expected an object, got {type_name(pod_spec)}")
+    try:
+        parse_pod({"metadata": {"name": name}, "spec": dict(pod_spec or {})}, require_containers=False)
+    except ParseError as err:
+        raise invalid(join_path("spec.template", err.field), err.message) from None
 
 
 def _owner(raw: Any, index: int) -> OwnerTerm:

@@ -22,6 +22,7 @@ from apis.slo.nodemetric import (
 )
 from apis.slo.nodeslo import NodeSLO, NodeSLOSpec, default_node_slo_spec, merge_node_slo_spec
 from apis.slo.quantity import Quantity, format_binary, format_milli, int_value, milli_value, parse_quantity
+from apis.slo.validation import NodeSLOError, NodeSLOValidator, SLOProblem, node_slo_spec_problems, parse_node_slo
 
 __all__ = [
     "API_VERSION",
@@ -34,12 +35,15 @@ __all__ = [
     "NodeMetricSpec",
     "NodeMetricStatus",
     "NodeSLO",
+    "NodeSLOError",
     "NodeSLOSpec",
+    "NodeSLOValidator",
     "ObjectMeta",
     "PodMetricInfo",
     "Quantity",
     "ResolvedCollectPolicy",
     "ResourceMap",
+    "SLOProblem",
     "default_node_slo_spec",
     "format_binary",
     "format_go_duration",
@@ -47,7 +51,9 @@ __all__ = [
     "int_value",
     "merge_node_slo_spec",
     "milli_value",
+    "node_slo_spec_problems",
     "parse_go_duration",
+    "parse_node_slo",
     "parse_quantity",
     "resolve_collect_policy",
 ]

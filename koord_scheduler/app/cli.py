@@ -18,6 +18,7 @@ from datetime import datetime
 from pathlib import Path
 
 from apis.config import ConfigError, KubeSchedulerConfiguration, load_scheduler_config
+from koord_scheduler.app.debug_server import DebugValueError, parse_debug_scores
 from koord_scheduler.app.plugin_loading import build_registry
 from koord_scheduler.app.simulate import run_simulation, to_json, to_text
 from koord_scheduler.framework.errors import SchedulerError
@@ -80,7 +81,7 @@ class SchedulerCommand:
         parser.add_argument("--output", "-o", choices=("text", "json"), default="text")
         parser.add_argument("--now", help="RFC3339 time used for anything time-dependent (default: now)")
         parser.add_argument("-v", "--verbosity", type=int, default=0)
-        parser.add_argument("-s", "--debug-scores", type=int, default=0, metavar="N",
+        parser.add_argument("-s", "--debug-scores", type=_debug_scores, default=0, metavar="N",
                             help="log the top N nodes with per-plugin scores for every pod")
         parser.add_argument("-f", "--debug-filters", action="store_true", help="log every filter failure")
         ns = parser.parse_args(argv)
@@ -107,6 +108,13 @@ class SchedulerCommand:
         from koord_scheduler.app.serve import serve_main
 
         return serve_main(argv, self.registry)
+
+
+def _debug_scores(text: str) -> int:
+    try:
+        return parse_debug_scores(text)
+    except DebugValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _load_config(path: str | None, fallback: Path | None) -> KubeSchedulerConfiguration:

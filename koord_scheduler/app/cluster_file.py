@@ -2,10 +2,13 @@
 
 Objects may come singly or inside ``List`` documents, as ``kubectl get -o yaml`` prints them. A bad
 object yields one :class:`ObjectProblem` naming its kind, name and field; the good ones are still used.
+The YAML is read document by document (split at ``---`` / ``...`` lines), so a syntax error costs only
+its own document, reported with its number and line; a file that is not UTF-8 text is one problem.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,9 +16,11 @@ from typing import Any
 
 import yaml
 
+from apis.core import yamlsafe
 from apis.core.errors import ParseError
 from apis.core.parse import parse_node, parse_pod
 from apis.core.types import Node, Pod
+from apis.scheduling import ReservationRecord
 
 ExtraParser = Callable[[Mapping[str, Any]], Any]
 """Parses an object of an extra kind (Reservation, NodeMetric); raises ParseError/ValueError when bad."""
@@ -51,6 +56,12 @@ def load_cluster_file(path: str | Path, extra_kinds: Mapping[str, ExtraParser] |
         out = ClusterFile()
         out.problems.append(ObjectProblem(source, "file", f"cannot read: {exc.strerror or exc}"))
         return out
+    except UnicodeDecodeError as exc:
+        out = ClusterFile()
+        byte = exc.object[exc.start]
+        message = f"not UTF-8 text (byte 0x{byte:02x} at offset {exc.start}); is it a binary file?"
+        out.problems.append(ObjectProblem(source, "file", message))
+        return out
     return parse_cluster_text(text, source=source, extra_kinds=extra_kinds)
 
 
@@ -59,13 +70,7 @@ def parse_cluster_text(
 ) -> ClusterFile:
     out = ClusterFile()
     extra = dict(extra_kinds or {})
-    try:
-        documents = list(yaml.safe_load_all(text))
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}" if mark is not None else "document"
-        out.problems.append(ObjectProblem(source, where, f"invalid YAML: {getattr(exc, 'problem', exc)}"))
-        return out
+    documents = _load_documents(text, source, out.problems)
     seen: set[tuple[str, str]] = set()
     for where, obj in _objects(documents, source, out.problems):
         kind = obj.get("kind")
@@ -86,8 +91,13 @@ def parse_cluster_text(
             elif kind == "Pod":
                 out.pods.append(parse_pod(obj))
             elif kind in extra:
-                extra[kind](obj)  # validate now, so a bad object is reported and skipped
+                parsed = extra[kind](obj)  # validate now, so a bad object is reported and skipped
                 out.objects.setdefault(kind, []).append((name, dict(obj)))
+                if isinstance(parsed, ReservationRecord) and parsed.malformed:
+                    # A field that cannot be read is an input problem. Kept all the same: the Reservation
+                    # plugin reports it in its section, as it does for one that is merely incomplete
+                    # (no owners), which Koordinator ignores and so does this file's exit status.
+                    out.problems.append(ObjectProblem(source, label, parsed.invalid))
             else:
                 out.problems.append(ObjectProblem(source, label, f"unsupported kind {kind!r} (ignored)"))
         except ParseError as exc:
@@ -97,10 +107,53 @@ def parse_cluster_text(
     return out
 
 
+_DOCUMENT_MARKER = re.compile(r"^(?:---|\.\.\.)(?:[ \t]|$)")
+
+
+def _split_documents(text: str) -> list[tuple[int, str]]:
+    """``(first line number, text)`` of each YAML document. A ``---`` or ``...`` line at column 0 always
+    ends a document (YAML 1.2 §9.1), inside block scalars too, so splitting there is what a parser does."""
+    chunks: list[tuple[int, str]] = []
+    start, lines = 1, list[str]()
+    for number, line in enumerate(text.splitlines(keepends=True), start=1):
+        if _DOCUMENT_MARKER.match(line):
+            chunks.append((start, "".join(lines)))
+            # "--- {a: 1}" starts the next document on the marker line itself.
+            rest = line[3:] if line.startswith("---") else ""
+            start, lines = (number, [rest]) if rest.strip() else (number + 1, [])
+            continue
+        lines.append(line)
+    chunks.append((start, "".join(lines)))
+    return chunks
+
+
+def _load_documents(text: str, source: str, problems: list[ObjectProblem]) -> list[tuple[int, Any]]:
+    """``(document number, content)`` for each document that parses; the others become problems."""
+    out: list[tuple[int, Any]] = []
+    number = 0
+    for first_line, chunk in _split_documents(text):
+        if not chunk.strip() or all(ln.lstrip().startswith("#") for ln in chunk.splitlines() if ln.strip()):
+            continue
+        number += 1
+        try:
+            out.append((number, yamlsafe.safe_load(chunk)))
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            last_line = first_line + max(0, len(chunk.rstrip().splitlines()) - 1)
+            line = min(first_line + mark.line, last_line) if mark is not None else first_line
+            problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+            where = f"document {number} (line {first_line})"
+            problems.append(ObjectProblem(source, where, f"invalid YAML at line {line}: {problem}"))
+        except RecursionError:
+            where = f"document {number} (line {first_line})"
+            problems.append(ObjectProblem(source, where, "invalid YAML: nested too deeply"))
+    return out
+
+
 def _objects(
-    documents: list[Any], source: str, problems: list[ObjectProblem]
+    documents: list[tuple[int, Any]], source: str, problems: list[ObjectProblem]
 ) -> Iterator[tuple[str, Mapping[str, Any]]]:
-    for i, doc in enumerate(documents, start=1):
+    for i, doc in documents:
         if doc is None:
             continue
         if not isinstance(doc, Mapping):

@@ -10,11 +10,14 @@ Flags follow kube-scheduler's names::
     --metrics-port PORT       plain-HTTP /healthz, /readyz, /metrics (default 10259; 0: off)
     --secure-port PORT        accepted for kube-scheduler compatibility; same as --metrics-port, and the
                               endpoints are still plain HTTP (no TLS, no delegated authn/z)
-    --bind-address ADDR       default 0.0.0.0
     --controllers LIST        cluster controllers (reservation, nodeslo, noderesource, nodemetric;
                               "*" = all, the default; "-name" turns one off); see app/controllers.py
     --scheduling[=BOOL]       false: run only the controllers (a cluster keeping kube-scheduler)
     --config-namespace NS     where slo-controller-config lives (default koordinator-system)
+    --bind-address ADDR       where /healthz, /readyz, /metrics listen (default 0.0.0.0: kubelet probes and
+                              Prometheus reach the pod IP; they read state, they change nothing)
+    --debug-flags-port PORT   serve PUT /debug/flags/s and /debug/flags/f on 127.0.0.1:PORT (default 0: off;
+                              see :mod:`.debug_server`)
     -v N, --v N               log verbosity (0: warnings plus lifecycle; 2: per-pod; 4+: debug)
 
 Lifecycle: the configuration is validated and every profile built before any network I/O, so a bad
@@ -51,6 +54,13 @@ from koord_scheduler.app.controllers import (
     build_colocation,
     controller_flags,
     hold_controllers,
+)
+from koord_scheduler.app.debug_server import (
+    LOOPBACK,
+    MAX_DEBUG_SCORES,
+    DebugValueError,
+    parse_debug_scores,
+    start_debug_server,
 )
 from koord_scheduler.framework.errors import SchedulerError
 from koord_scheduler.framework.registry import Registry
@@ -103,6 +113,9 @@ class ServeOptions:
     @property
     def reservation_controller(self) -> bool:
         return RESERVATION in self.controllers.enabled
+
+    debug_flags_port: int = 0
+    """0: the runtime debug switches are not served at all."""
 
 
 def serve_main(argv: Sequence[str], registry: Callable[[], Registry]) -> int:
@@ -209,17 +222,26 @@ def _parser() -> argparse.ArgumentParser:
                       help="kube-scheduler's flag name; an alias of --metrics-port (still plain HTTP)")
     parser.add_argument("--bind-address", default="0.0.0.0", help="address the HTTP endpoints listen on")
     parser.add_argument("-v", "--v", type=int, default=0, metavar="N", help="log verbosity")
-    parser.add_argument("-s", "--debug-scores", type=int, default=0, metavar="N",
-                        help="log the top N nodes with per-plugin scores for every pod (0: off); "
-                        "switch at runtime with PUT /debug/flags/s on the metrics port")
+    parser.add_argument("-s", "--debug-scores", type=_debug_scores, default=0, metavar="N",
+                        help=f"log the top N nodes with per-plugin scores for every pod (0: off, at most "
+                        f"{MAX_DEBUG_SCORES}); switch at runtime with PUT /debug/flags/s on --debug-flags-port")
     parser.add_argument("-f", "--debug-filters", nargs="?", const=True, default=False, type=_parse_bool,
                         help="log every filter failure; switch at runtime with PUT /debug/flags/f")
+    parser.add_argument("--debug-flags-port", type=int, default=0, metavar="PORT",
+                        help="serve PUT /debug/flags/{s,f} on 127.0.0.1:PORT only (default 0: off)")
     parser.add_argument("--reservation-controller", nargs="?", const=True, default=True, type=_parse_bool,
                         help="run the Reservation lifecycle controller (expiry, owners, GC) when the "
                         "Reservation plugin is enabled (default true; only the leader acts); false is "
                         "--controllers=...,-reservation")
     add_controller_flags(parser, _parse_bool)
     return parser
+
+
+def _debug_scores(text: str) -> int:
+    try:
+        return parse_debug_scores(text)
+    except DebugValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _parse_bool(text: str) -> bool:
@@ -259,8 +281,7 @@ def _options(ns: argparse.Namespace) -> ServeOptions:
     port = ns.metrics_port if ns.metrics_port is not None else ns.secure_port
     if port is None:
         port = DEFAULT_METRICS_PORT
-    if not 0 <= port <= 65535:
-        raise ServeError(f"--metrics-port: {port} is not a port number")
+    port = _port("--metrics-port", port)
     return ServeOptions(
         config=config,
         kubeconfig=ns.kubeconfig or config.client_connection.kubeconfig,
@@ -268,10 +289,19 @@ def _options(ns: argparse.Namespace) -> ServeOptions:
         leader_election=election,
         bind_address=ns.bind_address,
         metrics_port=port,
-        debug_scores=max(0, ns.debug_scores),
+        debug_scores=ns.debug_scores,
         debug_filters=bool(ns.debug_filters),
         controllers=controller_flags(ns),
+        debug_flags_port=_port("--debug-flags-port", ns.debug_flags_port),
+        reservation_controller=bool(ns.reservation_controller),
+        debug_flags_port=_port("--debug-flags-port", ns.debug_flags_port),
     )
+
+
+def _port(flag: str, port: int) -> int:
+    if not 0 <= port <= 65535:
+        raise ServeError(f"{flag}: {port} is not a port number")
+    return port
 
 
 def _setup_logging(verbosity: int) -> None:
@@ -299,7 +329,7 @@ class _State:
             return
         for fwk in self.scheduler.profiles.values():
             if scores is not None:
-                fwk.debug.scores = max(0, scores)
+                fwk.debug.scores = scores
             if filters is not None:
                 fwk.debug.filters = filters
 
@@ -334,12 +364,20 @@ async def _run(
     controller = _reservation_controller(options, scheduler, elector)
     runner: web.AppRunner | None = None
     colocation_task: asyncio.Future[None] | None = None
+    debug_runner: web.AppRunner | None = None
     try:
         if options.metrics_port:
             try:
                 runner = await _start_http(options, state, metrics)
             except OSError as exc:
                 print(f"koord-scheduler: cannot listen on {options.bind_address}:{options.metrics_port}: "
+                      f"{exc.strerror or exc}", file=sys.stderr)
+                return EXIT_USAGE
+        if options.debug_flags_port:
+            try:
+                debug_runner = await start_debug_server(options.debug_flags_port, state.set_debug)
+            except OSError as exc:
+                print(f"koord-scheduler: cannot listen on {LOOPBACK}:{options.debug_flags_port}: "
                       f"{exc.strerror or exc}", file=sys.stderr)
                 return EXIT_USAGE
         kinds = list(scheduler.watched_kinds.values()) if scheduler is not None else []
@@ -375,6 +413,8 @@ async def _run(
         await source.stop()
         if runner is not None:
             await runner.cleanup()
+        if debug_runner is not None:
+            await debug_runner.cleanup()
 
 
 async def _schedule(scheduler: Scheduler, elector: LeaderElector | None, stop: asyncio.Event, state: _State) -> int:
@@ -429,7 +469,9 @@ def _reservation_controller(
         return None
     api = ApiSettings(kubeconfig=options.kubeconfig or None)
     is_leader: Callable[[], bool] = (lambda: elector.is_leader) if elector is not None else (lambda: True)
-    return ReservationControllerThread(api, ControllerOptions(), is_leader=is_leader)
+    return ReservationControllerThread(
+        api, ControllerOptions(), is_leader=is_leader, object_errors=scheduler.metrics.object_errors
+    )
 
 
 def _elector(options: ServeOptions, source: KubeClusterSource, metrics: SchedulerMetrics) -> LeaderElector:
@@ -455,23 +497,7 @@ async def _start_http(options: ServeOptions, state: _State, metrics: SchedulerMe
         body = generate_latest(metrics.registry)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
-    async def debug_flag(request: web.Request) -> web.Response:
-        text = (await request.text()).strip()
-        flag = request.match_info["flag"]
-        try:
-            if flag == "s":
-                state.set_debug(scores=int(text))
-            elif flag == "f":
-                state.set_debug(filters=_parse_bool(text))
-            else:
-                return web.Response(status=404, text=f"unknown debug flag {flag!r} (use s or f)")
-        except (ValueError, argparse.ArgumentTypeError) as exc:
-            return web.Response(status=400, text=f"bad value for debug flag {flag}: {exc}")
-        log.warning("debug flag %s set to %s", flag, text)
-        return web.Response(text=f"{flag}={text}")
-
     app = web.Application()
-    app.router.add_put("/debug/flags/{flag}", debug_flag)
     app.router.add_get("/healthz", check(state.healthz))
     app.router.add_get("/livez", check(state.healthz))
     app.router.add_get("/readyz", check(state.readyz))

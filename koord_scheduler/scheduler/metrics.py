@@ -10,6 +10,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from koord_scheduler.scheduler.fast_histogram import FastHistogram
+from koord_scheduler.scheduler.object_errors import ObjectErrors
 
 
 def _exp_buckets(start: float, factor: float, count: int) -> list[float]:
@@ -58,6 +59,9 @@ class SchedulerMetrics:
             "scheduler_goroutines", "Number of running tasks split by the work they do such as binding.",
             ["operation"], registry=r,
         )
+
+        self.object_errors = ObjectErrors(r)
+        """``koord_scheduler_object_errors_total``: bad objects, each logged and counted once."""
 
         self._children: dict[tuple[object, tuple[str, ...]], Any] = {}
 

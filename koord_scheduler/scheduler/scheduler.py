@@ -30,6 +30,7 @@ from koord_scheduler.scheduler.cache import SchedulerCache
 from koord_scheduler.scheduler.heap import HeapSettler
 from koord_scheduler.scheduler.metrics import SchedulerMetrics, attempts_label
 from koord_scheduler.scheduler.nominator import PodNominator
+from koord_scheduler.scheduler.object_errors import HANDLER_ERROR, SCHEDULING_ERROR
 from koord_scheduler.scheduler.queue import SchedulingQueue
 from koord_scheduler.scheduler.source import ClusterSource, EventType
 
@@ -139,8 +140,10 @@ class Scheduler:
         for handler in self._pod_handlers:
             try:
                 handler(event, old, new)
-            except Exception:
-                log.exception("pod event handler failed")
+            except Exception as exc:  # a plugin's pod state may miss this pod; the others go on
+                pod = new or old
+                message = f"pod event handler raised {type(exc).__name__}: {exc}"
+                self.metrics.object_errors.report("Pod", pod.key if pod else "", HANDLER_ERROR, message, exc=exc)
 
     def watch_pods(self, handler: ObjectHandler) -> None:
         """Plugins that keep per-pod state get every pod event after the cache and queue have it."""
@@ -184,6 +187,11 @@ class Scheduler:
         if resource is not None:
             self.queue.on_cluster_event(ClusterEvent(resource, _OBJECT_ACTIONS[event]), old, new)
 
+    def on_invalid_object(
+        self, kind: str, key: str, reason: str, message: str, exc: BaseException | None = None
+    ) -> bool:
+        return self.metrics.object_errors.report(kind, key, reason, message, exc=exc)
+
     def subscribe(self, kind: ObjectKind, handler: ObjectHandler) -> None:
         existing = self.watched_kinds.get(kind.kind)
         if existing is not None and existing != kind:
@@ -203,51 +211,80 @@ class Scheduler:
         if fwk is None or self.cache.get_pod(pod.key) is not None:
             self.queue.done(pod.key)
             return True
-        started = self.clock()
         perf_start = time.perf_counter()
         state = CycleState()
+        try:
+            self._schedule_cycle(fwk, state, qpi, perf_start)
+        except Exception as exc:  # one pod's failure stays that pod's: the loop goes on
+            self._contain_cycle_failure(fwk, state, qpi, exc, perf_start)
+        return True
+
+    def _contain_cycle_failure(
+        self, fwk: Framework, state: CycleState, qpi: QueuedPodInfo, exc: Exception, perf_start: float
+    ) -> None:
+        """What the runtime did not turn into a status raised in ``qpi``'s cycle (a plugin's per-node
+        computation on an extreme value, say): reported once, the pod forgotten if it was assumed and
+        retried with backoff as after any error, and the next pod scheduled."""
+        pod = qpi.pod
+        message = f"scheduling cycle raised {type(exc).__name__}: {exc}"
+        self.metrics.object_errors.report("Pod", pod.key, SCHEDULING_ERROR, message, exc=exc)
+        # Assumed in this cycle (a pod already in the cache is never popped into one), binding not started.
+        assumed = self.cache.get_pod(pod.key) if self.cache.is_assumed(pod.key) else None
+        if assumed is not None:
+            fwk.run_unreserve(state, assumed, assumed.node_name)
+            self.cache.forget_pod(assumed)
+        try:
+            self._fail(fwk, qpi, Status(Code.ERROR, (message,)), message, perf_start, error=True)
+        except Exception as again:  # the pod goes back to the queue whatever the reporting does
+            log.debug("reporting the failure of %s raised", pod.key, exc_info=again)
+            self.queue.add_unschedulable(qpi, error=True)
+            self.queue.done(pod.key)
+
+    def _schedule_cycle(self, fwk: Framework, state: CycleState, qpi: QueuedPodInfo, perf_start: float) -> None:
+        """The scheduling cycle of one pod (``schedulingCycle`` in kube-scheduler's ``schedule_one.go``)."""
+        pod = qpi.pod
+        started = self.clock()
         try:
             result = schedule_pod(fwk, state, pod, self.cache.snapshot, self.sampler, nominator=self.nominator)
         except FitError as err:
             self.metrics.algorithm_duration.observe(time.perf_counter() - perf_start)
             self._handle_fit_error(fwk, state, qpi, err, perf_start)
-            return True
+            return
         except NoNodesError as err:
             self._fail(fwk, qpi, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (str(err),)), str(err), perf_start)
-            return True
+            return
         except PluginCycleError as err:
             self._fail(fwk, qpi, err.status, err.status.message, perf_start, error=True)
-            return True
+            return
         self.metrics.algorithm_duration.observe(time.perf_counter() - perf_start)
 
         assumed = pod_on_node(pod, result.node_name)
         status = fwk.run_reservation_nominate(state, assumed, result.node_name)
         if not status.is_success:
             self._fail_after_assume(fwk, qpi, status, result.node_name, perf_start)
-            return True
+            return
         try:
             self.cache.assume_pod(assumed)
         except ValueError as exc:
             self._fail(fwk, qpi, Status(Code.ERROR, (str(exc),)), str(exc), perf_start, error=True)
-            return True
+            return
         self.nominator.delete(assumed)
         status = fwk.run_reserve(state, assumed, result.node_name)
         if not status.is_success:
             fwk.run_unreserve(state, assumed, result.node_name)
             self.cache.forget_pod(assumed)
             self._fail_after_assume(fwk, qpi, status, result.node_name, perf_start)
-            return True
+            return
         status, waits = fwk.run_permit(state, assumed, result.node_name)
         if not status.is_success and not status.is_wait:
             fwk.run_unreserve(state, assumed, result.node_name)
             self.cache.forget_pod(assumed)
             self._fail_after_assume(fwk, qpi, status, result.node_name, perf_start)
-            return True
+            return
         binding = _Binding(qpi, state, fwk, assumed, started, waits)
         task = asyncio.get_running_loop().create_task(self._binding_cycle(binding, perf_start))
         self._bindings.add(task)
         task.add_done_callback(self._bindings.discard)
-        return True
 
     def _handle_fit_error(
         self, fwk: Framework, state: CycleState, qpi: QueuedPodInfo, err: FitError, perf_start: float

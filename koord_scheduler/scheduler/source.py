@@ -25,6 +25,13 @@ class EventSink(Protocol):
         """Other kinds (Reservation, NodeMetric...): forwarded to the plugins that subscribed."""
         ...
 
+    def on_invalid_object(
+        self, kind: str, key: str, reason: str, message: str, exc: BaseException | None = None
+    ) -> bool:
+        """An object the source could not use (it is treated as absent): log once and count it.
+        True when this problem is new (the source then writes an Event about it)."""
+        ...
+
 
 class ClusterSource(Protocol):
     @property

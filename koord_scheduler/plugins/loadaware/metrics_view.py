@@ -275,10 +275,23 @@ class LoadView:
         self.update_time[idx] = [np.nan if r.update_time == _NO_TIME else r.update_time for r in recs]
         self.filter_on[:, idx] = [[view[0] for view in by_kind] for by_kind in views]
         self.filter_aggregated[:, idx] = [[view[1] for view in by_kind] for by_kind in views]
-        self.filter_thresholds[:, idx] = np.array([[view[2] for view in by_kind] for by_kind in views], dtype=np.int64)
-        self.filter_base[:, idx] = np.array([[view[3] for view in by_kind] for by_kind in views], dtype=np.int64)
+        self.filter_thresholds[:, idx] = _int64([[view[2] for view in by_kind] for by_kind in views])
+        self.filter_base[:, idx] = _int64([[view[3] for view in by_kind] for by_kind in views])
         bases = [[record.score_base[kind] for record in recs] for kind in (NON_PROD, PROD)]
-        self.score_base[:, idx] = np.array(bases, dtype=np.int64)
+        self.score_base[:, idx] = _int64(bases)
+
+
+_INT64_MAX = 2**63 - 1
+
+
+def _int64(rows: Sequence[Sequence[Sequence[int]]]) -> IntArray:
+    """``rows`` as int64; a sum past int64 (usage near the limit plus estimates) saturates instead of
+    raising, so one extreme NodeMetric cannot fail every cycle."""
+    try:
+        return np.array(rows, dtype=np.int64)
+    except OverflowError:
+        saturated: IntArray = np.clip(np.array(rows, dtype=object), -_INT64_MAX, _INT64_MAX).astype(np.int64)
+        return saturated
 
 
 def _sum(a: Sequence[int], b: Sequence[int]) -> list[int]:

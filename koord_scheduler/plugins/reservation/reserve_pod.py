@@ -90,7 +90,7 @@ def new_reserve_pod(reservation: ReservationRecord) -> Pod:
         "spec": spec,
         "status": {"phase": "Pending"},
     }
-    return parse_pod(raw)
+    return parse_pod(raw, require_containers=False)
 
 
 def holding_pod(reserve_pod: Pod, node_name: str, remainder: Mapping[str, int]) -> Pod:

@@ -12,8 +12,11 @@ DELETED calls of its handler, with the previous parsed object as ``old``:
 - connection failures (an API server restart) are retried with capped exponential backoff and jitter,
   resuming from the last resourceVersion.
 
-An object the parser rejects is logged once per resourceVersion with its kind, name and the field at
-fault, and skipped; everything else carries on. If an earlier version of it parsed, that version stays.
+An object the parser rejects is reported once per resourceVersion (:class:`Rejection`, to the
+``on_invalid`` callback: the cluster source logs, counts and writes an Event) and treated as absent: if
+an earlier version of it parsed, that version is delivered as DELETED, so no stale copy (a Node's old
+allocatable) stays in use. A handler that raises on an object is reported the same way and the object
+is then taken out as well. Everything else carries on.
 
 Handlers run on the event-loop thread, between scheduling cycles, never inside one.
 """
@@ -82,6 +85,24 @@ class ReflectorOptions:
     """A watch that lasted this long (or delivered an event) resets the backoff."""
 
 
+@dataclass(frozen=True, slots=True)
+class Rejection:
+    """One object that could not be used: ``reason`` is ``Invalid`` (the parser refused it) or
+    ``HandlerError`` (a handler raised on it); ``message`` names the field where there is one."""
+
+    kind: ResourceKind
+    key: str
+    obj: Json
+    reason: str
+    message: str
+    exc: BaseException | None = None
+
+
+def log_rejection(rejection: Rejection) -> None:
+    """The default ``on_invalid``: one warning line."""
+    log.warning("ignoring %s %s (%s): %s", rejection.kind.kind, rejection.key, rejection.reason, rejection.message)
+
+
 class ResourceVersionGoneError(ClusterError):
     """The resourceVersion a watch asked for is no longer available: list again."""
 
@@ -119,11 +140,13 @@ class Reflector:
         handler: Handler,
         *,
         options: ReflectorOptions | None = None,
+        on_invalid: Callable[[Rejection], None] = log_rejection,
     ) -> None:
         self.http = http
         self.kind = kind
         self.handler = handler
         self.options = options or ReflectorOptions()
+        self.on_invalid = on_invalid
         self.store: dict[str, _Entry] = {}
         self.resource_version = ""
         self.relists = 0
@@ -290,28 +313,52 @@ class Reflector:
             else:
                 value = self.kind.parser(obj)
         except ValueError as err:
-            if self._rejected.get(key) != rv:
-                self._rejected[key] = rv
-                log.warning("skipping malformed %s %s (resourceVersion %s): %s", self.kind.kind, key, rv, err)
+            # Treated as absent: a version that parsed earlier must not stay in use.
+            self._remove(key)
+            self._reject(key, obj, "Invalid", str(err), None)
             return
         self._rejected.pop(key, None)
         self.store[key] = _Entry(rv, value)
-        if old is None:
-            self._call(EventType.ADDED, None, value)
-        else:
-            self._call(EventType.MODIFIED, old.value, value)
+        event = EventType.ADDED if old is None else EventType.MODIFIED
+        failure = self._call(event, None if old is None else old.value, value)
+        if failure is not None:
+            # Whatever the handler managed to apply of this object is taken out again.
+            self.store.pop(key, None)
+            self._call(EventType.DELETED, value, None)  # best effort: the first failure is the one reported
+            self._reject(key, obj, "HandlerError", f"{type(failure).__name__}: {failure}", failure)
 
     def _deliver_delete(self, key: str) -> None:
         self._rejected.pop(key, None)
+        self._remove(key)
+
+    def _remove(self, key: str) -> None:
         old = self.store.pop(key, None)
         if old is not None:
-            self._call(EventType.DELETED, old.value, None)
+            failure = self._call(EventType.DELETED, old.value, None)
+            if failure is not None:
+                message = f"{type(failure).__name__}: {failure}"
+                self._report(Rejection(self.kind, key, {}, "HandlerError", message, failure))
 
-    def _call(self, event: EventType, old: Any, new: Any) -> None:
+    def _reject(self, key: str, obj: Json, reason: str, message: str, exc: BaseException | None) -> None:
+        rv = _rv(obj)
+        if self._rejected.get(key) == rv and rv:
+            return
+        self._rejected[key] = rv
+        self._report(Rejection(self.kind, key, obj, reason, message, exc))
+
+    def _report(self, rejection: Rejection) -> None:
+        try:
+            self.on_invalid(rejection)
+        except Exception:  # reporting must not stop the watch either
+            log.exception("reporting a rejected %s failed", self.kind.kind)
+
+    def _call(self, event: EventType, old: Any, new: Any) -> Exception | None:
+        """Run the handler; what it raised (a handler failure must not stop the watch), else None."""
         try:
             self.handler(event, old, new)
-        except Exception:  # a handler bug must not stop the watch
-            log.exception("%s handler failed on %s event", self.kind.kind, event.value)
+        except Exception as exc:
+            return exc
+        return None
 
 
 def object_key(obj: Json) -> str:

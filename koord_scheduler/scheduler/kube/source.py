@@ -37,7 +37,7 @@ from koord_scheduler.framework.handle import ClusterClient
 from koord_scheduler.framework.types import ObjectKind
 from koord_scheduler.scheduler.kube.client import KubeClusterClient, pod_path
 from koord_scheduler.scheduler.kube.connection import Connection
-from koord_scheduler.scheduler.kube.events import EventOptions, EventRecorder, rfc3339
+from koord_scheduler.scheduler.kube.events import EventOptions, EventRecorder, Regarding, rfc3339
 from koord_scheduler.scheduler.kube.http import STRATEGIC_MERGE_PATCH, ApiError, ApiHttp, HttpOptions
 from koord_scheduler.scheduler.kube.pod_watch import (
     PodEntry,
@@ -46,7 +46,7 @@ from koord_scheduler.scheduler.kube.pod_watch import (
     update_pod_entry,
 )
 from koord_scheduler.scheduler.kube.ratelimit import TokenBucket
-from koord_scheduler.scheduler.kube.reflector import Backoff, Reflector, ReflectorOptions, ResourceKind
+from koord_scheduler.scheduler.kube.reflector import Backoff, Reflector, ReflectorOptions, Rejection, ResourceKind
 from koord_scheduler.scheduler.source import EventSink, EventType
 
 log = logging.getLogger(__name__)
@@ -166,7 +166,9 @@ class KubeClusterSource:
         self.events.start()
         watched = [*((kind, make(sink)) for kind, make in self._kinds), (self._pod_kind, self._pod_handler(sink))]
         for resource, handler in watched:
-            self.reflectors[resource.kind] = Reflector(self.http, resource, handler, options=self.options.reflector)
+            self.reflectors[resource.kind] = Reflector(
+                self.http, resource, handler, options=self.options.reflector, on_invalid=self._on_invalid
+            )
         reflectors = [r for r in self.reflectors.values() if r.kind.kind not in self._optional]
         optional = [r for r in self.reflectors.values() if r.kind.kind in self._optional]
         backoff = Backoff(self.options.reflector.initial_backoff, self.options.reflector.max_backoff)
@@ -251,6 +253,30 @@ class KubeClusterSource:
             note=f"Successfully assigned {pod.key} to {node_name}", controller=pod.scheduler_name,
         )
 
+    def _on_invalid(self, rejection: Rejection) -> None:
+        """A watched object the scheduler cannot use: logged and counted once by the sink, and a Warning
+        Event on the object, where ``kubectl describe`` shows it."""
+        sink = self._sink
+        kind = rejection.kind
+        meta = rejection.obj.get("metadata") if isinstance(rejection.obj, dict) else None
+        meta = meta if isinstance(meta, dict) else {}
+        # Each version is reported once (the reflector sees it again on every relist); a later version
+        # with the same problem is reported again.
+        version = str(meta.get("resourceVersion") or "")
+        message = f"{rejection.message} (resourceVersion {version})" if version else rejection.message
+        if sink is None:
+            return
+        if not sink.on_invalid_object(kind.kind, rejection.key, rejection.reason, message, rejection.exc):
+            return
+        namespace, _, name = rejection.key.rpartition("/")
+        api_version = f"{kind.group}/{kind.version}" if kind.group else kind.version
+        regarding = Regarding(
+            kind.kind, api_version, namespace, name, str(meta.get("uid") or ""), str(meta.get("resourceVersion") or "")
+        )
+        note = f"ignored by the scheduler: {rejection.message}"
+        self.events.record_for(regarding, event_type="Warning", reason=_EVENT_REASONS.get(rejection.reason, "Failed"),
+                               action="Validating", note=note, controller=self._client.controller)
+
     # ----- pods -----
 
     def _current_pod(self, pod: Pod) -> PodEntry | None:
@@ -277,6 +303,9 @@ def _node_handler(sink: EventSink) -> Callable[[EventType, Any, Any], None]:
         sink.on_node(event, old, new)
 
     return handle
+
+
+_EVENT_REASONS = {"Invalid": "InvalidObject", "HandlerError": "FailedHandling"}
 
 
 def _pod_rank(obj: Json) -> int:

@@ -9,6 +9,10 @@ pods, whether its node exists, and the time.
   reservation's uid; with ``allocateOnce`` an allocated reservation becomes ``Succeeded``.
 - ``Failed`` / ``Succeeded`` reservations are deleted ``gc_duration_seconds`` after that transition, or at
   once when their node is gone.
+- A Pending/Available reservation with a field that cannot be read at all (``ttl: forever``, a template
+  quantity beyond int64: :attr:`~apis.scheduling.ReservationRecord.malformed`) becomes ``Failed`` at once,
+  condition ``Ready=False`` reason ``Invalid`` with the field in the message: it could never expire or be
+  matched, and the API server accepts such objects (the CRD leaves these fields free-form).
 """
 
 from __future__ import annotations
@@ -28,8 +32,10 @@ from apis.scheduling import (
     REASON_EXPIRED,
     REASON_SUCCEEDED,
 )
-from apis.slo.common import parse_go_duration
+from apis.scheduling.record import DEFAULT_TTL_SECONDS, ReservationRecord, parse_reservation
 
+REASON_INVALID = "Invalid"
+"""The Ready condition's reason on a Reservation failed because a field cannot be read (pykoord's own)."""
 MIN_REQUEUE_SECONDS = 3.0
 MAX_REQUEUE_SECONDS = 15.0
 
@@ -80,10 +86,14 @@ def decide(
     status = reservation.get("status") or {}
     phase = status.get("phase") or "Pending"
     node = status.get("nodeName") or ""
-    conditions = list(status.get("conditions") or [])
+    conditions = [c for c in status.get("conditions") or [] if isinstance(c, Mapping)]
     if phase in (PHASE_FAILED, PHASE_SUCCEEDED):
         return _collect(conditions, node=node, node_exists=node_exists, now=now, options=options)
-    expiry = _expiry(meta, spec)
+    record = parse_reservation(reservation)
+    if record.malformed:
+        ready = _with_ready(conditions, "False", REASON_INVALID, record.invalid, now)
+        return Decision({"status": {"phase": PHASE_FAILED, "conditions": ready}})
+    expiry = _expiry(record, meta)
     if (expiry is not None and now > expiry) or (node and not node_exists):
         message = "Reservation expired" if not (node and not node_exists) else f"node {node} is gone"
         failed = {
@@ -123,12 +133,11 @@ def decide(
     return Decision({"status": patch} if patch else None, requeue_after=requeue)
 
 
-def _expiry(meta: Mapping[str, Any], spec: Mapping[str, Any]) -> float | None:
-    if spec.get("expires"):
-        return parse_timestamp(spec["expires"])
-    ttl_text = spec.get("ttl")
-    ttl = parse_go_duration(str(ttl_text)) if ttl_text is not None else 24 * 3600.0
-    created = parse_timestamp(meta.get("creationTimestamp")) if meta.get("creationTimestamp") else None
+def _expiry(record: ReservationRecord, meta: Mapping[str, Any]) -> float | None:
+    if record.expires is not None:
+        return record.expires
+    ttl = record.ttl_seconds if record.ttl_seconds is not None else DEFAULT_TTL_SECONDS
+    created = record.creation_timestamp if meta.get("creationTimestamp") else None
     if ttl <= 0 or created is None:
         return None
     return created + ttl
@@ -145,7 +154,10 @@ def _collect(
     for c in conditions:
         if c.get("type") == CONDITION_READY:
             stamp = c.get("lastProbeTime") or c.get("lastTransitionTime")
-            since = parse_timestamp(stamp) if stamp else None
+            try:
+                since = parse_timestamp(stamp) if stamp else None
+            except ValueError:  # an unreadable stamp: collect as if there were none
+                since = None
     if since is None or now - since >= options.gc_duration_seconds:
         return Decision(delete=True)
     return Decision(requeue_after=min(options.gc_interval_seconds, max(1.0, since + options.gc_duration_seconds - now)))

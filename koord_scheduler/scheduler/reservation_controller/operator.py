@@ -25,6 +25,7 @@ from kubernetes import config as k8s_config
 
 from apis.scheduling import ANNOTATION_RESERVATION_ALLOCATED, GROUP, VERSION
 from koord_scheduler.plugins.reservation.matching import parse_allocated_annotation
+from koord_scheduler.scheduler.object_errors import ObjectErrors
 from koord_scheduler.scheduler.reservation_controller.decide import (
     ControllerOptions,
     OwnerPod,
@@ -173,12 +174,14 @@ async def run_reservation_controller(
     *,
     is_leader: Callable[[], bool] = lambda: True,
     clock: Callable[[], float] = time.time,
+    object_errors: ObjectErrors | None = None,
 ) -> None:
     """Run until ``stop`` is set. Acts only while ``is_leader()``; the caller owns leader election.
+    Reservations that cannot be decided on are reported to ``object_errors`` (the scheduler's).
 
     Give it an event loop of its own (:class:`ReservationControllerThread` does)."""
     writer = ApiWriter(api)
-    reconciler = Reconciler(options, writer, is_leader=is_leader, clock=clock)
+    reconciler = Reconciler(options, writer, is_leader=is_leader, clock=clock, object_errors=object_errors)
     registry = build_registry(api, reconciler)
     try:
         async with asyncio.TaskGroup() as tasks:
@@ -210,11 +213,13 @@ class ReservationControllerThread:
         *,
         is_leader: Callable[[], bool] = lambda: True,
         clock: Callable[[], float] = time.time,
+        object_errors: ObjectErrors | None = None,
     ) -> None:
         self._api = api
         self._options = options
         self._is_leader = is_leader
         self._clock = clock
+        self._object_errors = object_errors
         self._started = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
@@ -257,5 +262,6 @@ class ReservationControllerThread:
         self._stop = asyncio.Event()
         self._started.set()
         await run_reservation_controller(
-            self._api, self._options, self._stop, is_leader=self._is_leader, clock=self._clock
+            self._api, self._options, self._stop, is_leader=self._is_leader, clock=self._clock,
+            object_errors=self._object_errors,
         )

@@ -25,7 +25,14 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from koord_scheduler.scheduler.reservation_controller.decide import ControllerOptions, Decision, OwnerPod, decide
+from koord_scheduler.scheduler.object_errors import INVALID, RECONCILE_ERROR, ObjectErrors
+from koord_scheduler.scheduler.reservation_controller.decide import (
+    REASON_INVALID,
+    ControllerOptions,
+    Decision,
+    OwnerPod,
+    decide,
+)
 
 log = logging.getLogger(__name__)
 
@@ -59,9 +66,12 @@ class Reconciler:
         *,
         is_leader: Callable[[], bool] = lambda: True,
         clock: Callable[[], float] = time.time,
+        object_errors: ObjectErrors | None = None,
     ) -> None:
         self._options = options
         self._writer = writer
+        self.object_errors = object_errors or ObjectErrors()
+        """Where a Reservation that cannot be decided on or written is logged once and counted."""
         self._is_leader = is_leader
         self._clock = clock
         self._reservations: dict[str, dict[str, Any]] = {}  # uid -> last seen body
@@ -117,24 +127,40 @@ class Reconciler:
         out: list[tuple[str, Decision]] = []
         for uid in sorted(due):
             body = self._reservations[uid]
-            node = (body.get("status") or {}).get("nodeName") or ""
-            decision = decide(
-                body,
-                list(view.owners.get(uid, ())),
-                node_exists=not node or node in view.nodes,
-                now=now,
-                options=self._options,
-            )
+            name = str(body["metadata"].get("name", ""))
+            try:  # each Reservation on its own: one that cannot be decided on must not stop the others
+                status = body.get("status") or {}
+                node = (status.get("nodeName") or "") if isinstance(status, Mapping) else ""
+                decision = decide(
+                    body,
+                    list(view.owners.get(uid, ())),
+                    node_exists=not node or node in view.nodes,
+                    now=now,
+                    options=self._options,
+                )
+            except Exception as exc:
+                self.object_errors.report("Reservation", name, RECONCILE_ERROR, f"{type(exc).__name__}: {exc}", exc=exc)
+                continue
             if decision.delete or decision.status_patch is not None:
-                out.append((str(body["metadata"].get("name", "")), decision))
+                out.append((name, decision))
+            self._report_invalid(name, decision)
         return out
+
+    def _report_invalid(self, name: str, decision: Decision) -> None:
+        status = (decision.status_patch or {}).get("status") or {}
+        for condition in status.get("conditions") or ():
+            if condition.get("reason") == REASON_INVALID:
+                self.object_errors.report("Reservation", name, INVALID, str(condition.get("message", "")))
 
     async def apply(self, decisions: Iterable[tuple[str, Decision]]) -> None:
         for name, decision in decisions:
-            if decision.delete:
-                await asyncio.to_thread(self._writer.delete, name)
-            elif decision.status_patch is not None:
-                await asyncio.to_thread(self._writer.patch_status, name, decision.status_patch)
+            try:
+                if decision.delete:
+                    await asyncio.to_thread(self._writer.delete, name)
+                elif decision.status_patch is not None:
+                    await asyncio.to_thread(self._writer.patch_status, name, decision.status_patch)
+            except Exception as exc:  # the next Reservation is written all the same
+                self.object_errors.report("Reservation", name, RECONCILE_ERROR, f"{type(exc).__name__}: {exc}", exc=exc)
 
     async def run(self) -> None:
         """Decide and apply until :meth:`close`: dirty Reservations as soon as they are marked, all of them

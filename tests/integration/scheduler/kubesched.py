@@ -21,7 +21,7 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -206,7 +206,7 @@ class SchedulerProcess:
     @classmethod
     def start(
         cls, plane: ControlPlane, config: dict[str, Any], work: Path, *, name: str = "koord", wait_ready: bool = True,
-        extra_args: Iterable[str] = ("--controllers=reservation",),
+        verbosity: int = 2, extra_args: Sequence[str] = ("--controllers=reservation",),
     ) -> SchedulerProcess:
         """``extra_args`` default to the Reservation controller only: the colocation controllers act on
         every node of the shared cluster, so only the tests about them turn them on."""
@@ -218,7 +218,7 @@ class SchedulerProcess:
         log = log_path.open("ab")
         process = subprocess.Popen(
             [str(KOORD_SCHEDULER), "--config", str(config_path), "--kubeconfig", str(plane.kubeconfig),
-             "--metrics-port", str(port), "--bind-address", "127.0.0.1", "-v", "2", *extra_args],
+             "--metrics-port", str(port), "--bind-address", "127.0.0.1", "-v", str(verbosity), *extra_args],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )

@@ -129,7 +129,7 @@ def test_a_malformed_node_is_logged_and_skipped(
 
     assert f"{scope.name}-bad" not in {p["spec"]["nodeName"] for p in pods}
     log = proc.log_tail(400)
-    assert f"skipping malformed Node {scope.name}-bad" in log
+    assert f"Node {scope.name}-bad ignored (Invalid)" in log
     assert "status.conditions[0].type" in log
 
 

@@ -135,3 +135,27 @@ def test_koordlet_feature_gates_are_set_in_one_place_and_valid() -> None:
     chart_flag = next(a for a in chart_args if a.startswith("-feature-gates=")).split("=", 1)[1]
     for name, value in parse_feature_gate_flag(chart_flag).items():
         assert gates.enabled(name) == value, name
+
+
+@pytest.mark.parametrize(
+    ("policy", "workload_kind"), [("koord-scheduler", "Deployment"), ("koordlet", "DaemonSet")]
+)
+def test_network_policy_admits_only_the_metrics_port(policy: str, workload_kind: str) -> None:
+    netpol = by_kind("NetworkPolicy")[policy]
+    workload = by_kind(workload_kind)[policy]
+    pod_labels = workload["spec"]["template"]["metadata"]["labels"]
+    selector = netpol["spec"]["podSelector"]["matchLabels"]
+    assert selector.items() <= pod_labels.items(), "the policy selects the workload's pods"
+    assert netpol["spec"]["policyTypes"] == ["Ingress"]
+    (rule,) = netpol["spec"]["ingress"]
+    container = workload["spec"]["template"]["spec"]["containers"][0]
+    assert [p["port"] for p in rule["ports"]] == [p["containerPort"] for p in container["ports"]]
+    assert rule["from"] == [{"namespaceSelector": {"matchLabels": {"pykoord.koordinator.sh/metrics-scraper": "true"}}}]
+
+
+def test_scheduler_metrics_bind_the_pod_ip_and_debug_switches_stay_off() -> None:
+    container = by_kind("Deployment")["koord-scheduler"]["spec"]["template"]["spec"]["containers"][0]
+    assert "--bind-address=$(POD_IP)" in container["args"]
+    assert not any(a.startswith("--debug-flags-port") for a in container["args"])
+    env = {e["name"]: e for e in container["env"]}
+    assert env["POD_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"

@@ -17,6 +17,7 @@ from apis.core.parse import (
 
 
 def pod(spec: dict[str, Any] | None = None, **top: Any) -> dict[str, Any]:
+    spec = {"containers": [container()], **spec} if spec is not None and "containers" not in spec else spec
     obj: dict[str, Any] = {"metadata": {"name": "web-1", "namespace": "default"}, "spec": spec or {}}
     obj.update(top)
     return obj

@@ -323,7 +323,7 @@ def test_full_pod_fields() -> None:
 
 
 def test_defaults_for_a_minimal_pod() -> None:
-    pod = parse_pod({"metadata": {"name": "p"}})
+    pod = parse_pod({"metadata": {"name": "p"}}, require_containers=False)
     assert pod == Pod(meta=pod.meta, qos_class="BestEffort", non_zero_cpu=0, non_zero_memory=0)
     assert (pod.namespace, pod.scheduler_name, pod.priority, pod.phase, pod.node_selector) == (
         "default",

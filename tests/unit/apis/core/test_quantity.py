@@ -33,10 +33,7 @@ from apis.core.quantity import format_quantity, milli_value, parse_quantity, to_
         pytest.param("10u", Fraction(1, 10**5), 1, 1, id="micro"),
         pytest.param("0.1n", Fraction(1, 10**9), 1, 1, id="below-nano-rounds-up-to-nano"),
         pytest.param("1001m", Fraction(1001, 1000), 1001, 2, id="value-ceil"),
-        pytest.param("12345678901234567890", Fraction(2**63 - 1), (2**63 - 1) * 1000, 2**63 - 1, id="capped"),
-        pytest.param(
-            "1e999999999", Fraction(2**63 - 1), (2**63 - 1) * 1000, 2**63 - 1, id="huge-exponent-capped"
-        ),
+        pytest.param("9223372036854775807", Fraction(2**63 - 1), (2**63 - 1) * 1000, 2**63 - 1, id="int64-max"),
         pytest.param(2, Fraction(2), 2000, 2, id="yaml-int"),
         pytest.param(0.25, Fraction(1, 4), 250, 1, id="yaml-float"),
         pytest.param(0.1, Fraction(1, 10), 100, 1, id="yaml-float-shortest-repr"),
@@ -73,6 +70,26 @@ def test_parse_quantity(
         pytest.param("1_000", 'invalid quantity "1_000": unknown suffix "_000"', id="underscore"),
         pytest.param(True, 'invalid quantity "true": expected a string or a number', id="bool"),
         pytest.param(float("nan"), 'invalid quantity "nan": not a finite number', id="nan"),
+        pytest.param(
+            "12345678901234567890",
+            'invalid quantity "12345678901234567890": exceeds the largest quantity (2^63-1 base units)',
+            id="beyond-int64-rejected-not-capped",
+        ),
+        pytest.param(
+            "1e400", 'invalid quantity "1e400": exceeds the largest quantity (2^63-1 base units)', id="1e400"
+        ),
+        pytest.param(
+            "1e999999999",
+            'invalid quantity "1e999999999": exceeds the largest quantity (2^63-1 base units)',
+            id="huge-exponent-cheap",
+        ),
+        pytest.param(
+            "100Ei", 'invalid quantity "100Ei": exceeds the largest quantity (2^63-1 base units)', id="100Ei"
+        ),
+        pytest.param(
+            -(2**63), 'invalid quantity "-9223372036854775808": exceeds the largest quantity (2^63-1 base units)',
+            id="yaml-int-beyond-int64",
+        ),
     ],
 )
 def test_parse_quantity_errors(text: object, want_message: str) -> None:

@@ -18,6 +18,7 @@ from koord_scheduler.framework.errors import ClusterError
 from koord_scheduler.framework.types import ObjectKind
 from koord_scheduler.scheduler.kube import KubeClusterSource, KubeSourceOptions, ReflectorOptions
 from koord_scheduler.scheduler.kube.events import EventOptions
+from koord_scheduler.scheduler.object_errors import ObjectErrors
 from koord_scheduler.scheduler.source import EventType
 from tests.builders import make_node, make_pod
 
@@ -31,6 +32,7 @@ class RecordingSink:
     pods: dict[str, Pod] = field(default_factory=dict)
     nodes: dict[str, Node] = field(default_factory=dict)
     objects: dict[str, Any] = field(default_factory=dict)
+    object_errors: ObjectErrors = field(default_factory=ObjectErrors)
 
     def on_node(self, event: EventType, old: Node | None, new: Node | None) -> None:
         node = new or old
@@ -49,6 +51,11 @@ class RecordingSink:
             self.pods.pop(pod.key, None)
         else:
             self.pods[pod.key] = new
+
+    def on_invalid_object(
+        self, kind: str, key: str, reason: str, message: str, exc: BaseException | None = None
+    ) -> bool:
+        return self.object_errors.report(kind, key, reason, message, exc=exc)
 
     def on_object(self, kind: str, event: EventType, old: Any, new: Any) -> None:
         name = (new or old)["metadata"]["name"]
@@ -241,22 +248,48 @@ async def test_malformed_objects_are_logged_once_and_skipped(
         await eventually(lambda: source.reflectors["Node"].relists == 2)
 
     assert sorted(sink.nodes) == ["good", "other"]
-    logged = [r.getMessage() for r in caplog.records if "malformed" in r.getMessage()]
+    logged = [r.getMessage() for r in caplog.records if "bad" in r.getMessage()]
     assert len(logged) == 1
-    assert "Node bad: status.allocatable.cpu" in logged[0]
+    assert "Node bad ignored (Invalid): Node bad: status.allocatable.cpu" in logged[0]
+    assert sink.object_errors.count("Node", "Invalid") == 1
+    await source.events.flush()
+    posted = [r.body for r in api.requests if r.method == "POST" and "/events" in r.path]
+    assert [(e["regarding"]["kind"], e["regarding"]["name"], e["reason"], e["type"]) for e in posted] == [
+        ("Node", "bad", "InvalidObject", "Warning")
+    ]
+    assert "status.allocatable.cpu" in posted[0]["note"]
 
 
-async def test_a_version_that_fails_to_parse_keeps_the_previous_one(api: FakeApi, source: KubeClusterSource) -> None:
+async def test_a_version_that_fails_to_parse_takes_the_object_out(api: FakeApi, source: KubeClusterSource) -> None:
+    # A stale copy (the old allocatable) must not stay in use: the node is treated as absent until fixed.
     api.put("nodes", make_node("n").capacity(cpu="4").obj())
     sink = RecordingSink()
     await source.start(sink)
     bad = make_node("n").obj()
-    bad["status"]["allocatable"] = {"cpu": "x"}
+    bad["status"]["allocatable"] = {"cpu": "99999999999999999999999"}
     api.put("nodes", bad)
     api.put("pods", make_pod("marker").obj())
     await eventually(lambda: "default/marker" in sink.pods)
-    assert sink.nodes["n"].allocatable["cpu"] == 4000
-    assert ("Node", "MODIFIED", "n") not in sink.events
+    assert "n" not in sink.nodes
+    assert ("Node", "DELETED", "n") in sink.events
+    api.put("nodes", make_node("n").capacity(cpu="8").obj())
+    await eventually(lambda: "n" in sink.nodes)
+    assert sink.nodes["n"].allocatable["cpu"] == 8000
+
+
+async def test_each_bad_version_is_reported_once(api: FakeApi, source: KubeClusterSource) -> None:
+    sink = RecordingSink()
+    await source.start(sink)
+    bad = make_node("n").obj()
+    bad["status"]["allocatable"] = {"cpu": "-1"}
+    api.put("nodes", bad)
+    api.put("nodes", bad)  # a new resourceVersion, the same problem: reported again
+    api.put("nodes", make_node("n").obj())  # fixed
+    api.put("nodes", bad)  # broken again
+    api.put("pods", make_pod("marker").obj())
+    await eventually(lambda: "default/marker" in sink.pods)
+    assert sink.object_errors.count("Node", "Invalid") == 3
+    assert "n" not in sink.nodes
 
 
 async def test_a_failing_handler_does_not_stop_the_watch(api: FakeApi, source: KubeClusterSource) -> None:
@@ -269,6 +302,8 @@ async def test_a_failing_handler_does_not_stop_the_watch(api: FakeApi, source: K
     api.put("nodes", make_node("n").obj())
     api.put("pods", make_pod("p").obj())
     await eventually(lambda: "default/p" in sink.pods)
+    assert sink.object_errors.count("Node", "HandlerError") == 1
+    assert "n" not in source.reflectors["Node"].store  # treated as absent
 
 
 async def test_extra_kinds_reach_on_object(api: FakeApi, source: KubeClusterSource) -> None:
