@@ -4,18 +4,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import BaseModel
 
 from koord_scheduler.framework.errors import RegistryError
+from koord_scheduler.framework.handle import ExtendedHandle
+from koord_scheduler.framework.interfaces import Plugin
 
-if TYPE_CHECKING:
-    from koord_scheduler.framework.handle import FrameworkHandle
-
-PluginFactory = Callable[[Any, "FrameworkHandle"], Any]
+PluginFactory = Callable[[Any, ExtendedHandle], Plugin]
 """``factory(args, handle) -> plugin``. ``args`` is the validated args model instance, or None when the
-plugin declares no args model."""
+plugin declares no args model. A factory may declare the narrower handle Protocol it needs
+(``FrameworkHandle``); it receives the scheduler's :class:`~.handle.ExtendedHandle`."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,12 +13,12 @@ from apis.core.copying import replace_fields
 from apis.core.types import Node, Pod
 from koord_scheduler.framework.cycle_state import CycleState
 from koord_scheduler.framework.diagnosis import fit_error_message
-from koord_scheduler.framework.extender import ErrorHandlerFilter
 from koord_scheduler.framework.runtime import Framework, PluginCycleError
 from koord_scheduler.framework.status import Code, Status
 from koord_scheduler.framework.types import (
     ActionType,
     ClusterEvent,
+    ErrorHandlerFilter,
     EventResource,
     ObjectHandler,
     ObjectKind,
@@ -108,10 +108,7 @@ class Scheduler:
         self.nominator = PodNominator()
         """Pods promised a node by preemption; Filter counts them there (see :mod:`.nominator`)."""
         for fwk in self.profiles.values():
-            for plugin in fwk.plugins.values():
-                bind_nominator = getattr(plugin, "bind_nominator", None)
-                if callable(bind_nominator):
-                    bind_nominator(self.nominator)
+            fwk.bind_nominator(self.nominator)
 
     # ----- event sink -----
 

@@ -29,7 +29,7 @@ from apis.config.plugin_args import TopologySpreadConstraint as ArgsConstraint
 from apis.core.selectors import label_selector_matches
 from apis.core.types import Node, Pod, Toleration, TopologySpreadConstraint
 from koord_scheduler.framework.cycle_state import CycleState, StateKey
-from koord_scheduler.framework.handle import FrameworkHandle
+from koord_scheduler.framework.handle import WatchingHandle
 from koord_scheduler.framework.snapshot import BoolArray, ClusterSnapshot, IntArray, NodeInfo, Positions
 from koord_scheduler.framework.status import Status, skip, success, unresolvable, unschedulable
 from koord_scheduler.framework.types import (
@@ -395,18 +395,22 @@ def _tolerated_mask(snapshot: ClusterSnapshot, tolerations: tuple[Toleration, ..
     return mask
 
 
-def new(args: PodTopologySpreadArgs | None, handle: FrameworkHandle) -> PodTopologySpread:
-    """The plugin; it watches Services and controllers for the default constraints' selector when the
-    handle can deliver them (:mod:`.workloads`), else it approximates controllers from the pod
+def new(args: PodTopologySpreadArgs | None, handle: WatchingHandle) -> PodTopologySpread:
+    """The plugin; it watches Services and controllers for the default constraints' selector
+    (:mod:`.workloads`)."""
+    store = WorkloadStore()
+    for kind in WORKLOAD_KINDS:
+        handle.watch(kind, store.on_event)
+    return from_args(args, default_selector=store.default_selector)
+
+
+def from_args(
+    args: PodTopologySpreadArgs | None, *, default_selector: DefaultSelector = owner_default_selector
+) -> PodTopologySpread:
+    """The plugin without workload informers: by default it approximates controllers from the pod
     (:func:`~.policy.owner_default_selector`)."""
     args = args or PodTopologySpreadArgs()
-    selector: DefaultSelector = owner_default_selector
-    watch = getattr(handle, "watch", None)
-    if callable(watch):
-        store = WorkloadStore()
-        for kind in WORKLOAD_KINDS:
-            watch(kind, store.on_event)
-        selector = store.default_selector
+    selector = default_selector
     if args.defaulting_type == SYSTEM_DEFAULTING:
         return PodTopologySpread(SYSTEM_DEFAULT_CONSTRAINTS, system_defaulted=True, default_selector=selector)
     return PodTopologySpread(

@@ -1,6 +1,7 @@
-"""NodeResourcesFit and NodeResourcesBalancedAllocation score a few nodes per node in plain Python (the
-node or two a cached cycle rescores) and many with the array maths: the same scores, on random clusters
-with scalar resources, zero allocatable and overcommitted nodes, for every strategy with a row form."""
+"""NodeResourcesFit and NodeResourcesBalancedAllocation have a per-node Score (plain Python over one node's
+row, which the runtime asks for the node or two a cached cycle rescores) and a batch Score (the array
+maths): the same scores, on random clusters with scalar resources, zero allocatable and overcommitted
+nodes, for every strategy."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from apis.config.plugin_args import NodeResourcesBalancedAllocationArgs, NodeRes
 from apis.core.frozendict import FrozenDict
 from apis.core.types import Node, ObjectMeta, Pod
 from koord_scheduler.framework.cycle_state import CycleState
+from koord_scheduler.framework.node_cache import FEW_NODES
 from koord_scheduler.plugins.balancedallocation import plugin as balanced_plugin
 from koord_scheduler.plugins.balancedallocation.scoring import balanced_allocation, balanced_allocation_row
 from koord_scheduler.plugins.noderesources import plugin as fit_plugin
@@ -57,11 +59,15 @@ FIT_ARGS = [
     {"scoringStrategy": {"type": "LeastAllocated", "resources": [{"name": "cpu", "weight": 1},
                                                                   {"name": "memory", "weight": 2},
                                                                   {"name": GPU, "weight": 5}]}},
+    {"scoringStrategy": {"type": "RequestedToCapacityRatio", "resources": [{"name": "cpu", "weight": 2},
+                                                                           {"name": "memory", "weight": 1}],
+                         "requestedToCapacityRatio": {"shape": [{"utilization": 0, "score": 0},
+                                                                {"utilization": 60, "score": 10}]}}},
 ]
 
 
 @pytest.mark.parametrize("seed", range(4))
-@pytest.mark.parametrize("raw", FIT_ARGS, ids=["least-default", "most-weighted", "least-with-gpu"])
+@pytest.mark.parametrize("raw", FIT_ARGS, ids=["least-default", "most-weighted", "least-with-gpu", "ratio"])
 def test_fit_few_nodes_score_as_the_arrays(raw: dict[str, object], seed: int) -> None:
     nodes, placed = _cluster(seed)
     snap = make_snapshot(nodes, placed)
@@ -73,9 +79,9 @@ def test_fit_few_nodes_score_as_the_arrays(raw: dict[str, object], seed: int) ->
         state = CycleState()
         plugin.pre_score(state, pod, snap, snap.node_order())
         every = snap.node_order()
-        assert len(every) > fit_plugin.FEW_NODES
+        assert len(every) > FEW_NODES
         whole = plugin.score_nodes(state, pod, snap, every).tolist()
-        one_by_one = [int(plugin.score_nodes(state, pod, snap, every[i : i + 1])[0]) for i in range(len(every))]
+        one_by_one = [plugin.score(state, pod, snap.info(pos)) for pos in every.tolist()]
         assert one_by_one == whole
         checked += len(set(whole))
     assert checked > 12, "the draws should give varied scores"
@@ -97,7 +103,7 @@ def test_balanced_few_nodes_score_as_the_arrays(resources: list[str], seed: int)
             continue
         every = snap.node_order()
         whole = plugin.score_nodes(state, pod, snap, every).tolist()
-        one_by_one = [int(plugin.score_nodes(state, pod, snap, every[i : i + 1])[0]) for i in range(len(every))]
+        one_by_one = [plugin.score(state, pod, snap.info(pos)) for pos in every.tolist()]
         assert one_by_one == whole
 
 

@@ -1,5 +1,9 @@
 """The NodeResourcesFit check (``fitsRequest`` in ``noderesources/fit.go``), vectorised over nodes.
 
+A shared module: NodeResourcesFit filters with it, and DefaultPreemption's victim search runs the same
+arithmetic on node rows with pods taken off, so the answers are the plugin's, not a re-derivation of them.
+NodeResourcesFit's PreFilter state (:data:`PRE_FILTER_KEY`) lives here for the same reason.
+
 Each node's outcome is encoded as a bitmask, so a whole Filter call costs a few array operations and
 the distinct failure combinations (usually a handful) become one :class:`Status` each:
 
@@ -13,15 +17,19 @@ A code of 0 means the node fits.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
 from apis.core.types import PODS
+from koord_scheduler.framework.cycle_state import CycleState, StateKey
+from koord_scheduler.framework.interfaces import FrameworkRunner
+from koord_scheduler.framework.restored import RESTORED_CAPACITY
 from koord_scheduler.framework.snapshot import IntArray, Positions
 from koord_scheduler.framework.status import Status, unresolvable, unschedulable
+from koord_scheduler.plugins import names
 
 TOO_MANY_PODS = "Too many pods"
 MAX_CHECKED_COLUMNS = 61
@@ -219,3 +227,43 @@ def fits_on_empty_node(
         if amount > allocatable.get(name, 0):
             return False
     return True
+
+
+@dataclass(frozen=True, slots=True)
+class PreFilterState:
+    """NodeResourcesFit's PreFilter state: the pod's request row over the snapshot's columns, and the
+    part Filter checks."""
+
+    request: IntArray
+    fit: FitRequest
+
+
+PRE_FILTER_KEY: StateKey[PreFilterState] = StateKey("PreFilter" + names.NODE_RESOURCES_FIT)
+
+NODE_ONLY_FILTERS = frozenset({names.NODE_UNSCHEDULABLE, names.NODE_NAME, names.TAINT_TOLERATION, names.NODE_AFFINITY})
+"""Filter plugins whose answer depends on the pod and the Node object only, never on the pods on the node:
+adding or taking off pods cannot change it."""
+
+
+def exact_fit_request(state: CycleState, active_filters: Sequence[str]) -> FitRequest | None:
+    """NodeResourcesFit's checked request for this cycle when its arithmetic alone decides how pods added
+    to or taken off a node change the Filter answer, else None: every active Filter plugin (by name) is
+    NodeResourcesFit or in :data:`NODE_ONLY_FILTERS`, NodeResourcesFit is not skipped, and no capacity is
+    restored for the pod (reservations). The caller checks that no PreFilter extensions are active."""
+    for name in active_filters:
+        if name != names.NODE_RESOURCES_FIT and name not in NODE_ONLY_FILTERS:
+            return None
+    if names.NODE_RESOURCES_FIT in state.skip_filter or state.get(RESTORED_CAPACITY) is not None:
+        return None
+    pre = state.get(PRE_FILTER_KEY)
+    return pre.fit if pre is not None else None
+
+
+def resource_fit_request(fwk: FrameworkRunner, state: CycleState) -> FitRequest | None:
+    """:func:`exact_fit_request` for the framework's active Filter plugins, and None when an active
+    PreFilter plugin has extensions (AddPod/RemovePod state)."""
+    skip = state.skip_filter
+    for plugin in fwk.pre_filter_plugins:
+        if plugin.name not in skip and plugin.pre_filter_extensions() is not None:
+            return None
+    return exact_fit_request(state, [n for n in fwk.filter_plugin_names if n not in skip])
