@@ -27,6 +27,7 @@ import numpy as np
 from apis.config.plugin_args import SYSTEM_DEFAULTING, PodTopologySpreadArgs
 from apis.config.plugin_args import TopologySpreadConstraint as ArgsConstraint
 from apis.core.selectors import label_selector_matches
+from apis.core.tolerations import SCHEDULING_EFFECTS, find_untolerated_taint
 from apis.core.types import Node, Pod, Toleration, TopologySpreadConstraint
 from koord_scheduler.framework.cycle_state import CycleState, StateKey
 from koord_scheduler.framework.handle import WatchingHandle
@@ -42,8 +43,7 @@ from koord_scheduler.framework.types import (
     QueueingHint,
 )
 from koord_scheduler.plugins import names
-from koord_scheduler.plugins.helpers import SnapshotCache, live_nodes
-from koord_scheduler.plugins.nodeaffinity.policy import RequiredSelector, matches_required, required_mask
+from koord_scheduler.plugins.helpers import RequiredSelector, SnapshotCache, live_nodes, matches_required, required_mask
 from koord_scheduler.plugins.podtopologyspread import hints
 from koord_scheduler.plugins.podtopologyspread.policy import (
     HONOR,
@@ -66,7 +66,6 @@ from koord_scheduler.plugins.podtopologyspread.scoring import (
     topology_normalizing_weight,
 )
 from koord_scheduler.plugins.podtopologyspread.workloads import WORKLOAD_KINDS, WorkloadStore
-from koord_scheduler.plugins.tainttoleration.policy import first_untolerated
 from koord_scheduler.plugins.topology_index import (
     DomainCache,
     SpreadSelector,
@@ -275,7 +274,9 @@ class PodTopologySpread:
                 continue
             if c.node_affinity_policy == HONOR and not matches_required(pre.required, node):
                 continue
-            if c.node_taints_policy == HONOR and first_untolerated(node.taints, pre.tolerations) is not None:
+            if c.node_taints_policy == HONOR and (
+                find_untolerated_taint(node.taints, pre.tolerations, SCHEDULING_EFFECTS) is not None
+            ):
                 continue
             value_id = cc.domains.value_id(labels[c.topology_key])
             if value_id < 0:
@@ -391,7 +392,7 @@ def _pair_ids(domains: TopologyDomains) -> IntArray:
 def _tolerated_mask(snapshot: ClusterSnapshot, tolerations: tuple[Toleration, ...]) -> BoolArray:
     mask = np.zeros(snapshot.capacity, dtype=np.bool_)
     for pos, node in live_nodes(snapshot):
-        mask[pos] = not node.taints or first_untolerated(node.taints, tolerations) is None
+        mask[pos] = not node.taints or find_untolerated_taint(node.taints, tolerations, SCHEDULING_EFFECTS) is None
     return mask
 
 
