@@ -38,7 +38,6 @@ NAME = names.NODE_UNSCHEDULABLE
 ARGS = None
 
 ERR_REASON_UNSCHEDULABLE = "node(s) were unschedulable"
-ERR_REASON_UNKNOWN_CONDITION = "node(s) had unknown conditions"
 _REJECTED = unresolvable(ERR_REASON_UNSCHEDULABLE)
 
 

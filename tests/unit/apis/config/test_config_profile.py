@@ -75,7 +75,6 @@ DEFAULT_SCORE_WEIGHTS = {
     "PodTopologySpread": 2,
     "InterPodAffinity": 2,
     "NodeResourcesBalancedAllocation": 1,
-    "ImageLocality": 1,
 }
 
 
@@ -149,7 +148,7 @@ def test_defaults_drop_unregistered_plugins_silently() -> None:
     [
         pytest.param(None, [p.name for p in DEFAULT_MULTIPOINT], ([], []), id="no-user-plugins"),
         pytest.param(
-            plugins(multiPoint={"enabled": [("ImageLocality", 5), "CustomFilter"]}),
+            plugins(multiPoint={"enabled": [("NodeResourcesBalancedAllocation", 5), "CustomFilter"]}),
             [p.name for p in DEFAULT_MULTIPOINT] + ["CustomFilter"],
             ([], []),
             id="override-in-place-then-append",
