@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -38,6 +39,15 @@ from apis.config.plugin_args import InterPodAffinityArgs
 from apis.core.types import Node, Pod
 from koord_scheduler.framework.cycle_state import CycleState, StateKey
 from koord_scheduler.framework.handle import WatchingHandle
+from koord_scheduler.framework.interfaces import (
+    BatchFilterPlugin,
+    BatchScorePlugin,
+    EnqueueExtensions,
+    PreFilterExtensions,
+    PreFilterPlugin,
+    PreScorePlugin,
+    ScoreExtensions,
+)
 from koord_scheduler.framework.snapshot import ClusterSnapshot, IntArray, NodeInfo, Positions
 from koord_scheduler.framework.status import Status, skip, success, unresolvable, unschedulable
 from koord_scheduler.framework.types import (
@@ -339,3 +349,13 @@ def new(args: InterPodAffinityArgs | None, handle: WatchingHandle) -> InterPodAf
         ignore_preferred_terms_of_existing_pods=args.ignore_preferred_terms_of_existing_pods,
         namespace_labels=store,
     )
+
+
+if TYPE_CHECKING:
+    _pre_filter: type[PreFilterPlugin] = InterPodAffinity
+    _filter: type[BatchFilterPlugin] = InterPodAffinity
+    _pre_filter_extensions: type[PreFilterExtensions] = InterPodAffinity
+    _pre_score: type[PreScorePlugin] = InterPodAffinity
+    _score: type[BatchScorePlugin] = InterPodAffinity
+    _score_extensions: type[ScoreExtensions] = InterPodAffinity
+    _enqueue: type[EnqueueExtensions] = InterPodAffinity

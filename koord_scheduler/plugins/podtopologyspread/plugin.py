@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -31,6 +32,15 @@ from apis.core.tolerations import SCHEDULING_EFFECTS, find_untolerated_taint
 from apis.core.types import Node, Pod, Toleration, TopologySpreadConstraint
 from koord_scheduler.framework.cycle_state import CycleState, StateKey
 from koord_scheduler.framework.handle import WatchingHandle
+from koord_scheduler.framework.interfaces import (
+    BatchFilterPlugin,
+    BatchScorePlugin,
+    EnqueueExtensions,
+    PreFilterExtensions,
+    PreFilterPlugin,
+    PreScorePlugin,
+    ScoreExtensions,
+)
 from koord_scheduler.framework.snapshot import BoolArray, ClusterSnapshot, IntArray, NodeInfo, Positions
 from koord_scheduler.framework.status import Status, skip, success, unresolvable, unschedulable
 from koord_scheduler.framework.types import (
@@ -430,3 +440,13 @@ def core_constraint(c: ArgsConstraint) -> TopologySpreadConstraint:
         node_taints_policy=c.node_taints_policy or IGNORE,
         match_label_keys=tuple(c.match_label_keys),
     )
+
+
+if TYPE_CHECKING:
+    _pre_filter: type[PreFilterPlugin] = PodTopologySpread
+    _filter: type[BatchFilterPlugin] = PodTopologySpread
+    _pre_filter_extensions: type[PreFilterExtensions] = PodTopologySpread
+    _pre_score: type[PreScorePlugin] = PodTopologySpread
+    _score: type[BatchScorePlugin] = PodTopologySpread
+    _score_extensions: type[ScoreExtensions] = PodTopologySpread
+    _enqueue: type[EnqueueExtensions] = PodTopologySpread

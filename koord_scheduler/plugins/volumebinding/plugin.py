@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -21,6 +21,7 @@ from apis.core.parse import parse_node_selector_term, parse_object_meta
 from apis.core.types import Pod
 from koord_scheduler.framework.cycle_state import CycleState, StateKey
 from koord_scheduler.framework.handle import WatchingHandle
+from koord_scheduler.framework.interfaces import BatchFilterPlugin, PreFilterPlugin
 from koord_scheduler.framework.snapshot import ClusterSnapshot, Positions
 from koord_scheduler.framework.status import Status, skip, success, unresolvable
 from koord_scheduler.framework.types import EventType, NodeFilterResult, ObjectKind, PreFilterResult
@@ -129,3 +130,8 @@ class VolumeBinding:
 
 def new(args: VolumeBindingArgs | None, handle: WatchingHandle) -> VolumeBinding:
     return VolumeBinding(args or VolumeBindingArgs(), handle)
+
+
+if TYPE_CHECKING:
+    _pre_filter: type[PreFilterPlugin] = VolumeBinding
+    _filter: type[BatchFilterPlugin] = VolumeBinding
