@@ -11,8 +11,6 @@ import logging
 import time
 from collections.abc import Mapping, Sequence
 
-import numpy as np
-
 from apis.core.types import Pod
 from koord_scheduler.framework import interfaces as ep
 from koord_scheduler.framework.capabilities import find_capabilities
@@ -23,7 +21,7 @@ from koord_scheduler.framework.filter_phase import FilterPhase
 from koord_scheduler.framework.handle import FrameworkHandle
 from koord_scheduler.framework.interfaces import NominatedPods, Plugin, ReservationFilterPlugin
 from koord_scheduler.framework.node_cache import NodeResultCache
-from koord_scheduler.framework.score_phase import ScorePhase, ScorePluginEntry
+from koord_scheduler.framework.score_phase import ScorePhase
 from koord_scheduler.framework.snapshot import IntArray, NodeInfo, Positions
 from koord_scheduler.framework.status import SUCCESS, Code, Status, error, unresolvable
 from koord_scheduler.framework.types import (
@@ -37,13 +35,7 @@ from koord_scheduler.framework.types import (
 
 log = logging.getLogger(__name__)
 
-__all__ = [
-    "DebugOptions",
-    "Framework",
-    "PluginCycleError",
-    "PointObserver",
-    "ScorePluginEntry",
-]
+__all__ = ["Framework", "PluginCycleError"]
 
 
 class Framework:
@@ -389,16 +381,7 @@ class Framework:
 
     def log_score_table(self, state: CycleState, pod: Pod, positions: Positions, totals: IntArray) -> None:
         """``--debug-scores N``: the top-N nodes with each plugin's weighted score."""
-        top = np.argsort(-totals, kind="stable")[: self.debug.scores]
-        per_plugin = self.plugin_scores(state, pod, positions[top])
-        names = list(per_plugin)
-        header = "| # | Node | " + " | ".join(names) + " | Total |"
-        lines = [f"scores for pod {pod.key}:", header, "|" + "---|" * (len(names) + 3)]
-        snapshot = self.handle.snapshot
-        for rank, i in enumerate(top.tolist()):
-            cells = " | ".join(str(int(per_plugin[n][rank])) for n in names)
-            lines.append(f"| {rank} | {snapshot.info(int(positions[i])).name} | {cells} | {int(totals[i])} |")
-        log.warning("\n".join(lines))
+        self.score_phase.log_table(state, pod, self.handle.snapshot, positions, totals=totals, top=self.debug.scores)
 
     def _observe(self, point: str, code: Code, started: float) -> None:
         if self._observer is not None:

@@ -317,3 +317,24 @@ class ScorePhase:
                 entry.extensions.normalize_score(state, pod, scores)
             out[entry.name] = scores * entry.weight
         return out
+
+    def log_table(
+        self,
+        state: CycleState,
+        pod: Pod,
+        snapshot: ClusterSnapshot,
+        positions: Positions,
+        *,
+        totals: IntArray,
+        top: int,
+    ) -> None:
+        """``--debug-scores N``: the top-``top`` nodes with each plugin's weighted score."""
+        best = np.argsort(-totals, kind="stable")[:top]
+        per_plugin = self.plugin_scores(state, pod, snapshot, positions[best])
+        names = list(per_plugin)
+        header = "| # | Node | " + " | ".join(names) + " | Total |"
+        lines = [f"scores for pod {pod.key}:", header, "|" + "---|" * (len(names) + 3)]
+        for rank, i in enumerate(best.tolist()):
+            cells = " | ".join(str(int(per_plugin[n][rank])) for n in names)
+            lines.append(f"| {rank} | {snapshot.info(int(positions[i])).name} | {cells} | {int(totals[i])} |")
+        log.warning("\n".join(lines))

@@ -61,7 +61,7 @@ def framework(snap: ClusterSnapshot, plugin: BothForms, *, node_cache: bool) -> 
         {plugin.name: plugin},
         {"filter": [plugin.name], "score": [plugin.name]},
         {plugin.name: 2},
-        FakeHandle(snap),  # type: ignore[arg-type]
+        FakeHandle(snap),
         node_cache=node_cache,
     )
 
