@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Any
 
 from apis.core.types import HostPort, Pod
 from koord_scheduler.framework.cycle_state import CycleState, StateKey
-from koord_scheduler.framework.extender import RESTORED_CAPACITY
 from koord_scheduler.framework.handle import FrameworkHandle
 from koord_scheduler.framework.interfaces import BatchFilterPlugin, EnqueueExtensions, PreFilterPlugin, SignedPlugin
+from koord_scheduler.framework.restored import RESTORED_CAPACITY
 from koord_scheduler.framework.snapshot import ClusterSnapshot, PortKey, Positions
 from koord_scheduler.framework.status import Status, skip, success, unschedulable
 from koord_scheduler.framework.types import (
