@@ -17,7 +17,7 @@ from koord_scheduler.framework import interfaces as ep
 from koord_scheduler.framework.capabilities import find_capabilities
 from koord_scheduler.framework.cycle_state import CycleState
 from koord_scheduler.framework.errors import PluginCycleError, ProfileError
-from koord_scheduler.framework.interfaces import NominatedPods
+from koord_scheduler.framework.interfaces import NominatedPods, Plugin
 from koord_scheduler.framework.runtime import Framework
 from koord_scheduler.framework.snapshot import ClusterSnapshot, IntArray, Positions
 from koord_scheduler.framework.status import Status, success
@@ -92,9 +92,9 @@ class Watcher:
         self.nominated = nominator
 
 
-def framework(plugins: Sequence[object], points: dict[str, list[str]]) -> Framework:
+def framework(plugins: Sequence[Plugin], points: dict[str, list[str]]) -> Framework:
     handle = FakeHandle(make_snapshot([make_node("n1").build()]))
-    return Framework("test", {p.name: p for p in plugins}, points, {}, handle)  # type: ignore[attr-defined]
+    return Framework("test", {p.name: p for p in plugins}, points, {}, handle)
 
 
 def test_prepare_cycle_runs_once_per_cycle_before_pre_filter_with_the_cycles_snapshot() -> None:

@@ -36,7 +36,9 @@ class Both:
 
     def __init__(self, scheduler: Scheduler) -> None:
         self.scheduler = scheduler
-        self.plugin: DefaultPreemption = scheduler.profiles["default-scheduler"].plugins["DefaultPreemption"]
+        plugin = scheduler.profiles["default-scheduler"].plugins["DefaultPreemption"]
+        assert isinstance(plugin, DefaultPreemption)
+        self.plugin = plugin
         self.fast_batches = 0
         fast_chunk = self.plugin._fast_chunk
 
@@ -45,7 +47,7 @@ class Both:
             self.fast_batches += bool(found)
             return found
 
-        self.plugin._fast_chunk = counting
+        self.plugin._fast_chunk = counting  # type: ignore[method-assign, assignment]
 
     def dry_run(self, pod: Pod, *, fast: bool, offset: int = 0, wanted: int | None = None) -> Outcome:
         fwk = self.scheduler.profiles["default-scheduler"]
