@@ -2,9 +2,10 @@
 
 One chain runs the Filter plugins in order over the nodes still alive; what it records is a parameter
 (:class:`_ChainRecord`): failure chunks into a :class:`Diagnosis` for an ordinary pass, or status ids
-over the changed nodes for the node cache (:mod:`~koord_scheduler.framework.node_cache`). For the
-cache, a plugin with both forms is asked through its per-node form when at most ``FEW_NODES`` nodes are
-left: the runtime decides this here, once, for every plugin.
+over the changed nodes for the node cache (:mod:`~koord_scheduler.framework.node_cache`). A plugin with
+both forms is asked through its per-node form when at most ``FEW_NODES`` nodes are left (the node or two
+a cached pass recomputes, a preemption dry run on one node): the runtime decides this here, once, for
+every plugin, and no plugin counts nodes itself.
 
 Filtering with nominated pods is kube-scheduler's ``RunFilterPluginsWithNominatedPods``
 (``framework/runtime/framework.go``). A pod must leave room for the pods nominated to a node with a
@@ -84,7 +85,7 @@ class FilterEntry:
     batch: BatchFilterPlugin
     """The plugin itself, or :class:`PerNodeFilter` over its per-node form."""
     few: BatchFilterPlugin | None
-    """The per-node form, when the plugin has both: asked for the few nodes a cached answer recomputes."""
+    """The per-node form, when the plugin has both: asked when at most ``FEW_NODES`` nodes are left."""
     sign: PodSigner | None
 
 
@@ -185,8 +186,6 @@ class FilterPhase:
         snapshot: ClusterSnapshot,
         positions: Positions,
         record: _ChainRecord,
-        *,
-        few_nodes: bool,
     ) -> Positions:
         """Every active Filter plugin in order over the nodes still alive; returns those left."""
         alive = positions
@@ -194,7 +193,7 @@ class FilterPhase:
         for entry in self.entries:
             if entry.name in skip or len(alive) == 0:
                 continue
-            plugin = entry.few if few_nodes and entry.few is not None and len(alive) <= FEW_NODES else entry.batch
+            plugin = entry.few if entry.few is not None and len(alive) <= FEW_NODES else entry.batch
             try:
                 result = plugin.filter_nodes(state, pod, snapshot, alive)
             except Exception as exc:
@@ -224,8 +223,7 @@ class FilterPhase:
         key = self._signature(state, pod)
         if key is None:
             log_failures = self._log_failures(pod, snapshot) if self._debug.filters else None
-            feasible = self._chain(state, pod, snapshot, positions, _IntoDiagnosis(diagnosis, log_failures),
-                                   few_nodes=False)
+            feasible = self._chain(state, pod, snapshot, positions, _IntoDiagnosis(diagnosis, log_failures))
         else:
             feasible = self._run_cached(key, state, pod, snapshot=snapshot, positions=positions, diagnosis=diagnosis)
         if self._observer is not None:
@@ -238,7 +236,7 @@ class FilterPhase:
         """:meth:`run` without the per-node cache, for answers that depend on more than the node's row and
         the pod's signature (preemption dry runs, nominated pods added to a node)."""
         started = time.perf_counter()
-        feasible = self._chain(state, pod, snapshot, positions, _IntoDiagnosis(diagnosis, None), few_nodes=False)
+        feasible = self._chain(state, pod, snapshot, positions, _IntoDiagnosis(diagnosis, None))
         if self._observer is not None:
             self._observer(FILTER, Code.SUCCESS, time.perf_counter() - started)
         return feasible
@@ -257,7 +255,7 @@ class FilterPhase:
 
         def compute(dirty: Positions) -> tuple[np.ndarray, list[Status]]:
             record = _IntoCacheIds(len(dirty))
-            self._chain(state, pod, snapshot, dirty, record, few_nodes=True)
+            self._chain(state, pod, snapshot, dirty, record)
             return record.ids, record.statuses
 
         answer = self._node_cache.filter_ids(key, snapshot, compute)

@@ -9,10 +9,11 @@ lists. Each in-tree plugin module states the points it implements so that mypy c
 
 Filter and Score come in two forms: the per-node form kube-scheduler plugin authors know, and a batch
 form over the whole snapshot that in-tree plugins use. The runtime accepts either. A plugin may implement
-both, and they must agree: the runtime then decides, in one place, to call the per-node form for the few
-nodes (at most ``node_cache.FEW_NODES``) it recomputes for a pod whose answers are cached (see
-:mod:`~koord_scheduler.framework.node_cache`), where one Python call per node beats numpy calls on
-one-element arrays, and the batch form everywhere else. A plugin never branches on the node count itself.
+both, and they must agree in every cycle state (restored capacity included): the runtime then decides,
+in one place, to call the per-node form when at most ``node_cache.FEW_NODES`` nodes are asked about (the
+few it recomputes for a pod whose answers are cached, see :mod:`~koord_scheduler.framework.node_cache`,
+or a preemption dry run on one node), where one Python call per node beats numpy calls on one-element
+arrays, and the batch form everywhere else. A plugin never branches on the node count itself.
 """
 
 from __future__ import annotations

@@ -27,8 +27,9 @@ from koord_scheduler.framework.status import Status
 UNKNOWN = -2
 PASSED = -1
 FEW_NODES = 8
-"""Up to this many changed nodes, results are bookkept in plain Python, and plugins that have both the
-batch and the per-node form of Filter/Score are asked through the per-node one (cheaper on one node)."""
+"""Up to this many nodes, results are bookkept in plain Python, and plugins that have both the batch and
+the per-node form of Filter/Score are asked through the per-node one (cheaper on one node). The one
+threshold: plugins do not keep their own."""
 
 
 _entry_serials = count()

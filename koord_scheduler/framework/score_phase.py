@@ -64,13 +64,13 @@ class ScorePluginEntry:
     extensions: ScoreExtensions | None
     sign: Callable[[Pod], Hashable | None] | None = None
     few: BatchScorePlugin | None = None
-    """The per-node form (adapted to the batch signature) when the plugin has both; used to rescore
-    the few nodes that changed since a cached answer."""
+    """The per-node form (adapted to the batch signature) when the plugin has both; used to score at
+    most ``FEW_NODES`` nodes (the few that changed since a cached answer, or a small node set)."""
     reads_only_scores: bool = False
     """The extensions declare ``normalize_reads_only_scores`` (:class:`~.interfaces.ScoresOnlyNormalizer`)."""
 
     def scorer(self, n: int) -> BatchScorePlugin:
-        """What to call to score ``n`` changed nodes for a cached entry."""
+        """What to call to score ``n`` nodes: the runtime's one decision between the two forms."""
         return self.few if self.few is not None and n <= FEW_NODES else self.plugin
 
     @property
@@ -295,7 +295,7 @@ class ScorePhase:
         sign = entry.sign
         value = sign(pod) if cached and sign is not None else None
         if value is None or not cacheable_signature(value):
-            return np.asarray(entry.plugin.score_nodes(state, pod, snapshot, positions), dtype=np.int64)
+            return np.asarray(entry.scorer(len(positions)).score_nodes(state, pod, snapshot, positions), dtype=np.int64)
         assert self._node_cache is not None
         return self._node_cache.raw_scores(
             (entry.name, value),
@@ -312,7 +312,8 @@ class ScorePhase:
         for entry in self.entries:
             if entry.name in state.skip_score:
                 continue
-            scores = np.asarray(entry.plugin.score_nodes(state, pod, snapshot, positions), dtype=np.int64)
+            scorer = entry.scorer(len(positions))
+            scores = np.asarray(scorer.score_nodes(state, pod, snapshot, positions), dtype=np.int64)
             if entry.extensions is not None:
                 entry.extensions.normalize_score(state, pod, scores)
             out[entry.name] = scores * entry.weight

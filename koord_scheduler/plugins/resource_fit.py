@@ -98,16 +98,34 @@ def fit_failures(
     pod_count: IntArray,
     allowed_pods: IntArray,
 ) -> tuple[Positions, IntArray]:
-    """(indices into ``positions`` of the nodes that do not fit, their failure codes).
+    """(indices into ``positions`` of the nodes that do not fit, their failure codes), in the cheaper form
+    for the number of nodes: plain ints for a handful (DefaultPreemption's reprieve batches), else
+    :func:`fit_failures_arrays`. NodeResourcesFit's own Filter does not come here: the runtime picks its
+    per-node or batch form."""
+    if len(positions) <= _SCALAR_MAX:
+        return _fit_failures_scalar(
+            fit, positions, allocatable=allocatable, requested=requested, pod_count=pod_count, allowed_pods=allowed_pods
+        )
+    return fit_failures_arrays(
+        fit, positions, allocatable=allocatable, requested=requested, pod_count=pod_count, allowed_pods=allowed_pods
+    )
+
+
+def fit_failures_arrays(
+    fit: FitRequest,
+    positions: Positions,
+    *,
+    allocatable: IntArray,
+    requested: IntArray,
+    pod_count: IntArray,
+    allowed_pods: IntArray,
+) -> tuple[Positions, IntArray]:
+    """:func:`fit_failures` with array operations whatever the number of nodes.
 
     The common case, where most nodes fit, costs a few whole-array operations and one boolean gather;
     codes are built only for the failing nodes. When ``positions`` covers most of the snapshot it is
     cheaper to compare every row and gather the answer than to gather the inputs.
     """
-    if len(positions) <= _SCALAR_MAX:
-        return _fit_failures_scalar(
-            fit, positions, allocatable=allocatable, requested=requested, pod_count=pod_count, allowed_pods=allowed_pods
-        )
     if len(positions) * 2 >= len(pod_count):
         failing_rows = pod_count >= allowed_pods
         for col, amount in zip(fit.columns.tolist(), fit.amounts.tolist(), strict=True):
@@ -132,8 +150,29 @@ def fit_failures(
 
 
 _SCALAR_MAX = 8
-"""Up to this many nodes, plain Python over scalars beats a dozen numpy calls on tiny arrays (the
-preemption dry run and the per-node cache refresh ask about one or two nodes at a time)."""
+"""Up to this many nodes, plain Python over scalars beats a dozen numpy calls on tiny arrays."""
+
+
+def fit_code(
+    fit: FitRequest,
+    pos: int,
+    *,
+    allocatable: IntArray,
+    requested: IntArray,
+    pod_count: IntArray,
+    allowed_pods: IntArray,
+) -> int:
+    """The failure code of the node at ``pos`` (0 when the pod fits), in plain ints: the per-node form."""
+    code = 1 if pod_count[pos] >= allowed_pods[pos] else 0
+    never = False
+    for j, (col, amount) in enumerate(zip(fit.columns.tolist(), fit.amounts.tolist(), strict=True)):
+        alloc = int(allocatable[pos, col])
+        if alloc - int(requested[pos, col]) < amount:
+            code |= 1 << (j + 1)
+            never = never or amount > alloc
+    if code and never:
+        code |= 1 << (len(fit.names) + 1)
+    return code
 
 
 def _fit_failures_scalar(
@@ -146,22 +185,13 @@ def _fit_failures_scalar(
     allowed_pods: IntArray,
 ) -> tuple[Positions, IntArray]:
     """:func:`fit_failures` for a handful of nodes: the same indices and codes."""
-    columns = fit.columns.tolist()
-    amounts = fit.amounts.tolist()
-    never_bit = len(fit.names) + 1
     failed: list[int] = []
     codes: list[int] = []
     for i, pos in enumerate(positions.tolist()):
-        code = 1 if pod_count[pos] >= allowed_pods[pos] else 0
-        never = False
-        for j, (col, amount) in enumerate(zip(columns, amounts, strict=True)):
-            alloc = int(allocatable[pos, col])
-            if alloc - int(requested[pos, col]) < amount:
-                code |= 1 << (j + 1)
-                never = never or amount > alloc
+        code = fit_code(
+            fit, pos, allocatable=allocatable, requested=requested, pod_count=pod_count, allowed_pods=allowed_pods
+        )
         if code:
-            if never:
-                code |= 1 << never_bit
             failed.append(i)
             codes.append(code)
     return np.asarray(failed, dtype=np.intp), np.asarray(codes, dtype=np.int64)

@@ -32,6 +32,7 @@ from koord_scheduler.framework.interfaces import (
     BatchFilterPlugin,
     BatchScorePlugin,
     EnqueueExtensions,
+    FilterPlugin,
     PreFilterExtensions,
     PreFilterPlugin,
     PreScorePlugin,
@@ -41,7 +42,7 @@ from koord_scheduler.framework.interfaces import (
 )
 from koord_scheduler.framework.restored import RESTORED_CAPACITY, RestoredCapacity
 from koord_scheduler.framework.snapshot import CPU_COL, MEMORY_COL, ClusterSnapshot, IntArray, NodeInfo, Positions
-from koord_scheduler.framework.status import Status, success
+from koord_scheduler.framework.status import SUCCESS, Status, success
 from koord_scheduler.framework.types import (
     ActionType,
     ClusterEvent,
@@ -59,7 +60,9 @@ from koord_scheduler.plugins.resource_fit import (
     PreFilterState,
     exact_fit_request,
     failure_codes,
+    fit_code,
     fit_failures,
+    fit_failures_arrays,
     fit_request,
     fits_on_empty_node,
     group_codes,
@@ -172,9 +175,9 @@ def gather(
 class Fit:
     """The NodeResourcesFit plugin (PreFilter, Filter, PreScore, Score, EnqueueExtensions).
 
-    Score has both forms: the batch form over arrays and the per-node form over one node's row (the
-    runtime asks the latter for the few nodes a cached answer recomputes). ``snapshot`` is the one the
-    per-node form reads rows from (the handle's)."""
+    Filter and Score have both forms: the batch form over arrays and the per-node form over one node's
+    row (the runtime asks the latter for a few nodes). ``snapshot`` is the one the per-node forms read
+    rows from (the handle's)."""
 
     name = NAME
 
@@ -226,7 +229,7 @@ class Fit:
         self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions
     ) -> NodeFilterResult:
         pre = state.get(PRE_FILTER_KEY) or self._pre_filter_state(pod, snapshot)
-        failed, codes = fit_failures(
+        failed, codes = fit_failures_arrays(
             pre.fit,
             positions,
             allocatable=snapshot.allocatable,
@@ -251,6 +254,38 @@ class Fit:
         statuses = tuple(status_for_code(code, pre.fit.names) for code in distinct)
         return NodeFilterResult(passed, reason_ids, statuses)
 
+    def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status:
+        """The per-node form: plain ints over the node's row (the same answer as :meth:`filter_nodes`)."""
+        snapshot = self._require_snapshot()
+        pre = state.get(PRE_FILTER_KEY) or self._pre_filter_state(pod, snapshot)
+        pos = node_info.position
+        code = fit_code(
+            pre.fit,
+            pos,
+            allocatable=snapshot.allocatable,
+            requested=snapshot.requested,
+            pod_count=snapshot.pod_count,
+            allowed_pods=snapshot.allowed_pods,
+        )
+        if code == 0:
+            return SUCCESS
+        restored = state.get(RESTORED_CAPACITY)
+        if restored is not None:
+            one = np.array([pos], dtype=np.intp)
+            failed, codes = _recheck_restored(
+                pre.fit, one, failed=np.zeros(1, dtype=np.intp), codes=np.array([code], dtype=np.int64),
+                restored=restored, snapshot=snapshot,
+            )
+            if len(failed) == 0:
+                return SUCCESS
+            code = int(codes[0])
+        return status_for_code(code, pre.fit.names)
+
+    def _require_snapshot(self) -> ClusterSnapshot:
+        if self._snapshot is None:
+            raise RuntimeError(f"{NAME}: the per-node form needs the snapshot (build the plugin with new())")
+        return self._snapshot
+
     def added_pods_check(self, state: CycleState, active_filters: Sequence[str]) -> AddedPodsCheck | None:
         """Filtering with nominated pods by this plugin's arithmetic, when that is exact this cycle
         (:func:`~koord_scheduler.plugins.resource_fit.exact_fit_request`)."""
@@ -273,9 +308,7 @@ class Fit:
     def score(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> int:
         """The per-node form: plain ints read from the node's row (the same answer as :meth:`score_nodes`,
         which a dozen numpy calls cost more than on one node)."""
-        snapshot = self._snapshot
-        if snapshot is None:
-            raise RuntimeError(f"{NAME}: the per-node Score needs the snapshot (build the plugin with new())")
+        snapshot = self._require_snapshot()
         pre = state.get(PRE_SCORE_KEY) or PreScoreState(scored_resources(pod, snapshot, self._resources))
         resources = pre.resources
         if not resources:
@@ -447,6 +480,7 @@ def new(args: NodeResourcesFitArgs | None, handle: FrameworkHandle) -> Fit:
 if TYPE_CHECKING:
     _pre_filter: type[PreFilterPlugin] = Fit
     _filter: type[BatchFilterPlugin] = Fit
+    _filter_per_node: type[FilterPlugin] = Fit
     _added_pods: type[AddedPodsFilter] = Fit
     _pre_score: type[PreScorePlugin] = Fit
     _score_nodes: type[BatchScorePlugin] = Fit

@@ -1,7 +1,7 @@
-"""NodeResourcesFit and NodeResourcesBalancedAllocation have a per-node Score (plain Python over one node's
-row, which the runtime asks for the node or two a cached cycle rescores) and a batch Score (the array
-maths): the same scores, on random clusters with scalar resources, zero allocatable and overcommitted
-nodes, for every strategy."""
+"""NodeResourcesFit and NodeResourcesBalancedAllocation have a per-node form (plain Python over one node's
+row, which the runtime asks for a few nodes) and a batch form (the array maths) of Score, and Fit of
+Filter too: the same answers, on random clusters with scalar resources, zero allocatable and overcommitted
+nodes, for every strategy and with restored capacity."""
 
 from __future__ import annotations
 
@@ -15,6 +15,8 @@ from apis.core.frozendict import FrozenDict
 from apis.core.types import Node, ObjectMeta, Pod
 from koord_scheduler.framework.cycle_state import CycleState
 from koord_scheduler.framework.node_cache import FEW_NODES
+from koord_scheduler.framework.restored import RESTORED_CAPACITY, RestoredCapacity
+from koord_scheduler.framework.status import Status
 from koord_scheduler.plugins.balancedallocation import plugin as balanced_plugin
 from koord_scheduler.plugins.balancedallocation.scoring import balanced_allocation, balanced_allocation_row
 from koord_scheduler.plugins.noderesources import plugin as fit_plugin
@@ -142,3 +144,32 @@ def test_fit_row_scores_table(
 def test_balanced_row_table(requested: list[int], allocatable: list[int], want: int) -> None:
     assert balanced_allocation_row(requested, allocatable) == want
     assert int(balanced_allocation(np.array([requested]), np.array([allocatable]))[0]) == want
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("restore", [False, True], ids=["plain", "restored-capacity"])
+def test_fit_filter_per_node_as_the_batch(seed: int, restore: bool) -> None:
+    """NodeResourcesFit's per-node Filter (which the runtime asks for a few nodes) gives each node the
+    batch Filter's status, with and without capacity and pod slots restored for the pod."""
+    nodes, placed = _cluster(seed)
+    snap = make_snapshot(nodes, placed)
+    plugin = fit_plugin.new(NodeResourcesFitArgs(), FakeHandle(snap))
+    rng = random.Random(300 + seed)
+    every = snap.node_order()
+    rejected = 0
+    for k in range(12):
+        pod = _pod(f"incoming-{k}", rng)
+        state = CycleState()
+        plugin.pre_filter(state, pod, snap)
+        if restore:
+            chosen = np.array(sorted(rng.sample(every.tolist(), 10)), dtype=np.intp)
+            amounts = np.zeros((len(chosen), len(snap.resource_names)), dtype=np.int64)
+            amounts[:, 0] = [rng.choice([0, 500, 3000]) for _ in chosen]
+            slots = np.array([rng.choice([0, 1]) for _ in chosen], dtype=np.int64)
+            state.write(RESTORED_CAPACITY, RestoredCapacity(chosen, amounts, pod_slots=slots))
+        batch = plugin.filter_nodes(state, pod, snap, every)
+        want = [Status() if batch.passed[i] else batch.status_of(i) for i in range(len(every))]
+        got = [plugin.filter(state, pod, snap.info(pos)) for pos in every.tolist()]
+        assert got == want
+        rejected += sum(not s.is_success for s in got)
+    assert rejected > 12, "the draws should reject some nodes"
