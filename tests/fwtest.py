@@ -7,11 +7,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from prometheus_client import CollectorRegistry
 
 from apis.core.types import Node, Pod
 from koord_scheduler.framework.cycle_state import CycleState
 from koord_scheduler.framework.snapshot import ClusterSnapshot
 from koord_scheduler.framework.status import Status
+from koord_scheduler.framework.types import ErrorHandlerFilter, ObjectHandler, ObjectKind, SimulationReporter
+from koord_scheduler.framework.waiting_pods import WaitingPod
 
 
 def make_snapshot(nodes: Iterable[Node], pods: Iterable[Pod] = ()) -> ClusterSnapshot:
@@ -26,17 +29,64 @@ def make_snapshot(nodes: Iterable[Node], pods: Iterable[Pod] = ()) -> ClusterSna
 
 @dataclass
 class FakeHandle:
-    """A FrameworkHandle for unit tests: a snapshot, a recording cluster client and a fixed clock."""
+    """An ExtendedHandle for unit tests: a snapshot, a fixed clock, and the scheduler's services kept in
+    lists (watch handlers by kind, pod watchers, reports, forget-pod handlers, error filters, accounted
+    and queued pods) so a test can drive or inspect them."""
 
     snapshot: ClusterSnapshot
     now: float = 1_700_000_000.0
     cluster: Any = None
     """A ClusterClient when a test needs one; None for plugins that never call the cluster."""
     calls: list[tuple[str, str]] = field(default_factory=list)
+    metrics_registry: CollectorRegistry = field(default_factory=CollectorRegistry)
+    watch_handlers: dict[str, list[ObjectHandler]] = field(default_factory=dict)
+    pod_watchers: list[ObjectHandler] = field(default_factory=list)
+    reports: list[SimulationReporter] = field(default_factory=list)
+    forget_pod_handlers: list[Callable[[Pod], None]] = field(default_factory=list)
+    error_filters: list[tuple[ErrorHandlerFilter | None, ErrorHandlerFilter | None]] = field(default_factory=list)
+    accounted: dict[str, Pod] = field(default_factory=dict)
+    queued: dict[str, Pod] = field(default_factory=dict)
+    waiting: dict[str, WaitingPod] = field(default_factory=dict)
 
     @property
     def clock(self) -> Callable[[], float]:
         return lambda: self.now
+
+    def watch(self, kind: ObjectKind, handler: ObjectHandler) -> None:
+        self.watch_handlers.setdefault(kind.kind, []).append(handler)
+
+    def watch_pods(self, handler: ObjectHandler) -> None:
+        self.pod_watchers.append(handler)
+
+    def add_simulation_report(self, reporter: SimulationReporter) -> None:
+        self.reports.append(reporter)
+
+    def register_forget_pod_handler(self, handler: Callable[[Pod], None]) -> None:
+        self.forget_pod_handlers.append(handler)
+
+    def register_error_handler_filters(self, pre: ErrorHandlerFilter | None, post: ErrorHandlerFilter | None) -> None:
+        self.error_filters.append((pre, post))
+
+    def forget_pod(self, pod: Pod) -> None:
+        for handler in self.forget_pod_handlers:
+            handler(pod)
+
+    def account_pod(self, pod: Pod) -> None:
+        self.accounted[pod.key] = pod
+        self.snapshot.add_pod(pod)
+
+    def unaccount_pod(self, pod: Pod) -> None:
+        if self.accounted.pop(pod.key, None) is not None:
+            self.snapshot.remove_pod(pod)
+
+    def enqueue_pod(self, pod: Pod) -> None:
+        self.queued[pod.key] = pod
+
+    def dequeue_pod(self, pod: Pod) -> None:
+        self.queued.pop(pod.key, None)
+
+    def waiting_pod(self, key: str) -> WaitingPod | None:
+        return self.waiting.get(key)
 
 
 def filter_statuses(plugin: object, pod: Pod, snap: ClusterSnapshot, state: CycleState | None = None

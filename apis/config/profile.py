@@ -65,13 +65,15 @@ DEFAULT_MULTIPOINT: tuple[PluginRef, ...] = (
     Plugin(name="InterPodAffinity", weight=2),
     Plugin(name="DefaultPreemption"),
     Plugin(name="NodeResourcesBalancedAllocation", weight=1),
-    Plugin(name="ImageLocality", weight=1),
     Plugin(name="DefaultBinder"),
 )
-"""kube-scheduler v1.35's default MultiPoint list, restricted to plugins pykoord implements or plans.
+"""kube-scheduler v1.35's default MultiPoint list, restricted to the plugins pykoord registers, in
+upstream's order. Weights are the Score weights.
 
-Left out: the volume plugins (VolumeRestrictions, NodeVolumeLimits, VolumeBinding, VolumeZone) and
-DynamicResources. Weights are the Score weights.
+Left out because pykoord does not implement them: VolumeRestrictions, NodeVolumeLimits, VolumeZone,
+DynamicResources and ImageLocality. :func:`default_plugins` also drops any name missing from the
+registry it is given, so this list must name only registered plugins (a test checks it against the
+in-tree registry).
 """
 
 Implements = Callable[[str, str], bool]

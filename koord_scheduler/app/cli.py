@@ -3,7 +3,9 @@
 ``koord-scheduler simulate ...`` runs the embedded simulator; ``koord-scheduler --config ...`` runs
 against a real API server. Plugin authors build their own command with extra plugins::
 
-    from koord_scheduler import new_scheduler_command, with_plugin
+    from koord_scheduler import with_plugin
+    from koord_scheduler.app.cli import new_scheduler_command
+
     raise SystemExit(new_scheduler_command(with_plugin("MyPlugin", new_my_plugin)).run())
 """
 

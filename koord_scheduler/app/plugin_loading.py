@@ -10,12 +10,10 @@ from typing import Any
 from pydantic import BaseModel
 
 from koord_scheduler.framework.errors import RegistryError
-from koord_scheduler.framework.registry import PluginFactory, PluginSpec, Registry
+from koord_scheduler.framework.registry import ENTRY_POINT_GROUP, PluginSpec, Registry, with_plugin
 from koord_scheduler.plugins.registry import in_tree_registry
 
 log = logging.getLogger(__name__)
-
-ENTRY_POINT_GROUP = "koord_scheduler.plugins"
 
 
 def spec_from_object(name: str, obj: Any) -> PluginSpec:
@@ -69,6 +67,4 @@ def build_registry(extra: Iterable[PluginSpec] = (), *, use_entry_points: bool =
     return registry.merge(Registry(extra))
 
 
-def with_plugin(name: str, factory: PluginFactory, *, args_model: type[BaseModel] | None = None) -> PluginSpec:
-    """An out-of-tree plugin given in code: ``new_scheduler_command(with_plugin("X", new_x))``."""
-    return PluginSpec(name, factory, args_model)
+__all__ = ["ENTRY_POINT_GROUP", "build_registry", "entry_point_registry", "spec_from_object", "with_plugin"]

@@ -293,8 +293,6 @@ def _options(ns: argparse.Namespace) -> ServeOptions:
         debug_filters=bool(ns.debug_filters),
         controllers=controller_flags(ns),
         debug_flags_port=_port("--debug-flags-port", ns.debug_flags_port),
-        reservation_controller=bool(ns.reservation_controller),
-        debug_flags_port=_port("--debug-flags-port", ns.debug_flags_port),
     )
 
 
@@ -361,7 +359,7 @@ async def _run(
     elector = _elector(options, source, metrics) if options.leader_elect else None
     state = _State(source, elector, scheduler)
     state.set_debug(scores=options.debug_scores, filters=options.debug_filters)
-    controller = _reservation_controller(options, scheduler, elector)
+    controller = _reservation_controller(options, scheduler, elector, metrics)
     runner: web.AppRunner | None = None
     colocation_task: asyncio.Future[None] | None = None
     debug_runner: web.AppRunner | None = None
@@ -381,7 +379,9 @@ async def _run(
                       f"{exc.strerror or exc}", file=sys.stderr)
                 return EXIT_USAGE
         kinds = list(scheduler.watched_kinds.values()) if scheduler is not None else []
-        sink = FanoutSink(scheduler, colocation.controllers) if colocation is not None else scheduler
+        sink: FanoutSink | Scheduler | None = scheduler
+        if colocation is not None:
+            sink = FanoutSink(scheduler, colocation.controllers, metrics.object_errors)
         if sink is None:
             log.error("nothing to do: scheduling is off and no controller is enabled")
             return EXIT_USAGE
@@ -459,7 +459,7 @@ async def _until_stopped(coro: Coroutine[Any, Any, None], stop: asyncio.Event) -
 
 
 def _reservation_controller(
-    options: ServeOptions, scheduler: Scheduler | None, elector: LeaderElector | None
+    options: ServeOptions, scheduler: Scheduler | None, elector: LeaderElector | None, metrics: SchedulerMetrics
 ) -> ReservationControllerThread | None:
     """The Reservation lifecycle controller, when selected and some profile enables the Reservation
     plugin (with scheduling off: when selected)."""
@@ -470,7 +470,7 @@ def _reservation_controller(
     api = ApiSettings(kubeconfig=options.kubeconfig or None)
     is_leader: Callable[[], bool] = (lambda: elector.is_leader) if elector is not None else (lambda: True)
     return ReservationControllerThread(
-        api, ControllerOptions(), is_leader=is_leader, object_errors=scheduler.metrics.object_errors
+        api, ControllerOptions(), is_leader=is_leader, object_errors=metrics.object_errors
     )
 
 

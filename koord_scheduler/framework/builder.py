@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from apis.config import ConfigError, KubeSchedulerConfiguration
 from apis.config.profile import (
@@ -14,16 +13,17 @@ from apis.config.profile import (
     plugin_args_for_profile,
 )
 from koord_scheduler.framework.errors import ProfileError
-from koord_scheduler.framework.handle import FrameworkHandle
-from koord_scheduler.framework.interfaces import implements
+from koord_scheduler.framework.handle import ExtendedHandle
+from koord_scheduler.framework.interfaces import Plugin, implements
 from koord_scheduler.framework.registry import Registry
-from koord_scheduler.framework.runtime import Framework, PointObserver
+from koord_scheduler.framework.runtime import Framework
+from koord_scheduler.framework.types import PointObserver
 
 
 def build_profiles(
     config: KubeSchedulerConfiguration,
     registry: Registry,
-    handle: FrameworkHandle,
+    handle: ExtendedHandle,
     *,
     observer: Callable[[str], PointObserver] | None = None,
     node_cache: bool = True,
@@ -38,7 +38,7 @@ def build_profiles(
         merged = merge_with_defaults(profile.plugins, defaults)
         enabled = [n for n in enabled_plugin_names(merged) if n in registry]
         args = plugin_args_for_profile(profile, enabled, args_models, path=path)
-        instances: dict[str, Any] = {}
+        instances: dict[str, Plugin] = {}
         for name in enabled:
             spec = registry.get(name)
             try:
@@ -47,12 +47,13 @@ def build_profiles(
                 raise
             except Exception as exc:
                 raise ProfileError(f"{path}: initializing plugin {name!r}: {exc}") from exc
-            if getattr(plugin, "name", None) != name:
-                raise ProfileError(f"{path}: plugin factory for {name!r} returned a plugin named "
-                                   f"{getattr(plugin, 'name', None)!r}")
+            if not isinstance(plugin, Plugin):
+                raise ProfileError(f"{path}: plugin factory for {name!r} returned an object without a name")
+            if plugin.name != name:
+                raise ProfileError(f"{path}: plugin factory for {name!r} returned a plugin named {plugin.name!r}")
             instances[name] = plugin
 
-        def implements_point(name: str, point: str, _instances: dict[str, Any] = instances) -> bool:
+        def implements_point(name: str, point: str, _instances: dict[str, Plugin] = instances) -> bool:
             plugin = _instances.get(name)
             return plugin is not None and implements(plugin, point)
 

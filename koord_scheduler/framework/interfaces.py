@@ -1,23 +1,29 @@
-"""One small Protocol per extension point.
+"""One small Protocol per extension point and per optional capability.
 
-A plugin is any object with a ``name`` and the methods of the points it implements; the runtime finds
-them once, when the profile is built (:func:`implements`). Filter and Score come in two forms: the
-per-node form kube-scheduler plugin authors know, and a batch form over the whole snapshot that in-tree
-plugins use. The runtime accepts either. A plugin may implement both, and they must agree: the runtime
-then uses the per-node form for the few nodes (at most ``node_cache.FEW_NODES``) it recomputes for a pod
-whose answers are cached (see :mod:`~koord_scheduler.framework.node_cache`), where one Python call per node
-beats numpy calls on one-element arrays, and the batch form everywhere else.
+A plugin is any object with a ``name`` and the methods of the points it implements. The runtime finds
+them once, when the profile is built, with ``isinstance`` on these runtime-checkable Protocols
+(:func:`implements`, and :class:`~koord_scheduler.framework.capabilities.Capabilities`), and keeps typed
+lists. Each in-tree plugin module states the points it implements so that mypy checks the signatures
+(``_: type[FilterPlugin] = MyPlugin`` under ``TYPE_CHECKING``), the way kube-scheduler writes
+``var _ framework.FilterPlugin = &NodeAffinity{}``.
+
+Filter and Score come in two forms: the per-node form kube-scheduler plugin authors know, and a batch
+form over the whole snapshot that in-tree plugins use. The runtime accepts either. A plugin may implement
+both, and they must agree in every cycle state (restored capacity included): the runtime then decides,
+in one place, to call the per-node form when at most ``node_cache.FEW_NODES`` nodes are asked about (the
+few it recomputes for a pod whose answers are cached, see :mod:`~koord_scheduler.framework.node_cache`,
+or a preemption dry run on one node), where one Python call per node beats numpy calls on one-element
+arrays, and the batch form everywhere else. A plugin never branches on the node count itself.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
-
-import numpy as np
+from collections.abc import Hashable, Iterable, Iterator, Sequence
+from typing import Protocol, runtime_checkable
 
 from apis.core.types import Pod
 from koord_scheduler.framework.cycle_state import CycleState
+from koord_scheduler.framework.diagnosis import Diagnosis, FailureChunk
 from koord_scheduler.framework.snapshot import ClusterSnapshot, IntArray, NodeInfo, Positions
 from koord_scheduler.framework.status import Status
 from koord_scheduler.framework.types import (
@@ -28,15 +34,15 @@ from koord_scheduler.framework.types import (
     QueuedPodInfo,
 )
 
-if TYPE_CHECKING:
-    from koord_scheduler.framework.diagnosis import Diagnosis
-
 
 @runtime_checkable
 class Plugin(Protocol):
     """Every plugin has a ``name``, the one users write in configuration files."""
 
     name: str
+
+
+# ----- extension points -----
 
 
 @runtime_checkable
@@ -115,14 +121,21 @@ class PreScorePlugin(Plugin, Protocol):
 
 @runtime_checkable
 class ScoreExtensions(Protocol):
-    """NormalizeScore. An extensions object may also set ``normalize_reads_only_scores = True`` when
-    its result depends on nothing but the scores it is given (as with ``default_normalize_score``): for
-    a signed plugin the runtime then reuses the last normalised scores while the raw scores and the
-    scored nodes are unchanged."""
+    """NormalizeScore."""
 
     def normalize_score(self, state: CycleState, pod: Pod, scores: IntArray) -> Status:
         """Rewrite ``scores`` (aligned with the scored positions) in place into [0, 100]."""
         ...
+
+
+@runtime_checkable
+class ScoresOnlyNormalizer(ScoreExtensions, Protocol):
+    """Optional, on a ScoreExtensions object: ``normalize_reads_only_scores = True`` declares that the
+    result depends on nothing but the scores it is given (as with ``default_normalize_score``). For a
+    signed plugin the runtime then reuses the last normalised scores while the raw scores and the scored
+    nodes are unchanged."""
+
+    normalize_reads_only_scores: bool
 
 
 @runtime_checkable
@@ -143,18 +156,6 @@ class BatchScorePlugin(Plugin, Protocol):
         ...
 
     def score_extensions(self) -> ScoreExtensions | None: ...
-
-
-@runtime_checkable
-class WarmUpPlugin(Plugin, Protocol):
-    """Optional, any plugin: prepare per-node state before the first scheduling cycle."""
-
-    def warm_up(self) -> None:
-        """Called once when the scheduler starts, after its caches are listed and before the first cycle.
-        Work done here (a full pass over the snapshot, say) is then not part of the first pod's
-        scheduling latency. A plugin must still be correct if it is never called. An exception is
-        logged and ignored."""
-        ...
 
 
 @runtime_checkable
@@ -196,14 +197,202 @@ class PostBindPlugin(Plugin, Protocol):
         ...
 
 
+# ----- Koordinator's transformers (native stages of the runtime) -----
+# A transformer runs only if its plugin is enabled at the matching extension point, in the profile's
+# order; a non-success status aborts the cycle, naming the plugin.
+
+
 @runtime_checkable
-class EnqueueExtensions(Protocol):
-    def events_to_register(self) -> Sequence[ClusterEventWithHint]:
-        """Cluster events that may make a pod this plugin rejected schedulable again."""
+class PreFilterTransformer(Plugin, Protocol):
+    def before_pre_filter(self, state: CycleState, pod: Pod) -> tuple[Pod | None, Status]:
+        """Return a replacement pod (or None to keep it) used for the rest of the cycle."""
+        ...
+
+    def after_pre_filter(self, state: CycleState, pod: Pod, result: PreFilterResult | None) -> Status: ...
+
+
+@runtime_checkable
+class FilterTransformer(Plugin, Protocol):
+    def before_filter(
+        self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions
+    ) -> tuple[Pod | None, Status]:
+        """Runs once per cycle over the candidate nodes, before any Filter. May replace the pod and
+        write a :class:`~koord_scheduler.framework.restored.RestoredCapacity` into ``state`` (the batch
+        form of Koordinator's per-node BeforeFilter, which swaps the NodeInfo)."""
         ...
 
 
-# Extension point names as they appear in configuration files.
+@runtime_checkable
+class ScoreTransformer(Plugin, Protocol):
+    def before_score(
+        self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions
+    ) -> tuple[Pod | None, Positions | None, Status]:
+        """May replace the pod and/or the node list to score (a subset of ``positions``)."""
+        ...
+
+
+# ----- Koordinator's reservation stages -----
+# ``reservation`` is the Reservation plugin's own record of one reservation (opaque to the framework).
+
+
+@runtime_checkable
+class ReservationFilterPlugin(Plugin, Protocol):
+    def filter_reservation(self, state: CycleState, pod: Pod, reservation: object, node_info: NodeInfo) -> Status:
+        """Whether ``pod`` may use ``reservation`` on its node, in the Filter phase."""
+        ...
+
+
+@runtime_checkable
+class ReservationPreBindPlugin(Plugin, Protocol):
+    async def pre_bind_reservation(self, state: CycleState, reservation: object, node_name: str) -> Status:
+        """PreBind of a reservation's reserve pod (it is never bound like a pod)."""
+        ...
+
+
+@runtime_checkable
+class ReservationNominator(Plugin, Protocol):
+    """Chooses which reservation on the chosen node a pod consumes (the Reservation plugin)."""
+
+    def nominate_reservation(self, state: CycleState, pod: Pod, node_name: str) -> Status:
+        """Record the nominated reservation in ``state`` for Reserve; Success with none is fine."""
+        ...
+
+
+# ----- optional capabilities of any plugin -----
+
+
+@runtime_checkable
+class EnqueueExtensions(Protocol):
+    def events_to_register(self) -> Sequence[ClusterEventWithHint]:
+        """Cluster events that may make a pod this plugin rejected schedulable again. A plugin without
+        it gets every event."""
+        ...
+
+
+@runtime_checkable
+class QueueSortKey(Protocol):
+    """Optional, on a QueueSort plugin: a key equivalent to ``less`` (``a`` before ``b`` exactly when
+    ``sort_key(a) < sort_key(b)``), which lets the queue keep a heap of keys instead of calling ``less``."""
+
+    def sort_key(self, qpi: QueuedPodInfo) -> object: ...
+
+
+@runtime_checkable
+class SignedPlugin(Protocol):
+    """Optional, on a Filter or Score plugin: what its per-node answer depends on besides the node's row.
+
+    Pods with equal signatures get equal answers on an unchanged node, so the runtime caches answers per
+    node (:mod:`~koord_scheduler.framework.node_cache`). ``None`` means "do not cache for this pod"."""
+
+    def sign_pod(self, pod: Pod) -> Hashable | None: ...
+
+
+@runtime_checkable
+class WarmUpPlugin(Plugin, Protocol):
+    """Optional, any plugin: prepare per-node state before the first scheduling cycle."""
+
+    def warm_up(self) -> None:
+        """Called once when the scheduler starts, after its caches are listed and before the first cycle.
+        Work done here (a full pass over the snapshot, say) is then not part of the first pod's
+        scheduling latency. A plugin must still be correct if it is never called. An exception is
+        logged and ignored."""
+        ...
+
+
+@runtime_checkable
+class CyclePreparer(Plugin, Protocol):
+    """Optional, any plugin: bring per-plugin state up to date with the snapshot, once per cycle."""
+
+    def prepare_cycle(self, snapshot: ClusterSnapshot) -> None:
+        """Called once per scheduling cycle, before PreFilter, with the cycle's snapshot. Queries
+        (``sign_pod``, Filter, Score) then only read. An exception aborts the cycle as an Error naming
+        the plugin."""
+        ...
+
+
+class NominatedPods(Protocol):
+    """The scheduler's nominated pods (pending pods that preemption promised a node to), read-only."""
+
+    def nominated_pods_for_node(self, node_name: str) -> list[Pod]: ...
+
+    def by_node(self) -> Iterator[tuple[str, Iterable[Pod]]]:
+        """Node -> its nominated pods, without copying."""
+        ...
+
+    def __bool__(self) -> bool: ...
+
+
+@runtime_checkable
+class NominatorAware(Protocol):
+    """Optional, any plugin: receives the scheduler's nominated pods once the scheduler exists."""
+
+    def bind_nominator(self, nominator: NominatedPods) -> None: ...
+
+
+class FrameworkRunner(Protocol):
+    """What a plugin that drives other plugins may run (the profile's
+    :class:`~koord_scheduler.framework.runtime.Framework` provides it)."""
+
+    @property
+    def pre_filter_plugins(self) -> Sequence[PreFilterPlugin]: ...
+
+    @property
+    def filter_plugin_names(self) -> Sequence[str]:
+        """The Filter plugins of the profile, in order."""
+        ...
+
+    @property
+    def reservation_filter_plugins(self) -> Sequence[ReservationFilterPlugin]: ...
+
+    def filter_nodes_uncached(
+        self, state: CycleState, pod: Pod, positions: Positions, diagnosis: Diagnosis
+    ) -> Positions:
+        """The Filter chain over ``positions`` without the per-node cache (answers that depend on more
+        than the node's row: dry runs that edit the snapshot). Returns the feasible positions."""
+        ...
+
+    def run_reservation_filter_plugins(
+        self, state: CycleState, pod: Pod, reservation: object, node_info: NodeInfo
+    ) -> Status: ...
+
+    async def run_pre_bind_reservation(self, state: CycleState, reservation: object, node_name: str) -> Status: ...
+
+
+@runtime_checkable
+class FrameworkAware(Protocol):
+    """Optional, any plugin: plugins that drive other plugins (the Reservation plugin runs the
+    reservation filter plugins, preemption runs Filter) receive the framework once it is built."""
+
+    def bind_framework(self, framework: FrameworkRunner) -> None: ...
+
+
+class AddedPodsCheck(Protocol):
+    """One cycle's batch recheck of a Filter answer with extra pods added to some nodes."""
+
+    def rejections(
+        self, snapshot: ClusterSnapshot, added: Sequence[tuple[int, Sequence[Pod]]]
+    ) -> FailureChunk | None:
+        """The nodes among ``added`` (position, pods to add there) where the pod no longer fits with those
+        pods counted, with statuses stamped with the plugin; None when every node fits. A pod already
+        accounted on its node (assumed) is not counted twice."""
+        ...
+
+
+@runtime_checkable
+class AddedPodsFilter(Plugin, Protocol):
+    """Optional, on a Filter plugin: answer for many nodes at once as if extra pods ran there, without
+    editing the snapshot (Filtering with nominated pods otherwise runs the whole chain node by node)."""
+
+    def added_pods_check(self, state: CycleState, active_filters: Sequence[str]) -> AddedPodsCheck | None:
+        """A check exact for this cycle, or None. Exact means that among ``active_filters`` (the Filter
+        plugins running this cycle, by name) this plugin is the only one whose answer depends on the pods
+        on a node, so no other plugin's answer can change when pods are added. The runtime asks only
+        when no active PreFilter plugin has PreFilterExtensions."""
+        ...
+
+
+# ----- extension point names as they appear in configuration files -----
+
 PRE_ENQUEUE = "preEnqueue"
 QUEUE_SORT = "queueSort"
 PRE_FILTER = "preFilter"
@@ -217,45 +406,23 @@ PRE_BIND = "preBind"
 BIND = "bind"
 POST_BIND = "postBind"
 
-EXTENSION_POINTS: tuple[str, ...] = (
-    PRE_ENQUEUE,
-    QUEUE_SORT,
-    PRE_FILTER,
-    FILTER,
-    POST_FILTER,
-    PRE_SCORE,
-    SCORE,
-    RESERVE,
-    PERMIT,
-    PRE_BIND,
-    BIND,
-    POST_BIND,
-)
-
-_METHODS: dict[str, tuple[str, ...]] = {
-    PRE_ENQUEUE: ("pre_enqueue",),
-    QUEUE_SORT: ("less",),
-    PRE_FILTER: ("pre_filter",),
-    FILTER: ("filter", "filter_nodes"),
-    POST_FILTER: ("post_filter",),
-    PRE_SCORE: ("pre_score",),
-    SCORE: ("score", "score_nodes"),
-    RESERVE: ("reserve",),
-    PERMIT: ("permit",),
-    PRE_BIND: ("pre_bind",),
-    BIND: ("bind",),
-    POST_BIND: ("post_bind",),
+POINT_PROTOCOLS: dict[str, tuple[type[Plugin], ...]] = {
+    PRE_ENQUEUE: (PreEnqueuePlugin,),
+    QUEUE_SORT: (QueueSortPlugin,),
+    PRE_FILTER: (PreFilterPlugin,),
+    FILTER: (BatchFilterPlugin, FilterPlugin),
+    POST_FILTER: (PostFilterPlugin,),
+    PRE_SCORE: (PreScorePlugin,),
+    SCORE: (BatchScorePlugin, ScorePlugin),
+    RESERVE: (ReservePlugin,),
+    PERMIT: (PermitPlugin,),
+    PRE_BIND: (PreBindPlugin,),
+    BIND: (BindPlugin,),
+    POST_BIND: (PostBindPlugin,),
 }
+"""The Protocols a plugin may satisfy to implement each extension point (either form for Filter/Score)."""
 
 
 def implements(plugin: object, point: str) -> bool:
     """Whether ``plugin`` implements the extension point named as in configuration (``"filter"``...)."""
-    return any(callable(getattr(plugin, m, None)) for m in _METHODS[point])
-
-
-def no_extensions(_: object) -> None:
-    return None
-
-
-def empty_scores(n: int) -> IntArray:
-    return np.zeros(n, dtype=np.int64)
+    return any(isinstance(plugin, proto) for proto in POINT_PROTOCOLS[point])

@@ -27,8 +27,9 @@ from koord_scheduler.framework.status import Status
 UNKNOWN = -2
 PASSED = -1
 FEW_NODES = 8
-"""Up to this many changed nodes, results are bookkept in plain Python, and plugins that have both the
-batch and the per-node form of Filter/Score are asked through the per-node one (cheaper on one node)."""
+"""Up to this many nodes, results are bookkept in plain Python, and plugins that have both the batch and
+the per-node form of Filter/Score are asked through the per-node one (cheaper on one node). The one
+threshold: plugins do not keep their own."""
 
 
 _entry_serials = count()
@@ -121,7 +122,6 @@ class NodeResultCache:
         self._max_filters = max_filter_entries
         self._max_scores = max_score_entries
         self.hits = 0
-        self.recomputed_nodes = 0
 
     def filter_ids(self, key: Hashable, snapshot: ClusterSnapshot, compute: FilterCompute) -> FilterAnswer:
         """Status ids over every position, the status table, how many positions fail, and a stamp that
@@ -162,7 +162,6 @@ class NodeResultCache:
                 entry.failing += int(np.count_nonzero(fresh >= 0)) - int(np.count_nonzero(entry.ids[dirty] >= 0))
                 entry.ids[dirty] = fresh
                 entry.changes += 1
-            self.recomputed_nodes += len(dirty)
         entry.version = snapshot.version
         return FilterAnswer(entry.ids, entry.statuses, entry.failing, (entry.serial, entry.changes))
 
@@ -243,7 +242,6 @@ class NodeResultCache:
             else:
                 entry.invalid_count += int(np.count_nonzero(invalid)) - int(np.count_nonzero(entry.invalid[dirty]))
                 entry.invalid[dirty] = invalid
-            self.recomputed_nodes += len(dirty)
         entry.version = snapshot.version
         if entry.invalid_count:
             return None

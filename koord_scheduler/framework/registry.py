@@ -4,18 +4,22 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import BaseModel
 
 from koord_scheduler.framework.errors import RegistryError
+from koord_scheduler.framework.handle import ExtendedHandle
+from koord_scheduler.framework.interfaces import Plugin
 
-if TYPE_CHECKING:
-    from koord_scheduler.framework.handle import FrameworkHandle
+ENTRY_POINT_GROUP = "koord_scheduler.plugins"
+"""The entry-point group out-of-tree plugins are installed under (``pip install`` a package that names
+``MyPlugin = "my_package.plugin"`` there, and list ``MyPlugin`` in a profile)."""
 
-PluginFactory = Callable[[Any, "FrameworkHandle"], Any]
+PluginFactory = Callable[[Any, ExtendedHandle], Plugin]
 """``factory(args, handle) -> plugin``. ``args`` is the validated args model instance, or None when the
-plugin declares no args model."""
+plugin declares no args model. A factory may declare the narrower handle Protocol it needs
+(``FrameworkHandle``); it receives the scheduler's :class:`~.handle.ExtendedHandle`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,3 +76,8 @@ class Registry:
 
     def __len__(self) -> int:
         return len(self._specs)
+
+
+def with_plugin(name: str, factory: PluginFactory, *, args_model: type[BaseModel] | None = None) -> PluginSpec:
+    """An out-of-tree plugin given in code: ``new_scheduler_command(with_plugin("X", new_x))``."""
+    return PluginSpec(name, factory, args_model)

@@ -16,7 +16,6 @@ import logging
 import time
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -24,33 +23,54 @@ from apis.core.types import Pod
 from koord_scheduler.framework import interfaces as ep
 from koord_scheduler.framework.cycle_state import CycleState
 from koord_scheduler.framework.errors import PluginCycleError
-from koord_scheduler.framework.extender import RESTORED_CAPACITY
+from koord_scheduler.framework.interfaces import BatchScorePlugin, PreScorePlugin, ScoreExtensions, ScorePlugin
 from koord_scheduler.framework.node_cache import FEW_NODES, NodeResultCache, cacheable_signature
+from koord_scheduler.framework.restored import RESTORED_CAPACITY
 from koord_scheduler.framework.snapshot import ClusterSnapshot, IntArray, Positions
 from koord_scheduler.framework.status import Code, error
-from koord_scheduler.framework.types import MAX_NODE_SCORE, MIN_NODE_SCORE
+from koord_scheduler.framework.types import MAX_NODE_SCORE, MIN_NODE_SCORE, PointObserver
 
 log = logging.getLogger(__name__)
 
 
-PointObserver = Callable[[str, Code, float], None]
-"""``observer(extension_point, status_code, seconds)``: metrics hook."""
+class PerNodeScore:
+    """A per-node Score plugin run over many nodes (the batch signature)."""
+
+    __slots__ = ("_plugin", "name")
+
+    def __init__(self, plugin: ScorePlugin) -> None:
+        self.name = plugin.name
+        self._plugin = plugin
+
+    def score_nodes(
+        self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions
+    ) -> IntArray:
+        return np.fromiter(
+            (int(self._plugin.score(state, pod, snapshot.info(p))) for p in positions.tolist()),
+            dtype=np.int64,
+            count=len(positions),
+        )
+
+    def score_extensions(self) -> ScoreExtensions | None:
+        return self._plugin.score_extensions()
 
 
 @dataclass(frozen=True, slots=True)
 class ScorePluginEntry:
     name: str
-    plugin: Any
-    """The batch scorer: the plugin itself, or a per-node adapter."""
+    plugin: BatchScorePlugin
+    """The batch scorer: the plugin itself, or :class:`PerNodeScore` over its per-node form."""
     weight: int
-    extensions: Any
-    sign: Callable[[Pod], Any] | None = None
-    few: Any = None
-    """The per-node form (adapted to the batch signature) when the plugin has both; used to rescore
-    the few nodes that changed since a cached answer."""
+    extensions: ScoreExtensions | None
+    sign: Callable[[Pod], Hashable | None] | None = None
+    few: BatchScorePlugin | None = None
+    """The per-node form (adapted to the batch signature) when the plugin has both; used to score at
+    most ``FEW_NODES`` nodes (the few that changed since a cached answer, or a small node set)."""
+    reads_only_scores: bool = False
+    """The extensions declare ``normalize_reads_only_scores`` (:class:`~.interfaces.ScoresOnlyNormalizer`)."""
 
-    def scorer(self, n: int) -> Any:
-        """What to call to score ``n`` changed nodes for a cached entry."""
+    def scorer(self, n: int) -> BatchScorePlugin:
+        """What to call to score ``n`` nodes: the runtime's one decision between the two forms."""
         return self.few if self.few is not None and n <= FEW_NODES else self.plugin
 
     @property
@@ -66,7 +86,7 @@ class ScorePhase:
 
     def __init__(
         self,
-        pre_score_plugins: Sequence[Any],
+        pre_score_plugins: Sequence[PreScorePlugin],
         entries: Sequence[ScorePluginEntry],
         node_cache: NodeResultCache | None,
         observer: PointObserver | None,
@@ -200,7 +220,7 @@ class ScorePhase:
         cached: bool,
     ) -> IntArray:
         """One plugin's normalised, range-checked (unweighted) scores for ``positions``."""
-        if cached and getattr(entry.extensions, "normalize_reads_only_scores", False):
+        if cached and entry.reads_only_scores:
             reused = self._reuse_normalized(entry, state, pod, snapshot, positions)
             if reused is not None:
                 return reused
@@ -252,6 +272,7 @@ class ScorePhase:
         if last is not None and last[0] == stamp and last[1] is positions:
             return last[2]
         scores = full[positions]
+        assert entry.extensions is not None  # reads_only_scores is set only with extensions
         status = entry.extensions.normalize_score(state, pod, scores)
         if status is not None and not status.is_success:
             return None
@@ -274,7 +295,7 @@ class ScorePhase:
         sign = entry.sign
         value = sign(pod) if cached and sign is not None else None
         if value is None or not cacheable_signature(value):
-            return np.asarray(entry.plugin.score_nodes(state, pod, snapshot, positions), dtype=np.int64)
+            return np.asarray(entry.scorer(len(positions)).score_nodes(state, pod, snapshot, positions), dtype=np.int64)
         assert self._node_cache is not None
         return self._node_cache.raw_scores(
             (entry.name, value),
@@ -291,8 +312,30 @@ class ScorePhase:
         for entry in self.entries:
             if entry.name in state.skip_score:
                 continue
-            scores = np.asarray(entry.plugin.score_nodes(state, pod, snapshot, positions), dtype=np.int64)
+            scorer = entry.scorer(len(positions))
+            scores = np.asarray(scorer.score_nodes(state, pod, snapshot, positions), dtype=np.int64)
             if entry.extensions is not None:
                 entry.extensions.normalize_score(state, pod, scores)
             out[entry.name] = scores * entry.weight
         return out
+
+    def log_table(
+        self,
+        state: CycleState,
+        pod: Pod,
+        snapshot: ClusterSnapshot,
+        positions: Positions,
+        *,
+        totals: IntArray,
+        top: int,
+    ) -> None:
+        """``--debug-scores N``: the top-``top`` nodes with each plugin's weighted score."""
+        best = np.argsort(-totals, kind="stable")[:top]
+        per_plugin = self.plugin_scores(state, pod, snapshot, positions[best])
+        names = list(per_plugin)
+        header = "| # | Node | " + " | ".join(names) + " | Total |"
+        lines = [f"scores for pod {pod.key}:", header, "|" + "---|" * (len(names) + 3)]
+        for rank, i in enumerate(best.tolist()):
+            cells = " | ".join(str(int(per_plugin[n][rank])) for n in names)
+            lines.append(f"| {rank} | {snapshot.info(int(positions[i])).name} | {cells} | {int(totals[i])} |")
+        log.warning("\n".join(lines))

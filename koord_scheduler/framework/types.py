@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from enum import Enum, IntFlag, StrEnum
 from typing import Any
 
 import numpy as np
 
-from apis.core.types import Node, Pod
+from apis.core.types import Pod
 from koord_scheduler.framework.snapshot import BoolArray, Positions
-from koord_scheduler.framework.status import Status
+from koord_scheduler.framework.status import Code, Status
 
 MAX_NODE_SCORE = 100
 MIN_NODE_SCORE = 0
@@ -194,39 +194,45 @@ class QueuedPodInfo:
         return self.pod.key
 
 
+PointObserver = Callable[[str, Code, float], None]
+"""``observer(extension_point, status_code, seconds)``: metrics hook."""
+
+
 @dataclass(slots=True)
-class WaitingPodHandle:
-    """What Permit plugins see of a pod waiting on Permit."""
+class DebugOptions:
+    """``--debug-scores N`` and ``--debug-filters``; switchable at runtime."""
 
-    pod: Pod
-    node_name: str
-    pending_plugins: set[str] = field(default_factory=set)
-
-
-@dataclass(frozen=True, slots=True)
-class NodeScore:
-    name: str
-    score: int
+    scores: int = 0
+    filters: bool = False
 
 
-Nodes = Sequence[Node]
+ErrorHandlerFilter = Callable[[QueuedPodInfo, Status], bool]
+"""``filter(queued_pod, status) -> handled``, Koordinator's error-handler filters. Pre filters: the first
+returning True takes over the failure and the default handler is skipped. Post filters run after the
+default handler."""
+
+SimulationReporter = Callable[[], tuple[str, list[dict[str, Any]]]]
+"""A section of ``koord-scheduler simulate`` output: ``() -> (title, rows of column -> value)``."""
+
 __all__ = [
     "MAX_NODE_SCORE",
     "MIN_NODE_SCORE",
     "ActionType",
     "ClusterEvent",
     "ClusterEventWithHint",
+    "DebugOptions",
+    "ErrorHandlerFilter",
     "EventResource",
     "EventType",
     "NodeFilterResult",
-    "NodeScore",
     "ObjectHandler",
     "ObjectKind",
+    "PointObserver",
     "Positions",
     "PostFilterResult",
     "PreFilterResult",
     "QueuedPodInfo",
     "QueueingHint",
     "QueueingHintFn",
-    "WaitingPodHandle",
+    "SimulationReporter",
 ]

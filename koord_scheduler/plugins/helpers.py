@@ -1,16 +1,18 @@
-"""Shared pieces of the in-tree plugins: kube-scheduler's DefaultNormalizeScore, and the per-snapshot
+"""Shared pieces of the in-tree plugins: kube-scheduler's DefaultNormalizeScore, the required node
+selector match (NodeAffinity's Filter and PodTopologySpread's nodeAffinityPolicy), and the per-snapshot
 cache the node-property filters keep their masks in."""
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Generic, TypeVar
 
 import numpy as np
 
-from apis.core.types import Node
-from koord_scheduler.framework.snapshot import ClusterSnapshot, IntArray
+from apis.core.selectors import node_selector_map_matches, node_selector_matches
+from apis.core.types import Node, NodeSelectorTerm
+from koord_scheduler.framework.snapshot import BoolArray, ClusterSnapshot, IntArray
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
@@ -87,3 +89,25 @@ def live_nodes(snapshot: ClusterSnapshot) -> list[tuple[int, Node]]:
         if info is not None and info.node is not None:
             out.append((pos, info.node))
     return out
+
+
+RequiredSelector = tuple[Mapping[str, str] | None, tuple[NodeSelectorTerm, ...] | None]
+"""``(spec.nodeSelector, required node affinity terms)``: kube-scheduler's ``RequiredNodeAffinity``."""
+
+
+def matches_required(selector: RequiredSelector, node: Node) -> bool:
+    """``GetRequiredNodeAffinity(pod).Match(node)``: every nodeSelector label matches, and (when present)
+    one of the required terms matches. Present-but-empty terms match no node."""
+    node_selector, terms = selector
+    labels = node.labels
+    if not node_selector_map_matches(node_selector, labels):
+        return False
+    return terms is None or node_selector_matches(terms, labels, node.name)
+
+
+def required_mask(selector: RequiredSelector, nodes: Iterable[tuple[int, Node]], capacity: int) -> BoolArray:
+    """``mask[pos]``: the node at ``pos`` satisfies ``selector`` (positions not given stay False)."""
+    mask = np.zeros(capacity, dtype=np.bool_)
+    matching = [pos for pos, node in nodes if matches_required(selector, node)]
+    mask[matching] = True
+    return mask

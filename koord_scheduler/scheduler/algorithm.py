@@ -14,10 +14,10 @@ import numpy as np
 from apis.core.types import Pod
 from koord_scheduler.framework.cycle_state import CycleState
 from koord_scheduler.framework.diagnosis import Diagnosis, FailureChunk
+from koord_scheduler.framework.interfaces import NominatedPods
 from koord_scheduler.framework.runtime import Framework
 from koord_scheduler.framework.snapshot import ClusterSnapshot, Positions
 from koord_scheduler.framework.status import Code, Status, unresolvable
-from koord_scheduler.scheduler.nominator import PodNominator, filter_with_nominated_pods
 
 MIN_FEASIBLE_NODES_TO_FIND = 100
 MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
@@ -73,7 +73,7 @@ def schedule_pod(
     snapshot: ClusterSnapshot,
     sampler: Sampler,
     *,
-    nominator: PodNominator | None = None,
+    nominator: NominatedPods | None = None,
 ) -> ScheduleResult:
     """Choose a node or raise :class:`FitError` / :class:`NoNodesError` /
     :class:`~koord_scheduler.framework.runtime.PluginCycleError`. Pods in ``nominator`` with a priority
@@ -108,7 +108,7 @@ def find_nodes_that_fit(
     *,
     sampler: Sampler,
     diagnosis: Diagnosis,
-    nominator: PodNominator | None = None,
+    nominator: NominatedPods | None = None,
 ) -> tuple[Pod, Positions]:
     """The (possibly transformed) pod and the feasible positions, at most the sampling limit."""
     pod, result, status = fwk.run_pre_filter(state, pod)
@@ -124,10 +124,7 @@ def find_nodes_that_fit(
             probe = Diagnosis(num_all_nodes=diagnosis.num_all_nodes)
             single = np.array([pos], dtype=np.intp)
             pod = fwk.run_before_filter(state, pod, single)
-            nominated = fwk.run_filter_plugins(state, pod, single, probe)
-            nominated = filter_with_nominated_pods(
-                fwk, state, pod, snapshot, nominated, diagnosis=probe, nominator=nominator
-            )
+            nominated = fwk.run_filter_plugins(state, pod, single, probe, nominated=nominator)
             if len(nominated):
                 return pod, nominated
 
@@ -152,10 +149,7 @@ def find_nodes_that_fit(
     if not fwk.score_plugins:
         to_find = 1
     pod = fwk.run_before_filter(state, pod, rotated)
-    feasible = fwk.run_filter_plugins(state, pod, rotated, diagnosis)
-    feasible = filter_with_nominated_pods(
-        fwk, state, pod, snapshot, feasible, diagnosis=diagnosis, nominator=nominator
-    )
+    feasible = fwk.run_filter_plugins(state, pod, rotated, diagnosis, nominated=nominator)
     if len(feasible) > to_find:
         rank = np.empty(snapshot.capacity, dtype=np.int64)
         rank[rotated] = np.arange(len(rotated))

@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from apis.config import KubeSchedulerConfiguration
 from apis.core.types import Pod
 from koord_scheduler.framework.builder import build_profiles
+from koord_scheduler.framework.interfaces import QueueSortKey
 from koord_scheduler.framework.registry import Registry
 from koord_scheduler.framework.status import Status
 from koord_scheduler.framework.types import ClusterEventWithHint, QueuedPodInfo
@@ -46,7 +47,7 @@ def build_scheduler(
 
     sort_key: Callable[[QueuedPodInfo], object] | None = None
     queue_sort = first.queue_sort_plugin
-    if queue_sort is not None and callable(getattr(queue_sort, "sort_key", None)):
+    if isinstance(queue_sort, QueueSortKey):
         sort_key = queue_sort.sort_key
     queue = SchedulingQueue(
         less=first.queue_less,

@@ -84,9 +84,6 @@ class SchedulerCache:
         self._pods[pod.key] = pod
         self.snapshot.add_pod(pod)
 
-    def update_pod(self, pod: Pod) -> None:
-        self.add_pod(pod)
-
     def remove_pod(self, pod: Pod) -> None:
         old = self._pods.pop(pod.key, None)
         self._assumed.pop(pod.key, None)

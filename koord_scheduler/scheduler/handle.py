@@ -4,15 +4,20 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry
 
 from apis.core.types import Pod
-from koord_scheduler.framework.extender import ErrorHandlerFilter
 from koord_scheduler.framework.handle import ClusterClient
 from koord_scheduler.framework.snapshot import ClusterSnapshot
-from koord_scheduler.framework.types import EventType, ObjectHandler, ObjectKind
+from koord_scheduler.framework.types import (
+    ErrorHandlerFilter,
+    EventType,
+    ObjectHandler,
+    ObjectKind,
+    SimulationReporter,
+)
 from koord_scheduler.framework.waiting_pods import WaitingPod
 from koord_scheduler.scheduler.cache import ForgetPodHandler, SchedulerCache
 
@@ -22,7 +27,7 @@ if TYPE_CHECKING:
 
 @dataclass(slots=True)
 class SchedulerHandle:
-    """Implements :class:`~koord_scheduler.framework.handle.FrameworkHandle` plus the extender services:
+    """Implements :class:`~koord_scheduler.framework.handle.ExtendedHandle`: the framework handle plus
     error-handler filters, forget-pod handlers, synthetic pods (reserve pods) in the queue, pods waiting
     at Permit, node accounting for objects that hold resources, and the metrics registry."""
 
@@ -31,7 +36,7 @@ class SchedulerHandle:
     clock: Callable[[], float]
     metrics_registry: CollectorRegistry = field(default_factory=CollectorRegistry)
     _scheduler: Scheduler | None = None
-    _pending_reports: list[Callable[[], tuple[str, list[dict[str, Any]]]]] = field(default_factory=list)
+    _pending_reports: list[SimulationReporter] = field(default_factory=list)
     _pending_pod_watches: list[ObjectHandler] = field(default_factory=list)
     _pending_watches: list[tuple[ObjectKind, ObjectHandler]] = field(default_factory=list)
     _pending_error_filters: list[tuple[ErrorHandlerFilter | None, ErrorHandlerFilter | None]] = field(
@@ -112,7 +117,7 @@ class SchedulerHandle:
         else:
             self._scheduler.watch_pods(handler)
 
-    def add_simulation_report(self, reporter: Callable[[], tuple[str, list[dict[str, Any]]]]) -> None:
+    def add_simulation_report(self, reporter: SimulationReporter) -> None:
         """A section for ``koord-scheduler simulate`` output: ``() -> (title, rows of column -> value)``."""
         if self._scheduler is not None:
             self._scheduler.simulation_reporters.append(reporter)

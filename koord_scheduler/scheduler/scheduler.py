@@ -13,12 +13,12 @@ from apis.core.copying import replace_fields
 from apis.core.types import Node, Pod
 from koord_scheduler.framework.cycle_state import CycleState
 from koord_scheduler.framework.diagnosis import fit_error_message
-from koord_scheduler.framework.extender import ErrorHandlerFilter
 from koord_scheduler.framework.runtime import Framework, PluginCycleError
 from koord_scheduler.framework.status import Code, Status
 from koord_scheduler.framework.types import (
     ActionType,
     ClusterEvent,
+    ErrorHandlerFilter,
     EventResource,
     ObjectHandler,
     ObjectKind,
@@ -99,8 +99,6 @@ class Scheduler:
         self._bindings: set[asyncio.Task[None]] = set()
         self._binding_slots = asyncio.Semaphore(self.options.max_concurrent_bindings)
         self._background: set[asyncio.Task[None]] = set()
-        self.scheduled_count = 0
-        self.failed_count = 0
         self._yield_soon = False
         self._warmed_up = False
         self.pre_error_filters: list[ErrorHandlerFilter] = []
@@ -109,10 +107,7 @@ class Scheduler:
         self.nominator = PodNominator()
         """Pods promised a node by preemption; Filter counts them there (see :mod:`.nominator`)."""
         for fwk in self.profiles.values():
-            for plugin in fwk.plugins.values():
-                bind_nominator = getattr(plugin, "bind_nominator", None)
-                if callable(bind_nominator):
-                    bind_nominator(self.nominator)
+            fwk.bind_nominator(self.nominator)
 
     # ----- event sink -----
 
@@ -333,7 +328,6 @@ class Scheduler:
         result = "error" if error or status.code == Code.ERROR else "unschedulable"
         elapsed = time.perf_counter() - perf_start
         self.metrics.record_attempt(result, fwk.profile_name, elapsed)
-        self.failed_count += 1
         pod = qpi.pod
         self._record(Outcome(pod.key, None, message, qpi.attempts))
         failure = Status(status.code, (message,), status.plugin)
@@ -390,7 +384,6 @@ class Scheduler:
         first = b.qpi.initial_attempt_timestamp or b.started
         sli = self.metrics.child(self.metrics.sli_duration, attempts_label(b.qpi.attempts))
         sli.observe(max(0.0, self.clock() - first))
-        self.scheduled_count += 1
         self._record(Outcome(pod.key, node, "", b.qpi.attempts))
         self.queue.done(pod.key)
         self._spawn(self.source.report_scheduled(pod, node))
@@ -490,8 +483,6 @@ class Scheduler:
         for kind, n in self.cache.counts().items():
             self.metrics.child(self.metrics.cache_size, kind).set(n)
 
-
-"""Every field of :class:`Pod`, ``init=False`` ones (the cached ``key``) included."""
 
 
 def pod_on_node(pod: Pod, node_name: str) -> Pod:

@@ -1,14 +1,28 @@
-"""AvoidNodes: filter out named nodes, prefer nodes with a label. Batch form, over all nodes at once."""
+"""AvoidNodes: filter out named nodes, prefer nodes with a label. Batch form, over all nodes at once.
+
+Typed against koord-scheduler's public surface (``koord_scheduler``): the module states the extension
+points it implements at the bottom, so mypy checks the signatures.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from koord_scheduler.framework.status import unresolvable
-from koord_scheduler.framework.types import NodeFilterResult
+from apis.core.types import Pod
+from koord_scheduler import (
+    BatchFilterPlugin,
+    BatchScorePlugin,
+    ClusterSnapshot,
+    CycleState,
+    FrameworkHandle,
+    IntArray,
+    NodeFilterResult,
+    Positions,
+    unresolvable,
+)
 
 NAME = "AvoidNodes"
 
@@ -30,17 +44,20 @@ class AvoidNodes:
         self.avoid = frozenset(args.node_names)
         self.prefer_label = args.prefer_label
 
-    def filter_nodes(self, state: Any, pod: Any, snapshot: Any, positions: Any) -> NodeFilterResult:
+    def filter_nodes(
+        self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions
+    ) -> NodeFilterResult:
         passed = np.fromiter(
             (snapshot.info(p).name not in self.avoid for p in positions.tolist()), dtype=np.bool_, count=len(positions)
         )
         return NodeFilterResult.from_mask(passed, unresolvable("node(s) are on the AvoidNodes list"))
 
-    def score_nodes(self, state: Any, pod: Any, snapshot: Any, positions: Any) -> Any:
+    def score_nodes(self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions) -> IntArray:
         if not self.prefer_label:
             return np.zeros(len(positions), dtype=np.int64)
+        labels = [snapshot.info(p).node for p in positions.tolist()]
         return np.fromiter(
-            (100 if self.prefer_label in snapshot.info(p).node.labels else 0 for p in positions.tolist()),
+            (100 if node is not None and self.prefer_label in node.labels else 0 for node in labels),
             dtype=np.int64,
             count=len(positions),
         )
@@ -49,7 +66,10 @@ class AvoidNodes:
         return None
 
 
-def new(args: AvoidNodesArgs | None, handle: Any) -> AvoidNodes:
+def new(args: AvoidNodesArgs | None, handle: FrameworkHandle) -> AvoidNodes:
     return AvoidNodes(args or AvoidNodesArgs())
 
 
+if TYPE_CHECKING:
+    _filter: type[BatchFilterPlugin] = AvoidNodes
+    _score: type[BatchScorePlugin] = AvoidNodes

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -17,9 +18,14 @@ from apis.config.plugin_args import NodeResourcesBalancedAllocationArgs
 from apis.core.types import CPU, EPHEMERAL_STORAGE, MEMORY, Pod
 from koord_scheduler.framework.cycle_state import CycleState, StateKey
 from koord_scheduler.framework.handle import FrameworkHandle
-from koord_scheduler.framework.interfaces import ScoreExtensions
-from koord_scheduler.framework.node_cache import FEW_NODES
-from koord_scheduler.framework.snapshot import ClusterSnapshot, IntArray, Positions
+from koord_scheduler.framework.interfaces import (
+    BatchScorePlugin,
+    PreScorePlugin,
+    ScoreExtensions,
+    ScorePlugin,
+    SignedPlugin,
+)
+from koord_scheduler.framework.snapshot import ClusterSnapshot, IntArray, NodeInfo, Positions
 from koord_scheduler.framework.status import Status, skip, success
 from koord_scheduler.plugins import names
 from koord_scheduler.plugins.balancedallocation.scoring import balanced_allocation, balanced_allocation_row
@@ -62,7 +68,11 @@ def pre_score_state(pod: Pod, snapshot: ClusterSnapshot, resources: Sequence[str
 
 
 class BalancedAllocation:
-    """The NodeResourcesBalancedAllocation plugin (PreScore, Score)."""
+    """The NodeResourcesBalancedAllocation plugin (PreScore, Score).
+
+    Score has both forms: the batch form over arrays and the per-node form over one node's row (the
+    runtime asks the latter for the few nodes a cached answer recomputes). ``snapshot`` is the one the
+    per-node form reads rows from (the handle's)."""
 
     name = NAME
 
@@ -70,7 +80,8 @@ class BalancedAllocation:
         """What this plugin's per-node answer depends on, besides the node (see framework.node_cache)."""
         return pod.requests
 
-    def __init__(self, args: NodeResourcesBalancedAllocationArgs) -> None:
+    def __init__(self, args: NodeResourcesBalancedAllocationArgs, *, snapshot: ClusterSnapshot | None = None) -> None:
+        self._snapshot = snapshot
         self._resources = tuple(r.name for r in args.resources)
 
     def pre_score(
@@ -86,19 +97,6 @@ class BalancedAllocation:
     ) -> IntArray:
         pre = state.get(PRE_SCORE_KEY) or pre_score_state(pod, snapshot, self._resources)
         n, k = len(positions), len(pre.columns)
-        if n <= FEW_NODES:
-            # The node or two a cached cycle rescores: plain numbers beat a dozen numpy calls (same answers).
-            used, alloc, amounts = snapshot.requested, snapshot.allocatable, pre.amounts.tolist()
-            return np.array(
-                [
-                    balanced_allocation_row(
-                        [used.item(pos, c) + a for c, a in zip(pre.columns, amounts, strict=True)],
-                        [alloc.item(pos, c) for c in pre.columns],
-                    )
-                    for pos in positions.tolist()
-                ],
-                dtype=np.int64,
-            )
         # Row gathers with np.take are far cheaper than fancy indexing; columns stay contiguous (order F).
         used_rows = np.take(snapshot.requested, positions, axis=0)
         alloc_rows = np.take(snapshot.allocatable, positions, axis=0)
@@ -108,6 +106,20 @@ class BalancedAllocation:
             np.add(used_rows[:, column], amount, out=requested[:, i])
             allocatable[:, i] = alloc_rows[:, column]
         return balanced_allocation(requested, allocatable)
+
+    def score(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> int:
+        """The per-node form: plain numbers read from the node's row (the same answer as
+        :meth:`score_nodes`, which a dozen numpy calls cost more than on one node)."""
+        snapshot = self._snapshot
+        if snapshot is None:
+            raise RuntimeError(f"{NAME}: the per-node Score needs the snapshot (build the plugin with new())")
+        pre = state.get(PRE_SCORE_KEY) or pre_score_state(pod, snapshot, self._resources)
+        pos = node_info.position
+        used, alloc = snapshot.requested, snapshot.allocatable
+        return balanced_allocation_row(
+            [used.item(pos, c) + a for c, a in zip(pre.columns, pre.amounts.tolist(), strict=True)],
+            [alloc.item(pos, c) for c in pre.columns],
+        )
 
     def score_extensions(self) -> ScoreExtensions | None:
         return None
@@ -119,4 +131,11 @@ def new(args: NodeResourcesBalancedAllocationArgs | None, handle: FrameworkHandl
     errors = args.field_errors("")
     if errors:
         raise ConfigError(errors, summary=f"invalid {NAME} args")
-    return BalancedAllocation(args)
+    return BalancedAllocation(args, snapshot=handle.snapshot)
+
+
+if TYPE_CHECKING:
+    _pre_score: type[PreScorePlugin] = BalancedAllocation
+    _score_nodes: type[BatchScorePlugin] = BalancedAllocation
+    _score: type[ScorePlugin] = BalancedAllocation
+    _signed: type[SignedPlugin] = BalancedAllocation

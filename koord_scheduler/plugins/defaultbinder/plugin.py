@@ -7,12 +7,13 @@ unreserves and requeues the pod; any other exception is a bug and the runtime re
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from apis.core.types import Pod
 from koord_scheduler.framework.cycle_state import CycleState
 from koord_scheduler.framework.errors import ClusterError
 from koord_scheduler.framework.handle import ClusterClient, FrameworkHandle
+from koord_scheduler.framework.interfaces import BindPlugin
 from koord_scheduler.framework.status import Status, error, success
 from koord_scheduler.plugins import names
 
@@ -36,3 +37,7 @@ class DefaultBinder:
 
 def new(args: Any, handle: FrameworkHandle) -> DefaultBinder:
     return DefaultBinder(handle.cluster)
+
+
+if TYPE_CHECKING:
+    _bind: type[BindPlugin] = DefaultBinder

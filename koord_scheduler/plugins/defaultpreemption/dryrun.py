@@ -21,7 +21,7 @@ import numpy as np
 from apis.core.types import Pod
 from koord_scheduler.framework.cycle_state import CycleState
 from koord_scheduler.framework.diagnosis import Diagnosis
-from koord_scheduler.framework.runtime import PluginCycleError
+from koord_scheduler.framework.errors import PluginCycleError
 from koord_scheduler.framework.snapshot import ClusterSnapshot, NodeInfo
 from koord_scheduler.framework.status import Code, Status, error
 

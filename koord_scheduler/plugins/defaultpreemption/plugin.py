@@ -46,7 +46,7 @@ import logging
 import random
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from prometheus_client import CollectorRegistry, Counter, Histogram
@@ -56,8 +56,9 @@ from apis.core.parse import parse_pod
 from apis.core.types import Pod
 from koord_scheduler.framework.cycle_state import CycleState
 from koord_scheduler.framework.diagnosis import Diagnosis
-from koord_scheduler.framework.handle import FrameworkHandle
-from koord_scheduler.framework.runtime import PluginCycleError
+from koord_scheduler.framework.errors import PluginCycleError
+from koord_scheduler.framework.handle import ExtendedHandle
+from koord_scheduler.framework.interfaces import FrameworkAware, FrameworkRunner, NominatorAware, PostFilterPlugin
 from koord_scheduler.framework.snapshot import ClusterSnapshot, NodeInfo, Positions
 from koord_scheduler.framework.status import Code, Status, error, unresolvable, unschedulable
 from koord_scheduler.framework.types import ObjectKind, PostFilterResult
@@ -72,7 +73,7 @@ from koord_scheduler.plugins.defaultpreemption.resource_reprieve import (
     reprieve_rows,
     resource_fit_request,
 )
-from koord_scheduler.plugins.noderesources.fit import FitRequest
+from koord_scheduler.plugins.resource_fit import FitRequest
 
 NAME = names.DEFAULT_PREEMPTION
 ARGS = DefaultPreemptionArgs
@@ -143,7 +144,7 @@ class DefaultPreemption:
     def __init__(
         self,
         args: DefaultPreemptionArgs,
-        handle: FrameworkHandle,
+        handle: ExtendedHandle,
         *,
         offset: Callable[[int], int] | None = None,
     ) -> None:
@@ -164,18 +165,13 @@ class DefaultPreemption:
         """Search victims by resource arithmetic where that is exact (:mod:`.resource_reprieve`); False
         forces the generic per-node Filter search (tests and benchmarks compare the two)."""
         self._condition_failures = 0
-        registry = getattr(handle, "metrics_registry", None)
-        self._metrics = _Metrics(registry if isinstance(registry, CollectorRegistry) else CollectorRegistry())
-        watch = getattr(handle, "watch", None)
-        if callable(watch):
-            watch(PDB_KIND, self.budgets.on_event)
-        add_report = getattr(handle, "add_simulation_report", None)
-        if callable(add_report):
-            add_report(self._simulation_report)
+        self._metrics = _Metrics(handle.metrics_registry)
+        handle.watch(PDB_KIND, self.budgets.on_event)
+        handle.add_simulation_report(self._simulation_report)
 
     # ----- wiring -----
 
-    def bind_framework(self, fwk: Any) -> None:
+    def bind_framework(self, fwk: FrameworkRunner) -> None:
         """The profile's framework: the dry run runs its Filter and PreFilter extensions."""
         self._fwk = fwk
 
@@ -494,9 +490,8 @@ class DefaultPreemption:
             what = f"clearing the nomination of {other.key}"
             await _logged(cluster, "set_nominated_node_name", (other, ""), what=what)
         await _logged(cluster, "set_nominated_node_name", (pod, node), what=f"nominating {pod.key} to {node}")
-        waiting_pod = getattr(self._handle, "waiting_pod", None)
         for victim in candidate.victims:
-            waiting = waiting_pod(victim.key) if callable(waiting_pod) else None
+            waiting = self._handle.waiting_pod(victim.key)
             if waiting is not None:
                 waiting.reject(NAME, "preempted")
                 continue
@@ -566,5 +561,11 @@ async def _logged(
     return True
 
 
-def new(args: DefaultPreemptionArgs | None, handle: FrameworkHandle) -> DefaultPreemption:
+def new(args: DefaultPreemptionArgs | None, handle: ExtendedHandle) -> DefaultPreemption:
     return DefaultPreemption(args or DefaultPreemptionArgs(), handle)
+
+
+if TYPE_CHECKING:
+    _post_filter: type[PostFilterPlugin] = DefaultPreemption
+    _framework_aware: type[FrameworkAware] = DefaultPreemption
+    _nominator_aware: type[NominatorAware] = DefaultPreemption

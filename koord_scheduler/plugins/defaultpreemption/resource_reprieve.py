@@ -5,7 +5,7 @@ back, one node at a time. When every active Filter plugin either ignores the pod
 (:data:`NODE_ONLY_FILTERS`) or is NodeResourcesFit, and no PreFilter plugin keeps cross-node state, the
 only answer that changes as pods come and go is NodeResourcesFit's, and that is integer arithmetic on the
 node's requested row. :func:`reprieve_rows` runs the same reprieve (:func:`.policy.reprieve`) for a batch of
-nodes in lock step with NodeResourcesFit's own check (``noderesources.fit.fit_failures``), so the answers
+nodes in lock step with NodeResourcesFit's own check (``resource_fit.fit_failures``), so the answers
 are the plugin's, not a re-derivation of them.
 
 The caller still runs the full Filter chain on each resulting node state before trusting it (see
@@ -16,41 +16,20 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from apis.core.types import Pod
-from koord_scheduler.framework.cycle_state import CycleState
-from koord_scheduler.framework.extender import RESTORED_CAPACITY
 from koord_scheduler.framework.snapshot import BoolArray, ClusterSnapshot, IntArray
 from koord_scheduler.framework.status import Status
 from koord_scheduler.plugins import names
-from koord_scheduler.plugins.noderesources.fit import FitRequest, fit_failures, status_for_code
-from koord_scheduler.plugins.noderesources.plugin import PRE_FILTER_KEY as FIT_PRE_FILTER_KEY
-
-NODE_ONLY_FILTERS = frozenset({names.NODE_UNSCHEDULABLE, names.NODE_NAME, names.TAINT_TOLERATION, names.NODE_AFFINITY})
-"""Filter plugins whose answer depends on the pod and the Node object only, never on the pods on the node:
-taking pods off or putting them back cannot change it."""
-
-
-def resource_fit_request(fwk: Any, state: CycleState) -> FitRequest | None:
-    """NodeResourcesFit's checked request for this cycle when the arithmetic search is exact, else None:
-    every active Filter plugin is NodeResourcesFit or in :data:`NODE_ONLY_FILTERS`, no active PreFilter
-    plugin has extensions (AddPod/RemovePod state), and no capacity is restored for the pod (reservations)."""
-    for plugin in fwk.filter_plugins:
-        if plugin.name in state.skip_filter:
-            continue
-        if plugin.name != names.NODE_RESOURCES_FIT and plugin.name not in NODE_ONLY_FILTERS:
-            return None
-    for plugin in fwk.pre_filter_plugins:
-        if plugin.name not in state.skip_filter and plugin.pre_filter_extensions() is not None:
-            return None
-    if names.NODE_RESOURCES_FIT in state.skip_filter or state.get(RESTORED_CAPACITY) is not None:
-        return None
-    pre = state.get(FIT_PRE_FILTER_KEY)
-    fit = getattr(pre, "fit", None)
-    return fit if isinstance(fit, FitRequest) else None
+from koord_scheduler.plugins.resource_fit import (
+    NODE_ONLY_FILTERS,
+    FitRequest,
+    fit_failures,
+    resource_fit_request,
+    status_for_code,
+)
 
 
 @dataclass(frozen=True, slots=True)

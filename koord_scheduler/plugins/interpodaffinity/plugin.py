@@ -31,13 +31,23 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from apis.config.plugin_args import InterPodAffinityArgs
 from apis.core.types import Node, Pod
 from koord_scheduler.framework.cycle_state import CycleState, StateKey
-from koord_scheduler.framework.handle import FrameworkHandle
+from koord_scheduler.framework.handle import WatchingHandle
+from koord_scheduler.framework.interfaces import (
+    BatchFilterPlugin,
+    BatchScorePlugin,
+    EnqueueExtensions,
+    PreFilterExtensions,
+    PreFilterPlugin,
+    PreScorePlugin,
+    ScoreExtensions,
+)
 from koord_scheduler.framework.snapshot import ClusterSnapshot, IntArray, NodeInfo, Positions
 from koord_scheduler.framework.status import Status, skip, success, unresolvable, unschedulable
 from koord_scheduler.framework.types import (
@@ -329,17 +339,23 @@ class InterPodAffinity:
         return hints.after_node_change(pod, old, new)
 
 
-def new(args: InterPodAffinityArgs | None, handle: FrameworkHandle) -> InterPodAffinity:
-    """The plugin, watching Namespaces when the handle can deliver them (else it knows none)."""
+def new(args: InterPodAffinityArgs | None, handle: WatchingHandle) -> InterPodAffinity:
+    """The plugin, watching Namespaces for namespace selectors."""
     args = args or InterPodAffinityArgs()
-    namespace_labels: NamespaceLabels = no_namespace_labels
-    watch = getattr(handle, "watch", None)
-    if callable(watch):
-        store = NamespaceStore()
-        watch(NAMESPACE_KIND, store.on_event)
-        namespace_labels = store
+    store = NamespaceStore()
+    handle.watch(NAMESPACE_KIND, store.on_event)
     return InterPodAffinity(
         args.hard_pod_affinity_weight,
         ignore_preferred_terms_of_existing_pods=args.ignore_preferred_terms_of_existing_pods,
-        namespace_labels=namespace_labels,
+        namespace_labels=store,
     )
+
+
+if TYPE_CHECKING:
+    _pre_filter: type[PreFilterPlugin] = InterPodAffinity
+    _filter: type[BatchFilterPlugin] = InterPodAffinity
+    _pre_filter_extensions: type[PreFilterExtensions] = InterPodAffinity
+    _pre_score: type[PreScorePlugin] = InterPodAffinity
+    _score: type[BatchScorePlugin] = InterPodAffinity
+    _score_extensions: type[ScoreExtensions] = InterPodAffinity
+    _enqueue: type[EnqueueExtensions] = InterPodAffinity

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -49,6 +49,14 @@ from apis.core.quantity import format_quantity
 from apis.core.types import CPU, MEMORY, PODS, Node, Pod
 from apis.extension import LABEL_POD_PRIORITY_CLASS, LABEL_POD_QOS, PriorityClass
 from koord_scheduler.framework.cycle_state import CycleState, StateKey
+from koord_scheduler.framework.interfaces import (
+    BatchFilterPlugin,
+    BatchScorePlugin,
+    EnqueueExtensions,
+    ReservePlugin,
+    SignedPlugin,
+    WarmUpPlugin,
+)
 from koord_scheduler.framework.snapshot import ClusterSnapshot, IntArray, Positions
 from koord_scheduler.framework.status import SUCCESS, Code, Status
 from koord_scheduler.framework.types import (
@@ -862,3 +870,12 @@ def new(args: LoadAwareSchedulingArgs | None, handle: LoadAwareHandle) -> LoadAw
     handle.register_forget_pod_handler(plugin.on_forget_pod)
     handle.add_simulation_report(plugin.simulation_report)
     return plugin
+
+
+if TYPE_CHECKING:
+    _filter: type[BatchFilterPlugin] = LoadAwareScheduling
+    _score: type[BatchScorePlugin] = LoadAwareScheduling
+    _reserve: type[ReservePlugin] = LoadAwareScheduling
+    _signed: type[SignedPlugin] = LoadAwareScheduling
+    _warm_up: type[WarmUpPlugin] = LoadAwareScheduling
+    _enqueue: type[EnqueueExtensions] = LoadAwareScheduling

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -26,6 +27,15 @@ from apis.core.types import Node, NodeSelectorTerm, Pod, PreferredSchedulingTerm
 from apis.core.types import NodeAffinity as NodeAffinitySpec
 from koord_scheduler.framework.cycle_state import CycleState, StateKey
 from koord_scheduler.framework.handle import FrameworkHandle
+from koord_scheduler.framework.interfaces import (
+    BatchFilterPlugin,
+    BatchScorePlugin,
+    EnqueueExtensions,
+    PreFilterPlugin,
+    PreScorePlugin,
+    ScoresOnlyNormalizer,
+    SignedPlugin,
+)
 from koord_scheduler.framework.snapshot import BoolArray, ClusterSnapshot, IntArray, Positions
 from koord_scheduler.framework.status import Status, skip, success, unresolvable
 from koord_scheduler.framework.types import (
@@ -230,3 +240,13 @@ def parse_added_affinity(args: NodeAffinityArgs | None) -> NodeAffinitySpec | No
 
 def new(args: NodeAffinityArgs | None, handle: FrameworkHandle) -> NodeAffinity:
     return NodeAffinity(parse_added_affinity(args))
+
+
+if TYPE_CHECKING:
+    _signed: type[SignedPlugin] = NodeAffinity
+    _pre_filter: type[PreFilterPlugin] = NodeAffinity
+    _filter: type[BatchFilterPlugin] = NodeAffinity
+    _pre_score: type[PreScorePlugin] = NodeAffinity
+    _score: type[BatchScorePlugin] = NodeAffinity
+    _score_extensions: type[ScoresOnlyNormalizer] = NodeAffinity
+    _enqueue: type[EnqueueExtensions] = NodeAffinity

@@ -1,42 +1,23 @@
 """NodeAffinity's maths as pure functions of plain values.
 
 Selector matching itself (operators, ``matchFields``, empty terms) is :mod:`apis.core.selectors`'; this
-module turns it into masks over node positions, PreFilter node names and preferred-term scores.
+module turns it into masks over node positions, PreFilter node names and preferred-term scores. The
+required-selector match (:func:`~koord_scheduler.plugins.helpers.matches_required`) is shared with
+PodTopologySpread's nodeAffinityPolicy, so it lives in :mod:`koord_scheduler.plugins.helpers`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from apis.core.selectors import node_selector_map_matches, node_selector_matches, node_selector_term_matches
+from apis.core.selectors import node_selector_term_matches
 from apis.core.types import Node, NodeSelectorTerm, Operator, PreferredSchedulingTerm
 from koord_scheduler.framework.snapshot import BoolArray, IntArray, Positions
+from koord_scheduler.plugins.helpers import RequiredSelector, matches_required, required_mask
 
 OBJECT_NAME_FIELD = "metadata.name"
-
-RequiredSelector = tuple[Mapping[str, str] | None, tuple[NodeSelectorTerm, ...] | None]
-"""``(spec.nodeSelector, required node affinity terms)``: kube-scheduler's ``RequiredNodeAffinity``."""
-
-
-def matches_required(selector: RequiredSelector, node: Node) -> bool:
-    """``GetRequiredNodeAffinity(pod).Match(node)``: every nodeSelector label matches, and (when present)
-    one of the required terms matches. Present-but-empty terms match no node."""
-    node_selector, terms = selector
-    labels = node.labels
-    if not node_selector_map_matches(node_selector, labels):
-        return False
-    return terms is None or node_selector_matches(terms, labels, node.name)
-
-
-def required_mask(selector: RequiredSelector, nodes: Iterable[tuple[int, Node]], capacity: int) -> BoolArray:
-    """``mask[pos]``: the node at ``pos`` satisfies ``selector`` (positions not given stay False)."""
-    mask = np.zeros(capacity, dtype=np.bool_)
-    matching = [pos for pos, node in nodes if matches_required(selector, node)]
-    mask[matching] = True
-    return mask
-
 
 def term_mask(term: NodeSelectorTerm, nodes: Iterable[tuple[int, Node]], capacity: int) -> BoolArray:
     """``mask[pos]``: the node at ``pos`` matches one preferred term."""
@@ -79,3 +60,15 @@ def preferred_score(weighted_masks: Sequence[tuple[int, BoolArray]], positions: 
 def scoring_terms(*term_lists: Sequence[PreferredSchedulingTerm]) -> tuple[PreferredSchedulingTerm, ...]:
     """The preferred terms that count: weight-0 terms are ignored, as kube-scheduler does."""
     return tuple(t for terms in term_lists for t in terms if t.weight != 0)
+
+
+__all__ = [
+    "OBJECT_NAME_FIELD",
+    "RequiredSelector",
+    "matches_required",
+    "pre_filter_node_names",
+    "preferred_score",
+    "required_mask",
+    "scoring_terms",
+    "term_mask",
+]

@@ -8,11 +8,12 @@ per pod, whatever the cluster size.
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from apis.core.types import Node, Pod
 from koord_scheduler.framework.cycle_state import CycleState
 from koord_scheduler.framework.handle import FrameworkHandle
+from koord_scheduler.framework.interfaces import BatchFilterPlugin, EnqueueExtensions, SignedPlugin
 from koord_scheduler.framework.snapshot import ClusterSnapshot, Positions
 from koord_scheduler.framework.status import unresolvable
 from koord_scheduler.framework.types import (
@@ -66,3 +67,9 @@ def is_schedulable_after_node_change(pod: Pod, old: object | None, new: object |
 
 def new(args: Any, handle: FrameworkHandle) -> NodeName:
     return NodeName()
+
+
+if TYPE_CHECKING:
+    _signed: type[SignedPlugin] = NodeName
+    _filter: type[BatchFilterPlugin] = NodeName
+    _enqueue: type[EnqueueExtensions] = NodeName

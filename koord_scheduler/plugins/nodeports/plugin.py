@@ -15,12 +15,13 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from apis.core.types import HostPort, Pod
 from koord_scheduler.framework.cycle_state import CycleState, StateKey
-from koord_scheduler.framework.extender import RESTORED_CAPACITY
 from koord_scheduler.framework.handle import FrameworkHandle
+from koord_scheduler.framework.interfaces import BatchFilterPlugin, EnqueueExtensions, PreFilterPlugin, SignedPlugin
+from koord_scheduler.framework.restored import RESTORED_CAPACITY
 from koord_scheduler.framework.snapshot import ClusterSnapshot, PortKey, Positions
 from koord_scheduler.framework.status import Status, skip, success, unschedulable
 from koord_scheduler.framework.types import (
@@ -149,3 +150,10 @@ def is_schedulable_after_pod_deleted(pod: Pod, old: object | None, new: object |
 
 def new(args: Any, handle: FrameworkHandle) -> NodePorts:
     return NodePorts()
+
+
+if TYPE_CHECKING:
+    _signed: type[SignedPlugin] = NodePorts
+    _pre_filter: type[PreFilterPlugin] = NodePorts
+    _filter: type[BatchFilterPlugin] = NodePorts
+    _enqueue: type[EnqueueExtensions] = NodePorts

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from functools import partial
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -23,12 +24,25 @@ from apis.config.plugin_args import (
 )
 from apis.core.types import CPU, EPHEMERAL_STORAGE, MEMORY, Node, Pod
 from koord_scheduler.framework.cycle_state import CycleState, StateKey
-from koord_scheduler.framework.extender import RESTORED_CAPACITY, RestoredCapacity
+from koord_scheduler.framework.diagnosis import FailureChunk
 from koord_scheduler.framework.handle import FrameworkHandle
-from koord_scheduler.framework.interfaces import PreFilterExtensions, ScoreExtensions
-from koord_scheduler.framework.node_cache import FEW_NODES
-from koord_scheduler.framework.snapshot import CPU_COL, MEMORY_COL, ClusterSnapshot, IntArray, Positions
-from koord_scheduler.framework.status import Status, success
+from koord_scheduler.framework.interfaces import (
+    AddedPodsCheck,
+    AddedPodsFilter,
+    BatchFilterPlugin,
+    BatchScorePlugin,
+    EnqueueExtensions,
+    FilterPlugin,
+    PreFilterExtensions,
+    PreFilterPlugin,
+    PreScorePlugin,
+    ScoreExtensions,
+    ScorePlugin,
+    SignedPlugin,
+)
+from koord_scheduler.framework.restored import RESTORED_CAPACITY, RestoredCapacity
+from koord_scheduler.framework.snapshot import CPU_COL, MEMORY_COL, ClusterSnapshot, IntArray, NodeInfo, Positions
+from koord_scheduler.framework.status import SUCCESS, Status, success
 from koord_scheduler.framework.types import (
     ActionType,
     ClusterEvent,
@@ -40,10 +54,15 @@ from koord_scheduler.framework.types import (
 )
 from koord_scheduler.plugins import names
 from koord_scheduler.plugins.noderesources import scoring
-from koord_scheduler.plugins.noderesources.fit import (
+from koord_scheduler.plugins.resource_fit import (
+    PRE_FILTER_KEY,
     FitRequest,
+    PreFilterState,
+    exact_fit_request,
     failure_codes,
+    fit_code,
     fit_failures,
+    fit_failures_arrays,
     fit_request,
     fits_on_empty_node,
     group_codes,
@@ -56,14 +75,6 @@ ARGS = NodeResourcesFitArgs
 
 Scorer = Callable[[IntArray, IntArray, IntArray], IntArray]
 """``scorer(requested, allocatable, weights) -> scores``, all over (nodes, resources)."""
-
-
-@dataclass(frozen=True, slots=True)
-class PreFilterState:
-    """The pod's request row over the snapshot's columns, and the part Filter checks."""
-
-    request: IntArray
-    fit: FitRequest
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +100,6 @@ class PreScoreState:
         return np.array([r.weight for r in self.resources], dtype=np.int64)
 
 
-PRE_FILTER_KEY: StateKey[PreFilterState] = StateKey("PreFilter" + NAME)
 PRE_SCORE_KEY: StateKey[PreScoreState] = StateKey("PreScore" + NAME)
 
 
@@ -98,7 +108,8 @@ _ROW_SCORERS: dict[str, RowScorer] = {
     LEAST_ALLOCATED: scoring.least_allocated_row,
     MOST_ALLOCATED: scoring.most_allocated_row,
 }
-"""Strategies with a per-node form for a few nodes (RequestedToCapacityRatio always uses the arrays)."""
+"""Strategies with a plain-int form of the formula (RequestedToCapacityRatio's per-node score uses the
+array form on one node)."""
 
 
 def _scorer(args: NodeResourcesFitArgs) -> Scorer:
@@ -162,7 +173,11 @@ def gather(
 
 
 class Fit:
-    """The NodeResourcesFit plugin (PreFilter, Filter, PreScore, Score, EnqueueExtensions)."""
+    """The NodeResourcesFit plugin (PreFilter, Filter, PreScore, Score, EnqueueExtensions).
+
+    Filter and Score have both forms: the batch form over arrays and the per-node form over one node's
+    row (the runtime asks the latter for a few nodes). ``snapshot`` is the one the per-node forms read
+    rows from (the handle's)."""
 
     name = NAME
 
@@ -170,7 +185,8 @@ class Fit:
         """What this plugin's per-node answer depends on, besides the node (see framework.node_cache)."""
         return (pod.requests, pod.non_zero_cpu, pod.non_zero_memory)
 
-    def __init__(self, args: NodeResourcesFitArgs) -> None:
+    def __init__(self, args: NodeResourcesFitArgs, *, snapshot: ClusterSnapshot | None = None) -> None:
+        self._snapshot = snapshot
         self._ignored_resources = frozenset(args.ignored_resources)
         self._ignored_groups = frozenset(args.ignored_resource_groups)
         # An omitted ``resources`` skips the model's validator, so default here too (cpu:1, memory:1).
@@ -213,7 +229,7 @@ class Fit:
         self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions
     ) -> NodeFilterResult:
         pre = state.get(PRE_FILTER_KEY) or self._pre_filter_state(pod, snapshot)
-        failed, codes = fit_failures(
+        failed, codes = fit_failures_arrays(
             pre.fit,
             positions,
             allocatable=snapshot.allocatable,
@@ -238,6 +254,44 @@ class Fit:
         statuses = tuple(status_for_code(code, pre.fit.names) for code in distinct)
         return NodeFilterResult(passed, reason_ids, statuses)
 
+    def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status:
+        """The per-node form: plain ints over the node's row (the same answer as :meth:`filter_nodes`)."""
+        snapshot = self._require_snapshot()
+        pre = state.get(PRE_FILTER_KEY) or self._pre_filter_state(pod, snapshot)
+        pos = node_info.position
+        code = fit_code(
+            pre.fit,
+            pos,
+            allocatable=snapshot.allocatable,
+            requested=snapshot.requested,
+            pod_count=snapshot.pod_count,
+            allowed_pods=snapshot.allowed_pods,
+        )
+        if code == 0:
+            return SUCCESS
+        restored = state.get(RESTORED_CAPACITY)
+        if restored is not None:
+            one = np.array([pos], dtype=np.intp)
+            failed, codes = _recheck_restored(
+                pre.fit, one, failed=np.zeros(1, dtype=np.intp), codes=np.array([code], dtype=np.int64),
+                restored=restored, snapshot=snapshot,
+            )
+            if len(failed) == 0:
+                return SUCCESS
+            code = int(codes[0])
+        return status_for_code(code, pre.fit.names)
+
+    def _require_snapshot(self) -> ClusterSnapshot:
+        if self._snapshot is None:
+            raise RuntimeError(f"{NAME}: the per-node form needs the snapshot (build the plugin with new())")
+        return self._snapshot
+
+    def added_pods_check(self, state: CycleState, active_filters: Sequence[str]) -> AddedPodsCheck | None:
+        """Filtering with nominated pods by this plugin's arithmetic, when that is exact this cycle
+        (:func:`~koord_scheduler.plugins.resource_fit.exact_fit_request`)."""
+        fit = exact_fit_request(state, active_filters)
+        return None if fit is None else _FitWithAddedPods(fit)
+
     # ----- Score -----
 
     def pre_score(self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions) -> Status:
@@ -248,29 +302,29 @@ class Fit:
         pre = state.get(PRE_SCORE_KEY) or PreScoreState(scored_resources(pod, snapshot, self._resources))
         if not pre.resources:
             return np.zeros(len(positions), dtype=np.int64)
-        if len(positions) <= FEW_NODES and self._row_scorer is not None:
-            return self._score_few(pre, snapshot, positions, self._row_scorer)
         requested, allocatable = gather(snapshot, positions, pre.resources)
         return self._scorer(requested, allocatable, pre.weights)
 
-    @staticmethod
-    def _score_few(
-        pre: PreScoreState, snapshot: ClusterSnapshot, positions: Positions, row_scorer: RowScorer
-    ) -> IntArray:
-        """:meth:`score_nodes` for the node or two a cached cycle rescores: plain ints read from the
-        snapshot's rows (the same answers as the array maths, which a dozen numpy calls cost more than)."""
-        allocatable, requested, non_zero = snapshot.allocatable, snapshot.requested, snapshot.non_zero_requested
+    def score(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> int:
+        """The per-node form: plain ints read from the node's row (the same answer as :meth:`score_nodes`,
+        which a dozen numpy calls cost more than on one node)."""
+        snapshot = self._require_snapshot()
+        pre = state.get(PRE_SCORE_KEY) or PreScoreState(scored_resources(pod, snapshot, self._resources))
         resources = pre.resources
-        weights = [r.weight for r in resources]
-        out = []
-        for pos in positions.tolist():
-            used = [
-                r.amount
-                + (non_zero.item(pos, r.non_zero_col) if r.non_zero_col >= 0 else requested.item(pos, r.column))
-                for r in resources
-            ]
-            out.append(row_scorer(used, [allocatable.item(pos, r.column) for r in resources], weights))
-        return np.array(out, dtype=np.int64)
+        if not resources:
+            return 0
+        pos = node_info.position
+        row_scorer = self._row_scorer
+        if row_scorer is None:
+            one = np.array([pos], dtype=np.intp)
+            requested_rows, allocatable_rows = gather(snapshot, one, resources)
+            return int(self._scorer(requested_rows, allocatable_rows, pre.weights)[0])
+        allocatable, requested, non_zero = snapshot.allocatable, snapshot.requested, snapshot.non_zero_requested
+        used = [
+            r.amount + (non_zero.item(pos, r.non_zero_col) if r.non_zero_col >= 0 else requested.item(pos, r.column))
+            for r in resources
+        ]
+        return row_scorer(used, [allocatable.item(pos, r.column) for r in resources], [r.weight for r in resources])
 
     def score_extensions(self) -> ScoreExtensions | None:
         return None
@@ -325,6 +379,53 @@ class Fit:
         return is_ignored(resource, self._ignored_resources, self._ignored_groups)
 
 
+class _FitWithAddedPods:
+    """NodeResourcesFit's answer with extra pods on some nodes: their requests are added to the nodes'
+    rows in one step and checked with the plugin's own arithmetic."""
+
+    __slots__ = ("_fit",)
+
+    def __init__(self, fit: FitRequest) -> None:
+        self._fit = fit
+
+    def rejections(
+        self, snapshot: ClusterSnapshot, added: Sequence[tuple[int, Sequence[Pod]]]
+    ) -> FailureChunk | None:
+        fit = self._fit
+        checked: list[tuple[int, list[Pod]]] = []
+        for pos, pods in added:
+            present = snapshot.info(pos).pods
+            extra = [p for p in pods if p.key not in present]  # assumed ones are already accounted
+            if extra:
+                checked.append((pos, extra))
+        if not checked:
+            return None
+        added = checked
+        width = -1
+        while width != len(snapshot.resource_names):
+            # request_vector adds a column for a resource seen first: gather again until none was added.
+            width = len(snapshot.resource_names)
+            vectors = [snapshot.request_vector(p) for _, extra in added for p in extra]
+        at = np.fromiter((pos for pos, _ in added), dtype=np.intp, count=len(added))
+        counts = np.fromiter((len(extra) for _, extra in added), dtype=np.int64, count=len(added))
+        extra_rows = np.zeros((len(added), width), dtype=np.int64)
+        owners = np.repeat(np.arange(len(added), dtype=np.intp), counts)
+        np.add.at(extra_rows, owners, np.array(vectors, dtype=np.int64))
+        failing, codes = fit_failures(
+            fit,
+            np.arange(len(added), dtype=np.intp),
+            allocatable=np.take(snapshot.allocatable, at, axis=0),
+            requested=np.take(snapshot.requested, at, axis=0) + extra_rows,
+            pod_count=np.take(snapshot.pod_count, at) + counts,
+            allowed_pods=np.take(snapshot.allowed_pods, at),
+        )
+        if len(failing) == 0:
+            return None
+        distinct, ids = group_codes(codes, len(fit.names) + 2)
+        statuses = tuple(status_for_code(code, fit.names).with_plugin(NAME) for code in distinct)
+        return FailureChunk(at[failing], ids, statuses)
+
+
 def _recheck_restored(
     fit: FitRequest,
     positions: Positions,
@@ -373,4 +474,16 @@ def new(args: NodeResourcesFitArgs | None, handle: FrameworkHandle) -> Fit:
     errors = args.field_errors("")
     if errors:
         raise ConfigError(errors, summary=f"invalid {NAME} args")
-    return Fit(args)
+    return Fit(args, snapshot=handle.snapshot)
+
+
+if TYPE_CHECKING:
+    _pre_filter: type[PreFilterPlugin] = Fit
+    _filter: type[BatchFilterPlugin] = Fit
+    _filter_per_node: type[FilterPlugin] = Fit
+    _added_pods: type[AddedPodsFilter] = Fit
+    _pre_score: type[PreScorePlugin] = Fit
+    _score_nodes: type[BatchScorePlugin] = Fit
+    _score: type[ScorePlugin] = Fit
+    _signed: type[SignedPlugin] = Fit
+    _enqueue: type[EnqueueExtensions] = Fit

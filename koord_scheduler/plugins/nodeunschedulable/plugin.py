@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from apis.core.types import Node, Pod
 from koord_scheduler.framework.cycle_state import CycleState
 from koord_scheduler.framework.handle import FrameworkHandle
+from koord_scheduler.framework.interfaces import BatchFilterPlugin, EnqueueExtensions, SignedPlugin
 from koord_scheduler.framework.snapshot import BoolArray, ClusterSnapshot, Positions
 from koord_scheduler.framework.status import unresolvable
 from koord_scheduler.framework.types import (
@@ -38,7 +39,6 @@ NAME = names.NODE_UNSCHEDULABLE
 ARGS = None
 
 ERR_REASON_UNSCHEDULABLE = "node(s) were unschedulable"
-ERR_REASON_UNKNOWN_CONDITION = "node(s) had unknown conditions"
 _REJECTED = unresolvable(ERR_REASON_UNSCHEDULABLE)
 
 
@@ -112,3 +112,9 @@ def is_schedulable_after_pod_toleration_change(
 
 def new(args: Any, handle: FrameworkHandle) -> NodeUnschedulable:
     return NodeUnschedulable()
+
+
+if TYPE_CHECKING:
+    _signed: type[SignedPlugin] = NodeUnschedulable
+    _filter: type[BatchFilterPlugin] = NodeUnschedulable
+    _enqueue: type[EnqueueExtensions] = NodeUnschedulable

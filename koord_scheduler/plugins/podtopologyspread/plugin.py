@@ -21,15 +21,26 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from apis.config.plugin_args import SYSTEM_DEFAULTING, PodTopologySpreadArgs
 from apis.config.plugin_args import TopologySpreadConstraint as ArgsConstraint
 from apis.core.selectors import label_selector_matches
+from apis.core.tolerations import SCHEDULING_EFFECTS, find_untolerated_taint
 from apis.core.types import Node, Pod, Toleration, TopologySpreadConstraint
 from koord_scheduler.framework.cycle_state import CycleState, StateKey
-from koord_scheduler.framework.handle import FrameworkHandle
+from koord_scheduler.framework.handle import WatchingHandle
+from koord_scheduler.framework.interfaces import (
+    BatchFilterPlugin,
+    BatchScorePlugin,
+    EnqueueExtensions,
+    PreFilterExtensions,
+    PreFilterPlugin,
+    PreScorePlugin,
+    ScoreExtensions,
+)
 from koord_scheduler.framework.snapshot import BoolArray, ClusterSnapshot, IntArray, NodeInfo, Positions
 from koord_scheduler.framework.status import Status, skip, success, unresolvable, unschedulable
 from koord_scheduler.framework.types import (
@@ -42,8 +53,7 @@ from koord_scheduler.framework.types import (
     QueueingHint,
 )
 from koord_scheduler.plugins import names
-from koord_scheduler.plugins.helpers import SnapshotCache, live_nodes
-from koord_scheduler.plugins.nodeaffinity.policy import RequiredSelector, matches_required, required_mask
+from koord_scheduler.plugins.helpers import RequiredSelector, SnapshotCache, live_nodes, matches_required, required_mask
 from koord_scheduler.plugins.podtopologyspread import hints
 from koord_scheduler.plugins.podtopologyspread.policy import (
     HONOR,
@@ -66,7 +76,6 @@ from koord_scheduler.plugins.podtopologyspread.scoring import (
     topology_normalizing_weight,
 )
 from koord_scheduler.plugins.podtopologyspread.workloads import WORKLOAD_KINDS, WorkloadStore
-from koord_scheduler.plugins.tainttoleration.policy import first_untolerated
 from koord_scheduler.plugins.topology_index import (
     DomainCache,
     SpreadSelector,
@@ -275,7 +284,9 @@ class PodTopologySpread:
                 continue
             if c.node_affinity_policy == HONOR and not matches_required(pre.required, node):
                 continue
-            if c.node_taints_policy == HONOR and first_untolerated(node.taints, pre.tolerations) is not None:
+            if c.node_taints_policy == HONOR and (
+                find_untolerated_taint(node.taints, pre.tolerations, SCHEDULING_EFFECTS) is not None
+            ):
                 continue
             value_id = cc.domains.value_id(labels[c.topology_key])
             if value_id < 0:
@@ -391,22 +402,26 @@ def _pair_ids(domains: TopologyDomains) -> IntArray:
 def _tolerated_mask(snapshot: ClusterSnapshot, tolerations: tuple[Toleration, ...]) -> BoolArray:
     mask = np.zeros(snapshot.capacity, dtype=np.bool_)
     for pos, node in live_nodes(snapshot):
-        mask[pos] = not node.taints or first_untolerated(node.taints, tolerations) is None
+        mask[pos] = not node.taints or find_untolerated_taint(node.taints, tolerations, SCHEDULING_EFFECTS) is None
     return mask
 
 
-def new(args: PodTopologySpreadArgs | None, handle: FrameworkHandle) -> PodTopologySpread:
-    """The plugin; it watches Services and controllers for the default constraints' selector when the
-    handle can deliver them (:mod:`.workloads`), else it approximates controllers from the pod
+def new(args: PodTopologySpreadArgs | None, handle: WatchingHandle) -> PodTopologySpread:
+    """The plugin; it watches Services and controllers for the default constraints' selector
+    (:mod:`.workloads`)."""
+    store = WorkloadStore()
+    for kind in WORKLOAD_KINDS:
+        handle.watch(kind, store.on_event)
+    return from_args(args, default_selector=store.default_selector)
+
+
+def from_args(
+    args: PodTopologySpreadArgs | None, *, default_selector: DefaultSelector = owner_default_selector
+) -> PodTopologySpread:
+    """The plugin without workload informers: by default it approximates controllers from the pod
     (:func:`~.policy.owner_default_selector`)."""
     args = args or PodTopologySpreadArgs()
-    selector: DefaultSelector = owner_default_selector
-    watch = getattr(handle, "watch", None)
-    if callable(watch):
-        store = WorkloadStore()
-        for kind in WORKLOAD_KINDS:
-            watch(kind, store.on_event)
-        selector = store.default_selector
+    selector = default_selector
     if args.defaulting_type == SYSTEM_DEFAULTING:
         return PodTopologySpread(SYSTEM_DEFAULT_CONSTRAINTS, system_defaulted=True, default_selector=selector)
     return PodTopologySpread(
@@ -425,3 +440,13 @@ def core_constraint(c: ArgsConstraint) -> TopologySpreadConstraint:
         node_taints_policy=c.node_taints_policy or IGNORE,
         match_label_keys=tuple(c.match_label_keys),
     )
+
+
+if TYPE_CHECKING:
+    _pre_filter: type[PreFilterPlugin] = PodTopologySpread
+    _filter: type[BatchFilterPlugin] = PodTopologySpread
+    _pre_filter_extensions: type[PreFilterExtensions] = PodTopologySpread
+    _pre_score: type[PreScorePlugin] = PodTopologySpread
+    _score: type[BatchScorePlugin] = PodTopologySpread
+    _score_extensions: type[ScoreExtensions] = PodTopologySpread
+    _enqueue: type[EnqueueExtensions] = PodTopologySpread

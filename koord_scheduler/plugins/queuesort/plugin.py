@@ -6,9 +6,10 @@ the queue. A pod without a priority has priority 0 (the parser already defaults 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from koord_scheduler.framework.handle import FrameworkHandle
+from koord_scheduler.framework.interfaces import QueueSortKey, QueueSortPlugin
 from koord_scheduler.framework.types import QueuedPodInfo
 from koord_scheduler.plugins import names
 
@@ -30,3 +31,8 @@ class PrioritySort:
 
 def new(args: Any, handle: FrameworkHandle) -> PrioritySort:
     return PrioritySort()
+
+
+if TYPE_CHECKING:
+    _queue_sort: type[QueueSortPlugin] = PrioritySort
+    _sort_key: type[QueueSortKey] = PrioritySort

@@ -7,7 +7,6 @@ matches no reservation costs a few dictionary probes, not a scan.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -16,7 +15,6 @@ from apis.core.tolerations import find_untolerated_taint
 from apis.core.types import Operator, Pod, Taint, TaintEffect
 from apis.scheduling import (
     ANNOTATION_RESERVATION_AFFINITY,
-    ANNOTATION_RESERVATION_ALLOCATED,
     LABEL_RESERVATION_IGNORED,
     LABEL_RESERVATION_ORDER,
     OwnerTerm,
@@ -228,21 +226,3 @@ def reservation_order(reservation: ReservationRecord) -> int:
         return max(0, int(text))
     except ValueError:
         return 0
-
-
-def allocated_annotation(name: str, uid: str) -> str:
-    return json.dumps({"name": name, "uid": uid}, separators=(",", ":"))
-
-
-def parse_allocated_annotation(pod_annotations: Mapping[str, str]) -> tuple[str, str] | None:
-    """(name, uid) of the reservation a pod's ``reservation-allocated`` annotation names."""
-    text = pod_annotations.get(ANNOTATION_RESERVATION_ALLOCATED)
-    if not text:
-        return None
-    try:
-        raw = json.loads(text)
-    except ValueError:
-        return None
-    if not isinstance(raw, Mapping):
-        return None
-    return str(raw.get("name", "")), str(raw.get("uid", ""))

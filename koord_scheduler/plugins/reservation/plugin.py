@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -42,9 +42,23 @@ from apis.scheduling import (
     ReservationRecord,
     parse_reservation,
 )
+from apis.scheduling.annotations import allocated_annotation, parse_allocated_annotation
 from koord_scheduler.framework.cycle_state import CycleState, StateKey
-from koord_scheduler.framework.extender import RESTORED_CAPACITY, RestoredCapacity
-from koord_scheduler.framework.handle import FrameworkHandle
+from koord_scheduler.framework.handle import ExtendedHandle
+from koord_scheduler.framework.interfaces import (
+    BatchFilterPlugin,
+    BatchScorePlugin,
+    EnqueueExtensions,
+    FilterTransformer,
+    FrameworkAware,
+    FrameworkRunner,
+    PreBindPlugin,
+    PreFilterPlugin,
+    PreScorePlugin,
+    ReservationNominator,
+    ReservePlugin,
+)
+from koord_scheduler.framework.restored import RESTORED_CAPACITY, RestoredCapacity
 from koord_scheduler.framework.snapshot import ClusterSnapshot, IntArray, Positions
 from koord_scheduler.framework.status import Status, skip, success, unresolvable, unschedulable
 from koord_scheduler.framework.types import (
@@ -64,8 +78,6 @@ from koord_scheduler.plugins.reservation.cache import ReservationCache, Reservat
 from koord_scheduler.plugins.reservation.matching import (
     PodReservationIntent,
     affinity_allows,
-    allocated_annotation,
-    parse_allocated_annotation,
     pod_intent,
 )
 from koord_scheduler.plugins.reservation.metrics import ReservationMetrics
@@ -75,9 +87,6 @@ from koord_scheduler.plugins.reservation.reserve_pod import (
     pinned_node,
     reservation_name_of,
 )
-
-if TYPE_CHECKING:
-    from koord_scheduler.framework.runtime import Framework
 
 log = logging.getLogger(__name__)
 
@@ -96,33 +105,6 @@ RESERVATION_KIND = ObjectKind(
 ERR_AFFINITY_NO_MATCH = "node(s) no reservations match reservation affinity"
 ERR_AFFINITY_NO_FIT = "node(s) didn't fit any reservation matching reservation affinity"
 ERR_PINNED_NODE = "node(s) didn't match the nodeName specified by reservation"
-
-
-class ReservationHandle(FrameworkHandle, Protocol):
-    """The extender services this plugin needs (``SchedulerHandle`` provides them)."""
-
-    @property
-    def metrics_registry(self) -> Any: ...
-
-    def account_pod(self, pod: Pod) -> None: ...
-
-    def unaccount_pod(self, pod: Pod) -> None: ...
-
-    def enqueue_pod(self, pod: Pod) -> None: ...
-
-    def dequeue_pod(self, pod: Pod) -> None: ...
-
-    def watch(self, kind: ObjectKind, handler: Callable[[EventType, Any, Any], None]) -> None: ...
-
-    def watch_pods(self, handler: Callable[[EventType, Any, Any], None]) -> None: ...
-
-    def register_error_handler_filters(
-        self, pre: Callable[[QueuedPodInfo, Status], bool] | None, post: Callable[[QueuedPodInfo, Status], bool] | None
-    ) -> None: ...
-
-    def register_forget_pod_handler(self, handler: Callable[[Pod], None]) -> None: ...
-
-    def add_simulation_report(self, reporter: Callable[[], tuple[str, list[dict[str, Any]]]]) -> None: ...
 
 
 @dataclass(slots=True)
@@ -162,12 +144,12 @@ class Reservation:
 
     name = NAME
 
-    def __init__(self, args: ReservationArgs, handle: ReservationHandle) -> None:
+    def __init__(self, args: ReservationArgs, handle: ExtendedHandle) -> None:
         self.args = args
         self.handle = handle
         self.cache = ReservationCache(handle.snapshot)
-        self.metrics = ReservationMetrics(getattr(handle, "metrics_registry", None))
-        self._framework: Framework | None = None
+        self.metrics = ReservationMetrics(handle.metrics_registry)
+        self._framework: FrameworkRunner | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._reported_invalid: dict[str, str] = {}
         self._queued: dict[str, Pod] = {}
@@ -175,7 +157,7 @@ class Reservation:
 
     # ----- wiring -----
 
-    def bind_framework(self, framework: Framework) -> None:
+    def bind_framework(self, framework: FrameworkRunner) -> None:
         self._framework = framework
 
     def start(self) -> None:
@@ -399,7 +381,7 @@ class Reservation:
 
     def _run_reservation_filters(
         self,
-        fwk: Framework,
+        fwk: FrameworkRunner,
         state: CycleState,
         *,
         pod: Pod,
@@ -720,9 +702,22 @@ def _fmt(amounts: Mapping[str, int]) -> str:
     return ",".join(f"{k}={format_quantity(k, v)}" for k, v in sorted(amounts.items()) if v)
 
 
-def new(args: ReservationArgs | None, handle: FrameworkHandle) -> Reservation:
-    """Factory. ``handle`` must provide the extender services of :class:`ReservationHandle`."""
+def new(args: ReservationArgs | None, handle: ExtendedHandle) -> Reservation:
+    """Factory: the plugin starts watching Reservations and pods through ``handle``."""
     args = args if args is not None else ReservationArgs()
-    plugin = Reservation(args, handle)  # type: ignore[arg-type]
+    plugin = Reservation(args, handle)
     plugin.start()
     return plugin
+
+
+if TYPE_CHECKING:
+    _pre_filter: type[PreFilterPlugin] = Reservation
+    _before_filter: type[FilterTransformer] = Reservation
+    _filter: type[BatchFilterPlugin] = Reservation
+    _pre_score: type[PreScorePlugin] = Reservation
+    _score: type[BatchScorePlugin] = Reservation
+    _reserve: type[ReservePlugin] = Reservation
+    _pre_bind: type[PreBindPlugin] = Reservation
+    _nominator: type[ReservationNominator] = Reservation
+    _framework_aware: type[FrameworkAware] = Reservation
+    _enqueue: type[EnqueueExtensions] = Reservation

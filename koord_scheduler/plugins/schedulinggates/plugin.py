@@ -8,10 +8,11 @@ the gated pool; the pod update that removes the last gate brings it back.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from apis.core.types import Pod
 from koord_scheduler.framework.handle import FrameworkHandle
+from koord_scheduler.framework.interfaces import EnqueueExtensions, PreEnqueuePlugin
 from koord_scheduler.framework.status import Status, success, unresolvable
 from koord_scheduler.framework.types import (
     ActionType,
@@ -56,3 +57,8 @@ def is_schedulable_after_gates_eliminated(pod: Pod, old: object | None, new: obj
 
 def new(args: Any, handle: FrameworkHandle) -> SchedulingGates:
     return SchedulingGates()
+
+
+if TYPE_CHECKING:
+    _pre_enqueue: type[PreEnqueuePlugin] = SchedulingGates
+    _enqueue: type[EnqueueExtensions] = SchedulingGates

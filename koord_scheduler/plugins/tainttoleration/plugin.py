@@ -14,13 +14,21 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from apis.core.types import Node, Pod, Toleration
 from koord_scheduler.framework.cycle_state import CycleState, StateKey
 from koord_scheduler.framework.handle import FrameworkHandle
+from koord_scheduler.framework.interfaces import (
+    BatchFilterPlugin,
+    BatchScorePlugin,
+    EnqueueExtensions,
+    PreScorePlugin,
+    ScoresOnlyNormalizer,
+    SignedPlugin,
+)
 from koord_scheduler.framework.snapshot import BoolArray, ClusterSnapshot, IntArray, Positions
 from koord_scheduler.framework.status import Status, success, unresolvable
 from koord_scheduler.framework.types import (
@@ -177,3 +185,12 @@ def is_schedulable_after_pod_toleration_change(
 
 def new(args: Any, handle: FrameworkHandle) -> TaintToleration:
     return TaintToleration()
+
+
+if TYPE_CHECKING:
+    _signed: type[SignedPlugin] = TaintToleration
+    _filter: type[BatchFilterPlugin] = TaintToleration
+    _pre_score: type[PreScorePlugin] = TaintToleration
+    _score: type[BatchScorePlugin] = TaintToleration
+    _score_extensions: type[ScoresOnlyNormalizer] = TaintToleration
+    _enqueue: type[EnqueueExtensions] = TaintToleration

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -20,7 +20,8 @@ from apis.config.plugin_args import VolumeBindingArgs
 from apis.core.parse import parse_node_selector_term, parse_object_meta
 from apis.core.types import Pod
 from koord_scheduler.framework.cycle_state import CycleState, StateKey
-from koord_scheduler.framework.handle import FrameworkHandle
+from koord_scheduler.framework.handle import WatchingHandle
+from koord_scheduler.framework.interfaces import BatchFilterPlugin, PreFilterPlugin
 from koord_scheduler.framework.snapshot import ClusterSnapshot, Positions
 from koord_scheduler.framework.status import Status, skip, success, unresolvable
 from koord_scheduler.framework.types import EventType, NodeFilterResult, ObjectKind, PreFilterResult
@@ -73,14 +74,12 @@ PRE_FILTER_KEY: StateKey[PreFilterState] = StateKey("PreFilter" + NAME)
 class VolumeBinding:
     name = NAME
 
-    def __init__(self, args: VolumeBindingArgs, handle: FrameworkHandle) -> None:
+    def __init__(self, args: VolumeBindingArgs, handle: WatchingHandle) -> None:
         self.args = args
         self.claims: dict[str, ClaimRecord] = {}
         self.volumes: dict[str, VolumeRecord] = {}
-        watch = getattr(handle, "watch", None)
-        if callable(watch):
-            watch(CLAIM_KIND, self._on_claim)
-            watch(VOLUME_KIND, self._on_volume)
+        handle.watch(CLAIM_KIND, self._on_claim)
+        handle.watch(VOLUME_KIND, self._on_volume)
 
     def _on_claim(self, event: EventType, old: Any, new: Any) -> None:
         if event == EventType.DELETED:
@@ -129,5 +128,10 @@ class VolumeBinding:
         return NodeFilterResult.from_mask(passed, _CONFLICT)
 
 
-def new(args: VolumeBindingArgs | None, handle: FrameworkHandle) -> VolumeBinding:
+def new(args: VolumeBindingArgs | None, handle: WatchingHandle) -> VolumeBinding:
     return VolumeBinding(args or VolumeBindingArgs(), handle)
+
+
+if TYPE_CHECKING:
+    _pre_filter: type[PreFilterPlugin] = VolumeBinding
+    _filter: type[BatchFilterPlugin] = VolumeBinding

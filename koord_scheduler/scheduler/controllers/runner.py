@@ -46,6 +46,7 @@ from koord_scheduler.scheduler.controllers.decide import (
 )
 from koord_scheduler.scheduler.controllers.selection import NODEMETRIC, NODERESOURCE, NODESLO
 from koord_scheduler.scheduler.kube.http import ApiError
+from koord_scheduler.scheduler.object_errors import ObjectErrors
 from koord_scheduler.scheduler.source import EventSink
 
 log = logging.getLogger(__name__)
@@ -350,9 +351,20 @@ def _with_batch(resources: Any, values: dict[str, str | None]) -> FrozenDict[str
 class FanoutSink:
     """The informers' sink: the scheduler (when scheduling is on) first, then the controllers."""
 
-    def __init__(self, primary: EventSink | None, controllers: ColocationControllers) -> None:
+    def __init__(
+        self, primary: EventSink | None, controllers: ColocationControllers, object_errors: ObjectErrors
+    ) -> None:
         self.primary = primary
         self.controllers = controllers
+        self.object_errors = object_errors
+        """Reports bad objects when scheduling is off (the scheduler reports them otherwise)."""
+
+    def on_invalid_object(
+        self, kind: str, key: str, reason: str, message: str, exc: BaseException | None = None
+    ) -> bool:
+        if self.primary is not None:
+            return self.primary.on_invalid_object(kind, key, reason, message, exc)
+        return self.object_errors.report(kind, key, reason, message, exc=exc)
 
     def on_node(self, event: EventType, old: Node | None, new: Node | None) -> None:
         if self.primary is not None:

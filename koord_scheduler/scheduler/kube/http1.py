@@ -50,14 +50,12 @@ class Http1Pool:
         self.host_header = f"{self.host}:{self.port}" if parts.port else self.host
         self._slots = asyncio.Semaphore(size)
         self._idle: list[_Connection] = []
-        self.opened = 0
 
     async def _open(self) -> _Connection:
         kwargs = {}
         if self.ssl_context is not None:
             kwargs = {"ssl": self.ssl_context, "server_hostname": self.server_hostname or self.host}
         reader, writer = await asyncio.open_connection(self.host, self.port, **kwargs)  # type: ignore[arg-type]
-        self.opened += 1
         return _Connection(reader, writer)
 
     async def request(self, head: bytes, body: bytes | None, *, timeout: float) -> tuple[int, bytes, str]:

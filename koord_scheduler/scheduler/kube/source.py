@@ -205,11 +205,6 @@ class KubeClusterSource:
         await self.events_http.close()
         self._sink = None
 
-    @property
-    def watching(self) -> bool:
-        """Every watch task is alive (for readiness)."""
-        return self.synced and all(not t.done() for t in self._tasks)
-
     async def report_unschedulable(self, pod: Pod, *, reason: str, message: str) -> None:
         current = self._current_pod(pod)
         if current is None or current.pod.node_name or (pod.uid and current.pod.uid != pod.uid):

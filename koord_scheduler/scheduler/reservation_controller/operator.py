@@ -24,7 +24,7 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
 from apis.scheduling import ANNOTATION_RESERVATION_ALLOCATED, GROUP, VERSION
-from koord_scheduler.plugins.reservation.matching import parse_allocated_annotation
+from apis.scheduling.annotations import parse_allocated_annotation
 from koord_scheduler.scheduler.object_errors import ObjectErrors
 from koord_scheduler.scheduler.reservation_controller.decide import (
     ControllerOptions,

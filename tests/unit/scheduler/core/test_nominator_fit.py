@@ -1,5 +1,6 @@
-"""The Filter pass with nominated pods (``filter_with_nominated_pods``): the arithmetic pass used when only
-resource-like filters are active gives the same nodes and statuses as the generic per-node Filter pass."""
+"""The Filter pass with nominated pods (``FilterPhase.filter_with_nominated_pods``): the arithmetic pass
+NodeResourcesFit offers (``added_pods_check``) when only resource-like filters are active gives the same
+nodes and statuses as the generic per-node Filter pass."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ from apis.config import KubeSchedulerConfiguration
 from apis.core.types import Node, Pod
 from koord_scheduler.framework.cycle_state import CycleState
 from koord_scheduler.framework.diagnosis import Diagnosis
+from koord_scheduler.plugins.noderesources import plugin as fit_plugin
 from koord_scheduler.plugins.registry import in_tree_registry
-from koord_scheduler.scheduler import nominator as nominator_module
 from koord_scheduler.scheduler.algorithm import Sampler, find_nodes_that_fit
 from koord_scheduler.scheduler.assembly import build_scheduler
 from koord_scheduler.scheduler.memory_source import MemoryCluster
@@ -49,18 +50,18 @@ def both_passes(
     """The outcome by the arithmetic pass, after checking the generic pass gives the same; with
     ``by_arithmetic`` also that the arithmetic pass did run."""
     calls: list[int] = []
-    real = nominator_module._fit_rejections
+    real = fit_plugin._FitWithAddedPods.rejections
 
-    def counting(*args: object) -> object:
+    def counting(self: fit_plugin._FitWithAddedPods, *args: object) -> object:
         calls.append(1)
-        return real(*args)  # type: ignore[arg-type]
+        return real(self, *args)  # type: ignore[arg-type]
 
     with monkeypatch.context() as m:
-        m.setattr(nominator_module, "_fit_rejections", counting)
+        m.setattr(fit_plugin._FitWithAddedPods, "rejections", counting)
         fast = outcome(scheduler, pod)
     assert calls or not by_arithmetic, "the arithmetic pass ran"
     with monkeypatch.context() as m:
-        m.setattr(nominator_module, "resource_fit_request", lambda *_: None)
+        m.setattr(fit_plugin.Fit, "added_pods_check", lambda *_: None)
         assert outcome(scheduler, pod) == fast, "the generic pass agrees"
     return fast
 

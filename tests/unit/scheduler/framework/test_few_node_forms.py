@@ -61,7 +61,7 @@ def framework(snap: ClusterSnapshot, plugin: BothForms, *, node_cache: bool) -> 
         {plugin.name: plugin},
         {"filter": [plugin.name], "score": [plugin.name]},
         {plugin.name: 2},
-        FakeHandle(snap),  # type: ignore[arg-type]
+        FakeHandle(snap),
         node_cache=node_cache,
     )
 
@@ -128,3 +128,17 @@ def test_all_pass_is_shared_per_node_count_and_read_only() -> None:
     assert NodeFilterResult.all_pass(4).passed.tolist() == [True] * 4
     with pytest.raises(ValueError, match="read-only"):
         three.passed[0] = False
+
+
+def test_the_runtime_alone_picks_the_form_by_node_count_in_uncached_passes_too() -> None:
+    """A dry run on one node (preemption) asks the per-node form; many nodes go to the batch form."""
+    snap = make_snapshot([make_node(f"n{i}").build() for i in range(20)])
+    plugin = BothForms()
+    fwk = framework(snap, plugin, node_cache=False)
+    pod = make_pod("p").build()
+    one = np.array([snap.positions["n3"]], dtype=np.intp)
+    assert fwk.filter_nodes_uncached(CycleState(), pod, one, Diagnosis()).tolist() == one.tolist()
+    assert plugin.calls == Counter({"filter": 1})
+    plugin.calls.clear()
+    fwk.filter_nodes_uncached(CycleState(), pod, snap.node_order(), Diagnosis())
+    assert plugin.calls == Counter({"filter_nodes": 20})

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from apis.core.types import Pod
+from koord_scheduler.framework.capabilities import score_entry
 from koord_scheduler.framework.cycle_state import CycleState
 from koord_scheduler.framework.errors import PluginCycleError
 from koord_scheduler.framework.node_cache import NodeResultCache
@@ -84,10 +85,7 @@ class ScoresOnlyNormalized(ReverseNormalized):
 
 
 def entries(plugins: list[RowScore], weights: list[int]) -> list[ScorePluginEntry]:
-    return [
-        ScorePluginEntry(p.name, p, w, p.score_extensions(), getattr(p, "sign_pod", None))
-        for p, w in zip(plugins, weights, strict=True)
-    ]
+    return [score_entry(p, w) for p, w in zip(plugins, weights, strict=True)]
 
 
 def make_plugins() -> list[RowScore]:

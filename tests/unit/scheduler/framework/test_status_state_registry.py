@@ -49,8 +49,12 @@ def test_cycle_state_typed_keys_and_clone() -> None:
     assert state.get(StateKey[int]("missing")) is None
 
 
-def _factory(args: object, handle: object) -> object:
-    return object()
+class _Named:
+    name = "A"
+
+
+def _factory(args: object, handle: object) -> _Named:
+    return _Named()
 
 
 def test_registry_merge_refuses_duplicates() -> None:

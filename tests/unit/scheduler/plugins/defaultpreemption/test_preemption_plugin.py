@@ -63,6 +63,7 @@ async def env(
     scheduler = build_scheduler(KubeSchedulerConfiguration(), in_tree_registry(), cluster, clock=lambda: NOW)
     await cluster.start(scheduler, list(scheduler.watched_kinds.values()))
     plugin = scheduler.profiles["default-scheduler"].plugins["DefaultPreemption"]
+    assert isinstance(plugin, DefaultPreemption)
     plugin._offset = lambda n: 0  # deterministic dry-run start
     return Env(scheduler, cluster, plugin)
 

@@ -17,9 +17,9 @@ from koord_scheduler.framework.status import Status
 from koord_scheduler.plugins.defaultpreemption import policy
 from koord_scheduler.plugins.defaultpreemption.plugin import DefaultPreemption
 from koord_scheduler.plugins.defaultpreemption.resource_reprieve import NodeRows, reprieve_rows, resource_fit_request
-from koord_scheduler.plugins.noderesources.fit import fit_request
+from koord_scheduler.plugins.noderesources.plugin import Fit
 from koord_scheduler.plugins.registry import in_tree_registry
-from koord_scheduler.scheduler import nominator as nominator_module
+from koord_scheduler.plugins.resource_fit import fit_request
 from koord_scheduler.scheduler.algorithm import Sampler, find_nodes_that_fit
 from koord_scheduler.scheduler.assembly import build_scheduler
 from koord_scheduler.scheduler.memory_source import MemoryCluster
@@ -36,7 +36,9 @@ class Both:
 
     def __init__(self, scheduler: Scheduler) -> None:
         self.scheduler = scheduler
-        self.plugin: DefaultPreemption = scheduler.profiles["default-scheduler"].plugins["DefaultPreemption"]
+        plugin = scheduler.profiles["default-scheduler"].plugins["DefaultPreemption"]
+        assert isinstance(plugin, DefaultPreemption)
+        self.plugin = plugin
         self.fast_batches = 0
         fast_chunk = self.plugin._fast_chunk
 
@@ -45,7 +47,7 @@ class Both:
             self.fast_batches += bool(found)
             return found
 
-        self.plugin._fast_chunk = counting
+        self.plugin._fast_chunk = counting  # type: ignore[method-assign, assignment]
 
     def dry_run(self, pod: Pod, *, fast: bool, offset: int = 0, wanted: int | None = None) -> Outcome:
         fwk = self.scheduler.profiles["default-scheduler"]
@@ -238,7 +240,7 @@ async def test_random_clusters_same_by_both_searches(seed: int, monkeypatch: pyt
     pod = random_preemptor(rng)
     by_arithmetic = feasible_and_statuses(both, pod)
     with monkeypatch.context() as m:
-        m.setattr(nominator_module, "resource_fit_request", lambda *_: None)
+        m.setattr(Fit, "added_pods_check", lambda *_: None)
         assert feasible_and_statuses(both, pod) == by_arithmetic
     if not by_arithmetic[0]:
         both.compare(pod, offset=rng.randint(0, 20), wanted=rng.randint(1, 4))

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from koord_scheduler.plugins.noderesources import fit as fitmod
-from koord_scheduler.plugins.noderesources.fit import FitRequest
+from koord_scheduler.plugins import resource_fit as fitmod
+from koord_scheduler.plugins.resource_fit import FitRequest
 
 
 @pytest.mark.parametrize("seed", range(5))

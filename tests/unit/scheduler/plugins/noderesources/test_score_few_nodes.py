@@ -1,6 +1,7 @@
-"""NodeResourcesFit and NodeResourcesBalancedAllocation score a few nodes per node in plain Python (the
-node or two a cached cycle rescores) and many with the array maths: the same scores, on random clusters
-with scalar resources, zero allocatable and overcommitted nodes, for every strategy with a row form."""
+"""NodeResourcesFit and NodeResourcesBalancedAllocation have a per-node form (plain Python over one node's
+row, which the runtime asks for a few nodes) and a batch form (the array maths) of Score, and Fit of
+Filter too: the same answers, on random clusters with scalar resources, zero allocatable and overcommitted
+nodes, for every strategy and with restored capacity."""
 
 from __future__ import annotations
 
@@ -13,6 +14,9 @@ from apis.config.plugin_args import NodeResourcesBalancedAllocationArgs, NodeRes
 from apis.core.frozendict import FrozenDict
 from apis.core.types import Node, ObjectMeta, Pod
 from koord_scheduler.framework.cycle_state import CycleState
+from koord_scheduler.framework.node_cache import FEW_NODES
+from koord_scheduler.framework.restored import RESTORED_CAPACITY, RestoredCapacity
+from koord_scheduler.framework.status import Status
 from koord_scheduler.plugins.balancedallocation import plugin as balanced_plugin
 from koord_scheduler.plugins.balancedallocation.scoring import balanced_allocation, balanced_allocation_row
 from koord_scheduler.plugins.noderesources import plugin as fit_plugin
@@ -57,11 +61,15 @@ FIT_ARGS = [
     {"scoringStrategy": {"type": "LeastAllocated", "resources": [{"name": "cpu", "weight": 1},
                                                                   {"name": "memory", "weight": 2},
                                                                   {"name": GPU, "weight": 5}]}},
+    {"scoringStrategy": {"type": "RequestedToCapacityRatio", "resources": [{"name": "cpu", "weight": 2},
+                                                                           {"name": "memory", "weight": 1}],
+                         "requestedToCapacityRatio": {"shape": [{"utilization": 0, "score": 0},
+                                                                {"utilization": 60, "score": 10}]}}},
 ]
 
 
 @pytest.mark.parametrize("seed", range(4))
-@pytest.mark.parametrize("raw", FIT_ARGS, ids=["least-default", "most-weighted", "least-with-gpu"])
+@pytest.mark.parametrize("raw", FIT_ARGS, ids=["least-default", "most-weighted", "least-with-gpu", "ratio"])
 def test_fit_few_nodes_score_as_the_arrays(raw: dict[str, object], seed: int) -> None:
     nodes, placed = _cluster(seed)
     snap = make_snapshot(nodes, placed)
@@ -73,9 +81,9 @@ def test_fit_few_nodes_score_as_the_arrays(raw: dict[str, object], seed: int) ->
         state = CycleState()
         plugin.pre_score(state, pod, snap, snap.node_order())
         every = snap.node_order()
-        assert len(every) > fit_plugin.FEW_NODES
+        assert len(every) > FEW_NODES
         whole = plugin.score_nodes(state, pod, snap, every).tolist()
-        one_by_one = [int(plugin.score_nodes(state, pod, snap, every[i : i + 1])[0]) for i in range(len(every))]
+        one_by_one = [plugin.score(state, pod, snap.info(pos)) for pos in every.tolist()]
         assert one_by_one == whole
         checked += len(set(whole))
     assert checked > 12, "the draws should give varied scores"
@@ -97,7 +105,7 @@ def test_balanced_few_nodes_score_as_the_arrays(resources: list[str], seed: int)
             continue
         every = snap.node_order()
         whole = plugin.score_nodes(state, pod, snap, every).tolist()
-        one_by_one = [int(plugin.score_nodes(state, pod, snap, every[i : i + 1])[0]) for i in range(len(every))]
+        one_by_one = [plugin.score(state, pod, snap.info(pos)) for pos in every.tolist()]
         assert one_by_one == whole
 
 
@@ -136,3 +144,32 @@ def test_fit_row_scores_table(
 def test_balanced_row_table(requested: list[int], allocatable: list[int], want: int) -> None:
     assert balanced_allocation_row(requested, allocatable) == want
     assert int(balanced_allocation(np.array([requested]), np.array([allocatable]))[0]) == want
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("restore", [False, True], ids=["plain", "restored-capacity"])
+def test_fit_filter_per_node_as_the_batch(seed: int, restore: bool) -> None:
+    """NodeResourcesFit's per-node Filter (which the runtime asks for a few nodes) gives each node the
+    batch Filter's status, with and without capacity and pod slots restored for the pod."""
+    nodes, placed = _cluster(seed)
+    snap = make_snapshot(nodes, placed)
+    plugin = fit_plugin.new(NodeResourcesFitArgs(), FakeHandle(snap))
+    rng = random.Random(300 + seed)
+    every = snap.node_order()
+    rejected = 0
+    for k in range(12):
+        pod = _pod(f"incoming-{k}", rng)
+        state = CycleState()
+        plugin.pre_filter(state, pod, snap)
+        if restore:
+            chosen = np.array(sorted(rng.sample(every.tolist(), 10)), dtype=np.intp)
+            amounts = np.zeros((len(chosen), len(snap.resource_names)), dtype=np.int64)
+            amounts[:, 0] = [rng.choice([0, 500, 3000]) for _ in chosen]
+            slots = np.array([rng.choice([0, 1]) for _ in chosen], dtype=np.int64)
+            state.write(RESTORED_CAPACITY, RestoredCapacity(chosen, amounts, pod_slots=slots))
+        batch = plugin.filter_nodes(state, pod, snap, every)
+        want = [Status() if batch.passed[i] else batch.status_of(i) for i in range(len(every))]
+        got = [plugin.filter(state, pod, snap.info(pos)) for pos in every.tolist()]
+        assert got == want
+        rejected += sum(not s.is_success for s in got)
+    assert rejected > 12, "the draws should reject some nodes"

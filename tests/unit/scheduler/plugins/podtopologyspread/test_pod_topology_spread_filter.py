@@ -16,7 +16,7 @@ from koord_scheduler.framework.status import Code, Status
 from koord_scheduler.plugins.podtopologyspread import plugin as pts
 from koord_scheduler.plugins.podtopologyspread.policy import owner_default_selector
 from tests.builders import PodBuilder, make_node, make_pod
-from tests.fwtest import FakeHandle, filter_statuses, make_snapshot
+from tests.fwtest import filter_statuses, make_snapshot
 
 OK = Status()
 MISSING = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (pts.ERR_REASON_NODE_LABEL_NOT_MATCH,))
@@ -41,7 +41,7 @@ def existing(name: str, on: str, labels: Mapping[str, str] = FOO, namespace: str
 
 
 def plugin(args: PodTopologySpreadArgs | None = None) -> pts.PodTopologySpread:
-    return pts.new(args, FakeHandle(make_snapshot([])))
+    return pts.from_args(args)
 
 
 def run(pod: Pod, nodes: Sequence[Node], pods: Sequence[Pod] = (), p: pts.PodTopologySpread | None = None

@@ -20,7 +20,7 @@ HOST = "node"
 
 
 def plugin() -> pts.PodTopologySpread:
-    return pts.new(None, None)  # type: ignore[arg-type]
+    return pts.from_args(None)
 
 
 def waiting(*, honor_taints: bool = False, tolerate: bool = False) -> Pod:
@@ -120,7 +120,7 @@ def test_hint_after_node_change(old: Node | None, new: Node | None, want: Queuei
 def test_hints_read_the_default_constraints_when_the_pod_has_none() -> None:
     args = PodTopologySpreadArgs(defaulting_type="List", default_constraints=[
         TopologySpreadConstraint(max_skew=1, topology_key=ZONE, when_unsatisfiable="DoNotSchedule")])
-    listed = pts.new(args, None)  # type: ignore[arg-type]
+    listed = pts.from_args(args)
     owned = make_pod("p").label("app", "web").owner("ReplicaSet", "rs").build()
     assert listed.hint_after_node_change(owned, None, node("n1", zone="a")) == QUEUE
     assert listed.hint_after_node_change(owned, None, node("n1", x="1")) == SKIP

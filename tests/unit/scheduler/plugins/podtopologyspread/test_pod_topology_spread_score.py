@@ -16,7 +16,7 @@ from koord_scheduler.framework.cycle_state import CycleState
 from koord_scheduler.plugins.podtopologyspread import plugin as pts
 from koord_scheduler.plugins.podtopologyspread.scoring import go_round, normalize_scores
 from tests.builders import make_node, make_pod
-from tests.fwtest import FakeHandle, make_snapshot, scores
+from tests.fwtest import make_snapshot, scores
 
 FOO = {"foo": ""}
 HOST = "kubernetes.io/hostname"
@@ -35,7 +35,7 @@ def soft(key: str, max_skew: int = 1) -> Pod:
 
 
 def plugin(args: PodTopologySpreadArgs | None = None) -> pts.PodTopologySpread:
-    return pts.new(args, FakeHandle(make_snapshot([])))
+    return pts.from_args(args)
 
 
 def run(pod: Pod, nodes: Sequence[Node], pods: Sequence[Pod] = (), *, normalize: bool = True) -> dict[str, int]:

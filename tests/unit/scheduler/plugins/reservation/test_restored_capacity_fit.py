@@ -6,7 +6,7 @@ import pytest
 
 from apis.config.plugin_args import NodeResourcesFitArgs
 from koord_scheduler.framework.cycle_state import CycleState
-from koord_scheduler.framework.extender import RESTORED_CAPACITY, RestoredCapacity
+from koord_scheduler.framework.restored import RESTORED_CAPACITY, RestoredCapacity
 from koord_scheduler.plugins.nodeports.plugin import NodePorts
 from koord_scheduler.plugins.noderesources.plugin import Fit
 from tests.builders import make_node, make_pod

@@ -1,5 +1,9 @@
 """The NodeResourcesFit check (``fitsRequest`` in ``noderesources/fit.go``), vectorised over nodes.
 
+A shared module: NodeResourcesFit filters with it, and DefaultPreemption's victim search runs the same
+arithmetic on node rows with pods taken off, so the answers are the plugin's, not a re-derivation of them.
+NodeResourcesFit's PreFilter state (:data:`PRE_FILTER_KEY`) lives here for the same reason.
+
 Each node's outcome is encoded as a bitmask, so a whole Filter call costs a few array operations and
 the distinct failure combinations (usually a handful) become one :class:`Status` each:
 
@@ -13,15 +17,19 @@ A code of 0 means the node fits.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
 from apis.core.types import PODS
+from koord_scheduler.framework.cycle_state import CycleState, StateKey
+from koord_scheduler.framework.interfaces import FrameworkRunner
+from koord_scheduler.framework.restored import RESTORED_CAPACITY
 from koord_scheduler.framework.snapshot import IntArray, Positions
 from koord_scheduler.framework.status import Status, unresolvable, unschedulable
+from koord_scheduler.plugins import names
 
 TOO_MANY_PODS = "Too many pods"
 MAX_CHECKED_COLUMNS = 61
@@ -90,16 +98,34 @@ def fit_failures(
     pod_count: IntArray,
     allowed_pods: IntArray,
 ) -> tuple[Positions, IntArray]:
-    """(indices into ``positions`` of the nodes that do not fit, their failure codes).
+    """(indices into ``positions`` of the nodes that do not fit, their failure codes), in the cheaper form
+    for the number of nodes: plain ints for a handful (DefaultPreemption's reprieve batches), else
+    :func:`fit_failures_arrays`. NodeResourcesFit's own Filter does not come here: the runtime picks its
+    per-node or batch form."""
+    if len(positions) <= _SCALAR_MAX:
+        return _fit_failures_scalar(
+            fit, positions, allocatable=allocatable, requested=requested, pod_count=pod_count, allowed_pods=allowed_pods
+        )
+    return fit_failures_arrays(
+        fit, positions, allocatable=allocatable, requested=requested, pod_count=pod_count, allowed_pods=allowed_pods
+    )
+
+
+def fit_failures_arrays(
+    fit: FitRequest,
+    positions: Positions,
+    *,
+    allocatable: IntArray,
+    requested: IntArray,
+    pod_count: IntArray,
+    allowed_pods: IntArray,
+) -> tuple[Positions, IntArray]:
+    """:func:`fit_failures` with array operations whatever the number of nodes.
 
     The common case, where most nodes fit, costs a few whole-array operations and one boolean gather;
     codes are built only for the failing nodes. When ``positions`` covers most of the snapshot it is
     cheaper to compare every row and gather the answer than to gather the inputs.
     """
-    if len(positions) <= _SCALAR_MAX:
-        return _fit_failures_scalar(
-            fit, positions, allocatable=allocatable, requested=requested, pod_count=pod_count, allowed_pods=allowed_pods
-        )
     if len(positions) * 2 >= len(pod_count):
         failing_rows = pod_count >= allowed_pods
         for col, amount in zip(fit.columns.tolist(), fit.amounts.tolist(), strict=True):
@@ -124,8 +150,29 @@ def fit_failures(
 
 
 _SCALAR_MAX = 8
-"""Up to this many nodes, plain Python over scalars beats a dozen numpy calls on tiny arrays (the
-preemption dry run and the per-node cache refresh ask about one or two nodes at a time)."""
+"""Up to this many nodes, plain Python over scalars beats a dozen numpy calls on tiny arrays."""
+
+
+def fit_code(
+    fit: FitRequest,
+    pos: int,
+    *,
+    allocatable: IntArray,
+    requested: IntArray,
+    pod_count: IntArray,
+    allowed_pods: IntArray,
+) -> int:
+    """The failure code of the node at ``pos`` (0 when the pod fits), in plain ints: the per-node form."""
+    code = 1 if pod_count[pos] >= allowed_pods[pos] else 0
+    never = False
+    for j, (col, amount) in enumerate(zip(fit.columns.tolist(), fit.amounts.tolist(), strict=True)):
+        alloc = int(allocatable[pos, col])
+        if alloc - int(requested[pos, col]) < amount:
+            code |= 1 << (j + 1)
+            never = never or amount > alloc
+    if code and never:
+        code |= 1 << (len(fit.names) + 1)
+    return code
 
 
 def _fit_failures_scalar(
@@ -138,22 +185,13 @@ def _fit_failures_scalar(
     allowed_pods: IntArray,
 ) -> tuple[Positions, IntArray]:
     """:func:`fit_failures` for a handful of nodes: the same indices and codes."""
-    columns = fit.columns.tolist()
-    amounts = fit.amounts.tolist()
-    never_bit = len(fit.names) + 1
     failed: list[int] = []
     codes: list[int] = []
     for i, pos in enumerate(positions.tolist()):
-        code = 1 if pod_count[pos] >= allowed_pods[pos] else 0
-        never = False
-        for j, (col, amount) in enumerate(zip(columns, amounts, strict=True)):
-            alloc = int(allocatable[pos, col])
-            if alloc - int(requested[pos, col]) < amount:
-                code |= 1 << (j + 1)
-                never = never or amount > alloc
+        code = fit_code(
+            fit, pos, allocatable=allocatable, requested=requested, pod_count=pod_count, allowed_pods=allowed_pods
+        )
         if code:
-            if never:
-                code |= 1 << never_bit
             failed.append(i)
             codes.append(code)
     return np.asarray(failed, dtype=np.intp), np.asarray(codes, dtype=np.int64)
@@ -219,3 +257,43 @@ def fits_on_empty_node(
         if amount > allocatable.get(name, 0):
             return False
     return True
+
+
+@dataclass(frozen=True, slots=True)
+class PreFilterState:
+    """NodeResourcesFit's PreFilter state: the pod's request row over the snapshot's columns, and the
+    part Filter checks."""
+
+    request: IntArray
+    fit: FitRequest
+
+
+PRE_FILTER_KEY: StateKey[PreFilterState] = StateKey("PreFilter" + names.NODE_RESOURCES_FIT)
+
+NODE_ONLY_FILTERS = frozenset({names.NODE_UNSCHEDULABLE, names.NODE_NAME, names.TAINT_TOLERATION, names.NODE_AFFINITY})
+"""Filter plugins whose answer depends on the pod and the Node object only, never on the pods on the node:
+adding or taking off pods cannot change it."""
+
+
+def exact_fit_request(state: CycleState, active_filters: Sequence[str]) -> FitRequest | None:
+    """NodeResourcesFit's checked request for this cycle when its arithmetic alone decides how pods added
+    to or taken off a node change the Filter answer, else None: every active Filter plugin (by name) is
+    NodeResourcesFit or in :data:`NODE_ONLY_FILTERS`, NodeResourcesFit is not skipped, and no capacity is
+    restored for the pod (reservations). The caller checks that no PreFilter extensions are active."""
+    for name in active_filters:
+        if name != names.NODE_RESOURCES_FIT and name not in NODE_ONLY_FILTERS:
+            return None
+    if names.NODE_RESOURCES_FIT in state.skip_filter or state.get(RESTORED_CAPACITY) is not None:
+        return None
+    pre = state.get(PRE_FILTER_KEY)
+    return pre.fit if pre is not None else None
+
+
+def resource_fit_request(fwk: FrameworkRunner, state: CycleState) -> FitRequest | None:
+    """:func:`exact_fit_request` for the framework's active Filter plugins, and None when an active
+    PreFilter plugin has extensions (AddPod/RemovePod state)."""
+    skip = state.skip_filter
+    for plugin in fwk.pre_filter_plugins:
+        if plugin.name not in skip and plugin.pre_filter_extensions() is not None:
+            return None
+    return exact_fit_request(state, [n for n in fwk.filter_plugin_names if n not in skip])
