@@ -108,6 +108,7 @@ class ResolvedProfile:
     """None: every pod."""
     percent: int
     skip_update_resources: bool
+    uid: str = ""
 
 
 class ProfileError(ValueError):
@@ -184,4 +185,5 @@ def resolve_profile(raw: dict[str, Any] | ClusterColocationProfile) -> ResolvedP
         selector=selector,
         percent=percent,
         skip_update_resources=ANNOTATION_SKIP_UPDATE_RESOURCES in annotations,
+        uid=profile.metadata.uid or "",
     )
