@@ -57,6 +57,7 @@ from koord_scheduler.scheduler.metrics import SchedulerMetrics
 from koord_scheduler.scheduler.reservation_controller.decide import ControllerOptions
 from koord_scheduler.scheduler.reservation_controller.operator import ApiSettings, ReservationControllerThread
 from koord_scheduler.scheduler.scheduler import Scheduler, SchedulerOptions
+from koord_scheduler.webhook.options import WebhookOptions, WebhookRuntime, add_webhook_flags, webhook_options
 
 log = logging.getLogger("koord-scheduler")
 
@@ -83,6 +84,7 @@ class ServeOptions:
     debug_scores: int = 0
     debug_filters: bool = False
     reservation_controller: bool = True
+    webhook: WebhookOptions = WebhookOptions()
 
 
 def serve_main(argv: Sequence[str], registry: Callable[[], Registry]) -> int:
@@ -191,6 +193,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--reservation-controller", nargs="?", const=True, default=True, type=_parse_bool,
                         help="run the Reservation lifecycle controller (expiry, owners, GC) when the "
                         "Reservation plugin is enabled (default true; only the leader acts)")
+    add_webhook_flags(parser)
     return parser
 
 
@@ -243,7 +246,15 @@ def _options(ns: argparse.Namespace) -> ServeOptions:
         debug_scores=max(0, ns.debug_scores),
         debug_filters=bool(ns.debug_filters),
         reservation_controller=bool(ns.reservation_controller),
+        webhook=_webhook_options(ns),
     )
+
+
+def _webhook_options(ns: argparse.Namespace) -> WebhookOptions:
+    try:
+        return webhook_options(ns)
+    except ValueError as exc:
+        raise ServeError(str(exc)) from None
 
 
 def _setup_logging(verbosity: int) -> None:
@@ -301,7 +312,11 @@ async def _run(
     state.set_debug(scores=options.debug_scores, filters=options.debug_filters)
     controller = _reservation_controller(options, scheduler, elector)
     runner: web.AppRunner | None = None
+    webhook = WebhookRuntime(options.webhook, source.connection, metrics.registry) if options.webhook.enabled else None
     try:
+        if webhook is not None:
+            # Every replica serves admission, leader or not; a webhook that cannot start is fatal.
+            await webhook.start()
         if options.metrics_port:
             try:
                 runner = await _start_http(options, state, metrics)
@@ -326,6 +341,8 @@ async def _run(
             await elector.release()
             await elector.http.close()
         await source.stop()
+        if webhook is not None:
+            await webhook.stop()
         if runner is not None:
             await runner.cleanup()
 
