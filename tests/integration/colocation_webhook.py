@@ -59,12 +59,17 @@ def install_api(plane: ControlPlane) -> None:
 class WebhookThread:
     """The admission server on 127.0.0.1:port with a fresh CA; ``ca_pem`` is for the webhook config."""
 
-    def __init__(self, plane: ControlPlane, cert_dir: Path, *, port: int | None = None) -> None:
+    def __init__(self, plane: ControlPlane, cert_dir: Path | None, *, port: int | None = None,
+                 namespace: str = "koordinator-system", configuration: str = "") -> None:
+        """``cert_dir`` None: the self-signed bootstrap (Secret in ``namespace``, CA into ``configuration``)."""
         self.plane = plane
         self.port = port or free_port()
         self.bundle: CertBundle = generate_bundle(["127.0.0.1"])
-        write_bundle(self.bundle, cert_dir)
-        self.options = WebhookOptions(port=self.port, bind_address="127.0.0.1", cert_dir=str(cert_dir))
+        if cert_dir is not None:
+            write_bundle(self.bundle, cert_dir)
+        self.options = WebhookOptions(port=self.port, bind_address="127.0.0.1",
+                                      cert_dir=str(cert_dir) if cert_dir is not None else "",
+                                      namespace=namespace, configuration_name=configuration or "unused")
         self.registry = CollectorRegistry()
         self.runtime: WebhookRuntime | None = None
         self._loop: asyncio.AbstractEventLoop | None = None

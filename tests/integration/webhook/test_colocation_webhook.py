@@ -152,3 +152,86 @@ def test_webhook_down_pods_still_admitted(control_plane: ControlPlane, tmp_path:
     finally:
         control_plane.request(
             "DELETE", "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/pykoord-colocation-down")
+
+
+def _events_for(plane: ControlPlane, name: str) -> list[dict[str, Any]]:
+    found = plane.request("GET", "/apis/events.k8s.io/v1/namespaces/default/events").json()["items"]
+    return [e for e in found if e.get("regarding", {}).get("name") == name]
+
+
+def _wait_events(plane: ControlPlane, name: str, reason: str) -> list[dict[str, Any]]:
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        events = [e for e in _events_for(plane, name) if e.get("reason") == reason]
+        if events:
+            return events
+        time.sleep(0.2)
+    raise AssertionError(f"no {reason} Event on ClusterColocationProfile {name}: {_events_for(plane, name)}")
+
+
+def test_profile_the_schema_cannot_refuse_is_skipped_with_an_event(
+    control_plane: ControlPlane, webhook: WebhookThread
+) -> None:
+    name = "in-without-values"
+    body = {"apiVersion": "config.koordinator.sh/v1alpha1", "kind": "ClusterColocationProfile",
+            "metadata": {"name": name},
+            "spec": {"selector": {"matchExpressions": [{"key": "koordinator.sh/enable-colocation", "operator": "In"}]},
+                     "labels": {"must-not": "appear"}}}
+    control_plane.request("DELETE", f"{PROFILES_PATH}/{name}")
+    assert control_plane.request("POST", PROFILES_PATH, body).status == 201
+    try:
+        events = _wait_events(control_plane, name, "InvalidClusterColocationProfile")
+        assert "operator In needs values" in events[0]["note"]
+        assert events[0]["type"] == "Warning"
+        pod = _create_pod(control_plane, "after-invalid-profile")
+        assert "must-not" not in pod["metadata"]["labels"]
+        assert pod["metadata"]["labels"]["koordinator.sh/qosClass"] == "BE"  # the valid profile still applies
+    finally:
+        control_plane.request("DELETE", f"{PROFILES_PATH}/{name}")
+
+
+def test_unknown_priority_class_skips_the_profile_with_an_event(
+    control_plane: ControlPlane, webhook: WebhookThread
+) -> None:
+    name = "zz-unknown-priority-class"
+    body = {"apiVersion": "config.koordinator.sh/v1alpha1", "kind": "ClusterColocationProfile",
+            "metadata": {"name": name},
+            "spec": {"selector": {"matchLabels": {"koordinator.sh/enable-colocation": "true"}},
+                     "priorityClassName": "no-such-class", "labels": {"zz": "applied"}}}
+    control_plane.request("DELETE", f"{PROFILES_PATH}/{name}")
+    assert control_plane.request("POST", PROFILES_PATH, body).status == 201
+    try:
+        deadline = time.monotonic() + 10
+        assert webhook.runtime is not None
+        while name not in {p.name for p in webhook.runtime.lookup.profiles()} and time.monotonic() < deadline:
+            time.sleep(0.05)
+        pod = _create_pod(control_plane, "unknown-priority-class")
+        assert "zz" not in pod["metadata"]["labels"]
+        assert pod["spec"]["priorityClassName"] == "koord-batch"  # the manual's profile still applies
+        events = _wait_events(control_plane, name, "PriorityClassNotFound")
+        assert "no-such-class" in events[0]["note"]
+    finally:
+        control_plane.request("DELETE", f"{PROFILES_PATH}/{name}")
+
+
+def test_self_signed_certificate_is_stored_and_injected(control_plane: ControlPlane, webhook: WebhookThread) -> None:
+    namespace, configuration = "coloc-bootstrap", "pykoord-colocation-bootstrap"
+    control_plane.request("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                                         "metadata": {"name": namespace}})
+    control_plane.request("DELETE", f"/api/v1/namespaces/{namespace}/secrets/koord-scheduler-webhook-certs")
+    register(control_plane, configuration, port=1, ca_pem=b"", namespace="nothing-matches")
+    first = WebhookThread(control_plane, None, namespace=namespace, configuration=configuration).start()
+    first.stop()
+    secret = control_plane.request(
+        "GET", f"/api/v1/namespaces/{namespace}/secrets/koord-scheduler-webhook-certs").json()
+    assert secret["type"] == "kubernetes.io/tls"
+    assert set(secret["data"]) == {"tls.crt", "tls.key", "ca.crt"}
+    mwc_path = f"/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/{configuration}"
+    mwc = control_plane.request("GET", mwc_path).json()
+    assert mwc["webhooks"][0]["clientConfig"]["caBundle"] == secret["data"]["ca.crt"]
+    second = WebhookThread(control_plane, None, namespace=namespace, configuration=configuration).start()
+    second.stop()
+    again = control_plane.request(
+        "GET", f"/api/v1/namespaces/{namespace}/secrets/koord-scheduler-webhook-certs").json()
+    assert again["data"] == secret["data"], "a second replica reuses the stored certificate"
+    control_plane.request("DELETE", mwc_path)
