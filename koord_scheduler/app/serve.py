@@ -32,7 +32,7 @@ import signal
 import sys
 import time
 from collections.abc import Callable, Coroutine, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
@@ -84,7 +84,7 @@ class ServeOptions:
     debug_scores: int = 0
     debug_filters: bool = False
     reservation_controller: bool = True
-    webhook: WebhookOptions = WebhookOptions()
+    webhook: WebhookOptions = field(default_factory=WebhookOptions)
 
 
 def serve_main(argv: Sequence[str], registry: Callable[[], Registry]) -> int:
