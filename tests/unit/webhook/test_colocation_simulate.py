@@ -40,7 +40,8 @@ def test_cluster_file_pods_are_admitted_through_the_profiles() -> None:
     mutated = by_name["spark-1"]
     assert mutated.labels["koordinator.sh/qosClass"] == "BE"
     assert mutated.priority == 5000
-    assert dict(mutated.requests) == {"kubernetes.io/batch-cpu": 2000, "kubernetes.io/batch-memory": parse_quantity("2Gi")}
+    want = {"kubernetes.io/batch-cpu": 2000, "kubernetes.io/batch-memory": parse_quantity("2Gi")}
+    assert dict(mutated.requests) == want
     untouched = by_name["spark-2"]  # namespace default has no colocation label
     assert "koordinator.sh/qosClass" not in untouched.labels
     assert dict(untouched.requests)["cpu"] == 2000
