@@ -24,7 +24,7 @@ pytestmark = pytest.mark.integration
 NAMESPACE = "coloc-manual"
 MWC = "pykoord-colocation-test"
 
-MANUAL_PROFILE = {
+MANUAL_PROFILE: dict[str, Any] = {
     "apiVersion": "config.koordinator.sh/v1alpha1", "kind": "ClusterColocationProfile",
     "metadata": {"name": "colocation-profile-example"},
     "spec": {

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import yaml
 
 from apis.config import KubeSchedulerConfiguration
@@ -11,20 +13,21 @@ from koord_scheduler.app.plugin_loading import build_registry
 from koord_scheduler.app.simulate import run_simulation
 from koord_scheduler.webhook.offline import colocation_from_objects, file_admission
 
-PROFILE = {"apiVersion": "config.koordinator.sh/v1alpha1", "kind": "ClusterColocationProfile",
+PROFILE: dict[str, Any] = {"apiVersion": "config.koordinator.sh/v1alpha1", "kind": "ClusterColocationProfile",
            "metadata": {"name": "spark-be"},
            "spec": {"namespaceSelector": {"matchLabels": {"colocation": "on"}},
                     "selector": {"matchLabels": {"app": "spark"}},
                     "qosClass": "BE", "priorityClassName": "koord-batch"}}
 
 
-def objects(*, batch_cpu: str) -> list[dict[str, object]]:
-    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"},
+def objects(*, batch_cpu: str) -> list[dict[str, Any]]:
+    node: dict[str, Any] = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"},
             "status": {"allocatable": {"cpu": "4", "memory": "16Gi", "pods": "110",
                                        "kubernetes.io/batch-cpu": batch_cpu, "kubernetes.io/batch-memory": "8Gi"}}}
-    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "jobs", "labels": {"colocation": "on"}}}
+    namespace: dict[str, Any] = {"apiVersion": "v1", "kind": "Namespace",
+                                 "metadata": {"name": "jobs", "labels": {"colocation": "on"}}}
 
-    def pod(name: str, namespace: str) -> dict[str, object]:
+    def pod(name: str, namespace: str) -> dict[str, Any]:
         return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace,
                                                                  "labels": {"app": "spark"}},
                 "spec": {"containers": [{"name": "c", "image": "x",
