@@ -11,6 +11,8 @@
     --webhook-namespace NS              where the Secret and Service live (default: $POD_NAMESPACE or
                                         koordinator-system)
     --webhook-service-name NAME         the Service the API server calls (certificate DNS names)
+    --webhook-cert-hosts H1,H2          more names or IPs for the self-signed certificate (a webhook
+                                        configuration that calls a URL instead of the Service)
     --webhook-secret-name NAME
     --webhook-configuration-name NAME   the MutatingWebhookConfiguration whose caBundle is set
 """
@@ -51,6 +53,7 @@ class WebhookOptions:
     service_name: str = DEFAULT_SERVICE
     secret_name: str = DEFAULT_SECRET
     configuration_name: str = DEFAULT_CONFIGURATION
+    extra_hosts: tuple[str, ...] = ()
 
     @property
     def enabled(self) -> bool:
@@ -67,6 +70,8 @@ def add_webhook_flags(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--webhook-namespace", default=os.environ.get("POD_NAMESPACE") or DEFAULT_NAMESPACE,
                        metavar="NS")
     group.add_argument("--webhook-service-name", default=DEFAULT_SERVICE, metavar="NAME")
+    group.add_argument("--webhook-cert-hosts", default="", metavar="H1,H2",
+                       help="more DNS names or IPs for the self-signed certificate")
     group.add_argument("--webhook-secret-name", default=DEFAULT_SECRET, metavar="NAME")
     group.add_argument("--webhook-configuration-name", default=DEFAULT_CONFIGURATION, metavar="NAME")
 
@@ -79,6 +84,7 @@ def webhook_options(ns: argparse.Namespace) -> WebhookOptions:
         port=ns.webhook_port, bind_address=ns.webhook_bind_address, cert_dir=ns.webhook_cert_dir,
         namespace=ns.webhook_namespace, service_name=ns.webhook_service_name, secret_name=ns.webhook_secret_name,
         configuration_name=ns.webhook_configuration_name,
+        extra_hosts=tuple(h.strip() for h in ns.webhook_cert_hosts.split(",") if h.strip()),
     )
 
 
@@ -99,7 +105,7 @@ class WebhookRuntime:
         if o.cert_dir:
             read_bundle(Path(o.cert_dir))  # a missing file is named here, before the server starts
             return server_ssl_context(Path(o.cert_dir))
-        hosts = service_dns_names(o.service_name, o.namespace)
+        hosts = [*service_dns_names(o.service_name, o.namespace), *o.extra_hosts]
         bundle = await ensure_secret_bundle(self.http, o.namespace, o.secret_name, hosts)
         await inject_ca_bundle(self.http, o.configuration_name, bundle.ca_pem)
         self._tmp = tempfile.TemporaryDirectory(prefix="koord-webhook-")

@@ -8,14 +8,18 @@ pod comes out as the manual shows it (batch-cpu "1000" there is the quantity the
 
 from __future__ import annotations
 
+import signal
+import ssl
+import subprocess
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from colocation_webhook import PROFILES_PATH, WebhookThread, install_api, register
-from controlplane import ControlPlane
+from colocation_webhook import PROFILES_PATH, REPO, WebhookThread, install_api, register
+from controlplane import ControlPlane, free_port
 
 from apis.core.quantity import parse_quantity
 
@@ -235,3 +239,52 @@ def test_self_signed_certificate_is_stored_and_injected(control_plane: ControlPl
         "GET", f"/api/v1/namespaces/{namespace}/secrets/koord-scheduler-webhook-certs").json()
     assert again["data"] == secret["data"], "a second replica reuses the stored certificate"
     control_plane.request("DELETE", mwc_path)
+
+
+def test_the_binary_bootstraps_its_certificate_and_mutates(control_plane: ControlPlane, tmp_path: Path,
+                                                          webhook: WebhookThread) -> None:
+    """``koord-scheduler --webhook-port`` end to end: self-signed certificate, caBundle patched, pod mutated."""
+    namespace, configuration = "coloc-binary", "pykoord-colocation-binary"
+    control_plane.request("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {
+        "name": namespace, "labels": {"koordinator.sh/enable-colocation": "true"}}})
+    control_plane.request("DELETE", f"/api/v1/namespaces/{namespace}/secrets/koord-scheduler-webhook-certs")
+    port = free_port()
+    register(control_plane, configuration, port=port, ca_pem=b"", namespace=namespace)
+    log = (tmp_path / "koord-scheduler.log").open("wb")
+    process = subprocess.Popen(
+        [str(REPO / ".venv" / "bin" / "koord-scheduler"), "--kubeconfig", str(control_plane.kubeconfig),
+         "--leader-elect=false", "--metrics-port", "0", "--webhook-port", str(port),
+         "--webhook-bind-address", "127.0.0.1", "--webhook-namespace", namespace,
+         "--webhook-configuration-name", configuration, "--webhook-cert-hosts", "127.0.0.1"],
+        stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    mwc_path = f"/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/{configuration}"
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and process.poll() is None:
+            mwc = control_plane.request("GET", mwc_path).json()
+            if mwc["webhooks"][0]["clientConfig"].get("caBundle") and _serving(port):
+                break
+            time.sleep(0.2)
+        assert process.poll() is None, (tmp_path / "koord-scheduler.log").read_text()[-3000:]
+        # Both webhooks (the in-process one of the fixture does not see this namespace) must not matter:
+        result = control_plane.request("POST", f"/api/v1/namespaces/{namespace}/pods", manual_pod("from-binary"))
+        assert result.status == 201, result.body
+        pod = result.json()
+        assert pod["metadata"]["labels"]["koordinator.sh/qosClass"] == "BE"
+        assert pod["spec"]["priorityClassName"] == "koord-batch"
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(20) == 0, (tmp_path / "koord-scheduler.log").read_text()[-3000:]
+        log.close()
+        control_plane.request("DELETE", mwc_path)
+
+
+def _serving(port: int) -> bool:
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    try:
+        with urllib.request.urlopen(f"https://127.0.0.1:{port}/healthz", context=context, timeout=2) as resp:
+            return bool(resp.status == 200)
+    except OSError:
+        return False
