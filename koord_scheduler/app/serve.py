@@ -40,7 +40,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, Gauge, ProcessCollector, gene
 
 from apis.config import KubeSchedulerConfiguration, load_scheduler_config
 from apis.config.duration import parse_go_duration
-from koord_scheduler.framework.errors import SchedulerError
+from koord_scheduler.framework.errors import ClusterError, SchedulerError
 from koord_scheduler.framework.registry import Registry
 from koord_scheduler.scheduler.assembly import build_scheduler
 from koord_scheduler.scheduler.heap import HeapSettler
@@ -316,7 +316,11 @@ async def _run(
     try:
         if webhook is not None:
             # Every replica serves admission, leader or not; a webhook that cannot start is fatal.
-            await webhook.start()
+            try:
+                await webhook.start()
+            except (OSError, ClusterError) as exc:
+                print(f"koord-scheduler: the admission webhook cannot start: {exc}", file=sys.stderr)
+                return EXIT_FAILED
         if options.metrics_port:
             try:
                 runner = await _start_http(options, state, metrics)

@@ -80,10 +80,18 @@ class KubeColocationLookup:
         self._tasks: list[asyncio.Task[None]] = []
 
     async def start(self) -> None:
-        """List every kind (so the first admission sees them all), then keep watching."""
+        """List every kind (so the first admission sees them all), then keep watching.
+
+        A kind that cannot be listed (the CRD not installed yet, say) is logged and listed again by its
+        watch loop, with backoff; the server still starts, and admits pods unchanged meanwhile."""
         reflectors = (self.profiles_reflector, self.namespaces, self.priority_classes)
         for reflector in reflectors:
-            items, rv = await reflector.list_all()
+            try:
+                items, rv = await reflector.list_all()
+            except ClusterError as exc:
+                log.warning("cannot list %s yet (%s); the webhook retries in the background", reflector.kind.plural,
+                            exc)
+                continue
             reflector.replace(items, rv)
         loop = asyncio.get_running_loop()
         self._tasks = [loop.create_task(r.run(), name=f"webhook-watch-{r.kind.plural}") for r in reflectors]

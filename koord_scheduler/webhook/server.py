@@ -19,6 +19,8 @@ log = logging.getLogger(__name__)
 
 MUTATE_POD_PATH = "/mutate-pod"
 VALIDATE_POD_PATH = "/validate-pod"
+MAX_REVIEW_BYTES = 8 * 1024 * 1024
+"""An AdmissionReview carries the object (and on updates the old one); etcd allows 1.5 MiB objects."""
 
 
 def webhook_app(mutator: PodMutator) -> web.Application:
@@ -40,7 +42,7 @@ def webhook_app(mutator: PodMutator) -> web.Application:
     async def healthz(_: web.Request) -> web.Response:
         return web.Response(text="ok")
 
-    app = web.Application()
+    app = web.Application(client_max_size=MAX_REVIEW_BYTES)
     app.router.add_post(MUTATE_POD_PATH, mutate)
     app.router.add_post(VALIDATE_POD_PATH, validate)
     app.router.add_get("/healthz", healthz)
