@@ -6,7 +6,8 @@ is rewritten into a *structural* OpenAPI v3 schema, as the API server requires:
 - ``$ref`` inlined, ``title`` and ``default`` dropped (no server-side defaulting behind our backs);
 - ``Optional[X]`` (``anyOf [X, null]``) becomes ``X``; field-level extras (``format``) are kept;
 - ``int`` becomes ``integer`` with ``format: int64`` unless the field says otherwise;
-- ``dict[str, Any]`` becomes an object with ``x-kubernetes-preserve-unknown-fields``;
+- ``dict[str, Any]`` becomes an object with ``x-kubernetes-preserve-unknown-fields``; an ``Any`` field marked
+  with it stays without a type (kubebuilder's ``Schemaless``);
 - int-or-string types keep their ``anyOf`` and ``x-kubernetes-int-or-string``;
 - the root ``metadata`` is a bare ``object`` (the API server owns its schema).
 
@@ -108,7 +109,8 @@ def _convert(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
         out["format"] = "int64"
     if out.get("type") == "object" and "properties" not in out and "additionalProperties" not in out:
         out["x-kubernetes-preserve-unknown-fields"] = True
-    if "x-kubernetes-preserve-unknown-fields" in out:
+    if "x-kubernetes-preserve-unknown-fields" in out and "type" in out:
+        # A field typed ``Any`` stays schemaless (no type), as kubebuilder's ``Schemaless`` marker gives.
         out["type"] = "object"
     return out
 

@@ -13,6 +13,9 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from apis.colocation import GROUP as COLOCATION_GROUP
+from apis.colocation import VERSION as COLOCATION_VERSION
+from apis.colocation import ClusterColocationProfile
 from apis.crdgen import CRDMeta, PrinterColumn, render_all
 from apis.scheduling import GROUP as SCHEDULING_GROUP
 from apis.scheduling import VERSION as SCHEDULING_VERSION
@@ -22,6 +25,16 @@ from apis.slo import VERSION as SLO_VERSION
 from apis.slo import NodeMetric, NodeSLO
 
 CRDS: list[tuple[type[BaseModel], CRDMeta]] = [
+    (
+        ClusterColocationProfile,
+        CRDMeta(
+            group=COLOCATION_GROUP,
+            version=COLOCATION_VERSION,
+            kind="ClusterColocationProfile",
+            plural="clustercolocationprofiles",
+            scope="Cluster",
+        ),
+    ),
     (
         NodeMetric,
         CRDMeta(

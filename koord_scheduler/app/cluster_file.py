@@ -27,6 +27,14 @@ ExtraParser = Callable[[Mapping[str, Any]], Any]
 
 IGNORED_KINDS = frozenset({"Namespace", "PriorityClass", "Event", "ConfigMap", "Service", "ServiceAccount"})
 
+PodAdmit = Callable[[Mapping[str, Any]], tuple[Mapping[str, Any], list[str]]]
+PodAdmission = Callable[[list[Mapping[str, Any]]], tuple[PodAdmit, list[tuple[str, str]]]]
+"""Given every object of the file: a function that turns a raw pod into the pod as admission leaves it
+(plus problems to report about that pod), and problems about the file's other objects. The colocation
+webhook's offline form (koord_scheduler/webhook/offline.py); it consumes ``ADMISSION_KINDS``."""
+
+ADMISSION_KINDS = frozenset({"ClusterColocationProfile"})
+
 
 @dataclass(frozen=True, slots=True)
 class ObjectProblem:
@@ -48,7 +56,9 @@ class ClusterFile:
     problems: list[ObjectProblem] = field(default_factory=list)
 
 
-def load_cluster_file(path: str | Path, extra_kinds: Mapping[str, ExtraParser] | None = None) -> ClusterFile:
+def load_cluster_file(
+    path: str | Path, extra_kinds: Mapping[str, ExtraParser] | None = None, admission: PodAdmission | None = None
+) -> ClusterFile:
     source = str(path)
     try:
         text = Path(path).read_text(encoding="utf-8")
@@ -62,17 +72,26 @@ def load_cluster_file(path: str | Path, extra_kinds: Mapping[str, ExtraParser] |
         message = f"not UTF-8 text (byte 0x{byte:02x} at offset {exc.start}); is it a binary file?"
         out.problems.append(ObjectProblem(source, "file", message))
         return out
-    return parse_cluster_text(text, source=source, extra_kinds=extra_kinds)
+    return parse_cluster_text(text, source=source, extra_kinds=extra_kinds, admission=admission)
 
 
 def parse_cluster_text(
-    text: str, *, source: str = "<cluster>", extra_kinds: Mapping[str, ExtraParser] | None = None
+    text: str,
+    *,
+    source: str = "<cluster>",
+    extra_kinds: Mapping[str, ExtraParser] | None = None,
+    admission: PodAdmission | None = None,
 ) -> ClusterFile:
     out = ClusterFile()
     extra = dict(extra_kinds or {})
     documents = _load_documents(text, source, out.problems)
     seen: set[tuple[str, str]] = set()
-    for where, obj in _objects(documents, source, out.problems):
+    objects = list(_objects(documents, source, out.problems))
+    admit = None
+    if admission is not None:
+        admit, admission_problems = admission([obj for _, obj in objects])
+        out.problems.extend(ObjectProblem(source, where, message) for where, message in admission_problems)
+    for where, obj in objects:
         kind = obj.get("kind")
         name = _display(obj)
         label = f"{kind} {name}" if kind else where
@@ -80,6 +99,8 @@ def parse_cluster_text(
             out.problems.append(ObjectProblem(source, where, "missing field 'kind'"))
             continue
         if kind in IGNORED_KINDS and kind not in extra:  # e.g. Namespaces matter once a plugin watches them
+            continue
+        if kind in ADMISSION_KINDS and admission is not None:
             continue
         if (kind, name) in seen:
             out.problems.append(ObjectProblem(source, label, "duplicate object (the first one is used)"))
@@ -89,7 +110,11 @@ def parse_cluster_text(
             if kind == "Node":
                 out.nodes.append(parse_node(obj))
             elif kind == "Pod":
-                out.pods.append(parse_pod(obj))
+                admitted = obj
+                if admit is not None:
+                    admitted, pod_problems = admit(obj)
+                    out.problems.extend(ObjectProblem(source, label, message) for message in pod_problems)
+                out.pods.append(parse_pod(admitted))
             elif kind in extra:
                 parsed = extra[kind](obj)  # validate now, so a bad object is reported and skipped
                 out.objects.setdefault(kind, []).append((name, dict(obj)))

@@ -62,7 +62,7 @@ from koord_scheduler.app.debug_server import (
     parse_debug_scores,
     start_debug_server,
 )
-from koord_scheduler.framework.errors import SchedulerError
+from koord_scheduler.framework.errors import ClusterError, SchedulerError
 from koord_scheduler.framework.registry import Registry
 from koord_scheduler.scheduler.assembly import build_scheduler
 from koord_scheduler.scheduler.controllers.runner import FanoutSink
@@ -81,6 +81,7 @@ from koord_scheduler.scheduler.metrics import SchedulerMetrics
 from koord_scheduler.scheduler.reservation_controller.decide import ControllerOptions
 from koord_scheduler.scheduler.reservation_controller.operator import ApiSettings, ReservationControllerThread
 from koord_scheduler.scheduler.scheduler import Scheduler, SchedulerOptions
+from koord_scheduler.webhook.options import WebhookOptions, WebhookRuntime, add_webhook_flags, webhook_options
 
 log = logging.getLogger("koord-scheduler")
 
@@ -116,6 +117,7 @@ class ServeOptions:
 
     debug_flags_port: int = 0
     """0: the runtime debug switches are not served at all."""
+    webhook: WebhookOptions = field(default_factory=WebhookOptions)
 
 
 def serve_main(argv: Sequence[str], registry: Callable[[], Registry]) -> int:
@@ -234,6 +236,7 @@ def _parser() -> argparse.ArgumentParser:
                         "Reservation plugin is enabled (default true; only the leader acts); false is "
                         "--controllers=...,-reservation")
     add_controller_flags(parser, _parse_bool)
+    add_webhook_flags(parser)
     return parser
 
 
@@ -293,6 +296,7 @@ def _options(ns: argparse.Namespace) -> ServeOptions:
         debug_filters=bool(ns.debug_filters),
         controllers=controller_flags(ns),
         debug_flags_port=_port("--debug-flags-port", ns.debug_flags_port),
+        webhook=_webhook_options(ns),
     )
 
 
@@ -300,6 +304,13 @@ def _port(flag: str, port: int) -> int:
     if not 0 <= port <= 65535:
         raise ServeError(f"{flag}: {port} is not a port number")
     return port
+
+
+def _webhook_options(ns: argparse.Namespace) -> WebhookOptions:
+    try:
+        return webhook_options(ns)
+    except ValueError as exc:
+        raise ServeError(str(exc)) from None
 
 
 def _setup_logging(verbosity: int) -> None:
@@ -363,7 +374,15 @@ async def _run(
     runner: web.AppRunner | None = None
     colocation_task: asyncio.Future[None] | None = None
     debug_runner: web.AppRunner | None = None
+    webhook = WebhookRuntime(options.webhook, source.connection, metrics.registry) if options.webhook.enabled else None
     try:
+        if webhook is not None:
+            # Every replica serves admission, leader or not; a webhook that cannot start is fatal.
+            try:
+                await webhook.start()
+            except (OSError, ClusterError) as exc:
+                print(f"koord-scheduler: the admission webhook cannot start: {exc}", file=sys.stderr)
+                return EXIT_FAILED
         if options.metrics_port:
             try:
                 runner = await _start_http(options, state, metrics)
@@ -411,6 +430,8 @@ async def _run(
             await elector.release()
             await elector.http.close()
         await source.stop()
+        if webhook is not None:
+            await webhook.stop()
         if runner is not None:
             await runner.cleanup()
         if debug_runner is not None:

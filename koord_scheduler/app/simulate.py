@@ -1,4 +1,8 @@
-"""``koord-scheduler simulate``: schedule a cluster file on the embedded in-memory cluster."""
+"""``koord-scheduler simulate``: schedule a cluster file on the embedded in-memory cluster.
+
+Pending pods pass through the ClusterColocationProfile webhook's offline form first
+(koord_scheduler/webhook/offline.py), with the profiles, Namespaces and PriorityClasses of the file.
+"""
 
 from __future__ import annotations
 
@@ -19,6 +23,7 @@ from koord_scheduler.framework.snapshot import ClusterSnapshot
 from koord_scheduler.scheduler.assembly import build_scheduler
 from koord_scheduler.scheduler.memory_source import MemoryCluster
 from koord_scheduler.scheduler.scheduler import Scheduler
+from koord_scheduler.webhook.offline import file_admission
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,10 +71,10 @@ async def run_simulation(
         fwk.debug.filters = debug_filters
     parsers = {k.kind: k.parse for k in scheduler.watched_kinds.values()}
     if cluster_text is not None:
-        cluster_file = parse_cluster_text(cluster_text, extra_kinds=parsers)
+        cluster_file = parse_cluster_text(cluster_text, extra_kinds=parsers, admission=file_admission)
     else:
         assert cluster_path is not None
-        cluster_file = load_cluster_file(cluster_path, extra_kinds=parsers)
+        cluster_file = load_cluster_file(cluster_path, extra_kinds=parsers, admission=file_admission)
     cluster.load(cluster_file.nodes, cluster_file.pods, cluster_file.objects)
     await cluster.start(scheduler, list(scheduler.watched_kinds.values()))
     result = SimulationResult(problems=list(cluster_file.problems))

@@ -24,7 +24,8 @@ REPO = Path(__file__).resolve().parents[3]
 DEPLOY = REPO / "deploy"
 NAMESPACE = "koordinator-system"
 BIN = Path(sys.executable).parent
-CRDS = ("reservations.scheduling.koordinator.sh", "nodemetrics.slo.koordinator.sh", "nodeslos.slo.koordinator.sh")
+CRDS = ("clustercolocationprofiles.config.koordinator.sh", "reservations.scheduling.koordinator.sh",
+        "nodemetrics.slo.koordinator.sh", "nodeslos.slo.koordinator.sh")
 
 
 def wait_for(check: Callable[[], Any], *, timeout: float, what: str, interval: float = 0.25) -> Any:
