@@ -11,6 +11,9 @@
 #   scripts/control-plane.sh status                exit 0 and print the kubeconfig path if the cluster is up
 #   scripts/control-plane.sh apiserver-stop|apiserver-start|apiserver-restart
 #                                                  stop/start kube-apiserver on the same port and etcd
+#   scripts/control-plane.sh controller-manager-start|controller-manager-stop
+#                                                  start/stop kube-controller-manager with the PersistentVolume
+#                                                  controller only (claim binding), against the running cluster
 #   scripts/control-plane.sh pin                   regenerate scripts/controlplane/*/go.{mod,sum} from versions.env
 #
 # Environment:
@@ -34,6 +37,7 @@ ETCD_MODULE=$REPO_ROOT/scripts/controlplane/etcd
 
 KUBE_APISERVER=$BIN_DIR/kube-apiserver-$KUBERNETES_VERSION/kube-apiserver
 KUBE_SCHEDULER=$BIN_DIR/kube-scheduler-$KUBERNETES_VERSION/kube-scheduler
+KUBE_CONTROLLER_MANAGER=$BIN_DIR/kube-controller-manager-$KUBERNETES_VERSION/kube-controller-manager
 KUBECTL=$BIN_DIR/kubectl-$KUBERNETES_VERSION/kubectl
 ETCD=$BIN_DIR/etcd-$ETCD_VERSION/etcd
 KWOK=$BIN_DIR/kwok-$KWOK_VERSION/kwok
@@ -122,12 +126,14 @@ build_all() {
     flock 8
     build_module_binary etcd "$ETCD_VERSION" "$ETCD_MODULE" .
     local k8s_ldflags=
-    if [[ ! -x $KUBE_APISERVER || ! -x $KUBECTL || ! -x $KUBE_SCHEDULER ]]; then
+    if [[ ! -x $KUBE_APISERVER || ! -x $KUBECTL || ! -x $KUBE_SCHEDULER || ! -x $KUBE_CONTROLLER_MANAGER ]]; then
         k8s_ldflags=$(kubernetes_version_ldflags)
     fi
     build_module_binary kube-apiserver "$KUBERNETES_VERSION" "$K8S_MODULE" ./kube-apiserver "$k8s_ldflags"
     build_module_binary kubectl "$KUBERNETES_VERSION" "$K8S_MODULE" ./kubectl "$k8s_ldflags"
     build_module_binary kube-scheduler "$KUBERNETES_VERSION" "$K8S_MODULE" ./kube-scheduler "$k8s_ldflags"
+    build_module_binary kube-controller-manager "$KUBERNETES_VERSION" "$K8S_MODULE" ./kube-controller-manager \
+        "$k8s_ldflags"
     build_kwok
     flock -u 8
 }
