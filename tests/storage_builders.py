@@ -22,7 +22,8 @@ def claim(
     resource_version: str = "1",
     phase: str = "",
 ) -> Json:
-    meta: Json = {"name": name, "namespace": namespace, "resourceVersion": resource_version, "uid": uid or f"uid-{name}"}
+    meta: Json = {"name": name, "namespace": namespace, "resourceVersion": resource_version}
+    meta["uid"] = uid or f"uid-{name}"
     notes = dict(annotations or {})
     if bound:
         notes["pv.kubernetes.io/bind-completed"] = "yes"
