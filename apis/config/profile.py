@@ -60,7 +60,10 @@ DEFAULT_MULTIPOINT: tuple[PluginRef, ...] = (
     Plugin(name="NodeAffinity", weight=2),
     Plugin(name="NodePorts"),
     Plugin(name="NodeResourcesFit", weight=1),
+    Plugin(name="VolumeRestrictions"),
+    Plugin(name="NodeVolumeLimits"),
     Plugin(name="VolumeBinding"),
+    Plugin(name="VolumeZone"),
     Plugin(name="PodTopologySpread", weight=2),
     Plugin(name="InterPodAffinity", weight=2),
     Plugin(name="DefaultPreemption"),
@@ -70,8 +73,8 @@ DEFAULT_MULTIPOINT: tuple[PluginRef, ...] = (
 )
 """kube-scheduler v1.35's default MultiPoint list, restricted to plugins pykoord implements or plans.
 
-Left out: the volume plugins (VolumeRestrictions, NodeVolumeLimits, VolumeBinding, VolumeZone) and
-DynamicResources. Weights are the Score weights.
+Left out: DynamicResources. Weights are the Score weights (VolumeBinding, listed without one, scores
+with weight 1 when its StorageCapacityScoring shape is configured).
 """
 
 Implements = Callable[[str, str], bool]

@@ -41,12 +41,15 @@ IMPLEMENTS: dict[str, set[str]] = {
     "NodeAffinity": SCORING,
     "NodePorts": {"preFilter", "filter"},
     "NodeResourcesFit": SCORING,
-    "VolumeBinding": {"preFilter", "filter"},
+    "VolumeRestrictions": {"preFilter", "filter"},
+    "NodeVolumeLimits": {"preFilter", "filter"},
+    "VolumeBinding": {"preFilter", "filter", "preScore", "score", "reserve", "preBind"},
+    "VolumeZone": {"preFilter", "filter"},
     "PodTopologySpread": SCORING,
     "InterPodAffinity": SCORING,
     "DefaultPreemption": {"postFilter"},
     "NodeResourcesBalancedAllocation": {"preScore", "score"},
-    "ImageLocality": {"score"},
+    "ImageLocality": {"preScore", "score"},
     "DefaultBinder": {"bind"},
     "Reservation": {"preFilter", "filter", "postFilter", "preScore", "score", "reserve", "preBind", "bind"},
     "LoadAwareScheduling": {"preFilter", "filter", "score", "reserve"},
@@ -64,7 +67,10 @@ DEFAULT_FILTER = (
     "NodeAffinity",
     "NodePorts",
     "NodeResourcesFit",
+    "VolumeRestrictions",
+    "NodeVolumeLimits",
     "VolumeBinding",
+    "VolumeZone",
     "PodTopologySpread",
     "InterPodAffinity",
 )
@@ -72,6 +78,7 @@ DEFAULT_SCORE_WEIGHTS = {
     "TaintToleration": 3,
     "NodeAffinity": 2,
     "NodeResourcesFit": 1,
+    "VolumeBinding": 1,
     "PodTopologySpread": 2,
     "InterPodAffinity": 2,
     "NodeResourcesBalancedAllocation": 1,
@@ -105,28 +112,24 @@ def test_default_profile_expansion() -> None:
     want = {
         "preEnqueue": ("SchedulingGates",),
         "queueSort": ("PrioritySort",),
-        "preFilter": (
-            "NodeAffinity",
-            "NodePorts",
-            "NodeResourcesFit",
-            "VolumeBinding",
-            "PodTopologySpread",
-            "InterPodAffinity",
-        ),
+        "preFilter": DEFAULT_FILTER[3:],
         "filter": DEFAULT_FILTER,
         "postFilter": ("DefaultPreemption",),
+        # kube-scheduler's list, and ImageLocality: its PreScore brings the image index up to date.
         "preScore": (
             "TaintToleration",
             "NodeAffinity",
             "NodeResourcesFit",
+            "VolumeBinding",
             "PodTopologySpread",
             "InterPodAffinity",
             "NodeResourcesBalancedAllocation",
+            "ImageLocality",
         ),
         "score": tuple(DEFAULT_SCORE_WEIGHTS),
-        "reserve": (),
+        "reserve": ("VolumeBinding",),
         "permit": (),
-        "preBind": (),
+        "preBind": ("VolumeBinding",),
         "bind": ("DefaultBinder",),
         "postBind": (),
     }
@@ -218,7 +221,7 @@ def test_merge_takes_user_weight_at_default_position() -> None:
         pytest.param(
             plugins(filter={"disabled": ["NodePorts"]}),
             "preFilter",
-            ("NodeAffinity", "NodePorts", "NodeResourcesFit", "VolumeBinding", "PodTopologySpread", "InterPodAffinity"),
+            DEFAULT_FILTER[3:],
             id="other-points-keep-the-plugin",
         ),
         pytest.param(
@@ -384,7 +387,7 @@ def test_shipped_koordinator_profile_expands() -> None:
     # Plugins named only at a point run after the MultiPoint ones there (upstream order).
     assert expanded.points["filter"] == (*DEFAULT_FILTER, "Reservation", "LoadAwareScheduling")
     assert expanded.points["postFilter"] == ("Reservation", "DefaultPreemption")
-    assert expanded.points["reserve"] == ("Reservation", "LoadAwareScheduling")
+    assert expanded.points["reserve"] == ("VolumeBinding", "Reservation", "LoadAwareScheduling")
     assert expanded.points["bind"] == ("Reservation", "DefaultBinder")
     assert expanded.points["queueSort"] == ("PrioritySort",)
     assert dict(expanded.score_weights) == {
