@@ -129,3 +129,32 @@ def objects(**by_kind: Iterable[Json]) -> dict[str, list[tuple[str, Json]]]:
             rows.append((key, raw))
         out[kind] = rows
     return out
+
+
+class StorageHandle:
+    """A plugin handle for volume plugin tests: a snapshot and the watches, fed by :meth:`add`."""
+
+    def __init__(self, snapshot: Any) -> None:
+        self.snapshot = snapshot
+        self.cluster: Any = None
+        self.handlers: dict[str, list[Any]] = {}
+        self.kinds: dict[str, Any] = {}
+
+    @property
+    def clock(self) -> Any:
+        return lambda: 1_700_000_000.0
+
+    def watch(self, kind: Any, handler: Any) -> None:
+        self.kinds[kind.kind] = kind
+        self.handlers.setdefault(kind.kind, []).append(handler)
+
+    def watch_pods(self, handler: Any) -> None:
+        self.handlers.setdefault("Pod", []).append(handler)
+
+    def add(self, kind_name: str, *raws: Json) -> StorageHandle:
+        from koord_scheduler.framework.types import EventType
+
+        for raw in raws:
+            for handler in self.handlers.get(kind_name, ()):
+                handler(EventType.ADDED, None, self.kinds[kind_name].parse(raw))
+        return self
