@@ -139,6 +139,7 @@ class StorageHandle:
         self.cluster: Any = None
         self.handlers: dict[str, list[Any]] = {}
         self.kinds: dict[str, Any] = {}
+        self.reporters: list[Any] = []
 
     @property
     def clock(self) -> Any:
@@ -150,6 +151,9 @@ class StorageHandle:
 
     def watch_pods(self, handler: Any) -> None:
         self.handlers.setdefault("Pod", []).append(handler)
+
+    def add_simulation_report(self, reporter: Any) -> None:
+        self.reporters.append(reporter)
 
     def add(self, kind_name: str, *raws: Json) -> StorageHandle:
         from koord_scheduler.framework.types import EventType

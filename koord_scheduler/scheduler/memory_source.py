@@ -51,7 +51,7 @@ class MemoryCluster:
         for pod in pods:
             self.pods[pod.key] = pod
         for kind, items in objects.items():
-            self.objects.setdefault(kind, {}).update(dict(items))
+            self.objects.setdefault(kind, {}).update(_with_uids(kind, items))
 
     @classmethod
     def from_objects(
@@ -63,7 +63,7 @@ class MemoryCluster:
         for pod in pods:
             cluster.pods[pod.key] = pod
         for kind, items in objects.items():
-            cluster.objects[kind] = dict(items)
+            cluster.objects[kind] = _with_uids(kind, items)
         return cluster
 
     # ----- ClusterSource -----
@@ -184,6 +184,8 @@ class MemoryCluster:
         key = f"{namespace}/{name}" if namespace else name
         items = self.objects.get(kind.kind, {})
         raw = items.get(key)
+        if raw is None and namespace == "default" and name in items:
+            key, raw = name, items[name]  # read from a file without metadata.namespace
         if raw is None:
             raise ClusterError(f'{kind.plural}.{kind.group} "{name}" not found')
         want_version = (body.get("metadata") or {}).get("resourceVersion")
@@ -251,6 +253,18 @@ class MemoryCluster:
         self.events.append(RecordedEvent(pod.key, "Normal", "Preempted", reason))
         if self._sink is not None:
             self._sink.on_pod(EventType.DELETED, current, None)
+
+
+def _with_uids(kind: str, items: Iterable[tuple[str, Any]]) -> dict[str, Any]:
+    """Claims and volumes from a file get the uid the API server would give them (a volume's ``claimRef``
+    carries its claim's uid once bound)."""
+    out = dict(items)
+    if kind in _VOLUME_KINDS:
+        for key, raw in out.items():
+            meta = raw.get("metadata") if isinstance(raw, Mapping) else None
+            if isinstance(meta, Mapping) and not meta.get("uid"):
+                out[key] = {**raw, "metadata": {**meta, "uid": f"{kind.lower()}-{key.replace('/', '-')}"}}
+    return out
 
 
 def _deep_merge(base: Mapping[str, Any], patch: Mapping[str, Any]) -> dict[str, Any]:

@@ -17,7 +17,8 @@ go where their volumes can be, and their unbound claims get a volume there.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -61,6 +62,8 @@ class VolumeBindingHandle(Protocol):
 
     def watch_pods(self, handler: ObjectHandler) -> None: ...
 
+    def add_simulation_report(self, reporter: Callable[[], tuple[str, list[dict[str, Any]]]]) -> None: ...
+
 
 @dataclass(slots=True)
 class CycleData:
@@ -74,6 +77,7 @@ class CycleData:
 
 
 STATE_KEY: StateKey[CycleData] = StateKey(NAME)
+_MAX_PLACEMENTS = 4096
 
 
 class VolumeBinding:
@@ -98,6 +102,9 @@ class VolumeBinding:
         self._gone: dict[str, str] = {}
         self.listers.on_change.append(self._wake)
         handle.watch_pods(self._on_pod)
+        self.placements: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        """Claim key -> how PreBind got it a volume (the latest few thousand), for ``simulate``."""
+        handle.add_simulation_report(self.simulation_report)
 
     # ----- PreFilter -----
 
@@ -231,7 +238,22 @@ class VolumeBinding:
         finally:
             self._waiting.pop(pod.key, None)
             self._gone.pop(pod.key, None)
+        self._record(pod, node_name, written)
         return success()
+
+    def _record(self, pod: Pod, node_name: str, written: PodVolumes) -> None:
+        rows = [(b.claim, b.volume.name, "bound to an available volume") for b in written.static_bindings]
+        for provision in written.provisions:
+            current = self.listers.claims.get(provision.claim.key)
+            rows.append((provision.claim, current.volume_name if current else "", f"provisioned for {node_name}"))
+        for claim, volume, how in rows:
+            self.placements.pop(claim.key, None)
+            self.placements[claim.key] = {"pod": pod.key, "claim": claim.key, "volume": volume, "how": how}
+        while len(self.placements) > _MAX_PLACEMENTS:
+            self.placements.popitem(last=False)
+
+    def simulation_report(self) -> tuple[str, list[dict[str, Any]]]:
+        return "Volumes", list(self.placements.values())
 
     def _node_labels(self, node_name: str) -> Mapping[str, str] | None:
         info = self.handle.snapshot.node_info(node_name)
