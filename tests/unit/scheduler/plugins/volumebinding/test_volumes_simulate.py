@@ -26,7 +26,9 @@ async def test_volumes_cluster_placements() -> None:
         "cache": "n1",
     }
     db1 = next(p for p in result.placements if p.name == "db-1")
-    assert db1.message.startswith("0/3 nodes are available: 3 node(s) didn't find available persistent volumes to bind.")
+    assert db1.message.startswith(
+        "0/3 nodes are available: 3 node(s) didn't find available persistent volumes to bind."
+    )
     rows = {row["claim"]: row for row in result.extra_sections["Volumes"]}
     assert rows["shop/data-db-0"] == {"pod": "shop/db-0", "claim": "shop/data-db-0", "volume": "local-n2",
                                       "how": "bound to an available volume"}
