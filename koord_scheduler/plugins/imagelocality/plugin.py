@@ -120,9 +120,12 @@ class ImageLocality:
     def pre_score(self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions) -> Status:
         self.index.sync(snapshot)
         images = self.index.images
-        if not images or not any(name in images for name in self._normalized(pod)):
+        if not images:
             return skip()
-        return success()
+        for name in self._normalized(pod):
+            if name in images:
+                return success()
+        return skip()
 
     def sign_pod(self, pod: Pod) -> Hashable:
         return (self._normalized(pod), self.index.generation, self.handle.snapshot.num_nodes)

@@ -61,7 +61,7 @@ class NodeVolumeLimits:
     def pre_filter(
         self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot
     ) -> tuple[PreFilterResult | None, Status]:
-        if not policy.has_attachable_volumes(pod):
+        if not pod.volumes or not policy.has_attachable_volumes(pod):
             return None, skip()
         state.write(PRE_FILTER_KEY, PreFilterState())
         return None, success()
