@@ -49,7 +49,7 @@ def nodes(names: Names) -> list[dict[str, Any]]:
     def node(short: str, zone: str | None, cpu: str, memory: str, *, pods: str = "110",
              labels: dict[str, str] | None = None, taints: list[dict[str, str]] | None = None,
              unschedulable: bool = False, extra: dict[str, str] | None = None,
-             ready: bool = True) -> dict[str, Any]:
+             ready: bool = True, images: list[dict[str, Any]] | None = None) -> dict[str, Any]:
         name = names.node(short)
         all_labels = {HOST: name, K + "scope": names.scope, **(labels or {})}
         if zone:
@@ -65,14 +65,19 @@ def nodes(names: Names) -> list[dict[str, Any]]:
                 "allocatable": resources,
                 "conditions": [{"type": "Ready", "status": "True" if ready else "False",
                                 "reason": "KubeletReady" if ready else "KubeletNotReady"}],
+                **({"images": images} if images else {}),
             },
         }
 
     def taint(key: str, effect: str, value: str = "") -> dict[str, str]:
         return {"key": key, "value": value, "effect": effect}
 
+    # ImageLocality: the pods' image on three nodes (one size everywhere: upstream takes the size the
+    # first node reporting an image gave), and an image no pod uses.
+    pause = [{"names": ["registry.k8s.io/pause:3.10"], "sizeBytes": 700 * 1024 * 1024}]
+    other = [{"names": ["parity.test/other:1", "parity.test/other@sha256:0"], "sizeBytes": 300 * 1024 * 1024}]
     return [
-        node("a1", "zone-a", "4", "8Gi"),
+        node("a1", "zone-a", "4", "8Gi", images=pause),
         node("a2", "zone-a", "8", "16Gi", labels={K + "disk": "ssd", K + "cores": "8"}, extra={WIDGET: "4"}),
         node("a3", "zone-a", "2", "4Gi", labels={K + "gpu": "true"},
              taints=[taint(K + "dedicated", "NoSchedule", "gpu")]),
@@ -80,10 +85,10 @@ def nodes(names: Names) -> list[dict[str, Any]]:
         node("b1", "zone-b", "4", "8Gi"),
         node("b2", "zone-b", "4", "16Gi", taints=[taint(K + "prefer", "PreferNoSchedule", "yes")]),
         node("b3", "zone-b", "16", "32Gi", labels={K + "disk": "ssd", K + "cores": "16"},
-             extra={WIDGET: "2", "ephemeral-storage": "100Gi"}),
+             extra={WIDGET: "2", "ephemeral-storage": "100Gi"}, images=pause + other),
         node("b4", "zone-b", "2", "2Gi", pods="5"),
         node("c1", "zone-c", "4", "8Gi", labels={K + "disk": "ssd"}),
-        node("c2", "zone-c", "8", "8Gi"),
+        node("c2", "zone-c", "8", "8Gi", images=pause),
         node("c3", "zone-c", "4", "8Gi", taints=[taint(K + "prefer", "PreferNoSchedule", "yes"),
                                                taint(K + "noisy", "PreferNoSchedule")]),
         node("c4", "zone-c", "4", "8Gi", taints=[taint(K + "maintenance", "NoExecute", "true")]),

@@ -50,6 +50,7 @@ SHARED_PLUGINS = [
     {"name": "PodTopologySpread", "weight": 2},
     {"name": "InterPodAffinity", "weight": 2},
     {"name": "NodeResourcesBalancedAllocation", "weight": 1},
+    {"name": "ImageLocality", "weight": 1},
     {"name": "DefaultBinder"},
 ]
 HARD_POD_AFFINITY_WEIGHT = 4
@@ -289,6 +290,7 @@ def test_koord_decisions_match_upstream_kube_scheduler(control_plane: ControlPla
 
     rows: list[tuple[str, str, str, str]] = []
     seen = {"scored": 0, "single": 0, "unschedulable": 0}
+    image_scored = 0
     with control_plane.start_kube_scheduler(config, name="parity") as scheduler:
         set_verbosity(control_plane, scheduler, 10)
         for spec in chain(incoming_pods(names, owner), random_pods(RANDOM_SEED, RANDOM_PODS)):
@@ -305,6 +307,7 @@ def test_koord_decisions_match_upstream_kube_scheduler(control_plane: ControlPla
             kind = "unschedulable" if theirs.message else "scored" if theirs.totals else "single"
             seen[kind] += 1
             rows.extend(differences(spec.name, ours, theirs, short))
+            image_scored += any(s.get("ImageLocality", 0) > 0 for s in theirs.plugin_scores.values())
 
     known = {r[0] for r in rows if r[0] in KNOWN_DIFFERENCES}
     fixed = sorted(set(KNOWN_DIFFERENCES) - known)
@@ -315,6 +318,7 @@ def test_koord_decisions_match_upstream_kube_scheduler(control_plane: ControlPla
                      f"pod(s):\n{table(rows)}"
     # The sequence must exercise every outcome, or the comparison proves little.
     assert seen["scored"] >= 30 and seen["single"] >= 2 and seen["unschedulable"] >= 5, seen
+    assert image_scored >= 10, f"only {image_scored} pods got an ImageLocality score upstream"
 
 
 def test_log_parsing_reads_scores_feasible_nodes_and_the_bound_node(tmp_path: Path) -> None:
