@@ -70,6 +70,7 @@ class CycleData:
     """upstream's ``stateData``: the pod's claims, and what Filter found per node."""
 
     claims: PodVolumeClaims
+    view: StorageView
     by_node: dict[str, PodVolumes] = field(default_factory=dict)
     has_static_bindings: bool = False
     reserved: PodVolumes | None = None
@@ -125,7 +126,7 @@ class VolumeBinding:
             return None, error(str(err))
         if classified.unbound_immediate:
             return None, unresolvable(policy.ERR_UNBOUND_IMMEDIATE)
-        state.write(STATE_KEY, CycleData(classified))
+        state.write(STATE_KEY, CycleData(classified, self._view()))
         return None, success()
 
     def _volumes_by_class(self) -> Mapping[str, Sequence[PersistentVolume]]:
@@ -142,7 +143,7 @@ class VolumeBinding:
         if data is None or node is None:
             return success()
         try:
-            found, reasons = policy.find_pod_volumes(data.claims, node.name, node.labels, self._view())
+            found, reasons = policy.find_pod_volumes(data.claims, node.name, node.labels, data.view)
         except VolumeBindingError as err:
             return error(str(err))
         if reasons:
