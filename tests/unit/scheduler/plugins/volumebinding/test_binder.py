@@ -107,5 +107,5 @@ def test_wait_ends_with_upstreams_deadline_error() -> None:
         await waiter.wait(provision(sb.claim("c", annotations={SELECTED: "n1"})), node_name="n1",
                           node_labels=lambda: LABELS, pod_gone=lambda: "", changed=asyncio.Event())
 
-    with pytest.raises(VolumeBindingError, match="^binding volumes: context deadline exceeded$"):
+    with pytest.raises(VolumeBindingError, match=r"^binding volumes: context deadline exceeded$"):
         asyncio.run(wait())
