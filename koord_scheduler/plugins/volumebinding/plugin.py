@@ -33,7 +33,6 @@ from koord_scheduler.framework.snapshot import ClusterSnapshot, NodeInfo, Positi
 from koord_scheduler.framework.status import Status, error, skip, success, unresolvable
 from koord_scheduler.framework.types import (
     ClusterEventWithHint,
-    EventType,
     NodeFilterResult,
     ObjectHandler,
     ObjectKind,
@@ -59,8 +58,6 @@ class VolumeBindingHandle(Protocol):
     def cluster(self) -> ClusterClient: ...
 
     def watch(self, kind: ObjectKind, handler: ObjectHandler) -> None: ...
-
-    def watch_pods(self, handler: ObjectHandler) -> None: ...
 
     def add_simulation_report(self, reporter: Callable[[], tuple[str, list[dict[str, Any]]]]) -> None: ...
 
@@ -98,11 +95,9 @@ class VolumeBinding:
         self.binder = binder.PodVolumesBinder(
             handle.cluster, self.pv_cache, self.pvc_cache, bind_timeout_s=float(args.bind_timeout_seconds)
         )
-        self._waiting: dict[str, tuple[str, asyncio.Event]] = {}
-        """pod key -> (uid, event set on changes) for pods in PreBind."""
-        self._gone: dict[str, str] = {}
+        self._waiting: dict[str, asyncio.Event] = {}
+        """pod key -> an event set on every claim or volume change, for pods in PreBind."""
         self.listers.on_change.append(self._wake)
-        handle.watch_pods(self._on_pod)
         self.placements: OrderedDict[str, dict[str, Any]] = OrderedDict()
         """Claim key -> how PreBind got it a volume (the latest few thousand), for ``simulate``."""
         handle.add_simulation_report(self.simulation_report)
@@ -222,8 +217,7 @@ class VolumeBinding:
         if data is None or data.reserved is None:
             return success()
         changed = asyncio.Event()
-        self._waiting[pod.key] = (pod.uid, changed)
-        self._gone.pop(pod.key, None)
+        self._waiting[pod.key] = changed
         try:
             written = await self.binder.write(data.reserved)
             data.reserved = written
@@ -231,14 +225,13 @@ class VolumeBinding:
                 written,
                 node_name=node_name,
                 node_labels=lambda: self._node_labels(node_name),
-                pod_gone=lambda: self._gone.get(pod.key, ""),
+                pod_gone=lambda: self._pod_gone(pod, node_name),
                 changed=changed,
             )
         except VolumeBindingError as err:
             return error(str(err))
         finally:
             self._waiting.pop(pod.key, None)
-            self._gone.pop(pod.key, None)
         self._record(pod, node_name, written)
         return success()
 
@@ -260,20 +253,18 @@ class VolumeBinding:
         info = self.handle.snapshot.node_info(node_name)
         return None if info is None or info.node is None else info.node.labels
 
-    def _wake(self) -> None:
-        for _, changed in self._waiting.values():
-            changed.set()
+    def _pod_gone(self, pod: Pod, node_name: str) -> str:
+        """Upstream's pod lister check: the pod assumed on the node was deleted meanwhile (the scheduler
+        cache drops a deleted pod); the message is the API server's NotFound."""
+        info = self.handle.snapshot.node_info(node_name)
+        current = info.pods.get(pod.key) if info is not None else None
+        if current is None or (pod.uid and current.uid != pod.uid):
+            return f'pods "{pod.name}" not found'
+        return ""
 
-    def _on_pod(self, event: EventType, old: Any, new: Any) -> None:
-        if event != EventType.DELETED or not self._waiting:
-            return
-        pod = old if isinstance(old, Pod) else new
-        if not isinstance(pod, Pod):
-            return
-        waiting = self._waiting.get(pod.key)
-        if waiting is not None and (not waiting[0] or waiting[0] == pod.uid):
-            self._gone[pod.key] = f'pods "{pod.name}" not found'
-            waiting[1].set()
+    def _wake(self) -> None:
+        for changed in self._waiting.values():
+            changed.set()
 
     # ----- queueing -----
 

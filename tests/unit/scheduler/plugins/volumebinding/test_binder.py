@@ -109,3 +109,17 @@ def test_wait_ends_with_upstreams_deadline_error() -> None:
 
     with pytest.raises(VolumeBindingError, match=r"^binding volumes: context deadline exceeded$"):
         asyncio.run(wait())
+
+
+def test_a_pod_deleted_during_pre_bind_is_noticed() -> None:
+    from apis.config.plugin_args import VolumeBindingArgs
+    from koord_scheduler.plugins.volumebinding.plugin import VolumeBinding
+    from tests.builders import make_node, make_pod
+    from tests.fwtest import make_snapshot
+
+    pod = make_pod("p").node("n1").build()
+    snap = make_snapshot([make_node("n1").build()], [pod])
+    plugin = VolumeBinding(VolumeBindingArgs(), sb.StorageHandle(snap))
+    assert plugin._pod_gone(pod, "n1") == ""
+    snap.remove_pod(pod)
+    assert plugin._pod_gone(pod, "n1") == 'pods "p" not found'
