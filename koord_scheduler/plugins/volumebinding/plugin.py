@@ -7,7 +7,8 @@ go where their volumes can be, and their unbound claims get a volume there.
   available static volume or dynamic provisioning the class's ``allowedTopologies`` (and the CSI
   driver's CSIStorageCapacity, when it asks for capacity checks) allow on the node (:mod:`.policy`).
 - PreScore/Score: only with StorageCapacityScoring, which ``args.shape`` turns on (upstream refuses a
-  shape unless that feature gate is on): the shape over the volumes' utilisation (:mod:`.scoring`).
+  shape unless that feature gate is on): the shape over the volumes' utilisation (:mod:`.scoring`),
+  in :class:`CapacityScoringVolumeBinding`.
 - Reserve/Unreserve: assume the chosen volumes and annotated claims in the assume caches
   (:mod:`.assume_cache`), so no other pod takes them meanwhile.
 - PreBind: write the bindings and ``selected-node`` annotations and wait until the PersistentVolume
@@ -170,25 +171,6 @@ class VolumeBinding:
             volumes, self.listers.classes, self.listers.csi_drivers, list(self.listers.capacities.values())
         )
 
-    # ----- Score (StorageCapacityScoring) -----
-
-    def pre_score(self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions) -> Status:
-        if self.shape is None or state.get(STATE_KEY) is None:
-            return skip()
-        return success()
-
-    def score(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> int:
-        data = state.get(STATE_KEY)
-        if self.shape is None or data is None:
-            return 0
-        found = data.by_node.get(node_info.name)
-        if found is None:
-            return 0
-        return scoring.node_score(self.shape, class_resources(found))
-
-    def score_extensions(self) -> None:
-        return None
-
     # ----- Reserve -----
 
     def reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status:
@@ -272,6 +254,29 @@ class VolumeBinding:
         return events.volume_binding_events()
 
 
+class CapacityScoringVolumeBinding(VolumeBinding):
+    """VolumeBinding with StorageCapacityScoring (``args.shape`` given): PreScore and Score as upstream.
+    Without the feature upstream's PreScore always returns Skip, so the plain plugin has no Score at all
+    and pods pay nothing for it."""
+
+    def pre_score(self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions) -> Status:
+        if state.get(STATE_KEY) is None:
+            return skip()
+        return success()
+
+    def score(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> int:
+        data = state.get(STATE_KEY)
+        if self.shape is None or data is None:
+            return 0
+        found = data.by_node.get(node_info.name)
+        if found is None:
+            return 0
+        return scoring.node_score(self.shape, class_resources(found))
+
+    def score_extensions(self) -> None:
+        return None
+
+
 def class_resources(found: PodVolumes) -> dict[str, tuple[int, int]]:
     """Score's per-class (requested, capacity): the static bindings' claims and volumes when there are
     any, else the dynamic provisions with a CSIStorageCapacity (the class's capacity on the node)."""
@@ -336,4 +341,5 @@ class _AssumedVolumesByClass(Mapping[str, Sequence[PersistentVolume]]):
 
 
 def new(args: VolumeBindingArgs | None, handle: VolumeBindingHandle) -> VolumeBinding:
-    return VolumeBinding(args or VolumeBindingArgs(), handle)
+    args = args or VolumeBindingArgs()
+    return CapacityScoringVolumeBinding(args, handle) if args.shape else VolumeBinding(args, handle)

@@ -13,8 +13,8 @@ from tests.fwtest import make_snapshot
 POINTS = {
     "VolumeRestrictions": {ep.PreFilterPlugin, ep.BatchFilterPlugin, ep.FilterPlugin, ep.EnqueueExtensions},
     "NodeVolumeLimits": {ep.PreFilterPlugin, ep.BatchFilterPlugin, ep.FilterPlugin, ep.EnqueueExtensions},
-    "VolumeBinding": {ep.PreFilterPlugin, ep.BatchFilterPlugin, ep.FilterPlugin, ep.PreScorePlugin, ep.ScorePlugin,
-                      ep.ReservePlugin, ep.PreBindPlugin, ep.EnqueueExtensions},
+    "VolumeBinding": {ep.PreFilterPlugin, ep.BatchFilterPlugin, ep.FilterPlugin, ep.ReservePlugin, ep.PreBindPlugin,
+                      ep.EnqueueExtensions},
     "VolumeZone": {ep.PreFilterPlugin, ep.BatchFilterPlugin, ep.FilterPlugin, ep.EnqueueExtensions},
     "ImageLocality": {ep.PreScorePlugin, ep.ScorePlugin, ep.BatchScorePlugin},
 }
@@ -27,3 +27,14 @@ def test_points(name: str) -> None:
     assert plugin.name == name
     for protocol in POINTS[name]:
         assert isinstance(plugin, protocol), protocol.__name__
+
+
+def test_volume_binding_scores_only_with_a_shape() -> None:
+    from apis.config.plugin_args import UtilizationShapePoint, VolumeBindingArgs
+
+    spec = next(s for s in in_tree_registry() if s.name == "VolumeBinding")
+    plain = spec.factory(None, sb.StorageHandle(make_snapshot([])))
+    assert not isinstance(plain, ep.ScorePlugin) and not isinstance(plain, ep.PreScorePlugin)
+    shape = (UtilizationShapePoint(utilization=0, score=10), UtilizationShapePoint(utilization=100, score=0))
+    scoring = spec.factory(VolumeBindingArgs(shape=shape), sb.StorageHandle(make_snapshot([])))
+    assert isinstance(scoring, ep.ScorePlugin) and isinstance(scoring, ep.PreScorePlugin)

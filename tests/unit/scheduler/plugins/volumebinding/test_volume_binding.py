@@ -170,9 +170,16 @@ profiles:
 """
 
 
-async def run(nodes: list[Any], pods: list[Any], **objects: list[dict[str, Any]]) -> MemoryCluster:
+SCORING_CONFIG = CONFIG + """  pluginConfig:
+  - name: VolumeBinding
+    args: {shape: [{utilization: 0, score: 10}, {utilization: 100, score: 0}]}
+"""
+
+
+async def run(nodes: list[Any], pods: list[Any], *, config: str = CONFIG, **objects: list[dict[str, Any]]
+              ) -> MemoryCluster:
     cluster = MemoryCluster.from_objects(nodes, pods, sb.objects(**objects))
-    scheduler = build_scheduler(parse_scheduler_config(CONFIG), in_tree_registry(), cluster, clock=lambda: 1.0)
+    scheduler = build_scheduler(parse_scheduler_config(config), in_tree_registry(), cluster, clock=lambda: 1.0)
     await cluster.start(scheduler, list(scheduler.watched_kinds.values()))
     await scheduler.run_until_idle()
     return cluster
@@ -253,4 +260,20 @@ async def test_bound_volume_node_affinity_restricts_nodes() -> None:
         PersistentVolumeClaim=[sb.claim("data", volume="pv", bound=True)],
         PersistentVolume=[sb.volume("pv", node_values=["n2"], claim_ref=("default", "data"), phase="Bound")],
     )
+    assert cluster.pods["default/web"].node_name == "n2"
+
+
+async def test_storage_capacity_scoring_prefers_the_emptier_storage() -> None:
+    node_list = [make_node(n).label("kubernetes.io/hostname", n).label("zone", z)
+                 .capacity(cpu="4", memory="8Gi", pods=10).build() for n, z in (("n1", "a"), ("n2", "b"))]
+    driver = sb.csi_driver("csi.example.com", storage_capacity=True)
+    cluster = await run(
+        node_list, [make_pod("web").pvc("data").build()], config=SCORING_CONFIG,
+        PersistentVolumeClaim=[sb.claim("data", size="5Gi")],
+        StorageClass=[sb.storage_class()],
+        CSIDriver=[driver],
+        CSIStorageCapacity=[sb.capacity("a", capacity="10Gi", node_labels={"zone": "a"}),
+                            sb.capacity("b", capacity="100Gi", node_labels={"zone": "b"})],
+    )
+    # 5Gi of 10Gi scores 50, of 100Gi 95 (the default shape, scaled by 10).
     assert cluster.pods["default/web"].node_name == "n2"
