@@ -70,7 +70,6 @@ class CycleData:
     claims: PodVolumeClaims
     view: StorageView
     by_node: dict[str, PodVolumes] = field(default_factory=dict)
-    has_static_bindings: bool = False
     reserved: PodVolumes | None = None
     """What Reserve assumed (None: the pod's claims were all bound)."""
 
@@ -145,7 +144,6 @@ class VolumeBinding:
         if reasons:
             return unresolvable(*reasons)
         data.by_node[node.name] = found
-        data.has_static_bindings = data.has_static_bindings or bool(found.static_bindings)
         return success()
 
     def filter_nodes(
