@@ -11,6 +11,9 @@
 #   scripts/control-plane.sh status                exit 0 and print the kubeconfig path if the cluster is up
 #   scripts/control-plane.sh apiserver-stop|apiserver-start|apiserver-restart
 #                                                  stop/start kube-apiserver on the same port and etcd
+#   scripts/control-plane.sh controller-manager-start|controller-manager-stop
+#                                                  start/stop kube-controller-manager with the PersistentVolume
+#                                                  controller only (claim binding), against the running cluster
 #   scripts/control-plane.sh pin                   regenerate scripts/controlplane/*/go.{mod,sum} from versions.env
 #
 # Environment:
@@ -34,6 +37,7 @@ ETCD_MODULE=$REPO_ROOT/scripts/controlplane/etcd
 
 KUBE_APISERVER=$BIN_DIR/kube-apiserver-$KUBERNETES_VERSION/kube-apiserver
 KUBE_SCHEDULER=$BIN_DIR/kube-scheduler-$KUBERNETES_VERSION/kube-scheduler
+KUBE_CONTROLLER_MANAGER=$BIN_DIR/kube-controller-manager-$KUBERNETES_VERSION/kube-controller-manager
 KUBECTL=$BIN_DIR/kubectl-$KUBERNETES_VERSION/kubectl
 ETCD=$BIN_DIR/etcd-$ETCD_VERSION/etcd
 KWOK=$BIN_DIR/kwok-$KWOK_VERSION/kwok
@@ -122,12 +126,14 @@ build_all() {
     flock 8
     build_module_binary etcd "$ETCD_VERSION" "$ETCD_MODULE" .
     local k8s_ldflags=
-    if [[ ! -x $KUBE_APISERVER || ! -x $KUBECTL || ! -x $KUBE_SCHEDULER ]]; then
+    if [[ ! -x $KUBE_APISERVER || ! -x $KUBECTL || ! -x $KUBE_SCHEDULER || ! -x $KUBE_CONTROLLER_MANAGER ]]; then
         k8s_ldflags=$(kubernetes_version_ldflags)
     fi
     build_module_binary kube-apiserver "$KUBERNETES_VERSION" "$K8S_MODULE" ./kube-apiserver "$k8s_ldflags"
     build_module_binary kubectl "$KUBERNETES_VERSION" "$K8S_MODULE" ./kubectl "$k8s_ldflags"
     build_module_binary kube-scheduler "$KUBERNETES_VERSION" "$K8S_MODULE" ./kube-scheduler "$k8s_ldflags"
+    build_module_binary kube-controller-manager "$KUBERNETES_VERSION" "$K8S_MODULE" ./kube-controller-manager \
+        "$k8s_ldflags"
     build_kwok
     flock -u 8
 }
@@ -363,7 +369,7 @@ start_etcd() {
 
 # Written once by `up` and reused by apiserver-start, so a restart comes back
 # with identical flags on the same port against the same etcd.
-# No kubelet and no kube-controller-manager run, so:
+# No kubelet runs, and kube-controller-manager only on request (its PV controller), so:
 # - ServiceAccount admission is off: nothing creates the `default` ServiceAccount,
 #   and pods must be creatable anyway (the TokenRequest API still works).
 # - TaintNodesByCondition is off: it taints every new node not-ready, and only the
@@ -500,10 +506,36 @@ start_kwok() { # start_kwok N
     return 1
 }
 
+# kube-controller-manager, on request, with the PersistentVolume controller only: it binds claims to
+# volumes (the scheduler's choice for WaitForFirstConsumer claims, and volumes a provisioner creates for
+# claims annotated with a selected node). Its port and flags are in the state dir, like the apiserver's.
+start_controller_manager() {
+    [[ -x $KUBE_CONTROLLER_MANAGER ]] || die "kube-controller-manager is not built (run 'build')"
+    pid_alive kube-controller-manager && { log "kube-controller-manager already running"; return 0; }
+    local port
+    port=$(free_ports 1)
+    echo "$port" >"$STATE_DIR/kube-controller-manager.port"
+    start_process kube-controller-manager "$KUBE_CONTROLLER_MANAGER" \
+        --kubeconfig="$STATE_DIR/kubeconfig" \
+        --authentication-kubeconfig="$STATE_DIR/kubeconfig" \
+        --authorization-kubeconfig="$STATE_DIR/kubeconfig" \
+        --bind-address=127.0.0.1 \
+        --secure-port="$port" \
+        --cert-dir="$STATE_DIR/pki/kube-controller-manager" \
+        --controllers=persistentvolume-binder-controller \
+        --leader-elect=false \
+        --use-service-account-credentials=false \
+        --pvclaimbinder-sync-period=2s \
+        --v=2
+    wait_for kube-controller-manager "https://127.0.0.1:$port/healthz" -k &&
+        log "kube-controller-manager healthy on 127.0.0.1:$port"
+}
+
 is_up() {
     [[ -f $STATE_DIR/cluster.env && -f $STATE_DIR/kubeconfig ]] || return 1
     pid_alive etcd && pid_alive kube-apiserver || return 1
     if [[ -f $STATE_DIR/kwok.pid ]]; then pid_alive kwok || return 1; fi
+    if [[ -f $STATE_DIR/kube-controller-manager.pid ]]; then pid_alive kube-controller-manager || return 1; fi
     (
         # shellcheck source=/dev/null
         source "$STATE_DIR/cluster.env"
@@ -584,6 +616,7 @@ EOF
 }
 
 stop_all() {
+    stop_process kube-controller-manager
     stop_process kwok
     stop_process kube-apiserver
     stop_process etcd
@@ -610,7 +643,8 @@ cmd_down() {
 cmd_build() {
     build_all
     printf '%s=%s\n' ETCD "$ETCD" KUBE_APISERVER "$KUBE_APISERVER" KUBE_SCHEDULER "$KUBE_SCHEDULER" \
-        KUBECTL "$KUBECTL" KWOK "$KWOK" KWOK_STAGES "$KWOK_STAGES"
+        KUBECTL "$KUBECTL" KWOK "$KWOK" KWOK_STAGES "$KWOK_STAGES" \
+        KUBE_CONTROLLER_MANAGER "$KUBE_CONTROLLER_MANAGER"
 }
 
 main() {
@@ -627,6 +661,8 @@ main() {
     apiserver-stop) load_state; stop_process kube-apiserver ;;
     apiserver-start) load_state; start_apiserver ;;
     apiserver-restart) load_state; stop_process kube-apiserver; start_apiserver ;;
+    controller-manager-start) load_state; start_controller_manager ;;
+    controller-manager-stop) load_state; stop_process kube-controller-manager ;;
     *)
         sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//' >&2
         exit 2

@@ -350,6 +350,11 @@ class PodBuilder:
         self._spec.setdefault("volumes", []).append(volume)
         return self
 
+    def inline_volume(self, volume_name: str, source: str, **fields: Any) -> Self:
+        """An inline volume of type ``source`` (``gcePersistentDisk``, ``rbd``...) with ``fields``."""
+        self._spec.setdefault("volumes", []).append({"name": volume_name, source: dict(fields)})
+        return self
+
     def ephemeral_volume(self, volume_name: str) -> Self:
         """A generic ephemeral volume (its claim is ``<pod>-<volume>``)."""
         volume = {"name": volume_name, "ephemeral": {"volumeClaimTemplate": {"spec": {}}}}

@@ -60,20 +60,22 @@ DEFAULT_MULTIPOINT: tuple[PluginRef, ...] = (
     Plugin(name="NodeAffinity", weight=2),
     Plugin(name="NodePorts"),
     Plugin(name="NodeResourcesFit", weight=1),
+    Plugin(name="VolumeRestrictions"),
+    Plugin(name="NodeVolumeLimits"),
     Plugin(name="VolumeBinding"),
+    Plugin(name="VolumeZone"),
     Plugin(name="PodTopologySpread", weight=2),
     Plugin(name="InterPodAffinity", weight=2),
     Plugin(name="DefaultPreemption"),
     Plugin(name="NodeResourcesBalancedAllocation", weight=1),
+    Plugin(name="ImageLocality", weight=1),
     Plugin(name="DefaultBinder"),
 )
 """kube-scheduler v1.35's default MultiPoint list, restricted to the plugins pykoord registers, in
 upstream's order. Weights are the Score weights.
 
-Left out because pykoord does not implement them: VolumeRestrictions, NodeVolumeLimits, VolumeZone,
-DynamicResources and ImageLocality. :func:`default_plugins` also drops any name missing from the
-registry it is given, so this list must name only registered plugins (a test checks it against the
-in-tree registry).
+Left out: DynamicResources. Weights are the Score weights (VolumeBinding, listed without one, scores
+with weight 1 when its StorageCapacityScoring shape is configured).
 """
 
 Implements = Callable[[str, str], bool]

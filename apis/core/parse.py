@@ -73,6 +73,7 @@ from apis.core.types import (
     Toleration,
     TopologySpreadConstraint,
 )
+from apis.core.volume_parse import claim_names, parse_pod_volumes
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -396,6 +397,7 @@ def _pod(obj: Json, require_containers: bool = True) -> Pod:
             if c.restartable and c.host_ports:
                 host_ports += c.host_ports
         images = tuple(c.image for c in init_containers) + tuple(c.image for c in containers)
+        volumes = parse_pod_volumes(get_list(spec, "volumes"), meta.name) if spec.get("volumes") else ()
         selector = spec.get("nodeSelector")
         affinity = spec.get("affinity")
         pod = Pod(
@@ -421,8 +423,9 @@ def _pod(obj: Json, require_containers: bool = True) -> Pod:
             topology_spread_constraints=_spread_constraints(get_list(spec, "topologySpreadConstraints"))
             if spec.get("topologySpreadConstraints")
             else (),
-            pvc_names=_pvc_names(get_list(spec, "volumes"), meta.name) if spec.get("volumes") else (),
+            pvc_names=claim_names(volumes),
             images=images,
+            volumes=volumes,
             phase=phase,
             qos_class=qos_class,
             nominated_node_name=nominated,
@@ -449,26 +452,6 @@ def _gate_name(gate: Json, index: int) -> str:
         return get_required_str(gate, "name")
     except ParseError as err:
         raise err.under(f"schedulingGates[{index}]") from None
-
-
-def _pvc_names(volumes: JsonList, pod_name: str) -> tuple[str, ...]:
-    out = []
-    for i, item in enumerate(volumes):
-        volume = check_item(item, "volumes", i)
-        try:
-            claim = volume.get("persistentVolumeClaim")
-            if claim is not None:
-                out.append(_under(_claim_name, claim, "persistentVolumeClaim"))
-            elif volume.get("ephemeral") is not None:
-                # The ephemeral volume controller names the claim <pod name>-<volume name>.
-                out.append(f"{pod_name}-{get_required_str(volume, 'name')}")
-        except ParseError as err:
-            raise err.under(f"volumes[{i}]") from None
-    return tuple(out)
-
-
-def _claim_name(claim: Any) -> str:
-    return get_required_str(as_map(claim, ""), "claimName")
 
 
 def _conditions(conditions: JsonList) -> FrozenDict[str, str]:

@@ -182,6 +182,26 @@ class ObjectMeta:
 
 
 @dataclass(frozen=True, slots=True)
+class PodVolume:
+    """A pod volume the volume plugins look at: claims, and the inline disks that can conflict or count
+    against a node's attach limit. Other volume types (configMap, emptyDir, ...) are not kept.
+
+    ``source`` is the volume type as the pod spec names it (``persistentVolumeClaim``, ``ephemeral``,
+    ``gcePersistentDisk``, ``awsElasticBlockStore``, ``azureDisk``, ``cinder``, ``portworxVolume``,
+    ``rbd``, ``iscsi``); ``disk`` identifies the disk (``pdName``, ``volumeID``, ``diskURI``, the iSCSI
+    ``iqn``, the RBD ``pool/image``); ``monitors`` are the RBD Ceph monitors.
+    """
+
+    name: str
+    source: str
+    claim_name: str = ""
+    """The claim a ``persistentVolumeClaim`` volume names, or ``<pod>-<volume>`` for ``ephemeral``."""
+    disk: str = ""
+    read_only: bool = False
+    monitors: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class Pod:
     """What the scheduler needs of a Pod.
 
@@ -210,6 +230,8 @@ class Pod:
     pvc_names: tuple[str, ...] = ()
     """Names of PersistentVolumeClaims the pod mounts (ephemeral volumes included, as ``<pod>-<volume>``)."""
     images: tuple[str, ...] = ()
+    volumes: tuple[PodVolume, ...] = ()
+    """The volumes the volume plugins read (see :class:`PodVolume`), in spec order."""
     phase: str = "Pending"
     qos_class: str = "BestEffort"
     """Kubernetes QoS class: Guaranteed, Burstable or BestEffort."""

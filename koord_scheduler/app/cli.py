@@ -76,7 +76,8 @@ class SchedulerCommand:
             prog="koord-scheduler simulate",
             description="Schedule a file of Kubernetes objects on an in-memory cluster and report placements.",
         )
-        parser.add_argument("--cluster", help="multi-document YAML of Nodes, Pods, Reservations, NodeMetrics "
+        parser.add_argument("--cluster", help="multi-document YAML of Nodes, Pods, Reservations, NodeMetrics, "
+                            "storage objects (PersistentVolumes, claims, StorageClasses, CSINodes...) "
                             f"(default: the bundled example, {DEFAULT_CLUSTER.name})")
         parser.add_argument("--config", help="KubeSchedulerConfiguration file (default: kube-scheduler defaults"
                             " plus pykoord's plugins)")

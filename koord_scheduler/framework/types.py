@@ -140,6 +140,11 @@ class EventResource(StrEnum):
     RESERVATION = "Reservation"
     NODE_METRIC = "NodeMetric"
     PERSISTENT_VOLUME_CLAIM = "PersistentVolumeClaim"
+    PERSISTENT_VOLUME = "PersistentVolume"
+    STORAGE_CLASS = "StorageClass"
+    CSI_NODE = "CSINode"
+    CSI_DRIVER = "CSIDriver"
+    CSI_STORAGE_CAPACITY = "CSIStorageCapacity"
     WILDCARD = "*"
 
 

@@ -6,6 +6,7 @@ from koord_scheduler.framework.registry import PluginSpec, Registry
 from koord_scheduler.plugins.balancedallocation import plugin as balancedallocation
 from koord_scheduler.plugins.defaultbinder import plugin as defaultbinder
 from koord_scheduler.plugins.defaultpreemption import plugin as defaultpreemption
+from koord_scheduler.plugins.imagelocality import plugin as imagelocality
 from koord_scheduler.plugins.interpodaffinity import plugin as interpodaffinity
 from koord_scheduler.plugins.loadaware import plugin as loadaware
 from koord_scheduler.plugins.nodeaffinity import plugin as nodeaffinity
@@ -13,12 +14,15 @@ from koord_scheduler.plugins.nodename import plugin as nodename
 from koord_scheduler.plugins.nodeports import plugin as nodeports
 from koord_scheduler.plugins.noderesources import plugin as noderesources
 from koord_scheduler.plugins.nodeunschedulable import plugin as nodeunschedulable
+from koord_scheduler.plugins.nodevolumelimits import plugin as nodevolumelimits
 from koord_scheduler.plugins.podtopologyspread import plugin as podtopologyspread
 from koord_scheduler.plugins.queuesort import plugin as queuesort
 from koord_scheduler.plugins.reservation import plugin as reservation
 from koord_scheduler.plugins.schedulinggates import plugin as schedulinggates
 from koord_scheduler.plugins.tainttoleration import plugin as tainttoleration
 from koord_scheduler.plugins.volumebinding import plugin as volumebinding
+from koord_scheduler.plugins.volumerestrictions import plugin as volumerestrictions
+from koord_scheduler.plugins.volumezone import plugin as volumezone
 
 _MODULES = (
     schedulinggates,
@@ -29,11 +33,15 @@ _MODULES = (
     nodeaffinity,
     nodeports,
     noderesources,
+    volumerestrictions,
+    nodevolumelimits,
     volumebinding,
+    volumezone,
     balancedallocation,
     podtopologyspread,
     interpodaffinity,
     defaultpreemption,
+    imagelocality,
     loadaware,
     defaultbinder,
     reservation,

@@ -12,7 +12,10 @@ from apis.core.types import Node, Pod
 from koord_scheduler.framework.errors import ClusterError
 from koord_scheduler.framework.handle import ClusterClient
 from koord_scheduler.framework.types import EventType, ObjectKind
+from koord_scheduler.scheduler import memory_volumes
 from koord_scheduler.scheduler.source import EventSink
+
+_VOLUME_KINDS = frozenset({"PersistentVolume", "PersistentVolumeClaim"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +41,7 @@ class MemoryCluster:
     """pod key -> (PodScheduled reason, message) for pods left unschedulable."""
     _sink: EventSink | None = None
     _kinds: dict[str, ObjectKind] = field(default_factory=dict)
+    _version: int = 0
 
     def load(
         self, nodes: Iterable[Node], pods: Iterable[Pod], objects: Mapping[str, Iterable[tuple[str, Any]]] = {}
@@ -47,7 +51,7 @@ class MemoryCluster:
         for pod in pods:
             self.pods[pod.key] = pod
         for kind, items in objects.items():
-            self.objects.setdefault(kind, {}).update(dict(items))
+            self.objects.setdefault(kind, {}).update(_with_uids(kind, items))
 
     @classmethod
     def from_objects(
@@ -59,7 +63,7 @@ class MemoryCluster:
         for pod in pods:
             cluster.pods[pod.key] = pod
         for kind, items in objects.items():
-            cluster.objects[kind] = dict(items)
+            cluster.objects[kind] = _with_uids(kind, items)
         return cluster
 
     # ----- ClusterSource -----
@@ -180,15 +184,45 @@ class MemoryCluster:
         key = f"{namespace}/{name}" if namespace else name
         items = self.objects.get(kind.kind, {})
         raw = items.get(key)
+        if raw is None and namespace == "default" and name in items:
+            key, raw = name, items[name]  # read from a file without metadata.namespace
         if raw is None:
             raise ClusterError(f'{kind.plural}.{kind.group} "{name}" not found')
+        want_version = (body.get("metadata") or {}).get("resourceVersion")
+        if want_version is not None:
+            # A patch that names a resourceVersion is an optimistic update, as on the API server.
+            have_version = (raw.get("metadata") or {}).get("resourceVersion", "")
+            if want_version != have_version:
+                raise ClusterError(
+                    f'Operation cannot be fulfilled on {kind.plural} "{name}": the object has been modified; '
+                    "please apply your changes to the latest version and try again"
+                )
+            body = _deep_merge(body, {"metadata": {"resourceVersion": self._next_version()}})
         old = kind.parse(raw)
         updated = _deep_merge(raw, body)
         new = kind.parse(updated)
         items[key] = updated
         if self._sink is not None:
             self._sink.on_object(kind.kind, EventType.MODIFIED, old, new)
+        if kind.kind in _VOLUME_KINDS:
+            self._run_volume_controllers()
         return new
+
+    def _next_version(self) -> str:
+        self._version += 1
+        return str(self._version)
+
+    def _run_volume_controllers(self) -> None:
+        """The PersistentVolume controller and a provisioner, at once (see :mod:`.memory_volumes`)."""
+        for kind_name, key, old_raw, written in memory_volumes.reconcile(self.objects, set(self.nodes)):
+            new_raw = _deep_merge(written, {"metadata": {"resourceVersion": self._next_version()}})
+            self.objects.setdefault(kind_name, {})[key] = new_raw
+            kind = self._kinds.get(kind_name)
+            if kind is None or self._sink is None:
+                continue
+            event = EventType.ADDED if old_raw is None else EventType.MODIFIED
+            old = None if old_raw is None else kind.parse(old_raw)
+            self._sink.on_object(kind_name, event, old, kind.parse(new_raw))
 
     def delete_object(self, kind: ObjectKind, name: str, *, namespace: str = "") -> None:
         key = f"{namespace}/{name}" if namespace else name
@@ -219,6 +253,18 @@ class MemoryCluster:
         self.events.append(RecordedEvent(pod.key, "Normal", "Preempted", reason))
         if self._sink is not None:
             self._sink.on_pod(EventType.DELETED, current, None)
+
+
+def _with_uids(kind: str, items: Iterable[tuple[str, Any]]) -> dict[str, Any]:
+    """Claims and volumes from a file get the uid the API server would give them (a volume's ``claimRef``
+    carries its claim's uid once bound)."""
+    out = dict(items)
+    if kind in _VOLUME_KINDS:
+        for key, raw in out.items():
+            meta = raw.get("metadata") if isinstance(raw, Mapping) else None
+            if isinstance(meta, Mapping) and not meta.get("uid"):
+                out[key] = {**raw, "metadata": {**meta, "uid": f"{kind.lower()}-{key.replace('/', '-')}"}}
+    return out
 
 
 def _deep_merge(base: Mapping[str, Any], patch: Mapping[str, Any]) -> dict[str, Any]:

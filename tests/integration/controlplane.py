@@ -164,6 +164,11 @@ class ControlPlane:
         """Stop and start kube-apiserver; clients see connection errors, then their watches expire."""
         _run_script(["apiserver-restart"], env=_script_env(self.state_dir), timeout=START_TIMEOUT_S)
 
+    def start_controller_manager(self) -> None:
+        """Start kube-controller-manager with only the PersistentVolume controller (claim binding); a
+        no-op when it runs already. It stays up until ``down()``."""
+        _run_script(["controller-manager-start"], env=_script_env(self.state_dir), timeout=START_TIMEOUT_S)
+
     def log_tail(self, component: str, lines: int = 40) -> str:
         """The last ``lines`` lines of ``<state>/logs/<component>.log`` (etcd, kube-apiserver, kwok)."""
         return _tail(self.state_dir / "logs" / f"{component}.log", lines)

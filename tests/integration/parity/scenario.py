@@ -49,7 +49,7 @@ def nodes(names: Names) -> list[dict[str, Any]]:
     def node(short: str, zone: str | None, cpu: str, memory: str, *, pods: str = "110",
              labels: dict[str, str] | None = None, taints: list[dict[str, str]] | None = None,
              unschedulable: bool = False, extra: dict[str, str] | None = None,
-             ready: bool = True) -> dict[str, Any]:
+             ready: bool = True, images: list[dict[str, Any]] | None = None) -> dict[str, Any]:
         name = names.node(short)
         all_labels = {HOST: name, K + "scope": names.scope, **(labels or {})}
         if zone:
@@ -65,14 +65,19 @@ def nodes(names: Names) -> list[dict[str, Any]]:
                 "allocatable": resources,
                 "conditions": [{"type": "Ready", "status": "True" if ready else "False",
                                 "reason": "KubeletReady" if ready else "KubeletNotReady"}],
+                **({"images": images} if images else {}),
             },
         }
 
     def taint(key: str, effect: str, value: str = "") -> dict[str, str]:
         return {"key": key, "value": value, "effect": effect}
 
+    # ImageLocality: the pods' image on three nodes (one size everywhere: upstream takes the size the
+    # first node reporting an image gave), and an image no pod uses.
+    pause = [{"names": ["registry.k8s.io/pause:3.10"], "sizeBytes": 700 * 1024 * 1024}]
+    other = [{"names": ["parity.test/other:1", "parity.test/other@sha256:0"], "sizeBytes": 300 * 1024 * 1024}]
     return [
-        node("a1", "zone-a", "4", "8Gi"),
+        node("a1", "zone-a", "4", "8Gi", images=pause),
         node("a2", "zone-a", "8", "16Gi", labels={K + "disk": "ssd", K + "cores": "8"}, extra={WIDGET: "4"}),
         node("a3", "zone-a", "2", "4Gi", labels={K + "gpu": "true"},
              taints=[taint(K + "dedicated", "NoSchedule", "gpu")]),
@@ -80,10 +85,10 @@ def nodes(names: Names) -> list[dict[str, Any]]:
         node("b1", "zone-b", "4", "8Gi"),
         node("b2", "zone-b", "4", "16Gi", taints=[taint(K + "prefer", "PreferNoSchedule", "yes")]),
         node("b3", "zone-b", "16", "32Gi", labels={K + "disk": "ssd", K + "cores": "16"},
-             extra={WIDGET: "2", "ephemeral-storage": "100Gi"}),
+             extra={WIDGET: "2", "ephemeral-storage": "100Gi"}, images=pause + other),
         node("b4", "zone-b", "2", "2Gi", pods="5"),
         node("c1", "zone-c", "4", "8Gi", labels={K + "disk": "ssd"}),
-        node("c2", "zone-c", "8", "8Gi"),
+        node("c2", "zone-c", "8", "8Gi", images=pause),
         node("c3", "zone-c", "4", "8Gi", taints=[taint(K + "prefer", "PreferNoSchedule", "yes"),
                                                taint(K + "noisy", "PreferNoSchedule")]),
         node("c4", "zone-c", "4", "8Gi", taints=[taint(K + "maintenance", "NoExecute", "true")]),
@@ -505,3 +510,65 @@ def random_pods(seed: int, count: int) -> Iterator[PodSpec]:
         if rng.random() < 0.1:
             spec.port(rng.choice([8080, 9090, 53]))
         yield spec
+
+
+# ----- volumes -----
+
+def storage_objects(names: Names) -> list[tuple[str, dict[str, Any]]]:
+    """(API path, object): StorageClasses, PersistentVolumes and claims for :func:`volume_pods`. The
+    ``Immediate`` claims are bound by kube-controller-manager's PersistentVolume controller before the
+    pods come (the volumes name their claims); ``v-unbound-data`` finds no volume and stays unbound."""
+    scope = names.scope
+    sc_path, pv_path = "/apis/storage.k8s.io/v1/storageclasses", "/api/v1/persistentvolumes"
+    pvc_path = f"/api/v1/namespaces/{names.main}/persistentvolumeclaims"
+
+    def storage_class(name: str, mode: str, provisioner: str = "kubernetes.io/no-provisioner",
+                      **extra: Any) -> tuple[str, dict[str, Any]]:
+        return sc_path, {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+                         "metadata": {"name": f"{scope}-{name}"}, "provisioner": provisioner,
+                         "volumeBindingMode": mode, **extra}
+
+    def volume(name: str, class_name: str, *, claim: str | None = None, hosts: tuple[str, ...] = (),
+               labels: dict[str, str] | None = None) -> tuple[str, dict[str, Any]]:
+        spec: dict[str, Any] = {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+                                "storageClassName": f"{scope}-{class_name}",
+                                "csi": {"driver": "csi.parity.test", "volumeHandle": f"{scope}-{name}"}}
+        if claim:
+            spec["claimRef"] = {"namespace": names.main, "name": claim}
+        if hosts:
+            spec["nodeAffinity"] = {"required": {"nodeSelectorTerms": [
+                node_term(expr(HOST, "In", *(names.node(h) for h in hosts)))]}}
+        return pv_path, {"apiVersion": "v1", "kind": "PersistentVolume",
+                         "metadata": {"name": f"{scope}-{name}", "labels": labels or {}}, "spec": spec}
+
+    def claim(name: str, class_name: str, size: str = "1Gi") -> tuple[str, dict[str, Any]]:
+        return pvc_path, {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": name},
+                          "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": f"{scope}-{class_name}",
+                                   "resources": {"requests": {"storage": size}}}}
+
+    return [
+        storage_class("immediate", "Immediate"),
+        storage_class("local", "WaitForFirstConsumer"),
+        storage_class("nowhere", "WaitForFirstConsumer", provisioner="csi.parity.test", allowedTopologies=[
+            {"matchLabelExpressions": [{"key": ZONE, "values": ["zone-x"]}]}]),
+        volume("zonal", "immediate", claim="v-zonal-data", labels={ZONE: "zone-b"}),
+        volume("pinned", "immediate", claim="v-pinned-data", hosts=("b3", "c2")),
+        volume("local-a1", "local", hosts=("a1",)),
+        claim("v-zonal-data", "immediate"),
+        claim("v-pinned-data", "immediate"),
+        claim("v-static-data", "local"),
+        claim("v-nowhere-data", "nowhere"),
+        claim("v-unbound-data", "immediate", size="100Gi"),
+    ]
+
+
+def volume_pods() -> Iterator[PodSpec]:
+    def mounting(name: str, claim: str) -> PodSpec:
+        return PodSpec(name).req("100m").spec(volumes=[{"name": "data", "persistentVolumeClaim": {"claimName": claim}}])
+
+    yield mounting("v-zonal", "v-zonal-data")  # VolumeZone: zone-b only
+    yield mounting("v-pinned", "v-pinned-data")  # VolumeBinding: the bound volume's node affinity
+    yield mounting("v-static", "v-static-data")  # WaitForFirstConsumer, the one local volume on a1
+    yield mounting("v-nowhere", "v-nowhere-data")  # no node in the class's allowed topologies
+    yield mounting("v-unbound", "v-unbound-data")  # unbound Immediate claim
+    yield mounting("v-missing", "v-missing-data")  # no such claim (VolumeRestrictions' PreFilter says so)

@@ -31,7 +31,16 @@ from typing import Any
 import pytest
 from controlplane import ControlPlane, KubeScheduler
 from koord_side import Decision, koord_decision
-from scenario import Names, PodSpec, existing_pods, incoming_pods, nodes, random_pods
+from scenario import (
+    Names,
+    PodSpec,
+    existing_pods,
+    incoming_pods,
+    nodes,
+    random_pods,
+    storage_objects,
+    volume_pods,
+)
 from upstream_log import bound_line_seen, upstream_decision
 
 pytestmark = pytest.mark.integration
@@ -46,13 +55,19 @@ SHARED_PLUGINS: list[dict[str, Any]] = [
     {"name": "NodeAffinity", "weight": 2},
     {"name": "NodePorts"},
     {"name": "NodeResourcesFit", "weight": 1},
+    {"name": "VolumeRestrictions"},
+    {"name": "NodeVolumeLimits"},
     {"name": "VolumeBinding"},
+    {"name": "VolumeZone"},
     {"name": "PodTopologySpread", "weight": 2},
     {"name": "InterPodAffinity", "weight": 2},
     {"name": "NodeResourcesBalancedAllocation", "weight": 1},
+    {"name": "ImageLocality", "weight": 1},
     {"name": "DefaultBinder"},
 ]
 HARD_POD_AFFINITY_WEIGHT = 4
+BOUND_BEFORE = ("v-zonal-data", "v-pinned-data")
+"""Claims of volume_pods the PersistentVolume controller binds before the pods come."""
 RANDOM_SEED = int(os.environ.get("PYKOORD_PARITY_SEED", "9"))
 RANDOM_PODS = int(os.environ.get("PYKOORD_PARITY_RANDOM_PODS", "20"))
 """After the fixed sequence, this many random pods (:func:`scenario.random_pods`); raise it to hunt."""
@@ -152,6 +167,12 @@ class Cluster:
             "ReplicaSet": self.items("/apis/apps/v1/replicasets"),
             "StatefulSet": self.items("/apis/apps/v1/statefulsets"),
             "ReplicationController": self.items("/api/v1/replicationcontrollers"),
+            "PersistentVolumeClaim": self.items("/api/v1/persistentvolumeclaims"),
+            "PersistentVolume": self.items("/api/v1/persistentvolumes"),
+            "StorageClass": self.items("/apis/storage.k8s.io/v1/storageclasses"),
+            "CSINode": self.items("/apis/storage.k8s.io/v1/csinodes"),
+            "CSIDriver": self.items("/apis/storage.k8s.io/v1/csidrivers"),
+            "CSIStorageCapacity": self.items("/apis/storage.k8s.io/v1/csistoragecapacities"),
         }
         return self.items("/api/v1/nodes"), pods, objects
 
@@ -165,6 +186,9 @@ def names(control_plane: ControlPlane) -> Iterator[Names]:
                           content_type="application/json-patch+json")
     for node in nodes(names):
         control_plane.request("DELETE", f"/api/v1/nodes/{node['metadata']['name']}")
+    for path, obj in storage_objects(names):
+        if "namespaces" not in path:
+            control_plane.request("DELETE", f"{path}/{obj['metadata']['name']}")
     for namespace in (names.main, names.blue, names.green):
         control_plane.request("DELETE", f"/api/v1/namespaces/{namespace}/pods?gracePeriodSeconds=0")
         control_plane.request("DELETE", f"/api/v1/namespaces/{namespace}")
@@ -191,6 +215,13 @@ def build_cluster(cluster: Cluster, names: Names, scheduler_name: str) -> dict[s
     for spec, node in existing_pods(names):
         body = spec.body(names.main, scheduler_name, node=names.node(node))
         cluster.ok("POST", f"/api/v1/namespaces/{body['metadata']['namespace']}/pods", body)
+    for path, obj in storage_objects(names):
+        cluster.ok("POST", path, obj)
+    claims = f"/api/v1/namespaces/{names.main}/persistentvolumeclaims"
+    deadline = time.monotonic() + 30
+    while not all(cluster.ok("GET", f"{claims}/{c}")["spec"].get("volumeName") for c in BOUND_BEFORE):
+        assert time.monotonic() < deadline, "the PersistentVolume controller did not bind the Immediate claims"
+        time.sleep(0.2)
     terminating = f"/api/v1/namespaces/{names.main}/pods/e-web-terminating"
     cluster.ok("DELETE", f"{terminating}?gracePeriodSeconds=0")
     assert cluster.ok("GET", terminating)["metadata"].get("deletionTimestamp")
@@ -281,6 +312,7 @@ def test_koord_decisions_match_upstream_kube_scheduler(control_plane: ControlPla
     cluster = Cluster(control_plane)
     scheduler_name = f"upstream-{names.scope}"
     config = shared_config(scheduler_name)
+    control_plane.start_controller_manager()  # binds claims (Immediate ones, and the scheduler's choices)
     owner = build_cluster(cluster, names, scheduler_name)
     prefix = names.scope + "-"
 
@@ -289,9 +321,11 @@ def test_koord_decisions_match_upstream_kube_scheduler(control_plane: ControlPla
 
     rows: list[tuple[str, str, str, str]] = []
     seen = {"scored": 0, "single": 0, "unschedulable": 0}
+    image_scored = 0
+    volume_decisions: dict[str, Decision] = {}
     with control_plane.start_kube_scheduler(config, name="parity") as scheduler:
         set_verbosity(control_plane, scheduler, 10)
-        for spec in chain(incoming_pods(names, owner), random_pods(RANDOM_SEED, RANDOM_PODS)):
+        for spec in chain(incoming_pods(names, owner), volume_pods(), random_pods(RANDOM_SEED, RANDOM_PODS)):
             namespace = spec.namespace or names.main
             profile = f"{scheduler_name}-{spec.profile}" if spec.profile else scheduler_name
             body = spec.body(names.main, profile)
@@ -305,6 +339,9 @@ def test_koord_decisions_match_upstream_kube_scheduler(control_plane: ControlPla
             kind = "unschedulable" if theirs.message else "scored" if theirs.totals else "single"
             seen[kind] += 1
             rows.extend(differences(spec.name, ours, theirs, short))
+            image_scored += any(s.get("ImageLocality", 0) > 0 for s in theirs.plugin_scores.values())
+            if spec.name.startswith("v-"):
+                volume_decisions[spec.name] = theirs
 
     known = {r[0] for r in rows if r[0] in KNOWN_DIFFERENCES}
     fixed = sorted(set(KNOWN_DIFFERENCES) - known)
@@ -315,6 +352,16 @@ def test_koord_decisions_match_upstream_kube_scheduler(control_plane: ControlPla
                      f"pod(s):\n{table(rows)}"
     # The sequence must exercise every outcome, or the comparison proves little.
     assert seen["scored"] >= 30 and seen["single"] >= 2 and seen["unschedulable"] >= 5, seen
+    assert image_scored >= 10, f"only {image_scored} pods got an ImageLocality score upstream"
+    # The volume pods decided what they exist to show (upstream's decisions, which ours matched).
+    v = volume_decisions
+    zonal = {short(n) for n in v["v-zonal"].feasible}  # zone-b, and nodes without a zone label
+    assert {"b1", "b3", "x1"} <= zonal and not zonal & {"a1", "a2", "c1", "c2", "d1"}, v["v-zonal"]
+    assert {short(n) for n in v["v-pinned"].feasible} == {"b3", "c2"}, v["v-pinned"]
+    assert v["v-static"].node is not None and short(v["v-static"].node) == "a1", v["v-static"]
+    assert "didn't find available persistent volumes to bind" in v["v-nowhere"].message
+    assert "pod has unbound immediate PersistentVolumeClaims" in v["v-unbound"].message
+    assert 'persistentvolumeclaim "v-missing-data" not found' in v["v-missing"].message
 
 
 def test_log_parsing_reads_scores_feasible_nodes_and_the_bound_node(tmp_path: Path) -> None:

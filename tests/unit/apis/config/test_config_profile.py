@@ -52,7 +52,10 @@ DEFAULT_FILTER = (
     "NodeAffinity",
     "NodePorts",
     "NodeResourcesFit",
+    "VolumeRestrictions",
+    "NodeVolumeLimits",
     "VolumeBinding",
+    "VolumeZone",
     "PodTopologySpread",
     "InterPodAffinity",
 )
@@ -63,7 +66,9 @@ DEFAULT_SCORE_WEIGHTS = {
     "PodTopologySpread": 2,
     "InterPodAffinity": 2,
     "NodeResourcesBalancedAllocation": 1,
+    "ImageLocality": 1,
 }
+"""VolumeBinding scores (weight 1) only with a StorageCapacityScoring ``shape`` in its args."""
 
 
 def implements(name: str, point: str) -> bool:
@@ -92,16 +97,10 @@ def test_default_profile_expansion() -> None:
     want = {
         "preEnqueue": ("SchedulingGates",),
         "queueSort": ("PrioritySort",),
-        "preFilter": (
-            "NodeAffinity",
-            "NodePorts",
-            "NodeResourcesFit",
-            "VolumeBinding",
-            "PodTopologySpread",
-            "InterPodAffinity",
-        ),
+        "preFilter": DEFAULT_FILTER[3:],
         "filter": DEFAULT_FILTER,
         "postFilter": ("DefaultPreemption",),
+        # kube-scheduler's list, and ImageLocality: its PreScore brings the image index up to date.
         "preScore": (
             "TaintToleration",
             "NodeAffinity",
@@ -109,11 +108,12 @@ def test_default_profile_expansion() -> None:
             "PodTopologySpread",
             "InterPodAffinity",
             "NodeResourcesBalancedAllocation",
+            "ImageLocality",
         ),
         "score": tuple(DEFAULT_SCORE_WEIGHTS),
-        "reserve": (),
+        "reserve": ("VolumeBinding",),
         "permit": (),
-        "preBind": (),
+        "preBind": ("VolumeBinding",),
         "bind": ("DefaultBinder",),
         "postBind": (),
     }
@@ -205,7 +205,7 @@ def test_merge_takes_user_weight_at_default_position() -> None:
         pytest.param(
             plugins(filter={"disabled": ["NodePorts"]}),
             "preFilter",
-            ("NodeAffinity", "NodePorts", "NodeResourcesFit", "VolumeBinding", "PodTopologySpread", "InterPodAffinity"),
+            DEFAULT_FILTER[3:],
             id="other-points-keep-the-plugin",
         ),
         pytest.param(
@@ -376,7 +376,7 @@ def test_shipped_koordinator_profile_expands() -> None:
     # Plugins named only at a point run after the MultiPoint ones there (upstream order).
     assert expanded.points["filter"] == (*DEFAULT_FILTER, "Reservation", "LoadAwareScheduling")
     assert expanded.points["postFilter"] == ("Reservation", "DefaultPreemption")
-    assert expanded.points["reserve"] == ("Reservation", "LoadAwareScheduling")
+    assert expanded.points["reserve"] == ("VolumeBinding", "Reservation", "LoadAwareScheduling")
     assert expanded.points["bind"] == ("Reservation", "DefaultBinder")
     assert expanded.points["queueSort"] == ("PrioritySort",)
     assert dict(expanded.score_weights) == {

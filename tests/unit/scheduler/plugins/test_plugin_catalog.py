@@ -16,12 +16,6 @@ from koord_scheduler.plugins.registry import in_tree_registry
 from tests.plugin_catalog import extension_points, registered
 
 NAME_CONSTANTS = {value for key, value in vars(names).items() if key.isupper() and isinstance(value, str)}
-NOT_REGISTERED = "ImageLocality listed but not registered"
-
-
-def _known_gap(name: str) -> list[pytest.MarkDecorator]:
-    """ImageLocality is named (names.py, DEFAULT_MULTIPOINT) but has no implementation yet."""
-    return [pytest.mark.xfail(strict=True, reason=NOT_REGISTERED)] if name == "ImageLocality" else []
 
 
 def test_registry_names_are_unique_and_each_is_a_names_constant() -> None:
@@ -31,13 +25,13 @@ def test_registry_names_are_unique_and_each_is_a_names_constant() -> None:
     assert set(got) - NAME_CONSTANTS == set()
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, id=n, marks=_known_gap(n)) for n in sorted(NAME_CONSTANTS)])
+@pytest.mark.parametrize("name", [pytest.param(n, id=n) for n in sorted(NAME_CONSTANTS)])
 def test_every_names_constant_is_registered(name: str) -> None:
     assert name in registered()
 
 
 @pytest.mark.parametrize(
-    "name", [pytest.param(p.name, id=p.name, marks=_known_gap(p.name)) for p in DEFAULT_MULTIPOINT]
+    "name", [pytest.param(p.name, id=p.name) for p in DEFAULT_MULTIPOINT]
 )
 def test_every_default_multipoint_plugin_is_registered(name: str) -> None:
     assert name in registered()

@@ -1,0 +1,1 @@
+"""ImageLocality: prefer nodes that already have the pod's container images."""

@@ -1,0 +1,1 @@
+"""NodeVolumeLimits: a node takes no more CSI volumes than its drivers can attach."""

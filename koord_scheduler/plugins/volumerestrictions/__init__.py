@@ -1,0 +1,1 @@
+"""VolumeRestrictions: inline disks that cannot be shared, and ReadWriteOncePod claims in use."""

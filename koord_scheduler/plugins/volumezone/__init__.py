@@ -1,0 +1,1 @@
+"""VolumeZone: pods go to the zone (and region) of the volumes they mount."""
