@@ -3,10 +3,10 @@
 Pure functions the framework runtime calls when it builds a profile, in this order::
 
     defaults = default_plugins(registry.names())
-    merged = merge_with_defaults(profile.plugins, defaults)          # §1.2 mergePluginSet
+    merged = merge_with_defaults(profile.plugins, defaults)          # kube-scheduler mergePluginSet
     args = plugin_args_for_profile(profile, enabled_plugin_names(merged), registry.args_models, path=...)
     ... instantiate each enabled, registered plugin with its args ...
-    expanded = expand_profile(merged, implements, registry.names(), path=..., scheduler_name=...)  # §1.3
+    expanded = expand_profile(merged, implements, registry.names(), path=..., scheduler_name=...)  # expand multiPoint
 
 Extension points are named as in the config file (``preFilter``, ``score``...). The default plugin list
 is filtered by the registry (a plugin pykoord does not have is silently dropped from the *defaults*);
@@ -116,7 +116,8 @@ def default_plugins(registered: Collection[str]) -> Plugins:
 
 
 def merge_with_defaults(user_plugins: Plugins | None, defaults: Plugins) -> Plugins:
-    """``mergePlugins``: combine the user's sets with the defaults, point by point (§1.2).
+    """``mergePlugins``: combine the user's sets with the defaults, point by point (kube-scheduler
+    pkg/scheduler/apis/config/v1/default_plugins.go).
 
     Per point: disabled = user's + default's; unless ``*`` is disabled, the default enabled list
     minus disabled names, with a user entry of the same name replacing the default in place (so it
@@ -153,7 +154,8 @@ def _merge_set(default_set: PluginSet, user_set: PluginSet) -> PluginSet:
 def enabled_plugin_names(plugins: Plugins) -> tuple[str, ...]:
     """Every plugin named in some ``enabled`` list (multiPoint first, then each point), once each.
 
-    These are the plugins the runtime must instantiate, and the ones that get default args (§1.4).
+    These are the plugins the runtime must instantiate, and the ones that get default args (kube-scheduler
+    pkg/scheduler/apis/config/v1/defaults.go, setDefaults_KubeSchedulerProfile).
     """
     names = [p.name for p in plugins.multi_point.enabled]
     for point in EXTENSION_POINTS:
@@ -168,7 +170,7 @@ def plugin_args_for_profile(
     *,
     path: str = "",
 ) -> dict[str, BaseModel]:
-    """Decoded, defaulted args for every enabled plugin that has an args model (§1.4).
+    """Decoded, defaulted args for every enabled plugin that has an args model.
 
     A plugin with a ``pluginConfig`` entry gets it decoded; one without gets its model's defaults.
     Plugins without a model in ``args_models`` are absent from the result. ``path`` is the profile's

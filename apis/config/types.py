@@ -1,9 +1,9 @@
 """``KubeSchedulerConfiguration`` (``kubescheduler.config.k8s.io/v1``) as pydantic models.
 
-The models only decode and default, exactly as kube-scheduler's v1 defaulting does (§1.5 of the
-semantics sheet); semantic checks live in :mod:`apis.config.validation` so that every problem is
-reported at once with its field path. Field names are snake_case in Python and camelCase on the wire.
-Unknown fields are rejected, as kube-scheduler's strict decoding does.
+The models only decode and default, exactly as kube-scheduler's v1 defaulting does (kube-scheduler
+pkg/scheduler/apis/config/v1/defaults.go); semantic checks live in :mod:`apis.config.validation` so
+that every problem is reported at once with its field path. Field names are snake_case in Python and
+camelCase on the wire. Unknown fields are rejected, as kube-scheduler's strict decoding does.
 
 Plugin lists are kept as the user wrote them. Merging with the default plugin set and MultiPoint
 expansion depend on which plugins are registered, so they happen at runtime (:mod:`apis.config.profile`).
