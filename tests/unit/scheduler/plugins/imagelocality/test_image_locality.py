@@ -16,20 +16,22 @@ from tests.fwtest import FakeHandle, make_snapshot, scores
 
 MB = 1024 * 1024
 
-NODE_40_300_2000 = [
+Images = list[tuple[tuple[str, ...], int]]
+"""Images on a node: (names, size in MiB)."""
+NODE_40_300_2000: Images = [
     (("gcr.io/40:latest", "gcr.io/40:v1", "gcr.io/40:v1"), 40),
     (("gcr.io/300:latest", "gcr.io/300:v1"), 300),
     (("gcr.io/2000:latest",), 2000),
 ]
-NODE_250_10 = [(("gcr.io/250:latest",), 250), (("gcr.io/10:latest", "gcr.io/10:v1"), 10)]
-NODE_600_40_900 = [(("gcr.io/600:latest",), 600), (("gcr.io/40:latest",), 40), (("gcr.io/900:latest",), 900)]
-NODE_300_600_900 = [(("gcr.io/300:latest",), 300), (("gcr.io/600:latest",), 600), (("gcr.io/900:latest",), 900)]
-NODE_4000_30 = [(("gcr.io/4000:latest",), 4000), (("gcr.io/30:latest",), 30)]
-NODE_20_30_40 = [(("gcr.io/20:latest",), 20), (("gcr.io/30:latest",), 30), (("gcr.io/40:latest",), 40)]
-NO_IMAGES: list[tuple[tuple[str, ...], int]] = []
+NODE_250_10: Images = [(("gcr.io/250:latest",), 250), (("gcr.io/10:latest", "gcr.io/10:v1"), 10)]
+NODE_600_40_900: Images = [(("gcr.io/600:latest",), 600), (("gcr.io/40:latest",), 40), (("gcr.io/900:latest",), 900)]
+NODE_300_600_900: Images = [(("gcr.io/300:latest",), 300), (("gcr.io/600:latest",), 600), (("gcr.io/900:latest",), 900)]
+NODE_4000_30: Images = [(("gcr.io/4000:latest",), 4000), (("gcr.io/30:latest",), 30)]
+NODE_20_30_40: Images = [(("gcr.io/20:latest",), 20), (("gcr.io/30:latest",), 30), (("gcr.io/40:latest",), 40)]
+NO_IMAGES: Images = []
 
 
-def node(name: str, images: list[tuple[tuple[str, ...], int]]) -> Node:
+def node(name: str, images: Images) -> Node:
     builder = make_node(name)
     for names, size in images:
         builder = builder.image(*names, size_bytes=size * MB)

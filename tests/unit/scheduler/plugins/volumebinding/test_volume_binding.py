@@ -4,6 +4,7 @@ volume controllers bind what the scheduler chose."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -37,8 +38,8 @@ def view(volumes: list[dict[str, Any]] = (), classes: list[dict[str, Any]] = (),
     )
 
 
-def classify(claims: list[dict[str, Any]], classes: list[dict[str, Any]], volumes: list[dict[str, Any]] = ()
-             ) -> policy.PodVolumeClaims:  # type: ignore[assignment]
+def classify(claims: list[dict[str, Any]], classes: list[dict[str, Any]], volumes: Sequence[dict[str, Any]] = ()
+             ) -> policy.PodVolumeClaims:
     pvs = [parse_volume(v) for v in volumes]
     return policy.classify_claims(
         [parse_claim(c) for c in claims],
