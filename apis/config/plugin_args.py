@@ -14,6 +14,7 @@ from pydantic import BaseModel, field_validator
 
 from apis.config.args_base import ArgsModel
 from apis.config.decoding import decode_model
+from apis.config.elasticquota_args import ElasticQuotaArgs
 from apis.config.errors import (
     ConfigError,
     FieldError,
@@ -358,6 +359,7 @@ class VolumeBindingArgs(ArgsModel):
 
 IN_TREE_ARGS: Mapping[str, type[BaseModel]] = {
     "DefaultPreemption": DefaultPreemptionArgs,
+    "ElasticQuota": ElasticQuotaArgs,
     "InterPodAffinity": InterPodAffinityArgs,
     "LoadAwareScheduling": LoadAwareSchedulingArgs,
     "NodeAffinity": NodeAffinityArgs,

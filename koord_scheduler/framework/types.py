@@ -140,6 +140,7 @@ class EventResource(StrEnum):
     RESERVATION = "Reservation"
     NODE_METRIC = "NodeMetric"
     PERSISTENT_VOLUME_CLAIM = "PersistentVolumeClaim"
+    ELASTIC_QUOTA = "ElasticQuota"
     WILDCARD = "*"
 
 

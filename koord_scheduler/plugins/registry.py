@@ -6,6 +6,7 @@ from koord_scheduler.framework.registry import PluginSpec, Registry
 from koord_scheduler.plugins.balancedallocation import plugin as balancedallocation
 from koord_scheduler.plugins.defaultbinder import plugin as defaultbinder
 from koord_scheduler.plugins.defaultpreemption import plugin as defaultpreemption
+from koord_scheduler.plugins.elasticquota import plugin as elasticquota
 from koord_scheduler.plugins.interpodaffinity import plugin as interpodaffinity
 from koord_scheduler.plugins.loadaware import plugin as loadaware
 from koord_scheduler.plugins.nodeaffinity import plugin as nodeaffinity
@@ -37,6 +38,7 @@ _MODULES = (
     loadaware,
     defaultbinder,
     reservation,
+    elasticquota,
 )
 
 

@@ -1,0 +1,203 @@
+"""ElasticQuota through the whole scheduler (in-memory cluster): admission, accounting, preemption."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from apis.config import parse_scheduler_config
+from koord_scheduler.app.plugin_loading import build_registry
+from koord_scheduler.app.simulate import SimulationResult, run_simulation
+
+NOW = 1_767_225_600.0
+
+CONFIG = """
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: default-scheduler
+  plugins:
+    preFilter: {enabled: [{name: ElasticQuota}]}
+    postFilter:
+      disabled: [{name: '*'}]
+      enabled: [{name: ElasticQuota}]
+    reserve: {enabled: [{name: ElasticQuota}]}
+  pluginConfig:
+  - name: ElasticQuota
+    args: {ARGS}
+"""
+
+
+def node(name: str, cpu: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name},
+        "status": {"allocatable": {"cpu": cpu, "memory": "64Gi", "pods": "110"}},
+    }
+
+
+def pod(
+    name: str,
+    cpu: str,
+    *,
+    quota: str = "",
+    node_name: str = "",
+    priority: int = 0,
+    ns: str = "default",
+    labels: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    all_labels = dict(labels or {})
+    if quota:
+        all_labels["quota.scheduling.koordinator.sh/name"] = quota
+    spec: dict[str, Any] = {
+        "priority": priority,
+        "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": cpu}}}],
+    }
+    if node_name:
+        spec["nodeName"] = node_name
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": ns, "labels": all_labels},
+        "spec": spec,
+    }
+
+
+def eq(
+    name: str,
+    min_cpu: str,
+    max_cpu: str,
+    *,
+    parent: str = "",
+    is_parent: bool = False,
+    ns: str = "default",
+    lend: bool = True,
+) -> dict[str, Any]:
+    labels = {}
+    if parent:
+        labels["quota.scheduling.koordinator.sh/parent"] = parent
+    if is_parent:
+        labels["quota.scheduling.koordinator.sh/is-parent"] = "true"
+    if not lend:
+        labels["quota.scheduling.koordinator.sh/allow-lent-resource"] = "false"
+    return {
+        "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
+        "kind": "ElasticQuota",
+        "metadata": {"name": name, "namespace": ns, "labels": labels},
+        "spec": {"min": {"cpu": min_cpu}, "max": {"cpu": max_cpu}},
+    }
+
+
+async def simulate(items: list[dict[str, Any]], args: str = "{}") -> SimulationResult:
+    config = parse_scheduler_config(CONFIG.replace("{ARGS}", args), source="test")
+    result, _ = await run_simulation(
+        None, config, build_registry(use_entry_points=False), now=NOW, cluster_text=yaml.safe_dump_all(items)
+    )
+    return result
+
+
+def placed(result: SimulationResult) -> dict[str, str]:
+    return {p.name: p.node or p.message for p in result.placements}
+
+
+def quota_rows(result: SimulationResult) -> dict[str, dict[str, str]]:
+    return {r["quota"]: r for r in result.extra_sections["ElasticQuotas"]}
+
+
+async def test_q2_second_pod_exceeds_runtime_with_koordinator_message() -> None:
+    result = await simulate(
+        [node("n1", "100"), eq("q", "4", "8"), pod("p1", "6", quota="q", node_name="n1"), pod("p2", "4", quota="q")]
+    )
+    assert placed(result) == {
+        "p2": "0/1 nodes are available: Insufficient quotas, quotaName: q, runtime: cpu:8, used: cpu:6, "
+        "pod's request: cpu:4, exceedDimensions: [cpu]. "
+        "preemption: No victims found on node n1 for preemptor pod p2"
+    }
+    assert quota_rows(result)["q"]["used"] == "cpu:6 -> cpu:6"
+
+
+async def test_q1_pod_within_quota_binds_and_used_grows() -> None:
+    result = await simulate([node("n1", "100"), eq("q", "4", "8"), pod("p1", "6", quota="q")])
+    assert placed(result) == {"p1": "n1"}
+    row = quota_rows(result)["q"]
+    assert (row["runtime"], row["used"]) == ("cpu:6", "<empty> -> cpu:6")
+
+
+async def test_borrowing_up_to_max_then_limited_by_sibling_request() -> None:
+    items = [node("n1", "10"), eq("a", "5", "10"), eq("b", "5", "10")]
+    items += [pod(f"a{i}", "2", quota="a") for i in range(4)]
+    result = await simulate(items)
+    assert all(n == "n1" for n in placed(result).values()), placed(result)
+    assert quota_rows(result)["a"]["used"] == "<empty> -> cpu:8"
+
+
+async def test_used_never_above_max() -> None:
+    items = [node("n1", "100"), eq("a", "0", "3")] + [pod(f"a{i}", "1", quota="a") for i in range(5)]
+    result = await simulate(items)
+    bound = [n for n, where in placed(result).items() if where == "n1"]
+    assert len(bound) == 3
+    assert quota_rows(result)["a"]["used"] == "<empty> -> cpu:3"
+
+
+async def test_q4_same_quota_lower_priority_victim_is_preempted() -> None:
+    items = [
+        node("n1", "8"),
+        eq("q", "4", "4"),
+        pod("low", "4", quota="q", node_name="n1", priority=10),
+        pod("high", "4", quota="q", priority=100),
+    ]
+    result = await simulate(items)
+    assert placed(result) == {"high": "n1"}
+
+
+async def test_q4_other_quota_pods_are_no_victims() -> None:
+    items = [
+        node("n1", "4"),
+        eq("q", "4", "4"),
+        eq("other", "0", "4"),
+        pod("low", "4", quota="other", node_name="n1", priority=10),
+        pod("high", "4", quota="q", priority=100),
+    ]
+    result = await simulate(items)
+    assert placed(result)["high"].endswith("preemption: No victims found on node n1 for preemptor pod high")
+
+
+async def test_q7_enable_check_parent_quota() -> None:
+    items = [
+        node("n1", "100"),
+        eq("P", "10", "10", is_parent=True),
+        eq("C1", "5", "10", parent="P"),
+        eq("C2", "5", "10", parent="P"),
+        pod("c1", "6", quota="C1", node_name="n1"),
+        pod("c2", "3", quota="C2", node_name="n1"),
+        pod("new", "2", quota="C2"),
+    ]
+    off = await simulate(items)
+    assert placed(off) == {"new": "n1"}
+    on = await simulate(items, "{enableCheckParentQuota: true}")
+    assert (
+        "Insufficient quotas, quotaNameTopo: [P C2], runtime: cpu:10, used: cpu:9, pod's request: cpu:2, "
+        "exceedDimensions: [cpu]" in placed(on)["new"]
+    )
+
+
+async def test_namespace_quota_and_default_quota_mapping() -> None:
+    items = [
+        node("n1", "100"),
+        eq("team-a", "0", "1", ns="team-a"),
+        pod("in-ns", "2", ns="team-a"),
+        pod("elsewhere", "2", ns="other"),
+    ]
+    result = await simulate(items)
+    assert "quotaName: team-a" in placed(result)["in-ns"]
+    assert placed(result)["elsewhere"] == "n1"
+    assert quota_rows(result)["koordinator-default-quota"]["used"] == "<empty> -> cpu:2"
+
+
+async def test_invalid_tree_is_reported_and_skipped() -> None:
+    items = [node("n1", "100"), eq("bad", "4", "2"), pod("p", "1", quota="bad")]
+    result = await simulate(items)
+    assert placed(result) == {"p": "n1"}
+    assert quota_rows(result)["bad"]["used"] == "skipped: spec.min.cpu (4) is above spec.max.cpu (2)"
