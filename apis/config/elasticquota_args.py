@@ -44,6 +44,12 @@ class ElasticQuotaArgs(ArgsModel):
     """Pods of the default quota are never preemption victims."""
     enable_queue_hint: bool = False
     """Filter quota events with queueing hints before requeueing pods (False: any quota event requeues)."""
+    reclaim_borrowed_quota: bool = True
+    """pykoord's own argument: PostFilter may also evict pods of other quotas whose used is above their
+    runtime (they borrowed what a lender now asks back). Koordinator has no such preemption; it relies on
+    the over-use revoke controller (``monitorAllQuotas``), off by default. False: Koordinator's rule,
+    only lower-priority pods of the pod's own quota are victims. Leave it out of a configuration that
+    Koordinator must also read."""
     quota_snapshot_update_interval: GoDuration = 120.0
     hook_plugins: tuple[dict[str, Any], ...] = ()
 

@@ -12,6 +12,10 @@
 - **Reserve / Unreserve**: charge / uncharge the pod to used along its path.
 - **PostFilter**: quota-scoped preemption (:mod:`.preemption`), executed through the cluster client
   (nominate, then delete each victim with a reason); ``preemption: `` prefixes a failure message.
+  Victims are lower-priority pods of the pod's own quota (Koordinator) and, with
+  ``reclaimBorrowedQuota`` (a pykoord argument, on by default), pods of other quotas whose used is above
+  their runtime: borrowed resources their lender now asks back. Koordinator leaves reclaiming to its
+  over-use revoke controller, which is off by default, so borrowed resources are never returned there.
 - **Events**: assigned-pod deletions and ElasticQuota changes requeue the pods it rejected (with
   ``enableQueueHint``, only pod deletions that free a resource the pod asks for).
 """
@@ -84,6 +88,10 @@ _RESOLVABLE_BY_EVICTION = frozenset({NAME, names.NODE_RESOURCES_FIT})
 SimulationReporter = Callable[[], tuple[str, list[dict[str, Any]]]]
 
 
+class NominatedPods(Protocol):
+    def nominated_pods_for_node(self, node_name: str) -> list[Pod]: ...
+
+
 class ElasticQuotaHandle(Protocol):
     """The services this plugin uses (a subset of the scheduler's handle)."""
 
@@ -134,6 +142,7 @@ class ElasticQuota:
         self._reported: set[tuple[str, str, str]] = set()
         self._tasks: set[asyncio.Task[None]] = set()
         self._total_version = -1
+        self._nominated: NominatedPods | None = None
         self.initial_used: dict[str, dict[str, int]] | None = None
         """``used`` of every quota before the first scheduling cycle (simulate reports before → after)."""
 
@@ -297,6 +306,10 @@ class ElasticQuota:
 
     # ----- PostFilter -----
 
+    def bind_nominator(self, nominator: NominatedPods) -> None:
+        """Pods promised a node by an earlier preemption hold its room here, as they do in Filter."""
+        self._nominated = nominator
+
     def post_filter(self, state: CycleState, pod: Pod, diagnosis: Diagnosis) -> tuple[PostFilterResult | None, Status]:
         admission = state.get(STATE_KEY)
         if admission is None or pod.preemption_policy == "Never":
@@ -319,6 +332,11 @@ class ElasticQuota:
                 reasons.append(f"No victims found on node {node_name} for preemptor pod {pod.name}")
                 continue
             free = _node_free(snapshot, info.position, pod.requests)
+            if self._nominated is not None:
+                for held in self._nominated.nominated_pods_for_node(node_name):
+                    if held.key != pod.key and held.priority >= pod.priority:
+                        for k in free:
+                            free[k] -= held.requests.get(k, 0)
             victims = preemption.select_victims_on_node(
                 request=pod.requests,
                 quota_request=admission.request,
@@ -342,21 +360,32 @@ class ElasticQuota:
 
     def _candidates(self, pod: Pod, quota: str, pods: Any) -> list[preemption.Victim]:
         out: list[preemption.Victim] = []
+        over_runtime: dict[str, bool] = {}
         for other in pods:
             entry = self.tree.pod(other.key)
-            if entry is None or other.key == pod.key:
+            if entry is None or other.key == pod.key or not entry.assigned:
                 continue
             if entry.quota == DEFAULT_QUOTA and self.args.disable_default_quota_preemption:
                 continue
-            if not preemption.eligible_victim(
-                preemptor_priority=pod.priority,
-                victim_priority=other.priority,
-                same_quota=entry.quota == quota,
-                preemptible=is_preemptible(other),
-            ):
+            if not is_preemptible(other):
                 continue
+            same = entry.quota == quota
+            if same:
+                if other.priority >= pod.priority:
+                    continue
+            else:
+                if not self.args.reclaim_borrowed_quota or entry.quota in (DEFAULT_QUOTA, SYSTEM_QUOTA):
+                    continue
+                borrowing = over_runtime.get(entry.quota)
+                if borrowing is None:
+                    used = self.tree.node(entry.quota).used
+                    borrowing = bool(_exceeded(used, {}, self.limit(entry.quota)))
+                    over_runtime[entry.quota] = borrowing
+                if not borrowing:
+                    continue
             start = other.meta.creation_timestamp or 0.0
-            out.append(preemption.Victim(other.key, other.priority, dict(other.requests), entry.request, start))
+            charged = entry.request if same else {}
+            out.append(preemption.Victim(other.key, other.priority, dict(other.requests), charged, start))
         return out
 
     async def _execute(self, pod: Pod, node_name: str, victims: Sequence[preemption.Victim]) -> None:

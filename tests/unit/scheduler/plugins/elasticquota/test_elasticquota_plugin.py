@@ -160,7 +160,7 @@ async def test_q4_other_quota_pods_are_no_victims() -> None:
         pod("low", "4", quota="other", node_name="n1", priority=10),
         pod("high", "4", quota="q", priority=100),
     ]
-    result = await simulate(items)
+    result = await simulate(items, "{reclaimBorrowedQuota: false}")
     assert placed(result)["high"].endswith("preemption: No victims found on node n1 for preemptor pod high")
 
 
@@ -201,3 +201,29 @@ async def test_invalid_tree_is_reported_and_skipped() -> None:
     result = await simulate(items)
     assert placed(result) == {"p": "n1"}
     assert quota_rows(result)["bad"]["used"] == "skipped: spec.min.cpu (4) is above spec.max.cpu (2)"
+
+
+async def test_lender_reclaims_borrowed_quota_from_the_borrower() -> None:
+    """B borrows A's idle min (4 pods x 2 cpu on a 10-cpu node); A's pods arrive: B is above its runtime,
+    so its pods are evicted one at a time, least important first, until A gets its min."""
+    items = [
+        node("n1", "10"),
+        eq("P", "10", "10", is_parent=True),
+        eq("A", "6", "10", parent="P"),
+        eq("B", "4", "10", parent="P"),
+    ]
+    items += [pod(f"b{i}", "2", quota="B", node_name="n1", priority=i) for i in range(4)]
+    items += [pod(f"a{i}", "2", quota="A") for i in range(3)]
+    result = await simulate(items)
+    assert placed(result) == {"a0": "n1", "a1": "n1", "a2": "n1"}
+    rows = quota_rows(result)
+    assert (rows["A"]["used"], rows["B"]["used"]) == ("<empty> -> cpu:6", "cpu:8 -> cpu:4")
+    assert (rows["A"]["runtime"], rows["B"]["runtime"]) == ("cpu:6", "cpu:4")
+
+
+async def test_koordinator_rule_without_reclaim_leaves_the_lender_pending() -> None:
+    items = [node("n1", "10"), eq("A", "6", "10"), eq("B", "4", "10")]
+    items += [pod(f"b{i}", "2", quota="B", node_name="n1") for i in range(5)]
+    items += [pod("a0", "2", quota="A")]
+    result = await simulate(items, "{reclaimBorrowedQuota: false}")
+    assert placed(result)["a0"].endswith("preemption: No victims found on node n1 for preemptor pod a0")
