@@ -11,8 +11,8 @@ Flags follow kube-scheduler's names::
     --secure-port PORT        accepted for kube-scheduler compatibility; same as --metrics-port, and the
                               endpoints are still plain HTTP (no TLS, no delegated authn/z)
     --bind-address ADDR       default 0.0.0.0
-    --controllers LIST        cluster controllers (reservation, nodeslo, noderesource, nodemetric;
-                              "*" = all, the default; "-name" turns one off); see app/controllers.py
+    --controllers LIST        cluster controllers (reservation, nodeslo, noderesource, nodemetric,
+                              elasticquota; "*" = all, the default; "-name" turns one off); see app/controllers.py
     --scheduling[=BOOL]       false: run only the controllers (a cluster keeping kube-scheduler)
     --config-namespace NS     where slo-controller-config lives (default koordinator-system)
     -v N, --v N               log verbosity (0: warnings plus lifecycle; 2: per-pod; 4+: debug)
@@ -47,8 +47,10 @@ from apis.config.duration import parse_go_duration
 from koord_scheduler.app.controllers import (
     Colocation,
     ControllerFlags,
+    QuotaStatus,
     add_controller_flags,
     build_colocation,
+    build_quota_status,
     controller_flags,
     hold_controllers,
 )
@@ -71,6 +73,7 @@ from koord_scheduler.scheduler.metrics import SchedulerMetrics
 from koord_scheduler.scheduler.reservation_controller.decide import ControllerOptions
 from koord_scheduler.scheduler.reservation_controller.operator import ApiSettings, ReservationControllerThread
 from koord_scheduler.scheduler.scheduler import Scheduler, SchedulerOptions
+from koord_scheduler.scheduler.source import EventSink
 
 log = logging.getLogger("koord-scheduler")
 
@@ -130,6 +133,10 @@ def serve_main(argv: Sequence[str], registry: Callable[[], Registry]) -> int:
         options.controllers, source, metrics, client=(client.qps, client.burst),
         scheduler_kinds=scheduler.watched_kinds if scheduler is not None else (),
     )
+    quota_status = build_quota_status(
+        options.controllers, source, options.config, client=(client.qps, client.burst),
+        scheduler_kinds=scheduler.watched_kinds if scheduler is not None else (),
+    )
     log.info("koord-scheduler: profiles %s, controllers %s, API server %s (%s)",
              ", ".join(scheduler.profiles) if scheduler else "none (scheduling off)",
              ", ".join(sorted(options.controllers.enabled)) or "none", connection.server, connection.description)
@@ -137,9 +144,14 @@ def serve_main(argv: Sequence[str], registry: Callable[[], Registry]) -> int:
 
     def run() -> int:
         with asyncio.Runner(loop_factory=loop_factory) as runner:
-            return runner.run(_run(options, scheduler, source, metrics, colocation))
+            return runner.run(_run(options, scheduler, source, metrics, colocation, quota_status=quota_status))
 
     return _with_cpu_profile(run)
+
+
+async def _all(tasks: list[asyncio.Task[None]]) -> None:
+    """The controllers as one future: done when every one is, failed as soon as one fails."""
+    await asyncio.gather(*tasks)
 
 
 EVENT_LOOP_ENV = "PYKOORD_EVENT_LOOP"
@@ -322,6 +334,8 @@ async def _run(
     source: KubeClusterSource,
     metrics: SchedulerMetrics,
     colocation: Colocation | None = None,
+    *,
+    quota_status: QuotaStatus | None = None,
 ) -> int:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
@@ -343,7 +357,12 @@ async def _run(
                       f"{exc.strerror or exc}", file=sys.stderr)
                 return EXIT_USAGE
         kinds = list(scheduler.watched_kinds.values()) if scheduler is not None else []
-        sink = FanoutSink(scheduler, colocation.controllers) if colocation is not None else scheduler
+        controllers: list[EventSink] = []
+        if colocation is not None:
+            controllers.append(colocation.controllers)
+        if quota_status is not None:
+            controllers.append(quota_status.controller)
+        sink: EventSink | None = FanoutSink(scheduler, *controllers) if controllers else scheduler
         if sink is None:
             log.error("nothing to do: scheduling is off and no controller is enabled")
             return EXIT_USAGE
@@ -353,8 +372,13 @@ async def _run(
             controller.start()
         if elector is not None and not await _until_stopped(elector.acquire(), stop):
             return EXIT_OK
+        tasks = []
         if colocation is not None:
-            colocation_task = asyncio.ensure_future(colocation.controllers.run(stop))
+            tasks.append(asyncio.ensure_future(colocation.controllers.run(stop)))
+        if quota_status is not None:
+            tasks.append(asyncio.ensure_future(quota_status.controller.run(stop)))
+        if tasks:
+            colocation_task = tasks[0] if len(tasks) == 1 else asyncio.ensure_future(_all(tasks))
         if scheduler is None:
             return await hold_controllers(elector, stop, colocation_task)
         return await _schedule(scheduler, elector, stop, state)
@@ -365,6 +389,8 @@ async def _run(
             await asyncio.gather(colocation_task, return_exceptions=True)
         if colocation is not None:
             await colocation.http.close()
+        if quota_status is not None:
+            await quota_status.http.close()
         if controller is not None and controller.alive:
             await asyncio.to_thread(controller.stop, 15.0)
         for sig in (signal.SIGTERM, signal.SIGINT):
