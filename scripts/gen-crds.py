@@ -64,6 +64,9 @@ CRDS: list[tuple[type[BaseModel], CRDMeta]] = [
             scope="Namespaced",
             # Koordinator's CRD has no status subresource: status is written with the object.
             status_subresource=False,
+            annotations=(
+                ("api-approved.kubernetes.io", "https://github.com/kubernetes-sigs/scheduler-plugins/pull/52"),
+            ),
         ),
     ),
 ]
