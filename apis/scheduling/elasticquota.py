@@ -93,6 +93,22 @@ class QuotaRecord:
     def name(self) -> str:
         return self.meta.name
 
+    def tree_key(self) -> tuple[object, ...]:
+        """What the quota tree and pod mapping depend on: equal keys mean an update (status, the
+        scheduler's own annotations) changes nothing in the tree."""
+        return (
+            self.meta.namespace,
+            self.name,
+            tuple(sorted(self.min.items())),
+            tuple(sorted(self.max.items())),
+            self.parent,
+            self.is_parent,
+            self.allow_lent,
+            tuple(sorted(self.shared_weight.items())),
+            self.namespaces,
+            self.tree_id,
+        )
+
 
 def parse_elastic_quota(obj: Mapping[str, Any]) -> QuotaRecord:
     """Parse a raw ElasticQuota; a malformed one raises :class:`ParseError` naming it and the field."""

@@ -153,11 +153,14 @@ class ElasticQuota:
         if record is None:
             return
         key = f"{record.meta.namespace}/{record.name}"
+        before = self._objects.get(key)
         if event == EventType.DELETED:
             self._objects.pop(key, None)
         else:
             assert new is not None
             self._objects[key] = new
+            if before is not None and before.tree_key() == new.tree_key():
+                return  # status or annotation writes: the tree is unchanged
         self._rebuild()
 
     def _rebuild(self) -> None:

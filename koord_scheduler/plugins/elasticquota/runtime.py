@@ -38,31 +38,60 @@ class Claim:
 
 def split_budget(budget: int, claims: Sequence[Claim]) -> list[int]:
     """Runtime of every claim (aligned with ``claims``) when ``budget`` is shared among them."""
+    return split_columns(
+        budget,
+        [c.name for c in claims],
+        mins=[c.min for c in claims],
+        requests=[c.request for c in claims],
+        weights=[c.weight for c in claims],
+        lends=[c.lend for c in claims],
+    )
+
+
+def split_columns(
+    budget: int,
+    names: Sequence[str],
+    *,
+    mins: Sequence[int],
+    requests: Sequence[int],
+    weights: Sequence[int],
+    lends: Sequence[bool],
+) -> list[int]:
+    """:func:`split_budget` over parallel columns (the tree's hot path builds no objects)."""
     runtime: list[int] = []
     hungry: list[int] = []
-    for i, claim in enumerate(claims):
-        if claim.request > claim.min:
-            runtime.append(claim.min)
+    want = 0
+    for i, (m, r) in enumerate(zip(mins, requests, strict=True)):
+        if r > m:
+            runtime.append(m)
             hungry.append(i)
+            want += r - m
         else:
-            runtime.append(claim.request if claim.lend else claim.min)
+            runtime.append(r if lends[i] else m)
     pool = budget - sum(runtime)
+    if pool <= 0 or not hungry:
+        return runtime
+    if pool >= want and all(weights[i] > 0 for i in hungry):
+        # No contention: every hungry child gets its whole request, the rest of the pool stays unassigned.
+        for i in hungry:
+            runtime[i] = requests[i]
+        return runtime
     while pool > 0 and hungry:
-        takers = [i for i in hungry if claims[i].weight > 0]
-        total_weight = sum(claims[i].weight for i in takers)
+        takers = [i for i in hungry if weights[i] > 0]
+        total_weight = sum(weights[i] for i in takers)
         if total_weight <= 0:
             break
-        shares = {i: divmod(pool * claims[i].weight, total_weight) for i in takers}
+        shares = {i: divmod(pool * weights[i], total_weight) for i in takers}
         leftover = pool - sum(base for base, _ in shares.values())
-        by_remainder = sorted(takers, key=lambda i: (-shares[i][1], claims[i].name))
+        by_remainder = sorted(takers, key=lambda i: (-shares[i][1], names[i]))
         for rank, i in enumerate(by_remainder):
             runtime[i] += shares[i][0] + (1 if rank < leftover else 0)
         pool = 0
         still_hungry: list[int] = []
         for i in hungry:
-            if runtime[i] >= claims[i].request:
-                pool += runtime[i] - claims[i].request
-                runtime[i] = claims[i].request
+            if runtime[i] >= requests[i]:
+                pool += runtime[i] - requests[i]
+                runtime[i] = requests[i]
             else:
                 still_hungry.append(i)
         hungry = still_hungry

@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from apis.scheduling.elasticquota import DEFAULT_QUOTA, ROOT_QUOTA, SYSTEM_QUOTA, QuotaRecord
-from koord_scheduler.plugins.elasticquota.runtime import Claim, scale_mins, split_budget
+from koord_scheduler.plugins.elasticquota.runtime import scale_mins, split_columns
 
 Resources = dict[str, int]
 
@@ -50,6 +50,11 @@ class QuotaNode:
     runtime: Resources = field(default_factory=dict)
     stale: bool = True
     """Whether the split of this node's runtime among its children is out of date."""
+    slack: Resources | None = None
+    """After a split in which every child got all it asked for (no contention, no scaled mins): per
+    resource, the budget left unassigned. While it stays non-negative a change of one child's request, or
+    of this node's budget, is applied in O(1) instead of a re-split (None: re-split)."""
+    min_sum: Resources = field(default_factory=dict)
 
     def path_from_root(self) -> list[QuotaNode]:
         path: list[QuotaNode] = []
@@ -199,8 +204,6 @@ class QuotaTree:
                 if entry.non_preemptible:
                     _add(walk.non_preemptible_used, entry.request, sign)
                 walk = walk.parent
-            if node.builtin:
-                self.nodes[ROOT_QUOTA].stale = True
         elif node.builtin:
             _add(node.child_request, entry.request, sign)
             node.request = dict(node.child_request)
@@ -208,6 +211,7 @@ class QuotaTree:
     def _add_child_request(self, node: QuotaNode, delta: Mapping[str, int], sign: int) -> None:
         step: Mapping[str, int] = {k: sign * v for k, v in delta.items()}
         walk: QuotaNode | None = node
+        patches: list[tuple[QuotaNode, QuotaNode, Mapping[str, int]]] = []
         while walk is not None and walk.name != ROOT_QUOTA and step:
             before = walk.limited
             _add(walk.child_request, step, 1)
@@ -216,10 +220,54 @@ class QuotaTree:
             step.update({k: -v for k, v in before.items() if k not in walk.limited and v})
             parent = walk.parent
             if step and parent is not None:
-                parent.stale = True
+                patches.append((parent, walk, step))
                 if parent.name == ROOT_QUOTA:
                     break
             walk = parent
+        # Top-down, so that a parent's budget has grown before its children's requests are charged to it.
+        for parent, child, change in reversed(patches):
+            self._patch_child(parent, child, change)
+
+    def _patch_child(self, parent: QuotaNode, child: QuotaNode, step: Mapping[str, int]) -> None:
+        """``child``'s limited request moved by ``step``: update its runtime in place if the parent's
+        last split was contention-free and stays so, else mark the parent for a re-split."""
+        if parent.stale or parent.slack is None:
+            parent.stale = True
+            return
+        slack = dict(parent.slack)
+        changes: list[tuple[str, int, int]] = []
+        for key in step:
+            if key not in slack:
+                continue
+            limited = child.limited.get(key, 0)
+            minimum = child.min.get(key, 0)
+            if limited > minimum and child.weight.get(key, 0) <= 0:
+                parent.stale = True
+                return
+            want = limited if (limited > minimum or child.allow_lent) else minimum
+            delta = want - child.runtime.get(key, 0)
+            if delta:
+                slack[key] -= delta
+                if slack[key] < 0:
+                    parent.stale = True
+                    return
+                changes.append((key, want, delta))
+        parent.slack = slack
+        for key, want, delta in changes:
+            child.runtime[key] = want
+            if child.children:
+                self._budget_changed(child, key, delta)
+
+    def _budget_changed(self, node: QuotaNode, key: str, delta: int) -> None:
+        """``node``'s runtime (its children's budget) moved by ``delta`` in ``key``."""
+        if node.stale or node.slack is None or key not in node.slack:
+            node.stale = True
+            return
+        left = node.slack[key] + delta
+        if left < 0 or node.min_sum.get(key, 0) > node.runtime.get(key, 0):
+            node.stale = True
+            return
+        node.slack[key] = left
 
     @staticmethod
     def _set_request(node: QuotaNode, child_request: Mapping[str, int]) -> None:
@@ -262,23 +310,42 @@ class QuotaTree:
         root = self.nodes[ROOT_QUOTA]
         budget = self.root_budget()
         if budget != root.runtime:
+            before = root.runtime
             root.runtime = budget
-            root.stale = True
+            for key, amount in budget.items():
+                if amount != before.get(key, 0):
+                    self._budget_changed(root, key, amount - before.get(key, 0))
 
     def _split(self, parent: QuotaNode) -> None:
         children = parent.children
+        names = [c.name for c in children]
+        lends = [c.allow_lent for c in children]
         new_runtime: list[Resources] = [{} for _ in children]
+        slack: Resources | None = {}
         for key in self.keys:
             budget = parent.runtime.get(key, 0)
             mins = [c.min.get(key, 0) for c in children]
+            min_sum = sum(mins)
             if self.scale_min:
                 mins = scale_mins(budget, mins)
-            claims = [
-                Claim(c.name, m, c.limited.get(key, 0), c.weight.get(key, 0), c.allow_lent)
-                for c, m in zip(children, mins, strict=True)
-            ]
-            for rt, amount in zip(new_runtime, split_budget(budget, claims), strict=True):
+            requests = [c.limited.get(key, 0) for c in children]
+            weights = [c.weight.get(key, 0) for c in children]
+            amounts = split_columns(budget, names, mins=mins, requests=requests, weights=weights, lends=lends)
+            for rt, amount in zip(new_runtime, amounts, strict=True):
                 rt[key] = amount
+            # Contention-free: every child holds its request (or its min, not lending). A later change
+            # is then patched in O(1) while the slack lasts. Lenders that all have a share get their
+            # request whatever their (scaled) min, so for them a budget below the mins does not matter.
+            if all(lends[i] and weights[i] > 0 for i in range(len(children))):
+                min_sum = 0
+            parent.min_sum[key] = min_sum
+            satisfied = all(amounts[i] == requests[i] for i in range(len(children)) if requests[i] > mins[i])
+            left = budget - sum(amounts)
+            if slack is not None and satisfied and left >= 0 and min_sum <= budget:
+                slack[key] = left
+            else:
+                slack = None
+        parent.slack = slack
         for child, rt in zip(children, new_runtime, strict=True):
             if rt != child.runtime:
                 child.runtime = rt

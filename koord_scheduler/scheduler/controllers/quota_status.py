@@ -145,18 +145,26 @@ class QuotaStatusController:
             return
         record = new if new is not None else old
         key = f"{record.meta.namespace}/{record.name}"
+        before = self.objects.get(key)
         if event == EventType.DELETED:
             self.objects.pop(key, None)
             self.written.pop(key, None)
         else:
             self.objects[key] = new
+        if before is not None and new is not None and before.tree_key() == new.tree_key():
+            if self.quotas.get(new.name) is before:
+                self.quotas[new.name] = new
+            self._wake.set()
+            return
         valid, _ = validate_tree(self.objects.values())
-        if valid != self.quotas:
+        if {n: r.tree_key() for n, r in valid.items()} != {n: r.tree_key() for n, r in self.quotas.items()}:
             self.quotas = valid
             self._by_namespace = namespace_index(valid)
             self.tree.set_quotas(r for r in valid.values() if r.name != ROOT_QUOTA)
             for pod in self.pods.values():
                 self._charge(pod)
+        else:
+            self.quotas = valid
         self._wake.set()
 
     def _charge(self, pod: Pod) -> None:
