@@ -190,23 +190,28 @@ class QuotaTree:
         if old is None:
             return False
         if old.assigned != assigned:
-            self.upsert_pod(key, PodEntry(old.quota, old.request, assigned, old.non_preemptible))
+            entry = PodEntry(old.quota, old.request, assigned, old.non_preemptible)
+            self._pods[key] = entry
+            self._charge_used(entry, 1 if assigned else -1)
         return True
 
     def _charge(self, entry: PodEntry, sign: int) -> None:
         node = self.nodes[entry.quota]
-        if not node.builtin:
-            self._add_child_request(node, entry.request, sign)
-        if entry.assigned:
-            walk: QuotaNode | None = node
-            while walk is not None:
-                _add(walk.used, entry.request, sign)
-                if entry.non_preemptible:
-                    _add(walk.non_preemptible_used, entry.request, sign)
-                walk = walk.parent
-        elif node.builtin:
+        if node.builtin:
             _add(node.child_request, entry.request, sign)
             node.request = dict(node.child_request)
+        else:
+            self._add_child_request(node, entry.request, sign)
+        if entry.assigned:
+            self._charge_used(entry, sign)
+
+    def _charge_used(self, entry: PodEntry, sign: int) -> None:
+        walk: QuotaNode | None = self.nodes[entry.quota]
+        while walk is not None:
+            _add(walk.used, entry.request, sign)
+            if entry.non_preemptible:
+                _add(walk.non_preemptible_used, entry.request, sign)
+            walk = walk.parent
 
     def _add_child_request(self, node: QuotaNode, delta: Mapping[str, int], sign: int) -> None:
         step: Mapping[str, int] = {k: sign * v for k, v in delta.items()}
@@ -224,8 +229,11 @@ class QuotaTree:
                 if parent.name == ROOT_QUOTA:
                     break
             walk = parent
-        # Top-down, so that a parent's budget has grown before its children's requests are charged to it.
-        for parent, child, change in reversed(patches):
+        # A growing request is patched top-down (a parent's budget grows before its child takes from it),
+        # a shrinking one bottom-up (a child gives back before its parent's budget shrinks); either way
+        # the slack never dips below zero on the way.
+        shrinking = sign < 0 or all(v <= 0 for v in delta.values())
+        for parent, child, change in patches if shrinking else reversed(patches):
             self._patch_child(parent, child, change)
 
     def _patch_child(self, parent: QuotaNode, child: QuotaNode, step: Mapping[str, int]) -> None:
