@@ -169,6 +169,7 @@ class ElasticQuota:
         self.problems = problems
         self._by_namespace = namespace_index(valid)
         self.tree.set_quotas(r for r in valid.values() if r.name != ROOT_QUOTA)
+        self._total_version = -1  # the tree's resource keys may have changed
         for key, pod in self._pods.items():
             self._charge(key, pod)
         for problem in problems:
@@ -221,8 +222,8 @@ class ElasticQuota:
 
     def _refresh_total(self) -> None:
         snapshot = self._handle.snapshot
-        version = getattr(snapshot, "version", None)
-        if isinstance(version, int) and version == self._total_version:
+        version = snapshot.node_objects_version  # allocatable changes only with the node object
+        if version == self._total_version:
             return
         total: dict[str, int] = {}
         n = snapshot.capacity
@@ -231,8 +232,7 @@ class ElasticQuota:
             if column is not None:
                 total[key] = int(snapshot.allocatable[:n, column].sum())
         self.tree.set_total(total)
-        if isinstance(version, int):
-            self._total_version = version
+        self._total_version = version
 
     def limit(self, quota: str) -> dict[str, int]:
         """What admission compares against: runtime (masked to the quota's max keys) or max."""
