@@ -227,3 +227,26 @@ async def test_koordinator_rule_without_reclaim_leaves_the_lender_pending() -> N
     items += [pod("a0", "2", quota="A")]
     result = await simulate(items, "{reclaimBorrowedQuota: false}")
     assert placed(result)["a0"].endswith("preemption: No victims found on node n1 for preemptor pod a0")
+
+
+async def test_simulate_example_files() -> None:
+    """config/simulate/elasticquota-{config,cluster}.yaml give what their header comment says."""
+    from pathlib import Path
+
+    from apis.config import load_scheduler_config
+
+    repo = Path(__file__).resolve().parents[5]
+    config = load_scheduler_config(repo / "config" / "simulate" / "elasticquota-config.yaml")
+    result, _ = await run_simulation(
+        repo / "config" / "simulate" / "elasticquota-cluster.yaml",
+        config,
+        build_registry(use_entry_points=False),
+        now=NOW,
+    )
+    got = placed(result)
+    assert {k: v for k, v in got.items() if k != "too-big"} == {f"research-{i}": "node-1" for i in range(3)}
+    assert (
+        "Insufficient quotas, quotaName: capped, runtime: cpu:0, used: <empty>, pod's request: cpu:2" in got["too-big"]
+    )
+    rows = quota_rows(result)
+    assert (rows["web"]["used"], rows["research"]["used"]) == ("cpu:8 -> cpu:4", "<empty> -> cpu:6")
