@@ -110,10 +110,11 @@ def test_capacity_scheduling_manual_quick_start(scope: Scope, tmp_path: Path) ->
     """The manual's quota-example (max cpu 40 / 40Gi, min cpu 10 / 20Mi) and pod-example (40m / 40Mi):
     by label, then by namespace (a quota named like the namespace needs no pod label)."""
     kwok_node(scope, "n1", cpu="8")
-    manual = {"min_": {"cpu": 10, "memory": "20Mi"}, "max_": {"cpu": 40, "memory": "40Gi"}}
+    min_: dict[str, Any] = {"cpu": 10, "memory": "20Mi"}
+    max_: dict[str, Any] = {"cpu": 40, "memory": "40Gi"}
     by_label = f"{scope.namespace}-example"
-    create_quota(scope, quota_body(scope, by_label, **manual))
-    create_quota(scope, quota_body(scope, scope.namespace, **manual))
+    create_quota(scope, quota_body(scope, by_label, min_=min_, max_=max_))
+    create_quota(scope, quota_body(scope, scope.namespace, min_=min_, max_=max_))
     proc = start(scope, tmp_path)
     try:
         scope.add_pods([quota_pod(scope, "pod-example", cpu="40m", memory="40Mi", quota=by_label)])
