@@ -69,6 +69,7 @@ from koord_scheduler.framework.types import (
 from koord_scheduler.plugins import names
 from koord_scheduler.plugins.elasticquota import preemption
 from koord_scheduler.plugins.elasticquota.mapping import is_preemptible, namespace_index, quota_name_for
+from koord_scheduler.plugins.elasticquota.report import quota_rows
 from koord_scheduler.plugins.elasticquota.tree import PodEntry, QuotaTree
 from koord_scheduler.plugins.elasticquota.validation import TreeProblem, validate_tree
 
@@ -315,7 +316,9 @@ class ElasticQuota:
 
     def post_filter(self, state: CycleState, pod: Pod, diagnosis: Diagnosis) -> tuple[PostFilterResult | None, Status]:
         admission = state.get(STATE_KEY)
-        if admission is None or pod.preemption_policy == "Never":
+        if admission is None:
+            return None, unschedulable()  # PreFilter did not run for this pod: nothing to preempt for
+        if pod.preemption_policy == "Never":
             return None, unschedulable(PREEMPTION_PREFIX + "not eligible due to preemptionPolicy=Never.")
         snapshot = self._handle.snapshot
         statuses = diagnosis.node_statuses(snapshot)
@@ -445,40 +448,10 @@ class ElasticQuota:
     # ----- simulate -----
 
     def simulation_report(self) -> tuple[str, list[dict[str, Any]]]:
-        """One row per quota: min, max, runtime, used before → after."""
+        """One row per quota: min, max, runtime, used before → after (see :func:`.report.quota_rows`)."""
         self._refresh_total()
         self.tree.refresh_all()
-        before = (
-            self.initial_used
-            if self.initial_used is not None
-            else {n: dict(x.used) for n, x in self.tree.nodes.items()}
-        )
-        rows: list[dict[str, Any]] = []
-        for name, node in sorted(self.tree.nodes.items()):
-            if name == ROOT_QUOTA or (node.builtin and not node.used and not before.get(name)):
-                continue
-            rows.append(
-                {
-                    "quota": name,
-                    "parent": node.parent.name if node.parent is not None else "",
-                    "min": format_resources(node.min),
-                    "max": "unlimited" if node.builtin else format_resources(node.max),
-                    "runtime": "max" if node.builtin else format_resources(node.runtime),
-                    "used": f"{format_resources(before.get(name, {}))} -> {format_resources(node.used)}",
-                }
-            )
-        for problem in self.problems:
-            rows.append(
-                {
-                    "quota": problem.quota,
-                    "parent": "",
-                    "min": "",
-                    "max": "",
-                    "runtime": "",
-                    "used": f"skipped: {problem.message}",
-                }
-            )
-        return "ElasticQuotas", rows
+        return "ElasticQuotas", quota_rows(self.tree, self.initial_used, self.problems)
 
 
 def _exceeded(used: Mapping[str, int], request: Mapping[str, int], limit: Mapping[str, int]) -> list[str]:
