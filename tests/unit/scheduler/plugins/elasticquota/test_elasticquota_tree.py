@@ -164,10 +164,13 @@ def _random_tree(rng: random.Random) -> list[QuotaRecord]:
     return records
 
 
+@pytest.mark.parametrize("check_parent", [False, True], ids=["leaf-only", "check-parent"])
 @pytest.mark.parametrize("seed", range(3))
-def test_random_pod_churn_keeps_invariants(seed: int) -> None:
-    """10,000 arrivals/assignments/deletions on random trees: runtime within max, children within parent,
-    an admitted pod never pushes used above runtime, and the incremental runtime equals a fresh rebuild."""
+def test_random_pod_churn_keeps_invariants(seed: int, check_parent: bool) -> None:
+    """Pod arrivals/assignments/deletions on random trees (10,000 over the seeds of one mode): runtime
+    within max, children within parent, an admitted pod never pushes used above runtime, used within max
+    (at every quota when parents are checked too, as ``enableCheckParentQuota`` does), and the
+    incremental runtime equals a fresh rebuild."""
     rng = random.Random(seed)
     records = _random_tree(rng)
     tree = build(records, {"cpu": rng.randint(20, 150) * 1000})
@@ -184,25 +187,26 @@ def test_random_pod_churn_keeps_invariants(seed: int) -> None:
             request = {"cpu": rng.randint(1, 8) * 500}
             tree.upsert_pod(key, PodEntry(q, request, assigned=False))
             node = tree.node(q)
-            limit = {k: tree.runtime(q)[k] for k in node.max}
-            if all(node.used.get(k, 0) + v <= limit[k] for k, v in request.items() if k in limit):
+            path = node.path_from_root()[1:] if check_parent else [node]
+            limits = [(n, {k: tree.runtime(n.name)[k] for k in n.max}) for n in path]
+            if all(n.used.get(k, 0) + request.get(k, 0) <= cap for n, limit in limits for k, cap in limit.items()):
                 tree.set_assigned(key, True)
-                assert all(node.used.get(k, 0) <= limit[k] for k in limit)
+                assert all(n.used.get(k, 0) <= cap for n, limit in limits for k, cap in limit.items())
             live.append(key)
         else:
             tree.remove_pod(live.pop(rng.randrange(len(live))))
         if step % 97 == 0:
-            _check_invariants(tree, records)
+            _check_invariants(tree, records, used_within_max_everywhere=check_parent)
 
 
-def _check_invariants(tree: QuotaTree, records: list[QuotaRecord]) -> None:
+def _check_invariants(tree: QuotaTree, records: list[QuotaRecord], *, used_within_max_everywhere: bool) -> None:
     tree.refresh_all()
     for name, node in tree.nodes.items():
         if node.builtin:
             continue
         for k, cap in node.max.items():
             assert node.runtime.get(k, 0) <= cap, name
-            if not node.children:
+            if not node.children or used_within_max_everywhere:
                 assert node.used.get(k, 0) <= cap, name
         if node.children:
             for k in tree.keys:
