@@ -28,6 +28,16 @@ from koord_scheduler.plugins.elasticquota.runtime import Claim, scale_mins, spli
             id="koordinator-example-A-millicores",
         ),
         pytest.param(
+            # Koordinator's design doc (multi-hierarchy elastic quota): total 100, mins add up to 60, A lends 5,
+            # B (min 15, request 20) and C, D share 45 by weights 60/50/80: 14/12/19, B keeps 5 and gives 9
+            # back, which C and D split 3/6. C and D thus get min + 15 and min + 25. (The doc gives C's and
+            # D's mins only in a picture; 15 and 20 here.)
+            100,
+            [Claim("A", 10, 5, 1), Claim("B", 15, 20, 60), Claim("C", 15, 80, 50), Claim("D", 20, 90, 80)],
+            [5, 20, 30, 45],
+            id="koordinator-design-doc-example",
+        ),
+        pytest.param(
             100,
             [Claim("A", 20, 5, 0), Claim("B", 30, 35, 30), Claim("C", 10, 100, 70)],
             [5, 35, 60],

@@ -218,3 +218,14 @@ def _check_invariants(tree: QuotaTree, records: list[QuotaRecord], *, used_withi
         fresh.upsert_pod(key, entry)
     fresh.refresh_all()
     assert {n: x.runtime for n, x in fresh.nodes.items()} == {n: x.runtime for n, x in tree.nodes.items()}
+
+
+def test_koordinator_design_doc_min_guarantee_runtimes() -> None:
+    """The design doc's min-guarantee story: at t0 only A asks (100, runtime 100); at t1 B asks too and
+    both runtimes are 50, so A is above its runtime by 50 (what preemption or revoking reclaims)."""
+    tree = build([quota(n, min={GPU: 50}, max={GPU: 100}) for n in ("A", "B")], {GPU: 100})
+    tree.upsert_pod("a", PodEntry("A", {GPU: 100}, assigned=True))
+    assert tree.runtime("A") == {GPU: 100}
+    pending(tree, "b", "B", 50)
+    assert (tree.runtime("A"), tree.runtime("B")) == ({GPU: 50}, {GPU: 50})
+    assert tree.node("A").used == {GPU: 100}
