@@ -125,6 +125,20 @@ def test_capacity_scheduling_manual_quick_start(scope: Scope, tmp_path: Path) ->
         scope.wait_all_bound(2, timeout=60)
         wait_until(lambda: shows(scope, scope.namespace, want), timeout=30, what="namespace quota shows the pod")
         assert shows(scope, by_label, want)
+
+        # An invalid quota (min above max) is skipped and reported on itself; scheduling goes on.
+        bad = f"{scope.namespace}-bad"
+        create_quota(scope, quota_body(scope, bad, min_={"cpu": 4}, max_={"cpu": 2}))
+        wait_until(lambda: bool(scope.events(reason="InvalidQuotaTree")), timeout=30, what="InvalidQuotaTree event")
+        event = scope.events(reason="InvalidQuotaTree")[0]
+        assert (event["type"], event["regarding"]["kind"], event["regarding"]["name"]) == (
+            "Warning",
+            "ElasticQuota",
+            bad,
+        )
+        assert event["note"] == "spec.min.cpu (4) is above spec.max.cpu (2)"
+        scope.add_pods([quota_pod(scope, "in-bad-quota", cpu="40m", quota=bad)])
+        scope.wait_all_bound(3, timeout=60)
     except AssertionError:
         print(proc.log_tail())
         raise
