@@ -86,6 +86,7 @@ class QuotaTree:
         self._builtin_max = dict(builtin_max or {})
         self._pods: dict[str, PodEntry] = {}
         self._total: Resources = {}
+        self._root_budget_dirty = True
         self.nodes: dict[str, QuotaNode] = {}
         self.keys: tuple[str, ...] = ()
         self.set_quotas(())
@@ -127,6 +128,7 @@ class QuotaTree:
                 keys.update(node.max)
         self.nodes = nodes
         self.keys = tuple(sorted(keys))
+        self._root_budget_dirty = True
         pods = self._pods
         self._pods = {}
         for key, entry in pods.items():
@@ -147,6 +149,7 @@ class QuotaTree:
         if dict(total) != self._total:
             self._total = dict(total)
             self.nodes[ROOT_QUOTA].stale = True
+            self._root_budget_dirty = True
 
     def has(self, name: str) -> bool:
         return name in self.nodes and name != ROOT_QUOTA
@@ -207,6 +210,8 @@ class QuotaTree:
 
     def _charge_used(self, entry: PodEntry, sign: int) -> None:
         walk: QuotaNode | None = self.nodes[entry.quota]
+        if entry.quota in (SYSTEM_QUOTA, DEFAULT_QUOTA):
+            self._root_budget_dirty = True  # their used is taken off the root's budget
         while walk is not None:
             _add(walk.used, entry.request, sign)
             if entry.non_preemptible:
@@ -299,9 +304,13 @@ class QuotaTree:
         if node.builtin:
             return dict(node.max)
         self._refresh_root()
-        for ancestor in node.path_from_root()[:-1]:
-            if ancestor.stale:
-                self._split(ancestor)
+        ancestor = node.parent
+        while ancestor is not None and not ancestor.stale:
+            ancestor = ancestor.parent
+        if ancestor is not None:  # some split on the path is out of date: redo those, top-down
+            for on_path in node.path_from_root()[:-1]:
+                if on_path.stale:
+                    self._split(on_path)
         return node.runtime
 
     def refresh_all(self) -> None:
@@ -315,6 +324,9 @@ class QuotaTree:
             todo.extend(c for c in node.children if c.children)
 
     def _refresh_root(self) -> None:
+        if not self._root_budget_dirty:
+            return
+        self._root_budget_dirty = False
         root = self.nodes[ROOT_QUOTA]
         budget = self.root_budget()
         if budget != root.runtime:

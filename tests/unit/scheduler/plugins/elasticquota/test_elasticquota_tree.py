@@ -17,7 +17,7 @@ GPU = "nvidia.com/gpu"
 def build(records: list[QuotaRecord], total: dict[str, int], *, scale_min: bool = True) -> QuotaTree:
     valid, problems = validate_tree(records)
     assert problems == []
-    tree = QuotaTree(scale_min=scale_min)
+    tree = QuotaTree(scale_min=scale_min, builtin_max={DEFAULT_QUOTA: {"cpu": 10**12, GPU: 10**12}})
     tree.set_quotas(valid.values())
     tree.set_total(total)
     return tree
@@ -183,10 +183,12 @@ def test_random_pod_churn_keeps_invariants(seed: int, check_parent: bool) -> Non
         roll = rng.random()
         if roll < 0.5 or not live:
             key = f"pod-{step}"
-            q = rng.choice(leaves)
+            q = rng.choice([*leaves, "ghost"])  # "ghost": no such quota, so the default quota
             request = {"cpu": rng.randint(1, 8) * 500}
             tree.upsert_pod(key, PodEntry(q, request, assigned=False))
-            node = tree.node(q)
+            entry = tree.pod(key)
+            assert entry is not None
+            node = tree.node(entry.quota)
             path = node.path_from_root()[1:] if check_parent else [node]
             limits = [(n, {k: tree.runtime(n.name)[k] for k in n.max}) for n in path]
             if all(n.used.get(k, 0) + request.get(k, 0) <= cap for n, limit in limits for k, cap in limit.items()):
@@ -211,7 +213,7 @@ def _check_invariants(tree: QuotaTree, records: list[QuotaRecord], *, used_withi
         if node.children:
             for k in tree.keys:
                 assert sum(c.runtime.get(k, 0) for c in node.children) <= node.runtime.get(k, 0), name
-    fresh = QuotaTree()
+    fresh = QuotaTree(builtin_max={DEFAULT_QUOTA: {"cpu": 10**12, GPU: 10**12}})
     fresh.set_quotas(validate_tree(records)[0].values())
     fresh.set_total(tree._total)
     for key, entry in tree.pods().items():
