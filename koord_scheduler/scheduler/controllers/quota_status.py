@@ -9,8 +9,8 @@ quotas (see :func:`~koord_scheduler.plugins.elasticquota.validation.validate_tre
 
 Events only mark the state dirty; :meth:`QuotaStatusController.run`, started once the replica holds the
 leader Lease, recomputes every ``interval`` seconds at most and sends one JSON merge patch per quota whose
-values changed. A write's values are remembered, so the same values are not sent again before the watch
-echoes them.
+values changed. A write's values are remembered until the next version of the object arrives, so the same
+values are not sent again before the watch echoes them, and are sent again if someone overwrites them.
 """
 
 from __future__ import annotations
@@ -146,9 +146,10 @@ class QuotaStatusController:
         record = new if new is not None else old
         key = f"{record.meta.namespace}/{record.name}"
         before = self.objects.get(key)
+        # Any newer version of the object says what it shows now: compare with that from here on.
+        self.written.pop(key, None)
         if event == EventType.DELETED:
             self.objects.pop(key, None)
-            self.written.pop(key, None)
         else:
             self.objects[key] = new
         if before is not None and new is not None and before.tree_key() == new.tree_key():

@@ -68,6 +68,16 @@ async def test_capacity_scheduling_manual_quota_example_annotations_and_used() -
     echoed["metadata"] = {**QUOTA_EXAMPLE["metadata"], "annotations": annotations}  # type: ignore[dict-item]
     echoed["status"] = write.body["status"]
     controller.on_object("ElasticQuota", EventType.MODIFIED, quota, parse_elastic_quota(echoed))
+    await controller.sync()
+    assert len(api.writes) == 1, "the echo shows the wanted values"
+
+    overwritten = {**echoed, "status": {"used": {"cpu": "1"}}}
+    controller.on_object("ElasticQuota", EventType.MODIFIED, quota, parse_elastic_quota(overwritten))
+    await controller.sync()
+    assert api.writes[-1].body["status"] == {"used": {"cpu": "40m", "memory": "40Mi"}}, (
+        "someone else's value is corrected"
+    )
+
     controller.on_pod(EventType.DELETED, parse_pod(pod_example("n1")), None)
     await controller.sync()
     assert api.writes[-1].body["status"] == {"used": {"cpu": "0", "memory": "0"}}
