@@ -250,3 +250,32 @@ async def test_simulate_example_files() -> None:
     )
     rows = quota_rows(result)
     assert (rows["web"]["used"], rows["research"]["used"]) == ("cpu:8 -> cpu:4", "<empty> -> cpu:6")
+
+
+def test_events_requeue_on_pod_deletion_and_quota_changes() -> None:
+    from apis.config.elasticquota_args import ElasticQuotaArgs
+    from apis.core.parse import parse_pod
+    from koord_scheduler.framework.types import ActionType, ClusterEvent, EventResource, QueueingHint
+    from koord_scheduler.plugins.elasticquota.plugin import ElasticQuota
+
+    class Handle:
+        snapshot = None
+        cluster = None
+
+    def registered(args: ElasticQuotaArgs) -> list[Any]:
+        return list(ElasticQuota(args, Handle()).events_to_register())  # type: ignore[arg-type]
+
+    events = registered(ElasticQuotaArgs())
+    assert [e.event for e in events] == [
+        ClusterEvent(EventResource.ASSIGNED_POD, ActionType.DELETE),
+        ClusterEvent(EventResource.ELASTIC_QUOTA, ActionType.ADD | ActionType.UPDATE | ActionType.DELETE),
+        ClusterEvent(EventResource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_ALLOCATABLE),
+    ]
+    assert all(e.hint is None for e in events)
+    hint = registered(ElasticQuotaArgs(enable_queue_hint=True))[0].hint
+    assert hint is not None
+    waiting = parse_pod(pod("w", "1"))
+    assert hint(waiting, parse_pod(pod("gone", "2", node_name="n1")), None) == QueueingHint.QUEUE
+    no_cpu = {**pod("gone", "1", node_name="n1")}
+    no_cpu["spec"] = {**no_cpu["spec"], "containers": [{"name": "c", "image": "x"}]}
+    assert hint(waiting, parse_pod(no_cpu), None) == QueueingHint.SKIP
