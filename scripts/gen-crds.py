@@ -19,7 +19,7 @@ from apis.colocation import ClusterColocationProfile
 from apis.crdgen import CRDMeta, PrinterColumn, render_all
 from apis.scheduling import GROUP as SCHEDULING_GROUP
 from apis.scheduling import VERSION as SCHEDULING_VERSION
-from apis.scheduling import Reservation
+from apis.scheduling import Reservation, elasticquota
 from apis.slo import GROUP as SLO_GROUP
 from apis.slo import VERSION as SLO_VERSION
 from apis.slo import NodeMetric, NodeSLO
@@ -64,6 +64,21 @@ CRDS: list[tuple[type[BaseModel], CRDMeta]] = [
                 PrinterColumn("Node", "string", ".status.nodeName"),
                 PrinterColumn("TTL", "string", ".spec.ttl"),
                 PrinterColumn("Expires", "string", ".spec.expires"),
+            ),
+        ),
+    ),
+    (
+        elasticquota.ElasticQuota,
+        CRDMeta(
+            group=elasticquota.GROUP,
+            version=elasticquota.VERSION,
+            kind=elasticquota.KIND,
+            plural=elasticquota.PLURAL,
+            scope="Namespaced",
+            # Koordinator's CRD has no status subresource: status is written with the object.
+            status_subresource=False,
+            annotations=(
+                ("api-approved.kubernetes.io", "https://github.com/kubernetes-sigs/scheduler-plugins/pull/52"),
             ),
         ),
     ),

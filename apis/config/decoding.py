@@ -20,9 +20,7 @@ from apis.config.errors import FieldError, invalid, join_path, required, unknown
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
 
-def decode_model(
-    model: type[ModelT], data: object, *, path: str = ""
-) -> tuple[ModelT | None, list[FieldError]]:
+def decode_model(model: type[ModelT], data: object, *, path: str = "") -> tuple[ModelT | None, list[FieldError]]:
     """Validate ``data`` as ``model`` by wire names only (snake_case keys are unknown fields).
 
     Returns ``(instance, [])`` or ``(None, errors)``; never raises for bad input.
@@ -33,9 +31,7 @@ def decode_model(
         return None, pydantic_field_errors(exc, model, path=path)
 
 
-def pydantic_field_errors(
-    exc: ValidationError, model: type[BaseModel], *, path: str = ""
-) -> list[FieldError]:
+def pydantic_field_errors(exc: ValidationError, model: type[BaseModel], *, path: str = "") -> list[FieldError]:
     """One :class:`FieldError` per pydantic error, with paths prefixed by ``path``."""
     return [_convert(error, model, path) for error in exc.errors(include_url=False)]
 
@@ -56,9 +52,7 @@ def _convert(error: ErrorDetails, model: type[BaseModel], prefix: str) -> FieldE
     return invalid(path, value, message[:1].lower() + message[1:])
 
 
-def _render_loc(
-    loc: tuple[int | str, ...], model: type[BaseModel], prefix: str
-) -> tuple[str, type[BaseModel] | None]:
+def _render_loc(loc: tuple[int | str, ...], model: type[BaseModel], prefix: str) -> tuple[str, type[BaseModel] | None]:
     """Render ``loc`` and return the model that owns the last element (for unknown-field hints)."""
     path = prefix
     current: Any = model

@@ -53,9 +53,7 @@ def parse_scheduler_config(
     """
     document = _parse_text(data, source) if isinstance(data, str | bytes) else data
     if not isinstance(document, Mapping):
-        raise ConfigError(
-            [invalid("", _type_name(document), "the configuration must be a mapping")], source=source
-        )
+        raise ConfigError([invalid("", _type_name(document), "the configuration must be a mapping")], source=source)
     document, source = _unwrap_config_map(document, source)
     errors = _type_meta_errors(document)
     if errors:

@@ -14,6 +14,7 @@ from pydantic import BaseModel, field_validator
 
 from apis.config.args_base import ArgsModel
 from apis.config.decoding import decode_model
+from apis.config.elasticquota_args import ElasticQuotaArgs
 from apis.config.errors import (
     ConfigError,
     FieldError,
@@ -209,9 +210,7 @@ class NodeAffinityArgs(ArgsModel):
                 )
         required_terms = self.added_affinity.get(_NODE_AFFINITY_FIELDS[0])
         if required_terms is not None and not isinstance(required_terms, dict):
-            errors.append(
-                invalid(join_path(base, _NODE_AFFINITY_FIELDS[0]), required_terms, "must be a node selector")
-            )
+            errors.append(invalid(join_path(base, _NODE_AFFINITY_FIELDS[0]), required_terms, "must be a node selector"))
         preferred = self.added_affinity.get(_NODE_AFFINITY_FIELDS[1])
         if preferred is not None and not isinstance(preferred, list):
             errors.append(invalid(join_path(base, _NODE_AFFINITY_FIELDS[1]), preferred, "must be a list"))
@@ -246,18 +245,14 @@ class PodTopologySpreadArgs(ArgsModel):
         errors: list[FieldError] = []
         type_path = join_path(path, "defaultingType")
         if self.defaulting_type not in (SYSTEM_DEFAULTING, LIST_DEFAULTING):
-            errors.append(
-                not_supported(type_path, self.defaulting_type, [SYSTEM_DEFAULTING, LIST_DEFAULTING])
-            )
+            errors.append(not_supported(type_path, self.defaulting_type, [SYSTEM_DEFAULTING, LIST_DEFAULTING]))
         elif self.defaulting_type == SYSTEM_DEFAULTING and self.default_constraints:
             errors.append(invalid(type_path, self.defaulting_type, "when .defaultConstraints are not empty"))
         list_path = join_path(path, "defaultConstraints")
         for i, constraint in enumerate(self.default_constraints):
             item = join_path(list_path, i)
             if constraint.max_skew <= 0:
-                errors.append(
-                    invalid(join_path(item, "maxSkew"), constraint.max_skew, "not in valid range (0, inf)")
-                )
+                errors.append(invalid(join_path(item, "maxSkew"), constraint.max_skew, "not in valid range (0, inf)"))
             key_path = join_path(item, "topologyKey")
             if not constraint.topology_key:
                 errors.append(required(key_path, "can not be empty"))
@@ -268,9 +263,7 @@ class PodTopologySpreadArgs(ArgsModel):
                 errors.append(required(action_path, "can not be empty"))
             elif constraint.when_unsatisfiable not in (DO_NOT_SCHEDULE, SCHEDULE_ANYWAY):
                 errors.append(
-                    not_supported(
-                        action_path, constraint.when_unsatisfiable, [DO_NOT_SCHEDULE, SCHEDULE_ANYWAY]
-                    )
+                    not_supported(action_path, constraint.when_unsatisfiable, [DO_NOT_SCHEDULE, SCHEDULE_ANYWAY])
                 )
             if constraint.label_selector is not None:
                 errors.append(
@@ -284,9 +277,7 @@ class PodTopologySpreadArgs(ArgsModel):
                     constraint.topology_key,
                     constraint.when_unsatisfiable,
                 ):
-                    errors.append(
-                        duplicate(item, f"{{{constraint.topology_key}, {constraint.when_unsatisfiable}}}")
-                    )
+                    errors.append(duplicate(item, f"{{{constraint.topology_key}, {constraint.when_unsatisfiable}}}"))
                     break
         return errors
 
@@ -314,9 +305,7 @@ def validate_min_candidates(percentage: int, absolute: int, path: str) -> list[F
         errors.append(invalid(absolute_path, absolute, "not in valid range [0, inf)"))
     if percentage == 0 and absolute == 0:
         errors.append(
-            invalid(
-                percentage_path, percentage, "cannot be zero at the same time as minCandidateNodesAbsolute"
-            )
+            invalid(percentage_path, percentage, "cannot be zero at the same time as minCandidateNodesAbsolute")
         )
         errors.append(
             invalid(absolute_path, absolute, "cannot be zero at the same time as minCandidateNodesPercentage")
@@ -331,9 +320,7 @@ class DefaultPreemptionArgs(ArgsModel):
     """...and at least this many nodes: ``max(nodes * pct / 100, absolute)``."""
 
     def field_errors(self, path: str) -> list[FieldError]:
-        return validate_min_candidates(
-            self.min_candidate_nodes_percentage, self.min_candidate_nodes_absolute, path
-        )
+        return validate_min_candidates(self.min_candidate_nodes_percentage, self.min_candidate_nodes_absolute, path)
 
 
 class VolumeBindingArgs(ArgsModel):
@@ -358,6 +345,7 @@ class VolumeBindingArgs(ArgsModel):
 
 IN_TREE_ARGS: Mapping[str, type[BaseModel]] = {
     "DefaultPreemption": DefaultPreemptionArgs,
+    "ElasticQuota": ElasticQuotaArgs,
     "InterPodAffinity": InterPodAffinityArgs,
     "LoadAwareScheduling": LoadAwareSchedulingArgs,
     "NodeAffinity": NodeAffinityArgs,

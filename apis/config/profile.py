@@ -45,9 +45,7 @@ MULTI_POINT = "multiPoint"
 MAX_NODE_SCORE = 100
 MAX_TOTAL_SCORE = 2**63 - 1
 
-_ATTRIBUTE = {
-    point: "".join(f"_{c.lower()}" if c.isupper() else c for c in point) for point in EXTENSION_POINTS
-}
+_ATTRIBUTE = {point: "".join(f"_{c.lower()}" if c.isupper() else c for c in point) for point in EXTENSION_POINTS}
 _INTERFACE = {point: point[0].upper() + point[1:] + "Plugin" for point in EXTENSION_POINTS}
 """The Go interface names upstream's messages use (``FilterPlugin``)."""
 
@@ -110,9 +108,7 @@ def point_set(plugins: Plugins, point: str) -> PluginSet:
 
 def default_plugins(registered: Collection[str]) -> Plugins:
     """The default profile (only ``multiPoint.enabled`` is set), without unregistered plugins."""
-    return Plugins(
-        multi_point=PluginSet(enabled=tuple(p for p in DEFAULT_MULTIPOINT if p.name in registered))
-    )
+    return Plugins(multi_point=PluginSet(enabled=tuple(p for p in DEFAULT_MULTIPOINT if p.name in registered)))
 
 
 def merge_with_defaults(user_plugins: Plugins | None, defaults: Plugins) -> Plugins:
@@ -184,9 +180,7 @@ def plugin_args_for_profile(
             continue
         j = config_index.get(name)
         raw = profile.plugin_config[j].args if j is not None else None
-        args_path = (
-            join_path(join_path(join_path(path, "pluginConfig"), j), "args") if j is not None else name
-        )
+        args_path = join_path(join_path(join_path(path, "pluginConfig"), j), "args") if j is not None else name
         args, args_errors = args_field_errors(name, raw, args_models, path=args_path)
         errors += args_errors
         if args is not None:
@@ -223,24 +217,18 @@ def expand_profile(
     for plugin in plugins.multi_point.enabled:
         if plugin.name not in registered and plugin.name not in unknown:
             unknown[plugin.name] = None
-            errors.append(
-                invalid(multi_point_path, plugin.name, f'MultiPoint plugin "{plugin.name}" does not exist')
-            )
+            errors.append(invalid(multi_point_path, plugin.name, f'MultiPoint plugin "{plugin.name}" does not exist'))
     reported_twice: set[str] = set()
     for point in EXTENSION_POINTS:
         explicit, point_errors = _explicit_list(plugins, point, implements, registered, path)
         errors += point_errors
-        unknown.update(
-            dict.fromkeys(p.name for p in point_set(plugins, point).enabled if p.name not in registered)
-        )
+        unknown.update(dict.fromkeys(p.name for p in point_set(plugins, point).enabled if p.name not in registered))
         points[point], twice = _with_multi_point(plugins, point, explicit, implements, registered)
         for name in twice:
             if name not in reported_twice:
                 reported_twice.add(name)
                 errors.append(
-                    invalid(
-                        multi_point_path, name, f'plugin "{name}" already registered as "{_INTERFACE[point]}"'
-                    )
+                    invalid(multi_point_path, name, f'plugin "{name}" already registered as "{_INTERFACE[point]}"')
                 )
     weights, weight_errors = _score_weights(plugins, points["score"], join_path(path, "score"))
     errors += weight_errors
@@ -270,9 +258,7 @@ def _explicit_list(
             )
         elif plugin.name in names:
             errors.append(
-                invalid(
-                    entry_path, plugin.name, f'plugin "{plugin.name}" already registered as "{interface}"'
-                )
+                invalid(entry_path, plugin.name, f'plugin "{plugin.name}" already registered as "{interface}"')
             )
         else:
             names.append(plugin.name)
@@ -323,9 +309,7 @@ def _score_weights(
     return {name: weights[name] for name in score_plugins if name in weights}, errors
 
 
-def _profile_errors(
-    points: Mapping[str, tuple[str, ...]], scheduler_name: str, path: str
-) -> list[FieldError]:
+def _profile_errors(points: Mapping[str, tuple[str, ...]], scheduler_name: str, path: str) -> list[FieldError]:
     errors = []
     queue_sort = points["queueSort"]
     if len(queue_sort) != 1:

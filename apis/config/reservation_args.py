@@ -72,17 +72,14 @@ class ReservationArgs(ArgsModel):
             if value < 0:
                 errors.append(invalid(join_path(path, name), value, "must be non-negative"))
         if self.controller_workers < 1:
-            errors.append(
-                invalid(join_path(path, "controllerWorkers"), self.controller_workers, "must be at least 1")
-            )
+            errors.append(invalid(join_path(path, "controllerWorkers"), self.controller_workers, "must be at least 1"))
         for i, resource in enumerate(self.ignored_resources):
             if not is_extended_resource_name(resource):
                 errors.append(
                     invalid(
                         join_path(join_path(path, "ignoredResources"), i),
                         resource,
-                        "must be an extended resource name (e.g. example.com/gpu); "
-                        "native resources cannot be ignored",
+                        "must be an extended resource name (e.g. example.com/gpu); native resources cannot be ignored",
                     )
                 )
         for i, group in enumerate(self.ignored_resource_groups):

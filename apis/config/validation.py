@@ -33,14 +33,10 @@ def validate_configuration(
     """All problems in ``config``; args are decoded and checked for plugins in ``args_models``."""
     errors: list[FieldError] = []
     if config.client_connection.burst < 0:
-        errors.append(
-            invalid("clientConnection.burst", config.client_connection.burst, "must be non-negative")
-        )
+        errors.append(invalid("clientConnection.burst", config.client_connection.burst, "must be non-negative"))
     errors += _leader_election_errors(config.leader_election)
     if config.parallelism <= 0:
-        errors.append(
-            invalid("parallelism", config.parallelism, "should be an integer value greater than zero")
-        )
+        errors.append(invalid("parallelism", config.parallelism, "should be an integer value greater than zero"))
     if not config.profiles:
         errors.append(required("profiles"))
     seen_names: dict[str, int] = {}
@@ -59,9 +55,7 @@ def validate_configuration(
         errors += _common_queue_sort_errors(config.profiles)
     errors += _percentage_errors("percentageOfNodesToScore", config.percentage_of_nodes_to_score)
     if config.pod_initial_backoff_seconds <= 0:
-        errors.append(
-            invalid("podInitialBackoffSeconds", config.pod_initial_backoff_seconds, "must be greater than 0")
-        )
+        errors.append(invalid("podInitialBackoffSeconds", config.pod_initial_backoff_seconds, "must be greater than 0"))
     if config.pod_max_backoff_seconds < config.pod_initial_backoff_seconds:
         errors.append(
             invalid(
@@ -81,9 +75,7 @@ def validate_profile(
     if not profile.scheduler_name:
         errors.append(required(join_path(path, "schedulerName")))
     if profile.percentage_of_nodes_to_score is not None:
-        errors += _percentage_errors(
-            join_path(path, "percentageOfNodesToScore"), profile.percentage_of_nodes_to_score
-        )
+        errors += _percentage_errors(join_path(path, "percentageOfNodesToScore"), profile.percentage_of_nodes_to_score)
     if profile.plugins is not None:
         errors += plugin_weight_errors(profile.plugins, join_path(path, "plugins"))
     seen: set[str] = set()
@@ -113,9 +105,7 @@ def plugin_weight_errors(plugins: Plugins, path: str) -> list[FieldError]:
                 continue
             weight_path = join_path(join_path(point_path, k), "weight")
             if plugin.weight < 0:
-                errors.append(
-                    invalid(weight_path, plugin.weight, "must not be negative (0 means the default, 1)")
-                )
+                errors.append(invalid(weight_path, plugin.weight, "must not be negative (0 means the default, 1)"))
             elif plugin.weight > MAX_INT32:
                 errors.append(invalid(weight_path, plugin.weight, f"must be at most {MAX_INT32}"))
     return errors
@@ -139,9 +129,7 @@ def _leader_election_errors(le: LeaderElectionConfiguration) -> list[FieldError]
         ("retryPeriod", le.retry_period),
     ):
         if seconds <= 0:
-            errors.append(
-                invalid(join_path(base, name), format_go_duration(seconds), "must be greater than zero")
-            )
+            errors.append(invalid(join_path(base, name), format_go_duration(seconds), "must be greater than zero"))
     if le.lease_duration <= le.renew_deadline:
         errors.append(
             invalid(
@@ -158,9 +146,7 @@ def _leader_election_errors(le: LeaderElectionConfiguration) -> list[FieldError]
         if not value:
             errors.append(invalid(join_path(base, name), value, f"{name} is required"))
     if le.resource_lock and le.resource_lock != "leases":
-        errors.append(
-            invalid(join_path(base, "resourceLock"), le.resource_lock, 'resourceLock value must be "leases"')
-        )
+        errors.append(invalid(join_path(base, "resourceLock"), le.resource_lock, 'resourceLock value must be "leases"'))
     return errors
 
 
@@ -185,9 +171,7 @@ def _common_queue_sort_errors(profiles: tuple[KubeSchedulerProfile, ...]) -> lis
         current = profile.plugins.queue_sort if profile.plugins is not None else None
         if _dump(current) != canon_dump:
             errors.append(
-                invalid(
-                    f"profiles[{i}].plugins.queueSort", _dump(current), "must be the same for all profiles"
-                )
+                invalid(f"profiles[{i}].plugins.queueSort", _dump(current), "must be the same for all profiles")
             )
         for plugin_config in profile.plugin_config:
             if plugin_config.name == queue_sort_name and plugin_config.args != canon_args:
@@ -217,9 +201,7 @@ def _extender_errors(extenders: tuple[dict[str, Any], ...]) -> list[FieldError]:
         path = join_path("extenders", i)
         weight = extender.get("weight", 0)
         if extender.get("prioritizeVerb") and (not isinstance(weight, int) or weight <= 0):
-            errors.append(
-                invalid(join_path(path, "weight"), weight, "must have a positive weight applied to it")
-            )
+            errors.append(invalid(join_path(path, "weight"), weight, "must have a positive weight applied to it"))
         if extender.get("bindVerb"):
             binders += 1
         for j, resource in enumerate(extender.get("managedResources") or ()):

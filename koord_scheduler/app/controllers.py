@@ -3,14 +3,16 @@
 Flags::
 
     --controllers LIST          kube-controller-manager's form: "*" (all; the default), "name", "-name".
-                                Names: reservation, nodeslo, noderesource, nodemetric.
+                                Names: reservation, nodeslo, noderesource, nodemetric, elasticquota.
     --scheduling[=BOOL]         schedule pods (default true); false runs only the controllers
     --config-namespace NS       where slo-controller-config lives (default koordinator-system)
     --slo-config-name NAME      its name (default slo-controller-config)
     --reservation-controller=false   kept for compatibility: the same as adding -reservation
 
 The colocation controllers read the scheduler's own Node, Pod and NodeMetric watches; they add the
-NodeSLO kind (when ``nodeslo`` runs) and a watch of the one ConfigMap in its namespace.
+NodeSLO kind (when ``nodeslo`` runs) and a watch of the one ConfigMap in its namespace. The ``elasticquota``
+controller reads the same Node and Pod watches plus ElasticQuotas (optional: a cluster without the CRD
+still schedules).
 """
 
 from __future__ import annotations
@@ -22,18 +24,24 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
+from apis.config import KubeSchedulerConfiguration
+from apis.config.elasticquota_args import ElasticQuotaArgs
+from apis.config.plugin_args import IN_TREE_ARGS, decode_args
 from apis.configuration import CONFIG_MAP_NAME, DEFAULT_NAMESPACE
+from apis.scheduling import elasticquota
 from apis.slo.common import GROUP, VERSION
 from apis.slo.nodemetric_record import parse_node_metric
 from koord_scheduler.framework.errors import SchedulerError
 from koord_scheduler.scheduler.controllers.api import KubeControllerApi, parse_config_map
 from koord_scheduler.scheduler.controllers.decide import parse_node_slo
+from koord_scheduler.scheduler.controllers.quota_status import QuotaStatusController
 from koord_scheduler.scheduler.controllers.runner import (
     COLOCATION_CONTROLLERS,
     ColocationControllers,
     ColocationOptions,
 )
 from koord_scheduler.scheduler.controllers.selection import (
+    ELASTICQUOTA,
     RESERVATION,
     ControllerSelectionError,
     parse_controllers,
@@ -60,7 +68,8 @@ class ControllerFlags:
 def add_controller_flags(parser: argparse.ArgumentParser, parse_bool: type | object) -> None:
     parser.add_argument("--controllers", default="*", metavar="LIST",
                         help="controllers to run, kube-controller-manager style: '*' (all, default), 'name', "
-                        "'-name'; names: reservation, nodeslo, noderesource, nodemetric (only the leader acts)")
+                        "'-name'; names: reservation, nodeslo, noderesource, nodemetric, elasticquota "
+                        "(only the leader acts)")
     parser.add_argument("--scheduling", nargs="?", const=True, default=True, type=parse_bool,  # type: ignore[arg-type]
                         metavar="BOOL", help="schedule pods (default true); false: run only the controllers")
     parser.add_argument("--config-namespace", default=DEFAULT_NAMESPACE,
@@ -118,6 +127,43 @@ def build_colocation(
     source.watch_kind("", "v1", "configmaps", parse_config_map, "ConfigMap", namespace=flags.config_namespace,
                       field_selector=f"metadata.name={flags.config_name}", optional=True)
     return Colocation(controllers, http)
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaStatus:
+    controller: QuotaStatusController
+    http: ApiHttp
+
+
+def build_quota_status(
+    flags: ControllerFlags,
+    source: KubeClusterSource,
+    config: KubeSchedulerConfiguration,
+    *,
+    client: tuple[float, int],
+    scheduler_kinds: Collection[str] = (),
+) -> QuotaStatus | None:
+    """The ``elasticquota`` status controller (None when it is off), its ElasticQuota watch registered on
+    ``source`` as optional: call before ``source.start``. Its arguments are those of the first profile
+    that configures ElasticQuota (else Koordinator's defaults)."""
+    if ELASTICQUOTA not in flags.enabled:
+        return None
+    args = ElasticQuotaArgs()
+    for profile in config.profiles:
+        raw = next((pc.args for pc in profile.plugin_config if pc.name == elasticquota.KIND), None)
+        if raw is not None:
+            decoded = decode_args(elasticquota.KIND, raw, IN_TREE_ARGS)
+            assert isinstance(decoded, ElasticQuotaArgs)
+            args = decoded
+            break
+    http = ApiHttp(source.connection, TokenBucket(*client))
+    controller = QuotaStatusController(
+        KubeControllerApi(http, source.events), args=args, ready=lambda: source.listed(elasticquota.KIND)
+    )
+    if elasticquota.KIND not in scheduler_kinds and not source.watches(elasticquota.KIND):
+        source.watch_kind(elasticquota.GROUP, elasticquota.VERSION, elasticquota.PLURAL,
+                          elasticquota.parse_elastic_quota, elasticquota.KIND, optional=True)
+    return QuotaStatus(controller, http)
 
 
 async def hold_controllers(

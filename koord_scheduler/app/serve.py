@@ -10,8 +10,8 @@ Flags follow kube-scheduler's names::
     --metrics-port PORT       plain-HTTP /healthz, /readyz, /metrics (default 10259; 0: off)
     --secure-port PORT        accepted for kube-scheduler compatibility; same as --metrics-port, and the
                               endpoints are still plain HTTP (no TLS, no delegated authn/z)
-    --controllers LIST        cluster controllers (reservation, nodeslo, noderesource, nodemetric;
-                              "*" = all, the default; "-name" turns one off); see app/controllers.py
+    --controllers LIST        cluster controllers (reservation, nodeslo, noderesource, nodemetric,
+                              elasticquota; "*" = all, the default; "-name" turns one off); see app/controllers.py
     --scheduling[=BOOL]       false: run only the controllers (a cluster keeping kube-scheduler)
     --config-namespace NS     where slo-controller-config lives (default koordinator-system)
     --bind-address ADDR       where /healthz, /readyz, /metrics listen (default 0.0.0.0: kubelet probes and
@@ -50,8 +50,10 @@ from apis.config.duration import parse_go_duration
 from koord_scheduler.app.controllers import (
     Colocation,
     ControllerFlags,
+    QuotaStatus,
     add_controller_flags,
     build_colocation,
+    build_quota_status,
     controller_flags,
     hold_controllers,
 )
@@ -65,7 +67,7 @@ from koord_scheduler.app.debug_server import (
 from koord_scheduler.framework.errors import ClusterError, SchedulerError
 from koord_scheduler.framework.registry import Registry
 from koord_scheduler.scheduler.assembly import build_scheduler
-from koord_scheduler.scheduler.controllers.runner import FanoutSink
+from koord_scheduler.scheduler.controllers.runner import ControllerSink, FanoutSink
 from koord_scheduler.scheduler.controllers.selection import RESERVATION
 from koord_scheduler.scheduler.heap import HeapSettler
 from koord_scheduler.scheduler.kube import (
@@ -81,6 +83,7 @@ from koord_scheduler.scheduler.metrics import SchedulerMetrics
 from koord_scheduler.scheduler.reservation_controller.decide import ControllerOptions
 from koord_scheduler.scheduler.reservation_controller.operator import ApiSettings, ReservationControllerThread
 from koord_scheduler.scheduler.scheduler import Scheduler, SchedulerOptions
+from koord_scheduler.scheduler.source import EventSink
 from koord_scheduler.webhook.options import WebhookOptions, WebhookRuntime, add_webhook_flags, webhook_options
 
 log = logging.getLogger("koord-scheduler")
@@ -145,6 +148,10 @@ def serve_main(argv: Sequence[str], registry: Callable[[], Registry]) -> int:
         options.controllers, source, metrics, client=(client.qps, client.burst),
         scheduler_kinds=scheduler.watched_kinds if scheduler is not None else (),
     )
+    quota_status = build_quota_status(
+        options.controllers, source, options.config, client=(client.qps, client.burst),
+        scheduler_kinds=scheduler.watched_kinds if scheduler is not None else (),
+    )
     log.info("koord-scheduler: profiles %s, controllers %s, API server %s (%s)",
              ", ".join(scheduler.profiles) if scheduler else "none (scheduling off)",
              ", ".join(sorted(options.controllers.enabled)) or "none", connection.server, connection.description)
@@ -152,9 +159,14 @@ def serve_main(argv: Sequence[str], registry: Callable[[], Registry]) -> int:
 
     def run() -> int:
         with asyncio.Runner(loop_factory=loop_factory) as runner:
-            return runner.run(_run(options, scheduler, source, metrics, colocation))
+            return runner.run(_run(options, scheduler, source, metrics, colocation, quota_status=quota_status))
 
     return _with_cpu_profile(run)
+
+
+async def _all(tasks: list[asyncio.Task[None]]) -> None:
+    """The controllers as one future: done when every one is, failed as soon as one fails."""
+    await asyncio.gather(*tasks)
 
 
 EVENT_LOOP_ENV = "PYKOORD_EVENT_LOOP"
@@ -361,6 +373,8 @@ async def _run(
     source: KubeClusterSource,
     metrics: SchedulerMetrics,
     colocation: Colocation | None = None,
+    *,
+    quota_status: QuotaStatus | None = None,
 ) -> int:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
@@ -398,9 +412,14 @@ async def _run(
                       f"{exc.strerror or exc}", file=sys.stderr)
                 return EXIT_USAGE
         kinds = list(scheduler.watched_kinds.values()) if scheduler is not None else []
-        sink: FanoutSink | Scheduler | None = scheduler
+        controllers: list[ControllerSink] = []
         if colocation is not None:
-            sink = FanoutSink(scheduler, colocation.controllers, metrics.object_errors)
+            controllers.append(colocation.controllers)
+        if quota_status is not None:
+            controllers.append(quota_status.controller)
+        sink: EventSink | None = scheduler
+        if controllers:
+            sink = FanoutSink(scheduler, *controllers, object_errors=metrics.object_errors)
         if sink is None:
             log.error("nothing to do: scheduling is off and no controller is enabled")
             return EXIT_USAGE
@@ -410,8 +429,13 @@ async def _run(
             controller.start()
         if elector is not None and not await _until_stopped(elector.acquire(), stop):
             return EXIT_OK
+        tasks = []
         if colocation is not None:
-            colocation_task = asyncio.ensure_future(colocation.controllers.run(stop))
+            tasks.append(asyncio.ensure_future(colocation.controllers.run(stop)))
+        if quota_status is not None:
+            tasks.append(asyncio.ensure_future(quota_status.controller.run(stop)))
+        if tasks:
+            colocation_task = tasks[0] if len(tasks) == 1 else asyncio.ensure_future(_all(tasks))
         if scheduler is None:
             return await hold_controllers(elector, stop, colocation_task)
         return await _schedule(scheduler, elector, stop, state)
@@ -422,6 +446,8 @@ async def _run(
             await asyncio.gather(colocation_task, return_exceptions=True)
         if colocation is not None:
             await colocation.http.close()
+        if quota_status is not None:
+            await quota_status.http.close()
         if controller is not None and controller.alive:
             await asyncio.to_thread(controller.stop, 15.0)
         for sig in (signal.SIGTERM, signal.SIGINT):

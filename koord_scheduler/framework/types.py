@@ -145,6 +145,7 @@ class EventResource(StrEnum):
     CSI_NODE = "CSINode"
     CSI_DRIVER = "CSIDriver"
     CSI_STORAGE_CAPACITY = "CSIStorageCapacity"
+    ELASTIC_QUOTA = "ElasticQuota"
     WILDCARD = "*"
 
 

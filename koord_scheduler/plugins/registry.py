@@ -6,6 +6,7 @@ from koord_scheduler.framework.registry import PluginSpec, Registry
 from koord_scheduler.plugins.balancedallocation import plugin as balancedallocation
 from koord_scheduler.plugins.defaultbinder import plugin as defaultbinder
 from koord_scheduler.plugins.defaultpreemption import plugin as defaultpreemption
+from koord_scheduler.plugins.elasticquota import plugin as elasticquota
 from koord_scheduler.plugins.imagelocality import plugin as imagelocality
 from koord_scheduler.plugins.interpodaffinity import plugin as interpodaffinity
 from koord_scheduler.plugins.loadaware import plugin as loadaware
@@ -45,6 +46,7 @@ _MODULES = (
     loadaware,
     defaultbinder,
     reservation,
+    elasticquota,
 )
 
 

@@ -24,7 +24,7 @@ import time
 import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry, Counter
 
@@ -348,11 +348,22 @@ def _with_batch(resources: Any, values: dict[str, str | None]) -> FrozenDict[str
     return FrozenDict(out)
 
 
+class ControllerSink(Protocol):
+    """What a controller receives from the informers (the scheduler's sink minus invalid-object reports,
+    which the scheduler or :class:`FanoutSink` keeps)."""
+
+    def on_node(self, event: EventType, old: Node | None, new: Node | None) -> None: ...
+
+    def on_pod(self, event: EventType, old: Pod | None, new: Pod | None) -> None: ...
+
+    def on_object(self, kind: str, event: EventType, old: Any, new: Any) -> None: ...
+
+
 class FanoutSink:
-    """The informers' sink: the scheduler (when scheduling is on) first, then the controllers."""
+    """The informers' sink: the scheduler (when scheduling is on) first, then each controller in turn."""
 
     def __init__(
-        self, primary: EventSink | None, controllers: ColocationControllers, object_errors: ObjectErrors
+        self, primary: EventSink | None, *controllers: ControllerSink, object_errors: ObjectErrors
     ) -> None:
         self.primary = primary
         self.controllers = controllers
@@ -369,14 +380,17 @@ class FanoutSink:
     def on_node(self, event: EventType, old: Node | None, new: Node | None) -> None:
         if self.primary is not None:
             self.primary.on_node(event, old, new)
-        self.controllers.on_node(event, old, new)
+        for controller in self.controllers:
+            controller.on_node(event, old, new)
 
     def on_pod(self, event: EventType, old: Pod | None, new: Pod | None) -> None:
         if self.primary is not None:
             self.primary.on_pod(event, old, new)
-        self.controllers.on_pod(event, old, new)
+        for controller in self.controllers:
+            controller.on_pod(event, old, new)
 
     def on_object(self, kind: str, event: EventType, old: Any, new: Any) -> None:
         if self.primary is not None:
             self.primary.on_object(kind, event, old, new)
-        self.controllers.on_object(kind, event, old, new)
+        for controller in self.controllers:
+            controller.on_object(kind, event, old, new)

@@ -13,7 +13,8 @@ RESERVATION = "reservation"
 NODESLO = "nodeslo"
 NODERESOURCE = "noderesource"
 NODEMETRIC = "nodemetric"
-CONTROLLER_NAMES = (RESERVATION, NODESLO, NODERESOURCE, NODEMETRIC)
+ELASTICQUOTA = "elasticquota"
+CONTROLLER_NAMES = (RESERVATION, NODESLO, NODERESOURCE, NODEMETRIC, ELASTICQUOTA)
 """Every controller koord-scheduler hosts; all on by default."""
 
 

@@ -142,16 +142,23 @@ def test_koordlet_feature_gates_are_set_in_one_place_and_valid() -> None:
     ("policy", "workload_kind"), [("koord-scheduler", "Deployment"), ("koordlet", "DaemonSet")]
 )
 def test_network_policy_admits_only_the_metrics_port(policy: str, workload_kind: str) -> None:
+    """The metrics port only from scrapers; koord-scheduler's webhook port (TLS) from anywhere, since the
+    API server that calls it is not a pod."""
     netpol = by_kind("NetworkPolicy")[policy]
     workload = by_kind(workload_kind)[policy]
     pod_labels = workload["spec"]["template"]["metadata"]["labels"]
     selector = netpol["spec"]["podSelector"]["matchLabels"]
     assert selector.items() <= pod_labels.items(), "the policy selects the workload's pods"
     assert netpol["spec"]["policyTypes"] == ["Ingress"]
-    (rule,) = netpol["spec"]["ingress"]
     container = workload["spec"]["template"]["spec"]["containers"][0]
-    assert [p["port"] for p in rule["ports"]] == [p["containerPort"] for p in container["ports"]]
-    assert rule["from"] == [{"namespaceSelector": {"matchLabels": {"pykoord.koordinator.sh/metrics-scraper": "true"}}}]
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    metrics_rule, *webhook_rules = netpol["spec"]["ingress"]
+    assert [p["port"] for p in metrics_rule["ports"]] == [ports.pop("http-metrics")]
+    assert metrics_rule["from"] == [
+        {"namespaceSelector": {"matchLabels": {"pykoord.koordinator.sh/metrics-scraper": "true"}}}
+    ]
+    assert [[p["port"] for p in r["ports"]] for r in webhook_rules] == [[port] for port in ports.values()]
+    assert all("from" not in r for r in webhook_rules)
 
 
 def test_scheduler_metrics_bind_the_pod_ip_and_debug_switches_stay_off() -> None:

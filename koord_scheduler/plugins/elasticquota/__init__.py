@@ -1,0 +1,1 @@
+"""Koordinator ElasticQuota: a quota tree with runtime quota, admission and quota-scoped preemption."""

@@ -1,0 +1,485 @@
+"""ElasticQuota (Koordinator pkg/scheduler/plugins/elasticquota): admission against a quota tree.
+
+- **Accounting** (:mod:`.tree`): every pod (of every scheduler) is charged to its quota (:mod:`.mapping`):
+  to *request* while it exists, to *used* once it is assigned (Reserve, or seen bound). Terminal pods
+  are not charged. ElasticQuota objects are validated as a tree (:mod:`.validation`); an invalid one is
+  reported as a ``Warning`` Event on it and skipped (its pods fall into the default quota).
+- **PreFilter**: ``used + request <= limit`` on every resource of the limit, where the limit is the quota's
+  runtime (``enableRuntimeQuota``, the default) or its max; else Unschedulable
+  ``Insufficient quotas, quotaName: <q>, runtime: <limit>, used: <used>, pod's request: <req>,
+  exceedDimensions: [<keys>]``. Non-preemptible pods must also fit the quota's min. With
+  ``enableCheckParentQuota`` every ancestor below the root is checked too.
+- **Reserve / Unreserve**: charge / uncharge the pod to used along its path.
+- **PostFilter**: quota-scoped preemption (:mod:`.preemption`), executed through the cluster client
+  (nominate, then delete each victim with a reason); ``preemption: `` prefixes a failure message.
+  Victims are lower-priority pods of the pod's own quota (Koordinator) and, with
+  ``reclaimBorrowedQuota`` (a pykoord argument, on by default), pods of other quotas whose used is above
+  their runtime: borrowed resources their lender now asks back. Koordinator leaves reclaiming to its
+  over-use revoke controller, which is off by default, so borrowed resources are never returned there.
+- **Events**: assigned-pod deletions and ElasticQuota changes requeue the pods it rejected (with
+  ``enableQueueHint``, only pod deletions that free a resource the pod asks for).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from apis.config.elasticquota_args import ElasticQuotaArgs
+from apis.core.types import Pod
+from apis.scheduling.elasticquota import (
+    API_VERSION,
+    DEFAULT_QUOTA,
+    GROUP,
+    KIND,
+    PLURAL,
+    ROOT_QUOTA,
+    SYSTEM_QUOTA,
+    VERSION,
+    QuotaRecord,
+    format_resources,
+    parse_elastic_quota,
+)
+from koord_scheduler.framework.cycle_state import CycleState, StateKey
+from koord_scheduler.framework.diagnosis import Diagnosis
+from koord_scheduler.framework.handle import ClusterClient
+from koord_scheduler.framework.interfaces import (
+    EnqueueExtensions,
+    PostFilterPlugin,
+    PreFilterExtensions,
+    PreFilterPlugin,
+    ReservePlugin,
+)
+from koord_scheduler.framework.snapshot import ClusterSnapshot
+from koord_scheduler.framework.status import Code, Status, success, unschedulable
+from koord_scheduler.framework.types import (
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    EventResource,
+    EventType,
+    ObjectKind,
+    PostFilterResult,
+    PreFilterResult,
+    QueueingHint,
+)
+from koord_scheduler.plugins import names
+from koord_scheduler.plugins.elasticquota import preemption
+from koord_scheduler.plugins.elasticquota.mapping import is_preemptible, namespace_index, quota_name_for
+from koord_scheduler.plugins.elasticquota.report import quota_rows
+from koord_scheduler.plugins.elasticquota.tree import PodEntry, QuotaTree
+from koord_scheduler.plugins.elasticquota.validation import TreeProblem, validate_tree
+
+log = logging.getLogger(__name__)
+
+NAME = names.ELASTIC_QUOTA
+ARGS = ElasticQuotaArgs
+
+ELASTIC_QUOTA_KIND = ObjectKind(KIND, GROUP, VERSION, PLURAL, namespaced=True, parse=parse_elastic_quota)
+"""ElasticQuota objects (``scheduling.sigs.k8s.io/v1alpha1``), delivered to the plugin by the scheduler."""
+
+REASON_INVALID_TREE = "InvalidQuotaTree"
+PREEMPTION_PREFIX = "preemption: "
+_RESOLVABLE_BY_EVICTION = frozenset({NAME, names.NODE_RESOURCES_FIT})
+"""Plugins whose rejection of a node removing pods can cure (resources only)."""
+
+SimulationReporter = Callable[[], tuple[str, list[dict[str, Any]]]]
+
+
+class NominatedPods(Protocol):
+    def nominated_pods_for_node(self, node_name: str) -> list[Pod]: ...
+
+
+class ElasticQuotaHandle(Protocol):
+    """The services this plugin uses (a subset of the scheduler's handle)."""
+
+    @property
+    def snapshot(self) -> ClusterSnapshot: ...
+
+    @property
+    def cluster(self) -> ClusterClient: ...
+
+    def watch(self, kind: ObjectKind, handler: Callable[[EventType, Any, Any], None]) -> None: ...
+
+    def watch_pods(self, handler: Callable[[EventType, Any, Any], None]) -> None: ...
+
+    def register_forget_pod_handler(self, handler: Callable[[Pod], None]) -> None: ...
+
+    def add_simulation_report(self, reporter: SimulationReporter) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaAdmission:
+    """PreFilter's finding for the pod being scheduled."""
+
+    quota: str
+    request: Mapping[str, int]
+
+
+STATE_KEY: StateKey[QuotaAdmission] = StateKey("ElasticQuota/admission")
+
+
+class ElasticQuota:
+    name = NAME
+
+    def __init__(self, args: ElasticQuotaArgs, handle: ElasticQuotaHandle) -> None:
+        self.args = args
+        self._handle = handle
+        self.tree = QuotaTree(
+            scale_min=args.enable_min_quota_scale,
+            builtin_max={DEFAULT_QUOTA: args.builtin_max("default"), SYSTEM_QUOTA: args.builtin_max("system")},
+        )
+        self._objects: dict[str, QuotaRecord] = {}
+        """Every ElasticQuota seen, by ``namespace/name`` (valid or not)."""
+        self.quotas: dict[str, QuotaRecord] = {}
+        """The valid ones, by name."""
+        self.problems: list[TreeProblem] = []
+        self._by_namespace: dict[str, str] = {}
+        self._pods: dict[str, Pod] = {}
+        self._assumed: set[str] = set()
+        self._reported: set[tuple[str, str, str]] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._total_version = -1
+        self._nominated: NominatedPods | None = None
+        self.initial_used: dict[str, dict[str, int]] | None = None
+        """``used`` of every quota before the first scheduling cycle (simulate reports before → after)."""
+
+    # ----- informer -----
+
+    def on_quota(self, event: EventType, old: QuotaRecord | None, new: QuotaRecord | None) -> None:
+        record = new if event != EventType.DELETED else old
+        if record is None:
+            return
+        key = f"{record.meta.namespace}/{record.name}"
+        before = self._objects.get(key)
+        if event == EventType.DELETED:
+            self._objects.pop(key, None)
+        else:
+            assert new is not None
+            self._objects[key] = new
+            if before is not None and before.tree_key() == new.tree_key():
+                return  # status or annotation writes: the tree is unchanged
+        self._rebuild()
+
+    def _rebuild(self) -> None:
+        valid, problems = validate_tree(self._objects.values())
+        self.quotas = valid
+        self.problems = problems
+        self._by_namespace = namespace_index(valid)
+        self.tree.set_quotas(r for r in valid.values() if r.name != ROOT_QUOTA)
+        self._total_version = -1  # the tree's resource keys may have changed
+        for key, pod in self._pods.items():
+            self._charge(key, pod)
+        for problem in problems:
+            ident = (problem.namespace, problem.quota, problem.message)
+            if ident not in self._reported:
+                self._reported.add(ident)
+                log.warning("ElasticQuota %s/%s skipped: %s", problem.namespace, problem.quota, problem.message)
+                self._spawn(self._report(problem))
+
+    async def _report(self, problem: TreeProblem) -> None:
+        try:
+            await self._handle.cluster.record_event(
+                ELASTIC_QUOTA_KIND,
+                problem.quota,
+                namespace=problem.namespace,
+                type="Warning",
+                reason=REASON_INVALID_TREE,
+                message=problem.message,
+            )
+        except Exception as exc:
+            log.debug("recording an event for quota %s failed: %s", problem.quota, exc)
+
+    def on_pod(self, event: EventType, old: Pod | None, new: Pod | None) -> None:
+        if event == EventType.DELETED or new is None or new.is_terminal:
+            pod = new or old
+            if pod is not None:
+                self._pods.pop(pod.key, None)
+                self._assumed.discard(pod.key)
+                self.tree.remove_pod(pod.key)
+            return
+        if new.node_name:
+            self._assumed.discard(new.key)
+        self._pods[new.key] = new
+        self._charge(new.key, new)
+
+    def on_forget_pod(self, pod: Pod) -> None:
+        if pod.key in self._assumed:
+            self._assumed.discard(pod.key)
+            self.tree.set_assigned(pod.key, False)
+
+    def _charge(self, key: str, pod: Pod) -> None:
+        quota = quota_name_for(pod, self.quotas, self._by_namespace)
+        assigned = bool(pod.node_name) or key in self._assumed
+        self.tree.upsert_pod(key, PodEntry(quota, pod.requests, assigned, not is_preemptible(pod)))
+
+    def quota_of(self, pod: Pod) -> str:
+        return quota_name_for(pod, self.quotas, self._by_namespace)
+
+    # ----- cluster total -----
+
+    def _refresh_total(self) -> None:
+        snapshot = self._handle.snapshot
+        version = snapshot.node_objects_version  # allocatable changes only with the node object
+        if version == self._total_version:
+            return
+        total: dict[str, int] = {}
+        n = snapshot.capacity
+        for key in self.tree.keys:
+            column = snapshot.column(key)
+            if column is not None:
+                total[key] = int(snapshot.allocatable[:n, column].sum())
+        self.tree.set_total(total)
+        self._total_version = version
+
+    def limit(self, quota: str) -> dict[str, int]:
+        """What admission compares against: runtime (masked to the quota's max keys) or max."""
+        node = self.tree.node(quota)
+        if not self.args.enable_runtime_quota or node.builtin:
+            return dict(node.max)
+        self._refresh_total()
+        runtime = self.tree.runtime(quota)
+        return {k: runtime.get(k, 0) for k in node.max}
+
+    # ----- PreFilter -----
+
+    def pre_filter(
+        self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot
+    ) -> tuple[PreFilterResult | None, Status]:
+        if self.initial_used is None:
+            self.initial_used = {name: dict(node.used) for name, node in self.tree.nodes.items()}
+        if self.tree.pod(pod.key) is None:
+            self._pods[pod.key] = pod
+            self._charge(pod.key, pod)
+        entry = self.tree.pod(pod.key)
+        assert entry is not None
+        quota, request = entry.quota, entry.request
+        state.write(STATE_KEY, QuotaAdmission(quota, request))
+        node = self.tree.node(quota)
+        limit = self.limit(quota)
+        exceeded = _exceeded(node.used, request, limit)
+        if exceeded:
+            return None, unschedulable(
+                f"Insufficient quotas, quotaName: {quota}, runtime: {format_resources(limit)}, "
+                f"used: {format_resources(node.used)}, pod's request: {format_resources(request)}, "
+                f"exceedDimensions: [{' '.join(exceeded)}]"
+            )
+        if entry.non_preemptible and not node.builtin:
+            floor = {k: node.min.get(k, 0) for k in node.max}
+            exceeded = _exceeded(node.non_preemptible_used, request, floor)
+            if exceeded:
+                return None, unschedulable(
+                    f"Insufficient non-preemptible quotas, quotaName: {quota}, min: {format_resources(floor)}, "
+                    f"nonPreemptibleUsed: {format_resources(node.non_preemptible_used)}, "
+                    f"pod's request: {format_resources(request)}, exceedDimensions: [{' '.join(exceeded)}]"
+                )
+        if self.args.enable_check_parent_quota and not node.builtin:
+            path = node.path_from_root()[1:]
+            for ancestor in path[:-1]:
+                anc_limit = {k: v for k, v in self.limit(ancestor.name).items() if k in request}
+                exceeded = _exceeded(ancestor.used, request, anc_limit)
+                if exceeded:
+                    topo = " ".join(n.name for n in path)
+                    return None, unschedulable(
+                        f"Insufficient quotas, quotaNameTopo: [{topo}], runtime: {format_resources(anc_limit)}, "
+                        f"used: {format_resources(ancestor.used)}, pod's request: {format_resources(request)}, "
+                        f"exceedDimensions: [{' '.join(exceeded)}]"
+                    )
+        return None, success()
+
+    def pre_filter_extensions(self) -> PreFilterExtensions | None:
+        return None
+
+    # ----- Reserve -----
+
+    def reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status:
+        if self.tree.pod(pod.key) is None:
+            self._pods[pod.key] = pod
+            self._charge(pod.key, pod)
+        self._assumed.add(pod.key)
+        self.tree.set_assigned(pod.key, True)
+        return success()
+
+    def unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
+        if pod.key in self._assumed:
+            self._assumed.discard(pod.key)
+            self.tree.set_assigned(pod.key, False)
+
+    # ----- PostFilter -----
+
+    def bind_nominator(self, nominator: NominatedPods) -> None:
+        """Pods promised a node by an earlier preemption hold its room here, as they do in Filter."""
+        self._nominated = nominator
+
+    def post_filter(self, state: CycleState, pod: Pod, diagnosis: Diagnosis) -> tuple[PostFilterResult | None, Status]:
+        admission = state.get(STATE_KEY)
+        if admission is None:
+            return None, unschedulable()  # PreFilter did not run for this pod: nothing to preempt for
+        if pod.preemption_policy == "Never":
+            return None, unschedulable(PREEMPTION_PREFIX + "not eligible due to preemptionPolicy=Never.")
+        snapshot = self._handle.snapshot
+        statuses = diagnosis.node_statuses(snapshot)
+        quota = admission.quota
+        limit = self.limit(quota)
+        used = self.tree.node(quota).used
+        options: dict[str, list[preemption.Victim]] = {}
+        reasons: list[str] = []
+        for node_name, status in sorted(statuses.items()):
+            if status.code != Code.UNSCHEDULABLE or status.plugin not in _RESOLVABLE_BY_EVICTION:
+                continue
+            info = snapshot.node_info(node_name)
+            if info is None:
+                continue
+            candidates = self._candidates(pod, quota, info.pods.values())
+            if not candidates:
+                reasons.append(f"No victims found on node {node_name} for preemptor pod {pod.name}")
+                continue
+            free = _node_free(snapshot, info.position, pod.requests)
+            if self._nominated is not None:
+                for held in self._nominated.nominated_pods_for_node(node_name):
+                    if held.key != pod.key and held.priority >= pod.priority:
+                        for k in free:
+                            free[k] -= held.requests.get(k, 0)
+            victims = preemption.select_victims_on_node(
+                request=pod.requests,
+                quota_request=admission.request,
+                node_free=free,
+                candidates=candidates,
+                quota_used=used,
+                quota_limit=limit,
+            )
+            if victims:
+                options[node_name] = victims
+        best = preemption.pick_node(options)
+        if best is None:
+            message = (
+                reasons[0] if len(reasons) == 1 else f"0/{snapshot.num_nodes} nodes are available for quota preemption"
+            )
+            return None, unschedulable(PREEMPTION_PREFIX + message)
+        victims = options[best]
+        log.info("pod %s preempts %s on node %s (quota %s)", pod.key, [v.key for v in victims], best, quota)
+        self._spawn(self._execute(pod, best, victims))
+        return PostFilterResult(best), success()
+
+    def _candidates(self, pod: Pod, quota: str, pods: Any) -> list[preemption.Victim]:
+        out: list[preemption.Victim] = []
+        over_runtime: dict[str, bool] = {}
+        for other in pods:
+            entry = self.tree.pod(other.key)
+            if entry is None or other.key == pod.key or not entry.assigned:
+                continue
+            if entry.quota == DEFAULT_QUOTA and self.args.disable_default_quota_preemption:
+                continue
+            if not is_preemptible(other):
+                continue
+            same = entry.quota == quota
+            if same:
+                if other.priority >= pod.priority:
+                    continue
+            else:
+                if not self.args.reclaim_borrowed_quota or entry.quota in (DEFAULT_QUOTA, SYSTEM_QUOTA):
+                    continue
+                borrowing = over_runtime.get(entry.quota)
+                if borrowing is None:
+                    used = self.tree.node(entry.quota).used
+                    borrowing = bool(_exceeded(used, {}, self.limit(entry.quota)))
+                    over_runtime[entry.quota] = borrowing
+                if not borrowing:
+                    continue
+            start = other.meta.creation_timestamp or 0.0
+            charged = entry.request if same else {}
+            out.append(preemption.Victim(other.key, other.priority, dict(other.requests), charged, start))
+        return out
+
+    async def _execute(self, pod: Pod, node_name: str, victims: Sequence[preemption.Victim]) -> None:
+        cluster = self._handle.cluster
+        try:
+            await cluster.set_nominated_node_name(pod, node_name)
+        except Exception as exc:
+            log.warning("nominating %s to %s failed: %s", pod.key, node_name, exc)
+        for victim in victims:
+            victim_pod = self._pods.get(victim.key)
+            if victim_pod is None:
+                continue
+            reason = f"Preempted by pod {pod.meta.uid or pod.key} on node {node_name} (quota preemption)"
+            try:
+                await cluster.delete_pod(victim_pod, reason=reason)
+            except Exception as exc:
+                log.warning("preempting %s failed: %s", victim.key, exc)
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            coro.close()
+            return
+        task = loop.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def drain(self) -> None:
+        """Wait for the API calls already decided (tests, simulate)."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    # ----- events -----
+
+    def events_to_register(self) -> Sequence[ClusterEventWithHint]:
+        pod_hint = self._pod_deleted_hint if self.args.enable_queue_hint else None
+        return (
+            ClusterEventWithHint(ClusterEvent(EventResource.ASSIGNED_POD, ActionType.DELETE), pod_hint),
+            ClusterEventWithHint(
+                ClusterEvent(EventResource.ELASTIC_QUOTA, ActionType.ADD | ActionType.UPDATE | ActionType.DELETE)
+            ),
+            ClusterEventWithHint(ClusterEvent(EventResource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_ALLOCATABLE)),
+        )
+
+    @staticmethod
+    def _pod_deleted_hint(pod: Pod, old: object | None, new: object | None) -> QueueingHint:
+        if not isinstance(old, Pod):
+            return QueueingHint.QUEUE
+        if any(old.requests.get(k, 0) for k, v in pod.requests.items() if v):
+            return QueueingHint.QUEUE
+        return QueueingHint.SKIP
+
+    # ----- simulate -----
+
+    def simulation_report(self) -> tuple[str, list[dict[str, Any]]]:
+        """One row per quota: min, max, runtime, used before → after (see :func:`.report.quota_rows`)."""
+        self._refresh_total()
+        self.tree.refresh_all()
+        return "ElasticQuotas", quota_rows(self.tree, self.initial_used, self.problems)
+
+
+def _exceeded(used: Mapping[str, int], request: Mapping[str, int], limit: Mapping[str, int]) -> list[str]:
+    return sorted(k for k, cap in limit.items() if used.get(k, 0) + request.get(k, 0) > cap)
+
+
+def _node_free(snapshot: ClusterSnapshot, position: int, request: Mapping[str, int]) -> dict[str, int]:
+    free: dict[str, int] = {}
+    for key in request:
+        column = snapshot.column(key)
+        if column is None:
+            free[key] = 0
+        else:
+            free[key] = int(snapshot.allocatable[position, column] - snapshot.requested[position, column])
+    return free
+
+
+def new(args: ElasticQuotaArgs | None, handle: ElasticQuotaHandle) -> ElasticQuota:
+    plugin = ElasticQuota(args or ElasticQuotaArgs(), handle)
+    handle.watch(ELASTIC_QUOTA_KIND, plugin.on_quota)
+    handle.watch_pods(plugin.on_pod)
+    handle.register_forget_pod_handler(plugin.on_forget_pod)
+    handle.add_simulation_report(plugin.simulation_report)
+    return plugin
+
+
+_: type[PreFilterPlugin] = ElasticQuota
+_r: type[ReservePlugin] = ElasticQuota
+_p: type[PostFilterPlugin] = ElasticQuota
+_e: type[EnqueueExtensions] = ElasticQuota
+__all__ = ["API_VERSION", "ARGS", "ELASTIC_QUOTA_KIND", "NAME", "ElasticQuota", "new"]

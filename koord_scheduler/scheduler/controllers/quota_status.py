@@ -1,0 +1,215 @@
+"""The ``elasticquota`` controller: every ElasticQuota's ``status.used`` and the scheduler-written
+annotations (``runtime``, ``request``, ``child-request``) kept true, as Koordinator's elasticquota
+controller does (pkg/scheduler/plugins/elasticquota/controller.go).
+
+It shares koord-scheduler's Node and Pod informers and adds the ElasticQuota kind. It keeps its own
+:class:`~koord_scheduler.plugins.elasticquota.tree.QuotaTree` (the same pure accounting the plugin uses),
+charging bound pods to used and every live pod to request, so it also runs with scheduling off. Invalid
+quotas (see :func:`~koord_scheduler.plugins.elasticquota.validation.validate_tree`) are left alone.
+
+Events only mark the state dirty; :meth:`QuotaStatusController.run`, started once the replica holds the
+leader Lease, recomputes every ``interval`` seconds at most and sends one JSON merge patch per quota whose
+values changed. A write's values are remembered until the next version of the object arrives, so the same
+values are not sent again before the watch echoes them, and are sent again if someone overwrites them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from apis.config.elasticquota_args import ElasticQuotaArgs
+from apis.core.types import Node, Pod
+from apis.scheduling.elasticquota import (
+    ANNOTATION_CHILD_REQUEST,
+    ANNOTATION_REQUEST,
+    ANNOTATION_RUNTIME,
+    DEFAULT_QUOTA,
+    GROUP,
+    KIND,
+    PLURAL,
+    ROOT_QUOTA,
+    SYSTEM_QUOTA,
+    VERSION,
+    QuotaRecord,
+    resources_to_wire,
+)
+from koord_scheduler.framework.errors import ClusterError
+from koord_scheduler.framework.types import EventType
+from koord_scheduler.plugins.elasticquota.mapping import is_preemptible, namespace_index, quota_name_for
+from koord_scheduler.plugins.elasticquota.tree import PodEntry, QuotaTree
+from koord_scheduler.plugins.elasticquota.validation import validate_tree
+from koord_scheduler.scheduler.controllers.api import ControllerApi
+from koord_scheduler.scheduler.controllers.decide import Write
+from koord_scheduler.scheduler.controllers.selection import ELASTICQUOTA
+
+log = logging.getLogger(__name__)
+
+MERGE_PATCH = "application/merge-patch+json"
+
+
+def quota_path(namespace: str, name: str) -> str:
+    return f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{PLURAL}/{name}"
+
+
+def desired_status(tree: QuotaTree, record: QuotaRecord) -> dict[str, Any]:
+    """The annotations and ``status.used`` the quota should show (resources of its max, JSON as
+    Koordinator writes them: ``{"cpu":"40m","memory":"40Mi"}``)."""
+    node = tree.node(record.name)
+    keys = list(record.max)
+    runtime = tree.runtime(record.name)
+
+    def pick(values: Mapping[str, int]) -> dict[str, int]:
+        return {k: values.get(k, 0) for k in keys if values.get(k, 0)}
+
+    annotations = {
+        ANNOTATION_RUNTIME: _json(resources_to_wire(pick(runtime))),
+        ANNOTATION_REQUEST: _json(resources_to_wire(pick(node.request))),
+        ANNOTATION_CHILD_REQUEST: _json(resources_to_wire(pick(node.child_request))),
+    }
+    used = {k: v for k, v in resources_to_wire({k: node.used.get(k, 0) for k in keys}).items()}
+    return {"metadata": {"annotations": annotations}, "status": {"used": used}}
+
+
+def current_status(record: QuotaRecord) -> dict[str, Any]:
+    used = resources_to_wire({k: record.used.get(k, 0) for k in record.max})
+    annotations = {
+        k: record.annotations_written.get(k, "")
+        for k in (ANNOTATION_RUNTIME, ANNOTATION_REQUEST, ANNOTATION_CHILD_REQUEST)
+    }
+    return {"metadata": {"annotations": annotations}, "status": {"used": used}}
+
+
+def _json(value: Mapping[str, str]) -> str:
+    return json.dumps(value, separators=(",", ":"), sort_keys=True)
+
+
+class QuotaStatusController:
+    """See the module docstring. Event methods run on the event-loop thread."""
+
+    def __init__(
+        self,
+        api: ControllerApi,
+        *,
+        args: ElasticQuotaArgs | None = None,
+        interval: float = 1.0,
+        ready: Callable[[], bool] = lambda: True,
+    ) -> None:
+        self.api = api
+        self.args = args or ElasticQuotaArgs()
+        self.interval = interval
+        self.ready = ready
+        self.tree = QuotaTree(
+            scale_min=self.args.enable_min_quota_scale,
+            builtin_max={
+                DEFAULT_QUOTA: self.args.builtin_max("default"),
+                SYSTEM_QUOTA: self.args.builtin_max("system"),
+            },
+        )
+        self.objects: dict[str, QuotaRecord] = {}
+        self.quotas: dict[str, QuotaRecord] = {}
+        self._by_namespace: dict[str, str] = {}
+        self.pods: dict[str, Pod] = {}
+        self.allocatable: dict[str, Mapping[str, int]] = {}
+        self.written: dict[str, dict[str, Any]] = {}
+        self.write_count = 0
+        self._wake = asyncio.Event()
+
+    # ----- informer events -----
+
+    def on_node(self, event: EventType, old: Node | None, new: Node | None) -> None:
+        if new is None:
+            if old is not None:
+                self.allocatable.pop(old.name, None)
+        else:
+            self.allocatable[new.name] = new.allocatable
+        self._wake.set()
+
+    def on_pod(self, event: EventType, old: Pod | None, new: Pod | None) -> None:
+        if new is None or new.is_terminal:
+            pod = new or old
+            if pod is not None:
+                self.pods.pop(pod.key, None)
+                self.tree.remove_pod(pod.key)
+        else:
+            self.pods[new.key] = new
+            self._charge(new)
+        self._wake.set()
+
+    def on_object(self, kind: str, event: EventType, old: Any, new: Any) -> None:
+        if kind != KIND:
+            return
+        record = new if new is not None else old
+        key = f"{record.meta.namespace}/{record.name}"
+        before = self.objects.get(key)
+        # Any newer version of the object says what it shows now: compare with that from here on.
+        self.written.pop(key, None)
+        if event == EventType.DELETED:
+            self.objects.pop(key, None)
+        else:
+            self.objects[key] = new
+        if before is not None and new is not None and before.tree_key() == new.tree_key():
+            if self.quotas.get(new.name) is before:
+                self.quotas[new.name] = new
+            self._wake.set()
+            return
+        valid, _ = validate_tree(self.objects.values())
+        if {n: r.tree_key() for n, r in valid.items()} != {n: r.tree_key() for n, r in self.quotas.items()}:
+            self.quotas = valid
+            self._by_namespace = namespace_index(valid)
+            self.tree.set_quotas(r for r in valid.values() if r.name != ROOT_QUOTA)
+            for pod in self.pods.values():
+                self._charge(pod)
+        else:
+            self.quotas = valid
+        self._wake.set()
+
+    def _charge(self, pod: Pod) -> None:
+        quota = quota_name_for(pod, self.quotas, self._by_namespace)
+        entry = PodEntry(quota, pod.requests, bool(pod.node_name), not is_preemptible(pod))
+        self.tree.upsert_pod(pod.key, entry)
+
+    # ----- decisions -----
+
+    def decide(self) -> list[Write]:
+        """One merge patch per valid quota whose shown values differ from the wanted ones."""
+        total: dict[str, int] = {}
+        for allocatable in self.allocatable.values():
+            for k, v in allocatable.items():
+                total[k] = total.get(k, 0) + v
+        self.tree.set_total(total)
+        writes: list[Write] = []
+        for key, record in sorted(self.objects.items()):
+            if self.quotas.get(record.name) is not record or record.name == ROOT_QUOTA:
+                continue
+            if not self.tree.has(record.name) or self.tree.node(record.name).builtin:
+                continue
+            wanted = desired_status(self.tree, record)
+            if wanted == current_status(record) or wanted == self.written.get(key):
+                continue
+            path = quota_path(record.meta.namespace, record.name)
+            writes.append(Write(ELASTICQUOTA, key, "PATCH", path, wanted, MERGE_PATCH, "status and annotations"))
+        return writes
+
+    async def sync(self) -> None:
+        for write in self.decide():
+            try:
+                await self.api.send(write)
+            except ClusterError as exc:
+                log.warning("elasticquota: patching %s failed: %s", write.node, exc)
+                continue
+            self.written[write.node] = write.body
+            self.write_count += 1
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Keep quotas true until ``stop`` is set (leader only: start after acquiring the Lease)."""
+        while not stop.is_set():
+            if self.ready():
+                self._wake.clear()
+                await self.sync()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), self.interval)

@@ -1,0 +1,93 @@
+"""The elasticquota status controller: annotations and status.used as Koordinator writes them."""
+
+from __future__ import annotations
+
+import json
+
+from apis.core.parse import parse_node, parse_pod
+from apis.scheduling.elasticquota import parse_elastic_quota
+from koord_scheduler.framework.types import EventType
+from koord_scheduler.scheduler.controllers.api import MemoryControllerApi
+from koord_scheduler.scheduler.controllers.quota_status import QuotaStatusController
+
+QUOTA_EXAMPLE = {
+    "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
+    "kind": "ElasticQuota",
+    "metadata": {
+        "name": "quota-example",
+        "namespace": "default",
+        "labels": {"quota.scheduling.koordinator.sh/parent": "", "quota.scheduling.koordinator.sh/is-parent": "false"},
+    },
+    "spec": {"max": {"cpu": 40, "memory": "40Gi"}, "min": {"cpu": 10, "memory": "20Mi"}},
+}
+
+
+def pod_example(node_name: str = "") -> dict[str, object]:
+    spec: dict[str, object] = {
+        "schedulerName": "koord-scheduler",
+        "containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "40m", "memory": "40Mi"}}}],
+    }
+    if node_name:
+        spec["nodeName"] = node_name
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "pod-example",
+            "namespace": "default",
+            "labels": {"quota.scheduling.koordinator.sh/name": "quota-example"},
+        },
+        "spec": spec,
+    }
+
+
+async def test_capacity_scheduling_manual_quota_example_annotations_and_used() -> None:
+    api = MemoryControllerApi()
+    controller = QuotaStatusController(api)
+    node = parse_node({"metadata": {"name": "n1"}, "status": {"allocatable": {"cpu": "8", "memory": "16Gi"}}})
+    controller.on_node(EventType.ADDED, None, node)
+    quota = parse_elastic_quota(QUOTA_EXAMPLE)
+    controller.on_object("ElasticQuota", EventType.ADDED, None, quota)
+    controller.on_pod(EventType.ADDED, None, parse_pod(pod_example("n1")))
+    await controller.sync()
+    assert len(api.writes) == 1
+    write = api.writes[0]
+    assert (write.verb, write.path) == (
+        "PATCH",
+        "/apis/scheduling.sigs.k8s.io/v1alpha1/namespaces/default/elasticquotas/quota-example",
+    )
+    annotations = write.body["metadata"]["annotations"]
+    assert json.loads(annotations["quota.scheduling.koordinator.sh/request"]) == {"cpu": "40m", "memory": "40Mi"}
+    assert json.loads(annotations["quota.scheduling.koordinator.sh/runtime"]) == {"cpu": "40m", "memory": "40Mi"}
+    assert write.body["status"] == {"used": {"cpu": "40m", "memory": "40Mi"}}
+
+    await controller.sync()
+    assert len(api.writes) == 1, "the same values are not sent again before the watch echoes them"
+
+    echoed = dict(QUOTA_EXAMPLE)
+    echoed["metadata"] = {**QUOTA_EXAMPLE["metadata"], "annotations": annotations}  # type: ignore[dict-item]
+    echoed["status"] = write.body["status"]
+    controller.on_object("ElasticQuota", EventType.MODIFIED, quota, parse_elastic_quota(echoed))
+    await controller.sync()
+    assert len(api.writes) == 1, "the echo shows the wanted values"
+
+    overwritten = {**echoed, "status": {"used": {"cpu": "1"}}}
+    controller.on_object("ElasticQuota", EventType.MODIFIED, quota, parse_elastic_quota(overwritten))
+    await controller.sync()
+    assert api.writes[-1].body["status"] == {"used": {"cpu": "40m", "memory": "40Mi"}}, (
+        "someone else's value is corrected"
+    )
+
+    controller.on_pod(EventType.DELETED, parse_pod(pod_example("n1")), None)
+    await controller.sync()
+    assert api.writes[-1].body["status"] == {"used": {"cpu": "0", "memory": "0"}}
+    assert api.writes[-1].body["metadata"]["annotations"]["quota.scheduling.koordinator.sh/runtime"] == "{}"
+
+
+async def test_invalid_quota_is_left_alone() -> None:
+    api = MemoryControllerApi()
+    controller = QuotaStatusController(api)
+    bad = {**QUOTA_EXAMPLE, "spec": {"min": {"cpu": 50}, "max": {"cpu": 40}}}
+    controller.on_object("ElasticQuota", EventType.ADDED, None, parse_elastic_quota(bad))
+    await controller.sync()
+    assert api.writes == []
