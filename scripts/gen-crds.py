@@ -17,6 +17,7 @@ from apis.crdgen import CRDMeta, PrinterColumn, render_all
 from apis.scheduling import GROUP as SCHEDULING_GROUP
 from apis.scheduling import VERSION as SCHEDULING_VERSION
 from apis.scheduling import Reservation
+from apis.scheduling import podgroup
 from apis.slo import GROUP as SLO_GROUP
 from apis.slo import VERSION as SLO_VERSION
 from apis.slo import NodeMetric, NodeSLO
@@ -51,6 +52,22 @@ CRDS: list[tuple[type[BaseModel], CRDMeta]] = [
                 PrinterColumn("Node", "string", ".status.nodeName"),
                 PrinterColumn("TTL", "string", ".spec.ttl"),
                 PrinterColumn("Expires", "string", ".spec.expires"),
+            ),
+        ),
+    ),
+    (
+        podgroup.PodGroup,
+        CRDMeta(
+            group=podgroup.GROUP,
+            version=podgroup.VERSION,
+            kind=podgroup.KIND,
+            plural=podgroup.PLURAL,
+            status_subresource=False,  # as upstream: status is written with the object itself
+            printer_columns=(
+                PrinterColumn("Phase", "string", ".status.phase"),
+                PrinterColumn("MinMember", "integer", ".spec.minMember"),
+                PrinterColumn("Scheduled", "integer", ".status.scheduled"),
+                PrinterColumn("Age", "date", ".metadata.creationTimestamp"),
             ),
         ),
     ),

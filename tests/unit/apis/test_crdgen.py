@@ -109,7 +109,14 @@ def _kind(node: dict[str, Any]) -> tuple[Any, ...]:
     return node.get("type"), node.get("format")
 
 
-@pytest.mark.parametrize("crd_file", ["slo.koordinator.sh_nodemetrics.yaml", "slo.koordinator.sh_nodeslos.yaml"])
+@pytest.mark.parametrize(
+    "crd_file",
+    [
+        "slo.koordinator.sh_nodemetrics.yaml",
+        "slo.koordinator.sh_nodeslos.yaml",
+        "scheduling.sigs.k8s.io_podgroups.yaml",
+    ],
+)
 def test_compatible_with_koordinator_crd(crd_file: str) -> None:
     theirs = yaml.safe_load((KOORDINATOR_CRDS / crd_file).read_text())
     ours = yaml.safe_load((REPO / "deploy" / "crds" / crd_file).read_text())
