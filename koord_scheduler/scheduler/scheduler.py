@@ -488,8 +488,9 @@ class Scheduler:
             await asyncio.sleep(0)
             if processed == 0 and not self._bindings:
                 break
-        for waiting in self.waiting_pods:  # a stalled run leaves nothing waiting behind
-            waiting.reject("", "simulation ended")
+        # A stalled run leaves nothing waiting behind: the waits run out, in virtual time.
+        while self._expire_first_waiting():
+            await asyncio.gather(*list(self._bindings), return_exceptions=True)
         await self.drain()
 
     def _progress(self) -> tuple[int, int, int]:
