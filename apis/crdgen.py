@@ -47,6 +47,9 @@ class CRDMeta:
     short_names: tuple[str, ...] = ()
     status_subresource: bool = True
     printer_columns: tuple[PrinterColumn, ...] = field(default=())
+    annotations: tuple[tuple[str, str], ...] = ()
+    """CRD metadata annotations, e.g. ``api-approved.kubernetes.io``, which the API server requires for
+    groups under ``k8s.io`` / ``kubernetes.io`` (``scheduling.sigs.k8s.io``)."""
 
     @property
     def name(self) -> str:
@@ -145,7 +148,7 @@ def crd_for(model: type[BaseModel], meta: CRDMeta) -> dict[str, Any]:
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": meta.name},
+        "metadata": {"name": meta.name, **({"annotations": dict(meta.annotations)} if meta.annotations else {})},
         "spec": {"group": meta.group, "names": names, "scope": meta.scope, "versions": [version]},
     }
 

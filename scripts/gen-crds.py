@@ -63,6 +63,9 @@ CRDS: list[tuple[type[BaseModel], CRDMeta]] = [
             kind=podgroup.KIND,
             plural=podgroup.PLURAL,
             status_subresource=False,  # as upstream: status is written with the object itself
+            annotations=(
+                ("api-approved.kubernetes.io", "https://github.com/kubernetes-sigs/scheduler-plugins/pull/52"),
+            ),
             printer_columns=(
                 PrinterColumn("Phase", "string", ".status.phase"),
                 PrinterColumn("MinMember", "integer", ".spec.minMember"),
