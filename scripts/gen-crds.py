@@ -16,8 +16,7 @@ from pydantic import BaseModel
 from apis.crdgen import CRDMeta, PrinterColumn, render_all
 from apis.scheduling import GROUP as SCHEDULING_GROUP
 from apis.scheduling import VERSION as SCHEDULING_VERSION
-from apis.scheduling import Reservation
-from apis.scheduling import podgroup
+from apis.scheduling import Reservation, podgroup
 from apis.slo import GROUP as SLO_GROUP
 from apis.slo import VERSION as SLO_VERSION
 from apis.slo import NodeMetric, NodeSLO

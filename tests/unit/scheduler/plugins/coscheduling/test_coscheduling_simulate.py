@@ -68,7 +68,7 @@ async def test_a_gang_group_waits_for_its_short_member_gang() -> None:
     pods += [gang_pod("b0", "gb", 2, groups=groups)]
     run = await simulate(*(node(f"n{i}") for i in range(4)), *pods)
     assert run.bound() == set()
-    node_a0, message = run.placements["a0"]
+    _, message = run.placements["a0"]
     assert "memberGangs [default/gb (1/2)] child pod not collect enough" in message
 
 
@@ -92,7 +92,8 @@ async def test_strict_timeout_releases_every_assumed_member() -> None:
     assert run.bound() == set()
     messages = sorted(run.placements[n][1] for n in ("p0", "p1"))
     # Both waits started at the same virtual instant, so both run out together.
-    assert messages == ["0/1 nodes are available: 1 rejected due to timeout after waiting 30s at plugin Coscheduling."] * 2
+    want = "0/1 nodes are available: 1 rejected due to timeout after waiting 30s at plugin Coscheduling."
+    assert messages == [want, want]
     assert all(a.requested.get("cpu", 0) == 0 for a in run.result.after)
 
 

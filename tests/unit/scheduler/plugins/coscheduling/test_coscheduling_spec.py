@@ -103,7 +103,8 @@ def test_spec_from_pod(annotations: dict[str, str], labels: dict[str, str] | Non
         pytest.param({"min-available": "x"}, "min-available: not an integer: 'x'", id="min-not-int"),
         pytest.param({"min-available": "0"}, "min-available: must be at least 1", id="min-zero"),
         pytest.param(
-            {"min-available": "5", "total-number": "3"}, "min-available 5 is above gang.scheduling.koordinator.sh/total-number 3",
+            {"min-available": "5", "total-number": "3"},
+            "min-available 5 is above gang.scheduling.koordinator.sh/total-number 3",
             id="min-above-total",
         ),
         pytest.param({"min-available": "2", "waiting-time": "abc"}, 'waiting-time: time: invalid duration "abc"',
@@ -156,7 +157,7 @@ def test_pod_group_bad_field_is_kept_with_reason() -> None:
     assert record == PodGroupRecord(
         namespace="ns", name="pg", invalid="PodGroup ns/pg: spec.minMember: must be an integer, got 'three'"
     )
-    with pytest.raises(GangSpecError, match="spec.minMember"):
+    with pytest.raises(GangSpecError, match=r"spec\.minMember"):
         spec_from_pod_group(record, GangRef("ns/pg", "pg", True), DEFAULTS)
 
 
@@ -179,18 +180,18 @@ def test_parse_groups_and_group_id() -> None:
 
 
 @pytest.mark.parametrize(
-    ("policy", "min_member", "waiting", "bound", "once", "want"),
+    ("policy", "counts", "want"),
     [
-        pytest.param("only-waiting", 3, 2, 5, True, False, id="only-waiting-ignores-bound-and-once"),
-        pytest.param("only-waiting", 3, 3, 0, False, True, id="only-waiting-enough"),
-        pytest.param("waiting-and-running", 3, 1, 2, False, True, id="waiting-plus-bound"),
-        pytest.param("waiting-and-running", 3, 1, 1, True, False, id="waiting-plus-bound-short"),
-        pytest.param("once-satisfied", 3, 1, 0, True, True, id="once-satisfied-group"),
-        pytest.param("once-satisfied", 3, 2, 2, False, False, id="once-satisfied-not-yet"),
-        pytest.param("once-satisfied", 3, 3, 0, False, True, id="once-satisfied-enough-waiting"),
+        pytest.param("only-waiting", (3, 2, 5, True), False, id="only-waiting-ignores-bound-and-once"),
+        pytest.param("only-waiting", (3, 3, 0, False), True, id="only-waiting-enough"),
+        pytest.param("waiting-and-running", (3, 1, 2, False), True, id="waiting-plus-bound"),
+        pytest.param("waiting-and-running", (3, 1, 1, True), False, id="waiting-plus-bound-short"),
+        pytest.param("once-satisfied", (3, 1, 0, True), True, id="once-satisfied-group"),
+        pytest.param("once-satisfied", (3, 2, 2, False), False, id="once-satisfied-not-yet"),
+        pytest.param("once-satisfied", (3, 3, 0, False), True, id="once-satisfied-enough-waiting"),
     ],
 )
-def test_gang_valid_for_permit(
-    policy: str, min_member: int, waiting: int, bound: int, once: bool, want: bool
-) -> None:
+def test_gang_valid_for_permit(policy: str, counts: tuple[int, int, int, bool], want: bool) -> None:
+    """``counts``: min-available, waiting, bound, group once-satisfied."""
+    min_member, waiting, bound, once = counts
     assert gang_valid_for_permit(policy, min_member, waiting, bound, once) is want
