@@ -10,7 +10,7 @@ watch event; it never raises for a bad spec field, it records why in ``invalid``
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import ConfigDict, Field
@@ -113,6 +113,33 @@ class PodGroup(WireModel):
 
 
 @dataclass(frozen=True, slots=True)
+class PodGroupStatusRecord:
+    """``status`` as the status controller compares it (missing counts are 0, a missing phase "")."""
+
+    phase: str = ""
+    occupied_by: str = ""
+    scheduled: int = 0
+    running: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    schedule_start_time: str = ""
+
+    def to_wire(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "phase": self.phase,
+            "scheduled": self.scheduled,
+            "running": self.running,
+            "succeeded": self.succeeded,
+            "failed": self.failed,
+        }
+        if self.occupied_by:
+            out["occupiedBy"] = self.occupied_by
+        if self.schedule_start_time:
+            out["scheduleStartTime"] = self.schedule_start_time
+        return out
+
+
+@dataclass(frozen=True, slots=True)
 class PodGroupRecord:
     """What the scheduler keeps of a PodGroup. ``invalid`` says why the spec cannot be used ("" if it can)."""
 
@@ -124,6 +151,7 @@ class PodGroupRecord:
     annotations: Mapping[str, str] = FrozenDict()
     creation_timestamp: str = ""
     invalid: str = ""
+    status: PodGroupStatusRecord = field(default_factory=PodGroupStatusRecord)
 
     @property
     def key(self) -> str:
@@ -163,6 +191,30 @@ def parse_pod_group(raw: Mapping[str, Any]) -> PodGroupRecord:
         annotations=notes,
         creation_timestamp=str(meta.get("creationTimestamp") or ""),
         invalid=(f"PodGroup {namespace}/{name}: " + "; ".join(problems)) if problems else "",
+        status=_status(raw.get("status")),
+    )
+
+
+def _status(raw: Any) -> PodGroupStatusRecord:
+    if not isinstance(raw, Mapping):
+        return PodGroupStatusRecord()
+
+    def count(key: str) -> int:
+        value = raw.get(key)
+        return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+    def text(key: str) -> str:
+        value = raw.get(key)
+        return value if isinstance(value, str) else ""
+
+    return PodGroupStatusRecord(
+        text("phase"),
+        text("occupiedBy"),
+        count("scheduled"),
+        count("running"),
+        count("succeeded"),
+        count("failed"),
+        text("scheduleStartTime"),
     )
 
 

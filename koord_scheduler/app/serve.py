@@ -11,7 +11,7 @@ Flags follow kube-scheduler's names::
     --secure-port PORT        accepted for kube-scheduler compatibility; same as --metrics-port, and the
                               endpoints are still plain HTTP (no TLS, no delegated authn/z)
     --bind-address ADDR       default 0.0.0.0
-    --controllers LIST        cluster controllers (reservation, nodeslo, noderesource, nodemetric;
+    --controllers LIST        cluster controllers (reservation, nodeslo, noderesource, nodemetric, podgroup;
                               "*" = all, the default; "-name" turns one off); see app/controllers.py
     --scheduling[=BOOL]       false: run only the controllers (a cluster keeping kube-scheduler)
     --config-namespace NS     where slo-controller-config lives (default koordinator-system)
@@ -47,8 +47,10 @@ from apis.config.duration import parse_go_duration
 from koord_scheduler.app.controllers import (
     Colocation,
     ControllerFlags,
+    PodGroups,
     add_controller_flags,
     build_colocation,
+    build_podgroup,
     controller_flags,
     hold_controllers,
 )
@@ -71,6 +73,7 @@ from koord_scheduler.scheduler.metrics import SchedulerMetrics
 from koord_scheduler.scheduler.reservation_controller.decide import ControllerOptions
 from koord_scheduler.scheduler.reservation_controller.operator import ApiSettings, ReservationControllerThread
 from koord_scheduler.scheduler.scheduler import Scheduler, SchedulerOptions
+from koord_scheduler.scheduler.source import EventSink
 
 log = logging.getLogger("koord-scheduler")
 
@@ -130,6 +133,10 @@ def serve_main(argv: Sequence[str], registry: Callable[[], Registry]) -> int:
         options.controllers, source, metrics, client=(client.qps, client.burst),
         scheduler_kinds=scheduler.watched_kinds if scheduler is not None else (),
     )
+    podgroups = build_podgroup(
+        options.controllers, source, client=(client.qps, client.burst),
+        scheduler_kinds=scheduler.watched_kinds if scheduler is not None else (),
+    )
     log.info("koord-scheduler: profiles %s, controllers %s, API server %s (%s)",
              ", ".join(scheduler.profiles) if scheduler else "none (scheduling off)",
              ", ".join(sorted(options.controllers.enabled)) or "none", connection.server, connection.description)
@@ -137,7 +144,7 @@ def serve_main(argv: Sequence[str], registry: Callable[[], Registry]) -> int:
 
     def run() -> int:
         with asyncio.Runner(loop_factory=loop_factory) as runner:
-            return runner.run(_run(options, scheduler, source, metrics, colocation))
+            return runner.run(_run(options, scheduler, source, metrics, colocation, podgroups=podgroups))
 
     return _with_cpu_profile(run)
 
@@ -322,6 +329,8 @@ async def _run(
     source: KubeClusterSource,
     metrics: SchedulerMetrics,
     colocation: Colocation | None = None,
+    *,
+    podgroups: PodGroups | None = None,
 ) -> int:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
@@ -343,7 +352,9 @@ async def _run(
                       f"{exc.strerror or exc}", file=sys.stderr)
                 return EXIT_USAGE
         kinds = list(scheduler.watched_kinds.values()) if scheduler is not None else []
-        sink = FanoutSink(scheduler, colocation.controllers) if colocation is not None else scheduler
+        sinks: list[EventSink] = [*([colocation.controllers] if colocation else []),
+                                  *([podgroups.controller] if podgroups else [])]
+        sink = FanoutSink(scheduler, sinks) if sinks else scheduler
         if sink is None:
             log.error("nothing to do: scheduling is off and no controller is enabled")
             return EXIT_USAGE
@@ -353,8 +364,10 @@ async def _run(
             controller.start()
         if elector is not None and not await _until_stopped(elector.acquire(), stop):
             return EXIT_OK
-        if colocation is not None:
-            colocation_task = asyncio.ensure_future(colocation.controllers.run(stop))
+        runs = [*([colocation.controllers.run(stop)] if colocation else []),
+                *([podgroups.controller.run(stop)] if podgroups else [])]
+        if runs:
+            colocation_task = asyncio.ensure_future(_gather_controllers(runs))
         if scheduler is None:
             return await hold_controllers(elector, stop, colocation_task)
         return await _schedule(scheduler, elector, stop, state)
@@ -365,6 +378,8 @@ async def _run(
             await asyncio.gather(colocation_task, return_exceptions=True)
         if colocation is not None:
             await colocation.http.close()
+        if podgroups is not None:
+            await podgroups.http.close()
         if controller is not None and controller.alive:
             await asyncio.to_thread(controller.stop, 15.0)
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -375,6 +390,11 @@ async def _run(
         await source.stop()
         if runner is not None:
             await runner.cleanup()
+
+
+async def _gather_controllers(runs: list[Coroutine[Any, Any, None]]) -> None:
+    """The leader-only controllers together: the first failure cancels the others and is raised."""
+    await asyncio.gather(*runs)
 
 
 async def _schedule(scheduler: Scheduler, elector: LeaderElector | None, stop: asyncio.Event, state: _State) -> int:

@@ -22,7 +22,7 @@ import heapq
 import logging
 import time
 import zlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -348,23 +348,26 @@ def _with_batch(resources: Any, values: dict[str, str | None]) -> FrozenDict[str
 
 
 class FanoutSink:
-    """The informers' sink: the scheduler (when scheduling is on) first, then the controllers."""
+    """The informers' sink: the scheduler (when scheduling is on) first, then each controller in order."""
 
-    def __init__(self, primary: EventSink | None, controllers: ColocationControllers) -> None:
+    def __init__(self, primary: EventSink | None, controllers: Sequence[EventSink]) -> None:
         self.primary = primary
-        self.controllers = controllers
+        self.controllers = tuple(controllers)
 
     def on_node(self, event: EventType, old: Node | None, new: Node | None) -> None:
         if self.primary is not None:
             self.primary.on_node(event, old, new)
-        self.controllers.on_node(event, old, new)
+        for controller in self.controllers:
+            controller.on_node(event, old, new)
 
     def on_pod(self, event: EventType, old: Pod | None, new: Pod | None) -> None:
         if self.primary is not None:
             self.primary.on_pod(event, old, new)
-        self.controllers.on_pod(event, old, new)
+        for controller in self.controllers:
+            controller.on_pod(event, old, new)
 
     def on_object(self, kind: str, event: EventType, old: Any, new: Any) -> None:
         if self.primary is not None:
             self.primary.on_object(kind, event, old, new)
-        self.controllers.on_object(kind, event, old, new)
+        for controller in self.controllers:
+            controller.on_object(kind, event, old, new)

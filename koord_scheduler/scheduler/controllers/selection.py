@@ -13,7 +13,8 @@ RESERVATION = "reservation"
 NODESLO = "nodeslo"
 NODERESOURCE = "noderesource"
 NODEMETRIC = "nodemetric"
-CONTROLLER_NAMES = (RESERVATION, NODESLO, NODERESOURCE, NODEMETRIC)
+PODGROUP = "podgroup"
+CONTROLLER_NAMES = (RESERVATION, NODESLO, NODERESOURCE, NODEMETRIC, PODGROUP)
 """Every controller koord-scheduler hosts; all on by default."""
 
 

@@ -13,9 +13,10 @@ from koord_scheduler.scheduler.controllers.selection import (
     ("text", "want"),
     [
         pytest.param("*", set(CONTROLLER_NAMES), id="star-is-all"),
-        pytest.param("*,-nodemetric", {"reservation", "nodeslo", "noderesource"}, id="star-minus-one"),
+        pytest.param("*,-nodemetric", {"reservation", "nodeslo", "noderesource", "podgroup"}, id="star-minus-one"),
         pytest.param("nodeslo,noderesource", {"nodeslo", "noderesource"}, id="named-only"),
-        pytest.param("-nodeslo,*", {"reservation", "noderesource", "nodemetric"}, id="minus-wins-in-any-order"),
+        pytest.param("-nodeslo,*", {"reservation", "noderesource", "nodemetric", "podgroup"},
+                     id="minus-wins-in-any-order"),
         pytest.param("nodeslo,-nodeslo", set(), id="minus-wins-over-name"),
         pytest.param(" nodeslo , reservation ", {"nodeslo", "reservation"}, id="spaces"),
     ],
