@@ -40,7 +40,8 @@ def scope(control_plane: Any) -> Iterator[Scope]:
 def scheduler(scope: Scope, tmp_path: Path) -> Iterator[SchedulerProcess]:
     config = scheduler_config(scope)
     config["profiles"][0]["plugins"] = {"multiPoint": {"enabled": [{"name": "Coscheduling"}]}}
-    proc = SchedulerProcess.start(scope.plane, config, tmp_path)
+    # The podgroup controller acts on every PodGroup of the shared cluster; only these tests create any.
+    proc = SchedulerProcess.start(scope.plane, config, tmp_path, extra_args=("--controllers=reservation,podgroup",))
     yield proc
     if proc.alive:
         proc.kill()
@@ -153,3 +154,11 @@ def test_gang_scheduling_manual_pod_group(scope: Scope, scheduler: SchedulerProc
     assert bound(scope) == {}
     scope.add_pods([member(scope, "pod-example2", labels=label)])
     scope.wait_all_bound(2, timeout=30)
+
+    def status() -> dict[str, Any]:
+        got: dict[str, Any] = scope.ok("GET", f"{podgroups_path(scope)}/gang-example").get("status") or {}
+        return got
+
+    # The podgroup controller: bound but not running (no kubelet on these nodes) is Scheduled.
+    wait_until(lambda: status().get("phase") == "Scheduled", timeout=30, what="PodGroup phase Scheduled")
+    assert status()["scheduled"] == 2
