@@ -65,14 +65,17 @@ class SpecDefaults:
 
 def gang_ref(pod: Pod) -> GangRef | None:
     """The pod's gang, or None for a pod that is not a gang member."""
-    labels = pod.labels
-    name = labels.get(pg.LABEL_POD_GROUP, "")
-    if name:
-        return GangRef(f"{pod.namespace}/{name}", name, True)
-    name = labels.get(pg.LABEL_LIGHTWEIGHT_NAME, "") or pod.annotations.get(pg.ANNOTATION_GANG_NAME, "")
-    if name:
-        return GangRef(f"{pod.namespace}/{name}", name, False)
-    return None
+    meta = pod.meta  # every scheduled pod comes here several times: plain pods leave after two checks
+    labels, notes = meta.labels, meta.annotations
+    if labels:
+        name = labels.get(pg.LABEL_POD_GROUP, "")
+        if name:
+            return GangRef(f"{meta.namespace}/{name}", name, True)
+        name = labels.get(pg.LABEL_LIGHTWEIGHT_NAME, "")
+        if name:
+            return GangRef(f"{meta.namespace}/{name}", name, False)
+    name = notes.get(pg.ANNOTATION_GANG_NAME, "") if notes else ""
+    return GangRef(f"{meta.namespace}/{name}", name, False) if name else None
 
 
 def group_id(gang_ids: tuple[str, ...] | list[str]) -> str:
