@@ -4,7 +4,8 @@ Defaults are Koordinator's: ``defaultTimeout`` 600s, ``controllerWorkers`` 1, ``
 once-satisfied, job-level preemption and network-topology awareness off.
 
 Not implemented, and refused at load rather than accepted and ignored: ``enablePreemption: true``
-(job-level preemption of a whole gang). ``awareNetworkTopology: true`` is accepted: gangs whose pods
+(job-level preemption of a whole gang), ``controllerWorkers`` above 1 and ``skipCheckScheduleCycle: true``
+(deprecated upstream, where it does nothing either). ``awareNetworkTopology: true`` is accepted: gangs whose pods
 carry no network-topology spec are scheduled as plain gangs, and a pod that does carry one is rejected
 as unschedulable with a message saying topology-aware placement is not supported.
 """
@@ -22,9 +23,9 @@ class CoschedulingArgs(ArgsModel):
     default_timeout: GoDuration = 600.0
     """Seconds an assumed gang member waits at Permit for the rest, when the gang does not say."""
     controller_workers: int = 1
-    """Workers of the PodGroup status controller."""
+    """Workers of the PodGroup status controller; only 1 is implemented (more is refused)."""
     skip_check_schedule_cycle: bool = False
-    """Deprecated in Koordinator and unused there; accepted and ignored for config compatibility."""
+    """Deprecated in Koordinator and unused there; ``true`` is refused (it would do nothing)."""
     enable_preemption: bool = False
     """Job-level preemption. Not implemented: ``true`` is refused."""
     aware_network_topology: bool = False
@@ -52,6 +53,20 @@ class CoschedulingArgs(ArgsModel):
         if self.default_match_policy not in MATCH_POLICIES:
             errors.append(
                 not_supported(join_path(path, "defaultMatchPolicy"), self.default_match_policy, MATCH_POLICIES)
+            )
+        if self.controller_workers > 1:
+            errors.append(
+                forbidden(
+                    join_path(path, "controllerWorkers"),
+                    "the podgroup controller writes with one worker; more are not implemented (use 1)",
+                )
+            )
+        if self.skip_check_schedule_cycle:
+            errors.append(
+                forbidden(
+                    join_path(path, "skipCheckScheduleCycle"),
+                    "deprecated upstream and has no effect (gang rounds replaced schedule cycles); remove it",
+                )
             )
         if self.enable_preemption:
             errors.append(

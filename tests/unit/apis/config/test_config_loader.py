@@ -459,7 +459,7 @@ def test_helm_chart_loads_after_stripping_template() -> None:
         pytest.param("default.yaml", [("default-scheduler", [])], id="default"),
         pytest.param(
             "koordinator.yaml",
-            [("koord-scheduler", ["NodeResourcesFit", "LoadAwareScheduling", "Reservation"])],
+            [("koord-scheduler", ["NodeResourcesFit", "LoadAwareScheduling", "Reservation", "Coscheduling"])],
             id="koordinator",
         ),
     ],

@@ -19,11 +19,11 @@ def test_defaults_are_koordinators() -> None:
 
 def test_wire_form_decodes() -> None:
     raw = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "CoschedulingArgs", "defaultTimeout": "30s",
-           "controllerWorkers": 2, "awareNetworkTopology": True, "defaultMatchPolicy": "waiting-and-running"}
+           "controllerWorkers": 1, "awareNetworkTopology": True, "defaultMatchPolicy": "waiting-and-running"}
     args = decode_args("Coscheduling", raw, IN_TREE_ARGS)
     assert isinstance(args, CoschedulingArgs)
     assert (args.default_timeout, args.controller_workers, args.aware_network_topology, args.default_match_policy) == (
-        30.0, 2, True, "waiting-and-running"
+        30.0, 1, True, "waiting-and-running"
     )
 
 
@@ -46,6 +46,12 @@ JOB_PREEMPTION = (
         pytest.param({"controllerWorkers": 0}, [NO_WORKERS], id="no-workers"),
         pytest.param({"defaultMatchPolicy": "sometimes"}, [BAD_POLICY], id="bad-policy"),
         pytest.param({"enablePreemption": True}, [JOB_PREEMPTION], id="job-preemption-refused"),
+        pytest.param({"controllerWorkers": 2}, ["args.controllerWorkers: Forbidden: the podgroup controller writes "
+                                                "with one worker; more are not implemented (use 1)"],
+                     id="workers-above-one-refused"),
+        pytest.param({"skipCheckScheduleCycle": True}, ["args.skipCheckScheduleCycle: Forbidden: deprecated upstream "
+                                                        "and has no effect (gang rounds replaced schedule cycles); "
+                                                        "remove it"], id="skip-check-refused"),
     ],
 )
 def test_bad_args(raw: dict[str, Any], want_errors: list[str]) -> None:
