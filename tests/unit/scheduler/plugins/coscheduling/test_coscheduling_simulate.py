@@ -3,6 +3,11 @@ every pod requesting 4 cpu on 4-cpu nodes."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+from pathlib import Path
+
 from gang_harness import ANN, gang_pod, node, pod, pod_group, simulate
 
 from apis.scheduling import podgroup as pg
@@ -124,3 +129,19 @@ async def test_gang_of_one_and_plain_pods_schedule_as_before() -> None:
     run = await simulate(node("n0"), node("n1"), gang_pod("solo", "g", 1), pod("plain"))
     assert run.bound() == {"solo", "plain"}
     assert pg.ANNOTATION_BIND_GANG_GROUP_ID not in run.cluster.pods["default/solo"].annotations
+
+
+async def test_shipped_gang_cluster_file_gives_the_placements_its_comment_promises() -> None:
+    repo = Path(__file__).resolve().parents[5]
+    result = subprocess.run(
+        [str(Path(sys.executable).parent / "koord-scheduler"), "simulate", "-o", "json",
+         "--cluster", str(repo / "config" / "simulate" / "gang-cluster.yaml")],
+        capture_output=True, text=True, timeout=120, check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    pods = {p["name"]: (p["node"], p["message"]) for p in json.loads(result.stdout)["pods"]}
+    assert {n for n, (node, _) in pods.items() if node} == {"training-0", "training-1", "training-2", "web"}
+    messages = [pods["inference-0"][1], pods["inference-1"][1]]
+    assert any(m.startswith("0/3 nodes are available: 3 Insufficient cpu.") for m in messages), messages
+    assert any('GangGroup "default/inference" gets rejected due to member Pod' in m for m in messages), messages
+    assert 'waiting-time: time: invalid duration "ten minutes"' in pods["broken-0"][1]
