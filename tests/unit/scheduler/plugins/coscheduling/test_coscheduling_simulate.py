@@ -8,9 +8,15 @@ import subprocess
 import sys
 from pathlib import Path
 
-from gang_harness import ANN, gang_pod, node, pod, pod_group, simulate
+from gang_harness import ANN, CONFIG, NOW, gang_pod, node, pod, pod_group, simulate
 
+from apis.config import parse_scheduler_config
+from apis.core.parse import parse_node, parse_pod
 from apis.scheduling import podgroup as pg
+from koord_scheduler.plugins.registry import in_tree_registry
+from koord_scheduler.scheduler.assembly import build_scheduler
+from koord_scheduler.scheduler.memory_source import MemoryCluster
+from koord_scheduler.scheduler.scheduler import SchedulerOptions
 
 
 async def test_complete_gang_binds_together_with_group_annotations() -> None:
@@ -145,3 +151,15 @@ async def test_shipped_gang_cluster_file_gives_the_placements_its_comment_promis
     assert any(m.startswith("0/3 nodes are available: 3 Insufficient cpu.") for m in messages), messages
     assert any('GangGroup "default/inference" gets rejected due to member Pod' in m for m in messages), messages
     assert 'waiting-time: time: invalid duration "ten minutes"' in pods["broken-0"][1]
+
+
+async def test_a_gang_larger_than_the_binding_pool_still_binds() -> None:
+    """Members waiting at Permit hold no binding slot, so a gang of 6 binds with 2 slots."""
+    nodes = [parse_node(json.loads(node(f"n{i}"))) for i in range(6)]
+    pods = [parse_pod(json.loads(gang_pod(f"p{i}", "g", 6))) for i in range(6)]
+    cluster = MemoryCluster.from_objects(nodes, pods)
+    scheduler = build_scheduler(parse_scheduler_config(CONFIG), in_tree_registry(), cluster, clock=lambda: NOW,
+                                options=SchedulerOptions(max_concurrent_bindings=2))
+    await cluster.start(scheduler, list(scheduler.watched_kinds.values()))
+    await scheduler.run_until_idle()
+    assert sorted(p.name for p in cluster.pods.values() if p.node_name) == [f"p{i}" for i in range(6)]
