@@ -61,6 +61,7 @@ CRDS: list[tuple[type[BaseModel], CRDMeta]] = [
             version=podgroup.VERSION,
             kind=podgroup.KIND,
             plural=podgroup.PLURAL,
+            short_names=("pg", "pgs"),  # `kubectl get pgs`, as Koordinator's gang-scheduling manual uses
             status_subresource=False,  # as upstream: status is written with the object itself
             annotations=(
                 ("api-approved.kubernetes.io", "https://github.com/kubernetes-sigs/scheduler-plugins/pull/52"),

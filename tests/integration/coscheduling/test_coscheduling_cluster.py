@@ -138,27 +138,64 @@ def test_two_gang_groups_bind_together(scope: Scope, scheduler: SchedulerProcess
     assert ids == {f"{scope.namespace}/a,{scope.namespace}/b"}
 
 
+def kwok_node(scope: Scope, name: str) -> str:
+    """A node kwok keeps Ready and whose bound pods it runs (phase Running), as a kubelet would."""
+    body = scope.node_body(f"{scope.name}-{name}")
+    body["metadata"]["annotations"] = {"kwok.x-k8s.io/node": "fake"}
+    return scope.add_node_body(body)
+
+
+def manual_pod(scope: Scope, name: str, *, labels: dict[str, str] | None = None,
+               annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    """pod-example1/2 of Koordinator's gang-scheduling manual (busybox, 40m cpu, 40Mi)."""
+    body = scope.pod_body(name, cpu="40m", memory="40Mi")
+    body["metadata"]["labels"] = labels or {}
+    body["metadata"]["annotations"] = annotations or {}
+    container = body["spec"]["containers"][0]
+    container.update({"name": "curlimage", "image": "busybox", "command": ["sleep", "365d"],
+                      "imagePullPolicy": "IfNotPresent"})
+    container["resources"]["limits"] = {"cpu": "40m", "memory": "40Mi"}
+    return body
+
+
+def phases(scope: Scope) -> dict[str, str]:
+    return {p["metadata"]["name"]: p.get("status", {}).get("phase", "") for p in scope.pods()}
+
+
 def test_gang_scheduling_manual_pod_group(scope: Scope, scheduler: SchedulerProcess) -> None:
-    """Koordinator's gang-scheduling user manual: a PodGroup with minMember 2 and pods labelled with it;
-    the first pod stays Pending until the second is created, then both run."""
-    scope.add_node("n1")
-    scope.add_node("n2")
+    """Koordinator's gang-scheduling manual, "apply gang through gang crd": PodGroup gang-example with
+    minMember 2; pod-example1 stays Pending until pod-example2 exists, then both run, and the PodGroup
+    reports phase Running with running 2 and scheduled 2."""
+    kwok_node(scope, "n1")
     scope.ok("POST", podgroups_path(scope), {
         "apiVersion": "scheduling.sigs.k8s.io/v1alpha1", "kind": "PodGroup",
         "metadata": {"name": "gang-example", "namespace": scope.namespace},
         "spec": {"scheduleTimeoutSeconds": 100, "minMember": 2},
     })
     label = {"pod-group.scheduling.sigs.k8s.io": "gang-example"}
-    scope.add_pods([member(scope, "pod-example1", labels=label)])
+    scope.add_pods([manual_pod(scope, "pod-example1", labels=label)])
     time.sleep(3)
+    assert phases(scope) == {"pod-example1": "Pending"}
     assert bound(scope) == {}
-    scope.add_pods([member(scope, "pod-example2", labels=label)])
-    scope.wait_all_bound(2, timeout=30)
+    scope.add_pods([manual_pod(scope, "pod-example2", labels=label)])
+    wait_until(lambda: phases(scope) == {"pod-example1": "Running", "pod-example2": "Running"}, timeout=60,
+               what="both pods Running")
 
     def status() -> dict[str, Any]:
         got: dict[str, Any] = scope.ok("GET", f"{podgroups_path(scope)}/gang-example").get("status") or {}
         return got
 
-    # The podgroup controller: bound but not running (no kubelet on these nodes) is Scheduled.
-    wait_until(lambda: status().get("phase") == "Scheduled", timeout=30, what="PodGroup phase Scheduled")
-    assert status()["scheduled"] == 2
+    wait_until(lambda: status().get("phase") == "Running", timeout=30, what="PodGroup phase Running")
+    assert (status()["running"], status()["scheduled"]) == (2, 2)
+
+
+def test_gang_scheduling_manual_annotations(scope: Scope, scheduler: SchedulerProcess) -> None:
+    """The manual's "apply gang through annotation": the same, with gang annotations on the pods."""
+    kwok_node(scope, "n1")
+    notes = {ANN + "name": "gang-example", ANN + "min-available": "2"}
+    scope.add_pods([manual_pod(scope, "pod-example1", annotations=notes)])
+    time.sleep(3)
+    assert phases(scope) == {"pod-example1": "Pending"}
+    scope.add_pods([manual_pod(scope, "pod-example2", annotations=notes)])
+    wait_until(lambda: phases(scope) == {"pod-example1": "Running", "pod-example2": "Running"}, timeout=60,
+               what="both pods Running")
