@@ -160,6 +160,7 @@ class Scheduler:
             pod = old or new
             assert pod is not None
             self.nominator.delete(pod)
+            self.gated_messages.pop(pod.key, None)
             if pod.node_name or self.cache.get_pod(pod.key) is not None:
                 self.cache.remove_pod(pod)
                 self.queue.on_cluster_event(ClusterEvent(EventResource.ASSIGNED_POD, ActionType.DELETE), pod, None)

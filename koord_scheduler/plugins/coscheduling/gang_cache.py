@@ -75,9 +75,11 @@ class GangCache:
             self.pod_groups.pop(key, None)
             gang = self.gangs.get(key)
             if gang is not None and gang.from_pod_group:
+                spec = gang.spec
                 gang.spec, gang.pod_group, gang.not_ready = None, None, f"PodGroup {key} was deleted"
                 if not gang.children:
                     del self.gangs[key]
+                    self._forget_group(spec)
             return gang
         self.pod_groups[key] = record
         gang = self.gangs.get(key)
@@ -120,6 +122,12 @@ class GangCache:
         gang.bound.discard(pod.key)
         if not gang.children and (not gang.from_pod_group or ref.gang_id not in self.pod_groups):
             del self.gangs[ref.gang_id]
+            self._forget_group(gang.spec)
+
+    def _forget_group(self, spec: GangSpec | None) -> None:
+        """Drop the group state of a deleted gang once no gang of its group is left."""
+        if spec is not None and not any(g in self.gangs for g in spec.groups):
+            self.groups.pop(spec.group_id, None)
 
     def _init_from_pod_group(self, gang: Gang, record: PodGroupRecord) -> None:
         gang.pod_group = record

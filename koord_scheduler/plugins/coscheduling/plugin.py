@@ -169,6 +169,8 @@ class Coscheduling:
             if old is not None:
                 self._pod_errors.pop(old.key, None)
                 self._evented.pop(old.key, None)
+            if old_ref is not None and old_ref.gang_id not in self.cache.gangs:
+                self._ready_groups = {g for g in self._ready_groups if g in self.cache.groups}
             return
         gang = self.cache.add_pod(new_ref, new)
         self._check_pod_spec(new_ref, new, gang)
@@ -200,6 +202,7 @@ class Coscheduling:
         if gid in self._ready_groups:
             return
         self._ready_groups.add(gid)
+        self.cache.group(gid)  # the state lives as long as the group's gangs (pruned with them)
         self.handle.activate_pods([k for gang in self.cache.members(spec) for k in gang.pending()])
 
     # ----- checks shared by PreEnqueue and PreFilter -----

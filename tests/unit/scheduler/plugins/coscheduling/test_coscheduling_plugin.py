@@ -157,3 +157,11 @@ def test_once_satisfied_members_pass_like_plain_pods() -> None:
     assert plugin.pre_filter(CycleState(), b, None)[1].is_success  # type: ignore[arg-type]
     assert plugin.round is None, "no round for a satisfied group"
     assert plugin.permit(CycleState(), c, "n1")[0].is_success
+
+
+def test_deleting_every_member_forgets_the_gang_and_its_group() -> None:
+    plugin, _, pods = gang()
+    plugin.post_bind(CycleState(), pods[0], "n1")
+    for pod in pods:
+        plugin.on_pod(EventType.DELETED, pod, None)
+    assert (plugin.cache.gangs, plugin.cache.groups, plugin._ready_groups) == ({}, {}, set())
