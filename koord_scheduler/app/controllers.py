@@ -149,14 +149,17 @@ def build_podgroup(
     client: tuple[float, int],
     scheduler_kinds: Collection[str] = (),
 ) -> PodGroups | None:
-    """The ``podgroup`` status controller (None when it is off), its PodGroup watch registered on
-    ``source`` (optional unless the scheduler's Coscheduling plugin watches it): call before
-    ``source.start``."""
+    """The ``podgroup`` status controller (None when it is off), with the PodGroup watch registered on
+    ``source``: call before ``source.start``.
+
+    The PodGroup kind is optional on the source whether the controller or the scheduler's Coscheduling
+    plugin reads it: without the CRD, annotation gangs still schedule and PodGroup gangs wait (their pods
+    say the PodGroup does not exist) until it can be listed."""
+    if (PODGROUP in flags.enabled or pg.KIND in scheduler_kinds) and not source.watches(pg.KIND):
+        source.watch_kind(pg.GROUP, pg.VERSION, pg.PLURAL, pg.parse_pod_group, pg.KIND, optional=True)
     if PODGROUP not in flags.enabled:
         return None
     http = ApiHttp(source.connection, TokenBucket(*client))
-    if pg.KIND not in scheduler_kinds and not source.watches(pg.KIND):
-        source.watch_kind(pg.GROUP, pg.VERSION, pg.PLURAL, pg.parse_pod_group, pg.KIND, optional=True)
     return PodGroups(PodGroupController(KubePodGroupApi(http)), http)
 
 
