@@ -50,7 +50,7 @@ class CRDMeta:
     printer_columns: tuple[PrinterColumn, ...] = field(default=())
     annotations: tuple[tuple[str, str], ...] = ()
     """CRD metadata annotations, e.g. ``api-approved.kubernetes.io``, which the API server requires for
-    groups under ``k8s.io`` / ``kubernetes.io``."""
+    groups under ``k8s.io`` / ``kubernetes.io`` (``scheduling.sigs.k8s.io``)."""
 
     @property
     def name(self) -> str:

@@ -88,6 +88,7 @@ async def run_once(nodes: int, placed: int, pods: int, config_text: str) -> dict
         "pods": pods,
         "bound": bound,
         "seconds": elapsed,
+        "cpu_seconds": round(m.cpu_seconds, 3),
         "pods_per_second": round(bound / elapsed, 1),
         "p50_ms": m.p50_ms,
         "p99_ms": m.p99_ms,

@@ -19,7 +19,7 @@ from apis.colocation import ClusterColocationProfile
 from apis.crdgen import CRDMeta, PrinterColumn, render_all
 from apis.scheduling import GROUP as SCHEDULING_GROUP
 from apis.scheduling import VERSION as SCHEDULING_VERSION
-from apis.scheduling import Reservation, elasticquota
+from apis.scheduling import Reservation, elasticquota, podgroup
 from apis.slo import GROUP as SLO_GROUP
 from apis.slo import VERSION as SLO_VERSION
 from apis.slo import NodeMetric, NodeSLO
@@ -79,6 +79,26 @@ CRDS: list[tuple[type[BaseModel], CRDMeta]] = [
             status_subresource=False,
             annotations=(
                 ("api-approved.kubernetes.io", "https://github.com/kubernetes-sigs/scheduler-plugins/pull/52"),
+            ),
+        ),
+    ),
+    (
+        podgroup.PodGroup,
+        CRDMeta(
+            group=podgroup.GROUP,
+            version=podgroup.VERSION,
+            kind=podgroup.KIND,
+            plural=podgroup.PLURAL,
+            short_names=("pg", "pgs"),  # `kubectl get pgs`, as Koordinator's gang-scheduling manual uses
+            status_subresource=False,  # as upstream: status is written with the object itself
+            annotations=(
+                ("api-approved.kubernetes.io", "https://github.com/kubernetes-sigs/scheduler-plugins/pull/52"),
+            ),
+            printer_columns=(
+                PrinterColumn("Phase", "string", ".status.phase"),
+                PrinterColumn("MinMember", "integer", ".spec.minMember"),
+                PrinterColumn("Scheduled", "integer", ".status.scheduled"),
+                PrinterColumn("Age", "date", ".metadata.creationTimestamp"),
             ),
         ),
     ),

@@ -6,6 +6,7 @@ for default plugins, merging and MultiPoint expansion. Every error is a :class:`
 """
 
 from apis.config.args_base import ArgsModel
+from apis.config.coscheduling_args import CoschedulingArgs
 from apis.config.errors import ConfigError, ErrorType, FieldError
 from apis.config.loadaware_args import LoadAwareSchedulingArgs
 from apis.config.loader import load_scheduler_config, parse_scheduler_config, strip_helm_template
@@ -35,6 +36,7 @@ __all__ = [
     "IN_TREE_ARGS",
     "ArgsModel",
     "ConfigError",
+    "CoschedulingArgs",
     "DefaultPreemptionArgs",
     "ErrorType",
     "FieldError",

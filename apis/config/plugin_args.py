@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import BaseModel, field_validator
 
 from apis.config.args_base import ArgsModel
+from apis.config.coscheduling_args import CoschedulingArgs
 from apis.config.decoding import decode_model
 from apis.config.elasticquota_args import ElasticQuotaArgs
 from apis.config.errors import (
@@ -344,6 +345,7 @@ class VolumeBindingArgs(ArgsModel):
 
 
 IN_TREE_ARGS: Mapping[str, type[BaseModel]] = {
+    "Coscheduling": CoschedulingArgs,
     "DefaultPreemption": DefaultPreemptionArgs,
     "ElasticQuota": ElasticQuotaArgs,
     "InterPodAffinity": InterPodAffinityArgs,

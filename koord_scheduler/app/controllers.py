@@ -3,7 +3,7 @@
 Flags::
 
     --controllers LIST          kube-controller-manager's form: "*" (all; the default), "name", "-name".
-                                Names: reservation, nodeslo, noderesource, nodemetric, elasticquota.
+                                Names: reservation, nodeslo, noderesource, nodemetric, elasticquota, podgroup.
     --scheduling[=BOOL]         schedule pods (default true); false runs only the controllers
     --config-namespace NS       where slo-controller-config lives (default koordinator-system)
     --slo-config-name NAME      its name (default slo-controller-config)
@@ -12,7 +12,8 @@ Flags::
 The colocation controllers read the scheduler's own Node, Pod and NodeMetric watches; they add the
 NodeSLO kind (when ``nodeslo`` runs) and a watch of the one ConfigMap in its namespace. The ``elasticquota``
 controller reads the same Node and Pod watches plus ElasticQuotas (optional: a cluster without the CRD
-still schedules).
+still schedules). The ``podgroup`` controller reads the Pod watch and the PodGroup kind (the Coscheduling
+plugin's, or its own).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,11 +30,13 @@ from apis.config.elasticquota_args import ElasticQuotaArgs
 from apis.config.plugin_args import IN_TREE_ARGS, decode_args
 from apis.configuration import CONFIG_MAP_NAME, DEFAULT_NAMESPACE
 from apis.scheduling import elasticquota
+from apis.scheduling import podgroup as pg
 from apis.slo.common import GROUP, VERSION
 from apis.slo.nodemetric_record import parse_node_metric
 from koord_scheduler.framework.errors import SchedulerError
 from koord_scheduler.scheduler.controllers.api import KubeControllerApi, parse_config_map
 from koord_scheduler.scheduler.controllers.decide import parse_node_slo
+from koord_scheduler.scheduler.controllers.podgroup import PodGroupController
 from koord_scheduler.scheduler.controllers.quota_status import QuotaStatusController
 from koord_scheduler.scheduler.controllers.runner import (
     COLOCATION_CONTROLLERS,
@@ -42,6 +45,7 @@ from koord_scheduler.scheduler.controllers.runner import (
 )
 from koord_scheduler.scheduler.controllers.selection import (
     ELASTICQUOTA,
+    PODGROUP,
     RESERVATION,
     ControllerSelectionError,
     parse_controllers,
@@ -68,7 +72,7 @@ class ControllerFlags:
 def add_controller_flags(parser: argparse.ArgumentParser, parse_bool: type | object) -> None:
     parser.add_argument("--controllers", default="*", metavar="LIST",
                         help="controllers to run, kube-controller-manager style: '*' (all, default), 'name', "
-                        "'-name'; names: reservation, nodeslo, noderesource, nodemetric, elasticquota "
+                        "'-name'; names: reservation, nodeslo, noderesource, nodemetric, elasticquota, podgroup "
                         "(only the leader acts)")
     parser.add_argument("--scheduling", nargs="?", const=True, default=True, type=parse_bool,  # type: ignore[arg-type]
                         metavar="BOOL", help="schedule pods (default true); false: run only the controllers")
@@ -164,6 +168,42 @@ def build_quota_status(
         source.watch_kind(elasticquota.GROUP, elasticquota.VERSION, elasticquota.PLURAL,
                           elasticquota.parse_elastic_quota, elasticquota.KIND, optional=True)
     return QuotaStatus(controller, http)
+class KubePodGroupApi:
+    """PodGroup status writes through the controller's own :class:`ApiHttp`."""
+
+    def __init__(self, http: ApiHttp) -> None:
+        self.http = http
+
+    async def patch_pod_group(self, namespace: str, name: str, body: Mapping[str, Any]) -> None:
+        path = f"/apis/{pg.GROUP}/{pg.VERSION}/namespaces/{namespace}/{pg.PLURAL}/{name}"
+        await self.http.request("PATCH", path, body=dict(body), content_type="application/merge-patch+json")
+
+
+@dataclass(frozen=True, slots=True)
+class PodGroups:
+    controller: PodGroupController
+    http: ApiHttp
+
+
+def build_podgroup(
+    flags: ControllerFlags,
+    source: KubeClusterSource,
+    *,
+    client: tuple[float, int],
+    scheduler_kinds: Collection[str] = (),
+) -> PodGroups | None:
+    """The ``podgroup`` status controller (None when it is off), with the PodGroup watch registered on
+    ``source``: call before ``source.start``.
+
+    The PodGroup kind is optional on the source whether the controller or the scheduler's Coscheduling
+    plugin reads it: without the CRD, annotation gangs still schedule and PodGroup gangs wait (their pods
+    say the PodGroup does not exist) until it can be listed."""
+    if (PODGROUP in flags.enabled or pg.KIND in scheduler_kinds) and not source.watches(pg.KIND):
+        source.watch_kind(pg.GROUP, pg.VERSION, pg.PLURAL, pg.parse_pod_group, pg.KIND, optional=True)
+    if PODGROUP not in flags.enabled:
+        return None
+    http = ApiHttp(source.connection, TokenBucket(*client))
+    return PodGroups(PodGroupController(KubePodGroupApi(http)), http)
 
 
 async def hold_controllers(
@@ -179,7 +219,7 @@ async def hold_controllers(
     if hold is not None and hold.done() and failed:
         log.error("leader election lost; exiting")
     elif controllers is not None and controllers.done() and controllers.exception() is not None:
-        log.error("colocation controllers failed", exc_info=controllers.exception())
+        log.error("cluster controllers failed", exc_info=controllers.exception())
     stop.set()
     for future in waiting:
         if future is not controllers:

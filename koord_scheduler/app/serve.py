@@ -11,7 +11,7 @@ Flags follow kube-scheduler's names::
     --secure-port PORT        accepted for kube-scheduler compatibility; same as --metrics-port, and the
                               endpoints are still plain HTTP (no TLS, no delegated authn/z)
     --controllers LIST        cluster controllers (reservation, nodeslo, noderesource, nodemetric,
-                              elasticquota; "*" = all, the default; "-name" turns one off); see app/controllers.py
+                              elasticquota, podgroup; "*" = all, the default; "-name" turns one off)
     --scheduling[=BOOL]       false: run only the controllers (a cluster keeping kube-scheduler)
     --config-namespace NS     where slo-controller-config lives (default koordinator-system)
     --bind-address ADDR       where /healthz, /readyz, /metrics listen (default 0.0.0.0: kubelet probes and
@@ -50,9 +50,11 @@ from apis.config.duration import parse_go_duration
 from koord_scheduler.app.controllers import (
     Colocation,
     ControllerFlags,
+    PodGroups,
     QuotaStatus,
     add_controller_flags,
     build_colocation,
+    build_podgroup,
     build_quota_status,
     controller_flags,
     hold_controllers,
@@ -152,6 +154,10 @@ def serve_main(argv: Sequence[str], registry: Callable[[], Registry]) -> int:
         options.controllers, source, options.config, client=(client.qps, client.burst),
         scheduler_kinds=scheduler.watched_kinds if scheduler is not None else (),
     )
+    podgroups = build_podgroup(
+        options.controllers, source, client=(client.qps, client.burst),
+        scheduler_kinds=scheduler.watched_kinds if scheduler is not None else (),
+    )
     log.info("koord-scheduler: profiles %s, controllers %s, API server %s (%s)",
              ", ".join(scheduler.profiles) if scheduler else "none (scheduling off)",
              ", ".join(sorted(options.controllers.enabled)) or "none", connection.server, connection.description)
@@ -159,14 +165,11 @@ def serve_main(argv: Sequence[str], registry: Callable[[], Registry]) -> int:
 
     def run() -> int:
         with asyncio.Runner(loop_factory=loop_factory) as runner:
-            return runner.run(_run(options, scheduler, source, metrics, colocation, quota_status=quota_status))
+            return runner.run(
+                _run(options, scheduler, source, metrics, colocation, quota_status=quota_status, podgroups=podgroups)
+            )
 
     return _with_cpu_profile(run)
-
-
-async def _all(tasks: list[asyncio.Task[None]]) -> None:
-    """The controllers as one future: done when every one is, failed as soon as one fails."""
-    await asyncio.gather(*tasks)
 
 
 EVENT_LOOP_ENV = "PYKOORD_EVENT_LOOP"
@@ -375,6 +378,7 @@ async def _run(
     colocation: Colocation | None = None,
     *,
     quota_status: QuotaStatus | None = None,
+    podgroups: PodGroups | None = None,
 ) -> int:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
@@ -417,6 +421,8 @@ async def _run(
             controllers.append(colocation.controllers)
         if quota_status is not None:
             controllers.append(quota_status.controller)
+        if podgroups is not None:
+            controllers.append(podgroups.controller)
         sink: EventSink | None = scheduler
         if controllers:
             sink = FanoutSink(scheduler, *controllers, object_errors=metrics.object_errors)
@@ -429,13 +435,11 @@ async def _run(
             controller.start()
         if elector is not None and not await _until_stopped(elector.acquire(), stop):
             return EXIT_OK
-        tasks = []
-        if colocation is not None:
-            tasks.append(asyncio.ensure_future(colocation.controllers.run(stop)))
-        if quota_status is not None:
-            tasks.append(asyncio.ensure_future(quota_status.controller.run(stop)))
-        if tasks:
-            colocation_task = tasks[0] if len(tasks) == 1 else asyncio.ensure_future(_all(tasks))
+        runs = [*([colocation.controllers.run(stop)] if colocation else []),
+                *([quota_status.controller.run(stop)] if quota_status else []),
+                *([podgroups.controller.run(stop)] if podgroups else [])]
+        if runs:
+            colocation_task = asyncio.ensure_future(_gather_controllers(runs))
         if scheduler is None:
             return await hold_controllers(elector, stop, colocation_task)
         return await _schedule(scheduler, elector, stop, state)
@@ -448,6 +452,8 @@ async def _run(
             await colocation.http.close()
         if quota_status is not None:
             await quota_status.http.close()
+        if podgroups is not None:
+            await podgroups.http.close()
         if controller is not None and controller.alive:
             await asyncio.to_thread(controller.stop, 15.0)
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -462,6 +468,11 @@ async def _run(
             await runner.cleanup()
         if debug_runner is not None:
             await debug_runner.cleanup()
+
+
+async def _gather_controllers(runs: list[Coroutine[Any, Any, None]]) -> None:
+    """The leader-only controllers together: the first failure cancels the others and is raised."""
+    await asyncio.gather(*runs)
 
 
 async def _schedule(scheduler: Scheduler, elector: LeaderElector | None, stop: asyncio.Event, state: _State) -> int:

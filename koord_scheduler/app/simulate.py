@@ -99,7 +99,14 @@ async def run_simulation(
             message = "deleted"
         else:
             outcome = scheduler.outcomes.get(pod.key)
-            message = outcome.message if outcome is not None else "not attempted"
+            if outcome is not None:
+                message = outcome.message
+            elif pod.key in scheduler.gated_messages:
+                # Asked again now: the reason a pod was gated when it arrived may have changed since.
+                status = scheduler.profiles[pod.scheduler_name].run_pre_enqueue(current)
+                message = f"waiting in PreEnqueue: {status.message or 'admitted, not attempted'}"
+            else:
+                message = "not attempted"
         result.placements.append(PodPlacement(pod.namespace, pod.name, None, message))
     return result, scheduler
 

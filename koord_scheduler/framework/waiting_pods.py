@@ -27,6 +27,10 @@ class WaitingPod:
         if not self._done.done():
             self._done.set_result(Status(Code.UNSCHEDULABLE, (message,), plugin))
 
+    def is_done(self) -> bool:
+        """Whether the pod was allowed by every plugin or rejected."""
+        return self._done.done()
+
     async def wait(self) -> Status:
         if not self.pending:
             return Status()

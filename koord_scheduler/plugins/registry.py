@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from koord_scheduler.framework.registry import PluginSpec, Registry
 from koord_scheduler.plugins.balancedallocation import plugin as balancedallocation
+from koord_scheduler.plugins.coscheduling import plugin as coscheduling
 from koord_scheduler.plugins.defaultbinder import plugin as defaultbinder
 from koord_scheduler.plugins.defaultpreemption import plugin as defaultpreemption
 from koord_scheduler.plugins.elasticquota import plugin as elasticquota
@@ -46,6 +47,7 @@ _MODULES = (
     loadaware,
     defaultbinder,
     reservation,
+    coscheduling,
     elasticquota,
 )
 

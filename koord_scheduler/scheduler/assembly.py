@@ -37,9 +37,16 @@ def build_scheduler(
     profiles = build_profiles(config, registry, handle, observer=metrics.observer, node_cache=node_cache)
     first = next(iter(profiles.values()))
 
+    gated_messages: dict[str, str] = {}
+
     def pre_enqueue(pod: Pod) -> Status:
         fwk = profiles.get(pod.scheduler_name)
-        return fwk.run_pre_enqueue(pod) if fwk is not None else Status()
+        status = fwk.run_pre_enqueue(pod) if fwk is not None else Status()
+        if status.is_success:
+            gated_messages.pop(pod.key, None)
+        else:
+            gated_messages[pod.key] = status.message
+        return status
 
     plugin_events: dict[str, Sequence[ClusterEventWithHint]] = {}
     for fwk in profiles.values():
@@ -61,5 +68,6 @@ def build_scheduler(
         ),
     )
     scheduler = Scheduler(profiles, cache, queue, source, clock=clock, metrics=metrics, options=options)
+    scheduler.gated_messages = gated_messages
     handle.attach(scheduler)
     return scheduler

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -38,6 +38,7 @@ class SchedulerHandle:
     _scheduler: Scheduler | None = None
     _pending_reports: list[SimulationReporter] = field(default_factory=list)
     _pending_pod_watches: list[ObjectHandler] = field(default_factory=list)
+    _pending_next_pod_hooks: list[Callable[[], str | None]] = field(default_factory=list)
     _pending_watches: list[tuple[ObjectKind, ObjectHandler]] = field(default_factory=list)
     _pending_error_filters: list[tuple[ErrorHandlerFilter | None, ErrorHandlerFilter | None]] = field(
         default_factory=list
@@ -55,6 +56,8 @@ class SchedulerHandle:
         for pod_handler in self._pending_pod_watches:
             scheduler.watch_pods(pod_handler)
         self._pending_pod_watches.clear()
+        scheduler.next_pod_hooks.extend(self._pending_next_pod_hooks)
+        self._pending_next_pod_hooks.clear()
         for kind, handler in self._pending_watches:
             scheduler.subscribe(kind, handler)
         self._pending_watches.clear()
@@ -123,6 +126,22 @@ class SchedulerHandle:
             self._scheduler.simulation_reporters.append(reporter)
         else:
             self._pending_reports.append(reporter)
+
+    def activate_pods(self, keys: Iterable[str]) -> None:
+        """Move pending pods to activeQ now (kube's ``Activate``): a gang whose last member arrived."""
+        if self._scheduler is not None:
+            self._scheduler.queue.activate(keys)
+
+    def add_next_pod_hook(self, hook: Callable[[], str | None]) -> None:
+        """Koordinator's NextPod: ``hook()`` returns the key of the pod to schedule next, or None to let
+        the queue decide. The scheduler takes that pod out of the queue (wherever it waits)."""
+        if self._scheduler is not None:
+            self._scheduler.next_pod_hooks.append(hook)
+        else:
+            self._pending_next_pod_hooks.append(hook)
+
+    def is_assumed(self, key: str) -> bool:
+        return self.cache.is_assumed(key)
 
     def waiting_pod(self, key: str) -> WaitingPod | None:
         return self._scheduler.waiting_pods.get(key) if self._scheduler is not None else None

@@ -66,6 +66,9 @@ class _Binding:
     assumed: Pod
     started: float
     waits: dict[str, float] = field(default_factory=dict)
+    waiting: WaitingPod | None = None
+    """Registered in ``Scheduler.waiting_pods`` at Permit, in the scheduling cycle, so a Permit plugin of
+    a later cycle can allow it before its binding task first runs."""
 
 
 class Scheduler:
@@ -99,11 +102,19 @@ class Scheduler:
         self._bindings: set[asyncio.Task[None]] = set()
         self._binding_slots = asyncio.Semaphore(self.options.max_concurrent_bindings)
         self._background: set[asyncio.Task[None]] = set()
+        self.scheduled_count = 0
+        """Pods bound so far (``run_until_idle`` reads it to tell progress from a stalled gang)."""
         self._yield_soon = False
         self._warmed_up = False
         self.pre_error_filters: list[ErrorHandlerFilter] = []
         self.post_error_filters: list[ErrorHandlerFilter] = []
         self.waiting_pods = WaitingPods()
+        self.next_pod_hooks: list[Callable[[], str | None]] = []
+        """Koordinator's NextPod: asked before the queue; a key returned is taken out of the queue and
+        scheduled next (Coscheduling tries a gang's members back to back)."""
+        self.gated_messages: dict[str, str] = {}
+        """Pod key -> the last PreEnqueue rejection (``simulate`` reports it for pods never attempted)."""
+        self._binding_tasks: dict[asyncio.Task[None], _Binding] = {}
         self.nominator = PodNominator()
         """Pods promised a node by preemption; Filter counts them there (see :mod:`.nominator`)."""
         for fwk in self.profiles.values():
@@ -149,6 +160,7 @@ class Scheduler:
             pod = old or new
             assert pod is not None
             self.nominator.delete(pod)
+            self.gated_messages.pop(pod.key, None)
             if pod.node_name or self.cache.get_pod(pod.key) is not None:
                 self.cache.remove_pod(pod)
                 self.queue.on_cluster_event(ClusterEvent(EventResource.ASSIGNED_POD, ActionType.DELETE), pod, None)
@@ -198,7 +210,7 @@ class Scheduler:
 
     def schedule_one(self) -> bool:
         """Pop one pod and run its scheduling cycle; starts its binding cycle. False if the queue is empty."""
-        qpi = self.queue.pop()
+        qpi = self._next_from_hooks() or self.queue.pop()
         if qpi is None:
             return False
         pod = qpi.pod
@@ -277,9 +289,32 @@ class Scheduler:
             self._fail_after_assume(fwk, qpi, status, result.node_name, perf_start)
             return
         binding = _Binding(qpi, state, fwk, assumed, started, waits)
+        if waits:
+            binding.waiting = WaitingPod(assumed, assumed.node_name, waits)
+            self.waiting_pods.add(binding.waiting)
         task = asyncio.get_running_loop().create_task(self._binding_cycle(binding, perf_start))
         self._bindings.add(task)
-        task.add_done_callback(self._bindings.discard)
+        self._binding_tasks[task] = binding
+        task.add_done_callback(self._binding_done)
+
+    def _binding_done(self, task: asyncio.Task[None]) -> None:
+        self._bindings.discard(task)
+        self._binding_tasks.pop(task, None)
+
+    def _next_from_hooks(self) -> QueuedPodInfo | None:
+        for hook in self.next_pod_hooks:
+            while True:
+                try:
+                    key = hook()
+                except Exception:
+                    log.exception("next-pod hook failed")
+                    break
+                if key is None:
+                    break
+                qpi = self.queue.pop_key(key)
+                if qpi is not None:
+                    return qpi
+        return None
 
     def _handle_fit_error(
         self, fwk: Framework, state: CycleState, qpi: QueuedPodInfo, err: FitError, perf_start: float
@@ -356,11 +391,16 @@ class Scheduler:
 
     async def _binding_cycle(self, b: _Binding, perf_start: float) -> None:
         pod, node = b.assumed, b.assumed.node_name
+        try:
+            # Waiting at Permit holds no binding slot: a gang larger than the pool must not starve itself.
+            status = await self._wait_on_permit(b)
+        except Exception as exc:
+            log.exception("waiting on Permit for %s failed", pod.key)
+            status = Status(Code.ERROR, (str(exc),))
         async with self._binding_slots:
             in_flight = self.metrics.child(self.metrics.bindings_in_flight, "binding")
             in_flight.inc()
             try:
-                status = await self._wait_on_permit(b)
                 if status.is_success:
                     status = await b.fwk.run_pre_bind(b.state, pod, node)
                 if status.is_success:
@@ -384,19 +424,20 @@ class Scheduler:
         first = b.qpi.initial_attempt_timestamp or b.started
         sli = self.metrics.child(self.metrics.sli_duration, attempts_label(b.qpi.attempts))
         sli.observe(max(0.0, self.clock() - first))
+        self.scheduled_count += 1
         self._record(Outcome(pod.key, node, "", b.qpi.attempts))
         self.queue.done(pod.key)
         self._spawn(self.source.report_scheduled(pod, node))
 
     async def _wait_on_permit(self, b: _Binding) -> Status:
-        if not b.waits:
+        waiting = b.waiting
+        if waiting is None:
             return Status()
-        waiting = WaitingPod(b.assumed, b.assumed.node_name, b.waits)
-        self.waiting_pods.add(waiting)
         try:
             return await waiting.wait()
         finally:
-            self.waiting_pods.remove(b.assumed.key)
+            if self.waiting_pods.get(b.assumed.key) is waiting:
+                self.waiting_pods.remove(b.assumed.key)
 
     # ----- loop -----
 
@@ -439,23 +480,74 @@ class Scheduler:
                 await asyncio.gather(waiter, stopper, return_exceptions=True)
 
     async def run_until_idle(self) -> None:
-        """Schedule until nothing is active or backing off and no binding is in flight (the simulator)."""
+        """Schedule until nothing is active or backing off and no binding is in flight (the simulator).
+
+        Time is virtual: when every binding left waits at Permit and no pod can be popped, the earliest
+        Permit wait times out at once instead of after its seconds. The run also ends when the cluster
+        stops changing: once every pending pod has been tried a few times since the last binding or
+        removal (a gang that can never complete would otherwise be retried forever), the last outcome of
+        each pod is its answer."""
         self.warm_up()
+        last_progress = self._progress()
+        fruitless = 0
         while True:
             self.queue.flush()
             processed = 0
+            stalled = False
             while self.schedule_one():
                 processed += 1
+                fruitless += 1
                 if processed % self.options.yield_every == 0 or self._yield_soon:
                     self._yield_soon = False
                     await asyncio.sleep(0)
+                    progress = self._progress()
+                    if progress != last_progress:
+                        last_progress, fruitless = progress, 0
+                    elif fruitless > self._stall_limit():
+                        stalled = True
+                        break
+            progress = self._progress()
+            if progress != last_progress:
+                last_progress, fruitless = progress, 0
+            elif stalled or fruitless > self._stall_limit():
+                break
             if self._bindings:
-                await asyncio.gather(*list(self._bindings), return_exceptions=True)
-                continue
+                moving = [t for t, b in self._binding_tasks.items() if b.waiting is None or b.waiting.is_done()]
+                if moving:
+                    await asyncio.wait(moving, return_when=asyncio.FIRST_COMPLETED)
+                    continue
+                await asyncio.sleep(0)
+                if self._expire_first_waiting():
+                    continue
             await asyncio.sleep(0)
             if processed == 0 and not self._bindings:
                 break
+        # A stalled run leaves nothing waiting behind: the waits run out, in virtual time.
+        while self._expire_first_waiting():
+            await asyncio.gather(*list(self._bindings), return_exceptions=True)
         await self.drain()
+
+    def _progress(self) -> tuple[int, int, int]:
+        """Binds and the cluster's pods and nodes: what a retry cannot change by itself (assumed pods,
+        which come and go with every gang round, are left out)."""
+        counts = self.cache.counts()
+        return self.scheduled_count, counts["pods"] - counts["assumed_pods"], counts["nodes"]
+
+    def _stall_limit(self) -> int:
+        pods = sum(self.queue.pending_counts().values()) + len(self._bindings)
+        return _STALL_ATTEMPTS_PER_POD * pods + _STALL_SLACK
+
+    def _expire_first_waiting(self) -> bool:
+        """Virtual time: time out the Permit waits that end first (all plugins' earliest deadline)."""
+        waiting = [w for w in self.waiting_pods if not w.is_done() and w.pending]
+        if not waiting:
+            return False
+        first = min(min(w.pending.values()) for w in waiting)
+        for w in waiting:
+            plugin, timeout = min(w.pending.items(), key=lambda kv: kv[1])
+            if timeout <= first:
+                w.reject(plugin, f"rejected due to timeout after waiting {timeout:g}s at plugin {plugin}")
+        return True
 
     async def drain(self) -> None:
         """Wait for in-flight bindings and reports."""
@@ -483,6 +575,10 @@ class Scheduler:
         for kind, n in self.cache.counts().items():
             self.metrics.child(self.metrics.cache_size, kind).set(n)
 
+
+
+_STALL_ATTEMPTS_PER_POD = 4
+_STALL_SLACK = 16
 
 
 def pod_on_node(pod: Pod, node_name: str) -> Pod:

@@ -14,7 +14,8 @@ NODESLO = "nodeslo"
 NODERESOURCE = "noderesource"
 NODEMETRIC = "nodemetric"
 ELASTICQUOTA = "elasticquota"
-CONTROLLER_NAMES = (RESERVATION, NODESLO, NODERESOURCE, NODEMETRIC, ELASTICQUOTA)
+PODGROUP = "podgroup"
+CONTROLLER_NAMES = (RESERVATION, NODESLO, NODERESOURCE, NODEMETRIC, ELASTICQUOTA, PODGROUP)
 """Every controller koord-scheduler hosts; all on by default."""
 
 

@@ -55,6 +55,7 @@ SCHEDULE_ATTEMPT_FAILURE = "ScheduleAttemptFailure"
 BACKOFF_COMPLETE = "BackoffComplete"
 UNSCHEDULABLE_TIMEOUT = "UnschedulableTimeout"
 UNSCHEDULED_POD_UPDATE = "UnscheduledPodUpdate"
+FORCE_ACTIVATE = "ForceActivate"
 """``event`` label values of ``scheduler_queue_incoming_pods_total`` for the queue's own moves; cluster events
 use :func:`event_label`."""
 
@@ -285,6 +286,44 @@ class SchedulingQueue:
             qpi = self._backoff.pop()
         if qpi is None:
             return None
+        return self._start_attempt(qpi, now)
+
+    def pop_key(self, key: str) -> QueuedPodInfo | None:
+        """Take the pod ``key`` out of whichever sub-queue holds it and start its attempt, as :meth:`pop`
+        does (Koordinator's NextPod: a plugin picks the next pod). A pod in the gated pool is taken only if
+        PreEnqueue now passes. None if the pod is not queued (in flight, deleted, gated)."""
+        qpi: QueuedPodInfo | None = None
+        for heap in (self._active, self._backoff, self._error_backoff):
+            if heap.get(key) is not None:
+                qpi = heap.remove(key)
+                break
+        if qpi is None and key in self._unschedulable:
+            qpi = self._unschedulable.pop(key)
+        if qpi is None and key in self._gated:
+            gated = self._gated[key]
+            if not self._pre_enqueue(gated.pod).is_success:
+                return None
+            qpi = self._gated.pop(key)
+        if qpi is None:
+            return None
+        return self._start_attempt(qpi, self._clock())
+
+    def activate(self, keys: Iterable[str]) -> None:
+        """Move the given pods from the unschedulable/gated pools and backoffQ to activeQ (kube's
+        ``Activate``); gated pods go through PreEnqueue again. Unknown keys are ignored."""
+        for key in keys:
+            waiting = self._unschedulable.get(key) or self._gated.get(key)
+            if waiting is not None:
+                self._move_waiting(waiting, _Strategy.IMMEDIATELY, FORCE_ACTIVATE)
+                continue
+            for heap in (self._backoff, self._error_backoff):
+                if heap.get(key) is not None:
+                    queued = heap.remove(key)
+                    if queued is not None:
+                        self._enter_active(queued, FORCE_ACTIVATE)
+                    break
+
+    def _start_attempt(self, qpi: QueuedPodInfo, now: float) -> QueuedPodInfo:
         qpi.attempts += 1
         if qpi.initial_attempt_timestamp is None:
             qpi.initial_attempt_timestamp = now

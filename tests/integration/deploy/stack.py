@@ -24,8 +24,14 @@ REPO = Path(__file__).resolve().parents[3]
 DEPLOY = REPO / "deploy"
 NAMESPACE = "koordinator-system"
 BIN = Path(sys.executable).parent
-CRDS = ("clustercolocationprofiles.config.koordinator.sh", "reservations.scheduling.koordinator.sh",
-        "nodemetrics.slo.koordinator.sh", "nodeslos.slo.koordinator.sh")
+CRDS = (
+    "clustercolocationprofiles.config.koordinator.sh",
+    "reservations.scheduling.koordinator.sh",
+    "podgroups.scheduling.sigs.k8s.io",
+    "elasticquotas.scheduling.sigs.k8s.io",
+    "nodemetrics.slo.koordinator.sh",
+    "nodeslos.slo.koordinator.sh",
+)
 
 
 def wait_for(check: Callable[[], Any], *, timeout: float, what: str, interval: float = 0.25) -> Any:

@@ -116,6 +116,7 @@ def _kind(node: dict[str, Any]) -> tuple[Any, ...]:
         "slo.koordinator.sh_nodeslos.yaml",
         "config.koordinator.sh_clustercolocationprofiles.yaml",
         "scheduling.sigs.k8s.io_elasticquotas.yaml",
+        "scheduling.sigs.k8s.io_podgroups.yaml",
     ],
 )
 def test_compatible_with_koordinator_crd(crd_file: str) -> None:

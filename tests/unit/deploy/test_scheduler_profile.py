@@ -43,11 +43,37 @@ def chart_plugin_names(config: dict[str, Any]) -> set[str]:
     return {p["name"] for point in plugins.values() for p in point.get("enabled", [])}
 
 
+REFUSED_ARG = re.compile(r"profiles\[0\]\.pluginConfig\[(\d+)\]\.args\.(\w+): Forbidden")
+
+
 @pytest.fixture(scope="module")
-def chart_refusal(tmp_path_factory: pytest.TempPathFactory) -> subprocess.CompletedProcess[str]:
-    path = tmp_path_factory.mktemp("chart") / "koord-scheduler-config.yaml"
+def chart_args_refusal(tmp_path_factory: pytest.TempPathFactory) -> subprocess.CompletedProcess[str]:
+    path = tmp_path_factory.mktemp("chart-args") / "koord-scheduler-config.yaml"
     path.write_text(yaml.safe_dump(chart_scheduler_config()))
     return simulate(path)
+
+
+def without_refused_args(config: dict[str, Any], refusal: str) -> dict[str, Any]:
+    """The chart config less the plugin args pykoord refuses (features it does not implement)."""
+    out = copy.deepcopy(config)
+    for m in REFUSED_ARG.finditer(refusal):
+        out["profiles"][0]["pluginConfig"][int(m.group(1))]["args"].pop(m.group(2))
+    return out
+
+
+@pytest.fixture(scope="module")
+def chart_refusal(
+    tmp_path_factory: pytest.TempPathFactory, chart_args_refusal: subprocess.CompletedProcess[str]
+) -> subprocess.CompletedProcess[str]:
+    path = tmp_path_factory.mktemp("chart") / "koord-scheduler-config.yaml"
+    path.write_text(yaml.safe_dump(without_refused_args(chart_scheduler_config(), chart_args_refusal.stderr)))
+    return simulate(path)
+
+
+def test_chart_job_preemption_arg_is_refused(chart_args_refusal: subprocess.CompletedProcess[str]) -> None:
+    assert chart_args_refusal.returncode == 2
+    refused = {m.group(2) for m in REFUSED_ARG.finditer(chart_args_refusal.stderr)}
+    assert refused == {"enablePreemption"}, chart_args_refusal.stderr
 
 
 def test_chart_config_is_refused_naming_every_missing_plugin(chart_refusal: subprocess.CompletedProcess[str]) -> None:
@@ -59,9 +85,9 @@ def test_chart_config_is_refused_naming_every_missing_plugin(chart_refusal: subp
 
 
 def test_deployed_profile_is_the_chart_profile_cut_to_what_pykoord_implements(
-    chart_refusal: subprocess.CompletedProcess[str],
+    chart_refusal: subprocess.CompletedProcess[str], chart_args_refusal: subprocess.CompletedProcess[str]
 ) -> None:
-    chart = chart_scheduler_config()
+    chart = without_refused_args(chart_scheduler_config(), chart_args_refusal.stderr)
     want_profile = copy.deepcopy(chart["profiles"][0])
     refused = {(m.group(1), int(m.group(2))) for m in INVALID_ENTRY.finditer(chart_refusal.stderr)}
     assert refused, chart_refusal.stderr
@@ -98,5 +124,5 @@ def test_koordinator_sample_configmap_is_refused_naming_missing_plugins() -> Non
     assert result.returncode == 2
     first = result.stderr.splitlines()[0]
     assert "plugins not registered:" in first
-    for name in ("Coscheduling", "NodeNUMAResource", "DeviceShare"):
+    for name in ("NodeNUMAResource", "DeviceShare"):
         assert name in first

@@ -426,8 +426,24 @@ def test_configmap_error_names_the_data_key() -> None:
     )
 
 
-def test_helm_chart_loads_after_stripping_template() -> None:
+def chart_text(*, job_preemption: bool) -> str:
+    """The chart's scheduler config with the template stripped (its enableJobPreemption default keeps
+    Coscheduling's ``enablePreemption: true``); without it when ``job_preemption`` is False."""
     text = strip_helm_template((KOORDINATOR / "chart-v1.8.0" / "koord-scheduler-config.yaml").read_text())
+    if not job_preemption:
+        text = "\n".join(line for line in text.splitlines() if "enablePreemption: true" not in line)
+    return text
+
+
+def test_helm_chart_job_preemption_is_refused_by_name() -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_scheduler_config(chart_text(job_preemption=True), source="koord-scheduler-config.yaml")
+    assert [e.path for e in caught.value.errors] == ["profiles[0].pluginConfig[3].args.enablePreemption"]
+    assert "job-level gang preemption is not implemented" in str(caught.value)
+
+
+def test_helm_chart_loads_after_stripping_template() -> None:
+    text = chart_text(job_preemption=False)
 
     config = parse_scheduler_config(text, source="koord-scheduler-config.yaml")
 
@@ -443,7 +459,8 @@ def test_helm_chart_loads_after_stripping_template() -> None:
         pytest.param("default.yaml", [("default-scheduler", [])], id="default"),
         pytest.param(
             "koordinator.yaml",
-            [("koord-scheduler", ["NodeResourcesFit", "LoadAwareScheduling", "Reservation", "ElasticQuota"])],
+            [("koord-scheduler", ["NodeResourcesFit", "LoadAwareScheduling", "Reservation", "ElasticQuota",
+                                  "Coscheduling"])],
             id="koordinator",
         ),
     ],

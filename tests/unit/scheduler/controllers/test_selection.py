@@ -13,10 +13,14 @@ from koord_scheduler.scheduler.controllers.selection import (
     ("text", "want"),
     [
         pytest.param("*", set(CONTROLLER_NAMES), id="star-is-all"),
-        pytest.param("*,-nodemetric", {"reservation", "nodeslo", "noderesource", "elasticquota"}, id="star-minus-one"),
+        pytest.param(
+            "*,-nodemetric", {"reservation", "nodeslo", "noderesource", "elasticquota", "podgroup"},
+            id="star-minus-one",
+        ),
         pytest.param("nodeslo,noderesource", {"nodeslo", "noderesource"}, id="named-only"),
         pytest.param(
-            "-nodeslo,*", {"reservation", "noderesource", "nodemetric", "elasticquota"}, id="minus-wins-in-any-order"
+            "-nodeslo,*", {"reservation", "noderesource", "nodemetric", "elasticquota", "podgroup"},
+            id="minus-wins-in-any-order",
         ),
         pytest.param("nodeslo,-nodeslo", set(), id="minus-wins-over-name"),
         pytest.param(" nodeslo , reservation ", {"nodeslo", "reservation"}, id="spaces"),

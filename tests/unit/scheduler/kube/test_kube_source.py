@@ -460,3 +460,21 @@ async def test_an_optional_kind_that_cannot_be_listed_does_not_hold_up_start(
     assert widget_lists[0].path == "/apis/x.io/v1/namespaces/ns1/widgets"
     assert widget_lists[0].query["fieldSelector"] == "metadata.name=w1"
     assert source.watches("Gadget") and not source.watches("Sprocket")
+
+
+async def test_pod_groups_are_optional_for_the_scheduler_and_the_controller(
+    api: FakeApi, source: KubeClusterSource
+) -> None:
+    """No PodGroup CRD on the server: scheduling starts anyway (annotation gangs need none)."""
+    from apis.scheduling import podgroup as pg
+    from koord_scheduler.app.controllers import ControllerFlags, build_podgroup
+
+    api.put("nodes", make_node("n1").obj())
+    flags = ControllerFlags(frozenset(), scheduling=True, config_namespace="ns", config_name="cm")
+    assert build_podgroup(flags, source, client=(5.0, 10), scheduler_kinds={pg.KIND: None}) is None
+    assert source.watches(pg.KIND)
+    kind = ObjectKind(pg.KIND, pg.GROUP, pg.VERSION, pg.PLURAL, True, pg.parse_pod_group)
+    sink = RecordingSink()
+    await asyncio.wait_for(source.start(sink, [kind]), 5)
+    assert "n1" in sink.nodes
+    assert not source.listed(pg.KIND)

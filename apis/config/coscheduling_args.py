@@ -1,0 +1,79 @@
+"""``CoschedulingArgs`` (Koordinator ``pkg/scheduler/apis/config/v1``): defaults and validation.
+
+Defaults are Koordinator's: ``defaultTimeout`` 600s, ``controllerWorkers`` 1, ``defaultMatchPolicy``
+once-satisfied, job-level preemption and network-topology awareness off.
+
+Not implemented, and refused at load rather than accepted and ignored: ``enablePreemption: true``
+(job-level preemption of a whole gang), ``controllerWorkers`` above 1 and ``skipCheckScheduleCycle: true``
+(deprecated upstream, where it does nothing either). ``awareNetworkTopology: true`` is accepted: gangs whose pods
+carry no network-topology spec are scheduled as plain gangs, and a pod that does carry one is rejected
+as unschedulable with a message saying topology-aware placement is not supported.
+"""
+
+from __future__ import annotations
+
+from apis.config.args_base import ArgsModel
+from apis.config.duration import GoDuration
+from apis.config.errors import FieldError, forbidden, invalid, join_path, not_supported
+
+MATCH_POLICIES = ("once-satisfied", "only-waiting", "waiting-and-running")
+
+
+class CoschedulingArgs(ArgsModel):
+    default_timeout: GoDuration = 600.0
+    """Seconds an assumed gang member waits at Permit for the rest, when the gang does not say."""
+    controller_workers: int = 1
+    """Workers of the PodGroup status controller; only 1 is implemented (more is refused)."""
+    skip_check_schedule_cycle: bool = False
+    """Deprecated in Koordinator and unused there; ``true`` is refused (it would do nothing)."""
+    enable_preemption: bool = False
+    """Job-level preemption. Not implemented: ``true`` is refused."""
+    aware_network_topology: bool = False
+    """See the module docstring."""
+    default_match_policy: str = "once-satisfied"
+
+    def field_errors(self, path: str) -> list[FieldError]:
+        errors: list[FieldError] = []
+        if self.default_timeout < 0:
+            errors.append(
+                invalid(
+                    join_path(path, "defaultTimeout"),
+                    self.default_timeout,
+                    "coeSchedulingArgs DefaultTimeoutSeconds invalid",
+                )
+            )
+        if self.controller_workers < 1:
+            errors.append(
+                invalid(
+                    join_path(path, "controllerWorkers"),
+                    self.controller_workers,
+                    "coeSchedulingArgs ControllerWorkers invalid",
+                )
+            )
+        if self.default_match_policy not in MATCH_POLICIES:
+            errors.append(
+                not_supported(join_path(path, "defaultMatchPolicy"), self.default_match_policy, MATCH_POLICIES)
+            )
+        if self.controller_workers > 1:
+            errors.append(
+                forbidden(
+                    join_path(path, "controllerWorkers"),
+                    "the podgroup controller writes with one worker; more are not implemented (use 1)",
+                )
+            )
+        if self.skip_check_schedule_cycle:
+            errors.append(
+                forbidden(
+                    join_path(path, "skipCheckScheduleCycle"),
+                    "deprecated upstream and has no effect (gang rounds replaced schedule cycles); remove it",
+                )
+            )
+        if self.enable_preemption:
+            errors.append(
+                forbidden(
+                    join_path(path, "enablePreemption"),
+                    "job-level gang preemption is not implemented in pykoord; remove enablePreemption "
+                    "(or set it to false) and keep DefaultPreemption in the postFilter list",
+                )
+            )
+        return errors

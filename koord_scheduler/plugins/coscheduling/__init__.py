@@ -1,0 +1,1 @@
+"""Coscheduling: gang scheduling with PodGroups and gang annotations."""

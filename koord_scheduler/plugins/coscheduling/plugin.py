@@ -1,0 +1,494 @@
+"""Coscheduling: gang scheduling (Koordinator ``pkg/scheduler/plugins/coscheduling``).
+
+A gang is a set of pods that run together or not at all: at least ``min-available`` of them (a
+PodGroup's ``minMember``) must be placed at once. Gangs may be tied into a *gang group* (``groups``),
+which is satisfied only when every gang in it is.
+
+- **PreEnqueue** keeps a member out of activeQ until every gang of its group exists, is initialised and
+  has at least min-available pods. When the last one arrives, the plugin activates the pending members.
+- **PreFilter** starts a *round* for the group with the first member that gets here; **NextPod** then
+  feeds the group's other pending members to the scheduler back to back, ahead of the queue, so a gang's
+  members are tried together whatever the queue order. After the first member of a round fails, the rest
+  of the round fails fast with the cached reason (UnschedulableAndUnresolvable: no preemption for it).
+- **Permit** holds each assumed member (Wait, for the gang's waiting time) until every gang of the group
+  has enough waiting (per its match policy), then allows all of them together.
+- **Failure**: when a member fails in a round, Strict gangs reject every waiting member of the group at
+  once (their assumed resources are released); NonStrict gangs keep them waiting until the round ends and
+  are then rejected unless the group was satisfied meanwhile. A Strict member's Unreserve (bind failure,
+  Permit timeout) rejects its waiting siblings as well.
+- **Once satisfied** (policy ``once-satisfied``, the default): after one member of the group has bound,
+  later members are scheduled as plain pods.
+- **PreBind** writes ``bind-gang-group-id`` / ``bind-gang-member-count`` on the members allowed together.
+
+Differences from Koordinator, on purpose: present-but-bad gang annotations reject the pod with a message
+and an Event instead of falling back silently (:mod:`.spec`); gated members get an Event saying why; a
+round that ends without a failure (some members could not be tried: scheduling gates) keeps the waiting
+members until their waiting time rather than rejecting them, so ``waiting-time`` means what it says.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Protocol
+
+import numpy as np
+
+from apis.config.coscheduling_args import CoschedulingArgs
+from apis.core.types import Pod
+from apis.scheduling import podgroup as pg
+from koord_scheduler.framework.cycle_state import CycleState
+from koord_scheduler.framework.errors import ClusterError
+from koord_scheduler.framework.handle import FrameworkHandle
+from koord_scheduler.framework.interfaces import (
+    PermitPlugin,
+    PostBindPlugin,
+    PostFilterPlugin,
+    PreBindPlugin,
+    PreEnqueuePlugin,
+    PreFilterPlugin,
+    ReservePlugin,
+)
+from koord_scheduler.framework.snapshot import ClusterSnapshot, IntArray, Positions
+from koord_scheduler.framework.status import Code, Status, error, skip, success, unresolvable, unschedulable
+from koord_scheduler.framework.types import (
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    EventResource,
+    EventType,
+    ObjectKind,
+    PostFilterResult,
+    PreFilterResult,
+    QueuedPodInfo,
+)
+from koord_scheduler.framework.waiting_pods import WaitingPod
+from koord_scheduler.plugins import names
+from koord_scheduler.plugins.coscheduling.gang_cache import Gang, GangCache, Round
+from koord_scheduler.plugins.coscheduling.messages import (
+    all_attempted,
+    gang_group_rejected,
+    gang_not_found,
+    not_collect_enough,
+    not_init,
+    unreserve_rejected,
+)
+from koord_scheduler.plugins.coscheduling.spec import (
+    GangRef,
+    GangSpec,
+    GangSpecError,
+    SpecDefaults,
+    gang_ref,
+    spec_from_pod,
+)
+
+log = logging.getLogger(__name__)
+
+NAME = names.COSCHEDULING
+ARGS = CoschedulingArgs
+
+POD_GROUP_KIND = ObjectKind(
+    kind=pg.KIND, group=pg.GROUP, version=pg.VERSION, plural=pg.PLURAL, namespaced=True, parse=pg.parse_pod_group
+)
+
+EVENT_REASON_INVALID = "InvalidGang"
+EVENT_REASON_WAITING = "GangNotReady"
+
+_BIND_ANNOTATIONS = (
+    pg.ANNOTATION_BIND_GANG_GROUP_ID,
+    pg.ANNOTATION_BIND_GANG_MEMBER_COUNT,
+    pg.DEPRECATED_ANNOTATION_BIND_GANG_GROUP_ID,
+    pg.DEPRECATED_ANNOTATION_BIND_GANG_MEMBER_COUNT,
+)
+
+
+class CoschedulingHandle(FrameworkHandle, Protocol):
+    """The scheduler services this plugin needs (``SchedulerHandle`` provides them)."""
+
+    def watch(self, kind: ObjectKind, handler: Callable[[EventType, Any, Any], None]) -> None: ...
+
+    def watch_pods(self, handler: Callable[[EventType, Any, Any], None]) -> None: ...
+
+    def register_error_handler_filters(
+        self, pre: Callable[[QueuedPodInfo, Status], bool] | None, post: Callable[[QueuedPodInfo, Status], bool] | None
+    ) -> None: ...
+
+    def add_simulation_report(self, reporter: Callable[[], tuple[str, list[dict[str, Any]]]]) -> None: ...
+
+    def activate_pods(self, keys: Iterable[str]) -> None: ...
+
+    def add_next_pod_hook(self, hook: Callable[[], str | None]) -> None: ...
+
+    def is_assumed(self, key: str) -> bool: ...
+
+    def waiting_pod(self, key: str) -> WaitingPod | None: ...
+
+
+class Coscheduling:
+    """See the module docstring."""
+
+    name = NAME
+
+    def __init__(self, args: CoschedulingArgs, handle: CoschedulingHandle) -> None:
+        self.args = args
+        self.handle = handle
+        self.cache = GangCache(SpecDefaults(args.default_timeout, args.default_match_policy))
+        self.round: Round | None = None
+        self.round_spec: GangSpec | None = None
+        self._pod_errors: dict[str, str] = {}
+        """Pod key -> why the pod's own gang annotations are unusable."""
+        self._evented: dict[str, str] = {}
+        """Pod key -> the message of the last Event the plugin recorded on it (no repeats)."""
+        self._ready_groups: set[str] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def start(self) -> None:
+        h = self.handle
+        h.watch(POD_GROUP_KIND, self.on_pod_group)
+        h.watch_pods(self.on_pod)
+        h.register_error_handler_filters(self.on_scheduling_failure, None)
+        h.add_next_pod_hook(self.next_pod)
+        h.add_simulation_report(self.simulation_report)
+
+    # ----- events -----
+
+    def on_pod_group(self, event: EventType, old: Any, new: Any) -> None:
+        record = None if event == EventType.DELETED else new
+        key = (new or old).key
+        gang = self.cache.on_pod_group(record, key)
+        if gang is not None and gang.spec is not None:
+            self._maybe_activate(gang.spec)
+
+    def on_pod(self, event: EventType, old: Pod | None, new: Pod | None) -> None:
+        old_ref = gang_ref(old) if old is not None else None
+        new_ref = gang_ref(new) if new is not None and event != EventType.DELETED else None
+        if old_ref is not None and old is not None and (new_ref is None or new_ref != old_ref):
+            self.cache.remove_pod(old_ref, old)
+        if new_ref is None or new is None:
+            if old is not None:
+                self._pod_errors.pop(old.key, None)
+                self._evented.pop(old.key, None)
+            if old_ref is not None and old_ref.gang_id not in self.cache.gangs:
+                self._ready_groups = {g for g in self._ready_groups if g in self.cache.groups}
+            return
+        gang = self.cache.add_pod(new_ref, new)
+        self._check_pod_spec(new_ref, new, gang)
+        if new.node_name:
+            return
+        if gang.spec is not None:
+            self._maybe_activate(gang.spec)
+        reason = self._gate_reason(new, new_ref)
+        if reason:
+            invalid = new.key in self._pod_errors or gang.spec is None
+            self._event(new, EVENT_REASON_INVALID if invalid else EVENT_REASON_WAITING, reason, warning=invalid)
+
+    def _check_pod_spec(self, ref: GangRef, pod: Pod, gang: Gang) -> None:
+        if ref.from_pod_group:
+            return
+        try:
+            spec_from_pod(pod, ref, self.cache.defaults)
+        except GangSpecError as exc:
+            self._pod_errors[pod.key] = str(exc)
+        else:
+            self._pod_errors.pop(pod.key, None)
+
+    def _maybe_activate(self, spec: GangSpec) -> None:
+        """Activate the group's pending members when it becomes complete (once per transition)."""
+        gid = spec.group_id
+        if self.cache.basic_check(spec):
+            self._ready_groups.discard(gid)
+            return
+        if gid in self._ready_groups:
+            return
+        self._ready_groups.add(gid)
+        self.cache.group(gid)  # the state lives as long as the group's gangs (pruned with them)
+        self.handle.activate_pods([k for gang in self.cache.members(spec) for k in gang.pending()])
+
+    # ----- checks shared by PreEnqueue and PreFilter -----
+
+    def _gate_reason(self, pod: Pod, ref: GangRef) -> str:
+        """Why the pod cannot be tried now ("" if it can)."""
+        problem = self._pod_errors.get(pod.key)
+        if problem:
+            return f"invalid gang annotations on pod {pod.key}: {problem}"
+        gang = self.cache.gangs.get(ref.gang_id)
+        if gang is None:
+            return gang_not_found(ref.gang_id, pod.key)
+        spec = gang.spec
+        if spec is None:
+            return not_init(ref.gang_id, pod.key, gang.not_ready)
+        if spec.network_topology:
+            return (
+                f"gang {ref.gang_id}: network-topology-aware gang placement "
+                f"({pg.ANNOTATION_GANG_NETWORK_TOPOLOGY_SPEC}) is not supported by this scheduler"
+            )
+        if self._plain(spec):
+            return ""
+        problems = self.cache.basic_check(spec)
+        if problems:
+            return not_collect_enough(spec.groups, problems, ref.gang_id, pod.key)
+        return ""
+
+    def _plain(self, spec: GangSpec) -> bool:
+        """Once-satisfied groups schedule their later members like plain pods."""
+        return spec.match_policy == pg.MATCH_POLICY_ONCE_SATISFIED and self.cache.group(spec.group_id).once_satisfied
+
+    def _spec_of(self, pod: Pod) -> tuple[GangRef, Gang, GangSpec] | None:
+        ref = gang_ref(pod)
+        if ref is None:
+            return None
+        gang = self.cache.gangs.get(ref.gang_id)
+        if gang is None or gang.spec is None:
+            return None
+        return ref, gang, gang.spec
+
+    # ----- PreEnqueue -----
+
+    def pre_enqueue(self, pod: Pod) -> Status:
+        ref = gang_ref(pod)
+        if ref is None:
+            return success()
+        reason = self._gate_reason(pod, ref)
+        return unresolvable(reason) if reason else success()
+
+    # ----- PreFilter and NextPod: rounds -----
+
+    def pre_filter(
+        self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot
+    ) -> tuple[PreFilterResult | None, Status]:
+        ref = gang_ref(pod)
+        if ref is None:
+            return None, success()
+        reason = self._gate_reason(pod, ref)
+        if reason:
+            return None, unresolvable(reason)
+        found = self._spec_of(pod)
+        assert found is not None
+        _, _, spec = found
+        if self._plain(spec):
+            return None, success()
+        current = self.round
+        if current is None or current.group_id != spec.group_id:
+            if current is not None:
+                self._end_round()
+            self.round = Round(spec.group_id, {pod.key})
+            self.round_spec = spec
+            return None, success()
+        if current.failed_message:
+            current.attempted.add(pod.key)
+            return None, unresolvable(current.failed_message)
+        current.attempted.add(pod.key)
+        return None, success()
+
+    def pre_filter_extensions(self) -> None:
+        return None
+
+    def next_pod(self) -> str | None:
+        """The next member of the current round to try, or None (the round is over)."""
+        current, spec = self.round, self.round_spec
+        if current is None or spec is None:
+            return None
+        for gang in self.cache.members(spec):
+            for key in gang.pending():
+                if key in current.attempted or key in self._pod_errors or self.handle.is_assumed(key):
+                    continue
+                current.attempted.add(key)
+                return key
+        self._end_round()
+        return None
+
+    def _end_round(self) -> None:
+        current, spec = self.round, self.round_spec
+        self.round, self.round_spec = None, None
+        if current is None or spec is None or not current.failed_message:
+            return
+        if not self.cache.group_satisfied(spec):
+            self._reject_waiting(spec, all_attempted())
+
+    def on_scheduling_failure(self, qpi: QueuedPodInfo, status: Status) -> bool:
+        """A member failed a scheduling attempt (Koordinator's AfterPostFilter): cache the round's failure;
+        Strict gangs reject every waiting member of the group. Never takes over the failure."""
+        found = self._spec_of(qpi.pod)
+        if found is None:
+            return False
+        _, _, spec = found
+        if self.cache.group(spec.group_id).once_satisfied:
+            return False
+        current = self.round
+        if current is None or current.group_id != spec.group_id:
+            return False
+        if not current.failed_message:
+            waiting = len(self.cache.waiting_in_group(spec))
+            current.failed_message = gang_group_rejected(spec.group_id, qpi.pod.key, status.message, waiting)
+        if spec.mode == pg.MODE_STRICT:
+            self._reject_waiting(spec, current.failed_message)
+        return False
+
+    def _reject_waiting(self, spec: GangSpec, message: str) -> None:
+        for key in self.cache.waiting_in_group(spec):
+            waiting = self.handle.waiting_pod(key)
+            if waiting is not None:
+                waiting.reject(NAME, message)
+
+    # ----- PostFilter, PreScore/Score (network topology only: nothing to do) -----
+
+    def post_filter(self, state: CycleState, pod: Pod, diagnosis: Any) -> tuple[PostFilterResult | None, Status]:
+        return None, Status(Code.UNSCHEDULABLE)
+
+    def pre_score(self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions) -> Status:
+        return skip()
+
+    def score_nodes(self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions) -> IntArray:
+        return np.zeros(len(positions), dtype=np.int64)
+
+    def score_extensions(self) -> None:
+        return None
+
+    # ----- Reserve / Permit -----
+
+    def reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status:
+        return success()
+
+    def unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
+        found = self._spec_of(pod)
+        if found is None:
+            return
+        ref, gang, spec = found
+        gang.waiting.discard(pod.key)
+        if spec.mode == pg.MODE_STRICT and not self.cache.group(spec.group_id).once_satisfied:
+            self._reject_waiting(spec, unreserve_rejected(ref.gang_id, pod.name))
+
+    def permit(self, state: CycleState, pod: Pod, node_name: str) -> tuple[Status, float]:
+        ref = gang_ref(pod)
+        if ref is None:
+            return success(), 0.0
+        found = self._spec_of(pod)
+        if found is None:
+            return unschedulable("Gang not found"), 0.0
+        _, gang, spec = found
+        gang.waiting.add(pod.key)
+        if not self.cache.group_satisfied(spec):
+            return Status(Code.WAIT), spec.wait_seconds
+        group = self.cache.group(spec.group_id)
+        members = self.cache.waiting_in_group(spec)
+        if not group.binding_members:
+            group.binding_members = tuple(members)
+        for key in members:
+            waiting = self.handle.waiting_pod(key)
+            if waiting is not None:
+                waiting.allow(NAME)
+        if self.round is not None and self.round.group_id == spec.group_id:
+            self.round, self.round_spec = None, None
+        return success(), 0.0
+
+    # ----- PreBind / PostBind -----
+
+    async def pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status:
+        found = self._spec_of(pod)
+        patch: dict[str, str | None] = {}
+        if found is not None:
+            _, _, spec = found
+            members = self.cache.group(spec.group_id).binding_members
+            if pod.key in members and len(members) >= 2:
+                count = str(len(members))
+                patch = {
+                    pg.ANNOTATION_BIND_GANG_GROUP_ID: spec.group_id,
+                    pg.ANNOTATION_BIND_GANG_MEMBER_COUNT: count,
+                    pg.DEPRECATED_ANNOTATION_BIND_GANG_GROUP_ID: spec.group_id,
+                    pg.DEPRECATED_ANNOTATION_BIND_GANG_MEMBER_COUNT: count,
+                }
+        if not patch:
+            patch = {k: None for k in _BIND_ANNOTATIONS if k in pod.annotations}
+        if not patch:
+            return success()
+        try:
+            await self.handle.cluster.patch_pod_metadata(pod, annotations=patch)
+        except ClusterError as exc:
+            return error(f"writing gang annotations of pod {pod.key}: {exc}")
+        return success()
+
+    def post_bind(self, state: CycleState, pod: Pod, node_name: str) -> None:
+        found = self._spec_of(pod)
+        if found is None:
+            return
+        _, gang, spec = found
+        gang.waiting.discard(pod.key)
+        gang.bound.add(pod.key)
+        self.cache.group(spec.group_id).once_satisfied = True
+
+    # ----- queueing hints -----
+
+    def events_to_register(self) -> Sequence[ClusterEventWithHint]:
+        """Members rejected by this plugin (quick-failed or rejected while waiting) come back when
+        capacity may have appeared. Gated members are activated by the plugin itself."""
+        node = ActionType.ADD | ActionType.UPDATE_NODE_ALLOCATABLE | ActionType.UPDATE_NODE_LABEL
+        node |= ActionType.UPDATE_NODE_TAINT
+        return (
+            ClusterEventWithHint(ClusterEvent(EventResource.NODE, node)),
+            ClusterEventWithHint(ClusterEvent(EventResource.ASSIGNED_POD, ActionType.DELETE)),
+        )
+
+    # ----- reporting -----
+
+    def _event(self, pod: Pod, reason: str, message: str, *, warning: bool) -> None:
+        if self._evented.get(pod.key) == message:
+            return
+        self._evented[pod.key] = message
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        coro = self.handle.cluster.record_event(
+            None,
+            pod.name,
+            namespace=pod.namespace,
+            type="Warning" if warning else "Normal",
+            reason=reason,
+            message=message,
+        )
+        task = loop.create_task(self._send(coro, pod.key))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    @staticmethod
+    async def _send(coro: Any, key: str) -> None:
+        try:
+            await coro
+        except Exception as exc:  # an Event is best effort
+            log.warning("recording a gang event on pod %s failed: %s", key, exc)
+
+    def simulation_report(self) -> tuple[str, list[dict[str, Any]]]:
+        rows = []
+        for gang_id in sorted(self.cache.gangs):
+            gang = self.cache.gangs[gang_id]
+            spec = gang.spec
+            rows.append(
+                {
+                    "gang": gang_id,
+                    "minMember": spec.min_member if spec else None,
+                    "mode": spec.mode if spec else None,
+                    "group": spec.group_id if spec else None,
+                    "children": len(gang.children),
+                    "bound": len([k for k, p in gang.children.items() if p.node_name]),
+                    "problem": gang.not_ready,
+                }
+            )
+        return "gangs", rows
+
+
+def new(args: CoschedulingArgs | None, handle: FrameworkHandle) -> Coscheduling:
+    """Factory. ``handle`` must provide the services of :class:`CoschedulingHandle`."""
+    args = args if args is not None else CoschedulingArgs()
+    plugin = Coscheduling(args, handle)  # type: ignore[arg-type]
+    plugin.start()
+    return plugin
+
+
+def _implements(
+    p: Coscheduling,
+) -> tuple[
+    PreEnqueuePlugin, PreFilterPlugin, PostFilterPlugin, ReservePlugin, PermitPlugin, PreBindPlugin, PostBindPlugin
+]:
+    """The extension points this plugin implements, checked by mypy."""
+    return p, p, p, p, p, p, p
