@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from prometheus_client import CollectorRegistry
 
@@ -50,6 +50,14 @@ from koord_scheduler.plugins.defaultpreemption.victims import VictimSearch
 
 NAME = names.DEFAULT_PREEMPTION
 ARGS = DefaultPreemptionArgs
+
+
+class NodeNames(NamedTuple):
+    """Node names in node-tree order, for the snapshot's node order ``positions`` (the same array object
+    while the order does not change)."""
+
+    positions: Positions
+    names: list[str]
 
 
 class DefaultPreemption:
@@ -75,7 +83,7 @@ class DefaultPreemption:
         self._metrics = metrics
         self.search = VictimSearch(handle)
         self.executor = PreemptionExecutor(handle, metrics=metrics)
-        self._order_names: tuple[Positions, list[str]] | None = None
+        self._order_names: NodeNames | None = None
         watch = getattr(handle, "watch", None)
         if callable(watch):
             watch(PDB_KIND, self.budgets.on_event)
@@ -154,9 +162,9 @@ class DefaultPreemption:
     def _node_names(self, snapshot: ClusterSnapshot) -> list[str]:
         """Node names in node-tree order, rebuilt only when the order changes."""
         positions = snapshot.node_order()
-        if self._order_names is None or self._order_names[0] is not positions:
-            self._order_names = (positions, [snapshot.info(int(pos)).name for pos in positions])
-        return self._order_names[1]
+        if self._order_names is None or self._order_names.positions is not positions:
+            self._order_names = NodeNames(positions, [snapshot.info(int(pos)).name for pos in positions])
+        return self._order_names.names
 
     def eligible(self, pod: Pod, node_statuses: dict[str, Status]) -> tuple[bool, str]:
         """``PodEligibleToPreemptOthers``."""
