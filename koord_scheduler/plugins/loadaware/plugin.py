@@ -67,7 +67,7 @@ from koord_scheduler.framework.types import (
 )
 from koord_scheduler.plugins import names
 from koord_scheduler.plugins.loadaware import scoring
-from koord_scheduler.plugins.loadaware.assign_cache import AssignCache, NodeLoad
+from koord_scheduler.plugins.loadaware.assign_cache import AssignCache
 from koord_scheduler.plugins.loadaware.estimator import is_reserve_pod
 from koord_scheduler.plugins.loadaware.incoming import INCOMING_KEY, IncomingPod, PodEstimator
 from koord_scheduler.plugins.loadaware.metrics_view import NON_PROD, PROD, LoadView, RowRecord
@@ -405,7 +405,7 @@ class LoadAwareScheduling:
             ClusterEventWithHint(ClusterEvent(EventResource.ASSIGNED_POD, ActionType.DELETE), _queue),
         )
 
-    # ----- simulate and debugging -----
+    # ----- simulate -----
 
     def simulation_report(self) -> tuple[str, list[dict[str, Any]]]:
         """Per node: NodeMetric freshness, reported usage and the estimate Filter/Score use, next to
@@ -413,10 +413,6 @@ class LoadAwareScheduling:
         return node_load_report(
             self._snapshot, self.cache, resources=self.resources, args=self.args, now=self._clock()
         )
-
-    def node_load(self, name: str) -> NodeLoad | None:
-        """The node's metric and pods as the plugin sees them (debugging, tests)."""
-        return self._rows.node_load(name)
 
     # ----- internals -----
 

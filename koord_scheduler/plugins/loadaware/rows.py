@@ -28,7 +28,7 @@ from apis.config.loadaware_args import LoadAwareSchedulingArgs
 from apis.core.types import PODS, Node, Pod
 from koord_scheduler.framework.snapshot import ClusterSnapshot, IntArray, Positions
 from koord_scheduler.framework.types import EventType
-from koord_scheduler.plugins.loadaware.assign_cache import AssignCache, AssignedPod, NodeLoad
+from koord_scheduler.plugins.loadaware.assign_cache import AssignCache, AssignedPod
 from koord_scheduler.plugins.loadaware.estimator import is_reserve_pod
 from koord_scheduler.plugins.loadaware.incoming import PodEstimator
 from koord_scheduler.plugins.loadaware.metrics_view import (
@@ -399,8 +399,3 @@ class LoadRows:
     def _node_allocatable(self, node: Node) -> list[int]:
         allocatable = node.allocatable
         return [allocatable.get(r, 0) if r != PODS else 0 for r in self._resources]
-
-    def node_load(self, name: str) -> NodeLoad | None:
-        """The node's metric and pods as the rows see them, synced first."""
-        self.sync()
-        return self.cache.get(name)

@@ -107,8 +107,10 @@ def test_row_rules_match_array_rules_on_random_rows() -> None:
     assert got_tlp == want_tlp
 
 
-def _pods_by_node(plugin: LoadAwareScheduling, names: list[str]) -> dict[str, list[str]]:
-    loads = {n: plugin.node_load(n) for n in names}
+def _pods_by_node(plugin: LoadAwareScheduling, handle: Handle, names: list[str]) -> dict[str, list[str]]:
+    """The pods the plugin counts on each node, after the cycle's step."""
+    plugin.prepare_cycle(handle.snapshot)
+    loads = {n: plugin.cache.get(n) for n in names}
     return {n: sorted(load.pods) if load is not None else [] for n, load in loads.items()}
 
 
@@ -155,7 +157,7 @@ def test_pod_sync_from_change_log_matches_full_compare() -> None:
         most = [max(most[0], len(reserved)), max(most[1], len(on_nodes))]
         plugin.prepare_cycle(snap)  # the runtime's first call of a cycle
         fresh = _rebuilt(handle, metrics)
-        assert _pods_by_node(plugin, names) == _pods_by_node(fresh, names), step
+        assert _pods_by_node(plugin, handle, names) == _pods_by_node(fresh, handle, names), step
         order = snap.node_order()
         got = plugin.filter_nodes(CycleState(), incoming, snap, order).passed.tolist()
         assert got == fresh.filter_nodes(CycleState(), incoming, snap, order).passed.tolist(), step
@@ -172,11 +174,11 @@ def test_reserve_without_assume_is_dropped_at_the_next_pod_change_as_by_a_full_c
     plugin.sign_pod(pod)
     assert plugin.reserve(CycleState(), pod, "n1").is_success
     plugin.sign_pod(pod)
-    load = plugin.node_load("n1")
+    load = plugin.cache.get("n1")
     assert load is not None and sorted(load.pods) == ["default/p"]
     handle.snapshot.add_pod(make_pod("other").node("n2").build())  # a pod change elsewhere
     plugin.sign_pod(pod)
-    load = plugin.node_load("n1")
+    load = plugin.cache.get("n1")
     assert load is not None and sorted(load.pods) == []
 
 
@@ -196,7 +198,7 @@ def test_pod_sync_compares_every_position_when_the_change_log_is_gone(monkeypatc
         snap.remove_pod(churn)
     assert snap.pods_changed_since(since) is None
     plugin.sign_pod(pod)
-    load = plugin.node_load("n1")
+    load = plugin.cache.get("n1")
     assert load is not None and sorted(load.pods) == ["default/bound"]
 
 
@@ -212,7 +214,7 @@ def test_pod_sync_after_touches_without_pod_changes_finds_the_bound_pod() -> Non
     for _ in range(5):
         snap.touch(snap.positions["n1"])
     plugin.prepare_cycle(snap)
-    assert _pods_by_node(plugin, ["n1", "n2"]) == {"n1": [], "n2": ["default/bound"]}
+    assert _pods_by_node(plugin, handle, ["n1", "n2"]) == {"n1": [], "n2": ["default/bound"]}
     fresh = _rebuilt(handle, metrics)
     order = snap.node_order()
     assert plugin.score_nodes(CycleState(), pod, snap, order).tolist() == (
@@ -234,7 +236,7 @@ def test_sign_pod_after_prepare_cycle_is_a_query() -> None:
     assert snap.version == version
     snap.add_pod(make_pod("bound").req(cpu="2").node("n1").build())  # no prepare_cycle after this
     plugin.sign_pod(pod)
-    load = plugin.node_load("n1")
+    load = plugin.cache.get("n1")
     assert load is not None and sorted(load.pods) == ["default/bound"]
 
 
@@ -322,10 +324,10 @@ def test_first_sync_finds_running_pods_and_later_pods_are_found() -> None:
     plugin, handle = setup([node(n) for n in names], [node_metric(n, cpu="1", memory="1Gi") for n in names], [running])
     snap = handle.snapshot
     plugin.prepare_cycle(snap)
-    assert _pods_by_node(plugin, names) == {"n1": ["ns/db"], "n2": [], "n3": []}
+    assert _pods_by_node(plugin, handle, names) == {"n1": ["ns/db"], "n2": [], "n3": []}
     snap.add_pod(make_pod("late").req(cpu="1").node("n2").build())
     plugin.prepare_cycle(snap)
-    assert _pods_by_node(plugin, names) == {"n1": ["ns/db"], "n2": ["default/late"], "n3": []}
+    assert _pods_by_node(plugin, handle, names) == {"n1": ["ns/db"], "n2": ["default/late"], "n3": []}
 
 
 @pytest.mark.parametrize(
@@ -364,7 +366,8 @@ def test_warm_up_does_the_first_sync_and_answers_stay_the_same() -> None:
     assert warm.view.has_metric[positions].tolist() == [True] * 3, "rows are in the arrays"
     pod = make_pod("p").req(cpu="1").build()
     assert warm.sign_pod(pod) == cold.sign_pod(pod)
-    assert _pods_by_node(warm, names) == _pods_by_node(cold, names) == {"n1": ["ns/db"], "n2": [], "n3": []}
+    want = {"n1": ["ns/db"], "n2": [], "n3": []}
+    assert _pods_by_node(warm, handle, names) == _pods_by_node(cold, cold_handle, names) == want
     order, cold_order = handle.snapshot.node_order(), cold_handle.snapshot.node_order()
     assert (
         warm.score_nodes(CycleState(), pod, handle.snapshot, order).tolist()

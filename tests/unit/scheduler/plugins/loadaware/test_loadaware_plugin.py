@@ -258,7 +258,8 @@ def test_reserve_unreserve_and_forget() -> None:
     snap.remove_pod(placed)
     handle.forget_handlers[0](placed)
     assert outcome(plugin, POD, snap) == {"n1": PASS}
-    assert plugin.node_load("n1").pods == {}  # type: ignore[union-attr]
+    plugin.prepare_cycle(snap)
+    assert plugin.cache.get("n1").pods == {}  # type: ignore[union-attr]
 
 
 def test_pods_bound_by_others_and_deleted_are_picked_up() -> None:
