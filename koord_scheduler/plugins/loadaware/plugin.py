@@ -131,7 +131,7 @@ class LastSign(NamedTuple):
 
     pod: Pod
     version: int
-    """``snapshot.version`` when it answered (after its sync)."""
+    """``snapshot.version`` when it answered."""
     sign: Hashable
 
 
@@ -221,9 +221,10 @@ class LoadAwareScheduling:
         per second) rows whose metric went stale are touched, so that the runtime's per-node result cache
         recomputes them (:mod:`.rows`). The runtime calls it once per scheduling cycle, first.
 
-        Filter, Score and :meth:`sign_pod` also bring the rows up to date themselves when the snapshot
-        moved since, or when no one called this step (a cheap check: two comparisons while nothing is
-        due), so their answers never depend on rows older than the snapshot."""
+        Filter, Score and :meth:`sign_pod` only read the rows as this step left them (and as Reserve and
+        Unreserve moved them): changes to the snapshot within a cycle, such as a preemption dry run
+        taking pods off a node, do not reach the rows, as Koordinator's estimates come from its own
+        assign cache, not from the node's pods. Callers outside the runtime call this step first."""
         if snapshot is not self._snapshot:
             raise ValueError(f"{NAME}: prepare_cycle got another snapshot than the one the plugin was built with")
         self._rows.sync()
@@ -234,12 +235,10 @@ class LoadAwareScheduling:
         """What this plugin's per-node answers depend on besides the node's row (framework.node_cache).
 
         The runtime asks again for Score in the same cycle: for the same pod object with the snapshot
-        unchanged since, the answer is the same. The rows are synced first when :meth:`prepare_cycle`
-        has not run for the current snapshot (or a freshness check is due)."""
+        unchanged since, the answer is the same. A query: it changes nothing the cache reads."""
         last = self._last_sign
         if last is not None and last.pod is pod and last.version == self._snapshot.version:
             return last.sign
-        self._rows.sync()
         sign = self._estimator.estimate(pod).sign
         self._last_sign = LastSign(pod, self._snapshot.version, sign)
         return sign
@@ -250,8 +249,6 @@ class LoadAwareScheduling:
         """One node (the runtime's form for the few nodes a cached cycle recomputes): the same answer
         as :meth:`filter_nodes` for that node, from the row's plain values."""
         rows = self._rows
-        if self._snapshot.version != rows.synced_version:
-            rows.sync()
         incoming = self._incoming(state, pod)
         if incoming.daemonset:
             return SUCCESS
@@ -289,8 +286,6 @@ class LoadAwareScheduling:
         self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions
     ) -> NodeFilterResult:
         rows = self._rows
-        if self._snapshot.version != rows.synced_version:
-            rows.sync()
         incoming = self._incoming(state, pod)
         n = len(positions)
         if incoming.daemonset:
@@ -331,8 +326,6 @@ class LoadAwareScheduling:
         """One node: the same answer as :meth:`score_nodes` for that node (kept from this cycle's
         per-node Filter when it computed it)."""
         rows = self._rows
-        if self._snapshot.version != rows.synced_version:
-            rows.sync()
         incoming = self._incoming(state, pod)
         pos = node_info.position
         kept = self._filter_scores
@@ -348,8 +341,6 @@ class LoadAwareScheduling:
 
     def score_nodes(self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions) -> IntArray:
         rows = self._rows
-        if self._snapshot.version != rows.synced_version:
-            rows.sync()
         incoming = self._incoming(state, pod)
         out = np.zeros(len(positions), dtype=np.int64)
         view = self.view

@@ -115,10 +115,12 @@ def _pods_by_node(plugin: LoadAwareScheduling, handle: Handle, names: list[str])
 
 
 def _rebuilt(handle: Handle, metrics: list[object]) -> LoadAwareScheduling:
-    """A plugin built from scratch on the same snapshot: its first sync compares every position."""
+    """A plugin built from scratch on the same snapshot, after its first sync (which compares every
+    position)."""
     fresh = loadaware.new(LoadAwareSchedulingArgs(), Handle(handle.snapshot))
     for m in metrics:
         fresh.on_node_metric(EventType.ADDED, None, m)  # type: ignore[arg-type]
+    fresh.prepare_cycle(handle.snapshot)
     return fresh
 
 
@@ -171,13 +173,13 @@ def test_reserve_without_assume_is_dropped_at_the_next_pod_change_as_by_a_full_c
     the next pod change anywhere reconciles that node, as the full comparison always did."""
     plugin, handle = setup([node("n1"), node("n2")], [node_metric("n1", cpu="1", memory="1Gi")])
     pod = make_pod("p").req(cpu="1").build()
-    plugin.sign_pod(pod)
+    plugin.prepare_cycle(handle.snapshot)
     assert plugin.reserve(CycleState(), pod, "n1").is_success
-    plugin.sign_pod(pod)
+    plugin.prepare_cycle(handle.snapshot)
     load = plugin.cache.get("n1")
     assert load is not None and sorted(load.pods) == ["default/p"]
     handle.snapshot.add_pod(make_pod("other").node("n2").build())  # a pod change elsewhere
-    plugin.sign_pod(pod)
+    plugin.prepare_cycle(handle.snapshot)
     load = plugin.cache.get("n1")
     assert load is not None and sorted(load.pods) == []
 
@@ -188,8 +190,7 @@ def test_pod_sync_compares_every_position_when_the_change_log_is_gone(monkeypatc
     monkeypatch.setattr(snapshot_module, "_MAX_CHANGE_LOG", 16)
     plugin, handle = setup([node("n1"), node("n2")], [node_metric("n1", cpu="1", memory="1Gi")])
     snap = handle.snapshot
-    pod = make_pod("p").req(cpu="1").build()
-    plugin.sign_pod(pod)
+    plugin.prepare_cycle(snap)
     since = snap.pods_generation
     snap.add_pod(make_pod("bound").req(cpu="2").node("n1").build())
     churn = make_pod("churn").node("n2").build()
@@ -197,7 +198,7 @@ def test_pod_sync_compares_every_position_when_the_change_log_is_gone(monkeypatc
         snap.add_pod(churn)
         snap.remove_pod(churn)
     assert snap.pods_changed_since(since) is None
-    plugin.sign_pod(pod)
+    plugin.prepare_cycle(snap)
     load = plugin.cache.get("n1")
     assert load is not None and sorted(load.pods) == ["default/bound"]
 
@@ -224,7 +225,8 @@ def test_pod_sync_after_touches_without_pod_changes_finds_the_bound_pod() -> Non
 
 def test_sign_pod_after_prepare_cycle_is_a_query() -> None:
     """Once the cycle is prepared, sign_pod, Filter and Score change nothing the runtime's node cache
-    reads (the snapshot version stays), and sign_pod alone still syncs when no one prepared the cycle."""
+    reads (the snapshot version stays) and read the rows as prepared; the next prepare_cycle (the
+    runtime's first call of every cycle) picks up what changed in between."""
     plugin, handle = setup([node("n1"), node("n2")], [node_metric("n1", cpu="1", memory="1Gi")])
     snap = handle.snapshot
     pod = make_pod("p").req(cpu="1").build()
@@ -234,8 +236,11 @@ def test_sign_pod_after_prepare_cycle_is_a_query() -> None:
     plugin.filter(CycleState(), pod, snap.info(snap.positions["n1"]))
     plugin.score_nodes(CycleState(), pod, snap, snap.node_order())
     assert snap.version == version
-    snap.add_pod(make_pod("bound").req(cpu="2").node("n1").build())  # no prepare_cycle after this
+    snap.add_pod(make_pod("bound").req(cpu="2").node("n1").build())
     plugin.sign_pod(pod)
+    load = plugin.cache.get("n1")
+    assert load is not None and sorted(load.pods) == [], "queries do not sync"
+    plugin.prepare_cycle(snap)
     load = plugin.cache.get("n1")
     assert load is not None and sorted(load.pods) == ["default/bound"]
 
@@ -301,15 +306,15 @@ def test_reserve_rows_equal_a_full_rewrite(args: dict[str, object], in_place: bo
     for i in range(9):
         pod = make_pod(f"r{i}").req(cpu="300m", memory="1Gi").priority(9500 if i % 2 else 5500).build()
         target = names[i % 3]
-        plugin.sign_pod(pod)
+        plugin.prepare_cycle(snap)
         snap.add_pod(replace(pod, node_name=target))  # the assume
         assert plugin.reserve(CycleState(), pod, target).is_success
     assert added and all(added) is in_place
     fresh = loadaware.new(LoadAwareSchedulingArgs.model_validate(args), Handle(snap))
     for m in metrics:
         fresh.on_node_metric(EventType.ADDED, None, m)
-    fresh.sign_pod(make_pod("x").build())  # its first sync finds the reserved pods on the nodes
-    plugin.sign_pod(make_pod("x").build())
+    fresh.prepare_cycle(snap)  # its first sync finds the reserved pods on the nodes
+    plugin.prepare_cycle(snap)
     positions = [snap.positions[n] for n in names]
     assert [plugin.view.records[p] for p in positions] == [fresh.view.records[p] for p in positions]
     plugin.view.flush()

@@ -75,6 +75,7 @@ def setup(
 
 def outcome(plugin: LoadAwareScheduling, pod: Pod, snap: ClusterSnapshot) -> dict[str, str]:
     """Filter's answer per node name (the batch form), after checking that the per-node form agrees."""
+    plugin.prepare_cycle(snap)
     got = {
         name: PASS if status.is_success else status.reasons[0]
         for name, status in filter_statuses(plugin, pod, snap).items()
@@ -90,6 +91,7 @@ def outcome(plugin: LoadAwareScheduling, pod: Pod, snap: ClusterSnapshot) -> dic
 
 def scores(plugin: LoadAwareScheduling, pod: Pod, snap: ClusterSnapshot) -> dict[str, int]:
     """Score's answer per node name (the batch form), after checking that the per-node form agrees."""
+    plugin.prepare_cycle(snap)
     got = batch_scores(plugin, pod, snap, normalize=False)
     per_node = {snap.info(p).name: plugin.score(CycleState(), pod, snap.info(p)) for p in snap.node_order().tolist()}
     assert per_node == got, "per-node Score differs from the batch form"
