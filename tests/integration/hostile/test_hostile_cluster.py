@@ -113,7 +113,7 @@ def ready_condition(scope: Scope, name: str) -> tuple[str, str, str] | None:
     status = (result.json() or {}).get("status") or {} if result.status == 200 else {}
     if status.get("phase") != "Failed":
         return None
-    ready = next((c for c in status.get("conditions") or () if c.get("type") == "Ready"), {})
+    ready: dict[str, Any] = next((c for c in status.get("conditions") or () if c.get("type") == "Ready"), {})
     return "Failed", str(ready.get("reason", "")), str(ready.get("message", ""))
 
 

@@ -38,7 +38,7 @@ async def test_a_cycle_that_raises_fails_that_pod_only(caplog: pytest.LogCapture
             raise OverflowError("Python int too large to convert to C long")
         return real_permit(state, pod, node)
 
-    fwk.run_permit = permit  # type: ignore[method-assign]
+    fwk.run_permit = permit  # type: ignore[method-assign,assignment]
     await cluster.start(scheduler)
     with caplog.at_level(logging.WARNING):
         await scheduler.run_until_idle()

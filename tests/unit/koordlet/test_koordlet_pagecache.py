@@ -69,9 +69,12 @@ def test_node_metric_memory_follows_collect_policy(tmp_path: Path, policy: str, 
         clock(),
     )  # fmt: skip
     assert status.node_metric is not None and status.pods_metric
-    assert int_value(status.node_metric.node_usage.resources["memory"]) == want_node
+    node_usage = status.node_metric.node_usage
+    assert node_usage is not None and node_usage.resources is not None
+    assert int_value(node_usage.resources["memory"]) == want_node
     pod_usage = status.pods_metric[0].pod_usage
-    assert pod_usage is not None and int_value(pod_usage.resources["memory"]) == want_pod
+    assert pod_usage is not None and pod_usage.resources is not None
+    assert int_value(pod_usage.resources["memory"]) == want_pod
 
 
 def test_agent_collects_page_cache_when_node_metric_asks(tmp_path: Path) -> None:

@@ -33,7 +33,9 @@ HP_USED = Pair(3000, 10 * GI)
 
 
 def inputs(**kwargs: Any) -> BatchInputs:
-    base = {"capacity": CAP, "reserved": Pair(), "system_used": SYS, "hp": HighPriorityLoad(used=HP_USED)}
+    base: dict[str, Any] = {
+        "capacity": CAP, "reserved": Pair(), "system_used": SYS, "hp": HighPriorityLoad(used=HP_USED)
+    }
     base.update(kwargs)
     return BatchInputs(**base)
 
