@@ -70,7 +70,17 @@ def _timed(method: Any) -> Any:
 
 
 def instrument_plugin() -> None:
-    for name in ("sign_pod", "filter_nodes", "score_nodes", "reserve", "unreserve", "on_node_metric"):
+    for name in (
+        "prepare_cycle",
+        "sign_pod",
+        "filter",
+        "filter_nodes",
+        "score",
+        "score_nodes",
+        "reserve",
+        "unreserve",
+        "on_node_metric",
+    ):
         setattr(LoadAwareScheduling, name, _timed(getattr(LoadAwareScheduling, name)))
 
 

@@ -55,7 +55,12 @@ PodSigner = Callable[[Pod], Hashable | None]
 
 
 class PerNodeFilter:
-    """A per-node Filter plugin run over many nodes (the batch signature)."""
+    """A per-node Filter plugin run over many nodes (the batch signature).
+
+    Lean on purpose: the runtime asks it for the node or two a cached cycle recomputes, once per pod, so
+    the wrapper's own cost is on every pod's path. It calls ``filter`` directly, answers the shared
+    all-pass result when no node fails (no arrays built), and tables the failing statuses by identity
+    (a plugin returns the same few status objects; hashing a status costs more than the call)."""
 
     __slots__ = ("_plugin", "name")
 
@@ -66,15 +71,38 @@ class PerNodeFilter:
     def filter_nodes(
         self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions
     ) -> NodeFilterResult:
-        passed = np.ones(len(positions), dtype=np.bool_)
-        ids = np.zeros(len(positions), dtype=np.int32)
-        table: dict[Status, int] = {}
+        check = self._plugin.filter  # looked up per call: the plugin's attribute may be replaced
+        infos = snapshot.infos
+        failures: list[tuple[int, Status]] | None = None
         for i, pos in enumerate(positions.tolist()):
-            status = self._plugin.filter(state, pod, snapshot.info(pos))
-            if not status.is_success:
-                passed[i] = False
-                ids[i] = table.setdefault(status, len(table))
-        return NodeFilterResult(passed, ids, tuple(table), every_node_passed=not table)
+            info = infos[pos]
+            if info is None or info.node is None:
+                info = snapshot.info(pos)  # raises, naming the position
+            status = check(state, pod, info)
+            if status.code is not Code.SUCCESS:
+                if failures is None:
+                    failures = [(i, status)]
+                else:
+                    failures.append((i, status))
+        if failures is None:
+            return NodeFilterResult.all_pass(len(positions))
+        return _failures_result(len(positions), failures)
+
+
+def _failures_result(n: int, failures: list[tuple[int, Status]]) -> NodeFilterResult:
+    """The batch answer for ``n`` nodes of which those in ``failures`` (index, status) failed."""
+    passed = np.ones(n, dtype=np.bool_)
+    ids = np.zeros(n, dtype=np.int32)
+    index_of: dict[int, int] = {}
+    statuses: list[Status] = []
+    for i, status in failures:
+        k = index_of.get(id(status))
+        if k is None:
+            k = index_of[id(status)] = len(statuses)
+            statuses.append(status)
+        passed[i] = False
+        ids[i] = k
+    return NodeFilterResult(passed, ids, tuple(statuses))
 
 
 @dataclass(frozen=True, slots=True)

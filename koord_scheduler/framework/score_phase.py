@@ -45,14 +45,28 @@ class PerNodeScore:
     def score_nodes(
         self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions
     ) -> IntArray:
-        return np.fromiter(
-            (int(self._plugin.score(state, pod, snapshot.info(p))) for p in positions.tolist()),
-            dtype=np.int64,
-            count=len(positions),
-        )
+        return np.array(self.score_list(state, pod, snapshot, positions), dtype=np.int64)
+
+    def score_list(self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions) -> list[int]:
+        """The scores as plain ints (what the few-nodes fold sums, without a round trip through numpy)."""
+        score = self._plugin.score  # looked up per call: the plugin's attribute may be replaced
+        info = snapshot.info
+        return [int(score(state, pod, info(p))) for p in positions.tolist()]
 
     def score_extensions(self) -> ScoreExtensions | None:
         return self._plugin.score_extensions()
+
+
+def _few_scores(
+    entry: ScorePluginEntry, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions
+) -> list[int]:
+    """``entry``'s raw scores for at most ``FEW_NODES`` nodes, as plain ints: straight from the per-node
+    form when the plugin has one, else the batch answer converted."""
+    scorer = entry.scorer(len(positions))
+    if isinstance(scorer, PerNodeScore):
+        return scorer.score_list(state, pod, snapshot, positions)
+    values: list[int] = np.asarray(scorer.score_nodes(state, pod, snapshot, positions), dtype=np.int64).tolist()
+    return values
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,22 +195,20 @@ class ScorePhase:
 
         def compute(dirty: Positions) -> tuple[IntArray, np.ndarray]:
             n = len(dirty)
-            raws = [
-                (np.asarray(e.scorer(n).score_nodes(state, pod, snapshot, dirty), dtype=np.int64), e.weight)
-                for e in folded
-            ]
             if n > FEW_NODES:
-                sums = np.zeros(len(dirty), dtype=np.int64)
-                invalid = np.zeros(len(dirty), dtype=np.bool_)
-                for raw, weight in raws:
+                sums = np.zeros(n, dtype=np.int64)
+                invalid = np.zeros(n, dtype=np.bool_)
+                for e in folded:
+                    raw = np.asarray(e.scorer(n).score_nodes(state, pod, snapshot, dirty), dtype=np.int64)
                     invalid |= (raw < MIN_NODE_SCORE) | (raw > MAX_NODE_SCORE)
-                    sums += raw * weight
+                    sums += raw * e.weight
                 return sums, invalid
             # The node or two a cycle usually changes: plain ints beat a dozen numpy calls.
-            total = [0] * len(dirty)
-            bad = [False] * len(dirty)
-            for raw, weight in raws:
-                for i, value in enumerate(raw.tolist()):
+            total = [0] * n
+            bad = [False] * n
+            for e in folded:
+                weight = e.weight
+                for i, value in enumerate(_few_scores(e, state, pod, snapshot, dirty)):
                     total[i] += value * weight
                     if value < MIN_NODE_SCORE or value > MAX_NODE_SCORE:
                         bad[i] = True

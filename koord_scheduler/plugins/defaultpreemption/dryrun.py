@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 
@@ -22,6 +22,7 @@ from apis.core.types import Pod
 from koord_scheduler.framework.cycle_state import CycleState
 from koord_scheduler.framework.diagnosis import Diagnosis
 from koord_scheduler.framework.errors import PluginCycleError
+from koord_scheduler.framework.interfaces import FrameworkRunner
 from koord_scheduler.framework.snapshot import ClusterSnapshot, NodeInfo
 from koord_scheduler.framework.status import Code, Status, error
 
@@ -45,7 +46,7 @@ class NodeTrial:
 
     def __init__(
         self,
-        fwk: Any,
+        fwk: FrameworkRunner,
         snapshot: ClusterSnapshot,
         state: CycleState,
         pod: Pod,

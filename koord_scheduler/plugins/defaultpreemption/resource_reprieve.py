@@ -1,6 +1,6 @@
 """The victim search by resource arithmetic, many nodes at once.
 
-:meth:`.plugin.DefaultPreemption.select_victims_on_node` asks the whole Filter chain once per pod put
+:meth:`.victims.VictimSearch.select_victims_on_node` asks the whole Filter chain once per pod put
 back, one node at a time. When every active Filter plugin either ignores the pods on the node
 (:data:`NODE_ONLY_FILTERS`) or is NodeResourcesFit, and no PreFilter plugin keeps cross-node state, the
 only answer that changes as pods come and go is NodeResourcesFit's, and that is integer arithmetic on the
@@ -9,7 +9,7 @@ nodes in lock step with NodeResourcesFit's own check (``resource_fit.fit_failure
 are the plugin's, not a re-derivation of them.
 
 The caller still runs the full Filter chain on each resulting node state before trusting it (see
-``DefaultPreemption._fast_chunk``): correctness never depends on this shortcut, only speed does.
+``VictimSearch._fast_chunk`` in :mod:`.victims`): correctness never depends on this shortcut, only speed does.
 """
 
 from __future__ import annotations

@@ -210,9 +210,6 @@ class AssignCache:
         node._contributions[pod.key] = contribution
         _apply(node, contribution, 1)
 
-    def estimate_of(self, node_name: str, key: str) -> AssignedPod | None:
-        node = self._nodes.get(node_name)
-        return None if node is None else node.pods.get(key)
 
 
 def _delta(estimate: tuple[int, ...], usage: tuple[int, ...]) -> tuple[int, ...]:

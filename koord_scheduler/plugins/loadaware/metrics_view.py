@@ -2,7 +2,7 @@
 
 Filter and Score read these arrays for all candidate nodes with a few numpy gathers; nothing per node
 runs in Python during a cycle. Each row is also kept as a :class:`RowRecord` of plain Python values,
-which the few-nodes paths read; rewrites reach the arrays lazily (:meth:`LoadView.flush`). A row is
+which the per-node Filter and Score read; rewrites reach the arrays lazily (:meth:`LoadView.flush`). A row is
 rewritten only when its node's NodeMetric, pods or position change (from
 :class:`~koord_scheduler.plugins.loadaware.assign_cache.NodeLoad`).
 
@@ -132,12 +132,21 @@ class ScorePaths:
     prod_for_prod_pods: bool = False
 
 
-FilterView = tuple[bool, bool, tuple[int, ...], list[int]]
-"""(thresholds on, aggregated, thresholds, base) for one kind of incoming pod."""
+class FilterView(NamedTuple):
+    """What Filter reads of a row for one kind of incoming pod."""
+
+    on: bool
+    """Any threshold is set."""
+    aggregated: bool
+    """The thresholds are the aggregated ones (for the reason text)."""
+    thresholds: tuple[int, ...]
+    base: list[int]
+    """The usage the incoming estimate is added to."""
 
 
 class RowRecord(NamedTuple):
-    """A row as plain Python values, for the few-nodes path. ``filter[view]`` is a :data:`FilterView`.
+    """A row as plain Python values, for the per-node Filter and Score. ``filter[view]`` is a
+    :class:`FilterView`.
     (A named tuple: Reserve rewrites one per pod.)"""
 
     has_info: bool
@@ -170,7 +179,7 @@ class LoadView:
         self.score_base: IntArray = np.zeros((2, 0, width), dtype=np.int64)
         self.records: list[RowRecord | None] = []
         """The same rows as Python values, by position (None without a NodeMetric): a list, not a dict,
-        because the few-nodes paths read one row per cycle, usually of a node not read for a while."""
+        because the per-node Filter and Score read one row per cycle, usually of a node not read for a while."""
         self._pending: set[int] = set()
         """Positions whose record is newer than the arrays (see :meth:`flush`)."""
         self.ensure_capacity(capacity)
@@ -208,8 +217,8 @@ class LoadView:
         """Rewrite row ``pos`` from ``load`` (which must have a metric).
 
         The record is rewritten now; the arrays at the next :meth:`flush` (a Reserve rewrites one row per
-        pod, and numpy's per-call overhead made that most of Reserve's cost, while the few-nodes paths
-        read only the records)."""
+        pod, and numpy's per-call overhead made that most of Reserve's cost, while the per-node Filter
+        and Score read only the records)."""
         metric = load.metric
         assert metric is not None
         default = _sum(load.node_usage, load.node_delta)
@@ -218,28 +227,28 @@ class LoadView:
         non_prod: FilterView
         if profile.aggregated is not None:
             agg = profile.aggregated
-            non_prod = (
+            non_prod = FilterView(
                 True,
                 True,
                 agg.thresholds,
                 _aggregated_base(load, self.resources, agg.aggregation_type, agg.duration),
             )
         else:
-            non_prod = (profile.usage_set, False, profile.usage, default)
-        prod_view = (True, False, profile.prod, prod) if profile.prod_set else non_prod
+            non_prod = FilterView(profile.usage_set, False, profile.usage, default)
+        prod_view = FilterView(True, False, profile.prod, prod) if profile.prod_set else non_prod
         score_default = (
             _aggregated_base(load, self.resources, score.aggregation_type, score.duration)
             if score.aggregation_type
             else default
         )
         score_prod = prod if score.prod_for_prod_pods else score_default
-        base = non_prod[3]
+        base = non_prod.base
         self.records[pos] = RowRecord(
             metric.has_node_metric,
             _NO_TIME if metric.update_time is None else metric.update_time,
             (non_prod, prod_view),
             (score_default, score_prod),
-            prod_view[3] is base and score_default is base and score_prod is base,
+            prod_view.base is base and score_default is base and score_prod is base,
         )
         self._pending.add(pos)
 
@@ -251,7 +260,7 @@ class LoadView:
         record = self.records[pos] if pos < len(self.records) else None
         if record is None or not record.one_base:
             return False
-        base = record.filter[NON_PROD][3]
+        base = record.filter[NON_PROD].base
         for i, v in enumerate(amount):
             base[i] += v
         self._pending.add(pos)
@@ -273,10 +282,10 @@ class LoadView:
         self.has_metric[idx] = True
         self.has_info[idx] = [record.has_info for record in recs]
         self.update_time[idx] = [np.nan if r.update_time == _NO_TIME else r.update_time for r in recs]
-        self.filter_on[:, idx] = [[view[0] for view in by_kind] for by_kind in views]
-        self.filter_aggregated[:, idx] = [[view[1] for view in by_kind] for by_kind in views]
-        self.filter_thresholds[:, idx] = _int64([[view[2] for view in by_kind] for by_kind in views])
-        self.filter_base[:, idx] = _int64([[view[3] for view in by_kind] for by_kind in views])
+        self.filter_on[:, idx] = [[view.on for view in by_kind] for by_kind in views]
+        self.filter_aggregated[:, idx] = [[view.aggregated for view in by_kind] for by_kind in views]
+        self.filter_thresholds[:, idx] = _int64([[view.thresholds for view in by_kind] for by_kind in views])
+        self.filter_base[:, idx] = _int64([[view.base for view in by_kind] for by_kind in views])
         bases = [[record.score_base[kind] for record in recs] for kind in (NON_PROD, PROD)]
         self.score_base[:, idx] = _int64(bases)
 

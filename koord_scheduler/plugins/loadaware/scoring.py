@@ -163,7 +163,7 @@ def row_failure_and_least_used(
     dominant_weight: int,
 ) -> tuple[int, int]:
     """``(row_first_failure(filter_base, ...), row_score(score_base, ..., targets=None))`` in one pass over
-    the resources: the few-nodes Filter of a node whose metric is fresh asks for both."""
+    the resources: the per-node Filter of a node whose metric is fresh asks for both."""
     total_weight = sum(weights) + dominant_weight
     failed = -1
     weighted = 0

@@ -49,14 +49,22 @@ def pod_id(uid: str, key: str) -> str:
     return uid or key
 
 
+class AssumedOwner(NamedTuple):
+    """An owner pod Reserve assumed into a reservation (not yet seen bound or recorded)."""
+
+    uid: str
+    requests: Mapping[str, int]
+    """Its requests, ``pods`` left out."""
+
+
 @dataclass(slots=True)
 class ReservationEntry:
     record: ReservationRecord
     reserve_pod: Pod
     row: int = -1
     """Array row while Available, else -1."""
-    assumed: dict[str, tuple[str, Mapping[str, int]]] = field(default_factory=dict)
-    """Owner pods assumed by Reserve and not yet seen bound or recorded: key -> (uid, requests)."""
+    assumed: dict[str, AssumedOwner] = field(default_factory=dict)
+    """Owner pods assumed by Reserve and not yet seen bound or recorded, by pod key."""
     holding: Pod | None = None
     """The pod accounted on the node for this reservation (its remainder), if any."""
     bound: dict[str, OwnerRef] = field(default_factory=dict)
@@ -81,11 +89,11 @@ class ReservationEntry:
             if pid not in ids:
                 ids.add(pid)
                 extra.append((pid, ref.requests))
-        for key, (uid, requests) in self.assumed.items():
-            pid = pod_id(uid, key)
+        for key, owner in self.assumed.items():
+            pid = pod_id(owner.uid, key)
             if pid not in ids and key not in bound_keys:
                 ids.add(pid)
-                extra.append((pid, requests))
+                extra.append((pid, owner.requests))
         return ids, extra
 
     @property
@@ -259,8 +267,8 @@ class ReservationCache:
             entry.reserve_pod = reserve_pod
         self.by_name[record.name] = uid
         recorded = {owner_uid for _, _, owner_uid in record.current_owners}
-        for key, (pod_uid, _) in list(entry.assumed.items()):
-            if pod_uid in recorded or any(f"{ns}/{n}" == key for ns, n, _ in record.current_owners):
+        for key, owner in list(entry.assumed.items()):
+            if owner.uid in recorded or any(f"{ns}/{n}" == key for ns, n, _ in record.current_owners):
                 del entry.assumed[key]
         if entry.left:
             still = entry.recorded_ids()
@@ -321,7 +329,7 @@ class ReservationCache:
         entry = self.entries.get(uid)
         if entry is None:
             return None
-        entry.assumed[pod.key] = (pod.uid, {k: v for k, v in pod.requests.items() if k != PODS})
+        entry.assumed[pod.key] = AssumedOwner(pod.uid, {k: v for k, v in pod.requests.items() if k != PODS})
         self.refresh(entry)
         return entry
 

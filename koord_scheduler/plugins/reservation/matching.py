@@ -63,11 +63,6 @@ def _controller_matches(term: OwnerTerm, pod: Pod) -> bool:
     return False
 
 
-def owners_match(owners: Iterable[OwnerTerm], pod: Pod) -> bool:
-    """``spec.owners`` are ORed."""
-    return any(owner_term_matches(term, pod) for term in owners)
-
-
 def index_keys(term: OwnerTerm) -> tuple[IndexKey, ...]:
     """Keys under which ``term`` is indexed: every pod it matches produces one of them
     (:func:`pod_probe_keys`). Empty means the term cannot be indexed and is checked for every pod."""

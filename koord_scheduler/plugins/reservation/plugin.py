@@ -12,37 +12,25 @@
   node's free capacity. Score gives 100 to those nodes (the profile weights it, 5000 in Koordinator's
   chart). Nomination picks the node's winner; Reserve assumes the pod into it; PreBind writes the
   ``reservation-allocated`` annotation; Unreserve undoes both.
+
+Layout: this module holds the extension points; :mod:`.accounting` the informer handlers and what each
+reservation holds, :mod:`.writes` the status, event and annotation writes, :mod:`.cache` the rows,
+:mod:`.matching` and :mod:`.policy` the rules.
 """
 
 from __future__ import annotations
 
-import asyncio
-import logging
-from collections.abc import Coroutine, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from apis.config.reservation_args import ReservationArgs
-from apis.core.frozendict import FrozenDict
 from apis.core.quantity import format_quantity
 from apis.core.types import Pod
-from apis.scheduling import (
-    ANNOTATION_RESERVATION_AFFINITY,
-    ANNOTATION_RESERVATION_ALLOCATED,
-    CONDITION_READY,
-    CONDITION_SCHEDULED,
-    GROUP,
-    PHASE_AVAILABLE,
-    REASON_AVAILABLE,
-    REASON_SCHEDULED,
-    REASON_UNSCHEDULABLE,
-    VERSION,
-    ReservationRecord,
-    parse_reservation,
-)
-from apis.scheduling.annotations import allocated_annotation, parse_allocated_annotation
+from apis.scheduling import ANNOTATION_RESERVATION_AFFINITY, ReservationRecord
+from apis.scheduling.annotations import allocated_annotation
 from koord_scheduler.framework.cycle_state import CycleState, StateKey
 from koord_scheduler.framework.handle import ExtendedHandle
 from koord_scheduler.framework.interfaces import (
@@ -66,41 +54,21 @@ from koord_scheduler.framework.types import (
     ClusterEvent,
     ClusterEventWithHint,
     EventResource,
-    EventType,
     NodeFilterResult,
-    ObjectKind,
     PreFilterResult,
     QueuedPodInfo,
 )
 from koord_scheduler.plugins import names
 from koord_scheduler.plugins.reservation import policy
+from koord_scheduler.plugins.reservation.accounting import ReservationAccounting
 from koord_scheduler.plugins.reservation.cache import ReservationCache, ReservationEntry, Rows
-from koord_scheduler.plugins.reservation.matching import (
-    PodReservationIntent,
-    affinity_allows,
-    pod_intent,
-)
+from koord_scheduler.plugins.reservation.matching import PodReservationIntent, affinity_allows, pod_intent
 from koord_scheduler.plugins.reservation.metrics import ReservationMetrics
-from koord_scheduler.plugins.reservation.reserve_pod import (
-    is_reserve_pod,
-    new_reserve_pod,
-    pinned_node,
-    reservation_name_of,
-)
-
-log = logging.getLogger(__name__)
+from koord_scheduler.plugins.reservation.reserve_pod import is_reserve_pod, pinned_node, reservation_name_of
+from koord_scheduler.plugins.reservation.writes import RESERVATION_KIND, ReservationWriter
 
 NAME = names.RESERVATION
 ARGS = ReservationArgs
-
-RESERVATION_KIND = ObjectKind(
-    kind="Reservation",
-    group=GROUP,
-    version=VERSION,
-    plural="reservations",
-    namespaced=False,
-    parse=parse_reservation,
-)
 
 ERR_AFFINITY_NO_MATCH = "node(s) no reservations match reservation affinity"
 ERR_AFFINITY_NO_FIT = "node(s) didn't fit any reservation matching reservation affinity"
@@ -149,11 +117,9 @@ class Reservation:
         self.handle = handle
         self.cache = ReservationCache(handle.snapshot)
         self.metrics = ReservationMetrics(handle.metrics_registry)
+        self.writer = ReservationWriter(handle)
+        self.accounting = ReservationAccounting(self.cache, handle, metrics=self.metrics, writer=self.writer)
         self._framework: FrameworkRunner | None = None
-        self._tasks: set[asyncio.Task[Any]] = set()
-        self._reported_invalid: dict[str, str] = {}
-        self._queued: dict[str, Pod] = {}
-        """Reservation uid -> reserve pod put in the queue."""
 
     # ----- wiring -----
 
@@ -162,121 +128,12 @@ class Reservation:
 
     def start(self) -> None:
         handle = self.handle
-        handle.watch(RESERVATION_KIND, self.on_reservation)
-        handle.watch_pods(self.on_pod)
+        accounting = self.accounting
+        handle.watch(RESERVATION_KIND, accounting.on_reservation)
+        handle.watch_pods(accounting.on_pod)
         handle.register_error_handler_filters(self._on_scheduling_failure, None)
-        handle.register_forget_pod_handler(self._on_forget_pod)
+        handle.register_forget_pod_handler(accounting.on_forget_pod)
         handle.add_simulation_report(self.simulation_report)
-
-    # ----- reservation events -----
-
-    def on_reservation(self, event: EventType, old: ReservationRecord | None, new: ReservationRecord | None) -> None:
-        if event == EventType.DELETED or new is None:
-            gone = old or new
-            if gone is not None:
-                self._forget(gone.uid or gone.name)
-                self.metrics.remove(gone.name)
-            return
-        uid = new.uid or new.name
-        if not new.is_valid:
-            self._forget(uid)
-            self._report_invalid(new)
-            self.metrics.set_phase(new.name, new.phase)
-            return
-        if new.is_terminated:
-            self._forget(uid)
-            self.metrics.set_phase(new.name, new.phase)
-            return
-        try:
-            reserve_pod = new_reserve_pod(new)
-        except ValueError as exc:
-            self._forget(uid)
-            self._report_invalid(new, f"invalid Reservation template: {exc}")
-            return
-        entry = self.cache.get(uid)
-        before = entry.holding if entry is not None else None
-        entry = self.cache.upsert(new, reserve_pod)
-        if new.is_available:
-            queued = self._queued.pop(uid, None)
-            if queued is not None:
-                self.handle.dequeue_pod(queued)
-            self._apply_holding(before, entry)
-        else:
-            if before is not None:
-                self.handle.unaccount_pod(before)
-            if self._queued.get(uid) != reserve_pod:
-                self._queued[uid] = reserve_pod
-                self.handle.enqueue_pod(reserve_pod)
-        self.metrics.update(entry)
-
-    # ----- owner pod events -----
-
-    def on_pod(self, event: EventType, old: Pod | None, new: Pod | None) -> None:
-        """Keep each reservation's allocated amount and held remainder true as its owner pods come and go
-        (bound into it, deleted, finished, moved to another reservation), without waiting for the
-        controller to rewrite the status. Pods without the annotation cost one dictionary probe."""
-        before = self._owner_of(old)
-        after = None if event == EventType.DELETED else self._owner_of(new)
-        if before == after and (before is None or old is None or new is None or old.requests == new.requests):
-            return
-        touched: list[ReservationEntry | None] = []
-        if before is not None and old is not None:
-            touched.append(self.cache.owner_left(before, old))
-        if after is not None and new is not None:
-            touched.append(self.cache.owner_bound(after, new))
-        for entry in touched:
-            if entry is not None:
-                held = entry.holding
-                self.cache.refresh(entry)
-                self._apply_holding(held, entry)
-                self.metrics.update(entry)
-
-    def _owner_of(self, pod: Pod | None) -> str | None:
-        """uid of the reservation ``pod`` holds: bound, not finished, annotated with it."""
-        if pod is None or ANNOTATION_RESERVATION_ALLOCATED not in pod.annotations:
-            return None
-        if not pod.node_name or pod.is_terminal:
-            return None
-        ref = parse_allocated_annotation(pod.annotations)
-        if ref is None:
-            return None
-        name, uid = ref
-        return uid or self.cache.by_name.get(name)
-
-    def _forget(self, uid: str) -> None:
-        entry = self.cache.remove(uid)
-        if entry is not None and entry.holding is not None:
-            self.handle.unaccount_pod(entry.holding)
-        queued = self._queued.pop(uid, None)
-        if queued is not None:
-            self.handle.dequeue_pod(queued)
-
-    def _apply_holding(self, before: Pod | None, entry: ReservationEntry) -> None:
-        after = entry.holding
-        if before is not None and (after is None or after.key != before.key or after.node_name != before.node_name):
-            self.handle.unaccount_pod(before)
-        if after is not None and after != before:
-            self.handle.account_pod(after)
-
-    def _report_invalid(self, record: ReservationRecord, message: str = "") -> None:
-        message = message or record.invalid
-        if self._reported_invalid.get(record.name) == message:
-            return
-        self._reported_invalid[record.name] = message
-        log.warning("reservation %s is invalid: %s", record.name, message)
-        cond = record.condition(CONDITION_SCHEDULED)
-        patch = None
-        if cond is None or cond[3] != message:
-            patch = {
-                "status": {"conditions": [_condition(CONDITION_SCHEDULED, "False", REASON_UNSCHEDULABLE, message)]}
-            }
-        self._spawn(self._write_invalid(record.name, message, patch))
-
-    async def _write_invalid(self, name: str, message: str, patch: Mapping[str, Any] | None) -> None:
-        cluster = self.handle.cluster
-        await cluster.record_event(RESERVATION_KIND, name, type="Warning", reason="InvalidReservation", message=message)
-        if patch is not None:
-            await cluster.patch_object_status(RESERVATION_KIND, name, patch)
 
     # ----- PreFilter -----
 
@@ -467,62 +324,31 @@ class Reservation:
         entry = self.cache.get(reserve.nominated)
         if entry is None or not entry.record.is_available or entry.exhausted or entry.record.node_name != node_name:
             return unschedulable("reservation nominated for the pod is no longer available")
-        before = entry.holding
-        self.cache.assume(reserve.nominated, pod)
-        self._apply_holding(before, entry)
+        self.accounting.assume_owner(entry, pod)
         reserve.assumed = reserve.nominated
-        self.metrics.update(entry)
         return success()
 
     def _assume_reservation(self, state: CycleState, pod: Pod, node_name: str) -> Status:
-        """Koordinator's ``assumeReservation``: the reservation is Available on ``node_name`` from now on
-        for owner pods, before its status is written (binding is asynchronous)."""
-        entry = self.cache.get_by_name(reservation_name_of(pod))
-        if entry is None or entry.record.is_available:
-            return success()
-        pending = entry.record
-        allocatable = FrozenDict({k: v for k, v in pod.requests.items() if k != "pods"})
-        assumed = replace(pending, phase=PHASE_AVAILABLE, node_name=node_name, allocatable=allocatable)
-        self.cache.upsert(assumed, entry.reserve_pod)
-        self._apply_holding(None, entry)
-        state.write(ASSUMED_RESERVATION_KEY, pending)
+        """Koordinator's ``assumeReservation`` (:meth:`.ReservationAccounting.assume_reservation`)."""
+        pending = self.accounting.assume_reservation(pod, node_name)
+        if pending is not None:
+            state.write(ASSUMED_RESERVATION_KEY, pending)
         return success()
 
     def unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
         pending = state.get(ASSUMED_RESERVATION_KEY)
         if pending is not None:
             state.delete(ASSUMED_RESERVATION_KEY)
-            entry = self.cache.get(pending.uid or pending.name)
-            if entry is not None and entry.record.resource_version == pending.resource_version:
-                before = entry.holding
-                self.cache.upsert(pending, entry.reserve_pod)
-                if before is not None:
-                    self.handle.unaccount_pod(before)
+            self.accounting.restore_pending(pending)
             return
         reserve = state.get(RESERVE_KEY)
         if reserve is None or not reserve.assumed:
             return
-        self._unassume(reserve.assumed, pod.key)
+        self.accounting.unassume(reserve.assumed, pod.key)
         if reserve.annotated:
-            self._spawn(
-                self.handle.cluster.patch_pod_metadata(pod, annotations={ANNOTATION_RESERVATION_ALLOCATED: None})
-            )
+            self.writer.remove_allocated(pod)
         reserve.assumed = ""
         reserve.annotated = False
-
-    def _unassume(self, uid: str, pod_key: str) -> None:
-        entry = self.cache.get(uid)
-        if entry is None:
-            return
-        before = entry.holding
-        if self.cache.unassume(uid, pod_key) is not None:
-            self._apply_holding(before, entry)
-            self.metrics.update(entry)
-
-    def _on_forget_pod(self, pod: Pod) -> None:
-        for entry in self.cache:
-            if pod.key in entry.assumed:
-                self._unassume(entry.uid, pod.key)
 
     # ----- PreBind / Bind -----
 
@@ -538,37 +364,14 @@ class Reservation:
         entry = self.cache.get(reserve.assumed)
         if entry is None:
             return success()
-        annotation = allocated_annotation(entry.record.name, entry.uid)
-        await self.handle.cluster.patch_pod_metadata(pod, annotations={ANNOTATION_RESERVATION_ALLOCATED: annotation})
+        await self.writer.annotate_allocated(pod, allocated_annotation(entry.record.name, entry.uid))
         reserve.annotated = True
         return success()
 
     async def bind(self, state: CycleState, pod: Pod, node_name: str) -> Status:
         if not is_reserve_pod(pod):
             return skip()
-        name = reservation_name_of(pod)
-        allocatable = {k: format_quantity(k, v) for k, v in sorted(pod.requests.items()) if k != "pods"}
-        body = {
-            "status": {
-                "phase": PHASE_AVAILABLE,
-                "nodeName": node_name,
-                "allocatable": allocatable,
-                "conditions": [
-                    _condition(CONDITION_SCHEDULED, "True", REASON_SCHEDULED, "Reservation is scheduled"),
-                    _condition(CONDITION_READY, "True", REASON_AVAILABLE, "Reservation is available"),
-                ],
-            }
-        }
-        await self.handle.cluster.patch_object_status(RESERVATION_KIND, name, body)
-        self._spawn(
-            self.handle.cluster.record_event(
-                RESERVATION_KIND,
-                name,
-                type="Normal",
-                reason="Scheduled",
-                message=f"Successfully assigned reservation {name} to {node_name}",
-            )
-        )
+        await self.writer.write_available(reservation_name_of(pod), node_name, pod.requests)
         return success()
 
     # ----- failures of reserve pods -----
@@ -579,27 +382,11 @@ class Reservation:
         pod = qpi.pod
         if not is_reserve_pod(pod):
             if ANNOTATION_RESERVATION_AFFINITY in pod.annotations:
-                message = self.affinity_failure_summary(pod)
-                self._spawn(
-                    self.handle.cluster.record_event(
-                        None,
-                        pod.name,
-                        namespace=pod.namespace,
-                        type="Warning",
-                        reason="FailedScheduling",
-                        message=message,
-                    )
-                )
+                self.writer.report_owner_unschedulable(pod, self.affinity_failure_summary(pod))
             return False
         name = reservation_name_of(pod)
         entry = self.cache.get_by_name(name)
-        message = status.message
-        if entry is not None:
-            cond = entry.record.condition(CONDITION_SCHEDULED)
-            if cond is not None and cond[1:] == ("False", REASON_UNSCHEDULABLE, message):
-                return False
-        patch = {"status": {"conditions": [_condition(CONDITION_SCHEDULED, "False", REASON_UNSCHEDULABLE, message)]}}
-        self._spawn(self._write_failure(name, message, patch))
+        self.writer.report_unschedulable(entry.record if entry is not None else None, name, status.message)
         return False
 
     def affinity_failure_summary(self, pod: Pod) -> str:
@@ -626,11 +413,6 @@ class Reservation:
             reasons[reason] = reasons.get(reason, 0) + 1
         return policy.reservations_summary(total, reasons)
 
-    async def _write_failure(self, name: str, message: str, patch: Mapping[str, Any]) -> None:
-        cluster = self.handle.cluster
-        await cluster.record_event(RESERVATION_KIND, name, type="Warning", reason="FailedScheduling", message=message)
-        await cluster.patch_object_status(RESERVATION_KIND, name, patch)
-
     # ----- queueing hints -----
 
     def events_to_register(self) -> Sequence[ClusterEventWithHint]:
@@ -655,7 +437,7 @@ class Reservation:
                     "allocated": _fmt(entry.allocated()),
                 }
             )
-        for name, message in sorted(self._reported_invalid.items()):
+        for name, message in sorted(self.writer.reported_invalid.items()):
             if self.cache.get_by_name(name) is None:
                 rows.append(
                     {
@@ -669,33 +451,9 @@ class Reservation:
                 )
         return "Reservations", rows
 
-    # ----- helpers -----
-
-    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            coro.close()
-            return
-        task = loop.create_task(_logged(coro))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
     async def drain(self) -> None:
         """Wait for in-flight status writes (tests and simulate)."""
-        while self._tasks:
-            await asyncio.gather(*list(self._tasks), return_exceptions=True)
-
-
-async def _logged(coro: Coroutine[Any, Any, Any]) -> None:
-    try:
-        await coro
-    except Exception as exc:
-        log.warning("reservation write failed: %s", exc)
-
-
-def _condition(type_: str, status: str, reason: str, message: str) -> dict[str, str]:
-    return {"type": type_, "status": status, "reason": reason, "message": message}
+        await self.writer.drain()
 
 
 def _fmt(amounts: Mapping[str, int]) -> str:

@@ -87,12 +87,6 @@ def nominate_per_node(positions: npt.NDArray[np.intp], orders: IntArray, scores:
     return result
 
 
-def remainder_of(allocatable: IntArray, allocated: IntArray) -> IntArray:
-    """What a reservation still holds: ``max(0, allocatable - allocated)`` per resource."""
-    result: IntArray = np.maximum(allocatable - allocated, 0)
-    return result
-
-
 def reservations_summary(total: int, reasons: Mapping[str, int]) -> str:
     """Koordinator's reservation-level failure message: ``"0/N reservations are available: "`` then
     ``"<count> Reservation(s) <reason>"`` sorted by reason (as kube-scheduler sorts node reasons)."""

@@ -142,3 +142,52 @@ def test_the_runtime_alone_picks_the_form_by_node_count_in_uncached_passes_too()
     plugin.calls.clear()
     fwk.filter_nodes_uncached(CycleState(), pod, snap.node_order(), Diagnosis())
     assert plugin.calls == Counter({"filter_nodes": 20})
+
+
+def test_per_node_filter_wrapper_answers_as_the_batch_form() -> None:
+    """The lean wrapper over ``filter``: the shared all-pass result when nothing fails, else the same
+    mask as the batch form, one status entry per distinct status object, each node's own status."""
+    from koord_scheduler.framework.filter_phase import PerNodeFilter
+
+    other = unschedulable("other reason")
+
+    class TwoReasons(BothForms):
+        def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status:
+            status = super().filter(state, pod, node_info)
+            return other if not status.is_success and node_info.position % 2 else status
+
+    snap = make_snapshot(
+        [make_node(f"n{i}").build() for i in range(6)],
+        [make_pod(f"p{i}-{j}").node(f"n{i}").build() for i in (1, 2, 4) for j in range(3)],
+    )
+    plugin = TwoReasons()
+    wrapper = PerNodeFilter(plugin)
+    pod = make_pod("p").build()
+    free = np.array([0, 3, 5], dtype=np.intp)
+    result = wrapper.filter_nodes(CycleState(), pod, snap, free)
+    assert result is NodeFilterResult.all_pass(3) and result.every_node_passed
+    positions = snap.node_order()
+    result = wrapper.filter_nodes(CycleState(), pod, snap, positions)
+    batch = plugin.filter_nodes(CycleState(), pod, snap, positions)
+    assert result.passed.tolist() == batch.passed.tolist() == [p not in (1, 2, 4) for p in positions.tolist()]
+    assert len(result.statuses) == 2 and not result.every_node_passed
+    for i, pos in enumerate(positions.tolist()):
+        if not result.passed[i]:
+            assert result.status_of(i) is (other if pos % 2 else TOO_MANY)
+
+
+def test_per_node_score_wrapper_answers_as_the_batch_form() -> None:
+    from koord_scheduler.framework.score_phase import PerNodeScore
+
+    snap = make_snapshot(
+        [make_node(f"n{i}").build() for i in range(9)],
+        [make_pod(f"p{i}").node(f"n{i % 4}").build() for i in range(7)],
+    )
+    plugin = BothForms()
+    wrapper = PerNodeScore(plugin)
+    pod = make_pod("p").build()
+    positions = snap.node_order()
+    want = plugin.score_nodes(CycleState(), pod, snap, positions).tolist()
+    got = wrapper.score_nodes(CycleState(), pod, snap, positions)
+    assert got.dtype == np.int64 and got.tolist() == want
+    assert wrapper.score_list(CycleState(), pod, snap, positions) == want

@@ -9,8 +9,9 @@ from typing import Any
 
 import numpy as np
 import pytest
+from prometheus_client import CollectorRegistry
 
-from apis.config import KubeSchedulerConfiguration
+from apis.config import KubeSchedulerConfiguration, parse_scheduler_config
 from apis.core.types import Node, Pod
 from apis.scheduling import ANNOTATION_RESERVE_POD
 from koord_scheduler.framework.cycle_state import CycleState
@@ -18,8 +19,10 @@ from koord_scheduler.framework.diagnosis import Diagnosis
 from koord_scheduler.framework.errors import ClusterError
 from koord_scheduler.framework.status import Code, Status
 from koord_scheduler.framework.types import ObjectKind, PostFilterResult
+from koord_scheduler.plugins.defaultpreemption.execution import POD_KIND
+from koord_scheduler.plugins.defaultpreemption.metrics import PreemptionMetrics
 from koord_scheduler.plugins.defaultpreemption.pdb import PDB_KIND
-from koord_scheduler.plugins.defaultpreemption.plugin import POD_KIND, DefaultPreemption
+from koord_scheduler.plugins.defaultpreemption.plugin import DefaultPreemption
 from koord_scheduler.plugins.registry import in_tree_registry
 from koord_scheduler.scheduler.algorithm import Sampler, find_nodes_that_fit
 from koord_scheduler.scheduler.assembly import build_scheduler
@@ -195,10 +198,10 @@ async def test_terminating_victim_on_nominated_node_blocks_a_second_preemption()
     assert result == PostFilterResult("n1")
     # Before the deletion lands, the preemptor is tried again with its nomination.
     nominated = make_pod("high").req(cpu="2").priority(100).nominated("n1").build()
-    e.plugin._spawn = lambda coro: coro.close()  # type: ignore[method-assign]
     again, status = e.attempt(nominated)
     assert again is None, "the nomination is kept"
     assert status.message == "preemption: not eligible due to a terminating pod on the nominated node."
+    await e.plugin.drain()
 
 
 async def test_nominated_higher_priority_pod_is_counted_in_the_dry_run() -> None:
@@ -226,11 +229,11 @@ async def test_dry_run_restores_the_snapshot() -> None:
     e = await env([node("n1"), node("n2")], pods)
     snap = e.scheduler.cache.snapshot
     before = (snap.requested.copy(), snap.pod_count.copy(), {i.name: list(i.pods) for i in snap.iter_nodes()})
-    e.plugin._spawn = lambda coro: coro.close()  # type: ignore[method-assign]
-    e.attempt(preemptor("4"))
+    e.attempt(preemptor("4"))  # (the victims are deleted only once the API calls run, after this cycle)
     after = (snap.requested, snap.pod_count, {i.name: sorted(i.pods) for i in snap.iter_nodes()})
     assert np.array_equal(before[0], after[0]) and np.array_equal(before[1], after[1])
     assert {k: sorted(v) for k, v in before[2].items()} == after[2]
+    await e.plugin.drain()
 
 
 async def test_dry_run_stops_at_enough_candidates() -> None:
@@ -238,7 +241,6 @@ async def test_dry_run_stops_at_enough_candidates() -> None:
     pods = [running(f"p{i}", f"n{i}", "4", 0) for i in range(5)]
     e = await env(nodes, pods)
     e.plugin.args = e.plugin.args.model_copy(update={"min_candidate_nodes_absolute": 2})
-    e.plugin._spawn = lambda coro: coro.close()  # type: ignore[method-assign]
     fwk = e.scheduler.profiles["default-scheduler"]
     state = CycleState()
     fwk.run_pre_filter(state, preemptor("4"))
@@ -256,6 +258,33 @@ async def test_metrics() -> None:
     assert registry.get_sample_value("scheduler_preemption_victims_count") == 1
     assert registry.get_sample_value("scheduler_preemption_victims_sum") == 2
     assert registry.get_sample_value("scheduler_preemption_victims_bucket", {"le": "2.0"}) == 1
+
+
+def test_metrics_are_created_once_per_registry() -> None:
+    registry = CollectorRegistry()
+    first, second = PreemptionMetrics.of(registry), PreemptionMetrics.of(registry)
+    assert first is second
+    first.attempts.inc()
+    second.attempts.inc()
+    assert registry.get_sample_value("scheduler_preemption_attempts_total") == 2
+    assert PreemptionMetrics.of(CollectorRegistry()) is not first
+    assert PreemptionMetrics.of(None) is not PreemptionMetrics.of(None), "no registry: metrics of their own"
+
+
+async def test_two_profiles_count_their_attempts_in_one_metric() -> None:
+    config = parse_scheduler_config(
+        "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+        "profiles:\n- schedulerName: a\n- schedulerName: b\n",
+        source="test",
+    )
+    cluster = MemoryCluster.from_objects([node("n1")], [])
+    scheduler = build_scheduler(config, in_tree_registry(), cluster, clock=lambda: NOW)
+    pod = preemptor("2")
+    for profile in ("a", "b"):
+        plugin = scheduler.profiles[profile].plugins["DefaultPreemption"]
+        assert isinstance(plugin, DefaultPreemption)
+        plugin.post_filter(CycleState(), pod, Diagnosis(num_all_nodes=1))
+    assert scheduler.metrics.registry.get_sample_value("scheduler_preemption_attempts_total") == 2
 
 
 async def test_pdb_deleted_is_forgotten() -> None:
@@ -277,9 +306,8 @@ async def test_bulk_screen_gives_the_same_candidates_and_statuses(bulk_screen: b
     ]
     e = await env(nodes, pods)
     e.scheduler.nominator.add(make_pod("vip").req(cpu="2").priority(300).build(), "n4")
-    e.plugin._spawn = lambda coro: coro.close()  # type: ignore[method-assign]
     if not bulk_screen:
-        e.plugin._nodes_independent = lambda state: False  # type: ignore[method-assign]
+        e.plugin.search.nodes_independent = lambda state: False  # type: ignore[method-assign]
     fwk = e.scheduler.profiles["default-scheduler"]
     state = CycleState()
     pod = preemptor("3")
@@ -362,7 +390,7 @@ async def test_a_cluster_that_cannot_patch_pods_still_gets_the_victims_deleted(
 ) -> None:
     pods = [running(f"p{i}", "n1", "1", i) for i in (1, 2, 3, 4)]
     e = await env([node("n1")], pods, cluster_type=NoPodStatusCluster)
-    with caplog.at_level(logging.DEBUG, logger="koord_scheduler.plugins.defaultpreemption.plugin"):
+    with caplog.at_level(logging.DEBUG, logger="koord_scheduler.plugins.defaultpreemption.execution"):
         e.attempt(preemptor("3"))
         await e.plugin.drain()
     assert sorted(e.cluster.pods) == ["default/p4"], "the three victims are deleted anyway"

@@ -40,14 +40,14 @@ class Both:
         assert isinstance(plugin, DefaultPreemption)
         self.plugin = plugin
         self.fast_batches = 0
-        fast_chunk = self.plugin._fast_chunk
+        fast_chunk = self.plugin.search._fast_chunk
 
         def counting(*args: Any) -> Any:
             found = fast_chunk(*args)
             self.fast_batches += bool(found)
             return found
 
-        self.plugin._fast_chunk = counting  # type: ignore[method-assign, assignment]
+        self.plugin.search._fast_chunk = counting  # type: ignore[method-assign, assignment]
 
     def dry_run(self, pod: Pod, *, fast: bool, offset: int = 0, wanted: int | None = None) -> Outcome:
         fwk = self.scheduler.profiles["default-scheduler"]
@@ -299,7 +299,7 @@ async def test_random_clusters_exercise_the_arithmetic() -> None:
 async def test_a_wrong_arithmetic_answer_is_caught_by_the_filter_chain(monkeypatch: pytest.MonkeyPatch) -> None:
     """Correctness never depends on the shortcut: when the arithmetic claims the pod fits with fewer victims
     than it needs, the full Filter pass rejects the node and the generic search decides it."""
-    from koord_scheduler.plugins.defaultpreemption import plugin as plugin_module
+    from koord_scheduler.plugins.defaultpreemption import victims as victims_module
 
     def too_optimistic(fit: Any, rows: NodeRows) -> tuple[Any, Any]:
         fits, victim = reprieve_rows(fit, rows)
@@ -308,6 +308,6 @@ async def test_a_wrong_arithmetic_answer_is_caught_by_the_filter_chain(monkeypat
 
     both = await cluster([node("n1")], [running(f"a{i}", "n1", "1", i) for i in (1, 2, 3, 4)])
     want = both.dry_run(high("3"), fast=False)
-    monkeypatch.setattr(plugin_module, "reprieve_rows", too_optimistic)
+    monkeypatch.setattr(victims_module, "reprieve_rows", too_optimistic)
     assert both.dry_run(high("3"), fast=True) == want == ([("n1", ("default/a3", "default/a2", "default/a1"), 0)], {})
     assert both.fast_batches == 1, "the arithmetic ran and its answer was thrown away"

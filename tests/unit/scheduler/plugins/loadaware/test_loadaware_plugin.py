@@ -1,5 +1,8 @@
 """LoadAwareScheduling plugin: Filter, Score, expiry policy, Reserve/Unreserve/forget, pods bound by
-others, node overrides, prod and aggregated paths. Case ids name the rule (scheduler-anchors §4)."""
+others, node overrides, prod and aggregated paths. Case ids name the rule (scheduler-anchors §4).
+
+Every Filter and Score expectation is checked on both forms: the batch form over all nodes and the
+per-node form node by node must agree."""
 
 from __future__ import annotations
 
@@ -19,7 +22,8 @@ from koord_scheduler.framework.types import EventType, ObjectKind
 from koord_scheduler.plugins.loadaware import plugin as loadaware
 from koord_scheduler.plugins.loadaware.plugin import LoadAwareScheduling
 from tests.builders import make_node, make_pod
-from tests.fwtest import filter_statuses, make_snapshot, scores
+from tests.fwtest import filter_statuses, make_snapshot
+from tests.fwtest import scores as batch_scores
 from tests.unit.scheduler.plugins.loadaware.loadaware_helpers import NOW, node_metric
 
 GI = 1024**3
@@ -70,10 +74,28 @@ def setup(
 
 
 def outcome(plugin: LoadAwareScheduling, pod: Pod, snap: ClusterSnapshot) -> dict[str, str]:
-    return {
+    """Filter's answer per node name (the batch form), after checking that the per-node form agrees."""
+    plugin.prepare_cycle(snap)
+    got = {
         name: PASS if status.is_success else status.reasons[0]
         for name, status in filter_statuses(plugin, pod, snap).items()
     }
+    per_node = {}
+    for pos in snap.node_order().tolist():
+        info = snap.info(pos)
+        status = plugin.filter(CycleState(), pod, info)
+        per_node[info.name] = PASS if status.is_success else status.reasons[0]
+    assert per_node == got, "per-node Filter differs from the batch form"
+    return got
+
+
+def scores(plugin: LoadAwareScheduling, pod: Pod, snap: ClusterSnapshot) -> dict[str, int]:
+    """Score's answer per node name (the batch form), after checking that the per-node form agrees."""
+    plugin.prepare_cycle(snap)
+    got = batch_scores(plugin, pod, snap, normalize=False)
+    per_node = {snap.info(p).name: plugin.score(CycleState(), pod, snap.info(p)) for p in snap.node_order().tolist()}
+    assert per_node == got, "per-node Score differs from the batch form"
+    return got
 
 
 POD = make_pod("in").req(cpu="1", memory="1Gi").build()  # estimate 850m, 0.7Gi
@@ -238,7 +260,8 @@ def test_reserve_unreserve_and_forget() -> None:
     snap.remove_pod(placed)
     handle.forget_handlers[0](placed)
     assert outcome(plugin, POD, snap) == {"n1": PASS}
-    assert plugin.node_load("n1").pods == {}  # type: ignore[union-attr]
+    plugin.prepare_cycle(snap)
+    assert plugin.cache.get("n1").pods == {}  # type: ignore[union-attr]
 
 
 def test_pods_bound_by_others_and_deleted_are_picked_up() -> None:
@@ -334,8 +357,9 @@ def test_simulation_report() -> None:
         ),
     ],
 )
-def test_few_nodes_path_matches_vector_path(args: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
-    """Filter/Score on <= FEW_NODES nodes run in plain Python; both paths must give identical answers."""
+def test_per_node_forms_match_batch_forms(args: dict[str, Any]) -> None:
+    """Filter/Score node by node (the runtime's form for the few nodes that changed) give the batch
+    forms' answers, on random rows: fresh, expired, without nodeMetric, prod and non-prod pods."""
     rng = random.Random(7)
     nodes = [node(f"n{i}") for i in range(60)]
     metrics = [
@@ -354,20 +378,16 @@ def test_few_nodes_path_matches_vector_path(args: dict[str, Any], monkeypatch: p
     snap = handle.snapshot
     order = snap.node_order()
     for pod in (POD, make_pod("p").req(cpu="700m", memory="3Gi").priority(9500).build()):
-        with monkeypatch.context() as m:
-            m.setattr(loadaware, "FEW_NODES", 0)  # the vector path
-            whole = plugin.filter_nodes(CycleState(), pod, snap, order)
-            whole_scores = plugin.score_nodes(CycleState(), pod, snap, order)
-        for start in range(0, len(order), 7):
-            part = order[start : start + 7]
-            few = plugin.filter_nodes(CycleState(), pod, snap, part)
-            assert few.passed.tolist() == whole.passed[start : start + 7].tolist()
-            for i in range(len(part)):
-                if not few.passed[i]:
-                    assert few.status_of(i) == whole.status_of(start + i)
-            assert (
-                plugin.score_nodes(CycleState(), pod, snap, part).tolist() == whole_scores[start : start + 7].tolist()
-            )
+        whole = plugin.filter_nodes(CycleState(), pod, snap, order)
+        whole_scores = plugin.score_nodes(CycleState(), pod, snap, order)
+        state = CycleState()
+        for i, pos in enumerate(order.tolist()):
+            status = plugin.filter(state, pod, snap.info(pos))
+            assert status.is_success == bool(whole.passed[i]), i
+            if not status.is_success:
+                assert status == whole.status_of(i)
+            assert plugin.score(state, pod, snap.info(pos)) == int(whole_scores[i]), i
+        assert not whole.passed.all() and whole.passed.any()
 
 
 def test_memoised_estimates_match_estimate_pod_and_signs_are_stable() -> None:
@@ -380,7 +400,9 @@ def test_memoised_estimates_match_estimate_pod_and_signs_are_stable() -> None:
         is_daemonset_pod,
     )
 
-    plugin, _ = setup([node("n0")], [node_metric("n0", cpu="1", memory="1Gi")], args={"allowCustomizeEstimation": True})
+    plugin, handle = setup(
+        [node("n0")], [node_metric("n0", cpu="1", memory="1Gi")], args={"allowCustomizeEstimation": True}
+    )
     base = make_pod("a").req(cpu="1", memory="1Gi")
     pods = [
         base.copy().build(),
@@ -396,7 +418,7 @@ def test_memoised_estimates_match_estimate_pod_and_signs_are_stable() -> None:
     for _ in range(2):  # second round: from the memo
         for pod in pods:
             state = CycleState()
-            plugin.filter_nodes(state, pod, plugin._snapshot, plugin._snapshot.node_order())
+            plugin.filter_nodes(state, pod, handle.snapshot, handle.snapshot.node_order())
             incoming = state.get(loadaware.INCOMING_KEY)
             assert incoming is not None
             want = estimate_pod(pod, plugin.resources, plugin.args.estimated_scaling_factors, allow_customize=True)
@@ -409,9 +431,9 @@ def test_memoised_estimates_match_estimate_pod_and_signs_are_stable() -> None:
         assert plugin.sign_pod(pods[i]) != first, i
 
 
-def test_vector_path_sees_rows_rewritten_by_reserve(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Reserve rewrites rows lazily (records now, arrays at the next vector pass): the vector path, the
-    few-nodes path and a plugin built from scratch with the same pods agree after a burst of Reserves."""
+def test_batch_form_sees_rows_rewritten_by_reserve() -> None:
+    """Reserve rewrites rows lazily (records now, arrays at the next batch pass): the batch form, the
+    per-node form and a plugin built from scratch with the same pods agree after a burst of Reserves."""
     rng = random.Random(11)
     nodes = [node(f"n{i}") for i in range(40)]
     metrics = [
@@ -421,7 +443,6 @@ def test_vector_path_sees_rows_rewritten_by_reserve(monkeypatch: pytest.MonkeyPa
     snap = handle.snapshot
     order = snap.node_order()
     pod = make_pod("p").req(cpu="700m", memory="3Gi").build()
-    monkeypatch.setattr(loadaware, "FEW_NODES", 8)  # 40 nodes: vector path; parts of 8: few-nodes path
     plugin.filter_nodes(CycleState(), pod, snap, order)  # arrays written once
     placed = []
     for i in range(30):
@@ -431,13 +452,9 @@ def test_vector_path_sees_rows_rewritten_by_reserve(monkeypatch: pytest.MonkeyPa
         placed.append(make_pod(f"b{i}").req(cpu="900m", memory="2Gi").node(target).build())
     whole = plugin.filter_nodes(CycleState(), pod, snap, order)
     whole_scores = plugin.score_nodes(CycleState(), pod, snap, order)
-    for start in range(0, len(order), 8):
-        part = order[start : start + 8]
-        assert (
-            plugin.filter_nodes(CycleState(), pod, snap, part).passed.tolist()
-            == whole.passed[start : start + 8].tolist()
-        )
-        assert plugin.score_nodes(CycleState(), pod, snap, part).tolist() == whole_scores[start : start + 8].tolist()
+    for i, pos in enumerate(order.tolist()):
+        assert plugin.filter(CycleState(), pod, snap.info(pos)).is_success == bool(whole.passed[i])
+        assert plugin.score(CycleState(), pod, snap.info(pos)) == int(whole_scores[i])
     fresh, fresh_handle = setup(nodes, metrics)
     fresh.score_nodes(CycleState(), pod, fresh_handle.snapshot, order)  # synced before Reserve, as above
     for p in placed:

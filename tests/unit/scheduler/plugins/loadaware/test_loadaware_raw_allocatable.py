@@ -1,11 +1,10 @@
 """``node.koordinator.sh/raw-allocatable`` (scheduler-anchors §4.3 EstimateNode): the un-amplified
-allocatable the load maths use, per resource, on both the few-nodes and the vector path."""
+allocatable the load maths use, per resource, in both forms of Filter (``outcome`` checks both)."""
 
 from __future__ import annotations
 
 import pytest
 
-from koord_scheduler.plugins.loadaware import plugin as loadaware
 from koord_scheduler.plugins.loadaware.raw_allocatable import ANNOTATION_RAW_ALLOCATABLE, raw_allocatable_row
 from tests.builders import make_pod
 from tests.unit.scheduler.plugins.loadaware.loadaware_helpers import node_metric
@@ -32,11 +31,8 @@ def test_raw_allocatable_row(raw: str, want: list[int]) -> None:
     assert raw_allocatable_row(raw, ("cpu", "memory"), BASE) == want
 
 
-@pytest.mark.parametrize("vector", [False, True], ids=["few-nodes-path", "vector-path"])
-def test_thresholds_use_raw_allocatable(vector: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_thresholds_use_raw_allocatable() -> None:
     """8 cores amplified from 4: usage 2.5 + incoming 0.85 is 42% of 8 but 84% of 4 (> 65)."""
-    if vector:
-        monkeypatch.setattr(loadaware, "FEW_NODES", 0)
     nodes = [node("amplified", **{ANNOTATION_RAW_ALLOCATABLE: '{"cpu": "4"}'}), node("plain")]
     metrics = [node_metric("amplified", cpu="2500m", memory="4Gi"), node_metric("plain", cpu="2500m", memory="4Gi")]
     plugin, handle = setup(nodes, metrics)

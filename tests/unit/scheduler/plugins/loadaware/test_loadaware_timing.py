@@ -20,7 +20,6 @@ from koord_scheduler.plugins.loadaware.timing import (
     estimation_deadline,
 )
 from tests.builders import make_pod
-from tests.fwtest import filter_statuses
 from tests.unit.scheduler.plugins.loadaware.loadaware_helpers import NOW, node_metric
 from tests.unit.scheduler.plugins.loadaware.test_loadaware_plugin import node, setup
 
@@ -99,11 +98,11 @@ def test_plugin_keeps_estimating_a_running_pod_within_its_initialized_window() -
     reported = [("default/p", "300m", "256Mi", "koord-prod")]
     running = pod(initialized="True")
 
-    plain, _ = setup([node("n1")], [node_metric("n1", cpu="2", memory="8Gi", pods=reported)], [running])
+    plain, plain_handle = setup([node("n1")], [node_metric("n1", cpu="2", memory="8Gi", pods=reported)], [running])
     windowed, handle = setup([node("n1")], [node_metric("n1", cpu="2", memory="8Gi", pods=reported)], [running],
                              args={"estimatedSecondsAfterInitialized": 60})
-    for plugin in (plain, windowed):
-        filter_statuses(plugin, make_pod("in").build(), plugin._snapshot)  # the cycle syncs found pods
+    for plugin, snapshot in ((plain, plain_handle.snapshot), (windowed, handle.snapshot)):
+        plugin.prepare_cycle(snapshot)  # the cycle syncs found pods
     assert plain.cache.get("n1").node_delta == [0, 0]  # type: ignore[union-attr]
     # estimate - usage: cpu 850m - 300m; memory round(0.7 x 1Gi) - 256Mi
     assert windowed.cache.get("n1").node_delta == [550, 751619277 - 256 * 1024**2]  # type: ignore[union-attr]

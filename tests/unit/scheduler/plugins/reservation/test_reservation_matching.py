@@ -8,7 +8,6 @@ from koord_scheduler.plugins.reservation.matching import (
     OwnerIndex,
     affinity_allows,
     index_keys,
-    owners_match,
     pod_intent,
     reservation_order,
 )
@@ -78,7 +77,6 @@ def _owners(*owners: dict) -> tuple[OwnerTerm, ...]:
     ],
 )
 def test_owner_matching_dnf(owners: tuple[OwnerTerm, ...], want: bool) -> None:
-    assert owners_match(owners, WEB) is want
     index = OwnerIndex()
     index.add("r", owners)
     assert index.match(WEB) == ({"r"} if want else set())

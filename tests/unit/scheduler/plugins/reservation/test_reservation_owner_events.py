@@ -123,3 +123,16 @@ def test_owner_on_another_node_does_not_count() -> None:
     cache.owner_bound("uid-r", make_pod("w").req(cpu="500m").node("n2").build())
     cache.refresh(entry)
     assert entry.allocated() == {} and entry.owner_count() == 0
+
+
+def test_remainder_clamps_at_zero_when_owners_take_more_than_reserved() -> None:
+    """What a reservation still holds is ``max(0, allocatable - allocated)`` per resource."""
+    snapshot = ClusterSnapshot()
+    snapshot.upsert_node(nodes()[0])
+    cache = ReservationCache(snapshot)
+    record = make_reservation("r").req(cpu="2", memory="1Gi").owner_labels(app="web").spec(allocateOnce=False)
+    record = record.available("n1")
+    entry = cache.upsert(record.build(), new_reserve_pod(record.build()))
+    cache.owner_bound("uid-r", make_pod("w").req(cpu="3", memory="256Mi").node("n1").build())
+    cache.refresh(entry)
+    assert entry.remainder() == {"cpu": 0, "memory": 768 * 1024**2}

@@ -87,7 +87,3 @@ def test_nominate_per_node(positions: list[int], orders: list[int], scores: list
         np.array(positions, dtype=np.intp), np.array(orders, dtype=np.int64), np.array(scores, dtype=np.int64)
     )
     assert got.tolist() == want
-
-
-def test_remainder_clamps_at_zero() -> None:
-    assert policy.remainder_of(a([1000, 10]), a([1500, 5])).tolist() == [[0, 5]]

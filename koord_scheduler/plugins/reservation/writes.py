@@ -1,0 +1,174 @@
+"""What the Reservation plugin writes to the cluster: Reservation status and events, and the owner pod's
+``reservation-allocated`` annotation.
+
+Bind's status write is awaited (its failure fails the binding). Everything else is best effort: started
+as a task beside the scheduling cycle (never blocking it), logged when it fails, and awaited by
+:meth:`ReservationWriter.drain` (tests and ``simulate``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Coroutine, Mapping
+from typing import Any, Protocol
+
+from apis.core.quantity import format_quantity
+from apis.core.types import Pod
+from apis.scheduling import (
+    ANNOTATION_RESERVATION_ALLOCATED,
+    CONDITION_READY,
+    CONDITION_SCHEDULED,
+    GROUP,
+    PHASE_AVAILABLE,
+    REASON_AVAILABLE,
+    REASON_SCHEDULED,
+    REASON_UNSCHEDULABLE,
+    VERSION,
+    ReservationRecord,
+    parse_reservation,
+)
+from koord_scheduler.framework.handle import ClusterClient
+from koord_scheduler.framework.types import ObjectKind
+
+log = logging.getLogger(__name__)
+
+RESERVATION_KIND = ObjectKind(
+    kind="Reservation",
+    group=GROUP,
+    version=VERSION,
+    plural="reservations",
+    namespaced=False,
+    parse=parse_reservation,
+)
+
+
+class HasCluster(Protocol):
+    @property
+    def cluster(self) -> ClusterClient: ...
+
+
+class ReservationWriter:
+    """See the module docstring. ``handle.cluster`` is read at each write (the handle may swap it)."""
+
+    def __init__(self, handle: HasCluster) -> None:
+        self._handle = handle
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._reported_invalid: dict[str, str] = {}
+        """Reservation name -> the last invalidity reported for it (each is reported once)."""
+
+    @property
+    def reported_invalid(self) -> Mapping[str, str]:
+        """Reservation name -> why it is invalid, for those reported so far."""
+        return self._reported_invalid
+
+    # ----- Reservation status and events -----
+
+    def report_invalid(self, record: ReservationRecord, message: str = "") -> None:
+        """A Warning event ``InvalidReservation`` and ``Scheduled=False/Unschedulable`` with ``message``
+        (default: the record's own invalidity), once per reservation and message."""
+        message = message or record.invalid
+        if self._reported_invalid.get(record.name) == message:
+            return
+        self._reported_invalid[record.name] = message
+        log.warning("reservation %s is invalid: %s", record.name, message)
+        cond = record.condition(CONDITION_SCHEDULED)
+        patch = None
+        if cond is None or cond[3] != message:
+            patch = {"status": {"conditions": [condition(CONDITION_SCHEDULED, "False", REASON_UNSCHEDULABLE, message)]}}
+        self._spawn(self._write_invalid(record.name, message, patch))
+
+    async def _write_invalid(self, name: str, message: str, patch: Mapping[str, Any] | None) -> None:
+        cluster = self._handle.cluster
+        await cluster.record_event(RESERVATION_KIND, name, type="Warning", reason="InvalidReservation", message=message)
+        if patch is not None:
+            await cluster.patch_object_status(RESERVATION_KIND, name, patch)
+
+    async def write_available(self, name: str, node_name: str, requests: Mapping[str, int]) -> None:
+        """Bind of a reserve pod: ``Available`` on ``node_name`` with ``requests`` (``pods`` left out) as
+        allocatable, Scheduled and Ready conditions; then a ``Scheduled`` event (best effort)."""
+        allocatable = {k: format_quantity(k, v) for k, v in sorted(requests.items()) if k != "pods"}
+        body = {
+            "status": {
+                "phase": PHASE_AVAILABLE,
+                "nodeName": node_name,
+                "allocatable": allocatable,
+                "conditions": [
+                    condition(CONDITION_SCHEDULED, "True", REASON_SCHEDULED, "Reservation is scheduled"),
+                    condition(CONDITION_READY, "True", REASON_AVAILABLE, "Reservation is available"),
+                ],
+            }
+        }
+        cluster = self._handle.cluster
+        await cluster.patch_object_status(RESERVATION_KIND, name, body)
+        self._spawn(
+            cluster.record_event(
+                RESERVATION_KIND,
+                name,
+                type="Normal",
+                reason="Scheduled",
+                message=f"Successfully assigned reservation {name} to {node_name}",
+            )
+        )
+
+    def report_unschedulable(self, record: ReservationRecord | None, name: str, message: str) -> None:
+        """A reserve pod failed to schedule: a Warning event ``FailedScheduling`` and
+        ``Scheduled=False/Unschedulable`` with ``message``, unless ``record`` already says exactly that."""
+        if record is not None:
+            cond = record.condition(CONDITION_SCHEDULED)
+            if cond is not None and cond[1:] == ("False", REASON_UNSCHEDULABLE, message):
+                return
+        patch = {"status": {"conditions": [condition(CONDITION_SCHEDULED, "False", REASON_UNSCHEDULABLE, message)]}}
+        self._spawn(self._write_failure(name, message, patch))
+
+    async def _write_failure(self, name: str, message: str, patch: Mapping[str, Any]) -> None:
+        cluster = self._handle.cluster
+        await cluster.record_event(RESERVATION_KIND, name, type="Warning", reason="FailedScheduling", message=message)
+        await cluster.patch_object_status(RESERVATION_KIND, name, patch)
+
+    # ----- owner pods -----
+
+    def report_owner_unschedulable(self, pod: Pod, message: str) -> None:
+        """A Warning event ``FailedScheduling`` on an owner pod with reservation affinity."""
+        self._spawn(
+            self._handle.cluster.record_event(
+                None, pod.name, namespace=pod.namespace, type="Warning", reason="FailedScheduling", message=message
+            )
+        )
+
+    async def annotate_allocated(self, pod: Pod, annotation: str) -> None:
+        """PreBind: the ``reservation-allocated`` annotation (awaited: PreBind fails with it)."""
+        await self._handle.cluster.patch_pod_metadata(pod, annotations={ANNOTATION_RESERVATION_ALLOCATED: annotation})
+
+    def remove_allocated(self, pod: Pod) -> None:
+        """Unreserve after PreBind: take the annotation off again (best effort)."""
+        self._spawn(self._handle.cluster.patch_pod_metadata(pod, annotations={ANNOTATION_RESERVATION_ALLOCATED: None}))
+
+    # ----- tasks -----
+
+    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            coro.close()
+            return
+        task = loop.create_task(_logged(coro))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def drain(self) -> None:
+        """Wait for in-flight writes."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+
+async def _logged(coro: Coroutine[Any, Any, Any]) -> None:
+    try:
+        await coro
+    except Exception as exc:
+        log.warning("reservation write failed: %s", exc)
+
+
+def condition(type_: str, status: str, reason: str, message: str) -> dict[str, str]:
+    """One entry of ``status.conditions``."""
+    return {"type": type_, "status": status, "reason": reason, "message": message}
