@@ -9,9 +9,11 @@ and by verb, what it means for the pod.
 
 from __future__ import annotations
 
+import logging
 import os
 import ssl
 import tempfile
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -31,6 +33,8 @@ from koord_scheduler.scheduler.extenders.wire import (
     extender_args,
     preemption_args,
 )
+
+log = logging.getLogger(__name__)
 
 
 class ExtenderError(Exception):
@@ -90,6 +94,9 @@ class HTTPExtender:
         self._timeout = urllib3.Timeout(total=timeout)
         self._timeout_seconds = timeout
         context = tls_context(config)
+        self._unverified = context is not None and context.verify_mode == ssl.CERT_NONE
+        if self._unverified:
+            log.warning("extender %s: the server certificate is not verified (no CA, or insecure)", self.name)
         pool_kw: dict[str, Any] = {"maxsize": 16, "retries": False}
         if context is not None:
             pool_kw["ssl_context"] = context
@@ -177,15 +184,18 @@ class HTTPExtender:
         url = self._url(verb)
         body = orjson.dumps(args)
         try:
-            response = self._pool.request(
-                "POST",
-                url,
-                body=body,
-                headers={"Content-Type": "application/json"},
-                timeout=self._timeout,
-                retries=False,
-                preload_content=True,
-            )
+            with warnings.catch_warnings():
+                if self._unverified:  # configured so, and said once above; not a warning per request
+                    warnings.simplefilter("ignore", urllib3.exceptions.InsecureRequestWarning)
+                response = self._pool.request(
+                    "POST",
+                    url,
+                    body=body,
+                    headers={"Content-Type": "application/json"},
+                    timeout=self._timeout,
+                    retries=False,
+                    preload_content=True,
+                )
         except (urllib3.exceptions.TimeoutError, TimeoutError) as exc:
             raise ExtenderError(
                 self.name,
