@@ -88,9 +88,9 @@ async def test_malformed_request_gets_an_error_field(server: tuple[str, MemoryCl
     import aiohttp
 
     url, _ = server
-    async with aiohttp.ClientSession() as session:
-        async with session.post(f"{url}/filter", json={"Pod": {"metadata": {}}, "NodeNames": ["big"]}) as resp:
-            body = await resp.json()
+    bad = {"Pod": {"metadata": {}}, "NodeNames": ["big"]}
+    async with aiohttp.ClientSession() as session, session.post(f"{url}/filter", json=bad) as resp:
+        body = await resp.json()
     assert resp.status == 200
     assert body["Error"].startswith("bad ExtenderArgs:")
 
