@@ -2,6 +2,7 @@
 JSON (:mod:`.wire`) and their place in the scheduling and binding cycles (:mod:`.phase`)."""
 
 from koord_scheduler.scheduler.extenders.client import ExtenderError, HTTPExtender, tls_context
+from koord_scheduler.scheduler.extenders.preemption import process_preemption
 from koord_scheduler.scheduler.extenders.phase import (
     EXTENDER_NAME,
     Extenders,
@@ -18,5 +19,6 @@ __all__ = [
     "HTTPExtender",
     "bind_with_extenders",
     "extender_score",
+    "process_preemption",
     "tls_context",
 ]
