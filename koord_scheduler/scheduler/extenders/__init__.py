@@ -2,7 +2,6 @@
 JSON (:mod:`.wire`) and their place in the scheduling and binding cycles (:mod:`.phase`)."""
 
 from koord_scheduler.scheduler.extenders.client import ExtenderError, HTTPExtender, tls_context
-from koord_scheduler.scheduler.extenders.preemption import process_preemption
 from koord_scheduler.scheduler.extenders.phase import (
     EXTENDER_NAME,
     Extenders,
@@ -10,6 +9,7 @@ from koord_scheduler.scheduler.extenders.phase import (
     bind_with_extenders,
     extender_score,
 )
+from koord_scheduler.scheduler.extenders.preemption import process_preemption
 
 __all__ = [
     "EXTENDER_NAME",

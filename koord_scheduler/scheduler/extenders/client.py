@@ -133,9 +133,10 @@ class HTTPExtender:
 
     # ----- verbs -----
 
-    def filter(self, pod: Pod, nodes: Sequence[Node]) -> FilterReply:
-        """The extender's verdict on ``nodes``; names it returns are checked by the caller."""
-        args = extender_args(pod, nodes, node_cache_capable=self.config.node_cache_capable)
+    def filter(self, pod: Pod, nodes: Sequence[Node], *, names: Sequence[str] | None = None) -> FilterReply:
+        """The extender's verdict on ``nodes`` (``names``: their names, when the caller has them);
+        names it returns are checked by the caller."""
+        args = extender_args(pod, nodes, node_cache_capable=self.config.node_cache_capable, names=names)
         raw = self._send(self.config.filter_verb, args)
         try:
             reply = decode_filter_result(raw, node_cache_capable=self.config.node_cache_capable)
@@ -145,9 +146,11 @@ class HTTPExtender:
             raise ExtenderError(self.name, reply.error)
         return reply
 
-    def prioritize(self, pod: Pod, nodes: Sequence[Node]) -> list[tuple[str, int]]:
+    def prioritize(
+        self, pod: Pod, nodes: Sequence[Node], *, names: Sequence[str] | None = None
+    ) -> list[tuple[str, int]]:
         """``(host, score)`` as the extender gave them (scores nominally 0..10)."""
-        args = extender_args(pod, nodes, node_cache_capable=self.config.node_cache_capable)
+        args = extender_args(pod, nodes, node_cache_capable=self.config.node_cache_capable, names=names)
         raw = self._send(self.config.prioritize_verb, args)
         try:
             return decode_host_priorities(raw)

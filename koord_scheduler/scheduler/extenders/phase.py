@@ -105,10 +105,10 @@ class Extenders:
                 break
             if not extender.is_filter or not extender.is_interested(pod):
                 continue
-            nodes = [_node(snapshot, int(p)) for p in feasible.tolist()]
+            sent = _NodeSet(snapshot, feasible)
             try:
-                reply = extender.filter(pod, nodes)
-                kept = _positions(extender, snapshot, feasible, reply.node_names)
+                reply = extender.filter(pod, sent.nodes, names=sent.names)
+                kept = _positions(extender, sent, reply.node_names)
             except ExtenderError as exc:
                 self._report(extender, "filter", exc)
                 if extender.ignorable:
@@ -154,29 +154,29 @@ class Extenders:
         """Extender scores to add to ``scored``'s totals (int64, aligned with ``scored``), or None when no
         prioritizer is interested."""
         extra: np.ndarray | None = None
-        index = {snapshot.info(int(p)).name: i for i, p in enumerate(scored.tolist())}
-        nodes: list[Node] | None = None
+        sent: _NodeSet | None = None
         for extender in self.all:
             if not extender.is_prioritizer or not extender.is_interested(pod):
                 continue
-            if nodes is None:
-                nodes = [_node(snapshot, int(p)) for p in scored.tolist()]
+            if sent is None:
+                sent = _NodeSet(snapshot, scored)
             try:
-                priorities = extender.prioritize(pod, nodes)
+                priorities = extender.prioritize(pod, sent.nodes, names=sent.names)
             except ExtenderError as exc:
                 self._report(extender, "prioritize", exc)
                 continue
             if extra is None:
                 extra = np.zeros(len(scored), dtype=np.int64)
-            self._add_scores(extender, priorities, index, extra)
+            self._add_scores(extender, priorities, sent.index(), extra)
         return extra
 
     def _add_scores(
         self, extender: HTTPExtender, priorities: list[tuple[str, int]], index: dict[str, int], extra: np.ndarray
     ) -> None:
-        verdicts = self.last.scores.setdefault(extender.name, {})
         unknown: list[str] = []
         out_of_range: list[str] = []
+        rows: list[int] = []
+        scores: list[int] = []
         for host, score in priorities:
             i = index.get(host)
             if i is None:
@@ -184,9 +184,15 @@ class Extenders:
                 continue
             if not 0 <= score <= MAX_EXTENDER_PRIORITY:
                 out_of_range.append(f"{host}={score}")
-            scaled = extender_score(score, extender.weight)
-            verdicts[host] = verdicts.get(host, 0) + scaled
-            extra[i] += scaled
+            rows.append(i)
+            scores.append(score)
+        scaled = np.asarray(scores, dtype=np.int64) * (extender.weight * (MAX_NODE_SCORE // MAX_EXTENDER_PRIORITY))
+        np.add.at(extra, np.asarray(rows, dtype=np.intp), scaled)
+        if self.history is not None:  # kept for simulate's report only: it costs a dict entry per node
+            verdicts = self.last.scores.setdefault(extender.name, {})
+            names = {i: host for host, i in index.items()}
+            for i, value in zip(rows, scaled.tolist(), strict=True):
+                verdicts[names[i]] = verdicts.get(names[i], 0) + value
         if unknown or out_of_range:
             # kube-scheduler adds out-of-range scores as they are and drops hosts it did not send.
             log.warning(
@@ -208,21 +214,35 @@ class Extenders:
         self.last.errors[extender.name] = str(exc)
 
 
-def _node(snapshot: ClusterSnapshot, position: int) -> Node:
-    node = snapshot.info(position).node
-    assert node is not None, f"feasible position {position} has no node"
-    return node
+class _NodeSet:
+    """The nodes sent in one call: positions, node objects and names, built once."""
+
+    __slots__ = ("names", "nodes", "positions")
+
+    def __init__(self, snapshot: ClusterSnapshot, positions: Positions) -> None:
+        self.positions: list[int] = positions.tolist()
+        infos = snapshot.infos
+        nodes: list[Node] = []
+        for p in self.positions:
+            info = infos[p]
+            node = info.node if info is not None else None
+            assert node is not None, f"feasible position {p} has no node"
+            nodes.append(node)
+        self.nodes = nodes
+        self.names = [n.meta.name for n in nodes]
+
+    def index(self) -> dict[str, int]:
+        """Node name -> row in this set."""
+        return {name: i for i, name in enumerate(self.names)}
 
 
-def _positions(
-    extender: HTTPExtender, snapshot: ClusterSnapshot, feasible: Positions, names: tuple[str, ...] | None
-) -> Positions:
+def _positions(extender: HTTPExtender, sent: _NodeSet, names: tuple[str, ...] | None) -> Positions:
     if names is None:
         return np.empty(0, dtype=np.intp)
-    sent = {snapshot.info(int(p)).name: int(p) for p in feasible.tolist()}
+    by_name = dict(zip(sent.names, sent.positions, strict=True))
     kept: list[int] = []
     for name in names:
-        pos = sent.get(name)
+        pos = by_name.get(name)
         if pos is None:
             raise ExtenderError(
                 extender.name,

@@ -119,10 +119,12 @@ def encode_node(node: Node) -> dict[str, Any]:
     }
 
 
-def extender_args(pod: Pod, nodes: Sequence[Node], *, node_cache_capable: bool) -> dict[str, Any]:
+def extender_args(
+    pod: Pod, nodes: Sequence[Node], *, node_cache_capable: bool, names: Sequence[str] | None = None
+) -> dict[str, Any]:
     """``ExtenderArgs``: node names only when the extender keeps its own node cache."""
     if node_cache_capable:
-        return {"Pod": encode_pod(pod), "Nodes": None, "NodeNames": [n.name for n in nodes]}
+        return {"Pod": encode_pod(pod), "Nodes": None, "NodeNames": list(names or [n.name for n in nodes])}
     return {"Pod": encode_pod(pod), "Nodes": {"items": [encode_node(n) for n in nodes]}, "NodeNames": None}
 
 
@@ -233,6 +235,11 @@ def decode_host_priorities(raw: Any) -> list[tuple[str, int]]:
         raise ExtenderProtocolError(f"HostPriorityList: expected a JSON list, got {type(raw).__name__}")
     out = []
     for i, item in enumerate(raw):
+        if type(item) is dict and len(item) == 2:  # the usual exact keys, checked without the general path
+            host, score = item.get("Host"), item.get("Score")
+            if type(host) is str and type(score) is int:
+                out.append((host, score))
+                continue
         entry = _object(item, f"HostPriorityList[{i}]")
         host, score = _field(entry, "Host"), _field(entry, "Score")
         if not isinstance(host, str):
