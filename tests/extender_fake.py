@@ -7,7 +7,7 @@ import json
 import ssl
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -67,7 +67,7 @@ def _handler(fake: FakeExtender) -> type[BaseHTTPRequestHandler]:
 
 @contextmanager
 def serve_extender(
-    verbs: dict[str, Answer | Reply] | None = None, *, tls: ssl.SSLContext | None = None
+    verbs: Mapping[str, Answer | Reply] | None = None, *, tls: ssl.SSLContext | None = None
 ) -> Iterator[FakeExtender]:
     fake = FakeExtender(verbs=dict(verbs or {}))
     server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(fake))
