@@ -209,7 +209,10 @@ class Extenders:
         return [e for e in self.all if e.is_binder and e.is_interested(pod)]
 
     def _report(self, extender: HTTPExtender, verb: str, exc: ExtenderError) -> None:
-        action = "skipped (ignorable)" if extender.ignorable or verb == "prioritize" else "fails the cycle"
+        if verb == "prioritize":
+            action = "no scores from it this cycle"
+        else:
+            action = "skipped (ignorable)" if extender.ignorable else "fails the cycle"
         log.warning("extender %s %s failed, %s: %s", extender.name, verb, action, exc)
         self.last.errors[extender.name] = str(exc)
 
