@@ -18,7 +18,8 @@ protocol, and ``GET /healthz`` (ok once the informers have synced). Point kube-s
       nodeCacheCapable: true
 
 Filter and prioritize run on the event loop (plugin work is synchronous CPU work over the cache, as in
-the scheduling cycle); bind awaits the API server.
+the scheduling cycle); bind awaits the API server. Pending pods whose schedulerName is the served profile's
+sit in the (never popped) queue; give the profile a name of its own to keep that empty.
 """
 
 from __future__ import annotations
