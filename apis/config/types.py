@@ -13,26 +13,15 @@ from __future__ import annotations
 
 from typing import Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
-from pydantic.alias_generators import to_camel
+from pydantic import Field, model_validator
 
 from apis.config.duration import GoDuration
+from apis.config.extender import Extender
+from apis.config.types_base import ConfigModel as ConfigModel  # noqa: PLC0414 (re-exported for args models)
 
 API_VERSION: Final = "kubescheduler.config.k8s.io/v1"
 KIND: Final = "KubeSchedulerConfiguration"
 DEFAULT_SCHEDULER_NAME = "default-scheduler"
-
-
-class ConfigModel(BaseModel):
-    """Base for configuration models: camelCase aliases, unknown fields rejected, immutable."""
-
-    model_config = ConfigDict(
-        extra="forbid",
-        frozen=True,
-        populate_by_name=True,
-        alias_generator=to_camel,
-        validate_default=False,
-    )
 
 
 class LeaderElectionConfiguration(ConfigModel):
@@ -134,8 +123,8 @@ class KubeSchedulerConfiguration(ConfigModel):
     pod_initial_backoff_seconds: int = 1
     pod_max_backoff_seconds: int = 10
     profiles: tuple[KubeSchedulerProfile, ...] = Field(default=(), validate_default=True)
-    extenders: tuple[dict[str, Any], ...] = ()
-    """Accepted and kept raw; pykoord does not call extenders."""
+    extenders: tuple[Extender, ...] = ()
+    """HTTP extenders the scheduler calls after Filter and Score (see ``koord_scheduler.scheduler.extenders``)."""
     delay_cache_until_active: bool = False
 
     @model_validator(mode="before")

@@ -15,6 +15,7 @@ from pydantic import BaseModel
 
 from apis.config.duration import format_go_duration
 from apis.config.errors import FieldError, duplicate, invalid, join_path, required
+from apis.config.extender import Extender
 from apis.config.naming import is_extended_resource_name, qualified_name_errors
 from apis.config.plugin_args import args_field_errors
 from apis.config.types import (
@@ -192,20 +193,21 @@ def _dump(model: BaseModel | None) -> Any:
     return model.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
-def _extender_errors(extenders: tuple[dict[str, Any], ...]) -> list[FieldError]:
-    """``validateExtenders``, on the raw extender mappings."""
+def _extender_errors(extenders: tuple[Extender, ...]) -> list[FieldError]:
+    """kube-scheduler's ``validateExtenders``."""
     errors: list[FieldError] = []
     binders = 0
     managed: set[str] = set()
     for i, extender in enumerate(extenders):
         path = join_path("extenders", i)
-        weight = extender.get("weight", 0)
-        if extender.get("prioritizeVerb") and (not isinstance(weight, int) or weight <= 0):
-            errors.append(invalid(join_path(path, "weight"), weight, "must have a positive weight applied to it"))
-        if extender.get("bindVerb"):
+        if extender.prioritize_verb and extender.weight <= 0:
+            errors.append(
+                invalid(join_path(path, "weight"), extender.weight, "must have a positive weight applied to it")
+            )
+        if extender.bind_verb:
             binders += 1
-        for j, resource in enumerate(extender.get("managedResources") or ()):
-            name = str(resource.get("name", "")) if isinstance(resource, dict) else ""
+        for j, resource in enumerate(extender.managed_resources):
+            name = resource.name
             name_path = join_path(join_path(join_path(path, "managedResources"), j), "name")
             messages = qualified_name_errors(name)
             errors += [invalid(name_path, name, message) for message in messages]

@@ -59,6 +59,10 @@ class SchedulerCommand:
         try:
             if args and args[0] == "simulate":
                 return self._simulate(args[1:])
+            if args and args[0] == "extender-server":
+                from koord_scheduler.app.extender_server import extender_server_main
+
+                return extender_server_main(args[1:], self.registry)
             return self._serve(args)
         except (ConfigError, SchedulerError) as exc:
             print(f"koord-scheduler: {exc}", file=sys.stderr)

@@ -69,6 +69,10 @@ async def run_simulation(
     for fwk in scheduler.profiles.values():
         fwk.debug.scores = debug_scores
         fwk.debug.filters = debug_filters
+    extenders = scheduler.options.extenders
+    if extenders and debug_scores > 0:
+        extenders.history = []
+        scheduler.simulation_reporters.append(lambda: ("extender verdicts", extenders.verdict_rows()))
     parsers = {k.kind: k.parse for k in scheduler.watched_kinds.values()}
     if cluster_text is not None:
         cluster_file = parse_cluster_text(cluster_text, extra_kinds=parsers, admission=file_admission)

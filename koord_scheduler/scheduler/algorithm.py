@@ -18,6 +18,8 @@ from koord_scheduler.framework.interfaces import NominatedPods
 from koord_scheduler.framework.runtime import Framework
 from koord_scheduler.framework.snapshot import ClusterSnapshot, Positions
 from koord_scheduler.framework.status import Code, Status, unresolvable
+from koord_scheduler.scheduler.extenders.client import ExtenderError
+from koord_scheduler.scheduler.extenders.phase import Extenders
 
 MIN_FEASIBLE_NODES_TO_FIND = 100
 MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
@@ -74,16 +76,21 @@ def schedule_pod(
     sampler: Sampler,
     *,
     nominator: NominatedPods | None = None,
+    extenders: Extenders | None = None,
 ) -> ScheduleResult:
     """Choose a node or raise :class:`FitError` / :class:`NoNodesError` /
-    :class:`~koord_scheduler.framework.runtime.PluginCycleError`. Pods in ``nominator`` with a priority
-    >= the pod's are counted on their nominated nodes."""
+    :class:`~koord_scheduler.framework.runtime.PluginCycleError` /
+    :class:`~koord_scheduler.scheduler.extenders.ExtenderError` (a non-ignorable extender failed). Pods in
+    ``nominator`` with a priority >= the pod's are counted on their nominated nodes. ``extenders`` filter
+    after the Filter plugins and add their scores after the Score plugins."""
     num_all = snapshot.num_nodes
     if num_all == 0:
         raise NoNodesError(NO_NODES_AVAILABLE)
     diagnosis = Diagnosis(num_all_nodes=num_all)
+    if extenders:
+        extenders.begin(pod)
     pod, feasible = find_nodes_that_fit(
-        fwk, state, pod, snapshot, sampler=sampler, diagnosis=diagnosis, nominator=nominator
+        fwk, state, pod, snapshot, sampler=sampler, diagnosis=diagnosis, nominator=nominator, extenders=extenders
     )
     if len(feasible) == 0:
         raise FitError(pod, diagnosis)
@@ -94,6 +101,10 @@ def schedule_pod(
     if len(scored) == 0:
         raise FitError(pod, diagnosis)
     totals = fwk.run_score_plugins(state, pod, scored)
+    if extenders and extenders.has_prioritizers:
+        extra = extenders.prioritize(pod, snapshot, scored)
+        if extra is not None:
+            totals = totals + extra
     if fwk.debug.scores > 0:
         fwk.log_score_table(state, pod, scored, totals)
     best = int(scored[int(np.argmax(totals))])
@@ -109,8 +120,10 @@ def find_nodes_that_fit(
     sampler: Sampler,
     diagnosis: Diagnosis,
     nominator: NominatedPods | None = None,
+    extenders: Extenders | None = None,
 ) -> tuple[Pod, Positions]:
-    """The (possibly transformed) pod and the feasible positions, at most the sampling limit."""
+    """The (possibly transformed) pod and the feasible positions, at most the sampling limit, that the
+    Filter plugins and then the filter extenders accept."""
     pod, result, status = fwk.run_pre_filter(state, pod)
     if not status.is_success:
         diagnosis.all_nodes_status = status
@@ -125,6 +138,11 @@ def find_nodes_that_fit(
             single = np.array([pos], dtype=np.intp)
             pod = fwk.run_before_filter(state, pod, single)
             nominated = fwk.run_filter_plugins(state, pod, single, probe, nominated=nominator)
+            if extenders and len(nominated):
+                try:
+                    nominated = extenders.filter(pod, snapshot, nominated, probe)
+                except ExtenderError:  # as upstream: logged, and the pod is tried on all nodes
+                    nominated = np.empty(0, dtype=np.intp)
             if len(nominated):
                 return pod, nominated
 
@@ -146,7 +164,7 @@ def find_nodes_that_fit(
     start = sampler.next_start_index % len(nodes)
     rotated = nodes if start == 0 else np.concatenate([nodes[start:], nodes[:start]])
     to_find = num_feasible_nodes_to_find(fwk.percentage_of_nodes_to_score, len(nodes))
-    if not fwk.score_plugins:
+    if not fwk.score_plugins and not (extenders and (extenders.has_filters or extenders.has_prioritizers)):
         to_find = 1
     pod = fwk.run_before_filter(state, pod, rotated)
     feasible = fwk.run_filter_plugins(state, pod, rotated, diagnosis, nominated=nominator)
@@ -158,6 +176,8 @@ def find_nodes_that_fit(
     else:
         processed = len(rotated)
     sampler.next_start_index = (sampler.next_start_index + processed) % snapshot.num_nodes
+    if extenders:
+        feasible = extenders.filter(pod, snapshot, feasible, diagnosis)
     return pod, feasible
 
 

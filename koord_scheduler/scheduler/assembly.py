@@ -13,6 +13,7 @@ from koord_scheduler.framework.registry import Registry
 from koord_scheduler.framework.status import Status
 from koord_scheduler.framework.types import ClusterEventWithHint, QueuedPodInfo
 from koord_scheduler.scheduler.cache import SchedulerCache
+from koord_scheduler.scheduler.extenders.build import build_extenders, with_ignored_extender_resources
 from koord_scheduler.scheduler.handle import SchedulerHandle
 from koord_scheduler.scheduler.metrics import SchedulerMetrics
 from koord_scheduler.scheduler.queue import QueueOptions, SchedulingQueue
@@ -30,8 +31,13 @@ def build_scheduler(
     options: SchedulerOptions | None = None,
     node_cache: bool = True,
 ) -> Scheduler:
-    """Build every profile's framework, one queue shared by the profiles, and the scheduler."""
+    """Build every profile's framework, one queue shared by the profiles, and the scheduler (with the
+    configured extenders unless ``options`` already carries some)."""
     metrics = metrics or SchedulerMetrics()
+    config = with_ignored_extender_resources(config)
+    options = options or SchedulerOptions()
+    if options.extenders is None:
+        options.extenders = build_extenders(config)
     cache = SchedulerCache()
     handle = SchedulerHandle(cache, source.client, clock, metrics.registry)
     profiles = build_profiles(config, registry, handle, observer=metrics.observer, node_cache=node_cache)

@@ -27,6 +27,7 @@ from koord_scheduler.framework.types import (
 from koord_scheduler.framework.waiting_pods import WaitingPod, WaitingPods
 from koord_scheduler.scheduler.algorithm import FitError, NoNodesError, Sampler, schedule_pod
 from koord_scheduler.scheduler.cache import SchedulerCache
+from koord_scheduler.scheduler.extenders import ExtenderError, Extenders, bind_with_extenders
 from koord_scheduler.scheduler.heap import HeapSettler
 from koord_scheduler.scheduler.metrics import SchedulerMetrics, attempts_label
 from koord_scheduler.scheduler.nominator import PodNominator
@@ -56,6 +57,8 @@ class SchedulerOptions:
     heap: HeapSettler | None = None
     """Settles the garbage collector when :meth:`Scheduler.run` starts and when it is idle (cluster mode
     sets one; see :mod:`.heap`). None leaves the collector alone (tests, ``simulate``)."""
+    extenders: Extenders | None = None
+    """HTTP extenders from the configuration's ``extenders`` (see :mod:`.extenders`)."""
 
 
 @dataclass(slots=True)
@@ -252,7 +255,15 @@ class Scheduler:
         pod = qpi.pod
         started = self.clock()
         try:
-            result = schedule_pod(fwk, state, pod, self.cache.snapshot, self.sampler, nominator=self.nominator)
+            result = schedule_pod(
+                fwk,
+                state,
+                pod,
+                self.cache.snapshot,
+                self.sampler,
+                nominator=self.nominator,
+                extenders=self.options.extenders,
+            )
         except FitError as err:
             self.metrics.algorithm_duration.observe(time.perf_counter() - perf_start)
             self._handle_fit_error(fwk, state, qpi, err, perf_start)
@@ -262,6 +273,9 @@ class Scheduler:
             return
         except PluginCycleError as err:
             self._fail(fwk, qpi, err.status, err.status.message, perf_start, error=True)
+            return
+        except ExtenderError as err:  # a non-ignorable extender failed: the cycle fails with its error
+            self._fail(fwk, qpi, Status(Code.ERROR, (str(err),)), str(err), perf_start, error=True)
             return
         self.metrics.algorithm_duration.observe(time.perf_counter() - perf_start)
 
@@ -404,7 +418,7 @@ class Scheduler:
                 if status.is_success:
                     status = await b.fwk.run_pre_bind(b.state, pod, node)
                 if status.is_success:
-                    status = await b.fwk.run_bind(b.state, pod, node)
+                    status = await self._bind(b, pod, node)
             except Exception as exc:  # keep the scheduler alive whatever a plugin does
                 log.exception("binding cycle for %s failed", pod.key)
                 status = Status(Code.ERROR, (str(exc),))
@@ -428,6 +442,17 @@ class Scheduler:
         self._record(Outcome(pod.key, node, "", b.qpi.attempts))
         self.queue.done(pod.key)
         self._spawn(self.source.report_scheduled(pod, node))
+
+    async def _bind(self, b: _Binding, pod: Pod, node: str) -> Status:
+        """``bind``: an interested binding extender binds instead of the Bind plugins (in a worker
+        thread: its HTTP call must not stall the event loop)."""
+        extenders = self.options.extenders
+        binders = extenders.binder_for(pod) if extenders else []
+        if binders:
+            bound, message = await asyncio.to_thread(bind_with_extenders, binders, pod, node)
+            if bound:
+                return Status(Code.ERROR, (message,)) if message else Status()
+        return await b.fwk.run_bind(b.state, pod, node)
 
     async def _wait_on_permit(self, b: _Binding) -> Status:
         waiting = b.waiting
