@@ -20,6 +20,7 @@ from apis.crdgen import CRDMeta, PrinterColumn, render_all
 from apis.scheduling import GROUP as SCHEDULING_GROUP
 from apis.scheduling import VERSION as SCHEDULING_VERSION
 from apis.scheduling import Reservation, elasticquota, podgroup
+from apis.scheduling.device import Device
 from apis.slo import GROUP as SLO_GROUP
 from apis.slo import VERSION as SLO_VERSION
 from apis.slo import NodeMetric, NodeSLO
@@ -49,6 +50,17 @@ CRDS: list[tuple[type[BaseModel], CRDMeta]] = [
     (
         NodeSLO,
         CRDMeta(group=SLO_GROUP, version=SLO_VERSION, kind="NodeSLO", plural="nodeslos", scope="Cluster"),
+    ),
+    (
+        Device,
+        CRDMeta(
+            group=SCHEDULING_GROUP,
+            version=SCHEDULING_VERSION,
+            kind="Device",
+            plural="devices",
+            scope="Cluster",
+            status_subresource=False,
+        ),
     ),
     (
         Reservation,

@@ -7,6 +7,7 @@ for default plugins, merging and MultiPoint expansion. Every error is a :class:`
 
 from apis.config.args_base import ArgsModel
 from apis.config.coscheduling_args import CoschedulingArgs
+from apis.config.deviceshare_args import DeviceShareArgs
 from apis.config.errors import ConfigError, ErrorType, FieldError
 from apis.config.loadaware_args import LoadAwareSchedulingArgs
 from apis.config.loader import load_scheduler_config, parse_scheduler_config, strip_helm_template
@@ -38,6 +39,7 @@ __all__ = [
     "ConfigError",
     "CoschedulingArgs",
     "DefaultPreemptionArgs",
+    "DeviceShareArgs",
     "ErrorType",
     "FieldError",
     "InterPodAffinityArgs",

@@ -15,6 +15,7 @@ from pydantic import BaseModel, field_validator
 from apis.config.args_base import ArgsModel
 from apis.config.coscheduling_args import CoschedulingArgs
 from apis.config.decoding import decode_model
+from apis.config.deviceshare_args import DeviceShareArgs
 from apis.config.elasticquota_args import ElasticQuotaArgs
 from apis.config.errors import (
     ConfigError,
@@ -348,6 +349,7 @@ IN_TREE_ARGS: Mapping[str, type[BaseModel]] = {
     "Coscheduling": CoschedulingArgs,
     "DefaultPreemption": DefaultPreemptionArgs,
     "ElasticQuota": ElasticQuotaArgs,
+    "DeviceShare": DeviceShareArgs,
     "InterPodAffinity": InterPodAffinityArgs,
     "LoadAwareScheduling": LoadAwareSchedulingArgs,
     "NodeAffinity": NodeAffinityArgs,

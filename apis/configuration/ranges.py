@@ -64,15 +64,29 @@ COLOCATION_RULES: tuple[Rule, ...] = (
 )
 
 THRESHOLD_RULES: tuple[Rule, ...] = (
-    *(Range(f, *PERCENT) for f in (
-        "cpuSuppressThresholdPercent", "cpuSuppressMinPercent", "memoryEvictThresholdPercent",
-        "memoryEvictLowerPercent", "cpuEvictBESatisfactionUpperPercent", "cpuEvictBESatisfactionLowerPercent",
-        "cpuEvictBEUsageThresholdPercent", "cpuEvictThresholdPercent", "cpuEvictLowerPercent",
-    )),
-    *(Range(f, 0) for f in (
-        "memoryAllocatableEvictThresholdPercent", "memoryAllocatableEvictLowerPercent",
-        "cpuAllocatableEvictThresholdPercent", "cpuAllocatableEvictLowerPercent",
-    )),
+    *(
+        Range(f, *PERCENT)
+        for f in (
+            "cpuSuppressThresholdPercent",
+            "cpuSuppressMinPercent",
+            "memoryEvictThresholdPercent",
+            "memoryEvictLowerPercent",
+            "cpuEvictBESatisfactionUpperPercent",
+            "cpuEvictBESatisfactionLowerPercent",
+            "cpuEvictBEUsageThresholdPercent",
+            "cpuEvictThresholdPercent",
+            "cpuEvictLowerPercent",
+        )
+    ),
+    *(
+        Range(f, 0)
+        for f in (
+            "memoryAllocatableEvictThresholdPercent",
+            "memoryAllocatableEvictLowerPercent",
+            "cpuAllocatableEvictThresholdPercent",
+            "cpuAllocatableEvictLowerPercent",
+        )
+    ),
     Range("cpuEvictTimeWindowSeconds", 0, lo_exclusive=True),
     Range("allocatableEvictPriorityThreshold", 0, 7999),
     Below("memoryEvictLowerPercent", "memoryEvictThresholdPercent"),
@@ -87,9 +101,16 @@ THRESHOLD_RULES: tuple[Rule, ...] = (
 _CLASS_RULES: tuple[Rule, ...] = (
     Range("cpuQOS.groupIdentity", -1, 2),
     Range("cpuQOS.schedIdle", 0, 1),
-    *(Range(f"memoryQOS.{f}", *PERCENT) for f in (
-        "minLimitPercent", "lowLimitPercent", "throttlingPercent", "wmarkRatio", "pageCacheLimitPercent",
-    )),
+    *(
+        Range(f"memoryQOS.{f}", *PERCENT)
+        for f in (
+            "minLimitPercent",
+            "lowLimitPercent",
+            "throttlingPercent",
+            "wmarkRatio",
+            "pageCacheLimitPercent",
+        )
+    ),
     Range("memoryQOS.wmarkScalePermill", 1, 1000),
     Range("memoryQOS.wmarkMinAdj", -25, 50),
     Range("memoryQOS.priorityEnable", 0, 1),

@@ -207,12 +207,8 @@ def _object_meta(obj: Json, default_namespace: str) -> ObjectMeta:
             labels=get_str_map(meta, "labels"),
             annotations=get_str_map(meta, "annotations"),
             owner_references=_owner_refs(get_list(meta, "ownerReferences")) if owner_refs else (),
-            creation_timestamp=None
-            if created is None
-            else _under(parse_timestamp, created, "creationTimestamp"),
-            deletion_timestamp=None
-            if deleted is None
-            else _under(parse_timestamp, deleted, "deletionTimestamp"),
+            creation_timestamp=None if created is None else _under(parse_timestamp, created, "creationTimestamp"),
+            deletion_timestamp=None if deleted is None else _under(parse_timestamp, deleted, "deletionTimestamp"),
         )
     except ParseError as err:
         raise err.under("metadata") from None
@@ -293,6 +289,24 @@ def _amounts(nanos: dict[str, int]) -> FrozenDict[str, int]:
     )
 
 
+DEPRECATED_DEVICE_RESOURCES = {
+    "kubernetes.io/gpu": "koordinator.sh/gpu",
+    "kubernetes.io/gpu-core": "koordinator.sh/gpu-core",
+    "kubernetes.io/gpu-memory": "koordinator.sh/gpu-memory",
+    "kubernetes.io/gpu-memory-ratio": "koordinator.sh/gpu-memory-ratio",
+}
+"""Deprecated device resource names, read as their current names (Koordinator's pod transformer,
+``apis/extension/deprecated.go``)."""
+
+
+def _renamed(amounts: dict[str, int]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for name, n in amounts.items():
+        new = DEPRECATED_DEVICE_RESOURCES.get(name, name)
+        out[new] = out.get(new, 0) + n
+    return out
+
+
 class _Container:
     """What the pod needs of one container; requests are defaulted from limits, in nano-units."""
 
@@ -309,6 +323,8 @@ class _Container:
                 limits = _resource_nanos(resources, "limits")
             except ParseError as err:
                 raise err.under("resources") from None
+            if DEPRECATED_DEVICE_RESOURCES.keys() & (requests.keys() | limits.keys()):
+                requests, limits = _renamed(requests), _renamed(limits)
             for name, n in limits.items():
                 if name not in requests:  # API-server defaulting: request = limit
                     requests[name] = n
@@ -328,9 +344,7 @@ def _host_ports(ports: JsonList) -> tuple[HostPort, ...]:
             host_port = get_int(port, "hostPort")
             if host_port > 0:
                 protocol = get_str(port, "protocol") or "TCP"
-                out.append(
-                    HostPort(port=host_port, protocol=protocol, host_ip=get_str(port, "hostIP") or "0.0.0.0")
-                )
+                out.append(HostPort(port=host_port, protocol=protocol, host_ip=get_str(port, "hostIP") or "0.0.0.0"))
         except ParseError as err:
             raise err.under(f"ports[{i}]") from None
     return tuple(out)
@@ -516,9 +530,7 @@ def _spread_constraints(raw: JsonList) -> tuple[TopologySpreadConstraint, ...]:
 
 
 @lru_cache(maxsize=1024)
-def _toleration(
-    key: str, operator: str, value: str, effect: TaintEffect | None, seconds: int | None
-) -> Toleration:
+def _toleration(key: str, operator: str, value: str, effect: TaintEffect | None, seconds: int | None) -> Toleration:
     # Interned: nearly every pod carries the same two not-ready/unreachable tolerations.
     return Toleration(key=key, operator=operator, value=value, effect=effect, toleration_seconds=seconds)
 
@@ -608,9 +620,7 @@ def _node_images(raw: JsonList) -> tuple[ContainerImage, ...]:
     for i, item in enumerate(raw):
         image = check_item(item, "images", i)
         try:
-            out.append(
-                ContainerImage(names=get_str_list(image, "names"), size_bytes=get_int(image, "sizeBytes"))
-            )
+            out.append(ContainerImage(names=get_str_list(image, "names"), size_bytes=get_int(image, "sizeBytes")))
         except ParseError as err:
             raise err.under(f"images[{i}]") from None
     return tuple(out)

@@ -167,9 +167,7 @@ def aggregate_pod_resources(
         for name, n in overhead.items():
             if name in limits:
                 limits[name] += n
-    return PodResourceTotals(
-        requests, limits, non_zero=(nz_cpu, nz_memory), pod_level=(pod_requests, pod_limits)
-    )
+    return PodResourceTotals(requests, limits, non_zero=(nz_cpu, nz_memory), pod_level=(pod_requests, pod_limits))
 
 
 def default_pod_requests(

@@ -159,6 +159,4 @@ def parse_affinity_fragment(raw: Json) -> Affinity:
         pod_anti_affinity = None if anti is None else _pod_affinity(as_map(anti, ""))
     except ParseError as err:
         raise err.under("podAntiAffinity") from None
-    return Affinity(
-        node_affinity=node_affinity, pod_affinity=pod_affinity, pod_anti_affinity=pod_anti_affinity
-    )
+    return Affinity(node_affinity=node_affinity, pod_affinity=pod_affinity, pod_anti_affinity=pod_anti_affinity)

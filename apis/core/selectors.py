@@ -23,9 +23,7 @@ NODE_NAME_FIELD = "metadata.name"
 
 _INT64 = re.compile(r"[+-]?[0-9]+")
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
-_LABEL_SELECTOR_OPERATORS = frozenset(
-    {Operator.IN, Operator.NOT_IN, Operator.EXISTS, Operator.DOES_NOT_EXIST}
-)
+_LABEL_SELECTOR_OPERATORS = frozenset({Operator.IN, Operator.NOT_IN, Operator.EXISTS, Operator.DOES_NOT_EXIST})
 
 
 def parse_go_int64(text: str) -> int | None:
@@ -104,9 +102,7 @@ def _field_requirement_matches(requirement: SelectorRequirement, node_name: str)
     return False
 
 
-def node_selector_term_matches(
-    term: NodeSelectorTerm, node_labels: Mapping[str, str], node_name: str
-) -> bool:
+def node_selector_term_matches(term: NodeSelectorTerm, node_labels: Mapping[str, str], node_name: str) -> bool:
     """Whether a node satisfies one ``NodeSelectorTerm`` (its requirements are ANDed).
 
     A term with no requirements matches nothing, as in Kubernetes.
@@ -119,16 +115,12 @@ def node_selector_term_matches(
     return all(_field_requirement_matches(requirement, node_name) for requirement in term.match_fields)
 
 
-def node_selector_matches(
-    terms: Iterable[NodeSelectorTerm], node_labels: Mapping[str, str], node_name: str
-) -> bool:
+def node_selector_matches(terms: Iterable[NodeSelectorTerm], node_labels: Mapping[str, str], node_name: str) -> bool:
     """Whether a node satisfies a ``NodeSelector``: any one of ``terms`` (ORed). No terms match nothing."""
     return any(node_selector_term_matches(term, node_labels, node_name) for term in terms)
 
 
-def node_selector_map_matches(
-    node_selector: Mapping[str, str] | None, node_labels: Mapping[str, str]
-) -> bool:
+def node_selector_map_matches(node_selector: Mapping[str, str] | None, node_labels: Mapping[str, str]) -> bool:
     """``spec.nodeSelector``: every key must be present with the same value. ``None`` or empty matches all."""
     if not node_selector:
         return True

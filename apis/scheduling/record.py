@@ -255,7 +255,7 @@ def _duration(raw: Any, path: str) -> float:
     except ValueError:
         seconds = None
     if seconds is None or not math.isfinite(seconds) or seconds < 0:
-        raise invalid(path, f"invalid duration {quote(text)}: expected a Go duration such as \"24h\" or \"30m\"")
+        raise invalid(path, f'invalid duration {quote(text)}: expected a Go duration such as "24h" or "30m"')
     return seconds
 
 

@@ -81,9 +81,7 @@ class LabelSelector(WireModel):
         alias_generator=to_camel, populate_by_name=True, extra="ignore", json_schema_extra=_ATOMIC
     )
 
-    match_expressions: list[LabelSelectorRequirement] | None = Field(
-        default=None, json_schema_extra=_LIST_ATOMIC
-    )
+    match_expressions: list[LabelSelectorRequirement] | None = Field(default=None, json_schema_extra=_LIST_ATOMIC)
     match_labels: dict[str, str] | None = None
 
 

@@ -7,6 +7,7 @@ from koord_scheduler.plugins.balancedallocation import plugin as balancedallocat
 from koord_scheduler.plugins.coscheduling import plugin as coscheduling
 from koord_scheduler.plugins.defaultbinder import plugin as defaultbinder
 from koord_scheduler.plugins.defaultpreemption import plugin as defaultpreemption
+from koord_scheduler.plugins.deviceshare import plugin as deviceshare
 from koord_scheduler.plugins.elasticquota import plugin as elasticquota
 from koord_scheduler.plugins.imagelocality import plugin as imagelocality
 from koord_scheduler.plugins.interpodaffinity import plugin as interpodaffinity
@@ -49,6 +50,7 @@ _MODULES = (
     reservation,
     coscheduling,
     elasticquota,
+    deviceshare,
 )
 
 

@@ -17,9 +17,11 @@ from koordlet.app.http import MetricsServer
 from koordlet.app.metrics import KoordletMetrics
 from koordlet.metriccache import MetricCache, MetricCacheOptions
 from koordlet.metricsadvisor import AdvisorOptions, CacheUsageSource, MetricsAdvisor
+from koordlet.metricsadvisor.gpu import GPUReporter
 from koordlet.qosmanager import FeatureGates, PluginContext, QOSManager, ResourceExecutor
 from koordlet.qosmanager.evictor import KubeEvictionAPI, PodEvictor
 from koordlet.statesinformer import NodeMetricReporter, StatesInformer, discover_pods
+from koordlet.statesinformer.device_writer import KubeDeviceWriter
 from koordlet.statesinformer.kube import KubeNodeMetricWriter, KubeSource
 from koordlet.statesinformer.kubelet import KubeletOptions, KubeletPodSource
 from koordlet.statesinformer.reporter import USAGE_WITH_PAGE_CACHE
@@ -101,6 +103,9 @@ class Agent:
             dry_run=bool(getattr(options.args, "qos_dry_run", False)),
         )
         self.reporter = NodeMetricReporter(self.informer, CacheUsageSource(self.cache), None, clock=self.clock)
+        self.gpu_reporter = (
+            GPUReporter(options.node_name, self.registry, clock=self.clock) if gates.enabled("Accelerators") else None
+        )
         self.stop = asyncio.Event()
 
     def page_cache_wanted(self) -> bool:
@@ -133,6 +138,8 @@ class Agent:
         self.api_client = client.ApiClient(cfg)
         self.reporter.writer = KubeNodeMetricWriter(self.api_client, self.options.node_name)
         self.evictor.api = KubeEvictionAPI(self.api_client, self.options.node_name, clock=self.clock)
+        if self.gpu_reporter is not None:
+            self.gpu_reporter.writer = KubeDeviceWriter(self.api_client)
 
     def refresh_standalone_pods(self) -> None:
         self.informer.replace_pod_metas(discover_pods(self.cgroupfs.layout, self.cgroupfs.list_children))
@@ -211,6 +218,10 @@ class Agent:
                         name="node-metric-reporter",
                     )
                 group.create_task(self.qos_manager.run(self.gates, ctx, self.stop), name="qos-manager")
+                if self.gpu_reporter is not None:
+                    group.create_task(
+                        self.gpu_reporter.run(self.stop, interval=opts.report_interval or 60.0), name="gpu-reporter"
+                    )
                 if opts.metrics_port >= 0:
                     group.create_task(server.serve(self.stop), name="http")
                 if opts.duration is not None:

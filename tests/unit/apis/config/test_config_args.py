@@ -413,7 +413,7 @@ def test_validation(plugin: str, raw: dict[str, Any], want_errors: list[str]) ->
 
 def test_unknown_plugin_has_no_model() -> None:
     with pytest.raises(KeyError):
-        decode_args("DeviceShare", {}, IN_TREE_ARGS)
+        decode_args("NoSuchPlugin", {}, IN_TREE_ARGS)
 
 
 def test_bad_args_reported_by_loader_with_profile_path() -> None:
@@ -427,7 +427,7 @@ def test_bad_args_reported_by_loader_with_profile_path() -> None:
                 "profiles": [
                     {
                         "pluginConfig": [
-                            {"name": "DeviceShare", "args": {"anything": 1}},
+                            {"name": "NoSuchPlugin", "args": {"anything": 1}},
                             {"name": "InterPodAffinity", "args": {"hardPodAffinityWeight": -1}},
                         ]
                     }

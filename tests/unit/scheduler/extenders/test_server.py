@@ -22,7 +22,9 @@ from tests.builders import make_node, make_pod
 
 NODES = [
     make_node("big").capacity(cpu="8", memory="16Gi", pods=110).build(),
-    make_node("half").capacity(cpu="8", memory="16Gi", pods=110).build(),
+    # Busier, and tainted PreferNoSchedule: the framework's total differs by more than one extender point
+    # (a twelfth of the total range with the default profile's weights).
+    make_node("half").capacity(cpu="8", memory="16Gi", pods=110).taint("dedicated", "x", "PreferNoSchedule").build(),
     make_node("small").capacity(cpu="1", memory="16Gi", pods=110).build(),
     make_node("full").capacity(cpu="4", memory="16Gi", pods=110).build(),
 ]
