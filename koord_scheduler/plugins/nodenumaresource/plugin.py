@@ -110,21 +110,22 @@ class _Holding:
 
 
 class NodeAllocations:
-    """CPUs held per node by bound and assumed pods, keyed by pod uid (``resourceManager``'s cache)."""
+    """CPUs held per node by bound and assumed pods, keyed by ``namespace/name`` (``resourceManager``'s
+    cache keys by uid; simulate files often have none)."""
 
     def __init__(self) -> None:
         self._by_node: dict[str, dict[str, _Holding]] = {}
         self._node_of: dict[str, str] = {}
 
-    def hold(self, node: str, uid: str, holding: _Holding) -> None:
-        self.release(uid)
-        self._by_node.setdefault(node, {})[uid] = holding
-        self._node_of[uid] = node
+    def hold(self, node: str, pod_key: str, holding: _Holding) -> None:
+        self.release(pod_key)
+        self._by_node.setdefault(node, {})[pod_key] = holding
+        self._node_of[pod_key] = node
 
-    def release(self, uid: str) -> str | None:
-        node = self._node_of.pop(uid, None)
+    def release(self, pod_key: str) -> str | None:
+        node = self._node_of.pop(pod_key, None)
         if node is not None:
-            self._by_node.get(node, {}).pop(uid, None)
+            self._by_node.get(node, {}).pop(pod_key, None)
         return node
 
     def taken(self, node: str) -> tuple[frozenset[int], dict[int, CPUExclusivePolicy]]:
@@ -192,7 +193,7 @@ class NodeNUMAResource:
         if pod is None or not pod.node_name or pod.phase in ("Succeeded", "Failed"):
             gone = old if isinstance(old, Pod) else pod
             if gone is not None:
-                self._touch(self.allocations.release(gone.meta.uid) or "")
+                self._touch(self.allocations.release(gone.key) or "")
             return
         try:
             status = resource_status_of(pod.meta.annotations, f"pod {pod.key}")
@@ -202,11 +203,11 @@ class NodeNUMAResource:
         if not status.cpuset:
             return
         exclusive = policy.exclusive_policy(spec.preferred_cpu_exclusive_policy)
-        self.allocations.hold(pod.node_name, pod.meta.uid, _Holding(parse_cpuset(status.cpuset), exclusive, pod.key))
+        self.allocations.hold(pod.node_name, pod.key, _Holding(parse_cpuset(status.cpuset), exclusive, pod.key))
         self._touch(pod.node_name)
 
     def on_forget_pod(self, pod: Pod) -> None:
-        self._touch(self.allocations.release(pod.meta.uid) or "")
+        self._touch(self.allocations.release(pod.key) or "")
 
     def _touch(self, node_name: str) -> None:
         info = self._snapshot.node_info(node_name) if node_name else None
@@ -364,7 +365,7 @@ class NodeNUMAResource:
             cpus = self._allocate(node_name, record, alloc)
         except AllocationError as exc:
             return unschedulable(str(exc))
-        self.allocations.hold(node_name, pod.meta.uid, _Holding(frozenset(cpus), request.exclusive, pod.key))
+        self.allocations.hold(node_name, pod.key, _Holding(frozenset(cpus), request.exclusive, pod.key))
         self._touch(node_name)
         state.write(RESERVED_KEY, ReservedCPUs(node_name, cpus, alloc.bind_policy, alloc.required))
         return success()
@@ -373,7 +374,7 @@ class NodeNUMAResource:
         if state.get(RESERVED_KEY) is None:
             return
         state.delete(RESERVED_KEY)
-        self._touch(self.allocations.release(pod.meta.uid) or "")
+        self._touch(self.allocations.release(pod.key) or "")
 
     async def pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status:
         reserved = state.get(RESERVED_KEY)
