@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -32,7 +33,7 @@ from tests.unit.koordlet.topology.sysfs_tree import write_sysfs
         ),
     ],
 )
-def test_fake_trees(tmp_path: Path, shape: dict[str, int], want: dict[str, object]) -> None:
+def test_fake_trees(tmp_path: Path, shape: dict[str, Any], want: dict[str, Any]) -> None:
     topo = read_cpu_topology(write_sysfs(tmp_path, **shape))
     got = {
         "cpus": len(topo.cpus),
@@ -41,7 +42,7 @@ def test_fake_trees(tmp_path: Path, shape: dict[str, int], want: dict[str, objec
         "nodes": {n.id: format_cpuset(n.cpus) for n in topo.numa_nodes},
     }
     assert got == want
-    assert [(n.id, n.memory_bytes) for n in topo.numa_nodes] == [(i, (i + 1) * 1024 * 1024) for i in want["nodes"]]  # type: ignore[union-attr]
+    assert [(n.id, n.memory_bytes) for n in topo.numa_nodes] == [(i, (i + 1) * 1024 * 1024) for i in want["nodes"]]
 
 
 def test_siblings_share_a_core_and_sort_by_node(tmp_path: Path) -> None:
