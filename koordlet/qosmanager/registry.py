@@ -58,6 +58,7 @@ def builtin_registry() -> QOSPluginRegistry:
     from koordlet.qosmanager.plugins.cgreconcile import plugin as cgreconcile
     from koordlet.qosmanager.plugins.cpuburst import plugin as cpuburst
     from koordlet.qosmanager.plugins.cpuevict import plugin as cpuevict
+    from koordlet.qosmanager.plugins.cpuset import plugin as cpuset
     from koordlet.qosmanager.plugins.cpusuppress import plugin as cpusuppress
     from koordlet.qosmanager.plugins.memoryevict import plugin as memoryevict
 
@@ -67,6 +68,7 @@ def builtin_registry() -> QOSPluginRegistry:
         cpusuppress.ENTRY,
         cpuburst.ENTRY,
         cgreconcile.ENTRY,
+        cpuset.ENTRY,
         batchresource.ENTRY,
         memoryevict.BE_ENTRY,
         memoryevict.ALLOCATABLE_ENTRY,

@@ -121,3 +121,14 @@ def read_cpu_topology(sysfs_root: Path) -> CPUTopology:
         numa = [NUMANode(0, frozenset(c.cpu for c in cpus), 0)]
     cpus.sort(key=lambda c: (c.node, c.socket, c.core, c.cpu))
     return CPUTopology(tuple(cpus), tuple(numa))
+
+
+DEFAULT_CPU_MANAGER_STATE = Path("/var/lib/kubelet/cpu_manager_state")
+
+
+def read_cpu_manager_state(path: Path) -> str | None:
+    """The kubelet's CPU manager checkpoint as text; ``None`` when it is absent or unreadable."""
+    try:
+        return path.read_text()
+    except OSError:
+        return None

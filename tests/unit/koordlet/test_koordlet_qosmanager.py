@@ -128,6 +128,7 @@ def test_builtin_registry_is_fresh() -> None:
         "BECPUSuppress",
         "CPUBurst",
         "CgroupReconcile",
+        "CPUSetAllocator",
         "BatchResource",
         "BEMemoryEvict",
         "MemoryAllocatableEvict",
