@@ -61,6 +61,7 @@ def builtin_registry() -> QOSPluginRegistry:
     from koordlet.qosmanager.plugins.cpuset import plugin as cpuset
     from koordlet.qosmanager.plugins.cpusuppress import plugin as cpusuppress
     from koordlet.qosmanager.plugins.memoryevict import plugin as memoryevict
+    from koordlet.qosmanager.plugins.nodetopology import plugin as nodetopology
 
     registry = QOSPluginRegistry()
     for entry in (
@@ -69,6 +70,7 @@ def builtin_registry() -> QOSPluginRegistry:
         cpuburst.ENTRY,
         cgreconcile.ENTRY,
         cpuset.ENTRY,
+        nodetopology.ENTRY,
         batchresource.ENTRY,
         memoryevict.BE_ENTRY,
         memoryevict.ALLOCATABLE_ENTRY,

@@ -129,6 +129,7 @@ def test_builtin_registry_is_fresh() -> None:
         "CPUBurst",
         "CgroupReconcile",
         "CPUSetAllocator",
+        "NodeTopologyReport",
         "BatchResource",
         "BEMemoryEvict",
         "MemoryAllocatableEvict",
