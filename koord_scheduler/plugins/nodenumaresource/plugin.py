@@ -21,15 +21,20 @@ import numpy as np
 
 from apis.config.numa_args import MOST_ALLOCATED, NodeNUMAResourceArgs
 from apis.core.types import CPU, MEMORY, Pod
+from apis.extension.constants import LABEL_POD_QOS
 from apis.extension.numa import (
+    ANNOTATION_NUMA_TOPOLOGY_SPEC,
     ANNOTATION_RESOURCE_SPEC,
     ANNOTATION_RESOURCE_STATUS,
+    LABEL_NODE_CPU_BIND_POLICY,
+    LABEL_NODE_NUMA_TOPOLOGY_POLICY,
     AnnotationError,
     CPUBindPolicy,
     CPUExclusivePolicy,
     NodeCPUBindPolicy,
     NUMAAllocateStrategy,
     NUMATopologyPolicy,
+    ResourceSpec,
     ResourceStatus,
     format_cpuset,
     parse_cpuset,
@@ -98,8 +103,11 @@ class ReservedCPUs:
     required: bool
 
 
+_NO_SPEC = ResourceSpec()
+
 PRE_FILTER_KEY: StateKey[PreFilterState] = StateKey("PreFilterNodeNUMAResource")
 RESERVED_KEY: StateKey[ReservedCPUs] = StateKey("ReservedNodeNUMAResource")
+PRE_SCORE_KEY: StateKey[tuple[ScoredResource, ...]] = StateKey("PreScoreNodeNUMAResource")
 
 
 @dataclass(slots=True)
@@ -121,6 +129,9 @@ class NodeAllocations:
         self.release(pod_key)
         self._by_node.setdefault(node, {})[pod_key] = holding
         self._node_of[pod_key] = node
+
+    def holds(self, pod_key: str) -> bool:
+        return pod_key in self._node_of
 
     def release(self, pod_key: str) -> str | None:
         node = self._node_of.pop(pod_key, None)
@@ -159,23 +170,65 @@ class NodeNUMAResource:
         self._row_scorer = (
             scoring.most_allocated_row if args.scoring_strategy.type == MOST_ALLOCATED else scoring.least_allocated_row
         )
-        self._resources = tuple((r.name, r.weight) for r in args.scoring_strategy.resources)
+        self._resources = tuple((r.name, r.weight) for r in args.scoring_strategy.resources if r.name in (CPU, MEMORY))
         self._topologies: dict[str, NodeTopologyRecord] = {}
         self.allocations = NodeAllocations()
+        self._special: set[int] = set()
+        """Positions of nodes that matter to pods not asking for bound CPUs: labelled ``cpu-bind-policy`` or
+        ``numa-topology-policy``, or whose NRT says kubelet full-pcpus-only or a NUMA policy."""
+        self._special_version = -1
+        self._topology_changed = False
+        self._checked_nodes: dict[int, object] = {}
+        """Position → the Node object last classified there (a pod change leaves it the same object)."""
+        self._no_bind: dict[int, policy.PodCPURequest] = {}
 
     def sign_pod(self, pod: Pod) -> Hashable:
         """Filter and Score depend on the node (its labels, its NRT and its allocations, which touch the
         node's row when they change) and on these fields of the pod."""
+        labels, annotations = pod.meta.labels, pod.meta.annotations
         return (
             pod.requests,
             pod.non_zero_cpu,
             pod.non_zero_memory,
-            pod.meta.labels.get("koordinator.sh/qosClass"),
-            pod.meta.labels.get("koordinator.sh/priority-class"),
+            labels.get(LABEL_POD_QOS),
+            labels.get("koordinator.sh/priority-class"),
             pod.priority,
-            pod.meta.annotations.get(ANNOTATION_RESOURCE_SPEC),
-            pod.meta.annotations.get("scheduling.koordinator.sh/numa-topology-spec"),
+            annotations.get(ANNOTATION_RESOURCE_SPEC),
+            annotations.get(ANNOTATION_NUMA_TOPOLOGY_SPEC),
         )
+
+    def _sync_special_nodes(self) -> None:
+        """Bring :attr:`_special` up to date with the nodes the snapshot changed since the last look."""
+        snap = self._snapshot
+        if snap.version == self._special_version:
+            return
+        changed = snap.changed_since(self._special_version) if self._special_version >= 0 else None
+        if changed is None:
+            self._special.clear()
+            self._checked_nodes.clear()
+            positions = [info.position for info in snap.iter_nodes()]
+        else:
+            positions = changed.tolist()
+        checked = self._checked_nodes
+        for pos in positions:
+            node = snap.info(pos).node
+            if checked.get(pos) is node and not self._topology_changed:
+                continue
+            checked[pos] = node
+            record = self._topologies.get(node.name) if node is not None else None
+            special = node is not None and (
+                LABEL_NODE_CPU_BIND_POLICY in node.labels
+                or LABEL_NODE_NUMA_TOPOLOGY_POLICY in node.labels
+                or (
+                    record is not None and (record.full_pcpus_only or record.numa_policy is not NUMATopologyPolicy.NONE)
+                )
+            )
+            if special:
+                self._special.add(pos)
+            else:
+                self._special.discard(pos)
+        self._special_version = snap.version
+        self._topology_changed = False
 
     # ----- informers -----
 
@@ -186,10 +239,17 @@ class NodeNUMAResource:
             self._topologies.pop(name, None)
         else:
             self._topologies[name] = record
+        self._topology_changed = True
         self._touch(name)
 
     def on_pod(self, event: EventType, old: Any, new: Any) -> None:
         pod = new if isinstance(new, Pod) else None
+        if (
+            pod is not None
+            and ANNOTATION_RESOURCE_STATUS not in pod.meta.annotations
+            and not self.allocations.holds(pod.key)
+        ):
+            return  # the common case: a pod without bound CPUs
         if pod is None or not pod.node_name or pod.phase in ("Succeeded", "Failed"):
             gone = old if isinstance(old, Pod) else pod
             if gone is not None:
@@ -221,6 +281,24 @@ class NodeNUMAResource:
     ) -> tuple[PreFilterResult | None, Status]:
         if not any(pod.requests.values()):
             return None, skip()
+        labels = pod.meta.labels
+        if (
+            labels.get(LABEL_POD_QOS) not in ("LSE", "LSR")
+            and ANNOTATION_NUMA_TOPOLOGY_SPEC not in pod.meta.annotations
+        ):
+            # No bound CPUs asked for: only labelled nodes (bind or NUMA policy) can say no. Without any,
+            # Filter has nothing to do; Score still runs.
+            self._sync_special_nodes()
+            milli = pod.requests.get(CPU, 0)
+            request = self._no_bind.get(milli)
+            if request is None:
+                if len(self._no_bind) > 1024:
+                    self._no_bind.clear()
+                request = self._no_bind[milli] = policy.PodCPURequest(
+                    milli, CPUBindPolicy.NONE, False, CPUExclusivePolicy.NONE, NUMATopologyPolicy.NONE, False, _NO_SPEC
+                )
+            state.write(PRE_FILTER_KEY, PreFilterState(request))
+            return None, (success() if self._special else skip())
         try:
             request = policy.pod_cpu_request(pod, self._default_policy)
         except AnnotationError as exc:
@@ -313,17 +391,20 @@ class NodeNUMAResource:
     # ----- Score -----
 
     def pre_score(self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions) -> Status:
-        return success() if state.get(PRE_FILTER_KEY) is not None else skip()
+        if state.get(PRE_FILTER_KEY) is None:
+            return skip()
+        state.write(PRE_SCORE_KEY, self._scored(pod, snapshot))
+        return success()
 
     def score_nodes(self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions) -> IntArray:
-        resources = self._scored(pod, snapshot)
+        resources = state.get(PRE_SCORE_KEY) or self._scored(pod, snapshot)
         if not resources:
             return np.zeros(len(positions), dtype=np.int64)
         requested, allocatable = gather(snapshot, positions, resources)
         return self._scorer(requested, allocatable, np.array([r.weight for r in resources], dtype=np.int64))
 
     def score(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> int:
-        resources = self._scored(pod, self._snapshot)
+        resources = state.get(PRE_SCORE_KEY) or self._scored(pod, self._snapshot)
         snap, pos = self._snapshot, node_info.position
         used = [
             r.amount
@@ -338,7 +419,7 @@ class NodeNUMAResource:
         return self._row_scorer(used, caps, [r.weight for r in resources])
 
     def _scored(self, pod: Pod, snapshot: ClusterSnapshot) -> tuple[ScoredResource, ...]:
-        return scored_resources(pod, snapshot, [(n, w) for n, w in self._resources if n in (CPU, MEMORY)])
+        return scored_resources(pod, snapshot, self._resources)
 
     def score_extensions(self) -> ScoreExtensions | None:
         return None
@@ -350,10 +431,12 @@ class NodeNUMAResource:
         info = self._snapshot.node_info(node_name)
         if pre is None or info is None or info.node is None:
             return success()
+        request = pre.request
+        if not request.request_bind and info.position not in self._special:
+            return success()
         node = info.node
         record = self._topologies.get(node_name)
         node_policy = policy.node_bind_policy(node.labels, record.full_pcpus_only if record else False)
-        request = pre.request
         if not (request.request_bind or (request.milli_cpu > 0 and node_policy is not NodeCPUBindPolicy.NONE)):
             return success()
         alloc = self._allocation_request(request, node_policy, node.labels)

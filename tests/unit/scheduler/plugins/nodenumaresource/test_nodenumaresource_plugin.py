@@ -13,6 +13,7 @@ from apis.config.plugin_args import IN_TREE_ARGS, decode_args
 from apis.core.types import Pod
 from koord_scheduler.framework.cycle_state import CycleState
 from koord_scheduler.framework.types import EventType
+from koord_scheduler.plugins.nodenumaresource.nrt import parse_node_resource_topology
 from koord_scheduler.plugins.nodenumaresource.plugin import NodeNUMAResource
 from tests.builders import make_node, make_pod
 from tests.fwtest import filter_statuses, make_snapshot
@@ -40,7 +41,7 @@ def schedule(plugin: NodeNUMAResource, cluster: RecordingCluster, pod: Pod, node
     """PreFilter, Reserve and PreBind on ``node_name``; the cpuset written, or the failure reason."""
     state = CycleState()
     _, status = plugin.pre_filter(state, pod, plugin._snapshot)
-    if not status.is_success:
+    if not (status.is_success or status.is_skip):
         return f"prefilter: {status.message}"
     status = plugin.reserve(state, pod, node_name)
     if not status.is_success:
@@ -266,3 +267,26 @@ def test_most_allocated_numa_scoring_packs_numa_nodes() -> None:
     plugin, cluster = make_plugin(snap, nrt_object("n1"), args=args)  # type: ignore[arg-type]
     assert schedule(plugin, cluster, lsr("a", "4")) == "0-1,8-9"
     assert schedule(plugin, cluster, lsr("b", "4")) == "2-3,10-11"
+
+
+def test_pods_without_binding_skip_filter_until_a_node_is_labelled() -> None:
+    snap = make_snapshot([node()])
+    plugin, _ = make_plugin(snap, nrt_object("n1"))
+    ls = lsr("ls", "3", "LS")
+    _, status = plugin.pre_filter(CycleState(), ls, snap)
+    assert status.is_skip
+    snap.upsert_node(node(**{"node.koordinator.sh/cpu-bind-policy": "FullPCPUsOnly"}))
+    assert filter_statuses(plugin, ls, snap)["n1"].message == "node(s) requested cpus not multiple cpus per core"
+    snap.upsert_node(node())
+    _, status = plugin.pre_filter(CycleState(), ls, snap)
+    assert status.is_skip
+
+
+def test_kubelet_full_pcpus_only_from_a_later_nrt_is_seen() -> None:
+    snap = make_snapshot([node()])
+    plugin, _ = make_plugin(snap)
+    ls = lsr("ls", "3", "LS")
+    assert plugin.pre_filter(CycleState(), ls, snap)[1].is_skip
+    nrt = nrt_object("n1", kubelet={"policy": "static", "options": {"full-pcpus-only": "true"}})
+    plugin.on_topology(EventType.ADDED, None, parse_node_resource_topology(nrt))
+    assert filter_statuses(plugin, ls, snap)["n1"].message == "node(s) requested cpus not multiple cpus per core"
