@@ -48,7 +48,7 @@ class CPUSetAllocator(Strategy):
             dest="runtime_hooks_reconcile_interval",
             type=positive_seconds,
             default=10.0,
-            help="CPUSetAllocator reconcile period (also runs on every pod change)",
+            help="runtime-hook reconcile period: CPUSetAllocator and BatchResource (Go duration or seconds)",
         )
         add_node_state_flags(parser)
 
