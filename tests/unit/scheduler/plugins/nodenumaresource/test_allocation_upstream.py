@@ -58,7 +58,7 @@ def upstream_topology(sockets: int, nodes_per_socket: int, cores_per_node: int, 
         pytest.param((2, 1, 4, 2), "0,2", 6, SPREAD, LEAST, "8-12,14", id="spread-least-overlapped-cores"),
     ],
 )
-def test_koordinator_cases(
+def test_koordinator_cases(  # noqa: PLR0917 (one parameter per table column)
     shape: tuple[int, int, int, int],
     allocated: str,
     n: int,
