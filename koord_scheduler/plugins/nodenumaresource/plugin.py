@@ -250,10 +250,14 @@ class NodeNUMAResource:
             and not self.allocations.holds(pod.key)
         ):
             return  # the common case: a pod without bound CPUs
-        if pod is None or not pod.node_name or pod.phase in ("Succeeded", "Failed"):
+        if pod is None or pod.phase in ("Succeeded", "Failed"):
             gone = old if isinstance(old, Pod) else pod
             if gone is not None:
                 self._touch(self.allocations.release(gone.key) or "")
+            return
+        if not pod.node_name:
+            # Pending, or between PreBind's patch and the binding: what Reserve assumed stays until
+            # Unreserve or the forget-pod handler gives it back.
             return
         try:
             status = resource_status_of(pod.meta.annotations, f"pod {pod.key}")

@@ -290,3 +290,15 @@ def test_kubelet_full_pcpus_only_from_a_later_nrt_is_seen() -> None:
     nrt = nrt_object("n1", kubelet={"policy": "static", "options": {"full-pcpus-only": "true"}})
     plugin.on_topology(EventType.ADDED, None, parse_node_resource_topology(nrt))
     assert filter_statuses(plugin, ls, snap)["n1"].message == "node(s) requested cpus not multiple cpus per core"
+
+
+def test_prebind_patch_seen_before_the_binding_keeps_the_reserved_cpus() -> None:
+    """PreBind's patch arrives as a pod update without nodeName: the CPUs Reserve took stay taken."""
+    snap = make_snapshot([node()])
+    plugin, cluster = make_plugin(snap, nrt_object("n1"))
+    pod = lsr("a", "4")
+    assert schedule(plugin, cluster, pod) == "0-1,8-9"
+    patched = make_pod("a").req(cpu="4", memory="1Gi").label("koordinator.sh/qosClass", "LSR")
+    patched = patched.annotation(STATUS, json.dumps({"cpuset": "0-1,8-9"})).build()
+    plugin.on_pod(EventType.MODIFIED, pod, patched)
+    assert schedule(plugin, cluster, lsr("b", "4")) == "4-5,12-13"
