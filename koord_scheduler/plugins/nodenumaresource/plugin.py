@@ -60,6 +60,7 @@ from koord_scheduler.framework.types import EventType, NodeFilterResult, ObjectK
 from koord_scheduler.plugins import names
 from koord_scheduler.plugins.nodenumaresource import policy
 from koord_scheduler.plugins.nodenumaresource.allocation import AllocationError, AllocationRequest, allocate_cpus
+from koord_scheduler.plugins.nodenumaresource.cache import Holding, NodeAllocations
 from koord_scheduler.plugins.nodenumaresource.nrt import NODE_RESOURCE_TOPOLOGY_KIND, NodeTopologyRecord
 from koord_scheduler.plugins.noderesources import scoring
 from koord_scheduler.plugins.noderesources.plugin import ScoredResource, gather, scored_resources
@@ -108,48 +109,6 @@ _NO_SPEC = ResourceSpec()
 PRE_FILTER_KEY: StateKey[PreFilterState] = StateKey("PreFilterNodeNUMAResource")
 RESERVED_KEY: StateKey[ReservedCPUs] = StateKey("ReservedNodeNUMAResource")
 PRE_SCORE_KEY: StateKey[tuple[ScoredResource, ...]] = StateKey("PreScoreNodeNUMAResource")
-
-
-@dataclass(slots=True)
-class _Holding:
-    cpus: frozenset[int]
-    exclusive: CPUExclusivePolicy
-    pod_key: str
-
-
-class NodeAllocations:
-    """CPUs held per node by bound and assumed pods, keyed by ``namespace/name`` (``resourceManager``'s
-    cache keys by uid; simulate files often have none)."""
-
-    def __init__(self) -> None:
-        self._by_node: dict[str, dict[str, _Holding]] = {}
-        self._node_of: dict[str, str] = {}
-
-    def hold(self, node: str, pod_key: str, holding: _Holding) -> None:
-        self.release(pod_key)
-        self._by_node.setdefault(node, {})[pod_key] = holding
-        self._node_of[pod_key] = node
-
-    def holds(self, pod_key: str) -> bool:
-        return pod_key in self._node_of
-
-    def release(self, pod_key: str) -> str | None:
-        node = self._node_of.pop(pod_key, None)
-        if node is not None:
-            self._by_node.get(node, {}).pop(pod_key, None)
-        return node
-
-    def taken(self, node: str) -> tuple[frozenset[int], dict[int, CPUExclusivePolicy]]:
-        cpus: set[int] = set()
-        exclusive: dict[int, CPUExclusivePolicy] = {}
-        for holding in self._by_node.get(node, {}).values():
-            cpus |= holding.cpus
-            if holding.exclusive is not CPUExclusivePolicy.NONE:
-                exclusive.update(dict.fromkeys(holding.cpus, holding.exclusive))
-        return frozenset(cpus), exclusive
-
-    def rows(self) -> list[tuple[str, str, frozenset[int]]]:
-        return sorted((node, h.pod_key, h.cpus) for node, pods in self._by_node.items() for h in pods.values())
 
 
 class NodeNUMAResource:
@@ -267,7 +226,7 @@ class NodeNUMAResource:
         if not status.cpuset:
             return
         exclusive = policy.exclusive_policy(spec.preferred_cpu_exclusive_policy)
-        self.allocations.hold(pod.node_name, pod.key, _Holding(parse_cpuset(status.cpuset), exclusive, pod.key))
+        self.allocations.hold(pod.node_name, pod.key, Holding(parse_cpuset(status.cpuset), exclusive, pod.key))
         self._touch(pod.node_name)
 
     def on_forget_pod(self, pod: Pod) -> None:
@@ -452,7 +411,7 @@ class NodeNUMAResource:
             cpus = self._allocate(node_name, record, alloc)
         except AllocationError as exc:
             return unschedulable(str(exc))
-        self.allocations.hold(node_name, pod.key, _Holding(frozenset(cpus), request.exclusive, pod.key))
+        self.allocations.hold(node_name, pod.key, Holding(frozenset(cpus), request.exclusive, pod.key))
         self._touch(node_name)
         state.write(RESERVED_KEY, ReservedCPUs(node_name, cpus, alloc.bind_policy, alloc.required))
         return success()
