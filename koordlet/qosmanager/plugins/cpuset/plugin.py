@@ -39,6 +39,7 @@ class CPUSetAllocator(Strategy):
         super().__init__()
         self.node_state: NodeCPUState | None = None
         self._pods_changed: asyncio.Event | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def init_flags(self, parser: argparse.ArgumentParser) -> None:
         super().init_flags(parser)
@@ -57,19 +58,27 @@ class CPUSetAllocator(Strategy):
         ctx.states_informer.register_callback(RegisterType.ALL_PODS, NAME, self._on_pods)
 
     def _on_pods(self, kind: RegisterType, informer: StatesInformer) -> None:
-        if self._pods_changed is not None:
-            self._pods_changed.set()
+        # Called from the informer's watch threads: wake the loop through the loop itself.
+        loop, event = self._loop, self._pods_changed
+        if loop is not None and event is not None and not loop.is_closed():
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(event.set)
 
     async def run(self, stop: asyncio.Event) -> None:
+        self._loop = asyncio.get_running_loop()
         self._pods_changed = asyncio.Event()
-        while not stop.is_set():
-            self._pods_changed.clear()
-            await self._tick_once()
-            waiters = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(self._pods_changed.wait())]
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait(waiters, timeout=self.interval, return_when=asyncio.FIRST_COMPLETED)
-            for waiter in waiters:
-                waiter.cancel()
+        try:
+            while not stop.is_set():
+                self._pods_changed.clear()
+                await self._tick_once()
+                waiters = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(self._pods_changed.wait())]
+                try:
+                    await asyncio.wait(waiters, timeout=self.interval, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    for waiter in waiters:
+                        waiter.cancel()
+        finally:
+            self._loop = None
 
     def rule(self) -> CPUSetRule | None:
         """The node-wide inputs; ``None`` until the CPU topology is readable."""

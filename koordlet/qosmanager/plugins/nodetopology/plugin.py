@@ -82,6 +82,8 @@ class NodeTopologyReport(Strategy):
         self.local = desired
         if self.ctx.kube_client is None or self.dry_run:
             return
+        if self.ctx.states_informer.node is None:
+            return  # the Node is not synced yet: the object is created owned by it, so wait
         try:
             self.publish(desired)
         except Exception as err:  # an API outage: one line per kind, retried next tick
