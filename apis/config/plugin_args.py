@@ -29,6 +29,7 @@ from apis.config.errors import (
 )
 from apis.config.loadaware_args import LoadAwareSchedulingArgs
 from apis.config.naming import qualified_name_errors
+from apis.config.numa_args import NodeNUMAResourceArgs
 from apis.config.reservation_args import ReservationArgs
 from apis.config.types import API_VERSION, ConfigModel
 
@@ -353,6 +354,7 @@ IN_TREE_ARGS: Mapping[str, type[BaseModel]] = {
     "InterPodAffinity": InterPodAffinityArgs,
     "LoadAwareScheduling": LoadAwareSchedulingArgs,
     "NodeAffinity": NodeAffinityArgs,
+    "NodeNUMAResource": NodeNUMAResourceArgs,
     "NodeResourcesBalancedAllocation": NodeResourcesBalancedAllocationArgs,
     "NodeResourcesFit": NodeResourcesFitArgs,
     "PodTopologySpread": PodTopologySpreadArgs,

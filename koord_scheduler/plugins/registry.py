@@ -14,6 +14,7 @@ from koord_scheduler.plugins.interpodaffinity import plugin as interpodaffinity
 from koord_scheduler.plugins.loadaware import plugin as loadaware
 from koord_scheduler.plugins.nodeaffinity import plugin as nodeaffinity
 from koord_scheduler.plugins.nodename import plugin as nodename
+from koord_scheduler.plugins.nodenumaresource import plugin as nodenumaresource
 from koord_scheduler.plugins.nodeports import plugin as nodeports
 from koord_scheduler.plugins.noderesources import plugin as noderesources
 from koord_scheduler.plugins.nodeunschedulable import plugin as nodeunschedulable
@@ -46,6 +47,7 @@ _MODULES = (
     defaultpreemption,
     imagelocality,
     loadaware,
+    nodenumaresource,
     defaultbinder,
     reservation,
     coscheduling,

@@ -58,8 +58,10 @@ def builtin_registry() -> QOSPluginRegistry:
     from koordlet.qosmanager.plugins.cgreconcile import plugin as cgreconcile
     from koordlet.qosmanager.plugins.cpuburst import plugin as cpuburst
     from koordlet.qosmanager.plugins.cpuevict import plugin as cpuevict
+    from koordlet.qosmanager.plugins.cpuset import plugin as cpuset
     from koordlet.qosmanager.plugins.cpusuppress import plugin as cpusuppress
     from koordlet.qosmanager.plugins.memoryevict import plugin as memoryevict
+    from koordlet.qosmanager.plugins.nodetopology import plugin as nodetopology
 
     registry = QOSPluginRegistry()
     for entry in (
@@ -67,6 +69,8 @@ def builtin_registry() -> QOSPluginRegistry:
         cpusuppress.ENTRY,
         cpuburst.ENTRY,
         cgreconcile.ENTRY,
+        cpuset.ENTRY,
+        nodetopology.ENTRY,
         batchresource.ENTRY,
         memoryevict.BE_ENTRY,
         memoryevict.ALLOCATABLE_ENTRY,

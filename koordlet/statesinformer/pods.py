@@ -123,6 +123,7 @@ class NodeInfo:
     annotations: Mapping[str, str]
     capacity: Mapping[str, int]
     allocatable: Mapping[str, int]
+    uid: str = ""
 
 
 def parse_node(raw: Mapping[str, Any]) -> NodeInfo:
@@ -130,6 +131,7 @@ def parse_node(raw: Mapping[str, Any]) -> NodeInfo:
     status = raw.get("status", {})
     return NodeInfo(
         name=meta.get("name", ""),
+        uid=meta.get("uid", ""),
         labels=meta.get("labels") or {},
         annotations=meta.get("annotations") or {},
         capacity=parse_resource_list(status.get("capacity")),

@@ -22,7 +22,7 @@ from apis.config.plugin_args import (
     REQUESTED_TO_CAPACITY_RATIO,
     NodeResourcesFitArgs,
 )
-from apis.core.types import CPU, EPHEMERAL_STORAGE, MEMORY, Node, Pod
+from apis.core.types import Node, Pod
 from koord_scheduler.framework.cycle_state import CycleState, StateKey
 from koord_scheduler.framework.diagnosis import FailureChunk
 from koord_scheduler.framework.handle import FrameworkHandle
@@ -41,7 +41,7 @@ from koord_scheduler.framework.interfaces import (
     SignedPlugin,
 )
 from koord_scheduler.framework.restored import RESTORED_CAPACITY, RestoredCapacity
-from koord_scheduler.framework.snapshot import CPU_COL, MEMORY_COL, ClusterSnapshot, IntArray, NodeInfo, Positions
+from koord_scheduler.framework.snapshot import ClusterSnapshot, IntArray, NodeInfo, Positions
 from koord_scheduler.framework.status import SUCCESS, Status, success
 from koord_scheduler.framework.types import (
     ActionType,
@@ -53,7 +53,7 @@ from koord_scheduler.framework.types import (
     QueueingHint,
 )
 from koord_scheduler.plugins import names
-from koord_scheduler.plugins.noderesources import scoring
+from koord_scheduler.plugins import resource_scoring as scoring
 from koord_scheduler.plugins.resource_fit import (
     PRE_FILTER_KEY,
     FitRequest,
@@ -69,26 +69,13 @@ from koord_scheduler.plugins.resource_fit import (
     is_ignored,
     status_for_code,
 )
+from koord_scheduler.plugins.resource_scoring import ScoredResource, gather, scored_resources
 
 NAME = names.NODE_RESOURCES_FIT
 ARGS = NodeResourcesFitArgs
 
 Scorer = Callable[[IntArray, IntArray, IntArray], IntArray]
 """``scorer(requested, allocatable, weights) -> scores``, all over (nodes, resources)."""
-
-
-@dataclass(frozen=True, slots=True)
-class ScoredResource:
-    """One configured resource the pod is scored on.
-
-    ``non_zero_col`` is the column of ``ClusterSnapshot.non_zero_requested`` for cpu/memory (scored with
-    non-zero requests), or -1 to read ``requested[:, column]``.
-    """
-
-    column: int
-    non_zero_col: int
-    amount: int
-    weight: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,53 +110,6 @@ def _scorer(args: NodeResourcesFitArgs) -> Scorer:
         return partial(scoring.requested_to_capacity_ratio, utilization=utilization, score=score)
     assert strategy.type == LEAST_ALLOCATED
     return scoring.least_allocated
-
-
-def scored_resources(
-    pod: Pod, snapshot: ClusterSnapshot, resources: Sequence[tuple[str, int]]
-) -> tuple[ScoredResource, ...]:
-    """The configured ``(name, weight)`` resources this pod is scored on, resolved to columns.
-
-    cpu and memory use the pod's non-zero requests against ``non_zero_requested``; other resources use
-    real requests. A scalar resource the pod does not request, or that no node has, is left out.
-    """
-    out: list[ScoredResource] = []
-    for name, weight in resources:
-        if name == CPU:
-            out.append(ScoredResource(CPU_COL, 0, pod.non_zero_cpu, weight))
-        elif name == MEMORY:
-            out.append(ScoredResource(MEMORY_COL, 1, pod.non_zero_memory, weight))
-        else:
-            amount = pod.requests.get(name, 0)
-            column = snapshot.column(name)
-            if column is None or (amount == 0 and name != EPHEMERAL_STORAGE):
-                continue
-            out.append(ScoredResource(column, -1, amount, weight))
-    return tuple(out)
-
-
-def gather(
-    snapshot: ClusterSnapshot, positions: Positions, resources: Sequence[ScoredResource]
-) -> tuple[IntArray, IntArray]:
-    """(requested including the pod, allocatable) as (nodes, resources) arrays."""
-    n, k = len(positions), len(resources)
-    # Fortran order keeps each resource's column contiguous for the column-wise scoring maths.
-    requested = np.empty((n, k), dtype=np.int64, order="F")
-    allocatable = np.empty((n, k), dtype=np.int64, order="F")
-    alloc_rows = np.take(snapshot.allocatable, positions, axis=0)
-    used_rows: IntArray | None = None
-    non_zero_rows: IntArray | None = None
-    for i, r in enumerate(resources):
-        allocatable[:, i] = alloc_rows[:, r.column]
-        if r.non_zero_col >= 0:
-            if non_zero_rows is None:
-                non_zero_rows = np.take(snapshot.non_zero_requested, positions, axis=0)
-            np.add(non_zero_rows[:, r.non_zero_col], r.amount, out=requested[:, i])
-        else:
-            if used_rows is None:
-                used_rows = np.take(snapshot.requested, positions, axis=0)
-            np.add(used_rows[:, r.column], r.amount, out=requested[:, i])
-    return requested, allocatable
 
 
 class Fit:

@@ -124,5 +124,6 @@ def test_koordinator_sample_configmap_is_refused_naming_missing_plugins() -> Non
     assert result.returncode == 2
     first = result.stderr.splitlines()[0]
     assert "plugins not registered:" in first
-    for name in ("NodeNUMAResource",):
+    for name in ("DefaultPreBind",):
         assert name in first
+    assert "NodeNUMAResource" not in first

@@ -196,7 +196,8 @@ def test_metrics_port_in_use_is_one_line_exit_2(tmp_path: Path) -> None:
 
 def test_api_outage_logs_one_line_per_failure_kind(tmp_path: Path) -> None:
     """koordlet against an API server that refuses connections: it keeps running, each failing call kind
-    (four watches, the NodeMetric write) is one line however often it is retried, and no traceback."""
+    (four watches, the NodeMetric write) is one line however often it is retried, and no traceback. (The
+    NodeResourceTopology is not written before the Node is seen.)"""
     import socket
 
     with socket.socket() as probe:  # a port nothing listens on

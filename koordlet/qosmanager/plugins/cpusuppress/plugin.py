@@ -33,11 +33,12 @@ from koordlet.qosmanager.plugins.cpusuppress.policy import (
     SuppressInput,
     be_cfs_quota,
     be_cpuset_size,
-    choose_be_cpus,
+    choose_be_cpus_around_bound,
     cpuset_write_plan,
     suppress_be_milli,
 )
 from koordlet.qosmanager.plugins.strategy import Strategy, add_flag, arg
+from koordlet.statesinformer.nodetopology import pod_cpusets
 from koordlet.statesinformer.pods import NodeInfo
 from koordlet.system.resources import DEFAULT_CFS_PERIOD_US, format_cpuset, parse_cpuset
 
@@ -145,11 +146,19 @@ class CPUSuppress(Strategy):
             self.apply([ResourceUpdate("cpu.cfs_quota_us", self.be_dir, "-1", NAME)])
             self._quota_changed = False
 
+    def bound_cpus(self) -> tuple[frozenset[int], frozenset[int]]:
+        """(LSE CPUs, LSR CPUs) from the pods' resource-status cpusets."""
+        bound = pod_cpusets(self.ctx.states_informer.get_all_pods())
+        lse = frozenset().union(*(b.cpus for b in bound if b.raw_qos == "LSE"))
+        lsr = frozenset().union(*(b.cpus for b in bound if b.raw_qos == "LSR"))
+        return lse, lsr
+
     def recover_cpuset(self) -> None:
         if not self._cpuset_changed:
             return
         node = self.ctx.states_informer.node
-        excluded = reservation(node)[1] if node else frozenset()
+        # Recovery still keeps BE off LSE CPUs (Koordinator's calcBECPUSet).
+        excluded = (reservation(node)[1] if node else frozenset()) | self.bound_cpus()[0]
         full = frozenset(c.cpu for c in self.all_cpus(node)) - excluded
         if not full:
             return  # CPUs not known yet (no topology, no node): try again next time
@@ -231,8 +240,9 @@ class CPUSuppress(Strategy):
         current = self.ctx.executor.cgroupfs.cpuset(self.be_dir)
         if current is None:
             return
+        lse, lsr = self.bound_cpus()
         size = be_cpuset_size(suppress_milli, len(current), len(cpus) - len(excluded & {c.cpu for c in cpus}))
-        target = choose_be_cpus(size, cpus, excluded)
+        target = choose_be_cpus_around_bound(size, cpus, excluded=excluded, lse=lse, lsr=lsr)
         if target != current:
             log.info("%s: BE cpuset %s -> %s", NAME, format_cpuset(current), format_cpuset(target))
             self.apply(cpuset_write_plan(self.cpuset_levels(), current, target, NAME))

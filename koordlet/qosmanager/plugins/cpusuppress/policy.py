@@ -155,3 +155,33 @@ def cpuset_write_plan(
         ResourceUpdate("cpuset.cpus", d, format_cpuset(target), owner) for level in reversed(levels) for d in level
     ]
     return plan
+
+
+def choose_be_cpus_around_bound(
+    count: int,
+    cpus: Sequence[CPUInfo],
+    *,
+    excluded: frozenset[int],
+    lse: frozenset[int],
+    lsr: frozenset[int],
+) -> frozenset[int]:
+    """``adjustByCPUSet``: BE never runs on LSE CPUs; it shares LSR CPUs in proportion to their count.
+
+    Candidates are every CPU but ``excluded`` (reserved, exclusive system QoS) and ``lse``. Of ``count``,
+    the LSR share is ``count * |LSR| // (|LSR| + |LS|)`` picked from the LSR CPUs, the rest from the
+    others (LS), each with :func:`choose_be_cpus`. A pool smaller than its share gives nothing, as upstream.
+    """
+    candidates = [c for c in cpus if c.cpu not in excluded and c.cpu not in lse]
+    lsr_cpus = [c for c in candidates if c.cpu in lsr]
+    ls_cpus = [c for c in candidates if c.cpu not in lsr]
+    total = len(lsr_cpus) + len(ls_cpus)
+    if total == 0:
+        return frozenset()
+    lsr_share = count * len(lsr_cpus) // total
+    ls_share = count - lsr_share
+    chosen: frozenset[int] = frozenset()
+    if lsr_cpus and len(lsr_cpus) >= lsr_share:
+        chosen |= choose_be_cpus(lsr_share, lsr_cpus)
+    if ls_cpus and len(ls_cpus) >= ls_share:
+        chosen |= choose_be_cpus(ls_share, ls_cpus)
+    return chosen

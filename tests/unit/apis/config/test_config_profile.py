@@ -357,7 +357,7 @@ def test_koordinator_chart_names_every_unregistered_plugin() -> None:
 
     first_line = str(caught.value).splitlines()[0]
     assert first_line.endswith(
-        "plugins not registered: DefaultPreBind, NodeNUMAResource, SchedulingHint"
+        "plugins not registered: DefaultPreBind, SchedulingHint"
     )
     assert 'profiles[0].plugins.preFilter.enabled[0]: Invalid value: "SchedulingHint": ' in str(caught.value)
 

@@ -332,7 +332,7 @@ async def test_strategy_off_when_its_gate_is_off(tmp_path: Path, gate: str) -> N
     )
 
 
-def test_default_gates_run_suppress_burst_and_batch_resource() -> None:
+def test_default_gates_run_suppress_burst_cpuset_and_batch_resource() -> None:
     manager = QOSManager(builtin_registry())
     manager.instantiate()
     assert [
@@ -342,6 +342,8 @@ def test_default_gates_run_suppress_burst_and_batch_resource() -> None:
         "BECPUThrottleReporter",
         "BECPUSuppress",
         "CPUBurst",
+        "CPUSetAllocator",
+        "NodeTopologyReport",
         "BatchResource",
     ]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from koord_scheduler.plugins.noderesources.scoring import (
+from koord_scheduler.plugins.resource_scoring import (
     broken_linear,
     least_allocated,
     most_allocated,

@@ -17,10 +17,10 @@ from koord_scheduler.framework.cycle_state import CycleState
 from koord_scheduler.framework.node_cache import FEW_NODES
 from koord_scheduler.framework.restored import RESTORED_CAPACITY, RestoredCapacity
 from koord_scheduler.framework.status import Status
+from koord_scheduler.plugins import resource_scoring as scoring
 from koord_scheduler.plugins.balancedallocation import plugin as balanced_plugin
 from koord_scheduler.plugins.balancedallocation.scoring import balanced_allocation, balanced_allocation_row
 from koord_scheduler.plugins.noderesources import plugin as fit_plugin
-from koord_scheduler.plugins.noderesources import scoring
 from tests.fwtest import FakeHandle, make_snapshot
 
 GPU = "nvidia.com/gpu"

@@ -1,4 +1,5 @@
-"""NodeResourcesFit scoring maths, as pure functions over numpy arrays.
+"""Resource scoring maths shared by NodeResourcesFit and NodeNUMAResource, as pure functions over numpy
+arrays, and the gathering of the scored columns from the snapshot.
 
 Every function takes ``requested`` and ``allocatable`` as ``(nodes, resources)`` int64 arrays (one column
 per configured resource, ``requested`` already including the incoming pod) and ``weights`` as a
@@ -13,10 +14,19 @@ non-negative except the broken-linear interpolation, where Go truncates toward z
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
-from koord_scheduler.framework.snapshot import BoolArray, IntArray
+from apis.core.types import CPU, EPHEMERAL_STORAGE, MEMORY, Pod
+from koord_scheduler.framework.snapshot import (
+    CPU_COL,
+    MEMORY_COL,
+    BoolArray,
+    ClusterSnapshot,
+    IntArray,
+    Positions,
+)
 
 MAX_NODE_SCORE = 100
 MAX_UTILIZATION = 100
@@ -153,3 +163,64 @@ def requested_to_capacity_ratio(
     mean = total / np.maximum(weight_sums, 1)
     out: IntArray = np.where(weight_sums > 0, np.floor(mean + 0.5), 0).astype(np.int64)
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class ScoredResource:
+    """One configured resource the pod is scored on.
+
+    ``non_zero_col`` is the column of ``ClusterSnapshot.non_zero_requested`` for cpu/memory (scored with
+    non-zero requests), or -1 to read ``requested[:, column]``.
+    """
+
+    column: int
+    non_zero_col: int
+    amount: int
+    weight: int
+
+
+def scored_resources(
+    pod: Pod, snapshot: ClusterSnapshot, resources: Sequence[tuple[str, int]]
+) -> tuple[ScoredResource, ...]:
+    """The configured ``(name, weight)`` resources this pod is scored on, resolved to columns.
+
+    cpu and memory use the pod's non-zero requests against ``non_zero_requested``; other resources use
+    real requests. A scalar resource the pod does not request, or that no node has, is left out.
+    """
+    out: list[ScoredResource] = []
+    for name, weight in resources:
+        if name == CPU:
+            out.append(ScoredResource(CPU_COL, 0, pod.non_zero_cpu, weight))
+        elif name == MEMORY:
+            out.append(ScoredResource(MEMORY_COL, 1, pod.non_zero_memory, weight))
+        else:
+            amount = pod.requests.get(name, 0)
+            column = snapshot.column(name)
+            if column is None or (amount == 0 and name != EPHEMERAL_STORAGE):
+                continue
+            out.append(ScoredResource(column, -1, amount, weight))
+    return tuple(out)
+
+
+def gather(
+    snapshot: ClusterSnapshot, positions: Positions, resources: Sequence[ScoredResource]
+) -> tuple[IntArray, IntArray]:
+    """(requested including the pod, allocatable) as (nodes, resources) arrays."""
+    n, k = len(positions), len(resources)
+    # Fortran order keeps each resource's column contiguous for the column-wise scoring maths.
+    requested = np.empty((n, k), dtype=np.int64, order="F")
+    allocatable = np.empty((n, k), dtype=np.int64, order="F")
+    alloc_rows = np.take(snapshot.allocatable, positions, axis=0)
+    used_rows: IntArray | None = None
+    non_zero_rows: IntArray | None = None
+    for i, r in enumerate(resources):
+        allocatable[:, i] = alloc_rows[:, r.column]
+        if r.non_zero_col >= 0:
+            if non_zero_rows is None:
+                non_zero_rows = np.take(snapshot.non_zero_requested, positions, axis=0)
+            np.add(non_zero_rows[:, r.non_zero_col], r.amount, out=requested[:, i])
+        else:
+            if used_rows is None:
+                used_rows = np.take(snapshot.requested, positions, axis=0)
+            np.add(used_rows[:, r.column], r.amount, out=requested[:, i])
+    return requested, allocatable

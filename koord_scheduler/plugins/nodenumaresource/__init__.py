@@ -1,0 +1,1 @@
+"""NodeNUMAResource: Koordinator's fine-grained CPU orchestration (bound cpusets from NodeResourceTopology)."""

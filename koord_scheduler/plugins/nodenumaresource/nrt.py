@@ -1,0 +1,113 @@
+"""The NodeResourceTopology kind the plugin watches, parsed into what the allocator needs
+(Koordinator ``topology_options.go``).
+
+``reserved`` gathers the CPUs the scheduler must never hand out: kubelet-managed pod allocations
+(``pod-cpu-allocs`` entries with ``managedByKubelet``), the kubelet's ``reservedCPUs``, the node
+reservation annotation's ``reservedCPUs`` and an exclusive system-QoS cpuset.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from apis.extension.constants import ANNOTATION_NODE_RESERVATION
+from apis.extension.numa import (
+    ANNOTATION_KUBELET_CPU_MANAGER_POLICY,
+    ANNOTATION_NODE_POD_CPU_ALLOCS,
+    ANNOTATION_NODE_SYSTEM_QOS_RESOURCE,
+    AnnotationError,
+    NUMATopologyPolicy,
+    cpu_topology_of,
+    parse_cpuset,
+)
+from koord_scheduler.framework.types import ObjectKind
+from koord_scheduler.plugins.nodenumaresource.topology import CPUTopology
+
+NRT_GROUP = "topology.node.k8s.io"
+NRT_VERSION = "v1alpha1"
+
+_KUBELET_POLICIES = {
+    "SingleNUMANodePodLevel": NUMATopologyPolicy.SINGLE_NUMA_NODE,
+    "BestEffort": NUMATopologyPolicy.BEST_EFFORT,
+    "Restricted": NUMATopologyPolicy.RESTRICTED,
+}
+"""``convertToNUMATopologyPolicy``: only these NRT policy strings mean anything to the scheduler."""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeTopologyRecord:
+    name: str
+    topology: CPUTopology
+    reserved: frozenset[int]
+    kubelet_static: bool
+    full_pcpus_only: bool
+    """kubelet ``static`` with ``full-pcpus-only=true``: the node behaves as ``FullPCPUsOnly``."""
+    numa_policy: NUMATopologyPolicy
+
+
+def _json_annotation(annotations: Mapping[str, str], key: str, owner: str) -> Any:
+    raw = annotations.get(key)
+    if raw is None or not raw.strip():
+        return None
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise AnnotationError(f"{owner}: annotation {key} is not valid JSON: {exc.msg}") from None
+
+
+def _cpus(value: Any, key: str, owner: str) -> frozenset[int]:
+    if not value:
+        return frozenset()
+    try:
+        return parse_cpuset(str(value))
+    except ValueError as exc:
+        raise AnnotationError(f"{owner}: annotation {key}: {exc}") from None
+
+
+def parse_node_resource_topology(obj: Mapping[str, Any]) -> NodeTopologyRecord:
+    """Raises ``ValueError`` (:class:`AnnotationError`) naming the object and annotation when malformed."""
+    meta = obj.get("metadata") or {}
+    name = str(meta.get("name", ""))
+    if not name:
+        raise AnnotationError("NodeResourceTopology without metadata.name")
+    owner = f"NodeResourceTopology {name}"
+    annotations: Mapping[str, str] = meta.get("annotations") or {}
+    topology = CPUTopology.from_cpus(cpu_topology_of(annotations, owner))
+    reserved: set[int] = set()
+    allocs = _json_annotation(annotations, ANNOTATION_NODE_POD_CPU_ALLOCS, owner) or []
+    if not isinstance(allocs, list):
+        raise AnnotationError(f"{owner}: annotation {ANNOTATION_NODE_POD_CPU_ALLOCS} must be a JSON list")
+    for item in allocs:
+        if isinstance(item, Mapping) and item.get("managedByKubelet") and item.get("uid"):
+            reserved |= _cpus(item.get("cpuset"), ANNOTATION_NODE_POD_CPU_ALLOCS, owner)
+    kubelet = _json_annotation(annotations, ANNOTATION_KUBELET_CPU_MANAGER_POLICY, owner) or {}
+    if not isinstance(kubelet, Mapping):
+        raise AnnotationError(f"{owner}: annotation {ANNOTATION_KUBELET_CPU_MANAGER_POLICY} must be a JSON object")
+    reserved |= _cpus(kubelet.get("reservedCPUs"), ANNOTATION_KUBELET_CPU_MANAGER_POLICY, owner)
+    node_reservation = _json_annotation(annotations, ANNOTATION_NODE_RESERVATION, owner) or {}
+    if isinstance(node_reservation, Mapping):
+        reserved |= _cpus(node_reservation.get("reservedCPUs"), ANNOTATION_NODE_RESERVATION, owner)
+    system_qos = _json_annotation(annotations, ANNOTATION_NODE_SYSTEM_QOS_RESOURCE, owner) or {}
+    if isinstance(system_qos, Mapping) and system_qos.get("cpusetExclusive", True):
+        reserved |= _cpus(system_qos.get("cpuset"), ANNOTATION_NODE_SYSTEM_QOS_RESOURCE, owner)
+    static = kubelet.get("policy") == "static"
+    options = kubelet.get("options") or {}
+    full_only = static and isinstance(options, Mapping) and options.get("full-pcpus-only") == "true"
+    policies = obj.get("topologyPolicies") or []
+    numa_policy = NUMATopologyPolicy.NONE
+    if isinstance(policies, list) and policies:
+        numa_policy = _KUBELET_POLICIES.get(str(policies[0]), NUMATopologyPolicy.NONE)
+    return NodeTopologyRecord(name, topology, frozenset(reserved), static, full_only, numa_policy)
+
+
+NODE_RESOURCE_TOPOLOGY_KIND = ObjectKind(
+    kind="NodeResourceTopology",
+    group=NRT_GROUP,
+    version=NRT_VERSION,
+    plural="noderesourcetopologies",
+    namespaced=False,
+    parse=parse_node_resource_topology,
+)

@@ -1,0 +1,463 @@
+"""NodeNUMAResource: fine-grained CPU orchestration (Koordinator ``pkg/scheduler/plugins/nodenumaresource``).
+
+LSE/LSR pods of priority koord-prod (and, on nodes labelled ``cpu-bind-policy``, every pod with a CPU
+request) get a set of logical CPUs chosen by :mod:`.allocation` from the node's NodeResourceTopology.
+Filter rejects nodes that cannot give the required policy; Score is Koordinator's node-level
+LeastAllocated/MostAllocated; Reserve assumes the CPUs; PreBind writes
+``scheduling.koordinator.sh/resource-status``.
+
+Not implemented: NUMA topology policies (a node whose label or NRT asks for BestEffort, Restricted or
+SingleNUMANode rejects pods with a reason saying so), NUMA-level scoring, Reservation-owned CPUs, and
+``maxRefCount`` above one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from apis.config.numa_args import MOST_ALLOCATED, NodeNUMAResourceArgs
+from apis.core.types import CPU, MEMORY, Pod
+from apis.extension.constants import LABEL_POD_QOS
+from apis.extension.numa import (
+    ANNOTATION_NUMA_TOPOLOGY_SPEC,
+    ANNOTATION_RESOURCE_SPEC,
+    ANNOTATION_RESOURCE_STATUS,
+    LABEL_NODE_CPU_BIND_POLICY,
+    LABEL_NODE_NUMA_TOPOLOGY_POLICY,
+    AnnotationError,
+    CPUBindPolicy,
+    CPUExclusivePolicy,
+    NodeCPUBindPolicy,
+    NUMAAllocateStrategy,
+    NUMATopologyPolicy,
+    ResourceSpec,
+    ResourceStatus,
+    format_cpuset,
+    parse_cpuset,
+    resource_spec_of,
+    resource_status_of,
+)
+from koord_scheduler.framework.cycle_state import CycleState, StateKey
+from koord_scheduler.framework.handle import ClusterClient
+from koord_scheduler.framework.interfaces import (
+    BatchFilterPlugin,
+    BatchScorePlugin,
+    FilterPlugin,
+    PreBindPlugin,
+    PreFilterExtensions,
+    PreFilterPlugin,
+    PreScorePlugin,
+    ReservePlugin,
+    ScoreExtensions,
+)
+from koord_scheduler.framework.snapshot import ClusterSnapshot, IntArray, NodeInfo, Positions
+from koord_scheduler.framework.status import Status, error, skip, success, unresolvable, unschedulable
+from koord_scheduler.framework.types import EventType, NodeFilterResult, ObjectKind, PreFilterResult
+from koord_scheduler.plugins import names
+from koord_scheduler.plugins import resource_scoring as scoring
+from koord_scheduler.plugins.nodenumaresource import policy
+from koord_scheduler.plugins.nodenumaresource.allocation import AllocationError, AllocationRequest, allocate_cpus
+from koord_scheduler.plugins.nodenumaresource.cache import Holding, NodeAllocations
+from koord_scheduler.plugins.nodenumaresource.nrt import NODE_RESOURCE_TOPOLOGY_KIND, NodeTopologyRecord
+from koord_scheduler.plugins.resource_scoring import ScoredResource, gather, scored_resources
+
+NAME = names.NODE_NUMA_RESOURCE
+ARGS = NodeNUMAResourceArgs
+
+ERR_NUMA_POLICY_UNSUPPORTED = "node(s) NUMA topology policy {} is not supported by this scheduler"
+
+SimulationReporter = Callable[[], tuple[str, list[dict[str, Any]]]]
+
+
+class NUMAHandle(Protocol):
+    """The services this plugin uses."""
+
+    @property
+    def snapshot(self) -> ClusterSnapshot: ...
+
+    @property
+    def cluster(self) -> ClusterClient: ...
+
+    def watch(self, kind: ObjectKind, handler: Callable[[EventType, Any, Any], None]) -> None: ...
+
+    def watch_pods(self, handler: Callable[[EventType, Any, Any], None]) -> None: ...
+
+    def register_forget_pod_handler(self, handler: Callable[[Pod], None]) -> None: ...
+
+    def add_simulation_report(self, reporter: SimulationReporter) -> None: ...
+
+
+@dataclass(slots=True)
+class PreFilterState:
+    request: policy.PodCPURequest
+
+
+@dataclass(slots=True)
+class ReservedCPUs:
+    node_name: str
+    cpus: tuple[int, ...]
+    bind_policy: CPUBindPolicy
+    required: bool
+
+
+_NO_SPEC = ResourceSpec()
+
+PRE_FILTER_KEY: StateKey[PreFilterState] = StateKey("PreFilterNodeNUMAResource")
+RESERVED_KEY: StateKey[ReservedCPUs] = StateKey("ReservedNodeNUMAResource")
+PRE_SCORE_KEY: StateKey[tuple[ScoredResource, ...]] = StateKey("PreScoreNodeNUMAResource")
+
+
+class NodeNUMAResource:
+    name = NAME
+
+    def __init__(self, args: NodeNUMAResourceArgs, snapshot: ClusterSnapshot, cluster: ClusterClient) -> None:
+        self._snapshot = snapshot
+        self._cluster = cluster
+        self._default_policy = CPUBindPolicy(args.default_cpu_bind_policy)
+        self._default_strategy = (
+            NUMAAllocateStrategy.MOST_ALLOCATED
+            if args.numa_scoring_strategy.type == MOST_ALLOCATED
+            else NUMAAllocateStrategy.LEAST_ALLOCATED
+        )
+        self._scorer = (
+            scoring.most_allocated if args.scoring_strategy.type == MOST_ALLOCATED else scoring.least_allocated
+        )
+        self._row_scorer = (
+            scoring.most_allocated_row if args.scoring_strategy.type == MOST_ALLOCATED else scoring.least_allocated_row
+        )
+        self._resources = tuple((r.name, r.weight) for r in args.scoring_strategy.resources if r.name in (CPU, MEMORY))
+        self._topologies: dict[str, NodeTopologyRecord] = {}
+        self.allocations = NodeAllocations()
+        self._special: set[int] = set()
+        """Positions of nodes that matter to pods not asking for bound CPUs: labelled ``cpu-bind-policy`` or
+        ``numa-topology-policy``, or whose NRT says kubelet full-pcpus-only or a NUMA policy."""
+        self._special_version = -1
+        self._topology_changed = False
+        self._checked_nodes: dict[int, object] = {}
+        """Position → the Node object last classified there (a pod change leaves it the same object)."""
+        self._no_bind: dict[int, policy.PodCPURequest] = {}
+
+    def sign_pod(self, pod: Pod) -> Hashable:
+        """Filter and Score depend on the node (its labels, its NRT and its allocations, which touch the
+        node's row when they change) and on these fields of the pod."""
+        labels, annotations = pod.meta.labels, pod.meta.annotations
+        return (
+            pod.requests,
+            pod.non_zero_cpu,
+            pod.non_zero_memory,
+            labels.get(LABEL_POD_QOS),
+            labels.get("koordinator.sh/priority-class"),
+            pod.priority,
+            annotations.get(ANNOTATION_RESOURCE_SPEC),
+            annotations.get(ANNOTATION_NUMA_TOPOLOGY_SPEC),
+        )
+
+    def _sync_special_nodes(self) -> None:
+        """Bring :attr:`_special` up to date with the nodes the snapshot changed since the last look."""
+        snap = self._snapshot
+        if snap.version == self._special_version:
+            return
+        changed = snap.changed_since(self._special_version) if self._special_version >= 0 else None
+        if changed is None:
+            self._special.clear()
+            self._checked_nodes.clear()
+            positions = [info.position for info in snap.iter_nodes()]
+        else:
+            positions = changed.tolist()
+        checked = self._checked_nodes
+        for pos in positions:
+            node = snap.info(pos).node
+            if checked.get(pos) is node and not self._topology_changed:
+                continue
+            checked[pos] = node
+            record = self._topologies.get(node.name) if node is not None else None
+            special = node is not None and (
+                LABEL_NODE_CPU_BIND_POLICY in node.labels
+                or LABEL_NODE_NUMA_TOPOLOGY_POLICY in node.labels
+                or (
+                    record is not None and (record.full_pcpus_only or record.numa_policy is not NUMATopologyPolicy.NONE)
+                )
+            )
+            if special:
+                self._special.add(pos)
+            else:
+                self._special.discard(pos)
+        self._special_version = snap.version
+        self._topology_changed = False
+
+    # ----- informers -----
+
+    def on_topology(self, event: EventType, old: Any, new: Any) -> None:
+        record = new if isinstance(new, NodeTopologyRecord) else None
+        name = record.name if record is not None else getattr(old, "name", "")
+        if record is None:
+            self._topologies.pop(name, None)
+        else:
+            self._topologies[name] = record
+        self._topology_changed = True
+        self._touch(name)
+
+    def on_pod(self, event: EventType, old: Any, new: Any) -> None:
+        pod = new if isinstance(new, Pod) else None
+        if (
+            pod is not None
+            and ANNOTATION_RESOURCE_STATUS not in pod.meta.annotations
+            and not self.allocations.holds(pod.key)
+        ):
+            return  # the common case: a pod without bound CPUs
+        if pod is None or pod.phase in ("Succeeded", "Failed"):
+            gone = old if isinstance(old, Pod) else pod
+            if gone is not None:
+                self._touch(self.allocations.release(gone.key) or "")
+            return
+        if not pod.node_name:
+            # Pending, or between PreBind's patch and the binding: what Reserve assumed stays until
+            # Unreserve or the forget-pod handler gives it back.
+            return
+        try:
+            status = resource_status_of(pod.meta.annotations, f"pod {pod.key}")
+            spec = resource_spec_of(pod.meta.annotations, f"pod {pod.key}")
+        except AnnotationError:
+            return
+        if not status.cpuset:
+            return
+        exclusive = policy.exclusive_policy(spec.preferred_cpu_exclusive_policy)
+        self.allocations.hold(pod.node_name, pod.key, Holding(parse_cpuset(status.cpuset), exclusive, pod.key))
+        self._touch(pod.node_name)
+
+    def on_forget_pod(self, pod: Pod) -> None:
+        self._touch(self.allocations.release(pod.key) or "")
+
+    def _touch(self, node_name: str) -> None:
+        info = self._snapshot.node_info(node_name) if node_name else None
+        if info is not None:
+            self._snapshot.touch(info.position)
+
+    # ----- PreFilter -----
+
+    def pre_filter(
+        self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot
+    ) -> tuple[PreFilterResult | None, Status]:
+        if not any(pod.requests.values()):
+            return None, skip()
+        labels = pod.meta.labels
+        if (
+            labels.get(LABEL_POD_QOS) not in ("LSE", "LSR")
+            and ANNOTATION_NUMA_TOPOLOGY_SPEC not in pod.meta.annotations
+        ):
+            # No bound CPUs asked for: only labelled nodes (bind or NUMA policy) can say no. Without any,
+            # Filter has nothing to do; Score still runs.
+            self._sync_special_nodes()
+            milli = pod.requests.get(CPU, 0)
+            request = self._no_bind.get(milli)
+            if request is None:
+                if len(self._no_bind) > 1024:
+                    self._no_bind.clear()
+                request = self._no_bind[milli] = policy.PodCPURequest(
+                    milli, CPUBindPolicy.NONE, False, CPUExclusivePolicy.NONE, NUMATopologyPolicy.NONE, False, _NO_SPEC
+                )
+            state.write(PRE_FILTER_KEY, PreFilterState(request))
+            return None, (success() if self._special else skip())
+        try:
+            request = policy.pod_cpu_request(pod, self._default_policy)
+        except AnnotationError as exc:
+            return None, unresolvable(str(exc))
+        if request.bind_policy is not CPUBindPolicy.NONE and request.milli_cpu % 1000:
+            return None, unresolvable(policy.ERR_NOT_INTEGER)
+        state.write(PRE_FILTER_KEY, PreFilterState(request))
+        return None, success()
+
+    def pre_filter_extensions(self) -> PreFilterExtensions | None:
+        return None
+
+    # ----- Filter -----
+
+    def filter_nodes(
+        self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions
+    ) -> NodeFilterResult:
+        if state.get(PRE_FILTER_KEY) is None:
+            return NodeFilterResult.all_pass(len(positions))
+        statuses: list[Status] = []
+        passed = np.ones(len(positions), dtype=np.bool_)
+        reason_ids = np.zeros(len(positions), dtype=np.int32)
+        for i, pos in enumerate(positions.tolist()):
+            status = self.filter(state, pod, snapshot.info(pos))
+            if not status.is_success:
+                passed[i] = False
+                reason_ids[i] = len(statuses)
+                statuses.append(status)
+        if passed.all():
+            return NodeFilterResult(passed, every_node_passed=True)
+        return NodeFilterResult(passed, reason_ids, tuple(statuses))
+
+    def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status:
+        pre = state.get(PRE_FILTER_KEY)
+        node = node_info.node
+        if pre is None or node is None:
+            return success()
+        request = pre.request
+        record = self._topologies.get(node.name)
+        numa = policy.node_numa_policy(node.labels, record.numa_policy if record else NUMATopologyPolicy.NONE)
+        if numa is not NUMATopologyPolicy.NONE and request.numa_policy not in (NUMATopologyPolicy.NONE, numa):
+            return unresolvable(policy.ERR_NUMA_POLICY_NOT_MATCH)
+        numa = numa if numa is not NUMATopologyPolicy.NONE else request.numa_policy
+        node_policy = policy.node_bind_policy(node.labels, record.full_pcpus_only if record else False)
+        bind = request.request_bind or (request.milli_cpu > 0 and node_policy is not NodeCPUBindPolicy.NONE)
+        if numa is not NUMATopologyPolicy.NONE:
+            return unresolvable(ERR_NUMA_POLICY_UNSUPPORTED.format(numa.value))
+        if not bind:
+            return success()
+        if request.milli_cpu % 1000:
+            return unresolvable(policy.ERR_NOT_INTEGER)
+        alloc = self._allocation_request(request, node_policy, node.labels)
+        if isinstance(alloc, Status):
+            return alloc
+        if record is None:
+            return unresolvable(policy.ERR_TOPOLOGY_NOT_FOUND)
+        if not record.topology.valid:
+            return unresolvable(policy.ERR_INVALID_TOPOLOGY)
+        full = alloc.bind_policy is CPUBindPolicy.FULL_PCPUS
+        if alloc.required and full and alloc.num_cpus % record.topology.cpus_per_core:
+            return unresolvable(policy.ERR_NOT_MULTIPLE_OF_CORE)
+        if alloc.required:
+            try:
+                self._allocate(node.name, record, alloc)
+            except AllocationError as exc:
+                return unschedulable(str(exc))
+        return success()
+
+    def _allocation_request(
+        self, request: policy.PodCPURequest, node_policy: NodeCPUBindPolicy, labels: Any
+    ) -> AllocationRequest | Status:
+        bind_policy, required = request.bind_policy, request.required
+        if node_policy is not NodeCPUBindPolicy.NONE:
+            forced = (
+                CPUBindPolicy.FULL_PCPUS
+                if node_policy is NodeCPUBindPolicy.FULL_PCPUS_ONLY
+                else CPUBindPolicy.SPREAD_BY_PCPUS
+            )
+            if required and bind_policy is not forced:
+                return unresolvable(policy.ERR_BIND_POLICY_CONFLICT)
+            bind_policy, required = forced, True
+        strategy = policy.numa_allocate_strategy(labels, self._default_strategy)
+        return AllocationRequest(request.num_cpus, bind_policy, required, request.exclusive, strategy)
+
+    def _allocate(self, node_name: str, record: NodeTopologyRecord, alloc: AllocationRequest) -> tuple[int, ...]:
+        taken, exclusive = self.allocations.taken(node_name)
+        available = frozenset(record.topology.cpus) - taken - record.reserved
+        return allocate_cpus(record.topology, available, exclusive, alloc)
+
+    # ----- Score -----
+
+    def pre_score(self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions) -> Status:
+        if state.get(PRE_FILTER_KEY) is None:
+            return skip()
+        state.write(PRE_SCORE_KEY, self._scored(pod, snapshot))
+        return success()
+
+    def score_nodes(self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions) -> IntArray:
+        resources = state.get(PRE_SCORE_KEY) or self._scored(pod, snapshot)
+        if not resources:
+            return np.zeros(len(positions), dtype=np.int64)
+        requested, allocatable = gather(snapshot, positions, resources)
+        return self._scorer(requested, allocatable, np.array([r.weight for r in resources], dtype=np.int64))
+
+    def score(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> int:
+        resources = state.get(PRE_SCORE_KEY) or self._scored(pod, self._snapshot)
+        snap, pos = self._snapshot, node_info.position
+        used = [
+            r.amount
+            + (
+                snap.non_zero_requested.item(pos, r.non_zero_col)
+                if r.non_zero_col >= 0
+                else snap.requested.item(pos, r.column)
+            )
+            for r in resources
+        ]
+        caps = [snap.allocatable.item(pos, r.column) for r in resources]
+        return self._row_scorer(used, caps, [r.weight for r in resources])
+
+    def _scored(self, pod: Pod, snapshot: ClusterSnapshot) -> tuple[ScoredResource, ...]:
+        return scored_resources(pod, snapshot, self._resources)
+
+    def score_extensions(self) -> ScoreExtensions | None:
+        return None
+
+    # ----- Reserve / PreBind -----
+
+    def reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status:
+        pre = state.get(PRE_FILTER_KEY)
+        info = self._snapshot.node_info(node_name)
+        if pre is None or info is None or info.node is None:
+            return success()
+        request = pre.request
+        if not request.request_bind and info.position not in self._special:
+            return success()
+        node = info.node
+        record = self._topologies.get(node_name)
+        node_policy = policy.node_bind_policy(node.labels, record.full_pcpus_only if record else False)
+        if not (request.request_bind or (request.milli_cpu > 0 and node_policy is not NodeCPUBindPolicy.NONE)):
+            return success()
+        alloc = self._allocation_request(request, node_policy, node.labels)
+        if isinstance(alloc, Status):
+            return alloc
+        if record is None or not record.topology.valid:
+            return error(policy.ERR_TOPOLOGY_NOT_FOUND if record is None else policy.ERR_INVALID_TOPOLOGY)
+        try:
+            cpus = self._allocate(node_name, record, alloc)
+        except AllocationError as exc:
+            return unschedulable(str(exc))
+        self.allocations.hold(node_name, pod.key, Holding(frozenset(cpus), request.exclusive, pod.key))
+        self._touch(node_name)
+        state.write(RESERVED_KEY, ReservedCPUs(node_name, cpus, alloc.bind_policy, alloc.required))
+        return success()
+
+    def unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
+        if state.get(RESERVED_KEY) is None:
+            return
+        state.delete(RESERVED_KEY)
+        self._touch(self.allocations.release(pod.key) or "")
+
+    async def pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status:
+        reserved = state.get(RESERVED_KEY)
+        pre = state.get(PRE_FILTER_KEY)
+        if reserved is None or pre is None:
+            return success()
+        annotations: dict[str, str | None] = {
+            ANNOTATION_RESOURCE_STATUS: ResourceStatus(format_cpuset(reserved.cpus)).to_json()
+        }
+        backfill = policy.resource_spec_backfill(pre.request.spec, reserved.bind_policy, reserved.required)
+        if backfill is not None:
+            annotations[ANNOTATION_RESOURCE_SPEC] = backfill.to_json()
+        await self._cluster.patch_pod_metadata(pod, annotations=annotations)
+        return success()
+
+    # ----- simulate -----
+
+    def simulation_report(self) -> tuple[str, list[dict[str, Any]]]:
+        rows = [
+            {"node": node, "pod": key, "cpuset": format_cpuset(cpus)} for node, key, cpus in self.allocations.rows()
+        ]
+        return "Bound cpusets (NodeNUMAResource)", rows
+
+
+_: type[PreFilterPlugin] = NodeNUMAResource
+_f: type[FilterPlugin] = NodeNUMAResource
+_bf: type[BatchFilterPlugin] = NodeNUMAResource
+_ps: type[PreScorePlugin] = NodeNUMAResource
+_bs: type[BatchScorePlugin] = NodeNUMAResource
+_r: type[ReservePlugin] = NodeNUMAResource
+_pb: type[PreBindPlugin] = NodeNUMAResource
+
+
+def new(args: NodeNUMAResourceArgs | None, handle: NUMAHandle) -> NodeNUMAResource:
+    plugin = NodeNUMAResource(args or NodeNUMAResourceArgs(), handle.snapshot, handle.cluster)
+    handle.watch(NODE_RESOURCE_TOPOLOGY_KIND, plugin.on_topology)
+    handle.watch_pods(plugin.on_pod)
+    handle.register_forget_pod_handler(plugin.on_forget_pod)
+    handle.add_simulation_report(plugin.simulation_report)
+    return plugin

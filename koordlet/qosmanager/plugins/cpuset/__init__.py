@@ -1,0 +1,1 @@
+"""CPUSetAllocator: containers on their bound cpuset or the shared pool."""

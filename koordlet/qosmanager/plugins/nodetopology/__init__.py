@@ -1,0 +1,1 @@
+"""NodeTopologyReport: the node's NodeResourceTopology."""
