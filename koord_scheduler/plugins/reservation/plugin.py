@@ -44,6 +44,7 @@ from apis.scheduling import (
 )
 from apis.scheduling.annotations import allocated_annotation, parse_allocated_annotation
 from koord_scheduler.framework.cycle_state import CycleState, StateKey
+from koord_scheduler.framework.diagnosis import Diagnosis
 from koord_scheduler.framework.handle import ExtendedHandle
 from koord_scheduler.framework.interfaces import (
     BatchFilterPlugin,
@@ -52,6 +53,7 @@ from koord_scheduler.framework.interfaces import (
     FilterTransformer,
     FrameworkAware,
     FrameworkRunner,
+    PostFilterPlugin,
     PreBindPlugin,
     PreFilterPlugin,
     PreScorePlugin,
@@ -69,6 +71,7 @@ from koord_scheduler.framework.types import (
     EventType,
     NodeFilterResult,
     ObjectKind,
+    PostFilterResult,
     PreFilterResult,
     QueuedPodInfo,
 )
@@ -81,6 +84,7 @@ from koord_scheduler.plugins.reservation.matching import (
     pod_intent,
 )
 from koord_scheduler.plugins.reservation.metrics import ReservationMetrics
+from koord_scheduler.plugins.reservation.postfilter import reservation_post_filter
 from koord_scheduler.plugins.reservation.reserve_pod import (
     is_reserve_pod,
     new_reserve_pod,
@@ -411,6 +415,13 @@ class Reservation:
         passed = np.isin(positions, match.chosen_positions)
         return NodeFilterResult.from_mask(passed, unschedulable(ERR_AFFINITY_NO_FIT))
 
+    # ----- PostFilter -----
+
+    def post_filter(
+        self, state: CycleState, pod: Pod, diagnosis: Diagnosis
+    ) -> tuple[PostFilterResult | None, Status]:
+        return None, reservation_post_filter(self.cache, pod, self.handle.snapshot, diagnosis)
+
     # ----- Score -----
 
     def pre_score(self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions) -> Status:
@@ -714,6 +725,7 @@ if TYPE_CHECKING:
     _pre_filter: type[PreFilterPlugin] = Reservation
     _before_filter: type[FilterTransformer] = Reservation
     _filter: type[BatchFilterPlugin] = Reservation
+    _post_filter: type[PostFilterPlugin] = Reservation
     _pre_score: type[PreScorePlugin] = Reservation
     _score: type[BatchScorePlugin] = Reservation
     _reserve: type[ReservePlugin] = Reservation
