@@ -362,11 +362,6 @@ def test_koordinator_chart_names_every_unregistered_plugin() -> None:
     assert 'profiles[0].plugins.preFilter.enabled[0]: Invalid value: "SchedulingHint": ' in str(caught.value)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=ConfigError,
-    reason="config/scheduler/koordinator.yaml enables Reservation at postFilter; Reservation has no PostFilter",
-)
 def test_shipped_koordinator_profile_expands() -> None:
     profile = load_scheduler_config(CONFIG_DIR / "koordinator.yaml").profiles[0]
     merged = merge_with_defaults(profile.plugins, default_plugins(REGISTERED))
