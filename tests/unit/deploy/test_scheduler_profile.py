@@ -64,6 +64,7 @@ def test_deployed_profile_is_the_chart_profile_cut_to_what_pykoord_implements(
     chart = chart_scheduler_config()
     want_profile = copy.deepcopy(chart["profiles"][0])
     refused = {(m.group(1), int(m.group(2))) for m in INVALID_ENTRY.finditer(chart_refusal.stderr)}
+    registered = set(build_registry(()).names())
     assert refused, chart_refusal.stderr
     for point, entries in want_profile["plugins"].items():
         kept = [e for k, e in enumerate(entries.get("enabled", [])) if (point, k) not in refused]
@@ -72,7 +73,9 @@ def test_deployed_profile_is_the_chart_profile_cut_to_what_pykoord_implements(
         else:
             entries.pop("enabled", None)
     want_profile["plugins"] = {k: v for k, v in want_profile["plugins"].items() if v}
-    registered = set(build_registry(()).names())
+    if "Coscheduling" not in registered:
+        # The chart preempts through Coscheduling's job preemption; DefaultPreemption stands in for it.
+        want_profile["plugins"]["postFilter"].setdefault("enabled", []).append({"name": "DefaultPreemption"})
     want_profile["pluginConfig"] = [c for c in want_profile["pluginConfig"] if c["name"] in registered]
 
     got = deployed_config()
@@ -100,3 +103,15 @@ def test_koordinator_sample_configmap_is_refused_naming_missing_plugins() -> Non
     assert "plugins not registered:" in first
     for name in ("Coscheduling", "ElasticQuota", "NodeNUMAResource", "DeviceShare"):
         assert name in first
+
+
+def test_deployed_profile_preempts() -> None:
+    """The chart disables every default PostFilter; the deployed profile must still preempt."""
+    post_filter = deployed_config()["profiles"][0]["plugins"]["postFilter"]
+    assert post_filter["disabled"] == [{"name": "*"}]
+    names = [e["name"] for e in post_filter["enabled"]]
+    assert names[0] == "Reservation"
+    registered = set(build_registry(()).names())
+    preemptors = {"DefaultPreemption", "Coscheduling"} & set(names)
+    assert preemptors, names
+    assert preemptors <= registered
