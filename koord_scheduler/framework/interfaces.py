@@ -231,6 +231,19 @@ class ScoreTransformer(Plugin, Protocol):
         ...
 
 
+@runtime_checkable
+class NodePreferrer(Plugin, Protocol):
+    """Koordinator's ``PreferNodesPlugin``: nodes to try first, in order, after PreFilter. The first one
+    that passes the whole Filter chain (nominated pods counted) is the only candidate of the cycle;
+    when none passes, the cycle goes on over every node. One per profile (the first plugin with it)."""
+
+    def prefer_nodes(
+        self, state: CycleState, pod: Pod, result: PreFilterResult | None
+    ) -> tuple[Sequence[str], Status]:
+        """Success with the node names, or Skip for none."""
+        ...
+
+
 # ----- Koordinator's reservation stages -----
 # ``reservation`` is the Reservation plugin's own record of one reservation (opaque to the framework).
 

@@ -142,6 +142,21 @@ class Framework:
                 _check_transform(t, t.after_pre_filter(state, pod, result))
         return pod, result, status
 
+    def run_prefer_nodes(self, state: CycleState, pod: Pod, result: PreFilterResult | None) -> Sequence[str]:
+        """The profile's :class:`~.interfaces.NodePreferrer` nodes to try first (none without one).
+        A status other than Success or Skip aborts the cycle, naming the plugin."""
+        preferrer = self.capabilities.node_preferrer
+        if preferrer is None:
+            return ()
+        try:
+            nodes, status = preferrer.prefer_nodes(state, pod, result)
+        except Exception as exc:
+            raise _transformer_error("prefer_nodes", preferrer, exc) from exc
+        if status.code == Code.SKIP:
+            return ()
+        _check_transform(preferrer, status)
+        return nodes
+
     def run_before_filter(self, state: CycleState, pod: Pod, positions: Positions) -> Pod:
         for t in self.capabilities.filter_transformers:
             try:

@@ -19,6 +19,7 @@ from koord_scheduler.plugins.podtopologyspread import plugin as podtopologysprea
 from koord_scheduler.plugins.queuesort import plugin as queuesort
 from koord_scheduler.plugins.reservation import plugin as reservation
 from koord_scheduler.plugins.schedulinggates import plugin as schedulinggates
+from koord_scheduler.plugins.schedulinghint import plugin as schedulinghint
 from koord_scheduler.plugins.tainttoleration import plugin as tainttoleration
 from koord_scheduler.plugins.volumebinding import plugin as volumebinding
 from koord_scheduler.plugins.volumerestrictions import plugin as volumerestrictions
@@ -45,6 +46,7 @@ _MODULES = (
     loadaware,
     defaultbinder,
     reservation,
+    schedulinghint,
 )
 
 

@@ -177,6 +177,7 @@ def test_public_surface_is_pinned() -> None:
         "IntArray",
         "NodeFilterResult",
         "NodeInfo",
+        "NodePreferrer",
         "NominatedPods",
         "NominatorAware",
         "PermitPlugin",
