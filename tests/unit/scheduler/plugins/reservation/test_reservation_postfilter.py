@@ -41,12 +41,11 @@ profiles:
 """
 
 
-def diag(owner: int, **counts: int) -> NodeDiagnosis:
+def diag(owner: int, taints: dict[str, int] | None = None, **counts: int) -> NodeDiagnosis:
     d = NodeDiagnosis(owner_matched=owner)
-    taints = counts.pop("taints", {})
     for name, n in counts.items():
         setattr(d, name, n)
-    if isinstance(taints, dict):
+    if taints:
         d.taint_reasons = Counter(taints)
         d.taints_unmatched = sum(taints.values())
     return d
