@@ -27,6 +27,7 @@ from koord_scheduler.framework.interfaces import (
     NominatorAware,
     PermitPlugin,
     Plugin,
+    PodPatchApplier,
     PostBindPlugin,
     PostFilterPlugin,
     PreBindPlugin,
@@ -72,6 +73,7 @@ class Capabilities:
     reservation_pre_binds: list[ReservationPreBindPlugin]
     reservation_nominator: ReservationNominator | None
     node_preferrer: NodePreferrer | None
+    pod_patch_applier: PodPatchApplier | None
     enqueue_extensions: dict[str, EnqueueExtensions]
     warm_ups: list[WarmUpPlugin]
     cycle_preparers: list[CyclePreparer]
@@ -120,6 +122,7 @@ def find_capabilities(
         reservation_pre_binds=[p for p in pre_bind if isinstance(p, ReservationPreBindPlugin)],
         reservation_nominator=nominators[0] if nominators else None,
         node_preferrer=preferrers[0] if preferrers else None,
+        pod_patch_applier=next((p for p in pre_bind if isinstance(p, PodPatchApplier)), None),
         enqueue_extensions={p.name: p for p in everything if isinstance(p, EnqueueExtensions)},
         warm_ups=[p for p in everything if isinstance(p, WarmUpPlugin)],
         cycle_preparers=[p for p in everything if isinstance(p, CyclePreparer)],

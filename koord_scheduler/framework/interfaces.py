@@ -24,6 +24,7 @@ from typing import Protocol, runtime_checkable
 from apis.core.types import Pod
 from koord_scheduler.framework.cycle_state import CycleState
 from koord_scheduler.framework.diagnosis import Diagnosis, FailureChunk
+from koord_scheduler.framework.pod_patch import PodPatch
 from koord_scheduler.framework.snapshot import ClusterSnapshot, IntArray, NodeInfo, Positions
 from koord_scheduler.framework.status import Status
 from koord_scheduler.framework.types import (
@@ -180,6 +181,17 @@ class PermitPlugin(Plugin, Protocol):
 class PreBindPlugin(Plugin, Protocol):
     async def pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status:
         """I/O before binding (annotations, volumes). Failure aborts the binding and unreserves."""
+        ...
+
+
+@runtime_checkable
+class PodPatchApplier(Plugin, Protocol):
+    """Koordinator's PreBindExtensions (the DefaultPreBind plugin): after every PreBind plugin succeeded,
+    sends the labels and annotations they recorded in the cycle state's
+    :class:`~koord_scheduler.framework.pod_patch.PodPatch` as one request. Enabled at preBind."""
+
+    async def apply_pod_patch(self, state: CycleState, pod: Pod, patch: PodPatch) -> Status:
+        """Failure aborts the binding like a PreBind failure."""
         ...
 
 

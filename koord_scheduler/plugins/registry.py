@@ -5,6 +5,7 @@ from __future__ import annotations
 from koord_scheduler.framework.registry import PluginSpec, Registry
 from koord_scheduler.plugins.balancedallocation import plugin as balancedallocation
 from koord_scheduler.plugins.defaultbinder import plugin as defaultbinder
+from koord_scheduler.plugins.defaultprebind import plugin as defaultprebind
 from koord_scheduler.plugins.defaultpreemption import plugin as defaultpreemption
 from koord_scheduler.plugins.imagelocality import plugin as imagelocality
 from koord_scheduler.plugins.interpodaffinity import plugin as interpodaffinity
@@ -47,6 +48,7 @@ _MODULES = (
     defaultbinder,
     reservation,
     schedulinghint,
+    defaultprebind,
 )
 
 

@@ -36,5 +36,6 @@ def test_koordinator_profile_runs_reservation_postfilter_before_preemption() -> 
 
     fwk = scheduler.profiles["koord-scheduler"]
     assert [p.name for p in fwk.post_filter_plugins] == ["Reservation", "DefaultPreemption"]
-    assert [p.name for p in fwk.capabilities.pre_bind][-1:] == ["Reservation"]
+    assert [p.name for p in fwk.capabilities.pre_bind][-2:] == ["Reservation", "DefaultPreBind"]
+    assert fwk.capabilities.pod_patch_applier is not None
     assert fwk.capabilities.reservation_nominator is not None

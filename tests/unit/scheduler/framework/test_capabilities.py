@@ -184,6 +184,7 @@ def test_public_surface_is_pinned() -> None:
         "Plugin",
         "PluginFactory",
         "PluginSpec",
+        "PodPatchApplier",
         "Positions",
         "PostBindPlugin",
         "PostFilterPlugin",
