@@ -354,6 +354,7 @@ def test_koordinator_chart_names_every_unregistered_plugin() -> None:
             merged, implements, REGISTERED, path="profiles[0].plugins", scheduler_name="koord-scheduler"
         )
 
+    assert profile.plugins is not None
     sets = [getattr(profile.plugins, point) for point in type(profile.plugins).model_fields]
     missing = sorted({p.name for s in sets if s is not None for p in s.enabled} - REGISTERED)
     assert missing, "every chart plugin is registered: this test should expect the chart to expand"
