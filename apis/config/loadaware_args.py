@@ -17,6 +17,7 @@ from apis.config.errors import FieldError, forbidden, invalid, join_path, not_fo
 from apis.config.types import ConfigModel
 
 DEFAULT_NODE_METRIC_EXPIRATION_SECONDS = 180
+DEFAULT_ESTIMATOR = "defaultEstimator"
 DEFAULT_RESOURCE_WEIGHTS: Mapping[str, int] = {"cpu": 1, "memory": 1}
 DEFAULT_USAGE_THRESHOLDS: Mapping[str, int] = {"cpu": 65, "memory": 95}
 DEFAULT_ESTIMATED_SCALING_FACTORS: Mapping[str, int] = {"cpu": 85, "memory": 70}
@@ -65,7 +66,7 @@ class LoadAwareSchedulingArgs(ArgsModel):
     prod_usage_include_sys: bool = False
     score_according_prod_usage: bool = False
     estimator: str = ""
-    """Estimator name; empty = the default estimator."""
+    """Estimator name; empty or ``defaultEstimator`` (the only one) = the default estimator."""
     estimated_scaling_factors: dict[str, int] = Field(default_factory=dict, validate_default=True)
     """Percent of a request assumed used before metrics show it (1..100); merged over cpu:85, memory:70."""
     estimated_seconds_after_pod_scheduled: int | None = None
@@ -94,6 +95,9 @@ class LoadAwareSchedulingArgs(ArgsModel):
 
     def field_errors(self, path: str) -> list[FieldError]:
         errors: list[FieldError] = []
+        if self.estimator not in ("", DEFAULT_ESTIMATOR):
+            # Koordinator registers only its default estimator; pykoord's is the same one.
+            errors.append(not_supported(join_path(path, "estimator"), self.estimator, [DEFAULT_ESTIMATOR]))
         if self.node_metric_expiration_seconds <= 0:
             errors.append(
                 invalid(

@@ -31,6 +31,7 @@ from apis.config.loadaware_args import LoadAwareSchedulingArgs
 from apis.config.naming import qualified_name_errors
 from apis.config.numa_args import NodeNUMAResourceArgs
 from apis.config.reservation_args import ReservationArgs
+from apis.config.schedulinghint_args import SchedulingHintArgs
 from apis.config.types import API_VERSION, ConfigModel
 
 LEAST_ALLOCATED = "LeastAllocated"
@@ -359,6 +360,7 @@ IN_TREE_ARGS: Mapping[str, type[BaseModel]] = {
     "NodeResourcesFit": NodeResourcesFitArgs,
     "PodTopologySpread": PodTopologySpreadArgs,
     "Reservation": ReservationArgs,
+    "SchedulingHint": SchedulingHintArgs,
     "VolumeBinding": VolumeBindingArgs,
 }
 """Plugin name → args model for every plugin whose args pykoord knows. Read-only; copy to extend."""

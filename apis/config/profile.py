@@ -111,6 +111,24 @@ def default_plugins(registered: Collection[str]) -> Plugins:
     return Plugins(multi_point=PluginSet(enabled=tuple(p for p in DEFAULT_MULTIPOINT if p.name in registered)))
 
 
+DEFAULT_PRE_BIND = "DefaultPreBind"
+
+
+def append_default_pre_bind(user_plugins: Plugins | None, registered: Collection[str]) -> Plugins | None:
+    """Koordinator's ``AppendDefaultPlugins``: a profile that configures plugins gets DefaultPreBind
+    last at preBind, unless it enables it already or disables it (by name or ``*``) there. Nothing
+    changes when DefaultPreBind is not registered."""
+    if user_plugins is None or DEFAULT_PRE_BIND not in registered:
+        return user_plugins
+    pre_bind = user_plugins.pre_bind
+    if {"*", DEFAULT_PRE_BIND} & pre_bind.disabled_names():
+        return user_plugins
+    if any(p.name == DEFAULT_PRE_BIND for p in pre_bind.enabled):
+        return user_plugins
+    appended = PluginSet(enabled=(*pre_bind.enabled, Plugin(name=DEFAULT_PRE_BIND)), disabled=pre_bind.disabled)
+    return user_plugins.model_copy(update={"pre_bind": appended})
+
+
 def merge_with_defaults(user_plugins: Plugins | None, defaults: Plugins) -> Plugins:
     """``mergePlugins``: combine the user's sets with the defaults, point by point (kube-scheduler
     pkg/scheduler/apis/config/v1/default_plugins.go).

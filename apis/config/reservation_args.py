@@ -5,11 +5,25 @@ from __future__ import annotations
 from pydantic import field_validator
 
 from apis.config.args_base import ArgsModel
-from apis.config.errors import FieldError, invalid, join_path
+from apis.config.errors import FieldError, forbidden, invalid, join_path
 from apis.config.naming import is_extended_resource_name, qualified_name_errors
 from apis.config.types import ConfigModel
 
 DEFAULT_GC_DURATION_SECONDS = 86400
+
+NOT_PROVIDED = "pykoord does not provide {what} yet; remove the field or leave it at its default"
+REFUSED_FIELDS: dict[str, str] = {
+    "enablePreemption": "reservation preemption",
+    "minCandidateNodesPercentage": "reservation preemption (its candidate count)",
+    "minCandidateNodesAbsolute": "reservation preemption (its candidate count)",
+    "resyncIntervalSeconds": "a periodic resync of the reservation controller",
+    "preAllocationConfig": "pre-allocation (reservations taking over running pods)",
+    "ignoredResources": "ignoring resources in the reservation Filter",
+    "ignoredResourceGroups": "ignoring resource groups in the reservation Filter",
+    "reservationSelectorIndex": "the reservation selector index",
+}
+"""ReservationArgs fields pykoord parses but does not act on: any value other than the default is
+refused at load, naming the field, rather than silently accepted."""
 
 
 class PreAllocationConfig(ConfigModel):
@@ -100,7 +114,28 @@ class ReservationArgs(ArgsModel):
                         'reserved "kubernetes.io" namespace)',
                     )
                 )
-        return errors
+        return errors + self._refusals(path, errors)
+
+    def _refusals(self, path: str, invalid_errors: list[FieldError]) -> list[FieldError]:
+        """Valid values pykoord cannot act on (an invalid one is reported as invalid only)."""
+        bad = {e.path for e in invalid_errors}
+        defaults = ReservationArgs()
+        out: list[FieldError] = []
+        for name, what in REFUSED_FIELDS.items():
+            field_path = join_path(path, name)
+            if any(p == field_path or p.startswith(field_path + "[") for p in bad):
+                continue
+            attr = _snake(name)
+            if getattr(self, attr) != getattr(defaults, attr):
+                out.append(forbidden(field_path, NOT_PROVIDED.format(what=what)))
+        if self.controller_workers > 1:
+            out.append(
+                forbidden(
+                    join_path(path, "controllerWorkers"),
+                    "pykoord's reservation controller runs one worker; set it to 1",
+                )
+            )
+        return out
 
 
 def _snake(camel: str) -> str:

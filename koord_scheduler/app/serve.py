@@ -82,7 +82,7 @@ from koord_scheduler.scheduler.kube import (
 )
 from koord_scheduler.scheduler.leaderelection import LeaderElectionOptions, LeaderElector
 from koord_scheduler.scheduler.metrics import SchedulerMetrics
-from koord_scheduler.scheduler.reservation_controller.decide import ControllerOptions
+from koord_scheduler.scheduler.reservation_controller.decide import controller_options
 from koord_scheduler.scheduler.reservation_controller.operator import ApiSettings, ReservationControllerThread
 from koord_scheduler.scheduler.scheduler import Scheduler, SchedulerOptions
 from koord_scheduler.scheduler.source import EventSink
@@ -528,7 +528,7 @@ def _reservation_controller(
     api = ApiSettings(kubeconfig=options.kubeconfig or None)
     is_leader: Callable[[], bool] = (lambda: elector.is_leader) if elector is not None else (lambda: True)
     return ReservationControllerThread(
-        api, ControllerOptions(), is_leader=is_leader, object_errors=metrics.object_errors
+        api, controller_options(options.config), is_leader=is_leader, object_errors=metrics.object_errors
     )
 
 

@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 from apis.config import ConfigError, KubeSchedulerConfiguration
 from apis.config.profile import (
+    append_default_pre_bind,
     default_plugins,
     enabled_plugin_names,
     expand_profile,
@@ -35,7 +36,7 @@ def build_profiles(
     defaults = default_plugins(registered)
     for i, profile in enumerate(config.profiles):
         path = f"profiles[{i}]"
-        merged = merge_with_defaults(profile.plugins, defaults)
+        merged = merge_with_defaults(append_default_pre_bind(profile.plugins, registered), defaults)
         enabled = [n for n in enabled_plugin_names(merged) if n in registry]
         args = plugin_args_for_profile(profile, enabled, args_models, path=path)
         instances: dict[str, Plugin] = {}

@@ -23,9 +23,11 @@ from koord_scheduler.framework.interfaces import (
     FilterPlugin,
     FilterTransformer,
     FrameworkAware,
+    NodePreferrer,
     NominatorAware,
     PermitPlugin,
     Plugin,
+    PodPatchApplier,
     PostBindPlugin,
     PostFilterPlugin,
     PreBindPlugin,
@@ -70,6 +72,8 @@ class Capabilities:
     reservation_filters: list[ReservationFilterPlugin]
     reservation_pre_binds: list[ReservationPreBindPlugin]
     reservation_nominator: ReservationNominator | None
+    node_preferrer: NodePreferrer | None
+    pod_patch_applier: PodPatchApplier | None
     enqueue_extensions: dict[str, EnqueueExtensions]
     warm_ups: list[WarmUpPlugin]
     cycle_preparers: list[CyclePreparer]
@@ -95,6 +99,7 @@ def find_capabilities(
     in_profile = [plugins[n] for n in enabled]
     everything = list(plugins.values())
     nominators = [p for p in in_profile if isinstance(p, ReservationNominator)]
+    preferrers = [p for p in in_profile if isinstance(p, NodePreferrer)]
     pre_bind = [p for p in at(ep.PRE_BIND) if isinstance(p, PreBindPlugin)]
     return Capabilities(
         pre_enqueue=[p for p in at(ep.PRE_ENQUEUE) if isinstance(p, PreEnqueuePlugin)],
@@ -116,6 +121,8 @@ def find_capabilities(
         reservation_filters=[p for p in in_profile if isinstance(p, ReservationFilterPlugin)],
         reservation_pre_binds=[p for p in pre_bind if isinstance(p, ReservationPreBindPlugin)],
         reservation_nominator=nominators[0] if nominators else None,
+        node_preferrer=preferrers[0] if preferrers else None,
+        pod_patch_applier=next((p for p in pre_bind if isinstance(p, PodPatchApplier)), None),
         enqueue_extensions={p.name: p for p in everything if isinstance(p, EnqueueExtensions)},
         warm_ups=[p for p in everything if isinstance(p, WarmUpPlugin)],
         cycle_preparers=[p for p in everything if isinstance(p, CyclePreparer)],

@@ -24,6 +24,7 @@ from typing import Protocol, runtime_checkable
 from apis.core.types import Pod
 from koord_scheduler.framework.cycle_state import CycleState
 from koord_scheduler.framework.diagnosis import Diagnosis, FailureChunk
+from koord_scheduler.framework.pod_patch import PodPatch
 from koord_scheduler.framework.snapshot import ClusterSnapshot, IntArray, NodeInfo, Positions
 from koord_scheduler.framework.status import Status
 from koord_scheduler.framework.types import (
@@ -184,6 +185,17 @@ class PreBindPlugin(Plugin, Protocol):
 
 
 @runtime_checkable
+class PodPatchApplier(Plugin, Protocol):
+    """Koordinator's PreBindExtensions (the DefaultPreBind plugin): after every PreBind plugin succeeded,
+    sends the labels and annotations they recorded in the cycle state's
+    :class:`~koord_scheduler.framework.pod_patch.PodPatch` as one request. Enabled at preBind."""
+
+    async def apply_pod_patch(self, state: CycleState, pod: Pod, patch: PodPatch) -> Status:
+        """Failure aborts the binding like a PreBind failure."""
+        ...
+
+
+@runtime_checkable
 class BindPlugin(Plugin, Protocol):
     async def bind(self, state: CycleState, pod: Pod, node_name: str) -> Status:
         """Bind the pod, or return Skip to let the next Bind plugin do it."""
@@ -228,6 +240,19 @@ class ScoreTransformer(Plugin, Protocol):
         self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions
     ) -> tuple[Pod | None, Positions | None, Status]:
         """May replace the pod and/or the node list to score (a subset of ``positions``)."""
+        ...
+
+
+@runtime_checkable
+class NodePreferrer(Plugin, Protocol):
+    """Koordinator's ``PreferNodesPlugin``: nodes to try first, in order, after PreFilter. The first one
+    that passes the whole Filter chain (nominated pods counted) is the only candidate of the cycle;
+    when none passes, the cycle goes on over every node. One per profile (the first plugin with it)."""
+
+    def prefer_nodes(
+        self, state: CycleState, pod: Pod, result: PreFilterResult | None
+    ) -> tuple[Sequence[str], Status]:
+        """Success with the node names, or Skip for none."""
         ...
 
 

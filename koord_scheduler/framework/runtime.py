@@ -21,6 +21,7 @@ from koord_scheduler.framework.filter_phase import FilterPhase
 from koord_scheduler.framework.handle import FrameworkHandle
 from koord_scheduler.framework.interfaces import NominatedPods, Plugin, ReservationFilterPlugin
 from koord_scheduler.framework.node_cache import NodeResultCache
+from koord_scheduler.framework.pod_patch import POD_PATCH, PodPatch
 from koord_scheduler.framework.score_phase import ScorePhase
 from koord_scheduler.framework.snapshot import IntArray, NodeInfo, Positions
 from koord_scheduler.framework.status import SUCCESS, Code, Status, error, unresolvable
@@ -141,6 +142,21 @@ class Framework:
             for t in transformers:
                 _check_transform(t, t.after_pre_filter(state, pod, result))
         return pod, result, status
+
+    def run_prefer_nodes(self, state: CycleState, pod: Pod, result: PreFilterResult | None) -> Sequence[str]:
+        """The profile's :class:`~.interfaces.NodePreferrer` nodes to try first (none without one).
+        A status other than Success or Skip aborts the cycle, naming the plugin."""
+        preferrer = self.capabilities.node_preferrer
+        if preferrer is None:
+            return ()
+        try:
+            nodes, status = preferrer.prefer_nodes(state, pod, result)
+        except Exception as exc:
+            raise _transformer_error("prefer_nodes", preferrer, exc) from exc
+        if status.code == Code.SKIP:
+            return ()
+        _check_transform(preferrer, status)
+        return nodes
 
     def run_before_filter(self, state: CycleState, pod: Pod, positions: Positions) -> Pod:
         for t in self.capabilities.filter_transformers:
@@ -341,11 +357,24 @@ class Framework:
     # ----- binding cycle -----
 
     async def run_pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status:
+        """PreBind plugins in order; with a :class:`~.interfaces.PodPatchApplier` (DefaultPreBind), the
+        metadata changes they record in :data:`~.pod_patch.POD_PATCH` then go out as one request."""
+        applier = self.capabilities.pod_patch_applier
+        if applier is not None:
+            state.write(POD_PATCH, PodPatch())
         for p in self.capabilities.pre_bind:
             try:
                 status = (await p.pre_bind(state, pod, node_name)).with_plugin(p.name)
             except Exception as exc:
                 status = _failed("pre_bind", p, exc)
+            if not status.is_success:
+                return status
+        patch = state.get(POD_PATCH) if applier is not None else None
+        if applier is not None and patch:
+            try:
+                status = (await applier.apply_pod_patch(state, pod, patch)).with_plugin(applier.name)
+            except Exception as exc:
+                status = _failed("apply_pod_patch", applier, exc)
             if not status.is_success:
                 return status
         return Status()

@@ -6,6 +6,7 @@ from koord_scheduler.framework.registry import PluginSpec, Registry
 from koord_scheduler.plugins.balancedallocation import plugin as balancedallocation
 from koord_scheduler.plugins.coscheduling import plugin as coscheduling
 from koord_scheduler.plugins.defaultbinder import plugin as defaultbinder
+from koord_scheduler.plugins.defaultprebind import plugin as defaultprebind
 from koord_scheduler.plugins.defaultpreemption import plugin as defaultpreemption
 from koord_scheduler.plugins.deviceshare import plugin as deviceshare
 from koord_scheduler.plugins.elasticquota import plugin as elasticquota
@@ -23,6 +24,7 @@ from koord_scheduler.plugins.podtopologyspread import plugin as podtopologysprea
 from koord_scheduler.plugins.queuesort import plugin as queuesort
 from koord_scheduler.plugins.reservation import plugin as reservation
 from koord_scheduler.plugins.schedulinggates import plugin as schedulinggates
+from koord_scheduler.plugins.schedulinghint import plugin as schedulinghint
 from koord_scheduler.plugins.tainttoleration import plugin as tainttoleration
 from koord_scheduler.plugins.volumebinding import plugin as volumebinding
 from koord_scheduler.plugins.volumerestrictions import plugin as volumerestrictions
@@ -53,6 +55,8 @@ _MODULES = (
     coscheduling,
     elasticquota,
     deviceshare,
+    schedulinghint,
+    defaultprebind,
 )
 
 

@@ -146,6 +146,18 @@ def find_nodes_that_fit(
             if len(nominated):
                 return pod, nominated
 
+    for name in fwk.run_prefer_nodes(state, pod, result):
+        # Koordinator's PreferNodes: the first preferred node that passes Filter is the only candidate.
+        pos = snapshot.positions.get(name)
+        if pos is None:
+            continue
+        probe = Diagnosis(num_all_nodes=diagnosis.num_all_nodes)
+        single = np.array([pos], dtype=np.intp)
+        pod = fwk.run_before_filter(state, pod, single)
+        preferred = fwk.run_filter_plugins(state, pod, single, probe, nominated=nominator)
+        if len(preferred):
+            return pod, preferred
+
     nodes = snapshot.node_order()
     if result is not None and result.node_names is not None:
         wanted = [snapshot.positions[n] for n in result.node_names if n in snapshot.positions]

@@ -218,7 +218,8 @@ class Coscheduling:
         spec = gang.spec
         if spec is None:
             return not_init(ref.gang_id, pod.key, gang.not_ready)
-        if spec.network_topology:
+        if spec.network_topology and self.args.aware_network_topology:
+            # Without awareNetworkTopology Koordinator ignores the spec and places the gang as a plain one.
             return (
                 f"gang {ref.gang_id}: network-topology-aware gang placement "
                 f"({pg.ANNOTATION_GANG_NETWORK_TOPOLOGY_SPEC}) is not supported by this scheduler"

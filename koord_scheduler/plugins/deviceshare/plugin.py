@@ -124,6 +124,10 @@ class DeviceShare:
         self.scorer = Scorer(args.scoring_strategy.type, {r.name: r.weight for r in args.scoring_strategy.resources})
         self._unsupported = args.unsupported_models()
         self._cluster = cluster
+        if not args.disable_device_numa_topology_alignment:
+            # Koordinator aligns a pod's GPUs with NUMA nodes unless told not to; pykoord does not yet.
+            log.warning("DeviceShare: GPUs are allocated without NUMA topology alignment "
+                        "(disableDeviceNumaTopologyAlignment: false asks for it; not implemented)")
         self.placements: dict[str, tuple[str, dict[str, tuple[DeviceAllocation, ...]]]] = {}
         """Pod key → (node, allocations) for the pods this scheduler placed (``simulate`` report)."""
 

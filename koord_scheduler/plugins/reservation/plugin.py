@@ -32,6 +32,7 @@ from apis.core.types import Pod
 from apis.scheduling import ANNOTATION_RESERVATION_AFFINITY, ReservationRecord
 from apis.scheduling.annotations import allocated_annotation
 from koord_scheduler.framework.cycle_state import CycleState, StateKey
+from koord_scheduler.framework.diagnosis import Diagnosis
 from koord_scheduler.framework.handle import ExtendedHandle
 from koord_scheduler.framework.interfaces import (
     BatchFilterPlugin,
@@ -40,6 +41,7 @@ from koord_scheduler.framework.interfaces import (
     FilterTransformer,
     FrameworkAware,
     FrameworkRunner,
+    PostFilterPlugin,
     PreBindPlugin,
     PreFilterPlugin,
     PreScorePlugin,
@@ -55,6 +57,7 @@ from koord_scheduler.framework.types import (
     ClusterEventWithHint,
     EventResource,
     NodeFilterResult,
+    PostFilterResult,
     PreFilterResult,
     QueuedPodInfo,
 )
@@ -64,6 +67,7 @@ from koord_scheduler.plugins.reservation.accounting import ReservationAccounting
 from koord_scheduler.plugins.reservation.cache import ReservationCache, ReservationEntry, Rows
 from koord_scheduler.plugins.reservation.matching import PodReservationIntent, affinity_allows, pod_intent
 from koord_scheduler.plugins.reservation.metrics import ReservationMetrics
+from koord_scheduler.plugins.reservation.postfilter import reservation_post_filter
 from koord_scheduler.plugins.reservation.reserve_pod import is_reserve_pod, pinned_node, reservation_name_of
 from koord_scheduler.plugins.reservation.writes import RESERVATION_KIND, ReservationWriter
 
@@ -267,6 +271,13 @@ class Reservation:
             return NodeFilterResult.all_pass(len(positions))
         passed = np.isin(positions, match.chosen_positions)
         return NodeFilterResult.from_mask(passed, unschedulable(ERR_AFFINITY_NO_FIT))
+
+    # ----- PostFilter -----
+
+    def post_filter(
+        self, state: CycleState, pod: Pod, diagnosis: Diagnosis
+    ) -> tuple[PostFilterResult | None, Status]:
+        return None, reservation_post_filter(self.cache, pod, self.handle.snapshot, diagnosis)
 
     # ----- Score -----
 
@@ -472,6 +483,7 @@ if TYPE_CHECKING:
     _pre_filter: type[PreFilterPlugin] = Reservation
     _before_filter: type[FilterTransformer] = Reservation
     _filter: type[BatchFilterPlugin] = Reservation
+    _post_filter: type[PostFilterPlugin] = Reservation
     _pre_score: type[PreScorePlugin] = Reservation
     _score: type[BatchScorePlugin] = Reservation
     _reserve: type[ReservePlugin] = Reservation

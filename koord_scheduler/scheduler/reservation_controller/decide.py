@@ -22,6 +22,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from apis.config import KubeSchedulerConfiguration
+from apis.config.plugin_args import args_field_errors
+from apis.config.reservation_args import ReservationArgs
 from apis.core.parse import parse_pod, parse_resource_list, parse_timestamp
 from apis.core.quantity import format_quantity
 from apis.scheduling import (
@@ -46,6 +49,26 @@ class ControllerOptions:
     gc_interval_seconds: float = 60.0
     disable_garbage_collection: bool = False
     sync_interval_seconds: float = MIN_REQUEUE_SECONDS
+
+
+def controller_options(config: KubeSchedulerConfiguration) -> ControllerOptions:
+    """The controller's options from the Reservation plugin's args (the first profile that configures
+    them; Koordinator's controller reads the same ReservationArgs): gcDurationSeconds,
+    gcIntervalSeconds, disableGarbageCollection. ``controllerWorkers`` above 1 is refused at load."""
+    for i, profile in enumerate(config.profiles):
+        entry = profile.plugin_config_for("Reservation")
+        if entry is None:
+            continue
+        args, errors = args_field_errors(
+            "Reservation", entry.args, {"Reservation": ReservationArgs}, path=f"profiles[{i}].pluginConfig"
+        )
+        if isinstance(args, ReservationArgs) and not errors:
+            return ControllerOptions(
+                gc_duration_seconds=float(args.gc_duration_seconds),
+                gc_interval_seconds=float(args.gc_interval_seconds),
+                disable_garbage_collection=args.disable_garbage_collection,
+            )
+    return ControllerOptions()
 
 
 @dataclass(frozen=True, slots=True)

@@ -344,29 +344,24 @@ def test_expand_errors(user: Plugins, want_errors: list[str]) -> None:
     assert [str(e) for e in caught.value.errors] == want_errors
 
 
-def test_koordinator_chart_names_every_unregistered_plugin() -> None:
+def test_koordinator_chart_profile_expands_once_refused_args_are_out() -> None:
+    """Every plugin of Koordinator's chart profile is registered: with the refused job-preemption arg taken
+    out, the profile expands with the chart's order at each point."""
     text = strip_helm_template((KOORDINATOR / "chart-v1.8.0" / "koord-scheduler-config.yaml").read_text())
     text = "\n".join(line for line in text.splitlines() if "enablePreemption: true" not in line)  # refused
     profile = parse_scheduler_config(text, source="chart").profiles[0]
     merged = merge_with_defaults(profile.plugins, default_plugins(REGISTERED))
 
-    with pytest.raises(ConfigError) as caught:
-        expand_profile(
-            merged, implements, REGISTERED, path="profiles[0].plugins", scheduler_name="koord-scheduler"
-        )
-
-    first_line = str(caught.value).splitlines()[0]
-    assert first_line.endswith(
-        "plugins not registered: DefaultPreBind, SchedulingHint"
+    expanded = expand_profile(
+        merged, implements, REGISTERED, path="profiles[0].plugins", scheduler_name="koord-scheduler"
     )
-    assert 'profiles[0].plugins.preFilter.enabled[0]: Invalid value: "SchedulingHint": ' in str(caught.value)
+
+    assert expanded.points["preFilter"][-6:] == (
+        "SchedulingHint", "Coscheduling", "Reservation", "NodeNUMAResource", "DeviceShare", "ElasticQuota"
+    )
+    assert expanded.points["permit"] == ("Coscheduling",)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=ConfigError,
-    reason="config/scheduler/koordinator.yaml enables Reservation at postFilter; Reservation has no PostFilter",
-)
 def test_shipped_koordinator_profile_expands() -> None:
     profile = load_scheduler_config(CONFIG_DIR / "koordinator.yaml").profiles[0]
     merged = merge_with_defaults(profile.plugins, default_plugins(REGISTERED))
@@ -375,16 +370,19 @@ def test_shipped_koordinator_profile_expands() -> None:
 
     # Plugins named only at a point run after the MultiPoint ones there (upstream order).
     assert expanded.points["filter"] == (*DEFAULT_FILTER, "Reservation", "LoadAwareScheduling")
-    assert expanded.points["postFilter"] == ("Reservation", "DefaultPreemption")
-    assert expanded.points["reserve"] == ("VolumeBinding", "Reservation", "LoadAwareScheduling")
+    assert expanded.points["postFilter"] == ("Reservation", "Coscheduling", "ElasticQuota", "DefaultPreemption")
+    assert expanded.points["reserve"] == (
+        "VolumeBinding", "Reservation", "LoadAwareScheduling", "Coscheduling", "ElasticQuota"
+    )
     assert expanded.points["bind"] == ("Reservation", "DefaultBinder")
     assert expanded.points["queueSort"] == ("PrioritySort",)
     assert dict(expanded.score_weights) == {
         "LoadAwareScheduling": 1,
         "Reservation": 5000,
+        "Coscheduling": 1,
         **DEFAULT_SCORE_WEIGHTS,
     }
-    assert expanded.points["score"][-2:] == ("LoadAwareScheduling", "Reservation")
+    assert expanded.points["score"][-3:] == ("LoadAwareScheduling", "Reservation", "Coscheduling")
     assert set(expanded.points) == set(EXTENSION_POINTS)
 
 

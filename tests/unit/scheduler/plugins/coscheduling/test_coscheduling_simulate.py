@@ -126,9 +126,21 @@ async def test_pod_group_label_without_pod_group_is_not_init() -> None:
     )
 
 
-async def test_network_topology_spec_is_refused_with_a_message() -> None:
-    run = await simulate(node("n0"), gang_pod("p", "g", 1, network_topology_spec='{"gatherStrategy":[]}'))
+AWARE_CONFIG = CONFIG + """  pluginConfig:
+  - name: Coscheduling
+    args: {awareNetworkTopology: true}
+"""
+
+
+async def test_network_topology_spec_is_refused_with_a_message_when_aware() -> None:
+    spec_pod = gang_pod("p", "g", 1, network_topology_spec='{"gatherStrategy":[]}')
+    run = await simulate(node("n0"), spec_pod, config=AWARE_CONFIG)
     assert "network-topology-aware gang placement" in run.placements["p"][1]
+
+
+async def test_network_topology_spec_is_ignored_when_not_aware() -> None:
+    run = await simulate(node("n0"), gang_pod("p", "g", 1, network_topology_spec='{"gatherStrategy":[]}'))
+    assert run.bound() == {"p"}
 
 
 async def test_gang_of_one_and_plain_pods_schedule_as_before() -> None:
