@@ -1,6 +1,7 @@
 """Per-node load: the last NodeMetric plus the pods on the node, with Koordinator's podAssignCache sums.
 
-``pod_assign_cache.go`` (``scheduler-anchors`` §4.4). Each node keeps the pods assigned to it (placed by
+Koordinator ``pkg/scheduler/plugins/loadaware/pod_assign_cache.go``. Each node keeps the pods assigned to it
+(placed by
 this scheduler at Reserve, or found on the node) and pre-aggregated vectors over the vectorised
 resources, so reads are O(resources):
 

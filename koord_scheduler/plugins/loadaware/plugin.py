@@ -1,6 +1,6 @@
 """LoadAwareScheduling: place pods by how busy nodes really are (NodeMetric), not only by requests.
 
-Koordinator ``pkg/scheduler/plugins/loadaware`` (``scheduler-anchors`` §4). Filter rejects a node when
+Koordinator ``pkg/scheduler/plugins/loadaware``. Filter rejects a node when
 ``round(100 x (usage + delta + incoming estimate) / allocatable) > threshold`` for some resource; Score
 prefers the least used nodes (or, with ``scoringStrategy: TargetUtilization``, packs nodes toward a target
 as Trimaran's TargetLoadPacking does). ``delta`` covers pods assigned since the node's last report

@@ -1,5 +1,5 @@
 """``node.koordinator.sh/raw-allocatable``: a node's allocatable before Koordinator's resource
-amplification (``scheduler-anchors`` §4.3, ``EstimateNode``).
+amplification (Koordinator ``EstimateNode``).
 
 When a node's CPU (say) is amplified, ``status.allocatable`` shows more than the machine has; load-aware
 thresholds and scores must compare real usage with the real capacity. The annotation is a JSON resource

@@ -2,7 +2,7 @@
 
 Amounts are the scheduler's (millicores for cpu, bytes/units otherwise). Percentages and scores are
 integers 0..100. Formulas follow ``load_aware.go`` (Koordinator) and, for ``TargetUtilization``,
-Trimaran's TargetLoadPacking (``scheduler-anchors`` §4.5, §4.6, §7).
+Trimaran's TargetLoadPacking (Koordinator ``pkg/scheduler/plugins/loadaware``).
 """
 
 from __future__ import annotations

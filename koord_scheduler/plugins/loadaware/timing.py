@@ -1,6 +1,6 @@
 """When an assigned pod counts as placed, and until when it is estimated regardless of its reported usage.
 
-Koordinator's podAssignCache (``scheduler-anchors`` §4.4):
+Koordinator's podAssignCache (Koordinator ``pkg/scheduler/plugins/loadaware``):
 
 - the assign time ``t_p`` is the pod's ``PodScheduled`` lastTransitionTime when the condition is True,
   else the time the scheduler assigns it (Reserve);

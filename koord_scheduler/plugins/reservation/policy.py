@@ -1,4 +1,4 @@
-"""Reservation fit, scoring and nomination maths (scheduler-anchors §3.5, §3.6), over arrays.
+"""Reservation fit, scoring and nomination maths (Koordinator ``pkg/scheduler/plugins/reservation``), over arrays.
 
 Rows are candidate reservations; columns are the resources the pod requests (the Filter's checked
 columns). Everything is integer arithmetic, as in Koordinator.

@@ -1,4 +1,4 @@
-"""podAssignCache rules (scheduler-anchors §4.4): which pods are still estimated, and the sums."""
+"""podAssignCache rules (Koordinator pod_assign_cache.go): which pods are still estimated, and the sums."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""LoadAwareScheduling estimator (scheduler-anchors §4.3): hand-computed estimates; ids name the rule."""
+"""LoadAwareScheduling estimator (Koordinator pkg/scheduler/plugins/loadaware/estimator): hand-computed
+estimates; ids name the rule."""
 
 from __future__ import annotations
 

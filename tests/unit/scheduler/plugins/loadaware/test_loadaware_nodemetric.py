@@ -1,4 +1,5 @@
-"""NodeMetric lean parser: the fields LoadAwareScheduling reads (scheduler-anchors §4.2) and errors."""
+"""NodeMetric lean parser: the fields LoadAwareScheduling reads (Koordinator
+pkg/scheduler/plugins/loadaware) and errors."""
 
 from __future__ import annotations
 

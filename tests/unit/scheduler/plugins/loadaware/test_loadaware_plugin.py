@@ -1,5 +1,5 @@
 """LoadAwareScheduling plugin: Filter, Score, expiry policy, Reserve/Unreserve/forget, pods bound by
-others, node overrides, prod and aggregated paths. Case ids name the rule (scheduler-anchors §4).
+others, node overrides, prod and aggregated paths. Case ids name the rule (Koordinator pkg/scheduler/plugins/loadaware).
 
 Every Filter and Score expectation is checked on both forms: the batch form over all nodes and the
 per-node form node by node must agree."""

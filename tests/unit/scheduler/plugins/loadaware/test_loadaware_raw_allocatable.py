@@ -1,4 +1,4 @@
-"""``node.koordinator.sh/raw-allocatable`` (scheduler-anchors §4.3 EstimateNode): the un-amplified
+"""``node.koordinator.sh/raw-allocatable`` (Koordinator EstimateNode): the un-amplified
 allocatable the load maths use, per resource, in both forms of Filter (``outcome`` checks both)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""LoadAwareScheduling maths (scheduler-anchors §4.5, §4.6, §7): hand-computed tables."""
+"""LoadAwareScheduling maths (Koordinator pkg/scheduler/plugins/loadaware): hand-computed tables."""
 
 from __future__ import annotations
 

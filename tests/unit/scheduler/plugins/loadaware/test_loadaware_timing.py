@@ -1,4 +1,4 @@
-"""Assign time and forced-estimation deadline (scheduler-anchors §4.4: estimatedSecondsAfterPodScheduled /
+"""Assign time and forced-estimation deadline (Koordinator pod_assign_cache.go: estimatedSecondsAfterPodScheduled /
 estimatedSecondsAfterInitialized, per-pod annotations with allowCustomizeEstimation), then the plugin
 following a pod's condition changes."""
 
