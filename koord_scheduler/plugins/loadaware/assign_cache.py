@@ -1,8 +1,7 @@
 """Per-node load: the last NodeMetric plus the pods on the node, with Koordinator's podAssignCache sums.
 
 Koordinator ``pkg/scheduler/plugins/loadaware/pod_assign_cache.go``. Each node keeps the pods assigned to it
-(placed by
-this scheduler at Reserve, or found on the node) and pre-aggregated vectors over the vectorised
+(placed by this scheduler at Reserve, or found on the node) and pre-aggregated vectors over the vectorised
 resources, so reads are O(resources):
 
 - ``node_delta`` = Σ max(0, estimate - reported usage) over the pods *still to be estimated*: a pod is
