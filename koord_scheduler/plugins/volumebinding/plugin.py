@@ -23,12 +23,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-import numpy as np
-
 from apis.config.plugin_args import VolumeBindingArgs
 from apis.core.storage import PersistentVolume, PersistentVolumeClaim
 from apis.core.types import Pod
 from koord_scheduler.framework.cycle_state import CycleState, StateKey
+from koord_scheduler.framework.filter_phase import PerNodeFilter
 from koord_scheduler.framework.handle import ClusterClient
 from koord_scheduler.framework.snapshot import ClusterSnapshot, NodeInfo, Positions
 from koord_scheduler.framework.status import Status, error, skip, success, unresolvable
@@ -151,17 +150,7 @@ class VolumeBinding:
     ) -> NodeFilterResult:
         if state.get(STATE_KEY) is None:
             return NodeFilterResult.all_pass(len(positions))
-        passed = np.ones(len(positions), dtype=np.bool_)
-        reason_ids = np.zeros(len(positions), dtype=np.intp)
-        statuses: dict[Status, int] = {}
-        for i, position in enumerate(positions.tolist()):
-            status = self.filter(state, pod, snapshot.info(position))
-            if not status.is_success:
-                passed[i] = False
-                reason_ids[i] = statuses.setdefault(status, len(statuses))
-        if not statuses:
-            return NodeFilterResult.all_pass(len(positions))
-        return NodeFilterResult(passed, reason_ids, tuple(statuses))
+        return PerNodeFilter(self).filter_nodes(state, pod, snapshot, positions)
 
     def _view(self) -> StorageView:
         volumes: Mapping[str, PersistentVolume] = _AssumedVolumes(self.listers.volumes, self.pv_cache)
