@@ -3,10 +3,14 @@
 Defaults are Koordinator's: ``defaultTimeout`` 600s, ``controllerWorkers`` 1, ``defaultMatchPolicy``
 once-satisfied, job-level preemption and network-topology awareness off.
 
-Not implemented, and refused at load rather than accepted and ignored: ``enablePreemption: true``
-(job-level preemption of a whole gang), ``controllerWorkers`` above 1 and ``skipCheckScheduleCycle: true``
-(deprecated upstream, where it does nothing either). ``awareNetworkTopology: true`` is accepted: gangs whose pods
-carry no network-topology spec are scheduled as plain gangs, and a pod that does carry one is rejected
+``enablePreemption: true`` turns Coscheduling's PostFilter into Koordinator's job-level preemption (the
+preemptor is the whole gang group, or the single pod when it has none); Koordinator's chart sets it and
+drops DefaultPreemption.
+
+Not implemented, and refused at load rather than accepted and ignored: ``controllerWorkers`` above 1 and
+``skipCheckScheduleCycle: true`` (deprecated upstream, where it does nothing either).
+``awareNetworkTopology: true`` is accepted: gangs whose pods carry no network-topology spec are scheduled
+as plain gangs, and a pod that does carry one is rejected
 as unschedulable with a message saying topology-aware placement is not supported.
 """
 
@@ -27,7 +31,7 @@ class CoschedulingArgs(ArgsModel):
     skip_check_schedule_cycle: bool = False
     """Deprecated in Koordinator and unused there; ``true`` is refused (it would do nothing)."""
     enable_preemption: bool = False
-    """Job-level preemption. Not implemented: ``true`` is refused."""
+    """Job-level preemption at Coscheduling's PostFilter (see the module docstring)."""
     aware_network_topology: bool = False
     """See the module docstring."""
     default_match_policy: str = "once-satisfied"
@@ -66,14 +70,6 @@ class CoschedulingArgs(ArgsModel):
                 forbidden(
                     join_path(path, "skipCheckScheduleCycle"),
                     "deprecated upstream and has no effect (gang rounds replaced schedule cycles); remove it",
-                )
-            )
-        if self.enable_preemption:
-            errors.append(
-                forbidden(
-                    join_path(path, "enablePreemption"),
-                    "job-level gang preemption is not implemented in pykoord; remove enablePreemption "
-                    "(or set it to false) and keep DefaultPreemption in the postFilter list",
                 )
             )
         return errors

@@ -348,6 +348,19 @@ class NominatedPods(Protocol):
 
 
 @runtime_checkable
+class PodNominating(NominatedPods, Protocol):
+    """The nominator as a plugin that nominates pods besides the one in its cycle sees it (job-level
+    preemption nominates every member of a gang; kube-scheduler's ``AddNominatedPod`` /
+    ``DeleteNominatedPodIfExists``). The scheduler's nominator provides it."""
+
+    def add(self, pod: Pod, node_name: str = "") -> None:
+        """Nominate ``pod`` to ``node_name``; "" keeps only a nomination its status carries."""
+        ...
+
+    def delete(self, pod: Pod) -> None: ...
+
+
+@runtime_checkable
 class NominatorAware(Protocol):
     """Optional, any plugin: receives the scheduler's nominated pods once the scheduler exists."""
 

@@ -48,6 +48,8 @@ class Round:
     group_id: str
     attempted: set[str] = field(default_factory=set)
     failed_message: str = ""
+    preemption_message: str = ""
+    """Set once job-level preemption ran in the round: what the round's later members are told."""
 
 
 @dataclass(slots=True)

@@ -18,6 +18,8 @@ which is satisfied only when every gang in it is.
   Permit timeout) rejects its waiting siblings as well.
 - **Once satisfied** (policy ``once-satisfied``, the default): after one member of the group has bound,
   later members are scheduled as plain pods.
+- **PostFilter** with ``enablePreemption``: job-level preemption for the round's whole gang group, or for
+  the pod alone when it has no gang (:mod:`.job_preemption`); without it, nothing.
 - **PreBind** writes ``bind-gang-group-id`` / ``bind-gang-member-count`` on the members allowed together.
 
 Differences from Koordinator, on purpose: present-but-bad gang annotations reject the pod with a message
@@ -42,6 +44,10 @@ from koord_scheduler.framework.cycle_state import CycleState
 from koord_scheduler.framework.errors import ClusterError
 from koord_scheduler.framework.handle import FrameworkHandle
 from koord_scheduler.framework.interfaces import (
+    FrameworkAware,
+    FrameworkRunner,
+    NominatedPods,
+    NominatorAware,
     PermitPlugin,
     PostBindPlugin,
     PostFilterPlugin,
@@ -65,7 +71,9 @@ from koord_scheduler.framework.types import (
 )
 from koord_scheduler.framework.waiting_pods import WaitingPod
 from koord_scheduler.plugins import names
+from koord_scheduler.plugins.coscheduling import preemption_policy
 from koord_scheduler.plugins.coscheduling.gang_cache import Gang, GangCache, Round
+from koord_scheduler.plugins.coscheduling.job_preemption import JobPreemption, Preemptor
 from koord_scheduler.plugins.coscheduling.messages import (
     all_attempted,
     gang_group_rejected,
@@ -142,6 +150,7 @@ class Coscheduling:
         """Pod key -> the message of the last Event the plugin recorded on it (no repeats)."""
         self._ready_groups: set[str] = set()
         self._tasks: set[asyncio.Task[None]] = set()
+        self.job_preemption = JobPreemption(handle)
 
     def start(self) -> None:
         h = self.handle
@@ -150,6 +159,8 @@ class Coscheduling:
         h.register_error_handler_filters(self.on_scheduling_failure, None)
         h.add_next_pod_hook(self.next_pod)
         h.add_simulation_report(self.simulation_report)
+        if self.args.enable_preemption:
+            h.add_simulation_report(self.job_preemption.simulation_report)
 
     # ----- events -----
 
@@ -335,7 +346,43 @@ class Coscheduling:
     # ----- PostFilter, PreScore/Score (network topology only: nothing to do) -----
 
     def post_filter(self, state: CycleState, pod: Pod, diagnosis: Any) -> tuple[PostFilterResult | None, Status]:
-        return None, Status(Code.UNSCHEDULABLE)
+        """Unschedulable without ``enablePreemption``; with it, job-level preemption (:mod:`.job_preemption`),
+        decided once per round."""
+        if not self.args.enable_preemption:
+            return None, Status(Code.UNSCHEDULABLE)
+        preemptor, current = self._preemptor(pod)
+        if current is not None and current.preemption_message:
+            return None, unschedulable(preemption_policy.MESSAGE_PREFIX + current.preemption_message)
+        result, status = self.job_preemption.preempt(state, preemptor, diagnosis)
+        if current is not None and status.code != Code.ERROR:
+            everyone = len(preemptor.pending) + len(preemptor.waiting)
+            done = preemption_policy.PREEMPT_SUCCESS.format(len(preemptor.waiting), everyone)
+            current.preemption_message = preemption_policy.ALREADY_ATTEMPTED.format(pod.key, status.message or done)
+        if status.message:
+            status = Status(status.code, (preemption_policy.MESSAGE_PREFIX + status.message,))
+        return result, status
+
+    def _preemptor(self, pod: Pod) -> tuple[Preemptor, Round | None]:
+        """The gang group of the current round (pending and waiting members), or the pod alone."""
+        found = self._spec_of(pod)
+        current = self.round
+        if found is None or current is None or current.group_id != found[2].group_id or self._plain(found[2]):
+            return Preemptor(pod.key, pod, (pod,), ()), None
+        spec = found[2]
+        pending = [
+            pod if key == pod.key else gang.children[key]
+            for gang in self.cache.members(spec)
+            for key in gang.pending()
+            if key not in self._pod_errors and (key == pod.key or not self.handle.is_assumed(key))
+        ]
+        waiting = [w.pod for k in self.cache.waiting_in_group(spec) if (w := self.handle.waiting_pod(k)) is not None]
+        return Preemptor(spec.group_id, pod, tuple(pending), tuple(waiting)), current
+
+    def bind_framework(self, framework: FrameworkRunner) -> None:
+        self.job_preemption.fwk = framework
+
+    def bind_nominator(self, nominator: NominatedPods) -> None:
+        self.job_preemption.nominated = nominator
 
     def pre_score(self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions) -> Status:
         return skip()
@@ -489,7 +536,15 @@ def new(args: CoschedulingArgs | None, handle: FrameworkHandle) -> Coscheduling:
 def _implements(
     p: Coscheduling,
 ) -> tuple[
-    PreEnqueuePlugin, PreFilterPlugin, PostFilterPlugin, ReservePlugin, PermitPlugin, PreBindPlugin, PostBindPlugin
+    PreEnqueuePlugin,
+    PreFilterPlugin,
+    PostFilterPlugin,
+    ReservePlugin,
+    PermitPlugin,
+    PreBindPlugin,
+    PostBindPlugin,
+    FrameworkAware,
+    NominatorAware,
 ]:
-    """The extension points this plugin implements, checked by mypy."""
-    return p, p, p, p, p, p, p
+    """The extension points and capabilities this plugin implements, checked by mypy."""
+    return p, p, p, p, p, p, p, p, p

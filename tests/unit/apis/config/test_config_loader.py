@@ -435,11 +435,10 @@ def chart_text(*, job_preemption: bool) -> str:
     return text
 
 
-def test_helm_chart_job_preemption_is_refused_by_name() -> None:
-    with pytest.raises(ConfigError) as caught:
-        parse_scheduler_config(chart_text(job_preemption=True), source="koord-scheduler-config.yaml")
-    assert [e.path for e in caught.value.errors] == ["profiles[0].pluginConfig[3].args.enablePreemption"]
-    assert "job-level gang preemption is not implemented" in str(caught.value)
+def test_helm_chart_job_preemption_is_accepted() -> None:
+    config = parse_scheduler_config(chart_text(job_preemption=True), source="koord-scheduler-config.yaml")
+    args = [c.args for c in config.profiles[0].plugin_config if c.name == "Coscheduling"]
+    assert [a["enablePreemption"] for a in args] == [True]  # type: ignore[index]
 
 
 def test_helm_chart_loads_after_stripping_template() -> None:
@@ -459,8 +458,8 @@ def test_helm_chart_loads_after_stripping_template() -> None:
         pytest.param("default.yaml", [("default-scheduler", [])], id="default"),
         pytest.param(
             "koordinator.yaml",
-            [("koord-scheduler", ["NodeResourcesFit", "LoadAwareScheduling", "Reservation", "ElasticQuota",
-                                  "Coscheduling"])],
+            [("koord-scheduler", ["NodeResourcesFit", "LoadAwareScheduling", "ElasticQuota", "Coscheduling",
+                                  "DeviceShare"])],
             id="koordinator",
         ),
     ],

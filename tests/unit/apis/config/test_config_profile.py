@@ -344,11 +344,10 @@ def test_expand_errors(user: Plugins, want_errors: list[str]) -> None:
     assert [str(e) for e in caught.value.errors] == want_errors
 
 
-def test_koordinator_chart_profile_expands_once_refused_args_are_out() -> None:
-    """Every plugin of Koordinator's chart profile is registered: with the refused job-preemption arg taken
-    out, the profile expands with the chart's order at each point."""
+def test_koordinator_chart_profile_expands_unchanged() -> None:
+    """Every plugin of Koordinator's chart profile is registered: the profile, unchanged, expands with the
+    chart's order at each point."""
     text = strip_helm_template((KOORDINATOR / "chart-v1.8.0" / "koord-scheduler-config.yaml").read_text())
-    text = "\n".join(line for line in text.splitlines() if "enablePreemption: true" not in line)  # refused
     profile = parse_scheduler_config(text, source="chart").profiles[0]
     merged = merge_with_defaults(profile.plugins, default_plugins(REGISTERED))
 
@@ -369,20 +368,27 @@ def test_shipped_koordinator_profile_expands() -> None:
     expanded = expand_profile(merged, implements, REGISTERED, scheduler_name=profile.scheduler_name)
 
     # Plugins named only at a point run after the MultiPoint ones there (upstream order).
-    assert expanded.points["filter"] == (*DEFAULT_FILTER, "Reservation", "LoadAwareScheduling")
-    assert expanded.points["postFilter"] == ("Reservation", "Coscheduling", "ElasticQuota", "DefaultPreemption")
+    assert expanded.points["filter"] == (
+        *DEFAULT_FILTER, "Reservation", "LoadAwareScheduling", "NodeNUMAResource", "DeviceShare"
+    )
+    assert expanded.points["postFilter"] == ("Reservation", "Coscheduling", "ElasticQuota")
     assert expanded.points["reserve"] == (
-        "VolumeBinding", "Reservation", "LoadAwareScheduling", "Coscheduling", "ElasticQuota"
+        "VolumeBinding", "Reservation", "LoadAwareScheduling", "NodeNUMAResource", "DeviceShare", "Coscheduling",
+        "ElasticQuota",
     )
     assert expanded.points["bind"] == ("Reservation", "DefaultBinder")
     assert expanded.points["queueSort"] == ("PrioritySort",)
     assert dict(expanded.score_weights) == {
         "LoadAwareScheduling": 1,
+        "NodeNUMAResource": 1,
+        "DeviceShare": 1,
         "Reservation": 5000,
         "Coscheduling": 1,
         **DEFAULT_SCORE_WEIGHTS,
     }
-    assert expanded.points["score"][-3:] == ("LoadAwareScheduling", "Reservation", "Coscheduling")
+    assert expanded.points["score"][-5:] == (
+        "LoadAwareScheduling", "NodeNUMAResource", "DeviceShare", "Reservation", "Coscheduling"
+    )
     assert set(expanded.points) == set(EXTENSION_POINTS)
 
 

@@ -1,4 +1,5 @@
-"""CoschedulingArgs: Koordinator's defaults; validation messages; unimplemented features refused."""
+"""CoschedulingArgs: Koordinator's defaults; validation messages; unimplemented features refused, job
+preemption accepted."""
 
 from __future__ import annotations
 
@@ -27,15 +28,17 @@ def test_wire_form_decodes() -> None:
     )
 
 
+def test_job_preemption_is_accepted() -> None:
+    args = decode_args("Coscheduling", {"enablePreemption": True}, IN_TREE_ARGS)
+    assert isinstance(args, CoschedulingArgs)
+    assert args.enable_preemption is True
+
+
 NEGATIVE = "args.defaultTimeout: Invalid value: -1: coeSchedulingArgs DefaultTimeoutSeconds invalid"
 NO_WORKERS = "args.controllerWorkers: Invalid value: 0: coeSchedulingArgs ControllerWorkers invalid"
 BAD_POLICY = (
     'args.defaultMatchPolicy: Unsupported value: "sometimes": supported values: "once-satisfied", "only-waiting", '
     '"waiting-and-running"'
-)
-JOB_PREEMPTION = (
-    "args.enablePreemption: Forbidden: job-level gang preemption is not implemented in pykoord; remove "
-    "enablePreemption (or set it to false) and keep DefaultPreemption in the postFilter list"
 )
 
 
@@ -45,7 +48,6 @@ JOB_PREEMPTION = (
         pytest.param({"defaultTimeout": "-1s"}, [NEGATIVE], id="negative-timeout"),
         pytest.param({"controllerWorkers": 0}, [NO_WORKERS], id="no-workers"),
         pytest.param({"defaultMatchPolicy": "sometimes"}, [BAD_POLICY], id="bad-policy"),
-        pytest.param({"enablePreemption": True}, [JOB_PREEMPTION], id="job-preemption-refused"),
         pytest.param({"controllerWorkers": 2}, ["args.controllerWorkers: Forbidden: the podgroup controller writes "
                                                 "with one worker; more are not implemented (use 1)"],
                      id="workers-above-one-refused"),

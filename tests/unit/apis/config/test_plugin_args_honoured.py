@@ -112,7 +112,6 @@ def test_the_fields_without_a_consumer_are_the_refused_ones() -> None:
     assert unconsumed() == [
         "Coscheduling.controllerWorkers",
         "Coscheduling.skipCheckScheduleCycle",
-        "Coscheduling.enablePreemption",
         "DeviceShare.allocator",
         "DeviceShare.gpuSharedResourceTemplatesConfig",
         "ElasticQuota.delayEvictTime",

@@ -35,7 +35,7 @@ def test_koordinator_profile_runs_reservation_postfilter_before_preemption() -> 
     scheduler = build_scheduler(config, in_tree_registry(), MemoryCluster.from_objects([], []), clock=lambda: 1.0)
 
     fwk = scheduler.profiles["koord-scheduler"]
-    want_post_filter = ["Reservation", "Coscheduling", "ElasticQuota", "DefaultPreemption"]
+    want_post_filter = ["Reservation", "Coscheduling", "ElasticQuota"]  # job preemption, as the chart
     assert [p.name for p in fwk.post_filter_plugins] == want_post_filter
     assert [p.name for p in fwk.capabilities.pre_bind][-3:] == ["Reservation", "Coscheduling", "DefaultPreBind"]
     assert fwk.capabilities.pod_patch_applier is not None

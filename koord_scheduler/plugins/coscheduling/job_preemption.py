@@ -1,0 +1,286 @@
+"""Job-level preemption (Koordinator ``coscheduling/core/preemption.go``), Coscheduling's PostFilter when
+``enablePreemption`` is set.
+
+The *preemptor* is the whole gang group while a round of it is being tried (its pending members, plus its
+members waiting at Permit), and the single pod otherwise (a pod without a gang, or a member of a group
+already satisfied once). Victims must be found for **every** pending member or none is preempted, so a
+gang member never preempts for a gang that cannot complete.
+
+1. **Eligibility**: the triggering pod's ``preemptionPolicy: Never`` -> ``not eligible due to
+   preemptionPolicy=Never.``; a pending member whose nominated node still holds a lower-priority pod being
+   deleted by preemption -> ``not eligible due to terminating pod on the nominated node.`` (except the
+   triggering pod when Filter found its nominated node UnschedulableAndUnresolvable).
+2. **Dry run** (:mod:`.job_dryrun`) on the nodes Filter found Unschedulable.
+3. **Success**: every member waiting at Permit is rejected (it comes back nominated to the node it held),
+   every pending member is nominated to its node (in memory at once, then ``status.nominatedNodeName``),
+   lower-priority pods nominated to the chosen nodes lose their nomination, and each victim gets a
+   ``DisruptionTarget`` condition and is deleted (a victim waiting at Permit is rejected instead), with a
+   ``Preempted`` event. The triggering pod's PostFilter result is its node.
+4. **Failure**: waiting members are rejected, every member's nomination is cleared, and the status is the
+   dry run's FitError message.
+
+Within a round the outcome is computed once: the round's later members get ``preemption already attempted
+by <ns/pod> with message <message>``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Coroutine, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
+
+from apis.core.parse import parse_pod
+from apis.core.types import Pod
+from koord_scheduler.framework.cycle_state import CycleState
+from koord_scheduler.framework.diagnosis import Diagnosis
+from koord_scheduler.framework.handle import FrameworkHandle
+from koord_scheduler.framework.interfaces import FrameworkRunner, NominatedPods, PodNominating
+from koord_scheduler.framework.status import Code, Status, unschedulable
+from koord_scheduler.framework.types import ObjectKind, PostFilterResult
+from koord_scheduler.framework.waiting_pods import WaitingPod
+from koord_scheduler.plugins.coscheduling import preemption_policy as policy
+from koord_scheduler.plugins.coscheduling.job_dryrun import DryRunError, JobDryRun, JobPlan
+
+log = logging.getLogger(__name__)
+
+POD_KIND = ObjectKind(kind="Pod", group="", version="v1", plural="pods", namespaced=True, parse=parse_pod)
+
+
+class JobPreemptionHandle(FrameworkHandle, Protocol):
+    def waiting_pod(self, key: str) -> WaitingPod | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Preemptor:
+    """Who preempts: ``key`` is the gang group id or the pod key."""
+
+    key: str
+    trigger: Pod
+    pending: tuple[Pod, ...]
+    waiting: tuple[Pod, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class JobPreemptionRecord:
+    """One successful job preemption, for ``simulate`` output."""
+
+    preemptor: str
+    trigger: str
+    nominations: dict[str, str]
+    victims: tuple[str, ...]
+
+
+class JobPreemption:
+    """See the module docstring. The framework and the nominator are bound after construction."""
+
+    def __init__(self, handle: JobPreemptionHandle) -> None:
+        self._handle = handle
+        self.fwk: FrameworkRunner | None = None
+        self.nominated: NominatedPods | None = None
+        self._in_flight: dict[str, str] = {}
+        """Victim key -> node, from the decision until the victim is gone from the snapshot."""
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.history: list[JobPreemptionRecord] = []
+
+    def preempt(
+        self, state: CycleState, preemptor: Preemptor, diagnosis: Diagnosis
+    ) -> tuple[PostFilterResult | None, Status]:
+        """The decision and, on success, the start of its execution. Messages are unprefixed."""
+        if self.fwk is None:
+            raise RuntimeError("Coscheduling: job preemption used before the framework was bound")
+        trigger = preemptor.trigger
+        if not preemptor.pending:
+            return None, unschedulable(policy.NO_PENDING_PODS)
+        snapshot = self._handle.snapshot
+        node_statuses = diagnosis.node_statuses(snapshot)
+        self._forget_gone_victims()
+        if trigger.preemption_policy == policy.PREEMPT_NEVER:
+            return None, unschedulable(policy.NOT_ELIGIBLE_NEVER)
+        if any(not self._eligible(p, trigger, node_statuses) for p in preemptor.pending):
+            return None, unschedulable(policy.NOT_ELIGIBLE_TERMINATING)
+        potential = sorted(n for n, s in node_statuses.items() if s.code == Code.UNSCHEDULABLE)
+        statuses: dict[str, Status] = {
+            n: Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (policy.NOT_HELPFUL,))
+            for n, s in node_statuses.items()
+            if s.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+        }
+        job = {p.key for p in preemptor.pending} | {p.key for p in preemptor.waiting}
+        dry_run = JobDryRun(self.fwk, snapshot, state, trigger, nominated=self.nominated, job=job)
+        try:
+            plan = dry_run.run(self._ordered(preemptor), potential)
+        except DryRunError as exc:
+            return None, exc.status
+        if plan is None:
+            statuses.update(dry_run.statuses)
+            message = policy.fit_error_message(snapshot.num_nodes, statuses.values())
+            self._cancel(preemptor, message)
+            return PostFilterResult(""), unschedulable(message)
+        waiting, everyone = len(preemptor.waiting), len(preemptor.pending) + len(preemptor.waiting)
+        self._execute(preemptor, plan, policy.PREEMPT_SUCCESS.format(waiting, everyone))
+        return PostFilterResult(plan.nominations[trigger.key]), Status()
+
+    @staticmethod
+    def _ordered(preemptor: Preemptor) -> list[Pod]:
+        """The triggering pod first, then the other pending members by key."""
+        trigger = preemptor.trigger.key
+        others = sorted((p for p in preemptor.pending if p.key != trigger), key=lambda p: p.key)
+        return [preemptor.trigger, *others] if any(p.key == trigger for p in preemptor.pending) else others
+
+    def _eligible(self, pod: Pod, trigger: Pod, node_statuses: dict[str, Status]) -> bool:
+        """``podEligibleToPreemptOthers`` for one pending member."""
+        node = pod.nominated_node_name
+        if not node:
+            return True
+        if pod.key == trigger.key:
+            status = node_statuses.get(node)
+            if status is not None and status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+                return True
+        info = self._handle.snapshot.node_info(node)
+        if info is None:
+            return True
+        for other in info.pods.values():
+            if not policy.is_possible_victim(other, pod):
+                continue
+            if other.key in self._in_flight or policy.terminating_by_preemption(other):
+                return False
+        return True
+
+    # ----- outcomes -----
+
+    def _execute(self, preemptor: Preemptor, plan: JobPlan, message: str) -> None:
+        victims = [v for node in sorted(plan.victims) for v in plan.victims[node]]
+        for node, pods in plan.victims.items():
+            for victim in pods:
+                self._in_flight[victim.key] = node
+        lower = self._lower_nominated(preemptor.trigger, plan.victims)
+        record = JobPreemptionRecord(
+            preemptor.key, preemptor.trigger.key, dict(plan.nominations), tuple(v.key for v in victims)
+        )
+        self.history.append(record)
+        log.info(
+            "job %s (trigger %s) preempts %s; nominations %s",
+            preemptor.key,
+            preemptor.trigger.key,
+            ", ".join(v.key for v in victims),
+            plan.nominations,
+        )
+        self._reject_waiting(preemptor, policy.JOB_PREEMPTION_SUCCESS_PLUGIN, message)
+        nominations = dict(plan.nominations)
+        nominations.update({p.key: p.node_name for p in preemptor.waiting})
+        for pod in [*preemptor.pending, *preemptor.waiting]:
+            self._nominate_in_memory(pod, nominations[pod.key])
+        for pod in lower:
+            self._nominate_in_memory(pod, "")
+        self._spawn(self._write(preemptor, nominations, lower, victims))
+
+    def _cancel(self, preemptor: Preemptor, message: str) -> None:
+        self._reject_waiting(preemptor, policy.JOB_PREEMPTION_FAILURE_PLUGIN, message)
+        members = [*preemptor.pending, *preemptor.waiting]
+        for pod in members:
+            self._nominate_in_memory(pod, "")
+        stale = [p for p in members if p.nominated_node_name]
+        if stale:
+            self._spawn(self._write(preemptor, {}, stale, []))
+
+    def _reject_waiting(self, preemptor: Preemptor, plugin: str, message: str) -> None:
+        for pod in preemptor.waiting:
+            waiting = self._handle.waiting_pod(pod.key)
+            if waiting is not None:
+                waiting.reject(plugin, message)
+
+    def _nominate_in_memory(self, pod: Pod, node: str) -> None:
+        nominator = self.nominated
+        if not isinstance(nominator, PodNominating):
+            return
+        if node:
+            nominator.add(replace_pending(pod), node)
+        else:
+            nominator.delete(pod)
+
+    def _lower_nominated(self, trigger: Pod, victims: dict[str, list[Pod]]) -> list[Pod]:
+        if self.nominated is None:
+            return []
+        nominated = self.nominated
+        return [
+            p for n in sorted(victims) for p in nominated.nominated_pods_for_node(n) if p.priority < trigger.priority
+        ]
+
+    async def _write(
+        self, preemptor: Preemptor, nominations: dict[str, str], cleared: Sequence[Pod], victims: Sequence[Pod]
+    ) -> None:
+        """The API calls of an outcome: nominations first (the watch then carries them before the
+        victims' deletions), then the victims."""
+        cluster = self._handle.cluster
+        members = {p.key: p for p in [*preemptor.pending, *preemptor.waiting]}
+        for key, node in sorted(nominations.items()):
+            pod = members[key]
+            if pod.nominated_node_name != node:
+                await _logged(cluster.set_nominated_node_name(pod, node), f"nominating {key} to {node}")
+        for pod in cleared:
+            await _logged(cluster.set_nominated_node_name(pod, ""), f"clearing the nomination of {pod.key}")
+        trigger = preemptor.trigger
+        for victim in victims:
+            waiting = self._handle.waiting_pod(victim.key)
+            if waiting is not None:
+                waiting.reject(policy.JOB_REJECT_PLUGIN, "preempted")
+                continue
+            patch = policy.disruption_target_patch(
+                victim,
+                scheduler_name=trigger.scheduler_name,
+                preemptor=preemptor.key,
+                trigger=trigger.key,
+                now=self._handle.clock(),
+            )
+            if patch is not None:
+                await _logged(
+                    cluster.patch_object_status(POD_KIND, victim.name, patch, namespace=victim.namespace),
+                    f"marking {victim.key} as a DisruptionTarget",
+                )
+            reason = f"Preempted by pod {trigger.uid or trigger.key} on node {victim.node_name}"
+            if not await _logged(cluster.delete_pod(victim, reason=reason), f"preempting {victim.key}"):
+                self._in_flight.pop(victim.key, None)
+
+    def _forget_gone_victims(self) -> None:
+        snapshot = self._handle.snapshot
+        for key, node in list(self._in_flight.items()):
+            info = snapshot.node_info(node)
+            if info is None or key not in info.pods:
+                del self._in_flight[key]
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            coro.close()
+            return
+        task = loop.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def simulation_report(self) -> tuple[str, list[dict[str, Any]]]:
+        rows = [
+            {"preemptor": r.preemptor, "trigger": r.trigger, "nominations": r.nominations, "victims": list(r.victims)}
+            for r in self.history
+        ]
+        return "JobPreemptions", rows
+
+    async def drain(self) -> None:
+        """Wait for the API calls of preemptions already decided (tests, simulate)."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+
+def replace_pending(pod: Pod) -> Pod:
+    """A member as the nominator keeps it: pending (a waiting member carries its assumed node)."""
+    return replace(pod, node_name="") if pod.node_name else pod
+
+
+async def _logged(call: Coroutine[Any, Any, None], what: str) -> bool:
+    try:
+        await call
+    except Exception as exc:
+        log.warning("job preemption: %s failed: %s", what, exc)
+        return False
+    return True
