@@ -199,3 +199,37 @@ def test_gang_scheduling_manual_annotations(scope: Scope, scheduler: SchedulerPr
     scope.add_pods([manual_pod(scope, "pod-example2", annotations=notes)])
     wait_until(lambda: phases(scope) == {"pod-example1": "Running", "pod-example2": "Running"}, timeout=60,
                what="both pods Running")
+
+
+def test_sigkill_while_the_gang_waits_in_permit_leaves_no_gang_partly_bound(scope: Scope, tmp_path: Path) -> None:
+    # (vi) two members are assumed and wait at Permit (the third is held by a scheduling gate) when the
+    # scheduler is killed. Nothing was bound; the restarted scheduler holds them at Permit again, binds
+    # nothing while the gang is short, and binds all three once the third can be tried.
+    for n in ("n1", "n2", "n3"):
+        scope.add_node(n)
+    config = scheduler_config(scope)
+    config["profiles"][0]["plugins"] = {"multiPoint": {"enabled": [{"name": "Coscheduling"}]}}
+    notes = {ANN + "name": "g", ANN + "min-available": "3", ANN + "waiting-time": "120s"}
+    scope.add_pods([member(scope, n, annotations=notes) for n in ("p1", "p2")])
+    scope.add_pods([member(scope, "p3", annotations=notes, gated=True)])
+    first = SchedulerProcess.start(scope.plane, config, tmp_path, name="first")
+    try:
+        wait_until(lambda: first.metric("scheduler_cache_size", type="assumed_pods") >= 2, timeout=30,
+                   what="two members assumed, waiting at Permit")
+        assert bound(scope) == {}
+    finally:
+        first.kill()  # SIGKILL
+    assert bound(scope) == {}, "a killed scheduler leaves nothing of the gang bound"
+    second = SchedulerProcess.start(scope.plane, config, tmp_path, name="second")
+    try:
+        wait_until(lambda: second.metric("scheduler_cache_size", type="assumed_pods") >= 2, timeout=30,
+                   what="the restarted scheduler holds the two members at Permit again")
+        time.sleep(2)
+        assert bound(scope) == {}, "the restarted scheduler binds no part of the gang"
+        pod = scope.pod("p3")
+        pod["spec"]["schedulingGates"] = []
+        scope.ok("PUT", f"/api/v1/namespaces/{scope.namespace}/pods/p3", pod)
+        scope.wait_all_bound(3, timeout=30)
+        assert len(set(bound(scope).values())) == 3
+    finally:
+        second.kill()

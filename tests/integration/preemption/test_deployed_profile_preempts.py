@@ -1,6 +1,6 @@
 """The deployed koord-scheduler profile (deploy/koord-scheduler/configmap.yaml) preempts against the real
 API server: the chart disables every default PostFilter, and the configmap must still evict a
-low-priority pod for a high-priority one. The profile is taken from the configmap unchanged (its plugins
+low-priority pod for a high-priority one (through Coscheduling's job-level preemption). The profile is taken from the configmap unchanged (its plugins
 and pluginConfig), under this test's scheduler name; the scheduler runs with ``--controllers=reservation``.
 """
 
@@ -68,7 +68,7 @@ def scheduler(scope: Scope, tmp_path: Path) -> Iterator[SchedulerProcess]:
 
 def test_deployed_profile_preempts_low_priority_pod(scope: Scope, scheduler: SchedulerProcess) -> None:
     post_filter = [e["name"] for e in deployed_profile()["plugins"]["postFilter"]["enabled"]]
-    assert "DefaultPreemption" in post_filter
+    assert "Coscheduling" in post_filter and "DefaultPreemption" not in post_filter  # job-level preemption
     node = kwok_node(scope, "n1", cpu="2")
     scope.add_pods([pod(scope, "low", cpu="1500m", priority_class=LOW)])
     scope.wait_all_bound(1, timeout=30)
