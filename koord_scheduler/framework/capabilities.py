@@ -31,6 +31,7 @@ from koord_scheduler.framework.interfaces import (
     PostBindPlugin,
     PostFilterPlugin,
     PreBindPlugin,
+    PreemptionExtendersAware,
     PreEnqueuePlugin,
     PreFilterPlugin,
     PreFilterTransformer,
@@ -79,6 +80,7 @@ class Capabilities:
     cycle_preparers: list[CyclePreparer]
     nominator_aware: list[NominatorAware]
     framework_aware: list[FrameworkAware]
+    preemption_extenders_aware: list[PreemptionExtendersAware]
 
 
 def find_capabilities(
@@ -128,6 +130,7 @@ def find_capabilities(
         cycle_preparers=[p for p in everything if isinstance(p, CyclePreparer)],
         nominator_aware=[p for p in everything if isinstance(p, NominatorAware)],
         framework_aware=[p for p in in_profile if isinstance(p, FrameworkAware)],
+        preemption_extenders_aware=[p for p in in_profile if isinstance(p, PreemptionExtendersAware)],
     )
 
 

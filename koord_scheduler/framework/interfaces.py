@@ -18,7 +18,7 @@ arrays, and the batch form everywhere else. A plugin never branches on the node 
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Iterator, Sequence
+from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
 from apis.core.types import Pod
@@ -358,6 +358,26 @@ class PodNominating(NominatedPods, Protocol):
         ...
 
     def delete(self, pod: Pod) -> None: ...
+
+
+class PreemptionExtenders(Protocol):
+    """The configured HTTP extenders that take part in preemption (kube-scheduler ``callExtenders``); the
+    scheduler provides it when some extender has a ``preemptVerb``."""
+
+    def process_preemption(
+        self, pod: Pod, candidates: Mapping[str, tuple[Sequence[Pod], int]]
+    ) -> tuple[dict[str, tuple[list[Pod], int]], Status]:
+        """The candidates (node -> victims, PodDisruptionBudget violations) every interested extender keeps,
+        in turn. An Error status when a non-ignorable extender failed or answered inconsistently (failing
+        ignorable extenders are skipped); an empty result means nothing may be preempted."""
+        ...
+
+
+@runtime_checkable
+class PreemptionExtendersAware(Protocol):
+    """Optional, any plugin: receives the preemption extenders when the configuration has some."""
+
+    def bind_preemption_extenders(self, extenders: PreemptionExtenders) -> None: ...
 
 
 @runtime_checkable

@@ -19,7 +19,7 @@ from koord_scheduler.framework.diagnosis import Diagnosis
 from koord_scheduler.framework.errors import PluginCycleError
 from koord_scheduler.framework.filter_phase import FilterPhase
 from koord_scheduler.framework.handle import FrameworkHandle
-from koord_scheduler.framework.interfaces import NominatedPods, Plugin, ReservationFilterPlugin
+from koord_scheduler.framework.interfaces import NominatedPods, Plugin, PreemptionExtenders, ReservationFilterPlugin
 from koord_scheduler.framework.node_cache import NodeResultCache
 from koord_scheduler.framework.pod_patch import POD_PATCH, PodPatch
 from koord_scheduler.framework.score_phase import ScorePhase
@@ -92,6 +92,11 @@ class Framework:
         """Give the scheduler's nominated pods to the plugins that ask for them."""
         for plugin in self.capabilities.nominator_aware:
             plugin.bind_nominator(nominator)
+
+    def bind_preemption_extenders(self, extenders: PreemptionExtenders) -> None:
+        """Give the configured preemption extenders to the plugins that ask for them."""
+        for plugin in self.capabilities.preemption_extenders_aware:
+            plugin.bind_preemption_extenders(extenders)
 
     # ----- queue -----
 

@@ -28,6 +28,7 @@ from koord_scheduler.framework.waiting_pods import WaitingPod, WaitingPods
 from koord_scheduler.scheduler.algorithm import FitError, NoNodesError, Sampler, schedule_pod
 from koord_scheduler.scheduler.cache import SchedulerCache
 from koord_scheduler.scheduler.extenders import ExtenderError, Extenders, bind_with_extenders
+from koord_scheduler.scheduler.extenders.preemption import PreemptionCaller
 from koord_scheduler.scheduler.heap import HeapSettler
 from koord_scheduler.scheduler.metrics import SchedulerMetrics, attempts_label
 from koord_scheduler.scheduler.nominator import PodNominator
@@ -122,6 +123,11 @@ class Scheduler:
         """Pods promised a node by preemption; Filter counts them there (see :mod:`.nominator`)."""
         for fwk in self.profiles.values():
             fwk.bind_nominator(self.nominator)
+        extenders = self.options.extenders
+        caller = PreemptionCaller(extenders.all if extenders else (), lambda: self.cache.snapshot)
+        if caller:
+            for fwk in self.profiles.values():
+                fwk.bind_preemption_extenders(caller)
 
     # ----- event sink -----
 

@@ -12,8 +12,10 @@ room, nominate it, and delete those pods:
    least one candidate that violates no PodDisruptionBudget and ``num_candidates`` in all (see
    :func:`.policy.num_candidates`; ``minCandidateNodesPercentage`` / ``minCandidateNodesAbsolute``).
 3. **Victims per node**: :mod:`.victims` (``SelectVictimsOnNode``, with exact batch shortcuts).
-4. **Node choice**: :func:`.policy.pick_one_node`.
-5. **Execution**, after the cycle: :mod:`.execution` (nominations, DisruptionTarget conditions,
+4. **Preemption extenders** (configured ``extenders`` with a ``preemptVerb``), each interested one in turn:
+   the candidates' victims are sent and the candidates it keeps come back (:meth:`DefaultPreemption.call_extenders`).
+5. **Node choice**: :func:`.policy.pick_one_node`.
+6. **Execution**, after the cycle: :mod:`.execution` (nominations, DisruptionTarget conditions,
    deletions, events).
 
 No candidate: Unschedulable with ``"preemption: 0/N nodes are available: ..."`` over the dry run's node
@@ -34,7 +36,14 @@ from apis.core.types import Pod
 from koord_scheduler.framework.cycle_state import CycleState
 from koord_scheduler.framework.diagnosis import Diagnosis
 from koord_scheduler.framework.handle import ExtendedHandle
-from koord_scheduler.framework.interfaces import FrameworkAware, FrameworkRunner, NominatorAware, PostFilterPlugin
+from koord_scheduler.framework.interfaces import (
+    FrameworkAware,
+    FrameworkRunner,
+    NominatorAware,
+    PostFilterPlugin,
+    PreemptionExtenders,
+    PreemptionExtendersAware,
+)
 from koord_scheduler.framework.snapshot import ClusterSnapshot, Positions
 from koord_scheduler.framework.status import Code, Status, unschedulable
 from koord_scheduler.framework.types import PostFilterResult
@@ -82,6 +91,7 @@ class DefaultPreemption:
         self.search = VictimSearch(handle)
         self.executor = PreemptionExecutor(handle, metrics=metrics)
         self._order_names: NodeNames | None = None
+        self._extenders: PreemptionExtenders | None = None
         handle.watch(PDB_KIND, self.budgets.on_event)
         handle.add_simulation_report(self._simulation_report)
 
@@ -109,6 +119,22 @@ class DefaultPreemption:
     def bind_nominator(self, nominator: NominatedPods) -> None:
         self._nominated = nominator
         self.search.nominated = nominator
+
+    def bind_preemption_extenders(self, extenders: PreemptionExtenders) -> None:
+        self._extenders = extenders
+
+    def call_extenders(self, pod: Pod, candidates: list[Candidate]) -> tuple[list[Candidate], Status]:
+        """``callExtenders``: the candidates the preemption extenders keep, with the victims they return, in
+        the dry run's order; an Error status when a non-ignorable extender failed."""
+        if self._extenders is None or not candidates:
+            return candidates, Status()
+        given = {c.node_name: (list(c.victims), c.num_pdb_violations) for c in candidates}
+        kept, status = self._extenders.process_preemption(pod, given)
+        if not status.is_success:
+            return [], status
+        order = [c.node_name for c in candidates if c.node_name in kept]
+        order += sorted(n for n in kept if n not in given)
+        return [Candidate(n, tuple(kept[n][0]), kept[n][1]) for n in order], Status()
 
     # ----- PostFilter -----
 
@@ -146,6 +172,10 @@ class DefaultPreemption:
                 return None, errors[0]
             message = policy.fit_error_message(snapshot.num_nodes, dry_statuses.values(), policy.NOT_HELPFUL)
             return PostFilterResult(""), unschedulable(message)
+        if self._extenders is not None:
+            candidates, status = self.call_extenders(pod, candidates)
+            if not status.is_success:
+                return None, status
         best = policy.pick_one_node(candidates, self._handle.clock())
         if best is None:
             return None, unschedulable(policy.NO_CANDIDATE)
@@ -213,3 +243,4 @@ if TYPE_CHECKING:
     _post_filter: type[PostFilterPlugin] = DefaultPreemption
     _framework_aware: type[FrameworkAware] = DefaultPreemption
     _nominator_aware: type[NominatorAware] = DefaultPreemption
+    _extenders_aware: type[PreemptionExtendersAware] = DefaultPreemption

@@ -10,10 +10,11 @@ preempted, whatever the later extenders say).
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from apis.core.types import Pod
 from koord_scheduler.framework.snapshot import ClusterSnapshot
+from koord_scheduler.framework.status import Status, error
 from koord_scheduler.scheduler.extenders.client import ExtenderError, HTTPExtender
 
 log = logging.getLogger(__name__)
@@ -79,3 +80,25 @@ def _resolve(
             pods.append(victim)
         out[node] = (pods, violations)
     return out
+
+
+class PreemptionCaller:
+    """:class:`~koord_scheduler.framework.interfaces.PreemptionExtenders` over the configured extenders:
+    what DefaultPreemption calls between its dry run and its node choice."""
+
+    def __init__(self, extenders: Sequence[HTTPExtender], snapshot: Callable[[], ClusterSnapshot]) -> None:
+        self._extenders = [e for e in extenders if e.supports_preemption]
+        self._snapshot = snapshot
+
+    def __bool__(self) -> bool:
+        return bool(self._extenders)
+
+    def process_preemption(
+        self, pod: Pod, candidates: Mapping[str, tuple[Sequence[Pod], int]]
+    ) -> tuple[dict[str, Victims], Status]:
+        given = {node: (list(pods), violations) for node, (pods, violations) in candidates.items()}
+        try:
+            return process_preemption(self._extenders, pod, self._snapshot(), given), Status()
+        except ExtenderError as exc:
+            log.warning("preemption extender failed: %s", exc)
+            return {}, error(str(exc))

@@ -1,7 +1,8 @@
 """The deployed koord-scheduler profile (deploy/koord-scheduler/configmap.yaml) preempts against the real
 API server: the chart disables every default PostFilter, and the configmap must still evict a
-low-priority pod for a high-priority one (through Coscheduling's job-level preemption). The profile is taken from the configmap unchanged (its plugins
-and pluginConfig), under this test's scheduler name; the scheduler runs with ``--controllers=reservation``.
+low-priority pod for a high-priority one (through Coscheduling's job-level preemption). The profile is
+taken from the configmap unchanged (its plugins and pluginConfig), under this test's scheduler name; the
+scheduler runs with ``--controllers=reservation``.
 """
 
 from __future__ import annotations
