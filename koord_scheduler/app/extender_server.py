@@ -7,13 +7,14 @@
 
 The profile (by ``schedulerName``; the first one by default) says which plugins answer. The server keeps
 its own informers and scheduler cache (the same cluster source and cache as ``koord-scheduler``) and
-never schedules: it answers ``POST /filter``, ``/prioritize`` and ``/bind`` in kube-scheduler's extender
+never schedules: it answers ``POST /filter``, ``/prioritize``, ``/preempt`` and ``/bind`` in kube-scheduler's extender
 protocol, and ``GET /healthz`` (ok once the informers have synced). Point kube-scheduler at it with::
 
     extenders:
     - urlPrefix: http://koord-extender:10262
       filterVerb: filter
       prioritizeVerb: prioritize
+      preemptVerb: preempt
       weight: 1
       nodeCacheCapable: true
 
@@ -36,7 +37,7 @@ import orjson
 from aiohttp import web
 
 from apis.config import KubeSchedulerConfiguration, load_scheduler_config
-from koord_scheduler.framework.errors import SchedulerError
+from koord_scheduler.framework.errors import PluginCycleError, SchedulerError
 from koord_scheduler.framework.registry import Registry
 from koord_scheduler.scheduler.assembly import build_scheduler
 from koord_scheduler.scheduler.extenders import Extenders
@@ -93,6 +94,15 @@ def make_app(service: ExtenderService, source: ClusterSource, *, synced: Callabl
             return json_response({"Error": "bad ExtenderArgs: expected a JSON object"})
         return json_response(service.prioritize(body))
 
+    async def preempt_handler(request: web.Request) -> web.Response:
+        body = await read(request)
+        try:
+            return json_response(service.preempt(body if isinstance(body, dict) else {}))
+        except RequestError as exc:
+            raise web.HTTPBadRequest(text=f"bad ExtenderPreemptionArgs: {exc}") from exc
+        except PluginCycleError as exc:
+            raise web.HTTPInternalServerError(text=exc.status.message) from exc
+
     async def bind_handler(request: web.Request) -> web.Response:
         body = await read(request)
         try:
@@ -111,6 +121,7 @@ def make_app(service: ExtenderService, source: ClusterSource, *, synced: Callabl
     app = web.Application()
     app.router.add_post("/filter", _timed("filter", filter_handler))
     app.router.add_post("/prioritize", _timed("prioritize", prioritize_handler))
+    app.router.add_post("/preempt", _timed("preempt", preempt_handler))
     app.router.add_post("/bind", _timed("bind", bind_handler))
     app.router.add_get("/healthz", healthz)
     return app
@@ -175,7 +186,7 @@ async def _serve(scheduler: Scheduler, source: KubeClusterSource, profile: str, 
         runner = web.AppRunner(make_app(service, source, synced=lambda: source.synced), access_log=None)
         await runner.setup()
         await web.TCPSite(runner, address, port).start()
-        log.info("extender server: profile %s, plugins on http://%s:%d/{filter,prioritize,bind}",
+        log.info("extender server: profile %s, plugins on http://%s:%d/{filter,prioritize,preempt,bind}",
                  service.fwk.profile_name, address, port)
         await stop.wait()
         return 0

@@ -11,6 +11,10 @@ that the server's own informers keep:
 - prioritize: PreFilter, BeforeScore and the Score plugins' weighted sum, mapped linearly from
   ``0..100 * sum(weights)`` onto the protocol's ``0..10`` (kube-scheduler scales it back by the
   extender's weight).
+- preempt: the candidates kube-scheduler's own dry run found (victims as UIDs, or as whole pods) are
+  kept only where the pod passes this profile's PreFilter and Filter plugins with the victims taken off
+  the node; the victims kept are the ones sent (``ExtenderPreemptionResult.NodeNameToMetaVictims``). A
+  victim the cache does not hold is already gone and frees nothing more.
 - bind: the Binding subresource, through the cluster source.
 
 A malformed request gets an ``Error`` naming the field, never a traceback.
@@ -29,7 +33,7 @@ from apis.core.types import ObjectMeta, Pod
 from koord_scheduler.framework.cycle_state import CycleState
 from koord_scheduler.framework.diagnosis import Diagnosis
 from koord_scheduler.framework.runtime import Framework, PluginCycleError
-from koord_scheduler.framework.snapshot import ClusterSnapshot
+from koord_scheduler.framework.snapshot import ClusterSnapshot, NodeInfo
 from koord_scheduler.framework.status import Code, Status
 from koord_scheduler.scheduler.extenders.wire import MAX_EXTENDER_PRIORITY
 
@@ -143,6 +147,75 @@ class ExtenderService:
             for pos, total in zip(positions.tolist(), totals.tolist(), strict=True):
                 scores[self.snapshot.info(pos).name] = protocol_score(int(total), self.max_total)
         return [{"Host": n, "Score": s} for n, s in scores.items()]
+
+
+    def preempt(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        """An ``ExtenderPreemptionResult``. Raises :class:`RequestError` for a malformed request and
+        :class:`PluginCycleError` when a plugin fails."""
+        pod = request_pod(body)
+        candidates = request_victims(body)
+        kept: dict[str, Any] = {}
+        state = CycleState()
+        pod, pre_result, status = self.fwk.run_pre_filter(state, pod)
+        if not status.is_success:
+            return {"NodeNameToMetaVictims": kept}
+        allowed = pre_result.node_names if pre_result is not None else None
+        for node, (uids, violations) in candidates.items():
+            info = self.snapshot.node_info(node)
+            if info is None or (allowed is not None and node not in allowed):
+                continue
+            if self._fits_without(state, pod, info, uids):
+                kept[node] = {"Pods": [{"UID": u} for u in uids], "NumPDBViolations": violations}
+        return {"NodeNameToMetaVictims": kept}
+
+    def _fits_without(self, state: CycleState, pod: Pod, info: NodeInfo, uids: list[str]) -> bool:
+        """The Filter plugins pass ``pod`` on the node with the pods of ``uids`` taken off (put back after)."""
+        wanted = set(uids)
+        victims = [p for p in info.pods.values() if p.uid in wanted]
+        trial = state.clone()
+        removed: list[Pod] = []
+        try:
+            for victim in victims:
+                self.snapshot.remove_pod(victim)
+                removed.append(victim)
+                for plugin in self.fwk.pre_filter_plugins:
+                    extensions = plugin.pre_filter_extensions()
+                    if extensions is not None and plugin.name not in trial.skip_filter:
+                        extensions.remove_pod(trial, pod, victim, info)
+            positions = np.array([info.position], dtype=np.intp)
+            return len(self.fwk.filter_nodes_uncached(trial, pod, positions, Diagnosis(num_all_nodes=1))) == 1
+        finally:
+            for victim in removed:
+                self.snapshot.add_pod(victim)
+
+
+def request_victims(body: Mapping[str, Any]) -> dict[str, tuple[list[str], int]]:
+    """node -> (victim UIDs, PDB violations) of an ``ExtenderPreemptionArgs``: ``NodeNameToMetaVictims``
+    (UIDs) when given, else ``NodeNameToVictims`` (whole pods)."""
+    meta = _get(body, "NodeNameToMetaVictims")
+    key, source = ("NodeNameToMetaVictims", meta) if meta else ("NodeNameToVictims", _get(body, "NodeNameToVictims"))
+    if source is None:
+        return {}
+    if not isinstance(source, Mapping):
+        raise RequestError(f"{key}: expected a JSON object")
+    out: dict[str, tuple[list[str], int]] = {}
+    for node, entry in source.items():
+        what = f"{key}[{node!r}]"
+        pods = _get(entry, "Pods") if isinstance(entry, Mapping) else None
+        if not isinstance(pods, list):
+            raise RequestError(f"{what}.Pods: expected a list")
+        uids = []
+        for j, victim in enumerate(pods):
+            holder = _get(victim, "metadata") if meta is None and isinstance(victim, Mapping) else victim
+            uid = _get(holder, "uid" if meta is None else "UID") if isinstance(holder, Mapping) else None
+            if not isinstance(uid, str):
+                raise RequestError(f"{what}.Pods[{j}]: no UID")
+            uids.append(uid)
+        violations = _get(entry, "NumPDBViolations") or 0
+        if isinstance(violations, bool) or not isinstance(violations, int):
+            raise RequestError(f"{what}.NumPDBViolations: expected an integer")
+        out[str(node)] = (uids, violations)
+    return out
 
 
 def protocol_score(total: int, max_total: int) -> int:

@@ -29,8 +29,8 @@ NODES = [
     make_node("full").capacity(cpu="4", memory="16Gi", pods=110).build(),
 ]
 RUNNING = [
-    make_pod("busy").req(cpu="4", memory="1Gi").node("half").build(),
-    make_pod("filler").req(cpu="3", memory="1Gi").node("full").build(),
+    make_pod("busy").uid("uid-busy").req(cpu="4", memory="1Gi").node("half").build(),
+    make_pod("filler").uid("uid-filler").req(cpu="3", memory="1Gi").node("full").build(),
 ]
 POD = make_pod("p").uid("uid-p").req(cpu="2", memory="1Gi").build()
 
@@ -84,6 +84,33 @@ async def test_bind_binds_through_the_cluster_source(server: tuple[str, MemoryCl
     ext = client(url, bindVerb="bind")
     await asyncio.to_thread(ext.bind, POD, "big")
     assert cluster.pods[POD.key].node_name == "big"
+
+
+@pytest.mark.parametrize("cache_capable", [True, False], ids=["uids", "whole-pods"])
+async def test_preempt_keeps_the_candidates_where_the_profile_fits_the_pod(
+    server: tuple[str, MemoryCluster], cache_capable: bool
+) -> None:
+    url, _ = server
+    ext = client(url, preemptVerb="preempt", nodeCacheCapable=cache_capable)
+    busy, filler = RUNNING
+    # full: 4 cpu, filler takes 3; without it the 2-cpu pod fits. small: 1 cpu, the pod never fits there
+    # (the victim named is not even on it). half fits anyway; its victims and violations come back as sent.
+    victims = {"full": [filler], "small": [filler], "half": [busy]}
+    got = await asyncio.to_thread(ext.process_preemption, POD, victims, {"full": 0, "small": 0, "half": 2})
+    assert got == {"full": (("uid-filler",), 0), "half": (("uid-busy",), 2)}
+
+
+async def test_malformed_preempt_request_is_a_bad_request(server: tuple[str, MemoryCluster]) -> None:
+    import aiohttp
+
+    url, _ = server
+    from koord_scheduler.scheduler.extenders.wire import encode_pod
+
+    bad = {"Pod": encode_pod(POD), "NodeNameToMetaVictims": {"full": {"Pods": [{}]}}}
+    async with aiohttp.ClientSession() as session, session.post(f"{url}/preempt", json=bad) as resp:
+        text = await resp.text()
+    assert resp.status == 400
+    assert text == "bad ExtenderPreemptionArgs: NodeNameToMetaVictims['full'].Pods[0]: no UID"
 
 
 async def test_malformed_request_gets_an_error_field(server: tuple[str, MemoryCluster]) -> None:
