@@ -192,6 +192,25 @@ class GangCache:
     def waiting_in_group(self, spec: GangSpec) -> list[str]:
         return sorted(k for gang in self.members(spec) for k in gang.waiting)
 
+    def report_rows(self) -> list[dict[str, object]]:
+        """One row per gang, by id (``simulate``'s gangs table)."""
+        rows: list[dict[str, object]] = []
+        for gang_id in sorted(self.gangs):
+            gang = self.gangs[gang_id]
+            spec = gang.spec
+            rows.append(
+                {
+                    "gang": gang_id,
+                    "minMember": spec.min_member if spec else None,
+                    "mode": spec.mode if spec else None,
+                    "group": spec.group_id if spec else None,
+                    "children": len(gang.children),
+                    "bound": len([k for k, p in gang.children.items() if p.node_name]),
+                    "problem": gang.not_ready,
+                }
+            )
+        return rows
+
 
 def gang_valid_for_permit(policy: str, min_member: int, waiting: int, bound: int, once_satisfied: bool) -> bool:
     """only-waiting: waiting ≥ min; waiting-and-running: waiting + bound ≥ min; once-satisfied (default):

@@ -30,7 +30,6 @@ members until their waiting time rather than rejecting them, so ``waiting-time``
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
@@ -72,6 +71,7 @@ from koord_scheduler.framework.types import (
 from koord_scheduler.framework.waiting_pods import WaitingPod
 from koord_scheduler.plugins import names
 from koord_scheduler.plugins.coscheduling import preemption_policy
+from koord_scheduler.plugins.coscheduling.events import PodEvents
 from koord_scheduler.plugins.coscheduling.gang_cache import Gang, GangCache, Round
 from koord_scheduler.plugins.coscheduling.job_preemption import JobPreemption, Preemptor
 from koord_scheduler.plugins.coscheduling.messages import (
@@ -146,10 +146,8 @@ class Coscheduling:
         self.round_spec: GangSpec | None = None
         self._pod_errors: dict[str, str] = {}
         """Pod key -> why the pod's own gang annotations are unusable."""
-        self._evented: dict[str, str] = {}
-        """Pod key -> the message of the last Event the plugin recorded on it (no repeats)."""
+        self._events = PodEvents(handle)
         self._ready_groups: set[str] = set()
-        self._tasks: set[asyncio.Task[None]] = set()
         self.job_preemption = JobPreemption(handle)
 
     def start(self) -> None:
@@ -179,7 +177,7 @@ class Coscheduling:
         if new_ref is None or new is None:
             if old is not None:
                 self._pod_errors.pop(old.key, None)
-                self._evented.pop(old.key, None)
+                self._events.forget(old.key)
             if old_ref is not None and old_ref.gang_id not in self.cache.gangs:
                 self._ready_groups = {g for g in self._ready_groups if g in self.cache.groups}
             return
@@ -192,7 +190,7 @@ class Coscheduling:
         reason = self._gate_reason(new, new_ref)
         if reason:
             invalid = new.key in self._pod_errors or gang.spec is None
-            self._event(new, EVENT_REASON_INVALID if invalid else EVENT_REASON_WAITING, reason, warning=invalid)
+            self._events.record(new, EVENT_REASON_INVALID if invalid else EVENT_REASON_WAITING, reason, warning=invalid)
 
     def _check_pod_spec(self, ref: GangRef, pod: Pod, gang: Gang) -> None:
         if ref.from_pod_group:
@@ -479,50 +477,8 @@ class Coscheduling:
 
     # ----- reporting -----
 
-    def _event(self, pod: Pod, reason: str, message: str, *, warning: bool) -> None:
-        if self._evented.get(pod.key) == message:
-            return
-        self._evented[pod.key] = message
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            return
-        coro = self.handle.cluster.record_event(
-            None,
-            pod.name,
-            namespace=pod.namespace,
-            type="Warning" if warning else "Normal",
-            reason=reason,
-            message=message,
-        )
-        task = loop.create_task(self._send(coro, pod.key))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    @staticmethod
-    async def _send(coro: Any, key: str) -> None:
-        try:
-            await coro
-        except Exception as exc:  # an Event is best effort
-            log.warning("recording a gang event on pod %s failed: %s", key, exc)
-
     def simulation_report(self) -> tuple[str, list[dict[str, Any]]]:
-        rows = []
-        for gang_id in sorted(self.cache.gangs):
-            gang = self.cache.gangs[gang_id]
-            spec = gang.spec
-            rows.append(
-                {
-                    "gang": gang_id,
-                    "minMember": spec.min_member if spec else None,
-                    "mode": spec.mode if spec else None,
-                    "group": spec.group_id if spec else None,
-                    "children": len(gang.children),
-                    "bound": len([k for k, p in gang.children.items() if p.node_name]),
-                    "problem": gang.not_ready,
-                }
-            )
-        return "gangs", rows
+        return "gangs", self.cache.report_rows()
 
 
 def new(args: CoschedulingArgs | None, handle: FrameworkHandle) -> Coscheduling:
