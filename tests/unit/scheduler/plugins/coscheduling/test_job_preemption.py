@@ -137,3 +137,19 @@ async def test_only_the_victims_needed_are_preempted() -> None:
     r = await run(*objects, pod("high", 100, cpu="2"))
     assert r.placements["high"] == ("n0", "")
     assert survivors(r, "a", "b") == {"a"}
+
+
+async def test_members_waiting_at_permit_are_released_and_the_gang_binds_after_preemption() -> None:
+    """g0 and g1 take the free nodes and wait at Permit; g2 fits nowhere. The job (g2 pending, g0 and g1
+    waiting) preempts low on n2 for g2 only; the waiting members are released with their nodes kept as
+    nominations, and the whole gang binds."""
+    objects = [node("n0"), node("n1"), node("n2"), pod("low", 0, node_name="n2")]
+    objects += [pod(f"g{i}", 100, gang="g", min_available=3) for i in range(3)]
+    r = await run(*objects)
+    assert r.bound() >= {"g0", "g1", "g2"}
+    assert survivors(r, "low") == set()
+    records = r.result.extra_sections["JobPreemptions"]
+    assert [(x["preemptor"], x["trigger"], x["nominations"], x["victims"]) for x in records] == [
+        ("default/g", "default/g2", {"default/g2": "n2"}, ["default/low"])
+    ]
+    assert r.placements["g2"][0] == "n2"
