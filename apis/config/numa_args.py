@@ -5,8 +5,8 @@ Koordinator's defaults: ``defaultCPUBindPolicy: FullPCPUs``; ``scoringStrategy``
 the code says LeastAllocated; the code wins). A ``MostAllocated`` NUMA scoring strategy also makes
 MostAllocated the NUMA allocate strategy of nodes without the ``numa-allocate-strategy`` label.
 
-NUMA-level scoring (the score over the NUMA nodes a pod is aligned to) is not implemented: a
-``numaScoringStrategy`` whose resources differ from the default is refused at load rather than ignored.
+``numaScoringStrategy`` scores the NUMA node sets a pod could use (its topology hints) under a NUMA
+topology policy; ``scoringStrategy`` scores the node, over the NUMA nodes the pod gets when it gets any.
 """
 
 from __future__ import annotations
@@ -72,12 +72,4 @@ class NodeNUMAResourceArgs(ArgsModel):
                             f"resource weight of {resource.name} not in valid range (0, 100]",
                         )
                     )
-        if self.numa_scoring_strategy.resources != _DEFAULT_WEIGHTS:
-            errors.append(
-                invalid(
-                    join_path(join_path(path, "numaScoringStrategy"), "resources"),
-                    [f"{r.name}:{r.weight}" for r in self.numa_scoring_strategy.resources],
-                    "not implemented by pykoord (NUMA-level scoring); only the default cpu:1, memory:1 is accepted",
-                )
-            )
         return errors

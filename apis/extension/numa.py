@@ -207,6 +207,23 @@ def resource_status_of(annotations: Mapping[str, str], owner: str = "pod") -> Re
     return ResourceStatus(cpuset, tuple(numa))
 
 
+NUMA_EXCLUSIVE_VALUES = ("", "Preferred", "Required")
+
+
+def numa_exclusive_of(annotations: Mapping[str, str], owner: str = "pod") -> str:
+    """``singleNUMANodeExclusive`` of the numa-topology-spec: ``""``, ``Preferred`` or ``Required``."""
+    key = ANNOTATION_NUMA_TOPOLOGY_SPEC
+    body = _load_object(annotations, key, owner)
+    if body is None:
+        return ""
+    value = _string_field(body, "singleNUMANodeExclusive", key, owner)
+    if value not in NUMA_EXCLUSIVE_VALUES:
+        raise AnnotationError(
+            f"{owner}: annotation {key} field singleNUMANodeExclusive: unsupported value {value!r}"
+        )
+    return value
+
+
 def numa_topology_policy_of(annotations: Mapping[str, str], owner: str = "pod") -> NUMATopologyPolicy:
     key = ANNOTATION_NUMA_TOPOLOGY_SPEC
     body = _load_object(annotations, key, owner)

@@ -15,7 +15,7 @@ more free first under LeastAllocated, fewer free first under MostAllocated; ties
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from apis.extension.numa import CPUBindPolicy, CPUExclusivePolicy, NUMAAllocateStrategy
 from koord_scheduler.plugins.nodenumaresource.topology import CPUTopology
@@ -324,3 +324,30 @@ def allocate_cpus(
     if request.required and not satisfies_required_policy(topo, result, request.bind_policy):
         raise AllocationError(ERR_REQUIRED_POLICY)
     return result
+
+
+def allocate_cpus_in_numa(
+    topo: CPUTopology,
+    available: frozenset[int],
+    held_exclusive: Mapping[int, CPUExclusivePolicy],
+    request: AllocationRequest,
+    per_numa: Mapping[int, int],
+) -> tuple[int, ...]:
+    """``allocateCPUSet`` with NUMA resources assigned: each NUMA node gives its share of CPUs
+    (``per_numa``, a count) from its own available CPUs, and every CPU must come from them."""
+    if request.required:
+        available = filter_by_required_policy(topo, available, request.bind_policy)
+    if len(available) < request.num_cpus:
+        raise AllocationError(ERR_NOT_ENOUGH_CPUS)
+    result: list[int] = []
+    for numa in sorted(per_numa):
+        inside = frozenset(c for c in available if topo.cpus[c].node == numa)
+        wanted = min(per_numa[numa], len(inside))
+        if wanted > 0:
+            result.extend(take_cpus(topo, inside, held_exclusive, replace(request, num_cpus=wanted)))
+    if len(result) != request.num_cpus:
+        raise AllocationError(ERR_NOT_ENOUGH_CPUS)
+    cpus = tuple(sorted(result))
+    if request.required and not satisfies_required_policy(topo, cpus, request.bind_policy):
+        raise AllocationError(ERR_REQUIRED_POLICY)
+    return cpus

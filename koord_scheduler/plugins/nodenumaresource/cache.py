@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from apis.extension.numa import CPUExclusivePolicy
+from koord_scheduler.plugins.nodenumaresource.topology import CPUTopology
+from koord_scheduler.plugins.nodenumaresource.topology_manager import NUMANodeStatus
 
 
 @dataclass(slots=True)
@@ -12,6 +15,8 @@ class Holding:
     cpus: frozenset[int]
     exclusive: CPUExclusivePolicy
     pod_key: str
+    numa: Mapping[int, Mapping[str, int]] = field(default_factory=dict)
+    """The pod's share of each NUMA node (``numaNodeResources``), in scheduler amounts."""
 
 
 class NodeAllocations:
@@ -47,3 +52,28 @@ class NodeAllocations:
 
     def rows(self) -> list[tuple[str, str, frozenset[int]]]:
         return sorted((node, h.pod_key, h.cpus) for node, pods in self._by_node.items() for h in pods.values())
+
+    def numa_allocated(self, node: str) -> dict[int, dict[str, int]]:
+        """What bound and assumed pods hold of each NUMA node."""
+        total: dict[int, dict[str, int]] = {}
+        for holding in self._by_node.get(node, {}).values():
+            for numa, amounts in holding.numa.items():
+                row = total.setdefault(numa, {})
+                for name, amount in amounts.items():
+                    row[name] = row.get(name, 0) + amount
+        return total
+
+    def numa_status(self, node: str, topology: CPUTopology) -> dict[int, NUMANodeStatus]:
+        """``GetAllNUMANodeStatus``: a NUMA node is ``single`` when only single-NUMA cpusets use it,
+        ``shared`` when a cpuset spanning several NUMA nodes does, else ``idle`` (cpusets only)."""
+        single: set[int] = set()
+        shared: set[int] = set()
+        for holding in self._by_node.get(node, {}).values():
+            used = {topology.cpus[c].node for c in holding.cpus if c in topology.cpus}
+            if len(used) > 1:
+                shared |= used
+            elif used:
+                single |= used
+        statuses = dict.fromkeys(single, NUMANodeStatus.SINGLE)
+        statuses.update(dict.fromkeys(shared, NUMANodeStatus.SHARED))
+        return statuses

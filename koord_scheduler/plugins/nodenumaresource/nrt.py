@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from apis.core.quantity import to_amount
+from apis.core.types import CPU
 from apis.extension.constants import ANNOTATION_NODE_RESERVATION
 from apis.extension.numa import (
     ANNOTATION_KUBELET_CPU_MANAGER_POLICY,
@@ -46,6 +48,13 @@ class NodeTopologyRecord:
     full_pcpus_only: bool
     """kubelet ``static`` with ``full-pcpus-only=true``: the node behaves as ``FullPCPUsOnly``."""
     numa_policy: NUMATopologyPolicy
+    numa_resources: Mapping[int, Mapping[str, int]] = field(default_factory=dict)
+    """Allocatable per NUMA node from the ``Node`` zones (``node-<id>``), cpu reduced by the reserved CPUs
+    inside the zone (``extractNUMANodeResources``)."""
+
+    @property
+    def numa_nodes(self) -> list[int]:
+        return sorted(self.numa_resources)
 
 
 def _json_annotation(annotations: Mapping[str, str], key: str, owner: str) -> Any:
@@ -100,7 +109,38 @@ def parse_node_resource_topology(obj: Mapping[str, Any]) -> NodeTopologyRecord:
     numa_policy = NUMATopologyPolicy.NONE
     if isinstance(policies, list) and policies:
         numa_policy = _KUBELET_POLICIES.get(str(policies[0]), NUMATopologyPolicy.NONE)
-    return NodeTopologyRecord(name, topology, frozenset(reserved), static, full_only, numa_policy)
+    zones = _numa_zones(obj.get("zones"), owner)
+    for node, amounts in zones.items():
+        if amounts.get(CPU):
+            inside = sum(1 for cpu in reserved if cpu in topology.cpus and topology.cpus[cpu].node == node)
+            amounts[CPU] = max(0, amounts[CPU] - inside * 1000)
+    return NodeTopologyRecord(name, topology, frozenset(reserved), static, full_only, numa_policy, zones)
+
+
+def _numa_zones(zones: Any, owner: str) -> dict[int, dict[str, int]]:
+    """Zones of type ``Node`` named ``node-<id>``; others are skipped as Koordinator skips them."""
+    result: dict[int, dict[str, int]] = {}
+    if not isinstance(zones, list):
+        return result
+    for i, zone in enumerate(zones):
+        if not isinstance(zone, Mapping) or zone.get("type") != "Node":
+            continue
+        parts = str(zone.get("name", "")).split("node-")
+        if len(parts) != 2 or not parts[1].isdigit():
+            continue
+        amounts: dict[str, int] = {}
+        for resource in zone.get("resources") or []:
+            if not isinstance(resource, Mapping) or "name" not in resource:
+                continue
+            resource_name = str(resource["name"])
+            try:
+                amounts[resource_name] = to_amount(resource_name, resource.get("allocatable", 0))
+            except (ValueError, TypeError) as exc:
+                raise AnnotationError(
+                    f"{owner}: zones[{i}].resources {resource_name} allocatable is not a quantity: {exc}"
+                ) from None
+        result[int(parts[1])] = amounts
+    return result
 
 
 NODE_RESOURCE_TOPOLOGY_KIND = ObjectKind(

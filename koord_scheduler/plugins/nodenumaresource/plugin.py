@@ -6,40 +6,41 @@ Filter rejects nodes that cannot give the required policy; Score is Koordinator'
 LeastAllocated/MostAllocated; Reserve assumes the CPUs; PreBind writes
 ``scheduling.koordinator.sh/resource-status``.
 
-Not implemented: NUMA topology policies (a node whose label or NRT asks for BestEffort, Restricted or
-SingleNUMANode rejects pods with a reason saying so), NUMA-level scoring, Reservation-owned CPUs, and
-``maxRefCount`` above one.
+NUMA topology policies (node label ``numa-topology-policy``, the NRT's kubelet policy, or the pod's
+``numa-topology-spec``): SingleNUMANode and Restricted are admitted in Filter, BestEffort in Reserve, by
+:mod:`.numa_step`; the pod then gets a share of each NUMA node of its affinity (``numaNodeResources`` in
+resource-status) and its bound CPUs from those NUMA nodes. DeviceShare gives no NUMA hints, so GPUs are
+not aligned with CPUs and memory.
+
+Not implemented: Reservation-owned CPUs and ``maxRefCount`` above one.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
 
 from apis.config.numa_args import MOST_ALLOCATED, NodeNUMAResourceArgs
+from apis.core.quantity import format_quantity
 from apis.core.types import CPU, MEMORY, Pod
 from apis.extension.constants import LABEL_POD_QOS
 from apis.extension.numa import (
     ANNOTATION_NUMA_TOPOLOGY_SPEC,
     ANNOTATION_RESOURCE_SPEC,
     ANNOTATION_RESOURCE_STATUS,
-    LABEL_NODE_CPU_BIND_POLICY,
-    LABEL_NODE_NUMA_TOPOLOGY_POLICY,
     AnnotationError,
     CPUBindPolicy,
     CPUExclusivePolicy,
     NodeCPUBindPolicy,
     NUMAAllocateStrategy,
+    NUMANodeResource,
     NUMATopologyPolicy,
     ResourceSpec,
     ResourceStatus,
     format_cpuset,
-    parse_cpuset,
-    resource_spec_of,
-    resource_status_of,
 )
 from koord_scheduler.framework.cycle_state import CycleState, StateKey
 from koord_scheduler.framework.handle import ClusterClient
@@ -63,12 +64,13 @@ from koord_scheduler.plugins.nodenumaresource import policy
 from koord_scheduler.plugins.nodenumaresource.allocation import AllocationError, AllocationRequest, allocate_cpus
 from koord_scheduler.plugins.nodenumaresource.cache import Holding, NodeAllocations
 from koord_scheduler.plugins.nodenumaresource.nrt import NODE_RESOURCE_TOPOLOGY_KIND, NodeTopologyRecord
+from koord_scheduler.plugins.nodenumaresource.numa_placement import ERR_MISSING_NUMA
+from koord_scheduler.plugins.nodenumaresource.numa_step import NUMAContext, NUMAPolicyStep
+from koord_scheduler.plugins.nodenumaresource.special_nodes import SpecialNodes
 from koord_scheduler.plugins.resource_scoring import ScoredResource, gather, scored_resources
 
 NAME = names.NODE_NUMA_RESOURCE
 ARGS = NodeNUMAResourceArgs
-
-ERR_NUMA_POLICY_UNSUPPORTED = "node(s) NUMA topology policy {} is not supported by this scheduler"
 
 SimulationReporter = Callable[[], tuple[str, list[dict[str, Any]]]]
 
@@ -102,6 +104,7 @@ class ReservedCPUs:
     cpus: tuple[int, ...]
     bind_policy: CPUBindPolicy
     required: bool
+    numa: dict[int, dict[str, int]] = field(default_factory=dict)
 
 
 _NO_SPEC = ResourceSpec()
@@ -117,6 +120,7 @@ class NodeNUMAResource:
     def __init__(self, args: NodeNUMAResourceArgs, snapshot: ClusterSnapshot, cluster: ClusterClient) -> None:
         self._snapshot = snapshot
         self._cluster = cluster
+        self.allocations = NodeAllocations()
         self._default_policy = CPUBindPolicy(args.default_cpu_bind_policy)
         self._default_strategy = (
             NUMAAllocateStrategy.MOST_ALLOCATED
@@ -130,15 +134,16 @@ class NodeNUMAResource:
             scoring.most_allocated_row if args.scoring_strategy.type == MOST_ALLOCATED else scoring.least_allocated_row
         )
         self._resources = tuple((r.name, r.weight) for r in args.scoring_strategy.resources if r.name in (CPU, MEMORY))
+        numa_most = args.numa_scoring_strategy.type == MOST_ALLOCATED
+        self._numa = NUMAPolicyStep(
+            self.allocations,
+            scoring.most_allocated_row if numa_most else scoring.least_allocated_row,
+            tuple((r.name, r.weight) for r in args.numa_scoring_strategy.resources),
+            self._row_scorer,
+            self._resources,
+        )
         self._topologies: dict[str, NodeTopologyRecord] = {}
-        self.allocations = NodeAllocations()
-        self._special: set[int] = set()
-        """Positions of nodes that matter to pods not asking for bound CPUs: labelled ``cpu-bind-policy`` or
-        ``numa-topology-policy``, or whose NRT says kubelet full-pcpus-only or a NUMA policy."""
-        self._special_version = -1
-        self._topology_changed = False
-        self._checked_nodes: dict[int, object] = {}
-        """Position → the Node object last classified there (a pod change leaves it the same object)."""
+        self._special_nodes = SpecialNodes(snapshot, self._topologies)
         self._no_bind: dict[int, policy.PodCPURequest] = {}
 
     def sign_pod(self, pod: Pod) -> Hashable:
@@ -156,38 +161,9 @@ class NodeNUMAResource:
             annotations.get(ANNOTATION_NUMA_TOPOLOGY_SPEC),
         )
 
-    def _sync_special_nodes(self) -> None:
-        """Bring :attr:`_special` up to date with the nodes the snapshot changed since the last look."""
-        snap = self._snapshot
-        if snap.version == self._special_version:
-            return
-        changed = snap.changed_since(self._special_version) if self._special_version >= 0 else None
-        if changed is None:
-            self._special.clear()
-            self._checked_nodes.clear()
-            positions = [info.position for info in snap.iter_nodes()]
-        else:
-            positions = changed.tolist()
-        checked = self._checked_nodes
-        for pos in positions:
-            node = snap.info(pos).node
-            if checked.get(pos) is node and not self._topology_changed:
-                continue
-            checked[pos] = node
-            record = self._topologies.get(node.name) if node is not None else None
-            special = node is not None and (
-                LABEL_NODE_CPU_BIND_POLICY in node.labels
-                or LABEL_NODE_NUMA_TOPOLOGY_POLICY in node.labels
-                or (
-                    record is not None and (record.full_pcpus_only or record.numa_policy is not NUMATopologyPolicy.NONE)
-                )
-            )
-            if special:
-                self._special.add(pos)
-            else:
-                self._special.discard(pos)
-        self._special_version = snap.version
-        self._topology_changed = False
+    @property
+    def _special(self) -> set[int]:
+        return self._special_nodes.positions
 
     # ----- informers -----
 
@@ -198,7 +174,7 @@ class NodeNUMAResource:
             self._topologies.pop(name, None)
         else:
             self._topologies[name] = record
-        self._topology_changed = True
+        self._special_nodes.topology_changed = True
         self._touch(name)
 
     def on_pod(self, event: EventType, old: Any, new: Any) -> None:
@@ -218,15 +194,10 @@ class NodeNUMAResource:
             # Pending, or between PreBind's patch and the binding: what Reserve assumed stays until
             # Unreserve or the forget-pod handler gives it back.
             return
-        try:
-            status = resource_status_of(pod.meta.annotations, f"pod {pod.key}")
-            spec = resource_spec_of(pod.meta.annotations, f"pod {pod.key}")
-        except AnnotationError:
+        holding = policy.holding_of(pod)
+        if holding is None:
             return
-        if not status.cpuset:
-            return
-        exclusive = policy.exclusive_policy(spec.preferred_cpu_exclusive_policy)
-        self.allocations.hold(pod.node_name, pod.key, Holding(parse_cpuset(status.cpuset), exclusive, pod.key))
+        self.allocations.hold(pod.node_name, pod.key, holding)
         self._touch(pod.node_name)
 
     def on_forget_pod(self, pod: Pod) -> None:
@@ -251,7 +222,7 @@ class NodeNUMAResource:
         ):
             # No bound CPUs asked for: only labelled nodes (bind or NUMA policy) can say no. Without any,
             # Filter has nothing to do; Score still runs.
-            self._sync_special_nodes()
+            self._special_nodes.sync()
             milli = pod.requests.get(CPU, 0)
             request = self._no_bind.get(milli)
             if request is None:
@@ -307,27 +278,30 @@ class NodeNUMAResource:
         numa = numa if numa is not NUMATopologyPolicy.NONE else request.numa_policy
         node_policy = policy.node_bind_policy(node.labels, record.full_pcpus_only if record else False)
         bind = request.request_bind or (request.milli_cpu > 0 and node_policy is not NodeCPUBindPolicy.NONE)
-        if numa is not NUMATopologyPolicy.NONE:
-            return unresolvable(ERR_NUMA_POLICY_UNSUPPORTED.format(numa.value))
-        if not bind:
-            return success()
-        if request.milli_cpu % 1000:
-            return unresolvable(policy.ERR_NOT_INTEGER)
-        alloc = self._allocation_request(request, node_policy, node.labels)
-        if isinstance(alloc, Status):
-            return alloc
-        if record is None:
-            return unresolvable(policy.ERR_TOPOLOGY_NOT_FOUND)
-        if not record.topology.valid:
-            return unresolvable(policy.ERR_INVALID_TOPOLOGY)
-        full = alloc.bind_policy is CPUBindPolicy.FULL_PCPUS
-        if alloc.required and full and alloc.num_cpus % record.topology.cpus_per_core:
-            return unresolvable(policy.ERR_NOT_MULTIPLE_OF_CORE)
-        if alloc.required:
-            try:
-                self._allocate(node.name, record, alloc)
-            except AllocationError as exc:
-                return unschedulable(str(exc))
+        alloc: AllocationRequest | None = None
+        if bind:
+            if request.milli_cpu % 1000:
+                return unresolvable(policy.ERR_NOT_INTEGER)
+            checked = self._allocation_request(request, node_policy, node.labels)
+            if isinstance(checked, Status):
+                return checked
+            alloc = checked
+            if record is None:
+                return unresolvable(policy.ERR_TOPOLOGY_NOT_FOUND)
+            if not record.topology.valid:
+                return unresolvable(policy.ERR_INVALID_TOPOLOGY)
+            full = alloc.bind_policy is CPUBindPolicy.FULL_PCPUS
+            if alloc.required and full and alloc.num_cpus % record.topology.cpus_per_core:
+                return unresolvable(policy.ERR_NOT_MULTIPLE_OF_CORE)
+            if alloc.required and numa is NUMATopologyPolicy.NONE:
+                try:
+                    self._allocate(node.name, record, alloc)
+                except AllocationError as exc:
+                    return unschedulable(str(exc))
+        if numa in (NUMATopologyPolicy.SINGLE_NUMA_NODE, NUMATopologyPolicy.RESTRICTED):
+            if record is None or not record.numa_resources:
+                return unresolvable(ERR_MISSING_NUMA)
+            return self._numa.admit(state, NUMAContext(pod, node.name, record, numa, request, alloc))
         return success()
 
     def _allocation_request(
@@ -364,9 +338,40 @@ class NodeNUMAResource:
         if not resources:
             return np.zeros(len(positions), dtype=np.int64)
         requested, allocatable = gather(snapshot, positions, resources)
-        return self._scorer(requested, allocatable, np.array([r.weight for r in resources], dtype=np.int64))
+        scores = self._scorer(requested, allocatable, np.array([r.weight for r in resources], dtype=np.int64))
+        pre = state.get(PRE_FILTER_KEY)
+        if pre is not None and (self._special or pre.request.numa_policy is not NUMATopologyPolicy.NONE):
+            for i, pos in enumerate(positions.tolist()):
+                if pos in self._special or pre.request.numa_policy is not NUMATopologyPolicy.NONE:
+                    numa_score = self._numa_score(state, pod, snapshot.info(pos))
+                    if numa_score is not None:
+                        scores[i] = numa_score
+        return scores
+
+    def _numa_score(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> int | None:
+        """The score under the node's (or the pod's) NUMA policy, or None where none applies."""
+        pre = state.get(PRE_FILTER_KEY)
+        node = node_info.node
+        if pre is None or node is None:
+            return None
+        request = pre.request
+        record = self._topologies.get(node.name)
+        numa = self._numa_policy(node.labels, record, request)
+        if numa is NUMATopologyPolicy.NONE or record is None:
+            return None
+        node_policy = policy.node_bind_policy(node.labels, record.full_pcpus_only)
+        alloc: AllocationRequest | None = None
+        if request.request_bind or (request.milli_cpu > 0 and node_policy is not NodeCPUBindPolicy.NONE):
+            checked = self._allocation_request(request, node_policy, node.labels)
+            if isinstance(checked, Status) or not record.topology.valid:
+                return 0
+            alloc = checked
+        return self._numa.score(state, NUMAContext(pod, node.name, record, numa, request, alloc))
 
     def score(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> int:
+        numa_score = self._numa_score(state, pod, node_info)
+        if numa_score is not None:
+            return numa_score
         resources = state.get(PRE_SCORE_KEY) or self._scored(pod, self._snapshot)
         snap, pos = self._snapshot, node_info.position
         used = [
@@ -395,26 +400,61 @@ class NodeNUMAResource:
         if pre is None or info is None or info.node is None:
             return success()
         request = pre.request
-        if not request.request_bind and info.position not in self._special:
+        if (
+            not request.request_bind
+            and request.numa_policy is NUMATopologyPolicy.NONE
+            and info.position not in self._special
+        ):
             return success()
         node = info.node
         record = self._topologies.get(node_name)
         node_policy = policy.node_bind_policy(node.labels, record.full_pcpus_only if record else False)
-        if not (request.request_bind or (request.milli_cpu > 0 and node_policy is not NodeCPUBindPolicy.NONE)):
+        numa = self._numa_policy(node.labels, record, request)
+        bind = request.request_bind or (request.milli_cpu > 0 and node_policy is not NodeCPUBindPolicy.NONE)
+        if not bind and numa is NUMATopologyPolicy.NONE:
             return success()
-        alloc = self._allocation_request(request, node_policy, node.labels)
-        if isinstance(alloc, Status):
-            return alloc
-        if record is None or not record.topology.valid:
-            return error(policy.ERR_TOPOLOGY_NOT_FOUND if record is None else policy.ERR_INVALID_TOPOLOGY)
-        try:
-            cpus = self._allocate(node_name, record, alloc)
-        except AllocationError as exc:
-            return unschedulable(str(exc))
-        self.allocations.hold(node_name, pod.key, Holding(frozenset(cpus), request.exclusive, pod.key))
+        alloc: AllocationRequest | None = None
+        if bind:
+            checked = self._allocation_request(request, node_policy, node.labels)
+            if isinstance(checked, Status):
+                return checked
+            alloc = checked
+            if record is None or not record.topology.valid:
+                return error(policy.ERR_TOPOLOGY_NOT_FOUND if record is None else policy.ERR_INVALID_TOPOLOGY)
+        shares: dict[int, dict[str, int]] = {}
+        if numa is NUMATopologyPolicy.NONE:
+            assert alloc is not None and record is not None
+            try:
+                cpus = self._allocate(node_name, record, alloc)
+            except AllocationError as exc:
+                return unschedulable(str(exc))
+        else:
+            if record is None:
+                return unresolvable(ERR_MISSING_NUMA)
+            placed = self._numa.allocate(state, NUMAContext(pod, node_name, record, numa, request, alloc))
+            if isinstance(placed, Status):
+                return placed
+            cpus, shares = placed.cpus, placed.numa
+        self.allocations.hold(node_name, pod.key, Holding(frozenset(cpus), request.exclusive, pod.key, shares))
         self._touch(node_name)
-        state.write(RESERVED_KEY, ReservedCPUs(node_name, cpus, alloc.bind_policy, alloc.required))
+        state.write(
+            RESERVED_KEY,
+            ReservedCPUs(
+                node_name,
+                cpus,
+                alloc.bind_policy if alloc else CPUBindPolicy.NONE,
+                alloc.required if alloc else False,
+                shares,
+            ),
+        )
         return success()
+
+    def _numa_policy(
+        self, labels: Any, record: NodeTopologyRecord | None, request: policy.PodCPURequest
+    ) -> NUMATopologyPolicy:
+        """The node's NUMA policy, else the pod's (Filter has rejected a mismatch)."""
+        numa = policy.node_numa_policy(labels, record.numa_policy if record else NUMATopologyPolicy.NONE)
+        return numa if numa is not NUMATopologyPolicy.NONE else request.numa_policy
 
     def unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
         if state.get(RESERVED_KEY) is None:
@@ -427,12 +467,17 @@ class NodeNUMAResource:
         pre = state.get(PRE_FILTER_KEY)
         if reserved is None or pre is None:
             return success()
+        shares = tuple(
+            NUMANodeResource(node, {name: format_quantity(name, amount) for name, amount in sorted(amounts.items())})
+            for node, amounts in sorted(reserved.numa.items())
+        )
         annotations: dict[str, str | None] = {
-            ANNOTATION_RESOURCE_STATUS: ResourceStatus(format_cpuset(reserved.cpus)).to_json()
+            ANNOTATION_RESOURCE_STATUS: ResourceStatus(format_cpuset(reserved.cpus), shares).to_json()
         }
-        backfill = policy.resource_spec_backfill(pre.request.spec, reserved.bind_policy, reserved.required)
-        if backfill is not None:
-            annotations[ANNOTATION_RESOURCE_SPEC] = backfill.to_json()
+        if reserved.cpus:
+            backfill = policy.resource_spec_backfill(pre.request.spec, reserved.bind_policy, reserved.required)
+            if backfill is not None:
+                annotations[ANNOTATION_RESOURCE_SPEC] = backfill.to_json()
         await self._cluster.patch_pod_metadata(pod, annotations=annotations)
         return success()
 

@@ -6,23 +6,29 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from apis.core.quantity import to_amount
 from apis.core.types import CPU, Pod
 from apis.extension.constants import LABEL_POD_QOS
 from apis.extension.numa import (
     LABEL_NODE_CPU_BIND_POLICY,
     LABEL_NODE_NUMA_ALLOCATE_STRATEGY,
     LABEL_NODE_NUMA_TOPOLOGY_POLICY,
+    AnnotationError,
     CPUBindPolicy,
     CPUExclusivePolicy,
     NodeCPUBindPolicy,
     NUMAAllocateStrategy,
     NUMATopologyPolicy,
     ResourceSpec,
+    numa_exclusive_of,
     numa_topology_policy_of,
+    parse_cpuset,
     resource_spec_of,
+    resource_status_of,
 )
 from apis.extension.priority import PriorityClass, priority_class_with_default
 from apis.extension.qos import QoSClass, qos_class_by_name
+from koord_scheduler.plugins.nodenumaresource.cache import Holding
 
 ERR_NOT_INTEGER = "the requested CPUs must be integer"
 ERR_NUMA_POLICY_NOT_MATCH = "node(s) NUMA Topology policy not match"
@@ -62,6 +68,8 @@ class PodCPURequest:
     request_bind: bool
     """LSE/LSR prod pod with a binding policy and a whole CPU request of at least one."""
     spec: ResourceSpec
+    numa_exclusive: str = ""
+    """``singleNUMANodeExclusive`` of the pod's numa-topology-spec (``""``, Preferred, Required)."""
 
     @property
     def num_cpus(self) -> int:
@@ -73,10 +81,11 @@ def pod_cpu_request(pod: Pod, default_policy: CPUBindPolicy) -> PodCPURequest:
     owner = f"pod {pod.key}"
     spec = resource_spec_of(pod.meta.annotations, owner)
     numa_policy = numa_topology_policy_of(pod.meta.annotations, owner)
+    numa_exclusive = numa_exclusive_of(pod.meta.annotations, owner)
     milli = pod.requests.get(CPU, 0)
     exclusive = exclusive_policy(spec.preferred_cpu_exclusive_policy)
     if not allow_use_cpuset(pod):
-        return PodCPURequest(milli, CPUBindPolicy.NONE, False, exclusive, numa_policy, False, spec)
+        return PodCPURequest(milli, CPUBindPolicy.NONE, False, exclusive, numa_policy, False, spec, numa_exclusive)
     preferred = _policy(spec.preferred_cpu_bind_policy)
     if preferred in (None, CPUBindPolicy.NONE, CPUBindPolicy.DEFAULT):
         # Anything unknown (the manual's "None" included) counts as no binding, but "" and Default
@@ -88,8 +97,8 @@ def pod_cpu_request(pod: Pod, default_policy: CPUBindPolicy) -> PodCPURequest:
     required = required_raw not in (None, CPUBindPolicy.NONE)
     policy = required_raw if required and required_raw is not None else preferred
     if policy not in _BINDING:
-        return PodCPURequest(milli, CPUBindPolicy.NONE, False, exclusive, numa_policy, False, spec)
-    return PodCPURequest(milli, policy, required, exclusive, numa_policy, milli >= 1000, spec)
+        return PodCPURequest(milli, CPUBindPolicy.NONE, False, exclusive, numa_policy, False, spec, numa_exclusive)
+    return PodCPURequest(milli, policy, required, exclusive, numa_policy, milli >= 1000, spec, numa_exclusive)
 
 
 def exclusive_policy(value: str) -> CPUExclusivePolicy:
@@ -140,3 +149,24 @@ def resource_spec_backfill(spec: ResourceSpec, policy: CPUBindPolicy, required: 
     if (new_required, new_preferred) == (spec.required_cpu_bind_policy, spec.preferred_cpu_bind_policy):
         return None
     return ResourceSpec(new_required, new_preferred, spec.preferred_cpu_exclusive_policy)
+
+
+def holding_of(pod: Pod) -> Holding | None:
+    """What a bound pod holds according to its resource-status (cpuset and NUMA shares), or None when it
+    holds nothing or the annotations are malformed."""
+    try:
+        status = resource_status_of(pod.meta.annotations, f"pod {pod.key}")
+        spec = resource_spec_of(pod.meta.annotations, f"pod {pod.key}")
+    except AnnotationError:
+        return None
+    if not status.cpuset and not status.numa_node_resources:
+        return None
+    try:
+        shares = {
+            r.node: {name: to_amount(name, value) for name, value in r.resources.items()}
+            for r in status.numa_node_resources
+        }
+    except (ValueError, TypeError):
+        shares = {}
+    exclusive = exclusive_policy(spec.preferred_cpu_exclusive_policy)
+    return Holding(parse_cpuset(status.cpuset), exclusive, pod.key, shares)

@@ -88,3 +88,57 @@ def test_lsr_pod_gets_a_resource_status_cpuset(scope: Scope, tmp_path: Path) -> 
     finally:
         if proc.alive:
             proc.kill()
+
+
+def numa_zones() -> list[dict[str, Any]]:
+    """The zones koordlet reports for the topology above: 8 logical CPUs and 32Gi per NUMA node."""
+    resources = [
+        {"name": "cpu", "capacity": "8", "allocatable": "8", "available": "8"},
+        {"name": "memory", "capacity": "32Gi", "allocatable": "32Gi", "available": "32Gi"},
+    ]
+    return [{"name": f"node-{i}", "type": "Node", "resources": resources} for i in range(2)]
+
+
+def test_single_numa_node_policy_aligns_pods_and_refuses_what_spans_numa_nodes(scope: Scope, tmp_path: Path) -> None:
+    body = scope.node_body(scope.name + "-numa", cpu="16", memory="64Gi")
+    body["metadata"]["labels"]["node.koordinator.sh/numa-topology-policy"] = "SingleNUMANode"
+    node = scope.add_node_body(body)
+    scope.ok(
+        "POST",
+        NRTS,
+        {
+            "apiVersion": "topology.node.k8s.io/v1alpha1",
+            "kind": "NodeResourceTopology",
+            "metadata": {"name": node, "annotations": {"node.koordinator.sh/cpu-topology": cpu_topology()}},
+            "topologyPolicies": ["None"],
+            "zones": numa_zones(),
+        },
+    )
+    config = scheduler_config(scope)
+    config["profiles"][0]["plugins"] = {"multiPoint": {"enabled": [{"name": "NodeNUMAResource"}]}}
+    proc = SchedulerProcess.start(scope.plane, config, tmp_path)
+    try:
+        small = lsr_pod(scope, "lsr-4")
+        small["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "4", "memory": "1Gi"}}
+        big = lsr_pod(scope, "lsr-12")
+        big["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "12", "memory": "1Gi"}}
+        scope.add_pods([small])
+        scope.wait_all_bound(1, timeout=60)
+        status = json.loads(scope.pod("lsr-4")["metadata"]["annotations"][STATUS])
+        assert status == {
+            "cpuset": "0-1,8-9",
+            "numaNodeResources": [{"node": 0, "resources": {"cpu": "4", "memory": "1Gi"}}],
+        }, status
+        scope.add_pods([big])
+        wait_until(
+            lambda: any("Unaligned NUMA Hint" in e.get("note", "") for e in scope.events(reason="FailedScheduling")),
+            timeout=60,
+            what="FailedScheduling event naming the NUMA alignment",
+        )
+        assert not scope.pod("lsr-12")["spec"].get("nodeName")
+    except AssertionError:
+        print(proc.log_tail())
+        raise
+    finally:
+        if proc.alive:
+            proc.kill()

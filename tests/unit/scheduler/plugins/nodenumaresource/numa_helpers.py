@@ -32,6 +32,7 @@ def nrt_object(
     kubelet: Mapping[str, Any] | None = None,
     pod_allocs: list[Mapping[str, Any]] | None = None,
     policies: tuple[str, ...] = ("None",),
+    zones: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     annotations = {"node.koordinator.sh/cpu-topology": cpu_topology_to_json(topology_infos(topo))}
     if kubelet is not None:
@@ -43,8 +44,21 @@ def nrt_object(
         "kind": "NodeResourceTopology",
         "metadata": {"name": name, "annotations": annotations},
         "topologyPolicies": list(policies),
-        "zones": [],
+        "zones": zones or [],
     }
+
+
+def numa_zones(topo: CPUTopology = T16, memory: str = "32Gi") -> list[dict[str, Any]]:
+    """One ``Node`` zone per NUMA node, as koordlet reports them: every logical CPU and ``memory``."""
+    zones = []
+    for numa in topo.numa_node_ids():
+        cpus = str(len(topo.cpus_by_node[numa]))
+        resources = [
+            {"name": "cpu", "capacity": cpus, "allocatable": cpus, "available": cpus},
+            {"name": "memory", "capacity": memory, "allocatable": memory, "available": memory},
+        ]
+        zones.append({"name": f"node-{numa}", "type": "Node", "resources": resources})
+    return zones
 
 
 @dataclass

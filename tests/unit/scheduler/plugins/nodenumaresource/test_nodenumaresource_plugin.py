@@ -156,8 +156,8 @@ def required(policy: str) -> str:
             {"node.koordinator.sh/numa-topology-policy": "SingleNUMANode"},
             True,
             lsr("a", "4"),
-            "node(s) NUMA topology policy SingleNUMANode is not supported by this scheduler",
-            id="numa-policy-refused-with-reason",
+            "node(s) missing NUMA resources",
+            id="numa-policy-without-zones",
         ),
     ],
 )
@@ -248,9 +248,9 @@ def test_args_defaults_are_koordinators() -> None:
             id="bad-weight",
         ),
         pytest.param(
-            {"numaScoringStrategy": {"type": "LeastAllocated", "resources": [{"name": "cpu", "weight": 3}]}},
-            "args.numaScoringStrategy.resources",
-            id="numa-scoring-weights-not-implemented",
+            {"numaScoringStrategy": {"type": "Spread", "resources": [{"name": "cpu", "weight": 3}]}},
+            "args.numaScoringStrategy.type",
+            id="numa-scoring-type",
         ),
         pytest.param({"maxRefCount": 2}, "maxRefCount", id="unknown-field"),
     ],
@@ -299,8 +299,11 @@ def test_prebind_patch_seen_before_the_binding_keeps_the_reserved_cpus() -> None
     pod = lsr("a", "4")
     assert schedule(plugin, cluster, pod) == "0-1,8-9"
     patched = (
-        make_pod("a").req(cpu="4", memory="1Gi").label("koordinator.sh/qosClass", "LSR")
-        .annotation(STATUS, json.dumps({"cpuset": "0-1,8-9"})).build()
+        make_pod("a")
+        .req(cpu="4", memory="1Gi")
+        .label("koordinator.sh/qosClass", "LSR")
+        .annotation(STATUS, json.dumps({"cpuset": "0-1,8-9"}))
+        .build()
     )
     plugin.on_pod(EventType.MODIFIED, pod, patched)
     assert schedule(plugin, cluster, lsr("b", "4")) == "4-5,12-13"
