@@ -44,7 +44,23 @@ helm.sh/chart: {{ printf "%s-%s" .ctx.Chart.Name .ctx.Chart.Version }}
 {{- $_ := set $gates (trim (index $kv 0)) (eq $value "true") -}}
 {{- end -}}
 {{- end -}}
+{{- $known := include "pykoord.koordletGateNames" . | replace "\n" " " | splitList " " -}}
+{{- range $name, $_ := $gates -}}
+{{- if not (has $name $known) -}}
+{{- fail (printf "koordlet.features / koordlet.featureGates: %q is not a koordlet feature gate (known: %s)" $name (join ", " $known)) -}}
+{{- end -}}
+{{- end -}}
 {{- toYaml $gates -}}
+{{- end -}}
+
+{{/* koordlet's feature gates (koordlet/qosmanager; tests/unit/deploy/test_chart.py keeps this list equal). */}}
+{{- define "pykoord.koordletGateNames" -}}
+Accelerators AuditEvents AuditEventsHTTPHandler BECPUEvict BECPUManager BECPUSuppress BECPUThrottleReporter
+BEMemoryEvict BatchResource BlkIOReconcile CPICollector CPUAllocatableEvict CPUBurst CPUEvict CPUNormalization
+CPUSetAllocator CgroupReconcile ColdPageCollector CoreSched GPUEnvInject GroupIdentity HamiCoreVGPUMonitor
+HugePageReport Libpfm4 MemoryAllocatableEvict MemoryEvict NodeMetricPromMetrics NodeTopologyReport OOMScoreAdj
+PSICollector PerCPUMetric PodResourcesProxy RDMADeviceInject RDMADevices RdtResctrl Resctrl ResctrlCollector
+SystemConfig TCNetworkQoS TerwayQoS
 {{- end -}}
 
 {{/*

@@ -15,6 +15,7 @@ from apis.config import parse_scheduler_config
 from koord_scheduler.plugins.registry import in_tree_registry
 from koord_scheduler.scheduler.assembly import build_scheduler
 from koord_scheduler.scheduler.memory_source import MemoryCluster
+from koordlet.qosmanager import KOORDLET_FEATURES, builtin_registry
 from tests.helmchart import CHART, KOORDINATOR_VALUES, REPO, find, helm, helm_path, notes, objects, template
 
 KOORDINATOR = yaml.safe_load(KOORDINATOR_VALUES.read_text())
@@ -141,6 +142,18 @@ def kinds(docs: Docs) -> set[tuple[str, str]]:
 def test_value_changes_render(sets: list[str], check: Callable[[Docs], bool | None]) -> None:
     args = [a for s in sets for a in ("--set", s)]
     assert check(objects(template(*args))) is not False
+
+
+def test_chart_knows_koordlets_feature_gates() -> None:
+    helpers = (CHART / "templates" / "_helpers.tpl").read_text()
+    listed = helpers.split('define "pykoord.koordletGateNames" -}}', 1)[1].split("{{- end", 1)[0].split()
+    assert listed == sorted({**KOORDLET_FEATURES, **builtin_registry().feature_specs()})
+
+
+def test_unknown_koordlet_gate_is_refused_by_name() -> None:
+    result = helm("template", "pykoord", str(CHART), "--set", "koordlet.features=NoSuchGate=true", check=False)
+    assert result.returncode != 0
+    assert '"NoSuchGate" is not a koordlet feature gate' in result.stderr
 
 
 def test_standard_labels_on_every_object() -> None:
