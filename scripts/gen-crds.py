@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Write deploy/crds/*.yaml from the pydantic models in ``CRDS``. Add a line to ``CRDS`` for a new CRD.
+"""Write charts/pykoord/crds/*.yaml from the pydantic models in ``CRDS``. Add a line to ``CRDS`` for a new CRD.
+Then run scripts/render-deploy.sh: deploy/crds/ is rendered from the chart.
 
 python scripts/gen-crds.py            # write
 python scripts/gen-crds.py --check    # exit 1 if any file differs from generation
@@ -116,7 +117,7 @@ CRDS: list[tuple[type[BaseModel], CRDMeta]] = [
     ),
 ]
 
-OUT_DIR = Path(__file__).resolve().parent.parent / "deploy" / "crds"
+OUT_DIR = Path(__file__).resolve().parent.parent / "charts" / "pykoord" / "crds"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -77,4 +77,6 @@ def test_deployed_slo_controller_config_is_the_charts() -> None:
     chart_text = (FIXTURES / "chart-v1.8.0" / "slo-controller-config.yaml").read_text()
     chart = yaml.safe_load(chart_text.replace("{{ .Values.installation.namespace }}", "koordinator-system"))
     deployed = yaml.safe_load((REPO / "deploy" / "slo-controller-config.yaml").read_text())
+    # Our chart adds the standard app.kubernetes.io/* labels; Koordinator's carries none.
+    assert deployed["metadata"].pop("labels")["app.kubernetes.io/part-of"] == "pykoord"
     assert deployed == chart
