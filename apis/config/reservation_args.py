@@ -13,9 +13,6 @@ DEFAULT_GC_DURATION_SECONDS = 86400
 
 NOT_PROVIDED = "pykoord does not provide {what} yet; remove the field or leave it at its default"
 REFUSED_FIELDS: dict[str, str] = {
-    "enablePreemption": "reservation preemption",
-    "minCandidateNodesPercentage": "reservation preemption (its candidate count)",
-    "minCandidateNodesAbsolute": "reservation preemption (its candidate count)",
     "resyncIntervalSeconds": "a periodic resync of the reservation controller",
     "preAllocationConfig": "pre-allocation (reservations taking over running pods)",
     "ignoredResources": "ignoring resources in the reservation Filter",

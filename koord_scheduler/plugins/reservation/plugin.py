@@ -41,6 +41,8 @@ from koord_scheduler.framework.interfaces import (
     FilterTransformer,
     FrameworkAware,
     FrameworkRunner,
+    NominatedPods,
+    NominatorAware,
     PostFilterPlugin,
     PreBindPlugin,
     PreFilterPlugin,
@@ -67,7 +69,8 @@ from koord_scheduler.plugins.reservation.accounting import ReservationAccounting
 from koord_scheduler.plugins.reservation.cache import ReservationCache, ReservationEntry, Rows
 from koord_scheduler.plugins.reservation.matching import PodReservationIntent, affinity_allows, pod_intent
 from koord_scheduler.plugins.reservation.metrics import ReservationMetrics
-from koord_scheduler.plugins.reservation.postfilter import reservation_post_filter
+from koord_scheduler.plugins.reservation.postfilter import post_filter_with_preemption
+from koord_scheduler.plugins.reservation.preemption import ReservationPreemption
 from koord_scheduler.plugins.reservation.reserve_pod import is_reserve_pod, pinned_node, reservation_name_of
 from koord_scheduler.plugins.reservation.writes import RESERVATION_KIND, ReservationWriter
 
@@ -124,11 +127,18 @@ class Reservation:
         self.writer = ReservationWriter(handle)
         self.accounting = ReservationAccounting(self.cache, handle, metrics=self.metrics, writer=self.writer)
         self._framework: FrameworkRunner | None = None
+        self.preemption = ReservationPreemption(args, handle) if args.enable_preemption else None
 
     # ----- wiring -----
 
     def bind_framework(self, framework: FrameworkRunner) -> None:
         self._framework = framework
+        if self.preemption is not None:
+            self.preemption.bind_framework(framework)
+
+    def bind_nominator(self, nominator: NominatedPods) -> None:
+        if self.preemption is not None:
+            self.preemption.bind_nominator(nominator)
 
     def start(self) -> None:
         handle = self.handle
@@ -277,7 +287,9 @@ class Reservation:
     def post_filter(
         self, state: CycleState, pod: Pod, diagnosis: Diagnosis
     ) -> tuple[PostFilterResult | None, Status]:
-        return None, reservation_post_filter(self.cache, pod, self.handle.snapshot, diagnosis)
+        return post_filter_with_preemption(
+            self.preemption, self.cache, state, pod, snapshot=self.handle.snapshot, diagnosis=diagnosis
+        )
 
     # ----- Score -----
 
@@ -465,6 +477,8 @@ class Reservation:
     async def drain(self) -> None:
         """Wait for in-flight status writes (tests and simulate)."""
         await self.writer.drain()
+        if self.preemption is not None:
+            await self.preemption.drain()
 
 
 def _fmt(amounts: Mapping[str, int]) -> str:
@@ -490,4 +504,5 @@ if TYPE_CHECKING:
     _pre_bind: type[PreBindPlugin] = Reservation
     _nominator: type[ReservationNominator] = Reservation
     _framework_aware: type[FrameworkAware] = Reservation
+    _nominator_aware: type[NominatorAware] = Reservation
     _enqueue: type[EnqueueExtensions] = Reservation

@@ -9,8 +9,9 @@ says why the pod did not land in its reservation::
     1 Reservation(s) is unschedulable, 1 Reservation(s) for node reason that Insufficient cpu,
     3 Reservation(s) matched owner total
 
-The status is always Unschedulable (this PostFilter never nominates a node); with ``enablePreemption``
-the plugin first runs reservation preemption (not provided: the args refuse it at load).
+With ``enablePreemption`` the plugin first runs reservation preemption (:mod:`.preemption`): its answer
+stands when it nominated a node, was UnschedulableAndUnresolvable or an error; otherwise its reasons come
+first and the reservation reasons follow, and the status is Unschedulable.
 
 The counting is pure (:func:`post_filter_reasons`, table-tested); :func:`diagnose` classifies the
 reservations of one pod from the plugin's cache, and runs only when the pod failed.
@@ -26,11 +27,14 @@ from enum import Enum
 from apis.core.tolerations import find_untolerated_taint
 from apis.core.types import Pod, Taint, TaintEffect, Toleration
 from apis.scheduling import ANNOTATION_RESERVATION_AFFINITY, ReservationRecord
+from koord_scheduler.framework.cycle_state import CycleState
 from koord_scheduler.framework.diagnosis import Diagnosis
 from koord_scheduler.framework.snapshot import ClusterSnapshot
 from koord_scheduler.framework.status import Status, unschedulable
+from koord_scheduler.framework.types import PostFilterResult
 from koord_scheduler.plugins.reservation.cache import ReservationCache
 from koord_scheduler.plugins.reservation.matching import UNSCHEDULABLE_TAINT, affinity_allows, pod_intent
+from koord_scheduler.plugins.reservation.preemption import ReservationPreemption, settles
 
 RESERVATION_REASON_PREFIX = "Reservation(s) "
 """Reasons a reservation-level Filter wrote (Koordinator's ``IsReservationReason``): not node reasons."""
@@ -241,3 +245,25 @@ def reservation_post_filter(
     node_reasons = node_failure_reasons(diagnosis, snapshot, per_node)
     reasons = post_filter_reasons(per_node, node_reasons, has_affinity=has_affinity)
     return unschedulable(*reasons)
+
+
+def post_filter_with_preemption(
+    preemption: ReservationPreemption | None,
+    cache: ReservationCache,
+    state: CycleState,
+    pod: Pod,
+    *,
+    snapshot: ClusterSnapshot,
+    diagnosis: Diagnosis,
+) -> tuple[PostFilterResult | None, Status]:
+    """Koordinator's ``PostFilter``: reservation preemption first when enabled (its answer stands when it
+    :func:`.settles`), then the aggregated reservation reasons after the preemption's own."""
+    result: PostFilterResult | None = None
+    reasons: tuple[str, ...] = ()
+    if preemption is not None:
+        result, status = preemption.post_filter(state, pod, diagnosis)
+        if settles(status):
+            return result, status
+        reasons = status.reasons
+    status = reservation_post_filter(cache, pod, snapshot, diagnosis)
+    return result, unschedulable(*reasons, *status.reasons)

@@ -122,9 +122,6 @@ def test_the_fields_without_a_consumer_are_the_refused_ones() -> None:
         "ElasticQuota.quotaSnapshotUpdateInterval",
         "ElasticQuota.hookPlugins",
         "LoadAwareScheduling.estimator",
-        "Reservation.enablePreemption",
-        "Reservation.minCandidateNodesPercentage",
-        "Reservation.minCandidateNodesAbsolute",
         "Reservation.controllerWorkers",
         "Reservation.resyncIntervalSeconds",
         "Reservation.preAllocationConfig",
@@ -162,8 +159,6 @@ profiles:
 @pytest.mark.parametrize(
     ("args", "want"),
     [
-        pytest.param("enablePreemption: true", "profiles[0].pluginConfig[0].args.enablePreemption: Forbidden: "
-                     "pykoord does not provide reservation preemption yet", id="enablePreemption"),
         pytest.param("controllerWorkers: 4", "args.controllerWorkers: Forbidden: pykoord's reservation controller "
                      "runs one worker", id="controllerWorkers"),
         pytest.param("preAllocationConfig: {enableClusterMode: true}", "args.preAllocationConfig: Forbidden",
