@@ -67,9 +67,14 @@ from koord_scheduler.plugins import names
 from koord_scheduler.plugins.reservation import policy
 from koord_scheduler.plugins.reservation.accounting import ReservationAccounting
 from koord_scheduler.plugins.reservation.cache import ReservationCache, ReservationEntry, Rows
-from koord_scheduler.plugins.reservation.matching import PodReservationIntent, affinity_allows, pod_intent
+from koord_scheduler.plugins.reservation.matching import (
+    PodReservationIntent,
+    affinity_allows,
+    exact_match,
+    pod_intent,
+)
 from koord_scheduler.plugins.reservation.metrics import ReservationMetrics
-from koord_scheduler.plugins.reservation.postfilter import post_filter_with_preemption
+from koord_scheduler.plugins.reservation.postfilter import affinity_failure_summary, post_filter_with_preemption
 from koord_scheduler.plugins.reservation.preemption import ReservationPreemption
 from koord_scheduler.plugins.reservation.reserve_pod import is_reserve_pod, pinned_node, reservation_name_of
 from koord_scheduler.plugins.reservation.writes import RESERVATION_KIND, ReservationWriter
@@ -167,14 +172,16 @@ class Reservation:
                 return None, unresolvable(ERR_AFFINITY_NO_MATCH)
             return None, skip()
         intent = pod_intent(pod)
-        if intent.affinity_error:
-            return None, unresolvable(intent.affinity_error)
+        if intent.error:
+            return None, unresolvable(intent.error)
         if intent.ignored:
             state.write(MATCH_KEY, MatchState(intent, np.empty(0, dtype=np.intp)))
             return None, success()
         rows = cache.match(pod)
         if len(rows) and (intent.affinity is not None or cache.needs_check[rows].any()):
             rows = self._check_affinity(intent, rows, snapshot)
+        if len(rows) and intent.exact_names:
+            rows = self._check_exact(intent, pod, rows)
         if len(rows) == 0:
             if intent.affinity is not None:
                 return None, unresolvable(ERR_AFFINITY_NO_MATCH)
@@ -194,6 +201,14 @@ class Reservation:
             info = snapshot.node_info(entry.record.node_name)
             labels = info.node.labels if info is not None and info.node is not None else {}
             if not affinity_allows(intent.affinity, entry.record, labels):
+                keep.append(row)
+        return np.asarray(keep, dtype=np.intp)
+
+    def _check_exact(self, intent: PodReservationIntent, pod: Pod, rows: Rows) -> Rows:
+        keep = []
+        for row in rows.tolist():
+            entry = self.cache.get(self.cache.row_uid[row])
+            if entry is not None and exact_match(pod.requests, entry.record.allocatable, intent.exact_names):
                 keep.append(row)
         return np.asarray(keep, dtype=np.intp)
 
@@ -405,36 +420,13 @@ class Reservation:
         pod = qpi.pod
         if not is_reserve_pod(pod):
             if ANNOTATION_RESERVATION_AFFINITY in pod.annotations:
-                self.writer.report_owner_unschedulable(pod, self.affinity_failure_summary(pod))
+                summary = affinity_failure_summary(self.cache, pod, self.handle.snapshot)
+                self.writer.report_owner_unschedulable(pod, summary)
             return False
         name = reservation_name_of(pod)
         entry = self.cache.get_by_name(name)
         self.writer.report_unschedulable(entry.record if entry is not None else None, name, status.message)
         return False
-
-    def affinity_failure_summary(self, pod: Pod) -> str:
-        """Why none of the Available reservations took ``pod`` (which has reservation affinity), counted
-        per reason: owner, allocated once, affinity/taints, else it did not fit."""
-        cache = self.cache
-        intent = pod_intent(pod)
-        owned = cache.owner_index.match(pod)
-        snapshot = self.handle.snapshot
-        reasons: dict[str, int] = {}
-        total = 0
-        for entry in cache:
-            if entry.row < 0:
-                continue
-            total += 1
-            if entry.uid not in owned:
-                reason = "didn't match owner"
-            elif entry.exhausted:
-                reason = "is allocated"
-            else:
-                info = snapshot.node_info(entry.record.node_name)
-                labels = info.node.labels if info is not None and info.node is not None else {}
-                reason = affinity_allows(intent.affinity, entry.record, labels) or "didn't fit the pod"
-            reasons[reason] = reasons.get(reason, 0) + 1
-        return policy.reservations_summary(total, reasons)
 
     # ----- queueing hints -----
 

@@ -32,8 +32,14 @@ from koord_scheduler.framework.diagnosis import Diagnosis
 from koord_scheduler.framework.snapshot import ClusterSnapshot
 from koord_scheduler.framework.status import Status, unschedulable
 from koord_scheduler.framework.types import PostFilterResult
+from koord_scheduler.plugins.reservation import policy
 from koord_scheduler.plugins.reservation.cache import ReservationCache
-from koord_scheduler.plugins.reservation.matching import UNSCHEDULABLE_TAINT, affinity_allows, pod_intent
+from koord_scheduler.plugins.reservation.matching import (
+    UNSCHEDULABLE_TAINT,
+    affinity_allows,
+    exact_match_ok,
+    pod_intent,
+)
 from koord_scheduler.plugins.reservation.preemption import ReservationPreemption, settles
 
 RESERVATION_REASON_PREFIX = "Reservation(s) "
@@ -238,7 +244,7 @@ def reservation_post_filter(
     cache: ReservationCache, pod: Pod, snapshot: ClusterSnapshot, diagnosis: Diagnosis
 ) -> Status:
     """The PostFilter status: Unschedulable, with the aggregated reasons when there are any."""
-    per_node = diagnose(cache, pod, snapshot)
+    per_node = diagnose(cache, pod, snapshot, exact_match_ok)
     has_affinity = ANNOTATION_RESERVATION_AFFINITY in pod.annotations
     if not per_node and not has_affinity:
         return unschedulable()
@@ -267,3 +273,29 @@ def post_filter_with_preemption(
         reasons = status.reasons
     status = reservation_post_filter(cache, pod, snapshot, diagnosis)
     return result, unschedulable(*reasons, *status.reasons)
+
+
+def affinity_failure_summary(cache: ReservationCache, pod: Pod, snapshot: ClusterSnapshot) -> str:
+    """Why none of the Available reservations took ``pod`` (which has reservation affinity), counted
+    per reason: owner, allocated once, affinity/taints, else it did not fit."""
+    intent = pod_intent(pod)
+    owned = cache.owner_index.match(pod)
+    reasons: dict[str, int] = {}
+    total = 0
+    for entry in cache:
+        if entry.row < 0:
+            continue
+        total += 1
+        if entry.uid not in owned:
+            reason = "didn't match owner"
+        elif entry.exhausted:
+            reason = "is allocated"
+        else:
+            info = snapshot.node_info(entry.record.node_name)
+            labels = info.node.labels if info is not None and info.node is not None else {}
+            reason = affinity_allows(intent.affinity, entry.record, labels)
+            if not reason and not exact_match_ok(pod, entry.record):
+                reason = "is not exact matched"
+            reason = reason or "didn't fit the pod"
+        reasons[reason] = reasons.get(reason, 0) + 1
+    return policy.reservations_summary(total, reasons)
