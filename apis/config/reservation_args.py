@@ -15,8 +15,6 @@ NOT_PROVIDED = "pykoord does not provide {what} yet; remove the field or leave i
 REFUSED_FIELDS: dict[str, str] = {
     "resyncIntervalSeconds": "a periodic resync of the reservation controller",
     "preAllocationConfig": "pre-allocation (reservations taking over running pods)",
-    "ignoredResources": "ignoring resources in the reservation Filter",
-    "ignoredResourceGroups": "ignoring resource groups in the reservation Filter",
     "reservationSelectorIndex": "the reservation selector index",
 }
 """ReservationArgs fields pykoord parses but does not act on: any value other than the default is

@@ -133,6 +133,8 @@ class Reservation:
         self.accounting = ReservationAccounting(self.cache, handle, metrics=self.metrics, writer=self.writer)
         self._framework: FrameworkRunner | None = None
         self.preemption = ReservationPreemption(args, handle) if args.enable_preemption else None
+        self._ignored_resources = frozenset(args.ignored_resources)
+        self._ignored_groups = frozenset(args.ignored_resource_groups)
 
     # ----- wiring -----
 
@@ -237,6 +239,10 @@ class Reservation:
         if len(request) < width:
             request = np.pad(request, (0, width - len(request)))
         cols = np.flatnonzero(request[:width] > 0)
+        if self._ignored_resources or self._ignored_groups:
+            names = snapshot.resource_names
+            keep = [not policy.is_ignored(names[c], self._ignored_resources, self._ignored_groups) for c in cols]
+            cols = cols[np.asarray(keep, dtype=np.bool_)]
         free = snapshot.allocatable[row_pos][:, cols] - snapshot.requested[row_pos][:, cols]
         ok = policy.usable(
             request[cols],

@@ -125,8 +125,6 @@ def test_the_fields_without_a_consumer_are_the_refused_ones() -> None:
         "Reservation.controllerWorkers",
         "Reservation.resyncIntervalSeconds",
         "Reservation.preAllocationConfig",
-        "Reservation.ignoredResources",
-        "Reservation.ignoredResourceGroups",
         "Reservation.reservationSelectorIndex",
     ]
 
