@@ -408,7 +408,7 @@ class Reservation:
         entry = self.cache.get(reserve.assumed)
         if entry is None:
             return success()
-        await self.writer.annotate_allocated(pod, allocated_annotation(entry.record.name, entry.uid))
+        await self.writer.annotate_allocated(state, pod, allocated_annotation(entry.record.name, entry.uid))
         reserve.annotated = True
         return success()
 

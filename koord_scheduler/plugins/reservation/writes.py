@@ -28,7 +28,9 @@ from apis.scheduling import (
     ReservationRecord,
     parse_reservation,
 )
+from koord_scheduler.framework.cycle_state import CycleState
 from koord_scheduler.framework.handle import ClusterClient
+from koord_scheduler.framework.pod_patch import patch_at_pre_bind
 from koord_scheduler.framework.types import ObjectKind
 
 log = logging.getLogger(__name__)
@@ -136,9 +138,11 @@ class ReservationWriter:
             )
         )
 
-    async def annotate_allocated(self, pod: Pod, annotation: str) -> None:
-        """PreBind: the ``reservation-allocated`` annotation (awaited: PreBind fails with it)."""
-        await self._handle.cluster.patch_pod_metadata(pod, annotations={ANNOTATION_RESERVATION_ALLOCATED: annotation})
+    async def annotate_allocated(self, state: CycleState, pod: Pod, annotation: str) -> None:
+        """PreBind: the ``reservation-allocated`` annotation, into DefaultPreBind's merged patch when the
+        profile has it, else written now (awaited: PreBind fails with it)."""
+        annotations = {ANNOTATION_RESERVATION_ALLOCATED: annotation}
+        await patch_at_pre_bind(state, self._handle.cluster, pod, annotations=annotations)
 
     def remove_allocated(self, pod: Pod) -> None:
         """Unreserve after PreBind: take the annotation off again (best effort)."""
