@@ -20,14 +20,13 @@ reservation holds, :mod:`.writes` the status, event and annotation writes, :mod:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from apis.config.reservation_args import ReservationArgs
-from apis.core.quantity import format_quantity
 from apis.core.types import Pod
 from apis.scheduling import ANNOTATION_RESERVATION_AFFINITY, ReservationRecord
 from apis.scheduling.annotations import allocated_annotation
@@ -65,6 +64,7 @@ from koord_scheduler.framework.types import (
 )
 from koord_scheduler.plugins import names
 from koord_scheduler.plugins.reservation import policy
+from koord_scheduler.plugins.reservation import preallocation as prealloc
 from koord_scheduler.plugins.reservation.accounting import ReservationAccounting
 from koord_scheduler.plugins.reservation.cache import ReservationCache, ReservationEntry, Rows
 from koord_scheduler.plugins.reservation.matching import (
@@ -76,6 +76,7 @@ from koord_scheduler.plugins.reservation.matching import (
 from koord_scheduler.plugins.reservation.metrics import ReservationMetrics
 from koord_scheduler.plugins.reservation.postfilter import affinity_failure_summary, post_filter_with_preemption
 from koord_scheduler.plugins.reservation.preemption import ReservationPreemption
+from koord_scheduler.plugins.reservation.report import simulation_rows
 from koord_scheduler.plugins.reservation.reserve_pod import is_reserve_pod, pinned_node, reservation_name_of
 from koord_scheduler.plugins.reservation.writes import RESERVATION_KIND, ReservationWriter
 
@@ -163,11 +164,15 @@ class Reservation:
     ) -> tuple[PreFilterResult | None, Status]:
         if is_reserve_pod(pod):
             node = pinned_node(pod)
-            if node:
-                if node not in snapshot.positions:
-                    return None, unresolvable(ERR_PINNED_NODE)
-                return PreFilterResult(frozenset({node})), success()
-            return None, skip()
+            if node and node not in snapshot.positions:
+                return None, unresolvable(ERR_PINNED_NODE)
+            entry = self.cache.get_by_name(reservation_name_of(pod))
+            if entry is not None and entry.record.pre_allocation:
+                config = self.args.pre_allocation_config
+                return prealloc.pre_filter(
+                    state, record=entry.record, reserve_pod=pod, snapshot=snapshot, config=config, pinned=node
+                )
+            return (PreFilterResult(frozenset({node})), success()) if node else (None, skip())
         cache = self.cache
         if cache.num_available == 0:
             if pod.annotations.get(ANNOTATION_RESERVATION_AFFINITY) is not None:
@@ -224,6 +229,14 @@ class Reservation:
     ) -> tuple[Pod | None, Status]:
         match = state.get(MATCH_KEY)
         if match is None:
+            pre = state.get(prealloc.PRE_ALLOCATION_KEY)
+            entry = self.cache.get_by_name(reservation_name_of(pod)) if pre is not None else None
+            if pre is not None and entry is not None:
+                config = self.args.pre_allocation_config
+                prealloc.before_filter(
+                    state, pre=pre, record=entry.record, reserve_pod=pod, snapshot=snapshot, config=config,
+                    positions=positions,
+                )
             return None, success()
         cache = self.cache
         if match.intent.ignored:
@@ -298,6 +311,9 @@ class Reservation:
         self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions
     ) -> NodeFilterResult:
         match = state.get(MATCH_KEY)
+        pre = state.get(prealloc.PRE_ALLOCATION_KEY)
+        if pre is not None:
+            return prealloc.filter_nodes(pre, positions)
         if match is None or match.intent.affinity is None:
             return NodeFilterResult.all_pass(len(positions))
         passed = np.isin(positions, match.chosen_positions)
@@ -377,9 +393,13 @@ class Reservation:
         pending = self.accounting.assume_reservation(pod, node_name)
         if pending is not None:
             state.write(ASSUMED_RESERVATION_KEY, pending)
+        entry = self.cache.get_by_name(reservation_name_of(pod))
+        if entry is not None:
+            prealloc.adopt(state, self.accounting, entry, self.handle.snapshot.positions.get(node_name))
         return success()
 
     def unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
+        prealloc.release(state, self.accounting)
         pending = state.get(ASSUMED_RESERVATION_KEY)
         if pending is not None:
             state.delete(ASSUMED_RESERVATION_KEY)
@@ -399,6 +419,9 @@ class Reservation:
     async def pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status:
         if is_reserve_pod(pod):
             entry = self.cache.get_by_name(reservation_name_of(pod))
+            pre = state.get(prealloc.PRE_ALLOCATION_KEY)
+            if pre is not None and entry is not None and pre.adopted:
+                await self.writer.annotate_adopted(pre.adopted, allocated_annotation(entry.record.name, entry.uid))
             if self._framework is not None and entry is not None:
                 return await self._framework.run_pre_bind_reservation(state, entry, node_name)
             return success()
@@ -445,42 +468,13 @@ class Reservation:
     # ----- reporting -----
 
     def simulation_report(self) -> tuple[str, list[dict[str, Any]]]:
-        rows = []
-        for entry in sorted(self.cache, key=lambda e: e.record.name):
-            rec = entry.record
-            rows.append(
-                {
-                    "reservation": rec.name,
-                    "node": rec.node_name or None,
-                    "phase": "Succeeded" if entry.exhausted else rec.phase,
-                    "owners": entry.owners(),
-                    "allocatable": _fmt(entry.allocatable),
-                    "allocated": _fmt(entry.allocated()),
-                }
-            )
-        for name, message in sorted(self.writer.reported_invalid.items()):
-            if self.cache.get_by_name(name) is None:
-                rows.append(
-                    {
-                        "reservation": name,
-                        "node": None,
-                        "phase": "Invalid",
-                        "owners": [],
-                        "allocatable": message,
-                        "allocated": "",
-                    }
-                )
-        return "Reservations", rows
+        return "Reservations", simulation_rows(self.cache, self.writer.reported_invalid)
 
     async def drain(self) -> None:
         """Wait for in-flight status writes (tests and simulate)."""
         await self.writer.drain()
         if self.preemption is not None:
             await self.preemption.drain()
-
-
-def _fmt(amounts: Mapping[str, int]) -> str:
-    return ",".join(f"{k}={format_quantity(k, v)}" for k, v in sorted(amounts.items()) if v)
 
 
 def new(args: ReservationArgs | None, handle: ExtendedHandle) -> Reservation:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Coroutine, Mapping
+from collections.abc import Coroutine, Iterable, Mapping
 from typing import Any, Protocol
 
 from apis.core.quantity import format_quantity
@@ -143,6 +143,13 @@ class ReservationWriter:
         profile has it, else written now (awaited: PreBind fails with it)."""
         annotations = {ANNOTATION_RESERVATION_ALLOCATED: annotation}
         await patch_at_pre_bind(state, self._handle.cluster, pod, annotations=annotations)
+
+    async def annotate_adopted(self, pods: Iterable[Pod], annotation: str) -> None:
+        """PreBind of a pre-allocating reservation: the pods it adopts get its ``reservation-allocated``
+        annotation (each its own patch, guarded by the pod's UID; awaited: PreBind fails with it)."""
+        cluster = self._handle.cluster
+        for pod in pods:
+            await cluster.patch_pod_metadata(pod, annotations={ANNOTATION_RESERVATION_ALLOCATED: annotation})
 
     def remove_allocated(self, pod: Pod) -> None:
         """Unreserve after PreBind: take the annotation off again (best effort)."""

@@ -124,7 +124,6 @@ def test_the_fields_without_a_consumer_are_the_refused_ones() -> None:
         "LoadAwareScheduling.estimator",
         "Reservation.controllerWorkers",
         "Reservation.resyncIntervalSeconds",
-        "Reservation.preAllocationConfig",
         "Reservation.reservationSelectorIndex",
     ]
 
@@ -159,8 +158,6 @@ profiles:
     [
         pytest.param("controllerWorkers: 4", "args.controllerWorkers: Forbidden: pykoord's reservation controller "
                      "runs one worker", id="controllerWorkers"),
-        pytest.param("preAllocationConfig: {enableClusterMode: true}", "args.preAllocationConfig: Forbidden",
-                     id="preAllocationConfig"),
     ],
 )
 def test_refused_reservation_args_fail_the_load_naming_the_field(args: str, want: str) -> None:
