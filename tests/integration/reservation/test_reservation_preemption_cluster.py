@@ -1,10 +1,12 @@
-"""Reservation preemption against the real API server: with ``enablePreemption`` and the Reservation as
-the only PostFilter, a Reservation evicts a lower-priority pod and becomes Available; a
-``reservation-ignored`` pod is never its victim."""
+"""Reservations making room against the real API server: with ``enablePreemption`` and the Reservation as
+the only PostFilter, a Reservation evicts a lower-priority pod and becomes Available, and a
+``reservation-ignored`` pod is never its victim; with ``spec.preAllocation`` and no PostFilter, a
+Reservation adopts the running pod instead."""
 
 from __future__ import annotations
 
 import copy
+import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,8 +20,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from kubesched import SchedulerProcess, Scope, scheduler_config, wait_until
 from test_preemption_cluster import LOW, gone, kwok_node, pod
-from test_reservation_cluster import PLUGINS, RESERVATIONS, get_reservation, phase, reservation
+from test_reservation_cluster import (
+    ALLOCATED,
+    PLUGINS,
+    RESERVATIONS,
+    controller,  # noqa: F401  (the fixture)
+    get_reservation,
+    phase,
+    reservation,
+)
 from test_reservation_cluster import scope as reservation_scope  # noqa: F401  (the fixture)
+
+from koord_scheduler.scheduler.reservation_controller import ReservationControllerThread
 
 pytestmark = pytest.mark.integration
 
@@ -74,3 +86,38 @@ def test_reservation_ignored_pod_is_not_a_victim(scope: Scope, scheduler: Schedu
     assert condition is not None and condition["status"] == "False", condition
     assert "preemption: " in condition["message"], condition
     assert not gone(scope, "low") and phase(scope, "big") in (None, "Pending")
+
+
+@pytest.fixture
+def plain_scheduler(scope: Scope, tmp_path: Path) -> Iterator[SchedulerProcess]:
+    """Reservation plugins, no PostFilter at all: a reservation can only make room by pre-allocation."""
+    config = scheduler_config(scope)
+    plugins = copy.deepcopy(PLUGINS)
+    plugins["postFilter"] = {"disabled": [{"name": "*"}]}
+    config["profiles"][0]["plugins"] = plugins
+    proc = SchedulerProcess.start(scope.plane, config, tmp_path)
+    yield proc
+    if proc.alive:
+        proc.kill()
+
+
+def test_pre_allocation_reservation_adopts_a_running_pod(
+    scope: Scope, plain_scheduler: SchedulerProcess, controller: ReservationControllerThread  # noqa: F811
+) -> None:
+    node = kwok_node(scope, "n1", cpu="2")
+    scope.add_pods([pod(scope, "web-0", cpu="1500m", priority_class=LOW, labels={"app": "web"})])
+    scope.wait_all_bound(1, timeout=30)
+    body = reservation(scope, "adopt", cpu="1500m", app="web", allocate_once=False)
+    body["spec"].update({"allocatePolicy": "Restricted", "preAllocation": True})
+    scope.ok("POST", RESERVATIONS, body)
+    wait_until(lambda: phase(scope, "adopt") == "Available", timeout=60, what="reservation Available")
+    assert get_reservation(scope, "adopt")["status"]["nodeName"] == node  # type: ignore[index]
+    annotation = scope.pod("web-0")["metadata"]["annotations"][ALLOCATED]
+    assert json.loads(annotation)["name"] == f"{scope.name}-adopt"
+
+    def owners() -> list[str]:
+        status = (get_reservation(scope, "adopt") or {}).get("status") or {}
+        return [o["name"] for o in status.get("currentOwners") or []]
+
+    wait_until(lambda: owners() == ["web-0"], timeout=30, what="the adopted pod recorded as owner")
+    assert not gone(scope, "web-0")
