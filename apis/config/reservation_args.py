@@ -14,7 +14,6 @@ DEFAULT_GC_DURATION_SECONDS = 86400
 NOT_PROVIDED = "pykoord does not provide {what} yet; remove the field or leave it at its default"
 REFUSED_FIELDS: dict[str, str] = {
     "resyncIntervalSeconds": "a periodic resync of the reservation controller",
-    "reservationSelectorIndex": "the reservation selector index",
 }
 """ReservationArgs fields pykoord parses but does not act on: any value other than the default is
 refused at load, naming the field, rather than silently accepted."""

@@ -78,6 +78,7 @@ from koord_scheduler.plugins.reservation.postfilter import affinity_failure_summ
 from koord_scheduler.plugins.reservation.preemption import ReservationPreemption
 from koord_scheduler.plugins.reservation.report import simulation_rows
 from koord_scheduler.plugins.reservation.reserve_pod import is_reserve_pod, pinned_node, reservation_name_of
+from koord_scheduler.plugins.reservation.selector_index import IndexedNarrowing
 from koord_scheduler.plugins.reservation.writes import RESERVATION_KIND, ReservationWriter
 
 NAME = names.RESERVATION
@@ -136,6 +137,7 @@ class Reservation:
         self.preemption = ReservationPreemption(args, handle) if args.enable_preemption else None
         self._ignored_resources = frozenset(args.ignored_resources)
         self._ignored_groups = frozenset(args.ignored_resource_groups)
+        self._index = IndexedNarrowing.from_args(args.reservation_selector_index, handle.metrics_registry)
 
     # ----- wiring -----
 
@@ -185,6 +187,8 @@ class Reservation:
             state.write(MATCH_KEY, MatchState(intent, np.empty(0, dtype=np.intp)))
             return None, success()
         rows = cache.match(pod)
+        if len(rows) and self._index is not None:
+            rows = self._index.narrow(intent, cache, rows)
         if len(rows) and (intent.affinity is not None or cache.needs_check[rows].any()):
             rows = self._check_affinity(intent, rows, snapshot)
         if len(rows) and intent.exact_names:

@@ -124,7 +124,6 @@ def test_the_fields_without_a_consumer_are_the_refused_ones() -> None:
         "LoadAwareScheduling.estimator",
         "Reservation.controllerWorkers",
         "Reservation.resyncIntervalSeconds",
-        "Reservation.reservationSelectorIndex",
     ]
 
 
