@@ -13,14 +13,7 @@ DEFAULT_GC_DURATION_SECONDS = 86400
 
 NOT_PROVIDED = "pykoord does not provide {what} yet; remove the field or leave it at its default"
 REFUSED_FIELDS: dict[str, str] = {
-    "enablePreemption": "reservation preemption",
-    "minCandidateNodesPercentage": "reservation preemption (its candidate count)",
-    "minCandidateNodesAbsolute": "reservation preemption (its candidate count)",
     "resyncIntervalSeconds": "a periodic resync of the reservation controller",
-    "preAllocationConfig": "pre-allocation (reservations taking over running pods)",
-    "ignoredResources": "ignoring resources in the reservation Filter",
-    "ignoredResourceGroups": "ignoring resource groups in the reservation Filter",
-    "reservationSelectorIndex": "the reservation selector index",
 }
 """ReservationArgs fields pykoord parses but does not act on: any value other than the default is
 refused at load, naming the field, rather than silently accepted."""

@@ -81,6 +81,12 @@ class ReservationRecord:
     expires: float | None = None
     allocate_once: bool = True
     allocate_policy: str = ALIGNED
+    pre_allocation: bool = False
+    """``spec.preAllocation``: the reservation may adopt running pods when it is scheduled."""
+    pre_allocation_mode: str = "Default"
+    """``spec.preAllocationPolicy.mode``: ``Default`` (owner pods) or ``Cluster`` (labelled pods)."""
+    pre_allocation_multiple: bool = False
+    """``spec.preAllocationPolicy.enableMultiple``: several pods may be adopted."""
     unschedulable: bool = False
     taints: tuple[Taint, ...] = ()
     phase: str = PHASE_PENDING
@@ -208,6 +214,11 @@ def _parse(raw: Mapping[str, Any], name: str, base: dict[str, Any]) -> Reservati
     if policy not in (ALIGNED, RESTRICTED):
         problems.append(f"spec.allocatePolicy {policy!r} must be Aligned or Restricted")
     allocate_once = spec.get("allocateOnce")
+    pre_policy = spec.get("preAllocationPolicy") or {}
+    if not isinstance(pre_policy, Mapping):
+        raise invalid("spec.preAllocationPolicy", f"expected an object, got {type_name(pre_policy)}")
+    if pre_policy.get("mode") not in (None, "", "Default", "Cluster"):
+        problems.append(f"spec.preAllocationPolicy.mode {pre_policy.get('mode')!r} must be Default or Cluster")
     conditions = tuple(
         (str(c.get("type", "")), str(c.get("status", "")), str(c.get("reason", "")), str(c.get("message", "")))
         for c in status.get("conditions") or ()
@@ -228,6 +239,9 @@ def _parse(raw: Mapping[str, Any], name: str, base: dict[str, Any]) -> Reservati
         expires=expires,
         allocate_once=True if allocate_once is None else bool(allocate_once),
         allocate_policy=policy,
+        pre_allocation=bool(spec.get("preAllocation")),
+        pre_allocation_mode=str(pre_policy.get("mode") or "Default"),
+        pre_allocation_multiple=bool(pre_policy.get("enableMultiple")),
         unschedulable=bool(spec.get("unschedulable")),
         taints=parse_taints(spec.get("taints")),
         phase=str(status.get("phase") or PHASE_PENDING),

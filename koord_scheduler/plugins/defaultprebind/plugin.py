@@ -4,8 +4,10 @@ Its own PreBind does nothing; it is the profile's
 :class:`~koord_scheduler.framework.interfaces.PodPatchApplier`: the runtime gives the PreBind plugins a
 :class:`~koord_scheduler.framework.pod_patch.PodPatch` to record label and annotation changes in, and
 after all of them succeeded this plugin sends the merged changes as one request (none when nothing
-changed). Koordinator appends it at preBind to every profile that configures plugins, unless the
-profile disables it (``apis.config.profile.append_default_pre_bind``).
+changed). The in-tree contributors (through :func:`~koord_scheduler.framework.pod_patch.patch_at_pre_bind`):
+Reservation's ``reservation-allocated``, NodeNUMAResource's ``resource-status`` / ``resource-spec`` and
+DeviceShare's ``device-allocated`` annotations. Koordinator appends it at preBind to every profile that
+configures plugins, unless the profile disables it (``apis.config.profile.append_default_pre_bind``).
 
 A failed request fails the binding, as a failed PreBind does.
 """

@@ -49,6 +49,7 @@ from koord_scheduler.framework.interfaces import (
     ReservePlugin,
     ScorePlugin,
 )
+from koord_scheduler.framework.pod_patch import patch_at_pre_bind
 from koord_scheduler.framework.snapshot import ClusterSnapshot, IntArray, NodeInfo, Positions
 from koord_scheduler.framework.status import SUCCESS, Status, error, skip, success, unresolvable, unschedulable
 from koord_scheduler.framework.types import (
@@ -267,7 +268,7 @@ class DeviceShare:
         if self._cluster is None:
             return error("DeviceShare: no cluster client to write the device allocation")
         value = encode_device_allocations(reserved.allocations)
-        await self._cluster.patch_pod_metadata(pod, annotations={ANNOTATION_DEVICE_ALLOCATED: value})
+        await patch_at_pre_bind(state, self._cluster, pod, annotations={ANNOTATION_DEVICE_ALLOCATED: value})
         return SUCCESS
 
     # ----- queue -----

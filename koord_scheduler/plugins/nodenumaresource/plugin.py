@@ -55,6 +55,7 @@ from koord_scheduler.framework.interfaces import (
     ReservePlugin,
     ScoreExtensions,
 )
+from koord_scheduler.framework.pod_patch import patch_at_pre_bind
 from koord_scheduler.framework.snapshot import ClusterSnapshot, IntArray, NodeInfo, Positions
 from koord_scheduler.framework.status import Status, error, skip, success, unresolvable, unschedulable
 from koord_scheduler.framework.types import EventType, NodeFilterResult, ObjectKind, PreFilterResult
@@ -478,7 +479,7 @@ class NodeNUMAResource:
             backfill = policy.resource_spec_backfill(pre.request.spec, reserved.bind_policy, reserved.required)
             if backfill is not None:
                 annotations[ANNOTATION_RESOURCE_SPEC] = backfill.to_json()
-        await self._cluster.patch_pod_metadata(pod, annotations=annotations)
+        await patch_at_pre_bind(state, self._cluster, pod, annotations=annotations)
         return success()
 
     # ----- simulate -----

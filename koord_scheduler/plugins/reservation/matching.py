@@ -7,6 +7,7 @@ matches no reservation costs a few dictionary probes, not a scan.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -14,6 +15,7 @@ from apis.core.selectors import label_selector_matches, node_selector_term_match
 from apis.core.tolerations import find_untolerated_taint
 from apis.core.types import Operator, Pod, Taint, TaintEffect
 from apis.scheduling import (
+    ANNOTATION_EXACT_MATCH_RESERVATION,
     ANNOTATION_RESERVATION_AFFINITY,
     LABEL_RESERVATION_IGNORED,
     LABEL_RESERVATION_ORDER,
@@ -164,7 +166,10 @@ class PodReservationIntent:
 
     ignored: bool = False
     affinity: ReservationAffinity | None = None
-    affinity_error: str = ""
+    exact_names: tuple[str, ...] = ()
+    """The ``exact-match-reservation`` annotation's ``resourceNames``."""
+    error: str = ""
+    """Why the reservation affinity or exact-match annotation could not be read ("" when it could)."""
 
 
 NO_INTENT = PodReservationIntent()
@@ -173,12 +178,59 @@ NO_INTENT = PodReservationIntent()
 def pod_intent(pod: Pod) -> PodReservationIntent:
     ignored = pod.labels.get(LABEL_RESERVATION_IGNORED) == "true"
     text = pod.annotations.get(ANNOTATION_RESERVATION_AFFINITY)
-    if text is None:
+    exact_text = pod.annotations.get(ANNOTATION_EXACT_MATCH_RESERVATION)
+    if text is None and not exact_text:
         return PodReservationIntent(ignored=True) if ignored else NO_INTENT
+    affinity = None
+    exact: tuple[str, ...] = ()
     try:
-        return PodReservationIntent(ignored=ignored, affinity=parse_reservation_affinity(text))
+        if text is not None:
+            affinity = parse_reservation_affinity(text)
     except (ValueError, TypeError) as exc:
-        return PodReservationIntent(ignored=ignored, affinity_error=f"invalid reservation affinity: {exc}")
+        return PodReservationIntent(ignored=ignored, error=f"invalid reservation affinity: {exc}")
+    try:
+        exact = parse_exact_match(exact_text) if exact_text else ()
+    except ValueError as exc:
+        error = f"invalid annotation {ANNOTATION_EXACT_MATCH_RESERVATION}: {exc}"
+        return PodReservationIntent(ignored=ignored, error=error)
+    return PodReservationIntent(ignored=ignored, affinity=affinity, exact_names=exact)
+
+
+def parse_exact_match(text: str) -> tuple[str, ...]:
+    """``{"resourceNames": [...]}`` (Koordinator ``ExactMatchReservationSpec``); ValueError names the fault."""
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"not JSON: {exc.msg}") from None
+    if not isinstance(raw, dict):
+        raise ValueError("must be a JSON object with resourceNames")
+    names = raw.get("resourceNames") or []
+    if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names):
+        raise ValueError("resourceNames must be a list of resource names")
+    return tuple(names)
+
+
+def exact_match(requests: Mapping[str, int], allocatable: Mapping[str, int], names: Iterable[str]) -> bool:
+    """Koordinator ``ExactMatchReservation``: for every listed resource, the reservation's allocatable
+    equals the pod's request; a resource that neither has is skipped, one that only one side has fails.
+    (Koordinator stops at the first resource neither side has and answers true, so later names go
+    unchecked; here every listed name is checked.)"""
+    for name in names:
+        have = allocatable.get(name)
+        want = requests.get(name)
+        if have is None and want is None:
+            continue
+        if have is None or want is None or have != want:
+            return False
+    return True
+
+
+def exact_match_ok(pod: Pod, reservation: ReservationRecord) -> bool:
+    """Whether ``pod``'s exact-match annotation lets it use ``reservation`` (an unreadable one does not)."""
+    intent = pod_intent(pod)
+    if intent.error:
+        return False
+    return exact_match(pod.requests, reservation.allocatable, intent.exact_names)
 
 
 def affinity_allows(

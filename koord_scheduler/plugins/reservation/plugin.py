@@ -20,14 +20,13 @@ reservation holds, :mod:`.writes` the status, event and annotation writes, :mod:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from apis.config.reservation_args import ReservationArgs
-from apis.core.quantity import format_quantity
 from apis.core.types import Pod
 from apis.scheduling import ANNOTATION_RESERVATION_AFFINITY, ReservationRecord
 from apis.scheduling.annotations import allocated_annotation
@@ -41,6 +40,8 @@ from koord_scheduler.framework.interfaces import (
     FilterTransformer,
     FrameworkAware,
     FrameworkRunner,
+    NominatedPods,
+    NominatorAware,
     PostFilterPlugin,
     PreBindPlugin,
     PreFilterPlugin,
@@ -63,12 +64,21 @@ from koord_scheduler.framework.types import (
 )
 from koord_scheduler.plugins import names
 from koord_scheduler.plugins.reservation import policy
+from koord_scheduler.plugins.reservation import preallocation as prealloc
 from koord_scheduler.plugins.reservation.accounting import ReservationAccounting
 from koord_scheduler.plugins.reservation.cache import ReservationCache, ReservationEntry, Rows
-from koord_scheduler.plugins.reservation.matching import PodReservationIntent, affinity_allows, pod_intent
+from koord_scheduler.plugins.reservation.matching import (
+    PodReservationIntent,
+    affinity_allows,
+    exact_match,
+    pod_intent,
+)
 from koord_scheduler.plugins.reservation.metrics import ReservationMetrics
-from koord_scheduler.plugins.reservation.postfilter import reservation_post_filter
+from koord_scheduler.plugins.reservation.postfilter import affinity_failure_summary, post_filter_with_preemption
+from koord_scheduler.plugins.reservation.preemption import ReservationPreemption
+from koord_scheduler.plugins.reservation.report import simulation_rows
 from koord_scheduler.plugins.reservation.reserve_pod import is_reserve_pod, pinned_node, reservation_name_of
+from koord_scheduler.plugins.reservation.selector_index import IndexedNarrowing
 from koord_scheduler.plugins.reservation.writes import RESERVATION_KIND, ReservationWriter
 
 NAME = names.RESERVATION
@@ -124,11 +134,21 @@ class Reservation:
         self.writer = ReservationWriter(handle)
         self.accounting = ReservationAccounting(self.cache, handle, metrics=self.metrics, writer=self.writer)
         self._framework: FrameworkRunner | None = None
+        self.preemption = ReservationPreemption(args, handle) if args.enable_preemption else None
+        self._ignored_resources = frozenset(args.ignored_resources)
+        self._ignored_groups = frozenset(args.ignored_resource_groups)
+        self._index = IndexedNarrowing.from_args(args.reservation_selector_index, handle.metrics_registry)
 
     # ----- wiring -----
 
     def bind_framework(self, framework: FrameworkRunner) -> None:
         self._framework = framework
+        if self.preemption is not None:
+            self.preemption.bind_framework(framework)
+
+    def bind_nominator(self, nominator: NominatedPods) -> None:
+        if self.preemption is not None:
+            self.preemption.bind_nominator(nominator)
 
     def start(self) -> None:
         handle = self.handle
@@ -146,25 +166,33 @@ class Reservation:
     ) -> tuple[PreFilterResult | None, Status]:
         if is_reserve_pod(pod):
             node = pinned_node(pod)
-            if node:
-                if node not in snapshot.positions:
-                    return None, unresolvable(ERR_PINNED_NODE)
-                return PreFilterResult(frozenset({node})), success()
-            return None, skip()
+            if node and node not in snapshot.positions:
+                return None, unresolvable(ERR_PINNED_NODE)
+            entry = self.cache.get_by_name(reservation_name_of(pod))
+            if entry is not None and entry.record.pre_allocation:
+                config = self.args.pre_allocation_config
+                return prealloc.pre_filter(
+                    state, record=entry.record, reserve_pod=pod, snapshot=snapshot, config=config, pinned=node
+                )
+            return (PreFilterResult(frozenset({node})), success()) if node else (None, skip())
         cache = self.cache
         if cache.num_available == 0:
             if pod.annotations.get(ANNOTATION_RESERVATION_AFFINITY) is not None:
                 return None, unresolvable(ERR_AFFINITY_NO_MATCH)
             return None, skip()
         intent = pod_intent(pod)
-        if intent.affinity_error:
-            return None, unresolvable(intent.affinity_error)
+        if intent.error:
+            return None, unresolvable(intent.error)
         if intent.ignored:
             state.write(MATCH_KEY, MatchState(intent, np.empty(0, dtype=np.intp)))
             return None, success()
         rows = cache.match(pod)
+        if len(rows) and self._index is not None:
+            rows = self._index.narrow(intent, cache, rows)
         if len(rows) and (intent.affinity is not None or cache.needs_check[rows].any()):
             rows = self._check_affinity(intent, rows, snapshot)
+        if len(rows) and intent.exact_names:
+            rows = self._check_exact(intent, pod, rows)
         if len(rows) == 0:
             if intent.affinity is not None:
                 return None, unresolvable(ERR_AFFINITY_NO_MATCH)
@@ -187,6 +215,14 @@ class Reservation:
                 keep.append(row)
         return np.asarray(keep, dtype=np.intp)
 
+    def _check_exact(self, intent: PodReservationIntent, pod: Pod, rows: Rows) -> Rows:
+        keep = []
+        for row in rows.tolist():
+            entry = self.cache.get(self.cache.row_uid[row])
+            if entry is not None and exact_match(pod.requests, entry.record.allocatable, intent.exact_names):
+                keep.append(row)
+        return np.asarray(keep, dtype=np.intp)
+
     def pre_filter_extensions(self) -> None:
         return None
 
@@ -197,6 +233,14 @@ class Reservation:
     ) -> tuple[Pod | None, Status]:
         match = state.get(MATCH_KEY)
         if match is None:
+            pre = state.get(prealloc.PRE_ALLOCATION_KEY)
+            entry = self.cache.get_by_name(reservation_name_of(pod)) if pre is not None else None
+            if pre is not None and entry is not None:
+                config = self.args.pre_allocation_config
+                prealloc.before_filter(
+                    state, pre=pre, record=entry.record, reserve_pod=pod, snapshot=snapshot, config=config,
+                    positions=positions,
+                )
             return None, success()
         cache = self.cache
         if match.intent.ignored:
@@ -212,6 +256,10 @@ class Reservation:
         if len(request) < width:
             request = np.pad(request, (0, width - len(request)))
         cols = np.flatnonzero(request[:width] > 0)
+        if self._ignored_resources or self._ignored_groups:
+            names = snapshot.resource_names
+            keep = [not policy.is_ignored(names[c], self._ignored_resources, self._ignored_groups) for c in cols]
+            cols = cols[np.asarray(keep, dtype=np.bool_)]
         free = snapshot.allocatable[row_pos][:, cols] - snapshot.requested[row_pos][:, cols]
         ok = policy.usable(
             request[cols],
@@ -267,6 +315,9 @@ class Reservation:
         self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions
     ) -> NodeFilterResult:
         match = state.get(MATCH_KEY)
+        pre = state.get(prealloc.PRE_ALLOCATION_KEY)
+        if pre is not None:
+            return prealloc.filter_nodes(pre, positions)
         if match is None or match.intent.affinity is None:
             return NodeFilterResult.all_pass(len(positions))
         passed = np.isin(positions, match.chosen_positions)
@@ -277,7 +328,9 @@ class Reservation:
     def post_filter(
         self, state: CycleState, pod: Pod, diagnosis: Diagnosis
     ) -> tuple[PostFilterResult | None, Status]:
-        return None, reservation_post_filter(self.cache, pod, self.handle.snapshot, diagnosis)
+        return post_filter_with_preemption(
+            self.preemption, self.cache, state, pod, snapshot=self.handle.snapshot, diagnosis=diagnosis
+        )
 
     # ----- Score -----
 
@@ -344,9 +397,13 @@ class Reservation:
         pending = self.accounting.assume_reservation(pod, node_name)
         if pending is not None:
             state.write(ASSUMED_RESERVATION_KEY, pending)
+        entry = self.cache.get_by_name(reservation_name_of(pod))
+        if entry is not None:
+            prealloc.adopt(state, self.accounting, entry, self.handle.snapshot.positions.get(node_name))
         return success()
 
     def unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
+        prealloc.release(state, self.accounting)
         pending = state.get(ASSUMED_RESERVATION_KEY)
         if pending is not None:
             state.delete(ASSUMED_RESERVATION_KEY)
@@ -366,6 +423,9 @@ class Reservation:
     async def pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status:
         if is_reserve_pod(pod):
             entry = self.cache.get_by_name(reservation_name_of(pod))
+            pre = state.get(prealloc.PRE_ALLOCATION_KEY)
+            if pre is not None and entry is not None and pre.adopted:
+                await self.writer.annotate_adopted(pre.adopted, allocated_annotation(entry.record.name, entry.uid))
             if self._framework is not None and entry is not None:
                 return await self._framework.run_pre_bind_reservation(state, entry, node_name)
             return success()
@@ -375,7 +435,7 @@ class Reservation:
         entry = self.cache.get(reserve.assumed)
         if entry is None:
             return success()
-        await self.writer.annotate_allocated(pod, allocated_annotation(entry.record.name, entry.uid))
+        await self.writer.annotate_allocated(state, pod, allocated_annotation(entry.record.name, entry.uid))
         reserve.annotated = True
         return success()
 
@@ -393,36 +453,13 @@ class Reservation:
         pod = qpi.pod
         if not is_reserve_pod(pod):
             if ANNOTATION_RESERVATION_AFFINITY in pod.annotations:
-                self.writer.report_owner_unschedulable(pod, self.affinity_failure_summary(pod))
+                summary = affinity_failure_summary(self.cache, pod, self.handle.snapshot)
+                self.writer.report_owner_unschedulable(pod, summary)
             return False
         name = reservation_name_of(pod)
         entry = self.cache.get_by_name(name)
         self.writer.report_unschedulable(entry.record if entry is not None else None, name, status.message)
         return False
-
-    def affinity_failure_summary(self, pod: Pod) -> str:
-        """Why none of the Available reservations took ``pod`` (which has reservation affinity), counted
-        per reason: owner, allocated once, affinity/taints, else it did not fit."""
-        cache = self.cache
-        intent = pod_intent(pod)
-        owned = cache.owner_index.match(pod)
-        snapshot = self.handle.snapshot
-        reasons: dict[str, int] = {}
-        total = 0
-        for entry in cache:
-            if entry.row < 0:
-                continue
-            total += 1
-            if entry.uid not in owned:
-                reason = "didn't match owner"
-            elif entry.exhausted:
-                reason = "is allocated"
-            else:
-                info = snapshot.node_info(entry.record.node_name)
-                labels = info.node.labels if info is not None and info.node is not None else {}
-                reason = affinity_allows(intent.affinity, entry.record, labels) or "didn't fit the pod"
-            reasons[reason] = reasons.get(reason, 0) + 1
-        return policy.reservations_summary(total, reasons)
 
     # ----- queueing hints -----
 
@@ -435,40 +472,13 @@ class Reservation:
     # ----- reporting -----
 
     def simulation_report(self) -> tuple[str, list[dict[str, Any]]]:
-        rows = []
-        for entry in sorted(self.cache, key=lambda e: e.record.name):
-            rec = entry.record
-            rows.append(
-                {
-                    "reservation": rec.name,
-                    "node": rec.node_name or None,
-                    "phase": "Succeeded" if entry.exhausted else rec.phase,
-                    "owners": entry.owners(),
-                    "allocatable": _fmt(entry.allocatable),
-                    "allocated": _fmt(entry.allocated()),
-                }
-            )
-        for name, message in sorted(self.writer.reported_invalid.items()):
-            if self.cache.get_by_name(name) is None:
-                rows.append(
-                    {
-                        "reservation": name,
-                        "node": None,
-                        "phase": "Invalid",
-                        "owners": [],
-                        "allocatable": message,
-                        "allocated": "",
-                    }
-                )
-        return "Reservations", rows
+        return "Reservations", simulation_rows(self.cache, self.writer.reported_invalid)
 
     async def drain(self) -> None:
         """Wait for in-flight status writes (tests and simulate)."""
         await self.writer.drain()
-
-
-def _fmt(amounts: Mapping[str, int]) -> str:
-    return ",".join(f"{k}={format_quantity(k, v)}" for k, v in sorted(amounts.items()) if v)
+        if self.preemption is not None:
+            await self.preemption.drain()
 
 
 def new(args: ReservationArgs | None, handle: ExtendedHandle) -> Reservation:
@@ -490,4 +500,5 @@ if TYPE_CHECKING:
     _pre_bind: type[PreBindPlugin] = Reservation
     _nominator: type[ReservationNominator] = Reservation
     _framework_aware: type[FrameworkAware] = Reservation
+    _nominator_aware: type[NominatorAware] = Reservation
     _enqueue: type[EnqueueExtensions] = Reservation

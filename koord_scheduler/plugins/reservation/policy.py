@@ -51,6 +51,15 @@ def usable(
     return ok
 
 
+def is_ignored(resource: str, resources: frozenset[str], groups: frozenset[str]) -> bool:
+    """``ReservationArgs.ignoredResources`` / ``ignoredResourceGroups`` (Koordinator
+    ``isResourceIgnored``): the resource is listed, or its vendor prefix (before ``/``) is a listed group."""
+    if resource in resources:
+        return True
+    prefix, slash, _ = resource.partition("/")
+    return bool(slash) and bool(prefix) and prefix in groups
+
+
 def most_allocated_scores(request: IntArray, remainder: IntArray, allocatable: IntArray) -> IntArray:
     """``ScoreReservation``: MostAllocated over the reservation, so the tightest fit scores highest.
 

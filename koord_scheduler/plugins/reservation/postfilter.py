@@ -9,8 +9,9 @@ says why the pod did not land in its reservation::
     1 Reservation(s) is unschedulable, 1 Reservation(s) for node reason that Insufficient cpu,
     3 Reservation(s) matched owner total
 
-The status is always Unschedulable (this PostFilter never nominates a node); with ``enablePreemption``
-the plugin first runs reservation preemption (not provided: the args refuse it at load).
+With ``enablePreemption`` the plugin first runs reservation preemption (:mod:`.preemption`): its answer
+stands when it nominated a node, was UnschedulableAndUnresolvable or an error; otherwise its reasons come
+first and the reservation reasons follow, and the status is Unschedulable.
 
 The counting is pure (:func:`post_filter_reasons`, table-tested); :func:`diagnose` classifies the
 reservations of one pod from the plugin's cache, and runs only when the pod failed.
@@ -26,11 +27,20 @@ from enum import Enum
 from apis.core.tolerations import find_untolerated_taint
 from apis.core.types import Pod, Taint, TaintEffect, Toleration
 from apis.scheduling import ANNOTATION_RESERVATION_AFFINITY, ReservationRecord
+from koord_scheduler.framework.cycle_state import CycleState
 from koord_scheduler.framework.diagnosis import Diagnosis
 from koord_scheduler.framework.snapshot import ClusterSnapshot
 from koord_scheduler.framework.status import Status, unschedulable
+from koord_scheduler.framework.types import PostFilterResult
+from koord_scheduler.plugins.reservation import policy
 from koord_scheduler.plugins.reservation.cache import ReservationCache
-from koord_scheduler.plugins.reservation.matching import UNSCHEDULABLE_TAINT, affinity_allows, pod_intent
+from koord_scheduler.plugins.reservation.matching import (
+    UNSCHEDULABLE_TAINT,
+    affinity_allows,
+    exact_match_ok,
+    pod_intent,
+)
+from koord_scheduler.plugins.reservation.preemption import ReservationPreemption, settles
 
 RESERVATION_REASON_PREFIX = "Reservation(s) "
 """Reasons a reservation-level Filter wrote (Koordinator's ``IsReservationReason``): not node reasons."""
@@ -234,10 +244,58 @@ def reservation_post_filter(
     cache: ReservationCache, pod: Pod, snapshot: ClusterSnapshot, diagnosis: Diagnosis
 ) -> Status:
     """The PostFilter status: Unschedulable, with the aggregated reasons when there are any."""
-    per_node = diagnose(cache, pod, snapshot)
+    per_node = diagnose(cache, pod, snapshot, exact_match_ok)
     has_affinity = ANNOTATION_RESERVATION_AFFINITY in pod.annotations
     if not per_node and not has_affinity:
         return unschedulable()
     node_reasons = node_failure_reasons(diagnosis, snapshot, per_node)
     reasons = post_filter_reasons(per_node, node_reasons, has_affinity=has_affinity)
     return unschedulable(*reasons)
+
+
+def post_filter_with_preemption(
+    preemption: ReservationPreemption | None,
+    cache: ReservationCache,
+    state: CycleState,
+    pod: Pod,
+    *,
+    snapshot: ClusterSnapshot,
+    diagnosis: Diagnosis,
+) -> tuple[PostFilterResult | None, Status]:
+    """Koordinator's ``PostFilter``: reservation preemption first when enabled (its answer stands when it
+    :func:`.settles`), then the aggregated reservation reasons after the preemption's own."""
+    result: PostFilterResult | None = None
+    reasons: tuple[str, ...] = ()
+    if preemption is not None:
+        result, status = preemption.post_filter(state, pod, diagnosis)
+        if settles(status):
+            return result, status
+        reasons = status.reasons
+    status = reservation_post_filter(cache, pod, snapshot, diagnosis)
+    return result, unschedulable(*reasons, *status.reasons)
+
+
+def affinity_failure_summary(cache: ReservationCache, pod: Pod, snapshot: ClusterSnapshot) -> str:
+    """Why none of the Available reservations took ``pod`` (which has reservation affinity), counted
+    per reason: owner, allocated once, affinity/taints, else it did not fit."""
+    intent = pod_intent(pod)
+    owned = cache.owner_index.match(pod)
+    reasons: dict[str, int] = {}
+    total = 0
+    for entry in cache:
+        if entry.row < 0:
+            continue
+        total += 1
+        if entry.uid not in owned:
+            reason = "didn't match owner"
+        elif entry.exhausted:
+            reason = "is allocated"
+        else:
+            info = snapshot.node_info(entry.record.node_name)
+            labels = info.node.labels if info is not None and info.node is not None else {}
+            reason = affinity_allows(intent.affinity, entry.record, labels)
+            if not reason and not exact_match_ok(pod, entry.record):
+                reason = "is not exact matched"
+            reason = reason or "didn't fit the pod"
+        reasons[reason] = reasons.get(reason, 0) + 1
+    return policy.reservations_summary(total, reasons)

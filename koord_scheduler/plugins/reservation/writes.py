@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Coroutine, Mapping
+from collections.abc import Coroutine, Iterable, Mapping
 from typing import Any, Protocol
 
 from apis.core.quantity import format_quantity
@@ -28,7 +28,9 @@ from apis.scheduling import (
     ReservationRecord,
     parse_reservation,
 )
+from koord_scheduler.framework.cycle_state import CycleState
 from koord_scheduler.framework.handle import ClusterClient
+from koord_scheduler.framework.pod_patch import patch_at_pre_bind
 from koord_scheduler.framework.types import ObjectKind
 
 log = logging.getLogger(__name__)
@@ -136,9 +138,18 @@ class ReservationWriter:
             )
         )
 
-    async def annotate_allocated(self, pod: Pod, annotation: str) -> None:
-        """PreBind: the ``reservation-allocated`` annotation (awaited: PreBind fails with it)."""
-        await self._handle.cluster.patch_pod_metadata(pod, annotations={ANNOTATION_RESERVATION_ALLOCATED: annotation})
+    async def annotate_allocated(self, state: CycleState, pod: Pod, annotation: str) -> None:
+        """PreBind: the ``reservation-allocated`` annotation, into DefaultPreBind's merged patch when the
+        profile has it, else written now (awaited: PreBind fails with it)."""
+        annotations = {ANNOTATION_RESERVATION_ALLOCATED: annotation}
+        await patch_at_pre_bind(state, self._handle.cluster, pod, annotations=annotations)
+
+    async def annotate_adopted(self, pods: Iterable[Pod], annotation: str) -> None:
+        """PreBind of a pre-allocating reservation: the pods it adopts get its ``reservation-allocated``
+        annotation (each its own patch, guarded by the pod's UID; awaited: PreBind fails with it)."""
+        cluster = self._handle.cluster
+        for pod in pods:
+            await cluster.patch_pod_metadata(pod, annotations={ANNOTATION_RESERVATION_ALLOCATED: annotation})
 
     def remove_allocated(self, pod: Pod) -> None:
         """Unreserve after PreBind: take the annotation off again (best effort)."""

@@ -121,15 +121,8 @@ def test_the_fields_without_a_consumer_are_the_refused_ones() -> None:
         "ElasticQuota.quotaSnapshotUpdateInterval",
         "ElasticQuota.hookPlugins",
         "LoadAwareScheduling.estimator",
-        "Reservation.enablePreemption",
-        "Reservation.minCandidateNodesPercentage",
-        "Reservation.minCandidateNodesAbsolute",
         "Reservation.controllerWorkers",
         "Reservation.resyncIntervalSeconds",
-        "Reservation.preAllocationConfig",
-        "Reservation.ignoredResources",
-        "Reservation.ignoredResourceGroups",
-        "Reservation.reservationSelectorIndex",
     ]
 
 
@@ -161,12 +154,8 @@ profiles:
 @pytest.mark.parametrize(
     ("args", "want"),
     [
-        pytest.param("enablePreemption: true", "profiles[0].pluginConfig[0].args.enablePreemption: Forbidden: "
-                     "pykoord does not provide reservation preemption yet", id="enablePreemption"),
         pytest.param("controllerWorkers: 4", "args.controllerWorkers: Forbidden: pykoord's reservation controller "
                      "runs one worker", id="controllerWorkers"),
-        pytest.param("preAllocationConfig: {enableClusterMode: true}", "args.preAllocationConfig: Forbidden",
-                     id="preAllocationConfig"),
     ],
 )
 def test_refused_reservation_args_fail_the_load_naming_the_field(args: str, want: str) -> None:

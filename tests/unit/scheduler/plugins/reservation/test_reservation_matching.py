@@ -184,7 +184,7 @@ def test_reservation_affinity(affinity: dict | None, reservation: ReservationRec
 def test_pod_intent() -> None:
     assert pod_intent(_affinity_pod(None, ignored=True)).ignored
     bad = make_pod("p").annotation("scheduling.koordinator.sh/reservation-affinity", "{nope").build()
-    assert pod_intent(bad).affinity_error.startswith("invalid reservation affinity")
+    assert pod_intent(bad).error.startswith("invalid reservation affinity")
 
 
 @pytest.mark.parametrize(("value", "want"), [("3", 3), ("0", 0), ("x", 0), (None, 0), ("-2", 0)])
