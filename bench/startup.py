@@ -164,8 +164,12 @@ def start(name: str, args: list[str], work: Path) -> subprocess.Popen[bytes]:
     return subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
 
 
+KOORD_SCHEDULER = [str(REPO / ".venv" / "bin" / "koord-scheduler")]
+"""The koord-scheduler command (``--koord-scheduler`` replaces it, e.g. with another checkout's)."""
+
+
 def koord_args(config: Path, metrics_port: int = 0) -> list[str]:
-    return [str(REPO / ".venv" / "bin" / "koord-scheduler"), "--config", str(config),
+    return [*KOORD_SCHEDULER, "--config", str(config),
             "--metrics-port", str(metrics_port), "--bind-address", "127.0.0.1"]
 
 
@@ -351,6 +355,7 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=120.0)
     parser.add_argument("--kubeconfig", help="a running cluster with --nodes kwok nodes (default: start one)")
     parser.add_argument("--kube-scheduler", help="kube-scheduler binary (default: from control-plane.sh build)")
+    parser.add_argument("--koord-scheduler", help="koord-scheduler command (default: .venv/bin/koord-scheduler)")
     parser.add_argument("--json", help="write raw results and the summary here")
     parser.add_argument("--work-dir", help="keep configs and logs here (default: a temp dir)")
     args = parser.parse_args()
@@ -361,6 +366,8 @@ def main() -> int:
         parser.error("--nodes must be positive and --pods not negative")
     if args.lease_duration < 3:
         parser.error("--lease-duration: at least 3 (seconds), so the renew deadline stays above the 2 s retry period")
+    if args.koord_scheduler:
+        KOORD_SCHEDULER[:] = args.koord_scheduler.split()
     from controlplane import Binaries, running_control_plane
 
     kube_scheduler = args.kube_scheduler or str(Binaries.build().kube_scheduler)

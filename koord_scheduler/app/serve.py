@@ -23,8 +23,10 @@ Flags follow kube-scheduler's names::
 Lifecycle: the configuration is validated and every profile built before any network I/O, so a bad
 config is refused at once (exit 2, one message, no traceback). Then the HTTP endpoints come up, the
 cluster is listed (``/readyz`` turns ok once synced) and watched; a replica schedules only while it
-holds the leader Lease; the controllers, too, act only on the leader. SIGTERM / SIGINT stop
-scheduling, wait up to 10 s for bindings in flight, release the Lease and exit 0. Losing the Lease
+holds the leader Lease; the controllers, too, act only on the leader. A standby lists and watches
+like the leader, so its caches are warm and taking over costs only the Lease wait. The leader-only
+controllers start once the first scheduling pass is done, so they do not delay the first binds.
+SIGTERM / SIGINT stop scheduling, wait up to 10 s for bindings in flight, release the Lease and exit 0. Losing the Lease
 exits 1 at once, as kube-scheduler does, so the Deployment restarts the replica as a clean candidate.
 """
 

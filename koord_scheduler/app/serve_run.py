@@ -76,9 +76,12 @@ def run_cluster(options: ServeOptions, registry: Callable[[], Registry]) -> int:
             scheduler_names=tuple(p.scheduler_name for p in options.config.profiles),
         ),
     )
-    # The collector is settled once the caches are listed, and again when idle (scheduler.heap).
+    # The collector's thresholds are raised before the caches load; the heap is settled when the
+    # scheduler is first idle, and again when idle later (scheduler.heap).
+    heap = HeapSettler()
+    heap.loading()
     scheduler = build_scheduler(
-        options.config, registry(), source, metrics=metrics, options=SchedulerOptions(heap=HeapSettler())
+        options.config, registry(), source, metrics=metrics, options=SchedulerOptions(heap=heap)
     ) if options.controllers.scheduling else None
     client = options.config.client_connection
     colocation = build_colocation(
@@ -158,7 +161,8 @@ async def _run(
     elector = _elector(options, source, metrics) if options.leader_elect else None
     state = _State(source, elector, scheduler)
     state.set_debug(scores=options.debug_scores, filters=options.debug_filters)
-    controller = _reservation_controller(options, scheduler, elector, metrics)
+    controller: ReservationControllerThread | None = None
+    starter: asyncio.Future[None] | None = None
     runner: web.AppRunner | None = None
     colocation_task: asyncio.Future[None] | None = None
     debug_runner: web.AppRunner | None = None
@@ -205,20 +209,33 @@ async def _run(
             return EXIT_USAGE
         if not await _until_stopped(source.start(sink, kinds), stop):
             return EXIT_OK
-        if controller is not None:
-            controller.start()
         if elector is not None and not await _until_stopped(elector.acquire(), stop):
             return EXIT_OK
-        runs = [*([colocation.controllers.run(stop)] if colocation else []),
-                *([quota_status.controller.run(stop)] if quota_status else []),
-                *([podgroups.controller.run(stop)] if podgroups else [])]
-        if runs:
-            colocation_task = asyncio.ensure_future(_gather_controllers(runs))
+
+        def start_controllers() -> None:
+            """The leader-only controllers: the Reservation controller's thread (kopf) and the others'
+            tasks. With scheduling on they start after the first pass (``first_pass_done``), so neither
+            kopf's import nor their first reconcile delays the first binds."""
+            nonlocal controller, colocation_task
+            controller = _reservation_controller(options, scheduler, elector, metrics)
+            if controller is not None:
+                controller.start()
+            runs = [*([colocation.controllers.run(stop)] if colocation else []),
+                    *([quota_status.controller.run(stop)] if quota_status else []),
+                    *([podgroups.controller.run(stop)] if podgroups else [])]
+            if runs:
+                colocation_task = asyncio.ensure_future(_gather_controllers(runs))
+
         if scheduler is None:
+            start_controllers()
             return await hold_controllers(elector, stop, colocation_task)
+        starter = asyncio.ensure_future(_after(scheduler.first_pass_done, start_controllers))
         return await _schedule(scheduler, elector, stop, state)
     finally:
         state.stopping = True
+        if starter is not None:
+            starter.cancel()
+            await asyncio.gather(starter, return_exceptions=True)
         if colocation_task is not None:
             colocation_task.cancel()
             await asyncio.gather(colocation_task, return_exceptions=True)
@@ -242,6 +259,11 @@ async def _run(
             await runner.cleanup()
         if debug_runner is not None:
             await debug_runner.cleanup()
+
+
+async def _after(event: asyncio.Event, action: Callable[[], None]) -> None:
+    await event.wait()
+    action()
 
 
 async def _gather_controllers(runs: list[Coroutine[Any, Any, None]]) -> None:
