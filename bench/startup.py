@@ -66,6 +66,8 @@ NAMESPACE = "startup"
 CONTENDERS = ("koord-scheduler", "kube-scheduler")
 KWOK_NODE = "kwok-node-{}"
 LEASE_NAME = "bench-startup"
+RUN_ID = f"{int(time.time()) % 1_000_000:06d}"
+"""In the probe pods' names, so runs on the same cluster (``--kubeconfig``) do not collide."""
 
 
 @dataclass
@@ -198,7 +200,7 @@ def log_offset(log: Path, needle: str, started_wall: float) -> float | None:
 
 async def first_bind(name: str, http: ApiHttp, *, kubeconfig: str, kube_scheduler: str, work: Path,
                      round_index: int, timeout: float) -> FirstBind:
-    probe = f"first-{name}-{round_index}"
+    probe = f"first-{name}-{RUN_ID}-{round_index}"
     await create_pending(http, probe)
     watcher, watch = await watch_from_now(http, probe)
     await asyncio.sleep(0.5)
@@ -264,7 +266,7 @@ async def takeover(http: ApiHttp, *, kubeconfig: str, work: Path, lease: float, 
     leader = start(f"takeover-{round_index}-a", koord_args(config, ports[0]), work)
     standby: subprocess.Popen[bytes] | None = None
     try:
-        probe = f"leader-{round_index}"
+        probe = f"leader-{RUN_ID}-{round_index}"
         watcher, watch = await watch_from_now(http, probe)
         await create_pending(http, probe)
         await asyncio.wait_for(watcher.done.wait(), timeout)
@@ -272,7 +274,7 @@ async def takeover(http: ApiHttp, *, kubeconfig: str, work: Path, lease: float, 
         standby = start(f"takeover-{round_index}-b", koord_args(config, ports[1]), work)
         await wait_until(lambda: ready(ports[1]), timeout, "the standby's /readyz")
         await asyncio.sleep(1.0)  # the standby's first retry of the Lease has happened
-        probe = f"takeover-{round_index}"
+        probe = f"takeover-{RUN_ID}-{round_index}"
         watcher, watch = await watch_from_now(http, probe)
         leader.send_signal(signal.SIGKILL)
         killed = time.monotonic()
