@@ -116,10 +116,10 @@ def test_bad_durations_are_refused(options: LeaderElectionOptions, want: str) ->
     [
         pytest.param(None, 0.0, 0.0, 0.0, 2.0, id="nothing-observed-retry-period"),
         pytest.param(None, 0.0, 0.0, 1.0, 2.4, id="nothing-observed-full-jitter"),
-        pytest.param("other", 100.0, 101.0, 0.5, 2.2, id="lease-runs-out-after-the-retry-period"),
-        pytest.param("other", 100.0, 113.5, 0.5, 1.55, id="lease-runs-out-sooner-try-just-after"),
+        pytest.param("other", 100.0, 101.0, 0.5, 0.55, id="held-by-another-read-four-times-as-often"),
+        pytest.param("other", 100.0, 114.6, 0.5, 0.45, id="lease-runs-out-sooner-try-just-after"),
         pytest.param("other", 100.0, 115.0, 0.5, 0.05, id="lease-runs-out-now"),
-        pytest.param("other", 100.0, 120.0, 0.5, 2.2, id="already-out-retry-period"),
+        pytest.param("other", 100.0, 120.0, 0.5, 0.55, id="already-out-read-again-soon"),
         pytest.param("", 100.0, 113.5, 0.0, 2.0, id="released-lease-retry-period"),
         pytest.param("me", 100.0, 113.5, 0.0, 2.0, id="own-lease-retry-period"),
     ],
