@@ -77,9 +77,11 @@ def run_cluster(options: ServeOptions, registry: Callable[[], Registry]) -> int:
         ),
     )
     # The collector's thresholds are raised before the caches load; the heap is settled when the
-    # scheduler is first idle, and again when idle later (scheduler.heap).
+    # scheduler is first idle, and again when idle later (scheduler.heap). Without scheduling nothing
+    # would settle it, so the collector keeps its defaults.
     heap = HeapSettler()
-    heap.loading()
+    if options.controllers.scheduling:
+        heap.loading()
     scheduler = build_scheduler(
         options.config, registry(), source, metrics=metrics, options=SchedulerOptions(heap=heap)
     ) if options.controllers.scheduling else None
