@@ -12,19 +12,22 @@ against a real API server. Plugin authors build their own command with extra plu
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
 import sys
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from apis.config import ConfigError, KubeSchedulerConfiguration, load_scheduler_config
 from koord_scheduler.app.debug_server import DebugValueError, parse_debug_scores
-from koord_scheduler.app.plugin_loading import build_registry
-from koord_scheduler.app.simulate import run_simulation, to_json, to_text
 from koord_scheduler.framework.errors import SchedulerError
-from koord_scheduler.framework.registry import PluginSpec, Registry
+
+if TYPE_CHECKING:
+    from apis.config import KubeSchedulerConfiguration
+    from koord_scheduler.framework.registry import PluginSpec, Registry
+
+# Each subcommand imports what it runs (the simulator, the plugins, the configuration models) when it
+# runs, so `--help` and a refused flag answer at once.
 
 log = logging.getLogger("koord-scheduler")
 
@@ -52,6 +55,8 @@ class SchedulerCommand:
         self.extra_plugins = tuple(extra_plugins)
 
     def registry(self) -> Registry:
+        from koord_scheduler.app.plugin_loading import build_registry
+
         return build_registry(self.extra_plugins)
 
     def run(self, argv: Sequence[str] | None = None) -> int:
@@ -64,7 +69,12 @@ class SchedulerCommand:
 
                 return extender_server_main(args[1:], self.registry)
             return self._serve(args)
-        except (ConfigError, SchedulerError) as exc:
+        except SchedulerError as exc:
+            print(f"koord-scheduler: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+        except Exception as exc:
+            if not _is_config_error(exc):
+                raise
             print(f"koord-scheduler: {exc}", file=sys.stderr)
             return EXIT_USAGE
         except KeyboardInterrupt:
@@ -94,6 +104,10 @@ class SchedulerCommand:
         ns = parser.parse_args(argv)
         _setup_logging(ns.verbosity)
         now = _parse_now(ns.now, parser)
+        import asyncio
+
+        from koord_scheduler.app.simulate import run_simulation, to_json, to_text
+
         registry = self.registry()
         config = _load_config(ns.config, DEFAULT_SIMULATE_CONFIG if ns.config is None else None)
         cluster_path = Path(ns.cluster) if ns.cluster else DEFAULT_CLUSTER
@@ -124,7 +138,15 @@ def _debug_scores(text: str) -> int:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _is_config_error(exc: Exception) -> bool:
+    """``apis.config.ConfigError``, checked without importing the configuration models up front."""
+    errors = sys.modules.get("apis.config.errors")
+    return errors is not None and isinstance(exc, errors.ConfigError)
+
+
 def _load_config(path: str | None, fallback: Path | None) -> KubeSchedulerConfiguration:
+    from apis.config import KubeSchedulerConfiguration, load_scheduler_config
+
     if path:
         return load_scheduler_config(path)
     if fallback is not None and fallback.exists():

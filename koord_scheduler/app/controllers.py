@@ -18,7 +18,6 @@ plugin's, or its own).
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import logging
 from collections.abc import Collection, Mapping
@@ -28,12 +27,11 @@ from typing import Any
 from apis.config import KubeSchedulerConfiguration
 from apis.config.elasticquota_args import ElasticQuotaArgs
 from apis.config.plugin_args import IN_TREE_ARGS, decode_args
-from apis.configuration import CONFIG_MAP_NAME, DEFAULT_NAMESPACE
 from apis.scheduling import elasticquota
 from apis.scheduling import podgroup as pg
 from apis.slo.common import GROUP, VERSION
 from apis.slo.nodemetric_record import parse_node_metric
-from koord_scheduler.framework.errors import SchedulerError
+from koord_scheduler.app.controller_flags import ControllerFlags
 from koord_scheduler.scheduler.controllers.api import KubeControllerApi, parse_config_map
 from koord_scheduler.scheduler.controllers.decide import parse_node_slo
 from koord_scheduler.scheduler.controllers.podgroup import PodGroupController
@@ -46,50 +44,12 @@ from koord_scheduler.scheduler.controllers.runner import (
 from koord_scheduler.scheduler.controllers.selection import (
     ELASTICQUOTA,
     PODGROUP,
-    RESERVATION,
-    ControllerSelectionError,
-    parse_controllers,
 )
 from koord_scheduler.scheduler.kube import ApiHttp, KubeClusterSource, TokenBucket
 from koord_scheduler.scheduler.leaderelection import LeaderElector
 from koord_scheduler.scheduler.metrics import SchedulerMetrics
 
 log = logging.getLogger("koord-scheduler")
-
-
-class ControllerFlagError(SchedulerError):
-    """A bad ``--controllers`` value (reported as one line, exit 2)."""
-
-
-@dataclass(frozen=True, slots=True)
-class ControllerFlags:
-    enabled: frozenset[str]
-    scheduling: bool
-    config_namespace: str
-    config_name: str
-
-
-def add_controller_flags(parser: argparse.ArgumentParser, parse_bool: type | object) -> None:
-    parser.add_argument("--controllers", default="*", metavar="LIST",
-                        help="controllers to run, kube-controller-manager style: '*' (all, default), 'name', "
-                        "'-name'; names: reservation, nodeslo, noderesource, nodemetric, elasticquota, podgroup "
-                        "(only the leader acts)")
-    parser.add_argument("--scheduling", nargs="?", const=True, default=True, type=parse_bool,  # type: ignore[arg-type]
-                        metavar="BOOL", help="schedule pods (default true); false: run only the controllers")
-    parser.add_argument("--config-namespace", default=DEFAULT_NAMESPACE,
-                        help=f"namespace of the {CONFIG_MAP_NAME} ConfigMap (default {DEFAULT_NAMESPACE})")
-    parser.add_argument("--slo-config-name", default=CONFIG_MAP_NAME,
-                        help=f"name of the colocation ConfigMap (default {CONFIG_MAP_NAME})")
-
-
-def controller_flags(ns: argparse.Namespace) -> ControllerFlags:
-    try:
-        enabled = parse_controllers(ns.controllers)
-    except ControllerSelectionError as exc:
-        raise ControllerFlagError(str(exc)) from None
-    if not ns.reservation_controller:
-        enabled -= {RESERVATION}
-    return ControllerFlags(enabled, bool(ns.scheduling), ns.config_namespace, ns.slo_config_name)
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from aiohttp import web
+if TYPE_CHECKING:  # aiohttp loads when the server starts, not when the flags are parsed
+    from aiohttp import web
 
 log = logging.getLogger("koord-scheduler")
 
@@ -60,6 +62,7 @@ SetDebug = Callable[..., None]
 
 def debug_app(set_debug: SetDebug) -> web.Application:
     """The application serving ``PUT /debug/flags/{s,f}`` (tests mount it directly)."""
+    from aiohttp import web
 
     async def debug_flag(request: web.Request) -> web.Response:
         text = (await request.text())[:100]
@@ -87,6 +90,8 @@ def debug_app(set_debug: SetDebug) -> web.Application:
 
 async def start_debug_server(port: int, set_debug: SetDebug) -> web.AppRunner:
     """Serve the switches on ``127.0.0.1:port``. Raises ``OSError`` when the port is taken."""
+    from aiohttp import web
+
     runner = web.AppRunner(debug_app(set_debug), access_log=None, handle_signals=False)
     await runner.setup()
     site = web.TCPSite(runner, LOOPBACK, port)

@@ -9,7 +9,12 @@ is there for cycles only.
 
 :class:`HeapSettler` does what long-running CPython services do once their caches are loaded: collect
 once, move everything alive into the permanent generation (``gc.freeze``) so later collections skip it,
-and raise the generation-0 threshold. Frozen objects are never collected, so garbage cycles among them
+and raise the generation-0 threshold. While the caches load (:meth:`HeapSettler.loading`) it only raises
+the thresholds and freezes what the imports left, without collecting: listing tens of thousands of pods
+would otherwise run a full collection over the growing heap every time it grows by a quarter. The first
+settle waits until the scheduler is first idle, so it is not paid before the first bind.
+
+Frozen objects are never collected, so garbage cycles among them
 (objects that were alive at the freeze and died later) would stay; :meth:`HeapSettler.idle` therefore
 unfreezes, collects and freezes again, at most every ``resettle_seconds`` and only while the scheduler
 has nothing to do.
@@ -51,8 +56,15 @@ def settle() -> SettleResult:
     return SettleResult(collected, gc.get_freeze_count(), time.perf_counter() - started)
 
 
+def raise_thresholds() -> None:
+    """Freeze what is alive (no collection: cheap) and raise the thresholds; for start-up, before the
+    caches load."""
+    gc.freeze()
+    gc.set_threshold(GEN0_THRESHOLD, *OLDER_THRESHOLDS)
+
+
 class HeapSettler:
-    """Settles the heap when the scheduler starts, and again when idle every ``resettle_seconds``."""
+    """Settles the heap when the scheduler is first idle, and again when idle every ``resettle_seconds``."""
 
     def __init__(self, *, resettle_seconds: float = RESETTLE_SECONDS, clock: Callable[[], float] = time.monotonic):
         self.resettle_seconds = resettle_seconds
@@ -63,8 +75,13 @@ class HeapSettler:
     def start(self) -> SettleResult:
         return self._settle("start")
 
+    def loading(self) -> None:
+        """The caches are about to load: :func:`raise_thresholds`. The first :meth:`idle` settles."""
+        raise_thresholds()
+
     def idle(self) -> SettleResult | None:
-        """Settle again if the last settle is ``resettle_seconds`` old (call when there is no work)."""
+        """Settle if this is the first idle moment or the last settle is ``resettle_seconds`` old (call when
+        there is no work)."""
         if self._last is not None and self._clock() - self._last < self.resettle_seconds:
             return None
         return self._settle("idle")

@@ -110,6 +110,9 @@ class Scheduler:
         """Pods bound so far (``run_until_idle`` reads it to tell progress from a stalled gang)."""
         self._yield_soon = False
         self._warmed_up = False
+        self.first_pass_done = asyncio.Event()
+        """Set once :meth:`run` has first emptied the queue: every pod pending at start has been tried and
+        its binding is under way. Cluster mode starts the leader-only controllers then, not before."""
         self.pre_error_filters: list[ErrorHandlerFilter] = []
         self.post_error_filters: list[ErrorHandlerFilter] = []
         self.waiting_pods = WaitingPods()
@@ -485,8 +488,8 @@ class Scheduler:
         """Schedule until ``stop`` is set."""
         self.warm_up()
         heap = self.options.heap
-        if heap is not None:
-            heap.start()
+        if heap is not None:  # settled when first idle (``heap.idle`` below), not before the first bind
+            heap.loading()
         while not stop.is_set():
             self.queue.flush()
             processed = 0
@@ -498,6 +501,7 @@ class Scheduler:
                     if stop.is_set():
                         return
             self._update_gauges()
+            self.first_pass_done.set()
             if heap is not None and not self._bindings:  # nothing to pop, nothing in flight
                 heap.idle()
             waiter = asyncio.ensure_future(self.queue.wait_for_pod())

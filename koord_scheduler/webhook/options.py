@@ -1,4 +1,4 @@
-"""The admission server's flags and its start-up, for ``koord-scheduler`` cluster mode.
+"""The admission server's start-up, for ``koord-scheduler`` cluster mode (its flags: :mod:`.flags`).
 
 ::
 
@@ -19,11 +19,8 @@
 
 from __future__ import annotations
 
-import argparse
-import os
 import ssl
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry
@@ -35,57 +32,9 @@ from koord_scheduler.scheduler.kube.ratelimit import TokenBucket
 from koord_scheduler.webhook.admission import PodMutator, WebhookMetrics
 from koord_scheduler.webhook.bootstrap import ensure_secret_bundle, inject_ca_bundle
 from koord_scheduler.webhook.certs import read_bundle, server_ssl_context, service_dns_names, write_bundle
+from koord_scheduler.webhook.flags import WebhookOptions
 from koord_scheduler.webhook.kube import KubeColocationLookup
 from koord_scheduler.webhook.server import WebhookServer
-
-DEFAULT_NAMESPACE = "koordinator-system"
-DEFAULT_SERVICE = "koord-scheduler-webhook"
-DEFAULT_SECRET = "koord-scheduler-webhook-certs"
-DEFAULT_CONFIGURATION = "koord-scheduler-mutating-webhook-configuration"
-
-
-@dataclass(frozen=True, slots=True)
-class WebhookOptions:
-    port: int = 0
-    bind_address: str = "0.0.0.0"
-    cert_dir: str = ""
-    namespace: str = DEFAULT_NAMESPACE
-    service_name: str = DEFAULT_SERVICE
-    secret_name: str = DEFAULT_SECRET
-    configuration_name: str = DEFAULT_CONFIGURATION
-    extra_hosts: tuple[str, ...] = ()
-
-    @property
-    def enabled(self) -> bool:
-        return self.port > 0
-
-
-def add_webhook_flags(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("admission webhooks (ClusterColocationProfile)")
-    group.add_argument("--webhook-port", type=int, default=0, metavar="PORT",
-                       help="HTTPS port for /mutate-pod and /validate-pod (default 0: off)")
-    group.add_argument("--webhook-bind-address", default="0.0.0.0", metavar="ADDR")
-    group.add_argument("--webhook-cert-dir", default="", metavar="DIR",
-                       help="directory with tls.crt and tls.key; empty: make a self-signed CA and certificate")
-    group.add_argument("--webhook-namespace", default=os.environ.get("POD_NAMESPACE") or DEFAULT_NAMESPACE,
-                       metavar="NS")
-    group.add_argument("--webhook-service-name", default=DEFAULT_SERVICE, metavar="NAME")
-    group.add_argument("--webhook-cert-hosts", default="", metavar="H1,H2",
-                       help="more DNS names or IPs for the self-signed certificate")
-    group.add_argument("--webhook-secret-name", default=DEFAULT_SECRET, metavar="NAME")
-    group.add_argument("--webhook-configuration-name", default=DEFAULT_CONFIGURATION, metavar="NAME")
-
-
-def webhook_options(ns: argparse.Namespace) -> WebhookOptions:
-    """The options from parsed flags. Raises ``ValueError`` naming the flag."""
-    if not 0 <= ns.webhook_port <= 65535:
-        raise ValueError(f"--webhook-port: {ns.webhook_port} is not a port number")
-    return WebhookOptions(
-        port=ns.webhook_port, bind_address=ns.webhook_bind_address, cert_dir=ns.webhook_cert_dir,
-        namespace=ns.webhook_namespace, service_name=ns.webhook_service_name, secret_name=ns.webhook_secret_name,
-        configuration_name=ns.webhook_configuration_name,
-        extra_hosts=tuple(h.strip() for h in ns.webhook_cert_hosts.split(",") if h.strip()),
-    )
 
 
 class WebhookRuntime:

@@ -158,7 +158,9 @@ class KubeClusterSource:
     async def start(self, sink: EventSink, kinds: Sequence[ObjectKind] = ()) -> None:
         """List every kind (retrying with backoff until the API server answers), deliver the lists in
         order (Nodes, other kinds, bound Pods, pending Pods), then start the watches. ``kinds`` are
-        added as :meth:`watch_kind` would (the plugins' subscriptions)."""
+        added as :meth:`watch_kind` would (the plugins' subscriptions). Each page is parsed while the
+        next is fetched (:meth:`Reflector.list_all`); delivery waits for every list, so the cache is
+        whole before the first pending pod reaches the queue."""
         for extra in kinds:
             if all(k.kind != extra.kind for k, _ in self._kinds):
                 self.watch_kind(extra.group, extra.version, extra.plural, extra.parse, extra.kind)
@@ -174,14 +176,14 @@ class KubeClusterSource:
         backoff = Backoff(self.options.reflector.initial_backoff, self.options.reflector.max_backoff)
         while True:
             try:
-                lists = await asyncio.gather(*(r.list_all() for r in reflectors))
+                lists = await asyncio.gather(*(r.list_all(prepare=True) for r in reflectors))
                 break
             except ClusterError as err:
                 delay = backoff.next()
                 log.warning("initial list from %s failed: %s; retrying in %.1fs",
                             self.connection.server, err, delay)
                 await asyncio.sleep(delay)
-        optional_lists = await asyncio.gather(*(r.list_all() for r in optional), return_exceptions=True)
+        optional_lists = await asyncio.gather(*(r.list_all(prepare=True) for r in optional), return_exceptions=True)
         for reflector, (items, rv) in zip(reflectors, lists, strict=True):
             reflector.replace(items, rv)
         for reflector, result in zip(optional, optional_lists, strict=True):

@@ -11,7 +11,8 @@ import aiohttp
 import pytest
 
 from koord_scheduler.app.debug_server import LOOPBACK, start_debug_server
-from koord_scheduler.app.serve import ServeOptions, _options, _parser, _start_http
+from koord_scheduler.app.serve import ServeOptions, _options, _parser
+from koord_scheduler.app.serve_run import _start_http
 from koord_scheduler.scheduler.metrics import SchedulerMetrics
 
 

@@ -1,5 +1,5 @@
-"""HeapSettler: collect, freeze and raise the generation-0 threshold at start, and again when idle no
-more often than ``resettle_seconds``; cluster mode's scheduling loop settles at start."""
+"""HeapSettler: collect, freeze and raise the generation-0 threshold when first idle, and again when idle
+no more often than ``resettle_seconds``; while the caches load only the thresholds are raised."""
 
 from __future__ import annotations
 
@@ -61,7 +61,21 @@ def test_idle_resettles_only_after_the_interval_and_unfreezes_first() -> None:
     assert result.frozen < frozen_with_survivor
 
 
-def test_scheduler_run_settles_at_start_and_schedules() -> None:
+def test_loading_raises_the_thresholds_without_collecting_and_first_idle_settles() -> None:
+    gc.unfreeze()
+    gc.set_threshold(700, 10, 10)
+    cycles = [_Cycle() for _ in range(20)]
+    del cycles
+    settler = HeapSettler()
+    settler.loading()
+    assert gc.get_threshold() == (heap.GEN0_THRESHOLD, *heap.OLDER_THRESHOLDS)
+    assert settler.settles == 0
+    result = settler.idle()
+    assert result is not None and settler.settles == 1
+    assert result.collected >= 20  # the unfreeze lets the first settle find what loading froze
+
+
+def test_scheduler_run_settles_when_idle_and_schedules() -> None:
     settler = HeapSettler()
     cluster = MemoryCluster.from_objects(
         [make_node("n1").capacity(cpu="4", memory="8Gi", pods="10").build()],
@@ -75,7 +89,10 @@ def test_scheduler_run_settles_at_start_and_schedules() -> None:
         await cluster.start(scheduler, list(scheduler.watched_kinds.values()))
         stop = asyncio.Event()
         task = asyncio.ensure_future(scheduler.run(stop))
-        await asyncio.sleep(0.05)
+        for _ in range(100):  # the loop is idle once the binding is done and it next waits for pods
+            await asyncio.sleep(0.05)
+            if settler.settles:
+                break
         stop.set()
         await task
 

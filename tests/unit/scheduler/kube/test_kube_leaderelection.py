@@ -109,3 +109,27 @@ async def test_a_conflicting_write_loses_the_race(api: FakeApi, http: ApiHttp) -
 def test_bad_durations_are_refused(options: LeaderElectionOptions, want: str) -> None:
     with pytest.raises(ValueError, match=want.replace("*", r"\*")):
         options.validate()
+
+
+@pytest.mark.parametrize(
+    ("holder", "observed_at", "now", "jitter", "want"),
+    [
+        pytest.param(None, 0.0, 0.0, 0.0, 2.0, id="nothing-observed-retry-period"),
+        pytest.param(None, 0.0, 0.0, 1.0, 2.4, id="nothing-observed-full-jitter"),
+        pytest.param("other", 100.0, 101.0, 0.5, 0.55, id="held-by-another-read-four-times-as-often"),
+        pytest.param("other", 100.0, 114.6, 0.5, 0.45, id="lease-runs-out-sooner-try-just-after"),
+        pytest.param("other", 100.0, 115.0, 0.5, 0.05, id="lease-runs-out-now"),
+        pytest.param("other", 100.0, 120.0, 0.5, 0.55, id="already-out-read-again-soon"),
+        pytest.param("", 100.0, 113.5, 0.0, 2.0, id="released-lease-retry-period"),
+        pytest.param("me", 100.0, 113.5, 0.0, 2.0, id="own-lease-retry-period"),
+    ],
+)
+def test_next_attempt_delay(holder: str | None, observed_at: float, now: float, jitter: float, want: float) -> None:
+    from koord_scheduler.scheduler.leaderelection import LeaseRecord
+
+    options = LeaderElectionOptions(lease_duration=15.0, renew_deadline=10.0, retry_period=2.0, identity="me")
+    candidate = LeaderElector(None, options, monotonic=lambda: now)  # type: ignore[arg-type]
+    if holder is not None:
+        candidate.observed = LeaseRecord(holder, 15, "t", "t", 0)
+        candidate.observed_time = observed_at
+    assert candidate.next_attempt_delay(jitter) == pytest.approx(want)

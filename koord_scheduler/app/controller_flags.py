@@ -1,0 +1,52 @@
+"""The cluster controllers' flags (see :mod:`.controllers` for what they run).
+
+Apart from :mod:`.controllers` so that parsing the command line loads none of the controllers.
+``DEFAULT_CONFIG_NAMESPACE`` and ``CONFIG_MAP_NAME`` repeat ``apis.configuration``'s values for the same
+reason; a test keeps them equal.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+
+from koord_scheduler.framework.errors import SchedulerError
+from koord_scheduler.scheduler.controllers.selection import RESERVATION, ControllerSelectionError, parse_controllers
+
+CONFIG_MAP_NAME = "slo-controller-config"
+DEFAULT_CONFIG_NAMESPACE = "koordinator-system"
+
+
+class ControllerFlagError(SchedulerError):
+    """A bad ``--controllers`` value (reported as one line, exit 2)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerFlags:
+    enabled: frozenset[str]
+    scheduling: bool
+    config_namespace: str
+    config_name: str
+
+
+def add_controller_flags(parser: argparse.ArgumentParser, parse_bool: type | object) -> None:
+    parser.add_argument("--controllers", default="*", metavar="LIST",
+                        help="controllers to run, kube-controller-manager style: '*' (all, default), 'name', "
+                        "'-name'; names: reservation, nodeslo, noderesource, nodemetric, elasticquota, podgroup "
+                        "(only the leader acts)")
+    parser.add_argument("--scheduling", nargs="?", const=True, default=True, type=parse_bool,  # type: ignore[arg-type]
+                        metavar="BOOL", help="schedule pods (default true); false: run only the controllers")
+    parser.add_argument("--config-namespace", default=DEFAULT_CONFIG_NAMESPACE,
+                        help=f"namespace of the {CONFIG_MAP_NAME} ConfigMap (default {DEFAULT_CONFIG_NAMESPACE})")
+    parser.add_argument("--slo-config-name", default=CONFIG_MAP_NAME,
+                        help=f"name of the colocation ConfigMap (default {CONFIG_MAP_NAME})")
+
+
+def controller_flags(ns: argparse.Namespace) -> ControllerFlags:
+    try:
+        enabled = parse_controllers(ns.controllers)
+    except ControllerSelectionError as exc:
+        raise ControllerFlagError(str(exc)) from None
+    if not ns.reservation_controller:
+        enabled -= {RESERVATION}
+    return ControllerFlags(enabled, bool(ns.scheduling), ns.config_namespace, ns.slo_config_name)

@@ -1,0 +1,376 @@
+"""Cluster mode once the flags are parsed (:mod:`.serve`): the scheduler, the controllers, the HTTP
+endpoints and leader election, run until SIGTERM.
+
+A module of its own so that ``koord-scheduler --help`` and a refused flag load none of it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import sys
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, Gauge, ProcessCollector, generate_latest
+
+from koord_scheduler.app.controllers import (
+    Colocation,
+    PodGroups,
+    QuotaStatus,
+    build_colocation,
+    build_podgroup,
+    build_quota_status,
+    hold_controllers,
+)
+from koord_scheduler.app.debug_server import LOOPBACK, start_debug_server
+from koord_scheduler.app.serve import (
+    EVENT_LOOP_ENV,
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    SHUTDOWN_GRACE_SECONDS,
+    ServeOptions,
+    _with_cpu_profile,
+    event_loop_factory,
+)
+from koord_scheduler.framework.errors import ClusterError
+from koord_scheduler.framework.registry import Registry
+from koord_scheduler.scheduler.assembly import build_scheduler
+from koord_scheduler.scheduler.controllers.runner import ControllerSink, FanoutSink
+from koord_scheduler.scheduler.controllers.selection import RESERVATION
+from koord_scheduler.scheduler.heap import HeapSettler
+from koord_scheduler.scheduler.kube import (
+    ApiHttp,
+    HttpOptions,
+    KubeClusterSource,
+    KubeSourceOptions,
+    TokenBucket,
+    load_connection,
+)
+from koord_scheduler.scheduler.leaderelection import LeaderElector
+from koord_scheduler.scheduler.metrics import SchedulerMetrics
+from koord_scheduler.scheduler.scheduler import Scheduler, SchedulerOptions
+from koord_scheduler.scheduler.source import EventSink
+
+if TYPE_CHECKING:
+    from koord_scheduler.scheduler.reservation_controller.operator import ReservationControllerThread
+    from koord_scheduler.webhook.options import WebhookRuntime
+
+log = logging.getLogger("koord-scheduler")
+
+
+def run_cluster(options: ServeOptions, registry: Callable[[], Registry]) -> int:
+    """Build the scheduler and the controllers for ``options`` and run until SIGTERM; the exit code."""
+    connection = load_connection(options.kubeconfig)
+    metrics = SchedulerMetrics()
+    source = KubeClusterSource(
+        connection,
+        options=KubeSourceOptions(
+            qps=options.config.client_connection.qps,
+            burst=options.config.client_connection.burst,
+            scheduler_names=tuple(p.scheduler_name for p in options.config.profiles),
+        ),
+    )
+    # The collector's thresholds are raised before the caches load; the heap is settled when the
+    # scheduler is first idle, and again when idle later (scheduler.heap). Without scheduling nothing
+    # would settle it, so the collector keeps its defaults.
+    heap = HeapSettler()
+    if options.controllers.scheduling:
+        heap.loading()
+    scheduler = build_scheduler(
+        options.config, registry(), source, metrics=metrics, options=SchedulerOptions(heap=heap)
+    ) if options.controllers.scheduling else None
+    client = options.config.client_connection
+    colocation = build_colocation(
+        options.controllers, source, metrics, client=(client.qps, client.burst),
+        scheduler_kinds=scheduler.watched_kinds if scheduler is not None else (),
+    )
+    quota_status = build_quota_status(
+        options.controllers, source, options.config, client=(client.qps, client.burst),
+        scheduler_kinds=scheduler.watched_kinds if scheduler is not None else (),
+    )
+    podgroups = build_podgroup(
+        options.controllers, source, client=(client.qps, client.burst),
+        scheduler_kinds=scheduler.watched_kinds if scheduler is not None else (),
+    )
+    log.info("koord-scheduler: profiles %s, controllers %s, API server %s (%s)",
+             ", ".join(scheduler.profiles) if scheduler else "none (scheduling off)",
+             ", ".join(sorted(options.controllers.enabled)) or "none", connection.server, connection.description)
+    loop_factory = event_loop_factory(os.environ.get(EVENT_LOOP_ENV, ""))
+
+    def run() -> int:
+        with asyncio.Runner(loop_factory=loop_factory) as runner:
+            return runner.run(
+                _run(options, scheduler, source, metrics, colocation, quota_status=quota_status, podgroups=podgroups)
+            )
+
+    return _with_cpu_profile(run)
+
+
+# ----- running -----
+
+
+@dataclass(slots=True)
+class _State:
+    source: KubeClusterSource
+    elector: LeaderElector | None
+    scheduler: Scheduler | None = None
+    stopping: bool = False
+
+    def set_debug(self, *, scores: int | None = None, filters: bool | None = None) -> None:
+        """``--debug-scores`` / ``--debug-filters`` for every profile (also switched over HTTP)."""
+        if self.scheduler is None:
+            return
+        for fwk in self.scheduler.profiles.values():
+            if scores is not None:
+                fwk.debug.scores = scores
+            if filters is not None:
+                fwk.debug.filters = filters
+
+    def healthz(self) -> tuple[bool, str]:
+        if self.elector is not None and not self.elector.healthy():
+            return False, "leaderElection: lease renewal is overdue"
+        return True, "ok"
+
+    def readyz(self) -> tuple[bool, str]:
+        if self.stopping:
+            return False, "shutting down"
+        if not self.source.synced:
+            return False, "informers not synced"
+        return self.healthz()
+
+
+async def _run(
+    options: ServeOptions,
+    scheduler: Scheduler | None,
+    source: KubeClusterSource,
+    metrics: SchedulerMetrics,
+    colocation: Colocation | None = None,
+    *,
+    quota_status: QuotaStatus | None = None,
+    podgroups: PodGroups | None = None,
+) -> int:
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    ProcessCollector(registry=metrics.registry)
+    elector = _elector(options, source, metrics) if options.leader_elect else None
+    state = _State(source, elector, scheduler)
+    state.set_debug(scores=options.debug_scores, filters=options.debug_filters)
+    controller: ReservationControllerThread | None = None
+    starter: asyncio.Future[None] | None = None
+    runner: web.AppRunner | None = None
+    colocation_task: asyncio.Future[None] | None = None
+    debug_runner: web.AppRunner | None = None
+    webhook: WebhookRuntime | None = None
+    if options.webhook.enabled:  # TLS, certificates and the admission code load only when it is on
+        from koord_scheduler.webhook.options import WebhookRuntime
+
+        webhook = WebhookRuntime(options.webhook, source.connection, metrics.registry)
+    try:
+        if webhook is not None:
+            # Every replica serves admission, leader or not; a webhook that cannot start is fatal.
+            try:
+                await webhook.start()
+            except (OSError, ClusterError) as exc:
+                print(f"koord-scheduler: the admission webhook cannot start: {exc}", file=sys.stderr)
+                return EXIT_FAILED
+        if options.metrics_port:
+            try:
+                runner = await _start_http(options, state, metrics)
+            except OSError as exc:
+                print(f"koord-scheduler: cannot listen on {options.bind_address}:{options.metrics_port}: "
+                      f"{exc.strerror or exc}", file=sys.stderr)
+                return EXIT_USAGE
+        if options.debug_flags_port:
+            try:
+                debug_runner = await start_debug_server(options.debug_flags_port, state.set_debug)
+            except OSError as exc:
+                print(f"koord-scheduler: cannot listen on {LOOPBACK}:{options.debug_flags_port}: "
+                      f"{exc.strerror or exc}", file=sys.stderr)
+                return EXIT_USAGE
+        kinds = list(scheduler.watched_kinds.values()) if scheduler is not None else []
+        controllers: list[ControllerSink] = []
+        if colocation is not None:
+            controllers.append(colocation.controllers)
+        if quota_status is not None:
+            controllers.append(quota_status.controller)
+        if podgroups is not None:
+            controllers.append(podgroups.controller)
+        sink: EventSink | None = scheduler
+        if controllers:
+            sink = FanoutSink(scheduler, *controllers, object_errors=metrics.object_errors)
+        if sink is None:
+            log.error("nothing to do: scheduling is off and no controller is enabled")
+            return EXIT_USAGE
+        if not await _until_stopped(source.start(sink, kinds), stop):
+            return EXIT_OK
+        if elector is not None and not await _until_stopped(elector.acquire(), stop):
+            return EXIT_OK
+
+        def start_controllers() -> None:
+            """The leader-only controllers: the Reservation controller's thread (kopf) and the others'
+            tasks. With scheduling on they start after the first pass (``first_pass_done``), so neither
+            kopf's import nor their first reconcile delays the first binds."""
+            nonlocal controller, colocation_task
+            controller = _reservation_controller(options, scheduler, elector, metrics)
+            if controller is not None:
+                controller.start()
+            runs = [*([colocation.controllers.run(stop)] if colocation else []),
+                    *([quota_status.controller.run(stop)] if quota_status else []),
+                    *([podgroups.controller.run(stop)] if podgroups else [])]
+            if runs:
+                colocation_task = asyncio.ensure_future(_gather_controllers(runs))
+
+        if scheduler is None:
+            start_controllers()
+            return await hold_controllers(elector, stop, colocation_task)
+        starter = asyncio.ensure_future(_after(scheduler.first_pass_done, start_controllers))
+        return await _schedule(scheduler, elector, stop, state)
+    finally:
+        state.stopping = True
+        if starter is not None:
+            starter.cancel()
+            await asyncio.gather(starter, return_exceptions=True)
+        if colocation_task is not None:
+            colocation_task.cancel()
+            await asyncio.gather(colocation_task, return_exceptions=True)
+        if colocation is not None:
+            await colocation.http.close()
+        if quota_status is not None:
+            await quota_status.http.close()
+        if podgroups is not None:
+            await podgroups.http.close()
+        if controller is not None and controller.alive:
+            await asyncio.to_thread(controller.stop, 15.0)
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
+        if elector is not None:
+            await elector.release()
+            await elector.http.close()
+        await source.stop()
+        if webhook is not None:
+            await webhook.stop()
+        if runner is not None:
+            await runner.cleanup()
+        if debug_runner is not None:
+            await debug_runner.cleanup()
+
+
+async def _after(event: asyncio.Event, action: Callable[[], None]) -> None:
+    await event.wait()
+    action()
+
+
+async def _gather_controllers(runs: list[Coroutine[Any, Any, None]]) -> None:
+    """The leader-only controllers together: the first failure cancels the others and is raised."""
+    await asyncio.gather(*runs)
+
+
+async def _schedule(scheduler: Scheduler, elector: LeaderElector | None, stop: asyncio.Event, state: _State) -> int:
+    run = asyncio.ensure_future(scheduler.run(stop))
+    hold = asyncio.ensure_future(elector.hold()) if elector is not None else None
+    waiting: set[asyncio.Future[None]] = {run} | ({hold} if hold is not None else set())
+    await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+    if hold is not None and hold.done() and not run.done():
+        log.error("leader election lost; exiting")
+        stop.set()
+        run.cancel()
+        await asyncio.gather(run, return_exceptions=True)
+        return EXIT_FAILED
+    if hold is not None:
+        hold.cancel()
+        await asyncio.gather(hold, return_exceptions=True)
+    if run.exception() is not None:
+        log.error("scheduling loop failed", exc_info=run.exception())
+        return EXIT_FAILED
+    state.stopping = True
+    log.info("stopping: waiting up to %.0fs for bindings in flight", SHUTDOWN_GRACE_SECONDS)
+    try:
+        await asyncio.wait_for(scheduler.drain(), SHUTDOWN_GRACE_SECONDS)
+    except TimeoutError:
+        log.warning("bindings still in flight at shutdown; their pods stay pending for the next leader")
+    return EXIT_OK
+
+
+async def _until_stopped(coro: Coroutine[Any, Any, None], stop: asyncio.Event) -> bool:
+    """Run ``coro`` until it finishes (True) or ``stop`` is set first (False, ``coro`` cancelled)."""
+    task = asyncio.ensure_future(coro)
+    stopper = asyncio.ensure_future(stop.wait())
+    await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
+    if task.done():
+        stopper.cancel()
+        await asyncio.gather(stopper, return_exceptions=True)
+        task.result()
+        return True
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    return False
+
+
+def _reservation_controller(
+    options: ServeOptions, scheduler: Scheduler | None, elector: LeaderElector | None, metrics: SchedulerMetrics
+) -> ReservationControllerThread | None:
+    """The Reservation lifecycle controller, when selected and some profile enables the Reservation
+    plugin (with scheduling off: when selected)."""
+    if RESERVATION not in options.controllers.enabled:
+        return None
+    if scheduler is not None and not any("Reservation" in fwk.plugins for fwk in scheduler.profiles.values()):
+        return None
+    # kopf and the kubernetes client load only when the controller runs.
+    from koord_scheduler.scheduler.reservation_controller.decide import controller_options
+    from koord_scheduler.scheduler.reservation_controller.operator import ApiSettings, ReservationControllerThread
+
+    api = ApiSettings(kubeconfig=options.kubeconfig or None)
+    is_leader: Callable[[], bool] = (lambda: elector.is_leader) if elector is not None else (lambda: True)
+    return ReservationControllerThread(
+        api, controller_options(options.config), is_leader=is_leader, object_errors=metrics.object_errors
+    )
+
+
+def _elector(options: ServeOptions, source: KubeClusterSource, metrics: SchedulerMetrics) -> LeaderElector:
+    status = Gauge("leader_election_master_status",
+                   "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, "
+                   "1 indicates master. 'name' is the string used to identify the lease.",
+                   ["name"], registry=metrics.registry)
+    name = options.leader_election.name
+    status.labels(name).set(0)
+    http = ApiHttp(source.connection, TokenBucket(0, 1), options=HttpOptions(pool_size=4, request_timeout=5.0))
+    return LeaderElector(http, options.leader_election, on_change=lambda leader: status.labels(name).set(int(leader)))
+
+
+async def _start_http(options: ServeOptions, state: _State, metrics: SchedulerMetrics) -> web.AppRunner:
+    def check(probe: Callable[[], tuple[bool, str]]) -> Callable[[web.Request], asyncio.Future[web.Response]]:
+        async def handler(_: web.Request) -> web.Response:
+            ok, text = probe()
+            return web.Response(status=200 if ok else 503, text=text)
+
+        return handler  # type: ignore[return-value]
+
+    async def metrics_handler(_: web.Request) -> web.Response:
+        body = generate_latest(metrics.registry)
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    app = web.Application()
+    app.router.add_get("/healthz", check(state.healthz))
+    app.router.add_get("/livez", check(state.healthz))
+    app.router.add_get("/readyz", check(state.readyz))
+    app.router.add_get("/metrics", metrics_handler)
+    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    await runner.setup()
+    site = web.TCPSite(runner, options.bind_address, options.metrics_port)
+    try:
+        await site.start()
+    except OSError:
+        await runner.cleanup()
+        raise
+    log.info("serving /healthz, /readyz, /metrics on http://%s:%d", options.bind_address, options.metrics_port)
+    return runner
+
+

@@ -1,0 +1,104 @@
+"""What each way of starting koord-scheduler imports: only what it runs.
+
+Each case runs in a fresh interpreter (``sys.modules`` of the test process already holds everything)
+and prints the modules loaded at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import koord_scheduler
+
+HEAVY_FOR_HELP = (
+    "numpy",
+    "aiohttp",
+    "pydantic",
+    "prometheus_client",
+    "yaml",
+    "apis.config",
+    "koord_scheduler.framework.snapshot",
+    "koord_scheduler.plugins.registry",
+)
+"""``--help`` needs argparse and the flag definitions, none of these."""
+
+NEVER_IN_CLUSTER_MODE = (
+    "kopf",
+    "kubernetes",
+    "cryptography",
+    "koord_scheduler.webhook.options",
+    "koord_scheduler.webhook.server",
+    "koord_scheduler.app.simulate",
+    "koord_scheduler.app.cluster_file",
+    "koord_scheduler.scheduler.memory_source",
+    "koord_scheduler.scheduler.reservation_controller.operator",
+)
+"""Loaded only when their feature runs: the Reservation controller (kopf and the kubernetes client), the
+admission webhook (TLS, certificates), the simulator."""
+
+
+def loaded_after(code: str) -> set[str]:
+    script = textwrap.dedent(code) + "\nimport json, sys\nprint(json.dumps(sorted(sys.modules)))\n"
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True)
+    modules: list[str] = json.loads(out.stdout.strip().splitlines()[-1])
+    return set(modules)
+
+
+def loaded_packages(modules: set[str], names: tuple[str, ...]) -> list[str]:
+    return sorted(n for n in names if any(m == n or m.startswith(n + ".") for m in modules))
+
+
+def test_help_loads_no_scheduler_machinery() -> None:
+    modules = loaded_after("""
+        import contextlib, io
+        from koord_scheduler.app.cli import new_scheduler_command
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):
+            new_scheduler_command().run(["--help"])
+    """)
+    assert loaded_packages(modules, HEAVY_FOR_HELP + NEVER_IN_CLUSTER_MODE) == []
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        pytest.param([], id="defaults"),
+        pytest.param(["--controllers=-reservation"], id="no-reservation-controller"),
+        pytest.param(["--scheduling=false"], id="controllers-only"),
+    ],
+)
+def test_cluster_mode_loads_no_optional_feature(argv: list[str]) -> None:
+    """Everything cluster mode imports before it runs: parsing, options, the run module, building the
+    scheduler and the cluster source."""
+    modules = loaded_after(f"""
+        from koord_scheduler.app.serve import _options, _parser
+        from koord_scheduler.app import serve_run
+        from koord_scheduler.app.plugin_loading import build_registry
+        from koord_scheduler.scheduler.assembly import build_scheduler
+        from koord_scheduler.scheduler.kube import KubeClusterSource, Connection
+        options = _options(_parser().parse_args({argv!r}))
+        source = KubeClusterSource(Connection("http://127.0.0.1:1", None, lambda: None, "test"))
+        build_scheduler(options.config, build_registry(()), source)
+    """)
+    assert loaded_packages(modules, NEVER_IN_CLUSTER_MODE) == []
+
+
+def test_the_reservation_controller_still_loads_kopf_when_it_runs() -> None:
+    """The lazy names of the controller package resolve (and bring kopf with them)."""
+    modules = loaded_after("""
+        from koord_scheduler.scheduler.reservation_controller import ReservationControllerThread
+        assert ReservationControllerThread.__name__ == "ReservationControllerThread"
+    """)
+    assert {"kopf", "koord_scheduler.scheduler.reservation_controller.operator"} <= modules
+
+
+def test_every_public_name_resolves() -> None:
+    """``koord_scheduler`` imports its names on first use; each one listed must be there."""
+    missing = [name for name in koord_scheduler.__all__ if getattr(koord_scheduler, name, None) is None]
+    assert missing == []
+    with pytest.raises(AttributeError, match="no attribute 'NotAName'"):
+        _ = koord_scheduler.NotAName  # type: ignore[attr-defined]
