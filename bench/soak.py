@@ -11,21 +11,22 @@ for ``--minutes``:
   scheduling failure cannot be hidden by the churn);
 - **NodeMetrics** (as koordlet reports them): every ``--metric-every`` seconds each node's NodeMetric
   status is written with a usage of half the requests of the pods bound there and a fresh updateTime;
-- **chaos**: every ``--chaos-every`` seconds the next action in turn: inject one hostile object of the
-  real-API-server hostile suite, SIGKILL the leader (it is started again as the standby), or restart
-  kube-apiserver (etcd keeps the objects). The hostile objects, one per turn: a NodeMetric with an int64-overflowing or a negative cpu, a Node
-  with an overflowing allocatable cpu, a Pod with an overflowing request, a Reservation with
-  ``ttl: forever`` or a 1e23 cpu request). A replica that exits because an outage outlasted its lease's
-  renewDeadline (kube-scheduler's reaction too) is started again, as a kubelet would, and counted apart;
+- **chaos**: every ``--chaos-every`` seconds the next action in turn: inject hostile objects of the
+  real-API-server hostile suite (two per turn, in this order: a NodeMetric with an int64-overflowing
+  cpu, a Node with an overflowing allocatable cpu, a Pod with an overflowing request, a Reservation with
+  ``ttl: forever``, a NodeMetric with a negative cpu, a Reservation asking for 1e23 cpu), SIGKILL the
+  leader (it is started again as the standby), or restart kube-apiserver (etcd keeps the objects). A
+  replica that exits because an outage outlasted its lease's renewDeadline (kube-scheduler's reaction
+  too) is started again, as a kubelet would, and counted apart;
 - a watch of the namespace's pods records every node each pod is seen bound to, and each replica's RSS
-  (``/proc/<pid>/status`` VmRSS) is sampled every ``--rss-every`` seconds.
+  (``/proc/<pid>/status`` VmRSS) is sampled every ``--rss-every`` seconds, with whether it led.
 
 At the end the churn stops and the remaining pods get ``--drain`` seconds. Invariants (exit 1 if one
 fails): no pod seen bound to two nodes and no pod with two ``Scheduled`` Events; every schedulable pod
 bound (the hostile pod excepted, which must stay pending); no pod on the hostile Node; no replica exited
 unless the soak killed it; no ``Traceback`` in the replicas' logs (run at ``-v 0``). Reported: counts,
 bind latency (creation to bound, seen by the watch), the longest gap between two binds while pods were
-pending, and the RSS curve per replica process with its slope after the first minute.
+pending, and the RSS curve per replica process with its slope while leading (after its first minute).
 
     .venv/bin/python bench/soak.py                                  # 3 minutes, chaos every 60 s
     .venv/bin/python bench/soak.py --minutes 30 --chaos-every 180   # the long run
@@ -206,10 +207,13 @@ class Soak:
             t0 = time.monotonic()
             self.plane.restart_apiserver()
             return f"restart-apiserver ({time.monotonic() - t0:.1f}s)"
-        case = HOSTILE_CASES[(turn // 3) % len(HOSTILE_CASES)]
-        name = inject_hostile(self.plane, self.ledger, case, turn, self.nodes)
-        self.hostile.append(name)
-        return f"hostile {case} ({name})"
+        injected = []
+        for i in range(2):  # two cases a turn: four hostile turns cover them all
+            case = HOSTILE_CASES[((turn // 3) * 2 + i) % len(HOSTILE_CASES)]
+            name = inject_hostile(self.plane, self.ledger, case, turn, self.nodes)
+            self.hostile.append(name)
+            injected.append(f"{case} ({name})")
+        return "hostile " + ", ".join(injected)
 
     def drain(self) -> None:
         deadline = time.monotonic() + self.options.drain
@@ -261,11 +265,12 @@ def rss_table(report: SoakReport, step: float = 60.0) -> list[str]:
 
 
 def rss_slopes(report: SoakReport, warmup: float = 60.0) -> dict[str, tuple[float, float, float]]:
-    """Per replica process that lived over two minutes past ``warmup``: (first MiB, last MiB, MiB/min
-    least-squares slope) over its samples after its first ``warmup`` seconds."""
+    """Per replica process that led for over two minutes past its first ``warmup`` seconds as leader:
+    (first MiB, last MiB, least-squares slope in MiB/min) over those samples as leader."""
     series: dict[str, list[tuple[float, float]]] = {}
-    for t, name, _, rss in report.rss:
-        series.setdefault(name, []).append((t, rss))
+    for t, name, leader, rss in report.rss:
+        if leader:
+            series.setdefault(name, []).append((t, rss))
     slopes = {}
     for name, samples in series.items():
         points = [(t, r) for t, r in samples if t >= samples[0][0] + warmup]
@@ -290,7 +295,8 @@ def print_report(report: SoakReport) -> None:
     for line in rss_table(report):
         print("  " + line)
     for name, (first, last, slope) in rss_slopes(report).items():
-        print(f"  {name}: {first:.1f} -> {last:.1f} MiB after warm-up, slope {slope:+.2f} MiB/min")
+        print(f"  {name} as leader, after its first minute: {first:.1f} -> {last:.1f} MiB, "
+              f"slope {slope:+.2f} MiB/min")
     violations = report.violations()
     print("invariants: " + ("all held" if not violations else "FAILED"))
     for violation in violations:

@@ -220,14 +220,19 @@ class PodLedger:
             return [max(0.0, (self.bound_at[n] - t) * 1000) for n, t in self.created.items() if n in self.bound_at]
 
     def longest_bind_gap(self) -> float:
-        """The longest time between two binds while a schedulable pod was waiting."""
+        """The longest time no pod was bound while a schedulable pod was waiting: for each gap between two
+        consecutive binds, the part of it after the earliest creation among the pods still unbound at
+        its end."""
         with self._lock:
             binds = sorted(self.bound_at.values())
             waits = [(t, self.bound_at.get(n, float("inf"))) for n, t in self.created.items() if n not in self.hostile]
         longest = 0.0
         for before, after in itertools.pairwise(binds):
-            if after - before > max(longest, 1.0) and any(c < before and b >= after for c, b in waits):
-                longest = after - before
+            if after - before <= max(longest, 1.0):
+                continue
+            waiting = [c for c, b in waits if c < after and b >= after]
+            if waiting:
+                longest = max(longest, after - max(before, min(waiting)))
         return longest
 
     def scheduled_event_dupes(self) -> dict[str, int]:

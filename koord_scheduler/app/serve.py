@@ -11,7 +11,8 @@ Flags follow kube-scheduler's names::
     --secure-port PORT        accepted for kube-scheduler compatibility; same as --metrics-port, and the
                               endpoints are still plain HTTP (no TLS, no delegated authn/z)
     --controllers LIST        cluster controllers (reservation, nodeslo, noderesource, nodemetric,
-                              elasticquota, podgroup; "*" = all, the default; "-name" turns one off)
+                              elasticquota, podgroup, deviceresource; "*" = all, the default; "-name"
+                              turns one off)
     --scheduling[=BOOL]       false: run only the controllers (a cluster keeping kube-scheduler)
     --config-namespace NS     where slo-controller-config lives (default koordinator-system)
     --bind-address ADDR       where /healthz, /readyz, /metrics listen (default 0.0.0.0: kubelet probes and
@@ -50,10 +51,10 @@ from apis.config.duration import parse_go_duration
 from koord_scheduler.app.controllers import (
     Colocation,
     ControllerFlags,
-    PodGroups,
-    QuotaStatus,
+    Hosted,
     add_controller_flags,
     build_colocation,
+    build_deviceresource,
     build_podgroup,
     build_quota_status,
     controller_flags,
@@ -150,14 +151,13 @@ def serve_main(argv: Sequence[str], registry: Callable[[], Registry]) -> int:
         options.controllers, source, metrics, client=(client.qps, client.burst),
         scheduler_kinds=scheduler.watched_kinds if scheduler is not None else (),
     )
-    quota_status = build_quota_status(
-        options.controllers, source, options.config, client=(client.qps, client.burst),
-        scheduler_kinds=scheduler.watched_kinds if scheduler is not None else (),
-    )
-    podgroups = build_podgroup(
-        options.controllers, source, client=(client.qps, client.burst),
-        scheduler_kinds=scheduler.watched_kinds if scheduler is not None else (),
-    )
+    kinds = scheduler.watched_kinds if scheduler is not None else {}
+    hosted = [h for h in (
+        build_quota_status(options.controllers, source, options.config, client=(client.qps, client.burst),
+                           scheduler_kinds=kinds),
+        build_podgroup(options.controllers, source, client=(client.qps, client.burst), scheduler_kinds=kinds),
+        build_deviceresource(options.controllers, source, client=(client.qps, client.burst), scheduler_kinds=kinds),
+    ) if h is not None]
     log.info("koord-scheduler: profiles %s, controllers %s, API server %s (%s)",
              ", ".join(scheduler.profiles) if scheduler else "none (scheduling off)",
              ", ".join(sorted(options.controllers.enabled)) or "none", connection.server, connection.description)
@@ -166,7 +166,7 @@ def serve_main(argv: Sequence[str], registry: Callable[[], Registry]) -> int:
     def run() -> int:
         with asyncio.Runner(loop_factory=loop_factory) as runner:
             return runner.run(
-                _run(options, scheduler, source, metrics, colocation, quota_status=quota_status, podgroups=podgroups)
+                _run(options, scheduler, source, metrics, colocation, hosted=hosted)
             )
 
     return _with_cpu_profile(run)
@@ -377,8 +377,7 @@ async def _run(
     metrics: SchedulerMetrics,
     colocation: Colocation | None = None,
     *,
-    quota_status: QuotaStatus | None = None,
-    podgroups: PodGroups | None = None,
+    hosted: Sequence[Hosted] = (),
 ) -> int:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
@@ -419,10 +418,7 @@ async def _run(
         controllers: list[ControllerSink] = []
         if colocation is not None:
             controllers.append(colocation.controllers)
-        if quota_status is not None:
-            controllers.append(quota_status.controller)
-        if podgroups is not None:
-            controllers.append(podgroups.controller)
+        controllers.extend(h.controller for h in hosted)
         sink: EventSink | None = scheduler
         if controllers:
             sink = FanoutSink(scheduler, *controllers, object_errors=metrics.object_errors)
@@ -435,9 +431,7 @@ async def _run(
             controller.start()
         if elector is not None and not await _until_stopped(elector.acquire(), stop):
             return EXIT_OK
-        runs = [*([colocation.controllers.run(stop)] if colocation else []),
-                *([quota_status.controller.run(stop)] if quota_status else []),
-                *([podgroups.controller.run(stop)] if podgroups else [])]
+        runs = [*([colocation.controllers.run(stop)] if colocation else []), *(h.controller.run(stop) for h in hosted)]
         if runs:
             colocation_task = asyncio.ensure_future(_gather_controllers(runs))
         if scheduler is None:
@@ -450,10 +444,8 @@ async def _run(
             await asyncio.gather(colocation_task, return_exceptions=True)
         if colocation is not None:
             await colocation.http.close()
-        if quota_status is not None:
-            await quota_status.http.close()
-        if podgroups is not None:
-            await podgroups.http.close()
+        for h in hosted:
+            await h.http.close()
         if controller is not None and controller.alive:
             await asyncio.to_thread(controller.stop, 15.0)
         for sig in (signal.SIGTERM, signal.SIGINT):
