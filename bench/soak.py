@@ -29,7 +29,7 @@ bind latency (creation to bound, seen by the watch), the longest gap between two
 pending, and the RSS curve per replica process with its slope while leading (after its first minute).
 
     .venv/bin/python bench/soak.py                                  # 3 minutes, chaos every 60 s
-    .venv/bin/python bench/soak.py --minutes 30 --chaos-every 180   # the long run
+    .venv/bin/python bench/soak.py --minutes 30 --chaos-every 150   # the long run
         [--nodes 20] [--rate 4] [--lifetime 30] [--json out.json]
 """
 
