@@ -149,8 +149,11 @@ def test_deviceresource_controller_keeps_node_resources_in_step(scope: Scope, tm
     node = scope.add_node("gpu")
     config = scheduler_config(scope)
     config["profiles"][0]["plugins"] = PLUGINS
-    proc = SchedulerProcess.start(scope.plane, config, tmp_path, extra_args=["--controllers=deviceresource"])
+    proc = SchedulerProcess.start(scope.plane, config, tmp_path, extra_args=["--controllers=deviceresource"],
+                                  wait_ready=False)
     try:
+        wait_until(lambda: proc.get("/readyz")[0] == 200 or not proc.alive, timeout=90, what="readyz")
+        assert proc.alive, proc.log_tail()
         labels = {"node.koordinator.sh/gpu-vendor": "nvidia", "node.koordinator.sh/gpu-model": "Tesla-T4"}
         scope.ok("POST", DEVICES, {"apiVersion": "scheduling.koordinator.sh/v1alpha1", "kind": "Device",
                                    "metadata": {"name": node, "labels": labels}, "spec": {"devices": [one_gpu(0)]}})
@@ -162,8 +165,11 @@ def test_deviceresource_controller_keeps_node_resources_in_step(scope: Scope, tm
         one = {"koordinator.sh/gpu": "100", "koordinator.sh/gpu-core": "100", "koordinator.sh/gpu-memory": "16Gi",
                "koordinator.sh/gpu-memory-ratio": "100"}
         wait_until(lambda: gpu_status() == one, timeout=60, what="node GPU resources from the Device")
+        def node_labels() -> dict[str, str]:
+            return {k: scope.ok("GET", f"/api/v1/nodes/{node}")["metadata"]["labels"].get(k) for k in labels}
+
+        wait_until(lambda: node_labels() == labels, timeout=30, what="node GPU labels from the Device")
         got = scope.ok("GET", f"/api/v1/nodes/{node}")
-        assert {k: got["metadata"]["labels"].get(k) for k in labels} == labels
         assert {k: v for k, v in got["status"]["capacity"].items() if k.startswith("koordinator.sh/")} == one
 
         scope.add_pods([gpu_pod(scope, "half", {"koordinator.sh/gpu-core": "50",
