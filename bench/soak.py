@@ -304,10 +304,10 @@ def print_report(report: SoakReport) -> None:
 
 
 @contextlib.contextmanager
-def kwok_cluster(nodes: int) -> Iterator[tuple[ControlPlane, list[str], Path]]:
+def kwok_cluster(nodes: int) -> Iterator[tuple[ControlPlane, list[str]]]:
     with tempfile.TemporaryDirectory(prefix="pykoord-soak-") as tmp, \
             running_control_plane(Path(tmp) / "cluster", kwok_nodes=nodes) as plane:
-        yield plane, [f"kwok-node-{i}" for i in range(nodes)], Path(tmp) / "work"
+        yield plane, [f"kwok-node-{i}" for i in range(nodes)]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -322,6 +322,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rss-every", type=float, default=defaults.rss_every)
     parser.add_argument("--drain", type=float, default=defaults.drain)
     parser.add_argument("--json", type=Path, help="write the report as JSON here")
+    parser.add_argument("--work", type=Path, help="where the replicas' configs and logs go (default: a new "
+                        "temp dir); kept after the run")
     ns = parser.parse_args(argv)
     for flag in ("minutes", "rate", "lifetime", "chaos_every", "metric_every", "rss_every", "drain"):
         if getattr(ns, flag) <= 0:
@@ -331,7 +333,9 @@ def main(argv: list[str] | None = None) -> int:
     options = SoakOptions(minutes=ns.minutes, rate=ns.rate, lifetime=ns.lifetime, chaos_every=ns.chaos_every,
                           metric_every=ns.metric_every, rss_every=ns.rss_every, drain=ns.drain)
     print(f"soak: {ns.nodes} kwok nodes, CRDs {', '.join(p.name for p in CRDS)}", flush=True)
-    with kwok_cluster(ns.nodes) as (plane, nodes, work):
+    work = ns.work or Path(tempfile.mkdtemp(prefix="pykoord-soak-logs-"))
+    print(f"soak: replica configs and logs in {work} (kept)", flush=True)
+    with kwok_cluster(ns.nodes) as (plane, nodes):
         report = run_soak(plane, nodes, work, options)
         print_report(report)
         if ns.json:

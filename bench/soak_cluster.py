@@ -389,8 +389,7 @@ class Replicas:
             proc = self.current[slot]
             proc.terminate()  # closes its log
             note = f"{self.names[slot]} (exit {proc.process.returncode})"
-            tail = proc.log_path.read_text(errors="replace").splitlines()[-3:]
-            if any("leader election lost; exiting" in line for line in tail):
+            if "leader election lost; exiting" in proc.log_path.read_text(errors="replace"):
                 self.lease_lost.append(note)
             else:
                 self.unexpected_exits.append(note)
