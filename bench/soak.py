@@ -30,7 +30,7 @@ pending, and the RSS curve per replica process with its slope while leading (aft
 
     .venv/bin/python bench/soak.py                                  # 3 minutes, chaos every 60 s
     .venv/bin/python bench/soak.py --minutes 30 --chaos-every 150   # the long run
-        [--nodes 20] [--rate 4] [--lifetime 30] [--json out.json]
+        [--nodes 20] [--rate 4] [--lifetime 30] [--lease 15s,10s,2s] [--work DIR] [--json out.json]
 """
 
 from __future__ import annotations
@@ -321,6 +321,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--metric-every", type=float, default=defaults.metric_every)
     parser.add_argument("--rss-every", type=float, default=defaults.rss_every)
     parser.add_argument("--drain", type=float, default=defaults.drain)
+    parser.add_argument("--lease", default="15s,10s,2s", help="leaseDuration,renewDeadline,retryPeriod")
     parser.add_argument("--json", type=Path, help="write the report as JSON here")
     parser.add_argument("--work", type=Path, help="where the replicas' configs and logs go (default: a new "
                         "temp dir); kept after the run")
@@ -330,8 +331,12 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"--{flag.replace('_', '-')} must be > 0")
     if ns.nodes < 1:
         parser.error("--nodes must be >= 1")
+    lease = tuple(ns.lease.split(","))
+    if len(lease) != 3:
+        parser.error("--lease takes three durations: leaseDuration,renewDeadline,retryPeriod")
     options = SoakOptions(minutes=ns.minutes, rate=ns.rate, lifetime=ns.lifetime, chaos_every=ns.chaos_every,
-                          metric_every=ns.metric_every, rss_every=ns.rss_every, drain=ns.drain)
+                          metric_every=ns.metric_every, rss_every=ns.rss_every, drain=ns.drain,
+                          lease=lease)  # type: ignore[arg-type]
     print(f"soak: {ns.nodes} kwok nodes, CRDs {', '.join(p.name for p in CRDS)}", flush=True)
     work = ns.work or Path(tempfile.mkdtemp(prefix="pykoord-soak-logs-"))
     print(f"soak: replica configs and logs in {work} (kept)", flush=True)
