@@ -3,7 +3,8 @@
 Flags::
 
     --controllers LIST          kube-controller-manager's form: "*" (all; the default), "name", "-name".
-                                Names: reservation, nodeslo, noderesource, nodemetric, elasticquota, podgroup.
+                                Names: reservation, nodeslo, noderesource, nodemetric, elasticquota, podgroup,
+                                deviceresource.
     --scheduling[=BOOL]         schedule pods (default true); false runs only the controllers
     --config-namespace NS       where slo-controller-config lives (default koordinator-system)
     --slo-config-name NAME      its name (default slo-controller-config)
@@ -13,7 +14,8 @@ The colocation controllers read the scheduler's own Node, Pod and NodeMetric wat
 NodeSLO kind (when ``nodeslo`` runs) and a watch of the one ConfigMap in its namespace. The ``elasticquota``
 controller reads the same Node and Pod watches plus ElasticQuotas (optional: a cluster without the CRD
 still schedules). The ``podgroup`` controller reads the Pod watch and the PodGroup kind (the Coscheduling
-plugin's, or its own).
+plugin's, or its own). The ``deviceresource`` controller reads the Node watch and the Device kind (the
+DeviceShare plugin's, or its own; optional, as ElasticQuota's).
 """
 
 from __future__ import annotations
@@ -22,26 +24,32 @@ import asyncio
 import logging
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from apis.config import KubeSchedulerConfiguration
 from apis.config.elasticquota_args import ElasticQuotaArgs
 from apis.config.plugin_args import IN_TREE_ARGS, decode_args
 from apis.scheduling import elasticquota
 from apis.scheduling import podgroup as pg
+from apis.scheduling.constants import GROUP as SCHEDULING_GROUP
+from apis.scheduling.constants import VERSION as SCHEDULING_VERSION
+from apis.scheduling.device import DEVICE_KIND, DEVICE_PLURAL, parse_device
 from apis.slo.common import GROUP, VERSION
 from apis.slo.nodemetric_record import parse_node_metric
 from koord_scheduler.app.controller_flags import ControllerFlags
 from koord_scheduler.scheduler.controllers.api import KubeControllerApi, parse_config_map
 from koord_scheduler.scheduler.controllers.decide import parse_node_slo
+from koord_scheduler.scheduler.controllers.deviceresource import DeviceResourceController
 from koord_scheduler.scheduler.controllers.podgroup import PodGroupController
 from koord_scheduler.scheduler.controllers.quota_status import QuotaStatusController
 from koord_scheduler.scheduler.controllers.runner import (
     COLOCATION_CONTROLLERS,
     ColocationControllers,
     ColocationOptions,
+    ControllerSink,
 )
 from koord_scheduler.scheduler.controllers.selection import (
+    DEVICERESOURCE,
     ELASTICQUOTA,
     PODGROUP,
 )
@@ -164,6 +172,48 @@ def build_podgroup(
         return None
     http = ApiHttp(source.connection, TokenBucket(*client))
     return PodGroups(PodGroupController(KubePodGroupApi(http)), http)
+
+
+class HostedController(ControllerSink, Protocol):
+    async def run(self, stop: asyncio.Event) -> None:
+        """Reconcile until ``stop`` is set; called once the replica holds the leader Lease."""
+        ...
+
+
+class Hosted(Protocol):
+    """A controller started on the leader with its own connection pool (closed at shutdown)."""
+
+    @property
+    def controller(self) -> HostedController: ...
+
+    @property
+    def http(self) -> ApiHttp: ...
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceResources:
+    controller: DeviceResourceController
+    http: ApiHttp
+
+
+def build_deviceresource(
+    flags: ControllerFlags,
+    source: KubeClusterSource,
+    *,
+    client: tuple[float, int],
+    scheduler_kinds: Collection[str] = (),
+) -> DeviceResources | None:
+    """The ``deviceresource`` controller (None when it is off), with the Device watch registered on
+    ``source`` as optional: call before ``source.start``."""
+    if DEVICERESOURCE not in flags.enabled:
+        return None
+    if DEVICE_KIND not in scheduler_kinds and not source.watches(DEVICE_KIND):
+        source.watch_kind(SCHEDULING_GROUP, SCHEDULING_VERSION, DEVICE_PLURAL, parse_device, DEVICE_KIND, optional=True)
+    http = ApiHttp(source.connection, TokenBucket(*client))
+    controller = DeviceResourceController(
+        KubeControllerApi(http, source.events), ready=lambda: source.listed(DEVICE_KIND) and source.listed("Node")
+    )
+    return DeviceResources(controller, http)
 
 
 async def hold_controllers(

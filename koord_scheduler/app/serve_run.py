@@ -11,7 +11,7 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -20,9 +20,9 @@ from prometheus_client import CONTENT_TYPE_LATEST, Gauge, ProcessCollector, gene
 
 from koord_scheduler.app.controllers import (
     Colocation,
-    PodGroups,
-    QuotaStatus,
+    Hosted,
     build_colocation,
+    build_deviceresource,
     build_podgroup,
     build_quota_status,
     hold_controllers,
@@ -90,14 +90,13 @@ def run_cluster(options: ServeOptions, registry: Callable[[], Registry]) -> int:
         options.controllers, source, metrics, client=(client.qps, client.burst),
         scheduler_kinds=scheduler.watched_kinds if scheduler is not None else (),
     )
-    quota_status = build_quota_status(
-        options.controllers, source, options.config, client=(client.qps, client.burst),
-        scheduler_kinds=scheduler.watched_kinds if scheduler is not None else (),
-    )
-    podgroups = build_podgroup(
-        options.controllers, source, client=(client.qps, client.burst),
-        scheduler_kinds=scheduler.watched_kinds if scheduler is not None else (),
-    )
+    kinds = scheduler.watched_kinds if scheduler is not None else {}
+    hosted = [h for h in (
+        build_quota_status(options.controllers, source, options.config, client=(client.qps, client.burst),
+                           scheduler_kinds=kinds),
+        build_podgroup(options.controllers, source, client=(client.qps, client.burst), scheduler_kinds=kinds),
+        build_deviceresource(options.controllers, source, client=(client.qps, client.burst), scheduler_kinds=kinds),
+    ) if h is not None]
     log.info("koord-scheduler: profiles %s, controllers %s, API server %s (%s)",
              ", ".join(scheduler.profiles) if scheduler else "none (scheduling off)",
              ", ".join(sorted(options.controllers.enabled)) or "none", connection.server, connection.description)
@@ -106,7 +105,7 @@ def run_cluster(options: ServeOptions, registry: Callable[[], Registry]) -> int:
     def run() -> int:
         with asyncio.Runner(loop_factory=loop_factory) as runner:
             return runner.run(
-                _run(options, scheduler, source, metrics, colocation, quota_status=quota_status, podgroups=podgroups)
+                _run(options, scheduler, source, metrics, colocation, hosted=hosted)
             )
 
     return _with_cpu_profile(run)
@@ -152,8 +151,7 @@ async def _run(
     metrics: SchedulerMetrics,
     colocation: Colocation | None = None,
     *,
-    quota_status: QuotaStatus | None = None,
-    podgroups: PodGroups | None = None,
+    hosted: Sequence[Hosted] = (),
 ) -> int:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
@@ -199,10 +197,7 @@ async def _run(
         controllers: list[ControllerSink] = []
         if colocation is not None:
             controllers.append(colocation.controllers)
-        if quota_status is not None:
-            controllers.append(quota_status.controller)
-        if podgroups is not None:
-            controllers.append(podgroups.controller)
+        controllers.extend(h.controller for h in hosted)
         sink: EventSink | None = scheduler
         if controllers:
             sink = FanoutSink(scheduler, *controllers, object_errors=metrics.object_errors)
@@ -223,8 +218,7 @@ async def _run(
             if controller is not None:
                 controller.start()
             runs = [*([colocation.controllers.run(stop)] if colocation else []),
-                    *([quota_status.controller.run(stop)] if quota_status else []),
-                    *([podgroups.controller.run(stop)] if podgroups else [])]
+                    *(h.controller.run(stop) for h in hosted)]
             if runs:
                 colocation_task = asyncio.ensure_future(_gather_controllers(runs))
 
@@ -243,10 +237,8 @@ async def _run(
             await asyncio.gather(colocation_task, return_exceptions=True)
         if colocation is not None:
             await colocation.http.close()
-        if quota_status is not None:
-            await quota_status.http.close()
-        if podgroups is not None:
-            await podgroups.http.close()
+        for h in hosted:
+            await h.http.close()
         if controller is not None and controller.alive:
             await asyncio.to_thread(controller.stop, 15.0)
         for sig in (signal.SIGTERM, signal.SIGINT):

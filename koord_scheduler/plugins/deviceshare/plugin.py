@@ -126,9 +126,12 @@ class DeviceShare:
         self._unsupported = args.unsupported_models()
         self._cluster = cluster
         if not args.disable_device_numa_topology_alignment:
-            # Koordinator aligns a pod's GPUs with NUMA nodes unless told not to; pykoord does not yet.
-            log.warning("DeviceShare: GPUs are allocated without NUMA topology alignment "
-                        "(disableDeviceNumaTopologyAlignment: false asks for it; not implemented)")
+            # Koordinator aligns a pod's devices with NUMA nodes through NodeNUMAResource's topology manager,
+            # on nodes whose NUMA topology policy (node.koordinator.sh/numa-topology-policy, or kubelet's
+            # in the NodeResourceTopology) is not None; with the default None it does not align either.
+            log.warning("DeviceShare: GPUs are allocated without NUMA topology alignment, also on nodes with a "
+                        "NUMA topology policy (disableDeviceNumaTopologyAlignment: false asks for it there; "
+                        "not implemented)")
         self.placements: dict[str, tuple[str, dict[str, tuple[DeviceAllocation, ...]]]] = {}
         """Pod key → (node, allocations) for the pods this scheduler placed (``simulate`` report)."""
 

@@ -69,8 +69,8 @@ OUTSIDE: list[Any] = [
                  id="scheduler-creates-node"),
     pytest.param("koord-scheduler", "GET", "/api/v1/namespaces/default/configmaps", None,
                  id="scheduler-reads-configmaps-elsewhere"),
-    pytest.param("koord-scheduler", "PATCH", "/api/v1/nodes/any-node", {"metadata": {"labels": {"a": "b"}}},
-                 id="scheduler-patches-node-metadata"),
+    # Node labels are patched (the deviceresource controller's GPU labels); deleting a node is not granted.
+    pytest.param("koord-scheduler", "DELETE", "/api/v1/nodes/any-node", None, id="scheduler-deletes-node"),
     pytest.param("koord-scheduler", "PATCH", "/apis/slo.koordinator.sh/v1alpha1/nodemetrics/any/status",
                  {"status": {}}, id="scheduler-writes-nodemetric-status"),
     pytest.param("koord-scheduler", "GET", "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases",

@@ -14,12 +14,12 @@ from koord_scheduler.scheduler.controllers.selection import (
     [
         pytest.param("*", set(CONTROLLER_NAMES), id="star-is-all"),
         pytest.param(
-            "*,-nodemetric", {"reservation", "nodeslo", "noderesource", "elasticquota", "podgroup"},
+            "*,-nodemetric", {"reservation", "nodeslo", "noderesource", "elasticquota", "podgroup", "deviceresource"},
             id="star-minus-one",
         ),
         pytest.param("nodeslo,noderesource", {"nodeslo", "noderesource"}, id="named-only"),
         pytest.param(
-            "-nodeslo,*", {"reservation", "noderesource", "nodemetric", "elasticquota", "podgroup"},
+            "-nodeslo,*", {"reservation", "noderesource", "nodemetric", "elasticquota", "podgroup", "deviceresource"},
             id="minus-wins-in-any-order",
         ),
         pytest.param("nodeslo,-nodeslo", set(), id="minus-wins-over-name"),

@@ -136,7 +136,8 @@ class FakeApi:
             if path.endswith(suffix) and statuses:
                 return _status(statuses.pop(0), "InternalError", "injected failure")
         parts = path.strip("/").split("/")
-        if (request.method == "GET" and path in ("/api/v1/nodes", "/api/v1/pods")) or path.startswith("/apis/x.io"):
+        listed = path in ("/api/v1/nodes", "/api/v1/pods")
+        if (request.method == "GET" and listed) or path.startswith(("/apis/x.io", "/apis/scheduling.koordinator.sh")):
             plural = parts[-1]
             if request.query.get("watch"):
                 return await self._watch(request, plural)

@@ -88,7 +88,7 @@ def test_debug_and_controller_flags_parse() -> None:
     defaults = _options(_parser().parse_args([]))
     assert (defaults.debug_scores, defaults.debug_filters, defaults.reservation_controller) == (0, False, True)
     assert defaults.controllers.enabled == {
-        "reservation", "nodeslo", "noderesource", "nodemetric", "elasticquota", "podgroup"
+        "reservation", "nodeslo", "noderesource", "nodemetric", "elasticquota", "podgroup", "deviceresource"
     }
     assert defaults.controllers.scheduling is True
     assert defaults.controllers.config_namespace == "koordinator-system"
@@ -100,7 +100,7 @@ def test_controllers_flag() -> None:
     ns = _parser().parse_args(["--controllers=*,-nodemetric", "--scheduling=false", "--config-namespace=kz",
                                "--reservation-controller=false", "--leader-elect=false"])
     flags = _options(ns).controllers
-    want = ({"nodeslo", "noderesource", "elasticquota", "podgroup"}, False, "kz")
+    want = ({"nodeslo", "noderesource", "elasticquota", "podgroup", "deviceresource"}, False, "kz")
     assert (flags.enabled, flags.scheduling, flags.config_namespace) == want
 
 
@@ -109,7 +109,7 @@ def test_unknown_controller_is_refused_with_one_line(capsys: pytest.CaptureFixtu
     err = capsys.readouterr().err
     assert err.strip().splitlines() == [
         "koord-scheduler: --controllers: unknown controller 'nodemetrics' "
-        "(known: reservation, nodeslo, noderesource, nodemetric, elasticquota, podgroup, or *)"
+        "(known: reservation, nodeslo, noderesource, nodemetric, elasticquota, podgroup, deviceresource, or *)"
     ]
 
 

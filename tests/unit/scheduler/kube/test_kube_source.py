@@ -478,3 +478,28 @@ async def test_pod_groups_are_optional_for_the_scheduler_and_the_controller(
     await asyncio.wait_for(source.start(sink, [kind]), 5)
     assert "n1" in sink.nodes
     assert not source.listed(pg.KIND)
+
+
+async def test_deviceresource_controller_watches_devices_when_no_plugin_does(
+    api: FakeApi, source: KubeClusterSource
+) -> None:
+    """Without DeviceShare in a profile, the controller registers the Device watch itself and is fed by it."""
+    from apis.scheduling.device import DEVICE_KIND
+    from koord_scheduler.app.controllers import ControllerFlags, build_deviceresource
+    from koord_scheduler.scheduler.controllers.runner import FanoutSink
+
+    api.put("nodes", make_node("n1").obj())
+    api.put("devices", {"apiVersion": "scheduling.koordinator.sh/v1alpha1", "kind": "Device",
+                        "metadata": {"name": "n1"}, "spec": {"devices": [
+                            {"type": "gpu", "minor": 0, "health": True,
+                             "resources": {"koordinator.sh/gpu-core": "100"}}]}})
+    flags = ControllerFlags(frozenset({"deviceresource"}), scheduling=True, config_namespace="ns", config_name="cm")
+    built = build_deviceresource(flags, source, client=(5.0, 10), scheduler_kinds={})
+    assert built is not None and source.watches(DEVICE_KIND)
+    sink = RecordingSink()
+    await asyncio.wait_for(source.start(FanoutSink(None, built.controller, object_errors=sink.object_errors)), 5)
+    assert built.controller.ready()
+    assert set(built.controller.devices) == {"n1"} and set(built.controller.nodes) == {"n1"}
+    await built.http.close()
+    off = ControllerFlags(frozenset(), scheduling=True, config_namespace="ns", config_name="cm")
+    assert build_deviceresource(off, source, client=(5.0, 10)) is None
