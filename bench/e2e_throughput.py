@@ -433,11 +433,14 @@ def start_contender(name: str, kubeconfig: str, work: Path, kube_scheduler: str)
 
 async def measure(name: str, http: ApiHttp, n: int, *, kubeconfig: str, work: Path, kube_scheduler: str,
                   shape: Shape | None = None, timeout: float | None = None,
-                  colocation_nodes: list[str] | None = None) -> Result:
+                  colocation_nodes: list[str] | None = None, prepare: Any = None) -> Result:
     """One contender's run. ``colocation_nodes``: reset the colocation state of these nodes first
-    (bench/e2e_colocation.py) and observe the controllers' work at the last bind."""
+    (bench/e2e_colocation.py) and observe the controllers' work at the last bind. ``prepare``: an async
+    ``(http, n)`` that replaces SchedulingBasic's delete-and-create of the ``n`` pending pods."""
     namespace, prefix = NAMESPACE, ""
-    if shape is None:
+    if prepare is not None:
+        await prepare(http, n)
+    elif shape is None:
         await delete_pods(http)
         await create_pods(http, n)
     else:
