@@ -47,6 +47,7 @@ STORAGE_CLASS = "bench-wffc"
 SELECTED_NODE = "volume.kubernetes.io/selected-node"
 STORAGE_PROVISIONER = "volume.kubernetes.io/storage-provisioner"
 VOLUME_LABEL = "pykoord-bench"
+MERGE_PATCH = "application/merge-patch+json"
 
 
 def claim_body(i: int) -> dict[str, Any]:
@@ -134,7 +135,14 @@ class Provisioner:
 
 
 async def delete_all(http: ApiHttp, path: str, params: dict[str, str] | None = None) -> None:
+    """Delete a collection and wait until it is empty. The API server's StorageObjectInUseProtection
+    admission puts protection finalizers on claims and volumes, and the controllers that would clear
+    them do not run here, so they are cleared by hand."""
     await http.request("DELETE", path, params=params)
+    listing = await http.request_json("GET", path, params=params)
+    held = [item["metadata"]["name"] for item in listing.get("items") or () if item["metadata"].get("finalizers")]
+    await e2e.bounded(len(held), 64, lambda i: http.request(
+        "PATCH", f"{path}/{held[i]}", body={"metadata": {"finalizers": None}}, content_type=MERGE_PATCH))
     for _ in range(600):
         doc = await http.request_json("GET", path, params={"limit": "1", **(params or {})})
         if not doc.get("items"):
