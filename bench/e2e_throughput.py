@@ -206,14 +206,27 @@ async def count_events(http: ApiHttp, namespace: str = NAMESPACE, reason: str = 
     return len(doc.get("items") or ()) + int((doc.get("metadata") or {}).get("remainingItemCount") or 0)
 
 
+async def delete_collection(http: ApiHttp, path: str, params: dict[str, str] | None = None) -> None:
+    """DELETE a collection. On a loaded server the request can time out (504) while the deletion goes on
+    server-side; the caller waits for the collection to empty either way."""
+    try:
+        await http.request("DELETE", path, params=params)
+    except ApiError as err:
+        if err.status != 504:
+            raise
+        print(f"# DELETE {path} timed out on the server; waiting for it to finish", file=sys.stderr)
+
+
 async def delete_pods(http: ApiHttp, namespace: str = NAMESPACE) -> None:
     path = f"/api/v1/namespaces/{namespace}/pods"
-    await http.request("DELETE", f"/apis/events.k8s.io/v1/namespaces/{namespace}/events")
-    await http.request("DELETE", path, params={"gracePeriodSeconds": "0"})
-    for _ in range(600):
+    await delete_collection(http, f"/apis/events.k8s.io/v1/namespaces/{namespace}/events")
+    await delete_collection(http, path, params={"gracePeriodSeconds": "0"})
+    for attempt in range(600):
         doc = await http.request_json("GET", path, params={"limit": "1"})
         if not doc.get("items"):
             return
+        if attempt % 120 == 119:  # a timed-out delete may have stopped short: ask again
+            await delete_collection(http, path, params={"gracePeriodSeconds": "0"})
         await asyncio.sleep(0.5)
     raise RuntimeError("pods were not deleted")
 

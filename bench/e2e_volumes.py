@@ -138,7 +138,7 @@ async def delete_all(http: ApiHttp, path: str, params: dict[str, str] | None = N
     """Delete a collection and wait until it is empty. The API server's StorageObjectInUseProtection
     admission puts protection finalizers on claims and volumes, and the controllers that would clear
     them do not run here, so they are cleared by hand."""
-    await http.request("DELETE", path, params=params)
+    await e2e.delete_collection(http, path, params)
     listing = await http.request_json("GET", path, params=params)
     held = [item["metadata"]["name"] for item in listing.get("items") or () if item["metadata"].get("finalizers")]
     await e2e.bounded(len(held), 64, lambda i: http.request(
