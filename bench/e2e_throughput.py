@@ -7,9 +7,9 @@ SchedulingBasic shape: ``--nodes`` (default 1,000) Nodes created directly with s
 separate raw-JSON watch in this process records when each pod gets its ``spec.nodeName``. Contenders,
 one at a time, in the same run on the same control plane:
 
-1. ``round-robin``: a trivial binder (list + watch pending pods, bind round-robin, no checks, 64 binds
-   in flight, no Events), on koord-scheduler's own stack: the same HTTP client, orjson decoding and
-   event loop (uvloop unless ``PYKOORD_EVENT_LOOP=asyncio``). The ceiling.
+1. ``round-robin``: a trivial binder (bench/e2e_round_robin.py: list + watch pending pods, bind
+   round-robin, no checks, 64 binds in flight, no Events), on koord-scheduler's own stack: the same
+   HTTP client, orjson decoding and event loop (uvloop unless ``PYKOORD_EVENT_LOOP=asyncio``). The ceiling.
 2. ``koord-scheduler``: ``.venv/bin/koord-scheduler`` with the default profile, leader election off.
 3. ``kube-scheduler``: the upstream v1.35 binary from ``scripts/control-plane.sh build``, default
    profile, leader election off.
@@ -42,6 +42,16 @@ is on) and omits the round-robin ceiling, which would bind 3-CPU pods onto full 
 
     .venv/bin/python bench/e2e_throughput.py --shape TopologySpreading
 
+``--controllers LIST`` (repeatable) runs koord-scheduler once per value with ``--controllers=LIST``, as
+contenders ``koord-scheduler[LIST]`` (without ``--only``, the only ones). When a value turns on a colocation
+controller, the cluster gets the NodeMetric / NodeSLO CRDs, the chart's ``slo-controller-config`` and a
+fresh NodeMetric per node, and every contender starts from "the controllers never ran" (see
+bench/e2e_colocation.py). Repeats alternate the order (A B, B A, ...); the summary gives each value's
+rate and CPU against the first value's, and the ratio round by round:
+
+    .venv/bin/python bench/e2e_throughput.py --repeat 4 --controllers reservation \
+        --controllers nodeslo,noderesource,nodemetric,reservation
+
 Caveats: everything (etcd, kube-apiserver, contender, this watcher) shares the machine's cores, so the
 API server's CPU is part of every figure; run nothing else meanwhile.
 """
@@ -50,7 +60,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import collections
 import json
 import math
 import os
@@ -71,9 +80,9 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests" / "integration"))
 sys.path.insert(0, str(REPO / "bench"))
 
+import e2e_colocation  # noqa: E402
 from topology_common import SHAPES, Shape, node_obj  # noqa: E402
 
-from koord_scheduler.framework.errors import ClusterError  # noqa: E402
 from koord_scheduler.scheduler.kube import (  # noqa: E402
     ApiError,
     ApiHttp,
@@ -108,6 +117,11 @@ class Result:
     cpu_seconds_with_events: float
     server_cpu_seconds_per_1000: float | None = None
     """kube-apiserver + etcd CPU-seconds per 1,000 pods from the contender's start to its last bind."""
+    colocation: dict[str, int] | None = None
+    """With the colocation set-up: the controllers' work visible at the last bind (bench/e2e_colocation.py
+    ``observe``)."""
+    colocation_end: dict[str, int] | None = None
+    """The same when the contender is stopped (after its Events are written)."""
 
 
 # ----- objects -----
@@ -192,14 +206,27 @@ async def count_events(http: ApiHttp, namespace: str = NAMESPACE, reason: str = 
     return len(doc.get("items") or ()) + int((doc.get("metadata") or {}).get("remainingItemCount") or 0)
 
 
+async def delete_collection(http: ApiHttp, path: str, params: dict[str, str] | None = None) -> None:
+    """DELETE a collection. On a loaded server the request can time out (504) while the deletion goes on
+    server-side; the caller waits for the collection to empty either way."""
+    try:
+        await http.request("DELETE", path, params=params)
+    except ApiError as err:
+        if err.status != 504:
+            raise
+        print(f"# DELETE {path} timed out on the server; waiting for it to finish", file=sys.stderr)
+
+
 async def delete_pods(http: ApiHttp, namespace: str = NAMESPACE) -> None:
     path = f"/api/v1/namespaces/{namespace}/pods"
-    await http.request("DELETE", f"/apis/events.k8s.io/v1/namespaces/{namespace}/events")
-    await http.request("DELETE", path, params={"gracePeriodSeconds": "0"})
-    for _ in range(600):
+    await delete_collection(http, f"/apis/events.k8s.io/v1/namespaces/{namespace}/events")
+    await delete_collection(http, path, params={"gracePeriodSeconds": "0"})
+    for attempt in range(600):
         doc = await http.request_json("GET", path, params={"limit": "1"})
         if not doc.get("items"):
             return
+        if attempt % 120 == 119:  # a timed-out delete may have stopped short: ask again
+            await delete_collection(http, path, params={"gracePeriodSeconds": "0"})
         await asyncio.sleep(0.5)
     raise RuntimeError("pods were not deleted")
 
@@ -369,11 +396,29 @@ async def process_exit(proc: subprocess.Popen[bytes]) -> None:
         await asyncio.sleep(0.5)
 
 
+KOORD_VARIANT = "koord-scheduler["
+
+
+def contender_names(only: list[str], controllers: list[str]) -> list[str]:
+    """``only`` with ``koord-scheduler`` replaced by one ``koord-scheduler[LIST]`` per ``--controllers``
+    value (none given: unchanged)."""
+    names: list[str] = []
+    for name in only:
+        names += [f"{KOORD_VARIANT}{c}]" for c in controllers] if name == "koord-scheduler" and controllers else [name]
+    return names
+
+
+def variant_controllers(name: str) -> str | None:
+    """The ``--controllers`` value of a ``koord-scheduler[LIST]`` contender, else None."""
+    return name[len(KOORD_VARIANT):-1] if name.startswith(KOORD_VARIANT) else None
+
+
 def start_contender(name: str, kubeconfig: str, work: Path, kube_scheduler: str) -> subprocess.Popen[bytes]:
     log = (work / f"{name}.log").open("ab")
+    controllers = variant_controllers(name)
     if name == "round-robin":
-        args = [sys.executable, str(Path(__file__).resolve()), "_round_robin", "--kubeconfig", kubeconfig]
-    elif name == "koord-scheduler":
+        args = [sys.executable, str(Path(__file__).resolve().parent / "e2e_round_robin.py"), "--kubeconfig", kubeconfig]
+    elif name == "koord-scheduler" or controllers is not None:
         config = work / "koord-scheduler.yaml"
         config.write_text(yaml.safe_dump({
             "apiVersion": "kubescheduler.config.k8s.io/v1",
@@ -382,6 +427,8 @@ def start_contender(name: str, kubeconfig: str, work: Path, kube_scheduler: str)
             "leaderElection": {"leaderElect": False},
         }))
         args = [str(REPO / ".venv" / "bin" / "koord-scheduler"), "--config", str(config), "--metrics-port", "0"]
+        if controllers is not None:
+            args.append(f"--controllers={controllers}")
         profile = os.environ.get("PYKOORD_BENCH_PROFILE")
         if profile:  # a cProfile dump of the koord-scheduler run, for finding hot spots
             args = [sys.executable, "-m", "cProfile", "-o", profile, *args]
@@ -398,14 +445,22 @@ def start_contender(name: str, kubeconfig: str, work: Path, kube_scheduler: str)
 
 
 async def measure(name: str, http: ApiHttp, n: int, *, kubeconfig: str, work: Path, kube_scheduler: str,
-                  shape: Shape | None = None, timeout: float | None = None) -> Result:
+                  shape: Shape | None = None, timeout: float | None = None,
+                  colocation_nodes: list[str] | None = None, prepare: Any = None) -> Result:
+    """One contender's run. ``colocation_nodes``: reset the colocation state of these nodes first
+    (bench/e2e_colocation.py) and observe the controllers' work at the last bind. ``prepare``: an async
+    ``(http, n)`` that replaces SchedulingBasic's delete-and-create of the ``n`` pending pods."""
     namespace, prefix = NAMESPACE, ""
-    if shape is None:
+    if prepare is not None:
+        await prepare(http, n)
+    elif shape is None:
         await delete_pods(http)
         await create_pods(http, n)
     else:
         await prepare_shape(http, shape)
         namespace, prefix = shape_namespace(shape.measure_namespace), "measure-"
+    if colocation_nodes:
+        await e2e_colocation.reset(http, colocation_nodes)
     listing = await http.request_json("GET", f"/api/v1/namespaces/{namespace}/pods", params={"limit": "1"})
     watcher = BindWatcher(http, listing["metadata"]["resourceVersion"], n, namespace=namespace,
                           name_prefix=prefix)
@@ -432,6 +487,7 @@ async def measure(name: str, http: ApiHttp, n: int, *, kubeconfig: str, work: Pa
         cpu = cpu_seconds(proc.pid) if proc.poll() is None else float("nan")
         server_cpu = total_cpu_seconds(servers) - server_cpu_start if servers else None
         last_bind = max(watcher.bound.values())
+        colocation = await e2e_colocation.observe(http) if colocation_nodes else None
         events, events_done, cpu_with_events = 0, float("nan"), cpu
         if name != "round-robin":
             deadline = time.monotonic() + 60
@@ -443,6 +499,7 @@ async def measure(name: str, http: ApiHttp, n: int, *, kubeconfig: str, work: Pa
                     cpu_with_events = cpu_seconds(proc.pid) if proc.poll() is None else float("nan")
                     break
                 await asyncio.sleep(0.25)
+        colocation_end = await e2e_colocation.observe(http) if colocation_nodes else None
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -468,76 +525,9 @@ async def measure(name: str, http: ApiHttp, n: int, *, kubeconfig: str, work: Pa
         events_done_after_last_bind=None if math.isnan(events_done) else round(events_done, 2),
         cpu_seconds_with_events=round(cpu_with_events, 3),
         server_cpu_seconds_per_1000=None if server_cpu is None else round(server_cpu * 1000 / n, 3),
+        colocation=colocation,
+        colocation_end=colocation_end,
     )
-
-
-# ----- the trivial binder (runs as its own process) -----
-
-
-def contender_loop_factory() -> Any:
-    """koord-scheduler's event loop choice (``PYKOORD_EVENT_LOOP``: uvloop when installed unless it says
-    ``asyncio``; see ``koord_scheduler.app.serve.event_loop_factory``), so the ceiling runs on the same
-    loop as the scheduler it bounds. Not imported from there: serve's imports cost a second of CPU,
-    which would count against the ceiling's CPU-seconds."""
-    if os.environ.get("PYKOORD_EVENT_LOOP", "") == "asyncio":
-        return None
-    try:
-        import uvloop
-    except ImportError:
-        return None
-    return uvloop.new_event_loop
-
-
-async def round_robin(kubeconfig: str) -> None:
-    connection = load_connection(kubeconfig)
-    http = ApiHttp(connection, TokenBucket(0, 1), options=HttpOptions(pool_size=96))
-    nodes = await http.request_json("GET", "/api/v1/nodes")
-    names = [item["metadata"]["name"] for item in nodes["items"]]
-    sem = asyncio.Semaphore(64)
-    seen: set[str] = set()
-    counter = 0
-    tasks: set[asyncio.Task[None]] = set()
-    failures: collections.Counter[str] = collections.Counter()
-
-    async def bind(ns: str, name: str, node: str) -> None:
-        async with sem:
-            body = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name, "namespace": ns},
-                    "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
-            try:
-                await http.request("POST", f"/api/v1/namespaces/{ns}/pods/{name}/binding", body=body)
-            except ClusterError as err:  # counted and logged; the pod stays pending
-                failures[type(err).__name__] += 1
-                if sum(failures.values()) <= 5:
-                    print(f"bind {ns}/{name} failed: {err}", file=sys.stderr, flush=True)
-
-    def offer(obj: dict[str, Any]) -> None:
-        nonlocal counter
-        meta = obj["metadata"]
-        key = f"{meta['namespace']}/{meta['name']}"
-        if (obj.get("spec") or {}).get("nodeName") or key in seen:
-            return
-        seen.add(key)
-        node = names[counter % len(names)]
-        counter += 1
-        task = asyncio.ensure_future(bind(meta["namespace"], meta["name"], node))
-        tasks.add(task)
-        task.add_done_callback(tasks.discard)
-
-    params = {"fieldSelector": "spec.nodeName="}
-    while True:  # a watch that ends (or reports an ERROR, e.g. 410 Gone) is re-listed; ``seen`` dedups
-        listing = await http.request_json("GET", "/api/v1/pods", params=params)
-        for obj in listing["items"]:
-            offer(obj)
-        watch_params = {**params, "watch": "1", "resourceVersion": listing["metadata"]["resourceVersion"]}
-        async with http.stream("/api/v1/pods", watch_params) as content:
-            async for lines in iter_lines(content):
-                events = [jsoncodec.loads(line) for line in lines]
-                for event in events:
-                    if event["type"] == "ADDED":
-                        offer(event["object"])
-                if any(event["type"] == "ERROR" for event in events):
-                    print(f"watch error, re-listing: {events[-1]['object']}", file=sys.stderr, flush=True)
-                    break
 
 
 # ----- main -----
@@ -554,16 +544,25 @@ async def run_bench(args: argparse.Namespace, kubeconfig: str, kube_scheduler: s
         t = time.monotonic()
         await ensure_nodes(http, args.nodes, shape)
         print(f"# {args.nodes} nodes ready ({time.monotonic() - t:.1f}s)", file=sys.stderr)
+        colocation_nodes = None
+        if e2e_colocation.needs_colocation(args.controllers):
+            colocation_nodes = [f"bench-node-{i}" for i in range(args.nodes)]
+            await e2e_colocation.install(http, colocation_nodes)
         results: list[Result] = []
-        for _ in range(args.repeat):
-            for name in args.only:
+        for repeat in range(args.repeat):
+            # A B, then B A: a drift of the machine over the run weighs on every contender alike.
+            for name in args.only if repeat % 2 == 0 else args.only[::-1]:
                 result = await measure(name, http, args.pods, kubeconfig=kubeconfig, work=work,
-                                       kube_scheduler=kube_scheduler, shape=shape, timeout=args.timeout)
+                                       kube_scheduler=kube_scheduler, shape=shape, timeout=args.timeout,
+                                       colocation_nodes=colocation_nodes)
                 events = (f"all written {result.events_done_after_last_bind}s after the last bind"
-                          if result.events_done_after_last_bind is not None else "none expected")
+                          if result.events_done_after_last_bind is not None
+                          else "none expected" if name == "round-robin" else "not all within 60 s")
                 print(f"# {result.contender}: {result.rate:.0f} pods/s (wall {result.wall:.0f}), "
                       f"{result.cpu_seconds_per_1000:.2f} CPU-s/1000 pods (apiserver+etcd "
-                      f"{result.server_cpu_seconds_per_1000}); {result.events_written} events, {events}",
+                      f"{result.server_cpu_seconds_per_1000}); {result.events_written} events, {events}"
+                      + (f"; colocation at the last bind {result.colocation}, at the end {result.colocation_end}"
+                         if result.colocation else ""),
                       file=sys.stderr)
                 results.append(result)
         for namespace in shape_namespaces(shape) if shape is not None else [NAMESPACE]:
@@ -598,6 +597,18 @@ def summarize(results: list[Result]) -> dict[str, Any]:
         summary["koord_pct_of_ceiling"] = round(100 * koord["rate_pods_per_s"] / ceiling["rate_pods_per_s"], 1)
     if koord and kube:
         summary["koord_to_kube_scheduler"] = round(koord["rate_pods_per_s"] / kube["rate_pods_per_s"], 2)
+    variants = [name for name in by if variant_controllers(name) is not None]
+    if len(variants) > 1:  # each variant against the first --controllers value: medians, and run by run
+        base = variants[0]
+        summary["controllers_vs_first"] = {
+            name: {
+                "rate_ratio": round(summary[name]["rate_pods_per_s"] / summary[base]["rate_pods_per_s"], 3),
+                "cpu_ratio": round(summary[name]["cpu_seconds_per_1000_pods"]
+                                   / summary[base]["cpu_seconds_per_1000_pods"], 3),
+                "rate_ratio_per_round": [round(a.rate / b.rate, 3) for a, b in zip(by[name], by[base], strict=False)],
+            }
+            for name in variants[1:]
+        }
     return summary
 
 
@@ -605,10 +616,14 @@ def shape_arguments(args: argparse.Namespace) -> str:
     """Fill the shape-dependent defaults of ``args`` in place; return an error message naming the flag,
     or ``""``."""
     if args.only is None:
-        args.only = [c for c in CONTENDERS if not (args.shape == "PreemptionBasic" and c == "round-robin")]
+        args.only = (["koord-scheduler"] if args.controllers else
+                     [c for c in CONTENDERS if not (args.shape == "PreemptionBasic" and c == "round-robin")])
     unknown = [c for c in args.only if c not in CONTENDERS]
     if unknown:
         return f"--only: unknown contenders {unknown}; choose from {list(CONTENDERS)}"
+    if args.controllers and "koord-scheduler" not in args.only:
+        return "--controllers: needs the koord-scheduler contender in --only"
+    args.only = contender_names(args.only, args.controllers)
     if args.shape == BASIC:
         args.pods = 5000 if args.pods is None else args.pods
         return ""
@@ -629,10 +644,6 @@ def shape_arguments(args: argparse.Namespace) -> str:
 
 
 def main() -> int:
-    if len(sys.argv) > 1 and sys.argv[1] == "_round_robin":
-        with asyncio.Runner(loop_factory=contender_loop_factory()) as runner:
-            runner.run(round_robin(sys.argv[sys.argv.index("--kubeconfig") + 1]))
-        return 0
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--shape", choices=(BASIC, *(s for s in SHAPES if s != BASIC)), default=BASIC,
                         help="scheduler_perf shape (bench/topology_common.py SHAPES); default SchedulingBasic")
@@ -647,6 +658,11 @@ def main() -> int:
     parser.add_argument("--kube-scheduler", help="kube-scheduler binary (default: from control-plane.sh build)")
     parser.add_argument("--only", default=None, type=lambda s: s.split(","),
                         help="contenders (default: all; PreemptionBasic: no round-robin ceiling)")
+    parser.add_argument("--controllers", action="append", default=[], metavar="LIST",
+                        help="repeatable: run koord-scheduler once per value with --controllers=LIST, interleaved "
+                             "(default contenders then: koord-scheduler only); a colocation controller in any "
+                             "value installs the colocation set-up (bench/e2e_colocation.py); ratios are "
+                             "against the first value")
     parser.add_argument("--json", help="write raw results and the summary here")
     parser.add_argument("--work-dir", help="keep contender configs and logs here (default: a temp dir)")
     args = parser.parse_args()

@@ -20,6 +20,7 @@
 #   PYKOORD_CLUSTER_DIR  state dir (default <repo>/.cluster): pki, pid files, logs, kubeconfig
 #   PYKOORD_CACHE        binary cache (default ~/.cache/pykoord); binaries in bin/<component>-<version>/
 #   PYKOORD_START_TIMEOUT  seconds to wait for each component to become healthy (default 60)
+#   PYKOORD_KCM_FLAGS    extra kube-controller-manager flags, space-separated (e.g. --kube-api-qps=1000)
 #
 # Everything except the final kubeconfig path (and `build`'s NAME=PATH lines) goes to stderr.
 set -euo pipefail
@@ -509,6 +510,7 @@ start_kwok() { # start_kwok N
 # kube-controller-manager, on request, with the PersistentVolume controller only: it binds claims to
 # volumes (the scheduler's choice for WaitForFirstConsumer claims, and volumes a provisioner creates for
 # claims annotated with a selected node). Its port and flags are in the state dir, like the apiserver's.
+# shellcheck disable=SC2086 # PYKOORD_KCM_FLAGS is split into words on purpose
 start_controller_manager() {
     [[ -x $KUBE_CONTROLLER_MANAGER ]] || die "kube-controller-manager is not built (run 'build')"
     pid_alive kube-controller-manager && { log "kube-controller-manager already running"; return 0; }
@@ -526,7 +528,7 @@ start_controller_manager() {
         --leader-elect=false \
         --use-service-account-credentials=false \
         --pvclaimbinder-sync-period=2s \
-        --v=2
+        --v=2 ${PYKOORD_KCM_FLAGS:-}
     wait_for kube-controller-manager "https://127.0.0.1:$port/healthz" -k &&
         log "kube-controller-manager healthy on 127.0.0.1:$port"
 }

@@ -8,7 +8,8 @@ top level plus ``nodeConfigs``), and ``resource-threshold-config``, ``resource-q
 Merging follows Koordinator's ``MergeCfg`` (see :func:`~apis.configuration.colocation.overlay`): the
 cluster strategy is overlaid on the defaults, each node entry on the merged cluster strategy, and a node
 takes the **first** entry whose selector matches its labels (a missing selector matches no node, ``{}``
-matches every node). Unknown fields are dropped, as Go's decoder drops them.
+matches every node). Unknown fields are dropped, as Go's decoder drops them, and keys match fields
+regardless of case, as Go matches them (:mod:`apis.core.gojson`).
 
 Each key stands alone: a key that is not valid JSON, has a value of the wrong type or a value out of
 range (:mod:`.ranges`) keeps its last good value and is reported as a :class:`KeyProblem`, while the
@@ -35,6 +36,7 @@ from apis.configuration.colocation import (
     strategy_wire,
 )
 from apis.core.errors import ParseError
+from apis.core.gojson import GoFields
 from apis.core.parse import parse_label_selector
 from apis.core.quantity import parse_quantity
 from apis.core.selectors import label_selector_matches
@@ -55,6 +57,14 @@ KEYS = (COLOCATION_KEY, RESOURCE_THRESHOLD_KEY, RESOURCE_QOS_KEY, CPU_BURST_KEY,
 ANNOTATION_NETWORK_BANDWIDTH = "node.koordinator.sh/network-bandwidth"
 
 Json = dict[str, Any]
+
+
+# Koordinator decodes these keys with Go's encoding/json: a key that differs only in case still matches.
+_COLOCATION_FIELDS = GoFields.of(("nodeConfigs",))
+_STRATEGY_KEY_FIELDS = GoFields.of(("clusterStrategy", "nodeStrategies"))
+_PROFILE_FIELDS = GoFields.of(("name", "nodeSelector"))
+_SELECTOR_FIELDS = GoFields.of(("matchLabels", "matchExpressions"))
+_EXPRESSION_FIELDS = GoFields.of(("key", "operator", "values"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,11 +206,13 @@ def _parse_key(name: str, text: str) -> StrategyKey:
     section = _SECTIONS[name]
     if section.model is None:  # colocation-config: the cluster strategy is inline
         entries_field = "nodeConfigs"
+        raw = _COLOCATION_FIELDS.fold(raw)
         cluster_raw = {k: v for k, v in raw.items() if k != entries_field}
         read: Callable[[Json], Json] = strategy_wire
         cluster_path = ""
     else:
         entries_field = "nodeStrategies"
+        raw = _STRATEGY_KEY_FIELDS.fold(raw)
         cluster_raw = raw.get("clusterStrategy") or {}
         if not isinstance(cluster_raw, dict):
             raise ValueError("clusterStrategy: expected an object")
@@ -223,17 +235,31 @@ def _profile(
 ) -> NodeProfile:
     if not isinstance(entry, dict):
         raise ValueError(f"{path}: expected an object")
+    entry = _PROFILE_FIELDS.fold(entry)
     name = entry.get("name") or ""
     if not isinstance(name, str):
         raise ValueError(f"{path}.name: expected a string")
     try:
-        selector = parse_label_selector(entry.get("nodeSelector"))
+        selector = parse_label_selector(_selector_as_go(entry.get("nodeSelector")))
     except ParseError as exc:
         raise ValueError(f"{path}.nodeSelector: {exc}") from None
     fields = {k: v for k, v in entry.items() if k not in ("name", "nodeSelector")}
     merged = overlay(cluster, _read(read, fields, f"{path}."))
     _check(merged, rules, f"{path}.")
     return NodeProfile(name, selector, merged)
+
+
+def _selector_as_go(raw: Any) -> Any:
+    """A ``metav1.LabelSelector`` with its keys matched as Go matches them."""
+    if not isinstance(raw, dict):
+        return raw
+    selector = _SELECTOR_FIELDS.fold(raw)
+    expressions = selector.get("matchExpressions")
+    if isinstance(expressions, list):
+        selector["matchExpressions"] = [
+            _EXPRESSION_FIELDS.fold(e) if isinstance(e, dict) else e for e in expressions
+        ]
+    return selector
 
 
 def _model_reader(model: type[WireModel]) -> Callable[[Json], Json]:

@@ -6,9 +6,10 @@ import re
 from datetime import datetime
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
 
+from apis.core.gojson import GoFields
 from apis.slo.quantity import Quantity, int_value, milli_value
 
 GROUP = "slo.koordinator.sh"
@@ -19,10 +20,25 @@ API_VERSION = f"{GROUP}/{VERSION}"
 class WireModel(BaseModel):
     """Base of every API type: camelCase on the wire, snake_case in Python, unknown fields ignored.
 
+    Keys match fields as Go's ``encoding/json`` matches them (:mod:`apis.core.gojson`): a key that differs
+    from the wire name only in case fills the field, and of two keys for one field the later wins.
     ``to_wire()`` gives the JSON-ready dict a Go client would send (unset fields left out).
     """
 
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
+    go_fields: ClassVar[GoFields] = GoFields.of(())
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        wire = GoFields.of(info.alias or name for name, info in cls.model_fields.items())
+        # populate_by_name: the Python names are accepted too, but only as written (Go knows no such names).
+        cls.go_fields = GoFields(wire.exact | cls.model_fields.keys(), wire.folded)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _match_keys_as_go(cls, data: Any) -> Any:
+        return cls.go_fields.fold(data) if isinstance(data, dict) else data
 
     def to_wire(self) -> dict[str, Any]:
         return self.model_dump(mode="json", by_alias=True, exclude_none=True)

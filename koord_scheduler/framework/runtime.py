@@ -201,10 +201,10 @@ class Framework:
                 raise PluginCycleError(status) from exc
             code = status.code
             if code != Code.SUCCESS:
-                status = status.with_plugin(p.name)
-                if code == Code.SKIP:
+                if code == Code.SKIP:  # the common case for a plugin with nothing to check: no stamped copy
                     state.skip_filter.add(p.name)
                     continue
+                status = status.with_plugin(p.name)
                 if code == Code.ERROR:
                     raise PluginCycleError(status)
                 if code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
@@ -369,11 +369,11 @@ class Framework:
             state.write(POD_PATCH, PodPatch())
         for p in self.capabilities.pre_bind:
             try:
-                status = (await p.pre_bind(state, pod, node_name)).with_plugin(p.name)
+                status = await p.pre_bind(state, pod, node_name)
             except Exception as exc:
                 status = _failed("pre_bind", p, exc)
-            if not status.is_success:
-                return status
+            if status.code != Code.SUCCESS:  # (a success needs no plugin stamp: nobody reads it)
+                return status.with_plugin(p.name)
         patch = state.get(POD_PATCH) if applier is not None else None
         if applier is not None and patch:
             try:

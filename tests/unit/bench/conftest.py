@@ -42,3 +42,10 @@ def e2e_throughput(topology_common: ModuleType) -> ModuleType:
 @pytest.fixture(scope="session")
 def upstream_dir() -> Path:
     return BENCH / "upstream"
+
+
+@pytest.fixture(scope="session")
+def e2e_volumes(e2e_throughput: ModuleType) -> ModuleType:
+    if str(BENCH) not in sys.path:
+        sys.path.insert(0, str(BENCH))
+    return load_bench("e2e_volumes")

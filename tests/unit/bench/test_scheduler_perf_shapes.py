@@ -128,7 +128,7 @@ def test_e2e_pod_body_keeps_anti_affinity_namespaces(e2e_throughput: ModuleType,
 
 
 def e2e_args(e2e_throughput: ModuleType, argv: list[str]) -> tuple[Any, str]:
-    ns = argparse.Namespace(shape="SchedulingBasic", nodes=1000, pods=None, timeout=None, only=None)
+    ns = argparse.Namespace(shape="SchedulingBasic", nodes=1000, pods=None, timeout=None, only=None, controllers=[])
     for flag, value in zip(argv[::2], argv[1::2], strict=True):
         setattr(ns, flag.lstrip("-").replace("-", "_"), value)
     error = e2e_throughput.shape_arguments(ns)
@@ -145,6 +145,13 @@ def e2e_args(e2e_throughput: ModuleType, argv: list[str]) -> tuple[Any, str]:
                      {"pods": 1000, "init": 4000, "only": ["koord-scheduler", "kube-scheduler"], "timeout": 1200.0},
                      id="preemption-no-ceiling"),
         pytest.param(["--shape", "PreemptionBasic", "--nodes", 100], {"pods": 100, "init": 400}, id="scaled"),
+        pytest.param(["--controllers", ["reservation", "nodeslo,noderesource,nodemetric,reservation"]],
+                     {"pods": 5000, "only": ["koord-scheduler[reservation]",
+                                             "koord-scheduler[nodeslo,noderesource,nodemetric,reservation]"]},
+                     id="controllers-variants-only"),
+        pytest.param(["--controllers", ["*", "-nodeslo"], "--only", ["koord-scheduler", "kube-scheduler"]],
+                     {"pods": 5000, "only": ["koord-scheduler[*]", "koord-scheduler[-nodeslo]", "kube-scheduler"]},
+                     id="controllers-with-others"),
     ],
 )
 def test_e2e_shape_arguments(e2e_throughput: ModuleType, argv: list[Any], want: dict[str, Any]) -> None:
@@ -167,8 +174,35 @@ def test_e2e_shape_arguments(e2e_throughput: ModuleType, argv: list[Any], want: 
         pytest.param(["--shape", "TopologySpreading", "--pods", 0], "--pods", id="zero-pods"),
         pytest.param(["--shape", "TopologySpreading", "--nodes", 0], "--nodes", id="zero-nodes"),
         pytest.param(["--only", ["koord-scheduler", "volcano"]], "--only", id="unknown-contender"),
+        pytest.param(["--only", ["kube-scheduler"], "--controllers", ["reservation"]], "--controllers",
+                     id="controllers-without-koord"),
     ],
 )
 def test_e2e_shape_arguments_errors_name_the_flag(e2e_throughput: ModuleType, argv: list[Any], want_flag: str) -> None:
     _, error = e2e_args(e2e_throughput, argv)
     assert error.startswith(f"{want_flag}:")
+
+
+@pytest.mark.parametrize(
+    ("values", "want"),
+    [
+        pytest.param(["reservation"], False, id="reservation-only"),
+        pytest.param(["reservation", "nodeslo,reservation"], True, id="one-value-with-nodeslo"),
+        pytest.param(["*"], True, id="star"),
+        pytest.param(["*,-nodeslo,-noderesource,-nodemetric"], False, id="star-without-colocation"),
+        pytest.param(["noderesource,-noderesource"], False, id="negated-wins"),
+    ],
+)
+def test_e2e_needs_colocation(e2e_throughput: ModuleType, values: list[str], want: bool) -> None:
+    assert e2e_throughput.e2e_colocation.needs_colocation(values) is want
+
+
+def test_e2e_controllers_summary(e2e_throughput: ModuleType) -> None:
+    def result(name: str, rate: float, cpu: float) -> Any:
+        return e2e_throughput.Result(name, 1000, rate, rate, 1.0, 1.0, cpu, cpu, 0, None, cpu)
+
+    off, on = "koord-scheduler[reservation]", "koord-scheduler[nodeslo,reservation]"
+    summary = e2e_throughput.summarize([result(off, 1000, 1.0), result(on, 950, 1.2),
+                                        result(on, 900, 1.2), result(off, 1000, 1.0)])
+    assert summary["controllers_vs_first"] == {
+        on: {"rate_ratio": 0.925, "cpu_ratio": 1.2, "rate_ratio_per_round": [0.95, 0.9]}}

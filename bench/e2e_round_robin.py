@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""The round-robin ceiling of ``bench/e2e_throughput.py``, run by it as its own process.
+
+A trivial binder: list + watch pending pods, bind round-robin over the nodes, no checks, 64 binds in
+flight, no Events, on koord-scheduler's own stack (HTTP client, orjson decoding, event loop).
+
+    .venv/bin/python bench/e2e_round_robin.py --kubeconfig FILE
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from koord_scheduler.framework.errors import ClusterError
+from koord_scheduler.scheduler.kube import ApiHttp, HttpOptions, TokenBucket, jsoncodec, load_connection
+from koord_scheduler.scheduler.kube.http import iter_lines
+
+
+def contender_loop_factory() -> Any:
+    """koord-scheduler's event loop choice (``PYKOORD_EVENT_LOOP``: uvloop when installed unless it says
+    ``asyncio``; see ``koord_scheduler.app.serve.event_loop_factory``), so the ceiling runs on the same
+    loop as the scheduler it bounds. Not imported from there: serve's imports cost a second of CPU,
+    which would count against the ceiling's CPU-seconds."""
+    if os.environ.get("PYKOORD_EVENT_LOOP", "") == "asyncio":
+        return None
+    try:
+        import uvloop
+    except ImportError:
+        return None
+    return uvloop.new_event_loop
+
+
+async def round_robin(kubeconfig: str) -> None:
+    connection = load_connection(kubeconfig)
+    http = ApiHttp(connection, TokenBucket(0, 1), options=HttpOptions(pool_size=96))
+    nodes = await http.request_json("GET", "/api/v1/nodes")
+    names = [item["metadata"]["name"] for item in nodes["items"]]
+    sem = asyncio.Semaphore(64)
+    seen: set[str] = set()
+    counter = 0
+    tasks: set[asyncio.Task[None]] = set()
+    failures: collections.Counter[str] = collections.Counter()
+
+    async def bind(ns: str, name: str, node: str) -> None:
+        async with sem:
+            body = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name, "namespace": ns},
+                    "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
+            try:
+                await http.request("POST", f"/api/v1/namespaces/{ns}/pods/{name}/binding", body=body)
+            except ClusterError as err:  # counted and logged; the pod stays pending
+                failures[type(err).__name__] += 1
+                if sum(failures.values()) <= 5:
+                    print(f"bind {ns}/{name} failed: {err}", file=sys.stderr, flush=True)
+
+    def offer(obj: dict[str, Any]) -> None:
+        nonlocal counter
+        meta = obj["metadata"]
+        key = f"{meta['namespace']}/{meta['name']}"
+        if (obj.get("spec") or {}).get("nodeName") or key in seen:
+            return
+        seen.add(key)
+        node = names[counter % len(names)]
+        counter += 1
+        task = asyncio.ensure_future(bind(meta["namespace"], meta["name"], node))
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+
+    params = {"fieldSelector": "spec.nodeName="}
+    while True:  # a watch that ends (or reports an ERROR, e.g. 410 Gone) is re-listed; ``seen`` dedups
+        listing = await http.request_json("GET", "/api/v1/pods", params=params)
+        for obj in listing["items"]:
+            offer(obj)
+        watch_params = {**params, "watch": "1", "resourceVersion": listing["metadata"]["resourceVersion"]}
+        async with http.stream("/api/v1/pods", watch_params) as content:
+            async for lines in iter_lines(content):
+                events = [jsoncodec.loads(line) for line in lines]
+                for event in events:
+                    if event["type"] == "ADDED":
+                        offer(event["object"])
+                if any(event["type"] == "ERROR" for event in events):
+                    print(f"watch error, re-listing: {events[-1]['object']}", file=sys.stderr, flush=True)
+                    break
+
+
+if __name__ == "__main__":
+    with asyncio.Runner(loop_factory=contender_loop_factory()) as runner:
+        runner.run(round_robin(sys.argv[sys.argv.index("--kubeconfig") + 1]))
