@@ -144,6 +144,9 @@ class ElasticQuota:
         self._tasks: set[asyncio.Task[None]] = set()
         self._total_version = -1
         self._nominated: NominatedPods | None = None
+        self._limits: dict[str, dict[str, int]] = {}
+        self._limits_at = (-1, -1)
+        """The (tree version, node objects version) the cached limits were computed at."""
         self.initial_used: dict[str, dict[str, int]] | None = None
         """``used`` of every quota before the first scheduling cycle (simulate reports before → after)."""
 
@@ -201,10 +204,20 @@ class ElasticQuota:
                 self._assumed.discard(pod.key)
                 self.tree.remove_pod(pod.key)
             return
+        key = new.key
         if new.node_name:
-            self._assumed.discard(new.key)
-        self._pods[new.key] = new
-        self._charge(new.key, new)
+            self._assumed.discard(key)
+        self._pods[key] = new
+        entry = self.tree.pod(key)
+        if (
+            entry is not None
+            and old is not None
+            and old.meta.labels == new.meta.labels
+            and old.requests == new.requests
+            and entry.assigned == (bool(new.node_name) or key in self._assumed)
+        ):
+            return  # the quota and the charge depend only on these (a binding after Reserve lands here)
+        self._charge(key, new)
 
     def on_forget_pod(self, pod: Pod) -> None:
         if pod.key in self._assumed:
@@ -237,12 +250,23 @@ class ElasticQuota:
 
     def limit(self, quota: str) -> dict[str, int]:
         """What admission compares against: runtime (masked to the quota's max keys) or max."""
+        return dict(self._limit(quota))
+
+    def _limit(self, quota: str) -> Mapping[str, int]:
+        """:meth:`limit`, cached until the tree or the nodes change (not to be mutated)."""
         node = self.tree.node(quota)
         if not self.args.enable_runtime_quota or node.builtin:
-            return dict(node.max)
+            return node.max
         self._refresh_total()
-        runtime = self.tree.runtime(quota)
-        return {k: runtime.get(k, 0) for k in node.max}
+        at = (self.tree.version, self._total_version)
+        if at != self._limits_at:
+            self._limits.clear()
+            self._limits_at = at
+        cached = self._limits.get(quota)
+        if cached is None:
+            runtime = self.tree.runtime(quota)
+            cached = self._limits[quota] = {k: runtime.get(k, 0) for k in node.max}
+        return cached
 
     # ----- PreFilter -----
 
@@ -251,15 +275,16 @@ class ElasticQuota:
     ) -> tuple[PreFilterResult | None, Status]:
         if self.initial_used is None:
             self.initial_used = {name: dict(node.used) for name, node in self.tree.nodes.items()}
-        if self.tree.pod(pod.key) is None:
+        entry = self.tree.pod(pod.key)
+        if entry is None:
             self._pods[pod.key] = pod
             self._charge(pod.key, pod)
-        entry = self.tree.pod(pod.key)
-        assert entry is not None
+            entry = self.tree.pod(pod.key)
+            assert entry is not None
         quota, request = entry.quota, entry.request
         state.write(STATE_KEY, QuotaAdmission(quota, request))
-        node = self.tree.node(quota)
-        limit = self.limit(quota)
+        node = self.tree.nodes[quota]
+        limit = self._limit(quota)
         exceeded = _exceeded(node.used, request, limit)
         if exceeded:
             return None, unschedulable(
@@ -279,7 +304,7 @@ class ElasticQuota:
         if self.args.enable_check_parent_quota and not node.builtin:
             path = node.path_from_root()[1:]
             for ancestor in path[:-1]:
-                anc_limit = {k: v for k, v in self.limit(ancestor.name).items() if k in request}
+                anc_limit = {k: v for k, v in self._limit(ancestor.name).items() if k in request}
                 exceeded = _exceeded(ancestor.used, request, anc_limit)
                 if exceeded:
                     topo = " ".join(n.name for n in path)
@@ -385,7 +410,7 @@ class ElasticQuota:
                 borrowing = over_runtime.get(entry.quota)
                 if borrowing is None:
                     used = self.tree.node(entry.quota).used
-                    borrowing = bool(_exceeded(used, {}, self.limit(entry.quota)))
+                    borrowing = bool(_exceeded(used, {}, self._limit(entry.quota)))
                     over_runtime[entry.quota] = borrowing
                 if not borrowing:
                     continue
@@ -455,7 +480,10 @@ class ElasticQuota:
 
 
 def _exceeded(used: Mapping[str, int], request: Mapping[str, int], limit: Mapping[str, int]) -> list[str]:
-    return sorted(k for k, cap in limit.items() if used.get(k, 0) + request.get(k, 0) > cap)
+    out = [k for k, cap in limit.items() if used.get(k, 0) + request.get(k, 0) > cap]
+    if len(out) > 1:
+        out.sort()
+    return out
 
 
 def _node_free(snapshot: ClusterSnapshot, position: int, request: Mapping[str, int]) -> dict[str, int]:
