@@ -7,6 +7,12 @@ It shares koord-scheduler's Node and Pod informers and adds the ElasticQuota kin
 charging bound pods to used and every live pod to request, so it also runs with scheduling off. Invalid
 quotas (see :func:`~koord_scheduler.plugins.elasticquota.validation.validate_tree`) are left alone.
 
+The built-in quotas (root, system and default) are created in ``quotaGroupNamespace`` when no object of
+that name exists there, as Koordinator's plugin does at start (pkg/scheduler/plugins/elasticquota,
+``createRootQuotaIfNotPresent`` and its two siblings): the root as a parent that does not lend, the
+system and default quotas with ``systemQuotaGroupMax`` / ``defaultQuotaGroupMax`` as max. Here the
+leader creates them once its ElasticQuota list is in; Koordinator does it on every replica.
+
 Events only mark the state dirty; :meth:`QuotaStatusController.run`, started once the replica holds the
 leader Lease, recomputes every ``interval`` seconds at most and sends one JSON merge patch per quota whose
 values changed. A write's values are remembered until the next version of the object arrives, so the same
@@ -28,9 +34,13 @@ from apis.scheduling.elasticquota import (
     ANNOTATION_CHILD_REQUEST,
     ANNOTATION_REQUEST,
     ANNOTATION_RUNTIME,
+    API_VERSION,
     DEFAULT_QUOTA,
     GROUP,
     KIND,
+    LABEL_ALLOW_LENT_RESOURCE,
+    LABEL_IS_PARENT,
+    LABEL_PARENT,
     PLURAL,
     ROOT_QUOTA,
     SYSTEM_QUOTA,
@@ -46,6 +56,7 @@ from koord_scheduler.plugins.elasticquota.validation import validate_tree
 from koord_scheduler.scheduler.controllers.api import ControllerApi
 from koord_scheduler.scheduler.controllers.decide import Write
 from koord_scheduler.scheduler.controllers.selection import ELASTICQUOTA
+from koord_scheduler.scheduler.kube.http import ApiError
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +65,19 @@ MERGE_PATCH = "application/merge-patch+json"
 
 def quota_path(namespace: str, name: str) -> str:
     return f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{PLURAL}/{name}"
+
+
+def builtin_quota(name: str, args: ElasticQuotaArgs) -> dict[str, Any]:
+    """The object created for a missing built-in quota (root, system or default) in the args' namespace."""
+    meta: dict[str, Any] = {"name": name, "namespace": args.quota_group_namespace, "annotations": {}}
+    body: dict[str, Any] = {"apiVersion": API_VERSION, "kind": KIND, "metadata": meta}
+    if name == ROOT_QUOTA:
+        meta["labels"] = {LABEL_IS_PARENT: "true", LABEL_ALLOW_LENT_RESOURCE: "false", LABEL_PARENT: ""}
+        body["spec"] = {}
+    else:
+        which = "system" if name == SYSTEM_QUOTA else "default"
+        body["spec"] = {"max": resources_to_wire(args.builtin_max(which))}
+    return body
 
 
 def desired_status(tree: QuotaTree, record: QuotaRecord) -> dict[str, Any]:
@@ -117,6 +141,8 @@ class QuotaStatusController:
         self.allocatable: dict[str, Mapping[str, int]] = {}
         self.written: dict[str, dict[str, Any]] = {}
         self.write_count = 0
+        self.builtins_present: set[str] = set()
+        """Built-in quotas known to exist in ``quotaGroupNamespace`` (seen, created, or found on create)."""
         self._wake = asyncio.Event()
 
     # ----- informer events -----
@@ -175,14 +201,29 @@ class QuotaStatusController:
 
     # ----- decisions -----
 
+    def missing_builtins(self) -> list[Write]:
+        """A create for each built-in quota with no object of its name in ``quotaGroupNamespace``."""
+        namespace = self.args.quota_group_namespace
+        writes: list[Write] = []
+        for name in (ROOT_QUOTA, SYSTEM_QUOTA, DEFAULT_QUOTA):
+            key = f"{namespace}/{name}"
+            if key in self.objects:
+                self.builtins_present.add(name)
+            if name in self.builtins_present:
+                continue
+            path = f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{PLURAL}"
+            writes.append(Write(ELASTICQUOTA, key, "POST", path, builtin_quota(name, self.args), note="built-in"))
+        return writes
+
     def decide(self) -> list[Write]:
-        """One merge patch per valid quota whose shown values differ from the wanted ones."""
+        """The missing built-in quotas, then one merge patch per valid quota whose shown values differ
+        from the wanted ones."""
+        writes = self.missing_builtins()
         total: dict[str, int] = {}
         for allocatable in self.allocatable.values():
             for k, v in allocatable.items():
                 total[k] = total.get(k, 0) + v
         self.tree.set_total(total)
-        writes: list[Write] = []
         for key, record in sorted(self.objects.items()):
             if self.quotas.get(record.name) is not record or record.name == ROOT_QUOTA:
                 continue
@@ -199,10 +240,20 @@ class QuotaStatusController:
         for write in self.decide():
             try:
                 await self.api.send(write)
+            except ApiError as exc:
+                if write.verb == "POST" and exc.conflict:  # created meanwhile (another replica, a user)
+                    self.builtins_present.add(write.body["metadata"]["name"])
+                    continue
+                log.warning("elasticquota: %s %s failed: %s", write.verb, write.node, exc)
+                continue
             except ClusterError as exc:
                 log.warning("elasticquota: patching %s failed: %s", write.node, exc)
                 continue
-            self.written[write.node] = write.body
+            if write.verb == "POST":
+                self.builtins_present.add(write.body["metadata"]["name"])
+                log.info("elasticquota: created built-in quota %s", write.node)
+            else:
+                self.written[write.node] = write.body
             self.write_count += 1
 
     async def run(self, stop: asyncio.Event) -> None:

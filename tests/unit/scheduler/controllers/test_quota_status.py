@@ -9,6 +9,17 @@ from apis.scheduling.elasticquota import parse_elastic_quota
 from koord_scheduler.framework.types import EventType
 from koord_scheduler.scheduler.controllers.api import MemoryControllerApi
 from koord_scheduler.scheduler.controllers.quota_status import QuotaStatusController
+from koord_scheduler.scheduler.kube.http import ApiError
+
+BUILTINS = ("koordinator-root-quota", "koordinator-system-quota", "koordinator-default-quota")
+
+
+def status_only(api: MemoryControllerApi) -> QuotaStatusController:
+    """A controller whose built-in quotas already exist (these tests look at status writes only)."""
+    controller = QuotaStatusController(api)
+    controller.builtins_present.update(BUILTINS)
+    return controller
+
 
 QUOTA_EXAMPLE = {
     "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
@@ -43,7 +54,7 @@ def pod_example(node_name: str = "") -> dict[str, object]:
 
 async def test_capacity_scheduling_manual_quota_example_annotations_and_used() -> None:
     api = MemoryControllerApi()
-    controller = QuotaStatusController(api)
+    controller = status_only(api)
     node = parse_node({"metadata": {"name": "n1"}, "status": {"allocatable": {"cpu": "8", "memory": "16Gi"}}})
     controller.on_node(EventType.ADDED, None, node)
     quota = parse_elastic_quota(QUOTA_EXAMPLE)
@@ -86,8 +97,51 @@ async def test_capacity_scheduling_manual_quota_example_annotations_and_used() -
 
 async def test_invalid_quota_is_left_alone() -> None:
     api = MemoryControllerApi()
-    controller = QuotaStatusController(api)
+    controller = status_only(api)
     bad = {**QUOTA_EXAMPLE, "spec": {"min": {"cpu": 50}, "max": {"cpu": 40}}}
     controller.on_object("ElasticQuota", EventType.ADDED, None, parse_elastic_quota(bad))
     await controller.sync()
     assert api.writes == []
+
+
+async def test_missing_builtin_quotas_are_created_in_quota_group_namespace_once() -> None:
+    from apis.config.elasticquota_args import ElasticQuotaArgs
+
+    api = MemoryControllerApi()
+    args = ElasticQuotaArgs.model_validate({"quotaGroupNamespace": "quotas", "defaultQuotaGroupMax": {"cpu": "8"}})
+    controller = QuotaStatusController(api, args=args)
+    system = {
+        "metadata": {"name": "koordinator-system-quota", "namespace": "quotas"},
+        "spec": {"max": {"cpu": "2"}},
+    }
+    controller.on_object("ElasticQuota", EventType.ADDED, None, parse_elastic_quota(system))
+    await controller.sync()
+    created = {w.body["metadata"]["name"]: w for w in api.writes}
+    assert sorted(created) == ["koordinator-default-quota", "koordinator-root-quota"], "system exists already"
+    for write in created.values():
+        assert (write.verb, write.path) == (
+            "POST",
+            "/apis/scheduling.sigs.k8s.io/v1alpha1/namespaces/quotas/elasticquotas",
+        )
+        assert write.body["metadata"]["namespace"] == "quotas"
+    assert created["koordinator-default-quota"].body["spec"] == {"max": {"cpu": "8"}}
+    assert created["koordinator-root-quota"].body["metadata"]["labels"] == {
+        "quota.scheduling.koordinator.sh/is-parent": "true",
+        "quota.scheduling.koordinator.sh/allow-lent-resource": "false",
+        "quota.scheduling.koordinator.sh/parent": "",
+    }
+    await controller.sync()
+    assert len(api.writes) == 2, "created once, not again before the watch shows them"
+
+
+async def test_builtin_quota_in_another_namespace_does_not_count_and_conflict_means_present() -> None:
+    api = MemoryControllerApi()
+    controller = QuotaStatusController(api)  # quotaGroupNamespace: koordinator-system
+    elsewhere = {"metadata": {"name": "koordinator-default-quota", "namespace": "default"}, "spec": {}}
+    controller.on_object("ElasticQuota", EventType.ADDED, None, parse_elastic_quota(elsewhere))
+    assert "koordinator-system/koordinator-default-quota" in {w.node for w in controller.missing_builtins()}
+    path = "/apis/scheduling.sigs.k8s.io/v1alpha1/namespaces/koordinator-system/elasticquotas"
+    api.fail[path] = ApiError(409, "AlreadyExists", "exists", method="POST", path=path)
+    await controller.sync()
+    assert api.writes == []
+    assert controller.builtins_present == set(BUILTINS)
