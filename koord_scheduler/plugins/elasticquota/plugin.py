@@ -1,6 +1,6 @@
 """ElasticQuota (Koordinator pkg/scheduler/plugins/elasticquota): admission against a quota tree.
 
-- **Accounting** (:mod:`.tree`): every pod (of every scheduler) is charged to its quota (:mod:`.mapping`):
+- **Accounting** (:mod:`.tree`, one per ``tree-id``: :mod:`.forest`): every pod (of every scheduler) is charged to its quota (:mod:`.mapping`):
   to *request* while it exists, to *used* once it is assigned (Reserve, or seen bound). Terminal pods
   are not charged. ElasticQuota objects are validated as a tree (:mod:`.validation`); an invalid one is
   reported as a ``Warning`` Event on it and skipped (its pods fall into the default quota).
@@ -68,9 +68,10 @@ from koord_scheduler.framework.types import (
 )
 from koord_scheduler.plugins import names
 from koord_scheduler.plugins.elasticquota import preemption
+from koord_scheduler.plugins.elasticquota.forest import QuotaForest
 from koord_scheduler.plugins.elasticquota.mapping import is_preemptible, namespace_index, quota_name_for
 from koord_scheduler.plugins.elasticquota.report import quota_rows
-from koord_scheduler.plugins.elasticquota.tree import PodEntry, QuotaTree
+from koord_scheduler.plugins.elasticquota.tree import PodEntry
 from koord_scheduler.plugins.elasticquota.validation import TreeProblem, validate_tree
 
 log = logging.getLogger(__name__)
@@ -128,7 +129,7 @@ class ElasticQuota:
     def __init__(self, args: ElasticQuotaArgs, handle: ElasticQuotaHandle) -> None:
         self.args = args
         self._handle = handle
-        self.tree = QuotaTree(
+        self.tree = QuotaForest(
             scale_min=args.enable_min_quota_scale,
             builtin_max={DEFAULT_QUOTA: args.builtin_max("default"), SYSTEM_QUOTA: args.builtin_max("system")},
         )

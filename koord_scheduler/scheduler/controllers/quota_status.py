@@ -3,7 +3,7 @@ annotations (``runtime``, ``request``, ``child-request``) kept true, as Koordina
 controller does (pkg/scheduler/plugins/elasticquota/controller.go).
 
 It shares koord-scheduler's Node and Pod informers and adds the ElasticQuota kind. It keeps its own
-:class:`~koord_scheduler.plugins.elasticquota.tree.QuotaTree` (the same pure accounting the plugin uses),
+:class:`~koord_scheduler.plugins.elasticquota.forest.QuotaForest` (the same pure accounting the plugin uses),
 charging bound pods to used and every live pod to request, so it also runs with scheduling off. Invalid
 quotas (see :func:`~koord_scheduler.plugins.elasticquota.validation.validate_tree`) are left alone.
 
@@ -50,8 +50,9 @@ from apis.scheduling.elasticquota import (
 )
 from koord_scheduler.framework.errors import ClusterError
 from koord_scheduler.framework.types import EventType
+from koord_scheduler.plugins.elasticquota.forest import QuotaForest
 from koord_scheduler.plugins.elasticquota.mapping import is_preemptible, namespace_index, quota_name_for
-from koord_scheduler.plugins.elasticquota.tree import PodEntry, QuotaTree
+from koord_scheduler.plugins.elasticquota.tree import PodEntry
 from koord_scheduler.plugins.elasticquota.validation import validate_tree
 from koord_scheduler.scheduler.controllers.api import ControllerApi
 from koord_scheduler.scheduler.controllers.decide import Write
@@ -80,7 +81,7 @@ def builtin_quota(name: str, args: ElasticQuotaArgs) -> dict[str, Any]:
     return body
 
 
-def desired_status(tree: QuotaTree, record: QuotaRecord) -> dict[str, Any]:
+def desired_status(tree: QuotaForest, record: QuotaRecord) -> dict[str, Any]:
     """The annotations and ``status.used`` the quota should show (resources of its max, JSON as
     Koordinator writes them: ``{"cpu":"40m","memory":"40Mi"}``)."""
     node = tree.node(record.name)
@@ -127,7 +128,7 @@ class QuotaStatusController:
         self.args = args or ElasticQuotaArgs()
         self.interval = interval
         self.ready = ready
-        self.tree = QuotaTree(
+        self.tree = QuotaForest(
             scale_min=self.args.enable_min_quota_scale,
             builtin_max={
                 DEFAULT_QUOTA: self.args.builtin_max("default"),
