@@ -1,9 +1,10 @@
 """ElasticQuota (Koordinator pkg/scheduler/plugins/elasticquota): admission against a quota tree.
 
 - **Accounting** (:mod:`.tree`, one per ``tree-id``: :mod:`.forest`): every pod (of every scheduler) is
-  charged to its quota (:mod:`.mapping`): to *request* while it exists, to *used* once it is assigned (Reserve, or seen bound). Terminal pods
-  are not charged. ElasticQuota objects are validated as a tree (:mod:`.validation`); an invalid one is
-  reported as a ``Warning`` Event on it and skipped (its pods fall into the default quota).
+  charged to its quota (:mod:`.mapping`): to *request* while it exists, to *used* once it is assigned
+  (Reserve, or seen bound). Terminal pods are not charged. ElasticQuota objects are validated as a tree
+  (:mod:`.validation`); an invalid one is reported as a ``Warning`` Event on it and skipped (its pods fall
+  into the default quota).
 - **PreFilter**: ``used + request <= limit`` on every resource of the limit, where the limit is the quota's
   runtime (``enableRuntimeQuota``, the default) or its max; else Unschedulable
   ``Insufficient quotas, quotaName: <q>, runtime: <limit>, used: <used>, pod's request: <req>,
