@@ -146,6 +146,10 @@ class QuotaForest:
         tree = self.trees.get(self._tree_of_pod.get(key, DEFAULT_TREE))
         return tree.pod(key) if tree is not None else None
 
+    def pods_of(self, quota: str) -> list[tuple[str, PodEntry]]:
+        """The pods charged to ``quota`` (a scan of its tree's pods)."""
+        return [(k, e) for k, e in self.tree_of(quota).pods().items() if e.quota == quota]
+
     def upsert_pod(self, key: str, entry: PodEntry) -> None:
         tree_id = self._tree_of_quota.get(entry.quota, DEFAULT_TREE)
         if tree_id not in self.trees:

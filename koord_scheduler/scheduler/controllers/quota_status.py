@@ -13,6 +13,11 @@ that name exists there, as Koordinator's plugin does at start (pkg/scheduler/plu
 system and default quotas with ``systemQuotaGroupMax`` / ``defaultQuotaGroupMax`` as max. Here the
 leader creates them once its ElasticQuota list is in; Koordinator does it on every replica.
 
+With ``monitorAllQuotas`` (and ``enableRuntimeQuota``) it also runs Koordinator's over-use revoke
+controller: every ``revokePodInterval``, a quota whose used has stayed above its runtime for longer than
+``delayEvictTime`` has pods evicted through the Eviction API (:mod:`~koord_scheduler.plugins.elasticquota.revoke`
+says which).
+
 Events only mark the state dirty; :meth:`QuotaStatusController.run`, started once the replica holds the
 leader Lease, recomputes every ``interval`` seconds at most and sends one JSON merge patch per quota whose
 values changed. A write's values are remembered until the next version of the object arrives, so the same
@@ -25,6 +30,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -52,6 +58,7 @@ from koord_scheduler.framework.errors import ClusterError
 from koord_scheduler.framework.types import EventType
 from koord_scheduler.plugins.elasticquota.forest import QuotaForest
 from koord_scheduler.plugins.elasticquota.mapping import is_preemptible, namespace_index, quota_name_for
+from koord_scheduler.plugins.elasticquota.revoke import Assigned, OverUseMonitor, pods_to_revoke
 from koord_scheduler.plugins.elasticquota.tree import PodEntry
 from koord_scheduler.plugins.elasticquota.validation import validate_tree
 from koord_scheduler.scheduler.controllers.api import ControllerApi
@@ -109,6 +116,19 @@ def current_status(record: QuotaRecord) -> dict[str, Any]:
     return {"metadata": {"annotations": annotations}, "status": {"used": used}}
 
 
+def eviction_path(pod: Pod) -> str:
+    return f"/api/v1/namespaces/{pod.meta.namespace}/pods/{pod.meta.name}/eviction"
+
+
+def eviction(pod: Pod) -> dict[str, Any]:
+    """A ``policy/v1`` Eviction of the pod (Koordinator's ``EvictPod``)."""
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "Eviction",
+        "metadata": {"name": pod.meta.name, "namespace": pod.meta.namespace},
+    }
+
+
 def _json(value: Mapping[str, str]) -> str:
     return json.dumps(value, separators=(",", ":"), sort_keys=True)
 
@@ -123,6 +143,7 @@ class QuotaStatusController:
         args: ElasticQuotaArgs | None = None,
         interval: float = 1.0,
         ready: Callable[[], bool] = lambda: True,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.api = api
         self.args = args or ElasticQuotaArgs()
@@ -142,6 +163,11 @@ class QuotaStatusController:
         self.allocatable: dict[str, Mapping[str, int]] = {}
         self.written: dict[str, dict[str, Any]] = {}
         self.write_count = 0
+        self.clock = clock
+        self.revoking = self.args.monitor_all_quotas and self.args.enable_runtime_quota
+        self.monitors: dict[str, OverUseMonitor] = {}
+        self.evictions = 0
+        self._next_revoke = 0.0
         self.builtins_present: set[str] = set()
         """Built-in quotas known to exist in ``quotaGroupNamespace`` (seen, created, or found on create)."""
         self._wake = asyncio.Event()
@@ -237,22 +263,59 @@ class QuotaStatusController:
             writes.append(Write(ELASTICQUOTA, key, "PATCH", path, wanted, MERGE_PATCH, "status and annotations"))
         return writes
 
+    def decide_revocations(self, now: float) -> list[Write]:
+        """Evictions for the quotas whose over-use has lasted longer than ``delayEvictTime``."""
+        if not self.revoking:
+            return []
+        names = [n for n in self.tree.nodes if n not in (ROOT_QUOTA, SYSTEM_QUOTA)]
+        for gone in set(self.monitors) - set(names):
+            del self.monitors[gone]
+        writes: list[Write] = []
+        for name in sorted(names):
+            node = self.tree.node(name)
+            if node.builtin:
+                runtime: Mapping[str, int] = node.max
+            else:
+                full = self.tree.runtime(name)
+                runtime = {k: full.get(k, 0) for k in node.max}
+            monitor = self.monitors.setdefault(name, OverUseMonitor(now))
+            if not monitor.due(node.used, runtime, now, self.args.delay_evict_time):
+                continue
+            assigned = []
+            for key, entry in self.tree.pods_of(name):
+                pod = self.pods.get(key)
+                if pod is not None and entry.assigned:
+                    start = pod.meta.creation_timestamp or 0.0
+                    assigned.append(Assigned(key, pod.priority, start, entry.request, entry.non_preemptible))
+            for key in pods_to_revoke(node.used, runtime, assigned):
+                pod = self.pods[key]
+                log.info("elasticquota: evicting %s, quota %s uses more than its runtime", key, name)
+                writes.append(Write(ELASTICQUOTA, key, "POST", eviction_path(pod), eviction(pod), note="revoke"))
+        return writes
+
     async def sync(self) -> None:
-        for write in self.decide():
+        writes = self.decide()
+        now = self.clock()
+        if self.revoking and now >= self._next_revoke:
+            self._next_revoke = now + self.args.revoke_pod_interval
+            writes += self.decide_revocations(now)
+        for write in writes:
             try:
                 await self.api.send(write)
             except ApiError as exc:
-                if write.verb == "POST" and exc.conflict:  # created meanwhile (another replica, a user)
+                if write.note == "built-in" and exc.conflict:  # created meanwhile (another replica, a user)
                     self.builtins_present.add(write.body["metadata"]["name"])
                     continue
                 log.warning("elasticquota: %s %s failed: %s", write.verb, write.node, exc)
                 continue
             except ClusterError as exc:
-                log.warning("elasticquota: patching %s failed: %s", write.node, exc)
+                log.warning("elasticquota: %s %s failed: %s", write.verb, write.node, exc)
                 continue
-            if write.verb == "POST":
+            if write.note == "built-in":
                 self.builtins_present.add(write.body["metadata"]["name"])
                 log.info("elasticquota: created built-in quota %s", write.node)
+            elif write.note == "revoke":
+                self.evictions += 1
             else:
                 self.written[write.node] = write.body
             self.write_count += 1

@@ -145,3 +145,64 @@ async def test_builtin_quota_in_another_namespace_does_not_count_and_conflict_me
     await controller.sync()
     assert api.writes == []
     assert controller.builtins_present == set(BUILTINS)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def over_used_pod(name: str, cpu: str, priority: int, created: str) -> dict[str, object]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": "team",
+            "creationTimestamp": created,
+            "labels": {"quota.scheduling.koordinator.sh/name": "q"},
+        },
+        "spec": {
+            "nodeName": "n1",
+            "priority": priority,
+            "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": cpu}}}],
+        },
+    }
+
+
+async def test_over_use_revoke_evicts_after_delay_evict_time() -> None:
+    from apis.config.elasticquota_args import ElasticQuotaArgs
+
+    api = MemoryControllerApi()
+    clock = Clock()
+    args = ElasticQuotaArgs.model_validate({"monitorAllQuotas": True, "delayEvictTime": "60s"})
+    controller = QuotaStatusController(api, args=args, clock=clock)
+    controller.builtins_present.update(BUILTINS)
+    controller.on_node(
+        EventType.ADDED, None, parse_node({"metadata": {"name": "n1"}, "status": {"allocatable": {"cpu": "100"}}})
+    )
+    q = {"metadata": {"name": "q", "namespace": "team"}, "spec": {"min": {"cpu": "3"}, "max": {"cpu": "3"}}}
+    controller.on_object("ElasticQuota", EventType.ADDED, None, parse_elastic_quota(q))
+    controller.on_pod(EventType.ADDED, None, parse_pod(over_used_pod("old", "2", 5, "2026-01-01T00:00:00Z")))
+    controller.on_pod(EventType.ADDED, None, parse_pod(over_used_pod("new", "2", 5, "2026-01-02T00:00:00Z")))
+    controller.on_pod(EventType.ADDED, None, parse_pod(over_used_pod("low", "1", 1, "2026-01-01T00:00:00Z")))
+    evictions = lambda: [w for w in api.writes if w.note == "revoke"]  # noqa: E731
+    await controller.sync()
+    assert evictions() == [], "used 5 > runtime 3, but not yet for 60 s"
+    clock.now += 61
+    await controller.sync()
+    assert [(w.verb, w.path) for w in evictions()] == [
+        ("POST", "/api/v1/namespaces/team/pods/new/eviction"),
+    ], "low (1 cpu) is taken first but given back; new (2 cpu, started last) goes"
+    assert evictions()[0].body["kind"] == "Eviction"
+    clock.now += 1
+    await controller.sync()
+    assert len(evictions()) == 1, "the clock restarted: no second eviction before another 60 s"
+
+
+async def test_revoke_is_off_by_default() -> None:
+    controller = QuotaStatusController(MemoryControllerApi())
+    assert not controller.revoking and controller.decide_revocations(10**9) == []
