@@ -77,6 +77,8 @@ class QuotaForest:
     @property
     def version(self) -> int:
         """Moves whenever a runtime in any tree may have changed (see :attr:`.tree.QuotaTree.version`)."""
+        if len(self.trees) == 1:
+            return self._base_version + self.trees[DEFAULT_TREE].version
         return self._base_version + sum(t.version for t in self.trees.values())
 
     def tree_of(self, quota: str) -> QuotaTree:

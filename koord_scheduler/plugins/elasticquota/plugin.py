@@ -323,11 +323,11 @@ class ElasticQuota:
     # ----- Reserve -----
 
     def reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status:
-        if self.tree.pod(pod.key) is None:
-            self._pods[pod.key] = pod
-            self._charge(pod.key, pod)
-        self._assumed.add(pod.key)
-        self.tree.set_assigned(pod.key, True)
+        key = pod.key
+        self._assumed.add(key)
+        if not self.tree.set_assigned(key, True):  # not charged yet: charge it, assigned
+            self._pods[key] = pod
+            self._charge(key, pod)
         return success()
 
     def unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
