@@ -303,9 +303,11 @@ class QuotaStatusController:
             try:
                 await self.api.send(write)
             except ApiError as exc:
-                if write.note == "built-in" and exc.conflict:  # created meanwhile (another replica, a user)
+                if write.note == "built-in":
+                    # Tried once, as Koordinator does: AlreadyExists means another replica or a user was first.
                     self.builtins_present.add(write.body["metadata"]["name"])
-                    continue
+                    if exc.conflict:
+                        continue
                 log.warning("elasticquota: %s %s failed: %s", write.verb, write.node, exc)
                 continue
             except ClusterError as exc:
