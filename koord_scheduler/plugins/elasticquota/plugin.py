@@ -69,6 +69,7 @@ from koord_scheduler.framework.types import (
 )
 from koord_scheduler.plugins import names
 from koord_scheduler.plugins.elasticquota import preemption
+from koord_scheduler.plugins.elasticquota.execution import execute, node_free
 from koord_scheduler.plugins.elasticquota.forest import QuotaForest
 from koord_scheduler.plugins.elasticquota.mapping import is_preemptible, namespace_index, quota_name_for
 from koord_scheduler.plugins.elasticquota.report import quota_rows
@@ -364,7 +365,7 @@ class ElasticQuota:
             if not candidates:
                 reasons.append(f"No victims found on node {node_name} for preemptor pod {pod.name}")
                 continue
-            free = _node_free(snapshot, info.position, pod.requests)
+            free = node_free(snapshot, info.position, pod.requests)
             if self._nominated is not None:
                 for held in self._nominated.nominated_pods_for_node(node_name):
                     if held.key != pod.key and held.priority >= pod.priority:
@@ -388,7 +389,7 @@ class ElasticQuota:
             return None, unschedulable(PREEMPTION_PREFIX + message)
         victims = options[best]
         log.info("pod %s preempts %s on node %s (quota %s)", pod.key, [v.key for v in victims], best, quota)
-        self._spawn(self._execute(pod, best, victims))
+        self._spawn(execute(self._handle.cluster, pod, best, victims, self._pods))
         return PostFilterResult(best), success()
 
     def _candidates(self, pod: Pod, quota: str, pods: Any) -> list[preemption.Victim]:
@@ -420,22 +421,6 @@ class ElasticQuota:
             charged = entry.request if same else {}
             out.append(preemption.Victim(other.key, other.priority, dict(other.requests), charged, start))
         return out
-
-    async def _execute(self, pod: Pod, node_name: str, victims: Sequence[preemption.Victim]) -> None:
-        cluster = self._handle.cluster
-        try:
-            await cluster.set_nominated_node_name(pod, node_name)
-        except Exception as exc:
-            log.warning("nominating %s to %s failed: %s", pod.key, node_name, exc)
-        for victim in victims:
-            victim_pod = self._pods.get(victim.key)
-            if victim_pod is None:
-                continue
-            reason = f"Preempted by pod {pod.meta.uid or pod.key} on node {node_name} (quota preemption)"
-            try:
-                await cluster.delete_pod(victim_pod, reason=reason)
-            except Exception as exc:
-                log.warning("preempting %s failed: %s", victim.key, exc)
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         try:
@@ -486,17 +471,6 @@ def _exceeded(used: Mapping[str, int], request: Mapping[str, int], limit: Mappin
     if len(out) > 1:
         out.sort()
     return out
-
-
-def _node_free(snapshot: ClusterSnapshot, position: int, request: Mapping[str, int]) -> dict[str, int]:
-    free: dict[str, int] = {}
-    for key in request:
-        column = snapshot.column(key)
-        if column is None:
-            free[key] = 0
-        else:
-            free[key] = int(snapshot.allocatable[position, column] - snapshot.requested[position, column])
-    return free
 
 
 def new(args: ElasticQuotaArgs | None, handle: ElasticQuotaHandle) -> ElasticQuota:
