@@ -206,3 +206,43 @@ async def test_over_use_revoke_evicts_after_delay_evict_time() -> None:
 async def test_revoke_is_off_by_default() -> None:
     controller = QuotaStatusController(MemoryControllerApi())
     assert not controller.revoking and controller.decide_revocations(10**9) == []
+
+
+async def test_runtime_annotation_follows_each_tree_budget() -> None:
+    api = MemoryControllerApi()
+    controller = status_only(api)
+    controller.on_node(
+        EventType.ADDED, None, parse_node({"metadata": {"name": "n1"}, "status": {"allocatable": {"cpu": "30"}}})
+    )
+    prefix = "quota.scheduling.koordinator.sh/"
+    tree_root = {
+        "metadata": {
+            "name": "t1-root",
+            "namespace": "team",
+            "labels": {prefix + "tree-id": "t1", prefix + "is-root": "true", prefix + "is-parent": "true"},
+            "annotations": {prefix + "total-resource": '{"cpu": "10"}'},
+        },
+        "spec": {"max": {"cpu": "100"}},
+    }
+    leaves = [
+        {"metadata": {"name": "a", "namespace": "team"}, "spec": {"max": {"cpu": "100"}}},
+        {
+            "metadata": {"name": "t1-a", "namespace": "team", "labels": {prefix + "parent": "t1-root"}},
+            "spec": {"max": {"cpu": "100"}},
+        },
+    ]
+    for obj in (tree_root, *leaves):
+        controller.on_object("ElasticQuota", EventType.ADDED, None, parse_elastic_quota(obj))
+    for name in ("a", "t1-a"):
+        pod = over_used_pod(f"p-{name}", "50", 0, "2026-01-01T00:00:00Z")
+        pod["metadata"]["labels"] = {prefix + "name": name}  # type: ignore[index]
+        del pod["spec"]["nodeName"]  # type: ignore[attr-defined]
+        controller.on_pod(EventType.ADDED, None, parse_pod(pod))
+    await controller.sync()
+    runtime = {
+        w.node: json.loads(w.body["metadata"]["annotations"][prefix + "runtime"])
+        for w in api.writes
+        if w.verb == "PATCH"
+    }
+    assert runtime["team/a"] == {"cpu": "20"}, "30 in the cluster less tree t1's 10"
+    assert runtime["team/t1-a"] == {"cpu": "10"}, "t1-a has no tree-id: it is in its parent's tree t1"
