@@ -1,8 +1,8 @@
 """``ElasticQuotaArgs`` (Koordinator ``config/v1``): defaults and validation.
 
 Defaults are Koordinator's (pkg/scheduler/apis/config/v1/defaults.go). Arguments that drive parts pykoord
-does not implement (the over-use revoke controller and quota hook plugins) are refused when set to
-anything but their default, naming the field, so that a configuration never silently loses behaviour.
+does not implement (quota hook plugins) are refused when set to anything but their default, naming the
+field, so that a configuration never silently loses behaviour.
 """
 
 from __future__ import annotations
@@ -22,21 +22,19 @@ DEFAULT_BUILTIN_MAX: dict[str, Any] = {"cpu": f"{MAX_INT64_DIV_5}m", "memory": s
 millicores (the unit every quantity here must fit), so the cpu default is MaxInt64/5 millicores: still
 unbounded in practice (1.8e15 cores)."""
 
-_REVOKE_ONLY = (
-    "is used only by the quota over-use revoke controller (monitorAllQuotas), which pykoord does not implement"
-)
-
-
 class ElasticQuotaArgs(ArgsModel):
     delay_evict_time: GoDuration = 120.0
-    """How long a quota may stay above its runtime before the revoke controller evicts (revoke only)."""
+    """How long a quota may stay above its runtime before the over-use revoke controller evicts."""
     revoke_pod_interval: GoDuration = 1.0
+    """How often the over-use revoke controller looks."""
     default_quota_group_max: dict[str, Any] = DEFAULT_BUILTIN_MAX
     """Max of ``koordinator-default-quota`` (where pods without a quota go) when it has no object."""
     system_quota_group_max: dict[str, Any] = DEFAULT_BUILTIN_MAX
     quota_group_namespace: str = "koordinator-system"
     """Namespace of the built-in quotas the status controller creates when they are missing."""
     monitor_all_quotas: bool = False
+    """Run the over-use revoke controller (in the leader's ``elasticquota`` controller; needs
+    ``enableRuntimeQuota``)."""
     enable_check_parent_quota: bool = False
     """Also admit against every ancestor's runtime (default: only the pod's own quota)."""
     enable_runtime_quota: bool = True
@@ -50,7 +48,7 @@ class ElasticQuotaArgs(ArgsModel):
     reclaim_borrowed_quota: bool = True
     """pykoord's own argument: PostFilter may also evict pods of other quotas whose used is above their
     runtime (they borrowed what a lender now asks back). Koordinator has no such preemption; it relies on
-    the over-use revoke controller (``monitorAllQuotas``), off by default. False: Koordinator's rule,
+    the over-use revoke controller (``monitorAllQuotas``, also here), off by default. False: Koordinator's rule,
     only lower-priority pods of the pod's own quota are victims. Leave it out of a configuration that
     Koordinator must also read."""
     quota_snapshot_update_interval: GoDuration = 120.0
@@ -87,14 +85,6 @@ class ElasticQuotaArgs(ArgsModel):
         ):
             if value < 0:
                 errors.append(invalid(join_path(path, name), value, "must be non-negative"))
-        if self.monitor_all_quotas:
-            errors.append(invalid(join_path(path, "monitorAllQuotas"), True, f"true {_REVOKE_ONLY}"))
-        for name, value, default in (
-            ("delayEvictTime", self.delay_evict_time, 120.0),
-            ("revokePodInterval", self.revoke_pod_interval, 1.0),
-        ):
-            if value != default and value >= 0:
-                errors.append(invalid(join_path(path, name), value, f"a value other than the default {_REVOKE_ONLY}"))
         if self.quota_snapshot_update_interval != 120.0 and self.quota_snapshot_update_interval >= 0:
             errors.append(
                 invalid(

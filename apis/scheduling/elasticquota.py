@@ -34,6 +34,11 @@ LABEL_IS_PARENT: Final = PREFIX + "is-parent"
 LABEL_ALLOW_LENT_RESOURCE: Final = PREFIX + "allow-lent-resource"
 LABEL_TREE_ID: Final = PREFIX + "tree-id"
 LABEL_IS_ROOT: Final = PREFIX + "is-root"
+"""On the top quota of a tree other than the default one (``tree-id`` set): its ``total-resource`` is the
+tree's budget."""
+LABEL_IGNORE_DEFAULT_TREE: Final = PREFIX + "ignore-default-tree"
+"""On a tree's root quota: ``"true"`` keeps its total from being taken off the default tree's budget."""
+ANNOTATION_TOTAL_RESOURCE: Final = PREFIX + "total-resource"
 LABEL_QUOTA_NAME: Final = PREFIX + "name"
 """On a pod: the quota it belongs to."""
 LABEL_PREEMPTIBLE: Final = PREFIX + "preemptible"
@@ -85,6 +90,10 @@ class QuotaRecord:
     """Defaults to ``max`` when the annotation is missing, invalid or all zero."""
     namespaces: tuple[str, ...] = ()
     tree_id: str = ""
+    is_root: bool = False
+    total_resource: ResourceList | None = None
+    """A tree root's ``total-resource`` annotation (None: absent or not a valid JSON ResourceList)."""
+    ignore_default_tree: bool = False
     used: ResourceList = field(default=EMPTY_RESOURCES)
     annotations_written: Mapping[str, str] = field(default_factory=dict)
     """The scheduler-written annotations as last seen (so the status controller writes only changes)."""
@@ -107,6 +116,9 @@ class QuotaRecord:
             tuple(sorted(self.shared_weight.items())),
             self.namespaces,
             self.tree_id,
+            self.is_root,
+            tuple(sorted(self.total_resource.items())) if self.total_resource is not None else None,
+            self.ignore_default_tree,
         )
 
 
@@ -139,6 +151,9 @@ def parse_elastic_quota(obj: Mapping[str, Any]) -> QuotaRecord:
         shared_weight=weight,
         namespaces=_namespaces(annotations.get(ANNOTATION_NAMESPACES), display),
         tree_id=labels.get(LABEL_TREE_ID, ""),
+        is_root=labels.get(LABEL_IS_ROOT) == "true",
+        total_resource=_total_resource(annotations.get(ANNOTATION_TOTAL_RESOURCE)),
+        ignore_default_tree=labels.get(LABEL_IGNORE_DEFAULT_TREE) == "true",
         used=used,
         annotations_written={
             k: v
@@ -169,6 +184,16 @@ def _shared_weight(raw: str | None) -> ResourceList:
         return parse_resource_list(json.loads(raw))
     except ValueError:
         return EMPTY_RESOURCES
+
+
+def _total_resource(raw: str | None) -> ResourceList | None:
+    """Koordinator ignores a ``total-resource`` annotation it cannot read (the tree then keeps its total)."""
+    if not raw:
+        return None
+    try:
+        return parse_resource_list(json.loads(raw))
+    except (ValueError, AttributeError, TypeError):
+        return None
 
 
 def _namespaces(raw: str | None, display: str) -> tuple[str, ...]:

@@ -1,9 +1,10 @@
 """ElasticQuota (Koordinator pkg/scheduler/plugins/elasticquota): admission against a quota tree.
 
-- **Accounting** (:mod:`.tree`): every pod (of every scheduler) is charged to its quota (:mod:`.mapping`):
-  to *request* while it exists, to *used* once it is assigned (Reserve, or seen bound). Terminal pods
-  are not charged. ElasticQuota objects are validated as a tree (:mod:`.validation`); an invalid one is
-  reported as a ``Warning`` Event on it and skipped (its pods fall into the default quota).
+- **Accounting** (:mod:`.tree`, one per ``tree-id``: :mod:`.forest`): every pod (of every scheduler) is
+  charged to its quota (:mod:`.mapping`): to *request* while it exists, to *used* once it is assigned
+  (Reserve, or seen bound). Terminal pods are not charged. ElasticQuota objects are validated as a tree
+  (:mod:`.validation`); an invalid one is reported as a ``Warning`` Event on it and skipped (its pods fall
+  into the default quota).
 - **PreFilter**: ``used + request <= limit`` on every resource of the limit, where the limit is the quota's
   runtime (``enableRuntimeQuota``, the default) or its max; else Unschedulable
   ``Insufficient quotas, quotaName: <q>, runtime: <limit>, used: <used>, pod's request: <req>,
@@ -68,9 +69,11 @@ from koord_scheduler.framework.types import (
 )
 from koord_scheduler.plugins import names
 from koord_scheduler.plugins.elasticquota import preemption
+from koord_scheduler.plugins.elasticquota.execution import execute, node_free
+from koord_scheduler.plugins.elasticquota.forest import QuotaForest
 from koord_scheduler.plugins.elasticquota.mapping import is_preemptible, namespace_index, quota_name_for
 from koord_scheduler.plugins.elasticquota.report import quota_rows
-from koord_scheduler.plugins.elasticquota.tree import PodEntry, QuotaTree
+from koord_scheduler.plugins.elasticquota.tree import PodEntry
 from koord_scheduler.plugins.elasticquota.validation import TreeProblem, validate_tree
 
 log = logging.getLogger(__name__)
@@ -128,7 +131,7 @@ class ElasticQuota:
     def __init__(self, args: ElasticQuotaArgs, handle: ElasticQuotaHandle) -> None:
         self.args = args
         self._handle = handle
-        self.tree = QuotaTree(
+        self.tree = QuotaForest(
             scale_min=args.enable_min_quota_scale,
             builtin_max={DEFAULT_QUOTA: args.builtin_max("default"), SYSTEM_QUOTA: args.builtin_max("system")},
         )
@@ -144,6 +147,9 @@ class ElasticQuota:
         self._tasks: set[asyncio.Task[None]] = set()
         self._total_version = -1
         self._nominated: NominatedPods | None = None
+        self._limits: dict[str, dict[str, int]] = {}
+        self._limits_at = (-1, -1)
+        """The (tree version, node objects version) the cached limits were computed at."""
         self.initial_used: dict[str, dict[str, int]] | None = None
         """``used`` of every quota before the first scheduling cycle (simulate reports before → after)."""
 
@@ -201,10 +207,20 @@ class ElasticQuota:
                 self._assumed.discard(pod.key)
                 self.tree.remove_pod(pod.key)
             return
+        key = new.key
         if new.node_name:
-            self._assumed.discard(new.key)
-        self._pods[new.key] = new
-        self._charge(new.key, new)
+            self._assumed.discard(key)
+        self._pods[key] = new
+        entry = self.tree.pod(key)
+        if (
+            entry is not None
+            and old is not None
+            and old.meta.labels == new.meta.labels
+            and old.requests == new.requests
+            and entry.assigned == (bool(new.node_name) or key in self._assumed)
+        ):
+            return  # the quota and the charge depend only on these (a binding after Reserve lands here)
+        self._charge(key, new)
 
     def on_forget_pod(self, pod: Pod) -> None:
         if pod.key in self._assumed:
@@ -237,12 +253,23 @@ class ElasticQuota:
 
     def limit(self, quota: str) -> dict[str, int]:
         """What admission compares against: runtime (masked to the quota's max keys) or max."""
+        return dict(self._limit(quota))
+
+    def _limit(self, quota: str) -> Mapping[str, int]:
+        """:meth:`limit`, cached until the tree or the nodes change (not to be mutated)."""
         node = self.tree.node(quota)
         if not self.args.enable_runtime_quota or node.builtin:
-            return dict(node.max)
+            return node.max
         self._refresh_total()
-        runtime = self.tree.runtime(quota)
-        return {k: runtime.get(k, 0) for k in node.max}
+        at = (self.tree.version, self._total_version)
+        if at != self._limits_at:
+            self._limits.clear()
+            self._limits_at = at
+        cached = self._limits.get(quota)
+        if cached is None:
+            runtime = self.tree.runtime(quota)
+            cached = self._limits[quota] = {k: runtime.get(k, 0) for k in node.max}
+        return cached
 
     # ----- PreFilter -----
 
@@ -251,15 +278,16 @@ class ElasticQuota:
     ) -> tuple[PreFilterResult | None, Status]:
         if self.initial_used is None:
             self.initial_used = {name: dict(node.used) for name, node in self.tree.nodes.items()}
-        if self.tree.pod(pod.key) is None:
+        entry = self.tree.pod(pod.key)
+        if entry is None:
             self._pods[pod.key] = pod
             self._charge(pod.key, pod)
-        entry = self.tree.pod(pod.key)
-        assert entry is not None
+            entry = self.tree.pod(pod.key)
+            assert entry is not None
         quota, request = entry.quota, entry.request
         state.write(STATE_KEY, QuotaAdmission(quota, request))
-        node = self.tree.node(quota)
-        limit = self.limit(quota)
+        node = self.tree.nodes[quota]
+        limit = self._limit(quota)
         exceeded = _exceeded(node.used, request, limit)
         if exceeded:
             return None, unschedulable(
@@ -279,7 +307,7 @@ class ElasticQuota:
         if self.args.enable_check_parent_quota and not node.builtin:
             path = node.path_from_root()[1:]
             for ancestor in path[:-1]:
-                anc_limit = {k: v for k, v in self.limit(ancestor.name).items() if k in request}
+                anc_limit = {k: v for k, v in self._limit(ancestor.name).items() if k in request}
                 exceeded = _exceeded(ancestor.used, request, anc_limit)
                 if exceeded:
                     topo = " ".join(n.name for n in path)
@@ -296,11 +324,11 @@ class ElasticQuota:
     # ----- Reserve -----
 
     def reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status:
-        if self.tree.pod(pod.key) is None:
-            self._pods[pod.key] = pod
-            self._charge(pod.key, pod)
-        self._assumed.add(pod.key)
-        self.tree.set_assigned(pod.key, True)
+        key = pod.key
+        self._assumed.add(key)
+        if not self.tree.set_assigned(key, True):  # not charged yet: charge it, assigned
+            self._pods[key] = pod
+            self._charge(key, pod)
         return success()
 
     def unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
@@ -337,7 +365,7 @@ class ElasticQuota:
             if not candidates:
                 reasons.append(f"No victims found on node {node_name} for preemptor pod {pod.name}")
                 continue
-            free = _node_free(snapshot, info.position, pod.requests)
+            free = node_free(snapshot, info.position, pod.requests)
             if self._nominated is not None:
                 for held in self._nominated.nominated_pods_for_node(node_name):
                     if held.key != pod.key and held.priority >= pod.priority:
@@ -361,7 +389,7 @@ class ElasticQuota:
             return None, unschedulable(PREEMPTION_PREFIX + message)
         victims = options[best]
         log.info("pod %s preempts %s on node %s (quota %s)", pod.key, [v.key for v in victims], best, quota)
-        self._spawn(self._execute(pod, best, victims))
+        self._spawn(execute(self._handle.cluster, pod, best, victims, self._pods))
         return PostFilterResult(best), success()
 
     def _candidates(self, pod: Pod, quota: str, pods: Any) -> list[preemption.Victim]:
@@ -385,7 +413,7 @@ class ElasticQuota:
                 borrowing = over_runtime.get(entry.quota)
                 if borrowing is None:
                     used = self.tree.node(entry.quota).used
-                    borrowing = bool(_exceeded(used, {}, self.limit(entry.quota)))
+                    borrowing = bool(_exceeded(used, {}, self._limit(entry.quota)))
                     over_runtime[entry.quota] = borrowing
                 if not borrowing:
                     continue
@@ -393,22 +421,6 @@ class ElasticQuota:
             charged = entry.request if same else {}
             out.append(preemption.Victim(other.key, other.priority, dict(other.requests), charged, start))
         return out
-
-    async def _execute(self, pod: Pod, node_name: str, victims: Sequence[preemption.Victim]) -> None:
-        cluster = self._handle.cluster
-        try:
-            await cluster.set_nominated_node_name(pod, node_name)
-        except Exception as exc:
-            log.warning("nominating %s to %s failed: %s", pod.key, node_name, exc)
-        for victim in victims:
-            victim_pod = self._pods.get(victim.key)
-            if victim_pod is None:
-                continue
-            reason = f"Preempted by pod {pod.meta.uid or pod.key} on node {node_name} (quota preemption)"
-            try:
-                await cluster.delete_pod(victim_pod, reason=reason)
-            except Exception as exc:
-                log.warning("preempting %s failed: %s", victim.key, exc)
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         try:
@@ -455,18 +467,10 @@ class ElasticQuota:
 
 
 def _exceeded(used: Mapping[str, int], request: Mapping[str, int], limit: Mapping[str, int]) -> list[str]:
-    return sorted(k for k, cap in limit.items() if used.get(k, 0) + request.get(k, 0) > cap)
-
-
-def _node_free(snapshot: ClusterSnapshot, position: int, request: Mapping[str, int]) -> dict[str, int]:
-    free: dict[str, int] = {}
-    for key in request:
-        column = snapshot.column(key)
-        if column is None:
-            free[key] = 0
-        else:
-            free[key] = int(snapshot.allocatable[position, column] - snapshot.requested[position, column])
-    return free
+    out = [k for k, cap in limit.items() if used.get(k, 0) + request.get(k, 0) > cap]
+    if len(out) > 1:
+        out.sort()
+    return out
 
 
 def new(args: ElasticQuotaArgs | None, handle: ElasticQuotaHandle) -> ElasticQuota:

@@ -6,12 +6,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from apis.scheduling.elasticquota import ROOT_QUOTA, format_resources
-from koord_scheduler.plugins.elasticquota.tree import QuotaTree
+from koord_scheduler.plugins.elasticquota.forest import QuotaForest
 from koord_scheduler.plugins.elasticquota.validation import TreeProblem
 
 
 def quota_rows(
-    tree: QuotaTree, before: Mapping[str, Mapping[str, int]] | None, problems: Sequence[TreeProblem]
+    tree: QuotaForest, before: Mapping[str, Mapping[str, int]] | None, problems: Sequence[TreeProblem]
 ) -> list[dict[str, Any]]:
     """One row per quota (min, max, runtime, used ``before -> now``; built-in quotas only when used),
     then one per skipped quota with its problem. ``before`` None means nothing changed."""

@@ -55,6 +55,8 @@ class QuotaNode:
     resource, the budget left unassigned. While it stays non-negative a change of one child's request, or
     of this node's budget, is applied in O(1) instead of a re-split (None: re-split)."""
     min_sum: Resources = field(default_factory=dict)
+    upward: tuple[QuotaNode, ...] = ()
+    """This node and its ancestors, nearest first (set when the tree is built)."""
 
     def path_from_root(self) -> list[QuotaNode]:
         path: list[QuotaNode] = []
@@ -89,6 +91,9 @@ class QuotaTree:
         self._root_budget_dirty = True
         self.nodes: dict[str, QuotaNode] = {}
         self.keys: tuple[str, ...] = ()
+        self.version = 0
+        """Bumped whenever something a runtime depends on changes (quotas, total, requests, builtin used):
+        runtimes read at one version hold until it moves."""
         self.set_quotas(())
 
     # ----- structure -----
@@ -121,6 +126,7 @@ class QuotaTree:
             parent.children.append(node)
         for node in nodes.values():
             node.children.sort(key=lambda n: n.name)
+            node.upward = tuple(reversed(node.path_from_root()))
         self._initial_requests(root)
         keys: set[str] = set()
         for node in nodes.values():
@@ -129,6 +135,7 @@ class QuotaTree:
         self.nodes = nodes
         self.keys = tuple(sorted(keys))
         self._root_budget_dirty = True
+        self.version += 1
         pods = self._pods
         self._pods = {}
         for key, entry in pods.items():
@@ -150,6 +157,7 @@ class QuotaTree:
             self._total = dict(total)
             self.nodes[ROOT_QUOTA].stale = True
             self._root_budget_dirty = True
+            self.version += 1
 
     def has(self, name: str) -> bool:
         return name in self.nodes and name != ROOT_QUOTA
@@ -200,6 +208,8 @@ class QuotaTree:
 
     def _charge(self, entry: PodEntry, sign: int) -> None:
         node = self.nodes[entry.quota]
+        if entry.request:
+            self.version += 1
         if node.builtin:
             _add(node.child_request, entry.request, sign)
             node.request = dict(node.child_request)
@@ -209,14 +219,21 @@ class QuotaTree:
             self._charge_used(entry, sign)
 
     def _charge_used(self, entry: PodEntry, sign: int) -> None:
-        walk: QuotaNode | None = self.nodes[entry.quota]
+        node = self.nodes[entry.quota]
         if entry.quota in (SYSTEM_QUOTA, DEFAULT_QUOTA):
             self._root_budget_dirty = True  # their used is taken off the root's budget
-        while walk is not None:
-            _add(walk.used, entry.request, sign)
+            self.version += 1
+        request = entry.request
+        for walk in node.upward:
+            used = walk.used
+            for k, v in request.items():
+                value = used.get(k, 0) + sign * v
+                if value:
+                    used[k] = value
+                else:
+                    del used[k]
             if entry.non_preemptible:
-                _add(walk.non_preemptible_used, entry.request, sign)
-            walk = walk.parent
+                _add(walk.non_preemptible_used, request, sign)
 
     def _add_child_request(self, node: QuotaNode, delta: Mapping[str, int], sign: int) -> None:
         step: Mapping[str, int] = {k: sign * v for k, v in delta.items()}

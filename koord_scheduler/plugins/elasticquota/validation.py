@@ -29,7 +29,8 @@ def validate_tree(records: Iterable[QuotaRecord]) -> tuple[dict[str, QuotaRecord
 
     Rules (those of Koordinator's quota webhook that concern the tree's shape and numbers): names are
     unique cluster-wide; min and max are non-negative and ``min <= max`` per resource; the parent exists,
-    is a parent quota (``is-parent: "true"``) and is itself valid; no cycles; below the root, the
+    is a parent quota (``is-parent: "true"``) and is itself valid; a quota with a ``tree-id`` has its parent's
+(one without inherits it, as Koordinator's webhook fills it in); no cycles; below the root, the
     children's mins add up to at most the parent's min (children are admitted in name order, and the one
     that would break the sum is left out). Built-in quotas (root, system, default) are kept as given.
     """
@@ -143,6 +144,18 @@ def _resolve(name: str, by_name: Mapping[str, QuotaRecord], state: dict[str, str
         if not parent.is_parent:
             state[current] = "bad"
             problems.append(_problem(record, f'parent quota {record.parent} is not labelled is-parent="true"'))
+            chain.pop()
+            verdict, reason = "bad", f"parent quota {current} is invalid"
+            break
+        if record.tree_id and record.tree_id != parent.tree_id:
+            state[current] = "bad"
+            problems.append(
+                _problem(
+                    record,
+                    f"tree id {record.tree_id!r} is different from that of parent quota {record.parent} "
+                    f"({parent.tree_id!r})",
+                )
+            )
             chain.pop()
             verdict, reason = "bad", f"parent quota {current} is invalid"
             break

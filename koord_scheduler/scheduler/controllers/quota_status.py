@@ -3,9 +3,20 @@ annotations (``runtime``, ``request``, ``child-request``) kept true, as Koordina
 controller does (pkg/scheduler/plugins/elasticquota/controller.go).
 
 It shares koord-scheduler's Node and Pod informers and adds the ElasticQuota kind. It keeps its own
-:class:`~koord_scheduler.plugins.elasticquota.tree.QuotaTree` (the same pure accounting the plugin uses),
+:class:`~koord_scheduler.plugins.elasticquota.forest.QuotaForest` (the same pure accounting the plugin uses),
 charging bound pods to used and every live pod to request, so it also runs with scheduling off. Invalid
 quotas (see :func:`~koord_scheduler.plugins.elasticquota.validation.validate_tree`) are left alone.
+
+The built-in quotas (root, system and default) are created in ``quotaGroupNamespace`` when no object of
+that name exists there, as Koordinator's plugin does at start (pkg/scheduler/plugins/elasticquota,
+``createRootQuotaIfNotPresent`` and its two siblings): the root as a parent that does not lend, the
+system and default quotas with ``systemQuotaGroupMax`` / ``defaultQuotaGroupMax`` as max. Here the
+leader creates them once its ElasticQuota list is in; Koordinator does it on every replica.
+
+With ``monitorAllQuotas`` (and ``enableRuntimeQuota``) it also runs Koordinator's over-use revoke
+controller: every ``revokePodInterval``, a quota whose used has stayed above its runtime for longer than
+``delayEvictTime`` has pods evicted through the Eviction API (:mod:`~koord_scheduler.plugins.elasticquota.revoke`
+says which).
 
 Events only mark the state dirty; :meth:`QuotaStatusController.run`, started once the replica holds the
 leader Lease, recomputes every ``interval`` seconds at most and sends one JSON merge patch per quota whose
@@ -19,6 +30,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -28,9 +40,13 @@ from apis.scheduling.elasticquota import (
     ANNOTATION_CHILD_REQUEST,
     ANNOTATION_REQUEST,
     ANNOTATION_RUNTIME,
+    API_VERSION,
     DEFAULT_QUOTA,
     GROUP,
     KIND,
+    LABEL_ALLOW_LENT_RESOURCE,
+    LABEL_IS_PARENT,
+    LABEL_PARENT,
     PLURAL,
     ROOT_QUOTA,
     SYSTEM_QUOTA,
@@ -40,12 +56,15 @@ from apis.scheduling.elasticquota import (
 )
 from koord_scheduler.framework.errors import ClusterError
 from koord_scheduler.framework.types import EventType
+from koord_scheduler.plugins.elasticquota.forest import QuotaForest
 from koord_scheduler.plugins.elasticquota.mapping import is_preemptible, namespace_index, quota_name_for
-from koord_scheduler.plugins.elasticquota.tree import PodEntry, QuotaTree
+from koord_scheduler.plugins.elasticquota.revoke import Assigned, OverUseMonitor, pods_to_revoke
+from koord_scheduler.plugins.elasticquota.tree import PodEntry
 from koord_scheduler.plugins.elasticquota.validation import validate_tree
 from koord_scheduler.scheduler.controllers.api import ControllerApi
 from koord_scheduler.scheduler.controllers.decide import Write
 from koord_scheduler.scheduler.controllers.selection import ELASTICQUOTA
+from koord_scheduler.scheduler.kube.http import ApiError
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +75,20 @@ def quota_path(namespace: str, name: str) -> str:
     return f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{PLURAL}/{name}"
 
 
-def desired_status(tree: QuotaTree, record: QuotaRecord) -> dict[str, Any]:
+def builtin_quota(name: str, args: ElasticQuotaArgs) -> dict[str, Any]:
+    """The object created for a missing built-in quota (root, system or default) in the args' namespace."""
+    meta: dict[str, Any] = {"name": name, "namespace": args.quota_group_namespace, "annotations": {}}
+    body: dict[str, Any] = {"apiVersion": API_VERSION, "kind": KIND, "metadata": meta}
+    if name == ROOT_QUOTA:
+        meta["labels"] = {LABEL_IS_PARENT: "true", LABEL_ALLOW_LENT_RESOURCE: "false", LABEL_PARENT: ""}
+        body["spec"] = {}
+    else:
+        which = "system" if name == SYSTEM_QUOTA else "default"
+        body["spec"] = {"max": resources_to_wire(args.builtin_max(which))}
+    return body
+
+
+def desired_status(tree: QuotaForest, record: QuotaRecord) -> dict[str, Any]:
     """The annotations and ``status.used`` the quota should show (resources of its max, JSON as
     Koordinator writes them: ``{"cpu":"40m","memory":"40Mi"}``)."""
     node = tree.node(record.name)
@@ -84,6 +116,19 @@ def current_status(record: QuotaRecord) -> dict[str, Any]:
     return {"metadata": {"annotations": annotations}, "status": {"used": used}}
 
 
+def eviction_path(pod: Pod) -> str:
+    return f"/api/v1/namespaces/{pod.meta.namespace}/pods/{pod.meta.name}/eviction"
+
+
+def eviction(pod: Pod) -> dict[str, Any]:
+    """A ``policy/v1`` Eviction of the pod (Koordinator's ``EvictPod``)."""
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "Eviction",
+        "metadata": {"name": pod.meta.name, "namespace": pod.meta.namespace},
+    }
+
+
 def _json(value: Mapping[str, str]) -> str:
     return json.dumps(value, separators=(",", ":"), sort_keys=True)
 
@@ -98,12 +143,13 @@ class QuotaStatusController:
         args: ElasticQuotaArgs | None = None,
         interval: float = 1.0,
         ready: Callable[[], bool] = lambda: True,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.api = api
         self.args = args or ElasticQuotaArgs()
         self.interval = interval
         self.ready = ready
-        self.tree = QuotaTree(
+        self.tree = QuotaForest(
             scale_min=self.args.enable_min_quota_scale,
             builtin_max={
                 DEFAULT_QUOTA: self.args.builtin_max("default"),
@@ -117,6 +163,13 @@ class QuotaStatusController:
         self.allocatable: dict[str, Mapping[str, int]] = {}
         self.written: dict[str, dict[str, Any]] = {}
         self.write_count = 0
+        self.clock = clock
+        self.revoking = self.args.monitor_all_quotas and self.args.enable_runtime_quota
+        self.monitors: dict[str, OverUseMonitor] = {}
+        self.evictions = 0
+        self._next_revoke = 0.0
+        self.builtins_present: set[str] = set()
+        """Built-in quotas known to exist in ``quotaGroupNamespace`` (seen, created, or found on create)."""
         self._wake = asyncio.Event()
 
     # ----- informer events -----
@@ -175,14 +228,29 @@ class QuotaStatusController:
 
     # ----- decisions -----
 
+    def missing_builtins(self) -> list[Write]:
+        """A create for each built-in quota with no object of its name in ``quotaGroupNamespace``."""
+        namespace = self.args.quota_group_namespace
+        writes: list[Write] = []
+        for name in (ROOT_QUOTA, SYSTEM_QUOTA, DEFAULT_QUOTA):
+            key = f"{namespace}/{name}"
+            if key in self.objects:
+                self.builtins_present.add(name)
+            if name in self.builtins_present:
+                continue
+            path = f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{PLURAL}"
+            writes.append(Write(ELASTICQUOTA, key, "POST", path, builtin_quota(name, self.args), note="built-in"))
+        return writes
+
     def decide(self) -> list[Write]:
-        """One merge patch per valid quota whose shown values differ from the wanted ones."""
+        """The missing built-in quotas, then one merge patch per valid quota whose shown values differ
+        from the wanted ones."""
+        writes = self.missing_builtins()
         total: dict[str, int] = {}
         for allocatable in self.allocatable.values():
             for k, v in allocatable.items():
                 total[k] = total.get(k, 0) + v
         self.tree.set_total(total)
-        writes: list[Write] = []
         for key, record in sorted(self.objects.items()):
             if self.quotas.get(record.name) is not record or record.name == ROOT_QUOTA:
                 continue
@@ -195,14 +263,63 @@ class QuotaStatusController:
             writes.append(Write(ELASTICQUOTA, key, "PATCH", path, wanted, MERGE_PATCH, "status and annotations"))
         return writes
 
+    def decide_revocations(self, now: float) -> list[Write]:
+        """Evictions for the quotas whose over-use has lasted longer than ``delayEvictTime``."""
+        if not self.revoking:
+            return []
+        names = [n for n in self.tree.nodes if n not in (ROOT_QUOTA, SYSTEM_QUOTA)]
+        for gone in set(self.monitors) - set(names):
+            del self.monitors[gone]
+        writes: list[Write] = []
+        for name in sorted(names):
+            node = self.tree.node(name)
+            if node.builtin:
+                runtime: Mapping[str, int] = node.max
+            else:
+                full = self.tree.runtime(name)
+                runtime = {k: full.get(k, 0) for k in node.max}
+            monitor = self.monitors.setdefault(name, OverUseMonitor(now))
+            if not monitor.due(node.used, runtime, now, self.args.delay_evict_time):
+                continue
+            assigned = []
+            for key, entry in self.tree.pods_of(name):
+                pod = self.pods.get(key)
+                if pod is not None and entry.assigned:
+                    start = pod.meta.creation_timestamp or 0.0
+                    assigned.append(Assigned(key, pod.priority, start, entry.request, entry.non_preemptible))
+            for key in pods_to_revoke(node.used, runtime, assigned):
+                pod = self.pods[key]
+                log.info("elasticquota: evicting %s, quota %s uses more than its runtime", key, name)
+                writes.append(Write(ELASTICQUOTA, key, "POST", eviction_path(pod), eviction(pod), note="revoke"))
+        return writes
+
     async def sync(self) -> None:
-        for write in self.decide():
+        writes = self.decide()
+        now = self.clock()
+        if self.revoking and now >= self._next_revoke:
+            self._next_revoke = now + self.args.revoke_pod_interval
+            writes += self.decide_revocations(now)
+        for write in writes:
             try:
                 await self.api.send(write)
-            except ClusterError as exc:
-                log.warning("elasticquota: patching %s failed: %s", write.node, exc)
+            except ApiError as exc:
+                if write.note == "built-in":
+                    # Tried once, as Koordinator does: AlreadyExists means another replica or a user was first.
+                    self.builtins_present.add(write.body["metadata"]["name"])
+                    if exc.conflict:
+                        continue
+                log.warning("elasticquota: %s %s failed: %s", write.verb, write.node, exc)
                 continue
-            self.written[write.node] = write.body
+            except ClusterError as exc:
+                log.warning("elasticquota: %s %s failed: %s", write.verb, write.node, exc)
+                continue
+            if write.note == "built-in":
+                self.builtins_present.add(write.body["metadata"]["name"])
+                log.info("elasticquota: created built-in quota %s", write.node)
+            elif write.note == "revoke":
+                self.evictions += 1
+            else:
+                self.written[write.node] = write.body
             self.write_count += 1
 
     async def run(self, stop: asyncio.Event) -> None:

@@ -191,3 +191,30 @@ def test_three_level_tree_borrowing_then_lender_reclaims_its_min(scope: Scope, t
         raise
     finally:
         proc.terminate()
+
+
+def test_built_in_quotas_are_created_in_quota_group_namespace(scope: Scope, tmp_path: Path) -> None:
+    """Koordinator's plugin creates root, system and default quotas in ``quotaGroupNamespace`` when missing;
+    here the leader's elasticquota controller does (the namespace is this test's, so cleanup removes them)."""
+    config = scheduler_config(scope)
+    config["profiles"][0]["plugins"] = PLUGINS
+    config["profiles"][0]["pluginConfig"] = [
+        {"name": "ElasticQuota", "args": {"quotaGroupNamespace": scope.namespace, "defaultQuotaGroupMax": {"cpu": 8}}}
+    ]
+    proc = SchedulerProcess.start(scope.plane, config, tmp_path, extra_args=("--controllers=elasticquota",))
+    names = ("koordinator-root-quota", "koordinator-system-quota", "koordinator-default-quota")
+    path = f"{GROUP_PATH}/namespaces/{scope.namespace}/elasticquotas"
+    try:
+        wait_until(
+            lambda: all(scope.plane.request("GET", f"{path}/{n}").status == 200 for n in names),
+            timeout=60,
+            what="built-in quotas created",
+        )
+        root = get_quota(scope, "koordinator-root-quota")
+        assert root["metadata"]["labels"][PREFIX + "is-parent"] == "true"
+        assert get_quota(scope, "koordinator-default-quota")["spec"]["max"] == {"cpu": "8"}
+    except AssertionError:
+        print(proc.log_tail())
+        raise
+    finally:
+        proc.terminate()

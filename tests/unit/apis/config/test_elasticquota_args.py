@@ -36,25 +36,14 @@ def test_chart_args_load() -> None:
     assert decode({"quotaGroupNamespace": "koordinator-system"}).quota_group_namespace == "koordinator-system"
 
 
+def test_revoke_controller_args_load() -> None:
+    args = decode({"monitorAllQuotas": True, "delayEvictTime": "30s", "revokePodInterval": "2s"})
+    assert (args.monitor_all_quotas, args.delay_evict_time, args.revoke_pod_interval) == (True, 30.0, 2.0)
+
+
 @pytest.mark.parametrize(
     ("raw", "want_errors"),
     [
-        pytest.param(
-            {"monitorAllQuotas": True},
-            [
-                "args.monitorAllQuotas: Invalid value: true: true is used only by the quota over-use revoke "
-                "controller (monitorAllQuotas), which pykoord does not implement"
-            ],
-            id="revoke-controller-refused",
-        ),
-        pytest.param(
-            {"delayEvictTime": "30s"},
-            [
-                "args.delayEvictTime: Invalid value: 30: a value other than the default is used only by the quota "
-                "over-use revoke controller (monitorAllQuotas), which pykoord does not implement"
-            ],
-            id="revoke-timing-refused",
-        ),
         pytest.param(
             {"hookPlugins": [{"key": "x"}]},
             ["args.hookPlugins: Invalid value: 1: quota hook plugins are not implemented"],

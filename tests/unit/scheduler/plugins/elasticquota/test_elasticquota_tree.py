@@ -231,3 +231,24 @@ def test_koordinator_design_doc_min_guarantee_runtimes() -> None:
     pending(tree, "b", "B", 50)
     assert (tree.runtime("A"), tree.runtime("B")) == ({GPU: 50}, {GPU: 50})
     assert tree.node("A").used == {GPU: 100}
+
+
+def test_version_moves_with_what_runtime_depends_on_and_not_with_used() -> None:
+    tree = build([quota("a", min={GPU: 4}, max={GPU: 10}), quota("b", min={GPU: 4}, max={GPU: 10})], {GPU: 10})
+    start = tree.version
+    pending(tree, "p1", "a", 8)
+    after_request = tree.version
+    assert after_request > start
+    assert tree.runtime("a")[GPU] == 8
+    tree.set_assigned("p1", True)  # used of a normal quota: runtime unchanged, version too
+    assert tree.version == after_request
+    pending(tree, "p2", "b", 6)  # a sibling asks: a's runtime shrinks, so the version must move
+    assert tree.version > after_request
+    assert tree.runtime("a")[GPU] == 5  # min 4 + half of the 2 left
+    before_default = tree.version
+    tree.upsert_pod("d1", PodEntry(DEFAULT_QUOTA, {GPU: 2}, assigned=True))  # taken off the root budget
+    assert tree.version > before_default
+    tree.set_total({GPU: 10})
+    same_total = tree.version
+    tree.set_total({GPU: 20})
+    assert tree.version > same_total
