@@ -55,6 +55,7 @@ from koord_scheduler.framework.interfaces import (
     PreFilterPlugin,
     ReservePlugin,
 )
+from koord_scheduler.framework.pod_patch import patch_at_pre_bind
 from koord_scheduler.framework.snapshot import ClusterSnapshot, IntArray, Positions
 from koord_scheduler.framework.status import Code, Status, error, skip, success, unresolvable, unschedulable
 from koord_scheduler.framework.types import (
@@ -449,7 +450,7 @@ class Coscheduling:
         if not patch:
             return success()
         try:
-            await self.handle.cluster.patch_pod_metadata(pod, annotations=patch)
+            await patch_at_pre_bind(state, self.handle.cluster, pod, annotations=patch)
         except ClusterError as exc:
             return error(f"writing gang annotations of pod {pod.key}: {exc}")
         return success()
