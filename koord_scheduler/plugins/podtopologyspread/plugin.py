@@ -179,11 +179,18 @@ class PodTopologySpread:
     # ----- node masks -----
 
     def _has_keys(self, snapshot: ClusterSnapshot, constraints: Sequence[Constraint]) -> BoolArray:
-        """Per position: a live node carrying every constraint's key (``nodeLabelsMatchSpreadConstraints``)."""
-        mask = snapshot.valid[: snapshot.capacity].copy()
-        for c in constraints:
-            mask &= self._domains.get(snapshot, c.topology_key).has_key
-        return mask
+        """Per position: a live node carrying every constraint's key (``nodeLabelsMatchSpreadConstraints``).
+        Shared and read-only: kept per set of keys until a node is added, removed or relabelled."""
+        keys = tuple(sorted({c.topology_key for c in constraints}))
+
+        def build() -> BoolArray:
+            mask = snapshot.valid[: snapshot.capacity].copy()
+            for key in keys:
+                mask &= self._domains.get(snapshot, key).has_key
+            mask.flags.writeable = False
+            return mask
+
+        return self._masks.get(snapshot, ("keys", snapshot.capacity, keys), build)
 
     def _inclusion(self, snapshot: ClusterSnapshot, c: Constraint, pod: Pod) -> BoolArray | None:
         """``matchNodeInclusionPolicies`` per position, or None when every node is included."""
