@@ -10,13 +10,15 @@ zone spread constraint, four node sizes over three zones) runs the full profile 
 in the same invocation, on SchedulingBasic, and reports the ratio and the share of nodes scored per
 cycle (percentageOfNodesToScore is 100 unless ``--percentage`` says otherwise).
 
-``--report-rss`` adds the process's RSS after building the cluster (before scheduling) and the cache's
-per-cycle snapshot update time at the start and the end of the bound pods (scale checks, e.g.
-``--nodes 30000 --bound-pods 150000 --pods 2000 --report-rss``).
+``--report-rss`` adds the process's RSS after building the cluster (before scheduling); with several
+``--bound-pods`` values each runs in its own process, so the CPU time per pod shows whether a cycle's
+cost grows with the bound pods (scale checks, e.g. ``--nodes 30000 --bound-pods 10000 150000 --pods 2000
+--report-rss``).
 
     python bench/scheduler_throughput.py                 # 500, 1000, 5000 nodes
     python bench/scheduler_throughput.py --nodes 5000 --pods 10000 --json
     python bench/scheduler_throughput.py --workload mixed --nodes 5000
+    python bench/scheduler_throughput.py --nodes 30000 --bound-pods 10000 150000 --pods 2000 --report-rss
 """
 
 from __future__ import annotations
@@ -167,15 +169,15 @@ async def run_once(nodes: int, placed: int, pods: int, config_text: str, *, work
 
 def child(args: argparse.Namespace) -> None:
     text = CEILING_CONFIG if args.profile == "ceiling" else FULL_CONFIG.format(pct=args.percentage)
-    result = asyncio.run(run_once(args.nodes[0], args.placed, args.pods, text, workload=args.workload,
+    result = asyncio.run(run_once(args.nodes[0], args.placed[0], args.pods, text, workload=args.workload,
                                   seed=args.seed, report_rss=args.report_rss))
     result["profile"] = args.profile
     print(json.dumps(result))
 
 
-def _child_run(args: argparse.Namespace, nodes: int, profile: str, workload: str) -> dict[str, Any]:
+def _child_run(args: argparse.Namespace, nodes: int, placed: int, profile: str, workload: str) -> dict[str, Any]:
     cmd = [sys.executable, __file__, "--profile", profile, "--nodes", str(nodes), "--workload", workload,
-           "--placed", str(args.placed), "--pods", str(args.pods), "--percentage", str(args.percentage),
+           "--placed", str(placed), "--pods", str(args.pods), "--percentage", str(args.percentage),
            "--seed", str(args.seed)]
     if args.report_rss:
         cmd.append("--report-rss")
@@ -188,8 +190,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nodes", type=int, nargs="+", default=None,
                         help="node counts (default 500 1000 5000; 5000 for --workload mixed)")
-    parser.add_argument("--placed", "--bound-pods", dest="placed", type=int, default=1000,
-                        help="pods already bound before the measured ones")
+    parser.add_argument("--placed", "--bound-pods", dest="placed", type=int, nargs="+", default=[1000],
+                        help="pods already bound before the measured ones (several: one run each, to check "
+                             "that the cycle time stays flat as bound pods grow)")
     parser.add_argument("--pods", type=int, default=10000)
     parser.add_argument("--percentage", type=int, default=100, help="percentageOfNodesToScore (0 = adaptive)")
     parser.add_argument("--workload", choices=("basic", "mixed"), default="basic")
@@ -204,13 +207,16 @@ def main() -> None:
         child(args)
         return
     results = []
+    if args.workload == "mixed":
+        runs = [("full", "basic"), ("full", "mixed")]
+    elif len(args.placed) > 1 or args.report_rss:
+        runs = [("full", "basic")]
+    else:
+        runs = [("ceiling", "basic"), ("full", "basic")]
     for nodes in args.nodes:
-        if args.workload == "mixed":
-            runs = [("full", "basic"), ("full", "mixed")]
-        else:
-            runs = [("ceiling", "basic"), ("full", "basic")]
-        for profile, workload in runs:
-            results.append(_child_run(args, nodes, profile, workload))
+        for placed in args.placed:
+            for profile, workload in runs:
+                results.append(_child_run(args, nodes, placed, profile, workload))
     if args.json:
         print(json.dumps(results, indent=2))
         return
@@ -218,17 +224,18 @@ def main() -> None:
 
 
 def _print_table(results: list[dict[str, Any]], workload: str) -> None:
-    against = "vs basic" if workload == "mixed" else "vs ceiling"
-    print(f"{'nodes':>6} {'workload':>8} {'profile':>8} {'pods/s':>9} {'p50 ms':>8} {'p99 ms':>8} "
-          f"{'scored %':>8} {'RSS MB':>8} {against:>10}")
+    """One row per run; the last column compares pods/s with the first run of the same node count (the
+    ceiling, SchedulingBasic for ``--workload mixed``, or the fewest bound pods)."""
+    print(f"{'nodes':>6} {'bound':>7} {'workload':>8} {'profile':>8} {'pods/s':>9} {'CPU ms/pod':>10} "
+          f"{'p50 ms':>8} {'p99 ms':>8} {'scored %':>8} {'RSS MB':>8} {'ratio':>6}")
     base: dict[int, float] = {}
     for r in results:
-        if (r["workload"], r["profile"]) in (("basic", "ceiling"), ("basic", "full")) and r["nodes"] not in base:
-            base[r["nodes"]] = r["pods_per_second"]
-        ratio = r["pods_per_second"] / base[r["nodes"]]
-        print(f"{r['nodes']:>6} {r['workload']:>8} {r['profile']:>8} {r['pods_per_second']:>9.1f} "
-              f"{r['p50_ms']:>8.3f} {r['p99_ms']:>8.3f} {r['scored_percent']:>8.2f} {r['peak_rss_mb']:>8.1f} "
-              f"{ratio:>10.2f}")
+        base.setdefault(r["nodes"], r["pods_per_second"])
+        ratio = r["pods_per_second"] / base[r["nodes"]] if base[r["nodes"]] else float("nan")
+        cpu_ms = 1000 * r["cpu_seconds"] / r["bound"] if r["bound"] else float("nan")
+        print(f"{r['nodes']:>6} {r['placed']:>7} {r['workload']:>8} {r['profile']:>8} {r['pods_per_second']:>9.1f} "
+              f"{cpu_ms:>10.3f} {r['p50_ms']:>8.3f} {r['p99_ms']:>8.3f} {r['scored_percent']:>8.2f} "
+              f"{r['peak_rss_mb']:>8.1f} {ratio:>6.2f}")
         if "rss_after_build_mb" in r:
             print(f"{'':>6} RSS after building the cluster: {r['rss_after_build_mb']} MB")
 

@@ -63,10 +63,10 @@ from koord_scheduler.plugins.podtopologyspread.policy import (
     Constraint,
     DefaultSelector,
     domain_match_counts,
+    domain_reasons,
     hard_constraints,
     min_match_num,
     owner_default_selector,
-    skew_failures,
     soft_constraints,
 )
 from koord_scheduler.plugins.podtopologyspread.scoring import (
@@ -254,15 +254,14 @@ class PodTopologySpread:
         pre = state.get(PRE_FILTER_KEY)
         if pre is None or not pre.constraints:
             return NodeFilterResult.all_pass(len(positions))
-        reason = np.zeros(len(positions), dtype=np.int8)
+        # A node's answer depends only on its domain: one reason per topology value (slot 0: the node
+        # lacks the key), read per node with one gather, the first failing constraint's reason kept.
+        reason: np.ndarray | None = None
         for cc in pre.constraints:
-            undecided = reason == 0
-            value_ids = cc.domains.value_ids.take(positions)
-            reason[undecided & (value_ids < 0)] = 1
-            fails = skew_failures(
-                value_ids, cc.match_num, cc.self_match, cc.global_min(), cc.constraint.max_skew
-            )
-            reason[undecided & fails] = 2
+            table = domain_reasons(cc.match_num, cc.self_match, cc.global_min(), cc.constraint.max_skew)
+            codes = table.take(cc.domains.value_ids.take(positions) + 1)
+            reason = codes if reason is None else np.where(reason == 0, codes, reason)
+        assert reason is not None
         return NodeFilterResult(reason == 0, reason, _FILTER_STATUSES)
 
     # ----- PreFilterExtensions -----
