@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -62,8 +63,10 @@ from koord_scheduler.plugins.podtopologyspread.policy import (
     SYSTEM_DEFAULT_CONSTRAINTS,
     Constraint,
     DefaultSelector,
+    bucket_sums,
     domain_match_counts,
     domain_reasons,
+    eligible_buckets,
     hard_constraints,
     min_match_num,
     owner_default_selector,
@@ -175,6 +178,7 @@ class PodTopologySpread:
         self._index = TopologyIndex()
         self._domains = DomainCache()
         self._masks: SnapshotCache[object, BoolArray] = SnapshotCache(max_entries=128)
+        self._buckets: SnapshotCache[object, tuple[IntArray, BoolArray]] = SnapshotCache(max_entries=64)
 
     # ----- node masks -----
 
@@ -235,9 +239,18 @@ class PodTopologySpread:
             if inclusion is not None:
                 eligible = eligible & inclusion
             node_counts = self._node_counts(snapshot, pod, c)
-            match_num, present = domain_match_counts(
-                domains.value_ids, node_counts, eligible, len(domains.values)
-            )
+            n_values = len(domains.values)
+            if inclusion is None:
+                # Eligibility is the key mask alone: the per-node bucket ids and the domains present are
+                # kept with it, and only the pod counts are summed per pod.
+                buckets, present = self._buckets.get(
+                    snapshot,
+                    ("buckets", snapshot.capacity, c.topology_key, tuple(k.topology_key for k in constraints)),
+                    partial(eligible_buckets, domains.value_ids, has_all, n_values),
+                )
+                match_num, present = bucket_sums(buckets, node_counts, n_values), present.copy()
+            else:
+                match_num, present = domain_match_counts(domains.value_ids, node_counts, eligible, n_values)
             self_match = int(label_selector_matches(c.selector, pod.labels))
             counted.append(ConstraintCounts(c, domains, self_match, match_num, present))
         state.write(

@@ -152,6 +152,23 @@ def domain_match_counts(
     return match_num, present
 
 
+def eligible_buckets(value_ids: IntArray, eligible: BoolArray, n_values: int) -> tuple[IntArray, BoolArray]:
+    """Per node position, the bucket :func:`bucket_sums` adds its pods to (its value id when eligible,
+    else the spare bucket ``n_values``), and which values are domains (carried by an eligible node)."""
+    buckets = np.where(eligible, value_ids, n_values)
+    buckets.flags.writeable = False
+    present = np.bincount(buckets, minlength=n_values + 1)[:n_values] > 0
+    present.flags.writeable = False
+    return buckets, present
+
+
+def bucket_sums(buckets: IntArray, node_counts: IntArray, n_values: int) -> IntArray:
+    """``TpValueToMatchNum`` from :func:`eligible_buckets`: matching pods per topology value over the
+    eligible nodes (the same numbers as :func:`domain_match_counts`)."""
+    sums = np.bincount(buckets, weights=node_counts, minlength=n_values + 1)[:n_values]
+    return sums.astype(np.int64)
+
+
 def min_match_num(match_num: IntArray, present: BoolArray, min_domains: int) -> int:
     """``preFilterState.minMatchNum``: the smallest count over the domains (MaxInt32 with no domain), or 0
     when there are fewer domains than ``minDomains``. Exact minimum: upstream's two-entry critical paths
