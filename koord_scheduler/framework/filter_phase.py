@@ -2,7 +2,11 @@
 
 One chain runs the Filter plugins in order over the nodes still alive; what it records is a parameter
 (:class:`_ChainRecord`): failure chunks into a :class:`Diagnosis` for an ordinary pass, or status ids
-over the changed nodes for the node cache (:mod:`~koord_scheduler.framework.node_cache`). A plugin with
+over the changed nodes for the node cache (:mod:`~koord_scheduler.framework.node_cache`). The active
+chain is cut into runs of consecutive plugins that sign the pod, each answered by one node-cache entry
+keyed by those plugins' signatures only, and the plugins that do not sign it (PodTopologySpread with
+constraints, InterPodAffinity with terms), run on the nodes still alive at their turn: a pod with a
+spread constraint shares the resource-fit answers of every pod with its requests. A plugin with
 both forms is asked through its per-node form when at most ``FEW_NODES`` nodes are left (the node or two
 a cached pass recomputes, a preemption dry run on one node): the runtime decides this here, once, for
 every plugin, and no plugin counts nodes itself.
