@@ -43,7 +43,6 @@ from koord_scheduler.framework.interfaces import (
     FILTER,
     AddedPodsFilter,
     BatchFilterPlugin,
-    FilterPlugin,
     NominatedPods,
     PreFilterPlugin,
 )
@@ -51,62 +50,11 @@ from koord_scheduler.framework.node_cache import FEW_NODES, FilterAnswer, NodeRe
 from koord_scheduler.framework.restored import RESTORED_CAPACITY
 from koord_scheduler.framework.snapshot import BoolArray, ClusterSnapshot, NodeInfo, Positions
 from koord_scheduler.framework.status import Code, Status, error
-from koord_scheduler.framework.types import DebugOptions, NodeFilterResult, PointObserver
+from koord_scheduler.framework.types import DebugOptions, PointObserver
 
 log = logging.getLogger(__name__)
 
 PodSigner = Callable[[Pod], Hashable | None]
-
-
-class PerNodeFilter:
-    """A per-node Filter plugin run over many nodes (the batch signature).
-
-    Lean on purpose: the runtime asks it for the node or two a cached cycle recomputes, once per pod, so
-    the wrapper's own cost is on every pod's path. It calls ``filter`` directly, answers the shared
-    all-pass result when no node fails (no arrays built), and tables the failing statuses by identity
-    (a plugin returns the same few status objects; hashing a status costs more than the call)."""
-
-    __slots__ = ("_plugin", "name")
-
-    def __init__(self, plugin: FilterPlugin) -> None:
-        self.name = plugin.name
-        self._plugin = plugin
-
-    def filter_nodes(
-        self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions
-    ) -> NodeFilterResult:
-        check = self._plugin.filter  # looked up per call: the plugin's attribute may be replaced
-        infos = snapshot.infos
-        failures: list[tuple[int, Status]] | None = None
-        for i, pos in enumerate(positions.tolist()):
-            info = infos[pos]
-            if info is None or info.node is None:
-                info = snapshot.info(pos)  # raises, naming the position
-            status = check(state, pod, info)
-            if status.code is not Code.SUCCESS:
-                if failures is None:
-                    failures = [(i, status)]
-                else:
-                    failures.append((i, status))
-        if failures is None:
-            return NodeFilterResult.all_pass(len(positions))
-        return _failures_result(len(positions), failures)
-
-
-def _failures_result(n: int, failures: list[tuple[int, Status]]) -> NodeFilterResult:
-    """The batch answer for ``n`` nodes of which those in ``failures`` (index, status) failed."""
-    passed = np.ones(n, dtype=np.bool_)
-    ids = np.zeros(n, dtype=np.int32)
-    index_of: dict[int, int] = {}
-    statuses: list[Status] = []
-    for i, status in failures:
-        k = index_of.get(id(status))
-        if k is None:
-            k = index_of[id(status)] = len(statuses)
-            statuses.append(status)
-        passed[i] = False
-        ids[i] = k
-    return NodeFilterResult(passed, ids, tuple(statuses))
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,7 +63,7 @@ class FilterEntry:
 
     name: str
     batch: BatchFilterPlugin
-    """The plugin itself, or :class:`PerNodeFilter` over its per-node form."""
+    """The plugin itself, or :class:`~.per_node_filter.PerNodeFilter` over its per-node form."""
     few: BatchFilterPlugin | None
     """The per-node form, when the plugin has both: asked when at most ``FEW_NODES`` nodes are left."""
     sign: PodSigner | None
