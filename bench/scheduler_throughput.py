@@ -1,12 +1,24 @@
 """In-process scheduling throughput, through the same scheduler core with no API server.
 
-scheduler_perf's SchedulingBasic shape: nodes of 4 CPU / 32Gi / 110 pods, pods of 100m / 500Mi,
-``--placed`` pods already running and ``--pods`` pods measured. Each size runs in its own process so
-peak RSS is per run. A "ceiling" profile (queue sort + binder only) runs in the same invocation as the
-baseline the full profile is compared with.
+``--workload basic`` (the default) is scheduler_perf's SchedulingBasic shape: nodes of 4 CPU / 32Gi /
+110 pods, pods of 100m / 500Mi, ``--placed`` pods already running and ``--pods`` pods measured. Each
+size runs in its own process so peak RSS is per run. A "ceiling" profile (queue sort + binder only)
+runs in the same invocation as the baseline the full profile is compared with.
+
+``--workload mixed`` (bench/mixed_workload.py: 16 request shapes in seeded random order, a third with a
+zone spread constraint, four node sizes over three zones) runs the full profile on the mixed pods and,
+in the same invocation, on SchedulingBasic, and reports the ratio and the share of nodes scored per
+cycle (percentageOfNodesToScore is 100 unless ``--percentage`` says otherwise).
+
+``--report-rss`` adds the process's RSS after building the cluster (before scheduling); with several
+``--bound-pods`` values each runs in its own process, so the CPU time per pod shows whether a cycle's
+cost grows with the bound pods (scale checks, e.g. ``--nodes 30000 --bound-pods 10000 150000 --pods 2000
+--report-rss``).
 
     python bench/scheduler_throughput.py                 # 500, 1000, 5000 nodes
     python bench/scheduler_throughput.py --nodes 5000 --pods 10000 --json
+    python bench/scheduler_throughput.py --workload mixed --nodes 5000
+    python bench/scheduler_throughput.py --nodes 30000 --bound-pods 10000 150000 --pods 2000 --report-rss
 """
 
 from __future__ import annotations
@@ -19,7 +31,8 @@ import subprocess
 import sys
 from typing import Any
 
-from measure import measure  # bench/ is the script directory
+import mixed_workload  # bench/ is the script directory
+from measure import measure
 
 from apis.config import parse_scheduler_config
 from apis.core.parse import parse_node, parse_pod
@@ -72,17 +85,71 @@ def pod_obj(i: int, node: str = "") -> dict[str, Any]:
     }
 
 
-async def run_once(nodes: int, placed: int, pods: int, config_text: str) -> dict[str, Any]:
+def _rss_mb() -> float:
+    """The process's resident set now (Linux), in MiB."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return round(int(line.split()[1]) / 1024, 1)
+    return 0.0
+
+
+def _objects(workload: str, nodes: int, placed: int, pods: int, seed: int) -> tuple[list[Any], list[Any], list[Any]]:
+    if workload == "mixed":
+        node_list = [parse_node(mixed_workload.node_obj(i)) for i in range(nodes)]
+        placed_pods = [parse_pod(o) for o in mixed_workload.pod_objs(0, placed, seed=seed, nodes=nodes)]
+        pending = [parse_pod(o) for o in mixed_workload.pod_objs(placed, pods, seed=seed + 1)]
+        return node_list, placed_pods, pending
     node_list = [parse_node(node_obj(i)) for i in range(nodes)]
     placed_pods = [parse_pod(pod_obj(i, f"node-{i % nodes}")) for i in range(placed)]
     pending = [parse_pod(pod_obj(placed + i)) for i in range(pods)]
+    return node_list, placed_pods, pending
+
+
+class _ScoredShare:
+    """Per cycle: how many nodes Score saw against how many passed Filter over the whole node list."""
+
+    def __init__(self, scheduler: Any) -> None:
+        self.feasible = 0
+        self.scored = 0
+        self.cycles = 0
+        for fwk in scheduler.profiles.values():
+            self._wrap(fwk)
+
+    def _wrap(self, fwk: Any) -> None:
+        run_filter, run_score = fwk.run_filter_plugins, fwk.run_score_plugins
+
+        def filtered(state: Any, pod: Any, positions: Any, diagnosis: Any, **kw: Any) -> Any:
+            out = run_filter(state, pod, positions, diagnosis, **kw)
+            if len(positions) == fwk.handle.snapshot.num_nodes:
+                self.feasible += len(out)
+                self.cycles += 1
+            return out
+
+        def scored(state: Any, pod: Any, positions: Any) -> Any:
+            self.scored += len(positions)
+            return run_score(state, pod, positions)
+
+        fwk.run_filter_plugins, fwk.run_score_plugins = filtered, scored
+
+    def percent(self) -> float:
+        return round(100.0 * self.scored / self.feasible, 2) if self.feasible else 0.0
+
+
+async def run_once(nodes: int, placed: int, pods: int, config_text: str, *, workload: str = "basic",
+                   seed: int = 1, report_rss: bool = False) -> dict[str, Any]:
+    node_list, placed_pods, pending = _objects(workload, nodes, placed, pods, seed)
     cluster = MemoryCluster.from_objects(node_list, placed_pods + pending)
+    del node_list, placed_pods
     config = parse_scheduler_config(config_text, source="bench")
     scheduler = build_scheduler(config, build_registry(use_entry_points=False), cluster)
     await cluster.start(scheduler)
+    rss_built = _rss_mb()
+    share = _ScoredShare(scheduler)
     m = await measure(scheduler, cluster, pending=pods, placed=placed)
     bound, elapsed = m.bound, m.seconds
-    return {
+    result = {
+        "workload": workload,
         "nodes": nodes,
         "placed": placed,
         "pods": pods,
@@ -92,47 +159,85 @@ async def run_once(nodes: int, placed: int, pods: int, config_text: str) -> dict
         "pods_per_second": round(bound / elapsed, 1),
         "p50_ms": m.p50_ms,
         "p99_ms": m.p99_ms,
+        "scored_percent": share.percent(),
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
     }
+    if report_rss:
+        result["rss_after_build_mb"] = rss_built
+    return result
 
 
 def child(args: argparse.Namespace) -> None:
     text = CEILING_CONFIG if args.profile == "ceiling" else FULL_CONFIG.format(pct=args.percentage)
-    result = asyncio.run(run_once(args.nodes[0], args.placed, args.pods, text))
+    result = asyncio.run(run_once(args.nodes[0], args.placed[0], args.pods, text, workload=args.workload,
+                                  seed=args.seed, report_rss=args.report_rss))
     result["profile"] = args.profile
     print(json.dumps(result))
 
 
+def _child_run(args: argparse.Namespace, nodes: int, placed: int, profile: str, workload: str) -> dict[str, Any]:
+    cmd = [sys.executable, __file__, "--profile", profile, "--nodes", str(nodes), "--workload", workload,
+           "--placed", str(placed), "--pods", str(args.pods), "--percentage", str(args.percentage),
+           "--seed", str(args.seed)]
+    if args.report_rss:
+        cmd.append("--report-rss")
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    result: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
+    return result
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--nodes", type=int, nargs="+", default=[500, 1000, 5000])
-    parser.add_argument("--placed", type=int, default=1000)
+    parser.add_argument("--nodes", type=int, nargs="+", default=None,
+                        help="node counts (default 500 1000 5000; 5000 for --workload mixed)")
+    parser.add_argument("--placed", "--bound-pods", dest="placed", type=int, nargs="+", default=[1000],
+                        help="pods already bound before the measured ones (several: one run each, to check "
+                             "that the cycle time stays flat as bound pods grow)")
     parser.add_argument("--pods", type=int, default=10000)
     parser.add_argument("--percentage", type=int, default=100, help="percentageOfNodesToScore (0 = adaptive)")
+    parser.add_argument("--workload", choices=("basic", "mixed"), default="basic")
+    parser.add_argument("--seed", type=int, default=1, help="seed of the mixed workload's shapes and order")
+    parser.add_argument("--report-rss", action="store_true", help="also report RSS after building the cluster")
     parser.add_argument("--profile", choices=("full", "ceiling"), default=None)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
+    if args.nodes is None:
+        args.nodes = [5000] if args.workload == "mixed" else [500, 1000, 5000]
     if args.profile is not None:
         child(args)
         return
     results = []
+    if args.workload == "mixed":
+        runs = [("full", "basic"), ("full", "mixed")]
+    elif len(args.placed) > 1 or args.report_rss:
+        runs = [("full", "basic")]
+    else:
+        runs = [("ceiling", "basic"), ("full", "basic")]
     for nodes in args.nodes:
-        for profile in ("ceiling", "full"):
-            cmd = [sys.executable, __file__, "--profile", profile, "--nodes", str(nodes),
-                   "--placed", str(args.placed), "--pods", str(args.pods), "--percentage", str(args.percentage)]
-            out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-            results.append(json.loads(out.strip().splitlines()[-1]))
+        for placed in args.placed:
+            for profile, workload in runs:
+                results.append(_child_run(args, nodes, placed, profile, workload))
     if args.json:
         print(json.dumps(results, indent=2))
         return
-    print(f"{'nodes':>6} {'profile':>8} {'pods/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'RSS MB':>8} {'vs ceiling':>10}")
-    ceiling: dict[int, float] = {}
+    _print_table(results, args.workload)
+
+
+def _print_table(results: list[dict[str, Any]], workload: str) -> None:
+    """One row per run; the last column compares pods/s with the first run of the same node count (the
+    ceiling, SchedulingBasic for ``--workload mixed``, or the fewest bound pods)."""
+    print(f"{'nodes':>6} {'bound':>7} {'workload':>8} {'profile':>8} {'pods/s':>9} {'CPU ms/pod':>10} "
+          f"{'p50 ms':>8} {'p99 ms':>8} {'scored %':>8} {'RSS MB':>8} {'ratio':>6}")
+    base: dict[int, float] = {}
     for r in results:
-        if r["profile"] == "ceiling":
-            ceiling[r["nodes"]] = r["pods_per_second"]
-        ratio = r["pods_per_second"] / ceiling[r["nodes"]] if r["nodes"] in ceiling else float("nan")
-        print(f"{r['nodes']:>6} {r['profile']:>8} {r['pods_per_second']:>9.1f} {r['p50_ms']:>8.3f} "
-              f"{r['p99_ms']:>8.3f} {r['peak_rss_mb']:>8.1f} {ratio:>10.2f}")
+        base.setdefault(r["nodes"], r["pods_per_second"])
+        ratio = r["pods_per_second"] / base[r["nodes"]] if base[r["nodes"]] else float("nan")
+        cpu_ms = 1000 * r["cpu_seconds"] / r["bound"] if r["bound"] else float("nan")
+        print(f"{r['nodes']:>6} {r['placed']:>7} {r['workload']:>8} {r['profile']:>8} {r['pods_per_second']:>9.1f} "
+              f"{cpu_ms:>10.3f} {r['p50_ms']:>8.3f} {r['p99_ms']:>8.3f} {r['scored_percent']:>8.2f} "
+              f"{r['peak_rss_mb']:>8.1f} {ratio:>6.2f}")
+        if "rss_after_build_mb" in r:
+            print(f"{'':>6} RSS after building the cluster: {r['rss_after_build_mb']} MB")
 
 
 if __name__ == "__main__":

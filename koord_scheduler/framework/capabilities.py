@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from koord_scheduler.framework import interfaces as ep
 from koord_scheduler.framework.errors import ProfileError
-from koord_scheduler.framework.filter_phase import FilterEntry, PerNodeFilter
+from koord_scheduler.framework.filter_phase import FilterEntry
 from koord_scheduler.framework.interfaces import (
     AddedPodsFilter,
     BatchFilterPlugin,
@@ -47,6 +47,7 @@ from koord_scheduler.framework.interfaces import (
     SignedPlugin,
     WarmUpPlugin,
 )
+from koord_scheduler.framework.per_node_filter import PerNodeFilter
 from koord_scheduler.framework.score_phase import PerNodeScore, ScorePluginEntry
 
 

@@ -2,7 +2,11 @@
 
 One chain runs the Filter plugins in order over the nodes still alive; what it records is a parameter
 (:class:`_ChainRecord`): failure chunks into a :class:`Diagnosis` for an ordinary pass, or status ids
-over the changed nodes for the node cache (:mod:`~koord_scheduler.framework.node_cache`). A plugin with
+over the changed nodes for the node cache (:mod:`~koord_scheduler.framework.node_cache`). The active
+chain is cut into runs of consecutive plugins that sign the pod, each answered by one node-cache entry
+keyed by those plugins' signatures only, and the plugins that do not sign it (PodTopologySpread with
+constraints, InterPodAffinity with terms), run on the nodes still alive at their turn: a pod with a
+spread constraint shares the resource-fit answers of every pod with its requests. A plugin with
 both forms is asked through its per-node form when at most ``FEW_NODES`` nodes are left (the node or two
 a cached pass recomputes, a preemption dry run on one node): the runtime decides this here, once, for
 every plugin, and no plugin counts nodes itself.
@@ -39,70 +43,18 @@ from koord_scheduler.framework.interfaces import (
     FILTER,
     AddedPodsFilter,
     BatchFilterPlugin,
-    FilterPlugin,
     NominatedPods,
     PreFilterPlugin,
 )
-from koord_scheduler.framework.node_cache import FEW_NODES, NodeResultCache, cacheable_signature
+from koord_scheduler.framework.node_cache import FEW_NODES, FilterAnswer, NodeResultCache, cacheable_signature
 from koord_scheduler.framework.restored import RESTORED_CAPACITY
 from koord_scheduler.framework.snapshot import BoolArray, ClusterSnapshot, NodeInfo, Positions
 from koord_scheduler.framework.status import Code, Status, error
-from koord_scheduler.framework.types import DebugOptions, NodeFilterResult, PointObserver
+from koord_scheduler.framework.types import DebugOptions, PointObserver
 
 log = logging.getLogger(__name__)
 
 PodSigner = Callable[[Pod], Hashable | None]
-
-
-class PerNodeFilter:
-    """A per-node Filter plugin run over many nodes (the batch signature).
-
-    Lean on purpose: the runtime asks it for the node or two a cached cycle recomputes, once per pod, so
-    the wrapper's own cost is on every pod's path. It calls ``filter`` directly, answers the shared
-    all-pass result when no node fails (no arrays built), and tables the failing statuses by identity
-    (a plugin returns the same few status objects; hashing a status costs more than the call)."""
-
-    __slots__ = ("_plugin", "name")
-
-    def __init__(self, plugin: FilterPlugin) -> None:
-        self.name = plugin.name
-        self._plugin = plugin
-
-    def filter_nodes(
-        self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions
-    ) -> NodeFilterResult:
-        check = self._plugin.filter  # looked up per call: the plugin's attribute may be replaced
-        infos = snapshot.infos
-        failures: list[tuple[int, Status]] | None = None
-        for i, pos in enumerate(positions.tolist()):
-            info = infos[pos]
-            if info is None or info.node is None:
-                info = snapshot.info(pos)  # raises, naming the position
-            status = check(state, pod, info)
-            if status.code is not Code.SUCCESS:
-                if failures is None:
-                    failures = [(i, status)]
-                else:
-                    failures.append((i, status))
-        if failures is None:
-            return NodeFilterResult.all_pass(len(positions))
-        return _failures_result(len(positions), failures)
-
-
-def _failures_result(n: int, failures: list[tuple[int, Status]]) -> NodeFilterResult:
-    """The batch answer for ``n`` nodes of which those in ``failures`` (index, status) failed."""
-    passed = np.ones(n, dtype=np.bool_)
-    ids = np.zeros(n, dtype=np.int32)
-    index_of: dict[int, int] = {}
-    statuses: list[Status] = []
-    for i, status in failures:
-        k = index_of.get(id(status))
-        if k is None:
-            k = index_of[id(status)] = len(statuses)
-            statuses.append(status)
-        passed[i] = False
-        ids[i] = k
-    return NodeFilterResult(passed, ids, tuple(statuses))
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,7 +63,7 @@ class FilterEntry:
 
     name: str
     batch: BatchFilterPlugin
-    """The plugin itself, or :class:`PerNodeFilter` over its per-node form."""
+    """The plugin itself, or :class:`~.per_node_filter.PerNodeFilter` over its per-node form."""
     few: BatchFilterPlugin | None
     """The per-node form, when the plugin has both: asked when at most ``FEW_NODES`` nodes are left."""
     sign: PodSigner | None
@@ -214,11 +166,14 @@ class FilterPhase:
         snapshot: ClusterSnapshot,
         positions: Positions,
         record: _ChainRecord,
+        *,
+        entries: Sequence[FilterEntry] | None = None,
     ) -> Positions:
-        """Every active Filter plugin in order over the nodes still alive; returns those left."""
+        """Every active Filter plugin of ``entries`` (default: all) in order over the nodes still alive;
+        returns those left."""
         alive = positions
         skip = state.skip_filter
-        for entry in self.entries:
+        for entry in self.entries if entries is None else entries:
             if entry.name in skip or len(alive) == 0:
                 continue
             plugin = entry.few if entry.few is not None and len(alive) <= FEW_NODES else entry.batch
@@ -248,12 +203,18 @@ class FilterPhase:
         """Filter ``positions``; each node keeps the status of the first plugin that rejected it. Returns
         the feasible positions in input order. Cached per node when every active plugin signs the pod."""
         started = time.perf_counter()
-        key = self._signature(state, pod)
-        if key is None:
+        plan = self._plan(state, pod)
+        if plan is None:
             log_failures = self._log_failures(pod, snapshot) if self._debug.filters else None
             feasible = self._chain(state, pod, snapshot, positions, _IntoDiagnosis(diagnosis, log_failures))
+        elif len(plan) == 1 and isinstance(plan[0], _Segment):
+            segment = plan[0]
+            feasible = self._run_cached(
+                segment.key, state, pod, snapshot=snapshot, positions=positions, diagnosis=diagnosis,
+                entries=segment.entries,
+            )
         else:
-            feasible = self._run_cached(key, state, pod, snapshot=snapshot, positions=positions, diagnosis=diagnosis)
+            feasible = self._run_plan(plan, state, pod, snapshot=snapshot, positions=positions, diagnosis=diagnosis)
         if self._observer is not None:
             self._observer(FILTER, Code.SUCCESS, time.perf_counter() - started)
         return feasible
@@ -278,15 +239,9 @@ class FilterPhase:
         snapshot: ClusterSnapshot,
         positions: Positions,
         diagnosis: Diagnosis,
+        entries: Sequence[FilterEntry],
     ) -> Positions:
-        assert self._node_cache is not None
-
-        def compute(dirty: Positions) -> tuple[np.ndarray, list[Status]]:
-            record = _IntoCacheIds(len(dirty))
-            self._chain(state, pod, snapshot, dirty, record)
-            return record.ids, record.statuses
-
-        answer = self._node_cache.filter_ids(key, snapshot, compute)
+        answer = self._segment_answer(key, entries, state, pod, snapshot)
         if answer.failing == 0:
             return positions  # no node the entry knows fails (unknown positions pass, as below)
         last = self._last_gather
@@ -311,23 +266,86 @@ class FilterPhase:
             self._log_failures(pod, snapshot)(chunk)
         return feasible
 
-    def _signature(self, state: CycleState, pod: Pod) -> Hashable | None:
+    def _segment_answer(
+        self, key: Hashable, entries: Sequence[FilterEntry], state: CycleState, pod: Pod, snapshot: ClusterSnapshot
+    ) -> FilterAnswer:
+        """The node cache's answer for one signed segment: the chain of ``entries`` over every node."""
+        assert self._node_cache is not None
+
+        def compute(dirty: Positions) -> tuple[np.ndarray, list[Status]]:
+            record = _IntoCacheIds(len(dirty))
+            self._chain(state, pod, snapshot, dirty, record, entries=entries)
+            return record.ids, record.statuses
+
+        return self._node_cache.filter_ids(key, snapshot, compute)
+
+    def _run_plan(
+        self,
+        plan: list[_Segment | FilterEntry],
+        state: CycleState,
+        pod: Pod,
+        *,
+        snapshot: ClusterSnapshot,
+        positions: Positions,
+        diagnosis: Diagnosis,
+    ) -> Positions:
+        """The chain with its signed runs answered by the node cache and the other plugins run on the
+        nodes still alive when their turn comes: each node keeps the status of the first plugin in chain
+        order that rejected it, exactly as the uncached chain does."""
+        log_failures = self._log_failures(pod, snapshot) if self._debug.filters else None
+        into = _IntoDiagnosis(diagnosis, log_failures)
+        alive = positions
+        for step in plan:
+            if len(alive) == 0:
+                break
+            if not isinstance(step, _Segment):
+                alive = self._chain(state, pod, snapshot, alive, into, entries=(step,))
+                continue
+            answer = self._segment_answer(step.key, step.entries, state, pod, snapshot)
+            if answer.failing == 0:
+                continue
+            selected = answer.ids[alive]
+            passed = selected < 0
+            if passed.all():
+                continue
+            failed = ~passed
+            used, compact = np.unique(selected[failed], return_inverse=True)
+            statuses = answer.statuses
+            chunk = FailureChunk(alive[failed], compact, tuple(statuses[i] for i in used.tolist()))
+            diagnosis.add_chunk(chunk)
+            if log_failures is not None:
+                log_failures(chunk)
+            alive = alive[passed]
+        return alive
+
+    def _plan(self, state: CycleState, pod: Pod) -> list[_Segment | FilterEntry] | None:
+        """The active chain cut into runs of consecutive plugins that sign the pod (answered from the node
+        cache, keyed by their signatures only, so pods that differ in another plugin share them) and the
+        plugins that do not (run directly). None when nothing can be cached."""
         if self._node_cache is None or state.get(RESTORED_CAPACITY) is not None:
             return None
+        plan: list[_Segment | FilterEntry] = []
+        run: list[FilterEntry] = []
         parts: list[tuple[str, Hashable]] = []
+        cached_any = False
         skip = state.skip_filter
         for entry in self.entries:
             if entry.name in skip:
                 continue
-            sign = entry.sign
-            if sign is None:
-                return None
-            value = sign(pod)
-            if value is None:
-                return None
-            parts.append((entry.name, value))
-        key = (tuple(parts), frozenset(skip) if skip else _NO_SKIPS)
-        return key if cacheable_signature(key) else None
+            value = entry.sign(pod) if entry.sign is not None else None
+            if value is not None and cacheable_signature(value):
+                run.append(entry)
+                parts.append((entry.name, value))
+                continue
+            if run:
+                plan.append(_Segment(tuple(parts), tuple(run)))
+                cached_any = True
+                run, parts = [], []
+            plan.append(entry)
+        if run:
+            plan.append(_Segment(tuple(parts), tuple(run)))
+            cached_any = True
+        return plan if cached_any else None
 
     @staticmethod
     def _log_failures(pod: Pod, snapshot: ClusterSnapshot) -> Callable[[FailureChunk], None]:
@@ -460,4 +478,9 @@ def yielded_to(nominated: Iterable[Pod], pod: Pod) -> list[Pod]:
     return [p for p in nominated if p.priority >= pod.priority and p.key != pod.key]
 
 
-_NO_SKIPS: frozenset[str] = frozenset()
+@dataclass(frozen=True, slots=True)
+class _Segment:
+    """Consecutive active Filter plugins that all sign the pod: one node-cache entry."""
+
+    key: tuple[tuple[str, Hashable], ...]
+    entries: tuple[FilterEntry, ...]

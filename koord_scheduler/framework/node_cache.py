@@ -115,7 +115,7 @@ _Entry = TypeVar("_Entry", _FilterEntry, _ScoreEntry, _SumEntry)
 class NodeResultCache:
     """Bounded LRU caches keyed by pod signature."""
 
-    def __init__(self, *, max_filter_entries: int = 16, max_score_entries: int = 64) -> None:
+    def __init__(self, *, max_filter_entries: int = 64, max_score_entries: int = 64) -> None:
         self._filters: OrderedDict[Hashable, _FilterEntry] = OrderedDict()
         self._scores: OrderedDict[Hashable, _ScoreEntry] = OrderedDict()
         self._sums: OrderedDict[Hashable, _SumEntry] = OrderedDict()
@@ -246,6 +246,11 @@ class NodeResultCache:
         if entry.invalid_count:
             return None
         return entry.sums[positions]
+
+    @property
+    def filter_entries(self) -> int:
+        """How many Filter entries the cache holds."""
+        return len(self._filters)
 
     def clear(self) -> None:
         self._filters.clear()

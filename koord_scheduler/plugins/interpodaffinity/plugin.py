@@ -47,6 +47,7 @@ from koord_scheduler.framework.interfaces import (
     PreFilterPlugin,
     PreScorePlugin,
     ScoreExtensions,
+    WarmUpPlugin,
 )
 from koord_scheduler.framework.snapshot import ClusterSnapshot, IntArray, NodeInfo, Positions
 from koord_scheduler.framework.status import Status, skip, success, unresolvable, unschedulable
@@ -145,13 +146,21 @@ class InterPodAffinity:
         *,
         ignore_preferred_terms_of_existing_pods: bool = False,
         namespace_labels: NamespaceLabels = no_namespace_labels,
+        snapshot: ClusterSnapshot | None = None,
     ) -> None:
+        self._snapshot = snapshot
         self._hard_weight = hard_pod_affinity_weight
         self._ignore_existing_preferred = ignore_preferred_terms_of_existing_pods
         self._namespace_labels = namespace_labels
         self._index = TopologyIndex()
         self._domains = DomainCache()
         self._namespace_version = getattr(namespace_labels, "version", 0)
+
+    def warm_up(self) -> None:
+        """The index's first sync (every bound pod read once) at start rather than in the first cycle:
+        its cost grows with the bound pods (about 0.5 s at 150,000), later syncs only with the changes."""
+        if self._snapshot is not None:
+            self._synced_index(self._snapshot)
 
     def _synced_index(self, snapshot: ClusterSnapshot) -> TopologyIndex:
         """The index after ``sync``; its per-term counts are dropped when namespace labels changed (a
@@ -348,6 +357,7 @@ def new(args: InterPodAffinityArgs | None, handle: WatchingHandle) -> InterPodAf
         args.hard_pod_affinity_weight,
         ignore_preferred_terms_of_existing_pods=args.ignore_preferred_terms_of_existing_pods,
         namespace_labels=store,
+        snapshot=handle.snapshot,
     )
 
 
@@ -359,3 +369,4 @@ if TYPE_CHECKING:
     _score: type[BatchScorePlugin] = InterPodAffinity
     _score_extensions: type[ScoreExtensions] = InterPodAffinity
     _enqueue: type[EnqueueExtensions] = InterPodAffinity
+    _warm_up: type[WarmUpPlugin] = InterPodAffinity

@@ -73,6 +73,8 @@ from koord_scheduler.plugins.resource_scoring import ScoredResource, gather, sco
 
 NAME = names.NODE_RESOURCES_FIT
 ARGS = NodeResourcesFitArgs
+MAX_PRE_FILTER_STATES = 256
+"""PreFilter states kept, one per distinct request row; all are dropped when the table is full."""
 
 Scorer = Callable[[IntArray, IntArray, IntArray], IntArray]
 """``scorer(requested, allocatable, weights) -> scores``, all over (nodes, resources)."""
@@ -134,7 +136,8 @@ class Fit:
         self._resources = tuple((r.name, r.weight or 1) for r in resources)
         self._scorer = _scorer(args)
         self._row_scorer = _ROW_SCORERS.get(args.scoring_strategy.type)
-        self._last_pre_filter: PreFilterState | None = None
+        self._pre_filter_states: dict[int, PreFilterState] = {}
+        """Per shared request row (by identity, checked on use): its PreFilter state."""
 
     # ----- PreFilter -----
 
@@ -149,18 +152,22 @@ class Fit:
 
     def _pre_filter_state(self, pod: Pod, snapshot: ClusterSnapshot) -> PreFilterState:
         request = snapshot.request_vector(pod)
-        last = self._last_pre_filter
-        if last is not None and last.request is request:
+        states = self._pre_filter_states
+        known = states.get(id(request))
+        if known is not None and known.request is request:
             # The same shared row (request_vector caches one per distinct requests and column count):
-            # the same columns, names and amounts. Pods of one template reuse the state.
-            return last
+            # the same columns, names and amounts. Pods of one request shape share the state, however
+            # the shapes interleave.
+            return known
         fit = fit_request(
             request,
             snapshot.resource_names,
             ignored_resources=self._ignored_resources,
             ignored_groups=self._ignored_groups,
         )
-        state = self._last_pre_filter = PreFilterState(request, fit)
+        if len(states) >= MAX_PRE_FILTER_STATES:
+            states.clear()
+        state = states[id(request)] = PreFilterState(request, fit)
         return state
 
     # ----- Filter -----

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -62,11 +63,13 @@ from koord_scheduler.plugins.podtopologyspread.policy import (
     SYSTEM_DEFAULT_CONSTRAINTS,
     Constraint,
     DefaultSelector,
+    bucket_sums,
     domain_match_counts,
+    domain_reasons,
+    eligible_buckets,
     hard_constraints,
     min_match_num,
     owner_default_selector,
-    skew_failures,
     soft_constraints,
 )
 from koord_scheduler.plugins.podtopologyspread.scoring import (
@@ -175,15 +178,23 @@ class PodTopologySpread:
         self._index = TopologyIndex()
         self._domains = DomainCache()
         self._masks: SnapshotCache[object, BoolArray] = SnapshotCache(max_entries=128)
+        self._buckets: SnapshotCache[object, tuple[IntArray, BoolArray]] = SnapshotCache(max_entries=64)
 
     # ----- node masks -----
 
     def _has_keys(self, snapshot: ClusterSnapshot, constraints: Sequence[Constraint]) -> BoolArray:
-        """Per position: a live node carrying every constraint's key (``nodeLabelsMatchSpreadConstraints``)."""
-        mask = snapshot.valid[: snapshot.capacity].copy()
-        for c in constraints:
-            mask &= self._domains.get(snapshot, c.topology_key).has_key
-        return mask
+        """Per position: a live node carrying every constraint's key (``nodeLabelsMatchSpreadConstraints``).
+        Shared and read-only: kept per set of keys until a node is added, removed or relabelled."""
+        keys = tuple(sorted({c.topology_key for c in constraints}))
+
+        def build() -> BoolArray:
+            mask = snapshot.valid[: snapshot.capacity].copy()
+            for key in keys:
+                mask &= self._domains.get(snapshot, key).has_key
+            mask.flags.writeable = False
+            return mask
+
+        return self._masks.get(snapshot, ("keys", snapshot.capacity, keys), build)
 
     def _inclusion(self, snapshot: ClusterSnapshot, c: Constraint, pod: Pod) -> BoolArray | None:
         """``matchNodeInclusionPolicies`` per position, or None when every node is included."""
@@ -228,9 +239,18 @@ class PodTopologySpread:
             if inclusion is not None:
                 eligible = eligible & inclusion
             node_counts = self._node_counts(snapshot, pod, c)
-            match_num, present = domain_match_counts(
-                domains.value_ids, node_counts, eligible, len(domains.values)
-            )
+            n_values = len(domains.values)
+            if inclusion is None:
+                # Eligibility is the key mask alone: the per-node bucket ids and the domains present are
+                # kept with it, and only the pod counts are summed per pod.
+                buckets, present = self._buckets.get(
+                    snapshot,
+                    ("buckets", snapshot.capacity, c.topology_key, tuple(k.topology_key for k in constraints)),
+                    partial(eligible_buckets, domains.value_ids, has_all, n_values),
+                )
+                match_num, present = bucket_sums(buckets, node_counts, n_values), present.copy()
+            else:
+                match_num, present = domain_match_counts(domains.value_ids, node_counts, eligible, n_values)
             self_match = int(label_selector_matches(c.selector, pod.labels))
             counted.append(ConstraintCounts(c, domains, self_match, match_num, present))
         state.write(
@@ -247,15 +267,14 @@ class PodTopologySpread:
         pre = state.get(PRE_FILTER_KEY)
         if pre is None or not pre.constraints:
             return NodeFilterResult.all_pass(len(positions))
-        reason = np.zeros(len(positions), dtype=np.int8)
+        # A node's answer depends only on its domain: one reason per topology value (slot 0: the node
+        # lacks the key), read per node with one gather, the first failing constraint's reason kept.
+        reason: np.ndarray | None = None
         for cc in pre.constraints:
-            undecided = reason == 0
-            value_ids = cc.domains.value_ids.take(positions)
-            reason[undecided & (value_ids < 0)] = 1
-            fails = skew_failures(
-                value_ids, cc.match_num, cc.self_match, cc.global_min(), cc.constraint.max_skew
-            )
-            reason[undecided & fails] = 2
+            table = domain_reasons(cc.match_num, cc.self_match, cc.global_min(), cc.constraint.max_skew)
+            codes = table.take(cc.domains.value_ids.take(positions) + 1)
+            reason = codes if reason is None else np.where(reason == 0, codes, reason)
+        assert reason is not None
         return NodeFilterResult(reason == 0, reason, _FILTER_STATUSES)
 
     # ----- PreFilterExtensions -----

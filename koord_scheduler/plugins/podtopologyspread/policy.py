@@ -3,7 +3,7 @@
 - :func:`pod_constraints`: the pod's own constraints for one ``whenUnsatisfiable`` action, else the
   default constraints with the selector :func:`default_selector` derives for the pod.
 - :func:`domain_match_counts`: ``TpValueToMatchNum`` as arrays over topology value ids.
-- :func:`min_match_num` / :func:`skew_failures`: the Filter criterion
+- :func:`min_match_num` / :func:`domain_reasons`: the Filter criterion
   ``matchNum + selfMatch - globalMin > maxSkew``.
 """
 
@@ -152,6 +152,23 @@ def domain_match_counts(
     return match_num, present
 
 
+def eligible_buckets(value_ids: IntArray, eligible: BoolArray, n_values: int) -> tuple[IntArray, BoolArray]:
+    """Per node position, the bucket :func:`bucket_sums` adds its pods to (its value id when eligible,
+    else the spare bucket ``n_values``), and which values are domains (carried by an eligible node)."""
+    buckets = np.where(eligible, value_ids, n_values)
+    buckets.flags.writeable = False
+    present = np.bincount(buckets, minlength=n_values + 1)[:n_values] > 0
+    present.flags.writeable = False
+    return buckets, present
+
+
+def bucket_sums(buckets: IntArray, node_counts: IntArray, n_values: int) -> IntArray:
+    """``TpValueToMatchNum`` from :func:`eligible_buckets`: matching pods per topology value over the
+    eligible nodes (the same numbers as :func:`domain_match_counts`)."""
+    sums = np.bincount(buckets, weights=node_counts, minlength=n_values + 1)[:n_values]
+    return sums.astype(np.int64)
+
+
 def min_match_num(match_num: IntArray, present: BoolArray, min_domains: int) -> int:
     """``preFilterState.minMatchNum``: the smallest count over the domains (MaxInt32 with no domain), or 0
     when there are fewer domains than ``minDomains``. Exact minimum: upstream's two-entry critical paths
@@ -164,11 +181,10 @@ def min_match_num(match_num: IntArray, present: BoolArray, min_domains: int) -> 
     return int(match_num[present].min())
 
 
-def skew_failures(
-    node_value_ids: IntArray, match_num: IntArray, self_match: int, global_min: int, max_skew: int
-) -> BoolArray:
-    """``skew = matchNum(node's domain) + selfMatch - globalMin > maxSkew`` for nodes that carry the key
-    (``node_value_ids >= 0``); other entries are False."""
-    has = node_value_ids >= 0
-    counts = np.where(has, match_num.take(np.where(has, node_value_ids, 0)) if len(match_num) else 0, 0)
-    return has & (counts + self_match - global_min > max_skew)
+def domain_reasons(match_num: IntArray, self_match: int, global_min: int, max_skew: int) -> np.ndarray:
+    """Filter reason per topology value, shifted by one: slot 0 is 1 (a node without the key), slot
+    ``v + 1`` is 2 where ``matchNum[v] + selfMatch - globalMin > maxSkew``, else 0."""
+    table = np.zeros(len(match_num) + 1, dtype=np.int8)
+    table[0] = 1
+    table[1:][match_num + self_match - global_min > max_skew] = 2
+    return table

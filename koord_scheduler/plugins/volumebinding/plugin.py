@@ -27,8 +27,8 @@ from apis.config.plugin_args import VolumeBindingArgs
 from apis.core.storage import PersistentVolume, PersistentVolumeClaim
 from apis.core.types import Pod
 from koord_scheduler.framework.cycle_state import CycleState, StateKey
-from koord_scheduler.framework.filter_phase import PerNodeFilter
 from koord_scheduler.framework.handle import ClusterClient
+from koord_scheduler.framework.per_node_filter import PerNodeFilter
 from koord_scheduler.framework.snapshot import ClusterSnapshot, NodeInfo, Positions
 from koord_scheduler.framework.status import Status, error, skip, success, unresolvable
 from koord_scheduler.framework.types import (

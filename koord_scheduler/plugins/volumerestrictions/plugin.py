@@ -16,7 +16,7 @@ from typing import Any
 from apis.core.storage import READ_WRITE_ONCE_POD, PersistentVolumeClaim
 from apis.core.types import Pod
 from koord_scheduler.framework.cycle_state import CycleState, StateKey
-from koord_scheduler.framework.filter_phase import PerNodeFilter
+from koord_scheduler.framework.per_node_filter import PerNodeFilter
 from koord_scheduler.framework.snapshot import ClusterSnapshot, NodeInfo, Positions
 from koord_scheduler.framework.status import Status, skip, success, unresolvable, unschedulable
 from koord_scheduler.framework.types import (

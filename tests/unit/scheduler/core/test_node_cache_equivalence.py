@@ -14,12 +14,15 @@ from koord_scheduler.scheduler.memory_source import MemoryCluster
 from tests.builders import make_node, make_pod
 
 
-def random_cluster(seed: int) -> tuple[list[Node], list[Pod]]:
+def random_cluster(seed: int, *, spread: float = 0.0) -> tuple[list[Node], list[Pod]]:
+    """40 nodes over three zones (one twice the size of the others) and 400 pods of four shapes; a
+    ``spread`` share of the pods carries a DoNotSchedule zone spread constraint over its group (a Filter
+    plugin that does not sign the pod, between plugins that do)."""
     rng = random.Random(seed)
     nodes = []
     for i in range(40):
         b = make_node(f"n{i}").capacity(cpu=str(rng.choice([2, 4, 8])), memory=f"{rng.choice([4, 8, 16])}Gi", pods=20)
-        b.label("topology.kubernetes.io/zone", f"z{i % 3}").label("tier", rng.choice(["a", "b"]))
+        b.label("topology.kubernetes.io/zone", f"z{min(i % 4, 2)}").label("tier", rng.choice(["a", "b"]))
         if rng.random() < 0.15:
             b.taint("dedicated", "x", rng.choice(["NoSchedule", "PreferNoSchedule"]))
         if rng.random() < 0.05:
@@ -38,6 +41,9 @@ def random_cluster(seed: int) -> tuple[list[Node], list[Pod]]:
             pb.host_port(8080)
         if rng.random() < 0.1:
             pb.preferred_node_affinity(10, "tier", "In", ["a"])
+        if rng.random() < spread:
+            group = f"g{rng.randrange(3)}"
+            pb.label("app", group).spread(1, "topology.kubernetes.io/zone", {"app": group})
         pods.append(pb.build())
     return nodes, pods
 
@@ -96,3 +102,37 @@ async def test_cache_on_and_off_decide_the_same_with_score_weights(seed: int) ->
     without = await place(nodes, pods, node_cache=False, config=config)
     assert with_cache == without
     assert 0 < sum(1 for node, _ in with_cache.values() if node) < len(pods)
+
+
+@pytest.mark.parametrize("seed", [6, 7, 8])
+async def test_cache_on_and_off_decide_the_same_with_spread_pods(seed: int) -> None:
+    """Mixed pods: the signed plugins are answered from the cache around PodTopologySpread, which runs
+    directly; placements and messages must not change."""
+    nodes, pods = random_cluster(seed, spread=0.35)
+    with_cache = await place(nodes, pods, node_cache=True)
+    without = await place(nodes, pods, node_cache=False)
+    assert with_cache == without
+    assert 0 < sum(1 for node, _ in with_cache.values() if node) < len(pods)
+    spread = [p.key for p in pods if p.topology_spread_constraints]
+    assert spread and any(with_cache[key][0] for key in spread) and not all(with_cache[key][0] for key in spread)
+
+
+async def test_signed_plugins_share_one_entry_across_pods_that_differ_in_an_unsigned_one() -> None:
+    """Pods of one request shape, half with a spread constraint: the signed plugins' answers are one
+    cache entry for both halves, not one per whole-pod signature."""
+    nodes = [make_node(f"n{i}").capacity(cpu="4", memory="8Gi", pods=20).zone(f"z{i % 3}").build() for i in range(9)]
+    pods = []
+    for i in range(12):
+        pb = make_pod(f"p{i}").req(cpu="100m", memory="128Mi")
+        if i % 2:
+            pb.label("app", "web").spread(1, "topology.kubernetes.io/zone", {"app": "web"})
+        pods.append(pb.build())
+    cluster = MemoryCluster.from_objects(nodes, pods)
+    scheduler = build_scheduler(KubeSchedulerConfiguration(), in_tree_registry(), cluster, clock=lambda: 1.0)
+    await cluster.start(scheduler)
+    await scheduler.run_until_idle()
+    cache = scheduler.profiles["default-scheduler"].node_cache
+    assert cache is not None
+    assert all(p.node_name for p in cluster.pods.values())
+    assert cache.filter_entries == 1
+    assert cache.hits >= len(pods) - 1

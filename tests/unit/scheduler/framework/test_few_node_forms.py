@@ -147,7 +147,7 @@ def test_the_runtime_alone_picks_the_form_by_node_count_in_uncached_passes_too()
 def test_per_node_filter_wrapper_answers_as_the_batch_form() -> None:
     """The lean wrapper over ``filter``: the shared all-pass result when nothing fails, else the same
     mask as the batch form, one status entry per distinct status object, each node's own status."""
-    from koord_scheduler.framework.filter_phase import PerNodeFilter
+    from koord_scheduler.framework.per_node_filter import PerNodeFilter
 
     other = unschedulable("other reason")
 
