@@ -52,6 +52,8 @@ class Outcome:
 @dataclass(slots=True)
 class SchedulerOptions:
     max_concurrent_bindings: int = 64
+    """Bind requests (Bind plugins or a binding extender) in flight at once; Permit waits and PreBind do
+    not take a slot."""
     yield_every: int = 16
     """Scheduling cycles between yields to the event loop (lets watches and bindings progress)."""
     on_outcome: Callable[[Outcome], None] | None = None
@@ -420,19 +422,22 @@ class Scheduler:
         except Exception as exc:
             log.exception("waiting on Permit for %s failed", pod.key)
             status = Status(Code.ERROR, (str(exc),))
-        async with self._binding_slots:
-            in_flight = self.metrics.child(self.metrics.bindings_in_flight, "binding")
-            in_flight.inc()
-            try:
-                if status.is_success:
-                    status = await b.fwk.run_pre_bind(b.state, pod, node)
-                if status.is_success:
+        in_flight = self.metrics.child(self.metrics.bindings_in_flight, "binding")
+        in_flight.inc()
+        try:
+            # PreBind holds no binding slot either: it may wait on other controllers (VolumeBinding waits
+            # for provisioning up to bindTimeoutSeconds), and kube-scheduler runs every binding cycle at
+            # once. The slots bound the bind requests.
+            if status.is_success:
+                status = await b.fwk.run_pre_bind(b.state, pod, node)
+            if status.is_success:
+                async with self._binding_slots:
                     status = await self._bind(b, pod, node)
-            except Exception as exc:  # keep the scheduler alive whatever a plugin does
-                log.exception("binding cycle for %s failed", pod.key)
-                status = Status(Code.ERROR, (str(exc),))
-            finally:
-                in_flight.dec()
+        except Exception as exc:  # keep the scheduler alive whatever a plugin does
+            log.exception("binding cycle for %s failed", pod.key)
+            status = Status(Code.ERROR, (str(exc),))
+        finally:
+            in_flight.dec()
         if not status.is_success:
             b.fwk.run_unreserve(b.state, pod, node)
             self.cache.forget_pod(pod)
