@@ -157,7 +157,8 @@ def test_loadaware_keeps_new_pods_off_the_hot_node(stack: Stack) -> None:
     hot = wait_for(lambda: (m := node_cpu_milli(stack, stack.hot)) is not None and m > 3000 and m,
                    timeout=60, what=f"koordlet's NodeMetric for {stack.hot} showing it hot\n{stack.logs()}")
     cool = wait_for(lambda: node_cpu_milli(stack, stack.cool), timeout=30, what="the cool node's NodeMetric")
-    assert hot == pytest.approx(3600, rel=0.15) and cool == pytest.approx(400, rel=0.3)
+    # The burners' real usage; the hot one gets less of a busy 2-core machine, hence the wide band.
+    assert hot == pytest.approx(3600, rel=0.25) and cool == pytest.approx(400, rel=0.3)
     names = [f"web-{i}" for i in range(4)]
     for name in names:
         stack.create_pod(stack.pod_body(name))
