@@ -43,8 +43,9 @@ def class_not_found(name: str) -> str:
 
 class StorageListers:
     """Claims by ``namespace/name``; volumes by name (and by class); classes, CSINodes and CSIDrivers by
-    name; CSIStorageCapacities by ``namespace/name``. ``on_change`` callbacks run after every claim or
-    volume event (VolumeBinding's PreBind waits on them)."""
+    name; CSIStorageCapacities by ``namespace/name``. ``on_change`` callbacks get the wake-up keys
+    (:func:`claim_key`, :func:`volume_key`) of every claim or volume event (VolumeBinding's PreBind waits
+    on them)."""
 
     def __init__(self) -> None:
         self.claims: dict[str, PersistentVolumeClaim] = {}
@@ -54,7 +55,7 @@ class StorageListers:
         self.csi_nodes: dict[str, CSINode] = {}
         self.csi_drivers: dict[str, CSIDriver] = {}
         self.capacities: dict[str, CSIStorageCapacity] = {}
-        self.on_change: list[Callable[[], None]] = []
+        self.on_change: list[Callable[[frozenset[str]], None]] = []
 
     def subscribe(self, handle: WatchHandle, wanted: Iterable[ObjectKind] = kinds.ALL) -> StorageListers:
         handlers: dict[str, ObjectHandler] = {
@@ -80,7 +81,7 @@ class StorageListers:
                 self.claims.pop(old.key, None)
         elif isinstance(new, PersistentVolumeClaim):
             self.claims[new.key] = new
-        self._changed()
+        self._changed(_claim_keys(old, new))
 
     def on_volume(self, event: EventType, old: Any, new: Any) -> None:
         if isinstance(old, PersistentVolume):
@@ -91,7 +92,7 @@ class StorageListers:
         if event != EventType.DELETED and isinstance(new, PersistentVolume):
             self.volumes[new.name] = new
             self.volumes_by_class.setdefault(new.class_name, {})[new.name] = new
-        self._changed()
+        self._changed(_volume_keys(old, new))
 
     def on_storage_class(self, event: EventType, old: Any, new: Any) -> None:
         _keep(self.classes, event, old, new)
@@ -109,9 +110,41 @@ class StorageListers:
         elif isinstance(new, CSIStorageCapacity):
             self.capacities[f"{new.namespace}/{new.name}"] = new
 
-    def _changed(self) -> None:
+    def _changed(self, keys: frozenset[str]) -> None:
         for callback in self.on_change:
-            callback()
+            callback(keys)
+
+
+def claim_key(key: str) -> str:
+    """The wake-up key of a claim (``namespace/name``)."""
+    return f"pvc:{key}"
+
+
+def volume_key(name: str) -> str:
+    """The wake-up key of a volume."""
+    return f"pv:{name}"
+
+
+def _claim_keys(old: Any, new: Any) -> frozenset[str]:
+    """What a claim event may change for a pod in PreBind: the claim and the volume it names."""
+    keys: set[str] = set()
+    for claim in (old, new):
+        if isinstance(claim, PersistentVolumeClaim):
+            keys.add(claim_key(claim.key))
+            if claim.volume_name:
+                keys.add(volume_key(claim.volume_name))
+    return frozenset(keys)
+
+
+def _volume_keys(old: Any, new: Any) -> frozenset[str]:
+    """What a volume event may change: the volume and the claim it is bound (or being bound) to."""
+    keys: set[str] = set()
+    for volume in (old, new):
+        if isinstance(volume, PersistentVolume):
+            keys.add(volume_key(volume.name))
+            if volume.claim_ref is not None:
+                keys.add(claim_key(f"{volume.claim_ref.namespace}/{volume.claim_ref.name}"))
+    return frozenset(keys)
 
 
 def _keep(store: dict[str, Any], event: EventType, old: Any, new: Any) -> None:

@@ -39,7 +39,7 @@ from koord_scheduler.framework.types import (
     PreFilterResult,
 )
 from koord_scheduler.plugins import names
-from koord_scheduler.plugins.storageinfo.listers import StorageListers
+from koord_scheduler.plugins.storageinfo.listers import StorageListers, claim_key, volume_key
 from koord_scheduler.plugins.volumebinding import binder, events, policy, scoring
 from koord_scheduler.plugins.volumebinding.assume_cache import AssumeCache
 from koord_scheduler.plugins.volumebinding.policy import PodVolumeClaims, PodVolumes, StorageView, VolumeBindingError
@@ -94,8 +94,9 @@ class VolumeBinding:
         self.binder = binder.PodVolumesBinder(
             handle.cluster, self.pv_cache, self.pvc_cache, bind_timeout_s=float(args.bind_timeout_seconds)
         )
-        self._waiting: dict[str, asyncio.Event] = {}
-        """pod key -> an event set on every claim or volume change, for pods in PreBind."""
+        self._waiting: dict[str, set[asyncio.Event]] = {}
+        """wake-up key (a claim's or volume's, :mod:`storageinfo.listers`) -> the events of the pods in
+        PreBind that wait on it: a claim or volume event wakes only those pods."""
         self.listers.on_change.append(self._wake)
         self.placements: OrderedDict[str, dict[str, Any]] = OrderedDict()
         """Claim key -> how PreBind got it a volume (the latest few thousand), for ``simulate``."""
@@ -186,7 +187,9 @@ class VolumeBinding:
         if data is None or data.reserved is None:
             return success()
         changed = asyncio.Event()
-        self._waiting[pod.key] = changed
+        keys = _wake_keys(data.reserved)
+        for key in keys:
+            self._waiting.setdefault(key, set()).add(changed)
         try:
             written = await self.binder.write(data.reserved)
             data.reserved = written
@@ -200,7 +203,12 @@ class VolumeBinding:
         except VolumeBindingError as err:
             return error(str(err))
         finally:
-            self._waiting.pop(pod.key, None)
+            for key in keys:
+                waiters = self._waiting.get(key)
+                if waiters is not None:
+                    waiters.discard(changed)
+                    if not waiters:
+                        del self._waiting[key]
         self._record(pod, node_name, written)
         return success()
 
@@ -231,14 +239,23 @@ class VolumeBinding:
             return f'pods "{pod.name}" not found'
         return ""
 
-    def _wake(self) -> None:
-        for changed in self._waiting.values():
-            changed.set()
+    def _wake(self, keys: frozenset[str]) -> None:
+        for key in keys:
+            for changed in self._waiting.get(key, ()):
+                changed.set()
 
     # ----- queueing -----
 
     def events_to_register(self) -> Sequence[ClusterEventWithHint]:
         return events.volume_binding_events()
+
+
+def _wake_keys(volumes: PodVolumes) -> frozenset[str]:
+    """The claims and volumes a pod's PreBind waits on (a provisioned volume names its claim)."""
+    keys = {claim_key(b.claim.key) for b in volumes.static_bindings}
+    keys |= {volume_key(b.volume.name) for b in volumes.static_bindings}
+    keys |= {claim_key(p.claim.key) for p in volumes.provisions}
+    return frozenset(keys)
 
 
 class CapacityScoringVolumeBinding(VolumeBinding):

@@ -20,7 +20,7 @@ only (a ``matchFields`` term never matches). In-tree volumes are not translated 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from apis.core.selectors import label_selector_matches, node_selector_matches
@@ -118,8 +118,28 @@ def classify_claims(
             delayed.append(claim)
         else:
             immediate.append(claim)
-    by_class = {c.class_name: tuple(volumes_of_class.get(c.class_name, ())) for c in delayed}
+    by_class = {
+        name: candidate_volumes(volumes_of_class.get(name, ()), [c for c in delayed if c.class_name == name])
+        for name in {c.class_name for c in delayed}
+    }
     return PodVolumeClaims(tuple(bound), tuple(delayed), tuple(immediate), by_class)
+
+
+def candidate_volumes(
+    volumes: Iterable[PersistentVolume], claims: Sequence[PersistentVolumeClaim]
+) -> tuple[PersistentVolume, ...]:
+    """The volumes :func:`find_matching_volume` could return for one of ``claims`` on some node, found
+    once per pod instead of once per node: not being deleted, and Available without a claim or pre-bound
+    to one of the claims. Volumes bound to other claims (the many a provisioner creates) drop out here."""
+    return tuple(
+        v
+        for v in volumes
+        if v.meta.deletion_timestamp is None
+        and (
+            (v.claim_ref is None and v.phase == "Available")
+            or (v.claim_ref is not None and any(bound_to(v, c) for c in claims))
+        )
+    )
 
 
 def volume_admits(volume: PersistentVolume, node_labels: Mapping[str, str]) -> bool:
