@@ -278,11 +278,15 @@ class VictimSearch:
                 snapshot.add_pod(victim)
         return {f.info.name for f in batch if f.info.position in passing}
 
+    def potential_victims(self, info: NodeInfo, pod: Pod) -> list[Pod]:
+        """The pods on the node that the victim rule lets ``pod`` preempt (a subclass may change the rule)."""
+        return [p for p in info.pods.values() if policy.is_preemptible(p, pod)]
+
     def select_victims_on_node(
         self, state: CycleState, pod: Pod, info: NodeInfo, budgets: list[DisruptionBudget]
     ) -> tuple[list[Pod], int, Status]:
         """``SelectVictimsOnNode``: victims most important first, PDB violations, status."""
-        potential = [p for p in info.pods.values() if policy.is_preemptible(p, pod)]
+        potential = self.potential_victims(info, pod)
         if not potential:
             return [], 0, unresolvable(policy.NO_VICTIMS)
         nominated = self.nominated.nominated_pods_for_node(info.name) if self.nominated is not None else []

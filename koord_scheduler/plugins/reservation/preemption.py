@@ -32,13 +32,10 @@ from koord_scheduler.framework.diagnosis import Diagnosis
 from koord_scheduler.framework.handle import ExtendedHandle
 from koord_scheduler.framework.interfaces import FrameworkRunner, NominatedPods
 from koord_scheduler.framework.snapshot import NodeInfo
-from koord_scheduler.framework.status import Code, Status, unresolvable
+from koord_scheduler.framework.status import Code, Status
 from koord_scheduler.framework.types import PostFilterResult
-from koord_scheduler.plugins.defaultpreemption import policy
-from koord_scheduler.plugins.defaultpreemption.dryrun import DryRunError, NodeTrial
 from koord_scheduler.plugins.defaultpreemption.metrics import PreemptionMetrics
 from koord_scheduler.plugins.defaultpreemption.plugin import DefaultPreemption
-from koord_scheduler.plugins.defaultpreemption.policy import DisruptionBudget
 from koord_scheduler.plugins.defaultpreemption.victims import VictimSearch
 
 LABEL_DISABLE_PREEMPTIBLE = "scheduling.koordinator.sh/disable-preemptible"
@@ -67,36 +64,13 @@ class ReservationVictimSearch(VictimSearch):
 
     def __init__(self, handle: ExtendedHandle) -> None:
         super().__init__(handle)
-        self._owner = handle
         self.fast_reprieve = False
 
     def nodes_independent(self, state: CycleState) -> bool:
         return False
 
-    def select_victims_on_node(
-        self, state: CycleState, pod: Pod, info: NodeInfo, budgets: list[DisruptionBudget]
-    ) -> tuple[list[Pod], int, Status]:
-        potential = victims_of(info.pods.values(), pod)
-        if not potential:
-            return [], 0, unresolvable(policy.NO_VICTIMS)
-        nominated = self.nominated.nominated_pods_for_node(info.name) if self.nominated is not None else []
-        trial = NodeTrial(self.fwk, self._owner.snapshot, state.clone(), pod, info, nominated=nominated)
-        now = self._owner.clock()
-        try:
-            for victim in potential:
-                trial.remove(victim)
-            status = trial.filter()
-            if not status.is_success:
-                return [], 0, status
-            potential.sort(key=lambda p: policy.importance_key(p, now))
-            violating, non_violating = policy.split_by_pdb(potential, budgets)
-            victims, violations = policy.reprieve(violating, non_violating, trial.fits_with)
-        except DryRunError as exc:
-            return [], 0, exc.status
-        finally:
-            trial.restore()
-        both = bool(violating) and bool(non_violating)
-        return policy.order_victims(victims, both_groups=both, now=now), violations, Status()
+    def potential_victims(self, info: NodeInfo, pod: Pod) -> list[Pod]:
+        return victims_of(info.pods.values(), pod)
 
 
 class ReservationPreemption:
