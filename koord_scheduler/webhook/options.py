@@ -1,21 +1,5 @@
-"""The admission server's start-up, for ``koord-scheduler`` cluster mode (its flags: :mod:`.flags`).
-
-::
-
-    --webhook-port PORT                 HTTPS port of /mutate-pod, /validate-pod (default 0: off)
-    --webhook-bind-address ADDR         default 0.0.0.0
-    --webhook-cert-dir DIR              tls.crt / tls.key (and ca.crt) mounted from a Secret; when absent,
-                                        a self-signed CA and certificate are made, kept in
-                                        --webhook-secret-name, and the CA is patched into
-                                        --webhook-configuration-name
-    --webhook-namespace NS              where the Secret and Service live (default: $POD_NAMESPACE or
-                                        koordinator-system)
-    --webhook-service-name NAME         the Service the API server calls (certificate DNS names)
-    --webhook-cert-hosts H1,H2          more names or IPs for the self-signed certificate (a webhook
-                                        configuration that calls a URL instead of the Service)
-    --webhook-secret-name NAME
-    --webhook-configuration-name NAME   the MutatingWebhookConfiguration whose caBundle is set
-"""
+"""The admission server's start-up, for ``koord-scheduler`` cluster mode; its flags and what they mean are
+in :mod:`.flags`."""
 
 from __future__ import annotations
 
