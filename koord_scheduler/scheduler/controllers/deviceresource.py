@@ -45,6 +45,7 @@ from koord_scheduler.framework.types import EventType
 from koord_scheduler.scheduler.controllers.api import ControllerApi
 from koord_scheduler.scheduler.controllers.decide import MERGE_PATCH, Write
 from koord_scheduler.scheduler.controllers.selection import DEVICERESOURCE
+from koord_scheduler.scheduler.controllers.waits import stopped_within, wake_or_stop
 
 log = logging.getLogger(__name__)
 
@@ -223,7 +224,7 @@ class DeviceResourceController:
             if waited % 30 == 0:
                 log.warning("deviceresource controller waiting for Device objects to be listed "
                             "(CRD installed? RBAC?)")
-            if await _stopped_within(stop, 1.0):
+            if await stopped_within(stop, 1.0):
                 return
             waited += 1
         self.dirty.update(self.nodes)
@@ -232,14 +233,7 @@ class DeviceResourceController:
                 await self.reconcile()
                 continue
             self._wake.clear()
-            waiter = asyncio.ensure_future(self._wake.wait())
-            stopper = asyncio.ensure_future(stop.wait())
-            try:
-                await asyncio.wait({waiter, stopper}, timeout=1.0, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                for f in (waiter, stopper):
-                    f.cancel()
-                await asyncio.gather(waiter, stopper, return_exceptions=True)
+            await wake_or_stop(self._wake, stop, 1.0)
 
 
 def _with(resources: Mapping[str, int], values: Mapping[str, str | None]) -> FrozenDict[str, int]:
@@ -251,10 +245,3 @@ def _with(resources: Mapping[str, int], values: Mapping[str, str | None]) -> Fro
             out[name] = quantity_value(value)
     return FrozenDict(out)
 
-
-async def _stopped_within(stop: asyncio.Event, seconds: float) -> bool:
-    try:
-        await asyncio.wait_for(stop.wait(), seconds)
-    except TimeoutError:
-        return False
-    return True

@@ -21,6 +21,7 @@ from apis.scheduling import podgroup as pg
 from apis.scheduling.podgroup import PodGroupRecord, PodGroupStatusRecord
 from koord_scheduler.framework.errors import ClusterError
 from koord_scheduler.framework.types import EventType
+from koord_scheduler.scheduler.controllers.waits import wake_or_stop
 
 log = logging.getLogger(__name__)
 
@@ -186,14 +187,7 @@ class PodGroupController:
                 await self.reconcile()
                 continue
             self._wake.clear()
-            waiter = asyncio.ensure_future(self._wake.wait())
-            stopper = asyncio.ensure_future(stop.wait())
-            try:
-                await asyncio.wait({waiter, stopper}, timeout=1.0, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                for f in (waiter, stopper):
-                    f.cancel()
-                await asyncio.gather(waiter, stopper, return_exceptions=True)
+            await wake_or_stop(self._wake, stop, 1.0)
 
 
 def _group_key(pod: Pod | None) -> str:

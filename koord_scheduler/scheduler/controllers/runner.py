@@ -45,6 +45,7 @@ from koord_scheduler.scheduler.controllers.decide import (
     decide_node_slo,
 )
 from koord_scheduler.scheduler.controllers.selection import NODEMETRIC, NODERESOURCE, NODESLO
+from koord_scheduler.scheduler.controllers.waits import stopped_within, wake_or_stop
 from koord_scheduler.scheduler.kube.http import ApiError
 from koord_scheduler.scheduler.object_errors import ObjectErrors
 from koord_scheduler.scheduler.source import EventSink
@@ -196,7 +197,7 @@ class ColocationControllers:
             if waited % 30 == 0:
                 log.warning("colocation controllers waiting for NodeMetric, NodeSLO and ConfigMap to be listed "
                             "(CRDs installed? RBAC?)")
-            if await _stopped_within(stop, 1.0):
+            if await stopped_within(stop, 1.0):
                 return
             waited += 1
         self.mark_all()
@@ -212,15 +213,7 @@ class ColocationControllers:
                 continue
             self._wake.clear()
             deadline = min([next_resync, *(entry[0] for entry in self._timers[:1])])
-            waiter = asyncio.ensure_future(self._wake.wait())
-            stopper = asyncio.ensure_future(stop.wait())
-            try:
-                await asyncio.wait({waiter, stopper}, timeout=max(0.01, min(deadline - self.clock(), 1.0)),
-                                   return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                for f in (waiter, stopper):
-                    f.cancel()
-                await asyncio.gather(waiter, stopper, return_exceptions=True)
+            await wake_or_stop(self._wake, stop, max(0.01, min(deadline - self.clock(), 1.0)))
 
     async def reconcile_pending(self) -> int:
         """Decide for every dirty node and run the writes; the number of writes attempted."""
@@ -328,13 +321,6 @@ class ColocationControllers:
                 existing = self.node_metrics.get(name) or NodeMetricRecord(name=name)
                 self.node_metrics[name] = dataclasses.replace(existing, collect_policy=policy)
 
-
-async def _stopped_within(stop: asyncio.Event, seconds: float) -> bool:
-    try:
-        await asyncio.wait_for(stop.wait(), seconds)
-    except TimeoutError:
-        return False
-    return True
 
 
 def _with_batch(resources: Any, values: dict[str, str | None]) -> FrozenDict[str, int]:
