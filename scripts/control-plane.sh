@@ -5,7 +5,9 @@
 # and cached outside the repo, keyed by version.
 #
 # Usage:
-#   scripts/control-plane.sh up [--kwok-nodes N]   start (no-op if already up); last stdout line = kubeconfig path
+#   scripts/control-plane.sh up [--kwok-nodes N] [--no-crds]
+#                                                  start (no-op if already up); last stdout line = kubeconfig path;
+#                                                  --no-crds leaves deploy/crds out (a test that installs its own)
 #   scripts/control-plane.sh down                  stop everything (by pid) and remove the state
 #   scripts/control-plane.sh build                 build missing binaries; print NAME=PATH lines
 #   scripts/control-plane.sh status                exit 0 and print the kubeconfig path if the cluster is up
@@ -549,9 +551,10 @@ is_up() {
 # ---------------------------------------------------------------- commands
 
 cmd_up() {
-    local kwok_nodes=0
+    local kwok_nodes=0 crds=1
     while (($#)); do
         case $1 in
+        --no-crds) crds=0; shift ;;
         --kwok-nodes) kwok_nodes=${2:?--kwok-nodes needs a number}; shift 2 ;;
         --kwok-nodes=*) kwok_nodes=${1#*=}; shift ;;
         *) die "unknown argument to up: $1" ;;
@@ -608,7 +611,9 @@ EOF
     start_etcd || die "etcd failed to start"
     write_apiserver_args
     start_apiserver || die "kube-apiserver failed to start"
-    install_crds || die "installing CRDs failed"
+    if ((crds)); then
+        install_crds || die "installing CRDs failed"
+    fi
     if ((kwok_nodes > 0)); then
         start_kwok "$kwok_nodes" || die "kwok failed to start"
     fi

@@ -107,18 +107,21 @@ class ControlPlane:
         state_dir: Path,
         *,
         kwok_nodes: int = 0,
+        crds: bool = True,
         build_timeout: float = BUILD_TIMEOUT_S,
         start_timeout: float = START_TIMEOUT_S,
     ) -> ControlPlane:
         """Build missing binaries, then start a cluster whose state lives in ``state_dir``.
 
         ``kwok_nodes`` fake nodes named ``kwok-node-<i>`` (label ``type=kwok``,
-        4 cpu / 32Gi / 110 pods) are created and kept Ready by kwok.
+        4 cpu / 32Gi / 110 pods) are created and kept Ready by kwok. ``crds=False`` starts it without
+        ``deploy/crds`` (for a test that installs its own).
         """
         binaries = Binaries.build(timeout=build_timeout)
         env = _script_env(state_dir)
         try:
-            out = _run_script(["up", "--kwok-nodes", str(kwok_nodes)], env=env, timeout=start_timeout)
+            out = _run_script(["up", "--kwok-nodes", str(kwok_nodes), *([] if crds else ["--no-crds"])], env=env,
+                              timeout=start_timeout)
         except ControlPlaneError as exc:
             logs = "\n".join(
                 f"--- {path.name} ---\n{_tail(path, 30)}" for path in sorted((state_dir / "logs").glob("*.log"))
@@ -412,14 +415,14 @@ def _last_lines(text: str, lines: int) -> str:
 
 
 @contextlib.contextmanager
-def session_control_plane(state_dir: Path, *, kwok_nodes: int = 0) -> Iterator[ControlPlane]:
+def session_control_plane(state_dir: Path, *, kwok_nodes: int = 0, crds: bool = True) -> Iterator[ControlPlane]:
     """A control plane for a pytest session fixture: a start failure fails the test (never skips),
     and the cluster is always torn down."""
     import pytest
 
     failure = None
     try:
-        plane = ControlPlane.up(state_dir, kwok_nodes=kwok_nodes)
+        plane = ControlPlane.up(state_dir, kwok_nodes=kwok_nodes, crds=crds)
     except ControlPlaneError as exc:
         failure = str(exc)
     if failure is not None:
