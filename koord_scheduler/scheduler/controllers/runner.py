@@ -111,6 +111,9 @@ class ColocationControllers:
         self._recheck: dict[tuple[str, str], float] = {}
         """(controller, node) -> when it is looked at again; the heap may hold stale entries."""
         self._timers: list[tuple[float, str, str]] = []
+        self._failing: collections.Counter[tuple[str, str, str]] = collections.Counter()
+        """(controller, verb, failure kind) -> failures since that controller's last successful write: only
+        the first is a warning, so a missing CRD or an unreachable API server is one line, not one per node."""
         self._wake = asyncio.Event()
 
     # ----- informer events -----
@@ -283,8 +286,19 @@ class ColocationControllers:
 
     def _failed(self, write: Write, err: Exception) -> None:
         self._count(write, "error")
-        log.warning("%s: %s %s failed: %s; retrying in %.0fs", write.controller, write.verb, write.path, err,
-                    self.options.retry_seconds)
+        kind = str(err.status) if isinstance(err, ApiError) else type(err).__name__
+        key = (write.controller, write.verb, kind)
+        self._failing[key] += 1
+        if self._failing[key] == 1:
+            hint = ""
+            if isinstance(err, ApiError) and err.not_found and write.verb == "POST":
+                hint = " (the API server does not serve this resource: is its CRD installed?)"
+            log.warning("%s: %s %s failed: %s%s; retrying in %.0fs; further %s failures like this one are logged "
+                        "at debug level until a write of this controller succeeds", write.controller, write.verb,
+                        write.path, err, hint, self.options.retry_seconds, write.verb)
+        else:
+            log.debug("%s: %s %s failed: %s; retrying in %.0fs", write.controller, write.verb, write.path, err,
+                      self.options.retry_seconds)
         self._retry_later(write)
 
     def _retry_later(self, write: Write) -> None:
@@ -294,6 +308,9 @@ class ColocationControllers:
         self.metrics.writes.labels(write.controller, write.verb, result).inc()
         if result == "ok":
             self.write_counts[(write.controller, write.verb)] += 1
+            if self._failing:
+                for key in [k for k in self._failing if k[0] == write.controller]:
+                    del self._failing[key]
 
     def _applied(self, write: Write) -> None:
         """Reflect a successful write in the local indexes until the watch brings the server's version."""

@@ -165,3 +165,39 @@ def test_time_gate(since_last: float, spread: float, want_write: bool) -> None:
                                       last_sync=NOW - since_last, interval_spread=spread)
     assert (decision.write is not None) is want_write  # 5300 -> 5500 is a 3.8 % change
     assert decision.recheck_at == NOW - 10 + 15 * 60 + 1
+
+
+async def test_a_missing_crd_is_one_warning_not_one_per_node(caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    from koord_scheduler.scheduler.controllers.decide import NODESLOS
+    from koord_scheduler.scheduler.kube.http import ApiError
+
+    controllers, api, clock = setup()
+    for name in ("n2", "n3"):
+        controllers.on_node(EventType.ADDED, None, make_node(name).capacity(cpu="10", memory="40Gi").build())
+    missing = ApiError(404, "NotFound", "the server could not find the requested resource", method="POST",
+                       path=NODESLOS)
+    api.fail[NODESLOS] = missing
+    caplog.set_level(logging.DEBUG, logger="koord_scheduler")
+
+    def warnings() -> list[str]:
+        return [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING and "nodeslo" in r.getMessage()]
+
+    await controllers.reconcile_pending()
+    assert len(warnings()) == 1 and "is its CRD installed?" in warnings()[0]
+    assert sum("POST" in r.getMessage() and r.levelno == logging.DEBUG for r in caplog.records) == 2
+    clock.now += 60
+    controllers._fire_timers(clock.now)
+    await controllers.reconcile_pending()
+    assert len(warnings()) == 1  # still failing: quiet
+    assert sum("POST" in r.getMessage() and r.levelno == logging.DEBUG for r in caplog.records) == 5
+    del api.fail[NODESLOS]
+    clock.now += 60
+    controllers._fire_timers(clock.now)
+    await controllers.reconcile_pending()
+    assert sum(w.controller == "nodeslo" for w in api.writes) == 3
+    api.fail[NODESLOS] = missing
+    controllers.on_node(EventType.ADDED, None, make_node("n4").capacity(cpu="10", memory="40Gi").build())
+    await controllers.reconcile_pending()
+    assert len(warnings()) == 2  # a success in between: the next failure is news again
