@@ -25,31 +25,22 @@ by <ns/pod> with message <message>``.
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import Coroutine, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from typing import Any
 
-from apis.core.parse import parse_pod
 from apis.core.types import Pod
 from koord_scheduler.framework.cycle_state import CycleState
 from koord_scheduler.framework.diagnosis import Diagnosis
-from koord_scheduler.framework.handle import FrameworkHandle
 from koord_scheduler.framework.interfaces import FrameworkRunner, NominatedPods, PodNominating
 from koord_scheduler.framework.status import Code, Status, unschedulable
-from koord_scheduler.framework.types import ObjectKind, PostFilterResult
-from koord_scheduler.framework.waiting_pods import WaitingPod
+from koord_scheduler.framework.types import PostFilterResult
 from koord_scheduler.plugins.coscheduling import preemption_policy as policy
 from koord_scheduler.plugins.coscheduling.job_dryrun import DryRunError, JobDryRun, JobPlan
+from koord_scheduler.plugins.victim_execution import VictimHandle, VictimTracker
 
 log = logging.getLogger(__name__)
-
-POD_KIND = ObjectKind(kind="Pod", group="", version="v1", plural="pods", namespaced=True, parse=parse_pod)
-
-
-class JobPreemptionHandle(FrameworkHandle, Protocol):
-    def waiting_pod(self, key: str) -> WaitingPod | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,13 +66,11 @@ class JobPreemptionRecord:
 class JobPreemption:
     """See the module docstring. The framework and the nominator are bound after construction."""
 
-    def __init__(self, handle: JobPreemptionHandle) -> None:
+    def __init__(self, handle: VictimHandle) -> None:
         self._handle = handle
         self.fwk: FrameworkRunner | None = None
         self.nominated: NominatedPods | None = None
-        self._in_flight: dict[str, str] = {}
-        """Victim key -> node, from the decision until the victim is gone from the snapshot."""
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._victims = VictimTracker(handle, what="job preemption")
         self.history: list[JobPreemptionRecord] = []
 
     def preempt(
@@ -95,7 +84,7 @@ class JobPreemption:
             return None, unschedulable(policy.NO_PENDING_PODS)
         snapshot = self._handle.snapshot
         node_statuses = diagnosis.node_statuses(snapshot)
-        self._forget_gone_victims()
+        self._victims.forget_gone()
         if trigger.preemption_policy == policy.PREEMPT_NEVER:
             return None, unschedulable(policy.NOT_ELIGIBLE_NEVER)
         if any(not self._eligible(p, trigger, node_statuses) for p in preemptor.pending):
@@ -143,7 +132,7 @@ class JobPreemption:
         for other in info.pods.values():
             if not policy.is_possible_victim(other, pod):
                 continue
-            if other.key in self._in_flight or policy.terminating_by_preemption(other):
+            if self._victims.in_flight(other.key) or policy.terminating_by_preemption(other):
                 return False
         return True
 
@@ -153,7 +142,7 @@ class JobPreemption:
         victims = [v for node in sorted(plan.victims) for v in plan.victims[node]]
         for node, pods in plan.victims.items():
             for victim in pods:
-                self._in_flight[victim.key] = node
+                self._victims.track(victim, node)
         lower = self._lower_nominated(preemptor.trigger, plan.victims)
         record = JobPreemptionRecord(
             preemptor.key, preemptor.trigger.key, dict(plan.nominations), tuple(v.key for v in victims)
@@ -173,7 +162,7 @@ class JobPreemption:
             self._nominate_in_memory(pod, nominations[pod.key])
         for pod in lower:
             self._nominate_in_memory(pod, "")
-        self._spawn(self._write(preemptor, nominations, lower, victims))
+        self._victims.spawn(self._write(preemptor, nominations, lower, victims))
 
     def _cancel(self, preemptor: Preemptor, message: str) -> None:
         self._reject_waiting(preemptor, policy.JOB_PREEMPTION_FAILURE_PLUGIN, message)
@@ -182,7 +171,7 @@ class JobPreemption:
             self._nominate_in_memory(pod, "")
         stale = [p for p in members if p.nominated_node_name]
         if stale:
-            self._spawn(self._write(preemptor, {}, stale, []))
+            self._victims.spawn(self._write(preemptor, {}, stale, []))
 
     def _reject_waiting(self, preemptor: Preemptor, plugin: str, message: str) -> None:
         for pod in preemptor.waiting:
@@ -213,19 +202,16 @@ class JobPreemption:
         """The API calls of an outcome: nominations first (the watch then carries them before the
         victims' deletions), then the victims."""
         cluster = self._handle.cluster
+        call = self._victims.call
         members = {p.key: p for p in [*preemptor.pending, *preemptor.waiting]}
         for key, node in sorted(nominations.items()):
             pod = members[key]
             if pod.nominated_node_name != node:
-                await _logged(cluster.set_nominated_node_name(pod, node), f"nominating {key} to {node}")
+                await call(cluster, "set_nominated_node_name", pod, node, what=f"nominating {key} to {node}")
         for pod in cleared:
-            await _logged(cluster.set_nominated_node_name(pod, ""), f"clearing the nomination of {pod.key}")
+            await call(cluster, "set_nominated_node_name", pod, "", what=f"clearing the nomination of {pod.key}")
         trigger = preemptor.trigger
         for victim in victims:
-            waiting = self._handle.waiting_pod(victim.key)
-            if waiting is not None:
-                waiting.reject(policy.JOB_REJECT_PLUGIN, "preempted")
-                continue
             patch = policy.disruption_target_patch(
                 victim,
                 scheduler_name=trigger.scheduler_name,
@@ -233,31 +219,12 @@ class JobPreemption:
                 trigger=trigger.key,
                 now=self._handle.clock(),
             )
-            if patch is not None:
-                await _logged(
-                    cluster.patch_object_status(POD_KIND, victim.name, patch, namespace=victim.namespace),
-                    f"marking {victim.key} as a DisruptionTarget",
-                )
-            reason = f"Preempted by pod {trigger.uid or trigger.key} on node {victim.node_name}"
-            if not await _logged(cluster.delete_pod(victim, reason=reason), f"preempting {victim.key}"):
-                self._in_flight.pop(victim.key, None)
-
-    def _forget_gone_victims(self) -> None:
-        snapshot = self._handle.snapshot
-        for key, node in list(self._in_flight.items()):
-            info = snapshot.node_info(node)
-            if info is None or key not in info.pods:
-                del self._in_flight[key]
-
-    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            coro.close()
-            return
-        task = loop.create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+            await self._victims.evict(
+                victim,
+                reject_plugin=policy.JOB_REJECT_PLUGIN,
+                patch=patch,
+                reason=f"Preempted by pod {trigger.uid or trigger.key} on node {victim.node_name}",
+            )
 
     def simulation_report(self) -> tuple[str, list[dict[str, Any]]]:
         rows = [
@@ -268,19 +235,10 @@ class JobPreemption:
 
     async def drain(self) -> None:
         """Wait for the API calls of preemptions already decided (tests, simulate)."""
-        while self._tasks:
-            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+        await self._victims.drain()
 
 
 def replace_pending(pod: Pod) -> Pod:
     """A member as the nominator keeps it: pending (a waiting member carries its assumed node)."""
     return replace(pod, node_name="") if pod.node_name else pod
 
-
-async def _logged(call: Coroutine[Any, Any, None], what: str) -> bool:
-    try:
-        await call
-    except Exception as exc:
-        log.warning("job preemption: %s failed: %s", what, exc)
-        return False
-    return True

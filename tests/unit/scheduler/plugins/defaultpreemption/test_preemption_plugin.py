@@ -19,11 +19,11 @@ from koord_scheduler.framework.diagnosis import Diagnosis
 from koord_scheduler.framework.errors import ClusterError
 from koord_scheduler.framework.status import Code, Status
 from koord_scheduler.framework.types import ObjectKind, PostFilterResult
-from koord_scheduler.plugins.defaultpreemption.execution import POD_KIND
 from koord_scheduler.plugins.defaultpreemption.metrics import PreemptionMetrics
 from koord_scheduler.plugins.defaultpreemption.pdb import PDB_KIND
 from koord_scheduler.plugins.defaultpreemption.plugin import DefaultPreemption
 from koord_scheduler.plugins.registry import in_tree_registry
+from koord_scheduler.plugins.victim_execution import POD_KIND
 from koord_scheduler.scheduler.algorithm import Sampler, find_nodes_that_fit
 from koord_scheduler.scheduler.assembly import build_scheduler
 from koord_scheduler.scheduler.memory_source import MemoryCluster
@@ -390,7 +390,7 @@ async def test_a_cluster_that_cannot_patch_pods_still_gets_the_victims_deleted(
 ) -> None:
     pods = [running(f"p{i}", "n1", "1", i) for i in (1, 2, 3, 4)]
     e = await env([node("n1")], pods, cluster_type=NoPodStatusCluster)
-    with caplog.at_level(logging.DEBUG, logger="koord_scheduler.plugins.defaultpreemption.execution"):
+    with caplog.at_level(logging.DEBUG, logger="koord_scheduler.plugins.victim_execution"):
         e.attempt(preemptor("3"))
         await e.plugin.drain()
     assert sorted(e.cluster.pods) == ["default/p4"], "the three victims are deleted anyway"
