@@ -12,7 +12,8 @@ NUMA topology policies (node label ``numa-topology-policy``, the NRT's kubelet p
 resource-status) and its bound CPUs from those NUMA nodes. DeviceShare gives no NUMA hints, so GPUs are
 not aligned with CPUs and memory.
 
-Not implemented: Reservation-owned CPUs and ``maxRefCount`` above one.
+Reservations (:mod:`.reservation_cpus`): a Reservation asking for bound CPUs gets a cpuset like a
+pod (``resource-status`` on the Reservation object); its owner pods take those CPUs first.
 """
 
 from __future__ import annotations
@@ -42,7 +43,9 @@ from apis.extension.numa import (
     ResourceStatus,
     format_cpuset,
 )
+from apis.scheduling import ReservationRecord
 from koord_scheduler.framework.cycle_state import CycleState, StateKey
+from koord_scheduler.framework.errors import ClusterError
 from koord_scheduler.framework.handle import ClusterClient
 from koord_scheduler.framework.interfaces import (
     BatchFilterPlugin,
@@ -52,6 +55,7 @@ from koord_scheduler.framework.interfaces import (
     PreFilterExtensions,
     PreFilterPlugin,
     PreScorePlugin,
+    ReservationPreBindPlugin,
     ReservePlugin,
     ScoreExtensions,
 )
@@ -61,8 +65,10 @@ from koord_scheduler.framework.status import Status, error, skip, success, unres
 from koord_scheduler.framework.types import EventType, NodeFilterResult, ObjectKind, PreFilterResult
 from koord_scheduler.plugins import names
 from koord_scheduler.plugins import resource_scoring as scoring
+from koord_scheduler.plugins.kinds import RESERVATION_KIND
 from koord_scheduler.plugins.nodenumaresource import policy
-from koord_scheduler.plugins.nodenumaresource.allocation import AllocationError, AllocationRequest, allocate_cpus
+from koord_scheduler.plugins.nodenumaresource import reservation_cpus as resv
+from koord_scheduler.plugins.nodenumaresource.allocation import AllocationError, AllocationRequest
 from koord_scheduler.plugins.nodenumaresource.cache import Holding, NodeAllocations
 from koord_scheduler.plugins.nodenumaresource.nrt import NODE_RESOURCE_TOPOLOGY_KIND, NodeTopologyRecord
 from koord_scheduler.plugins.nodenumaresource.numa_placement import ERR_MISSING_NUMA
@@ -106,6 +112,8 @@ class ReservedCPUs:
     bind_policy: CPUBindPolicy
     required: bool
     numa: dict[int, dict[str, int]] = field(default_factory=dict)
+    reservation: str = ""
+    """The Reservation's name when the pod is its reserve pod (PreBind writes the Reservation)."""
 
 
 _NO_SPEC = ResourceSpec()
@@ -202,7 +210,26 @@ class NodeNUMAResource:
         self._touch(pod.node_name)
 
     def on_forget_pod(self, pod: Pod) -> None:
-        self._touch(self.allocations.release(pod.key) or "")
+        self._touch(self.allocations.release(resv.holding_key(pod)) or "")
+
+    def on_reservation(self, event: EventType, old: Any, new: Any) -> None:
+        """An Available Reservation holds its ``resource-status`` cpuset on its node; a finished or
+        deleted one gives it back. A pending one keeps what its reserve pod's Reserve assumed."""
+        record = new if isinstance(new, ReservationRecord) and event != EventType.DELETED else None
+        gone = old if record is None else record
+        if not isinstance(gone, ReservationRecord):
+            return
+        key = resv.reservation_key(gone.uid or gone.name)
+        if record is not None and not record.is_terminated and record.is_valid and not record.is_available:
+            return
+        held = resv.reservation_holding(record) if record is not None else None
+        if held is None:
+            self._touch(self.allocations.release(key) or "")
+            return
+        node, holding = held
+        self._touch(self.allocations.release(key) or "")
+        self.allocations.hold(node, key, holding)
+        self._touch(node)
 
     def _touch(self, node_name: str) -> None:
         info = self._snapshot.node_info(node_name) if node_name else None
@@ -295,8 +322,9 @@ class NodeNUMAResource:
             if alloc.required and full and alloc.num_cpus % record.topology.cpus_per_core:
                 return unresolvable(policy.ERR_NOT_MULTIPLE_OF_CORE)
             if alloc.required and numa is NUMATopologyPolicy.NONE:
+                restore = resv.restore_for(state, self.allocations, node.name, node_info.position)
                 try:
-                    self._allocate(node.name, record, alloc)
+                    resv.allocate_on_node(self.allocations, node.name, record, alloc, restore)
                 except AllocationError as exc:
                     return unschedulable(str(exc))
         if numa in (NUMATopologyPolicy.SINGLE_NUMA_NODE, NUMATopologyPolicy.RESTRICTED):
@@ -320,11 +348,6 @@ class NodeNUMAResource:
             bind_policy, required = forced, True
         strategy = policy.numa_allocate_strategy(labels, self._default_strategy)
         return AllocationRequest(request.num_cpus, bind_policy, required, request.exclusive, strategy)
-
-    def _allocate(self, node_name: str, record: NodeTopologyRecord, alloc: AllocationRequest) -> tuple[int, ...]:
-        taken, exclusive = self.allocations.taken(node_name)
-        available = frozenset(record.topology.cpus) - taken - record.reserved
-        return allocate_cpus(record.topology, available, exclusive, alloc)
 
     # ----- Score -----
 
@@ -425,8 +448,9 @@ class NodeNUMAResource:
         shares: dict[int, dict[str, int]] = {}
         if numa is NUMATopologyPolicy.NONE:
             assert alloc is not None and record is not None
+            restore = resv.restore_for(state, self.allocations, node_name, info.position)
             try:
-                cpus = self._allocate(node_name, record, alloc)
+                cpus = resv.allocate_on_node(self.allocations, node_name, record, alloc, restore)
             except AllocationError as exc:
                 return unschedulable(str(exc))
         else:
@@ -436,7 +460,8 @@ class NodeNUMAResource:
             if isinstance(placed, Status):
                 return placed
             cpus, shares = placed.cpus, placed.numa
-        self.allocations.hold(node_name, pod.key, Holding(frozenset(cpus), request.exclusive, pod.key, shares))
+        key = resv.holding_key(pod)
+        self.allocations.hold(node_name, key, Holding(frozenset(cpus), request.exclusive, key, shares))
         self._touch(node_name)
         state.write(
             RESERVED_KEY,
@@ -446,6 +471,7 @@ class NodeNUMAResource:
                 alloc.bind_policy if alloc else CPUBindPolicy.NONE,
                 alloc.required if alloc else False,
                 shares,
+                resv.reservation_name(pod) if resv.is_reserve_pod(pod) else "",
             ),
         )
         return success()
@@ -461,13 +487,31 @@ class NodeNUMAResource:
         if state.get(RESERVED_KEY) is None:
             return
         state.delete(RESERVED_KEY)
-        self._touch(self.allocations.release(pod.key) or "")
+        self._touch(self.allocations.release(resv.holding_key(pod)) or "")
 
     async def pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status:
         reserved = state.get(RESERVED_KEY)
         pre = state.get(PRE_FILTER_KEY)
-        if reserved is None or pre is None:
+        if reserved is None or pre is None or resv.is_reserve_pod(pod):
+            return success()  # a reserve pod's status goes on its Reservation (pre_bind_reservation)
+        await patch_at_pre_bind(state, self._cluster, pod, annotations=self._status_annotations(reserved, pre))
+        return success()
+
+    async def pre_bind_reservation(self, state: CycleState, reservation: object, node_name: str) -> Status:
+        """``PreBindReservation``: the reserve pod's cpuset as ``resource-status`` on the Reservation."""
+        reserved = state.get(RESERVED_KEY)
+        pre = state.get(PRE_FILTER_KEY)
+        if reserved is None or pre is None or not reserved.reservation:
             return success()
+        body = resv.reservation_annotations(self._status_annotations(reserved, pre))
+        try:
+            await self._cluster.patch_object(RESERVATION_KIND, reserved.reservation, body)
+        except ClusterError as exc:
+            return error(f"writing resource-status of Reservation {reserved.reservation}: {exc}")
+        return success()
+
+    @staticmethod
+    def _status_annotations(reserved: ReservedCPUs, pre: PreFilterState) -> dict[str, str | None]:
         shares = tuple(
             NUMANodeResource(node, {name: format_quantity(name, amount) for name, amount in sorted(amounts.items())})
             for node, amounts in sorted(reserved.numa.items())
@@ -479,8 +523,7 @@ class NodeNUMAResource:
             backfill = policy.resource_spec_backfill(pre.request.spec, reserved.bind_policy, reserved.required)
             if backfill is not None:
                 annotations[ANNOTATION_RESOURCE_SPEC] = backfill.to_json()
-        await patch_at_pre_bind(state, self._cluster, pod, annotations=annotations)
-        return success()
+        return annotations
 
     # ----- simulate -----
 
@@ -498,11 +541,13 @@ _ps: type[PreScorePlugin] = NodeNUMAResource
 _bs: type[BatchScorePlugin] = NodeNUMAResource
 _r: type[ReservePlugin] = NodeNUMAResource
 _pb: type[PreBindPlugin] = NodeNUMAResource
+_rpb: type[ReservationPreBindPlugin] = NodeNUMAResource
 
 
 def new(args: NodeNUMAResourceArgs | None, handle: NUMAHandle) -> NodeNUMAResource:
     plugin = NodeNUMAResource(args or NodeNUMAResourceArgs(), handle.snapshot, handle.cluster)
     handle.watch(NODE_RESOURCE_TOPOLOGY_KIND, plugin.on_topology)
+    handle.watch(RESERVATION_KIND, plugin.on_reservation)
     handle.watch_pods(plugin.on_pod)
     handle.register_forget_pod_handler(plugin.on_forget_pod)
     handle.add_simulation_report(plugin.simulation_report)
