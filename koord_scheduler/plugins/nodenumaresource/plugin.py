@@ -19,13 +19,12 @@ pod (``resource-status`` on the Reservation object); its owner pods take those C
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
 
 from apis.config.numa_args import MOST_ALLOCATED, NodeNUMAResourceArgs
-from apis.core.quantity import format_quantity
 from apis.core.types import CPU, MEMORY, Pod
 from apis.extension.constants import LABEL_POD_QOS
 from apis.extension.numa import (
@@ -37,13 +36,10 @@ from apis.extension.numa import (
     CPUExclusivePolicy,
     NodeCPUBindPolicy,
     NUMAAllocateStrategy,
-    NUMANodeResource,
     NUMATopologyPolicy,
     ResourceSpec,
-    ResourceStatus,
     format_cpuset,
 )
-from apis.scheduling import ReservationRecord
 from koord_scheduler.framework.cycle_state import CycleState, StateKey
 from koord_scheduler.framework.errors import ClusterError
 from koord_scheduler.framework.handle import ClusterClient
@@ -66,6 +62,7 @@ from koord_scheduler.framework.types import EventType, NodeFilterResult, ObjectK
 from koord_scheduler.plugins import names
 from koord_scheduler.plugins import resource_scoring as scoring
 from koord_scheduler.plugins.kinds import RESERVATION_KIND
+from koord_scheduler.plugins.nodenumaresource import amplification as amp
 from koord_scheduler.plugins.nodenumaresource import policy
 from koord_scheduler.plugins.nodenumaresource import reservation_cpus as resv
 from koord_scheduler.plugins.nodenumaresource.allocation import AllocationError, AllocationRequest
@@ -73,6 +70,7 @@ from koord_scheduler.plugins.nodenumaresource.cache import Holding, NodeAllocati
 from koord_scheduler.plugins.nodenumaresource.nrt import NODE_RESOURCE_TOPOLOGY_KIND, NodeTopologyRecord
 from koord_scheduler.plugins.nodenumaresource.numa_placement import ERR_MISSING_NUMA
 from koord_scheduler.plugins.nodenumaresource.numa_step import NUMAContext, NUMAPolicyStep
+from koord_scheduler.plugins.nodenumaresource.reserved import ReservedCPUs, status_annotations
 from koord_scheduler.plugins.nodenumaresource.special_nodes import SpecialNodes
 from koord_scheduler.plugins.resource_scoring import ScoredResource, gather, scored_resources
 
@@ -103,17 +101,6 @@ class NUMAHandle(Protocol):
 @dataclass(slots=True)
 class PreFilterState:
     request: policy.PodCPURequest
-
-
-@dataclass(slots=True)
-class ReservedCPUs:
-    node_name: str
-    cpus: tuple[int, ...]
-    bind_policy: CPUBindPolicy
-    required: bool
-    numa: dict[int, dict[str, int]] = field(default_factory=dict)
-    reservation: str = ""
-    """The Reservation's name when the pod is its reserve pod (PreBind writes the Reservation)."""
 
 
 _NO_SPEC = ResourceSpec()
@@ -215,21 +202,8 @@ class NodeNUMAResource:
     def on_reservation(self, event: EventType, old: Any, new: Any) -> None:
         """An Available Reservation holds its ``resource-status`` cpuset on its node; a finished or
         deleted one gives it back. A pending one keeps what its reserve pod's Reserve assumed."""
-        record = new if isinstance(new, ReservationRecord) and event != EventType.DELETED else None
-        gone = old if record is None else record
-        if not isinstance(gone, ReservationRecord):
-            return
-        key = resv.reservation_key(gone.uid or gone.name)
-        if record is not None and not record.is_terminated and record.is_valid and not record.is_available:
-            return
-        held = resv.reservation_holding(record) if record is not None else None
-        if held is None:
-            self._touch(self.allocations.release(key) or "")
-            return
-        node, holding = held
-        self._touch(self.allocations.release(key) or "")
-        self.allocations.hold(node, key, holding)
-        self._touch(node)
+        for node in resv.apply_reservation_event(self.allocations, event, old, new):
+            self._touch(node)
 
     def _touch(self, node_name: str) -> None:
         info = self._snapshot.node_info(node_name) if node_name else None
@@ -306,6 +280,10 @@ class NodeNUMAResource:
         numa = numa if numa is not NUMATopologyPolicy.NONE else request.numa_policy
         node_policy = policy.node_bind_policy(node.labels, record.full_pcpus_only if record else False)
         bind = request.request_bind or (request.milli_cpu > 0 and node_policy is not NodeCPUBindPolicy.NONE)
+        if request.milli_cpu > 0 and amp.ANNOTATION_AMPLIFICATION_RATIO in node.annotations:
+            status = self._amplified_filter(node_info, request.milli_cpu, bind)
+            if not status.is_success:
+                return status
         alloc: AllocationRequest | None = None
         if bind:
             if request.milli_cpu % 1000:
@@ -332,6 +310,9 @@ class NodeNUMAResource:
                 return unresolvable(ERR_MISSING_NUMA)
             return self._numa.admit(state, NUMAContext(pod, node.name, record, numa, request, alloc))
         return success()
+
+    def _amplified_filter(self, node_info: NodeInfo, milli: int, bind: bool) -> Status:
+        return amp.amplified_filter_at(self._snapshot, self.allocations, node_info, milli, bind)
 
     def _allocation_request(
         self, request: policy.PodCPURequest, node_policy: NodeCPUBindPolicy, labels: Any
@@ -368,6 +349,8 @@ class NodeNUMAResource:
             for i, pos in enumerate(positions.tolist()):
                 if pos in self._special or pre.request.numa_policy is not NUMATopologyPolicy.NONE:
                     numa_score = self._numa_score(state, pod, snapshot.info(pos))
+                    if numa_score is None:
+                        numa_score = self._amplified_score(resources, snapshot.info(pos))
                     if numa_score is not None:
                         scores[i] = numa_score
         return scores
@@ -397,18 +380,14 @@ class NodeNUMAResource:
         if numa_score is not None:
             return numa_score
         resources = state.get(PRE_SCORE_KEY) or self._scored(pod, self._snapshot)
-        snap, pos = self._snapshot, node_info.position
-        used = [
-            r.amount
-            + (
-                snap.non_zero_requested.item(pos, r.non_zero_col)
-                if r.non_zero_col >= 0
-                else snap.requested.item(pos, r.column)
-            )
-            for r in resources
-        ]
-        caps = [snap.allocatable.item(pos, r.column) for r in resources]
-        return self._row_scorer(used, caps, [r.weight for r in resources])
+        amplified = self._amplified_score(resources, node_info)
+        return amplified if amplified is not None else self._row_score(resources, node_info.position)
+
+    def _amplified_score(self, resources: tuple[ScoredResource, ...], node_info: NodeInfo) -> int | None:
+        return amp.amplified_score(self._snapshot, self.allocations, resources, node_info, self._row_scorer)
+
+    def _row_score(self, resources: tuple[ScoredResource, ...], pos: int) -> int:
+        return amp.row_score(self._snapshot, resources, pos, self._row_scorer)
 
     def _scored(self, pod: Pod, snapshot: ClusterSnapshot) -> tuple[ScoredResource, ...]:
         return scored_resources(pod, snapshot, self._resources)
@@ -494,7 +473,7 @@ class NodeNUMAResource:
         pre = state.get(PRE_FILTER_KEY)
         if reserved is None or pre is None or resv.is_reserve_pod(pod):
             return success()  # a reserve pod's status goes on its Reservation (pre_bind_reservation)
-        await patch_at_pre_bind(state, self._cluster, pod, annotations=self._status_annotations(reserved, pre))
+        await patch_at_pre_bind(state, self._cluster, pod, annotations=status_annotations(reserved, pre.request.spec))
         return success()
 
     async def pre_bind_reservation(self, state: CycleState, reservation: object, node_name: str) -> Status:
@@ -503,27 +482,12 @@ class NodeNUMAResource:
         pre = state.get(PRE_FILTER_KEY)
         if reserved is None or pre is None or not reserved.reservation:
             return success()
-        body = resv.reservation_annotations(self._status_annotations(reserved, pre))
+        body = resv.reservation_annotations(status_annotations(reserved, pre.request.spec))
         try:
             await self._cluster.patch_object(RESERVATION_KIND, reserved.reservation, body)
         except ClusterError as exc:
             return error(f"writing resource-status of Reservation {reserved.reservation}: {exc}")
         return success()
-
-    @staticmethod
-    def _status_annotations(reserved: ReservedCPUs, pre: PreFilterState) -> dict[str, str | None]:
-        shares = tuple(
-            NUMANodeResource(node, {name: format_quantity(name, amount) for name, amount in sorted(amounts.items())})
-            for node, amounts in sorted(reserved.numa.items())
-        )
-        annotations: dict[str, str | None] = {
-            ANNOTATION_RESOURCE_STATUS: ResourceStatus(format_cpuset(reserved.cpus), shares).to_json()
-        }
-        if reserved.cpus:
-            backfill = policy.resource_spec_backfill(pre.request.spec, reserved.bind_policy, reserved.required)
-            if backfill is not None:
-                annotations[ANNOTATION_RESOURCE_SPEC] = backfill.to_json()
-        return annotations
 
     # ----- simulate -----
 

@@ -31,6 +31,7 @@ from apis.extension.numa import (
 from apis.scheduling import ANNOTATION_RESERVATION_NAME, ANNOTATION_RESERVE_POD, ReservationRecord
 from koord_scheduler.framework.cycle_state import CycleState
 from koord_scheduler.framework.restored import RESTORED_CAPACITY
+from koord_scheduler.framework.types import EventType
 from koord_scheduler.plugins.nodenumaresource.allocation import (
     ERR_NOT_ENOUGH_CPUS,
     AllocationError,
@@ -151,3 +152,23 @@ ERR_RESERVATION_NOT_ENOUGH = f"Reservation(s) {ERR_NOT_ENOUGH_CPUS}"
 def reservation_annotations(annotations: Mapping[str, str | None]) -> dict[str, object]:
     """The merge-patch body that puts ``annotations`` on a Reservation object."""
     return {"metadata": {"annotations": dict(annotations)}}
+
+
+def apply_reservation_event(allocations: NodeAllocations, event: EventType, old: object, new: object) -> list[str]:
+    """A Reservation informer event: an Available Reservation holds its ``resource-status`` cpuset on its
+    node; a finished, invalid or deleted one gives it back; a pending one keeps what its reserve pod's
+    Reserve assumed. Returns the nodes whose holdings changed."""
+    record = new if isinstance(new, ReservationRecord) and event != EventType.DELETED else None
+    gone = old if record is None else record
+    if not isinstance(gone, ReservationRecord):
+        return []
+    key = reservation_key(gone.uid or gone.name)
+    if record is not None and not record.is_terminated and record.is_valid and not record.is_available:
+        return []
+    touched = [allocations.release(key) or ""]
+    held = reservation_holding(record) if record is not None else None
+    if held is not None:
+        node, holding = held
+        allocations.hold(node, key, holding)
+        touched.append(node)
+    return [n for n in touched if n]
