@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from apis.core.quantity import to_amount
 from apis.core.types import Pod
 from apis.extension.numa import (
     ANNOTATION_RESOURCE_STATUS,
@@ -77,14 +78,21 @@ def reservation_holding(record: ReservationRecord) -> tuple[str, Holding] | None
         cpus = parse_cpuset(status.cpuset)
     except (AnnotationError, ValueError):
         return None
-    if not cpus:
+    try:
+        shares = {
+            r.node: {name: to_amount(name, value) for name, value in r.resources.items()}
+            for r in status.numa_node_resources
+        }
+    except (ValueError, TypeError):
+        shares = {}
+    if not cpus and not shares:
         return None
     try:
         exclusive = CPUExclusivePolicy(spec.preferred_cpu_exclusive_policy)
     except ValueError:
         exclusive = CPUExclusivePolicy.NONE
     key = reservation_key(record.uid or record.name)
-    return record.node_name, Holding(cpus, exclusive, key)
+    return record.node_name, Holding(cpus, exclusive, key, shares)
 
 
 @dataclass(frozen=True, slots=True)

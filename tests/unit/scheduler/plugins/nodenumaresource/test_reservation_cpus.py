@@ -228,3 +228,13 @@ def test_a_pending_reservation_update_keeps_what_its_reserve_pod_assumed() -> No
 
 def _args() -> NodeNUMAResourceArgs:
     return NodeNUMAResourceArgs()
+
+
+def test_a_reservation_holds_its_numa_shares_too() -> None:
+    raw = reservation_raw()
+    raw["metadata"]["annotations"][STATUS] = json.dumps(
+        {"cpuset": "0-1,8-9", "numaNodeResources": [{"node": 0, "resources": {"cpu": "4", "memory": "1Gi"}}]}
+    )
+    got = resv.reservation_holding(parse_reservation(raw))
+    assert got is not None
+    assert got[1].numa == {0: {"cpu": 4000, "memory": 1024**3}}
