@@ -18,9 +18,9 @@ pod (``resource-status`` on the Reservation object); its owner pods take those C
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Hashable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
@@ -58,7 +58,7 @@ from koord_scheduler.framework.interfaces import (
 from koord_scheduler.framework.pod_patch import patch_at_pre_bind
 from koord_scheduler.framework.snapshot import ClusterSnapshot, IntArray, NodeInfo, Positions
 from koord_scheduler.framework.status import Status, error, skip, success, unresolvable, unschedulable
-from koord_scheduler.framework.types import EventType, NodeFilterResult, ObjectKind, PreFilterResult
+from koord_scheduler.framework.types import EventType, NodeFilterResult, PreFilterResult
 from koord_scheduler.plugins import names
 from koord_scheduler.plugins import resource_scoring as scoring
 from koord_scheduler.plugins.kinds import RESERVATION_KIND
@@ -67,6 +67,7 @@ from koord_scheduler.plugins.nodenumaresource import policy
 from koord_scheduler.plugins.nodenumaresource import reservation_cpus as resv
 from koord_scheduler.plugins.nodenumaresource.allocation import AllocationError, AllocationRequest
 from koord_scheduler.plugins.nodenumaresource.cache import Holding, NodeAllocations
+from koord_scheduler.plugins.nodenumaresource.handle import NUMAHandle
 from koord_scheduler.plugins.nodenumaresource.nrt import NODE_RESOURCE_TOPOLOGY_KIND, NodeTopologyRecord
 from koord_scheduler.plugins.nodenumaresource.numa_placement import ERR_MISSING_NUMA
 from koord_scheduler.plugins.nodenumaresource.numa_step import NUMAContext, NUMAPolicyStep
@@ -76,26 +77,6 @@ from koord_scheduler.plugins.resource_scoring import ScoredResource, gather, sco
 
 NAME = names.NODE_NUMA_RESOURCE
 ARGS = NodeNUMAResourceArgs
-
-SimulationReporter = Callable[[], tuple[str, list[dict[str, Any]]]]
-
-
-class NUMAHandle(Protocol):
-    """The services this plugin uses."""
-
-    @property
-    def snapshot(self) -> ClusterSnapshot: ...
-
-    @property
-    def cluster(self) -> ClusterClient: ...
-
-    def watch(self, kind: ObjectKind, handler: Callable[[EventType, Any, Any], None]) -> None: ...
-
-    def watch_pods(self, handler: Callable[[EventType, Any, Any], None]) -> None: ...
-
-    def register_forget_pod_handler(self, handler: Callable[[Pod], None]) -> None: ...
-
-    def add_simulation_report(self, reporter: SimulationReporter) -> None: ...
 
 
 @dataclass(slots=True)
