@@ -43,6 +43,7 @@ from koord_scheduler.plugins.nodenumaresource.cache import Holding, NodeAllocati
 from koord_scheduler.plugins.nodenumaresource.nrt import NodeTopologyRecord
 
 KEY_PREFIX = "reservation/"
+ERR_RESERVATION_NOT_ENOUGH = f"Reservation(s) {ERR_NOT_ENOUGH_CPUS}"
 
 
 def reservation_key(uid: str) -> str:
@@ -101,7 +102,6 @@ class Restore:
 
     cpus: frozenset[int]
     """The reservation's CPUs not held by its other owner pods."""
-    key: str
     restricted: bool
 
 
@@ -116,7 +116,7 @@ def restore_for(state: CycleState, allocations: NodeAllocations, node: str, posi
     holding = allocations.holding(node, key)
     if holding is None or not holding.cpus:
         return None
-    return Restore(holding.cpus - allocations.taken_except(node, key), key, owner.restricted)
+    return Restore(holding.cpus - allocations.taken_except(node, key), owner.restricted)
 
 
 def available_cpus(
@@ -152,9 +152,6 @@ def allocate_on_node(
     if restore is not None and restore.restricted and alloc.num_cpus > len(available):
         raise AllocationError(ERR_RESERVATION_NOT_ENOUGH)
     return allocate_cpus_preferring(record.topology, available, exclusive, alloc, preferred)
-
-
-ERR_RESERVATION_NOT_ENOUGH = f"Reservation(s) {ERR_NOT_ENOUGH_CPUS}"
 
 
 def reservation_annotations(annotations: Mapping[str, str | None]) -> dict[str, object]:
