@@ -18,6 +18,16 @@ from koord_scheduler.framework.snapshot import IntArray, PortKey, Positions
 
 
 @dataclass(frozen=True, slots=True)
+class RestoredReservation:
+    """The reservation a pod would consume on one node."""
+
+    uid: str
+    """The reservation's uid (its name where it has none, as in simulate files)."""
+    restricted: bool
+    """``allocatePolicy: Restricted``: the pod may use only what the reservation holds."""
+
+
+@dataclass(frozen=True, slots=True)
 class RestoredCapacity:
     """Extra free capacity this pod may use on some nodes (reserved for it).
 
@@ -34,6 +44,10 @@ class RestoredCapacity:
     amounts: IntArray
     pod_slots: IntArray | None = None
     ports: Mapping[int, frozenset[PortKey]] | None = None
+    owners: Mapping[int, RestoredReservation] | None = None
+    """(optional) position -> the reservation whose remainder is restored there (the one the pod would
+    consume on that node): plugins that keep their own per-reservation state (NodeNUMAResource's
+    reserved cpusets; Koordinator's ReservationRestorePlugin) give back from it."""
 
     def lookup(self, positions: Positions) -> tuple[Positions, Positions]:
         """(indices into ``positions`` that have restored capacity, the matching indices into this
@@ -64,6 +78,10 @@ class RestoredCapacity:
             where, rows = self.lookup(positions)
             out[where] = self.pod_slots[rows]
         return out
+
+    def owner_at(self, position: int) -> RestoredReservation | None:
+        """The reservation restored at ``position``, if any."""
+        return self.owners.get(position) if self.owners else None
 
 
 RESTORED_CAPACITY: StateKey[RestoredCapacity] = StateKey("frameworkext/RestoredCapacity")

@@ -316,11 +316,32 @@ def allocate_cpus(
     request: AllocationRequest,
 ) -> tuple[int, ...]:
     """``allocateCPUSet`` without NUMA hints: narrow ``available`` for a required policy, take, verify."""
+    return allocate_cpus_preferring(topo, available, held_exclusive, request, frozenset())
+
+
+def allocate_cpus_preferring(
+    topo: CPUTopology,
+    available: frozenset[int],
+    held_exclusive: Mapping[int, CPUExclusivePolicy],
+    request: AllocationRequest,
+    preferred: frozenset[int],
+) -> tuple[int, ...]:
+    """``allocateCPUSet`` with ``takePreferredCPUs``: as many CPUs as possible come from ``preferred``
+    (a reservation's CPUs restored to its owner), chosen by the accumulator among them, then the rest
+    from the other available CPUs."""
     if request.required:
         available = filter_by_required_policy(topo, available, request.bind_policy)
     if len(available) < request.num_cpus:
         raise AllocationError(ERR_NOT_ENOUGH_CPUS)
-    result = take_cpus(topo, available, held_exclusive, request)
+    inside = available & preferred
+    result: tuple[int, ...] = ()
+    if inside:
+        result = take_cpus(topo, inside, held_exclusive, replace(request, num_cpus=min(request.num_cpus, len(inside))))
+    if len(result) < request.num_cpus:
+        rest = take_cpus(
+            topo, available - inside, held_exclusive, replace(request, num_cpus=request.num_cpus - len(result))
+        )
+        result = tuple(sorted(result + rest))
     if request.required and not satisfies_required_policy(topo, result, request.bind_policy):
         raise AllocationError(ERR_REQUIRED_POLICY)
     return result

@@ -35,6 +35,17 @@ class NodeAllocations:
     def holds(self, pod_key: str) -> bool:
         return pod_key in self._node_of
 
+    def holding(self, node: str, pod_key: str) -> Holding | None:
+        return self._by_node.get(node, {}).get(pod_key)
+
+    def taken_except(self, node: str, pod_key: str) -> frozenset[int]:
+        """CPUs held on ``node`` by everyone but ``pod_key``."""
+        cpus: set[int] = set()
+        for key, holding in self._by_node.get(node, {}).items():
+            if key != pod_key:
+                cpus |= holding.cpus
+        return frozenset(cpus)
+
     def release(self, pod_key: str) -> str | None:
         node = self._node_of.pop(pod_key, None)
         if node is not None:

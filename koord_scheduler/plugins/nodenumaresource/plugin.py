@@ -12,19 +12,19 @@ NUMA topology policies (node label ``numa-topology-policy``, the NRT's kubelet p
 resource-status) and its bound CPUs from those NUMA nodes. DeviceShare gives no NUMA hints, so GPUs are
 not aligned with CPUs and memory.
 
-Not implemented: Reservation-owned CPUs and ``maxRefCount`` above one.
+Reservations (:mod:`.reservation_cpus`): a Reservation asking for bound CPUs gets a cpuset like a
+pod (``resource-status`` on the Reservation object); its owner pods take those CPUs first.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from collections.abc import Hashable
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from apis.config.numa_args import MOST_ALLOCATED, NodeNUMAResourceArgs
-from apis.core.quantity import format_quantity
 from apis.core.types import CPU, MEMORY, Pod
 from apis.extension.constants import LABEL_POD_QOS
 from apis.extension.numa import (
@@ -36,13 +36,12 @@ from apis.extension.numa import (
     CPUExclusivePolicy,
     NodeCPUBindPolicy,
     NUMAAllocateStrategy,
-    NUMANodeResource,
     NUMATopologyPolicy,
     ResourceSpec,
-    ResourceStatus,
     format_cpuset,
 )
 from koord_scheduler.framework.cycle_state import CycleState, StateKey
+from koord_scheduler.framework.errors import ClusterError
 from koord_scheduler.framework.handle import ClusterClient
 from koord_scheduler.framework.interfaces import (
     BatchFilterPlugin,
@@ -52,60 +51,37 @@ from koord_scheduler.framework.interfaces import (
     PreFilterExtensions,
     PreFilterPlugin,
     PreScorePlugin,
+    ReservationPreBindPlugin,
     ReservePlugin,
     ScoreExtensions,
 )
 from koord_scheduler.framework.pod_patch import patch_at_pre_bind
 from koord_scheduler.framework.snapshot import ClusterSnapshot, IntArray, NodeInfo, Positions
 from koord_scheduler.framework.status import Status, error, skip, success, unresolvable, unschedulable
-from koord_scheduler.framework.types import EventType, NodeFilterResult, ObjectKind, PreFilterResult
+from koord_scheduler.framework.types import EventType, NodeFilterResult, PreFilterResult
 from koord_scheduler.plugins import names
 from koord_scheduler.plugins import resource_scoring as scoring
+from koord_scheduler.plugins.kinds import RESERVATION_KIND
+from koord_scheduler.plugins.nodenumaresource import amplification as amp
 from koord_scheduler.plugins.nodenumaresource import policy
-from koord_scheduler.plugins.nodenumaresource.allocation import AllocationError, AllocationRequest, allocate_cpus
+from koord_scheduler.plugins.nodenumaresource import reservation_cpus as resv
+from koord_scheduler.plugins.nodenumaresource.allocation import AllocationError, AllocationRequest
 from koord_scheduler.plugins.nodenumaresource.cache import Holding, NodeAllocations
+from koord_scheduler.plugins.nodenumaresource.handle import NUMAHandle
 from koord_scheduler.plugins.nodenumaresource.nrt import NODE_RESOURCE_TOPOLOGY_KIND, NodeTopologyRecord
 from koord_scheduler.plugins.nodenumaresource.numa_placement import ERR_MISSING_NUMA
 from koord_scheduler.plugins.nodenumaresource.numa_step import NUMAContext, NUMAPolicyStep
+from koord_scheduler.plugins.nodenumaresource.reserved import ReservedCPUs, status_annotations
 from koord_scheduler.plugins.nodenumaresource.special_nodes import SpecialNodes
 from koord_scheduler.plugins.resource_scoring import ScoredResource, gather, scored_resources
 
 NAME = names.NODE_NUMA_RESOURCE
 ARGS = NodeNUMAResourceArgs
 
-SimulationReporter = Callable[[], tuple[str, list[dict[str, Any]]]]
-
-
-class NUMAHandle(Protocol):
-    """The services this plugin uses."""
-
-    @property
-    def snapshot(self) -> ClusterSnapshot: ...
-
-    @property
-    def cluster(self) -> ClusterClient: ...
-
-    def watch(self, kind: ObjectKind, handler: Callable[[EventType, Any, Any], None]) -> None: ...
-
-    def watch_pods(self, handler: Callable[[EventType, Any, Any], None]) -> None: ...
-
-    def register_forget_pod_handler(self, handler: Callable[[Pod], None]) -> None: ...
-
-    def add_simulation_report(self, reporter: SimulationReporter) -> None: ...
-
 
 @dataclass(slots=True)
 class PreFilterState:
     request: policy.PodCPURequest
-
-
-@dataclass(slots=True)
-class ReservedCPUs:
-    node_name: str
-    cpus: tuple[int, ...]
-    bind_policy: CPUBindPolicy
-    required: bool
-    numa: dict[int, dict[str, int]] = field(default_factory=dict)
 
 
 _NO_SPEC = ResourceSpec()
@@ -202,7 +178,13 @@ class NodeNUMAResource:
         self._touch(pod.node_name)
 
     def on_forget_pod(self, pod: Pod) -> None:
-        self._touch(self.allocations.release(pod.key) or "")
+        self._touch(self.allocations.release(resv.holding_key(pod)) or "")
+
+    def on_reservation(self, event: EventType, old: Any, new: Any) -> None:
+        """An Available Reservation holds its ``resource-status`` cpuset on its node; a finished or
+        deleted one gives it back. A pending one keeps what its reserve pod's Reserve assumed."""
+        for node in resv.apply_reservation_event(self.allocations, event, old, new):
+            self._touch(node)
 
     def _touch(self, node_name: str) -> None:
         info = self._snapshot.node_info(node_name) if node_name else None
@@ -279,6 +261,10 @@ class NodeNUMAResource:
         numa = numa if numa is not NUMATopologyPolicy.NONE else request.numa_policy
         node_policy = policy.node_bind_policy(node.labels, record.full_pcpus_only if record else False)
         bind = request.request_bind or (request.milli_cpu > 0 and node_policy is not NodeCPUBindPolicy.NONE)
+        if request.milli_cpu > 0 and amp.ANNOTATION_AMPLIFICATION_RATIO in node.annotations:
+            status = self._amplified_filter(node_info, request.milli_cpu, bind)
+            if not status.is_success:
+                return status
         alloc: AllocationRequest | None = None
         if bind:
             if request.milli_cpu % 1000:
@@ -295,8 +281,9 @@ class NodeNUMAResource:
             if alloc.required and full and alloc.num_cpus % record.topology.cpus_per_core:
                 return unresolvable(policy.ERR_NOT_MULTIPLE_OF_CORE)
             if alloc.required and numa is NUMATopologyPolicy.NONE:
+                restore = resv.restore_for(state, self.allocations, node.name, node_info.position)
                 try:
-                    self._allocate(node.name, record, alloc)
+                    resv.allocate_on_node(self.allocations, node.name, record, alloc, restore)
                 except AllocationError as exc:
                     return unschedulable(str(exc))
         if numa in (NUMATopologyPolicy.SINGLE_NUMA_NODE, NUMATopologyPolicy.RESTRICTED):
@@ -304,6 +291,9 @@ class NodeNUMAResource:
                 return unresolvable(ERR_MISSING_NUMA)
             return self._numa.admit(state, NUMAContext(pod, node.name, record, numa, request, alloc))
         return success()
+
+    def _amplified_filter(self, node_info: NodeInfo, milli: int, bind: bool) -> Status:
+        return amp.amplified_filter_at(self._snapshot, self.allocations, node_info, milli, bind)
 
     def _allocation_request(
         self, request: policy.PodCPURequest, node_policy: NodeCPUBindPolicy, labels: Any
@@ -320,11 +310,6 @@ class NodeNUMAResource:
             bind_policy, required = forced, True
         strategy = policy.numa_allocate_strategy(labels, self._default_strategy)
         return AllocationRequest(request.num_cpus, bind_policy, required, request.exclusive, strategy)
-
-    def _allocate(self, node_name: str, record: NodeTopologyRecord, alloc: AllocationRequest) -> tuple[int, ...]:
-        taken, exclusive = self.allocations.taken(node_name)
-        available = frozenset(record.topology.cpus) - taken - record.reserved
-        return allocate_cpus(record.topology, available, exclusive, alloc)
 
     # ----- Score -----
 
@@ -345,6 +330,8 @@ class NodeNUMAResource:
             for i, pos in enumerate(positions.tolist()):
                 if pos in self._special or pre.request.numa_policy is not NUMATopologyPolicy.NONE:
                     numa_score = self._numa_score(state, pod, snapshot.info(pos))
+                    if numa_score is None:
+                        numa_score = self._amplified_score(resources, snapshot.info(pos))
                     if numa_score is not None:
                         scores[i] = numa_score
         return scores
@@ -374,18 +361,14 @@ class NodeNUMAResource:
         if numa_score is not None:
             return numa_score
         resources = state.get(PRE_SCORE_KEY) or self._scored(pod, self._snapshot)
-        snap, pos = self._snapshot, node_info.position
-        used = [
-            r.amount
-            + (
-                snap.non_zero_requested.item(pos, r.non_zero_col)
-                if r.non_zero_col >= 0
-                else snap.requested.item(pos, r.column)
-            )
-            for r in resources
-        ]
-        caps = [snap.allocatable.item(pos, r.column) for r in resources]
-        return self._row_scorer(used, caps, [r.weight for r in resources])
+        amplified = self._amplified_score(resources, node_info)
+        return amplified if amplified is not None else self._row_score(resources, node_info.position)
+
+    def _amplified_score(self, resources: tuple[ScoredResource, ...], node_info: NodeInfo) -> int | None:
+        return amp.amplified_score(self._snapshot, self.allocations, resources, node_info, self._row_scorer)
+
+    def _row_score(self, resources: tuple[ScoredResource, ...], pos: int) -> int:
+        return amp.row_score(self._snapshot, resources, pos, self._row_scorer)
 
     def _scored(self, pod: Pod, snapshot: ClusterSnapshot) -> tuple[ScoredResource, ...]:
         return scored_resources(pod, snapshot, self._resources)
@@ -425,8 +408,9 @@ class NodeNUMAResource:
         shares: dict[int, dict[str, int]] = {}
         if numa is NUMATopologyPolicy.NONE:
             assert alloc is not None and record is not None
+            restore = resv.restore_for(state, self.allocations, node_name, info.position)
             try:
-                cpus = self._allocate(node_name, record, alloc)
+                cpus = resv.allocate_on_node(self.allocations, node_name, record, alloc, restore)
             except AllocationError as exc:
                 return unschedulable(str(exc))
         else:
@@ -436,7 +420,8 @@ class NodeNUMAResource:
             if isinstance(placed, Status):
                 return placed
             cpus, shares = placed.cpus, placed.numa
-        self.allocations.hold(node_name, pod.key, Holding(frozenset(cpus), request.exclusive, pod.key, shares))
+        key = resv.holding_key(pod)
+        self.allocations.hold(node_name, key, Holding(frozenset(cpus), request.exclusive, key, shares))
         self._touch(node_name)
         state.write(
             RESERVED_KEY,
@@ -446,6 +431,7 @@ class NodeNUMAResource:
                 alloc.bind_policy if alloc else CPUBindPolicy.NONE,
                 alloc.required if alloc else False,
                 shares,
+                resv.reservation_name(pod) if resv.is_reserve_pod(pod) else "",
             ),
         )
         return success()
@@ -461,25 +447,27 @@ class NodeNUMAResource:
         if state.get(RESERVED_KEY) is None:
             return
         state.delete(RESERVED_KEY)
-        self._touch(self.allocations.release(pod.key) or "")
+        self._touch(self.allocations.release(resv.holding_key(pod)) or "")
 
     async def pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status:
         reserved = state.get(RESERVED_KEY)
         pre = state.get(PRE_FILTER_KEY)
-        if reserved is None or pre is None:
+        if reserved is None or pre is None or resv.is_reserve_pod(pod):
+            return success()  # a reserve pod's status goes on its Reservation (pre_bind_reservation)
+        await patch_at_pre_bind(state, self._cluster, pod, annotations=status_annotations(reserved, pre.request.spec))
+        return success()
+
+    async def pre_bind_reservation(self, state: CycleState, reservation: object, node_name: str) -> Status:
+        """``PreBindReservation``: the reserve pod's cpuset as ``resource-status`` on the Reservation."""
+        reserved = state.get(RESERVED_KEY)
+        pre = state.get(PRE_FILTER_KEY)
+        if reserved is None or pre is None or not reserved.reservation:
             return success()
-        shares = tuple(
-            NUMANodeResource(node, {name: format_quantity(name, amount) for name, amount in sorted(amounts.items())})
-            for node, amounts in sorted(reserved.numa.items())
-        )
-        annotations: dict[str, str | None] = {
-            ANNOTATION_RESOURCE_STATUS: ResourceStatus(format_cpuset(reserved.cpus), shares).to_json()
-        }
-        if reserved.cpus:
-            backfill = policy.resource_spec_backfill(pre.request.spec, reserved.bind_policy, reserved.required)
-            if backfill is not None:
-                annotations[ANNOTATION_RESOURCE_SPEC] = backfill.to_json()
-        await patch_at_pre_bind(state, self._cluster, pod, annotations=annotations)
+        body = resv.reservation_annotations(status_annotations(reserved, pre.request.spec))
+        try:
+            await self._cluster.patch_object(RESERVATION_KIND, reserved.reservation, body)
+        except ClusterError as exc:
+            return error(f"writing resource-status of Reservation {reserved.reservation}: {exc}")
         return success()
 
     # ----- simulate -----
@@ -498,11 +486,13 @@ _ps: type[PreScorePlugin] = NodeNUMAResource
 _bs: type[BatchScorePlugin] = NodeNUMAResource
 _r: type[ReservePlugin] = NodeNUMAResource
 _pb: type[PreBindPlugin] = NodeNUMAResource
+_rpb: type[ReservationPreBindPlugin] = NodeNUMAResource
 
 
 def new(args: NodeNUMAResourceArgs | None, handle: NUMAHandle) -> NodeNUMAResource:
     plugin = NodeNUMAResource(args or NodeNUMAResourceArgs(), handle.snapshot, handle.cluster)
     handle.watch(NODE_RESOURCE_TOPOLOGY_KIND, plugin.on_topology)
+    handle.watch(RESERVATION_KIND, plugin.on_reservation)
     handle.watch_pods(plugin.on_pod)
     handle.register_forget_pod_handler(plugin.on_forget_pod)
     handle.add_simulation_report(plugin.simulation_report)

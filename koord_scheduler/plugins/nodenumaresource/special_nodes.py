@@ -1,6 +1,7 @@
 """The nodes that matter to pods not asking for bound CPUs: labelled ``cpu-bind-policy`` or
-``numa-topology-policy``, or whose NodeResourceTopology says kubelet full-pcpus-only or a NUMA policy.
-Kept up to date incrementally from the snapshot's changed rows."""
+``numa-topology-policy``, annotated with a resource amplification ratio, or whose NodeResourceTopology
+says kubelet full-pcpus-only or a NUMA policy. Kept up to date incrementally from the snapshot's changed
+rows."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from collections.abc import Mapping
 
 from apis.extension.numa import LABEL_NODE_CPU_BIND_POLICY, LABEL_NODE_NUMA_TOPOLOGY_POLICY, NUMATopologyPolicy
 from koord_scheduler.framework.snapshot import ClusterSnapshot
+from koord_scheduler.plugins.nodenumaresource.amplification import ANNOTATION_AMPLIFICATION_RATIO
 from koord_scheduler.plugins.nodenumaresource.nrt import NodeTopologyRecord
 
 
@@ -42,6 +44,7 @@ class SpecialNodes:
             record = self._topologies.get(node.name) if node is not None else None
             special = node is not None and (
                 LABEL_NODE_CPU_BIND_POLICY in node.labels
+                or ANNOTATION_AMPLIFICATION_RATIO in node.annotations
                 or LABEL_NODE_NUMA_TOPOLOGY_POLICY in node.labels
                 or (
                     record is not None and (record.full_pcpus_only or record.numa_policy is not NUMATopologyPolicy.NONE)

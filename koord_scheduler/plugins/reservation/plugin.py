@@ -49,7 +49,7 @@ from koord_scheduler.framework.interfaces import (
     ReservationNominator,
     ReservePlugin,
 )
-from koord_scheduler.framework.restored import RESTORED_CAPACITY, RestoredCapacity
+from koord_scheduler.framework.restored import RESTORED_CAPACITY, RestoredCapacity, RestoredReservation
 from koord_scheduler.framework.snapshot import ClusterSnapshot, IntArray, Positions
 from koord_scheduler.framework.status import Status, skip, success, unresolvable, unschedulable
 from koord_scheduler.framework.types import (
@@ -63,6 +63,7 @@ from koord_scheduler.framework.types import (
     QueuedPodInfo,
 )
 from koord_scheduler.plugins import names
+from koord_scheduler.plugins.kinds import RESERVATION_KIND
 from koord_scheduler.plugins.reservation import policy
 from koord_scheduler.plugins.reservation import preallocation as prealloc
 from koord_scheduler.plugins.reservation.accounting import ReservationAccounting
@@ -79,7 +80,7 @@ from koord_scheduler.plugins.reservation.preemption import ReservationPreemption
 from koord_scheduler.plugins.reservation.report import simulation_rows
 from koord_scheduler.plugins.reservation.reserve_pod import is_reserve_pod, pinned_node, reservation_name_of
 from koord_scheduler.plugins.reservation.selector_index import IndexedNarrowing
-from koord_scheduler.plugins.reservation.writes import RESERVATION_KIND, ReservationWriter
+from koord_scheduler.plugins.reservation.writes import ReservationWriter
 
 NAME = names.RESERVATION
 ARGS = ReservationArgs
@@ -238,7 +239,12 @@ class Reservation:
             if pre is not None and entry is not None:
                 config = self.args.pre_allocation_config
                 prealloc.before_filter(
-                    state, pre=pre, record=entry.record, reserve_pod=pod, snapshot=snapshot, config=config,
+                    state,
+                    pre=pre,
+                    record=entry.record,
+                    reserve_pod=pod,
+                    snapshot=snapshot,
+                    config=config,
                     positions=positions,
                 )
             return None, success()
@@ -284,6 +290,10 @@ class Reservation:
             cache.remainder[chosen_rows],
             pod_slots=cache.pod_slots[chosen_rows],
             ports=cache.ports_at(chosen_rows, chosen_pos),
+            owners={
+                pos: RestoredReservation(cache.row_uid[row], bool(cache.restricted[row]))
+                for pos, row in zip(chosen_pos.tolist(), chosen_rows.tolist(), strict=True)
+            },
         )
         state.write(RESTORED_CAPACITY, restored)
         return None, success()
@@ -325,9 +335,7 @@ class Reservation:
 
     # ----- PostFilter -----
 
-    def post_filter(
-        self, state: CycleState, pod: Pod, diagnosis: Diagnosis
-    ) -> tuple[PostFilterResult | None, Status]:
+    def post_filter(self, state: CycleState, pod: Pod, diagnosis: Diagnosis) -> tuple[PostFilterResult | None, Status]:
         return post_filter_with_preemption(
             self.preemption, self.cache, state, pod, snapshot=self.handle.snapshot, diagnosis=diagnosis
         )

@@ -19,30 +19,18 @@ from apis.scheduling import (
     ANNOTATION_RESERVATION_ALLOCATED,
     CONDITION_READY,
     CONDITION_SCHEDULED,
-    GROUP,
     PHASE_AVAILABLE,
     REASON_AVAILABLE,
     REASON_SCHEDULED,
     REASON_UNSCHEDULABLE,
-    VERSION,
     ReservationRecord,
-    parse_reservation,
 )
 from koord_scheduler.framework.cycle_state import CycleState
 from koord_scheduler.framework.handle import ClusterClient
 from koord_scheduler.framework.pod_patch import patch_at_pre_bind
-from koord_scheduler.framework.types import ObjectKind
+from koord_scheduler.plugins.kinds import RESERVATION_KIND
 
 log = logging.getLogger(__name__)
-
-RESERVATION_KIND = ObjectKind(
-    kind="Reservation",
-    group=GROUP,
-    version=VERSION,
-    plural="reservations",
-    namespaced=False,
-    parse=parse_reservation,
-)
 
 
 class HasCluster(Protocol):

@@ -10,8 +10,8 @@ from apis.core.types import Pod
 from apis.scheduling import ANNOTATION_RESERVATION_ALLOCATED
 from koord_scheduler.framework.snapshot import ClusterSnapshot
 from koord_scheduler.framework.types import EventType
+from koord_scheduler.plugins.kinds import RESERVATION_KIND
 from koord_scheduler.plugins.reservation.cache import ReservationCache
-from koord_scheduler.plugins.reservation.plugin import RESERVATION_KIND
 from koord_scheduler.plugins.reservation.reserve_pod import new_reserve_pod
 from tests.builders import make_node, make_pod
 from tests.unit.scheduler.plugins.reservation.harness import Run, make_reservation, run

@@ -7,7 +7,7 @@ from prometheus_client import generate_latest
 
 from apis.scheduling import ANNOTATION_RESERVATION_ALLOCATED
 from koord_scheduler.framework.types import EventType
-from koord_scheduler.plugins.reservation.plugin import RESERVATION_KIND
+from koord_scheduler.plugins.kinds import RESERVATION_KIND
 from tests.builders import make_node, make_pod
 from tests.unit.scheduler.plugins.reservation.harness import make_reservation, run
 
