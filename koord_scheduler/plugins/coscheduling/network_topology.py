@@ -1,0 +1,230 @@
+"""Network-topology-aware gangs (Koordinator ``coscheduling/core/network_topology_workflow.go``): the
+cluster's ClusterNetworkTopology, the per-node offer slots measured with the Filter plugins, and the
+PreScore order for pods with a network-topology selector. The pure planning is in :mod:`.topology_plan`,
+the tree in :mod:`.topology_tree`; the round bookkeeping (who is first, who is pinned) stays in the
+plugin.
+
+Offer slots: on each candidate node, the job's pending pods (in ``network-topology-index`` order, then
+by name) are filtered one after another with the first pod's CycleState, each one placed on the node
+(through ``PreFilterExtensions.AddPod``) before the next is tried; the count stops at the first pod that
+does not fit. The snapshot is edited and restored; each node gets its own clone of the CycleState.
+Unlike Koordinator's ``RunFilterPluginsWithNominatedPods``, nominated pods of other jobs are not counted.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from apis.core.types import Pod
+from apis.scheduling import network_topology as nt
+from apis.scheduling.constants import GROUP, VERSION
+from koord_scheduler.framework.cycle_state import CycleState, StateKey
+from koord_scheduler.framework.diagnosis import Diagnosis
+from koord_scheduler.framework.errors import PluginCycleError
+from koord_scheduler.framework.interfaces import FrameworkRunner
+from koord_scheduler.framework.snapshot import ClusterSnapshot, IntArray, NodeInfo, Positions
+from koord_scheduler.framework.status import Code, Status
+from koord_scheduler.framework.types import EventType, ObjectKind
+from koord_scheduler.plugins.coscheduling import topology_plan as plan
+from koord_scheduler.plugins.coscheduling.topology_tree import TopologySpecError, TopologyTree, build_tree
+
+log = logging.getLogger(__name__)
+
+CLUSTER_NETWORK_TOPOLOGY_KIND = ObjectKind(
+    kind=nt.KIND,
+    group=GROUP,
+    version=VERSION,
+    plural=nt.PLURAL,
+    namespaced=False,
+    parse=nt.parse_cluster_network_topology,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeOrder:
+    """PreScore's result: node name -> rank (0 = best)."""
+
+    rank: Mapping[str, int]
+
+
+PRE_SCORE_KEY: StateKey[NodeOrder] = StateKey("Coscheduling/network-topology-pre-score")
+
+
+def sort_pods_by_index(pods: Sequence[Pod]) -> list[Pod]:
+    """Koordinator's ``SortPodsByIndex``: pods with an index first, by index; then by name."""
+
+    def key(pod: Pod) -> tuple[int, int, str]:
+        index = nt.pod_topology_index(pod.annotations)
+        return (0, index, pod.name) if index >= 0 else (1, 0, pod.name)
+
+    return sorted(pods, key=key)
+
+
+class NetworkTopology:
+    """The cluster's topology object and the planning that needs the framework."""
+
+    def __init__(self) -> None:
+        self.topology: nt.ClusterNetworkTopologyRecord | None = None
+        self.fwk: FrameworkRunner | None = None
+
+    def on_topology(self, event: EventType, old: Any, new: Any) -> None:
+        record = new if event != EventType.DELETED else None
+        name = (new or old).name
+        if name == nt.DEFAULT_NAME:
+            self.topology = record
+
+    def tree(self, snapshot: ClusterSnapshot) -> TopologyTree | None:
+        """The tree of the snapshot's nodes, or None without a usable ClusterNetworkTopology."""
+        if self.topology is None:
+            return None
+        nodes = ((info.name, info.node.labels) for info in snapshot.iter_nodes() if info.node is not None)
+        try:
+            return build_tree(self.topology, nodes)
+        except TopologySpecError as exc:
+            log.error("ClusterNetworkTopology %s is unusable: %s", self.topology.name, exc)
+            return None
+
+    # ----- FindOneNode -----
+
+    def plan(
+        self,
+        state: CycleState,
+        pods: Sequence[Pod],
+        snapshot: ClusterSnapshot,
+        candidates: Sequence[str] | None,
+        spec: nt.GangTopologySpec,
+    ) -> dict[str, str] | plan.PlanFailure:
+        """Pod key -> node for every pod of ``pods`` (sorted by :func:`sort_pods_by_index`), or why not.
+        ``candidates``: the PreFilterResult's nodes (None: all). Raises :class:`PluginCycleError`."""
+        tree = self.tree(snapshot)
+        if tree is None:
+            return plan.PlanFailure(plan.NO_CLUSTER_NETWORK_TOPOLOGY)
+        if candidates is None:
+            positions = [int(p) for p in snapshot.node_order()]
+        else:
+            positions = [info.position for n in candidates if (info := snapshot.node_info(n)) is not None]
+        slots, failures = self.offer_slots(state, pods, snapshot, positions)
+        selector = pods[0].annotations.get(nt.ANNOTATION_NETWORK_TOPOLOGY_SELECTOR, "")
+        existing = existing_pods(snapshot, selector) if selector else None
+        req = plan.requirements(spec, tree, len(pods))
+        names = [(p.key, p.name) for p in pods]
+        return plan.place_pods(tree, names, slots, req, node_failures=failures, existing_pods=existing)
+
+    def offer_slots(
+        self, state: CycleState, pods: Sequence[Pod], snapshot: ClusterSnapshot, positions: list[int]
+    ) -> tuple[dict[str, int], dict[str, tuple[str, ...]]]:
+        """Node -> how many of ``pods`` it takes in order; node -> reasons of the failure that ended the
+        count (nodes that take every pod have none)."""
+        assert self.fwk is not None, "the framework is bound before the first cycle"
+        slots: dict[str, int] = {}
+        failures: dict[str, tuple[str, ...]] = {}
+        if not pods or not positions:
+            return slots, failures
+        passed = self._filter(state, pods[0], positions, snapshot, failures)
+        for pos in positions:
+            info = snapshot.info(pos)
+            if pos not in passed:
+                slots[info.name] = 0
+                continue
+            slots[info.name] = self._count_on_node(state, pods, info, snapshot, failures)
+        return slots, failures
+
+    def _count_on_node(
+        self,
+        state: CycleState,
+        pods: Sequence[Pod],
+        info: NodeInfo,
+        snapshot: ClusterSnapshot,
+        failures: dict[str, tuple[str, ...]],
+    ) -> int:
+        """Pods 1.. on one node, each with the ones before it placed (pod 0 is known to fit)."""
+        node_state = state.clone()
+        added: list[Pod] = []
+        try:
+            for i in range(1, len(pods)):
+                placed = replace(pods[i - 1], node_name=info.name)
+                snapshot.add_pod(placed)
+                added.append(placed)
+                problem = self._add_pod(node_state, pods[i], placed, info)
+                if problem:
+                    failures[info.name] = (problem,)
+                    return i
+                if not self._filter(node_state, pods[i], [info.position], snapshot, failures):
+                    return i
+            return len(pods)
+        finally:
+            for placed in added:
+                snapshot.remove_pod(placed)
+
+    def _filter(
+        self,
+        state: CycleState,
+        pod: Pod,
+        positions: list[int],
+        snapshot: ClusterSnapshot,
+        failures: dict[str, tuple[str, ...]],
+    ) -> set[int]:
+        assert self.fwk is not None
+        probe = Diagnosis(num_all_nodes=len(positions))
+        passed = self.fwk.filter_nodes_uncached(state, pod, np.asarray(positions, dtype=np.intp), probe)
+        for chunk in probe.chunks:
+            for i, pos in enumerate(chunk.positions.tolist()):
+                failures[snapshot.info(pos).name] = chunk.status_at(i).reasons
+        return set(passed.tolist())
+
+    def _add_pod(self, state: CycleState, pod: Pod, other: Pod, info: NodeInfo) -> str:
+        """AddPod of every PreFilter plugin; the failure's message, or ""."""
+        assert self.fwk is not None
+        for plugin in self.fwk.pre_filter_plugins:
+            if plugin.name in state.skip_filter:
+                continue
+            extensions = plugin.pre_filter_extensions()
+            if extensions is None:
+                continue
+            status = extensions.add_pod(state, pod, other, info)
+            if status.code == Code.ERROR:
+                raise PluginCycleError(status.with_plugin(plugin.name))
+            if not status.is_success:
+                return status.message
+        return ""
+
+    # ----- PreScore / Score -----
+
+    def pre_score(self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions) -> Status:
+        """Rank the candidates by topology for a pod with a network-topology selector; Skip otherwise
+        (and without a usable ClusterNetworkTopology)."""
+        selector = pod.annotations.get(nt.ANNOTATION_NETWORK_TOPOLOGY_SELECTOR, "")
+        if not selector:
+            return Status(Code.SKIP)
+        tree = self.tree(snapshot)
+        if tree is None:
+            return Status(Code.SKIP)
+        names = [snapshot.info(int(p)).name for p in positions]
+        order = plan.sort_nodes_by_topology(tree, names, existing_pods(snapshot, selector))
+        state.write(PRE_SCORE_KEY, NodeOrder({name: i for i, name in enumerate(order)}))
+        return Status()
+
+    @staticmethod
+    def score_nodes(state: CycleState, snapshot: ClusterSnapshot, positions: Positions) -> IntArray:
+        """Each node's rank from PreScore (0 = best); NormalizeScore reverses it into [0, 100]."""
+        order = state.get(PRE_SCORE_KEY)
+        if order is None:
+            return np.zeros(len(positions), dtype=np.int64)
+        rank = order.rank
+        return np.array([rank.get(snapshot.info(int(p)).name, 0) for p in positions], dtype=np.int64)
+
+
+def existing_pods(snapshot: ClusterSnapshot, selector: str) -> dict[str, int]:
+    """Node -> pods on it (bound or assumed) with the network-topology selector ``selector``."""
+    key = nt.ANNOTATION_NETWORK_TOPOLOGY_SELECTOR
+    out: dict[str, int] = {}
+    for info in snapshot.iter_nodes():
+        count = sum(1 for p in info.pods.values() if p.annotations.get(key) == selector)
+        if count:
+            out[info.name] = count
+    return out
