@@ -149,7 +149,8 @@ def parse_cluster_network_topology(obj: Mapping[str, Any]) -> ClusterNetworkTopo
     for i, layer in enumerate(model.spec.network_topology_spec):
         if not layer.topology_layer:
             raise ValueError(f"{KIND} {name}: spec.networkTopologySpec[{i}].topologyLayer must not be empty")
-        layers.append(TopologyLayer(layer.topology_layer, layer.parent_topology_layer or "", tuple(layer.label_key or ())))
+        parent = layer.parent_topology_layer or ""
+        layers.append(TopologyLayer(layer.topology_layer, parent, tuple(layer.label_key or ())))
     return ClusterNetworkTopologyRecord(model.metadata.name, tuple(layers))
 
 

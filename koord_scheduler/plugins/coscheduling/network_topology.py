@@ -14,7 +14,7 @@ Unlike Koordinator's ``RunFilterPluginsWithNominatedPods``, nominated pods of ot
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -28,10 +28,12 @@ from koord_scheduler.framework.diagnosis import Diagnosis
 from koord_scheduler.framework.errors import PluginCycleError
 from koord_scheduler.framework.interfaces import FrameworkRunner
 from koord_scheduler.framework.snapshot import ClusterSnapshot, IntArray, NodeInfo, Positions
-from koord_scheduler.framework.status import Code, Status
-from koord_scheduler.framework.types import EventType, ObjectKind
+from koord_scheduler.framework.status import Code, Status, error, unschedulable
+from koord_scheduler.framework.types import MAX_NODE_SCORE, EventType, ObjectKind, PreFilterResult
 from koord_scheduler.plugins.coscheduling import topology_plan as plan
-from koord_scheduler.plugins.coscheduling.topology_tree import TopologySpecError, TopologyTree, build_tree
+from koord_scheduler.plugins.coscheduling.gang_cache import Round
+from koord_scheduler.plugins.coscheduling.topology_tree import TopologySpecError, TopologyTree, build_tree, order_layers
+from koord_scheduler.plugins.helpers import default_normalize_score
 
 log = logging.getLogger(__name__)
 
@@ -73,10 +75,19 @@ class NetworkTopology:
         self.fwk: FrameworkRunner | None = None
 
     def on_topology(self, event: EventType, old: Any, new: Any) -> None:
+        """Keep the ClusterNetworkTopology named ``default``; one whose layers do not chain up from the
+        node layer is logged and treated as absent (as Koordinator, which then builds no tree)."""
         record = new if event != EventType.DELETED else None
         name = (new or old).name
-        if name == nt.DEFAULT_NAME:
-            self.topology = record
+        if name != nt.DEFAULT_NAME:
+            return
+        if record is not None:
+            try:
+                order_layers(record.layers)
+            except TopologySpecError as exc:
+                log.error("%s %s is unusable: %s", nt.KIND, name, exc)
+                record = None
+        self.topology = record
 
     def tree(self, snapshot: ClusterSnapshot) -> TopologyTree | None:
         """The tree of the snapshot's nodes, or None without a usable ClusterNetworkTopology."""
@@ -90,6 +101,34 @@ class NetworkTopology:
             return None
 
     # ----- FindOneNode -----
+
+    def find_one_node(
+        self,
+        state: CycleState,
+        pod: Pod,
+        *,
+        current: Round,
+        spec: nt.GangTopologySpec,
+        pending: Callable[[], list[Pod]],
+        snapshot: ClusterSnapshot,
+        result: PreFilterResult | None,
+    ) -> tuple[str, Status]:
+        """Koordinator's FindOneNode for ``pod`` in the network-topology ``current`` round: the first
+        member plans every ``pending()`` member's node (stored in ``current.planned``) and gets its own;
+        Skip for the others (PreFilter pins them) and after the round failed."""
+        if current.failed_message:
+            return "", Status(Code.SKIP)
+        if len(current.attempted) > 1:
+            return ("", error(plan.NO_PLANNED_PODS)) if not current.planned else ("", Status(Code.SKIP))
+        pods = pending()
+        if not pods:
+            return "", error(plan.NO_PENDING_PODS)
+        candidates = None if result is None or result.node_names is None else sorted(result.node_names)
+        outcome = self.plan(state, sort_pods_by_index(pods), snapshot, candidates, spec)
+        if isinstance(outcome, plan.PlanFailure):
+            return "", unschedulable(outcome.message)
+        current.planned = outcome
+        return outcome[pod.key], Status()
 
     def plan(
         self,
@@ -207,6 +246,14 @@ class NetworkTopology:
         names = [snapshot.info(int(p)).name for p in positions]
         order = plan.sort_nodes_by_topology(tree, names, existing_pods(snapshot, selector))
         state.write(PRE_SCORE_KEY, NodeOrder({name: i for i, name in enumerate(order)}))
+        return Status()
+
+    normalize_reads_only_scores = True
+    """NormalizeScore depends on nothing but the scores (the runtime may reuse its result)."""
+
+    def normalize_score(self, state: CycleState, pod: Pod, scores: IntArray) -> Status:
+        """The best rank (0) becomes 100 (Koordinator: ``DefaultNormalizeScore(100, reverse=true)``)."""
+        default_normalize_score(MAX_NODE_SCORE, True, scores)
         return Status()
 
     @staticmethod

@@ -234,7 +234,9 @@ def distribute_pods(
     return plan
 
 
-def sort_nodes_by_topology(tree: TopologyTree, candidates: Sequence[str], existing_pods: Mapping[str, int]) -> list[str]:
+def sort_nodes_by_topology(
+    tree: TopologyTree, candidates: Sequence[str], existing_pods: Mapping[str, int]
+) -> list[str]:
     """PreScore's order (Koordinator ``sortNodesByTopology``): each candidate offers one slot; nodes under
     members with more selector pods first, then under the smaller offer, then by name. ``tree`` is
     evaluated in place: pass a fresh copy. Candidates outside the tree come last, by name."""
@@ -243,6 +245,9 @@ def sort_nodes_by_topology(tree: TopologyTree, candidates: Sequence[str], existi
     outside = sorted(n for n in candidates if n not in tree.leaves)
 
     compare = _comparator(lower_offer_slot=True)  # scores are all 0 here: Koordinator's order exactly
-    by_leaf = functools.cmp_to_key(lambda a, b: compare(tree.leaves[a], tree.leaves[b]))
-    return sorted(inside, key=by_leaf) + outside
+
+    def by_leaf(a: str, b: str) -> int:
+        return compare(tree.leaves[a], tree.leaves[b])
+
+    return sorted(inside, key=functools.cmp_to_key(by_leaf)) + outside
 

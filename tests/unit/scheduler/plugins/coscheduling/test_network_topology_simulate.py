@@ -1,0 +1,128 @@
+"""Network-topology-aware gangs on the in-memory cluster (the simulator): a ClusterNetworkTopology with
+spine > block > node layers, one 4-cpu pod per 4-cpu node."""
+
+from __future__ import annotations
+
+import json
+
+from gang_harness import ANN, CONFIG, gang_pod, pod, simulate
+
+SPEC = ANN + "network-topology-spec"
+SELECTOR = "scheduling.koordinator.sh/network-topology-selector"
+AWARE_CONFIG = CONFIG + """  pluginConfig:
+  - name: Coscheduling
+    args: {awareNetworkTopology: true}
+"""
+MUST_GATHER_BLOCK = '{"gatherStrategy":[{"layer":"BlockLayer","strategy":"MustGather"}]}'
+MUST_GATHER_SPINE = '{"gatherStrategy":[{"layer":"SpineLayer","strategy":"MustGather"}]}'
+
+
+def topology(name: str = "default") -> str:
+    return json.dumps(
+        {
+            "apiVersion": "scheduling.koordinator.sh/v1alpha1",
+            "kind": "ClusterNetworkTopology",
+            "metadata": {"name": name},
+            "spec": {
+                "networkTopologySpec": [
+                    {"topologyLayer": "SpineLayer", "parentTopologyLayer": "ClusterTopologyLayer",
+                     "labelKey": ["network.topology.example.com/spine"]},
+                    {"topologyLayer": "BlockLayer", "parentTopologyLayer": "SpineLayer",
+                     "labelKey": ["network.topology.example.com/block"]},
+                    {"topologyLayer": "NodeTopologyLayer", "parentTopologyLayer": "BlockLayer"},
+                ]
+            },
+        }
+    )
+
+
+def node(name: str, spine: str, block: str) -> str:
+    labels = {"network.topology.example.com/spine": spine, "network.topology.example.com/block": block}
+    return json.dumps(
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": name, "labels": labels},
+            "status": {"allocatable": {"cpu": "4", "memory": "64Gi", "pods": "110"}},
+        }
+    )
+
+
+def block(prefix: str, spine: str, block_name: str, count: int) -> list[str]:
+    return [node(f"{prefix}{i}", spine, block_name) for i in range(count)]
+
+
+def gang(n: int, spec: str, *, name: str = "g") -> list[str]:
+    return [gang_pod(f"{name}{i}", name, n, network_topology_spec=spec) for i in range(n)]
+
+
+async def test_gang_lands_in_the_one_block_with_room_for_all() -> None:
+    # Block b1 (nodes a0..a2, first by name) has room for 3 of the 4 members, block b2 for all 4.
+    nodes = block("a", "s1", "b1", 3) + block("b", "s1", "b2", 4)
+    run = await simulate(topology(), *nodes, *gang(4, MUST_GATHER_BLOCK), config=AWARE_CONFIG)
+    assert run.bound() == {"g0", "g1", "g2", "g3"}
+    assert {node for node, _ in run.placements.values()} == {"b0", "b1", "b2", "b3"}
+
+
+async def test_the_smallest_block_that_fits_is_preferred() -> None:
+    # Gather in the spine: both blocks fit 4; the tighter one (4 free nodes) wins over 6.
+    nodes = block("a", "s1", "b1", 6) + block("b", "s1", "b2", 4)
+    run = await simulate(topology(), *nodes, *gang(4, MUST_GATHER_SPINE), config=AWARE_CONFIG)
+    assert {node for node, _ in run.placements.values()} == {"b0", "b1", "b2", "b3"}
+
+
+async def test_no_block_fits_the_gang_binds_none_with_koordinators_message() -> None:
+    nodes = block("a", "s1", "b1", 3) + block("b", "s1", "b2", 3)
+    run = await simulate(topology(), *nodes, *gang(4, MUST_GATHER_BLOCK), config=AWARE_CONFIG)
+    assert run.bound() == set()
+    want = (
+        "no candidate topology nodes can accommodate job, desiredOfferSlot: 4, "
+        "topology topologyNode BlockLayer/b1: 3;topology topologyNode BlockLayer/b2: 3, 0/6 nodes are available:"
+    )
+    messages = [m for _, m in run.placements.values()]
+    assert any(want in m for m in messages), messages
+    assert all(m for m in messages), "every member says why"
+
+
+async def test_without_a_cluster_network_topology_the_gang_gets_koordinators_message() -> None:
+    nodes = block("b", "s1", "b2", 4)
+    run = await simulate(*nodes, *gang(4, MUST_GATHER_BLOCK), config=AWARE_CONFIG)
+    assert run.bound() == set()
+    assert all("no cluster network topology" in m for _, m in run.placements.values())
+
+
+async def test_only_the_topology_named_default_counts() -> None:
+    nodes = block("b", "s1", "b2", 4)
+    run = await simulate(topology("other"), *nodes, *gang(4, MUST_GATHER_BLOCK), config=AWARE_CONFIG)
+    assert all("no cluster network topology" in m for _, m in run.placements.values())
+
+
+async def test_spec_that_is_not_json_is_refused_with_an_event() -> None:
+    nodes = block("b", "s1", "b2", 2)
+    run = await simulate(topology(), *nodes, *gang(2, "{not json"), config=AWARE_CONFIG)
+    assert run.bound() == set()
+    message = run.placements["g0"][1]
+    assert "network-topology-spec: not JSON" in message, message
+    assert "default/g0" in run.events("InvalidGang")
+
+
+async def test_without_aware_network_topology_the_spec_is_ignored() -> None:
+    nodes = block("a", "s1", "b1", 3) + block("b", "s1", "b2", 1)
+    run = await simulate(*nodes, *gang(4, MUST_GATHER_BLOCK))
+    assert run.bound() == {"g0", "g1", "g2", "g3"}
+
+
+async def test_gang_without_a_spec_is_a_plain_gang_when_aware() -> None:
+    nodes = block("a", "s1", "b1", 3) + block("b", "s1", "b2", 1)
+    pods = [gang_pod(f"p{i}", "plain", 4) for i in range(4)]
+    run = await simulate(*nodes, *pods, config=AWARE_CONFIG)
+    assert run.bound() == {"p0", "p1", "p2", "p3"}
+
+
+async def test_selector_pods_are_packed_under_the_block_that_already_has_one() -> None:
+    # Without the ranking the pod goes to a0; with it, next to the pod of its selector, in block b2.
+    nodes = block("a", "s1", "b1", 3) + block("b", "s1", "b2", 3)
+    placed = pod("old", annotations={SELECTOR: "job-x"}, node_name="b0")
+    new = pod("new", annotations={SELECTOR: "job-x"})
+    run = await simulate(topology(), *nodes, placed, new, config=AWARE_CONFIG)
+    assert run.placements["new"][0] == "b1"
