@@ -44,6 +44,7 @@ CLUSTER_NETWORK_TOPOLOGY_KIND = ObjectKind(
     plural=nt.PLURAL,
     namespaced=False,
     parse=nt.parse_cluster_network_topology,
+    optional=True,  # a cluster without the CRD has no topology: gangs with a spec get the message for that
 )
 
 
