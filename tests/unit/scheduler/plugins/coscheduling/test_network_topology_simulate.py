@@ -5,10 +5,15 @@ from __future__ import annotations
 
 import json
 
-from gang_harness import ANN, CONFIG, gang_pod, pod, simulate
+import pytest
+from gang_harness import ANN, CONFIG, gang_pod, pod, pod_group, simulate
+
+from koord_scheduler.plugins.coscheduling.network_topology import sort_pods_by_index
+from tests.builders import make_pod
 
 SPEC = ANN + "network-topology-spec"
 SELECTOR = "scheduling.koordinator.sh/network-topology-selector"
+INDEX = ANN + "network-topology-index"
 AWARE_CONFIG = CONFIG + """  pluginConfig:
   - name: Coscheduling
     args: {awareNetworkTopology: true}
@@ -36,14 +41,14 @@ def topology(name: str = "default") -> str:
     )
 
 
-def node(name: str, spine: str, block: str) -> str:
+def node(name: str, spine: str, block: str, cpu: str = "4") -> str:
     labels = {"network.topology.example.com/spine": spine, "network.topology.example.com/block": block}
     return json.dumps(
         {
             "apiVersion": "v1",
             "kind": "Node",
             "metadata": {"name": name, "labels": labels},
-            "status": {"allocatable": {"cpu": "4", "memory": "64Gi", "pods": "110"}},
+            "status": {"allocatable": {"cpu": cpu, "memory": "64Gi", "pods": "110"}},
         }
     )
 
@@ -126,3 +131,37 @@ async def test_selector_pods_are_packed_under_the_block_that_already_has_one() -
     new = pod("new", annotations={SELECTOR: "job-x"})
     run = await simulate(topology(), *nodes, placed, new, config=AWARE_CONFIG)
     assert run.placements["new"][0] == "b1"
+
+
+async def test_offer_slots_count_members_placed_one_after_another() -> None:
+    # 8-cpu nodes take two 4-cpu members each: block b1 (one node) offers 2, block b2 (two nodes) 4.
+    nodes = [node("a0", "s1", "b1", cpu="8"), node("b0", "s1", "b2", cpu="8"), node("b1", "s1", "b2", cpu="8")]
+    run = await simulate(topology(), *nodes, *gang(4, MUST_GATHER_BLOCK), config=AWARE_CONFIG)
+    placed = sorted(node_name or "" for node_name, _ in run.placements.values())
+    assert placed == ["b0", "b0", "b1", "b1"]
+
+
+async def test_spec_on_a_pod_group_places_its_members() -> None:
+    group = pod_group("pg", 4, annotations={SPEC: MUST_GATHER_BLOCK})
+    members = [pod(f"m{i}", labels={"pod-group.scheduling.sigs.k8s.io": "pg"}) for i in range(4)]
+    nodes = block("a", "s1", "b1", 3) + block("b", "s1", "b2", 4)
+    run = await simulate(topology(), *nodes, group, *members, config=AWARE_CONFIG)
+    assert sorted(n or "" for n, _ in run.placements.values()) == ["b0", "b1", "b2", "b3"]
+
+
+@pytest.mark.parametrize(
+    ("pods", "want"),
+    [
+        pytest.param({"b": None, "a": None}, ["a", "b"], id="no-index-by-name"),
+        pytest.param({"a": "2", "b": "1", "c": None}, ["b", "a", "c"], id="index-first-then-unindexed"),
+        pytest.param({"a": "x", "b": "0"}, ["b", "a"], id="bad-index-counts-as-none"),
+    ],
+)
+def test_sort_pods_by_index(pods: dict[str, str | None], want: list[str]) -> None:
+    built = []
+    for name, index in pods.items():
+        builder = make_pod(name)
+        if index is not None:
+            builder = builder.annotation(INDEX, index)
+        built.append(builder.build())
+    assert [p.name for p in sort_pods_by_index(built)] == want
