@@ -289,9 +289,9 @@ class Coscheduling:
         if found is None or current is None or current.group_id != found[2].group_id:
             return "", skip()
         spec = found[2]
-        if not self._topology_aware(spec) or spec.network_topology is None:
-            return "", skip()
         topology = spec.network_topology
+        if not self.args.aware_network_topology or topology is None:
+            return "", skip()
         return self.network.find_one_node(
             state,
             pod,
