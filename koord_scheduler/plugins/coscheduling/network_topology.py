@@ -32,6 +32,7 @@ from koord_scheduler.framework.status import Code, Status, error, unschedulable
 from koord_scheduler.framework.types import MAX_NODE_SCORE, EventType, ObjectKind, PreFilterResult
 from koord_scheduler.plugins.coscheduling import topology_plan as plan
 from koord_scheduler.plugins.coscheduling.gang_cache import Round
+from koord_scheduler.plugins.coscheduling.job_dryrun import Placer
 from koord_scheduler.plugins.coscheduling.topology_tree import TopologySpecError, TopologyTree, build_tree, order_layers
 from koord_scheduler.plugins.helpers import default_normalize_score
 
@@ -138,9 +139,12 @@ class NetworkTopology:
         snapshot: ClusterSnapshot,
         candidates: Sequence[str] | None,
         spec: nt.GangTopologySpec,
+        *,
+        scores: Mapping[str, int] | None = None,
     ) -> dict[str, str] | plan.PlanFailure:
         """Pod key -> node for every pod of ``pods`` (sorted by :func:`sort_pods_by_index`), or why not.
-        ``candidates``: the PreFilterResult's nodes (None: all). Raises :class:`PluginCycleError`."""
+        ``candidates``: the PreFilterResult's nodes (None: all); ``scores``: node -> score, higher first
+        among equals. Raises :class:`PluginCycleError`."""
         tree = self.tree(snapshot)
         if tree is None:
             return plan.PlanFailure(plan.NO_CLUSTER_NETWORK_TOPOLOGY)
@@ -153,7 +157,22 @@ class NetworkTopology:
         existing = existing_pods(snapshot, selector) if selector else None
         req = plan.requirements(spec, tree, len(pods))
         names = [(p.key, p.name) for p in pods]
-        return plan.place_pods(tree, names, slots, req, node_failures=failures, existing_pods=existing)
+        return plan.place_pods(
+            tree, names, slots, req, node_failures=failures, existing_pods=existing, scores=scores
+        )
+
+    def preemption_placer(self, spec: nt.GangTopologySpec, snapshot: ClusterSnapshot) -> Placer:
+        """Koordinator's ``PlanNodes`` for job preemption: the same planning over the dry run's nodes
+        (victims taken off), where a cheaper preemption scores higher."""
+
+        def place(
+            state: CycleState, pods: Sequence[Pod], nodes: list[str], costs: Mapping[str, int]
+        ) -> dict[str, str] | str:
+            scores = {node: -cost for node, cost in costs.items()}
+            outcome = self.plan(state, sort_pods_by_index(pods), snapshot, nodes, spec, scores=scores)
+            return outcome.message if isinstance(outcome, plan.PlanFailure) else outcome
+
+        return place
 
     def offer_slots(
         self, state: CycleState, pods: Sequence[Pod], snapshot: ClusterSnapshot, positions: list[int]

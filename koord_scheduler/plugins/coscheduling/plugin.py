@@ -360,14 +360,15 @@ class Coscheduling:
         if not self.args.enable_preemption:
             return None, Status(Code.UNSCHEDULABLE)
         preemptor, current = self._preemptor(pod)
-        if current is not None and self.round_spec is not None and self._topology_aware(self.round_spec):
-            # Job preemption by topology is not built: a plan's member waits for the next round.
-            if len(current.attempted) > 1:
-                return None, unschedulable(preemption_policy.MESSAGE_PREFIX + INVALID_PLAN)
-            return None, Status(Code.UNSCHEDULABLE)
         if current is not None and current.preemption_message:
             return None, unschedulable(preemption_policy.MESSAGE_PREFIX + current.preemption_message)
-        result, status = self.job_preemption.preempt(state, preemptor, diagnosis)
+        topology = self.round_spec.network_topology if current is not None and self.round_spec else None
+        placer = None
+        if current is not None and topology is not None and self.args.aware_network_topology:
+            if len(current.attempted) > 1:  # a planned member no longer fits: wait for the next round
+                return None, unschedulable(preemption_policy.MESSAGE_PREFIX + INVALID_PLAN)
+            placer = self.network.preemption_placer(topology, self.handle.snapshot)
+        result, status = self.job_preemption.preempt(state, preemptor, diagnosis, placer=placer)
         if current is not None and status.code != Code.ERROR:
             everyone = len(preemptor.pending) + len(preemptor.waiting)
             done = preemption_policy.PREEMPT_SUCCESS.format(len(preemptor.waiting), everyone)

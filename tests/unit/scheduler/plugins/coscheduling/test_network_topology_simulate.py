@@ -165,3 +165,60 @@ def test_sort_pods_by_index(pods: dict[str, str | None], want: list[str]) -> Non
             builder = builder.annotation(INDEX, index)
         built.append(builder.build())
     assert [p.name for p in sort_pods_by_index(built)] == want
+
+
+PREEMPT_CONFIG = """
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: default-scheduler
+  plugins:
+    multiPoint:
+      enabled:
+      - name: Coscheduling
+    postFilter:
+      disabled:
+      - name: '*'
+      enabled:
+      - name: Coscheduling
+  pluginConfig:
+  - name: Coscheduling
+    args: {enablePreemption: true, awareNetworkTopology: true}
+"""
+
+
+def prio_pod(name: str, prio: int, *, node_name: str = "", annotations: dict[str, str] | None = None) -> str:
+    spec: dict[str, object] = {"priority": prio, "containers": [{"name": "c", "resources": {"requests": {"cpu": "4"}}}]}
+    if node_name:
+        spec["nodeName"] = node_name
+    meta = {"name": name, "namespace": "default", "annotations": annotations or {}}
+    return json.dumps({"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec})
+
+
+def high_gang(n: int) -> list[str]:
+    notes = {ANN + "name": "hi", ANN + "min-available": str(n), SPEC: MUST_GATHER_BLOCK}
+    return [prio_pod(f"hi{i}", 100, annotations=notes) for i in range(n)]
+
+
+async def test_job_preemption_plans_by_topology_and_takes_the_fewest_victims() -> None:
+    # Block b1: a0, a1 free, a2 busy; block b2: b0..b3 all busy (priority 0). A gang of 3 that must
+    # gather in a block fits b1 once a2's pod goes: that block is the tightest fit, one victim.
+    nodes = block("a", "s1", "b1", 3) + block("b", "s1", "b2", 4)
+    low = [prio_pod("low-a2", 0, node_name="a2")] + [prio_pod(f"low-b{i}", 0, node_name=f"b{i}") for i in range(4)]
+    run = await simulate(topology(), *nodes, *low, *high_gang(3), config=PREEMPT_CONFIG)
+    assert sorted(run.placements[f"hi{i}"][0] or "" for i in range(3)) == ["a0", "a1", "a2"]
+    assert "default/low-a2" not in run.cluster.pods
+    assert all(f"default/low-b{i}" in run.cluster.pods for i in range(4)), "no victim outside the plan"
+    records = run.result.extra_sections["JobPreemptions"]
+    assert [sorted(r["victims"]) for r in records] == [["default/low-a2"]]
+
+
+async def test_job_preemption_that_cannot_fit_the_layer_preempts_nobody() -> None:
+    nodes = block("a", "s1", "b1", 2) + block("b", "s1", "b2", 2)
+    low = [prio_pod(f"low-{n}", 0, node_name=n) for n in ("a0", "b0")]
+    run = await simulate(topology(), *nodes, *low, *high_gang(3), config=PREEMPT_CONFIG)
+    assert run.bound() == set()
+    assert {"default/low-a0", "default/low-b0"} <= set(run.cluster.pods), "nobody preempted"
+    assert run.result.extra_sections["JobPreemptions"] == []
+    message = run.placements["hi0"][1] + run.placements["hi1"][1] + run.placements["hi2"][1]
+    assert "preemption: no candidate topology nodes can accommodate job, desiredOfferSlot: 3" in message, message
