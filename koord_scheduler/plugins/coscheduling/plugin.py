@@ -23,8 +23,8 @@ which is satisfied only when every gang in it is.
 - **PreBind** writes ``bind-gang-group-id`` / ``bind-gang-member-count`` on the members allowed together.
 - **Network topology** (``awareNetworkTopology``, for gangs with a ``network-topology-spec``): the first
   member of a round plans a node for every pending member (FindOneNode, :mod:`.network_topology`); the
-  others are pinned to theirs through their PreFilterResult. PreScore/Score rank nodes by topology for
-  pods with a ``network-topology-selector``.
+  others are pinned to theirs through their PreFilterResult; job preemption plans by topology as well.
+  PreScore/Score rank nodes by topology for pods with a ``network-topology-selector``.
 
 Differences from Koordinator, on purpose: present-but-bad gang annotations reject the pod with a message
 and an Event instead of falling back silently (:mod:`.spec`); gated members get an Event saying why; a
