@@ -5,7 +5,8 @@
 2. Place the job's pending pods one after another: each goes to the cheapest node
    (:func:`.preemption_policy.preemption_costs`) among those where it passes Filter, with the job's pods
    already placed counted; a pod is only tried on the nodes the previous pod passed (Koordinator narrows
-   the same way). If one pod fits nowhere, nothing is preempted.
+   the same way). If one pod fits nowhere, nothing is preempted. With a :data:`Placer` (network-topology
+   gangs, Koordinator's ``PlanNodes``) all pods are placed at once over every potential node instead.
 3. On every node that received pods, give the victims back in :func:`.preemption_policy.victim_order_key`
    order and keep each one with which all the pods placed there still fit, in turn. What is left are the
    victims.
