@@ -7,8 +7,9 @@ plugin.
 Offer slots: on each candidate node, the job's pending pods (in ``network-topology-index`` order, then
 by name) are filtered one after another with the first pod's CycleState, each one placed on the node
 (through ``PreFilterExtensions.AddPod``) before the next is tried; the count stops at the first pod that
-does not fit. The snapshot is edited and restored; each node gets its own clone of the CycleState.
-Unlike Koordinator's ``RunFilterPluginsWithNominatedPods``, nominated pods of other jobs are not counted.
+does not fit. Pods nominated to the node, of other jobs and at least as important, are placed first
+(Koordinator's ``RunFilterPluginsWithNominatedPods``, less its second pass without them). The snapshot is
+edited and restored; each node gets its own clone of the CycleState.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from apis.scheduling.constants import GROUP, VERSION
 from koord_scheduler.framework.cycle_state import CycleState, StateKey
 from koord_scheduler.framework.diagnosis import Diagnosis
 from koord_scheduler.framework.errors import PluginCycleError
-from koord_scheduler.framework.interfaces import FrameworkRunner
+from koord_scheduler.framework.interfaces import FrameworkRunner, NominatedPods
 from koord_scheduler.framework.snapshot import ClusterSnapshot, IntArray, NodeInfo, Positions
 from koord_scheduler.framework.status import Code, Status, error, unschedulable
 from koord_scheduler.framework.types import MAX_NODE_SCORE, EventType, ObjectKind, PreFilterResult
@@ -75,6 +76,7 @@ class NetworkTopology:
     def __init__(self) -> None:
         self.topology: nt.ClusterNetworkTopologyRecord | None = None
         self.fwk: FrameworkRunner | None = None
+        self.nominated: NominatedPods | None = None
 
     def on_topology(self, event: EventType, old: Any, new: Any) -> None:
         """Keep the ClusterNetworkTopology named ``default``; one whose layers do not chain up from the
@@ -184,14 +186,30 @@ class NetworkTopology:
         failures: dict[str, tuple[str, ...]] = {}
         if not pods or not positions:
             return slots, failures
-        passed = self._filter(state, pods[0], positions, snapshot, failures)
+        job = {p.key for p in pods}
+        nominated = {pos: others for pos in positions if (others := self._nominated_on(pods[0], pos, snapshot, job))}
+        passed = self._filter(state, pods[0], [p for p in positions if p not in nominated], snapshot, failures)
         for pos in positions:
             info = snapshot.info(pos)
-            if pos not in passed:
+            if pos in nominated:
+                slots[info.name] = self._count_on_node(state, pods, info, snapshot, failures, others=nominated[pos])
+            elif pos in passed:
+                slots[info.name] = self._count_on_node(state, pods, info, snapshot, failures)
+            else:
                 slots[info.name] = 0
-                continue
-            slots[info.name] = self._count_on_node(state, pods, info, snapshot, failures)
         return slots, failures
+
+    def _nominated_on(self, pod: Pod, pos: int, snapshot: ClusterSnapshot, job: set[str]) -> list[Pod]:
+        """Pods nominated to the node that the job's pods must leave room for: at least as important and
+        not the job's own (Koordinator's ``MakeNominatedPodsOfTheSameJob``)."""
+        if not self.nominated:
+            return []
+        info = snapshot.info(pos)
+        return [
+            other
+            for other in self.nominated.nominated_pods_for_node(info.name)
+            if other.priority >= pod.priority and other.key not in job and other.key not in info.pods
+        ]
 
     def _count_on_node(
         self,
@@ -200,11 +218,24 @@ class NetworkTopology:
         info: NodeInfo,
         snapshot: ClusterSnapshot,
         failures: dict[str, tuple[str, ...]],
+        *,
+        others: Sequence[Pod] = (),
     ) -> int:
-        """Pods 1.. on one node, each with the ones before it placed (pod 0 is known to fit)."""
+        """The pods on one node, each with the ones before it placed; pod 0 is known to fit unless
+        ``others`` (nominated pods) are placed first."""
         node_state = state.clone()
         added: list[Pod] = []
         try:
+            for other in others:
+                placed = replace(other, node_name=info.name)
+                snapshot.add_pod(placed)
+                added.append(placed)
+                problem = self._add_pod(node_state, pods[0], placed, info)
+                if problem:
+                    failures[info.name] = (problem,)
+                    return 0
+            if others and not self._filter(node_state, pods[0], [info.position], snapshot, failures):
+                return 0
             for i in range(1, len(pods)):
                 placed = replace(pods[i - 1], node_name=info.name)
                 snapshot.add_pod(placed)

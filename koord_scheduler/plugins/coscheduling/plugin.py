@@ -403,6 +403,7 @@ class Coscheduling:
 
     def bind_nominator(self, nominator: NominatedPods) -> None:
         self.job_preemption.nominated = nominator
+        self.network.nominated = nominator
 
     def pre_score(self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions) -> Status:
         return self.network.pre_score(state, pod, snapshot, positions)

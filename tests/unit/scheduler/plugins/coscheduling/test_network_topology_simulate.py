@@ -222,3 +222,14 @@ async def test_job_preemption_that_cannot_fit_the_layer_preempts_nobody() -> Non
     assert run.result.extra_sections["JobPreemptions"] == []
     message = run.placements["hi0"][1] + run.placements["hi1"][1] + run.placements["hi2"][1]
     assert "preemption: no candidate topology nodes can accommodate job, desiredOfferSlot: 3" in message, message
+
+
+async def test_room_nominated_to_a_more_important_pod_is_not_offered() -> None:
+    # vip (priority 1000, held by a scheduling gate) is nominated to b0: block b2 offers 3, not 4.
+    nodes = block("a", "s1", "b1", 3) + block("b", "s1", "b2", 4)
+    vip = json.loads(prio_pod("vip", 1000))
+    vip["spec"]["schedulingGates"] = [{"name": "example.com/hold"}]
+    vip["status"] = {"nominatedNodeName": "b0"}
+    run = await simulate(topology(), *nodes, json.dumps(vip), *gang(4, MUST_GATHER_BLOCK), config=AWARE_CONFIG)
+    assert run.bound() == set()
+    assert "topology topologyNode BlockLayer/b1: 3;topology topologyNode BlockLayer/b2: 3" in run.placements["g0"][1]
