@@ -20,7 +20,7 @@ from apis.colocation import ClusterColocationProfile
 from apis.crdgen import CRDMeta, PrinterColumn, render_all
 from apis.scheduling import GROUP as SCHEDULING_GROUP
 from apis.scheduling import VERSION as SCHEDULING_VERSION
-from apis.scheduling import Reservation, elasticquota, podgroup
+from apis.scheduling import Reservation, elasticquota, network_topology, podgroup
 from apis.scheduling.device import Device
 from apis.slo import GROUP as SLO_GROUP
 from apis.slo import VERSION as SLO_VERSION
@@ -78,6 +78,16 @@ CRDS: list[tuple[type[BaseModel], CRDMeta]] = [
                 PrinterColumn("TTL", "string", ".spec.ttl"),
                 PrinterColumn("Expires", "string", ".spec.expires"),
             ),
+        ),
+    ),
+    (
+        network_topology.ClusterNetworkTopology,
+        CRDMeta(
+            group=SCHEDULING_GROUP,
+            version=SCHEDULING_VERSION,
+            kind=network_topology.KIND,
+            plural=network_topology.PLURAL,
+            scope="Cluster",
         ),
     ),
     (

@@ -9,9 +9,8 @@ drops DefaultPreemption.
 
 Not implemented, and refused at load rather than accepted and ignored: ``controllerWorkers`` above 1 and
 ``skipCheckScheduleCycle: true`` (deprecated upstream, where it does nothing either).
-``awareNetworkTopology: true`` is accepted: gangs whose pods carry no network-topology spec are scheduled
-as plain gangs, and a pod that does carry one is rejected
-as unschedulable with a message saying topology-aware placement is not supported.
+``awareNetworkTopology: true`` places gangs that carry a ``network-topology-spec`` by the cluster's
+``ClusterNetworkTopology`` (Koordinator's FindOneNode planning); gangs without one are plain gangs.
 """
 
 from __future__ import annotations

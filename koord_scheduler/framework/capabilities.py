@@ -23,6 +23,7 @@ from koord_scheduler.framework.interfaces import (
     FilterPlugin,
     FilterTransformer,
     FrameworkAware,
+    JobNodeFinder,
     NodePreferrer,
     NominatorAware,
     PermitPlugin,
@@ -75,6 +76,7 @@ class Capabilities:
     reservation_pre_binds: list[ReservationPreBindPlugin]
     reservation_nominator: ReservationNominator | None
     node_preferrer: NodePreferrer | None
+    job_node_finder: JobNodeFinder | None
     pod_patch_applier: PodPatchApplier | None
     enqueue_extensions: dict[str, EnqueueExtensions]
     warm_ups: list[WarmUpPlugin]
@@ -103,6 +105,7 @@ def find_capabilities(
     everything = list(plugins.values())
     nominators = [p for p in in_profile if isinstance(p, ReservationNominator)]
     preferrers = [p for p in in_profile if isinstance(p, NodePreferrer)]
+    finders = [p for p in at(ep.PRE_FILTER) if isinstance(p, JobNodeFinder)]
     pre_bind = [p for p in at(ep.PRE_BIND) if isinstance(p, PreBindPlugin)]
     return Capabilities(
         pre_enqueue=[p for p in at(ep.PRE_ENQUEUE) if isinstance(p, PreEnqueuePlugin)],
@@ -125,6 +128,7 @@ def find_capabilities(
         reservation_pre_binds=[p for p in pre_bind if isinstance(p, ReservationPreBindPlugin)],
         reservation_nominator=nominators[0] if nominators else None,
         node_preferrer=preferrers[0] if preferrers else None,
+        job_node_finder=finders[0] if finders else None,
         pod_patch_applier=next((p for p in pre_bind if isinstance(p, PodPatchApplier)), None),
         enqueue_extensions={p.name: p for p in everything if isinstance(p, EnqueueExtensions)},
         warm_ups=[p for p in everything if isinstance(p, WarmUpPlugin)],

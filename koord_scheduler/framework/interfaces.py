@@ -256,6 +256,18 @@ class NodePreferrer(Plugin, Protocol):
         ...
 
 
+@runtime_checkable
+class JobNodeFinder(Plugin, Protocol):
+    """Koordinator's ``FindOneNodePlugin``: runs after PreFilter (and the AfterPreFilter transformers),
+    before PreferNodes, and may pick the one node of the cycle for a pod whose whole job it plans at
+    once. One per profile (the first plugin with it)."""
+
+    def find_one_node(self, state: CycleState, pod: Pod, result: PreFilterResult | None) -> tuple[str, Status]:
+        """Success with the node (the cycle's only candidate), Skip to go on as usual, a rejection
+        (the pod is rejected as by PreFilter) or Error."""
+        ...
+
+
 # ----- Koordinator's reservation stages -----
 # ``reservation`` is the Reservation plugin's own record of one reservation (opaque to the framework).
 

@@ -146,7 +146,27 @@ class Framework:
         if status.is_success:
             for t in transformers:
                 _check_transform(t, t.after_pre_filter(state, pod, result))
+            result, status = self._run_job_node_finder(state, pod, result)
         return pod, result, status
+
+    def _run_job_node_finder(
+        self, state: CycleState, pod: Pod, result: PreFilterResult | None
+    ) -> tuple[PreFilterResult | None, Status]:
+        """Koordinator's FindOneNode step: the finder's node becomes the cycle's only candidate."""
+        finder = self.capabilities.job_node_finder
+        if finder is None:
+            return result, Status()
+        try:
+            node, status = finder.find_one_node(state, pod, result)
+        except Exception as exc:
+            raise _transformer_error("find_one_node", finder, exc) from exc
+        if status.code == Code.SKIP:
+            return result, Status()
+        if status.code == Code.ERROR:
+            raise PluginCycleError(status.with_plugin(finder.name))
+        if not status.is_success:
+            return result, status.with_plugin(finder.name)
+        return PreFilterResult(frozenset({node}), frozenset({finder.name})), Status()
 
     def run_prefer_nodes(self, state: CycleState, pod: Pod, result: PreFilterResult | None) -> Sequence[str]:
         """The profile's :class:`~.interfaces.NodePreferrer` nodes to try first (none without one).

@@ -106,6 +106,9 @@ class ObjectKind:
     plural: str
     namespaced: bool
     parse: Callable[[Mapping[str, Any]], Any]
+    optional: bool = False
+    """The scheduler starts without waiting for the first list (the CRD may not be installed yet; the
+    watch keeps retrying in the background)."""
 
     @property
     def api_version(self) -> str:

@@ -50,6 +50,8 @@ class Round:
     failed_message: str = ""
     preemption_message: str = ""
     """Set once job-level preemption ran in the round: what the round's later members are told."""
+    planned: dict[str, str] = field(default_factory=dict)
+    """Network-topology gangs: pod key -> node, planned for every pending member by the first one."""
 
 
 @dataclass(slots=True)

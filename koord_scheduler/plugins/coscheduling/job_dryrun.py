@@ -5,7 +5,8 @@
 2. Place the job's pending pods one after another: each goes to the cheapest node
    (:func:`.preemption_policy.preemption_costs`) among those where it passes Filter, with the job's pods
    already placed counted; a pod is only tried on the nodes the previous pod passed (Koordinator narrows
-   the same way). If one pod fits nowhere, nothing is preempted.
+   the same way). If one pod fits nowhere, nothing is preempted. With a :data:`Placer` (network-topology
+   gangs, Koordinator's ``PlanNodes``) all pods are placed at once over every potential node instead.
 3. On every node that received pods, give the victims back in :func:`.preemption_policy.victim_order_key`
    order and keep each one with which all the pods placed there still fit, in turn. What is left are the
    victims.
@@ -19,7 +20,7 @@ them and without them.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -43,6 +44,11 @@ class JobPlan:
     victims: dict[str, list[Pod]] = field(default_factory=dict)
 
 
+Placer = Callable[[CycleState, Sequence[Pod], list[str], Mapping[str, int]], "dict[str, str] | str"]
+"""Places every pending pod at once instead of one by one: ``(state, pods, nodes, costs)`` -> pod key ->
+node, or why not. Network-topology gangs use it (Koordinator's ``PlanNodes``)."""
+
+
 class DryRunError(Exception):
     def __init__(self, status: Status) -> None:
         super().__init__(status.message)
@@ -61,6 +67,7 @@ class JobDryRun:
         *,
         nominated: NominatedPods | None,
         job: Collection[str],
+        placer: Placer | None = None,
     ) -> None:
         self._fwk = fwk
         self._snapshot = snapshot
@@ -72,6 +79,9 @@ class JobDryRun:
         self._added: dict[str, Pod] = {}
         self.statuses: dict[str, Status] = {}
         """Node -> why it is not part of the plan (for the FitError message)."""
+        self._placer = placer
+        self.failure = ""
+        """Why the placer found no placement ("" when it was not asked or did)."""
 
     def run(self, pending: Sequence[Pod], potential: Sequence[str]) -> JobPlan | None:
         """The plan, or None (``statuses`` says why). Raises :class:`DryRunError` when a plugin fails."""
@@ -98,8 +108,18 @@ class JobDryRun:
         costs = policy.preemption_costs(possible)
         plan = JobPlan()
         placed: dict[str, list[Pod]] = {}
+        if self._placer is not None:
+            nodes = [n for n in potential if self._snapshot.node_info(n) is not None]
+            outcome = self._placer(self._state, pending, nodes, costs)
+            if isinstance(outcome, str):
+                self.failure = outcome
+                return None
+            for pod in pending:
+                plan.nominations[pod.key] = outcome[pod.key]
+                placed.setdefault(outcome[pod.key], []).append(pod)
+                self._add_member(pod, outcome[pod.key])
         feasible = sorted(possible)
-        for pod in pending:
+        for pod in pending if self._placer is None else ():
             feasible = self._feasible(pod, feasible)
             if not feasible:
                 return None
@@ -111,7 +131,7 @@ class JobDryRun:
             for pod in pods:
                 self._take_member_off(pod)
         for node, pods in placed.items():
-            plan.victims[node] = self._select_victims(node, possible[node], pods)
+            plan.victims[node] = self._select_victims(node, possible.get(node, []), pods)
         return plan
 
     # ----- steps -----

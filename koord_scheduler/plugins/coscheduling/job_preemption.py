@@ -37,7 +37,7 @@ from koord_scheduler.framework.interfaces import FrameworkRunner, NominatedPods,
 from koord_scheduler.framework.status import Code, Status, unschedulable
 from koord_scheduler.framework.types import PostFilterResult
 from koord_scheduler.plugins.coscheduling import preemption_policy as policy
-from koord_scheduler.plugins.coscheduling.job_dryrun import DryRunError, JobDryRun, JobPlan
+from koord_scheduler.plugins.coscheduling.job_dryrun import DryRunError, JobDryRun, JobPlan, Placer
 from koord_scheduler.plugins.victim_execution import VictimHandle, VictimTracker
 
 log = logging.getLogger(__name__)
@@ -74,9 +74,10 @@ class JobPreemption:
         self.history: list[JobPreemptionRecord] = []
 
     def preempt(
-        self, state: CycleState, preemptor: Preemptor, diagnosis: Diagnosis
+        self, state: CycleState, preemptor: Preemptor, diagnosis: Diagnosis, *, placer: Placer | None = None
     ) -> tuple[PostFilterResult | None, Status]:
-        """The decision and, on success, the start of its execution. Messages are unprefixed."""
+        """The decision and, on success, the start of its execution. Messages are unprefixed. ``placer``
+        places all pending members at once (network-topology gangs); its failure is the message."""
         if self.fwk is None:
             raise RuntimeError("Coscheduling: job preemption used before the framework was bound")
         trigger = preemptor.trigger
@@ -96,14 +97,14 @@ class JobPreemption:
             if s.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE
         }
         job = {p.key for p in preemptor.pending} | {p.key for p in preemptor.waiting}
-        dry_run = JobDryRun(self.fwk, snapshot, state, trigger, nominated=self.nominated, job=job)
+        dry_run = JobDryRun(self.fwk, snapshot, state, trigger, nominated=self.nominated, job=job, placer=placer)
         try:
             plan = dry_run.run(self._ordered(preemptor), potential)
         except DryRunError as exc:
             return None, exc.status
         if plan is None:
             statuses.update(dry_run.statuses)
-            message = policy.fit_error_message(snapshot.num_nodes, statuses.values())
+            message = dry_run.failure or policy.fit_error_message(snapshot.num_nodes, statuses.values())
             self._cancel(preemptor, message)
             return PostFilterResult(""), unschedulable(message)
         waiting, everyone = len(preemptor.waiting), len(preemptor.pending) + len(preemptor.waiting)

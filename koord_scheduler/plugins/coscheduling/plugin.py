@@ -21,6 +21,10 @@ which is satisfied only when every gang in it is.
 - **PostFilter** with ``enablePreemption``: job-level preemption for the round's whole gang group, or for
   the pod alone when it has no gang (:mod:`.job_preemption`); without it, nothing.
 - **PreBind** writes ``bind-gang-group-id`` / ``bind-gang-member-count`` on the members allowed together.
+- **Network topology** (``awareNetworkTopology``, for gangs with a ``network-topology-spec``): the first
+  member of a round plans a node for every pending member (FindOneNode, :mod:`.network_topology`); the
+  others are pinned to theirs through their PreFilterResult; job preemption plans by topology as well.
+  PreScore/Score rank nodes by topology for pods with a ``network-topology-selector``.
 
 Differences from Koordinator, on purpose: present-but-bad gang annotations reject the pod with a message
 and an Event instead of falling back silently (:mod:`.spec`); gated members get an Event saying why; a
@@ -31,10 +35,8 @@ members until their waiting time rather than rejecting them, so ``waiting-time``
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Protocol
-
-import numpy as np
+from collections.abc import Sequence
+from typing import Any
 
 from apis.config.coscheduling_args import CoschedulingArgs
 from apis.core.types import Pod
@@ -45,6 +47,7 @@ from koord_scheduler.framework.handle import FrameworkHandle
 from koord_scheduler.framework.interfaces import (
     FrameworkAware,
     FrameworkRunner,
+    JobNodeFinder,
     NominatedPods,
     NominatorAware,
     PermitPlugin,
@@ -69,11 +72,11 @@ from koord_scheduler.framework.types import (
     PreFilterResult,
     QueuedPodInfo,
 )
-from koord_scheduler.framework.waiting_pods import WaitingPod
 from koord_scheduler.plugins import names
 from koord_scheduler.plugins.coscheduling import preemption_policy
 from koord_scheduler.plugins.coscheduling.events import PodEvents
 from koord_scheduler.plugins.coscheduling.gang_cache import Gang, GangCache, Round
+from koord_scheduler.plugins.coscheduling.handle import CoschedulingHandle
 from koord_scheduler.plugins.coscheduling.job_preemption import JobPreemption, Preemptor
 from koord_scheduler.plugins.coscheduling.messages import (
     all_attempted,
@@ -83,13 +86,23 @@ from koord_scheduler.plugins.coscheduling.messages import (
     not_init,
     unreserve_rejected,
 )
+from koord_scheduler.plugins.coscheduling.network_topology import (
+    CLUSTER_NETWORK_TOPOLOGY_KIND,
+    NetworkTopology,
+)
 from koord_scheduler.plugins.coscheduling.spec import (
     GangRef,
     GangSpec,
     GangSpecError,
     SpecDefaults,
+    bind_annotations,
     gang_ref,
     spec_from_pod,
+)
+from koord_scheduler.plugins.coscheduling.topology_plan import (
+    INVALID_PLAN,
+    NO_CLUSTER_NETWORK_TOPOLOGY,
+    NO_PLANNED_PODS,
 )
 
 log = logging.getLogger(__name__)
@@ -103,36 +116,6 @@ POD_GROUP_KIND = ObjectKind(
 
 EVENT_REASON_INVALID = "InvalidGang"
 EVENT_REASON_WAITING = "GangNotReady"
-
-_BIND_ANNOTATIONS = (
-    pg.ANNOTATION_BIND_GANG_GROUP_ID,
-    pg.ANNOTATION_BIND_GANG_MEMBER_COUNT,
-    pg.DEPRECATED_ANNOTATION_BIND_GANG_GROUP_ID,
-    pg.DEPRECATED_ANNOTATION_BIND_GANG_MEMBER_COUNT,
-)
-
-
-class CoschedulingHandle(FrameworkHandle, Protocol):
-    """The scheduler services this plugin needs (``SchedulerHandle`` provides them)."""
-
-    def watch(self, kind: ObjectKind, handler: Callable[[EventType, Any, Any], None]) -> None: ...
-
-    def watch_pods(self, handler: Callable[[EventType, Any, Any], None]) -> None: ...
-
-    def register_error_handler_filters(
-        self, pre: Callable[[QueuedPodInfo, Status], bool] | None, post: Callable[[QueuedPodInfo, Status], bool] | None
-    ) -> None: ...
-
-    def add_simulation_report(self, reporter: Callable[[], tuple[str, list[dict[str, Any]]]]) -> None: ...
-
-    def activate_pods(self, keys: Iterable[str]) -> None: ...
-
-    def add_next_pod_hook(self, hook: Callable[[], str | None]) -> None: ...
-
-    def is_assumed(self, key: str) -> bool: ...
-
-    def waiting_pod(self, key: str) -> WaitingPod | None: ...
-
 
 class Coscheduling:
     """See the module docstring."""
@@ -150,6 +133,7 @@ class Coscheduling:
         self._events = PodEvents(handle)
         self._ready_groups: set[str] = set()
         self.job_preemption = JobPreemption(handle)
+        self.network = NetworkTopology()
 
     def start(self) -> None:
         h = self.handle
@@ -160,6 +144,8 @@ class Coscheduling:
         h.add_simulation_report(self.simulation_report)
         if self.args.enable_preemption:
             h.add_simulation_report(self.job_preemption.simulation_report)
+        if self.args.aware_network_topology:
+            h.watch(CLUSTER_NETWORK_TOPOLOGY_KIND, self.network.on_topology)
 
     # ----- events -----
 
@@ -228,12 +214,6 @@ class Coscheduling:
         spec = gang.spec
         if spec is None:
             return not_init(ref.gang_id, pod.key, gang.not_ready)
-        if spec.network_topology and self.args.aware_network_topology:
-            # Without awareNetworkTopology Koordinator ignores the spec and places the gang as a plain one.
-            return (
-                f"gang {ref.gang_id}: network-topology-aware gang placement "
-                f"({pg.ANNOTATION_GANG_NETWORK_TOPOLOGY_SPEC}) is not supported by this scheduler"
-            )
         if self._plain(spec):
             return ""
         problems = self.cache.basic_check(spec)
@@ -283,6 +263,8 @@ class Coscheduling:
         if current is None or current.group_id != spec.group_id:
             if current is not None:
                 self._end_round()
+            if self._topology_aware(spec) and self.network.topology is None:
+                return None, unresolvable(NO_CLUSTER_NETWORK_TOPOLOGY)  # no round starts
             self.round = Round(spec.group_id, {pod.key})
             self.round_spec = spec
             return None, success()
@@ -290,7 +272,35 @@ class Coscheduling:
             current.attempted.add(pod.key)
             return None, unresolvable(current.failed_message)
         current.attempted.add(pod.key)
+        if self._topology_aware(spec) and len(current.attempted) > 1:
+            node = current.planned.get(pod.key)
+            if not node:
+                return None, error(NO_PLANNED_PODS)
+            return PreFilterResult(frozenset({node})), success()
         return None, success()
+
+    def _topology_aware(self, spec: GangSpec) -> bool:
+        return self.args.aware_network_topology and spec.network_topology is not None
+
+    def find_one_node(self, state: CycleState, pod: Pod, result: PreFilterResult | None) -> tuple[str, Status]:
+        """FindOneNode for the members of a network-topology round (:meth:`.NetworkTopology.find_one_node`)."""
+        found = self._spec_of(pod)
+        current = self.round
+        if found is None or current is None or current.group_id != found[2].group_id:
+            return "", skip()
+        spec = found[2]
+        topology = spec.network_topology
+        if not self.args.aware_network_topology or topology is None:
+            return "", skip()
+        return self.network.find_one_node(
+            state,
+            pod,
+            current=current,
+            spec=topology,
+            pending=lambda: self._pending_pods(spec, pod),
+            snapshot=self.handle.snapshot,
+            result=result,
+        )
 
     def pre_filter_extensions(self) -> None:
         return None
@@ -342,7 +352,7 @@ class Coscheduling:
             if waiting is not None:
                 waiting.reject(NAME, message)
 
-    # ----- PostFilter, PreScore/Score (network topology only: nothing to do) -----
+    # ----- PostFilter, PreScore/Score (network topology) -----
 
     def post_filter(self, state: CycleState, pod: Pod, diagnosis: Any) -> tuple[PostFilterResult | None, Status]:
         """Unschedulable without ``enablePreemption``; with it, job-level preemption (:mod:`.job_preemption`),
@@ -352,7 +362,13 @@ class Coscheduling:
         preemptor, current = self._preemptor(pod)
         if current is not None and current.preemption_message:
             return None, unschedulable(preemption_policy.MESSAGE_PREFIX + current.preemption_message)
-        result, status = self.job_preemption.preempt(state, preemptor, diagnosis)
+        topology = self.round_spec.network_topology if current is not None and self.round_spec else None
+        placer = None
+        if current is not None and topology is not None and self.args.aware_network_topology:
+            if len(current.attempted) > 1:  # a planned member no longer fits: wait for the next round
+                return None, unschedulable(preemption_policy.MESSAGE_PREFIX + INVALID_PLAN)
+            placer = self.network.preemption_placer(topology, self.handle.snapshot)
+        result, status = self.job_preemption.preempt(state, preemptor, diagnosis, placer=placer)
         if current is not None and status.code != Code.ERROR:
             everyone = len(preemptor.pending) + len(preemptor.waiting)
             done = preemption_policy.PREEMPT_SUCCESS.format(len(preemptor.waiting), everyone)
@@ -368,29 +384,35 @@ class Coscheduling:
         if found is None or current is None or current.group_id != found[2].group_id or self._plain(found[2]):
             return Preemptor(pod.key, pod, (pod,), ()), None
         spec = found[2]
-        pending = [
+        pending = self._pending_pods(spec, pod)
+        waiting = [w.pod for k in self.cache.waiting_in_group(spec) if (w := self.handle.waiting_pod(k)) is not None]
+        return Preemptor(spec.group_id, pod, tuple(pending), tuple(waiting)), current
+
+    def _pending_pods(self, spec: GangSpec, pod: Pod) -> list[Pod]:
+        """The group's members still to place (``pod`` itself as given)."""
+        return [
             pod if key == pod.key else gang.children[key]
             for gang in self.cache.members(spec)
             for key in gang.pending()
             if key not in self._pod_errors and (key == pod.key or not self.handle.is_assumed(key))
         ]
-        waiting = [w.pod for k in self.cache.waiting_in_group(spec) if (w := self.handle.waiting_pod(k)) is not None]
-        return Preemptor(spec.group_id, pod, tuple(pending), tuple(waiting)), current
 
     def bind_framework(self, framework: FrameworkRunner) -> None:
         self.job_preemption.fwk = framework
+        self.network.fwk = framework
 
     def bind_nominator(self, nominator: NominatedPods) -> None:
         self.job_preemption.nominated = nominator
+        self.network.nominated = nominator
 
     def pre_score(self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions) -> Status:
-        return skip()
+        return self.network.pre_score(state, pod, snapshot, positions)
 
     def score_nodes(self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions) -> IntArray:
-        return np.zeros(len(positions), dtype=np.int64)
+        return self.network.score_nodes(state, snapshot, positions)
 
-    def score_extensions(self) -> None:
-        return None
+    def score_extensions(self) -> NetworkTopology:
+        return self.network
 
     # ----- Reserve / Permit -----
 
@@ -433,20 +455,9 @@ class Coscheduling:
 
     async def pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status:
         found = self._spec_of(pod)
-        patch: dict[str, str | None] = {}
-        if found is not None:
-            _, _, spec = found
-            members = self.cache.group(spec.group_id).binding_members
-            if pod.key in members and len(members) >= 2:
-                count = str(len(members))
-                patch = {
-                    pg.ANNOTATION_BIND_GANG_GROUP_ID: spec.group_id,
-                    pg.ANNOTATION_BIND_GANG_MEMBER_COUNT: count,
-                    pg.DEPRECATED_ANNOTATION_BIND_GANG_GROUP_ID: spec.group_id,
-                    pg.DEPRECATED_ANNOTATION_BIND_GANG_MEMBER_COUNT: count,
-                }
-        if not patch:
-            patch = {k: None for k in _BIND_ANNOTATIONS if k in pod.annotations}
+        group = None if found is None else found[2].group_id
+        members = () if group is None else self.cache.group(group).binding_members
+        patch = bind_annotations(pod, group or "", members)
         if not patch:
             return success()
         try:
@@ -502,6 +513,7 @@ def _implements(
     PostBindPlugin,
     FrameworkAware,
     NominatorAware,
+    JobNodeFinder,
 ]:
     """The extension points and capabilities this plugin implements, checked by mypy."""
-    return p, p, p, p, p, p, p, p, p
+    return p, p, p, p, p, p, p, p, p, p

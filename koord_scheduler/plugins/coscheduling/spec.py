@@ -9,9 +9,9 @@ Name lookup, first non-empty wins (Koordinator ``apis/extension/coscheduling.go`
 Defaults are Koordinator's: ``total-number`` = min-available, mode Strict, match policy and waiting time
 from the plugin args, ``groups`` = the gang alone. Where Koordinator silently replaces a *present but bad*
 value by its default (``waiting-time: abc``, ``groups: not-json``, ``total-number`` below
-``min-available``, an unknown mode), pykoord rejects the pod with a message naming the key and value:
-a gang that quietly runs with other parameters than its author wrote is harder to debug than one that
-says why it does not run.
+``min-available``, an unknown mode; or ignores a ``network-topology-spec`` that is not JSON), pykoord
+rejects the pod with a message naming the key and value: a gang that quietly runs with other parameters
+than its author wrote is harder to debug than one that says why it does not run.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from apis.config.duration import parse_go_duration
 from apis.core.types import Pod
 from apis.scheduling import podgroup as pg
+from apis.scheduling.network_topology import GangTopologySpec, parse_network_topology_spec
 
 MAX_PERMIT_WAIT_SECONDS = 900.0
 """kube-scheduler caps any Permit wait at 15 minutes (``maxTimeout``); longer waiting times are cut."""
@@ -50,7 +51,8 @@ class GangSpec:
     wait_seconds: float
     groups: tuple[str, ...]
     """Gang ids of the gang group, sorted, this gang included."""
-    network_topology: bool = False
+    network_topology: GangTopologySpec | None = None
+    """The ``network-topology-spec`` annotation (used only with the ``awareNetworkTopology`` arg)."""
 
     @property
     def group_id(self) -> str:
@@ -153,8 +155,15 @@ def _spec(
         policy,
         min(wait_seconds, MAX_PERMIT_WAIT_SECONDS),
         groups,
-        bool(values.get(pg.ANNOTATION_GANG_NETWORK_TOPOLOGY_SPEC)),
+        _network_topology(values.get(pg.ANNOTATION_GANG_NETWORK_TOPOLOGY_SPEC, "")),
     )
+
+
+def _network_topology(text: str) -> GangTopologySpec | None:
+    try:
+        return parse_network_topology_spec(text)
+    except ValueError as exc:
+        raise GangSpecError(f"{pg.ANNOTATION_GANG_NETWORK_TOPOLOGY_SPEC}: {exc}") from None
 
 
 def parse_waiting_time(text: str) -> float:
@@ -200,3 +209,25 @@ def _non_negative_int(key: str, text: str) -> int:
     if value < 0:
         raise GangSpecError(f"{key}: must be non-negative, got {text!r}")
     return value
+
+
+_BIND_ANNOTATIONS = (
+    pg.ANNOTATION_BIND_GANG_GROUP_ID,
+    pg.ANNOTATION_BIND_GANG_MEMBER_COUNT,
+    pg.DEPRECATED_ANNOTATION_BIND_GANG_GROUP_ID,
+    pg.DEPRECATED_ANNOTATION_BIND_GANG_MEMBER_COUNT,
+)
+
+
+def bind_annotations(pod: Pod, group_id: str, members: tuple[str, ...]) -> dict[str, str | None]:
+    """PreBind's annotation patch: the gang group id and member count on a pod allowed together with at
+    least one other member (``members``); otherwise the removal (None) of such annotations it carries."""
+    if pod.key in members and len(members) >= 2:
+        count = str(len(members))
+        return {
+            pg.ANNOTATION_BIND_GANG_GROUP_ID: group_id,
+            pg.ANNOTATION_BIND_GANG_MEMBER_COUNT: count,
+            pg.DEPRECATED_ANNOTATION_BIND_GANG_GROUP_ID: group_id,
+            pg.DEPRECATED_ANNOTATION_BIND_GANG_MEMBER_COUNT: count,
+        }
+    return {k: None for k in _BIND_ANNOTATIONS if k in pod.annotations}

@@ -163,7 +163,8 @@ class KubeClusterSource:
         whole before the first pending pod reaches the queue."""
         for extra in kinds:
             if all(k.kind != extra.kind for k, _ in self._kinds):
-                self.watch_kind(extra.group, extra.version, extra.plural, extra.parse, extra.kind)
+                self.watch_kind(extra.group, extra.version, extra.plural, extra.parse, extra.kind,
+                                optional=extra.optional)
         self._sink = sink
         self.events.start()
         watched = [*((kind, make(sink)) for kind, make in self._kinds), (self._pod_kind, self._pod_handler(sink))]

@@ -175,6 +175,7 @@ def test_public_surface_is_pinned() -> None:
         "FrameworkHandle",
         "FrameworkRunner",
         "IntArray",
+        "JobNodeFinder",
         "NodeFilterResult",
         "NodeInfo",
         "NodePreferrer",

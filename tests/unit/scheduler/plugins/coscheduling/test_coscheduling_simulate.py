@@ -132,10 +132,10 @@ AWARE_CONFIG = CONFIG + """  pluginConfig:
 """
 
 
-async def test_network_topology_spec_is_refused_with_a_message_when_aware() -> None:
+async def test_network_topology_spec_without_a_topology_gets_koordinators_message_when_aware() -> None:
     spec_pod = gang_pod("p", "g", 1, network_topology_spec='{"gatherStrategy":[]}')
     run = await simulate(node("n0"), spec_pod, config=AWARE_CONFIG)
-    assert "network-topology-aware gang placement" in run.placements["p"][1]
+    assert "no cluster network topology" in run.placements["p"][1]
 
 
 async def test_network_topology_spec_is_ignored_when_not_aware() -> None:
