@@ -368,3 +368,20 @@ def test_not_a_review_is_an_error() -> None:
 def test_by_name_keeps_the_first_namespace_of_a_duplicate_name() -> None:
     got = by_name([q("x", namespace="b"), q("x", namespace="a")])
     assert got["x"].meta.namespace == "a"
+
+
+@pytest.mark.parametrize(
+    ("argv", "want"),
+    [
+        pytest.param([], "koord-scheduler-validating-webhook-configuration", id="default-is-the-chart-name"),
+        pytest.param(["--webhook-validating-configuration-name", "mine"], "mine", id="flag"),
+    ],
+)
+def test_validating_configuration_flag(argv: list[str], want: str) -> None:
+    import argparse
+
+    from koord_scheduler.webhook.flags import add_webhook_flags, webhook_options
+
+    parser = argparse.ArgumentParser()
+    add_webhook_flags(parser)
+    assert webhook_options(parser.parse_args(argv)).validating_configuration_name == want
