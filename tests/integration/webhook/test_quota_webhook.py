@@ -140,6 +140,8 @@ def test_quota_webhook_refuses_invalid_trees_and_the_plugin_reports_what_slips_t
 
         wait_until(lambda: bool(about_bad()), timeout=30, what="InvalidQuotaTree event on the invalid quota")
         assert [e["note"] for e in about_bad()] == ["spec.min.cpu (4) is above spec.max.cpu (2)"]
+        # The valid tree is not reported, although its children are listed before their parent.
+        assert {e["regarding"]["name"] for e in scope.events(reason="InvalidQuotaTree")} == {f"{ns}-bad"}
         scope.add_node("n1", cpu="4")
         pod = scope.pod_body("in-bad-quota", cpu="100m")
         pod["metadata"]["labels"] = {PREFIX + "name": f"{ns}-bad"}
