@@ -98,10 +98,12 @@ def children_of(name: str, quotas: Mapping[str, QuotaRecord]) -> list[str]:
     return sorted(r.name for r in quotas.values() if r.parent == name and r.name != name)
 
 
-def own_problem(quota: QuotaRecord, quotas: Mapping[str, QuotaRecord]) -> str:
-    """What is wrong with ``quota`` itself, in the cluster ``quotas`` (``""``: nothing).
+def own_problem(quota: QuotaRecord, quotas: Mapping[str, QuotaRecord], *,
+                current: Mapping[str, QuotaRecord] | None = None) -> str:
+    """What is wrong with writing ``quota`` into ``quotas`` (the other quotas; ``""``: nothing).
 
-    Koordinator's per-quota rules first, then the plugin's tree rules on the set with ``quota`` in it."""
+    Koordinator's per-quota rules first, then the plugin's tree rules (:func:`tree_problem`); ``current``
+    is the cluster today (default ``quotas``)."""
     for key in sorted(quota.min):
         if key not in quota.max:
             return f"spec.min.{key} is set but spec.max.{key} is not: every resource of min must be in max"
@@ -128,20 +130,23 @@ def own_problem(quota: QuotaRecord, quotas: Mapping[str, QuotaRecord]) -> str:
                 f"spec.min.{key}: the min of its child quotas ({', '.join(kids)}) adds up to "
                 f"{format_quantity(key, total)}, above this quota's min ({format_quantity(key, quota.min.get(key, 0))})"
             )
-    _, problems = validate_tree(proposed.values())
+    return tree_problem(quotas, quota, current=quotas if current is None else current)
+
+
+def tree_problem(quotas: Mapping[str, QuotaRecord], quota: QuotaRecord, *, current: Mapping[str, QuotaRecord]) -> str:
+    """The plugin's tree rules on ``quotas`` with ``quota`` in it: the quota's own problem, else another quota
+    that is in the tree of ``current`` (the cluster today) and would be left out, and why."""
+    proposed = {**quotas, quota.name: quota}
+    valid_then, problems = validate_tree(proposed.values())
     for problem in problems:
         if problem.quota == quota.name and problem.namespace == quota.meta.namespace:
             return problem.message
-    return ""
-
-
-def others_broken(quotas: Mapping[str, QuotaRecord], proposed: Mapping[str, QuotaRecord], changed: str) -> str:
-    """A quota other than ``changed`` that is in the tree of ``quotas`` but not of ``proposed``, and why."""
-    valid_now, _ = validate_tree(quotas.values())
-    valid_then, problems = validate_tree(proposed.values())
-    for problem in problems:
-        if problem.quota != changed and problem.quota in valid_now and problem.quota not in valid_then:
-            return f"quota {problem.quota} would become invalid: {problem.message}"
+    others = [p for p in problems if p.quota != quota.name and p.quota not in valid_then]
+    if others:
+        valid_now, _ = validate_tree(current.values())
+        for problem in others:
+            if problem.quota in valid_now:
+                return f"quota {problem.quota} would become invalid: {problem.message}"
     return ""
 
 
@@ -154,8 +159,6 @@ def check_create(quota: QuotaRecord, quotas: Mapping[str, QuotaRecord]) -> str:
             f"{same.meta.namespace}; quota names are cluster-wide"
         )
     message = _namespaces_taken(quota, quotas) or own_problem(quota, quotas)
-    if not message:
-        message = others_broken(quotas, {**quotas, quota.name: quota}, quota.name)
     return f"{_display(quota)}: {message}" if message else ""
 
 
@@ -190,9 +193,7 @@ def check_update(old: QuotaRecord, new: QuotaRecord, quotas: Mapping[str, QuotaR
             f"tree; the quota parents would form a cycle"
         )
     rest = {k: v for k, v in quotas.items() if k != new.name}
-    message = message or _namespaces_taken(new, rest) or own_problem(new, rest)
-    if not message:
-        message = others_broken(quotas, {**rest, new.name: new}, new.name)
+    message = message or _namespaces_taken(new, rest) or own_problem(new, rest, current=quotas)
     return f"{_display(new)}: {message}" if message else ""
 
 
@@ -284,7 +285,9 @@ class QuotaValidator:
                 if subject is not None and (operation != "DELETE" or not check_delete(subject, quotas)):
                     pods = await self.lookup.pods_of(subject.name)
         except ClusterLookupError as exc:
-            return f"cannot check the ElasticQuota: {exc}"
+            subject = new if new is not None else old
+            what = _display(subject) if subject is not None else "ElasticQuota"
+            return f"{what}: cannot be checked: {exc}"
         if operation == "CREATE" and new is not None:
             return check_create(new, quotas)
         if operation == "UPDATE" and new is not None:

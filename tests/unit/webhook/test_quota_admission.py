@@ -334,7 +334,7 @@ def test_delete_refused_for_children_does_not_list_pods() -> None:
 def test_pod_lookup_failure_refuses_with_the_reason() -> None:
     lookup = FakeLookup(cluster(), fail=True)
     got = answer(lookup, review("DELETE", None, raw("team-a", max={"cpu": "4"}, parent="org")))
-    assert refused(got) == "cannot check the ElasticQuota: connection refused"
+    assert refused(got) == "ElasticQuota team/team-a: cannot be checked: connection refused"
 
 
 @pytest.mark.parametrize(
@@ -385,3 +385,15 @@ def test_validating_configuration_flag(argv: list[str], want: str) -> None:
     parser = argparse.ArgumentParser()
     add_webhook_flags(parser)
     assert webhook_options(parser.parse_args(argv)).validating_configuration_name == want
+
+
+def test_tree_problem_names_another_quota_the_change_would_leave_out() -> None:
+    from koord_scheduler.webhook.quota import tree_problem
+
+    quotas = cluster()
+    rest = {k: v for k, v in quotas.items() if k != "org"}
+    not_parent = q("org", min=CPU4, max={"cpu": "10", "memory": "20Gi"})
+    assert tree_problem(rest, not_parent, current=quotas) == (
+        'quota dept would become invalid: parent quota org is not labelled is-parent="true"')
+    # A quota that is already out of the tree today is not blamed on the change.
+    assert tree_problem(rest, not_parent, current=rest) == ""
