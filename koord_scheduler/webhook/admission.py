@@ -103,7 +103,7 @@ class PodMutator:
 
     async def review(self, body: Any) -> Json:
         """The AdmissionReview answering ``body``. Raises :class:`BadReviewError` for a non-review."""
-        request = _request_of(body)
+        request = request_of(body)
         started = time.perf_counter()
         try:
             response = await self._respond(request)
@@ -175,7 +175,7 @@ def _name(meta: Mapping[str, Any]) -> str:
     return str(meta.get("name") or meta.get("generateName") or "")
 
 
-def _request_of(body: Any) -> Json:
+def request_of(body: Any) -> Json:
     if not isinstance(body, dict) or body.get("kind") != "AdmissionReview" or not isinstance(body.get("request"), dict):
         raise BadReviewError("expected an AdmissionReview with a request")
     request: Json = body["request"]
@@ -183,7 +183,7 @@ def _request_of(body: Any) -> Json:
 
 
 def allow(body: Any) -> Json:
-    """An AdmissionReview that allows ``body``'s request (the validating endpoints, for now)."""
-    request = _request_of(body)
+    """An AdmissionReview that allows ``body``'s request (``/validate-pod``)."""
+    request = request_of(body)
     return {"apiVersion": body.get("apiVersion", "admission.k8s.io/v1"), "kind": "AdmissionReview",
             "response": {"uid": request.get("uid", ""), "allowed": True}}

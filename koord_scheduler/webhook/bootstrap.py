@@ -5,8 +5,9 @@
    within 30 days, make a new CA and serving certificate and write them. Replicas racing to create it
    settle on whichever write won (a 409 rereads the Secret), so they all serve one certificate.
 2. :func:`inject_ca_bundle`: put the CA into ``clientConfig.caBundle`` of every webhook of the
-   MutatingWebhookConfiguration (a JSON patch, only where it differs). A configuration that does not
-   exist yet is logged and left alone; the next start (or replica) patches it.
+   MutatingWebhookConfiguration and of the ValidatingWebhookConfiguration (a JSON patch, only where it
+   differs). A configuration that does not exist yet is logged and left alone; the next start (or replica)
+   patches it.
 """
 
 from __future__ import annotations
@@ -23,6 +24,9 @@ log = logging.getLogger(__name__)
 
 JSON_PATCH = "application/json-patch+json"
 MUTATING_CONFIGURATIONS = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
+VALIDATING_CONFIGURATIONS = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"
+_KINDS = {MUTATING_CONFIGURATIONS: "MutatingWebhookConfiguration",
+          VALIDATING_CONFIGURATIONS: "ValidatingWebhookConfiguration"}
 
 
 def _b64(data: bytes) -> str:
@@ -73,13 +77,16 @@ async def ensure_secret_bundle(http: ApiHttp, namespace: str, name: str, hosts: 
     raise ApiError(409, "Conflict", f"Secret {namespace}/{name} kept changing while the certificate was stored")
 
 
-async def inject_ca_bundle(http: ApiHttp, configuration: str, ca_pem: bytes) -> int:
-    """Set ``caBundle`` on each webhook of MutatingWebhookConfiguration ``configuration``; how many changed."""
+async def inject_ca_bundle(http: ApiHttp, configuration: str, ca_pem: bytes, *,
+                           collection: str = MUTATING_CONFIGURATIONS) -> int:
+    """Set ``caBundle`` on each webhook of the webhook configuration ``configuration`` (in ``collection``:
+    :data:`MUTATING_CONFIGURATIONS` or :data:`VALIDATING_CONFIGURATIONS`); how many changed."""
+    kind = _KINDS[collection]
     try:
-        mwc = await http.request_json("GET", f"{MUTATING_CONFIGURATIONS}/{configuration}")
+        mwc = await http.request_json("GET", f"{collection}/{configuration}")
     except ApiError as exc:
         if exc.not_found:
-            log.warning("MutatingWebhookConfiguration %s not found; its caBundle is not set", configuration)
+            log.warning("%s %s not found; its caBundle is not set", kind, configuration)
             return 0
         raise
     want = _b64(ca_pem)
@@ -90,7 +97,6 @@ async def inject_ca_bundle(http: ApiHttp, configuration: str, ca_pem: bytes) -> 
             ops.append({"op": "test", "path": f"/webhooks/{i}/name", "value": webhook.get("name")})
             ops.append({"op": "add", "path": f"/webhooks/{i}/clientConfig/caBundle", "value": want})
     if ops:
-        await http.request_json("PATCH", f"{MUTATING_CONFIGURATIONS}/{configuration}", body=ops,
-                                content_type=JSON_PATCH)
-        log.info("caBundle set on %d webhook(s) of MutatingWebhookConfiguration %s", len(ops) // 2, configuration)
+        await http.request_json("PATCH", f"{collection}/{configuration}", body=ops, content_type=JSON_PATCH)
+        log.info("caBundle set on %d webhook(s) of %s %s", len(ops) // 2, kind, configuration)
     return len(ops) // 2

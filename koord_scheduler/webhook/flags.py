@@ -5,7 +5,8 @@ nothing of the server: TLS, certificates and aiohttp load only when ``--webhook-
 
 ::
 
-    --webhook-port PORT                 HTTPS port of /mutate-pod, /validate-pod (default 0: off)
+    --webhook-port PORT                 HTTPS port of /mutate-pod, /validate-pod and
+                                        /validate-scheduling-sigs-k8s-io-v1alpha1-elasticquota (default 0: off)
     --webhook-bind-address ADDR         default 0.0.0.0
     --webhook-cert-dir DIR              tls.crt / tls.key (and ca.crt) mounted from a Secret; when absent,
                                         a self-signed CA and certificate are made, kept in
@@ -18,6 +19,8 @@ nothing of the server: TLS, certificates and aiohttp load only when ``--webhook-
                                         configuration that calls a URL instead of the Service)
     --webhook-secret-name NAME
     --webhook-configuration-name NAME   the MutatingWebhookConfiguration whose caBundle is set
+    --webhook-validating-configuration-name NAME
+                                        the ValidatingWebhookConfiguration whose caBundle is set
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ DEFAULT_NAMESPACE = "koordinator-system"
 DEFAULT_SERVICE = "koord-scheduler-webhook"
 DEFAULT_SECRET = "koord-scheduler-webhook-certs"
 DEFAULT_CONFIGURATION = "koord-scheduler-mutating-webhook-configuration"
+DEFAULT_VALIDATING_CONFIGURATION = "koord-scheduler-validating-webhook-configuration"
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +45,7 @@ class WebhookOptions:
     service_name: str = DEFAULT_SERVICE
     secret_name: str = DEFAULT_SECRET
     configuration_name: str = DEFAULT_CONFIGURATION
+    validating_configuration_name: str = DEFAULT_VALIDATING_CONFIGURATION
     extra_hosts: tuple[str, ...] = ()
 
     @property
@@ -49,9 +54,10 @@ class WebhookOptions:
 
 
 def add_webhook_flags(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("admission webhooks (ClusterColocationProfile)")
+    group = parser.add_argument_group("admission webhooks (ClusterColocationProfile, ElasticQuota)")
     group.add_argument("--webhook-port", type=int, default=0, metavar="PORT",
-                       help="HTTPS port for /mutate-pod and /validate-pod (default 0: off)")
+                       help="HTTPS port for /mutate-pod, /validate-pod and the ElasticQuota validating path "
+                            "(default 0: off)")
     group.add_argument("--webhook-bind-address", default="0.0.0.0", metavar="ADDR")
     group.add_argument("--webhook-cert-dir", default="", metavar="DIR",
                        help="directory with tls.crt and tls.key; empty: make a self-signed CA and certificate")
@@ -62,6 +68,8 @@ def add_webhook_flags(parser: argparse.ArgumentParser) -> None:
                        help="more DNS names or IPs for the self-signed certificate")
     group.add_argument("--webhook-secret-name", default=DEFAULT_SECRET, metavar="NAME")
     group.add_argument("--webhook-configuration-name", default=DEFAULT_CONFIGURATION, metavar="NAME")
+    group.add_argument("--webhook-validating-configuration-name", default=DEFAULT_VALIDATING_CONFIGURATION,
+                       metavar="NAME")
 
 
 def webhook_options(ns: argparse.Namespace) -> WebhookOptions:
@@ -72,5 +80,6 @@ def webhook_options(ns: argparse.Namespace) -> WebhookOptions:
         port=ns.webhook_port, bind_address=ns.webhook_bind_address, cert_dir=ns.webhook_cert_dir,
         namespace=ns.webhook_namespace, service_name=ns.webhook_service_name, secret_name=ns.webhook_secret_name,
         configuration_name=ns.webhook_configuration_name,
+        validating_configuration_name=ns.webhook_validating_configuration_name,
         extra_hosts=tuple(h.strip() for h in ns.webhook_cert_hosts.split(",") if h.strip()),
     )

@@ -14,10 +14,12 @@ from koord_scheduler.scheduler.kube.events import EventRecorder
 from koord_scheduler.scheduler.kube.http import ApiHttp, HttpOptions
 from koord_scheduler.scheduler.kube.ratelimit import TokenBucket
 from koord_scheduler.webhook.admission import PodMutator, WebhookMetrics
-from koord_scheduler.webhook.bootstrap import ensure_secret_bundle, inject_ca_bundle
+from koord_scheduler.webhook.bootstrap import VALIDATING_CONFIGURATIONS, ensure_secret_bundle, inject_ca_bundle
 from koord_scheduler.webhook.certs import read_bundle, server_ssl_context, service_dns_names, write_bundle
 from koord_scheduler.webhook.flags import WebhookOptions
 from koord_scheduler.webhook.kube import KubeColocationLookup
+from koord_scheduler.webhook.quota import QuotaValidator
+from koord_scheduler.webhook.quota_kube import KubeQuotaLookup
 from koord_scheduler.webhook.server import WebhookServer
 
 
@@ -30,6 +32,8 @@ class WebhookRuntime:
         self.recorder = EventRecorder(self.http)
         self.lookup = KubeColocationLookup(self.http, self.recorder)
         self.mutator = PodMutator(self.lookup, metrics=WebhookMetrics.create(registry))
+        self.quota_lookup = KubeQuotaLookup(self.http)
+        self.quotas = QuotaValidator(self.quota_lookup)
         self.server: WebhookServer | None = None
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
 
@@ -41,6 +45,8 @@ class WebhookRuntime:
         hosts = [*service_dns_names(o.service_name, o.namespace), *o.extra_hosts]
         bundle = await ensure_secret_bundle(self.http, o.namespace, o.secret_name, hosts)
         await inject_ca_bundle(self.http, o.configuration_name, bundle.ca_pem)
+        await inject_ca_bundle(self.http, o.validating_configuration_name, bundle.ca_pem,
+                               collection=VALIDATING_CONFIGURATIONS)
         self._tmp = tempfile.TemporaryDirectory(prefix="koord-webhook-")
         write_bundle(bundle, Path(self._tmp.name))
         return server_ssl_context(Path(self._tmp.name))
@@ -50,13 +56,16 @@ class WebhookRuntime:
         context = await self._ssl_context()
         self.recorder.start()
         await self.lookup.start()
-        self.server = WebhookServer(self.mutator, context, address=self.options.bind_address, port=self.options.port)
+        await self.quota_lookup.start()
+        self.server = WebhookServer(self.mutator, context, address=self.options.bind_address, port=self.options.port,
+                                    quotas=self.quotas)
         await self.server.start()
 
     async def stop(self) -> None:
         if self.server is not None:
             await self.server.stop()
         await self.lookup.stop()
+        await self.quota_lookup.stop()
         await self.recorder.stop()
         await self.http.close()
         if self._tmp is not None:

@@ -1,19 +1,22 @@
-"""The admission HTTPS server: ``POST /mutate-pod``, ``POST /validate-pod`` and ``GET /healthz``.
+"""The admission HTTPS server: ``POST /mutate-pod``, ``POST /validate-pod``,
+``POST /validate-scheduling-sigs-k8s-io-v1alpha1-elasticquota`` and ``GET /healthz``.
 
 Runs on every replica (no leader election: the API server may call any of them). ``/validate-pod``
-is the place later validating webhooks go; today it allows every request.
+allows every request; the ElasticQuota path refuses invalid quota trees (:mod:`.quota`).
 """
 
 from __future__ import annotations
 
 import logging
 import ssl
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
 
 from koord_scheduler.scheduler.kube import jsoncodec
 from koord_scheduler.webhook.admission import BadReviewError, PodMutator, allow
+from koord_scheduler.webhook.quota import VALIDATE_QUOTA_PATH, QuotaValidator
 
 log = logging.getLogger(__name__)
 
@@ -23,7 +26,9 @@ MAX_REVIEW_BYTES = 8 * 1024 * 1024
 """An AdmissionReview carries the object (and on updates the old one); etcd allows 1.5 MiB objects."""
 
 
-def webhook_app(mutator: PodMutator) -> web.Application:
+def webhook_app(mutator: PodMutator, quotas: QuotaValidator | None = None) -> web.Application:
+    """The routes; without ``quotas`` the ElasticQuota path is not served (404)."""
+
     async def mutate(request: web.Request) -> web.Response:
         try:
             body = jsoncodec.loads(await request.read())
@@ -45,8 +50,21 @@ def webhook_app(mutator: PodMutator) -> web.Application:
     app = web.Application(client_max_size=MAX_REVIEW_BYTES)
     app.router.add_post(MUTATE_POD_PATH, mutate)
     app.router.add_post(VALIDATE_POD_PATH, validate)
+    if quotas is not None:
+        app.router.add_post(VALIDATE_QUOTA_PATH, _quota_handler(quotas))
     app.router.add_get("/healthz", healthz)
     return app
+
+
+def _quota_handler(quotas: QuotaValidator) -> Callable[[web.Request], Awaitable[web.Response]]:
+    async def validate_quota(request: web.Request) -> web.Response:
+        try:
+            answer = await quotas.review(jsoncodec.loads(await request.read()))
+        except (ValueError, BadReviewError) as exc:
+            return web.Response(status=400, text=f"not an AdmissionReview: {exc}")
+        return _json(answer)
+
+    return validate_quota
 
 
 def _json(answer: dict[str, Any]) -> web.Response:
@@ -56,15 +74,17 @@ def _json(answer: dict[str, Any]) -> web.Response:
 class WebhookServer:
     """The app behind TLS on ``address:port``; :meth:`start`, then :meth:`stop`."""
 
-    def __init__(self, mutator: PodMutator, ssl_context: ssl.SSLContext, *, address: str, port: int) -> None:
+    def __init__(self, mutator: PodMutator, ssl_context: ssl.SSLContext, *, address: str, port: int,
+                 quotas: QuotaValidator | None = None) -> None:
         self.mutator = mutator
+        self.quotas = quotas
         self.ssl_context = ssl_context
         self.address = address
         self.port = port
         self._runner: web.AppRunner | None = None
 
     async def start(self) -> None:
-        runner = web.AppRunner(webhook_app(self.mutator), access_log=None, handle_signals=False)
+        runner = web.AppRunner(webhook_app(self.mutator, self.quotas), access_log=None, handle_signals=False)
         await runner.setup()
         site = web.TCPSite(runner, self.address, self.port, ssl_context=self.ssl_context)
         try:
@@ -73,7 +93,8 @@ class WebhookServer:
             await runner.cleanup()
             raise
         self._runner = runner
-        log.info("serving %s and %s on https://%s:%d", MUTATE_POD_PATH, VALIDATE_POD_PATH, self.address, self.port)
+        paths = [MUTATE_POD_PATH, VALIDATE_POD_PATH] + ([VALIDATE_QUOTA_PATH] if self.quotas is not None else [])
+        log.info("serving %s on https://%s:%d", ", ".join(paths), self.address, self.port)
 
     async def stop(self) -> None:
         if self._runner is not None:

@@ -2,7 +2,8 @@
 
 :class:`WebhookThread` runs :class:`~koord_scheduler.webhook.options.WebhookRuntime` on its own event loop
 in a thread (the tests' HTTP calls are blocking), with a generated CA and a certificate for 127.0.0.1.
-:func:`register` points a MutatingWebhookConfiguration at it on loopback.
+:func:`register` points a MutatingWebhookConfiguration at it on loopback, :func:`register_quota_webhook` a
+ValidatingWebhookConfiguration for ElasticQuotas.
 """
 
 from __future__ import annotations
@@ -132,3 +133,31 @@ def register(plane: ControlPlane, name: str, *, port: int, ca_pem: bytes, namesp
     }
     plane.request("DELETE", f"{MWC_PATH}/{name}")
     _ok(plane.request("POST", MWC_PATH, body), "create MutatingWebhookConfiguration")
+
+
+VWC_PATH = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"
+
+
+def register_quota_webhook(plane: ControlPlane, name: str, *, port: int, ca_pem: bytes, namespace: str,
+                           failure_policy: str = "Ignore", timeout_seconds: int = 5) -> None:
+    """The chart's ElasticQuota ValidatingWebhookConfiguration, pointed at https://127.0.0.1:port and
+    limited to ``namespace`` (the shared test cluster's other quotas are left alone)."""
+    body = {
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": name},
+        "webhooks": [{
+            "name": "velasticquota.koordinator.sh",
+            "admissionReviewVersions": ["v1", "v1beta1"],
+            "sideEffects": "None",
+            "failurePolicy": failure_policy,
+            "timeoutSeconds": timeout_seconds,
+            "clientConfig": {"url": f"https://127.0.0.1:{port}/validate-scheduling-sigs-k8s-io-v1alpha1-elasticquota",
+                             "caBundle": base64.b64encode(ca_pem).decode()},
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+            "rules": [{"apiGroups": ["scheduling.sigs.k8s.io"], "apiVersions": ["v1alpha1"],
+                       "operations": ["CREATE", "UPDATE", "DELETE"], "resources": ["elasticquotas"],
+                       "scope": "Namespaced"}],
+        }],
+    }
+    plane.request("DELETE", f"{VWC_PATH}/{name}")
+    _ok(plane.request("POST", VWC_PATH, body), "create ValidatingWebhookConfiguration")

@@ -74,7 +74,8 @@ scheduler.log.level scheduler.replicas scheduler.port scheduler.enableJobPreempt
 scheduler.resources scheduler.hostNetwork scheduler.nodeAffinity scheduler.nodeSelector scheduler.tolerations
 scheduler.monitorEnabled scheduler.podDisruptionBudget
 manager.controllers manager.webhook.port
-webhookConfiguration.failurePolicy.pods webhookConfiguration.timeoutSeconds
+webhookConfiguration.failurePolicy.pods webhookConfiguration.failurePolicy.elasticquotas
+webhookConfiguration.timeoutSeconds
 koordlet.log.level koordlet.features koordlet.featureGates koordlet.hostDirs.kubeletLibDir koordlet.resources
 koordlet.runtimeClassName koordlet.nodeAffinity koordlet.metrics.port koordlet.enableServiceMonitor
 sloControllerConfig networkPolicy tests strictValues

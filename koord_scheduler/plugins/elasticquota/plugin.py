@@ -187,6 +187,11 @@ class ElasticQuota:
                 self._spawn(self._report(problem))
 
     async def _report(self, problem: TreeProblem) -> None:
+        if problem not in self.problems:
+            # Gone before the event could be sent: a child delivered before its parent in one batch (the
+            # first list, in name order), not a problem of the tree. Reported if it comes back.
+            self._reported.discard((problem.namespace, problem.quota, problem.message))
+            return
         try:
             await self._handle.cluster.record_event(
                 ELASTIC_QUOTA_KIND,

@@ -46,7 +46,7 @@ def validate_tree(records: Iterable[QuotaRecord]) -> tuple[dict[str, QuotaRecord
                 )
             )
             continue
-        message = _numbers_problem(record)
+        message = numbers_problem(record)
         if message:
             problems.append(_problem(record, message))
             continue
@@ -71,19 +71,9 @@ def validate_tree(records: Iterable[QuotaRecord]) -> tuple[dict[str, QuotaRecord
         parent = valid[parent_name]
         running: dict[str, int] = {}
         for child in sorted(children[parent_name], key=lambda r: r.name):
-            over = {
-                k: running.get(k, 0) + v for k, v in child.min.items() if running.get(k, 0) + v > parent.min.get(k, 0)
-            }
-            if over:
-                key = sorted(over)[0]
-                problems.append(
-                    _problem(
-                        child,
-                        f"children's min of {key} would add up to {format_quantity(key, over[key])}, "
-                        f"above the min of parent quota {parent_name} "
-                        f"({format_quantity(key, parent.min.get(key, 0))})",
-                    )
-                )
+            over = min_sum_over(parent, (running, child.min))
+            if over is not None:
+                problems.append(_problem(child, min_sum_message(parent, *over)))
                 dropped.add(child.name)
                 continue
             for k, v in child.min.items():
@@ -93,7 +83,30 @@ def validate_tree(records: Iterable[QuotaRecord]) -> tuple[dict[str, QuotaRecord
     return valid, problems
 
 
-def _numbers_problem(record: QuotaRecord) -> str:
+def min_sum_over(parent: QuotaRecord, child_mins: Iterable[Mapping[str, int]]) -> tuple[str, int] | None:
+    """The first resource (by name) whose sum over ``child_mins`` is above ``parent``'s min, and that sum.
+
+    Every resource named in a child's min counts; one missing from the parent's min is 0 there (Koordinator's
+    webhook: ``LessThanOrEqualCompletely(sum of children's min, parent's min)``). None: the children fit."""
+    total: dict[str, int] = {}
+    for mins in child_mins:
+        for key, amount in mins.items():
+            total[key] = total.get(key, 0) + amount
+    for key in sorted(total):
+        if total[key] > parent.min.get(key, 0):
+            return key, total[key]
+    return None
+
+
+def min_sum_message(parent: QuotaRecord, key: str, total: int) -> str:
+    return (
+        f"children's min of {key} would add up to {format_quantity(key, total)}, above the min of parent quota "
+        f"{parent.name} ({format_quantity(key, parent.min.get(key, 0))})"
+    )
+
+
+def numbers_problem(record: QuotaRecord) -> str:
+    """What is wrong with the quota's own numbers (negative, or min above max), or ``""``."""
     for label, resources in (("min", record.min), ("max", record.max)):
         for key, amount in sorted(resources.items()):
             if amount < 0:

@@ -71,6 +71,10 @@ def test_koordinator_values_keep_their_meaning() -> None:
     assert (webhook["webhooks"][0]["failurePolicy"], webhook["webhooks"][0]["timeoutSeconds"]) == (
         KOORDINATOR["webhookConfiguration"]["failurePolicy"]["pods"],
         KOORDINATOR["webhookConfiguration"]["timeoutSeconds"])
+    quota_webhook = find(docs, "ValidatingWebhookConfiguration", "koord-scheduler-validating-webhook-configuration")
+    assert (quota_webhook["webhooks"][0]["failurePolicy"], quota_webhook["webhooks"][0]["timeoutSeconds"]) == (
+        KOORDINATOR["webhookConfiguration"]["failurePolicy"]["elasticquotas"],
+        KOORDINATOR["webhookConfiguration"]["timeoutSeconds"])
     config = scheduler_config(docs)
     assert plugin_args(config, "DeviceShare")["gpuShareUnsupportedModels"] == ks["deviceShare"][
         "gpuShareUnsupportedModels"]
@@ -84,7 +88,8 @@ def test_koordinator_values_keep_their_meaning() -> None:
 def namespaced_in(namespace: str) -> Callable[[Docs], None]:
     def check(docs: Docs) -> None:
         for d in docs:
-            if d["kind"] not in {"Namespace", "PriorityClass", "ClusterRole", "MutatingWebhookConfiguration"}:
+            if d["kind"] not in {"Namespace", "PriorityClass", "ClusterRole", "MutatingWebhookConfiguration",
+                                 "ValidatingWebhookConfiguration"}:
                 if d["kind"] == "ClusterRoleBinding":
                     assert {s["namespace"] for s in d["subjects"]} == {namespace}
                 else:
@@ -97,6 +102,8 @@ def namespaced_in(namespace: str) -> Callable[[Docs], None]:
         assert webhook["webhooks"][0]["clientConfig"]["service"]["namespace"] == namespace
         excluded = webhook["webhooks"][0]["namespaceSelector"]["matchExpressions"][0]["values"]
         assert excluded == [namespace, "kube-system"]
+        quota_webhook = find(docs, "ValidatingWebhookConfiguration", "koord-scheduler-validating-webhook-configuration")
+        assert quota_webhook["webhooks"][0]["clientConfig"]["service"]["namespace"] == namespace
     return check
 
 
@@ -119,7 +126,8 @@ def kinds(docs: Docs) -> set[tuple[str, str]]:
                  and koordlet_gates(docs)["CPUEvict"] and not koordlet_gates(docs)["BECPUEvict"],
                  id="koordlet.features-over-gates"),
     pytest.param(["manager.webhook.port=0"], lambda docs: not {("Service", "koord-scheduler-webhook"), (
-        "MutatingWebhookConfiguration", "koord-scheduler-mutating-webhook-configuration")} & kinds(docs)
+        "MutatingWebhookConfiguration", "koord-scheduler-mutating-webhook-configuration"), (
+        "ValidatingWebhookConfiguration", "koord-scheduler-validating-webhook-configuration")} & kinds(docs)
                  and not any(a.startswith("--webhook-port") for a in container(docs, "Deployment", "koord-scheduler")[
                      "args"]), id="webhook-off"),
     pytest.param(["manager.controllers=-nodeslo\\,-noderesource"],
@@ -183,7 +191,8 @@ def test_notes_report_the_koordinator_keys_pykoord_ignores(tmp_path: Path) -> No
             "webhookConfiguration.failurePolicy.reservations"} <= reported
     # Keys pykoord uses are never reported, nor empty ones (Koordinator's featureGates: "").
     assert not {"scheduler.replicas", "scheduler.resources", "koordlet.resources", "featureGates",
-                "installation.namespace", "koordlet.hostDirs.kubeletLibDir", "manager.webhook.port"} & reported
+                "installation.namespace", "koordlet.hostDirs.kubeletLibDir", "manager.webhook.port",
+                "webhookConfiguration.failurePolicy.elasticquotas"} & reported
     assert "enableJobPreemption" not in text
 
 
@@ -208,6 +217,8 @@ def test_strict_values_refuses_unused_keys() -> None:
     pytest.param("scheduler.replicas=-1", "replicas", id="negative-replicas"),
     pytest.param("scheduler.port=70000", "port", id="port-range"),
     pytest.param("webhookConfiguration.failurePolicy.pods=Sometimes", "failurePolicy", id="failure-policy"),
+    pytest.param("webhookConfiguration.failurePolicy.elasticquotas=Never", "elasticquotas",
+                 id="quota-failure-policy"),
     pytest.param("webhookConfiguration.timeoutSeconds=31", "timeoutSeconds", id="webhook-timeout"),
     pytest.param("koordlet.features=BECPUEvict", "features", id="feature-gate-syntax"),
     pytest.param("installation.namespace=Not_A_Name", "namespace", id="namespace-name"),

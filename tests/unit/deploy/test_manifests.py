@@ -37,7 +37,7 @@ def test_kustomization_lists_every_manifest() -> None:
 
 def test_everything_namespaced_is_in_koordinator_system() -> None:
     cluster_scoped = {"Namespace", "CustomResourceDefinition", "PriorityClass", "ClusterRole", "ClusterRoleBinding",
-                      "MutatingWebhookConfiguration"}
+                      "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"}
     for rel in kustomize_resources():
         for d in docs(rel):
             if d["kind"] not in cluster_scoped:

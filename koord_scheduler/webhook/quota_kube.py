@@ -1,0 +1,98 @@
+"""The quota webhook's view of the cluster: every ElasticQuota (watched), and a quota's pods (one LIST).
+
+The quotas are listed once at start and then watched, so a CREATE or UPDATE costs no API call; a request
+whose parent quota the watch has not delivered yet (created a moment before) lists them once more. Pods
+are asked for only when a check needs them (a DELETE, ``is-parent`` turning true): one LIST with the
+``quota.scheduling.koordinator.sh/name`` label selector.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from apis.scheduling.elasticquota import (
+    GROUP,
+    KIND,
+    LABEL_QUOTA_NAME,
+    PLURAL,
+    VERSION,
+    QuotaRecord,
+    parse_elastic_quota,
+)
+from koord_scheduler.framework.errors import ClusterError
+from koord_scheduler.scheduler.kube.http import ApiHttp
+from koord_scheduler.scheduler.kube.reflector import Reflector, ResourceKind
+from koord_scheduler.webhook.admission import ClusterLookupError
+
+log = logging.getLogger(__name__)
+
+QUOTAS = ResourceKind(KIND, GROUP, VERSION, PLURAL, parse_elastic_quota)
+
+
+def by_name(records: Any) -> dict[str, QuotaRecord]:
+    """Quotas by name; of two with one name (quota names are cluster-wide) the first namespace wins."""
+    out: dict[str, QuotaRecord] = {}
+    for record in sorted(records, key=lambda r: (r.name, r.meta.namespace)):
+        out.setdefault(record.name, record)
+    return out
+
+
+class KubeQuotaLookup:
+    """:class:`~koord_scheduler.webhook.quota.QuotaLookup` from a watch cache and LISTs."""
+
+    def __init__(self, http: ApiHttp) -> None:
+        self.http = http
+        self._quotas: dict[str, QuotaRecord] = {}
+        self.reflector = Reflector(http, QUOTAS, self._on_quota)
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        """List the quotas, then keep watching. A failed list (the CRD not installed yet) is logged and
+        retried by the watch loop; requests meanwhile relist."""
+        try:
+            items, rv = await self.reflector.list_all()
+        except ClusterError as exc:
+            log.warning("cannot list ElasticQuotas yet (%s); the quota webhook retries in the background", exc)
+        else:
+            self.reflector.replace(items, rv)
+        self._task = asyncio.get_running_loop().create_task(self.reflector.run(), name="webhook-watch-elasticquotas")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+
+    def _on_quota(self, *_: Any) -> None:
+        self._quotas = by_name(e.value for e in self.reflector.store.values() if isinstance(e.value, QuotaRecord))
+
+    def quotas(self) -> Mapping[str, QuotaRecord]:
+        return self._quotas
+
+    async def relist(self) -> Mapping[str, QuotaRecord]:
+        try:
+            items, _ = await self.reflector.list_all()
+        except ClusterError as exc:
+            raise ClusterLookupError(f"cannot list ElasticQuotas: {exc}") from None
+        records = []
+        for obj in items:
+            try:
+                records.append(parse_elastic_quota(obj))
+            except ValueError:
+                continue  # the reflector reports malformed quotas
+        return by_name(records)
+
+    async def pods_of(self, quota: str) -> Sequence[str]:
+        params = {"labelSelector": f"{LABEL_QUOTA_NAME}={quota}"}
+        try:
+            doc = await self.http.request_json("GET", "/api/v1/pods", params=params)
+        except ClusterError as exc:
+            raise ClusterLookupError(f"cannot list the pods of quota {quota}: {exc}") from None
+        names = []
+        for pod in (doc.get("items") or ()) if isinstance(doc, dict) else ():
+            meta = pod.get("metadata") or {}
+            names.append(f"{meta.get('namespace', '')}/{meta.get('name', '')}")
+        return sorted(names)
