@@ -36,7 +36,10 @@ class WaitingPod:
             return Status()
         plugin, timeout = min(self.pending.items(), key=lambda kv: kv[1])
         try:
-            return await asyncio.wait_for(asyncio.shield(self._done), timeout)
+            # asyncio.timeout, not wait_for, which on Python 3.11 loses a cancellation that arrives
+            # as the pod is allowed or rejected.
+            async with asyncio.timeout(timeout):
+                return await asyncio.shield(self._done)
         except TimeoutError:
             return Status(
                 Code.UNSCHEDULABLE, (f"rejected due to timeout after waiting {timeout:g}s at plugin {plugin}",), plugin

@@ -180,8 +180,11 @@ class LeaderElector:
                 remaining = deadline - self.monotonic()
                 renewed = False
                 if remaining > 0:
+                    # asyncio.timeout, not wait_for: Python 3.11's wait_for swallows a cancellation that
+                    # arrives as the renewal completes, and this loop would then never end.
                     try:
-                        renewed = await asyncio.wait_for(self.try_acquire_or_renew(), remaining)
+                        async with asyncio.timeout(remaining):
+                            renewed = await self.try_acquire_or_renew()
                     except TimeoutError:
                         renewed = False
                 if renewed:

@@ -208,7 +208,10 @@ class PodVolumesBinder:
             if remaining <= 0:
                 raise VolumeBindingError("binding volumes: context deadline exceeded")
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(changed.wait(), timeout=min(remaining, POLL_INTERVAL_S))
+                # asyncio.timeout, not wait_for, which on Python 3.11 loses a cancellation that
+                # arrives as the event is set.
+                async with asyncio.timeout(min(remaining, POLL_INTERVAL_S)):
+                    await changed.wait()
 
 
 def check_bindings(

@@ -133,3 +133,23 @@ def test_next_attempt_delay(holder: str | None, observed_at: float, now: float, 
         candidate.observed = LeaseRecord(holder, 15, "t", "t", 0)
         candidate.observed_time = observed_at
     assert candidate.next_attempt_delay(jitter) == pytest.approx(want)
+
+
+async def test_cancelling_hold_as_a_renewal_completes_stops_it(api: FakeApi, http: ApiHttp) -> None:
+    """The cancellation must not be lost when it arrives as a renewal finishes (Python 3.11's
+    ``asyncio.wait_for`` drops it, and the renew loop would run on forever)."""
+    a = elector(http, "a")
+    await a.acquire()
+    hold = asyncio.ensure_future(a.hold())
+    renewals = 0
+
+    async def renew_and_get_cancelled() -> bool:
+        nonlocal renewals
+        renewals += 1
+        hold.cancel()
+        return True
+
+    a.try_acquire_or_renew = renew_and_get_cancelled  # type: ignore[method-assign]
+    done, _ = await asyncio.wait({hold}, timeout=3)
+    assert hold in done and hold.cancelled()
+    assert renewals == 1
