@@ -66,6 +66,9 @@ from soak_cluster import (  # noqa: E402
 )
 
 
+CHAOS_ACTIONS = ("hostile", "kill-leader", "restart-apiserver", "outage")
+
+
 @dataclass
 class SoakOptions:
     minutes: float = 3.0
@@ -77,6 +80,8 @@ class SoakOptions:
     drain: float = 90.0
     cpu: str = "100m"
     lease: tuple[str, str, str] = ("15s", "10s", "2s")
+    actions: tuple[str, ...] = ("hostile", "kill-leader", "restart-apiserver")
+    outage: float = 15.0
 
 
 @dataclass
@@ -150,6 +155,7 @@ class Soak:
     options: SoakOptions
     report: SoakReport
     hostile: list[str] = field(default_factory=list)
+    hostile_turns: int = 0
     started: float = field(default_factory=time.monotonic)
     stop: threading.Event = field(default_factory=threading.Event)
     chaos_stop: threading.Event = field(default_factory=threading.Event)
@@ -200,19 +206,26 @@ class Soak:
             turn += 1
 
     def chaos(self, turn: int) -> str:
-        kind = ("hostile", "kill-leader", "restart-apiserver")[turn % 3]
+        actions = self.options.actions
+        kind = actions[turn % len(actions)]
         if kind == "kill-leader":
             return self.replicas.kill_leader()
-        if kind == "restart-apiserver":
+        if kind in ("restart-apiserver", "outage"):
             t0 = time.monotonic()
-            self.plane.restart_apiserver()
-            return f"restart-apiserver ({time.monotonic() - t0:.1f}s)"
+            if kind == "outage":  # kube-apiserver kept down for --outage seconds (etcd keeps the objects)
+                self.plane.stop_apiserver()
+                time.sleep(max(0.0, t0 + self.options.outage - time.monotonic()))
+                self.plane.start_apiserver()
+            else:
+                self.plane.restart_apiserver()
+            return f"{kind} ({time.monotonic() - t0:.1f}s down and back)"
         injected = []
-        for i in range(2):  # two cases a turn: four hostile turns cover them all
-            case = HOSTILE_CASES[((turn // 3) * 2 + i) % len(HOSTILE_CASES)]
+        for i in range(2):  # two cases a turn: three hostile turns cover them all
+            case = HOSTILE_CASES[(self.hostile_turns * 2 + i) % len(HOSTILE_CASES)]
             name = inject_hostile(self.plane, self.ledger, case, turn, self.nodes)
             self.hostile.append(name)
             injected.append(f"{case} ({name})")
+        self.hostile_turns += 1
         return "hostile " + ", ".join(injected)
 
     def drain(self) -> None:
@@ -322,6 +335,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rss-every", type=float, default=defaults.rss_every)
     parser.add_argument("--drain", type=float, default=defaults.drain)
     parser.add_argument("--lease", default="15s,10s,2s", help="leaseDuration,renewDeadline,retryPeriod")
+    parser.add_argument("--actions", default=",".join(defaults.actions),
+                        help="the chaos actions taken in turn, from: " + ", ".join(CHAOS_ACTIONS))
+    parser.add_argument("--outage", type=float, default=defaults.outage,
+                        help="seconds kube-apiserver stays down in an 'outage' action")
     parser.add_argument("--json", type=Path, help="write the report as JSON here")
     parser.add_argument("--work", type=Path, help="where the replicas' configs and logs go (default: a new "
                         "temp dir); kept after the run")
@@ -331,12 +348,18 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"--{flag.replace('_', '-')} must be > 0")
     if ns.nodes < 1:
         parser.error("--nodes must be >= 1")
+    actions = tuple(a.strip() for a in ns.actions.split(",") if a.strip())
+    unknown = [a for a in actions if a not in CHAOS_ACTIONS]
+    if unknown or not actions:
+        parser.error(f"--actions: unknown {unknown or 'empty list'}; choose from {', '.join(CHAOS_ACTIONS)}")
+    if ns.outage <= 0:
+        parser.error("--outage must be > 0")
     lease = tuple(ns.lease.split(","))
     if len(lease) != 3:
         parser.error("--lease takes three durations: leaseDuration,renewDeadline,retryPeriod")
     options = SoakOptions(minutes=ns.minutes, rate=ns.rate, lifetime=ns.lifetime, chaos_every=ns.chaos_every,
                           metric_every=ns.metric_every, rss_every=ns.rss_every, drain=ns.drain,
-                          lease=lease)  # type: ignore[arg-type]
+                          lease=lease, actions=actions, outage=ns.outage)  # type: ignore[arg-type]
     print(f"soak: {ns.nodes} kwok nodes, CRDs {', '.join(p.name for p in CRDS)}", flush=True)
     work = ns.work or Path(tempfile.mkdtemp(prefix="pykoord-soak-logs-"))
     print(f"soak: replica configs and logs in {work} (kept)", flush=True)
