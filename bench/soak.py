@@ -65,7 +65,6 @@ from soak_cluster import (  # noqa: E402
     write_node_metrics,
 )
 
-
 CHAOS_ACTIONS = ("hostile", "kill-leader", "restart-apiserver", "outage")
 
 

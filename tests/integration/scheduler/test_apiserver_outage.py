@@ -156,7 +156,8 @@ def test_outage_longer_than_renew_deadline_exits_in_one_line_and_a_replica_takes
     exited = [p for p in procs if not p.alive]
     for proc in exited:
         log = proc.log_path.read_text(errors="replace")
-        assert LOST in log, f"{proc.log_path.name} exited (rc {proc.process.returncode}) without '{LOST}':\n{log[-3000:]}"
+        rc = proc.process.returncode
+        assert LOST in log, f"{proc.log_path.name} exited (rc {rc}) without '{LOST}':\n{log[-3000:]}"
         proc.terminate()
     # As a kubelet would: every replica that exited is started again; one of them (or the one that stayed) leads.
     restarted = [_start(scope, processes, tmp_path, f"{proc.log_path.stem}-again", lease) for proc in exited]
