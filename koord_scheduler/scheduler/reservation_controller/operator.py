@@ -25,6 +25,7 @@ from kubernetes import config as k8s_config
 
 from apis.scheduling import ANNOTATION_RESERVATION_ALLOCATED, GROUP, VERSION
 from apis.scheduling.annotations import parse_allocated_annotation
+from koord_scheduler.framework.errors import log_failure
 from koord_scheduler.scheduler.object_errors import ObjectErrors
 from koord_scheduler.scheduler.reservation_controller.decide import (
     ControllerOptions,
@@ -253,7 +254,7 @@ class ReservationControllerThread:
             asyncio.run(self._serve())
         except BaseException as exc:  # recorded for the owner; a thread has nowhere to raise to
             self._error = exc
-            log.exception("reservation controller stopped with an error")
+            log_failure(log, "reservation controller stopped with an error", exc)
         finally:
             self._started.set()
 

@@ -1,0 +1,134 @@
+"""Errors are one line at default verbosity, whoever logs them (koord_scheduler.app.logs,
+framework.errors.log_failure); the traceback appears from -v 4 on."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import io
+import logging
+import sys
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from koord_scheduler.app import logs
+from koord_scheduler.framework.errors import describe, log_failure
+
+TRACEBACK = "Traceback (most recent call last)"
+
+
+@pytest.fixture
+def stream() -> Iterator[io.StringIO]:
+    """A handler on the root logger writing to a buffer; the hooks and the root level restored after."""
+    root = logging.getLogger()
+    buffer = io.StringIO()
+    handler = logging.StreamHandler(buffer)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    saved = (root.handlers[:], root.level, threading.excepthook, sys.unraisablehook)
+    root.handlers = [handler]
+    root.setLevel(logging.WARNING)
+    try:
+        yield buffer
+    finally:
+        root.handlers, level, threading.excepthook, sys.unraisablehook = saved
+        root.setLevel(level)
+
+
+def _boom() -> None:
+    raise ValueError("cpu out of range")
+
+
+@pytest.mark.parametrize(
+    ("exc", "want"),
+    [
+        (ValueError("bad"), "ValueError: bad"),
+        (TimeoutError(), "TimeoutError"),
+        (ConnectionRefusedError(111, "Connection refused"), "ConnectionRefusedError: [Errno 111] Connection refused"),
+    ],
+    ids=["message", "no-message", "os-error"],
+)
+def test_describe(exc: BaseException, want: str) -> None:
+    assert describe(exc) == want
+
+
+def test_a_library_traceback_is_folded_into_one_line(stream: io.StringIO) -> None:
+    logs.install(0)
+    try:
+        _boom()
+    except ValueError:
+        logging.getLogger("kopf.objects").exception("Handler %r failed", "node_events")
+    want = "ERROR kopf.objects: Handler 'node_events' failed: ValueError: cpu out of range"
+    assert stream.getvalue().splitlines() == [want]
+
+
+def test_the_traceback_is_kept_from_verbosity_4(stream: io.StringIO) -> None:
+    logs.install(4)
+    try:
+        _boom()
+    except ValueError:
+        logging.getLogger("kopf.objects").exception("Handler failed")
+    assert TRACEBACK in stream.getvalue()
+
+
+def test_log_failure_is_one_line_at_default_verbosity(stream: io.StringIO) -> None:
+    logs.install(0)
+    log_failure(logging.getLogger("koord_scheduler.test"), "sweep failed", ValueError("not a duration"))
+    assert stream.getvalue() == "ERROR koord_scheduler.test: sweep failed: ValueError: not a duration\n"
+
+
+def test_log_failure_adds_the_traceback_at_debug_level(stream: io.StringIO) -> None:
+    logs.install(4)
+    logging.getLogger().setLevel(logging.DEBUG)
+    try:
+        _boom()
+    except ValueError as exc:
+        log_failure(logging.getLogger("koord_scheduler.test"), "sweep failed", exc)
+    lines = stream.getvalue().splitlines()
+    assert lines[0] == "ERROR koord_scheduler.test: sweep failed: ValueError: cpu out of range"
+    assert lines[1] == "DEBUG koord_scheduler.test: sweep failed: traceback" and lines[2] == TRACEBACK + ":"
+
+
+def test_a_thread_that_dies_is_one_line(stream: io.StringIO) -> None:
+    logs.install(0)
+    thread = threading.Thread(target=_boom, name="reservation-controller")
+    thread.start()
+    thread.join()
+    out = stream.getvalue()
+    assert out == "ERROR koord-scheduler: thread reservation-controller failed: ValueError: cpu out of range\n"
+
+
+def test_an_unretrieved_task_error_is_one_line_naming_the_task(stream: io.StringIO) -> None:
+    logs.install(0)
+
+    async def main() -> None:
+        asyncio.get_running_loop().set_exception_handler(logs.loop_exception_handler)
+
+        async def fail() -> None:
+            _boom()
+
+        task = asyncio.get_running_loop().create_task(fail(), name="watch-nodes")
+        await asyncio.sleep(0.01)
+        assert task.done()
+        del task
+        gc.collect()  # the loop reports "Task exception was never retrieved" when the task is collected
+
+    asyncio.run(main())
+    out = stream.getvalue()
+    assert "(task watch-nodes): ValueError: cpu out of range" in out
+    assert TRACEBACK not in out and len(out.splitlines()) == 1
+
+
+def test_an_unraisable_error_is_one_line(stream: io.StringIO) -> None:
+    logs.install(0)
+
+    class Finalizer:
+        def __del__(self) -> None:
+            _boom()
+
+    Finalizer()
+    gc.collect()
+    out = stream.getvalue()
+    assert "Finalizer" in out and out.endswith("ValueError: cpu out of range\n"), out
+    assert TRACEBACK not in out
