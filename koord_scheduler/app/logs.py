@@ -17,6 +17,7 @@ import asyncio
 import logging
 import sys
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 from koord_scheduler.framework.errors import describe, log_failure
@@ -38,11 +39,12 @@ class OneLineErrors(logging.Filter):
         return True
 
 
-def install(verbosity: int) -> None:
-    """Below ``-v 4``, every handler of the root logger gets :class:`OneLineErrors`; at any verbosity the
-    thread and unraisable hooks log through ``logging`` (their tracebacks then follow the same rule)."""
+def install(verbosity: int, *, handlers: Sequence[logging.Handler] | None = None) -> None:
+    """Below ``-v 4``, every handler of the root logger (or ``handlers``) gets :class:`OneLineErrors`; at
+    any verbosity the thread and unraisable hooks log through ``logging`` (their tracebacks then follow
+    the same rule)."""
     if verbosity < 4:
-        for handler in logging.getLogger().handlers:
+        for handler in logging.getLogger().handlers if handlers is None else handlers:
             if not any(isinstance(f, OneLineErrors) for f in handler.filters):
                 handler.addFilter(OneLineErrors())
     threading.excepthook = _thread_failed

@@ -21,19 +21,26 @@ TRACEBACK = "Traceback (most recent call last)"
 
 @pytest.fixture
 def stream() -> Iterator[io.StringIO]:
-    """A handler on the root logger writing to a buffer; the hooks and the root level restored after."""
+    """A handler on the root logger writing to a buffer (the only one :func:`install` is given); it,
+    the root level and the hooks are removed or restored afterwards."""
     root = logging.getLogger()
     buffer = io.StringIO()
     handler = logging.StreamHandler(buffer)
     handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
-    saved = (root.handlers[:], root.level, threading.excepthook, sys.unraisablehook)
-    root.handlers = [handler]
+    saved = (root.level, threading.excepthook, sys.unraisablehook)
+    root.addHandler(handler)
     root.setLevel(logging.WARNING)
     try:
         yield buffer
     finally:
-        root.handlers, level, threading.excepthook, sys.unraisablehook = saved
-        root.setLevel(level)
+        root.removeHandler(handler)
+        root.setLevel(saved[0])
+        threading.excepthook, sys.unraisablehook = saved[1], saved[2]
+
+
+def install(verbosity: int, buffer: io.StringIO) -> None:
+    handler = next(h for h in logging.getLogger().handlers if getattr(h, "stream", None) is buffer)
+    logs.install(verbosity, handlers=[handler])
 
 
 def _boom() -> None:
@@ -54,7 +61,7 @@ def test_describe(exc: BaseException, want: str) -> None:
 
 
 def test_a_library_traceback_is_folded_into_one_line(stream: io.StringIO) -> None:
-    logs.install(0)
+    install(0, stream)
     try:
         _boom()
     except ValueError:
@@ -64,7 +71,7 @@ def test_a_library_traceback_is_folded_into_one_line(stream: io.StringIO) -> Non
 
 
 def test_the_traceback_is_kept_from_verbosity_4(stream: io.StringIO) -> None:
-    logs.install(4)
+    install(4, stream)
     try:
         _boom()
     except ValueError:
@@ -73,13 +80,13 @@ def test_the_traceback_is_kept_from_verbosity_4(stream: io.StringIO) -> None:
 
 
 def test_log_failure_is_one_line_at_default_verbosity(stream: io.StringIO) -> None:
-    logs.install(0)
+    install(0, stream)
     log_failure(logging.getLogger("koord_scheduler.test"), "sweep failed", ValueError("not a duration"))
     assert stream.getvalue() == "ERROR koord_scheduler.test: sweep failed: ValueError: not a duration\n"
 
 
 def test_log_failure_adds_the_traceback_at_debug_level(stream: io.StringIO) -> None:
-    logs.install(4)
+    install(4, stream)
     logging.getLogger().setLevel(logging.DEBUG)
     try:
         _boom()
@@ -91,7 +98,7 @@ def test_log_failure_adds_the_traceback_at_debug_level(stream: io.StringIO) -> N
 
 
 def test_a_thread_that_dies_is_one_line(stream: io.StringIO) -> None:
-    logs.install(0)
+    install(0, stream)
     thread = threading.Thread(target=_boom, name="reservation-controller")
     thread.start()
     thread.join()
@@ -100,7 +107,7 @@ def test_a_thread_that_dies_is_one_line(stream: io.StringIO) -> None:
 
 
 def test_an_unretrieved_task_error_is_one_line_naming_the_task(stream: io.StringIO) -> None:
-    logs.install(0)
+    install(0, stream)
 
     async def main() -> None:
         asyncio.get_running_loop().set_exception_handler(logs.loop_exception_handler)
@@ -121,7 +128,7 @@ def test_an_unretrieved_task_error_is_one_line_naming_the_task(stream: io.String
 
 
 def test_an_unraisable_error_is_one_line(stream: io.StringIO) -> None:
-    logs.install(0)
+    install(0, stream)
 
     class Finalizer:
         def __del__(self) -> None:
