@@ -139,3 +139,31 @@ def test_an_unraisable_error_is_one_line(stream: io.StringIO) -> None:
     out = stream.getvalue()
     assert "Finalizer" in out and out.endswith("ValueError: cpu out of range\n"), out
     assert TRACEBACK not in out
+
+
+@pytest.mark.parametrize(("verbosity", "traceback"), [(0, False), (2, False), (4, True)], ids=["v0", "v2", "v4"])
+def test_koord_scheduler_logging_setup_installs_it(
+    capsys: pytest.CaptureFixture[str], verbosity: int, traceback: bool
+) -> None:
+    from koord_scheduler.app.serve import _setup_logging
+
+    root = logging.getLogger()
+    saved = (root.handlers[:], root.level, threading.excepthook, sys.unraisablehook)
+    try:
+        _setup_logging(verbosity)
+        try:
+            _boom()
+        except ValueError:
+            logging.getLogger("aiohttp.server").exception("Error handling request")
+        err = capsys.readouterr().err
+    finally:
+        for handler in root.handlers[:]:
+            root.removeHandler(handler)
+        for handler in saved[0]:
+            root.addHandler(handler)
+        root.setLevel(saved[1])
+        threading.excepthook, sys.unraisablehook = saved[2], saved[3]
+    assert "ERROR aiohttp.server: Error handling request" in err
+    assert (TRACEBACK in err) is traceback
+    if not traceback:
+        assert err.strip().endswith("Error handling request: ValueError: cpu out of range") and err.count("\n") == 1
