@@ -28,9 +28,17 @@ unless the soak killed it; no ``Traceback`` in the replicas' logs (run at ``-v 0
 bind latency (creation to bound, seen by the watch), the longest gap between two binds while pods were
 pending, and the RSS curve per replica process with its slope while leading (after its first minute).
 
+``--actions`` picks the chaos actions taken in turn (default ``hostile,kill-leader,restart-apiserver``;
+``outage`` keeps kube-apiserver down for ``--outage`` seconds, past renewDeadline by default, so the
+leader must step down). ``--one-leader`` is the memory run: the chaos never kills the leader and only
+restarts kube-apiserver (shorter than renewDeadline) and injects hostile objects, so one process leads
+from start to end; its RSS is printed per minute with the slope, and a change of leader fails the run.
+
     .venv/bin/python bench/soak.py                                  # 3 minutes, chaos every 60 s
     .venv/bin/python bench/soak.py --minutes 30 --chaos-every 150   # the long run
-        [--nodes 20] [--rate 4] [--lifetime 30] [--lease 15s,10s,2s] [--work DIR] [--json out.json]
+    .venv/bin/python bench/soak.py --minutes 5 --chaos-every 30 --actions kill-leader,outage,hostile,restart-apiserver
+    .venv/bin/python bench/soak.py --one-leader --minutes 30 --chaos-every 120   # one leader's RSS curve
+        [--nodes 20] [--rate 4] [--lifetime 30] [--lease 15s,10s,2s] [--outage 15] [--work DIR] [--json out.json]
 """
 
 from __future__ import annotations
@@ -65,6 +73,8 @@ from soak_cluster import (  # noqa: E402
     write_node_metrics,
 )
 
+CHAOS_ACTIONS = ("hostile", "kill-leader", "restart-apiserver", "outage")
+
 
 @dataclass
 class SoakOptions:
@@ -77,6 +87,9 @@ class SoakOptions:
     drain: float = 90.0
     cpu: str = "100m"
     lease: tuple[str, str, str] = ("15s", "10s", "2s")
+    actions: tuple[str, ...] = ("hostile", "kill-leader", "restart-apiserver")
+    outage: float = 15.0
+    one_leader: bool = False
 
 
 @dataclass
@@ -101,6 +114,10 @@ class SoakReport:
     longest_bind_gap_s: float = 0.0
     rss: list[tuple[float, str, bool, float]] = field(default_factory=list)
 
+    def leaders(self) -> list[str]:
+        """The replica processes seen leading, in order."""
+        return list(dict.fromkeys(name for _, name, leader, _ in self.rss if leader))
+
     def violations(self) -> list[str]:
         found = []
         if self.bound_twice:
@@ -117,6 +134,10 @@ class SoakReport:
             found.append(f"replicas exited on their own: {self.unexpected_exits}")
         if any(self.tracebacks.values()):
             found.append(f"tracebacks in the logs: {self.tracebacks}")
+        leaders = self.leaders()
+        if self.options.get("one_leader") and (len(leaders) != 1 or self.lease_lost_restarts):
+            found.append(f"--one-leader: the lead changed hands (leaders seen: {leaders}, "
+                         f"lease lost: {self.lease_lost_restarts})")
         if self.created == 0 or self.bound == 0:
             found.append("nothing was created or bound")
         return found
@@ -150,6 +171,7 @@ class Soak:
     options: SoakOptions
     report: SoakReport
     hostile: list[str] = field(default_factory=list)
+    hostile_turns: int = 0
     started: float = field(default_factory=time.monotonic)
     stop: threading.Event = field(default_factory=threading.Event)
     chaos_stop: threading.Event = field(default_factory=threading.Event)
@@ -200,19 +222,26 @@ class Soak:
             turn += 1
 
     def chaos(self, turn: int) -> str:
-        kind = ("hostile", "kill-leader", "restart-apiserver")[turn % 3]
+        actions = self.options.actions
+        kind = actions[turn % len(actions)]
         if kind == "kill-leader":
             return self.replicas.kill_leader()
-        if kind == "restart-apiserver":
+        if kind in ("restart-apiserver", "outage"):
             t0 = time.monotonic()
-            self.plane.restart_apiserver()
-            return f"restart-apiserver ({time.monotonic() - t0:.1f}s)"
+            if kind == "outage":  # kube-apiserver kept down for --outage seconds (etcd keeps the objects)
+                self.plane.stop_apiserver()
+                time.sleep(max(0.0, t0 + self.options.outage - time.monotonic()))
+                self.plane.start_apiserver()
+            else:
+                self.plane.restart_apiserver()
+            return f"{kind} ({time.monotonic() - t0:.1f}s down and back)"
         injected = []
-        for i in range(2):  # two cases a turn: four hostile turns cover them all
-            case = HOSTILE_CASES[((turn // 3) * 2 + i) % len(HOSTILE_CASES)]
+        for i in range(2):  # two cases a turn: three hostile turns cover them all
+            case = HOSTILE_CASES[(self.hostile_turns * 2 + i) % len(HOSTILE_CASES)]
             name = inject_hostile(self.plane, self.ledger, case, turn, self.nodes)
             self.hostile.append(name)
             injected.append(f"{case} ({name})")
+        self.hostile_turns += 1
         return "hostile " + ", ".join(injected)
 
     def drain(self) -> None:
@@ -283,6 +312,16 @@ def rss_slopes(report: SoakReport, warmup: float = 60.0) -> dict[str, tuple[floa
     return slopes
 
 
+def leader_curve(report: SoakReport, name: str, step: float = 60.0) -> list[tuple[int, float]]:
+    """``name``'s RSS while leading, one point per ``step`` seconds of the run: (minute, MiB of the
+    first sample in that minute)."""
+    points: dict[int, float] = {}
+    for t, who, leader, rss in report.rss:
+        if who == name and leader:
+            points.setdefault(int(t // step), rss)
+    return sorted(points.items())
+
+
 def print_report(report: SoakReport) -> None:
     print(f"\nsoak: {report.seconds / 60:.1f} min, {len(report.chaos)} chaos actions")
     for t, action in report.chaos:
@@ -294,6 +333,10 @@ def print_report(report: SoakReport) -> None:
     print("RSS MiB per replica process (* = leader at the sample):")
     for line in rss_table(report):
         print("  " + line)
+    if report.options.get("one_leader"):
+        for name in report.leaders():
+            curve = leader_curve(report, name)
+            print(f"  {name} as leader, per minute (minute MiB): " + ", ".join(f"{m} {r:.1f}" for m, r in curve))
     for name, (first, last, slope) in rss_slopes(report).items():
         print(f"  {name} as leader, after its first minute: {first:.1f} -> {last:.1f} MiB, "
               f"slope {slope:+.2f} MiB/min")
@@ -322,6 +365,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rss-every", type=float, default=defaults.rss_every)
     parser.add_argument("--drain", type=float, default=defaults.drain)
     parser.add_argument("--lease", default="15s,10s,2s", help="leaseDuration,renewDeadline,retryPeriod")
+    parser.add_argument("--actions", default=None,
+                        help="the chaos actions taken in turn (default hostile,kill-leader,restart-apiserver; "
+                        "with --one-leader hostile,restart-apiserver), from: " + ", ".join(CHAOS_ACTIONS))
+    parser.add_argument("--outage", type=float, default=defaults.outage,
+                        help="seconds kube-apiserver stays down in an 'outage' action")
+    parser.add_argument("--one-leader", action="store_true", help="the memory run: chaos only restarts "
+                        "kube-apiserver and injects hostile objects, so one replica leads throughout")
     parser.add_argument("--json", type=Path, help="write the report as JSON here")
     parser.add_argument("--work", type=Path, help="where the replicas' configs and logs go (default: a new "
                         "temp dir); kept after the run")
@@ -331,12 +381,23 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"--{flag.replace('_', '-')} must be > 0")
     if ns.nodes < 1:
         parser.error("--nodes must be >= 1")
+    if ns.actions is None:
+        ns.actions = "hostile,restart-apiserver" if ns.one_leader else ",".join(defaults.actions)
+    actions = tuple(a.strip() for a in ns.actions.split(",") if a.strip())
+    if ns.one_leader and {"kill-leader", "outage"} & set(actions):
+        parser.error("--one-leader: the chaos may not kill the leader or outlast renewDeadline "
+                     "(use hostile and restart-apiserver)")
+    unknown = [a for a in actions if a not in CHAOS_ACTIONS]
+    if unknown or not actions:
+        parser.error(f"--actions: unknown {unknown or 'empty list'}; choose from {', '.join(CHAOS_ACTIONS)}")
+    if ns.outage <= 0:
+        parser.error("--outage must be > 0")
     lease = tuple(ns.lease.split(","))
     if len(lease) != 3:
         parser.error("--lease takes three durations: leaseDuration,renewDeadline,retryPeriod")
     options = SoakOptions(minutes=ns.minutes, rate=ns.rate, lifetime=ns.lifetime, chaos_every=ns.chaos_every,
                           metric_every=ns.metric_every, rss_every=ns.rss_every, drain=ns.drain,
-                          lease=lease)  # type: ignore[arg-type]
+                          lease=lease, actions=actions, outage=ns.outage, one_leader=ns.one_leader)  # type: ignore[arg-type]
     print(f"soak: {ns.nodes} kwok nodes, CRDs {', '.join(p.name for p in CRDS)}", flush=True)
     work = ns.work or Path(tempfile.mkdtemp(prefix="pykoord-soak-logs-"))
     print(f"soak: replica configs and logs in {work} (kept)", flush=True)

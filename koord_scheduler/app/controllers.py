@@ -37,6 +37,7 @@ from apis.scheduling.device import DEVICE_KIND, DEVICE_PLURAL, parse_device
 from apis.slo.common import GROUP, VERSION
 from apis.slo.nodemetric_record import parse_node_metric
 from koord_scheduler.app.controller_flags import ControllerFlags
+from koord_scheduler.framework.errors import log_failure
 from koord_scheduler.scheduler.controllers.api import KubeControllerApi, parse_config_map
 from koord_scheduler.scheduler.controllers.decide import parse_node_slo
 from koord_scheduler.scheduler.controllers.deviceresource import DeviceResourceController
@@ -228,8 +229,8 @@ async def hold_controllers(
     failed = not stop.is_set()
     if hold is not None and hold.done() and failed:
         log.error("leader election lost; exiting")
-    elif controllers is not None and controllers.done() and controllers.exception() is not None:
-        log.error("cluster controllers failed", exc_info=controllers.exception())
+    elif controllers is not None and controllers.done() and (error := controllers.exception()) is not None:
+        log_failure(log, "cluster controllers failed", error)
     stop.set()
     for future in waiting:
         if future is not controllers:

@@ -272,5 +272,8 @@ def _setup_logging(verbosity: int) -> None:
     for name in ("koord-scheduler", "koord_scheduler.scheduler.kube", "koord_scheduler.scheduler.leaderelection"):
         logging.getLogger(name).setLevel(lifecycle)
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
+    from koord_scheduler.app import logs  # loaded on use: --help and refused flags need none of it
+
+    logs.install(verbosity)
 
 

@@ -28,6 +28,7 @@ from koord_scheduler.app.controllers import (
     hold_controllers,
 )
 from koord_scheduler.app.debug_server import LOOPBACK, start_debug_server
+from koord_scheduler.app.logs import loop_exception_handler
 from koord_scheduler.app.serve import (
     EVENT_LOOP_ENV,
     EXIT_FAILED,
@@ -38,7 +39,7 @@ from koord_scheduler.app.serve import (
     _with_cpu_profile,
     event_loop_factory,
 )
-from koord_scheduler.framework.errors import ClusterError
+from koord_scheduler.framework.errors import ClusterError, log_failure
 from koord_scheduler.framework.registry import Registry
 from koord_scheduler.scheduler.assembly import build_scheduler
 from koord_scheduler.scheduler.controllers.runner import ControllerSink, FanoutSink
@@ -154,6 +155,7 @@ async def _run(
     hosted: Sequence[Hosted] = (),
 ) -> int:
     loop = asyncio.get_running_loop()
+    loop.set_exception_handler(loop_exception_handler)
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
@@ -279,8 +281,8 @@ async def _schedule(scheduler: Scheduler, elector: LeaderElector | None, stop: a
     if hold is not None:
         hold.cancel()
         await asyncio.gather(hold, return_exceptions=True)
-    if run.exception() is not None:
-        log.error("scheduling loop failed", exc_info=run.exception())
+    if (error := run.exception()) is not None:
+        log_failure(log, "scheduling loop failed", error)
         return EXIT_FAILED
     state.stopping = True
     log.info("stopping: waiting up to %.0fs for bindings in flight", SHUTDOWN_GRACE_SECONDS)

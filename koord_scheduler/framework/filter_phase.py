@@ -38,7 +38,7 @@ import numpy as np
 from apis.core.types import Pod
 from koord_scheduler.framework.cycle_state import CycleState
 from koord_scheduler.framework.diagnosis import Diagnosis, FailureChunk
-from koord_scheduler.framework.errors import PluginCycleError
+from koord_scheduler.framework.errors import PluginCycleError, log_failure
 from koord_scheduler.framework.interfaces import (
     FILTER,
     AddedPodsFilter,
@@ -180,7 +180,7 @@ class FilterPhase:
             try:
                 result = plugin.filter_nodes(state, pod, snapshot, alive)
             except Exception as exc:
-                log.exception("Filter plugin %s raised", entry.name)
+                log_failure(log, f"Filter plugin {entry.name} raised", exc)
                 raise PluginCycleError(
                     error(f"running Filter plugin {entry.name!r}: {exc}").with_plugin(entry.name)
                 ) from exc
@@ -464,7 +464,7 @@ class FilterPhase:
             try:
                 status = extensions.add_pod(state, pod, added, info)
             except Exception as exc:
-                log.exception("AddPod of %s raised", plugin.name)
+                log_failure(log, f"AddPod of {plugin.name} raised", exc)
                 return error(f"running AddPod on PreFilter plugin {plugin.name!r}: {exc}").with_plugin(plugin.name)
             if not status.is_success:
                 return error(

@@ -16,7 +16,7 @@ from koord_scheduler.framework import interfaces as ep
 from koord_scheduler.framework.capabilities import find_capabilities
 from koord_scheduler.framework.cycle_state import CycleState
 from koord_scheduler.framework.diagnosis import Diagnosis
-from koord_scheduler.framework.errors import PluginCycleError
+from koord_scheduler.framework.errors import PluginCycleError, log_failure
 from koord_scheduler.framework.filter_phase import FilterPhase
 from koord_scheduler.framework.handle import FrameworkHandle
 from koord_scheduler.framework.interfaces import NominatedPods, Plugin, PreemptionExtenders, ReservationFilterPlugin
@@ -198,7 +198,7 @@ class Framework:
             try:
                 replaced, nodes, status = t.before_score(state, pod, self.handle.snapshot, positions)
             except Exception as exc:
-                log.exception("BeforeScore transformer %s raised", t.name)
+                log_failure(log, f"BeforeScore transformer {t.name} raised", exc)
                 raise PluginCycleError(error(f"running BeforeScore of {t.name!r}: {exc}").with_plugin(t.name)) from exc
             _check_transform(t, status)
             pod = replaced or pod
@@ -216,7 +216,7 @@ class Framework:
             try:
                 r, status = p.pre_filter(state, pod, snapshot)
             except Exception as exc:  # a plugin bug must not kill the scheduler
-                log.exception("PreFilter plugin %s raised", p.name)
+                log_failure(log, f"PreFilter plugin {p.name} raised", exc)
                 status = error(f"running PreFilter plugin {p.name!r}: {exc}").with_plugin(p.name)
                 raise PluginCycleError(status) from exc
             code = status.code
@@ -287,7 +287,7 @@ class Framework:
             try:
                 result, status = p.post_filter(state, pod, diagnosis)
             except Exception as exc:
-                log.exception("PostFilter plugin %s raised", p.name)
+                log_failure(log, f"PostFilter plugin {p.name} raised", exc)
                 return None, error(f"running PostFilter plugin {p.name!r}: {exc}").with_plugin(p.name)
             status = status.with_plugin(p.name)
             if status.is_success:
@@ -313,7 +313,7 @@ class Framework:
             try:
                 status = p.reserve(state, pod, node_name)
             except Exception as exc:
-                log.exception("reserve plugin %s raised", p.name)
+                log_failure(log, f"reserve plugin {p.name} raised", exc)
                 return error(f"running reserve of plugin {p.name!r}: {exc}").with_plugin(p.name)
             if status.code != Code.SUCCESS:  # (a success needs no plugin stamp: nobody reads it)
                 return status.with_plugin(p.name)
@@ -323,8 +323,8 @@ class Framework:
         for p in reversed(self.capabilities.reserve):
             try:
                 p.unreserve(state, pod, node_name)
-            except Exception:
-                log.exception("Unreserve plugin %s raised", p.name)
+            except Exception as exc:
+                log_failure(log, f"Unreserve plugin {p.name} raised", exc)
 
     def run_permit(self, state: CycleState, pod: Pod, node_name: str) -> tuple[Status, dict[str, float]]:
         """Success, a rejection, or Wait with the plugins and timeouts to wait for."""
@@ -333,7 +333,7 @@ class Framework:
             try:
                 status, timeout = p.permit(state, pod, node_name)
             except Exception as exc:
-                log.exception("Permit plugin %s raised", p.name)
+                log_failure(log, f"Permit plugin {p.name} raised", exc)
                 return error(f"running Permit plugin {p.name!r}: {exc}").with_plugin(p.name), {}
             status = status.with_plugin(p.name)
             if status.is_wait:
@@ -419,8 +419,8 @@ class Framework:
         for p in self.capabilities.post_bind:
             try:
                 p.post_bind(state, pod, node_name)
-            except Exception:
-                log.exception("PostBind plugin %s raised", p.name)
+            except Exception as exc:
+                log_failure(log, f"PostBind plugin {p.name} raised", exc)
 
     def run_warm_up(self) -> None:
         """Every plugin's optional ``warm_up`` (:class:`~koord_scheduler.framework.interfaces.WarmUpPlugin`),
@@ -428,8 +428,8 @@ class Framework:
         for p in self.capabilities.warm_ups:
             try:
                 p.warm_up()
-            except Exception:
-                log.exception("warm_up of plugin %s raised", p.name)
+            except Exception as exc:
+                log_failure(log, f"warm_up of plugin {p.name} raised", exc)
 
     # ----- helpers -----
 
@@ -443,7 +443,7 @@ class Framework:
 
 
 def _raised(method: str, plugin: Plugin, exc: Exception) -> Status:
-    log.exception("%s plugin %s raised", method, plugin.name)
+    log_failure(log, f"{method} plugin {plugin.name} raised", exc)
     return error(f"running {method} of plugin {plugin.name!r}: {exc}").with_plugin(plugin.name)
 
 
@@ -454,7 +454,7 @@ def _failed(method: str, plugin: Plugin, exc: Exception) -> Status:
 
 
 def _transformer_error(method: str, t: Plugin, exc: Exception) -> PluginCycleError:
-    log.exception("%s of %s raised", method, t.name)
+    log_failure(log, f"{method} of {t.name} raised", exc)
     return PluginCycleError(error(f"running {method} of {t.name!r}: {exc}").with_plugin(t.name))
 
 

@@ -22,7 +22,7 @@ import numpy as np
 from apis.core.types import Pod
 from koord_scheduler.framework import interfaces as ep
 from koord_scheduler.framework.cycle_state import CycleState
-from koord_scheduler.framework.errors import PluginCycleError
+from koord_scheduler.framework.errors import PluginCycleError, log_failure
 from koord_scheduler.framework.interfaces import BatchScorePlugin, PreScorePlugin, ScoreExtensions, ScorePlugin
 from koord_scheduler.framework.node_cache import FEW_NODES, NodeResultCache, cacheable_signature
 from koord_scheduler.framework.restored import RESTORED_CAPACITY
@@ -133,7 +133,7 @@ class ScorePhase:
             try:
                 status = p.pre_score(state, pod, snapshot, positions)
             except Exception as exc:
-                log.exception("PreScore plugin %s raised", p.name)
+                log_failure(log, f"PreScore plugin {p.name} raised", exc)
                 raise PluginCycleError(error(f"running PreScore plugin {p.name!r}: {exc}").with_plugin(p.name)) from exc
             code = status.code
             if code == Code.SUCCESS:
@@ -245,7 +245,7 @@ class ScorePhase:
         except PluginCycleError:
             raise
         except Exception as exc:
-            log.exception("Score plugin %s raised", entry.name)
+            log_failure(log, f"Score plugin {entry.name} raised", exc)
             raise PluginCycleError(
                 error(f"running Score plugin {entry.name!r}: {exc}").with_plugin(entry.name)
             ) from exc

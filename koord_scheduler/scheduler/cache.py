@@ -12,6 +12,7 @@ from dataclasses import dataclass, fields
 from operator import attrgetter
 
 from apis.core.types import Node, ObjectMeta, Pod
+from koord_scheduler.framework.errors import log_failure
 from koord_scheduler.framework.snapshot import ClusterSnapshot
 
 log = logging.getLogger(__name__)
@@ -119,8 +120,8 @@ class SchedulerCache:
         for handler in self._forget_handlers:
             try:
                 handler(pod)
-            except Exception:
-                log.exception("forget-pod handler failed for %s", pod.key)
+            except Exception as exc:
+                log_failure(log, f"forget-pod handler failed for {pod.key}", exc)
 
     def is_assumed(self, key: str) -> bool:
         return key in self._assumed

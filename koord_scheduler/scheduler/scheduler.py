@@ -13,6 +13,7 @@ from apis.core.copying import replace_fields
 from apis.core.types import Node, Pod
 from koord_scheduler.framework.cycle_state import CycleState
 from koord_scheduler.framework.diagnosis import fit_error_message
+from koord_scheduler.framework.errors import log_failure
 from koord_scheduler.framework.runtime import Framework, PluginCycleError
 from koord_scheduler.framework.status import Code, Status
 from koord_scheduler.framework.types import (
@@ -331,8 +332,8 @@ class Scheduler:
             while True:
                 try:
                     key = hook()
-                except Exception:
-                    log.exception("next-pod hook failed")
+                except Exception as exc:
+                    log_failure(log, "next-pod hook failed", exc)
                     break
                 if key is None:
                     break
@@ -397,8 +398,8 @@ class Scheduler:
                 if pre(qpi, failure):
                     handled = True
                     break
-            except Exception:
-                log.exception("pre error-handler filter failed for %s", pod.key)
+            except Exception as exc:
+                log_failure(log, f"pre error-handler filter failed for {pod.key}", exc)
         if not handled:
             self.queue.add_unschedulable(qpi, error=error or status.code == Code.ERROR)
             reason = "SchedulerError" if result == "error" else "Unschedulable"
@@ -409,8 +410,8 @@ class Scheduler:
             try:
                 if post(qpi, failure):
                     break
-            except Exception:
-                log.exception("post error-handler filter failed for %s", pod.key)
+            except Exception as exc:
+                log_failure(log, f"post error-handler filter failed for {pod.key}", exc)
 
     # ----- binding cycle -----
 
@@ -420,7 +421,7 @@ class Scheduler:
             # Waiting at Permit holds no binding slot: a gang larger than the pool must not starve itself.
             status = await self._wait_on_permit(b)
         except Exception as exc:
-            log.exception("waiting on Permit for %s failed", pod.key)
+            log_failure(log, f"waiting on Permit for {pod.key} failed", exc)
             status = Status(Code.ERROR, (str(exc),))
         in_flight = self.metrics.child(self.metrics.bindings_in_flight, "binding")
         in_flight.inc()
@@ -434,7 +435,7 @@ class Scheduler:
                 async with self._binding_slots:
                     status = await self._bind(b, pod, node)
         except Exception as exc:  # keep the scheduler alive whatever a plugin does
-            log.exception("binding cycle for %s failed", pod.key)
+            log_failure(log, f"binding cycle for {pod.key} failed", exc)
             status = Status(Code.ERROR, (str(exc),))
         finally:
             in_flight.dec()

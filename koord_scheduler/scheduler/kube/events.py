@@ -29,7 +29,7 @@ from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
 from apis.core.types import Pod
-from koord_scheduler.framework.errors import ClusterError
+from koord_scheduler.framework.errors import ClusterError, log_failure
 from koord_scheduler.scheduler.kube.http import STRATEGIC_MERGE_PATCH, ApiHttp
 from koord_scheduler.scheduler.kube.ratelimit import TokenBucket
 
@@ -250,9 +250,9 @@ class EventRecorder:
             except ClusterError as err:
                 self.failed += 1
                 log.info("writing an event failed: %s", err)
-            except Exception:
+            except Exception as exc:
                 self.failed += 1
-                log.exception("writing an event failed")
+                log_failure(log, "writing an event failed", exc)
             finally:
                 self._queue.task_done()
 

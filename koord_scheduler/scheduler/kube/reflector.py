@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from koord_scheduler.framework.errors import ClusterError
+from koord_scheduler.framework.errors import ClusterError, log_failure
 from koord_scheduler.scheduler.kube import jsoncodec
 from koord_scheduler.scheduler.kube.http import ApiError, ApiHttp, iter_lines
 from koord_scheduler.scheduler.source import EventType
@@ -389,8 +389,8 @@ class Reflector:
     def _report(self, rejection: Rejection) -> None:
         try:
             self.on_invalid(rejection)
-        except Exception:  # reporting must not stop the watch either
-            log.exception("reporting a rejected %s failed", self.kind.kind)
+        except Exception as exc:  # reporting must not stop the watch either
+            log_failure(log, f"reporting a rejected {self.kind.kind} failed", exc)
 
     def _call(self, event: EventType, old: Any, new: Any) -> Exception | None:
         """Run the handler; what it raised (a handler failure must not stop the watch), else None."""

@@ -26,6 +26,7 @@ from enum import IntEnum
 from typing import Any
 
 from apis.core.types import Pod
+from koord_scheduler.framework.errors import log_failure
 from koord_scheduler.framework.status import Status
 from koord_scheduler.framework.types import (
     ActionType,
@@ -583,9 +584,9 @@ class SchedulingQueue:
                   ) -> QueueingHint:
         try:
             return hint(pod, old, new)
-        except Exception:
+        except Exception as exc:
             # kube treats a failing hint as Queue so the pod cannot get stuck.
-            logger.exception("queueing hint of %s failed for pod %s; requeueing", plugin, pod.key)
+            log_failure(logger, f"queueing hint of {plugin} failed for pod {pod.key}; requeueing", exc)
             return QueueingHint.QUEUE
 
     # ---- small helpers -------------------------------------------------------------------------------

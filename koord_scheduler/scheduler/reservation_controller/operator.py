@@ -25,6 +25,7 @@ from kubernetes import config as k8s_config
 
 from apis.scheduling import ANNOTATION_RESERVATION_ALLOCATED, GROUP, VERSION
 from apis.scheduling.annotations import parse_allocated_annotation
+from koord_scheduler.framework.errors import describe, log_failure
 from koord_scheduler.scheduler.object_errors import ObjectErrors
 from koord_scheduler.scheduler.reservation_controller.decide import (
     ControllerOptions,
@@ -248,17 +249,32 @@ class ReservationControllerThread:
         self._thread.join(timeout)
         return not self._thread.is_alive()
 
+    def loop_error(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        """The controller loop's exception handler: one line per error. When the loop ends under kopf
+        (the controller stopping: a lost lease, SIGTERM), kopf's watch generators may fail to close
+        ("generator didn't stop after athrow()"); nothing is lost then, so that is an info line."""
+        message = str(context.get("message") or "unhandled error").splitlines()[0]
+        exc = context.get("exception")
+        stopping = self._stop is not None and self._stop.is_set()
+        if stopping and "asynchronous generator" in message:
+            log.info("reservation controller stopping: %s%s", message, f": {describe(exc)}" if exc else "")
+        elif isinstance(exc, BaseException):
+            log_failure(log, f"reservation controller: {message}", exc)
+        else:
+            log.error("reservation controller: %s", message)
+
     def _main(self) -> None:
         try:
             asyncio.run(self._serve())
         except BaseException as exc:  # recorded for the owner; a thread has nowhere to raise to
             self._error = exc
-            log.exception("reservation controller stopped with an error")
+            log_failure(log, "reservation controller stopped with an error", exc)
         finally:
             self._started.set()
 
     async def _serve(self) -> None:
         self._loop = asyncio.get_running_loop()
+        self._loop.set_exception_handler(self.loop_error)
         self._stop = asyncio.Event()
         self._started.set()
         await run_reservation_controller(

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from koord_scheduler.framework.errors import log_failure
 from koord_scheduler.scheduler.object_errors import INVALID, RECONCILE_ERROR, ObjectErrors
 from koord_scheduler.scheduler.reservation_controller.decide import (
     REASON_INVALID,
@@ -174,8 +175,8 @@ class Reconciler:
             self._wake.clear()
             try:
                 await self.apply(self.decide_due(full=full))
-            except Exception:  # an API or decoding failure must not end the controller
-                log.exception("reservation controller sweep failed")
+            except Exception as exc:  # an API or decoding failure must not end the controller
+                log_failure(log, "reservation controller sweep failed", exc)
             if self._closed or self._dirty:
                 continue
             # asyncio.timeout creates no task: kopf cancels tasks created after it starts when it exits.

@@ -14,7 +14,7 @@ def soak() -> Any:
 
 
 def report(soak: Any, **fields: Any) -> Any:
-    return soak.SoakReport(options={}, seconds=60, created=10, bound=10, **fields)
+    return soak.SoakReport(**{"options": {}, "seconds": 60, "created": 10, "bound": 10, **fields})
 
 
 def test_a_clean_report_has_no_violations(soak: Any) -> None:
@@ -78,3 +78,38 @@ def test_stall_counts_from_the_first_waiting_pod(soak: Any) -> None:
     ledger.hostile.add("hostile-1")
     assert ledger.longest_bind_gap() == pytest.approx(13.0)
     assert ledger.unbound_schedulable() == []
+
+
+def test_one_leader_run_fails_when_the_lead_changes_hands(soak: Any) -> None:
+    steady = [(float(t), "a1", True, 100.0) for t in range(0, 181, 10)] + [(0.0, "b1", False, 90.0)]
+    assert report(soak, options={"one_leader": True}, rss=steady).violations() == []
+    handed = [*steady, (190.0, "b1", True, 95.0)]
+    (violation,) = report(soak, options={"one_leader": True}, rss=handed).violations()
+    assert "lead changed hands" in violation and "['a1', 'b1']" in violation
+    lost = report(soak, options={"one_leader": True}, rss=steady, lease_lost_restarts=["a1 (exit 1)"])
+    (violation,) = lost.violations()
+    assert "lease lost" in violation
+    # Without --one-leader a change of leader is what the chaos is for.
+    assert report(soak, rss=handed).violations() == []
+
+
+def test_leader_curve_is_the_first_sample_of_each_minute_while_leading(soak: Any) -> None:
+    rss = [(0.0, "a1", False, 90.0), (10.0, "a1", True, 100.0), (50.0, "a1", True, 101.0),
+           (65.0, "a1", True, 102.0), (70.0, "b1", True, 50.0), (125.0, "a1", True, 103.5)]
+    assert soak.leader_curve(report(soak, rss=rss), "a1") == [(0, 100.0), (1, 102.0), (2, 103.5)]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        pytest.param(["--one-leader", "--actions", "kill-leader"], id="one-leader-kill"),
+        pytest.param(["--one-leader", "--actions", "hostile,outage"], id="one-leader-outage"),
+        pytest.param(["--actions", "hostile,explode"], id="unknown-action"),
+        pytest.param(["--outage", "0"], id="outage-zero"),
+    ],
+)
+def test_refused_chaos_flags(soak: Any, argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        soak.main(argv)
+    assert exited.value.code == 2
+    assert "Traceback" not in capsys.readouterr().err
