@@ -413,6 +413,7 @@ class Replicas:
         return {p.log_path.stem: p.log_path.read_text(errors="replace").count("Traceback") for p in self.every}
 
     def stop_all(self) -> None:
-        for proc in self.current.values():
-            if proc.alive:
-                proc.terminate()
+        # Every process, alive or not: terminate() also closes its log (a replica that exited by itself
+        # since the last check_alive would otherwise leave its log file open).
+        for proc in self.every:
+            proc.terminate()
