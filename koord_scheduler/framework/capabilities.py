@@ -33,6 +33,7 @@ from koord_scheduler.framework.interfaces import (
     PostFilterPlugin,
     PreBindPlugin,
     PreemptionExtendersAware,
+    PreemptionGate,
     PreEnqueuePlugin,
     PreFilterPlugin,
     PreFilterTransformer,
@@ -84,6 +85,7 @@ class Capabilities:
     nominator_aware: list[NominatorAware]
     framework_aware: list[FrameworkAware]
     preemption_extenders_aware: list[PreemptionExtendersAware]
+    preemption_gates: list[PreemptionGate]
 
 
 def find_capabilities(
@@ -136,6 +138,7 @@ def find_capabilities(
         nominator_aware=[p for p in everything if isinstance(p, NominatorAware)],
         framework_aware=[p for p in in_profile if isinstance(p, FrameworkAware)],
         preemption_extenders_aware=[p for p in in_profile if isinstance(p, PreemptionExtendersAware)],
+        preemption_gates=[p for p in in_profile if isinstance(p, PreemptionGate)],
     )
 
 

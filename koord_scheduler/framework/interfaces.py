@@ -386,6 +386,16 @@ class PreemptionExtenders(Protocol):
 
 
 @runtime_checkable
+class PreemptionGate(Plugin, Protocol):
+    """Optional, any plugin of the profile: may refuse that a pod preempt on its own. DefaultPreemption asks
+    before its dry run (Coscheduling refuses for a gang member whose gang could not complete even with it)."""
+
+    def refuse_preemption(self, state: CycleState, pod: Pod) -> str | None:
+        """None allows; otherwise why not (the pod's unschedulable message)."""
+        ...
+
+
+@runtime_checkable
 class PreemptionExtendersAware(Protocol):
     """Optional, any plugin: receives the preemption extenders when the configuration has some."""
 
@@ -426,6 +436,11 @@ class FrameworkRunner(Protocol):
     ) -> Status: ...
 
     async def run_pre_bind_reservation(self, state: CycleState, reservation: object, node_name: str) -> Status: ...
+
+    def preemption_refusal(self, state: CycleState, pod: Pod) -> Status | None:
+        """The first :class:`PreemptionGate` refusal for ``pod`` (an Unschedulable status naming the plugin),
+        or None when every gate allows it to preempt on its own."""
+        ...
 
 
 @runtime_checkable

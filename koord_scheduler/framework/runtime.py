@@ -342,6 +342,16 @@ class Framework:
                 return status, {}
         return (Status(Code.WAIT) if waits else Status()), waits
 
+    def preemption_refusal(self, state: CycleState, pod: Pod) -> Status | None:
+        for p in self.capabilities.preemption_gates:
+            try:
+                reason = p.refuse_preemption(state, pod)
+            except Exception as exc:
+                return _raised("refuse_preemption", p, exc)
+            if reason is not None:
+                return Status(Code.UNSCHEDULABLE, (reason,)).with_plugin(p.name)
+        return None
+
     # ----- reservation stages (driven by the Reservation plugin) -----
 
     def run_reservation_filter_plugins(

@@ -191,6 +191,18 @@ class GangCache:
                 return False
         return True
 
+    def group_satisfied_with(self, spec: GangSpec, gang_id: str, pod_key: str) -> bool:
+        """:meth:`group_satisfied` were ``pod_key`` (a member of ``gang_id``) waiting at Permit too."""
+        once = self.group(spec.group_id).once_satisfied
+        for member_id in spec.groups:
+            gang = self.gangs.get(member_id)
+            if gang is None or gang.spec is None:
+                return False
+            waiting = len(gang.waiting | {pod_key}) if member_id == gang_id else len(gang.waiting)
+            if not gang_valid_for_permit(gang.spec.match_policy, gang.spec.min_member, waiting, len(gang.bound), once):
+                return False
+        return True
+
     def waiting_in_group(self, spec: GangSpec) -> list[str]:
         return sorted(k for gang in self.members(spec) for k in gang.waiting)
 

@@ -38,3 +38,12 @@ def unreserve_rejected(gang_id: str, pod_name: str) -> str:
 
 def all_attempted() -> str:
     return "all pending pods is already been attempted"
+
+
+def gang_cannot_complete(group_id: str) -> str:
+    """DefaultPreemption's answer for a gang member preempting alone (pykoord's own message: Koordinator lets
+    the member preempt)."""
+    return (
+        f"gangGroup {group_id} would not be satisfied even with this pod: a gang member preempts on its own "
+        "only when its gang can complete (job-level preemption: CoschedulingArgs.enablePreemption)"
+    )

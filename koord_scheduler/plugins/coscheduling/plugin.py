@@ -80,6 +80,7 @@ from koord_scheduler.plugins.coscheduling.handle import CoschedulingHandle
 from koord_scheduler.plugins.coscheduling.job_preemption import JobPreemption, Preemptor
 from koord_scheduler.plugins.coscheduling.messages import (
     all_attempted,
+    gang_cannot_complete,
     gang_group_rejected,
     gang_not_found,
     not_collect_enough,
@@ -376,6 +377,17 @@ class Coscheduling:
         if status.message:
             status = Status(status.code, (preemption_policy.MESSAGE_PREFIX + status.message,))
         return result, status
+
+    def refuse_preemption(self, state: CycleState, pod: Pod) -> str | None:
+        """A gang member may preempt on its own (DefaultPreemption) only when its gang group would be
+        satisfied with it, so no pod is evicted for a gang that cannot complete."""
+        found = self._spec_of(pod)
+        if found is None or self._plain(found[2]):
+            return None
+        ref, _, spec = found
+        if self.cache.group_satisfied_with(spec, ref.gang_id, pod.key):
+            return None
+        return gang_cannot_complete(spec.group_id)
 
     def _preemptor(self, pod: Pod) -> tuple[Preemptor, Round | None]:
         """The gang group of the current round (pending and waiting members), or the pod alone."""

@@ -157,6 +157,9 @@ class DefaultPreemption:
         eligible, reason = self.eligible(pod, node_statuses)
         if not eligible:
             return None, unschedulable(reason)
+        refusal = self.search.fwk.preemption_refusal(state, pod) if self.search.fwk is not None else None
+        if refusal is not None:
+            return None, refusal
         order = self._node_names(snapshot)
         potential = policy.potential_nodes(node_statuses, order)
         candidates: list[Candidate] = []

@@ -200,6 +200,7 @@ def test_public_surface_is_pinned() -> None:
         "PreScorePlugin",
         "PreemptionExtenders",
         "PreemptionExtendersAware",
+        "PreemptionGate",
         "QueueSortKey",
         "QueueSortPlugin",
         "QueuedPodInfo",

@@ -153,3 +153,40 @@ async def test_members_waiting_at_permit_are_released_and_the_gang_binds_after_p
         ("default/g", "default/g2", {"default/g2": "n2"}, ["default/low"])
     ]
     assert r.placements["g2"][0] == "n2"
+
+
+DEFAULT_PREEMPTION = """
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: default-scheduler
+  plugins:
+    multiPoint:
+      enabled:
+      - name: Coscheduling
+"""
+
+
+async def test_with_default_preemption_a_member_of_a_gang_that_cannot_complete_evicts_nobody() -> None:
+    # Room for one member after preemption, and the gang needs three: no member preempts on its own.
+    objects = [node("n0"), node("n1"), pod("low", 0, node_name="n0"), pod("vip", 1000, node_name="n1")]
+    objects += [pod(f"g{i}", 100, gang="g", min_available=3) for i in range(3)]
+    r = await simulate(*objects, config=DEFAULT_PREEMPTION)
+    assert survivors(r, "low", "vip") == {"low", "vip"}
+    assert r.bound() & {"g0", "g1", "g2"} == set()
+    messages = [r.placements[f"g{i}"][1] for i in range(3)]
+    assert any("gangGroup default/g would not be satisfied even with this pod" in m for m in messages), messages
+
+
+async def test_with_default_preemption_a_member_that_completes_its_gang_preempts() -> None:
+    # min-available 1: the member alone satisfies its gang, so DefaultPreemption evicts for it.
+    objects = [node("n0"), pod("low", 0, node_name="n0"), pod("g0", 100, gang="g", min_available=1)]
+    r = await simulate(*objects, config=DEFAULT_PREEMPTION)
+    assert survivors(r, "low") == set()
+    assert r.placements["g0"] == ("n0", "")
+
+
+async def test_with_default_preemption_an_ordinary_pod_still_preempts() -> None:
+    r = await simulate(node("n0"), pod("low", 0, node_name="n0"), pod("high", 100), config=DEFAULT_PREEMPTION)
+    assert survivors(r, "low") == set()
+    assert r.placements["high"] == ("n0", "")
