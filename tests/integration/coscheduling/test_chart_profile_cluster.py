@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "preemption"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "unit" / "deploy"))
 
 from helm import chart_scheduler_config
-from kubesched import REPO, SchedulerProcess, Scope, wait_until
+from kubesched import REPO, SchedulerProcess, Scope, scheduler_config, wait_until
 from test_preemption_cluster import HIGH, LOW, gone, kwok_node, pod
 
 pytestmark = pytest.mark.integration
@@ -118,3 +118,37 @@ def test_gang_that_cannot_complete_preempts_nobody(scope: Scope, scheduler: Sche
     assert not gone(scope, "low0") and not gone(scope, "low1")
     assert scope.events(reason="Preempted") == []
     assert all(not node_of(scope, f"g{i}") for i in range(3))
+
+
+def test_stock_profile_with_default_preemption_evicts_nothing_for_a_gang_that_cannot_complete(
+    scope: Scope, tmp_path: Path
+) -> None:
+    """A stock profile plus Coscheduling keeps DefaultPreemption at PostFilter: a gang member that could
+    not complete its gang even after preempting evicts nobody, and a plain pod still preempts."""
+    config = scheduler_config(scope)
+    config["profiles"][0]["plugins"] = {"multiPoint": {"enabled": [{"name": "Coscheduling"}]}}
+    proc = SchedulerProcess.start(scope.plane, config, tmp_path)
+    try:
+        for i in range(2):
+            kwok_node(scope, f"n{i}", cpu="2")
+        scope.add_pods([pod(scope, f"low{i}", cpu="1500m", priority_class=LOW) for i in range(2)])
+        scope.wait_all_bound(2, timeout=30)
+        members = [pod(scope, f"g{i}", cpu="1500m", priority_class=HIGH) for i in range(3)]
+        for body in members:
+            body["metadata"]["annotations"] = {ANN + "name": "g", ANN + "min-available": "3"}
+        scope.add_pods(members)
+        wait_until(lambda: any("would not be satisfied even with this pod" in e.get("note", "")
+                               for e in scope.events(reason="FailedScheduling")),
+                   timeout=30, what=f"a member refused preemption\n{proc.log_tail()}")
+        time.sleep(3)
+        assert not gone(scope, "low0") and not gone(scope, "low1")
+        assert scope.events(reason="Preempted") == []
+        assert all(not node_of(scope, f"g{i}") for i in range(3))
+        for i in range(3):
+            scope.plane.request("DELETE", f"/api/v1/namespaces/{scope.name}/pods/g{i}?gracePeriodSeconds=0")
+        scope.add_pods([pod(scope, "solo", cpu="1500m", priority_class=HIGH)])
+        wait_until(lambda: gone(scope, "low0") or gone(scope, "low1"), timeout=60, what="a plain pod preempting")
+        wait_until(lambda: bool(node_of(scope, "solo")), timeout=60, what="solo bound")
+        assert proc.alive
+    finally:
+        proc.kill()

@@ -82,8 +82,10 @@ class NodeTopologyReport(Strategy):
         self.local = desired
         if self.ctx.kube_client is None or self.dry_run:
             return
-        if self.ctx.states_informer.node is None:
-            return  # the Node is not synced yet: the object is created owned by it, so wait
+        if not desired["metadata"].get("ownerReferences"):
+            # The Node was not synced when ``desired`` was built (checked on what was built, so a Node
+            # arriving meanwhile cannot leave an object without its owner): it is created owned by it, so wait.
+            return
         try:
             self.publish(desired)
         except Exception as err:  # an API outage: one line per kind, retried next tick
