@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Coroutine
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from apis.core.parse import parse_pod
@@ -26,6 +27,36 @@ log = logging.getLogger(__name__)
 
 POD_KIND = ObjectKind(kind="Pod", group="", version="v1", plural="pods", namespaced=True, parse=parse_pod)
 """Pods as ``ClusterClient.patch_object_status`` addresses them (the pods/status subresource)."""
+
+DISRUPTION_TARGET = "DisruptionTarget"
+REASON_PREEMPTION_BY_SCHEDULER = "PreemptionByScheduler"
+
+
+def disruption_target_patch(
+    victim: Pod, message: str, now: float, *, observed_generation: bool = True
+) -> dict[str, Any] | None:
+    """The pods/status patch marking ``victim`` as preempted: a ``DisruptionTarget`` condition (status True,
+    reason ``PreemptionByScheduler``, ``message``, ``lastTransitionTime`` now and, when asked and known,
+    ``observedGeneration``). None when the victim already carries a true DisruptionTarget (upstream patches
+    only when ``UpdatePodCondition`` changed something). Only the new condition is sent: pods/status takes a
+    strategic merge patch, which merges ``status.conditions`` by type."""
+    if victim.conditions.get(DISRUPTION_TARGET) == "True":
+        return None
+    condition: dict[str, Any] = {
+        "type": DISRUPTION_TARGET,
+        "status": "True",
+        "reason": REASON_PREEMPTION_BY_SCHEDULER,
+        "message": message,
+        "lastTransitionTime": datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+    if observed_generation and victim.meta.generation:
+        condition["observedGeneration"] = victim.meta.generation
+    return {"status": {"conditions": [condition]}}
+
+
+def terminating_by_preemption(pod: Pod) -> bool:
+    """Being deleted after a scheduler marked it a preemption victim (``podTerminatingByPreemption``)."""
+    return pod.meta.deletion_timestamp is not None and pod.conditions.get(DISRUPTION_TARGET) == "True"
 
 
 class VictimHandle(FrameworkHandle, Protocol):

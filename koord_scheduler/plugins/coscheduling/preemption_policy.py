@@ -13,13 +13,13 @@
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from datetime import UTC, datetime
 from typing import Any
 
 from apis.core.types import Pod
 from apis.scheduling import ANNOTATION_RESERVE_POD
 from apis.scheduling.elasticquota import LABEL_PREEMPTIBLE
 from koord_scheduler.framework.status import Status
+from koord_scheduler.plugins import victim_execution
 
 LABEL_DISABLE_PREEMPTIBLE = "scheduling.koordinator.sh/disable-preemptible"
 """``"true"`` on a pod: never a victim (Koordinator ``apis/extension/preemption.go``)."""
@@ -35,8 +35,8 @@ NO_POTENTIAL_VICTIMS = "no potential victims"
 NOT_HELPFUL = "Preemption is not helpful for scheduling"
 PREEMPT_SUCCESS = "preempt success, alreadyWaitingForBound: {}/{}"
 PREEMPT_NEVER = "Never"
-DISRUPTION_TARGET = "DisruptionTarget"
-REASON_PREEMPTION_BY_SCHEDULER = "PreemptionByScheduler"
+DISRUPTION_TARGET = victim_execution.DISRUPTION_TARGET
+REASON_PREEMPTION_BY_SCHEDULER = victim_execution.REASON_PREEMPTION_BY_SCHEDULER
 JOB_REJECT_PLUGIN = "JobRejectPlugin"
 JOB_PREEMPTION_SUCCESS_PLUGIN = "JobPreemptionSuccessPlugin"
 JOB_PREEMPTION_FAILURE_PLUGIN = "JobPreemptionFailurePlugin"
@@ -87,9 +87,7 @@ def victim_order_key(pod: Pod) -> tuple[int, str, str]:
     return (-pod.priority, job_key(pod), pod.name)
 
 
-def terminating_by_preemption(pod: Pod) -> bool:
-    """Being deleted after a scheduler marked it a preemption victim (``podTerminatingByPreemption``)."""
-    return pod.meta.deletion_timestamp is not None and pod.conditions.get(DISRUPTION_TARGET) == "True"
+terminating_by_preemption = victim_execution.terminating_by_preemption
 
 
 def fit_error_message(num_all_nodes: int, statuses: Iterable[Status]) -> str:
@@ -109,17 +107,11 @@ def fit_error_message(num_all_nodes: int, statuses: Iterable[Status]) -> str:
 def disruption_target_patch(
     victim: Pod, *, scheduler_name: str, preemptor: str, trigger: str, now: float
 ) -> dict[str, Any] | None:
-    """The pods/status patch marking ``victim`` as preempted by a job: a ``DisruptionTarget`` condition
-    (status True, reason ``PreemptionByScheduler``, message ``"<schedulerName>: preempting to accommodate
-    higher priority pods, preemptor: <job>, triggerPod: <ns/pod>"``). None when it already carries one."""
-    if victim.conditions.get(DISRUPTION_TARGET) == "True":
-        return None
-    condition: dict[str, Any] = {
-        "type": DISRUPTION_TARGET,
-        "status": "True",
-        "reason": REASON_PREEMPTION_BY_SCHEDULER,
-        "message": f"{scheduler_name}: preempting to accommodate higher priority pods, "
-        f"preemptor: {preemptor}, triggerPod: {trigger}",
-        "lastTransitionTime": datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-    }
-    return {"status": {"conditions": [condition]}}
+    """The pods/status patch marking ``victim`` as preempted by a job: message ``"<schedulerName>:
+    preempting to accommodate higher priority pods, preemptor: <job>, triggerPod: <ns/pod>"``. None when it
+    already carries one."""
+    message = (
+        f"{scheduler_name}: preempting to accommodate higher priority pods, preemptor: {preemptor}, "
+        f"triggerPod: {trigger}"
+    )
+    return victim_execution.disruption_target_patch(victim, message, now, observed_generation=False)

@@ -20,13 +20,13 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from apis.core.selectors import label_selector_matches
 from apis.core.types import LabelSelector, Pod
 from apis.scheduling import ANNOTATION_RESERVE_POD
 from koord_scheduler.framework.status import Code, Status
+from koord_scheduler.plugins import victim_execution
 
 MAX_INT32 = 2**31 - 1
 
@@ -37,8 +37,8 @@ NOT_ELIGIBLE_TERMINATING = "not eligible due to a terminating pod on the nominat
 NO_CANDIDATE = "no candidate node for preemption"
 MESSAGE_PREFIX = "preemption: "
 PREEMPT_NEVER = "Never"
-DISRUPTION_TARGET = "DisruptionTarget"
-REASON_PREEMPTION_BY_SCHEDULER = "PreemptionByScheduler"
+DISRUPTION_TARGET = victim_execution.DISRUPTION_TARGET
+REASON_PREEMPTION_BY_SCHEDULER = victim_execution.REASON_PREEMPTION_BY_SCHEDULER
 
 T = TypeVar("T")
 
@@ -199,27 +199,11 @@ def _earliest_start_of_highest(victims: Sequence[Pod], now: float) -> float:
 
 def disruption_target_patch(victim: Pod, preemptor: Pod, now: float) -> dict[str, Any] | None:
     """The pods/status patch that marks ``victim`` as preempted (``PreemptPod`` in upstream's
-    ``preemption.go``): a ``DisruptionTarget`` condition, status True, reason ``PreemptionByScheduler``,
-    message ``"<preemptor's schedulerName>: preempting to accommodate a higher priority pod"``,
-    ``lastTransitionTime`` now and ``observedGeneration`` the victim's generation (PodObservedGenerationTracking
-    is GA in v1.35). None when the victim already carries a true DisruptionTarget (upstream patches only when
-    ``UpdatePodCondition`` changed something).
-
-    Only the new condition is sent: the cluster client patches pods/status with a strategic merge patch,
-    which merges ``status.conditions`` by type, so the victim's other conditions stay as they are.
-    """
-    if victim.conditions.get(DISRUPTION_TARGET) == "True":
-        return None
-    condition: dict[str, Any] = {
-        "type": DISRUPTION_TARGET,
-        "status": "True",
-        "reason": REASON_PREEMPTION_BY_SCHEDULER,
-        "message": f"{preemptor.scheduler_name}: preempting to accommodate a higher priority pod",
-        "lastTransitionTime": datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-    }
-    if victim.meta.generation:
-        condition["observedGeneration"] = victim.meta.generation
-    return {"status": {"conditions": [condition]}}
+    ``preemption.go``): message ``"<preemptor's schedulerName>: preempting to accommodate a higher priority
+    pod"``, ``observedGeneration`` the victim's generation (PodObservedGenerationTracking is GA in v1.35).
+    None when the victim already carries a true DisruptionTarget."""
+    message = f"{preemptor.scheduler_name}: preempting to accommodate a higher priority pod"
+    return victim_execution.disruption_target_patch(victim, message, now)
 
 
 def fit_error_message(num_all_nodes: int, statuses: Iterable[Status], absent_reason: str) -> str:

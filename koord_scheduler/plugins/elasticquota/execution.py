@@ -1,16 +1,19 @@
-"""What quota preemption needs from the cluster: a node's free room, and carrying out a decision."""
+"""What quota preemption needs from the cluster: a node's free room (victims are evicted through
+:mod:`koord_scheduler.plugins.victim_execution`)."""
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping, Sequence
 
 from apis.core.types import Pod
-from koord_scheduler.framework.handle import ClusterClient
 from koord_scheduler.framework.snapshot import ClusterSnapshot
-from koord_scheduler.plugins.elasticquota.preemption import Victim
-
-log = logging.getLogger(__name__)
+from koord_scheduler.framework.status import Code, Status
+from koord_scheduler.plugins.victim_execution import (
+    VictimHandle,
+    VictimTracker,
+    disruption_target_patch,
+    terminating_by_preemption,
+)
 
 
 def node_free(snapshot: ClusterSnapshot, position: int, request: Mapping[str, int]) -> dict[str, int]:
@@ -25,20 +28,35 @@ def node_free(snapshot: ClusterSnapshot, position: int, request: Mapping[str, in
     return free
 
 
-async def execute(
-    cluster: ClusterClient, pod: Pod, node_name: str, victims: Sequence[Victim], pods: Mapping[str, Pod]
+
+def victims_terminating(
+    tracker: VictimTracker, snapshot: ClusterSnapshot, pod: Pod, statuses: Mapping[str, Status]
+) -> bool:
+    """Upstream's ``podEligibleToPreemptOthers`` rule: the pod's nominated node still holds a
+    lower-priority pod being deleted by a preemption (unless Filter found that node unresolvable)."""
+    node = pod.nominated_node_name
+    status = statuses.get(node) if node else None
+    if not node or (status is not None and status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE):
+        return False
+    info = snapshot.node_info(node)
+    return info is not None and any(
+        other.priority < pod.priority and (tracker.in_flight(other.key) or terminating_by_preemption(other))
+        for other in info.pods.values()
+    )
+
+
+async def evict(
+    tracker: VictimTracker, handle: VictimHandle, pod: Pod, node_name: str, victims: Sequence[Pod], *, plugin: str
 ) -> None:
-    """Nominate ``pod`` to ``node_name``, then delete each victim with a reason (failures are logged)."""
-    try:
-        await cluster.set_nominated_node_name(pod, node_name)
-    except Exception as exc:
-        log.warning("nominating %s to %s failed: %s", pod.key, node_name, exc)
+    """Nominate ``pod`` to ``node_name``, then mark each victim (``DisruptionTarget``) and delete it with a
+    reason; failures are logged."""
+    await tracker.call(handle.cluster, "set_nominated_node_name", pod, node_name,
+                       what=f"nominating {pod.key} to {node_name}")
+    message = f"{pod.scheduler_name}: preempting to accommodate a higher priority pod"
     for victim in victims:
-        victim_pod = pods.get(victim.key)
-        if victim_pod is None:
-            continue
-        reason = f"Preempted by pod {pod.meta.uid or pod.key} on node {node_name} (quota preemption)"
-        try:
-            await cluster.delete_pod(victim_pod, reason=reason)
-        except Exception as exc:
-            log.warning("preempting %s failed: %s", victim.key, exc)
+        await tracker.evict(
+            victim,
+            reject_plugin=plugin,
+            patch=disruption_target_patch(victim, message, handle.clock()),
+            reason=f"Preempted by pod {pod.meta.uid or pod.key} on node {node_name} (quota preemption)",
+        )

@@ -67,14 +67,16 @@ from koord_scheduler.framework.types import (
     PreFilterResult,
     QueueingHint,
 )
+from koord_scheduler.framework.waiting_pods import WaitingPod
 from koord_scheduler.plugins import names
 from koord_scheduler.plugins.elasticquota import preemption
-from koord_scheduler.plugins.elasticquota.execution import execute, node_free
+from koord_scheduler.plugins.elasticquota.execution import evict, node_free, victims_terminating
 from koord_scheduler.plugins.elasticquota.forest import QuotaForest
 from koord_scheduler.plugins.elasticquota.mapping import is_preemptible, namespace_index, quota_name_for
 from koord_scheduler.plugins.elasticquota.report import quota_rows
 from koord_scheduler.plugins.elasticquota.tree import PodEntry
 from koord_scheduler.plugins.elasticquota.validation import TreeProblem, validate_tree
+from koord_scheduler.plugins.victim_execution import VictimTracker
 
 log = logging.getLogger(__name__)
 
@@ -113,6 +115,10 @@ class ElasticQuotaHandle(Protocol):
 
     def add_simulation_report(self, reporter: SimulationReporter) -> None: ...
 
+    def waiting_pod(self, key: str) -> WaitingPod | None: ...
+
+    def clock(self) -> float: ...
+
 
 @dataclass(frozen=True, slots=True)
 class QuotaAdmission:
@@ -145,6 +151,7 @@ class ElasticQuota:
         self._assumed: set[str] = set()
         self._reported: set[tuple[str, str, str]] = set()
         self._tasks: set[asyncio.Task[None]] = set()
+        self._victims = VictimTracker(handle, what="quota preemption")
         self._total_version = -1
         self._nominated: NominatedPods | None = None
         self._limits: dict[str, dict[str, int]] = {}
@@ -355,6 +362,9 @@ class ElasticQuota:
             return None, unschedulable(PREEMPTION_PREFIX + "not eligible due to preemptionPolicy=Never.")
         snapshot = self._handle.snapshot
         statuses = diagnosis.node_statuses(snapshot)
+        self._victims.forget_gone()
+        if victims_terminating(self._victims, snapshot, pod, statuses):
+            return None, unschedulable(PREEMPTION_PREFIX + "not eligible due to terminating pod on the nominated node.")
         quota = admission.quota
         limit = self.limit(quota)
         used = self.tree.node(quota).used
@@ -394,7 +404,10 @@ class ElasticQuota:
             return None, unschedulable(PREEMPTION_PREFIX + message)
         victims = options[best]
         log.info("pod %s preempts %s on node %s (quota %s)", pod.key, [v.key for v in victims], best, quota)
-        self._spawn(execute(self._handle.cluster, pod, best, victims, self._pods))
+        chosen = [v for v in (self._pods.get(victim.key) for victim in victims) if v is not None]
+        for victim_pod in chosen:
+            self._victims.track(victim_pod, best)
+        self._victims.spawn(evict(self._victims, self._handle, pod, best, chosen, plugin=NAME))
         return PostFilterResult(best), success()
 
     def _candidates(self, pod: Pod, quota: str, pods: Any) -> list[preemption.Victim]:
@@ -441,6 +454,7 @@ class ElasticQuota:
         """Wait for the API calls already decided (tests, simulate)."""
         while self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
+        await self._victims.drain()
 
     # ----- events -----
 

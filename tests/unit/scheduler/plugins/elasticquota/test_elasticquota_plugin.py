@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 import yaml
 
 from apis.config import parse_scheduler_config
 from koord_scheduler.app.plugin_loading import build_registry
 from koord_scheduler.app.simulate import SimulationResult, run_simulation
+from koord_scheduler.scheduler.memory_source import MemoryCluster
 
 NOW = 1_767_225_600.0
 
@@ -279,3 +281,46 @@ def test_events_requeue_on_pod_deletion_and_quota_changes() -> None:
     no_cpu = {**pod("gone", "1", node_name="n1")}
     no_cpu["spec"] = {**no_cpu["spec"], "containers": [{"name": "c", "image": "x"}]}
     assert hint(waiting, parse_pod(no_cpu), None) == QueueingHint.SKIP
+
+
+async def test_quota_preemption_waits_for_victims_terminating_on_the_nominated_node() -> None:
+    # "low" is being deleted after an earlier preemption (DisruptionTarget): the preemptor nominated to
+    # its node must not preempt again (upstream podEligibleToPreemptOthers).
+    low = pod("low", "4", quota="q", node_name="n1", priority=10)
+    low["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    low["status"] = {"conditions": [{"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"}]}
+    high = pod("high", "4", quota="q", priority=100)
+    high["status"] = {"nominatedNodeName": "n1"}
+    other = pod("other", "4", quota="q", node_name="n2", priority=10)
+    result = await simulate([node("n1", "4"), node("n2", "4"), eq("q", "8", "8"), low, other, high])
+    assert placed(result)["high"].endswith("preemption: not eligible due to terminating pod on the nominated node.")
+
+
+async def test_quota_preemption_marks_the_victim_before_deleting_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    items = [
+        node("n1", "8"),
+        eq("q", "4", "4"),
+        pod("low", "4", quota="q", node_name="n1", priority=10),
+        pod("high", "4", quota="q", priority=100),
+    ]
+    marked: list[tuple[str, Any]] = []
+    original = MemoryCluster.patch_object_status
+
+    async def recording(self: MemoryCluster, kind: Any, name: str, patch: Any, *, namespace: str = "") -> Any:
+        marked.append((name, patch["status"]["conditions"][0]))
+        return await original(self, kind, name, patch, namespace=namespace)
+
+    monkeypatch.setattr(MemoryCluster, "patch_object_status", recording)
+    config = parse_scheduler_config(CONFIG.replace("{ARGS}", "{}"), source="test")
+    result, scheduler = await run_simulation(
+        None, config, build_registry(use_entry_points=False), now=NOW, cluster_text=yaml.safe_dump_all(items)
+    )
+    assert placed(result) == {"high": "n1"}
+    assert [(name, c["type"], c["reason"]) for name, c in marked] == [
+        ("low", "DisruptionTarget", "PreemptionByScheduler")
+    ]
+    cluster = scheduler.source
+    assert isinstance(cluster, MemoryCluster)
+    assert [(e.object_key, e.message) for e in cluster.events if e.reason == "Preempted"] == [
+        ("default/low", "Preempted by pod default/high on node n1 (quota preemption)")
+    ]
