@@ -64,7 +64,8 @@ class VictimHandle(FrameworkHandle, Protocol):
 
 
 class VictimTracker:
-    """Victims in flight and the tasks that evict them; ``what`` names the caller in log lines."""
+    """Victims in flight and the tasks that evict them (and any other API call the owning plugin runs in
+    the background); ``what`` names the caller in log lines."""
 
     def __init__(self, handle: VictimHandle, *, what: str) -> None:
         self._handle = handle
@@ -79,6 +80,11 @@ class VictimTracker:
 
     def in_flight(self, key: str) -> bool:
         return key in self._in_flight
+
+    def terminating(self, pod: Pod) -> bool:
+        """``pod`` is a victim on its way out: evicted by this tracker and still in the snapshot, or being
+        deleted with a true DisruptionTarget (by any scheduler)."""
+        return pod.key in self._in_flight or terminating_by_preemption(pod)
 
     def forget_gone(self) -> None:
         """Stop tracking victims the snapshot no longer holds."""

@@ -133,7 +133,7 @@ class JobPreemption:
         for other in info.pods.values():
             if not policy.is_possible_victim(other, pod):
                 continue
-            if self._victims.in_flight(other.key) or policy.terminating_by_preemption(other):
+            if self._victims.terminating(other):
                 return False
         return True
 

@@ -35,8 +35,6 @@ NO_POTENTIAL_VICTIMS = "no potential victims"
 NOT_HELPFUL = "Preemption is not helpful for scheduling"
 PREEMPT_SUCCESS = "preempt success, alreadyWaitingForBound: {}/{}"
 PREEMPT_NEVER = "Never"
-DISRUPTION_TARGET = victim_execution.DISRUPTION_TARGET
-REASON_PREEMPTION_BY_SCHEDULER = victim_execution.REASON_PREEMPTION_BY_SCHEDULER
 JOB_REJECT_PLUGIN = "JobRejectPlugin"
 JOB_PREEMPTION_SUCCESS_PLUGIN = "JobPreemptionSuccessPlugin"
 JOB_PREEMPTION_FAILURE_PLUGIN = "JobPreemptionFailurePlugin"
@@ -85,9 +83,6 @@ def pick_node(feasible: Iterable[str], costs: Mapping[str, int]) -> str:
 def victim_order_key(pod: Pod) -> tuple[int, str, str]:
     """``sortVictims``: priority descending, then job key, then name."""
     return (-pod.priority, job_key(pod), pod.name)
-
-
-terminating_by_preemption = victim_execution.terminating_by_preemption
 
 
 def fit_error_message(num_all_nodes: int, statuses: Iterable[Status]) -> str:

@@ -78,9 +78,7 @@ class PreemptionExecutor:
 
     def terminating_by_preemption(self, pod: Pod) -> bool:
         """``pod`` is a victim being deleted (by this scheduler, or marked DisruptionTarget and deleting)."""
-        if self._victims.in_flight(pod.key):
-            return True
-        return pod.meta.deletion_timestamp is not None and pod.conditions.get(policy.DISRUPTION_TARGET) == "True"
+        return self._victims.terminating(pod)
 
     def forget_gone_victims(self) -> None:
         """Stop tracking victims the snapshot no longer holds."""

@@ -37,8 +37,6 @@ NOT_ELIGIBLE_TERMINATING = "not eligible due to a terminating pod on the nominat
 NO_CANDIDATE = "no candidate node for preemption"
 MESSAGE_PREFIX = "preemption: "
 PREEMPT_NEVER = "Never"
-DISRUPTION_TARGET = victim_execution.DISRUPTION_TARGET
-REASON_PREEMPTION_BY_SCHEDULER = victim_execution.REASON_PREEMPTION_BY_SCHEDULER
 
 T = TypeVar("T")
 
@@ -229,7 +227,6 @@ def potential_nodes(node_statuses: Mapping[str, Status], node_order: Sequence[st
 
 
 __all__ = [
-    "DISRUPTION_TARGET",
     "MAX_INT32",
     "MESSAGE_PREFIX",
     "NOT_ELIGIBLE_NEVER",
@@ -237,7 +234,6 @@ __all__ = [
     "NOT_HELPFUL",
     "NO_CANDIDATE",
     "NO_VICTIMS",
-    "REASON_PREEMPTION_BY_SCHEDULER",
     "Candidate",
     "DisruptionBudget",
     "batch_size",

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from apis.core.types import Pod
 from koord_scheduler.framework.snapshot import ClusterSnapshot
@@ -12,7 +12,6 @@ from koord_scheduler.plugins.victim_execution import (
     VictimHandle,
     VictimTracker,
     disruption_target_patch,
-    terminating_by_preemption,
 )
 
 
@@ -30,17 +29,21 @@ def node_free(snapshot: ClusterSnapshot, position: int, request: Mapping[str, in
 
 
 def victims_terminating(
-    tracker: VictimTracker, snapshot: ClusterSnapshot, pod: Pod, statuses: Mapping[str, Status]
+    tracker: VictimTracker,
+    snapshot: ClusterSnapshot,
+    pod: Pod,
+    statuses: Mapping[str, Status],
+    same_quota: Callable[[Pod], bool],
 ) -> bool:
-    """Upstream's ``podEligibleToPreemptOthers`` rule: the pod's nominated node still holds a
-    lower-priority pod being deleted by a preemption (unless Filter found that node unresolvable)."""
+    """Koordinator's ``PodEligibleToPreemptOthers``: the pod's nominated node still holds a lower-priority
+    pod of the same quota being deleted by a preemption (unless Filter found that node unresolvable)."""
     node = pod.nominated_node_name
     status = statuses.get(node) if node else None
     if not node or (status is not None and status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE):
         return False
     info = snapshot.node_info(node)
     return info is not None and any(
-        other.priority < pod.priority and (tracker.in_flight(other.key) or terminating_by_preemption(other))
+        other.priority < pod.priority and tracker.terminating(other) and same_quota(other)
         for other in info.pods.values()
     )
 

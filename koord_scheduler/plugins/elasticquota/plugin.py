@@ -23,9 +23,8 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -88,6 +87,7 @@ ELASTIC_QUOTA_KIND = ObjectKind(KIND, GROUP, VERSION, PLURAL, namespaced=True, p
 
 REASON_INVALID_TREE = "InvalidQuotaTree"
 PREEMPTION_PREFIX = "preemption: "
+NOT_ELIGIBLE_TERMINATING = "not eligible due to a terminating pod on the nominated node."
 _RESOLVABLE_BY_EVICTION = frozenset({NAME, names.NODE_RESOURCES_FIT})
 """Plugins whose rejection of a node removing pods can cure (resources only)."""
 
@@ -150,8 +150,7 @@ class ElasticQuota:
         self._pods: dict[str, Pod] = {}
         self._assumed: set[str] = set()
         self._reported: set[tuple[str, str, str]] = set()
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._victims = VictimTracker(handle, what="quota preemption")
+        self._victims = VictimTracker(handle, what="ElasticQuota")
         self._total_version = -1
         self._nominated: NominatedPods | None = None
         self._limits: dict[str, dict[str, int]] = {}
@@ -191,7 +190,7 @@ class ElasticQuota:
             if ident not in self._reported:
                 self._reported.add(ident)
                 log.warning("ElasticQuota %s/%s skipped: %s", problem.namespace, problem.quota, problem.message)
-                self._spawn(self._report(problem))
+                self._victims.spawn(self._report(problem))
 
     async def _report(self, problem: TreeProblem) -> None:
         if problem not in self.problems:
@@ -363,9 +362,9 @@ class ElasticQuota:
         snapshot = self._handle.snapshot
         statuses = diagnosis.node_statuses(snapshot)
         self._victims.forget_gone()
-        if victims_terminating(self._victims, snapshot, pod, statuses):
-            return None, unschedulable(PREEMPTION_PREFIX + "not eligible due to terminating pod on the nominated node.")
         quota = admission.quota
+        if victims_terminating(self._victims, snapshot, pod, statuses, lambda other: self._quota_of(other) == quota):
+            return None, unschedulable(PREEMPTION_PREFIX + NOT_ELIGIBLE_TERMINATING)
         limit = self.limit(quota)
         used = self.tree.node(quota).used
         options: dict[str, list[preemption.Victim]] = {}
@@ -410,6 +409,10 @@ class ElasticQuota:
         self._victims.spawn(evict(self._victims, self._handle, pod, best, chosen, plugin=NAME))
         return PostFilterResult(best), success()
 
+    def _quota_of(self, pod: Pod) -> str | None:
+        entry = self.tree.pod(pod.key)
+        return None if entry is None else entry.quota
+
     def _candidates(self, pod: Pod, quota: str, pods: Any) -> list[preemption.Victim]:
         out: list[preemption.Victim] = []
         over_runtime: dict[str, bool] = {}
@@ -440,20 +443,8 @@ class ElasticQuota:
             out.append(preemption.Victim(other.key, other.priority, dict(other.requests), charged, start))
         return out
 
-    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            coro.close()
-            return
-        task = loop.create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
     async def drain(self) -> None:
         """Wait for the API calls already decided (tests, simulate)."""
-        while self._tasks:
-            await asyncio.gather(*list(self._tasks), return_exceptions=True)
         await self._victims.drain()
 
     # ----- events -----

@@ -293,7 +293,7 @@ async def test_quota_preemption_waits_for_victims_terminating_on_the_nominated_n
     high["status"] = {"nominatedNodeName": "n1"}
     other = pod("other", "4", quota="q", node_name="n2", priority=10)
     result = await simulate([node("n1", "4"), node("n2", "4"), eq("q", "8", "8"), low, other, high])
-    assert placed(result)["high"].endswith("preemption: not eligible due to terminating pod on the nominated node.")
+    assert placed(result)["high"].endswith("preemption: not eligible due to a terminating pod on the nominated node.")
 
 
 async def test_quota_preemption_marks_the_victim_before_deleting_it(monkeypatch: pytest.MonkeyPatch) -> None:
