@@ -7,8 +7,9 @@ once-satisfied, job-level preemption and network-topology awareness off.
 preemptor is the whole gang group, or the single pod when it has none); Koordinator's chart sets it and
 drops DefaultPreemption.
 
-Not implemented, and refused at load rather than accepted and ignored: ``controllerWorkers`` above 1 and
-``skipCheckScheduleCycle: true`` (deprecated upstream, where it does nothing either).
+``controllerWorkers`` is how many PodGroup statuses the podgroup controller writes at the same time.
+Refused at load rather than accepted and ignored: ``skipCheckScheduleCycle: true`` (deprecated upstream,
+where it does nothing either).
 ``awareNetworkTopology: true`` places gangs that carry a ``network-topology-spec`` by the cluster's
 ``ClusterNetworkTopology`` (Koordinator's FindOneNode planning); gangs without one are plain gangs.
 """
@@ -26,7 +27,7 @@ class CoschedulingArgs(ArgsModel):
     default_timeout: GoDuration = 600.0
     """Seconds an assumed gang member waits at Permit for the rest, when the gang does not say."""
     controller_workers: int = 1
-    """Workers of the PodGroup status controller; only 1 is implemented (more is refused)."""
+    """PodGroup statuses the podgroup controller writes at the same time."""
     skip_check_schedule_cycle: bool = False
     """Deprecated in Koordinator and unused there; ``true`` is refused (it would do nothing)."""
     enable_preemption: bool = False
@@ -56,13 +57,6 @@ class CoschedulingArgs(ArgsModel):
         if self.default_match_policy not in MATCH_POLICIES:
             errors.append(
                 not_supported(join_path(path, "defaultMatchPolicy"), self.default_match_policy, MATCH_POLICIES)
-            )
-        if self.controller_workers > 1:
-            errors.append(
-                forbidden(
-                    join_path(path, "controllerWorkers"),
-                    "the podgroup controller writes with one worker; more are not implemented (use 1)",
-                )
             )
         if self.skip_check_schedule_cycle:
             errors.append(

@@ -42,6 +42,7 @@ class ReservationArgs(ArgsModel):
     min_candidate_nodes_percentage: int = 10
     min_candidate_nodes_absolute: int = 100
     controller_workers: int = 1
+    """Reservations the controller writes at the same time."""
     gc_duration_seconds: int = DEFAULT_GC_DURATION_SECONDS
     """Delete expired/succeeded reservations after this long; 0 means the default (one day)."""
     gc_interval_seconds: int = 60
@@ -121,13 +122,6 @@ class ReservationArgs(ArgsModel):
             attr = _snake(name)
             if getattr(self, attr) != getattr(defaults, attr):
                 out.append(forbidden(field_path, NOT_PROVIDED.format(what=what)))
-        if self.controller_workers > 1:
-            out.append(
-                forbidden(
-                    join_path(path, "controllerWorkers"),
-                    "pykoord's reservation controller runs one worker; set it to 1",
-                )
-            )
         return out
 
 

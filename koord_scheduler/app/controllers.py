@@ -24,9 +24,11 @@ import asyncio
 import logging
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from apis.config import KubeSchedulerConfiguration
+from apis.config.args_base import ArgsModel
+from apis.config.coscheduling_args import CoschedulingArgs
 from apis.config.elasticquota_args import ElasticQuotaArgs
 from apis.config.plugin_args import IN_TREE_ARGS, decode_args
 from apis.scheduling import elasticquota
@@ -102,6 +104,22 @@ def build_colocation(
     return Colocation(controllers, http)
 
 
+COSCHEDULING = "Coscheduling"
+_Args = TypeVar("_Args", bound=ArgsModel)
+
+
+def _first_args(config: KubeSchedulerConfiguration, plugin: str, model: type[_Args]) -> _Args:
+    """The args of the first profile that configures ``plugin`` (its defaults when none does): the
+    controller Koordinator runs beside a plugin reads that plugin's args."""
+    for profile in config.profiles:
+        raw = next((pc.args for pc in profile.plugin_config if pc.name == plugin), None)
+        if raw is not None:
+            decoded = decode_args(plugin, raw, IN_TREE_ARGS)
+            assert isinstance(decoded, model)
+            return decoded
+    return model()
+
+
 @dataclass(frozen=True, slots=True)
 class QuotaStatus:
     controller: QuotaStatusController
@@ -121,14 +139,7 @@ def build_quota_status(
     that configures ElasticQuota (else Koordinator's defaults)."""
     if ELASTICQUOTA not in flags.enabled:
         return None
-    args = ElasticQuotaArgs()
-    for profile in config.profiles:
-        raw = next((pc.args for pc in profile.plugin_config if pc.name == elasticquota.KIND), None)
-        if raw is not None:
-            decoded = decode_args(elasticquota.KIND, raw, IN_TREE_ARGS)
-            assert isinstance(decoded, ElasticQuotaArgs)
-            args = decoded
-            break
+    args = _first_args(config, elasticquota.KIND, ElasticQuotaArgs)
     http = ApiHttp(source.connection, TokenBucket(*client))
     controller = QuotaStatusController(
         KubeControllerApi(http, source.events), args=args, ready=lambda: source.listed(elasticquota.KIND)
@@ -157,12 +168,14 @@ class PodGroups:
 def build_podgroup(
     flags: ControllerFlags,
     source: KubeClusterSource,
+    config: KubeSchedulerConfiguration,
     *,
     client: tuple[float, int],
     scheduler_kinds: Collection[str] = (),
 ) -> PodGroups | None:
     """The ``podgroup`` status controller (None when it is off), with the PodGroup watch registered on
-    ``source``: call before ``source.start``.
+    ``source``: call before ``source.start``. It writes with ``controllerWorkers`` of the first profile
+    that configures Coscheduling (else Koordinator's default, 1).
 
     The PodGroup kind is optional on the source whether the controller or the scheduler's Coscheduling
     plugin reads it: without the CRD, annotation gangs still schedule and PodGroup gangs wait (their pods
@@ -171,8 +184,9 @@ def build_podgroup(
         source.watch_kind(pg.GROUP, pg.VERSION, pg.PLURAL, pg.parse_pod_group, pg.KIND, optional=True)
     if PODGROUP not in flags.enabled:
         return None
+    args = _first_args(config, COSCHEDULING, CoschedulingArgs)
     http = ApiHttp(source.connection, TokenBucket(*client))
-    return PodGroups(PodGroupController(KubePodGroupApi(http)), http)
+    return PodGroups(PodGroupController(KubePodGroupApi(http), workers=args.controller_workers), http)
 
 
 class HostedController(ControllerSink, Protocol):

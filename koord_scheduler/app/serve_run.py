@@ -95,7 +95,8 @@ def run_cluster(options: ServeOptions, registry: Callable[[], Registry]) -> int:
     hosted = [h for h in (
         build_quota_status(options.controllers, source, options.config, client=(client.qps, client.burst),
                            scheduler_kinds=kinds),
-        build_podgroup(options.controllers, source, client=(client.qps, client.burst), scheduler_kinds=kinds),
+        build_podgroup(options.controllers, source, options.config, client=(client.qps, client.burst),
+                       scheduler_kinds=kinds),
         build_deviceresource(options.controllers, source, client=(client.qps, client.burst), scheduler_kinds=kinds),
     ) if h is not None]
     log.info("koord-scheduler: profiles %s, controllers %s, API server %s (%s)",

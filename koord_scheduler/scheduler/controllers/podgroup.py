@@ -93,8 +93,17 @@ class PodGroupApi(Protocol):
 class PodGroupController:
     """See the module docstring. Event methods run on the event-loop thread (the informers' handlers)."""
 
-    def __init__(self, api: PodGroupApi, *, clock: Callable[[], float] = time.time, retry_seconds: float = 5.0) -> None:
+    def __init__(
+        self,
+        api: PodGroupApi,
+        *,
+        clock: Callable[[], float] = time.time,
+        retry_seconds: float = 5.0,
+        workers: int = 1,
+    ) -> None:
         self.api = api
+        self.workers = max(1, workers)
+        """PodGroups written at the same time (Coscheduling's ``controllerWorkers``)."""
         self.clock = clock
         self.retry_seconds = retry_seconds
         self.groups: dict[str, PodGroupRecord] = {}
@@ -164,20 +173,29 @@ class PodGroupController:
         return started - created > STALE_SCHEDULED_SECONDS
 
     async def reconcile(self) -> int:
-        """Write every changed status; the number written. A failed write is retried later."""
-        written = 0
-        for group, wanted in self.decisions():
-            try:
-                await self.api.patch_pod_group(group.namespace, group.name, {"status": wanted.to_wire()})
-            except ClusterError as exc:
-                log.warning("updating status of PodGroup %s failed: %s", group.key, exc)
-                asyncio.get_running_loop().call_later(self.retry_seconds, self._mark, group.key)
-                continue
-            # Applied locally at once, so events arriving before the watch echoes it do not repeat it.
-            self.groups[group.key] = _replace_status(group, wanted)
-            written += 1
-            self.writes += 1
-        return written
+        """Write every changed status, up to ``workers`` PodGroups at a time (each by one worker); the
+        number written. A failed write is retried later."""
+        queue = iter(self.decisions())
+        done: list[int] = []
+
+        async def worker() -> None:
+            for group, wanted in queue:
+                done.append(await self._write(group, wanted))
+
+        await asyncio.gather(*(worker() for _ in range(self.workers)))
+        return sum(done)
+
+    async def _write(self, group: PodGroupRecord, wanted: PodGroupStatusRecord) -> int:
+        try:
+            await self.api.patch_pod_group(group.namespace, group.name, {"status": wanted.to_wire()})
+        except ClusterError as exc:
+            log.warning("updating status of PodGroup %s failed: %s", group.key, exc)
+            asyncio.get_running_loop().call_later(self.retry_seconds, self._mark, group.key)
+            return 0
+        # Applied locally at once, so events arriving before the watch echoes it do not repeat it.
+        self.groups[group.key] = _replace_status(group, wanted)
+        self.writes += 1
+        return 1
 
     async def run(self, stop: asyncio.Event) -> None:
         """Reconcile until ``stop`` is set; call only while holding the leader Lease."""

@@ -49,12 +49,14 @@ class ControllerOptions:
     gc_interval_seconds: float = 60.0
     disable_garbage_collection: bool = False
     sync_interval_seconds: float = MIN_REQUEUE_SECONDS
+    workers: int = 1
+    """Reservations written at the same time (``controllerWorkers``)."""
 
 
 def controller_options(config: KubeSchedulerConfiguration) -> ControllerOptions:
     """The controller's options from the Reservation plugin's args (the first profile that configures
     them; Koordinator's controller reads the same ReservationArgs): gcDurationSeconds,
-    gcIntervalSeconds, disableGarbageCollection. ``controllerWorkers`` above 1 is refused at load."""
+    gcIntervalSeconds, disableGarbageCollection, controllerWorkers."""
     for i, profile in enumerate(config.profiles):
         entry = profile.plugin_config_for("Reservation")
         if entry is None:
@@ -67,6 +69,7 @@ def controller_options(config: KubeSchedulerConfiguration) -> ControllerOptions:
                 gc_duration_seconds=float(args.gc_duration_seconds),
                 gc_interval_seconds=float(args.gc_interval_seconds),
                 disable_garbage_collection=args.disable_garbage_collection,
+                workers=args.controller_workers,
             )
     return ControllerOptions()
 

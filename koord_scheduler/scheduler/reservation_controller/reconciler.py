@@ -154,14 +154,32 @@ class Reconciler:
                 self.object_errors.report("Reservation", name, INVALID, str(condition.get("message", "")))
 
     async def apply(self, decisions: Iterable[tuple[str, Decision]]) -> None:
-        for name, decision in decisions:
-            try:
-                if decision.delete:
-                    await asyncio.to_thread(self._writer.delete, name)
-                elif decision.status_patch is not None:
-                    await asyncio.to_thread(self._writer.patch_status, name, decision.status_patch)
-            except Exception as exc:  # the next Reservation is written all the same
-                self.object_errors.report("Reservation", name, RECONCILE_ERROR, f"{type(exc).__name__}: {exc}", exc=exc)
+        """Write the decisions, up to ``workers`` Reservations at a time (Koordinator's ``controllerWorkers``:
+        that many workers take Reservations off one queue). Each Reservation is written by one worker only,
+        so its own writes keep their order; a failing write does not stop the others."""
+        pending = list(decisions)
+        workers = min(self._options.workers, len(pending))
+        if workers <= 1:
+            for name, decision in pending:
+                await self._apply_one(name, decision)
+            return
+        queue = iter(pending)
+
+        async def worker() -> None:
+            for name, decision in queue:
+                await self._apply_one(name, decision)
+
+        # Awaited here: the workers end before apply returns (kopf cancels tasks left over when it exits).
+        await asyncio.gather(*(worker() for _ in range(workers)))
+
+    async def _apply_one(self, name: str, decision: Decision) -> None:
+        try:
+            if decision.delete:
+                await asyncio.to_thread(self._writer.delete, name)
+            elif decision.status_patch is not None:
+                await asyncio.to_thread(self._writer.patch_status, name, decision.status_patch)
+        except Exception as exc:  # the next Reservation is written all the same
+            self.object_errors.report("Reservation", name, RECONCILE_ERROR, f"{type(exc).__name__}: {exc}", exc=exc)
 
     async def run(self) -> None:
         """Decide and apply until :meth:`close`: dirty Reservations as soon as they are marked, all of them

@@ -48,9 +48,6 @@ BAD_POLICY = (
         pytest.param({"defaultTimeout": "-1s"}, [NEGATIVE], id="negative-timeout"),
         pytest.param({"controllerWorkers": 0}, [NO_WORKERS], id="no-workers"),
         pytest.param({"defaultMatchPolicy": "sometimes"}, [BAD_POLICY], id="bad-policy"),
-        pytest.param({"controllerWorkers": 2}, ["args.controllerWorkers: Forbidden: the podgroup controller writes "
-                                                "with one worker; more are not implemented (use 1)"],
-                     id="workers-above-one-refused"),
         pytest.param({"skipCheckScheduleCycle": True}, ["args.skipCheckScheduleCycle: Forbidden: deprecated upstream "
                                                         "and has no effect (gang rounds replaced schedule cycles); "
                                                         "remove it"], id="skip-check-refused"),

@@ -24,6 +24,8 @@ EXTRA_CONSUMERS: dict[str, tuple[str, ...]] = {
     "Reservation": ("koord_scheduler/scheduler/reservation_controller",),
     # Koordinator's ElasticQuota plugin creates the built-in quotas; here the elasticquota controller does.
     "ElasticQuota": ("koord_scheduler/scheduler/controllers/quota_status.py",),
+    # The podgroup controller's worker count comes from Coscheduling's args.
+    "Coscheduling": ("koord_scheduler/app/controllers.py",),
 }
 
 
@@ -110,14 +112,12 @@ def unconsumed() -> list[str]:
 
 def test_the_fields_without_a_consumer_are_the_refused_ones() -> None:
     assert unconsumed() == [
-        "Coscheduling.controllerWorkers",
         "Coscheduling.skipCheckScheduleCycle",
         "DeviceShare.allocator",
         "DeviceShare.gpuSharedResourceTemplatesConfig",
         "ElasticQuota.quotaSnapshotUpdateInterval",
         "ElasticQuota.hookPlugins",
         "LoadAwareScheduling.estimator",
-        "Reservation.controllerWorkers",
         "Reservation.resyncIntervalSeconds",
     ]
 
@@ -150,8 +150,8 @@ profiles:
 @pytest.mark.parametrize(
     ("args", "want"),
     [
-        pytest.param("controllerWorkers: 4", "args.controllerWorkers: Forbidden: pykoord's reservation controller "
-                     "runs one worker", id="controllerWorkers"),
+        pytest.param("resyncIntervalSeconds: 30", "args.resyncIntervalSeconds: Forbidden: pykoord does not provide "
+                     "a periodic resync of the reservation controller", id="resyncIntervalSeconds"),
     ],
 )
 def test_refused_reservation_args_fail_the_load_naming_the_field(args: str, want: str) -> None:
@@ -170,12 +170,12 @@ def test_reservation_controller_reads_the_gc_args() -> None:
     from koord_scheduler.scheduler.reservation_controller.decide import ControllerOptions, controller_options
 
     config = parse_scheduler_config(
-        _config("gcDurationSeconds: 120, gcIntervalSeconds: 5, disableGarbageCollection: true"), source="test"
+        _config("gcDurationSeconds: 120, gcIntervalSeconds: 5, disableGarbageCollection: true, controllerWorkers: 4"),
+        source="test",
     )
     options = controller_options(config)
-    assert (options.gc_duration_seconds, options.gc_interval_seconds, options.disable_garbage_collection) == (
-        120.0, 5.0, True,
-    )
+    assert (options.gc_duration_seconds, options.gc_interval_seconds, options.disable_garbage_collection,
+            options.workers) == (120.0, 5.0, True, 4)
     assert controller_options(parse_scheduler_config(_config(""), source="test")) == ControllerOptions()
 
 

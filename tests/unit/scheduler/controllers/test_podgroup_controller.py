@@ -3,6 +3,7 @@ table, and the event → decision → write flow."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from collections.abc import Mapping
 from typing import Any
@@ -102,3 +103,37 @@ async def test_failed_write_is_kept_for_a_retry() -> None:
     controller.on_object("PodGroup", EventType.ADDED, None, group())
     assert await controller.reconcile() == 0
     assert controller.groups["ns/pg"].status.phase == "", "not applied locally"
+
+
+class SlowApi:
+    """Holds each PATCH until released, counting the writes in progress at once."""
+
+    def __init__(self) -> None:
+        self.in_flight = 0
+        self.most = 0
+        self.release = asyncio.Event()
+        self.written: list[str] = []
+
+    async def patch_pod_group(self, namespace: str, name: str, body: Mapping[str, Any]) -> None:
+        self.in_flight += 1
+        self.most = max(self.most, self.in_flight)
+        await self.release.wait()
+        self.in_flight -= 1
+        self.written.append(name)
+
+
+@pytest.mark.parametrize(("workers", "most"), [(1, 1), (3, 3), (8, 5)], ids=["one", "three", "more-than-work"])
+async def test_controller_workers_bound_the_writes_in_progress(workers: int, most: int) -> None:
+    api = SlowApi()
+    controller = PodGroupController(api, clock=lambda: NOW, workers=workers)
+    for i in range(5):
+        controller.on_object("PodGroup", EventType.ADDED, None,
+                             parse_pod_group({"metadata": {"name": f"pg{i}", "namespace": "ns"},
+                                              "spec": {"minMember": 2}}))
+    reconciling = asyncio.create_task(controller.reconcile())
+    for _ in range(100):
+        await asyncio.sleep(0)
+    assert api.in_flight == most
+    api.release.set()
+    assert await asyncio.wait_for(reconciling, 5) == 5
+    assert api.most == most and sorted(api.written) == [f"pg{i}" for i in range(5)]

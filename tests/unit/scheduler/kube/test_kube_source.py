@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from fakeapi import FakeApi
 
+from apis.config import KubeSchedulerConfiguration
 from apis.core.types import Node, Pod
 from koord_scheduler.framework.errors import ClusterError
 from koord_scheduler.framework.types import ObjectKind
@@ -471,7 +472,8 @@ async def test_pod_groups_are_optional_for_the_scheduler_and_the_controller(
 
     api.put("nodes", make_node("n1").obj())
     flags = ControllerFlags(frozenset(), scheduling=True, config_namespace="ns", config_name="cm")
-    assert build_podgroup(flags, source, client=(5.0, 10), scheduler_kinds={pg.KIND: None}) is None
+    config = KubeSchedulerConfiguration()
+    assert build_podgroup(flags, source, config, client=(5.0, 10), scheduler_kinds={pg.KIND: None}) is None
     assert source.watches(pg.KIND)
     kind = ObjectKind(pg.KIND, pg.GROUP, pg.VERSION, pg.PLURAL, True, pg.parse_pod_group)
     sink = RecordingSink()

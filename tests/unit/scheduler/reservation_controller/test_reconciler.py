@@ -1,4 +1,5 @@
 import asyncio
+import threading
 from collections.abc import Mapping
 from typing import Any
 
@@ -7,6 +8,7 @@ import pytest
 from koord_scheduler.scheduler.reservation_controller import (
     ClusterView,
     ControllerOptions,
+    Decision,
     OwnerPod,
     Reconciler,
 )
@@ -112,3 +114,47 @@ async def test_run_applies_and_stops_on_close(phase: str, want_call: tuple[str, 
     reconciler.close()
     await asyncio.wait_for(task, 5)
     assert [(kind, name) for kind, name, _ in writer.calls] == [want_call]
+
+
+class BlockingWriter:
+    """Holds every write until released, counting how many are in progress at once."""
+
+    def __init__(self, fail: str = "") -> None:
+        self.lock = threading.Lock()
+        self.in_flight = 0
+        self.most = 0
+        self.written: list[str] = []
+        self.release = threading.Event()
+        self.fail = fail
+
+    def patch_status(self, name: str, patch: Mapping[str, Any]) -> None:
+        with self.lock:
+            self.in_flight += 1
+            self.most = max(self.most, self.in_flight)
+        self.release.wait(5)
+        with self.lock:
+            self.in_flight -= 1
+            self.written.append(name)
+        if name == self.fail:
+            raise RuntimeError("conflict")
+
+    def delete(self, name: str) -> None:
+        self.patch_status(name, {})
+
+
+@pytest.mark.parametrize(("workers", "most"), [(1, 1), (3, 3), (10, 6)], ids=["one", "three", "more-than-work"])
+async def test_controller_workers_bound_the_writes_in_progress(workers: int, most: int) -> None:
+    writer = BlockingWriter(fail="r2")
+    reconciler = Reconciler(ControllerOptions(workers=workers), writer, clock=lambda: CREATED + 1)
+    decisions = [(f"r{i}", Decision(status_patch={"status": {}})) for i in range(6)]
+    applying = asyncio.create_task(reconciler.apply(decisions))
+    for _ in range(200):  # until as many writes are held as the workers allow
+        await asyncio.sleep(0.01)
+        if writer.in_flight == most:
+            break
+    await asyncio.sleep(0.05)
+    assert writer.in_flight == most
+    writer.release.set()
+    await asyncio.wait_for(applying, 5)
+    assert writer.most == most
+    assert sorted(writer.written) == [f"r{i}" for i in range(6)]  # the failing write did not stop the others
