@@ -198,6 +198,8 @@ class NodeNUMAResource:
     ) -> tuple[PreFilterResult | None, Status]:
         if not any(pod.requests.values()):
             return None, skip()
+        # Score and Reserve of every pod read the special nodes, so they are brought up to date here.
+        self._special_nodes.sync()
         labels = pod.meta.labels
         if (
             labels.get(LABEL_POD_QOS) not in ("LSE", "LSR")
@@ -205,7 +207,6 @@ class NodeNUMAResource:
         ):
             # No bound CPUs asked for: only labelled nodes (bind or NUMA policy) can say no. Without any,
             # Filter has nothing to do; Score still runs.
-            self._special_nodes.sync()
             milli = pod.requests.get(CPU, 0)
             request = self._no_bind.get(milli)
             if request is None:

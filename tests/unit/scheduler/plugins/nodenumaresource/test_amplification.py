@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from apis.config.numa_args import NodeNUMAResourceArgs
@@ -134,3 +135,31 @@ def test_score_counts_bound_cpus_amplified() -> None:
     cpu_amplified, cpu_plain = (24000 - 14000) * 100 // 24000, (24000 - 10000) * 100 // 24000
     memory = (64 * 1024 - 1024) * 100 // (64 * 1024)
     assert scores == [(cpu_amplified + memory) // 2, (cpu_plain + memory) // 2]
+
+
+def test_an_lsr_pods_score_sees_a_node_amplified_since_the_last_prefilter() -> None:
+    # The set of special nodes is refreshed at every PreFilter, not only for pods without bound CPUs:
+    # an LSR pod scheduled right after a node gained its ratio scores that node amplified.
+    plain = make_node("n1").allocatable(cpu="24", memory="64Gi", pods="110").build()
+    running = make_pod("running").req(cpu="8").node("n1").build()
+    snap = make_snapshot([plain], [running])
+    plugin = NodeNUMAResource(NodeNUMAResourceArgs(), snap, RecordingCluster())  # type: ignore[arg-type]
+    plugin.on_topology(EventType.ADDED, None, parse_node_resource_topology(nrt_object("n1")))
+    plugin.allocations.hold("n1", "default/lsr", Holding(parse_cpuset("0-1,8-9"), CPUExclusivePolicy.NONE, "x"))
+    ls = make_pod("ls").req(cpu="2", memory="1Gi").label("koordinator.sh/qosClass", "LS").build()
+    plugin.pre_filter(CycleState(), ls, snap)  # type: ignore[arg-type]
+    snap.upsert_node(make_node("n1").allocatable(cpu="24", memory="64Gi", pods="110").annotation(RATIO, '{"cpu": 2}')
+                     .build())
+    lsr = make_pod("lsr").req(cpu="2", memory="1Gi").label("koordinator.sh/qosClass", "LSR").build()
+    state = CycleState()
+    _, pre = plugin.pre_filter(state, lsr, snap)  # type: ignore[arg-type]
+    assert pre.is_success, pre
+    info = snap.node_info("n1")
+    assert info is not None
+    positions = np.array([info.position], dtype=np.int64)
+    plugin.pre_score(state, lsr, snap, positions)  # type: ignore[arg-type]
+    score = int(plugin.score_nodes(state, lsr, snap, positions)[0])  # type: ignore[arg-type]
+    # LeastAllocated over cpu and memory: cpu (8 + 4 amplified extra + 2) / 24, as an amplified node scores.
+    cpu_amplified = (24000 - 14000) * 100 // 24000
+    memory = (64 * 1024 - 1024) * 100 // (64 * 1024)
+    assert score == (cpu_amplified + memory) // 2
