@@ -231,6 +231,10 @@ def pod_term_groups(pod: Pod) -> list[TermGroup]:
 
 
 
+_MAX_BUCKETINGS = 4
+"""Bucketings kept per counter: one per node-eligibility layout in use (they change with the nodes)."""
+
+
 class TopologyIndex:
     """Per-position pod counts kept up to date incrementally; see the module docstring.
 
@@ -249,6 +253,9 @@ class TopologyIndex:
         """Per position, the NodeInfo ``_seen`` mirrors and its ``churn`` then (see :meth:`_diff_node`)."""
         """Per position, the pods as of the last sync."""
         self._counters: OrderedDict[Hashable, tuple[PodMatcher, IntArray]] = OrderedDict()
+        self._bucket_sums: dict[Hashable, list[tuple[IntArray, IntArray]]] = {}
+        """Per counter: (bucket id per position, its counts summed per bucket) pairs kept up to date with
+        the counter (see :meth:`bucket_sums`), at most ``_MAX_BUCKETINGS`` per counter."""
         self._groups: dict[TermGroup, IntArray] = {}
         self._group_totals: dict[TermGroup, int] = {}
         self.required_anti_affinity_pods = 0
@@ -282,6 +289,7 @@ class TopologyIndex:
         self._seen = []
         self._seen_from = []
         self._counters.clear()
+        self._bucket_sums.clear()
         self._groups.clear()
         self._group_totals.clear()
         self.required_anti_affinity_pods = 0
@@ -294,6 +302,7 @@ class TopologyIndex:
             self._counters[key] = (matcher, _pad(counts, capacity))
         for group, counts in list(self._groups.items()):
             self._groups[group] = _pad(counts, capacity)
+        self._bucket_sums.clear()  # bucketings are per position: they are rebuilt at the new capacity
         self._capacity = capacity
 
     def _diff_node(self, pos: int, info: NodeInfo | None) -> None:
@@ -327,6 +336,8 @@ class TopologyIndex:
         for matcher, counts in self._counters.values():
             if matcher.matches(pod):
                 counts[pos] += sign
+                for buckets, sums in self._bucket_sums.get(matcher, ()):
+                    sums[buckets[pos]] += sign
         if pod.affinity is None:
             return
         for group in pod_term_groups(pod):
@@ -348,6 +359,7 @@ class TopologyIndex:
         """Forget the per-matcher counts (rebuilt on demand): for matchers whose answer changed without a
         pod changing, e.g. a namespaceSelector after namespace labels changed."""
         self._counters.clear()
+        self._bucket_sums.clear()
 
     # ----- reading -----
 
@@ -363,8 +375,30 @@ class TopologyIndex:
                 counts[pos] = sum(1 for pod in pods.values() if matcher.matches(pod))
         self._counters[matcher] = (matcher, counts)
         if len(self._counters) > self._max_counters:
-            self._counters.popitem(last=False)
+            evicted, _ = self._counters.popitem(last=False)
+            self._bucket_sums.pop(evicted, None)
         return counts
+
+    def bucket_sums(self, matcher: PodMatcher, buckets: IntArray, n_buckets: int) -> IntArray:
+        """``np.bincount(buckets, weights=pod_counts(matcher), minlength=n_buckets)`` as int64 (a new
+        array), kept per (matcher, ``buckets``) and updated pod by pod at sync instead of summed over
+        every node per call: PodTopologySpread's matching pods per topology value.
+
+        ``buckets`` (a bucket id per position, ``len == capacity``, all ids < ``n_buckets``) must not be
+        modified while the index holds it; a different array object starts a new sum."""
+        counts = self.pod_counts(matcher)
+        held = self._bucket_sums.setdefault(matcher, [])
+        for i, (known, sums) in enumerate(held):
+            if known is buckets and len(sums) == n_buckets:
+                if i:
+                    held.insert(0, held.pop(i))
+                return sums.copy()
+        if len(buckets) != len(counts):
+            raise ValueError(f"bucket_sums: {len(buckets)} bucket ids for {len(counts)} node positions")
+        sums = np.bincount(buckets, weights=counts, minlength=n_buckets).astype(np.int64)
+        held.insert(0, (buckets, sums))
+        del held[_MAX_BUCKETINGS:]
+        return sums.copy()
 
     @property
     def term_groups(self) -> Mapping[TermGroup, IntArray]:

@@ -179,6 +179,9 @@ class PodTopologySpread:
         self._domains = DomainCache()
         self._masks: SnapshotCache[object, BoolArray] = SnapshotCache(max_entries=128)
         self._buckets: SnapshotCache[object, tuple[IntArray, BoolArray]] = SnapshotCache(max_entries=64)
+        self.incremental_bucket_sums = True
+        """Per-value match counts kept by the index (False: summed over every node per pod; the same
+        numbers, for the equivalence test)."""
 
     # ----- node masks -----
 
@@ -222,6 +225,18 @@ class PodTopologySpread:
         self._index.sync(snapshot)
         return self._index.pod_counts(SpreadSelector(pod.namespace, c.selector))
 
+    def _match_num(
+        self, snapshot: ClusterSnapshot, pod: Pod, c: Constraint, buckets: IntArray, n_values: int
+    ) -> IntArray:
+        """Matching pods per topology value over the nodes of :func:`eligible_buckets` (a new array)."""
+        if not self.incremental_bucket_sums:
+            return bucket_sums(buckets, self._node_counts(snapshot, pod, c), n_values)
+        if c.counts_nothing:
+            return np.zeros(n_values, dtype=np.int64)
+        assert c.selector is not None
+        self._index.sync(snapshot)
+        return self._index.bucket_sums(SpreadSelector(pod.namespace, c.selector), buckets, n_values + 1)[:n_values]
+
     # ----- Filter -----
 
     def pre_filter(
@@ -238,18 +253,19 @@ class PodTopologySpread:
             inclusion = self._inclusion(snapshot, c, pod)
             if inclusion is not None:
                 eligible = eligible & inclusion
-            node_counts = self._node_counts(snapshot, pod, c)
             n_values = len(domains.values)
             if inclusion is None:
                 # Eligibility is the key mask alone: the per-node bucket ids and the domains present are
-                # kept with it, and only the pod counts are summed per pod.
+                # kept with it, and the index keeps the matching pods per bucket up to date as pods come
+                # and go (no sum over every node per pod).
                 buckets, present = self._buckets.get(
                     snapshot,
                     ("buckets", snapshot.capacity, c.topology_key, tuple(k.topology_key for k in constraints)),
                     partial(eligible_buckets, domains.value_ids, has_all, n_values),
                 )
-                match_num, present = bucket_sums(buckets, node_counts, n_values), present.copy()
+                match_num, present = self._match_num(snapshot, pod, c, buckets, n_values), present.copy()
             else:
+                node_counts = self._node_counts(snapshot, pod, c)
                 match_num, present = domain_match_counts(domains.value_ids, node_counts, eligible, n_values)
             self_match = int(label_selector_matches(c.selector, pod.labels))
             counted.append(ConstraintCounts(c, domains, self_match, match_num, present))
