@@ -4,16 +4,22 @@
 A control plane with ``--nodes`` kwok nodes is started; ``--pods`` pods (spread over the variants'
 namespaces) are created. One koord-scheduler process per ``--variant`` runs against it, each leading its
 own lease with its own profile name (so each binds its own pods and runs the Reservation controller).
-kube-apiserver is then restarted ``--restarts`` times, ``--every`` seconds apart; after each restart
-and ``--settle`` seconds, every process's RSS, thread count and open file descriptors are sampled, and
-(with ``--objects``) the Python object counts it writes on SIGUSR1 (gc type counts, live threads) are
-compared with the first restart's.
+kube-apiserver is then restarted ``--restarts`` times, ``--every`` seconds apart (``--idle``: not
+restarted, the control); ``--settle`` seconds after each restart every process's RSS, thread count and
+open file descriptors are sampled. With ``--objects`` each process also writes, on SIGUSR1, its Python
+object counts by type after a ``gc.collect()`` (objects the scheduler froze with ``gc.freeze`` after
+start-up are not counted, so the counts are of what was created since) and the RSS before and after that
+collection; the counts of a few telling types (coroutines, SSL objects, aiohttp responses, sockets) are
+printed per restart.
 
-A variant is ``NAME`` or ``NAME:VAR=VALUE,VAR=VALUE`` (extra environment, e.g.
-``arena1:MALLOC_ARENA_MAX=1`` or ``notrim:PYKOORD_MALLOC_TRIM=0``).
+A variant is ``NAME`` or ``NAME:VAR=VALUE,VAR=VALUE`` (extra environment). Besides glibc's own
+(``MALLOC_ARENA_MAX=2``), the processes read: ``RSS_PROBE_NO_TRIM=1`` turns off the trim after lists
+(``koord_scheduler.scheduler.kube.heap``), ``RSS_PROBE_TRIM_DELAY=S`` sets its delay,
+``RSS_PROBE_TRIM=1`` adds a ``malloc_trim(0)`` to each SIGUSR1 sample (and reports the RSS after it),
+``RSS_PROBE_TYPE=module.Type`` prints what refers to a few objects of that type.
 
-    .venv/bin/python bench/rss_restarts.py --variant as-is --variant arena1:MALLOC_ARENA_MAX=1
-        [--nodes 20] [--pods 150] [--restarts 8] [--every 15] [--settle 8] [--objects] [--json out.json]
+    .venv/bin/python bench/rss_restarts.py --variant trim --variant no-trim:RSS_PROBE_NO_TRIM=1
+        [--nodes 20] [--pods 150] [--restarts 8] [--every 15] [--settle 8] [--objects] [--idle] [--json out.json]
 """
 
 from __future__ import annotations
