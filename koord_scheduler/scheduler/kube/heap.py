@@ -5,7 +5,7 @@ for a moment the process holds the response bodies, their decoded JSON and the T
 connections, then frees them. glibc's malloc keeps most of that freed memory (it returns only the top
 of the main heap, and only above ``M_TRIM_THRESHOLD``; free pages inside the heap and in the other
 threads' arenas stay), so without help the resident size grows by a step at every restart although
-the live data does not: 1-3 MiB a restart here, measured with 20 nodes and 150 pods.
+the live data does not: 0.2-5 MiB a restart, measured with 20 nodes and 150 pods.
 ``malloc_trim(0)`` walks every arena and releases the free pages, which puts the resident size back
 to where it was before the restart.
 
