@@ -6,6 +6,8 @@ own. :func:`install` makes every one of them a single line below ``-v 4``:
 
 - a log record with a traceback is written as ``message: Type: text`` (the exception's last line);
   from ``-v 4`` on, the traceback is kept;
+- kopf's "Request attempt #N/9 failed; will retry" errors, one per watch and attempt during an API-server
+  outage (dozens a restart), become one warning per outage (:class:`RetryFolding`);
 - an exception no task retrieved (asyncio's loop exception handler), one that ended a thread
   (``threading.excepthook``) or one raised where Python cannot raise it (``sys.unraisablehook``, e.g.
   in a finalizer) is logged through the same path instead of being printed raw.
@@ -15,9 +17,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import sys
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from koord_scheduler.framework.errors import describe, log_failure
@@ -39,12 +43,54 @@ class OneLineErrors(logging.Filter):
         return True
 
 
+class RetryFolding(logging.Filter):
+    """kopf logs each failed attempt of a request it will retry at ERROR (``Request attempt #2/9 failed;
+    will retry: GET ... -> ClientConnectorError(...)``), for every watch: an API-server restart gives
+    dozens of them, for a condition it recovers from. The first of an outage passes as a WARNING; the
+    rest are dropped until ``quiet_seconds`` pass with none, after which the next one starts a new
+    outage. The last attempt (kopf's "escalating") and everything else pass unchanged."""
+
+    RETRY = re.compile(r"^Request attempt #\d+(?:/\d+)? failed; will retry: (?P<what>.*)$", re.DOTALL)
+
+    def __init__(self, quiet_seconds: float = 60.0, *, clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__()
+        self.quiet_seconds = quiet_seconds
+        self.clock = clock
+        self.dropped = 0
+        self._last: float | None = None
+        self._lock = threading.Lock()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not record.name.startswith("kopf"):
+            return True
+        match = self.RETRY.match(record.getMessage())
+        if match is None:
+            return True
+        now = self.clock()
+        with self._lock:
+            new_outage = self._last is None or now - self._last > self.quiet_seconds
+            self._last = now
+            if not new_outage:
+                self.dropped += 1
+                return False
+        record.msg = (f"API server requests are failing; kopf retries them (further failures are not logged "
+                      f"until {self.quiet_seconds:.0f}s pass without one): {match.group('what')}")
+        record.args = None
+        record.levelno = logging.WARNING
+        record.levelname = logging.getLevelName(logging.WARNING)
+        return True
+
+
 def install(verbosity: int, *, handlers: Sequence[logging.Handler] | None = None) -> None:
-    """Below ``-v 4``, every handler of the root logger (or ``handlers``) gets :class:`OneLineErrors`; at
+    """Below ``-v 4``, every handler of the root logger (or ``handlers``) gets :class:`RetryFolding` and
+    :class:`OneLineErrors`; at
     any verbosity the thread and unraisable hooks log through ``logging`` (their tracebacks then follow
     the same rule)."""
     if verbosity < 4:
+        retries = RetryFolding()  # shared by the handlers: one outage, one line
         for handler in logging.getLogger().handlers if handlers is None else handlers:
+            if not any(isinstance(f, RetryFolding) for f in handler.filters):
+                handler.addFilter(retries)
             if not any(isinstance(f, OneLineErrors) for f in handler.filters):
                 handler.addFilter(OneLineErrors())
     threading.excepthook = _thread_failed

@@ -17,6 +17,7 @@ from typing import Any
 from apis.slo import GROUP, VERSION, NodeMetricStatus
 from koordlet.statesinformer.informer import StatesInformer
 from koordlet.system.errorlog import FailureLog
+from koordlet.system.heap import request_trim
 
 log = logging.getLogger(__name__)
 
@@ -42,8 +43,13 @@ def iter_lines(response: Any) -> Iterator[bytes]:
 class KubeSource:
     """Feeds a :class:`StatesInformer` from the API server. ``api_client`` is a kubernetes ``ApiClient``."""
 
-    def __init__(self, api_client: Any, informer: StatesInformer, *, watch_pods: bool = True) -> None:
-        """``watch_pods=False`` when pods come from elsewhere (the kubelet source)."""
+    def __init__(
+        self, api_client: Any, informer: StatesInformer, *, watch_pods: bool = True,
+        on_listed: Callable[[], None] = request_trim,
+    ) -> None:
+        """``watch_pods=False`` when pods come from elsewhere (the kubelet source). ``on_listed`` runs
+        after every list has been applied; by default it asks for the heap to be trimmed
+        (:mod:`koordlet.system.heap`), since a list frees a burst of memory."""
         from kubernetes import client
 
         self._core = client.CoreV1Api(api_client)
@@ -53,6 +59,7 @@ class KubeSource:
         self._threads: list[threading.Thread] = []
         self._by_name = f"metadata.name={informer.node_name}"
         self._watch_pods = watch_pods
+        self._on_listed = on_listed
         self.failure_log = FailureLog(log)
 
     def start(self) -> None:
@@ -138,6 +145,7 @@ class KubeSource:
                 data = json.loads(response.data)
                 on_list(data.get("items") or [])
                 version = data.get("metadata", {}).get("resourceVersion", "")
+                self._on_listed()
                 backoff = 1.0
                 self.failure_log.succeeded(f"list/watch {name}")
                 while not self._stop.is_set():

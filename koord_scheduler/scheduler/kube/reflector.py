@@ -33,6 +33,7 @@ from typing import Any
 
 from koord_scheduler.framework.errors import ClusterError, log_failure
 from koord_scheduler.scheduler.kube import jsoncodec
+from koord_scheduler.scheduler.kube.heap import request_trim
 from koord_scheduler.scheduler.kube.http import ApiError, ApiHttp, iter_lines
 from koord_scheduler.scheduler.source import EventType
 
@@ -141,12 +142,16 @@ class Reflector:
         *,
         options: ReflectorOptions | None = None,
         on_invalid: Callable[[Rejection], None] = log_rejection,
+        on_listed: Callable[[], None] = request_trim,
     ) -> None:
+        """``on_listed`` runs after every list has been applied (:meth:`replace`); by default it asks
+        for the heap to be trimmed (:mod:`.heap`), since a list frees a burst of memory."""
         self.http = http
         self.kind = kind
         self.handler = handler
         self.options = options or ReflectorOptions()
         self.on_invalid = on_invalid
+        self.on_listed = on_listed
         self.store: dict[str, _Entry] = {}
         self.resource_version = ""
         self.relists = 0
@@ -242,6 +247,7 @@ class Reflector:
         self._prepared.clear()
         self.resource_version = resource_version
         self.relists += 1
+        self.on_listed()
 
     # ----- watch -----
 
