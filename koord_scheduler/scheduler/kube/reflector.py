@@ -222,6 +222,18 @@ class Reflector:
             except ValueError:
                 continue
 
+    def take_prepared(self) -> dict[str, tuple[str, Any]]:
+        """The values :meth:`list_all` parsed ahead (key -> (resourceVersion, value)), handed over."""
+        prepared, self._prepared = self._prepared, {}
+        return prepared
+
+    def adopt(self, items: list[Json], resource_version: str, prepared: dict[str, tuple[str, Any]]) -> None:
+        """:meth:`replace` with a first list made elsewhere (:mod:`~koord_scheduler.scheduler.prefetch`)
+        and the values parsed from it."""
+        # Only a first list may reuse parsed values: an update needs the old value.
+        self._prepared = {} if self.store else prepared
+        self.replace(items, resource_version)
+
     def replace(self, items: list[Json], resource_version: str) -> None:
         """Make the store equal ``items`` and deliver the differences (all ADDED on the first list)."""
         seen: set[str] = set()

@@ -47,9 +47,12 @@ from koord_scheduler.scheduler.kube.pod_watch import (
 )
 from koord_scheduler.scheduler.kube.ratelimit import TokenBucket
 from koord_scheduler.scheduler.kube.reflector import Backoff, Reflector, ReflectorOptions, Rejection, ResourceKind
+from koord_scheduler.scheduler.prefetch import Listed, Prefetch
 from koord_scheduler.scheduler.source import EventSink, EventType
 
 log = logging.getLogger(__name__)
+startup_log = logging.getLogger("koord_scheduler.startup")
+"""Start-up time-line lines, shown from ``-v 2``."""
 
 Json = dict[str, Any]
 
@@ -78,7 +81,10 @@ class KubeClusterSource:
         *,
         options: KubeSourceOptions | None = None,
         clock: Callable[[], float] = time.time,
+        prefetch: Prefetch | None = None,
     ) -> None:
+        """``prefetch``: the first lists of Nodes and Pods, already under way
+        (:mod:`~koord_scheduler.scheduler.prefetch`)."""
         self.connection = connection
         self.options = options or KubeSourceOptions()
         self.clock = clock
@@ -94,13 +100,11 @@ class KubeClusterSource:
         self._client = KubeClusterClient(self.http, self.events, controller=default_controller)
         self._sink: EventSink | None = None
         self._kinds: list[tuple[ResourceKind, Callable[[EventSink], Callable[[EventType, Any, Any], None]]]] = [
-            (ResourceKind("Node", "", "v1", "nodes", parse_node), _node_handler),
+            (NODE_KIND, _node_handler),
         ]
         self._optional: set[str] = set()
-        self._pod_kind = ResourceKind(
-            "Pod", "", "v1", "pods", parse_pod_entry, field_selector=NON_TERMINAL_PODS, rank=_pod_rank,
-            update=update_pod_entry,
-        )
+        self._pod_kind = POD_KIND
+        self._prefetch = prefetch
         self.reflectors: dict[str, Reflector] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._written: dict[str, tuple[str, PodScheduledCondition, str]] = {}
@@ -175,18 +179,33 @@ class KubeClusterSource:
         reflectors = [r for r in self.reflectors.values() if r.kind.kind not in self._optional]
         optional = [r for r in self.reflectors.values() if r.kind.kind in self._optional]
         backoff = Backoff(self.options.reflector.initial_backoff, self.options.reflector.max_backoff)
-        while True:
-            try:
-                lists = await asyncio.gather(*(r.list_all(prepare=True) for r in reflectors))
-                break
-            except ClusterError as err:
-                delay = backoff.next()
-                log.warning("initial list from %s failed: %s; retrying in %.1fs",
-                            self.connection.server, err, delay)
-                await asyncio.sleep(delay)
+        # The other kinds are listed while the early lists (if any) finish.
+        early_lists = asyncio.ensure_future(_early_lists(self._prefetch))
+        self._prefetch = None
+        started = time.monotonic()
+        try:
+            while True:
+                try:
+                    lists = await asyncio.gather(*(_first_list(r, early_lists) for r in reflectors))
+                    break
+                except ClusterError as err:
+                    delay = backoff.next()
+                    log.warning("initial list from %s failed: %s; retrying in %.1fs",
+                                self.connection.server, err, delay)
+                    await asyncio.sleep(delay)
+        finally:
+            if not early_lists.done():  # cancelled (stopped) before the early lists came
+                early_lists.cancel()
         optional_lists = await asyncio.gather(*(r.list_all(prepare=True) for r in optional), return_exceptions=True)
+        listed = time.monotonic()
+        early = early_lists.result()
+        early_used = bool(early)
         for reflector, (items, rv) in zip(reflectors, lists, strict=True):
-            reflector.replace(items, rv)
+            listing = early.pop(reflector.kind.kind, None)
+            if listing is not None:
+                reflector.adopt(listing.items, listing.resource_version, listing.prepared)
+            else:
+                reflector.replace(items, rv)
         for reflector, result in zip(optional, optional_lists, strict=True):
             if isinstance(result, BaseException):
                 log.warning("cannot list %s yet (%s); retrying in the background", reflector.kind.plural, result)
@@ -197,6 +216,9 @@ class KubeClusterSource:
         self.synced = True
         log.info("synced from %s: %s", self.connection.server,
                  ", ".join(f"{len(r.store)} {r.kind.plural}" for r in reflectors))
+        startup_log.info("start-up: lists in %.3fs (%s), delivered in %.3fs (%.2f CPU-s since start)",
+                         listed - started, "Nodes and Pods listed early" if early_used else "all listed here",
+                         time.monotonic() - listed, time.process_time())
 
     async def stop(self) -> None:
         for task in self._tasks:
@@ -309,3 +331,28 @@ _EVENT_REASONS = {"Invalid": "InvalidObject", "HandlerError": "FailedHandling"}
 def _pod_rank(obj: Json) -> int:
     spec = obj.get("spec")
     return 0 if isinstance(spec, dict) and spec.get("nodeName") else 1
+
+
+async def _early_lists(prefetch: Prefetch | None) -> dict[str, Listed]:
+    if prefetch is None:
+        return {}
+    early = await prefetch.lists()
+    for name, listing in early.items():
+        startup_log.info("start-up: %d %ss listed early in %.3fs", len(listing.items), name, listing.seconds)
+    return early
+
+
+async def _first_list(reflector: Reflector, early: asyncio.Future[dict[str, Listed]]) -> tuple[list[Json], str]:
+    """``reflector``'s first list: the one made early (:mod:`~koord_scheduler.scheduler.prefetch`) when
+    there is one, else its own."""
+    listing = (await asyncio.shield(early)).get(reflector.kind.kind)
+    if listing is not None:
+        return listing.items, listing.resource_version
+    return await reflector.list_all(prepare=True)
+
+
+NODE_KIND = ResourceKind("Node", "", "v1", "nodes", parse_node)
+POD_KIND = ResourceKind(
+    "Pod", "", "v1", "pods", parse_pod_entry, field_selector=NON_TERMINAL_PODS, rank=_pod_rank,
+    update=update_pod_entry,
+)

@@ -1,0 +1,137 @@
+"""The first list of Nodes and Pods, started while the rest of the process is still starting.
+
+Start-up is two kinds of waiting: this process's CPU (imports, reading the configuration, building the
+profiles) and the API server's (encoding thousands of objects as JSON, on its own core). A
+:class:`Prefetch` started right after the configuration is read loads the kubeconfig and lists Nodes and
+Pods on a thread with its own event loop, parsing each page while the next one is on its way, so the
+API server works while the main thread imports and builds. :meth:`KubeClusterSource.start` then takes
+these lists instead of listing again; the watches start from their resourceVersion, so nothing that
+changed in between is missed. When the early list fails, ``start`` lists as usual (with its retries).
+
+The parsed values are the ones the source's own list would produce (the same :class:`ResourceKind`
+parsers); the thread touches nothing the main thread uses until the lists are handed over.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from koord_scheduler.scheduler.kube.connection import Connection
+    from koord_scheduler.scheduler.kube.reflector import ReflectorOptions, ResourceKind
+
+log = logging.getLogger(__name__)
+
+Json = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Listed:
+    """One kind's first list: the raw objects, the list's resourceVersion, and ``prepared`` (key ->
+    (resourceVersion, parsed value)) for the objects that parsed."""
+
+    items: list[Json]
+    resource_version: str
+    prepared: dict[str, tuple[str, Any]]
+    seconds: float
+    """From the start of the list to its last page parsed."""
+
+
+def from_kubeconfig(path: str) -> Callable[[], Connection]:
+    """``connect`` for :class:`Prefetch`: :func:`~.kube.connection.load_connection` of ``path`` (loaded on
+    the thread, with the modules it needs)."""
+
+    def connect() -> Connection:
+        from koord_scheduler.scheduler.kube.connection import load_connection
+
+        return load_connection(path)
+
+    return connect
+
+
+class Prefetch:
+    """Calls ``connect`` and lists Nodes and Pods on a daemon thread; see the module docstring.
+    ``qps``/``burst`` limit its requests as ``clientConnection`` does."""
+
+    def __init__(
+        self,
+        connect: Callable[[], Connection],
+        *,
+        qps: float,
+        burst: int,
+        reflector: ReflectorOptions | None = None,
+    ) -> None:
+        self.connect = connect
+        self.qps = qps
+        self.burst = burst
+        self.reflector = reflector
+        self._connection: concurrent.futures.Future[Connection] = concurrent.futures.Future()
+        self._lists: concurrent.futures.Future[dict[str, Listed]] = concurrent.futures.Future()
+        self._thread = threading.Thread(target=self._run, name="prefetch-lists", daemon=True)
+
+    def start(self) -> Prefetch:
+        self._thread.start()
+        return self
+
+    def connection(self) -> Connection:
+        """The connection (waits for the kubeconfig to be loaded); raises what loading it raised
+        (:class:`~.connection.KubeConfigError`)."""
+        return self._connection.result()
+
+    def done(self) -> bool:
+        """The early lists are in (or failed)."""
+        return self._lists.done()
+
+    async def lists(self) -> dict[str, Listed]:
+        """Kind name (``Node``, ``Pod``) -> its first list; empty when the early list failed (logged)."""
+        try:
+            return await asyncio.wrap_future(self._lists)
+        except Exception as exc:  # the source lists again, with its own retries and messages
+            log.info("early list failed (%s); listing again", exc)
+            return {}
+
+    # ----- the thread -----
+
+    def _run(self) -> None:
+        try:
+            connection = self.connect()
+        except BaseException as exc:
+            self._connection.set_exception(exc)
+            self._lists.set_exception(exc)
+            return
+        self._connection.set_result(connection)
+        try:
+            self._lists.set_result(asyncio.run(self._list(connection)))
+        except BaseException as exc:
+            self._lists.set_exception(exc)
+
+    async def _list(self, connection: Connection) -> dict[str, Listed]:
+        from koord_scheduler.scheduler.kube.http import ApiHttp, HttpOptions
+        from koord_scheduler.scheduler.kube.ratelimit import TokenBucket
+        from koord_scheduler.scheduler.kube.source import NODE_KIND, POD_KIND
+
+        http = ApiHttp(connection, TokenBucket(self.qps, self.burst), options=HttpOptions(pool_size=4))
+        try:
+            listed = await asyncio.gather(*(self._list_one(http, kind) for kind in (NODE_KIND, POD_KIND)))
+        finally:
+            await http.close()
+        return {kind.kind: result for kind, result in zip((NODE_KIND, POD_KIND), listed, strict=True)}
+
+    async def _list_one(self, http: Any, kind: ResourceKind) -> Listed:
+        from koord_scheduler.scheduler.kube.reflector import Reflector
+
+        started = time.monotonic()
+        reflector = Reflector(http, kind, _unused_handler, options=self.reflector)
+        items, resource_version = await reflector.list_all(prepare=True)
+        return Listed(items, resource_version, reflector.take_prepared(), time.monotonic() - started)
+
+
+def _unused_handler(*_: Any) -> None:
+    raise AssertionError("a prefetching reflector delivers nothing")
