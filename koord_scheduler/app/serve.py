@@ -98,19 +98,22 @@ def serve_main(argv: Sequence[str], registry: Callable[[], Registry]) -> int:
     here are reported by the CLI as one line and exit 2."""
     ns = _parser().parse_args(list(argv))
     _setup_logging(ns.v)
-    from koord_scheduler.scheduler.heap import pause_collector
+    from koord_scheduler.scheduler.heap import pause_collector, resume_collector
 
-    pause_collector()  # until the first lists are delivered (serve_run resumes it)
-    options = _options(ns)
-    startup_log.info("start-up: configuration read (%.2f CPU-s since start)", time.process_time())
-    # The first lists of Nodes and Pods start now, on a thread, while the rest loads (imports, profiles).
-    from koord_scheduler.scheduler.prefetch import Prefetch, from_kubeconfig
+    pause_collector()  # until the first lists are delivered (serve_run resumes it), or a failure here
+    try:
+        options = _options(ns)
+        startup_log.info("start-up: configuration read (%.2f CPU-s since start)", time.process_time())
+        # The first lists of Nodes and Pods start now, on a thread, while the rest loads (imports, profiles).
+        from koord_scheduler.scheduler.prefetch import Prefetch, from_kubeconfig
 
-    client = options.config.client_connection
-    prefetch = Prefetch(from_kubeconfig(options.kubeconfig), qps=client.qps, burst=client.burst).start()
-    from koord_scheduler.app.serve_run import run_cluster
+        client = options.config.client_connection
+        prefetch = Prefetch(from_kubeconfig(options.kubeconfig), qps=client.qps, burst=client.burst).start()
+        from koord_scheduler.app.serve_run import run_cluster
 
-    return run_cluster(options, registry, prefetch=prefetch)
+        return run_cluster(options, registry, prefetch=prefetch)
+    finally:
+        resume_collector()
 
 
 EVENT_LOOP_ENV = "PYKOORD_EVENT_LOOP"

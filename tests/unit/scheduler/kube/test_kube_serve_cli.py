@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 
 import pytest
@@ -59,6 +60,7 @@ def test_bad_configuration_exits_2_with_one_message(
     assert want_in_message in err
     assert err.startswith("koord-scheduler: ")
     assert "Traceback" not in err
+    assert gc.isenabled()  # paused for start-up only, also when start-up fails
 
 
 def test_no_kubeconfig_outside_a_cluster(
