@@ -17,9 +17,10 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -58,7 +59,10 @@ def from_kubeconfig(path: str) -> Callable[[], Connection]:
 
 class Prefetch:
     """Calls ``connect`` and lists Nodes and Pods on a daemon thread; see the module docstring.
-    ``qps``/``burst`` limit its requests as ``clientConnection`` does."""
+    ``qps``/``burst`` limit its requests as ``clientConnection`` does. The Pods' pages are also handed
+    over one by one (:meth:`pod_pages`) so that bound pods can be delivered while the list goes on."""
+
+    KINDS = ("Node", "Pod")
 
     def __init__(
         self,
@@ -73,7 +77,12 @@ class Prefetch:
         self.burst = burst
         self.reflector = reflector
         self._connection: concurrent.futures.Future[Connection] = concurrent.futures.Future()
-        self._lists: concurrent.futures.Future[dict[str, Listed]] = concurrent.futures.Future()
+        self._listed: dict[str, concurrent.futures.Future[Listed]] = {
+            kind: concurrent.futures.Future() for kind in self.KINDS
+        }
+        self._pod_pages: queue.SimpleQueue[tuple[list[Json], dict[str, tuple[str, Any]]] | None] = (
+            queue.SimpleQueue()
+        )
         self._thread = threading.Thread(target=self._run, name="prefetch-lists", daemon=True)
 
     def start(self) -> Prefetch:
@@ -82,20 +91,32 @@ class Prefetch:
 
     def connection(self) -> Connection:
         """The connection (waits for the kubeconfig to be loaded); raises what loading it raised
-        (:class:`~.connection.KubeConfigError`)."""
+        (:class:`~.kube.connection.KubeConfigError`)."""
         return self._connection.result()
 
     def done(self) -> bool:
-        """The early lists are in (or failed)."""
-        return self._lists.done()
+        """Both early lists are in (or failed)."""
+        return all(future.done() for future in self._listed.values())
 
-    async def lists(self) -> dict[str, Listed]:
-        """Kind name (``Node``, ``Pod``) -> its first list; empty when the early list failed (logged)."""
+    async def listed(self, kind: str) -> Listed | None:
+        """``kind``'s (``Node``, ``Pod``) early list; None when there is none or it failed (logged)."""
+        future = self._listed.get(kind)
+        if future is None:
+            return None
         try:
-            return await asyncio.wrap_future(self._lists)
+            return await asyncio.shield(asyncio.wrap_future(future))  # a cancelled waiter leaves it be
         except Exception as exc:  # the source lists again, with its own retries and messages
-            log.info("early list failed (%s); listing again", exc)
-            return {}
+            log.info("early list of %ss failed (%s); listing again", kind, exc)
+            return None
+
+    async def pod_pages(self) -> AsyncIterator[tuple[list[Json], dict[str, tuple[str, Any]]]]:
+        """The Pods' pages as they come, each with the values parsed from it, until the list ends (or
+        fails: then :meth:`listed` says None)."""
+        while True:
+            item = await asyncio.to_thread(self._pod_pages.get)
+            if item is None:
+                return
+            yield item
 
     # ----- the thread -----
 
@@ -104,33 +125,48 @@ class Prefetch:
             connection = self.connect()
         except BaseException as exc:
             self._connection.set_exception(exc)
-            self._lists.set_exception(exc)
+            for future in self._listed.values():
+                future.set_exception(exc)
+            self._pod_pages.put(None)
             return
         self._connection.set_result(connection)
         try:
-            self._lists.set_result(asyncio.run(self._list(connection)))
+            asyncio.run(self._list(connection))
         except BaseException as exc:
-            self._lists.set_exception(exc)
+            for future in self._listed.values():
+                if not future.done():
+                    future.set_exception(exc)
+        finally:
+            self._pod_pages.put(None)
 
-    async def _list(self, connection: Connection) -> dict[str, Listed]:
+    async def _list(self, connection: Connection) -> None:
         from koord_scheduler.scheduler.kube.http import ApiHttp, HttpOptions
         from koord_scheduler.scheduler.kube.ratelimit import TokenBucket
         from koord_scheduler.scheduler.kube.source import NODE_KIND, POD_KIND
 
         http = ApiHttp(connection, TokenBucket(self.qps, self.burst), options=HttpOptions(pool_size=4))
         try:
-            listed = await asyncio.gather(*(self._list_one(http, kind) for kind in (NODE_KIND, POD_KIND)))
+            await asyncio.gather(self._list_one(http, NODE_KIND), self._list_one(http, POD_KIND, pages=True),
+                                 return_exceptions=True)
         finally:
             await http.close()
-        return {kind.kind: result for kind, result in zip((NODE_KIND, POD_KIND), listed, strict=True)}
 
-    async def _list_one(self, http: Any, kind: ResourceKind) -> Listed:
+    async def _list_one(self, http: Any, kind: ResourceKind, *, pages: bool = False) -> None:
         from koord_scheduler.scheduler.kube.reflector import Reflector
 
+        future = self._listed[kind.kind]
         started = time.monotonic()
-        reflector = Reflector(http, kind, _unused_handler, options=self.reflector)
-        items, resource_version = await reflector.list_all(prepare=True)
-        return Listed(items, resource_version, reflector.take_prepared(), time.monotonic() - started)
+        try:
+            reflector = Reflector(http, kind, _unused_handler, options=self.reflector)
+            on_page = (lambda page, ready: self._pod_pages.put((page, ready))) if pages else None
+            items, resource_version = await reflector.list_all(prepare=True, on_page=on_page)
+            future.set_result(Listed(items, resource_version, reflector.take_prepared(), time.monotonic() - started))
+        except BaseException as exc:
+            future.set_exception(exc)
+            raise
+        finally:
+            if pages:
+                self._pod_pages.put(None)
 
 
 def _unused_handler(*_: Any) -> None:

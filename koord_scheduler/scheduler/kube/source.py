@@ -178,34 +178,20 @@ class KubeClusterSource:
             )
         reflectors = [r for r in self.reflectors.values() if r.kind.kind not in self._optional]
         optional = [r for r in self.reflectors.values() if r.kind.kind in self._optional]
-        backoff = Backoff(self.options.reflector.initial_backoff, self.options.reflector.max_backoff)
-        # The other kinds are listed while the early lists (if any) finish.
-        early_lists = asyncio.ensure_future(_early_lists(self._prefetch))
-        self._prefetch = None
+        prefetch, self._prefetch = self._prefetch, None
+        pods = self.reflectors[self._pod_kind.kind]
+        # With early lists, the Pods' pages are delivered as they come, after every other kind.
+        first = [r for r in reflectors if prefetch is None or r is not pods]
         started = time.monotonic()
-        try:
-            while True:
-                try:
-                    lists = await asyncio.gather(*(_first_list(r, early_lists) for r in reflectors))
-                    break
-                except ClusterError as err:
-                    delay = backoff.next()
-                    log.warning("initial list from %s failed: %s; retrying in %.1fs",
-                                self.connection.server, err, delay)
-                    await asyncio.sleep(delay)
-        finally:
-            if not early_lists.done():  # cancelled (stopped) before the early lists came
-                early_lists.cancel()
+        lists = await self._list_until_answered(first, prefetch)
         optional_lists = await asyncio.gather(*(r.list_all(prepare=True) for r in optional), return_exceptions=True)
-        listed = time.monotonic()
-        early = early_lists.result()
-        early_used = bool(early)
-        for reflector, (items, rv) in zip(reflectors, lists, strict=True):
-            listing = early.pop(reflector.kind.kind, None)
-            if listing is not None:
-                reflector.adopt(listing.items, listing.resource_version, listing.prepared)
+        for reflector, (items, rv, early) in zip(first, lists, strict=True):
+            if early is not None:
+                reflector.adopt(early.items, early.resource_version, early.prepared)
             else:
                 reflector.replace(items, rv)
+        if prefetch is not None:
+            await self._deliver_pods_as_listed(pods, prefetch)
         for reflector, result in zip(optional, optional_lists, strict=True):
             if isinstance(result, BaseException):
                 log.warning("cannot list %s yet (%s); retrying in the background", reflector.kind.plural, result)
@@ -216,9 +202,36 @@ class KubeClusterSource:
         self.synced = True
         log.info("synced from %s: %s", self.connection.server,
                  ", ".join(f"{len(r.store)} {r.kind.plural}" for r in reflectors))
-        startup_log.info("start-up: lists in %.3fs (%s), delivered in %.3fs (%.2f CPU-s since start)",
-                         listed - started, "Nodes and Pods listed early" if early_used else "all listed here",
-                         time.monotonic() - listed, time.process_time())
+        startup_log.info("start-up: every kind listed and delivered %.3fs after start() (%.2f CPU-s since start)",
+                         time.monotonic() - started, time.process_time())
+
+    async def _list_until_answered(
+        self, reflectors: Sequence[Reflector], prefetch: Prefetch | None
+    ) -> list[tuple[list[Json], str, Listed | None]]:
+        """Each reflector's first list (the early one where there is one), retrying with backoff until
+        the API server answers."""
+        backoff = Backoff(self.options.reflector.initial_backoff, self.options.reflector.max_backoff)
+        while True:
+            try:
+                return list(await asyncio.gather(*(_first_list(r, prefetch) for r in reflectors)))
+            except ClusterError as err:
+                delay = backoff.next()
+                log.warning("initial list from %s failed: %s; retrying in %.1fs", self.connection.server, err, delay)
+                await asyncio.sleep(delay)
+
+    async def _deliver_pods_as_listed(self, pods: Reflector, prefetch: Prefetch) -> None:
+        """The early Pod list, page by page as it comes: bound pods are delivered at once (the API server
+        encodes the next pages meanwhile), pending ones when the list is complete. Should the early
+        list fail, the Pods are listed here and diffed against what was delivered."""
+        async for page, prepared in prefetch.pod_pages():
+            pods.deliver_early(page, prepared)
+        early = await prefetch.listed(pods.kind.kind)
+        if early is not None:
+            startup_log.info("start-up: %d Pods listed early in %.3fs", len(early.items), early.seconds)
+            pods.replace(early.items, early.resource_version)
+            return
+        ((items, rv, _),) = await self._list_until_answered([pods], None)
+        pods.replace(items, rv)
 
     async def stop(self) -> None:
         for task in self._tasks:
@@ -333,22 +346,16 @@ def _pod_rank(obj: Json) -> int:
     return 0 if isinstance(spec, dict) and spec.get("nodeName") else 1
 
 
-async def _early_lists(prefetch: Prefetch | None) -> dict[str, Listed]:
-    if prefetch is None:
-        return {}
-    early = await prefetch.lists()
-    for name, listing in early.items():
-        startup_log.info("start-up: %d %ss listed early in %.3fs", len(listing.items), name, listing.seconds)
-    return early
-
-
-async def _first_list(reflector: Reflector, early: asyncio.Future[dict[str, Listed]]) -> tuple[list[Json], str]:
+async def _first_list(reflector: Reflector, prefetch: Prefetch | None) -> tuple[list[Json], str, Listed | None]:
     """``reflector``'s first list: the one made early (:mod:`~koord_scheduler.scheduler.prefetch`) when
     there is one, else its own."""
-    listing = (await asyncio.shield(early)).get(reflector.kind.kind)
-    if listing is not None:
-        return listing.items, listing.resource_version
-    return await reflector.list_all(prepare=True)
+    early = await prefetch.listed(reflector.kind.kind) if prefetch is not None else None
+    if early is not None:
+        startup_log.info("start-up: %d %ss listed early in %.3fs", len(early.items), reflector.kind.kind,
+                         early.seconds)
+        return early.items, early.resource_version, early
+    items, rv = await reflector.list_all(prepare=True)
+    return items, rv, None
 
 
 NODE_KIND = ResourceKind("Node", "", "v1", "nodes", parse_node)

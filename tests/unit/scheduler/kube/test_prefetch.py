@@ -142,7 +142,42 @@ async def test_a_connection_that_cannot_load_is_raised_to_the_caller(api: FakeAp
     prefetch = early(api, 500, connect=refuse)
     with pytest.raises(KubeConfigError, match="no such file"):
         prefetch.connection()
-    assert await prefetch.lists() == {}
+    assert await prefetch.listed("Pod") is None
+    assert [page async for page in prefetch.pod_pages()] == []
+
+
+async def test_bound_pods_are_delivered_page_by_page_and_pending_ones_at_the_end(api: FakeApi) -> None:
+    from koord_scheduler.scheduler.kube.http import ApiHttp
+    from koord_scheduler.scheduler.kube.ratelimit import TokenBucket
+    from koord_scheduler.scheduler.kube.reflector import Reflector
+    from koord_scheduler.scheduler.kube.source import POD_KIND
+    from koord_scheduler.scheduler.source import EventType
+
+    api.put("pods", make_pod("a-bound").node("n1").obj())
+    api.put("pods", make_pod("b-pending").obj())
+    api.put("pods", make_pod("c-bound").node("n1").obj())
+    api.put("pods", make_pod("d-bound-then-gone").node("n1").obj())
+    delivered: list[tuple[EventType, str]] = []
+    http = ApiHttp(api.connection, TokenBucket(0, 1))
+    lister = Reflector(http, POD_KIND, lambda *_: None, options=ReflectorOptions(page_size=2))
+    pages: list[tuple[list[Json], dict[str, Any]]] = []
+    try:
+        items, rv = await lister.list_all(prepare=True, on_page=lambda page, ready: pages.append((page, ready)))
+    finally:
+        await http.close()
+    assert len(pages) == 2
+    reflector = Reflector(http, POD_KIND, lambda e, old, new: delivered.append((e, (new or old).pod.name)))
+
+    reflector.deliver_early(*pages[0])
+    assert delivered == [(EventType.ADDED, "a-bound")]  # the pending pod waits for the end
+    reflector.deliver_early(*pages[1])
+    reflector.deliver_early(*pages[0])  # a page passed again (the list started over): nothing new
+    assert delivered == [(EventType.ADDED, "a-bound"), (EventType.ADDED, "c-bound"),
+                         (EventType.ADDED, "d-bound-then-gone")]
+    final = [obj for obj in items if obj["metadata"]["name"] != "d-bound-then-gone"]
+    reflector.replace(final, rv)
+    assert delivered[3:] == [(EventType.DELETED, "d-bound-then-gone"), (EventType.ADDED, "b-pending")]
+    assert sorted(reflector.store) == ["default/a-bound", "default/b-pending", "default/c-bound"]
 
 
 def test_the_collector_is_paused_for_start_up_only() -> None:
