@@ -2,11 +2,12 @@
 
 Start-up is two kinds of waiting: this process's CPU (imports, reading the configuration, building the
 profiles) and the API server's (encoding thousands of objects as JSON, on its own core). A
-:class:`Prefetch` started right after the configuration is read loads the kubeconfig and lists Nodes and
-Pods on a thread with its own event loop, parsing each page while the next one is on its way, so the
-API server works while the main thread imports and builds. :meth:`KubeClusterSource.start` then takes
-these lists instead of listing again; the watches start from their resourceVersion, so nothing that
-changed in between is missed. When the early list fails, ``start`` lists as usual (with its retries).
+:class:`Prefetch` started right after the flags are read loads the kubeconfig and lists Nodes and Pods
+on a thread with its own event loop, parsing each page while the next one is on its way, so the API
+server works while the main thread imports and builds. :meth:`KubeClusterSource.start` then takes these
+lists instead of listing again, the Pods page by page as they come (bound pods are delivered at once,
+pending ones at the end); the watches start from the lists' resourceVersion, so nothing that changed in
+between is missed. When an early list fails, ``start`` lists that kind as usual (with its retries).
 
 The parsed values are the ones the source's own list would produce (the same :class:`ResourceKind`
 parsers); the thread touches nothing the main thread uses until the lists are handed over.

@@ -163,8 +163,9 @@ class KubeClusterSource:
         """List every kind (retrying with backoff until the API server answers), deliver the lists in
         order (Nodes, other kinds, bound Pods, pending Pods), then start the watches. ``kinds`` are
         added as :meth:`watch_kind` would (the plugins' subscriptions). Each page is parsed while the
-        next is fetched (:meth:`Reflector.list_all`); delivery waits for every list, so the cache is
-        whole before the first pending pod reaches the queue."""
+        next is fetched (:meth:`Reflector.list_all`); pending Pods are delivered last, so the cache is
+        whole before the first pending pod reaches the queue. With lists made early (``prefetch``), the
+        bound Pods are delivered page by page while the rest of the Pod list comes in."""
         for extra in kinds:
             if all(k.kind != extra.kind for k, _ in self._kinds):
                 self.watch_kind(extra.group, extra.version, extra.plural, extra.parse, extra.kind,
