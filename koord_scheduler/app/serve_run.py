@@ -221,7 +221,7 @@ async def _run(
                 return EXIT_OK
         finally:
             resume.cancel()
-            resume_collector()
+            resume_collector(freeze=scheduler is not None)  # the scheduler's HeapSettler settles it later
         if elector is not None and not await _until_stopped(elector.acquire(), stop):
             return EXIT_OK
 

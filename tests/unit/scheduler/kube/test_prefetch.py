@@ -193,6 +193,18 @@ def test_the_collector_is_paused_for_start_up_only() -> None:
         resume_collector()
     assert gc.isenabled()
 
+    # With freeze, what was allocated during the pause is not left for one huge generation-0 pass.
+    pause_collector()
+    loaded = [{"pod": [i]} for i in range(50_000)]
+    assert gc.get_count()[0] > 50_000
+    try:
+        resume_collector(freeze=True)
+        assert gc.isenabled()
+        assert gc.get_count()[0] < 1_000
+        assert gc.get_freeze_count() >= len(loaded)
+    finally:
+        gc.unfreeze()
+
 
 def test_the_modules_the_thread_imports_have_no_import_cycle() -> None:
     """The thread imports while the main thread imports too. Two threads can only catch each other in a
