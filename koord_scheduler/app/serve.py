@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -54,6 +55,8 @@ if TYPE_CHECKING:
     from koord_scheduler.scheduler.leaderelection import LeaderElectionOptions
 
 log = logging.getLogger("koord-scheduler")
+startup_log = logging.getLogger("koord_scheduler.startup")
+"""Start-up time-line lines (``-v 2``)."""
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -95,10 +98,28 @@ def serve_main(argv: Sequence[str], registry: Callable[[], Registry]) -> int:
     here are reported by the CLI as one line and exit 2."""
     ns = _parser().parse_args(list(argv))
     _setup_logging(ns.v)
-    options = _options(ns)
-    from koord_scheduler.app.serve_run import run_cluster
+    from koord_scheduler.scheduler.heap import pause_collector, resume_collector
 
-    return run_cluster(options, registry)
+    pause_collector()  # until the first lists are delivered (serve_run resumes it), or a failure here
+    try:
+        # The first lists of Nodes and Pods start now, on a thread, while the rest loads (the configuration's
+        # validation, imports, profiles); with what the file says, checked against the validated result.
+        from koord_scheduler.scheduler.prefetch import Prefetch, from_kubeconfig
+
+        stated = _stated_client(ns)
+        prefetch = None
+        if stated is not None:
+            prefetch = Prefetch(from_kubeconfig(stated[0]), qps=stated[1], burst=stated[2]).start()
+        options = _options(ns)
+        startup_log.info("start-up: configuration read (%.2f CPU-s since start)", time.process_time())
+        client = options.config.client_connection
+        if prefetch is None or stated != (options.kubeconfig, client.qps, client.burst):
+            prefetch = Prefetch(from_kubeconfig(options.kubeconfig), qps=client.qps, burst=client.burst).start()
+        from koord_scheduler.app.serve_run import run_cluster
+
+        return run_cluster(options, registry, prefetch=prefetch)
+    finally:
+        resume_collector()
 
 
 EVENT_LOOP_ENV = "PYKOORD_EVENT_LOOP"
@@ -250,6 +271,36 @@ def _options(ns: argparse.Namespace) -> ServeOptions:
         debug_flags_port=_port("--debug-flags-port", ns.debug_flags_port),
         webhook=_webhook_options(ns),
     )
+
+
+DEFAULT_QPS, DEFAULT_BURST = 50.0, 100
+"""``clientConnection``'s defaults (the configuration's own, repeated for :func:`_stated_client`)."""
+
+
+def _stated_client(ns: argparse.Namespace) -> tuple[str, float, int] | None:
+    """The kubeconfig and client limits as the flags and a plain KubeSchedulerConfiguration file state
+    them, read without validating the file (so listing can start while it is validated); None where
+    that is not simple to tell (a ConfigMap, anything unreadable). The caller compares the result with
+    the validated options and starts over on any difference."""
+    client: object = {}
+    if ns.config:
+        import yaml
+
+        try:
+            with open(ns.config, encoding="utf-8") as stream:
+                document = yaml.safe_load(stream)
+        except (OSError, ValueError, yaml.YAMLError):
+            return None
+        if not isinstance(document, dict) or document.get("kind") != "KubeSchedulerConfiguration":
+            return None
+        client = document.get("clientConnection") or {}
+    if not isinstance(client, dict):
+        return None
+    kubeconfig = ns.kubeconfig or client.get("kubeconfig") or ""
+    qps, burst = client.get("qps", DEFAULT_QPS), client.get("burst", DEFAULT_BURST)
+    if not isinstance(kubeconfig, str) or not isinstance(qps, int | float) or not isinstance(burst, int):
+        return None
+    return kubeconfig, float(qps), burst
 
 
 def _port(flag: str, port: int) -> int:

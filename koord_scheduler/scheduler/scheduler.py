@@ -38,6 +38,8 @@ from koord_scheduler.scheduler.queue import SchedulingQueue
 from koord_scheduler.scheduler.source import ClusterSource, EventType
 
 log = logging.getLogger(__name__)
+startup_log = logging.getLogger("koord_scheduler.startup")
+"""Start-up time-line lines (``-v 2``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -454,6 +456,9 @@ class Scheduler:
         sli = self.metrics.child(self.metrics.sli_duration, attempts_label(b.qpi.attempts))
         sli.observe(max(0.0, self.clock() - first))
         self.scheduled_count += 1
+        if self.scheduled_count == 1:
+            startup_log.info("start-up: first bind, %s to %s (%.2f CPU-s since start)", pod.key, node,
+                             time.process_time())
         self._record(Outcome(pod.key, node, "", b.qpi.attempts))
         self.queue.done(pod.key)
         self._spawn(self.source.report_scheduled(pod, node))
@@ -493,6 +498,7 @@ class Scheduler:
     async def run(self, stop: asyncio.Event) -> None:
         """Schedule until ``stop`` is set."""
         self.warm_up()
+        startup_log.info("start-up: scheduling starts (%.2f CPU-s since start)", time.process_time())
         heap = self.options.heap
         if heap is not None:  # settled when first idle (``heap.idle`` below), not before the first bind
             heap.loading()

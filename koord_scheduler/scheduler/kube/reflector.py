@@ -168,13 +168,17 @@ class Reflector:
 
     # ----- list -----
 
-    async def list_all(self, *, prepare: bool = False) -> tuple[list[Json], str]:
+    async def list_all(
+        self, *, prepare: bool = False, on_page: Callable[[list[Json], dict[str, tuple[str, Any]]], None] | None = None
+    ) -> tuple[list[Json], str]:
         """Every object (paginated, consistent read) and the list's resourceVersion.
 
         With ``prepare``, each page is parsed while the next one is being fetched (the API server
         serialises page k+1 on its core while this process parses page k on its own), and
         :meth:`replace` uses those values instead of parsing again: start-up then costs the larger of
-        the two, not their sum. Only for a first list (an empty store): an update needs the old value."""
+        the two, not their sum. Only for a first list (an empty store): an update needs the old value.
+        ``on_page`` gets each page with the values parsed from it, as soon as they are (a page of a list
+        that had to start over is passed again)."""
         items: list[Json] = []
         params = {"limit": str(self.options.page_size)}
         if self.kind.field_selector:
@@ -206,8 +210,9 @@ class Reflector:
                     fetch = self._fetch_page(params)
                     if prepare:
                         await asyncio.sleep(0)  # let the request go out before parsing this page
-                if prepare:
-                    self._prepare(page)
+                ready = self._prepare(page) if prepare else {}
+                if on_page is not None:
+                    on_page(list(page), ready)
                 if not token:
                     return items, str(meta.get("resourceVersion") or "")
         finally:
@@ -217,15 +222,48 @@ class Reflector:
     def _fetch_page(self, params: dict[str, str]) -> asyncio.Future[Json]:
         return asyncio.ensure_future(self.http.request_json("GET", self.kind.path, params=dict(params)))
 
-    def _prepare(self, page: Any) -> None:
-        """Parse a first list's page ahead of :meth:`replace`; what does not parse is left for it."""
+    def _prepare(self, page: Any) -> dict[str, tuple[str, Any]]:
+        """Parse a first list's page ahead of :meth:`replace`; what does not parse is left for it. The
+        page's parsed values (also kept for :meth:`replace`)."""
         parser = self.kind.parser
-        prepared = self._prepared
+        ready: dict[str, tuple[str, Any]] = {}
         for obj in page:
             try:
-                prepared[object_key(obj)] = (_rv(obj), parser(obj))
+                ready[object_key(obj)] = (_rv(obj), parser(obj))
             except ValueError:
                 continue
+        self._prepared.update(ready)
+        return ready
+
+    def take_prepared(self) -> dict[str, tuple[str, Any]]:
+        """The values :meth:`list_all` parsed ahead (key -> (resourceVersion, value)), handed over."""
+        prepared, self._prepared = self._prepared, {}
+        return prepared
+
+    def adopt(self, items: list[Json], resource_version: str, prepared: dict[str, tuple[str, Any]]) -> None:
+        """:meth:`replace` with a first list made elsewhere (:mod:`~koord_scheduler.scheduler.prefetch`)
+        and the values parsed from it."""
+        # Only a first list may reuse parsed values: an update needs the old value.
+        self._prepared = {} if self.store else prepared
+        self.replace(items, resource_version)
+
+    def deliver_early(self, page: list[Json], prepared: dict[str, tuple[str, Any]]) -> None:
+        """One page of a first list, before the rest of it is in: the page's objects of rank 0 (bound
+        pods) are delivered now with the values parsed for them; the others wait for the list's end
+        (:meth:`replace`, which delivers them in rank order with the values kept here, and takes out
+        whatever was delivered here but is not in the final list)."""
+        rank = self.kind.rank
+        for obj in page:
+            key = object_key(obj)
+            ready = prepared.get(key)
+            entry = self.store.get(key)
+            if entry is None and ready is not None:
+                self._prepared[key] = ready
+            if rank is not None and rank(obj) != 0:
+                continue
+            if entry is not None and entry.resource_version == _rv(obj) and _rv(obj):
+                continue  # the same page again (the list started over)
+            self._deliver_upsert(key, obj)
 
     def replace(self, items: list[Json], resource_version: str) -> None:
         """Make the store equal ``items`` and deliver the differences (all ADDED on the first list)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 
 import pytest
@@ -59,6 +60,7 @@ def test_bad_configuration_exits_2_with_one_message(
     assert want_in_message in err
     assert err.startswith("koord-scheduler: ")
     assert "Traceback" not in err
+    assert gc.isenabled()  # paused for start-up only, also when start-up fails
 
 
 def test_no_kubeconfig_outside_a_cluster(
@@ -180,3 +182,32 @@ def test_an_unknown_event_loop_is_refused() -> None:
 
     with pytest.raises(ServeError, match="PYKOORD_EVENT_LOOP: 'trio' is not an event loop"):
         event_loop_factory("trio")
+
+
+@pytest.mark.parametrize(
+    ("config", "flag", "want"),
+    [
+        pytest.param(GOOD_CONFIG, "", ("", 50.0, 100), id="defaults"),
+        pytest.param(GOOD_CONFIG + "clientConnection: {kubeconfig: /k, qps: 7, burst: 9}\n", "", ("/k", 7.0, 9),
+                     id="stated"),
+        pytest.param(GOOD_CONFIG + "clientConnection: {kubeconfig: /k}\n", "/flag", ("/flag", 50.0, 100),
+                     id="flag-wins"),
+        pytest.param("apiVersion: v1\nkind: ConfigMap\ndata: {}\n", "", None, id="configmap-not-guessed"),
+        pytest.param(GOOD_CONFIG + "clientConnection: {qps: fast}\n", "", None, id="odd-value"),
+        pytest.param("{not yaml", "", None, id="unreadable"),
+    ],
+)
+def test_the_stated_client_settings_match_the_validated_ones(
+    tmp_path: Path, config: str, flag: str, want: tuple[str, float, int] | None
+) -> None:
+    from koord_scheduler.app.serve import _options, _parser, _stated_client
+
+    path = tmp_path / "config.yaml"
+    path.write_text(config)
+    ns = _parser().parse_args(["--config", str(path), *(["--kubeconfig", flag] if flag else [])])
+    stated = _stated_client(ns)
+    assert stated == want
+    if stated is not None:  # what listing starts with early is what the validated configuration says
+        options = _options(ns)
+        client = options.config.client_connection
+        assert stated == (options.kubeconfig, client.qps, client.burst)
