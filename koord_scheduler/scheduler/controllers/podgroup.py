@@ -22,6 +22,7 @@ from apis.scheduling.podgroup import PodGroupRecord, PodGroupStatusRecord
 from koord_scheduler.framework.errors import ClusterError
 from koord_scheduler.framework.types import EventType
 from koord_scheduler.scheduler.controllers.waits import wake_or_stop
+from koord_scheduler.scheduler.controllers.workers import run_with_workers
 
 log = logging.getLogger(__name__)
 
@@ -175,17 +176,10 @@ class PodGroupController:
     async def reconcile(self) -> int:
         """Write every changed status, up to ``workers`` PodGroups at a time (each by one worker); the
         number written. A failed write is retried later."""
-        queue = iter(self.decisions())
-        done: list[int] = []
+        return sum(await run_with_workers(self.decisions(), self.workers, self._write))
 
-        async def worker() -> None:
-            for group, wanted in queue:
-                done.append(await self._write(group, wanted))
-
-        await asyncio.gather(*(worker() for _ in range(self.workers)))
-        return sum(done)
-
-    async def _write(self, group: PodGroupRecord, wanted: PodGroupStatusRecord) -> int:
+    async def _write(self, decision: tuple[PodGroupRecord, PodGroupStatusRecord]) -> int:
+        group, wanted = decision
         try:
             await self.api.patch_pod_group(group.namespace, group.name, {"status": wanted.to_wire()})
         except ClusterError as exc:

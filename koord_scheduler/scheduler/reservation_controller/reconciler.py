@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from koord_scheduler.framework.errors import log_failure
+from koord_scheduler.scheduler.controllers.workers import run_with_workers
 from koord_scheduler.scheduler.object_errors import INVALID, RECONCILE_ERROR, ObjectErrors
 from koord_scheduler.scheduler.reservation_controller.decide import (
     REASON_INVALID,
@@ -157,22 +158,11 @@ class Reconciler:
         """Write the decisions, up to ``workers`` Reservations at a time (Koordinator's ``controllerWorkers``:
         that many workers take Reservations off one queue). Each Reservation is written by one worker only,
         so its own writes keep their order; a failing write does not stop the others."""
-        pending = list(decisions)
-        workers = min(self._options.workers, len(pending))
-        if workers <= 1:
-            for name, decision in pending:
-                await self._apply_one(name, decision)
-            return
-        queue = iter(pending)
+        # The workers end before apply returns (kopf cancels tasks left over when it exits).
+        await run_with_workers(decisions, self._options.workers, self._apply_one)
 
-        async def worker() -> None:
-            for name, decision in queue:
-                await self._apply_one(name, decision)
-
-        # Awaited here: the workers end before apply returns (kopf cancels tasks left over when it exits).
-        await asyncio.gather(*(worker() for _ in range(workers)))
-
-    async def _apply_one(self, name: str, decision: Decision) -> None:
+    async def _apply_one(self, item: tuple[str, Decision]) -> None:
+        name, decision = item
         try:
             if decision.delete:
                 await asyncio.to_thread(self._writer.delete, name)
