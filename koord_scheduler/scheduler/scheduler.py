@@ -103,6 +103,7 @@ class Scheduler:
         self.options = options or SchedulerOptions()
         self.sampler = Sampler()
         self.outcomes: dict[str, Outcome] = {}
+        """The last outcome of each pod that still exists (a deleted pod's is dropped)."""
         self._object_handlers: dict[str, list[ObjectHandler]] = {}
         self.watched_kinds: dict[str, ObjectKind] = {}
         self._pod_handlers: list[ObjectHandler] = []
@@ -178,6 +179,7 @@ class Scheduler:
             assert pod is not None
             self.nominator.delete(pod)
             self.gated_messages.pop(pod.key, None)
+            self.outcomes.pop(pod.key, None)  # kept for pods that exist: a long run must not grow with churn
             if pod.node_name or self.cache.get_pod(pod.key) is not None:
                 self.cache.remove_pod(pod)
                 self.queue.on_cluster_event(ClusterEvent(EventResource.ASSIGNED_POD, ActionType.DELETE), pod, None)

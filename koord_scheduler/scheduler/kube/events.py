@@ -181,6 +181,11 @@ class EventRecorder:
         await asyncio.gather(*self._senders, return_exceptions=True)
         self._senders = []
 
+    @property
+    def open_series(self) -> int:
+        """How many Event series are remembered (each may still be counted up)."""
+        return len(self._series)
+
     async def flush(self) -> None:
         """Wait until every queued event has been sent (tests)."""
         await self._queue.join()
@@ -212,6 +217,7 @@ class EventRecorder:
     ) -> None:
         """Queue an Event about any object; cluster-scoped objects' Events go to ``default``."""
         now = self.clock()
+        self._finish_series(now)
         identity = regarding.uid or f"{regarding.kind}/{regarding.namespace}/{regarding.name}"
         key = (identity, reason, action, controller, event_type)
         series = self._series.get(key)
@@ -231,6 +237,17 @@ class EventRecorder:
         while len(self._series) > self.options.max_series:
             self._series.popitem(last=False)
         self._put(_Send(key, _NewEvent(regarding, namespace, name, now, controller, action, reason, event_type, note)))
+
+    def _finish_series(self, now: float) -> None:
+        """Forget the series not observed within the window (client-go's events recorder finishes them the
+        same way): the next occurrence starts a new Event anyway, and a long run must not keep one entry per
+        pod it ever scheduled. The dict is in order of last observation, so the stale ones are in front."""
+        series, window = self._series, self.options.series_window
+        while series:
+            key, oldest = next(iter(series.items()))
+            if now - oldest.last_observed <= window:
+                return
+            del series[key]
 
     def _put(self, item: _Send) -> None:
         try:

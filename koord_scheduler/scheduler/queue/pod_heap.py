@@ -21,7 +21,9 @@ _Entry = tuple[Any, ...]
 """``order + (seq, key, pod)``. The sequence number is unique, so comparing entries never reaches the key or
 the pod."""
 
-_COMPACT_MIN_STALE = 1024
+_COMPACT_MIN_STALE = 128
+"""Stale entries tolerated before a rebuild is considered: a standby replica never pops, so removals are
+its only way to shed the pods the leader bound."""
 
 
 class PodHeap:

@@ -302,3 +302,13 @@ async def test_plugins_warm_up_once_after_the_listing_before_the_first_cycle(war
     await scheduler.run_until_idle()
     assert [c for c in rec.calls if c.startswith("warm_up")] == ["warm_up:1-nodes"]
     assert {o.pod_key: o.node for o in scheduler.outcomes.values()} == {"default/a": "n1"}
+
+
+async def test_a_deleted_pods_outcome_is_forgotten() -> None:
+    """A long run keeps one outcome per existing pod, not one per pod ever seen."""
+    scheduler, cluster = build(Recorder(), NODES, [make_pod("a").req(cpu="1").build(),
+                                                   make_pod("b").req(cpu="1").build()])
+    await run(scheduler, cluster)
+    assert set(scheduler.outcomes) == {"default/a", "default/b"}
+    await cluster.delete_pod(cluster.pods["default/a"], reason="test")
+    assert set(scheduler.outcomes) == {"default/b"}
