@@ -34,7 +34,9 @@ from typing import Any
 from koord_scheduler.framework.errors import ClusterError, log_failure
 from koord_scheduler.scheduler.kube import jsoncodec
 from koord_scheduler.scheduler.kube.heap import request_trim
-from koord_scheduler.scheduler.kube.http import ApiError, ApiHttp, iter_lines
+from koord_scheduler.scheduler.kube.http import ApiConnectionError, ApiError, ApiHttp, iter_lines
+from koord_scheduler.scheduler.kube.outage_log import SHARED as SHARED_OUTAGES
+from koord_scheduler.scheduler.kube.outage_log import OutageLog
 from koord_scheduler.scheduler.source import EventType
 
 log = logging.getLogger(__name__)
@@ -143,9 +145,11 @@ class Reflector:
         options: ReflectorOptions | None = None,
         on_invalid: Callable[[Rejection], None] = log_rejection,
         on_listed: Callable[[], None] = request_trim,
+        outages: OutageLog = SHARED_OUTAGES,
     ) -> None:
         """``on_listed`` runs after every list has been applied (:meth:`replace`); by default it asks
-        for the heap to be trimmed (:mod:`.heap`), since a list frees a burst of memory."""
+        for the heap to be trimmed (:mod:`.heap`), since a list frees a burst of memory. ``outages``
+        folds the retries of an API-server outage into one warning (:mod:`.outage_log`)."""
         self.http = http
         self.kind = kind
         self.handler = handler
@@ -161,6 +165,7 @@ class Reflector:
         self._rejected: dict[str, str] = {}
         """key -> resourceVersion of the last version logged as malformed (log each version once)."""
         self._backoff = Backoff(self.options.initial_backoff, self.options.max_backoff)
+        self.outages = outages
 
     def get(self, key: str) -> Any:
         entry = self.store.get(key)
@@ -298,7 +303,7 @@ class Reflector:
                 try:
                     items, rv = await self.list_all()
                 except ClusterError as err:
-                    await self._pause(f"list {self.kind.plural} failed: {err}")
+                    await self._pause(f"list {self.kind.plural} failed: {err}", err)
                     continue
                 self.replace(items, rv)
                 need_list = False
@@ -322,14 +327,14 @@ class Reflector:
                     continue
                 if time.monotonic() - started >= self.options.healthy_watch_seconds:
                     self._backoff.reset()
-                await self._pause(f"watch {self.kind.plural} failed: {err}")
+                await self._pause(f"watch {self.kind.plural} failed: {err}", err)
                 continue
             if delivered or time.monotonic() - started >= self.options.healthy_watch_seconds:
                 self._backoff.reset()
 
-    async def _pause(self, message: str) -> None:
+    async def _pause(self, message: str, err: ClusterError | None = None) -> None:
         delay = self._backoff.next()
-        log.warning("%s; retrying in %.1fs", message, delay)
+        self.outages.failure(log, f"{message}; retrying in {delay:.1f}s", transient=_transient(err))
         await asyncio.sleep(delay)
 
     async def watch_once(self) -> int:
@@ -458,3 +463,10 @@ def object_key(obj: Json) -> str:
 def _rv(obj: Any) -> str:
     meta = obj.get("metadata") if isinstance(obj, dict) else None
     return str(meta.get("resourceVersion") or "") if isinstance(meta, dict) else ""
+
+
+def _transient(err: ClusterError | None) -> bool:
+    """The server could not be reached, or said it is unavailable or overloaded (5xx, 429): an outage."""
+    if isinstance(err, ApiConnectionError):
+        return True
+    return isinstance(err, ApiError) and (err.status >= 500 or err.status == 429)

@@ -204,7 +204,7 @@ async def test_reconnects_with_capped_exponential_backoff_after_server_errors(
         await source.start(sink)
         await eventually(lambda: api.watcher_count("pods") == 1)
         api.failures["/api/v1/pods"] = [503, 503, 503, 503]
-        with caplog.at_level(logging.WARNING):
+        with caplog.at_level(logging.DEBUG, logger="koord_scheduler.scheduler.kube.reflector"):
             await api.drop_watches("pods")
             await eventually(lambda: api.watcher_count("pods") == 1 and not api.failures["/api/v1/pods"])
         api.put("pods", make_pod("after").obj())
