@@ -132,10 +132,11 @@ def fit_failures_arrays(
             failing_rows |= np.subtract(allocatable[:, col], requested[:, col]) < amount
         failing = np.take(failing_rows, positions)
     else:
-        failing = np.take(pod_count, positions) >= np.take(allowed_pods, positions)
-        for col, amount in zip(fit.columns.tolist(), fit.amounts.tolist(), strict=True):
-            free = np.take(allocatable[:, col], positions) - np.take(requested[:, col], positions)
-            failing |= free < amount
+        # Whole rows: np.take of a column view would first copy the entire (strided) column.
+        free_rows = np.take(allocatable, positions, axis=0)
+        free_rows -= np.take(requested, positions, axis=0)
+        failing = (free_rows[:, fit.columns] < fit.amounts).any(axis=1)
+        failing |= np.take(pod_count, positions) >= np.take(allowed_pods, positions)
     idx = np.flatnonzero(failing)
     if len(idx) == 0:
         return idx, np.zeros(0, dtype=np.int64)
