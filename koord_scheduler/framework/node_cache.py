@@ -106,8 +106,9 @@ def _changes(snapshot: ClusterSnapshot, since: int) -> tuple[Positions, Position
 FilterCompute = Callable[[Positions], tuple[np.ndarray, list[Status]]]
 """``compute(dirty) -> (ids aligned with dirty (-1 = passed, else index into statuses), statuses)``."""
 
-SumCompute = Callable[[Positions], tuple[IntArray, np.ndarray]]
-"""``compute(dirty) -> (weighted sums aligned with dirty, per node: whether any raw score was out of range)``."""
+SumCompute = Callable[[Positions], tuple[IntArray, np.ndarray | None]]
+"""``compute(dirty) -> (weighted sums aligned with dirty, per node: whether any raw score was out of range)``;
+None for the second when no score was."""
 
 _Entry = TypeVar("_Entry", _FilterEntry, _ScoreEntry, _SumEntry)
 
@@ -155,6 +156,12 @@ class NodeResultCache:
                         entry.failing += (fresh_id >= 0) - (old_id >= 0)
                         ids[pos] = fresh_id
                         entry.changes += 1
+            elif not local_statuses:
+                # Every changed node passes (the usual case): no id table to build.
+                if entry.failing:
+                    entry.failing -= int(np.count_nonzero(entry.ids[dirty] >= 0))
+                entry.ids[dirty] = PASSED
+                entry.changes += 1
             else:
                 # local id -1 maps to the appended PASSED slot
                 table = np.array([*remap, PASSED], dtype=np.int32)
@@ -234,7 +241,11 @@ class NodeResultCache:
         if len(dirty):
             sums, invalid = compute(dirty)
             entry.sums[dirty] = sums
-            if len(dirty) <= FEW_NODES:
+            if invalid is None:
+                if entry.invalid_count:
+                    entry.invalid_count -= int(np.count_nonzero(entry.invalid[dirty]))
+                    entry.invalid[dirty] = False
+            elif len(dirty) <= FEW_NODES:
                 flags = entry.invalid
                 for pos, bad in zip(dirty.tolist(), np.asarray(invalid).tolist(), strict=True):
                     entry.invalid_count += bad - bool(flags[pos])

@@ -135,8 +135,8 @@ def fit_failures_arrays(
         # Whole rows: np.take of a column view would first copy the entire (strided) column.
         free_rows = np.take(allocatable, positions, axis=0)
         free_rows -= np.take(requested, positions, axis=0)
-        failing = (free_rows[:, fit.columns] < fit.amounts).any(axis=1)
-        failing |= np.take(pod_count, positions) >= np.take(allowed_pods, positions)
+        failing = np.take(pod_count, positions) >= np.take(allowed_pods, positions)
+        failing |= (free_rows[:, fit.columns] < fit.amounts).any(axis=1)
     idx = np.flatnonzero(failing)
     if len(idx) == 0:
         return idx, np.zeros(0, dtype=np.int64)
