@@ -26,10 +26,13 @@ from koord_scheduler.framework.status import Status
 
 UNKNOWN = -2
 PASSED = -1
-FEW_NODES = 8
+FEW_NODES = 4
 """Up to this many nodes, results are bookkept in plain Python, and plugins that have both the batch and
 the per-node form of Filter/Score are asked through the per-node one (cheaper on one node). The one
-threshold: plugins do not keep their own."""
+threshold: plugins do not keep their own. Measured crossover (5,000 nodes, 2-core VM): a per-node Score
+costs 3-4 µs a node, NodeResourcesFit's and BalancedAllocation's batch Score 15-19 µs for any handful of
+nodes, so the batch form wins from about five nodes (an entry of one request shape in a 16-shape mix
+recomputes 16 nodes on average)."""
 
 
 _entry_serials = count()
