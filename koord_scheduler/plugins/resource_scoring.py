@@ -241,6 +241,6 @@ def gather(
         requested = np.empty((len(positions), len(resources)), dtype=np.int64)
         for i, r in enumerate(resources):
             requested[:, i] = nz_rows[:, r.non_zero_col] if r.non_zero_col >= 0 else used_rows[:, r.column]
-    # The gathered rows are fresh arrays (a view of one is ours to change).
+    # The row gathers are new arrays (``requested`` at most a view of one): adding in place is safe.
     requested += np.array([r.amount for r in resources], dtype=np.int64)
     return requested, allocatable
