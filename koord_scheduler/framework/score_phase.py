@@ -193,26 +193,39 @@ class ScorePhase:
         except TypeError:  # signatures of plugin-replaced pods may hold plain dicts: not cached
             return None
 
-        def compute(dirty: Positions) -> tuple[IntArray, np.ndarray]:
+        def compute(dirty: Positions) -> tuple[IntArray, np.ndarray | None]:
             n = len(dirty)
             if n > FEW_NODES:
-                sums = np.zeros(n, dtype=np.int64)
-                invalid = np.zeros(n, dtype=np.bool_)
+                sums: IntArray | None = None
+                invalid: np.ndarray | None = None
                 for e in folded:
                     raw = np.asarray(e.scorer(n).score_nodes(state, pod, snapshot, dirty), dtype=np.int64)
-                    invalid |= (raw < MIN_NODE_SCORE) | (raw > MAX_NODE_SCORE)
-                    sums += raw * e.weight
+                    # Two reductions; the per-node mask only when some score is out of range (rare).
+                    if raw.min() < MIN_NODE_SCORE or raw.max() > MAX_NODE_SCORE:
+                        bad = (raw < MIN_NODE_SCORE) | (raw > MAX_NODE_SCORE)
+                        invalid = bad if invalid is None else invalid | bad
+                    if sums is None:
+                        sums = raw * e.weight  # a new array: ``raw`` may be the plugin's own
+                    elif e.weight == 1:
+                        sums += raw
+                    else:
+                        sums += raw * e.weight
+                assert sums is not None  # ``folded`` is never empty
                 return sums, invalid
             # The node or two a cycle usually changes: plain ints beat a dozen numpy calls.
             total = [0] * n
-            bad = [False] * n
+            bad_at: list[int] = []
             for e in folded:
                 weight = e.weight
                 for i, value in enumerate(_few_scores(e, state, pod, snapshot, dirty)):
                     total[i] += value * weight
                     if value < MIN_NODE_SCORE or value > MAX_NODE_SCORE:
-                        bad[i] = True
-            return np.array(total, dtype=np.int64), np.array(bad, dtype=np.bool_)
+                        bad_at.append(i)
+            flags = None
+            if bad_at:
+                flags = np.zeros(n, dtype=np.bool_)
+                flags[bad_at] = True
+            return np.array(total, dtype=np.int64), flags
 
         assert self._node_cache is not None
         try:

@@ -30,6 +30,7 @@ from koord_scheduler.framework.restored import RESTORED_CAPACITY
 from koord_scheduler.framework.snapshot import IntArray, Positions
 from koord_scheduler.framework.status import Status, unresolvable, unschedulable
 from koord_scheduler.plugins import names
+from koord_scheduler.plugins.resource_scoring import select_columns
 
 TOO_MANY_PODS = "Too many pods"
 MAX_CHECKED_COLUMNS = 61
@@ -132,11 +133,13 @@ def fit_failures_arrays(
             failing_rows |= np.subtract(allocatable[:, col], requested[:, col]) < amount
         failing = np.take(failing_rows, positions)
     else:
+        # Whole rows: np.take of a column view would first copy the entire (strided) column.
+        free_rows = np.take(allocatable, positions, axis=0)
+        free_rows -= np.take(requested, positions, axis=0)
         failing = np.take(pod_count, positions) >= np.take(allowed_pods, positions)
-        for col, amount in zip(fit.columns.tolist(), fit.amounts.tolist(), strict=True):
-            free = np.take(allocatable[:, col], positions) - np.take(requested[:, col], positions)
-            failing |= free < amount
-    idx = np.flatnonzero(failing)
+        short = select_columns(free_rows, fit.columns.tolist()) < fit.amounts
+        failing |= np.logical_or.reduce(short, axis=1)
+    idx: Positions = failing.nonzero()[0]
     if len(idx) == 0:
         return idx, np.zeros(0, dtype=np.int64)
     return idx, failure_codes(

@@ -58,20 +58,30 @@ def _columns(allocatable: IntArray) -> tuple[bool, int]:
 
 
 def least_allocated(requested: IntArray, allocatable: IntArray, weights: IntArray) -> IntArray:
-    """LeastAllocated: per resource ``(cap - req) * 100 // cap`` (0 when ``req > cap``)."""
+    """LeastAllocated: per resource ``(cap - req) * 100 // cap`` (0 when ``req > cap``).
+
+    Whole-matrix operations (about a dozen numpy calls whatever ``k``): the node cache asks for a few
+    dozen nodes at a time, where the number of calls, not the data, is the cost."""
     all_counted, k = _columns(allocatable)
     if k == 0:
         return np.zeros(len(requested), dtype=np.int64)
-    per_resource = []
-    for i in range(k):
-        cap = allocatable[:, i]
-        # A cell with cap == 0 gets numerator 0 and divisor 1, so it adds 0; its weight is left out below.
-        score = np.maximum(cap - requested[:, i], 0)
-        score *= MAX_NODE_SCORE
-        score //= cap if all_counted else np.maximum(cap, 1)
-        per_resource.append(score)
-    counted = None if all_counted else [allocatable[:, i] > 0 for i in range(k)]
-    return _weighted_average(per_resource, weights, counted)
+    score = np.subtract(allocatable, requested)
+    np.maximum(score, 0, out=score)
+    score *= MAX_NODE_SCORE
+    if all_counted:
+        score //= allocatable
+        weight_sum = int(weights.sum())
+        if weight_sum <= 0:
+            return np.zeros(len(requested), dtype=np.int64)
+        total: IntArray = score @ weights
+        total //= weight_sum
+        return total
+    # A cell with cap == 0 gets numerator 0 and divisor 1, so it adds 0; its weight is left out.
+    score //= np.maximum(allocatable, 1)
+    counted = allocatable > 0
+    weight_sums = counted @ weights
+    out: IntArray = np.where(weight_sums > 0, (score @ weights) // np.maximum(weight_sums, 1), 0)
+    return out
 
 
 def most_allocated(requested: IntArray, allocatable: IntArray, weights: IntArray) -> IntArray:
@@ -202,25 +212,35 @@ def scored_resources(
     return tuple(out)
 
 
+def select_columns(rows: IntArray, columns: Sequence[int]) -> IntArray:
+    """``rows[:, columns]``; a view when the columns are consecutive and ascending (cpu and memory, the
+    usual case), which costs a fraction of a fancy index on the few rows the node cache rescores."""
+    if columns and all(c == columns[0] + i for i, c in enumerate(columns)):
+        return rows[:, columns[0] : columns[0] + len(columns)]
+    out: IntArray = rows[:, list(columns)]
+    return out
+
+
 def gather(
     snapshot: ClusterSnapshot, positions: Positions, resources: Sequence[ScoredResource]
 ) -> tuple[IntArray, IntArray]:
-    """(requested including the pod, allocatable) as (nodes, resources) arrays."""
-    n, k = len(positions), len(resources)
-    # Fortran order keeps each resource's column contiguous for the column-wise scoring maths.
-    requested = np.empty((n, k), dtype=np.int64, order="F")
-    allocatable = np.empty((n, k), dtype=np.int64, order="F")
-    alloc_rows = np.take(snapshot.allocatable, positions, axis=0)
-    used_rows: IntArray | None = None
-    non_zero_rows: IntArray | None = None
-    for i, r in enumerate(resources):
-        allocatable[:, i] = alloc_rows[:, r.column]
-        if r.non_zero_col >= 0:
-            if non_zero_rows is None:
-                non_zero_rows = np.take(snapshot.non_zero_requested, positions, axis=0)
-            np.add(non_zero_rows[:, r.non_zero_col], r.amount, out=requested[:, i])
-        else:
-            if used_rows is None:
-                used_rows = np.take(snapshot.requested, positions, axis=0)
-            np.add(used_rows[:, r.column], r.amount, out=requested[:, i])
+    """(requested including the pod, allocatable) as (nodes, resources) arrays: one row gather per
+    snapshot array and one column selection (a few numpy calls whatever the number of resources). The
+    rows are gathered first: ``np.take`` of a column view would copy the whole column."""
+    columns = [r.column for r in resources]
+    allocatable = select_columns(np.take(snapshot.allocatable, positions, axis=0), columns)
+    non_zero = [r.non_zero_col for r in resources]
+    requested: IntArray
+    if all(c >= 0 for c in non_zero):
+        requested = select_columns(np.take(snapshot.non_zero_requested, positions, axis=0), non_zero)
+    elif all(c < 0 for c in non_zero):
+        requested = select_columns(np.take(snapshot.requested, positions, axis=0), columns)
+    else:
+        nz_rows = np.take(snapshot.non_zero_requested, positions, axis=0)
+        used_rows = np.take(snapshot.requested, positions, axis=0)
+        requested = np.empty((len(positions), len(resources)), dtype=np.int64)
+        for i, r in enumerate(resources):
+            requested[:, i] = nz_rows[:, r.non_zero_col] if r.non_zero_col >= 0 else used_rows[:, r.column]
+    # The row gathers are new arrays (``requested`` at most a view of one): adding in place is safe.
+    requested += np.array([r.amount for r in resources], dtype=np.int64)
     return requested, allocatable

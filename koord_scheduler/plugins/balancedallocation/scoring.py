@@ -26,7 +26,12 @@ def balanced_allocation(requested: IntArray, allocatable: IntArray) -> IntArray:
     if k < 2 or n == 0:
         return np.full(n, MAX_NODE_SCORE, dtype=np.int64)
     if bool(allocatable.min() > 0):
-        std = _std_all_counted([np.minimum(requested[:, i] / allocatable[:, i], 1.0) for i in range(k)])
+        fractions = np.true_divide(requested, allocatable)
+        np.minimum(fractions, 1.0, out=fractions)
+        if k == 2:
+            std = np.abs((fractions[:, 0] - fractions[:, 1]) / 2)
+        else:
+            std = _std_all_counted([fractions[:, i] for i in range(k)])
     else:
         std = _std_masked(requested, allocatable)
     scores: IntArray = ((1 - std) * MAX_NODE_SCORE).astype(np.int64)

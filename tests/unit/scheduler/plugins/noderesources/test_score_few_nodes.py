@@ -85,6 +85,9 @@ def test_fit_few_nodes_score_as_the_arrays(raw: dict[str, object], seed: int) ->
         whole = plugin.score_nodes(state, pod, snap, every).tolist()
         one_by_one = [plugin.score(state, pod, snap.info(pos)) for pos in every.tolist()]
         assert one_by_one == whole
+        # A subset (the nodes a cached entry rescores), in any order: the same scores node by node.
+        subset = np.array(rng.sample(every.tolist(), rng.randrange(FEW_NODES + 1, len(every))), dtype=np.intp)
+        assert plugin.score_nodes(state, pod, snap, subset).tolist() == [whole[every.tolist().index(p)] for p in subset]
         checked += len(set(whole))
     assert checked > 12, "the draws should give varied scores"
 
@@ -107,6 +110,9 @@ def test_balanced_few_nodes_score_as_the_arrays(resources: list[str], seed: int)
         whole = plugin.score_nodes(state, pod, snap, every).tolist()
         one_by_one = [plugin.score(state, pod, snap.info(pos)) for pos in every.tolist()]
         assert one_by_one == whole
+        # A subset (the nodes a cached entry rescores), in any order: the same scores node by node.
+        subset = np.array(rng.sample(every.tolist(), rng.randrange(FEW_NODES + 1, len(every))), dtype=np.intp)
+        assert plugin.score_nodes(state, pod, snap, subset).tolist() == [whole[every.tolist().index(p)] for p in subset]
 
 
 @pytest.mark.parametrize(
