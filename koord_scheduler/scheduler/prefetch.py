@@ -99,6 +99,12 @@ class Prefetch:
         """Both early lists are in (or failed)."""
         return all(future.done() for future in self._listed.values())
 
+    def release(self) -> None:
+        """Forget the lists once the source has delivered them. Whoever started the prefetch keeps it
+        until the process exits; without this the raw JSON of every Node and Pod of the first lists
+        (hundreds of MB at 50,000 pods) would stay as long. :meth:`listed` says None afterwards."""
+        self._listed = {}
+
     async def listed(self, kind: str) -> Listed | None:
         """``kind``'s (``Node``, ``Pod``) early list; None when there is none or it failed (logged)."""
         future = self._listed.get(kind)

@@ -193,6 +193,7 @@ class KubeClusterSource:
                 reflector.replace(items, rv)
         if prefetch is not None:
             await self._deliver_pods_as_listed(pods, prefetch)
+            prefetch.release()
         for reflector, result in zip(optional, optional_lists, strict=True):
             if isinstance(result, BaseException):
                 log.warning("cannot list %s yet (%s); retrying in the background", reflector.kind.plural, result)

@@ -97,6 +97,8 @@ async def test_early_lists_deliver_what_the_source_would_list(
         assert (list_requests(api, "/api/v1/nodes") - node_lists, list_requests(api, "/api/v1/pods") - pod_lists) \
             == listed_early
         assert listed_early[1] >= 1
+        # The lists are not kept past start(): the caller holds the prefetch as long as the process runs.
+        assert await prefetch.listed("Pod") is None and await prefetch.listed("Node") is None
     finally:
         await source.stop()
 
