@@ -50,6 +50,9 @@ class Http1Pool:
         self.host_header = f"{self.host}:{self.port}" if parts.port else self.host
         self._slots = asyncio.Semaphore(size)
         self._idle: list[_Connection] = []
+        self._closing: set[asyncio.Task[None]] = set()
+        """Connections closed but not yet shut down (TLS needs the loop to finish that): :meth:`close`
+        waits for them, so a loop that ends right after leaves no transport behind."""
 
     async def _open(self) -> _Connection:
         kwargs = {}
@@ -90,22 +93,42 @@ class Http1Pool:
             else:
                 payload = await conn.reader.read()  # delimited by close
                 keep_alive = False
-        except BaseException:
-            conn.close()
+        except BaseException:  # cancelled (a stopping caller) included
+            self._discard(conn)
             raise
         if keep_alive:
             self._idle.append(conn)
         else:
-            conn.close()
+            self._discard(conn)
         return status, payload, retry_after
 
+    def _discard(self, conn: _Connection) -> None:
+        conn.close()
+        task = asyncio.get_running_loop().create_task(_wait_closed(conn))
+        self._closing.add(task)
+        task.add_done_callback(self._closing.discard)
+
     async def close(self) -> None:
+        """Close the idle connections and wait (at most ``CLOSE_WAIT_SECONDS``) until every connection
+        this pool closed is shut down, those of requests cancelled just before included."""
         idle, self._idle = self._idle, []
         for conn in idle:
-            conn.close()
-        for conn in idle:
-            with contextlib.suppress(OSError):
-                await conn.writer.wait_closed()
+            self._discard(conn)
+        if self._closing:
+            await asyncio.wait(list(self._closing), timeout=CLOSE_WAIT_SECONDS)
+
+    @property
+    def closing(self) -> int:
+        """Connections closed and still shutting down."""
+        return len(self._closing)
+
+
+CLOSE_WAIT_SECONDS = 2.0
+
+
+async def _wait_closed(conn: _Connection) -> None:
+    with contextlib.suppress(OSError, ssl.SSLError):
+        await conn.writer.wait_closed()
 
 
 class _StaleConnectionError(Exception):

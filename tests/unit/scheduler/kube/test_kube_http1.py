@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import ssl
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 
 import pytest
 
 from koord_scheduler.scheduler.kube.http1 import Http1Pool
+from koord_scheduler.webhook.certs import generate_bundle, server_ssl_context, write_bundle
 
 Responder = Callable[[int], bytes]
 """request number (0-based, over the whole server) -> raw response bytes; b"" closes the connection."""
@@ -121,3 +124,40 @@ async def test_garbage_is_an_os_error(make_pool) -> None:  # type: ignore[no-unt
     pool, _ = await make_pool(lambda i: b"SMTP ready\r\n\r\n")
     with pytest.raises(OSError, match="not an HTTP"):
         await pool.request(HEAD, b"{}", timeout=5)
+
+
+
+async def test_a_request_cancelled_in_flight_is_shut_down_by_close(tmp_path: Path) -> None:
+    """A caller stopping (its task cancelled) mid-request over TLS: close() waits until that connection's
+    TLS shutdown is done, so a loop that ends right after (this test's) has no transport left to warn
+    about (the suite turns such warnings into failures)."""
+    bundle = generate_bundle(["127.0.0.1"])
+    write_bundle(bundle, tmp_path)
+    saw_eof = asyncio.Event()
+
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            await reader.read()  # never answers; returns when the client has shut the connection down
+            saw_eof.set()
+        except (ConnectionError, ssl.SSLError):
+            pass
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(silent, "127.0.0.1", 0, ssl=server_ssl_context(tmp_path))
+    port = int(server.sockets[0].getsockname()[1])
+    client_context = ssl.create_default_context(cadata=bundle.ca_pem.decode())
+    pool = Http1Pool(f"https://127.0.0.1:{port}", ssl_context=client_context, size=2)
+    try:
+        task = asyncio.ensure_future(pool.request(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", None, timeout=30))
+        await asyncio.sleep(0.3)  # connected, request sent, waiting for an answer
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert pool.closing == 1
+        await pool.close()
+        assert pool.closing == 0
+        await asyncio.wait_for(saw_eof.wait(), 2)
+    finally:
+        server.close()
+        await server.wait_closed()
