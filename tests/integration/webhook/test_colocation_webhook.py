@@ -274,9 +274,11 @@ def test_the_binary_bootstraps_its_certificate_and_mutates(control_plane: Contro
         assert pod["spec"]["priorityClassName"] == "koord-batch"
     finally:
         process.send_signal(signal.SIGTERM)
-        assert process.wait(20) == 0, (tmp_path / "koord-scheduler.log").read_text()[-3000:]
-        log.close()
-        control_plane.request("DELETE", mwc_path)
+        try:
+            assert process.wait(20) == 0, (tmp_path / "koord-scheduler.log").read_text()[-3000:]
+        finally:
+            log.close()
+            control_plane.request("DELETE", mwc_path)
 
 
 def _serving(port: int) -> bool:
