@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from koord_scheduler.framework.errors import describe, log_failure
+from koord_scheduler.scheduler.kube.outage_log import OutageWindow
 
 log = logging.getLogger("koord-scheduler")
 
@@ -54,11 +55,8 @@ class RetryFolding(logging.Filter):
 
     def __init__(self, quiet_seconds: float = 60.0, *, clock: Callable[[], float] = time.monotonic) -> None:
         super().__init__()
-        self.quiet_seconds = quiet_seconds
-        self.clock = clock
+        self.window = OutageWindow(quiet_seconds, clock=clock)
         self.dropped = 0
-        self._last: float | None = None
-        self._lock = threading.Lock()
 
     def filter(self, record: logging.LogRecord) -> bool:
         if not record.name.startswith("kopf"):
@@ -66,15 +64,11 @@ class RetryFolding(logging.Filter):
         match = self.RETRY.match(record.getMessage())
         if match is None:
             return True
-        now = self.clock()
-        with self._lock:
-            new_outage = self._last is None or now - self._last > self.quiet_seconds
-            self._last = now
-            if not new_outage:
-                self.dropped += 1
-                return False
+        if not self.window.starts_outage():
+            self.dropped += 1
+            return False
         record.msg = (f"API server requests are failing; kopf retries them (further failures are not logged "
-                      f"until {self.quiet_seconds:.0f}s pass without one): {match.group('what')}")
+                      f"until {self.window.quiet_seconds:.0f}s pass without one): {match.group('what')}")
         record.args = None
         record.levelno = logging.WARNING
         record.levelname = logging.getLevelName(logging.WARNING)

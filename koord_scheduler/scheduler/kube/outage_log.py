@@ -18,31 +18,41 @@ from collections.abc import Callable
 QUIET_SECONDS = 60.0
 
 
-class OutageLog:
+class OutageWindow:
+    """Which failures start an outage: the first one, and the first after ``quiet_seconds`` without any.
+    Shared by this module's :class:`OutageLog` and the app's folding of kopf's retry lines."""
+
     def __init__(self, quiet_seconds: float = QUIET_SECONDS, *, clock: Callable[[], float] = time.monotonic) -> None:
         self.quiet_seconds = quiet_seconds
         self.clock = clock
-        self.folded = 0
-        """Failures logged at DEBUG because an outage was already reported."""
         self._last: float | None = None
         self._lock = threading.Lock()
+
+    def starts_outage(self) -> bool:
+        """Record a failure now; True when it starts a new outage."""
+        now = self.clock()
+        with self._lock:
+            new_outage = self._last is None or now - self._last > self.quiet_seconds
+            self._last = now
+        return new_outage
+
+
+class OutageLog:
+    def __init__(self, quiet_seconds: float = QUIET_SECONDS, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self.window = OutageWindow(quiet_seconds, clock=clock)
+        self.folded = 0
+        """Failures logged at DEBUG because an outage was already reported."""
 
     def failure(self, log: logging.Logger, message: str, *, transient: bool) -> None:
         """Log one failed request that will be retried; ``transient``: the server could not be reached or
         answered 5xx/429 (an outage), so it may be folded into the outage's first line."""
         if not transient:
             log.warning("%s", message)
-            return
-        now = self.clock()
-        with self._lock:
-            new_outage = self._last is None or now - self._last > self.quiet_seconds
-            self._last = now
-            if not new_outage:
-                self.folded += 1
-        if new_outage:
+        elif self.window.starts_outage():
             log.warning("%s (the API server seems unreachable; further failures of this kind are logged at "
-                        "debug level until %.0fs pass without one)", message, self.quiet_seconds)
+                        "debug level until %.0fs pass without one)", message, self.window.quiet_seconds)
         else:
+            self.folded += 1
             log.debug("%s", message)
 
 
