@@ -13,6 +13,7 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry
 
 from apis.slo import NodeMetricStatus, resolve_collect_policy
+from koordlet.app.gates import log_report, node_probes, report_gates
 from koordlet.app.http import MetricsServer
 from koordlet.app.metrics import KoordletMetrics
 from koordlet.metriccache import MetricCache, MetricCacheOptions
@@ -69,11 +70,19 @@ def build_cgroupfs(options: AgentOptions) -> CgroupFS:
 class Agent:
     def __init__(self, options: AgentOptions, gates: FeatureGates, qos_manager: QOSManager) -> None:
         self.options = options
-        self.gates = gates
         self.qos_manager = qos_manager
         self.clock = wall_clock
         self.cgroupfs = build_cgroupfs(options)
         self.procfs = ProcFS(options.proc_root)
+        self.registry = CollectorRegistry()
+        self.gates, self.gate_report = report_gates(
+            gates,
+            node_probes(self.cgroupfs, options.args, proc_root=options.proc_root),
+            registry=self.registry,
+            node=options.node_name,
+        )
+        """The gates the agent runs with: those on but not acting on this node (see the report) are off."""
+        gates = self.gates
         self.cache = MetricCache(
             MetricCacheOptions(collect_interval_seconds=options.collect_interval), clock=self.clock
         )
@@ -91,7 +100,6 @@ class Agent:
             clock=self.clock,
         )
         self.executor = ResourceExecutor(self.cgroupfs, clock=self.clock)
-        self.registry = CollectorRegistry()
         self.metrics = KoordletMetrics(self.registry, options.node_name)
         self.metrics.register_usage(self.cache, self.informer.get_all_pods, max_age=2 * options.collect_interval)
         self.api_client: object = None
@@ -192,6 +200,7 @@ class Agent:
                     source.stop()
                 raise StartupError(f"cannot serve metrics on {opts.metrics_host}:{opts.metrics_port}: {err}") from None
             log.info("serving /metrics and /healthz on %s:%d", opts.metrics_host, server.port)
+        log_report(self.gate_report)
         ctx = PluginContext(
             node_name=opts.node_name,
             metric_cache=self.cache,
