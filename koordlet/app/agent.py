@@ -13,6 +13,7 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry
 
 from apis.slo import NodeMetricStatus, resolve_collect_policy
+from koordlet.app.collectors import gated_collectors
 from koordlet.app.gates import log_report, node_probes, report_gates
 from koordlet.app.http import MetricsServer
 from koordlet.app.metrics import KoordletMetrics
@@ -113,6 +114,9 @@ class Agent:
         self.reporter = NodeMetricReporter(self.informer, CacheUsageSource(self.cache), None, clock=self.clock)
         self.gpu_reporter = (
             GPUReporter(options.node_name, self.registry, clock=self.clock) if gates.enabled("Accelerators") else None
+        )
+        self.gated_collectors = gated_collectors(
+            gates, options.args, cache=self.cache, registry=self.registry, node=options.node_name, clock=self.clock
         )
         self.stop = asyncio.Event()
 
@@ -231,6 +235,8 @@ class Agent:
                     group.create_task(
                         self.gpu_reporter.run(self.stop, interval=opts.report_interval or 60.0), name="gpu-reporter"
                     )
+                for gated in self.gated_collectors:
+                    group.create_task(gated.run(self.stop), name=gated.name)
                 if opts.metrics_port >= 0:
                     group.create_task(server.serve(self.stop), name="http")
                 if opts.duration is not None:

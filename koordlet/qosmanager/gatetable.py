@@ -96,8 +96,8 @@ GATE_TABLE: Mapping[str, GateImplementation] = MappingProxyType(
         "MemoryAllocatableEvict": _built("evicts batch/mid pods whose memory requests exceed the allocatable"),
         "CPUBurst": _built("CFS burst and quota scaling for burstable pods"),
         "SystemConfig": _missing("min_free_kbytes, watermark_scale_factor and memcg reaper from NodeSLO"),
-        "RdtResctrl": _missing("resctrl groups LSR/LS/BE with L3 ways and memory bandwidth"),
-        "ResctrlCollector": _missing("LLC occupancy and memory bandwidth per resctrl group"),
+        "RdtResctrl": _built("resctrl groups LSR/LS/BE with L3 ways and memory bandwidth", Interface.RESCTRL),
+        "ResctrlCollector": _built("LLC occupancy and memory bandwidth per resctrl group", Interface.RESCTRL),
         "CgroupReconcile": _built("memory QoS per class (min/low/high, wmark, priority, oom group)"),
         "NodeTopologyReport": _built("publishes the node's NodeResourceTopology"),
         "Accelerators": _built("GPU Device object and GPU usage", Interface.NVML),
@@ -122,7 +122,7 @@ GATE_TABLE: Mapping[str, GateImplementation] = MappingProxyType(
         "CoreSched": _missing("core-scheduling cookies per group and cpu.idle per class"),
         "TerwayQoS": _missing("network QoS through Terway"),
         "TCNetworkQoS": _missing("network QoS through tc"),
-        "Resctrl": _missing("per-pod resctrl groups from the pod's resctrl annotation"),
+        "Resctrl": _built("per-pod resctrl groups from the pod's resctrl annotation", Interface.RESCTRL),
         "OOMScoreAdj": _missing("oom_score_adj of containers from pod annotations"),
     }
 )

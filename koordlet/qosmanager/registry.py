@@ -62,6 +62,7 @@ def builtin_registry() -> QOSPluginRegistry:
     from koordlet.qosmanager.plugins.cpusuppress import plugin as cpusuppress
     from koordlet.qosmanager.plugins.memoryevict import plugin as memoryevict
     from koordlet.qosmanager.plugins.nodetopology import plugin as nodetopology
+    from koordlet.qosmanager.plugins.resctrl import plugin as resctrl
 
     registry = QOSPluginRegistry()
     for entry in (
@@ -69,6 +70,8 @@ def builtin_registry() -> QOSPluginRegistry:
         cpusuppress.ENTRY,
         cpuburst.ENTRY,
         cgreconcile.ENTRY,
+        resctrl.CLASS_ENTRY,
+        resctrl.POD_ENTRY,
         cpuset.ENTRY,
         nodetopology.ENTRY,
         batchresource.ENTRY,

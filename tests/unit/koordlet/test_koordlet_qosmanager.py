@@ -128,6 +128,8 @@ def test_builtin_registry_is_fresh() -> None:
         "BECPUSuppress",
         "CPUBurst",
         "CgroupReconcile",
+        "RdtResctrl",
+        "Resctrl",
         "CPUSetAllocator",
         "NodeTopologyReport",
         "BatchResource",
