@@ -113,7 +113,7 @@ GATE_TABLE: Mapping[str, GateImplementation] = MappingProxyType(
         "PerCPUMetric": _missing("per-CPU share-pool gauges"),
         "NodeMetricPromMetrics": _missing("koordlet_node_metric_* gauges of the NodeMetric report"),
         # runtime-hook gates (Koordinator adds them to the same gate set)
-        "GroupIdentity": _missing("cpu.bvt_warp_ns per QoS class from NodeSLO cpuQOS"),
+        "GroupIdentity": _built("cpu.bvt_warp_ns per QoS class from NodeSLO cpuQOS", Interface.BVT),
         "CPUSetAllocator": _built("containers on their bound cpuset or the share pool"),
         "BatchResource": _built("BE pods' cgroups from their batch resources"),
         "GPUEnvInject": _missing("GPU env injected at container creation (a runtime hook)"),

@@ -60,6 +60,7 @@ def builtin_registry() -> QOSPluginRegistry:
     from koordlet.qosmanager.plugins.cpuevict import plugin as cpuevict
     from koordlet.qosmanager.plugins.cpuset import plugin as cpuset
     from koordlet.qosmanager.plugins.cpusuppress import plugin as cpusuppress
+    from koordlet.qosmanager.plugins.groupidentity import plugin as groupidentity
     from koordlet.qosmanager.plugins.memoryevict import plugin as memoryevict
     from koordlet.qosmanager.plugins.nodetopology import plugin as nodetopology
     from koordlet.qosmanager.plugins.resctrl import plugin as resctrl
@@ -75,6 +76,7 @@ def builtin_registry() -> QOSPluginRegistry:
         cpuset.ENTRY,
         nodetopology.ENTRY,
         batchresource.ENTRY,
+        groupidentity.ENTRY,
         memoryevict.BE_ENTRY,
         memoryevict.ALLOCATABLE_ENTRY,
         memoryevict.PRIORITY_ENTRY,

@@ -133,6 +133,7 @@ def test_builtin_registry_is_fresh() -> None:
         "CPUSetAllocator",
         "NodeTopologyReport",
         "BatchResource",
+        "GroupIdentity",
         "BEMemoryEvict",
         "MemoryAllocatableEvict",
         "MemoryEvict",

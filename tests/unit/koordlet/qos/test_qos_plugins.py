@@ -346,6 +346,7 @@ def test_default_gates_run_suppress_burst_cpuset_and_batch_resource() -> None:
         "CPUSetAllocator",
         "NodeTopologyReport",
         "BatchResource",
+        "GroupIdentity",
     ]
 
 
