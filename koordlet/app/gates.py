@@ -44,6 +44,15 @@ def _nvml_missing() -> str | None:
     return None if gpus else "no GPUs found by NVML"
 
 
+def _core_sched_missing(cgroupfs: CgroupFS) -> str | None:
+    """CoreSched acts with core scheduling (cookies) or ``cpu.idle`` (idle QoS cgroups), as Koordinator's."""
+    missing = core_sched_missing()
+    idle = cgroupfs.file_path("cpu.idle", "")
+    if missing is None or (idle is not None and idle.is_file()):
+        return None
+    return f"{missing}; and no cpu.idle in the cpu cgroup"
+
+
 def node_probes(cgroupfs: CgroupFS, args: argparse.Namespace, *, proc_root: Path) -> dict[Interface, Probe]:
     """The probes of this node, rooted where the agent reads (``--cgroup-root``, ``--proc-root``,
     ``--sysfs-root``, ``--sys-fs-root-dir`` for resctrl)."""
@@ -53,7 +62,7 @@ def node_probes(cgroupfs: CgroupFS, args: argparse.Namespace, *, proc_root: Path
     return {
         Interface.RESCTRL: lambda: resctrl_missing(sys_fs / "resctrl"),
         Interface.BVT: lambda: group_identity_missing(cgroupfs, proc_root),
-        Interface.CORE_SCHED: core_sched_missing,
+        Interface.CORE_SCHED: lambda: _core_sched_missing(cgroupfs),
         Interface.BLKIO: lambda: blkio_missing(cgroupfs),
         Interface.PERF_HW: lambda: perf_hardware_missing(cgroupfs.root, v2=v2),
         Interface.KIDLED: lambda: kidled_missing(sysfs),

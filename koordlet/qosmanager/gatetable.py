@@ -55,7 +55,7 @@ INTERFACE_TEXT: Mapping[Interface, str] = MappingProxyType(
     {
         Interface.RESCTRL: "the resctrl filesystem (`/sys/fs/resctrl`)",
         Interface.BVT: "`cpu.bvt_warp_ns` or `kernel.sched_group_identity_enabled` (Anolis/Alibaba kernels)",
-        Interface.CORE_SCHED: "core scheduling (`prctl(PR_SCHED_CORE)`, CONFIG_SCHED_CORE)",
+        Interface.CORE_SCHED: "core scheduling (`prctl(PR_SCHED_CORE)`) or `cpu.idle`; cookies need the former",
         Interface.BLKIO: "the blkio (v1) or io (v2) cgroup controller",
         Interface.PERF_HW: "hardware perf events (cycles, instructions) and perf_event cgroups",
         Interface.KIDLED: "kidled (`/sys/kernel/mm/kidled`)",
@@ -119,7 +119,7 @@ GATE_TABLE: Mapping[str, GateImplementation] = MappingProxyType(
         "GPUEnvInject": _missing("GPU env injected at container creation (a runtime hook)"),
         "RDMADeviceInject": _missing("RDMA devices injected at container creation (a runtime hook)"),
         "CPUNormalization": _missing("LS pods' CFS quota scaled by the node's CPU normalization ratio"),
-        "CoreSched": _missing("core-scheduling cookies per group and cpu.idle per class"),
+        "CoreSched": _built("core-scheduling cookies per group and cpu.idle per class", Interface.CORE_SCHED),
         "TerwayQoS": _missing("network QoS through Terway"),
         "TCNetworkQoS": _missing("network QoS through tc"),
         "Resctrl": _built("per-pod resctrl groups from the pod's resctrl annotation", Interface.RESCTRL),

@@ -56,6 +56,7 @@ def builtin_registry() -> QOSPluginRegistry:
     from koordlet.qosmanager.plugins.batchresource import plugin as batchresource
     from koordlet.qosmanager.plugins.becputhrottle import plugin as becputhrottle
     from koordlet.qosmanager.plugins.cgreconcile import plugin as cgreconcile
+    from koordlet.qosmanager.plugins.coresched import plugin as coresched
     from koordlet.qosmanager.plugins.cpuburst import plugin as cpuburst
     from koordlet.qosmanager.plugins.cpuevict import plugin as cpuevict
     from koordlet.qosmanager.plugins.cpuset import plugin as cpuset
@@ -77,6 +78,7 @@ def builtin_registry() -> QOSPluginRegistry:
         nodetopology.ENTRY,
         batchresource.ENTRY,
         groupidentity.ENTRY,
+        coresched.ENTRY,
         memoryevict.BE_ENTRY,
         memoryevict.ALLOCATABLE_ENTRY,
         memoryevict.PRIORITY_ENTRY,

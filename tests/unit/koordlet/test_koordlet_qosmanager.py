@@ -134,6 +134,7 @@ def test_builtin_registry_is_fresh() -> None:
         "NodeTopologyReport",
         "BatchResource",
         "GroupIdentity",
+        "CoreSched",
         "BEMemoryEvict",
         "MemoryAllocatableEvict",
         "MemoryEvict",

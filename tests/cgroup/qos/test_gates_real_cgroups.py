@@ -1,0 +1,156 @@
+"""The gated strategies and probes against the machine's real cgroup v1 controllers and kernel (root).
+Marked ``cgroup``. Each test builds a kubepods hierarchy under a unique directory of the controllers it needs
+and removes everything it made, even when it fails. Where the kernel lacks an interface (core scheduling,
+hardware perf events), the test checks that the probe says so, naming the missing interface.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from koordlet_real_cgroups import ROOT, writable_cgroup_v1
+from qos_helpers import make_ctx, pod
+
+from apis.extension import KubeQOSClass
+from koordlet.qosmanager.plugins.coresched.plugin import CoreSched
+from koordlet.system import CgroupFS, CgroupVersion
+from koordlet.system.clock import FakeClock
+from koordlet.system.coresched import PrctlCoreSched, core_sched_missing
+from koordlet.system.layout import CgroupDriver
+
+pytestmark = [
+    pytest.mark.cgroup,
+    pytest.mark.skipif(writable_cgroup_v1() is not None, reason=str(writable_cgroup_v1())),
+]
+UID_BE = "9b5e6f70-8192-4da4-9ebf-3a4b5c6d7e8f"
+UID_LS = "8a4d5e6f-7081-4c93-8dae-2f3a4b5c6d7e"
+
+
+@contextlib.contextmanager
+def real_tree(controllers: tuple[str, ...]) -> Iterator[tuple[CgroupFS, Callable[[str], None]]]:
+    """A CgroupFS whose kubepods is ``<unique base>/kubepods`` in ``controllers``; ``make(rel)`` creates."""
+    base = f"pykoord-gates-{uuid.uuid4().hex[:8]}"
+    made: list[str] = []
+
+    def make(rel: str) -> None:
+        parts = rel.split("/")
+        for i in range(1, len(parts) + 1):
+            sub = "/".join(parts[:i])
+            if sub not in made:
+                for controller in controllers:
+                    (ROOT / controller / sub).mkdir(exist_ok=True)
+                made.append(sub)
+
+    try:
+        make(f"{base}/kubepods")
+        yield CgroupFS(ROOT, CgroupVersion.V1, CgroupDriver.CGROUPFS, f"{base}/kubepods"), make
+    finally:
+        for rel in reversed(made):
+            for controller in controllers:
+                for _ in range(50):
+                    try:
+                        (ROOT / controller / rel).rmdir()
+                        break
+                    except FileNotFoundError:
+                        break
+                    except OSError:
+                        time.sleep(0.1)
+        assert not any((ROOT / c / base).exists() for c in controllers), "test cgroups left behind"
+
+
+# -- CoreSched --------------------------------------------------------------------------------------
+
+
+def test_core_sched_probe_matches_the_kernel() -> None:
+    """The probe says core scheduling is there exactly when prctl(PR_SCHED_CORE_GET) works."""
+    try:
+        PrctlCoreSched().get(0)
+        works = True
+    except OSError as err:
+        assert err.errno in (errno.EINVAL, errno.ENODEV, errno.EPERM)
+        works = False
+    missing = core_sched_missing()
+    assert (missing is None) is works
+    if not works:
+        assert missing is not None and "PR_SCHED_CORE" in missing
+
+
+@pytest.mark.skipif(not (ROOT / "cpu" / "cpu.idle").exists(), reason="this kernel has no cpu.idle in cgroup v1")
+def test_core_sched_sets_cpu_idle_of_the_besteffort_cgroup(tmp_path: Path) -> None:
+    with real_tree(("cpu",)) as (fs, make):
+        for qos in KubeQOSClass:
+            make(fs.layout.qos_dir(qos))
+        ctx = make_ctx(fs, clock=FakeClock(), args={"proc_root": tmp_path, "sysfs_root": tmp_path})
+        ctx.states_informer.set_node_slo(
+            {
+                "spec": {
+                    "resourceQOSStrategy": {
+                        "policies": {"cpuPolicy": "coreSched"},
+                        "beClass": {"cpuQOS": {"enable": True, "schedIdle": 1}},
+                    }
+                }
+            }
+        )
+        plugin = CoreSched()
+        plugin.setup(ctx)
+        plugin.tick()
+        besteffort = ROOT / "cpu" / fs.layout.qos_dir(KubeQOSClass.BEST_EFFORT) / "cpu.idle"
+        burstable = ROOT / "cpu" / fs.layout.qos_dir(KubeQOSClass.BURSTABLE) / "cpu.idle"
+        assert (besteffort.read_text().strip(), burstable.read_text().strip()) == ("1", "0")
+        ctx.states_informer.set_node_slo(None)
+        plugin.tick()
+        assert besteffort.read_text().strip() == "0"
+
+
+@pytest.mark.skipif(core_sched_missing() is not None, reason=f"no core scheduling here: {core_sched_missing()}")
+def test_core_sched_gives_one_cookie_per_group_to_real_processes(tmp_path: Path) -> None:
+    with real_tree(("cpu",)) as (fs, make):
+        procs: list[subprocess.Popen[bytes]] = []
+        try:
+            for uid, qos in ((UID_LS, KubeQOSClass.BURSTABLE), (UID_BE, KubeQOSClass.BEST_EFFORT)):
+                rel = f"{fs.layout.pod_dir(qos, uid)}/c1"
+                make(rel)
+                for _ in range(2):
+                    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+                    procs.append(proc)
+                    (ROOT / "cpu" / rel / "cgroup.procs").write_text(str(proc.pid))
+            ctx = make_ctx(fs, clock=FakeClock(), args={"proc_root": tmp_path, "sysfs_root": tmp_path})
+            ctx.states_informer.replace_pods(
+                [
+                    pod("ls", UID_LS).qos("Burstable", "LS").container("c1", "containerd://c1").build(),
+                    pod("be", UID_BE).be().container("c1", "containerd://c1").build(),
+                ]
+            )
+            ctx.states_informer.set_node_slo(
+                {
+                    "spec": {
+                        "resourceQOSStrategy": {
+                            "policies": {"cpuPolicy": "coreSched"},
+                            "lsClass": {"cpuQOS": {"enable": True}},
+                            "beClass": {"cpuQOS": {"enable": True}},
+                        }
+                    }
+                }
+            )
+            plugin = CoreSched()
+            plugin.setup(ctx)
+            plugin.tick()
+            ops = PrctlCoreSched()
+            ls = {ops.get(p.pid) for p in procs[:2]}
+            be = {ops.get(p.pid) for p in procs[2:]}
+            assert len(ls) == 1 and len(be) == 1 and ls != be and 0 not in ls | be
+            ctx.states_informer.set_node_slo(None)
+            plugin.tick()
+            assert {ops.get(p.pid) for p in procs} == {0}
+        finally:
+            for proc in procs:
+                proc.kill()
+                proc.wait(timeout=10)
