@@ -105,7 +105,7 @@ GATE_TABLE: Mapping[str, GateImplementation] = MappingProxyType(
         "CPICollector": _missing("cycles and instructions per container (CPI)"),
         "Libpfm4": _missing("CPI events encoded by libpfm4 (pykoord uses the generic hardware events)"),
         "PSICollector": _built("PSI of pods and containers", Interface.PSI),
-        "BlkIOReconcile": _missing("blkio weights and throttles per class from NodeSLO"),
+        "BlkIOReconcile": _built("blkio weights and throttles per class from NodeSLO", Interface.BLKIO),
         "ColdPageCollector": _missing("cold page size from kidled for node, pods and containers"),
         "HugePageReport": _missing("hugepages per NUMA node in the NodeResourceTopology"),
         "PodResourcesProxy": _missing("a proxy of the kubelet's pod-resources socket"),

@@ -55,6 +55,7 @@ def builtin_registry() -> QOSPluginRegistry:
     """A fresh registry holding the built-in plugins."""
     from koordlet.qosmanager.plugins.batchresource import plugin as batchresource
     from koordlet.qosmanager.plugins.becputhrottle import plugin as becputhrottle
+    from koordlet.qosmanager.plugins.blkio import plugin as blkio
     from koordlet.qosmanager.plugins.cgreconcile import plugin as cgreconcile
     from koordlet.qosmanager.plugins.coresched import plugin as coresched
     from koordlet.qosmanager.plugins.cpuburst import plugin as cpuburst
@@ -74,6 +75,7 @@ def builtin_registry() -> QOSPluginRegistry:
         cgreconcile.ENTRY,
         resctrl.CLASS_ENTRY,
         resctrl.POD_ENTRY,
+        blkio.ENTRY,
         cpuset.ENTRY,
         nodetopology.ENTRY,
         batchresource.ENTRY,

@@ -20,6 +20,7 @@ from koordlet_real_cgroups import ROOT, writable_cgroup_v1
 from qos_helpers import make_ctx, pod
 
 from apis.extension import KubeQOSClass
+from koordlet.qosmanager.plugins.blkio.plugin import BlkIOReconcile
 from koordlet.qosmanager.plugins.coresched.plugin import CoreSched
 from koordlet.system import CgroupFS, CgroupVersion
 from koordlet.system.clock import FakeClock
@@ -154,3 +155,54 @@ def test_core_sched_gives_one_cookie_per_group_to_real_processes(tmp_path: Path)
             for proc in procs:
                 proc.kill()
                 proc.wait(timeout=10)
+
+
+# -- BlkIOReconcile ---------------------------------------------------------------------------------
+
+
+def _first_disk() -> str | None:
+    for entry in sorted(Path("/sys/block").iterdir()):
+        if not entry.name.startswith(("loop", "zram", "ram")) and (entry / "dev").exists():
+            return entry.name
+    return None
+
+
+@pytest.mark.skipif(
+    not (ROOT / "blkio" / "blkio.throttle.read_bps_device").exists() or _first_disk() is None,
+    reason="no blkio throttle files or no disk",
+)
+def test_blkio_throttles_the_besteffort_cgroup_and_resets_it() -> None:
+    disk = _first_disk()
+    assert disk is not None
+    number = (Path("/sys/block") / disk / "dev").read_text().strip()
+    with real_tree(("blkio",)) as (fs, make):
+        besteffort = fs.layout.qos_dir(KubeQOSClass.BEST_EFFORT)
+        make(besteffort)
+        ctx = make_ctx(fs, clock=FakeClock(), args={"sysfs_root": Path("/sys")})
+        io = {"readBPS": 1048576, "writeIOPS": 300}
+        ctx.states_informer.set_node_slo(
+            {
+                "spec": {
+                    "resourceQOSStrategy": {
+                        "beClass": {
+                            "blkioQOS": {
+                                "enable": True,
+                                "blocks": [{"name": f"/dev/{disk}", "type": "device", "ioCfg": io}],
+                            }
+                        }
+                    }
+                }
+            }
+        )
+        plugin = BlkIOReconcile()
+        plugin.setup(ctx)
+        plugin.tick()
+        base = ROOT / "blkio" / besteffort
+        assert (base / "blkio.throttle.read_bps_device").read_text().split() == [number, "1048576"]
+        assert (base / "blkio.throttle.write_iops_device").read_text().split() == [number, "300"]
+        assert (base / "blkio.throttle.read_iops_device").read_text() == ""
+        assert plugin.errors == 0 and plugin.object_errors == 0
+        ctx.states_informer.set_node_slo(None)  # blkio off: the rules are removed
+        plugin.tick()
+        assert (base / "blkio.throttle.read_bps_device").read_text() == ""
+        assert (base / "blkio.throttle.write_iops_device").read_text() == ""

@@ -130,6 +130,7 @@ def test_builtin_registry_is_fresh() -> None:
         "CgroupReconcile",
         "RdtResctrl",
         "Resctrl",
+        "BlkIOReconcile",
         "CPUSetAllocator",
         "NodeTopologyReport",
         "BatchResource",
