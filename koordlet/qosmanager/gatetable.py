@@ -95,7 +95,7 @@ GATE_TABLE: Mapping[str, GateImplementation] = MappingProxyType(
         "MemoryEvict": _built("priority-based eviction on node memory usage"),
         "MemoryAllocatableEvict": _built("evicts batch/mid pods whose memory requests exceed the allocatable"),
         "CPUBurst": _built("CFS burst and quota scaling for burstable pods"),
-        "SystemConfig": _missing("min_free_kbytes, watermark_scale_factor and memcg reaper from NodeSLO"),
+        "SystemConfig": _built("min_free_kbytes, watermark_scale_factor and memcg reaper from NodeSLO"),
         "RdtResctrl": _built("resctrl groups LSR/LS/BE with L3 ways and memory bandwidth", Interface.RESCTRL),
         "ResctrlCollector": _built("LLC occupancy and memory bandwidth per resctrl group", Interface.RESCTRL),
         "CgroupReconcile": _built("memory QoS per class (min/low/high, wmark, priority, oom group)"),

@@ -66,6 +66,7 @@ def builtin_registry() -> QOSPluginRegistry:
     from koordlet.qosmanager.plugins.memoryevict import plugin as memoryevict
     from koordlet.qosmanager.plugins.nodetopology import plugin as nodetopology
     from koordlet.qosmanager.plugins.resctrl import plugin as resctrl
+    from koordlet.qosmanager.plugins.sysreconcile import plugin as sysreconcile
 
     registry = QOSPluginRegistry()
     for entry in (
@@ -76,6 +77,7 @@ def builtin_registry() -> QOSPluginRegistry:
         resctrl.CLASS_ENTRY,
         resctrl.POD_ENTRY,
         blkio.ENTRY,
+        sysreconcile.ENTRY,
         cpuset.ENTRY,
         nodetopology.ENTRY,
         batchresource.ENTRY,

@@ -17,11 +17,12 @@ from pathlib import Path
 
 import pytest
 from koordlet_real_cgroups import ROOT, writable_cgroup_v1
-from qos_helpers import make_ctx, pod
+from qos_helpers import make_ctx, make_node, pod
 
 from apis.extension import KubeQOSClass
 from koordlet.qosmanager.plugins.blkio.plugin import BlkIOReconcile
 from koordlet.qosmanager.plugins.coresched.plugin import CoreSched
+from koordlet.qosmanager.plugins.sysreconcile.plugin import SystemConfig
 from koordlet.system import CgroupFS, CgroupVersion
 from koordlet.system.clock import FakeClock
 from koordlet.system.coresched import PrctlCoreSched, core_sched_missing
@@ -206,3 +207,25 @@ def test_blkio_throttles_the_besteffort_cgroup_and_resets_it() -> None:
         plugin.tick()
         assert (base / "blkio.throttle.read_bps_device").read_text() == ""
         assert (base / "blkio.throttle.write_iops_device").read_text() == ""
+
+
+# -- SystemConfig -----------------------------------------------------------------------------------
+
+
+def test_system_config_reads_the_real_sysctls_and_leaves_equal_values_alone() -> None:
+    """On the machine's own /proc: a NodeSLO asking for the values the kernel already has writes nothing
+    (the test must not change a shared machine's memory settings)."""
+    min_free = int(Path("/proc/sys/vm/min_free_kbytes").read_text())
+    watermark = int(Path("/proc/sys/vm/watermark_scale_factor").read_text())
+    fs = CgroupFS(ROOT, CgroupVersion.V1, CgroupDriver.CGROUPFS, "pykoord-none/kubepods")
+    ctx = make_ctx(fs, clock=FakeClock(), args={"proc_root": Path("/proc"), "sysfs_root": Path("/sys")})
+    # capacity such that capacity / 1024 * 100 / 10000 == min_free_kbytes
+    ctx.states_informer.set_node(make_node(memory=str(min_free * 100 * 1024)))
+    strategy = {"minFreeKbytesFactor": 100, "watermarkScaleFactor": watermark, "memcgReapBackGround": 1}
+    ctx.states_informer.set_node_slo({"spec": {"systemStrategy": strategy}})
+    plugin = SystemConfig()
+    plugin.setup(ctx)
+    plugin.tick()
+    assert plugin.errors == 0
+    assert plugin.written == []  # equal values; no memcg_reaper on a mainline kernel: skipped
+    assert int(Path("/proc/sys/vm/min_free_kbytes").read_text()) == min_free

@@ -131,6 +131,7 @@ def test_builtin_registry_is_fresh() -> None:
         "RdtResctrl",
         "Resctrl",
         "BlkIOReconcile",
+        "SystemConfig",
         "CPUSetAllocator",
         "NodeTopologyReport",
         "BatchResource",
