@@ -21,6 +21,7 @@ from qos_helpers import make_ctx, make_node, pod
 
 from apis.extension import KubeQOSClass
 from koordlet.qosmanager.plugins.blkio.plugin import BlkIOReconcile
+from koordlet.qosmanager.plugins.cgreconcile.plugin import CgroupReconcile
 from koordlet.qosmanager.plugins.coresched.plugin import CoreSched
 from koordlet.qosmanager.plugins.sysreconcile.plugin import SystemConfig
 from koordlet.system import CgroupFS, CgroupVersion
@@ -229,3 +230,41 @@ def test_system_config_reads_the_real_sysctls_and_leaves_equal_values_alone() ->
     assert plugin.errors == 0
     assert plugin.written == []  # equal values; no memcg_reaper on a mainline kernel: skipped
     assert int(Path("/proc/sys/vm/min_free_kbytes").read_text()) == min_free
+
+
+# -- CgroupReconcile: the copied memory QoS fields ------------------------------------------------------
+
+MEMORY_FIELDS = {
+    "memory.wmark_ratio": "90",
+    "memory.wmark_scale_factor": "30",
+    "memory.wmark_min_adj": "-10",
+    "memory.priority": "5",
+    "memory.use_priority_oom": "1",
+    "memory.oom.group": "1",
+}
+
+
+def test_cgroup_reconcile_writes_the_memory_fields_this_kernel_has() -> None:
+    """Each field is written where the kernel offers the file and skipped without an error where it does not
+    (mainline cgroup v1 has none of them; Anolis v1 has all; v2 has memory.oom.group)."""
+    with real_tree(("memory", "cpu")) as (fs, make):
+        pod_dir = fs.layout.pod_dir(KubeQOSClass.BURSTABLE, UID_LS)
+        make(f"{pod_dir}/c1")
+        ctx = make_ctx(fs, clock=FakeClock())
+        ctx.states_informer.replace_pods(
+            [pod("ls", UID_LS).qos("Burstable", "LS").container("c1", "containerd://c1").build()]
+        )
+        cfg = {"enable": True, "wmarkRatio": 90, "wmarkScalePermill": 30, "wmarkMinAdj": -10}
+        cfg |= {"priority": 5, "priorityEnable": 1, "oomKillGroup": 1}
+        ctx.states_informer.set_node_slo({"spec": {"resourceQOSStrategy": {"lsClass": {"memoryQOS": cfg}}}})
+        plugin = CgroupReconcile()
+        plugin.setup(ctx)
+        plugin.tick()
+        assert plugin.errors == 0 and plugin.object_errors == 0
+        for rel in (pod_dir, f"{pod_dir}/c1"):
+            for name, value in MEMORY_FIELDS.items():
+                path = ROOT / "memory" / rel / name
+                if path.exists():
+                    assert path.read_text().strip() == value, path
+        offered = {n for n in MEMORY_FIELDS if (ROOT / "memory" / fs.layout.kubepods_dir / n).exists()}
+        assert plugin.supported_memory_files() & set(MEMORY_FIELDS) == offered
