@@ -13,7 +13,7 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry
 
 from apis.slo import NodeMetricStatus, resolve_collect_policy
-from koordlet.app.collectors import gated_collectors
+from koordlet.app.collectors import CollectorDeps, gated_collectors
 from koordlet.app.gates import log_report, node_probes, report_gates
 from koordlet.app.http import MetricsServer
 from koordlet.app.metrics import KoordletMetrics
@@ -116,7 +116,11 @@ class Agent:
             GPUReporter(options.node_name, self.registry, clock=self.clock) if gates.enabled("Accelerators") else None
         )
         self.gated_collectors = gated_collectors(
-            gates, options.args, cache=self.cache, registry=self.registry, node=options.node_name, clock=self.clock
+            gates,
+            options.args,
+            CollectorDeps(self.cgroupfs, self.procfs, self.cache, self.registry, self.informer),
+            node=options.node_name,
+            clock=self.clock,
         )
         self.stop = asyncio.Event()
 
@@ -216,6 +220,7 @@ class Agent:
             kube_client=self.api_client,
             evictor=self.evictor,
             object_errors=self.metrics.qos_object_errors,
+            gates=self.gates,
         )
         try:
             async with asyncio.TaskGroup() as group:

@@ -158,6 +158,15 @@ def build_parser() -> KoordletArgumentParser:
         "--resctrl-collector-interval", type=positive_seconds, default=10.0, help="ResctrlCollector period (10s)"
     )
     parser.add_argument(
+        "--cpi-collector-interval", type=positive_seconds, default=60.0, help="CPICollector period (60s)"
+    )
+    parser.add_argument(
+        "--collect-cpi-timewindow", type=positive_seconds, default=10.0, help="CPICollector counting window (10s)"
+    )
+    parser.add_argument(
+        "--coldpage-collector-interval", type=positive_seconds, default=5.0, help="ColdPageCollector period (5s)"
+    )
+    parser.add_argument(
         "--enable-resctrl-collector",
         type=go_bool,
         nargs="?",

@@ -151,3 +151,13 @@ def perf_hardware_missing(cgroup_root: Path, *, v2: bool) -> str | None:
         return f"perf_event_open(cycles) fails with {name}: no hardware PMU events (a VM without a vPMU?)"
     os.close(fd)
     return None
+
+
+def open_cgroup_counters(cgroup_dir: Path, cpus: Sequence[int], events: Sequence[tuple[int, int]]) -> CounterSet:
+    """Counters of every task in a cgroup, one per (event, CPU): Koordinator's ``GetContainerPerfCollector``.
+    The directory fd is needed only to open the counters (each holds its own reference to the cgroup)."""
+    dir_fd = os.open(cgroup_dir, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        return CounterSet.open(events, pid=dir_fd, cpus=cpus, cgroup=True)
+    finally:
+        os.close(dir_fd)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import os
 import subprocess
 import sys
 import time
@@ -20,14 +21,27 @@ from koordlet_real_cgroups import ROOT, writable_cgroup_v1
 from qos_helpers import make_ctx, make_node, pod
 
 from apis.extension import KubeQOSClass
+from koordlet.metriccache import MetricCache, MetricKind
+from koordlet.metricsadvisor.coldpage import ColdPageCollector
 from koordlet.qosmanager.plugins.blkio.plugin import BlkIOReconcile
 from koordlet.qosmanager.plugins.cgreconcile.plugin import CgroupReconcile
 from koordlet.qosmanager.plugins.coresched.plugin import CoreSched
 from koordlet.qosmanager.plugins.sysreconcile.plugin import SystemConfig
-from koordlet.system import CgroupFS, CgroupVersion
+from koordlet.system import CgroupFS, CgroupVersion, ProcFS
 from koordlet.system.clock import FakeClock
 from koordlet.system.coresched import PrctlCoreSched, core_sched_missing
+from koordlet.system.hugepages import read_numa_hugepages
+from koordlet.system.kernelfeatures import kidled_missing
+from koordlet.system.kidled import Kidled
 from koordlet.system.layout import CgroupDriver
+from koordlet.system.perf import (
+    HARDWARE_CPI_EVENTS,
+    PERF_COUNT_SW_TASK_CLOCK,
+    PERF_TYPE_SOFTWARE,
+    CounterSet,
+    open_cgroup_counters,
+    perf_hardware_missing,
+)
 
 pytestmark = [
     pytest.mark.cgroup,
@@ -268,3 +282,76 @@ def test_cgroup_reconcile_writes_the_memory_fields_this_kernel_has() -> None:
                     assert path.read_text().strip() == value, path
         offered = {n for n in MEMORY_FIELDS if (ROOT / "memory" / fs.layout.kubepods_dir / n).exists()}
         assert plugin.supported_memory_files() & set(MEMORY_FIELDS) == offered
+
+
+# -- HugePageReport, CPICollector, ColdPageCollector ---------------------------------------------------
+
+
+def test_hugepages_per_numa_node_match_sysfs() -> None:
+    found = read_numa_hugepages(Path("/sys"))
+    nodes = sorted(Path("/sys/devices/system/node").glob("node[0-9]*"))
+    assert sorted(found) == sorted(int(n.name[4:]) for n in nodes)
+    for node in nodes:
+        for size in (2048, 1048576):
+            nr = node / "hugepages" / f"hugepages-{size}kB" / "nr_hugepages"
+            assert found[int(node.name[4:])][size] == (int(nr.read_text()) if nr.exists() else 0)
+
+
+def test_perf_event_open_counts_a_real_process() -> None:
+    """The syscall wrapper on this kernel: a software task-clock counter on a busy child grows (hardware
+    events need a PMU; see the next test)."""
+    child = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        counters = CounterSet.open([(PERF_TYPE_SOFTWARE, PERF_COUNT_SW_TASK_CLOCK)], pid=child.pid, cpus=[-1])
+        try:
+            counters.start()
+            time.sleep(0.3)
+            first = counters.read()[(PERF_TYPE_SOFTWARE, PERF_COUNT_SW_TASK_CLOCK)]
+            time.sleep(0.3)
+            second = counters.read()[(PERF_TYPE_SOFTWARE, PERF_COUNT_SW_TASK_CLOCK)]
+        finally:
+            counters.close()
+        assert 0 < first < second  # nanoseconds of CPU the child used
+    finally:
+        child.kill()
+        child.wait(timeout=10)
+
+
+def test_cpi_probe_names_what_is_missing_or_cpi_counts_a_real_cgroup() -> None:
+    missing = perf_hardware_missing(ROOT, v2=False)
+    if missing is not None:
+        assert "perf_event" in missing or "PMU" in missing
+        return
+    with real_tree(("perf_event", "cpu")) as (fs, make):
+        rel = f"{fs.layout.pod_dir(KubeQOSClass.BURSTABLE, UID_LS)}/c1"
+        make(rel)
+        child = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+        try:
+            (ROOT / "perf_event" / rel / "cgroup.procs").write_text(str(child.pid))
+            counters = open_cgroup_counters(
+                ROOT / "perf_event" / rel, list(range(os.cpu_count() or 1)), HARDWARE_CPI_EVENTS
+            )
+            counters.start()
+            time.sleep(0.5)
+            counts = counters.read()
+            counters.close()
+            assert all(v > 0 for v in counts.values())
+        finally:
+            child.kill()
+            child.wait(timeout=10)
+
+
+def test_cold_page_probe_or_collector_on_the_real_kernel(tmp_path: Path) -> None:
+    missing = kidled_missing(Path("/sys"))
+    if missing is not None:
+        assert "kidled" in missing
+        assert not Kidled(Path("/sys")).supported()
+        return
+    clock = FakeClock()
+    fs = CgroupFS(ROOT, CgroupVersion.V1, CgroupDriver.CGROUPFS, "kubepods")
+    cache = MetricCache(clock=clock)
+    collector = ColdPageCollector(
+        fs, ProcFS(Path("/proc")), cache, lambda: (), kidled=Kidled(Path("/sys")), clock=clock
+    )
+    assert collector.collect_once() == 1  # the node
+    assert cache.last(MetricKind.NODE_COLD_PAGE_SIZE, "", 10) is not None
