@@ -62,7 +62,7 @@ from koord_scheduler.scheduler.source import EventSink
 if TYPE_CHECKING:
     from koord_scheduler.scheduler.prefetch import Prefetch
     from koord_scheduler.scheduler.reservation_controller.operator import ReservationControllerThread
-    from koord_scheduler.webhook.options import WebhookRuntime
+    from koord_scheduler.webhook.thread import AdmissionThread
 
 log = logging.getLogger("koord-scheduler")
 startup_log = logging.getLogger("koord_scheduler.startup")
@@ -176,11 +176,16 @@ async def _run(
     runner: web.AppRunner | None = None
     colocation_task: asyncio.Future[None] | None = None
     debug_runner: web.AppRunner | None = None
-    webhook: WebhookRuntime | None = None
+    webhook: AdmissionThread | None = None
     if options.webhook.enabled:  # TLS, certificates and the admission code load only when it is on
         from koord_scheduler.webhook.options import WebhookRuntime
+        from koord_scheduler.webhook.thread import AdmissionThread
 
-        webhook = WebhookRuntime(options.webhook, source.connection, metrics.registry)
+        # Its own thread and event loop: reviews never wait for, nor delay, a scheduling cycle.
+        webhook = AdmissionThread(
+            lambda: WebhookRuntime(options.webhook, source.connection, metrics.registry),
+            loop_factory=event_loop_factory(os.environ.get(EVENT_LOOP_ENV, "")),
+        )
     try:
         if webhook is not None:
             # Every replica serves admission, leader or not; a webhook that cannot start is fatal.
