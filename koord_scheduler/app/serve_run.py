@@ -57,6 +57,7 @@ from koord_scheduler.scheduler.kube import (
 from koord_scheduler.scheduler.leaderelection import LeaderElector
 from koord_scheduler.scheduler.metrics import SchedulerMetrics
 from koord_scheduler.scheduler.scheduler import Scheduler, SchedulerOptions
+from koord_scheduler.scheduler.serving import HardenedServer, ServingLimits
 from koord_scheduler.scheduler.source import EventSink
 
 if TYPE_CHECKING:
@@ -173,9 +174,9 @@ async def _run(
     state.set_debug(scores=options.debug_scores, filters=options.debug_filters)
     controller: ReservationControllerThread | None = None
     starter: asyncio.Future[None] | None = None
-    runner: web.AppRunner | None = None
+    runner: HardenedServer | None = None
     colocation_task: asyncio.Future[None] | None = None
-    debug_runner: web.AppRunner | None = None
+    debug_runner: HardenedServer | None = None
     webhook: AdmissionThread | None = None
     if options.webhook.enabled:  # TLS, certificates and the admission code load only when it is on
         from koord_scheduler.webhook.options import WebhookRuntime
@@ -272,9 +273,9 @@ async def _run(
         if webhook is not None:
             await webhook.stop()
         if runner is not None:
-            await runner.cleanup()
+            await runner.stop()
         if debug_runner is not None:
-            await debug_runner.cleanup()
+            await debug_runner.stop()
 
 
 async def _after(event: asyncio.Event, action: Callable[[], None]) -> None:
@@ -359,7 +360,13 @@ def _elector(options: ServeOptions, source: KubeClusterSource, metrics: Schedule
     return LeaderElector(http, options.leader_election, on_change=lambda leader: status.labels(name).set(int(leader)))
 
 
-async def _start_http(options: ServeOptions, state: _State, metrics: SchedulerMetrics) -> web.AppRunner:
+METRICS_LIMITS = ServingLimits(max_body_bytes=64 * 1024, max_connections=64)
+"""The probes and /metrics are GETs: a small body limit; header and connection bounds as every server's."""
+
+
+async def _start_http(
+    options: ServeOptions, state: _State, metrics: SchedulerMetrics, *, limits: ServingLimits = METRICS_LIMITS
+) -> HardenedServer:
     def check(probe: Callable[[], tuple[bool, str]]) -> Callable[[web.Request], asyncio.Future[web.Response]]:
         async def handler(_: web.Request) -> web.Response:
             ok, text = probe()
@@ -371,20 +378,15 @@ async def _start_http(options: ServeOptions, state: _State, metrics: SchedulerMe
         body = generate_latest(metrics.registry)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
-    app = web.Application()
+    app = web.Application(client_max_size=limits.max_body_bytes)
     app.router.add_get("/healthz", check(state.healthz))
     app.router.add_get("/livez", check(state.healthz))
     app.router.add_get("/readyz", check(state.readyz))
     app.router.add_get("/metrics", metrics_handler)
-    runner = web.AppRunner(app, access_log=None, handle_signals=False)
-    await runner.setup()
-    site = web.TCPSite(runner, options.bind_address, options.metrics_port)
-    try:
-        await site.start()
-    except OSError:
-        await runner.cleanup()
-        raise
+    server = HardenedServer(app, address=options.bind_address, port=options.metrics_port, ssl_context=None,
+                            limits=limits)
+    await server.start()
     log.info("serving /healthz, /readyz, /metrics on http://%s:%d", options.bind_address, options.metrics_port)
-    return runner
+    return server
 
 

@@ -15,6 +15,8 @@ caller to be well behaved:
   handshake) and/or ``Authorization: Bearer <token>`` equal to the content of ``token_file`` (compared in
   constant time; the file is read again when it changes, so a rotated Secret needs no restart).
   A request without valid credentials gets ``401`` and nothing else happens.
+- A request aiohttp cannot parse (a request line or header over 8 KiB, a malformed head) is answered
+  ``400`` by aiohttp and logged as one folded warning line (:class:`FoldedLog`), never a traceback.
 - :class:`HardenedServer`: an aiohttp application served with both, on its own ``asyncio`` server.
 
 The figures are bounds, not tuning: 3 MiB is the API server's own request-body limit (a review carries at
@@ -31,6 +33,7 @@ import hmac
 import logging
 import os
 import ssl
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -158,6 +161,45 @@ async def read_body(request: web.Request, limits: ServingLimits) -> bytes:
         raise BodyTimeoutError(f"the body did not arrive within {limits.body_timeout:g}s") from None
 
 
+class FoldedLog:
+    """One warning line per key, then at most one every ``interval`` seconds with the count of those not
+    logged, so a flood of bad requests cannot flood the log."""
+
+    def __init__(self, logger: logging.Logger, *, interval: float = 10.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.logger = logger
+        self.interval = interval
+        self.clock = clock
+        self._last: dict[str, tuple[float, int]] = {}
+
+    def warning(self, key: str, message: str) -> None:
+        now = self.clock()
+        last, folded = self._last.get(key, (-1e18, 0))
+        if now - last < self.interval:
+            self._last[key] = (last, folded + 1)
+            return
+        more = f" ({folded} more like it since the last line)" if folded else ""
+        self.logger.warning("%s%s", message, more)
+        if len(self._last) > 1000:  # keys come from a fixed set in practice; never grow without bound
+            self._last.clear()
+        self._last[key] = (now, 0)
+
+
+class _ProtocolErrors(logging.LoggerAdapter):  # type: ignore[type-arg]
+    """aiohttp's server logger: a request it cannot parse (a request line or header over its limits, a
+    malformed head) is answered 400 by aiohttp, and logged here as one folded warning line instead of
+    ``ERROR`` with a traceback."""
+
+    def __init__(self, logger: logging.Logger, folded: FoldedLog) -> None:
+        super().__init__(logger, {})
+        self.folded = folded
+
+    def exception(self, msg: object, *args: object, exc_info: Any = True, **kwargs: Any) -> None:
+        exc = exc_info if isinstance(exc_info, BaseException) else None
+        what = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}" if exc else ""
+        self.folded.warning(f"protocol:{type(exc).__name__}", f"{str(msg) % args if args else msg}: {what}")
+
+
 class _Refused(asyncio.Protocol):
     """Closes a connection over the limit as soon as it is made."""
 
@@ -186,7 +228,8 @@ class HardenedServer:
         # aiohttp closes a connection whose handler waits for a request longer than keepalive_timeout,
         # counted from the connection (after TLS) or from the last response: that is the header timeout.
         runner = web.AppRunner(self.app, access_log=None, handle_signals=False,
-                               keepalive_timeout=self.limits.header_timeout, lingering_time=self.limits.lingering_time)
+                               keepalive_timeout=self.limits.header_timeout, lingering_time=self.limits.lingering_time,
+                               logger=_ProtocolErrors(log, FoldedLog(log)))
         await runner.setup()
         web_server = runner.server
         assert web_server is not None

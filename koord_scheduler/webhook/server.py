@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import logging
 import ssl
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,6 +39,7 @@ from koord_scheduler.scheduler.serving import (
     BodyTimeoutError,
     BodyTooLargeError,
     ClientAuth,
+    FoldedLog,
     HardenedServer,
     ServingLimits,
     TokenFile,
@@ -60,30 +60,10 @@ Json = dict[str, Any]
 Answer = Callable[[Any], Awaitable[Json]]
 
 
-@dataclass(slots=True)
-class RefusalLog:
-    """One warning line per (path, reason), then at most one every ``interval`` seconds with the count of
-    those not logged, so a flood of bad requests cannot flood the log."""
-
-    interval: float = REFUSAL_LOG_SECONDS
-    clock: Callable[[], float] = time.monotonic
-    _last: dict[tuple[str, str], tuple[float, int]] = field(default_factory=dict)
-
-    def refused(self, path: str, reason: str, message: str) -> None:
-        now = self.clock()
-        last, folded = self._last.get((path, reason), (-1e18, 0))
-        if now - last < self.interval:
-            self._last[(path, reason)] = (last, folded + 1)
-            return
-        more = f" ({folded} more like it since the last line)" if folded else ""
-        log.warning("admission %s refused (%s): %s%s", path, reason, message, more)
-        self._last[(path, reason)] = (now, 0)
-
-
 class AdmissionServerMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.refused = Counter(
-            "koord_webhook_requests_refused",
+            "koord_webhook_requests_refused_total",
             "Admission requests refused by the server: over the size limit, too slow, not a review it serves, or "
             "failing while answered (reason).",
             ["path", "reason"], registry=registry,
@@ -98,7 +78,7 @@ def webhook_app(
     every path but ``/healthz`` requires the bearer token."""
     limits = limits or ServingLimits()
     metrics = metrics or AdmissionServerMetrics(CollectorRegistry())
-    refusals = RefusalLog()
+    refusals = FoldedLog(log, interval=REFUSAL_LOG_SECONDS)
 
     def route(path: str, respond: Answer) -> Callable[[web.Request], Awaitable[web.Response]]:
         async def handler(request: web.Request) -> web.Response:
@@ -126,11 +106,11 @@ def webhook_app(
 
 async def _serve_review(
     request: web.Request, path: str, respond: Answer, *, limits: ServingLimits, metrics: AdmissionServerMetrics,
-    refusals: RefusalLog,
+    refusals: FoldedLog,
 ) -> web.Response:
     def refuse(reason: str, message: str, status: int) -> web.Response:
         metrics.refused.labels(path, reason).inc()
-        refusals.refused(path, reason, message)
+        refusals.warning(f"{path} {reason}", f"admission {path} refused ({reason}): {message}")
         response = web.Response(status=status, text=f"{message}\n")
         if status in (408, 413):
             # The body was not read (or not all of it): close rather than wait for the rest.
@@ -151,7 +131,7 @@ async def _serve_review(
         if not exc.uid:
             return refuse("NotAdmissionReview", f"not an AdmissionReview this path serves: {exc}", 400)
         metrics.refused.labels(path, "Denied").inc()
-        refusals.refused(path, "Denied", f"request {exc.uid}: {exc}")
+        refusals.warning(f"{path} Denied", f"admission {path} refused (Denied): request {exc.uid}: {exc}")
         return _json(deny(exc.uid, str(exc)))
     except Exception as exc:  # every failure of one request stays in that request
         what = f"{type(exc).__name__}: {str(exc)[:200]}" if str(exc) else type(exc).__name__
@@ -161,7 +141,7 @@ async def _serve_review(
         if not uid:
             return refuse("InternalError", f"the request could not be answered ({what})", 400)
         metrics.refused.labels(path, "InternalError").inc()
-        refusals.refused(path, "InternalError", f"request {uid}: {what}")
+        refusals.warning(f"{path} InternalError", f"admission {path} refused (InternalError): request {uid}: {what}")
         return _json(deny(uid, f"the webhook could not process this request ({type(exc).__name__})",
                           reason="InternalError"))
 

@@ -39,10 +39,10 @@ class Recorder:
 async def debug_server() -> AsyncIterator[tuple[str, Recorder]]:
     recorder = Recorder()
     port = free_port()
-    runner = await start_debug_server(port, recorder.set_debug)
-    assert [address[:2] for address in runner.addresses] == [(LOOPBACK, port)], "loopback only"
+    server = await start_debug_server(port, recorder.set_debug)
+    assert (server.address, server.port) == (LOOPBACK, port), "loopback only"
     yield f"http://{LOOPBACK}:{port}", recorder
-    await runner.cleanup()
+    await server.stop()
 
 
 async def put(url: str, body: str) -> tuple[int, str]:
@@ -72,7 +72,7 @@ async def test_metrics_port_does_not_serve_the_switches() -> None:
             assert resp.status == 200
             assert "# TYPE koord_scheduler_object_errors_total counter" in await resp.text()
     finally:
-        await runner.cleanup()
+        await runner.stop()
     assert recorder.calls == []
 
 
