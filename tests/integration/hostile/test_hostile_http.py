@@ -69,7 +69,7 @@ def webhook(control_plane: ControlPlane, scope: Scope, tmp_path: Path) -> Iterat
     CREATEs in the scope's namespace, with a profile whose namespace selector makes every review look the
     namespace up."""
     install_api(control_plane)
-    profile = {
+    profile: dict[str, Any] = {
         "apiVersion": "config.koordinator.sh/v1alpha1", "kind": "ClusterColocationProfile",
         "metadata": {"name": f"{scope.name}-profile"},
         "spec": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": scope.namespace}},
