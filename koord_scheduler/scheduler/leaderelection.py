@@ -33,6 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from apis.core.paths import dns1123_label_problem, dns1123_subdomain_problem, shown
 from koord_scheduler.framework.errors import ClusterError
 from koord_scheduler.scheduler.kube.events import micro_time
 from koord_scheduler.scheduler.kube.http import ApiError, ApiHttp
@@ -75,6 +76,10 @@ class LeaderElectionOptions:
             raise ValueError("renewDeadline must be greater than retryPeriod*1.2")
         if self.retry_period <= 0:
             raise ValueError("retryPeriod must be greater than zero")
+        if problem := dns1123_label_problem(self.namespace):
+            raise ValueError(f"resourceNamespace {shown(self.namespace)}: {problem}")
+        if problem := dns1123_subdomain_problem(self.name):
+            raise ValueError(f"resourceName {shown(self.name)}: {problem}")
 
 
 @dataclass(frozen=True, slots=True)
