@@ -130,6 +130,8 @@ class _State:
     elector: LeaderElector | None
     scheduler: Scheduler | None = None
     stopping: bool = False
+    admission_only: bool = False
+    """Scheduling and every controller off, the webhook on: ready once the webhook serves (no informers)."""
 
     def set_debug(self, *, scores: int | None = None, filters: bool | None = None) -> None:
         """``--debug-scores`` / ``--debug-filters`` for every profile (also switched over HTTP)."""
@@ -149,6 +151,8 @@ class _State:
     def readyz(self) -> tuple[bool, str]:
         if self.stopping:
             return False, "shutting down"
+        if self.admission_only:
+            return True, "ok"
         if not self.source.synced:
             return False, "informers not synced"
         return self.healthz()
@@ -218,8 +222,16 @@ async def _run(
         if controllers:
             sink = FanoutSink(scheduler, *controllers, object_errors=metrics.object_errors)
         if sink is None:
-            log.error("nothing to do: scheduling is off and no controller is enabled")
-            return EXIT_USAGE
+            if webhook is None:
+                log.error("nothing to do: scheduling is off and no controller is enabled")
+                return EXIT_USAGE
+            # An admission-only replica (the webhook in a process, or Deployment, of its own): no informers,
+            # no Lease; it serves until stopped.
+            state.admission_only = True
+            resume_collector()  # paused for the first lists, which this process does not take
+            log.info("scheduling and controllers off: serving the admission webhooks only")
+            await stop.wait()
+            return EXIT_OK
         # The collector, paused since the flags were read (scheduler.heap.pause_collector), comes back
         # once the first lists are delivered, or after STARTUP_PAUSE_LIMIT if they do not come.
         resume = loop.call_later(STARTUP_PAUSE_LIMIT, resume_collector)

@@ -5,16 +5,20 @@
   lives; the API server's own review of a pod carrying a 1 MiB environment value (a 1 MiB-plus review, under the
   3 MiB limit) is still answered and mutated.
 - ``koord-scheduler extender-server`` (the binary): ``/bind`` with a smuggled namespace is refused before
-  any request and the victim lives; a pod of another scheduler is not bound; a served pod is.
+  any request and the victim lives; a pod of another scheduler is not bound; a served pod is. Over TLS
+  with a required client certificate, a real kube-scheduler authenticates with ``tlsConfig.certFile`` and
+  binds through it; a caller without a certificate is turned away.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import ssl
 import subprocess
 import sys
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,6 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scheduler"))
 from colocation_webhook import PROFILES_PATH, WebhookThread, install_api, register
 from controlplane import ControlPlane, free_port
 from kubesched import KOORD_SCHEDULER, Scope, wait_until
+
+from koord_scheduler.webhook.certs import generate_bundle
 
 pytestmark = pytest.mark.integration
 
@@ -118,9 +124,9 @@ def test_a_megabyte_review_from_the_api_server_is_answered(scope: Scope, webhook
     assert webhook.metric("koord_webhook_requests_refused_total", {"path": "/mutate-pod", "reason": "TooLarge"}) == 0
 
 
-@pytest.fixture
-def extender(scope: Scope, tmp_path: Path) -> Iterator[str]:
-    """``koord-scheduler extender-server`` for the scope's scheduler name, on loopback (its default)."""
+@contextlib.contextmanager
+def extender_server(scope: Scope, tmp_path: Path, *extra: str, context: ssl.SSLContext | None = None) -> Iterator[str]:
+    """``koord-scheduler extender-server`` for the scope's scheduler name, on loopback (its default); its URL."""
     config = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
               "profiles": [{"schedulerName": f"{scope.scheduler_name}-extender"}]}
     path = tmp_path / "extender.yaml"
@@ -130,12 +136,13 @@ def extender(scope: Scope, tmp_path: Path) -> Iterator[str]:
     with log_path.open("ab") as log:
         process = subprocess.Popen(
             [str(KOORD_SCHEDULER), "extender-server", "--config", str(path), "--kubeconfig",
-             str(scope.plane.kubeconfig), "--scheduler-names", scope.scheduler_name, "--port", str(port), "-v", "2"],
+             str(scope.plane.kubeconfig), "--scheduler-names", scope.scheduler_name, "--port", str(port), "-v", "2",
+             *extra],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
-    url = f"http://127.0.0.1:{port}"
+    url = f"{'https' if context else 'http'}://127.0.0.1:{port}"
     try:
-        wait_until(lambda: _healthy(url) or process.poll() is not None, timeout=30, what="extender /healthz")
+        wait_until(lambda: _healthy(url, context) or process.poll() is not None, timeout=30, what="extender /healthz")
         assert process.poll() is None, log_path.read_text()[-3000:]
         yield url
     finally:
@@ -149,9 +156,15 @@ def extender(scope: Scope, tmp_path: Path) -> Iterator[str]:
         assert "Traceback" not in text, text[-3000:]
 
 
-def _healthy(url: str) -> bool:
+@pytest.fixture
+def extender(scope: Scope, tmp_path: Path) -> Iterator[str]:
+    with extender_server(scope, tmp_path) as url:
+        yield url
+
+
+def _healthy(url: str, context: ssl.SSLContext | None = None) -> bool:
     try:
-        with urllib.request.urlopen(f"{url}/healthz", timeout=2) as resp:
+        with urllib.request.urlopen(f"{url}/healthz", timeout=2, context=context) as resp:
             return bool(resp.status == 200)
     except OSError:
         return False
@@ -174,3 +187,36 @@ def test_extender_bind_refuses_smuggling_and_other_schedulers_pods(scope: Scope,
                                                "PodUID": victim["metadata"]["uid"], "Node": node})
     assert (status, answer) == (200, {"Error": ""})
     assert scope.pod("victim")["spec"]["nodeName"] == node
+
+
+def test_kube_scheduler_authenticates_with_its_client_certificate(scope: Scope, tmp_path: Path) -> None:
+    """What kube-scheduler's extender client can send is a client certificate (tlsConfig.certFile/keyFile):
+    the extender requires one, a real kube-scheduler presents it and binds a pod through /bind, and a caller
+    without one is turned away at the TLS handshake."""
+    serving, clients = generate_bundle(["127.0.0.1"]), generate_bundle(["kube-scheduler"], client=True)
+    files = {"tls.crt": serving.cert_pem, "tls.key": serving.key_pem, "ca.crt": serving.ca_pem,
+             "client-ca.crt": clients.ca_pem, "client.crt": clients.cert_pem, "client.key": clients.key_pem}
+    for name, data in files.items():
+        (tmp_path / name).write_bytes(data)
+    server_ca = ssl.create_default_context(cafile=str(tmp_path / "ca.crt"))
+    with_cert = ssl.create_default_context(cafile=str(tmp_path / "ca.crt"))
+    with_cert.load_cert_chain(tmp_path / "client.crt", tmp_path / "client.key")
+    node = scope.add_node("n")
+    with extender_server(scope, tmp_path, "--tls-cert-file", str(tmp_path / "tls.crt"), "--tls-private-key-file",
+                         str(tmp_path / "tls.key"), "--client-ca-file", str(tmp_path / "client-ca.crt"),
+                         context=with_cert) as url:
+        with pytest.raises(urllib.error.URLError):
+            post(f"{url}/bind", {"PodName": "x", "PodNamespace": scope.namespace, "Node": node}, context=server_ca)
+        config = {"profiles": [{"schedulerName": scope.scheduler_name}], "extenders": [{
+            "urlPrefix": url, "filterVerb": "filter", "bindVerb": "bind", "nodeCacheCapable": True,
+            "enableHTTPS": True, "httpTimeout": "5s",
+            "tlsConfig": {"caFile": str(tmp_path / "ca.crt"), "certFile": str(tmp_path / "client.crt"),
+                          "keyFile": str(tmp_path / "client.key")}}]}
+        with scope.plane.start_kube_scheduler(config, name=f"ext-tls-{scope.name}") as kube_scheduler:
+            pending_pod(scope, "through-the-extender", scheduler_name=scope.scheduler_name)
+            try:
+                scope.wait_all_bound(1, timeout=60)
+            except AssertionError:
+                print(kube_scheduler.log_tail())
+                raise
+    assert scope.pod("through-the-extender")["spec"]["nodeName"] == node
