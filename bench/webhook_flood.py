@@ -79,9 +79,15 @@ class Flood:
     """``clients`` processes of bench/webhook_flood_client.py, each posting reviews until :meth:`finish`."""
 
     def __init__(self, port: int, megabytes: float, clients: int) -> None:
-        self.procs = [subprocess.Popen([sys.executable, str(FLOOD_CLIENT), str(port), str(megabytes)],
-                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-                      for _ in range(clients)]
+        self.procs = [
+            subprocess.Popen(
+                [sys.executable, str(FLOOD_CLIENT), str(port), str(megabytes)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            for _ in range(clients)
+        ]
         for p in self.procs:
             assert p.stdout is not None
             assert p.stdout.readline().strip() == "ready"
@@ -102,29 +108,46 @@ class Flood:
 # ----- the scheduler under test -----
 
 
-ADMISSION_ONLY = ["--scheduling=false", "--controllers=" + ",".join(
-    f"-{c}" for c in ("reservation", "nodeslo", "noderesource", "nodemetric", "elasticquota", "podgroup",
-                      "deviceresource"))]
+ADMISSION_ONLY = [
+    "--scheduling=false",
+    "--controllers="
+    + ",".join(
+        f"-{c}"
+        for c in ("reservation", "nodeslo", "noderesource", "nodemetric", "elasticquota", "podgroup", "deviceresource")
+    ),
+]
 """A koord-scheduler that serves only the admission webhooks (the ``current-process`` contender's second one)."""
 
 
-def start_scheduler(name: str, code: Path, kubeconfig: str, work: Path, webhook_port: int, *,
-                    role: str = "both") -> subprocess.Popen[bytes]:
+def start_scheduler(
+    name: str, code: Path, kubeconfig: str, work: Path, webhook_port: int, *, role: str = "both"
+) -> subprocess.Popen[bytes]:
     """``role``: ``both`` (scheduling and the webhook in one process), ``scheduler`` (no webhook) or
     ``admission`` (only the webhook)."""
     certs = work / f"{name}-certs"
     write_bundle(generate_bundle(["127.0.0.1"]), certs)
     config = work / f"{name}.yaml"
-    config.write_text(yaml.safe_dump({
-        "apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
-        "clientConnection": {"kubeconfig": kubeconfig, "qps": LIFTED_QPS, "burst": LIFTED_QPS},
-        "leaderElection": {"leaderElect": False},
-    }))
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "kubescheduler.config.k8s.io/v1",
+                "kind": "KubeSchedulerConfiguration",
+                "clientConnection": {"kubeconfig": kubeconfig, "qps": LIFTED_QPS, "burst": LIFTED_QPS},
+                "leaderElection": {"leaderElect": False},
+            }
+        )
+    )
     launcher = "import sys; from koord_scheduler.app.cli import main; sys.argv[0] = 'koord-scheduler'; main()"
     args = [sys.executable, "-c", launcher, "--config", str(config), "--metrics-port", "0"]
     if role != "scheduler":
-        args += ["--webhook-port", str(webhook_port), "--webhook-bind-address", "127.0.0.1",
-                 "--webhook-cert-dir", str(certs)]
+        args += [
+            "--webhook-port",
+            str(webhook_port),
+            "--webhook-bind-address",
+            "127.0.0.1",
+            "--webhook-cert-dir",
+            str(certs),
+        ]
     if role == "admission":
         args += ADMISSION_ONLY
     env = {**os.environ, "PYTHONPATH": str(code)}
@@ -155,9 +178,20 @@ def wait_listening(port: int, proc: subprocess.Popen[bytes], timeout: float = 60
 
 
 def pod(name: str) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": NAMESPACE},
-            "spec": {"containers": [{"name": "pause", "image": "registry.k8s.io/pause:3.10",
-                                     "resources": {"requests": {"cpu": "100m", "memory": "100Mi"}}}]}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": {
+            "containers": [
+                {
+                    "name": "pause",
+                    "image": "registry.k8s.io/pause:3.10",
+                    "resources": {"requests": {"cpu": "100m", "memory": "100Mi"}},
+                }
+            ]
+        },
+    }
 
 
 async def phase(http: ApiHttp, name: str, *, rate: float, seconds: float) -> dict[str, Any]:
@@ -183,7 +217,9 @@ async def phase(http: ApiHttp, name: str, *, rate: float, seconds: float) -> dic
     latencies = sorted((watcher.bound[p] - created[p]) * 1000 for p in created if p in watcher.bound)
     last = max(watcher.bound.values(), default=started)
     return {
-        "phase": name, "pods": n, "bound": len(latencies),
+        "phase": name,
+        "pods": n,
+        "bound": len(latencies),
         "bound_per_s": round(len(latencies) / max(0.001, last - started), 1),
         "p50_ms": round(statistics.median(latencies), 1) if latencies else None,
         "p99_ms": round(latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))], 1) if latencies else None,
@@ -191,8 +227,9 @@ async def phase(http: ApiHttp, name: str, *, rate: float, seconds: float) -> dic
     }
 
 
-async def run_contender(name: str, code: Path, *, args: argparse.Namespace, kubeconfig: str, work: Path,
-                        http: ApiHttp) -> list[dict[str, Any]]:
+async def run_contender(
+    name: str, code: Path, *, args: argparse.Namespace, kubeconfig: str, work: Path, http: ApiHttp
+) -> list[dict[str, Any]]:
     port = free_port()
     separate = name.endswith("-process")
     proc = start_scheduler(name, code, kubeconfig, work, port, role="scheduler" if separate else "both")
@@ -209,8 +246,9 @@ async def run_contender(name: str, code: Path, *, args: argparse.Namespace, kube
             flood = await asyncio.to_thread(Flood, port, mb, args.clients) if mb is not None else None
             if flood is not None:
                 await asyncio.sleep(2)  # the flood is under way before the first pod
-            result = await phase(http, f"{name}-{label}".lower().replace(".", "-"), rate=args.rate,
-                                 seconds=args.seconds)
+            result = await phase(
+                http, f"{name}-{label}".lower().replace(".", "-"), rate=args.rate, seconds=args.seconds
+            )
             result.update({"contender": name, "phase": label})
             if flood is not None:
                 result["flood"] = await asyncio.to_thread(flood.finish)
@@ -232,8 +270,9 @@ async def run_contender(name: str, code: Path, *, args: argparse.Namespace, kube
 
 def baseline_tree(ref: str, work: Path) -> Path:
     tree = work / "baseline"
-    subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", str(tree), ref], check=True,
-                   capture_output=True)
+    subprocess.run(
+        ["git", "-C", str(REPO), "worktree", "add", "--detach", str(tree), ref], check=True, capture_output=True
+    )
     return tree
 
 
@@ -261,8 +300,11 @@ async def bench(args: argparse.Namespace, kubeconfig: str, work: Path) -> dict[s
                 raise SystemExit(f"--only: unknown contender {name!r}")
             code = baseline_tree(args.baseline, work) if name == "baseline" else REPO
             results += await run_contender(name, code, args=args, kubeconfig=kubeconfig, work=work, http=http)
-        return {"results": results, "summary": summarize(results),
-                "settings": {k: v for k, v in vars(args).items() if k != "json"}}
+        return {
+            "results": results,
+            "summary": summarize(results),
+            "settings": {k: v for k, v in vars(args).items() if k != "json"},
+        }
     finally:
         await http.close()
 
@@ -289,13 +331,18 @@ def main() -> int:
                     report = asyncio.run(bench(args, str(plane.kubeconfig), work))
         finally:
             if (work / "baseline").exists():
-                subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(work / "baseline")],
-                               check=False, capture_output=True)
+                subprocess.run(
+                    ["git", "-C", str(REPO), "worktree", "remove", "--force", str(work / "baseline")],
+                    check=False,
+                    capture_output=True,
+                )
     print(json.dumps(report["summary"], indent=2))
     for r in report["results"]:
         flood = r.get("flood") or {}
-        print(f"{r['contender']:9} {r['phase']:12} bound {r['bound']:4}/{r['pods']:<4} p50 {r['p50_ms']} ms  "
-              f"p99 {r['p99_ms']} ms  max {r['max_ms']} ms  {flood}")
+        print(
+            f"{r['contender']:9} {r['phase']:12} bound {r['bound']:4}/{r['pods']:<4} p50 {r['p50_ms']} ms  "
+            f"p99 {r['p99_ms']} ms  max {r['max_ms']} ms  {flood}"
+        )
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2))
     return 0

@@ -20,14 +20,20 @@ import time
 def review_bytes(megabytes: float) -> bytes:
     """A pod CREATE review of about ``megabytes`` MB (one padded annotation)."""
     body = {
-        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
         "request": {
-            "uid": "flood", "operation": "CREATE", "namespace": "default",
+            "uid": "flood",
+            "operation": "CREATE",
+            "namespace": "default",
             "kind": {"group": "", "version": "v1", "kind": "Pod"},
             "resource": {"group": "", "version": "v1", "resource": "pods"},
-            "object": {"apiVersion": "v1", "kind": "Pod",
-                       "metadata": {"generateName": "flood-", "annotations": {"padding": ""}},
-                       "spec": {"containers": [{"name": "c", "image": "i"}]}},
+            "object": {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"generateName": "flood-", "annotations": {"padding": ""}},
+                "spec": {"containers": [{"name": "c", "image": "i"}]},
+            },
         },
     }
     size = len(json.dumps(body))

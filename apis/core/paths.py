@@ -117,8 +117,11 @@ def api_path(
     Raises :class:`InvalidNameError` when a part breaks its rule (see the module docstring). A
     ``subresource`` needs a ``name``.
     """
-    parts = ["", "api", _word(version, "version")] if not group else ["", "apis", _word(group, "group"),
-                                                                      _word(version, "version")]
+    parts = (
+        ["", "api", _word(version, "version")]
+        if not group
+        else ["", "apis", _word(group, "group"), _word(version, "version")]
+    )
     if namespace:
         parts += ["namespaces", quote(check_namespace(namespace), safe="")]
     parts.append(_word(resource, "resource"))

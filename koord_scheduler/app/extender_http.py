@@ -85,8 +85,12 @@ class _Once:
 
 
 def make_app(
-    service: ExtenderService, source: ClusterSource, *, synced: Callable[[], bool],
-    get_pod: PodGetter, serving: ExtenderServing | None = None,
+    service: ExtenderService,
+    source: ClusterSource,
+    *,
+    synced: Callable[[], bool],
+    get_pod: PodGetter,
+    serving: ExtenderServing | None = None,
 ) -> web.Application:
     """The HTTP routes; each verb answers 200 with the protocol's JSON (errors in its ``Error`` field),
     ``/preempt`` 400 for a request it cannot use."""
@@ -101,8 +105,9 @@ def make_app(
         try:
             body = orjson.loads(await read_body(request, serving.limits))
         except BodyTooLargeError as exc:
-            raise web.HTTPRequestEntityTooLarge(max_size=serving.limits.max_body_bytes,
-                                                actual_size=request.content_length or 0, text=str(exc)) from None
+            raise web.HTTPRequestEntityTooLarge(
+                max_size=serving.limits.max_body_bytes, actual_size=request.content_length or 0, text=str(exc)
+            ) from None
         except BodyTimeoutError as exc:
             raise web.HTTPRequestTimeout(text=str(exc)) from None
         except orjson.JSONDecodeError as exc:
@@ -120,8 +125,12 @@ def make_app(
             return False
         if pod.scheduler_name in served:
             return False
-        others.info(pod.scheduler_name, "extender: pods with schedulerName %s are not served (--scheduler-names "
-                    "%s): answered without an opinion", shown(pod.scheduler_name), ",".join(sorted(served)))
+        others.info(
+            pod.scheduler_name,
+            "extender: pods with schedulerName %s are not served (--scheduler-names %s): answered without an opinion",
+            shown(pod.scheduler_name),
+            ",".join(sorted(served)),
+        )
         return True
 
     async def filter_handler(request: web.Request) -> web.Response:
@@ -131,8 +140,12 @@ def make_app(
                 names, items = request_node_names(body)
             except RequestError as exc:
                 return json_response({"Error": f"bad ExtenderArgs: {exc}"})
-            result: dict[str, Any] = {"NodeNames": names, "FailedNodes": {}, "FailedAndUnresolvableNodes": {},
-                                      "Error": ""}
+            result: dict[str, Any] = {
+                "NodeNames": names,
+                "FailedNodes": {},
+                "FailedAndUnresolvableNodes": {},
+                "Error": "",
+            }
             if items is not None:
                 result["Nodes"] = {"items": items}
             return json_response(result)
@@ -176,8 +189,9 @@ def make_app(
             return json_response({"Error": f"binding {what}: {refusal}"})
         assert current is not None
         try:
-            await source.client.bind(Pod(meta=ObjectMeta(name=wanted.name, namespace=wanted.namespace,
-                                                         uid=current.uid)), node)
+            await source.client.bind(
+                Pod(meta=ObjectMeta(name=wanted.name, namespace=wanted.namespace, uid=current.uid)), node
+            )
         except Exception as exc:  # the API server's refusal goes back to kube-scheduler as the bind error
             return json_response({"Error": f"binding {what}: {exc}"})
         return json_response({"Error": ""})
@@ -220,16 +234,20 @@ def bind_refusal(wanted: ObjectMeta, current: Pod | None, served: frozenset[str]
     if wanted.uid and current.uid != wanted.uid:
         return f"its UID is {current.uid}, not {wanted.uid} (deleted and created again?)"
     if current.scheduler_name not in served:
-        return (f"its schedulerName is {shown(current.scheduler_name)}; this extender binds only pods of "
-                f"{', '.join(sorted(served))} (--scheduler-names)")
+        return (
+            f"its schedulerName is {shown(current.scheduler_name)}; this extender binds only pods of "
+            f"{', '.join(sorted(served))} (--scheduler-names)"
+        )
     if current.node_name:
         return f"it is already bound to {current.node_name}"
     return ""
 
 
 def _victims_as_sent(body: Mapping[str, Any]) -> dict[str, Any]:
-    return {node: {"Pods": [{"UID": u} for u in uids], "NumPDBViolations": violations}
-            for node, (uids, violations) in request_victims(body).items()}
+    return {
+        node: {"Pods": [{"UID": u} for u in uids], "NumPDBViolations": violations}
+        for node, (uids, violations) in request_victims(body).items()
+    }
 
 
 @web.middleware
@@ -244,8 +262,9 @@ async def _contained(request: web.Request, handler: Handler) -> web.StreamRespon
     except RequestError as exc:
         return web.Response(status=400, text=f"bad request: {exc}")
     except Exception as exc:
-        log.warning("extender %s: the request could not be answered: %s: %s", request.path, type(exc).__name__,
-                    str(exc)[:200])
+        log.warning(
+            "extender %s: the request could not be answered: %s: %s", request.path, type(exc).__name__, str(exc)[:200]
+        )
         return web.Response(status=400, text=f"the request could not be answered ({type(exc).__name__})")
 
 

@@ -123,7 +123,7 @@ class TokenFile:
         except OSError as exc:
             log.warning("cannot read the token file: %s; refusing the request", exc)
             return False
-        return hmac.compare_digest(header[len("Bearer "):].strip().encode("latin-1", "replace"), expected)
+        return hmac.compare_digest(header[len("Bearer ") :].strip().encode("latin-1", "replace"), expected)
 
 
 Handler = Callable[["web.Request"], Awaitable["web.StreamResponse"]]
@@ -137,8 +137,9 @@ def token_middleware(tokens: TokenFile, *, exempt: frozenset[str] = frozenset())
     @web.middleware
     async def require_token(request: web.Request, handler: Handler) -> web.StreamResponse:
         if request.path not in exempt and not tokens.accepts(request.headers.get("Authorization")):
-            return web.Response(status=401, text="a valid bearer token is required\n",
-                                headers={"WWW-Authenticate": "Bearer"})
+            return web.Response(
+                status=401, text="a valid bearer token is required\n", headers={"WWW-Authenticate": "Bearer"}
+            )
         return await handler(request)
 
     return require_token
@@ -165,8 +166,9 @@ class FoldedLog:
     """One warning line per key, then at most one every ``interval`` seconds with the count of those not
     logged, so a flood of bad requests cannot flood the log."""
 
-    def __init__(self, logger: logging.Logger, *, interval: float = 10.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, logger: logging.Logger, *, interval: float = 10.0, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.logger = logger
         self.interval = interval
         self.clock = clock
@@ -211,8 +213,15 @@ class HardenedServer:
     """``app`` on ``address:port`` with :class:`ServingLimits` (and TLS when ``ssl_context`` is given).
     :meth:`start` (``OSError`` when the port is taken), then :meth:`stop`. ``port`` is the bound port."""
 
-    def __init__(self, app: web.Application, *, address: str, port: int, ssl_context: ssl.SSLContext | None,
-                 limits: ServingLimits) -> None:
+    def __init__(
+        self,
+        app: web.Application,
+        *,
+        address: str,
+        port: int,
+        ssl_context: ssl.SSLContext | None,
+        limits: ServingLimits,
+    ) -> None:
         self.app = app
         self.address = address
         self.port = port
@@ -227,9 +236,14 @@ class HardenedServer:
 
         # aiohttp closes a connection whose handler waits for a request longer than keepalive_timeout,
         # counted from the connection (after TLS) or from the last response: that is the header timeout.
-        runner = web.AppRunner(self.app, access_log=None, handle_signals=False,
-                               keepalive_timeout=self.limits.header_timeout, lingering_time=self.limits.lingering_time,
-                               logger=_ProtocolErrors(log, FoldedLog(log)))
+        runner = web.AppRunner(
+            self.app,
+            access_log=None,
+            handle_signals=False,
+            keepalive_timeout=self.limits.header_timeout,
+            lingering_time=self.limits.lingering_time,
+            logger=_ProtocolErrors(log, FoldedLog(log)),
+        )
         await runner.setup()
         web_server = runner.server
         assert web_server is not None
@@ -243,7 +257,10 @@ class HardenedServer:
 
         try:
             self._server = await asyncio.get_running_loop().create_server(
-                protocol, self.address, self.port, ssl=self.ssl_context,
+                protocol,
+                self.address,
+                self.port,
+                ssl=self.ssl_context,
                 ssl_handshake_timeout=self.limits.handshake_timeout if self.ssl_context is not None else None,
                 reuse_address=True,
             )

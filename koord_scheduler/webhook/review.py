@@ -67,8 +67,10 @@ def parse_review(body: Any, rule: ReviewRule) -> Json:
         raise BadReviewError("expected an AdmissionReview with a request")
     uid = review_uid(body)
     if not uid:
-        raise BadReviewError(f"request.uid: expected a non-empty string of at most {MAX_UID_CHARS} visible "
-                             f"ASCII characters, got {shown(body['request'].get('uid'))}")
+        raise BadReviewError(
+            f"request.uid: expected a non-empty string of at most {MAX_UID_CHARS} visible "
+            f"ASCII characters, got {shown(body['request'].get('uid'))}"
+        )
     request: Json = body["request"]
 
     def refuse(message: str) -> BadReviewError:

@@ -66,13 +66,18 @@ class AdmissionServerMetrics:
             "koord_webhook_requests_refused_total",
             "Admission requests refused by the server: over the size limit, too slow, not a review it serves, or "
             "failing while answered (reason).",
-            ["path", "reason"], registry=registry,
+            ["path", "reason"],
+            registry=registry,
         )
 
 
 def webhook_app(
-    mutator: PodMutator, quotas: QuotaValidator | None = None, *, limits: ServingLimits | None = None,
-    metrics: AdmissionServerMetrics | None = None, auth: ClientAuth | None = None,
+    mutator: PodMutator,
+    quotas: QuotaValidator | None = None,
+    *,
+    limits: ServingLimits | None = None,
+    metrics: AdmissionServerMetrics | None = None,
+    auth: ClientAuth | None = None,
 ) -> web.Application:
     """The routes; without ``quotas`` the ElasticQuota path is not served (404). With ``auth.token_file``
     every path but ``/healthz`` requires the bearer token."""
@@ -105,7 +110,12 @@ def webhook_app(
 
 
 async def _serve_review(
-    request: web.Request, path: str, respond: Answer, *, limits: ServingLimits, metrics: AdmissionServerMetrics,
+    request: web.Request,
+    path: str,
+    respond: Answer,
+    *,
+    limits: ServingLimits,
+    metrics: AdmissionServerMetrics,
     refusals: FoldedLog,
 ) -> web.Response:
     def refuse(reason: str, message: str, status: int) -> web.Response:
@@ -142,8 +152,9 @@ async def _serve_review(
             return refuse("InternalError", f"the request could not be answered ({what})", 400)
         metrics.refused.labels(path, "InternalError").inc()
         refusals.warning(f"{path} InternalError", f"admission {path} refused (InternalError): request {uid}: {what}")
-        return _json(deny(uid, f"the webhook could not process this request ({type(exc).__name__})",
-                          reason="InternalError"))
+        return _json(
+            deny(uid, f"the webhook could not process this request ({type(exc).__name__})", reason="InternalError")
+        )
 
 
 def _json(answer: Json) -> web.Response:
@@ -165,14 +176,22 @@ class AdmissionServing:
 class WebhookServer:
     """The app behind TLS (``ssl_context``) as ``serving`` says; :meth:`start`, then :meth:`stop`."""
 
-    def __init__(self, mutator: PodMutator, ssl_context: ssl.SSLContext, *, serving: AdmissionServing,
-                 quotas: QuotaValidator | None = None, registry: CollectorRegistry | None = None) -> None:
+    def __init__(
+        self,
+        mutator: PodMutator,
+        ssl_context: ssl.SSLContext,
+        *,
+        serving: AdmissionServing,
+        quotas: QuotaValidator | None = None,
+        registry: CollectorRegistry | None = None,
+    ) -> None:
         self.mutator = mutator
         self.quotas = quotas
         self.metrics = AdmissionServerMetrics(registry if registry is not None else CollectorRegistry())
         app = webhook_app(mutator, quotas, limits=serving.limits, metrics=self.metrics, auth=serving.auth)
-        self.server = HardenedServer(app, address=serving.address, port=serving.port, ssl_context=ssl_context,
-                                     limits=serving.limits)
+        self.server = HardenedServer(
+            app, address=serving.address, port=serving.port, ssl_context=ssl_context, limits=serving.limits
+        )
 
     @property
     def port(self) -> int:

@@ -34,8 +34,12 @@ class AdmissionThread:
     :meth:`start` returns once the server listens and raises what the runtime's start raised (a port in
     use, certificates that cannot be made); :meth:`stop` stops the runtime and joins the thread."""
 
-    def __init__(self, make_runtime: Callable[[], WebhookRuntime], *,
-                 loop_factory: Callable[[], asyncio.AbstractEventLoop] | None = None) -> None:
+    def __init__(
+        self,
+        make_runtime: Callable[[], WebhookRuntime],
+        *,
+        loop_factory: Callable[[], asyncio.AbstractEventLoop] | None = None,
+    ) -> None:
         self.make_runtime = make_runtime
         self.loop_factory = loop_factory
         self.runtime: WebhookRuntime | None = None

@@ -42,6 +42,10 @@ def pod_path(pod: Pod, subresource: str = "") -> str:
 def object_path(kind: ObjectKind, name: str, namespace: str = "", subresource: str = "") -> str:
     """The path of one object of ``kind``; a namespaced kind without ``namespace`` is in ``default``."""
     return resource_path(
-        kind.group, kind.version, kind.plural, namespace=(namespace or "default") if kind.namespaced else "",
-        name=name, subresource=subresource,
+        kind.group,
+        kind.version,
+        kind.plural,
+        namespace=(namespace or "default") if kind.namespaced else "",
+        name=name,
+        subresource=subresource,
     )

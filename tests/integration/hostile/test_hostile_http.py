@@ -53,8 +53,9 @@ def pending_pod(scope: Scope, name: str, *, scheduler_name: str, padding: int = 
 
 
 def post(url: str, body: Any, *, context: ssl.SSLContext | None = None) -> tuple[int, Any]:
-    request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
-                                     headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(
+        url, data=json.dumps(body).encode(), method="POST", headers={"Content-Type": "application/json"}
+    )
     try:
         with urllib.request.urlopen(request, timeout=10, context=context) as resp:
             return resp.status, json.loads(resp.read())
@@ -76,18 +77,28 @@ def webhook(control_plane: ControlPlane, scope: Scope, tmp_path: Path) -> Iterat
     namespace up."""
     install_api(control_plane)
     profile: dict[str, Any] = {
-        "apiVersion": "config.koordinator.sh/v1alpha1", "kind": "ClusterColocationProfile",
+        "apiVersion": "config.koordinator.sh/v1alpha1",
+        "kind": "ClusterColocationProfile",
         "metadata": {"name": f"{scope.name}-profile"},
-        "spec": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": scope.namespace}},
-                 "selector": {"matchLabels": {"hostile-http": "true"}},
-                 "labels": {"koordinator.sh/mutated": "true"}},
+        "spec": {
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": scope.namespace}},
+            "selector": {"matchLabels": {"hostile-http": "true"}},
+            "labels": {"koordinator.sh/mutated": "true"},
+        },
     }
     scope.ok("POST", PROFILES_PATH, profile)
     thread = WebhookThread(control_plane, tmp_path / "certs").start()
     register(control_plane, MWC, port=thread.port, ca_pem=thread.bundle.ca_pem, namespace=scope.namespace)
     try:
-        wait_until(lambda: any(p.name == profile["metadata"]["name"] for p in thread.runtime.lookup.profiles())
-                   if thread.runtime else False, timeout=20, what="profile watched")
+        wait_until(
+            lambda: (
+                any(p.name == profile["metadata"]["name"] for p in thread.runtime.lookup.profiles())
+                if thread.runtime
+                else False
+            ),
+            timeout=20,
+            what="profile watched",
+        )
         yield thread
     finally:
         thread.stop()
@@ -101,10 +112,15 @@ def test_forged_review_cannot_delete_a_pod_through_the_webhook(
     victim = pending_pod(scope, "victim", scheduler_name="nobody")  # through the webhook: admitted and mutated
     assert victim["metadata"]["labels"]["koordinator.sh/mutated"] == "true"
     review = {
-        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-        "request": {"uid": "forged-1", "operation": "CREATE", "namespace": smuggled(scope.namespace),
-                    "resource": {"group": "", "version": "v1", "resource": "pods"},
-                    "object": {"metadata": {"labels": {"hostile-http": "true"}}, "spec": {"containers": []}}},
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "forged-1",
+            "operation": "CREATE",
+            "namespace": smuggled(scope.namespace),
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "object": {"metadata": {"labels": {"hostile-http": "true"}}, "spec": {"containers": []}},
+        },
     }
     context = ssl.create_default_context(cadata=webhook.bundle.ca_pem.decode())
     status, answer = post(f"https://127.0.0.1:{webhook.port}/mutate-pod", review, context=context)
@@ -127,18 +143,36 @@ def test_a_megabyte_review_from_the_api_server_is_answered(scope: Scope, webhook
 @contextlib.contextmanager
 def extender_server(scope: Scope, tmp_path: Path, *extra: str, context: ssl.SSLContext | None = None) -> Iterator[str]:
     """``koord-scheduler extender-server`` for the scope's scheduler name, on loopback (its default); its URL."""
-    config = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
-              "profiles": [{"schedulerName": f"{scope.scheduler_name}-extender"}]}
+    config = {
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        "profiles": [{"schedulerName": f"{scope.scheduler_name}-extender"}],
+    }
     path = tmp_path / "extender.yaml"
     path.write_text(yaml.safe_dump(config))
     port = free_port()
     log_path = tmp_path / "extender.log"
     with log_path.open("ab") as log:
         process = subprocess.Popen(
-            [str(KOORD_SCHEDULER), "extender-server", "--config", str(path), "--kubeconfig",
-             str(scope.plane.kubeconfig), "--scheduler-names", scope.scheduler_name, "--port", str(port), "-v", "2",
-             *extra],
-            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            [
+                str(KOORD_SCHEDULER),
+                "extender-server",
+                "--config",
+                str(path),
+                "--kubeconfig",
+                str(scope.plane.kubeconfig),
+                "--scheduler-names",
+                scope.scheduler_name,
+                "--port",
+                str(port),
+                "-v",
+                "2",
+                *extra,
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
     url = f"{'https' if context else 'http'}://127.0.0.1:{port}"
     try:
@@ -174,17 +208,22 @@ def test_extender_bind_refuses_smuggling_and_other_schedulers_pods(scope: Scope,
     node = scope.add_node("n")
     victim = pending_pod(scope, "victim", scheduler_name=scope.scheduler_name)
     theirs = pending_pod(scope, "theirs", scheduler_name="someone-else")
-    status, answer = post(f"{extender}/bind", {"PodName": "x", "PodNamespace": smuggled(scope.namespace),
-                                               "PodUID": "", "Node": node})
+    status, answer = post(
+        f"{extender}/bind", {"PodName": "x", "PodNamespace": smuggled(scope.namespace), "PodUID": "", "Node": node}
+    )
     assert status == 200
     assert answer["Error"].startswith("bad ExtenderBindingArgs: PodNamespace ")
-    status, answer = post(f"{extender}/bind", {"PodName": "theirs", "PodNamespace": scope.namespace,
-                                               "PodUID": theirs["metadata"]["uid"], "Node": node})
+    status, answer = post(
+        f"{extender}/bind",
+        {"PodName": "theirs", "PodNamespace": scope.namespace, "PodUID": theirs["metadata"]["uid"], "Node": node},
+    )
     assert "its schedulerName is 'someone-else'" in answer["Error"]
     assert scope.pod("theirs")["spec"].get("nodeName") is None
     assert scope.pod("victim")["metadata"]["uid"] == victim["metadata"]["uid"], "the victim pod is still there"
-    status, answer = post(f"{extender}/bind", {"PodName": "victim", "PodNamespace": scope.namespace,
-                                               "PodUID": victim["metadata"]["uid"], "Node": node})
+    status, answer = post(
+        f"{extender}/bind",
+        {"PodName": "victim", "PodNamespace": scope.namespace, "PodUID": victim["metadata"]["uid"], "Node": node},
+    )
     assert (status, answer) == (200, {"Error": ""})
     assert scope.pod("victim")["spec"]["nodeName"] == node
 
@@ -194,25 +233,52 @@ def test_kube_scheduler_authenticates_with_its_client_certificate(scope: Scope, 
     the extender requires one, a real kube-scheduler presents it and binds a pod through /bind, and a caller
     without one is turned away at the TLS handshake."""
     serving, clients = generate_bundle(["127.0.0.1"]), generate_bundle(["kube-scheduler"], client=True)
-    files = {"tls.crt": serving.cert_pem, "tls.key": serving.key_pem, "ca.crt": serving.ca_pem,
-             "client-ca.crt": clients.ca_pem, "client.crt": clients.cert_pem, "client.key": clients.key_pem}
+    files = {
+        "tls.crt": serving.cert_pem,
+        "tls.key": serving.key_pem,
+        "ca.crt": serving.ca_pem,
+        "client-ca.crt": clients.ca_pem,
+        "client.crt": clients.cert_pem,
+        "client.key": clients.key_pem,
+    }
     for name, data in files.items():
         (tmp_path / name).write_bytes(data)
     server_ca = ssl.create_default_context(cafile=str(tmp_path / "ca.crt"))
     with_cert = ssl.create_default_context(cafile=str(tmp_path / "ca.crt"))
     with_cert.load_cert_chain(tmp_path / "client.crt", tmp_path / "client.key")
     node = scope.add_node("n")
-    with extender_server(scope, tmp_path, "--tls-cert-file", str(tmp_path / "tls.crt"), "--tls-private-key-file",
-                         str(tmp_path / "tls.key"), "--client-ca-file", str(tmp_path / "client-ca.crt"),
-                         context=with_cert) as url:
+    with extender_server(
+        scope,
+        tmp_path,
+        "--tls-cert-file",
+        str(tmp_path / "tls.crt"),
+        "--tls-private-key-file",
+        str(tmp_path / "tls.key"),
+        "--client-ca-file",
+        str(tmp_path / "client-ca.crt"),
+        context=with_cert,
+    ) as url:
         # Refused in the handshake; with TLS 1.3 the client may only see it when it reads (a reset, an SSL alert).
         with pytest.raises(OSError):
             post(f"{url}/bind", {"PodName": "x", "PodNamespace": scope.namespace, "Node": node}, context=server_ca)
-        config = {"profiles": [{"schedulerName": scope.scheduler_name}], "extenders": [{
-            "urlPrefix": url, "filterVerb": "filter", "bindVerb": "bind", "nodeCacheCapable": True,
-            "enableHTTPS": True, "httpTimeout": "5s",
-            "tlsConfig": {"caFile": str(tmp_path / "ca.crt"), "certFile": str(tmp_path / "client.crt"),
-                          "keyFile": str(tmp_path / "client.key")}}]}
+        config = {
+            "profiles": [{"schedulerName": scope.scheduler_name}],
+            "extenders": [
+                {
+                    "urlPrefix": url,
+                    "filterVerb": "filter",
+                    "bindVerb": "bind",
+                    "nodeCacheCapable": True,
+                    "enableHTTPS": True,
+                    "httpTimeout": "5s",
+                    "tlsConfig": {
+                        "caFile": str(tmp_path / "ca.crt"),
+                        "certFile": str(tmp_path / "client.crt"),
+                        "keyFile": str(tmp_path / "client.key"),
+                    },
+                }
+            ],
+        }
         with scope.plane.start_kube_scheduler(config, name=f"ext-tls-{scope.name}") as kube_scheduler:
             pending_pod(scope, "through-the-extender", scheduler_name=scope.scheduler_name)
             try:

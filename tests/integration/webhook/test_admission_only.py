@@ -24,15 +24,23 @@ from koord_scheduler.webhook.certs import generate_bundle, write_bundle
 pytestmark = pytest.mark.integration
 
 CONTROLLERS_OFF = "--controllers=" + ",".join(
-    f"-{c}" for c in ("reservation", "nodeslo", "noderesource", "nodemetric", "elasticquota", "podgroup",
-                      "deviceresource"))
+    f"-{c}"
+    for c in ("reservation", "nodeslo", "noderesource", "nodemetric", "elasticquota", "podgroup", "deviceresource")
+)
 
 
 def review(namespace: str) -> dict[str, Any]:
-    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-            "request": {"uid": "u-1", "operation": "CREATE", "namespace": namespace,
-                        "resource": {"group": "", "version": "v1", "resource": "pods"},
-                        "object": {"metadata": {"name": "p"}, "spec": {"containers": []}}}}
+    return {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "u-1",
+            "operation": "CREATE",
+            "namespace": namespace,
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "object": {"metadata": {"name": "p"}, "spec": {"containers": []}},
+        },
+    }
 
 
 def test_admission_only_process(control_plane: ControlPlane, tmp_path: Path) -> None:
@@ -41,19 +49,33 @@ def test_admission_only_process(control_plane: ControlPlane, tmp_path: Path) -> 
     webhook_port = free_port()
     lease_name = f"admission-only-{webhook_port}"
     proc = SchedulerProcess.start(
-        control_plane, {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration"},
-        tmp_path, name="admission-only",
-        extra_args=["--scheduling=false", CONTROLLERS_OFF, "--webhook-port", str(webhook_port),
-                    "--webhook-bind-address", "127.0.0.1", "--webhook-cert-dir", str(tmp_path / "certs"),
-                    "--leader-elect-resource-name", lease_name],
+        control_plane,
+        {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration"},
+        tmp_path,
+        name="admission-only",
+        extra_args=[
+            "--scheduling=false",
+            CONTROLLERS_OFF,
+            "--webhook-port",
+            str(webhook_port),
+            "--webhook-bind-address",
+            "127.0.0.1",
+            "--webhook-cert-dir",
+            str(tmp_path / "certs"),
+            "--leader-elect-resource-name",
+            lease_name,
+        ],
     )
     try:
         context = ssl.create_default_context(cadata=bundle.ca_pem.decode())
 
         def post(body: Any) -> Any:
-            request = urllib.request.Request(f"https://127.0.0.1:{webhook_port}/mutate-pod", method="POST",
-                                             data=json.dumps(body).encode(),
-                                             headers={"Content-Type": "application/json"})
+            request = urllib.request.Request(
+                f"https://127.0.0.1:{webhook_port}/mutate-pod",
+                method="POST",
+                data=json.dumps(body).encode(),
+                headers={"Content-Type": "application/json"},
+            )
             with urllib.request.urlopen(request, timeout=10, context=context) as resp:
                 return json.loads(resp.read())
 

@@ -35,8 +35,12 @@ class StandInApi:
         return int(self._server.sockets[0].getsockname()[1])
 
     def connection(self, authorization: str | None = None) -> Connection:
-        return Connection(server=f"http://127.0.0.1:{self.port}", ssl_context=None,
-                          authorization=lambda: authorization, description="stand-in")
+        return Connection(
+            server=f"http://127.0.0.1:{self.port}",
+            ssl_context=None,
+            authorization=lambda: authorization,
+            description="stand-in",
+        )
 
     @property
     def methods(self) -> list[str]:
@@ -63,11 +67,24 @@ class StandInApi:
                 if path in self.answers:
                     status, body = "200 OK", json.dumps(self.answers[path]).encode()
                 else:
-                    status, body = "404 Not Found", json.dumps({
-                        "kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound",
-                        "message": f"{path} not found", "code": 404}).encode()
-                writer.write(f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\n"
-                             f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+                    status, body = (
+                        "404 Not Found",
+                        json.dumps(
+                            {
+                                "kind": "Status",
+                                "apiVersion": "v1",
+                                "status": "Failure",
+                                "reason": "NotFound",
+                                "message": f"{path} not found",
+                                "code": 404,
+                            }
+                        ).encode(),
+                    )
+                writer.write(
+                    f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\n"
+                    f"Content-Length: {len(body)}\r\n\r\n".encode()
+                    + body
+                )
                 await writer.drain()
         except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
             pass

@@ -33,8 +33,9 @@ from koord_scheduler.webhook.certs import generate_bundle
 from tests.builders import make_node, make_pod
 
 SERVED = "team-scheduler"
-LIMITS = ServingLimits(max_body_bytes=256 * 1024, header_timeout=0.5, body_timeout=0.5, handshake_timeout=0.5,
-                       max_connections=8)
+LIMITS = ServingLimits(
+    max_body_bytes=256 * 1024, header_timeout=0.5, body_timeout=0.5, handshake_timeout=0.5, max_connections=8
+)
 NODES = [make_node(n).capacity(cpu="4", memory="8Gi", pods=110).build() for n in ("n1", "n2")]
 OURS = make_pod("ours").uid("uid-ours").scheduler(SERVED).req(cpu="1").build()
 THEIRS = make_pod("theirs").uid("uid-theirs").scheduler("other-scheduler").req(cpu="64").build()
@@ -50,8 +51,7 @@ class Extender:
 
     async def post(self, verb: str, body: Any, **kwargs: Any) -> tuple[int, Any]:
         data = body if isinstance(body, bytes) else json.dumps(body).encode()
-        async with aiohttp.ClientSession() as session, session.post(f"{self.url}/{verb}", data=data,
-                                                                    **kwargs) as resp:
+        async with aiohttp.ClientSession() as session, session.post(f"{self.url}/{verb}", data=data, **kwargs) as resp:
             text = await resp.text()
         try:
             return resp.status, json.loads(text)
@@ -93,16 +93,22 @@ def binding(**fields: str) -> dict[str, str]:
 SMUGGLED = " HTTP/1.1\r\nHost: a\r\n\r\nDELETE /api/v1/namespaces/default/pods/victim"
 
 
-@pytest.mark.parametrize(("fields", "want"), [
-    pytest.param({"PodNamespace": "default/pods/x" + SMUGGLED}, "PodNamespace 'default/pods/x HTTP/1.1\\r\\n",
-                 id="smuggled-namespace"),
-    pytest.param({"PodName": "x" + SMUGGLED}, "PodName 'x HTTP/1.1\\r\\n", id="smuggled-name"),
-    pytest.param({"Node": "n1\r\nX: y"}, "Node 'n1\\r\\nX: y' is invalid", id="crlf-node"),
-    pytest.param({"PodNamespace": "a.b"}, "PodNamespace 'a.b' is invalid", id="namespace-with-dot"),
-    pytest.param({"PodName": "../x"}, "PodName '../x' is invalid", id="dot-dot"),
-    pytest.param({"PodUID": "u\r\nid"}, "PodUID 'u\\r\\nid' is not a UID", id="crlf-uid"),
-    pytest.param({"PodName": ""}, "ExtenderBindingArgs.PodName: expected a non-empty string", id="empty-name"),
-])
+@pytest.mark.parametrize(
+    ("fields", "want"),
+    [
+        pytest.param(
+            {"PodNamespace": "default/pods/x" + SMUGGLED},
+            "PodNamespace 'default/pods/x HTTP/1.1\\r\\n",
+            id="smuggled-namespace",
+        ),
+        pytest.param({"PodName": "x" + SMUGGLED}, "PodName 'x HTTP/1.1\\r\\n", id="smuggled-name"),
+        pytest.param({"Node": "n1\r\nX: y"}, "Node 'n1\\r\\nX: y' is invalid", id="crlf-node"),
+        pytest.param({"PodNamespace": "a.b"}, "PodNamespace 'a.b' is invalid", id="namespace-with-dot"),
+        pytest.param({"PodName": "../x"}, "PodName '../x' is invalid", id="dot-dot"),
+        pytest.param({"PodUID": "u\r\nid"}, "PodUID 'u\\r\\nid' is not a UID", id="crlf-uid"),
+        pytest.param({"PodName": ""}, "ExtenderBindingArgs.PodName: expected a non-empty string", id="empty-name"),
+    ],
+)
 async def test_bind_refuses_bad_names_before_any_api_call(
     extender: Extender, fields: dict[str, str], want: str
 ) -> None:
@@ -114,14 +120,19 @@ async def test_bind_refuses_bad_names_before_any_api_call(
     assert extender.cluster.pods[OURS.key].node_name == ""
 
 
-@pytest.mark.parametrize(("fields", "want"), [
-    pytest.param({"PodName": "theirs", "PodUID": "uid-theirs"},
-                 "its schedulerName is 'other-scheduler'; this extender binds only pods of team-scheduler",
-                 id="other-scheduler"),
-    pytest.param({"PodName": "bound", "PodUID": "uid-bound"}, "it is already bound to n1", id="already-bound"),
-    pytest.param({"PodUID": "uid-old"}, "its UID is uid-ours, not uid-old", id="recreated"),
-    pytest.param({"PodName": "ghost", "PodUID": ""}, "no such pod", id="missing"),
-])
+@pytest.mark.parametrize(
+    ("fields", "want"),
+    [
+        pytest.param(
+            {"PodName": "theirs", "PodUID": "uid-theirs"},
+            "its schedulerName is 'other-scheduler'; this extender binds only pods of team-scheduler",
+            id="other-scheduler",
+        ),
+        pytest.param({"PodName": "bound", "PodUID": "uid-bound"}, "it is already bound to n1", id="already-bound"),
+        pytest.param({"PodUID": "uid-old"}, "its UID is uid-ours, not uid-old", id="recreated"),
+        pytest.param({"PodName": "ghost", "PodUID": ""}, "no such pod", id="missing"),
+    ],
+)
 async def test_bind_acts_only_on_served_unbound_pods(extender: Extender, fields: dict[str, str], want: str) -> None:
     status, answer = await extender.post("bind", binding(**fields))
     assert status == 200
@@ -199,13 +210,21 @@ async def test_oversize_and_slow_bodies(extender: Extender) -> None:
 async def test_tls_with_client_certificates_and_token(tmp_path: Path) -> None:
     serving = generate_bundle(["127.0.0.1"])
     clients = generate_bundle(["kube-scheduler"], client=True)
-    for name, data in (("tls.crt", serving.cert_pem), ("tls.key", serving.key_pem), ("client-ca.crt", clients.ca_pem),
-                       ("client.crt", clients.cert_pem), ("client.key", clients.key_pem), ("token", b"t0k\n")):
+    for name, data in (
+        ("tls.crt", serving.cert_pem),
+        ("tls.key", serving.key_pem),
+        ("client-ca.crt", clients.ca_pem),
+        ("client.crt", clients.cert_pem),
+        ("client.key", clients.key_pem),
+        ("token", b"t0k\n"),
+    ):
         (tmp_path / name).write_bytes(data)
-    context = server_ssl_context(str(tmp_path / "tls.crt"), str(tmp_path / "tls.key"),
-                                 client_ca_file=str(tmp_path / "client-ca.crt"))
-    ext = await start_extender(context=context, auth=ClientAuth(str(tmp_path / "client-ca.crt"),
-                                                                str(tmp_path / "token")))
+    context = server_ssl_context(
+        str(tmp_path / "tls.crt"), str(tmp_path / "tls.key"), client_ca_file=str(tmp_path / "client-ca.crt")
+    )
+    ext = await start_extender(
+        context=context, auth=ClientAuth(str(tmp_path / "client-ca.crt"), str(tmp_path / "token"))
+    )
     assert ext.server is not None
     try:
         anonymous = ssl.create_default_context(cadata=serving.ca_pem.decode())
@@ -230,12 +249,15 @@ def test_defaults_listen_on_loopback_for_default_scheduler_pods() -> None:
     assert not serving.auth.enabled
 
 
-@pytest.mark.parametrize(("argv", "want"), [
-    pytest.param(["--client-ca-file", "ca.crt"], "--client-ca-file needs TLS", id="client-ca-without-tls"),
-    pytest.param(["--tls-cert-file", "a.crt"], "go together", id="cert-without-key"),
-    pytest.param(["--scheduler-names", ","], "at least one schedulerName", id="no-names"),
-    pytest.param(["--token-file", "/nonexistent/token"], "TLS or token files", id="missing-token-file"),
-])
+@pytest.mark.parametrize(
+    ("argv", "want"),
+    [
+        pytest.param(["--client-ca-file", "ca.crt"], "--client-ca-file needs TLS", id="client-ca-without-tls"),
+        pytest.param(["--tls-cert-file", "a.crt"], "go together", id="cert-without-key"),
+        pytest.param(["--scheduler-names", ","], "at least one schedulerName", id="no-names"),
+        pytest.param(["--token-file", "/nonexistent/token"], "TLS or token files", id="missing-token-file"),
+    ],
+)
 def test_flag_mistakes_are_usage_errors(argv: list[str], want: str, capsys: pytest.CaptureFixture[str]) -> None:
     parser = _parser()
     with pytest.raises(SystemExit) as info, contextlib.suppress(ValueError):

@@ -63,17 +63,31 @@ async def test_generated_calls_escape_names_into_one_request_line(standin: Stand
     """The typed methods koordlet uses percent-escape their path parameters: one request line, no DELETE."""
     custom = client.CustomObjectsApi(api_client(standin))
     with pytest.raises(client.ApiException):  # the stand-in answers 404
-        await asyncio.to_thread(custom.get_cluster_custom_object, "slo.koordinator.sh", "v1alpha1", "nodemetrics",
-                                "n" + SMUGGLED, _preload_content=False)
+        await asyncio.to_thread(
+            custom.get_cluster_custom_object,
+            "slo.koordinator.sh",
+            "v1alpha1",
+            "nodemetrics",
+            "n" + SMUGGLED,
+            _preload_content=False,
+        )
     assert [line.split(" ", 1)[0] for line in standin.request_lines] == ["GET"]
     assert standin.request_lines[0].startswith("GET /apis/slo.koordinator.sh/v1alpha1/nodemetrics/n%20HTTP%2F1.1%0D%0A")
 
 
 async def test_eviction_with_a_hostile_namespace_is_refused_before_sending(standin: StandInApi) -> None:
     evictor = PodEvictor(KubeEvictionAPI(api_client(standin), "node-1"), node_name="node-1")
-    pod = PodMeta(uid="u", namespace="default/pods/victim" + SMUGGLED, name="x", kube_qos=KubeQOSClass.BEST_EFFORT,
-                  qos=QoSClass.BE, priority_class=PriorityClass.BATCH, priority=None, cgroup_dir="kubepods/podu",
-                  labels={"koordinator.sh/qosClass": "BE"})
+    pod = PodMeta(
+        uid="u",
+        namespace="default/pods/victim" + SMUGGLED,
+        name="x",
+        kube_qos=KubeQOSClass.BEST_EFFORT,
+        qos=QoSClass.BE,
+        priority_class=PriorityClass.BATCH,
+        priority=None,
+        cgroup_dir="kubepods/podu",
+        labels={"koordinator.sh/qosClass": "BE"},
+    )
     outcome = await asyncio.to_thread(evictor.evict, pod, "BECPUEvict", "test")
     assert outcome is EvictionOutcome.FAILED
     assert standin.request_lines == []

@@ -56,8 +56,9 @@ HOSTILE_REQUESTS = [
     pytest.param(b"GET /metrics HTTP/1.1\r\n" + b"X-A: 1\r\n" * 500 + b"\r\n", id="many-headers"),
     pytest.param(b"\x00\xff\r\n\r\n", id="garbage"),
     pytest.param(b"GET /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999\r\n\r\n", id="body-on-get"),
-    pytest.param(b"GET /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello",
-                 id="two-lengths"),
+    pytest.param(
+        b"GET /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello", id="two-lengths"
+    ),
     pytest.param(b"POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello", id="post"),
     pytest.param(b"GET /metrics\r\nX HTTP/1.1\r\n\r\n", id="split-request-line"),
 ]
@@ -99,12 +100,15 @@ async def test_scheduler_metrics_port_bounds_slow_and_many_clients() -> None:
         await server.stop()
 
 
-@pytest.mark.parametrize("request_bytes", [
-    pytest.param(b"GET /" + b"a" * 100_000 + b" HTTP/1.1\r\n\r\n", id="line-over-the-reader-limit"),
-    pytest.param(b"\x00\xff\xfe\r\n", id="garbage"),
-    pytest.param(b"GET\r\n", id="no-path"),
-    pytest.param(b"", id="nothing"),
-])
+@pytest.mark.parametrize(
+    "request_bytes",
+    [
+        pytest.param(b"GET /" + b"a" * 100_000 + b" HTTP/1.1\r\n\r\n", id="line-over-the-reader-limit"),
+        pytest.param(b"\x00\xff\xfe\r\n", id="garbage"),
+        pytest.param(b"GET\r\n", id="no-path"),
+        pytest.param(b"", id="nothing"),
+    ],
+)
 async def test_koordlet_metrics_port_drops_bad_requests_and_keeps_serving(
     request_bytes: bytes, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -40,6 +40,7 @@ HOSTILE_TARGETS = [
 ]
 VERBS = ["GET", "POST", "PUT", "PATCH", "DELETE"]
 
+
 @pytest.fixture
 async def standin() -> AsyncIterator[StandInApi]:
     api = await StandInApi().start()
@@ -78,10 +79,13 @@ WRITES: list[Any] = [
 
 
 @pytest.mark.parametrize("write", WRITES)
-@pytest.mark.parametrize("meta", [
-    pytest.param(ObjectMeta(name="x", namespace=HOSTILE_NAMESPACE, uid="u"), id="namespace"),
-    pytest.param(ObjectMeta(name=HOSTILE_NAME, namespace="default", uid="u"), id="name"),
-])
+@pytest.mark.parametrize(
+    "meta",
+    [
+        pytest.param(ObjectMeta(name="x", namespace=HOSTILE_NAMESPACE, uid="u"), id="namespace"),
+        pytest.param(ObjectMeta(name=HOSTILE_NAME, namespace="default", uid="u"), id="name"),
+    ],
+)
 async def test_cluster_client_writes_are_refused_before_sending(
     standin: StandInApi, http: ApiHttp, write: Callable[[KubeClusterClient, Pod], Awaitable[None]], meta: ObjectMeta
 ) -> None:
@@ -110,11 +114,14 @@ async def test_watch_refuses_hostile_request_lines(standin: StandInApi, http: Ap
     assert standin.request_lines == []
 
 
-@pytest.mark.parametrize("value", [
-    pytest.param("Bearer t\r\nX-Smuggled: 1", id="crlf"),
-    pytest.param("Bearer t\nDELETE /x HTTP/1.1", id="lf"),
-    pytest.param("Bearer t\x00", id="nul"),
-])
+@pytest.mark.parametrize(
+    "value",
+    [
+        pytest.param("Bearer t\r\nX-Smuggled: 1", id="crlf"),
+        pytest.param("Bearer t\nDELETE /x HTTP/1.1", id="lf"),
+        pytest.param("Bearer t\x00", id="nul"),
+    ],
+)
 async def test_header_values_with_control_characters_are_refused(standin: StandInApi, value: str) -> None:
     http = ApiHttp(standin.connection(authorization=value), TokenBucket(0, 1))
     try:
@@ -126,7 +133,8 @@ async def test_header_values_with_control_characters_are_refused(standin: StandI
                 pass
         with pytest.raises(InvalidRequestError, match="header Content-Type"):
             await ApiHttp(standin.connection(), TokenBucket(0, 1)).request(
-                "POST", "/api/v1/nodes", body={}, content_type="application/json\r\nX-Smuggled: 1")
+                "POST", "/api/v1/nodes", body={}, content_type="application/json\r\nX-Smuggled: 1"
+            )
     finally:
         await http.close()
     assert standin.request_lines == []
@@ -136,7 +144,9 @@ async def test_query_values_are_escaped_into_one_request_line(standin: StandInAp
     """A selector value goes into the query string percent-encoded: one request line, whatever it holds."""
     standin.answers["/api/v1/pods"] = {"kind": "PodList", "items": []}
     assert await http.request_json("GET", "/api/v1/pods", params={"labelSelector": "a=b" + SMUGGLED}) == {
-        "kind": "PodList", "items": []}
+        "kind": "PodList",
+        "items": [],
+    }
     assert standin.methods == ["GET"], standin.request_lines
     assert standin.request_lines[0].startswith("GET /api/v1/pods?labelSelector=a%3Db%0D%0AHost")
 

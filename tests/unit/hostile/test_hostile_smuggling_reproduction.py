@@ -31,7 +31,8 @@ SMUGGLED = "\r\nHost: a\r\n\r\nDELETE /api/v1/namespaces/default/pods/victim"
 HOSTILE_NAMESPACE = "default/pods/x HTTP/1.1" + SMUGGLED
 
 PROFILE: dict[str, Any] = {
-    "apiVersion": "config.koordinator.sh/v1alpha1", "kind": "ClusterColocationProfile",
+    "apiVersion": "config.koordinator.sh/v1alpha1",
+    "kind": "ClusterColocationProfile",
     "metadata": {"name": "by-namespace", "uid": "u-1", "resourceVersion": "1"},
     "spec": {"namespaceSelector": {"matchLabels": {"team": "a"}}, "labels": {"mutated": "true"}},
 }
@@ -39,13 +40,20 @@ PROFILE: dict[str, Any] = {
 
 def pod_review(namespace: str, *, uid: str = "r-1") -> dict[str, Any]:
     return {
-        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
         "request": {
-            "uid": uid, "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "uid": uid,
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
             "resource": {"group": "", "version": "v1", "resource": "pods"},
-            "namespace": namespace, "operation": "CREATE",
-            "object": {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
-                       "spec": {"containers": [{"name": "c", "image": "i"}]}},
+            "namespace": namespace,
+            "operation": "CREATE",
+            "object": {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": "p"},
+                "spec": {"containers": [{"name": "c", "image": "i"}]},
+            },
         },
     }
 

@@ -33,10 +33,13 @@ from koord_scheduler.webhook.quota import VALIDATE_QUOTA_PATH, QuotaValidator
 from koord_scheduler.webhook.server import AdmissionServing, WebhookServer
 
 Json = dict[str, Any]
-LIMITS = ServingLimits(max_body_bytes=64 * 1024, header_timeout=0.5, body_timeout=0.5, handshake_timeout=0.5,
-                       max_connections=8)
-PROFILE = {"metadata": {"name": "be"}, "spec": {
-    "namespaceSelector": {"matchLabels": {"colocation": "true"}}, "labels": {"mutated": "true"}}}
+LIMITS = ServingLimits(
+    max_body_bytes=64 * 1024, header_timeout=0.5, body_timeout=0.5, handshake_timeout=0.5, max_connections=8
+)
+PROFILE = {
+    "metadata": {"name": "be"},
+    "spec": {"namespaceSelector": {"matchLabels": {"colocation": "true"}}, "labels": {"mutated": "true"}},
+}
 
 
 class RecordingLookup:
@@ -90,8 +93,10 @@ class Webhook:
         return ssl.create_default_context(cadata=self.bundle.ca_pem.decode())
 
     def refused(self, path: str, reason: str) -> float:
-        return self.registry.get_sample_value("koord_webhook_requests_refused_total",
-                                              {"path": path, "reason": reason}) or 0.0
+        return (
+            self.registry.get_sample_value("koord_webhook_requests_refused_total", {"path": path, "reason": reason})
+            or 0.0
+        )
 
 
 def free_port() -> int:
@@ -120,12 +125,14 @@ async def webhook(tmp_path: Path) -> AsyncIterator[Webhook]:
     await hook.server.stop()
 
 
-async def exchange(hook: Webhook, raw: bytes, *, context: ssl.SSLContext | None = None,
-                   wait: float = 5.0) -> tuple[int, bytes]:
+async def exchange(
+    hook: Webhook, raw: bytes, *, context: ssl.SSLContext | None = None, wait: float = 5.0
+) -> tuple[int, bytes]:
     """Send ``raw`` bytes over one TLS connection; the status and body of the answer (0 when the server
     closed the connection without one)."""
-    reader, writer = await asyncio.open_connection("127.0.0.1", hook.port, ssl=context or hook.client_context(),
-                                                   server_hostname="127.0.0.1")
+    reader, writer = await asyncio.open_connection(
+        "127.0.0.1", hook.port, ssl=context or hook.client_context(), server_hostname="127.0.0.1"
+    )
     try:
         writer.write(raw)
         await writer.drain()
@@ -142,16 +149,30 @@ async def exchange(hook: Webhook, raw: bytes, *, context: ssl.SSLContext | None 
 
 
 def post(path: str, body: bytes, *, extra: str = "") -> bytes:
-    return (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(body)}\r\nConnection: close\r\n{extra}\r\n").encode() + body
+    return (
+        f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n{extra}\r\n"
+    ).encode() + body
 
 
-def review(namespace: str = "default", *, uid: Any = "u-1", operation: str = "CREATE", obj: Any = None,
-           resource: str = "pods", group: str = "") -> Json:
-    request: Json = {"uid": uid, "operation": operation, "namespace": namespace,
-                     "resource": {"group": group, "version": "v1", "resource": resource}}
-    request["object"] = obj if obj is not None else {
-        "metadata": {"generateName": "p-"}, "spec": {"containers": [{"name": "c"}]}}
+def review(
+    namespace: str = "default",
+    *,
+    uid: Any = "u-1",
+    operation: str = "CREATE",
+    obj: Any = None,
+    resource: str = "pods",
+    group: str = "",
+) -> Json:
+    request: Json = {
+        "uid": uid,
+        "operation": operation,
+        "namespace": namespace,
+        "resource": {"group": group, "version": "v1", "resource": resource},
+    }
+    request["object"] = (
+        obj if obj is not None else {"metadata": {"generateName": "p-"}, "spec": {"containers": [{"name": "c"}]}}
+    )
     return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
 
 
@@ -166,8 +187,9 @@ async def post_review(hook: Webhook, body: Any, path: str = "/mutate-pod") -> tu
 # ----- names -----
 
 HOSTILE_NAMESPACES = [
-    pytest.param("default/pods/x HTTP/1.1\r\nHost: a\r\n\r\nDELETE /api/v1/namespaces/default/pods/victim",
-                 id="smuggled-request"),
+    pytest.param(
+        "default/pods/x HTTP/1.1\r\nHost: a\r\n\r\nDELETE /api/v1/namespaces/default/pods/victim", id="smuggled-request"
+    ),
     pytest.param("default\n", id="trailing-lf"),
     pytest.param("default\x00", id="nul"),
     pytest.param("../kube-system", id="dot-dot"),
@@ -222,7 +244,7 @@ NOT_REVIEWS = [
     pytest.param(b"not json", id="not-json"),
     pytest.param(b"\xff\xfe\x00{", id="not-utf8"),
     pytest.param(b"[" * 20_000 + b"]" * 20_000, id="deep-array"),
-    pytest.param(b"{\"a\":" * 10_000 + b"1" + b"}" * 10_000, id="deep-object"),
+    pytest.param(b'{"a":' * 10_000 + b"1" + b"}" * 10_000, id="deep-object"),
     pytest.param(b"1e999999", id="huge-number"),
     pytest.param(b"[]", id="array"),
     pytest.param(b'{"kind": "Pod"}', id="not-a-review"),
@@ -260,11 +282,19 @@ async def test_review_with_a_uid_it_does_not_serve_fails_closed(webhook: Webhook
     assert webhook.lookup.asked == []
 
 
-@pytest.mark.parametrize("exc", [
-    RecursionError("maximum recursion depth exceeded"), MemoryError(), OverflowError("int too large"),
-    UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte"), KeyError("x"), RuntimeError("bug"),
-    ClusterLookupError("connection refused"),
-], ids=lambda e: type(e).__name__)
+@pytest.mark.parametrize(
+    "exc",
+    [
+        RecursionError("maximum recursion depth exceeded"),
+        MemoryError(),
+        OverflowError("int too large"),
+        UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte"),
+        KeyError("x"),
+        RuntimeError("bug"),
+        ClusterLookupError("connection refused"),
+    ],
+    ids=lambda e: type(e).__name__,
+)
 async def test_every_exception_stays_in_its_request(
     webhook: Webhook, exc: BaseException, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -277,10 +307,12 @@ async def test_every_exception_stays_in_its_request(
     else:
         assert answer["response"]["allowed"] is False
         assert answer["response"]["status"]["message"] == (
-            f"the webhook could not process this request ({type(exc).__name__})")
+            f"the webhook could not process this request ({type(exc).__name__})"
+        )
         assert webhook.refused("/mutate-pod", "InternalError") == 1
         assert next(r.getMessage() for r in caplog.records if "refused" in r.getMessage()).startswith(
-            "admission /mutate-pod refused (InternalError): request u-1: ")
+            "admission /mutate-pod refused (InternalError): request u-1: "
+        )
     assert "Traceback" not in caplog.text
     webhook.lookup.raises = None
     status, answer = await post_review(webhook, review(uid="u-2"))
@@ -300,8 +332,10 @@ async def test_deep_pod_object_is_answered_not_crashed(webhook: Webhook) -> None
 
 
 async def test_declared_oversize_body_gets_413_before_it_is_sent(webhook: Webhook) -> None:
-    head = (f"POST /mutate-pod HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {LIMITS.max_body_bytes + 1}\r\n\r\n").encode()
+    head = (
+        f"POST /mutate-pod HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {LIMITS.max_body_bytes + 1}\r\n\r\n"
+    ).encode()
     started = time.monotonic()
     status, text = await exchange(webhook, head)  # no body byte sent at all: 413, not 408
     assert status == 413, text
@@ -330,7 +364,7 @@ async def test_body_at_the_limit_is_read(webhook: Webhook) -> None:
 
 
 async def test_slow_body_gets_408(webhook: Webhook) -> None:
-    head = b"POST /mutate-pod HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"kind\":"
+    head = b'POST /mutate-pod HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{"kind":'
     started = time.monotonic()
     status, _ = await exchange(webhook, head)
     assert status == 408
@@ -341,8 +375,9 @@ async def test_slow_body_gets_408(webhook: Webhook) -> None:
 async def test_slowloris_head_is_cut_off(webhook: Webhook) -> None:
     """A client trickling its request head one byte at a time loses the connection after the header
     timeout, however steadily it sends."""
-    reader, writer = await asyncio.open_connection("127.0.0.1", webhook.port, ssl=webhook.client_context(),
-                                                   server_hostname="127.0.0.1")
+    reader, writer = await asyncio.open_connection(
+        "127.0.0.1", webhook.port, ssl=webhook.client_context(), server_hostname="127.0.0.1"
+    )
     started = time.monotonic()
     closed_after = None
     try:
@@ -365,8 +400,9 @@ async def test_slowloris_head_is_cut_off(webhook: Webhook) -> None:
 
 
 async def test_idle_connection_and_slow_handshake_are_closed(webhook: Webhook) -> None:
-    reader, writer = await asyncio.open_connection("127.0.0.1", webhook.port, ssl=webhook.client_context(),
-                                                   server_hostname="127.0.0.1")
+    reader, writer = await asyncio.open_connection(
+        "127.0.0.1", webhook.port, ssl=webhook.client_context(), server_hostname="127.0.0.1"
+    )
     async with asyncio.timeout(LIMITS.header_timeout + 2):
         assert await reader.read() == b""
     writer.close()
@@ -381,13 +417,17 @@ async def test_idle_connection_and_slow_handshake_are_closed(webhook: Webhook) -
 async def test_connections_over_the_limit_are_closed(webhook: Webhook) -> None:
     held = []
     for _ in range(LIMITS.max_connections):
-        held.append(await asyncio.open_connection("127.0.0.1", webhook.port, ssl=webhook.client_context(),
-                                                  server_hostname="127.0.0.1"))
+        held.append(
+            await asyncio.open_connection(
+                "127.0.0.1", webhook.port, ssl=webhook.client_context(), server_hostname="127.0.0.1"
+            )
+        )
     await asyncio.sleep(0.05)
     try:
         with pytest.raises((ConnectionError, ssl.SSLError, asyncio.IncompleteReadError, OSError)):
-            reader, writer = await asyncio.open_connection("127.0.0.1", webhook.port, ssl=webhook.client_context(),
-                                                           server_hostname="127.0.0.1")
+            reader, writer = await asyncio.open_connection(
+                "127.0.0.1", webhook.port, ssl=webhook.client_context(), server_hostname="127.0.0.1"
+            )
             writer.write(post("/mutate-pod", json.dumps(review()).encode()))
             await writer.drain()
             if await reader.read() == b"":
