@@ -108,18 +108,30 @@ def serve_main(argv: Sequence[str], registry: Callable[[], Registry]) -> int:
 
         stated = _stated_client(ns)
         prefetch = None
-        if stated is not None:
+        if stated is not None and not _admission_only(ns):
             prefetch = Prefetch(from_kubeconfig(stated[0]), qps=stated[1], burst=stated[2]).start()
         options = _options(ns)
         startup_log.info("start-up: configuration read (%.2f CPU-s since start)", time.process_time())
         client = options.config.client_connection
-        if prefetch is None or stated != (options.kubeconfig, client.qps, client.burst):
+        admission_only = not options.controllers.scheduling and not options.controllers.enabled
+        if not admission_only and (prefetch is None or stated != (options.kubeconfig, client.qps, client.burst)):
             prefetch = Prefetch(from_kubeconfig(options.kubeconfig), qps=client.qps, burst=client.burst).start()
         from koord_scheduler.app.serve_run import run_cluster
 
         return run_cluster(options, registry, prefetch=prefetch)
     finally:
         resume_collector()
+
+
+def _admission_only(ns: argparse.Namespace) -> bool:
+    """Scheduling and every controller off: nothing needs the early lists of Nodes and Pods (the process
+    serves only the admission webhooks, or refuses to start)."""
+    from koord_scheduler.scheduler.controllers.selection import ControllerSelectionError, parse_controllers
+
+    try:
+        return not ns.scheduling and not parse_controllers(ns.controllers)
+    except ControllerSelectionError:
+        return False  # reported by _options
 
 
 EVENT_LOOP_ENV = "PYKOORD_EVENT_LOOP"

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
+from apis.core.paths import dns1123_subdomain_problem, shown
 from apis.slo import NodeMetricStatus, resolve_collect_policy
 from koordlet.app.collectors import CollectorDeps, gated_collectors
 from koordlet.app.gates import log_report, node_probes, report_gates
@@ -139,6 +140,11 @@ class Agent:
         here; a file that cannot be used is a :class:`StartupError`."""
         from kubernetes import client, config
 
+        from koordlet.statesinformer.apiclient import CheckedApiClient
+
+        problem = dns1123_subdomain_problem(self.options.node_name)
+        if problem:  # it goes into field selectors and paths: refuse it before any request
+            raise StartupError(f"node name {shown(self.options.node_name)} is not a Kubernetes node name: {problem}")
         cfg = client.Configuration()
         try:
             if self.options.kubeconfig:
@@ -151,7 +157,7 @@ class Agent:
             source = f"--kubeconfig {self.options.kubeconfig}" if self.options.kubeconfig else "in-cluster config"
             first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
             raise StartupError(f"{source}: {first}") from None
-        self.api_client = client.ApiClient(cfg)
+        self.api_client = CheckedApiClient(cfg)
         self.reporter.writer = KubeNodeMetricWriter(self.api_client, self.options.node_name)
         self.evictor.api = KubeEvictionAPI(self.api_client, self.options.node_name, clock=self.clock)
         if self.gpu_reporter is not None:

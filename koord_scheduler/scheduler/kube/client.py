@@ -5,6 +5,9 @@ API server answers with a ``metav1.Status``, not a Binding, which is what breaks
 response parsing (kubernetes-client/python#547). The pod's UID goes in the Binding's metadata as a
 precondition, so a pod deleted and recreated under the same name is never bound by a stale decision;
 a pod that is already bound gets ``409 Conflict``, so no pod is ever bound twice.
+
+Paths come from :mod:`.paths`: a pod or object whose namespace or name is not a Kubernetes name is
+refused (:class:`~.paths.InvalidRequestError`, a ``ClusterError``) before anything is sent.
 """
 
 from __future__ import annotations
@@ -18,19 +21,7 @@ from koord_scheduler.framework.types import ObjectKind
 from koord_scheduler.scheduler.kube import jsoncodec
 from koord_scheduler.scheduler.kube.events import EventRecorder, Regarding
 from koord_scheduler.scheduler.kube.http import MERGE_PATCH, STRATEGIC_MERGE_PATCH, ApiError, ApiHttp
-
-
-def pod_path(pod: Pod, subresource: str = "") -> str:
-    path = f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}"
-    return f"{path}/{subresource}" if subresource else path
-
-
-def object_path(kind: ObjectKind, name: str, namespace: str = "", subresource: str = "") -> str:
-    base = f"/api/{kind.version}" if not kind.group else f"/apis/{kind.group}/{kind.version}"
-    if kind.namespaced:
-        base += f"/namespaces/{namespace or 'default'}"
-    path = f"{base}/{kind.plural}/{name}"
-    return f"{path}/{subresource}" if subresource else path
+from koord_scheduler.scheduler.kube.paths import object_path, pod_path
 
 
 def binding_body(pod: Pod, node_name: str) -> bytes:
