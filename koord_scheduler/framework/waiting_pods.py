@@ -3,19 +3,31 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from apis.core.types import Pod
 from koord_scheduler.framework.status import Code, Status
 
 
 class WaitingPod:
-    """One pod waiting on the Permit plugins that returned Wait."""
+    """One pod waiting on the Permit plugins that returned Wait.
 
-    def __init__(self, pod: Pod, node_name: str, timeouts: Mapping[str, float]) -> None:
+    ``on_reject`` is called once, synchronously, when a plugin rejects the pod (not on a timeout, which the
+    waiting binding cycle sees itself): the scheduler releases what the pod holds before its next cycle.
+    """
+
+    def __init__(
+        self,
+        pod: Pod,
+        node_name: str,
+        timeouts: Mapping[str, float],
+        *,
+        on_reject: Callable[[WaitingPod], None] | None = None,
+    ) -> None:
         self.pod = pod
         self.node_name = node_name
         self.pending = dict(timeouts)
+        self._on_reject = on_reject
         self._done: asyncio.Future[Status] = asyncio.get_running_loop().create_future()
 
     def allow(self, plugin: str) -> None:
@@ -26,6 +38,16 @@ class WaitingPod:
     def reject(self, plugin: str, message: str) -> None:
         if not self._done.done():
             self._done.set_result(Status(Code.UNSCHEDULABLE, (message,), plugin))
+            if self._on_reject is not None:
+                self._on_reject(self)
+
+    @property
+    def rejection(self) -> Status | None:
+        """The rejection, once a plugin rejected the pod; None while it waits or once allowed."""
+        if not self._done.done():
+            return None
+        status = self._done.result()
+        return None if status.is_success else status
 
     def is_done(self) -> bool:
         """Whether the pod was allowed by every plugin or rejected."""

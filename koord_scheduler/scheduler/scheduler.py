@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -74,10 +75,13 @@ class _Binding:
     fwk: Framework
     assumed: Pod
     started: float
+    perf_start: float
     waits: dict[str, float] = field(default_factory=dict)
     waiting: WaitingPod | None = None
     """Registered in ``Scheduler.waiting_pods`` at Permit, in the scheduling cycle, so a Permit plugin of
     a later cycle can allow it before its binding task first runs."""
+    released: bool = False
+    """Unreserved, forgotten and requeued (rejected at Permit, or its binding failed): nothing left to do."""
 
 
 class Scheduler:
@@ -122,6 +126,11 @@ class Scheduler:
         self.pre_error_filters: list[ErrorHandlerFilter] = []
         self.post_error_filters: list[ErrorHandlerFilter] = []
         self.waiting_pods = WaitingPods()
+        self._rejected: deque[_Binding] = deque()
+        self._round_first: QueuedPodInfo | None = None
+        """The pod last popped from the queue: pods NextPod hooks pick join its round."""
+        """Bindings whose pod a plugin rejected at Permit and that :meth:`_release_rejected` has not
+        released yet."""
         self.next_pod_hooks: list[Callable[[], str | None]] = []
         """Koordinator's NextPod: asked before the queue; a key returned is taken out of the queue and
         scheduled next (Coscheduling tries a gang's members back to back)."""
@@ -228,8 +237,16 @@ class Scheduler:
     # ----- scheduling cycle -----
 
     def schedule_one(self) -> bool:
-        """Pop one pod and run its scheduling cycle; starts its binding cycle. False if the queue is empty."""
-        qpi = self._next_from_hooks() or self.queue.pop()
+        """Pop one pod and run its scheduling cycle; starts its binding cycle. False if the queue is empty.
+
+        Pods rejected at Permit (a gang's waiting members when the gang fails) are released before any
+        pod is tried and again after the cycle, so no cycle sees resources a rejected pod no longer holds.
+        """
+        self._release_rejected()
+        qpi = self._next_from_hooks()
+        if qpi is None:
+            self._release_rejected()  # a round that just ended may have rejected its waiting members
+            qpi = self._round_first = self.queue.pop()
         if qpi is None:
             return False
         pod = qpi.pod
@@ -243,7 +260,34 @@ class Scheduler:
             self._schedule_cycle(fwk, state, qpi, perf_start)
         except Exception as exc:  # one pod's failure stays that pod's: the loop goes on
             self._contain_cycle_failure(fwk, state, qpi, exc, perf_start)
+        self._release_rejected()
         return True
+
+    def _rejection_of(self, binding: _Binding) -> Callable[[WaitingPod], None]:
+        def rejected(_: WaitingPod) -> None:
+            self._rejected.append(binding)
+
+        return rejected
+
+    def _release_rejected(self) -> None:
+        """Release the pods plugins rejected at Permit: Unreserve, forget, requeue, here in the scheduling
+        loop rather than when their binding cycles next run (which may be many cycles later)."""
+        while self._rejected:
+            b = self._rejected.popleft()
+            status = b.waiting.rejection if b.waiting is not None else None
+            if status is not None and not b.released:
+                self._release(b, status)
+
+    def _release(self, b: _Binding, status: Status) -> None:
+        """Undo an assumed pod that will not bind (``status`` says why) and requeue it; once per binding."""
+        b.released = True
+        pod, node = b.assumed, b.assumed.node_name
+        if b.waiting is not None and self.waiting_pods.get(pod.key) is b.waiting:
+            self.waiting_pods.remove(pod.key)
+        b.fwk.run_unreserve(b.state, pod, node)
+        self.cache.forget_pod(pod)
+        self.queue.on_cluster_event(ClusterEvent(EventResource.ASSIGNED_POD, ActionType.DELETE), pod, None)
+        self._fail_after_assume(b.fwk, b.qpi, status, node, b.perf_start)
 
     def _contain_cycle_failure(
         self, fwk: Framework, state: CycleState, qpi: QueuedPodInfo, exc: Exception, perf_start: float
@@ -318,11 +362,11 @@ class Scheduler:
             self.cache.forget_pod(assumed)
             self._fail_after_assume(fwk, qpi, status, result.node_name, perf_start)
             return
-        binding = _Binding(qpi, state, fwk, assumed, started, waits)
+        binding = _Binding(qpi, state, fwk, assumed, started, perf_start, waits)
         if waits:
-            binding.waiting = WaitingPod(assumed, assumed.node_name, waits)
+            binding.waiting = WaitingPod(assumed, assumed.node_name, waits, on_reject=self._rejection_of(binding))
             self.waiting_pods.add(binding.waiting)
-        task = asyncio.get_running_loop().create_task(self._binding_cycle(binding, perf_start))
+        task = asyncio.get_running_loop().create_task(self._binding_cycle(binding))
         self._bindings.add(task)
         self._binding_tasks[task] = binding
         task.add_done_callback(self._binding_done)
@@ -343,8 +387,24 @@ class Scheduler:
                     break
                 qpi = self.queue.pop_key(key)
                 if qpi is not None:
+                    self._join_round(qpi)
                     return qpi
         return None
+
+    def _join_round(self, member: QueuedPodInfo) -> None:
+        """A pod a NextPod hook picked joins the round of the pod last popped from the queue (the one that
+        started it): they share the larger attempt count and back off as a group, waiting out the whole
+        backoff (Koordinator's ``CopyQueueInfoToPod``: a gang is retried as a whole, not member by member)."""
+        first = self._round_first
+        if first is None or first is member:
+            return
+        attempts = max(first.attempts, member.attempts)
+        first.attempts = member.attempts = attempts
+        if first.initial_attempt_timestamp is not None:
+            member.initial_attempt_timestamp = min(
+                member.initial_attempt_timestamp or first.initial_attempt_timestamp, first.initial_attempt_timestamp
+            )
+        first.group_backoff = member.group_backoff = True
 
     def _handle_fit_error(
         self, fwk: Framework, state: CycleState, qpi: QueuedPodInfo, err: FitError, perf_start: float
@@ -419,7 +479,7 @@ class Scheduler:
 
     # ----- binding cycle -----
 
-    async def _binding_cycle(self, b: _Binding, perf_start: float) -> None:
+    async def _binding_cycle(self, b: _Binding) -> None:
         pod, node = b.assumed, b.assumed.node_name
         try:
             # Waiting at Permit holds no binding slot: a gang larger than the pool must not starve itself.
@@ -427,6 +487,8 @@ class Scheduler:
         except Exception as exc:
             log_failure(log, f"waiting on Permit for {pod.key} failed", exc)
             status = Status(Code.ERROR, (str(exc),))
+        if b.released:  # rejected at Permit and released by the scheduling loop already
+            return
         in_flight = self.metrics.child(self.metrics.bindings_in_flight, "binding")
         in_flight.inc()
         try:
@@ -444,14 +506,11 @@ class Scheduler:
         finally:
             in_flight.dec()
         if not status.is_success:
-            b.fwk.run_unreserve(b.state, pod, node)
-            self.cache.forget_pod(pod)
-            self.queue.on_cluster_event(ClusterEvent(EventResource.ASSIGNED_POD, ActionType.DELETE), pod, None)
-            self._fail_after_assume(b.fwk, b.qpi, status, node, perf_start)
+            self._release(b, status)
             return
         self.cache.finish_binding(pod, self.clock())
         b.fwk.run_post_bind(b.state, pod, node)
-        elapsed = time.perf_counter() - perf_start
+        elapsed = time.perf_counter() - b.perf_start
         self.metrics.record_attempt("scheduled", b.fwk.profile_name, elapsed)
         self.metrics.pod_attempts.observe(b.qpi.attempts)
         first = b.qpi.initial_attempt_timestamp or b.started
@@ -531,8 +590,9 @@ class Scheduler:
     async def run_until_idle(self) -> None:
         """Schedule until nothing is active or backing off and no binding is in flight (the simulator).
 
-        Time is virtual: when every binding left waits at Permit and no pod can be popped, the earliest
-        Permit wait times out at once instead of after its seconds. The run also ends when the cluster
+        Time is virtual: when no pod can be popped, the earliest backoff that pop-from-backoff does not cut
+        short (errors, gang rounds) ends at once, and then, when every binding left waits at Permit, the
+        earliest Permit wait times out at once instead of after its seconds. The run also ends when the cluster
         stops changing: once every pending pod has been tried a few times since the last binding or
         removal (a gang that can never complete would otherwise be retried forever), the last outcome of
         each pod is its answer."""
@@ -566,8 +626,10 @@ class Scheduler:
                     await asyncio.wait(moving, return_when=asyncio.FIRST_COMPLETED)
                     continue
                 await asyncio.sleep(0)
-                if self._expire_first_waiting():
-                    continue
+            if self.queue.end_backoff_early():  # backoffs (at most the queue's maximum) end before Permit waits
+                continue
+            if self._bindings and self._expire_first_waiting():
+                continue
             await asyncio.sleep(0)
             if processed == 0 and not self._bindings:
                 break

@@ -4,8 +4,10 @@ Where a pending pod can be:
 
 - **activeQ**: ready to be tried, a heap in QueueSort order.
 - **backoffQ**: failed recently and waits out ``initial * 2^(attempts-1)`` seconds; a heap by backoff expiry,
-  ties in activeQ order. Pods that failed with an error (no rejecting plugin) wait in a separate error heap,
-  ordered by expiry alone, which pop-from-backoff never takes from.
+  ties in activeQ order. Pods that must wait out their whole backoff wait in a separate heap, ordered by
+  expiry alone, which pop-from-backoff never takes from: those that failed with an error (no rejecting
+  plugin), and, in a third heap, those tried in a round with others (``group_backoff``: a gang's members back
+  off as a group, so a gang that cannot complete is retried once per backoff, not whenever the queue is idle).
 - **unschedulable pool**: rejected by plugins and waiting for a cluster event that one of those plugins says
   may help (its QueueingHint returns Queue), or for ``max_in_unschedulable_seconds`` to pass.
 - **gated pool**: rejected by a PreEnqueue plugin; it comes back through the same hints, with the gating
@@ -181,6 +183,9 @@ class SchedulingQueue:
         self._active = PodHeap(active_order)
         self._backoff = PodHeap(backoff_order)
         self._error_backoff = PodHeap(lambda qpi, seq: (qpi.backoff_expiry,))
+        self._group_backoff = PodHeap(lambda qpi, seq: (qpi.backoff_expiry,))
+        self._backoff_heaps = (self._backoff, self._error_backoff, self._group_backoff)
+        self._heaps = (self._active, *self._backoff_heaps)
         self._unschedulable: dict[str, QueuedPodInfo] = {}
         """Insertion order is timestamp order: pods enter only from add_unschedulable, stamped with now."""
         self._gated: dict[str, QueuedPodInfo] = {}
@@ -225,7 +230,7 @@ class SchedulingQueue:
                 self._event_log.append((event, old, new))
             flight.pod = new
             return
-        for heap in (self._active, self._backoff, self._error_backoff):
+        for heap in self._heaps:
             queued = heap.get(key)
             if queued is not None:
                 queued.pod = new
@@ -280,7 +285,7 @@ class SchedulingQueue:
         previous one and marks the pod in flight until :meth:`add_unschedulable` or :meth:`done`.
         """
         now = self._clock()
-        if self._backoff or self._error_backoff:
+        if any(self._backoff_heaps):
             self._flush_backoff(now)
         qpi = self._active.pop()
         if qpi is None and self._options.pop_from_backoff:
@@ -294,7 +299,7 @@ class SchedulingQueue:
         does (Koordinator's NextPod: a plugin picks the next pod). A pod in the gated pool is taken only if
         PreEnqueue now passes. None if the pod is not queued (in flight, deleted, gated)."""
         qpi: QueuedPodInfo | None = None
-        for heap in (self._active, self._backoff, self._error_backoff):
+        for heap in self._heaps:
             if heap.get(key) is not None:
                 qpi = heap.remove(key)
                 break
@@ -317,7 +322,7 @@ class SchedulingQueue:
             if waiting is not None:
                 self._move_waiting(waiting, _Strategy.IMMEDIATELY, FORCE_ACTIVATE)
                 continue
-            for heap in (self._backoff, self._error_backoff):
+            for heap in self._backoff_heaps:
                 if heap.get(key) is not None:
                     queued = heap.remove(key)
                     if queued is not None:
@@ -331,6 +336,7 @@ class SchedulingQueue:
         qpi.unschedulable_plugins = _NO_PLUGINS
         qpi.pending_plugins = _NO_PLUGINS
         qpi.gated = False
+        qpi.group_backoff = False
         key = qpi.pod.key
         # Re-insert so dict order stays pop order even if a stale record under this key lingers.
         in_flight = self._in_flight
@@ -434,11 +440,24 @@ class SchedulingQueue:
         for waiting in expired:
             self._move_waiting(waiting, _Strategy.AFTER_BACKOFF, UNSCHEDULABLE_TIMEOUT)
 
+    def end_backoff_early(self) -> bool:
+        """Virtual time (the simulator, whose clock stands still): the group backoff that ends first ends
+        now. Moves the pods tried in a round whose backoff ends first to activeQ (the backoffQ is popped early
+        anyway, and a pod that failed with an error would fail the same way again); False if none waits."""
+        head = self._group_backoff.peek()
+        if head is None:
+            return False
+        expiry = head.backoff_expiry
+        while (head := self._group_backoff.peek()) is not None and head.backoff_expiry <= expiry:
+            self._group_backoff.pop()
+            self._enter_active(head, BACKOFF_COMPLETE, run_pre_enqueue=not self._options.pop_from_backoff)
+        return True
+
     def pending_counts(self) -> dict[str, int]:
         """Pods per sub-queue, for ``scheduler_pending_pods{queue}``; in-flight pods are not pending."""
         return {
             ACTIVE: len(self._active),
-            BACKOFF: len(self._backoff) + len(self._error_backoff),
+            BACKOFF: sum(len(heap) for heap in self._backoff_heaps),
             UNSCHEDULABLE: len(self._unschedulable),
             GATED: len(self._gated),
         }
@@ -479,7 +498,12 @@ class SchedulingQueue:
         # Pods popped straight from backoffQ skip activeQ, so PreEnqueue must have passed on the way in.
         if self._options.pop_from_backoff and not self._passes_pre_enqueue(qpi, event):
             return GATED
-        heap = self._error_backoff if qpi.error_backoff else self._backoff
+        if qpi.error_backoff:
+            heap = self._error_backoff
+        elif qpi.group_backoff:
+            heap = self._group_backoff
+        else:
+            heap = self._backoff
         heap.push(qpi, self._next_seq(), qpi.pod.key)
         self._incoming(BACKOFF, event)
         self._notify()
@@ -501,13 +525,13 @@ class SchedulingQueue:
 
     def _flush_backoff(self, now: float) -> None:
         run_pre_enqueue = not self._options.pop_from_backoff
-        for heap in (self._backoff, self._error_backoff):
+        for heap in self._backoff_heaps:
             while (head := heap.peek()) is not None and not self._is_backing_off(head, now):
                 heap.pop()
                 self._enter_active(head, BACKOFF_COMPLETE, run_pre_enqueue=run_pre_enqueue)
 
     def _remove_queued(self, key: str, uid: str) -> None:
-        for heap in (self._active, self._backoff, self._error_backoff):
+        for heap in self._heaps:
             queued = heap.get(key)
             if queued is not None and _same_incarnation(queued.pod, uid):
                 heap.remove(key)
@@ -595,7 +619,7 @@ class SchedulingQueue:
         return is_backing_off(qpi.backoff_expiry, self._clock() if now is None else now, align=self._align)
 
     def _next_backoff_release(self) -> float | None:
-        heads = [head for head in (self._backoff.peek(), self._error_backoff.peek()) if head is not None]
+        heads = [head for head in (heap.peek() for heap in self._backoff_heaps) if head is not None]
         if not heads:
             return None
         return min(release_time(head.backoff_expiry, align=self._align) for head in heads)
@@ -605,7 +629,7 @@ class SchedulingQueue:
         flight = self._in_flight.get(key)
         if flight is not None and not flight.gone:
             return flight.pod
-        for heap in (self._active, self._backoff, self._error_backoff):
+        for heap in self._heaps:
             queued = heap.get(key)
             if queued is not None:
                 return queued.pod
