@@ -371,6 +371,11 @@ class Scheduler:
         self._binding_tasks[task] = binding
         task.add_done_callback(self._binding_done)
 
+    def bindings_in_flight(self) -> set[str]:
+        """Keys of the pods whose binding cycle is under way (waiting at Permit, PreBind, Bind) and has
+        not given the pod back to the queue yet."""
+        return {b.assumed.key for b in self._binding_tasks.values() if not b.released}
+
     def _binding_done(self, task: asyncio.Task[None]) -> None:
         self._bindings.discard(task)
         self._binding_tasks.pop(task, None)

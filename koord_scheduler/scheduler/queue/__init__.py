@@ -2,14 +2,24 @@
 
 from koord_scheduler.scheduler.queue.pod_events import pod_scheduling_property_events
 from koord_scheduler.scheduler.queue.scheduling_queue import (
+    ACTIVE,
+    BACKOFF,
     DEFAULT_QUEUE_OPTIONS,
+    GATED,
+    IN_FLIGHT,
+    UNSCHEDULABLE,
     QueueOptions,
     SchedulingQueue,
     event_label,
 )
 
 __all__ = [
+    "ACTIVE",
+    "BACKOFF",
     "DEFAULT_QUEUE_OPTIONS",
+    "GATED",
+    "IN_FLIGHT",
+    "UNSCHEDULABLE",
     "QueueOptions",
     "SchedulingQueue",
     "event_label",

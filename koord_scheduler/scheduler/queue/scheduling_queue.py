@@ -49,9 +49,11 @@ ACTIVE = "active"
 BACKOFF = "backoff"
 UNSCHEDULABLE = "unschedulable"
 GATED = "gated"
+IN_FLIGHT = "in-flight"
 """Sub-queue names: the ``queue`` label of ``scheduler_pending_pods`` and
 ``scheduler_queue_incoming_pods_total``. Gated pods count as ``gated`` in the gauge but enter as
-``unschedulable`` in the counter, as in kube."""
+``unschedulable`` in the counter, as in kube. In-flight pods (being scheduled, waiting at Permit, binding) are
+not pending: :data:`IN_FLIGHT` appears only in :meth:`SchedulingQueue.locations`."""
 
 POD_ADD = "PodAdd"
 SCHEDULE_ATTEMPT_FAILURE = "ScheduleAttemptFailure"
@@ -461,6 +463,25 @@ class SchedulingQueue:
             UNSCHEDULABLE: len(self._unschedulable),
             GATED: len(self._gated),
         }
+
+    def locations(self) -> dict[str, list[str]]:
+        """Every pod key the queue holds -> the places holding it (:data:`ACTIVE`, :data:`BACKOFF`,
+        :data:`UNSCHEDULABLE`, :data:`GATED`, :data:`IN_FLIGHT`), for invariant checks: each pod must be in
+        exactly one. A deleted pod whose attempt is still running is left out. O(pods)."""
+        out: dict[str, list[str]] = {}
+        places: list[tuple[str, Iterable[QueuedPodInfo]]] = [
+            (ACTIVE, self._active),
+            *((BACKOFF, heap) for heap in self._backoff_heaps),
+            (UNSCHEDULABLE, self._unschedulable.values()),
+            (GATED, self._gated.values()),
+        ]
+        for place, pods in places:
+            for qpi in pods:
+                out.setdefault(qpi.key, []).append(place)
+        for key, flight in self._in_flight.items():
+            if not flight.gone:
+                out.setdefault(key, []).append(IN_FLIGHT)
+        return out
 
     def __contains__(self, pod_key: str) -> bool:
         """Whether the pod is queued or in flight (and not deleted)."""
