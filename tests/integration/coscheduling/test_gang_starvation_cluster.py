@@ -60,10 +60,10 @@ def create_backlog(scope: Scope) -> None:
         "apiVersion": "scheduling.sigs.k8s.io/v1alpha1", "kind": "PodGroup",
         "metadata": {"name": "small", "namespace": scope.namespace}, "spec": {"minMember": 2},
     })
-    pods = [with_meta(scope.pod_body(f"big-{i}", cpu="3"), annotations={ANN + "name": "big", ANN + "min-available": "3"})
-            for i in range(3)]
-    pods += [with_meta(scope.pod_body(n, cpu="1"), annotations={ANN + "name": "never", ANN + "min-available": "4"})
-             for n in NEVER]
+    big = {ANN + "name": "big", ANN + "min-available": "3"}
+    never = {ANN + "name": "never", ANN + "min-available": "4"}
+    pods = [with_meta(scope.pod_body(f"big-{i}", cpu="3"), annotations=big) for i in range(3)]
+    pods += [with_meta(scope.pod_body(n, cpu="1"), annotations=never) for n in NEVER]
     pods.append(scope.pod_body("plain", cpu="1"))
     pods += [with_meta(scope.pod_body(f"small-{i}", cpu="500m"),
                        labels={"pod-group.scheduling.sigs.k8s.io": "small"}) for i in range(2)]
@@ -93,11 +93,22 @@ def test_backlog_with_a_gang_that_cannot_complete(scope: Scope, tmp_path: Path) 
         assert time.monotonic() - ready < 10
         assert not any(node_of(scope)[n] for n in NEVER)
 
-        # The gang is retried as a group with backoff (1, 2, 4, 8, then 10 s), not in a loop: over 20 s,
-        # at most a few rounds of 4 attempts each (a loop made hundreds of attempts a second).
-        time.sleep(3)
+        # The gang is retried as a group with backoff (1, 2, 4, 8, then 10 s), not in a loop, even while
+        # the cluster keeps changing: a small pod comes and goes on a node every 500 ms, and each deletion
+        # may help the gang (it frees cpu), so it moves the members out of the unschedulable pool. Over
+        # 20 s that is at most 6 rounds of 4 attempts (a loop made hundreds of attempts a second).
         before = unschedulable_attempts(proc, scope)
-        time.sleep(20)
+        churn = scope.pod_body("churn", cpu="10m")
+        churn["spec"]["nodeName"] = scope.nodes[0]
+        path = f"/api/v1/namespaces/{scope.namespace}/pods"
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            scope.ok("POST", path, churn)
+            time.sleep(0.25)
+            scope.ok("DELETE", f"{path}/churn?gracePeriodSeconds=0")
+            wait_until(lambda: scope.plane.request("GET", f"{path}/churn").status == 404, timeout=10,
+                       interval=0.05, what="churn pod gone")
+            time.sleep(0.25)
         during = unschedulable_attempts(proc, scope) - before
         assert during <= 4 * 6, f"{during:.0f} unschedulable attempts in 20 s"
         assert not any(node_of(scope)[n] for n in NEVER)
