@@ -85,3 +85,16 @@ class WaitingPods:
 
     def __iter__(self):  # type: ignore[no-untyped-def]
         return iter(list(self._pods.values()))
+
+    def expire_first(self) -> bool:
+        """Virtual time (the simulator): time out the Permit waits that end first (each pod's earliest
+        plugin timeout, the smallest of those across pods). False if no pod is waiting."""
+        waiting = [w for w in self._pods.values() if not w.is_done() and w.pending]
+        if not waiting:
+            return False
+        first = min(min(w.pending.values()) for w in waiting)
+        for w in waiting:
+            plugin, timeout = min(w.pending.items(), key=lambda kv: kv[1])
+            if timeout <= first:
+                w.reject(plugin, f"rejected due to timeout after waiting {timeout:g}s at plugin {plugin}")
+        return True

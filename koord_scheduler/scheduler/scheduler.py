@@ -1,4 +1,6 @@
-"""The scheduler: event handling, the synchronous scheduling cycle and the concurrent binding cycle."""
+"""The scheduler: event handling, the synchronous scheduling cycle and the concurrent binding cycle.
+
+:class:`Outcome` and :class:`SchedulerOptions` live in :mod:`.options` and are importable from here."""
 
 from __future__ import annotations
 
@@ -29,43 +31,21 @@ from koord_scheduler.framework.types import (
 from koord_scheduler.framework.waiting_pods import WaitingPod, WaitingPods
 from koord_scheduler.scheduler.algorithm import FitError, NoNodesError, Sampler, schedule_pod
 from koord_scheduler.scheduler.cache import SchedulerCache
-from koord_scheduler.scheduler.extenders import ExtenderError, Extenders, bind_with_extenders
+from koord_scheduler.scheduler.cluster_events import node_update_action, object_cluster_event
+from koord_scheduler.scheduler.extenders import ExtenderError, bind_with_extenders
 from koord_scheduler.scheduler.extenders.preemption import PreemptionCaller
-from koord_scheduler.scheduler.heap import HeapSettler
 from koord_scheduler.scheduler.metrics import SchedulerMetrics, attempts_label
 from koord_scheduler.scheduler.nominator import PodNominator
 from koord_scheduler.scheduler.object_errors import HANDLER_ERROR, SCHEDULING_ERROR
+from koord_scheduler.scheduler.options import Outcome, SchedulerOptions
 from koord_scheduler.scheduler.queue import SchedulingQueue
 from koord_scheduler.scheduler.source import ClusterSource, EventType
+
+__all__ = ["Outcome", "Scheduler", "SchedulerOptions", "pod_on_node"]
 
 log = logging.getLogger(__name__)
 startup_log = logging.getLogger("koord_scheduler.startup")
 """Start-up time-line lines (``-v 2``)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Outcome:
-    """The last result for a pod: ``node`` is None while it is unschedulable."""
-
-    pod_key: str
-    node: str | None
-    message: str = ""
-    attempts: int = 0
-
-
-@dataclass(slots=True)
-class SchedulerOptions:
-    max_concurrent_bindings: int = 64
-    """Bind requests (Bind plugins or a binding extender) in flight at once; Permit waits and PreBind do
-    not take a slot."""
-    yield_every: int = 16
-    """Scheduling cycles between yields to the event loop (lets watches and bindings progress)."""
-    on_outcome: Callable[[Outcome], None] | None = None
-    heap: HeapSettler | None = None
-    """Settles the garbage collector when :meth:`Scheduler.run` starts and when it is idle (cluster mode
-    sets one; see :mod:`.heap`). None leaves the collector alone (tests, ``simulate``)."""
-    extenders: Extenders | None = None
-    """HTTP extenders from the configuration's ``extenders`` (see :mod:`.extenders`)."""
 
 
 @dataclass(slots=True)
@@ -127,8 +107,6 @@ class Scheduler:
         self.post_error_filters: list[ErrorHandlerFilter] = []
         self.waiting_pods = WaitingPods()
         self._rejected: deque[_Binding] = deque()
-        self._round_first: QueuedPodInfo | None = None
-        """The pod last popped from the queue: pods NextPod hooks pick join its round."""
         """Bindings whose pod a plugin rejected at Permit and that :meth:`_release_rejected` has not
         released yet."""
         self.next_pod_hooks: list[Callable[[], str | None]] = []
@@ -163,7 +141,7 @@ class Scheduler:
         if old is None:
             action = ActionType.ADD
         else:
-            action = _node_update_action(old, new)
+            action = node_update_action(old, new)
             if not action:
                 return
         self.queue.on_cluster_event(ClusterEvent(EventResource.NODE, action), old, new)
@@ -218,9 +196,9 @@ class Scheduler:
         may become schedulable on a Reservation or NodeMetric event they registered for."""
         for handler in self._object_handlers.get(kind, ()):
             handler(event, old, new)
-        resource = _EVENT_RESOURCES.get(kind)
-        if resource is not None:
-            self.queue.on_cluster_event(ClusterEvent(resource, _OBJECT_ACTIONS[event]), old, new)
+        cluster_event = object_cluster_event(kind, event)
+        if cluster_event is not None:
+            self.queue.on_cluster_event(cluster_event, old, new)
 
     def on_invalid_object(
         self, kind: str, key: str, reason: str, message: str, exc: BaseException | None = None
@@ -246,7 +224,7 @@ class Scheduler:
         qpi = self._next_from_hooks()
         if qpi is None:
             self._release_rejected()  # a round that just ended may have rejected its waiting members
-            qpi = self._round_first = self.queue.pop()
+            qpi = self.queue.pop()
         if qpi is None:
             return False
         pod = qpi.pod
@@ -392,24 +370,8 @@ class Scheduler:
                     break
                 qpi = self.queue.pop_key(key)
                 if qpi is not None:
-                    self._join_round(qpi)
                     return qpi
         return None
-
-    def _join_round(self, member: QueuedPodInfo) -> None:
-        """A pod a NextPod hook picked joins the round of the pod last popped from the queue (the one that
-        started it): they share the larger attempt count and back off as a group, waiting out the whole
-        backoff (Koordinator's ``CopyQueueInfoToPod``: a gang is retried as a whole, not member by member)."""
-        first = self._round_first
-        if first is None or first is member:
-            return
-        attempts = max(first.attempts, member.attempts)
-        first.attempts = member.attempts = attempts
-        if first.initial_attempt_timestamp is not None:
-            member.initial_attempt_timestamp = min(
-                member.initial_attempt_timestamp or first.initial_attempt_timestamp, first.initial_attempt_timestamp
-            )
-        first.group_backoff = member.group_backoff = True
 
     def _handle_fit_error(
         self, fwk: Framework, state: CycleState, qpi: QueuedPodInfo, err: FitError, perf_start: float
@@ -633,13 +595,13 @@ class Scheduler:
                 await asyncio.sleep(0)
             if self.queue.end_backoff_early():  # backoffs (at most the queue's maximum) end before Permit waits
                 continue
-            if self._bindings and self._expire_first_waiting():
+            if self._bindings and self.waiting_pods.expire_first():
                 continue
             await asyncio.sleep(0)
             if processed == 0 and not self._bindings:
                 break
         # A stalled run leaves nothing waiting behind: the waits run out, in virtual time.
-        while self._expire_first_waiting():
+        while self.waiting_pods.expire_first():
             await asyncio.gather(*list(self._bindings), return_exceptions=True)
         await self.drain()
 
@@ -652,18 +614,6 @@ class Scheduler:
     def _stall_limit(self) -> int:
         pods = sum(self.queue.pending_counts().values()) + len(self._bindings)
         return _STALL_ATTEMPTS_PER_POD * pods + _STALL_SLACK
-
-    def _expire_first_waiting(self) -> bool:
-        """Virtual time: time out the Permit waits that end first (all plugins' earliest deadline)."""
-        waiting = [w for w in self.waiting_pods if not w.is_done() and w.pending]
-        if not waiting:
-            return False
-        first = min(min(w.pending.values()) for w in waiting)
-        for w in waiting:
-            plugin, timeout = min(w.pending.items(), key=lambda kv: kv[1])
-            if timeout <= first:
-                w.reject(plugin, f"rejected due to timeout after waiting {timeout:g}s at plugin {plugin}")
-        return True
 
     async def drain(self) -> None:
         """Wait for in-flight bindings and reports."""
@@ -703,24 +653,3 @@ def pod_on_node(pod: Pod, node_name: str) -> Pod:
     through ``__init__``). Equal to what ``replace`` gives because nothing ``Pod.__post_init__`` derives
     (the key) depends on ``node_name``; a test pins the two together."""
     return replace_fields(pod, node_name=node_name)
-
-
-_EVENT_RESOURCES = {r.value: r for r in EventResource}
-_OBJECT_ACTIONS = {
-    EventType.ADDED: ActionType.ADD,
-    EventType.MODIFIED: ActionType.UPDATE,
-    EventType.DELETED: ActionType.DELETE,
-}
-
-
-def _node_update_action(old: Node, new: Node) -> ActionType:
-    action = ActionType(0)
-    if old.allocatable != new.allocatable:
-        action |= ActionType.UPDATE_NODE_ALLOCATABLE
-    if old.labels != new.labels:
-        action |= ActionType.UPDATE_NODE_LABEL
-    if old.taints != new.taints or old.unschedulable != new.unschedulable:
-        action |= ActionType.UPDATE_NODE_TAINT
-    if old.conditions != new.conditions:
-        action |= ActionType.UPDATE_NODE_CONDITION
-    return action

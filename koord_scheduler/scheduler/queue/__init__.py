@@ -1,5 +1,6 @@
 """The scheduling queue: activeQ, backoffQ, the unschedulable and gated pools, and queueing hints."""
 
+from koord_scheduler.scheduler.queue.hints import event_label
 from koord_scheduler.scheduler.queue.pod_events import pod_scheduling_property_events
 from koord_scheduler.scheduler.queue.scheduling_queue import (
     ACTIVE,
@@ -10,7 +11,6 @@ from koord_scheduler.scheduler.queue.scheduling_queue import (
     UNSCHEDULABLE,
     QueueOptions,
     SchedulingQueue,
-    event_label,
 )
 
 __all__ = [
