@@ -58,8 +58,7 @@ class QueueingHints:
         self._plugin_rank = {name: rank for rank, name in enumerate(self._plugin_events)}
         self._hint_cache: dict[ClusterEvent, dict[str, tuple[QueueingHintFn | None, ...]]] = {}
 
-    def strategy(self, qpi: QueuedPodInfo, event: ClusterEvent, old: object | None, new: object | None
-                  ) -> Strategy:
+    def strategy(self, qpi: QueuedPodInfo, event: ClusterEvent, old: object | None, new: object | None) -> Strategy:
         """kube's ``isPodWorthRequeuing``: ask the hints of the plugins that rejected ``qpi``."""
         unschedulable, pending = qpi.unschedulable_plugins, qpi.pending_plugins
         if not unschedulable and not pending:
@@ -92,9 +91,7 @@ class QueueingHints:
         strategy = Strategy.SKIP
         for event, old, new in events:
             strategy = max(strategy, self.strategy(qpi, event, old, new))
-            if strategy is Strategy.IMMEDIATELY or (
-                strategy is Strategy.AFTER_BACKOFF and not qpi.pending_plugins
-            ):
+            if strategy is Strategy.IMMEDIATELY or (strategy is Strategy.AFTER_BACKOFF and not qpi.pending_plugins):
                 break
         return strategy
 
@@ -120,8 +117,7 @@ class QueueingHints:
         return sorted(plugins, key=lambda name: (self._plugin_rank.get(name, last), name))
 
     @staticmethod
-    def _run_hint(plugin: str, hint: QueueingHintFn, pod: Pod, old: object | None, new: object | None
-                  ) -> QueueingHint:
+    def _run_hint(plugin: str, hint: QueueingHintFn, pod: Pod, old: object | None, new: object | None) -> QueueingHint:
         try:
             return hint(pod, old, new)
         except Exception as exc:

@@ -36,8 +36,9 @@ def scope(control_plane: Any) -> Iterator[Scope]:
     result = control_plane.request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", docs[0])
     assert result.status in (201, 409), result.body[:300]
     s = Scope.create(control_plane, "starve")
-    wait_until(lambda: control_plane.request("GET", podgroups_path(s)).status == 200, timeout=30,
-               what="PodGroup CRD served")
+    wait_until(
+        lambda: control_plane.request("GET", podgroups_path(s)).status == 200, timeout=30, what="PodGroup CRD served"
+    )
     yield s
     s.cleanup()
 
@@ -46,8 +47,9 @@ def podgroups_path(scope: Scope) -> str:
     return f"/apis/scheduling.sigs.k8s.io/v1alpha1/namespaces/{scope.namespace}/podgroups"
 
 
-def with_meta(body: dict[str, Any], *, annotations: dict[str, str] | None = None,
-              labels: dict[str, str] | None = None) -> dict[str, Any]:
+def with_meta(
+    body: dict[str, Any], *, annotations: dict[str, str] | None = None, labels: dict[str, str] | None = None
+) -> dict[str, Any]:
     body["metadata"]["annotations"] = annotations or {}
     body["metadata"]["labels"] = labels or {}
     return body
@@ -56,17 +58,25 @@ def with_meta(body: dict[str, Any], *, annotations: dict[str, str] | None = None
 def create_backlog(scope: Scope) -> None:
     for n in ("n1", "n2", "n3"):
         scope.add_node(n, cpu="4")
-    scope.ok("POST", podgroups_path(scope), {
-        "apiVersion": "scheduling.sigs.k8s.io/v1alpha1", "kind": "PodGroup",
-        "metadata": {"name": "small", "namespace": scope.namespace}, "spec": {"minMember": 2},
-    })
+    scope.ok(
+        "POST",
+        podgroups_path(scope),
+        {
+            "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
+            "kind": "PodGroup",
+            "metadata": {"name": "small", "namespace": scope.namespace},
+            "spec": {"minMember": 2},
+        },
+    )
     big = {ANN + "name": "big", ANN + "min-available": "3"}
     never = {ANN + "name": "never", ANN + "min-available": "4"}
     pods = [with_meta(scope.pod_body(f"big-{i}", cpu="3"), annotations=big) for i in range(3)]
     pods += [with_meta(scope.pod_body(n, cpu="1"), annotations=never) for n in NEVER]
     pods.append(scope.pod_body("plain", cpu="1"))
-    pods += [with_meta(scope.pod_body(f"small-{i}", cpu="500m"),
-                       labels={"pod-group.scheduling.sigs.k8s.io": "small"}) for i in range(2)]
+    pods += [
+        with_meta(scope.pod_body(f"small-{i}", cpu="500m"), labels={"pod-group.scheduling.sigs.k8s.io": "small"})
+        for i in range(2)
+    ]
     for body in pods:  # one by one, before the scheduler starts
         scope.add_pods([body])
 
@@ -88,8 +98,11 @@ def test_backlog_with_a_gang_that_cannot_complete(scope: Scope, tmp_path: Path) 
     try:
         ready = time.monotonic()
         # The pods that fit bind within 10 s of the scheduler being ready; `never` holds nothing.
-        wait_until(lambda: all(node_of(scope)[n] for n in [*FITS, "big-0", "big-1", "big-2"]), timeout=10,
-                   what="plain, small and big bound")
+        wait_until(
+            lambda: all(node_of(scope)[n] for n in [*FITS, "big-0", "big-1", "big-2"]),
+            timeout=10,
+            what="plain, small and big bound",
+        )
         assert time.monotonic() - ready < 10
         assert not any(node_of(scope)[n] for n in NEVER)
 
@@ -106,8 +119,12 @@ def test_backlog_with_a_gang_that_cannot_complete(scope: Scope, tmp_path: Path) 
             scope.ok("POST", path, churn)
             time.sleep(0.25)
             scope.ok("DELETE", f"{path}/churn?gracePeriodSeconds=0")
-            wait_until(lambda: scope.plane.request("GET", f"{path}/churn").status == 404, timeout=10,
-                       interval=0.05, what="churn pod gone")
+            wait_until(
+                lambda: scope.plane.request("GET", f"{path}/churn").status == 404,
+                timeout=10,
+                interval=0.05,
+                what="churn pod gone",
+            )
             time.sleep(0.25)
         during = unschedulable_attempts(proc, scope) - before
         assert during <= 4 * 6, f"{during:.0f} unschedulable attempts in 20 s"

@@ -126,7 +126,12 @@ class SchedulerMachine(RuleBasedStateMachine):
         min_available = size + 1 if short > 2 else size - short % 2
         for i in range(size):
             text = gang_pod(
-                f"{gang}-{i}", gang, min_available, cpu=cpu, mode=mode, total_number=str(max(size, min_available)),
+                f"{gang}-{i}",
+                gang,
+                min_available,
+                cpu=cpu,
+                mode=mode,
+                total_number=str(max(size, min_available)),
                 waiting_time=waiting_time,
             )
             if i < gated:
