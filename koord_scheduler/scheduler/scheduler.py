@@ -557,12 +557,11 @@ class Scheduler:
     async def run_until_idle(self) -> None:
         """Schedule until nothing is active or backing off and no binding is in flight (the simulator).
 
-        Time is virtual: when no pod can be popped, the earliest backoff that pop-from-backoff does not cut
-        short (errors, gang rounds) ends at once, and then, when every binding left waits at Permit, the
-        earliest Permit wait times out at once instead of after its seconds. The run also ends when the cluster
-        stops changing: once every pending pod has been tried a few times since the last binding or
-        removal (a gang that can never complete would otherwise be retried forever), the last outcome of
-        each pod is its answer."""
+        Time is virtual: when no pod can be popped, the group backoff (a gang round's) that ends first ends
+        at once, and then, when every binding left waits at Permit, the earliest Permit wait times out at
+        once instead of after its seconds. The run also ends when the cluster stops changing: once every
+        pending pod has been tried a few times since the last binding or removal (a gang that can never
+        complete would otherwise be retried forever), the last outcome of each pod is its answer."""
         self.warm_up()
         last_progress = self._progress()
         fruitless = 0
@@ -593,7 +592,7 @@ class Scheduler:
                     await asyncio.wait(moving, return_when=asyncio.FIRST_COMPLETED)
                     continue
                 await asyncio.sleep(0)
-            if self.queue.end_backoff_early():  # backoffs (at most the queue's maximum) end before Permit waits
+            if self.queue.end_backoff_early():  # a backoff (at most podMaxBackoffSeconds) ends before a Permit wait
                 continue
             if self._bindings and self.waiting_pods.expire_first():
                 continue
