@@ -197,6 +197,9 @@ class QueuedPodInfo:
     gated: bool = False
     backoff_expiry: float = 0.0
     error_backoff: bool = False
+    group_backoff: bool = False
+    """Tried in a round with other pods (a gang's members, picked by a NextPod hook): its backoff is waited
+    out in full, as the group's, even when the queue pops from backoffQ early."""
 
     @property
     def key(self) -> str:
