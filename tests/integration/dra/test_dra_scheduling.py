@@ -56,22 +56,35 @@ def driver(scope: Scope) -> str:
 
 def device_class(scope: Scope) -> str:
     name = driver(scope)
-    scope.ok("POST", f"{RESOURCE}/deviceclasses", {
-        "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": name},
-        "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{name}"'}}]},
-    })
+    scope.ok(
+        "POST",
+        f"{RESOURCE}/deviceclasses",
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "DeviceClass",
+            "metadata": {"name": name},
+            "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{name}"'}}]},
+        },
+    )
     return name
 
 
 def resource_slice(scope: Scope, node: str, devices: int) -> None:
-    scope.ok("POST", f"{RESOURCE}/resourceslices", {
-        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": f"{node}-gpus"},
-        "spec": {
-            "driver": driver(scope), "nodeName": node,
-            "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
-            "devices": [{"name": f"gpu-{i}", "attributes": {"index": {"int": i}}} for i in range(devices)],
+    scope.ok(
+        "POST",
+        f"{RESOURCE}/resourceslices",
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceSlice",
+            "metadata": {"name": f"{node}-gpus"},
+            "spec": {
+                "driver": driver(scope),
+                "nodeName": node,
+                "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+                "devices": [{"name": f"gpu-{i}", "attributes": {"index": {"int": i}}} for i in range(devices)],
+            },
         },
-    })
+    )
 
 
 def claim_spec(class_name: str) -> dict[str, Any]:
@@ -79,17 +92,29 @@ def claim_spec(class_name: str) -> dict[str, Any]:
 
 
 def template(scope: Scope, name: str, class_name: str) -> None:
-    scope.ok("POST", f"{RESOURCE}/namespaces/{scope.namespace}/resourceclaimtemplates", {
-        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
-        "metadata": {"name": name, "namespace": scope.namespace}, "spec": {"spec": claim_spec(class_name)},
-    })
+    scope.ok(
+        "POST",
+        f"{RESOURCE}/namespaces/{scope.namespace}/resourceclaimtemplates",
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaimTemplate",
+            "metadata": {"name": name, "namespace": scope.namespace},
+            "spec": {"spec": claim_spec(class_name)},
+        },
+    )
 
 
 def claim(scope: Scope, name: str, class_name: str) -> None:
-    scope.ok("POST", f"{RESOURCE}/namespaces/{scope.namespace}/resourceclaims", {
-        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
-        "metadata": {"name": name, "namespace": scope.namespace}, "spec": claim_spec(class_name),
-    })
+    scope.ok(
+        "POST",
+        f"{RESOURCE}/namespaces/{scope.namespace}/resourceclaims",
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {"name": name, "namespace": scope.namespace},
+            "spec": claim_spec(class_name),
+        },
+    )
 
 
 def pod_with_claim(scope: Scope, name: str, *, template_name: str = "", claim_name: str = "") -> dict[str, Any]:
@@ -136,15 +161,21 @@ def test_template_claim_is_allocated_reserved_and_released(scope: Scope, koord: 
 
     # The only device is taken: the second pod is not bound as if it had no claim.
     scope.add_pods([pod_with_claim(scope, "second", template_name="one-gpu")])
-    wait_until(lambda: "cannot allocate all claims" in scheduled_message(scope, "second"), timeout=60,
-               what="the second pod rejected for its claim")
+    wait_until(
+        lambda: "cannot allocate all claims" in scheduled_message(scope, "second"),
+        timeout=60,
+        what="the second pod rejected for its claim",
+    )
     assert not scope.pod("second")["spec"].get("nodeName")
 
     # Deleting the first pod lets kube-controller-manager release its generated claim (no consumer left:
     # deallocated); the device goes to the second pod.
     scope.ok("DELETE", f"/api/v1/namespaces/{scope.namespace}/pods/first?gracePeriodSeconds=0")
-    wait_until(lambda: bool(scope.pod("second")["spec"].get("nodeName")), timeout=90,
-               what="the second pod bound once the device was released")
+    wait_until(
+        lambda: bool(scope.pod("second")["spec"].get("nodeName")),
+        timeout=90,
+        what="the second pod bound once the device was released",
+    )
     by_owner = {c["metadata"]["ownerReferences"][0]["name"]: c for c in claims(scope)}
     assert "allocation" not in by_owner.get("first", {}).get("status", {})
     second = by_owner["second"]

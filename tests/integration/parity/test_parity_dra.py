@@ -20,7 +20,15 @@ import pytest
 from controlplane import ControlPlane
 from dra_scenario import DraScenario, build, pod_body
 from koord_side import koord_decision
-from test_parity_kube_scheduler import GATE, SHARED_PLUGINS, Cluster, differences, schedule_upstream, set_verbosity, table
+from test_parity_kube_scheduler import (
+    GATE,
+    SHARED_PLUGINS,
+    Cluster,
+    differences,
+    schedule_upstream,
+    set_verbosity,
+    table,
+)
 
 from apis.resource import parse_device_class, parse_resource_claim, parse_resource_slice
 from koord_scheduler.plugins.dynamicresources.cel import SelectorCache, device_value
@@ -40,8 +48,12 @@ def dra_config(scheduler_name: str) -> dict[str, Any]:
         "apiVersion": "kubescheduler.config.k8s.io/v1",
         "kind": "KubeSchedulerConfiguration",
         "percentageOfNodesToScore": 100,
-        "profiles": [{"schedulerName": scheduler_name,
-                      "plugins": {"multiPoint": {"enabled": enabled, "disabled": [{"name": "*"}]}}}],
+        "profiles": [
+            {
+                "schedulerName": scheduler_name,
+                "plugins": {"multiPoint": {"enabled": enabled, "disabled": [{"name": "*"}]}},
+            }
+        ],
     }
 
 
@@ -61,8 +73,11 @@ def scenario(control_plane: ControlPlane) -> Iterator[DraScenario]:
 
 
 def state(cluster: Cluster, scope: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]:
-    pods = [p for p in cluster.items("/api/v1/pods")
-            if p["spec"].get("nodeName") and p.get("status", {}).get("phase") not in ("Succeeded", "Failed")]
+    pods = [
+        p
+        for p in cluster.items("/api/v1/pods")
+        if p["spec"].get("nodeName") and p.get("status", {}).get("phase") not in ("Succeeded", "Failed")
+    ]
     objects = {
         "DeviceClass": cluster.items(f"{RESOURCE}/deviceclasses"),
         "ResourceSlice": cluster.items(f"{RESOURCE}/resourceslices"),
@@ -111,8 +126,9 @@ def test_dra_decisions_match_upstream_kube_scheduler(control_plane: ControlPlane
     cluster = Cluster(control_plane)
     scheduler_name = f"upstream-{scenario.scope}"
     config = dra_config(scheduler_name)
-    cluster.ok("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
-                                              "metadata": {"name": scenario.scope}})
+    cluster.ok(
+        "POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": scenario.scope}}
+    )
     for node in scenario.nodes:
         cluster.ok("POST", "/api/v1/nodes", node)
     for obj in scenario.classes:
@@ -132,8 +148,9 @@ def test_dra_decisions_match_upstream_kube_scheduler(control_plane: ControlPlane
         for spec in scenario.pods:
             for claim_name in spec.claims:
                 if claim_name not in created:
-                    cluster.ok("POST", f"{RESOURCE}/namespaces/{scenario.scope}/resourceclaims",
-                               scenario.claims[claim_name])
+                    cluster.ok(
+                        "POST", f"{RESOURCE}/namespaces/{scenario.scope}/resourceclaims", scenario.claims[claim_name]
+                    )
                     created.add(claim_name)
             body = pod_body(scenario.scope, scenario.scope, spec, scheduler_name)
             body["spec"]["schedulingGates"] = [{"name": GATE}]
@@ -150,8 +167,9 @@ def test_dra_decisions_match_upstream_kube_scheduler(control_plane: ControlPlane
 
     problems = check_allocations(cluster, scenario.scope)
     print(f"compared {len(scenario.pods)} DRA pods: {seen}")
-    assert not rows, f"koord-scheduler differs from kube-scheduler v1.35.8 on {len({r[0] for r in rows})} " \
-                     f"DRA pod(s):\n{table(rows)}"
+    assert not rows, (
+        f"koord-scheduler differs from kube-scheduler v1.35.8 on {len({r[0] for r in rows})} DRA pod(s):\n{table(rows)}"
+    )
     assert not problems, "invalid allocations:\n" + "\n".join(problems)
     assert len(scenario.pods) >= 50
     assert seen["scored"] >= 10 and seen["unschedulable"] >= 3 and seen["prioritized"] >= 1, seen
