@@ -175,7 +175,8 @@ class Selector:
         try:
             self.ast = _ENV.compile(expression)
         except CELParseError as err:
-            self.error = "compilation failed: " + " ".join(str(err).split())
+            where = f"<input>:{err.line}:{err.column}" if err.line is not None else "<input>"
+            self.error = f"compilation failed: ERROR: {where}: syntax error in {expression!r}"
             return
         except Exception as err:  # a grammar the parser rejects in another way
             self.error = f"compilation failed: {type(err).__name__}: {err}"
