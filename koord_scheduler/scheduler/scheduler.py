@@ -11,6 +11,7 @@ from typing import Any
 
 from apis.core.copying import replace_fields
 from apis.core.types import Node, Pod
+from apis.feature_gates import DEFAULT_FEATURE_GATES, SchedulerFeatureGates
 from koord_scheduler.framework.cycle_state import CycleState
 from koord_scheduler.framework.diagnosis import fit_error_message
 from koord_scheduler.framework.errors import log_failure
@@ -65,6 +66,8 @@ class SchedulerOptions:
     sets one; see :mod:`.heap`). None leaves the collector alone (tests, ``simulate``)."""
     extenders: Extenders | None = None
     """HTTP extenders from the configuration's ``extenders`` (see :mod:`.extenders`)."""
+    feature_gates: SchedulerFeatureGates = DEFAULT_FEATURE_GATES
+    """``--feature-gates``; plugins read them through their handle."""
 
 
 @dataclass(slots=True)

@@ -32,8 +32,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from apis.config.dynamicresources_args import DynamicResourcesArgs
+from apis.config.errors import ConfigError, forbidden
 from apis.core.selectors import node_selector_matches
 from apis.core.types import Pod
+from apis.feature_gates import SchedulerFeatureGates
 from apis.resource.types import FINALIZER, AllocationResult, DeviceClass, ResourceClaim, ResourceSlice
 from koord_scheduler.framework.cycle_state import CycleState, StateKey
 from koord_scheduler.framework.handle import ClusterClient
@@ -67,6 +69,10 @@ MSG_NO_CLAIMS_TO_DEALLOCATE = "no new claims to deallocate"
 MSG_CANNOT_ALLOCATE = "cannot allocate all claims"
 MSG_NOT_AVAILABLE = "resourceclaim not available on the node"
 MSG_TIMED_OUT = "timed out trying to allocate devices"
+MSG_INFORMERS_DISABLED = (
+    "DRA informers are disabled (feature gate DisableDynamicResourceAllocationInformer): pods with "
+    "resourceClaims cannot be scheduled"
+)
 
 
 class DynamicResourcesHandle(Protocol):
@@ -74,6 +80,9 @@ class DynamicResourcesHandle(Protocol):
 
     @property
     def cluster(self) -> ClusterClient: ...
+
+    @property
+    def feature_gates(self) -> SchedulerFeatureGates: ...
 
     @property
     def clock(self) -> Callable[[], float]: ...
@@ -109,19 +118,24 @@ STATE_KEY: StateKey[CycleData] = StateKey(NAME)
 class DynamicResources:
     name = NAME
 
-    def __init__(self, args: DynamicResourcesArgs, handle: DynamicResourcesHandle, features: Features) -> None:
+    def __init__(
+        self, args: DynamicResourcesArgs, handle: DynamicResourcesHandle, options: DynamicResourcesOptions
+    ) -> None:
         self.args = args
         self.handle = handle
-        self.features = features
+        self.features = options.features
+        self.filter_timeout = float(args.filter_timeout or 0) if options.filter_timeout else 0.0
+        self.informers_disabled = options.informers_disabled
         self.slices = SliceIndex()
         self.classes: dict[str, DeviceClass] = {}
         self.claims = ClaimTracker()
         self.selectors = SelectorCache()
         self._tasks: set[asyncio.Task[None]] = set()
-        handle.watch(kinds.DEVICE_CLASS, self._on_class)
-        handle.watch(kinds.RESOURCE_SLICE, self._on_slice)
-        handle.watch(kinds.RESOURCE_CLAIM, self._on_claim)
-        handle.watch(kinds.RESOURCE_CLAIM_TEMPLATE, _ignore)
+        if not self.informers_disabled:
+            handle.watch(kinds.DEVICE_CLASS, self._on_class)
+            handle.watch(kinds.RESOURCE_SLICE, self._on_slice)
+            handle.watch(kinds.RESOURCE_CLAIM, self._on_claim)
+            handle.watch(kinds.RESOURCE_CLAIM_TEMPLATE, _ignore)
         handle.add_simulation_report(lambda: report.claims_report(self.claims.all()))
 
     # ----- watches -----
@@ -152,6 +166,8 @@ class DynamicResources:
     def pre_enqueue(self, pod: Pod) -> Status:
         if not pod.resource_claims:
             return success()
+        if self.informers_disabled:
+            return unresolvable(MSG_INFORMERS_DISABLED)
         found = pod_claims(pod, self.claims.get)
         if isinstance(found, ClaimProblem):
             return unresolvable(found.message)
@@ -219,9 +235,7 @@ class DynamicResources:
         if data.allocator is None:
             return success()
         claims = [c for _, c in data.to_allocate()]
-        deadline = None
-        if self.args.filter_timeout:
-            deadline = time.monotonic() + float(self.args.filter_timeout)
+        deadline = time.monotonic() + self.filter_timeout if self.filter_timeout else None
         try:
             results = data.allocator.allocate(node, claims, deadline=deadline)
         except FailedOnNodeError as err:
@@ -378,10 +392,34 @@ def _with(claim: ResourceClaim, **changes: Any) -> ResourceClaim:
     return replace(claim, **changes)
 
 
-DEFAULT_FEATURES = Features()
-"""v1.35's defaults: DRAAdminAccess and DRAPrioritizedList on, DRADeviceTaints and
-DRAPartitionableDevices off."""
+@dataclass(frozen=True, slots=True)
+class DynamicResourcesOptions:
+    """What the feature gates decide for this plugin (kube-scheduler's ``feature.Features``)."""
+
+    features: Features = field(default_factory=Features)
+    filter_timeout: bool = True
+    """DRASchedulerFilterTimeout."""
+    informers_disabled: bool = False
+    """Koordinator's DisableDynamicResourceAllocationInformer."""
+
+    @classmethod
+    def from_gates(cls, gates: SchedulerFeatureGates) -> DynamicResourcesOptions:
+        return cls(
+            features=Features(
+                admin_access=gates.enabled("DRAAdminAccess"),
+                prioritized_list=gates.enabled("DRAPrioritizedList"),
+                device_taints=gates.enabled("DRADeviceTaints"),
+            ),
+            filter_timeout=gates.enabled("DRASchedulerFilterTimeout"),
+            informers_disabled=gates.enabled("DisableDynamicResourceAllocationInformer"),
+        )
 
 
 def new(args: DynamicResourcesArgs | None, handle: DynamicResourcesHandle) -> DynamicResources:
-    return DynamicResources(args or DynamicResourcesArgs(), handle, DEFAULT_FEATURES)
+    options = DynamicResourcesOptions.from_gates(handle.feature_gates)
+    if args is not None and "filter_timeout" in args.model_fields_set and not options.filter_timeout:
+        # upstream's ValidateDynamicResourcesArgs with the gate off
+        raise ConfigError(
+            [forbidden("DynamicResourcesArgs.filterTimeout", "DRASchedulingFilterTimeout feature gate is disabled")]
+        )
+    return DynamicResources(args or DynamicResourcesArgs(), handle, options)

@@ -9,6 +9,7 @@ from typing import Any
 import yaml
 
 from apis.config import parse_scheduler_config
+from apis.feature_gates import SchedulerFeatureGates, parse_feature_gates_flag
 from apis.resource import parse_resource_claim
 from koord_scheduler.app.plugin_loading import build_registry
 from koord_scheduler.app.simulate import SimulationResult, run_simulation
@@ -36,7 +37,9 @@ def pod(name: str, **claims: str) -> dict[str, Any]:
     return builder.obj()
 
 
-async def simulate(*objects: dict[str, Any], config: str = DEFAULT) -> tuple[SimulationResult, Scheduler]:
+async def simulate(
+    *objects: dict[str, Any], config: str = DEFAULT, gates: str = ""
+) -> tuple[SimulationResult, Scheduler]:
     text = yaml.safe_dump_all(objects)
     return await run_simulation(
         None,
@@ -44,6 +47,7 @@ async def simulate(*objects: dict[str, Any], config: str = DEFAULT) -> tuple[Sim
         build_registry(use_entry_points=False),
         now=NOW,
         cluster_text=text,
+        feature_gates=SchedulerFeatureGates.resolve(parse_feature_gates_flag(gates)),
     )
 
 
@@ -288,3 +292,16 @@ async def test_an_allocated_claim_brings_the_pod_to_its_node() -> None:
 
     assert placements(result) == {"p": "n2"}
     assert [ref.name for ref in claims_in(scheduler)["default/done"].reserved_for] == ["p"]
+
+
+async def test_prioritized_lists_follow_their_feature_gate() -> None:
+    prioritized = dra.template("prio", dra.first_available("gpu", dra.request("any", dra.DRIVER)))
+    objects = (node("n1"), GPU_CLASS, prioritized, dra.gpus("n1", 1), pod("p", gpu="template:prio"))
+
+    on, _ = await simulate(*objects)
+    off, _ = await simulate(*objects, gates="DRAPrioritizedList=false")
+
+    assert placements(on) == {"p": "n1"}
+    assert placements(off) == {"p": None}
+    assert message(off, "p").startswith("0/1 nodes are available: resource claim default/p-gpu-")
+    assert "request gpu: has subrequests, but the DRAPrioritizedList feature is disabled" in message(off, "p")
