@@ -38,8 +38,10 @@ from apis.resource.types import (
     DeviceToleration,
     ResourceClaim,
 )
-from koord_scheduler.plugins.dynamicresources.cel import CelRuntimeError, SelectorCache, device_value
-from koord_scheduler.plugins.dynamicresources.pools import Pool, SliceEntry, SliceIndex, gather_pools, node_matches
+from koord_scheduler.plugins.dynamicresources.cel import CelRuntimeError, SelectorCache, device_value, read_key
+from koord_scheduler.plugins.dynamicresources.pools import Candidate, NodePoolCache, Pool, node_matches
+
+_MEMO_SIZE = 65_536
 
 
 class AllocationError(Exception):
@@ -61,13 +63,6 @@ class Features:
 
 
 @dataclass(slots=True)
-class _Candidate:
-    device_id: DeviceId
-    entry: SliceEntry
-    index: int
-
-
-@dataclass(slots=True)
 class _RequestData:
     """One request or subrequest to satisfy."""
 
@@ -77,7 +72,7 @@ class _RequestData:
     sub: DeviceSubRequest
     device_class: DeviceClass
     num_devices: int
-    all_devices: list[_Candidate] = field(default_factory=list)
+    all_devices: list[Candidate] = field(default_factory=list)
 
     @property
     def full_name(self) -> str:
@@ -86,7 +81,7 @@ class _RequestData:
 
 @dataclass(slots=True)
 class _Picked:
-    candidate: _Candidate
+    candidate: Candidate
     data: _RequestData
 
 
@@ -108,7 +103,7 @@ class _MatchAttribute:
             return data.parent_name in self.requests or data.full_name in self.requests
         return data.request_name in self.requests
 
-    def add(self, data: _RequestData, candidate: _Candidate) -> bool:
+    def add(self, data: _RequestData, candidate: Candidate) -> bool:
         if not self._applies(data):
             return True
         value = _lookup_attribute(candidate, self.attribute)
@@ -126,7 +121,7 @@ class _MatchAttribute:
             self.count -= 1
 
 
-def _lookup_attribute(candidate: _Candidate, qualified: str) -> tuple[object, object] | None:
+def _lookup_attribute(candidate: Candidate, qualified: str) -> tuple[object, object] | None:
     attributes = candidate.entry.slice.devices[candidate.index].attributes
     found = attributes.get(qualified)
     if found is None:
@@ -150,24 +145,80 @@ def _tolerates(toleration: DeviceToleration, taint: DeviceTaint) -> bool:
 
 class Allocator:
     """Allocation for one pod's claims, shared by Filter on every node (upstream builds one per
-    PreFilter). ``allocated``: devices in use by other claims, in-flight allocations included."""
+    PreFilter). ``allocated``: devices in use by other claims, in-flight allocations included;
+    ``node_pools``: the pools each node sees (kept by the plugin across cycles)."""
 
     def __init__(
         self,
-        slices: SliceIndex,
+        node_pools: NodePoolCache,
         classes: Mapping[str, DeviceClass],
         allocated: Container[DeviceId],
         *,
         features: Features,
         selectors: SelectorCache,
-        cost_limit: int = CEL_SELECTOR_MAX_COST,
     ) -> None:
-        self.slices = slices
+        self.node_pools = node_pools
         self.classes = classes
         self.allocated = allocated
         self.features = features
         self.selectors = selectors
-        self.cost_limit = cost_limit
+        self.cost_limit = CEL_SELECTOR_MAX_COST
+
+    def device_matches(
+        self, candidate: Candidate, device_class: DeviceClass, selectors: tuple[str, ...], claim_key: str, node: Node
+    ) -> bool:
+        """``isSelectable``: the class's then the request's selectors (each CEL result cached on the slice),
+        and a per-device node selection. A CEL error raises :class:`AllocationError` naming the class or
+        claim and the selector."""
+        device = candidate.entry.slice.devices[candidate.index]
+        if device.binding_conditions:
+            return False  # DRADeviceBindingConditions is off
+        result = self._selectors_match(
+            candidate, device_class.selectors, lambda i: f"class {device_class.name}: selector #{i}"
+        ) and self._selectors_match(candidate, selectors, lambda i: f"claim {claim_key}: selector #{i}")
+        if result and candidate.entry.slice.per_device_node_selection:
+            result = node_matches(node, device.node_name, device.all_nodes, device.node_selector)
+        return result
+
+    def _selectors_match(
+        self, candidate: Candidate, expressions: tuple[str, ...], where: Callable[[int], str]
+    ) -> bool:
+        entry = candidate.entry
+        for i, expression in enumerate(expressions):
+            cache_key = (expression, candidate.index)
+            outcome = entry.cel_results.get(cache_key)
+            if outcome is None:
+                outcome = self._evaluate(expression, candidate)
+                entry.cel_results[cache_key] = outcome
+            if isinstance(outcome, str):
+                raise AllocationError(f"{where(i)}: {outcome}")
+            if not outcome:
+                return False
+        return True
+
+    def _evaluate(self, expression: str, candidate: Candidate) -> bool | str:
+        """The selector's outcome on the device: True/False or the error message. Devices that look the
+        same to the expression (equal :func:`~.cel.read_key`) share one evaluation."""
+        selector = self.selectors.get(expression)
+        if selector.error:
+            return f"CEL compile error: {selector.error}"
+        device = candidate.entry.slice.devices[candidate.index]
+        driver = candidate.device_id.driver
+        key = read_key(selector.reads, driver, device) if selector.reads is not None else None
+        if key is not None:
+            known = selector.memo.get(key)
+            if known is not None:
+                return known
+        outcome: bool | str
+        try:
+            outcome = selector.matches(device_value(driver, device), cost_limit=self.cost_limit)
+        except CelRuntimeError as err:
+            outcome = f"CEL runtime error: {err}"
+        if key is not None:
+            if len(selector.memo) >= _MEMO_SIZE:
+                selector.memo.clear()
+            selector.memo[key] = outcome
+        return outcome
 
     def allocate(
         self, node: Node, claims: Sequence[ResourceClaim], *, deadline: float | None = None
@@ -187,9 +238,7 @@ class _Search:
         self.steps = 0
         self.node = node
         self.claims = claims
-        self.pools: list[Pool] = gather_pools(
-            allocator.slices, node, partitionable_devices=allocator.features.partitionable_devices
-        )
+        self.pools: list[Pool] = allocator.node_pools.pools(node)
         self.matches: dict[tuple[DeviceId, int, str], bool] = {}
         self.in_use: dict[DeviceId, set[int]] = {}
         self.results: list[list[_Picked]] = [[] for _ in claims]
@@ -271,12 +320,8 @@ class _Search:
         return data
 
     @staticmethod
-    def _pool_candidates(pool: Pool) -> list[_Candidate]:
-        return [
-            _Candidate(DeviceId(pool.driver, pool.name, device.name), entry, i)
-            for entry in pool.slices
-            for i, device in enumerate(entry.slice.devices)
-        ]
+    def _pool_candidates(pool: Pool) -> list[Candidate]:
+        return pool.candidates
 
     # ----- search -----
 
@@ -336,7 +381,7 @@ class _Search:
             return not users or data.claim_index not in users
         return device_id not in self.a.allocated and not users
 
-    def _take(self, data: _RequestData, candidate: _Candidate, *, must: bool) -> Callable[[], None] | None:
+    def _take(self, data: _RequestData, candidate: Candidate, *, must: bool) -> Callable[[], None] | None:
         if not self._free(data, candidate.device_id):
             return None
         device = candidate.entry.slice.devices[candidate.index]
@@ -376,48 +421,15 @@ class _Search:
                 return True
         return False
 
-    def _selectable(self, data: _RequestData, candidate: _Candidate) -> bool:
-        device = candidate.entry.slice.devices[candidate.index]
-        if device.binding_conditions:
-            return False  # DRADeviceBindingConditions is off
+    def _selectable(self, data: _RequestData, candidate: Candidate) -> bool:
         key = (candidate.device_id, data.claim_index, data.full_name)
         known = self.matches.get(key)
         if known is not None:
             return known
         claim = self.claims[data.claim_index]
-        result = self._selectors_match(
-            candidate, data.device_class.selectors, lambda i: f"class {data.device_class.name}: selector #{i}"
-        ) and self._selectors_match(candidate, data.sub.selectors, lambda i: f"claim {claim.key}: selector #{i}")
-        if result and candidate.entry.slice.per_device_node_selection:
-            result = node_matches(self.node, device.node_name, device.all_nodes, device.node_selector)
+        result = self.a.device_matches(candidate, data.device_class, data.sub.selectors, claim.key, self.node)
         self.matches[key] = result
         return result
-
-    def _selectors_match(
-        self, candidate: _Candidate, expressions: tuple[str, ...], where: Callable[[int], str]
-    ) -> bool:
-        entry = candidate.entry
-        for i, expression in enumerate(expressions):
-            cache_key = (expression, candidate.index)
-            outcome = entry.cel_results.get(cache_key)
-            if outcome is None:
-                outcome = self._evaluate(expression, candidate)
-                entry.cel_results[cache_key] = outcome
-            if isinstance(outcome, str):
-                raise AllocationError(f"{where(i)}: {outcome}")
-            if not outcome:
-                return False
-        return True
-
-    def _evaluate(self, expression: str, candidate: _Candidate) -> bool | str:
-        selector = self.a.selectors.get(expression)
-        if selector.error:
-            return f"CEL compile error: {selector.error}"
-        device = candidate.entry.slice.devices[candidate.index]
-        try:
-            return selector.matches(device_value(candidate.device_id.driver, device), cost_limit=self.a.cost_limit)
-        except CelRuntimeError as err:
-            return f"CEL runtime error: {err}"
 
     # ----- results -----
 

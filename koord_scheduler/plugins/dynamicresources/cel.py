@@ -148,6 +148,77 @@ def _undeclared(ast: lark.Tree[Any]) -> list[str]:
     return names
 
 
+_MISSING = object()
+
+Read = tuple[str, ...]
+"""What an expression reads of the device: ``("driver",)`` or ``(kind, domain, name)``."""
+
+
+def _only(tree: Any) -> Any:
+    """The one leaf or subtree a chain of single-child rules wraps."""
+    while isinstance(tree, lark.Tree) and len(tree.children) == 1:
+        tree = tree.children[0]
+    return tree
+
+
+def _string_literal(tree: Any) -> str | None:
+    token = _only(tree)
+    if isinstance(token, lark.Token) and token.type == "STRING_LIT" and token.value[:1] in "\"'":
+        text = str(token.value)
+        if len(text) >= 2 and text[0] == text[-1] and "\\" not in text:
+            return text[1:-1]
+    return None
+
+
+def _reads(ast: lark.Tree[Any]) -> tuple[Read, ...] | None:
+    """The device fields ``ast`` reads, when every use of ``device`` is ``device.driver`` or
+    ``device.attributes["domain"].name`` / ``device.capacity["domain"].name`` (a literal domain); None
+    otherwise (the whole device then counts)."""
+    uses = sum(1 for node in ast.iter_subtrees() if node.data == "ident" and str(node.children[0]) == "device")
+    reads: list[Read] = []
+    for node in ast.iter_subtrees():
+        if node.data != "member_dot":
+            continue
+        target, name = node.children[0], str(node.children[1])
+        if _bare_ident(target) == "device" and name == "driver":
+            reads.append(("driver",))
+            continue
+        index = _only(target)
+        if not isinstance(index, lark.Tree) or index.data != "member_index":
+            continue
+        mapped, key = index.children
+        mapped = _only(mapped)
+        if not isinstance(mapped, lark.Tree) or mapped.data != "member_dot":
+            continue
+        if _bare_ident(mapped.children[0]) != "device":
+            continue
+        field_name = str(mapped.children[1])
+        domain = _string_literal(key)
+        if field_name in ("attributes", "capacity") and domain is not None:
+            reads.append((field_name, domain, name))
+    if len(reads) != uses:
+        return None
+    return tuple(dict.fromkeys(reads))
+
+
+def read_key(reads: tuple[Read, ...], driver: str, device: Device) -> tuple[object, ...]:
+    """The values ``reads`` name on ``device`` (``_MISSING`` where absent): two devices with equal keys
+    give an expression with those reads the same result."""
+    out: list[object] = []
+    for read in reads:
+        if read[0] == "driver":
+            out.append(driver)
+            continue
+        kind, domain, name = read
+        values: Any = device.attributes if kind == "attributes" else device.capacity
+        qualified = f"{domain}/{name}"
+        value = values.get(qualified, _MISSING)
+        if value is _MISSING and domain == driver:
+            value = values.get(name, _MISSING)
+        out.append(value if kind == "attributes" or value is _MISSING else value.nanos)
+    return tuple(out)
+
+
 class _DefaultingMap(ct.MapType):
     """``device.attributes`` / ``device.capacity``: an unknown domain reads as an empty map (upstream's
     ``newStringInterfaceMapWithDefault``); an unknown name inside a domain is still an error."""
@@ -165,13 +236,17 @@ _ENV = celpy.Environment()
 class Selector:
     """One compiled CEL selector. ``error`` is the compile error (the selector then never matches)."""
 
-    __slots__ = ("_activation", "ast", "error", "expression")
+    __slots__ = ("_activation", "ast", "error", "expression", "memo", "reads")
 
     def __init__(self, expression: str) -> None:
         self.expression = expression
         self.error = ""
         self.ast: lark.Tree[Any] | None = None
         self._activation: Any = None
+        self.reads: tuple[Read, ...] | None = None
+        """What the expression reads of a device, when only named fields (see :func:`read_key`)."""
+        self.memo: dict[tuple[object, ...], bool | str] = {}
+        """Outcomes by :func:`read_key` (bounded): devices that look the same to the expression."""
         try:
             self.ast = _ENV.compile(expression)
         except CELParseError as err:
@@ -186,6 +261,7 @@ class Selector:
             self.error = "compilation failed: " + ", ".join(f"undeclared reference to {n!r}" for n in missing)
             return
         self._activation = _ENV.program(self.ast, functions=cel_library.FUNCTIONS).new_activation()
+        self.reads = _reads(self.ast)
 
     def matches(self, device: ct.MapType, *, cost_limit: int = CEL_SELECTOR_MAX_COST) -> bool:
         """Evaluate against ``device`` (:func:`device_value`). Raises :class:`CelRuntimeError`."""

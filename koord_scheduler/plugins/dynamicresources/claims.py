@@ -14,9 +14,12 @@ flight (upstream's ``claimTracker`` over an assume cache, ``dra_manager.go``, an
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterable
 
 from apis.resource.types import DeviceId, ResourceClaim
+
+_CHANGE_LOG = 4096
 
 
 def _version(claim: ResourceClaim) -> int:
@@ -41,6 +44,10 @@ class ClaimTracker:
         self._allocated: dict[DeviceId, int] = {}
         self._in_flight_devices: dict[DeviceId, int] = {}
         self.revision = 0
+        self._changes: list[tuple[int, DeviceId]] = []
+        """(revision, device) for every device that became allocated or free, oldest first (bounded)."""
+        self._dropped_up_to = 0
+        """Changes at or before this revision may have been dropped from the log."""
 
     # ----- reads -----
 
@@ -63,6 +70,23 @@ class ClaimTracker:
 
     def allocated_devices(self) -> frozenset[DeviceId]:
         return frozenset(self._allocated) | frozenset(self._in_flight_devices)
+
+    def changed_since(self, revision: int) -> list[DeviceId] | None:
+        """Devices whose allocated state may have changed after ``revision``; None when the log no longer
+        reaches back that far."""
+        if revision < self._dropped_up_to:
+            return None
+        start = bisect.bisect_right(self._changes, revision, key=lambda change: change[0])
+        return [device for _, device in self._changes[start:]]
+
+    def _changed(self, devices: list[DeviceId]) -> None:
+        if not devices:
+            return
+        self._changes.extend((self.revision, d) for d in devices)
+        if len(self._changes) > _CHANGE_LOG:
+            cut = len(self._changes) - _CHANGE_LOG // 2
+            self._dropped_up_to = self._changes[cut - 1][0]
+            del self._changes[:cut]
 
     # ----- watch events -----
 
@@ -101,21 +125,25 @@ class ClaimTracker:
     def signal_pending_allocation(self, claim: ResourceClaim) -> None:
         self.remove_pending_allocation(claim.uid)
         self.in_flight[claim.uid] = claim
-        for device in _devices(claim):
+        devices = _devices(claim)
+        for device in devices:
             self._in_flight_devices[device] = self._in_flight_devices.get(device, 0) + 1
         self.revision += 1
+        self._changed(devices)
 
     def remove_pending_allocation(self, uid: str) -> bool:
         claim = self.in_flight.pop(uid, None)
         if claim is None:
             return False
-        for device in _devices(claim):
+        devices = _devices(claim)
+        for device in devices:
             left = self._in_flight_devices.get(device, 0) - 1
             if left > 0:
                 self._in_flight_devices[device] = left
             else:
                 self._in_flight_devices.pop(device, None)
         self.revision += 1
+        self._changed(devices)
         return True
 
     def _account(self, before: ResourceClaim | None, after: ResourceClaim | None) -> None:
@@ -123,6 +151,7 @@ class ClaimTracker:
         old, new = _devices(before), _devices(after)
         if old == new:
             return
+        self._changed(old + new)
         for device in old:
             left = self._allocated.get(device, 0) - 1
             if left > 0:

@@ -31,17 +31,19 @@ from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
+import numpy as np
+
 from apis.config.dynamicresources_args import DynamicResourcesArgs
 from apis.config.errors import ConfigError, forbidden
 from apis.core.selectors import node_selector_matches
-from apis.core.types import Pod
+from apis.core.types import Node, Pod
 from apis.feature_gates import SchedulerFeatureGates
 from apis.resource.types import FINALIZER, AllocationResult, DeviceClass, ResourceClaim, ResourceSlice
 from koord_scheduler.framework.cycle_state import CycleState, StateKey
 from koord_scheduler.framework.handle import ClusterClient
 from koord_scheduler.framework.per_node_filter import PerNodeFilter
 from koord_scheduler.framework.snapshot import ClusterSnapshot, IntArray, NodeInfo, Positions
-from koord_scheduler.framework.status import Status, error, skip, success, unresolvable, unschedulable
+from koord_scheduler.framework.status import Code, Status, error, skip, success, unresolvable, unschedulable
 from koord_scheduler.framework.types import (
     ClusterEventWithHint,
     EventType,
@@ -52,12 +54,13 @@ from koord_scheduler.framework.types import (
     PreFilterResult,
 )
 from koord_scheduler.plugins import names
-from koord_scheduler.plugins.dynamicresources import binding, events, kinds, report
+from koord_scheduler.plugins.dynamicresources import binding, events, fastpath, kinds, report
 from koord_scheduler.plugins.dynamicresources.allocator import AllocationError, Allocator, FailedOnNodeError, Features
 from koord_scheduler.plugins.dynamicresources.cel import SelectorCache
 from koord_scheduler.plugins.dynamicresources.claims import ClaimTracker
+from koord_scheduler.plugins.dynamicresources.fastpath import CountNeed
 from koord_scheduler.plugins.dynamicresources.policy import ClaimProblem, pod_claims, prioritized_list_score
-from koord_scheduler.plugins.dynamicresources.pools import SliceIndex
+from koord_scheduler.plugins.dynamicresources.pools import NodePoolCache, SliceIndex
 from koord_scheduler.plugins.helpers import default_normalize_score
 
 NAME = names.DYNAMIC_RESOURCES
@@ -69,6 +72,8 @@ MSG_NO_CLAIMS_TO_DEALLOCATE = "no new claims to deallocate"
 MSG_CANNOT_ALLOCATE = "cannot allocate all claims"
 MSG_NOT_AVAILABLE = "resourceclaim not available on the node"
 MSG_TIMED_OUT = "timed out trying to allocate devices"
+_CANNOT_ALLOCATE = unresolvable(MSG_CANNOT_ALLOCATE)
+_SUCCESS = success()
 MSG_INFORMERS_DISABLED = (
     "DRA informers are disabled (feature gate DisableDynamicResourceAllocationInformer): pods with "
     "resourceClaims cannot be scheduled"
@@ -83,6 +88,9 @@ class DynamicResourcesHandle(Protocol):
 
     @property
     def feature_gates(self) -> SchedulerFeatureGates: ...
+
+    @property
+    def snapshot(self) -> ClusterSnapshot: ...
 
     @property
     def clock(self) -> Callable[[], float]: ...
@@ -104,6 +112,8 @@ class CycleData:
     unavailable: set[int] = field(default_factory=set)
     allocations: dict[int, AllocationResult] = field(default_factory=dict)
     """Set by Reserve: claim index -> the allocation PreBind writes."""
+    need: CountNeed | None = None
+    """Set when a device count decides Filter (:mod:`.fastpath`); Reserve then allocates for its node."""
 
     def clone(self) -> CycleData:
         return self  # shared, as upstream's stateData (preemption's dry run only reads it)
@@ -127,8 +137,10 @@ class DynamicResources:
         self.filter_timeout = float(args.filter_timeout or 0) if options.filter_timeout else 0.0
         self.informers_disabled = options.informers_disabled
         self.slices = SliceIndex()
+        self.node_pools = NodePoolCache(self.slices, partitionable_devices=self.features.partitionable_devices)
         self.classes: dict[str, DeviceClass] = {}
         self.claims = ClaimTracker()
+        self.counts = fastpath.CountIndex(self.claims)
         self.selectors = SelectorCache()
         self._tasks: set[asyncio.Task[None]] = set()
         if not self.informers_disabled:
@@ -209,7 +221,10 @@ class DynamicResources:
                         )
         if to_allocate:
             data.allocator = Allocator(
-                self.slices, self.classes, self.claims, features=self.features, selectors=self.selectors
+                self.node_pools, self.classes, self.claims, features=self.features, selectors=self.selectors
+            )
+            data.need = fastpath.count_need(
+                [c for _, c in to_allocate], self.classes, device_taints=self.features.device_taints
             )
         state.write(STATE_KEY, data)
         return None, success()
@@ -224,6 +239,10 @@ class DynamicResources:
         node = node_info.node
         if data is None or node is None:
             return success()
+        return self.filter_node(data, node)
+
+    def filter_node(self, data: CycleData, node: Node) -> Status:
+        """Filter on one node with the full search (the allocation is kept for Reserve and Score)."""
         unavailable = [
             i
             for i, selector in enumerate(data.available_on)
@@ -252,9 +271,50 @@ class DynamicResources:
     def filter_nodes(
         self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions
     ) -> NodeFilterResult:
-        if state.get(STATE_KEY) is None:
+        data = state.get(STATE_KEY)
+        if data is None:
             return NodeFilterResult.all_pass(len(positions))
-        return PerNodeFilter(self).filter_nodes(state, pod, snapshot, positions)
+        if data.need is None or data.allocator is None or any(s is not None for s in data.available_on):
+            return PerNodeFilter(self).filter_nodes(state, pod, snapshot, positions)
+        return self._count_filter_nodes(data, data.need, data.allocator, snapshot, positions)
+
+    def _count_filter_nodes(
+        self, data: CycleData, need: CountNeed, allocator: Allocator, snapshot: ClusterSnapshot, positions: Positions
+    ) -> NodeFilterResult:
+        """Filter through :mod:`.fastpath`: a count of free matching devices per node."""
+        answer = self.counts.answerer(allocator, need)
+        failures: list[tuple[int, Status]] = []
+        infos = snapshot.infos
+        for i, pos in enumerate(positions.tolist()):
+            info = infos[pos]
+            node = info.node if info is not None else None
+            if node is None:
+                continue
+            try:
+                enough = answer(node)
+            except AllocationError as err:
+                failures.append((i, error(str(err))))
+                continue
+            if enough is None:
+                status = self.filter_node(data, node)  # an invalid pool: the search words the reason
+                if status.code is not Code.SUCCESS:
+                    failures.append((i, status))
+            elif not enough:
+                failures.append((i, _CANNOT_ALLOCATE))
+        if not failures:
+            return NodeFilterResult.all_pass(len(positions))
+        passed = np.ones(len(positions), dtype=np.bool_)
+        reason_ids = np.zeros(len(positions), dtype=np.int32)
+        statuses: list[Status] = []
+        ids: dict[str, int] = {}
+        for i, status in failures:
+            k = ids.get(status.message)
+            if k is None:
+                k = ids[status.message] = len(statuses)
+                statuses.append(status)
+            passed[i] = False
+            reason_ids[i] = k
+        return NodeFilterResult(passed, reason_ids, tuple(statuses))
 
     # ----- PostFilter -----
 
@@ -308,6 +368,11 @@ class DynamicResources:
             return success()
         to_allocate = data.to_allocate()
         results = data.by_node.get(node_name)
+        if results is None and data.need is not None:
+            # Filter only counted (:mod:`.fastpath`): the search allocates on the chosen node.
+            info = self.handle.snapshot.node_info(node_name)
+            if info is not None and info.node is not None and self.filter_node(data, info.node).is_success:
+                results = data.by_node.get(node_name)
         if results is None:
             return error("claim allocation not found for node")
         if len(results) != len(to_allocate):

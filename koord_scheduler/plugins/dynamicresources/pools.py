@@ -16,12 +16,12 @@ Differences from upstream: pools come back sorted by (driver, pool), where upstr
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from apis.core.selectors import node_selector_matches
 from apis.core.types import Node
-from apis.resource.types import Device, ResourceSlice
+from apis.resource.types import Device, DeviceId, ResourceSlice
 
 PoolId = tuple[str, str]
 """(driver, pool name)."""
@@ -90,6 +90,15 @@ class SliceIndex:
         yield from self.node_independent.values()
 
 
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A device the allocator may pick: its id, its slice (with the CEL results) and its index there."""
+
+    device_id: DeviceId
+    entry: SliceEntry
+    index: int
+
+
 @dataclass(slots=True)
 class Pool:
     driver: str
@@ -99,6 +108,8 @@ class Pool:
     invalid_reason: str = ""
     slices: list[SliceEntry] = field(default_factory=list)
     """Slices of the pool's current generation with devices for the node."""
+    candidates: list[Candidate] = field(default_factory=list)
+    """Every device of ``slices``, in slice then device order (the order the allocator tries them)."""
 
     @property
     def pool_id(self) -> str:
@@ -181,4 +192,30 @@ def _build_pool(pool_id: PoolId, entries: list[SliceEntry]) -> Pool:
                     invalid_reason=f"duplicate device name {device.name} ({seen[device.name]}, {where})",
                 )
             seen[device.name] = where
-    return Pool(pool_id[0], pool_id[1], slices=entries)
+    candidates = [
+        Candidate(DeviceId(pool_id[0], pool_id[1], device.name), entry, i)
+        for entry in entries
+        for i, device in enumerate(entry.slice.devices)
+    ]
+    return Pool(pool_id[0], pool_id[1], slices=entries, candidates=candidates)
+
+
+class NodePoolCache:
+    """:func:`gather_pools` per node, kept while neither the slices (``SliceIndex.revision``) nor the
+    node's labels change: the pools a node sees do not depend on the pod."""
+
+    def __init__(self, index: SliceIndex, *, partitionable_devices: bool) -> None:
+        self.index = index
+        self.partitionable_devices = partitionable_devices
+        self._cached: dict[str, tuple[int, Mapping[str, str], list[Pool]]] = {}
+
+    def pools(self, node: Node) -> list[Pool]:
+        cached = self._cached.get(node.name)
+        revision = self.index.revision
+        if cached is not None and cached[0] == revision and (cached[1] is node.labels or cached[1] == node.labels):
+            return cached[2]
+        pools = gather_pools(self.index, node, partitionable_devices=self.partitionable_devices)
+        if len(self._cached) > 100_000:
+            self._cached.clear()
+        self._cached[node.name] = (revision, node.labels, pools)
+        return pools

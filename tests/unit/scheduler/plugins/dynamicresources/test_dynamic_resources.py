@@ -25,7 +25,7 @@ from koord_scheduler.plugins.dynamicresources import kinds
 from koord_scheduler.plugins.dynamicresources.allocator import Allocator, Features
 from koord_scheduler.plugins.dynamicresources.cel import SelectorCache
 from koord_scheduler.plugins.dynamicresources.plugin import DynamicResources, new
-from koord_scheduler.plugins.dynamicresources.pools import SliceIndex
+from koord_scheduler.plugins.dynamicresources.pools import NodePoolCache, SliceIndex
 from koord_scheduler.scheduler.memory_source import MemoryCluster
 from koord_scheduler.scheduler.queue.pod_events import pod_scheduling_property_events
 from tests import dra_builders as dra
@@ -210,7 +210,8 @@ def allocator(*slices: dict[str, Any], allocated: frozenset[DeviceId] = frozense
     for s in slices:
         index.upsert(parse_resource_slice(s))
     classes = {c.name: c for c in (parse_device_class(CLASS),)}
-    return Allocator(index, classes, allocated, features=Features(), selectors=SelectorCache())
+    pools = NodePoolCache(index, partitionable_devices=False)
+    return Allocator(pools, classes, allocated, features=Features(), selectors=SelectorCache())
 
 
 @pytest.mark.parametrize(
