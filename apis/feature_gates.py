@@ -94,8 +94,7 @@ SCHEDULER_READS = frozenset(
         "InPlacePodVerticalScaling", "InPlacePodLevelResourcesVerticalScaling", "SidecarContainers",
         "SchedulerQueueingHints", "SchedulerAsyncPreemption", "SchedulerAsyncAPICalls", "SchedulerPopFromBackoffQ",
         "PodLevelResources", "StorageCapacityScoring", "NodeDeclaredFeatures", "GangScheduling", "GenericWorkload",
-        "TaintTolerationComparisonOperators", "NominatedNodeNameForExpectation",
-        "ClearingNominatedNodeNameAfterBinding", "OpportunisticBatching",
+        "TaintTolerationComparisonOperators", "NominatedNodeNameForExpectation", "OpportunisticBatching",
         *(set(KOORDINATOR_SCHEDULER_FEATURES) - {"MultiQuotaTree"}),
     }
 )  # fmt: skip
@@ -110,6 +109,7 @@ IMPLEMENTED = frozenset(
         "DRADeviceTaints",
         "DRASchedulerFilterTimeout",
         "DisableDynamicResourceAllocationInformer",
+        "NominatedNodeNameForExpectation",
     }
 )
 """Gates koord-scheduler honours in both positions. Every other gate the scheduler reads keeps its v1.35

@@ -120,7 +120,11 @@ class MemoryCluster:
             raise ClusterError(f"pod {pod.key} is already assigned to node {current.node_name!r}")
         if node_name not in self.nodes:
             raise ClusterError(f'nodes "{node_name}" not found')
-        bound = replace(current, node_name=node_name, phase="Running" if current.phase == "Pending" else current.phase)
+        # The API server clears nominatedNodeName at binding (ClearingNominatedNodeNameAfterBinding, on in 1.35).
+        bound = replace(
+            current, node_name=node_name, nominated_node_name="",
+            phase="Running" if current.phase == "Pending" else current.phase,
+        )
         self.pods[pod.key] = bound
         if self._sink is not None:
             self._sink.on_pod(EventType.MODIFIED, current, bound)

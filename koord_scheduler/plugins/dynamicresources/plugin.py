@@ -404,6 +404,11 @@ class DynamicResources:
 
     # ----- PreBind -----
 
+    def pre_bind_pre_flight(self, state: CycleState, pod: Pod, node_name: str) -> Status:
+        """``PreBindPreFlight``: PreBind writes claims whenever the pod has any."""
+        data = state.get(STATE_KEY)
+        return success() if data is not None and data.claims else skip()
+
     async def pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status:
         data = state.get(STATE_KEY)
         if data is None:
