@@ -219,6 +219,37 @@ def read_key(reads: tuple[Read, ...], driver: str, device: Device) -> tuple[obje
     return tuple(out)
 
 
+_COMPREHENSIONS = frozenset({"all", "exists", "exists_one", "map", "filter"})
+_UNKNOWN_SIZE = 64
+"""The size assumed for a collection the estimator cannot bound better: a device's maps hold at most
+32 entries (``ResourceSliceMaxAttributesAndCapacitiesPerDevice``) and its strings 64 characters
+(``DeviceAttributeMaxValueLength``), so lists built from them stay within this."""
+
+
+def _collection_size(tree: Any) -> int:
+    node = _only(tree)
+    if isinstance(node, lark.Tree) and node.data == "list_lit":
+        items = node.children[0] if node.children else None
+        return len(items.children) if isinstance(items, lark.Tree) else 0
+    if isinstance(node, lark.Tree) and node.data == "member_dot_arg" and str(node.children[1]) in ("map", "filter"):
+        return _collection_size(node.children[0])
+    return _UNKNOWN_SIZE
+
+
+def estimated_cost(tree: Any) -> int:
+    """A worst-case bound of :class:`_CostedEvaluator`'s charge for ``tree`` (one per node visited, each
+    comprehension's body once per element of the largest collection it may see), in the spirit of
+    cel-go's estimator, which the API server applies to selectors before storing them."""
+    if not isinstance(tree, lark.Tree):
+        return 0
+    if tree.data == "member_dot_arg" and str(tree.children[1]) in _COMPREHENSIONS and len(tree.children) > 2:
+        args = tree.children[2]
+        body = args.children[-1] if isinstance(args, lark.Tree) and args.children else None
+        size = _collection_size(tree.children[0])
+        return 1 + estimated_cost(tree.children[0]) + size * (estimated_cost(body) + 2)
+    return 1 + sum(estimated_cost(child) for child in tree.children)
+
+
 class _DefaultingMap(ct.MapType):
     """``device.attributes`` / ``device.capacity``: an unknown domain reads as an empty map (upstream's
     ``newStringInterfaceMapWithDefault``); an unknown name inside a domain is still an error."""
@@ -259,6 +290,13 @@ class Selector:
         missing = _undeclared(self.ast)
         if missing:
             self.error = "compilation failed: " + ", ".join(f"undeclared reference to {n!r}" for n in missing)
+            return
+        cost = estimated_cost(self.ast)
+        if cost > CEL_SELECTOR_MAX_COST:
+            self.error = (
+                f"compilation failed: estimated cost {cost} exceeds the budget of {CEL_SELECTOR_MAX_COST} "
+                "(CELSelectorExpressionMaxCost)"
+            )
             return
         self._activation = _ENV.program(self.ast, functions=cel_library.FUNCTIONS).new_activation()
         self.reads = _reads(self.ast)

@@ -112,6 +112,16 @@ def test_cost_budget_stops_a_runaway_expression() -> None:
         Selector(nested).matches(DEVICE, cost_limit=500)
 
 
+RUNAWAY = "[1, 2, 3, 4, 5, 6, 7, 8, 9, 10].all(a, " * 5 + "a > 0" + ")" * 5
+
+
+def test_an_expression_whose_estimated_cost_exceeds_the_budget_does_not_compile() -> None:
+    selector = Selector(RUNAWAY)
+    assert selector.error.startswith("compilation failed: estimated cost ")
+    assert selector.error.endswith("exceeds the budget of 1000000 (CELSelectorExpressionMaxCost)")
+    assert Selector("[1, 2, 3].all(x, x > 0)").error == ""
+
+
 def test_errors_are_absorbed_by_or_as_in_cel() -> None:
     assert Selector(f'device.attributes["{D}"].missing == "x" || true').matches(DEVICE)
 

@@ -305,3 +305,18 @@ async def test_prioritized_lists_follow_their_feature_gate() -> None:
     assert placements(off) == {"p": None}
     assert message(off, "p").startswith("0/1 nodes are available: resource claim default/p-gpu-")
     assert "request gpu: has subrequests, but the DRAPrioritizedList feature is disabled" in message(off, "p")
+
+
+async def test_a_selector_over_its_cost_budget_names_the_claim_and_others_go_on() -> None:
+    runaway = "[1, 2, 3, 4, 5, 6, 7, 8, 9, 10].all(a, " * 5 + "a > 0" + ")" * 5
+    result, _ = await simulate(
+        node("n1"), GPU_CLASS, ONE_GPU, dra.gpus("n1", 2),
+        dra.claim("costly", dra.request("gpu", dra.DRIVER, runaway)),
+        pod("costly-pod", gpu="claim:costly"), pod("fine", gpu="template:one-gpu"),
+    )
+
+    assert placements(result) == {"costly-pod": None, "fine": "n1"}
+    assert message(result, "costly-pod").startswith(
+        "claim default/costly: selector #0: CEL compile error: compilation failed: estimated cost "
+    )
+    assert message(result, "costly-pod").endswith("exceeds the budget of 1000000 (CELSelectorExpressionMaxCost)")
