@@ -52,7 +52,7 @@ from apis.core.podresources import aggregate_pod_resources, pod_qos_class
 from apis.core.quantity import MAX_AMOUNT, nanos_to_amount, quantity_nanos
 from apis.core.quantity import NANOS_PER_MILLI as _NANOS_PER_MILLI
 from apis.core.quantity import NANOS_PER_UNIT as _NANOS_PER_UNIT
-from apis.core.resize import REASON_INFEASIBLE, RESIZE_PENDING, effective_limits, effective_requests
+from apis.core.resize import apply_resize_status
 from apis.core.selector_parse import (
     parse_affinity_fragment,
     parse_label_selector_fragment,
@@ -354,42 +354,6 @@ def _host_ports(ports: JsonList) -> tuple[HostPort, ...]:
     return tuple(out)
 
 
-def _apply_resize_status(status: Json, containers: list[_Container], init_containers: list[_Container]) -> None:
-    """In-place resize (:mod:`apis.core.resize`): containers and sidecars whose status reports resources are
-    accounted at the larger of spec, actuated and allocated. Errors are placed under ``status``."""
-    try:
-        reported: dict[str, tuple[dict[str, int], dict[str, int], dict[str, int]]] = {}
-        for key in ("containerStatuses", "initContainerStatuses"):
-            for i, item in enumerate(get_list(status, key)):
-                entry = check_item(item, key, i)
-                resources = entry.get("resources")
-                if resources is None:
-                    continue  # upstream: only a status with resources counts
-                try:
-                    resources = as_map(resources, "resources")
-                    actuated = _resource_nanos(resources, "requests")
-                    actuated_limits = _resource_nanos(resources, "limits")
-                    allocated = _resource_nanos(entry, "allocatedResources")
-                except ParseError as err:
-                    raise err.under(f"{key}[{i}]") from None
-                reported[get_str(entry, "name")] = (actuated, allocated, actuated_limits)
-        if not reported:
-            return
-        infeasible = any(
-            is_map(c) and c.get("type") == RESIZE_PENDING and c.get("reason") == REASON_INFEASIBLE
-            for c in get_list(status, "conditions")
-        )
-    except ParseError as err:
-        raise err.under("status") from None
-    for c in (*containers, *(c for c in init_containers if c.restartable)):
-        found = reported.get(c.name)
-        if found is None:
-            continue
-        actuated, allocated, actuated_limits = found
-        c.requests = effective_requests(c.requests, actuated, allocated, infeasible=infeasible)
-        c.limits = effective_limits(c.limits, actuated_limits, infeasible=infeasible)
-
-
 def _containers(spec: Json, key: str) -> list[_Container]:
     out = []
     for i, item in enumerate(get_list(spec, key)):
@@ -426,7 +390,8 @@ def _pod(obj: Json, require_containers: bool = True) -> Pod:
         containers = _containers(spec, "containers")
         init_containers = _containers(spec, "initContainers") if spec.get("initContainers") else []
         if status.get("containerStatuses") or status.get("initContainerStatuses"):
-            _apply_resize_status(status, containers, init_containers)
+            sidecars = [c for c in init_containers if c.restartable]
+            apply_resize_status(status, [*containers, *sidecars], _resource_nanos)
         pod_requests: dict[str, int] = {}
         pod_limits: dict[str, int] = {}
         pod_resources = spec.get("resources")

@@ -14,7 +14,11 @@ nano-unit maps.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
+from typing import Protocol
+
+from apis.core.errors import ParseError
+from apis.core.jsonfields import Json, as_map, check_item, get_list, get_str, is_map
 
 NanoResources = Mapping[str, int]
 
@@ -45,3 +49,52 @@ def effective_limits(spec: NanoResources, actuated: NanoResources, *, infeasible
     if infeasible:
         return dict(actuated)
     return _max(spec, actuated)
+
+
+class ResizableContainer(Protocol):
+    """A container as the pod parser holds it (nano-unit maps, defaulted requests)."""
+
+    name: str
+    requests: dict[str, int]
+    limits: dict[str, int]
+
+
+NanosOf = Callable[[Json, str], dict[str, int]]
+"""``nanos_of(obj, key)``: the resource list ``obj[key]`` in nano-units (the pod parser's reader)."""
+
+
+def apply_resize_status(status: Json, containers: Sequence[ResizableContainer], nanos_of: NanosOf) -> None:
+    """Account ``containers`` (the regular containers and the sidecars; other init containers are not
+    resized) at their effective requests and limits, from the pod's ``status``. Raises ``ParseError``
+    under ``status``."""
+    try:
+        reported: dict[str, tuple[dict[str, int], dict[str, int], dict[str, int]]] = {}
+        for key in ("containerStatuses", "initContainerStatuses"):
+            for i, item in enumerate(get_list(status, key)):
+                entry = check_item(item, key, i)
+                resources = entry.get("resources")
+                if resources is None:
+                    continue  # upstream: only a status that reports resources counts
+                try:
+                    resources = as_map(resources, "resources")
+                    actuated = nanos_of(resources, "requests")
+                    actuated_limits = nanos_of(resources, "limits")
+                    allocated = nanos_of(entry, "allocatedResources")
+                except ParseError as err:
+                    raise err.under(f"{key}[{i}]") from None
+                reported[get_str(entry, "name")] = (actuated, allocated, actuated_limits)
+        if not reported:
+            return
+        infeasible = any(
+            is_map(c) and c.get("type") == RESIZE_PENDING and c.get("reason") == REASON_INFEASIBLE
+            for c in get_list(status, "conditions")
+        )
+    except ParseError as err:
+        raise err.under("status") from None
+    for c in containers:
+        found = reported.get(c.name)
+        if found is None:
+            continue
+        actuated, allocated, actuated_limits = found
+        c.requests = effective_requests(c.requests, actuated, allocated, infeasible=infeasible)
+        c.limits = effective_limits(c.limits, actuated_limits, infeasible=infeasible)
