@@ -262,3 +262,27 @@ def test_allocator_waits_for_an_incomplete_pool_and_node_independent_slices_coun
     everywhere = dra.resource_slice("net", devices=[dra.device("nic-0")], all_nodes=True, pool="net")
     results = allocator(everywhere).allocate(NODES[1], [claim])
     assert results is not None and results[0].node_selector is None
+
+
+def test_device_taints_are_honoured_only_with_their_gate() -> None:
+    tainted = dra.resource_slice(
+        "s", "n1", [dict(dra.device("gpu-0"), taints=[{"key": "broken", "effect": "NoSchedule"}])]
+    )
+    index = SliceIndex()
+    index.upsert(parse_resource_slice(tainted))
+    classes = {c.name: c for c in (parse_device_class(CLASS),)}
+    plain = parse_resource_claim(dra.claim("c", dra.request()))
+    tolerant_request = dra.request()
+    tolerant_request["exactly"]["tolerations"] = [{"key": "broken", "operator": "Exists", "effect": "NoSchedule"}]
+    tolerant = parse_resource_claim(dra.claim("t", tolerant_request))
+
+    def allocate(claim: ResourceClaim, *, taints: bool) -> bool:
+        pools = NodePoolCache(index, partitionable_devices=False)
+        allocator = Allocator(
+            pools, classes, frozenset(), features=Features(device_taints=taints), selectors=SelectorCache()
+        )
+        return allocator.allocate(NODES[0], [claim]) is not None
+
+    assert allocate(plain, taints=False)  # DRADeviceTaints off (the default): taints are ignored
+    assert not allocate(plain, taints=True)
+    assert allocate(tolerant, taints=True)
