@@ -89,6 +89,9 @@ def enough_devices(allocator: Allocator, node: Node, need: CountNeed) -> bool | 
     return False
 
 
+_MAX_SHAPES = 256
+
+
 class _ShapeCounts:
     """For one (class, selectors): per node, the matching devices and how many are free."""
 
@@ -142,6 +145,8 @@ class CountIndex:
         slice_revision = allocator.node_pools.index.revision
         counts = self._shapes.get(key)
         if counts is None or counts.slice_revision != slice_revision:
+            if len(self._shapes) >= _MAX_SHAPES:
+                self._shapes.clear()  # many distinct selectors: start again rather than grow
             counts = self._shapes[key] = _ShapeCounts(slice_revision, self.claims.revision)
             return counts
         if counts.claim_revision != self.claims.revision:
