@@ -242,30 +242,33 @@ class DynamicResources:
         return self.filter_node(data, node)
 
     def filter_node(self, data: CycleData, node: Node) -> Status:
-        """Filter on one node with the full search (the allocation is kept for Reserve and Score)."""
+        """Filter on one node with the full search (the allocation is kept for Reserve and Score). In
+        upstream's order: the allocation first (its failure is the node's reason), then the allocated claims
+        that are not available on the node (remembered for PostFilter)."""
         unavailable = [
             i
             for i, selector in enumerate(data.available_on)
             if selector is not None and not node_selector_matches(selector, node.labels, node.name)
         ]
+        results = None
+        if data.allocator is not None:
+            claims = [c for _, c in data.to_allocate()]
+            deadline = time.monotonic() + self.filter_timeout if self.filter_timeout else None
+            try:
+                results = data.allocator.allocate(node, claims, deadline=deadline)
+            except FailedOnNodeError as err:
+                return unresolvable(str(err))
+            except TimeoutError:
+                return unresolvable(MSG_TIMED_OUT)
+            except AllocationError as err:
+                return error(str(err))
+            if results is None or len(results) != len(claims):
+                return unresolvable(MSG_CANNOT_ALLOCATE)
         if unavailable:
             data.unavailable.update(unavailable)
             return unresolvable(MSG_NOT_AVAILABLE)
-        if data.allocator is None:
-            return success()
-        claims = [c for _, c in data.to_allocate()]
-        deadline = time.monotonic() + self.filter_timeout if self.filter_timeout else None
-        try:
-            results = data.allocator.allocate(node, claims, deadline=deadline)
-        except FailedOnNodeError as err:
-            return unresolvable(str(err))
-        except TimeoutError:
-            return unresolvable(MSG_TIMED_OUT)
-        except AllocationError as err:
-            return error(str(err))
-        if results is None or len(results) != len(claims):
-            return unresolvable(MSG_CANNOT_ALLOCATE)
-        data.by_node[node.name] = results
+        if results is not None:
+            data.by_node[node.name] = results
         return success()
 
     def filter_nodes(
