@@ -13,6 +13,7 @@ from apis.feature_gates import SchedulerFeatureGates, parse_feature_gates_flag
 from apis.resource import parse_resource_claim
 from koord_scheduler.app.plugin_loading import build_registry
 from koord_scheduler.app.simulate import SimulationResult, run_simulation
+from koord_scheduler.framework.types import EventType
 from koord_scheduler.scheduler.scheduler import Scheduler
 from tests import dra_builders as dra
 from tests.builders import make_node, make_pod
@@ -310,9 +311,13 @@ async def test_prioritized_lists_follow_their_feature_gate() -> None:
 async def test_a_selector_over_its_cost_budget_names_the_claim_and_others_go_on() -> None:
     runaway = "[1, 2, 3, 4, 5, 6, 7, 8, 9, 10].all(a, " * 5 + "a > 0" + ")" * 5
     result, _ = await simulate(
-        node("n1"), GPU_CLASS, ONE_GPU, dra.gpus("n1", 2),
+        node("n1"),
+        GPU_CLASS,
+        ONE_GPU,
+        dra.gpus("n1", 2),
         dra.claim("costly", dra.request("gpu", dra.DRIVER, runaway)),
-        pod("costly-pod", gpu="claim:costly"), pod("fine", gpu="template:one-gpu"),
+        pod("costly-pod", gpu="claim:costly"),
+        pod("fine", gpu="template:one-gpu"),
     )
 
     assert placements(result) == {"costly-pod": None, "fine": "n1"}
@@ -320,3 +325,39 @@ async def test_a_selector_over_its_cost_budget_names_the_claim_and_others_go_on(
         "claim default/costly: selector #0: CEL compile error: compilation failed: estimated cost "
     )
     assert message(result, "costly-pod").endswith("exceeds the budget of 1000000 (CELSelectorExpressionMaxCost)")
+
+
+async def test_deleting_a_pod_releases_its_claims_in_the_simulator() -> None:
+    """The in-memory cluster's resourceclaim controller: a generated claim goes with its pod, a shared claim
+    keeps its other consumer, a claim nobody uses any more is deallocated, and the freed device serves the
+    next pod."""
+    shared = dra.claim("shared", dra.request())
+    result, scheduler = await simulate(
+        node("n1"),
+        GPU_CLASS,
+        ONE_GPU,
+        shared,
+        dra.gpus("n1", 2),
+        pod("gen", gpu="template:one-gpu"),
+        pod("s1", gpu="claim:shared"),
+        pod("s2", gpu="claim:shared"),
+    )
+    assert placements(result) == {"gen": "n1", "s1": "n1", "s2": "n1"}
+    cluster = scheduler_cluster(scheduler)
+    generated = next(k for k in claims_in(scheduler) if k.startswith("default/gen-gpu-"))
+
+    await cluster.delete_pod(cluster.pods["default/gen"], reason="test")
+    await cluster.delete_pod(cluster.pods["default/s1"], reason="test")
+    claims = claims_in(scheduler)
+    assert generated not in claims
+    assert [ref.name for ref in claims["default/shared"].reserved_for] == ["s2"]
+
+    await cluster.delete_pod(cluster.pods["default/s2"], reason="test")
+    released = claims_in(scheduler)["default/shared"]
+    assert released.allocation is None and released.finalizers == ()
+
+    late = make_pod("late").req(cpu="100m").resource_claim("gpu", claim="shared").build()
+    cluster.pods[late.key] = late
+    scheduler.on_pod(EventType.ADDED, None, late)
+    await scheduler.run_until_idle()
+    assert cluster.pods["default/late"].node_name == "n1"
