@@ -58,6 +58,8 @@ REPOSITORIES = {
     "workload": "pykoord.local/workload",
     "pykoord": "docker.io/library/pykoord",
 }
+# Cached archives kept per image (and base roots per suite): other checkouts may use older ones.
+KEEP_ARCHIVES = 3
 # Debian's slim images leave out documentation and translations (debuerreotype's slimify list).
 SLIM_DPKG_OPTIONS = (
     "path-exclude=/usr/share/doc/*",
@@ -370,6 +372,7 @@ def base_rootfs(suite: str, into: Path) -> None:
         tmp = cached.with_name(cached.name + f".tmp.{os.getpid()}")
         _run([*args, suite, str(tmp)])
         tmp.replace(cached)
+        prune(f"debian-{suite}-slim-*.tar", keep=2)
     _run(["tar", "-xf", str(cached), "-C", str(into), "--numeric-owner"])
 
 
@@ -495,7 +498,15 @@ def build(name: str) -> tuple[str, Path]:
         if not archive.is_file():
             log(f"building {ref}")
             BUILDERS[name](archive, ref)
+            prune(f"{name}-*.oci.tar", keep=KEEP_ARCHIVES)
     return ref, archive
+
+
+def prune(pattern: str, *, keep: int) -> None:
+    """Delete all but the ``keep`` newest cached files matching ``pattern`` (each code change is a new key)."""
+    files = sorted(CACHE.glob(pattern), key=lambda p: p.stat().st_mtime, reverse=True)
+    for old in files[keep:]:
+        old.unlink(missing_ok=True)
 
 
 def main(argv: list[str] | None = None) -> int:

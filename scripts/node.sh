@@ -189,7 +189,9 @@ load_node_env() {
 ctr_node() { "$CTR" --address "$CONTAINERD_SOCK" -n k8s.io "$@"; }
 crictl_node() { "$CRICTL" --runtime-endpoint "unix://$CONTAINERD_SOCK" --timeout 30s "$@"; }
 
-# The v1 hierarchies (or the unified root) under which kubelet puts its pods: /sys/fs/cgroup/<controller>.
+# The hierarchies under which the node's cgroups live: the unified root (cgroup v2), or every v1 controller
+# mount plus, on a hybrid host, the v2 one beside them (/sys/fs/cgroup/unified, where runc also puts each
+# container).
 cgroup_mounts() {
     if [[ $(stat -f -c %T /sys/fs/cgroup) == cgroup2fs ]]; then
         echo /sys/fs/cgroup
@@ -198,7 +200,7 @@ cgroup_mounts() {
     local dir
     for dir in /sys/fs/cgroup/*/; do
         dir=${dir%/}
-        [[ $(stat -f -c %T "$dir") == cgroupfs && ! -L $dir ]] && echo "$dir"
+        if [[ ! -L $dir && $(stat -f -c %T "$dir") == cgroup* ]]; then echo "$dir"; fi
     done
 }
 
@@ -275,8 +277,19 @@ make_network() {
 EOF
 }
 
+# Whether this process may lower OOM scores (CAP_SYS_RESOURCE, capability 24). Some sandboxes drop it from
+# the bounding set even for root; then nothing may go below containerd's own score (0): kubelet's -998 for
+# sandboxes and -997 for Guaranteed pods are raised to 0 (containerd's restrict_oom_score_adj, meant for
+# such environments), and kubelet leaves its own score at 0.
+can_lower_oom_score() {
+    local eff
+    eff=$(awk '/^CapEff:/ { print $2 }' /proc/self/status)
+    (((16#$eff >> 24) & 1))
+}
+
 write_containerd_config() {
-    local pause_ref=$1
+    local pause_ref=$1 restrict_oom=false
+    can_lower_oom_score || restrict_oom=true
     mkdir -p "$NODE_DIR/containerd" "$NODE_RUN_DIR"
     cat >"$NODE_DIR/containerd/config.toml" <<EOF
 version = 3
@@ -299,6 +312,7 @@ state = "$NODE_RUN_DIR/containerd"
       sandbox = "$pause_ref"
 
   [plugins.'io.containerd.cri.v1.runtime']
+    restrict_oom_score_adj = $restrict_oom
     [plugins.'io.containerd.cri.v1.runtime'.containerd]
       default_runtime_name = "runc"
       [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
@@ -415,6 +429,7 @@ rotateCertificates: false
 serverTLSBootstrap: false
 nodeStatusReportFrequency: 10s
 EOF
+    can_lower_oom_score || echo "oomScoreAdj: 0" >>"$NODE_DIR/kubelet-config.yaml"
 }
 
 start_kubelet() {
@@ -486,7 +501,7 @@ stop_node_processes() {
     # What outlived them: shims of this containerd, processes in this node's cgroups.
     local pid
     for pid in $(grep -l -a -F -- "$CONTAINERD_SOCK" /proc/[0-9]*/cmdline 2>/dev/null | cut -d/ -f3); do
-        [[ $(readlink "/proc/$pid/exe" 2>/dev/null) == "$BIN_DIR"/* ]] && kill -KILL "$pid" 2>/dev/null
+        if [[ $(readlink "/proc/$pid/exe" 2>/dev/null) == "$BIN_DIR"/* ]]; then kill -KILL "$pid" 2>/dev/null || true; fi
     done
     local mount
     while read -r mount; do
@@ -517,7 +532,7 @@ remove_cgroups() {
     while read -r mount; do
         [[ -d $mount$NODE_CGROUP_ROOT ]] || continue
         find "$mount$NODE_CGROUP_ROOT" -depth -type d -exec rmdir {} + 2>/dev/null || true
-        [[ -d $mount$NODE_CGROUP_ROOT ]] && nlog "warning: $mount$NODE_CGROUP_ROOT is still there"
+        if [[ -d $mount$NODE_CGROUP_ROOT ]]; then nlog "warning: $mount$NODE_CGROUP_ROOT is still there"; fi
     done < <(cgroup_mounts)
 }
 
@@ -531,7 +546,7 @@ cmd_node_down() {
     ip link del "$NODE_BRIDGE" 2>/dev/null || true
     local link
     for link in /var/log/containers/*.log; do
-        [[ -L $link && $(readlink "$link") == "$NODE_DIR"/* ]] && rm -f "$link"
+        if [[ -L $link && $(readlink "$link") == "$NODE_DIR"/* ]]; then rm -f "$link"; fi
     done
     # A netns pin of a sandbox that CRI could not remove (/var/run/netns is containerd's, machine-wide).
     rm -rf "$NODE_RUN_DIR"
