@@ -10,7 +10,11 @@ import uuid
 from realnode import NAMESPACE, PykoordRelease, pod_manifest, wait_for
 
 # A log line at ERROR or CRITICAL, or a traceback (the format of both binaries' logging.basicConfig).
-ERROR_LINE = re.compile(r"^\S+ \S+ (ERROR|CRITICAL) |^Traceback ", re.MULTILINE)
+ERROR_LINE = re.compile(r"^(\S+ \S+ (ERROR|CRITICAL) .*|Traceback .*)$", re.MULTILINE)
+
+
+def error_lines(logs: str) -> list[str]:
+    return [match.group(0) for match in ERROR_LINE.finditer(logs)]
 
 
 def test_koordlet_daemonset_pod_is_ready_on_the_node_and_logs_no_error(pykoord_release: PykoordRelease) -> None:
@@ -30,7 +34,7 @@ def test_koordlet_daemonset_pod_is_ready_on_the_node_and_logs_no_error(pykoord_r
     assert metric["status"]["updateTime"]
     logs = pykoord_release.logs(pod["metadata"]["name"])
     assert logs, "koordlet logged nothing"
-    assert not ERROR_LINE.search(logs), ERROR_LINE.findall(logs)
+    assert not error_lines(logs), error_lines(logs)
 
 
 def test_koord_scheduler_deployment_is_available_and_binds_a_real_pod(pykoord_release: PykoordRelease) -> None:
@@ -48,4 +52,4 @@ def test_koord_scheduler_deployment_is_available_and_binds_a_real_pod(pykoord_re
         node.delete("pod", name, wait=False)
     for scheduler in pykoord_release.pods("koord-scheduler"):
         logs = pykoord_release.logs(scheduler["metadata"]["name"])
-        assert not ERROR_LINE.search(logs), ERROR_LINE.findall(logs)
+        assert not error_lines(logs), error_lines(logs)

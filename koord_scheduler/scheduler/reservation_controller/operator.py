@@ -13,11 +13,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import socket
 import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import kopf
 from kubernetes import client as k8s
@@ -195,11 +197,21 @@ async def run_reservation_controller(
                     clusterwide=True,
                     standalone=True,
                     stop_flag=stop,
+                    # kopf would ask getpass for the user name, which fails for a uid without a passwd
+                    # entry: the chart runs koord-scheduler as 65532, which the image does not name. (kopf's
+                    # Identity is a NewType of str in a private module.)
+                    identity=cast(Any, kopf_identity()),
                 )
             finally:
                 reconciler.close()
     finally:
         writer.close()
+
+
+def kopf_identity() -> str:
+    """This process's name towards kopf (its peering identity): ``koord-scheduler@<host>/<pid>``, from the
+    hostname (the pod name) and never from the passwd database."""
+    return f"koord-scheduler@{socket.gethostname()}/{os.getpid()}"
 
 
 class ReservationControllerThread:
