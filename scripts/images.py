@@ -255,11 +255,29 @@ def go_version() -> str:
 
 
 def debian_candidate(package: str) -> str:
-    """The version apt would install (the image records it in its key)."""
-    for line in _run(["apt-cache", "policy", package]).splitlines():
-        if line.strip().startswith("Candidate:"):
-            return line.split(":", 1)[1].strip()
-    raise BuildError(f"apt-cache knows no {package} (run apt-get update)")
+    """The version apt would install (the image records it in its key); ``apt-get update`` first when apt
+    has no package lists yet (a fresh machine)."""
+    for attempt in range(2):
+        for line in _run(["apt-cache", "policy", package]).splitlines():
+            value = line.split(":", 1)[1].strip() if line.strip().startswith("Candidate:") else ""
+            if value and value != "(none)":
+                return value
+        if attempt == 0 and os.geteuid() == 0:
+            log("apt-get update (no package lists)")
+            _run(["apt-get", "update", "-q"])
+    raise BuildError(f"apt knows no {package}: run apt-get update, or check the Debian sources")
+
+
+def need_debian_tool(command: str, package: str) -> None:
+    """Install Debian's ``package`` (through apt, as root) when ``command`` is missing."""
+    if shutil.which(command):
+        return
+    if os.geteuid() != 0:
+        raise BuildError(f"{command} is missing: apt-get install {package}")
+    debian_candidate(package)  # package lists present
+    log(f"installing Debian package {package}")
+    _run(["apt-get", "install", "-y", "-q", "--no-install-recommends", package],
+         env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
 
 
 def self_digest() -> str:
@@ -363,6 +381,7 @@ def _expand(value: str, env: dict[str, str]) -> str:
 
 def base_rootfs(suite: str, into: Path) -> None:
     """Debian ``suite`` minbase with the slim images' exclusions, from a cached tar when there is one."""
+    need_debian_tool("mmdebstrap", "mmdebstrap")
     version = _run(["mmdebstrap", "--version"]).strip()
     cached = CACHE / f"debian-{suite}-slim-{_digest(version, suite, *SLIM_DPKG_OPTIONS)[:16]}.tar"
     if not cached.is_file():

@@ -101,6 +101,8 @@ build_runc() {
     [[ -x $RUNC ]] && return 0
     # The seccomp tag needs libseccomp (static, from Debian's libseccomp-dev): without it runc refuses any
     # container with a seccomp profile, and kubelet asks for RuntimeDefault.
+    need_debian_package "command -v gcc" gcc
+    need_debian_package "command -v pkg-config" pkg-config
     need_debian_package "pkg-config --exists libseccomp" libseccomp-dev
     nlog "building runc $RUNC_VERSION"
     local start=$SECONDS
@@ -134,6 +136,7 @@ build_crictl() {
 build_node() {
     command -v go >/dev/null || ndie "go is not installed (need Go >= 1.26 with access to the module proxy)"
     need_debian_package "command -v iptables" iptables
+    need_debian_package "command -v ip" iproute2
     mkdir -p "$BIN_DIR"
     exec 7>"$BIN_DIR/.node-build.lock"
     flock 7

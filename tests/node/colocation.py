@@ -75,7 +75,7 @@ def pod_usage(metric: dict[str, Any], namespace: str, name: str) -> PodUsage | N
     status = metric.get("status") or {}
     for entry in status.get("podsMetric") or []:
         if entry.get("namespace") == namespace and entry.get("name") == name:
-            usage = entry.get("podUsage") or {}
+            usage = (entry.get("podUsage") or {}).get("resources") or {}
             when = datetime.fromisoformat(status["updateTime"].replace("Z", "+00:00")).timestamp()
             return PodUsage(milli_value(usage.get("cpu", "0")) / 1000, int_value(usage.get("memory", "0")), when)
     return None
@@ -132,3 +132,15 @@ def node_memory_used_percent() -> float:
             key, value = line.split(":", 1)
             info[key] = int(value.split()[0])
     return 100 * (info["MemTotal"] - info["MemAvailable"]) / info["MemTotal"]
+
+
+def node_cpu_busy() -> tuple[int, int]:
+    """(busy, total) jiffies of the whole machine from /proc/stat: the node is this machine."""
+    with open("/proc/stat") as stat:
+        fields = [int(v) for v in stat.readline().split()[1:]]
+    idle = fields[3] + fields[4]  # idle + iowait
+    return sum(fields) - idle, sum(fields)
+
+
+def busy_fraction(start: tuple[int, int], end: tuple[int, int]) -> float:
+    return (end[0] - start[0]) / max(end[1] - start[1], 1)

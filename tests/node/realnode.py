@@ -222,10 +222,20 @@ class PykoordRelease:
     helm: str
 
     @classmethod
-    def install(cls, node: RealNode) -> PykoordRelease:
+    def install(cls, node: RealNode, *, reuse: bool = False) -> PykoordRelease:
+        """``helm install``; with ``reuse``, an existing release of the same image is taken as it is."""
         from tests.helmchart import helm_path
 
         helm = helm_path()
+        if reuse:
+            values = subprocess.run([helm, "get", "values", RELEASE, "-n", "default", "-o", "json",
+                                     f"--kubeconfig={node.plane.kubeconfig}"], capture_output=True, text=True,
+                                    check=False)
+            if values.returncode == 0 and json.loads(values.stdout).get("image", {}).get("tag") == (
+                    node.images["pykoord"].rsplit(":", 1)[1]):
+                return cls(node, helm)
+            subprocess.run([helm, "uninstall", RELEASE, "-n", "default", "--wait",
+                            f"--kubeconfig={node.plane.kubeconfig}"], capture_output=True, check=False)
         tag = node.images["pykoord"].rsplit(":", 1)[1]
         # The release record in `default`, as docs/install.md installs it; the chart makes its own namespace.
         args = [helm, "install", RELEASE, str(CHART), "--namespace", "default",
@@ -237,14 +247,15 @@ class PykoordRelease:
         release = cls(node, helm)
         if result.returncode != 0:
             raise AssertionError(f"helm install failed:\n{result.stderr[-2000:]}\n{release.describe()}")
-        release.allow_any_cpu_usage()
+        release.ignore_node_cpu_usage()
         return release
 
-    def allow_any_cpu_usage(self) -> None:
-        """LoadAwareScheduling's CPU threshold to 100 %, as a user would do it (edit the profile, restart).
+    def ignore_node_cpu_usage(self) -> None:
+        """No CPU threshold in LoadAwareScheduling, set as a user would (edit the profile, restart).
 
         The node is this whole machine, whose CPU is shared with whatever else runs on it (builds, other test
-        runs): the default 65 % would make the tests' scheduling depend on that, not on pykoord.
+        runs, often all of it): the default 65 % would make the tests' scheduling depend on that, not on
+        pykoord. The memory threshold stays.
         """
         configmap = self.node.get("configmap", "koord-scheduler-config", NAMESPACE)
         assert configmap is not None
@@ -252,7 +263,7 @@ class PykoordRelease:
         for profile in config["profiles"]:
             for plugin in profile.get("pluginConfig", []):
                 if plugin["name"] == "LoadAwareScheduling":
-                    plugin["args"]["usageThresholds"]["cpu"] = 100
+                    del plugin["args"]["usageThresholds"]["cpu"]
         patch = {"data": {"koord-scheduler-config": yaml.safe_dump(config, sort_keys=False)}}
         self.node.kubectl("patch", "configmap", "koord-scheduler-config", "-n", NAMESPACE, "--type=merge",
                           "-p", json.dumps(patch))

@@ -19,10 +19,11 @@ def error_lines(logs: str) -> list[str]:
 
 def test_koordlet_daemonset_pod_is_ready_on_the_node_and_logs_no_error(pykoord_release: PykoordRelease) -> None:
     node = pykoord_release.node
-    daemonset = node.get("daemonset", "koordlet", NAMESPACE)
-    assert daemonset is not None
+    # helm --wait counts the DaemonSet ready with 0 of 1 pods (maxUnavailable 20 % rounds up to 1): wait for
+    # the pod itself (Ready once its startup probe has seen /healthz).
+    daemonset = wait_for(lambda: (ds := node.get("daemonset", "koordlet", NAMESPACE)) and ds["status"].get(
+        "numberReady") == 1 and ds, timeout=300, what="the koordlet DaemonSet's pod Ready")
     assert daemonset["status"]["desiredNumberScheduled"] == 1
-    assert daemonset["status"]["numberReady"] == 1
     (pod,) = pykoord_release.pods("koordlet")
     assert pod["spec"]["nodeName"] == node.name
     assert pod["spec"]["containers"][0]["image"] == node.images["pykoord"].removeprefix("docker.io/library/")
