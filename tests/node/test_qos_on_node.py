@@ -100,7 +100,7 @@ def test_nodemetric_reports_real_pod_usage(node: RealNode) -> None:
     assert truth_cpu > 0.1, f"the burner got {truth_cpu:.2f} cores: the machine is too busy to measure"
     assert abs(usage.cpu_cores - truth_cpu) <= 0.15 * truth_cpu, (usage, truth_cpu)
     assert abs(usage.memory_bytes - truth_memory) <= 0.10 * truth_memory, (usage, truth_memory)
-    assert usage.memory_bytes >= 96 << 20
+    assert usage.memory_bytes >= 0.9 * (96 << 20)  # the burner's resident 96 MiB is in it
 
 
 def _node_usage(node: RealNode) -> Any:
