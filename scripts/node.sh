@@ -243,7 +243,7 @@ iptables_rules() { # iptables_rules -A|-D: the node's DNAT and forwarding rules
     local op=$1 comment="pykoord-node $NODE_ID"
     iptables -w 5 -t nat "$op" PREROUTING -i "$NODE_BRIDGE" -d 10.0.0.1/32 -p tcp --dport 443 \
         -m comment --comment "$comment" -j DNAT --to-destination "127.0.0.1:$APISERVER_PORT"
-    iptables -w 5 "$op" FORWARD -i "$NODE_BRIDGE" -m comment --comment "$comment" -j REJECT
+    iptables -w 5 "$op" FORWARD -i "$NODE_BRIDGE" ! -o "$NODE_BRIDGE" -m comment --comment "$comment" -j REJECT
 }
 
 make_network() {
