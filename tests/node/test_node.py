@@ -20,6 +20,8 @@ def test_node_registers_and_is_ready(real_node: RealNode) -> None:
     assert addresses["InternalIP"] == real_node.ip
     assert node["status"]["nodeInfo"]["containerRuntimeVersion"].startswith("containerd://")
     assert int(node["status"]["capacity"]["cpu"]) >= 1
+    # containerd serves NRI on the node's own socket (for koordlet's runtime hooks).
+    assert (real_node.containerd_sock.parent / "nri.sock").is_socket()
 
 
 def test_a_pod_runs_and_its_logs_come_through_the_api_server(real_node: RealNode) -> None:
