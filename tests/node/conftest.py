@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 TESTS = Path(__file__).resolve().parents[1]
-for path in (TESTS / "node", TESTS / "integration"):
+for path in (TESTS / "node", TESTS / "integration", TESTS / "integration" / "deploy"):
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
 
