@@ -74,8 +74,8 @@ def _pod_dir(node: RealNode, pod: dict[str, Any]) -> str:
 
 
 def test_nodemetric_reports_real_pod_usage(node: RealNode) -> None:
-    """A container burning a core: its pod's NodeMetric CPU is the cgroup's CPU over the same window (15 %),
-    its memory the cgroup's anonymous memory (10 %)."""
+    """A container burning a core: its pod's NodeMetric CPU is the cgroup's CPU over the same window (15 %;
+    25 % when other work on the machine starves it), its memory the cgroup's anonymous memory (10 %)."""
     with slo_config(node, **{"colocation-config": COLOCATION_ON}):
         wait_fast_metrics(node)
         name = _name("burn")
@@ -96,9 +96,12 @@ def test_nodemetric_reports_real_pod_usage(node: RealNode) -> None:
             usage = wait_for(reported, timeout=window + 90, what=f"{name} in the NodeMetric after a full window")
             truth_cpu = sampler.cores(usage.update_time - window, usage.update_time)
             truth_memory = memory_without_page_cache(pod_dir)
-    # On a machine busy with other work the burner gets less than its core; what it got is the truth.
+    # On a machine busy with other work the burner gets less than its core, and what it gets swings from
+    # second to second; koordlet averages its collection ticks, which come irregularly when its own 200m
+    # limit throttles it, so the two averages part more: 15 % when the burner has its core, 25 % when not.
     assert truth_cpu > 0.1, f"the burner got {truth_cpu:.2f} cores: the machine is too busy to measure"
-    assert abs(usage.cpu_cores - truth_cpu) <= 0.15 * truth_cpu, (usage, truth_cpu)
+    tolerance = 0.15 if truth_cpu >= 0.8 else 0.25
+    assert abs(usage.cpu_cores - truth_cpu) <= tolerance * truth_cpu, (usage, truth_cpu)
     assert abs(usage.memory_bytes - truth_memory) <= 0.10 * truth_memory, (usage, truth_memory)
     assert usage.memory_bytes >= 0.9 * (96 << 20)  # the burner's resident 96 MiB is in it
 
