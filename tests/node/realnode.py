@@ -50,6 +50,8 @@ class RealNode:
     ip: str
     cgroup_root: str
     containerd_sock: Path
+    run_dir: Path
+    """The node's run directory (containerd's sockets, the NRI socket ``nri.sock``)."""
     kubelet_root: Path
     crictl_path: Path
     images: dict[str, str]
@@ -70,6 +72,7 @@ class RealNode:
             ip=env["NODE_IP"],
             cgroup_root=env["NODE_CGROUP_ROOT"],
             containerd_sock=Path(env["NODE_RUN_DIR"]) / "containerd.sock",
+            run_dir=Path(env["NODE_RUN_DIR"]),
             kubelet_root=plane.state_dir / "node" / "kubelet",
             crictl_path=Path(paths["CRICTL"]),
             images=images,
@@ -242,6 +245,8 @@ class PykoordRelease:
                 "--set", f"image.tag={tag}",
                 "--set", f"koordlet.cgroupKubepodsDir={node.cgroup_root.strip('/')}/kubepods",
                 "--set", f"koordlet.hostDirs.kubeletLibDir={node.kubelet_root}",
+                "--set", f"koordlet.hostDirs.varRunDir={node.run_dir}",
+                "--set", "koordlet.nri.socketPath=nri.sock",
                 "--wait", "--timeout", INSTALL_TIMEOUT, f"--kubeconfig={node.plane.kubeconfig}"]
         result = subprocess.run(args, capture_output=True, text=True, check=False, timeout=900)
         release = cls(node, helm)
