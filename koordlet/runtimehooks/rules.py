@@ -29,11 +29,14 @@ class HookRuleSource:
     informer: StatesInformer
     gates: FeatureGates
     cpuset_strategy: CPUSetAllocator | None = None
+    cgroup_v2: bool = False
 
     @classmethod
-    def of(cls, informer: StatesInformer, gates: FeatureGates, strategies: Iterable[object]) -> HookRuleSource:
+    def of(
+        cls, informer: StatesInformer, gates: FeatureGates, strategies: Iterable[object], *, cgroup_v2: bool = False
+    ) -> HookRuleSource:
         cpuset = next((s for s in strategies if isinstance(s, CPUSetAllocator)), None)
-        return cls(informer, gates, cpuset)
+        return cls(informer, gates, cpuset, cgroup_v2)
 
     def __call__(self) -> HookRules:
         node = self.informer.node
@@ -45,4 +48,12 @@ class HookRuleSource:
                 cpuset = strategy.rule()
             except TopologyError as err:
                 log.debug("no cpuset decisions at creation yet: %s", err)
-        return HookRules(self.gates, batch=batch, cpuset=cpuset, normalization_ratio=batch.normalization_ratio)
+        return HookRules(
+            self.gates,
+            batch=batch,
+            cpuset=cpuset,
+            normalization_ratio=batch.normalization_ratio,
+            node_slo=self.informer.node_slo,
+            node_memory_allocatable=node.allocatable.get("memory", 0) if node is not None else 0,
+            cgroup_v2=self.cgroup_v2,
+        )

@@ -14,6 +14,7 @@ from koordlet.runtimehooks.nri.handlers import HookHandlers
 from koordlet.runtimehooks.nri.plugin import HookMetrics, NRIOptions, NRIPlugin
 from koordlet.runtimehooks.rules import HookRuleSource
 from koordlet.statesinformer import StatesInformer
+from koordlet.system import CgroupVersion
 
 log = logging.getLogger("koordlet.nri")
 
@@ -49,7 +50,9 @@ def build_plugin(
 ) -> NRIPlugin:
     """The plugin with the hook decisions wired to the running strategies. ``executor`` is the plugin's
     own (pod-level writes at sandbox creation happen on its thread, not the reconcilers')."""
-    handlers = HookHandlers(informer, HookRuleSource.of(informer, gates, strategies), executor)
+    cgroup_v2 = executor.cgroupfs.version == CgroupVersion.V2
+    rules = HookRuleSource.of(informer, gates, strategies, cgroup_v2=cgroup_v2)
+    handlers = HookHandlers(informer, rules, executor)
     metrics = HookMetrics(registry, node) if registry is not None else None
     return NRIPlugin(options, handlers, metrics=metrics)
 

@@ -107,13 +107,21 @@ def to_linux_resources(values: ContainerResources) -> api_pb2.LinuxResources:
         out.cpu.cpus = values.cpuset_cpus
     if values.memory_limit is not None:
         out.memory.limit.value = values.memory_limit
+    for name, value in (values.unified or {}).items():
+        out.unified[name] = value
     return out
 
 
 def to_adjustment(values: ContainerResources) -> api_pb2.ContainerAdjustment:
+    """The ``ContainerAdjustment`` of ``values``: resources, ``oom_score_adj`` and added environment."""
     adjust = api_pb2.ContainerAdjustment()
-    if not values.empty():
-        adjust.linux.resources.CopyFrom(to_linux_resources(values))
+    resources = to_linux_resources(values)
+    if resources.ByteSize():
+        adjust.linux.resources.CopyFrom(resources)
+    if values.oom_score_adj is not None:
+        adjust.linux.oom_score_adj.value = values.oom_score_adj
+    for name, value in values.env or ():
+        adjust.env.add(key=name, value=value)
     return adjust
 
 
@@ -168,15 +176,6 @@ class HookHandlers:
         meta = pod_from_sandbox(pod, self.informer)
         kubelet = kubelet_resources(resources if resources is not None else container.linux.resources)
         return container_resources(meta, container.name, kubelet=kubelet, rules=self.rules())
-
-    def create_container(self, pod: api_pb2.PodSandbox, container: api_pb2.Container) -> api_pb2.ContainerAdjustment:
-        return to_adjustment(self.decide(pod, container))
-
-    def update_container(
-        self, pod: api_pb2.PodSandbox, container: api_pb2.Container, resources: api_pb2.LinuxResources
-    ) -> list[api_pb2.ContainerUpdate]:
-        values = self.decide(pod, container, resources)
-        return [] if values.empty() else [to_update(container.id, values)]
 
 
 def describe_values(values: ContainerResources) -> Mapping[str, object]:

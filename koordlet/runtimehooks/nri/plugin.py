@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from koordlet.runtimehooks.hooks import ContainerResources, HookError
-from koordlet.runtimehooks.nri.handlers import HookHandlers, describe_values
+from koordlet.runtimehooks.nri.handlers import HookHandlers, describe_values, to_adjustment, to_update
 from koordlet.runtimehooks.nri.proto import api_pb2
 from koordlet.runtimehooks.nri.ttrpc import CODE_UNIMPLEMENTED, MuxedTTRPC, RPCError
 
@@ -237,21 +237,25 @@ class NRIPlugin:
             return api_pb2.RunPodSandboxResponse().SerializeToString()
         if method == "CreateContainer":
             create = api_pb2.CreateContainerRequest.FromString(payload)
-            adjust = self._guarded(
-                "CreateContainer", create.pod, lambda: self.handlers.create_container(create.pod, create.container)
+            values = self._guarded(
+                "CreateContainer", create.pod, lambda: self.handlers.decide(create.pod, create.container)
             )
             response = api_pb2.CreateContainerResponse()
-            if isinstance(adjust, api_pb2.ContainerAdjustment):
-                response.adjust.CopyFrom(adjust)
+            if isinstance(values, ContainerResources):
+                response.adjust.CopyFrom(to_adjustment(values))
             return response.SerializeToString()
         if method == "UpdateContainer":
             update = api_pb2.UpdateContainerRequest.FromString(payload)
-            updates = self._guarded(
+            values = self._guarded(
                 "UpdateContainer",
                 update.pod,
-                lambda: self.handlers.update_container(update.pod, update.container, update.linux_resources),
+                lambda: self.handlers.decide(update.pod, update.container, update.linux_resources),
             )
-            response_update = api_pb2.UpdateContainerResponse(update=updates if isinstance(updates, list) else [])
+            response_update = api_pb2.UpdateContainerResponse()
+            if isinstance(values, ContainerResources):
+                container_update = to_update(update.container.id, values)
+                if container_update.linux.resources.ByteSize():
+                    response_update.update.append(container_update)
             return response_update.SerializeToString()
         if method == "StopContainer":
             self._count("StopContainer")
@@ -287,6 +291,23 @@ class NRIPlugin:
     def _count(self, event: str) -> None:
         self.stats.events[event] = self.stats.events.get(event, 0) + 1
 
+    def _fail(self, event: str, pod: api_pb2.PodSandbox, reason: str, detail: str, outcome: str) -> None:
+        """Count a failure; log it once per pod (until the pod is removed or an event of it succeeds)."""
+        self.stats.failures[reason] = self.stats.failures.get(reason, 0) + 1
+        if self.metrics is not None:
+            self.metrics.failures.labels(node=self.metrics.node, event=event, reason=reason).inc()
+        if pod.uid not in self._failing:
+            self._failing.add(pod.uid)
+            log.warning(
+                "NRI %s of pod %s/%s: %s: %s; %s (the reconciler applies the values later; logged once per pod)",
+                event,
+                pod.namespace,
+                pod.name,
+                reason,
+                detail,
+                outcome,
+            )
+
     def _guarded(self, event: str, pod: api_pb2.PodSandbox, decide: Callable[[], object]) -> object | None:
         """``decide()`` within the budget; ``None`` (no adjustment) on an error or a timeout."""
         self._count(event)
@@ -307,24 +328,15 @@ class NRIPlugin:
         elapsed = time.perf_counter() - started
         if self.metrics is not None:
             self.metrics.duration.labels(node=self.metrics.node, event=event).observe(elapsed)
+        partial = getattr(result, "errors", ())
+        if not reason and partial:  # some gates failed, the others' values apply
+            reason, detail = "error", "; ".join(partial)
+            self._fail(event, pod, reason, detail, "those gates' values are left out")
+            return result
         if reason:
-            self.stats.failures[reason] = self.stats.failures.get(reason, 0) + 1
-            if self.metrics is not None:
-                self.metrics.failures.labels(node=self.metrics.node, event=event, reason=reason).inc()
-            if pod.uid not in self._failing:
-                self._failing.add(pod.uid)
-                log.warning(
-                    "NRI %s of pod %s: %s: %s; no adjustment (the reconciler applies the values later; "
-                    "logged once per pod)",
-                    event,
-                    who,
-                    reason,
-                    detail,
-                )
+            self._fail(event, pod, reason, detail, "no adjustment")
             return None
         self._failing.discard(pod.uid)
-        if isinstance(result, api_pb2.ContainerAdjustment) and log.isEnabledFor(logging.DEBUG):
-            log.debug("NRI %s of pod %s: adjusted in %.1f ms", event, who, elapsed * 1000)
-        if isinstance(result, ContainerResources):
-            log.debug("NRI %s of pod %s: %s", event, who, describe_values(result))
+        if isinstance(result, ContainerResources) and log.isEnabledFor(logging.DEBUG):
+            log.debug("NRI %s of pod %s in %.1f ms: %s", event, who, elapsed * 1000, describe_values(result))
         return result

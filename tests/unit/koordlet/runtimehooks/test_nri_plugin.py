@@ -268,4 +268,7 @@ def test_reconnects_after_the_runtime_drops_the_connection(setup: Setup) -> None
     setup.runtime.accept()
     setup.runtime.drop()
     setup.runtime.accept()  # registers and is configured again
+    deadline = time.monotonic() + 5
+    while setup.plugin.stats.connections < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)  # counted by the plugin's thread once it sees itself configured
     assert setup.plugin.stats.connections == 2
