@@ -277,6 +277,45 @@ class PykoordRelease:
                                    "--timeout=600s", timeout=660, check=False)
         assert rolled.returncode == 0, f"koord-scheduler did not roll out:\n{rolled.stderr}\n{self.describe()}"
 
+    def koordlet_pod(self) -> dict[str, Any]:
+        """The koordlet DaemonSet's pod (the one not being deleted)."""
+        pods = [p for p in self.pods("koordlet") if "deletionTimestamp" not in p["metadata"]]
+        assert len(pods) == 1, [p["metadata"]["name"] for p in pods]
+        return pods[0]
+
+    def nri_registered(self) -> bool:
+        """koordlet is ready and its NRI plugin has been synchronized by containerd (its log says so)."""
+        pods = [p for p in self.pods("koordlet") if "deletionTimestamp" not in p["metadata"]]
+        if len(pods) != 1 or not all(s.get("ready") for s in pods[0]["status"].get("containerStatuses") or []):
+            return False
+        return "NRI: synchronized with the runtime" in self.logs(pods[0]["metadata"]["name"])
+
+    def set_nri(self, enabled: bool) -> None:
+        """``helm upgrade --reuse-values --set koordlet.nri.enabled=...``; returns once the replaced koordlet
+        pod is ready (and, when enabled, registered with NRI). Nothing happens if it already is so."""
+        flag = f"--enable-nri-runtime-hook={str(enabled).lower()}"
+        daemonset = self.node.get("daemonset", "koordlet", NAMESPACE)
+        assert daemonset is not None
+        if flag in daemonset["spec"]["template"]["spec"]["containers"][0]["args"]:
+            if enabled:
+                wait_for(self.nri_registered, timeout=300, what="koordlet registered with NRI")
+            return
+        old = self.koordlet_pod()["metadata"]["uid"]
+        result = subprocess.run([self.helm, "upgrade", RELEASE, str(CHART), "--namespace", "default",
+                                 "--reuse-values", "--set", f"koordlet.nri.enabled={str(enabled).lower()}",
+                                 f"--kubeconfig={self.node.plane.kubeconfig}"], capture_output=True, text=True,
+                                check=False, timeout=300)
+        assert result.returncode == 0, result.stderr[-2000:]
+
+        def replaced() -> bool:
+            pods = [p for p in self.pods("koordlet") if "deletionTimestamp" not in p["metadata"]]
+            return (len(pods) == 1 and pods[0]["metadata"]["uid"] != old
+                    and all(s.get("ready") for s in pods[0]["status"].get("containerStatuses") or []))
+
+        wait_for(replaced, timeout=600, what=f"koordlet restarted with NRI {'on' if enabled else 'off'}")
+        if enabled:
+            wait_for(self.nri_registered, timeout=120, what="koordlet registered with NRI")
+
     def uninstall(self) -> None:
         subprocess.run([self.helm, "uninstall", RELEASE, "--namespace", "default", "--wait", "--timeout", "2m",
                         f"--kubeconfig={self.node.plane.kubeconfig}"], capture_output=True, check=False, timeout=300)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import time
 import uuid
 from collections.abc import Iterator
@@ -21,7 +20,7 @@ from typing import Any
 
 import pytest
 from colocation import FAST_METRICS, slo_config
-from realnode import CHART, RELEASE, PykoordRelease, RealNode, cgroup_of, read_cgroup, wait_for
+from realnode import PykoordRelease, RealNode, cgroup_of, read_cgroup, wait_for
 
 from apis.extension import LABEL_POD_QOS
 from apis.extension.numa import ANNOTATION_RESOURCE_STATUS
@@ -104,7 +103,7 @@ def memory_limit(values: dict[str, str]) -> int:
     return UNLIMITED_MEMORY if raw == "max" else int(raw)
 
 
-def cpuset(values: dict[str, str]) -> set[int]:
+def cpuset(values: dict[str, str]) -> frozenset[int]:
     return parse_cpuset(values.get("cpuset.cpus", values.get("cpuset.cpus.effective", "")))
 
 
@@ -114,7 +113,7 @@ def node(pykoord_release: PykoordRelease) -> Iterator[RealNode]:
     before = _pod_names(node)
     with slo_config(node, **{"colocation-config": COLOCATION_ON}):
         wait_for(lambda: _batch_cpu(node) >= 400, timeout=180, what="batch-cpu >= 400 on the Node")
-        wait_for(lambda: nri_registered(pykoord_release), timeout=300, what="koordlet registered with NRI")
+        wait_for(pykoord_release.nri_registered, timeout=300, what="koordlet registered with NRI")
         yield node
     for name in _pod_names(node) - before:
         node.delete("pod", name, wait=False)
@@ -123,39 +122,6 @@ def node(pykoord_release: PykoordRelease) -> Iterator[RealNode]:
 def _pod_names(node: RealNode) -> set[str]:
     items = json.loads(node.kubectl("get", "pods", "-o", "json").stdout)["items"]
     return {p["metadata"]["name"] for p in items}
-
-
-def koordlet_pod(release: PykoordRelease) -> dict[str, Any]:
-    pods = [p for p in release.pods("koordlet") if "deletionTimestamp" not in p["metadata"]]
-    assert len(pods) == 1, [p["metadata"]["name"] for p in pods]
-    return pods[0]
-
-
-def nri_registered(release: PykoordRelease) -> bool:
-    pods = [p for p in release.pods("koordlet") if "deletionTimestamp" not in p["metadata"]]
-    if len(pods) != 1 or not all(s.get("ready") for s in pods[0]["status"].get("containerStatuses") or []):
-        return False
-    return "NRI: synchronized with the runtime" in release.logs(pods[0]["metadata"]["name"])
-
-
-def set_nri(release: PykoordRelease, enabled: bool) -> None:
-    """``helm upgrade --set koordlet.nri.enabled=...`` (the DaemonSet pod is replaced)."""
-    node = release.node
-    old = koordlet_pod(release)["metadata"]["uid"]
-    result = subprocess.run([release.helm, "upgrade", RELEASE, str(CHART), "--namespace", "default",
-                             "--reuse-values", "--set", f"koordlet.nri.enabled={str(enabled).lower()}",
-                             f"--kubeconfig={node.plane.kubeconfig}"], capture_output=True, text=True, check=False,
-                            timeout=300)
-    assert result.returncode == 0, result.stderr[-2000:]
-
-    def replaced() -> bool:
-        pods = [p for p in release.pods("koordlet") if "deletionTimestamp" not in p["metadata"]]
-        return (len(pods) == 1 and pods[0]["metadata"]["uid"] != old
-                and all(s.get("ready") for s in pods[0]["status"].get("containerStatuses") or []))
-
-    wait_for(replaced, timeout=600, what=f"koordlet restarted with NRI {'on' if enabled else 'off'}")
-    if enabled:
-        wait_for(lambda: nri_registered(release), timeout=120, what="koordlet registered with NRI")
 
 
 def test_containers_print_koordlets_values_with_the_hook_and_the_kubelets_without(
@@ -174,7 +140,7 @@ def test_containers_print_koordlets_values_with_the_hook_and_the_kubelets_withou
     assert cpuset(lsr_values) == bound, (lsr_values, bound)
     assert quota(lsr_values) == -1, lsr_values
 
-    set_nri(pykoord_release, False)
+    pykoord_release.set_nri(False)
     try:
         be_off, lsr_off = _name("nri-be-off"), _name("nri-lsr-off")
         node.apply(be_pod(be_off, node), lsr_pod(lsr_off, node))
@@ -182,7 +148,7 @@ def test_containers_print_koordlets_values_with_the_hook_and_the_kubelets_withou
         node.wait_pod_running(lsr_off)
         be_kubelet, lsr_kubelet = printed(node, be_off), printed(node, lsr_off)
     finally:
-        set_nri(pykoord_release, True)
+        pykoord_release.set_nri(True)
     # The kubelet's BestEffort values: minimum shares, no quota, no memory limit; Guaranteed 1 CPU: a quota
     # of one period and every CPU of the node.
     assert "cpu.shares" not in be_kubelet or be_kubelet["cpu.shares"] == "2", be_kubelet
@@ -210,7 +176,7 @@ def test_killing_koordlet_mid_creation_blocks_no_container_and_reconcile_repairs
     names = [_name(f"kill-{i}") for i in range(10)]
     node.apply(*(be_pod(n, node, containers=2, milli=20, memory="16Mi") for n in names))
     time.sleep(1.0)
-    koordlet = koordlet_pod(pykoord_release)
+    koordlet = pykoord_release.koordlet_pod()
     pid = node.container_pid(koordlet["status"]["containerStatuses"][0]["containerID"])
     os.kill(pid, signal.SIGKILL)
     killed_at = time.monotonic()
@@ -218,7 +184,7 @@ def test_killing_koordlet_mid_creation_blocks_no_container_and_reconcile_repairs
     assert all(s["restartCount"] == 0 for p in pods for s in p["status"]["containerStatuses"])
     ids = {(p["metadata"]["name"], s["name"]): s["containerID"] for p in pods for s in p["status"]["containerStatuses"]}
     assert len(ids) == 20
-    wait_for(lambda: nri_registered(pykoord_release) and koordlet_pod(pykoord_release)["status"][
+    wait_for(lambda: pykoord_release.nri_registered() and pykoord_release.koordlet_pod()["status"][
         "containerStatuses"][0]["restartCount"] >= 1, timeout=300, what="koordlet back and registered with NRI")
     back_at = time.monotonic()
     dirs = _container_dirs(node, names)
@@ -243,5 +209,5 @@ def test_killing_koordlet_mid_creation_blocks_no_container_and_reconcile_repairs
     assert {(p["metadata"]["name"], s["name"]): s["containerID"] for p in after if p
             for s in p["status"]["containerStatuses"]} == ids
     assert all(s["restartCount"] == 0 for p in after if p for s in p["status"]["containerStatuses"])
-    logs = pykoord_release.logs(koordlet_pod(pykoord_release)["metadata"]["name"])
+    logs = pykoord_release.logs(pykoord_release.koordlet_pod()["metadata"]["name"])
     assert "NRI: synchronized with the runtime" in logs
