@@ -28,7 +28,9 @@ from apis.slo.quantity import int_value
 from koordlet.system.resources import parse_cpuset
 
 BATCH_CPU, BATCH_MEMORY = "kubernetes.io/batch-cpu", "kubernetes.io/batch-memory"
-COLOCATION_ON = {"enable": True, "cpuReclaimThresholdPercent": 100, **FAST_METRICS}
+# Reclaim above 100 % (accepted, as Koordinator accepts it) gives batch-cpu even while other work keeps this
+# shared machine's CPUs busy: these tests are about where the values come from, not how much batch there is.
+COLOCATION_ON = {"enable": True, "cpuReclaimThresholdPercent": 300, **FAST_METRICS}
 UNLIMITED_MEMORY = 9223372036854771712  # cgroup v1's "no limit" on 4 KiB pages
 RECONCILE_INTERVAL = 10.0
 # Prints the container's own cgroup files (v1 per-controller mounts, or v2) and then sleeps: its first action.
