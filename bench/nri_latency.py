@@ -9,7 +9,8 @@ keeps the cluster between runs). Steps:
 1. A cluster with a real node, pykoord's chart installed (koordlet as its DaemonSet pod, NRI on).
 2. Blocks of ``--block`` LS pods (``koordinator.sh/qosClass=LS``, one container, pinned to the node,
    ``--parallel`` created at a time), alternating hook on / hook off (``koordlet.nri.enabled`` through
-   ``helm upgrade``, koordlet restarted and left to settle 20 s) until each mode has ``--containers``.
+   a patch of the koordlet DaemonSet, koordlet restarted and left to settle 20 s) until each mode has
+   ``--containers``.
    Each pod's container gets CPUSetAllocator's share-pool cpuset at creation when the hook is on.
 3. Each container's creation time is containerd's own: from its ``CreateContainer within sandbox`` log line
    to the ``returns container id`` line (the NRI call to koordlet is between the two), in ns.

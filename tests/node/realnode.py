@@ -291,21 +291,22 @@ class PykoordRelease:
         return "NRI: synchronized with the runtime" in self.logs(pods[0]["metadata"]["name"])
 
     def set_nri(self, enabled: bool) -> None:
-        """``helm upgrade --reuse-values --set koordlet.nri.enabled=...``; returns once the replaced koordlet
-        pod is ready (and, when enabled, registered with NRI). Nothing happens if it already is so."""
+        """Switch koordlet's NRI hook (``--enable-nri-runtime-hook``) by patching the DaemonSet, as an admin
+        would with ``kubectl patch`` (``helm upgrade`` would also put back the ConfigMaps the tests edit);
+        returns once the replaced koordlet pod is ready and, when enabled, registered with NRI. Nothing
+        happens if it already is so."""
         flag = f"--enable-nri-runtime-hook={str(enabled).lower()}"
         daemonset = self.node.get("daemonset", "koordlet", NAMESPACE)
         assert daemonset is not None
-        if flag in daemonset["spec"]["template"]["spec"]["containers"][0]["args"]:
+        args: list[str] = daemonset["spec"]["template"]["spec"]["containers"][0]["args"]
+        if flag in args:
             if enabled:
                 wait_for(self.nri_registered, timeout=300, what="koordlet registered with NRI")
             return
         old = self.koordlet_pod()["metadata"]["uid"]
-        result = subprocess.run([self.helm, "upgrade", RELEASE, str(CHART), "--namespace", "default",
-                                 "--reuse-values", "--set", f"koordlet.nri.enabled={str(enabled).lower()}",
-                                 f"--kubeconfig={self.node.plane.kubeconfig}"], capture_output=True, text=True,
-                                check=False, timeout=300)
-        assert result.returncode == 0, result.stderr[-2000:]
+        new_args = [a for a in args if not a.startswith("--enable-nri-runtime-hook")] + [flag]
+        patch = [{"op": "replace", "path": "/spec/template/spec/containers/0/args", "value": new_args}]
+        self.node.kubectl("patch", "daemonset", "koordlet", "-n", NAMESPACE, "--type=json", "-p", json.dumps(patch))
 
         def replaced() -> bool:
             pods = [p for p in self.pods("koordlet") if "deletionTimestamp" not in p["metadata"]]
