@@ -4,6 +4,7 @@ fail-open on errors and timeouts (with the metric and one log line per pod), rec
 
 from __future__ import annotations
 
+import argparse
 import json
 import logging
 import threading
@@ -272,3 +273,48 @@ def test_reconnects_after_the_runtime_drops_the_connection(setup: Setup) -> None
     while setup.plugin.stats.connections < 2 and time.monotonic() < deadline:
         time.sleep(0.01)  # counted by the plugin's thread once it sees itself configured
     assert setup.plugin.stats.connections == 2
+
+
+def test_without_a_socket_koordlet_says_so_once_and_connects_when_it_appears(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from koordlet.runtimehooks.service import announce
+
+    socket_path = tmp_path / "nri.sock"
+    options = NRIOptions(socket_path, backoff_initial=0.05, backoff_max=0.1)
+    with caplog.at_level(logging.INFO, logger="koordlet.nri"):
+        announce(options, 10.0)
+        informer = StatesInformer(NODE, FakeCgroups(tmp_path, CgroupVersion.V1, CgroupDriver.CGROUPFS).fs().layout)
+        gates = FeatureGates.resolve(KOORDLET_FEATURES)
+        handlers = HookHandlers(
+            informer,
+            HookRuleSource(informer, gates),
+            ResourceExecutor(FakeCgroups(tmp_path, CgroupVersion.V1, CgroupDriver.CGROUPFS).fs(), clock=FakeClock()),
+        )
+        plugin = NRIPlugin(options, handlers)
+        thread = threading.Thread(target=plugin.run, daemon=True)
+        thread.start()
+        time.sleep(0.5)  # several retries' worth of backoff with no socket
+        runtime = FakeRuntime(socket_path)
+        try:
+            runtime.accept()
+        finally:
+            plugin.stop()
+            runtime.close()
+            thread.join(5)
+    lines = [r.getMessage() for r in caplog.records]
+    assert sum("no NRI socket" in line for line in lines) == 1, lines
+    assert "reconcile (every 10s)" in next(line for line in lines if "no NRI socket" in line)
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING], lines
+    assert any("registered as 00-koordlet_nri" in line for line in lines)
+
+
+def test_announce_says_which_path_applies_the_values(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    from koordlet.runtimehooks.service import announce, nri_options, nri_socket_path
+
+    args = argparse.Namespace(var_run_root_dir=tmp_path, runtime_hooks_nri_socket_path="nri/nri.sock")
+    assert nri_socket_path(args) == tmp_path / "nri" / "nri.sock"
+    assert nri_options(argparse.Namespace(enable_nri_runtime_hook=False)) is None
+    with caplog.at_level(logging.INFO, logger="koordlet.nri"):
+        announce(None, 10.0)
+    assert "NRI off (--enable-nri-runtime-hook=false)" in caplog.records[-1].getMessage()
