@@ -141,6 +141,8 @@ def test_containers_print_koordlets_values_with_the_hook_and_the_kubelets_withou
     # CPUSetAllocator: the bound CPU, no CFS quota
     assert cpuset(lsr_values) == bound, (lsr_values, bound)
     assert quota(lsr_values) == -1, lsr_values
+    for name in (be, lsr):  # the node has 2 CPUs: the second LSR pod needs the first one's
+        node.delete("pod", name)
 
     pykoord_release.set_nri(False)
     try:
