@@ -82,6 +82,7 @@ def run_cluster(options: ServeOptions, registry: Callable[[], Registry], *, pref
             scheduler_names=tuple(p.scheduler_name for p in options.config.profiles),
         ),
         prefetch=prefetch,
+        restarts=metrics.task_restarts,
     )
     # The collector's thresholds are raised before the caches load; the heap is settled when the
     # scheduler is first idle, and again when idle later (scheduler.heap). Without scheduling nothing
