@@ -19,7 +19,6 @@ ConfigMap does not exist.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,6 +34,7 @@ from apis.configuration.colocation import (
     overlay,
     strategy_wire,
 )
+from apis.core import boundedjson
 from apis.core.errors import ParseError
 from apis.core.gojson import GoFields
 from apis.core.parse import parse_label_selector
@@ -198,7 +198,7 @@ def parse_slo_config(
 
 def _parse_key(name: str, text: str) -> StrategyKey:
     try:
-        raw = json.loads(text)
+        raw = boundedjson.loads(text)
     except ValueError as exc:
         raise ValueError(f"not valid JSON: {exc}") from None
     if not isinstance(raw, dict):

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Final
 
+from apis.core import boundedjson
+
 ANNOTATION_RESOURCE_SPEC: Final = "scheduling.koordinator.sh/resource-spec"
 ANNOTATION_RESOURCE_STATUS: Final = "scheduling.koordinator.sh/resource-status"
 ANNOTATION_NUMA_TOPOLOGY_SPEC: Final = "scheduling.koordinator.sh/numa-topology-spec"
@@ -154,7 +156,7 @@ def _load_object(annotations: Mapping[str, str], key: str, owner: str) -> Mappin
     if raw is None or not raw.strip():
         return None
     try:
-        value = json.loads(raw)
+        value = boundedjson.loads(raw)
     except json.JSONDecodeError as exc:
         raise AnnotationError(f"{owner}: annotation {key} is not valid JSON: {exc.msg}") from None
     if value is None:
@@ -295,7 +297,7 @@ def shared_pools_of(annotations: Mapping[str, str], key: str, owner: str = "node
     if raw is None or not raw.strip():
         return ()
     try:
-        items = json.loads(raw)
+        items = boundedjson.loads(raw)
     except json.JSONDecodeError as exc:
         raise AnnotationError(f"{owner}: annotation {key} is not valid JSON: {exc.msg}") from None
     if items is None:

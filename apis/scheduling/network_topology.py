@@ -24,6 +24,7 @@ from typing import Any
 from pydantic import Field, ValidationError
 from pydantic.config import JsonDict
 
+from apis.core import boundedjson
 from apis.scheduling.constants import API_VERSION
 from apis.slo.common import ObjectMeta, WireModel
 
@@ -161,7 +162,7 @@ def parse_network_topology_spec(text: str) -> GangTopologySpec | None:
     if not text.strip():
         return None
     try:
-        raw = json.loads(text)
+        raw = boundedjson.loads(text)
     except json.JSONDecodeError as exc:
         raise ValueError(f"not JSON ({exc.msg}): {text!r}") from None
     if not isinstance(raw, dict):

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from apis.core import boundedjson
 from apis.core.errors import ParseError, join_path, quote
 from apis.core.frozendict import FrozenDict
 from apis.core.jsonfields import invalid, type_name
@@ -321,7 +322,7 @@ def _owner(raw: Any, index: int) -> OwnerTerm:
 
 def parse_reservation_affinity(text: str) -> ReservationAffinity:
     """The ``reservation-affinity`` annotation's JSON. Raises ``ValueError`` when malformed."""
-    raw = json.loads(text)
+    raw = boundedjson.loads(text)
     if not isinstance(raw, Mapping):
         raise ValueError("reservation affinity must be a JSON object")
     required = raw.get("requiredDuringSchedulingIgnoredDuringExecution")

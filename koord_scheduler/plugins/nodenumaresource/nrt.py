@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from apis.core import boundedjson
 from apis.core.quantity import to_amount
 from apis.core.types import CPU
 from apis.extension.constants import ANNOTATION_NODE_RESERVATION
@@ -62,7 +63,7 @@ def _json_annotation(annotations: Mapping[str, str], key: str, owner: str) -> An
     if raw is None or not raw.strip():
         return None
     try:
-        return json.loads(raw)
+        return boundedjson.loads(raw)
     except json.JSONDecodeError as exc:
         raise AnnotationError(f"{owner}: annotation {key} is not valid JSON: {exc.msg}") from None
 
