@@ -14,9 +14,9 @@ import pytest
 from apis.configuration import parse_slo_config
 from apis.core import boundedjson
 from apis.core.boundedjson import UndecodableObject, decode_document
+from apis.extension.device import decode_device_allocations
 from apis.extension.numa import resource_status_of
 from apis.scheduling import parse_reservation_affinity
-from apis.extension.device import decode_device_allocations
 from apis.scheduling.elasticquota import ANNOTATION_NAMESPACES, ANNOTATION_SHARED_WEIGHT, parse_elastic_quota
 from koord_scheduler.plugins.coscheduling.spec import parse_groups
 from koord_scheduler.plugins.nodenumaresource.nrt import parse_node_resource_topology
@@ -108,16 +108,18 @@ def test_loads_refuses_past_the_bound_where_it_gets_too_deep(text: str, want_pos
 
 def nested_item(name: str, depth: int) -> bytes:
     """A list item nested ``depth`` levels (itself included), with managedFields that mirror it."""
-    inner = "{" * 0 + '{"a":' * (depth - 3) + "1" + "}" * (depth - 3)
+    inner = '{"a":' * (depth - 3) + "1" + "}" * (depth - 3)
+    meta = f'"name":"{name}","namespace":"ns","uid":"u-{name}","resourceVersion":"7"'
     return (
-        '{"apiVersion":"x.io/v1","kind":"Widget","metadata":{"name":"%s","namespace":"ns","uid":"u-%s",'
-        '"resourceVersion":"7","managedFields":[{"fieldsV1":%s}]},"spec":{"template":%s}}' % (name, name, inner, inner)
+        '{"apiVersion":"x.io/v1","kind":"Widget","metadata":{' + meta + ',"managedFields":[{"fieldsV1":' + inner
+        + '}]},"spec":{"template":' + inner + "}}"
     ).encode()
 
 
 def test_a_list_with_one_deep_item_decodes_the_others_and_names_the_deep_field() -> None:
     items = [nested_item("ok-1", 5), nested_item("deep", 1100), nested_item("ok-2", 5)]
-    data = b'{"kind":"WidgetList","metadata":{"resourceVersion":"9","continue":"c"},"items":[' + b",".join(items) + b"]}"
+    envelope = b'{"kind":"WidgetList","metadata":{"resourceVersion":"9","continue":"c"},"items":['
+    data = envelope + b",".join(items) + b"]}"
     with pytest.raises(orjson.JSONDecodeError):
         orjson.loads(data)
 
