@@ -19,6 +19,8 @@ from apis.core.frozendict import EMPTY, FrozenDict
 from apis.core.jsonfields import as_list, as_map, check_item, get_map, get_str, invalid
 from apis.core.parse import parse_resource_list, parse_timestamp
 from apis.extension import PriorityClass
+
+INT64_MAX = 2**63 - 1
 from apis.slo.common import parse_go_duration
 
 DEFAULT_REPORT_INTERVAL_SECONDS = 60.0
@@ -82,8 +84,8 @@ def _record(obj: Mapping[str, Any], name: str) -> NodeMetricRecord:
     spec = get_map(obj, "spec")
     policy = _under(lambda: get_map(spec, "metricCollectPolicy"), "spec")
     interval = policy.get("reportIntervalSeconds")
-    if interval is not None and (type(interval) is not int or interval < 0):
-        raise invalid("spec.metricCollectPolicy.reportIntervalSeconds", "expected a non-negative integer")
+    if interval is not None and (type(interval) is not int or not 0 <= interval <= INT64_MAX):
+        raise invalid("spec.metricCollectPolicy.reportIntervalSeconds", "expected a non-negative 64-bit integer")
     status = get_map(obj, "status")
     update_time = _under(lambda: parse_timestamp(status.get("updateTime")), "status.updateTime")
     info_raw = status.get("nodeMetric")

@@ -80,11 +80,15 @@ def _cpus(value: Any, key: str, owner: str) -> frozenset[int]:
 def parse_node_resource_topology(obj: Mapping[str, Any]) -> NodeTopologyRecord:
     """Raises ``ValueError`` (:class:`AnnotationError`) naming the object and annotation when malformed."""
     meta = obj.get("metadata") or {}
+    if not isinstance(meta, Mapping):
+        raise AnnotationError("NodeResourceTopology: metadata must be an object")
     name = str(meta.get("name", ""))
     if not name:
         raise AnnotationError("NodeResourceTopology without metadata.name")
     owner = f"NodeResourceTopology {name}"
     annotations: Mapping[str, str] = meta.get("annotations") or {}
+    if not isinstance(annotations, Mapping) or not all(isinstance(v, str) for v in annotations.values()):
+        raise AnnotationError(f"{owner}: metadata.annotations must map names to strings")
     topology = CPUTopology.from_cpus(cpu_topology_of(annotations, owner))
     reserved: set[int] = set()
     allocs = _json_annotation(annotations, ANNOTATION_NODE_POD_CPU_ALLOCS, owner) or []
