@@ -19,9 +19,9 @@ from apis.core.frozendict import EMPTY, FrozenDict
 from apis.core.jsonfields import as_list, as_map, check_item, get_map, get_str, invalid
 from apis.core.parse import parse_resource_list, parse_timestamp
 from apis.extension import PriorityClass
+from apis.slo.common import parse_go_duration
 
 INT64_MAX = 2**63 - 1
-from apis.slo.common import parse_go_duration
 
 DEFAULT_REPORT_INTERVAL_SECONDS = 60.0
 """Koordinator's ``DefaultNodeMetricReportInterval``: the report window when the spec sets none."""

@@ -86,7 +86,7 @@ def test_pod_group_counts_and_durations_fit_their_int32_fields(spec: dict[str, A
 
 def test_node_metric_report_interval_beyond_int64_is_refused() -> None:
     obj = {"metadata": {"name": "n1"}, "spec": {"metricCollectPolicy": {"reportIntervalSeconds": GOOGOL_CUBED}}}
-    with pytest.raises(ValueError, match="spec.metricCollectPolicy.reportIntervalSeconds"):
+    with pytest.raises(ValueError, match=r"spec\.metricCollectPolicy\.reportIntervalSeconds"):
         parse_node_metric(obj)
 
 
