@@ -16,14 +16,14 @@ from apis.slo.quantity import IntOrString
 _INT32: dict[str, Any] = {"format": "int32"}
 
 
-def _bounds(minimum: int, maximum: int | None = None) -> Any:
+def _bounds(minimum: int, maximum: int | None = None, *, alias: str | None = None) -> Any:
     """A field whose CRD schema carries Koordinator's ``minimum``/``maximum``: the API server refuses a
     NodeSLO outside them. The model itself does not enforce them; :mod:`apis.slo.validation` checks the
     same ranges (a test keeps the two equal) with messages that name the field."""
     extra: dict[str, Any] = {"minimum": minimum}
     if maximum is not None:
         extra["maximum"] = maximum
-    return Field(default=None, json_schema_extra=extra)
+    return Field(default=None, alias=alias, json_schema_extra=extra)
 
 
 _PERCENT = (0, 100)
@@ -92,22 +92,22 @@ class ResctrlQOSCfg(WireModel):
 
 
 class IOCfg(WireModel):
-    read_iops: int | None = Field(default=None, alias="readIOPS", json_schema_extra={"minimum": 0})
-    write_iops: int | None = Field(default=None, alias="writeIOPS", json_schema_extra={"minimum": 0})
-    read_bps: int | None = Field(default=None, alias="readBPS", json_schema_extra={"minimum": 0})
-    write_bps: int | None = Field(default=None, alias="writeBPS", json_schema_extra={"minimum": 0})
+    read_iops: int | None = _bounds(0, alias="readIOPS")
+    write_iops: int | None = _bounds(0, alias="writeIOPS")
+    read_bps: int | None = _bounds(0, alias="readBPS")
+    write_bps: int | None = _bounds(0, alias="writeBPS")
     io_weight_percent: int | None = _bounds(1, 100)
     read_latency: int | None = None
     write_latency: int | None = None
     read_latency_percent: int | None = _bounds(*_PERCENT)
     write_latency_percent: int | None = _bounds(*_PERCENT)
     enable_user_model: bool | None = None
-    model_read_bps: int | None = Field(default=None, alias="modelReadBPS", json_schema_extra={"minimum": 1})
-    model_write_bps: int | None = Field(default=None, alias="modelWriteBPS", json_schema_extra={"minimum": 1})
-    model_read_seq_iops: int | None = Field(default=None, alias="modelReadSeqIOPS", json_schema_extra={"minimum": 1})
-    model_write_seq_iops: int | None = Field(default=None, alias="modelWriteSeqIOPS", json_schema_extra={"minimum": 1})
-    model_read_rand_iops: int | None = Field(default=None, alias="modelReadRandIOPS", json_schema_extra={"minimum": 1})
-    model_write_rand_iops: int | None = Field(default=None, alias="modelWriteRandIOPS", json_schema_extra={"minimum": 1})
+    model_read_bps: int | None = _bounds(1, alias="modelReadBPS")
+    model_write_bps: int | None = _bounds(1, alias="modelWriteBPS")
+    model_read_seq_iops: int | None = _bounds(1, alias="modelReadSeqIOPS")
+    model_write_seq_iops: int | None = _bounds(1, alias="modelWriteSeqIOPS")
+    model_read_rand_iops: int | None = _bounds(1, alias="modelReadRandIOPS")
+    model_write_rand_iops: int | None = _bounds(1, alias="modelWriteRandIOPS")
 
 
 class BlockCfg(WireModel):
