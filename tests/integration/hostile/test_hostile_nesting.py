@@ -246,7 +246,8 @@ def test_a_20000_level_annotation_does_not_end_the_watch_of_its_kind(scope: Scop
         over["metadata"]["labels"] = {QUOTA_PREFIX + "name": "small"}
         lsr = scope.pod_body("lsr", cpu="2", memory="1Gi")
         lsr["metadata"]["labels"] = {"koordinator.sh/qosClass": "LSR"}
-        lsr["spec"]["containers"][0]["resources"]["limits"] = dict(lsr["spec"]["containers"][0]["resources"]["requests"])
+        resources = lsr["spec"]["containers"][0]["resources"]
+        resources["limits"] = dict(resources["requests"])
         in_deep = scope.pod_body("in-deep-quota", cpu="200m")
         in_deep["metadata"]["labels"] = {QUOTA_PREFIX + "name": "deep"}
         scope.add_pods([over, lsr, in_deep])
