@@ -37,9 +37,8 @@ class _BoundedLoader(yaml.SafeLoader):
     def compose_node(self, parent: Any, index: Any) -> Any:
         alias = self.check_event(yaml.AliasEvent)
         if self._depth >= MAX_DEPTH:
-            raise yaml.composer.ComposerError(
-                None, None, f"nested deeper than {MAX_DEPTH} levels", self.peek_event().start_mark
-            )
+            mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
+            raise yaml.composer.ComposerError(None, None, f"nested deeper than {MAX_DEPTH} levels", mark)
         self._depth += 1
         try:
             node = super().compose_node(parent, index)
