@@ -92,7 +92,7 @@ def test_silent_acceptances_get_one_event_and_no_retry_loop(scope: Scope, tmp_pa
         scope.add_pods([pod])
 
         wanted = {
-            duplicate: ("InvalidObject", "spec.devices[2].minor: duplicate minor 1 of type 'gpu' (also spec.devices[1])"),
+            duplicate: ("InvalidObject", "spec.devices[2].minor: duplicate minor 1 of type 'gpu' (also spec.devices"),
             negative: ("InvalidObject", "spec.devices[0].resources[koordinator.sh/gpu-core]: must be non-negative"),
             "default": ("InvalidObject", "spec.networkTopologySpec[1].parentTopologyLayer: the layers' parents form "
                                          "a cycle (BlockLayer -> SpineLayer -> BlockLayer)"),
