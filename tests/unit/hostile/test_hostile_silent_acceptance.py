@@ -78,9 +78,8 @@ def test_a_cyclic_network_topology_is_refused(obj: dict[str, Any], want: str) ->
 
 
 def test_a_network_topology_that_chains_up_is_accepted() -> None:
-    record = parse_cluster_network_topology(
-        topology(("NodeTopologyLayer", "BlockLayer"), ("BlockLayer", "SpineLayer"), ("SpineLayer", "ClusterTopologyLayer"))
-    )
+    layers = (("NodeTopologyLayer", "BlockLayer"), ("BlockLayer", "SpineLayer"), ("SpineLayer", "ClusterTopologyLayer"))
+    record = parse_cluster_network_topology(topology(*layers))
     assert [layer.name for layer in record.layers] == ["NodeTopologyLayer", "BlockLayer", "SpineLayer"]
 
 

@@ -177,4 +177,4 @@ def test_one_pods_malformed_cgroup_file_costs_that_pod_only(
         CacheUsageSource(cache), informer.get_all_pods(), ResolvedCollectPolicy(aggregate_duration_seconds=60),
         clock(),
     )
-    assert [p.name for p in status.pods_metric] == ["fine"]
+    assert [p.name for p in status.pods_metric or ()] == ["fine"]

@@ -12,7 +12,6 @@ import pytest
 from apis.scheduling.device import NodeDeviceRecord, parse_device
 from koord_scheduler.framework.errors import ClusterError
 from koord_scheduler.framework.types import EventType
-from koord_scheduler.scheduler.kube.http import ApiError
 from koord_scheduler.scheduler.controllers import deviceresource
 from koord_scheduler.scheduler.controllers.api import MemoryControllerApi
 from koord_scheduler.scheduler.controllers.deviceresource import (
@@ -30,6 +29,7 @@ from koord_scheduler.scheduler.controllers.deviceresource import (
     device_resources,
     format_amount,
 )
+from koord_scheduler.scheduler.kube.http import ApiError
 from tests.builders import make_node
 
 GI = 1024**3
