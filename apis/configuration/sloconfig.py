@@ -190,8 +190,9 @@ def parse_slo_config(
         try:
             keys[name] = _parse_key(name, text)
             texts[name] = text
-        except ValueError as exc:
-            problems.append(KeyProblem(name, str(exc)))
+        except Exception as exc:  # whatever odd input raises, the key keeps its last good value
+            message = str(exc) if isinstance(exc, ValueError) else f"{type(exc).__name__}: {exc}"
+            problems.append(KeyProblem(name, message))
             keys[name], texts[name] = previous.keys[name], previous.texts.get(name)
     return SloConfig(True, keys, texts), problems
 

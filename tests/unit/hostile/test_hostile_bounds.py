@@ -164,3 +164,24 @@ def test_simulate_with_a_bound_pod_claiming_four_billion_cpus(
                                   "field cpuset: cpuset element '0-4000000000' goes beyond the largest CPU id 8191")
         for r in caplog.records
     ), [r.getMessage() for r in caplog.records]
+
+
+@pytest.mark.parametrize(
+    ("key", "doc", "want"),
+    [
+        pytest.param("colocation-config", {"metricAggregateDurationSeconds": GOOGOL_CUBED},
+                     "metricAggregateDurationSeconds: 401 digits do not fit a 64-bit integer", id="duration-10^400"),
+        pytest.param("colocation-config", {"degradeTimeMinutes": -GOOGOL_CUBED},
+                     "degradeTimeMinutes: 401 digits do not fit a 64-bit integer", id="negative-10^400"),
+        pytest.param("resource-threshold-config",
+                     {"clusterStrategy": {"enable": True, "cpuSuppressThresholdPercent": GOOGOL_CUBED}},
+                     "clusterStrategy.cpuSuppressThresholdPercent: 401 digits do not fit a 64-bit integer",
+                     id="threshold-10^400"),
+    ],
+)
+def test_slo_config_numbers_beyond_int64_are_a_refused_key(key: str, doc: dict[str, Any], want: str) -> None:
+    from apis.configuration import parse_slo_config
+
+    config, problems = parse_slo_config({key: json.dumps(doc)}, None)
+    assert [(p.key, p.message) for p in problems] == [(key, want)]
+    assert config.keys[key] == parse_slo_config({}, None)[0].keys[key]  # the default stays
