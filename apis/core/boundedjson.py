@@ -88,6 +88,25 @@ def depth_exceeded_at(text: str | bytes, max_depth: int) -> int | None:
     return None
 
 
+def exceeds_depth(value: Any, limit: int) -> bool:
+    """Whether the decoded ``value`` is nested deeper than ``limit`` levels (a dict or list is a level).
+    Iterative, stops at the first container too deep: for fields a parser copies or encodes whole (a
+    Reservation's pod template), whose recursion would otherwise fail near Python's recursion limit."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict):
+            children: Any = node.values()
+        elif isinstance(node, list):
+            children = node
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return False
+
+
 # ----- API-server documents -----
 
 

@@ -134,6 +134,10 @@ class ReservationAffinity:
     tolerations: tuple[Toleration, ...] = ()
 
 
+TEMPLATE_MAX_DEPTH = 100
+"""Nesting accepted in ``spec.template``: a pod template needs about 15 levels."""
+
+
 def parse_reservation(raw: Mapping[str, Any]) -> ReservationRecord:
     """A :class:`ReservationRecord` from the raw JSON object (see the module docstring)."""
     if not isinstance(raw, Mapping):
@@ -186,6 +190,9 @@ def _parse(raw: Mapping[str, Any], name: str, base: dict[str, Any]) -> Reservati
     template = spec.get("template")
     if template is not None and not isinstance(template, Mapping):
         raise invalid("spec.template", f"expected an object, got {type_name(template)}")
+    if template and boundedjson.exceeds_depth(template, TEMPLATE_MAX_DEPTH):
+        # The template is kept whole and encoded (template_json): bound it before anything recurses.
+        raise invalid("spec.template", f"nested deeper than {TEMPLATE_MAX_DEPTH} levels")
     if not template:
         problems.append("spec.template is required")
         template = None

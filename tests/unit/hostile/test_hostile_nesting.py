@@ -11,12 +11,14 @@ from typing import Any
 import orjson
 import pytest
 
+from apis.colocation import resolve_profile
+from apis.colocation.profile import ProfileError
 from apis.configuration import parse_slo_config
 from apis.core import boundedjson
 from apis.core.boundedjson import UndecodableObject, decode_document
 from apis.extension.device import decode_device_allocations
 from apis.extension.numa import resource_status_of
-from apis.scheduling import parse_reservation_affinity
+from apis.scheduling import parse_reservation, parse_reservation_affinity
 from apis.scheduling.elasticquota import ANNOTATION_NAMESPACES, ANNOTATION_SHARED_WEIGHT, parse_elastic_quota
 from koord_scheduler.plugins.coscheduling.spec import parse_groups
 from koord_scheduler.plugins.nodenumaresource.nrt import parse_node_resource_topology
@@ -154,3 +156,33 @@ def test_a_watch_event_with_a_deep_object_keeps_its_type_and_metadata() -> None:
 def test_a_document_that_is_not_json_is_still_a_value_error(data: bytes) -> None:
     with pytest.raises(ValueError):
         decode_document(data, container="items")
+
+
+def nested_value(depth: int) -> Any:
+    """A decoded value nested ``depth`` levels (built without recursion)."""
+    value: Any = {}
+    for _ in range(depth - 1):
+        value = {"a": value}
+    return value
+
+
+def test_a_reservation_template_nested_deeper_than_100_levels_is_invalid_naming_the_field() -> None:
+    template = {"metadata": {}, "spec": {"containers": [{"name": "c"}]}, "x": nested_value(1000)}
+    record = parse_reservation(
+        {"metadata": {"name": "r"}, "spec": {"template": template, "owners": [{"object": {"name": "p"}}]}}
+    )
+    assert record.invalid == "invalid Reservation: spec.template: nested deeper than 100 levels"
+
+
+def test_a_colocation_profile_patch_nested_deeper_than_100_levels_is_refused() -> None:
+    profile = {"metadata": {"name": "c"}, "spec": {"selector": {"matchLabels": {"a": "b"}},
+                                                   "patch": {"x": nested_value(1000)}}}
+    with pytest.raises(ProfileError) as info:
+        resolve_profile(profile)
+    assert str(info.value) == "ClusterColocationProfile 'c': spec.patch: nested deeper than 100 levels"
+
+
+@pytest.mark.parametrize(("depth", "want"), [(1, False), (100, False), (101, True), (5000, True)])
+def test_exceeds_depth_counts_containers(depth: int, want: bool) -> None:
+    assert boundedjson.exceeds_depth(nested_value(depth), 100) is want
+    assert boundedjson.exceeds_depth([nested_value(depth)], 101) is want
