@@ -59,9 +59,9 @@ class ResourceKind:
     """What to list and watch, and how to turn one raw object into the value handlers receive.
 
     ``parser`` raises ``ValueError`` (``ParseError``) for a malformed object; anything else it raises is
-    contained the same way. ``rank`` orders the objects
-    of one list when they are delivered (lower first; pods use it to deliver bound pods before pending
-    ones so the cache is complete before the queue fills).
+    contained the same way. ``rank`` orders the objects of one list when they are delivered (lower first;
+    pods use it to deliver bound pods before pending ones so the cache is complete before the queue
+    fills).
     """
 
     kind: str
