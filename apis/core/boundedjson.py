@@ -157,8 +157,9 @@ def undecodable(data: bytes, exc: BaseException) -> UndecodableObject:
     meta = shallow.get("metadata")
     if isinstance(meta, dict):
         kept["metadata"] = {k: v for k, v in meta.items() if k != "managedFields" and v != _MARK}
-    too_deep = [path for path, depth in zip(_marker_paths(shallow), cut_depths, strict=True)
-                if depth > OBJECT_MAX_DEPTH]
+    too_deep = [
+        path for path, depth in zip(_marker_paths(shallow), cut_depths, strict=True) if depth > OBJECT_MAX_DEPTH
+    ]
     if not too_deep:
         return UndecodableObject(kept, f"not valid JSON: {exc}")
     # managedFields mirror the object's fields: name the field itself where it is among those too deep.
@@ -185,7 +186,7 @@ def _container_spans(data: bytes, key: str) -> tuple[tuple[int, int], list[tuple
             continue
         if first in _OPENING:
             depth += 1
-            if depth == 2 and start < 0 and last_key == want and data[last_key_end:match.start()].strip() == b":":
+            if depth == 2 and start < 0 and last_key == want and data[last_key_end : match.start()].strip() == b":":
                 start = match.start()
             elif depth == 3 and start >= 0:
                 element_start = match.start()

@@ -171,8 +171,10 @@ def parse_device(obj: Mapping[str, Any]) -> NodeDeviceRecord:
         if d.minor is not None:
             first_index = minors.setdefault((d.type or "", minor), i)
             if first_index != i:
-                raise ValueError(f"Device {name}: spec.devices[{i}].minor: duplicate minor {minor} of type "
-                                 f"{d.type or '(none)'!r} (also spec.devices[{first_index}])")
+                raise ValueError(
+                    f"Device {name}: spec.devices[{i}].minor: duplicate minor {minor} of type "
+                    f"{d.type or '(none)'!r} (also spec.devices[{first_index}])"
+                )
         topo = d.topology
         devices.append(
             DeviceRecord(

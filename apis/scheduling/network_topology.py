@@ -168,9 +168,11 @@ def _refuse_cycles(name: str, layers: list[TopologyLayer]) -> None:
             seen.append(current)
             current = layers[index[current]].parent
         if current in seen:
-            cycle = " -> ".join([*seen[seen.index(current):], current])
-            raise ValueError(f"{KIND} {name}: spec.networkTopologySpec[{index[current]}].parentTopologyLayer: "
-                             f"the layers' parents form a cycle ({cycle}); the chain must end at {LAYER_CLUSTER}")
+            cycle = " -> ".join([*seen[seen.index(current) :], current])
+            raise ValueError(
+                f"{KIND} {name}: spec.networkTopologySpec[{index[current]}].parentTopologyLayer: "
+                f"the layers' parents form a cycle ({cycle}); the chain must end at {LAYER_CLUSTER}"
+            )
 
 
 def parse_network_topology_spec(text: str) -> GangTopologySpec | None:

@@ -82,8 +82,10 @@ class MetricsAdvisor:
             ("NodeResourceCollector", lambda: self.node.collect(now, result)),
             ("PodResourceCollector", lambda: self.pod.collect(now, pods, result)),
             ("BEResourceCollector", lambda: self.be.collect(now, pods)),
-            ("PageCacheCollector",
-             lambda: self.page_cache.collect(now, pods, result) if self.page_cache_wanted() else None),
+            (
+                "PageCacheCollector",
+                lambda: self.page_cache.collect(now, pods, result) if self.page_cache_wanted() else None,
+            ),
         )
         for name, step in steps:
             try:

@@ -171,4 +171,3 @@ class StatesInformer:
             return
         self._node_metric_spec = spec
         self._notify(RegisterType.NODE_METRIC_SPEC)
-

@@ -119,15 +119,21 @@ def phase(scope: Scope, name: str) -> str:
 def test_objects_nested_past_1024_levels_do_not_stop_a_new_leader(scope: Scope, tmp_path: Path) -> None:
     node = scope.add_node("n1")
     post_raw(scope, RESERVATIONS, reservation(scope, "deep", extra=f'"x": {nested(DEEP_OBJECT)}'))
-    metric = {"apiVersion": "slo.koordinator.sh/v1alpha1", "kind": "NodeMetric", "metadata": {"name": node},
-              "spec": {}}
+    metric = {"apiVersion": "slo.koordinator.sh/v1alpha1", "kind": "NodeMetric", "metadata": {"name": node}, "spec": {}}
     created = scope.ok("POST", NODEMETRICS, metric)
     pods_metric = '[{"namespace":"x","name":"y","extensions":' + nested(DEEP_OBJECT) + "}]"
     status = '{"updateTime":"2026-01-01T00:00:00Z","podsMetric":' + pods_metric + "}"
     meta = json.dumps({"name": node, "resourceVersion": created["metadata"]["resourceVersion"]})
-    post_raw(scope, f"{NODEMETRICS}/{node}/status",
-             '{"apiVersion":"slo.koordinator.sh/v1alpha1","kind":"NodeMetric","metadata":' + meta
-             + ',"spec":{},"status":' + status + "}", method="PUT")
+    post_raw(
+        scope,
+        f"{NODEMETRICS}/{node}/status",
+        '{"apiVersion":"slo.koordinator.sh/v1alpha1","kind":"NodeMetric","metadata":'
+        + meta
+        + ',"spec":{},"status":'
+        + status
+        + "}",
+        method="PUT",
+    )
     post_raw(scope, RESERVATIONS, reservation(scope, "ok"))
 
     config = scheduler_config(scope, leader_elect=True)
@@ -149,10 +155,13 @@ def test_objects_nested_past_1024_levels_do_not_stop_a_new_leader(scope: Scope, 
         scheduler.terminate()
     log = scheduler.log_path.read_text(errors="replace")
     assert "Traceback" not in log, log[-4000:]
-    assert f"Reservation {scope.name}-deep ignored (Invalid): spec.template.x.a.a.a…: nested deeper than 1024 levels" \
-        in log, log[-4000:]
-    assert f"NodeMetric {node} ignored (Invalid): status.podsMetric[0].extensions.a.a…: nested deeper than 1024" \
-        in log, log[-4000:]
+    assert (
+        f"Reservation {scope.name}-deep ignored (Invalid): spec.template.x.a.a.a…: nested deeper than 1024 levels"
+        in log
+    ), log[-4000:]
+    assert (
+        f"NodeMetric {node} ignored (Invalid): status.podsMetric[0].extensions.a.a…: nested deeper than 1024" in log
+    ), log[-4000:]
 
 
 def profile(name: str, label: str) -> dict[str, Any]:
@@ -174,8 +183,9 @@ def test_a_colocation_profile_nested_past_1024_levels_costs_only_itself(
 
     def deep(name: str) -> bytes:
         body = json.dumps(profile(name, name))
-        return body.replace('"labels": {"seen"', '"patch": {"x": ' + nested(DEEP_OBJECT) + '}, "labels": {"seen"',
-                            1).encode()
+        return body.replace(
+            '"labels": {"seen"', '"patch": {"x": ' + nested(DEEP_OBJECT) + '}, "labels": {"seen"', 1
+        ).encode()
 
     assert control_plane.request("POST", PROFILES_PATH, deep("deep-listed")).status == 201
     assert control_plane.request("POST", PROFILES_PATH, profile("ok-listed", "ok")).status == 201
@@ -220,8 +230,13 @@ def cpu_topology() -> str:
 
 
 def nrt(node: str, annotations: dict[str, str]) -> dict[str, Any]:
-    return {"apiVersion": "topology.node.k8s.io/v1alpha1", "kind": "NodeResourceTopology",
-            "metadata": {"name": node, "annotations": annotations}, "topologyPolicies": ["None"], "zones": []}
+    return {
+        "apiVersion": "topology.node.k8s.io/v1alpha1",
+        "kind": "NodeResourceTopology",
+        "metadata": {"name": node, "annotations": annotations},
+        "topologyPolicies": ["None"],
+        "zones": [],
+    }
 
 
 def test_a_20000_level_annotation_does_not_end_the_watch_of_its_kind(scope: Scope, tmp_path: Path) -> None:
@@ -234,8 +249,9 @@ def test_a_20000_level_annotation_does_not_end_the_watch_of_its_kind(scope: Scop
         quotas = QUOTAS.format(ns=scope.namespace)
         # On the watch of a running replica: first the deep annotations, then the objects that must be used.
         scope.ok("POST", quotas, quota(scope, "deep", cpu="4", annotations={QUOTA_PREFIX + "shared-weight": deep}))
-        scope.ok("POST", quotas, quota(scope, "deep-namespaces", cpu="4",
-                                       annotations={QUOTA_PREFIX + "namespaces": deep}))
+        scope.ok(
+            "POST", quotas, quota(scope, "deep-namespaces", cpu="4", annotations={QUOTA_PREFIX + "namespaces": deep})
+        )
         scope.ok("POST", NRTS, nrt(plain, {"kubelet.koordinator.sh/cpu-manager-policy": deep}))
         scope.ok("POST", quotas, quota(scope, "small", cpu="100m"))
         numa = scope.add_node("numa", cpu="8")
@@ -256,13 +272,18 @@ def test_a_20000_level_annotation_does_not_end_the_watch_of_its_kind(scope: Scop
         placed = {p["metadata"]["name"]: p["spec"].get("nodeName") for p in scope.pods()}
         assert placed["lsr"] == numa, placed  # the topology created after the deep one was seen
         assert placed["in-deep-quota"], placed  # shared-weight unreadable: ignored, as Koordinator does
-        wait_until(lambda: any(e["regarding"]["name"] == "over-quota" for e in scope.events(reason="FailedScheduling")),
-                   timeout=30, what="FailedScheduling for the pod over its quota")
+        wait_until(
+            lambda: any(e["regarding"]["name"] == "over-quota" for e in scope.events(reason="FailedScheduling")),
+            timeout=30,
+            what="FailedScheduling for the pod over its quota",
+        )
         assert not scope.pod("over-quota")["spec"].get("nodeName")  # the quota created after them is enforced
         status = json.loads(scope.pod("lsr")["metadata"]["annotations"]["scheduling.koordinator.sh/resource-status"])
         assert len(status["cpuset"].split(",")) >= 1
-        errors = {kind: scheduler.metric("koord_scheduler_object_errors_total", kind=kind, reason="Invalid")
-                  for kind in ("ElasticQuota", "NodeResourceTopology")}
+        errors = {
+            kind: scheduler.metric("koord_scheduler_object_errors_total", kind=kind, reason="Invalid")
+            for kind in ("ElasticQuota", "NodeResourceTopology")
+        }
         assert errors == {"ElasticQuota": 1, "NodeResourceTopology": 1}
         assert scheduler.metric("koord_scheduler_task_restarts_total") == 0
         assert scheduler.alive
@@ -271,8 +292,12 @@ def test_a_20000_level_annotation_does_not_end_the_watch_of_its_kind(scope: Scop
     log = scheduler.log_path.read_text(errors="replace")
     assert "Traceback" not in log, log[-4000:]
     assert "RecursionError" not in log, log[-4000:]
-    assert (f"ElasticQuota {scope.namespace}/deep-namespaces ignored (Invalid): ElasticQuota "
-            f"{scope.namespace}/deep-namespaces: metadata.annotations[{QUOTA_PREFIX}namespaces]: not valid JSON: "
-            "nested deeper than 64 levels") in log, log[-4000:]
-    assert (f"NodeResourceTopology {plain} ignored (Invalid): NodeResourceTopology {plain}: annotation "
-            "kubelet.koordinator.sh/cpu-manager-policy is not valid JSON: nested deeper than 64 levels") in log
+    assert (
+        f"ElasticQuota {scope.namespace}/deep-namespaces ignored (Invalid): ElasticQuota "
+        f"{scope.namespace}/deep-namespaces: metadata.annotations[{QUOTA_PREFIX}namespaces]: not valid JSON: "
+        "nested deeper than 64 levels"
+    ) in log, log[-4000:]
+    assert (
+        f"NodeResourceTopology {plain} ignored (Invalid): NodeResourceTopology {plain}: annotation "
+        "kubelet.koordinator.sh/cpu-manager-policy is not valid JSON: nested deeper than 64 levels"
+    ) in log

@@ -48,9 +48,17 @@ def scope(control_plane: Any) -> Iterator[Scope]:
 
 
 def gpu(minor: int, core: str = "100") -> dict[str, Any]:
-    return {"type": "gpu", "minor": minor, "id": f"GPU-{minor}", "health": True,
-            "resources": {"koordinator.sh/gpu-core": core, "koordinator.sh/gpu-memory": "16Gi",
-                          "koordinator.sh/gpu-memory-ratio": core}}
+    return {
+        "type": "gpu",
+        "minor": minor,
+        "id": f"GPU-{minor}",
+        "health": True,
+        "resources": {
+            "koordinator.sh/gpu-core": core,
+            "koordinator.sh/gpu-memory": "16Gi",
+            "koordinator.sh/gpu-memory-ratio": core,
+        },
+    }
 
 
 def events_about(scope: Scope, name: str) -> list[dict[str, Any]]:
@@ -68,39 +76,56 @@ def test_silent_acceptances_get_one_event_and_no_retry_loop(scope: Scope, tmp_pa
     config = scheduler_config(scope)
     config["profiles"][0]["plugins"] = {"multiPoint": {"enabled": [{"name": "DeviceShare"}, {"name": "Coscheduling"}]}}
     config["profiles"][0]["pluginConfig"] = [{"name": "Coscheduling", "args": {"awareNetworkTopology": True}}]
-    proc = SchedulerProcess.start(scope.plane, config, tmp_path, verbosity=0,
-                                  extra_args=["--controllers=deviceresource"], wait_ready=False)
+    proc = SchedulerProcess.start(
+        scope.plane, config, tmp_path, verbosity=0, extra_args=["--controllers=deviceresource"], wait_ready=False
+    )
     try:
         wait_until(lambda: proc.get("/readyz")[0] == 200 or not proc.alive, timeout=90, what="readyz")
         assert proc.alive, proc.log_tail()
         device = {"apiVersion": "scheduling.koordinator.sh/v1alpha1", "kind": "Device"}
-        scope.ok("POST", DEVICES, {**device, "metadata": {"name": duplicate},
-                                   "spec": {"devices": [gpu(0), gpu(1), gpu(1)]}})
+        scope.ok(
+            "POST", DEVICES, {**device, "metadata": {"name": duplicate}, "spec": {"devices": [gpu(0), gpu(1), gpu(1)]}}
+        )
         scope.ok("POST", DEVICES, {**device, "metadata": {"name": negative}, "spec": {"devices": [gpu(0, "-100")]}})
-        scope.ok("POST", TOPOLOGIES, {
-            "apiVersion": "scheduling.koordinator.sh/v1alpha1", "kind": "ClusterNetworkTopology",
-            "metadata": {"name": "default"},
-            "spec": {"networkTopologySpec": [
-                {"topologyLayer": "NodeTopologyLayer", "parentTopologyLayer": "BlockLayer"},
-                {"topologyLayer": "BlockLayer", "parentTopologyLayer": "SpineLayer"},
-                {"topologyLayer": "SpineLayer", "parentTopologyLayer": "BlockLayer"},
-            ]},
-        })
+        scope.ok(
+            "POST",
+            TOPOLOGIES,
+            {
+                "apiVersion": "scheduling.koordinator.sh/v1alpha1",
+                "kind": "ClusterNetworkTopology",
+                "metadata": {"name": "default"},
+                "spec": {
+                    "networkTopologySpec": [
+                        {"topologyLayer": "NodeTopologyLayer", "parentTopologyLayer": "BlockLayer"},
+                        {"topologyLayer": "BlockLayer", "parentTopologyLayer": "SpineLayer"},
+                        {"topologyLayer": "SpineLayer", "parentTopologyLayer": "BlockLayer"},
+                    ]
+                },
+            },
+        )
         pod = scope.pod_body("member")
-        pod["metadata"]["annotations"] = {"gang.scheduling.koordinator.sh/name": "g",
-                                          "gang.scheduling.koordinator.sh/min-available": "lots"}
+        pod["metadata"]["annotations"] = {
+            "gang.scheduling.koordinator.sh/name": "g",
+            "gang.scheduling.koordinator.sh/min-available": "lots",
+        }
         scope.add_pods([pod])
 
         wanted = {
             duplicate: ("InvalidObject", "spec.devices[2].minor: duplicate minor 1 of type 'gpu' (also spec.devices"),
             negative: ("InvalidObject", "spec.devices[0].resources[koordinator.sh/gpu-core]: must be non-negative"),
-            "default": ("InvalidObject", "spec.networkTopologySpec[1].parentTopologyLayer: the layers' parents form "
-                                         "a cycle (BlockLayer -> SpineLayer -> BlockLayer)"),
+            "default": (
+                "InvalidObject",
+                "spec.networkTopologySpec[1].parentTopologyLayer: the layers' parents form "
+                "a cycle (BlockLayer -> SpineLayer -> BlockLayer)",
+            ),
             "member": ("InvalidGang", "gang.scheduling.koordinator.sh/min-available: not an integer: 'lots'"),
         }
         for name, (reason, text) in wanted.items():
-            wait_until(lambda name=name, reason=reason: any(e["reason"] == reason for e in events_about(scope, name)),
-                       timeout=30, what=f"{reason} Event on {name}")
+            wait_until(
+                lambda name=name, reason=reason: any(e["reason"] == reason for e in events_about(scope, name)),
+                timeout=30,
+                what=f"{reason} Event on {name}",
+            )
             (event,) = [e for e in events_about(scope, name) if e["reason"] == reason]
             assert event["type"] == "Warning" and text in event["note"], event
         time.sleep(12)  # two of the old 5-second retry periods

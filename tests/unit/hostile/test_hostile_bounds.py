@@ -73,9 +73,12 @@ def test_nrt_reserved_cpus_beyond_any_machine_name_the_annotation() -> None:
 @pytest.mark.parametrize(
     ("spec", "want"),
     [
-        pytest.param({"minMember": 2, "scheduleTimeoutSeconds": GOOGOL_CUBED},
-                     "PodGroup ns/g: spec.scheduleTimeoutSeconds: must fit a 32-bit integer (at most 2147483647), "
-                     "got 100000000000000000000000… (401 digits)", id="timeout-10^400"),
+        pytest.param(
+            {"minMember": 2, "scheduleTimeoutSeconds": GOOGOL_CUBED},
+            "PodGroup ns/g: spec.scheduleTimeoutSeconds: must fit a 32-bit integer (at most 2147483647), "
+            "got 100000000000000000000000… (401 digits)",
+            id="timeout-10^400",
+        ),
         pytest.param({"minMember": 2**31}, "spec.minMember: must fit a 32-bit integer", id="min-member-2^31"),
         pytest.param({"minMember": -(10**30)}, "spec.minMember: must fit a 32-bit integer", id="min-member-negative"),
     ],
@@ -152,7 +155,10 @@ def test_simulate_with_a_bound_pod_claiming_four_billion_cpus(
     started = time.perf_counter()
     with caplog.at_level(logging.WARNING):
         code, doc, err = simulate(
-            capsys, "--cluster", str(cluster), "--config",
+            capsys,
+            "--cluster",
+            str(cluster),
+            "--config",
             str(REPO / "config" / "simulate" / "numa-scheduler-config.yaml"),
         )
     assert time.perf_counter() - started < 15
@@ -160,8 +166,10 @@ def test_simulate_with_a_bound_pod_claiming_four_billion_cpus(
     placed = {p["name"]: p["node"] for p in doc["pods"]}
     assert placed["lsr-a"] == "numa-1", placed
     assert any(
-        r.getMessage().startswith("pod default/claims-all: annotation scheduling.koordinator.sh/resource-status "
-                                  "field cpuset: cpuset element '0-4000000000' goes beyond the largest CPU id 8191")
+        r.getMessage().startswith(
+            "pod default/claims-all: annotation scheduling.koordinator.sh/resource-status "
+            "field cpuset: cpuset element '0-4000000000' goes beyond the largest CPU id 8191"
+        )
         for r in caplog.records
     ), [r.getMessage() for r in caplog.records]
 
@@ -169,14 +177,24 @@ def test_simulate_with_a_bound_pod_claiming_four_billion_cpus(
 @pytest.mark.parametrize(
     ("key", "doc", "want"),
     [
-        pytest.param("colocation-config", {"metricAggregateDurationSeconds": GOOGOL_CUBED},
-                     "metricAggregateDurationSeconds: 401 digits do not fit a 64-bit integer", id="duration-10^400"),
-        pytest.param("colocation-config", {"degradeTimeMinutes": -GOOGOL_CUBED},
-                     "degradeTimeMinutes: 401 digits do not fit a 64-bit integer", id="negative-10^400"),
-        pytest.param("resource-threshold-config",
-                     {"clusterStrategy": {"enable": True, "cpuSuppressThresholdPercent": GOOGOL_CUBED}},
-                     "clusterStrategy.cpuSuppressThresholdPercent: 401 digits do not fit a 64-bit integer",
-                     id="threshold-10^400"),
+        pytest.param(
+            "colocation-config",
+            {"metricAggregateDurationSeconds": GOOGOL_CUBED},
+            "metricAggregateDurationSeconds: 401 digits do not fit a 64-bit integer",
+            id="duration-10^400",
+        ),
+        pytest.param(
+            "colocation-config",
+            {"degradeTimeMinutes": -GOOGOL_CUBED},
+            "degradeTimeMinutes: 401 digits do not fit a 64-bit integer",
+            id="negative-10^400",
+        ),
+        pytest.param(
+            "resource-threshold-config",
+            {"clusterStrategy": {"enable": True, "cpuSuppressThresholdPercent": GOOGOL_CUBED}},
+            "clusterStrategy.cpuSuppressThresholdPercent: 401 digits do not fit a 64-bit integer",
+            id="threshold-10^400",
+        ),
     ],
 )
 def test_slo_config_numbers_beyond_int64_are_a_refused_key(key: str, doc: dict[str, Any], want: str) -> None:

@@ -42,23 +42,36 @@ def nrt(annotations: dict[str, str]) -> dict[str, Any]:
 @pytest.mark.parametrize(
     ("parse", "want"),
     [
-        pytest.param(lambda: parse_elastic_quota(quota({ANNOTATION_NAMESPACES: DEEP})),
-                     "ElasticQuota ns/q: metadata.annotations[quota.scheduling.koordinator.sh/namespaces]",
-                     id="quota-namespaces"),
-        pytest.param(lambda: parse_node_resource_topology(nrt({"kubelet.koordinator.sh/cpu-manager-policy": DEEP})),
-                     "NodeResourceTopology n1: annotation kubelet.koordinator.sh/cpu-manager-policy is not valid "
-                     "JSON: nested deeper than 64 levels", id="nrt-kubelet-policy"),
-        pytest.param(lambda: parse_node_resource_topology(nrt({"node.koordinator.sh/pod-cpu-allocs": DEEP})),
-                     "annotation node.koordinator.sh/pod-cpu-allocs is not valid JSON: nested deeper than 64 levels",
-                     id="nrt-pod-cpu-allocs"),
-        pytest.param(lambda: resource_status_of({"scheduling.koordinator.sh/resource-status": DEEP}, "pod ns/p"),
-                     "pod ns/p: annotation scheduling.koordinator.sh/resource-status is not valid JSON: nested "
-                     "deeper than 64 levels", id="pod-resource-status"),
-        pytest.param(lambda: parse_reservation_affinity(DEEP), "nested deeper than 64 levels",
-                     id="reservation-affinity"),
-        pytest.param(lambda: decode_device_allocations(DEEP),
-                     "annotation scheduling.koordinator.sh/device-allocated: not JSON: nested deeper than 64 levels",
-                     id="device-allocated"),
+        pytest.param(
+            lambda: parse_elastic_quota(quota({ANNOTATION_NAMESPACES: DEEP})),
+            "ElasticQuota ns/q: metadata.annotations[quota.scheduling.koordinator.sh/namespaces]",
+            id="quota-namespaces",
+        ),
+        pytest.param(
+            lambda: parse_node_resource_topology(nrt({"kubelet.koordinator.sh/cpu-manager-policy": DEEP})),
+            "NodeResourceTopology n1: annotation kubelet.koordinator.sh/cpu-manager-policy is not valid "
+            "JSON: nested deeper than 64 levels",
+            id="nrt-kubelet-policy",
+        ),
+        pytest.param(
+            lambda: parse_node_resource_topology(nrt({"node.koordinator.sh/pod-cpu-allocs": DEEP})),
+            "annotation node.koordinator.sh/pod-cpu-allocs is not valid JSON: nested deeper than 64 levels",
+            id="nrt-pod-cpu-allocs",
+        ),
+        pytest.param(
+            lambda: resource_status_of({"scheduling.koordinator.sh/resource-status": DEEP}, "pod ns/p"),
+            "pod ns/p: annotation scheduling.koordinator.sh/resource-status is not valid JSON: nested "
+            "deeper than 64 levels",
+            id="pod-resource-status",
+        ),
+        pytest.param(
+            lambda: parse_reservation_affinity(DEEP), "nested deeper than 64 levels", id="reservation-affinity"
+        ),
+        pytest.param(
+            lambda: decode_device_allocations(DEEP),
+            "annotation scheduling.koordinator.sh/device-allocated: not JSON: nested deeper than 64 levels",
+            id="device-allocated",
+        ),
         pytest.param(lambda: parse_groups(DEEP, "ns/g"), "nested deeper than 64 levels", id="gang-groups"),
     ],
 )
@@ -113,8 +126,13 @@ def nested_item(name: str, depth: int) -> bytes:
     inner = '{"a":' * (depth - 3) + "1" + "}" * (depth - 3)
     meta = f'"name":"{name}","namespace":"ns","uid":"u-{name}","resourceVersion":"7"'
     return (
-        '{"apiVersion":"x.io/v1","kind":"Widget","metadata":{' + meta + ',"managedFields":[{"fieldsV1":' + inner
-        + '}]},"spec":{"template":' + inner + "}}"
+        '{"apiVersion":"x.io/v1","kind":"Widget","metadata":{'
+        + meta
+        + ',"managedFields":[{"fieldsV1":'
+        + inner
+        + '}]},"spec":{"template":'
+        + inner
+        + "}}"
     ).encode()
 
 
@@ -131,8 +149,11 @@ def test_a_list_with_one_deep_item_decodes_the_others_and_names_the_deep_field()
     assert [item["metadata"]["name"] for item in doc["items"]] == ["ok-1", "deep", "ok-2"]
     deep = doc["items"][1]
     assert isinstance(deep, UndecodableObject)
-    assert dict(deep) == {"apiVersion": "x.io/v1", "kind": "Widget",
-                          "metadata": {"name": "deep", "namespace": "ns", "uid": "u-deep", "resourceVersion": "7"}}
+    assert dict(deep) == {
+        "apiVersion": "x.io/v1",
+        "kind": "Widget",
+        "metadata": {"name": "deep", "namespace": "ns", "uid": "u-deep", "resourceVersion": "7"},
+    }
     assert deep.error == "spec.template.a.a.a.a…: nested deeper than 1024 levels"
     assert doc["items"][0] == orjson.loads(items[0])
 
@@ -175,8 +196,10 @@ def test_a_reservation_template_nested_deeper_than_100_levels_is_invalid_naming_
 
 
 def test_a_colocation_profile_patch_nested_deeper_than_100_levels_is_refused() -> None:
-    profile = {"metadata": {"name": "c"}, "spec": {"selector": {"matchLabels": {"a": "b"}},
-                                                   "patch": {"x": nested_value(1000)}}}
+    profile = {
+        "metadata": {"name": "c"},
+        "spec": {"selector": {"matchLabels": {"a": "b"}}, "patch": {"x": nested_value(1000)}},
+    }
     with pytest.raises(ProfileError) as info:
         resolve_profile(profile)
     assert str(info.value) == "ClusterColocationProfile 'c': spec.patch: nested deeper than 100 levels"

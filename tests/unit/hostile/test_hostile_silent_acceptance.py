@@ -14,27 +14,41 @@ from koord_scheduler.app.cli import new_scheduler_command
 
 
 def gpu(minor: int | None, **resources: str) -> dict[str, Any]:
-    return {"type": "gpu", "health": True, "minor": minor,
-            "resources": resources or {"koordinator.sh/gpu-core": "100", "koordinator.sh/gpu-memory": "16Gi"}}
+    return {
+        "type": "gpu",
+        "health": True,
+        "minor": minor,
+        "resources": resources or {"koordinator.sh/gpu-core": "100", "koordinator.sh/gpu-memory": "16Gi"},
+    }
 
 
 def device(*devices: dict[str, Any]) -> dict[str, Any]:
-    return {"apiVersion": "scheduling.koordinator.sh/v1alpha1", "kind": "Device", "metadata": {"name": "n1"},
-            "spec": {"devices": list(devices)}}
+    return {
+        "apiVersion": "scheduling.koordinator.sh/v1alpha1",
+        "kind": "Device",
+        "metadata": {"name": "n1"},
+        "spec": {"devices": list(devices)},
+    }
 
 
 @pytest.mark.parametrize(
     ("obj", "want"),
     [
-        pytest.param(device(gpu(0), gpu(1), gpu(1)),
-                     "Device n1: spec.devices[2].minor: duplicate minor 1 of type 'gpu' (also spec.devices[1])",
-                     id="duplicate-gpu-minor"),
-        pytest.param(device(gpu(0, **{"koordinator.sh/gpu-core": "-100"})),
-                     "Device n1: spec.devices[0].resources[koordinator.sh/gpu-core]: must be non-negative, got -100",
-                     id="negative-quantity"),
-        pytest.param(device(gpu(0, **{"koordinator.sh/gpu-memory": "-1Gi"})),
-                     "Device n1: spec.devices[0].resources[koordinator.sh/gpu-memory]: must be non-negative",
-                     id="negative-memory"),
+        pytest.param(
+            device(gpu(0), gpu(1), gpu(1)),
+            "Device n1: spec.devices[2].minor: duplicate minor 1 of type 'gpu' (also spec.devices[1])",
+            id="duplicate-gpu-minor",
+        ),
+        pytest.param(
+            device(gpu(0, **{"koordinator.sh/gpu-core": "-100"})),
+            "Device n1: spec.devices[0].resources[koordinator.sh/gpu-core]: must be non-negative, got -100",
+            id="negative-quantity",
+        ),
+        pytest.param(
+            device(gpu(0, **{"koordinator.sh/gpu-memory": "-1Gi"})),
+            "Device n1: spec.devices[0].resources[koordinator.sh/gpu-memory]: must be non-negative",
+            id="negative-memory",
+        ),
     ],
 )
 def test_devices_koordinator_accepts_silently_are_refused(obj: dict[str, Any], want: str) -> None:

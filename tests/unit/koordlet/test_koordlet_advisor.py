@@ -174,7 +174,9 @@ def test_one_pods_malformed_cgroup_file_costs_that_pod_only(
     assert len(lines) == 1, lines  # logged once a minute at most
     assert lines[0].startswith(f"PodResourceCollector for pod default/broken ({UID_A}) failed: UnicodeDecodeError")
     status = build_node_metric_status(
-        CacheUsageSource(cache), informer.get_all_pods(), ResolvedCollectPolicy(aggregate_duration_seconds=60),
+        CacheUsageSource(cache),
+        informer.get_all_pods(),
+        ResolvedCollectPolicy(aggregate_duration_seconds=60),
         clock(),
     )
     assert [p.name for p in status.pods_metric or ()] == ["fine"]

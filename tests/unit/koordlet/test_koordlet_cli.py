@@ -174,12 +174,19 @@ def test_unusable_kubeconfig_is_one_line_exit_2(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("data", "want"),
     [
-        pytest.param(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\xff\xfe", "not UTF-8 text (byte 0x89 at offset 0); "
-                     "is it a binary file?", id="binary"),
-        pytest.param(b"featureGates: " + b"[" * 20_000 + b"]" * 20_000 + b"\n",
-                     "invalid YAML: nested deeper than 200 levels", id="nested-20000"),
-        pytest.param(b"featureGates: [\n", "invalid YAML: expected the node content, but found '<stream end>'",
-                     id="truncated"),
+        pytest.param(
+            b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\xff\xfe",
+            "not UTF-8 text (byte 0x89 at offset 0); is it a binary file?",
+            id="binary",
+        ),
+        pytest.param(
+            b"featureGates: " + b"[" * 20_000 + b"]" * 20_000 + b"\n",
+            "invalid YAML: nested deeper than 200 levels",
+            id="nested-20000",
+        ),
+        pytest.param(
+            b"featureGates: [\n", "invalid YAML: expected the node content, but found '<stream end>'", id="truncated"
+        ),
         pytest.param(b"- just\n- a list\n", "want a mapping with featureGates", id="not-a-mapping"),
     ],
 )

@@ -97,8 +97,12 @@ async def test_a_pod_group_write_refused_for_good_is_reported_and_not_retried() 
 
     api = FailingPodGroupApi(ApiError(422, "Invalid", "PodGroup is invalid: status.scheduled: must be >= 0"))
     controller = PodGroupController(api, retry_seconds=0.01)
-    controller.on_object("PodGroup", EventType.ADDED, None,
-                         parse_pod_group({"metadata": {"name": "g", "namespace": "ns"}, "spec": {"minMember": 1}}))
+    controller.on_object(
+        "PodGroup",
+        EventType.ADDED,
+        None,
+        parse_pod_group({"metadata": {"name": "g", "namespace": "ns"}, "spec": {"minMember": 1}}),
+    )
     assert await controller.reconcile() == 0
     await asyncio.sleep(0.05)
     assert controller.dirty == set()

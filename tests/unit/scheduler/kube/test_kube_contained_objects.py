@@ -89,8 +89,9 @@ async def test_a_list_with_one_object_nested_past_orjsons_limit_delivers_the_oth
     assert len(logged) == 1
     assert "Widget deep ignored (Invalid): spec.template.a[0].a[0]…: nested deeper than 1024 levels" in logged[0]
     await source.events.flush()
-    assert [(e["regarding"]["kind"], e["regarding"]["name"], e["regarding"]["uid"], e["reason"])
-            for e in posted_events(api)] == [("Widget", "deep", "uid-deep", "InvalidObject")]
+    assert [
+        (e["regarding"]["kind"], e["regarding"]["name"], e["regarding"]["uid"], e["reason"]) for e in posted_events(api)
+    ] == [("Widget", "deep", "uid-deep", "InvalidObject")]
 
 
 async def test_an_object_at_orjsons_limit_is_accepted_in_a_list_and_in_a_watch(
@@ -145,14 +146,22 @@ def raising(exc: BaseException) -> Callable[[Any], Any]:
 @pytest.mark.parametrize(
     ("exc", "want"),
     [
-        pytest.param(RecursionError("maximum recursion depth exceeded"),
-                     "RecursionError: maximum recursion depth exceeded", id="recursion"),
-        pytest.param(OverflowError("cannot convert float infinity to integer"),
-                     "OverflowError: cannot convert float infinity to integer", id="overflow"),
+        pytest.param(
+            RecursionError("maximum recursion depth exceeded"),
+            "RecursionError: maximum recursion depth exceeded",
+            id="recursion",
+        ),
+        pytest.param(
+            OverflowError("cannot convert float infinity to integer"),
+            "OverflowError: cannot convert float infinity to integer",
+            id="overflow",
+        ),
         pytest.param(MemoryError(), "MemoryError", id="memory"),
-        pytest.param(UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte"),
-                     "UnicodeDecodeError: 'utf-8' codec can't decode byte 0xff in position 0: invalid start byte",
-                     id="unicode"),
+        pytest.param(
+            UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte"),
+            "UnicodeDecodeError: 'utf-8' codec can't decode byte 0xff in position 0: invalid start byte",
+            id="unicode",
+        ),
         pytest.param(KeyError("spec"), "KeyError: 'spec'", id="key-error"),
     ],
 )
