@@ -15,7 +15,8 @@
 #                                                  stop/start kube-apiserver on the same port and etcd
 #   scripts/control-plane.sh controller-manager-start|controller-manager-stop
 #                                                  start/stop kube-controller-manager with the PersistentVolume
-#                                                  controller only (claim binding), against the running cluster
+#                                                  controller (claim binding) and the resourceclaim controller
+#                                                  (DRA claims from templates), against the running cluster
 #   scripts/control-plane.sh pin                   regenerate scripts/controlplane/*/go.{mod,sum} from versions.env
 #
 # Environment:
@@ -509,9 +510,11 @@ start_kwok() { # start_kwok N
     return 1
 }
 
-# kube-controller-manager, on request, with the PersistentVolume controller only: it binds claims to
-# volumes (the scheduler's choice for WaitForFirstConsumer claims, and volumes a provisioner creates for
-# claims annotated with a selected node). Its port and flags are in the state dir, like the apiserver's.
+# kube-controller-manager, on request, with two controllers: the PersistentVolume controller binds claims
+# to volumes (the scheduler's choice for WaitForFirstConsumer claims, and volumes a provisioner creates for
+# claims annotated with a selected node); the resourceclaim controller creates pods' ResourceClaims from
+# their ResourceClaimTemplates and releases (deallocates or deletes) them when the pods go. Its port and
+# flags are in the state dir, like the apiserver's.
 # shellcheck disable=SC2086 # PYKOORD_KCM_FLAGS is split into words on purpose
 start_controller_manager() {
     [[ -x $KUBE_CONTROLLER_MANAGER ]] || die "kube-controller-manager is not built (run 'build')"
@@ -526,7 +529,7 @@ start_controller_manager() {
         --bind-address=127.0.0.1 \
         --secure-port="$port" \
         --cert-dir="$STATE_DIR/pki/kube-controller-manager" \
-        --controllers=persistentvolume-binder-controller \
+        --controllers=persistentvolume-binder-controller,resourceclaim-controller \
         --leader-elect=false \
         --use-service-account-credentials=false \
         --pvclaimbinder-sync-period=2s \

@@ -57,6 +57,7 @@ from koord_scheduler.scheduler.controllers.selection import (
     PODGROUP,
 )
 from koord_scheduler.scheduler.kube import ApiHttp, KubeClusterSource, TokenBucket
+from koord_scheduler.scheduler.kube.paths import resource_path
 from koord_scheduler.scheduler.leaderelection import LeaderElector
 from koord_scheduler.scheduler.metrics import SchedulerMetrics
 from koord_scheduler.scheduler.object_errors import ObjectErrors
@@ -160,7 +161,7 @@ class KubePodGroupApi:
         self.http = http
 
     async def patch_pod_group(self, namespace: str, name: str, body: Mapping[str, Any]) -> None:
-        path = f"/apis/{pg.GROUP}/{pg.VERSION}/namespaces/{namespace}/{pg.PLURAL}/{name}"
+        path = resource_path(pg.GROUP, pg.VERSION, pg.PLURAL, namespace=namespace, name=name)
         await self.http.request("PATCH", path, body=dict(body), content_type="application/merge-patch+json")
 
 

@@ -43,6 +43,7 @@ from koordlet.qosmanager import (
     entry_point_registry,
 )
 from koordlet.qosmanager.featuregates import parse_feature_gate_flag
+from koordlet.qosmanager.gatetable import implementation_of, refused_gates
 from koordlet.statesinformer.kubelet import KubeletOptions
 
 __all__ = ["build_parser", "main"]
@@ -141,6 +142,11 @@ def main(argv: list[str] | None = None) -> int:
         )
     except FeatureGateError as err:
         _fail(str(err))
+        return EXIT_USAGE
+    refused = refused_gates(gates)
+    if refused:
+        detail = "; ".join(f"{name} ({implementation_of(name).what})" for name in refused)
+        _fail(f"feature gates not implemented in pykoord cannot be turned on: {detail}; remove them or set them false")
         return EXIT_USAGE
     problem = _check_paths(args)  # after the gates: a test can reach it to prove a gate preset is accepted
     if problem is not None:

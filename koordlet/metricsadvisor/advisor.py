@@ -133,13 +133,17 @@ _NODE_KINDS = {
     "cpu": MetricKind.NODE_CPU_USAGE,
     "memory": MetricKind.NODE_MEMORY_USAGE,
     "memoryWithPageCache": MetricKind.NODE_MEMORY_USAGE_WITH_PAGE_CACHE,
+    "memoryWithHotPage": MetricKind.NODE_MEMORY_WITH_HOT_PAGE,
 }
 _SYS_KINDS = {"cpu": MetricKind.SYS_CPU_USAGE, "memory": MetricKind.SYS_MEMORY_USAGE}
 _POD_KINDS = {
     "cpu": MetricKind.POD_CPU_USAGE,
     "memory": MetricKind.POD_MEMORY_USAGE,
     "memoryWithPageCache": MetricKind.POD_MEMORY_USAGE_WITH_PAGE_CACHE,
+    "memoryWithHotPage": MetricKind.POD_MEMORY_WITH_HOT_PAGE,
 }
+_HOT_PAGE = "memoryWithHotPage"
+"""Memory with hot page cache (ColdPageCollector); until it has samples, the default memory stands in."""
 
 
 class CacheUsageSource:
@@ -150,10 +154,16 @@ class CacheUsageSource:
         self.cache = cache
 
     def node_usage(self, resource: str, start: float, end: float) -> WindowStats | None:
-        return self.cache.query(_NODE_KINDS[resource], "", start, end)
+        found = self.cache.query(_NODE_KINDS[resource], "", start, end)
+        if found is None and resource == _HOT_PAGE:  # no cold page collector: the default memory (Koordinator)
+            return self.cache.query(_NODE_KINDS["memory"], "", start, end)
+        return found
 
     def system_usage(self, resource: str, start: float, end: float) -> WindowStats | None:
         return self.cache.query(_SYS_KINDS[resource], "", start, end)
 
     def pod_usage(self, pod_uid: str, resource: str, start: float, end: float) -> WindowStats | None:
-        return self.cache.query(_POD_KINDS[resource], pod_uid, start, end)
+        found = self.cache.query(_POD_KINDS[resource], pod_uid, start, end)
+        if found is None and resource == _HOT_PAGE:
+            return self.cache.query(_POD_KINDS["memory"], pod_uid, start, end)
+        return found

@@ -191,7 +191,12 @@ def topology_annotations(
     }
 
 
-def topology_zones(topo: CPUTopology) -> list[dict[str, Any]]:
+def topology_zones(
+    topo: CPUTopology, *, hugepages: Mapping[int, Mapping[int, int]] | None = None
+) -> list[dict[str, Any]]:
+    """One zone per NUMA node with cpu and memory. With ``hugepages`` ({node: {size KiB: pages}}, the
+    ``HugePageReport`` gate) each zone also has ``hugepages-2Mi`` and ``hugepages-1Gi`` (bytes, 0 when none),
+    and its memory is MemTotal less those hugepages, as Koordinator reports them."""
     zones = []
     for node in topo.numa_nodes:
         resources = [
@@ -202,11 +207,20 @@ def topology_zones(topo: CPUTopology) -> list[dict[str, Any]]:
                 "available": str(len(node.cpus)),
             }
         ]
+        pages = (hugepages or {}).get(node.id, {})
+        huge = {name: pages.get(size_kb, 0) * size_kb * 1024 for name, size_kb in _HUGEPAGE_RESOURCES}
         if node.memory_bytes:
-            amount = str(node.memory_bytes)
+            amount = str(node.memory_bytes - sum(huge.values()) if hugepages is not None else node.memory_bytes)
             resources.append({"name": "memory", "capacity": amount, "allocatable": amount, "available": amount})
+        if hugepages is not None:
+            for name, amount_bytes in huge.items():
+                value = str(amount_bytes)
+                resources.append({"name": name, "capacity": value, "allocatable": value, "available": value})
         zones.append({"name": f"node-{node.id}", "type": "Node", "resources": resources})
     return zones
+
+
+_HUGEPAGE_RESOURCES = (("hugepages-2Mi", 2048), ("hugepages-1Gi", 1048576))
 
 
 def kubelet_topology_policy(policy: str, scope: str) -> str:

@@ -64,6 +64,19 @@ RESOURCES: Final[dict[str, CgroupResource]] = {
         _r("memory.wmark_ratio", "memory", "memory.wmark_ratio", (0, 100)),
         _r("memory.wmark_scale_factor", "memory", "memory.wmark_scale_factor", (1, 1000)),
         _r("memory.wmark_min_adj", "memory", "memory.wmark_min_adj", (-25, 50)),
+        _r("memory.idle_page_stats", "memory", None),
+        # blkio: "MAJ:MIN value" lines, one device per write (v1 throttles, Anolis iocost; v2 io.*)
+        _r("blkio.throttle.read_iops_device", "blkio", None),
+        _r("blkio.throttle.write_iops_device", "blkio", None),
+        _r("blkio.throttle.read_bps_device", "blkio", None),
+        _r("blkio.throttle.write_bps_device", "blkio", None),
+        _r("blkio.cost.weight", "blkio", None),
+        _r("blkio.cost.qos", "blkio", None),
+        _r("blkio.cost.model", "blkio", None),
+        _r("io.max", "blkio", "io.max"),
+        _r("io.weight", "blkio", "io.weight"),
+        _r("io.cost.qos", "blkio", "io.cost.qos"),
+        _r("io.cost.model", "blkio", "io.cost.model"),
     )
 }
 

@@ -168,8 +168,9 @@ class ControlPlane:
         _run_script(["apiserver-restart"], env=_script_env(self.state_dir), timeout=START_TIMEOUT_S)
 
     def start_controller_manager(self) -> None:
-        """Start kube-controller-manager with only the PersistentVolume controller (claim binding); a
-        no-op when it runs already. It stays up until ``down()``."""
+        """Start kube-controller-manager with the PersistentVolume controller (claim binding) and the
+        resourceclaim controller (DRA claims from templates); a no-op when it runs already. It stays up
+        until ``down()``."""
         _run_script(["controller-manager-start"], env=_script_env(self.state_dir), timeout=START_TIMEOUT_S)
 
     def log_tail(self, component: str, lines: int = 40) -> str:

@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from apis.core.frozendict import FrozenDict
+from apis.core.paths import api_path
 from apis.core.quantity import value as quantity_value
 from apis.core.types import Node, Pod
 from apis.scheduling.device import DEVICE_KIND, NodeDeviceRecord
@@ -128,11 +129,12 @@ def decide_node(node: Node, want: DeviceResources) -> list[Write]:
     if values:
         note = ", ".join(f"{k}={'(removed)' if v is None else v}" for k, v in sorted(values.items()))
         body = {"status": {"capacity": values, "allocatable": values}}
-        writes.append(Write(DEVICERESOURCE, node.name, "PATCH", f"/api/v1/nodes/{node.name}/status", body,
+        path = api_path("", "v1", "nodes", name=node.name, subresource="status")
+        writes.append(Write(DEVICERESOURCE, node.name, "PATCH", path, body,
                             MERGE_PATCH, note))
     if labels:
         note = ", ".join(f"{k}={v}" for k, v in sorted(labels.items()))
-        writes.append(Write(DEVICERESOURCE, node.name, "PATCH", f"/api/v1/nodes/{node.name}",
+        writes.append(Write(DEVICERESOURCE, node.name, "PATCH", api_path("", "v1", "nodes", name=node.name),
                             {"metadata": {"labels": labels}}, MERGE_PATCH, note))
     return writes
 

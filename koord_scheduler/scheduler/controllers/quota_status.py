@@ -36,6 +36,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from apis.config.elasticquota_args import ElasticQuotaArgs
+from apis.core.paths import api_path
 from apis.core.types import Node, Pod
 from apis.scheduling.elasticquota import (
     ANNOTATION_CHILD_REQUEST,
@@ -75,7 +76,7 @@ MERGE_PATCH = "application/merge-patch+json"
 
 
 def quota_path(namespace: str, name: str) -> str:
-    return f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{PLURAL}/{name}"
+    return api_path(GROUP, VERSION, PLURAL, namespace=namespace, name=name)
 
 
 def builtin_quota(name: str, args: ElasticQuotaArgs) -> dict[str, Any]:
@@ -120,7 +121,7 @@ def current_status(record: QuotaRecord) -> dict[str, Any]:
 
 
 def eviction_path(pod: Pod) -> str:
-    return f"/api/v1/namespaces/{pod.meta.namespace}/pods/{pod.meta.name}/eviction"
+    return api_path("", "v1", "pods", namespace=pod.meta.namespace, name=pod.meta.name, subresource="eviction")
 
 
 def eviction(pod: Pod) -> dict[str, Any]:
@@ -243,7 +244,7 @@ class QuotaStatusController:
                 self.builtins_present.add(name)
             if name in self.builtins_present:
                 continue
-            path = f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{PLURAL}"
+            path = api_path(GROUP, VERSION, PLURAL, namespace=namespace)
             writes.append(Write(ELASTICQUOTA, key, "POST", path, builtin_quota(name, self.args), note="built-in"))
         return writes
 

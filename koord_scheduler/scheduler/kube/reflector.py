@@ -46,6 +46,7 @@ from koord_scheduler.scheduler.kube.http import ApiConnectionError, ApiError, Ap
 from koord_scheduler.scheduler.kube.jsoncodec import UndecodableObject
 from koord_scheduler.scheduler.kube.outage_log import SHARED as SHARED_OUTAGES
 from koord_scheduler.scheduler.kube.outage_log import OutageLog
+from koord_scheduler.scheduler.kube.paths import resource_path
 from koord_scheduler.scheduler.source import EventType
 
 log = logging.getLogger(__name__)
@@ -80,10 +81,8 @@ class ResourceKind:
 
     @property
     def path(self) -> str:
-        base = f"/api/{self.version}" if not self.group else f"/apis/{self.group}/{self.version}"
-        if self.namespace:
-            base += f"/namespaces/{self.namespace}"
-        return f"{base}/{self.plural}"
+        """The collection's path (:func:`~.paths.resource_path`)."""
+        return resource_path(self.group, self.version, self.plural, namespace=self.namespace)
 
 
 @dataclass(frozen=True, slots=True)

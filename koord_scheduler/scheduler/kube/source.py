@@ -35,10 +35,11 @@ from apis.core.types import Node, Pod
 from koord_scheduler.framework.errors import ClusterError
 from koord_scheduler.framework.handle import ClusterClient
 from koord_scheduler.framework.types import ObjectKind
-from koord_scheduler.scheduler.kube.client import KubeClusterClient, pod_path
+from koord_scheduler.scheduler.kube.client import KubeClusterClient
 from koord_scheduler.scheduler.kube.connection import Connection
 from koord_scheduler.scheduler.kube.events import EventOptions, EventRecorder, Regarding, rfc3339
 from koord_scheduler.scheduler.kube.http import STRATEGIC_MERGE_PATCH, ApiError, ApiHttp, HttpOptions
+from koord_scheduler.scheduler.kube.paths import pod_path
 from koord_scheduler.scheduler.kube.pod_watch import (
     PodEntry,
     PodScheduledCondition,
