@@ -127,3 +127,17 @@ def allocate_gpus(request: GPURequest, gpus: Sequence[GPUState], scorer: Scorer)
         DeviceAllocation(minor=g.minor, resources=fill_memory(request.per_gpu, g.total))
         for g in ranked[: request.count]
     )
+
+
+def with_given_back(gpus: Sequence[GPUState], given: Mapping[int, Mapping[str, int]]) -> tuple[GPUState, ...]:
+    """The GPUs with ``given[minor]`` added to their free amounts (a preemption dry run's victims give
+    their shares back; a negative amount is taken), kept within ``[0, total]``."""
+    out: list[GPUState] = []
+    for g in gpus:
+        delta = given.get(g.minor)
+        if not delta:
+            out.append(g)
+            continue
+        free = {name: min(max(g.free.get(name, 0) + delta.get(name, 0), 0), total) for name, total in g.total.items()}
+        out.append(GPUState(minor=g.minor, total=g.total, free=free))
+    return tuple(out)

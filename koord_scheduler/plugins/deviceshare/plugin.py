@@ -44,6 +44,7 @@ from koord_scheduler.framework.interfaces import (
     EnqueueExtensions,
     FilterPlugin,
     PreBindPlugin,
+    PreFilterExtensions,
     PreFilterPlugin,
     PreScorePlugin,
     ReservePlugin,
@@ -63,8 +64,16 @@ from koord_scheduler.framework.types import (
     SimulationReporter,
 )
 from koord_scheduler.plugins import names
-from koord_scheduler.plugins.deviceshare.allocation import Scorer, allocate_gpus, can_allocate, score_node
+from koord_scheduler.plugins.deviceshare.allocation import (
+    NodeGPUs,
+    Scorer,
+    allocate_gpus,
+    can_allocate,
+    score_node,
+    with_given_back,
+)
 from koord_scheduler.plugins.deviceshare.cache import DeviceCache
+from koord_scheduler.plugins.deviceshare.preemption import PREEMPTIBLE_KEY, PreemptibleDevices
 from koord_scheduler.plugins.deviceshare.request import DeviceRequest, DeviceRequestError, parse_device_request
 from koord_scheduler.plugins.helpers import default_normalize_score
 
@@ -129,9 +138,11 @@ class DeviceShare:
             # Koordinator aligns a pod's devices with NUMA nodes through NodeNUMAResource's topology manager,
             # on nodes whose NUMA topology policy (node.koordinator.sh/numa-topology-policy, or kubelet's
             # in the NodeResourceTopology) is not None; with the default None it does not align either.
-            log.warning("DeviceShare: GPUs are allocated without NUMA topology alignment, also on nodes with a "
-                        "NUMA topology policy (disableDeviceNumaTopologyAlignment: false asks for it there; "
-                        "not implemented)")
+            log.warning(
+                "DeviceShare: GPUs are allocated without NUMA topology alignment, also on nodes with a "
+                "NUMA topology policy (disableDeviceNumaTopologyAlignment: false asks for it there; "
+                "not implemented)"
+            )
         self.placements: dict[str, tuple[str, dict[str, tuple[DeviceAllocation, ...]]]] = {}
         """Pod key → (node, allocations) for the pods this scheduler placed (``simulate`` report)."""
 
@@ -190,8 +201,68 @@ class DeviceShare:
         state.write(PRE_FILTER_KEY, PreFilterState(request))
         return None, success()
 
-    def pre_filter_extensions(self) -> None:
-        return None
+    # ----- PreFilterExtensions (preemption dry runs, nominated pods) -----
+
+    def pre_filter_extensions(self) -> DeviceShare:
+        return self
+
+    def add_pod(self, state: CycleState, pod: Pod, pod_to_add: Pod, node_info: NodeInfo) -> Status:
+        """``AddPod``: ``pod_to_add`` runs on the node in this state; what it holds (or, for a pod the cache
+        holds nothing for, what Reserve would give it there) is taken (:mod:`.preemption`)."""
+        pre = state.get(PRE_FILTER_KEY)
+        if pre is None or pre.request.gpu is None:
+            return SUCCESS
+        node = node_info.name
+        preemptible = self._preemptible(state)
+        held = self.cache.held_on(node).get(pod_to_add.key)
+        if held:
+            preemptible.take(node, held)
+            return SUCCESS
+        placed = preemptible.placed.setdefault(node, {})
+        if pod_to_add.key in placed:
+            return SUCCESS
+        try:
+            request = parse_device_request(pod_to_add.requests)
+        except DeviceRequestError:
+            return SUCCESS  # its own PreFilter rejects it; it holds nothing here
+        gpus = self._gpus(state, node)
+        if request is None or request.gpu is None or gpus is None:
+            return SUCCESS
+        chosen = allocate_gpus(request.gpu, gpus.gpus, self.scorer)
+        if chosen is not None:
+            placed[pod_to_add.key] = {DEVICE_GPU: chosen}
+            preemptible.take(node, placed[pod_to_add.key])
+        return SUCCESS
+
+    def remove_pod(self, state: CycleState, pod: Pod, pod_to_remove: Pod, node_info: NodeInfo) -> Status:
+        """``RemovePod``: ``pod_to_remove`` is off the node in this state; its devices are free here."""
+        pre = state.get(PRE_FILTER_KEY)
+        if pre is None or pre.request.gpu is None:
+            return SUCCESS
+        node = node_info.name
+        preemptible = self._preemptible(state)
+        placed = preemptible.placed.get(node, {}).pop(pod_to_remove.key, None)
+        held = placed or self.cache.held_on(node).get(pod_to_remove.key)
+        if held:
+            preemptible.give_back(node, held)
+        return SUCCESS
+
+    @staticmethod
+    def _preemptible(state: CycleState) -> PreemptibleDevices:
+        preemptible = state.get(PREEMPTIBLE_KEY)
+        if preemptible is None:
+            preemptible = PreemptibleDevices()
+            state.write(PREEMPTIBLE_KEY, preemptible)
+        return preemptible
+
+    def _gpus(self, state: CycleState, node: str) -> NodeGPUs | None:
+        """The node's GPUs as this cycle sees them: the cache's, with a preemption dry run's changes."""
+        gpus = self.cache.gpus(node)
+        preemptible = state.get(PREEMPTIBLE_KEY)
+        if gpus is None or preemptible is None:
+            return gpus
+        given = preemptible.on(node, DEVICE_GPU)
+        return NodeGPUs.of(with_given_back(gpus.gpus, given)) if given else gpus
 
     # ----- Filter -----
 
@@ -205,7 +276,7 @@ class DeviceShare:
             status = self._share_supported(node_info)
             if status is not None:
                 return status
-        gpus = self.cache.gpus(node_name)
+        gpus = self._gpus(state, node_name)
         if gpus is None:
             return SUCCESS
         if not gpus.gpus:
@@ -231,7 +302,7 @@ class DeviceShare:
         pre = state.get(PRE_FILTER_KEY)
         if pre is None or pre.request.gpu is None:
             return 0
-        gpus = self.cache.gpus(node_info.name)
+        gpus = self._gpus(state, node_info.name)
         return score_node(pre.request.gpu, gpus, self.scorer) if gpus is not None else 0
 
     def score_extensions(self) -> DeviceShare:
@@ -247,7 +318,7 @@ class DeviceShare:
         pre = state.get(PRE_FILTER_KEY)
         if pre is None or pre.request.gpu is None:
             return SUCCESS
-        gpus = self.cache.gpus(node_name)
+        gpus = self._gpus(state, node_name)
         if gpus is None:
             return SUCCESS
         chosen = allocate_gpus(pre.request.gpu, gpus.gpus, self.scorer)
@@ -331,6 +402,7 @@ def new(args: DeviceShareArgs | None, handle: DeviceShareHandle) -> DeviceShare:
 
 if TYPE_CHECKING:
     _pre_filter: type[PreFilterPlugin] = DeviceShare
+    _pre_filter_extensions: type[PreFilterExtensions] = DeviceShare
     _filter: type[FilterPlugin] = DeviceShare
     _pre_score: type[PreScorePlugin] = DeviceShare
     _score: type[ScorePlugin] = DeviceShare

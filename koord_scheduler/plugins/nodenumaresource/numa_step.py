@@ -55,18 +55,18 @@ class NUMAContext:
     request: policy.PodCPURequest
     alloc: AllocationRequest | None
     """Bound CPUs, when the pod gets a cpuset on this node."""
+    allocations: NodeAllocations
+    """What pods hold on the node, as this cycle sees it (a preemption dry run's view included)."""
 
 
 class NUMAPolicyStep:
     def __init__(
         self,
-        allocations: NodeAllocations,
         numa_scorer: RowScorer,
         numa_weights: Sequence[tuple[str, int]],
         node_scorer: RowScorer,
         node_weights: Sequence[tuple[str, int]],
     ) -> None:
-        self._allocations = allocations
         self._numa_scorer = numa_scorer
         self._numa_weights = tuple(numa_weights)
         self._node_scorer = node_scorer
@@ -87,7 +87,7 @@ class NUMAPolicyStep:
         request = self.request_of(ctx.pod, ctx.alloc)
         best, admitted, reasons, resolvable = filter_by_numa(
             ctx.record,
-            self._allocations,
+            ctx.allocations,
             ctx.node_name,
             request,
             policy=ctx.numa,
@@ -99,7 +99,7 @@ class NUMAPolicyStep:
         if not admitted:
             return unschedulable(*reasons)
         try:
-            place(ctx.record, self._allocations, ctx.node_name, request, best.mask)
+            place(ctx.record, ctx.allocations, ctx.node_name, request, best.mask)
         except PlacementError as exc:
             return unschedulable(*exc.reasons)
         affinities = state.get(AFFINITY_KEY)
@@ -120,7 +120,7 @@ class NUMAPolicyStep:
             affinities = state.get(AFFINITY_KEY)
         mask = affinities.get(ctx.node_name) if affinities is not None else None
         try:
-            return place(ctx.record, self._allocations, ctx.node_name, self.request_of(ctx.pod, ctx.alloc), mask)
+            return place(ctx.record, ctx.allocations, ctx.node_name, self.request_of(ctx.pod, ctx.alloc), mask)
         except PlacementError as exc:
             return unschedulable(*exc.reasons)
 
@@ -136,11 +136,11 @@ class NUMAPolicyStep:
             return None
         names = [name for name, _ in self._node_weights]
         weights = [w for _, w in self._node_weights]
-        held = self._allocations.numa_allocated(ctx.node_name)
+        held = ctx.allocations.numa_allocated(ctx.node_name)
         used = [sum(held.get(n, {}).get(name, 0) for n in placement.numa) for name in names]
         total = [sum(ctx.record.numa_resources.get(n, {}).get(name, 0) for n in placement.numa) for name in names]
         if placement.cpus and CPU in names:
-            taken, _ = self._allocations.taken(ctx.node_name)
+            taken, _ = ctx.allocations.taken(ctx.node_name)
             used[names.index(CPU)] = len(taken) * 1000
         requests = ctx.pod.requests
         with_pod = [u + requests.get(name, 0) for u, name in zip(used, names, strict=True)]
