@@ -10,16 +10,17 @@
   without a Device object passes, as in Koordinator (NodeResourcesFit still checks its allocatable).
 - Score: Koordinator's node score under ``scoringStrategy`` (:mod:`.allocation`), normalised to 0..100.
 - Reserve picks the GPUs and holds them; Unreserve and forgotten pods give them back.
-- PreBind writes ``scheduling.koordinator.sh/device-allocated``.
+- PreBind writes ``scheduling.koordinator.sh/device-allocated`` (PreBindReservation on a Reservation).
 
 Pods bound elsewhere are accounted from their annotation (pod events); terminal and deleted pods free
-their devices.
+their devices. Reservations hold devices and give them back to their owners (:mod:`.reservation`);
+preemption dry runs see victims' devices as free (:mod:`.preemption`).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -28,17 +29,16 @@ from apis.core.types import Pod
 from apis.extension.device import (
     ANNOTATION_DEVICE_ALLOCATED,
     DEVICE_GPU,
-    DOMAIN,
     LABEL_GPU_MODEL,
     LABEL_GPU_VENDOR,
     DeviceAllocation,
     decode_device_allocations,
     encode_device_allocations,
-    format_device_quantity,
 )
 from apis.scheduling import GROUP, VERSION
 from apis.scheduling.device import DEVICE_KIND, DEVICE_PLURAL, NodeDeviceRecord, parse_device
 from koord_scheduler.framework.cycle_state import CycleState, StateKey
+from koord_scheduler.framework.errors import ClusterError
 from koord_scheduler.framework.handle import ClusterClient
 from koord_scheduler.framework.interfaces import (
     EnqueueExtensions,
@@ -47,10 +47,12 @@ from koord_scheduler.framework.interfaces import (
     PreFilterExtensions,
     PreFilterPlugin,
     PreScorePlugin,
+    ReservationPreBindPlugin,
     ReservePlugin,
     ScorePlugin,
 )
 from koord_scheduler.framework.pod_patch import patch_at_pre_bind
+from koord_scheduler.framework.restored import RESTORED_CAPACITY
 from koord_scheduler.framework.snapshot import ClusterSnapshot, IntArray, NodeInfo, Positions
 from koord_scheduler.framework.status import SUCCESS, Status, error, skip, success, unresolvable, unschedulable
 from koord_scheduler.framework.types import (
@@ -64,18 +66,21 @@ from koord_scheduler.framework.types import (
     SimulationReporter,
 )
 from koord_scheduler.plugins import names
+from koord_scheduler.plugins.deviceshare import reservation as resv
 from koord_scheduler.plugins.deviceshare.allocation import (
-    NodeGPUs,
+    DeviceGroup,
     Scorer,
     allocate_gpus,
     can_allocate,
     score_node,
     with_given_back,
 )
-from koord_scheduler.plugins.deviceshare.cache import DeviceCache
+from koord_scheduler.plugins.deviceshare.cache import DeviceCache, NodeDevices
 from koord_scheduler.plugins.deviceshare.preemption import PREEMPTIBLE_KEY, PreemptibleDevices
+from koord_scheduler.plugins.deviceshare.report import allocation_rows, device_rows
 from koord_scheduler.plugins.deviceshare.request import DeviceRequest, DeviceRequestError, parse_device_request
 from koord_scheduler.plugins.helpers import default_normalize_score
+from koord_scheduler.plugins.kinds import RESERVATION_KIND
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +98,7 @@ _INSUFFICIENT = unschedulable(ERR_INSUFFICIENT_GPU)
 _NO_GPUS = unresolvable(ERR_INSUFFICIENT_GPU)
 
 _TERMINAL = frozenset({"Succeeded", "Failed"})
+_ALLOCATED_TYPES = frozenset({DEVICE_GPU})
 
 
 class DeviceShareHandle(Protocol):
@@ -100,6 +106,9 @@ class DeviceShareHandle(Protocol):
 
     @property
     def cluster(self) -> ClusterClient: ...
+
+    @property
+    def snapshot(self) -> ClusterSnapshot: ...
 
     def watch(self, kind: ObjectKind, handler: Callable[[EventType, Any, Any], None]) -> None: ...
 
@@ -119,6 +128,19 @@ class PreFilterState:
 class ReserveState:
     node: str
     allocations: dict[str, tuple[DeviceAllocation, ...]]
+    reservation: str = ""
+    """For a reserve pod: the name of its Reservation (PreBindReservation writes there)."""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeView:
+    """A node's devices as one pod may use them in this cycle: the cache's, with a Reservation's remainder
+    given back to its owner and a preemption dry run's changes; the minors to take first."""
+
+    devices: NodeDevices
+    preferred: Mapping[str, frozenset[int]]
+    reservation: str = ""
+    """The uid of the Reservation the pod consumes on the node ("" for none)."""
 
 
 PRE_FILTER_KEY: StateKey[PreFilterState] = StateKey("PreFilter" + NAME)
@@ -128,12 +150,15 @@ RESERVE_KEY: StateKey[ReserveState] = StateKey("Reserve" + NAME)
 class DeviceShare:
     name = NAME
 
-    def __init__(self, args: DeviceShareArgs, cluster: ClusterClient | None = None) -> None:
+    def __init__(
+        self, args: DeviceShareArgs, cluster: ClusterClient | None = None, snapshot: ClusterSnapshot | None = None
+    ) -> None:
         self.args = args
         self.cache = DeviceCache()
         self.scorer = Scorer(args.scoring_strategy.type, {r.name: r.weight for r in args.scoring_strategy.resources})
         self._unsupported = args.unsupported_models()
         self._cluster = cluster
+        self._snapshot = snapshot
         if not args.disable_device_numa_topology_alignment:
             # Koordinator aligns a pod's devices with NUMA nodes through NodeNUMAResource's topology manager,
             # on nodes whose NUMA topology policy (node.koordinator.sh/numa-topology-policy, or kubelet's
@@ -176,11 +201,17 @@ class DeviceShare:
         except ValueError as exc:
             log.warning("pod %s: %s", new.key, exc)
             return
-        self.cache.assign(new.key, new.node_name, {t: tuple(v) for t, v in decoded.items()})
+        allocations = {t: tuple(v) for t, v in decoded.items()}
+        self.cache.assign(new.key, new.node_name, allocations, reservation=resv.consumed_reservation(new))
+
+    def on_reservation(self, event: EventType, old: Any, new: Any) -> None:
+        """An Available Reservation holds its devices on its node; a finished or deleted one gives them back."""
+        resv.apply_reservation_event(self.cache, event, old, new)
 
     def on_forget_pod(self, pod: Pod) -> None:
-        self.cache.unassign(pod.key)
-        self.placements.pop(pod.key, None)
+        key = resv.holding_key(pod)
+        self.cache.unassign(key)
+        self.placements.pop(key, None)
 
     # ----- PreFilter -----
 
@@ -209,40 +240,40 @@ class DeviceShare:
     def add_pod(self, state: CycleState, pod: Pod, pod_to_add: Pod, node_info: NodeInfo) -> Status:
         """``AddPod``: ``pod_to_add`` runs on the node in this state; what it holds (or, for a pod the cache
         holds nothing for, what Reserve would give it there) is taken (:mod:`.preemption`)."""
-        pre = state.get(PRE_FILTER_KEY)
-        if pre is None or pre.request.gpu is None:
+        if state.get(PRE_FILTER_KEY) is None:
             return SUCCESS
         node = node_info.name
         preemptible = self._preemptible(state)
-        held = self.cache.held_on(node).get(pod_to_add.key)
+        key = resv.holding_key(pod_to_add)
+        held = self.cache.held(node, key)
         if held:
             preemptible.take(node, held)
             return SUCCESS
         placed = preemptible.placed.setdefault(node, {})
-        if pod_to_add.key in placed:
+        if key in placed:
             return SUCCESS
         try:
             request = parse_device_request(pod_to_add.requests)
         except DeviceRequestError:
             return SUCCESS  # its own PreFilter rejects it; it holds nothing here
-        gpus = self._gpus(state, node)
-        if request is None or request.gpu is None or gpus is None:
+        view = self._view(state, node, -1)
+        if request is None or view is None:
             return SUCCESS
-        chosen = allocate_gpus(request.gpu, gpus.gpus, self.scorer)
-        if chosen is not None:
-            placed[pod_to_add.key] = {DEVICE_GPU: chosen}
-            preemptible.take(node, placed[pod_to_add.key])
+        chosen = self._allocate(request, view)
+        if isinstance(chosen, dict):
+            placed[key] = chosen
+            preemptible.take(node, chosen)
         return SUCCESS
 
     def remove_pod(self, state: CycleState, pod: Pod, pod_to_remove: Pod, node_info: NodeInfo) -> Status:
         """``RemovePod``: ``pod_to_remove`` is off the node in this state; its devices are free here."""
-        pre = state.get(PRE_FILTER_KEY)
-        if pre is None or pre.request.gpu is None:
+        if state.get(PRE_FILTER_KEY) is None:
             return SUCCESS
         node = node_info.name
         preemptible = self._preemptible(state)
-        placed = preemptible.placed.get(node, {}).pop(pod_to_remove.key, None)
-        held = placed or self.cache.held_on(node).get(pod_to_remove.key)
+        key = resv.holding_key(pod_to_remove)
+        placed = preemptible.placed.get(node, {}).pop(key, None)
+        held = placed or self.cache.held(node, key)
         if held:
             preemptible.give_back(node, held)
         return SUCCESS
@@ -255,14 +286,47 @@ class DeviceShare:
             state.write(PREEMPTIBLE_KEY, preemptible)
         return preemptible
 
-    def _gpus(self, state: CycleState, node: str) -> NodeGPUs | None:
-        """The node's GPUs as this cycle sees them: the cache's, with a preemption dry run's changes."""
-        gpus = self.cache.gpus(node)
+    # ----- the node as this pod sees it -----
+
+    def _view(self, state: CycleState, node: str, position: int) -> NodeView | None:
+        """The node's devices for this cycle's pod (None when the node has no Device object): a matched
+        Reservation's remainder restored at ``position`` (-1: none), then a preemption dry run's changes."""
+        devices = self.cache.node_devices(node)
+        if devices is None:
+            return None
+        preferred: Mapping[str, frozenset[int]] = {}
+        uid = ""
+        restored = state.get(RESTORED_CAPACITY) if position >= 0 else None
+        owner = restored.owner_at(position) if restored is not None else None
+        if owner is not None and owner.uid in devices.remainders:
+            uid = owner.uid
+            devices, preferred = devices.for_owner(uid, restricted=owner.restricted)
         preemptible = state.get(PREEMPTIBLE_KEY)
-        if gpus is None or preemptible is None:
-            return gpus
-        given = preemptible.on(node, DEVICE_GPU)
-        return NodeGPUs.of(with_given_back(gpus.gpus, given)) if given else gpus
+        if preemptible is not None and node in preemptible.nodes:
+            groups: dict[str, DeviceGroup] = dict(devices.groups)
+            for device_type, group in devices.groups.items():
+                given = preemptible.on(node, device_type)
+                if given:
+                    groups[device_type] = DeviceGroup.of(with_given_back(group.devices, given))
+            devices = NodeDevices(groups, devices.remainders)
+        return NodeView(devices, preferred, uid)
+
+    def _position(self, node_name: str) -> int:
+        info = self._snapshot.node_info(node_name) if self._snapshot is not None else None
+        return info.position if info is not None else -1
+
+    def _allocate(self, request: DeviceRequest, view: NodeView) -> dict[str, tuple[DeviceAllocation, ...]] | Status:
+        """The devices the pod gets on the node, or why not."""
+        gpu = request.gpu
+        if gpu is None:
+            return {}
+        group = view.devices.group(DEVICE_GPU)
+        if not group.devices:
+            return _NO_GPUS
+        chosen = allocate_gpus(gpu, group.devices, self.scorer, view.preferred.get(DEVICE_GPU, frozenset()))
+        if chosen is None:
+            return _INSUFFICIENT
+        return {DEVICE_GPU: chosen}
 
     # ----- Filter -----
 
@@ -271,17 +335,17 @@ class DeviceShare:
         if pre is None or pre.request.gpu is None:
             return SUCCESS
         gpu = pre.request.gpu
-        node_name = node_info.name
         if gpu.shared and self._unsupported:
             status = self._share_supported(node_info)
             if status is not None:
                 return status
-        gpus = self._gpus(state, node_name)
-        if gpus is None:
+        view = self._view(state, node_info.name, node_info.position)
+        if view is None:
             return SUCCESS
-        if not gpus.gpus:
+        group = view.devices.group(DEVICE_GPU)
+        if not group.devices:
             return _NO_GPUS
-        return SUCCESS if can_allocate(gpu, gpus.gpus) else _INSUFFICIENT
+        return SUCCESS if can_allocate(gpu, group.devices) else _INSUFFICIENT
 
     def _share_supported(self, node_info: NodeInfo) -> Status | None:
         labels = node_info.node.labels if node_info.node is not None else {}
@@ -302,8 +366,8 @@ class DeviceShare:
         pre = state.get(PRE_FILTER_KEY)
         if pre is None or pre.request.gpu is None:
             return 0
-        gpus = self._gpus(state, node_info.name)
-        return score_node(pre.request.gpu, gpus, self.scorer) if gpus is not None else 0
+        view = self._view(state, node_info.name, node_info.position)
+        return score_node(pre.request.gpu, view.devices.group(DEVICE_GPU), self.scorer) if view is not None else 0
 
     def score_extensions(self) -> DeviceShare:
         return self
@@ -316,33 +380,52 @@ class DeviceShare:
 
     def reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status:
         pre = state.get(PRE_FILTER_KEY)
-        if pre is None or pre.request.gpu is None:
+        if pre is None:
             return SUCCESS
-        gpus = self._gpus(state, node_name)
-        if gpus is None:
+        view = self._view(state, node_name, self._position(node_name))
+        if view is None:
             return SUCCESS
-        chosen = allocate_gpus(pre.request.gpu, gpus.gpus, self.scorer)
-        if chosen is None:
-            return _INSUFFICIENT
-        allocations = {DEVICE_GPU: chosen}
-        self.cache.assign(pod.key, node_name, allocations)
-        state.write(RESERVE_KEY, ReserveState(node_name, allocations))
-        self.placements[pod.key] = (node_name, allocations)
+        chosen = self._allocate(pre.request, view)
+        if isinstance(chosen, Status):
+            return chosen
+        key = resv.holding_key(pod)
+        self.cache.assign(key, node_name, chosen, reservation=view.reservation)
+        name = resv.reservation_name(pod) if resv.is_reserve_pod(pod) else ""
+        state.write(RESERVE_KEY, ReserveState(node_name, chosen, name))
+        self.placements[key] = (node_name, chosen)
         return SUCCESS
 
     def unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
         if state.get(RESERVE_KEY) is not None:
-            self.cache.unassign(pod.key)
-            self.placements.pop(pod.key, None)
+            state.delete(RESERVE_KEY)
+            key = resv.holding_key(pod)
+            self.cache.unassign(key)
+            self.placements.pop(key, None)
 
     async def pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status:
         reserved = state.get(RESERVE_KEY)
-        if reserved is None:
-            return SUCCESS
+        if reserved is None or reserved.reservation:
+            return SUCCESS  # a reserve pod's devices go on its Reservation (pre_bind_reservation)
         if self._cluster is None:
             return error("DeviceShare: no cluster client to write the device allocation")
         value = encode_device_allocations(reserved.allocations)
         await patch_at_pre_bind(state, self._cluster, pod, annotations={ANNOTATION_DEVICE_ALLOCATED: value})
+        return SUCCESS
+
+    async def pre_bind_reservation(self, state: CycleState, reservation: object, node_name: str) -> Status:
+        """``PreBindReservation``: the reserve pod's devices as ``device-allocated`` on the Reservation."""
+        reserved = state.get(RESERVE_KEY)
+        if reserved is None or not reserved.reservation:
+            return SUCCESS
+        if self._cluster is None:
+            return error("DeviceShare: no cluster client to write the device allocation")
+        body = {
+            "metadata": {"annotations": {ANNOTATION_DEVICE_ALLOCATED: encode_device_allocations(reserved.allocations)}}
+        }
+        try:
+            await self._cluster.patch_object(RESERVATION_KIND, reserved.reservation, body)
+        except ClusterError as exc:
+            return error(f"writing {ANNOTATION_DEVICE_ALLOCATED} of Reservation {reserved.reservation}: {exc}")
         return SUCCESS
 
     # ----- queue -----
@@ -357,42 +440,18 @@ class DeviceShare:
     # ----- simulate -----
 
     def simulation_report(self) -> tuple[str, list[dict[str, Any]]]:
-        """Which devices each pod this scheduler placed got."""
-        rows: list[dict[str, Any]] = []
-        for key, (node, allocations) in sorted(self.placements.items()):
-            for device_type, items in allocations.items():
-                for a in items:
-                    rows.append(
-                        {
-                            "pod": key,
-                            "node": node,
-                            "device": f"{device_type}/{a.minor}",
-                            "resources": " ".join(
-                                f"{k.removeprefix(DOMAIN)}={v}" for k, v in sorted(_formatted(a).items())
-                            ),
-                        }
-                    )
-        return "DeviceShare allocations", rows
+        """Which devices each pod (and Reservation) this scheduler placed got."""
+        return "DeviceShare allocations", allocation_rows(self.placements)
 
     def devices_report(self) -> tuple[str, list[dict[str, Any]]]:
-        """Every node's Device object: devices by type (GPUs healthy/total, others counted)."""
-        rows: list[dict[str, Any]] = []
-        for node, record in sorted(self.cache.devices.items()):
-            for device_type in sorted({d.type for d in record.devices}):
-                of_type = record.of_type(device_type)
-                healthy = sum(1 for d in of_type if d.health)
-                note = "" if device_type == DEVICE_GPU else "not allocated by this scheduler"
-                rows.append({"node": node, "type": device_type, "healthy": f"{healthy}/{len(of_type)}", "note": note})
-        return "Devices", rows
-
-
-def _formatted(a: DeviceAllocation) -> dict[str, str]:
-    return {k: format_device_quantity(k, v) for k, v in a.resources.items()}
+        """Every node's Device object: devices by type (healthy/total)."""
+        return "Devices", device_rows(self.cache.devices, _ALLOCATED_TYPES)
 
 
 def new(args: DeviceShareArgs | None, handle: DeviceShareHandle) -> DeviceShare:
-    plugin = DeviceShare(args or DeviceShareArgs(), handle.cluster)
+    plugin = DeviceShare(args or DeviceShareArgs(), handle.cluster, handle.snapshot)
     handle.watch(DEVICE_OBJECT_KIND, plugin.on_device)
+    handle.watch(RESERVATION_KIND, plugin.on_reservation)
     handle.watch_pods(plugin.on_pod)
     handle.register_forget_pod_handler(plugin.on_forget_pod)
     handle.add_simulation_report(plugin.simulation_report)
@@ -408,4 +467,5 @@ if TYPE_CHECKING:
     _score: type[ScorePlugin] = DeviceShare
     _reserve: type[ReservePlugin] = DeviceShare
     _pre_bind: type[PreBindPlugin] = DeviceShare
+    _pre_bind_reservation: type[ReservationPreBindPlugin] = DeviceShare
     _enqueue: type[EnqueueExtensions] = DeviceShare

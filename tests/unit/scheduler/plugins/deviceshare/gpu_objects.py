@@ -87,3 +87,37 @@ def gpu_pod(
         share = {CORE: str(percent), RATIO: str(percent), MEM: f"{80 * percent // 100}Gi"}
         meta["annotations"][ALLOCATED] = json.dumps({"gpu": [{"minor": m, "resources": share} for m in minors]})
     return json.dumps({"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec})
+
+
+def gpu_reservation(
+    name: str,
+    gpus: int,
+    *,
+    app: str,
+    policy: str = "",
+    status: dict[str, Any] | None = None,
+    annotations: dict[str, str] | None = None,
+) -> str:
+    """A Reservation whose template asks for ``gpus`` whole GPUs, for pods labelled ``app``; ``status``
+    (an Available one, say) and ``annotations`` as given."""
+    requests = {"cpu": "2", "memory": "4Gi", "nvidia.com/gpu": str(gpus)}
+    spec: dict[str, Any] = {
+        "allocateOnce": False,
+        "ttl": "1h",
+        "template": {
+            "metadata": {"namespace": "default"},
+            "spec": {"containers": [{"name": "c", "resources": {"requests": requests, "limits": requests}}]},
+        },
+        "owners": [{"labelSelector": {"matchLabels": {"app": app}}}],
+    }
+    if policy:
+        spec["allocatePolicy"] = policy
+    body: dict[str, Any] = {
+        "apiVersion": "scheduling.koordinator.sh/v1alpha1",
+        "kind": "Reservation",
+        "metadata": {"name": name, "uid": f"uid-{name}", "annotations": dict(annotations or {})},
+        "spec": spec,
+    }
+    if status is not None:
+        body["status"] = status
+    return json.dumps(body)
