@@ -171,20 +171,25 @@ class DeviceWriter(Protocol):
 
 
 class GPUReporter:
-    """Reads GPUs every interval, exports usage gauges and writes the node's Device (when a writer is set)."""
+    """Reads GPUs every interval, exports usage gauges and writes the node's Device (when a writer is set).
+
+    ``extra_devices`` (the ``RDMADevices`` gate's RDMA NICs) are appended to the same Device object, so
+    one writer owns ``spec.devices``; with ``nvml_factory`` None only they are reported."""
 
     def __init__(
         self,
         node_name: str,
         registry: CollectorRegistry,
         *,
-        nvml_factory: Callable[[], NVML] = PyNVML,
+        nvml_factory: Callable[[], NVML] | None = PyNVML,
         writer: DeviceWriter | None = None,
         clock: Callable[[], float],
+        extra_devices: Callable[[], list[dict[str, Any]]] | None = None,
     ) -> None:
         self.node_name = node_name
         self.writer = writer
         self._factory = nvml_factory
+        self._extra = extra_devices
         self._nvml: NVML | None = None
         self._clock = clock
         self.unavailable = ""
@@ -205,8 +210,10 @@ class GPUReporter:
             log.warning("Accelerators: not reporting GPUs on node %s: %s", self.node_name, reason)
         self.unavailable = reason
 
-    def tick(self) -> dict[str, Any] | None:
-        """One report; the Device object written, or None when there is nothing to report."""
+    def _gpus(self) -> tuple[list[GPUInfo], str]:
+        """The GPUs and driver version, or ``([], "")`` when NVML cannot be used (logged once)."""
+        if self._factory is None:
+            return [], ""
         try:
             if self._nvml is None:
                 self._nvml = self._factory()
@@ -214,21 +221,37 @@ class GPUReporter:
             driver = self._nvml.driver_version()
         except NVMLUnavailableError as err:
             self._unavailable(str(err))
-            return None
+            return [], ""
         except Exception as err:  # an NVML call failing mid-way must not stop the agent
             self._nvml = None
             self._unavailable(f"NVML query failed: {err}")
-            return None
+            return [], ""
         if not gpus:
             self._unavailable("no GPUs found by NVML")
-            return None
+            return [], ""
         self.unavailable = ""
         for g in gpus:
             key = (self.node_name, str(g.minor), g.uuid)
             self.core_usage.labels(*key).set(g.utilization)
             self.memory_used.labels(*key).set(g.memory_used)
             self.memory_total.labels(*key).set(g.memory_total)
+        return gpus, driver
+
+    def tick(self) -> dict[str, Any] | None:
+        """One report; the Device object written, or None when there is nothing to report."""
+        gpus, driver = self._gpus()
+        extra: list[dict[str, Any]] = []
+        if self._extra is not None:
+            try:
+                extra = self._extra()
+            except Exception as err:  # a sysfs read failing mid-way must not stop the agent
+                log.warning("Device report on node %s: reading extra devices failed: %s", self.node_name, err)
+        if not gpus and not extra:
+            return None
         device = build_device(self.node_name, gpus, driver, self._clock())
+        if not gpus:
+            device["metadata"]["labels"] = {}
+        device["spec"]["devices"].extend(extra)
         if device != self.last_device and self.writer is not None:
             try:
                 self.writer.write(device)

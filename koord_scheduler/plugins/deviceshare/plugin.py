@@ -1,15 +1,16 @@
 """DeviceShare: GPU sharing and whole-GPU allocation from the node's ``Device`` object (Koordinator
 ``pkg/scheduler/plugins/deviceshare``).
 
-- PreFilter reads the pod's device request (:mod:`.request`); a bad combination makes the pod
-  unresolvable with Koordinator's message. Pods asking for no device skip every other point. Asking for
-  a device type other than GPU (RDMA, FPGA) is unresolvable: such devices are kept in the model and shown
-  by ``simulate``, but not allocated.
+- PreFilter reads the pod's device request (:mod:`.request`: GPU, RDMA, FPGA) and its allocate hints and
+  joint allocation (:mod:`.hints`); a bad combination makes the pod unresolvable with Koordinator's
+  message. Pods asking for no device skip every other point.
 - Filter, per node: a pod sharing a GPU is kept off nodes whose GPU vendor/model pair is in
-  ``gpuShareUnsupportedModels``; otherwise the GPUs must fit (``Insufficient gpu devices``). A node
-  without a Device object passes, as in Koordinator (NodeResourcesFit still checks its allocatable).
-- Score: Koordinator's node score under ``scoringStrategy`` (:mod:`.allocation`), normalised to 0..100.
-- Reserve picks the GPUs and holds them; Unreserve and forgotten pods give them back.
+  ``gpuShareUnsupportedModels``; otherwise its devices must fit (:mod:`.allocator`: ``Insufficient gpu
+  devices``...). A node without a Device object passes, as in Koordinator (NodeResourcesFit still checks
+  its allocatable).
+- Score: Koordinator's node score under ``scoringStrategy`` (:mod:`.allocation`), summed over the
+  requested types, normalised to 0..100.
+- Reserve picks the devices (and RDMA VFs) and holds them; Unreserve and forgotten pods give them back.
 - PreBind writes ``scheduling.koordinator.sh/device-allocated`` (PreBindReservation on a Reservation).
 
 Pods bound elsewhere are accounted from their annotation (pod events); terminal and deleted pods free
@@ -28,7 +29,9 @@ from apis.config.deviceshare_args import DeviceShareArgs
 from apis.core.types import Pod
 from apis.extension.device import (
     ANNOTATION_DEVICE_ALLOCATED,
+    DEVICE_FPGA,
     DEVICE_GPU,
+    DEVICE_RDMA,
     LABEL_GPU_MODEL,
     LABEL_GPU_VENDOR,
     DeviceAllocation,
@@ -67,15 +70,11 @@ from koord_scheduler.framework.types import (
 )
 from koord_scheduler.plugins import names
 from koord_scheduler.plugins.deviceshare import reservation as resv
-from koord_scheduler.plugins.deviceshare.allocation import (
-    DeviceGroup,
-    Scorer,
-    allocate_gpus,
-    can_allocate,
-    score_node,
-    with_given_back,
-)
+from koord_scheduler.plugins.deviceshare.allocation import DeviceGroup, Scorer, can_allocate, with_given_back
+from koord_scheduler.plugins.deviceshare.allocator import Failure, PodDevices, allocate
+from koord_scheduler.plugins.deviceshare.allocator import score as allocator_score
 from koord_scheduler.plugins.deviceshare.cache import DeviceCache, NodeDevices
+from koord_scheduler.plugins.deviceshare.hints import HintError, device_hints, joint_allocate
 from koord_scheduler.plugins.deviceshare.preemption import PREEMPTIBLE_KEY, PreemptibleDevices
 from koord_scheduler.plugins.deviceshare.report import allocation_rows, device_rows
 from koord_scheduler.plugins.deviceshare.request import DeviceRequest, DeviceRequestError, parse_device_request
@@ -92,13 +91,12 @@ DEVICE_OBJECT_KIND = ObjectKind(
 )
 
 ERR_INSUFFICIENT_GPU = "Insufficient gpu devices"
-ERR_UNSUPPORTED_TYPE = "DeviceShare: allocating {} devices is not supported by this scheduler"
 ERR_SHARE_UNSUPPORTED = 'model "{}" of vendor "{}" does not support GPU Share'
 _INSUFFICIENT = unschedulable(ERR_INSUFFICIENT_GPU)
 _NO_GPUS = unresolvable(ERR_INSUFFICIENT_GPU)
 
 _TERMINAL = frozenset({"Succeeded", "Failed"})
-_ALLOCATED_TYPES = frozenset({DEVICE_GPU})
+_ALLOCATED_TYPES = frozenset({DEVICE_GPU, DEVICE_RDMA, DEVICE_FPGA})
 
 
 class DeviceShareHandle(Protocol):
@@ -121,7 +119,11 @@ class DeviceShareHandle(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class PreFilterState:
-    request: DeviceRequest
+    pod: PodDevices
+
+    @property
+    def request(self) -> DeviceRequest:
+        return self.pod.request
 
 
 @dataclass(slots=True)
@@ -221,15 +223,12 @@ class DeviceShare:
         if ANNOTATION_DEVICE_ALLOCATED in pod.annotations:
             return None, skip()
         try:
-            request = parse_device_request(pod.requests)
-        except DeviceRequestError as exc:
+            devices = pod_devices(pod)
+        except (DeviceRequestError, HintError) as exc:
             return None, unresolvable(str(exc))
-        if request is None:
+        if devices is None:
             return None, skip()
-        others = request.other_types
-        if others:
-            return None, unresolvable(ERR_UNSUPPORTED_TYPE.format(", ".join(others)))
-        state.write(PRE_FILTER_KEY, PreFilterState(request))
+        state.write(PRE_FILTER_KEY, PreFilterState(devices))
         return None, success()
 
     # ----- PreFilterExtensions (preemption dry runs, nominated pods) -----
@@ -253,13 +252,13 @@ class DeviceShare:
         if key in placed:
             return SUCCESS
         try:
-            request = parse_device_request(pod_to_add.requests)
-        except DeviceRequestError:
+            devices = pod_devices(pod_to_add)
+        except (DeviceRequestError, HintError):
             return SUCCESS  # its own PreFilter rejects it; it holds nothing here
         view = self._view(state, node, -1)
-        if request is None or view is None:
+        if devices is None or view is None:
             return SUCCESS
-        chosen = self._allocate(request, view)
+        chosen = self._allocate(devices, view)
         if isinstance(chosen, dict):
             placed[key] = chosen
             preemptible.take(node, chosen)
@@ -315,37 +314,36 @@ class DeviceShare:
         info = self._snapshot.node_info(node_name) if self._snapshot is not None else None
         return info.position if info is not None else -1
 
-    def _allocate(self, request: DeviceRequest, view: NodeView) -> dict[str, tuple[DeviceAllocation, ...]] | Status:
+    def _allocate(self, pod: PodDevices, view: NodeView) -> dict[str, tuple[DeviceAllocation, ...]] | Status:
         """The devices the pod gets on the node, or why not."""
-        gpu = request.gpu
-        if gpu is None:
-            return {}
-        group = view.devices.group(DEVICE_GPU)
-        if not group.devices:
+        if pod.request.gpu is not None and not view.devices.group(DEVICE_GPU).devices:
             return _NO_GPUS
-        chosen = allocate_gpus(gpu, group.devices, self.scorer, view.preferred.get(DEVICE_GPU, frozenset()))
-        if chosen is None:
-            return _INSUFFICIENT
-        return {DEVICE_GPU: chosen}
+        got = allocate(pod, view.devices.groups, self.scorer, preferred=view.preferred)
+        if isinstance(got, Failure):
+            return unresolvable(*got.reasons) if got.unresolvable else unschedulable(*got.reasons)
+        return got
 
     # ----- Filter -----
 
     def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status:
         pre = state.get(PRE_FILTER_KEY)
-        if pre is None or pre.request.gpu is None:
+        if pre is None:
             return SUCCESS
         gpu = pre.request.gpu
-        if gpu.shared and self._unsupported:
+        if gpu is not None and gpu.shared and self._unsupported:
             status = self._share_supported(node_info)
             if status is not None:
                 return status
         view = self._view(state, node_info.name, node_info.position)
         if view is None:
             return SUCCESS
-        group = view.devices.group(DEVICE_GPU)
-        if not group.devices:
-            return _NO_GPUS
-        return SUCCESS if can_allocate(gpu, group.devices) else _INSUFFICIENT
+        if gpu is not None and pre.pod.simple_gpu:
+            group = view.devices.group(DEVICE_GPU)
+            if not group.devices:
+                return _NO_GPUS
+            return SUCCESS if can_allocate(gpu, group.devices) else _INSUFFICIENT
+        got = self._allocate(pre.pod, view)
+        return got if isinstance(got, Status) else SUCCESS
 
     def _share_supported(self, node_info: NodeInfo) -> Status | None:
         labels = node_info.node.labels if node_info.node is not None else {}
@@ -359,15 +357,14 @@ class DeviceShare:
     # ----- Score -----
 
     def pre_score(self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions) -> Status:
-        pre = state.get(PRE_FILTER_KEY)
-        return skip() if pre is None or pre.request.gpu is None else success()
+        return skip() if state.get(PRE_FILTER_KEY) is None else success()
 
     def score(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> int:
         pre = state.get(PRE_FILTER_KEY)
-        if pre is None or pre.request.gpu is None:
+        if pre is None:
             return 0
         view = self._view(state, node_info.name, node_info.position)
-        return score_node(pre.request.gpu, view.devices.group(DEVICE_GPU), self.scorer) if view is not None else 0
+        return allocator_score(pre.pod, view.devices.groups, self.scorer) if view is not None else 0
 
     def score_extensions(self) -> DeviceShare:
         return self
@@ -385,7 +382,7 @@ class DeviceShare:
         view = self._view(state, node_name, self._position(node_name))
         if view is None:
             return SUCCESS
-        chosen = self._allocate(pre.request, view)
+        chosen = self._allocate(pre.pod, view)
         if isinstance(chosen, Status):
             return chosen
         key = resv.holding_key(pod)
@@ -446,6 +443,15 @@ class DeviceShare:
     def devices_report(self) -> tuple[str, list[dict[str, Any]]]:
         """Every node's Device object: devices by type (healthy/total)."""
         return "Devices", device_rows(self.cache.devices, _ALLOCATED_TYPES)
+
+
+def pod_devices(pod: Pod) -> PodDevices | None:
+    """What the pod asks of devices (None: nothing). Raises ``DeviceRequestError`` or ``HintError``."""
+    request = parse_device_request(pod.requests)
+    if request is None:
+        return None
+    hints = device_hints(pod.annotations)
+    return PodDevices(request, hints, joint_allocate(pod.annotations, request.by_type, hints))
 
 
 def new(args: DeviceShareArgs | None, handle: DeviceShareHandle) -> DeviceShare:
