@@ -305,8 +305,9 @@ class DeviceShare:
             groups: dict[str, DeviceGroup] = dict(devices.groups)
             for device_type, group in devices.groups.items():
                 given = preemptible.on(node, device_type)
-                if given:
-                    groups[device_type] = DeviceGroup.of(with_given_back(group.devices, given))
+                vfs = preemptible.vfs_on(node, device_type)
+                if given or vfs:
+                    groups[device_type] = DeviceGroup.of(with_given_back(group.devices, given, vfs))
             devices = NodeDevices(groups, devices.remainders)
         return NodeView(devices, preferred, uid)
 

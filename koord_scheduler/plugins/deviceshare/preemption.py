@@ -24,13 +24,22 @@ Allocations = Mapping[str, Sequence[DeviceAllocation]]
 """Device type → the devices a pod holds."""
 DeviceAmounts = dict[str, dict[int, dict[str, int]]]
 """Device type → minor → resource → amount."""
+VFCounts = dict[str, dict[int, dict[str, int]]]
+"""Device type → minor → VF bus id → +1 given back / -1 taken."""
 
 
-def add_allocations(amounts: DeviceAmounts, allocations: Allocations, sign: int) -> None:
-    """``amounts += sign * allocations``, in place; a minor left with nothing but zeros is dropped."""
+def add_allocations(amounts: DeviceAmounts, allocations: Allocations, sign: int, vfs: VFCounts | None = None) -> None:
+    """``amounts += sign * allocations`` (and the VFs into ``vfs``), in place; a minor left with nothing
+    but zeros is dropped."""
     for device_type, items in allocations.items():
         by_minor = amounts.setdefault(device_type, {})
         for a in items:
+            if vfs is not None and a.vfs:
+                counts = vfs.setdefault(device_type, {}).setdefault(a.minor, {})
+                for vf in a.vfs:
+                    counts[vf.bus_id] = counts.get(vf.bus_id, 0) + sign
+                    if counts[vf.bus_id] == 0:
+                        del counts[vf.bus_id]
             row = by_minor.setdefault(a.minor, {})
             for name, amount in a.resources.items():
                 row[name] = row.get(name, 0) + sign * amount
@@ -48,25 +57,33 @@ class PreemptibleDevices:
     """Node → amounts given back (negative: taken by pods put back or placed)."""
     placed: dict[str, dict[str, Allocations]] = field(default_factory=dict)
     """Node → pod key → devices given to a pod the cache holds nothing for."""
+    vfs: dict[str, VFCounts] = field(default_factory=dict)
+    """Node → the VFs given back or taken."""
 
     def clone(self) -> PreemptibleDevices:
         return PreemptibleDevices(
-            {
-                node: {t: {m: dict(row) for m, row in minors.items()} for t, minors in amounts.items()}
-                for node, amounts in self.nodes.items()
-            },
+            {node: _copy(amounts) for node, amounts in self.nodes.items()},
             {node: dict(pods) for node, pods in self.placed.items()},
+            {node: _copy(counts) for node, counts in self.vfs.items()},
         )
 
     def on(self, node: str, device_type: str) -> Mapping[int, Mapping[str, int]]:
         """Minor → amounts given back on ``node`` (empty when the dry run changed nothing there)."""
         return self.nodes.get(node, {}).get(device_type, {})
 
+    def vfs_on(self, node: str, device_type: str) -> Mapping[int, Mapping[str, int]]:
+        """Minor → VF bus id → +1 (given back) or -1 (taken) on ``node``."""
+        return self.vfs.get(node, {}).get(device_type, {})
+
     def give_back(self, node: str, allocations: Allocations) -> None:
-        add_allocations(self.nodes.setdefault(node, {}), allocations, 1)
+        add_allocations(self.nodes.setdefault(node, {}), allocations, 1, self.vfs.setdefault(node, {}))
 
     def take(self, node: str, allocations: Allocations) -> None:
-        add_allocations(self.nodes.setdefault(node, {}), allocations, -1)
+        add_allocations(self.nodes.setdefault(node, {}), allocations, -1, self.vfs.setdefault(node, {}))
+
+
+def _copy(amounts: DeviceAmounts) -> DeviceAmounts:
+    return {t: {m: dict(row) for m, row in minors.items()} for t, minors in amounts.items()}
 
 
 PREEMPTIBLE_KEY: StateKey[PreemptibleDevices] = StateKey("PreemptibleDeviceShare")

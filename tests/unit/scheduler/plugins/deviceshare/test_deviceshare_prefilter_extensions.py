@@ -92,3 +92,27 @@ def test_pods_without_gpus_skip_the_extensions() -> None:
     held = pod("holder", {}, node_name="n1", annotations={ANNOTATION: HELD_1})
     assert plugin.remove_pod(state, pod("cpu", {"cpu": 1000}), held, info).is_success
     assert state.get(PREEMPTIBLE_KEY) is None
+
+
+def test_a_victims_vf_is_free_in_the_dry_run() -> None:
+    from apis.scheduling.device import parse_device
+
+    plugin, info = one_node(0)
+    nic = {"type": "rdma", "minor": 0, "health": True, "resources": {"koordinator.sh/rdma": "100"}}
+    nic["vfGroups"] = [{"vfs": [{"minor": -1, "busID": "0000:1f:00.2"}]}]
+    plugin.on_device(EventType.ADDED, None, parse_device({"metadata": {"name": "n1"}, "spec": {"devices": [nic]}}))
+    vf_annotation = (
+        '{"rdma":[{"minor":0,"resources":{"koordinator.sh/rdma":"1"},"extension":{"vfs":[{"busID":"0000:1f:00.2"}]}}]}'
+    )
+    held = pod("holder", {}, node_name="n1", annotations={ANNOTATION: vf_annotation})
+    plugin.on_pod(EventType.ADDED, None, held)
+    hint = {"scheduling.koordinator.sh/device-allocate-hint": '{"rdma": {"vfSelector": {}}}'}
+    preemptor = pod("preemptor", {"koordinator.sh/rdma": 1}, annotations=hint)
+    state = CycleState()
+    _, status = plugin.pre_filter(state, preemptor, None)  # type: ignore[arg-type]
+    assert status.is_success
+    assert plugin.filter(state, preemptor, info).reasons == ("Insufficient rdma devices",), "its only VF is held"
+    plugin.remove_pod(state, preemptor, held, info)
+    assert plugin.filter(state, preemptor, info).is_success
+    plugin.add_pod(state, preemptor, held, info)
+    assert not plugin.filter(state, preemptor, info).is_success
