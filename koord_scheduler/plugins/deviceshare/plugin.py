@@ -15,7 +15,9 @@
 
 Pods bound elsewhere are accounted from their annotation (pod events); terminal and deleted pods free
 their devices. Reservations hold devices and give them back to their owners (:mod:`.reservation`);
-preemption dry runs see victims' devices as free (:mod:`.preemption`).
+preemption dry runs see victims' devices as free (:mod:`.preemption`). On nodes with a NUMA topology
+policy, DeviceShare gives NodeNUMAResource's topology manager its hints (:mod:`.numa_hints`) and takes
+the devices inside the NUMA affinity chosen (unless ``disableDeviceNumaTopologyAlignment``).
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ from koord_scheduler.framework.handle import ClusterClient
 from koord_scheduler.framework.interfaces import (
     EnqueueExtensions,
     FilterPlugin,
+    NUMAHintProvider,
     PreBindPlugin,
     PreFilterExtensions,
     PreFilterPlugin,
@@ -54,6 +57,7 @@ from koord_scheduler.framework.interfaces import (
     ReservePlugin,
     ScorePlugin,
 )
+from koord_scheduler.framework.numa_affinity import NUMA_AFFINITY_KEY, NUMATopologyHint
 from koord_scheduler.framework.pod_patch import patch_at_pre_bind
 from koord_scheduler.framework.restored import RESTORED_CAPACITY
 from koord_scheduler.framework.snapshot import ClusterSnapshot, IntArray, NodeInfo, Positions
@@ -75,6 +79,7 @@ from koord_scheduler.plugins.deviceshare.allocator import Failure, PodDevices, a
 from koord_scheduler.plugins.deviceshare.allocator import score as allocator_score
 from koord_scheduler.plugins.deviceshare.cache import DeviceCache, NodeDevices
 from koord_scheduler.plugins.deviceshare.hints import HintError, device_hints, joint_allocate
+from koord_scheduler.plugins.deviceshare.numa_hints import bits, device_numa_hints
 from koord_scheduler.plugins.deviceshare.preemption import PREEMPTIBLE_KEY, PreemptibleDevices
 from koord_scheduler.plugins.deviceshare.report import allocation_rows, device_rows
 from koord_scheduler.plugins.deviceshare.request import DeviceRequest, DeviceRequestError, parse_device_request
@@ -161,15 +166,7 @@ class DeviceShare:
         self._unsupported = args.unsupported_models()
         self._cluster = cluster
         self._snapshot = snapshot
-        if not args.disable_device_numa_topology_alignment:
-            # Koordinator aligns a pod's devices with NUMA nodes through NodeNUMAResource's topology manager,
-            # on nodes whose NUMA topology policy (node.koordinator.sh/numa-topology-policy, or kubelet's
-            # in the NodeResourceTopology) is not None; with the default None it does not align either.
-            log.warning(
-                "DeviceShare: GPUs are allocated without NUMA topology alignment, also on nodes with a "
-                "NUMA topology policy (disableDeviceNumaTopologyAlignment: false asks for it there; "
-                "not implemented)"
-            )
+        self._align = not args.disable_device_numa_topology_alignment
         self.placements: dict[str, tuple[str, dict[str, tuple[DeviceAllocation, ...]]]] = {}
         """Pod key → (node, allocations) for the pods this scheduler placed (``simulate`` report)."""
 
@@ -315,11 +312,14 @@ class DeviceShare:
         info = self._snapshot.node_info(node_name) if self._snapshot is not None else None
         return info.position if info is not None else -1
 
-    def _allocate(self, pod: PodDevices, view: NodeView) -> dict[str, tuple[DeviceAllocation, ...]] | Status:
-        """The devices the pod gets on the node, or why not."""
+    def _allocate(
+        self, pod: PodDevices, view: NodeView, numa: int | None = None
+    ) -> dict[str, tuple[DeviceAllocation, ...]] | Status:
+        """The devices the pod gets on the node (inside the NUMA nodes of the ``numa`` mask), or why not."""
         if pod.request.gpu is not None and not view.devices.group(DEVICE_GPU).devices:
             return _NO_GPUS
-        got = allocate(pod, view.devices.groups, self.scorer, preferred=view.preferred)
+        nodes = bits(numa) if numa is not None else None
+        got = allocate(pod, view.devices.groups, self.scorer, preferred=view.preferred, numa=nodes)
         if isinstance(got, Failure):
             return unresolvable(*got.reasons) if got.unresolvable else unschedulable(*got.reasons)
         return got
@@ -335,6 +335,8 @@ class DeviceShare:
             status = self._share_supported(node_info)
             if status is not None:
                 return status
+        if self._affinity(state, node_info.name)[0]:
+            return SUCCESS  # the topology manager admitted the pod here with the devices inside its affinity
         view = self._view(state, node_info.name, node_info.position)
         if view is None:
             return SUCCESS
@@ -354,6 +356,42 @@ class DeviceShare:
         if (vendor, model) in self._unsupported:
             return unresolvable(ERR_SHARE_UNSUPPORTED.format(model, vendor))
         return None
+
+    # ----- NUMA hint provider (NodeNUMAResource's topology manager) -----
+
+    def _affinity(self, state: CycleState, node: str) -> tuple[bool, int | None]:
+        """Whether the topology manager chose a NUMA affinity for this pod on ``node`` (not when the node
+        has no NUMA policy, or alignment is off), and that affinity (a mask; None for any NUMA node)."""
+        affinities = state.get(NUMA_AFFINITY_KEY) if self._align else None
+        if affinities is None or node not in affinities:
+            return False, None
+        return True, affinities[node]
+
+    def numa_topology_hints(
+        self, state: CycleState, pod: Pod, node_name: str
+    ) -> tuple[Mapping[str, Sequence[NUMATopologyHint]] | None, Status]:
+        """``GetPodTopologyHints`` (:mod:`.numa_hints`): NUMA sets the pod's devices fit in."""
+        pre = state.get(PRE_FILTER_KEY)
+        if not self._align or pre is None:
+            return None, SUCCESS
+        view = self._view(state, node_name, self._position(node_name))
+        if view is None:
+            return None, SUCCESS
+        hints = device_numa_hints(pre.pod, view.devices.groups, self.scorer, preferred=view.preferred)
+        if isinstance(hints, Failure):
+            return None, unresolvable(*hints.reasons) if hints.unresolvable else unschedulable(*hints.reasons)
+        return hints, SUCCESS
+
+    def allocate_numa(self, state: CycleState, pod: Pod, node_name: str, affinity: int | None) -> Status:
+        """``Allocate``: the pod's devices fit inside the chosen NUMA ``affinity``."""
+        pre = state.get(PRE_FILTER_KEY)
+        if not self._align or pre is None:
+            return SUCCESS
+        view = self._view(state, node_name, self._position(node_name))
+        if view is None:
+            return SUCCESS
+        got = self._allocate(pre.pod, view, affinity)
+        return got if isinstance(got, Status) else SUCCESS
 
     # ----- Score -----
 
@@ -383,7 +421,7 @@ class DeviceShare:
         view = self._view(state, node_name, self._position(node_name))
         if view is None:
             return SUCCESS
-        chosen = self._allocate(pre.pod, view)
+        chosen = self._allocate(pre.pod, view, self._affinity(state, node_name)[1])
         if isinstance(chosen, Status):
             return chosen
         key = resv.holding_key(pod)
@@ -476,3 +514,4 @@ if TYPE_CHECKING:
     _pre_bind: type[PreBindPlugin] = DeviceShare
     _pre_bind_reservation: type[ReservationPreBindPlugin] = DeviceShare
     _enqueue: type[EnqueueExtensions] = DeviceShare
+    _numa_hints: type[NUMAHintProvider] = DeviceShare

@@ -9,8 +9,9 @@ LeastAllocated/MostAllocated; Reserve assumes the CPUs; PreBind writes
 NUMA topology policies (node label ``numa-topology-policy``, the NRT's kubelet policy, or the pod's
 ``numa-topology-spec``): SingleNUMANode and Restricted are admitted in Filter, BestEffort in Reserve, by
 :mod:`.numa_step`; the pod then gets a share of each NUMA node of its affinity (``numaNodeResources`` in
-resource-status) and its bound CPUs from those NUMA nodes. DeviceShare gives no NUMA hints, so GPUs are
-not aligned with CPUs and memory.
+resource-status) and its bound CPUs from those NUMA nodes. The profile's other NUMA hint providers
+(DeviceShare) add their hints to the merge and allocate inside the chosen affinity, so GPUs are aligned
+with CPUs and memory.
 
 Reservations (:mod:`.reservation_cpus`): a Reservation asking for bound CPUs gets a cpuset like a
 pod (``resource-status`` on the Reservation object); its owner pods take those CPUs first.
@@ -50,6 +51,8 @@ from koord_scheduler.framework.interfaces import (
     BatchFilterPlugin,
     BatchScorePlugin,
     FilterPlugin,
+    FrameworkAware,
+    FrameworkRunner,
     PreBindPlugin,
     PreFilterExtensions,
     PreFilterPlugin,
@@ -152,6 +155,10 @@ class NodeNUMAResource:
     @property
     def _special(self) -> set[int]:
         return self._special_nodes.positions
+
+    def bind_framework(self, framework: FrameworkRunner) -> None:
+        """The profile's other NUMA hint providers (DeviceShare) take part in the NUMA admission."""
+        self._numa.providers = [p for p in framework.numa_hint_providers if p.name != self.name]
 
     # ----- informers -----
 
@@ -561,6 +568,7 @@ class NodeNUMAResource:
 
 _: type[PreFilterPlugin] = NodeNUMAResource
 _pfe: type[PreFilterExtensions] = NodeNUMAResource
+_fa: type[FrameworkAware] = NodeNUMAResource
 _f: type[FilterPlugin] = NodeNUMAResource
 _bf: type[BatchFilterPlugin] = NodeNUMAResource
 _ps: type[PreScorePlugin] = NodeNUMAResource
