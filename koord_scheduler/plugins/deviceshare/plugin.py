@@ -27,6 +27,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+import numpy as np
+
 from apis.config.deviceshare_args import DeviceShareArgs
 from apis.core.types import Pod
 from apis.extension.device import (
@@ -46,6 +48,8 @@ from koord_scheduler.framework.cycle_state import CycleState, StateKey
 from koord_scheduler.framework.errors import ClusterError
 from koord_scheduler.framework.handle import ClusterClient
 from koord_scheduler.framework.interfaces import (
+    BatchFilterPlugin,
+    BatchScorePlugin,
     EnqueueExtensions,
     FilterPlugin,
     NUMAHintProvider,
@@ -59,7 +63,7 @@ from koord_scheduler.framework.interfaces import (
 )
 from koord_scheduler.framework.numa_affinity import NUMA_AFFINITY_KEY, NUMATopologyHint
 from koord_scheduler.framework.pod_patch import patch_at_pre_bind
-from koord_scheduler.framework.restored import RESTORED_CAPACITY
+from koord_scheduler.framework.restored import RESTORED_CAPACITY, RestoredCapacity
 from koord_scheduler.framework.snapshot import ClusterSnapshot, IntArray, NodeInfo, Positions
 from koord_scheduler.framework.status import SUCCESS, Status, error, skip, success, unresolvable, unschedulable
 from koord_scheduler.framework.types import (
@@ -68,13 +72,15 @@ from koord_scheduler.framework.types import (
     ClusterEventWithHint,
     EventResource,
     EventType,
+    NodeFilterResult,
     ObjectKind,
     PreFilterResult,
     SimulationReporter,
 )
 from koord_scheduler.plugins import names
+from koord_scheduler.plugins.deviceshare import preemption
 from koord_scheduler.plugins.deviceshare import reservation as resv
-from koord_scheduler.plugins.deviceshare.allocation import DeviceGroup, Scorer, can_allocate, with_given_back
+from koord_scheduler.plugins.deviceshare.allocation import Scorer, can_allocate
 from koord_scheduler.plugins.deviceshare.allocator import Failure, PodDevices, allocate
 from koord_scheduler.plugins.deviceshare.allocator import score as allocator_score
 from koord_scheduler.plugins.deviceshare.cache import DeviceCache, NodeDevices
@@ -137,6 +143,16 @@ class ReserveState:
     allocations: dict[str, tuple[DeviceAllocation, ...]]
     reservation: str = ""
     """For a reserve pod: the name of its Reservation (PreBindReservation writes there)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Cycle:
+    """What the cycle state holds for every node: a preemption dry run's changes, the Reservation restored
+    per node, the NUMA affinity chosen per node."""
+
+    dry_run: PreemptibleDevices | None
+    restored: RestoredCapacity | None
+    affinities: Mapping[str, int | None] | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -284,7 +300,15 @@ class DeviceShare:
 
     # ----- the node as this pod sees it -----
 
+    def _cycle(self, state: CycleState) -> _Cycle:
+        """What this cycle's state says about every node, read once per Filter or Score call."""
+        affinities = state.get(NUMA_AFFINITY_KEY) if self._align else None
+        return _Cycle(preemption.dry_run_of(state), state.get(RESTORED_CAPACITY), affinities)
+
     def _view(self, state: CycleState, node: str, position: int) -> NodeView | None:
+        return self._view_in(self._cycle(state), node, position)
+
+    def _view_in(self, cycle: _Cycle, node: str, position: int) -> NodeView | None:
         """The node's devices for this cycle's pod (None when the node has no Device object): a matched
         Reservation's remainder restored at ``position`` (-1: none), then a preemption dry run's changes."""
         devices = self.cache.node_devices(node)
@@ -292,20 +316,12 @@ class DeviceShare:
             return None
         preferred: Mapping[str, frozenset[int]] = {}
         uid = ""
-        restored = state.get(RESTORED_CAPACITY) if position >= 0 else None
-        owner = restored.owner_at(position) if restored is not None else None
+        owner = cycle.restored.owner_at(position) if cycle.restored is not None and position >= 0 else None
         if owner is not None and owner.uid in devices.remainders:
             uid = owner.uid
             devices, preferred = devices.for_owner(uid, restricted=owner.restricted)
-        preemptible = state.get(PREEMPTIBLE_KEY)
-        if preemptible is not None and node in preemptible.nodes:
-            groups: dict[str, DeviceGroup] = dict(devices.groups)
-            for device_type, group in devices.groups.items():
-                given = preemptible.on(node, device_type)
-                vfs = preemptible.vfs_on(node, device_type)
-                if given or vfs:
-                    groups[device_type] = DeviceGroup.of(with_given_back(group.devices, given, vfs))
-            devices = NodeDevices(groups, devices.remainders)
+        if cycle.dry_run is not None:
+            devices = preemption.apply_dry_run(cycle.dry_run, node, devices)
         return NodeView(devices, preferred, uid)
 
     def _position(self, node_name: str) -> int:
@@ -330,14 +346,42 @@ class DeviceShare:
         pre = state.get(PRE_FILTER_KEY)
         if pre is None:
             return SUCCESS
+        return self._filter_in(self._cycle(state), pre, node_info)
+
+    def filter_nodes(
+        self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions
+    ) -> NodeFilterResult:
+        pre = state.get(PRE_FILTER_KEY)
+        if pre is None:
+            return NodeFilterResult.all_pass(len(positions))
+        cycle = self._cycle(state)
+        passed = np.ones(len(positions), dtype=np.bool_)
+        reason_ids = np.zeros(len(positions), dtype=np.int32)
+        statuses: list[Status] = []
+        index: dict[Status, int] = {}
+        for i, pos in enumerate(positions.tolist()):
+            status = self._filter_in(cycle, pre, snapshot.info(pos))
+            if status.is_success:
+                continue
+            passed[i] = False
+            at = index.get(status)
+            if at is None:
+                at = index[status] = len(statuses)
+                statuses.append(status)
+            reason_ids[i] = at
+        if passed.all():
+            return NodeFilterResult(passed, every_node_passed=True)
+        return NodeFilterResult(passed, reason_ids, tuple(statuses))
+
+    def _filter_in(self, cycle: _Cycle, pre: PreFilterState, node_info: NodeInfo) -> Status:
         gpu = pre.request.gpu
         if gpu is not None and gpu.shared and self._unsupported:
             status = self._share_supported(node_info)
             if status is not None:
                 return status
-        if self._affinity(state, node_info.name)[0]:
+        if cycle.affinities is not None and node_info.name in cycle.affinities:
             return SUCCESS  # the topology manager admitted the pod here with the devices inside its affinity
-        view = self._view(state, node_info.name, node_info.position)
+        view = self._view_in(cycle, node_info.name, node_info.position)
         if view is None:
             return SUCCESS
         if gpu is not None and pre.pod.simple_gpu:
@@ -404,6 +448,19 @@ class DeviceShare:
             return 0
         view = self._view(state, node_info.name, node_info.position)
         return allocator_score(pre.pod, view.devices.groups, self.scorer) if view is not None else 0
+
+    def score_nodes(self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions) -> IntArray:
+        scores = np.zeros(len(positions), dtype=np.int64)
+        pre = state.get(PRE_FILTER_KEY)
+        if pre is None:
+            return scores
+        cycle = self._cycle(state)
+        for i, pos in enumerate(positions.tolist()):
+            info = snapshot.info(pos)
+            view = self._view_in(cycle, info.name, pos)
+            if view is not None:
+                scores[i] = allocator_score(pre.pod, view.devices.groups, self.scorer)
+        return scores
 
     def score_extensions(self) -> DeviceShare:
         return self
@@ -508,6 +565,8 @@ if TYPE_CHECKING:
     _pre_filter: type[PreFilterPlugin] = DeviceShare
     _pre_filter_extensions: type[PreFilterExtensions] = DeviceShare
     _filter: type[FilterPlugin] = DeviceShare
+    _batch_filter: type[BatchFilterPlugin] = DeviceShare
+    _batch_score: type[BatchScorePlugin] = DeviceShare
     _pre_score: type[PreScorePlugin] = DeviceShare
     _score: type[ScorePlugin] = DeviceShare
     _reserve: type[ReservePlugin] = DeviceShare

@@ -18,7 +18,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from apis.extension.device import DeviceAllocation
-from koord_scheduler.framework.cycle_state import StateKey
+from koord_scheduler.framework.cycle_state import CycleState, StateKey
+from koord_scheduler.plugins.deviceshare.allocation import DeviceGroup, with_given_back
+from koord_scheduler.plugins.deviceshare.cache import NodeDevices
 
 Allocations = Mapping[str, Sequence[DeviceAllocation]]
 """Device type → the devices a pod holds."""
@@ -87,3 +89,22 @@ def _copy(amounts: DeviceAmounts) -> DeviceAmounts:
 
 
 PREEMPTIBLE_KEY: StateKey[PreemptibleDevices] = StateKey("PreemptibleDeviceShare")
+
+
+def dry_run_of(state: CycleState) -> PreemptibleDevices | None:
+    """The dry run's changes in ``state`` (None outside preemption dry runs and nominated-pod checks)."""
+    return state.get(PREEMPTIBLE_KEY)
+
+
+def apply_dry_run(preemptible: PreemptibleDevices, node: str, devices: NodeDevices) -> NodeDevices:
+    """``devices`` as the dry run has them (victims' amounts and VFs free, pods put back or placed
+    holding theirs)."""
+    if node not in preemptible.nodes:
+        return devices
+    groups: dict[str, DeviceGroup] = dict(devices.groups)
+    for device_type, group in devices.groups.items():
+        given = preemptible.on(node, device_type)
+        vfs = preemptible.vfs_on(node, device_type)
+        if given or vfs:
+            groups[device_type] = DeviceGroup.of(with_given_back(group.devices, given, vfs))
+    return NodeDevices(groups, devices.remainders)

@@ -308,8 +308,9 @@ class NodeNUMAResource:
         statuses: list[Status] = []
         passed = np.ones(len(positions), dtype=np.bool_)
         reason_ids = np.zeros(len(positions), dtype=np.int32)
+        deltas = preemption.deltas_of(state)
         for i, pos in enumerate(positions.tolist()):
-            status = self.filter(state, pod, snapshot.info(pos))
+            status = self._filter(state, pod, snapshot.info(pos), deltas)
             if not status.is_success:
                 passed[i] = False
                 reason_ids[i] = len(statuses)
@@ -319,6 +320,11 @@ class NodeNUMAResource:
         return NodeFilterResult(passed, reason_ids, tuple(statuses))
 
     def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status:
+        return self._filter(state, pod, node_info, preemption.deltas_of(state))
+
+    def _filter(
+        self, state: CycleState, pod: Pod, node_info: NodeInfo, deltas: preemption.PreemptionDeltas | None
+    ) -> Status:
         pre = state.get(PRE_FILTER_KEY)
         node = node_info.node
         if pre is None or node is None:
@@ -331,7 +337,7 @@ class NodeNUMAResource:
         numa = numa if numa is not NUMATopologyPolicy.NONE else request.numa_policy
         node_policy = policy.node_bind_policy(node.labels, record.full_pcpus_only if record else False)
         bind = request.request_bind or (request.milli_cpu > 0 and node_policy is not NodeCPUBindPolicy.NONE)
-        allocations = preemption.allocations_for(state, self.allocations, node.name)
+        allocations = preemption.allocations_in(deltas, self.allocations, node.name)
         if request.milli_cpu > 0 and amp.ANNOTATION_AMPLIFICATION_RATIO in node.annotations:
             status = amp.amplified_filter_at(self._snapshot, allocations, node_info, request.milli_cpu, bind)
             if not status.is_success:

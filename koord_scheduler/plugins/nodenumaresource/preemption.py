@@ -51,9 +51,18 @@ class PreemptionDeltas:
 PREEMPTION_KEY: StateKey[PreemptionDeltas] = StateKey("PreemptibleNodeNUMAResource")
 
 
+def deltas_of(state: CycleState) -> PreemptionDeltas | None:
+    """The dry run's changes in ``state`` (None outside preemption dry runs and nominated-pod checks)."""
+    return state.get(PREEMPTION_KEY)
+
+
 def allocations_for(state: CycleState, base: NodeAllocations, node: str) -> NodeAllocations:
     """What pods hold on ``node`` as this cycle sees it: ``base``, or ``base`` with the dry run's changes."""
-    deltas = state.get(PREEMPTION_KEY)
+    return allocations_in(deltas_of(state), base, node)
+
+
+def allocations_in(deltas: PreemptionDeltas | None, base: NodeAllocations, node: str) -> NodeAllocations:
+    """:func:`allocations_for` with the state's changes already read (once per batch Filter call)."""
     if deltas is None:
         return base
     delta = deltas.nodes.get(node)
