@@ -176,6 +176,7 @@ async def hooks(nodes: int, pods: int, chunk: int) -> dict[str, Any]:
         scheduler.warm_up()
         built[variant] = scheduler
     totals = {v: [0.0, 0] for v in built}
+    ratios: list[float] = []
     turn = 0
     while True:
         order = ("hooks", "no_hooks") if turn % 2 == 0 else ("no_hooks", "hooks")
@@ -192,6 +193,9 @@ async def hooks(nodes: int, pods: int, chunk: int) -> dict[str, Any]:
         for v, (cpu, n) in got.items():
             totals[v][0] += cpu
             totals[v][1] += n
+        (h_cpu, h_n), (o_cpu, o_n) = got["hooks"], got["no_hooks"]
+        if h_n and o_n and o_cpu > 0:
+            ratios.append((h_cpu / h_n) / (o_cpu / o_n))
     per_pod = {v: 1000 * cpu / max(n, 1) for v, (cpu, n) in totals.items()}
     bound = {v: sum(1 for q in built[v].cache.snapshot.iter_nodes() for _ in q.pods) for v in built}
     return {
@@ -199,6 +203,7 @@ async def hooks(nodes: int, pods: int, chunk: int) -> dict[str, Any]:
         "pods": pods,
         "cpu_ms_per_pod": {v: round(ms, 4) for v, ms in per_pod.items()},
         "slowdown_pct": round(100 * (per_pod["hooks"] / per_pod["no_hooks"] - 1), 2),
+        "median_chunk_ratio": round(statistics.median(ratios), 4) if ratios else None,
         "bound": bound,
     }
 

@@ -29,6 +29,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from apis.core.selectors import label_selector_matches
+from apis.core.types import Pod
 from apis.extension.device import DEVICE_GPU, DeviceAllocation, VirtualFunction
 from koord_scheduler.plugins.deviceshare.allocation import (
     DeviceGroup,
@@ -47,8 +48,17 @@ from koord_scheduler.plugins.deviceshare.hints import (
     SCOPE_LEVELS,
     DeviceHint,
     JointAllocate,
+    device_hints,
+    joint_allocate,
 )
-from koord_scheduler.plugins.deviceshare.request import DeviceRequest, GPURequest
+from koord_scheduler.plugins.deviceshare.partitions import (
+    NodePartitions,
+    PartitionFailure,
+    PartitionSpec,
+    allocate_by_partition,
+    partition_spec,
+)
+from koord_scheduler.plugins.deviceshare.request import DeviceRequest, GPURequest, parse_device_request
 
 Result = dict[str, tuple[DeviceAllocation, ...]]
 ERR_JOINT_VIOLATION = "node(s) Device Joint-Allocate rules violation"
@@ -71,11 +81,19 @@ class PodDevices:
     request: DeviceRequest
     hints: Mapping[str, DeviceHint] = field(default_factory=dict)
     joint: JointAllocate | None = None
+    partition_spec: PartitionSpec | None = None
+    """``gpu-partition-spec``: the pod's GPUs must form one partition of the node's table."""
 
     @property
     def simple_gpu(self) -> bool:
-        """Only GPUs, no hints or joint allocation: feasibility is :func:`.allocation.can_allocate`."""
-        return self.request.gpu is not None and len(self.request.by_type) == 1 and not self.hints
+        """Only GPUs, no hints, joint allocation or partition spec: feasibility is
+        :func:`.allocation.can_allocate` (unless the node honors its partition table)."""
+        return (
+            self.request.gpu is not None
+            and len(self.request.by_type) == 1
+            and not self.hints
+            and self.partition_spec is None
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,9 +208,22 @@ def _gpus(
     *,
     hint: DeviceHint | None,
     preferred: frozenset[int],
+    partitions: NodePartitions | None = None,
+    spec: PartitionSpec | None = None,
 ) -> tuple[DeviceAllocation, ...] | Failure:
-    """``GPUAllocator.Allocate`` without partitions: by topology when the GPUs report one, else by score.
-    A required topology scope the tree cannot meet fails; without one the score order is the fallback."""
+    """``GPUAllocator.Allocate``: by partition (:mod:`.partitions`) when the node has a table or the
+    partition must be honored, then by topology when the GPUs report one, else by score. A required
+    partition or topology scope that cannot be met fails; otherwise each step falls back to the next."""
+    honor = spec is not None or (partitions is not None and partitions.honor)
+    index = partitions.index if partitions is not None else None
+    if honor or index is not None:
+        by_partition = allocate_by_partition(gpu, devices, index, spec)
+        if isinstance(by_partition, PartitionFailure):
+            if honor:
+                return Failure((by_partition.reason,), by_partition.unresolvable)
+        elif by_partition is not None:
+            by_minor = {d.minor: d for d in devices}
+            return tuple(DeviceAllocation(m, fill_memory(gpu.per_gpu, by_minor[m].total)) for m in by_partition)
     required = SCOPE_LEVELS.get(hint.required_topology_scope, 0) if hint is not None else 0
     if not (gpu.shared and gpu.count > 1):
         minors = allocate_by_topology(gpu, devices, scorer, required_level=required)
@@ -209,6 +240,7 @@ def _gpus(
 class _Plan:
     candidates: dict[str, list[DeviceState]]
     needs: dict[str, _Need]
+    partitions: NodePartitions | None = None
 
 
 def _prepare(pod: PodDevices, groups: Mapping[str, DeviceGroup], numa: frozenset[int] | None) -> _Plan | Failure:
@@ -248,7 +280,15 @@ def _one_type(
     devices = plan.candidates[device_type]
     hint = pod.hints.get(device_type)
     if device_type == DEVICE_GPU and pod.request.gpu is not None:
-        return _gpus(pod.request.gpu, devices, scorer, hint=hint, preferred=preferred.get(DEVICE_GPU, frozenset()))
+        return _gpus(
+            pod.request.gpu,
+            devices,
+            scorer,
+            hint=hint,
+            preferred=preferred.get(DEVICE_GPU, frozenset()),
+            partitions=plan.partitions,
+            spec=pod.partition_spec,
+        )
     need = plan.needs[device_type]
     if at_least > need.count:
         need = replace(need, count=at_least)
@@ -279,12 +319,15 @@ def allocate(
     *,
     preferred: Mapping[str, frozenset[int]] | None = None,
     numa: frozenset[int] | None = None,
+    partitions: NodePartitions | None = None,
 ) -> Result | Failure:
-    """The devices of every type the pod asks for on the node (``AutopilotAllocator.Allocate``)."""
+    """The devices of every type the pod asks for on the node (``AutopilotAllocator.Allocate``);
+    ``partitions``: the node's GPU partition table and whether it is honored."""
     preferred = preferred or {}
     plan = _prepare(pod, groups, numa)
     if isinstance(plan, Failure):
         return plan
+    plan.partitions = partitions
     result: Result = {}
     joint = pod.joint
     if len(plan.needs) > 1 and joint is not None and joint.device_types:
@@ -338,3 +381,14 @@ def score(pod: PodDevices, groups: Mapping[str, DeviceGroup], scorer: Scorer) ->
             per_device = need.per_device
         total += scorer.score(per_device, group.total, group.free)
     return total
+
+
+def pod_devices(pod: Pod) -> PodDevices | None:
+    """What the pod asks of devices (None: nothing). Raises ``DeviceRequestError``, ``HintError`` or
+    ``PartitionError`` with Koordinator's message."""
+    request = parse_device_request(pod.requests)
+    if request is None:
+        return None
+    hints = device_hints(pod.annotations)
+    spec = partition_spec(pod.annotations) if request.gpu is not None else None
+    return PodDevices(request, hints, joint_allocate(pod.annotations, request.by_type, hints), spec)

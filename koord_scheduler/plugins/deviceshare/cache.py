@@ -18,12 +18,22 @@ recomputed when its Device object or its holdings change.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from apis.extension.device import DeviceAllocation
 from apis.scheduling.device import NodeDeviceRecord
 from koord_scheduler.plugins.deviceshare.allocation import DeviceGroup, DeviceState, FreeVF
+from koord_scheduler.plugins.deviceshare.partitions import (
+    ANNOTATION_GPU_PARTITIONS,
+    PartitionError,
+    PartitionIndex,
+    index_of,
+    parse_partition_table,
+)
+
+log = logging.getLogger(__name__)
 
 Allocations = Mapping[str, Sequence[DeviceAllocation]]
 """Device type → the devices held."""
@@ -208,16 +218,27 @@ class DeviceCache:
         """Node → holding key → what it holds there."""
         self._node_of: dict[str, str] = {}
         self._views: dict[str, NodeDevices] = {}
+        self.partition_tables: dict[str, PartitionIndex] = {}
+        """Node → the GPU partition table of its Device object's ``gpu-partitions`` annotation."""
 
     # ----- devices -----
 
     def set_device(self, record: NodeDeviceRecord) -> None:
+        """Take the node's Device object; a malformed partition table is logged and left out."""
         self.devices[record.name] = record
         self._views.pop(record.name, None)
+        self.partition_tables.pop(record.name, None)
+        text = record.annotations.get(ANNOTATION_GPU_PARTITIONS)
+        if text:
+            try:
+                self.partition_tables[record.name] = index_of(parse_partition_table(text))
+            except PartitionError as exc:
+                log.warning("Device %s: %s; its GPUs are allocated without the table", record.name, exc)
 
     def delete_device(self, name: str) -> None:
         self.devices.pop(name, None)
         self._views.pop(name, None)
+        self.partition_tables.pop(name, None)
 
     # ----- holdings -----
 

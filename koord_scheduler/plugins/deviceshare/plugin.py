@@ -81,14 +81,15 @@ from koord_scheduler.plugins import names
 from koord_scheduler.plugins.deviceshare import preemption
 from koord_scheduler.plugins.deviceshare import reservation as resv
 from koord_scheduler.plugins.deviceshare.allocation import Scorer, can_allocate
-from koord_scheduler.plugins.deviceshare.allocator import Failure, PodDevices, allocate
+from koord_scheduler.plugins.deviceshare.allocator import Failure, PodDevices, allocate, pod_devices
 from koord_scheduler.plugins.deviceshare.allocator import score as allocator_score
 from koord_scheduler.plugins.deviceshare.cache import DeviceCache, NodeDevices
-from koord_scheduler.plugins.deviceshare.hints import HintError, device_hints, joint_allocate
+from koord_scheduler.plugins.deviceshare.hints import HintError
 from koord_scheduler.plugins.deviceshare.numa_hints import bits, device_numa_hints
+from koord_scheduler.plugins.deviceshare.partitions import NodePartitions, PartitionError, honored, node_partitions
 from koord_scheduler.plugins.deviceshare.preemption import PREEMPTIBLE_KEY, PreemptibleDevices
 from koord_scheduler.plugins.deviceshare.report import allocation_rows, device_rows
-from koord_scheduler.plugins.deviceshare.request import DeviceRequest, DeviceRequestError, parse_device_request
+from koord_scheduler.plugins.deviceshare.request import DeviceRequest, DeviceRequestError
 from koord_scheduler.plugins.helpers import default_normalize_score
 from koord_scheduler.plugins.kinds import RESERVATION_KIND
 
@@ -164,6 +165,7 @@ class NodeView:
     preferred: Mapping[str, frozenset[int]]
     reservation: str = ""
     """The uid of the Reservation the pod consumes on the node ("" for none)."""
+    node: str = ""
 
 
 PRE_FILTER_KEY: StateKey[PreFilterState] = StateKey("PreFilter" + NAME)
@@ -237,7 +239,7 @@ class DeviceShare:
             return None, skip()
         try:
             devices = pod_devices(pod)
-        except (DeviceRequestError, HintError) as exc:
+        except (DeviceRequestError, HintError, PartitionError) as exc:
             return None, unresolvable(str(exc))
         if devices is None:
             return None, skip()
@@ -266,7 +268,7 @@ class DeviceShare:
             return SUCCESS
         try:
             devices = pod_devices(pod_to_add)
-        except (DeviceRequestError, HintError):
+        except (DeviceRequestError, HintError, PartitionError):
             return SUCCESS  # its own PreFilter rejects it; it holds nothing here
         view = self._view(state, node, -1)
         if devices is None or view is None:
@@ -322,7 +324,22 @@ class DeviceShare:
             devices, preferred = devices.for_owner(uid, restricted=owner.restricted)
         if cycle.dry_run is not None:
             devices = preemption.apply_dry_run(cycle.dry_run, node, devices)
-        return NodeView(devices, preferred, uid)
+        return NodeView(devices, preferred, uid, node)
+
+    def _partitions(self, node_name: str) -> NodePartitions:
+        """The node's GPU partition table (its Device's, else the built-in one of its GPU model) and
+        whether it is honored."""
+        record = self.cache.devices.get(node_name)
+        info = self._snapshot.node_info(node_name) if self._snapshot is not None else None
+        node_labels = info.node.labels if info is not None and info.node is not None else {}
+        table = self.cache.partition_tables.get(node_name)
+        return node_partitions(table, record.labels if record is not None else {}, node_labels)
+
+    def _honors_partitions(self, node_info: NodeInfo) -> bool:
+        record = self.cache.devices.get(node_info.name)
+        has_table = node_info.name in self.cache.partition_tables
+        device_labels = record.labels if record is not None else {}
+        return honored(has_table, device_labels, node_info.node.labels if node_info.node is not None else {})
 
     def _position(self, node_name: str) -> int:
         info = self._snapshot.node_info(node_name) if self._snapshot is not None else None
@@ -335,7 +352,10 @@ class DeviceShare:
         if pod.request.gpu is not None and not view.devices.group(DEVICE_GPU).devices:
             return _NO_GPUS
         nodes = bits(numa) if numa is not None else None
-        got = allocate(pod, view.devices.groups, self.scorer, preferred=view.preferred, numa=nodes)
+        partitions = self._partitions(view.node) if pod.request.gpu is not None else None
+        got = allocate(
+            pod, view.devices.groups, self.scorer, preferred=view.preferred, numa=nodes, partitions=partitions
+        )
         if isinstance(got, Failure):
             return unresolvable(*got.reasons) if got.unresolvable else unschedulable(*got.reasons)
         return got
@@ -384,7 +404,7 @@ class DeviceShare:
         view = self._view_in(cycle, node_info.name, node_info.position)
         if view is None:
             return SUCCESS
-        if gpu is not None and pre.pod.simple_gpu:
+        if gpu is not None and pre.pod.simple_gpu and not self._honors_partitions(node_info):
             group = view.devices.group(DEVICE_GPU)
             if not group.devices:
                 return _NO_GPUS
@@ -539,15 +559,6 @@ class DeviceShare:
     def devices_report(self) -> tuple[str, list[dict[str, Any]]]:
         """Every node's Device object: devices by type (healthy/total)."""
         return "Devices", device_rows(self.cache.devices, _ALLOCATED_TYPES)
-
-
-def pod_devices(pod: Pod) -> PodDevices | None:
-    """What the pod asks of devices (None: nothing). Raises ``DeviceRequestError`` or ``HintError``."""
-    request = parse_device_request(pod.requests)
-    if request is None:
-        return None
-    hints = device_hints(pod.annotations)
-    return PodDevices(request, hints, joint_allocate(pod.annotations, request.by_type, hints))
 
 
 def new(args: DeviceShareArgs | None, handle: DeviceShareHandle) -> DeviceShare:

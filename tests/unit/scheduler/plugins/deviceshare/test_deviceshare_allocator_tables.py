@@ -16,9 +16,9 @@ from apis.core.types import ObjectMeta, Pod
 from apis.extension.device import DeviceAllocation, VirtualFunction
 from apis.scheduling.device import parse_device
 from koord_scheduler.plugins.deviceshare.allocation import Scorer
-from koord_scheduler.plugins.deviceshare.allocator import Failure, allocate
+from koord_scheduler.plugins.deviceshare.allocator import Failure, allocate, pod_devices
 from koord_scheduler.plugins.deviceshare.cache import DeviceCache
-from koord_scheduler.plugins.deviceshare.plugin import pod_devices
+from koord_scheduler.plugins.deviceshare.partitions import node_partitions
 from tests.fixtures import FIXTURES
 
 DEVICES = FIXTURES / "devices" / "koordinator-allocator"
@@ -400,3 +400,156 @@ def test_allocate_rdma_from_preemptible() -> None:
     assert request is not None
     assert allocate(request, view.groups, SCORER) == Failure(("Insufficient rdma devices",))
     assert allocate(request, groups, SCORER) == {"rdma": (nic(1, "", amount=50),)}
+
+
+# ----- TestAllocateByPartition (allocator_gpu_test.go): Hopper partitions on H800/H100 nodes -----
+
+H800 = "h800-eight-gpus-eight-rdma.json"
+
+
+def partition_pod(gpus: int) -> Pod:
+    """``rdma`` 1 and ``nvidia.com/gpu`` n, a VF of group general or fakeG with joint allocation (no
+    GPUs: a VF of group general or fakeC)."""
+    requests = {"koordinator.sh/rdma": 1}
+    annotations = {HINT_ANNOTATION: json.dumps(hints(vf_type="fakeG" if gpus else "fakeC"))}
+    if gpus:
+        requests["nvidia.com/gpu"] = gpus
+        annotations[JOINT_ANNOTATION] = json.dumps({"deviceTypes": ["gpu", "rdma"]})
+    meta = ObjectMeta(name="p", namespace="default", annotations=FrozenDict(annotations))
+    return Pod(meta=meta, requests=FrozenDict(requests))
+
+
+ASSIGNED_2_3 = {"gpu": gpu(2, 3), "rdma": [nic(1, "0000:09:00.3", vf_minor=1), nic(2, "0000:7f:00.3", vf_minor=1)]}
+ASSIGNED_4 = {"gpu": gpu(4), "rdma": [nic(5, "0001:08:00.3", vf_minor=1)]}
+
+
+@pytest.mark.parametrize(
+    ("gpus", "model", "policy", "assigned", "want"),
+    [
+        pytest.param(0, "H800", "Honor", {}, {"rdma": [nic(1, "0000:09:02.2", vf_minor=16)]}, id="allocate-0-gpu-1-vf"),
+        pytest.param(
+            1,
+            "H800",
+            "Honor",
+            {},
+            {"gpu": gpu(0), "rdma": [nic(1, "0000:09:00.3", vf_minor=1)]},
+            id="allocate-1-gpu-1-vf",
+        ),
+        pytest.param(
+            2,
+            "H800",
+            "Honor",
+            {},
+            {"gpu": gpu(0, 1), "rdma": [nic(1, "0000:09:00.3", vf_minor=1), nic(2, "0000:7f:00.3", vf_minor=1)]},
+            id="allocate-2-gpu-2-vf",
+        ),
+        pytest.param(3, "H800", "Honor", {}, None, id="allocate-3-gpu"),
+        pytest.param(
+            4,
+            "H800",
+            "Honor",
+            {},
+            {
+                "gpu": gpu(0, 1, 2, 3),
+                "rdma": [
+                    nic(m, bus, vf_minor=1)
+                    for m, bus in ((1, "0000:09:00.3"), (2, "0000:7f:00.3"), (3, "0000:a3:00.3"), (4, "0000:c7:00.3"))
+                ],
+            },
+            id="allocate-4-gpu-4-vf",
+        ),
+        pytest.param(6, "H800", "Honor", {}, None, id="allocate-6-gpu-3-vf"),
+        pytest.param(
+            8,
+            "H800",
+            "Honor",
+            {},
+            {
+                "gpu": gpu(*range(8)),
+                "rdma": [
+                    nic(m, bus, vf_minor=1)
+                    for m, bus in (
+                        (1, "0000:09:00.3"),
+                        (2, "0000:7f:00.3"),
+                        (3, "0000:a3:00.3"),
+                        (4, "0000:c7:00.3"),
+                        (5, "0001:08:00.3"),
+                        (6, "0001:7e:00.3"),
+                        (7, "0001:a2:00.3"),
+                        (8, "0001:c6:00.3"),
+                    )
+                ],
+            },
+            id="allocate-8-gpu-8-vf",
+        ),
+        pytest.param(
+            2,
+            "H800",
+            "Honor",
+            ASSIGNED_2_3,
+            {"gpu": gpu(0, 1), "rdma": [nic(1, "0000:09:00.4", vf_minor=2), nic(2, "0000:7f:00.4", vf_minor=2)]},
+            id="allocate-2-gpu-2-vf-with-assigned-devices",
+        ),
+        pytest.param(
+            2,
+            "H800",
+            "Honor",
+            ASSIGNED_4,
+            {"gpu": gpu(6, 7), "rdma": [nic(7, "0001:a2:00.3", vf_minor=1), nic(8, "0001:c6:00.3", vf_minor=1)]},
+            id="allocate-2-gpu-2-vf-with-assigned-devices-binpack",
+        ),
+        pytest.param(
+            1,
+            "H800",
+            "Honor",
+            ASSIGNED_4,
+            {"gpu": gpu(5), "rdma": [nic(6, "0001:7e:00.3", vf_minor=1)]},
+            id="allocate-1-gpu-1-vf-with-assigned-devices-binpack",
+        ),
+        pytest.param(
+            2,
+            "H100",
+            "Honor",
+            ASSIGNED_2_3,
+            {"gpu": gpu(0, 1), "rdma": [nic(1, "0000:09:00.4", vf_minor=2), nic(2, "0000:7f:00.4", vf_minor=2)]},
+            id="allocate-2-gpu-2-vf-with-assigned-devices-h100",
+        ),
+        pytest.param(
+            3,
+            "H100",
+            "Prefer",
+            ASSIGNED_2_3,
+            {
+                "gpu": gpu(4, 5, 6),
+                "rdma": [
+                    nic(5, "0001:08:00.3", vf_minor=1),
+                    nic(6, "0001:7e:00.3", vf_minor=1),
+                    nic(7, "0001:a2:00.3", vf_minor=1),
+                ],
+            },
+            id="allocate-3-gpu-h100-gpu-partition-policy-prefer-falls-back",
+        ),
+    ],
+)
+def test_allocate_by_partition(
+    gpus: int,
+    model: str,
+    policy: str,
+    assigned: dict[str, list[DeviceAllocation]],
+    want: dict[str, list[DeviceAllocation]] | None,
+) -> None:
+    cache = DeviceCache()
+    cache.set_device(parse_device(json.loads((DEVICES / H800).read_text())))
+    if assigned:
+        cache.assign("default/assigned-pod", "test-node-1", {t: tuple(v) for t, v in assigned.items()})
+    view = cache.node_devices("test-node-1")
+    request = pod_devices(partition_pod(gpus))
+    assert view is not None and request is not None
+    node_labels = {"node.koordinator.sh/gpu-model": model, "node.koordinator.sh/gpu-partition-policy": policy}
+    partitions = node_partitions(cache.partition_tables.get("test-node-1"), {}, node_labels)
+    got = allocate(request, view.groups, SCORER, partitions=partitions)
+    if want is None:
+        assert isinstance(got, Failure) and got.reasons == ("node(s) Unsupported number of GPU requests",), got
+        return
+    assert not isinstance(got, Failure), got
+    assert {t: sorted(v, key=lambda a: a.minor) for t, v in got.items()} == want
