@@ -553,3 +553,43 @@ def test_allocate_by_partition(
         return
     assert not isinstance(got, Failure), got
     assert {t: sorted(v, key=lambda a: a.minor) for t, v in got.items()} == want
+
+
+def test_nvlink_pairs_from_the_device_annotation_are_preferred() -> None:
+    """The table koordlet reports for NVLink pairs (Prefer): with GPU 1 in use a 2-GPU pod gets the whole
+    pair 2-3 (leaving 4-5 and 6-7 whole) where the score order alone would give it GPUs 0 and 2."""
+    pairs = [{"minors": [m, m + 1], "gpuLinkType": "NVLink", "allocationScore": 1} for m in range(0, 8, 2)]
+    gpus = [
+        {
+            "type": "gpu",
+            "minor": m,
+            "health": True,
+            "resources": {"koordinator.sh/gpu-core": "100", "koordinator.sh/gpu-memory-ratio": "100"},
+        }
+        for m in range(8)
+    ]
+    obj = {
+        "metadata": {
+            "name": "n",
+            "labels": {"node.koordinator.sh/gpu-partition-policy": "Prefer"},
+            "annotations": {"scheduling.koordinator.sh/gpu-partitions": json.dumps({"2": pairs})},
+        },
+        "spec": {"devices": gpus},
+    }
+    cache = DeviceCache()
+    cache.set_device(parse_device(obj))
+    cache.assign(
+        "default/busy",
+        "n",
+        {"gpu": (DeviceAllocation(1, {"koordinator.sh/gpu-core": 100, "koordinator.sh/gpu-memory-ratio": 100}),)},
+    )
+    view = cache.node_devices("n")
+    request = pod_devices(
+        Pod(meta=ObjectMeta(name="p", namespace="default"), requests=FrozenDict({"nvidia.com/gpu": 2}))
+    )
+    assert view is not None and request is not None
+    with_table = node_partitions(cache.partition_tables.get("n"), obj["metadata"]["labels"], {})
+    got = allocate(request, view.groups, SCORER, partitions=with_table)
+    assert not isinstance(got, Failure) and [a.minor for a in got["gpu"]] == [2, 3]
+    plain = allocate(request, view.groups, SCORER)
+    assert not isinstance(plain, Failure) and [a.minor for a in plain["gpu"]] == [0, 2]
