@@ -568,10 +568,11 @@ def test_nvlink_pairs_from_the_device_annotation_are_preferred() -> None:
         }
         for m in range(8)
     ]
+    labels = {"node.koordinator.sh/gpu-partition-policy": "Prefer"}
     obj = {
         "metadata": {
             "name": "n",
-            "labels": {"node.koordinator.sh/gpu-partition-policy": "Prefer"},
+            "labels": labels,
             "annotations": {"scheduling.koordinator.sh/gpu-partitions": json.dumps({"2": pairs})},
         },
         "spec": {"devices": gpus},
@@ -588,7 +589,7 @@ def test_nvlink_pairs_from_the_device_annotation_are_preferred() -> None:
         Pod(meta=ObjectMeta(name="p", namespace="default"), requests=FrozenDict({"nvidia.com/gpu": 2}))
     )
     assert view is not None and request is not None
-    with_table = node_partitions(cache.partition_tables.get("n"), obj["metadata"]["labels"], {})
+    with_table = node_partitions(cache.partition_tables.get("n"), labels, {})
     got = allocate(request, view.groups, SCORER, partitions=with_table)
     assert not isinstance(got, Failure) and [a.minor for a in got["gpu"]] == [2, 3]
     plain = allocate(request, view.groups, SCORER)
