@@ -40,7 +40,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "tests" / "node"), str(REPO / "tests" / "integration")]
 
 from controlplane import ControlPlane  # noqa: E402
-from realnode import NAMESPACE, PykoordRelease, RealNode, cgroup_file, cgroup_of, pod_manifest  # noqa: E402
+from realnode import PykoordRelease, RealNode, cgroup_file, cgroup_of, pod_manifest  # noqa: E402
 
 from apis.extension import LABEL_POD_QOS  # noqa: E402
 
@@ -129,10 +129,7 @@ def koordlet_cpu_ns(release: PykoordRelease) -> int:
 
 def hook_histogram(release: PykoordRelease) -> dict[str, float]:
     """koordlet's CreateContainer answer time: count and mean ms, from its /metrics (through the API proxy)."""
-    pod = release.koordlet_pod()["metadata"]["name"]
-    text = release.node.kubectl(
-        "get", "--raw", f"/api/v1/namespaces/{NAMESPACE}/pods/{pod}:9316/proxy/metrics", check=False
-    ).stdout
+    text = release.koordlet_metrics()
     total = count = 0.0
     for line in text.splitlines():
         if 'event="CreateContainer"' in line and line.startswith("koordlet_runtime_hook_invoked_duration_seconds_"):

@@ -291,20 +291,24 @@ class PykoordRelease:
         return "NRI: synchronized with the runtime" in self.logs(pods[0]["metadata"]["name"])
 
     def set_nri(self, enabled: bool) -> None:
-        """Switch koordlet's NRI hook (``--enable-nri-runtime-hook``) by patching the DaemonSet, as an admin
-        would with ``kubectl patch`` (``helm upgrade`` would also put back the ConfigMaps the tests edit);
-        returns once the replaced koordlet pod is ready and, when enabled, registered with NRI. Nothing
-        happens if it already is so."""
-        flag = f"--enable-nri-runtime-hook={str(enabled).lower()}"
+        """Switch koordlet's NRI hook (``--enable-nri-runtime-hook``); see :meth:`set_koordlet_flag`."""
+        self.set_koordlet_flag("enable-nri-runtime-hook", str(enabled).lower(), registered=enabled)
+
+    def set_koordlet_flag(self, name: str, value: str, *, registered: bool) -> None:
+        """Set koordlet's ``--name=value`` by patching the DaemonSet, as an admin would with ``kubectl patch``
+        (``helm upgrade`` would also put back the ConfigMaps the tests edit); returns once the replaced
+        koordlet pod is ready and, with ``registered``, registered with NRI. Nothing happens if the flag
+        already is so."""
+        flag = f"--{name}={value}"
         daemonset = self.node.get("daemonset", "koordlet", NAMESPACE)
         assert daemonset is not None
         args: list[str] = daemonset["spec"]["template"]["spec"]["containers"][0]["args"]
         if flag in args:
-            if enabled:
+            if registered:
                 wait_for(self.nri_registered, timeout=300, what="koordlet registered with NRI")
             return
         old = self.koordlet_pod()["metadata"]["uid"]
-        new_args = [a for a in args if not a.startswith("--enable-nri-runtime-hook")] + [flag]
+        new_args = [a for a in args if not a.startswith(f"--{name}=")] + [flag]
         patch = [{"op": "replace", "path": "/spec/template/spec/containers/0/args", "value": new_args}]
         self.node.kubectl("patch", "daemonset", "koordlet", "-n", NAMESPACE, "--type=json", "-p", json.dumps(patch))
 
@@ -313,9 +317,15 @@ class PykoordRelease:
             return (len(pods) == 1 and pods[0]["metadata"]["uid"] != old
                     and all(s.get("ready") for s in pods[0]["status"].get("containerStatuses") or []))
 
-        wait_for(replaced, timeout=600, what=f"koordlet restarted with NRI {'on' if enabled else 'off'}")
-        if enabled:
+        wait_for(replaced, timeout=600, what=f"koordlet restarted with {flag}")
+        if registered:
             wait_for(self.nri_registered, timeout=120, what="koordlet registered with NRI")
+
+    def koordlet_metrics(self) -> str:
+        """koordlet's /metrics text, through the API server's pod proxy."""
+        pod = self.koordlet_pod()["metadata"]["name"]
+        return self.node.kubectl("get", "--raw", f"/api/v1/namespaces/{NAMESPACE}/pods/{pod}:9316/proxy/metrics",
+                                 check=False).stdout
 
     def uninstall(self) -> None:
         subprocess.run([self.helm, "uninstall", RELEASE, "--namespace", "default", "--wait", "--timeout", "2m",

@@ -22,6 +22,7 @@ import pytest
 from colocation import FAST_METRICS, slo_config
 from realnode import PykoordRelease, RealNode, cgroup_of, read_cgroup, wait_for
 
+from apis.colocation.profile import ANNOTATION_EXTENDED_RESOURCE_SPEC
 from apis.extension import LABEL_POD_QOS
 from apis.extension.numa import ANNOTATION_RESOURCE_STATUS
 from apis.slo.quantity import int_value
@@ -162,6 +163,36 @@ def test_containers_print_koordlets_values_with_the_hook_and_the_kubelets_withou
     assert cpuset(lsr_kubelet) != bound or len(cpuset(lsr_kubelet)) == os.cpu_count() == 1, lsr_kubelet
 
 
+def _failures(metrics: str, event: str) -> float:
+    """``koordlet_runtime_hook_failures_total`` of ``event`` (reason ``error``) in koordlet's /metrics text."""
+    return sum(float(line.split()[-1]) for line in metrics.splitlines()
+               if line.startswith("koordlet_runtime_hook_failures_total{")
+               and f'event="{event}"' in line and 'reason="error"' in line)
+
+
+def test_a_failing_decision_blocks_no_container_is_counted_and_logged_once_per_pod(
+        node: RealNode, pykoord_release: PykoordRelease) -> None:
+    """A BE pod without batch resources whose extended-resource-spec annotation does not parse: BatchResource
+    cannot decide, so the runtime gets no adjustment (fail-open), both containers start with the kubelet's
+    values, each failed event is counted and the pod is named in one log line."""
+    before = _failures(pykoord_release.koordlet_metrics(), "CreateContainer")
+    name = _name("nri-bad")
+    doc = pod_doc(name, node, qos="BE", containers=2, resources={}, priority_class="koord-batch")
+    doc["metadata"]["annotations"] = {ANNOTATION_EXTENDED_RESOURCE_SPEC: "{not json"}
+    node.apply(doc)
+    pod = node.wait_pod_running(name)
+    assert all(s["restartCount"] == 0 for s in pod["status"]["containerStatuses"])
+    for container in ("c0", "c1"):
+        values = printed(node, name, container)
+        assert quota(values) == -1 and memory_limit(values) >= UNLIMITED_MEMORY, values  # the kubelet's
+    wait_for(lambda: _failures(pykoord_release.koordlet_metrics(), "CreateContainer") >= before + 2, timeout=30,
+             what="two CreateContainer failures counted in koordlet_runtime_hook_failures_total")
+    logs = pykoord_release.logs(pykoord_release.koordlet_pod()["metadata"]["name"])
+    lines = [line for line in logs.splitlines() if "NRI " in line and f"of pod default/{name}:" in line]
+    assert len(lines) == 1, lines
+    assert ANNOTATION_EXTENDED_RESOURCE_SPEC in lines[0] and "logged once per pod" in lines[0], lines
+
+
 def _container_dirs(node: RealNode, names: list[str]) -> dict[tuple[str, str], str]:
     dirs: dict[tuple[str, str], str] = {}
     for name in names:
@@ -215,3 +246,24 @@ def test_killing_koordlet_mid_creation_blocks_no_container_and_reconcile_repairs
     assert all(s["restartCount"] == 0 for p in after if p for s in p["status"]["containerStatuses"])
     logs = pykoord_release.logs(pykoord_release.koordlet_pod()["metadata"]["name"])
     assert "NRI: synchronized with the runtime" in logs
+
+
+def test_without_an_nri_socket_koordlet_reconciles_only_and_says_so_once(
+        node: RealNode, pykoord_release: PykoordRelease) -> None:
+    """koordlet pointed at a socket that does not exist: it says so once at start, a new BE container starts
+    with the kubelet's values and gets BatchResource's from the reconciler within one interval."""
+    pykoord_release.set_koordlet_flag("runtime-hooks-nri-socket-path", "missing/nri.sock", registered=False)
+    try:
+        name = _name("nri-nosock")
+        node.apply(be_pod(name, node))
+        pod = node.wait_pod_running(name)
+        first = printed(node, name)
+        assert quota(first) == -1 and memory_limit(first) >= UNLIMITED_MEMORY, first  # the kubelet's at creation
+        rel = cgroup_of(node.container_pid(pod["status"]["containerStatuses"][0]["containerID"]), "cpu")
+        wait_for(lambda: read_cgroup(rel, "cpu.cfs_quota_us") == "10000", timeout=RECONCILE_INTERVAL + 10,
+                 what="the reconciler's BatchResource quota")
+        logs = pykoord_release.logs(pykoord_release.koordlet_pod()["metadata"]["name"])
+        assert logs.count("runtime hooks: no NRI socket at /host-var-run/missing/nri.sock") == 1, logs[-3000:]
+        assert "NRI: registered" not in logs
+    finally:
+        pykoord_release.set_koordlet_flag("runtime-hooks-nri-socket-path", "nri.sock", registered=True)
