@@ -128,17 +128,34 @@ def koordlet_cpu_ns(release: PykoordRelease) -> int:
 
 
 def hook_histogram(release: PykoordRelease) -> dict[str, float]:
-    """koordlet's CreateContainer answer time: count and mean ms, from its /metrics (through the API proxy)."""
-    text = release.koordlet_metrics()
-    total = count = 0.0
-    for line in text.splitlines():
-        if 'event="CreateContainer"' in line and line.startswith("koordlet_runtime_hook_invoked_duration_seconds_"):
-            name, value = line.split()[0], float(line.split()[-1])
-            if name.startswith("koordlet_runtime_hook_invoked_duration_seconds_sum"):
-                total = value
-            elif name.startswith("koordlet_runtime_hook_invoked_duration_seconds_count"):
-                count = value
-    return {"count": count, "mean_ms": 1000 * total / count if count else 0.0}
+    """koordlet's CreateContainer answer-time histogram from its /metrics: ``count``, ``sum`` (seconds) and
+    each bucket's cumulative count under the key ``le=<bound>``."""
+    out: dict[str, float] = {"count": 0.0, "sum": 0.0}
+    prefix = "koordlet_runtime_hook_invoked_duration_seconds_"
+    for line in release.koordlet_metrics().splitlines():
+        if not line.startswith(prefix) or 'event="CreateContainer"' not in line:
+            continue
+        name, value = line.split()[0], float(line.split()[-1])
+        if name.startswith(prefix + "sum"):
+            out["sum"] = value
+        elif name.startswith(prefix + "count"):
+            out["count"] = value
+        elif name.startswith(prefix + "bucket"):
+            out["le=" + re.search(r'le="([^"]+)"', name).group(1)] = value  # type: ignore[union-attr]
+    return out
+
+
+def histogram_summary(delta: dict[str, float]) -> dict[str, float | None]:
+    """Mean and the bucket bounds that hold 50 % and 99 % of the answers (ms) of a histogram difference."""
+    count = delta.get("count", 0.0)
+    if count <= 0:
+        return {"count": 0, "mean_ms": None, "p50_le_ms": None, "p99_le_ms": None}
+    bounds = sorted((float(k[3:]), v) for k, v in delta.items() if k.startswith("le="))
+
+    def bound(q: float) -> float:
+        return next(1000 * le for le, cum in bounds if cum >= q * count)
+
+    return {"count": count, "mean_ms": 1000 * delta["sum"] / count, "p50_le_ms": bound(0.5), "p99_le_ms": bound(0.99)}
 
 
 def main() -> int:
@@ -160,7 +177,7 @@ def main() -> int:
     created: list[str] = []
     durations: dict[str, list[float]] = {"on": [], "off": []}
     cpu = {"idle_cpu_s": 0.0, "idle_s": 0.0, "creating_cpu_s": 0.0, "creating_s": 0.0}
-    hook_ms: list[float] = []
+    hook: dict[str, float] = {}
     mode = "on"
     try:
         while min(len(d) for d in durations.values()) < args.containers:
@@ -183,8 +200,8 @@ def main() -> int:
                 cpu["creating_cpu_s"] += (koordlet_cpu_ns(release) - start_ns) / 1e9
                 cpu["creating_s"] += time.monotonic() - start_t
                 after = hook_histogram(release)
-                if after["count"] > before["count"]:
-                    hook_ms.append(after["mean_ms"])
+                for key, value in after.items():
+                    hook[key] = hook.get(key, 0.0) + value - before.get(key, 0.0)
             got = create_durations(log, offset, sandbox_ids(node, names))
             durations[mode] += got
             print(f"[nri-bench] {mode}: {len(got)} containers, p50 {percentiles(got)['p50']:.1f} ms", file=sys.stderr)
@@ -202,7 +219,7 @@ def main() -> int:
         "containers_per_mode": args.containers,
         "create_ms": {"hook_on": on, "hook_off": off},
         "added_ms": {"p50": on["p50"] - off["p50"], "p99": on["p99"] - off["p99"]},
-        "koordlet_answer_mean_ms": statistics.fmean(hook_ms) if hook_ms else None,
+        "koordlet_answer": histogram_summary(hook),
         "koordlet_cpu": {
             "idle_cores": idle_rate,
             "creating_cores": cpu["creating_cpu_s"] / max(cpu["creating_s"], 1e-9),
