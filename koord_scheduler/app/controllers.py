@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
@@ -57,10 +57,38 @@ from koord_scheduler.scheduler.controllers.selection import (
     PODGROUP,
 )
 from koord_scheduler.scheduler.kube import ApiHttp, KubeClusterSource, TokenBucket
+from koord_scheduler.scheduler.kube.ratelimit import YieldingBucket
 from koord_scheduler.scheduler.leaderelection import LeaderElector
 from koord_scheduler.scheduler.metrics import SchedulerMetrics
 
 log = logging.getLogger("koord-scheduler")
+
+WRITES_WHILE_BINDING_QPS = 20.0
+"""Writes per second all the controllers together make while the scheduler binds (kube-controller-manager's
+default ``--kube-api-qps``); at full ``clientConnection`` speed otherwise."""
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerClient:
+    """How a controller's own connection pool is rate limited: ``clientConnection``'s ``qps``/``burst``, and,
+    when ``busy`` is given (scheduling is on), ``while_busy`` too whenever ``busy()`` says the scheduler has
+    requests in flight (:class:`~koord_scheduler.scheduler.kube.ratelimit.YieldingBucket`): binds first."""
+
+    qps: float
+    burst: int
+    busy: Callable[[], bool] | None = None
+    while_busy: TokenBucket | None = None
+
+    def bucket(self) -> TokenBucket:
+        if self.busy is None or self.while_busy is None:
+            return TokenBucket(self.qps, self.burst)
+        return YieldingBucket(self.qps, self.burst, busy=self.busy, while_busy=self.while_busy)
+
+    @classmethod
+    def yielding_to(cls, qps: float, burst: int, busy: Callable[[], bool]) -> ControllerClient:
+        """Every controller built with the result shares one budget while ``busy()``."""
+        shared = TokenBucket(WRITES_WHILE_BINDING_QPS, int(WRITES_WHILE_BINDING_QPS))
+        return cls(qps, burst, busy=busy, while_busy=shared)
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,11 +103,11 @@ def build_colocation(
     source: KubeClusterSource,
     metrics: SchedulerMetrics,
     *,
-    client: tuple[float, int],
+    client: ControllerClient,
     scheduler_kinds: Collection[str] = (),
 ) -> Colocation | None:
     """The colocation controllers (None when none of them is enabled), with their watches registered on
-    ``source``: call before ``source.start``. ``client`` is (qps, burst) for their own token bucket.
+    ``source``: call before ``source.start``. ``client`` rate-limits their own connection pool.
 
     Their kinds are optional on the source (a missing CRD or Role does not hold up scheduling); the
     controllers act only once every kind they read has been listed. NodeMetric stays a required kind
@@ -87,7 +115,7 @@ def build_colocation(
     enabled = flags.enabled & frozenset(COLOCATION_CONTROLLERS)
     if not enabled:
         return None
-    http = ApiHttp(source.connection, TokenBucket(*client))
+    http = ApiHttp(source.connection, client.bucket())
     kinds = ["NodeMetric", "ConfigMap"] + (["NodeSLO"] if "nodeslo" in enabled else [])
     controllers = ColocationControllers(
         KubeControllerApi(http, source.events),
@@ -131,7 +159,7 @@ def build_quota_status(
     source: KubeClusterSource,
     config: KubeSchedulerConfiguration,
     *,
-    client: tuple[float, int],
+    client: ControllerClient,
     scheduler_kinds: Collection[str] = (),
 ) -> QuotaStatus | None:
     """The ``elasticquota`` status controller (None when it is off), its ElasticQuota watch registered on
@@ -140,7 +168,7 @@ def build_quota_status(
     if ELASTICQUOTA not in flags.enabled:
         return None
     args = _first_args(config, elasticquota.KIND, ElasticQuotaArgs)
-    http = ApiHttp(source.connection, TokenBucket(*client))
+    http = ApiHttp(source.connection, client.bucket())
     controller = QuotaStatusController(
         KubeControllerApi(http, source.events), args=args, ready=lambda: source.listed(elasticquota.KIND)
     )
@@ -170,7 +198,7 @@ def build_podgroup(
     source: KubeClusterSource,
     config: KubeSchedulerConfiguration,
     *,
-    client: tuple[float, int],
+    client: ControllerClient,
     scheduler_kinds: Collection[str] = (),
 ) -> PodGroups | None:
     """The ``podgroup`` status controller (None when it is off), with the PodGroup watch registered on
@@ -185,7 +213,7 @@ def build_podgroup(
     if PODGROUP not in flags.enabled:
         return None
     args = _first_args(config, COSCHEDULING, CoschedulingArgs)
-    http = ApiHttp(source.connection, TokenBucket(*client))
+    http = ApiHttp(source.connection, client.bucket())
     return PodGroups(PodGroupController(KubePodGroupApi(http), workers=args.controller_workers), http)
 
 
@@ -215,7 +243,7 @@ def build_deviceresource(
     flags: ControllerFlags,
     source: KubeClusterSource,
     *,
-    client: tuple[float, int],
+    client: ControllerClient,
     scheduler_kinds: Collection[str] = (),
 ) -> DeviceResources | None:
     """The ``deviceresource`` controller (None when it is off), with the Device watch registered on
@@ -224,7 +252,7 @@ def build_deviceresource(
         return None
     if DEVICE_KIND not in scheduler_kinds and not source.watches(DEVICE_KIND):
         source.watch_kind(SCHEDULING_GROUP, SCHEDULING_VERSION, DEVICE_PLURAL, parse_device, DEVICE_KIND, optional=True)
-    http = ApiHttp(source.connection, TokenBucket(*client))
+    http = ApiHttp(source.connection, client.bucket())
     controller = DeviceResourceController(
         KubeControllerApi(http, source.events), ready=lambda: source.listed(DEVICE_KIND) and source.listed("Node")
     )

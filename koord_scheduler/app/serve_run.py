@@ -21,6 +21,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, Gauge, ProcessCollector, gene
 
 from koord_scheduler.app.controllers import (
     Colocation,
+    ControllerClient,
     Hosted,
     build_colocation,
     build_deviceresource,
@@ -92,18 +93,21 @@ def run_cluster(options: ServeOptions, registry: Callable[[], Registry], *, pref
     scheduler = build_scheduler(
         options.config, registry(), source, metrics=metrics, options=SchedulerOptions(heap=heap)
     ) if options.controllers.scheduling else None
-    client = options.config.client_connection
+    connection_options = options.config.client_connection
+    # Binds first: with scheduling on, the controllers' writes share a small budget while the scheduler
+    # has requests in flight (a new leader's controllers may have one write per node to make).
+    client = ControllerClient(connection_options.qps, connection_options.burst) if scheduler is None else \
+        ControllerClient.yielding_to(connection_options.qps, connection_options.burst,
+                                     lambda: source.http.in_flight > 0)
     colocation = build_colocation(
-        options.controllers, source, metrics, client=(client.qps, client.burst),
+        options.controllers, source, metrics, client=client,
         scheduler_kinds=scheduler.watched_kinds if scheduler is not None else (),
     )
     kinds = scheduler.watched_kinds if scheduler is not None else {}
     hosted = [h for h in (
-        build_quota_status(options.controllers, source, options.config, client=(client.qps, client.burst),
-                           scheduler_kinds=kinds),
-        build_podgroup(options.controllers, source, options.config, client=(client.qps, client.burst),
-                       scheduler_kinds=kinds),
-        build_deviceresource(options.controllers, source, client=(client.qps, client.burst), scheduler_kinds=kinds),
+        build_quota_status(options.controllers, source, options.config, client=client, scheduler_kinds=kinds),
+        build_podgroup(options.controllers, source, options.config, client=client, scheduler_kinds=kinds),
+        build_deviceresource(options.controllers, source, client=client, scheduler_kinds=kinds),
     ) if h is not None]
     startup_log.info("start-up: profiles and controllers built (%.2f CPU-s since start)", time.process_time())
     log.info("koord-scheduler: profiles %s, controllers %s, API server %s (%s)",
