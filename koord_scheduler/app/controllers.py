@@ -10,7 +10,9 @@ Flags::
     --slo-config-name NAME      its name (default slo-controller-config)
     --reservation-controller=false   kept for compatibility: the same as adding -reservation
 
-The colocation controllers read the scheduler's own Node, Pod and NodeMetric watches; they add the
+The ``reservation`` controller reads the scheduler's Node, Pod and Reservation watches (the Reservation
+plugin's, or its own with scheduling off). The colocation controllers read the scheduler's own Node, Pod and
+NodeMetric watches; they add the
 NodeSLO kind (when ``nodeslo`` runs) and a watch of the one ConfigMap in its namespace. The ``elasticquota``
 controller reads the same Node and Pod watches plus ElasticQuotas (optional: a cluster without the CRD
 still schedules). The ``podgroup`` controller reads the Pod watch and the PodGroup kind (the Coscheduling
@@ -36,6 +38,7 @@ from apis.scheduling import podgroup as pg
 from apis.scheduling.constants import GROUP as SCHEDULING_GROUP
 from apis.scheduling.constants import VERSION as SCHEDULING_VERSION
 from apis.scheduling.device import DEVICE_KIND, DEVICE_PLURAL, parse_device
+from apis.scheduling.record import parse_reservation
 from apis.slo.common import GROUP, VERSION
 from apis.slo.nodemetric_record import parse_node_metric
 from koord_scheduler.app.controller_flags import ControllerFlags
@@ -55,11 +58,17 @@ from koord_scheduler.scheduler.controllers.selection import (
     DEVICERESOURCE,
     ELASTICQUOTA,
     PODGROUP,
+    RESERVATION,
 )
 from koord_scheduler.scheduler.kube import ApiHttp, KubeClusterSource, TokenBucket
 from koord_scheduler.scheduler.kube.ratelimit import YieldingBucket
 from koord_scheduler.scheduler.leaderelection import LeaderElector
 from koord_scheduler.scheduler.metrics import SchedulerMetrics
+from koord_scheduler.scheduler.object_errors import ObjectErrors
+from koord_scheduler.scheduler.reservation_controller.decide import controller_options
+from koord_scheduler.scheduler.reservation_controller.informed import KIND as RESERVATION_KIND
+from koord_scheduler.scheduler.reservation_controller.informed import PLURAL as RESERVATION_PLURAL
+from koord_scheduler.scheduler.reservation_controller.informed import KubeStatusWriter, ReservationController
 
 log = logging.getLogger("koord-scheduler")
 
@@ -257,6 +266,40 @@ def build_deviceresource(
         KubeControllerApi(http, source.events), ready=lambda: source.listed(DEVICE_KIND) and source.listed("Node")
     )
     return DeviceResources(controller, http)
+
+
+@dataclass(frozen=True, slots=True)
+class Reservations:
+    controller: ReservationController
+    http: ApiHttp
+
+
+def build_reservation(
+    flags: ControllerFlags,
+    source: KubeClusterSource,
+    config: KubeSchedulerConfiguration,
+    *,
+    client: ControllerClient,
+    scheduler_kinds: Collection[str] = (),
+    plugin_enabled: bool = True,
+    object_errors: ObjectErrors | None = None,
+) -> Reservations | None:
+    """The ``reservation`` lifecycle controller (None when it is off, or when ``plugin_enabled`` is false:
+    scheduling is on and no profile enables the Reservation plugin). It reads the Reservation kind the
+    plugin watches; with scheduling off it registers the kind on ``source`` itself, as optional (call
+    before ``source.start``). Its options are the Reservation args of the first profile that configures
+    them (gcDurationSeconds, gcIntervalSeconds, disableGarbageCollection, controllerWorkers)."""
+    if RESERVATION not in flags.enabled or not plugin_enabled:
+        return None
+    if RESERVATION_KIND not in scheduler_kinds and not source.watches(RESERVATION_KIND):
+        source.watch_kind(SCHEDULING_GROUP, SCHEDULING_VERSION, RESERVATION_PLURAL, parse_reservation,
+                          RESERVATION_KIND, optional=True)
+    http = ApiHttp(source.connection, client.bucket())
+    controller = ReservationController(
+        KubeStatusWriter(http), options=controller_options(config), object_errors=object_errors,
+        ready=lambda: all(source.listed(kind) for kind in ("Node", "Pod", RESERVATION_KIND)),
+    )
+    return Reservations(controller, http)
 
 
 async def hold_controllers(

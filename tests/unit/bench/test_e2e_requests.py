@@ -10,20 +10,34 @@ from typing import Any
 import pytest
 from conftest import load_bench
 
-METRICS = """\
-# HELP apiserver_request_total [STABLE] Counter of apiserver requests broken out for each verb...
-# TYPE apiserver_request_total counter
-apiserver_request_total{code="201",component="apiserver",dry_run="",group="",resource="pods",scope="resource",subresource="binding",verb="POST",version="v1"} 3000
-apiserver_request_total{code="409",component="apiserver",dry_run="",group="",resource="pods",scope="resource",subresource="binding",verb="POST",version="v1"} 2
-apiserver_request_total{code="201",component="apiserver",dry_run="",group="events.k8s.io",resource="events",scope="namespace",subresource="",verb="POST",version="v1"} 2990
-apiserver_request_total{code="200",component="apiserver",dry_run="",group="",resource="pods",scope="cluster",subresource="",verb="LIST",version="v1"} 7
-apiserver_request_total{code="200",component="apiserver",dry_run="",group="",resource="",scope="",subresource="/metrics",verb="GET",version=""} 4
-apiserver_request_total{code="200",component="apiserver",dry_run="",group="",resource="pods",scope="cluster",subresource="",verb="WATCH",version="v1"} 1.0
-# TYPE apiserver_longrunning_requests gauge
-apiserver_longrunning_requests{component="apiserver",group="",resource="pods",scope="cluster",subresource="",verb="WATCH",version="v1"} 2
-apiserver_longrunning_requests{component="apiserver",group="",resource="nodes",scope="cluster",subresource="",verb="WATCH",version="v1"} 1
-apiserver_request_duration_seconds_bucket{component="apiserver",group="",resource="pods",verb="POST",le="0.1"} 99
-"""
+
+def sample(name: str, value: str, **labels: str) -> str:
+    """One line of kube-apiserver's /metrics, labels in its (sorted) order."""
+    return f"{name}{{" + ",".join(f'{k}="{v}"' for k, v in sorted(labels.items())) + f"}} {value}"
+
+
+TOTAL = "apiserver_request_total"
+OPEN = "apiserver_longrunning_requests"
+CORE = {"component": "apiserver", "dry_run": "", "group": "", "version": "v1"}
+METRICS = "\n".join([
+    "# HELP apiserver_request_total [STABLE] Counter of apiserver requests broken out for each verb...",
+    "# TYPE apiserver_request_total counter",
+    sample(TOTAL, "3000", **CORE, code="201", resource="pods", scope="resource", subresource="binding", verb="POST"),
+    sample(TOTAL, "2", **CORE, code="409", resource="pods", scope="resource", subresource="binding", verb="POST"),
+    sample(TOTAL, "2990", **{**CORE, "group": "events.k8s.io"}, code="201", resource="events", scope="namespace",
+           subresource="", verb="POST"),
+    sample(TOTAL, "7", **CORE, code="200", resource="pods", scope="cluster", subresource="", verb="LIST"),
+    sample(TOTAL, "4", **{**CORE, "version": ""}, code="200", resource="", scope="", subresource="/metrics",
+           verb="GET"),
+    sample(TOTAL, "1.0", **CORE, code="200", resource="pods", scope="cluster", subresource="", verb="WATCH"),
+    "# TYPE apiserver_longrunning_requests gauge",
+    sample(OPEN, "2", component="apiserver", group="", resource="pods", scope="cluster", subresource="", verb="WATCH",
+           version="v1"),
+    sample(OPEN, "1", component="apiserver", group="", resource="nodes", scope="cluster", subresource="", verb="WATCH",
+           version="v1"),
+    sample("apiserver_request_duration_seconds_bucket", "99", component="apiserver", group="", resource="pods",
+           verb="POST", le="0.1"),
+]) + "\n"
 
 
 @pytest.fixture(scope="module")
