@@ -1,12 +1,14 @@
 """What binding a plain pod costs the API server, counted by kube-apiserver itself, and how far its
 ``Scheduled`` Event trails the bind.
 
-One koord-scheduler run (default profile, the test default ``--controllers=reservation``) binds
-:data:`PODS` pending pods created before it starts. kube-apiserver's request counters are read before it
-starts and once every Event is written (tests/integration/apiserver_requests.py), with this test's own
-requests taken out (a watch of the pods, open at both readings, its restarts, and the lists counting the
-Events), so the difference is the scheduler's, plus whatever kwok and kube-apiserver's own loopback
-clients do meanwhile (a lease renewal now and then).
+One koord-scheduler run per profile (the default profile, and the default plus the Reservation plugin, as
+the chart's profile has it, so its lifecycle controller runs too; the test default
+``--controllers=reservation``) binds :data:`PODS` plain pending pods created before it starts.
+kube-apiserver's request counters are read before it starts and once every Event is written
+(tests/integration/apiserver_requests.py), with this test's own requests taken out (a watch of the pods,
+open at both readings, its restarts, and the lists counting the Events), so the difference is the
+scheduler's, plus whatever kwok and kube-apiserver's own loopback clients do meanwhile (a lease renewal
+now and then).
 
 How far the Events trail the binds: from the moment this test's watch sees the last pod bound to the
 moment a list (read from etcd) first shows every ``Scheduled`` Event, polled every 50 ms.
@@ -40,6 +42,15 @@ EVENT_LIST = RequestKey("LIST", "events.events.k8s.io")
 OTHER_REQUESTS_PER_POD = 0.15
 """Everything but the bind and the Event, per pod: the start-up lists (a couple of dozen kinds), kwok's and
 kube-apiserver's own background. One more request per pod would be 1.0."""
+RESERVATION_PLUGINS = {
+    "preFilter": {"enabled": [{"name": "Reservation"}]},
+    "filter": {"enabled": [{"name": "Reservation"}]},
+    "preScore": {"enabled": [{"name": "Reservation"}]},
+    "score": {"enabled": [{"name": "Reservation", "weight": 5000}]},
+    "reserve": {"enabled": [{"name": "Reservation"}]},
+    "preBind": {"enabled": [{"name": "Reservation"}]},
+    "bind": {"disabled": [{"name": "*"}], "enabled": [{"name": "Reservation"}, {"name": "DefaultBinder"}]},
+}
 MAX_EVENT_LAG_SECONDS = 1.0
 """kube-scheduler's Events trail its binds by well under 0.3 s; seconds would mean Events held back."""
 
@@ -144,9 +155,10 @@ def count_events(scope: Scope, own: Counter[RequestKey]) -> int:
     return len(doc["items"]) + int(doc["metadata"].get("remainingItemCount") or 0)
 
 
-@pytest.fixture(scope="module")
-def run(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
-    scope = Scope.create(control_plane, "per-pod")
+@pytest.fixture(scope="module", params=["default", "reservation"])
+def run(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory,
+        request: pytest.FixtureRequest) -> Iterator[Run]:
+    scope = Scope.create(control_plane, f"per-pod-{request.param[:4]}")
     proc: SchedulerProcess | None = None
     try:
         for i in range(NODES):
@@ -157,7 +169,10 @@ def run(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -
         with Follow(control_plane, pods, seen=lambda o: bool(o["spec"].get("nodeName")),
                     key=lambda o: o["metadata"]["name"]) as binds:
             before = read_counts(control_plane)
-            proc = SchedulerProcess.start(control_plane, scheduler_config(scope), tmp_path_factory.mktemp("koord"))
+            config = scheduler_config(scope)
+            if request.param == "reservation":
+                config["profiles"][0]["plugins"] = RESERVATION_PLUGINS
+            proc = SchedulerProcess.start(control_plane, config, tmp_path_factory.mktemp("koord"))
             try:
                 wait_until(lambda: len(binds.times) >= PODS, timeout=120, what=f"{PODS} pods bound")
                 wait_until(lambda: count_events(scope, own) >= PODS, timeout=60, interval=0.05,
