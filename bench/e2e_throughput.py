@@ -87,8 +87,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections import Counter
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -102,7 +101,8 @@ sys.path.insert(0, str(REPO / "bench"))
 
 import e2e_baseline  # noqa: E402
 import e2e_colocation  # noqa: E402
-from apiserver_requests import RequestCounts, client_request_key, parse_request_counts, per_pod  # noqa: E402
+from apiserver_requests import per_pod  # noqa: E402
+from e2e_requests import CountingHttp, read_request_counts  # noqa: E402
 from topology_common import SHAPES, Shape, node_obj  # noqa: E402
 
 from koord_scheduler.scheduler.kube import (  # noqa: E402
@@ -157,54 +157,6 @@ class Result:
     requests_total_per_pod: float | None = None
     watches_opened: dict[str, int] = field(default_factory=dict)
     """Long-running requests (watches) the contender opened and still held then, by ``VERB resource``."""
-
-
-# ----- the API server's request counters -----
-
-
-class CountingHttp(ApiHttp):
-    """The bench's own client; it counts its requests the way kube-apiserver does (a watch once it ends,
-    and the watches it holds open), so they can be taken out of the contender's figures."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.sent: Counter[Any] = Counter()
-        self.open_watches: Counter[Any] = Counter()
-
-    async def request(self, method: str, path: str, *, body: Any = None, content_type: str = "application/json",
-                      params: Mapping[str, str] | None = None) -> bytes:
-        self.sent[client_request_key(method, path, params)] += 1
-        return await super().request(method, path, body=body, content_type=content_type, params=params)
-
-    @contextlib.asynccontextmanager
-    async def stream(self, path: str, params: Mapping[str, str]) -> AsyncIterator[Any]:
-        key = client_request_key("GET", path, params)
-        self.open_watches[key] += 1
-        try:
-            async with super().stream(path, params) as content:
-                yield content
-        finally:
-            self.open_watches[key] -= 1
-            self.sent[key] += 1
-
-
-@dataclass(frozen=True)
-class Reading:
-    """kube-apiserver's counters at one moment, and the bench's own requests and open watches then."""
-
-    counts: RequestCounts
-    sent: Counter[Any]
-    open_watches: Counter[Any]
-
-    def since(self, before: Reading) -> RequestCounts:
-        own_open = Counter(self.open_watches)
-        own_open.subtract(before.open_watches)
-        return self.counts.since(before.counts, own=self.sent - before.sent, own_open=own_open)
-
-
-async def read_request_counts(http: CountingHttp) -> Reading:
-    sent, open_watches = http.sent.copy(), http.open_watches.copy()
-    return Reading(parse_request_counts((await http.request("GET", "/metrics")).decode()), sent, open_watches)
 
 
 # ----- objects -----
