@@ -27,7 +27,7 @@ def contender_name(ref: str) -> str:
 
 def baseline_ref(name: str) -> str | None:
     """The REF of a ``koord-scheduler@REF`` contender, else None."""
-    return name[len(PREFIX):] if name.startswith(PREFIX) else None
+    return name[len(PREFIX) :] if name.startswith(PREFIX) else None
 
 
 def with_baseline(names: list[str], ref: str) -> list[str]:
@@ -36,7 +36,7 @@ def with_baseline(names: list[str], ref: str) -> list[str]:
     extra = contender_name(ref)
     for i, name in enumerate(names):
         if name == "koord-scheduler" or name.startswith("koord-scheduler["):
-            return [*names[: i + 1], extra, *names[i + 1:]]
+            return [*names[: i + 1], extra, *names[i + 1 :]]
     return [*names, extra]
 
 
@@ -69,13 +69,17 @@ def built(ref: str, *, repo: Path, python: str = sys.executable) -> Iterator[Bas
         _run(["git", "worktree", "add", "--detach", str(source), commit], cwd=repo, what="git worktree add")
         print(f"# --baseline {ref}: {commit[:12]} checked out in {source}; installing", file=sys.stderr)
         _run([python, "-m", "venv", str(root / "venv")], cwd=root, what="creating the virtualenv")
-        _run([str(root / "venv" / "bin" / "pip"), "install", "--quiet", str(source)], cwd=root,
-             what=f"installing {commit[:12]}")
+        _run(
+            [str(root / "venv" / "bin" / "pip"), "install", "--quiet", str(source)],
+            cwd=root,
+            what=f"installing {commit[:12]}",
+        )
         build = BaselineBuild(ref, commit, root)
         if not build.executable.exists():
             raise RuntimeError(f"--baseline: {commit[:12]} installs no koord-scheduler command")
         yield build
     finally:
-        subprocess.run(["git", "worktree", "remove", "--force", str(source)], cwd=repo, capture_output=True,
-                       check=False)
+        subprocess.run(
+            ["git", "worktree", "remove", "--force", str(source)], cwd=repo, capture_output=True, check=False
+        )
         shutil.rmtree(root, ignore_errors=True)

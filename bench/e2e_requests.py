@@ -24,8 +24,15 @@ class CountingHttp(ApiHttp):
         self.sent: Counter[Any] = Counter()
         self.open_watches: Counter[Any] = Counter()
 
-    async def request(self, method: str, path: str, *, body: Any = None, content_type: str = "application/json",
-                      params: Mapping[str, str] | None = None) -> bytes:
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        content_type: str = "application/json",
+        params: Mapping[str, str] | None = None,
+    ) -> bytes:
         self.sent[client_request_key(method, path, params)] += 1
         return await super().request(method, path, body=body, content_type=content_type, params=params)
 

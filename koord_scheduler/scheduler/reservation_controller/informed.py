@@ -103,8 +103,7 @@ class ReservationController:
         """Reservation uid -> pod key -> the owner pod (what :class:`ClusterView` reads)."""
         self.nodes: dict[str, bool] = {}
         self.view = ClusterView(owners=_OwnerLists(self.owners), nodes=self.nodes)
-        self.reconciler = Reconciler(options or ControllerOptions(), writer, clock=clock,
-                                     object_errors=object_errors)
+        self.reconciler = Reconciler(options or ControllerOptions(), writer, clock=clock, object_errors=object_errors)
         self._owner_of: dict[str, str] = {}
         """pod key -> the Reservation uid it is indexed under."""
 
@@ -153,8 +152,10 @@ class ReservationController:
         waited = 0.0
         while not self.ready():
             if waited % 30 == 0:
-                log.warning("reservation controller waiting for Nodes, Pods and Reservations to be listed "
-                            "(CRD installed? RBAC?)")
+                log.warning(
+                    "reservation controller waiting for Nodes, Pods and Reservations to be listed "
+                    "(CRD installed? RBAC?)"
+                )
             if await stopped_within(stop, 1.0):
                 return
             waited += 1

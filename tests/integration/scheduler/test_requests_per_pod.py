@@ -61,8 +61,14 @@ class Follow:
     (after an ERROR event, the collection is listed again); those requests are counted in ``own``, so
     they can be taken out of the API server's figures."""
 
-    def __init__(self, plane: ControlPlane, path: str, *, seen: Callable[[dict[str, Any]], bool],
-                 key: Callable[[dict[str, Any]], str]) -> None:
+    def __init__(
+        self,
+        plane: ControlPlane,
+        path: str,
+        *,
+        seen: Callable[[dict[str, Any]], bool],
+        key: Callable[[dict[str, Any]], str],
+    ) -> None:
         self.plane, self.path, self.seen, self.key = plane, path, seen, key
         self.times: dict[str, float] = {}
         self.own: Counter[RequestKey] = Counter()
@@ -99,12 +105,16 @@ class Follow:
         server = urllib.parse.urlsplit(self.plane.server)
         while not self._closed:
             relist = False
-            connection = http.client.HTTPSConnection(server.hostname or "", server.port,
-                                                     context=self.plane.ssl_context(), timeout=600)
+            connection = http.client.HTTPSConnection(
+                server.hostname or "", server.port, context=self.plane.ssl_context(), timeout=600
+            )
             self._connection = connection
             try:
-                connection.request("GET", f"{self.path}?watch=1&resourceVersion={rv}&timeoutSeconds=600",
-                                   headers={"Authorization": f"Bearer {self.plane.token}"})
+                connection.request(
+                    "GET",
+                    f"{self.path}?watch=1&resourceVersion={rv}&timeoutSeconds=600",
+                    headers={"Authorization": f"Bearer {self.plane.token}"},
+                )
                 with connection.getresponse() as resp:
                     self._ready.set()
                     for line in resp:
@@ -156,8 +166,9 @@ def count_events(scope: Scope, own: Counter[RequestKey]) -> int:
 
 
 @pytest.fixture(scope="module", params=["default", "reservation"])
-def run(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory,
-        request: pytest.FixtureRequest) -> Iterator[Run]:
+def run(
+    control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[Run]:
     scope = Scope.create(control_plane, f"per-pod-{request.param[:4]}")
     proc: SchedulerProcess | None = None
     try:
@@ -166,8 +177,9 @@ def run(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory,
         scope.add_pods(scope.pod_body(f"p{i}") for i in range(PODS))
         pods = f"/api/v1/namespaces/{scope.namespace}/pods"
         own: Counter[RequestKey] = Counter()
-        with Follow(control_plane, pods, seen=lambda o: bool(o["spec"].get("nodeName")),
-                    key=lambda o: o["metadata"]["name"]) as binds:
+        with Follow(
+            control_plane, pods, seen=lambda o: bool(o["spec"].get("nodeName")), key=lambda o: o["metadata"]["name"]
+        ) as binds:
             before = read_counts(control_plane)
             config = scheduler_config(scope)
             if request.param == "reservation":
@@ -175,11 +187,13 @@ def run(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory,
             proc = SchedulerProcess.start(control_plane, config, tmp_path_factory.mktemp("koord"))
             try:
                 wait_until(lambda: len(binds.times) >= PODS, timeout=120, what=f"{PODS} pods bound")
-                wait_until(lambda: count_events(scope, own) >= PODS, timeout=60, interval=0.05,
-                           what=f"{PODS} Scheduled Events")
+                wait_until(
+                    lambda: count_events(scope, own) >= PODS, timeout=60, interval=0.05, what=f"{PODS} Scheduled Events"
+                )
             except AssertionError as exc:
-                raise AssertionError(f"{exc}: {len(binds.times)} bound; koord-scheduler's log:\n"
-                                     f"{proc.log_tail()}") from None
+                raise AssertionError(
+                    f"{exc}: {len(binds.times)} bound; koord-scheduler's log:\n{proc.log_tail()}"
+                ) from None
             events_written = time.monotonic()
             time.sleep(0.5)  # nothing more should come; anything that does is counted
             after = read_counts(control_plane)

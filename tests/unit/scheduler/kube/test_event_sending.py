@@ -31,8 +31,14 @@ class HeldApi:
 
 
 def _record(recorder: EventRecorder, name: str) -> None:
-    recorder.record_for(Regarding("Pod", "v1", "default", name, f"uid-{name}", "1"), event_type="Normal",
-                        reason="Scheduled", action="Binding", note="bound", controller="default-scheduler")
+    recorder.record_for(
+        Regarding("Pod", "v1", "default", name, f"uid-{name}", "1"),
+        event_type="Normal",
+        reason="Scheduled",
+        action="Binding",
+        note="bound",
+        controller="default-scheduler",
+    )
 
 
 def test_events_keep_as_many_in_flight_as_the_bindings() -> None:

@@ -26,8 +26,12 @@ CREATED_TEXT = "2027-01-15T08:00:00Z"
 def reservation(name: str, *, node: str = "n1", phase: str = "Available", ttl: str = "1h") -> dict[str, Any]:
     return {
         "metadata": {"name": name, "uid": f"uid-{name}", "creationTimestamp": CREATED_TEXT},
-        "spec": {"template": {"spec": {"containers": [{"name": "c"}]}}, "owners": [{"object": {"name": "p"}}],
-                 "ttl": ttl, "allocateOnce": False},
+        "spec": {
+            "template": {"spec": {"containers": [{"name": "c"}]}},
+            "owners": [{"object": {"name": "p"}}],
+            "ttl": ttl,
+            "allocateOnce": False,
+        },
         "status": {"phase": phase, "nodeName": node, "allocatable": {"cpu": "2"}},
     }
 
@@ -92,8 +96,11 @@ def test_a_pod_that_no_longer_holds_its_reservation_leaves_the_index(change: str
     elif change == "annotation-gone":
         c.on_pod(EventType.MODIFIED, pod, make_pod("p").uid("pod-p").req(cpu="500m").build())
     else:
-        c.on_pod(EventType.MODIFIED, pod, dataclasses.replace(pod, meta=dataclasses.replace(pod.meta,
-                                                                                           deletion_timestamp=1.0)))
+        c.on_pod(
+            EventType.MODIFIED,
+            pod,
+            dataclasses.replace(pod, meta=dataclasses.replace(pod.meta, deletion_timestamp=1.0)),
+        )
     assert c.view.owners.get("uid-r", []) == []
     assert dirty(c) == {"uid-r"}
 
@@ -156,8 +163,9 @@ class FakeHttp:
         self.error = error
         self.requests: list[tuple[str, str, Any, str]] = []
 
-    async def request(self, method: str, path: str, *, body: Any = None, content_type: str = "",
-                      params: Any = None) -> bytes:
+    async def request(
+        self, method: str, path: str, *, body: Any = None, content_type: str = "", params: Any = None
+    ) -> bytes:
         self.requests.append((method, path, body, content_type))
         if self.error is not None:
             raise self.error
