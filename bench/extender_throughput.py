@@ -33,7 +33,8 @@ from scheduler_throughput import FULL_CONFIG, node_obj, pod_obj
 from apis.config import KubeSchedulerConfiguration, parse_scheduler_config
 from apis.config.extender import Extender
 from apis.core.parse import parse_node, parse_pod
-from koord_scheduler.app.extender_server import build_extender_scheduler, make_app, service_for
+from koord_scheduler.app.extender_http import make_app
+from koord_scheduler.app.extender_server import build_extender_scheduler, service_for
 from koord_scheduler.app.plugin_loading import build_registry
 from koord_scheduler.scheduler.assembly import build_scheduler
 from koord_scheduler.scheduler.extenders import HTTPExtender
@@ -78,7 +79,10 @@ async def serve_koord(port: int, nodes: int, placed: int) -> None:
     mem = cluster(nodes, placed, 0)
     scheduler = build_extender_scheduler(KubeSchedulerConfiguration(), build_registry(use_entry_points=False), mem)
     await mem.start(scheduler, list(scheduler.watched_kinds.values()))
-    await _run_app(make_app(service_for(scheduler), mem, synced=lambda: True), port)
+    async def get_pod(namespace: str, name: str) -> Any:
+        return mem.pods.get(f"{namespace}/{name}")
+
+    await _run_app(make_app(service_for(scheduler), mem, synced=lambda: True, get_pod=get_pod), port)
 
 
 async def _run_app(app: web.Application, port: int) -> None:

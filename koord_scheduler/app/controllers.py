@@ -61,6 +61,7 @@ from koord_scheduler.scheduler.controllers.selection import (
     RESERVATION,
 )
 from koord_scheduler.scheduler.kube import ApiHttp, KubeClusterSource, TokenBucket
+from koord_scheduler.scheduler.kube.paths import resource_path
 from koord_scheduler.scheduler.kube.ratelimit import YieldingBucket
 from koord_scheduler.scheduler.leaderelection import LeaderElector
 from koord_scheduler.scheduler.metrics import SchedulerMetrics
@@ -131,6 +132,7 @@ def build_colocation(
         options=ColocationOptions(enabled=enabled),
         registry=metrics.registry,
         ready=lambda: all(source.listed(kind) for kind in kinds),
+        object_errors=metrics.object_errors,
     )
     if "NodeMetric" not in scheduler_kinds and not source.watches("NodeMetric"):
         source.watch_kind(GROUP, VERSION, "nodemetrics", parse_node_metric, "NodeMetric", optional=True)
@@ -161,6 +163,7 @@ def _first_args(config: KubeSchedulerConfiguration, plugin: str, model: type[_Ar
 class QuotaStatus:
     controller: QuotaStatusController
     http: ApiHttp
+    name: str = ELASTICQUOTA
 
 
 def build_quota_status(
@@ -170,6 +173,7 @@ def build_quota_status(
     *,
     client: ControllerClient,
     scheduler_kinds: Collection[str] = (),
+    object_errors: ObjectErrors | None = None,
 ) -> QuotaStatus | None:
     """The ``elasticquota`` status controller (None when it is off), its ElasticQuota watch registered on
     ``source`` as optional: call before ``source.start``. Its arguments are those of the first profile
@@ -179,7 +183,8 @@ def build_quota_status(
     args = _first_args(config, elasticquota.KIND, ElasticQuotaArgs)
     http = ApiHttp(source.connection, client.bucket())
     controller = QuotaStatusController(
-        KubeControllerApi(http, source.events), args=args, ready=lambda: source.listed(elasticquota.KIND)
+        KubeControllerApi(http, source.events), args=args, ready=lambda: source.listed(elasticquota.KIND),
+        object_errors=object_errors,
     )
     if elasticquota.KIND not in scheduler_kinds and not source.watches(elasticquota.KIND):
         source.watch_kind(elasticquota.GROUP, elasticquota.VERSION, elasticquota.PLURAL,
@@ -192,7 +197,7 @@ class KubePodGroupApi:
         self.http = http
 
     async def patch_pod_group(self, namespace: str, name: str, body: Mapping[str, Any]) -> None:
-        path = f"/apis/{pg.GROUP}/{pg.VERSION}/namespaces/{namespace}/{pg.PLURAL}/{name}"
+        path = resource_path(pg.GROUP, pg.VERSION, pg.PLURAL, namespace=namespace, name=name)
         await self.http.request("PATCH", path, body=dict(body), content_type="application/merge-patch+json")
 
 
@@ -200,6 +205,7 @@ class KubePodGroupApi:
 class PodGroups:
     controller: PodGroupController
     http: ApiHttp
+    name: str = PODGROUP
 
 
 def build_podgroup(
@@ -209,6 +215,7 @@ def build_podgroup(
     *,
     client: ControllerClient,
     scheduler_kinds: Collection[str] = (),
+    object_errors: ObjectErrors | None = None,
 ) -> PodGroups | None:
     """The ``podgroup`` status controller (None when it is off), with the PodGroup watch registered on
     ``source``: call before ``source.start``. It writes with ``controllerWorkers`` of the first profile
@@ -223,7 +230,8 @@ def build_podgroup(
         return None
     args = _first_args(config, COSCHEDULING, CoschedulingArgs)
     http = ApiHttp(source.connection, client.bucket())
-    return PodGroups(PodGroupController(KubePodGroupApi(http), workers=args.controller_workers), http)
+    controller = PodGroupController(KubePodGroupApi(http), workers=args.controller_workers, object_errors=object_errors)
+    return PodGroups(controller, http)
 
 
 class HostedController(ControllerSink, Protocol):
@@ -241,11 +249,17 @@ class Hosted(Protocol):
     @property
     def http(self) -> ApiHttp: ...
 
+    @property
+    def name(self) -> str:
+        """The controller's ``--controllers`` name (its restarts are counted as ``controller-<name>``)."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class DeviceResources:
     controller: DeviceResourceController
     http: ApiHttp
+    name: str = DEVICERESOURCE
 
 
 def build_deviceresource(
@@ -254,6 +268,7 @@ def build_deviceresource(
     *,
     client: ControllerClient,
     scheduler_kinds: Collection[str] = (),
+    object_errors: ObjectErrors | None = None,
 ) -> DeviceResources | None:
     """The ``deviceresource`` controller (None when it is off), with the Device watch registered on
     ``source`` as optional: call before ``source.start``."""
@@ -263,7 +278,8 @@ def build_deviceresource(
         source.watch_kind(SCHEDULING_GROUP, SCHEDULING_VERSION, DEVICE_PLURAL, parse_device, DEVICE_KIND, optional=True)
     http = ApiHttp(source.connection, client.bucket())
     controller = DeviceResourceController(
-        KubeControllerApi(http, source.events), ready=lambda: source.listed(DEVICE_KIND) and source.listed("Node")
+        KubeControllerApi(http, source.events), ready=lambda: source.listed(DEVICE_KIND) and source.listed("Node"),
+        object_errors=object_errors,
     )
     return DeviceResources(controller, http)
 
@@ -272,6 +288,7 @@ def build_deviceresource(
 class Reservations:
     controller: ReservationController
     http: ApiHttp
+    name: str = RESERVATION
 
 
 def build_reservation(

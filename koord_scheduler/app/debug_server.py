@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # aiohttp loads when the server starts, not when the flags are parsed
     from aiohttp import web
 
+    from koord_scheduler.scheduler.serving import HardenedServer, ServingLimits
+
 log = logging.getLogger("koord-scheduler")
 
 LOOPBACK = "127.0.0.1"
@@ -88,17 +90,14 @@ def debug_app(set_debug: SetDebug) -> web.Application:
     return app
 
 
-async def start_debug_server(port: int, set_debug: SetDebug) -> web.AppRunner:
-    """Serve the switches on ``127.0.0.1:port``. Raises ``OSError`` when the port is taken."""
-    from aiohttp import web
+async def start_debug_server(port: int, set_debug: SetDebug, *, limits: ServingLimits | None = None) -> HardenedServer:
+    """Serve the switches on ``127.0.0.1:port`` with the size, time and connection bounds of
+    :mod:`koord_scheduler.scheduler.serving` (by default a 1 KiB body, 16 connections). Raises ``OSError``
+    when the port is taken."""
+    from koord_scheduler.scheduler.serving import HardenedServer, ServingLimits
 
-    runner = web.AppRunner(debug_app(set_debug), access_log=None, handle_signals=False)
-    await runner.setup()
-    site = web.TCPSite(runner, LOOPBACK, port)
-    try:
-        await site.start()
-    except OSError:
-        await runner.cleanup()
-        raise
+    limits = limits or ServingLimits(max_body_bytes=1024, max_connections=16)
+    server = HardenedServer(debug_app(set_debug), address=LOOPBACK, port=port, ssl_context=None, limits=limits)
+    await server.start()
     log.info("serving PUT /debug/flags/{s,f} on http://%s:%d (loopback only)", LOOPBACK, port)
-    return runner
+    return server

@@ -14,6 +14,7 @@ import sys
 import time
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
@@ -58,11 +59,13 @@ from koord_scheduler.scheduler.kube import (
 from koord_scheduler.scheduler.leaderelection import LeaderElector
 from koord_scheduler.scheduler.metrics import SchedulerMetrics
 from koord_scheduler.scheduler.scheduler import Scheduler, SchedulerOptions
+from koord_scheduler.scheduler.serving import HardenedServer, ServingLimits
 from koord_scheduler.scheduler.source import EventSink
+from koord_scheduler.scheduler.task_restarts import supervise
 
 if TYPE_CHECKING:
     from koord_scheduler.scheduler.prefetch import Prefetch
-    from koord_scheduler.webhook.options import WebhookRuntime
+    from koord_scheduler.webhook.thread import AdmissionThread
 
 log = logging.getLogger("koord-scheduler")
 startup_log = logging.getLogger("koord_scheduler.startup")
@@ -82,6 +85,7 @@ def run_cluster(options: ServeOptions, registry: Callable[[], Registry], *, pref
             scheduler_names=tuple(p.scheduler_name for p in options.config.profiles),
         ),
         prefetch=prefetch,
+        restarts=metrics.task_restarts,
     )
     # The collector's thresholds are raised before the caches load; the heap is settled when the
     # scheduler is first idle, and again when idle later (scheduler.heap). Without scheduling nothing
@@ -90,7 +94,8 @@ def run_cluster(options: ServeOptions, registry: Callable[[], Registry], *, pref
     if options.controllers.scheduling:
         heap.loading()
     scheduler = build_scheduler(
-        options.config, registry(), source, metrics=metrics, options=SchedulerOptions(heap=heap)
+        options.config, registry(), source, metrics=metrics,
+        options=SchedulerOptions(heap=heap, feature_gates=options.feature_gates),
     ) if options.controllers.scheduling else None
     connection_options = options.config.client_connection
     # Binds first: with scheduling on, the controllers' writes share a small budget while the scheduler
@@ -106,12 +111,15 @@ def run_cluster(options: ServeOptions, registry: Callable[[], Registry], *, pref
     # The Reservation controller runs when selected and some profile enables the Reservation plugin (with
     # scheduling off: when selected).
     reservation_plugin = scheduler is None or any("Reservation" in fwk.plugins for fwk in scheduler.profiles.values())
+    errors = metrics.object_errors
     hosted = [h for h in (
         build_reservation(options.controllers, source, options.config, client=client, scheduler_kinds=kinds,
-                          plugin_enabled=reservation_plugin, object_errors=metrics.object_errors),
-        build_quota_status(options.controllers, source, options.config, client=client, scheduler_kinds=kinds),
-        build_podgroup(options.controllers, source, options.config, client=client, scheduler_kinds=kinds),
-        build_deviceresource(options.controllers, source, client=client, scheduler_kinds=kinds),
+                          plugin_enabled=reservation_plugin, object_errors=errors),
+        build_quota_status(options.controllers, source, options.config, client=client, scheduler_kinds=kinds,
+                           object_errors=errors),
+        build_podgroup(options.controllers, source, options.config, client=client, scheduler_kinds=kinds,
+                       object_errors=errors),
+        build_deviceresource(options.controllers, source, client=client, scheduler_kinds=kinds, object_errors=errors),
     ) if h is not None]
     startup_log.info("start-up: profiles and controllers built (%.2f CPU-s since start)", time.process_time())
     log.info("koord-scheduler: profiles %s, controllers %s, API server %s (%s)",
@@ -137,6 +145,8 @@ class _State:
     elector: LeaderElector | None
     scheduler: Scheduler | None = None
     stopping: bool = False
+    admission_only: bool = False
+    """Scheduling and every controller off, the webhook on: ready once the webhook serves (no informers)."""
 
     def set_debug(self, *, scores: int | None = None, filters: bool | None = None) -> None:
         """``--debug-scores`` / ``--debug-filters`` for every profile (also switched over HTTP)."""
@@ -156,6 +166,8 @@ class _State:
     def readyz(self) -> tuple[bool, str]:
         if self.stopping:
             return False, "shutting down"
+        if self.admission_only:
+            return True, "ok"
         if not self.source.synced:
             return False, "informers not synced"
         return self.healthz()
@@ -180,14 +192,19 @@ async def _run(
     state = _State(source, elector, scheduler)
     state.set_debug(scores=options.debug_scores, filters=options.debug_filters)
     starter: asyncio.Future[None] | None = None
-    runner: web.AppRunner | None = None
+    runner: HardenedServer | None = None
     colocation_task: asyncio.Future[None] | None = None
-    debug_runner: web.AppRunner | None = None
-    webhook: WebhookRuntime | None = None
+    debug_runner: HardenedServer | None = None
+    webhook: AdmissionThread | None = None
     if options.webhook.enabled:  # TLS, certificates and the admission code load only when it is on
         from koord_scheduler.webhook.options import WebhookRuntime
+        from koord_scheduler.webhook.thread import AdmissionThread
 
-        webhook = WebhookRuntime(options.webhook, source.connection, metrics.registry)
+        # Its own thread and event loop: reviews never wait for, nor delay, a scheduling cycle.
+        webhook = AdmissionThread(
+            lambda: WebhookRuntime(options.webhook, source.connection, metrics.registry),
+            loop_factory=event_loop_factory(os.environ.get(EVENT_LOOP_ENV, "")),
+        )
     try:
         if webhook is not None:
             # Every replica serves admission, leader or not; a webhook that cannot start is fatal.
@@ -219,8 +236,16 @@ async def _run(
         if controllers:
             sink = FanoutSink(scheduler, *controllers, object_errors=metrics.object_errors)
         if sink is None:
-            log.error("nothing to do: scheduling is off and no controller is enabled")
-            return EXIT_USAGE
+            if webhook is None:
+                log.error("nothing to do: scheduling is off and no controller is enabled")
+                return EXIT_USAGE
+            # An admission-only replica (the webhook in a process, or Deployment, of its own): no informers,
+            # no Lease; it serves until stopped.
+            state.admission_only = True
+            resume_collector()  # paused for the first lists, which this process does not take
+            log.info("scheduling and controllers off: serving the admission webhooks only")
+            await stop.wait()
+            return EXIT_OK
         # The collector, paused since the flags were read (scheduler.heap.pause_collector), comes back
         # once the first lists are delivered, or after STARTUP_PAUSE_LIMIT if they do not come.
         resume = loop.call_later(STARTUP_PAUSE_LIMIT, resume_collector)
@@ -237,8 +262,14 @@ async def _run(
             """The leader-only controllers' tasks. With scheduling on they start after the first pass
             (``first_pass_done``), so their first reconcile does not delay the first binds."""
             nonlocal colocation_task
-            runs = [*([colocation.controllers.run(stop)] if colocation else []),
-                    *(h.controller.run(stop) for h in hosted)]
+            # A controller loop that raises is started again (and counted), never lost silently.
+            restarts = metrics.task_restarts
+            runs = [
+                *([supervise("controller-colocation", partial(colocation.controllers.run, stop), restarts=restarts)]
+                  if colocation else []),
+                *(supervise(f"controller-{h.name}", partial(h.controller.run, stop), restarts=restarts)
+                  for h in hosted),
+            ]
             if runs:
                 colocation_task = asyncio.ensure_future(_gather_controllers(runs))
 
@@ -268,9 +299,9 @@ async def _run(
         if webhook is not None:
             await webhook.stop()
         if runner is not None:
-            await runner.cleanup()
+            await runner.stop()
         if debug_runner is not None:
-            await debug_runner.cleanup()
+            await debug_runner.stop()
 
 
 async def _after(event: asyncio.Event, action: Callable[[], None]) -> None:
@@ -335,7 +366,13 @@ def _elector(options: ServeOptions, source: KubeClusterSource, metrics: Schedule
     return LeaderElector(http, options.leader_election, on_change=lambda leader: status.labels(name).set(int(leader)))
 
 
-async def _start_http(options: ServeOptions, state: _State, metrics: SchedulerMetrics) -> web.AppRunner:
+METRICS_LIMITS = ServingLimits(max_body_bytes=64 * 1024, max_connections=64)
+"""The probes and /metrics are GETs: a small body limit; header and connection bounds as every server's."""
+
+
+async def _start_http(
+    options: ServeOptions, state: _State, metrics: SchedulerMetrics, *, limits: ServingLimits = METRICS_LIMITS
+) -> HardenedServer:
     def check(probe: Callable[[], tuple[bool, str]]) -> Callable[[web.Request], asyncio.Future[web.Response]]:
         async def handler(_: web.Request) -> web.Response:
             ok, text = probe()
@@ -347,20 +384,15 @@ async def _start_http(options: ServeOptions, state: _State, metrics: SchedulerMe
         body = generate_latest(metrics.registry)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
-    app = web.Application()
+    app = web.Application(client_max_size=limits.max_body_bytes)
     app.router.add_get("/healthz", check(state.healthz))
     app.router.add_get("/livez", check(state.healthz))
     app.router.add_get("/readyz", check(state.readyz))
     app.router.add_get("/metrics", metrics_handler)
-    runner = web.AppRunner(app, access_log=None, handle_signals=False)
-    await runner.setup()
-    site = web.TCPSite(runner, options.bind_address, options.metrics_port)
-    try:
-        await site.start()
-    except OSError:
-        await runner.cleanup()
-        raise
+    server = HardenedServer(app, address=options.bind_address, port=options.metrics_port, ssl_context=None,
+                            limits=limits)
+    await server.start()
     log.info("serving /healthz, /readyz, /metrics on http://%s:%d", options.bind_address, options.metrics_port)
-    return runner
+    return server
 
 

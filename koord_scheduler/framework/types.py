@@ -132,7 +132,9 @@ class ActionType(IntFlag):
     UPDATE_POD_SCHEDULING_GATES_ELIMINATED = 512
     UPDATE = 1024
     """Any other update."""
-    ALL = 2047
+    UPDATE_POD_GENERATED_RESOURCE_CLAIM = 2048
+    """A pod's ``status.resourceClaimStatuses`` changed (kube-controller-manager created its claims)."""
+    ALL = 4095
 
 
 class EventResource(StrEnum):
@@ -149,6 +151,9 @@ class EventResource(StrEnum):
     CSI_DRIVER = "CSIDriver"
     CSI_STORAGE_CAPACITY = "CSIStorageCapacity"
     ELASTIC_QUOTA = "ElasticQuota"
+    RESOURCE_CLAIM = "ResourceClaim"
+    RESOURCE_SLICE = "ResourceSlice"
+    DEVICE_CLASS = "DeviceClass"
     WILDCARD = "*"
 
 
@@ -197,6 +202,9 @@ class QueuedPodInfo:
     gated: bool = False
     backoff_expiry: float = 0.0
     error_backoff: bool = False
+    group_backoff: bool = False
+    """Tried in a round with other pods (a gang's members, picked by a NextPod hook): its backoff is waited
+    out in full, as the group's, even when the queue pops from backoffQ early."""
 
     @property
     def key(self) -> str:

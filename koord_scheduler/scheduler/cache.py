@@ -126,6 +126,10 @@ class SchedulerCache:
     def is_assumed(self, key: str) -> bool:
         return key in self._assumed
 
+    def assumed_keys(self, *, binding: bool = False) -> list[str]:
+        """Keys of the assumed pods; with ``binding``, only those whose binding has not finished."""
+        return [k for k, e in self._assumed.items() if not (binding and e.binding_finished)]
+
     def cleanup_expired(self, now: float) -> list[Pod]:
         """Forget assumed pods whose binding finished more than ``assumed_ttl`` ago."""
         expired = [

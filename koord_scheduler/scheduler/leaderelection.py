@@ -33,9 +33,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from apis.core.paths import dns1123_label_problem, dns1123_subdomain_problem, shown
 from koord_scheduler.framework.errors import ClusterError
 from koord_scheduler.scheduler.kube.events import micro_time
 from koord_scheduler.scheduler.kube.http import ApiError, ApiHttp
+from koord_scheduler.scheduler.kube.paths import resource_path
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +76,10 @@ class LeaderElectionOptions:
             raise ValueError("renewDeadline must be greater than retryPeriod*1.2")
         if self.retry_period <= 0:
             raise ValueError("retryPeriod must be greater than zero")
+        if problem := dns1123_label_problem(self.namespace):
+            raise ValueError(f"resourceNamespace {shown(self.namespace)}: {problem}")
+        if problem := dns1123_subdomain_problem(self.name):
+            raise ValueError(f"resourceName {shown(self.name)}: {problem}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,7 +147,13 @@ class LeaderElector:
 
     @property
     def path(self) -> str:
-        return f"/apis/coordination.k8s.io/v1/namespaces/{self.options.namespace}/leases"
+        """The Leases collection of the lease's namespace."""
+        return resource_path("coordination.k8s.io", "v1", "leases", namespace=self.options.namespace)
+
+    @property
+    def lease_path(self) -> str:
+        return resource_path("coordination.k8s.io", "v1", "leases", namespace=self.options.namespace,
+                             name=self.options.name)
 
     async def acquire(self) -> None:
         """Try every ``retryPeriod`` (jittered) until this process holds the Lease."""
@@ -204,7 +216,7 @@ class LeaderElector:
         record = LeaseRecord("", 1, now, now, self.observed.transitions if self.observed else 0)
         lease = {**self._lease, "spec": {**(self._lease.get("spec") or {}), **record.spec()}}
         try:
-            await self.http.request_json("PUT", f"{self.path}/{self.options.name}", body=lease)
+            await self.http.request_json("PUT", self.lease_path, body=lease)
         except ClusterError as err:
             log.warning("releasing lease %s/%s failed: %s", self.options.namespace, self.options.name, err)
         else:
@@ -231,7 +243,7 @@ class LeaderElector:
         now = micro_time(self.clock())
         name = self.options.name
         try:
-            lease: dict[str, Any] = await self.http.request_json("GET", f"{self.path}/{name}")
+            lease: dict[str, Any] = await self.http.request_json("GET", self.lease_path)
         except ApiError as err:
             if not err.not_found:
                 raise
@@ -268,7 +280,7 @@ class LeaderElector:
             record = LeaseRecord(self.identity, self._duration_seconds, now, now, transitions)
         lease["spec"] = {**(lease.get("spec") or {}), **record.spec()}
         try:
-            self._lease = await self.http.request_json("PUT", f"{self.path}/{name}", body=lease)
+            self._lease = await self.http.request_json("PUT", self.lease_path, body=lease)
         except ApiError as err:
             if err.conflict:
                 return False

@@ -1,10 +1,13 @@
-"""The scheduler: event handling, the synchronous scheduling cycle and the concurrent binding cycle."""
+"""The scheduler: event handling, the synchronous scheduling cycle and the concurrent binding cycle.
+
+:class:`Outcome` and :class:`SchedulerOptions` live in :mod:`.options` and are importable from here."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import time
+from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -28,43 +31,21 @@ from koord_scheduler.framework.types import (
 from koord_scheduler.framework.waiting_pods import WaitingPod, WaitingPods
 from koord_scheduler.scheduler.algorithm import FitError, NoNodesError, Sampler, schedule_pod
 from koord_scheduler.scheduler.cache import SchedulerCache
-from koord_scheduler.scheduler.extenders import ExtenderError, Extenders, bind_with_extenders
+from koord_scheduler.scheduler.cluster_events import node_update_action, object_cluster_event
+from koord_scheduler.scheduler.extenders import ExtenderError, bind_with_extenders
 from koord_scheduler.scheduler.extenders.preemption import PreemptionCaller
-from koord_scheduler.scheduler.heap import HeapSettler
 from koord_scheduler.scheduler.metrics import SchedulerMetrics, attempts_label
 from koord_scheduler.scheduler.nominator import PodNominator
 from koord_scheduler.scheduler.object_errors import HANDLER_ERROR, SCHEDULING_ERROR
+from koord_scheduler.scheduler.options import Outcome, SchedulerOptions
 from koord_scheduler.scheduler.queue import SchedulingQueue
 from koord_scheduler.scheduler.source import ClusterSource, EventType
+
+__all__ = ["Outcome", "Scheduler", "SchedulerOptions", "pod_on_node"]
 
 log = logging.getLogger(__name__)
 startup_log = logging.getLogger("koord_scheduler.startup")
 """Start-up time-line lines (``-v 2``)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Outcome:
-    """The last result for a pod: ``node`` is None while it is unschedulable."""
-
-    pod_key: str
-    node: str | None
-    message: str = ""
-    attempts: int = 0
-
-
-@dataclass(slots=True)
-class SchedulerOptions:
-    max_concurrent_bindings: int = 64
-    """Bind requests (Bind plugins or a binding extender) in flight at once; Permit waits and PreBind do
-    not take a slot."""
-    yield_every: int = 16
-    """Scheduling cycles between yields to the event loop (lets watches and bindings progress)."""
-    on_outcome: Callable[[Outcome], None] | None = None
-    heap: HeapSettler | None = None
-    """Settles the garbage collector when :meth:`Scheduler.run` starts and when it is idle (cluster mode
-    sets one; see :mod:`.heap`). None leaves the collector alone (tests, ``simulate``)."""
-    extenders: Extenders | None = None
-    """HTTP extenders from the configuration's ``extenders`` (see :mod:`.extenders`)."""
 
 
 @dataclass(slots=True)
@@ -74,10 +55,13 @@ class _Binding:
     fwk: Framework
     assumed: Pod
     started: float
+    perf_start: float
     waits: dict[str, float] = field(default_factory=dict)
     waiting: WaitingPod | None = None
     """Registered in ``Scheduler.waiting_pods`` at Permit, in the scheduling cycle, so a Permit plugin of
     a later cycle can allow it before its binding task first runs."""
+    released: bool = False
+    """Unreserved, forgotten and requeued (rejected at Permit, or its binding failed): nothing left to do."""
 
 
 class Scheduler:
@@ -122,6 +106,9 @@ class Scheduler:
         self.pre_error_filters: list[ErrorHandlerFilter] = []
         self.post_error_filters: list[ErrorHandlerFilter] = []
         self.waiting_pods = WaitingPods()
+        self._rejected: deque[_Binding] = deque()
+        """Bindings whose pod a plugin rejected at Permit and that :meth:`_release_rejected` has not
+        released yet."""
         self.next_pod_hooks: list[Callable[[], str | None]] = []
         """Koordinator's NextPod: asked before the queue; a key returned is taken out of the queue and
         scheduled next (Coscheduling tries a gang's members back to back)."""
@@ -154,7 +141,7 @@ class Scheduler:
         if old is None:
             action = ActionType.ADD
         else:
-            action = _node_update_action(old, new)
+            action = node_update_action(old, new)
             if not action:
                 return
         self.queue.on_cluster_event(ClusterEvent(EventResource.NODE, action), old, new)
@@ -197,7 +184,12 @@ class Scheduler:
         if new.is_terminal or not self.responsible_for(new):
             self.nominator.delete(new)
             return
-        self.nominator.update(old, new)
+        if self.cache.is_assumed(new.key):
+            # Already counted on its node; a nominatedNodeName set for expected placement must not count
+            # it a second time among the nominated pods.
+            self.nominator.delete(new)
+        else:
+            self.nominator.update(old, new)
         if old is None or old.key not in self.queue:
             if not self.cache.is_assumed(new.key):
                 self.queue.add(new)
@@ -209,9 +201,9 @@ class Scheduler:
         may become schedulable on a Reservation or NodeMetric event they registered for."""
         for handler in self._object_handlers.get(kind, ()):
             handler(event, old, new)
-        resource = _EVENT_RESOURCES.get(kind)
-        if resource is not None:
-            self.queue.on_cluster_event(ClusterEvent(resource, _OBJECT_ACTIONS[event]), old, new)
+        cluster_event = object_cluster_event(kind, event)
+        if cluster_event is not None:
+            self.queue.on_cluster_event(cluster_event, old, new)
 
     def on_invalid_object(
         self, kind: str, key: str, reason: str, message: str, exc: BaseException | None = None
@@ -228,8 +220,16 @@ class Scheduler:
     # ----- scheduling cycle -----
 
     def schedule_one(self) -> bool:
-        """Pop one pod and run its scheduling cycle; starts its binding cycle. False if the queue is empty."""
-        qpi = self._next_from_hooks() or self.queue.pop()
+        """Pop one pod and run its scheduling cycle; starts its binding cycle. False if the queue is empty.
+
+        Pods rejected at Permit (a gang's waiting members when the gang fails) are released before any
+        pod is tried and again after the cycle, so no cycle sees resources a rejected pod no longer holds.
+        """
+        self._release_rejected()
+        qpi = self._next_from_hooks()
+        if qpi is None:
+            self._release_rejected()  # a round that just ended may have rejected its waiting members
+            qpi = self.queue.pop()
         if qpi is None:
             return False
         pod = qpi.pod
@@ -243,7 +243,34 @@ class Scheduler:
             self._schedule_cycle(fwk, state, qpi, perf_start)
         except Exception as exc:  # one pod's failure stays that pod's: the loop goes on
             self._contain_cycle_failure(fwk, state, qpi, exc, perf_start)
+        self._release_rejected()
         return True
+
+    def _rejection_of(self, binding: _Binding) -> Callable[[WaitingPod], None]:
+        def rejected(_: WaitingPod) -> None:
+            self._rejected.append(binding)
+
+        return rejected
+
+    def _release_rejected(self) -> None:
+        """Release the pods plugins rejected at Permit: Unreserve, forget, requeue, here in the scheduling
+        loop rather than when their binding cycles next run (which may be many cycles later)."""
+        while self._rejected:
+            b = self._rejected.popleft()
+            status = b.waiting.rejection if b.waiting is not None else None
+            if status is not None and not b.released:
+                self._release(b, status)
+
+    def _release(self, b: _Binding, status: Status) -> None:
+        """Undo an assumed pod that will not bind (``status`` says why) and requeue it; once per binding."""
+        b.released = True
+        pod, node = b.assumed, b.assumed.node_name
+        if b.waiting is not None and self.waiting_pods.get(pod.key) is b.waiting:
+            self.waiting_pods.remove(pod.key)
+        b.fwk.run_unreserve(b.state, pod, node)
+        self.cache.forget_pod(pod)
+        self.queue.on_cluster_event(ClusterEvent(EventResource.ASSIGNED_POD, ActionType.DELETE), pod, None)
+        self._fail_after_assume(b.fwk, b.qpi, status, node, b.perf_start)
 
     def _contain_cycle_failure(
         self, fwk: Framework, state: CycleState, qpi: QueuedPodInfo, exc: Exception, perf_start: float
@@ -318,14 +345,19 @@ class Scheduler:
             self.cache.forget_pod(assumed)
             self._fail_after_assume(fwk, qpi, status, result.node_name, perf_start)
             return
-        binding = _Binding(qpi, state, fwk, assumed, started, waits)
+        binding = _Binding(qpi, state, fwk, assumed, started, perf_start, waits)
         if waits:
-            binding.waiting = WaitingPod(assumed, assumed.node_name, waits)
+            binding.waiting = WaitingPod(assumed, assumed.node_name, waits, on_reject=self._rejection_of(binding))
             self.waiting_pods.add(binding.waiting)
-        task = asyncio.get_running_loop().create_task(self._binding_cycle(binding, perf_start))
+        task = asyncio.get_running_loop().create_task(self._binding_cycle(binding))
         self._bindings.add(task)
         self._binding_tasks[task] = binding
         task.add_done_callback(self._binding_done)
+
+    def bindings_in_flight(self) -> set[str]:
+        """Keys of the pods whose binding cycle is under way (waiting at Permit, PreBind, Bind) and has
+        not given the pod back to the queue yet."""
+        return {b.assumed.key for b in self._binding_tasks.values() if not b.released}
 
     def _binding_done(self, task: asyncio.Task[None]) -> None:
         self._bindings.discard(task)
@@ -419,14 +451,18 @@ class Scheduler:
 
     # ----- binding cycle -----
 
-    async def _binding_cycle(self, b: _Binding, perf_start: float) -> None:
+    async def _binding_cycle(self, b: _Binding) -> None:
         pod, node = b.assumed, b.assumed.node_name
         try:
+            status = await self._nominate_expected_node(b)
             # Waiting at Permit holds no binding slot: a gang larger than the pool must not starve itself.
-            status = await self._wait_on_permit(b)
+            if status.is_success:
+                status = await self._wait_on_permit(b)
         except Exception as exc:
             log_failure(log, f"waiting on Permit for {pod.key} failed", exc)
             status = Status(Code.ERROR, (str(exc),))
+        if b.released:  # rejected at Permit and released by the scheduling loop already
+            return
         in_flight = self.metrics.child(self.metrics.bindings_in_flight, "binding")
         in_flight.inc()
         try:
@@ -444,14 +480,11 @@ class Scheduler:
         finally:
             in_flight.dec()
         if not status.is_success:
-            b.fwk.run_unreserve(b.state, pod, node)
-            self.cache.forget_pod(pod)
-            self.queue.on_cluster_event(ClusterEvent(EventResource.ASSIGNED_POD, ActionType.DELETE), pod, None)
-            self._fail_after_assume(b.fwk, b.qpi, status, node, perf_start)
+            self._release(b, status)
             return
         self.cache.finish_binding(pod, self.clock())
         b.fwk.run_post_bind(b.state, pod, node)
-        elapsed = time.perf_counter() - perf_start
+        elapsed = time.perf_counter() - b.perf_start
         self.metrics.record_attempt("scheduled", b.fwk.profile_name, elapsed)
         self.metrics.pod_attempts.observe(b.qpi.attempts)
         first = b.qpi.initial_attempt_timestamp or b.started
@@ -475,6 +508,26 @@ class Scheduler:
             if bound:
                 return Status(Code.ERROR, (message,)) if message else Status()
         return await b.fwk.run_bind(b.state, pod, node)
+
+    async def _nominate_expected_node(self, b: _Binding) -> Status:
+        """NominatedNodeNameForExpectation (beta, on in v1.35; ``bindingCycle``): when binding will take a
+        while (the pod waits at Permit, or some PreBind plugin has work to do), ``status.nominatedNodeName``
+        names the chosen node first, so other components (cluster autoscaler) see where the pod goes. The
+        API server clears it at binding (ClearingNominatedNodeNameAfterBinding). A failed write is logged
+        and binding goes on, as upstream."""
+        if not self.options.feature_gates.enabled("NominatedNodeNameForExpectation"):
+            return Status()
+        pod, node = b.assumed, b.assumed.node_name
+        pre_flight = b.fwk.run_pre_bind_pre_flights(b.state, pod, node)
+        if pre_flight.code == Code.ERROR or pre_flight.is_rejected:
+            return pre_flight
+        if (pre_flight.is_success or b.waiting is not None) and pod.nominated_node_name != node:
+            try:
+                await self.source.client.set_nominated_node_name(pod, node)
+            except Exception as exc:
+                log_failure(log, f"setting nominatedNodeName of {pod.key} to {node} failed", exc,
+                            level=logging.WARNING)
+        return Status()
 
     async def _wait_on_permit(self, b: _Binding) -> Status:
         waiting = b.waiting
@@ -531,11 +584,11 @@ class Scheduler:
     async def run_until_idle(self) -> None:
         """Schedule until nothing is active or backing off and no binding is in flight (the simulator).
 
-        Time is virtual: when every binding left waits at Permit and no pod can be popped, the earliest
-        Permit wait times out at once instead of after its seconds. The run also ends when the cluster
-        stops changing: once every pending pod has been tried a few times since the last binding or
-        removal (a gang that can never complete would otherwise be retried forever), the last outcome of
-        each pod is its answer."""
+        Time is virtual: when no pod can be popped, the group backoff (a gang round's) that ends first ends
+        at once, and then, when every binding left waits at Permit, the earliest Permit wait times out at
+        once instead of after its seconds. The run also ends when the cluster stops changing: once every
+        pending pod has been tried a few times since the last binding or removal (a gang that can never
+        complete would otherwise be retried forever), the last outcome of each pod is its answer."""
         self.warm_up()
         last_progress = self._progress()
         fruitless = 0
@@ -566,13 +619,15 @@ class Scheduler:
                     await asyncio.wait(moving, return_when=asyncio.FIRST_COMPLETED)
                     continue
                 await asyncio.sleep(0)
-                if self._expire_first_waiting():
-                    continue
+            if self.queue.end_backoff_early():  # a backoff (at most podMaxBackoffSeconds) ends before a Permit wait
+                continue
+            if self._bindings and self.waiting_pods.expire_first():
+                continue
             await asyncio.sleep(0)
             if processed == 0 and not self._bindings:
                 break
         # A stalled run leaves nothing waiting behind: the waits run out, in virtual time.
-        while self._expire_first_waiting():
+        while self.waiting_pods.expire_first():
             await asyncio.gather(*list(self._bindings), return_exceptions=True)
         await self.drain()
 
@@ -585,18 +640,6 @@ class Scheduler:
     def _stall_limit(self) -> int:
         pods = sum(self.queue.pending_counts().values()) + len(self._bindings)
         return _STALL_ATTEMPTS_PER_POD * pods + _STALL_SLACK
-
-    def _expire_first_waiting(self) -> bool:
-        """Virtual time: time out the Permit waits that end first (all plugins' earliest deadline)."""
-        waiting = [w for w in self.waiting_pods if not w.is_done() and w.pending]
-        if not waiting:
-            return False
-        first = min(min(w.pending.values()) for w in waiting)
-        for w in waiting:
-            plugin, timeout = min(w.pending.items(), key=lambda kv: kv[1])
-            if timeout <= first:
-                w.reject(plugin, f"rejected due to timeout after waiting {timeout:g}s at plugin {plugin}")
-        return True
 
     async def drain(self) -> None:
         """Wait for in-flight bindings and reports."""
@@ -636,24 +679,3 @@ def pod_on_node(pod: Pod, node_name: str) -> Pod:
     through ``__init__``). Equal to what ``replace`` gives because nothing ``Pod.__post_init__`` derives
     (the key) depends on ``node_name``; a test pins the two together."""
     return replace_fields(pod, node_name=node_name)
-
-
-_EVENT_RESOURCES = {r.value: r for r in EventResource}
-_OBJECT_ACTIONS = {
-    EventType.ADDED: ActionType.ADD,
-    EventType.MODIFIED: ActionType.UPDATE,
-    EventType.DELETED: ActionType.DELETE,
-}
-
-
-def _node_update_action(old: Node, new: Node) -> ActionType:
-    action = ActionType(0)
-    if old.allocatable != new.allocatable:
-        action |= ActionType.UPDATE_NODE_ALLOCATABLE
-    if old.labels != new.labels:
-        action |= ActionType.UPDATE_NODE_LABEL
-    if old.taints != new.taints or old.unschedulable != new.unschedulable:
-        action |= ActionType.UPDATE_NODE_TAINT
-    if old.conditions != new.conditions:
-        action |= ActionType.UPDATE_NODE_CONDITION
-    return action

@@ -1,11 +1,14 @@
-"""AdmissionReview in, AdmissionReview out: the ``/mutate-pod`` handler, without HTTP.
+"""AdmissionReview in, AdmissionReview out: the ``/mutate-pod`` and ``/validate-pod`` handlers, without HTTP.
 
-``admission.k8s.io/v1`` and ``v1beta1`` reviews are answered in the version they came in. Only pod
-CREATE requests (no subresource) are mutated; everything else is allowed as is. The answer is always
-``allowed: true``: a pod the webhook cannot mutate (a malformed object, a lookup that failed, a quantity
-it cannot read) is admitted unchanged, with one log line and the ``reason`` label of
-``koord_webhook_pod_mutation_errors_total``. Only a body that is not an AdmissionReview at all gets an
-HTTP error from the server.
+Only ``admission.k8s.io/v1`` reviews of pod CREATE (``/mutate-pod``; CREATE and UPDATE for
+``/validate-pod``) are served; :func:`~.review.parse_review` refuses anything else, and a namespace or name
+that is not a Kubernetes name, before any lookup (a denial naming the field, or HTTP 400 without a UID).
+A pod without a ``spec`` object is denied the same way: a review that cannot be read fails closed.
+
+A well-formed pod the webhook cannot mutate (a lookup that failed, a quantity or annotation it cannot
+read) is admitted unchanged, with one log line and the ``reason`` label of
+``koord_webhook_pod_mutation_errors_total``: the API server validates the pod itself, and a cluster whose
+API server is briefly unreachable from the webhook must still create pods.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from typing import Any, Protocol
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from apis.colocation import ResolvedProfile
+from apis.core.paths import shown
 from koord_scheduler.webhook.jsonpatch import create_patch
 from koord_scheduler.webhook.mutation import (
     MutationError,
@@ -30,6 +34,7 @@ from koord_scheduler.webhook.mutation import (
     match_profiles,
     mutate_pod,
 )
+from koord_scheduler.webhook.review import BadReviewError, ReviewRule, allow, answer, parse_review
 
 log = logging.getLogger(__name__)
 
@@ -58,10 +63,6 @@ class ColocationLookup(Protocol):
     def profile_skipped(self, skip: ProfileSkip) -> None:
         """A matched profile could not be used (the kube implementation records an Event on it)."""
         ...
-
-
-class BadReviewError(ValueError):
-    """The request body is not an AdmissionReview."""
 
 
 @dataclass(slots=True)
@@ -102,27 +103,22 @@ class PodMutator:
         self.roll = roll or (lambda: random.randrange(100))
 
     async def review(self, body: Any) -> Json:
-        """The AdmissionReview answering ``body``. Raises :class:`BadReviewError` for a non-review."""
-        request = request_of(body)
+        """The AdmissionReview answering ``body``. Raises :class:`BadReviewError` for a review this path
+        does not serve (see :func:`~.review.parse_review`) and for a pod without a ``spec`` object."""
+        request = parse_review(body, POD_CREATE)
+        pod = request["object"]
+        if not isinstance(pod.get("spec"), dict) or not isinstance(pod.get("metadata", {}), dict):
+            raise BadReviewError("request.object: expected a pod with metadata and spec objects", uid=request["uid"])
         started = time.perf_counter()
         try:
-            response = await self._respond(request)
+            response = await self._respond(request, pod)
         finally:
             self.metrics.duration.observe(time.perf_counter() - started)
-        return {"apiVersion": body.get("apiVersion", "admission.k8s.io/v1"), "kind": "AdmissionReview",
-                "response": {"uid": request.get("uid", ""), **response}}
+        return answer(request["uid"], response)
 
-    async def _respond(self, request: Json) -> Json:
-        resource = request.get("resource") or {}
-        if resource.get("group", "") != "" or resource.get("resource") != "pods" or request.get("subResource"):
-            return {"allowed": True}
-        if request.get("operation") != "CREATE":
-            return {"allowed": True}
-        pod = request.get("object")
-        if not isinstance(pod, dict) or not isinstance(pod.get("spec"), dict):
-            return self._unchanged(request, "BadObject", "the request carries no pod object")
+    async def _respond(self, request: Json, pod: Json) -> Json:
         meta = _map(pod, "metadata")
-        namespace = str(meta.get("namespace") or request.get("namespace") or "")
+        namespace: str = request["namespace"]  # a DNS-1123 label (parse_review)
         labels = _map(meta, "labels")
         try:
             profiles = self.lookup.profiles()
@@ -172,18 +168,21 @@ def _map(obj: Mapping[str, Any], key: str) -> Json:
 
 
 def _name(meta: Mapping[str, Any]) -> str:
-    return str(meta.get("name") or meta.get("generateName") or "")
+    """The pod's name (or generateName) for a log line: escaped when it is not plain visible text."""
+    text = str(meta.get("name") or meta.get("generateName") or "")
+    return text if text.isascii() and text.isprintable() else shown(text)
 
 
-def request_of(body: Any) -> Json:
-    if not isinstance(body, dict) or body.get("kind") != "AdmissionReview" or not isinstance(body.get("request"), dict):
-        raise BadReviewError("expected an AdmissionReview with a request")
-    request: Json = body["request"]
-    return request
+POD_CREATE = ReviewRule("", "pods", frozenset({"CREATE"}))
+"""What ``/mutate-pod`` serves (the chart's MutatingWebhookConfiguration sends pod CREATEs)."""
+POD_CREATE_UPDATE = ReviewRule("", "pods", frozenset({"CREATE", "UPDATE"}))
+"""What ``/validate-pod`` serves (Koordinator's ``vpod`` rule: pod create and update)."""
 
 
-def allow(body: Any) -> Json:
-    """An AdmissionReview that allows ``body``'s request (``/validate-pod``)."""
-    request = request_of(body)
-    return {"apiVersion": body.get("apiVersion", "admission.k8s.io/v1"), "kind": "AdmissionReview",
-            "response": {"uid": request.get("uid", ""), "allowed": True}}
+def validate_pod(body: Any) -> Json:
+    """``/validate-pod``: allows every pod review it serves. Raises :class:`BadReviewError` otherwise."""
+    return allow(parse_review(body, POD_CREATE_UPDATE)["uid"])
+
+
+__all__ = ["POD_CREATE", "POD_CREATE_UPDATE", "BadReviewError", "ClusterLookupError", "ColocationLookup",
+           "PodMutator", "WebhookMetrics", "validate_pod"]

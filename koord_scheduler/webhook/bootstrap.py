@@ -18,13 +18,15 @@ from collections.abc import Sequence
 from typing import Any
 
 from koord_scheduler.scheduler.kube.http import ApiError, ApiHttp
+from koord_scheduler.scheduler.kube.paths import resource_path
 from koord_scheduler.webhook.certs import CA_FILE, CERT_FILE, KEY_FILE, CertBundle, bundle_usable, generate_bundle
 
 log = logging.getLogger(__name__)
 
 JSON_PATCH = "application/json-patch+json"
-MUTATING_CONFIGURATIONS = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
-VALIDATING_CONFIGURATIONS = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"
+ADMISSION_GROUP = "admissionregistration.k8s.io"
+MUTATING_CONFIGURATIONS = "mutatingwebhookconfigurations"
+VALIDATING_CONFIGURATIONS = "validatingwebhookconfigurations"
 _KINDS = {MUTATING_CONFIGURATIONS: "MutatingWebhookConfiguration",
           VALIDATING_CONFIGURATIONS: "ValidatingWebhookConfiguration"}
 
@@ -44,10 +46,11 @@ def _bundle_of(secret: dict[str, Any]) -> CertBundle | None:
 
 async def ensure_secret_bundle(http: ApiHttp, namespace: str, name: str, hosts: Sequence[str]) -> CertBundle:
     """The bundle stored in Secret ``namespace/name``, made and stored first if missing or unusable."""
-    path = f"/api/v1/namespaces/{namespace}/secrets"
+    path = resource_path("", "v1", "secrets", namespace=namespace)
+    secret_path = resource_path("", "v1", "secrets", namespace=namespace, name=name)
     for _ in range(3):
         try:
-            secret = await http.request_json("GET", f"{path}/{name}")
+            secret = await http.request_json("GET", secret_path)
         except ApiError as exc:
             if not exc.not_found:
                 raise
@@ -67,7 +70,7 @@ async def ensure_secret_bundle(http: ApiHttp, namespace: str, name: str, hosts: 
                 await http.request_json("POST", path, body=body)
             else:
                 body["metadata"]["resourceVersion"] = (secret.get("metadata") or {}).get("resourceVersion", "")
-                await http.request_json("PUT", f"{path}/{name}", body=body)
+                await http.request_json("PUT", secret_path, body=body)
         except ApiError as exc:
             if exc.conflict:  # another replica wrote it first: use theirs
                 continue
@@ -82,8 +85,9 @@ async def inject_ca_bundle(http: ApiHttp, configuration: str, ca_pem: bytes, *,
     """Set ``caBundle`` on each webhook of the webhook configuration ``configuration`` (in ``collection``:
     :data:`MUTATING_CONFIGURATIONS` or :data:`VALIDATING_CONFIGURATIONS`); how many changed."""
     kind = _KINDS[collection]
+    path = resource_path(ADMISSION_GROUP, "v1", collection, name=configuration)
     try:
-        mwc = await http.request_json("GET", f"{collection}/{configuration}")
+        mwc = await http.request_json("GET", path)
     except ApiError as exc:
         if exc.not_found:
             log.warning("%s %s not found; its caBundle is not set", kind, configuration)
@@ -97,6 +101,6 @@ async def inject_ca_bundle(http: ApiHttp, configuration: str, ca_pem: bytes, *,
             ops.append({"op": "test", "path": f"/webhooks/{i}/name", "value": webhook.get("name")})
             ops.append({"op": "add", "path": f"/webhooks/{i}/clientConfig/caBundle", "value": want})
     if ops:
-        await http.request_json("PATCH", f"{collection}/{configuration}", body=ops, content_type=JSON_PATCH)
+        await http.request_json("PATCH", path, body=ops, content_type=JSON_PATCH)
         log.info("caBundle set on %d webhook(s) of %s %s", len(ops) // 2, kind, configuration)
     return len(ops) // 2

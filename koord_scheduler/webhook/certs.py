@@ -27,6 +27,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from koord_scheduler.scheduler.serving import server_ssl_context as tls_server_context
+
 CERT_FILE = "tls.crt"
 KEY_FILE = "tls.key"
 CA_FILE = "ca.crt"
@@ -49,8 +51,9 @@ def service_dns_names(service: str, namespace: str) -> list[str]:
     return [service, f"{service}.{namespace}", f"{service}.{namespace}.svc", f"{service}.{namespace}.svc.cluster.local"]
 
 
-def generate_bundle(hosts: Sequence[str], *, now: dt.datetime | None = None) -> CertBundle:
-    """A new CA and a serving certificate for ``hosts`` (DNS names or IP addresses), ECDSA P-256."""
+def generate_bundle(hosts: Sequence[str], *, now: dt.datetime | None = None, client: bool = False) -> CertBundle:
+    """A new CA and a serving certificate for ``hosts`` (DNS names or IP addresses), ECDSA P-256;
+    ``client``: a client certificate (extended key usage clientAuth) instead, its subject ``hosts[0]``."""
     now = now or dt.datetime.now(dt.UTC)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "koord-scheduler-webhook-ca")])
@@ -87,7 +90,10 @@ def generate_bundle(hosts: Sequence[str], *, now: dt.datetime | None = None) -> 
         .not_valid_before(now - dt.timedelta(minutes=5))
         .not_valid_after(now + VALIDITY)
         .add_extension(x509.SubjectAlternativeName(alt_names), critical=False)
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(
+            x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH if client else ExtendedKeyUsageOID.SERVER_AUTH]),
+            critical=False,
+        )
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .sign(ca_key, hashes.SHA256())
     )
@@ -134,9 +140,7 @@ def read_bundle(directory: Path) -> CertBundle:
     )
 
 
-def server_ssl_context(directory: Path) -> ssl.SSLContext:
-    """A TLS server context (TLS 1.2+) from ``tls.crt`` / ``tls.key`` in ``directory``."""
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    context.minimum_version = ssl.TLSVersion.TLSv1_2
-    context.load_cert_chain(directory / CERT_FILE, directory / KEY_FILE)
-    return context
+def server_ssl_context(directory: Path, *, client_ca_file: str = "") -> ssl.SSLContext:
+    """A TLS server context (TLS 1.2+) from ``tls.crt`` / ``tls.key`` in ``directory``; with
+    ``client_ca_file``, callers must present a client certificate signed by it."""
+    return tls_server_context(str(directory / CERT_FILE), str(directory / KEY_FILE), client_ca_file=client_ca_file)

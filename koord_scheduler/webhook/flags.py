@@ -21,6 +21,11 @@ nothing of the server: TLS, certificates and aiohttp load only when ``--webhook-
     --webhook-configuration-name NAME   the MutatingWebhookConfiguration whose caBundle is set
     --webhook-validating-configuration-name NAME
                                         the ValidatingWebhookConfiguration whose caBundle is set
+    --webhook-client-ca-file FILE       require a client certificate signed by this CA (the API server
+                                        presents one when its AdmissionConfiguration gives it a kubeconfig
+                                        for this webhook)
+    --webhook-token-file FILE           require ``Authorization: Bearer <the file's content>`` (the
+                                        same kubeconfig may give the API server a token instead)
 """
 
 from __future__ import annotations
@@ -47,6 +52,8 @@ class WebhookOptions:
     configuration_name: str = DEFAULT_CONFIGURATION
     validating_configuration_name: str = DEFAULT_VALIDATING_CONFIGURATION
     extra_hosts: tuple[str, ...] = ()
+    client_ca_file: str = ""
+    token_file: str = ""
 
     @property
     def enabled(self) -> bool:
@@ -70,6 +77,10 @@ def add_webhook_flags(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--webhook-configuration-name", default=DEFAULT_CONFIGURATION, metavar="NAME")
     group.add_argument("--webhook-validating-configuration-name", default=DEFAULT_VALIDATING_CONFIGURATION,
                        metavar="NAME")
+    group.add_argument("--webhook-client-ca-file", default="", metavar="FILE",
+                       help="require a client certificate signed by this CA (off by default)")
+    group.add_argument("--webhook-token-file", default="", metavar="FILE",
+                       help="require this bearer token (the file's content; off by default)")
 
 
 def webhook_options(ns: argparse.Namespace) -> WebhookOptions:
@@ -82,4 +93,5 @@ def webhook_options(ns: argparse.Namespace) -> WebhookOptions:
         configuration_name=ns.webhook_configuration_name,
         validating_configuration_name=ns.webhook_validating_configuration_name,
         extra_hosts=tuple(h.strip() for h in ns.webhook_cert_hosts.split(",") if h.strip()),
+        client_ca_file=ns.webhook_client_ca_file, token_file=ns.webhook_token_file,
     )

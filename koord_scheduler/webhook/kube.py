@@ -17,9 +17,11 @@ from typing import Any
 
 from apis.colocation import API_VERSION, GROUP, KIND, VERSION, ResolvedProfile, resolve_profile
 from apis.colocation.profile import ProfileError
+from apis.core.paths import InvalidNameError, check_namespace
 from koord_scheduler.framework.errors import ClusterError
 from koord_scheduler.scheduler.kube.events import EventRecorder, Regarding
 from koord_scheduler.scheduler.kube.http import ApiError, ApiHttp
+from koord_scheduler.scheduler.kube.paths import InvalidRequestError, resource_path
 from koord_scheduler.scheduler.kube.reflector import Reflector, ResourceKind
 from koord_scheduler.scheduler.source import EventType
 from koord_scheduler.webhook.admission import ClusterLookupError
@@ -65,6 +67,17 @@ def parse_namespace_labels(obj: Json) -> Mapping[str, str]:
 PROFILES = ResourceKind(KIND, GROUP, VERSION, "clustercolocationprofiles", parse_profile)
 NAMESPACES = ResourceKind("Namespace", "", "v1", "namespaces", parse_namespace_labels)
 PRIORITY_CLASSES = ResourceKind("PriorityClass", "scheduling.k8s.io", "v1", "priorityclasses", parse_priority_class)
+
+
+def _cluster_object_path(group: str, resource: str, name: str, *, namespace_name: bool = False) -> str:
+    """The path of a cluster-scoped object; a name that is not a Kubernetes name (a DNS-1123 label for a
+    Namespace) raises ``ClusterLookupError`` and nothing is asked."""
+    try:
+        if namespace_name:
+            check_namespace(name)
+        return resource_path(group, "v1", resource, name=name)
+    except (InvalidNameError, InvalidRequestError) as exc:
+        raise ClusterLookupError(str(exc)) from None
 
 
 class KubeColocationLookup:
@@ -118,14 +131,14 @@ class KubeColocationLookup:
         cached = self.namespaces.get(name)
         if cached is not None:
             return dict(cached)
-        obj = await self._get(f"/api/v1/namespaces/{name}")
+        obj = await self._get(_cluster_object_path("", "namespaces", name, namespace_name=True))
         return None if obj is None else parse_namespace_labels(obj)
 
     async def priority_class(self, name: str) -> PriorityClassInfo | None:
         cached = self.priority_classes.get(name)
         if isinstance(cached, PriorityClassInfo):
             return cached
-        obj = await self._get(f"/apis/scheduling.k8s.io/v1/priorityclasses/{name}")
+        obj = await self._get(_cluster_object_path("scheduling.k8s.io", "priorityclasses", name))
         try:
             return None if obj is None else parse_priority_class(obj)
         except ValueError as exc:

@@ -13,6 +13,7 @@ from koord_scheduler.scheduler.kube.connection import Connection
 from koord_scheduler.scheduler.kube.events import EventRecorder
 from koord_scheduler.scheduler.kube.http import ApiHttp, HttpOptions
 from koord_scheduler.scheduler.kube.ratelimit import TokenBucket
+from koord_scheduler.scheduler.serving import ClientAuth
 from koord_scheduler.webhook.admission import PodMutator, WebhookMetrics
 from koord_scheduler.webhook.bootstrap import VALIDATING_CONFIGURATIONS, ensure_secret_bundle, inject_ca_bundle
 from koord_scheduler.webhook.certs import read_bundle, server_ssl_context, service_dns_names, write_bundle
@@ -20,7 +21,7 @@ from koord_scheduler.webhook.flags import WebhookOptions
 from koord_scheduler.webhook.kube import KubeColocationLookup
 from koord_scheduler.webhook.quota import QuotaValidator
 from koord_scheduler.webhook.quota_kube import KubeQuotaLookup
-from koord_scheduler.webhook.server import WebhookServer
+from koord_scheduler.webhook.server import AdmissionServing, WebhookServer
 
 
 class WebhookRuntime:
@@ -28,6 +29,7 @@ class WebhookRuntime:
 
     def __init__(self, options: WebhookOptions, connection: Connection, registry: CollectorRegistry) -> None:
         self.options = options
+        self.registry = registry
         self.http = ApiHttp(connection, TokenBucket(50, 100), options=HttpOptions(pool_size=4, request_timeout=5.0))
         self.recorder = EventRecorder(self.http)
         self.lookup = KubeColocationLookup(self.http, self.recorder)
@@ -41,7 +43,7 @@ class WebhookRuntime:
         o = self.options
         if o.cert_dir:
             read_bundle(Path(o.cert_dir))  # a missing file is named here, before the server starts
-            return server_ssl_context(Path(o.cert_dir))
+            return server_ssl_context(Path(o.cert_dir), client_ca_file=o.client_ca_file)
         hosts = [*service_dns_names(o.service_name, o.namespace), *o.extra_hosts]
         bundle = await ensure_secret_bundle(self.http, o.namespace, o.secret_name, hosts)
         await inject_ca_bundle(self.http, o.configuration_name, bundle.ca_pem)
@@ -49,7 +51,7 @@ class WebhookRuntime:
                                collection=VALIDATING_CONFIGURATIONS)
         self._tmp = tempfile.TemporaryDirectory(prefix="koord-webhook-")
         write_bundle(bundle, Path(self._tmp.name))
-        return server_ssl_context(Path(self._tmp.name))
+        return server_ssl_context(Path(self._tmp.name), client_ca_file=o.client_ca_file)
 
     async def start(self) -> None:
         """Certificates, caches, then the server. Raises ``OSError`` / ``ClusterError`` if any fails."""
@@ -57,8 +59,9 @@ class WebhookRuntime:
         self.recorder.start()
         await self.lookup.start()
         await self.quota_lookup.start()
-        self.server = WebhookServer(self.mutator, context, address=self.options.bind_address, port=self.options.port,
-                                    quotas=self.quotas)
+        o = self.options
+        serving = AdmissionServing(o.bind_address, o.port, auth=ClientAuth(o.client_ca_file, o.token_file))
+        self.server = WebhookServer(self.mutator, context, serving=serving, quotas=self.quotas, registry=self.registry)
         await self.server.start()
 
     async def stop(self) -> None:

@@ -46,7 +46,8 @@ from koord_scheduler.plugins.elasticquota.validation import (
     numbers_problem,
     validate_tree,
 )
-from koord_scheduler.webhook.admission import BadReviewError, ClusterLookupError, request_of
+from koord_scheduler.webhook.admission import ClusterLookupError
+from koord_scheduler.webhook.review import BadReviewError, ReviewRule, answer, deny, parse_review
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +55,8 @@ Json = dict[str, Any]
 
 VALIDATE_QUOTA_PATH = "/validate-scheduling-sigs-k8s-io-v1alpha1-elasticquota"
 """Koordinator's path for this webhook (kubebuilder marker of pkg/webhook/elasticquota/validating)."""
+QUOTA_RULE = ReviewRule(GROUP, PLURAL, frozenset({"CREATE", "UPDATE", "DELETE"}))
+"""What the path serves: ``admission.k8s.io/v1`` reviews of ElasticQuota writes (no subresource)."""
 POD_NAMES_SHOWN = 2
 """A refused delete names at most this many of the quota's pods (then ``...``), as Koordinator does."""
 
@@ -255,21 +258,17 @@ class QuotaValidator:
         self.lookup = lookup
 
     async def review(self, body: Any) -> Json:
-        """The AdmissionReview answering ``body``. Raises :class:`BadReviewError` for a non-review."""
-        request = request_of(body)
+        """The AdmissionReview answering ``body``. Raises :class:`BadReviewError` for a review this path
+        does not serve (see :func:`~.review.parse_review`)."""
+        request = parse_review(body, QUOTA_RULE)
         message = await self._refusal(request)
-        response: Json = {"uid": request.get("uid", ""), "allowed": not message}
         if message:
-            log.info("refused %s of an ElasticQuota: %s", request.get("operation", ""), message)
-            response["status"] = {"code": 400, "reason": "BadRequest", "message": message}
-        return {"apiVersion": body.get("apiVersion", "admission.k8s.io/v1"), "kind": "AdmissionReview",
-                "response": response}
+            log.info("refused %s of an ElasticQuota: %s", request["operation"], message)
+            return deny(request["uid"], message)
+        return answer(request["uid"], {"allowed": True})
 
     async def _refusal(self, request: Json) -> str:
-        resource = request.get("resource") or {}
-        if resource.get("group") != GROUP or resource.get("resource") != PLURAL or request.get("subResource"):
-            return ""
-        operation = str(request.get("operation", ""))
+        operation = str(request["operation"])
         try:
             new = _record(request.get("object"))
             old = _record(request.get("oldObject"))

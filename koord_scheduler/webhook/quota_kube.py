@@ -24,6 +24,7 @@ from apis.scheduling.elasticquota import (
 )
 from koord_scheduler.framework.errors import ClusterError
 from koord_scheduler.scheduler.kube.http import ApiHttp
+from koord_scheduler.scheduler.kube.paths import resource_path
 from koord_scheduler.scheduler.kube.reflector import Reflector, ResourceKind
 from koord_scheduler.webhook.admission import ClusterLookupError
 
@@ -81,14 +82,14 @@ class KubeQuotaLookup:
         for obj in items:
             try:
                 records.append(parse_elastic_quota(obj))
-            except ValueError:
-                continue  # the reflector reports malformed quotas
+            except Exception:  # the reflector reports malformed quotas (an undecodable one too)
+                continue
         return by_name(records)
 
     async def pods_of(self, quota: str) -> Sequence[str]:
         params = {"labelSelector": f"{LABEL_QUOTA_NAME}={quota}"}
         try:
-            doc = await self.http.request_json("GET", "/api/v1/pods", params=params)
+            doc = await self.http.request_json("GET", resource_path("", "v1", "pods"), params=params)
         except ClusterError as exc:
             raise ClusterLookupError(f"cannot list the pods of quota {quota}: {exc}") from None
         names = []

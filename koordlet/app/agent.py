@@ -12,12 +12,14 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
+from apis.core.paths import dns1123_subdomain_problem, shown
 from apis.slo import NodeMetricStatus, resolve_collect_policy
+from koordlet.app.collectors import CollectorDeps, device_reporter, gated_collectors
+from koordlet.app.gates import log_report, node_probes, report_gates
 from koordlet.app.http import MetricsServer
 from koordlet.app.metrics import KoordletMetrics
 from koordlet.metriccache import MetricCache, MetricCacheOptions
 from koordlet.metricsadvisor import AdvisorOptions, CacheUsageSource, MetricsAdvisor
-from koordlet.metricsadvisor.gpu import GPUReporter
 from koordlet.qosmanager import FeatureGates, PluginContext, QOSManager, ResourceExecutor
 from koordlet.qosmanager.evictor import KubeEvictionAPI, PodEvictor
 from koordlet.statesinformer import NodeMetricReporter, StatesInformer, discover_pods
@@ -60,7 +62,7 @@ class AgentOptions:
 def build_cgroupfs(options: AgentOptions) -> CgroupFS:
     version = detect_cgroup_version(options.cgroup_root)
     if options.cgroup_driver == "auto":
-        driver = detect_cgroup_driver(options.cgroup_root, version) or CgroupDriver.SYSTEMD
+        driver = detect_cgroup_driver(options.cgroup_root, version, options.kubepods_dir) or CgroupDriver.SYSTEMD
     else:
         driver = CgroupDriver(options.cgroup_driver)
     return CgroupFS(options.cgroup_root, version, driver, options.kubepods_dir)
@@ -69,11 +71,19 @@ def build_cgroupfs(options: AgentOptions) -> CgroupFS:
 class Agent:
     def __init__(self, options: AgentOptions, gates: FeatureGates, qos_manager: QOSManager) -> None:
         self.options = options
-        self.gates = gates
         self.qos_manager = qos_manager
         self.clock = wall_clock
         self.cgroupfs = build_cgroupfs(options)
         self.procfs = ProcFS(options.proc_root)
+        self.registry = CollectorRegistry()
+        self.gates, self.gate_report = report_gates(
+            gates,
+            node_probes(self.cgroupfs, options.args, proc_root=options.proc_root),
+            registry=self.registry,
+            node=options.node_name,
+        )
+        """The gates the agent runs with: those on but not acting on this node (see the report) are off."""
+        gates = self.gates
         self.cache = MetricCache(
             MetricCacheOptions(collect_interval_seconds=options.collect_interval), clock=self.clock
         )
@@ -91,7 +101,6 @@ class Agent:
             clock=self.clock,
         )
         self.executor = ResourceExecutor(self.cgroupfs, clock=self.clock)
-        self.registry = CollectorRegistry()
         self.metrics = KoordletMetrics(self.registry, options.node_name)
         self.metrics.register_usage(self.cache, self.informer.get_all_pods, max_age=2 * options.collect_interval)
         self.api_client: object = None
@@ -103,8 +112,13 @@ class Agent:
             dry_run=bool(getattr(options.args, "qos_dry_run", False)),
         )
         self.reporter = NodeMetricReporter(self.informer, CacheUsageSource(self.cache), None, clock=self.clock)
-        self.gpu_reporter = (
-            GPUReporter(options.node_name, self.registry, clock=self.clock) if gates.enabled("Accelerators") else None
+        self.gpu_reporter = device_reporter(options.node_name, self.registry, gates, options.args, clock=self.clock)
+        self.gated_collectors = gated_collectors(
+            gates,
+            options.args,
+            CollectorDeps(self.cgroupfs, self.procfs, self.cache, self.registry, self.informer),
+            node=options.node_name,
+            clock=self.clock,
         )
         self.stop = asyncio.Event()
 
@@ -123,6 +137,11 @@ class Agent:
         here; a file that cannot be used is a :class:`StartupError`."""
         from kubernetes import client, config
 
+        from koordlet.statesinformer.apiclient import CheckedApiClient
+
+        problem = dns1123_subdomain_problem(self.options.node_name)
+        if problem:  # it goes into field selectors and paths: refuse it before any request
+            raise StartupError(f"node name {shown(self.options.node_name)} is not a Kubernetes node name: {problem}")
         cfg = client.Configuration()
         try:
             if self.options.kubeconfig:
@@ -135,7 +154,7 @@ class Agent:
             source = f"--kubeconfig {self.options.kubeconfig}" if self.options.kubeconfig else "in-cluster config"
             first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
             raise StartupError(f"{source}: {first}") from None
-        self.api_client = client.ApiClient(cfg)
+        self.api_client = CheckedApiClient(cfg)
         self.reporter.writer = KubeNodeMetricWriter(self.api_client, self.options.node_name)
         self.evictor.api = KubeEvictionAPI(self.api_client, self.options.node_name, clock=self.clock)
         if self.gpu_reporter is not None:
@@ -153,12 +172,18 @@ class Agent:
     async def _metrics_loop(self) -> None:
         interval = self.options.collect_interval
         reported_errors = 0
+        reported_rejections = 0
         while not self.stop.is_set():
             if self.advisor.errors > reported_errors:
                 self.metrics.collect_errors.labels(node=self.options.node_name).inc(
                     self.advisor.errors - reported_errors
                 )
                 reported_errors = self.advisor.errors
+            if self.informer.rejected > reported_rejections:
+                self.metrics.informer_rejections.labels(node=self.options.node_name).inc(
+                    self.informer.rejected - reported_rejections
+                )
+                reported_rejections = self.informer.rejected
             for state in self.qos_manager.plugins:
                 self.metrics.plugin_failures.labels(node=self.options.node_name, plugin=state.name).set(state.failures)
             with contextlib.suppress(TimeoutError):
@@ -192,6 +217,7 @@ class Agent:
                     source.stop()
                 raise StartupError(f"cannot serve metrics on {opts.metrics_host}:{opts.metrics_port}: {err}") from None
             log.info("serving /metrics and /healthz on %s:%d", opts.metrics_host, server.port)
+        log_report(self.gate_report)
         ctx = PluginContext(
             node_name=opts.node_name,
             metric_cache=self.cache,
@@ -203,6 +229,7 @@ class Agent:
             kube_client=self.api_client,
             evictor=self.evictor,
             object_errors=self.metrics.qos_object_errors,
+            gates=self.gates,
         )
         try:
             async with asyncio.TaskGroup() as group:
@@ -222,6 +249,8 @@ class Agent:
                     group.create_task(
                         self.gpu_reporter.run(self.stop, interval=opts.report_interval or 60.0), name="gpu-reporter"
                     )
+                for gated in self.gated_collectors:
+                    group.create_task(gated.run(self.stop), name=gated.name)
                 if opts.metrics_port >= 0:
                     group.create_task(server.serve(self.stop), name="http")
                 if opts.duration is not None:

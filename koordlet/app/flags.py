@@ -154,6 +154,26 @@ def build_parser() -> KoordletArgumentParser:
         default=False,
         help="collect memory with page cache (also on whenever NodeMetric asks for usageWithPageCache)",
     )
+    parser.add_argument(
+        "--resctrl-collector-interval", type=positive_seconds, default=10.0, help="ResctrlCollector period (10s)"
+    )
+    parser.add_argument(
+        "--cpi-collector-interval", type=positive_seconds, default=60.0, help="CPICollector period (60s)"
+    )
+    parser.add_argument(
+        "--collect-cpi-timewindow", type=positive_seconds, default=10.0, help="CPICollector counting window (10s)"
+    )
+    parser.add_argument(
+        "--coldpage-collector-interval", type=positive_seconds, default=5.0, help="ColdPageCollector period (5s)"
+    )
+    parser.add_argument(
+        "--enable-resctrl-collector",
+        type=go_bool,
+        nargs="?",
+        const=True,
+        default=False,
+        help="accepted for Koordinator compatibility: the ResctrlCollector gate alone turns the collector on",
+    )
     parser.add_argument("--standalone", action="store_true", help="no API server: collect and print")
     parser.add_argument("--once", action="store_true", help="standalone: print after a few ticks and exit")
     parser.add_argument("--duration", type=positive_seconds, default=None, help="stop after this many seconds")

@@ -1,4 +1,7 @@
-"""A tiny asyncio HTTP server for ``/metrics`` and ``/healthz`` (no threads, no framework)."""
+"""A tiny asyncio HTTP server for ``/metrics`` and ``/healthz`` (no threads, no framework).
+
+It reads only the request line, within 5 s and at most 64 KiB (the stream reader's limit); a client that is
+slower, sends more or goes away loses its connection, and nothing it sends is parsed beyond the path."""
 
 from __future__ import annotations
 
@@ -36,8 +39,8 @@ class MetricsServer:
                 payload = _response("404 Not Found", b"not found")
             writer.write(payload)
             await writer.drain()
-        except (TimeoutError, ConnectionError):
-            pass
+        except (TimeoutError, ConnectionError, ValueError):
+            pass  # slow, gone, or a request line over the reader's 64 KiB limit: drop the connection
         finally:
             writer.close()
             with contextlib.suppress(ConnectionError):

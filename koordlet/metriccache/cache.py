@@ -43,6 +43,18 @@ class MetricKind(StrEnum):
     CONTAINER_CPU_THROTTLED = "container_cpu_throttled"
     NODE_PSI = "node_psi"
     POD_PSI = "pod_psi"
+    RESCTRL_LLC = "resctrl_resource_llc"
+    """Key ``<group>/<cache id>``: LLC occupancy bytes of a resctrl group."""
+    RESCTRL_MB = "resctrl_resource_mb"
+    """Key ``<group>/<cache id>/<mbm_local_bytes|mbm_total_bytes>``: the counter as read."""
+    CONTAINER_CPI = "container_cpi"
+    """Key ``<container id>/<cycles|instructions>``: counts over the CPI window."""
+    NODE_COLD_PAGE_SIZE = "node_memory_cold_page_size"
+    POD_COLD_PAGE_SIZE = "pod_memory_cold_page_size"
+    """Key ``<pod uid>``; containers use ``CONTAINER_COLD_PAGE_SIZE`` with the container id."""
+    CONTAINER_COLD_PAGE_SIZE = "container_memory_cold_page_size"
+    NODE_MEMORY_WITH_HOT_PAGE = "node_memory_with_hot_page_usage"
+    POD_MEMORY_WITH_HOT_PAGE = "pod_memory_with_hot_page_usage"
 
 
 @dataclass(frozen=True, slots=True)

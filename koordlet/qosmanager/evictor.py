@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol
 
+from apis.core.paths import api_path
 from koordlet.statesinformer import PodMeta
 from koordlet.system.clock import Clock, wall_clock
 from koordlet.system.errorlog import FailureLog
@@ -108,47 +109,28 @@ class KubeEvictionAPI:
         self.node_name = node_name
         self.clock = clock
 
-    def _post(self, path: str, params: dict[str, str], body: dict[str, Any]) -> int:
-        """POST ``body``; the HTTP status (API errors are statuses, transport errors raise)."""
+    def _post(self, path: str, body: dict[str, Any]) -> int:
+        """POST ``body`` to ``path`` (built by :func:`apis.core.paths.api_path`); the HTTP status (API errors
+        are statuses; transport errors and a refused request raise)."""
         from kubernetes.client import ApiException
 
         try:
-            if hasattr(self.api_client, "param_serialize"):  # kubernetes >= 31 (OpenAPI generator 7)
-                request = self.api_client.param_serialize(
-                    "POST",
-                    path,
-                    path_params=params,
-                    header_params=dict(self._HEADERS),
-                    body=body,
-                    auth_settings=["BearerToken"],
-                )
-                response = self.api_client.call_api(*request, _request_timeout=30)
-                response.read()
-                return int(response.status)
-            response = self.api_client.call_api(
-                path,
-                "POST",
-                path_params=params,
-                header_params=dict(self._HEADERS),
-                body=body,
-                auth_settings=["BearerToken"],
-                _preload_content=False,
-                _return_http_data_only=True,
+            request = self.api_client.param_serialize(
+                "POST", path, header_params=dict(self._HEADERS), body=body, auth_settings=["BearerToken"],
             )
+            response = self.api_client.call_api(*request, _request_timeout=30)
+            response.read()
+            return int(response.status)
         except ApiException as err:
             return int(err.status or 0)
-        return int(getattr(response, "status", 201))
 
     def evict(self, namespace: str, name: str, uid: str) -> int:
-        return self._post(
-            "/api/v1/namespaces/{namespace}/pods/{name}/eviction",
-            {"namespace": namespace, "name": name},
-            eviction_body(namespace, name, uid),
-        )
+        path = api_path("", "v1", "pods", namespace=namespace, name=name, subresource="eviction")
+        return self._post(path, eviction_body(namespace, name, uid))
 
     def record_event(self, pod: PodMeta, reason: str, message: str, event_type: str) -> None:
         body = event_body(pod, reason, message, event_type, node=self.node_name, now=self.clock())
-        status = self._post("/api/v1/namespaces/{namespace}/events", {"namespace": pod.namespace}, body)
+        status = self._post(api_path("", "v1", "events", namespace=pod.namespace), body)
         if status >= 300:
             log.warning("event %s on pod %s/%s not recorded: HTTP %d", reason, pod.namespace, pod.name, status)
 

@@ -117,6 +117,8 @@ class FeatureGates:
 
     specs: Mapping[str, FeatureSpec]
     values: Mapping[str, bool] = field(default_factory=dict)
+    explicit: frozenset[str] = frozenset()
+    """Gates set by their own name (config file or flag), true or false; ``AllAlpha``/``AllBeta`` are not."""
 
     def enabled(self, name: str) -> bool:
         """Raises ``KeyError`` for a gate nobody declared (a programming error, not a user error)."""
@@ -134,6 +136,7 @@ class FeatureGates:
     ) -> FeatureGates:
         """Defaults, then each override in order (config file first, then flags)."""
         values: dict[str, bool] = {}
+        explicit: set[str] = set()
         for override in overrides:
             for name, raw in override.items():
                 value = _parse_bool(name, raw)
@@ -148,4 +151,16 @@ class FeatureGates:
                 if found.maturity is Maturity.GA and not value:
                     raise FeatureGateError(f"cannot set feature gate {name} to false, feature is GA and locked")
                 values[name] = value
-        return cls(MappingProxyType(dict(specs)), MappingProxyType(values))
+                explicit.add(name)
+        return cls(MappingProxyType(dict(specs)), MappingProxyType(values), frozenset(explicit))
+
+    def explicitly_enabled(self) -> list[str]:
+        """Gates turned on by their own name, sorted."""
+        return sorted(name for name in self.explicit if self.values.get(name, False))
+
+    def without(self, names: frozenset[str] | set[str]) -> FeatureGates:
+        """The same gates with ``names`` forced off (a gate that cannot act on this node)."""
+        values = dict(self.values)
+        for name in names:
+            values[name] = False
+        return FeatureGates(self.specs, MappingProxyType(values), self.explicit)

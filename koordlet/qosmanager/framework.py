@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 from koordlet.metriccache import MetricCache
 from koordlet.qosmanager.executor import ResourceExecutor
-from koordlet.qosmanager.featuregates import FeatureSpec
+from koordlet.qosmanager.featuregates import FeatureGates, FeatureSpec
 from koordlet.statesinformer import StatesInformer
 from koordlet.system.clock import Clock
 
@@ -50,6 +50,9 @@ class PluginContext:
     object_errors: Any = None
     """A ``prometheus_client.Counter`` with labels ``node, strategy``: per-object failures a strategy
     contained (``koordlet_qos_object_errors``); ``None`` when not exported."""
+    gates: FeatureGates | None = None
+    """The gates the agent runs with (those that cannot act on this node switched off), for plugins whose
+    output depends on another gate (NodeTopologyReport on ``HugePageReport``); ``None`` in tests."""
 
 
 PluginFactory = Callable[[], ExtensionPlugin]

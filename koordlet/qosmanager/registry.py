@@ -55,13 +55,18 @@ def builtin_registry() -> QOSPluginRegistry:
     """A fresh registry holding the built-in plugins."""
     from koordlet.qosmanager.plugins.batchresource import plugin as batchresource
     from koordlet.qosmanager.plugins.becputhrottle import plugin as becputhrottle
+    from koordlet.qosmanager.plugins.blkio import plugin as blkio
     from koordlet.qosmanager.plugins.cgreconcile import plugin as cgreconcile
+    from koordlet.qosmanager.plugins.coresched import plugin as coresched
     from koordlet.qosmanager.plugins.cpuburst import plugin as cpuburst
     from koordlet.qosmanager.plugins.cpuevict import plugin as cpuevict
     from koordlet.qosmanager.plugins.cpuset import plugin as cpuset
     from koordlet.qosmanager.plugins.cpusuppress import plugin as cpusuppress
+    from koordlet.qosmanager.plugins.groupidentity import plugin as groupidentity
     from koordlet.qosmanager.plugins.memoryevict import plugin as memoryevict
     from koordlet.qosmanager.plugins.nodetopology import plugin as nodetopology
+    from koordlet.qosmanager.plugins.resctrl import plugin as resctrl
+    from koordlet.qosmanager.plugins.sysreconcile import plugin as sysreconcile
 
     registry = QOSPluginRegistry()
     for entry in (
@@ -69,9 +74,15 @@ def builtin_registry() -> QOSPluginRegistry:
         cpusuppress.ENTRY,
         cpuburst.ENTRY,
         cgreconcile.ENTRY,
+        resctrl.CLASS_ENTRY,
+        resctrl.POD_ENTRY,
+        blkio.ENTRY,
+        sysreconcile.ENTRY,
         cpuset.ENTRY,
         nodetopology.ENTRY,
         batchresource.ENTRY,
+        groupidentity.ENTRY,
+        coresched.ENTRY,
         memoryevict.BE_ENTRY,
         memoryevict.ALLOCATABLE_ENTRY,
         memoryevict.PRIORITY_ENTRY,

@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from apis.core import boundedjson
 from apis.extension.constants import ANNOTATION_NODE_RESERVATION, LABEL_POD_QOS
 from apis.extension.numa import (
     ANNOTATION_KUBELET_CPU_MANAGER_POLICY,
@@ -72,7 +73,7 @@ class KubeletCPUManager:
 
 def parse_cpu_manager_state(text: str) -> tuple[str, dict[str, frozenset[int]]]:
     """kubelet's ``cpu_manager_state`` checkpoint → (policyName, pod uid → cpus). Raises ``ValueError``."""
-    data = json.loads(text)
+    data = boundedjson.loads(text)
     if not isinstance(data, Mapping):
         raise ValueError("cpu_manager_state is not a JSON object")
     pods: dict[str, frozenset[int]] = {}
@@ -106,7 +107,7 @@ def pod_cpusets(pods: Iterable[PodMeta]) -> list[PodCPUs]:
 
 def _json(annotations: Mapping[str, str], key: str) -> Any:
     try:
-        return json.loads(annotations.get(key) or "null")
+        return boundedjson.loads(annotations.get(key) or "null")
     except json.JSONDecodeError:
         return None
 
@@ -190,7 +191,12 @@ def topology_annotations(
     }
 
 
-def topology_zones(topo: CPUTopology) -> list[dict[str, Any]]:
+def topology_zones(
+    topo: CPUTopology, *, hugepages: Mapping[int, Mapping[int, int]] | None = None
+) -> list[dict[str, Any]]:
+    """One zone per NUMA node with cpu and memory. With ``hugepages`` ({node: {size KiB: pages}}, the
+    ``HugePageReport`` gate) each zone also has ``hugepages-2Mi`` and ``hugepages-1Gi`` (bytes, 0 when none),
+    and its memory is MemTotal less those hugepages, as Koordinator reports them."""
     zones = []
     for node in topo.numa_nodes:
         resources = [
@@ -201,11 +207,20 @@ def topology_zones(topo: CPUTopology) -> list[dict[str, Any]]:
                 "available": str(len(node.cpus)),
             }
         ]
+        pages = (hugepages or {}).get(node.id, {})
+        huge = {name: pages.get(size_kb, 0) * size_kb * 1024 for name, size_kb in _HUGEPAGE_RESOURCES}
         if node.memory_bytes:
-            amount = str(node.memory_bytes)
+            amount = str(node.memory_bytes - sum(huge.values()) if hugepages is not None else node.memory_bytes)
             resources.append({"name": "memory", "capacity": amount, "allocatable": amount, "available": amount})
+        if hugepages is not None:
+            for name, amount_bytes in huge.items():
+                value = str(amount_bytes)
+                resources.append({"name": name, "capacity": value, "allocatable": value, "available": value})
         zones.append({"name": f"node-{node.id}", "type": "Node", "resources": resources})
     return zones
+
+
+_HUGEPAGE_RESOURCES = (("hugepages-2Mi", 2048), ("hugepages-1Gi", 1048576))
 
 
 def kubelet_topology_policy(policy: str, scope: str) -> str:

@@ -29,6 +29,9 @@ CPU, MEMORY = "cpu", "memory"
 MEMORY_WITH_PAGE_CACHE = "memoryWithPageCache"
 """The usage-source key of memory including page cache (reported under ``memory``)."""
 USAGE_WITH_PAGE_CACHE = "usageWithPageCache"
+MEMORY_WITH_HOT_PAGE = "memoryWithHotPage"
+"""The usage-source key of memory with hot page cache only (ColdPageCollector; reported under ``memory``)."""
+USAGE_WITH_HOT_PAGE_CACHE = "usageWithHotPageCache"
 COLD_START_FRACTION = 0.5
 
 
@@ -89,7 +92,9 @@ def build_node_metric_status(
     # nodeMemoryCollectPolicy: usageWithPageCache reports node and pod memory with page cache;
     # usageWithHotPageCache needs kidled, which pykoord does not drive: it degrades to the default, as
     # Koordinator does without cold-memory support
-    memory = MEMORY_WITH_PAGE_CACHE if policy.node_memory_collect_policy == USAGE_WITH_PAGE_CACHE else MEMORY
+    memory = {USAGE_WITH_PAGE_CACHE: MEMORY_WITH_PAGE_CACHE, USAGE_WITH_HOT_PAGE_CACHE: MEMORY_WITH_HOT_PAGE}.get(
+        policy.node_memory_collect_policy or "", MEMORY
+    )
     node_usage = _avg_map({CPU: source.node_usage(CPU, start, now), MEMORY: source.node_usage(memory, start, now)})
     system_usage = _avg_map({r: source.system_usage(r, start, now) for r in (CPU, MEMORY)})
     pods_metric: list[PodMetricInfo] = []

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
+from apis.extension import numa
+
 MAX_CPU_SHARES: Final = 262144
 MIN_CPU_SHARES: Final = 2
 MAX_CPU_WEIGHT: Final = 10000
@@ -62,6 +64,19 @@ RESOURCES: Final[dict[str, CgroupResource]] = {
         _r("memory.wmark_ratio", "memory", "memory.wmark_ratio", (0, 100)),
         _r("memory.wmark_scale_factor", "memory", "memory.wmark_scale_factor", (1, 1000)),
         _r("memory.wmark_min_adj", "memory", "memory.wmark_min_adj", (-25, 50)),
+        _r("memory.idle_page_stats", "memory", None),
+        # blkio: "MAJ:MIN value" lines, one device per write (v1 throttles, Anolis iocost; v2 io.*)
+        _r("blkio.throttle.read_iops_device", "blkio", None),
+        _r("blkio.throttle.write_iops_device", "blkio", None),
+        _r("blkio.throttle.read_bps_device", "blkio", None),
+        _r("blkio.throttle.write_bps_device", "blkio", None),
+        _r("blkio.cost.weight", "blkio", None),
+        _r("blkio.cost.qos", "blkio", None),
+        _r("blkio.cost.model", "blkio", None),
+        _r("io.max", "blkio", "io.max"),
+        _r("io.weight", "blkio", "io.weight"),
+        _r("io.cost.qos", "blkio", "io.cost.qos"),
+        _r("io.cost.model", "blkio", "io.cost.model"),
     )
 }
 
@@ -126,17 +141,9 @@ def parse_flat_keyed(text: str) -> dict[str, int]:
 
 
 def parse_cpuset(text: str) -> frozenset[int]:
-    """``"0-3,8,10-11"`` → {0, 1, 2, 3, 8, 10, 11}. Raises ``ValueError`` on a malformed list."""
-    cpus: set[int] = set()
-    for part in text.strip().split(","):
-        if not part:
-            continue
-        lo, sep, hi = part.partition("-")
-        if sep:
-            cpus.update(range(int(lo), int(hi) + 1))
-        else:
-            cpus.add(int(lo))
-    return frozenset(cpus)
+    """``"0-3,8,10-11"`` → {0, 1, 2, 3, 8, 10, 11}. Raises ``ValueError`` on a malformed list or a CPU id
+    beyond :data:`~apis.extension.numa.MAX_CPUS` (refused before expansion)."""
+    return numa.parse_cpuset(text)
 
 
 def format_cpuset(cpus: frozenset[int] | set[int]) -> str:

@@ -15,7 +15,8 @@ which is satisfied only when every gang in it is.
 - **Failure**: when a member fails in a round, Strict gangs reject every waiting member of the group at
   once (their assumed resources are released); NonStrict gangs keep them waiting until the round ends and
   are then rejected unless the group was satisfied meanwhile. A Strict member's Unreserve (bind failure,
-  Permit timeout) rejects its waiting siblings as well.
+  Permit timeout) rejects its waiting siblings as well. The scheduler releases rejected members before
+  it tries another pod, and the members of a round (the pods NextPod picked) back off as a group.
 - **Once satisfied** (policy ``once-satisfied``, the default): after one member of the group has bound,
   later members are scheduled as plain pods.
 - **PostFilter** with ``enablePreemption``: job-level preemption for the round's whole gang group, or for
@@ -178,7 +179,10 @@ class Coscheduling:
         reason = self._gate_reason(new, new_ref)
         if reason:
             invalid = new.key in self._pod_errors or gang.spec is None
-            self._events.record(new, EVENT_REASON_INVALID if invalid else EVENT_REASON_WAITING, reason, warning=invalid)
+            if self._events.record(new, EVENT_REASON_INVALID if invalid else EVENT_REASON_WAITING, reason,
+                                   warning=invalid) and (new.key in self._pod_errors or gang.pod_group is not None):
+                # The pod's gang annotations, or its PodGroup, cannot be read: it stays Pending until fixed.
+                log.warning("pod %s stays pending: %s", new.key, reason)
 
     def _check_pod_spec(self, ref: GangRef, pod: Pod, gang: Gang) -> None:
         if ref.from_pod_group:

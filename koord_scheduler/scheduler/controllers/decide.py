@@ -14,8 +14,9 @@ from typing import Any
 
 from apis.configuration import ColocationStrategy, SloConfig, render_node_slo_spec, resolve_colocation
 from apis.core.jsonfields import invalid
+from apis.core.paths import api_path
 from apis.core.types import Node, Pod
-from apis.slo.common import API_VERSION, format_go_duration, parse_go_duration
+from apis.slo.common import API_VERSION, GROUP, VERSION, format_go_duration, parse_go_duration
 from apis.slo.nodemetric_record import NodeMetricRecord
 from koord_scheduler.scheduler.controllers.batch import (
     BATCH_RESOURCES,
@@ -32,8 +33,16 @@ Json = dict[str, Any]
 
 JSON_PATCH = "application/json-patch+json"
 MERGE_PATCH = "application/merge-patch+json"
-NODESLOS = f"/apis/{API_VERSION}/nodeslos"
-NODEMETRICS = f"/apis/{API_VERSION}/nodemetrics"
+NODESLOS = api_path(GROUP, VERSION, "nodeslos")
+NODEMETRICS = api_path(GROUP, VERSION, "nodemetrics")
+
+
+def node_slo_path(name: str) -> str:
+    return api_path(GROUP, VERSION, "nodeslos", name=name)
+
+
+def node_metric_path(name: str) -> str:
+    return api_path(GROUP, VERSION, "nodemetrics", name=name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,14 +89,14 @@ def decide_node_slo(node: Node | None, name: str, existing: NodeSLORecord | None
     Without the ConfigMap an existing NodeSLO is left as it is (someone may have written it by hand);
     a missing one is still created with Koordinator's defaults."""
     if node is None:
-        return Write(NODESLO, name, "DELETE", f"{NODESLOS}/{name}") if existing is not None else None
+        return Write(NODESLO, name, "DELETE", node_slo_path(name)) if existing is not None else None
     spec = render_node_slo_spec(config, node.labels, node.annotations)
     if existing is None:
         body = {"apiVersion": API_VERSION, "kind": "NodeSLO", "metadata": {"name": name}, "spec": spec}
         return Write(NODESLO, name, "POST", NODESLOS, body)
     if not config.present or existing.spec == canonical(spec):
         return None
-    return Write(NODESLO, name, "PATCH", f"{NODESLOS}/{name}", [{"op": "replace", "path": "/spec", "value": spec}],
+    return Write(NODESLO, name, "PATCH", node_slo_path(name), [{"op": "replace", "path": "/spec", "value": spec}],
                  JSON_PATCH)
 
 
@@ -117,7 +126,7 @@ def decide_node_metric(
     node: Node | None, name: str, existing: NodeMetricRecord | None, config: SloConfig
 ) -> Write | None:
     if node is None:
-        return Write(NODEMETRIC, name, "DELETE", f"{NODEMETRICS}/{name}") if existing is not None else None
+        return Write(NODEMETRIC, name, "DELETE", node_metric_path(name)) if existing is not None else None
     policy = collect_policy(resolve_colocation(config, node.labels, node.annotations))
     if existing is None:
         body = {"apiVersion": API_VERSION, "kind": "NodeMetric", "metadata": {"name": name},
@@ -125,7 +134,7 @@ def decide_node_metric(
         return Write(NODEMETRIC, name, "POST", NODEMETRICS, body)
     if existing.collect_policy == canonical(policy):
         return None
-    return Write(NODEMETRIC, name, "PATCH", f"{NODEMETRICS}/{name}", {"spec": {"metricCollectPolicy": policy}},
+    return Write(NODEMETRIC, name, "PATCH", node_metric_path(name), {"spec": {"metricCollectPolicy": policy}},
                  MERGE_PATCH)
 
 
@@ -179,5 +188,6 @@ def decide_batch_resources(
         return BatchDecision(None, recheck_at)
     values = {name: None if amount is None else str(amount) for name, amount in zip(BATCH_RESOURCES, want, strict=True)}
     body = {"status": {"capacity": values, "allocatable": values}}
-    write = Write(NODERESOURCE, node.name, "PATCH", f"/api/v1/nodes/{node.name}/status", body, MERGE_PATCH, note)
+    path = api_path("", "v1", "nodes", name=node.name, subresource="status")
+    write = Write(NODERESOURCE, node.name, "PATCH", path, body, MERGE_PATCH, note)
     return BatchDecision(write, recheck_at)

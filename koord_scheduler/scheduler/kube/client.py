@@ -5,6 +5,9 @@ API server answers with a ``metav1.Status``, not a Binding, which is what breaks
 response parsing (kubernetes-client/python#547). The pod's UID goes in the Binding's metadata as a
 precondition, so a pod deleted and recreated under the same name is never bound by a stale decision;
 a pod that is already bound gets ``409 Conflict``, so no pod is ever bound twice.
+
+Paths come from :mod:`.paths`: a pod or object whose namespace or name is not a Kubernetes name is
+refused (:class:`~.paths.InvalidRequestError`, a ``ClusterError``) before anything is sent.
 """
 
 from __future__ import annotations
@@ -18,19 +21,7 @@ from koord_scheduler.framework.types import ObjectKind
 from koord_scheduler.scheduler.kube import jsoncodec
 from koord_scheduler.scheduler.kube.events import EventRecorder, Regarding
 from koord_scheduler.scheduler.kube.http import MERGE_PATCH, STRATEGIC_MERGE_PATCH, ApiError, ApiHttp
-
-
-def pod_path(pod: Pod, subresource: str = "") -> str:
-    path = f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}"
-    return f"{path}/{subresource}" if subresource else path
-
-
-def object_path(kind: ObjectKind, name: str, namespace: str = "", subresource: str = "") -> str:
-    base = f"/api/{kind.version}" if not kind.group else f"/apis/{kind.group}/{kind.version}"
-    if kind.namespaced:
-        base += f"/namespaces/{namespace or 'default'}"
-    path = f"{base}/{kind.plural}/{name}"
-    return f"{path}/{subresource}" if subresource else path
+from koord_scheduler.scheduler.kube.paths import object_path, pod_path
 
 
 def binding_body(pod: Pod, node_name: str) -> bytes:
@@ -42,6 +33,13 @@ def binding_body(pod: Pod, node_name: str) -> bytes:
         {"apiVersion": "v1", "kind": "Binding", "metadata": meta,
          "target": {"apiVersion": "v1", "kind": "Node", "name": node_name}}
     )
+
+
+def _preconditions(patch: Mapping[str, Any]) -> dict[str, Any]:
+    meta = patch.get("metadata")
+    if not isinstance(meta, Mapping):
+        return {}
+    return {k: meta[k] for k in ("uid", "resourceVersion") if meta.get(k)}
 
 
 class KubeClusterClient:
@@ -111,8 +109,13 @@ class KubeClusterClient:
     ) -> Any:
         """Patch the status subresource; the updated object, parsed with ``kind.parse``. Core Pods get a
         strategic merge patch (``status.conditions`` merged by type, as kube-scheduler's PatchPodStatus
-        does), everything else a JSON merge patch (custom resources support no strategic merge)."""
-        body = {"status": patch.get("status", {})}
+        does), everything else a JSON merge patch (custom resources support no strategic merge).
+        ``metadata.uid`` / ``metadata.resourceVersion`` in ``patch`` are sent as preconditions (a
+        mismatch is a 409 Conflict)."""
+        body: dict[str, Any] = {"status": patch.get("status", {})}
+        preconditions = _preconditions(patch)
+        if preconditions:
+            body["metadata"] = preconditions
         content_type = STRATEGIC_MERGE_PATCH if kind.kind == "Pod" and not kind.group else MERGE_PATCH
         return await self._patch(kind, object_path(kind, name, namespace, "status"), body, content_type)
 

@@ -32,8 +32,11 @@ from typing import Any, NamedTuple
 from apis.core.types import Pod
 from koord_scheduler.framework.errors import ClusterError, log_failure
 from koord_scheduler.scheduler.kube.http import STRATEGIC_MERGE_PATCH, ApiHttp
+from koord_scheduler.scheduler.kube.paths import resource_path
 
 log = logging.getLogger(__name__)
+
+EVENTS_GROUP = "events.k8s.io"
 
 NOTE_LENGTH_LIMIT = 1024
 SERIES_WINDOW_SECONDS = 6 * 60.0
@@ -126,7 +129,7 @@ def _event_body(event: _NewEvent, hostname: str) -> dict[str, Any]:
     if regarding.resource_version:
         ref["resourceVersion"] = regarding.resource_version
     return {
-        "apiVersion": "events.k8s.io/v1",
+        "apiVersion": f"{EVENTS_GROUP}/v1",
         "kind": "Event",
         "metadata": {"name": event.name, "namespace": event.namespace},
         "eventTime": micro_time(event.time),
@@ -273,8 +276,8 @@ class EventRecorder:
     async def _send(self, item: _Send) -> None:
         series = self._series.get(item.key)
         if item.event is not None:
-            await self.http.request("POST", f"/apis/events.k8s.io/v1/namespaces/{item.event.namespace}/events",
-                                    body=_event_body(item.event, self.hostname))
+            path = resource_path(EVENTS_GROUP, "v1", "events", namespace=item.event.namespace)
+            await self.http.request("POST", path, body=_event_body(item.event, self.hostname))
             self.written += 1
             if series is not None:
                 series.created = True
@@ -289,7 +292,7 @@ class EventRecorder:
         patch = {"series": {"count": series.count, "lastObservedTime": micro_time(series.last_observed)}}
         await self.http.request(
             "PATCH",
-            f"/apis/events.k8s.io/v1/namespaces/{series.namespace}/events/{series.name}",
+            resource_path(EVENTS_GROUP, "v1", "events", namespace=series.namespace, name=series.name),
             body=patch,
             content_type=STRATEGIC_MERGE_PATCH,
         )

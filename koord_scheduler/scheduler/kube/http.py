@@ -7,7 +7,13 @@ No kubernetes client models: bodies go in and come out as bytes / ``json`` dicts
 cost about 1 ms per pod, and its Binding response parsing is broken). Every failure is a
 :class:`~koord_scheduler.framework.errors.ClusterError`: :class:`ApiError` when the server answered
 with an error status (its ``metav1.Status`` reason and message are kept), :class:`ApiConnectionError`
-when it could not be reached.
+when it could not be reached, :class:`~.paths.InvalidRequestError` when the request was refused before
+anything was sent.
+
+Every request line and header value goes through :func:`apis.core.paths.check_request_line` /
+:func:`~apis.core.paths.check_header` first, whoever built the path (:mod:`.paths` builds them all): a
+space, CR, LF, NUL or other control character could end the line and smuggle a second request that
+would run with the scheduler's identity, so it is refused and nothing is written to the connection.
 """
 
 from __future__ import annotations
@@ -21,11 +27,14 @@ from typing import Any
 from urllib.parse import urlencode
 
 import aiohttp
+from yarl import URL
 
+from apis.core.paths import UnsafeRequestError, check_header, check_request_line
 from koord_scheduler.framework.errors import ClusterError
 from koord_scheduler.scheduler.kube import jsoncodec
 from koord_scheduler.scheduler.kube.connection import Connection
 from koord_scheduler.scheduler.kube.http1 import Http1Pool
+from koord_scheduler.scheduler.kube.paths import InvalidRequestError
 from koord_scheduler.scheduler.kube.ratelimit import TokenBucket
 
 log = logging.getLogger(__name__)
@@ -94,6 +103,7 @@ class ApiHttp:
         """aiohttp, for watch streams only."""
         self._pool: Http1Pool | None = None
         """Our own keep-alive pool, for every other request (see :mod:`.http1`)."""
+        _checked("User-Agent", self.options.user_agent)
         self._static_headers = f"User-Agent: {self.options.user_agent}\r\nAccept: {JSON}"
 
     def _get_session(self) -> aiohttp.ClientSession:
@@ -116,9 +126,9 @@ class ApiHttp:
         headers: dict[str, str] = {}
         auth = self.connection.authorization()
         if auth:
-            headers["Authorization"] = auth
+            headers["Authorization"] = _checked("Authorization", auth)
         if content_type:
-            headers["Content-Type"] = content_type
+            headers["Content-Type"] = _checked("Content-Type", content_type)
         return headers
 
     def _kwargs(self) -> dict[str, Any]:
@@ -147,14 +157,15 @@ class ApiHttp:
         self, method: str, path: str, data: bytes | None, *, content_type: str,
         params: Mapping[str, str] | None,
     ) -> bytes:
-        pool = self._get_pool()
         target = f"{path}?{urlencode(params)}" if params else path
+        _checked_line(method, target)
+        pool = self._get_pool()
         lines = [f"{method} {target} HTTP/1.1", f"Host: {pool.host_header}", self._static_headers]
         auth = self.connection.authorization()
         if auth:
-            lines.append(f"Authorization: {auth}")
+            lines.append(f"Authorization: {_checked('Authorization', auth)}")
         if data is not None:
-            lines.append(f"Content-Type: {content_type}\r\nContent-Length: {len(data)}")
+            lines.append(f"Content-Type: {_checked('Content-Type', content_type)}\r\nContent-Length: {len(data)}")
         head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
         for attempt in range(MAX_THROTTLE_RETRIES + 1):
             await self.limiter.acquire()
@@ -172,12 +183,14 @@ class ApiHttp:
 
     def _get_pool(self) -> Http1Pool:
         if self._pool is None:
-            self._pool = Http1Pool(
+            pool = Http1Pool(
                 self.connection.server,
                 ssl_context=self.connection.ssl_context,
                 server_hostname=self.connection.tls_server_name,
                 size=self.options.pool_size,
             )
+            _checked("Host", pool.host_header)
+            self._pool = pool
         return self._pool
 
     async def request_json(
@@ -199,13 +212,15 @@ class ApiHttp:
     async def stream(self, path: str, params: Mapping[str, str]) -> AsyncIterator[aiohttp.StreamReader]:
         """A GET whose body is read incrementally (watches). Raises like :meth:`request` when the
         server refuses; the body's own read errors surface as :class:`ApiConnectionError` too."""
+        target = f"{path}?{urlencode(params)}" if params else path
+        _checked_line("GET", target)
+        headers = self._headers(None)
         await self.limiter.acquire()
         timeout = aiohttp.ClientTimeout(total=None, sock_read=self.options.watch_read_timeout)
         try:
             async with self._get_session().get(
-                self.connection.server + path,
-                params=params,
-                headers=self._headers(None),
+                URL(self.connection.server + target, encoded=True),
+                headers=headers,
                 timeout=timeout,
                 **self._kwargs(),
             ) as resp:
@@ -222,6 +237,22 @@ class ApiHttp:
         if self._pool is not None:
             await self._pool.close()
             self._pool = None
+
+
+def _checked_line(method: str, target: str) -> None:
+    try:
+        check_request_line(method, target)
+    except UnsafeRequestError as exc:
+        raise InvalidRequestError(f"{method} refused before sending: {exc}") from None
+
+
+def _checked(name: str, value: str) -> str:
+    """``value`` when it may be sent as header ``name``; else :class:`InvalidRequestError`."""
+    try:
+        check_header(name, value)
+    except UnsafeRequestError as exc:
+        raise InvalidRequestError(f"refused before sending: {exc}") from None
+    return value
 
 
 def api_error(status: int, payload: bytes, *, method: str = "", path: str = "") -> ApiError:

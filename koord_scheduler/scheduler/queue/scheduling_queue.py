@@ -4,8 +4,10 @@ Where a pending pod can be:
 
 - **activeQ**: ready to be tried, a heap in QueueSort order.
 - **backoffQ**: failed recently and waits out ``initial * 2^(attempts-1)`` seconds; a heap by backoff expiry,
-  ties in activeQ order. Pods that failed with an error (no rejecting plugin) wait in a separate error heap,
-  ordered by expiry alone, which pop-from-backoff never takes from.
+  ties in activeQ order. Pods that must wait out their whole backoff wait in a separate heap, ordered by
+  expiry alone, which pop-from-backoff never takes from: those that failed with an error (no rejecting
+  plugin), and, in a third heap, those tried in a round with others (``group_backoff``: a gang's members back
+  off as a group, so a gang that cannot complete is retried once per backoff, not whenever the queue is idle).
 - **unschedulable pool**: rejected by plugins and waiting for a cluster event that one of those plugins says
   may help (its QueueingHint returns Queue), or for ``max_in_unschedulable_seconds`` to pass.
 - **gated pool**: rejected by a PreEnqueue plugin; it comes back through the same hints, with the gating
@@ -22,22 +24,17 @@ import asyncio
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from enum import IntEnum
 from typing import Any
 
 from apis.core.types import Pod
-from koord_scheduler.framework.errors import log_failure
 from koord_scheduler.framework.status import Status
 from koord_scheduler.framework.types import (
-    ActionType,
     ClusterEvent,
     ClusterEventWithHint,
-    EventResource,
     QueuedPodInfo,
-    QueueingHint,
-    QueueingHintFn,
 )
 from koord_scheduler.scheduler.queue.backoff import backoff_expiry, is_backing_off, release_time
+from koord_scheduler.scheduler.queue.hints import QueueingHints, Strategy, event_label
 from koord_scheduler.scheduler.queue.pod_events import pod_scheduling_property_events
 from koord_scheduler.scheduler.queue.pod_heap import Order, PodHeap
 
@@ -47,9 +44,11 @@ ACTIVE = "active"
 BACKOFF = "backoff"
 UNSCHEDULABLE = "unschedulable"
 GATED = "gated"
+IN_FLIGHT = "in-flight"
 """Sub-queue names: the ``queue`` label of ``scheduler_pending_pods`` and
 ``scheduler_queue_incoming_pods_total``. Gated pods count as ``gated`` in the gauge but enter as
-``unschedulable`` in the counter, as in kube."""
+``unschedulable`` in the counter, as in kube. In-flight pods (being scheduled, waiting at Permit, binding) are
+not pending: :data:`IN_FLIGHT` appears only in :meth:`SchedulingQueue.locations`."""
 
 POD_ADD = "PodAdd"
 SCHEDULE_ATTEMPT_FAILURE = "ScheduleAttemptFailure"
@@ -60,7 +59,6 @@ FORCE_ACTIVATE = "ForceActivate"
 """``event`` label values of ``scheduler_queue_incoming_pods_total`` for the queue's own moves; cluster events
 use :func:`event_label`."""
 
-_HINT_CACHE_LIMIT = 256
 _MIN_TIMER_SECONDS = 0.001
 
 
@@ -92,29 +90,6 @@ class QueueOptions:
 DEFAULT_QUEUE_OPTIONS = QueueOptions()
 
 
-def event_label(event: ClusterEvent) -> str:
-    """kube's ``ClusterEvent.Label()``: the custom label, else resource and action, e.g. ``NodeAdd``."""
-    if event.label:
-        return event.label
-    if event.action == ActionType.ALL:
-        return f"{event.resource.value}All"
-    names = [
-        "".join(part.capitalize() for part in (member.name or "").split("_"))
-        for member in ActionType
-        if member != ActionType.ALL and member in event.action
-    ]
-    return event.resource.value + "|".join(names)
-
-
-class _Strategy(IntEnum):
-    """What a cluster event means for a waiting pod (kube's ``queueingStrategy``), weakest first."""
-
-    SKIP = 0
-    AFTER_BACKOFF = 1
-    IMMEDIATELY = 2
-    """A Pending plugin said Queue: straight to activeQ, no backoff."""
-
-
 @dataclass(slots=True)
 class _InFlight:
     pod: Pod
@@ -143,7 +118,6 @@ class _LessOrder:
         return self.seq < other.seq
 
 
-_QUEUE_ON_EVERYTHING: tuple[QueueingHintFn | None, ...] = (None,)
 _NO_PLUGINS: frozenset[str] = frozenset()
 
 
@@ -168,9 +142,7 @@ class SchedulingQueue:
         self._clock = clock
         self._options = options
         self._align = options.pop_from_backoff
-        self._plugin_events = {name: tuple(events) for name, events in plugin_events.items()}
-        self._plugin_rank = {name: rank for rank, name in enumerate(self._plugin_events)}
-        self._hint_cache: dict[ClusterEvent, dict[str, tuple[QueueingHintFn | None, ...]]] = {}
+        self._hints = QueueingHints(plugin_events)
 
         active_order = _active_order(less, options.sort_key)
         backoff_order: Order = (
@@ -181,6 +153,9 @@ class SchedulingQueue:
         self._active = PodHeap(active_order)
         self._backoff = PodHeap(backoff_order)
         self._error_backoff = PodHeap(lambda qpi, seq: (qpi.backoff_expiry,))
+        self._group_backoff = PodHeap(lambda qpi, seq: (qpi.backoff_expiry,))
+        self._backoff_heaps = (self._backoff, self._error_backoff, self._group_backoff)
+        self._heaps = (self._active, *self._backoff_heaps)
         self._unschedulable: dict[str, QueuedPodInfo] = {}
         """Insertion order is timestamp order: pods enter only from add_unschedulable, stamped with now."""
         self._gated: dict[str, QueuedPodInfo] = {}
@@ -190,6 +165,8 @@ class SchedulingQueue:
         self._log_base = 0
         self._seq = 0
         self._waiters: list[asyncio.Future[None]] = []
+        self._round_first: QueuedPodInfo | None = None
+        """The pod :meth:`pop` took last: pods taken by :meth:`pop_key` join its round."""
 
     # ---- informer side -------------------------------------------------------------------------------
 
@@ -225,7 +202,7 @@ class SchedulingQueue:
                 self._event_log.append((event, old, new))
             flight.pod = new
             return
-        for heap in (self._active, self._backoff, self._error_backoff):
+        for heap in self._heaps:
             queued = heap.get(key)
             if queued is not None:
                 queued.pod = new
@@ -237,8 +214,8 @@ class SchedulingQueue:
             return
         waiting.pod = new
         for event in pod_scheduling_property_events(old, new):
-            strategy = self._strategy(waiting, event, old, new)
-            if strategy is _Strategy.SKIP:
+            strategy = self._hints.strategy(waiting, event, old, new)
+            if strategy is Strategy.SKIP:
                 continue
             if self._move_waiting(waiting, strategy, event_label(event)) != GATED:
                 return
@@ -265,8 +242,8 @@ class SchedulingQueue:
             return
         label = ""
         for waiting in [*self._unschedulable.values(), *self._gated.values()]:
-            strategy = self._strategy(waiting, event, old, new)
-            if strategy is not _Strategy.SKIP:
+            strategy = self._hints.strategy(waiting, event, old, new)
+            if strategy is not Strategy.SKIP:
                 label = label or event_label(event)
                 self._move_waiting(waiting, strategy, label)
 
@@ -280,21 +257,26 @@ class SchedulingQueue:
         previous one and marks the pod in flight until :meth:`add_unschedulable` or :meth:`done`.
         """
         now = self._clock()
-        if self._backoff or self._error_backoff:
+        if any(self._backoff_heaps):
             self._flush_backoff(now)
         qpi = self._active.pop()
         if qpi is None and self._options.pop_from_backoff:
             qpi = self._backoff.pop()
         if qpi is None:
             return None
+        self._round_first = qpi
         return self._start_attempt(qpi, now)
 
     def pop_key(self, key: str) -> QueuedPodInfo | None:
         """Take the pod ``key`` out of whichever sub-queue holds it and start its attempt, as :meth:`pop`
         does (Koordinator's NextPod: a plugin picks the next pod). A pod in the gated pool is taken only if
-        PreEnqueue now passes. None if the pod is not queued (in flight, deleted, gated)."""
+        PreEnqueue now passes. None if the pod is not queued (in flight, deleted, gated).
+
+        The pod joins the round of the pod :meth:`pop` took last (the one whose attempt made the plugin
+        start picking): both take the larger attempt count and back off as a group (``group_backoff``),
+        as Koordinator's ``CopyQueueInfoToPod`` has a gang retried as a whole, not member by member."""
         qpi: QueuedPodInfo | None = None
-        for heap in (self._active, self._backoff, self._error_backoff):
+        for heap in self._heaps:
             if heap.get(key) is not None:
                 qpi = heap.remove(key)
                 break
@@ -307,7 +289,12 @@ class SchedulingQueue:
             qpi = self._gated.pop(key)
         if qpi is None:
             return None
-        return self._start_attempt(qpi, self._clock())
+        self._start_attempt(qpi, self._clock())
+        first = self._round_first
+        if first is not None and first is not qpi:
+            first.attempts = qpi.attempts = max(first.attempts, qpi.attempts)
+            first.group_backoff = qpi.group_backoff = True
+        return qpi
 
     def activate(self, keys: Iterable[str]) -> None:
         """Move the given pods from the unschedulable/gated pools and backoffQ to activeQ (kube's
@@ -315,9 +302,9 @@ class SchedulingQueue:
         for key in keys:
             waiting = self._unschedulable.get(key) or self._gated.get(key)
             if waiting is not None:
-                self._move_waiting(waiting, _Strategy.IMMEDIATELY, FORCE_ACTIVATE)
+                self._move_waiting(waiting, Strategy.IMMEDIATELY, FORCE_ACTIVATE)
                 continue
-            for heap in (self._backoff, self._error_backoff):
+            for heap in self._backoff_heaps:
                 if heap.get(key) is not None:
                     queued = heap.remove(key)
                     if queued is not None:
@@ -331,6 +318,7 @@ class SchedulingQueue:
         qpi.unschedulable_plugins = _NO_PLUGINS
         qpi.pending_plugins = _NO_PLUGINS
         qpi.gated = False
+        qpi.group_backoff = False
         key = qpi.pod.key
         # Re-insert so dict order stays pop order even if a stale record under this key lingers.
         in_flight = self._in_flight
@@ -410,10 +398,10 @@ class SchedulingQueue:
             align=self._align,
         )
         if qpi.error_backoff or events is None:
-            strategy = _Strategy.AFTER_BACKOFF
+            strategy = Strategy.AFTER_BACKOFF
         else:
-            strategy = self._strategy_for_events(qpi, events)
-        if strategy is _Strategy.SKIP:
+            strategy = self._hints.strategy_for_events(qpi, events)
+        if strategy is Strategy.SKIP:
             self._unschedulable[key] = qpi
             self._incoming(UNSCHEDULABLE, SCHEDULE_ATTEMPT_FAILURE)
         else:
@@ -432,16 +420,48 @@ class SchedulingQueue:
                 break
             expired.append(waiting)
         for waiting in expired:
-            self._move_waiting(waiting, _Strategy.AFTER_BACKOFF, UNSCHEDULABLE_TIMEOUT)
+            self._move_waiting(waiting, Strategy.AFTER_BACKOFF, UNSCHEDULABLE_TIMEOUT)
+
+    def end_backoff_early(self) -> bool:
+        """Virtual time (the simulator, whose clock stands still): the group backoff that ends first ends
+        now. Moves the pods tried in a round whose backoff ends first to activeQ (the backoffQ is popped early
+        anyway, and a pod that failed with an error would fail the same way again); False if none waits."""
+        head = self._group_backoff.peek()
+        if head is None:
+            return False
+        expiry = head.backoff_expiry
+        while (head := self._group_backoff.peek()) is not None and head.backoff_expiry <= expiry:
+            self._group_backoff.pop()
+            self._enter_active(head, BACKOFF_COMPLETE, run_pre_enqueue=not self._options.pop_from_backoff)
+        return True
 
     def pending_counts(self) -> dict[str, int]:
         """Pods per sub-queue, for ``scheduler_pending_pods{queue}``; in-flight pods are not pending."""
         return {
             ACTIVE: len(self._active),
-            BACKOFF: len(self._backoff) + len(self._error_backoff),
+            BACKOFF: sum(len(heap) for heap in self._backoff_heaps),
             UNSCHEDULABLE: len(self._unschedulable),
             GATED: len(self._gated),
         }
+
+    def locations(self) -> dict[str, list[str]]:
+        """Every pod key the queue holds -> the places holding it (:data:`ACTIVE`, :data:`BACKOFF`,
+        :data:`UNSCHEDULABLE`, :data:`GATED`, :data:`IN_FLIGHT`), for invariant checks: each pod must be in
+        exactly one. A deleted pod whose attempt is still running is left out. O(pods)."""
+        out: dict[str, list[str]] = {}
+        places: list[tuple[str, Iterable[QueuedPodInfo]]] = [
+            (ACTIVE, self._active),
+            *((BACKOFF, heap) for heap in self._backoff_heaps),
+            (UNSCHEDULABLE, self._unschedulable.values()),
+            (GATED, self._gated.values()),
+        ]
+        for place, pods in places:
+            for qpi in pods:
+                out.setdefault(qpi.key, []).append(place)
+        for key, flight in self._in_flight.items():
+            if not flight.gone:
+                out.setdefault(key, []).append(IN_FLIGHT)
+        return out
 
     def __contains__(self, pod_key: str) -> bool:
         """Whether the pod is queued or in flight (and not deleted)."""
@@ -449,13 +469,13 @@ class SchedulingQueue:
 
     # ---- moves ---------------------------------------------------------------------------------------
 
-    def _requeue(self, qpi: QueuedPodInfo, strategy: _Strategy, event: str) -> str:
+    def _requeue(self, qpi: QueuedPodInfo, strategy: Strategy, event: str) -> str:
         """Send a pod that sits in no sub-queue to backoffQ or activeQ; returns where it landed."""
-        if strategy is _Strategy.AFTER_BACKOFF and self._is_backing_off(qpi):
+        if strategy is Strategy.AFTER_BACKOFF and self._is_backing_off(qpi):
             return self._enter_backoff(qpi, event)
         return self._enter_active(qpi, event)
 
-    def _move_waiting(self, qpi: QueuedPodInfo, strategy: _Strategy, event: str) -> str:
+    def _move_waiting(self, qpi: QueuedPodInfo, strategy: Strategy, event: str) -> str:
         """Move a pod out of the unschedulable or gated pool; it may land in the gated pool again."""
         source = self._gated if qpi.key in self._gated else self._unschedulable
         where = self._requeue(qpi, strategy, event)
@@ -479,7 +499,12 @@ class SchedulingQueue:
         # Pods popped straight from backoffQ skip activeQ, so PreEnqueue must have passed on the way in.
         if self._options.pop_from_backoff and not self._passes_pre_enqueue(qpi, event):
             return GATED
-        heap = self._error_backoff if qpi.error_backoff else self._backoff
+        if qpi.error_backoff:
+            heap = self._error_backoff
+        elif qpi.group_backoff:
+            heap = self._group_backoff
+        else:
+            heap = self._backoff
         heap.push(qpi, self._next_seq(), qpi.pod.key)
         self._incoming(BACKOFF, event)
         self._notify()
@@ -501,13 +526,13 @@ class SchedulingQueue:
 
     def _flush_backoff(self, now: float) -> None:
         run_pre_enqueue = not self._options.pop_from_backoff
-        for heap in (self._backoff, self._error_backoff):
+        for heap in self._backoff_heaps:
             while (head := heap.peek()) is not None and not self._is_backing_off(head, now):
                 heap.pop()
                 self._enter_active(head, BACKOFF_COMPLETE, run_pre_enqueue=run_pre_enqueue)
 
     def _remove_queued(self, key: str, uid: str) -> None:
-        for heap in (self._active, self._backoff, self._error_backoff):
+        for heap in self._heaps:
             queued = heap.get(key)
             if queued is not None and _same_incarnation(queued.pod, uid):
                 heap.remove(key)
@@ -516,86 +541,13 @@ class SchedulingQueue:
             if waiting is not None and _same_incarnation(waiting.pod, uid):
                 del pool[key]
 
-    # ---- hints ---------------------------------------------------------------------------------------
-
-    def _strategy(self, qpi: QueuedPodInfo, event: ClusterEvent, old: object | None, new: object | None
-                  ) -> _Strategy:
-        """kube's ``isPodWorthRequeuing``: ask the hints of the plugins that rejected ``qpi``."""
-        unschedulable, pending = qpi.unschedulable_plugins, qpi.pending_plugins
-        if not unschedulable and not pending:
-            return _Strategy.AFTER_BACKOFF
-        if event.resource is EventResource.WILDCARD and event.action == ActionType.ALL:
-            return _Strategy.AFTER_BACKOFF
-        matching = self._hints_for(event)
-        strategy = _Strategy.SKIP
-        for plugin in self._ordered(unschedulable | pending if pending else unschedulable):
-            hints = matching.get(plugin)
-            if hints is None:
-                if self._plugin_events.get(plugin):
-                    continue
-                hints = _QUEUE_ON_EVERYTHING
-            for hint in hints:
-                if hint is not None and self._run_hint(plugin, hint, qpi.pod, old, new) is QueueingHint.SKIP:
-                    continue
-                if plugin in pending:
-                    return _Strategy.IMMEDIATELY
-                if not pending:
-                    return _Strategy.AFTER_BACKOFF
-                strategy = _Strategy.AFTER_BACKOFF
-                break
-        return strategy
-
-    def _strategy_for_events(
-        self, qpi: QueuedPodInfo, events: Iterable[tuple[ClusterEvent, object | None, object | None]]
-    ) -> _Strategy:
-        """The strongest strategy ``events`` give (kube's ``determineSchedulingHintForInFlightPod``)."""
-        strategy = _Strategy.SKIP
-        for event, old, new in events:
-            strategy = max(strategy, self._strategy(qpi, event, old, new))
-            if strategy is _Strategy.IMMEDIATELY or (
-                strategy is _Strategy.AFTER_BACKOFF and not qpi.pending_plugins
-            ):
-                break
-        return strategy
-
-    def _hints_for(self, event: ClusterEvent) -> dict[str, tuple[QueueingHintFn | None, ...]]:
-        """Per plugin, the hints of its registrations matching ``event``; plugins with none are absent."""
-        cached = self._hint_cache.get(event)
-        if cached is None:
-            if len(self._hint_cache) >= _HINT_CACHE_LIMIT:
-                self._hint_cache.clear()
-            cached = {}
-            for plugin, registrations in self._plugin_events.items():
-                hints = tuple(r.hint for r in registrations if r.event.matches(event))
-                if hints:
-                    cached[plugin] = hints
-            self._hint_cache[event] = cached
-        return cached
-
-    def _ordered(self, plugins: frozenset[str]) -> Iterable[str]:
-        """Plugins in configured order, so hints run in a stable order."""
-        if len(plugins) <= 1:
-            return plugins
-        last = len(self._plugin_rank)
-        return sorted(plugins, key=lambda name: (self._plugin_rank.get(name, last), name))
-
-    @staticmethod
-    def _run_hint(plugin: str, hint: QueueingHintFn, pod: Pod, old: object | None, new: object | None
-                  ) -> QueueingHint:
-        try:
-            return hint(pod, old, new)
-        except Exception as exc:
-            # kube treats a failing hint as Queue so the pod cannot get stuck.
-            log_failure(logger, f"queueing hint of {plugin} failed for pod {pod.key}; requeueing", exc)
-            return QueueingHint.QUEUE
-
     # ---- small helpers -------------------------------------------------------------------------------
 
     def _is_backing_off(self, qpi: QueuedPodInfo, now: float | None = None) -> bool:
         return is_backing_off(qpi.backoff_expiry, self._clock() if now is None else now, align=self._align)
 
     def _next_backoff_release(self) -> float | None:
-        heads = [head for head in (self._backoff.peek(), self._error_backoff.peek()) if head is not None]
+        heads = [head for head in (heap.peek() for heap in self._backoff_heaps) if head is not None]
         if not heads:
             return None
         return min(release_time(head.backoff_expiry, align=self._align) for head in heads)
@@ -605,7 +557,7 @@ class SchedulingQueue:
         flight = self._in_flight.get(key)
         if flight is not None and not flight.gone:
             return flight.pod
-        for heap in (self._active, self._backoff, self._error_backoff):
+        for heap in self._heaps:
             queued = heap.get(key)
             if queued is not None:
                 return queued.pod

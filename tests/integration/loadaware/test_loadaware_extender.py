@@ -63,6 +63,8 @@ def extender(scope: Scope, tmp_path: Path) -> Iterator[str]:
                 str(path),
                 "--kubeconfig",
                 str(scope.plane.kubeconfig),
+                "--scheduler-names",
+                scope.scheduler_name,
                 "--bind-address",
                 "127.0.0.1",
                 "--port",

@@ -117,6 +117,18 @@ def kinds(docs: Docs) -> set[tuple[str, str]]:
     return {(d["kind"], d["metadata"]["name"]) for d in docs}
 
 
+KONNECTIVITY = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+                "podSelector": {"matchLabels": {"k8s-app": "konnectivity-agent"}}}
+
+
+def webhook_sources(docs: Docs) -> list[dict[str, Any]] | None:
+    """The ``from`` of the NetworkPolicy rule for the webhook port (None: any source)."""
+    rules = find(docs, "NetworkPolicy", "koord-scheduler")["spec"]["ingress"]
+    rule = next(r for r in rules if [p["port"] for p in r["ports"]] == [9443])
+    sources: list[dict[str, Any]] | None = rule.get("from")
+    return sources
+
+
 @pytest.mark.parametrize(("sets", "check"), [
     pytest.param(["installation.namespace=pykoord"], namespaced_in("pykoord"), id="installation.namespace"),
     pytest.param(["installation.createNamespace=false"],
@@ -143,9 +155,24 @@ def kinds(docs: Docs) -> set[tuple[str, str]]:
     pytest.param([], lambda docs: not {"PodMonitor", "ServiceMonitor"} & {d["kind"] for d in docs}, id="no-monitors"),
     pytest.param(["networkPolicy.enabled=false"], lambda docs: "NetworkPolicy" not in {d["kind"] for d in docs},
                  id="no-networkpolicy"),
+    pytest.param(["networkPolicy.webhookSources.apiServerCIDRs={10.0.0.10/32,10.0.0.11/32}"],
+                 lambda docs: webhook_sources(docs) == [KONNECTIVITY, {"ipBlock": {"cidr": "10.0.0.10/32"}},
+                                                        {"ipBlock": {"cidr": "10.0.0.11/32"}}],
+                 id="webhook-from-the-api-server-only"),
+    pytest.param(["networkPolicy.webhookSources.podCIDRs={10.244.0.0/16,fd00:10:244::/56}",
+                  "networkPolicy.webhookSources.konnectivityAgents=false"],
+                 lambda docs: webhook_sources(docs) == [
+                     {"ipBlock": {"cidr": "0.0.0.0/0", "except": ["10.244.0.0/16"]}},
+                     {"ipBlock": {"cidr": "::/0", "except": ["fd00:10:244::/56"]}}],
+                 id="webhook-from-anything-but-pods"),
+    pytest.param([], lambda docs: webhook_sources(docs) is None, id="webhook-sources-unset"),
     pytest.param(["koordlet.hostDirs.kubeletLibDir=/data/kubelet/"], lambda docs: next(
         v for v in find(docs, "DaemonSet", "koordlet")["spec"]["template"]["spec"]["volumes"]
         if v["name"] == "host-kubelet")["hostPath"]["path"] == "/data/kubelet", id="kubeletLibDir"),
+    pytest.param(["koordlet.cgroupKubepodsDir=pykoord-ab12/kubepods"], lambda docs: "--cgroup-kubepods-dir="
+                 "pykoord-ab12/kubepods" in container(docs, "DaemonSet", "koordlet")["args"], id="cgroupKubepodsDir"),
+    pytest.param([], lambda docs: not any(a.startswith("--cgroup-kubepods-dir") for a in container(
+        docs, "DaemonSet", "koordlet")["args"]), id="cgroupKubepodsDir-found-from-the-mount"),
 ])
 def test_value_changes_render(sets: list[str], check: Callable[[Docs], bool | None]) -> None:
     args = [a for s in sets for a in ("--set", s)]
@@ -200,6 +227,9 @@ def test_notes_are_quiet_with_default_values(tmp_path: Path) -> None:
     text = notes(tmp_path)
     assert "Pods opt in with spec.schedulerName: koord-scheduler." in text
     assert "WARNING" not in text
+    assert "The webhook port (9443) accepts connections from any address" in text
+    configured = notes(tmp_path / "configured", "--set", "networkPolicy.webhookSources.apiServerCIDRs={10.0.0.10/32}")
+    assert "accepts connections from any address" not in configured
 
 
 def test_crds_false_is_reported(tmp_path: Path) -> None:
@@ -224,6 +254,8 @@ def test_strict_values_refuses_unused_keys() -> None:
     pytest.param("installation.namespace=Not_A_Name", "namespace", id="namespace-name"),
     pytest.param("scheduler.resources.requests.cpu=lots", "cpu", id="quantity"),
     pytest.param("manager.controllers=node slo", "controllers", id="controllers-list"),
+    pytest.param("networkPolicy.webhookSources.apiServerCIDRs={10.0.0.1}", "apiServerCIDRs", id="cidr-without-mask"),
+    pytest.param("networkPolicy.webhookSources.podCIDRs={all}", "podCIDRs", id="not-a-cidr"),
 ])
 def test_schema_refuses_bad_values(bad: str, want_in_error: str) -> None:
     result = helm("template", "pykoord", str(CHART), "--set", bad, check=False)

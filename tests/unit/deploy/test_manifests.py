@@ -142,8 +142,9 @@ def test_koordlet_feature_gates_are_set_in_one_place_and_valid() -> None:
     ("policy", "workload_kind"), [("koord-scheduler", "Deployment"), ("koordlet", "DaemonSet")]
 )
 def test_network_policy_admits_only_the_metrics_port(policy: str, workload_kind: str) -> None:
-    """The metrics port only from scrapers; koord-scheduler's webhook port (TLS) from anywhere, since the
-    API server that calls it is not a pod."""
+    """The metrics port only from scrapers; koord-scheduler's webhook port (TLS) from any address with the
+    default values, since the API server that calls it is not a pod and only the cluster's addresses
+    (networkPolicy.webhookSources, tested in test_chart.py) can name it."""
     netpol = by_kind("NetworkPolicy")[policy]
     workload = by_kind(workload_kind)[policy]
     pod_labels = workload["spec"]["template"]["metadata"]["labels"]

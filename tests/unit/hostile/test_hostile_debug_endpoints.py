@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import socket
 from collections.abc import AsyncIterator
 from typing import Any
@@ -14,6 +15,7 @@ from koord_scheduler.app.debug_server import LOOPBACK, start_debug_server
 from koord_scheduler.app.serve import ServeOptions, _options, _parser
 from koord_scheduler.app.serve_run import _start_http
 from koord_scheduler.scheduler.metrics import SchedulerMetrics
+from koord_scheduler.scheduler.serving import ServingLimits
 
 
 def free_port() -> int:
@@ -39,10 +41,10 @@ class Recorder:
 async def debug_server() -> AsyncIterator[tuple[str, Recorder]]:
     recorder = Recorder()
     port = free_port()
-    runner = await start_debug_server(port, recorder.set_debug)
-    assert [address[:2] for address in runner.addresses] == [(LOOPBACK, port)], "loopback only"
+    server = await start_debug_server(port, recorder.set_debug)
+    assert (server.address, server.port) == (LOOPBACK, port), "loopback only"
     yield f"http://{LOOPBACK}:{port}", recorder
-    await runner.cleanup()
+    await server.stop()
 
 
 async def put(url: str, body: str) -> tuple[int, str]:
@@ -72,7 +74,7 @@ async def test_metrics_port_does_not_serve_the_switches() -> None:
             assert resp.status == 200
             assert "# TYPE koord_scheduler_object_errors_total counter" in await resp.text()
     finally:
-        await runner.cleanup()
+        await runner.stop()
     assert recorder.calls == []
 
 
@@ -96,3 +98,20 @@ async def test_values_are_range_checked(
     status, text = await put(f"{url}/debug/flags/{flag}", body)
     assert status == want_status, text
     assert recorder.calls == want_calls
+
+
+async def test_slow_and_oversize_clients_are_cut_off() -> None:
+    recorder = Recorder()
+    limits = ServingLimits(max_body_bytes=1024, header_timeout=0.5, body_timeout=0.5, max_connections=2)
+    server = await start_debug_server(free_port(), recorder.set_debug, limits=limits)
+    try:
+        reader, writer = await asyncio.open_connection(LOOPBACK, server.port)
+        writer.write(b"PUT /debug/flags/s HTTP/1.1\r\nHost: x\r\n")  # and never the rest of the head
+        async with asyncio.timeout(limits.header_timeout + 2):
+            assert await reader.read() == b""
+        writer.close()
+        status, _ = await put(f"http://{LOOPBACK}:{server.port}/debug/flags/s", "1" * 5000)
+        assert status == 413
+    finally:
+        await server.stop()
+    assert recorder.calls == []

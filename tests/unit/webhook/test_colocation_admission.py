@@ -15,11 +15,11 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from apis.colocation import ResolvedProfile, resolve_profile
-from koord_scheduler.webhook.admission import ClusterLookupError, PodMutator, WebhookMetrics
+from koord_scheduler.webhook.admission import BadReviewError, ClusterLookupError, PodMutator, WebhookMetrics
 from koord_scheduler.webhook.certs import generate_bundle, server_ssl_context, write_bundle
 from koord_scheduler.webhook.jsonpatch import apply_patch
 from koord_scheduler.webhook.mutation import PriorityClassInfo, ProfileSkip
-from koord_scheduler.webhook.server import WebhookServer
+from koord_scheduler.webhook.server import AdmissionServing, WebhookServer
 
 Json = dict[str, Any]
 
@@ -56,8 +56,8 @@ COLOCATED = {"default": {"koordinator.sh/enable-colocation": "true"}}
 
 
 def review(obj: Any = None, *, operation: str = "CREATE", resource: str = "pods", sub: str = "",
-           version: str = "admission.k8s.io/v1") -> Json:
-    request: Json = {"uid": "u-1", "operation": operation, "namespace": "default",
+           version: str = "admission.k8s.io/v1", namespace: str = "default") -> Json:
+    request: Json = {"uid": "u-1", "operation": operation, "namespace": namespace,
                      "resource": {"group": "", "version": "v1", "resource": resource}}
     if sub:
         request["subResource"] = sub
@@ -79,14 +79,8 @@ def mutator(lookup: FakeLookup) -> tuple[PodMutator, CollectorRegistry]:
 @pytest.mark.parametrize(
     ("body", "want_patch"),
     [
-        pytest.param(review(pod(), resource="configmaps"), False, id="not-a-pod"),
-        pytest.param(review(pod(), sub="status"), False, id="pod-subresource"),
-        pytest.param(review(pod({"koordinator.sh/enable-colocation": "true"}), operation="UPDATE"), False,
-                     id="update-not-mutated"),
         pytest.param(review(pod({"app": "web"})), False, id="pod-unmatched"),
         pytest.param(review(pod({"koordinator.sh/enable-colocation": "true"})), True, id="pod-matched"),
-        pytest.param(review(pod({"koordinator.sh/enable-colocation": "true"}), version="admission.k8s.io/v1beta1"),
-                     True, id="v1beta1-matched"),
     ],
 )
 async def test_review(body: Json, want_patch: bool) -> None:
@@ -107,9 +101,34 @@ async def test_review(body: Json, want_patch: bool) -> None:
 
 
 @pytest.mark.parametrize(
+    ("body", "want_message"),
+    [
+        pytest.param(review(pod(), resource="configmaps"), "this webhook serves CREATE of pods; got 'CREATE' of ''/",
+                     id="not-a-pod"),
+        pytest.param(review(pod(), sub="status"), "subresource 'status'", id="pod-subresource"),
+        pytest.param(review(pod({"koordinator.sh/enable-colocation": "true"}), operation="UPDATE"),
+                     "got 'UPDATE' of", id="update"),
+        pytest.param(review(pod(), version="admission.k8s.io/v1beta1"), "apiVersion: expected admission.k8s.io/v1",
+                     id="v1beta1"),
+        pytest.param(review(None), "request.object: expected the object of the CREATE", id="no-object"),
+        pytest.param(review({"metadata": {}}), "request.object: expected a pod with metadata and spec", id="no-spec"),
+        pytest.param(review(pod(), namespace="Default"), "request.namespace 'Default' is invalid", id="bad-namespace"),
+        pytest.param(review({"metadata": {"name": "a b"}, "spec": {}}),
+                     "request.object.metadata.name 'a b' is invalid", id="bad-pod-name"),
+    ],
+)
+async def test_review_it_does_not_serve_is_refused_with_the_uid(body: Json, want_message: str) -> None:
+    lookup = FakeLookup([PROFILE], namespaces=COLOCATED)
+    m, _ = mutator(lookup)
+    with pytest.raises(BadReviewError) as info:
+        await m.review(body)
+    assert info.value.uid == "u-1"
+    assert want_message in str(info.value)
+
+
+@pytest.mark.parametrize(
     ("body", "lookup", "reason"),
     [
-        pytest.param(review(None), FakeLookup([PROFILE]), "BadObject", id="pod-with-empty-object"),
         pytest.param(review(pod({"koordinator.sh/enable-colocation": "true"})), FakeLookup([PROFILE], fail=True),
                      "LookupFailed", id="namespace-lookup-failed"),
         pytest.param(review({"metadata": {"annotations": {"node.koordinator.sh/extended-resource-spec": "["}},
@@ -143,7 +162,7 @@ async def test_tls_server_answers_with_a_generated_ca(tmp_path: Path) -> None:
     bundle = generate_bundle(["127.0.0.1"])
     write_bundle(bundle, tmp_path)
     m, _ = mutator(FakeLookup([PROFILE], namespaces=COLOCATED))
-    server = WebhookServer(m, server_ssl_context(tmp_path), address="127.0.0.1", port=_free_port())
+    server = WebhookServer(m, server_ssl_context(tmp_path), serving=AdmissionServing("127.0.0.1", _free_port()))
     await server.start()
     try:
         client_ctx = ssl.create_default_context(cadata=bundle.ca_pem.decode())

@@ -281,7 +281,7 @@ def review(operation: str, obj: dict[str, Any] | None, old: dict[str, Any] | Non
            resource: str = "elasticquotas", version: str = "admission.k8s.io/v1") -> dict[str, Any]:
     return {
         "apiVersion": version, "kind": "AdmissionReview",
-        "request": {"uid": "u-1", "operation": operation, "object": obj, "oldObject": old,
+        "request": {"uid": "u-1", "operation": operation, "object": obj, "oldObject": old, "namespace": "team",
                     "resource": {"group": "scheduling.sigs.k8s.io", "version": "v1alpha1", "resource": resource}},
     }
 
@@ -290,11 +290,10 @@ def answer(lookup: FakeLookup, body: dict[str, Any]) -> dict[str, Any]:
     return asyncio.run(QuotaValidator(lookup).review(body))
 
 
-def test_refusal_is_an_admission_review_with_code_400_in_the_request_version() -> None:
-    got = answer(FakeLookup(cluster()), review("CREATE", raw("c", min={"cpu": "4"}, max={"cpu": "2"}),
-                                               version="admission.k8s.io/v1beta1"))
+def test_refusal_is_an_admission_review_with_code_400() -> None:
+    got = answer(FakeLookup(cluster()), review("CREATE", raw("c", min={"cpu": "4"}, max={"cpu": "2"})))
     assert got == {
-        "apiVersion": "admission.k8s.io/v1beta1", "kind": "AdmissionReview",
+        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
         "response": {"uid": "u-1", "allowed": False, "status": {
             "code": 400, "reason": "BadRequest",
             "message": "ElasticQuota team/c: spec.min.cpu (4) is above spec.max.cpu (2)"}},
@@ -352,12 +351,26 @@ def test_malformed_quota_is_refused_naming_the_field(spec: dict[str, Any], want:
     assert refused(got).startswith(want)
 
 
-def test_other_resources_and_subresources_are_allowed() -> None:
+def test_other_resources_subresources_and_versions_are_refused_before_any_lookup() -> None:
     bad = raw("c", min={"cpu": "4"}, max={"cpu": "2"})
-    assert answer(FakeLookup(cluster()), review("CREATE", bad, resource="pods"))["response"]["allowed"] is True
-    body = review("UPDATE", bad, bad)
-    body["request"]["subResource"] = "status"
-    assert answer(FakeLookup(cluster()), body)["response"]["allowed"] is True
+    status = review("UPDATE", bad, bad)
+    status["request"]["subResource"] = "status"
+    named = review("DELETE", None, raw("team-a", max={"cpu": "4"}, parent="org"))
+    named["request"]["oldObject"]["metadata"]["name"] = "team-a,x!=y"
+    lookup = FakeLookup(cluster())
+    for body, want in [
+        (review("CREATE", bad, resource="pods"), "this webhook serves CREATE/DELETE/UPDATE of "
+                                                 "scheduling.sigs.k8s.io/elasticquotas; got 'CREATE' of"),
+        (status, "subresource 'status'"),
+        (review("CREATE", bad, version="admission.k8s.io/v1beta1"), "apiVersion: expected admission.k8s.io/v1"),
+        (review("DELETE", None, None), "request.oldObject: expected the object of the DELETE"),
+        (named, "request.oldObject.metadata.name 'team-a,x!=y' is invalid"),
+    ]:
+        with pytest.raises(BadReviewError) as info:
+            answer(lookup, body)
+        assert info.value.uid == "u-1"
+        assert want in str(info.value)
+    assert lookup.calls == []
 
 
 def test_not_a_review_is_an_error() -> None:

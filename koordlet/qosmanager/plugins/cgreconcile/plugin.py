@@ -12,16 +12,32 @@ from __future__ import annotations
 import argparse
 from functools import partial
 
-from apis.extension import RESOURCE_BATCH_MEMORY, QoSClass
+from apis.extension import RESOURCE_BATCH_MEMORY, KubeQOSClass, QoSClass
 from apis.slo.nodeslo import MemoryQOSCfg, NodeSLOSpec, ResourceQOS
+from koordlet.qosmanager.executor import ResourceUpdate
 from koordlet.qosmanager.featuregates import KOORDLET_FEATURES
 from koordlet.qosmanager.flagtypes import positive_seconds
 from koordlet.qosmanager.framework import PluginEntry
-from koordlet.qosmanager.plugins.cgreconcile.policy import NAME, memory_qos_updates, memory_qos_values
+from koordlet.qosmanager.plugins.cgreconcile.policy import (
+    NAME,
+    memory_qos_fields,
+    memory_qos_updates,
+    memory_qos_values,
+)
 from koordlet.qosmanager.plugins.strategy import Strategy, add_flag
 from koordlet.statesinformer import PodMeta
 
-MEMORY_QOS_FILES = ("memory.min", "memory.low", "memory.high")
+MEMORY_QOS_FILES = (
+    "memory.min",
+    "memory.low",
+    "memory.high",
+    "memory.wmark_ratio",
+    "memory.wmark_scale_factor",
+    "memory.wmark_min_adj",
+    "memory.priority",
+    "memory.use_priority_oom",
+    "memory.oom.group",
+)
 
 
 def memory_qos_config(slo: NodeSLOSpec, pod: PodMeta) -> MemoryQOSCfg | None:
@@ -76,12 +92,33 @@ class CgroupReconcile(Strategy):
         supported = self.supported_memory_files()
         if not supported:
             return
+        self.apply([], leveled=[self.qos_level_updates(slo, supported)])
         for pod in self.ctx.states_informer.get_all_pods():
             if pod.phase not in ("Running", "Pending", ""):
                 continue
             cfg = memory_qos_config(slo, pod)
             if cfg is not None:
                 self.contain(f"pod {pod.namespace}/{pod.name}", partial(self.apply_memory_qos, pod, cfg, supported))
+
+    def qos_level_updates(self, slo: NodeSLOSpec, supported: frozenset[str]) -> list[ResourceUpdate]:
+        """Priority, priority OOM and OOM group of the kube-QoS cgroups from their classes' memory QoS."""
+        strategy = slo.resource_qos_strategy
+        if strategy is None:
+            return []
+        layout = self.ctx.executor.cgroupfs.layout
+        out: list[ResourceUpdate] = []
+        for kube_qos, resource_qos in (
+            (KubeQOSClass.GUARANTEED, strategy.lsr_class),
+            (KubeQOSClass.BURSTABLE, strategy.ls_class),
+            (KubeQOSClass.BEST_EFFORT, strategy.be_class),
+        ):
+            cfg = resource_qos.memory_qos if resource_qos else None
+            if cfg is None or not cfg.enable:
+                continue
+            rel = layout.qos_dir(kube_qos)
+            fields = memory_qos_fields(cfg, qos_level=True)
+            out += [ResourceUpdate(name, rel, str(value), NAME) for name, value in fields.items() if name in supported]
+        return out
 
     def apply_memory_qos(self, pod: PodMeta, cfg: MemoryQOSCfg, supported: frozenset[str]) -> None:
         fs = self.ctx.executor.cgroupfs
@@ -91,14 +128,15 @@ class CgroupReconcile(Strategy):
         pod_level, container_level = [], []
         pod_request = sum(c.requests.get(resource, 0) for c in pod.containers)
         pod_values = memory_qos_values(pod_request, -1, cfg)
-        pod_level += memory_qos_updates(pod.cgroup_dir, pod_values, container=False, supported=supported)
+        fields = memory_qos_fields(cfg)
+        pod_level += memory_qos_updates(pod.cgroup_dir, pod_values, container=False, supported=supported, fields=fields)
         for c in pod.containers:
             rel = pod.container_dir(fs.layout, c)
             if rel is None:
                 continue
             limit = c.limits.get(resource, 0) or allocatable
             values = memory_qos_values(c.requests.get(resource, 0), limit, cfg)
-            container_level += memory_qos_updates(rel, values, container=True, supported=supported)
+            container_level += memory_qos_updates(rel, values, container=True, supported=supported, fields=fields)
         self.apply([], leveled=[pod_level, container_level])
 
 

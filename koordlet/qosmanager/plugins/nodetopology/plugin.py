@@ -14,13 +14,14 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+from pathlib import Path
 from typing import Any
 
 from koordlet.qosmanager.featuregates import KOORDLET_FEATURES
 from koordlet.qosmanager.flagtypes import positive_seconds
 from koordlet.qosmanager.framework import PluginContext, PluginEntry
 from koordlet.qosmanager.plugins.cpuset.node_state import NodeCPUState, add_node_state_flags
-from koordlet.qosmanager.plugins.strategy import Strategy, add_flag
+from koordlet.qosmanager.plugins.strategy import Strategy, add_flag, arg
 from koordlet.statesinformer.nodetopology import (
     MANAGED_ANNOTATIONS,
     build_node_resource_topology,
@@ -29,6 +30,7 @@ from koordlet.statesinformer.nodetopology import (
     topology_zones,
 )
 from koordlet.system.errorlog import FailureLog
+from koordlet.system.hugepages import read_numa_hugepages
 
 NAME = "NodeTopologyReport"
 WRITE_KIND = "NodeResourceTopology write"
@@ -73,8 +75,13 @@ class NodeTopologyReport(Strategy):
         annotations = topology_annotations(
             topology, informer.get_all_pods(), self.node_state.kubelet(), node.annotations if node else {}
         )
+        gates = self.ctx.gates
+        hugepages = None
+        if gates is not None and gates.enabled("HugePageReport"):
+            hugepages = read_numa_hugepages(Path(arg(self.ctx, "sysfs_root", Path("/sys"))))
+        zones = topology_zones(topology, hugepages=hugepages)
         return build_node_resource_topology(
-            self.ctx.node_name, node.uid if node else "", annotations=annotations, zones=topology_zones(topology)
+            self.ctx.node_name, node.uid if node else "", annotations=annotations, zones=zones
         )
 
     def tick(self) -> None:

@@ -342,9 +342,11 @@ def test_default_gates_run_suppress_burst_cpuset_and_batch_resource() -> None:
         "BECPUThrottleReporter",
         "BECPUSuppress",
         "CPUBurst",
+        "RdtResctrl",
         "CPUSetAllocator",
         "NodeTopologyReport",
         "BatchResource",
+        "GroupIdentity",
     ]
 
 

@@ -13,7 +13,9 @@ from aiohttp import web
 
 from apis.config import KubeSchedulerConfiguration
 from apis.config.extender import Extender
-from koord_scheduler.app.extender_server import build_extender_scheduler, make_app, service_for
+from apis.core.types import Pod
+from koord_scheduler.app.extender_http import make_app
+from koord_scheduler.app.extender_server import build_extender_scheduler, service_for
 from koord_scheduler.plugins.registry import in_tree_registry
 from koord_scheduler.scheduler.extenders import HTTPExtender
 from koord_scheduler.scheduler.extenders.service import UNKNOWN_NODE, protocol_score
@@ -40,7 +42,10 @@ async def server() -> AsyncIterator[tuple[str, MemoryCluster]]:
     cluster = MemoryCluster.from_objects(NODES, RUNNING)
     scheduler = build_extender_scheduler(KubeSchedulerConfiguration(), in_tree_registry(), cluster)
     await cluster.start(scheduler, list(scheduler.watched_kinds.values()))
-    app = make_app(service_for(scheduler), cluster, synced=lambda: True)
+    async def get_pod(namespace: str, name: str) -> Pod | None:
+        return cluster.pods.get(f"{namespace}/{name}")
+
+    app = make_app(service_for(scheduler), cluster, synced=lambda: True, get_pod=get_pod)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     with socket.socket() as s:

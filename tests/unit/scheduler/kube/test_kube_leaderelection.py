@@ -104,9 +104,12 @@ async def test_a_conflicting_write_loses_the_race(api: FakeApi, http: ApiHttp) -
     [
         pytest.param(LeaderElectionOptions(lease_duration=10, renew_deadline=10), "leaseDuration", id="lease-le-renew"),
         pytest.param(LeaderElectionOptions(renew_deadline=2, retry_period=2), "retryPeriod*1.2", id="renew-le-retry"),
+        pytest.param(LeaderElectionOptions(namespace="kube-system/leases/x HTTP/1.1\r\n"), "resourceNamespace '",
+                     id="namespace-not-a-label"),
+        pytest.param(LeaderElectionOptions(name="Koord Scheduler"), "resourceName 'Koord Scheduler'", id="bad-name"),
     ],
 )
-def test_bad_durations_are_refused(options: LeaderElectionOptions, want: str) -> None:
+def test_bad_options_are_refused(options: LeaderElectionOptions, want: str) -> None:
     with pytest.raises(ValueError, match=want.replace("*", r"\*")):
         options.validate()
 

@@ -1,0 +1,1 @@
+"""BlkIOReconcile: blkio weights and throttles per QoS class (Koordinator qosmanager/plugins/blkio)."""

@@ -1,0 +1,1 @@
+"""RdtResctrl and Resctrl: resctrl groups per QoS class and per annotated pod."""

@@ -1,0 +1,1 @@
+"""SystemConfig: node sysctls from NodeSLO systemStrategy (Koordinator qosmanager/plugins/sysreconcile)."""
