@@ -148,7 +148,10 @@ class ReservationController:
     # ----- the loop -----
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Reconcile until ``stop`` is set; call only while holding the leader Lease."""
+        """Reconcile until ``stop`` is set; call only while holding the leader Lease. Raises what ended the
+        reconciler's loop before ``stop`` (so the hosted controllers' supervisor counts it and calls this
+        again, which resumes the loop); the loop contains per-Reservation failures itself."""
+        self.reconciler.reopen()
         waited = 0.0
         while not self.ready():
             if waited % 30 == 0:
@@ -168,6 +171,9 @@ class ReservationController:
             self.reconciler.close()
             stopper.cancel()
             await asyncio.gather(loop, stopper, return_exceptions=True)
+        if not stop.is_set() and not loop.cancelled():
+            error = loop.exception()
+            raise error if error is not None else RuntimeError("reservation reconciler loop ended before stop")
 
 
 class _OwnerLists(Mapping[str, list[OwnerPod]]):

@@ -112,6 +112,10 @@ class Reconciler:
         self._closed = True
         self._wake.set()
 
+    def reopen(self) -> None:
+        """Undo :meth:`close`, so :meth:`run` can run again (a supervised controller restarted)."""
+        self._closed = False
+
     # --- deciding and doing ---------------------------------------------------------------------------
 
     def decide_due(self, *, full: bool) -> list[tuple[str, Decision]]:

@@ -158,6 +158,30 @@ async def test_run_waits_for_the_lists_then_writes_what_decide_says() -> None:
     assert (verb, name, patch["status"]["phase"]) == ("patch", "old", "Failed")
 
 
+async def test_a_loop_that_raises_is_raised_and_a_second_run_resumes_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The hosted controllers' supervisor restarts a ``run`` that raises: the failure must reach it (not
+    end the controller silently), and the restarted ``run`` must reconcile again."""
+    c, writer = controller(now=CREATED + 7200)
+    c.on_node(EventType.ADDED, None, make_node("n1").build())
+    c.on_object("Reservation", EventType.ADDED, None, parse_reservation(reservation("old")))
+    real_run = c.reconciler.run
+
+    async def broken() -> None:
+        raise ValueError("boom")
+
+    monkeypatch.setattr(c.reconciler, "run", broken)
+    stop = asyncio.Event()
+    with pytest.raises(ValueError, match="boom"):
+        await asyncio.wait_for(c.run(stop), 5)
+    assert writer.calls == []
+    monkeypatch.setattr(c.reconciler, "run", real_run)
+    task = asyncio.create_task(c.run(stop))
+    await asyncio.wait_for(writer.wrote.wait(), 5)
+    stop.set()
+    await asyncio.wait_for(task, 5)
+    assert [(verb, name) for verb, name, _ in writer.calls] == [("patch", "old")]
+
+
 class FakeHttp:
     def __init__(self, error: ClusterError | None = None) -> None:
         self.error = error
