@@ -19,9 +19,9 @@ their devices.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any
 
 from apis.config.deviceshare_args import DeviceShareArgs
 from apis.core.types import Pod
@@ -39,7 +39,7 @@ from apis.extension.device import (
 from apis.scheduling import GROUP, VERSION
 from apis.scheduling.device import DEVICE_KIND, DEVICE_PLURAL, NodeDeviceRecord, parse_device
 from koord_scheduler.framework.cycle_state import CycleState, StateKey
-from koord_scheduler.framework.handle import ClusterClient
+from koord_scheduler.framework.handle import ClusterClient, Handle
 from koord_scheduler.framework.interfaces import (
     EnqueueExtensions,
     FilterPlugin,
@@ -47,6 +47,7 @@ from koord_scheduler.framework.interfaces import (
     PreFilterPlugin,
     PreScorePlugin,
     ReservePlugin,
+    ScoreExtensions,
     ScorePlugin,
 )
 from koord_scheduler.framework.pod_patch import patch_at_pre_bind
@@ -60,7 +61,6 @@ from koord_scheduler.framework.types import (
     EventType,
     ObjectKind,
     PreFilterResult,
-    SimulationReporter,
 )
 from koord_scheduler.plugins import names
 from koord_scheduler.plugins.deviceshare.allocation import Scorer, allocate_gpus, can_allocate, score_node
@@ -85,20 +85,6 @@ _NO_GPUS = unresolvable(ERR_INSUFFICIENT_GPU)
 
 _TERMINAL = frozenset({"Succeeded", "Failed"})
 
-
-class DeviceShareHandle(Protocol):
-    """What this plugin uses of the scheduler's handle (a subset of ``ExtendedHandle``)."""
-
-    @property
-    def cluster(self) -> ClusterClient: ...
-
-    def watch(self, kind: ObjectKind, handler: Callable[[EventType, Any, Any], None]) -> None: ...
-
-    def watch_pods(self, handler: Callable[[EventType, Any, Any], None]) -> None: ...
-
-    def register_forget_pod_handler(self, handler: Callable[[Pod], None]) -> None: ...
-
-    def add_simulation_report(self, reporter: SimulationReporter) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -322,7 +308,7 @@ def _formatted(a: DeviceAllocation) -> dict[str, str]:
     return {k: format_device_quantity(k, v) for k, v in a.resources.items()}
 
 
-def new(args: DeviceShareArgs | None, handle: DeviceShareHandle) -> DeviceShare:
+def new(args: DeviceShareArgs | None, handle: Handle) -> DeviceShare:
     plugin = DeviceShare(args or DeviceShareArgs(), handle.cluster)
     handle.watch(DEVICE_OBJECT_KIND, plugin.on_device)
     handle.watch_pods(plugin.on_pod)
@@ -332,11 +318,18 @@ def new(args: DeviceShareArgs | None, handle: DeviceShareHandle) -> DeviceShare:
     return plugin
 
 
-if TYPE_CHECKING:
-    _pre_filter: type[PreFilterPlugin] = DeviceShare
-    _filter: type[FilterPlugin] = DeviceShare
-    _pre_score: type[PreScorePlugin] = DeviceShare
-    _score: type[ScorePlugin] = DeviceShare
-    _reserve: type[ReservePlugin] = DeviceShare
-    _pre_bind: type[PreBindPlugin] = DeviceShare
-    _enqueue: type[EnqueueExtensions] = DeviceShare
+def declared_capabilities(
+    plugin: DeviceShare,
+) -> tuple[
+    PreFilterPlugin,
+    FilterPlugin,
+    PreScorePlugin,
+    ScoreExtensions,
+    ScorePlugin,
+    ReservePlugin,
+    PreBindPlugin,
+    EnqueueExtensions,
+]:
+    """Every extension point and capability this plugin implements: mypy checks the signatures, and a test
+    holds the list equal to what the runtime finds."""
+    return plugin, plugin, plugin, plugin, plugin, plugin, plugin, plugin

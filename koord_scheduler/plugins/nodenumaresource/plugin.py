@@ -42,7 +42,8 @@ from apis.extension.numa import (
 )
 from koord_scheduler.framework.cycle_state import CycleState, StateKey
 from koord_scheduler.framework.errors import ClusterError
-from koord_scheduler.framework.handle import ClusterClient
+from koord_scheduler.framework.fast_paths import SignedPlugin
+from koord_scheduler.framework.handle import ClusterClient, Handle
 from koord_scheduler.framework.interfaces import (
     BatchFilterPlugin,
     BatchScorePlugin,
@@ -51,10 +52,11 @@ from koord_scheduler.framework.interfaces import (
     PreFilterExtensions,
     PreFilterPlugin,
     PreScorePlugin,
-    ReservationPreBindPlugin,
     ReservePlugin,
     ScoreExtensions,
+    ScorePlugin,
 )
+from koord_scheduler.framework.koordinator_stages import ReservationPreBindPlugin
 from koord_scheduler.framework.pod_patch import patch_at_pre_bind
 from koord_scheduler.framework.snapshot import ClusterSnapshot, IntArray, NodeInfo, Positions
 from koord_scheduler.framework.status import Status, error, skip, success, unresolvable, unschedulable
@@ -67,7 +69,6 @@ from koord_scheduler.plugins.nodenumaresource import policy
 from koord_scheduler.plugins.nodenumaresource import reservation_cpus as resv
 from koord_scheduler.plugins.nodenumaresource.allocation import AllocationError, AllocationRequest
 from koord_scheduler.plugins.nodenumaresource.cache import Holding, NodeAllocations
-from koord_scheduler.plugins.nodenumaresource.handle import NUMAHandle
 from koord_scheduler.plugins.nodenumaresource.nrt import NODE_RESOURCE_TOPOLOGY_KIND, NodeTopologyRecord
 from koord_scheduler.plugins.nodenumaresource.numa_placement import ERR_MISSING_NUMA
 from koord_scheduler.plugins.nodenumaresource.numa_step import NUMAContext, NUMAPolicyStep
@@ -490,7 +491,7 @@ _pb: type[PreBindPlugin] = NodeNUMAResource
 _rpb: type[ReservationPreBindPlugin] = NodeNUMAResource
 
 
-def new(args: NodeNUMAResourceArgs | None, handle: NUMAHandle) -> NodeNUMAResource:
+def new(args: NodeNUMAResourceArgs | None, handle: Handle) -> NodeNUMAResource:
     plugin = NodeNUMAResource(args or NodeNUMAResourceArgs(), handle.snapshot, handle.cluster)
     handle.watch(NODE_RESOURCE_TOPOLOGY_KIND, plugin.on_topology)
     handle.watch(RESERVATION_KIND, plugin.on_reservation)
@@ -498,3 +499,22 @@ def new(args: NodeNUMAResourceArgs | None, handle: NUMAHandle) -> NodeNUMAResour
     handle.register_forget_pod_handler(plugin.on_forget_pod)
     handle.add_simulation_report(plugin.simulation_report)
     return plugin
+
+
+def declared_capabilities(
+    plugin: NodeNUMAResource,
+) -> tuple[
+    PreFilterPlugin,
+    FilterPlugin,
+    BatchFilterPlugin,
+    PreScorePlugin,
+    ScorePlugin,
+    BatchScorePlugin,
+    ReservePlugin,
+    PreBindPlugin,
+    ReservationPreBindPlugin,
+    SignedPlugin,
+]:
+    """Every extension point and capability this plugin implements: mypy checks the signatures, and a test
+    holds the list equal to what the runtime finds."""
+    return plugin, plugin, plugin, plugin, plugin, plugin, plugin, plugin, plugin, plugin
