@@ -69,12 +69,12 @@ from koord_scheduler.framework.types import (
 from koord_scheduler.plugins import names
 from koord_scheduler.plugins.elasticquota import preemption
 from koord_scheduler.plugins.elasticquota.execution import evict, node_free, victims_terminating
-from koord_scheduler.plugins.elasticquota.forest import QuotaForest
-from koord_scheduler.plugins.elasticquota.mapping import is_preemptible, namespace_index, quota_name_for
 from koord_scheduler.plugins.elasticquota.report import quota_rows
-from koord_scheduler.plugins.elasticquota.tree import PodEntry
-from koord_scheduler.plugins.elasticquota.validation import TreeProblem, validate_tree
 from koord_scheduler.plugins.victim_execution import VictimTracker
+from koord_scheduler.quota.forest import QuotaForest
+from koord_scheduler.quota.mapping import is_preemptible, namespace_index, quota_name_for
+from koord_scheduler.quota.tree import PodEntry
+from koord_scheduler.quota.validation import TreeProblem, validate_tree
 
 log = logging.getLogger(__name__)
 

@@ -12,9 +12,9 @@ from apis.config import parse_scheduler_config
 from apis.scheduling.elasticquota import DEFAULT_QUOTA, QuotaRecord, parse_elastic_quota
 from koord_scheduler.app.plugin_loading import build_registry
 from koord_scheduler.app.simulate import run_simulation
-from koord_scheduler.plugins.elasticquota.forest import QuotaForest, tree_ids
-from koord_scheduler.plugins.elasticquota.tree import PodEntry
-from koord_scheduler.plugins.elasticquota.validation import validate_tree
+from koord_scheduler.quota.forest import QuotaForest, tree_ids
+from koord_scheduler.quota.tree import PodEntry
+from koord_scheduler.quota.validation import validate_tree
 from tests.unit.scheduler.plugins.elasticquota.test_elasticquota_plugin import CONFIG, NOW, node, placed, pod
 
 P = "quota.scheduling.koordinator.sh/"

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from apis.scheduling.elasticquota import BUILTIN_QUOTAS, ROOT_QUOTA, QuotaRecord
-from koord_scheduler.plugins.elasticquota.tree import PodEntry, QuotaNode, QuotaTree, Resources
+from koord_scheduler.quota.tree import PodEntry, QuotaNode, QuotaTree, Resources
 
 DEFAULT_TREE = ""
 

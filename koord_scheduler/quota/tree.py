@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from apis.scheduling.elasticquota import DEFAULT_QUOTA, ROOT_QUOTA, SYSTEM_QUOTA, QuotaRecord
-from koord_scheduler.plugins.elasticquota.runtime import scale_mins, split_columns
+from koord_scheduler.quota.runtime import scale_mins, split_columns
 
 Resources = dict[str, int]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from koord_scheduler.plugins.elasticquota.runtime import Claim, scale_mins, split_budget
+from koord_scheduler.quota.runtime import Claim, scale_mins, split_budget
 
 
 @pytest.mark.parametrize(

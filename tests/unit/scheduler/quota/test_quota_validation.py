@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from apis.scheduling.elasticquota import QuotaRecord
-from koord_scheduler.plugins.elasticquota.validation import TreeProblem, validate_tree
+from koord_scheduler.quota.validation import TreeProblem, validate_tree
 from tests.unit.scheduler.plugins.elasticquota.quota_helpers import quota
 
 

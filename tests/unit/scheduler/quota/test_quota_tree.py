@@ -7,8 +7,8 @@ import random
 import pytest
 
 from apis.scheduling.elasticquota import DEFAULT_QUOTA, ROOT_QUOTA, QuotaRecord
-from koord_scheduler.plugins.elasticquota.tree import PodEntry, QuotaTree
-from koord_scheduler.plugins.elasticquota.validation import validate_tree
+from koord_scheduler.quota.tree import PodEntry, QuotaTree
+from koord_scheduler.quota.validation import validate_tree
 from tests.unit.scheduler.plugins.elasticquota.quota_helpers import quota
 
 GPU = "nvidia.com/gpu"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from koord_scheduler.plugins.elasticquota.revoke import Assigned, OverUseMonitor, fits, pods_to_revoke
+from koord_scheduler.quota.revoke import Assigned, OverUseMonitor, fits, pods_to_revoke
 
 
 def pod(key: str, cpu: int, *, priority: int = 0, start: float = 0.0, np: bool = False) -> Assigned:
