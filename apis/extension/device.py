@@ -15,6 +15,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from apis.core import boundedjson
 from apis.core.parse import DEPRECATED_DEVICE_RESOURCES
 from apis.core.quantity import value as quantity_value
 
@@ -124,7 +125,7 @@ def encode_device_allocations(allocations: DeviceAllocations) -> str:
 def decode_device_allocations(text: str) -> dict[str, list[DeviceAllocation]]:
     """Parse the annotation; raises ``ValueError`` naming what is wrong."""
     try:
-        raw = json.loads(text)
+        raw = boundedjson.loads(text)
     except json.JSONDecodeError as exc:
         raise ValueError(f"annotation {ANNOTATION_DEVICE_ALLOCATED}: not JSON: {exc}") from None
     if not isinstance(raw, dict):

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from apis.colocation import ANNOTATION_EXTENDED_RESOURCE_SPEC, ResolvedProfile, canonical_quantity, format_decimal
+from apis.core import boundedjson
 from apis.core.errors import ParseError, QuantityError
 from apis.core.parse import parse_pod
 from apis.core.quantity import NANOS_PER_UNIT, milli_value, quantity_nanos
@@ -330,7 +331,7 @@ def extended_resource_spec(pod: Json) -> Json:
 
 
 def _normalized(annotation: str) -> Json:
-    spec = json.loads(annotation)
+    spec = boundedjson.loads(annotation)
     if not isinstance(spec, dict):
         raise ValueError("not a JSON object")
     containers = spec.get("containers") or {}

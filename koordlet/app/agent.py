@@ -175,12 +175,18 @@ class Agent:
     async def _metrics_loop(self) -> None:
         interval = self.options.collect_interval
         reported_errors = 0
+        reported_rejections = 0
         while not self.stop.is_set():
             if self.advisor.errors > reported_errors:
                 self.metrics.collect_errors.labels(node=self.options.node_name).inc(
                     self.advisor.errors - reported_errors
                 )
                 reported_errors = self.advisor.errors
+            if self.informer.rejected > reported_rejections:
+                self.metrics.informer_rejections.labels(node=self.options.node_name).inc(
+                    self.informer.rejected - reported_rejections
+                )
+                reported_rejections = self.informer.rejected
             for state in self.qos_manager.plugins:
                 self.metrics.plugin_failures.labels(node=self.options.node_name, plugin=state.name).set(state.failures)
             with contextlib.suppress(TimeoutError):

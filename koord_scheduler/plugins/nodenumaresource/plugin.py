@@ -18,6 +18,7 @@ pod (``resource-status`` on the Reservation object); its owner pods take those C
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any
@@ -75,6 +76,8 @@ from koord_scheduler.plugins.nodenumaresource.numa_step import NUMAContext, NUMA
 from koord_scheduler.plugins.nodenumaresource.reserved import ReservedCPUs, status_annotations
 from koord_scheduler.plugins.nodenumaresource.special_nodes import SpecialNodes
 from koord_scheduler.plugins.resource_scoring import ScoredResource, gather, scored_resources
+
+log = logging.getLogger(__name__)
 
 NAME = names.NODE_NUMA_RESOURCE
 ARGS = NodeNUMAResourceArgs
@@ -172,7 +175,11 @@ class NodeNUMAResource:
             # Pending, or between PreBind's patch and the binding: what Reserve assumed stays until
             # Unreserve or the forget-pod handler gives it back.
             return
-        holding = policy.holding_of(pod)
+        try:
+            holding = policy.holding_of(pod)
+        except AnnotationError as exc:
+            log.warning("%s; the CPUs it names are not counted as held", exc)
+            return
         if holding is None:
             return
         self.allocations.hold(pod.node_name, pod.key, holding)
