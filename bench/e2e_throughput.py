@@ -83,7 +83,7 @@ sys.path.insert(0, str(REPO / "bench"))
 import e2e_colocation  # noqa: E402
 from topology_common import SHAPES, Shape, node_obj  # noqa: E402
 
-from koord_scheduler.scheduler.kube import (  # noqa: E402
+from kubeapi import (  # noqa: E402
     ApiError,
     ApiHttp,
     HttpOptions,
@@ -91,7 +91,7 @@ from koord_scheduler.scheduler.kube import (  # noqa: E402
     jsoncodec,
     load_connection,
 )
-from koord_scheduler.scheduler.kube.http import iter_lines  # noqa: E402
+from kubeapi.http import iter_lines  # noqa: E402
 
 NAMESPACE = "bench"
 LIFTED_QPS = 100000

@@ -56,11 +56,12 @@ from koord_scheduler.scheduler.controllers.selection import (
     ELASTICQUOTA,
     PODGROUP,
 )
-from koord_scheduler.scheduler.kube import ApiHttp, KubeClusterSource, TokenBucket
-from koord_scheduler.scheduler.kube.paths import resource_path
-from koord_scheduler.scheduler.leaderelection import LeaderElector
+from koord_scheduler.scheduler.kube_source import KubeClusterSource
 from koord_scheduler.scheduler.metrics import SchedulerMetrics
 from koord_scheduler.scheduler.object_errors import ObjectErrors
+from kubeapi import ApiHttp, TokenBucket
+from kubeapi.leaderelection import LeaderElector
+from kubeapi.paths import resource_path
 
 log = logging.getLogger("koord-scheduler")
 

@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from koord_scheduler.framework.errors import describe, log_failure
-from koord_scheduler.scheduler.kube.outage_log import OutageWindow
+from kubeapi.outage_log import OutageWindow
 
 log = logging.getLogger("koord-scheduler")
 

@@ -67,8 +67,8 @@ from koord_scheduler.scheduler.controllers.api import ControllerApi
 from koord_scheduler.scheduler.controllers.containment import Containment
 from koord_scheduler.scheduler.controllers.decide import Write
 from koord_scheduler.scheduler.controllers.selection import ELASTICQUOTA
-from koord_scheduler.scheduler.kube.http import ApiError
 from koord_scheduler.scheduler.object_errors import ObjectErrors
+from kubeapi.http import ApiError
 
 log = logging.getLogger(__name__)
 

@@ -79,7 +79,8 @@ def test_cluster_mode_loads_no_optional_feature(argv: list[str]) -> None:
         from koord_scheduler.app import serve_run
         from koord_scheduler.app.plugin_loading import build_registry
         from koord_scheduler.scheduler.assembly import build_scheduler
-        from koord_scheduler.scheduler.kube import KubeClusterSource, Connection
+        from koord_scheduler.scheduler.kube_source import KubeClusterSource
+        from kubeapi import Connection
         options = _options(_parser().parse_args({argv!r}))
         source = KubeClusterSource(Connection("http://127.0.0.1:1", None, lambda: None, "test"))
         build_scheduler(options.config, build_registry(()), source)

@@ -73,7 +73,7 @@ def test_one_warning_per_outage(logged: tuple[logging.Logger, io.StringIO, logs.
         ("kopf._cogs.clients.watching", f"Request attempt #9/9 failed; escalating: {WATCH} -> {REFUSED}"),
         ("kopf._cogs.clients.watching", "Request attempt #2/9 failed; SSL closed; will re-authenticate: GET /"),
         ("kopf.objects", "Handler 'reservation_events' failed with an exception. Will retry."),
-        ("koord_scheduler.scheduler.kube.reflector", f"Request attempt #1/9 failed; will retry: {WATCH}"),
+        ("kubeapi.reflector", f"Request attempt #1/9 failed; will retry: {WATCH}"),
     ],
     ids=["escalating", "re-authenticate", "other-kopf-error", "not-kopf"],
 )

@@ -7,9 +7,9 @@ import logging
 import pytest
 
 from koord_scheduler.framework.errors import ClusterError
-from koord_scheduler.scheduler.kube.http import ApiConnectionError, ApiError
-from koord_scheduler.scheduler.kube.outage_log import OutageLog
-from koord_scheduler.scheduler.kube.reflector import _transient
+from kubeapi.http import ApiConnectionError, ApiError
+from kubeapi.outage_log import OutageLog
+from kubeapi.reflector import _transient
 
 
 class _Clock:

@@ -18,10 +18,10 @@ from typing import Any
 from apis.core.types import Pod
 from koord_scheduler.framework.errors import ClusterError
 from koord_scheduler.framework.types import ObjectKind
-from koord_scheduler.scheduler.kube import jsoncodec
-from koord_scheduler.scheduler.kube.events import EventRecorder, Regarding
-from koord_scheduler.scheduler.kube.http import MERGE_PATCH, STRATEGIC_MERGE_PATCH, ApiError, ApiHttp
-from koord_scheduler.scheduler.kube.paths import object_path, pod_path
+from kubeapi import jsoncodec
+from kubeapi.events import EventRecorder, Regarding
+from kubeapi.http import MERGE_PATCH, STRATEGIC_MERGE_PATCH, ApiError, ApiHttp
+from kubeapi.paths import object_path, pod_path
 
 
 def binding_body(pod: Pod, node_name: str) -> bytes:

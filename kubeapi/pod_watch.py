@@ -24,7 +24,7 @@ from apis.core.copying import replace_fields
 from apis.core.frozendict import EMPTY, FrozenDict
 from apis.core.parse import EMPTY_TIMES, parse_pod, parse_timestamp
 from apis.core.types import Pod
-from koord_scheduler.scheduler.kube import jsoncodec
+from kubeapi import jsoncodec
 
 Json = dict[str, Any]
 

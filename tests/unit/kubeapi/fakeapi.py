@@ -18,7 +18,7 @@ from typing import Any
 
 from aiohttp import web
 
-from koord_scheduler.scheduler.kube.connection import Connection
+from kubeapi.connection import Connection
 
 Json = dict[str, Any]
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from apis.core.errors import ParseError
-from koord_scheduler.scheduler.kube.pod_watch import (
+from kubeapi.pod_watch import (
     PodScheduledCondition,
     fingerprint,
     parse_pod_entry,

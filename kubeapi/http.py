@@ -31,11 +31,11 @@ from yarl import URL
 
 from apis.core.paths import UnsafeRequestError, check_header, check_request_line
 from koord_scheduler.framework.errors import ClusterError
-from koord_scheduler.scheduler.kube import jsoncodec
-from koord_scheduler.scheduler.kube.connection import Connection
-from koord_scheduler.scheduler.kube.http1 import Http1Pool
-from koord_scheduler.scheduler.kube.paths import InvalidRequestError
-from koord_scheduler.scheduler.kube.ratelimit import TokenBucket
+from kubeapi import jsoncodec
+from kubeapi.connection import Connection
+from kubeapi.http1 import Http1Pool
+from kubeapi.paths import InvalidRequestError
+from kubeapi.ratelimit import TokenBucket
 
 log = logging.getLogger(__name__)
 

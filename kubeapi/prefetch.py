@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from koord_scheduler.scheduler.kube.connection import Connection
-    from koord_scheduler.scheduler.kube.reflector import ReflectorOptions, ResourceKind
+    from kubeapi.connection import Connection
+    from kubeapi.reflector import ReflectorOptions, ResourceKind
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +51,7 @@ def from_kubeconfig(path: str) -> Callable[[], Connection]:
     the thread, with the modules it needs)."""
 
     def connect() -> Connection:
-        from koord_scheduler.scheduler.kube.connection import load_connection
+        from kubeapi.connection import load_connection
 
         return load_connection(path)
 
@@ -147,9 +147,9 @@ class Prefetch:
             self._pod_pages.put(None)
 
     async def _list(self, connection: Connection) -> None:
-        from koord_scheduler.scheduler.kube.http import ApiHttp, HttpOptions
-        from koord_scheduler.scheduler.kube.ratelimit import TokenBucket
-        from koord_scheduler.scheduler.kube.source import NODE_KIND, POD_KIND
+        from koord_scheduler.scheduler.kube_source import NODE_KIND, POD_KIND
+        from kubeapi.http import ApiHttp, HttpOptions
+        from kubeapi.ratelimit import TokenBucket
 
         http = ApiHttp(connection, TokenBucket(self.qps, self.burst), options=HttpOptions(pool_size=4))
         try:
@@ -159,7 +159,7 @@ class Prefetch:
             await http.close()
 
     async def _list_one(self, http: Any, kind: ResourceKind, *, pages: bool = False) -> None:
-        from koord_scheduler.scheduler.kube.reflector import Reflector
+        from kubeapi.reflector import Reflector
 
         future = self._listed[kind.kind]
         started = time.monotonic()

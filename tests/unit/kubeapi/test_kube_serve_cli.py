@@ -128,7 +128,7 @@ def test_bearer_token_is_read_where_the_kubernetes_client_keeps_it(
 ) -> None:
     from kubernetes.client import Configuration
 
-    from koord_scheduler.scheduler.kube.connection import _token
+    from kubeapi.connection import _token
 
     cfg = Configuration()
     cfg.api_key = api_key

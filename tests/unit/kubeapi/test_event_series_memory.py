@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from koord_scheduler.scheduler.kube.events import SERIES_WINDOW_SECONDS, EventOptions, EventRecorder, Regarding
+from kubeapi.events import SERIES_WINDOW_SECONDS, EventOptions, EventRecorder, Regarding
 
 
 class _Clock:

@@ -30,9 +30,9 @@ from typing import Any, NamedTuple
 
 from apis.core.types import Pod
 from koord_scheduler.framework.errors import ClusterError, log_failure
-from koord_scheduler.scheduler.kube.http import STRATEGIC_MERGE_PATCH, ApiHttp
-from koord_scheduler.scheduler.kube.paths import resource_path
-from koord_scheduler.scheduler.kube.ratelimit import TokenBucket
+from kubeapi.http import STRATEGIC_MERGE_PATCH, ApiHttp
+from kubeapi.paths import resource_path
+from kubeapi.ratelimit import TokenBucket
 
 log = logging.getLogger(__name__)
 

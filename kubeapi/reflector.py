@@ -40,14 +40,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from koord_scheduler.framework.errors import ClusterError, describe, log_failure
-from koord_scheduler.scheduler.kube import jsoncodec
-from koord_scheduler.scheduler.kube.heap import request_trim
-from koord_scheduler.scheduler.kube.http import ApiConnectionError, ApiError, ApiHttp, iter_lines
-from koord_scheduler.scheduler.kube.jsoncodec import UndecodableObject
-from koord_scheduler.scheduler.kube.outage_log import SHARED as SHARED_OUTAGES
-from koord_scheduler.scheduler.kube.outage_log import OutageLog
-from koord_scheduler.scheduler.kube.paths import resource_path
 from koord_scheduler.scheduler.source import EventType
+from kubeapi import jsoncodec
+from kubeapi.heap import request_trim
+from kubeapi.http import ApiConnectionError, ApiError, ApiHttp, iter_lines
+from kubeapi.jsoncodec import UndecodableObject
+from kubeapi.outage_log import SHARED as SHARED_OUTAGES
+from kubeapi.outage_log import OutageLog
+from kubeapi.paths import resource_path
 
 log = logging.getLogger(__name__)
 
@@ -279,7 +279,7 @@ class Reflector:
         return prepared
 
     def adopt(self, items: list[Json], resource_version: str, prepared: dict[str, tuple[str, Any]]) -> None:
-        """:meth:`replace` with a first list made elsewhere (:mod:`~koord_scheduler.scheduler.prefetch`)
+        """:meth:`replace` with a first list made elsewhere (:mod:`~kubeapi.prefetch`)
         and the values parsed from it."""
         # Only a first list may reuse parsed values: an update needs the old value.
         self._prepared = {} if self.store else prepared

@@ -12,10 +12,11 @@ import pytest
 from fakeapi import FakeApi
 from test_kube_source import RecordingSink, eventually
 
-from koord_scheduler.scheduler.kube import KubeClusterSource, KubeConfigError, KubeSourceOptions, ReflectorOptions
-from koord_scheduler.scheduler.kube.connection import Connection
-from koord_scheduler.scheduler.kube.events import EventOptions
-from koord_scheduler.scheduler.prefetch import Prefetch
+from koord_scheduler.scheduler.kube_source import KubeClusterSource, KubeSourceOptions
+from kubeapi import KubeConfigError, ReflectorOptions
+from kubeapi.connection import Connection
+from kubeapi.events import EventOptions
+from kubeapi.prefetch import Prefetch
 from tests.builders import make_node, make_pod
 
 Json = dict[str, Any]
@@ -149,11 +150,11 @@ async def test_a_connection_that_cannot_load_is_raised_to_the_caller(api: FakeAp
 
 
 async def test_bound_pods_are_delivered_page_by_page_and_pending_ones_at_the_end(api: FakeApi) -> None:
-    from koord_scheduler.scheduler.kube.http import ApiHttp
-    from koord_scheduler.scheduler.kube.ratelimit import TokenBucket
-    from koord_scheduler.scheduler.kube.reflector import Reflector
-    from koord_scheduler.scheduler.kube.source import POD_KIND
+    from koord_scheduler.scheduler.kube_source import POD_KIND
     from koord_scheduler.scheduler.source import EventType
+    from kubeapi.http import ApiHttp
+    from kubeapi.ratelimit import TokenBucket
+    from kubeapi.reflector import Reflector
 
     api.put("pods", make_pod("a-bound").node("n1").obj())
     api.put("pods", make_pod("b-pending").obj())
@@ -214,15 +215,15 @@ def test_the_modules_the_thread_imports_have_no_import_cycle() -> None:
     none among the modules the thread loads (its own module is loaded before it starts)."""
     import grimp
 
-    graph = grimp.build_graph("koord_scheduler", "apis")
-    thread_imports = ["koord_scheduler.scheduler.kube.connection", "koord_scheduler.scheduler.kube.http",
-                      "koord_scheduler.scheduler.kube.ratelimit", "koord_scheduler.scheduler.kube.reflector",
-                      "koord_scheduler.scheduler.kube.source"]
+    graph = grimp.build_graph("koord_scheduler", "apis", "kubeapi")
+    thread_imports = ["kubeapi.connection", "kubeapi.http",
+                      "kubeapi.ratelimit", "kubeapi.reflector",
+                      "koord_scheduler.scheduler.kube_source"]
     loaded: set[str] = set()
     todo = list(thread_imports)
     while todo:
         module = todo.pop()
-        if module in loaded or module == "koord_scheduler.scheduler.prefetch":
+        if module in loaded or module == "kubeapi.prefetch":
             continue
         loaded.add(module)
         todo.extend(graph.find_modules_directly_imported_by(module))

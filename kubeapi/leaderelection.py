@@ -35,9 +35,9 @@ from typing import Any
 
 from apis.core.paths import dns1123_label_problem, dns1123_subdomain_problem, shown
 from koord_scheduler.framework.errors import ClusterError
-from koord_scheduler.scheduler.kube.events import micro_time
-from koord_scheduler.scheduler.kube.http import ApiError, ApiHttp
-from koord_scheduler.scheduler.kube.paths import resource_path
+from kubeapi.events import micro_time
+from kubeapi.http import ApiError, ApiHttp
+from kubeapi.paths import resource_path
 
 log = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 
 The kubernetes client's config loaders do the reading (kubeconfig contexts, exec plugins, in-cluster
 token rotation); only their result is used here. Requests themselves never go through the client's
-model layer (see :mod:`~koord_scheduler.scheduler.kube.http`).
+model layer (see :mod:`~kubeapi.http`).
 """
 
 from __future__ import annotations

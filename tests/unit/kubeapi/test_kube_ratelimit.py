@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from koord_scheduler.scheduler.kube import TokenBucket
+from kubeapi import TokenBucket
 
 
 class FakeClock:

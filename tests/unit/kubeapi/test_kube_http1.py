@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from koord_scheduler.scheduler.kube.http1 import Http1Pool
 from koord_scheduler.webhook.certs import generate_bundle, server_ssl_context, write_bundle
+from kubeapi.http1 import Http1Pool
 
 Responder = Callable[[int], bytes]
 """request number (0-based, over the whole server) -> raw response bytes; b"" closes the connection."""

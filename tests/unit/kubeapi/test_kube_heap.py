@@ -1,4 +1,4 @@
-"""Heap trimming after lists (koord_scheduler.scheduler.kube.heap) and what a reconnect reuses."""
+"""Heap trimming after lists (kubeapi.heap) and what a reconnect reuses."""
 
 from __future__ import annotations
 
@@ -10,9 +10,10 @@ import pytest
 from fakeapi import FakeApi
 from test_kube_source import FAST, RecordingSink, eventually
 
-from koord_scheduler.scheduler.kube import KubeClusterSource, KubeSourceOptions, heap
-from koord_scheduler.scheduler.kube.events import EventOptions
-from koord_scheduler.scheduler.kube.heap import HeapTrimmer, glibc_malloc_trim
+from koord_scheduler.scheduler.kube_source import KubeClusterSource, KubeSourceOptions
+from kubeapi import heap
+from kubeapi.events import EventOptions
+from kubeapi.heap import HeapTrimmer, glibc_malloc_trim
 from tests.builders import make_node
 
 

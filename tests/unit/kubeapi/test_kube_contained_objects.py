@@ -13,9 +13,9 @@ from fakeapi import FakeApi, RawObject
 from test_kube_source import FAST, RecordingSink, eventually
 
 from koord_scheduler.framework.types import ObjectKind
-from koord_scheduler.scheduler.kube import KubeClusterSource, KubeSourceOptions
-from koord_scheduler.scheduler.kube.events import EventOptions
+from koord_scheduler.scheduler.kube_source import KubeClusterSource, KubeSourceOptions
 from koord_scheduler.scheduler.task_restarts import TaskRestarts
+from kubeapi.events import EventOptions
 
 
 def nested(depth: int) -> str:

@@ -11,12 +11,12 @@ import pytest
 from fakeapi import FakeApi
 
 from apis.core.parse import parse_node
-from koord_scheduler.scheduler.kube import ReflectorOptions
-from koord_scheduler.scheduler.kube.http import ApiHttp
-from koord_scheduler.scheduler.kube.pod_watch import parse_pod_entry, update_pod_entry
-from koord_scheduler.scheduler.kube.ratelimit import TokenBucket
-from koord_scheduler.scheduler.kube.reflector import Reflector, Rejection, ResourceKind
 from koord_scheduler.scheduler.source import EventType
+from kubeapi import ReflectorOptions
+from kubeapi.http import ApiHttp
+from kubeapi.pod_watch import parse_pod_entry, update_pod_entry
+from kubeapi.ratelimit import TokenBucket
+from kubeapi.reflector import Reflector, Rejection, ResourceKind
 from tests.builders import make_node, make_pod
 
 Json = dict[str, Any]

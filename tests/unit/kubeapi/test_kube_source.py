@@ -17,10 +17,11 @@ from apis.config import KubeSchedulerConfiguration
 from apis.core.types import Node, Pod
 from koord_scheduler.framework.errors import ClusterError
 from koord_scheduler.framework.types import ObjectKind
-from koord_scheduler.scheduler.kube import KubeClusterSource, KubeSourceOptions, ReflectorOptions
-from koord_scheduler.scheduler.kube.events import EventOptions
+from koord_scheduler.scheduler.kube_source import KubeClusterSource, KubeSourceOptions
 from koord_scheduler.scheduler.object_errors import ObjectErrors
 from koord_scheduler.scheduler.source import EventType
+from kubeapi import ReflectorOptions
+from kubeapi.events import EventOptions
 from tests.builders import make_node, make_pod
 
 FAST = ReflectorOptions(initial_backoff=0.01, max_backoff=0.05, min_watch_timeout=60)
@@ -204,7 +205,7 @@ async def test_reconnects_with_capped_exponential_backoff_after_server_errors(
         await source.start(sink)
         await eventually(lambda: api.watcher_count("pods") == 1)
         api.failures["/api/v1/pods"] = [503, 503, 503, 503]
-        with caplog.at_level(logging.DEBUG, logger="koord_scheduler.scheduler.kube.reflector"):
+        with caplog.at_level(logging.DEBUG, logger="kubeapi.reflector"):
             await api.drop_watches("pods")
             await eventually(lambda: api.watcher_count("pods") == 1 and not api.failures["/api/v1/pods"])
         api.put("pods", make_pod("after").obj())
@@ -436,7 +437,7 @@ async def test_report_scheduled_records_a_normal_event(api: FakeApi, source: Kub
     ],
 )
 def test_truncate_note_to_1024_bytes(message: str, want: str) -> None:
-    from koord_scheduler.scheduler.kube.events import truncate_note
+    from kubeapi.events import truncate_note
 
     got = truncate_note(message)
     assert got == want

@@ -35,19 +35,21 @@ from apis.core.types import Node, Pod
 from koord_scheduler.framework.errors import ClusterError
 from koord_scheduler.framework.handle import ClusterClient
 from koord_scheduler.framework.types import ObjectKind
-from koord_scheduler.scheduler.kube.client import KubeClusterClient
-from koord_scheduler.scheduler.kube.connection import Connection
-from koord_scheduler.scheduler.kube.events import EventOptions, EventRecorder, Regarding, rfc3339
-from koord_scheduler.scheduler.kube.http import STRATEGIC_MERGE_PATCH, ApiError, ApiHttp, HttpOptions
-from koord_scheduler.scheduler.kube.paths import pod_path
-from koord_scheduler.scheduler.kube.pod_watch import (
+from koord_scheduler.scheduler.source import EventSink, EventType
+from kubeapi.client import KubeClusterClient
+from kubeapi.connection import Connection
+from kubeapi.events import EventOptions, EventRecorder, Regarding, rfc3339
+from kubeapi.http import STRATEGIC_MERGE_PATCH, ApiError, ApiHttp, HttpOptions
+from kubeapi.paths import pod_path
+from kubeapi.pod_watch import (
     PodEntry,
     PodScheduledCondition,
     parse_pod_entry,
     update_pod_entry,
 )
-from koord_scheduler.scheduler.kube.ratelimit import TokenBucket
-from koord_scheduler.scheduler.kube.reflector import (
+from kubeapi.prefetch import Listed, Prefetch
+from kubeapi.ratelimit import TokenBucket
+from kubeapi.reflector import (
     Backoff,
     Reflector,
     ReflectorOptions,
@@ -55,8 +57,6 @@ from koord_scheduler.scheduler.kube.reflector import (
     ResourceKind,
     log_crash,
 )
-from koord_scheduler.scheduler.prefetch import Listed, Prefetch
-from koord_scheduler.scheduler.source import EventSink, EventType
 
 if TYPE_CHECKING:
     from koord_scheduler.scheduler.task_restarts import TaskRestarts
@@ -96,7 +96,7 @@ class KubeClusterSource:
         restarts: TaskRestarts | None = None,
     ) -> None:
         """``prefetch``: the first lists of Nodes and Pods, already under way
-        (:mod:`~koord_scheduler.scheduler.prefetch`). ``restarts`` counts watches that failed and were
+        (:mod:`~kubeapi.prefetch`). ``restarts`` counts watches that failed and were
         started again (``watch-<plural>``); without it they are logged only."""
         self.connection = connection
         self.options = options or KubeSourceOptions()
@@ -370,7 +370,7 @@ def _pod_rank(obj: Json) -> int:
 
 
 async def _first_list(reflector: Reflector, prefetch: Prefetch | None) -> tuple[list[Json], str, Listed | None]:
-    """``reflector``'s first list: the one made early (:mod:`~koord_scheduler.scheduler.prefetch`) when
+    """``reflector``'s first list: the one made early (:mod:`~kubeapi.prefetch`) when
     there is one, else its own."""
     early = await prefetch.listed(reflector.kind.kind) if prefetch is not None else None
     if early is not None:

@@ -8,8 +8,8 @@ from collections.abc import AsyncIterator
 import pytest
 from fakeapi import FakeApi
 
-from koord_scheduler.scheduler.kube import ApiHttp, TokenBucket
-from koord_scheduler.scheduler.leaderelection import LeaderElectionOptions, LeaderElector
+from kubeapi import ApiHttp, TokenBucket
+from kubeapi.leaderelection import LeaderElectionOptions, LeaderElector
 
 FAST = LeaderElectionOptions(lease_duration=1.0, renew_deadline=0.5, retry_period=0.1)
 """The Lease records whole seconds, so one second is the shortest real lease."""
@@ -128,7 +128,7 @@ def test_bad_options_are_refused(options: LeaderElectionOptions, want: str) -> N
     ],
 )
 def test_next_attempt_delay(holder: str | None, observed_at: float, now: float, jitter: float, want: float) -> None:
-    from koord_scheduler.scheduler.leaderelection import LeaseRecord
+    from kubeapi.leaderelection import LeaseRecord
 
     options = LeaderElectionOptions(lease_duration=15.0, renew_deadline=10.0, retry_period=2.0, identity="me")
     candidate = LeaderElector(None, options, monotonic=lambda: now)  # type: ignore[arg-type]
