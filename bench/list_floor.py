@@ -38,9 +38,9 @@ from urllib.parse import quote, urlsplit
 
 from startup import ensure_bound_pods  # also puts the repository and tests/integration on sys.path
 
-from koord_scheduler.scheduler.kube_source import NODE_KIND, POD_KIND
 from kubeapi import ApiHttp, HttpOptions, TokenBucket, load_connection
 from kubeapi.connection import Connection
+from kubeapi.core_kinds import NODE_KIND, POD_KIND
 from kubeapi.reflector import Reflector
 
 PROTOBUF = "application/vnd.kubernetes.protobuf"

@@ -16,11 +16,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from apis.core.types import Pod
-from koord_scheduler.framework.errors import ClusterError
-from koord_scheduler.framework.types import ObjectKind
 from kubeapi import jsoncodec
+from kubeapi.errors import ClusterError
 from kubeapi.events import EventRecorder, Regarding
 from kubeapi.http import MERGE_PATCH, STRATEGIC_MERGE_PATCH, ApiError, ApiHttp
+from kubeapi.kinds import ObjectKind
 from kubeapi.paths import object_path, pod_path
 
 
@@ -105,7 +105,7 @@ class KubeClusterClient:
                 raise
 
     async def patch_object_status(
-        self, kind: ObjectKind, name: str, patch: Mapping[str, Any], *, namespace: str = ""
+        self, kind: ObjectKind[Any], name: str, patch: Mapping[str, Any], *, namespace: str = ""
     ) -> Any:
         """Patch the status subresource; the updated object, parsed with ``kind.parse``. Core Pods get a
         strategic merge patch (``status.conditions`` merged by type, as kube-scheduler's PatchPodStatus
@@ -120,14 +120,14 @@ class KubeClusterClient:
         return await self._patch(kind, object_path(kind, name, namespace, "status"), body, content_type)
 
     async def patch_object(
-        self, kind: ObjectKind, name: str, patch: Mapping[str, Any], *, namespace: str = ""
+        self, kind: ObjectKind[Any], name: str, patch: Mapping[str, Any], *, namespace: str = ""
     ) -> Any:
         """Merge-patch the object (``status`` is ignored: the main resource does not write it)."""
         body = {k: v for k, v in patch.items() if k != "status"}
         return await self._patch(kind, object_path(kind, name, namespace), body)
 
     async def _patch(
-        self, kind: ObjectKind, path: str, body: Mapping[str, Any], content_type: str = MERGE_PATCH
+        self, kind: ObjectKind[Any], path: str, body: Mapping[str, Any], content_type: str = MERGE_PATCH
     ) -> Any:
         raw = await self.http.request_json("PATCH", path, body=dict(body), content_type=content_type)
         try:
@@ -137,7 +137,7 @@ class KubeClusterClient:
 
     async def record_event(
         self,
-        kind: ObjectKind | None,
+        kind: ObjectKind[Any] | None,
         name: str,
         *,
         namespace: str = "",

@@ -14,14 +14,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from koord_scheduler.framework.errors import SchedulerError
+from kubeapi.errors import KubeApiError
 
 TOKEN_CACHE_SECONDS = 10.0
 """How long an Authorization header is reused before the loader's refresh hook is asked again
 (in-cluster tokens rotate hourly; the hook itself re-reads the file once a minute)."""
 
 
-class KubeConfigError(SchedulerError):
+class KubeConfigError(KubeApiError):
     """No usable connection: a missing or malformed kubeconfig, or no in-cluster environment."""
 
 

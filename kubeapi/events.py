@@ -29,7 +29,7 @@ from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
 from apis.core.types import Pod
-from koord_scheduler.framework.errors import ClusterError, log_failure
+from kubeapi.errors import ClusterError, log_failure
 from kubeapi.http import STRATEGIC_MERGE_PATCH, ApiHttp
 from kubeapi.paths import resource_path
 from kubeapi.ratelimit import TokenBucket

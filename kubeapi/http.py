@@ -30,9 +30,9 @@ import aiohttp
 from yarl import URL
 
 from apis.core.paths import UnsafeRequestError, check_header, check_request_line
-from koord_scheduler.framework.errors import ClusterError
 from kubeapi import jsoncodec
 from kubeapi.connection import Connection
+from kubeapi.errors import ClusterError
 from kubeapi.http1 import Http1Pool
 from kubeapi.paths import InvalidRequestError
 from kubeapi.ratelimit import TokenBucket

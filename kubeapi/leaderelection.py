@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from apis.core.paths import dns1123_label_problem, dns1123_subdomain_problem, shown
-from koord_scheduler.framework.errors import ClusterError
+from kubeapi.errors import ClusterError
 from kubeapi.events import micro_time
 from kubeapi.http import ApiError, ApiHttp
 from kubeapi.paths import resource_path

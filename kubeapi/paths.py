@@ -9,14 +9,14 @@ byte is sent.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from apis.core.paths import UnsafeRequestError, api_path
-from koord_scheduler.framework.errors import ClusterError
+from kubeapi.errors import ClusterError
 
 if TYPE_CHECKING:
     from apis.core.types import Pod
-    from koord_scheduler.framework.types import ObjectKind
+    from kubeapi.kinds import ObjectKind
 
 
 class InvalidRequestError(ClusterError):
@@ -39,7 +39,7 @@ def pod_path(pod: Pod, subresource: str = "") -> str:
     return resource_path("", "v1", "pods", namespace=pod.namespace, name=pod.name, subresource=subresource)
 
 
-def object_path(kind: ObjectKind, name: str, namespace: str = "", subresource: str = "") -> str:
+def object_path(kind: ObjectKind[Any], name: str, namespace: str = "", subresource: str = "") -> str:
     """The path of one object of ``kind``; a namespaced kind without ``namespace`` is in ``default``."""
     return resource_path(
         kind.group,

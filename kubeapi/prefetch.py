@@ -147,7 +147,7 @@ class Prefetch:
             self._pod_pages.put(None)
 
     async def _list(self, connection: Connection) -> None:
-        from koord_scheduler.scheduler.kube_source import NODE_KIND, POD_KIND
+        from kubeapi.core_kinds import NODE_KIND, POD_KIND
         from kubeapi.http import ApiHttp, HttpOptions
         from kubeapi.ratelimit import TokenBucket
 
@@ -158,7 +158,7 @@ class Prefetch:
         finally:
             await http.close()
 
-    async def _list_one(self, http: Any, kind: ResourceKind, *, pages: bool = False) -> None:
+    async def _list_one(self, http: Any, kind: ResourceKind[Any], *, pages: bool = False) -> None:
         from kubeapi.reflector import Reflector
 
         future = self._listed[kind.kind]

@@ -37,14 +37,14 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
-from koord_scheduler.framework.errors import ClusterError, describe, log_failure
-from koord_scheduler.scheduler.source import EventType
 from kubeapi import jsoncodec
+from kubeapi.errors import ClusterError, describe, log_failure
 from kubeapi.heap import request_trim
 from kubeapi.http import ApiConnectionError, ApiError, ApiHttp, iter_lines
 from kubeapi.jsoncodec import UndecodableObject
+from kubeapi.kinds import EventType
 from kubeapi.outage_log import SHARED as SHARED_OUTAGES
 from kubeapi.outage_log import OutageLog
 from kubeapi.paths import resource_path
@@ -52,12 +52,14 @@ from kubeapi.paths import resource_path
 log = logging.getLogger(__name__)
 
 Json = dict[str, Any]
+T = TypeVar("T")
+
 Handler = Callable[[EventType, Any, Any], None]
 
 
 @dataclass(frozen=True, slots=True)
-class ResourceKind:
-    """What to list and watch, and how to turn one raw object into the value handlers receive.
+class ResourceKind(Generic[T]):
+    """What to list and watch, and how to turn one raw object into the ``T`` handlers receive.
 
     ``parser`` raises ``ValueError`` (``ParseError``) for a malformed object; anything else it raises is
     contained the same way. ``rank`` orders the objects of one list when they are delivered (lower first;
@@ -69,11 +71,11 @@ class ResourceKind:
     group: str
     version: str
     plural: str
-    parser: Callable[[Json], Any]
+    parser: Callable[[Json], T]
     field_selector: str = ""
     label_selector: str = ""
     rank: Callable[[Json], int] | None = None
-    update: Callable[[Json, Any], Any] | None = None
+    update: Callable[[Json, T], T] | None = None
     """Parses a new version of an object given the value the previous version gave (so it may reuse
     it); raises like ``parser``. None: ``parser`` parses every version."""
     namespace: str = ""
@@ -102,7 +104,7 @@ class Rejection:
     """One object that could not be used: ``reason`` is ``Invalid`` (the parser refused it) or
     ``HandlerError`` (a handler raised on it); ``message`` names the field where there is one."""
 
-    kind: ResourceKind
+    kind: ResourceKind[Any]
     key: str
     obj: Json
     reason: str
@@ -115,7 +117,7 @@ def log_rejection(rejection: Rejection) -> None:
     log.warning("ignoring %s %s (%s): %s", rejection.kind.kind, rejection.key, rejection.reason, rejection.message)
 
 
-def log_crash(kind: ResourceKind, exc: BaseException) -> None:
+def log_crash(kind: ResourceKind[Any], exc: BaseException) -> None:
     """The default ``on_crash``: one error line (the traceback at debug level)."""
     log_failure(log, f"watch of {kind.plural} failed and is restarted", exc)
 
@@ -153,14 +155,14 @@ class Reflector:
     def __init__(
         self,
         http: ApiHttp,
-        kind: ResourceKind,
+        kind: ResourceKind[Any],
         handler: Handler,
         *,
         options: ReflectorOptions | None = None,
         on_invalid: Callable[[Rejection], None] = log_rejection,
         on_listed: Callable[[], None] = request_trim,
         outages: OutageLog = SHARED_OUTAGES,
-        on_crash: Callable[[ResourceKind, BaseException], None] = log_crash,
+        on_crash: Callable[[ResourceKind[Any], BaseException], None] = log_crash,
     ) -> None:
         """``on_listed`` runs after every list has been applied (:meth:`replace`); by default it asks
         for the heap to be trimmed (:mod:`.heap`), since a list frees a burst of memory. ``outages``

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 from prometheus_client import CollectorRegistry
@@ -18,9 +18,11 @@ from koord_scheduler.framework.interfaces import PreFilterPlugin
 from koord_scheduler.framework.koordinator_stages import ReservationFilterPlugin
 from koord_scheduler.framework.snapshot import ClusterSnapshot, NodeInfo, Positions
 from koord_scheduler.framework.status import Status
-from koord_scheduler.framework.types import ErrorHandlerFilter, ObjectHandler, ObjectKind, SimulationReporter
+from koord_scheduler.framework.types import ErrorHandlerFilter, Handler, ObjectHandler, ObjectKind, SimulationReporter
 from koord_scheduler.framework.waiting_pods import WaitingPod
 from koord_scheduler.scheduler.nominator import PodNominator
+
+T = TypeVar("T")
 
 
 def make_snapshot(nodes: Iterable[Node], pods: Iterable[Pod] = ()) -> ClusterSnapshot:
@@ -70,7 +72,7 @@ class FakeHandle:
     def clock(self) -> Callable[[], float]:
         return lambda: self.now
 
-    def watch(self, kind: ObjectKind, handler: ObjectHandler) -> None:
+    def watch(self, kind: ObjectKind[T], handler: Handler[T]) -> None:
         self.watch_handlers.setdefault(kind.kind, []).append(handler)
 
     def watch_pods(self, handler: ObjectHandler) -> None:

@@ -20,7 +20,7 @@ a plugin after it is built.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from prometheus_client import CollectorRegistry
 
@@ -32,8 +32,10 @@ from koord_scheduler.framework.interfaces import PreFilterPlugin
 from koord_scheduler.framework.koordinator_stages import ReservationFilterPlugin
 from koord_scheduler.framework.snapshot import ClusterSnapshot, NodeInfo, Positions
 from koord_scheduler.framework.status import Status
-from koord_scheduler.framework.types import ErrorHandlerFilter, ObjectHandler, ObjectKind, SimulationReporter
+from koord_scheduler.framework.types import ErrorHandlerFilter, Handler, ObjectHandler, ObjectKind, SimulationReporter
 from koord_scheduler.framework.waiting_pods import WaitingPod
+
+T = TypeVar("T")
 
 
 class ClusterClient(Protocol):
@@ -64,20 +66,20 @@ class ClusterClient(Protocol):
         ...
 
     async def patch_object_status(
-        self, kind: ObjectKind, name: str, patch: Mapping[str, Any], *, namespace: str = ""
+        self, kind: ObjectKind[Any], name: str, patch: Mapping[str, Any], *, namespace: str = ""
     ) -> Any:
         """Merge-patch ``status`` (the status subresource) of an object of ``kind``; returns the parsed
         updated object. ``patch`` is the body, e.g. ``{"status": {"phase": "Available"}}``."""
         ...
 
     async def patch_object(
-        self, kind: ObjectKind, name: str, patch: Mapping[str, Any], *, namespace: str = ""
+        self, kind: ObjectKind[Any], name: str, patch: Mapping[str, Any], *, namespace: str = ""
     ) -> Any:
         """Merge-patch the object itself (metadata, spec); returns the parsed updated object."""
         ...
 
     async def record_event(
-        self, kind: ObjectKind | None, name: str, *, namespace: str = "", type: str, reason: str, message: str
+        self, kind: ObjectKind[Any] | None, name: str, *, namespace: str = "", type: str, reason: str, message: str
     ) -> None:
         """An Event about an object (``kind`` None means a Pod)."""
         ...
@@ -145,7 +147,7 @@ class SchedulerServices(Protocol):
         """``--feature-gates``, resolved (kube-scheduler's and Koordinator's gates)."""
         ...
 
-    def watch(self, kind: ObjectKind, handler: ObjectHandler) -> None:
+    def watch(self, kind: ObjectKind[T], handler: Handler[T]) -> None:
         """Have objects of ``kind`` delivered to ``handler`` (from the API server, or a simulate file)."""
         ...
 
@@ -288,7 +290,7 @@ class ServicesView:
     def preemption_extenders(self) -> PreemptionExtenders | None:
         return self.services.preemption_extenders
 
-    def watch(self, kind: ObjectKind, handler: ObjectHandler) -> None:
+    def watch(self, kind: ObjectKind[T], handler: Handler[T]) -> None:
         self.services.watch(kind, handler)
 
     def watch_pods(self, handler: ObjectHandler) -> None:

@@ -30,7 +30,6 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from apis.core.parse import parse_node
 from apis.core.types import Node, Pod
 from koord_scheduler.framework.errors import ClusterError
 from koord_scheduler.framework.handle import ClusterClient
@@ -38,14 +37,13 @@ from koord_scheduler.framework.types import ObjectKind
 from koord_scheduler.scheduler.source import EventSink, EventType
 from kubeapi.client import KubeClusterClient
 from kubeapi.connection import Connection
+from kubeapi.core_kinds import NODE_KIND, POD_KIND
 from kubeapi.events import EventOptions, EventRecorder, Regarding, rfc3339
 from kubeapi.http import STRATEGIC_MERGE_PATCH, ApiError, ApiHttp, HttpOptions
 from kubeapi.paths import pod_path
 from kubeapi.pod_watch import (
     PodEntry,
     PodScheduledCondition,
-    parse_pod_entry,
-    update_pod_entry,
 )
 from kubeapi.prefetch import Listed, Prefetch
 from kubeapi.ratelimit import TokenBucket
@@ -67,7 +65,6 @@ startup_log = logging.getLogger("koord_scheduler.startup")
 
 Json = dict[str, Any]
 
-NON_TERMINAL_PODS = "status.phase!=Succeeded,status.phase!=Failed"
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +109,7 @@ class KubeClusterSource:
         default_controller = next(iter(opts.scheduler_names), "default-scheduler")
         self._client = KubeClusterClient(self.http, self.events, controller=default_controller)
         self._sink: EventSink | None = None
-        self._kinds: list[tuple[ResourceKind, Callable[[EventSink], Callable[[EventType, Any, Any], None]]]] = [
+        self._kinds: list[tuple[ResourceKind[Any], Callable[[EventSink], Callable[[EventType, Any, Any], None]]]] = [
             (NODE_KIND, _node_handler),
         ]
         self._optional: set[str] = set()
@@ -173,7 +170,7 @@ class KubeClusterSource:
     def client(self) -> ClusterClient:
         return self._client
 
-    async def start(self, sink: EventSink, kinds: Sequence[ObjectKind] = ()) -> None:
+    async def start(self, sink: EventSink, kinds: Sequence[ObjectKind[Any]] = ()) -> None:
         """List every kind (retrying with backoff until the API server answers), deliver the lists in
         order (Nodes, other kinds, bound Pods, pending Pods), then start the watches. ``kinds`` are
         added as :meth:`watch_kind` would (the plugins' subscriptions). Each page is parsed while the
@@ -303,7 +300,7 @@ class KubeClusterSource:
             note=f"Successfully assigned {pod.key} to {node_name}", controller=pod.scheduler_name,
         )
 
-    def _on_crash(self, kind: ResourceKind, exc: BaseException) -> None:
+    def _on_crash(self, kind: ResourceKind[Any], exc: BaseException) -> None:
         if self.restarts is not None:
             self.restarts.record(f"watch-{kind.plural}", exc)
         else:
@@ -364,11 +361,6 @@ def _node_handler(sink: EventSink) -> Callable[[EventType, Any, Any], None]:
 _EVENT_REASONS = {"Invalid": "InvalidObject", "HandlerError": "FailedHandling"}
 
 
-def _pod_rank(obj: Json) -> int:
-    spec = obj.get("spec")
-    return 0 if isinstance(spec, dict) and spec.get("nodeName") else 1
-
-
 async def _first_list(reflector: Reflector, prefetch: Prefetch | None) -> tuple[list[Json], str, Listed | None]:
     """``reflector``'s first list: the one made early (:mod:`~kubeapi.prefetch`) when
     there is one, else its own."""
@@ -381,8 +373,3 @@ async def _first_list(reflector: Reflector, prefetch: Prefetch | None) -> tuple[
     return items, rv, None
 
 
-NODE_KIND = ResourceKind("Node", "", "v1", "nodes", parse_node)
-POD_KIND = ResourceKind(
-    "Pod", "", "v1", "pods", parse_pod_entry, field_selector=NON_TERMINAL_PODS, rank=_pod_rank,
-    update=update_pod_entry,
-)

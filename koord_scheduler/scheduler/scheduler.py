@@ -197,7 +197,7 @@ class Scheduler:
     ) -> bool:
         return self.metrics.object_errors.report(kind, key, reason, message, exc=exc)
 
-    def subscribe(self, kind: ObjectKind, handler: ObjectHandler) -> None:
+    def subscribe(self, kind: ObjectKind[Any], handler: ObjectHandler) -> None:
         self.services.watch(kind, handler)
 
     # ----- scheduling cycle -----

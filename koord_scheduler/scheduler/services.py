@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from prometheus_client import CollectorRegistry
 
@@ -23,6 +23,7 @@ from koord_scheduler.framework.snapshot import ClusterSnapshot
 from koord_scheduler.framework.types import (
     ErrorHandlerFilter,
     EventType,
+    Handler,
     ObjectHandler,
     ObjectKind,
     SimulationReporter,
@@ -30,6 +31,9 @@ from koord_scheduler.framework.types import (
 from koord_scheduler.framework.waiting_pods import WaitingPod, WaitingPods
 from koord_scheduler.scheduler.cache import ForgetPodHandler, SchedulerCache
 from koord_scheduler.scheduler.nominator import PodNominator
+
+T = TypeVar("T")
+
 
 if TYPE_CHECKING:
     from koord_scheduler.framework import handle
@@ -60,7 +64,7 @@ class SchedulerServices:
     pod_handlers: list[ObjectHandler] = field(default_factory=list)
     """Every pod event, after the cache and queue have it."""
     object_handlers: dict[str, list[ObjectHandler]] = field(default_factory=dict)
-    watched_kinds: dict[str, ObjectKind] = field(default_factory=dict)
+    watched_kinds: dict[str, ObjectKind[Any]] = field(default_factory=dict)
     """Kind name -> the kind some plugin watches (the cluster source lists and watches these)."""
     _scheduler: Scheduler | None = None
 
@@ -74,7 +78,7 @@ class SchedulerServices:
 
     # ----- registrations -----
 
-    def watch(self, kind: ObjectKind, handler: ObjectHandler) -> None:
+    def watch(self, kind: ObjectKind[T], handler: Handler[T]) -> None:
         """Have objects of ``kind`` delivered to ``handler``. A kind name watched with two different
         definitions is a wiring error."""
         existing = self.watched_kinds.get(kind.kind)

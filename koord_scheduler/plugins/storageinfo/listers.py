@@ -52,7 +52,7 @@ class StorageListers:
         self.capacities: dict[str, CSIStorageCapacity] = {}
         self.on_change: list[Callable[[frozenset[str]], None]] = []
 
-    def subscribe(self, handle: Handle, wanted: Iterable[ObjectKind] = kinds.ALL) -> StorageListers:
+    def subscribe(self, handle: Handle, wanted: Iterable[ObjectKind[Any]] = kinds.ALL) -> StorageListers:
         handlers: dict[str, ObjectHandler] = {
             kinds.CLAIM.kind: self.on_claim,
             kinds.VOLUME.kind: self.on_volume,

@@ -150,8 +150,8 @@ async def test_a_connection_that_cannot_load_is_raised_to_the_caller(api: FakeAp
 
 
 async def test_bound_pods_are_delivered_page_by_page_and_pending_ones_at_the_end(api: FakeApi) -> None:
-    from koord_scheduler.scheduler.kube_source import POD_KIND
     from koord_scheduler.scheduler.source import EventType
+    from kubeapi.core_kinds import POD_KIND
     from kubeapi.http import ApiHttp
     from kubeapi.ratelimit import TokenBucket
     from kubeapi.reflector import Reflector
