@@ -60,6 +60,7 @@ if TYPE_CHECKING:
         FilterTransformer,
         JobNodeFinder,
         NodePreferrer,
+        NUMAHintProvider,
         PodPatchApplier,
         PreemptionGate,
         PreFilterTransformer,
@@ -68,6 +69,7 @@ if TYPE_CHECKING:
         ReservationPreBindPlugin,
         ScoreTransformer,
     )
+    from koord_scheduler.framework.numa_affinity import NUMATopologyHint
     from koord_scheduler.framework.registry import ENTRY_POINT_GROUP, PluginFactory, PluginSpec, Registry, with_plugin
     from koord_scheduler.framework.snapshot import ClusterSnapshot, IntArray, NodeInfo, Positions
     from koord_scheduler.framework.status import Code, Status, error, skip, success, unresolvable, unschedulable, wait
@@ -109,6 +111,8 @@ _HOMES: dict[str, str] = {
     "Handle": "koord_scheduler.framework.handle",
     "IntArray": "koord_scheduler.framework.snapshot",
     "JobNodeFinder": "koord_scheduler.framework.koordinator_stages",
+    "NUMAHintProvider": "koord_scheduler.framework.koordinator_stages",
+    "NUMATopologyHint": "koord_scheduler.framework.numa_affinity",
     "NodeFilterResult": "koord_scheduler.framework.types",
     "NodeInfo": "koord_scheduler.framework.snapshot",
     "NodePreferrer": "koord_scheduler.framework.koordinator_stages",
@@ -184,6 +188,8 @@ __all__ = [
     "Handle",
     "IntArray",
     "JobNodeFinder",
+    "NUMAHintProvider",
+    "NUMATopologyHint",
     "NodeFilterResult",
     "NodeInfo",
     "NodePreferrer",

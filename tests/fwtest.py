@@ -15,7 +15,7 @@ from koord_scheduler.framework.cycle_state import CycleState
 from koord_scheduler.framework.diagnosis import Diagnosis
 from koord_scheduler.framework.handle import Handle, PreemptionExtenders
 from koord_scheduler.framework.interfaces import PreFilterPlugin
-from koord_scheduler.framework.koordinator_stages import ReservationFilterPlugin
+from koord_scheduler.framework.koordinator_stages import NUMAHintProvider, ReservationFilterPlugin
 from koord_scheduler.framework.snapshot import ClusterSnapshot, NodeInfo, Positions
 from koord_scheduler.framework.status import Status
 from koord_scheduler.framework.types import ErrorHandlerFilter, Handler, ObjectHandler, ObjectKind, SimulationReporter
@@ -130,6 +130,10 @@ class FakeHandle:
     @property
     def reservation_filter_plugins(self) -> Sequence[ReservationFilterPlugin]:
         return self.framework.reservation_filter_plugins if self.framework is not None else ()
+
+    @property
+    def numa_hint_providers(self) -> Sequence[NUMAHintProvider]:
+        return self.framework.numa_hint_providers if self.framework is not None else ()
 
     def filter_nodes_uncached(
         self, state: CycleState, pod: Pod, positions: Positions, diagnosis: Diagnosis

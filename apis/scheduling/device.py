@@ -108,6 +108,15 @@ class Device(WireModel):
 
 
 @dataclass(frozen=True, slots=True)
+class VFGroupRecord:
+    """A group of virtual functions of one device (SR-IOV, e.g. an RDMA NIC): labels and the VFs as
+    ``(minor, busID)`` pairs."""
+
+    labels: Mapping[str, str] = field(default_factory=dict)
+    vfs: tuple[tuple[int, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class DeviceRecord:
     """One device of a node, as the scheduler reads it."""
 
@@ -120,6 +129,9 @@ class DeviceRecord:
     numa_node: int = -1
     pcie_id: str = ""
     bus_id: str = ""
+    socket: int = -1
+    labels: Mapping[str, str] = field(default_factory=dict)
+    vf_groups: tuple[VFGroupRecord, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +141,7 @@ class NodeDeviceRecord:
     name: str
     labels: Mapping[str, str] = field(default_factory=dict)
     devices: tuple[DeviceRecord, ...] = ()
+    annotations: Mapping[str, str] = field(default_factory=dict)
 
     def of_type(self, device_type: str) -> tuple[DeviceRecord, ...]:
         return tuple(d for d in self.devices if d.type == device_type)
@@ -176,6 +189,13 @@ def parse_device(obj: Mapping[str, Any]) -> NodeDeviceRecord:
                     f"{d.type or '(none)'!r} (also spec.devices[{first_index}])"
                 )
         topo = d.topology
+        groups = tuple(
+            VFGroupRecord(
+                labels=dict(g.labels or {}),
+                vfs=tuple((vf.minor, vf.bus_id or "") for vf in g.vfs or []),
+            )
+            for g in d.vf_groups or []
+        )
         devices.append(
             DeviceRecord(
                 type=d.type or "",
@@ -186,6 +206,14 @@ def parse_device(obj: Mapping[str, Any]) -> NodeDeviceRecord:
                 numa_node=topo.node_id if topo is not None else -1,
                 pcie_id=topo.pcie_id if topo is not None else "",
                 bus_id=(topo.bus_id or "") if topo is not None else "",
+                socket=topo.socket_id if topo is not None else -1,
+                labels=dict(d.labels or {}),
+                vf_groups=groups,
             )
         )
-    return NodeDeviceRecord(name=name, labels=dict(model.metadata.labels or {}), devices=tuple(devices))
+    return NodeDeviceRecord(
+        name=name,
+        labels=dict(model.metadata.labels or {}),
+        devices=tuple(devices),
+        annotations=dict(model.metadata.annotations or {}),
+    )

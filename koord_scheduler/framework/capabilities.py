@@ -45,6 +45,7 @@ from koord_scheduler.framework.koordinator_stages import (
     FilterTransformer,
     JobNodeFinder,
     NodePreferrer,
+    NUMAHintProvider,
     PodPatchApplier,
     PreemptionGate,
     PreFilterTransformer,
@@ -88,6 +89,7 @@ class Capabilities:
     warm_ups: list[WarmUpPlugin]
     cycle_preparers: list[CyclePreparer]
     preemption_gates: list[PreemptionGate]
+    numa_hint_providers: list[NUMAHintProvider]
 
 
 def _plugin_protocols() -> tuple[type, ...]:
@@ -164,6 +166,7 @@ def find_capabilities(
         warm_ups=[p for p in everything if isinstance(p, WarmUpPlugin)],
         cycle_preparers=[p for p in everything if isinstance(p, CyclePreparer)],
         preemption_gates=[p for p in in_profile if isinstance(p, PreemptionGate)],
+        numa_hint_providers=[p for p in in_profile if isinstance(p, NUMAHintProvider)],
     )
 
 

@@ -29,7 +29,7 @@ from apis.feature_gates import SchedulerFeatureGates
 from koord_scheduler.framework.cycle_state import CycleState
 from koord_scheduler.framework.diagnosis import Diagnosis
 from koord_scheduler.framework.interfaces import PreFilterPlugin
-from koord_scheduler.framework.koordinator_stages import ReservationFilterPlugin
+from koord_scheduler.framework.koordinator_stages import NUMAHintProvider, ReservationFilterPlugin
 from koord_scheduler.framework.snapshot import ClusterSnapshot, NodeInfo, Positions
 from koord_scheduler.framework.status import Status
 from koord_scheduler.framework.types import ErrorHandlerFilter, Handler, ObjectHandler, ObjectKind, SimulationReporter
@@ -233,6 +233,12 @@ class Handle(SchedulerServices, Protocol):
 
     @property
     def reservation_filter_plugins(self) -> Sequence[ReservationFilterPlugin]: ...
+
+    @property
+    def numa_hint_providers(self) -> Sequence[NUMAHintProvider]:
+        """The profile's NUMA hint providers, in order (Koordinator's topology manager aligns their
+        resources with CPUs and memory)."""
+        ...
 
     def filter_nodes_uncached(
         self, state: CycleState, pod: Pod, positions: Positions, diagnosis: Diagnosis

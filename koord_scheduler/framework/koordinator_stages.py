@@ -9,12 +9,13 @@ plugin's own record of one reservation (opaque to the framework). The first tier
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
 from apis.core.types import Pod
 from koord_scheduler.framework.cycle_state import CycleState
 from koord_scheduler.framework.interfaces import Plugin
+from koord_scheduler.framework.numa_affinity import NUMATopologyHint
 from koord_scheduler.framework.pod_patch import PodPatch
 from koord_scheduler.framework.snapshot import ClusterSnapshot, NodeInfo, Positions
 from koord_scheduler.framework.status import Status
@@ -116,4 +117,22 @@ class PreemptionGate(Plugin, Protocol):
 
     def refuse_preemption(self, state: CycleState, pod: Pod) -> str | None:
         """None allows; otherwise why not (the pod's unschedulable message)."""
+        ...
+
+
+@runtime_checkable
+class NUMAHintProvider(Plugin, Protocol):
+    """Koordinator's ``NUMATopologyHintProvider``: a plugin whose resources the topology manager
+    (NodeNUMAResource, on nodes with a NUMA topology policy) aligns with CPUs and memory. The profile's
+    providers are the handle's ``numa_hint_providers``."""
+
+    def numa_topology_hints(
+        self, state: CycleState, pod: Pod, node_name: str
+    ) -> tuple[Mapping[str, Sequence[NUMATopologyHint]] | None, Status]:
+        """Hints per resource (None: no preference); a failure status when nothing the pod asks for fits
+        the node whatever the NUMA nodes (Unschedulable, or Error)."""
+        ...
+
+    def allocate_numa(self, state: CycleState, pod: Pod, node_name: str, affinity: int | None) -> Status:
+        """Whether the pod's resources fit inside the chosen NUMA ``affinity`` (a mask; None: any)."""
         ...

@@ -14,13 +14,12 @@ from prometheus_client import CollectorRegistry
 
 from apis.core.paths import dns1123_subdomain_problem, shown
 from apis.slo import NodeMetricStatus, resolve_collect_policy
-from koordlet.app.collectors import CollectorDeps, gated_collectors
+from koordlet.app.collectors import CollectorDeps, device_reporter, gated_collectors
 from koordlet.app.gates import log_report, node_probes, report_gates
 from koordlet.app.http import MetricsServer
 from koordlet.app.metrics import KoordletMetrics
 from koordlet.metriccache import MetricCache, MetricCacheOptions
 from koordlet.metricsadvisor import AdvisorOptions, CacheUsageSource, MetricsAdvisor
-from koordlet.metricsadvisor.gpu import GPUReporter
 from koordlet.qosmanager import FeatureGates, PluginContext, QOSManager, ResourceExecutor
 from koordlet.qosmanager.evictor import KubeEvictionAPI, PodEvictor
 from koordlet.statesinformer import NodeMetricReporter, StatesInformer, discover_pods
@@ -113,9 +112,7 @@ class Agent:
             dry_run=bool(getattr(options.args, "qos_dry_run", False)),
         )
         self.reporter = NodeMetricReporter(self.informer, CacheUsageSource(self.cache), None, clock=self.clock)
-        self.gpu_reporter = (
-            GPUReporter(options.node_name, self.registry, clock=self.clock) if gates.enabled("Accelerators") else None
-        )
+        self.gpu_reporter = device_reporter(options.node_name, self.registry, gates, options.args, clock=self.clock)
         self.gated_collectors = gated_collectors(
             gates,
             options.args,

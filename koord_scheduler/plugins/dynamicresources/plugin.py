@@ -92,7 +92,6 @@ MSG_INFORMERS_DISABLED = (
 )
 
 
-
 @dataclass(slots=True)
 class CycleData:
     """upstream's ``stateData``: the pod's claims (1:1 with the claims the pod needs), where allocated

@@ -67,7 +67,7 @@ from koord_scheduler.framework.types import (
     QueueingHint,
 )
 from koord_scheduler.plugins import names
-from koord_scheduler.plugins.elasticquota import preemption
+from koord_scheduler.plugins.elasticquota import chain_victims, preemption
 from koord_scheduler.plugins.elasticquota.execution import evict, node_free, victims_terminating
 from koord_scheduler.plugins.elasticquota.report import quota_rows
 from koord_scheduler.plugins.victim_execution import VictimTracker
@@ -87,11 +87,10 @@ ELASTIC_QUOTA_KIND = ObjectKind(KIND, GROUP, VERSION, PLURAL, namespaced=True, p
 REASON_INVALID_TREE = "InvalidQuotaTree"
 PREEMPTION_PREFIX = "preemption: "
 NOT_ELIGIBLE_TERMINATING = "not eligible due to a terminating pod on the nominated node."
-_RESOLVABLE_BY_EVICTION = frozenset({NAME, names.NODE_RESOURCES_FIT})
-"""Plugins whose rejection of a node removing pods can cure (resources only)."""
+_RESOLVABLE_BY_EVICTION = frozenset({NAME, names.NODE_RESOURCES_FIT}) | chain_victims.HELD_PER_DEVICE
+"""Plugins whose rejection of a node removing pods can cure (resources, devices and bound CPUs)."""
 
 SimulationReporter = Callable[[], tuple[str, list[dict[str, Any]]]]
-
 
 
 @dataclass(frozen=True, slots=True)
@@ -336,6 +335,8 @@ class ElasticQuota:
             return None, unschedulable(PREEMPTION_PREFIX + NOT_ELIGIBLE_TERMINATING)
         limit = self.limit(quota)
         used = self.tree.node(quota).used
+        fwk = self._handle
+        by_filter = chain_victims.needs_filter_chain(fwk, state)
         options: dict[str, list[preemption.Victim]] = {}
         reasons: list[str] = []
         for node_name, status in sorted(statuses.items()):
@@ -362,6 +363,12 @@ class ElasticQuota:
                 quota_used=used,
                 quota_limit=limit,
             )
+            if victims is not None and by_filter:
+                nominated = self._handle.nominator.nominated_pods_for_node(node_name)
+                victims = chain_victims.select_victims_by_filter(
+                    fwk, snapshot, state, pod, info, candidates=candidates, nominated=nominated,
+                    quota_request=admission.request, quota_used=used, quota_limit=limit,
+                )  # fmt: skip
             if victims:
                 options[node_name] = victims
         best = preemption.pick_node(options)

@@ -95,7 +95,6 @@ REASON_AGGREGATED_USAGE_EXCEED_THRESHOLD = "node(s) {} aggregated usage exceed t
 SimulationReporter = Callable[[], tuple[str, list[dict[str, Any]]]]
 
 
-
 def vectorized_resources(args: LoadAwareSchedulingArgs) -> tuple[str, ...]:
     """Koordinator's vectorizer: the sorted union of cpu, memory and every resource the args name."""
     names_: set[str] = {CPU, MEMORY}

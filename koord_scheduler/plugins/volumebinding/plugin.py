@@ -57,7 +57,6 @@ NAME = names.VOLUME_BINDING
 ARGS = VolumeBindingArgs
 
 
-
 @dataclass(slots=True)
 class CycleData:
     """upstream's ``stateData``: the pod's claims, and what Filter found per node."""
@@ -342,7 +341,6 @@ class _AssumedVolumesByClass(Mapping[str, Sequence[PersistentVolume]]):
 
     def __len__(self) -> int:
         return len(self._api)
-
 
 
 def new(args: VolumeBindingArgs | None, handle: Handle) -> VolumeBinding:

@@ -1,5 +1,5 @@
-"""The ``deviceresource`` controller: each node's GPU resources and GPU labels kept in step with its
-``Device`` object, on the leader only.
+"""The ``deviceresource`` controller: each node's GPU and RDMA resources and GPU labels kept in step with
+its ``Device`` object, on the leader only.
 
 Koordinator does this in koord-manager's noderesource controller, with its GPUDeviceResource plugin
 (Koordinator pkg/slo-controller/noderesource/plugins/gpudeviceresource). The rules are that plugin's:
@@ -13,7 +13,10 @@ Koordinator does this in koord-manager's noderesource controller, with its GPUDe
 - without a Device object, or with no healthy GPU in it, every one of those resources (and
   ``koordinator.sh/gpu.shared``) is removed from the Node;
 - the Device's ``node.koordinator.sh/gpu-vendor``, ``gpu-model`` and ``gpu-driver-version`` labels are
-  copied onto the Node (never removed).
+  copied onto the Node (never removed);
+- ``koordinator.sh/rdma`` is 100 per healthy device of type ``rdma`` (Koordinator's RDMADeviceResource
+  plugin, ``pkg/slo-controller/noderesource/plugins/rdmadevicereource``), removed from the Node when the
+  Device object is gone or has no healthy RDMA device. The GPU and RDMA rules are independent.
 
 Nothing else is written: not ``kubernetes.io/gpu`` or ``nvidia.com/gpu`` (a device plugin's), and not
 ``koordinator.sh/gpu.shared``, which Koordinator writes only under its ``EnableSyncGPUSharedResource``
@@ -68,7 +71,10 @@ SUMMED_RESOURCES = (
 )
 """Summed over the healthy GPUs, as each device reports them."""
 NODE_RESOURCES = (GPU, *SUMMED_RESOURCES, GPU_SHARED)
-"""Every resource the controller owns on a Node (all removed when the node has no healthy GPU)."""
+"""Every GPU resource the controller owns on a Node (all removed when the node has no healthy GPU)."""
+RDMA = "koordinator.sh/rdma"
+RDMA_PER_DEVICE = 100
+DEVICE_TYPE_RDMA = "rdma"
 LABEL_GPU_VENDOR = "node.koordinator.sh/gpu-vendor"
 LABEL_GPU_MODEL = "node.koordinator.sh/gpu-model"
 LABEL_GPU_DRIVER_VERSION = "node.koordinator.sh/gpu-driver-version"
@@ -90,6 +96,13 @@ class DeviceResources:
 
 def device_resources(device: NodeDeviceRecord | None) -> DeviceResources:
     """The node resources and labels its Device object gives (see the module docstring)."""
+    gpu = _gpu_resources(device)
+    rdma = sum(1 for d in device.devices if d.type == DEVICE_TYPE_RDMA and d.health) if device is not None else 0
+    resources = {**gpu.resources, RDMA: rdma * RDMA_PER_DEVICE if rdma else None}
+    return DeviceResources(resources, gpu.labels)
+
+
+def _gpu_resources(device: NodeDeviceRecord | None) -> DeviceResources:
     gpus = [d for d in device.devices if d.type == DEVICE_TYPE_GPU and d.health] if device is not None else []
     if device is None or not gpus:
         return DeviceResources(dict.fromkeys(NODE_RESOURCES), {})

@@ -23,6 +23,7 @@ from koord_scheduler.scheduler.controllers.deviceresource import (
     LABEL_GPU_MODEL,
     LABEL_GPU_VENDOR,
     NODE_RESOURCES,
+    RDMA,
     DeviceResourceController,
     DeviceResources,
     decide_node,
@@ -42,6 +43,11 @@ def gpu(minor: int, *, core: str = "100", memory: str = "16Gi", ratio: str | Non
     return {"type": kind, "minor": minor, "health": health, "id": f"GPU-{minor}", "resources": resources}
 
 
+def rdma(minor: int, *, health: bool = True) -> dict[str, Any]:
+    return {"type": "rdma", "minor": minor, "health": health, "id": f"0000:1{minor}:00.0",
+            "resources": {RDMA: "100"}}
+
+
 def device(name: str, *devices: dict[str, Any], labels: dict[str, str] | None = None) -> NodeDeviceRecord:
     return parse_device({"apiVersion": "scheduling.koordinator.sh/v1alpha1", "kind": "Device",
                          "metadata": {"name": name, "labels": labels or {}}, "spec": {"devices": list(devices)}})
@@ -54,7 +60,10 @@ def device(name: str, *devices: dict[str, Any], labels: dict[str, str] | None = 
         pytest.param(device("n", gpu(0, health=False)), NONE_LEFT, {}, id="no-healthy-gpu-removes-all"),
         pytest.param(device("n", {"type": "rdma", "minor": 0, "health": True,
                                   "resources": {"koordinator.sh/rdma": "100"}}),
-                     NONE_LEFT, {}, id="only-rdma-removes-all"),
+                     {**NONE_LEFT, RDMA: 100}, {}, id="only-rdma-removes-every-gpu-resource"),
+        pytest.param(device("n", gpu(0), *(rdma(m) for m in range(3)), rdma(3, health=False)),
+                     {GPU_CORE: 100, GPU_MEMORY: 16 * GI, GPU_MEMORY_RATIO: 100, GPU: 100, RDMA: 300}, {},
+                     id="rdma-100-per-healthy-device"),
         pytest.param(device("n", gpu(0), gpu(1)),
                      {GPU_CORE: 200, GPU_MEMORY: 32 * GI, GPU_MEMORY_RATIO: 200, GPU: 200}, {}, id="two-gpus-summed"),
         pytest.param(device("n", gpu(0), gpu(1, health=False), gpu(2)),
@@ -74,7 +83,9 @@ def device(name: str, *devices: dict[str, Any], labels: dict[str, str] | None = 
 )
 def test_device_resources(dev: NodeDeviceRecord | None, resources: dict[str, int | None],
                           labels: dict[str, str]) -> None:
-    assert device_resources(dev) == DeviceResources(resources, labels)
+    """Koordinator's GPUDeviceResource and RDMADeviceResource rules; no healthy RDMA device removes
+    ``koordinator.sh/rdma`` (None) unless the case says otherwise."""
+    assert device_resources(dev) == DeviceResources({RDMA: None, **resources}, labels)
 
 
 @pytest.mark.parametrize(
@@ -236,3 +247,12 @@ async def test_a_node_whose_decision_raises_costs_that_node_only(monkeypatch: py
     assert await controller.reconcile() == 2
     assert sorted({w.node for w in api.writes}) == ["a", "c"]
     assert controller.contained.failures == 1
+
+
+def test_rdma_totals_are_written_and_removed() -> None:
+    node = make_node("n").capacity(cpu="8").build()
+    (write,) = decide_node(node, device_resources(device("n", rdma(0), rdma(1))))
+    assert write.body == {"status": {"capacity": {RDMA: "200"}, "allocatable": {RDMA: "200"}}}
+    with_rdma = make_node("n").capacity(cpu="8", **{RDMA: "200"}).build()
+    (write,) = decide_node(with_rdma, device_resources(device("n", rdma(0, health=False))))
+    assert write.body == {"status": {"capacity": {RDMA: None}, "allocatable": {RDMA: None}}}

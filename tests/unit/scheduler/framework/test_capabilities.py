@@ -175,6 +175,8 @@ def test_public_surface_is_pinned() -> None:
         "Handle",
         "IntArray",
         "JobNodeFinder",
+        "NUMAHintProvider",
+        "NUMATopologyHint",
         "NodeFilterResult",
         "NodeInfo",
         "NodePreferrer",
