@@ -23,10 +23,21 @@ import ctypes.util
 import logging
 import platform
 from collections.abc import Callable
+from typing import Protocol
 
 log = logging.getLogger(__name__)
 
 TRIM_DELAY_SECONDS = 5.0
+
+
+class Scheduled(Protocol):
+    """A callback due later (``asyncio.TimerHandle`` is one)."""
+
+    def cancel(self) -> None: ...
+
+
+CallLater = Callable[[float, Callable[[], None]], Scheduled]
+"""Runs a callback a number of seconds from now (the event loop's ``call_later``, or a test's fake timers)."""
 
 
 def glibc_malloc_trim() -> Callable[[], None] | None:
@@ -49,16 +60,23 @@ def glibc_malloc_trim() -> Callable[[], None] | None:
 
 
 class HeapTrimmer:
-    """Runs ``trim`` once, ``delay`` seconds after the first of a burst of :meth:`request` calls (on the
-    running event loop).
+    """Runs ``trim`` once, ``delay`` seconds after the first of a burst of :meth:`request` calls (through
+    ``call_later``; by default the running event loop's).
     ``trim`` None (not glibc) makes every request a no-op."""
 
-    def __init__(self, trim: Callable[[], None] | None, *, delay: float = TRIM_DELAY_SECONDS) -> None:
+    def __init__(
+        self,
+        trim: Callable[[], None] | None,
+        *,
+        delay: float = TRIM_DELAY_SECONDS,
+        call_later: CallLater | None = None,
+    ) -> None:
         self._trim = trim
         self.delay = delay
+        self._call_later = call_later
         self.trims = 0
         """How many trims ran (for tests and the debug log)."""
-        self._pending: asyncio.TimerHandle | None = None
+        self._pending: Scheduled | None = None
 
     @property
     def enabled(self) -> bool:
@@ -67,15 +85,17 @@ class HeapTrimmer:
     def request(self) -> None:
         """Trim ``delay`` seconds from now, unless a trim is already due (then that one covers this
         request too: a burst of lists gives one trim, and lists that keep coming cannot postpone it
-        for ever). Without a running event loop, trim at once."""
+        for ever). Without ``call_later`` and without a running event loop, trim at once."""
         if self._trim is None or self._pending is not None:
             return
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            self._run()
-            return
-        self._pending = loop.call_later(self.delay, self._run)
+        call_later = self._call_later
+        if call_later is None:
+            try:
+                call_later = asyncio.get_running_loop().call_later
+            except RuntimeError:
+                self._run()
+                return
+        self._pending = call_later(self.delay, self._run)
 
     def _run(self) -> None:
         self._pending = None

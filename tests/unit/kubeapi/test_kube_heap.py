@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import platform
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import pytest
 from fakeapi import FakeApi
@@ -25,30 +25,63 @@ class Counter:
         self.calls += 1
 
 
-async def test_requests_in_a_burst_trim_once() -> None:
-    counter = Counter()
-    trimmer = HeapTrimmer(counter, delay=0.05)
+class FakeTimers:
+    """``call_later`` on a clock the test moves: a callback runs in :meth:`advance` once its time is due."""
+
+    class Handle:
+        def __init__(self) -> None:
+            self.cancelled = False
+
+        def cancel(self) -> None:
+            self.cancelled = True
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.due: list[tuple[float, Callable[[], None], FakeTimers.Handle]] = []
+
+    def call_later(self, delay: float, callback: Callable[[], None]) -> FakeTimers.Handle:
+        handle = FakeTimers.Handle()
+        self.due.append((self.now + delay, callback, handle))
+        return handle
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+        ready = [entry for entry in self.due if entry[0] <= self.now + 1e-9]
+        self.due = [entry for entry in self.due if entry not in ready]
+        for _, callback, handle in ready:
+            if not handle.cancelled:
+                callback()
+
+
+def test_requests_in_a_burst_trim_once() -> None:
+    counter, timers = Counter(), FakeTimers()
+    trimmer = HeapTrimmer(counter, delay=0.05, call_later=timers.call_later)
     for _ in range(4):
         trimmer.request()
-        await asyncio.sleep(0.005)
+        timers.advance(0.005)
     assert counter.calls == 0
-    await asyncio.sleep(0.1)
+    assert len(timers.due) == 1
+    timers.advance(0.1)
     assert counter.calls == 1
     assert trimmer.trims == 1
     trimmer.request()  # a list after the trim asks for the next one
-    await asyncio.sleep(0.1)
+    timers.advance(0.1)
     assert counter.calls == 2
 
 
-async def test_requests_that_keep_coming_do_not_postpone_the_trim() -> None:
+def test_requests_that_keep_coming_do_not_postpone_the_trim() -> None:
     """Lists every 20 ms for 200 ms (kube-apiserver restarted again and again): the trim still runs
-    50 ms after the first, and again after the next requests."""
-    counter = Counter()
-    trimmer = HeapTrimmer(counter, delay=0.05)
+    50 ms after the first request of each burst (due at 50, 110 and 170 ms, run at the next step)."""
+    counter, timers = Counter(), FakeTimers()
+    trimmer = HeapTrimmer(counter, delay=0.05, call_later=timers.call_later)
+    ran_at = []
     for _ in range(10):
         trimmer.request()
-        await asyncio.sleep(0.02)
-    assert counter.calls >= 2
+        before = counter.calls
+        timers.advance(0.02)
+        if counter.calls > before:
+            ran_at.append(round(timers.now, 2))
+    assert ran_at == [0.06, 0.12, 0.18]
 
 
 def test_without_an_event_loop_the_trim_runs_at_once() -> None:
@@ -57,19 +90,32 @@ def test_without_an_event_loop_the_trim_runs_at_once() -> None:
     assert counter.calls == 1
 
 
-async def test_cancel_drops_the_pending_trim() -> None:
+async def test_on_the_running_loop_the_trim_waits_for_the_delay() -> None:
     counter = Counter()
-    trimmer = HeapTrimmer(counter, delay=0.02)
+    trimmer = HeapTrimmer(counter, delay=60)
+    trimmer.request()
+    await asyncio.sleep(0)
+    assert counter.calls == 0
+    trimmer.cancel()
+
+
+def test_cancel_drops_the_pending_trim() -> None:
+    counter, timers = Counter(), FakeTimers()
+    trimmer = HeapTrimmer(counter, delay=0.02, call_later=timers.call_later)
     trimmer.request()
     trimmer.cancel()
-    await asyncio.sleep(0.05)
+    timers.advance(1)
     assert counter.calls == 0
+    trimmer.request()  # a request after the cancel schedules a new trim
+    timers.advance(1)
+    assert counter.calls == 1
 
 
-async def test_no_trim_function_is_a_no_op() -> None:
-    trimmer = HeapTrimmer(None, delay=0)
+def test_no_trim_function_is_a_no_op() -> None:
+    timers = FakeTimers()
+    trimmer = HeapTrimmer(None, delay=0, call_later=timers.call_later)
     trimmer.request()
-    await asyncio.sleep(0.01)
+    assert timers.due == []
     assert not trimmer.enabled
     assert trimmer.trims == 0
 
