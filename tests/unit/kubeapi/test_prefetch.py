@@ -1,4 +1,4 @@
-"""The first lists of Nodes and Pods made early on a thread (``scheduler.prefetch``) deliver what the
+"""The first lists of Nodes and Pods made early on a thread (``kubeapi.prefetch``) deliver what the
 source's own first list delivers; changes made after them arrive through the watch; a failed early list
 falls back to listing at start."""
 
