@@ -123,7 +123,7 @@ def _holders(type_name: str, samples: int = 3, depth: int = 10) -> list[list[str
 
 SERIES = ("builtins.dict", "builtins.coroutine", "builtins.async_generator", "_ssl.MemoryBIO",
           "uvloop.loop.SSLProtocol", "aiohttp.client_reqrep.ClientResponse", "socket.socket",
-          "kopf._cogs.structs.bodies.Body", "builtins.traceback", "_asyncio.Task")
+          "builtins.traceback", "_asyncio.Task")
 
 
 @dataclass

@@ -19,8 +19,8 @@ QUIET_SECONDS = 60.0
 
 
 class OutageWindow:
-    """Which failures start an outage: the first one, and the first after ``quiet_seconds`` without any.
-    Shared by this module's :class:`OutageLog` and the app's folding of kopf's retry lines."""
+    """Which failures start an outage: the first one, and the first after ``quiet_seconds`` without any
+    (:class:`OutageLog` logs by it)."""
 
     def __init__(self, quiet_seconds: float = QUIET_SECONDS, *, clock: Callable[[], float] = time.monotonic) -> None:
         self.quiet_seconds = quiet_seconds
