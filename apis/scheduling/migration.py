@@ -19,8 +19,8 @@ from pydantic.config import JsonDict
 
 from apis.config.duration import parse_go_duration
 from apis.core import boundedjson
-from apis.core.parse import parse_timestamp
 from apis.core.frozendict import FrozenDict
+from apis.core.parse import parse_timestamp
 from apis.scheduling.constants import API_VERSION
 from apis.scheduling.record import TEMPLATE_MAX_DEPTH
 from apis.scheduling.reservation import ObjectMeta, ObjectReference
@@ -177,6 +177,8 @@ class PodMigrationJobRecord:
     annotations: Mapping[str, str] = field(default_factory=FrozenDict)
     paused: bool = False
     ttl_seconds: float | None = None
+    ttl_text: str = ""
+    """``spec.ttl`` as written (copied into the Reservation the job creates)."""
     mode: str = ""
     pod_namespace: str = ""
     pod_name: str = ""
@@ -219,21 +221,29 @@ def parse_pod_migration_job(raw: Mapping[str, Any]) -> PodMigrationJobRecord:
             raise ValueError(f"PodMigrationJob {name}: spec.ttl: {exc}") from None
     mode = spec.mode or ""
     if mode not in ("", MODE_RESERVATION_FIRST, MODE_EVICT_DIRECTLY):
-        raise ValueError(f"PodMigrationJob {name}: spec.mode: unknown mode {mode!r} "
-                         f"(want {MODE_RESERVATION_FIRST} or {MODE_EVICT_DIRECTLY})")
+        raise ValueError(
+            f"PodMigrationJob {name}: spec.mode: unknown mode {mode!r} "
+            f"(want {MODE_RESERVATION_FIRST} or {MODE_EVICT_DIRECTLY})"
+        )
     options = spec.reservation_options
     template = options.template if options is not None else None
     if template is not None and not isinstance(template, dict):
         raise ValueError(f"PodMigrationJob {name}: spec.reservationOptions.template: not an object")
     if template and boundedjson.exceeds_depth(template, TEMPLATE_MAX_DEPTH):
-        raise ValueError(f"PodMigrationJob {name}: spec.reservationOptions.template: "
-                         f"nested deeper than {TEMPLATE_MAX_DEPTH} levels")
+        raise ValueError(
+            f"PodMigrationJob {name}: spec.reservationOptions.template: nested deeper than {TEMPLATE_MAX_DEPTH} levels"
+        )
     ref = options.reservation_ref if options is not None else None
     status = job.status
-    conditions = tuple(
-        JobCondition(c.type, c.status, c.reason or "", c.message or "", c.last_transition_time or "")
-        for c in (status.conditions or []) if status is not None
-    ) if status is not None else ()
+    conditions = (
+        tuple(
+            JobCondition(c.type, c.status, c.reason or "", c.message or "", c.last_transition_time or "")
+            for c in (status.conditions or [])
+            if status is not None
+        )
+        if status is not None
+        else ()
+    )
     new_pod = status.pod_ref if status is not None else None
     return PodMigrationJobRecord(
         name=name,
@@ -244,6 +254,7 @@ def parse_pod_migration_job(raw: Mapping[str, Any]) -> PodMigrationJobRecord:
         annotations=FrozenDict(meta.annotations or {}),
         paused=bool(spec.paused),
         ttl_seconds=ttl,
+        ttl_text=spec.ttl or "",
         mode=mode,
         pod_namespace=spec.pod_ref.namespace or "",
         pod_name=spec.pod_ref.name or "",
