@@ -33,7 +33,7 @@ def add_controller_flags(parser: argparse.ArgumentParser, parse_bool: type | obj
     parser.add_argument("--controllers", default="*", metavar="LIST",
                         help="controllers to run, kube-controller-manager style: '*' (all, default), 'name', "
                         "'-name'; names: reservation, nodeslo, noderesource, nodemetric, elasticquota, podgroup, "
-                        "deviceresource "
+                        "deviceresource, and migration (off unless named) "
                         "(only the leader acts)")
     parser.add_argument("--scheduling", nargs="?", const=True, default=True, type=parse_bool,  # type: ignore[arg-type]
                         metavar="BOOL", help="schedule pods (default true); false: run only the controllers")

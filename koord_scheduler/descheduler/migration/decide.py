@@ -290,9 +290,7 @@ def decide(view: MigrationView) -> Step:
     if job.paused or job.finished or job.deletion_timestamp is not None:
         return IDLE
     if job.ttl_seconds and job.creation_timestamp is not None and view.now - job.creation_timestamp >= job.ttl_seconds:
-        r = view.reservation
-        delete = job.reservation_name if r is None or not r.is_terminated else ""
-        return _fail(view, REASON_TIMEOUT, "Abort job caused by timeout", delete=delete)
+        return _fail(view, REASON_TIMEOUT, "Abort job caused by timeout", delete=job.reservation_name)
     if job.phase in ("", "Pending"):
         if not job.pod_namespace or not job.pod_name:
             return _fail(view, REASON_INVALID_POD_REF, "Abort job caused by invalid PodRef")
@@ -386,7 +384,9 @@ def _through_reservation(view: MigrationView) -> Step:
     if r.phase in ("", PHASE_PENDING):
         return WAIT
     if r.phase == PHASE_FAILED and _reservation_condition(r, CONDITION_READY, REASON_EXPIRED) is not None:
-        return _fail(view, REASON_RESERVATION_EXPIRED, "Reservation expired", event=False)
+        return _fail(
+            view, REASON_RESERVATION_EXPIRED, "Reservation expired", event=False, delete=_own_reservation(view)
+        )
     scheduled = bool(r.node_name) and _reservation_condition(r, CONDITION_SCHEDULED, REASON_SCHEDULED, True) is not None
     if not scheduled:
         message = unschedulable[3] if unschedulable is not None else ""

@@ -331,3 +331,18 @@ def test_eviction_body_pins_the_uid() -> None:
         "metadata": {"name": "web-0", "namespace": "default"},
         "deleteOptions": {"gracePeriodSeconds": 0, "preconditions": {"uid": "u1"}},
     }
+
+
+async def test_timeout_deletes_a_reservation_that_expired_first() -> None:
+    h = Harness()
+    h.api.jobs["job-1"] = _job(ttl="5m")
+    await h.run()
+    h.api.reservations["uid-job-1"]["status"] = {
+        "phase": "Failed",
+        "conditions": [{"type": "Ready", "status": "False", "reason": "Expired"}],
+    }
+    h.clock.now = T0 + 301
+    h.controller.dirty.add("job-1")
+    await h.run()
+    assert h.job()["status"]["reason"] == "Timeout"
+    assert "uid-job-1" not in h.api.reservations
