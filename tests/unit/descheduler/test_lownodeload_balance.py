@@ -6,6 +6,7 @@ DefaultEvictor filter), given here as the ``evictable`` predicate."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import pytest
@@ -45,11 +46,11 @@ NOT_EVICTABLE = [P("p6", evictable=False), P("p7", evictable=False), P("p8", evi
 
 @dataclass
 class Case:
-    low: dict[str, float]
-    high: dict[str, float]
+    low: Mapping[str, float]
+    high: Mapping[str, float]
     pods: list[P]
-    prod_low: dict[str, float] = field(default_factory=dict)
-    prod_high: dict[str, float] = field(default_factory=dict)
+    prod_low: Mapping[str, float] = field(default_factory=dict)
+    prod_high: Mapping[str, float] = field(default_factory=dict)
     deviation: bool = False
 
 
@@ -94,8 +95,8 @@ def _plan(case: Case) -> list[str]:
 
 
 RS = [P(f"p{i}") for i in range(1, 6)]
-LOW = {"cpu": 30, "pods": 30}
-HIGH = {"cpu": 50, "pods": 50}
+LOW: dict[str, float] = {"cpu": 30, "pods": 30}
+HIGH: dict[str, float] = {"cpu": 50, "pods": 50}
 
 
 @pytest.mark.parametrize(

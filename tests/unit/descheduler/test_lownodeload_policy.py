@@ -7,8 +7,7 @@ import functools
 
 import pytest
 
-from apis.extension import priority_class_with_default
-from apis.extension import LABEL_POD_QOS
+from apis.extension import LABEL_POD_QOS, priority_class_with_default
 from apis.extension.qos import QoSClass, qos_class_with_default
 from koord_scheduler.descheduler.lownodeload.policy import (
     NodeLoad,
