@@ -59,6 +59,8 @@ class PlannedEviction:
     prod: bool
     reason: str
     """Koordinator's eviction reason (``node is overutilized, node cpu usage(85.00%)>threshold(70.00%)``)."""
+    target: str = ""
+    """The cool node whose room the pod was counted against (``nodeFit``); empty without nodeFit."""
 
 
 def assess_pool(nodes: Sequence[NodeLoad], options: PoolOptions) -> PoolAssessment:
@@ -133,6 +135,8 @@ class _State:
     usage: dict[str, dict[str, int]] = field(default_factory=dict)
     prod_usage: dict[str, dict[str, int]] = field(default_factory=dict)
     planned: list[PlannedEviction] = field(default_factory=list)
+    booked: dict[str, str] = field(default_factory=dict)
+    """pod key -> the cool node its usage was booked on."""
 
     def __post_init__(self) -> None:
         for name, node in self.assessment.nodes.items():
@@ -186,6 +190,7 @@ class _State:
             if any(after[r] > high[r] for r in after):
                 continue
             usage.update(after)
+            self.booked[pod.key] = node
             return True
         return False
 
@@ -206,7 +211,9 @@ class _State:
         for pod in pods:
             if not self._continue(source, available, prod=prod):
                 return
-            self.planned.append(PlannedEviction(pod, source.name, prod, self._reason(source, prod=prod)))
+            self.planned.append(
+                PlannedEviction(pod, source.name, prod, self._reason(source, prod=prod), self.booked.get(pod.key, ""))
+            )
             if pod.usage is None:
                 continue
             for r in available:
