@@ -30,7 +30,7 @@ from koord_scheduler.app.controllers import (
     hold_controllers,
 )
 from koord_scheduler.app.debug_server import LOOPBACK, start_debug_server
-from koord_scheduler.app.descheduling import build_migration
+from koord_scheduler.app.descheduling import build_descheduling
 from koord_scheduler.app.logs import loop_exception_handler
 from koord_scheduler.app.serve import (
     EVENT_LOOP_ENV,
@@ -105,16 +105,16 @@ def run_cluster(options: ServeOptions, registry: Callable[[], Registry], *, pref
     )
     kinds = scheduler.watched_kinds if scheduler is not None else {}
     errors = metrics.object_errors
-    hosted = [h for h in (
+    hosted: list[Hosted] = [h for h in (
         build_quota_status(options.controllers, source, options.config, client=(client.qps, client.burst),
                            scheduler_kinds=kinds, object_errors=errors),
         build_podgroup(options.controllers, source, options.config, client=(client.qps, client.burst),
                        scheduler_kinds=kinds, object_errors=errors),
         build_deviceresource(options.controllers, source, client=(client.qps, client.burst), scheduler_kinds=kinds,
                              object_errors=errors),
-        build_migration(options.controllers, source, client=(client.qps, client.burst), scheduler_kinds=kinds,
-                        object_errors=errors),
     ) if h is not None]
+    hosted += build_descheduling(options.controllers, source, client=(client.qps, client.burst),
+                                 scheduler_kinds=kinds, object_errors=errors)
     startup_log.info("start-up: profiles and controllers built (%.2f CPU-s since start)", time.process_time())
     log.info("koord-scheduler: profiles %s, controllers %s, API server %s (%s)",
              ", ".join(scheduler.profiles) if scheduler else "none (scheduling off)",

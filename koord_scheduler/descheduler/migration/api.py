@@ -144,6 +144,13 @@ class KubeMigrationApi:
         assert isinstance(out, Mapping)
         return out
 
+    async def create_job(self, body: Mapping[str, Any]) -> Mapping[str, Any]:
+        out = await self.http.request_json(
+            "POST", api_path(SCHEDULING_GROUP, SCHEDULING_VERSION, PLURAL), body=dict(body)
+        )
+        assert isinstance(out, Mapping)
+        return out
+
     async def delete_job(self, name: str) -> None:
         try:
             await self.http.request("DELETE", _job_path(name))
@@ -225,6 +232,16 @@ class MemoryMigrationApi:
             raise ApiError(409, "Conflict", "the object has been modified")
         _merge(obj, dict(body))
         return self._bump(obj)
+
+    async def create_job(self, body: Mapping[str, Any]) -> Mapping[str, Any]:
+        name = str(body["metadata"]["name"])
+        self._check("create_job", name)
+        created = {
+            **body,
+            "metadata": {**body["metadata"], "uid": f"uid-{name}", "creationTimestamp": "2026-01-01T00:00:00Z"},
+        }
+        self.jobs[name] = self._bump(created)
+        return self.jobs[name]
 
     async def delete_job(self, name: str) -> None:
         self._check("delete_job", name)

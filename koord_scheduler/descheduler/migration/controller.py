@@ -76,6 +76,27 @@ def gc_due(job: PodMigrationJobRecord, now: float) -> bool:
     return now - job.creation_timestamp >= limit
 
 
+class EvictLimiter:
+    """``evictQPS``/``evictBurst``: a token bucket over evictions (Koordinator's evict rate limiter)."""
+
+    def __init__(self, qps: float, burst: int, *, clock: Callable[[], float]) -> None:
+        self.qps = qps
+        self.burst = max(1, burst)
+        self.clock = clock
+        self.tokens = float(self.burst)
+        self.stamp = clock()
+
+    def wait(self) -> float:
+        """Take a token and return 0, or return the seconds until one is available (nothing taken)."""
+        now = self.clock()
+        self.tokens = min(float(self.burst), self.tokens + (now - self.stamp) * self.qps)
+        self.stamp = now
+        if self.tokens >= 1.0:
+            self.tokens -= 1.0
+            return 0.0
+        return (1.0 - self.tokens) / self.qps
+
+
 def _key(namespace: str, name: str) -> str:
     return f"{namespace}/{name}"
 
@@ -111,6 +132,8 @@ class MigrationController:
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._wake = asyncio.Event()
         self.evictions = 0
+        self.evict_limiter: EvictLimiter | None = None
+        """``evictQPS``/``evictBurst``; None: no limit."""
 
     # ----- informer events -----
 
@@ -311,6 +334,10 @@ class MigrationController:
 
     async def _evict(self, job: PodMigrationJobRecord, action: EvictPod) -> bool:
         key = _key(action.namespace, action.name)
+        wait = self.evict_limiter.wait() if self.evict_limiter is not None else 0.0
+        if wait > 0:
+            self._mark_later(job.name, wait)
+            return False
         try:
             await self.api.evict(action.namespace, action.name, uid=action.uid, delete_options=job.delete_options)
         except ClusterError as exc:

@@ -2,9 +2,9 @@
 
 A comma-separated list of ``*`` (every controller that is on by default), ``name`` (on) and ``-name``
 (off); ``-name`` wins over ``*`` and ``name`` alike. The colocation, quota, gang, device and Reservation
-controllers are on by default, so the default ``*`` runs them; the descheduling ones (``migration``) move
-running pods and are off until named, as kube-controller-manager's optional controllers are. An unknown
-name is refused before anything starts.
+controllers are on by default, so the default ``*`` runs them; the descheduling ones (``migration``,
+``descheduler``) move running pods and are off until named, as kube-controller-manager's optional
+controllers are. An unknown name is refused before anything starts.
 """
 
 from __future__ import annotations
@@ -19,9 +19,12 @@ ELASTICQUOTA = "elasticquota"
 PODGROUP = "podgroup"
 DEVICERESOURCE = "deviceresource"
 MIGRATION = "migration"
-CONTROLLER_NAMES = (RESERVATION, NODESLO, NODERESOURCE, NODEMETRIC, ELASTICQUOTA, PODGROUP, DEVICERESOURCE, MIGRATION)
+DESCHEDULER = "descheduler"
+CONTROLLER_NAMES = (
+    RESERVATION, NODESLO, NODERESOURCE, NODEMETRIC, ELASTICQUOTA, PODGROUP, DEVICERESOURCE, MIGRATION, DESCHEDULER,
+)
 """Every controller koord-scheduler hosts."""
-OFF_BY_DEFAULT = frozenset({MIGRATION})
+OFF_BY_DEFAULT = frozenset({MIGRATION, DESCHEDULER})
 """Controllers ``*`` leaves off: they evict pods, so a user turns them on by name."""
 
 
