@@ -33,6 +33,7 @@ from koord_scheduler.descheduler.lownodeload.policy import (
     pod_order,
     sort_nodes_by_usage,
 )
+from koord_scheduler.descheduler.lownodeload.room_index import INF, RoomIndex
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +44,8 @@ class PoolOptions:
     weights: Mapping[str, int] = field(default_factory=lambda: {"cpu": 1, "memory": 1})
     number_of_nodes: int = 0
     node_fit: bool = True
+    room_index: bool = True
+    """Find the cool node for ``nodeFit`` with :class:`.room_index.RoomIndex` (same answer, fewer checks)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,8 +140,10 @@ class _State:
     planned: list[PlannedEviction] = field(default_factory=list)
     booked: dict[str, str] = field(default_factory=dict)
     """pod key -> the cool node its usage was booked on."""
+    names: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        self.names = self.options.thresholds.resource_names
         for name, node in self.assessment.nodes.items():
             self.usage[name] = dict(node.usage)
             self.prod_usage[name] = dict(node.prod_usage)
@@ -165,22 +170,46 @@ class _State:
     ) -> None:
         if not targets:
             return
+        # Bookings persist across the pass's sources (as Koordinator's usage pointers do): one index per pass.
+        index = self._index(targets, prod=prod) if self.options.node_fit and self.options.room_index else None
         for source in sources:
             pods = [p for p in source.pods if p.prod] if prod else list(source.pods)
             removable = [
                 p
                 for p in pods
-                if self.evictable(p) and (not self.options.node_fit or self._fits_any(p, targets, prod=prod))
+                if self.evictable(p) and (not self.options.node_fit or self._fits_any(p, targets, index, prod=prod))
             ]
             if not removable:
                 continue
             self._evict(source, self._sorted(source, removable, prod=prod), available, prod=prod)
 
-    def _fits_any(self, pod: PodLoad, targets: Sequence[str], *, prod: bool) -> bool:
+    def _room(self, node: str, *, prod: bool) -> list[float]:
+        usage = self._usage(node, prod=prod)
+        high = self._high(node, prod=prod)
+        return [high[r] - usage[r] if r in high and r in usage else INF for r in self.names]
+
+    def _index(self, targets: Sequence[str], *, prod: bool) -> RoomIndex:
+        return RoomIndex([self._room(node, prod=prod) for node in targets])
+
+    def _fits_any(self, pod: PodLoad, targets: Sequence[str], index: RoomIndex | None, *, prod: bool) -> bool:
         """``podFitsAnyNodeWithThreshold``: the first cool node the pod fits without taking it over its
         high thresholds; the pod's usage is booked there."""
         if pod.usage is None:
             return False
+        if index is not None:
+            usage_of = pod.usage
+            need = [usage_of.get(r, 0) for r in self.names]
+            found = index.first_fit(need, lambda i: self.fits(pod, targets[i]))
+            if found is None:
+                return False
+            node = targets[found]
+            usage = self._usage(node, prod=prod)
+            for r in self._high(node, prod=prod):
+                if r in usage:
+                    usage[r] += usage_of.get(r, 0)
+            index.update(found, self._room(node, prod=prod))
+            self.booked[pod.key] = node
+            return True
         for node in targets:
             if not self.fits(pod, node):
                 continue

@@ -57,8 +57,11 @@ class PoolResult:
 
 
 def _int_annotation(pod: Pod, key: str) -> int:
+    text = pod.meta.annotations.get(key) if pod.meta.annotations else None
+    if text is None:
+        return 0
     try:
-        return int(pod.meta.annotations.get(key, "0"))
+        return int(text)
     except ValueError:
         return 0
 
@@ -70,7 +73,7 @@ def pod_load(pod: Pod, metric: NodeMetricRecord) -> PodLoad:
     return PodLoad(
         pod.namespace,
         pod.name,
-        dict(reported.usage) if reported is not None else None,
+        reported.usage if reported is not None else None,
         priority_class=priority_class_with_default(pod.meta.labels, pod.priority, qos),
         priority=pod.priority,
         kube_qos=pod.qos_class,
@@ -81,9 +84,19 @@ def pod_load(pod: Pod, metric: NodeMetricRecord) -> PodLoad:
     )
 
 
-def node_load(node: Node, pods: Sequence[Pod], metric: NodeMetricRecord, resources: Sequence[str]) -> NodeLoad:
+PodLoads = Callable[[Pod, NodeMetricRecord], PodLoad]
+
+
+def node_load(
+    node: Node,
+    pods: Sequence[Pod],
+    metric: NodeMetricRecord,
+    resources: Sequence[str],
+    *,
+    loads_of: PodLoads = pod_load,
+) -> NodeLoad:
     """Koordinator's ``getNodeUsage`` for one node."""
-    loads = tuple(pod_load(p, metric) for p in pods)
+    loads = tuple(loads_of(p, metric) for p in pods)
     prod_keys = {p.key for p in loads if p.prod}
     usage: dict[str, int] = {}
     prod_usage: dict[str, int] = {}
@@ -126,6 +139,22 @@ class LowNodeLoad:
                 for _ in range(2)
             )
             self.detectors[_pool_name(pool, i)] = (pair[0], pair[1])
+        self._loads: dict[str, tuple[Pod, object, PodLoad]] = {}
+        """pod key -> (pod, its reported usage, its PodLoad) of the last round: reused while both are the
+        same objects (the informers replace a record when it changes), so a steady cluster's round does not
+        rebuild 50,000 of them."""
+        self._seen: set[str] = set()
+
+    def _pod_load(self, pod: Pod, metric: NodeMetricRecord) -> PodLoad:
+        reported = metric.pods.get(pod.key)
+        cached = self._loads.get(pod.key)
+        self._seen.add(pod.key)
+        if cached is not None and cached[0] is pod and cached[1] is reported:
+            return cached[2]
+        load = pod_load(pod, metric)
+        self._loads[pod.key] = (pod, reported, load)
+        self._seen.add(pod.key)
+        return load
 
     def evictable_namespace(self, namespace: str) -> bool:
         ns = self.args.evictable_namespaces
@@ -153,8 +182,11 @@ class LowNodeLoad:
             return [PoolResult("", (), "LowNodeLoad is paused")]
         processed: set[str] = set()
         results = []
+        self._seen = set()
         for i, pool in enumerate(self.pools):
             results.append(self._pool(_pool_name(pool, i), pool, view, processed, evictable=evictable, fits=fits))
+        if len(self._loads) > len(self._seen):  # pods gone since the last round
+            self._loads = {k: v for k, v in self._loads.items() if k in self._seen}
         return results
 
     def _pool(
@@ -188,7 +220,7 @@ class LowNodeLoad:
                 continue
             pods = view.pods_by_node.get(node.name, ())
             pods_by_key.update((p.key, p) for p in pods)
-            loads.append(node_load(node, pods, metric, thresholds.resource_names))
+            loads.append(node_load(node, pods, metric, thresholds.resource_names, loads_of=self._pod_load))
         if not loads:
             return PoolResult(name, (), "no node with a fresh NodeMetric")
         options = PoolOptions(

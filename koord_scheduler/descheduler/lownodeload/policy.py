@@ -171,29 +171,29 @@ def node_thresholds(
     for name in thresholds.resource_names:
         if use_deviation:
             capacity = alloc.get(name, 0)
-            if thresholds.low[name] == MIN_PERCENTAGE:
+            if thresholds.low.get(name, 0.0) == MIN_PERCENTAGE:
                 lo[name] = hi[name] = capacity
             else:
                 lo[name] = resource_threshold(
-                    alloc, name, normalize_percentage(avg.get(name, 0.0) - thresholds.low[name])
+                    alloc, name, normalize_percentage(avg.get(name, 0.0) - thresholds.low.get(name, 0.0))
                 )
                 hi[name] = resource_threshold(
-                    alloc, name, normalize_percentage(avg.get(name, 0.0) + thresholds.high[name])
+                    alloc, name, normalize_percentage(avg.get(name, 0.0) + thresholds.high.get(name, 0.0))
                 )
-            if thresholds.prod_low[name] == MIN_PERCENTAGE:
+            if thresholds.prod_low.get(name, 0.0) == MIN_PERCENTAGE:
                 plo[name] = phi[name] = capacity
             else:
                 plo[name] = resource_threshold(
-                    alloc, name, normalize_percentage(prod_avg.get(name, 0.0) - thresholds.prod_low[name])
+                    alloc, name, normalize_percentage(prod_avg.get(name, 0.0) - thresholds.prod_low.get(name, 0.0))
                 )
                 phi[name] = resource_threshold(
-                    alloc, name, normalize_percentage(prod_avg.get(name, 0.0) + thresholds.prod_high[name])
+                    alloc, name, normalize_percentage(prod_avg.get(name, 0.0) + thresholds.prod_high.get(name, 0.0))
                 )
         else:
-            lo[name] = resource_threshold(alloc, name, thresholds.low[name])
-            hi[name] = resource_threshold(alloc, name, thresholds.high[name])
-            plo[name] = resource_threshold(alloc, name, thresholds.prod_low[name])
-            phi[name] = resource_threshold(alloc, name, thresholds.prod_high[name])
+            lo[name] = resource_threshold(alloc, name, thresholds.low.get(name, 0.0))
+            hi[name] = resource_threshold(alloc, name, thresholds.high.get(name, 0.0))
+            plo[name] = resource_threshold(alloc, name, thresholds.prod_low.get(name, 0.0))
+            phi[name] = resource_threshold(alloc, name, thresholds.prod_high.get(name, 0.0))
     return NodeThresholds(lo, hi, plo, phi)
 
 
