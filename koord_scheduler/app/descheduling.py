@@ -28,12 +28,13 @@ from apis.slo.common import GROUP as SLO_GROUP
 from apis.slo.common import VERSION as SLO_VERSION
 from apis.slo.nodemetric_record import parse_node_metric
 from koord_scheduler.app.controller_flags import ControllerFlags
+from koord_scheduler.app.controllers import ControllerClient
 from koord_scheduler.descheduler.controller import NODE_METRIC, DeschedulerController
 from koord_scheduler.descheduler.migration.api import KubeMigrationApi
 from koord_scheduler.descheduler.migration.controller import RESERVATION_KIND, EvictLimiter, MigrationController
 from koord_scheduler.descheduler.round import Descheduler
 from koord_scheduler.scheduler.controllers.selection import DESCHEDULER, MIGRATION
-from koord_scheduler.scheduler.kube import ApiHttp, KubeClusterSource, TokenBucket
+from koord_scheduler.scheduler.kube import ApiHttp, KubeClusterSource
 from koord_scheduler.scheduler.object_errors import ObjectErrors
 
 
@@ -55,7 +56,7 @@ def build_descheduling(
     flags: ControllerFlags,
     source: KubeClusterSource,
     *,
-    client: tuple[float, int],
+    client: ControllerClient,
     scheduler_kinds: Collection[str] = (),
     object_errors: ObjectErrors | None = None,
 ) -> list[Migration | DeschedulerHosted]:
@@ -84,7 +85,7 @@ def build_descheduling(
             source.watch_kind(
                 SCHEDULING_GROUP, SCHEDULING_VERSION, "reservations", parse_reservation, RESERVATION_KIND, optional=True
             )
-        http = ApiHttp(source.connection, TokenBucket(*client))
+        http = ApiHttp(source.connection, client.bucket())
         controller = MigrationController(
             KubeMigrationApi(http, source.events),
             ready=lambda: source.listed(migration.KIND) and source.listed(RESERVATION_KIND) and source.listed("Pod"),
@@ -99,7 +100,7 @@ def build_descheduling(
         if NODE_METRIC not in scheduler_kinds and not source.watches(NODE_METRIC):
             source.watch_kind(SLO_GROUP, SLO_VERSION, "nodemetrics", parse_node_metric, NODE_METRIC, optional=True)
         config, args = config_and_args
-        http = ApiHttp(source.connection, TokenBucket(*client))
+        http = ApiHttp(source.connection, client.bucket())
         descheduler = Descheduler(config, args, clock=time.time)
         out.append(
             DeschedulerHosted(
