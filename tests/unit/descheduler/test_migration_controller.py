@@ -346,3 +346,26 @@ async def test_timeout_deletes_a_reservation_that_expired_first() -> None:
     await h.run()
     assert h.job()["status"]["reason"] == "Timeout"
     assert "uid-job-1" not in h.api.reservations
+
+
+async def test_new_leader_resumes_without_evicting_again() -> None:
+    """Leader failover in the middle of a migration: the new leader's controller starts from what the API
+    server holds (the job's Eviction condition) and never evicts the pod a second time."""
+    h = Harness()
+    h.api.jobs["job-1"] = _job(ttl="10m")
+    await h.run()
+    h.schedule_reservation("uid-job-1", "node-b")
+    await h.run()
+    assert [c for c in h.api.calls if c[0] == "evict"] == [("evict", "default/web-0")]
+    # The old leader is gone; a new one starts with empty caches on the same API server. The pod is still
+    # terminating (it has not gone yet).
+    h.controller = MigrationController(h.api, clock=h.clock)
+    await h.run()
+    assert [c for c in h.api.calls if c[0] == "evict"] == [("evict", "default/web-0")]
+    del h.api.pods[("default", "web-0")]
+    h.replace_pod("uid-job-1", ready=True)
+    for _ in range(3):
+        h.controller.dirty.add("job-1")
+        await h.run()
+    assert h.job()["status"]["phase"] == "Succeeded"
+    assert [c for c in h.api.calls if c[0] == "evict"] == [("evict", "default/web-0")]
