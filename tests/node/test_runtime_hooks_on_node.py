@@ -35,12 +35,15 @@ COLOCATION_ON = {"enable": True, "cpuReclaimThresholdPercent": 300, **FAST_METRI
 UNLIMITED_MEMORY = 9223372036854771712  # cgroup v1's "no limit" on 4 KiB pages
 RECONCILE_INTERVAL = 10.0
 # Prints the container's own cgroup files (v1 per-controller mounts, or v2) and then sleeps: its first action.
-FIRST_ACTION = (
-    "for f in /sys/fs/cgroup/cpu/cpu.cfs_quota_us /sys/fs/cgroup/cpu/cpu.shares "
-    "/sys/fs/cgroup/memory/memory.limit_in_bytes /sys/fs/cgroup/cpuset/cpuset.cpus /sys/fs/cgroup/cpu.max "
-    "/sys/fs/cgroup/cpu.weight /sys/fs/cgroup/memory.max /sys/fs/cgroup/cpuset.cpus.effective; do "
-    '[ -r "$f" ] && echo "${f##*/}=$(cat "$f")"; done; echo printed; exec sleep 3600'
+# One grep reads them all ("path:value" lines) so the reading takes microseconds once the container runs: a
+# BE container under the kubelet's 2 cpu.shares can be starved for seconds on a busy machine, and a loop of
+# reads could then see the reconciler's values arrive half way.
+CGROUP_FILES = (
+    "/sys/fs/cgroup/cpu/cpu.cfs_quota_us /sys/fs/cgroup/cpu/cpu.shares /sys/fs/cgroup/memory/memory.limit_in_bytes "
+    "/sys/fs/cgroup/cpuset/cpuset.cpus /sys/fs/cgroup/cpu.max /sys/fs/cgroup/cpu.weight /sys/fs/cgroup/memory.max "
+    "/sys/fs/cgroup/cpuset.cpus.effective"
 )
+FIRST_ACTION = f"grep -sH . {CGROUP_FILES}; echo printed; exec sleep 3600"
 
 
 def _name(prefix: str) -> str:
@@ -91,7 +94,8 @@ def printed(node: RealNode, name: str, container: str = "c0") -> dict[str, str]:
         return out if "printed" in out else None
 
     out = wait_for(done, timeout=60, what=f"{name}/{container} to print its cgroup values")
-    return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+    pairs = (line.split(":", 1) for line in out.splitlines() if line.startswith("/sys/fs/cgroup/"))
+    return {path.rsplit("/", 1)[-1]: value for path, value in pairs}
 
 
 def quota(values: dict[str, str]) -> int:
