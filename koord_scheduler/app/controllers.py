@@ -8,6 +8,8 @@ Flags::
     --scheduling[=BOOL]         schedule pods (default true); false runs only the controllers
     --config-namespace NS       where slo-controller-config lives (default koordinator-system)
     --slo-config-name NAME      its name (default slo-controller-config)
+    --noderesource-plugins LIST the noderesource controller's plugins, Koordinator's form: "*" (all; the
+                                default), "Name", "-Name". Names: MidResource, BatchResource.
     --reservation-controller=false   kept for compatibility: the same as adding -reservation
 
 The colocation controllers read the scheduler's own Node, Pod and NodeMetric watches; they add the
@@ -92,7 +94,7 @@ def build_colocation(
     kinds = ["NodeMetric", "ConfigMap"] + (["NodeSLO"] if "nodeslo" in enabled else [])
     controllers = ColocationControllers(
         KubeControllerApi(http, source.events),
-        options=ColocationOptions(enabled=enabled),
+        options=ColocationOptions(enabled=enabled, noderesource_plugins=flags.noderesource_plugins),
         registry=metrics.registry,
         ready=lambda: all(source.listed(kind) for kind in kinds),
     )

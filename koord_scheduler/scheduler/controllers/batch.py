@@ -256,13 +256,14 @@ def status_consistent(node: Node) -> bool:
 
 
 def needs_sync(
-    current: tuple[int | None, int | None],
-    want: tuple[int | None, int | None],
+    current: tuple[int | None, ...],
+    want: tuple[int | None, ...],
     *,
     diff_threshold: float,
 ) -> bool:
     """Koordinator's resource gate: presence differs, or ``|new - old| > old * resourceDiffThreshold``
-    for either resource (strict; old 0 and new > 0 is a difference). The time gate is the caller's."""
+    for any of the resources, paired by position (strict; old 0 and new > 0 is a difference). The time
+    gate is the caller's."""
     for have, new in zip(current, want, strict=True):
         if (have is None) != (new is None):
             return True

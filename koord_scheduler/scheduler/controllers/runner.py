@@ -35,16 +35,15 @@ from apis.slo.nodemetric_record import NodeMetricRecord
 from koord_scheduler.framework.errors import ClusterError
 from koord_scheduler.framework.types import EventType
 from koord_scheduler.scheduler.controllers.api import ConfigMapRecord, ControllerApi
-from koord_scheduler.scheduler.controllers.batch import BATCH_RESOURCES
 from koord_scheduler.scheduler.controllers.decide import (
     NodeSLORecord,
     Write,
     canonical,
-    decide_batch_resources,
     decide_node_metric,
     decide_node_slo,
 )
-from koord_scheduler.scheduler.controllers.selection import NODEMETRIC, NODERESOURCE, NODESLO
+from koord_scheduler.scheduler.controllers.noderesource import MANAGED_RESOURCES, decide_node_resources
+from koord_scheduler.scheduler.controllers.selection import NODEMETRIC, NODERESOURCE, NODERESOURCE_PLUGINS, NODESLO
 from koord_scheduler.scheduler.controllers.waits import stopped_within, wake_or_stop
 from koord_scheduler.scheduler.kube.http import ApiError
 from koord_scheduler.scheduler.object_errors import ObjectErrors
@@ -62,9 +61,11 @@ arriving in one burst every 5 minutes."""
 @dataclass(frozen=True, slots=True)
 class ColocationOptions:
     """``enabled``: which of :data:`COLOCATION_CONTROLLERS` run. ``resync_seconds``: every node is
-    looked at again this often. ``concurrency``: writes in flight at once."""
+    looked at again this often. ``concurrency``: writes in flight at once. ``noderesource_plugins``: the
+    ``noderesource`` calculate plugins that run (``--noderesource-plugins``)."""
 
     enabled: frozenset[str] = frozenset(COLOCATION_CONTROLLERS)
+    noderesource_plugins: frozenset[str] = frozenset(NODERESOURCE_PLUGINS)
     resync_seconds: float = 600.0
     concurrency: int = 8
     retry_seconds: float = 5.0
@@ -249,9 +250,10 @@ class ColocationControllers:
         if node is None:
             return None
         pods = self.pods_by_node.get(name, {}).values()
-        decision = decide_batch_resources(
+        decision = decide_node_resources(
             node, pods, self.node_metrics.get(name), self.config, now=now, last_sync=self.last_sync.get(name),
             interval_spread=INTERVAL_SPREAD * (zlib.crc32(name.encode()) % 1000) / 1000,
+            plugins=self.options.noderesource_plugins,
         )
         if decision.recheck_at is not None:
             self._at(decision.recheck_at, NODERESOURCE, name)
@@ -321,7 +323,8 @@ class ColocationControllers:
             if node is not None:
                 values: dict[str, str | None] = write.body["status"]["allocatable"]
                 self.nodes[name] = dataclasses.replace(
-                    node, capacity=_with_batch(node.capacity, values), allocatable=_with_batch(node.allocatable, values)
+                    node, capacity=_with_resources(node.capacity, values),
+                    allocatable=_with_resources(node.allocatable, values),
                 )
             log.info("noderesource: node %s: %s", name, write.note)
         elif write.controller == NODESLO:
@@ -340,10 +343,12 @@ class ColocationControllers:
 
 
 
-def _with_batch(resources: Any, values: dict[str, str | None]) -> FrozenDict[str, int]:
+def _with_resources(resources: Any, values: dict[str, str | None]) -> FrozenDict[str, int]:
     out = dict(resources)
-    for resource in BATCH_RESOURCES:
-        amount = values.get(resource)
+    for resource in MANAGED_RESOURCES:
+        if resource not in values:
+            continue
+        amount = values[resource]
         if amount is None:
             out.pop(resource, None)
         else:
