@@ -9,11 +9,14 @@ Flags::
     --config-namespace NS       where slo-controller-config lives (default koordinator-system)
     --slo-config-name NAME      its name (default slo-controller-config)
     --noderesource-plugins LIST the noderesource controller's plugins, Koordinator's form: "*" (all; the
-                                default), "Name", "-Name". Names: MidResource, BatchResource.
+                                default), "Name", "-Name". Names: CPUNormalization, ResourceAmplification,
+                                MidResource, BatchResource.
     --reservation-controller=false   kept for compatibility: the same as adding -reservation
 
 The colocation controllers read the scheduler's own Node, Pod and NodeMetric watches; they add the
-NodeSLO kind (when ``nodeslo`` runs) and a watch of the one ConfigMap in its namespace. The ``elasticquota``
+NodeSLO kind (when ``nodeslo`` runs), a watch of the one ConfigMap in its namespace, and the
+NodeResourceTopology kind for the koordlet's ``cpu-basic-info`` (CPU normalization; shared with the NUMA
+plugin's watch when that runs; optional). The ``elasticquota``
 controller reads the same Node and Pod watches plus ElasticQuotas (optional: a cluster without the CRD
 still schedules). The ``podgroup`` controller reads the Pod watch and the PodGroup kind (the Coscheduling
 plugin's, or its own). The ``deviceresource`` controller reads the Node watch and the Device kind (the
@@ -45,15 +48,18 @@ from koord_scheduler.framework.errors import log_failure
 from koord_scheduler.scheduler.controllers.api import KubeControllerApi, parse_config_map
 from koord_scheduler.scheduler.controllers.decide import parse_node_slo
 from koord_scheduler.scheduler.controllers.deviceresource import DeviceResourceController
+from koord_scheduler.scheduler.controllers.normalization import parse_cpu_basic_info_record
 from koord_scheduler.scheduler.controllers.podgroup import PodGroupController
 from koord_scheduler.scheduler.controllers.quota_status import QuotaStatusController
 from koord_scheduler.scheduler.controllers.runner import (
     COLOCATION_CONTROLLERS,
+    NODE_RESOURCE_TOPOLOGY,
     ColocationControllers,
     ColocationOptions,
     ControllerSink,
 )
 from koord_scheduler.scheduler.controllers.selection import (
+    CPU_NORMALIZATION,
     DEVICERESOURCE,
     ELASTICQUOTA,
     PODGROUP,
@@ -104,6 +110,14 @@ def build_colocation(
         source.watch_kind(GROUP, VERSION, "nodeslos", parse_node_slo, "NodeSLO", optional=True)
     source.watch_kind("", "v1", "configmaps", parse_config_map, "ConfigMap", namespace=flags.config_namespace,
                       field_selector=f"metadata.name={flags.config_name}", optional=True)
+    if (
+        "noderesource" in enabled
+        and CPU_NORMALIZATION in flags.noderesource_plugins
+        and NODE_RESOURCE_TOPOLOGY not in scheduler_kinds
+        and not source.watches(NODE_RESOURCE_TOPOLOGY)
+    ):  # the koordlet's cpu-basic-info; the NUMA plugin's own watch serves when it runs
+        source.watch_kind("topology.node.k8s.io", "v1alpha1", "noderesourcetopologies", parse_cpu_basic_info_record,
+                          NODE_RESOURCE_TOPOLOGY, optional=True)
     return Colocation(controllers, http)
 
 

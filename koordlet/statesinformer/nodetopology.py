@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from apis.configuration.normalization import ANNOTATION_CPU_BASIC_INFO
 from apis.extension.constants import ANNOTATION_NODE_RESERVATION, LABEL_POD_QOS
 from apis.extension.numa import (
     ANNOTATION_KUBELET_CPU_MANAGER_POLICY,
@@ -43,6 +44,7 @@ from koordlet.system.cputopology import CPUTopology
 
 NRT_API_VERSION = "topology.node.k8s.io/v1alpha1"
 MANAGED_ANNOTATIONS = (
+    ANNOTATION_CPU_BASIC_INFO,
     ANNOTATION_NODE_CPU_TOPOLOGY,
     ANNOTATION_NODE_CPU_SHARED_POOLS,
     ANNOTATION_NODE_BE_CPU_SHARED_POOLS,
@@ -167,9 +169,15 @@ def pools_by_numa(topo: CPUTopology, cpus: frozenset[int]) -> list[CPUSharedPool
 
 
 def topology_annotations(
-    topo: CPUTopology, pods: Iterable[PodMeta], kubelet: KubeletCPUManager, node_annotations: Mapping[str, str]
+    topo: CPUTopology,
+    pods: Iterable[PodMeta],
+    kubelet: KubeletCPUManager,
+    node_annotations: Mapping[str, str],
+    *,
+    cpu_basic_info: str = "{}",
 ) -> dict[str, str]:
-    """The five managed annotations of the node's NodeResourceTopology."""
+    """The managed annotations of the node's NodeResourceTopology; ``cpu_basic_info`` is the JSON of
+    :class:`koordlet.system.cpuinfo.CPUBasicInfo` (the noderesource controller's CPU normalization)."""
     pools = shared_pools(topo, pods, kubelet, node_reserved_cpus(node_annotations))
     allocs = [
         {
@@ -182,6 +190,7 @@ def topology_annotations(
         for pod, uid, cpus in pools.kubelet_pods
     ]
     return {
+        ANNOTATION_CPU_BASIC_INFO: cpu_basic_info,
         ANNOTATION_NODE_CPU_TOPOLOGY: cpu_topology_to_json(CPUInfo(c.cpu, c.core, c.socket, c.node) for c in topo.cpus),
         ANNOTATION_NODE_CPU_SHARED_POOLS: shared_pools_to_json(pools_by_numa(topo, pools.ls)),
         ANNOTATION_NODE_BE_CPU_SHARED_POOLS: shared_pools_to_json(pools_by_numa(topo, pools.be)),

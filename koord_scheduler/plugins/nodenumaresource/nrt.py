@@ -29,6 +29,7 @@ from koord_scheduler.framework.types import ObjectKind
 from koord_scheduler.plugins.nodenumaresource.topology import CPUTopology
 
 NRT_GROUP = "topology.node.k8s.io"
+ANNOTATION_CPU_BASIC_INFO = "node.koordinator.sh/cpu-basic-info"
 NRT_VERSION = "v1alpha1"
 
 _KUBELET_POLICIES = {
@@ -51,6 +52,9 @@ class NodeTopologyRecord:
     numa_resources: Mapping[int, Mapping[str, int]] = field(default_factory=dict)
     """Allocatable per NUMA node from the ``Node`` zones (``node-<id>``), cpu reduced by the reserved CPUs
     inside the zone (``extractNUMANodeResources``)."""
+    cpu_basic_info: str = ""
+    """The ``node.koordinator.sh/cpu-basic-info`` annotation as written (the noderesource controller's
+    CPU normalization reads it from the same watch)."""
 
     @property
     def numa_nodes(self) -> list[int]:
@@ -114,7 +118,9 @@ def parse_node_resource_topology(obj: Mapping[str, Any]) -> NodeTopologyRecord:
         if amounts.get(CPU):
             inside = sum(1 for cpu in reserved if cpu in topology.cpus and topology.cpus[cpu].node == node)
             amounts[CPU] = max(0, amounts[CPU] - inside * 1000)
-    return NodeTopologyRecord(name, topology, frozenset(reserved), static, full_only, numa_policy, zones)
+    basic_info = annotations.get(ANNOTATION_CPU_BASIC_INFO, "")
+    return NodeTopologyRecord(name, topology, frozenset(reserved), static, full_only, numa_policy, zones,
+                              basic_info if isinstance(basic_info, str) else "")
 
 
 def _numa_zones(zones: Any, owner: str) -> dict[int, dict[str, int]]:

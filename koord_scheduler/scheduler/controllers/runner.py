@@ -43,6 +43,7 @@ from koord_scheduler.scheduler.controllers.decide import (
     decide_node_slo,
 )
 from koord_scheduler.scheduler.controllers.noderesource import MANAGED_RESOURCES, decide_node_resources
+from koord_scheduler.scheduler.controllers.normalization import CPUBasicInfoSource
 from koord_scheduler.scheduler.controllers.selection import NODEMETRIC, NODERESOURCE, NODERESOURCE_PLUGINS, NODESLO
 from koord_scheduler.scheduler.controllers.waits import stopped_within, wake_or_stop
 from koord_scheduler.scheduler.kube.http import ApiError
@@ -52,6 +53,9 @@ from koord_scheduler.scheduler.source import EventSink
 log = logging.getLogger(__name__)
 
 COLOCATION_CONTROLLERS = (NODESLO, NODERESOURCE, NODEMETRIC)
+NODE_RESOURCE_TOPOLOGY = "NodeResourceTopology"
+"""Read for the ``cpu-basic-info`` annotation the koordlet publishes: any :class:`CPUBasicInfoSource`
+(the scheduler's own NRT record when it watches the kind, else :class:`.normalization.CPUBasicInfoRecord`)."""
 INTERVAL_SPREAD = 0.2
 """Each node's ``updateTimeThresholdSeconds`` is stretched by up to this fraction (a stable hash of its
 name), so the time-gated writes of nodes first written together spread over a minute instead of
@@ -105,6 +109,8 @@ class ColocationControllers:
         self.pods_by_node: dict[str, dict[str, Pod]] = {}
         self.node_metrics: dict[str, NodeMetricRecord] = {}
         self.node_slos: dict[str, NodeSLORecord] = {}
+        self.cpu_basic_info: dict[str, str] = {}
+        """Node name -> its NodeResourceTopology's ``cpu-basic-info`` annotation (CPU normalization)."""
         self.config: SloConfig = default_slo_config()
         self.last_sync: dict[str, float] = {}
         self.write_counts: collections.Counter[tuple[str, str]] = collections.Counter()
@@ -159,6 +165,16 @@ class ColocationControllers:
             else:
                 self.node_slos[name] = new
             self._mark(name, (NODESLO,))
+        elif kind == NODE_RESOURCE_TOPOLOGY:
+            name = (new or old).name
+            info = new.cpu_basic_info if isinstance(new, CPUBasicInfoSource) else ""
+            if info:
+                changed = self.cpu_basic_info.get(name) != info
+                self.cpu_basic_info[name] = info
+            else:
+                changed = self.cpu_basic_info.pop(name, None) is not None
+            if changed:
+                self._mark(name, (NODERESOURCE,))
         elif kind == "ConfigMap":
             self.on_config_map(None if event == EventType.DELETED else new)
 
@@ -253,7 +269,7 @@ class ColocationControllers:
         decision = decide_node_resources(
             node, pods, self.node_metrics.get(name), self.config, now=now, last_sync=self.last_sync.get(name),
             interval_spread=INTERVAL_SPREAD * (zlib.crc32(name.encode()) % 1000) / 1000,
-            plugins=self.options.noderesource_plugins,
+            plugins=self.options.noderesource_plugins, cpu_basic_info=self.cpu_basic_info.get(name),
         )
         if decision.recheck_at is not None:
             self._at(decision.recheck_at, NODERESOURCE, name)
@@ -318,14 +334,22 @@ class ColocationControllers:
         """Reflect a successful write in the local indexes until the watch brings the server's version."""
         name = write.node
         if write.controller == NODERESOURCE:
-            self.last_sync[name] = self.clock()
             node = self.nodes.get(name)
+            status = write.body.get("status")
+            if status is not None:
+                self.last_sync[name] = self.clock()
+                if node is not None:
+                    values: dict[str, str | None] = status["allocatable"]
+                    node = dataclasses.replace(
+                        node, capacity=_with_resources(node.capacity, values),
+                        allocatable=_with_resources(node.allocatable, values),
+                    )
+            meta = write.body.get("metadata")
+            if meta is not None and node is not None:
+                annotations = _with_annotations(node.annotations, meta["annotations"])
+                node = dataclasses.replace(node, meta=dataclasses.replace(node.meta, annotations=annotations))
             if node is not None:
-                values: dict[str, str | None] = write.body["status"]["allocatable"]
-                self.nodes[name] = dataclasses.replace(
-                    node, capacity=_with_resources(node.capacity, values),
-                    allocatable=_with_resources(node.allocatable, values),
-                )
+                self.nodes[name] = node
             log.info("noderesource: node %s: %s", name, write.note)
         elif write.controller == NODESLO:
             if write.verb == "DELETE":
@@ -353,6 +377,16 @@ def _with_resources(resources: Any, values: dict[str, str | None]) -> FrozenDict
             out.pop(resource, None)
         else:
             out[resource] = int(amount)
+    return FrozenDict(out)
+
+
+def _with_annotations(annotations: Any, changes: dict[str, str | None]) -> FrozenDict[str, str]:
+    out = dict(annotations)
+    for key, value in changes.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = value
     return FrozenDict(out)
 
 

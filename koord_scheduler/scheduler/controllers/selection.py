@@ -52,7 +52,9 @@ def parse_controllers(text: str, *, known: Iterable[str] = CONTROLLER_NAMES) -> 
 
 BATCH_RESOURCE = "BatchResource"
 MID_RESOURCE = "MidResource"
-NODERESOURCE_PLUGINS = (MID_RESOURCE, BATCH_RESOURCE)
+CPU_NORMALIZATION = "CPUNormalization"
+RESOURCE_AMPLIFICATION = "ResourceAmplification"
+NODERESOURCE_PLUGINS = (CPU_NORMALIZATION, RESOURCE_AMPLIFICATION, MID_RESOURCE, BATCH_RESOURCE)
 """The ``noderesource`` controller's calculate plugins (``--noderesource-plugins``), in Koordinator's
 order; every one is on by default."""
 

@@ -1,7 +1,8 @@
 """NodeTopologyReport: publish this node's NodeResourceTopology (Koordinator
 ``pkg/koordlet/statesinformer/impl/states_noderesourcetopology.go``; gate ``NodeTopologyReport``, Beta, on).
 
-Every ``--node-topology-sync-interval`` (3 s) the object is recomputed from sysfs, the pods' bound
+Every ``--node-topology-sync-interval`` (3 s) the object is recomputed from sysfs (and, once,
+``/proc/cpuinfo`` for the ``cpu-basic-info`` annotation CPU normalization reads), the pods' bound
 cpusets, the kubelet CPU manager checkpoint and the node's reservation annotation
 (:mod:`koordlet.statesinformer.nodetopology`). It is created when missing (named after the node, owned
 by it) and updated only when a managed field differs, so the API server sees a write only when a
@@ -29,6 +30,7 @@ from koordlet.statesinformer.nodetopology import (
     topology_annotations,
     topology_zones,
 )
+from koordlet.system.cpuinfo import read_cpu_basic_info
 from koordlet.system.errorlog import FailureLog
 from koordlet.system.hugepages import read_numa_hugepages
 
@@ -51,6 +53,8 @@ class NodeTopologyReport(Strategy):
         """The last computed object (kept without an API server too, as upstream keeps its local copy)."""
         self.writes = 0
         self.failures = FailureLog(log)
+        self.cpu_basic_info: str | None = None
+        """Read once (model, HT, turbo change only with a reboot)."""
 
     def init_flags(self, parser: argparse.ArgumentParser) -> None:
         super().init_flags(parser)
@@ -72,8 +76,13 @@ class NodeTopologyReport(Strategy):
         informer = self.ctx.states_informer
         node = informer.node
         topology = self.node_state.cpu_topology()
+        if self.cpu_basic_info is None:
+            self.cpu_basic_info = read_cpu_basic_info(
+                Path(arg(self.ctx, "proc_root", Path("/proc"))), self.node_state.sysfs_root, topology
+            ).to_json()
         annotations = topology_annotations(
-            topology, informer.get_all_pods(), self.node_state.kubelet(), node.annotations if node else {}
+            topology, informer.get_all_pods(), self.node_state.kubelet(), node.annotations if node else {},
+            cpu_basic_info=self.cpu_basic_info,
         )
         gates = self.ctx.gates
         hugepages = None

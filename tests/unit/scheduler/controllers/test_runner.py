@@ -163,7 +163,8 @@ def test_time_gate(since_last: float, spread: float, want_write: bool) -> None:
     config, _ = parse_slo_config(CHART)
     node = make_node("n1").capacity({"cpu": "10", "memory": "40Gi", "kubernetes.io/batch-cpu": "5300",
                                      "kubernetes.io/batch-memory": str(24 * GI), "kubernetes.io/mid-cpu": "0",
-                                     "kubernetes.io/mid-memory": "0"}).build()
+                                     "kubernetes.io/mid-memory": "0"}).annotation(
+        "node.koordinator.sh/cpu-normalization-ratio", "1.00").build()
     decision = decide_node_resources(node, [], parse(metric_obj("n1", age=10)), config, now=NOW,
                                       last_sync=NOW - since_last, interval_spread=spread)
     assert (decision.write is not None) is want_write  # 5300 -> 5500 is a 3.8 % change

@@ -46,8 +46,11 @@ def test_refused(text: str, message: str) -> None:
 @pytest.mark.parametrize(
     ("text", "want"),
     [
-        pytest.param("*", {"MidResource", "BatchResource"}, id="star-is-all"),
-        pytest.param("*,-MidResource", {"BatchResource"}, id="batch-only"),
+        pytest.param("*", {"CPUNormalization", "ResourceAmplification", "MidResource", "BatchResource"},
+                     id="star-is-all"),
+        pytest.param("*,-MidResource", {"CPUNormalization", "ResourceAmplification", "BatchResource"},
+                     id="all-but-mid"),
+        pytest.param("BatchResource", {"BatchResource"}, id="batch-only"),
         pytest.param("MidResource", {"MidResource"}, id="named-only"),
     ],
 )
