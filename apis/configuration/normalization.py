@@ -1,4 +1,5 @@
-"""``cpu-normalization-config`` and ``resource-amplification-config`` of ``slo-controller-config``.
+"""``cpu-normalization-config``, ``resource-amplification-config`` and ``host-application-config`` of
+``slo-controller-config``.
 
 Koordinator ``apis/configuration`` (``CPUNormalizationCfg``, ``ResourceAmplificationCfg``). Both hold their
 cluster strategy inline at the top level plus ``nodeConfigs: [{name, nodeSelector, ...}]``, as
@@ -22,7 +23,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from apis.slo.common import WireModel
+from apis.slo.nodeslo import HostApplicationSpec
 
+HOST_APPLICATION_KEY = "host-application-config"
 CPU_NORMALIZATION_KEY = "cpu-normalization-config"
 RESOURCE_AMPLIFICATION_KEY = "resource-amplification-config"
 
@@ -30,6 +33,13 @@ LABEL_CPU_NORMALIZATION_ENABLED = "node.koordinator.sh/cpu-normalization-enabled
 ANNOTATION_CPU_NORMALIZATION_RATIO = "node.koordinator.sh/cpu-normalization-ratio"
 ANNOTATION_CPU_BASIC_INFO = "node.koordinator.sh/cpu-basic-info"
 ANNOTATION_RESOURCE_AMPLIFICATION_RATIO = "node.koordinator.sh/resource-amplification-ratio"
+
+
+class HostApplicationCfgWire(WireModel):
+    """``host-application-config``: ``{applications: [...], nodeConfigs: [{name, nodeSelector, applications}]}``;
+    a matching node entry's list replaces the cluster's (an entry without one gives none)."""
+
+    applications: list[HostApplicationSpec] | None = None
 
 
 class ModelRatioWire(WireModel):

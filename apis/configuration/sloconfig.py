@@ -39,9 +39,11 @@ from apis.configuration.normalization import (
     CPU_NORMALIZATION_KEY,
     DEFAULT_CPU_NORMALIZATION,
     DEFAULT_RESOURCE_AMPLIFICATION,
+    HOST_APPLICATION_KEY,
     MAP_VALUES_REPLACED,
     RESOURCE_AMPLIFICATION_KEY,
     CPUNormalizationStrategyWire,
+    HostApplicationCfgWire,
     ResourceAmplificationStrategyWire,
 )
 from apis.core.errors import ParseError
@@ -62,7 +64,7 @@ RESOURCE_QOS_KEY = "resource-qos-config"
 CPU_BURST_KEY = "cpu-burst-config"
 SYSTEM_KEY = "system-config"
 KEYS = (COLOCATION_KEY, RESOURCE_THRESHOLD_KEY, RESOURCE_QOS_KEY, CPU_BURST_KEY, SYSTEM_KEY,
-        CPU_NORMALIZATION_KEY, RESOURCE_AMPLIFICATION_KEY)
+        HOST_APPLICATION_KEY, CPU_NORMALIZATION_KEY, RESOURCE_AMPLIFICATION_KEY)
 
 ANNOTATION_NETWORK_BANDWIDTH = "node.koordinator.sh/network-bandwidth"
 
@@ -88,10 +90,15 @@ class _Section:
     rules: tuple[ranges.Rule, ...]
     spec_field: str
     inline: bool = False
+    node_replaces: bool = False
+    """A node entry's fields replace the cluster strategy instead of merging over it."""
 
 
 _SECTIONS: dict[str, _Section] = {
     COLOCATION_KEY: _Section(None, DEFAULT_COLOCATION_WIRE, ranges.COLOCATION_RULES, "", inline=True),
+    HOST_APPLICATION_KEY: _Section(
+        HostApplicationCfgWire, {}, (), "hostApplications", inline=True, node_replaces=True
+    ),
     CPU_NORMALIZATION_KEY: _Section(CPUNormalizationStrategyWire, DEFAULT_CPU_NORMALIZATION, (), "", inline=True),
     RESOURCE_AMPLIFICATION_KEY: _Section(
         ResourceAmplificationStrategyWire, DEFAULT_RESOURCE_AMPLIFICATION, (), "", inline=True
@@ -242,7 +249,8 @@ def _parse_key(name: str, text: str) -> StrategyKey:
     if not isinstance(entries, list):
         raise ValueError(f"{entries_field}: expected a list")
     profiles = tuple(
-        _profile(entry, f"{entries_field}[{i}]", cluster=cluster, read=read, rules=section.rules)
+        _profile(entry, f"{entries_field}[{i}]", cluster={} if section.node_replaces else cluster, read=read,
+                 rules=section.rules)
         for i, entry in enumerate(entries)
     )
     return StrategyKey(cluster, profiles)
@@ -313,13 +321,17 @@ def _check(obj: Json, rules: Sequence[ranges.Rule], path: str) -> None:
 
 
 def render_node_slo_spec(config: SloConfig, labels: Mapping[str, str], annotations: Mapping[str, str]) -> Json:
-    """The NodeSLO ``spec`` for a node with these labels and annotations (wire JSON).
+    """The NodeSLO ``spec`` for a node with these labels and annotations (wire JSON), without
+    ``extensions`` (the controller passes the existing NodeSLO's through).
 
     ``node.koordinator.sh/network-bandwidth``, when it is a valid quantity, replaces
     ``systemStrategy.totalNetworkBandwidth``."""
     spec: Json = {}
     for name in (RESOURCE_THRESHOLD_KEY, RESOURCE_QOS_KEY, CPU_BURST_KEY, SYSTEM_KEY):
         spec[_SECTIONS[name].spec_field] = config.key(name).for_node(labels)
+    applications = config.key(HOST_APPLICATION_KEY).for_node(labels).get("applications")
+    if applications:  # omitempty: no list, no field
+        spec["hostApplications"] = applications
     bandwidth = annotations.get(ANNOTATION_NETWORK_BANDWIDTH)
     if bandwidth:
         try:

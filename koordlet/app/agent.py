@@ -116,6 +116,7 @@ class Agent:
                 collect_interval_seconds=options.collect_interval,
                 enable_psi=gates.enabled("PSICollector"),
                 page_cache=self.page_cache_wanted,
+                host_applications=lambda: self.informer.node_slo.host_applications or (),
             ),
             clock=self.clock,
         )

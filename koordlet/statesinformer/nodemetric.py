@@ -9,7 +9,12 @@ from typing import Protocol
 
 from apis.slo import NodeMetricStatus, resolve_collect_policy
 from koordlet.statesinformer.informer import StatesInformer
-from koordlet.statesinformer.reporter import ProdPrediction, UsageSource, build_node_metric_status
+from koordlet.statesinformer.reporter import (
+    HostAppUsageSource,
+    ProdPrediction,
+    UsageSource,
+    build_node_metric_status,
+)
 from koordlet.system.clock import Clock, wall_clock
 from koordlet.system.errorlog import FailureLog
 
@@ -45,8 +50,10 @@ class NodeMetricReporter:
 
     def decide(self) -> NodeMetricStatus:
         policy = resolve_collect_policy(self.informer.node_metric_spec)
+        host_usage = self.source if isinstance(self.source, HostAppUsageSource) else None
         return build_node_metric_status(
-            self.source, self.informer.get_all_pods(), policy, self.clock(), prediction=self.prediction
+            self.source, self.informer.get_all_pods(), policy, self.clock(), prediction=self.prediction,
+            host_apps=self.informer.node_slo.host_applications or (), host_usage=host_usage,
         )
 
     async def report_once(self) -> NodeMetricStatus:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from apis.slo import (
     AggregatedUsage,
@@ -23,7 +23,8 @@ from apis.slo import (
     format_go_duration,
     format_milli,
 )
-from apis.slo.nodemetric import AGGREGATION_TYPES
+from apis.slo.nodemetric import AGGREGATION_TYPES, HostApplicationMetricInfo
+from apis.slo.nodeslo import HostApplicationSpec
 from koordlet.statesinformer.pods import PodMeta
 
 CPU, MEMORY = "cpu", "memory"
@@ -85,6 +86,13 @@ def _aggregated(query: _Query, durations: Iterable[int], now: float) -> list[Agg
     return out or None
 
 
+@runtime_checkable
+class HostAppUsageSource(Protocol):
+    """Usage of a host application (by its NodeSLO name) over a window."""
+
+    def host_app_usage(self, name: str, resource: str, start: float, end: float) -> UsageWindow | None: ...
+
+
 class ProdPrediction(Protocol):
     """The peak predictor as the reporter sees it: for the pods that have metrics, the prod reclaimable
     and the node peak (cpu in millicores, memory in bytes), or None when it cannot predict yet."""
@@ -106,10 +114,14 @@ def build_node_metric_status(
     now: float,
     *,
     prediction: ProdPrediction | None = None,
+    host_apps: Sequence[HostApplicationSpec] = (),
+    host_usage: HostAppUsageSource | None = None,
 ) -> NodeMetricStatus:
     """The status the koordlet reports at ``now`` (seconds since the epoch). With ``prediction``,
     ``prodReclaimableMetric`` (empty when it cannot predict yet, which the controller reads as 0) and
-    ``prodPeakMetric`` are filled for the pods that have metrics, as Koordinator's reporter does."""
+    ``prodPeakMetric`` are filled for the pods that have metrics, as Koordinator's reporter does.
+    ``hostApplicationMetric`` holds the average usage of each of ``host_apps`` (the NodeSLO's) that has
+    samples, sorted by name, with its priority and QoS."""
     start = now - policy.aggregate_duration_seconds
     # nodeMemoryCollectPolicy: usageWithPageCache reports node and pod memory with page cache;
     # usageWithHotPageCache needs kidled, which pykoord does not drive: it degrades to the default, as
@@ -138,6 +150,16 @@ def build_node_metric_status(
                 pod_usage=_avg_map(windows),
             )
         )
+    host_metrics: list[HostApplicationMetricInfo] = []
+    if host_usage is not None:
+        for app in sorted(host_apps, key=lambda a: a.name or ""):
+            if not app.name:
+                continue
+            windows = {r: host_usage.host_app_usage(app.name, r, start, now) for r in (CPU, MEMORY)}
+            if any(w is None for w in windows.values()):
+                continue
+            host_metrics.append(HostApplicationMetricInfo(
+                name=app.name, usage=_avg_map(windows), priority=app.priority, qos=app.qos))
     reclaimable = peak = None
     if prediction is not None:
         predicted = prediction(measured, now)
@@ -145,6 +167,7 @@ def build_node_metric_status(
         peak = None if predicted is None else _reclaimable(predicted[1])
     return NodeMetricStatus(
         update_time=datetime.fromtimestamp(int(now), tz=UTC),
+        host_application_metric=host_metrics or None,
         prod_reclaimable_metric=reclaimable,
         prod_peak_metric=peak,
         node_metric=NodeMetricInfo(

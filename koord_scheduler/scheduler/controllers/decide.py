@@ -57,6 +57,8 @@ class NodeSLORecord:
 
     name: str
     spec: str
+    extensions: Any = None
+    """``spec.extensions`` as written (None: absent), passed through as Koordinator passes it."""
 
 
 def canonical(obj: Any) -> str:
@@ -69,20 +71,37 @@ def parse_node_slo(obj: Mapping[str, Any]) -> NodeSLORecord:
     if not isinstance(name, str) or not name:
         raise invalid("metadata.name", "required").for_object("NodeSLO", "")
     spec = obj.get("spec")
-    return NodeSLORecord(name, canonical(spec if isinstance(spec, Mapping) else {}))
+    spec = spec if isinstance(spec, Mapping) else {}
+    return NodeSLORecord(name, canonical(spec), spec.get("extensions"))
+
+
+def passthrough_extensions(existing: Any) -> Json:
+    """``spec.extensions`` of the rendered NodeSLO: ``{"Object": {...}}`` with the existing NodeSLO's
+    ``Object`` entries kept. Koordinator's ``ExtensionsMap`` has one Go field, ``Object``, with an
+    ``inline`` tag encoding/json does not honour, so that is its wire form; keys beside it (and any
+    ``Object`` that is not an object) are dropped, as Go's decoder drops them. Its third-party extenders
+    (none upstream) would add entries here."""
+    kept: Json = {}
+    if isinstance(existing, Mapping):
+        for key, value in existing.items():
+            if isinstance(key, str) and key.lower() == "object" and isinstance(value, Mapping):
+                kept = dict(value)
+    return {"Object": kept}
 
 
 # ----- nodeslo -----
 
 
 def decide_node_slo(node: Node | None, name: str, existing: NodeSLORecord | None, config: SloConfig) -> Write | None:
-    """Create the node's NodeSLO, bring its spec to the rendered one, or delete it with its node.
+    """Create the node's NodeSLO, bring its spec to the rendered one (``hostApplications`` from
+    ``host-application-config``, ``extensions`` passed through), or delete it with its node.
 
     Without the ConfigMap an existing NodeSLO is left as it is (someone may have written it by hand);
     a missing one is still created with Koordinator's defaults."""
     if node is None:
         return Write(NODESLO, name, "DELETE", node_slo_path(name)) if existing is not None else None
     spec = render_node_slo_spec(config, node.labels, node.annotations)
+    spec["extensions"] = passthrough_extensions(existing.extensions if existing is not None else None)
     if existing is None:
         body = {"apiVersion": API_VERSION, "kind": "NodeSLO", "metadata": {"name": name}, "spec": spec}
         return Write(NODESLO, name, "POST", NODESLOS, body)

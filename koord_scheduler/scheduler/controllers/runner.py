@@ -29,6 +29,7 @@ from typing import Any, Protocol
 from prometheus_client import CollectorRegistry, Counter
 
 from apis.configuration import COLOCATION_KEY, SloConfig, default_slo_config, parse_slo_config
+from apis.configuration.normalization import CPU_NORMALIZATION_KEY, RESOURCE_AMPLIFICATION_KEY
 from apis.core.frozendict import FrozenDict
 from apis.core.types import Node, Pod
 from apis.slo.nodemetric_record import NodeMetricRecord
@@ -56,6 +57,12 @@ COLOCATION_CONTROLLERS = (NODESLO, NODERESOURCE, NODEMETRIC)
 NODE_RESOURCE_TOPOLOGY = "NodeResourceTopology"
 """Read for the ``cpu-basic-info`` annotation the koordlet publishes: any :class:`CPUBasicInfoSource`
 (the scheduler's own NRT record when it watches the kind, else :class:`.normalization.CPUBasicInfoRecord`)."""
+_UNMARSHAL_REASONS = {
+    COLOCATION_KEY: "ColocationCfgUnmarshalFailed",
+    CPU_NORMALIZATION_KEY: "CPUNormalizationCfgUnmarshalFailed",
+    RESOURCE_AMPLIFICATION_KEY: "ResourceAmplificationCfgUnmarshalFailed",
+}
+"""The Event reason Koordinator gives a refused key (``SLOCfgUnmarshalFailed`` for the others)."""
 INTERVAL_SPREAD = 0.2
 """Each node's ``updateTimeThresholdSeconds`` is stretched by up to this fraction (a stable hash of its
 name), so the time-gated writes of nodes first written together spread over a minute instead of
@@ -186,7 +193,7 @@ class ColocationControllers:
                         problem.key, problem.message)
             self.metrics.config_invalid.labels(problem.key).inc()
             if config_map is not None:
-                reason = "ColocationCfgUnmarshalFailed" if problem.key == COLOCATION_KEY else "SLOCfgUnmarshalFailed"
+                reason = _UNMARSHAL_REASONS.get(problem.key, "SLOCfgUnmarshalFailed")
                 self.api.warn_config(config_map, reason=reason, message=str(problem))
         if config.present != self.config.present or config.keys != self.config.keys:
             self.config = config
@@ -356,7 +363,7 @@ class ColocationControllers:
                 self.node_slos.pop(name, None)
             else:
                 spec = write.body["spec"] if write.verb == "POST" else write.body[0]["value"]
-                self.node_slos[name] = NodeSLORecord(name, canonical(spec))
+                self.node_slos[name] = NodeSLORecord(name, canonical(spec), spec.get("extensions"))
         elif write.controller == NODEMETRIC:
             if write.verb == "DELETE":
                 self.node_metrics.pop(name, None)
