@@ -13,6 +13,11 @@ gating (``resourceDiffThreshold`` 10 %, ``updateTimeThresholdSeconds`` 300 s) ke
 whose value drifted, at most once per 5 minutes.
 
     .venv/bin/python bench/colocation_controllers.py [--nodes 5000] [--pods 20] [--minutes 7] [--jitter 0.03]
+        [--compare BatchResource '*']
+
+``--compare A B`` runs the same cluster with ``--noderesource-plugins`` A and B in the order A B B A (a fresh
+controller each run) and prints each run's steady state and the B/A ratios of CPU and writes. Reports carry a
+``prodReclaimableMetric`` (wandering like the usage), so the mid tier has something to compute.
 """
 
 from __future__ import annotations
@@ -31,7 +36,8 @@ from apis.slo.nodemetric_record import NodeMetricRecord, PodUsage
 from koord_scheduler.framework.types import EventType
 from koord_scheduler.scheduler.controllers.api import ConfigMapRecord, MemoryControllerApi
 from koord_scheduler.scheduler.controllers.decide import canonical, collect_policy
-from koord_scheduler.scheduler.controllers.runner import ColocationControllers
+from koord_scheduler.scheduler.controllers.runner import ColocationControllers, ColocationOptions
+from koord_scheduler.scheduler.controllers.selection import parse_noderesource_plugins
 
 GI = 1024**3
 CHART = {"colocation-config": '{"enable": true}', "resource-threshold-config": '{"clusterStrategy": {"enable": true}}'}
@@ -68,17 +74,20 @@ def metric(node: str, pods: int, now: float, *, rng: random.Random, jitter: floa
         FrozenDict({"cpu": wander(500), "memory": wander(2 * GI)}), True, "koord-prod") for j in range(pods)}
     return NodeMetricRecord(
         name=node, update_time=now, has_node_metric=True,
+        node_usage=FrozenDict({"cpu": wander(500 * pods + 1500), "memory": wander((2 * pods + 4) * GI)}),
         system_usage=FrozenDict({"cpu": wander(1500), "memory": wander(4 * GI)}),
         pods=FrozenDict(usage), collect_policy=policy,
+        prod_reclaimable=FrozenDict({"cpu": wander(400 * pods), "memory": wander(2 * pods * GI)}),
     )
 
 
-async def run(args: argparse.Namespace) -> list[tuple[float, int, int]]:
-    """Per simulated minute: (CPU seconds, reconciles, API writes)."""
+async def run(args: argparse.Namespace, plugins: str = "*") -> list[tuple[float, int, int]]:
+    """Per simulated minute: (CPU seconds, reconciles, API writes), with ``--noderesource-plugins`` ``plugins``."""
     rng = random.Random(7)
     clock = Clock()
     api = MemoryControllerApi()
-    controllers = ColocationControllers(api, clock=clock)
+    options = ColocationOptions(noderesource_plugins=parse_noderesource_plugins(plugins))
+    controllers = ColocationControllers(api, clock=clock, options=options)
     nodes, pods = build_cluster(args.nodes, args.pods)
     policy = canonical(collect_policy(ColocationStrategy(enable=True)))
     controllers.on_config_map(ConfigMapRecord(DEFAULT_NAMESPACE, CONFIG_MAP_NAME, "uid", CHART))
@@ -91,7 +100,8 @@ async def run(args: argparse.Namespace) -> list[tuple[float, int, int]]:
                               metric(node.name, args.pods, clock.now, rng=rng, jitter=args.jitter, policy=policy))
     names = [n.name for n in nodes]
     ticks = 60  # reconcile once per simulated second, as the loop does when events keep coming
-    print(f"{args.nodes} nodes, {args.pods} HP pods each, NodeMetric every 60 s, usage jitter ±{args.jitter:.0%}")
+    print(f"{args.nodes} nodes, {args.pods} HP pods each, NodeMetric every 60 s, usage jitter ±{args.jitter:.0%}, "
+          f"noderesource plugins {plugins}")
     print(f"{'minute':>6} {'cpu s':>7} {'reconciles':>10} {'writes':>7} {'per node':>8}  by controller")
     rows: list[tuple[float, int, int]] = []
     for minute in range(args.minutes):
@@ -127,13 +137,37 @@ async def run(args: argparse.Namespace) -> list[tuple[float, int, int]]:
     return rows
 
 
+def steady(rows: list[tuple[float, int, int]]) -> tuple[float, float]:
+    """Mean CPU seconds and writes per minute after the first minute."""
+    tail = rows[1:] or rows
+    return sum(r[0] for r in tail) / len(tail), sum(r[2] for r in tail) / len(tail)
+
+
+def compare(args: argparse.Namespace, a: str, b: str) -> None:
+    results: dict[str, list[tuple[float, float]]] = {a: [], b: []}
+    for plugins in (a, b, b, a):
+        results[plugins].append(steady(asyncio.run(run(args, plugins))))
+        print()
+    mean = {k: (sum(c for c, _ in v) / len(v), sum(w for _, w in v) / len(v)) for k, v in results.items()}
+    for k, (cpu, writes) in mean.items():
+        print(f"{k:>20}: {cpu:.2f} CPU s/min, {writes:.0f} writes/min (runs: "
+              + ", ".join(f"{c:.2f}" for c, _ in results[k]) + ")")
+    print(f"{b} / {a}: CPU x{mean[b][0] / mean[a][0]:.2f}, writes x{mean[b][1] / max(mean[a][1], 1):.2f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--pods", type=int, default=20, help="HP pods per node")
     parser.add_argument("--minutes", type=int, default=7, help="simulated minutes (the first creates everything)")
     parser.add_argument("--jitter", type=float, default=0.03, help="relative wander of each reported usage")
-    asyncio.run(run(parser.parse_args()))
+    parser.add_argument("--plugins", default="*", help="--noderesource-plugins of a single run")
+    parser.add_argument("--compare", nargs=2, metavar=("A", "B"), help="two --noderesource-plugins values, A B B A")
+    args = parser.parse_args()
+    if args.compare:
+        compare(args, *args.compare)
+    else:
+        asyncio.run(run(args, args.plugins))
 
 
 if __name__ == "__main__":

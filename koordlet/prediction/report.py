@@ -11,6 +11,9 @@ from koordlet.statesinformer.informer import StatesInformer
 from koordlet.statesinformer.pods import PodMeta
 from koordlet.statesinformer.reporter import UsageSource
 
+USED_PERCENTILES = ("p95", "p98")
+"""The predictors read p95 (CPU) and p98 (memory); the others are not computed for a report."""
+
 
 class UsageTraining:
     """The predict server's training source over the reporter's :class:`UsageSource` (p90 per window)."""
@@ -43,7 +46,7 @@ class ProdPeakReport:
         config = self.server.config
         result = predict_prod(
             pods,
-            self.server.prediction,
+            lambda uid: self.server.prediction(uid, USED_PERCENTILES),
             node_allocatable(node.allocatable, node.annotations),
             margin_percent=config.safety_margin_percent,
             cold_start=config.cold_start_duration,

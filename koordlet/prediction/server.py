@@ -132,15 +132,19 @@ class PeakPredictServer:
             model.cpu.add_sample(cpu, 1.0, now)
             model.memory.add_sample(memory, 1.0, now)
 
-    def prediction(self, uid: str) -> Prediction | None:
+    def prediction(self, uid: str, names: Iterable[str] = tuple(PERCENTILES)) -> Prediction | None:
+        """The model's percentiles ``names`` (all of :data:`PERCENTILES` by default); None: no model."""
         with self._lock:
             model = self.models.get(uid)
             if model is None:
                 return None
             return Prediction(
                 {
-                    name: (int(model.cpu.percentile(p) * 1000.0), int(model.memory.percentile(p)))
-                    for name, p in PERCENTILES.items()
+                    name: (
+                        int(model.cpu.percentile(PERCENTILES[name]) * 1000.0),
+                        int(model.memory.percentile(PERCENTILES[name])),
+                    )
+                    for name in names
                 }
             )
 
