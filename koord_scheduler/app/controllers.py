@@ -15,8 +15,8 @@ Flags::
 
 The colocation controllers read the scheduler's own Node, Pod and NodeMetric watches; they add the
 NodeSLO kind (when ``nodeslo`` runs), a watch of the one ConfigMap in its namespace, and the
-NodeResourceTopology kind for the koordlet's ``cpu-basic-info`` (CPU normalization; shared with the NUMA
-plugin's watch when that runs; optional). The ``elasticquota``
+NodeResourceTopology kind for the koordlet's ``cpu-basic-info`` (CPU normalization) and its zones
+(NUMA-level batch resources), shared with the NUMA plugin's watch when that runs; optional. The ``elasticquota``
 controller reads the same Node and Pod watches plus ElasticQuotas (optional: a cluster without the CRD
 still schedules). The ``podgroup`` controller reads the Pod watch and the PodGroup kind (the Coscheduling
 plugin's, or its own). The ``deviceresource`` controller reads the Node watch and the Device kind (the
@@ -48,7 +48,7 @@ from koord_scheduler.framework.errors import log_failure
 from koord_scheduler.scheduler.controllers.api import KubeControllerApi, parse_config_map
 from koord_scheduler.scheduler.controllers.decide import parse_node_slo
 from koord_scheduler.scheduler.controllers.deviceresource import DeviceResourceController
-from koord_scheduler.scheduler.controllers.normalization import parse_cpu_basic_info_record
+from koord_scheduler.scheduler.controllers.nrt_batch import parse_topology_record
 from koord_scheduler.scheduler.controllers.podgroup import PodGroupController
 from koord_scheduler.scheduler.controllers.quota_status import QuotaStatusController
 from koord_scheduler.scheduler.controllers.runner import (
@@ -59,6 +59,7 @@ from koord_scheduler.scheduler.controllers.runner import (
     ControllerSink,
 )
 from koord_scheduler.scheduler.controllers.selection import (
+    BATCH_RESOURCE,
     CPU_NORMALIZATION,
     DEVICERESOURCE,
     ELASTICQUOTA,
@@ -112,11 +113,11 @@ def build_colocation(
                       field_selector=f"metadata.name={flags.config_name}", optional=True)
     if (
         "noderesource" in enabled
-        and CPU_NORMALIZATION in flags.noderesource_plugins
+        and flags.noderesource_plugins & {CPU_NORMALIZATION, BATCH_RESOURCE}
         and NODE_RESOURCE_TOPOLOGY not in scheduler_kinds
         and not source.watches(NODE_RESOURCE_TOPOLOGY)
-    ):  # the koordlet's cpu-basic-info; the NUMA plugin's own watch serves when it runs
-        source.watch_kind("topology.node.k8s.io", "v1alpha1", "noderesourcetopologies", parse_cpu_basic_info_record,
+    ):  # cpu-basic-info and the zones; the NUMA plugin's own watch serves when it runs
+        source.watch_kind("topology.node.k8s.io", "v1alpha1", "noderesourcetopologies", parse_topology_record,
                           NODE_RESOURCE_TOPOLOGY, optional=True)
     return Colocation(controllers, http)
 

@@ -267,13 +267,34 @@ def build_node_resource_topology(
     }
 
 
+def merge_zones(current: Any, desired: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The koordlet's zones, each keeping the resources of the current zone of the same name that the koordlet
+    does not report (the noderesource controller's ``kubernetes.io/batch-*``), as Koordinator's
+    ``MergeZoneList`` keeps them; zones the koordlet no longer reports go."""
+    by_name = {z.get("name"): z for z in current or [] if isinstance(z, Mapping)}
+    merged: list[dict[str, Any]] = []
+    for zone in desired:
+        ours = zone.get("resources") or []
+        names = {r.get("name") for r in ours}
+        theirs = [
+            r for r in (by_name.get(zone.get("name")) or {}).get("resources") or []
+            if isinstance(r, Mapping) and r.get("name") not in names
+        ]
+        if theirs:
+            resources = sorted([*ours, *theirs], key=lambda r: str(r.get("name", "")))
+            merged.append({**zone, "resources": resources})
+        else:
+            merged.append(zone)
+    return merged
+
+
 def needs_update(current: Mapping[str, Any], desired: Mapping[str, Any]) -> bool:
-    """Whether the managed fields differ: annotations compared as decoded JSON, then zones and policies."""
+    """Whether the managed fields differ: annotations compared as decoded JSON, then zones (the koordlet's
+    resources only, see :func:`merge_zones`) and policies."""
     have = (current.get("metadata") or {}).get("annotations") or {}
     want = (desired.get("metadata") or {}).get("annotations") or {}
     for key in MANAGED_ANNOTATIONS:
         if _json(have, key) != _json(want, key):
             return True
-    return current.get("zones") != desired.get("zones") or current.get("topologyPolicies") != desired.get(
-        "topologyPolicies"
-    )
+    zones = merge_zones(current.get("zones"), desired.get("zones") or [])
+    return current.get("zones") != zones or current.get("topologyPolicies") != desired.get("topologyPolicies")

@@ -55,6 +55,7 @@ from koord_scheduler.scheduler.controllers.normalization import (
     normalization_needs_sync,
     parse_ratio,
 )
+from koord_scheduler.scheduler.controllers.nrt_batch import TopologySource, updated_zones, zone_batch, zones_of
 from koord_scheduler.scheduler.controllers.selection import (
     BATCH_RESOURCE,
     CPU_NORMALIZATION,
@@ -77,6 +78,8 @@ class NodeResourceDecision:
     write: Write | None
     recheck_at: float | None
     """When to look again even without events (the moment the NodeMetric turns stale)."""
+    zone_write: Write | None = None
+    """The NodeResourceTopology zones' batch resources (:mod:`.nrt_batch`), when they moved enough."""
 
 
 Amounts = dict[str, int | None]
@@ -189,11 +192,17 @@ def decide_node_resources(
     interval_spread: float = 0.0,
     plugins: frozenset[str] = frozenset(NODERESOURCE_PLUGINS),
     cpu_basic_info: str | None = None,
+    topology: TopologySource | None = None,
 ) -> NodeResourceDecision:
-    """The write for ``node`` (see the module docstring). ``cpu_basic_info`` is the annotation of the
-    node's NodeResourceTopology. ``interval_spread`` (0 to 1) stretches this node's
+    """The writes for ``node`` (see the module docstring): its status and annotations, and its
+    NodeResourceTopology's zone batch resources. ``topology`` is that NodeResourceTopology (its
+    ``cpu-basic-info`` stands for ``cpu_basic_info``). ``interval_spread`` (0 to 1) stretches this node's
     ``updateTimeThresholdSeconds`` by that fraction, so nodes first written together do not all come due
     in the same second ever after."""
+    if topology is not None:
+        cpu_basic_info = topology.cpu_basic_info or None
+    zone_write = decide_zone_batch(node, pods, metric, config, now=now, plugins=plugins, topology=topology,
+                                   cpu_basic_info=cpu_basic_info)
     annotations, meta_notes, ratio = wanted_annotations(node, config, plugins=plugins, cpu_basic_info=cpu_basic_info)
     meta = meta_changes(node, annotations)
     want, notes, recheck_at = wanted_resources(
@@ -211,7 +220,7 @@ def decide_node_resources(
         diff = needs_sync(current, wanted, diff_threshold=strategy.resource_diff_threshold)
         status = due or not consistent or diff
     if not status and not meta:
-        return NodeResourceDecision(None, recheck_at)
+        return NodeResourceDecision(None, recheck_at, zone_write)
     body: dict[str, object] = {}
     if meta:
         body["metadata"] = {"annotations": meta}
@@ -220,4 +229,47 @@ def decide_node_resources(
         body["status"] = {"capacity": values, "allocatable": values}
     path = api_path("", "v1", "nodes", name=node.name, subresource="status")
     note = "; ".join(meta_notes + notes if status else meta_notes)
-    return NodeResourceDecision(Write(NODERESOURCE, node.name, "PATCH", path, body, MERGE_PATCH, note), recheck_at)
+    write = Write(NODERESOURCE, node.name, "PATCH", path, body, MERGE_PATCH, note)
+    return NodeResourceDecision(write, recheck_at, zone_write)
+
+
+def nrt_path(name: str) -> str:
+    return api_path("topology.node.k8s.io", "v1alpha1", "noderesourcetopologies", name=name)
+
+
+def decide_zone_batch(
+    node: Node,
+    pods: Iterable[Pod],
+    metric: NodeMetricRecord | None,
+    config: SloConfig,
+    *,
+    now: float,
+    plugins: frozenset[str],
+    topology: TopologySource | None,
+    cpu_basic_info: str | None,
+) -> Write | None:
+    """The merge patch of the NodeResourceTopology's zones (conditional on its resourceVersion), or None:
+    no NRT, zones without cpu and memory, colocation off, a stale NodeMetric, or nothing moved enough."""
+    if BATCH_RESOURCE not in plugins or topology is None or metric is None:
+        return None
+    strategy = resolve_colocation(config, node.labels, node.annotations)
+    if not strategy.enable or is_degraded(metric, now, strategy.degrade_time_minutes):
+        return None
+    zones = zones_of(topology.zones_json)
+    if zones is None:
+        return None
+    result = zone_batch(node, pods, metric, zones, strategy)
+    ratio = None
+    if CPU_NORMALIZATION in plugins:
+        cpu_strategy = cpu_normalization_from_wire(config.key(CPU_NORMALIZATION_KEY).for_node(node.labels))
+        decided = decide_cpu_normalization(cpu_strategy, node.labels, cpu_basic_info).ratio
+        ratio = float(decided) if decided is not None else None
+    updated = updated_zones(topology.zones_json, result, diff_threshold=strategy.resource_diff_threshold,
+                            cpu_normalization=ratio)
+    if updated is None:
+        return None
+    body: dict[str, object] = {"zones": updated}
+    if topology.resource_version:
+        body["metadata"] = {"resourceVersion": topology.resource_version}
+    note = ", ".join(f"{name} batch-cpu {amount.cpu} batch-memory {amount.memory}" for name, amount in result.items())
+    return Write(NODERESOURCE, node.name, "PATCH", nrt_path(node.name), body, MERGE_PATCH, f"zones: {note}")

@@ -22,10 +22,8 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
 
 from apis.configuration.normalization import (
-    ANNOTATION_CPU_BASIC_INFO,
     LABEL_CPU_NORMALIZATION_ENABLED,
     CPUNormalizationStrategy,
     ResourceAmplificationStrategy,
@@ -46,36 +44,6 @@ class CPUBasicInfo:
     cpu_model: str = ""
     hyper_thread: bool = False
     turbo: bool = False
-
-
-@runtime_checkable
-class CPUBasicInfoSource(Protocol):
-    """A parsed NodeResourceTopology that carries the ``cpu-basic-info`` annotation text."""
-
-    @property
-    def name(self) -> str: ...
-    @property
-    def cpu_basic_info(self) -> str: ...
-
-
-@dataclass(frozen=True, slots=True)
-class CPUBasicInfoRecord:
-    """What the controllers keep of a NodeResourceTopology when the scheduler does not watch the kind."""
-
-    name: str
-    cpu_basic_info: str = ""
-
-
-def parse_cpu_basic_info_record(obj: Mapping[str, Any]) -> CPUBasicInfoRecord:
-    """Raises ``ValueError`` for an object without a name; the annotation is kept as text (checked when
-    used, so a bad one is reported for its node, not as a bad object)."""
-    meta = obj.get("metadata")
-    name = meta.get("name") if isinstance(meta, Mapping) else None
-    if not isinstance(name, str) or not name:
-        raise ValueError("NodeResourceTopology without metadata.name")
-    annotations = meta.get("annotations") if isinstance(meta, Mapping) else None
-    text = annotations.get(ANNOTATION_CPU_BASIC_INFO, "") if isinstance(annotations, Mapping) else ""
-    return CPUBasicInfoRecord(name, text if isinstance(text, str) else "")
 
 
 def parse_cpu_basic_info(text: str) -> CPUBasicInfo:

@@ -43,8 +43,8 @@ from koord_scheduler.scheduler.controllers.decide import (
     decide_node_metric,
     decide_node_slo,
 )
-from koord_scheduler.scheduler.controllers.noderesource import MANAGED_RESOURCES, decide_node_resources
-from koord_scheduler.scheduler.controllers.normalization import CPUBasicInfoSource
+from koord_scheduler.scheduler.controllers.noderesource import MANAGED_RESOURCES, decide_node_resources, nrt_path
+from koord_scheduler.scheduler.controllers.nrt_batch import TopologyRecord, TopologySource, canonical_zones
 from koord_scheduler.scheduler.controllers.selection import NODEMETRIC, NODERESOURCE, NODERESOURCE_PLUGINS, NODESLO
 from koord_scheduler.scheduler.controllers.waits import stopped_within, wake_or_stop
 from koord_scheduler.scheduler.kube.http import ApiError
@@ -55,8 +55,8 @@ log = logging.getLogger(__name__)
 
 COLOCATION_CONTROLLERS = (NODESLO, NODERESOURCE, NODEMETRIC)
 NODE_RESOURCE_TOPOLOGY = "NodeResourceTopology"
-"""Read for the ``cpu-basic-info`` annotation the koordlet publishes: any :class:`CPUBasicInfoSource`
-(the scheduler's own NRT record when it watches the kind, else :class:`.normalization.CPUBasicInfoRecord`)."""
+"""Read for the koordlet's ``cpu-basic-info`` annotation and the zones: any :class:`.nrt_batch.TopologySource`
+(the scheduler's own NRT record when it watches the kind, else :class:`.nrt_batch.TopologyRecord`)."""
 _UNMARSHAL_REASONS = {
     COLOCATION_KEY: "ColocationCfgUnmarshalFailed",
     CPU_NORMALIZATION_KEY: "CPUNormalizationCfgUnmarshalFailed",
@@ -116,8 +116,8 @@ class ColocationControllers:
         self.pods_by_node: dict[str, dict[str, Pod]] = {}
         self.node_metrics: dict[str, NodeMetricRecord] = {}
         self.node_slos: dict[str, NodeSLORecord] = {}
-        self.cpu_basic_info: dict[str, str] = {}
-        """Node name -> its NodeResourceTopology's ``cpu-basic-info`` annotation (CPU normalization)."""
+        self.topologies: dict[str, TopologySource] = {}
+        """Node name -> its NodeResourceTopology (CPU normalization, NUMA-level batch resources)."""
         self.config: SloConfig = default_slo_config()
         self.last_sync: dict[str, float] = {}
         self.write_counts: collections.Counter[tuple[str, str]] = collections.Counter()
@@ -129,6 +129,8 @@ class ColocationControllers:
         """(controller, verb, failure kind) -> failures since that controller's last successful write: only
         the first is a warning, so a missing CRD or an unreachable API server is one line, not one per node."""
         self._wake = asyncio.Event()
+        self._extra: list[Write] = []
+        """Second writes of this pass's decisions (NodeResourceTopology zones)."""
 
     # ----- informer events -----
 
@@ -174,12 +176,12 @@ class ColocationControllers:
             self._mark(name, (NODESLO,))
         elif kind == NODE_RESOURCE_TOPOLOGY:
             name = (new or old).name
-            info = new.cpu_basic_info if isinstance(new, CPUBasicInfoSource) else ""
-            if info:
-                changed = self.cpu_basic_info.get(name) != info
-                self.cpu_basic_info[name] = info
+            have = self.topologies.get(name)
+            if isinstance(new, TopologySource):
+                self.topologies[name] = new
+                changed = have is None or (have.cpu_basic_info, have.zones_json) != (new.cpu_basic_info, new.zones_json)
             else:
-                changed = self.cpu_basic_info.pop(name, None) is not None
+                changed = self.topologies.pop(name, None) is not None
             if changed:
                 self._mark(name, (NODERESOURCE,))
         elif kind == "ConfigMap":
@@ -253,6 +255,8 @@ class ColocationControllers:
                 write = self._decide(controller, name, now)
                 if write is not None:
                     writes.append(write)
+        writes.extend(self._extra)
+        self._extra.clear()
         if not writes:
             return 0
         slots = asyncio.Semaphore(self.options.concurrency)
@@ -276,10 +280,12 @@ class ColocationControllers:
         decision = decide_node_resources(
             node, pods, self.node_metrics.get(name), self.config, now=now, last_sync=self.last_sync.get(name),
             interval_spread=INTERVAL_SPREAD * (zlib.crc32(name.encode()) % 1000) / 1000,
-            plugins=self.options.noderesource_plugins, cpu_basic_info=self.cpu_basic_info.get(name),
+            plugins=self.options.noderesource_plugins, topology=self.topologies.get(name),
         )
         if decision.recheck_at is not None:
             self._at(decision.recheck_at, NODERESOURCE, name)
+        if decision.zone_write is not None:
+            self._extra.append(decision.zone_write)
         return decision.write
 
     def _at(self, when: float, controller: str, name: str) -> None:
@@ -340,7 +346,13 @@ class ColocationControllers:
     def _applied(self, write: Write) -> None:
         """Reflect a successful write in the local indexes until the watch brings the server's version."""
         name = write.node
-        if write.controller == NODERESOURCE:
+        if write.controller == NODERESOURCE and write.path == nrt_path(name):
+            have = self.topologies.get(name)
+            if have is not None:
+                self.topologies[name] = TopologyRecord(have.name, have.cpu_basic_info,
+                                                       canonical_zones(write.body["zones"]), "")
+            log.info("noderesource: node %s: %s", name, write.note)
+        elif write.controller == NODERESOURCE:
             node = self.nodes.get(name)
             status = write.body.get("status")
             if status is not None:

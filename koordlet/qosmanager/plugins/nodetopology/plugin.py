@@ -26,6 +26,7 @@ from koordlet.qosmanager.plugins.strategy import Strategy, add_flag, arg
 from koordlet.statesinformer.nodetopology import (
     MANAGED_ANNOTATIONS,
     build_node_resource_topology,
+    merge_zones,
     needs_update,
     topology_annotations,
     topology_zones,
@@ -132,7 +133,7 @@ class NodeTopologyReport(Strategy):
         for key in MANAGED_ANNOTATIONS:
             annotations[key] = desired["metadata"]["annotations"][key]
         meta["annotations"] = annotations
-        current["zones"] = desired["zones"]
+        current["zones"] = merge_zones(current.get("zones"), desired["zones"])
         current["topologyPolicies"] = desired["topologyPolicies"]
         api.replace_cluster_custom_object(GROUP, VERSION, PLURAL, self.ctx.node_name, current)
         self.writes += 1
