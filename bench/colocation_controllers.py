@@ -13,11 +13,13 @@ gating (``resourceDiffThreshold`` 10 %, ``updateTimeThresholdSeconds`` 300 s) ke
 whose value drifted, at most once per 5 minutes.
 
     .venv/bin/python bench/colocation_controllers.py [--nodes 5000] [--pods 20] [--minutes 7] [--jitter 0.03]
-        [--compare BatchResource '*']
+        [--zones 0] [--compare BatchResource:0 '*:2']
 
-``--compare A B`` runs the same cluster with ``--noderesource-plugins`` A and B in the order A B B A (a fresh
-controller each run) and prints each run's steady state and the B/A ratios of CPU and writes. Reports carry a
-``prodReclaimableMetric`` (wandering like the usage), so the mid tier has something to compute.
+``--zones N`` gives every node a NodeResourceTopology with N NUMA zones (NUMA-level batch resources are
+computed and written into them). ``--compare A B`` runs the same cluster with A and B, each
+``PLUGINS[:ZONES]`` (``--noderesource-plugins`` and zones per node), in the order A B B A (a fresh
+controller each run) and prints each run's steady state and the B/A ratios of CPU and writes. Reports carry
+a ``prodReclaimableMetric`` (wandering like the usage), so the mid tier has something to compute.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from apis.slo.nodemetric_record import NodeMetricRecord, PodUsage
 from koord_scheduler.framework.types import EventType
 from koord_scheduler.scheduler.controllers.api import ConfigMapRecord, MemoryControllerApi
 from koord_scheduler.scheduler.controllers.decide import canonical, collect_policy
+from koord_scheduler.scheduler.controllers.nrt_batch import TopologyRecord, canonical_zones
 from koord_scheduler.scheduler.controllers.runner import ColocationControllers, ColocationOptions
 from koord_scheduler.scheduler.controllers.selection import parse_noderesource_plugins
 
@@ -81,8 +84,18 @@ def metric(node: str, pods: int, now: float, *, rng: random.Random, jitter: floa
     )
 
 
-async def run(args: argparse.Namespace, plugins: str = "*") -> list[tuple[float, int, int]]:
-    """Per simulated minute: (CPU seconds, reconciles, API writes), with ``--noderesource-plugins`` ``plugins``."""
+def topology(node: str, zones: int) -> TopologyRecord:
+    """An NRT with ``zones`` NUMA zones splitting the node's 32 cores and 128Gi."""
+    share = [{"name": f"node-{i}", "type": "Node", "resources": [
+        {"name": "cpu", "capacity": str(32 // zones), "allocatable": str(32 // zones), "available": str(32 // zones)},
+        {"name": "memory", "capacity": f"{128 // zones}Gi", "allocatable": f"{128 // zones}Gi",
+         "available": f"{128 // zones}Gi"}]} for i in range(zones)]
+    return TopologyRecord(node, "", canonical_zones(share), "1")
+
+
+async def run(args: argparse.Namespace, plugins: str = "*", zones: int = 0) -> list[tuple[float, int, int]]:
+    """Per simulated minute: (CPU seconds, reconciles, API writes), with ``--noderesource-plugins`` ``plugins``
+    and ``zones`` NUMA zones per node (0: no NodeResourceTopology)."""
     rng = random.Random(7)
     clock = Clock()
     api = MemoryControllerApi()
@@ -95,13 +108,16 @@ async def run(args: argparse.Namespace, plugins: str = "*") -> list[tuple[float,
         controllers.on_node(EventType.ADDED, None, node)
     for pod in pods:
         controllers.on_pod(EventType.ADDED, None, pod)
+    if zones:
+        for node in nodes:
+            controllers.on_object("NodeResourceTopology", EventType.ADDED, None, topology(node.name, zones))
     for node in nodes:
         controllers.on_object("NodeMetric", EventType.ADDED, None,
                               metric(node.name, args.pods, clock.now, rng=rng, jitter=args.jitter, policy=policy))
     names = [n.name for n in nodes]
     ticks = 60  # reconcile once per simulated second, as the loop does when events keep coming
     print(f"{args.nodes} nodes, {args.pods} HP pods each, NodeMetric every 60 s, usage jitter ±{args.jitter:.0%}, "
-          f"noderesource plugins {plugins}")
+          f"noderesource plugins {plugins}, {zones} NUMA zones per node")
     print(f"{'minute':>6} {'cpu s':>7} {'reconciles':>10} {'writes':>7} {'per node':>8}  by controller")
     rows: list[tuple[float, int, int]] = []
     for minute in range(args.minutes):
@@ -145,8 +161,9 @@ def steady(rows: list[tuple[float, int, int]]) -> tuple[float, float]:
 
 def compare(args: argparse.Namespace, a: str, b: str) -> None:
     results: dict[str, list[tuple[float, float]]] = {a: [], b: []}
-    for plugins in (a, b, b, a):
-        results[plugins].append(steady(asyncio.run(run(args, plugins))))
+    for spec in (a, b, b, a):
+        plugins, _, zones = spec.partition(":")
+        results[spec].append(steady(asyncio.run(run(args, plugins, int(zones or 0)))))
         print()
     mean = {k: (sum(c for c, _ in v) / len(v), sum(w for _, w in v) / len(v)) for k, v in results.items()}
     for k, (cpu, writes) in mean.items():
@@ -162,12 +179,13 @@ def main() -> None:
     parser.add_argument("--minutes", type=int, default=7, help="simulated minutes (the first creates everything)")
     parser.add_argument("--jitter", type=float, default=0.03, help="relative wander of each reported usage")
     parser.add_argument("--plugins", default="*", help="--noderesource-plugins of a single run")
-    parser.add_argument("--compare", nargs=2, metavar=("A", "B"), help="two --noderesource-plugins values, A B B A")
+    parser.add_argument("--zones", type=int, default=0, help="NUMA zones per node (0: no NodeResourceTopology)")
+    parser.add_argument("--compare", nargs=2, metavar=("A", "B"), help="two PLUGINS[:ZONES] settings, run A B B A")
     args = parser.parse_args()
     if args.compare:
         compare(args, *args.compare)
     else:
-        asyncio.run(run(args, args.plugins))
+        asyncio.run(run(args, args.plugins, args.zones))
 
 
 if __name__ == "__main__":

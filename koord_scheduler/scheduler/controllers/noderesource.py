@@ -27,7 +27,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from apis.configuration import SloConfig, resolve_colocation
+from apis.configuration import ColocationStrategy, SloConfig, resolve_colocation
 from apis.configuration.normalization import (
     ANNOTATION_CPU_NORMALIZATION_RATIO,
     ANNOTATION_RESOURCE_AMPLIFICATION_RATIO,
@@ -94,11 +94,12 @@ def wanted_resources(
     now: float,
     plugins: frozenset[str],
     cpu_normalization: float | None = None,
+    strategy: ColocationStrategy | None = None,
 ) -> tuple[Amounts, list[str], float | None]:
     """What each enabled resource plugin wants in the node's status (None: the key removed), the notes
     saying why, and when the NodeMetric turns stale (None when it already has or colocation is off).
     ``cpu_normalization`` (when above 1) multiplies batch-cpu."""
-    strategy = resolve_colocation(config, node.labels, node.annotations)
+    strategy = strategy or resolve_colocation(config, node.labels, node.annotations)
     names = [name for plugin in NODERESOURCE_PLUGINS if plugin in plugins for name in PLUGIN_RESOURCES.get(plugin, ())]
     if not strategy.enable:
         return dict.fromkeys(names), ["colocation disabled"], None
@@ -132,11 +133,16 @@ Annotations = dict[str, str | None]
 
 
 def wanted_annotations(
-    node: Node, config: SloConfig, *, plugins: frozenset[str], cpu_basic_info: str | None
+    node: Node,
+    config: SloConfig,
+    *,
+    plugins: frozenset[str],
+    cpu_basic_info: str | None,
+    strategy: ColocationStrategy | None = None,
 ) -> tuple[Annotations, list[str], float | None]:
     """What the CPUNormalization and ResourceAmplification plugins want in the node's annotations (None:
     removed; a key left out: left as it is), the notes, and the normalization ratio computed now."""
-    strategy = resolve_colocation(config, node.labels, node.annotations)
+    strategy = strategy or resolve_colocation(config, node.labels, node.annotations)
     want: Annotations = {}
     notes: list[str] = []
     ratio: float | None = None
@@ -201,12 +207,16 @@ def decide_node_resources(
     in the same second ever after."""
     if topology is not None:
         cpu_basic_info = topology.cpu_basic_info or None
+    pods = list(pods)
+    strategy = resolve_colocation(config, node.labels, node.annotations)
     zone_write = decide_zone_batch(node, pods, metric, config, now=now, plugins=plugins, topology=topology,
-                                   cpu_basic_info=cpu_basic_info)
-    annotations, meta_notes, ratio = wanted_annotations(node, config, plugins=plugins, cpu_basic_info=cpu_basic_info)
+                                   cpu_basic_info=cpu_basic_info, strategy=strategy)
+    annotations, meta_notes, ratio = wanted_annotations(
+        node, config, plugins=plugins, cpu_basic_info=cpu_basic_info, strategy=strategy
+    )
     meta = meta_changes(node, annotations)
     want, notes, recheck_at = wanted_resources(
-        node, pods, metric, config, now=now, plugins=plugins, cpu_normalization=ratio
+        node, pods, metric, config, now=now, plugins=plugins, cpu_normalization=ratio, strategy=strategy
     )
     names = list(want)
     current = tuple(node.allocatable.get(name) for name in names)
@@ -214,7 +224,6 @@ def decide_node_resources(
     consistent = all(node.capacity.get(name) == node.allocatable.get(name) for name in names)
     status = not (current == wanted and consistent)
     if status:
-        strategy = resolve_colocation(config, node.labels, node.annotations)
         interval = strategy.update_time_threshold_seconds * (1 + interval_spread)
         due = last_sync is None or now - last_sync > interval
         diff = needs_sync(current, wanted, diff_threshold=strategy.resource_diff_threshold)
@@ -247,12 +256,13 @@ def decide_zone_batch(
     plugins: frozenset[str],
     topology: TopologySource | None,
     cpu_basic_info: str | None,
+    strategy: ColocationStrategy | None = None,
 ) -> Write | None:
     """The merge patch of the NodeResourceTopology's zones (conditional on its resourceVersion), or None:
     no NRT, zones without cpu and memory, colocation off, a stale NodeMetric, or nothing moved enough."""
     if BATCH_RESOURCE not in plugins or topology is None or metric is None:
         return None
-    strategy = resolve_colocation(config, node.labels, node.annotations)
+    strategy = strategy or resolve_colocation(config, node.labels, node.annotations)
     if not strategy.enable or is_degraded(metric, now, strategy.degrade_time_minutes):
         return None
     zones = zones_of(topology.zones_json)

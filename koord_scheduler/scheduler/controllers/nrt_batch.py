@@ -147,15 +147,6 @@ def divide(amount: Pair, parts: int) -> Pair:
     return Pair(math.ceil(amount.cpu / parts), math.ceil(amount.memory / parts)) if parts > 0 else amount
 
 
-def _shares(amount: Pair, numa: Sequence[int], zones: int) -> list[Pair]:
-    """``GetPodNUMARequestAndUsage``: evenly over the pod's NUMA nodes, else over every zone."""
-    valid = [n for n in set(numa) if 0 <= n < zones]
-    if not valid:
-        return [divide(amount, zones)] * zones
-    share = divide(amount, len(valid))
-    return [share if i in valid else Pair() for i in range(zones)]
-
-
 def _pod_numa(pod: Pod) -> list[int]:
     try:
         return [r.node for r in resource_status_of(pod.annotations).numa_node_resources]
@@ -166,11 +157,14 @@ def _pod_numa(pod: Pod) -> list[int]:
 def zone_batch(
     node: Node, pods: Iterable[Pod], metric: NodeMetricRecord, zones: Sequence[Zone], strategy: ColocationStrategy
 ) -> dict[str, Pair]:
-    """Batch cpu (millicores) and memory (bytes) per zone name (see the module docstring)."""
+    """Batch cpu (millicores) and memory (bytes) per zone name (see the module docstring).
+
+    Shares of pods spread over the whole node are the same in every zone, so they are summed once; only
+    pods bound to NUMA nodes are added zone by zone (per pod, each share rounded up, as Koordinator rounds)."""
     count = len(zones)
-    hp_used = [Pair()] * count
-    hp_request = [Pair()] * count
-    hp_max = [Pair()] * count
+    # [used cpu, used memory, request cpu, request memory, max cpu, max memory]: every zone, then per zone
+    spread = [0] * 6
+    per_zone = [[0] * 6 for _ in range(count)]
     seen: set[str] = set()
     for pod in pods:
         if pod.phase not in ("Running", "Pending"):
@@ -180,34 +174,35 @@ def zone_batch(
             seen.add(pod.key)
         if not is_high_priority(pod):
             continue
-        numa = _pod_numa(pod)
+        numa = _pod_numa(pod) if pod.annotations else []
+        valid = sorted({n for n in numa if 0 <= n < count})
+        parts = len(valid) or count
         request = pair_of(pod.requests)
-        requests = _shares(request, numa, count)
-        usages = _shares(pair_of(usage_metric.usage), numa, count) if usage_metric is not None else requests
-        lse = qos_class_with_default(pod.labels, pod.qos_class) is QoSClass.LSE
-        for i in range(count):
-            hp_request[i] += requests[i]
-            if usage_metric is None:
-                hp_used[i] += requests[i]
-                hp_max[i] += requests[i]
-            elif lse:
-                hp_used[i] += Pair(requests[i].cpu, usages[i].memory)
-                hp_max[i] += usages[i].max(requests[i])
-            else:
-                hp_used[i] += usages[i]
-                hp_max[i] += usages[i].max(requests[i])
+        req_cpu, req_mem = -(-request.cpu // parts), -(-request.memory // parts)
+        if usage_metric is None:
+            use_cpu, use_mem, max_cpu, max_mem = req_cpu, req_mem, req_cpu, req_mem
+        else:
+            usage = pair_of(usage_metric.usage)
+            use_cpu, use_mem = -(-usage.cpu // parts), -(-usage.memory // parts)
+            max_cpu, max_mem = max(use_cpu, req_cpu), max(use_mem, req_mem)
+            if qos_class_with_default(pod.labels, pod.qos_class) is QoSClass.LSE:
+                use_cpu = req_cpu  # LSE pods do not give back CPU
+        shares = (use_cpu, use_mem, req_cpu, req_mem, max_cpu, max_mem)
+        for target in [per_zone[n] for n in valid] if valid else (spread,):
+            for k in range(6):
+                target[k] += shares[k]
     for key, usage_metric in metric.pods.items():
         if key in seen or usage_metric.priority in _LOW:
             continue
         share = divide(pair_of(usage_metric.usage), count)
-        for i in range(count):
-            hp_used[i] += share
-            hp_max[i] += share
+        for k, amount in ((0, share.cpu), (1, share.memory), (4, share.cpu), (5, share.memory)):
+            spread[k] += amount
     system = divide(system_used(metric), count)
     reserved = divide(node_reserved(node), count)
     out: dict[str, Pair] = {}
-    for i, zone in enumerate(zones):
-        load = HighPriorityLoad(used=hp_used[i], request=hp_request[i], max_used_request=hp_max[i])
+    for zone, own in zip(zones, per_zone, strict=True):
+        a = [spread[k] + own[k] for k in range(6)]
+        load = HighPriorityLoad(used=Pair(a[0], a[1]), request=Pair(a[2], a[3]), max_used_request=Pair(a[4], a[5]))
         result = batch_allocatable(BatchInputs(zone.allocatable, reserved, system, load), strategy)
         out[zone.name] = Pair(result.cpu, result.memory)
     return out
