@@ -31,12 +31,11 @@ from apis.configuration.colocation import ColocationStrategy
 from apis.core.quantity import milli_value, value
 from apis.core.types import CPU, MEMORY, Node, Pod
 from apis.extension import PriorityClass
-from apis.extension.constants import ANNOTATION_NODE_RESERVATION, RESOURCE_BATCH_CPU, RESOURCE_BATCH_MEMORY
+from apis.extension.constants import ANNOTATION_NODE_RESERVATION
 from apis.extension.priority import priority_class_with_default
 from apis.extension.qos import QoSClass, qos_class_with_default
 from apis.slo.nodemetric_record import HostAppUsage, NodeMetricRecord, PodUsage
 
-BATCH_RESOURCES = (RESOURCE_BATCH_CPU, RESOURCE_BATCH_MEMORY)
 _LOW_PRIORITY = (PriorityClass.BATCH, PriorityClass.FREE)
 _HOST_APP_HP = (PriorityClass.PROD.value, PriorityClass.MID.value)
 """Host applications count as system usage when their priority value is above koord-batch's default."""
@@ -243,16 +242,6 @@ def is_degraded(metric: NodeMetricRecord | None, now: float, degrade_minutes: in
     if metric is None or metric.update_time is None or not metric.has_node_metric:
         return True
     return now > metric.update_time + degrade_minutes * 60
-
-
-def current_batch(node: Node) -> tuple[int | None, int | None]:
-    """The node's batch-cpu and batch-memory as written in ``status.allocatable`` (None: absent)."""
-    return node.allocatable.get(RESOURCE_BATCH_CPU), node.allocatable.get(RESOURCE_BATCH_MEMORY)
-
-
-def status_consistent(node: Node) -> bool:
-    """Capacity and allocatable agree on both batch resources (kubelet may have reset one of them)."""
-    return all(node.capacity.get(name) == node.allocatable.get(name) for name in BATCH_RESOURCES)
 
 
 def needs_sync(
