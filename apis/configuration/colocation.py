@@ -14,7 +14,6 @@ as ``int(ratio * 100)``, so 0.57 gives 56, as Go truncates).
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ from typing import Any
 
 from pydantic import Field, ValidationError
 
+from apis.core import boundedjson
 from apis.slo.common import WireModel
 from apis.slo.nodemetric import AggregatePolicy
 
@@ -175,7 +175,7 @@ def node_overrides(
     text = annotations.get(ANNOTATION_COLOCATION_STRATEGY)
     if text:
         try:
-            raw = json.loads(text)
+            raw = boundedjson.loads(text)
             if isinstance(raw, dict):
                 out = overlay(out, strategy_wire(raw))
         except ValueError:

@@ -26,12 +26,14 @@ from koord_scheduler.framework.interfaces import (
     JobNodeFinder,
     NodePreferrer,
     NominatorAware,
+    NUMAHintProvider,
     PermitPlugin,
     Plugin,
     PodPatchApplier,
     PostBindPlugin,
     PostFilterPlugin,
     PreBindPlugin,
+    PreBindPreFlight,
     PreemptionExtendersAware,
     PreemptionGate,
     PreEnqueuePlugin,
@@ -79,6 +81,7 @@ class Capabilities:
     node_preferrer: NodePreferrer | None
     job_node_finder: JobNodeFinder | None
     pod_patch_applier: PodPatchApplier | None
+    pre_bind_pre_flights: list[PreBindPreFlight]
     enqueue_extensions: dict[str, EnqueueExtensions]
     warm_ups: list[WarmUpPlugin]
     cycle_preparers: list[CyclePreparer]
@@ -86,6 +89,7 @@ class Capabilities:
     framework_aware: list[FrameworkAware]
     preemption_extenders_aware: list[PreemptionExtendersAware]
     preemption_gates: list[PreemptionGate]
+    numa_hint_providers: list[NUMAHintProvider]
 
 
 def find_capabilities(
@@ -132,6 +136,7 @@ def find_capabilities(
         node_preferrer=preferrers[0] if preferrers else None,
         job_node_finder=finders[0] if finders else None,
         pod_patch_applier=next((p for p in pre_bind if isinstance(p, PodPatchApplier)), None),
+        pre_bind_pre_flights=[p for p in pre_bind if isinstance(p, PreBindPreFlight)],
         enqueue_extensions={p.name: p for p in everything if isinstance(p, EnqueueExtensions)},
         warm_ups=[p for p in everything if isinstance(p, WarmUpPlugin)],
         cycle_preparers=[p for p in everything if isinstance(p, CyclePreparer)],
@@ -139,6 +144,7 @@ def find_capabilities(
         framework_aware=[p for p in in_profile if isinstance(p, FrameworkAware)],
         preemption_extenders_aware=[p for p in in_profile if isinstance(p, PreemptionExtendersAware)],
         preemption_gates=[p for p in in_profile if isinstance(p, PreemptionGate)],
+        numa_hint_providers=[p for p in in_profile if isinstance(p, NUMAHintProvider)],
     )
 
 

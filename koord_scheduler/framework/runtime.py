@@ -19,7 +19,13 @@ from koord_scheduler.framework.diagnosis import Diagnosis
 from koord_scheduler.framework.errors import PluginCycleError, log_failure
 from koord_scheduler.framework.filter_phase import FilterPhase
 from koord_scheduler.framework.handle import FrameworkHandle
-from koord_scheduler.framework.interfaces import NominatedPods, Plugin, PreemptionExtenders, ReservationFilterPlugin
+from koord_scheduler.framework.interfaces import (
+    NominatedPods,
+    NUMAHintProvider,
+    Plugin,
+    PreemptionExtenders,
+    ReservationFilterPlugin,
+)
 from koord_scheduler.framework.node_cache import NodeResultCache
 from koord_scheduler.framework.pod_patch import POD_PATCH, PodPatch
 from koord_scheduler.framework.score_phase import ScorePhase
@@ -72,6 +78,7 @@ class Framework:
         self.post_filter_plugins = caps.post_filter
         self.score_plugins = caps.scores
         self.reservation_filter_plugins: list[ReservationFilterPlugin] = caps.reservation_filters
+        self.numa_hint_providers: list[NUMAHintProvider] = caps.numa_hint_providers
         self.filter_phase = FilterPhase(
             caps.filters,
             caps.pre_filter,
@@ -390,6 +397,22 @@ class Framework:
         return Status()
 
     # ----- binding cycle -----
+
+    def run_pre_bind_pre_flights(self, state: CycleState, pod: Pod, node_name: str) -> Status:
+        """``RunPreBindPreFlights``: Success when some PreBind plugin will work for the pod, Skip when none
+        will (plugins without a pre-flight count as having nothing long to do), else the first plugin's
+        failure."""
+        result = Status(Code.SKIP)
+        for p in self.capabilities.pre_bind_pre_flights:
+            try:
+                status = p.pre_bind_pre_flight(state, pod, node_name)
+            except Exception as exc:
+                return _failed("pre_bind_pre_flight", p, exc)
+            if status.code == Code.SUCCESS:
+                result = status
+            elif status.code != Code.SKIP:
+                return status.with_plugin(p.name)
+        return result
 
     async def run_pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status:
         """PreBind plugins in order; with a :class:`~.interfaces.PodPatchApplier` (DefaultPreBind), the
