@@ -53,10 +53,19 @@ class Source:
 
 def pods_of(count: int) -> list[PodMeta]:
     return [
-        PodMeta(uid=f"uid-{i}", namespace="default", name=f"pod-{i}", kube_qos=KubeQOSClass.BURSTABLE,
-                qos=QoSClass.LS, priority_class=PriorityClass.PROD, priority=9500, cgroup_dir="", phase="Running",
-                created=START - 2 * 86400,
-                containers=(ContainerMeta("c", None, {"cpu": 1000, "memory": 2 * GI}, {}),))
+        PodMeta(
+            uid=f"uid-{i}",
+            namespace="default",
+            name=f"pod-{i}",
+            kube_qos=KubeQOSClass.BURSTABLE,
+            qos=QoSClass.LS,
+            priority_class=PriorityClass.PROD,
+            priority=9500,
+            cgroup_dir="",
+            phase="Running",
+            created=START - 2 * 86400,
+            containers=(ContainerMeta("c", None, {"cpu": 1000, "memory": 2 * GI}, {}),),
+        )
         for i in range(count)
     ]
 
@@ -71,8 +80,7 @@ def main() -> None:
     source = Source(args.pods, rng)
     clock = FakeClock(START)
     informer = StatesInformer("node-1", CgroupLayout.for_driver(CgroupDriver.CGROUPFS))
-    informer.set_node({"metadata": {"name": "node-1"},
-                       "status": {"allocatable": {"cpu": "128", "memory": "512Gi"}}})
+    informer.set_node({"metadata": {"name": "node-1"}, "status": {"allocatable": {"cpu": "128", "memory": "512Gi"}}})
     with tempfile.TemporaryDirectory() as tmp:
         tracemalloc.start()
         baseline = tracemalloc.take_snapshot()
@@ -120,8 +128,10 @@ def main() -> None:
     print(f"gc+checkpoint: {1000 * checkpoint_cpu / minutes:.2f} ms CPU per minute ({written} files written)")
     total = (train_cpu + predict_cpu + checkpoint_cpu) / minutes
     print(f"predictor total: {1000 * total:.2f} ms CPU per minute = {100 * total / 60:.4f} % of a core")
-    print(f"NodeMetric status build (same run, for scale): {1000 * status_cpu:.2f} ms CPU per report; "
-          f"predictor / status = {total / status_cpu:.2f}")
+    print(
+        f"NodeMetric status build (same run, for scale): {1000 * status_cpu:.2f} ms CPU per report; "
+        f"predictor / status = {total / status_cpu:.2f}"
+    )
     print(f"model memory: {model_bytes / 1024:.0f} KiB ({model_bytes / len(server.models) / 1024:.1f} KiB per model)")
     print(f"checkpoints on disk: {len(files)} files, {disk / 1024:.0f} KiB")
     print(f"last prediction: reclaimable {result[0]}, peak {result[1]}")

@@ -209,8 +209,17 @@ def decide_node_resources(
         cpu_basic_info = topology.cpu_basic_info or None
     pods = list(pods)
     strategy = resolve_colocation(config, node.labels, node.annotations)
-    zone_write = decide_zone_batch(node, pods, metric, config, now=now, plugins=plugins, topology=topology,
-                                   cpu_basic_info=cpu_basic_info, strategy=strategy)
+    zone_write = decide_zone_batch(
+        node,
+        pods,
+        metric,
+        config,
+        now=now,
+        plugins=plugins,
+        topology=topology,
+        cpu_basic_info=cpu_basic_info,
+        strategy=strategy,
+    )
     annotations, meta_notes, ratio = wanted_annotations(
         node, config, plugins=plugins, cpu_basic_info=cpu_basic_info, strategy=strategy
     )
@@ -274,8 +283,9 @@ def decide_zone_batch(
         cpu_strategy = cpu_normalization_from_wire(config.key(CPU_NORMALIZATION_KEY).for_node(node.labels))
         decided = decide_cpu_normalization(cpu_strategy, node.labels, cpu_basic_info).ratio
         ratio = float(decided) if decided is not None else None
-    updated = updated_zones(topology.zones_json, result, diff_threshold=strategy.resource_diff_threshold,
-                            cpu_normalization=ratio)
+    updated = updated_zones(
+        topology.zones_json, result, diff_threshold=strategy.resource_diff_threshold, cpu_normalization=ratio
+    )
     if updated is None:
         return None
     body: dict[str, object] = {"zones": updated}

@@ -41,17 +41,31 @@ def install_nrt(plane: Any) -> None:
 def publish_basic_info(scope: Scope, node: str) -> None:
     """The NodeResourceTopology as the koordlet publishes it (only the annotation matters here)."""
     info = json.dumps({"cpuModel": MODEL, "hyperThreadEnabled": True, "turboEnabled": True})
-    body = {"apiVersion": "topology.node.k8s.io/v1alpha1", "kind": "NodeResourceTopology",
-            "metadata": {"name": node, "annotations": {"node.koordinator.sh/cpu-basic-info": info}},
-            "topologyPolicies": ["None"], "zones": []}
+    body = {
+        "apiVersion": "topology.node.k8s.io/v1alpha1",
+        "kind": "NodeResourceTopology",
+        "metadata": {"name": node, "annotations": {"node.koordinator.sh/cpu-basic-info": info}},
+        "topologyPolicies": ["None"],
+        "zones": [],
+    }
     result = scope.plane.request("POST", NRT, body)
     assert result.status in (201, 409), result.body[:300]
 
 
 def normalization(ratio: float, *, enable: bool = True) -> str:
-    return json.dumps({"enable": enable, "ratioModel": {MODEL: {
-        "baseRatio": 1.0, "hyperThreadEnabledRatio": 1.0, "turboEnabledRatio": 1.0,
-        "hyperThreadTurboEnabledRatio": ratio}}})
+    return json.dumps(
+        {
+            "enable": enable,
+            "ratioModel": {
+                MODEL: {
+                    "baseRatio": 1.0,
+                    "hyperThreadEnabledRatio": 1.0,
+                    "turboEnabledRatio": 1.0,
+                    "hyperThreadTurboEnabledRatio": ratio,
+                }
+            },
+        }
+    )
 
 
 def node_state(scope: Scope, node: str) -> tuple[str | None, str | None, int | None]:
@@ -70,8 +84,9 @@ def test_cpu_normalization_follows_the_config(scope: Scope, tmp_path: Path) -> N
     data["cpu-normalization-config"] = normalization(1.2)
     data["resource-amplification-config"] = json.dumps({"enable": True, "resourceAmplificationRatio": {"memory": 1.5}})
     apply_config(scope, data)
-    proc = SchedulerProcess.start(scope.plane, scheduler_config(scope), tmp_path,
-                                  extra_args=[f"--config-namespace={scope.namespace}"])
+    proc = SchedulerProcess.start(
+        scope.plane, scheduler_config(scope), tmp_path, extra_args=[f"--config-namespace={scope.namespace}"]
+    )
     try:
         # batch-cpu 10000 - 4000 - 500 = 5500, times 1.2
         want = ("1.20", '{"cpu":1.20,"memory":1.50}', 6600)

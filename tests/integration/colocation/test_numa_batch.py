@@ -24,8 +24,9 @@ GI = 1024**3
 
 
 def zone(name: str) -> dict[str, Any]:
-    resources = [{"name": n, "capacity": v, "allocatable": v, "available": v} for n, v in (("cpu", "5"),
-                                                                                         ("memory", "20Gi"))]
+    resources = [
+        {"name": n, "capacity": v, "allocatable": v, "available": v} for n, v in (("cpu", "5"), ("memory", "20Gi"))
+    ]
     return {"name": name, "type": "Node", "resources": resources}
 
 
@@ -42,13 +43,19 @@ def zone_batch(scope: Scope, node: str) -> dict[str, tuple[int, int]]:
 def test_zone_batch_resources(scope: Scope, tmp_path: Path) -> None:
     install_nrt(scope.plane)
     node = scope.add_node("a", cpu="10", memory="40Gi")
-    body = {"apiVersion": "topology.node.k8s.io/v1alpha1", "kind": "NodeResourceTopology",
-            "metadata": {"name": node}, "topologyPolicies": ["None"], "zones": [zone("node-0"), zone("node-1")]}
+    body = {
+        "apiVersion": "topology.node.k8s.io/v1alpha1",
+        "kind": "NodeResourceTopology",
+        "metadata": {"name": node},
+        "topologyPolicies": ["None"],
+        "zones": [zone("node-0"), zone("node-1")],
+    }
     scope.ok("POST", NRT, body)
     report(scope, node)  # system usage 500m / 2Gi
     apply_config(scope, chart_data())
-    proc = SchedulerProcess.start(scope.plane, scheduler_config(scope), tmp_path,
-                                  extra_args=[f"--config-namespace={scope.namespace}"])
+    proc = SchedulerProcess.start(
+        scope.plane, scheduler_config(scope), tmp_path, extra_args=[f"--config-namespace={scope.namespace}"]
+    )
     try:
         # per zone: 5000 - 2000 (40 %) - 250 = 2750 milli; 20Gi - 7Gi (35 %) - 1Gi = 12Gi
         want = {"node-0": (2750, 12 * GI), "node-1": (2750, 12 * GI)}

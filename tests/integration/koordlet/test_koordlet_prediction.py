@@ -69,12 +69,32 @@ class FakeNode:
 
 def start_koordlet(plane: Any, node: str, fake: FakeNode, checkpoints: Path, training: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "koordlet.app.cli", "--kubeconfig", str(plane.kubeconfig), "--cgroup-root",
-         str(fake.cgroot), "--cgroup-driver", "cgroupfs", "--proc-root", str(fake.proc), "--metrics-port", "-1",
-         "--report-interval", "1", f"--prediction-checkpoint-filepath={checkpoints}",
-         f"--prediction-training-interval={training}", "--prediction-cold-start-duration=0s",
-         "--prediction-model-checkpoint-interval=1s", "-v"],
-        env={**os.environ, "NODE_NAME": node}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        [
+            sys.executable,
+            "-m",
+            "koordlet.app.cli",
+            "--kubeconfig",
+            str(plane.kubeconfig),
+            "--cgroup-root",
+            str(fake.cgroot),
+            "--cgroup-driver",
+            "cgroupfs",
+            "--proc-root",
+            str(fake.proc),
+            "--metrics-port",
+            "-1",
+            "--report-interval",
+            "1",
+            f"--prediction-checkpoint-filepath={checkpoints}",
+            f"--prediction-training-interval={training}",
+            "--prediction-cold-start-duration=0s",
+            "--prediction-model-checkpoint-interval=1s",
+            "-v",
+        ],
+        env={**os.environ, "NODE_NAME": node},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
 
 
@@ -98,10 +118,17 @@ def test_prediction_survives_a_restart(control_plane: Any, tmp_path: Path) -> No
     install_crds(api)
     ensure_priority_class(api, "koord-prod", 9000)
     resources = {"cpu": "4", "memory": "8Gi", "pods": "110"}
-    core.create_node({"apiVersion": "v1", "kind": "Node", "metadata": {"name": node},
-                      "status": {"capacity": resources, "allocatable": resources}})
+    core.create_node(
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": node},
+            "status": {"capacity": resources, "allocatable": resources},
+        }
+    )
     web = core.create_namespaced_pod(
-        "default", make_pod(f"{node}-web", node, "koord-prod", labels={}, requests={"cpu": "2", "memory": "1Gi"}))
+        "default", make_pod(f"{node}-web", node, "koord-prod", labels={}, requests={"cpu": "2", "memory": "1Gi"})
+    )
     fake = FakeNode(tmp_path, f"kubepods/burstable/pod{web.metadata.uid}")
     checkpoints = tmp_path / "checkpoints"
     checkpoints.mkdir()
@@ -125,8 +152,11 @@ def test_prediction_survives_a_restart(control_plane: Any, tmp_path: Path) -> No
     agent = start_koordlet(control_plane, node, fake, checkpoints, "1s")
     try:
         try:
-            wait_until(lambda: (reclaimable() or (0, 0))[0] >= 2000 - history_peak - 150, timeout=60,
-                       what="prodReclaimableMetric from the 0.5-core history")
+            wait_until(
+                lambda: (reclaimable() or (0, 0))[0] >= 2000 - history_peak - 150,
+                timeout=60,
+                what="prodReclaimableMetric from the 0.5-core history",
+            )
         except AssertionError as err:
             status = custom.get_cluster_custom_object(GROUP, VERSION, "nodemetrics", node).get("status")
             raise AssertionError(f"{err}; status: {status}; agent: {stop_koordlet(agent)[-3000:]}") from None
@@ -139,8 +169,9 @@ def test_prediction_survives_a_restart(control_plane: Any, tmp_path: Path) -> No
     assert (checkpoints / "__node-koord-prod__").exists()
 
     fake.cores = 1.5
-    custom.patch_cluster_custom_object_status(GROUP, VERSION, "nodemetrics", node,
-                                              {"status": {"prodReclaimableMetric": None, "prodPeakMetric": None}})
+    custom.patch_cluster_custom_object_status(
+        GROUP, VERSION, "nodemetrics", node, {"status": {"prodReclaimableMetric": None, "prodPeakMetric": None}}
+    )
     agent = start_koordlet(control_plane, node, fake, checkpoints, "1h")
     try:
         after = wait_until(reclaimable, timeout=60, what="prodReclaimableMetric after the restart")

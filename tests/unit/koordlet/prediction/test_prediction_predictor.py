@@ -40,8 +40,17 @@ def pod(
     uid: str, cpu: int, memory: int, *, age: float, priority: PriorityClass = PriorityClass.PROD, deleting: bool = False
 ) -> PodMeta:
     return PodMeta(
-        uid=uid, namespace="ns", name=uid, kube_qos=KubeQOSClass.BURSTABLE, qos=QoSClass.LS, priority_class=priority,
-        priority=9000, cgroup_dir="", phase="Running", created=NOW - age, deleting=deleting,
+        uid=uid,
+        namespace="ns",
+        name=uid,
+        kube_qos=KubeQOSClass.BURSTABLE,
+        qos=QoSClass.LS,
+        priority_class=priority,
+        priority=9000,
+        cgroup_dir="",
+        phase="Running",
+        created=NOW - age,
+        deleting=deleting,
         containers=(ContainerMeta("c", None, {"cpu": cpu, "memory": memory}, {}),),
     )
 
@@ -50,8 +59,13 @@ COLD = pod("pod-1-uid", 1000, GI, age=60)
 NORMAL = pod("pod-2-uid", 2000, 2 * GI, age=2 * HOUR)
 DELETING = pod("pod-3-uid", 2000, 2 * GI, age=2 * HOUR, priority=PriorityClass.NONE, deleting=True)
 PREDICTIONS = {
-    node_item_uid("koord-prod"): PROD, node_item_uid("koord-batch"): ZERO, node_item_uid(""): ZERO,
-    node_item_uid("sys"): SYS, "pod-1-uid": POD, "pod-2-uid": POD, "pod-3-uid": ZERO,
+    node_item_uid("koord-prod"): PROD,
+    node_item_uid("koord-batch"): ZERO,
+    node_item_uid(""): ZERO,
+    node_item_uid("sys"): SYS,
+    "pod-1-uid": POD,
+    "pod-2-uid": POD,
+    "pod-3-uid": ZERO,
 }
 POD_PEAK_MEMORY = int(1.1 * GI)
 PRIORITY_PEAK_MEMORY = int(1.1 * 1536 * MI)
@@ -60,10 +74,18 @@ PRIORITY_PEAK_MEMORY = int(1.1 * 1536 * MI)
 @pytest.mark.parametrize(
     ("allocatable", "want_pod", "want_priority"),
     [
-        pytest.param(Amounts(3000, 3 * GI), Amounts(2000 - 550, 2 * GI - POD_PEAK_MEMORY),
-                     Amounts(3000 - 1430, 3 * GI - PRIORITY_PEAK_MEMORY), id="node-allocatable-equals-requests"),
-        pytest.param(Amounts(8000, 8 * GI), Amounts(2000 - 550, 2 * GI - POD_PEAK_MEMORY),
-                     Amounts(3000 - 1430, 3 * GI - PRIORITY_PEAK_MEMORY), id="node-allocatable-above-requests"),
+        pytest.param(
+            Amounts(3000, 3 * GI),
+            Amounts(2000 - 550, 2 * GI - POD_PEAK_MEMORY),
+            Amounts(3000 - 1430, 3 * GI - PRIORITY_PEAK_MEMORY),
+            id="node-allocatable-equals-requests",
+        ),
+        pytest.param(
+            Amounts(8000, 8 * GI),
+            Amounts(2000 - 550, 2 * GI - POD_PEAK_MEMORY),
+            Amounts(3000 - 1430, 3 * GI - PRIORITY_PEAK_MEMORY),
+            id="node-allocatable-above-requests",
+        ),
         pytest.param(Amounts(1000, GI), Amounts(1000 - 550, 0), Amounts(0, 0), id="node-allocatable-below-requests"),
     ],
 )
@@ -87,8 +109,9 @@ def test_pod_predictor_skips_batch_and_deleted_pods() -> None:
         (Amounts(3000, 3 * GI), Amounts(2000 - 550, 2 * GI - peak_memory)),
         (Amounts(1000, GI), Amounts(1000 - 550, GI - peak_memory)),
     ):
-        got = pod_predictor([COLD, NORMAL, deleting, batch], lambda _: every, allocatable, margin_percent=10,
-                            cold_start=HOUR, now=NOW)
+        got = pod_predictor(
+            [COLD, NORMAL, deleting, batch], lambda _: every, allocatable, margin_percent=10, cold_start=HOUR, now=NOW
+        )
         assert got.reclaimable == want
 
 
@@ -96,8 +119,14 @@ def test_pod_peak_counts_unpredicted_requests() -> None:
     """HEAD's ``TestPodReclaimablePredictor_GetPeak``: cold start and failed predictions count their
     requests as peak."""
     failed = pod("pod-predict-failed-uid", 500, 512 * MI, age=2 * HOUR)
-    got = pod_predictor([COLD, NORMAL, failed], {"pod-2-uid": prediction((500, 512 * MI), (800, 768 * MI))}.get,
-                        Amounts(10_000, 10 * GI), margin_percent=10, cold_start=HOUR, now=NOW)
+    got = pod_predictor(
+        [COLD, NORMAL, failed],
+        {"pod-2-uid": prediction((500, 512 * MI), (800, 768 * MI))}.get,
+        Amounts(10_000, 10 * GI),
+        margin_percent=10,
+        cold_start=HOUR,
+        now=NOW,
+    )
     assert got.peak == Amounts(550 + 1000 + 500, int(1.1 * 768 * MI) + GI + 512 * MI)
 
 
@@ -105,8 +134,11 @@ def test_priority_predictor_without_margin() -> None:
     """``Test_priorityReclaimablePredictor``: a prod pod (1000m, 2Gi), a batch pod, margin 0."""
     prod_pod = pod("pod-1-uid", 1000, 2 * GI, age=60)
     batch_pod = pod("pod-2-uid", 0, 0, age=2 * HOUR, priority=PriorityClass.BATCH)
-    predictions = {node_item_uid("sys"): SYS, node_item_uid(""): ZERO,
-                   node_item_uid("koord-prod"): prediction((500, 768 * MI), (800, GI))}
+    predictions = {
+        node_item_uid("sys"): SYS,
+        node_item_uid(""): ZERO,
+        node_item_uid("koord-prod"): prediction((500, 768 * MI), (800, GI)),
+    }
     for allocatable, want in ((Amounts(3000, 3 * GI), Amounts(200, 512 * MI)), (Amounts(900, GI), Amounts(100, 0))):
         got = priority_predictor([prod_pod, batch_pod], predictions.get, allocatable, margin_percent=0)
         assert got is not None and got.reclaimable == want
@@ -114,18 +146,26 @@ def test_priority_predictor_without_margin() -> None:
 
 
 def test_no_result_before_the_node_level_models_exist() -> None:
-    assert predict_prod([NORMAL], {"pod-2-uid": POD}.get, Amounts(3000, 3 * GI), margin_percent=10,
-                        cold_start=HOUR, now=NOW) is None
+    assert (
+        predict_prod(
+            [NORMAL], {"pod-2-uid": POD}.get, Amounts(3000, 3 * GI), margin_percent=10, cold_start=HOUR, now=NOW
+        )
+        is None
+    )
 
 
 @pytest.mark.parametrize(
     ("annotations", "want"),
     [
         pytest.param({}, Amounts(4000, 8 * GI), id="status-allocatable"),
-        pytest.param({"node.koordinator.sh/raw-allocatable": '{"cpu": "2", "memory": "4Gi"}'}, Amounts(2000, 4 * GI),
-                     id="raw-allocatable-annotation-wins"),
-        pytest.param({"node.koordinator.sh/raw-allocatable": "{bad"}, Amounts(4000, 8 * GI),
-                     id="malformed-annotation-ignored"),
+        pytest.param(
+            {"node.koordinator.sh/raw-allocatable": '{"cpu": "2", "memory": "4Gi"}'},
+            Amounts(2000, 4 * GI),
+            id="raw-allocatable-annotation-wins",
+        ),
+        pytest.param(
+            {"node.koordinator.sh/raw-allocatable": "{bad"}, Amounts(4000, 8 * GI), id="malformed-annotation-ignored"
+        ),
     ],
 )
 def test_node_allocatable(annotations: dict[str, str], want: Amounts) -> None:

@@ -16,8 +16,16 @@ GI = 1 << 30
 
 
 def pod(uid: str, priority: PriorityClass = PriorityClass.PROD) -> PodMeta:
-    return PodMeta(uid=uid, namespace="ns", name=uid, kube_qos=KubeQOSClass.BURSTABLE, qos=QoSClass.LS,
-                   priority_class=priority, priority=None, cgroup_dir="")
+    return PodMeta(
+        uid=uid,
+        namespace="ns",
+        name=uid,
+        kube_qos=KubeQOSClass.BURSTABLE,
+        qos=QoSClass.LS,
+        priority_class=priority,
+        priority=None,
+        cgroup_dir="",
+    )
 
 
 class Source:
@@ -77,8 +85,17 @@ def test_restart_continues_from_the_checkpoints(tmp_path: Path) -> None:
     restored, removed = second.restore([pod("a")])
     assert restored == 8 and sorted(removed) == ["corrupt", "gone-pod"]
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
-        ["a", NODE_UID, "__node-koord-prod__", "__node-koord-mid__", "__node-koord-batch__", "__node-koord-free__",
-         "__node-__", "__node-sys__"])
+        [
+            "a",
+            NODE_UID,
+            "__node-koord-prod__",
+            "__node-koord-mid__",
+            "__node-koord-batch__",
+            "__node-koord-free__",
+            "__node-__",
+            "__node-sys__",
+        ]
+    )
     before, after = first.prediction("a"), second.prediction("a")
     assert after is not None and after == before  # the reported reclaimable does not start from zero
     assert second.models["a"].last_updated == NOW + 1800
@@ -116,8 +133,10 @@ def test_a_missing_directory_is_a_warning_not_a_crash(tmp_path: Path) -> None:
 def test_checkpoint_file_has_koordinators_shape(tmp_path: Path) -> None:
     FileCheckpointer(tmp_path).save(ModelCheckpoint("u1", HistogramCheckpoint(NOW, {3: 10000}, 2.5), None, NOW))
     assert json.loads((tmp_path / "u1").read_text()) == {
-        "UID": "u1", "CPU": {"referenceTimestamp": "2023-11-14T22:13:20Z", "bucketWeights": {"3": 10000},
-                             "totalWeight": 2.5},
-        "Memory": None, "LastUpdated": "2023-11-14T22:13:20Z"}
+        "UID": "u1",
+        "CPU": {"referenceTimestamp": "2023-11-14T22:13:20Z", "bucketWeights": {"3": 10000}, "totalWeight": 2.5},
+        "Memory": None,
+        "LastUpdated": "2023-11-14T22:13:20Z",
+    }
     restored = FileCheckpointer(tmp_path).restore()
     assert restored[0].checkpoint == ModelCheckpoint("u1", HistogramCheckpoint(NOW, {3: 10000}, 2.5), None, NOW)
