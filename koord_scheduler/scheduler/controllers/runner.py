@@ -49,9 +49,9 @@ from koord_scheduler.scheduler.controllers.noderesource import MANAGED_RESOURCES
 from koord_scheduler.scheduler.controllers.nrt_batch import TopologyRecord, TopologySource, canonical_zones
 from koord_scheduler.scheduler.controllers.selection import NODEMETRIC, NODERESOURCE, NODERESOURCE_PLUGINS, NODESLO
 from koord_scheduler.scheduler.controllers.waits import stopped_within, wake_or_stop
-from koord_scheduler.scheduler.kube.http import ApiError
 from koord_scheduler.scheduler.object_errors import ObjectErrors
 from koord_scheduler.scheduler.source import EventSink
+from kubeapi.http import ApiError
 
 log = logging.getLogger(__name__)
 
