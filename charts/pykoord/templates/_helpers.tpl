@@ -77,7 +77,7 @@ manager.controllers manager.webhook.port
 webhookConfiguration.failurePolicy.pods webhookConfiguration.failurePolicy.elasticquotas
 webhookConfiguration.timeoutSeconds
 koordlet.log.level koordlet.features koordlet.featureGates koordlet.hostDirs.kubeletLibDir koordlet.hostDirs.varRunDir
-koordlet.nri koordlet.cgroupKubepodsDir koordlet.resources
+koordlet.hostDirs.predictionCheckpointDir koordlet.nri koordlet.cgroupKubepodsDir koordlet.resources
 koordlet.runtimeClassName koordlet.nodeAffinity koordlet.metrics.port koordlet.enableServiceMonitor
 sloControllerConfig networkPolicy tests strictValues
 {{- end -}}
