@@ -70,14 +70,16 @@ async def round_robin(kubeconfig: str, *, events: bool = False) -> None:
     tasks: set[asyncio.Task[None]] = set()
     failures: collections.Counter[str] = collections.Counter()
 
-    async def event(ns: str, name: str, uid: str, node: str) -> None:
+    async def write_event(ns: str, name: str, uid: str, node: str) -> None:
         assert events_http is not None
         async with events_sem:
             try:
                 await events_http.request("POST", f"/apis/events.k8s.io/v1/namespaces/{ns}/events",
                                           body=scheduled_event(ns, name, uid, node, host))
             except ClusterError as err:
-                failures[type(err).__name__] += 1
+                failures[f"event {type(err).__name__}"] += 1
+                if sum(failures.values()) <= 5:
+                    print(f"event for {ns}/{name} failed: {err}", file=sys.stderr, flush=True)
 
     async def bind(ns: str, name: str, uid: str, node: str) -> None:
         async with sem:
@@ -91,7 +93,7 @@ async def round_robin(kubeconfig: str, *, events: bool = False) -> None:
                     print(f"bind {ns}/{name} failed: {err}", file=sys.stderr, flush=True)
                 return
         if events_http is not None:
-            await event(ns, name, uid, node)
+            await write_event(ns, name, uid, node)
 
     def offer(obj: dict[str, Any]) -> None:
         nonlocal counter
@@ -114,12 +116,15 @@ async def round_robin(kubeconfig: str, *, events: bool = False) -> None:
         watch_params = {**params, "watch": "1", "resourceVersion": listing["metadata"]["resourceVersion"]}
         async with http.stream("/api/v1/pods", watch_params) as content:
             async for lines in iter_lines(content):
-                events = [jsoncodec.loads(line) for line in lines]
-                for event in events:
-                    if event["type"] == "ADDED":
-                        offer(event["object"])
-                if any(event["type"] == "ERROR" for event in events):
-                    print(f"watch error, re-listing: {events[-1]['object']}", file=sys.stderr, flush=True)
+                # Not ``event``/``events``: the closures above read ``write_event`` and ``events`` from this
+                # scope, and a loop variable of the same name would rebind them (an Event write would then
+                # call the watch event, a dict).
+                changes = [jsoncodec.loads(line) for line in lines]
+                for change in changes:
+                    if change["type"] == "ADDED":
+                        offer(change["object"])
+                if any(change["type"] == "ERROR" for change in changes):
+                    print(f"watch error, re-listing: {changes[-1]['object']}", file=sys.stderr, flush=True)
                     break
 
 
