@@ -1,7 +1,8 @@
 """The ``koord-scheduler`` command line.
 
-``koord-scheduler simulate ...`` runs the embedded simulator; ``koord-scheduler --config ...`` runs
-against a real API server. Plugin authors build their own command with extra plugins::
+``koord-scheduler simulate ...`` runs the embedded simulator; ``koord-scheduler deschedule ...`` plans one
+descheduling round on a cluster file; ``koord-scheduler --config ...`` runs against a real API server.
+Plugin authors build their own command with extra plugins::
 
     from koord_scheduler import with_plugin
     from koord_scheduler.app.cli import new_scheduler_command
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from koord_scheduler.app.debug_server import DebugValueError, parse_debug_scores
 from koord_scheduler.framework.errors import SchedulerError
+from kubeapi.errors import KubeApiError
 
 if TYPE_CHECKING:
     from apis.config import KubeSchedulerConfiguration
@@ -64,12 +66,16 @@ class SchedulerCommand:
         try:
             if args and args[0] == "simulate":
                 return self._simulate(args[1:])
+            if args and args[0] == "deschedule":
+                from koord_scheduler.app.deschedule import deschedule_main
+
+                return deschedule_main(args[1:])
             if args and args[0] == "extender-server":
                 from koord_scheduler.app.extender_server import extender_server_main
 
                 return extender_server_main(args[1:], self.registry)
             return self._serve(args)
-        except SchedulerError as exc:
+        except (SchedulerError, KubeApiError) as exc:
             print(f"koord-scheduler: {exc}", file=sys.stderr)
             return EXIT_USAGE
         except Exception as exc:

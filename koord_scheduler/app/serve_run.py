@@ -32,6 +32,7 @@ from koord_scheduler.app.controllers import (
     hold_controllers,
 )
 from koord_scheduler.app.debug_server import LOOPBACK, start_debug_server
+from koord_scheduler.app.descheduling import build_descheduling
 from koord_scheduler.app.logs import loop_exception_handler
 from koord_scheduler.app.serve import (
     EVENT_LOOP_ENV,
@@ -48,24 +49,18 @@ from koord_scheduler.framework.registry import Registry
 from koord_scheduler.scheduler.assembly import build_scheduler
 from koord_scheduler.scheduler.controllers.runner import ControllerSink, FanoutSink
 from koord_scheduler.scheduler.heap import STARTUP_PAUSE_LIMIT, HeapSettler, resume_collector
-from koord_scheduler.scheduler.kube import (
-    ApiHttp,
-    HttpOptions,
-    KubeClusterSource,
-    KubeSourceOptions,
-    TokenBucket,
-    load_connection,
-)
-from koord_scheduler.scheduler.leaderelection import LeaderElector
+from koord_scheduler.scheduler.kube_source import KubeClusterSource, KubeSourceOptions
 from koord_scheduler.scheduler.metrics import SchedulerMetrics
 from koord_scheduler.scheduler.scheduler import Scheduler, SchedulerOptions
 from koord_scheduler.scheduler.serving import HardenedServer, ServingLimits
 from koord_scheduler.scheduler.source import EventSink
 from koord_scheduler.scheduler.task_restarts import supervise
+from kubeapi import ApiHttp, HttpOptions, TokenBucket, load_connection
+from kubeapi.leaderelection import LeaderElector
 
 if TYPE_CHECKING:
-    from koord_scheduler.scheduler.prefetch import Prefetch
     from koord_scheduler.webhook.thread import AdmissionThread
+    from kubeapi.prefetch import Prefetch
 
 log = logging.getLogger("koord-scheduler")
 startup_log = logging.getLogger("koord_scheduler.startup")
@@ -112,7 +107,7 @@ def run_cluster(options: ServeOptions, registry: Callable[[], Registry], *, pref
     # scheduling off: when selected).
     reservation_plugin = scheduler is None or any("Reservation" in fwk.plugins for fwk in scheduler.profiles.values())
     errors = metrics.object_errors
-    hosted = [h for h in (
+    hosted: list[Hosted] = [h for h in (
         build_reservation(options.controllers, source, options.config, client=client, scheduler_kinds=kinds,
                           plugin_enabled=reservation_plugin, object_errors=errors),
         build_quota_status(options.controllers, source, options.config, client=client, scheduler_kinds=kinds,
@@ -121,6 +116,8 @@ def run_cluster(options: ServeOptions, registry: Callable[[], Registry], *, pref
                        object_errors=errors),
         build_deviceresource(options.controllers, source, client=client, scheduler_kinds=kinds, object_errors=errors),
     ) if h is not None]
+    hosted += build_descheduling(options.controllers, source, client=client, scheduler_kinds=kinds,
+                                 object_errors=errors)
     startup_log.info("start-up: profiles and controllers built (%.2f CPU-s since start)", time.process_time())
     log.info("koord-scheduler: profiles %s, controllers %s, API server %s (%s)",
              ", ".join(scheduler.profiles) if scheduler else "none (scheduling off)",
