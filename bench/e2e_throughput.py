@@ -793,7 +793,7 @@ PACKAGES = ("apis", "kubeapi", "koord_scheduler")
 def compile_working_tree() -> None:
     """Write the working tree's bytecode before any contender starts. The editable install runs from the
     sources; with ``PYTHONDONTWRITEBYTECODE`` set (or a read-only tree) every start would compile them
-    again (0.3–1.6 CPU-seconds on a 2-core VM), which a deployed image (or the ``--baseline`` build, whose
+    again (0.3 to 1.6 CPU-seconds on a 2-core VM), which a deployed image (or the ``--baseline`` build, whose
     ``pip install`` writes its bytecode) does not pay."""
     subprocess.run([sys.executable, "-m", "compileall", "-q", *PACKAGES], cwd=REPO, check=True,
                    stdout=subprocess.DEVNULL)
