@@ -54,8 +54,8 @@ from koord_scheduler.framework.types import EventType
 from koord_scheduler.scheduler.controllers.api import ControllerApi
 from koord_scheduler.scheduler.controllers.containment import Containment, permanent
 from koord_scheduler.scheduler.controllers.decide import MERGE_PATCH, Write
+from koord_scheduler.scheduler.controllers.loop import ReconcileLoop
 from koord_scheduler.scheduler.controllers.selection import DEVICERESOURCE
-from koord_scheduler.scheduler.controllers.waits import stopped_within, wake_or_stop
 from koord_scheduler.scheduler.object_errors import ObjectErrors
 from kubeapi import jsoncodec
 
@@ -174,7 +174,7 @@ class DeviceResourceController:
         self.devices: dict[str, NodeDeviceRecord] = {}
         self.dirty: set[str] = set()
         self.writes = 0
-        self._wake = asyncio.Event()
+        self.loop = ReconcileLoop(DEVICERESOURCE, waiting_for="Device objects")
 
     # ----- informer events -----
 
@@ -201,7 +201,7 @@ class DeviceResourceController:
 
     def _mark(self, name: str) -> None:
         self.dirty.add(name)
-        self._wake.set()
+        self.loop.wake()
 
     # ----- reconcile -----
 
@@ -262,23 +262,14 @@ class DeviceResourceController:
             self.nodes[write.node] = dataclasses.replace(node, meta=dataclasses.replace(node.meta, labels=labels))
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Reconcile until ``stop`` is set; call only while holding the leader Lease."""
-        log.info("deviceresource controller running")
-        waited = 0
-        while not self.ready():
-            if waited % 30 == 0:
-                log.warning("deviceresource controller waiting for Device objects to be listed "
-                            "(CRD installed? RBAC?)")
-            if await stopped_within(stop, 1.0):
-                return
-            waited += 1
-        self.dirty.update(self.nodes)
-        while not stop.is_set():
-            if self.dirty:
-                await self.reconcile()
-                continue
-            self._wake.clear()
-            await wake_or_stop(self._wake, stop, 1.0)
+        """Reconcile until ``stop`` is set; call only while holding the leader Lease. Every node is looked
+        at once the Device kind is listed."""
+        await self.loop.run(stop, ready=self.ready, reconcile=self._pass, pending=lambda: bool(self.dirty))
+
+    async def _pass(self, full: bool) -> None:
+        if full:
+            self.dirty.update(self.nodes)
+        await self.reconcile()
 
 
 def _body(write: Write) -> bytes:

@@ -23,7 +23,7 @@ from apis.scheduling.podgroup import PodGroupRecord, PodGroupStatusRecord
 from koord_scheduler.framework.errors import ClusterError
 from koord_scheduler.framework.types import EventType
 from koord_scheduler.scheduler.controllers.containment import Containment, permanent
-from koord_scheduler.scheduler.controllers.waits import wake_or_stop
+from koord_scheduler.scheduler.controllers.loop import ReconcileLoop
 from koord_scheduler.scheduler.controllers.workers import run_with_workers
 from koord_scheduler.scheduler.object_errors import ObjectErrors
 
@@ -117,7 +117,7 @@ class PodGroupController:
         """PodGroup key -> pod key -> pod (pods labelled ``pod-group.scheduling.sigs.k8s.io``)."""
         self.dirty: set[str] = set()
         self.writes = 0
-        self._wake = asyncio.Event()
+        self.loop = ReconcileLoop("podgroup", waiting_for="PodGroups")
 
     # ----- informer events -----
 
@@ -148,7 +148,7 @@ class PodGroupController:
     def _mark(self, key: str) -> None:
         if key in self.groups or key in self.pods:
             self.dirty.add(key)
-            self._wake.set()
+            self.loop.wake()
 
     # ----- reconcile -----
 
@@ -202,13 +202,8 @@ class PodGroupController:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Reconcile until ``stop`` is set; call only while holding the leader Lease."""
-        log.info("podgroup controller running")
-        while not stop.is_set():
-            if self.dirty:
-                await self.reconcile()
-                continue
-            self._wake.clear()
-            await wake_or_stop(self._wake, stop, 1.0)
+        await self.loop.run(stop, ready=lambda: True, reconcile=lambda _full: self.reconcile(),
+                            pending=lambda: bool(self.dirty))
 
 
 def _group_key(pod: Pod | None) -> str:

@@ -164,17 +164,17 @@ async def test_a_loop_that_raises_is_raised_and_a_second_run_resumes_it(monkeypa
     c, writer = controller(now=CREATED + 7200)
     c.on_node(EventType.ADDED, None, make_node("n1").build())
     c.on_object("Reservation", EventType.ADDED, None, parse_reservation(reservation("old")))
-    real_run = c.reconciler.run
+    real_run = c.reconciler.loop.run
 
-    async def broken() -> None:
+    async def broken(*args: Any, **kwargs: Any) -> None:
         raise ValueError("boom")
 
-    monkeypatch.setattr(c.reconciler, "run", broken)
+    monkeypatch.setattr(c.reconciler.loop, "run", broken)
     stop = asyncio.Event()
     with pytest.raises(ValueError, match="boom"):
         await asyncio.wait_for(c.run(stop), 5)
     assert writer.calls == []
-    monkeypatch.setattr(c.reconciler, "run", real_run)
+    monkeypatch.setattr(c.reconciler.loop, "run", real_run)
     task = asyncio.create_task(c.run(stop))
     await asyncio.wait_for(writer.wrote.wait(), 5)
     stop.set()

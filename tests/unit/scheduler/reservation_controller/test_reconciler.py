@@ -105,12 +105,13 @@ def test_follower_decides_nothing() -> None:
         pytest.param("Failed", ("delete", "a"), id="collected-deleted"),
     ],
 )
-async def test_run_applies_and_stops_on_close(phase: str, want_call: tuple[str, str]) -> None:
+async def test_run_applies_and_stops_on_stop(phase: str, want_call: tuple[str, str]) -> None:
     reconciler, writer = make(now=CREATED + 10**6)
-    task = asyncio.create_task(reconciler.run())
+    stop = asyncio.Event()
+    task = asyncio.create_task(reconciler.run(stop))
     reconciler.observe_reservation("ADDED", res("a", phase=phase), ClusterView(owners={}, nodes={"n1": True}))
     await asyncio.wait_for(writer.wrote.wait(), 5)
-    reconciler.close()
+    stop.set()
     await asyncio.wait_for(task, 5)
     assert [(kind, name) for kind, name, _ in writer.calls] == [want_call]
 
