@@ -54,7 +54,7 @@ from koord_scheduler.framework.types import EventType
 from koord_scheduler.scheduler.controllers.api import ControllerApi
 from koord_scheduler.scheduler.controllers.containment import Containment, permanent
 from koord_scheduler.scheduler.controllers.decide import MERGE_PATCH, Write
-from koord_scheduler.scheduler.controllers.loop import ReconcileLoop
+from koord_scheduler.scheduler.controllers.loop import CallLater, ReconcileLoop
 from koord_scheduler.scheduler.controllers.selection import DEVICERESOURCE
 from koord_scheduler.scheduler.object_errors import ObjectErrors
 from kubeapi import jsoncodec
@@ -162,7 +162,9 @@ class DeviceResourceController:
         ready: Callable[[], bool] = lambda: True,
         retry_seconds: float = 5.0,
         object_errors: ObjectErrors | None = None,
+        call_later: CallLater | None = None,
     ) -> None:
+        """``call_later(seconds, fn)`` schedules a retry (default: the running loop's; tests pass a fake)."""
         self.api = api
         self.contained = Containment(DEVICERESOURCE, object_errors)
         self.refused: dict[tuple[str, str], bytes] = {}
@@ -170,6 +172,7 @@ class DeviceResourceController:
         self.ready = ready
         """The Device kind has been listed; nothing is decided before."""
         self.retry_seconds = retry_seconds
+        self.call_later = call_later
         self.nodes: dict[str, Node] = {}
         self.devices: dict[str, NodeDeviceRecord] = {}
         self.dirty: set[str] = set()
@@ -232,7 +235,8 @@ class DeviceResourceController:
                 if isinstance(exc, ClusterError) and not permanent(exc):
                     log.warning("deviceresource: node %s: PATCH %s failed: %s; retrying in %.0fs",
                                 write.node, write.path, exc, self.retry_seconds)
-                    asyncio.get_running_loop().call_later(self.retry_seconds, self._mark, write.node)
+                    later = self.call_later or asyncio.get_running_loop().call_later
+                    later(self.retry_seconds, functools.partial(self._mark, write.node))
                     continue
                 # Refused for good (or a failure of our own): not sent again until it would change.
                 self.refused[(write.node, write.path)] = _body(write)

@@ -24,12 +24,19 @@ import time
 from collections.abc import Awaitable, Callable
 
 from koord_scheduler.framework.errors import log_failure
-from koord_scheduler.scheduler.controllers.waits import stopped_within, wake_or_stop
+from koord_scheduler.scheduler.controllers.waits import wake_or_stop
 
 log = logging.getLogger(__name__)
 
 READY_WARNING_SECONDS = 30
 """While waiting for ``ready()``, the warning is repeated this often (one check a second)."""
+
+CallLater = Callable[[float, Callable[[], None]], object]
+"""``call_later(seconds, fn)``: run ``fn`` later (``loop.call_later``; tests pass a fake)."""
+
+Pause = Callable[[asyncio.Event, asyncio.Event, float], Awaitable[None]]
+"""``pause(wake, stop, seconds)``: return when ``wake`` or ``stop`` is set, or after ``seconds``
+(:func:`~.waits.wake_or_stop`; tests pass one that does not sleep)."""
 
 
 class ReconcileLoop:
@@ -44,19 +51,24 @@ class ReconcileLoop:
         resync_seconds: float | None = None,
         idle_seconds: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
+        pause: Pause = wake_or_stop,
     ) -> None:
         """``waiting_for``: what ``ready()`` waits for, in the warning. ``resync_seconds``: a full pass this
-        often (None: never). ``idle_seconds``: the longest wait without an event."""
+        often (None: never). ``idle_seconds``: the longest wait without an event. ``clock`` and ``pause``
+        are the loop's time (monotonic seconds) and its only way to wait."""
         self.name = name
         self.waiting_for = waiting_for
         self.resync_seconds = resync_seconds
         self.idle_seconds = idle_seconds
         self.clock = clock
+        self.pause = pause
         self.passes = 0
         """Passes run (failed ones included)."""
         self.failures = 0
         """Passes that raised."""
         self._wake = asyncio.Event()
+        self._never = asyncio.Event()
+        """What the wait for ``ready()`` is woken by: nothing (it checks once a second)."""
 
     def wake(self) -> None:
         """Run a pass soon (an event marked something dirty)."""
@@ -69,7 +81,8 @@ class ReconcileLoop:
             if waited % READY_WARNING_SECONDS == 0:
                 log.warning("%s controller waiting for %s to be listed (CRD installed? RBAC?)",
                             self.name, self.waiting_for)
-            if await stopped_within(stop, 1.0):
+            await self.pause(self._never, stop, 1.0)
+            if stop.is_set():
                 return False
             waited += 1
         return True
@@ -109,4 +122,4 @@ class ReconcileLoop:
             timeout = self.idle_seconds
             if self.resync_seconds is not None:
                 timeout = min(timeout, max(0.0, next_full - self.clock()))
-            await wake_or_stop(self._wake, stop, timeout)
+            await self.pause(self._wake, stop, timeout)

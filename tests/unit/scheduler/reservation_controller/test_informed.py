@@ -147,13 +147,19 @@ async def test_run_waits_for_the_lists_then_writes_what_decide_says() -> None:
     listed = False
     c.ready = lambda: listed
     stop = asyncio.Event()
-    task = asyncio.create_task(c.run(stop))
-    await asyncio.sleep(0.05)
-    assert writer.calls == []  # not everything listed yet: nothing decided
-    listed = True
-    await asyncio.wait_for(writer.wrote.wait(), 5)
-    stop.set()
-    await asyncio.wait_for(task, 5)
+    written_while_waiting: list[int] = []
+
+    async def pause(wake: asyncio.Event, stopped: asyncio.Event, seconds: float) -> None:
+        nonlocal listed
+        written_while_waiting.append(len(writer.calls))
+        listed = True  # listed during the first wait for the lists
+        if writer.calls:
+            stop.set()
+        await asyncio.sleep(0)
+
+    c.reconciler.loop.pause = pause
+    await asyncio.wait_for(c.run(stop), 5)
+    assert written_while_waiting[0] == 0  # not everything listed yet: nothing decided
     ((verb, name, patch),) = writer.calls
     assert (verb, name, patch["status"]["phase"]) == ("patch", "old", "Failed")
 
