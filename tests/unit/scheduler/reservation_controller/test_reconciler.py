@@ -147,11 +147,8 @@ async def test_controller_workers_bound_the_writes_in_progress(workers: int, mos
     reconciler = Reconciler(ControllerOptions(workers=workers), writer, clock=lambda: CREATED + 1)
     decisions = [(f"r{i}", Decision(status_patch={"status": {}})) for i in range(6)]
     applying = asyncio.create_task(reconciler.apply(decisions))
-    for _ in range(200):  # until as many writes are held as the workers allow
-        await asyncio.sleep(0.01)
-        if writer.in_flight == most:
-            break
-    await asyncio.sleep(0.05)
+    for _ in range(100):  # every task runs until it waits for the release: no more writes start
+        await asyncio.sleep(0)
     assert writer.in_flight == most
     writer.release.set()
     await asyncio.wait_for(applying, 5)
