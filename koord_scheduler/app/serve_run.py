@@ -92,7 +92,7 @@ def run_cluster(options: ServeOptions, registry: Callable[[], Registry], *, pref
         heap.loading()
     scheduler = build_scheduler(
         options.config, registry(), source, metrics=metrics,
-        options=SchedulerOptions(heap=heap, feature_gates=options.feature_gates),
+        options=SchedulerOptions(heap=heap, feature_gates=options.feature_gates, monitor=options.monitor),
     ) if options.controllers.scheduling else None
     client = options.config.client_connection
     colocation = build_colocation(
@@ -303,6 +303,8 @@ async def _gather_controllers(runs: list[Coroutine[Any, Any, None]]) -> None:
 
 async def _schedule(scheduler: Scheduler, elector: LeaderElector | None, stop: asyncio.Event, state: _State) -> int:
     run = asyncio.ensure_future(scheduler.run(stop))
+    monitor = asyncio.ensure_future(scheduler.monitor.run(stop))
+    run.add_done_callback(lambda _: monitor.cancel())
     hold = asyncio.ensure_future(elector.hold()) if elector is not None else None
     waiting: set[asyncio.Future[None]] = {run} | ({hold} if hold is not None else set())
     await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)

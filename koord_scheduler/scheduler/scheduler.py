@@ -35,6 +35,13 @@ from koord_scheduler.scheduler.cluster_events import node_update_action, object_
 from koord_scheduler.scheduler.extenders import ExtenderError, bind_with_extenders
 from koord_scheduler.scheduler.extenders.preemption import PreemptionCaller
 from koord_scheduler.scheduler.metrics import SchedulerMetrics, attempts_label
+from koord_scheduler.scheduler.monitor import (
+    STAGE_BIND,
+    STAGE_PERMIT,
+    STAGE_PRE_BIND,
+    MonitorOptions,
+    SchedulingMonitor,
+)
 from koord_scheduler.scheduler.nominator import PodNominator
 from koord_scheduler.scheduler.object_errors import HANDLER_ERROR, SCHEDULING_ERROR
 from koord_scheduler.scheduler.options import Outcome, SchedulerOptions
@@ -117,6 +124,11 @@ class Scheduler:
         self._binding_tasks: dict[asyncio.Task[None], _Binding] = {}
         self.nominator = PodNominator()
         """Pods promised a node by preemption; Filter counts them there (see :mod:`.nominator`)."""
+        self.monitor = SchedulingMonitor(
+            self.options.monitor or MonitorOptions(timeout=0), self.metrics.registry,
+            profiles=[f.profile_name for f in self.profiles.values()],
+        )
+        """Attempts that run too long (:mod:`.monitor`); off unless ``options.monitor`` is set."""
         for fwk in self.profiles.values():
             fwk.bind_nominator(self.nominator)
         extenders = self.options.extenders
@@ -239,6 +251,7 @@ class Scheduler:
             return True
         perf_start = time.perf_counter()
         state = CycleState()
+        self.monitor.start(pod, fwk.profile_name)
         try:
             self._schedule_cycle(fwk, state, qpi, perf_start)
         except Exception as exc:  # one pod's failure stays that pod's: the loop goes on
@@ -345,6 +358,7 @@ class Scheduler:
             self.cache.forget_pod(assumed)
             self._fail_after_assume(fwk, qpi, status, result.node_name, perf_start)
             return
+        self.monitor.stage(pod.key, STAGE_PERMIT if waits else STAGE_PRE_BIND)
         binding = _Binding(qpi, state, fwk, assumed, started, perf_start, waits)
         if waits:
             binding.waiting = WaitingPod(assumed, assumed.node_name, waits, on_reject=self._rejection_of(binding))
@@ -427,6 +441,7 @@ class Scheduler:
         self.metrics.record_attempt(result, fwk.profile_name, elapsed)
         pod = qpi.pod
         self._record(Outcome(pod.key, None, message, qpi.attempts))
+        self.monitor.complete(pod.key)
         failure = Status(status.code, (message,), status.plugin)
         handled = False
         for pre in self.pre_error_filters:
@@ -470,8 +485,10 @@ class Scheduler:
             # for provisioning up to bindTimeoutSeconds), and kube-scheduler runs every binding cycle at
             # once. The slots bound the bind requests.
             if status.is_success:
+                self.monitor.stage(pod.key, STAGE_PRE_BIND)
                 status = await b.fwk.run_pre_bind(b.state, pod, node)
             if status.is_success:
+                self.monitor.stage(pod.key, STAGE_BIND)
                 async with self._binding_slots:
                     status = await self._bind(b, pod, node)
         except Exception as exc:  # keep the scheduler alive whatever a plugin does
@@ -495,6 +512,7 @@ class Scheduler:
             startup_log.info("start-up: first bind, %s to %s (%.2f CPU-s since start)", pod.key, node,
                              time.process_time())
         self._record(Outcome(pod.key, node, "", b.qpi.attempts))
+        self.monitor.complete(pod.key)
         self.queue.done(pod.key)
         self._spawn(self.source.report_scheduled(pod, node))
 

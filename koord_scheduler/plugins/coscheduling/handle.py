@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
+from apis.feature_gates import SchedulerFeatureGates
 from koord_scheduler.framework.handle import FrameworkHandle
 from koord_scheduler.framework.status import Status
 from koord_scheduler.framework.types import EventType, ObjectKind, QueuedPodInfo
@@ -31,3 +32,8 @@ class CoschedulingHandle(FrameworkHandle, Protocol):
     def is_assumed(self, key: str) -> bool: ...
 
     def waiting_pod(self, key: str) -> WaitingPod | None: ...
+
+    @property
+    def feature_gates(self) -> SchedulerFeatureGates:
+        """``--feature-gates`` (``GangPendingPodsConditionPatch``)."""
+        ...

@@ -92,6 +92,7 @@ from koord_scheduler.plugins.coscheduling.network_topology import (
     CLUSTER_NETWORK_TOPOLOGY_KIND,
     NetworkTopology,
 )
+from koord_scheduler.plugins.coscheduling.pending_condition import PendingConditions
 from koord_scheduler.plugins.coscheduling.spec import (
     GangRef,
     GangSpec,
@@ -116,6 +117,7 @@ POD_GROUP_KIND = ObjectKind(
     kind=pg.KIND, group=pg.GROUP, version=pg.VERSION, plural=pg.PLURAL, namespaced=True, parse=pg.parse_pod_group
 )
 
+GANG_PENDING_PODS_CONDITION_PATCH = "GangPendingPodsConditionPatch"
 EVENT_REASON_INVALID = "InvalidGang"
 EVENT_REASON_WAITING = "GangNotReady"
 
@@ -136,6 +138,9 @@ class Coscheduling:
         self._ready_groups: set[str] = set()
         self.job_preemption = JobPreemption(handle)
         self.network = NetworkTopology()
+        self.conditions = PendingConditions(
+            handle, enabled=handle.feature_gates.enabled(GANG_PENDING_PODS_CONDITION_PATCH)
+        )
 
     def start(self) -> None:
         h = self.handle
@@ -167,12 +172,14 @@ class Coscheduling:
             if old is not None:
                 self._pod_errors.pop(old.key, None)
                 self._events.forget(old.key)
+                self.conditions.forget(old.key)
             if old_ref is not None and old_ref.gang_id not in self.cache.gangs:
                 self._ready_groups = {g for g in self._ready_groups if g in self.cache.groups}
             return
         gang = self.cache.add_pod(new_ref, new)
         self._check_pod_spec(new_ref, new, gang)
         if new.node_name:
+            self.conditions.forget(new.key)
             return
         if gang.spec is not None:
             self._maybe_activate(gang.spec)
@@ -180,6 +187,7 @@ class Coscheduling:
         if reason:
             invalid = new.key in self._pod_errors or gang.spec is None
             self._events.record(new, EVENT_REASON_INVALID if invalid else EVENT_REASON_WAITING, reason, warning=invalid)
+            self.conditions.write((new,), self._gate_reason(new, new_ref, counts=False))
 
     def _check_pod_spec(self, ref: GangRef, pod: Pod, gang: Gang) -> None:
         if ref.from_pod_group:
@@ -205,8 +213,8 @@ class Coscheduling:
 
     # ----- checks shared by PreEnqueue and PreFilter -----
 
-    def _gate_reason(self, pod: Pod, ref: GangRef) -> str:
-        """Why the pod cannot be tried now ("" if it can)."""
+    def _gate_reason(self, pod: Pod, ref: GangRef, *, counts: bool = True) -> str:
+        """Why the pod cannot be tried now ("" if it can); ``counts``: see :meth:`.GangCache.basic_check`."""
         problem = self._pod_errors.get(pod.key)
         if problem:
             return f"invalid gang annotations on pod {pod.key}: {problem}"
@@ -218,7 +226,7 @@ class Coscheduling:
             return not_init(ref.gang_id, pod.key, gang.not_ready)
         if self._plain(spec):
             return ""
-        problems = self.cache.basic_check(spec)
+        problems = self.cache.basic_check(spec, counts=counts)
         if problems:
             return not_collect_enough(spec.groups, problems, ref.gang_id, pod.key)
         return ""
@@ -272,6 +280,7 @@ class Coscheduling:
             return None, success()
         if current.failed_message:
             current.attempted.add(pod.key)
+            current.quick_failed = pod.key
             return None, unresolvable(current.failed_message)
         current.attempted.add(pod.key)
         if self._topology_aware(spec) and len(current.attempted) > 1:
@@ -344,9 +353,22 @@ class Coscheduling:
         if not current.failed_message:
             waiting = len(self.cache.waiting_in_group(spec))
             current.failed_message = gang_group_rejected(spec.group_id, qpi.pod.key, status.message, waiting)
+        elif qpi.pod.key == current.quick_failed and not current.conditions_written:
+            # A member failed because the round had already failed: tell the members not tried yet now.
+            current.conditions_written = True
+            self.conditions.write(self._untried(spec, current, qpi.pod.key), status.message)
         if spec.mode == pg.MODE_STRICT:
             self._reject_waiting(spec, current.failed_message)
         return False
+
+    def _untried(self, spec: GangSpec, current: Round, failed_key: str) -> list[Pod]:
+        """The group's pending members the round has not tried, ``failed_key`` aside."""
+        return [
+            gang.children[key]
+            for gang in self.cache.members(spec)
+            for key in gang.pending()
+            if key != failed_key and key not in current.attempted
+        ]
 
     def _reject_waiting(self, spec: GangSpec, message: str) -> None:
         for key in self.cache.waiting_in_group(spec):
