@@ -10,8 +10,9 @@ that attempt::
     (stage: waiting on Permit)
 
 (one line in the log) and adds one to ``scheduler_scheduling_timeout_total{profile}`` (Koordinator's
-``scheduler_scheduling_timeout``; Prometheus' Python client names every counter ``..._total``). The stage is where the attempt was when the
-line was written: ``scheduling cycle``, ``waiting on Permit``, ``PreBind`` or ``Bind``.
+``scheduler_scheduling_timeout``; Prometheus' Python client names every counter ``..._total``). The
+stage is where the attempt was when the line was written: ``scheduling cycle``, ``waiting on Permit``,
+``PreBind`` or ``Bind``.
 
 Bindings are checked every ``--scheduler-monitor-period`` (10 s) while they run, so a binding stuck on an
 API call or a gang waiting at Permit is reported while it is stuck. The scheduling cycle is synchronous
