@@ -22,6 +22,8 @@ Flags follow kube-scheduler's names::
     --scheduling-timeout DURATION        log a warning and count scheduler_scheduling_timeout_total when a
                               pod's attempt runs longer (default 30s; 0s: off; see scheduler/monitor.py)
     --scheduler-monitor-period DURATION  how often bindings in flight are checked (default 10s)
+    --plugin-services[=BOOL]  serve Koordinator's read-only GET /apis/v1/... (plugin ledgers) on the metrics
+                              port, leader only (default true; see app/services_http.py)
     -v N, --v N               log verbosity (0: warnings plus lifecycle; 2: per-pod; 4+: debug)
 
 Lifecycle: the configuration is validated and every profile built before any network I/O, so a bad
@@ -104,6 +106,8 @@ class ServeOptions:
     feature_gates: SchedulerFeatureGates = DEFAULT_FEATURE_GATES
     monitor: MonitorOptions = field(default_factory=MonitorOptions)
     """``--scheduling-timeout`` and ``--scheduler-monitor-period``."""
+    plugin_services: bool = True
+    """``--plugin-services``: ``/apis/v1/...`` on the metrics port."""
 
 
 def serve_main(argv: Sequence[str], registry: Callable[[], Registry]) -> int:
@@ -234,6 +238,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--scheduler-monitor-period", type=_parse_duration, default=DEFAULT_MONITOR_PERIOD,
                         metavar="DURATION", help="how often bindings in flight are checked against "
                         "--scheduling-timeout (default 10s)")
+    parser.add_argument("--plugin-services", nargs="?", const=True, default=True, type=_parse_bool, metavar="BOOL",
+                        help="serve Koordinator's read-only /apis/v1/... plugin services on the metrics port, "
+                        "leader only (default true)")
     add_feature_gates_flag(parser)
     add_controller_flags(parser, _parse_bool)
     add_webhook_flags(parser)
@@ -318,6 +325,7 @@ def _options(ns: argparse.Namespace) -> ServeOptions:
         webhook=_webhook_options(ns),
         feature_gates=ns.feature_gates,
         monitor=_monitor_options(ns),
+        plugin_services=bool(ns.plugin_services),
     )
 
 

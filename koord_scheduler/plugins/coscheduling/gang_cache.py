@@ -52,6 +52,8 @@ class Round:
     """Set once job-level preemption ran in the round: what the round's later members are told."""
     planned: dict[str, str] = field(default_factory=dict)
     """Network-topology gangs: pod key -> node, planned for every pending member by the first one."""
+    first: str = ""
+    """The member that started the round."""
     quick_failed: str = ""
     """The last member PreFilter failed with :attr:`failed_message` (a "non-root-cause" pod)."""
     conditions_written: bool = False

@@ -60,6 +60,7 @@ from koord_scheduler.framework.interfaces import (
     ReservePlugin,
 )
 from koord_scheduler.framework.pod_patch import patch_at_pre_bind
+from koord_scheduler.framework.services import ApiRoute, APIServiceProvider
 from koord_scheduler.framework.snapshot import ClusterSnapshot, IntArray, Positions
 from koord_scheduler.framework.status import Code, Status, error, skip, success, unresolvable, unschedulable
 from koord_scheduler.framework.types import (
@@ -74,7 +75,7 @@ from koord_scheduler.framework.types import (
     QueuedPodInfo,
 )
 from koord_scheduler.plugins import names
-from koord_scheduler.plugins.coscheduling import preemption_policy
+from koord_scheduler.plugins.coscheduling import preemption_policy, service
 from koord_scheduler.plugins.coscheduling.events import PodEvents
 from koord_scheduler.plugins.coscheduling.gang_cache import Gang, GangCache, Round
 from koord_scheduler.plugins.coscheduling.handle import CoschedulingHandle
@@ -275,7 +276,7 @@ class Coscheduling:
                 self._end_round()
             if self._topology_aware(spec) and self.network.topology is None:
                 return None, unresolvable(NO_CLUSTER_NETWORK_TOPOLOGY)  # no round starts
-            self.round = Round(spec.group_id, {pod.key})
+            self.round = Round(spec.group_id, {pod.key}, first=pod.key)
             self.round_spec = spec
             return None, success()
         if current.failed_message:
@@ -527,6 +528,10 @@ class Coscheduling:
     def simulation_report(self) -> tuple[str, list[dict[str, Any]]]:
         return "gangs", self.cache.report_rows()
 
+    def api_routes(self) -> Sequence[ApiRoute]:
+        """``/apis/v1/plugins/Coscheduling/gang/:namespace/:name`` and ``/gangs`` (:mod:`.service`)."""
+        return service.routes(self)
+
 
 def new(args: CoschedulingArgs | None, handle: FrameworkHandle) -> Coscheduling:
     """Factory. ``handle`` must provide the services of :class:`CoschedulingHandle`."""
@@ -549,6 +554,7 @@ def _implements(
     FrameworkAware,
     NominatorAware,
     JobNodeFinder,
+    APIServiceProvider,
 ]:
     """The extension points and capabilities this plugin implements, checked by mypy."""
-    return p, p, p, p, p, p, p, p, p, p
+    return p, p, p, p, p, p, p, p, p, p, p

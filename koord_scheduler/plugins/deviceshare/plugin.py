@@ -50,6 +50,7 @@ from koord_scheduler.framework.interfaces import (
     ScorePlugin,
 )
 from koord_scheduler.framework.pod_patch import patch_at_pre_bind
+from koord_scheduler.framework.services import ApiRoute, APIServiceProvider
 from koord_scheduler.framework.snapshot import ClusterSnapshot, IntArray, NodeInfo, Positions
 from koord_scheduler.framework.status import SUCCESS, Status, error, skip, success, unresolvable, unschedulable
 from koord_scheduler.framework.types import (
@@ -63,6 +64,7 @@ from koord_scheduler.framework.types import (
     SimulationReporter,
 )
 from koord_scheduler.plugins import names
+from koord_scheduler.plugins.deviceshare import service
 from koord_scheduler.plugins.deviceshare.allocation import Scorer, allocate_gpus, can_allocate, score_node
 from koord_scheduler.plugins.deviceshare.cache import DeviceCache
 from koord_scheduler.plugins.deviceshare.request import DeviceRequest, DeviceRequestError, parse_device_request
@@ -318,6 +320,11 @@ class DeviceShare:
         return "Devices", rows
 
 
+    def api_routes(self) -> Sequence[ApiRoute]:
+        """``/apis/v1/plugins/DeviceShare/nodeDeviceSummaries[/:name]`` (:mod:`.service`)."""
+        return service.routes(self)
+
+
 def _formatted(a: DeviceAllocation) -> dict[str, str]:
     return {k: format_device_quantity(k, v) for k, v in a.resources.items()}
 
@@ -340,3 +347,4 @@ if TYPE_CHECKING:
     _reserve: type[ReservePlugin] = DeviceShare
     _pre_bind: type[PreBindPlugin] = DeviceShare
     _enqueue: type[EnqueueExtensions] = DeviceShare
+    _services: type[APIServiceProvider] = DeviceShare

@@ -64,6 +64,7 @@ from koord_scheduler.framework.interfaces import (
     SignedPlugin,
     WarmUpPlugin,
 )
+from koord_scheduler.framework.services import ApiRoute, APIServiceProvider
 from koord_scheduler.framework.snapshot import ClusterSnapshot, IntArray, NodeInfo, Positions
 from koord_scheduler.framework.status import SUCCESS, Code, Status
 from koord_scheduler.framework.types import (
@@ -77,7 +78,7 @@ from koord_scheduler.framework.types import (
     QueueingHint,
 )
 from koord_scheduler.plugins import names
-from koord_scheduler.plugins.loadaware import scoring
+from koord_scheduler.plugins.loadaware import scoring, service
 from koord_scheduler.plugins.loadaware.assign_cache import AssignCache
 from koord_scheduler.plugins.loadaware.estimator import is_reserve_pod
 from koord_scheduler.plugins.loadaware.incoming import INCOMING_KEY, IncomingPod, PodEstimator
@@ -416,6 +417,10 @@ class LoadAwareScheduling:
             self._snapshot, self.cache, resources=self.resources, args=self.args, now=self._clock()
         )
 
+    def api_routes(self) -> Sequence[ApiRoute]:
+        """``/apis/v1/plugins/LoadAwareScheduling/node/:nodeName`` (:mod:`.service`)."""
+        return service.routes(self)
+
     # ----- internals -----
 
     def _incoming(self, state: CycleState, pod: Pod) -> IncomingPod:
@@ -454,3 +459,4 @@ if TYPE_CHECKING:
     _signed: type[SignedPlugin] = LoadAwareScheduling
     _warm_up: type[WarmUpPlugin] = LoadAwareScheduling
     _enqueue: type[EnqueueExtensions] = LoadAwareScheduling
+    _services: type[APIServiceProvider] = LoadAwareScheduling

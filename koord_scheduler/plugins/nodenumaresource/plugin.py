@@ -18,7 +18,7 @@ pod (``resource-status`` on the Reservation object); its owner pods take those C
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,6 +56,7 @@ from koord_scheduler.framework.interfaces import (
     ScoreExtensions,
 )
 from koord_scheduler.framework.pod_patch import patch_at_pre_bind
+from koord_scheduler.framework.services import ApiRoute, APIServiceProvider
 from koord_scheduler.framework.snapshot import ClusterSnapshot, IntArray, NodeInfo, Positions
 from koord_scheduler.framework.status import Status, error, skip, success, unresolvable, unschedulable
 from koord_scheduler.framework.types import EventType, NodeFilterResult, PreFilterResult
@@ -63,7 +64,7 @@ from koord_scheduler.plugins import names
 from koord_scheduler.plugins import resource_scoring as scoring
 from koord_scheduler.plugins.kinds import RESERVATION_KIND
 from koord_scheduler.plugins.nodenumaresource import amplification as amp
-from koord_scheduler.plugins.nodenumaresource import policy
+from koord_scheduler.plugins.nodenumaresource import policy, service
 from koord_scheduler.plugins.nodenumaresource import reservation_cpus as resv
 from koord_scheduler.plugins.nodenumaresource.allocation import AllocationError, AllocationRequest
 from koord_scheduler.plugins.nodenumaresource.cache import Holding, NodeAllocations
@@ -473,6 +474,18 @@ class NodeNUMAResource:
 
     # ----- simulate -----
 
+    @property
+    def snapshot(self) -> ClusterSnapshot:
+        return self._snapshot
+
+    def topology_of(self, node: str) -> NodeTopologyRecord | None:
+        """The node's CPU topology and NUMA resources (from its NodeResourceTopology), if known."""
+        return self._topologies.get(node)
+
+    def api_routes(self) -> Sequence[ApiRoute]:
+        """``/apis/v1/plugins/NodeNUMAResource/nodes/:nodeName`` (:mod:`.service`)."""
+        return service.routes(self)
+
     def simulation_report(self) -> tuple[str, list[dict[str, Any]]]:
         rows = [
             {"node": node, "pod": key, "cpuset": format_cpuset(cpus)} for node, key, cpus in self.allocations.rows()
@@ -488,6 +501,7 @@ _bs: type[BatchScorePlugin] = NodeNUMAResource
 _r: type[ReservePlugin] = NodeNUMAResource
 _pb: type[PreBindPlugin] = NodeNUMAResource
 _rpb: type[ReservationPreBindPlugin] = NodeNUMAResource
+_svc: type[APIServiceProvider] = NodeNUMAResource
 
 
 def new(args: NodeNUMAResourceArgs | None, handle: NUMAHandle) -> NodeNUMAResource:
