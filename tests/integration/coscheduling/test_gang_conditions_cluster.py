@@ -7,6 +7,7 @@ Every gang pod requests 3 cpu on 4-cpu nodes, so one member fits a node.
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from collections.abc import Iterator
@@ -70,6 +71,12 @@ def test_held_members_show_the_gangs_reason_until_they_bind(scope: Scope, tmp_pa
         assert (condition["status"], condition["reason"]) == ("False", "Unschedulable")
         assert condition.get("lastTransitionTime")
         assert (scheduled(scope, "p2") or {}).get("status") == "False"
+        # Koordinator's gang manual: curl <scheduler>/apis/v1/plugins/Coscheduling/gang/<namespace>/<name>
+        status, text = proc.get(f"/apis/v1/plugins/Coscheduling/gang/{scope.namespace}/g")
+        assert status == 200, text
+        summary = json.loads(text)
+        assert summary["minRequiredNumber"] == 3
+        assert summary["pendingChildren"] == {f"{scope.namespace}/p1": {}, f"{scope.namespace}/p2": {}}
         scope.add_pods([member(scope, "p3", 3)])
         scope.wait_all_bound(3, timeout=30)
         for name in ("p1", "p2", "p3"):
