@@ -96,7 +96,8 @@ class SchedulerCommand:
         parser.add_argument("--config", help="KubeSchedulerConfiguration file (default: kube-scheduler defaults"
                             " plus pykoord's plugins)")
         parser.add_argument("--output", "-o", choices=("text", "json"), default="text")
-        parser.add_argument("--now", help="RFC3339 time used for anything time-dependent (default: now)")
+        parser.add_argument("--now", help="RFC3339 time used for anything time-dependent (default: the newest "
+                            "NodeMetric updateTime in the cluster file, else the current time)")
         parser.add_argument("-v", "--verbosity", type=int, default=0)
         parser.add_argument("-s", "--debug-scores", type=_debug_scores, default=0, metavar="N",
                             help="log the top N nodes with per-plugin scores for every pod")
@@ -158,9 +159,10 @@ def _load_config(path: str | None, fallback: Path | None) -> KubeSchedulerConfig
     return KubeSchedulerConfiguration()
 
 
-def _parse_now(text: str | None, parser: argparse.ArgumentParser) -> float:
+def _parse_now(text: str | None, parser: argparse.ArgumentParser) -> float | None:
+    """``--now``; None when not given (the simulator takes the cluster file's own time)."""
     if not text:
-        return datetime.now().timestamp()
+        return None
     try:
         return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
     except ValueError:
