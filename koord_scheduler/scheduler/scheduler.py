@@ -122,6 +122,7 @@ class Scheduler:
         self.gated_messages: dict[str, str] = {}
         """Pod key -> the last PreEnqueue rejection (``simulate`` reports it for pods never attempted)."""
         self._binding_tasks: dict[asyncio.Task[None], _Binding] = {}
+        self._rejected_series: set[tuple[str, str]] = set()
         self.nominator = PodNominator()
         """Pods promised a node by preemption; Filter counts them there (see :mod:`.nominator`)."""
         self.monitor = SchedulingMonitor(
@@ -684,6 +685,12 @@ class Scheduler:
             self.metrics.child(self.metrics.pending_pods, queue_name).set(n)
         for kind, n in self.cache.counts().items():
             self.metrics.child(self.metrics.cache_size, kind).set(n)
+        rejected = self.queue.unschedulable_by_plugin()
+        for key in self._rejected_series - rejected.keys():  # a series drops to 0, as kube-scheduler's
+            self.metrics.child(self.metrics.unschedulable_pods, *key).set(0)
+        for key, n in rejected.items():
+            self.metrics.child(self.metrics.unschedulable_pods, *key).set(n)
+        self._rejected_series = set(rejected)
 
 
 
