@@ -118,12 +118,15 @@ class SchedulerCommand:
         registry = self.registry()
         config = _load_config(ns.config, DEFAULT_SIMULATE_CONFIG if ns.config is None else None)
         cluster_path = Path(ns.cluster) if ns.cluster else DEFAULT_CLUSTER
-        result, scheduler = asyncio.run(
-            run_simulation(
-                cluster_path, config, registry, now=now, debug_scores=ns.debug_scores,
-                debug_filters=ns.debug_filters, feature_gates=ns.feature_gates,
+        from koord_scheduler.app.progress import SimulateProgress
+
+        with SimulateProgress(sys.stderr) as progress:  # draws only on a terminal
+            result, scheduler = asyncio.run(
+                run_simulation(
+                    cluster_path, config, registry, now=now, debug_scores=ns.debug_scores,
+                    debug_filters=ns.debug_filters, feature_gates=ns.feature_gates, progress=progress,
+                )
             )
-        )
         print(to_json(result) if ns.output == "json" else to_text(result))
         if ns.report:
             from koord_scheduler.app.report_html import render_report

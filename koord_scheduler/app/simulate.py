@@ -21,6 +21,7 @@ from apis.core.quantity import format_quantity
 from apis.core.types import CPU, MEMORY
 from apis.feature_gates import DEFAULT_FEATURE_GATES, SchedulerFeatureGates
 from koord_scheduler.app.cluster_file import ObjectProblem, load_cluster_file, parse_cluster_text
+from koord_scheduler.app.progress import SimulateProgress
 from koord_scheduler.framework.registry import Registry
 from koord_scheduler.framework.snapshot import ClusterSnapshot
 from koord_scheduler.scheduler.assembly import build_scheduler
@@ -66,6 +67,7 @@ async def run_simulation(
     debug_scores: int = 0,
     debug_filters: bool = False,
     feature_gates: SchedulerFeatureGates = DEFAULT_FEATURE_GATES,
+    progress: SimulateProgress | None = None,
 ) -> tuple[SimulationResult, Scheduler]:
     """Build the scheduler, read the cluster (file or text) with the kinds its plugins watch, schedule.
     ``now`` None: the cluster's own time (:func:`snapshot_time`), else the current time."""
@@ -82,6 +84,8 @@ async def run_simulation(
         extenders.history = []
         scheduler.simulation_reporters.append(lambda: ("extender verdicts", extenders.verdict_rows()))
     parsers = {k.kind: k.parse for k in scheduler.watched_kinds.values()}
+    if progress is not None:
+        progress.reading(Path(cluster_path).name if cluster_path is not None else "the cluster")
     if cluster_text is not None:
         cluster_file = parse_cluster_text(cluster_text, extra_kinds=parsers, admission=file_admission)
     else:
@@ -91,6 +95,9 @@ async def run_simulation(
         found = snapshot_time(cluster_file.report_times)
         clock[0] = found if found is not None else time.time()
     cluster.load(cluster_file.nodes, cluster_file.pods, cluster_file.objects)
+    if progress is not None:
+        progress.scheduling(sum(1 for p in cluster_file.pods if not p.node_name and scheduler.responsible_for(p)))
+        scheduler.options.on_outcome = progress.outcome
     await cluster.start(scheduler, list(scheduler.watched_kinds.values()))
     result = SimulationResult(problems=list(cluster_file.problems))
     result.before = _allocations(scheduler.cache.snapshot)
