@@ -3,7 +3,8 @@
 # mypy pass over tests/ (mypy-tests.ini), import-linter, Helm for the chart tests (built from the Go module
 # proxy if missing, never downloaded as a release binary), Debian's chromium for the HTML report test (apt-get,
 # when root and missing), pytest (unit, real-cgroup and real-API-server
-# integration tests). Extra arguments go to pytest.
+# integration tests, and the real-node tests of tests/node: kubelet, containerd and runc built here, pods in
+# real containers; marker `node`, root). Extra arguments go to pytest (`-m "not node"` leaves the node out).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"

@@ -5,9 +5,10 @@
 - ``GET /apis/v1/plugins/DeviceShare/nodeDeviceSummaries``: every node's, by name.
 
 ``deviceTotal`` / ``deviceFree`` / ``deviceUsed`` sum the healthy devices of every type; the ``*Detail``
-maps split them by type and minor; ``allocateSet`` is what each pod (``namespace/name``) holds, by type and
-minor: bound pods from their ``device-allocated`` annotation and the pods this scheduler reserved and has not
-yet seen bound, the same cache Filter reads. Unhealthy devices count for nothing, as in Filter.
+maps split them by type and minor; ``allocateSet`` is what each holder holds, by type and minor: pods
+(``namespace/name``: bound ones from their ``device-allocated`` annotation, and those this scheduler reserved
+and has not yet seen bound) and Reservations (``reservation/<uid>``), the same cache Filter reads. Unhealthy
+devices count for nothing, as in Filter.
 """
 
 from __future__ import annotations
@@ -32,32 +33,32 @@ def resource_list(amounts: Mapping[str, int]) -> dict[str, str]:
     return {k: format_device_quantity(k, int(v)) for k, v in sorted(amounts.items())}
 
 
-def _add(row: dict[str, int], amounts: Mapping[str, int], sign: int = 1) -> None:
+def _add(row: dict[str, int], amounts: Mapping[str, int]) -> None:
     for k, v in amounts.items():
-        row[k] = row.get(k, 0) + sign * v
+        row[k] = row.get(k, 0) + v
 
 
 def node_device_summary(cache: DeviceCache, record: NodeDeviceRecord) -> dict[str, Any]:
-    """Koordinator's ``NodeDeviceSummary`` for the node of ``record``."""
+    """Koordinator's ``NodeDeviceSummary`` for the node of ``record``: totals and free amounts from the view
+    Filter reads (:meth:`.DeviceCache.node_devices`: healthy devices, a Reservation's devices counted once
+    with the owner pods that consume them), used = total - free, and what each holder holds."""
+    view = cache.node_devices(record.name)
     total: PerMinor = {}
-    for device in record.devices:
-        if device.health:
-            _add(total.setdefault(device.type, {}).setdefault(device.minor, {}), device.resources)
-    used: PerMinor = {}
-    allocate_set: dict[str, dict[str, dict[str, dict[str, str]]]] = {}
-    for pod_key, allocations in sorted(cache.held_on(record.name).items()):
-        for device_type, held in allocations.items():
-            by_minor = allocate_set.setdefault(device_type, {}).setdefault(pod_key, {})
-            for allocation in held:
-                if allocation.minor not in total.get(device_type, {}):
-                    continue  # a device gone or unhealthy: Koordinator's cache drops it too
-                _add(used.setdefault(device_type, {}).setdefault(allocation.minor, {}), allocation.resources)
-                by_minor[str(allocation.minor)] = resource_list(allocation.resources)
     free: PerMinor = {}
-    for device_type, minors in total.items():
-        for minor, amounts in minors.items():
-            taken = used.get(device_type, {}).get(minor, {})
-            free.setdefault(device_type, {})[minor] = {k: max(v - taken.get(k, 0), 0) for k, v in amounts.items()}
+    used: PerMinor = {}
+    for device_type, group in (view.groups.items() if view is not None else ()):
+        for d in group.devices:
+            total.setdefault(device_type, {})[d.minor] = dict(d.total)
+            free.setdefault(device_type, {})[d.minor] = dict(d.free)
+            taken = {k: v - d.free.get(k, 0) for k, v in d.total.items() if v - d.free.get(k, 0)}
+            if taken:
+                used.setdefault(device_type, {})[d.minor] = taken
+    allocate_set: dict[str, dict[str, dict[str, dict[str, str]]]] = {}
+    for holder, holding in sorted(cache.held_on(record.name).items()):
+        for device_type, held in holding.allocations.items():
+            by_minor = {str(a.minor): resource_list(a.resources) for a in held if a.resources}
+            if by_minor:
+                allocate_set.setdefault(device_type, {})[holder] = by_minor
     return {
         "deviceTotal": resource_list(_sum(total)),
         "deviceFree": resource_list(_sum(free)),
@@ -65,7 +66,7 @@ def node_device_summary(cache: DeviceCache, record: NodeDeviceRecord) -> dict[st
         "deviceTotalDetail": _detail(total),
         "deviceFreeDetail": _detail(free),
         "deviceUsedDetail": _detail(used),
-        "allocateSet": {t: pods for t, pods in sorted(allocate_set.items()) if any(pods.values())},
+        "allocateSet": dict(sorted(allocate_set.items())),
     }
 
 
