@@ -16,14 +16,19 @@ behind a NetworkPolicy.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 from urllib.parse import unquote
+
+from koord_scheduler.framework.errors import log_failure
 
 if TYPE_CHECKING:
     from aiohttp import web
 
     from koord_scheduler.scheduler.services import ServiceTable
+
+log = logging.getLogger("koord-scheduler")
 
 PREFIX = "/apis/v1/"
 NOT_LEADER = {"message": "the instance is not leader"}
@@ -52,7 +57,11 @@ def add_service_routes(
             return _json(503, SCHEDULING_OFF)
         raw = request.raw_path.split("?", 1)[0]
         segments = [unquote(s) for s in raw[len(PREFIX):].split("/")] if raw.startswith(PREFIX) else []
-        status, body = services.answer(["apis", "v1", *segments], dict(request.query))
+        try:
+            status, body = services.answer(["apis", "v1", *segments], dict(request.query))
+        except Exception as exc:  # a plugin's view failed: this request only, logged as one line
+            log_failure(log, f"GET {request.path[:200]!r}", exc, level=logging.WARNING)
+            return _json(500, {"message": f"internal error: {type(exc).__name__}"})
         return _json(status, body)
 
     app.router.add_route("*", PREFIX + r"{tail:[\s\S]*}", serve)  # decoded CR/LF too: refused with a 400

@@ -135,3 +135,19 @@ async def test_plugin_services_false_serves_none() -> None:
         assert status == 200
     finally:
         await server.stop()
+
+
+async def test_a_failing_view_is_a_500_for_that_request_only(caplog: pytest.LogCaptureFixture) -> None:
+    def broken(_: object, __: object) -> tuple[int, object]:
+        raise RuntimeError("boom")
+
+    services = ServiceTable([("/apis/v1/broken", broken), ("/apis/v1/fine", lambda _p, _q: (200, {"ok": True}))])
+    server = await serve((lambda: services, lambda: True))
+    try:
+        status, _, body = await request(server.port, "GET", "/apis/v1/broken")
+        assert (status, json.loads(body)) == (500, {"message": "internal error: RuntimeError"})
+        status, _, body = await request(server.port, "GET", "/apis/v1/fine")
+        assert (status, json.loads(body)) == (200, {"ok": True})
+    finally:
+        await server.stop()
+    assert "RuntimeError: boom" in caplog.text and "Traceback" not in caplog.text
