@@ -58,8 +58,8 @@ from koord_scheduler.scheduler.kube import (
 )
 from koord_scheduler.scheduler.leaderelection import LeaderElector
 from koord_scheduler.scheduler.metrics import SchedulerMetrics
+from koord_scheduler.scheduler.plugin_services import ServiceTable, scheduler_services
 from koord_scheduler.scheduler.scheduler import Scheduler, SchedulerOptions
-from koord_scheduler.scheduler.services import ServiceTable, scheduler_services
 from koord_scheduler.scheduler.serving import HardenedServer, ServingLimits
 from koord_scheduler.scheduler.source import EventSink
 from koord_scheduler.scheduler.task_restarts import supervise
@@ -141,7 +141,7 @@ class _State:
     admission_only: bool = False
     """Scheduling and every controller off, the webhook on: ready once the webhook serves (no informers)."""
     services: ServiceTable | None = None
-    """``/apis/v1`` (:mod:`koord_scheduler.scheduler.services`); None with scheduling off."""
+    """``/apis/v1`` (:mod:`koord_scheduler.scheduler.plugin_services`); None with scheduling off."""
 
     def is_leader(self) -> bool:
         return self.elector is None or self.elector.is_leader

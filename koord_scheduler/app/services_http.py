@@ -1,12 +1,12 @@
 """``/apis/v1/...`` on koord-scheduler's HTTP port (``--metrics-port``, next to ``/metrics``): the plugin
-services of :mod:`koord_scheduler.scheduler.services`, so the ``curl`` commands of Koordinator's gang,
+services of :mod:`koord_scheduler.scheduler.plugin_services`, so the ``curl`` commands of Koordinator's gang,
 capacity and device manuals work against pykoord.
 
 Read-only ``GET`` (and ``HEAD``); any other method is 405. Like Koordinator, only the leader answers
 (another replica: 503 ``{"message": "the instance is not leader"}``); with scheduling off, 503 as well.
 The server is the metrics port's :class:`~koord_scheduler.scheduler.serving.HardenedServer` (a 64 KiB body
 limit, header and connection bounds), and every path parameter is checked before it is used
-(:func:`~koord_scheduler.scheduler.services.param_problem`).
+(:func:`~koord_scheduler.scheduler.plugin_services.param_problem`).
 
 What they show (pod names, quotas, device allocations) is readable by anyone who can reach
 ``--bind-address:--metrics-port``: ``--plugin-services=false`` turns them off (404), or keep the port
@@ -26,7 +26,7 @@ from koord_scheduler.framework.errors import log_failure
 if TYPE_CHECKING:
     from aiohttp import web
 
-    from koord_scheduler.scheduler.services import ServiceTable
+    from koord_scheduler.scheduler.plugin_services import ServiceTable
 
 log = logging.getLogger("koord-scheduler")
 

@@ -7,7 +7,7 @@ relative to the plugin's prefix) and whose handlers take the path parameters and
 ``(HTTP status, JSON-able body)``. Handlers run on the scheduler's event loop between scheduling cycles, so
 they see a consistent state and must not block; they never change anything.
 
-The scheduler collects the routes once (:mod:`koord_scheduler.scheduler.services`), and the HTTP layer
+The scheduler collects the routes once (:mod:`koord_scheduler.scheduler.plugin_services`), and the HTTP layer
 serves them on the scheduler's metrics port. Nothing here knows about HTTP.
 """
 

@@ -16,7 +16,7 @@ from apis.core.quantity import to_amount
 from apis.scheduling.elasticquota import format_resources
 from koord_scheduler.app.simulate import run_simulation, to_json
 from koord_scheduler.plugins.registry import in_tree_registry
-from koord_scheduler.scheduler.services import ServiceTable, param_problem, scheduler_services
+from koord_scheduler.scheduler.plugin_services import ServiceTable, param_problem, scheduler_services
 
 REPO = Path(__file__).resolve().parents[4]
 EXAMPLES = REPO / "config" / "simulate"
