@@ -12,7 +12,7 @@ Flags follow kube-scheduler's names::
                               endpoints are still plain HTTP (no TLS, no delegated authn/z)
     --controllers LIST        cluster controllers (reservation, nodeslo, noderesource, nodemetric,
                               elasticquota, podgroup, deviceresource; "*" = all, the default; "-name"
-                              turns one off)
+                              turns one off; migration, the PodMigrationJob controller, only when named)
     --scheduling[=BOOL]       false: run only the controllers (a cluster keeping kube-scheduler)
     --config-namespace NS     where slo-controller-config lives (default koordinator-system)
     --bind-address ADDR       where /healthz, /readyz, /metrics listen (default 0.0.0.0: kubelet probes and

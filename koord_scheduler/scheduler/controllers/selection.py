@@ -1,8 +1,10 @@
 """``--controllers``: which cluster controllers koord-scheduler runs, in kube-controller-manager's form.
 
 A comma-separated list of ``*`` (every controller that is on by default), ``name`` (on) and ``-name``
-(off); ``-name`` wins over ``*`` and ``name`` alike. Every controller here is on by default, so the
-default ``*`` runs them all. An unknown name is refused before anything starts.
+(off); ``-name`` wins over ``*`` and ``name`` alike. The colocation, quota, gang, device and Reservation
+controllers are on by default, so the default ``*`` runs them; the descheduling ones (``migration``,
+``descheduler``) move running pods and are off until named, as kube-controller-manager's optional
+controllers are. An unknown name is refused before anything starts.
 """
 
 from __future__ import annotations
@@ -16,15 +18,23 @@ NODEMETRIC = "nodemetric"
 ELASTICQUOTA = "elasticquota"
 PODGROUP = "podgroup"
 DEVICERESOURCE = "deviceresource"
-CONTROLLER_NAMES = (RESERVATION, NODESLO, NODERESOURCE, NODEMETRIC, ELASTICQUOTA, PODGROUP, DEVICERESOURCE)
-"""Every controller koord-scheduler hosts; all on by default."""
+MIGRATION = "migration"
+DESCHEDULER = "descheduler"
+CONTROLLER_NAMES = (
+    RESERVATION, NODESLO, NODERESOURCE, NODEMETRIC, ELASTICQUOTA, PODGROUP, DEVICERESOURCE, MIGRATION, DESCHEDULER,
+)
+"""Every controller koord-scheduler hosts."""
+OFF_BY_DEFAULT = frozenset({MIGRATION, DESCHEDULER})
+"""Controllers ``*`` leaves off: they evict pods, so a user turns them on by name."""
 
 
 class ControllerSelectionError(ValueError):
     pass
 
 
-def parse_controllers(text: str, *, known: Iterable[str] = CONTROLLER_NAMES) -> frozenset[str]:
+def parse_controllers(
+    text: str, *, known: Iterable[str] = CONTROLLER_NAMES, off_by_default: frozenset[str] = OFF_BY_DEFAULT
+) -> frozenset[str]:
     """The controllers ``text`` turns on. Raises :class:`ControllerSelectionError` for an unknown name
     or an empty entry."""
     names = tuple(known)
@@ -46,5 +56,5 @@ def parse_controllers(text: str, *, known: Iterable[str] = CONTROLLER_NAMES) -> 
             )
         (off if negated else on).add(name)
     if star:
-        on.update(names)
+        on.update(n for n in names if n not in off_by_default)
     return frozenset(on - off)
