@@ -33,7 +33,7 @@ from typing import Any
 
 from apis.core.parse import parse_pod
 from apis.core.types import Pod
-from koord_scheduler.framework.handle import FrameworkHandle
+from koord_scheduler.framework.handle import Handle
 from koord_scheduler.framework.types import ObjectKind
 
 log = logging.getLogger(__name__)
@@ -64,7 +64,7 @@ def condition_patch(pod: Pod, message: str, *, now: float) -> dict[str, Any]:
 class PendingConditions:
     """Writes the condition on pending pods, at most once per pod and message."""
 
-    def __init__(self, handle: FrameworkHandle, *, enabled: bool) -> None:
+    def __init__(self, handle: Handle, *, enabled: bool) -> None:
         self._handle = handle
         self.enabled = enabled
         self._shown: dict[str, tuple[str, str]] = {}

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from apis.scheduling.elasticquota import ROOT_QUOTA
 from koord_scheduler.framework.services import ApiReply, ApiRoute, not_found, ok, query_flag, resource_list
-from koord_scheduler.plugins.elasticquota.tree import PodEntry, QuotaNode
+from koord_scheduler.quota.tree import PodEntry, QuotaNode
 
 if TYPE_CHECKING:
     from koord_scheduler.plugins.elasticquota.plugin import ElasticQuota
