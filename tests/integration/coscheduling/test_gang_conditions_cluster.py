@@ -64,8 +64,11 @@ def test_held_members_show_the_gangs_reason_until_they_bind(scope: Scope, tmp_pa
             f"gangGroup [{scope.namespace}/g] basic check: memberGangs [{scope.namespace}/g] child pod not collect "
             f"enough, current gang: {scope.namespace}/g, podName: {scope.namespace}/p1"
         )
-        wait_until(lambda: (scheduled(scope, "p1") or {}).get("message") == want, timeout=30,
-                   what="p1's PodScheduled condition")
+        try:
+            wait_until(lambda: (scheduled(scope, "p1") or {}).get("message") == want, timeout=90,
+                       what="p1's PodScheduled condition")
+        except AssertionError:
+            raise AssertionError(f"{scheduled(scope, 'p1')}\n{proc.log_tail()}") from None
         condition = scheduled(scope, "p1")
         assert condition is not None
         assert (condition["status"], condition["reason"]) == ("False", "Unschedulable")
@@ -78,7 +81,10 @@ def test_held_members_show_the_gangs_reason_until_they_bind(scope: Scope, tmp_pa
         assert summary["minRequiredNumber"] == 3
         assert summary["pendingChildren"] == {f"{scope.namespace}/p1": {}, f"{scope.namespace}/p2": {}}
         scope.add_pods([member(scope, "p3", 3)])
-        scope.wait_all_bound(3, timeout=30)
+        try:
+            scope.wait_all_bound(3, timeout=90)
+        except AssertionError:
+            raise AssertionError(proc.log_tail()) from None
         for name in ("p1", "p2", "p3"):
             assert (scheduled(scope, name) or {}).get("status") == "True", "the API server sets it at binding"
     finally:
@@ -101,7 +107,7 @@ def test_every_member_of_a_failed_round_says_why(scope: Scope, tmp_path: Path) -
             return sum(rejected in m for m in found) >= 4 and all(" nodes are available: " in m for m in found)
 
         try:
-            wait_until(all_say_why, timeout=30, what="a gang reason on every member")
+            wait_until(all_say_why, timeout=90, what="a gang reason on every member")
         except AssertionError:
             raise AssertionError(f"{messages()}\n{proc.log_tail()}") from None
         assert all((scheduled(scope, n) or {}).get("reason") == "Unschedulable" for n in names)
@@ -114,7 +120,7 @@ def test_the_gate_off_leaves_held_members_without_a_condition(scope: Scope, tmp_
     try:
         scope.add_node("n1")
         scope.add_pods([member(scope, "p1", 3)])
-        wait_until(lambda: bool(scope.events(reason="GangNotReady")), timeout=30, what="the GangNotReady Event")
+        wait_until(lambda: bool(scope.events(reason="GangNotReady")), timeout=90, what="the GangNotReady Event")
         time.sleep(1)
         assert scheduled(scope, "p1") is None
     finally:
@@ -133,7 +139,7 @@ def test_a_member_waiting_at_permit_past_the_timeout_is_logged_and_counted_once(
         scope.add_pods([member(scope, "p1", 2, waiting_time="20s"), held])
         profile = scope.scheduler_name
         assert proc.metric("scheduler_scheduling_timeout_total", profile=profile) == 0.0
-        wait_until(lambda: proc.metric("scheduler_scheduling_timeout_total", profile=profile) >= 1, timeout=30,
+        wait_until(lambda: proc.metric("scheduler_scheduling_timeout_total", profile=profile) >= 1, timeout=90,
                    what="the scheduling-timeout counter")
         time.sleep(1.0)  # five more periods: the same attempt is not counted again
         assert proc.metric("scheduler_scheduling_timeout_total", profile=profile) == 1.0
