@@ -34,7 +34,7 @@ from apis.core.selectors import label_selector_matches
 from apis.core.types import Pod
 from apis.scheduling.constants import API_VERSION
 from apis.scheduling.migration import KIND
-from koord_scheduler.descheduler.evictor import EvictionFilter, fits_node, requested
+from koord_scheduler.descheduler.evictor import EvictionFilter, eviction_filter, fits_node, requested
 from koord_scheduler.descheduler.lownodeload.plugin import ClusterView, LowNodeLoad
 from koord_scheduler.descheduler.migration.decide import ANNOTATION_EVICT_REASON, ANNOTATION_EVICT_TRIGGER
 
@@ -106,12 +106,7 @@ class Descheduler:
         return self.config.dry_run
 
     def eviction_filter(self, migrating: Collection[str]) -> EvictionFilter:
-        ns = self.migration_args.namespaces
-        return EvictionFilter(
-            frozenset(ns.include or []) if ns else frozenset(),
-            frozenset(ns.exclude or []) if ns else frozenset(),
-            frozenset(migrating),
-        )
+        return eviction_filter(self.migration_args, migrating)
 
     def plan(self, view: ClusterView, *, migrating: Collection[str] = ()) -> RoundPlan:
         """Plan one round; ``migrating``: pods unfinished PodMigrationJobs already move."""

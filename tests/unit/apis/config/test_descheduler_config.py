@@ -69,9 +69,51 @@ def test_low_node_load_defaults_follow_koordinator() -> None:
         ),
         pytest.param(
             HEAD + "profiles:\n- name: p\n  pluginConfig:\n  - name: MigrationController\n    args:\n"
-            "      maxMigratingPerNode: 2\n",
-            "profiles[0].pluginConfig[0].args.maxMigratingPerNode: Forbidden: not implemented",
-            id="unsupported-arbitration",
+            "      nodeFit: true\n",
+            "profiles[0].pluginConfig[0].args.nodeFit: Forbidden: not implemented",
+            id="unsupported-node-fit",
+        ),
+        pytest.param(
+            HEAD + "profiles:\n- name: p\n  pluginConfig:\n  - name: MigrationController\n    args:\n"
+            "      maxMigratingPerNode: -1\n",
+            "profiles[0].pluginConfig[0].args.maxMigratingPerNode: Invalid value: -1",
+            id="negative-per-node",
+        ),
+        pytest.param(
+            HEAD + "profiles:\n- name: p\n  pluginConfig:\n  - name: MigrationController\n    args:\n"
+            "      maxUnavailablePerWorkload: ten\n",
+            "profiles[0].pluginConfig[0].args.maxUnavailablePerWorkload: Invalid value",
+            id="bad-int-or-percent",
+        ),
+        pytest.param(
+            HEAD + "profiles:\n- name: p\n  pluginConfig:\n  - name: MigrationController\n    args:\n"
+            "      objectLimiters: {pod: {duration: 5m}}\n",
+            'profiles[0].pluginConfig[0].args.objectLimiters: Unsupported value: "pod"',
+            id="unknown-limiter",
+        ),
+        pytest.param(
+            HEAD + "profiles:\n- name: p\n  pluginConfig:\n  - name: MigrationController\n    args:\n"
+            "      objectLimiters: {workload: {duration: 5 minutes}}\n",
+            "profiles[0].pluginConfig[0].args.objectLimiters[workload].duration: Invalid value",
+            id="bad-limiter-duration",
+        ),
+        pytest.param(
+            HEAD + "profiles:\n- name: p\n  pluginConfig:\n  - name: MigrationController\n    args:\n"
+            "      skipEvictionGates: [Bogus]\n",
+            'profiles[0].pluginConfig[0].args.skipEvictionGates: Unsupported value: "Bogus"',
+            id="unknown-gate",
+        ),
+        pytest.param(
+            HEAD + "profiles:\n- name: p\n  pluginConfig:\n  - name: MigrationController\n    args:\n"
+            "      skipEvictionGates: [NodeFit]\n",
+            "profiles[0].pluginConfig[0].args.skipEvictionGates: Forbidden: NodeFit",
+            id="unimplemented-gate",
+        ),
+        pytest.param(
+            HEAD + "profiles:\n- name: p\n  pluginConfig:\n  - name: MigrationController\n    args:\n"
+            "      priorityThreshold: {name: high}\n",
+            "profiles[0].pluginConfig[0].args.priorityThreshold.name: Forbidden",
+            id="priority-class-name",
         ),
         pytest.param(
             HEAD + "profiles:\n- name: p\n  pluginConfig:\n  - name: MigrationController\n    args:\n"
