@@ -132,3 +132,24 @@ def test_refused_with_path(text: str, want: str) -> None:
     with pytest.raises(ConfigError) as info:
         parse_descheduler_config(text)
     assert want in str(info.value)
+
+
+def test_arbitration_fields_load() -> None:
+    text = (
+        HEAD + "profiles:\n- name: p\n  pluginConfig:\n  - name: MigrationController\n    args:\n"
+        "      maxMigratingGlobally: 4\n      maxMigratingPerNode: 1\n      maxMigratingPerNamespace: 2\n"
+        "      maxMigratingPerWorkload: 20%\n      maxUnavailablePerWorkload: 2\n"
+        "      skipCheckExpectedReplicas: true\n      evictSystemCriticalPods: true\n      ignorePvcPods: true\n"
+        "      priorityThreshold: {value: 1000}\n      labelSelector: {matchLabels: {app: web}}\n"
+        "      skipEvictionGates: [PVC, MaxMigratingGlobally]\n"
+        "      objectLimiters: {workload: {duration: 10m, maxMigrating: 2, burst: 2}, namespace: {duration: 1m}}\n"
+    )
+    _, args = parse_descheduler_config(text)
+    [migration] = args["MigrationController"]
+    assert isinstance(migration, MigrationControllerArgs)
+    assert (migration.max_migrating_per_workload, migration.max_unavailable_per_workload) == ("20%", 2)
+    assert migration.object_limiters == {
+        "workload": {"duration": "10m", "maxMigrating": 2, "burst": 2},
+        "namespace": {"duration": "1m"},
+    }
+    assert migration.skip_eviction_gates == ["PVC", "MaxMigratingGlobally"]
