@@ -20,6 +20,8 @@ from pydantic import BaseModel, Field
 
 from apis.config.args_base import ArgsModel
 from apis.config.decoding import decode_model
+from apis.config.descheduler_selectors import LabelSelector, Namespaces
+from apis.config.descheduler_upstream import UPSTREAM_ARGS
 from apis.config.duration import GoDuration, parse_go_duration
 from apis.config.errors import ConfigError, FieldError, forbidden, invalid, not_supported, required
 from apis.config.loader import _parse_text
@@ -33,22 +35,6 @@ DEFAULT_EVICTOR: Final = "DefaultEvictor"
 DEFAULT_PROFILE: Final = "koord-descheduler"
 DEFAULT_INTERVAL_SECONDS: Final = 0.0
 """Koordinator runs one round and exits when ``deschedulingInterval`` is 0; here 0 means one round at start."""
-
-
-class LabelSelectorRequirement(ConfigModel):
-    key: str
-    operator: str
-    values: list[str] | None = None
-
-
-class LabelSelector(ConfigModel):
-    match_labels: dict[str, str] | None = None
-    match_expressions: list[LabelSelectorRequirement] | None = None
-
-
-class Namespaces(ConfigModel):
-    include: list[str] | None = None
-    exclude: list[str] | None = None
 
 
 class PluginRef(ConfigModel):
@@ -423,9 +409,12 @@ def _int_or_percent(value: object) -> bool:
 PLUGIN_ARGS: Final[Mapping[str, type[ArgsModel]]] = {
     LOW_NODE_LOAD: LowNodeLoadArgs,
     MIGRATION_CONTROLLER: MigrationControllerArgs,
+    **UPSTREAM_ARGS,
 }
-KNOWN_PLUGINS: Final = frozenset({LOW_NODE_LOAD, MIGRATION_CONTROLLER, DEFAULT_EVICTOR})
+KNOWN_PLUGINS: Final = frozenset({LOW_NODE_LOAD, MIGRATION_CONTROLLER, DEFAULT_EVICTOR, *UPSTREAM_ARGS})
 """Plugins a profile may enable; another name is refused with its path."""
+PLUGIN_POINTS: Final[Mapping[str, str]] = {LOW_NODE_LOAD: "balance", **dict.fromkeys(UPSTREAM_ARGS, "deschedule")}
+"""The extension point each Deschedule/Balance plugin runs at; enabled at another one, it is refused."""
 
 
 def load_descheduler_config(path: str | Path) -> tuple[DeschedulerConfiguration, dict[str, list[ArgsModel]]]:
@@ -491,10 +480,13 @@ def _profile_errors(config: DeschedulerConfiguration, args: dict[str, list[ArgsM
         for point in ("deschedule", "balance", "evict", "filter"):
             plugin_set: PluginSet | None = getattr(plugins, point)
             for j, ref in enumerate((plugin_set.enabled or []) if plugin_set is not None else []):
+                where = f"{at}.plugins.{point}.enabled[{j}].name"
                 if ref.name not in KNOWN_PLUGINS:
-                    errors.append(
-                        not_supported(f"{at}.plugins.{point}.enabled[{j}].name", ref.name, sorted(KNOWN_PLUGINS))
-                    )
+                    errors.append(not_supported(where, ref.name, sorted(KNOWN_PLUGINS)))
+                elif PLUGIN_POINTS.get(ref.name, point) != point:
+                    errors.append(invalid(where, ref.name, f"a {PLUGIN_POINTS[ref.name]} plugin"))
+                elif ref.name in UPSTREAM_ARGS and not any(pc.name == ref.name for pc in profile.plugin_config or []):
+                    errors += UPSTREAM_ARGS[ref.name]().field_errors(f"{at}.pluginConfig[{ref.name}].args")
         for j, pc in enumerate(profile.plugin_config or []):
             model = PLUGIN_ARGS.get(pc.name)
             path = f"{at}.pluginConfig[{j}].args"

@@ -4,8 +4,9 @@ and each kept migration becomes a PodMigrationJob (Koordinator's ``pkg/deschedul
 
 :class:`Descheduler` holds what lasts between rounds (the LowNodeLoad anomaly detectors) and plans a round
 from a :class:`~.lownodeload.plugin.ClusterView` without side effects; :func:`job_for` builds the job of
-one planned migration. Only LowNodeLoad is a Balance plugin so far; Deschedule plugins are not
-implemented (docs/descheduling.md).
+one planned migration. Each profile runs its Deschedule plugins (:mod:`.deschedule_plugins`: PodLifeTime,
+RemoveFailedPods, RemovePodsViolatingNodeTaints, RemovePodsViolatingNodeAffinity), then its Balance plugins
+(LowNodeLoad).
 
 Limits (``maxNoOfPodsToEvictPerNode``, ``PerNamespace``, ``Total``) apply to the whole round, in plan
 order, as Koordinator's eviction limiter does. ``nodeSelector`` (top level, then the profile's) narrows
@@ -28,12 +29,14 @@ from apis.config.descheduler import (
     MigrationControllerArgs,
     first_args,
 )
-from apis.config.descheduler import LabelSelector as ConfigLabelSelector
+from apis.config.descheduler_selectors import LabelSelector as ConfigLabelSelector
+from apis.config.descheduler_upstream import UPSTREAM_ARGS
 from apis.core.parse import parse_label_selector
 from apis.core.selectors import label_selector_matches
 from apis.core.types import Pod
 from apis.scheduling.constants import API_VERSION
 from apis.scheduling.migration import KIND
+from koord_scheduler.descheduler.deschedule_plugins import DESCHEDULE_PLUGINS, DeschedulePlugin, run_deschedule
 from koord_scheduler.descheduler.evictor import EvictionFilter, eviction_filter, fits_node, requested
 from koord_scheduler.descheduler.lownodeload.plugin import ClusterView, LowNodeLoad
 from koord_scheduler.descheduler.migration.decide import ANNOTATION_EVICT_REASON, ANNOTATION_EVICT_TRIGGER
@@ -73,6 +76,25 @@ def _selector_matches(selector: ConfigLabelSelector | None, labels: Mapping[str,
     return parsed is None or label_selector_matches(parsed, labels)
 
 
+def _deschedule_plugins(profile: DeschedulerProfile, args: Mapping[str, list[ArgsModel]]) -> list[DeschedulePlugin]:
+    """The profile's enabled Deschedule plugins, each with the profile's pluginConfig args (else the first
+    profile's, else the defaults), in the order enabled."""
+    plugin_set = profile.plugins.deschedule if profile.plugins is not None else None
+    out = []
+    for ref in (plugin_set.enabled or []) if plugin_set is not None else []:
+        model = UPSTREAM_ARGS.get(ref.name)
+        if model is None:
+            continue
+        own = next((pc.args or {} for pc in profile.plugin_config or [] if pc.name == ref.name), None)
+        plugin_args = (
+            model.model_validate(own, by_alias=True, by_name=False)
+            if own is not None
+            else first_args(args, ref.name, model)
+        )
+        out.append(DESCHEDULE_PLUGINS[ref.name](plugin_args))
+    return out
+
+
 def _balance_plugins(profile: DeschedulerProfile) -> list[str]:
     plugin_set = profile.plugins.balance if profile.plugins is not None else None
     return [p.name for p in (plugin_set.enabled or [])] if plugin_set is not None else []
@@ -87,6 +109,8 @@ class Descheduler:
         self.config = config
         self.migration_args: MigrationControllerArgs = first_args(args, MIGRATION_CONTROLLER, MigrationControllerArgs)
         self.profiles: list[tuple[DeschedulerProfile, list[LowNodeLoad]]] = []
+        self.deschedulers: list[list[DeschedulePlugin]] = []
+        """Per profile, its Deschedule plugins (run before its Balance plugins, as Koordinator's loop)."""
         for profile in config.profiles or [DeschedulerProfile(name="koord-descheduler")]:
             plugins = []
             if LOW_NODE_LOAD in _balance_plugins(profile):
@@ -100,6 +124,7 @@ class Descheduler:
                 )
                 plugins.append(LowNodeLoad(plugin_args, clock=clock))
             self.profiles.append((profile, plugins))
+            self.deschedulers.append(_deschedule_plugins(profile, args))
 
     @property
     def dry_run(self) -> bool:
@@ -120,7 +145,7 @@ class Descheduler:
 
         planned: list[PlannedMigration] = []
         notes: list[str] = []
-        for profile, plugins in self.profiles:
+        for (profile, plugins), deschedulers in zip(self.profiles, self.deschedulers, strict=True):
             name = profile.name or "koord-descheduler"
             scoped = [
                 n
@@ -129,6 +154,10 @@ class Descheduler:
                 and _selector_matches(profile.node_selector, n.meta.labels)
             ]
             profile_view = replace(view, nodes=scoped)
+            for plugin_name, ev in run_deschedule(deschedulers, profile_view, evictable=evictable, fits=fits):
+                planned.append(
+                    PlannedMigration(ev.pod.namespace, ev.pod.name, ev.node, "", ev.reason, plugin_name, name)
+                )
             for plugin in plugins:
                 for result in plugin.balance(profile_view, evictable=evictable, fits=fits):
                     if result.idle_reason:

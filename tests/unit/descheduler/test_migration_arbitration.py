@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from apis.config.descheduler import LabelSelector, MigrationControllerArgs, Namespaces
+from apis.config.descheduler import MigrationControllerArgs
+from apis.config.descheduler_selectors import LabelSelector, Namespaces
 from apis.core.types import Pod
 from koord_scheduler.descheduler.evictor import eviction_filter
 from koord_scheduler.descheduler.migration.arbitration import (

@@ -1,0 +1,249 @@
+"""The Deschedule plugins (PodLifeTime, RemoveFailedPods, RemovePodsViolatingNodeTaints,
+RemovePodsViolatingNodeAffinity): tables after kubernetes-sigs/descheduler's plugin tests, their args'
+validation, and a descheduling round that runs them."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from apis.config.descheduler import parse_descheduler_config
+from apis.config.descheduler_upstream import (
+    OwnerKinds,
+    PodConditionFilter,
+    PodLifeTimeArgs,
+    RemoveFailedPodsArgs,
+    RemovePodsViolatingNodeAffinityArgs,
+    RemovePodsViolatingNodeTaintsArgs,
+)
+from apis.config.errors import ConfigError
+from apis.core.types import Node, Pod
+from koord_scheduler.descheduler.deschedule_plugins import (
+    PodLifeTime,
+    RemoveFailedPods,
+    RemovePodsViolatingNodeAffinity,
+    RemovePodsViolatingNodeTaints,
+)
+from koord_scheduler.descheduler.evictor import EvictionFilter
+from koord_scheduler.descheduler.lownodeload.plugin import ClusterView
+from koord_scheduler.descheduler.round import Descheduler
+from tests.builders import PodBuilder, make_node, make_pod
+
+NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC).timestamp()
+EVICTABLE = EvictionFilter()
+
+
+def at(seconds_ago: int) -> str:
+    return datetime.fromtimestamp(NOW - seconds_ago, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def web(name: str, node: str = "n1", *, age: int = 10, phase: str = "Running") -> PodBuilder:
+    return make_pod(name).owner("ReplicaSet", "rs").node(node).phase(phase).created(at(age))
+
+
+def view(nodes: list[Node], pods: list[Pod]) -> ClusterView:
+    by_node: dict[str, list[Pod]] = {}
+    for p in pods:
+        by_node.setdefault(p.node_name, []).append(p)
+    return ClusterView(nodes, by_node, {}, NOW)
+
+
+def fits_anywhere(pod: Pod, node: str) -> bool:
+    return True
+
+
+def fits_nowhere(pod: Pod, node: str) -> bool:
+    return False
+
+
+NODES = [make_node("n1").build(), make_node("n2").build()]
+
+
+@pytest.mark.parametrize(
+    ("args", "pods", "want"),
+    [
+        # Upstream "Two pods in the `dev` Namespace, 1 is new and 1 very is old. 1 should be evicted."
+        (PodLifeTimeArgs(max_pod_life_time_seconds=600), [web("old", age=1200), web("new", age=60)], ["old"]),
+        (PodLifeTimeArgs(max_pod_life_time_seconds=600), [web("edge", age=600)], []),  # not more than the limit
+        # The oldest first.
+        (
+            PodLifeTimeArgs(max_pod_life_time_seconds=60),
+            [web("b", age=120), web("a", "n2", age=3600), web("c", age=600)],
+            ["a", "c", "b"],
+        ),
+        (
+            PodLifeTimeArgs(max_pod_life_time_seconds=0, states=["Pending"]),
+            [web("p", phase="Pending"), web("r")],
+            ["p"],
+        ),
+        (
+            PodLifeTimeArgs(max_pod_life_time_seconds=60, owner_kinds=OwnerKinds(exclude=["ReplicaSet"])),
+            [web("old", age=1200)],
+            [],
+        ),
+        (
+            PodLifeTimeArgs(conditions=[PodConditionFilter(type="Ready", status="False")]),
+            [web("unready").condition("Ready", "False").build(), web("ready").condition("Ready").build()],
+            ["unready"],
+        ),
+    ],
+)
+def test_pod_life_time(args: PodLifeTimeArgs, pods: list[Pod | PodBuilder], want: list[str]) -> None:
+    built = [p.build() if isinstance(p, PodBuilder) else p for p in pods]
+    got = PodLifeTime(args).deschedule(view(NODES, built), evictable=EVICTABLE, fits=fits_anywhere)
+    assert [e.pod.name for e in got] == want
+
+
+def test_pod_life_time_respects_the_eviction_filter_and_its_own_namespaces() -> None:
+    bare = make_pod("bare").node("n1").created(at(1200)).build()
+    other = make_pod("other", "kube-system").owner("ReplicaSet", "rs").node("n1").created(at(1200)).build()
+    args = PodLifeTimeArgs(max_pod_life_time_seconds=60, namespaces={"exclude": ["kube-system"]})  # type: ignore[arg-type]
+    got = PodLifeTime(args).deschedule(view(NODES, [bare, other]), evictable=EVICTABLE, fits=fits_anywhere)
+    assert got == []
+
+
+@pytest.mark.parametrize(
+    ("args", "pods", "want"),
+    [
+        (RemoveFailedPodsArgs(), [web("f", age=7200, phase="Failed"), web("r", age=7200)], ["f"]),
+        (RemoveFailedPodsArgs(), [web("young", age=60, phase="Failed")], []),  # minPodLifetimeSeconds 3600
+        (RemoveFailedPodsArgs(min_pod_lifetime_seconds=0), [web("young", age=60, phase="Failed")], ["young"]),
+        (
+            RemoveFailedPodsArgs(min_pod_lifetime_seconds=0, exclude_owner_kinds=["ReplicaSet"]),
+            [web("f", phase="Failed")],
+            [],
+        ),
+    ],
+)
+def test_remove_failed_pods(args: RemoveFailedPodsArgs, pods: list[PodBuilder], want: list[str]) -> None:
+    got = RemoveFailedPods(args).deschedule(
+        view(NODES, [p.build() for p in pods]), evictable=EVICTABLE, fits=fits_anywhere
+    )
+    assert [e.pod.name for e in got] == want
+
+
+TAINTED = [
+    make_node("n1").taint("dedicated", "db", "NoSchedule").build(),
+    make_node("n2").taint("soft", "", "PreferNoSchedule").build(),
+]
+
+
+@pytest.mark.parametrize(
+    ("args", "pods", "want"),
+    [
+        (
+            RemovePodsViolatingNodeTaintsArgs(),
+            [web("p1"), web("p2").toleration("dedicated", "db", "NoSchedule")],
+            ["p1"],
+        ),
+        (RemovePodsViolatingNodeTaintsArgs(), [web("soft", "n2")], []),
+        (RemovePodsViolatingNodeTaintsArgs(include_prefer_no_schedule=True), [web("soft", "n2")], ["soft"]),
+        (RemovePodsViolatingNodeTaintsArgs(excluded_taints=["dedicated"]), [web("p1")], []),
+        (RemovePodsViolatingNodeTaintsArgs(excluded_taints=["dedicated=db"]), [web("p1")], []),
+        (RemovePodsViolatingNodeTaintsArgs(excluded_taints=["dedicated=web"]), [web("p1")], ["p1"]),
+        (RemovePodsViolatingNodeTaintsArgs(included_taints=["other"]), [web("p1")], []),
+        (RemovePodsViolatingNodeTaintsArgs(included_taints=["dedicated=db"]), [web("p1")], ["p1"]),
+        (RemovePodsViolatingNodeTaintsArgs(), [web("any").toleration()], []),  # tolerates everything
+    ],
+)
+def test_node_taints(args: RemovePodsViolatingNodeTaintsArgs, pods: list[PodBuilder], want: list[str]) -> None:
+    got = RemovePodsViolatingNodeTaints(args).deschedule(
+        view(TAINTED, [p.build() for p in pods]), evictable=EVICTABLE, fits=fits_anywhere
+    )
+    assert [e.pod.name for e in got] == want
+    if got:
+        assert "does not tolerate taint" in got[0].reason
+
+
+LABELLED = [make_node("n1").label("disk", "hdd").build(), make_node("n2").label("disk", "ssd").build()]
+REQUIRED = RemovePodsViolatingNodeAffinityArgs(node_affinity_type=["requiredDuringSchedulingIgnoredDuringExecution"])
+PREFERRED = RemovePodsViolatingNodeAffinityArgs(node_affinity_type=["preferredDuringSchedulingIgnoredDuringExecution"])
+
+
+@pytest.mark.parametrize(
+    ("args", "pod", "fits", "want"),
+    [
+        (REQUIRED, web("ssd-only").node_affinity("disk", "In", ["ssd"]), fits_anywhere, True),
+        (REQUIRED, web("ssd-only").node_affinity("disk", "In", ["ssd"]), fits_nowhere, False),  # nowhere to go
+        (REQUIRED, web("hdd-ok").node_affinity("disk", "In", ["hdd"]), fits_anywhere, False),
+        (REQUIRED, web("plain"), fits_anywhere, False),  # no node affinity
+        (REQUIRED, web("selector").node_selector(disk="ssd"), fits_anywhere, False),  # nodeSelector alone: no
+        (PREFERRED, web("likes-ssd").preferred_node_affinity(10, "disk", "In", ["ssd"]), fits_anywhere, True),
+        (PREFERRED, web("likes-hdd").preferred_node_affinity(10, "disk", "In", ["hdd"]), fits_anywhere, False),
+        (PREFERRED, web("likes-ssd").preferred_node_affinity(10, "disk", "In", ["ssd"]), fits_nowhere, False),
+        (REQUIRED, web("likes-ssd").preferred_node_affinity(10, "disk", "In", ["ssd"]), fits_anywhere, False),
+    ],
+)
+def test_node_affinity(args: RemovePodsViolatingNodeAffinityArgs, pod: PodBuilder, fits: object, want: bool) -> None:
+    got = RemovePodsViolatingNodeAffinity(args).deschedule(
+        view(LABELLED, [pod.build()]),
+        evictable=EVICTABLE,
+        fits=fits,  # type: ignore[arg-type]
+    )
+    assert bool(got) is want
+
+
+HEAD = "apiVersion: descheduler/v1alpha2\nkind: DeschedulerConfiguration\n"
+
+
+def deschedule_config(plugin: str, args: str = "") -> str:
+    text = HEAD + f"profiles:\n- name: p\n  plugins:\n    deschedule:\n      enabled:\n      - name: {plugin}\n"
+    if args:
+        text += f"  pluginConfig:\n  - name: {plugin}\n    args:\n" + "".join(
+            f"      {line}\n" for line in args.split(";")
+        )
+    return text
+
+
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [
+        (deschedule_config("PodLifeTime"), "profiles[0].pluginConfig[PodLifeTime].args: Required value"),
+        (
+            deschedule_config("PodLifeTime", "states: [CrashLoopBackOff]"),
+            "profiles[0].pluginConfig[0].args.states[0]: Forbidden: CrashLoopBackOff",
+        ),
+        (
+            deschedule_config("PodLifeTime", "maxPodLifeTimeSeconds: 60;exitCodes: [1]"),
+            "profiles[0].pluginConfig[0].args.exitCodes: Forbidden",
+        ),
+        (
+            deschedule_config("RemovePodsViolatingNodeAffinity"),
+            "profiles[0].pluginConfig[RemovePodsViolatingNodeAffinity].args.nodeAffinityType: Required value",
+        ),
+        (
+            deschedule_config("RemovePodsViolatingNodeTaints", "includedTaints: [a];excludedTaints: [b]"),
+            "profiles[0].pluginConfig[0].args.includedTaints: Forbidden",
+        ),
+        (
+            deschedule_config("RemoveFailedPods", "reasons: [OOMKilled]"),
+            "profiles[0].pluginConfig[0].args.reasons: Forbidden",
+        ),
+        (
+            HEAD + "profiles:\n- name: p\n  plugins:\n    balance:\n      enabled:\n      - name: PodLifeTime\n",
+            'profiles[0].plugins.balance.enabled[0].name: Invalid value: "PodLifeTime": a deschedule plugin',
+        ),
+        (deschedule_config("PodLifeTime", "maxPodLifeTime: 60"), "maxPodLifeTime: Unknown field"),
+    ],
+)
+def test_args_refused_with_path(text: str, want: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_descheduler_config(text)
+    assert want in str(info.value)
+
+
+def test_round_runs_deschedule_plugins_before_balance_ones() -> None:
+    text = deschedule_config("PodLifeTime", "maxPodLifeTimeSeconds: 600").replace(
+        "      - name: PodLifeTime\n", "      - name: PodLifeTime\n      - name: RemovePodsViolatingNodeTaints\n"
+    )
+    config, args = parse_descheduler_config(text)
+    descheduler = Descheduler(config, args, clock=lambda: NOW)
+    pods = [web("old", age=1200).build(), web("new", "n2", age=60).build()]
+    nodes = [make_node("n1").build(), make_node("n2").taint("gpu", "", "NoSchedule").build()]
+    plan = descheduler.plan(view(nodes, pods))
+    assert [(m.name, m.plugin, m.node) for m in plan.migrations] == [
+        ("old", "PodLifeTime", "n1"),
+        ("new", "RemovePodsViolatingNodeTaints", "n2"),
+    ]
+    assert plan.migrations[0].reason == "pod is older than 600s"
