@@ -19,6 +19,7 @@ POD_LIFE_TIME: Final = "PodLifeTime"
 REMOVE_FAILED_PODS: Final = "RemoveFailedPods"
 NODE_TAINTS: Final = "RemovePodsViolatingNodeTaints"
 NODE_AFFINITY: Final = "RemovePodsViolatingNodeAffinity"
+TOO_MANY_RESTARTS: Final = "RemovePodsHavingTooManyRestarts"
 POD_PHASES: Final = ("Pending", "Running", "Succeeded", "Failed", "Unknown")
 NODE_AFFINITY_TYPES: Final = (
     "requiredDuringSchedulingIgnoredDuringExecution",
@@ -163,10 +164,42 @@ class RemovePodsViolatingNodeAffinityArgs(ArgsModel):
         return errors
 
 
+class RemovePodsHavingTooManyRestartsArgs(ArgsModel):
+    """Pods whose containers restarted ``podRestartThreshold`` times or more (init containers too with
+    ``includingInitContainers``); ``states`` may only be ``Running`` (the pod phase), as pykoord keeps no
+    container waiting reasons (upstream also allows ``CrashLoopBackOff``)."""
+
+    api_version: str | None = None
+    kind: str | None = None
+    namespaces: Namespaces | None = None
+    label_selector: LabelSelector | None = None
+    pod_restart_threshold: int = 0
+    including_init_containers: bool = False
+    states: list[str] | None = None
+
+    def field_errors(self, path: str) -> list[FieldError]:
+        errors = _common_errors(self.namespaces, path)
+        if self.pod_restart_threshold < 1:
+            errors.append(
+                invalid(
+                    f"{path}.podRestartThreshold",
+                    self.pod_restart_threshold,
+                    "invalid PodsHavingTooManyRestarts threshold",
+                )
+            )
+        for i, state in enumerate(self.states or []):
+            if state == "CrashLoopBackOff":
+                errors.append(forbidden(f"{path}.states[{i}]", "container waiting reasons are not kept by pykoord"))
+            elif state != "Running":
+                errors.append(invalid(f"{path}.states[{i}]", state, "states must be one of [CrashLoopBackOff Running]"))
+        return errors
+
+
 UPSTREAM_ARGS: Final[dict[str, type[ArgsModel]]] = {
     POD_LIFE_TIME: PodLifeTimeArgs,
     REMOVE_FAILED_PODS: RemoveFailedPodsArgs,
     NODE_TAINTS: RemovePodsViolatingNodeTaintsArgs,
     NODE_AFFINITY: RemovePodsViolatingNodeAffinityArgs,
+    TOO_MANY_RESTARTS: RemovePodsHavingTooManyRestartsArgs,
 }
 """The Deschedule plugins pykoord runs, by name, with their args model."""

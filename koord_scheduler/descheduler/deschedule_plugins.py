@@ -6,6 +6,9 @@ through its adaptor, ``pkg/descheduler/framework/plugins/kubernetes``), as pure 
   those phases / with a matching condition), the oldest first;
 - **RemoveFailedPods**: ``Failed`` pods older than ``minPodLifetimeSeconds`` (default 3600; pykoord counts
   from the pod's creation, upstream from its ``startTime``), not owned by one of ``excludeOwnerKinds``;
+- **RemovePodsHavingTooManyRestarts**: pods whose containers (and init containers with
+  ``includingInitContainers``) restarted ``podRestartThreshold`` times or more, the most restarted first
+  on each node;
 - **RemovePodsViolatingNodeTaints**: pods that do not tolerate a ``NoSchedule`` taint of their node
   (``PreferNoSchedule`` too with ``includePreferNoSchedule``; ``includedTaints``/``excludedTaints`` as
   ``key`` or ``key=value``);
@@ -32,9 +35,11 @@ from apis.config.descheduler_upstream import (
     NODE_TAINTS,
     POD_LIFE_TIME,
     REMOVE_FAILED_PODS,
+    TOO_MANY_RESTARTS,
     PodConditionFilter,
     PodLifeTimeArgs,
     RemoveFailedPodsArgs,
+    RemovePodsHavingTooManyRestartsArgs,
     RemovePodsViolatingNodeAffinityArgs,
     RemovePodsViolatingNodeTaintsArgs,
 )
@@ -179,6 +184,40 @@ class RemoveFailedPods:
         return out
 
 
+class RemovePodsHavingTooManyRestarts:
+    name = TOO_MANY_RESTARTS
+
+    def __init__(self, args: RemovePodsHavingTooManyRestartsArgs) -> None:
+        self.args = args
+        self.own = PodFilter.of(args.namespaces, args.label_selector)
+
+    def restarts(self, pod: Pod) -> int:
+        return pod.restart_count + (pod.init_restart_count if self.args.including_init_containers else 0)
+
+    def deschedule(self, view: ClusterView, *, evictable: Evictable, fits: Fits) -> list[Eviction]:
+        out: list[Eviction] = []
+        for node in view.nodes:
+            found = [
+                pod
+                for pod in view.pods_by_node.get(node.name, ())
+                if self.own(pod)
+                and evictable(pod)
+                and self.restarts(pod) >= self.args.pod_restart_threshold
+                and (not self.args.states or pod.phase in self.args.states)
+            ]
+            found.sort(key=lambda p: -self.restarts(p))  # the most restarted first, per node (stable)
+            out += [
+                Eviction(
+                    p,
+                    node.name,
+                    f"containers restarted {self.restarts(p)} times, the threshold is "
+                    f"{self.args.pod_restart_threshold}",
+                )
+                for p in found
+            ]
+        return out
+
+
 def _taint_text(taint: Taint) -> str:
     return f"{taint.key}={taint.value}:{taint.effect}" if taint.value else f"{taint.key}:{taint.effect}"
 
@@ -288,6 +327,7 @@ DESCHEDULE_PLUGINS: Final[Mapping[str, Callable[[Any], DeschedulePlugin]]] = {
     REMOVE_FAILED_PODS: RemoveFailedPods,
     NODE_TAINTS: RemovePodsViolatingNodeTaints,
     NODE_AFFINITY: RemovePodsViolatingNodeAffinity,
+    TOO_MANY_RESTARTS: RemovePodsHavingTooManyRestarts,
 }
 
 

@@ -14,14 +14,17 @@ from apis.config.descheduler_upstream import (
     PodConditionFilter,
     PodLifeTimeArgs,
     RemoveFailedPodsArgs,
+    RemovePodsHavingTooManyRestartsArgs,
     RemovePodsViolatingNodeAffinityArgs,
     RemovePodsViolatingNodeTaintsArgs,
 )
 from apis.config.errors import ConfigError
+from apis.core.parse import parse_pod
 from apis.core.types import Node, Pod
 from koord_scheduler.descheduler.deschedule_plugins import (
     PodLifeTime,
     RemoveFailedPods,
+    RemovePodsHavingTooManyRestarts,
     RemovePodsViolatingNodeAffinity,
     RemovePodsViolatingNodeTaints,
 )
@@ -120,6 +123,40 @@ def test_remove_failed_pods(args: RemoveFailedPodsArgs, pods: list[PodBuilder], 
     got = RemoveFailedPods(args).deschedule(
         view(NODES, [p.build() for p in pods]), evictable=EVICTABLE, fits=fits_anywhere
     )
+    assert [e.pod.name for e in got] == want
+
+
+def restarted(name: str, restarts: int, init: int = 0, node: str = "n1", phase: str = "Running") -> Pod:
+    raw = web(name, node, phase=phase).obj()
+    raw["status"]["containerStatuses"] = [{"name": "c", "restartCount": restarts}]
+    raw["status"]["initContainerStatuses"] = [{"name": "i", "restartCount": init}]
+    return parse_pod(raw)
+
+
+@pytest.mark.parametrize(
+    ("args", "pods", "want"),
+    [
+        # Upstream: threshold 3 evicts the pods with 3 or more restarts, the most restarted first on a node.
+        (
+            RemovePodsHavingTooManyRestartsArgs(pod_restart_threshold=3),
+            [restarted("two", 2), restarted("three", 3), restarted("nine", 9), restarted("other", 5, node="n2")],
+            ["nine", "three", "other"],
+        ),
+        (RemovePodsHavingTooManyRestartsArgs(pod_restart_threshold=3), [restarted("init", 1, init=5)], []),
+        (
+            RemovePodsHavingTooManyRestartsArgs(pod_restart_threshold=3, including_init_containers=True),
+            [restarted("init", 1, init=5)],
+            ["init"],
+        ),
+        (
+            RemovePodsHavingTooManyRestartsArgs(pod_restart_threshold=1, states=["Running"]),
+            [restarted("pending", 4, phase="Pending"), restarted("running", 4)],
+            ["running"],
+        ),
+    ],
+)
+def test_too_many_restarts(args: RemovePodsHavingTooManyRestartsArgs, pods: list[Pod], want: list[str]) -> None:
+    got = RemovePodsHavingTooManyRestarts(args).deschedule(view(NODES, pods), evictable=EVICTABLE, fits=fits_anywhere)
     assert [e.pod.name for e in got] == want
 
 
@@ -225,6 +262,14 @@ def deschedule_config(plugin: str, args: str = "") -> str:
             'profiles[0].plugins.balance.enabled[0].name: Invalid value: "PodLifeTime": a deschedule plugin',
         ),
         (deschedule_config("PodLifeTime", "maxPodLifeTime: 60"), "maxPodLifeTime: Unknown field"),
+        (
+            deschedule_config("RemovePodsHavingTooManyRestarts"),
+            "profiles[0].pluginConfig[RemovePodsHavingTooManyRestarts].args.podRestartThreshold: Invalid value: 0",
+        ),
+        (
+            deschedule_config("RemovePodsHavingTooManyRestarts", "podRestartThreshold: 3;states: [CrashLoopBackOff]"),
+            "profiles[0].pluginConfig[0].args.states[0]: Forbidden",
+        ),
     ],
 )
 def test_args_refused_with_path(text: str, want: str) -> None:
