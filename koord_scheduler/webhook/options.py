@@ -9,10 +9,6 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
-from koord_scheduler.scheduler.kube.connection import Connection
-from koord_scheduler.scheduler.kube.events import EventRecorder
-from koord_scheduler.scheduler.kube.http import ApiHttp, HttpOptions
-from koord_scheduler.scheduler.kube.ratelimit import TokenBucket
 from koord_scheduler.scheduler.serving import ClientAuth
 from koord_scheduler.webhook.admission import PodMutator, WebhookMetrics
 from koord_scheduler.webhook.bootstrap import VALIDATING_CONFIGURATIONS, ensure_secret_bundle, inject_ca_bundle
@@ -22,6 +18,10 @@ from koord_scheduler.webhook.kube import KubeColocationLookup
 from koord_scheduler.webhook.quota import QuotaValidator
 from koord_scheduler.webhook.quota_kube import KubeQuotaLookup
 from koord_scheduler.webhook.server import AdmissionServing, WebhookServer
+from kubeapi.connection import Connection
+from kubeapi.events import EventRecorder
+from kubeapi.http import ApiHttp, HttpOptions
+from kubeapi.ratelimit import TokenBucket
 
 
 class WebhookRuntime:

@@ -5,7 +5,7 @@ quota_topology.go, quota_topology_check.go); pykoord serves it from koord-schedu
 CREATE, UPDATE and DELETE of ``elasticquotas`` are checked against the quotas the server watches:
 
 - the tree rules the ElasticQuota plugin applies when it builds its tree
-  (:func:`~koord_scheduler.plugins.elasticquota.validation.validate_tree`: non-negative numbers,
+  (:func:`~koord_scheduler.quota.validation.validate_tree`: non-negative numbers,
   ``min <= max``, the parent exists and is labelled ``is-parent: "true"``, no cycle, the parent's
   ``tree-id``, children's min sum at most the parent's min), applied to the quota set as it would be after
   the request: a request is refused if the quota itself would be left out of the tree, or if it would leave
@@ -40,7 +40,7 @@ from apis.scheduling.elasticquota import (
     QuotaRecord,
     parse_elastic_quota,
 )
-from koord_scheduler.plugins.elasticquota.validation import (
+from koord_scheduler.quota.validation import (
     min_sum_message,
     min_sum_over,
     numbers_problem,

@@ -12,7 +12,7 @@ from koord_scheduler.descheduler.migration.api import MemoryMigrationApi, evicti
 from koord_scheduler.descheduler.migration.arbitration import Arbitrator
 from koord_scheduler.descheduler.migration.controller import MigrationController, gc_due
 from koord_scheduler.framework.types import EventType
-from koord_scheduler.scheduler.kube.http import ApiError
+from kubeapi.http import ApiError
 from tests.builders import make_pod
 
 T0 = 1767225600.0  # 2026-01-01T00:00:00Z
