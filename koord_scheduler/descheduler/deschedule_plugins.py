@@ -19,15 +19,16 @@ through its adaptor, ``pkg/descheduler/framework/plugins/kubernetes``), as pure 
 
 Each plugin first applies the round's eviction filter (the DefaultEvictor's, from the MigrationController's
 gates) and its own ``namespaces`` and ``labelSelector``. :data:`DESCHEDULE_PLUGINS` maps a plugin's name to
-its constructor, taking its args model (:mod:`apis.config.descheduler_upstream`).
+its typed :class:`DeschedulePluginSpec` (constructor and args model, :mod:`apis.config.descheduler_upstream`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Protocol
+from typing import Any, Final, Protocol, TypeVar
 
+from apis.config.args_base import ArgsModel
 from apis.config.descheduler_selectors import LabelSelector as ConfigLabelSelector
 from apis.config.descheduler_selectors import Namespaces
 from apis.config.descheduler_upstream import (
@@ -322,13 +323,32 @@ class RemovePodsViolatingNodeAffinity:
         return out
 
 
-DESCHEDULE_PLUGINS: Final[Mapping[str, Callable[[Any], DeschedulePlugin]]] = {
-    POD_LIFE_TIME: PodLifeTime,
-    REMOVE_FAILED_PODS: RemoveFailedPods,
-    NODE_TAINTS: RemovePodsViolatingNodeTaints,
-    NODE_AFFINITY: RemovePodsViolatingNodeAffinity,
-    TOO_MANY_RESTARTS: RemovePodsHavingTooManyRestarts,
-}
+A = TypeVar("A", bound=ArgsModel)
+
+
+class DeschedulePluginSpec:
+    """One Deschedule plugin: its name, its factory and its args model, in one typed line as the
+    scheduler's :class:`~koord_scheduler.framework.registry.PluginSpec`: ``DeschedulePluginSpec(NAME, new,
+    ARGS)`` type-checks only when ``new`` takes an ``ARGS`` and returns a :class:`DeschedulePlugin`."""
+
+    __slots__ = ("args_model", "factory", "name")
+
+    def __init__(self, name: str, factory: Callable[[A], DeschedulePlugin], args_model: type[A]) -> None:
+        self.name = name
+        self.factory: Callable[[Any], DeschedulePlugin] = factory
+        self.args_model: type[ArgsModel] = args_model
+
+
+SPECS: Final = (
+    DeschedulePluginSpec(POD_LIFE_TIME, PodLifeTime, PodLifeTimeArgs),
+    DeschedulePluginSpec(REMOVE_FAILED_PODS, RemoveFailedPods, RemoveFailedPodsArgs),
+    DeschedulePluginSpec(TOO_MANY_RESTARTS, RemovePodsHavingTooManyRestarts, RemovePodsHavingTooManyRestartsArgs),
+    DeschedulePluginSpec(NODE_TAINTS, RemovePodsViolatingNodeTaints, RemovePodsViolatingNodeTaintsArgs),
+    DeschedulePluginSpec(NODE_AFFINITY, RemovePodsViolatingNodeAffinity, RemovePodsViolatingNodeAffinityArgs),
+)
+DESCHEDULE_PLUGINS: Final[Mapping[str, DeschedulePluginSpec]] = {spec.name: spec for spec in SPECS}
+"""The in-tree Deschedule plugins by name (the config loader knows the same names and args models:
+``apis.config.descheduler_upstream.UPSTREAM_ARGS``, which a test holds equal)."""
 
 
 def run_deschedule(

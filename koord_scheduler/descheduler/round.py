@@ -30,7 +30,6 @@ from apis.config.descheduler import (
     first_args,
 )
 from apis.config.descheduler_selectors import LabelSelector as ConfigLabelSelector
-from apis.config.descheduler_upstream import UPSTREAM_ARGS
 from apis.core.parse import parse_label_selector
 from apis.core.selectors import label_selector_matches
 from apis.core.types import Pod
@@ -82,16 +81,17 @@ def _deschedule_plugins(profile: DeschedulerProfile, args: Mapping[str, list[Arg
     plugin_set = profile.plugins.deschedule if profile.plugins is not None else None
     out = []
     for ref in (plugin_set.enabled or []) if plugin_set is not None else []:
-        model = UPSTREAM_ARGS.get(ref.name)
-        if model is None:
+        spec = DESCHEDULE_PLUGINS.get(ref.name)
+        if spec is None:
             continue
+        model = spec.args_model
         own = next((pc.args or {} for pc in profile.plugin_config or [] if pc.name == ref.name), None)
         plugin_args = (
             model.model_validate(own, by_alias=True, by_name=False)
             if own is not None
             else first_args(args, ref.name, model)
         )
-        out.append(DESCHEDULE_PLUGINS[ref.name](plugin_args))
+        out.append(spec.factory(plugin_args))
     return out
 
 

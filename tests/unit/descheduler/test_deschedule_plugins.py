@@ -10,6 +10,7 @@ import pytest
 
 from apis.config.descheduler import parse_descheduler_config
 from apis.config.descheduler_upstream import (
+    UPSTREAM_ARGS,
     OwnerKinds,
     PodConditionFilter,
     PodLifeTimeArgs,
@@ -22,6 +23,7 @@ from apis.config.errors import ConfigError
 from apis.core.parse import parse_pod
 from apis.core.types import Node, Pod
 from koord_scheduler.descheduler.deschedule_plugins import (
+    DESCHEDULE_PLUGINS,
     PodLifeTime,
     RemoveFailedPods,
     RemovePodsHavingTooManyRestarts,
@@ -292,3 +294,7 @@ def test_round_runs_deschedule_plugins_before_balance_ones() -> None:
         ("new", "RemovePodsViolatingNodeTaints", "n2"),
     ]
     assert plan.migrations[0].reason == "pod is older than 600s"
+
+
+def test_the_loader_and_the_round_know_the_same_plugins() -> None:
+    assert {name: spec.args_model for name, spec in DESCHEDULE_PLUGINS.items()} == UPSTREAM_ARGS
