@@ -74,6 +74,8 @@ scheduler.log.level scheduler.replicas scheduler.port scheduler.enableJobPreempt
 scheduler.resources scheduler.hostNetwork scheduler.nodeAffinity scheduler.nodeSelector scheduler.tolerations
 scheduler.monitorEnabled scheduler.podDisruptionBudget
 manager.controllers manager.webhook.port
+descheduler.enabled descheduler.log.level descheduler.replicas descheduler.port descheduler.resources
+descheduler.hostNetwork descheduler.nodeAffinity descheduler.nodeSelector descheduler.tolerations descheduler.config
 webhookConfiguration.failurePolicy.pods webhookConfiguration.failurePolicy.elasticquotas
 webhookConfiguration.timeoutSeconds
 koordlet.log.level koordlet.features koordlet.featureGates koordlet.hostDirs.kubeletLibDir koordlet.cgroupKubepodsDir koordlet.resources
