@@ -217,9 +217,9 @@ def test_notes_report_the_koordinator_keys_pykoord_ignores(tmp_path: Path) -> No
             "scheduler.image", "koordlet.image", "koordlet.hostDirs.koordletSockDir",
             "webhookConfiguration.failurePolicy.reservations"} <= reported
     # Keys pykoord uses are never reported, nor empty ones (Koordinator's featureGates: "").
-    assert not {"scheduler.replicas", "scheduler.resources", "koordlet.resources", "featureGates", "descheduler.replicas",
-                "installation.namespace", "koordlet.hostDirs.kubeletLibDir", "manager.webhook.port",
-                "webhookConfiguration.failurePolicy.elasticquotas"} & reported
+    assert not {"scheduler.replicas", "scheduler.resources", "koordlet.resources", "featureGates",
+                "descheduler.replicas", "installation.namespace", "koordlet.hostDirs.kubeletLibDir",
+                "manager.webhook.port", "webhookConfiguration.failurePolicy.elasticquotas"} & reported
     assert "enableJobPreemption" not in text
 
 
