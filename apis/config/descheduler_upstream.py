@@ -20,6 +20,7 @@ REMOVE_FAILED_PODS: Final = "RemoveFailedPods"
 NODE_TAINTS: Final = "RemovePodsViolatingNodeTaints"
 NODE_AFFINITY: Final = "RemovePodsViolatingNodeAffinity"
 TOO_MANY_RESTARTS: Final = "RemovePodsHavingTooManyRestarts"
+INTER_POD_ANTI_AFFINITY: Final = "RemovePodsViolatingInterPodAntiAffinity"
 POD_PHASES: Final = ("Pending", "Running", "Succeeded", "Failed", "Unknown")
 NODE_AFFINITY_TYPES: Final = (
     "requiredDuringSchedulingIgnoredDuringExecution",
@@ -195,11 +196,22 @@ class RemovePodsHavingTooManyRestartsArgs(ArgsModel):
         return errors
 
 
+class RemovePodsViolatingInterPodAntiAffinityArgs(ArgsModel):
+    api_version: str | None = None
+    kind: str | None = None
+    namespaces: Namespaces | None = None
+    label_selector: LabelSelector | None = None
+
+    def field_errors(self, path: str) -> list[FieldError]:
+        return _common_errors(self.namespaces, path)
+
+
 UPSTREAM_ARGS: Final[dict[str, type[ArgsModel]]] = {
     POD_LIFE_TIME: PodLifeTimeArgs,
     REMOVE_FAILED_PODS: RemoveFailedPodsArgs,
     NODE_TAINTS: RemovePodsViolatingNodeTaintsArgs,
     NODE_AFFINITY: RemovePodsViolatingNodeAffinityArgs,
     TOO_MANY_RESTARTS: RemovePodsHavingTooManyRestartsArgs,
+    INTER_POD_ANTI_AFFINITY: RemovePodsViolatingInterPodAntiAffinityArgs,
 }
 """The Deschedule plugins pykoord runs, by name, with their args model."""

@@ -15,7 +15,9 @@ through its adaptor, ``pkg/descheduler/framework/plugins/kubernetes``), as pure 
 - **RemovePodsViolatingNodeAffinity**: ``requiredDuringSchedulingIgnoredDuringExecution``: pods whose
   node no longer matches their ``nodeSelector`` and required node affinity and that fit another node;
   ``preferredDuringSchedulingIgnoredDuringExecution``: pods that fit another node and for which some node
-  weighs more than theirs by their preferred terms.
+  weighs more than theirs by their preferred terms;
+- **RemovePodsViolatingInterPodAntiAffinity**: pods whose required pod anti-affinity another pod in the
+  same topology domain matches, the lowest priority first.
 
 Each plugin first applies the round's eviction filter (the DefaultEvictor's, from the MigrationController's
 gates) and its own ``namespaces`` and ``labelSelector``. :data:`DESCHEDULE_PLUGINS` maps a plugin's name to
@@ -24,7 +26,7 @@ its typed :class:`DeschedulePluginSpec` (constructor and args model, :mod:`apis.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Protocol, TypeVar
 
@@ -32,6 +34,7 @@ from apis.config.args_base import ArgsModel
 from apis.config.descheduler_selectors import LabelSelector as ConfigLabelSelector
 from apis.config.descheduler_selectors import Namespaces
 from apis.config.descheduler_upstream import (
+    INTER_POD_ANTI_AFFINITY,
     NODE_AFFINITY,
     NODE_TAINTS,
     POD_LIFE_TIME,
@@ -41,6 +44,7 @@ from apis.config.descheduler_upstream import (
     PodLifeTimeArgs,
     RemoveFailedPodsArgs,
     RemovePodsHavingTooManyRestartsArgs,
+    RemovePodsViolatingInterPodAntiAffinityArgs,
     RemovePodsViolatingNodeAffinityArgs,
     RemovePodsViolatingNodeTaintsArgs,
 )
@@ -49,6 +53,7 @@ from apis.core.selectors import label_selector_matches, node_selector_map_matche
 from apis.core.tolerations import tolerations_tolerate
 from apis.core.types import Node, Pod, Taint, TaintEffect
 from koord_scheduler.descheduler.lownodeload.plugin import ClusterView
+from koord_scheduler.plugins.topology_index import resolve_term
 
 REQUIRED: Final = "requiredDuringSchedulingIgnoredDuringExecution"
 PREFERRED: Final = "preferredDuringSchedulingIgnoredDuringExecution"
@@ -323,6 +328,60 @@ class RemovePodsViolatingNodeAffinity:
         return out
 
 
+def _same_domain(a: Node, b: Node, key: str) -> bool:
+    """Upstream's ``hasSameLabelValue``: the same node, or both labelled ``key`` with one value."""
+    if a.name == b.name:
+        return True
+    value = a.meta.labels.get(key)
+    return value is not None and b.meta.labels.get(key) == value
+
+
+class RemovePodsViolatingInterPodAntiAffinity:
+    """Pods whose required pod anti-affinity another pod in the same topology domain matches, the lowest
+    priority first on each node; a pod moved no longer counts against the pods after it (upstream's
+    ``CheckPodsWithAntiAffinityExist``, with the scheduler's term resolution and matching,
+    :func:`koord_scheduler.plugins.topology_index.resolve_term`). A term's ``namespaceSelector`` is read
+    against no namespace labels: only an empty selector (every namespace) matches."""
+
+    name = INTER_POD_ANTI_AFFINITY
+
+    def __init__(self, args: RemovePodsViolatingInterPodAntiAffinityArgs) -> None:
+        self.args = args
+        self.own = PodFilter.of(args.namespaces, args.label_selector)
+
+    def deschedule(self, view: ClusterView, *, evictable: Evictable, fits: Fits) -> list[Eviction]:
+        nodes = {n.name: n for n in view.nodes}
+        remaining = {p.key: p for n in view.nodes for p in view.pods_by_node.get(n.name, ()) if self.own(p)}
+        out: list[Eviction] = []
+        for node in view.nodes:
+            pods = sorted(
+                (p for p in view.pods_by_node.get(node.name, ()) if p.key in remaining), key=lambda p: p.priority
+            )
+            for pod in pods:
+                other = self._violated_by(pod, node, remaining.values(), nodes)
+                if other is not None and evictable(pod):
+                    del remaining[pod.key]
+                    out.append(Eviction(pod, node.name, f"pod's required anti-affinity matches pod {other.key}"))
+        return out
+
+    @staticmethod
+    def _violated_by(pod: Pod, node: Node, others: Iterable[Pod], nodes: Mapping[str, Node]) -> Pod | None:
+        anti = pod.affinity.pod_anti_affinity if pod.affinity is not None else None
+        if anti is None or not anti.required:
+            return None
+        terms = [resolve_term(pod, t) for t in anti.required]
+        for other in others:
+            if other.key == pod.key:
+                continue
+            other_node = nodes.get(other.node_name)
+            if other_node is None:
+                continue
+            for term in terms:
+                if term.matches(other, None) and _same_domain(node, other_node, term.topology_key):
+                    return other
+        return None
+
+
 A = TypeVar("A", bound=ArgsModel)
 
 
@@ -345,6 +404,9 @@ SPECS: Final = (
     DeschedulePluginSpec(TOO_MANY_RESTARTS, RemovePodsHavingTooManyRestarts, RemovePodsHavingTooManyRestartsArgs),
     DeschedulePluginSpec(NODE_TAINTS, RemovePodsViolatingNodeTaints, RemovePodsViolatingNodeTaintsArgs),
     DeschedulePluginSpec(NODE_AFFINITY, RemovePodsViolatingNodeAffinity, RemovePodsViolatingNodeAffinityArgs),
+    DeschedulePluginSpec(
+        INTER_POD_ANTI_AFFINITY, RemovePodsViolatingInterPodAntiAffinity, RemovePodsViolatingInterPodAntiAffinityArgs
+    ),
 )
 DESCHEDULE_PLUGINS: Final[Mapping[str, DeschedulePluginSpec]] = {spec.name: spec for spec in SPECS}
 """The in-tree Deschedule plugins by name (the config loader knows the same names and args models:

@@ -16,6 +16,7 @@ from apis.config.descheduler_upstream import (
     PodLifeTimeArgs,
     RemoveFailedPodsArgs,
     RemovePodsHavingTooManyRestartsArgs,
+    RemovePodsViolatingInterPodAntiAffinityArgs,
     RemovePodsViolatingNodeAffinityArgs,
     RemovePodsViolatingNodeTaintsArgs,
 )
@@ -27,6 +28,7 @@ from koord_scheduler.descheduler.deschedule_plugins import (
     PodLifeTime,
     RemoveFailedPods,
     RemovePodsHavingTooManyRestarts,
+    RemovePodsViolatingInterPodAntiAffinity,
     RemovePodsViolatingNodeAffinity,
     RemovePodsViolatingNodeTaints,
 )
@@ -221,6 +223,51 @@ def test_node_affinity(args: RemovePodsViolatingNodeAffinityArgs, pod: PodBuilde
         fits=fits,  # type: ignore[arg-type]
     )
     assert bool(got) is want
+
+
+ZONES = [
+    make_node("n1").label("zone", "a").build(),
+    make_node("n2").label("zone", "a").build(),
+    make_node("n3").label("zone", "b").build(),
+]
+
+
+def anti(name: str, node: str, *, app: str, avoid: str, key: str = "kubernetes.io/hostname", prio: int = 0) -> Pod:
+    return web(name, node).label("app", app).priority(prio).pod_affinity(key, {"app": avoid}, anti=True).build()
+
+
+@pytest.mark.parametrize(
+    ("pods", "want"),
+    [
+        # Upstream: p1 (anti-affinity to app=db) shares its node with a db pod: p1 goes.
+        ([anti("p1", "n1", app="web", avoid="db"), web("db", "n1").label("app", "db").build()], ["p1"]),
+        ([anti("p1", "n1", app="web", avoid="db"), web("db", "n2").label("app", "db").build()], []),  # other node
+        # By zone: n1 and n2 share zone a.
+        ([anti("p1", "n1", app="web", avoid="db", key="zone"), web("db", "n2").label("app", "db").build()], ["p1"]),
+        ([anti("p1", "n1", app="web", avoid="db", key="zone"), web("db", "n3").label("app", "db").build()], []),
+        # Two pods avoiding each other: the lower priority one goes, and then the other no longer violates.
+        (
+            [
+                anti("high", "n1", app="x", avoid="x", prio=100),
+                anti("low", "n1", app="x", avoid="x", prio=1),
+            ],
+            ["low"],
+        ),
+        # Another namespace does not match a term without namespaces.
+        (
+            [
+                anti("p1", "n1", app="web", avoid="db"),
+                make_pod("db", "other").owner("ReplicaSet", "rs").node("n1").label("app", "db").build(),
+            ],
+            [],
+        ),
+    ],
+)
+def test_inter_pod_anti_affinity(pods: list[Pod], want: list[str]) -> None:
+    got = RemovePodsViolatingInterPodAntiAffinity(RemovePodsViolatingInterPodAntiAffinityArgs()).deschedule(
+        view(ZONES, pods), evictable=EVICTABLE, fits=fits_anywhere
+    )
+    assert [e.pod.name for e in got] == want
 
 
 HEAD = "apiVersion: descheduler/v1alpha2\nkind: DeschedulerConfiguration\n"
