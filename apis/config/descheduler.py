@@ -21,7 +21,7 @@ from pydantic import BaseModel, Field
 from apis.config.args_base import ArgsModel
 from apis.config.decoding import decode_model
 from apis.config.descheduler_selectors import LabelSelector, Namespaces
-from apis.config.descheduler_upstream import UPSTREAM_ARGS
+from apis.config.descheduler_upstream import BALANCE_PLUGINS, UPSTREAM_ARGS
 from apis.config.duration import GoDuration, parse_go_duration
 from apis.config.errors import ConfigError, FieldError, forbidden, invalid, not_supported, required
 from apis.config.loader import _parse_text
@@ -413,7 +413,10 @@ PLUGIN_ARGS: Final[Mapping[str, type[ArgsModel]]] = {
 }
 KNOWN_PLUGINS: Final = frozenset({LOW_NODE_LOAD, MIGRATION_CONTROLLER, DEFAULT_EVICTOR, *UPSTREAM_ARGS})
 """Plugins a profile may enable; another name is refused with its path."""
-PLUGIN_POINTS: Final[Mapping[str, str]] = {LOW_NODE_LOAD: "balance", **dict.fromkeys(UPSTREAM_ARGS, "deschedule")}
+PLUGIN_POINTS: Final[Mapping[str, str]] = {
+    LOW_NODE_LOAD: "balance",
+    **{name: "balance" if name in BALANCE_PLUGINS else "deschedule" for name in UPSTREAM_ARGS},
+}
 """The extension point each Deschedule/Balance plugin runs at; enabled at another one, it is refused."""
 
 

@@ -21,6 +21,7 @@ NODE_TAINTS: Final = "RemovePodsViolatingNodeTaints"
 NODE_AFFINITY: Final = "RemovePodsViolatingNodeAffinity"
 TOO_MANY_RESTARTS: Final = "RemovePodsHavingTooManyRestarts"
 INTER_POD_ANTI_AFFINITY: Final = "RemovePodsViolatingInterPodAntiAffinity"
+REMOVE_DUPLICATES: Final = "RemoveDuplicates"
 POD_PHASES: Final = ("Pending", "Running", "Succeeded", "Failed", "Unknown")
 NODE_AFFINITY_TYPES: Final = (
     "requiredDuringSchedulingIgnoredDuringExecution",
@@ -206,6 +207,18 @@ class RemovePodsViolatingInterPodAntiAffinityArgs(ArgsModel):
         return _common_errors(self.namespaces, path)
 
 
+class RemoveDuplicatesArgs(ArgsModel):
+    """A Balance plugin: spreads the pods of one owner with the same images over their nodes."""
+
+    api_version: str | None = None
+    kind: str | None = None
+    namespaces: Namespaces | None = None
+    exclude_owner_kinds: list[str] | None = None
+
+    def field_errors(self, path: str) -> list[FieldError]:
+        return _common_errors(self.namespaces, path)
+
+
 UPSTREAM_ARGS: Final[dict[str, type[ArgsModel]]] = {
     POD_LIFE_TIME: PodLifeTimeArgs,
     REMOVE_FAILED_PODS: RemoveFailedPodsArgs,
@@ -213,5 +226,8 @@ UPSTREAM_ARGS: Final[dict[str, type[ArgsModel]]] = {
     NODE_AFFINITY: RemovePodsViolatingNodeAffinityArgs,
     TOO_MANY_RESTARTS: RemovePodsHavingTooManyRestartsArgs,
     INTER_POD_ANTI_AFFINITY: RemovePodsViolatingInterPodAntiAffinityArgs,
+    REMOVE_DUPLICATES: RemoveDuplicatesArgs,
 }
-"""The Deschedule plugins pykoord runs, by name, with their args model."""
+"""The upstream plugins pykoord runs, by name, with their args model."""
+BALANCE_PLUGINS: Final = frozenset({REMOVE_DUPLICATES})
+"""The upstream plugins of the Balance point; the others are Deschedule plugins."""

@@ -20,17 +20,15 @@ through its adaptor, ``pkg/descheduler/framework/plugins/kubernetes``), as pure 
   same topology domain matches, the lowest priority first.
 
 Each plugin first applies the round's eviction filter (the DefaultEvictor's, from the MigrationController's
-gates) and its own ``namespaces`` and ``labelSelector``. :data:`DESCHEDULE_PLUGINS` maps a plugin's name to
-its typed :class:`DeschedulePluginSpec` (constructor and args model, :mod:`apis.config.descheduler_upstream`).
+gates) and its own ``namespaces`` and ``labelSelector``. :mod:`.upstream_registry` lists them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Protocol, TypeVar
+from typing import Any, Final, Protocol
 
-from apis.config.args_base import ArgsModel
 from apis.config.descheduler_selectors import LabelSelector as ConfigLabelSelector
 from apis.config.descheduler_selectors import Namespaces
 from apis.config.descheduler_upstream import (
@@ -380,37 +378,6 @@ class RemovePodsViolatingInterPodAntiAffinity:
                 if term.matches(other, None) and _same_domain(node, other_node, term.topology_key):
                     return other
         return None
-
-
-A = TypeVar("A", bound=ArgsModel)
-
-
-class DeschedulePluginSpec:
-    """One Deschedule plugin: its name, its factory and its args model, in one typed line as the
-    scheduler's :class:`~koord_scheduler.framework.registry.PluginSpec`: ``DeschedulePluginSpec(NAME, new,
-    ARGS)`` type-checks only when ``new`` takes an ``ARGS`` and returns a :class:`DeschedulePlugin`."""
-
-    __slots__ = ("args_model", "factory", "name")
-
-    def __init__(self, name: str, factory: Callable[[A], DeschedulePlugin], args_model: type[A]) -> None:
-        self.name = name
-        self.factory: Callable[[Any], DeschedulePlugin] = factory
-        self.args_model: type[ArgsModel] = args_model
-
-
-SPECS: Final = (
-    DeschedulePluginSpec(POD_LIFE_TIME, PodLifeTime, PodLifeTimeArgs),
-    DeschedulePluginSpec(REMOVE_FAILED_PODS, RemoveFailedPods, RemoveFailedPodsArgs),
-    DeschedulePluginSpec(TOO_MANY_RESTARTS, RemovePodsHavingTooManyRestarts, RemovePodsHavingTooManyRestartsArgs),
-    DeschedulePluginSpec(NODE_TAINTS, RemovePodsViolatingNodeTaints, RemovePodsViolatingNodeTaintsArgs),
-    DeschedulePluginSpec(NODE_AFFINITY, RemovePodsViolatingNodeAffinity, RemovePodsViolatingNodeAffinityArgs),
-    DeschedulePluginSpec(
-        INTER_POD_ANTI_AFFINITY, RemovePodsViolatingInterPodAntiAffinity, RemovePodsViolatingInterPodAntiAffinityArgs
-    ),
-)
-DESCHEDULE_PLUGINS: Final[Mapping[str, DeschedulePluginSpec]] = {spec.name: spec for spec in SPECS}
-"""The in-tree Deschedule plugins by name (the config loader knows the same names and args models:
-``apis.config.descheduler_upstream.UPSTREAM_ARGS``, which a test holds equal)."""
 
 
 def run_deschedule(

@@ -35,10 +35,11 @@ from apis.core.selectors import label_selector_matches
 from apis.core.types import Pod
 from apis.scheduling.constants import API_VERSION
 from apis.scheduling.migration import KIND
-from koord_scheduler.descheduler.deschedule_plugins import DESCHEDULE_PLUGINS, DeschedulePlugin, run_deschedule
+from koord_scheduler.descheduler.deschedule_plugins import DeschedulePlugin, run_deschedule
 from koord_scheduler.descheduler.evictor import EvictionFilter, eviction_filter, fits_node, requested
 from koord_scheduler.descheduler.lownodeload.plugin import ClusterView, LowNodeLoad
 from koord_scheduler.descheduler.migration.decide import ANNOTATION_EVICT_REASON, ANNOTATION_EVICT_TRIGGER
+from koord_scheduler.descheduler.upstream_registry import DESCHEDULE_PLUGINS
 
 DEFAULT_JOB_TTL: Final = "5m"
 LABEL_CREATED_BY: Final = "app.kubernetes.io/created-by"
@@ -75,10 +76,12 @@ def _selector_matches(selector: ConfigLabelSelector | None, labels: Mapping[str,
     return parsed is None or label_selector_matches(parsed, labels)
 
 
-def _deschedule_plugins(profile: DeschedulerProfile, args: Mapping[str, list[ArgsModel]]) -> list[DeschedulePlugin]:
-    """The profile's enabled Deschedule plugins, each with the profile's pluginConfig args (else the first
-    profile's, else the defaults), in the order enabled."""
-    plugin_set = profile.plugins.deschedule if profile.plugins is not None else None
+def _upstream_plugins(
+    profile: DeschedulerProfile, args: Mapping[str, list[ArgsModel]], point: str
+) -> list[DeschedulePlugin]:
+    """The profile's upstream plugins enabled at ``point`` (``deschedule`` or ``balance``), each with the
+    profile's pluginConfig args (else the first profile's, else the defaults), in the order enabled."""
+    plugin_set = getattr(profile.plugins, point) if profile.plugins is not None else None
     out = []
     for ref in (plugin_set.enabled or []) if plugin_set is not None else []:
         spec = DESCHEDULE_PLUGINS.get(ref.name)
@@ -109,8 +112,9 @@ class Descheduler:
         self.config = config
         self.migration_args: MigrationControllerArgs = first_args(args, MIGRATION_CONTROLLER, MigrationControllerArgs)
         self.profiles: list[tuple[DeschedulerProfile, list[LowNodeLoad]]] = []
-        self.deschedulers: list[list[DeschedulePlugin]] = []
-        """Per profile, its Deschedule plugins (run before its Balance plugins, as Koordinator's loop)."""
+        self.deschedulers: list[tuple[list[DeschedulePlugin], list[DeschedulePlugin]]] = []
+        """Per profile, its upstream Deschedule plugins and Balance plugins: the Deschedule ones run first, as
+        Koordinator's loop, then the upstream Balance ones, then LowNodeLoad."""
         for profile in config.profiles or [DeschedulerProfile(name="koord-descheduler")]:
             plugins = []
             if LOW_NODE_LOAD in _balance_plugins(profile):
@@ -124,7 +128,9 @@ class Descheduler:
                 )
                 plugins.append(LowNodeLoad(plugin_args, clock=clock))
             self.profiles.append((profile, plugins))
-            self.deschedulers.append(_deschedule_plugins(profile, args))
+            self.deschedulers.append(
+                (_upstream_plugins(profile, args, "deschedule"), _upstream_plugins(profile, args, "balance"))
+            )
 
     @property
     def dry_run(self) -> bool:
@@ -145,7 +151,7 @@ class Descheduler:
 
         planned: list[PlannedMigration] = []
         notes: list[str] = []
-        for (profile, plugins), deschedulers in zip(self.profiles, self.deschedulers, strict=True):
+        for (profile, plugins), (deschedulers, balancers) in zip(self.profiles, self.deschedulers, strict=True):
             name = profile.name or "koord-descheduler"
             scoped = [
                 n
@@ -154,7 +160,8 @@ class Descheduler:
                 and _selector_matches(profile.node_selector, n.meta.labels)
             ]
             profile_view = replace(view, nodes=scoped)
-            for plugin_name, ev in run_deschedule(deschedulers, profile_view, evictable=evictable, fits=fits):
+            upstream = [*deschedulers, *balancers]
+            for plugin_name, ev in run_deschedule(upstream, profile_view, evictable=evictable, fits=fits):
                 planned.append(
                     PlannedMigration(ev.pod.namespace, ev.pod.name, ev.node, "", ev.reason, plugin_name, name)
                 )

@@ -14,6 +14,7 @@ from apis.config.descheduler_upstream import (
     OwnerKinds,
     PodConditionFilter,
     PodLifeTimeArgs,
+    RemoveDuplicatesArgs,
     RemoveFailedPodsArgs,
     RemovePodsHavingTooManyRestartsArgs,
     RemovePodsViolatingInterPodAntiAffinityArgs,
@@ -24,7 +25,6 @@ from apis.config.errors import ConfigError
 from apis.core.parse import parse_pod
 from apis.core.types import Node, Pod
 from koord_scheduler.descheduler.deschedule_plugins import (
-    DESCHEDULE_PLUGINS,
     PodLifeTime,
     RemoveFailedPods,
     RemovePodsHavingTooManyRestarts,
@@ -34,7 +34,9 @@ from koord_scheduler.descheduler.deschedule_plugins import (
 )
 from koord_scheduler.descheduler.evictor import EvictionFilter
 from koord_scheduler.descheduler.lownodeload.plugin import ClusterView
+from koord_scheduler.descheduler.remove_duplicates import RemoveDuplicates
 from koord_scheduler.descheduler.round import Descheduler
+from koord_scheduler.descheduler.upstream_registry import DESCHEDULE_PLUGINS
 from tests.builders import PodBuilder, make_node, make_pod
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC).timestamp()
@@ -345,3 +347,45 @@ def test_round_runs_deschedule_plugins_before_balance_ones() -> None:
 
 def test_the_loader_and_the_round_know_the_same_plugins() -> None:
     assert {name: spec.args_model for name, spec in DESCHEDULE_PLUGINS.items()} == UPSTREAM_ARGS
+
+
+def dup(name: str, node: str = "n1", *, image: str = "nginx", owner: str = "rs") -> Pod:
+    return make_pod(name).owner("ReplicaSet", owner).node(node).phase("Running").image(image).build()
+
+
+@pytest.mark.parametrize(
+    ("args", "nodes", "pods", "want"),
+    [
+        # Three pods of one ReplicaSet on n1 of two nodes: at most ceil(3/2) = 2 stay, the third moves.
+        (RemoveDuplicatesArgs(), NODES, [dup("a"), dup("b"), dup("c")], ["c"]),
+        # Four on n1, none on n2: 2 move.
+        (RemoveDuplicatesArgs(), NODES, [dup("a"), dup("b"), dup("c"), dup("d")], ["c", "d"]),
+        # One node only: nowhere to spread to.
+        (RemoveDuplicatesArgs(), NODES[:1], [dup("a"), dup("b"), dup("c")], []),
+        # Other images are no duplicates; nor are other owners.
+        (RemoveDuplicatesArgs(), NODES, [dup("a"), dup("b", image="redis"), dup("c", owner="other")], []),
+        (RemoveDuplicatesArgs(exclude_owner_kinds=["ReplicaSet"]), NODES, [dup("a"), dup("b"), dup("c")], []),
+        # n2 has a taint the pods do not tolerate: they can run on n1 only.
+        (
+            RemoveDuplicatesArgs(),
+            [make_node("n1").build(), make_node("n2").taint("gpu", "", "NoSchedule").build()],
+            [dup("a"), dup("b"), dup("c")],
+            [],
+        ),
+    ],
+)
+def test_remove_duplicates(args: RemoveDuplicatesArgs, nodes: list[Node], pods: list[Pod], want: list[str]) -> None:
+    got = RemoveDuplicates(args).deschedule(view(nodes, pods), evictable=EVICTABLE, fits=fits_anywhere)
+    assert [e.pod.name for e in got] == want
+
+
+def test_remove_duplicates_is_a_balance_plugin() -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_descheduler_config(deschedule_config("RemoveDuplicates"))
+    assert 'profiles[0].plugins.deschedule.enabled[0].name: Invalid value: "RemoveDuplicates": a balance plugin' in str(
+        info.value
+    )
+    text = HEAD + "profiles:\n- name: p\n  plugins:\n    balance:\n      enabled:\n      - name: RemoveDuplicates\n"
+    config, args = parse_descheduler_config(text)
+    plan = Descheduler(config, args, clock=lambda: NOW).plan(view(NODES, [dup("a"), dup("b"), dup("c")]))
+    assert [(m.name, m.plugin) for m in plan.migrations] == [("c", "RemoveDuplicates")]
