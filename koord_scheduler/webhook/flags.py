@@ -32,7 +32,9 @@ from __future__ import annotations
 
 import argparse
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from koord_scheduler.webhook.gates import DEFAULT_ADMISSION_GATES, AdmissionGates
 
 DEFAULT_NAMESPACE = "koordinator-system"
 DEFAULT_SERVICE = "koord-scheduler-webhook"
@@ -54,6 +56,8 @@ class WebhookOptions:
     extra_hosts: tuple[str, ...] = ()
     client_ca_file: str = ""
     token_file: str = ""
+    gates: AdmissionGates = field(default=DEFAULT_ADMISSION_GATES)
+    """Koordinator's webhook feature gates (:mod:`.gates`); Koordinator's defaults."""
 
     @property
     def enabled(self) -> bool:

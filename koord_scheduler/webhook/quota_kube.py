@@ -2,8 +2,10 @@
 
 The quotas are listed once at start and then watched, so a CREATE or UPDATE costs no API call; a request
 whose parent quota the watch has not delivered yet (created a moment before) lists them once more. Pods
-are asked for only when a check needs them (a DELETE, ``is-parent`` turning true): one LIST with the
-``quota.scheduling.koordinator.sh/name`` label selector.
+are asked for only when a check needs them: on a DELETE one LIST with the
+``quota.scheduling.koordinator.sh/name`` label selector; when ``is-parent`` turns true, as Koordinator's
+``hasQuotaBoundedPods``, one pod by that label, then in the namespace named like the quota, then in each
+namespace of its ``namespaces`` annotation (``limit=1`` each, stopping at the first pod found).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from apis.core.paths import dns1123_label_problem
 from apis.scheduling.elasticquota import (
     GROUP,
     KIND,
@@ -97,3 +100,23 @@ class KubeQuotaLookup:
             meta = pod.get("metadata") or {}
             names.append(f"{meta.get('namespace', '')}/{meta.get('name', '')}")
         return sorted(names)
+
+    async def has_pods(self, quota: str, namespaces: Sequence[str]) -> bool:
+        queries: list[tuple[str, dict[str, str]]] = []
+        if len(quota) <= MAX_LABEL_VALUE:
+            queries.append((resource_path("", "v1", "pods"), {"labelSelector": f"{LABEL_QUOTA_NAME}={quota}"}))
+        for namespace in (quota, *namespaces):
+            if not dns1123_label_problem(namespace):  # a quota name may not be a namespace name
+                queries.append((resource_path("", "v1", "pods", namespace=namespace), {}))
+        for path, params in queries:
+            try:
+                doc = await self.http.request_json("GET", path, params={**params, "limit": "1"})
+            except ClusterError as exc:
+                raise ClusterLookupError(f"cannot list the pods of quota {quota}: {exc}") from None
+            if isinstance(doc, dict) and doc.get("items"):
+                return True
+        return False
+
+
+MAX_LABEL_VALUE = 63
+"""A label value's longest length: a longer quota name cannot be on any pod's label."""
