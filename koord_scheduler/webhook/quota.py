@@ -91,6 +91,11 @@ class QuotaLookup(Protocol):
         like it, or in one of ``namespaces``. Raises ``ClusterLookupError``."""
         ...
 
+    def admitted(self, name: str, record: QuotaRecord | None) -> None:
+        """The webhook allowed writing ``record`` (None: deleting quota ``name``): :meth:`quotas` includes
+        it until the watch delivers it, as Koordinator's topology does."""
+        ...
+
 
 # ----- the checks, pure -----
 
@@ -202,7 +207,17 @@ class QuotaValidator:
         if message:
             log.info("refused %s of an ElasticQuota: %s", request["operation"], message)
             return deny(request["uid"], message)
+        self._note_admitted(request)
         return answer(request["uid"], {"allowed": True})
+
+    def _note_admitted(self, request: Json) -> None:
+        if request["operation"] == "DELETE":
+            name = str(map_of(request.get("oldObject"), "metadata").get("name", ""))
+            self.lookup.admitted(name, None)
+            return
+        record = _parsed(request["object"])
+        if isinstance(record, QuotaRecord):
+            self.lookup.admitted(record.name, record)
 
     async def _refusal(self, request: Json) -> str:
         operation = str(request["operation"])

@@ -84,6 +84,9 @@ class RecordingLookup:
         self.asked.append(f"has-pods:{quota}")
         return False
 
+    def admitted(self, name: str, record: QuotaRecord | None) -> None:
+        pass
+
 
 @dataclass
 class Webhook:

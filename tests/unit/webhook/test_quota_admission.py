@@ -184,6 +184,9 @@ class FakeLookup:
             raise ClusterLookupError("connection refused")
         return bool(self.pods)
 
+    def admitted(self, name: str, record: QuotaRecord | None) -> None:
+        self.calls.append(f"admitted:{name}")
+
 
 def review(operation: str, obj: dict[str, Any] | None, old: dict[str, Any] | None = None, *,
            resource: str = "elasticquotas", version: str = "admission.k8s.io/v1") -> dict[str, Any]:
@@ -212,7 +215,7 @@ def test_valid_create_is_allowed_without_api_calls() -> None:
     lookup = FakeLookup(cluster())
     got = answer(lookup, review("CREATE", raw("c", min={"cpu": "1"}, max={"cpu": "2"}, parent="org")))
     assert got["response"] == {"uid": "u-1", "allowed": True}
-    assert lookup.calls == []
+    assert lookup.calls == ["admitted:c"]  # no API call; the allowed quota counts at once
 
 
 def test_parent_not_yet_watched_is_relisted() -> None:
@@ -221,7 +224,7 @@ def test_parent_not_yet_watched_is_relisted() -> None:
     lookup = FakeLookup(cluster(), listed=fresh)
     got = answer(lookup, review("CREATE", raw("c", min={"cpu": "1"}, max={"cpu": "1"}, parent="new-parent")))
     assert refused(got) == ""
-    assert lookup.calls == ["relist"]
+    assert lookup.calls == ["relist", "admitted:c"]
 
 
 def test_delete_lists_pods_and_refuses() -> None:
@@ -260,7 +263,7 @@ def test_update_of_a_quota_not_yet_watched_relists() -> None:
     got = answer(lookup, review("UPDATE", raw("new", min={"cpu": "1"}, max={"cpu": "2"}),
                                 raw("new", min={"cpu": "1"}, max={"cpu": "1"})))
     assert refused(got) == ""
-    assert lookup.calls == ["relist"]
+    assert lookup.calls == ["relist", "admitted:new"]
 
 
 @pytest.mark.parametrize(
@@ -325,3 +328,36 @@ def test_validating_configuration_flag(argv: list[str], want: str) -> None:
     parser = argparse.ArgumentParser()
     add_webhook_flags(parser)
     assert webhook_options(parser.parse_args(argv)).validating_configuration_name == want
+
+
+def test_allowed_writes_count_until_the_watch_delivers_them() -> None:
+    from koord_scheduler.webhook.quota_kube import ADMITTED_SECONDS, KubeQuotaLookup
+
+    now = [0.0]
+    lookup = KubeQuotaLookup(None, clock=lambda: now[0])  # type: ignore[arg-type]  # no API call is made
+    lookup._on_quota(None, None, None)
+    assert lookup.quotas() == {}
+    lookup.admitted("a", q("a"))
+    lookup.admitted("b", None)
+    assert sorted(lookup.quotas()) == ["a"]
+    now[0] = ADMITTED_SECONDS + 1
+    assert lookup.quotas() == {}
+
+
+def test_a_parent_then_its_children_back_to_back_are_checked_against_each_other() -> None:
+    """A tree applied from one file: the second child's min sum counts the first before any watch event."""
+    from koord_scheduler.webhook.quota_kube import KubeQuotaLookup
+
+    class Watchless(KubeQuotaLookup):
+        async def relist(self) -> Mapping[str, QuotaRecord]:
+            return self.quotas()
+
+    lookup = Watchless(None)  # type: ignore[arg-type]
+    validator = QuotaValidator(lookup)
+    steps = [
+        raw("p", min={"cpu": "4"}, max={"cpu": "8"}, is_parent=True),
+        raw("c1", min={"cpu": "3"}, max={"cpu": "8"}, parent="p"),
+        raw("c2", min={"cpu": "3"}, max={"cpu": "8"}, parent="p"),
+    ]
+    got = [refused(asyncio.run(validator.review(review("CREATE", obj)))) for obj in steps]
+    assert got == ["", "", "checkMinQuotaSum all brothers' MinQuota > parent MinQuota, parent: p"]

@@ -152,6 +152,9 @@ class FakeCluster:
             for p in self.pods
         )
 
+    def admitted(self, name: str, record: QuotaRecord | None) -> None:
+        pass  # the replay stores allowed writes itself (run_step)
+
 
 def review(operation: str, obj: dict[str, Any] | None, old: dict[str, Any] | None) -> dict[str, Any]:
     return {
