@@ -2,9 +2,9 @@
 
 Flags::
 
-    --controllers LIST          kube-controller-manager's form: "*" (all; the default), "name", "-name".
-                                Names: reservation, nodeslo, noderesource, nodemetric, elasticquota, podgroup,
-                                deviceresource.
+    --controllers LIST          kube-controller-manager's form: "*" (all on by default; the default), "name",
+                                "-name". Names: reservation, nodeslo, noderesource, nodemetric, elasticquota,
+                                podgroup, deviceresource, quotaprofile, colocationprofile (off by default).
     --scheduling[=BOOL]         schedule pods (default true); false runs only the controllers
     --config-namespace NS       where slo-controller-config lives (default koordinator-system)
     --slo-config-name NAME      its name (default slo-controller-config)
@@ -15,7 +15,8 @@ NodeSLO kind (when ``nodeslo`` runs) and a watch of the one ConfigMap in its nam
 controller reads the same Node and Pod watches plus ElasticQuotas (optional: a cluster without the CRD
 still schedules). The ``podgroup`` controller reads the Pod watch and the PodGroup kind (the Coscheduling
 plugin's, or its own). The ``deviceresource`` controller reads the Node watch and the Device kind (the
-DeviceShare plugin's, or its own; optional, as ElasticQuota's).
+DeviceShare plugin's, or its own; optional, as ElasticQuota's). The ``quotaprofile`` controller reads the
+Node watch, ElasticQuotaProfiles and ElasticQuotas (both optional).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
+from apis import quota as qp
 from apis.config import KubeSchedulerConfiguration
 from apis.config.args_base import ArgsModel
 from apis.config.coscheduling_args import CoschedulingArgs
@@ -45,6 +47,7 @@ from koord_scheduler.scheduler.controllers.decide import parse_node_slo
 from koord_scheduler.scheduler.controllers.deviceresource import DeviceResourceController
 from koord_scheduler.scheduler.controllers.podgroup import PodGroupController
 from koord_scheduler.scheduler.controllers.quota_status import QuotaStatusController
+from koord_scheduler.scheduler.controllers.quotaprofile import KubeQuotaProfileApi, QuotaProfileController
 from koord_scheduler.scheduler.controllers.runner import (
     COLOCATION_CONTROLLERS,
     ColocationControllers,
@@ -55,6 +58,7 @@ from koord_scheduler.scheduler.controllers.selection import (
     DEVICERESOURCE,
     ELASTICQUOTA,
     PODGROUP,
+    QUOTAPROFILE,
 )
 from koord_scheduler.scheduler.kube import ApiHttp, KubeClusterSource, TokenBucket
 from koord_scheduler.scheduler.kube.paths import resource_path
@@ -230,6 +234,36 @@ def build_deviceresource(
         KubeControllerApi(http, source.events), ready=lambda: source.listed(DEVICE_KIND) and source.listed("Node")
     )
     return DeviceResources(controller, http)
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaProfiles:
+    controller: QuotaProfileController
+    http: ApiHttp
+
+
+def build_quotaprofile(
+    flags: ControllerFlags,
+    source: KubeClusterSource,
+    *,
+    client: tuple[float, int],
+    scheduler_kinds: Collection[str] = (),
+) -> QuotaProfiles | None:
+    """The ``quotaprofile`` controller (None when it is off), with the ElasticQuotaProfile watch and (unless
+    another reader registered it) the ElasticQuota watch on ``source``, both optional: call before
+    ``source.start``. Without the CRDs the scheduler still runs; the controller waits."""
+    if QUOTAPROFILE not in flags.enabled:
+        return None
+    source.watch_kind(qp.GROUP, qp.VERSION, qp.PLURAL, qp.parse_quota_profile, qp.KIND, optional=True)
+    if elasticquota.KIND not in scheduler_kinds and not source.watches(elasticquota.KIND):
+        source.watch_kind(elasticquota.GROUP, elasticquota.VERSION, elasticquota.PLURAL,
+                          elasticquota.parse_elastic_quota, elasticquota.KIND, optional=True)
+    http = ApiHttp(source.connection, TokenBucket(*client))
+    controller = QuotaProfileController(
+        KubeQuotaProfileApi(http, source.events),
+        ready=lambda: all(source.listed(kind) for kind in (qp.KIND, elasticquota.KIND, "Node")),
+    )
+    return QuotaProfiles(controller, http)
 
 
 async def hold_controllers(

@@ -26,6 +26,7 @@ from koord_scheduler.app.controllers import (
     build_deviceresource,
     build_podgroup,
     build_quota_status,
+    build_quotaprofile,
     hold_controllers,
 )
 from koord_scheduler.app.debug_server import LOOPBACK, start_debug_server
@@ -105,6 +106,7 @@ def run_cluster(options: ServeOptions, registry: Callable[[], Registry], *, pref
         build_podgroup(options.controllers, source, options.config, client=(client.qps, client.burst),
                        scheduler_kinds=kinds),
         build_deviceresource(options.controllers, source, client=(client.qps, client.burst), scheduler_kinds=kinds),
+        build_quotaprofile(options.controllers, source, client=(client.qps, client.burst), scheduler_kinds=kinds),
     ) if h is not None]
     startup_log.info("start-up: profiles and controllers built (%.2f CPU-s since start)", time.process_time())
     log.info("koord-scheduler: profiles %s, controllers %s, API server %s (%s)",

@@ -1,8 +1,9 @@
 """``--controllers``: which cluster controllers koord-scheduler runs, in kube-controller-manager's form.
 
 A comma-separated list of ``*`` (every controller that is on by default), ``name`` (on) and ``-name``
-(off); ``-name`` wins over ``*`` and ``name`` alike. Every controller here is on by default, so the
-default ``*`` runs them all. An unknown name is refused before anything starts.
+(off); ``-name`` wins over ``*`` and ``name`` alike. Every controller here is on by default but those in
+:data:`OFF_BY_DEFAULT` (Koordinator's gate ``ColocationProfileController`` is off by default), which run
+only when named. An unknown name is refused before anything starts.
 """
 
 from __future__ import annotations
@@ -16,8 +17,13 @@ NODEMETRIC = "nodemetric"
 ELASTICQUOTA = "elasticquota"
 PODGROUP = "podgroup"
 DEVICERESOURCE = "deviceresource"
-CONTROLLER_NAMES = (RESERVATION, NODESLO, NODERESOURCE, NODEMETRIC, ELASTICQUOTA, PODGROUP, DEVICERESOURCE)
-"""Every controller koord-scheduler hosts; all on by default."""
+QUOTAPROFILE = "quotaprofile"
+COLOCATIONPROFILE = "colocationprofile"
+CONTROLLER_NAMES = (RESERVATION, NODESLO, NODERESOURCE, NODEMETRIC, ELASTICQUOTA, PODGROUP, DEVICERESOURCE,
+                    QUOTAPROFILE, COLOCATIONPROFILE)
+"""Every controller koord-scheduler hosts."""
+OFF_BY_DEFAULT = frozenset({COLOCATIONPROFILE})
+"""Controllers ``*`` leaves out: they run only when named."""
 
 
 class ControllerSelectionError(ValueError):
@@ -46,5 +52,5 @@ def parse_controllers(text: str, *, known: Iterable[str] = CONTROLLER_NAMES) -> 
             )
         (off if negated else on).add(name)
     if star:
-        on.update(names)
+        on.update(n for n in names if n not in OFF_BY_DEFAULT)
     return frozenset(on - off)
