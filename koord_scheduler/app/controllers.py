@@ -16,7 +16,8 @@ controller reads the same Node and Pod watches plus ElasticQuotas (optional: a c
 still schedules). The ``podgroup`` controller reads the Pod watch and the PodGroup kind (the Coscheduling
 plugin's, or its own). The ``deviceresource`` controller reads the Node watch and the Device kind (the
 DeviceShare plugin's, or its own; optional, as ElasticQuota's). The ``quotaprofile`` controller reads the
-Node watch, ElasticQuotaProfiles and ElasticQuotas (both optional).
+Node watch, ElasticQuotaProfiles and ElasticQuotas (both optional). The ``colocationprofile`` controller
+(off unless named) watches ClusterColocationProfiles and lists the pending pods each one selects.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import asyncio
 import logging
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from apis import quota as qp
 from apis.config import KubeSchedulerConfiguration
@@ -55,6 +56,7 @@ from koord_scheduler.scheduler.controllers.runner import (
     ControllerSink,
 )
 from koord_scheduler.scheduler.controllers.selection import (
+    COLOCATIONPROFILE,
     DEVICERESOURCE,
     ELASTICQUOTA,
     PODGROUP,
@@ -64,6 +66,9 @@ from koord_scheduler.scheduler.kube import ApiHttp, KubeClusterSource, TokenBuck
 from koord_scheduler.scheduler.kube.paths import resource_path
 from koord_scheduler.scheduler.leaderelection import LeaderElector
 from koord_scheduler.scheduler.metrics import SchedulerMetrics
+
+if TYPE_CHECKING:
+    from koord_scheduler.webhook.profile_controller import ColocationProfileController
 
 log = logging.getLogger("koord-scheduler")
 
@@ -264,6 +269,34 @@ def build_quotaprofile(
         ready=lambda: all(source.listed(kind) for kind in (qp.KIND, elasticquota.KIND, "Node")),
     )
     return QuotaProfiles(controller, http)
+
+
+@dataclass(frozen=True, slots=True)
+class ColocationProfiles:
+    controller: ColocationProfileController
+    http: ApiHttp
+
+
+def build_colocationprofile(
+    flags: ControllerFlags, source: KubeClusterSource, *, client: tuple[float, int]
+) -> ColocationProfiles | None:
+    """The ``colocationprofile`` controller (None unless ``--controllers`` names it), with the
+    ClusterColocationProfile watch on ``source`` (optional): call before ``source.start``. It lists the
+    pending pods a profile selects itself, so it needs no pod informer of its own."""
+    if COLOCATIONPROFILE not in flags.enabled:
+        return None
+    from apis import colocation
+    from koord_scheduler.webhook.profile_controller import (
+        ColocationProfileController,
+        KubePodApi,
+        parse_managed_profile,
+    )
+
+    source.watch_kind(colocation.GROUP, colocation.VERSION, "clustercolocationprofiles", parse_managed_profile,
+                      colocation.KIND, optional=True)
+    http = ApiHttp(source.connection, TokenBucket(*client))
+    controller = ColocationProfileController(KubePodApi(http), ready=lambda: source.listed(colocation.KIND))
+    return ColocationProfiles(controller, http)
 
 
 async def hold_controllers(

@@ -23,6 +23,7 @@ from koord_scheduler.app.controllers import (
     Colocation,
     Hosted,
     build_colocation,
+    build_colocationprofile,
     build_deviceresource,
     build_podgroup,
     build_quota_status,
@@ -107,6 +108,7 @@ def run_cluster(options: ServeOptions, registry: Callable[[], Registry], *, pref
                        scheduler_kinds=kinds),
         build_deviceresource(options.controllers, source, client=(client.qps, client.burst), scheduler_kinds=kinds),
         build_quotaprofile(options.controllers, source, client=(client.qps, client.burst), scheduler_kinds=kinds),
+        build_colocationprofile(options.controllers, source, client=(client.qps, client.burst)),
     ) if h is not None]
     startup_log.info("start-up: profiles and controllers built (%.2f CPU-s since start)", time.process_time())
     log.info("koord-scheduler: profiles %s, controllers %s, API server %s (%s)",

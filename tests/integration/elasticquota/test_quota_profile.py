@@ -32,9 +32,16 @@ def node_body(name: str, zone: str, *, ready: bool, allocatable: dict[str, str])
     meta: dict[str, Any] = {"name": name, "labels": {ZONE: zone}}
     if ready:
         meta["annotations"] = {"kwok.x-k8s.io/node": "fake"}
-    return {"apiVersion": "v1", "kind": "Node", "metadata": meta,
-            "status": {"capacity": allocatable, "allocatable": allocatable,
-                       "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": meta,
+        "status": {
+            "capacity": allocatable,
+            "allocatable": allocatable,
+            "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+        },
+    }
 
 
 def profile_body(case: ProfileCase, namespace: str) -> dict[str, Any]:
@@ -43,9 +50,17 @@ def profile_body(case: ProfileCase, namespace: str) -> dict[str, Any]:
         spec["quotaLabels"] = case.quota_labels
     if case.resource_ratio is not None:
         spec["resourceRatio"] = case.resource_ratio
-    return {"apiVersion": "quota.koordinator.sh/v1alpha1", "kind": "ElasticQuotaProfile",
-            "metadata": {"name": case.name, "namespace": namespace, "labels": case.profile_labels,
-                         "annotations": case.profile_annotations}, "spec": spec}
+    return {
+        "apiVersion": "quota.koordinator.sh/v1alpha1",
+        "kind": "ElasticQuotaProfile",
+        "metadata": {
+            "name": case.name,
+            "namespace": namespace,
+            "labels": case.profile_labels,
+            "annotations": case.profile_annotations,
+        },
+        "spec": spec,
+    }
 
 
 def view(quota: dict[str, Any]) -> tuple[object, ...]:
@@ -61,8 +76,12 @@ def view(quota: dict[str, Any]) -> tuple[object, ...]:
 def wanted(case: ProfileCase, namespace: str) -> tuple[object, ...]:
     tree = str(fnv1a_64(f"{namespace}/{case.name}"))
     labels = {k: tree if v == f"TREE({case.name})" else v for k, v in case.want_labels.items()}
-    return (parse_resource_list(case.want_min), parse_resource_list(case.want_total),
-            parse_resource_list(case.want_unschedulable), labels)
+    return (
+        parse_resource_list(case.want_min),
+        parse_resource_list(case.want_total),
+        parse_resource_list(case.want_unschedulable),
+        labels,
+    )
 
 
 def test_profiles_make_the_pool_quotas_and_follow_a_joining_node(control_plane: Any, tmp_path: Path) -> None:
@@ -70,17 +89,28 @@ def test_profiles_make_the_pool_quotas_and_follow_a_joining_node(control_plane: 
     ns = scope.namespace
     for fact in NODES:
         scope.add_node_body(node_body(f"{ns}-{fact.name}", fact.zone, ready=fact.ready, allocatable=fact.allocatable))
-    scheduler = SchedulerProcess.start(control_plane, scheduler_config(scope), tmp_path, wait_ready=False,
-                                       extra_args=("--scheduling=false", "--controllers=quotaprofile"))
-    failures = []
+    scheduler = SchedulerProcess.start(
+        control_plane,
+        scheduler_config(scope),
+        tmp_path,
+        wait_ready=False,
+        extra_args=("--scheduling=false", "--controllers=quotaprofile"),
+    )
+    failures: list[tuple[object, ...]] = []
     try:
         for case in CASES:
             quota_path = QUOTAS.format(ns=ns) + f"/{case.quota_name}"
             if case.existing_quota is not None:
-                scope.ok("POST", QUOTAS.format(ns=ns), {
-                    "apiVersion": "scheduling.sigs.k8s.io/v1alpha1", "kind": "ElasticQuota",
-                    "metadata": {"name": case.quota_name, "namespace": ns, "labels": case.existing_quota["labels"]},
-                    "spec": {"min": case.existing_quota["min"]}})
+                scope.ok(
+                    "POST",
+                    QUOTAS.format(ns=ns),
+                    {
+                        "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
+                        "kind": "ElasticQuota",
+                        "metadata": {"name": case.quota_name, "namespace": ns, "labels": case.existing_quota["labels"]},
+                        "spec": {"min": case.existing_quota["min"]},
+                    },
+                )
             scope.ok("POST", PROFILES.format(ns=ns), profile_body(case, ns))
             want = wanted(case, ns)
             got: list[tuple[object, ...]] = []

@@ -33,9 +33,15 @@ NAMESPACE = "team"
 
 
 def node(name: str, zone: str, *, ready: bool = True, allocatable: dict[str, str] | None = None) -> Any:
-    return parse_node({"metadata": {"name": name, "labels": {ZONE: zone}},
-                       "status": {"allocatable": allocatable or {"cpu": "10", "memory": "1000"},
-                                  "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}})
+    return parse_node(
+        {
+            "metadata": {"name": name, "labels": {ZONE: zone}},
+            "status": {
+                "allocatable": allocatable or {"cpu": "10", "memory": "1000"},
+                "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+            },
+        }
+    )
 
 
 def nodes() -> list[Any]:
@@ -48,15 +54,26 @@ def profile(case: ProfileCase, namespace: str = NAMESPACE) -> Any:
         spec["quotaLabels"] = case.quota_labels
     if case.resource_ratio is not None:
         spec["resourceRatio"] = case.resource_ratio
-    return parse_quota_profile({"metadata": {"name": case.name, "namespace": namespace, "labels": case.profile_labels,
-                                             "annotations": case.profile_annotations}, "spec": spec})
+    return parse_quota_profile(
+        {
+            "metadata": {
+                "name": case.name,
+                "namespace": namespace,
+                "labels": case.profile_labels,
+                "annotations": case.profile_annotations,
+            },
+            "spec": spec,
+        }
+    )
 
 
 def stored_quota(case: ProfileCase) -> dict[str, Any] | None:
     if case.existing_quota is None:
         return None
-    return {"metadata": {"name": case.quota_name, "namespace": NAMESPACE, "labels": case.existing_quota["labels"]},
-            "spec": {"min": case.existing_quota["min"]}}
+    return {
+        "metadata": {"name": case.quota_name, "namespace": NAMESPACE, "labels": case.existing_quota["labels"]},
+        "spec": {"min": case.existing_quota["min"]},
+    }
 
 
 def merge(target: Any, patch: Any) -> Any:
@@ -90,15 +107,21 @@ def test_koordinator_profile_table(case: ProfileCase) -> None:
         parse_resource_list(json.loads(annotations[PREFIX + "unschedulable-resource"])),
         quota["metadata"]["labels"],
     )
-    want = (parse_resource_list(case.want_min), parse_resource_list(case.want_total),
-            parse_resource_list(case.want_unschedulable), want_labels(case))
+    want = (
+        parse_resource_list(case.want_min),
+        parse_resource_list(case.want_total),
+        parse_resource_list(case.want_unschedulable),
+        want_labels(case),
+    )
     assert got == want
-    assert parse_resource_list(quota["spec"]["max"]) == {k: MAX_QUOTA * (1000 if k == "cpu" else 1)
-                                                         for k in quota["spec"]["min"]}
+    assert parse_resource_list(quota["spec"]["max"]) == {
+        k: MAX_QUOTA * (1000 if k == "cpu" else 1) for k in quota["spec"]["min"]
+    }
 
 
-@pytest.mark.parametrize(("resource", "value", "ratio", "want"),
-                         [pytest.param(r, v, x, w, id=i) for i, r, v, x, w in MULTIPLY_CASES])
+@pytest.mark.parametrize(
+    ("resource", "value", "ratio", "want"), [pytest.param(r, v, x, w, id=i) for i, r, v, x, w in MULTIPLY_CASES]
+)
 def test_multiply_quantity(resource: str, value: str, ratio: float, want: str) -> None:
     assert multiply(resource, to_amount(resource, value), ratio) == to_amount(resource, want)
 
@@ -111,8 +134,18 @@ def test_fnv1a_64_matches_the_reference_vectors() -> None:
 
 @pytest.mark.parametrize(
     ("text", "want"),
-    [("0.9", 0.9), ("1", 1.0), ("0", 1.0), ("1.5", 1.0), ("-0.5", 1.0), ("abc", 1.0), (" 0.9", 1.0), (None, 1.0),
-     (".5", 0.5), ("5e-1", 0.5)],
+    [
+        ("0.9", 0.9),
+        ("1", 1.0),
+        ("0", 1.0),
+        ("1.5", 1.0),
+        ("-0.5", 1.0),
+        ("abc", 1.0),
+        (" 0.9", 1.0),
+        (None, 1.0),
+        (".5", 0.5),
+        ("5e-1", 0.5),
+    ],
 )
 def test_resource_ratio(text: str | None, want: float) -> None:
     assert resource_ratio(text) == want
@@ -120,8 +153,15 @@ def test_resource_ratio(text: str | None, want: float) -> None:
 
 @pytest.mark.parametrize(
     ("resource", "amount", "want"),
-    [("cpu", 20000, "20"), ("cpu", 1500, "1500m"), ("memory", 2000, "2k"), ("memory", 17179869184, "16Gi"),
-     ("memory", 1800, "1800"), ("pods", 220, "220"), ("hugepages-2Mi", 4194304, "4Mi")],
+    [
+        ("cpu", 20000, "20"),
+        ("cpu", 1500, "1500m"),
+        ("memory", 2000, "2k"),
+        ("memory", 17179869184, "16Gi"),
+        ("memory", 1800, "1800"),
+        ("pods", 220, "220"),
+        ("hugepages-2Mi", 4194304, "4Mi"),
+    ],
 )
 def test_quantity_text_is_gos_canonical_form(resource: str, amount: int, want: str) -> None:
     assert quantity_text(resource, amount) == want
@@ -131,15 +171,19 @@ def test_profile_without_tree_id_gets_the_hash_written_back() -> None:
     p = profile(CASES[0])
     [write] = decide_tree_id(p)
     assert (write.verb, write.path, write.body) == (
-        "PATCH", f"/apis/quota.koordinator.sh/v1alpha1/namespaces/{NAMESPACE}/elasticquotaprofiles/profile1",
-        {"metadata": {"labels": {PREFIX + "tree-id": tree_id_of(p)}}})
+        "PATCH",
+        f"/apis/quota.koordinator.sh/v1alpha1/namespaces/{NAMESPACE}/elasticquotaprofiles/profile1",
+        {"metadata": {"labels": {PREFIX + "tree-id": tree_id_of(p)}}},
+    )
     assert decide_tree_id(profile(CASES[5])) == []  # labelled: kept
 
 
 def test_a_resource_the_quota_no_longer_names_is_removed() -> None:
     case = CASES[6]  # resource-keys ["cpu"]
-    raw = {"metadata": {"name": case.quota_name, "namespace": NAMESPACE},
-           "spec": {"min": {"cpu": "1", "memory": "1"}, "max": {"cpu": "1", "memory": "1"}}}
+    raw = {
+        "metadata": {"name": case.quota_name, "namespace": NAMESPACE},
+        "spec": {"min": {"cpu": "1", "memory": "1"}, "max": {"cpu": "1", "memory": "1"}},
+    }
     [write] = decide_quota(profile(case), nodes(), parse_elastic_quota(raw))
     assert write.body["spec"]["min"] == {"cpu": "18", "memory": None}
 
@@ -182,14 +226,16 @@ def test_a_node_joining_the_pool_raises_the_quota() -> None:
     asyncio.run(controller.reconcile())
     assert [w.verb for w in api.writes] == ["POST"]
     assert api.writes[0].body["spec"]["min"] == {"cpu": "18", "memory": "1800"}
-    controller.on_node(EventType.ADDED, None, node("node4", "cn-hangzhou-a", allocatable={"cpu": "10", "memory": "1000"}))
+    controller.on_node(
+        EventType.ADDED, None, node("node4", "cn-hangzhou-a", allocatable={"cpu": "10", "memory": "1000"})
+    )
     asyncio.run(controller.reconcile())
     assert [w.verb for w in api.writes] == ["POST", "PATCH"]
     assert api.writes[1].body["spec"]["min"] == {"cpu": "27", "memory": "2700"}
 
 
 def test_a_heartbeat_of_a_node_is_not_a_change_of_the_pool() -> None:
-    controller, api = controller_with_pool()
+    controller, _api = controller_with_pool()
     asyncio.run(controller.reconcile())
     first = controller.nodes["node1"]
     controller.on_node(EventType.MODIFIED, first, first)
