@@ -5,9 +5,12 @@
 # and cached outside the repo, keyed by version.
 #
 # Usage:
-#   scripts/control-plane.sh up [--kwok-nodes N] [--no-crds]
+#   scripts/control-plane.sh up [--kwok-nodes N] [--no-crds] [--node]
 #                                                  start (no-op if already up); last stdout line = kubeconfig path;
-#                                                  --no-crds leaves deploy/crds out (a test that installs its own)
+#                                                  --no-crds leaves deploy/crds out (a test that installs its own);
+#                                                  --node adds what real pods need (ServiceAccount admission,
+#                                                  kube-controller-manager with the workload controllers,
+#                                                  kube-scheduler) and a real node: scripts/node.sh up
 #   scripts/control-plane.sh down                  stop everything (by pid) and remove the state
 #   scripts/control-plane.sh build                 build missing binaries; print NAME=PATH lines
 #   scripts/control-plane.sh status                exit 0 and print the kubeconfig path if the cluster is up
@@ -15,7 +18,8 @@
 #                                                  stop/start kube-apiserver on the same port and etcd
 #   scripts/control-plane.sh controller-manager-start|controller-manager-stop
 #                                                  start/stop kube-controller-manager with the PersistentVolume
-#                                                  controller only (claim binding), against the running cluster
+#                                                  controller (claim binding) and the resourceclaim controller
+#                                                  (DRA claims from templates), against the running cluster
 #   scripts/control-plane.sh pin                   regenerate scripts/controlplane/*/go.{mod,sum} from versions.env
 #
 # Environment:
@@ -303,6 +307,11 @@ extendedKeyUsage=clientAuth"
     # it the extension-apiserver-authentication ConfigMap lacks
     # requestheader-client-ca-file and kube-scheduler's delegated authn logs errors.
     make_ca front-proxy-ca pykoord-front-proxy-ca
+    # kube-apiserver's identity towards kubelets (logs, exec, port-forward), as kubeadm's
+    # apiserver-kubelet-client.
+    make_cert ca apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client" \
+        "keyUsage=critical,digitalSignature,keyEncipherment
+extendedKeyUsage=clientAuth"
     make_cert front-proxy-ca front-proxy-client "/CN=front-proxy-client" \
         "keyUsage=critical,digitalSignature,keyEncipherment
 extendedKeyUsage=clientAuth"
@@ -378,6 +387,10 @@ start_etcd() {
 # - TaintNodesByCondition is off: it taints every new node not-ready, and only the
 #   node lifecycle controller would remove the taint once kwok reports Ready.
 # - the endpoint reconciler is off: it would publish a loopback endpoint.
+# A cluster with a real node (NODE=1, `up --node`) differs: ServiceAccount admission is on (the
+# workload controllers create the ServiceAccounts and kube-root-ca.crt that pods mount), webhooks are
+# reached at their endpoints (no kube-proxy turns Service IPs into pod IPs), and the API server
+# authenticates to kubelets with its own client certificate.
 # APF is off and the in-flight limits are high so benchmarks measure the
 # scheduler, not the apiserver's fairness queues. The watch termination grace
 # period makes SIGTERM end open watches; with the default (0) the server waits
@@ -400,7 +413,13 @@ write_apiserver_args() {
 --service-account-signing-key-file=$pki/sa.key
 --service-cluster-ip-range=10.0.0.0/24
 --allow-privileged=true
---disable-admission-plugins=ServiceAccount,TaintNodesByCondition
+$(if ((${NODE:-0})); then
+        printf '%s\n' --disable-admission-plugins=TaintNodesByCondition --enable-aggregator-routing=true \
+            "--kubelet-client-certificate=$pki/apiserver-kubelet-client.crt" \
+            "--kubelet-client-key=$pki/apiserver-kubelet-client.key" --kubelet-preferred-address-types=InternalIP
+    else
+        echo --disable-admission-plugins=ServiceAccount,TaintNodesByCondition
+    fi)
 --requestheader-client-ca-file=$pki/front-proxy-ca.crt
 --requestheader-allowed-names=front-proxy-client
 --requestheader-username-headers=X-Remote-User
@@ -509,14 +528,25 @@ start_kwok() { # start_kwok N
     return 1
 }
 
-# kube-controller-manager, on request, with the PersistentVolume controller only: it binds claims to
-# volumes (the scheduler's choice for WaitForFirstConsumer claims, and volumes a provisioner creates for
-# claims annotated with a selected node). Its port and flags are in the state dir, like the apiserver's.
+# kube-controller-manager, on request, with two controllers: the PersistentVolume controller binds claims
+# to volumes (the scheduler's choice for WaitForFirstConsumer claims, and volumes a provisioner creates for
+# claims annotated with a selected node); the resourceclaim controller creates pods' ResourceClaims from
+# their ResourceClaimTemplates and releases (deallocates or deletes) them when the pods go. Its port and
+# flags are in the state dir, like the apiserver's.
 # shellcheck disable=SC2086 # PYKOORD_KCM_FLAGS is split into words on purpose
 start_controller_manager() {
     [[ -x $KUBE_CONTROLLER_MANAGER ]] || die "kube-controller-manager is not built (run 'build')"
     pid_alive kube-controller-manager && { log "kube-controller-manager already running"; return 0; }
-    local port
+    local port controllers=persistentvolume-binder-controller,resourceclaim-controller
+    # With a real node (NODE=1), also what makes pods out of workloads and gives them an identity: the
+    # DaemonSet, Deployment and ReplicaSet controllers, ServiceAccounts and the kube-root-ca.crt ConfigMap
+    # (a ServiceAccount token volume needs both), endpoints (webhooks are dialled at them), namespace
+    # deletion and garbage collection (a chart uninstall takes its pods along).
+    if ((${NODE:-0})); then
+        controllers+=,daemonset-controller,deployment-controller,replicaset-controller,serviceaccount-controller
+        controllers+=,root-ca-certificate-publisher-controller,endpoints-controller,endpointslice-controller
+        controllers+=,namespace-controller,garbage-collector-controller,disruption-controller
+    fi
     port=$(free_ports 1)
     echo "$port" >"$STATE_DIR/kube-controller-manager.port"
     start_process kube-controller-manager "$KUBE_CONTROLLER_MANAGER" \
@@ -526,7 +556,8 @@ start_controller_manager() {
         --bind-address=127.0.0.1 \
         --secure-port="$port" \
         --cert-dir="$STATE_DIR/pki/kube-controller-manager" \
-        --controllers=persistentvolume-binder-controller \
+        --controllers="$controllers" \
+        --root-ca-file="$STATE_DIR/pki/ca.crt" \
         --leader-elect=false \
         --use-service-account-credentials=false \
         --pvclaimbinder-sync-period=2s \
@@ -535,11 +566,37 @@ start_controller_manager() {
         log "kube-controller-manager healthy on 127.0.0.1:$port"
 }
 
+# kube-scheduler (default-scheduler) for a cluster with a real node: DaemonSet and Deployment pods are
+# scheduled like any pod, and pykoord's chart leaves them to the default scheduler.
+start_kube_scheduler() {
+    [[ -x $KUBE_SCHEDULER ]] || die "kube-scheduler is not built (run 'build')"
+    pid_alive kube-scheduler && { log "kube-scheduler already running"; return 0; }
+    local port
+    port=$(free_ports 1)
+    cat >"$STATE_DIR/kube-scheduler.yaml" <<EOF
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+clientConnection:
+  kubeconfig: $STATE_DIR/kubeconfig
+leaderElection:
+  leaderElect: false
+EOF
+    start_process kube-scheduler "$KUBE_SCHEDULER" \
+        --config="$STATE_DIR/kube-scheduler.yaml" \
+        --authentication-kubeconfig="$STATE_DIR/kubeconfig" \
+        --authorization-kubeconfig="$STATE_DIR/kubeconfig" \
+        --bind-address=127.0.0.1 \
+        --secure-port="$port" \
+        --v=1
+    wait_for kube-scheduler "https://127.0.0.1:$port/readyz" -k && log "kube-scheduler ready on 127.0.0.1:$port"
+}
+
 is_up() {
     [[ -f $STATE_DIR/cluster.env && -f $STATE_DIR/kubeconfig ]] || return 1
     pid_alive etcd && pid_alive kube-apiserver || return 1
     if [[ -f $STATE_DIR/kwok.pid ]]; then pid_alive kwok || return 1; fi
     if [[ -f $STATE_DIR/kube-controller-manager.pid ]]; then pid_alive kube-controller-manager || return 1; fi
+    if [[ -f $STATE_DIR/kube-scheduler.pid ]]; then pid_alive kube-scheduler || return 1; fi
     (
         # shellcheck source=/dev/null
         source "$STATE_DIR/cluster.env"
@@ -551,10 +608,11 @@ is_up() {
 # ---------------------------------------------------------------- commands
 
 cmd_up() {
-    local kwok_nodes=0 crds=1
+    local kwok_nodes=0 crds=1 node=0
     while (($#)); do
         case $1 in
         --no-crds) crds=0; shift ;;
+        --node) node=1; shift ;;
         --kwok-nodes) kwok_nodes=${2:?--kwok-nodes needs a number}; shift 2 ;;
         --kwok-nodes=*) kwok_nodes=${1#*=}; shift ;;
         *) die "unknown argument to up: $1" ;;
@@ -603,6 +661,7 @@ KUBERNETES_VERSION=$KUBERNETES_VERSION
 ETCD_VERSION=$ETCD_VERSION
 KWOK_VERSION=$KWOK_VERSION
 KWOK_NODES=$kwok_nodes
+NODE=$node
 EOF
     load_state
     generate_pki
@@ -617,12 +676,21 @@ EOF
     if ((kwok_nodes > 0)); then
         start_kwok "$kwok_nodes" || die "kwok failed to start"
     fi
+    if ((node)); then
+        start_controller_manager || die "kube-controller-manager failed to start"
+        start_kube_scheduler || die "kube-scheduler failed to start"
+        "$REPO_ROOT/scripts/node.sh" up >&2 || die "the node failed to start (scripts/node.sh up)"
+    fi
     trap - EXIT
     log "up in $((SECONDS - start))s: $SERVER"
     echo "$STATE_DIR/kubeconfig"
 }
 
 stop_all() {
+    if [[ -f $STATE_DIR/node/node.env ]]; then
+        "$REPO_ROOT/scripts/node.sh" down || log "warning: scripts/node.sh down failed"
+    fi
+    stop_process kube-scheduler
     stop_process kube-controller-manager
     stop_process kwok
     stop_process kube-apiserver
@@ -677,4 +745,7 @@ main() {
     esac
 }
 
-main "$@"
+# scripts/node.sh sources this file for its helpers and paths; only a direct run executes a command.
+if [[ ${BASH_SOURCE[0]} == "$0" ]]; then
+    main "$@"
+fi

@@ -2,7 +2,8 @@
 # Install pykoord into .venv and run every check CI runs: ruff, mypy --strict on the packages, a relaxed
 # mypy pass over tests/ (mypy-tests.ini), import-linter, Helm for the chart tests (built from the Go module
 # proxy if missing, never downloaded as a release binary), pytest (unit, real-cgroup and real-API-server
-# integration tests). Extra arguments go to pytest.
+# integration tests, and the real-node tests of tests/node: kubelet, containerd and runc built here, pods in
+# real containers; marker `node`, root). Extra arguments go to pytest (`-m "not node"` leaves the node out).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"

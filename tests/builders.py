@@ -361,7 +361,21 @@ class PodBuilder:
         self._spec.setdefault("volumes", []).append(volume)
         return self
 
+    def resource_claim(self, name: str, *, claim: str = "", template: str = "") -> Self:
+        """A ``spec.resourceClaims`` entry (DRA) naming a ResourceClaim or a ResourceClaimTemplate, used by the
+        first container."""
+        entry = {"name": name}
+        entry["resourceClaimName" if claim else "resourceClaimTemplateName"] = claim or template
+        self._spec.setdefault("resourceClaims", []).append(entry)
+        self._spec["containers"][0].setdefault("resources", {}).setdefault("claims", []).append({"name": name})
+        return self
+
     # --- status -------------------------------------------------------------------------------------
+
+    def claim_status(self, name: str, claim_name: str) -> Self:
+        """``status.resourceClaimStatuses``: the claim kube-controller-manager generated for ``name``."""
+        self._status.setdefault("resourceClaimStatuses", []).append({"name": name, "resourceClaimName": claim_name})
+        return self
 
     def phase(self, phase: str) -> Self:
         self._status["phase"] = phase

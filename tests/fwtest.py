@@ -10,6 +10,7 @@ import numpy as np
 from prometheus_client import CollectorRegistry
 
 from apis.core.types import Node, Pod
+from apis.feature_gates import DEFAULT_FEATURE_GATES, SchedulerFeatureGates
 from koord_scheduler.framework.cycle_state import CycleState
 from koord_scheduler.framework.snapshot import ClusterSnapshot
 from koord_scheduler.framework.status import Status
@@ -47,6 +48,7 @@ class FakeHandle:
     accounted: dict[str, Pod] = field(default_factory=dict)
     queued: dict[str, Pod] = field(default_factory=dict)
     waiting: dict[str, WaitingPod] = field(default_factory=dict)
+    feature_gates: SchedulerFeatureGates = DEFAULT_FEATURE_GATES
 
     @property
     def clock(self) -> Callable[[], float]:

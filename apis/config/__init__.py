@@ -8,6 +8,7 @@ for default plugins, merging and MultiPoint expansion. Every error is a :class:`
 from apis.config.args_base import ArgsModel
 from apis.config.coscheduling_args import CoschedulingArgs
 from apis.config.deviceshare_args import DeviceShareArgs
+from apis.config.dynamicresources_args import DynamicResourcesArgs
 from apis.config.errors import ConfigError, ErrorType, FieldError
 from apis.config.loadaware_args import LoadAwareSchedulingArgs
 from apis.config.loader import load_scheduler_config, parse_scheduler_config, strip_helm_template
@@ -40,6 +41,7 @@ __all__ = [
     "CoschedulingArgs",
     "DefaultPreemptionArgs",
     "DeviceShareArgs",
+    "DynamicResourcesArgs",
     "ErrorType",
     "FieldError",
     "InterPodAffinityArgs",

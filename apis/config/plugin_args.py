@@ -16,6 +16,7 @@ from apis.config.args_base import ArgsModel
 from apis.config.coscheduling_args import CoschedulingArgs
 from apis.config.decoding import decode_model
 from apis.config.deviceshare_args import DeviceShareArgs
+from apis.config.dynamicresources_args import DynamicResourcesArgs
 from apis.config.elasticquota_args import ElasticQuotaArgs
 from apis.config.errors import (
     ConfigError,
@@ -352,6 +353,7 @@ IN_TREE_ARGS: Mapping[str, type[BaseModel]] = {
     "DefaultPreemption": DefaultPreemptionArgs,
     "ElasticQuota": ElasticQuotaArgs,
     "DeviceShare": DeviceShareArgs,
+    "DynamicResources": DynamicResourcesArgs,
     "InterPodAffinity": InterPodAffinityArgs,
     "LoadAwareScheduling": LoadAwareSchedulingArgs,
     "NodeAffinity": NodeAffinityArgs,

@@ -64,16 +64,17 @@ DEFAULT_MULTIPOINT: tuple[PluginRef, ...] = (
     Plugin(name="VolumeZone"),
     Plugin(name="PodTopologySpread", weight=2),
     Plugin(name="InterPodAffinity", weight=2),
+    Plugin(name="DynamicResources", weight=2),
     Plugin(name="DefaultPreemption"),
     Plugin(name="NodeResourcesBalancedAllocation", weight=1),
     Plugin(name="ImageLocality", weight=1),
     Plugin(name="DefaultBinder"),
 )
 """kube-scheduler v1.35's default MultiPoint list, restricted to the plugins pykoord registers, in
-upstream's order. Weights are the Score weights.
-
-Left out: DynamicResources. Weights are the Score weights (VolumeBinding, listed without one, scores
-with weight 1 when its StorageCapacityScoring shape is configured).
+upstream's order. Weights are the Score weights (VolumeBinding, listed without one, scores with weight 1
+when its StorageCapacityScoring shape is configured). DynamicResources sits right before DefaultPreemption,
+where ``applyFeatureGates`` inserts it (DynamicResourceAllocation is GA and locked on in v1.35), so its
+PostFilter runs first.
 """
 
 Implements = Callable[[str, str], bool]

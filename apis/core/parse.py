@@ -25,6 +25,7 @@ from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any, TypeVar
 
+from apis.core.claim_parse import check_container_claims, pod_resource_claims, resource_claim_statuses
 from apis.core.errors import ParseError, QuantityError, join_path, quote
 from apis.core.frozendict import EMPTY, FrozenDict
 from apis.core.jsonfields import (
@@ -51,6 +52,7 @@ from apis.core.podresources import aggregate_pod_resources, pod_qos_class
 from apis.core.quantity import MAX_AMOUNT, nanos_to_amount, quantity_nanos
 from apis.core.quantity import NANOS_PER_MILLI as _NANOS_PER_MILLI
 from apis.core.quantity import NANOS_PER_UNIT as _NANOS_PER_UNIT
+from apis.core.resize import apply_resize_status
 from apis.core.selector_parse import (
     parse_affinity_fragment,
     parse_label_selector_fragment,
@@ -310,12 +312,13 @@ def _renamed(amounts: dict[str, int]) -> dict[str, int]:
 class _Container:
     """What the pod needs of one container; requests are defaulted from limits, in nano-units."""
 
-    __slots__ = ("host_ports", "image", "limits", "requests", "restartable")
+    __slots__ = ("has_claims", "host_ports", "image", "limits", "name", "requests", "restartable")
 
     def __init__(self, c: Json) -> None:
         resources = c.get("resources")
         requests: dict[str, int] = {}
         limits: dict[str, int] = {}
+        self.has_claims = is_map(resources) and bool(resources.get("claims"))  # type: ignore[union-attr]
         if resources:
             resources = as_map(resources, "resources")
             try:
@@ -330,6 +333,7 @@ class _Container:
                     requests[name] = n
         self.requests = requests
         self.limits = limits
+        self.name = get_str(c, "name")
         self.image = get_str(c, "image")
         self.restartable = c.get("restartPolicy") == "Always"
         ports = c.get("ports")
@@ -375,11 +379,19 @@ def _pod(obj: Json, require_containers: bool = True) -> Pod:
             _pod_conditions(get_list(status, "conditions")) if status.get("conditions") else (EMPTY, EMPTY_TIMES)
         )
         qos_class = get_str(status, "qosClass")
+        claim_statuses = (
+            resource_claim_statuses(get_list(status, "resourceClaimStatuses"))
+            if status.get("resourceClaimStatuses")
+            else EMPTY
+        )
     except ParseError as err:
         raise err.under("status") from None
     try:
         containers = _containers(spec, "containers")
         init_containers = _containers(spec, "initContainers") if spec.get("initContainers") else []
+        if status.get("containerStatuses") or status.get("initContainerStatuses"):
+            sidecars = [c for c in init_containers if c.restartable]
+            apply_resize_status(status, [*containers, *sidecars], _resource_nanos)
         pod_requests: dict[str, int] = {}
         pod_limits: dict[str, int] = {}
         pod_resources = spec.get("resources")
@@ -411,6 +423,9 @@ def _pod(obj: Json, require_containers: bool = True) -> Pod:
             if c.restartable and c.host_ports:
                 host_ports += c.host_ports
         images = tuple(c.image for c in init_containers) + tuple(c.image for c in containers)
+        resource_claims = pod_resource_claims(get_list(spec, "resourceClaims")) if spec.get("resourceClaims") else ()
+        if resource_claims or any(c.has_claims for c in (*containers, *init_containers)):
+            _check_container_claims(spec, frozenset(c.name for c in resource_claims))
         volumes = parse_pod_volumes(get_list(spec, "volumes"), meta.name) if spec.get("volumes") else ()
         selector = spec.get("nodeSelector")
         affinity = spec.get("affinity")
@@ -445,12 +460,20 @@ def _pod(obj: Json, require_containers: bool = True) -> Pod:
             nominated_node_name=nominated,
             conditions=conditions,
             condition_times=condition_times,
+            resource_claims=resource_claims,
+            resource_claim_statuses=claim_statuses,
         )
         if not containers and require_containers:
             raise invalid("containers", "required: a pod needs at least one container")
         return pod
     except ParseError as err:
         raise err.under("spec") from None
+
+
+def _check_container_claims(spec: Json, claim_names: frozenset[str]) -> None:
+    for key in ("initContainers", "containers"):
+        for i, item in enumerate(get_list(spec, key)):
+            check_container_claims(check_item(item, key, i), claim_names, f"{key}[{i}]")
 
 
 def _scheduling_gates(gates: JsonList) -> tuple[str, ...]:

@@ -202,6 +202,16 @@ class PodVolume:
 
 
 @dataclass(frozen=True, slots=True)
+class PodResourceClaim:
+    """``spec.resourceClaims[i]``: a claim the pod uses, named directly (``claim_name``) or created for the
+    pod from a ResourceClaimTemplate (``template_name``) by kube-controller-manager. Exactly one is set."""
+
+    name: str
+    claim_name: str = ""
+    template_name: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class Pod:
     """What the scheduler needs of a Pod.
 
@@ -240,6 +250,11 @@ class Pod:
     """Pod condition type -> status ("True"/"False"/"Unknown")."""
     condition_times: Mapping[str, float] = field(default_factory=FrozenDict)
     """Pod condition type -> ``lastTransitionTime`` (seconds since the epoch), where the server set one."""
+    resource_claims: tuple[PodResourceClaim, ...] = ()
+    """``spec.resourceClaims``: the ResourceClaims (Dynamic Resource Allocation) the pod needs."""
+    resource_claim_statuses: Mapping[str, str] = field(default_factory=FrozenDict)
+    """``status.resourceClaimStatuses``: pod claim name -> the name of the claim generated for it from its
+    template (``""`` when the controller decided none was needed)."""
     key: str = field(init=False, repr=False, compare=False)
     """``namespace/name``, the identity the queue and cache use. Computed once here (including by
     ``dataclasses.replace``): the scheduler reads it a few dozen times per pod."""

@@ -139,7 +139,8 @@ def parse_device(obj: Mapping[str, Any]) -> NodeDeviceRecord:
     try:
         model = Device.model_validate(obj)
     except ValidationError as exc:
-        name = (obj.get("metadata") or {}).get("name", "?") if isinstance(obj, Mapping) else "?"
+        meta = obj.get("metadata") if isinstance(obj, Mapping) else None
+        name = meta.get("name", "?") if isinstance(meta, Mapping) else "?"
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
         raise ValueError(f"Device {name}: {where}: {first['msg']}") from None

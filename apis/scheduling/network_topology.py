@@ -133,8 +133,9 @@ class GangTopologySpec:
 def parse_cluster_network_topology(obj: Mapping[str, Any]) -> ClusterNetworkTopologyRecord:
     """The lean view of a ClusterNetworkTopology; raises ``ValueError`` naming the object and field."""
     name = "?"
-    if isinstance(obj, Mapping):
-        name = str((obj.get("metadata") or {}).get("name") or "?")
+    meta = obj.get("metadata") if isinstance(obj, Mapping) else None
+    if isinstance(meta, Mapping):
+        name = str(meta.get("name") or "?")
     try:
         model = ClusterNetworkTopology.model_validate(obj)
     except ValidationError as exc:

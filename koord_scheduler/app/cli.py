@@ -101,6 +101,9 @@ class SchedulerCommand:
         parser.add_argument("-s", "--debug-scores", type=_debug_scores, default=0, metavar="N",
                             help="log the top N nodes with per-plugin scores for every pod")
         parser.add_argument("-f", "--debug-filters", action="store_true", help="log every filter failure")
+        from koord_scheduler.app.serve import add_feature_gates_flag
+
+        add_feature_gates_flag(parser)
         ns = parser.parse_args(argv)
         _setup_logging(ns.verbosity)
         now = _parse_now(ns.now, parser)
@@ -113,7 +116,8 @@ class SchedulerCommand:
         cluster_path = Path(ns.cluster) if ns.cluster else DEFAULT_CLUSTER
         result, _ = asyncio.run(
             run_simulation(
-                cluster_path, config, registry, now=now, debug_scores=ns.debug_scores, debug_filters=ns.debug_filters
+                cluster_path, config, registry, now=now, debug_scores=ns.debug_scores,
+                debug_filters=ns.debug_filters, feature_gates=ns.feature_gates,
             )
         )
         print(to_json(result) if ns.output == "json" else to_text(result))

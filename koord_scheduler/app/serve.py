@@ -41,6 +41,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from apis.feature_gates import (
+    DEFAULT_FEATURE_GATES,
+    FeatureGateError,
+    SchedulerFeatureGates,
+    parse_feature_gates_flag,
+)
 from koord_scheduler.app.controller_flags import ControllerFlags, add_controller_flags, controller_flags
 from koord_scheduler.app.debug_server import MAX_DEBUG_SCORES, DebugValueError, parse_debug_scores
 from koord_scheduler.framework.errors import SchedulerError
@@ -91,6 +97,7 @@ class ServeOptions:
     debug_flags_port: int = 0
     """0: the runtime debug switches are not served at all."""
     webhook: WebhookOptions = field(default_factory=WebhookOptions)
+    feature_gates: SchedulerFeatureGates = DEFAULT_FEATURE_GATES
 
 
 def serve_main(argv: Sequence[str], registry: Callable[[], Registry]) -> int:
@@ -215,9 +222,24 @@ def _parser() -> argparse.ArgumentParser:
                         help="run the Reservation lifecycle controller (expiry, owners, GC) when the "
                         "Reservation plugin is enabled (default true; only the leader acts); false is "
                         "--controllers=...,-reservation")
+    add_feature_gates_flag(parser)
     add_controller_flags(parser, _parse_bool)
     add_webhook_flags(parser)
     return parser
+
+
+def add_feature_gates_flag(parser: argparse.ArgumentParser) -> None:
+    """``--feature-gates A=true,B=false``: kube-scheduler's gates and Koordinator's scheduler gates."""
+    parser.add_argument("--feature-gates", type=_feature_gates, default=DEFAULT_FEATURE_GATES, metavar="A=true,...",
+                        help="kube-scheduler v1.35's and Koordinator's scheduler feature gates; an unknown gate, or "
+                        "one set to a value koord-scheduler does not implement, is refused (docs/dra.md)")
+
+
+def _feature_gates(text: str) -> SchedulerFeatureGates:
+    try:
+        return SchedulerFeatureGates.resolve(parse_feature_gates_flag(text))
+    except FeatureGateError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _debug_scores(text: str) -> int:
@@ -282,6 +304,7 @@ def _options(ns: argparse.Namespace) -> ServeOptions:
         controllers=controller_flags(ns),
         debug_flags_port=_port("--debug-flags-port", ns.debug_flags_port),
         webhook=_webhook_options(ns),
+        feature_gates=ns.feature_gates,
     )
 
 

@@ -93,7 +93,8 @@ def run_cluster(options: ServeOptions, registry: Callable[[], Registry], *, pref
     if options.controllers.scheduling:
         heap.loading()
     scheduler = build_scheduler(
-        options.config, registry(), source, metrics=metrics, options=SchedulerOptions(heap=heap)
+        options.config, registry(), source, metrics=metrics,
+        options=SchedulerOptions(heap=heap, feature_gates=options.feature_gates),
     ) if options.controllers.scheduling else None
     client = options.config.client_connection
     colocation = build_colocation(

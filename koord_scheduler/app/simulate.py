@@ -17,12 +17,13 @@ import numpy as np
 from apis.config import KubeSchedulerConfiguration
 from apis.core.quantity import format_quantity
 from apis.core.types import CPU, MEMORY
+from apis.feature_gates import DEFAULT_FEATURE_GATES, SchedulerFeatureGates
 from koord_scheduler.app.cluster_file import ObjectProblem, load_cluster_file, parse_cluster_text
 from koord_scheduler.framework.registry import Registry
 from koord_scheduler.framework.snapshot import ClusterSnapshot
 from koord_scheduler.scheduler.assembly import build_scheduler
 from koord_scheduler.scheduler.memory_source import MemoryCluster
-from koord_scheduler.scheduler.scheduler import Scheduler
+from koord_scheduler.scheduler.scheduler import Scheduler, SchedulerOptions
 from koord_scheduler.webhook.offline import file_admission
 
 
@@ -62,10 +63,13 @@ async def run_simulation(
     cluster_text: str | None = None,
     debug_scores: int = 0,
     debug_filters: bool = False,
+    feature_gates: SchedulerFeatureGates = DEFAULT_FEATURE_GATES,
 ) -> tuple[SimulationResult, Scheduler]:
     """Build the scheduler, read the cluster (file or text) with the kinds its plugins watch, schedule."""
     cluster = MemoryCluster()
-    scheduler = build_scheduler(config, registry, cluster, clock=lambda: now)
+    scheduler = build_scheduler(
+        config, registry, cluster, clock=lambda: now, options=SchedulerOptions(feature_gates=feature_gates)
+    )
     for fwk in scheduler.profiles.values():
         fwk.debug.scores = debug_scores
         fwk.debug.filters = debug_filters

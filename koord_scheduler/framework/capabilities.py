@@ -32,6 +32,7 @@ from koord_scheduler.framework.interfaces import (
     PostBindPlugin,
     PostFilterPlugin,
     PreBindPlugin,
+    PreBindPreFlight,
     PreemptionExtendersAware,
     PreemptionGate,
     PreEnqueuePlugin,
@@ -79,6 +80,7 @@ class Capabilities:
     node_preferrer: NodePreferrer | None
     job_node_finder: JobNodeFinder | None
     pod_patch_applier: PodPatchApplier | None
+    pre_bind_pre_flights: list[PreBindPreFlight]
     enqueue_extensions: dict[str, EnqueueExtensions]
     warm_ups: list[WarmUpPlugin]
     cycle_preparers: list[CyclePreparer]
@@ -132,6 +134,7 @@ def find_capabilities(
         node_preferrer=preferrers[0] if preferrers else None,
         job_node_finder=finders[0] if finders else None,
         pod_patch_applier=next((p for p in pre_bind if isinstance(p, PodPatchApplier)), None),
+        pre_bind_pre_flights=[p for p in pre_bind if isinstance(p, PreBindPreFlight)],
         enqueue_extensions={p.name: p for p in everything if isinstance(p, EnqueueExtensions)},
         warm_ups=[p for p in everything if isinstance(p, WarmUpPlugin)],
         cycle_preparers=[p for p in everything if isinstance(p, CyclePreparer)],

@@ -185,6 +185,15 @@ class PreBindPlugin(Plugin, Protocol):
 
 
 @runtime_checkable
+class PreBindPreFlight(Plugin, Protocol):
+    """Optional, on a PreBind plugin (kube-scheduler's ``PreBindPreFlight``): whether its PreBind will do
+    work for this pod. Success: it will (it may take long: API writes, waiting on other controllers);
+    Skip: nothing to do. Error aborts the binding cycle. Must not change anything."""
+
+    def pre_bind_pre_flight(self, state: CycleState, pod: Pod, node_name: str) -> Status: ...
+
+
+@runtime_checkable
 class PodPatchApplier(Plugin, Protocol):
     """Koordinator's PreBindExtensions (the DefaultPreBind plugin): after every PreBind plugin succeeded,
     sends the labels and annotations they recorded in the cycle state's

@@ -391,6 +391,22 @@ class Framework:
 
     # ----- binding cycle -----
 
+    def run_pre_bind_pre_flights(self, state: CycleState, pod: Pod, node_name: str) -> Status:
+        """``RunPreBindPreFlights``: Success when some PreBind plugin will work for the pod, Skip when none
+        will (plugins without a pre-flight count as having nothing long to do), else the first plugin's
+        failure."""
+        result = Status(Code.SKIP)
+        for p in self.capabilities.pre_bind_pre_flights:
+            try:
+                status = p.pre_bind_pre_flight(state, pod, node_name)
+            except Exception as exc:
+                return _failed("pre_bind_pre_flight", p, exc)
+            if status.code == Code.SUCCESS:
+                result = status
+            elif status.code != Code.SKIP:
+                return status.with_plugin(p.name)
+        return result
+
     async def run_pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status:
         """PreBind plugins in order; with a :class:`~.interfaces.PodPatchApplier` (DefaultPreBind), the
         metadata changes they record in :data:`~.pod_patch.POD_PATCH` then go out as one request."""

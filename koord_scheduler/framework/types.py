@@ -132,7 +132,9 @@ class ActionType(IntFlag):
     UPDATE_POD_SCHEDULING_GATES_ELIMINATED = 512
     UPDATE = 1024
     """Any other update."""
-    ALL = 2047
+    UPDATE_POD_GENERATED_RESOURCE_CLAIM = 2048
+    """A pod's ``status.resourceClaimStatuses`` changed (kube-controller-manager created its claims)."""
+    ALL = 4095
 
 
 class EventResource(StrEnum):
@@ -149,6 +151,9 @@ class EventResource(StrEnum):
     CSI_DRIVER = "CSIDriver"
     CSI_STORAGE_CAPACITY = "CSIStorageCapacity"
     ELASTIC_QUOTA = "ElasticQuota"
+    RESOURCE_CLAIM = "ResourceClaim"
+    RESOURCE_SLICE = "ResourceSlice"
+    DEVICE_CLASS = "DeviceClass"
     WILDCARD = "*"
 
 

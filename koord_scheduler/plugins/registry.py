@@ -9,6 +9,7 @@ from koord_scheduler.plugins.defaultbinder import plugin as defaultbinder
 from koord_scheduler.plugins.defaultprebind import plugin as defaultprebind
 from koord_scheduler.plugins.defaultpreemption import plugin as defaultpreemption
 from koord_scheduler.plugins.deviceshare import plugin as deviceshare
+from koord_scheduler.plugins.dynamicresources import plugin as dynamicresources
 from koord_scheduler.plugins.elasticquota import plugin as elasticquota
 from koord_scheduler.plugins.imagelocality import plugin as imagelocality
 from koord_scheduler.plugins.interpodaffinity import plugin as interpodaffinity
@@ -46,6 +47,7 @@ _MODULES = (
     balancedallocation,
     podtopologyspread,
     interpodaffinity,
+    dynamicresources,
     defaultpreemption,
     imagelocality,
     loadaware,

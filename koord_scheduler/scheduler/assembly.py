@@ -39,7 +39,7 @@ def build_scheduler(
     if options.extenders is None:
         options.extenders = build_extenders(config)
     cache = SchedulerCache()
-    handle = SchedulerHandle(cache, source.client, clock, metrics.registry)
+    handle = SchedulerHandle(cache, source.client, clock, metrics.registry, feature_gates=options.feature_gates)
     profiles = build_profiles(config, registry, handle, observer=metrics.observer, node_cache=node_cache)
     first = next(iter(profiles.values()))
 

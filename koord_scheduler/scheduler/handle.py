@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from prometheus_client import CollectorRegistry
 
 from apis.core.types import Pod
+from apis.feature_gates import DEFAULT_FEATURE_GATES, SchedulerFeatureGates
 from koord_scheduler.framework.handle import ClusterClient
 from koord_scheduler.framework.snapshot import ClusterSnapshot
 from koord_scheduler.framework.types import (
@@ -35,6 +36,8 @@ class SchedulerHandle:
     cluster: ClusterClient
     clock: Callable[[], float]
     metrics_registry: CollectorRegistry = field(default_factory=CollectorRegistry)
+    feature_gates: SchedulerFeatureGates = DEFAULT_FEATURE_GATES
+    """``--feature-gates``, resolved (kube-scheduler's and Koordinator's gates)."""
     _scheduler: Scheduler | None = None
     _pending_reports: list[SimulationReporter] = field(default_factory=list)
     _pending_pod_watches: list[ObjectHandler] = field(default_factory=list)

@@ -12,10 +12,11 @@ from apis.core.types import Node, Pod
 from koord_scheduler.framework.errors import ClusterError
 from koord_scheduler.framework.handle import ClusterClient
 from koord_scheduler.framework.types import EventType, ObjectKind
-from koord_scheduler.scheduler import memory_volumes
+from koord_scheduler.scheduler import memory_claims, memory_volumes
 from koord_scheduler.scheduler.source import EventSink
 
 _VOLUME_KINDS = frozenset({"PersistentVolume", "PersistentVolumeClaim"})
+_UID_KINDS = _VOLUME_KINDS | {"ResourceClaim"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,8 +74,14 @@ class MemoryCluster:
         return self
 
     async def start(self, sink: EventSink, kinds: Sequence[ObjectKind] = ()) -> None:
-        self._sink = sink
         self._kinds = {k.kind: k for k in kinds}
+        if memory_claims.CLAIM_KIND in self._kinds:
+            for key, pod in list(self.pods.items()):
+                if pod.resource_claims and not pod.uid:
+                    # ResourceClaims name their consumers by uid, as the API server's pods would have one.
+                    self.pods[key] = replace(pod, meta=replace(pod.meta, uid=f"pod-{pod.namespace}-{pod.name}"))
+            self._run_claim_controller()  # before anything is delivered: pods arrive with their claims
+        self._sink = sink
         for node in self.nodes.values():
             sink.on_node(EventType.ADDED, None, node)
         for kind_name, items in self.objects.items():
@@ -113,7 +120,11 @@ class MemoryCluster:
             raise ClusterError(f"pod {pod.key} is already assigned to node {current.node_name!r}")
         if node_name not in self.nodes:
             raise ClusterError(f'nodes "{node_name}" not found')
-        bound = replace(current, node_name=node_name, phase="Running" if current.phase == "Pending" else current.phase)
+        # The API server clears nominatedNodeName at binding (ClearingNominatedNodeNameAfterBinding, on in 1.35).
+        bound = replace(
+            current, node_name=node_name, nominated_node_name="",
+            phase="Running" if current.phase == "Pending" else current.phase,
+        )
         self.pods[pod.key] = bound
         if self._sink is not None:
             self._sink.on_pod(EventType.MODIFIED, current, bound)
@@ -144,7 +155,11 @@ class MemoryCluster:
     ) -> Any:
         if kind.kind == "Pod" and not kind.group:
             return self._patch_pod_conditions(name, namespace, patch.get("status", {}))
-        return self._patch(kind, name, namespace, {"status": patch.get("status", {})})
+        body: dict[str, Any] = {"status": patch.get("status", {})}
+        meta = patch.get("metadata")
+        if isinstance(meta, Mapping) and meta.get("resourceVersion"):
+            body["metadata"] = {"resourceVersion": meta["resourceVersion"]}
+        return self._patch(kind, name, namespace, body)
 
     def _patch_pod_conditions(self, name: str, namespace: str, status: Mapping[str, Any]) -> Pod:
         """pods/status as the API server applies a strategic merge patch of ``conditions`` (merged by
@@ -197,7 +212,8 @@ class MemoryCluster:
                     f'Operation cannot be fulfilled on {kind.plural} "{name}": the object has been modified; '
                     "please apply your changes to the latest version and try again"
                 )
-            body = _deep_merge(body, {"metadata": {"resourceVersion": self._next_version()}})
+        # Every write moves the resourceVersion, as on the API server.
+        body = _deep_merge(body, {"metadata": {"resourceVersion": self._next_version()}})
         old = kind.parse(raw)
         updated = _deep_merge(raw, body)
         new = kind.parse(updated)
@@ -223,6 +239,44 @@ class MemoryCluster:
             event = EventType.ADDED if old_raw is None else EventType.MODIFIED
             old = None if old_raw is None else kind.parse(old_raw)
             self._sink.on_object(kind_name, event, old, kind.parse(new_raw))
+
+    def _run_claim_controller(self) -> None:
+        """kube-controller-manager's resourceclaim controller, at once (see :mod:`.memory_claims`)."""
+        claim_kind = self._kinds.get(memory_claims.CLAIM_KIND)
+        if claim_kind is None:
+            return
+        claims = self.objects.setdefault(memory_claims.CLAIM_KIND, {})
+        templates = self.objects.get(memory_claims.TEMPLATE_KIND, {})
+        for key, pod in list(self.pods.items()):
+            if pod.node_name or pod.is_terminal or not pod.resource_claims:
+                continue
+            created, statuses = memory_claims.create_claims(templates, pod)
+            for claim_key, raw in created:
+                raw["metadata"]["resourceVersion"] = self._next_version()
+                claims[claim_key] = raw
+                if self._sink is not None:
+                    self._sink.on_object(claim_kind.kind, EventType.ADDED, None, claim_kind.parse(raw))
+            if statuses != dict(pod.resource_claim_statuses):
+                updated = replace(pod, resource_claim_statuses=FrozenDict(statuses))
+                self.pods[key] = updated
+                if self._sink is not None:
+                    self._sink.on_pod(EventType.MODIFIED, pod, updated)
+        live = {p.uid for p in self.pods.values() if not p.is_terminal and p.uid}
+        for claim_key, new_raw in memory_claims.release_claims(claims, live):
+            old_raw = claims.get(claim_key)
+            if old_raw is None:
+                continue
+            if new_raw is None:
+                del claims[claim_key]
+                if self._sink is not None:
+                    self._sink.on_object(claim_kind.kind, EventType.DELETED, claim_kind.parse(old_raw), None)
+                continue
+            written = _deep_merge(new_raw, {"metadata": {"resourceVersion": self._next_version()}})
+            claims[claim_key] = written
+            if self._sink is not None:
+                self._sink.on_object(
+                    claim_kind.kind, EventType.MODIFIED, claim_kind.parse(old_raw), claim_kind.parse(written)
+                )
 
     def delete_object(self, kind: ObjectKind, name: str, *, namespace: str = "") -> None:
         key = f"{namespace}/{name}" if namespace else name
@@ -253,13 +307,15 @@ class MemoryCluster:
         self.events.append(RecordedEvent(pod.key, "Normal", "Preempted", reason))
         if self._sink is not None:
             self._sink.on_pod(EventType.DELETED, current, None)
+        if current.resource_claims:
+            self._run_claim_controller()
 
 
 def _with_uids(kind: str, items: Iterable[tuple[str, Any]]) -> dict[str, Any]:
     """Claims and volumes from a file get the uid the API server would give them (a volume's ``claimRef``
     carries its claim's uid once bound)."""
     out = dict(items)
-    if kind in _VOLUME_KINDS:
+    if kind in _UID_KINDS:
         for key, raw in out.items():
             meta = raw.get("metadata") if isinstance(raw, Mapping) else None
             if isinstance(meta, Mapping) and not meta.get("uid"):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from apis.feature_gates import DEFAULT_FEATURE_GATES, SchedulerFeatureGates
 from koord_scheduler.scheduler.extenders import Extenders
 from koord_scheduler.scheduler.heap import HeapSettler
 
@@ -32,3 +33,5 @@ class SchedulerOptions:
     sets one; see :mod:`.heap`). None leaves the collector alone (tests, ``simulate``)."""
     extenders: Extenders | None = None
     """HTTP extenders from the configuration's ``extenders`` (see :mod:`.extenders`)."""
+    feature_gates: SchedulerFeatureGates = DEFAULT_FEATURE_GATES
+    """``--feature-gates``; plugins read them through their handle."""

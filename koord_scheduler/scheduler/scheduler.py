@@ -184,7 +184,12 @@ class Scheduler:
         if new.is_terminal or not self.responsible_for(new):
             self.nominator.delete(new)
             return
-        self.nominator.update(old, new)
+        if self.cache.is_assumed(new.key):
+            # Already counted on its node; a nominatedNodeName set for expected placement must not count
+            # it a second time among the nominated pods.
+            self.nominator.delete(new)
+        else:
+            self.nominator.update(old, new)
         if old is None or old.key not in self.queue:
             if not self.cache.is_assumed(new.key):
                 self.queue.add(new)
@@ -449,8 +454,10 @@ class Scheduler:
     async def _binding_cycle(self, b: _Binding) -> None:
         pod, node = b.assumed, b.assumed.node_name
         try:
+            status = await self._nominate_expected_node(b)
             # Waiting at Permit holds no binding slot: a gang larger than the pool must not starve itself.
-            status = await self._wait_on_permit(b)
+            if status.is_success:
+                status = await self._wait_on_permit(b)
         except Exception as exc:
             log_failure(log, f"waiting on Permit for {pod.key} failed", exc)
             status = Status(Code.ERROR, (str(exc),))
@@ -501,6 +508,26 @@ class Scheduler:
             if bound:
                 return Status(Code.ERROR, (message,)) if message else Status()
         return await b.fwk.run_bind(b.state, pod, node)
+
+    async def _nominate_expected_node(self, b: _Binding) -> Status:
+        """NominatedNodeNameForExpectation (beta, on in v1.35; ``bindingCycle``): when binding will take a
+        while (the pod waits at Permit, or some PreBind plugin has work to do), ``status.nominatedNodeName``
+        names the chosen node first, so other components (cluster autoscaler) see where the pod goes. The
+        API server clears it at binding (ClearingNominatedNodeNameAfterBinding). A failed write is logged
+        and binding goes on, as upstream."""
+        if not self.options.feature_gates.enabled("NominatedNodeNameForExpectation"):
+            return Status()
+        pod, node = b.assumed, b.assumed.node_name
+        pre_flight = b.fwk.run_pre_bind_pre_flights(b.state, pod, node)
+        if pre_flight.code == Code.ERROR or pre_flight.is_rejected:
+            return pre_flight
+        if (pre_flight.is_success or b.waiting is not None) and pod.nominated_node_name != node:
+            try:
+                await self.source.client.set_nominated_node_name(pod, node)
+            except Exception as exc:
+                log_failure(log, f"setting nominatedNodeName of {pod.key} to {node} failed", exc,
+                            level=logging.WARNING)
+        return Status()
 
     async def _wait_on_permit(self, b: _Binding) -> Status:
         waiting = b.waiting

@@ -63,7 +63,7 @@ class AgentOptions:
 def build_cgroupfs(options: AgentOptions) -> CgroupFS:
     version = detect_cgroup_version(options.cgroup_root)
     if options.cgroup_driver == "auto":
-        driver = detect_cgroup_driver(options.cgroup_root, version) or CgroupDriver.SYSTEMD
+        driver = detect_cgroup_driver(options.cgroup_root, version, options.kubepods_dir) or CgroupDriver.SYSTEMD
     else:
         driver = CgroupDriver(options.cgroup_driver)
     return CgroupFS(options.cgroup_root, version, driver, options.kubepods_dir)

@@ -55,9 +55,20 @@ def detect_cgroup_version(root: str | Path) -> CgroupVersion:
     return CgroupVersion.V2 if statfs_magic(root) == CGROUP2_SUPER_MAGIC else CgroupVersion.V1
 
 
-def detect_cgroup_driver(root: str | Path, version: CgroupVersion) -> CgroupDriver | None:
-    """From which kubepods dir exists: ``kubepods.slice`` → systemd, ``kubepods`` → cgroupfs, else None."""
+def detect_cgroup_driver(
+    root: str | Path, version: CgroupVersion, kubepods_dir: str | None = None
+) -> CgroupDriver | None:
+    """The driver whose kubepods dir exists: ``kubepods.slice`` → systemd, ``kubepods`` → cgroupfs, else None.
+
+    With ``kubepods_dir`` (kubelet's kubepods under a ``cgroupRoot``, e.g. ``pykoord-1/kubepods``) only that
+    dir is looked at, and its name says the driver: a ``.slice`` is systemd's, anything else cgroupfs's.
+    """
     base = Path(root) / ("cpu" if version is CgroupVersion.V1 else "")
+    if kubepods_dir:
+        rel = kubepods_dir.strip("/")
+        if not (base / rel).is_dir():
+            return None
+        return CgroupDriver.SYSTEMD if rel.rsplit("/", 1)[-1].endswith(".slice") else CgroupDriver.CGROUPFS
     if (base / "kubepods.slice").is_dir():
         return CgroupDriver.SYSTEMD
     if (base / "kubepods").is_dir():
@@ -139,7 +150,7 @@ class CgroupFS:
     def detect(cls, root: str | Path = "/sys/fs/cgroup", kubepods_dir: str | None = None) -> CgroupFS:
         """Version by statfs; driver by which kubepods dir exists, else systemd (Koordinator's fallback)."""
         version = detect_cgroup_version(root)
-        driver = detect_cgroup_driver(root, version) or CgroupDriver.SYSTEMD
+        driver = detect_cgroup_driver(root, version, kubepods_dir) or CgroupDriver.SYSTEMD
         return cls(root, version, driver, kubepods_dir)
 
     def __repr__(self) -> str:

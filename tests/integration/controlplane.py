@@ -32,6 +32,8 @@ import yaml
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = REPO_ROOT / "scripts" / "control-plane.sh"
+NODE_SCRIPT = REPO_ROOT / "scripts" / "node.sh"
+IMAGES_SCRIPT = REPO_ROOT / "scripts" / "images.py"
 
 # A cold build compiles kube-apiserver, kube-scheduler, kubectl, etcd and kwok from
 # source: about 20-30 minutes on 2 cores. Warm, `up` takes a few seconds.
@@ -108,6 +110,7 @@ class ControlPlane:
         *,
         kwok_nodes: int = 0,
         crds: bool = True,
+        node: bool = False,
         build_timeout: float = BUILD_TIMEOUT_S,
         start_timeout: float = START_TIMEOUT_S,
     ) -> ControlPlane:
@@ -115,13 +118,18 @@ class ControlPlane:
 
         ``kwok_nodes`` fake nodes named ``kwok-node-<i>`` (label ``type=kwok``,
         4 cpu / 32Gi / 110 pods) are created and kept Ready by kwok. ``crds=False`` starts it without
-        ``deploy/crds`` (for a test that installs its own).
+        ``deploy/crds`` (for a test that installs its own). ``node=True`` adds a real node (``up --node``:
+        kubelet, containerd, kube-controller-manager's workload controllers, kube-scheduler); its binaries and
+        images are built first, under ``build_timeout``.
         """
         binaries = Binaries.build(timeout=build_timeout)
         env = _script_env(state_dir)
+        if node:
+            _run_script(["build"], env=env, timeout=build_timeout, script=NODE_SCRIPT)
+            _run_script(["build", "pause", "workload", "pykoord"], env=env, timeout=build_timeout, script=IMAGES_SCRIPT)
+        args = ["up", "--kwok-nodes", str(kwok_nodes), *([] if crds else ["--no-crds"]), *(["--node"] if node else [])]
         try:
-            out = _run_script(["up", "--kwok-nodes", str(kwok_nodes), *([] if crds else ["--no-crds"])], env=env,
-                              timeout=start_timeout)
+            out = _run_script(args, env=env, timeout=start_timeout)
         except ControlPlaneError as exc:
             logs = "\n".join(
                 f"--- {path.name} ---\n{_tail(path, 30)}" for path in sorted((state_dir / "logs").glob("*.log"))
@@ -168,8 +176,9 @@ class ControlPlane:
         _run_script(["apiserver-restart"], env=_script_env(self.state_dir), timeout=START_TIMEOUT_S)
 
     def start_controller_manager(self) -> None:
-        """Start kube-controller-manager with only the PersistentVolume controller (claim binding); a
-        no-op when it runs already. It stays up until ``down()``."""
+        """Start kube-controller-manager with the PersistentVolume controller (claim binding) and the
+        resourceclaim controller (DRA claims from templates); a no-op when it runs already. It stays up
+        until ``down()``."""
         _run_script(["controller-manager-start"], env=_script_env(self.state_dir), timeout=START_TIMEOUT_S)
 
     def log_tail(self, component: str, lines: int = 40) -> str:
@@ -373,11 +382,12 @@ def _script_env(state_dir: Path) -> dict[str, str]:
     return {**os.environ, "PYKOORD_CLUSTER_DIR": str(state_dir)}
 
 
-def _run_script(args: list[str], *, env: Mapping[str, str], timeout: float) -> str:
-    """Run control-plane.sh; return stdout, or raise with the stderr tail and component logs."""
+def _run_script(args: list[str], *, env: Mapping[str, str], timeout: float, script: Path = SCRIPT) -> str:
+    """Run control-plane.sh (or another of scripts/); return stdout, or raise with the stderr tail."""
+    name = script.name
     try:
         result = subprocess.run(
-            [str(SCRIPT), *args],
+            [str(script), *args],
             env=dict(env),
             stdin=subprocess.DEVNULL,
             capture_output=True,
@@ -388,11 +398,11 @@ def _run_script(args: list[str], *, env: Mapping[str, str], timeout: float) -> s
     except subprocess.TimeoutExpired as exc:
         stderr = exc.stderr.decode() if isinstance(exc.stderr, bytes) else exc.stderr or ""
         raise ControlPlaneError(
-            f"control-plane.sh {' '.join(args)} timed out after {timeout:.0f}s:\n{_last_lines(stderr, 60)}"
+            f"{name} {' '.join(args)} timed out after {timeout:.0f}s:\n{_last_lines(stderr, 60)}"
         ) from None
     if result.returncode != 0:
         raise ControlPlaneError(
-            f"control-plane.sh {' '.join(args)} failed with exit code {result.returncode}:\n"
+            f"{name} {' '.join(args)} failed with exit code {result.returncode}:\n"
             f"{_last_lines(result.stderr, 60)}"
         )
     return result.stdout
@@ -415,14 +425,21 @@ def _last_lines(text: str, lines: int) -> str:
 
 
 @contextlib.contextmanager
-def session_control_plane(state_dir: Path, *, kwok_nodes: int = 0, crds: bool = True) -> Iterator[ControlPlane]:
+def session_control_plane(
+    state_dir: Path,
+    *,
+    kwok_nodes: int = 0,
+    crds: bool = True,
+    node: bool = False,
+    start_timeout: float = START_TIMEOUT_S,
+) -> Iterator[ControlPlane]:
     """A control plane for a pytest session fixture: a start failure fails the test (never skips),
     and the cluster is always torn down."""
     import pytest
 
     failure = None
     try:
-        plane = ControlPlane.up(state_dir, kwok_nodes=kwok_nodes, crds=crds)
+        plane = ControlPlane.up(state_dir, kwok_nodes=kwok_nodes, crds=crds, node=node, start_timeout=start_timeout)
     except ControlPlaneError as exc:
         failure = str(exc)
     if failure is not None:

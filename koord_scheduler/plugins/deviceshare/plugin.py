@@ -178,6 +178,9 @@ class DeviceShare:
     ) -> tuple[PreFilterResult | None, Status]:
         if ANNOTATION_DEVICE_ALLOCATED in pod.annotations:
             return None, skip()
+        if pod.resource_claims:
+            # Koordinator's plan for DRA: a pod with ResourceClaims is DynamicResources', never DeviceShare's.
+            return None, skip()
         try:
             request = parse_device_request(pod.requests)
         except DeviceRequestError as exc:

@@ -182,6 +182,11 @@ class VolumeBinding:
 
     # ----- PreBind -----
 
+    def pre_bind_pre_flight(self, state: CycleState, pod: Pod, node_name: str) -> Status:
+        """``PreBindPreFlight``: PreBind has work unless every claim of the pod was already bound."""
+        data = state.get(STATE_KEY)
+        return success() if data is not None and data.reserved is not None else skip()
+
     async def pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status:
         data = state.get(STATE_KEY)
         if data is None or data.reserved is None:

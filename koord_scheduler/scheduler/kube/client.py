@@ -35,6 +35,13 @@ def binding_body(pod: Pod, node_name: str) -> bytes:
     )
 
 
+def _preconditions(patch: Mapping[str, Any]) -> dict[str, Any]:
+    meta = patch.get("metadata")
+    if not isinstance(meta, Mapping):
+        return {}
+    return {k: meta[k] for k in ("uid", "resourceVersion") if meta.get(k)}
+
+
 class KubeClusterClient:
     """Writes to the API server on behalf of the scheduler and its plugins. Every method raises
     :class:`~koord_scheduler.framework.errors.ClusterError` on failure."""
@@ -102,8 +109,13 @@ class KubeClusterClient:
     ) -> Any:
         """Patch the status subresource; the updated object, parsed with ``kind.parse``. Core Pods get a
         strategic merge patch (``status.conditions`` merged by type, as kube-scheduler's PatchPodStatus
-        does), everything else a JSON merge patch (custom resources support no strategic merge)."""
-        body = {"status": patch.get("status", {})}
+        does), everything else a JSON merge patch (custom resources support no strategic merge).
+        ``metadata.uid`` / ``metadata.resourceVersion`` in ``patch`` are sent as preconditions (a
+        mismatch is a 409 Conflict)."""
+        body: dict[str, Any] = {"status": patch.get("status", {})}
+        preconditions = _preconditions(patch)
+        if preconditions:
+            body["metadata"] = preconditions
         content_type = STRATEGIC_MERGE_PATCH if kind.kind == "Pod" and not kind.group else MERGE_PATCH
         return await self._patch(kind, object_path(kind, name, namespace, "status"), body, content_type)
 

@@ -10,8 +10,9 @@ def pod_scheduling_property_events(old: Pod, new: Pod) -> tuple[ClusterEvent, ..
     """The events an update from ``old`` to ``new`` produces, in kube's order.
 
     Resource is ``AssignedPod`` when ``new`` has a node, else ``UnscheduledPod``. Label change, request
-    scale-down (a request removed or lowered), scheduling gates eliminated and toleration change each give one
-    event; if none applies the update is a generic ``UPDATE``.
+    scale-down (a request removed or lowered), scheduling gates eliminated, toleration change and
+    generated ResourceClaim (``status.resourceClaimStatuses``) each give one event; if none applies the
+    update is a generic ``UPDATE``.
     """
     resource = EventResource.ASSIGNED_POD if new.node_name else EventResource.UNSCHEDULED_POD
     actions: list[ActionType] = []
@@ -24,6 +25,8 @@ def pod_scheduling_property_events(old: Pod, new: Pod) -> tuple[ClusterEvent, ..
     # The API only lets tolerations be added, so a length change is a change (kube does the same).
     if len(old.tolerations) != len(new.tolerations):
         actions.append(ActionType.UPDATE_POD_TOLERATIONS)
+    if old.resource_claim_statuses != new.resource_claim_statuses:
+        actions.append(ActionType.UPDATE_POD_GENERATED_RESOURCE_CLAIM)
     if not actions:
         actions.append(ActionType.UPDATE)
     return tuple(ClusterEvent(resource, action) for action in actions)

@@ -13,11 +13,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import socket
 import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import kopf
 from kubernetes import client as k8s
@@ -61,6 +63,31 @@ def _configuration(api: ApiSettings) -> k8s.Configuration:
     return cfg
 
 
+def connection_info(cfg: k8s.Configuration) -> kopf.ConnectionInfo:
+    """kopf's credentials from the kubernetes client's configuration, read again at every (re)login.
+
+    The token is under ``BearerToken`` (kubernetes >= 31) with its scheme: ``Bearer <token>`` from a
+    kubeconfig, ``bearer <token>`` in-cluster. kopf wants the bare token; a scheme left on it made every
+    in-cluster request a 401 ("Ran out of valid credentials"). In-cluster, the client's refresh hook rereads
+    the ServiceAccount token file, which kubelet rotates.
+    """
+    if cfg.refresh_api_key_hook is not None:
+        cfg.refresh_api_key_hook(cfg)
+    keys = cfg.api_key or {}
+    token = str(keys.get("BearerToken") or keys.get("authorization") or "").strip()
+    scheme, _, rest = token.partition(" ")
+    if rest and scheme.lower() == "bearer":
+        token = rest.strip()
+    return kopf.ConnectionInfo(
+        server=cfg.host,
+        ca_path=cfg.ssl_ca_cert,
+        insecure=not cfg.verify_ssl,
+        certificate_path=cfg.cert_file,
+        private_key_path=cfg.key_file,
+        token=token or None,
+    )
+
+
 def build_registry(api: ApiSettings, reconciler: Reconciler) -> kopf.OperatorRegistry:
     """kopf handlers that keep ``reconciler`` informed. Index and event handlers only: no finalizers."""
     registry = kopf.OperatorRegistry()
@@ -68,17 +95,7 @@ def build_registry(api: ApiSettings, reconciler: Reconciler) -> kopf.OperatorReg
 
     @kopf.on.login(registry=registry)
     def login(**_: Any) -> kopf.ConnectionInfo:
-        # kubernetes >= 31 keeps kubeconfig and in-cluster tokens under "BearerToken".
-        keys = cfg.api_key or {}
-        token = str(keys.get("BearerToken") or keys.get("authorization") or "")
-        return kopf.ConnectionInfo(
-            server=cfg.host,
-            ca_path=cfg.ssl_ca_cert,
-            insecure=not cfg.verify_ssl,
-            certificate_path=cfg.cert_file,
-            private_key_path=cfg.key_file,
-            token=token.removeprefix("Bearer ") or None,
-        )
+        return connection_info(cfg)
 
     @kopf.index("pods", id="reservation_owners", registry=registry)
     def reservation_owners(body: kopf.Body, **_: Any) -> dict[str, OwnerPod] | None:
@@ -195,11 +212,21 @@ async def run_reservation_controller(
                     clusterwide=True,
                     standalone=True,
                     stop_flag=stop,
+                    # kopf would ask getpass for the user name, which fails for a uid without a passwd
+                    # entry: the chart runs koord-scheduler as 65532, which the image does not name. (kopf's
+                    # Identity is a NewType of str in a private module.)
+                    identity=cast(Any, kopf_identity()),
                 )
             finally:
                 reconciler.close()
     finally:
         writer.close()
+
+
+def kopf_identity() -> str:
+    """This process's name towards kopf (its peering identity): ``koord-scheduler@<host>/<pid>``, from the
+    hostname (the pod name) and never from the passwd database."""
+    return f"koord-scheduler@{socket.gethostname()}/{os.getpid()}"
 
 
 class ReservationControllerThread:

@@ -78,6 +78,12 @@ async def _decide(
     incoming, feasible = find_nodes_that_fit(fwk, state, incoming, snapshot, sampler=Sampler(), diagnosis=diagnosis)
     out = Decision(feasible={snapshot.info(int(p)).name for p in feasible.tolist()})
     if len(feasible) == 0:
+        # PostFilter's message, as upstream's FitError carries it (DynamicResources' is the only one in the
+        # shared profile: preemption is not part of the comparison). Its deallocations are never needed
+        # here: no claim is allocated without its pod being bound.
+        _, status = fwk.run_post_filter(state, incoming, diagnosis)
+        if status.message:
+            diagnosis.post_filter_msg = status.message
         out.message = fit_error_message(diagnosis)
     elif len(feasible) > 1:
         incoming, scored = fwk.run_before_score(state, incoming, feasible)

@@ -95,8 +95,7 @@ def test_kube_scheduler_and_koord_scheduler_agree_with_one_extender(scope: Scope
                     "kube-1": c,
                     "kube-2": c,
                 }
-                # The FitError's first sentence; kube-scheduler's PostFilter part also carries DynamicResources'
-                # "no new claims to deallocate", a plugin pykoord does not have.
+                # The FitError's first sentence (the PostFilter part follows it).
                 fit = {who: {m.split(". ")[0] for m in messages(scope, f"{who}-rejected")} for who in ("koord", "kube")}
                 assert fit["koord"] == fit["kube"]
                 assert all("3 extender says no" in m for m in fit["kube"]), fit

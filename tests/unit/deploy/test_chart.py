@@ -169,6 +169,10 @@ def webhook_sources(docs: Docs) -> list[dict[str, Any]] | None:
     pytest.param(["koordlet.hostDirs.kubeletLibDir=/data/kubelet/"], lambda docs: next(
         v for v in find(docs, "DaemonSet", "koordlet")["spec"]["template"]["spec"]["volumes"]
         if v["name"] == "host-kubelet")["hostPath"]["path"] == "/data/kubelet", id="kubeletLibDir"),
+    pytest.param(["koordlet.cgroupKubepodsDir=pykoord-ab12/kubepods"], lambda docs: "--cgroup-kubepods-dir="
+                 "pykoord-ab12/kubepods" in container(docs, "DaemonSet", "koordlet")["args"], id="cgroupKubepodsDir"),
+    pytest.param([], lambda docs: not any(a.startswith("--cgroup-kubepods-dir") for a in container(
+        docs, "DaemonSet", "koordlet")["args"]), id="cgroupKubepodsDir-found-from-the-mount"),
 ])
 def test_value_changes_render(sets: list[str], check: Callable[[Docs], bool | None]) -> None:
     args = [a for s in sets for a in ("--set", s)]

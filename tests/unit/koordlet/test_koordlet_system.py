@@ -218,6 +218,17 @@ def test_detection(tmp_path: Path) -> None:
     assert CgroupFS.detect(tmp_path).driver is CgroupDriver.SYSTEMD
 
 
+def test_detection_under_a_kubelet_cgroup_root(tmp_path: Path) -> None:
+    """kubelet with ``cgroupRoot: /pykoord-1`` (cgroupfs driver) puts kubepods at <mount>/pykoord-1/kubepods,
+    as the real node of tests/node does: the driver is read from that dir, not guessed as systemd."""
+    (tmp_path / "cpu" / "pykoord-1" / "kubepods" / "besteffort").mkdir(parents=True)
+    assert detect_cgroup_driver(tmp_path, CgroupVersion.V1, "pykoord-1/kubepods") is CgroupDriver.CGROUPFS
+    assert CgroupFS.detect(tmp_path, "/pykoord-1/kubepods").driver is CgroupDriver.CGROUPFS
+    (tmp_path / "cpu" / "pykoord-2" / "kubepods.slice").mkdir(parents=True)
+    assert detect_cgroup_driver(tmp_path, CgroupVersion.V1, "pykoord-2/kubepods.slice") is CgroupDriver.SYSTEMD
+    assert detect_cgroup_driver(tmp_path, CgroupVersion.V1, "pykoord-3/kubepods") is None
+
+
 def test_procfs(tmp_path: Path) -> None:
     write_proc(tmp_path, busy_ticks=500, idle_ticks=100, cpus=3)
     proc = ProcFS(tmp_path, clock_ticks=100)

@@ -58,6 +58,7 @@ DEFAULT_FILTER = (
     "VolumeZone",
     "PodTopologySpread",
     "InterPodAffinity",
+    "DynamicResources",
 )
 DEFAULT_SCORE_WEIGHTS = {
     "TaintToleration": 3,
@@ -65,6 +66,7 @@ DEFAULT_SCORE_WEIGHTS = {
     "NodeResourcesFit": 1,
     "PodTopologySpread": 2,
     "InterPodAffinity": 2,
+    "DynamicResources": 2,
     "NodeResourcesBalancedAllocation": 1,
     "ImageLocality": 1,
 }
@@ -95,25 +97,27 @@ def test_default_profile_expansion() -> None:
     expanded = expand_profile(default_plugins(REGISTERED), implements, REGISTERED)
 
     want = {
-        "preEnqueue": ("SchedulingGates",),
+        "preEnqueue": ("SchedulingGates", "DynamicResources"),
         "queueSort": ("PrioritySort",),
         "preFilter": DEFAULT_FILTER[3:],
         "filter": DEFAULT_FILTER,
-        "postFilter": ("DefaultPreemption",),
-        # kube-scheduler's list, and ImageLocality: its PreScore brings the image index up to date.
+        "postFilter": ("DynamicResources", "DefaultPreemption"),
+        # kube-scheduler's list, and ImageLocality and DynamicResources: ImageLocality's PreScore brings the
+        # image index up to date, DynamicResources' skips Score for pods without prioritized lists.
         "preScore": (
             "TaintToleration",
             "NodeAffinity",
             "NodeResourcesFit",
             "PodTopologySpread",
             "InterPodAffinity",
+            "DynamicResources",
             "NodeResourcesBalancedAllocation",
             "ImageLocality",
         ),
         "score": tuple(DEFAULT_SCORE_WEIGHTS),
-        "reserve": ("VolumeBinding",),
+        "reserve": ("VolumeBinding", "DynamicResources"),
         "permit": (),
-        "preBind": ("VolumeBinding",),
+        "preBind": ("VolumeBinding", "DynamicResources"),
         "bind": ("DefaultBinder",),
         "postBind": (),
     }
@@ -373,8 +377,8 @@ def test_shipped_koordinator_profile_expands() -> None:
     )
     assert expanded.points["postFilter"] == ("Reservation", "Coscheduling", "ElasticQuota")
     assert expanded.points["reserve"] == (
-        "VolumeBinding", "Reservation", "LoadAwareScheduling", "NodeNUMAResource", "DeviceShare", "Coscheduling",
-        "ElasticQuota",
+        "VolumeBinding", "DynamicResources", "Reservation", "LoadAwareScheduling", "NodeNUMAResource", "DeviceShare",
+        "Coscheduling", "ElasticQuota",
     )
     assert expanded.points["bind"] == ("Reservation", "DefaultBinder")
     assert expanded.points["queueSort"] == ("PrioritySort",)
@@ -416,6 +420,7 @@ def test_enabled_plugin_names_get_default_args() -> None:
     assert args["LoadAwareScheduling"] == LoadAwareSchedulingArgs()
     assert sorted(args) == [
         "DefaultPreemption",
+        "DynamicResources",
         "InterPodAffinity",
         "LoadAwareScheduling",
         "NodeAffinity",

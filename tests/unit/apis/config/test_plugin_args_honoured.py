@@ -77,6 +77,8 @@ def other_value(model: type[BaseModel], attr: str) -> Any:
         kinds = [k for k in typing.get_args(model.model_fields[attr].annotation) if k is not type(None)]
         if kinds and isinstance(kinds[0], type) and issubclass(kinds[0], BaseModel):
             return kinds[0]()
+        if kinds and float in (kinds[0], *typing.get_args(kinds[0])):
+            return 60.0  # an optional duration
     if isinstance(default, str):
         return "example"
     if isinstance(default, tuple):
@@ -115,6 +117,7 @@ def test_the_fields_without_a_consumer_are_the_refused_ones() -> None:
         "Coscheduling.skipCheckScheduleCycle",
         "DeviceShare.allocator",
         "DeviceShare.gpuSharedResourceTemplatesConfig",
+        "DynamicResources.bindingTimeout",
         "ElasticQuota.quotaSnapshotUpdateInterval",
         "ElasticQuota.hookPlugins",
         "LoadAwareScheduling.estimator",

@@ -59,7 +59,7 @@ def _implements(p: Finder) -> tuple[PreFilterPlugin, JobNodeFinder]:
         pytest.param(("", Status(Code.SKIP)), "n1", None, id="skip-goes-on-with-prefilter-result"),
         pytest.param(
             ("", unschedulable("no room for the job")), None,
-            ("Unschedulable", "0/3 nodes are available: no room for the job. "
+            ("Unschedulable", "0/3 nodes are available: no room for the job. no new claims to deallocate, "
              "preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod."),
             id="rejection-rejects-like-prefilter",
         ),

@@ -45,7 +45,7 @@ async def test_simulate_cluster_file_preempts_and_binds() -> None:
     placements = {p.name: (p.node, p.message) for p in result.placements}
     assert placements == {
         "critical": ("node-2", ""),
-        "polite": (None, "0/2 nodes are available: 2 Insufficient cpu. "
+        "polite": (None, "0/2 nodes are available: 2 Insufficient cpu. no new claims to deallocate, "
                          "preemption: not eligible due to preemptionPolicy=Never."),
     }
     assert result.extra_sections["Preemptions"] == [
@@ -55,7 +55,9 @@ async def test_simulate_cluster_file_preempts_and_binds() -> None:
     assert isinstance(cluster, MemoryCluster)
     assert "default/batch-2b" not in cluster.pods, "the victim is deleted"
     assert "default/web-2a" in cluster.pods, "the PDB-protected pod survives: another victim existed"
-    assert cluster.pods["default/critical"].nominated_node_name == "node-2", "status.nominatedNodeName was set"
+    # Nominated to node-2 (the Preemptions section), then bound there: the API server clears
+    # status.nominatedNodeName at binding (ClearingNominatedNodeNameAfterBinding, on in 1.35).
+    assert cluster.pods["default/critical"].nominated_node_name == ""
     assert cluster.pods["default/critical"].node_name == "node-2"
     preempted = [(e.object_key, e.message) for e in cluster.events if e.reason == "Preempted"]
     assert preempted == [("default/batch-2b", "Preempted by pod default/critical on node node-2")]

@@ -209,7 +209,7 @@ async def test_pre_error_filter_takes_over_the_failure() -> None:
     await run(scheduler, cluster)
     assert seen == [(
         "big",
-        "0/1 nodes are available: 1 Insufficient cpu. "
+        "0/1 nodes are available: 1 Insufficient cpu. no new claims to deallocate, "
         "preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling.",
     )]
     assert "default/big" not in cluster.conditions, "the default handler must be skipped"

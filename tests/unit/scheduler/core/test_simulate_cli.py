@@ -47,8 +47,8 @@ def test_json_output_places_pods_and_reports_unschedulable(tmp_path: Path, capsy
     assert pods["fits"]["node"] == "n1" and pods["fits"]["message"] == ""
     assert pods["too-big"]["node"] is None
     assert pods["too-big"]["message"] == (
-        "0/2 nodes are available: 1 Insufficient cpu, 1 node(s) had untolerated taint(s). "
-        "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
+        "0/2 nodes are available: 1 Insufficient cpu, 1 node(s) had untolerated taint(s). no new claims to "
+        "deallocate, preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
     )
     assert pods["other"]["node"] is None and "someone-else" in pods["other"]["message"]
     n1 = next(n for n in doc["nodes"] if n["name"] == "n1")

@@ -192,6 +192,7 @@ def test_public_surface_is_pinned() -> None:
         "PostFilterPlugin",
         "PostFilterResult",
         "PreBindPlugin",
+        "PreBindPreFlight",
         "PreEnqueuePlugin",
         "PreFilterExtensions",
         "PreFilterPlugin",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -13,7 +14,7 @@ import pytest
 from apis.config.errors import ConfigError
 from apis.config.plugin_args import IN_TREE_ARGS, decode_args
 from apis.core.frozendict import FrozenDict
-from apis.core.types import Node, ObjectMeta, Pod
+from apis.core.types import Node, ObjectMeta, Pod, PodResourceClaim
 from apis.scheduling.device import parse_device
 from koord_scheduler.framework.cycle_state import CycleState
 from koord_scheduler.framework.status import Code
@@ -160,6 +161,19 @@ def test_pod_without_devices_skips() -> None:
     plugin, _, _ = setup([node("n1")], [])
     _, status = plugin.pre_filter(CycleState(), pod("p", {"cpu": 100}), None)  # type: ignore[arg-type]
     assert status.is_skip
+
+
+def test_pod_with_resource_claims_is_left_to_dynamic_resources() -> None:
+    """Koordinator's plan for DRA: a pod with ResourceClaims is never DeviceShare's, even when it also asks
+    for koordinator.sh/gpu resources (which would otherwise be allocated here)."""
+    plugin, _, _ = setup([node("n1")], [device("n1", 1)])
+    with_claims = replace(pod("p", HALF), resource_claims=(PodResourceClaim("gpu", claim_name="gpu-claim"),))
+
+    _, status = plugin.pre_filter(CycleState(), with_claims, None)  # type: ignore[arg-type]
+    _, without = plugin.pre_filter(CycleState(), pod("q", HALF), None)  # type: ignore[arg-type]
+
+    assert status.is_skip
+    assert without.is_success
 
 
 def test_node_without_device_object_passes_and_unhealthy_gpus_do_not_count() -> None:
