@@ -228,3 +228,31 @@ def test_aggregate_drops_duplicates() -> None:
     assert aggregate(["a", "a"]) == "a"
     assert aggregate(["a", "b", "a"]) == "[a, b]"
     assert aggregate([]) == ""
+
+
+def test_admission_gates_come_from_feature_gates_with_koordinators_defaults() -> None:
+    from apis.feature_gates import DEFAULT_FEATURE_GATES, SchedulerFeatureGates
+    from koord_scheduler.webhook.gates import ADMISSION_GATES
+
+    assert AdmissionGates().values() == {name: DEFAULT_FEATURE_GATES.enabled(name) for name in ADMISSION_GATES}
+    gates = AdmissionGates.from_feature_gates(SchedulerFeatureGates.resolve({"PodValidatingWebhook": "false"}))
+    assert gates == AdmissionGates(pod_validating_webhook=False)
+
+
+def test_the_serve_flags_give_the_webhook_its_gates_and_the_gated_controller() -> None:
+    from koord_scheduler.app.serve import _options, _parser
+
+    ns = _parser().parse_args(["--leader-elect=false", "--feature-gates",
+                               "PodValidatingWebhook=false,ColocationProfileController=true"])
+    options = _options(ns)
+    assert options.webhook.gates == AdmissionGates(pod_validating_webhook=False)
+    assert "colocationprofile" in options.controllers.enabled
+    assert "colocationprofile" not in _options(_parser().parse_args(["--leader-elect=false"])).controllers.enabled
+
+
+def test_pod_mutating_webhook_off_admits_pods_unchanged() -> None:
+    from koord_scheduler.webhook.options import allow_pod_create
+
+    body = review("CREATE", pod("p", labels={"a": "b"}))
+    assert asyncio.run(allow_pod_create(body)) == {
+        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": {"uid": "u-1", "allowed": True}}

@@ -112,7 +112,8 @@ def test_unknown_controller_is_refused_with_one_line(capsys: pytest.CaptureFixtu
     err = capsys.readouterr().err
     assert err.strip().splitlines() == [
         "koord-scheduler: --controllers: unknown controller 'nodemetrics' "
-        "(known: reservation, nodeslo, noderesource, nodemetric, elasticquota, podgroup, deviceresource, or *)"
+        "(known: reservation, nodeslo, noderesource, nodemetric, elasticquota, podgroup, deviceresource, "
+        "quotaprofile, colocationprofile, or *)"
     ]
 
 
