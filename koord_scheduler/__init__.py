@@ -35,6 +35,7 @@ if TYPE_CHECKING:
         NodePreferrer,
         NominatedPods,
         NominatorAware,
+        NUMAHintProvider,
         PermitPlugin,
         Plugin,
         PodNominating,
@@ -64,6 +65,7 @@ if TYPE_CHECKING:
         SignedPlugin,
         WarmUpPlugin,
     )
+    from koord_scheduler.framework.numa_affinity import NUMATopologyHint
     from koord_scheduler.framework.registry import ENTRY_POINT_GROUP, PluginFactory, PluginSpec, Registry, with_plugin
     from koord_scheduler.framework.snapshot import ClusterSnapshot, IntArray, NodeInfo, Positions
     from koord_scheduler.framework.status import Code, Status, error, skip, success, unresolvable, unschedulable, wait
@@ -113,6 +115,8 @@ _HOMES: dict[str, str] = {
     "NodePreferrer": "koord_scheduler.framework.interfaces",
     "NominatedPods": "koord_scheduler.framework.interfaces",
     "NominatorAware": "koord_scheduler.framework.interfaces",
+    "NUMAHintProvider": "koord_scheduler.framework.interfaces",
+    "NUMATopologyHint": "koord_scheduler.framework.numa_affinity",
     "PermitPlugin": "koord_scheduler.framework.interfaces",
     "Plugin": "koord_scheduler.framework.interfaces",
     "PluginFactory": "koord_scheduler.framework.registry",
@@ -189,6 +193,8 @@ __all__ = [
     "FrameworkRunner",
     "IntArray",
     "JobNodeFinder",
+    "NUMAHintProvider",
+    "NUMATopologyHint",
     "NodeFilterResult",
     "NodeInfo",
     "NodePreferrer",

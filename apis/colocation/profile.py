@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationError
 
+from apis.core import boundedjson
 from apis.core.frozendict import FrozenDict
 from apis.core.types import LabelSelector, Operator, SelectorRequirement
 from apis.slo.common import ObjectMeta, WireModel
@@ -152,6 +153,10 @@ def _selector(model: ProfileLabelSelector | None, field: str) -> LabelSelector |
     return selector
 
 
+PATCH_MAX_DEPTH = 100
+"""Nesting accepted in ``spec.patch``: a pod patch needs about 15 levels."""
+
+
 def resolve_profile(raw: dict[str, Any] | ClusterColocationProfile) -> ResolvedProfile:
     """Check one profile (a wire dict or the model). Raises :class:`ProfileError` naming the field."""
     if isinstance(raw, ClusterColocationProfile):
@@ -177,6 +182,11 @@ def resolve_profile(raw: dict[str, Any] | ClusterColocationProfile) -> ResolvedP
         raise ProfileError(f"ClusterColocationProfile {name!r}: {exc}") from None
     if spec.patch is not None and not isinstance(spec.patch, dict):
         raise ProfileError(f"ClusterColocationProfile {name!r}: spec.patch: must be an object")
+    if spec.patch is not None and boundedjson.exceeds_depth(spec.patch, PATCH_MAX_DEPTH):
+        # Admission merges the patch into every pod it selects, recursively: bound it here, once.
+        raise ProfileError(
+            f"ClusterColocationProfile {name!r}: spec.patch: nested deeper than {PATCH_MAX_DEPTH} levels"
+        )
     annotations = profile.metadata.annotations or {}
     return ResolvedProfile(
         name=name,

@@ -13,7 +13,6 @@ as Koordinator ignores it), and the node labels ``node.koordinator.sh/{cpu,memor
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ from typing import Any
 
 from pydantic import Field, ValidationError
 
+from apis.core import boundedjson
 from apis.slo.common import WireModel
 from apis.slo.nodemetric import AggregatePolicy
 
@@ -155,7 +155,7 @@ def node_overrides(
     text = annotations.get(ANNOTATION_COLOCATION_STRATEGY)
     if text:
         try:
-            raw = json.loads(text)
+            raw = boundedjson.loads(text)
             if isinstance(raw, dict):
                 out = overlay(out, strategy_wire(raw))
         except ValueError:

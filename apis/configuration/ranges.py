@@ -10,6 +10,7 @@ reconcile. Here every key is checked when it is parsed, and a key that fails kee
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -167,7 +168,10 @@ def _get(obj: Mapping[str, Any], path: str) -> Any:
 def _number(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
-    return float(value)
+    try:
+        return float(value)
+    except OverflowError:  # an integer of hundreds of digits: out of any range, as infinity is
+        return math.inf if value > 0 else -math.inf
 
 
 def check(obj: Mapping[str, Any], rules: Sequence[Rule]) -> list[str]:
@@ -175,8 +179,12 @@ def check(obj: Mapping[str, Any], rules: Sequence[Rule]) -> list[str]:
     problems: list[str] = []
     for rule in rules:
         if isinstance(rule, Range):
-            value = _number(_get(obj, rule.field))
+            raw = _get(obj, rule.field)
+            value = _number(raw)
             if value is None:
+                continue
+            if isinstance(raw, int) and not -(2**63) <= raw < 2**63:  # Go decodes these fields as int64
+                problems.append(f"{rule.field}: {len(str(abs(raw)))} digits do not fit a 64-bit integer")
                 continue
             if rule.lo is not None and (value <= rule.lo if rule.lo_exclusive else value < rule.lo):
                 bound = "above" if rule.lo_exclusive else "at least"
@@ -195,4 +203,6 @@ def check(obj: Mapping[str, Any], rules: Sequence[Rule]) -> list[str]:
 
 
 def _fmt(value: float) -> str:
+    if not math.isfinite(value):
+        return "beyond any number" if value > 0 else "below any number"
     return str(int(value)) if value == int(value) else str(value)

@@ -19,7 +19,6 @@ ConfigMap does not exist.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,6 +34,7 @@ from apis.configuration.colocation import (
     overlay,
     strategy_wire,
 )
+from apis.core import boundedjson
 from apis.core.errors import ParseError
 from apis.core.gojson import GoFields
 from apis.core.parse import parse_label_selector
@@ -190,15 +190,16 @@ def parse_slo_config(
         try:
             keys[name] = _parse_key(name, text)
             texts[name] = text
-        except ValueError as exc:
-            problems.append(KeyProblem(name, str(exc)))
+        except Exception as exc:  # whatever odd input raises, the key keeps its last good value
+            message = str(exc) if isinstance(exc, ValueError) else f"{type(exc).__name__}: {exc}"
+            problems.append(KeyProblem(name, message))
             keys[name], texts[name] = previous.keys[name], previous.texts.get(name)
     return SloConfig(True, keys, texts), problems
 
 
 def _parse_key(name: str, text: str) -> StrategyKey:
     try:
-        raw = json.loads(text)
+        raw = boundedjson.loads(text)
     except ValueError as exc:
         raise ValueError(f"not valid JSON: {exc}") from None
     if not isinstance(raw, dict):

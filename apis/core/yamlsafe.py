@@ -6,6 +6,10 @@ it (``json.dumps``, a deep copy) never ends. go-yaml, which Kubernetes' decoders
 with excessive aliasing; so does this loader: at most :data:`MAX_ALIAS_EXPANSION` nodes may be reached
 through aliases in one document, and an alias may not refer to a node that contains it (a recursive
 structure JSON cannot hold). Documents without aliases are unaffected.
+
+Nesting is bounded too: PyYAML composes recursively (three Python frames a level), so a document nested a
+few hundred levels deep would raise ``RecursionError``; a node deeper than :data:`MAX_DEPTH` is refused
+with an ordinary ``yaml.YAMLError`` (``nested deeper than 200 levels``) before that happens.
 """
 
 from __future__ import annotations
@@ -15,6 +19,8 @@ from typing import Any
 import yaml
 
 MAX_ALIAS_EXPANSION = 100_000
+MAX_DEPTH = 200
+"""Nesting accepted in one document (a Kubernetes object needs a few dozen at most)."""
 
 
 class _BoundedLoader(yaml.SafeLoader):
@@ -22,6 +28,7 @@ class _BoundedLoader(yaml.SafeLoader):
         super().__init__(stream)
         self._sizes: dict[int, int] = {}
         self._expanded = 0
+        self._depth = 0
 
     def compose_document(self) -> Any:
         self._sizes, self._expanded = {}, 0
@@ -29,7 +36,14 @@ class _BoundedLoader(yaml.SafeLoader):
 
     def compose_node(self, parent: Any, index: Any) -> Any:
         alias = self.check_event(yaml.AliasEvent)
-        node = super().compose_node(parent, index)
+        if self._depth >= MAX_DEPTH:
+            mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
+            raise yaml.composer.ComposerError(None, None, f"nested deeper than {MAX_DEPTH} levels", mark)
+        self._depth += 1
+        try:
+            node = super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
         size = self._sizes.get(id(node))
         if alias and size is None:  # the anchor's node is still being composed: it contains itself
             raise yaml.composer.ComposerError(

@@ -15,6 +15,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from apis.core import boundedjson
 from apis.core.parse import DEPRECATED_DEVICE_RESOURCES
 from apis.core.quantity import value as quantity_value
 
@@ -78,12 +79,22 @@ def canonical_device_resource(name: str) -> str:
 
 
 @dataclass(frozen=True, slots=True)
+class VirtualFunction:
+    """A virtual function of a device given to a pod (``extension.vfs[]``: minor and PCI bus id)."""
+
+    minor: int
+    bus_id: str
+
+
+@dataclass(frozen=True, slots=True)
 class DeviceAllocation:
-    """One device given to a pod: its minor, what of it the pod holds (plain integers), optional id."""
+    """One device given to a pod: its minor, what of it the pod holds (plain integers), optional id, and
+    the virtual functions it got of the device (RDMA VFs)."""
 
     minor: int
     resources: Mapping[str, int] = field(default_factory=dict)
     id: str = ""
+    vfs: tuple[VirtualFunction, ...] = ()
 
 
 DeviceAllocations = Mapping[str, Sequence[DeviceAllocation]]
@@ -116,6 +127,10 @@ def encode_device_allocations(allocations: DeviceAllocations) -> str:
             }
             if a.id:
                 row["id"] = a.id
+            if a.vfs:
+                # Go's omitempty: a VF of minor 0 has no "minor" key.
+                vfs = [{**({"minor": vf.minor} if vf.minor else {}), "busID": vf.bus_id} for vf in a.vfs]
+                row["extension"] = {"vfs": vfs}
             rows.append(row)
         out[device_type] = rows
     return json.dumps(out, separators=(",", ":"))
@@ -124,7 +139,7 @@ def encode_device_allocations(allocations: DeviceAllocations) -> str:
 def decode_device_allocations(text: str) -> dict[str, list[DeviceAllocation]]:
     """Parse the annotation; raises ``ValueError`` naming what is wrong."""
     try:
-        raw = json.loads(text)
+        raw = boundedjson.loads(text)
     except json.JSONDecodeError as exc:
         raise ValueError(f"annotation {ANNOTATION_DEVICE_ALLOCATED}: not JSON: {exc}") from None
     if not isinstance(raw, dict):
@@ -145,10 +160,29 @@ def decode_device_allocations(text: str) -> dict[str, list[DeviceAllocation]]:
                     minor=int(item.get("minor", 0)),
                     resources={canonical_device_resource(k): device_quantity(v) for k, v in resources.items()},
                     id=str(item.get("id", "")),
+                    vfs=_decode_vfs(item.get("extension"), device_type),
                 )
             )
         out[device_type] = rows
     return out
+
+
+def _decode_vfs(extension: object, device_type: str) -> tuple[VirtualFunction, ...]:
+    if extension is None:
+        return ()
+    vfs = extension.get("vfs") if isinstance(extension, dict) else None
+    if not isinstance(extension, dict) or not isinstance(vfs, list | None):
+        raise ValueError(f"annotation {ANNOTATION_DEVICE_ALLOCATED}: bad extension in {device_type!r}")
+    out: list[VirtualFunction] = []
+    for vf in vfs or []:
+        if (
+            not isinstance(vf, dict)
+            or not isinstance(vf.get("minor", 0), int)
+            or not isinstance(vf.get("busID", ""), str)
+        ):
+            raise ValueError(f"annotation {ANNOTATION_DEVICE_ALLOCATED}: bad extension.vfs entry in {device_type!r}")
+        out.append(VirtualFunction(minor=int(vf.get("minor", 0)), bus_id=str(vf.get("busID", ""))))
+    return tuple(out)
 
 
 def device_quantity(value: object) -> int:

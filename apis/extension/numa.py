@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Final
 
+from apis.core import boundedjson
+
 ANNOTATION_RESOURCE_SPEC: Final = "scheduling.koordinator.sh/resource-spec"
 ANNOTATION_RESOURCE_STATUS: Final = "scheduling.koordinator.sh/resource-status"
 ANNOTATION_NUMA_TOPOLOGY_SPEC: Final = "scheduling.koordinator.sh/numa-topology-spec"
@@ -72,9 +74,16 @@ class AnnotationError(ValueError):
 # ----- the Linux list format ("0-3,8,10-11") -----
 
 
-def parse_cpuset(text: str) -> frozenset[int]:
-    """``"0-2,8"`` → {0, 1, 2, 8}. Blank → empty. Raises ``ValueError`` naming the bad element."""
-    cpus: set[int] = set()
+MAX_CPUS: Final = 8192
+"""CPU ids in a cpuset must be below this: Linux's largest ``NR_CPUS`` (x86-64 ``MAXSMP``). A cpuset
+is expanded to a set of ids, so ``0-4000000000`` must be refused before expansion, not after."""
+
+
+def parse_cpuset(text: str, *, limit: int = MAX_CPUS) -> frozenset[int]:
+    """``"0-2,8"`` → {0, 1, 2, 8}. Blank → empty. Raises ``ValueError`` naming the bad element, and for
+    an id of ``limit`` or more (:data:`MAX_CPUS` unless the caller knows better). The work is bounded by
+    the number of elements plus ``limit``, however the ranges overlap."""
+    ranges: list[tuple[int, int]] = []
     for raw_part in text.strip().split(","):
         part = raw_part.strip()
         if not part:
@@ -84,11 +93,24 @@ def parse_cpuset(text: str) -> frozenset[int]:
             first = int(low)
             last = int(high) if sep else first
         except ValueError:
-            raise ValueError(f"invalid cpuset element {part!r} in {text!r}") from None
+            raise ValueError(f"invalid cpuset element {_shown(part)!r} in {_shown(text)!r}") from None
         if first < 0 or last < first:
-            raise ValueError(f"invalid cpuset range {part!r} in {text!r}")
-        cpus.update(range(first, last + 1))
+            raise ValueError(f"invalid cpuset range {_shown(part)!r} in {_shown(text)!r}")
+        if last >= limit:
+            raise ValueError(f"cpuset element {_shown(part)!r} goes beyond the largest CPU id {limit - 1}")
+        ranges.append((first, last))
+    cpus: set[int] = set()
+    covered = -1
+    for first, last in sorted(ranges):
+        if last > covered:
+            cpus.update(range(max(first, covered + 1), last + 1))
+            covered = last
     return frozenset(cpus)
+
+
+def _shown(text: str, limit: int = 64) -> str:
+    """``text`` cut to ``limit`` characters for an error message (a cpuset may be very long)."""
+    return text if len(text) <= limit else text[:limit] + "…"
 
 
 def format_cpuset(cpus: Iterable[int]) -> str:
@@ -154,7 +176,7 @@ def _load_object(annotations: Mapping[str, str], key: str, owner: str) -> Mappin
     if raw is None or not raw.strip():
         return None
     try:
-        value = json.loads(raw)
+        value = boundedjson.loads(raw)
     except json.JSONDecodeError as exc:
         raise AnnotationError(f"{owner}: annotation {key} is not valid JSON: {exc.msg}") from None
     if value is None:
@@ -295,7 +317,7 @@ def shared_pools_of(annotations: Mapping[str, str], key: str, owner: str = "node
     if raw is None or not raw.strip():
         return ()
     try:
-        items = json.loads(raw)
+        items = boundedjson.loads(raw)
     except json.JSONDecodeError as exc:
         raise AnnotationError(f"{owner}: annotation {key} is not valid JSON: {exc.msg}") from None
     if items is None:

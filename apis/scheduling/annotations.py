@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 
+from apis.core import boundedjson
 from apis.scheduling.constants import ANNOTATION_RESERVATION_ALLOCATED
 
 
@@ -25,7 +26,7 @@ def parse_allocated_annotation(pod_annotations: Mapping[str, str]) -> tuple[str,
     if not text:
         return None
     try:
-        raw = json.loads(text)
+        raw = boundedjson.loads(text)
     except ValueError:
         return None
     if not isinstance(raw, Mapping):

@@ -108,6 +108,15 @@ class Device(WireModel):
 
 
 @dataclass(frozen=True, slots=True)
+class VFGroupRecord:
+    """A group of virtual functions of one device (SR-IOV, e.g. an RDMA NIC): labels and the VFs as
+    ``(minor, busID)`` pairs."""
+
+    labels: Mapping[str, str] = field(default_factory=dict)
+    vfs: tuple[tuple[int, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class DeviceRecord:
     """One device of a node, as the scheduler reads it."""
 
@@ -120,6 +129,9 @@ class DeviceRecord:
     numa_node: int = -1
     pcie_id: str = ""
     bus_id: str = ""
+    socket: int = -1
+    labels: Mapping[str, str] = field(default_factory=dict)
+    vf_groups: tuple[VFGroupRecord, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,43 +141,79 @@ class NodeDeviceRecord:
     name: str
     labels: Mapping[str, str] = field(default_factory=dict)
     devices: tuple[DeviceRecord, ...] = ()
+    annotations: Mapping[str, str] = field(default_factory=dict)
 
     def of_type(self, device_type: str) -> tuple[DeviceRecord, ...]:
         return tuple(d for d in self.devices if d.type == device_type)
 
 
 def parse_device(obj: Mapping[str, Any]) -> NodeDeviceRecord:
-    """The lean view of a ``Device`` object; raises ``ValueError`` naming the object and field."""
+    """The lean view of a ``Device`` object; raises ``ValueError`` naming the object and field.
+
+    Refused as well (Koordinator accepts them, with the effects in brackets): a negative resource
+    quantity (the deviceresource controller would write a negative capacity the API server refuses,
+    forever) and two devices of one type with the same minor (Koordinator keys devices by minor, so one
+    of the two silently disappears, and pods bound to it by minor collide)."""
+    meta = obj.get("metadata") if isinstance(obj, Mapping) else None
+    name = meta.get("name") if isinstance(meta, Mapping) else None
+    shown = name if isinstance(name, str) and name else "?"
     try:
         model = Device.model_validate(obj)
     except ValidationError as exc:
-        meta = obj.get("metadata") if isinstance(obj, Mapping) else None
-        name = meta.get("name", "?") if isinstance(meta, Mapping) else "?"
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
-        raise ValueError(f"Device {name}: {where}: {first['msg']}") from None
+        raise ValueError(f"Device {shown}: {where}: {first['msg']}") from None
+    except UnicodeError as exc:  # a lone surrogate in a string (YAML "\udcff")
+        raise ValueError(f"Device {shown}: not valid text: {exc}") from None
     name = model.metadata.name or ""
     if not name:
         raise ValueError("Device: metadata.name is required (the node's name)")
     devices: list[DeviceRecord] = []
+    minors: dict[tuple[str, int], int] = {}
     for i, d in enumerate(model.spec.devices or [] if model.spec else []):
         resources: dict[str, int] = {}
         for key, q in (d.resources or {}).items():
             try:
-                resources[key] = quantity_value(q)
+                amount = quantity_value(q)
             except ValueError as exc:
                 raise ValueError(f"Device {name}: spec.devices[{i}].resources[{key}]: {exc}") from None
+            if amount < 0:
+                raise ValueError(f"Device {name}: spec.devices[{i}].resources[{key}]: must be non-negative, got {q}")
+            resources[key] = amount
+        minor = d.minor if d.minor is not None else 0
+        if d.minor is not None:
+            first_index = minors.setdefault((d.type or "", minor), i)
+            if first_index != i:
+                raise ValueError(
+                    f"Device {name}: spec.devices[{i}].minor: duplicate minor {minor} of type "
+                    f"{d.type or '(none)'!r} (also spec.devices[{first_index}])"
+                )
         topo = d.topology
+        groups = tuple(
+            VFGroupRecord(
+                labels=dict(g.labels or {}),
+                vfs=tuple((vf.minor, vf.bus_id or "") for vf in g.vfs or []),
+            )
+            for g in d.vf_groups or []
+        )
         devices.append(
             DeviceRecord(
                 type=d.type or "",
-                minor=d.minor if d.minor is not None else 0,
+                minor=minor,
                 uuid=d.id or "",
                 health=d.health,
                 resources=resources,
                 numa_node=topo.node_id if topo is not None else -1,
                 pcie_id=topo.pcie_id if topo is not None else "",
                 bus_id=(topo.bus_id or "") if topo is not None else "",
+                socket=topo.socket_id if topo is not None else -1,
+                labels=dict(d.labels or {}),
+                vf_groups=groups,
             )
         )
-    return NodeDeviceRecord(name=name, labels=dict(model.metadata.labels or {}), devices=tuple(devices))
+    return NodeDeviceRecord(
+        name=name,
+        labels=dict(model.metadata.labels or {}),
+        devices=tuple(devices),
+        annotations=dict(model.metadata.annotations or {}),
+    )

@@ -8,13 +8,13 @@ lean view the scheduler keeps, parsed once per watch event by :func:`parse_elast
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 from pydantic import Field
 
+from apis.core import boundedjson
 from apis.core.errors import ParseError
 from apis.core.parse import parse_object_meta, parse_resource_list
 from apis.core.types import EMPTY_RESOURCES, ObjectMeta, ResourceList
@@ -181,7 +181,7 @@ def _shared_weight(raw: str | None) -> ResourceList:
     if not raw:
         return EMPTY_RESOURCES
     try:
-        return parse_resource_list(json.loads(raw))
+        return parse_resource_list(boundedjson.loads(raw))
     except ValueError:
         return EMPTY_RESOURCES
 
@@ -191,7 +191,7 @@ def _total_resource(raw: str | None) -> ResourceList | None:
     if not raw:
         return None
     try:
-        return parse_resource_list(json.loads(raw))
+        return parse_resource_list(boundedjson.loads(raw))
     except (ValueError, AttributeError, TypeError):
         return None
 
@@ -199,17 +199,14 @@ def _total_resource(raw: str | None) -> ResourceList | None:
 def _namespaces(raw: str | None, display: str) -> tuple[str, ...]:
     if not raw:
         return ()
+    field = f"metadata.annotations[{ANNOTATION_NAMESPACES}]"
     try:
-        value = json.loads(raw)
-    except ValueError:
-        value = None
+        value = boundedjson.loads(raw)
+    except ValueError as exc:
+        raise ParseError(KIND, display, field=field, message=f"not valid JSON: {exc}") from None
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise ParseError(
-            KIND,
-            display,
-            field=f"metadata.annotations[{ANNOTATION_NAMESPACES}]",
-            message=f"expected a JSON array of namespace names, got {raw!r}",
-        )
+        shown = raw if len(raw) <= 200 else raw[:200] + "…"
+        raise ParseError(KIND, display, field=field, message=f"expected a JSON array of namespace names, got {shown!r}")
     return tuple(value)
 
 

@@ -24,6 +24,7 @@ from typing import Any
 from pydantic import Field, ValidationError
 from pydantic.config import JsonDict
 
+from apis.core import boundedjson
 from apis.scheduling.constants import API_VERSION
 from apis.slo.common import ObjectMeta, WireModel
 
@@ -152,7 +153,27 @@ def parse_cluster_network_topology(obj: Mapping[str, Any]) -> ClusterNetworkTopo
             raise ValueError(f"{KIND} {name}: spec.networkTopologySpec[{i}].topologyLayer must not be empty")
         parent = layer.parent_topology_layer or ""
         layers.append(TopologyLayer(layer.topology_layer, parent, tuple(layer.label_key or ())))
+    _refuse_cycles(name, layers)
     return ClusterNetworkTopologyRecord(model.metadata.name, tuple(layers))
+
+
+def _refuse_cycles(name: str, layers: list[TopologyLayer]) -> None:
+    """Following ``parentTopologyLayer`` from any layer must leave the spec (at ``ClusterTopologyLayer``);
+    a chain that comes back to a layer it passed is a cycle, which Koordinator accepts silently (its tree
+    then misses the cycle's layers). Raises ``ValueError`` naming the first layer of the cycle."""
+    index = {layer.name: i for i, layer in enumerate(layers)}
+    for start in layers:
+        seen: list[str] = []
+        current: str = start.name
+        while current in index and current not in seen:
+            seen.append(current)
+            current = layers[index[current]].parent
+        if current in seen:
+            cycle = " -> ".join([*seen[seen.index(current) :], current])
+            raise ValueError(
+                f"{KIND} {name}: spec.networkTopologySpec[{index[current]}].parentTopologyLayer: "
+                f"the layers' parents form a cycle ({cycle}); the chain must end at {LAYER_CLUSTER}"
+            )
 
 
 def parse_network_topology_spec(text: str) -> GangTopologySpec | None:
@@ -162,7 +183,7 @@ def parse_network_topology_spec(text: str) -> GangTopologySpec | None:
     if not text.strip():
         return None
     try:
-        raw = json.loads(text)
+        raw = boundedjson.loads(text)
     except json.JSONDecodeError as exc:
         raise ValueError(f"not JSON ({exc.msg}): {text!r}") from None
     if not isinstance(raw, dict):

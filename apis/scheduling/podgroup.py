@@ -218,11 +218,20 @@ def _status(raw: Any) -> PodGroupStatusRecord:
     )
 
 
+INT32_MAX = 2**31 - 1
+
+
 def _int_field(spec: Mapping[str, Any], field: str, problems: list[str]) -> int:
+    """An ``int32`` field of the spec (the CRD's format), 0 when absent or refused."""
     value = spec.get(field)
     if value is None:
         return 0
     if isinstance(value, bool) or not isinstance(value, int):
-        problems.append(f"spec.{field}: must be an integer, got {value!r}")
+        problems.append(f"spec.{field}: must be an integer, got {str(value)[:64]!r}")
+        return 0
+    if not -INT32_MAX - 1 <= value <= INT32_MAX:
+        digits = str(value)
+        shown = digits if len(digits) <= 24 else f"{digits[:24]}… ({len(digits)} digits)"
+        problems.append(f"spec.{field}: must fit a 32-bit integer (at most {INT32_MAX}), got {shown}")
         return 0
     return value

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from apis.core import boundedjson
 from apis.core.errors import ParseError, join_path, quote
 from apis.core.frozendict import FrozenDict
 from apis.core.jsonfields import invalid, type_name
@@ -133,6 +134,10 @@ class ReservationAffinity:
     tolerations: tuple[Toleration, ...] = ()
 
 
+TEMPLATE_MAX_DEPTH = 100
+"""Nesting accepted in ``spec.template``: a pod template needs about 15 levels."""
+
+
 def parse_reservation(raw: Mapping[str, Any]) -> ReservationRecord:
     """A :class:`ReservationRecord` from the raw JSON object (see the module docstring)."""
     if not isinstance(raw, Mapping):
@@ -185,6 +190,9 @@ def _parse(raw: Mapping[str, Any], name: str, base: dict[str, Any]) -> Reservati
     template = spec.get("template")
     if template is not None and not isinstance(template, Mapping):
         raise invalid("spec.template", f"expected an object, got {type_name(template)}")
+    if template and boundedjson.exceeds_depth(template, TEMPLATE_MAX_DEPTH):
+        # The template is kept whole and encoded (template_json): bound it before anything recurses.
+        raise invalid("spec.template", f"nested deeper than {TEMPLATE_MAX_DEPTH} levels")
     if not template:
         problems.append("spec.template is required")
         template = None
@@ -321,7 +329,7 @@ def _owner(raw: Any, index: int) -> OwnerTerm:
 
 def parse_reservation_affinity(text: str) -> ReservationAffinity:
     """The ``reservation-affinity`` annotation's JSON. Raises ``ValueError`` when malformed."""
-    raw = json.loads(text)
+    raw = boundedjson.loads(text)
     if not isinstance(raw, Mapping):
         raise ValueError("reservation affinity must be a JSON object")
     required = raw.get("requiredDuringSchedulingIgnoredDuringExecution")

@@ -21,6 +21,8 @@ from apis.core.parse import parse_resource_list, parse_timestamp
 from apis.extension import PriorityClass
 from apis.slo.common import parse_go_duration
 
+INT64_MAX = 2**63 - 1
+
 DEFAULT_REPORT_INTERVAL_SECONDS = 60.0
 """Koordinator's ``DefaultNodeMetricReportInterval``: the report window when the spec sets none."""
 
@@ -82,8 +84,8 @@ def _record(obj: Mapping[str, Any], name: str) -> NodeMetricRecord:
     spec = get_map(obj, "spec")
     policy = _under(lambda: get_map(spec, "metricCollectPolicy"), "spec")
     interval = policy.get("reportIntervalSeconds")
-    if interval is not None and (type(interval) is not int or interval < 0):
-        raise invalid("spec.metricCollectPolicy.reportIntervalSeconds", "expected a non-negative integer")
+    if interval is not None and (type(interval) is not int or not 0 <= interval <= INT64_MAX):
+        raise invalid("spec.metricCollectPolicy.reportIntervalSeconds", "expected a non-negative 64-bit integer")
     status = get_map(obj, "status")
     update_time = _under(lambda: parse_timestamp(status.get("updateTime")), "status.updateTime")
     info_raw = status.get("nodeMetric")

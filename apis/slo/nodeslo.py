@@ -16,6 +16,19 @@ from apis.slo.quantity import IntOrString
 _INT32: dict[str, Any] = {"format": "int32"}
 
 
+def _bounds(minimum: int, maximum: int | None = None, *, alias: str | None = None) -> Any:
+    """A field whose CRD schema carries Koordinator's ``minimum``/``maximum``: the API server refuses a
+    NodeSLO outside them. The model itself does not enforce them; :mod:`apis.slo.validation` checks the
+    same ranges (a test keeps the two equal) with messages that name the field."""
+    extra: dict[str, Any] = {"minimum": minimum}
+    if maximum is not None:
+        extra["maximum"] = maximum
+    return Field(default=None, alias=alias, json_schema_extra=extra)
+
+
+_PERCENT = (0, 100)
+
+
 class ResourceThresholdStrategy(WireModel):
     """``spec.resourceUsedThresholdWithBE``: CPU suppress and the eviction family.
 
@@ -23,11 +36,11 @@ class ResourceThresholdStrategy(WireModel):
     """
 
     enable: bool | None = None
-    cpu_suppress_threshold_percent: int | None = None
-    cpu_suppress_min_percent: int | None = None
+    cpu_suppress_threshold_percent: int | None = _bounds(*_PERCENT)
+    cpu_suppress_min_percent: int | None = _bounds(*_PERCENT)
     cpu_suppress_policy: str | None = None
-    memory_evict_threshold_percent: int | None = None
-    memory_evict_lower_percent: int | None = None
+    memory_evict_threshold_percent: int | None = _bounds(*_PERCENT)
+    memory_evict_lower_percent: int | None = _bounds(*_PERCENT)
     cpu_evict_be_satisfaction_upper_percent: int | None = Field(
         default=None, alias="cpuEvictBESatisfactionUpperPercent"
     )
@@ -35,14 +48,14 @@ class ResourceThresholdStrategy(WireModel):
         default=None, alias="cpuEvictBESatisfactionLowerPercent"
     )
     cpu_evict_be_usage_threshold_percent: int | None = Field(default=None, alias="cpuEvictBEUsageThresholdPercent")
-    cpu_evict_threshold_percent: int | None = None
-    cpu_evict_lower_percent: int | None = None
+    cpu_evict_threshold_percent: int | None = _bounds(*_PERCENT)
+    cpu_evict_lower_percent: int | None = _bounds(*_PERCENT)
     cpu_evict_time_window_seconds: int | None = None
     cpu_evict_policy: str | None = None
-    cpu_allocatable_evict_threshold_percent: int | None = None
-    cpu_allocatable_evict_lower_percent: int | None = None
-    memory_allocatable_evict_threshold_percent: int | None = None
-    memory_allocatable_evict_lower_percent: int | None = None
+    cpu_allocatable_evict_threshold_percent: int | None = _bounds(0)
+    cpu_allocatable_evict_lower_percent: int | None = _bounds(0)
+    memory_allocatable_evict_threshold_percent: int | None = _bounds(0)
+    memory_allocatable_evict_lower_percent: int | None = _bounds(0)
     evict_enabled_priority_threshold: int | None = Field(default=None, json_schema_extra=_INT32)
     allocatable_evict_priority_threshold: int | None = Field(default=None, json_schema_extra=_INT32)
 
@@ -56,45 +69,45 @@ class CPUQOSCfg(WireModel):
 
 class MemoryQOSCfg(WireModel):
     enable: bool | None = None
-    min_limit_percent: int | None = None
-    low_limit_percent: int | None = None
-    throttling_percent: int | None = None
-    wmark_ratio: int | None = None
-    wmark_scale_permill: int | None = None
-    wmark_min_adj: int | None = None
+    min_limit_percent: int | None = _bounds(0)
+    low_limit_percent: int | None = _bounds(0)
+    throttling_percent: int | None = _bounds(0)
+    wmark_ratio: int | None = _bounds(*_PERCENT)
+    wmark_scale_permill: int | None = _bounds(1, 1000)
+    wmark_min_adj: int | None = _bounds(-25, 50)
     priority_enable: int | None = None
     priority: int | None = None
     oom_kill_group: int | None = None
     page_cache_enable: bool | None = None
-    page_cache_limit_percent: int | None = None
+    page_cache_limit_percent: int | None = _bounds(*_PERCENT)
     page_cache_limit_size: int | None = None
     page_cache_reclaim_sync: bool | None = None
 
 
 class ResctrlQOSCfg(WireModel):
     enable: bool | None = None
-    cat_range_start_percent: int | None = None
-    cat_range_end_percent: int | None = None
-    mba_percent: int | None = None
+    cat_range_start_percent: int | None = _bounds(*_PERCENT)
+    cat_range_end_percent: int | None = _bounds(*_PERCENT)
+    mba_percent: int | None = _bounds(*_PERCENT)
 
 
 class IOCfg(WireModel):
-    read_iops: int | None = Field(default=None, alias="readIOPS")
-    write_iops: int | None = Field(default=None, alias="writeIOPS")
-    read_bps: int | None = Field(default=None, alias="readBPS")
-    write_bps: int | None = Field(default=None, alias="writeBPS")
-    io_weight_percent: int | None = None
+    read_iops: int | None = _bounds(0, alias="readIOPS")
+    write_iops: int | None = _bounds(0, alias="writeIOPS")
+    read_bps: int | None = _bounds(0, alias="readBPS")
+    write_bps: int | None = _bounds(0, alias="writeBPS")
+    io_weight_percent: int | None = _bounds(1, 100)
     read_latency: int | None = None
     write_latency: int | None = None
-    read_latency_percent: int | None = None
-    write_latency_percent: int | None = None
+    read_latency_percent: int | None = _bounds(*_PERCENT)
+    write_latency_percent: int | None = _bounds(*_PERCENT)
     enable_user_model: bool | None = None
-    model_read_bps: int | None = Field(default=None, alias="modelReadBPS")
-    model_write_bps: int | None = Field(default=None, alias="modelWriteBPS")
-    model_read_seq_iops: int | None = Field(default=None, alias="modelReadSeqIOPS")
-    model_write_seq_iops: int | None = Field(default=None, alias="modelWriteSeqIOPS")
-    model_read_rand_iops: int | None = Field(default=None, alias="modelReadRandIOPS")
-    model_write_rand_iops: int | None = Field(default=None, alias="modelWriteRandIOPS")
+    model_read_bps: int | None = _bounds(1, alias="modelReadBPS")
+    model_write_bps: int | None = _bounds(1, alias="modelWriteBPS")
+    model_read_seq_iops: int | None = _bounds(1, alias="modelReadSeqIOPS")
+    model_write_seq_iops: int | None = _bounds(1, alias="modelWriteSeqIOPS")
+    model_read_rand_iops: int | None = _bounds(1, alias="modelReadRandIOPS")
+    model_write_rand_iops: int | None = _bounds(1, alias="modelWriteRandIOPS")
 
 
 class BlockCfg(WireModel):
@@ -142,7 +155,7 @@ class ResourceQOSStrategy(WireModel):
 
 class CPUBurstStrategy(WireModel):
     policy: str | None = None
-    cpu_burst_percent: int | None = None
+    cpu_burst_percent: int | None = _bounds(0, 10000)
     cfs_quota_burst_percent: int | None = None
     cfs_quota_burst_period_seconds: int | None = None
     share_pool_threshold_percent: int | None = None

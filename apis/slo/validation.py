@@ -160,11 +160,14 @@ class NodeSLOValidator:
     def __init__(self) -> None:
         self._good: dict[str, NodeSLO] = {}
         self._logged: dict[str, str] = {}
+        self.rejections = 0
+        """NodeSLO versions refused so far."""
 
     def accept(self, raw: Mapping[str, Any]) -> NodeSLO | None:
         try:
             slo = parse_node_slo(raw)
         except NodeSLOError as err:
+            self.rejections += 1
             if self._logged.get(err.name) != str(err):
                 self._logged[err.name] = str(err)
                 log.warning("%s; keeping the previous spec", err)

@@ -21,6 +21,7 @@ from apis.core.errors import ParseError
 from apis.core.parse import parse_node, parse_pod
 from apis.core.types import Node, Pod
 from apis.scheduling import ReservationRecord
+from koord_scheduler.framework.errors import describe
 
 ExtraParser = Callable[[Mapping[str, Any]], Any]
 """Parses an object of an extra kind (Reservation, NodeMetric); raises ParseError/ValueError when bad."""
@@ -129,6 +130,8 @@ def parse_cluster_text(
             out.problems.append(ObjectProblem(source, label, f"{exc.field}: {exc.message}"))
         except ValueError as exc:
             out.problems.append(ObjectProblem(source, label, str(exc)))
+        except Exception as exc:  # whatever a parser raises on odd input costs that object only
+            out.problems.append(ObjectProblem(source, label, describe(exc)))
     return out
 
 

@@ -66,6 +66,7 @@ from koord_scheduler.scheduler.kube import ApiHttp, KubeClusterSource, TokenBuck
 from koord_scheduler.scheduler.kube.paths import resource_path
 from koord_scheduler.scheduler.leaderelection import LeaderElector
 from koord_scheduler.scheduler.metrics import SchedulerMetrics
+from koord_scheduler.scheduler.object_errors import ObjectErrors
 
 if TYPE_CHECKING:
     from koord_scheduler.webhook.profile_controller import ColocationProfileController
@@ -104,6 +105,7 @@ def build_colocation(
         options=ColocationOptions(enabled=enabled),
         registry=metrics.registry,
         ready=lambda: all(source.listed(kind) for kind in kinds),
+        object_errors=metrics.object_errors,
     )
     if "NodeMetric" not in scheduler_kinds and not source.watches("NodeMetric"):
         source.watch_kind(GROUP, VERSION, "nodemetrics", parse_node_metric, "NodeMetric", optional=True)
@@ -134,6 +136,7 @@ def _first_args(config: KubeSchedulerConfiguration, plugin: str, model: type[_Ar
 class QuotaStatus:
     controller: QuotaStatusController
     http: ApiHttp
+    name: str = ELASTICQUOTA
 
 
 def build_quota_status(
@@ -143,6 +146,7 @@ def build_quota_status(
     *,
     client: tuple[float, int],
     scheduler_kinds: Collection[str] = (),
+    object_errors: ObjectErrors | None = None,
 ) -> QuotaStatus | None:
     """The ``elasticquota`` status controller (None when it is off), its ElasticQuota watch registered on
     ``source`` as optional: call before ``source.start``. Its arguments are those of the first profile
@@ -152,7 +156,8 @@ def build_quota_status(
     args = _first_args(config, elasticquota.KIND, ElasticQuotaArgs)
     http = ApiHttp(source.connection, TokenBucket(*client))
     controller = QuotaStatusController(
-        KubeControllerApi(http, source.events), args=args, ready=lambda: source.listed(elasticquota.KIND)
+        KubeControllerApi(http, source.events), args=args, ready=lambda: source.listed(elasticquota.KIND),
+        object_errors=object_errors,
     )
     if elasticquota.KIND not in scheduler_kinds and not source.watches(elasticquota.KIND):
         source.watch_kind(elasticquota.GROUP, elasticquota.VERSION, elasticquota.PLURAL,
@@ -173,6 +178,7 @@ class KubePodGroupApi:
 class PodGroups:
     controller: PodGroupController
     http: ApiHttp
+    name: str = PODGROUP
 
 
 def build_podgroup(
@@ -182,6 +188,7 @@ def build_podgroup(
     *,
     client: tuple[float, int],
     scheduler_kinds: Collection[str] = (),
+    object_errors: ObjectErrors | None = None,
 ) -> PodGroups | None:
     """The ``podgroup`` status controller (None when it is off), with the PodGroup watch registered on
     ``source``: call before ``source.start``. It writes with ``controllerWorkers`` of the first profile
@@ -196,7 +203,8 @@ def build_podgroup(
         return None
     args = _first_args(config, COSCHEDULING, CoschedulingArgs)
     http = ApiHttp(source.connection, TokenBucket(*client))
-    return PodGroups(PodGroupController(KubePodGroupApi(http), workers=args.controller_workers), http)
+    controller = PodGroupController(KubePodGroupApi(http), workers=args.controller_workers, object_errors=object_errors)
+    return PodGroups(controller, http)
 
 
 class HostedController(ControllerSink, Protocol):
@@ -214,11 +222,17 @@ class Hosted(Protocol):
     @property
     def http(self) -> ApiHttp: ...
 
+    @property
+    def name(self) -> str:
+        """The controller's ``--controllers`` name (its restarts are counted as ``controller-<name>``)."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class DeviceResources:
     controller: DeviceResourceController
     http: ApiHttp
+    name: str = DEVICERESOURCE
 
 
 def build_deviceresource(
@@ -227,6 +241,7 @@ def build_deviceresource(
     *,
     client: tuple[float, int],
     scheduler_kinds: Collection[str] = (),
+    object_errors: ObjectErrors | None = None,
 ) -> DeviceResources | None:
     """The ``deviceresource`` controller (None when it is off), with the Device watch registered on
     ``source`` as optional: call before ``source.start``."""
@@ -236,7 +251,8 @@ def build_deviceresource(
         source.watch_kind(SCHEDULING_GROUP, SCHEDULING_VERSION, DEVICE_PLURAL, parse_device, DEVICE_KIND, optional=True)
     http = ApiHttp(source.connection, TokenBucket(*client))
     controller = DeviceResourceController(
-        KubeControllerApi(http, source.events), ready=lambda: source.listed(DEVICE_KIND) and source.listed("Node")
+        KubeControllerApi(http, source.events), ready=lambda: source.listed(DEVICE_KIND) and source.listed("Node"),
+        object_errors=object_errors,
     )
     return DeviceResources(controller, http)
 

@@ -14,6 +14,7 @@ import sys
 import time
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
@@ -61,6 +62,7 @@ from koord_scheduler.scheduler.metrics import SchedulerMetrics
 from koord_scheduler.scheduler.scheduler import Scheduler, SchedulerOptions
 from koord_scheduler.scheduler.serving import HardenedServer, ServingLimits
 from koord_scheduler.scheduler.source import EventSink
+from koord_scheduler.scheduler.task_restarts import supervise
 
 if TYPE_CHECKING:
     from koord_scheduler.scheduler.prefetch import Prefetch
@@ -85,6 +87,7 @@ def run_cluster(options: ServeOptions, registry: Callable[[], Registry], *, pref
             scheduler_names=tuple(p.scheduler_name for p in options.config.profiles),
         ),
         prefetch=prefetch,
+        restarts=metrics.task_restarts,
     )
     # The collector's thresholds are raised before the caches load; the heap is settled when the
     # scheduler is first idle, and again when idle later (scheduler.heap). Without scheduling nothing
@@ -102,12 +105,14 @@ def run_cluster(options: ServeOptions, registry: Callable[[], Registry], *, pref
         scheduler_kinds=scheduler.watched_kinds if scheduler is not None else (),
     )
     kinds = scheduler.watched_kinds if scheduler is not None else {}
+    errors = metrics.object_errors
     hosted = [h for h in (
         build_quota_status(options.controllers, source, options.config, client=(client.qps, client.burst),
-                           scheduler_kinds=kinds),
+                           scheduler_kinds=kinds, object_errors=errors),
         build_podgroup(options.controllers, source, options.config, client=(client.qps, client.burst),
-                       scheduler_kinds=kinds),
-        build_deviceresource(options.controllers, source, client=(client.qps, client.burst), scheduler_kinds=kinds),
+                       scheduler_kinds=kinds, object_errors=errors),
+        build_deviceresource(options.controllers, source, client=(client.qps, client.burst), scheduler_kinds=kinds,
+                             object_errors=errors),
         build_quotaprofile(options.controllers, source, client=(client.qps, client.burst), scheduler_kinds=kinds),
         build_colocationprofile(options.controllers, source, client=(client.qps, client.burst)),
     ) if h is not None]
@@ -257,8 +262,14 @@ async def _run(
             controller = _reservation_controller(options, scheduler, elector, metrics)
             if controller is not None:
                 controller.start()
-            runs = [*([colocation.controllers.run(stop)] if colocation else []),
-                    *(h.controller.run(stop) for h in hosted)]
+            # A controller loop that raises is started again (and counted), never lost silently.
+            restarts = metrics.task_restarts
+            runs = [
+                *([supervise("controller-colocation", partial(colocation.controllers.run, stop), restarts=restarts)]
+                  if colocation else []),
+                *(supervise(f"controller-{h.name}", partial(h.controller.run, stop), restarts=restarts)
+                  for h in hosted),
+            ]
             if runs:
                 colocation_task = asyncio.ensure_future(_gather_controllers(runs))
 

@@ -26,6 +26,7 @@ from koord_scheduler.framework.interfaces import (
     JobNodeFinder,
     NodePreferrer,
     NominatorAware,
+    NUMAHintProvider,
     PermitPlugin,
     Plugin,
     PodPatchApplier,
@@ -88,6 +89,7 @@ class Capabilities:
     framework_aware: list[FrameworkAware]
     preemption_extenders_aware: list[PreemptionExtendersAware]
     preemption_gates: list[PreemptionGate]
+    numa_hint_providers: list[NUMAHintProvider]
 
 
 def find_capabilities(
@@ -142,6 +144,7 @@ def find_capabilities(
         framework_aware=[p for p in in_profile if isinstance(p, FrameworkAware)],
         preemption_extenders_aware=[p for p in in_profile if isinstance(p, PreemptionExtendersAware)],
         preemption_gates=[p for p in in_profile if isinstance(p, PreemptionGate)],
+        numa_hint_providers=[p for p in in_profile if isinstance(p, NUMAHintProvider)],
     )
 
 

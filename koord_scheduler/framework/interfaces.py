@@ -24,6 +24,7 @@ from typing import Protocol, runtime_checkable
 from apis.core.types import Pod
 from koord_scheduler.framework.cycle_state import CycleState
 from koord_scheduler.framework.diagnosis import Diagnosis, FailureChunk
+from koord_scheduler.framework.numa_affinity import NUMATopologyHint
 from koord_scheduler.framework.pod_patch import PodPatch
 from koord_scheduler.framework.snapshot import ClusterSnapshot, IntArray, NodeInfo, Positions
 from koord_scheduler.framework.status import Status
@@ -304,6 +305,23 @@ class ReservationNominator(Plugin, Protocol):
         ...
 
 
+@runtime_checkable
+class NUMAHintProvider(Plugin, Protocol):
+    """Koordinator's ``NUMATopologyHintProvider``: a plugin whose resources the topology manager
+    (NodeNUMAResource, on nodes with a NUMA topology policy) aligns with CPUs and memory."""
+
+    def numa_topology_hints(
+        self, state: CycleState, pod: Pod, node_name: str
+    ) -> tuple[Mapping[str, Sequence[NUMATopologyHint]] | None, Status]:
+        """Hints per resource (None: no preference); a failure status when nothing the pod asks for fits
+        the node whatever the NUMA nodes (Unschedulable, or Error)."""
+        ...
+
+    def allocate_numa(self, state: CycleState, pod: Pod, node_name: str, affinity: int | None) -> Status:
+        """Whether the pod's resources fit inside the chosen NUMA ``affinity`` (a mask; None: any)."""
+        ...
+
+
 # ----- optional capabilities of any plugin -----
 
 
@@ -432,6 +450,11 @@ class FrameworkRunner(Protocol):
 
     @property
     def reservation_filter_plugins(self) -> Sequence[ReservationFilterPlugin]: ...
+
+    @property
+    def numa_hint_providers(self) -> Sequence[NUMAHintProvider]:
+        """The profile's NUMA hint providers, in order (plugins enabled at Filter or Reserve)."""
+        ...
 
     def filter_nodes_uncached(
         self, state: CycleState, pod: Pod, positions: Positions, diagnosis: Diagnosis

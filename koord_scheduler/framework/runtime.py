@@ -19,7 +19,13 @@ from koord_scheduler.framework.diagnosis import Diagnosis
 from koord_scheduler.framework.errors import PluginCycleError, log_failure
 from koord_scheduler.framework.filter_phase import FilterPhase
 from koord_scheduler.framework.handle import FrameworkHandle
-from koord_scheduler.framework.interfaces import NominatedPods, Plugin, PreemptionExtenders, ReservationFilterPlugin
+from koord_scheduler.framework.interfaces import (
+    NominatedPods,
+    NUMAHintProvider,
+    Plugin,
+    PreemptionExtenders,
+    ReservationFilterPlugin,
+)
 from koord_scheduler.framework.node_cache import NodeResultCache
 from koord_scheduler.framework.pod_patch import POD_PATCH, PodPatch
 from koord_scheduler.framework.score_phase import ScorePhase
@@ -72,6 +78,7 @@ class Framework:
         self.post_filter_plugins = caps.post_filter
         self.score_plugins = caps.scores
         self.reservation_filter_plugins: list[ReservationFilterPlugin] = caps.reservation_filters
+        self.numa_hint_providers: list[NUMAHintProvider] = caps.numa_hint_providers
         self.filter_phase = FilterPhase(
             caps.filters,
             caps.pre_filter,

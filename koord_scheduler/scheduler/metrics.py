@@ -11,6 +11,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from koord_scheduler.scheduler.fast_histogram import FastHistogram
 from koord_scheduler.scheduler.object_errors import ObjectErrors
+from koord_scheduler.scheduler.task_restarts import TaskRestarts
 
 
 def _exp_buckets(start: float, factor: float, count: int) -> list[float]:
@@ -62,6 +63,9 @@ class SchedulerMetrics:
 
         self.object_errors = ObjectErrors(r)
         """``koord_scheduler_object_errors_total``: bad objects, each logged and counted once."""
+        self.task_restarts = TaskRestarts(r)
+        """``koord_scheduler_task_restarts_total``: watches and controller loops that failed and were
+        started again."""
 
         self._children: dict[tuple[object, tuple[str, ...]], Any] = {}
 

@@ -20,6 +20,8 @@ Models Koordinator ``pkg/webhook/pod/mutating`` (``cluster_colocation_profile.go
 4. For every pod: the annotation ``node.koordinator.sh/extended-resource-spec`` is rebuilt from the
    containers' (not init containers') batch-cpu / batch-memory requests and limits, and written when it
    differs from what the pod has.
+5. For every pod: the DeviceResourceSpec rule (:mod:`.device_spec`): ``koordinator.sh/gpu`` becomes
+   ``gpu-core`` + ``gpu-memory-ratio``, and ``koordinator.sh/gpu.shared`` is added to GPU containers.
 
 Differences from Koordinator, deliberate: a profile that cannot be used (selector that does not parse,
 probability out of range, PriorityClass not found, a patch that does not apply or leaves an invalid pod)
@@ -36,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from apis.colocation import ANNOTATION_EXTENDED_RESOURCE_SPEC, ResolvedProfile, canonical_quantity, format_decimal
+from apis.core import boundedjson
 from apis.core.errors import ParseError, QuantityError
 from apis.core.parse import parse_pod
 from apis.core.quantity import NANOS_PER_UNIT, milli_value, quantity_nanos
@@ -48,6 +51,7 @@ from apis.extension.constants import (
 )
 from apis.extension.priority import PriorityClass, priority_class_with_default, resource_name_for
 from apis.extension.qos import kube_qos_class, qos_class_with_default
+from koord_scheduler.webhook.device_spec import mutate_device_resources
 from koord_scheduler.webhook.strategicmerge import PatchError, strategic_merge_pod
 
 Json = dict[str, Any]
@@ -139,6 +143,7 @@ def mutate_pod(
     if matched and not skip_resources:
         result.resources_renamed = rename_resources(result.pod)
     update_extended_resource_spec(result.pod)
+    mutate_device_resources(result.pod)
     return result
 
 
@@ -330,7 +335,7 @@ def extended_resource_spec(pod: Json) -> Json:
 
 
 def _normalized(annotation: str) -> Json:
-    spec = json.loads(annotation)
+    spec = boundedjson.loads(annotation)
     if not isinstance(spec, dict):
         raise ValueError("not a JSON object")
     containers = spec.get("containers") or {}

@@ -115,8 +115,8 @@ class KubeQuotaLookup:
         for obj in items:
             try:
                 records.append(parse_elastic_quota(obj))
-            except ValueError:
-                continue  # the reflector reports malformed quotas
+            except Exception:  # the reflector reports malformed quotas (an undecodable one too)
+                continue
         return by_name(records)
 
     async def pods_of(self, quota: str) -> Sequence[str]:

@@ -14,13 +14,12 @@ from prometheus_client import CollectorRegistry
 
 from apis.core.paths import dns1123_subdomain_problem, shown
 from apis.slo import NodeMetricStatus, resolve_collect_policy
-from koordlet.app.collectors import CollectorDeps, gated_collectors
+from koordlet.app.collectors import CollectorDeps, device_reporter, gated_collectors
 from koordlet.app.gates import log_report, node_probes, report_gates
 from koordlet.app.http import MetricsServer
 from koordlet.app.metrics import KoordletMetrics
 from koordlet.metriccache import MetricCache, MetricCacheOptions
 from koordlet.metricsadvisor import AdvisorOptions, CacheUsageSource, MetricsAdvisor
-from koordlet.metricsadvisor.gpu import GPUReporter
 from koordlet.qosmanager import FeatureGates, PluginContext, QOSManager, ResourceExecutor
 from koordlet.qosmanager.evictor import KubeEvictionAPI, PodEvictor
 from koordlet.statesinformer import NodeMetricReporter, StatesInformer, discover_pods
@@ -113,9 +112,7 @@ class Agent:
             dry_run=bool(getattr(options.args, "qos_dry_run", False)),
         )
         self.reporter = NodeMetricReporter(self.informer, CacheUsageSource(self.cache), None, clock=self.clock)
-        self.gpu_reporter = (
-            GPUReporter(options.node_name, self.registry, clock=self.clock) if gates.enabled("Accelerators") else None
-        )
+        self.gpu_reporter = device_reporter(options.node_name, self.registry, gates, options.args, clock=self.clock)
         self.gated_collectors = gated_collectors(
             gates,
             options.args,
@@ -175,12 +172,18 @@ class Agent:
     async def _metrics_loop(self) -> None:
         interval = self.options.collect_interval
         reported_errors = 0
+        reported_rejections = 0
         while not self.stop.is_set():
             if self.advisor.errors > reported_errors:
                 self.metrics.collect_errors.labels(node=self.options.node_name).inc(
                     self.advisor.errors - reported_errors
                 )
                 reported_errors = self.advisor.errors
+            if self.informer.rejected > reported_rejections:
+                self.metrics.informer_rejections.labels(node=self.options.node_name).inc(
+                    self.informer.rejected - reported_rejections
+                )
+                reported_rejections = self.informer.rejected
             for state in self.qos_manager.plugins:
                 self.metrics.plugin_failures.labels(node=self.options.node_name, plugin=state.name).set(state.failures)
             with contextlib.suppress(TimeoutError):

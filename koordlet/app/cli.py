@@ -31,6 +31,7 @@ from typing import Any
 
 import yaml
 
+from apis.core import yamlsafe
 from koordlet.app.agent import Agent, AgentOptions, StartupError
 from koordlet.app.flags import UsageError, build_parser, no_effect_flags, parse
 from koordlet.qosmanager import (
@@ -59,15 +60,31 @@ def _config_gates(path: Path | None) -> dict[str, Any]:
     if path is None:
         return {}
     try:
-        data = yaml.safe_load(path.read_text()) or {}
+        data = yamlsafe.safe_load(path.read_text(encoding="utf-8")) or {}
+    except UnicodeDecodeError as err:
+        raise FeatureGateError(
+            f"--config {path}: not UTF-8 text (byte 0x{err.object[err.start]:02x} at offset {err.start}); "
+            "is it a binary file?"
+        ) from None
     except (OSError, yaml.YAMLError) as err:
-        raise FeatureGateError(f"--config {path}: {str(err).splitlines()[0]}") from None
+        raise FeatureGateError(f"--config {path}: {_one_line(err)}") from None
     if not isinstance(data, dict):
         raise FeatureGateError(f"--config {path}: want a mapping with featureGates: {{Name: bool}}")
     gates = data.get("featureGates", {})
     if not isinstance(gates, dict):
         raise FeatureGateError(f"{path}: featureGates must be a mapping of Name: bool")
     return gates
+
+
+def _one_line(err: BaseException) -> str:
+    """A YAML or OS error as one line: its problem and where (``... at line 3, column 1``)."""
+    if isinstance(err, yaml.MarkedYAMLError) and err.problem:
+        mark = err.problem_mark
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        return f"invalid YAML: {err.problem}{where}"
+    if isinstance(err, OSError) and err.strerror:
+        return err.strerror
+    return str(err).splitlines()[0] if str(err) else type(err).__name__
 
 
 def _log_level(args: argparse.Namespace) -> int:

@@ -15,6 +15,8 @@ from prometheus_client import CollectorRegistry
 from koordlet.metriccache import MetricCache
 from koordlet.metricsadvisor.coldpage import ColdPageCollector
 from koordlet.metricsadvisor.cpi import CPICollector
+from koordlet.metricsadvisor.gpu import GPUReporter, PyNVML
+from koordlet.metricsadvisor.rdma import RDMASource
 from koordlet.metricsadvisor.resctrl import DEFAULT_INTERVAL_SECONDS as RESCTRL_INTERVAL
 from koordlet.metricsadvisor.resctrl import ResctrlCollector
 from koordlet.qosmanager import FeatureGates
@@ -22,6 +24,7 @@ from koordlet.statesinformer import StatesInformer
 from koordlet.system import CgroupFS, ProcFS
 from koordlet.system.clock import Clock
 from koordlet.system.kidled import Kidled
+from koordlet.system.pcidevices import PCIDevices
 from koordlet.system.resctrl import ResctrlFS
 
 
@@ -82,3 +85,21 @@ def gated_collectors(
         cold_interval = _seconds(args, "coldpage_collector_interval", 5.0)
         out.append(GatedCollector("ColdPageCollector", lambda stop: cold.run(stop, interval=cold_interval), cold))
     return out
+
+
+def device_reporter(
+    node: str, registry: CollectorRegistry, gates: FeatureGates, args: argparse.Namespace, *, clock: Clock
+) -> GPUReporter | None:
+    """The Device object reporter: GPUs through NVML with ``Accelerators``, RDMA NICs from sysfs
+    (``--sysfs-root``) with ``RDMADevices``, both in one object; None when neither gate is on."""
+    gpus, rdma = gates.enabled("Accelerators"), gates.enabled("RDMADevices")
+    if not gpus and not rdma:
+        return None
+    sysfs = Path(getattr(args, "sysfs_root", None) or "/sys")
+    return GPUReporter(
+        node,
+        registry,
+        nvml_factory=PyNVML if gpus else None,
+        clock=clock,
+        extra_devices=RDMASource(PCIDevices(sysfs)) if rdma else None,
+    )

@@ -27,6 +27,7 @@ from koordlet.system.kernelfeatures import (
     psi_missing,
     resctrl_missing,
 )
+from koordlet.system.pcidevices import PCIDevices
 from koordlet.system.perf import perf_hardware_missing
 
 log = logging.getLogger("koordlet.featuregates")
@@ -42,6 +43,11 @@ def _nvml_missing() -> str | None:
     except Exception as err:  # an NVML call failing
         return f"NVML query failed: {err}"
     return None if gpus else "no GPUs found by NVML"
+
+
+def _rdma_missing(sysfs: Path) -> str | None:
+    nics, _ = PCIDevices(sysfs).rdma_nics()
+    return None if nics else f"no RDMA NIC under {sysfs / 'bus' / 'pci' / 'devices'}"
 
 
 def _core_sched_missing(cgroupfs: CgroupFS) -> str | None:
@@ -69,6 +75,7 @@ def node_probes(cgroupfs: CgroupFS, args: argparse.Namespace, *, proc_root: Path
         Interface.HUGEPAGES: lambda: hugepages_missing(sysfs),
         Interface.PSI: lambda: psi_missing(proc_root),
         Interface.NVML: _nvml_missing,
+        Interface.RDMA: lambda: _rdma_missing(sysfs),
     }
 
 

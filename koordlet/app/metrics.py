@@ -79,6 +79,13 @@ class KoordletMetrics:
         self.collect_errors = Counter(
             "koordlet_collector_errors", "Collector exceptions (logged, not fatal)", ["node"], registry=registry
         )
+        self.informer_rejections = Counter(
+            "koordlet_informer_rejected_objects",
+            "Objects the states informer refused (a pod that does not parse, a NodeSLO out of range, an object "
+            "nested too deep to decode): each logged by name and skipped, the last good one kept",
+            ["node"],
+            registry=registry,
+        )
         self.qos_object_errors = Counter(
             "koordlet_qos_object_errors",
             "Failures a QoS strategy contained to one pod or object (that object skipped, the others handled)",

@@ -73,7 +73,8 @@ class MetricsAdvisor:
     def collect_once(self, now: float | None = None) -> TickResult:
         """One tick of every collector, then the cache's "collected" signal (``notify_collected(now)``) so
         subscribers (CPUSuppress) decide on this tick's samples at once. Exceptions are counted and logged,
-        never raised."""
+        never raised; one pod's unreadable cgroup files cost that pod's samples only (each such pod is
+        counted and logged, at most once a minute per pod and collector)."""
         now = self.clock() if now is None else now
         pods = list(self.pods())
         result = TickResult()
@@ -81,7 +82,10 @@ class MetricsAdvisor:
             ("NodeResourceCollector", lambda: self.node.collect(now, result)),
             ("PodResourceCollector", lambda: self.pod.collect(now, pods, result)),
             ("BEResourceCollector", lambda: self.be.collect(now, pods)),
-            ("PageCacheCollector", lambda: self.page_cache.collect(now, pods) if self.page_cache_wanted() else None),
+            (
+                "PageCacheCollector",
+                lambda: self.page_cache.collect(now, pods, result) if self.page_cache_wanted() else None,
+            ),
         )
         for name, step in steps:
             try:
@@ -99,10 +103,15 @@ class MetricsAdvisor:
         if self.options.enable_psi and now - self._last_psi >= self.options.psi_interval_seconds:
             self._last_psi = now
             try:
-                self.psi.collect(now, pods)
+                self.psi.collect(now, pods, result)
             except Exception as err:
                 self.errors += 1
                 self.failure_log.failed("PSICollector", err)
+        for failure in result.pod_failures:
+            self.errors += 1
+            pod = failure.pod
+            what = f"{failure.collector} for pod {pod.namespace}/{pod.name} ({pod.uid})"
+            self.failure_log.failed(what, failure.error)
         if now - self._last_gc >= self.options.gc_interval_seconds:
             self._last_gc = now
             self.cache.gc()

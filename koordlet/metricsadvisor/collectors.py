@@ -13,6 +13,10 @@ Formulas (Koordinator ``metricsadvisor/collectors``):
 - with page cache (when enabled): node = MemTotal - MemFree, pod = anon + unevictable + file pages.
 
 A counter that goes backwards (cgroup recreated) restarts the delta instead of reporting a negative rate.
+
+One pod's cgroup files that cannot be read (a malformed ``cpuacct.usage``, a file that raises) cost that
+pod only: the pod collectors record it in :attr:`TickResult.pod_failures` and go on with the next pod,
+so the node's other pods keep their samples (and NodeMetric its ``podsMetric``).
 """
 
 from __future__ import annotations
@@ -51,6 +55,15 @@ class _Counter:
         self.seen.clear()
 
 
+@dataclass(frozen=True, slots=True)
+class PodFailure:
+    """``collector`` could not read ``pod``'s cgroup files: ``error`` says why."""
+
+    collector: str
+    pod: PodMeta
+    error: Exception
+
+
 @dataclass(slots=True)
 class TickResult:
     node_cpu: float | None = None
@@ -58,6 +71,8 @@ class TickResult:
     pods_cpu: float = 0.0
     pods_memory: float = 0.0
     pods_with_cpu: int = 0
+    pod_failures: list[PodFailure] = field(default_factory=list)
+    """Pods skipped by a collector this tick (the others were collected)."""
 
 
 class NodeResourceCollector:
@@ -125,18 +140,21 @@ class PodResourceCollector:
         )
         layout = self.cgroupfs.layout
         for pod in pods:
-            cpu, memory = self._collect_one(now, pod.uid, pod.cgroup_dir, pod_kinds)
+            try:
+                cpu, memory = self._collect_one(now, pod.uid, pod.cgroup_dir, pod_kinds)
+                if self.collect_containers:
+                    for container in pod.containers:
+                        rel = pod.container_dir(layout, container)
+                        if rel is not None and container.container_id is not None:
+                            self._collect_one(now, container.container_id.id, rel, container_kinds)
+            except Exception as err:
+                result.pod_failures.append(PodFailure("PodResourceCollector", pod, err))
+                continue
             if cpu is not None:
                 result.pods_cpu += cpu
                 result.pods_with_cpu += 1
             if memory is not None:
                 result.pods_memory += memory
-            if not self.collect_containers:
-                continue
-            for container in pod.containers:
-                rel = pod.container_dir(layout, container)
-                if rel is not None and container.container_id is not None:
-                    self._collect_one(now, container.container_id.id, rel, container_kinds)
         for counter in (self._cpu, self._periods, self._throttled):
             counter.sweep()
 
@@ -175,12 +193,18 @@ class PageCacheCollector:
         self.procfs = procfs
         self.cache = cache
 
-    def collect(self, now: float, pods: Iterable[PodMeta]) -> None:
+    def collect(self, now: float, pods: Iterable[PodMeta], result: TickResult | None = None) -> None:
+        """One tick; a pod whose files cannot be read is added to ``result.pod_failures`` and skipped."""
         node = self.procfs.memory_used_with_page_cache_bytes()
         if node is not None:
             self.cache.append(MetricKind.NODE_MEMORY_USAGE_WITH_PAGE_CACHE, "", now, float(node))
         for pod in pods:
-            stat = self.cgroupfs.memory_stat(pod.cgroup_dir)
+            try:
+                stat = self.cgroupfs.memory_stat(pod.cgroup_dir)
+            except Exception as err:
+                if result is not None:
+                    result.pod_failures.append(PodFailure("PageCacheCollector", pod, err))
+                continue
             if stat is not None:
                 self.cache.append(
                     MetricKind.POD_MEMORY_USAGE_WITH_PAGE_CACHE, pod.uid, now, float(stat.usage_with_page_cache)
@@ -197,11 +221,18 @@ class PSICollector:
         self.procfs = procfs
         self.cache = cache
 
-    def collect(self, now: float, pods: Iterable[PodMeta]) -> None:
+    def collect(self, now: float, pods: Iterable[PodMeta], result: TickResult | None = None) -> None:
+        """One tick; a pod whose files cannot be read is added to ``result.pod_failures`` and skipped."""
         for resource in self.RESOURCES:
             for degree, value in (self.procfs.pressure(resource) or {}).items():
                 self.cache.append(MetricKind.NODE_PSI, f"{resource}/{degree}", now, value)
         for pod in pods:
-            for resource in self.RESOURCES:
-                for degree, value in (self.cgroupfs.pressure(pod.cgroup_dir, resource) or {}).items():
+            try:
+                pressures = [(r, self.cgroupfs.pressure(pod.cgroup_dir, r) or {}) for r in self.RESOURCES]
+            except Exception as err:
+                if result is not None:
+                    result.pod_failures.append(PodFailure("PSICollector", pod, err))
+                continue
+            for resource, values in pressures:
+                for degree, value in values.items():
                     self.cache.append(MetricKind.POD_PSI, f"{pod.uid}/{resource}/{degree}", now, value)

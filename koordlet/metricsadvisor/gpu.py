@@ -9,6 +9,12 @@ Each GPU is reported as Koordinator does: ``type: gpu``, its minor and UUID, ``g
 ``gpu-memory-ratio: 100``, ``gpu-memory`` = total memory, topology from the PCI bus id (NUMA node from
 sysfs when known), a Healthy condition; labels ``node.koordinator.sh/gpu-vendor: nvidia``,
 ``gpu-model`` (the product name, spaces as dashes) and ``gpu-driver-version``.
+
+GPUs linked by NVLink (NVML's peer-to-peer NVLink status of each pair) become GPU partitions, the way
+Koordinator reports the P2P links of XPU devices (``getPartitionTableFromXPUDevices``): each GPU with NVLink
+peers gives the partition of itself and its peers (duplicates once), by size, in the annotation
+``scheduling.koordinator.sh/gpu-partitions``, with the label ``node.koordinator.sh/gpu-partition-policy:
+Prefer`` (the scheduler takes a partition when one fits). Koordinator's own NVML path reports none.
 """
 
 from __future__ import annotations
@@ -16,12 +22,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib
+import json
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from prometheus_client import CollectorRegistry, Gauge
 
@@ -51,6 +58,15 @@ class NVML(Protocol):
 
     def driver_version(self) -> str: ...
     def gpus(self) -> list[GPUInfo]: ...
+
+
+@runtime_checkable
+class NVLinkTopology(Protocol):
+    """Optional, on an NVML: which GPUs each GPU reaches over NVLink."""
+
+    def nvlink_peers(self) -> dict[int, frozenset[int]]:
+        """Minor → minors it has an NVLink peer-to-peer path to (empty without NVLink)."""
+        ...
 
 
 class NVMLUnavailableError(RuntimeError):
@@ -99,6 +115,24 @@ class PyNVML:
             )
         return out
 
+    def nvlink_peers(self) -> dict[int, frozenset[int]]:
+        """``nvmlDeviceGetP2PStatus(a, b, NVML_P2P_CAPS_INDEX_NVLINK)`` for every pair; {} when this NVML
+        cannot tell."""
+        nv = self._nv
+        try:
+            handles = [nv.nvmlDeviceGetHandleByIndex(i) for i in range(nv.nvmlDeviceGetCount())]
+            minors = [int(nv.nvmlDeviceGetMinorNumber(h)) for h in handles]
+            index, ok = nv.NVML_P2P_CAPS_INDEX_NVLINK, nv.NVML_P2P_STATUS_OK
+            peers: dict[int, set[int]] = {}
+            for a in range(len(handles)):
+                for b in range(a + 1, len(handles)):
+                    if nv.nvmlDeviceGetP2PStatus(handles[a], handles[b], index) == ok:
+                        peers.setdefault(minors[a], set()).add(minors[b])
+                        peers.setdefault(minors[b], set()).add(minors[a])
+        except Exception:  # an older driver or binding without P2P status: no partitions
+            return {}
+        return {m: frozenset(p) for m, p in peers.items()}
+
     def _numa_node(self, bus_id: str) -> int:
         short = bus_id[-12:] if len(bus_id) > 12 else bus_id
         try:
@@ -114,8 +148,35 @@ def _binary(amount: int) -> str:
     return str(amount)
 
 
-def build_device(node_name: str, gpus: Sequence[GPUInfo], driver_version: str, now: float) -> dict[str, Any]:
-    """The ``Device`` object koordlet reports for ``gpus`` (pure)."""
+LABEL_GPU_PARTITION_POLICY = "node.koordinator.sh/gpu-partition-policy"
+ANNOTATION_GPU_PARTITIONS = "scheduling.koordinator.sh/gpu-partitions"
+
+
+def nvlink_partitions(peers: Mapping[int, frozenset[int]]) -> dict[str, list[dict[str, Any]]]:
+    """The partition table of NVLink-linked GPUs (see the module docstring), keyed by size as text."""
+    seen: set[tuple[int, ...]] = set()
+    table: dict[str, list[dict[str, Any]]] = {}
+    for minor in sorted(peers):
+        if not peers[minor]:
+            continue
+        group = tuple(sorted({minor, *peers[minor]}))
+        if group in seen:
+            continue
+        seen.add(group)
+        table.setdefault(str(len(group)), []).append(
+            {"minors": list(group), "gpuLinkType": "NVLink", "allocationScore": 1}
+        )
+    return table
+
+
+def build_device(
+    node_name: str,
+    gpus: Sequence[GPUInfo],
+    driver_version: str,
+    now: float,
+    nvlinks: Mapping[int, frozenset[int]] | None = None,
+) -> dict[str, Any]:
+    """The ``Device`` object koordlet reports for ``gpus`` (pure); ``nvlinks``: NVLink peers per minor."""
     stamp = datetime.fromtimestamp(int(now), tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     labels = {LABEL_GPU_VENDOR: "nvidia"}
     if gpus:
@@ -152,12 +213,12 @@ def build_device(node_name: str, gpus: Sequence[GPUInfo], driver_version: str, n
                 "busID": g.bus_id,
             }
         devices.append(info)
-    return {
-        "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": "Device",
-        "metadata": {"name": node_name, "labels": labels},
-        "spec": {"devices": devices},
-    }
+    metadata: dict[str, Any] = {"name": node_name, "labels": labels}
+    partitions = nvlink_partitions(nvlinks or {})
+    if partitions:
+        labels[LABEL_GPU_PARTITION_POLICY] = "Prefer"
+        metadata["annotations"] = {ANNOTATION_GPU_PARTITIONS: json.dumps(partitions, separators=(",", ":"))}
+    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Device", "metadata": metadata, "spec": {"devices": devices}}
 
 
 def _pcie_root(bus_id: str) -> str:
@@ -171,20 +232,25 @@ class DeviceWriter(Protocol):
 
 
 class GPUReporter:
-    """Reads GPUs every interval, exports usage gauges and writes the node's Device (when a writer is set)."""
+    """Reads GPUs every interval, exports usage gauges and writes the node's Device (when a writer is set).
+
+    ``extra_devices`` (the ``RDMADevices`` gate's RDMA NICs) are appended to the same Device object, so
+    one writer owns ``spec.devices``; with ``nvml_factory`` None only they are reported."""
 
     def __init__(
         self,
         node_name: str,
         registry: CollectorRegistry,
         *,
-        nvml_factory: Callable[[], NVML] = PyNVML,
+        nvml_factory: Callable[[], NVML] | None = PyNVML,
         writer: DeviceWriter | None = None,
         clock: Callable[[], float],
+        extra_devices: Callable[[], list[dict[str, Any]]] | None = None,
     ) -> None:
         self.node_name = node_name
         self.writer = writer
         self._factory = nvml_factory
+        self._extra = extra_devices
         self._nvml: NVML | None = None
         self._clock = clock
         self.unavailable = ""
@@ -205,8 +271,10 @@ class GPUReporter:
             log.warning("Accelerators: not reporting GPUs on node %s: %s", self.node_name, reason)
         self.unavailable = reason
 
-    def tick(self) -> dict[str, Any] | None:
-        """One report; the Device object written, or None when there is nothing to report."""
+    def _gpus(self) -> tuple[list[GPUInfo], str]:
+        """The GPUs and driver version, or ``([], "")`` when NVML cannot be used (logged once)."""
+        if self._factory is None:
+            return [], ""
         try:
             if self._nvml is None:
                 self._nvml = self._factory()
@@ -214,21 +282,38 @@ class GPUReporter:
             driver = self._nvml.driver_version()
         except NVMLUnavailableError as err:
             self._unavailable(str(err))
-            return None
+            return [], ""
         except Exception as err:  # an NVML call failing mid-way must not stop the agent
             self._nvml = None
             self._unavailable(f"NVML query failed: {err}")
-            return None
+            return [], ""
         if not gpus:
             self._unavailable("no GPUs found by NVML")
-            return None
+            return [], ""
         self.unavailable = ""
         for g in gpus:
             key = (self.node_name, str(g.minor), g.uuid)
             self.core_usage.labels(*key).set(g.utilization)
             self.memory_used.labels(*key).set(g.memory_used)
             self.memory_total.labels(*key).set(g.memory_total)
-        device = build_device(self.node_name, gpus, driver, self._clock())
+        return gpus, driver
+
+    def tick(self) -> dict[str, Any] | None:
+        """One report; the Device object written, or None when there is nothing to report."""
+        gpus, driver = self._gpus()
+        extra: list[dict[str, Any]] = []
+        if self._extra is not None:
+            try:
+                extra = self._extra()
+            except Exception as err:  # a sysfs read failing mid-way must not stop the agent
+                log.warning("Device report on node %s: reading extra devices failed: %s", self.node_name, err)
+        if not gpus and not extra:
+            return None
+        links = self._nvml.nvlink_peers() if gpus and isinstance(self._nvml, NVLinkTopology) else None
+        device = build_device(self.node_name, gpus, driver, self._clock(), links)
+        if not gpus:
+            device["metadata"]["labels"] = {}
+        device["spec"]["devices"].extend(extra)
         if device != self.last_device and self.writer is not None:
             try:
                 self.writer.write(device)

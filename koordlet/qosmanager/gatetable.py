@@ -49,6 +49,7 @@ class Interface(StrEnum):
     HUGEPAGES = "hugepages"
     PSI = "psi"
     NVML = "nvml"
+    RDMA = "rdma"
 
 
 INTERFACE_TEXT: Mapping[Interface, str] = MappingProxyType(
@@ -62,6 +63,7 @@ INTERFACE_TEXT: Mapping[Interface, str] = MappingProxyType(
         Interface.HUGEPAGES: "per-NUMA hugepages in sysfs",
         Interface.PSI: "PSI files (`/proc/pressure`, cgroup `*.pressure`)",
         Interface.NVML: "NVML (NVIDIA driver and nvidia-ml-py)",
+        Interface.RDMA: "an RDMA NIC on the PCI bus (`/sys/bus/pci/devices/*/infiniband`)",
     }
 )
 
@@ -101,7 +103,7 @@ GATE_TABLE: Mapping[str, GateImplementation] = MappingProxyType(
         "CgroupReconcile": _built("memory QoS per class (min/low/high, wmark, priority, oom group)"),
         "NodeTopologyReport": _built("publishes the node's NodeResourceTopology"),
         "Accelerators": _built("GPU Device object and GPU usage", Interface.NVML),
-        "RDMADevices": _missing("RDMA devices in the Device object"),
+        "RDMADevices": _built("RDMA NICs (and their SR-IOV VFs) in the Device object", Interface.RDMA),
         "CPICollector": _built("cycles and instructions per container (CPI)", Interface.PERF_HW),
         "Libpfm4": _missing("CPI events encoded by libpfm4 (pykoord uses the generic hardware events)"),
         "PSICollector": _built("PSI of pods and containers", Interface.PSI),

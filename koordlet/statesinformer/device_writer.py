@@ -1,5 +1,6 @@
 """Writes the node's ``Device`` object (``scheduling.koordinator.sh/v1alpha1``, cluster-scoped, named
-after the node): created when missing, else merge-patched (labels and ``spec``)."""
+after the node): created when missing, else merge-patched (labels, annotations such as the GPU partition
+table, and ``spec``)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,10 @@ class KubeDeviceWriter:
 
     def write(self, device: dict[str, Any]) -> None:
         name = device["metadata"]["name"]
-        patch = {"metadata": {"labels": device["metadata"].get("labels", {})}, "spec": device["spec"]}
+        metadata = {"labels": device["metadata"].get("labels", {})}
+        if device["metadata"].get("annotations"):
+            metadata["annotations"] = device["metadata"]["annotations"]
+        patch = {"metadata": metadata, "spec": device["spec"]}
         try:
             self._custom.patch_cluster_custom_object(GROUP, VERSION, PLURAL, name, patch)
             return

@@ -4,6 +4,12 @@ Sources (the API server watch, or cgroup discovery in standalone mode) push raw 
 ``set_*`` / ``*_pod`` methods; readers get immutable snapshots. Callbacks registered per
 :class:`RegisterType` run in registration order after each change; a callback that raises is logged and
 the others still run.
+
+A bad object costs that object only: a pod that cannot be parsed is left out of a list (and counted in
+:attr:`StatesInformer.rejected`), and a NodeSLO is validated against Koordinator's ranges
+(:class:`~apis.slo.validation.NodeSLOValidator`) before anything uses it: one with a field out of range
+(``cpuSuppressThresholdPercent: 500``, ``memoryEvictThresholdPercent: -5``) or of the wrong type is
+reported, naming every such field, and the last good spec (the defaults before any) stays in force.
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ from collections.abc import Callable, Iterable, Mapping
 from enum import StrEnum
 from typing import Any
 
-from apis.slo import NodeMetricSpec, NodeSLOSpec, merge_node_slo_spec
+from apis.slo import NodeMetricSpec, NodeSLOSpec, NodeSLOValidator, merge_node_slo_spec
 from koordlet.statesinformer.pods import NodeInfo, PodMeta, parse_node, parse_pod
 from koordlet.system.errorlog import FailureLog
 from koordlet.system.layout import CgroupLayout
@@ -44,7 +50,10 @@ class StatesInformer:
         self._callbacks: dict[RegisterType, dict[str, Callback]] = {t: {} for t in RegisterType}
         self._synced: set[RegisterType] = set()
         self.callback_errors = 0
+        self.rejected = 0
+        """Objects refused (a pod that does not parse, a NodeSLO out of range)."""
         self.failure_log = FailureLog(log)
+        self._slo_validator = NodeSLOValidator()
 
     # -- readers -------------------------------------------------------------------------------
 
@@ -94,7 +103,16 @@ class StatesInformer:
         self._notify(RegisterType.NODE_METADATA)
 
     def replace_pods(self, raws: Iterable[Mapping[str, Any]]) -> None:
-        pods = {p.uid: p for p in (parse_pod(r, self.layout) for r in raws) if p.uid}
+        """The node's pods are exactly ``raws``; one that cannot be parsed is reported and left out."""
+        pods: dict[str, PodMeta] = {}
+        for raw in raws:
+            try:
+                pod = parse_pod(raw, self.layout)
+            except Exception as err:
+                self.reject(raw, "Pod", err)
+                continue
+            if pod.uid:
+                pods[pod.uid] = pod
         with self._lock:
             self._pods = pods
         self._notify(RegisterType.ALL_PODS)
@@ -122,13 +140,30 @@ class StatesInformer:
         self._notify(RegisterType.ALL_PODS)
 
     def set_node_slo(self, raw: Mapping[str, Any] | None) -> None:
-        """A received NodeSLO (or ``None`` when deleted): merged over the defaults; notify on change."""
-        received = NodeSLOSpec.model_validate(raw.get("spec") or {}) if raw else None
+        """A received NodeSLO (or ``None`` when deleted): validated, merged over the defaults; notify on
+        change. One that breaks Koordinator's ranges is reported (each field named, once per distinct
+        problem) and the last good spec stays in force (the defaults if there is none)."""
+        received: NodeSLOSpec | None = None
+        if raw:
+            refused = self._slo_validator.rejections
+            slo = self._slo_validator.accept(raw)
+            self.rejected += self._slo_validator.rejections - refused
+            received = slo.spec if slo is not None else None
+        else:
+            self._slo_validator.forget(self.node_name)
         merged = merge_node_slo_spec(received)
         if merged == self._node_slo and RegisterType.NODE_SLO_SPEC in self._synced:
             return
         self._node_slo = merged
         self._notify(RegisterType.NODE_SLO_SPEC)
+
+    def reject(self, raw: Any, kind: str, err: BaseException) -> None:
+        """``raw`` (a ``kind``) cannot be used: counted, and logged naming it (once a minute per object)."""
+        self.rejected += 1
+        meta = raw.get("metadata") if isinstance(raw, Mapping) else None
+        meta = meta if isinstance(meta, Mapping) else {}
+        name = f"{meta.get('namespace')}/{meta.get('name')}" if meta.get("namespace") else str(meta.get("name"))
+        self.failure_log.failed(f"{kind} {name} ignored: reading it", err)
 
     def set_node_metric(self, raw: Mapping[str, Any] | None) -> None:
         spec = NodeMetricSpec.model_validate(raw.get("spec") or {}) if raw else None

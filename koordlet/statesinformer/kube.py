@@ -1,8 +1,14 @@
 """The API-server side of the states informer: raw-JSON list+watch, and the NodeMetric status writer.
 
 Watches run in daemon threads (the kubernetes client is blocking) with ``_preload_content=False`` and
-``json.loads`` per line, never the client's model classes. Each resource is list+watched with a field
+raw JSON per line, never the client's model classes. Each resource is list+watched with a field
 selector for this node; a 410 Gone or a broken stream re-lists; errors back off and never escape.
+
+A bad object costs that object only. Lists and events are decoded with
+:func:`apis.core.boundedjson.decode_document`, so one object nested past orjson's 1,024 levels is
+reported by name and skipped while the rest of its list is used; an event whose object cannot be read or
+applied (a NodeMetric spec of the wrong type, a pod that does not parse) is reported and skipped, and
+the informer keeps what it had (for pods, a list leaves the bad one out). Neither restarts the watch.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+from apis.core.boundedjson import UndecodableObject, decode_document
 from apis.slo import GROUP, VERSION, NodeMetricStatus
 from koordlet.statesinformer.informer import StatesInformer
 from koordlet.system.errorlog import FailureLog
@@ -142,8 +149,12 @@ class KubeSource:
         while not self._stop.is_set():
             try:
                 response = list_call(_preload_content=False)
-                data = json.loads(response.data)
-                on_list(data.get("items") or [])
+                data = decode_document(response.data, container="items")
+                items = self._usable(name, data.get("items") or [])
+                try:
+                    on_list(items)
+                except Exception as err:  # the node, its NodeSLO or NodeMetric: one object
+                    self._informer.reject(items[0] if items else {}, name, err)
                 version = data.get("metadata", {}).get("resourceVersion", "")
                 self._on_listed()
                 backoff = 1.0
@@ -159,14 +170,14 @@ class KubeSource:
                     gone = False
                     try:
                         for line in iter_lines(stream):
-                            event = json.loads(line)
+                            event = decode_document(line, container="object")
                             kind, obj = event.get("type", ""), event.get("object") or {}
                             if kind == "ERROR":
                                 gone = True
                                 break
                             version = obj.get("metadata", {}).get("resourceVersion", version)
                             if kind != "BOOKMARK":
-                                on_event(kind, obj)
+                                self._apply(name, on_event, kind, obj)
                     finally:
                         stream.release_conn()
                     if gone:
@@ -178,6 +189,27 @@ class KubeSource:
                 self.failure_log.failed(f"list/watch {name}", err, level=level)
                 self._stop.wait(backoff)
                 backoff = min(backoff * 2, MAX_BACKOFF_SECONDS)
+
+
+    def _usable(self, name: str, items: list[Any]) -> list[dict[str, Any]]:
+        """The listed objects that could be decoded; the others are reported."""
+        usable = []
+        for item in items:
+            if isinstance(item, UndecodableObject):
+                self._informer.reject(item, name, ValueError(item.error))
+            elif isinstance(item, dict):
+                usable.append(item)
+        return usable
+
+    def _apply(self, name: str, on_event: Callable[[str, dict[str, Any]], Any], kind: str, obj: Any) -> None:
+        """One watch event; an object that cannot be decoded or applied is reported and skipped."""
+        if isinstance(obj, UndecodableObject):
+            self._informer.reject(obj, name, ValueError(obj.error))
+            return
+        try:
+            on_event(kind, obj)
+        except Exception as err:
+            self._informer.reject(obj, name, err)
 
 
 class KubeNodeMetricWriter:

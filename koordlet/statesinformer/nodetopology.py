@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from apis.core import boundedjson
 from apis.extension.constants import ANNOTATION_NODE_RESERVATION, LABEL_POD_QOS
 from apis.extension.numa import (
     ANNOTATION_KUBELET_CPU_MANAGER_POLICY,
@@ -72,7 +73,7 @@ class KubeletCPUManager:
 
 def parse_cpu_manager_state(text: str) -> tuple[str, dict[str, frozenset[int]]]:
     """kubelet's ``cpu_manager_state`` checkpoint → (policyName, pod uid → cpus). Raises ``ValueError``."""
-    data = json.loads(text)
+    data = boundedjson.loads(text)
     if not isinstance(data, Mapping):
         raise ValueError("cpu_manager_state is not a JSON object")
     pods: dict[str, frozenset[int]] = {}
@@ -106,7 +107,7 @@ def pod_cpusets(pods: Iterable[PodMeta]) -> list[PodCPUs]:
 
 def _json(annotations: Mapping[str, str], key: str) -> Any:
     try:
-        return json.loads(annotations.get(key) or "null")
+        return boundedjson.loads(annotations.get(key) or "null")
     except json.JSONDecodeError:
         return None
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
+from apis.extension import numa
+
 MAX_CPU_SHARES: Final = 262144
 MIN_CPU_SHARES: Final = 2
 MAX_CPU_WEIGHT: Final = 10000
@@ -139,17 +141,9 @@ def parse_flat_keyed(text: str) -> dict[str, int]:
 
 
 def parse_cpuset(text: str) -> frozenset[int]:
-    """``"0-3,8,10-11"`` → {0, 1, 2, 3, 8, 10, 11}. Raises ``ValueError`` on a malformed list."""
-    cpus: set[int] = set()
-    for part in text.strip().split(","):
-        if not part:
-            continue
-        lo, sep, hi = part.partition("-")
-        if sep:
-            cpus.update(range(int(lo), int(hi) + 1))
-        else:
-            cpus.add(int(lo))
-    return frozenset(cpus)
+    """``"0-3,8,10-11"`` → {0, 1, 2, 3, 8, 10, 11}. Raises ``ValueError`` on a malformed list or a CPU id
+    beyond :data:`~apis.extension.numa.MAX_CPUS` (refused before expansion)."""
+    return numa.parse_cpuset(text)
 
 
 def format_cpuset(cpus: frozenset[int] | set[int]) -> str:

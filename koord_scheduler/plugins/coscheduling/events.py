@@ -20,14 +20,15 @@ class PodEvents:
         """Pod key -> the message of the last Event recorded on it."""
         self._tasks: set[asyncio.Task[None]] = set()
 
-    def record(self, pod: Pod, reason: str, message: str, *, warning: bool) -> None:
+    def record(self, pod: Pod, reason: str, message: str, *, warning: bool) -> bool:
+        """An Event on ``pod`` unless the last one recorded on it had the same message; whether it is new."""
         if self._last.get(pod.key) == message:
-            return
+            return False
         self._last[pod.key] = message
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
-            return
+            return True
         coro = self._handle.cluster.record_event(
             None,
             pod.name,
@@ -39,6 +40,7 @@ class PodEvents:
         task = loop.create_task(self._send(coro, pod.key))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        return True
 
     def forget(self, key: str) -> None:
         self._last.pop(key, None)

@@ -179,7 +179,10 @@ class Coscheduling:
         reason = self._gate_reason(new, new_ref)
         if reason:
             invalid = new.key in self._pod_errors or gang.spec is None
-            self._events.record(new, EVENT_REASON_INVALID if invalid else EVENT_REASON_WAITING, reason, warning=invalid)
+            if self._events.record(new, EVENT_REASON_INVALID if invalid else EVENT_REASON_WAITING, reason,
+                                   warning=invalid) and (new.key in self._pod_errors or gang.pod_group is not None):
+                # The pod's gang annotations, or its PodGroup, cannot be read: it stays Pending until fixed.
+                log.warning("pod %s stays pending: %s", new.key, reason)
 
     def _check_pod_spec(self, ref: GangRef, pod: Pod, gang: Gang) -> None:
         if ref.from_pod_group:

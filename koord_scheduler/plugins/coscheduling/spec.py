@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from apis.config.duration import parse_go_duration
+from apis.core import boundedjson
 from apis.core.types import Pod
 from apis.scheduling import podgroup as pg
 from apis.scheduling.network_topology import GangTopologySpec, parse_network_topology_spec
@@ -183,7 +184,7 @@ def parse_groups(text: str, own_id: str) -> tuple[str, ...]:
     if not text.strip():
         return (own_id,)
     try:
-        value = json.loads(text)
+        value = boundedjson.loads(text)
     except json.JSONDecodeError as exc:
         raise GangSpecError(f"{pg.ANNOTATION_GANG_GROUPS}: not JSON ({exc.msg}): {text!r}") from exc
     if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):

@@ -2,8 +2,9 @@
 ``device_resources.go``, ``devicehandler_gpu.go``).
 
 A GPU fits when its free amount covers every per-GPU request. Among fitting GPUs the allocator takes the
-``count`` best by device score (then by minor): with ``LeastAllocated`` the emptiest GPU (spread), with
-``MostAllocated`` the fullest one that still fits (pack, which keeps whole GPUs free for later pods).
+``count`` best by device score (then by minor; a Reservation's GPUs first for its owners): with
+``LeastAllocated`` the emptiest GPU (spread), with ``MostAllocated`` the fullest one that still fits (pack,
+which keeps whole GPUs free for later pods).
 
 Device score, per scored resource the GPU has: ``requested = total - free + pod's request``; LeastAllocated
 ``(total - requested) * 100 / total`` (0 when requested > total), MostAllocated ``min(requested, total) *
@@ -17,7 +18,7 @@ The allocation records both memory forms: ``gpu-memory-ratio`` from bytes as
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 from apis.config.deviceshare_args import LEAST_ALLOCATED
 from apis.extension.device import RESOURCE_GPU_MEMORY, RESOURCE_GPU_MEMORY_RATIO, DeviceAllocation
@@ -27,12 +28,32 @@ MAX_SCORE = 100
 
 
 @dataclass(frozen=True, slots=True)
-class GPUState:
-    """One healthy GPU: its minor, total and free amounts (plain integers)."""
+class FreeVF:
+    """A virtual function of a device: its group's labels, its minor and PCI bus id."""
+
+    labels: Mapping[str, str]
+    minor: int
+    bus_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceState:
+    """One healthy device (GPU, RDMA NIC, FPGA...): its minor, total and free amounts (plain integers),
+    its place in the machine (NUMA node, PCIe switch, socket; -1/"" when unknown), its labels, and its
+    virtual functions (all, and those no pod holds)."""
 
     minor: int
     total: Mapping[str, int]
     free: Mapping[str, int]
+    numa: int = -1
+    pcie: str = ""
+    socket: int = -1
+    labels: Mapping[str, str] = field(default_factory=dict)
+    all_vfs: tuple[FreeVF, ...] = ()
+    free_vfs: tuple[FreeVF, ...] = ()
+
+
+GPUState = DeviceState
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,22 +94,30 @@ def _sum(maps: Sequence[Mapping[str, int]]) -> dict[str, int]:
 
 
 @dataclass(frozen=True, slots=True)
-class NodeGPUs:
-    """A node's healthy GPUs and their sums (computed once per change of the node's devices or pods)."""
+class DeviceGroup:
+    """A node's healthy devices of one type and their sums (computed once per change of the node's
+    devices or holdings)."""
 
-    gpus: tuple[GPUState, ...]
+    devices: tuple[DeviceState, ...]
     total: Mapping[str, int]
     free: Mapping[str, int]
 
     @classmethod
-    def of(cls, gpus: Sequence[GPUState]) -> NodeGPUs:
-        return cls(tuple(gpus), _sum([g.total for g in gpus]), _sum([g.free for g in gpus]))
+    def of(cls, devices: Sequence[DeviceState]) -> DeviceGroup:
+        return cls(tuple(devices), _sum([g.total for g in devices]), _sum([g.free for g in devices]))
+
+    @property
+    def gpus(self) -> tuple[DeviceState, ...]:
+        return self.devices
 
 
-def score_node(request: GPURequest, gpus: Sequence[GPUState] | NodeGPUs, scorer: Scorer) -> int:
+NodeGPUs = DeviceGroup
+
+
+def score_node(request: GPURequest, gpus: Sequence[DeviceState] | DeviceGroup, scorer: Scorer) -> int:
     """Koordinator's ``scoreNode`` over the node's healthy GPUs."""
-    node = gpus if isinstance(gpus, NodeGPUs) else NodeGPUs.of(gpus)
-    if not node.gpus:
+    node = gpus if isinstance(gpus, DeviceGroup) else DeviceGroup.of(gpus)
+    if not node.devices:
         return 0
     return scorer.score(request.per_gpu, node.total, node.free)
 
@@ -117,13 +146,52 @@ def fill_memory(request: Mapping[str, int], total: Mapping[str, int]) -> dict[st
     return out
 
 
-def allocate_gpus(request: GPURequest, gpus: Sequence[GPUState], scorer: Scorer) -> tuple[DeviceAllocation, ...] | None:
-    """The GPUs given to the pod, best first, or None when fewer than ``request.count`` fit."""
+def allocate_gpus(
+    request: GPURequest,
+    gpus: Sequence[DeviceState],
+    scorer: Scorer,
+    preferred: frozenset[int] = frozenset(),
+) -> tuple[DeviceAllocation, ...] | None:
+    """The GPUs given to the pod, best first, or None when fewer than ``request.count`` fit. GPUs of
+    ``preferred`` (a Reservation's) come first (Koordinator's ``sortDeviceResourcesByMinor``)."""
     candidates = [g for g in gpus if fits(request.per_gpu, g.free)]
     if len(candidates) < request.count:
         return None
-    ranked = sorted(candidates, key=lambda g: (-scorer.score(request.per_gpu, g.total, g.free), g.minor))
+    ranked = sorted(
+        candidates,
+        key=lambda g: (g.minor not in preferred, -scorer.score(request.per_gpu, g.total, g.free), g.minor),
+    )
     return tuple(
         DeviceAllocation(minor=g.minor, resources=fill_memory(request.per_gpu, g.total))
         for g in ranked[: request.count]
     )
+
+
+def with_given_back(
+    devices: Sequence[DeviceState],
+    given: Mapping[int, Mapping[str, int]],
+    vfs: Mapping[int, Mapping[str, int]] | None = None,
+) -> tuple[DeviceState, ...]:
+    """The devices with ``given[minor]`` added to their free amounts (a preemption dry run's victims give
+    their shares back; a negative amount is taken), kept within ``[0, total]``; ``vfs[minor][busID]``
+    above 0 frees that VF, below 0 takes it."""
+    out: list[DeviceState] = []
+    for d in devices:
+        delta = given.get(d.minor)
+        vf_delta = vfs.get(d.minor) if vfs else None
+        if not delta and not vf_delta:
+            out.append(d)
+            continue
+        free = d.free
+        if delta:
+            free = {
+                name: min(max(d.free.get(name, 0) + delta.get(name, 0), 0), total) for name, total in d.total.items()
+            }
+        free_vfs = d.free_vfs
+        if vf_delta:
+            now = {vf.bus_id for vf in d.free_vfs}
+            now |= {bus for bus, n in vf_delta.items() if n > 0}
+            now -= {bus for bus, n in vf_delta.items() if n < 0}
+            free_vfs = tuple(vf for vf in d.all_vfs if vf.bus_id in now)
+        out.append(replace(d, free=free, free_vfs=free_vfs))
+    return tuple(out)

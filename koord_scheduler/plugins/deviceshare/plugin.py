@@ -1,55 +1,69 @@
 """DeviceShare: GPU sharing and whole-GPU allocation from the node's ``Device`` object (Koordinator
 ``pkg/scheduler/plugins/deviceshare``).
 
-- PreFilter reads the pod's device request (:mod:`.request`); a bad combination makes the pod
-  unresolvable with Koordinator's message. Pods asking for no device skip every other point. Asking for
-  a device type other than GPU (RDMA, FPGA) is unresolvable: such devices are kept in the model and shown
-  by ``simulate``, but not allocated.
+- PreFilter reads the pod's device request (:mod:`.request`: GPU, RDMA, FPGA) and its allocate hints and
+  joint allocation (:mod:`.hints`); a bad combination makes the pod unresolvable with Koordinator's
+  message. Pods asking for no device skip every other point.
 - Filter, per node: a pod sharing a GPU is kept off nodes whose GPU vendor/model pair is in
-  ``gpuShareUnsupportedModels``; otherwise the GPUs must fit (``Insufficient gpu devices``). A node
-  without a Device object passes, as in Koordinator (NodeResourcesFit still checks its allocatable).
-- Score: Koordinator's node score under ``scoringStrategy`` (:mod:`.allocation`), normalised to 0..100.
-- Reserve picks the GPUs and holds them; Unreserve and forgotten pods give them back.
-- PreBind writes ``scheduling.koordinator.sh/device-allocated``.
+  ``gpuShareUnsupportedModels``; otherwise its devices must fit (:mod:`.allocator`: ``Insufficient gpu
+  devices``...). A node without a Device object passes, as in Koordinator (NodeResourcesFit still checks
+  its allocatable).
+- Score: Koordinator's node score under ``scoringStrategy`` (:mod:`.allocation`), summed over the
+  requested types, normalised to 0..100.
+- Reserve picks the devices (and RDMA VFs) and holds them; Unreserve and forgotten pods give them back.
+- PreBind writes ``scheduling.koordinator.sh/device-allocated`` (PreBindReservation on a Reservation).
 
 Pods bound elsewhere are accounted from their annotation (pod events); terminal and deleted pods free
-their devices.
+their devices. Reservations hold devices and give them back to their owners (:mod:`.reservation`);
+preemption dry runs see victims' devices as free (:mod:`.preemption`). On nodes with a NUMA topology
+policy, DeviceShare gives NodeNUMAResource's topology manager its hints (:mod:`.numa_hints`) and takes
+the devices inside the NUMA affinity chosen (unless ``disableDeviceNumaTopologyAlignment``).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
 
 from apis.config.deviceshare_args import DeviceShareArgs
 from apis.core.types import Pod
 from apis.extension.device import (
     ANNOTATION_DEVICE_ALLOCATED,
+    DEVICE_FPGA,
     DEVICE_GPU,
-    DOMAIN,
+    DEVICE_RDMA,
     LABEL_GPU_MODEL,
     LABEL_GPU_VENDOR,
     DeviceAllocation,
     decode_device_allocations,
     encode_device_allocations,
-    format_device_quantity,
 )
 from apis.scheduling import GROUP, VERSION
 from apis.scheduling.device import DEVICE_KIND, DEVICE_PLURAL, NodeDeviceRecord, parse_device
 from koord_scheduler.framework.cycle_state import CycleState, StateKey
+from koord_scheduler.framework.errors import ClusterError
 from koord_scheduler.framework.handle import ClusterClient
 from koord_scheduler.framework.interfaces import (
+    BatchFilterPlugin,
+    BatchScorePlugin,
     EnqueueExtensions,
     FilterPlugin,
+    NUMAHintProvider,
     PreBindPlugin,
+    PreFilterExtensions,
     PreFilterPlugin,
     PreScorePlugin,
+    ReservationPreBindPlugin,
     ReservePlugin,
     ScorePlugin,
 )
+from koord_scheduler.framework.numa_affinity import NUMA_AFFINITY_KEY, NUMATopologyHint
 from koord_scheduler.framework.pod_patch import patch_at_pre_bind
+from koord_scheduler.framework.restored import RESTORED_CAPACITY, RestoredCapacity
 from koord_scheduler.framework.snapshot import ClusterSnapshot, IntArray, NodeInfo, Positions
 from koord_scheduler.framework.status import SUCCESS, Status, error, skip, success, unresolvable, unschedulable
 from koord_scheduler.framework.types import (
@@ -58,15 +72,26 @@ from koord_scheduler.framework.types import (
     ClusterEventWithHint,
     EventResource,
     EventType,
+    NodeFilterResult,
     ObjectKind,
     PreFilterResult,
     SimulationReporter,
 )
 from koord_scheduler.plugins import names
-from koord_scheduler.plugins.deviceshare.allocation import Scorer, allocate_gpus, can_allocate, score_node
-from koord_scheduler.plugins.deviceshare.cache import DeviceCache
-from koord_scheduler.plugins.deviceshare.request import DeviceRequest, DeviceRequestError, parse_device_request
+from koord_scheduler.plugins.deviceshare import preemption
+from koord_scheduler.plugins.deviceshare import reservation as resv
+from koord_scheduler.plugins.deviceshare.allocation import Scorer, can_allocate
+from koord_scheduler.plugins.deviceshare.allocator import Failure, PodDevices, allocate, pod_devices
+from koord_scheduler.plugins.deviceshare.allocator import score as allocator_score
+from koord_scheduler.plugins.deviceshare.cache import DeviceCache, NodeDevices
+from koord_scheduler.plugins.deviceshare.hints import HintError
+from koord_scheduler.plugins.deviceshare.numa_hints import bits, device_numa_hints
+from koord_scheduler.plugins.deviceshare.partitions import NodePartitions, PartitionError, honored, node_partitions
+from koord_scheduler.plugins.deviceshare.preemption import PREEMPTIBLE_KEY, PreemptibleDevices
+from koord_scheduler.plugins.deviceshare.report import allocation_rows, device_rows
+from koord_scheduler.plugins.deviceshare.request import DeviceRequest, DeviceRequestError
 from koord_scheduler.plugins.helpers import default_normalize_score
+from koord_scheduler.plugins.kinds import RESERVATION_KIND
 
 log = logging.getLogger(__name__)
 
@@ -78,12 +103,12 @@ DEVICE_OBJECT_KIND = ObjectKind(
 )
 
 ERR_INSUFFICIENT_GPU = "Insufficient gpu devices"
-ERR_UNSUPPORTED_TYPE = "DeviceShare: allocating {} devices is not supported by this scheduler"
 ERR_SHARE_UNSUPPORTED = 'model "{}" of vendor "{}" does not support GPU Share'
 _INSUFFICIENT = unschedulable(ERR_INSUFFICIENT_GPU)
 _NO_GPUS = unresolvable(ERR_INSUFFICIENT_GPU)
 
 _TERMINAL = frozenset({"Succeeded", "Failed"})
+_ALLOCATED_TYPES = frozenset({DEVICE_GPU, DEVICE_RDMA, DEVICE_FPGA})
 
 
 class DeviceShareHandle(Protocol):
@@ -91,6 +116,9 @@ class DeviceShareHandle(Protocol):
 
     @property
     def cluster(self) -> ClusterClient: ...
+
+    @property
+    def snapshot(self) -> ClusterSnapshot: ...
 
     def watch(self, kind: ObjectKind, handler: Callable[[EventType, Any, Any], None]) -> None: ...
 
@@ -103,13 +131,41 @@ class DeviceShareHandle(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class PreFilterState:
-    request: DeviceRequest
+    pod: PodDevices
+
+    @property
+    def request(self) -> DeviceRequest:
+        return self.pod.request
 
 
 @dataclass(slots=True)
 class ReserveState:
     node: str
     allocations: dict[str, tuple[DeviceAllocation, ...]]
+    reservation: str = ""
+    """For a reserve pod: the name of its Reservation (PreBindReservation writes there)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Cycle:
+    """What the cycle state holds for every node: a preemption dry run's changes, the Reservation restored
+    per node, the NUMA affinity chosen per node."""
+
+    dry_run: PreemptibleDevices | None
+    restored: RestoredCapacity | None
+    affinities: Mapping[str, int | None] | None
+
+
+@dataclass(frozen=True, slots=True)
+class NodeView:
+    """A node's devices as one pod may use them in this cycle: the cache's, with a Reservation's remainder
+    given back to its owner and a preemption dry run's changes; the minors to take first."""
+
+    devices: NodeDevices
+    preferred: Mapping[str, frozenset[int]]
+    reservation: str = ""
+    """The uid of the Reservation the pod consumes on the node ("" for none)."""
+    node: str = ""
 
 
 PRE_FILTER_KEY: StateKey[PreFilterState] = StateKey("PreFilter" + NAME)
@@ -119,19 +175,16 @@ RESERVE_KEY: StateKey[ReserveState] = StateKey("Reserve" + NAME)
 class DeviceShare:
     name = NAME
 
-    def __init__(self, args: DeviceShareArgs, cluster: ClusterClient | None = None) -> None:
+    def __init__(
+        self, args: DeviceShareArgs, cluster: ClusterClient | None = None, snapshot: ClusterSnapshot | None = None
+    ) -> None:
         self.args = args
         self.cache = DeviceCache()
         self.scorer = Scorer(args.scoring_strategy.type, {r.name: r.weight for r in args.scoring_strategy.resources})
         self._unsupported = args.unsupported_models()
         self._cluster = cluster
-        if not args.disable_device_numa_topology_alignment:
-            # Koordinator aligns a pod's devices with NUMA nodes through NodeNUMAResource's topology manager,
-            # on nodes whose NUMA topology policy (node.koordinator.sh/numa-topology-policy, or kubelet's
-            # in the NodeResourceTopology) is not None; with the default None it does not align either.
-            log.warning("DeviceShare: GPUs are allocated without NUMA topology alignment, also on nodes with a "
-                        "NUMA topology policy (disableDeviceNumaTopologyAlignment: false asks for it there; "
-                        "not implemented)")
+        self._snapshot = snapshot
+        self._align = not args.disable_device_numa_topology_alignment
         self.placements: dict[str, tuple[str, dict[str, tuple[DeviceAllocation, ...]]]] = {}
         """Pod key → (node, allocations) for the pods this scheduler placed (``simulate`` report)."""
 
@@ -165,11 +218,17 @@ class DeviceShare:
         except ValueError as exc:
             log.warning("pod %s: %s", new.key, exc)
             return
-        self.cache.assign(new.key, new.node_name, {t: tuple(v) for t, v in decoded.items()})
+        allocations = {t: tuple(v) for t, v in decoded.items()}
+        self.cache.assign(new.key, new.node_name, allocations, reservation=resv.consumed_reservation(new))
+
+    def on_reservation(self, event: EventType, old: Any, new: Any) -> None:
+        """An Available Reservation holds its devices on its node; a finished or deleted one gives them back."""
+        resv.apply_reservation_event(self.cache, event, old, new)
 
     def on_forget_pod(self, pod: Pod) -> None:
-        self.cache.unassign(pod.key)
-        self.placements.pop(pod.key, None)
+        key = resv.holding_key(pod)
+        self.cache.unassign(key)
+        self.placements.pop(key, None)
 
     # ----- PreFilter -----
 
@@ -182,38 +241,179 @@ class DeviceShare:
             # Koordinator's plan for DRA: a pod with ResourceClaims is DynamicResources', never DeviceShare's.
             return None, skip()
         try:
-            request = parse_device_request(pod.requests)
-        except DeviceRequestError as exc:
+            devices = pod_devices(pod)
+        except (DeviceRequestError, HintError, PartitionError) as exc:
             return None, unresolvable(str(exc))
-        if request is None:
+        if devices is None:
             return None, skip()
-        others = request.other_types
-        if others:
-            return None, unresolvable(ERR_UNSUPPORTED_TYPE.format(", ".join(others)))
-        state.write(PRE_FILTER_KEY, PreFilterState(request))
+        state.write(PRE_FILTER_KEY, PreFilterState(devices))
         return None, success()
 
-    def pre_filter_extensions(self) -> None:
-        return None
+    # ----- PreFilterExtensions (preemption dry runs, nominated pods) -----
+
+    def pre_filter_extensions(self) -> DeviceShare:
+        return self
+
+    def add_pod(self, state: CycleState, pod: Pod, pod_to_add: Pod, node_info: NodeInfo) -> Status:
+        """``AddPod``: ``pod_to_add`` runs on the node in this state; what it holds (or, for a pod the cache
+        holds nothing for, what Reserve would give it there) is taken (:mod:`.preemption`)."""
+        if state.get(PRE_FILTER_KEY) is None:
+            return SUCCESS
+        node = node_info.name
+        preemptible = self._preemptible(state)
+        key = resv.holding_key(pod_to_add)
+        held = self.cache.held(node, key)
+        if held:
+            preemptible.take(node, held)
+            return SUCCESS
+        placed = preemptible.placed.setdefault(node, {})
+        if key in placed:
+            return SUCCESS
+        try:
+            devices = pod_devices(pod_to_add)
+        except (DeviceRequestError, HintError, PartitionError):
+            return SUCCESS  # its own PreFilter rejects it; it holds nothing here
+        view = self._view(state, node, -1)
+        if devices is None or view is None:
+            return SUCCESS
+        chosen = self._allocate(devices, view)
+        if isinstance(chosen, dict):
+            placed[key] = chosen
+            preemptible.take(node, chosen)
+        return SUCCESS
+
+    def remove_pod(self, state: CycleState, pod: Pod, pod_to_remove: Pod, node_info: NodeInfo) -> Status:
+        """``RemovePod``: ``pod_to_remove`` is off the node in this state; its devices are free here."""
+        if state.get(PRE_FILTER_KEY) is None:
+            return SUCCESS
+        node = node_info.name
+        preemptible = self._preemptible(state)
+        key = resv.holding_key(pod_to_remove)
+        placed = preemptible.placed.get(node, {}).pop(key, None)
+        held = placed or self.cache.held(node, key)
+        if held:
+            preemptible.give_back(node, held)
+        return SUCCESS
+
+    @staticmethod
+    def _preemptible(state: CycleState) -> PreemptibleDevices:
+        preemptible = state.get(PREEMPTIBLE_KEY)
+        if preemptible is None:
+            preemptible = PreemptibleDevices()
+            state.write(PREEMPTIBLE_KEY, preemptible)
+        return preemptible
+
+    # ----- the node as this pod sees it -----
+
+    def _cycle(self, state: CycleState) -> _Cycle:
+        """What this cycle's state says about every node, read once per Filter or Score call."""
+        affinities = state.get(NUMA_AFFINITY_KEY) if self._align else None
+        return _Cycle(preemption.dry_run_of(state), state.get(RESTORED_CAPACITY), affinities)
+
+    def _view(self, state: CycleState, node: str, position: int) -> NodeView | None:
+        return self._view_in(self._cycle(state), node, position)
+
+    def _view_in(self, cycle: _Cycle, node: str, position: int) -> NodeView | None:
+        """The node's devices for this cycle's pod (None when the node has no Device object): a matched
+        Reservation's remainder restored at ``position`` (-1: none), then a preemption dry run's changes."""
+        devices = self.cache.node_devices(node)
+        if devices is None:
+            return None
+        preferred: Mapping[str, frozenset[int]] = {}
+        uid = ""
+        owner = cycle.restored.owner_at(position) if cycle.restored is not None and position >= 0 else None
+        if owner is not None and owner.uid in devices.remainders:
+            uid = owner.uid
+            devices, preferred = devices.for_owner(uid, restricted=owner.restricted)
+        if cycle.dry_run is not None:
+            devices = preemption.apply_dry_run(cycle.dry_run, node, devices)
+        return NodeView(devices, preferred, uid, node)
+
+    def _partitions(self, node_name: str) -> NodePartitions:
+        """The node's GPU partition table (its Device's, else the built-in one of its GPU model) and
+        whether it is honored."""
+        record = self.cache.devices.get(node_name)
+        info = self._snapshot.node_info(node_name) if self._snapshot is not None else None
+        node_labels = info.node.labels if info is not None and info.node is not None else {}
+        table = self.cache.partition_tables.get(node_name)
+        return node_partitions(table, record.labels if record is not None else {}, node_labels)
+
+    def _honors_partitions(self, node_info: NodeInfo) -> bool:
+        record = self.cache.devices.get(node_info.name)
+        has_table = node_info.name in self.cache.partition_tables
+        device_labels = record.labels if record is not None else {}
+        return honored(has_table, device_labels, node_info.node.labels if node_info.node is not None else {})
+
+    def _position(self, node_name: str) -> int:
+        info = self._snapshot.node_info(node_name) if self._snapshot is not None else None
+        return info.position if info is not None else -1
+
+    def _allocate(
+        self, pod: PodDevices, view: NodeView, numa: int | None = None
+    ) -> dict[str, tuple[DeviceAllocation, ...]] | Status:
+        """The devices the pod gets on the node (inside the NUMA nodes of the ``numa`` mask), or why not."""
+        if pod.request.gpu is not None and not view.devices.group(DEVICE_GPU).devices:
+            return _NO_GPUS
+        nodes = bits(numa) if numa is not None else None
+        partitions = self._partitions(view.node) if pod.request.gpu is not None else None
+        got = allocate(
+            pod, view.devices.groups, self.scorer, preferred=view.preferred, numa=nodes, partitions=partitions
+        )
+        if isinstance(got, Failure):
+            return unresolvable(*got.reasons) if got.unresolvable else unschedulable(*got.reasons)
+        return got
 
     # ----- Filter -----
 
     def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status:
         pre = state.get(PRE_FILTER_KEY)
-        if pre is None or pre.request.gpu is None:
+        if pre is None:
             return SUCCESS
+        return self._filter_in(self._cycle(state), pre, node_info)
+
+    def filter_nodes(
+        self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions
+    ) -> NodeFilterResult:
+        pre = state.get(PRE_FILTER_KEY)
+        if pre is None:
+            return NodeFilterResult.all_pass(len(positions))
+        cycle = self._cycle(state)
+        passed = np.ones(len(positions), dtype=np.bool_)
+        reason_ids = np.zeros(len(positions), dtype=np.int32)
+        statuses: list[Status] = []
+        index: dict[Status, int] = {}
+        for i, pos in enumerate(positions.tolist()):
+            status = self._filter_in(cycle, pre, snapshot.info(pos))
+            if status.is_success:
+                continue
+            passed[i] = False
+            at = index.get(status)
+            if at is None:
+                at = index[status] = len(statuses)
+                statuses.append(status)
+            reason_ids[i] = at
+        if passed.all():
+            return NodeFilterResult(passed, every_node_passed=True)
+        return NodeFilterResult(passed, reason_ids, tuple(statuses))
+
+    def _filter_in(self, cycle: _Cycle, pre: PreFilterState, node_info: NodeInfo) -> Status:
         gpu = pre.request.gpu
-        node_name = node_info.name
-        if gpu.shared and self._unsupported:
+        if gpu is not None and gpu.shared and self._unsupported:
             status = self._share_supported(node_info)
             if status is not None:
                 return status
-        gpus = self.cache.gpus(node_name)
-        if gpus is None:
+        if cycle.affinities is not None and node_info.name in cycle.affinities:
+            return SUCCESS  # the topology manager admitted the pod here with the devices inside its affinity
+        view = self._view_in(cycle, node_info.name, node_info.position)
+        if view is None:
             return SUCCESS
-        if not gpus.gpus:
-            return _NO_GPUS
-        return SUCCESS if can_allocate(gpu, gpus.gpus) else _INSUFFICIENT
+        if gpu is not None and pre.pod.simple_gpu and not self._honors_partitions(node_info):
+            group = view.devices.group(DEVICE_GPU)
+            if not group.devices:
+                return _NO_GPUS
+            return SUCCESS if can_allocate(gpu, group.devices) else _INSUFFICIENT
+        got = self._allocate(pre.pod, view)
+        return got if isinstance(got, Status) else SUCCESS
 
     def _share_supported(self, node_info: NodeInfo) -> Status | None:
         labels = node_info.node.labels if node_info.node is not None else {}
@@ -224,18 +424,66 @@ class DeviceShare:
             return unresolvable(ERR_SHARE_UNSUPPORTED.format(model, vendor))
         return None
 
+    # ----- NUMA hint provider (NodeNUMAResource's topology manager) -----
+
+    def _affinity(self, state: CycleState, node: str) -> tuple[bool, int | None]:
+        """Whether the topology manager chose a NUMA affinity for this pod on ``node`` (not when the node
+        has no NUMA policy, or alignment is off), and that affinity (a mask; None for any NUMA node)."""
+        affinities = state.get(NUMA_AFFINITY_KEY) if self._align else None
+        if affinities is None or node not in affinities:
+            return False, None
+        return True, affinities[node]
+
+    def numa_topology_hints(
+        self, state: CycleState, pod: Pod, node_name: str
+    ) -> tuple[Mapping[str, Sequence[NUMATopologyHint]] | None, Status]:
+        """``GetPodTopologyHints`` (:mod:`.numa_hints`): NUMA sets the pod's devices fit in."""
+        pre = state.get(PRE_FILTER_KEY)
+        if not self._align or pre is None:
+            return None, SUCCESS
+        view = self._view(state, node_name, self._position(node_name))
+        if view is None:
+            return None, SUCCESS
+        hints = device_numa_hints(pre.pod, view.devices.groups, self.scorer, preferred=view.preferred)
+        if isinstance(hints, Failure):
+            return None, unresolvable(*hints.reasons) if hints.unresolvable else unschedulable(*hints.reasons)
+        return hints, SUCCESS
+
+    def allocate_numa(self, state: CycleState, pod: Pod, node_name: str, affinity: int | None) -> Status:
+        """``Allocate``: the pod's devices fit inside the chosen NUMA ``affinity``."""
+        pre = state.get(PRE_FILTER_KEY)
+        if not self._align or pre is None:
+            return SUCCESS
+        view = self._view(state, node_name, self._position(node_name))
+        if view is None:
+            return SUCCESS
+        got = self._allocate(pre.pod, view, affinity)
+        return got if isinstance(got, Status) else SUCCESS
+
     # ----- Score -----
 
     def pre_score(self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions) -> Status:
-        pre = state.get(PRE_FILTER_KEY)
-        return skip() if pre is None or pre.request.gpu is None else success()
+        return skip() if state.get(PRE_FILTER_KEY) is None else success()
 
     def score(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> int:
         pre = state.get(PRE_FILTER_KEY)
-        if pre is None or pre.request.gpu is None:
+        if pre is None:
             return 0
-        gpus = self.cache.gpus(node_info.name)
-        return score_node(pre.request.gpu, gpus, self.scorer) if gpus is not None else 0
+        view = self._view(state, node_info.name, node_info.position)
+        return allocator_score(pre.pod, view.devices.groups, self.scorer) if view is not None else 0
+
+    def score_nodes(self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions) -> IntArray:
+        scores = np.zeros(len(positions), dtype=np.int64)
+        pre = state.get(PRE_FILTER_KEY)
+        if pre is None:
+            return scores
+        cycle = self._cycle(state)
+        for i, pos in enumerate(positions.tolist()):
+            info = snapshot.info(pos)
+            view = self._view_in(cycle, info.name, pos)
+            if view is not None:
+                scores[i] = allocator_score(pre.pod, view.devices.groups, self.scorer)
+        return scores
 
     def score_extensions(self) -> DeviceShare:
         return self
@@ -248,33 +496,52 @@ class DeviceShare:
 
     def reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status:
         pre = state.get(PRE_FILTER_KEY)
-        if pre is None or pre.request.gpu is None:
+        if pre is None:
             return SUCCESS
-        gpus = self.cache.gpus(node_name)
-        if gpus is None:
+        view = self._view(state, node_name, self._position(node_name))
+        if view is None:
             return SUCCESS
-        chosen = allocate_gpus(pre.request.gpu, gpus.gpus, self.scorer)
-        if chosen is None:
-            return _INSUFFICIENT
-        allocations = {DEVICE_GPU: chosen}
-        self.cache.assign(pod.key, node_name, allocations)
-        state.write(RESERVE_KEY, ReserveState(node_name, allocations))
-        self.placements[pod.key] = (node_name, allocations)
+        chosen = self._allocate(pre.pod, view, self._affinity(state, node_name)[1])
+        if isinstance(chosen, Status):
+            return chosen
+        key = resv.holding_key(pod)
+        self.cache.assign(key, node_name, chosen, reservation=view.reservation)
+        name = resv.reservation_name(pod) if resv.is_reserve_pod(pod) else ""
+        state.write(RESERVE_KEY, ReserveState(node_name, chosen, name))
+        self.placements[key] = (node_name, chosen)
         return SUCCESS
 
     def unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
         if state.get(RESERVE_KEY) is not None:
-            self.cache.unassign(pod.key)
-            self.placements.pop(pod.key, None)
+            state.delete(RESERVE_KEY)
+            key = resv.holding_key(pod)
+            self.cache.unassign(key)
+            self.placements.pop(key, None)
 
     async def pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status:
         reserved = state.get(RESERVE_KEY)
-        if reserved is None:
-            return SUCCESS
+        if reserved is None or reserved.reservation:
+            return SUCCESS  # a reserve pod's devices go on its Reservation (pre_bind_reservation)
         if self._cluster is None:
             return error("DeviceShare: no cluster client to write the device allocation")
         value = encode_device_allocations(reserved.allocations)
         await patch_at_pre_bind(state, self._cluster, pod, annotations={ANNOTATION_DEVICE_ALLOCATED: value})
+        return SUCCESS
+
+    async def pre_bind_reservation(self, state: CycleState, reservation: object, node_name: str) -> Status:
+        """``PreBindReservation``: the reserve pod's devices as ``device-allocated`` on the Reservation."""
+        reserved = state.get(RESERVE_KEY)
+        if reserved is None or not reserved.reservation:
+            return SUCCESS
+        if self._cluster is None:
+            return error("DeviceShare: no cluster client to write the device allocation")
+        body = {
+            "metadata": {"annotations": {ANNOTATION_DEVICE_ALLOCATED: encode_device_allocations(reserved.allocations)}}
+        }
+        try:
+            await self._cluster.patch_object(RESERVATION_KIND, reserved.reservation, body)
+        except ClusterError as exc:
+            return error(f"writing {ANNOTATION_DEVICE_ALLOCATED} of Reservation {reserved.reservation}: {exc}")
         return SUCCESS
 
     # ----- queue -----
@@ -289,42 +556,18 @@ class DeviceShare:
     # ----- simulate -----
 
     def simulation_report(self) -> tuple[str, list[dict[str, Any]]]:
-        """Which devices each pod this scheduler placed got."""
-        rows: list[dict[str, Any]] = []
-        for key, (node, allocations) in sorted(self.placements.items()):
-            for device_type, items in allocations.items():
-                for a in items:
-                    rows.append(
-                        {
-                            "pod": key,
-                            "node": node,
-                            "device": f"{device_type}/{a.minor}",
-                            "resources": " ".join(
-                                f"{k.removeprefix(DOMAIN)}={v}" for k, v in sorted(_formatted(a).items())
-                            ),
-                        }
-                    )
-        return "DeviceShare allocations", rows
+        """Which devices each pod (and Reservation) this scheduler placed got."""
+        return "DeviceShare allocations", allocation_rows(self.placements)
 
     def devices_report(self) -> tuple[str, list[dict[str, Any]]]:
-        """Every node's Device object: devices by type (GPUs healthy/total, others counted)."""
-        rows: list[dict[str, Any]] = []
-        for node, record in sorted(self.cache.devices.items()):
-            for device_type in sorted({d.type for d in record.devices}):
-                of_type = record.of_type(device_type)
-                healthy = sum(1 for d in of_type if d.health)
-                note = "" if device_type == DEVICE_GPU else "not allocated by this scheduler"
-                rows.append({"node": node, "type": device_type, "healthy": f"{healthy}/{len(of_type)}", "note": note})
-        return "Devices", rows
-
-
-def _formatted(a: DeviceAllocation) -> dict[str, str]:
-    return {k: format_device_quantity(k, v) for k, v in a.resources.items()}
+        """Every node's Device object: devices by type (healthy/total)."""
+        return "Devices", device_rows(self.cache.devices, _ALLOCATED_TYPES)
 
 
 def new(args: DeviceShareArgs | None, handle: DeviceShareHandle) -> DeviceShare:
-    plugin = DeviceShare(args or DeviceShareArgs(), handle.cluster)
+    plugin = DeviceShare(args or DeviceShareArgs(), handle.cluster, handle.snapshot)
     handle.watch(DEVICE_OBJECT_KIND, plugin.on_device)
+    handle.watch(RESERVATION_KIND, plugin.on_reservation)
     handle.watch_pods(plugin.on_pod)
     handle.register_forget_pod_handler(plugin.on_forget_pod)
     handle.add_simulation_report(plugin.simulation_report)
@@ -334,9 +577,14 @@ def new(args: DeviceShareArgs | None, handle: DeviceShareHandle) -> DeviceShare:
 
 if TYPE_CHECKING:
     _pre_filter: type[PreFilterPlugin] = DeviceShare
+    _pre_filter_extensions: type[PreFilterExtensions] = DeviceShare
     _filter: type[FilterPlugin] = DeviceShare
+    _batch_filter: type[BatchFilterPlugin] = DeviceShare
+    _batch_score: type[BatchScorePlugin] = DeviceShare
     _pre_score: type[PreScorePlugin] = DeviceShare
     _score: type[ScorePlugin] = DeviceShare
     _reserve: type[ReservePlugin] = DeviceShare
     _pre_bind: type[PreBindPlugin] = DeviceShare
+    _pre_bind_reservation: type[ReservationPreBindPlugin] = DeviceShare
     _enqueue: type[EnqueueExtensions] = DeviceShare
+    _numa_hints: type[NUMAHintProvider] = DeviceShare

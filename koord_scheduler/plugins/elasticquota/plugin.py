@@ -48,6 +48,7 @@ from koord_scheduler.framework.diagnosis import Diagnosis
 from koord_scheduler.framework.handle import ClusterClient
 from koord_scheduler.framework.interfaces import (
     EnqueueExtensions,
+    FrameworkRunner,
     PostFilterPlugin,
     PreFilterExtensions,
     PreFilterPlugin,
@@ -68,7 +69,7 @@ from koord_scheduler.framework.types import (
 )
 from koord_scheduler.framework.waiting_pods import WaitingPod
 from koord_scheduler.plugins import names
-from koord_scheduler.plugins.elasticquota import preemption
+from koord_scheduler.plugins.elasticquota import chain_victims, preemption
 from koord_scheduler.plugins.elasticquota.execution import evict, node_free, victims_terminating
 from koord_scheduler.plugins.elasticquota.forest import QuotaForest
 from koord_scheduler.plugins.elasticquota.mapping import is_preemptible, namespace_index, quota_name_for
@@ -88,8 +89,8 @@ ELASTIC_QUOTA_KIND = ObjectKind(KIND, GROUP, VERSION, PLURAL, namespaced=True, p
 REASON_INVALID_TREE = "InvalidQuotaTree"
 PREEMPTION_PREFIX = "preemption: "
 NOT_ELIGIBLE_TERMINATING = "not eligible due to a terminating pod on the nominated node."
-_RESOLVABLE_BY_EVICTION = frozenset({NAME, names.NODE_RESOURCES_FIT})
-"""Plugins whose rejection of a node removing pods can cure (resources only)."""
+_RESOLVABLE_BY_EVICTION = frozenset({NAME, names.NODE_RESOURCES_FIT}) | chain_victims.HELD_PER_DEVICE
+"""Plugins whose rejection of a node removing pods can cure (resources, devices and bound CPUs)."""
 
 SimulationReporter = Callable[[], tuple[str, list[dict[str, Any]]]]
 
@@ -153,6 +154,7 @@ class ElasticQuota:
         self._victims = VictimTracker(handle, what="ElasticQuota")
         self._total_version = -1
         self._nominated: NominatedPods | None = None
+        self._fwk: FrameworkRunner | None = None
         self._limits: dict[str, dict[str, int]] = {}
         self._limits_at = (-1, -1)
         """The (tree version, node objects version) the cached limits were computed at."""
@@ -349,6 +351,11 @@ class ElasticQuota:
 
     # ----- PostFilter -----
 
+    def bind_framework(self, framework: FrameworkRunner) -> None:
+        """The profile's framework: quota preemption runs its Filter chain for pods that ask for devices
+        or bound CPUs (:mod:`.chain_victims`)."""
+        self._fwk = framework
+
     def bind_nominator(self, nominator: NominatedPods) -> None:
         """Pods promised a node by an earlier preemption hold its room here, as they do in Filter."""
         self._nominated = nominator
@@ -367,6 +374,8 @@ class ElasticQuota:
             return None, unschedulable(PREEMPTION_PREFIX + NOT_ELIGIBLE_TERMINATING)
         limit = self.limit(quota)
         used = self.tree.node(quota).used
+        fwk = self._fwk
+        by_filter = fwk is not None and chain_victims.needs_filter_chain(fwk, state)
         options: dict[str, list[preemption.Victim]] = {}
         reasons: list[str] = []
         for node_name, status in sorted(statuses.items()):
@@ -393,6 +402,12 @@ class ElasticQuota:
                 quota_used=used,
                 quota_limit=limit,
             )
+            if victims is not None and by_filter and fwk is not None:
+                nominated = self._nominated.nominated_pods_for_node(node_name) if self._nominated is not None else []
+                victims = chain_victims.select_victims_by_filter(
+                    fwk, snapshot, state, pod, info, candidates=candidates, nominated=nominated,
+                    quota_request=admission.request, quota_used=used, quota_limit=limit,
+                )  # fmt: skip
             if victims:
                 options[node_name] = victims
         best = preemption.pick_node(options)

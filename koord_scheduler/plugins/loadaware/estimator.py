@@ -15,10 +15,10 @@ units for everything else (batch-cpu is already an integer of millicores).
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
 
+from apis.core import boundedjson
 from apis.core.types import CPU, MEMORY, Pod
 from apis.extension import (
     RESOURCE_BATCH_CPU,
@@ -111,7 +111,7 @@ def custom_scaling_factors(pod: Pod) -> dict[str, int]:
     if not raw:
         return {}
     try:
-        parsed = json.loads(raw)
+        parsed = boundedjson.loads(raw)
     except ValueError:
         return {}
     if not isinstance(parsed, dict):

@@ -15,7 +15,6 @@ the aggregated ones (for the reason text), and the *base* usage the incoming est
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from operator import add
@@ -24,6 +23,7 @@ from typing import NamedTuple
 import numpy as np
 
 from apis.config.loadaware_args import LoadAwareSchedulingArgs
+from apis.core import boundedjson
 from apis.slo.common import parse_go_duration
 from koord_scheduler.plugins.loadaware.assign_cache import NodeLoad
 from koord_scheduler.plugins.loadaware.scoring import BoolArray, FloatArray, IntArray
@@ -84,7 +84,7 @@ def node_profile(default: ThresholdProfile, annotation: str | None, resources: S
     if not annotation:
         return default
     try:
-        custom = json.loads(annotation)
+        custom = boundedjson.loads(annotation)
         if not isinstance(custom, dict):
             return default
         usage = _percent_map(custom.get("usageThresholds"))

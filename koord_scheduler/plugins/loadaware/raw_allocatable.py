@@ -10,9 +10,9 @@ allocatable), as Koordinator ignores one it cannot decode.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 
+from apis.core import boundedjson
 from apis.core.quantity import to_amount
 
 ANNOTATION_RAW_ALLOCATABLE = "node.koordinator.sh/raw-allocatable"
@@ -22,7 +22,7 @@ def raw_allocatable_row(raw: str, resources: Sequence[str], base: Sequence[int])
     """``base`` (allocatable over ``resources``, in pykoord's units: milli-CPU, bytes, counts) with the
     annotation's values in place; ``base`` unchanged when the annotation does not decode."""
     try:
-        decoded = json.loads(raw)
+        decoded = boundedjson.loads(raw)
     except ValueError:
         return list(base)
     if not isinstance(decoded, dict):

@@ -10,11 +10,11 @@ ratio (as in Koordinator); this check is NodeNUMAResource's Filter.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
 
+from apis.core import boundedjson
 from apis.core.types import CPU
 from koord_scheduler.framework.snapshot import ClusterSnapshot, NodeInfo
 from koord_scheduler.framework.status import Status, success, unresolvable, unschedulable
@@ -30,7 +30,7 @@ ERR_INSUFFICIENT_AMPLIFIED_CPU = "Insufficient amplified cpu"
 
 @lru_cache(maxsize=512)
 def _ratios(text: str) -> Mapping[str, float]:
-    body = json.loads(text)
+    body = boundedjson.loads(text)
     if not isinstance(body, dict):
         raise ValueError("expected an object of resource name to ratio")
     ratios: dict[str, float] = {}

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from apis.core import boundedjson
 from apis.core.quantity import to_amount
 from apis.core.types import CPU
 from apis.extension.constants import ANNOTATION_NODE_RESERVATION
@@ -62,7 +63,7 @@ def _json_annotation(annotations: Mapping[str, str], key: str, owner: str) -> An
     if raw is None or not raw.strip():
         return None
     try:
-        return json.loads(raw)
+        return boundedjson.loads(raw)
     except json.JSONDecodeError as exc:
         raise AnnotationError(f"{owner}: annotation {key} is not valid JSON: {exc.msg}") from None
 
@@ -79,11 +80,15 @@ def _cpus(value: Any, key: str, owner: str) -> frozenset[int]:
 def parse_node_resource_topology(obj: Mapping[str, Any]) -> NodeTopologyRecord:
     """Raises ``ValueError`` (:class:`AnnotationError`) naming the object and annotation when malformed."""
     meta = obj.get("metadata") or {}
+    if not isinstance(meta, Mapping):
+        raise AnnotationError("NodeResourceTopology: metadata must be an object")
     name = str(meta.get("name", ""))
     if not name:
         raise AnnotationError("NodeResourceTopology without metadata.name")
     owner = f"NodeResourceTopology {name}"
     annotations: Mapping[str, str] = meta.get("annotations") or {}
+    if not isinstance(annotations, Mapping) or not all(isinstance(v, str) for v in annotations.values()):
+        raise AnnotationError(f"{owner}: metadata.annotations must map names to strings")
     topology = CPUTopology.from_cpus(cpu_topology_of(annotations, owner))
     reserved: set[int] = set()
     allocs = _json_annotation(annotations, ANNOTATION_NODE_POD_CPU_ALLOCS, owner) or []

@@ -7,7 +7,7 @@ Reads the node's NodeResourceTopology record and the plugin's allocation cache; 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from apis.core.types import CPU
@@ -172,12 +172,14 @@ def filter_by_numa(
     policy: NUMATopologyPolicy,
     exclusive: NUMAExclusive,
     scorer: Scorer,
+    other_hints: Sequence[Mapping[str, Sequence[NUMAHint] | None]] = (),
 ) -> tuple[NUMAHint, bool, list[str], bool]:
     """``FilterByNUMANode``: (best hint, admitted, reasons, resolvable). ``resolvable`` is false when the
-    node reports no NUMA nodes at all (``node(s) missing NUMA resources``)."""
+    node reports no NUMA nodes at all (``node(s) missing NUMA resources``). ``other_hints`` are the other
+    hint providers' (DeviceShare's devices), merged with the CPU and memory hints."""
     if record is None or not record.numa_resources:
         return NUMAHint(None, False), False, [ERR_MISSING_NUMA], False
     hints = topology_hints(record, allocations, node_name, request, policy=policy, scorer=scorer)
     statuses = allocations.numa_status(node_name, record.topology)
-    best, admitted, reasons = admit(policy, record.numa_nodes, [hints], exclusive, statuses)
+    best, admitted, reasons = admit(policy, record.numa_nodes, [hints, *other_hints], exclusive, statuses)
     return best, admitted, reasons, True

@@ -8,12 +8,14 @@ result came from a cache and the state has none.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from apis.core.types import CPU, Pod
 from apis.extension.numa import NUMATopologyPolicy
 from koord_scheduler.framework.cycle_state import CycleState, StateKey
+from koord_scheduler.framework.interfaces import NUMAHintProvider
+from koord_scheduler.framework.numa_affinity import NUMA_AFFINITY_KEY
 from koord_scheduler.framework.status import Status, success, unresolvable, unschedulable
 from koord_scheduler.plugins.nodenumaresource import policy
 from koord_scheduler.plugins.nodenumaresource.allocation import AllocationRequest
@@ -26,10 +28,11 @@ from koord_scheduler.plugins.nodenumaresource.numa_placement import (
     filter_by_numa,
     place,
 )
-from koord_scheduler.plugins.nodenumaresource.topology_manager import NUMAExclusive
+from koord_scheduler.plugins.nodenumaresource.topology_manager import NUMAExclusive, NUMAHint
 
-AFFINITY_KEY: StateKey[dict[str, int | None]] = StateKey("NUMAAffinityNodeNUMAResource")
-"""Node name → the NUMA affinity mask chosen there this cycle (``None``: any NUMA node)."""
+AFFINITY_KEY: StateKey[dict[str, int | None]] = NUMA_AFFINITY_KEY
+"""Node name → the NUMA affinity mask chosen there this cycle (``None``: any NUMA node); the framework's
+key, so that the hint providers (DeviceShare) allocate inside it."""
 
 RowScorer = Callable[[Sequence[int], Sequence[int], Sequence[int]], int]
 
@@ -55,22 +58,40 @@ class NUMAContext:
     request: policy.PodCPURequest
     alloc: AllocationRequest | None
     """Bound CPUs, when the pod gets a cpuset on this node."""
+    allocations: NodeAllocations
+    """What pods hold on the node, as this cycle sees it (a preemption dry run's view included)."""
 
 
 class NUMAPolicyStep:
     def __init__(
         self,
-        allocations: NodeAllocations,
         numa_scorer: RowScorer,
         numa_weights: Sequence[tuple[str, int]],
         node_scorer: RowScorer,
         node_weights: Sequence[tuple[str, int]],
     ) -> None:
-        self._allocations = allocations
         self._numa_scorer = numa_scorer
         self._numa_weights = tuple(numa_weights)
         self._node_scorer = node_scorer
         self._node_weights = tuple(node_weights)
+        self.providers: Sequence[NUMAHintProvider] = ()
+        """The profile's other NUMA hint providers (DeviceShare), set when the framework is bound."""
+
+    def _provider_hints(
+        self, state: CycleState, ctx: NUMAContext
+    ) -> list[Mapping[str, Sequence[NUMAHint] | None]] | Status:
+        """Each provider's hints for the pod on the node (``GetPodTopologyHints``), or its failure."""
+        out: list[Mapping[str, Sequence[NUMAHint] | None]] = []
+        for provider in self.providers:
+            hints, status = provider.numa_topology_hints(state, ctx.pod, ctx.node_name)
+            if not status.is_success:
+                return status.with_plugin(provider.name)
+            if hints is None:
+                continue
+            out.append(
+                {name: [NUMAHint(h.mask, h.preferred, h.score) for h in listed] for name, listed in hints.items()}
+            )
+        return out
 
     def _score_amounts(self, used: dict[str, int], total: dict[str, int]) -> int:
         names = [name for name, _ in self._numa_weights]
@@ -85,23 +106,31 @@ class NUMAPolicyStep:
     def admit(self, state: CycleState, ctx: NUMAContext) -> Status:
         """``FilterByNUMANode``: the policy's verdict; the affinity is remembered for Reserve."""
         request = self.request_of(ctx.pod, ctx.alloc)
+        other_hints = self._provider_hints(state, ctx)
+        if isinstance(other_hints, Status):
+            return other_hints
         best, admitted, reasons, resolvable = filter_by_numa(
             ctx.record,
-            self._allocations,
+            ctx.allocations,
             ctx.node_name,
             request,
             policy=ctx.numa,
             exclusive=pod_exclusive(ctx.request),
             scorer=self._score_amounts,
+            other_hints=other_hints,
         )
         if not resolvable:
             return unresolvable(*reasons)
         if not admitted:
             return unschedulable(*reasons)
         try:
-            place(ctx.record, self._allocations, ctx.node_name, request, best.mask)
+            place(ctx.record, ctx.allocations, ctx.node_name, request, best.mask)
         except PlacementError as exc:
             return unschedulable(*exc.reasons)
+        for provider in self.providers:
+            status = provider.allocate_numa(state, ctx.pod, ctx.node_name, best.mask)
+            if not status.is_success:
+                return status.with_plugin(provider.name)
         affinities = state.get(AFFINITY_KEY)
         if affinities is None:
             affinities = {}
@@ -120,7 +149,7 @@ class NUMAPolicyStep:
             affinities = state.get(AFFINITY_KEY)
         mask = affinities.get(ctx.node_name) if affinities is not None else None
         try:
-            return place(ctx.record, self._allocations, ctx.node_name, self.request_of(ctx.pod, ctx.alloc), mask)
+            return place(ctx.record, ctx.allocations, ctx.node_name, self.request_of(ctx.pod, ctx.alloc), mask)
         except PlacementError as exc:
             return unschedulable(*exc.reasons)
 
@@ -136,11 +165,11 @@ class NUMAPolicyStep:
             return None
         names = [name for name, _ in self._node_weights]
         weights = [w for _, w in self._node_weights]
-        held = self._allocations.numa_allocated(ctx.node_name)
+        held = ctx.allocations.numa_allocated(ctx.node_name)
         used = [sum(held.get(n, {}).get(name, 0) for n in placement.numa) for name in names]
         total = [sum(ctx.record.numa_resources.get(n, {}).get(name, 0) for n in placement.numa) for name in names]
         if placement.cpus and CPU in names:
-            taken, _ = self._allocations.taken(ctx.node_name)
+            taken, _ = ctx.allocations.taken(ctx.node_name)
             used[names.index(CPU)] = len(taken) * 1000
         requests = ctx.pod.requests
         with_pod = [u + requests.get(name, 0) for u, name in zip(used, names, strict=True)]

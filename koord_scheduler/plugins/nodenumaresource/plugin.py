@@ -9,15 +9,20 @@ LeastAllocated/MostAllocated; Reserve assumes the CPUs; PreBind writes
 NUMA topology policies (node label ``numa-topology-policy``, the NRT's kubelet policy, or the pod's
 ``numa-topology-spec``): SingleNUMANode and Restricted are admitted in Filter, BestEffort in Reserve, by
 :mod:`.numa_step`; the pod then gets a share of each NUMA node of its affinity (``numaNodeResources`` in
-resource-status) and its bound CPUs from those NUMA nodes. DeviceShare gives no NUMA hints, so GPUs are
-not aligned with CPUs and memory.
+resource-status) and its bound CPUs from those NUMA nodes. The profile's other NUMA hint providers
+(DeviceShare) add their hints to the merge and allocate inside the chosen affinity, so GPUs are aligned
+with CPUs and memory.
 
 Reservations (:mod:`.reservation_cpus`): a Reservation asking for bound CPUs gets a cpuset like a
 pod (``resource-status`` on the Reservation object); its owner pods take those CPUs first.
+
+Preemption (:mod:`.preemption`): AddPod/RemovePod keep a dry run's changes per node in the cycle state,
+so a victim's CPUs are free for the preemptor there and nowhere else.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any
@@ -47,6 +52,8 @@ from koord_scheduler.framework.interfaces import (
     BatchFilterPlugin,
     BatchScorePlugin,
     FilterPlugin,
+    FrameworkAware,
+    FrameworkRunner,
     PreBindPlugin,
     PreFilterExtensions,
     PreFilterPlugin,
@@ -63,7 +70,7 @@ from koord_scheduler.plugins import names
 from koord_scheduler.plugins import resource_scoring as scoring
 from koord_scheduler.plugins.kinds import RESERVATION_KIND
 from koord_scheduler.plugins.nodenumaresource import amplification as amp
-from koord_scheduler.plugins.nodenumaresource import policy
+from koord_scheduler.plugins.nodenumaresource import policy, preemption
 from koord_scheduler.plugins.nodenumaresource import reservation_cpus as resv
 from koord_scheduler.plugins.nodenumaresource.allocation import AllocationError, AllocationRequest
 from koord_scheduler.plugins.nodenumaresource.cache import Holding, NodeAllocations
@@ -75,6 +82,8 @@ from koord_scheduler.plugins.nodenumaresource.reserved import ReservedCPUs, stat
 from koord_scheduler.plugins.nodenumaresource.special_nodes import SpecialNodes
 from koord_scheduler.plugins.resource_scoring import ScoredResource, gather, scored_resources
 
+log = logging.getLogger(__name__)
+
 NAME = names.NODE_NUMA_RESOURCE
 ARGS = NodeNUMAResourceArgs
 
@@ -82,6 +91,15 @@ ARGS = NodeNUMAResourceArgs
 @dataclass(slots=True)
 class PreFilterState:
     request: policy.PodCPURequest
+
+
+@dataclass(frozen=True, slots=True)
+class _Placed:
+    """What a pod gets on a node: bound CPUs, NUMA shares, and the allocation request they answer."""
+
+    cpus: tuple[int, ...]
+    shares: dict[int, dict[str, int]]
+    alloc: AllocationRequest | None
 
 
 _NO_SPEC = ResourceSpec()
@@ -113,7 +131,6 @@ class NodeNUMAResource:
         self._resources = tuple((r.name, r.weight) for r in args.scoring_strategy.resources if r.name in (CPU, MEMORY))
         numa_most = args.numa_scoring_strategy.type == MOST_ALLOCATED
         self._numa = NUMAPolicyStep(
-            self.allocations,
             scoring.most_allocated_row if numa_most else scoring.least_allocated_row,
             tuple((r.name, r.weight) for r in args.numa_scoring_strategy.resources),
             self._row_scorer,
@@ -141,6 +158,10 @@ class NodeNUMAResource:
     @property
     def _special(self) -> set[int]:
         return self._special_nodes.positions
+
+    def bind_framework(self, framework: FrameworkRunner) -> None:
+        """The profile's other NUMA hint providers (DeviceShare) take part in the NUMA admission."""
+        self._numa.providers = [p for p in framework.numa_hint_providers if p.name != self.name]
 
     # ----- informers -----
 
@@ -171,7 +192,11 @@ class NodeNUMAResource:
             # Pending, or between PreBind's patch and the binding: what Reserve assumed stays until
             # Unreserve or the forget-pod handler gives it back.
             return
-        holding = policy.holding_of(pod)
+        try:
+            holding = policy.holding_of(pod)
+        except AnnotationError as exc:
+            log.warning("%s; the CPUs it names are not counted as held", exc)
+            return
         if holding is None:
             return
         self.allocations.hold(pod.node_name, pod.key, holding)
@@ -207,15 +232,7 @@ class NodeNUMAResource:
         ):
             # No bound CPUs asked for: only labelled nodes (bind or NUMA policy) can say no. Without any,
             # Filter has nothing to do; Score still runs.
-            milli = pod.requests.get(CPU, 0)
-            request = self._no_bind.get(milli)
-            if request is None:
-                if len(self._no_bind) > 1024:
-                    self._no_bind.clear()
-                request = self._no_bind[milli] = policy.PodCPURequest(
-                    milli, CPUBindPolicy.NONE, False, CPUExclusivePolicy.NONE, NUMATopologyPolicy.NONE, False, _NO_SPEC
-                )
-            state.write(PRE_FILTER_KEY, PreFilterState(request))
+            state.write(PRE_FILTER_KEY, PreFilterState(self._no_bind_request(pod.requests.get(CPU, 0))))
             return None, (success() if self._special else skip())
         try:
             request = policy.pod_cpu_request(pod, self._default_policy)
@@ -226,8 +243,67 @@ class NodeNUMAResource:
         state.write(PRE_FILTER_KEY, PreFilterState(request))
         return None, success()
 
+    def _no_bind_request(self, milli: int) -> policy.PodCPURequest:
+        request = self._no_bind.get(milli)
+        if request is None:
+            if len(self._no_bind) > 1024:
+                self._no_bind.clear()
+            request = self._no_bind[milli] = policy.PodCPURequest(
+                milli, CPUBindPolicy.NONE, False, CPUExclusivePolicy.NONE, NUMATopologyPolicy.NONE, False, _NO_SPEC
+            )
+        return request
+
+    def _cpu_request(self, pod: Pod) -> policy.PodCPURequest | None:
+        """What PreFilter would record for ``pod`` (None where it would skip or reject it)."""
+        if not any(pod.requests.values()):
+            return None
+        if (
+            pod.meta.labels.get(LABEL_POD_QOS) not in ("LSE", "LSR")
+            and ANNOTATION_NUMA_TOPOLOGY_SPEC not in pod.meta.annotations
+        ):
+            return self._no_bind_request(pod.requests.get(CPU, 0))
+        try:
+            request = policy.pod_cpu_request(pod, self._default_policy)
+        except AnnotationError:
+            return None
+        if request.bind_policy is not CPUBindPolicy.NONE and request.milli_cpu % 1000:
+            return None
+        return request
+
+    # ----- PreFilterExtensions (preemption dry runs, nominated pods) -----
+
     def pre_filter_extensions(self) -> PreFilterExtensions | None:
-        return None
+        return self
+
+    def add_pod(self, state: CycleState, pod: Pod, pod_to_add: Pod, node_info: NodeInfo) -> Status:
+        """``AddPod``: ``pod_to_add`` runs on the node in this state (see :mod:`.preemption`)."""
+        if state.get(PRE_FILTER_KEY) is not None:
+            key = resv.holding_key(pod_to_add)
+            preemption.add_pod(
+                state,
+                self.allocations,
+                node_info.name,
+                key,
+                lambda view: self._dry_holding(pod_to_add, node_info, view),
+            )
+        return success()
+
+    def remove_pod(self, state: CycleState, pod: Pod, pod_to_remove: Pod, node_info: NodeInfo) -> Status:
+        """``RemovePod``: ``pod_to_remove`` is off the node in this state; its CPUs are free here."""
+        if state.get(PRE_FILTER_KEY) is not None:
+            preemption.remove_pod(state, self.allocations, node_info.name, resv.holding_key(pod_to_remove))
+        return success()
+
+    def _dry_holding(self, pod: Pod, node_info: NodeInfo, allocations: NodeAllocations) -> Holding | None:
+        """What Reserve would give ``pod`` on the node as ``allocations`` has it (None: nothing, or no fit)."""
+        request = self._cpu_request(pod)
+        if request is None or node_info.node is None:
+            return None
+        placed = self._allocate(CycleState(), pod, request, node_info, allocations)
+        if not isinstance(placed, _Placed):
+            return None
+        key = resv.holding_key(pod)
+        return Holding(frozenset(placed.cpus), request.exclusive, key, placed.shares)
 
     # ----- Filter -----
 
@@ -239,8 +315,9 @@ class NodeNUMAResource:
         statuses: list[Status] = []
         passed = np.ones(len(positions), dtype=np.bool_)
         reason_ids = np.zeros(len(positions), dtype=np.int32)
+        deltas = preemption.deltas_of(state)
         for i, pos in enumerate(positions.tolist()):
-            status = self.filter(state, pod, snapshot.info(pos))
+            status = self._filter(state, pod, snapshot.info(pos), deltas)
             if not status.is_success:
                 passed[i] = False
                 reason_ids[i] = len(statuses)
@@ -250,6 +327,11 @@ class NodeNUMAResource:
         return NodeFilterResult(passed, reason_ids, tuple(statuses))
 
     def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status:
+        return self._filter(state, pod, node_info, preemption.deltas_of(state))
+
+    def _filter(
+        self, state: CycleState, pod: Pod, node_info: NodeInfo, deltas: preemption.PreemptionDeltas | None
+    ) -> Status:
         pre = state.get(PRE_FILTER_KEY)
         node = node_info.node
         if pre is None or node is None:
@@ -262,8 +344,9 @@ class NodeNUMAResource:
         numa = numa if numa is not NUMATopologyPolicy.NONE else request.numa_policy
         node_policy = policy.node_bind_policy(node.labels, record.full_pcpus_only if record else False)
         bind = request.request_bind or (request.milli_cpu > 0 and node_policy is not NodeCPUBindPolicy.NONE)
+        allocations = preemption.allocations_in(deltas, self.allocations, node.name)
         if request.milli_cpu > 0 and amp.ANNOTATION_AMPLIFICATION_RATIO in node.annotations:
-            status = self._amplified_filter(node_info, request.milli_cpu, bind)
+            status = amp.amplified_filter_at(self._snapshot, allocations, node_info, request.milli_cpu, bind)
             if not status.is_success:
                 return status
         alloc: AllocationRequest | None = None
@@ -282,19 +365,16 @@ class NodeNUMAResource:
             if alloc.required and full and alloc.num_cpus % record.topology.cpus_per_core:
                 return unresolvable(policy.ERR_NOT_MULTIPLE_OF_CORE)
             if alloc.required and numa is NUMATopologyPolicy.NONE:
-                restore = resv.restore_for(state, self.allocations, node.name, node_info.position)
+                restore = resv.restore_for(state, allocations, node.name, node_info.position)
                 try:
-                    resv.allocate_on_node(self.allocations, node.name, record, alloc, restore)
+                    resv.allocate_on_node(allocations, node.name, record, alloc, restore)
                 except AllocationError as exc:
                     return unschedulable(str(exc))
         if numa in (NUMATopologyPolicy.SINGLE_NUMA_NODE, NUMATopologyPolicy.RESTRICTED):
             if record is None or not record.numa_resources:
                 return unresolvable(ERR_MISSING_NUMA)
-            return self._numa.admit(state, NUMAContext(pod, node.name, record, numa, request, alloc))
+            return self._numa.admit(state, NUMAContext(pod, node.name, record, numa, request, alloc, allocations))
         return success()
-
-    def _amplified_filter(self, node_info: NodeInfo, milli: int, bind: bool) -> Status:
-        return amp.amplified_filter_at(self._snapshot, self.allocations, node_info, milli, bind)
 
     def _allocation_request(
         self, request: policy.PodCPURequest, node_policy: NodeCPUBindPolicy, labels: Any
@@ -355,7 +435,8 @@ class NodeNUMAResource:
             if isinstance(checked, Status) or not record.topology.valid:
                 return 0
             alloc = checked
-        return self._numa.score(state, NUMAContext(pod, node.name, record, numa, request, alloc))
+        allocations = preemption.allocations_for(state, self.allocations, node.name)
+        return self._numa.score(state, NUMAContext(pod, node.name, record, numa, request, alloc, allocations))
 
     def score(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> int:
         numa_score = self._numa_score(state, pod, node_info)
@@ -385,42 +466,11 @@ class NodeNUMAResource:
         if pre is None or info is None or info.node is None:
             return success()
         request = pre.request
-        if (
-            not request.request_bind
-            and request.numa_policy is NUMATopologyPolicy.NONE
-            and info.position not in self._special
-        ):
-            return success()
-        node = info.node
-        record = self._topologies.get(node_name)
-        node_policy = policy.node_bind_policy(node.labels, record.full_pcpus_only if record else False)
-        numa = self._numa_policy(node.labels, record, request)
-        bind = request.request_bind or (request.milli_cpu > 0 and node_policy is not NodeCPUBindPolicy.NONE)
-        if not bind and numa is NUMATopologyPolicy.NONE:
-            return success()
-        alloc: AllocationRequest | None = None
-        if bind:
-            checked = self._allocation_request(request, node_policy, node.labels)
-            if isinstance(checked, Status):
-                return checked
-            alloc = checked
-            if record is None or not record.topology.valid:
-                return error(policy.ERR_TOPOLOGY_NOT_FOUND if record is None else policy.ERR_INVALID_TOPOLOGY)
-        shares: dict[int, dict[str, int]] = {}
-        if numa is NUMATopologyPolicy.NONE:
-            assert alloc is not None and record is not None
-            restore = resv.restore_for(state, self.allocations, node_name, info.position)
-            try:
-                cpus = resv.allocate_on_node(self.allocations, node_name, record, alloc, restore)
-            except AllocationError as exc:
-                return unschedulable(str(exc))
-        else:
-            if record is None:
-                return unresolvable(ERR_MISSING_NUMA)
-            placed = self._numa.allocate(state, NUMAContext(pod, node_name, record, numa, request, alloc))
-            if isinstance(placed, Status):
-                return placed
-            cpus, shares = placed.cpus, placed.numa
+        allocations = preemption.allocations_for(state, self.allocations, node_name)
+        placed = self._allocate(state, pod, request, info, allocations)
+        if not isinstance(placed, _Placed):
+            return placed or success()
+        cpus, shares, alloc = placed.cpus, placed.shares, placed.alloc
         key = resv.holding_key(pod)
         self.allocations.hold(node_name, key, Holding(frozenset(cpus), request.exclusive, key, shares))
         self._touch(node_name)
@@ -436,6 +486,55 @@ class NodeNUMAResource:
             ),
         )
         return success()
+
+    def _allocate(
+        self,
+        state: CycleState,
+        pod: Pod,
+        request: policy.PodCPURequest,
+        info: NodeInfo,
+        allocations: NodeAllocations,
+    ) -> _Placed | Status | None:
+        """The CPUs and NUMA shares ``pod`` gets on the node (Reserve's decision), a failure status, or None
+        when it gets neither there."""
+        node = info.node
+        if node is None:
+            return None
+        node_name = node.name
+        if (
+            not request.request_bind
+            and request.numa_policy is NUMATopologyPolicy.NONE
+            and info.position not in self._special
+        ):
+            return None
+        record = self._topologies.get(node_name)
+        node_policy = policy.node_bind_policy(node.labels, record.full_pcpus_only if record else False)
+        numa = self._numa_policy(node.labels, record, request)
+        bind = request.request_bind or (request.milli_cpu > 0 and node_policy is not NodeCPUBindPolicy.NONE)
+        if not bind and numa is NUMATopologyPolicy.NONE:
+            return None
+        alloc: AllocationRequest | None = None
+        if bind:
+            checked = self._allocation_request(request, node_policy, node.labels)
+            if isinstance(checked, Status):
+                return checked
+            alloc = checked
+            if record is None or not record.topology.valid:
+                return error(policy.ERR_TOPOLOGY_NOT_FOUND if record is None else policy.ERR_INVALID_TOPOLOGY)
+        if numa is NUMATopologyPolicy.NONE:
+            assert alloc is not None and record is not None
+            restore = resv.restore_for(state, allocations, node_name, info.position)
+            try:
+                cpus = resv.allocate_on_node(allocations, node_name, record, alloc, restore)
+            except AllocationError as exc:
+                return unschedulable(str(exc))
+            return _Placed(cpus, {}, alloc)
+        if record is None:
+            return unresolvable(ERR_MISSING_NUMA)
+        placed = self._numa.allocate(state, NUMAContext(pod, node_name, record, numa, request, alloc, allocations))
+        if isinstance(placed, Status):
+            return placed
+        return _Placed(placed.cpus, placed.numa, alloc)
 
     def _numa_policy(
         self, labels: Any, record: NodeTopologyRecord | None, request: policy.PodCPURequest
@@ -481,6 +580,8 @@ class NodeNUMAResource:
 
 
 _: type[PreFilterPlugin] = NodeNUMAResource
+_pfe: type[PreFilterExtensions] = NodeNUMAResource
+_fa: type[FrameworkAware] = NodeNUMAResource
 _f: type[FilterPlugin] = NodeNUMAResource
 _bf: type[BatchFilterPlugin] = NodeNUMAResource
 _ps: type[PreScorePlugin] = NodeNUMAResource

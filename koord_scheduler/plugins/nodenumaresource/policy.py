@@ -13,7 +13,6 @@ from apis.extension.numa import (
     LABEL_NODE_CPU_BIND_POLICY,
     LABEL_NODE_NUMA_ALLOCATE_STRATEGY,
     LABEL_NODE_NUMA_TOPOLOGY_POLICY,
-    AnnotationError,
     CPUBindPolicy,
     CPUExclusivePolicy,
     NodeCPUBindPolicy,
@@ -153,12 +152,10 @@ def resource_spec_backfill(spec: ResourceSpec, policy: CPUBindPolicy, required: 
 
 def holding_of(pod: Pod) -> Holding | None:
     """What a bound pod holds according to its resource-status (cpuset and NUMA shares), or None when it
-    holds nothing or the annotations are malformed."""
-    try:
-        status = resource_status_of(pod.meta.annotations, f"pod {pod.key}")
-        spec = resource_spec_of(pod.meta.annotations, f"pod {pod.key}")
-    except AnnotationError:
-        return None
+    holds nothing. Raises :class:`AnnotationError` (naming the pod and the annotation) when they are
+    malformed."""
+    status = resource_status_of(pod.meta.annotations, f"pod {pod.key}")
+    spec = resource_spec_of(pod.meta.annotations, f"pod {pod.key}")
     if not status.cpuset and not status.numa_node_resources:
         return None
     try:

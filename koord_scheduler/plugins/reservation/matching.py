@@ -11,6 +11,7 @@ import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from apis.core import boundedjson
 from apis.core.selectors import label_selector_matches, node_selector_term_matches
 from apis.core.tolerations import find_untolerated_taint
 from apis.core.types import Operator, Pod, Taint, TaintEffect
@@ -199,7 +200,7 @@ def pod_intent(pod: Pod) -> PodReservationIntent:
 def parse_exact_match(text: str) -> tuple[str, ...]:
     """``{"resourceNames": [...]}`` (Koordinator ``ExactMatchReservationSpec``); ValueError names the fault."""
     try:
-        raw = json.loads(text)
+        raw = boundedjson.loads(text)
     except json.JSONDecodeError as exc:
         raise ValueError(f"not JSON: {exc.msg}") from None
     if not isinstance(raw, dict):

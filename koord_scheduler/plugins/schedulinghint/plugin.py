@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from apis.config.schedulinghint_args import SchedulingHintArgs
+from apis.core import boundedjson
 from apis.core.types import Pod
 from koord_scheduler.framework.cycle_state import CycleState, StateKey
 from koord_scheduler.framework.handle import FrameworkHandle
@@ -68,7 +69,7 @@ def parse_hint(annotations: Mapping[str, str]) -> SchedulingHint | None:
         if not text:
             return None
     try:
-        raw = json.loads(text)
+        raw = boundedjson.loads(text)
     except json.JSONDecodeError as exc:
         raise ValueError(f"annotation {key}: invalid JSON: {exc}") from exc
     if not isinstance(raw, dict):

@@ -23,11 +23,11 @@ pods cannot open room for batch pods that ``maxUsageRequest`` is meant to protec
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from apis.configuration.colocation import ColocationStrategy
+from apis.core import boundedjson
 from apis.core.quantity import milli_value, value
 from apis.core.types import CPU, MEMORY, Node, Pod
 from apis.extension import PriorityClass
@@ -196,7 +196,7 @@ def annotation_reserved(text: str) -> Pair:
     if not text:
         return Pair()
     try:
-        raw = json.loads(text)
+        raw = boundedjson.loads(text)
         resources = raw.get("resources") or {}
         cpu = milli_value(resources[CPU]) if CPU in resources else 0
         memory = value(resources[MEMORY]) if MEMORY in resources else 0

@@ -1,5 +1,5 @@
-"""The ``deviceresource`` controller: each node's GPU resources and GPU labels kept in step with its
-``Device`` object, on the leader only.
+"""The ``deviceresource`` controller: each node's GPU and RDMA resources and GPU labels kept in step with
+its ``Device`` object, on the leader only.
 
 Koordinator does this in koord-manager's noderesource controller, with its GPUDeviceResource plugin
 (Koordinator pkg/slo-controller/noderesource/plugins/gpudeviceresource). The rules are that plugin's:
@@ -13,7 +13,10 @@ Koordinator does this in koord-manager's noderesource controller, with its GPUDe
 - without a Device object, or with no healthy GPU in it, every one of those resources (and
   ``koordinator.sh/gpu.shared``) is removed from the Node;
 - the Device's ``node.koordinator.sh/gpu-vendor``, ``gpu-model`` and ``gpu-driver-version`` labels are
-  copied onto the Node (never removed).
+  copied onto the Node (never removed);
+- ``koordinator.sh/rdma`` is 100 per healthy device of type ``rdma`` (Koordinator's RDMADeviceResource
+  plugin, ``pkg/slo-controller/noderesource/plugins/rdmadevicereource``), removed from the Node when the
+  Device object is gone or has no healthy RDMA device. The GPU and RDMA rules are independent.
 
 Nothing else is written: not ``kubernetes.io/gpu`` or ``nvidia.com/gpu`` (a device plugin's), and not
 ``koordinator.sh/gpu.shared``, which Koordinator writes only under its ``EnableSyncGPUSharedResource``
@@ -24,13 +27,18 @@ passed; here every change of the Device is written when it happens, whatever the
 
 It reads the scheduler's Node watch and a Device watch. Events mark a node dirty; :meth:`run` decides
 (:func:`device_resources`, :func:`decide_node`, pure) and sends a merge PATCH of the Node's status and,
-for labels, of the Node. A write that would change nothing is never sent.
+for labels, of the Node. A write that would change nothing is never sent. A failed write is retried after
+``retry_seconds``, except one the API server refuses for good (422 Invalid: a capacity it will never
+accept): that is reported once, naming the node and the field, and not sent again until the Node or its
+Device changes what would be written (:mod:`.containment`). A node whose decision raises costs that node
+only.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -44,9 +52,12 @@ from apis.scheduling.device import DEVICE_KIND, NodeDeviceRecord
 from koord_scheduler.framework.errors import ClusterError
 from koord_scheduler.framework.types import EventType
 from koord_scheduler.scheduler.controllers.api import ControllerApi
+from koord_scheduler.scheduler.controllers.containment import Containment, permanent
 from koord_scheduler.scheduler.controllers.decide import MERGE_PATCH, Write
 from koord_scheduler.scheduler.controllers.selection import DEVICERESOURCE
 from koord_scheduler.scheduler.controllers.waits import stopped_within, wake_or_stop
+from koord_scheduler.scheduler.kube import jsoncodec
+from koord_scheduler.scheduler.object_errors import ObjectErrors
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +71,10 @@ SUMMED_RESOURCES = (
 )
 """Summed over the healthy GPUs, as each device reports them."""
 NODE_RESOURCES = (GPU, *SUMMED_RESOURCES, GPU_SHARED)
-"""Every resource the controller owns on a Node (all removed when the node has no healthy GPU)."""
+"""Every GPU resource the controller owns on a Node (all removed when the node has no healthy GPU)."""
+RDMA = "koordinator.sh/rdma"
+RDMA_PER_DEVICE = 100
+DEVICE_TYPE_RDMA = "rdma"
 LABEL_GPU_VENDOR = "node.koordinator.sh/gpu-vendor"
 LABEL_GPU_MODEL = "node.koordinator.sh/gpu-model"
 LABEL_GPU_DRIVER_VERSION = "node.koordinator.sh/gpu-driver-version"
@@ -82,6 +96,13 @@ class DeviceResources:
 
 def device_resources(device: NodeDeviceRecord | None) -> DeviceResources:
     """The node resources and labels its Device object gives (see the module docstring)."""
+    gpu = _gpu_resources(device)
+    rdma = sum(1 for d in device.devices if d.type == DEVICE_TYPE_RDMA and d.health) if device is not None else 0
+    resources = {**gpu.resources, RDMA: rdma * RDMA_PER_DEVICE if rdma else None}
+    return DeviceResources(resources, gpu.labels)
+
+
+def _gpu_resources(device: NodeDeviceRecord | None) -> DeviceResources:
     gpus = [d for d in device.devices if d.type == DEVICE_TYPE_GPU and d.health] if device is not None else []
     if device is None or not gpus:
         return DeviceResources(dict.fromkeys(NODE_RESOURCES), {})
@@ -135,9 +156,17 @@ class DeviceResourceController:
     """See the module docstring. Event methods run on the event-loop thread (the informers' handlers)."""
 
     def __init__(
-        self, api: ControllerApi, *, ready: Callable[[], bool] = lambda: True, retry_seconds: float = 5.0
+        self,
+        api: ControllerApi,
+        *,
+        ready: Callable[[], bool] = lambda: True,
+        retry_seconds: float = 5.0,
+        object_errors: ObjectErrors | None = None,
     ) -> None:
         self.api = api
+        self.contained = Containment(DEVICERESOURCE, object_errors)
+        self.refused: dict[tuple[str, str], bytes] = {}
+        """(node, path) -> the body the API server refused for good: not sent again while it is the same."""
         self.ready = ready
         """The Device kind has been listed; nothing is decided before."""
         self.retry_seconds = retry_seconds
@@ -182,9 +211,16 @@ class DeviceResourceController:
         writes: list[Write] = []
         for name in sorted(names):
             node = self.nodes.get(name)
-            if node is not None:
-                writes.extend(decide_node(node, device_resources(self.devices.get(name))))
+            if node is None:
+                continue
+            decided = self.contained.call("Node", name, functools.partial(self._decide, node))
+            for write in decided or ():
+                if self.refused.get((write.node, write.path)) != _body(write):
+                    writes.append(write)
         return writes
+
+    def _decide(self, node: Node) -> list[Write]:
+        return decide_node(node, device_resources(self.devices.get(node.name)))
 
     async def reconcile(self) -> int:
         """Send every write; the number that succeeded. A failed one is looked at again later."""
@@ -192,11 +228,18 @@ class DeviceResourceController:
         for write in self.decisions():
             try:
                 await self.api.send(write)
-            except ClusterError as exc:
-                log.warning("deviceresource: node %s: PATCH %s failed: %s; retrying in %.0fs",
-                            write.node, write.path, exc, self.retry_seconds)
-                asyncio.get_running_loop().call_later(self.retry_seconds, self._mark, write.node)
+            except Exception as exc:
+                if isinstance(exc, ClusterError) and not permanent(exc):
+                    log.warning("deviceresource: node %s: PATCH %s failed: %s; retrying in %.0fs",
+                                write.node, write.path, exc, self.retry_seconds)
+                    asyncio.get_running_loop().call_later(self.retry_seconds, self._mark, write.node)
+                    continue
+                # Refused for good (or a failure of our own): not sent again until it would change.
+                self.refused[(write.node, write.path)] = _body(write)
+                self.contained.report("Node", write.node, exc)
                 continue
+            self.refused.pop((write.node, write.path), None)
+            self.contained.clear("Node", write.node)
             log.info("deviceresource: node %s: %s", write.node, write.note)
             self._applied(write)
             written += 1
@@ -236,6 +279,10 @@ class DeviceResourceController:
                 continue
             self._wake.clear()
             await wake_or_stop(self._wake, stop, 1.0)
+
+
+def _body(write: Write) -> bytes:
+    return jsoncodec.dumps(write.body)
 
 
 def _with(resources: Mapping[str, int], values: Mapping[str, str | None]) -> FrozenDict[str, int]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -21,8 +22,10 @@ from apis.scheduling import podgroup as pg
 from apis.scheduling.podgroup import PodGroupRecord, PodGroupStatusRecord
 from koord_scheduler.framework.errors import ClusterError
 from koord_scheduler.framework.types import EventType
+from koord_scheduler.scheduler.controllers.containment import Containment, permanent
 from koord_scheduler.scheduler.controllers.waits import wake_or_stop
 from koord_scheduler.scheduler.controllers.workers import run_with_workers
+from koord_scheduler.scheduler.object_errors import ObjectErrors
 
 log = logging.getLogger(__name__)
 
@@ -101,8 +104,10 @@ class PodGroupController:
         clock: Callable[[], float] = time.time,
         retry_seconds: float = 5.0,
         workers: int = 1,
+        object_errors: ObjectErrors | None = None,
     ) -> None:
         self.api = api
+        self.contained = Containment("podgroup", object_errors)
         self.workers = max(1, workers)
         """PodGroups written at the same time (Coscheduling's ``controllerWorkers``)."""
         self.clock = clock
@@ -156,8 +161,9 @@ class PodGroupController:
             group = self.groups.get(key)
             if group is None or group.invalid or self._stale(group, now):
                 continue
-            wanted = decide_status(group, self.pods.get(key, {}).values(), now=now)
-            if wanted != group.status:
+            pods = self.pods.get(key, {}).values()
+            wanted = self.contained.call(pg.KIND, key, functools.partial(decide_status, group, pods, now=now))
+            if wanted is not None and wanted != group.status:
                 out.append((group, wanted))
         return out
 
@@ -182,9 +188,12 @@ class PodGroupController:
         group, wanted = decision
         try:
             await self.api.patch_pod_group(group.namespace, group.name, {"status": wanted.to_wire()})
-        except ClusterError as exc:
-            log.warning("updating status of PodGroup %s failed: %s", group.key, exc)
-            asyncio.get_running_loop().call_later(self.retry_seconds, self._mark, group.key)
+        except Exception as exc:
+            if isinstance(exc, ClusterError) and not permanent(exc):
+                log.warning("updating status of PodGroup %s failed: %s", group.key, exc)
+                asyncio.get_running_loop().call_later(self.retry_seconds, self._mark, group.key)
+            else:  # refused for good, or a failure of our own: not retried until the PodGroup changes
+                self.contained.report(pg.KIND, group.key, exc)
             return 0
         # Applied locally at once, so events arriving before the watch echoes it do not repeat it.
         self.groups[group.key] = _replace_status(group, wanted)

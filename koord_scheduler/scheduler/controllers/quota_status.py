@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import time
@@ -63,9 +64,11 @@ from koord_scheduler.plugins.elasticquota.revoke import Assigned, OverUseMonitor
 from koord_scheduler.plugins.elasticquota.tree import PodEntry
 from koord_scheduler.plugins.elasticquota.validation import validate_tree
 from koord_scheduler.scheduler.controllers.api import ControllerApi
+from koord_scheduler.scheduler.controllers.containment import Containment
 from koord_scheduler.scheduler.controllers.decide import Write
 from koord_scheduler.scheduler.controllers.selection import ELASTICQUOTA
 from koord_scheduler.scheduler.kube.http import ApiError
+from koord_scheduler.scheduler.object_errors import ObjectErrors
 
 log = logging.getLogger(__name__)
 
@@ -145,8 +148,10 @@ class QuotaStatusController:
         interval: float = 1.0,
         ready: Callable[[], bool] = lambda: True,
         clock: Callable[[], float] = time.monotonic,
+        object_errors: ObjectErrors | None = None,
     ) -> None:
         self.api = api
+        self.contained = Containment(ELASTICQUOTA, object_errors)
         self.args = args or ElasticQuotaArgs()
         self.interval = interval
         self.ready = ready
@@ -257,8 +262,8 @@ class QuotaStatusController:
                 continue
             if not self.tree.has(record.name) or self.tree.node(record.name).builtin:
                 continue
-            wanted = desired_status(self.tree, record)
-            if wanted == current_status(record) or wanted == self.written.get(key):
+            wanted = self.contained.call(KIND, key, functools.partial(desired_status, self.tree, record))
+            if wanted is None or wanted == current_status(record) or wanted == self.written.get(key):
                 continue
             path = quota_path(record.meta.namespace, record.name)
             writes.append(Write(ELASTICQUOTA, key, "PATCH", path, wanted, MERGE_PATCH, "status and annotations"))
@@ -313,6 +318,9 @@ class QuotaStatusController:
                 continue
             except ClusterError as exc:
                 log.warning("elasticquota: %s %s failed: %s", write.verb, write.node, exc)
+                continue
+            except Exception as exc:  # a failure of our own: that quota only
+                self.contained.report(KIND, write.node, exc)
                 continue
             if write.note == "built-in":
                 self.builtins_present.add(write.body["metadata"]["name"])

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import dataclasses
+import functools
 import heapq
 import logging
 import time
@@ -36,6 +37,7 @@ from koord_scheduler.framework.errors import ClusterError
 from koord_scheduler.framework.types import EventType
 from koord_scheduler.scheduler.controllers.api import ConfigMapRecord, ControllerApi
 from koord_scheduler.scheduler.controllers.batch import BATCH_RESOURCES
+from koord_scheduler.scheduler.controllers.containment import Containment, permanent
 from koord_scheduler.scheduler.controllers.decide import (
     NodeSLORecord,
     Write,
@@ -93,8 +95,11 @@ class ColocationControllers:
         clock: Callable[[], float] = time.time,
         registry: CollectorRegistry | None = None,
         ready: Callable[[], bool] = lambda: True,
+        object_errors: ObjectErrors | None = None,
     ) -> None:
+        """``object_errors`` hears of a node whose decision or write failed for good (the scheduler's)."""
         self.api = api
+        self.contained = Containment("colocation", object_errors)
         self.ready = ready
         """Every kind the controllers read has been listed; nothing is decided before."""
         self.options = options or ColocationOptions()
@@ -226,7 +231,7 @@ class ColocationControllers:
             names = list(dirty)
             dirty.clear()
             for name in names:
-                write = self._decide(controller, name, now)
+                write = self.contained.call("Node", name, functools.partial(self._decide, controller, name, now))
                 if write is not None:
                     writes.append(write)
         if not writes:
@@ -276,10 +281,18 @@ class ColocationControllers:
             if (write.verb == "DELETE" and err.not_found) or (write.verb == "POST" and err.conflict):
                 self._count(write, "ok")
                 return
+            if permanent(err):  # the request itself is wrong: not retried until the node is marked again
+                self._count(write, "error")
+                self.contained.report("Node", write.node, err)
+                return
             self._failed(write, err)
             return
         except ClusterError as err:
             self._failed(write, err)
+            return
+        except Exception as err:  # a failure of our own making: reported, not retried in a loop
+            self._count(write, "error")
+            self.contained.report("Node", write.node, err)
             return
         self._count(write, "ok")
         self._applied(write)

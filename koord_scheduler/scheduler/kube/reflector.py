@@ -12,11 +12,19 @@ DELETED calls of its handler, with the previous parsed object as ``old``:
 - connection failures (an API server restart) are retried with capped exponential backoff and jitter,
   resuming from the last resourceVersion.
 
-An object the parser rejects is reported once per resourceVersion (:class:`Rejection`, to the
-``on_invalid`` callback: the cluster source logs, counts and writes an Event) and treated as absent: if
-an earlier version of it parsed, that version is delivered as DELETED, so no stale copy (a Node's old
-allocatable) stays in use. A handler that raises on an object is reported the same way and the object
-is then taken out as well. Everything else carries on.
+An object the parser rejects (whatever it raises: ``ValueError`` naming the field, but also
+``RecursionError``, ``OverflowError``, ``MemoryError``...) is reported once per resourceVersion
+(:class:`Rejection`, to the ``on_invalid`` callback: the cluster source logs, counts and writes an Event)
+and treated as absent: if an earlier version of it parsed, that version is delivered as DELETED, so no
+stale copy (a Node's old allocatable) stays in use. An object that cannot even be decoded (nested deeper
+than orjson's 1,024 levels) costs that object only: the rest of its list or watch stream is decoded one
+object at a time (:mod:`apis.core.boundedjson`), and it is reported the same way, by name. A handler that
+raises on an object is reported the same way and the object is then taken out as well. Everything else
+carries on.
+
+Anything that still escapes the watch loop (a bug) is reported to ``on_crash`` (the cluster source
+counts it in ``koord_scheduler_task_restarts_total``), and the kind is listed and watched again after a
+backoff: a watch never ends silently.
 
 Handlers run on the event-loop thread, between scheduling cycles, never inside one.
 """
@@ -31,10 +39,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from koord_scheduler.framework.errors import ClusterError, log_failure
+from koord_scheduler.framework.errors import ClusterError, describe, log_failure
 from koord_scheduler.scheduler.kube import jsoncodec
 from koord_scheduler.scheduler.kube.heap import request_trim
 from koord_scheduler.scheduler.kube.http import ApiConnectionError, ApiError, ApiHttp, iter_lines
+from koord_scheduler.scheduler.kube.jsoncodec import UndecodableObject
 from koord_scheduler.scheduler.kube.outage_log import SHARED as SHARED_OUTAGES
 from koord_scheduler.scheduler.kube.outage_log import OutageLog
 from koord_scheduler.scheduler.kube.paths import resource_path
@@ -50,9 +59,10 @@ Handler = Callable[[EventType, Any, Any], None]
 class ResourceKind:
     """What to list and watch, and how to turn one raw object into the value handlers receive.
 
-    ``parser`` raises ``ValueError`` (``ParseError``) for a malformed object. ``rank`` orders the objects
-    of one list when they are delivered (lower first; pods use it to deliver bound pods before pending
-    ones so the cache is complete before the queue fills).
+    ``parser`` raises ``ValueError`` (``ParseError``) for a malformed object; anything else it raises is
+    contained the same way. ``rank`` orders the objects of one list when they are delivered (lower first;
+    pods use it to deliver bound pods before pending ones so the cache is complete before the queue
+    fills).
     """
 
     kind: str
@@ -105,6 +115,11 @@ def log_rejection(rejection: Rejection) -> None:
     log.warning("ignoring %s %s (%s): %s", rejection.kind.kind, rejection.key, rejection.reason, rejection.message)
 
 
+def log_crash(kind: ResourceKind, exc: BaseException) -> None:
+    """The default ``on_crash``: one error line (the traceback at debug level)."""
+    log_failure(log, f"watch of {kind.plural} failed and is restarted", exc)
+
+
 class ResourceVersionGoneError(ClusterError):
     """The resourceVersion a watch asked for is no longer available: list again."""
 
@@ -145,10 +160,12 @@ class Reflector:
         on_invalid: Callable[[Rejection], None] = log_rejection,
         on_listed: Callable[[], None] = request_trim,
         outages: OutageLog = SHARED_OUTAGES,
+        on_crash: Callable[[ResourceKind, BaseException], None] = log_crash,
     ) -> None:
         """``on_listed`` runs after every list has been applied (:meth:`replace`); by default it asks
         for the heap to be trimmed (:mod:`.heap`), since a list frees a burst of memory. ``outages``
-        folds the retries of an API-server outage into one warning (:mod:`.outage_log`)."""
+        folds the retries of an API-server outage into one warning (:mod:`.outage_log`). ``on_crash``
+        hears of every exception that escaped the watch loop before it starts again (:meth:`run`)."""
         self.http = http
         self.kind = kind
         self.handler = handler
@@ -159,6 +176,9 @@ class Reflector:
         self.resource_version = ""
         self.relists = 0
         self.watches = 0
+        self.crashes = 0
+        """Exceptions that escaped the watch loop (each followed by a fresh list)."""
+        self.on_crash = on_crash
         self._prepared: dict[str, tuple[str, Any]] = {}
         """key -> (resourceVersion, parsed value) of a first list, parsed page by page (:meth:`list_all`)."""
         self._rejected: dict[str, str] = {}
@@ -224,17 +244,31 @@ class Reflector:
                 fetch.cancel()
 
     def _fetch_page(self, params: dict[str, str]) -> asyncio.Future[Json]:
-        return asyncio.ensure_future(self.http.request_json("GET", self.kind.path, params=dict(params)))
+        return asyncio.ensure_future(self._get_page(dict(params)))
+
+    async def _get_page(self, params: dict[str, str]) -> Json:
+        """One page, decoded so that an object orjson refuses costs that object only (it is an
+        :class:`UndecodableObject` in ``items``)."""
+        payload = await self.http.request("GET", self.kind.path, params=params)
+        try:
+            doc = jsoncodec.loads_list(payload)
+        except ValueError as exc:
+            raise ApiError(200, "InvalidResponse", f"not JSON: {exc}", method="GET", path=self.kind.path) from None
+        if not isinstance(doc, dict):
+            raise ApiError(200, "InvalidResponse", "not a list", method="GET", path=self.kind.path)
+        return doc
 
     def _prepare(self, page: Any) -> dict[str, tuple[str, Any]]:
-        """Parse a first list's page ahead of :meth:`replace`; what does not parse is left for it. The
-        page's parsed values (also kept for :meth:`replace`)."""
+        """Parse a first list's page ahead of :meth:`replace`; what does not parse is left for it (which
+        reports it). The page's parsed values (also kept for :meth:`replace`)."""
         parser = self.kind.parser
         ready: dict[str, tuple[str, Any]] = {}
         for obj in page:
+            if isinstance(obj, UndecodableObject):
+                continue
             try:
                 ready[object_key(obj)] = (_rv(obj), parser(obj))
-            except ValueError:
+            except Exception:  # reported when replace() parses it again
                 continue
         self._prepared.update(ready)
         return ready
@@ -294,8 +328,24 @@ class Reflector:
     # ----- watch -----
 
     async def run(self) -> None:
-        """Watch forever (until cancelled), listing again whenever the watch says Gone."""
+        """Watch forever (until cancelled), listing again whenever the watch says Gone. Whatever escapes
+        the loop is reported to ``on_crash``; the kind is then listed again after a backoff."""
         need_list = not self.resource_version
+        while True:
+            try:
+                await self._list_and_watch(need_list)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                self.crashes += 1
+                try:
+                    self.on_crash(self.kind, exc)
+                except Exception as report_failure:  # reporting must not stop the watch either
+                    log_failure(log, f"reporting a failed watch of {self.kind.plural} failed", report_failure)
+            need_list = True
+            await asyncio.sleep(self._backoff.next())
+
+    async def _list_and_watch(self, need_list: bool) -> None:
         gone_in_a_row = 0
         while True:
             if need_list:
@@ -360,7 +410,7 @@ class Reflector:
 
     def _on_watch_line(self, line: bytes) -> int:
         try:
-            event = jsoncodec.loads(line)
+            event = jsoncodec.loads_event(line)
             kind = event["type"]
             obj = event["object"]
         except (ValueError, KeyError, TypeError) as exc:
@@ -393,6 +443,10 @@ class Reflector:
         rv = _rv(obj)
         old = self.store.get(key)
         ready = self._prepared.pop(key, None) if old is None and self._prepared else None
+        if isinstance(obj, UndecodableObject):
+            self._remove(key)
+            self._reject(key, obj, "Invalid", obj.error, None)
+            return
         try:
             if ready is not None and ready[0] == rv:
                 value = ready[1]
@@ -400,10 +454,12 @@ class Reflector:
                 value = self.kind.update(obj, old.value)
             else:
                 value = self.kind.parser(obj)
-        except ValueError as err:
-            # Treated as absent: a version that parsed earlier must not stay in use.
+        except Exception as err:
+            # Treated as absent: a version that parsed earlier must not stay in use. A ValueError is the
+            # parser's own (it names the field); anything else is named by its type.
             self._remove(key)
-            self._reject(key, obj, "Invalid", str(err), None)
+            own = isinstance(err, ValueError) and not isinstance(err, UnicodeError)
+            self._reject(key, obj, "Invalid", str(err) if own else describe(err), None if own else err)
             return
         self._rejected.pop(key, None)
         self.store[key] = _Entry(rv, value)

@@ -28,7 +28,7 @@ import logging
 import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from apis.core.parse import parse_node
 from apis.core.types import Node, Pod
@@ -47,9 +47,19 @@ from koord_scheduler.scheduler.kube.pod_watch import (
     update_pod_entry,
 )
 from koord_scheduler.scheduler.kube.ratelimit import TokenBucket
-from koord_scheduler.scheduler.kube.reflector import Backoff, Reflector, ReflectorOptions, Rejection, ResourceKind
+from koord_scheduler.scheduler.kube.reflector import (
+    Backoff,
+    Reflector,
+    ReflectorOptions,
+    Rejection,
+    ResourceKind,
+    log_crash,
+)
 from koord_scheduler.scheduler.prefetch import Listed, Prefetch
 from koord_scheduler.scheduler.source import EventSink, EventType
+
+if TYPE_CHECKING:
+    from koord_scheduler.scheduler.task_restarts import TaskRestarts
 
 log = logging.getLogger(__name__)
 startup_log = logging.getLogger("koord_scheduler.startup")
@@ -83,9 +93,11 @@ class KubeClusterSource:
         options: KubeSourceOptions | None = None,
         clock: Callable[[], float] = time.time,
         prefetch: Prefetch | None = None,
+        restarts: TaskRestarts | None = None,
     ) -> None:
         """``prefetch``: the first lists of Nodes and Pods, already under way
-        (:mod:`~koord_scheduler.scheduler.prefetch`)."""
+        (:mod:`~koord_scheduler.scheduler.prefetch`). ``restarts`` counts watches that failed and were
+        started again (``watch-<plural>``); without it they are logged only."""
         self.connection = connection
         self.options = options or KubeSourceOptions()
         self.clock = clock
@@ -106,6 +118,7 @@ class KubeClusterSource:
         self._optional: set[str] = set()
         self._pod_kind = POD_KIND
         self._prefetch = prefetch
+        self.restarts = restarts
         self.reflectors: dict[str, Reflector] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._written: dict[str, tuple[str, PodScheduledCondition, str]] = {}
@@ -176,7 +189,8 @@ class KubeClusterSource:
         watched = [*((kind, make(sink)) for kind, make in self._kinds), (self._pod_kind, self._pod_handler(sink))]
         for resource, handler in watched:
             self.reflectors[resource.kind] = Reflector(
-                self.http, resource, handler, options=self.options.reflector, on_invalid=self._on_invalid
+                self.http, resource, handler, options=self.options.reflector, on_invalid=self._on_invalid,
+                on_crash=self._on_crash,
             )
         reflectors = [r for r in self.reflectors.values() if r.kind.kind not in self._optional]
         optional = [r for r in self.reflectors.values() if r.kind.kind in self._optional]
@@ -288,6 +302,12 @@ class KubeClusterSource:
             pod, event_type="Normal", reason="Scheduled", action="Binding",
             note=f"Successfully assigned {pod.key} to {node_name}", controller=pod.scheduler_name,
         )
+
+    def _on_crash(self, kind: ResourceKind, exc: BaseException) -> None:
+        if self.restarts is not None:
+            self.restarts.record(f"watch-{kind.plural}", exc)
+        else:
+            log_crash(kind, exc)
 
     def _on_invalid(self, rejection: Rejection) -> None:
         """A watched object the scheduler cannot use: logged and counted once by the sink, and a Warning

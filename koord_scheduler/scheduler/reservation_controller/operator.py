@@ -110,7 +110,7 @@ def build_registry(api: ApiSettings, reconciler: Reconciler) -> kopf.OperatorReg
             return None
         try:
             return {ref[1]: owner_pod_from_raw(dict(body))}
-        except ValueError:
+        except Exception:  # an owner pod that cannot be read is no owner (the reconciler reports Reservations)
             return None
 
     @kopf.index("nodes", id="node_names", registry=registry)

@@ -8,12 +8,12 @@ asks :func:`plan_victims` again with that pod excluded, until the need is covere
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from apis.core import boundedjson
 from apis.extension import LABEL_POD_PRIORITY, PRIORITY_RANGES
 from koordlet.qosmanager.evictor import EvictionOutcome, PodEvictor
 from koordlet.qosmanager.framework import PluginContext
@@ -62,7 +62,7 @@ def gate_allows(annotations: Mapping[str, str], gate: str) -> bool:
     if raw is None:
         return True
     try:
-        allowed = json.loads(raw)
+        allowed = boundedjson.loads(raw)
     except ValueError:
         return False
     return isinstance(allowed, list) and gate in allowed

@@ -24,6 +24,7 @@ from apis.slo.validation import (
 )
 
 CRD = Path(__file__).resolve().parent / "fixtures" / "slo.koordinator.sh_nodeslos.yaml"
+OUR_CRD = Path(__file__).resolve().parents[3] / "deploy" / "crds" / "slo.koordinator.sh_nodeslos.yaml"
 
 
 def node_slo(name: str = "n1", **thresholds: Any) -> dict[str, Any]:
@@ -115,8 +116,8 @@ def test_validator_keeps_the_previous_spec_and_logs_once(caplog: pytest.LogCaptu
     assert fixed is not None and fixed is not good
 
 
-def _crd_bounds() -> dict[str, tuple[int, int | None]]:
-    doc = yaml.safe_load(CRD.read_text())
+def _crd_bounds(crd: Path = CRD) -> dict[str, tuple[int, int | None]]:
+    doc = next(d for d in yaml.safe_load_all(crd.read_text()) if d)
     spec = doc["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
     out: dict[str, tuple[int, int | None]] = {}
 
@@ -142,3 +143,9 @@ def test_ranges_are_koordinators_crd_bounds() -> None:
             ours.update({f"resourceQOSStrategy.{cls}.{section}.{k}": v for k, v in ranges.items()})
         ours.update({f"resourceQOSStrategy.{cls}.blkioQOS.blocks[].ioCfg.{k}": v for k, v in IO_CFG_RANGES.items()})
     assert ours == _crd_bounds()
+
+
+def test_our_crd_carries_koordinators_bounds() -> None:
+    # The API server then refuses a NodeSLO out of range, as Koordinator's does; the koordlet's own
+    # check (above) covers NodeSLOs that never went through this schema.
+    assert _crd_bounds(OUR_CRD) == _crd_bounds(CRD)

@@ -1,12 +1,14 @@
+import logging
 from pathlib import Path
 
 import pytest
 from koordlet_fakes import FakeCgroups, make_raw_pod, write_proc
 
 from apis.extension import KubeQOSClass
+from apis.slo import ResolvedCollectPolicy
 from koordlet.metriccache import MetricCache, MetricKind
-from koordlet.metricsadvisor import BE_REAL_LIMIT, BE_REQUEST, BE_USAGE, MetricsAdvisor
-from koordlet.statesinformer import StatesInformer
+from koordlet.metricsadvisor import BE_REAL_LIMIT, BE_REQUEST, BE_USAGE, CacheUsageSource, MetricsAdvisor
+from koordlet.statesinformer import StatesInformer, build_node_metric_status
 from koordlet.system import CgroupDriver, CgroupVersion, ProcFS
 from koordlet.system.clock import FakeClock
 
@@ -140,3 +142,41 @@ def test_counter_reset_restarts_delta(tmp_path: Path) -> None:
         clock.advance(1.0)
     stats = cache.query(MetricKind.POD_CPU_USAGE, UID_A, 0, 1e12)
     assert stats is not None and (stats.count, stats.last) == (1, 0.5)
+
+
+def test_one_pods_malformed_cgroup_file_costs_that_pod_only(
+    fake: FakeCgroups, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    clock = FakeClock(1000.0)
+    fs = fake.fs()
+    layout = fs.layout
+    informer = StatesInformer("node-1", layout)
+    informer.replace_pods([make_raw_pod("broken", UID_A), make_raw_pod("fine", UID_B)])  # broken one first
+    broken = layout.pod_dir(KubeQOSClass.BURSTABLE, UID_A)
+    fine = layout.pod_dir(KubeQOSClass.BURSTABLE, UID_B)
+    memory_stat = fake.root / ("memory" if fake.version is CgroupVersion.V1 else "") / broken / "memory.stat"
+    cache = MetricCache(clock=clock)
+    advisor = MetricsAdvisor(fs, ProcFS(tmp_path / "proc", clock_ticks=100), cache, informer.get_all_pods, clock=clock)
+    with caplog.at_level(logging.WARNING):
+        for t in range(4):
+            fake.set_usage(broken, cpu_ns=t * 500_000_000, mem_anon=10 << 20)
+            memory_stat.write_bytes(b"\xff\xfe not a memory.stat \x00")
+            fake.set_usage(fine, cpu_ns=t * 250_000_000, mem_anon=50 << 20)
+            write_proc(tmp_path / "proc", busy_ticks=t * 100, mem_total_kb=4 << 20, mem_available_kb=3 << 20)
+            advisor.collect_once()
+            clock.advance(1.0)
+
+    assert cache.last(MetricKind.POD_CPU_USAGE, UID_B, max_age=2.0) == pytest.approx(0.25)
+    assert cache.last(MetricKind.POD_MEMORY_USAGE, UID_B, max_age=2.0) == pytest.approx(float(50 << 20))
+    assert cache.last(MetricKind.POD_MEMORY_USAGE, UID_A, max_age=2.0) is None
+    assert advisor.errors == 4  # one per tick, for the broken pod only
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 1, lines  # logged once a minute at most
+    assert lines[0].startswith(f"PodResourceCollector for pod default/broken ({UID_A}) failed: UnicodeDecodeError")
+    status = build_node_metric_status(
+        CacheUsageSource(cache),
+        informer.get_all_pods(),
+        ResolvedCollectPolicy(aggregate_duration_seconds=60),
+        clock(),
+    )
+    assert [p.name for p in status.pods_metric or ()] == ["fine"]

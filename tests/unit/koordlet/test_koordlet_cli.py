@@ -171,6 +171,34 @@ def test_unusable_kubeconfig_is_one_line_exit_2(tmp_path: Path) -> None:
     assert len(lines) == 1 and re.match(rf"koordlet: --kubeconfig {re.escape(str(kubeconfig))}: ", lines[0]), lines
 
 
+@pytest.mark.parametrize(
+    ("data", "want"),
+    [
+        pytest.param(
+            b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\xff\xfe",
+            "not UTF-8 text (byte 0x89 at offset 0); is it a binary file?",
+            id="binary",
+        ),
+        pytest.param(
+            b"featureGates: " + b"[" * 20_000 + b"]" * 20_000 + b"\n",
+            "invalid YAML: nested deeper than 200 levels",
+            id="nested-20000",
+        ),
+        pytest.param(
+            b"featureGates: [\n", "invalid YAML: expected the node content, but found '<stream end>'", id="truncated"
+        ),
+        pytest.param(b"- just\n- a list\n", "want a mapping with featureGates", id="not-a-mapping"),
+    ],
+)
+def test_a_config_file_that_is_not_yaml_is_one_line_exit_2(tmp_path: Path, data: bytes, want: str) -> None:
+    config = tmp_path / "koordlet.cfg"
+    config.write_bytes(data)
+    result = run_cli("--node-name", "n", "--standalone", "--config", str(config))
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"koordlet: --config {config}: ") and want in lines[0], lines
+
+
 def test_chart_args_get_past_parsing_in_the_real_binary() -> None:
     """The chart's args reach the start-up path checks (its /host-cgroup/ is not on this machine)."""
     result = run_cli("--node-name", "n", *chart_args())

@@ -4,6 +4,7 @@ never raise."""
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
@@ -105,3 +106,40 @@ def test_real_pynvml_missing_on_this_machine_is_reported_not_raised() -> None:
     r = GPUReporter("node-1", CollectorRegistry(), clock=lambda: 0.0)
     assert r.tick() is None
     assert r.unavailable
+
+
+# ----- NVLink partitions (from a fake NVML topology; no GPU machine was available) -----
+
+
+class NVLinkNVML(FakeNVML):
+    """Eight A100s linked in NVLink pairs 0-1, 2-3, 4-5, 6-7 (NVLink bridges)."""
+
+    def nvlink_peers(self) -> dict[int, frozenset[int]]:
+        return {m: frozenset({m ^ 1}) for m in range(8)}
+
+
+EIGHT = [GPUInfo(m, f"GPU-{m}", "NVIDIA A100-PCIE-40GB", 40 * GI, 0, 0, f"00000000:{m + 10}:00.0", 0) for m in range(8)]
+
+
+def test_nvlink_pairs_become_gpu_partitions_the_scheduler_reads() -> None:
+    from koord_scheduler.plugins.deviceshare.cache import DeviceCache
+
+    writer = Writer()
+    r, _ = reporter(lambda: NVLinkNVML(EIGHT), writer)
+    device = r.tick()
+    assert device is not None and writer.written == [device]
+    assert device["metadata"]["labels"]["node.koordinator.sh/gpu-partition-policy"] == "Prefer"
+    table = json.loads(device["metadata"]["annotations"]["scheduling.koordinator.sh/gpu-partitions"])
+    assert table == {
+        "2": [{"minors": [m, m + 1], "gpuLinkType": "NVLink", "allocationScore": 1} for m in range(0, 8, 2)]
+    }
+    cache = DeviceCache()
+    cache.set_device(parse_device(device))
+    index = cache.partition_tables["node-1"]
+    assert [p.minors for p in index[2][0]] == [(0, 1), (2, 3), (4, 5), (6, 7)]
+
+
+def test_no_nvlink_no_partitions() -> None:
+    device = build_device("n", A100, "535.104.05", 0.0, {0: frozenset(), 1: frozenset()})
+    assert "annotations" not in device["metadata"]
+    assert "node.koordinator.sh/gpu-partition-policy" not in device["metadata"]["labels"]

@@ -23,11 +23,11 @@ neither is left alone (the kubelet's BestEffort values stay). cgroup v2 gets ``c
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from apis.core import boundedjson
 from apis.extension import RESOURCE_BATCH_CPU, RESOURCE_BATCH_MEMORY
 from apis.slo.nodeslo import NodeSLOSpec
 from apis.slo.quantity import int_value
@@ -96,7 +96,7 @@ def _resource_list(raw: object, where: str) -> dict[str, int]:
 def parse_extended_resource_spec(text: str) -> dict[str, BatchSpec]:
     """``{"containers": {name: {"requests": {...}, "limits": {...}}}}`` → container name → BatchSpec."""
     try:
-        data = json.loads(text)
+        data = boundedjson.loads(text)
     except ValueError as err:
         raise ExtendedResourceSpecError(f"not JSON: {err}") from err
     containers = data.get("containers") if isinstance(data, dict) else None

@@ -18,12 +18,12 @@ the NodeSLO is reset: throttles 0, weight 100, root ``enable=0``.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from pydantic import ValidationError
 
+from apis.core import boundedjson
 from apis.slo.nodeslo import BlkIOQOSCfg, BlockCfg, IOCfg
 
 NAME = "BlkIOReconcile"
@@ -124,7 +124,7 @@ def class_blocks(cfg: BlkIOQOSCfg | None) -> list[BlockCfg] | None:
 def parse_pod_blkio(raw: str) -> list[BlockCfg]:
     """The pod annotation ``{"blocks": [{"name": "/dev/vdb", "type": "device", "ioCfg": {...}}]}``."""
     try:
-        data = json.loads(raw)
+        data = boundedjson.loads(raw)
     except ValueError as err:
         raise BlkioConfigError(f"annotation {ANNOTATION_BLKIO_QOS}: not JSON: {err}") from None
     if not isinstance(data, dict):

@@ -15,11 +15,11 @@ NodeSLO ``cpuBurstStrategy.policy``: ``none`` | ``cpuBurstOnly`` (static ``cpu.c
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
+from apis.core import boundedjson
 from apis.extension import LABEL_POD_QOS
 from koordlet.qosmanager.executor import ResourceUpdate
 
@@ -59,7 +59,7 @@ def pod_burst_config(node: BurstConfig, annotation: str | None) -> tuple[BurstCo
     if annotation is None:
         return node, None
     try:
-        data = json.loads(annotation)
+        data = boundedjson.loads(annotation)
     except ValueError as err:
         return node, f"annotation {ANNOTATION_CPU_BURST} is not JSON: {err}"
     if not isinstance(data, dict):

@@ -14,8 +14,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 
+from apis.core import boundedjson
 from apis.extension.numa import ANNOTATION_NODE_SYSTEM_QOS_RESOURCE
 from koordlet.qosmanager.executor import ResourceUpdate
 from koordlet.qosmanager.featuregates import KOORDLET_FEATURES
@@ -94,7 +94,7 @@ class CPUSetAllocator(Strategy):
         raw = annotations.get(ANNOTATION_NODE_SYSTEM_QOS_RESOURCE)
         if raw:
             with contextlib.suppress(ValueError, AttributeError):
-                system_qos = str(json.loads(raw).get("cpuset") or "")
+                system_qos = str(boundedjson.loads(raw).get("cpuset") or "")
         return CPUSetRule(tuple(pools_by_numa(topology, pools.ls)), kubelet.policy == "static", system_qos)
 
     def tick(self) -> None:

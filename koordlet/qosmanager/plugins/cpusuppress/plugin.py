@@ -15,10 +15,10 @@ Exports ``koordlet_be_suppress_cpu_cores{node,type}``: the CPU BE got (quota/per
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 from pathlib import Path
 
+from apis.core import boundedjson
 from apis.extension import ANNOTATION_NODE_RESERVATION, KubeQOSClass
 from apis.slo.quantity import milli_value
 from koordlet.metriccache import MetricKind
@@ -75,7 +75,7 @@ def reservation(node: NodeInfo) -> tuple[float, frozenset[int]]:
     if not raw:
         return 0.0, frozenset()
     try:
-        data = json.loads(raw)
+        data = boundedjson.loads(raw)
         cpus = parse_cpuset(data.get("reservedCPUs", "") or "")
         milli = float(milli_value((data.get("resources") or {}).get("cpu", 0)))
     except (ValueError, TypeError, AttributeError):

@@ -11,12 +11,12 @@ the kubepods root 0. An LS pod may override its value with the ``koordinator.sh/
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from pydantic import ValidationError
 
+from apis.core import boundedjson
 from apis.extension import LABEL_POD_QOS, KubeQOSClass, QoSClass, qos_class_by_name
 from apis.slo.nodeslo import CPUQOSCfg, NodeSLOSpec, ResourceQOS
 from koordlet.qosmanager.executor import ResourceUpdate
@@ -69,7 +69,7 @@ def bvt_rule(slo: NodeSLOSpec) -> BvtRule:
 def parse_cpu_qos_annotation(raw: str) -> CPUQOSCfg:
     """``GetPodCPUQoSConfigByAttr``: JSON with ``groupIdentity`` in [-1, 2]."""
     try:
-        data = json.loads(raw)
+        data = boundedjson.loads(raw)
     except ValueError as err:
         raise CPUQOSAnnotationError(f"annotation {ANNOTATION_CPU_QOS}: not JSON: {err}") from None
     if not isinstance(data, dict):

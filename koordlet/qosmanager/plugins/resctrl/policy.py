@@ -13,12 +13,12 @@
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from apis.core import boundedjson
 from apis.extension import QoSClass
 from apis.slo.nodeslo import ResctrlQOSCfg, ResourceQOS, ResourceQOSStrategy
 from koordlet.system.resctrl import AMD_VENDOR_ID, INTEL_VENDOR_ID, Schemata
@@ -138,7 +138,7 @@ def parse_pod_resctrl(raw: str) -> PodResctrlConfig:
     """``{"llc": {"schemata": {"range": [0, 30]}, "schemataPerCache": [{"cacheID": 0, "range": [...]}]},
     "mb": {"schemata": {"percent": 20}, "schemataPerCache": [{"cacheID": 1, "percent": 50}]}}``."""
     try:
-        data = json.loads(raw)
+        data = boundedjson.loads(raw)
     except ValueError as err:
         raise ResctrlConfigError(f"not JSON: {err}") from None
     data = _mapping(data, "annotation")

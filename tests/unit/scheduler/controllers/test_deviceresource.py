@@ -4,6 +4,7 @@ GPUDeviceResource rules), against an in-memory API."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
 import pytest
@@ -11,6 +12,7 @@ import pytest
 from apis.scheduling.device import NodeDeviceRecord, parse_device
 from koord_scheduler.framework.errors import ClusterError
 from koord_scheduler.framework.types import EventType
+from koord_scheduler.scheduler.controllers import deviceresource
 from koord_scheduler.scheduler.controllers.api import MemoryControllerApi
 from koord_scheduler.scheduler.controllers.deviceresource import (
     GPU,
@@ -21,12 +23,14 @@ from koord_scheduler.scheduler.controllers.deviceresource import (
     LABEL_GPU_MODEL,
     LABEL_GPU_VENDOR,
     NODE_RESOURCES,
+    RDMA,
     DeviceResourceController,
     DeviceResources,
     decide_node,
     device_resources,
     format_amount,
 )
+from koord_scheduler.scheduler.kube.http import ApiError
 from tests.builders import make_node
 
 GI = 1024**3
@@ -37,6 +41,11 @@ def gpu(minor: int, *, core: str = "100", memory: str = "16Gi", ratio: str | Non
         kind: str = "gpu", extra: dict[str, str] | None = None) -> dict[str, Any]:
     resources = {GPU_CORE: core, GPU_MEMORY: memory, **({GPU_MEMORY_RATIO: ratio} if ratio else {}), **(extra or {})}
     return {"type": kind, "minor": minor, "health": health, "id": f"GPU-{minor}", "resources": resources}
+
+
+def rdma(minor: int, *, health: bool = True) -> dict[str, Any]:
+    return {"type": "rdma", "minor": minor, "health": health, "id": f"0000:1{minor}:00.0",
+            "resources": {RDMA: "100"}}
 
 
 def device(name: str, *devices: dict[str, Any], labels: dict[str, str] | None = None) -> NodeDeviceRecord:
@@ -51,7 +60,10 @@ def device(name: str, *devices: dict[str, Any], labels: dict[str, str] | None = 
         pytest.param(device("n", gpu(0, health=False)), NONE_LEFT, {}, id="no-healthy-gpu-removes-all"),
         pytest.param(device("n", {"type": "rdma", "minor": 0, "health": True,
                                   "resources": {"koordinator.sh/rdma": "100"}}),
-                     NONE_LEFT, {}, id="only-rdma-removes-all"),
+                     {**NONE_LEFT, RDMA: 100}, {}, id="only-rdma-removes-every-gpu-resource"),
+        pytest.param(device("n", gpu(0), *(rdma(m) for m in range(3)), rdma(3, health=False)),
+                     {GPU_CORE: 100, GPU_MEMORY: 16 * GI, GPU_MEMORY_RATIO: 100, GPU: 100, RDMA: 300}, {},
+                     id="rdma-100-per-healthy-device"),
         pytest.param(device("n", gpu(0), gpu(1)),
                      {GPU_CORE: 200, GPU_MEMORY: 32 * GI, GPU_MEMORY_RATIO: 200, GPU: 200}, {}, id="two-gpus-summed"),
         pytest.param(device("n", gpu(0), gpu(1, health=False), gpu(2)),
@@ -71,7 +83,9 @@ def device(name: str, *devices: dict[str, Any], labels: dict[str, str] | None = 
 )
 def test_device_resources(dev: NodeDeviceRecord | None, resources: dict[str, int | None],
                           labels: dict[str, str]) -> None:
-    assert device_resources(dev) == DeviceResources(resources, labels)
+    """Koordinator's GPUDeviceResource and RDMADeviceResource rules; no healthy RDMA device removes
+    ``koordinator.sh/rdma`` (None) unless the case says otherwise."""
+    assert device_resources(dev) == DeviceResources({RDMA: None, **resources}, labels)
 
 
 @pytest.mark.parametrize(
@@ -177,3 +191,68 @@ async def test_run_waits_for_the_device_listing_then_reconciles_every_node() -> 
     stop.set()
     await asyncio.wait_for(task, 5)
     assert [w.node for w in api.writes] == ["n1"]
+
+
+class CountingApi(MemoryControllerApi):
+    """Counts every write attempted, failed or not."""
+
+    attempts: int = 0
+
+    async def send(self, write: Any) -> None:
+        self.attempts += 1
+        await super().send(write)
+
+
+async def test_a_write_refused_for_good_is_reported_once_and_not_retried_until_it_changes(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    refusal = ApiError(422, "Invalid", 'Node "n1" is invalid: status.capacity[koordinator.sh/gpu-core]: Invalid value: '
+                       '"-100": must be greater than or equal to 0', method="PATCH", path="/api/v1/nodes/n1/status")
+    api = CountingApi(fail={"/api/v1/nodes/n1/status": refusal})
+    controller = DeviceResourceController(api, retry_seconds=0.01)
+    controller.on_node(EventType.ADDED, None, make_node("n1").build())
+    controller.on_object("Device", EventType.ADDED, None, device("n1", gpu(0)))
+    with caplog.at_level(logging.WARNING):
+        assert await controller.reconcile() == 0
+        await asyncio.sleep(0.1)
+        assert controller.dirty == set()  # no retry timer
+        controller.on_node(EventType.MODIFIED, None, make_node("n1").label("x", "y").build())  # a heartbeat
+        assert await controller.reconcile() == 0
+    assert api.attempts == 1
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert line.startswith("Node n1 ignored (ReconcileError): deviceresource: ApiError: PATCH /api/v1/nodes/n1/status:"
+                           " 422 Invalid: Node \"n1\" is invalid: status.capacity[koordinator.sh/gpu-core]")
+    assert controller.contained.object_errors.count("Node", "ReconcileError") == 1
+
+    api.fail.clear()
+    controller.on_object("Device", EventType.MODIFIED, None, device("n1", gpu(0), gpu(1)))  # it changed
+    assert await controller.reconcile() == 1
+    assert api.attempts == 2
+
+
+async def test_a_node_whose_decision_raises_costs_that_node_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    api = MemoryControllerApi()
+    controller = DeviceResourceController(api)
+    for name in ("a", "b", "c"):
+        controller.on_node(EventType.ADDED, None, make_node(name).build())
+        controller.on_object("Device", EventType.ADDED, None, device(name, gpu(0)))
+    real = deviceresource.decide_node
+
+    def decide(node: Any, want: Any) -> Any:
+        if node.name == "b":
+            raise RecursionError("maximum recursion depth exceeded")
+        return real(node, want)
+
+    monkeypatch.setattr(deviceresource, "decide_node", decide)
+    assert await controller.reconcile() == 2
+    assert sorted({w.node for w in api.writes}) == ["a", "c"]
+    assert controller.contained.failures == 1
+
+
+def test_rdma_totals_are_written_and_removed() -> None:
+    node = make_node("n").capacity(cpu="8").build()
+    (write,) = decide_node(node, device_resources(device("n", rdma(0), rdma(1))))
+    assert write.body == {"status": {"capacity": {RDMA: "200"}, "allocatable": {RDMA: "200"}}}
+    with_rdma = make_node("n").capacity(cpu="8", **{RDMA: "200"}).build()
+    (write,) = decide_node(with_rdma, device_resources(device("n", rdma(0, health=False))))
+    assert write.body == {"status": {"capacity": {RDMA: None}, "allocatable": {RDMA: None}}}

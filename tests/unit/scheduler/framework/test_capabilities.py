@@ -176,6 +176,8 @@ def test_public_surface_is_pinned() -> None:
         "FrameworkRunner",
         "IntArray",
         "JobNodeFinder",
+        "NUMAHintProvider",
+        "NUMATopologyHint",
         "NodeFilterResult",
         "NodeInfo",
         "NodePreferrer",

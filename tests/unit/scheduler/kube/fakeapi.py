@@ -23,6 +23,37 @@ from koord_scheduler.scheduler.kube.connection import Connection
 Json = dict[str, Any]
 
 
+class RawObject(dict[str, Any]):
+    """An object whose fields other than ``metadata`` are given as raw JSON text (``rest``, the members
+    after ``metadata``, e.g. ``'"spec":{"a":[[...]]}'``): for objects Python's ``json`` cannot encode
+    (nested thousands of levels deep). As a dict it holds ``metadata`` only."""
+
+    def __init__(self, metadata: Json, rest: str) -> None:
+        super().__init__(metadata=metadata)
+        self.rest = rest
+
+
+def encode(doc: Any) -> bytes:
+    """``json.dumps(doc)``, with every :class:`RawObject` in it written as its raw text."""
+    raws: list[RawObject] = []
+
+    def placeholder(obj: Any) -> Any:
+        if isinstance(obj, RawObject):
+            raws.append(obj)
+            return f"\x00raw-{len(raws) - 1}"
+        if isinstance(obj, dict):
+            return {k: placeholder(v) for k, v in obj.items()}
+        if isinstance(obj, list):
+            return [placeholder(v) for v in obj]
+        return obj
+
+    text = json.dumps(placeholder(doc))
+    for i, raw in enumerate(raws):
+        body = "{" + '"metadata":' + json.dumps(raw["metadata"]) + ("," + raw.rest if raw.rest else "") + "}"
+        text = text.replace(json.dumps(f"\x00raw-{i}"), body, 1)
+    return text.encode()
+
+
 @dataclass
 class Recorded:
     method: str
@@ -163,7 +194,8 @@ class FakeApi:
         meta: Json = {"resourceVersion": str(self.rv)}
         if limit and start + limit < len(items):
             meta["continue"] = str(start + limit)
-        return web.json_response({"kind": "List", "metadata": meta, "items": page})
+        return web.Response(body=encode({"kind": "List", "metadata": meta, "items": page}),
+                            content_type="application/json")
 
     async def _watch(self, request: web.Request, plural: str) -> web.StreamResponse:
         since = int(request.query.get("resourceVersion") or 0)
@@ -173,7 +205,7 @@ class FakeApi:
         if since < self.oldest_rv:
             gone = {"type": "ERROR", "object": {"kind": "Status", "code": 410, "reason": "Expired",
                                                  "message": f"too old resource version: {since}"}}
-            await response.write(json.dumps(gone).encode() + b"\n")
+            await response.write(encode(gone) + b"\n")
             return response
         queue: asyncio.Queue[Json | None] = asyncio.Queue()
         for rv, kind, obj in self.history.get(plural, []):
@@ -185,7 +217,7 @@ class FakeApi:
                 event = await queue.get()
                 if event is None:
                     break
-                await response.write(json.dumps(event).encode() + b"\n")
+                await response.write(encode(event) + b"\n")
         finally:
             self._watchers[plural].remove(queue)
         return response

@@ -145,9 +145,7 @@ def test_forgotten_pod_frees_its_gpu() -> None:
     [
         pytest.param({CORE: 50}, "invalid resource device requests: [koordinator.sh/gpu-core]", id="core-alone"),
         pytest.param(
-            {"koordinator.sh/rdma": 100},
-            "DeviceShare: allocating rdma devices is not supported by this scheduler",
-            id="rdma-not-allocated",
+            {"koordinator.sh/rdma": 150}, "invalid resource unit koordinator.sh/rdma: 150", id="rdma-bad-percentage"
         ),
     ],
 )

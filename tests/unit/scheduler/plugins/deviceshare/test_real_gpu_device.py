@@ -37,7 +37,8 @@ def real_device() -> dict[str, Any]:
 def test_real_h100_device_parses_into_node_resources() -> None:
     record = parse_device(real_device())
     want = device_resources(record)
-    assert want.resources == {GPU_CORE: 100, GPU_MEMORY: 81559 * MI, GPU_MEMORY_RATIO: 100, GPU: 100}
+    rdma = "koordinator.sh/rdma"  # no RDMA NIC: the resource is removed from the node
+    assert want.resources == {GPU_CORE: 100, GPU_MEMORY: 81559 * MI, GPU_MEMORY_RATIO: 100, GPU: 100, rdma: None}
     assert want.labels[LABEL_GPU_MODEL] == "NVIDIA-H100-80GB-HBM3"
 
 
