@@ -261,6 +261,7 @@ def build_deviceresource(
 class QuotaProfiles:
     controller: QuotaProfileController
     http: ApiHttp
+    name: str = QUOTAPROFILE
 
 
 def build_quotaprofile(
@@ -269,6 +270,7 @@ def build_quotaprofile(
     *,
     client: tuple[float, int],
     scheduler_kinds: Collection[str] = (),
+    object_errors: ObjectErrors | None = None,
 ) -> QuotaProfiles | None:
     """The ``quotaprofile`` controller (None when it is off), with the ElasticQuotaProfile watch and (unless
     another reader registered it) the ElasticQuota watch on ``source``, both optional: call before
@@ -283,6 +285,7 @@ def build_quotaprofile(
     controller = QuotaProfileController(
         KubeQuotaProfileApi(http, source.events),
         ready=lambda: all(source.listed(kind) for kind in (qp.KIND, elasticquota.KIND, "Node")),
+        object_errors=object_errors,
     )
     return QuotaProfiles(controller, http)
 
@@ -291,10 +294,15 @@ def build_quotaprofile(
 class ColocationProfiles:
     controller: ColocationProfileController
     http: ApiHttp
+    name: str = COLOCATIONPROFILE
 
 
 def build_colocationprofile(
-    flags: ControllerFlags, source: KubeClusterSource, *, client: tuple[float, int]
+    flags: ControllerFlags,
+    source: KubeClusterSource,
+    *,
+    client: tuple[float, int],
+    object_errors: ObjectErrors | None = None,
 ) -> ColocationProfiles | None:
     """The ``colocationprofile`` controller (None unless ``--controllers`` names it), with the
     ClusterColocationProfile watch on ``source`` (optional): call before ``source.start``. It lists the
@@ -311,7 +319,9 @@ def build_colocationprofile(
     source.watch_kind(colocation.GROUP, colocation.VERSION, "clustercolocationprofiles", parse_managed_profile,
                       colocation.KIND, optional=True)
     http = ApiHttp(source.connection, TokenBucket(*client))
-    controller = ColocationProfileController(KubePodApi(http), ready=lambda: source.listed(colocation.KIND))
+    controller = ColocationProfileController(
+        KubePodApi(http), ready=lambda: source.listed(colocation.KIND), object_errors=object_errors
+    )
     return ColocationProfiles(controller, http)
 
 

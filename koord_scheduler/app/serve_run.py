@@ -113,8 +113,9 @@ def run_cluster(options: ServeOptions, registry: Callable[[], Registry], *, pref
                        scheduler_kinds=kinds, object_errors=errors),
         build_deviceresource(options.controllers, source, client=(client.qps, client.burst), scheduler_kinds=kinds,
                              object_errors=errors),
-        build_quotaprofile(options.controllers, source, client=(client.qps, client.burst), scheduler_kinds=kinds),
-        build_colocationprofile(options.controllers, source, client=(client.qps, client.burst)),
+        build_quotaprofile(options.controllers, source, client=(client.qps, client.burst), scheduler_kinds=kinds,
+                           object_errors=errors),
+        build_colocationprofile(options.controllers, source, client=(client.qps, client.burst), object_errors=errors),
     ) if h is not None]
     startup_log.info("start-up: profiles and controllers built (%.2f CPU-s since start)", time.process_time())
     log.info("koord-scheduler: profiles %s, controllers %s, API server %s (%s)",

@@ -22,6 +22,10 @@ As in Koordinator, the pod validating webhook refuses to set or change the ``koo
 and ``koordinator.sh/priority`` labels of an existing pod (they are immutable on update): while it serves,
 a round that would change them leaves the pod as it is (a warning per pod) and tries again later; a
 profile's other fields go through.
+
+Whatever else one pod's update raises is reported to ``ObjectErrors`` against that pod (counted as
+failed, the round going on), and whatever one profile's round raises against that profile; the other
+profiles' rounds go on.
 """
 
 from __future__ import annotations
@@ -41,9 +45,11 @@ from apis.core.types import LabelSelector, Node, Pod
 from apis.extension.constants import LABEL_POD_PRIORITY, LABEL_POD_QOS
 from koord_scheduler.framework.errors import ClusterError
 from koord_scheduler.framework.types import EventType
+from koord_scheduler.scheduler.controllers.containment import Containment
 from koord_scheduler.scheduler.controllers.waits import stopped_within, wake_or_stop
 from koord_scheduler.scheduler.kube.http import ApiError, ApiHttp
 from koord_scheduler.scheduler.kube.paths import resource_path
+from koord_scheduler.scheduler.object_errors import ObjectErrors
 from koord_scheduler.webhook.strategicmerge import PatchError, strategic_merge_pod
 
 log = logging.getLogger(__name__)
@@ -259,8 +265,10 @@ class ColocationProfileController:
         ready: Callable[[], bool] = lambda: True,
         clock: Callable[[], float] = time.monotonic,
         roll: Callable[[], int] = lambda: random.randrange(100),
+        object_errors: ObjectErrors | None = None,
     ) -> None:
         self.api = api
+        self.contained = Containment("colocationprofile", object_errors)
         self.options = options
         self.ready = ready
         self.clock = clock
@@ -336,6 +344,10 @@ class ColocationProfileController:
                 summary.failed += 1
                 log.warning("colocationprofile %s: pod %s/%s not updated: %s", profile.name, namespace, name, exc)
                 continue
+            except Exception as exc:
+                summary.failed += 1
+                self.contained.report("Pod", f"{namespace}/{name}", exc)
+                continue
             self.updated[key] = self.clock()
             summary.succeeded += 1
             summary.changed += patch is not None
@@ -364,5 +376,7 @@ class ColocationProfileController:
                     await self.reconcile_profile(profile)
                 except ClusterError as exc:
                     log.warning("colocationprofile %s: cannot list its pods: %s", name, exc)
+                except Exception as exc:
+                    self.contained.report(KIND, name, exc)
             self._wake.clear()
             await wake_or_stop(self._wake, stop, max(0.05, next_round - loop.time()))

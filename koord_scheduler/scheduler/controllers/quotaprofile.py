@@ -21,13 +21,17 @@ Koordinator re-reads a profile every 10 s and on a change of its generation; her
 again when it changes, when a node changes, when its quota changes, and every :data:`RESYNC_SECONDS`, so
 a node that joins a pool raises the pool's quota at once. A write that fails is retried after
 ``retry_seconds`` and reported as a Warning Event ``CreateQuotaFailed`` / ``UpdateQuotaFailed`` on the
-profile, as Koordinator's.
+profile, as Koordinator's. A write the API server refuses for good (400, 413, 422: see
+:mod:`~koord_scheduler.scheduler.controllers.containment`) gets the same Event once and is not sent
+again until it would change; a profile whose decision or write raises anything else is reported to
+``ObjectErrors`` and skipped until it changes, the other profiles going on.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import json
 import logging
 import re
@@ -50,10 +54,12 @@ from apis.quota import QuotaProfileRecord
 from apis.scheduling import elasticquota as eq
 from koord_scheduler.framework.errors import ClusterError
 from koord_scheduler.framework.types import EventType
+from koord_scheduler.scheduler.controllers.containment import Containment, permanent
 from koord_scheduler.scheduler.controllers.decide import MERGE_PATCH, Write
 from koord_scheduler.scheduler.controllers.waits import stopped_within, wake_or_stop
 from koord_scheduler.scheduler.kube.events import EventRecorder, Regarding
 from koord_scheduler.scheduler.kube.http import ApiHttp
+from koord_scheduler.scheduler.object_errors import ObjectErrors
 
 log = logging.getLogger(__name__)
 
@@ -277,9 +283,17 @@ class QuotaProfileController:
     """See the module docstring. Event methods run on the event-loop thread (the informers' handlers)."""
 
     def __init__(
-        self, api: QuotaProfileApi, *, ready: Callable[[], bool] = lambda: True, retry_seconds: float = 2.0
+        self,
+        api: QuotaProfileApi,
+        *,
+        ready: Callable[[], bool] = lambda: True,
+        retry_seconds: float = 2.0,
+        object_errors: ObjectErrors | None = None,
     ) -> None:
         self.api = api
+        self.contained = Containment(QUOTAPROFILE, object_errors)
+        self.refused: dict[tuple[str, str], bytes] = {}
+        """(profile key, path) -> the body the API server refused for good: not sent again while it is the same."""
         self.ready = ready
         """Profiles, nodes and quotas have been listed; nothing is decided before."""
         self.retry_seconds = retry_seconds
@@ -312,6 +326,7 @@ class QuotaProfileController:
             key = f"{record.namespace}/{record.name}"
             if event == EventType.DELETED or new is None:
                 self.profiles.pop(key, None)
+                self.refused = {k: v for k, v in self.refused.items() if k[0] != key}
             else:
                 self.profiles[key] = record
                 self._mark(key)
@@ -340,9 +355,15 @@ class QuotaProfileController:
             profile = self.profiles.get(key)
             if profile is None:
                 continue
-            writes.extend(decide_tree_id(profile))
-            writes.extend(decide_quota(profile, nodes, self.quotas.get((profile.namespace, profile.quota_name))))
+            decided = self.contained.call(PROFILE_KIND, key, functools.partial(self._decide, profile, nodes))
+            for write in decided or ():
+                if self.refused.get((write.node, write.path)) != _body(write):
+                    writes.append(write)
         return writes
+
+    def _decide(self, profile: QuotaProfileRecord, nodes: list[Node]) -> list[Write]:
+        current = self.quotas.get((profile.namespace, profile.quota_name))
+        return [*decide_tree_id(profile), *decide_quota(profile, nodes, current)]
 
     async def reconcile(self) -> int:
         """Send every write; the number that succeeded. A failed one is tried again later."""
@@ -350,20 +371,33 @@ class QuotaProfileController:
         for write in self.decisions():
             try:
                 await self.api.send(write)
-            except ClusterError as exc:
-                profile = self.profiles.get(write.node)
-                reason = "CreateQuotaFailed" if write.verb == "POST" else "UpdateQuotaFailed"
-                message = f"failed to {'create' if write.verb == 'POST' else 'update'} quota, err: {exc}"
-                log.warning("quotaprofile %s: %s; retrying in %.0fs", write.node, message, self.retry_seconds)
-                if profile is not None and write.path.startswith(f"/apis/{eq.GROUP}/"):
-                    self.api.warn(profile, reason=reason, message=message)
-                asyncio.get_running_loop().call_later(self.retry_seconds, self._mark, write.node)
+            except Exception as exc:
+                self._failed(write, exc)
                 continue
+            self.refused.pop((write.node, write.path), None)
+            self.contained.clear(PROFILE_KIND, write.node)
             log.info("quotaprofile %s: %s", write.node, write.note)
             self._applied(write)
             written += 1
             self.writes += 1
         return written
+
+    def _failed(self, write: Write, exc: Exception) -> None:
+        """A failed write: an outage or conflict is retried after ``retry_seconds``; one refused for good,
+        or a failure of our own, is not sent again until it would change."""
+        cluster = isinstance(exc, ClusterError)
+        if cluster:
+            profile = self.profiles.get(write.node)
+            reason = "CreateQuotaFailed" if write.verb == "POST" else "UpdateQuotaFailed"
+            message = f"failed to {'create' if write.verb == 'POST' else 'update'} quota, err: {exc}"
+            if profile is not None and write.path.startswith(f"/apis/{eq.GROUP}/"):
+                self.api.warn(profile, reason=reason, message=message)
+            if not permanent(exc):
+                log.warning("quotaprofile %s: %s; retrying in %.0fs", write.node, message, self.retry_seconds)
+                asyncio.get_running_loop().call_later(self.retry_seconds, self._mark, write.node)
+                return
+        self.refused[(write.node, write.path)] = _body(write)
+        self.contained.report(PROFILE_KIND, write.node, exc)
 
     def _applied(self, write: Write) -> None:
         """Reflect a successful write locally, so a resync before the watch echoes it does not repeat it."""
@@ -421,6 +455,10 @@ class QuotaProfileController:
                 continue
             self._wake.clear()
             await wake_or_stop(self._wake, stop, min(1.0, max(0.0, next_resync - loop.time())))
+
+
+def _body(write: Write) -> bytes:
+    return json.dumps(write.body, sort_keys=True).encode()
 
 
 def _pool_view(node: Node) -> tuple[object, ...]:

@@ -342,6 +342,52 @@ def test_a_failed_patch_is_not_cached_and_is_tried_again() -> None:
     assert asyncio.run(controller.reconcile_profile(profile(BASE_SPEC))).changed == 1
 
 
+class RaisingCluster(Cluster):
+    """Raises an exception nobody foresaw for pod ``bad`` and for the pods of profile ``broken``."""
+
+    async def pending_pods(self, label_selector: str) -> Sequence[dict[str, Any]]:
+        if "broken" in label_selector:
+            raise RecursionError("maximum recursion depth exceeded")
+        return await super().pending_pods(label_selector)
+
+    async def patch_pod(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
+        if name == "bad":
+            raise OverflowError("int too large")
+        await super().patch_pod(namespace, name, patch)
+
+
+def test_a_pod_whose_update_raises_costs_that_pod_only() -> None:
+    labels = {"koordinator-colocation-pod": "true"}
+    cluster = RaisingCluster([pod("a", labels), pod("bad", labels), pod("c", labels)])
+    controller = ColocationProfileController(cluster, roll=lambda: 0)
+    summary = asyncio.run(controller.reconcile_profile(profile(BASE_SPEC)))
+    assert (summary.failed, summary.changed) == (1, 2)
+    assert sorted(name for _, name, _ in cluster.patches) == ["a", "c"]
+    assert controller.contained.object_errors.count("Pod", "ReconcileError") == 1
+
+
+def test_a_profile_whose_round_raises_costs_that_profile_only() -> None:
+    cluster = RaisingCluster([pod("a", {"koordinator-colocation-pod": "true"})])
+    controller = ColocationProfileController(cluster, roll=lambda: 0)
+    broken = profile({**BASE_SPEC, "selector": {"matchLabels": {"broken": "yes"}}}, name="broken")
+    for p in (broken, profile(BASE_SPEC)):
+        controller.on_object("ClusterColocationProfile", EventType.ADDED, None, p)
+
+    async def one_round() -> None:
+        stop = asyncio.Event()
+        task = asyncio.create_task(controller.run(stop))
+        for _ in range(100):
+            if cluster.patches and controller.contained.failures:
+                break
+            await asyncio.sleep(0.01)
+        stop.set()
+        await asyncio.wait_for(task, 5)
+
+    asyncio.run(one_round())
+    assert [name for _, name, _ in cluster.patches] == ["a"]
+    assert controller.contained.object_errors.count("ClusterColocationProfile", "ReconcileError") == 1
+
+
 def test_events_keep_the_managed_profiles() -> None:
     controller = ColocationProfileController(Cluster([]))
     p = profile(BASE_SPEC)

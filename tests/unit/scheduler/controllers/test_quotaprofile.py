@@ -15,6 +15,7 @@ from apis.quota import parse_quota_profile
 from apis.scheduling.elasticquota import parse_elastic_quota
 from koord_scheduler.framework.errors import ClusterError
 from koord_scheduler.framework.types import EventType
+from koord_scheduler.scheduler.controllers import quotaprofile
 from koord_scheduler.scheduler.controllers.decide import Write
 from koord_scheduler.scheduler.controllers.quotaprofile import (
     MAX_QUOTA,
@@ -27,6 +28,7 @@ from koord_scheduler.scheduler.controllers.quotaprofile import (
     resource_ratio,
     tree_id_of,
 )
+from koord_scheduler.scheduler.kube.http import ApiError
 from tests.fixtures.koordinator_quota_profile_cases import CASES, MULTIPLY_CASES, NODES, PREFIX, ZONE, ProfileCase
 
 NAMESPACE = "team"
@@ -261,3 +263,56 @@ def test_a_deleted_profile_is_forgotten_and_its_quota_left_alone() -> None:
     controller.on_object("ElasticQuotaProfile", EventType.DELETED, profile(CASES[5]), None)
     asyncio.run(controller.reconcile())
     assert api.writes == []
+
+
+class RefusingApi(Api):
+    """Refuses every write for good (422), as the API server refuses an invalid object."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.attempts = 0
+
+    async def send(self, write: Write) -> None:
+        self.attempts += 1
+        raise ApiError(422, "Invalid", "ElasticQuota is invalid", method=write.verb, path=write.path)
+
+
+def test_a_write_refused_for_good_is_reported_once_and_not_retried_until_it_changes() -> None:
+    api = RefusingApi()
+    controller = QuotaProfileController(api, retry_seconds=0.01)
+    for n in nodes():
+        controller.on_node(EventType.ADDED, None, n)
+    controller.on_object("ElasticQuotaProfile", EventType.ADDED, None, profile(CASES[5]))
+
+    async def rounds() -> None:
+        await controller.reconcile()
+        await asyncio.sleep(0.05)
+        assert controller.dirty == set()  # no retry timer
+        controller._mark(*controller.profiles)  # the periodic resync
+        await controller.reconcile()
+
+    asyncio.run(rounds())
+    assert api.attempts == 1
+    assert [reason for reason, _ in api.warnings] == ["CreateQuotaFailed"]
+    assert controller.contained.object_errors.count("ElasticQuotaProfile", "ReconcileError") == 1
+    controller.on_node(  # the pool changed: the quota it wants changed
+        EventType.ADDED, None, node("node4", "cn-hangzhou-a", allocatable={"cpu": "10", "memory": "1000"})
+    )
+    asyncio.run(controller.reconcile())
+    assert api.attempts == 2
+
+
+def test_a_profile_whose_decision_raises_costs_that_profile_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    controller, api = controller_with_pool()
+    controller.on_object("ElasticQuotaProfile", EventType.ADDED, None, profile(CASES[5], namespace="other"))
+    real = quotaprofile.decide_quota
+
+    def decide(p: Any, pool: Any, current: Any) -> Any:
+        if p.namespace == "other":
+            raise RecursionError("maximum recursion depth exceeded")
+        return real(p, pool, current)
+
+    monkeypatch.setattr(quotaprofile, "decide_quota", decide)
+    assert asyncio.run(controller.reconcile()) == 1
+    assert [w.verb for w in api.writes] == ["POST"]
+    assert controller.contained.failures == 1
