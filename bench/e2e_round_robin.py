@@ -4,7 +4,11 @@
 A trivial binder: list + watch pending pods, bind round-robin over the nodes, no checks, 64 binds in
 flight, no Events, on koord-scheduler's own stack (HTTP client, orjson decoding, event loop).
 
-    .venv/bin/python bench/e2e_round_robin.py --kubeconfig FILE
+With ``--events`` it also writes each bound pod's ``Scheduled`` Event (events.k8s.io/v1, the body
+koord-scheduler's recorder sends) as soon as its bind succeeds, 64 in flight: the ceiling of a scheduler
+that writes its Events as kube-scheduler does, while it binds.
+
+    .venv/bin/python bench/e2e_round_robin.py --kubeconfig FILE [--events]
 """
 
 from __future__ import annotations
@@ -12,7 +16,9 @@ from __future__ import annotations
 import asyncio
 import collections
 import os
+import socket
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from koord_scheduler.framework.errors import ClusterError
 from koord_scheduler.scheduler.kube import ApiHttp, HttpOptions, TokenBucket, jsoncodec, load_connection
+from koord_scheduler.scheduler.kube.events import micro_time
 from koord_scheduler.scheduler.kube.http import iter_lines
 
 
@@ -37,9 +44,24 @@ def contender_loop_factory() -> Any:
     return uvloop.new_event_loop
 
 
-async def round_robin(kubeconfig: str) -> None:
+def scheduled_event(ns: str, name: str, uid: str, node: str, host: str) -> dict[str, Any]:
+    now = time.time()
+    return {
+        "apiVersion": "events.k8s.io/v1", "kind": "Event",
+        "metadata": {"name": f"{name}.{int(now * 1e9):x}", "namespace": ns},
+        "eventTime": micro_time(now), "reportingController": "round-robin",
+        "reportingInstance": f"round-robin-{host}", "action": "Binding", "reason": "Scheduled", "type": "Normal",
+        "note": f"Successfully assigned {ns}/{name} to {node}",
+        "regarding": {"kind": "Pod", "apiVersion": "v1", "name": name, "namespace": ns, "uid": uid},
+    }
+
+
+async def round_robin(kubeconfig: str, *, events: bool = False) -> None:
     connection = load_connection(kubeconfig)
     http = ApiHttp(connection, TokenBucket(0, 1), options=HttpOptions(pool_size=96))
+    events_http = ApiHttp(connection, TokenBucket(0, 1), options=HttpOptions(pool_size=66)) if events else None
+    events_sem = asyncio.Semaphore(64)
+    host = socket.gethostname()
     nodes = await http.request_json("GET", "/api/v1/nodes")
     names = [item["metadata"]["name"] for item in nodes["items"]]
     sem = asyncio.Semaphore(64)
@@ -48,7 +70,16 @@ async def round_robin(kubeconfig: str) -> None:
     tasks: set[asyncio.Task[None]] = set()
     failures: collections.Counter[str] = collections.Counter()
 
-    async def bind(ns: str, name: str, node: str) -> None:
+    async def event(ns: str, name: str, uid: str, node: str) -> None:
+        assert events_http is not None
+        async with events_sem:
+            try:
+                await events_http.request("POST", f"/apis/events.k8s.io/v1/namespaces/{ns}/events",
+                                          body=scheduled_event(ns, name, uid, node, host))
+            except ClusterError as err:
+                failures[type(err).__name__] += 1
+
+    async def bind(ns: str, name: str, uid: str, node: str) -> None:
         async with sem:
             body = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name, "namespace": ns},
                     "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
@@ -58,6 +89,9 @@ async def round_robin(kubeconfig: str) -> None:
                 failures[type(err).__name__] += 1
                 if sum(failures.values()) <= 5:
                     print(f"bind {ns}/{name} failed: {err}", file=sys.stderr, flush=True)
+                return
+        if events_http is not None:
+            await event(ns, name, uid, node)
 
     def offer(obj: dict[str, Any]) -> None:
         nonlocal counter
@@ -68,7 +102,7 @@ async def round_robin(kubeconfig: str) -> None:
         seen.add(key)
         node = names[counter % len(names)]
         counter += 1
-        task = asyncio.ensure_future(bind(meta["namespace"], meta["name"], node))
+        task = asyncio.ensure_future(bind(meta["namespace"], meta["name"], meta.get("uid", ""), node))
         tasks.add(task)
         task.add_done_callback(tasks.discard)
 
@@ -91,4 +125,4 @@ async def round_robin(kubeconfig: str) -> None:
 
 if __name__ == "__main__":
     with asyncio.Runner(loop_factory=contender_loop_factory()) as runner:
-        runner.run(round_robin(sys.argv[sys.argv.index("--kubeconfig") + 1]))
+        runner.run(round_robin(sys.argv[sys.argv.index("--kubeconfig") + 1], events="--events" in sys.argv))

@@ -13,6 +13,9 @@ one at a time, in the same run on the same control plane:
 2. ``koord-scheduler``: ``.venv/bin/koord-scheduler`` with the default profile, leader election off.
 3. ``kube-scheduler``: the upstream v1.35 binary from ``scripts/control-plane.sh build``, default
    profile, leader election off.
+4. ``round-robin+events`` (only when named in ``--only``): the ceiling that also writes each pod's
+   ``Scheduled`` Event as soon as its bind succeeds, as both schedulers do: the bound for a scheduler
+   whose Events keep up with its binds (``koord_pct_of_events_ceiling``).
 
 Client rate limits are lifted for every contender (``clientConnection.qps/burst`` = 100000; the
 API server runs without priority-and-fairness). Both schedulers write one ``Scheduled`` Event per pod;
@@ -21,15 +24,29 @@ the ceiling writes none.
 Reported per contender: ``rate`` = pods/s from the first to the last bind (scheduler_perf's view: the
 backlog drain rate); ``wall`` = pods/s from process start to the last bind (includes start-up and the
 initial list); CPU-seconds of the contender process (user+system, read from /proc right after the last
-bind) per 1,000 pods; ``server_cpu_seconds_per_1000`` = the same for kube-apiserver + etcd, from the
-contender's start to its last bind (when their pid files are found: the cluster this run starts, or
+bind) per 1,000 pods, and the same from the first bind to the last only (``drain_cpu_seconds_per_1000``,
+without start-up; ``drain_server_cpu_seconds_per_1000`` for kube-apiserver + etcd);
+``server_cpu_seconds_per_1000`` = the same for kube-apiserver + etcd, from the contender's start to its
+last bind (when their pid files are found: the cluster this run starts, or
 ``pid`` files next to ``--kubeconfig`` as ``scripts/control-plane.sh`` writes them). Then koord-scheduler
 as a % of the ceiling and as a ratio to kube-scheduler.
 
     .venv/bin/python bench/e2e_throughput.py [--nodes 1000] [--pods 5000] [--repeat 1]
         [--kubeconfig FILE]      # use a running cluster (e.g. scripts/control-plane.sh up); else one is
                                  # started in a temp dir and stopped at the end
-        [--only koord-scheduler,kube-scheduler] [--json out.json]
+        [--only koord-scheduler,kube-scheduler] [--json out.json] [--baseline REF]
+
+``--baseline REF`` adds the contender ``koord-scheduler@REF``: koord-scheduler as of that commit, built in a
+temporary git worktree and virtualenv (bench/e2e_baseline.py), run right after the working tree's
+koord-scheduler in every round; the summary gives each one's ratios and their ratio to each other.
+
+Requests per bound pod: kube-apiserver's own counters (``apiserver_request_total`` and
+``apiserver_longrunning_requests`` from its /metrics, tests/integration/apiserver_requests.py) are read
+before each contender starts and once its Events are written, with the bench's own requests taken out;
+each contender's result has the requests per bound pod by verb and resource (``requests_per_pod``), their
+sum (``requests_total_per_pod``) and the watches it opened and still held (``watches_opened``). On a
+cluster this run started, nothing else talks to the API server meanwhile but kube-apiserver's own
+loopback clients (a lease renewal every 10 s).
 
 ``--shape`` runs another scheduler_perf shape (``SHAPES`` in bench/topology_common.py: the counts and
 templates of bench/upstream/performance-config.yaml at 1,000 nodes) instead of SchedulingBasic:
@@ -60,6 +77,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import math
 import os
@@ -69,7 +87,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass, replace
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -80,7 +99,10 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests" / "integration"))
 sys.path.insert(0, str(REPO / "bench"))
 
+import e2e_baseline  # noqa: E402
 import e2e_colocation  # noqa: E402
+from apiserver_requests import per_pod  # noqa: E402
+from e2e_requests import CountingHttp, read_request_counts  # noqa: E402
 from topology_common import SHAPES, Shape, node_obj  # noqa: E402
 
 from koord_scheduler.scheduler.kube import (  # noqa: E402
@@ -95,7 +117,9 @@ from koord_scheduler.scheduler.kube.http import iter_lines  # noqa: E402
 
 NAMESPACE = "bench"
 LIFTED_QPS = 100000
-CONTENDERS = ("round-robin", "koord-scheduler", "kube-scheduler")
+CONTENDERS = ("round-robin", "koord-scheduler", "kube-scheduler", "round-robin+events")
+DEFAULT_CONTENDERS = ("round-robin", "koord-scheduler", "kube-scheduler")
+EVENTS_CEILING = "round-robin+events"
 BASIC = "SchedulingBasic"
 PRIORITY_CLASSES = {"bench-low": 0, "bench-high": 10}
 
@@ -117,11 +141,22 @@ class Result:
     cpu_seconds_with_events: float
     server_cpu_seconds_per_1000: float | None = None
     """kube-apiserver + etcd CPU-seconds per 1,000 pods from the contender's start to its last bind."""
+    drain_cpu_seconds_per_1000: float | None = None
+    """The contender's CPU-seconds per 1,000 pods from its first bind to its last: the work per pod while
+    the backlog drains, without start-up (imports, configuration, the first lists)."""
+    drain_server_cpu_seconds_per_1000: float | None = None
+    """kube-apiserver + etcd CPU-seconds per 1,000 pods from the first bind to the last."""
     colocation: dict[str, int] | None = None
     """With the colocation set-up: the controllers' work visible at the last bind (bench/e2e_colocation.py
     ``observe``)."""
     colocation_end: dict[str, int] | None = None
     """The same when the contender is stopped (after its Events are written)."""
+    requests_per_pod: dict[str, float] = field(default_factory=dict)
+    """kube-apiserver's requests completed from the contender's start until its Events were written, per
+    bound pod, by ``VERB resource`` (rows of at least 0.001), the bench's own requests taken out."""
+    requests_total_per_pod: float | None = None
+    watches_opened: dict[str, int] = field(default_factory=dict)
+    """Long-running requests (watches) the contender opened and still held then, by ``VERB resource``."""
 
 
 # ----- objects -----
@@ -317,10 +352,14 @@ class BindWatcher:
         self.bound: dict[str, float] = {}
         self.double_bound: list[str] = []
         self.done = asyncio.Event()
+        self.on_first_bind: Any = None
+        """Called (no arguments) when the first pod is seen bound."""
 
     def _seen(self, obj: dict[str, Any], now: float) -> None:
         name = obj["metadata"]["name"]
         if (obj.get("spec") or {}).get("nodeName") and name.startswith(self.name_prefix):
+            if not self.bound and self.on_first_bind is not None:
+                self.on_first_bind()
             self.bound.setdefault(name, now)
 
     async def run(self) -> None:
@@ -413,12 +452,16 @@ def variant_controllers(name: str) -> str | None:
     return name[len(KOORD_VARIANT):-1] if name.startswith(KOORD_VARIANT) else None
 
 
-def start_contender(name: str, kubeconfig: str, work: Path, kube_scheduler: str) -> subprocess.Popen[bytes]:
+def start_contender(name: str, kubeconfig: str, work: Path, kube_scheduler: str, *,
+                    baselines: Mapping[str, Path] | None = None) -> subprocess.Popen[bytes]:
+    """``baselines``: the koord-scheduler executable of each ``koord-scheduler@REF`` contender."""
     log = (work / f"{name}.log").open("ab")
     controllers = variant_controllers(name)
-    if name == "round-robin":
-        args = [sys.executable, str(Path(__file__).resolve().parent / "e2e_round_robin.py"), "--kubeconfig", kubeconfig]
-    elif name == "koord-scheduler" or controllers is not None:
+    baseline = (baselines or {}).get(name)
+    if name in ("round-robin", EVENTS_CEILING):
+        args = [sys.executable, str(Path(__file__).resolve().parent / "e2e_round_robin.py"), "--kubeconfig", kubeconfig,
+                *(["--events"] if name == EVENTS_CEILING else [])]
+    elif name == "koord-scheduler" or controllers is not None or baseline is not None:
         config = work / "koord-scheduler.yaml"
         config.write_text(yaml.safe_dump({
             "apiVersion": "kubescheduler.config.k8s.io/v1",
@@ -426,7 +469,8 @@ def start_contender(name: str, kubeconfig: str, work: Path, kube_scheduler: str)
             "clientConnection": {"kubeconfig": kubeconfig, "qps": LIFTED_QPS, "burst": LIFTED_QPS},
             "leaderElection": {"leaderElect": False},
         }))
-        args = [str(REPO / ".venv" / "bin" / "koord-scheduler"), "--config", str(config), "--metrics-port", "0"]
+        executable = baseline or REPO / ".venv" / "bin" / "koord-scheduler"
+        args = [str(executable), "--config", str(config), "--metrics-port", "0"]
         if controllers is not None:
             args.append(f"--controllers={controllers}")
         profile = os.environ.get("PYKOORD_BENCH_PROFILE")
@@ -446,10 +490,12 @@ def start_contender(name: str, kubeconfig: str, work: Path, kube_scheduler: str)
 
 async def measure(name: str, http: ApiHttp, n: int, *, kubeconfig: str, work: Path, kube_scheduler: str,
                   shape: Shape | None = None, timeout: float | None = None,
-                  colocation_nodes: list[str] | None = None, prepare: Any = None) -> Result:
+                  colocation_nodes: list[str] | None = None, prepare: Any = None,
+                  baselines: Mapping[str, Path] | None = None) -> Result:
     """One contender's run. ``colocation_nodes``: reset the colocation state of these nodes first
     (bench/e2e_colocation.py) and observe the controllers' work at the last bind. ``prepare``: an async
-    ``(http, n)`` that replaces SchedulingBasic's delete-and-create of the ``n`` pending pods."""
+    ``(http, n)`` that replaces SchedulingBasic's delete-and-create of the ``n`` pending pods. With a
+    :class:`CountingHttp`, the result has the contender's requests per bound pod."""
     namespace, prefix = NAMESPACE, ""
     if prepare is not None:
         await prepare(http, n)
@@ -466,10 +512,18 @@ async def measure(name: str, http: ApiHttp, n: int, *, kubeconfig: str, work: Pa
                           name_prefix=prefix)
     watch = asyncio.ensure_future(watcher.run())
     await asyncio.sleep(0.5)
+    requests_before = await read_request_counts(http) if isinstance(http, CountingHttp) else None
     servers = server_pids(kubeconfig)
     server_cpu_start = total_cpu_seconds(servers)
     started = time.monotonic()
-    proc = start_contender(name, kubeconfig, work, kube_scheduler)
+    proc = start_contender(name, kubeconfig, work, kube_scheduler, baselines=baselines)
+    at_first_bind: list[float] = []
+
+    def first_bind() -> None:  # the CPU both sides had spent when the drain began
+        with contextlib.suppress(OSError):
+            at_first_bind.extend([cpu_seconds(proc.pid), total_cpu_seconds(servers)])
+
+    watcher.on_first_bind = first_bind
     try:
         timeout = timeout or (max(120.0, n / 20) if shape is None else max(600.0, n / 2))
         waiter = asyncio.ensure_future(watcher.done.wait())
@@ -485,7 +539,12 @@ async def measure(name: str, http: ApiHttp, n: int, *, kubeconfig: str, work: Pa
             raise RuntimeError(f"{name}: only {len(watcher.bound)}/{n} pods bound after {timeout:.0f}s "
                                f"(log: {work / (name + '.log')})")
         cpu = cpu_seconds(proc.pid) if proc.poll() is None else float("nan")
-        server_cpu = total_cpu_seconds(servers) - server_cpu_start if servers else None
+        server_cpu_now = total_cpu_seconds(servers)
+        server_cpu = server_cpu_now - server_cpu_start if servers else None
+        drain_cpu = drain_server_cpu = None
+        if len(at_first_bind) == 2 and n > 1:
+            drain_cpu = (cpu - at_first_bind[0]) * 1000 / (n - 1)
+            drain_server_cpu = (server_cpu_now - at_first_bind[1]) * 1000 / (n - 1) if servers else None
         last_bind = max(watcher.bound.values())
         colocation = await e2e_colocation.observe(http) if colocation_nodes else None
         events, events_done, cpu_with_events = 0, float("nan"), cpu
@@ -500,6 +559,9 @@ async def measure(name: str, http: ApiHttp, n: int, *, kubeconfig: str, work: Pa
                     break
                 await asyncio.sleep(0.25)
         colocation_end = await e2e_colocation.observe(http) if colocation_nodes else None
+        requests = None
+        if isinstance(http, CountingHttp) and requests_before is not None and proc.poll() is None:
+            requests = (await read_request_counts(http)).since(requests_before)
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -525,17 +587,23 @@ async def measure(name: str, http: ApiHttp, n: int, *, kubeconfig: str, work: Pa
         events_done_after_last_bind=None if math.isnan(events_done) else round(events_done, 2),
         cpu_seconds_with_events=round(cpu_with_events, 3),
         server_cpu_seconds_per_1000=None if server_cpu is None else round(server_cpu * 1000 / n, 3),
+        drain_cpu_seconds_per_1000=None if drain_cpu is None or math.isnan(drain_cpu) else round(drain_cpu, 3),
+        drain_server_cpu_seconds_per_1000=None if drain_server_cpu is None else round(drain_server_cpu, 3),
         colocation=colocation,
         colocation_end=colocation_end,
+        requests_per_pod=per_pod(requests.completed, n, floor=0.001) if requests else {},
+        requests_total_per_pod=round(requests.total / n, 3) if requests else None,
+        watches_opened={str(k): v for k, v in sorted(requests.open.items())} if requests else {},
     )
 
 
 # ----- main -----
 
 
-async def run_bench(args: argparse.Namespace, kubeconfig: str, kube_scheduler: str, work: Path) -> list[Result]:
+async def run_bench(args: argparse.Namespace, kubeconfig: str, kube_scheduler: str, work: Path,
+                    baselines: Mapping[str, Path] | None = None) -> list[Result]:
     connection = load_connection(kubeconfig)
-    http = ApiHttp(connection, TokenBucket(0, 1), options=HttpOptions(pool_size=96, request_timeout=120))
+    http = CountingHttp(connection, TokenBucket(0, 1), options=HttpOptions(pool_size=96, request_timeout=120))
     shape: Shape | None = None if args.shape == BASIC else args.shape_plan
     try:
         await ensure_namespace(http)
@@ -554,16 +622,24 @@ async def run_bench(args: argparse.Namespace, kubeconfig: str, kube_scheduler: s
             for name in args.only if repeat % 2 == 0 else args.only[::-1]:
                 result = await measure(name, http, args.pods, kubeconfig=kubeconfig, work=work,
                                        kube_scheduler=kube_scheduler, shape=shape, timeout=args.timeout,
-                                       colocation_nodes=colocation_nodes)
+                                       colocation_nodes=colocation_nodes, baselines=baselines)
                 events = (f"all written {result.events_done_after_last_bind}s after the last bind"
                           if result.events_done_after_last_bind is not None
                           else "none expected" if name == "round-robin" else "not all within 60 s")
                 print(f"# {result.contender}: {result.rate:.0f} pods/s (wall {result.wall:.0f}), "
                       f"{result.cpu_seconds_per_1000:.2f} CPU-s/1000 pods (apiserver+etcd "
-                      f"{result.server_cpu_seconds_per_1000}); {result.events_written} events, {events}"
+                      f"{result.server_cpu_seconds_per_1000}; first to last bind {result.drain_cpu_seconds_per_1000}, "
+                      f"apiserver+etcd {result.drain_server_cpu_seconds_per_1000}); "
+                      f"{result.events_written} events, {events}"
                       + (f"; colocation at the last bind {result.colocation}, at the end {result.colocation_end}"
                          if result.colocation else ""),
                       file=sys.stderr)
+                if result.requests_total_per_pod is not None:
+                    print(f"#   requests per bound pod {result.requests_total_per_pod:.3f}: "
+                          + ", ".join(f"{k} {v:.3f}" for k, v in result.requests_per_pod.items())
+                          + "; watches opened: "
+                          + (", ".join(f"{k} {v}" for k, v in result.watches_opened.items()) or "none"),
+                          file=sys.stderr)
                 results.append(result)
         for namespace in shape_namespaces(shape) if shape is not None else [NAMESPACE]:
             await delete_pods(http, namespace)
@@ -577,6 +653,35 @@ def _median_or_none(values: list[float | None]) -> float | None:
     return round(statistics.median(present), 2) if present else None
 
 
+def _median_rows(rows: list[dict[str, float]]) -> dict[str, float]:
+    """Row by row, the median over the runs (a row missing from a run counts as 0 there)."""
+    keys = dict.fromkeys(k for row in rows for k in row)
+    medians = {k: round(statistics.median(row.get(k, 0.0) for row in rows), 3) for k in keys}
+    return dict(sorted(((k, v) for k, v in medians.items() if v), key=lambda kv: (-kv[1], kv[0])))
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return round(a / b, 3) if a is not None and b else None
+
+
+def baseline_ratios(koord: list[Result], base: list[Result]) -> dict[str, Any]:
+    """The working tree's koord-scheduler against a ``--baseline`` build: medians' ratios (rate, CPU, API
+    server CPU, requests per pod) and the rate ratio round by round (runs paired in order)."""
+    def med(rs: list[Result], attr: str) -> float | None:
+        return _median_or_none([getattr(r, attr) for r in rs])
+
+    return {
+        "rate_ratio": _ratio(med(koord, "rate"), med(base, "rate")),
+        "cpu_ratio": _ratio(med(koord, "cpu_seconds_per_1000"), med(base, "cpu_seconds_per_1000")),
+        "server_cpu_ratio": _ratio(med(koord, "server_cpu_seconds_per_1000"), med(base, "server_cpu_seconds_per_1000")),
+        "drain_cpu_ratio": _ratio(med(koord, "drain_cpu_seconds_per_1000"), med(base, "drain_cpu_seconds_per_1000")),
+        "drain_server_cpu_ratio": _ratio(med(koord, "drain_server_cpu_seconds_per_1000"),
+                                         med(base, "drain_server_cpu_seconds_per_1000")),
+        "requests_per_pod_ratio": _ratio(med(koord, "requests_total_per_pod"), med(base, "requests_total_per_pod")),
+        "rate_ratio_per_round": [round(a.rate / b.rate, 3) for a, b in zip(koord, base, strict=False)],
+    }
+
+
 def summarize(results: list[Result]) -> dict[str, Any]:
     by: dict[str, list[Result]] = {}
     for r in results:
@@ -588,6 +693,11 @@ def summarize(results: list[Result]) -> dict[str, Any]:
             "cpu_seconds_per_1000_pods": round(statistics.median(r.cpu_seconds_per_1000 for r in rs), 2),
             "events_done_after_last_bind_s": _median_or_none([r.events_done_after_last_bind for r in rs]),
             "server_cpu_seconds_per_1000_pods": _median_or_none([r.server_cpu_seconds_per_1000 for r in rs]),
+            "drain_cpu_seconds_per_1000_pods": _median_or_none([r.drain_cpu_seconds_per_1000 for r in rs]),
+            "drain_server_cpu_seconds_per_1000_pods": _median_or_none(
+                [r.drain_server_cpu_seconds_per_1000 for r in rs]),
+            "requests_per_pod": _median_or_none([r.requests_total_per_pod for r in rs]),
+            "requests_per_pod_by_verb_resource": _median_rows([r.requests_per_pod for r in rs]),
         }
         for name, rs in by.items()
     }
@@ -595,8 +705,22 @@ def summarize(results: list[Result]) -> dict[str, Any]:
     ceiling, kube = summary.get("round-robin"), summary.get("kube-scheduler")
     if koord and ceiling:
         summary["koord_pct_of_ceiling"] = round(100 * koord["rate_pods_per_s"] / ceiling["rate_pods_per_s"], 1)
+    events_ceiling = summary.get(EVENTS_CEILING)
+    if koord and events_ceiling:
+        summary["koord_pct_of_events_ceiling"] = round(
+            100 * koord["rate_pods_per_s"] / events_ceiling["rate_pods_per_s"], 1)
     if koord and kube:
         summary["koord_to_kube_scheduler"] = round(koord["rate_pods_per_s"] / kube["rate_pods_per_s"], 2)
+    for name, runs in by.items():
+        if e2e_baseline.baseline_ref(name) is None:
+            continue
+        base = summary[name]
+        if ceiling:
+            summary[f"{name}_pct_of_ceiling"] = round(100 * base["rate_pods_per_s"] / ceiling["rate_pods_per_s"], 1)
+        if kube:
+            summary[f"{name}_to_kube_scheduler"] = round(base["rate_pods_per_s"] / kube["rate_pods_per_s"], 2)
+        if koord:
+            summary[f"koord_vs_{name}"] = baseline_ratios(by["koord-scheduler"], runs)
     variants = [name for name in by if variant_controllers(name) is not None]
     if len(variants) > 1:  # each variant against the first --controllers value: medians, and run by run
         base = variants[0]
@@ -617,13 +741,15 @@ def shape_arguments(args: argparse.Namespace) -> str:
     or ``""``."""
     if args.only is None:
         args.only = (["koord-scheduler"] if args.controllers else
-                     [c for c in CONTENDERS if not (args.shape == "PreemptionBasic" and c == "round-robin")])
+                     [c for c in DEFAULT_CONTENDERS if not (args.shape == "PreemptionBasic" and c == "round-robin")])
     unknown = [c for c in args.only if c not in CONTENDERS]
     if unknown:
         return f"--only: unknown contenders {unknown}; choose from {list(CONTENDERS)}"
     if args.controllers and "koord-scheduler" not in args.only:
         return "--controllers: needs the koord-scheduler contender in --only"
     args.only = contender_names(args.only, args.controllers)
+    if getattr(args, "baseline", None):
+        args.only = e2e_baseline.with_baseline(args.only, args.baseline)
     if args.shape == BASIC:
         args.pods = 5000 if args.pods is None else args.pods
         return ""
@@ -663,6 +789,9 @@ def main() -> int:
                              "(default contenders then: koord-scheduler only); a colocation controller in any "
                              "value installs the colocation set-up (bench/e2e_colocation.py); ratios are "
                              "against the first value")
+    parser.add_argument("--baseline", metavar="REF",
+                        help="also run koord-scheduler as of this git commit (built in a temporary worktree and "
+                             "virtualenv) as the contender koord-scheduler@REF, right after koord-scheduler")
     parser.add_argument("--json", help="write raw results and the summary here")
     parser.add_argument("--work-dir", help="keep contender configs and logs here (default: a temp dir)")
     args = parser.parse_args()
@@ -672,14 +801,18 @@ def main() -> int:
     from controlplane import Binaries, running_control_plane
 
     kube_scheduler = args.kube_scheduler or str(Binaries.build().kube_scheduler)
-    with tempfile.TemporaryDirectory(prefix="pykoord-e2e-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="pykoord-e2e-") as tmp, contextlib.ExitStack() as stack:
         work = Path(args.work_dir or tmp)
         work.mkdir(parents=True, exist_ok=True)
+        baselines: dict[str, Path] = {}
+        if args.baseline:
+            build = stack.enter_context(e2e_baseline.built(args.baseline, repo=REPO))
+            baselines[e2e_baseline.contender_name(args.baseline)] = build.executable
         if args.kubeconfig:
-            results = asyncio.run(run_bench(args, args.kubeconfig, kube_scheduler, work))
+            results = asyncio.run(run_bench(args, args.kubeconfig, kube_scheduler, work, baselines))
         else:
             with running_control_plane(work / "cluster") as plane:
-                results = asyncio.run(run_bench(args, str(plane.kubeconfig), kube_scheduler, work))
+                results = asyncio.run(run_bench(args, str(plane.kubeconfig), kube_scheduler, work, baselines))
     summary = summarize(results)
     machine = {"nproc": os.cpu_count(), "python": sys.version.split()[0]}
     head: dict[str, Any] = {"machine": machine}

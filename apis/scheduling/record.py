@@ -103,6 +103,9 @@ class ReservationRecord:
     """``invalid`` is a field that cannot be read at all (a ttl that is no duration, a quantity out of
     range, a template that is no object), not just a required part missing: the controller marks such a
     Reservation Failed, since no later event can make it expire or fit."""
+    raw: Mapping[str, Any] | None = field(default=None, compare=False, hash=False, repr=False)
+    """The JSON object this was parsed from: the lifecycle controller decides on it and writes its status
+    back whole (conditions with their times, which the record does not keep)."""
 
     @property
     def is_valid(self) -> bool:
@@ -151,7 +154,7 @@ def parse_reservation(raw: Mapping[str, Any]) -> ReservationRecord:
     try:
         return _parse(raw, name, base)
     except (ParseError, ValueError, TypeError, KeyError, AttributeError) as exc:
-        return ReservationRecord(name=name, **base, invalid=f"invalid Reservation: {exc}", malformed=True)
+        return ReservationRecord(name=name, **base, invalid=f"invalid Reservation: {exc}", malformed=True, raw=raw)
 
 
 def _meta_fields(meta: Mapping[str, Any]) -> dict[str, Any]:
@@ -240,6 +243,7 @@ def _parse(raw: Mapping[str, Any], name: str, base: dict[str, Any]) -> Reservati
     return ReservationRecord(
         name=name,
         **base,
+        raw=raw,
         template=template,
         template_json=json.dumps(template, sort_keys=True) if template is not None else "",
         owners=owners,

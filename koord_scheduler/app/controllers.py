@@ -10,7 +10,9 @@ Flags::
     --slo-config-name NAME      its name (default slo-controller-config)
     --reservation-controller=false   kept for compatibility: the same as adding -reservation
 
-The colocation controllers read the scheduler's own Node, Pod and NodeMetric watches; they add the
+The ``reservation`` controller reads the scheduler's Node, Pod and Reservation watches (the Reservation
+plugin's, or its own with scheduling off). The colocation controllers read the scheduler's own Node, Pod and
+NodeMetric watches; they add the
 NodeSLO kind (when ``nodeslo`` runs) and a watch of the one ConfigMap in its namespace. The ``elasticquota``
 controller reads the same Node and Pod watches plus ElasticQuotas (optional: a cluster without the CRD
 still schedules). The ``podgroup`` controller reads the Pod watch and the PodGroup kind (the Coscheduling
@@ -24,7 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -39,6 +41,7 @@ from apis.scheduling import podgroup as pg
 from apis.scheduling.constants import GROUP as SCHEDULING_GROUP
 from apis.scheduling.constants import VERSION as SCHEDULING_VERSION
 from apis.scheduling.device import DEVICE_KIND, DEVICE_PLURAL, parse_device
+from apis.scheduling.record import parse_reservation
 from apis.slo.common import GROUP, VERSION
 from apis.slo.nodemetric_record import parse_node_metric
 from koord_scheduler.app.controller_flags import ControllerFlags
@@ -61,17 +64,50 @@ from koord_scheduler.scheduler.controllers.selection import (
     ELASTICQUOTA,
     PODGROUP,
     QUOTAPROFILE,
+    RESERVATION,
 )
 from koord_scheduler.scheduler.kube import ApiHttp, KubeClusterSource, TokenBucket
 from koord_scheduler.scheduler.kube.paths import resource_path
+from koord_scheduler.scheduler.kube.ratelimit import YieldingBucket
 from koord_scheduler.scheduler.leaderelection import LeaderElector
 from koord_scheduler.scheduler.metrics import SchedulerMetrics
 from koord_scheduler.scheduler.object_errors import ObjectErrors
+from koord_scheduler.scheduler.reservation_controller.decide import controller_options
+from koord_scheduler.scheduler.reservation_controller.informed import KIND as RESERVATION_KIND
+from koord_scheduler.scheduler.reservation_controller.informed import PLURAL as RESERVATION_PLURAL
+from koord_scheduler.scheduler.reservation_controller.informed import KubeStatusWriter, ReservationController
 
 if TYPE_CHECKING:
     from koord_scheduler.webhook.profile_controller import ColocationProfileController
 
 log = logging.getLogger("koord-scheduler")
+
+WRITES_WHILE_BINDING_QPS = 20.0
+"""Writes per second all the controllers together make while the scheduler binds (kube-controller-manager's
+default ``--kube-api-qps``); at full ``clientConnection`` speed otherwise."""
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerClient:
+    """How a controller's own connection pool is rate limited: ``clientConnection``'s ``qps``/``burst``, and,
+    when ``busy`` is given (scheduling is on), ``while_busy`` too whenever ``busy()`` says the scheduler has
+    requests in flight (:class:`~koord_scheduler.scheduler.kube.ratelimit.YieldingBucket`): binds first."""
+
+    qps: float
+    burst: int
+    busy: Callable[[], bool] | None = None
+    while_busy: TokenBucket | None = None
+
+    def bucket(self) -> TokenBucket:
+        if self.busy is None or self.while_busy is None:
+            return TokenBucket(self.qps, self.burst)
+        return YieldingBucket(self.qps, self.burst, busy=self.busy, while_busy=self.while_busy)
+
+    @classmethod
+    def yielding_to(cls, qps: float, burst: int, busy: Callable[[], bool]) -> ControllerClient:
+        """Every controller built with the result shares one budget while ``busy()``."""
+        shared = TokenBucket(WRITES_WHILE_BINDING_QPS, int(WRITES_WHILE_BINDING_QPS))
+        return cls(qps, burst, busy=busy, while_busy=shared)
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,11 +122,11 @@ def build_colocation(
     source: KubeClusterSource,
     metrics: SchedulerMetrics,
     *,
-    client: tuple[float, int],
+    client: ControllerClient,
     scheduler_kinds: Collection[str] = (),
 ) -> Colocation | None:
     """The colocation controllers (None when none of them is enabled), with their watches registered on
-    ``source``: call before ``source.start``. ``client`` is (qps, burst) for their own token bucket.
+    ``source``: call before ``source.start``. ``client`` rate-limits their own connection pool.
 
     Their kinds are optional on the source (a missing CRD or Role does not hold up scheduling); the
     controllers act only once every kind they read has been listed. NodeMetric stays a required kind
@@ -98,7 +134,7 @@ def build_colocation(
     enabled = flags.enabled & frozenset(COLOCATION_CONTROLLERS)
     if not enabled:
         return None
-    http = ApiHttp(source.connection, TokenBucket(*client))
+    http = ApiHttp(source.connection, client.bucket())
     kinds = ["NodeMetric", "ConfigMap"] + (["NodeSLO"] if "nodeslo" in enabled else [])
     controllers = ColocationControllers(
         KubeControllerApi(http, source.events),
@@ -144,7 +180,7 @@ def build_quota_status(
     source: KubeClusterSource,
     config: KubeSchedulerConfiguration,
     *,
-    client: tuple[float, int],
+    client: ControllerClient,
     scheduler_kinds: Collection[str] = (),
     object_errors: ObjectErrors | None = None,
 ) -> QuotaStatus | None:
@@ -154,7 +190,7 @@ def build_quota_status(
     if ELASTICQUOTA not in flags.enabled:
         return None
     args = _first_args(config, elasticquota.KIND, ElasticQuotaArgs)
-    http = ApiHttp(source.connection, TokenBucket(*client))
+    http = ApiHttp(source.connection, client.bucket())
     controller = QuotaStatusController(
         KubeControllerApi(http, source.events), args=args, ready=lambda: source.listed(elasticquota.KIND),
         object_errors=object_errors,
@@ -186,7 +222,7 @@ def build_podgroup(
     source: KubeClusterSource,
     config: KubeSchedulerConfiguration,
     *,
-    client: tuple[float, int],
+    client: ControllerClient,
     scheduler_kinds: Collection[str] = (),
     object_errors: ObjectErrors | None = None,
 ) -> PodGroups | None:
@@ -202,7 +238,7 @@ def build_podgroup(
     if PODGROUP not in flags.enabled:
         return None
     args = _first_args(config, COSCHEDULING, CoschedulingArgs)
-    http = ApiHttp(source.connection, TokenBucket(*client))
+    http = ApiHttp(source.connection, client.bucket())
     controller = PodGroupController(KubePodGroupApi(http), workers=args.controller_workers, object_errors=object_errors)
     return PodGroups(controller, http)
 
@@ -239,7 +275,7 @@ def build_deviceresource(
     flags: ControllerFlags,
     source: KubeClusterSource,
     *,
-    client: tuple[float, int],
+    client: ControllerClient,
     scheduler_kinds: Collection[str] = (),
     object_errors: ObjectErrors | None = None,
 ) -> DeviceResources | None:
@@ -249,12 +285,47 @@ def build_deviceresource(
         return None
     if DEVICE_KIND not in scheduler_kinds and not source.watches(DEVICE_KIND):
         source.watch_kind(SCHEDULING_GROUP, SCHEDULING_VERSION, DEVICE_PLURAL, parse_device, DEVICE_KIND, optional=True)
-    http = ApiHttp(source.connection, TokenBucket(*client))
+    http = ApiHttp(source.connection, client.bucket())
     controller = DeviceResourceController(
         KubeControllerApi(http, source.events), ready=lambda: source.listed(DEVICE_KIND) and source.listed("Node"),
         object_errors=object_errors,
     )
     return DeviceResources(controller, http)
+
+
+@dataclass(frozen=True, slots=True)
+class Reservations:
+    controller: ReservationController
+    http: ApiHttp
+    name: str = RESERVATION
+
+
+def build_reservation(
+    flags: ControllerFlags,
+    source: KubeClusterSource,
+    config: KubeSchedulerConfiguration,
+    *,
+    client: ControllerClient,
+    scheduler_kinds: Collection[str] = (),
+    plugin_enabled: bool = True,
+    object_errors: ObjectErrors | None = None,
+) -> Reservations | None:
+    """The ``reservation`` lifecycle controller (None when it is off, or when ``plugin_enabled`` is false:
+    scheduling is on and no profile enables the Reservation plugin). It reads the Reservation kind the
+    plugin watches; with scheduling off it registers the kind on ``source`` itself, as optional (call
+    before ``source.start``). Its options are the Reservation args of the first profile that configures
+    them (gcDurationSeconds, gcIntervalSeconds, disableGarbageCollection, controllerWorkers)."""
+    if RESERVATION not in flags.enabled or not plugin_enabled:
+        return None
+    if RESERVATION_KIND not in scheduler_kinds and not source.watches(RESERVATION_KIND):
+        source.watch_kind(SCHEDULING_GROUP, SCHEDULING_VERSION, RESERVATION_PLURAL, parse_reservation,
+                          RESERVATION_KIND, optional=True)
+    http = ApiHttp(source.connection, client.bucket())
+    controller = ReservationController(
+        KubeStatusWriter(http), options=controller_options(config), object_errors=object_errors,
+        ready=lambda: all(source.listed(kind) for kind in ("Node", "Pod", RESERVATION_KIND)),
+    )
+    return Reservations(controller, http)
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,7 +339,7 @@ def build_quotaprofile(
     flags: ControllerFlags,
     source: KubeClusterSource,
     *,
-    client: tuple[float, int],
+    client: ControllerClient,
     scheduler_kinds: Collection[str] = (),
     object_errors: ObjectErrors | None = None,
 ) -> QuotaProfiles | None:
@@ -281,7 +352,7 @@ def build_quotaprofile(
     if elasticquota.KIND not in scheduler_kinds and not source.watches(elasticquota.KIND):
         source.watch_kind(elasticquota.GROUP, elasticquota.VERSION, elasticquota.PLURAL,
                           elasticquota.parse_elastic_quota, elasticquota.KIND, optional=True)
-    http = ApiHttp(source.connection, TokenBucket(*client))
+    http = ApiHttp(source.connection, client.bucket())
     controller = QuotaProfileController(
         KubeQuotaProfileApi(http, source.events),
         ready=lambda: all(source.listed(kind) for kind in (qp.KIND, elasticquota.KIND, "Node")),
@@ -301,7 +372,7 @@ def build_colocationprofile(
     flags: ControllerFlags,
     source: KubeClusterSource,
     *,
-    client: tuple[float, int],
+    client: ControllerClient,
     object_errors: ObjectErrors | None = None,
 ) -> ColocationProfiles | None:
     """The ``colocationprofile`` controller (None unless ``--controllers`` names it), with the
@@ -318,7 +389,7 @@ def build_colocationprofile(
 
     source.watch_kind(colocation.GROUP, colocation.VERSION, "clustercolocationprofiles", parse_managed_profile,
                       colocation.KIND, optional=True)
-    http = ApiHttp(source.connection, TokenBucket(*client))
+    http = ApiHttp(source.connection, client.bucket())
     controller = ColocationProfileController(
         KubePodApi(http), ready=lambda: source.listed(colocation.KIND), object_errors=object_errors
     )

@@ -22,6 +22,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, Gauge, ProcessCollector, gene
 
 from koord_scheduler.app.controllers import (
     Colocation,
+    ControllerClient,
     Hosted,
     build_colocation,
     build_colocationprofile,
@@ -29,6 +30,7 @@ from koord_scheduler.app.controllers import (
     build_podgroup,
     build_quota_status,
     build_quotaprofile,
+    build_reservation,
     hold_controllers,
 )
 from koord_scheduler.app.debug_server import LOOPBACK, start_debug_server
@@ -47,7 +49,6 @@ from koord_scheduler.framework.errors import ClusterError, log_failure
 from koord_scheduler.framework.registry import Registry
 from koord_scheduler.scheduler.assembly import build_scheduler
 from koord_scheduler.scheduler.controllers.runner import ControllerSink, FanoutSink
-from koord_scheduler.scheduler.controllers.selection import RESERVATION
 from koord_scheduler.scheduler.heap import STARTUP_PAUSE_LIMIT, HeapSettler, resume_collector
 from koord_scheduler.scheduler.kube import (
     ApiHttp,
@@ -66,7 +67,6 @@ from koord_scheduler.scheduler.task_restarts import supervise
 
 if TYPE_CHECKING:
     from koord_scheduler.scheduler.prefetch import Prefetch
-    from koord_scheduler.scheduler.reservation_controller.operator import ReservationControllerThread
     from koord_scheduler.webhook.thread import AdmissionThread
 
 log = logging.getLogger("koord-scheduler")
@@ -99,23 +99,31 @@ def run_cluster(options: ServeOptions, registry: Callable[[], Registry], *, pref
         options.config, registry(), source, metrics=metrics,
         options=SchedulerOptions(heap=heap, feature_gates=options.feature_gates),
     ) if options.controllers.scheduling else None
-    client = options.config.client_connection
+    connection_options = options.config.client_connection
+    # Binds first: with scheduling on, the controllers' writes share a small budget while the scheduler
+    # has requests in flight (a new leader's controllers may have one write per node to make).
+    client = ControllerClient(connection_options.qps, connection_options.burst) if scheduler is None else \
+        ControllerClient.yielding_to(connection_options.qps, connection_options.burst,
+                                     lambda: source.http.in_flight > 0)
     colocation = build_colocation(
-        options.controllers, source, metrics, client=(client.qps, client.burst),
+        options.controllers, source, metrics, client=client,
         scheduler_kinds=scheduler.watched_kinds if scheduler is not None else (),
     )
     kinds = scheduler.watched_kinds if scheduler is not None else {}
+    # The Reservation controller runs when selected and some profile enables the Reservation plugin (with
+    # scheduling off: when selected).
+    reservation_plugin = scheduler is None or any("Reservation" in fwk.plugins for fwk in scheduler.profiles.values())
     errors = metrics.object_errors
     hosted = [h for h in (
-        build_quota_status(options.controllers, source, options.config, client=(client.qps, client.burst),
-                           scheduler_kinds=kinds, object_errors=errors),
-        build_podgroup(options.controllers, source, options.config, client=(client.qps, client.burst),
-                       scheduler_kinds=kinds, object_errors=errors),
-        build_deviceresource(options.controllers, source, client=(client.qps, client.burst), scheduler_kinds=kinds,
-                             object_errors=errors),
-        build_quotaprofile(options.controllers, source, client=(client.qps, client.burst), scheduler_kinds=kinds,
+        build_reservation(options.controllers, source, options.config, client=client, scheduler_kinds=kinds,
+                          plugin_enabled=reservation_plugin, object_errors=errors),
+        build_quota_status(options.controllers, source, options.config, client=client, scheduler_kinds=kinds,
                            object_errors=errors),
-        build_colocationprofile(options.controllers, source, client=(client.qps, client.burst), object_errors=errors),
+        build_podgroup(options.controllers, source, options.config, client=client, scheduler_kinds=kinds,
+                       object_errors=errors),
+        build_deviceresource(options.controllers, source, client=client, scheduler_kinds=kinds, object_errors=errors),
+        build_quotaprofile(options.controllers, source, client=client, scheduler_kinds=kinds, object_errors=errors),
+        build_colocationprofile(options.controllers, source, client=client, object_errors=errors),
     ) if h is not None]
     startup_log.info("start-up: profiles and controllers built (%.2f CPU-s since start)", time.process_time())
     log.info("koord-scheduler: profiles %s, controllers %s, API server %s (%s)",
@@ -187,7 +195,6 @@ async def _run(
     elector = _elector(options, source, metrics) if options.leader_elect else None
     state = _State(source, elector, scheduler)
     state.set_debug(scores=options.debug_scores, filters=options.debug_filters)
-    controller: ReservationControllerThread | None = None
     starter: asyncio.Future[None] | None = None
     runner: HardenedServer | None = None
     colocation_task: asyncio.Future[None] | None = None
@@ -256,13 +263,9 @@ async def _run(
             return EXIT_OK
 
         def start_controllers() -> None:
-            """The leader-only controllers: the Reservation controller's thread (kopf) and the others'
-            tasks. With scheduling on they start after the first pass (``first_pass_done``), so neither
-            kopf's import nor their first reconcile delays the first binds."""
-            nonlocal controller, colocation_task
-            controller = _reservation_controller(options, scheduler, elector, metrics)
-            if controller is not None:
-                controller.start()
+            """The leader-only controllers' tasks. With scheduling on they start after the first pass
+            (``first_pass_done``), so their first reconcile does not delay the first binds."""
+            nonlocal colocation_task
             # A controller loop that raises is started again (and counted), never lost silently.
             restarts = metrics.task_restarts
             runs = [
@@ -291,8 +294,6 @@ async def _run(
             await colocation.http.close()
         for h in hosted:
             await h.http.close()
-        if controller is not None and controller.alive:
-            await asyncio.to_thread(controller.stop, 15.0)
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(sig)
         if elector is not None:
@@ -356,26 +357,6 @@ async def _until_stopped(coro: Coroutine[Any, Any, None], stop: asyncio.Event) -
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
     return False
-
-
-def _reservation_controller(
-    options: ServeOptions, scheduler: Scheduler | None, elector: LeaderElector | None, metrics: SchedulerMetrics
-) -> ReservationControllerThread | None:
-    """The Reservation lifecycle controller, when selected and some profile enables the Reservation
-    plugin (with scheduling off: when selected)."""
-    if RESERVATION not in options.controllers.enabled:
-        return None
-    if scheduler is not None and not any("Reservation" in fwk.plugins for fwk in scheduler.profiles.values()):
-        return None
-    # kopf and the kubernetes client load only when the controller runs.
-    from koord_scheduler.scheduler.reservation_controller.decide import controller_options
-    from koord_scheduler.scheduler.reservation_controller.operator import ApiSettings, ReservationControllerThread
-
-    api = ApiSettings(kubeconfig=options.kubeconfig or None)
-    is_leader: Callable[[], bool] = (lambda: elector.is_leader) if elector is not None else (lambda: True)
-    return ReservationControllerThread(
-        api, controller_options(options.config), is_leader=is_leader, object_errors=metrics.object_errors
-    )
 
 
 def _elector(options: ServeOptions, source: KubeClusterSource, metrics: SchedulerMetrics) -> LeaderElector:

@@ -141,10 +141,19 @@ class ColocationControllers:
                 on_node.pop(old.key, None)
                 if not on_node:
                     del self.pods_by_node[old.node_name]
-            self._mark(old.node_name, (NODERESOURCE,))
+            self._pods_changed(old.node_name)
         if new is not None and new.node_name:
             self.pods_by_node.setdefault(new.node_name, {})[new.key] = new
-            self._mark(new.node_name, (NODERESOURCE,))
+            self._pods_changed(new.node_name)
+
+    def _pods_changed(self, node: str) -> None:
+        """A node's pods changed. Only its batch resources can depend on them, and only through a NodeMetric
+        its koordlet has reported: without one (none, or one the ``nodemetric`` controller created that no
+        koordlet has filled yet) they are withdrawn whatever the pods, so the node is left alone, and a
+        cluster without koordlets binds pods without a decision per bind. The first report marks it."""
+        metric = self.node_metrics.get(node)
+        if metric is not None and metric.update_time is not None:
+            self._mark(node, (NODERESOURCE,))
 
     def on_object(self, kind: str, event: EventType, old: Any, new: Any) -> None:
         if kind == "NodeMetric":

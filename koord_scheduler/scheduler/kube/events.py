@@ -8,12 +8,13 @@
   as the broadcaster does: the first is created; the second patches ``series`` (count 2); later ones only
   count, and the count is written when the series is next patched, at most every :attr:`heartbeat`
   seconds. So a pod that keeps failing produces one Event object, not one per attempt.
-- Recording never blocks the caller: events wait in a bounded queue for a few sender tasks and are
-  dropped (and counted) when the queue is full, like the broadcaster's buffered channel.
-- Binds come first. While ``busy()`` says the scheduler's own requests are under way (a backlog is
-  being bound), Events share a budget of :attr:`EventOptions.busy_rate` per second, so they do not
-  halve the API server's bind capacity during a burst; they catch up at full speed once it is over.
-  (kube-scheduler's broadcaster sends them as they come.) Set ``busy_rate`` to 0 for no such limit.
+- Recording never blocks the caller, and Events are sent as they come, as client-go's broadcaster
+  sends each one on a goroutine of its own: :attr:`EventOptions.senders` tasks take them off a queue, so
+  up to that many are in flight, rate-limited only by the Events client's own token bucket
+  (``clientConnection``'s qps/burst, a bucket apart from the binds'). So a ``Scheduled`` Event follows its
+  bind within the API server's latency, not seconds later. The queue is bounded
+  (:attr:`EventOptions.queue_size`) only to bound memory while the API server cannot be reached: an Event
+  that finds it full is dropped and counted, like one that finds the broadcaster's buffered channel full.
 """
 
 from __future__ import annotations
@@ -32,7 +33,6 @@ from apis.core.types import Pod
 from koord_scheduler.framework.errors import ClusterError, log_failure
 from koord_scheduler.scheduler.kube.http import STRATEGIC_MERGE_PATCH, ApiHttp
 from koord_scheduler.scheduler.kube.paths import resource_path
-from koord_scheduler.scheduler.kube.ratelimit import TokenBucket
 
 log = logging.getLogger(__name__)
 
@@ -65,8 +65,10 @@ def rfc3339(seconds: float) -> str:
 @dataclass(frozen=True, slots=True)
 class EventOptions:
     queue_size: int = 20000
-    senders: int = 4
-    busy_rate: float = 50.0
+    senders: int = 64
+    """Events in flight at most: as many as the bindings the scheduler keeps in flight
+    (``SchedulerOptions.max_concurrent_bindings``). A busy API server shares itself out among the requests
+    in flight, so with fewer the Events would get that much less of it than the binds and fall behind."""
     heartbeat: float = SERIES_HEARTBEAT_SECONDS
     series_window: float = SERIES_WINDOW_SECONDS
     max_series: int = 20000
@@ -150,12 +152,9 @@ class EventRecorder:
         *,
         options: EventOptions | None = None,
         clock: Callable[[], float] = time.time,
-        busy: Callable[[], bool] | None = None,
     ) -> None:
         self.http = http
         self.options = options or EventOptions()
-        self._busy = busy if self.options.busy_rate > 0 else None
-        self._busy_budget = TokenBucket(self.options.busy_rate, 1)
         self.clock = clock
         self.hostname = self.options.hostname or socket.gethostname()
         self.dropped = 0
@@ -264,8 +263,6 @@ class EventRecorder:
         while True:
             item = await self._queue.get()
             try:
-                if self._busy is not None and self._busy():
-                    await self._busy_budget.acquire()
                 await self._send(item)
             except ClusterError as err:
                 self.failed += 1

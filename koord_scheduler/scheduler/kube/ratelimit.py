@@ -55,3 +55,31 @@ class TokenBucket:
         delay = self.reserve()
         if delay > 0:
             await self._sleep(delay)
+
+
+class YieldingBucket(TokenBucket):
+    """A controller's own token bucket that gives way to the scheduler's binds: each request takes a token
+    from this bucket (``qps``/``burst``, as :class:`TokenBucket`), and, while ``busy()`` says the scheduler
+    has requests in flight (a backlog is being bound), one more from ``while_busy``, a slower bucket every
+    controller shares. So a newly elected leader's controllers, which may have a write for every node to
+    make, do not halve the API server's bind capacity while pods wait; they go at full speed once the
+    backlog is bound, and at ``while_busy``'s rate under steady scheduling, never stopped."""
+
+    def __init__(
+        self,
+        qps: float,
+        burst: int,
+        *,
+        busy: Callable[[], bool],
+        while_busy: TokenBucket,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        super().__init__(qps, burst, clock=clock, sleep=sleep)
+        self.busy = busy
+        self.while_busy = while_busy
+
+    async def acquire(self) -> None:
+        await super().acquire()
+        if self.busy():
+            await self.while_busy.acquire()

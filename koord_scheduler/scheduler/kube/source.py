@@ -10,9 +10,9 @@ Everything runs as tasks on the caller's event loop. Watch events are parsed and
 watch task between scheduling cycles (the cycle is synchronous, so nothing interleaves with it); all
 events that are already buffered are handled in one go.
 
-Three connection pools with their own token buckets, as kube-scheduler has separate clientsets: one
+Two connection pools with their own token buckets, as kube-scheduler has separate clientsets: one
 for watches, binds and status patches (``clientConnection.qps/burst``), one for Events (same limits), so
-a burst of Events never delays a bind.
+a burst of Events never waits for a token a bind needs.
 
 Failure reporting follows kube-scheduler's ``handleSchedulingFailure``: the ``PodScheduled`` condition
 becomes ``False`` with the reason and the full message, patched only when it differs from what the pod
@@ -106,9 +106,7 @@ class KubeClusterSource:
         self.events_http = ApiHttp(
             connection, TokenBucket(opts.qps, opts.burst), options=HttpOptions(pool_size=opts.events.senders + 2)
         )
-        self.events = EventRecorder(
-            self.events_http, options=opts.events, clock=clock, busy=lambda: self.http.in_flight > 0
-        )
+        self.events = EventRecorder(self.events_http, options=opts.events, clock=clock)
         default_controller = next(iter(opts.scheduler_names), "default-scheduler")
         self._client = KubeClusterClient(self.http, self.events, controller=default_controller)
         self._sink: EventSink | None = None

@@ -25,7 +25,7 @@ from typing import Any
 from apis.config import KubeSchedulerConfiguration
 from apis.config.plugin_args import args_field_errors
 from apis.config.reservation_args import ReservationArgs
-from apis.core.parse import parse_pod, parse_resource_list, parse_timestamp
+from apis.core.parse import parse_resource_list, parse_timestamp
 from apis.core.quantity import format_quantity
 from apis.scheduling import (
     CONDITION_READY,
@@ -88,11 +88,6 @@ class Decision:
     """A merge patch of ``status`` (the status subresource), or None."""
     delete: bool = False
     requeue_after: float = MAX_REQUEUE_SECONDS
-
-
-def owner_pod_from_raw(raw: Mapping[str, Any]) -> OwnerPod:
-    pod = parse_pod(dict(raw))
-    return OwnerPod(pod.namespace, pod.name, pod.uid, dict(pod.requests))
 
 
 def rfc3339(ts: float) -> str:

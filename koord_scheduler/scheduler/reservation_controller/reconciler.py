@@ -1,19 +1,15 @@
-"""The loop between kopf's watch handlers and :func:`decide`: which Reservations to look at, and when.
+"""The loop between the informers and :func:`decide`: which Reservations to look at, and when.
 
-kopf feeds it (``observe_*``) and the :class:`Reconciler` runs :func:`decide` on
+The informers feed it (``observe_reservation``, ``mark_dirty``, ``mark_all_dirty``; see :mod:`.informed`)
+and the :class:`Reconciler` runs :func:`decide` on
 
 - the Reservations marked dirty by an event (their own, or one of their owner pods'), at once, and
 - every Reservation, every ``sync_interval_seconds`` (expiry and GC are functions of the clock).
 
 It applies each decision through a :class:`StatusWriter`. Writes are idempotent (merge patch of the status,
-delete tolerating 404), so deciding twice on a stale copy is harmless.
-
-Why not a kopf timer per Reservation: kopf puts a finalizer on every object that has a timer or daemon,
-and removes it only once the timer task has exited. When the timer itself deletes its object, the
-deletion event usually arrives while the handler is still running; kopf then re-checks the timer after
-``settings.background.cancellation_polling`` (60 s), so garbage collection hung for a minute, and deleting
-a Reservation while the scheduler is down blocked until it came back. Koordinator's controller uses no
-finalizer either.
+delete tolerating 404), so deciding twice on a stale copy is harmless. No finalizer and no state
+annotation is ever written on a Reservation: deleting one never waits for the controller (Koordinator's
+controller uses no finalizer either).
 """
 
 from __future__ import annotations
@@ -40,16 +36,17 @@ log = logging.getLogger(__name__)
 
 
 class StatusWriter(Protocol):
-    """Applies decisions. Both calls block (they run in a worker thread) and must tolerate a missing object."""
+    """Applies decisions on the event loop. Both calls must tolerate a missing object; any other failure
+    raises (the reconciler reports it against the Reservation and goes on)."""
 
-    def patch_status(self, name: str, patch: Mapping[str, Any]) -> None: ...
+    async def patch_status(self, name: str, patch: Mapping[str, Any]) -> None: ...
 
-    def delete(self, name: str) -> None: ...
+    async def delete(self, name: str) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
 class ClusterView:
-    """Live read-only views the reconciler decides from (kopf's indexes in production)."""
+    """Live read-only views the reconciler decides from (the controller's indexes over the informers)."""
 
     owners: Mapping[str, Iterable[OwnerPod]]
     """Reservation uid -> the pods whose ``reservation-allocated`` annotation names it."""
@@ -59,7 +56,7 @@ class ClusterView:
 
 class Reconciler:
     """Owns the Reservations seen by the watch and decides on them. One per controller run; not thread-safe
-    (kopf's async handlers and :meth:`run` share one event loop)."""
+    (the informers' handlers and :meth:`run` share one event loop)."""
 
     def __init__(
         self,
@@ -85,9 +82,9 @@ class Reconciler:
     # --- fed by the watch ---------------------------------------------------------------------------
 
     def observe_reservation(self, event_type: str | None, body: Mapping[str, Any], view: ClusterView) -> None:
-        """A Reservation event. kopf calls its event handlers only once every index has been listed, so the
-        first call also proves that ``view`` is complete: until then, nothing is decided (an empty pod index
-        would wipe ``currentOwners``; an empty node index would expire every Reservation)."""
+        """A Reservation event, with the view to decide it against. Until the first one nothing is decided;
+        the caller makes that call only once ``view`` is complete (an empty pod index would wipe
+        ``currentOwners``; an empty node index would expire every Reservation)."""
         self._view = view
         uid = str((body.get("metadata") or {}).get("uid", ""))
         if not uid:
@@ -114,6 +111,10 @@ class Reconciler:
         """Make :meth:`run` return after its current write."""
         self._closed = True
         self._wake.set()
+
+    def reopen(self) -> None:
+        """Undo :meth:`close`, so :meth:`run` can run again (a supervised controller restarted)."""
+        self._closed = False
 
     # --- deciding and doing ---------------------------------------------------------------------------
 
@@ -158,16 +159,15 @@ class Reconciler:
         """Write the decisions, up to ``workers`` Reservations at a time (Koordinator's ``controllerWorkers``:
         that many workers take Reservations off one queue). Each Reservation is written by one worker only,
         so its own writes keep their order; a failing write does not stop the others."""
-        # The workers end before apply returns (kopf cancels tasks left over when it exits).
         await run_with_workers(decisions, self._options.workers, self._apply_one)
 
     async def _apply_one(self, item: tuple[str, Decision]) -> None:
         name, decision = item
         try:
             if decision.delete:
-                await asyncio.to_thread(self._writer.delete, name)
+                await self._writer.delete(name)
             elif decision.status_patch is not None:
-                await asyncio.to_thread(self._writer.patch_status, name, decision.status_patch)
+                await self._writer.patch_status(name, decision.status_patch)
         except Exception as exc:  # the next Reservation is written all the same
             self.object_errors.report("Reservation", name, RECONCILE_ERROR, f"{type(exc).__name__}: {exc}", exc=exc)
 
@@ -187,7 +187,6 @@ class Reconciler:
                 log_failure(log, "reservation controller sweep failed", exc)
             if self._closed or self._dirty:
                 continue
-            # asyncio.timeout creates no task: kopf cancels tasks created after it starts when it exits.
             try:
                 async with asyncio.timeout(max(0.0, next_full - time.monotonic())):
                     await self._wake.wait()

@@ -1,5 +1,6 @@
-"""Reservations against the real API server: the koord-scheduler binary schedules them and their owners;
-the kopf lifecycle controller (run in-process here; app wiring is serve's) keeps their status true."""
+"""Reservations against the real API server: the koord-scheduler binary schedules them and their owners,
+and its lifecycle controller (``--controllers=reservation``, on the scheduler's own informers) keeps their
+status true, with the garbage-collection args of the profile's Reservation pluginConfig."""
 
 from __future__ import annotations
 
@@ -14,12 +15,6 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scheduler"))
 
 from kubesched import SchedulerProcess, Scope, scheduler_config, wait_until
-
-from koord_scheduler.scheduler.reservation_controller import (
-    ApiSettings,
-    ControllerOptions,
-    ReservationControllerThread,
-)
 
 pytestmark = pytest.mark.integration
 
@@ -36,6 +31,9 @@ PLUGINS = {
     "preBind": {"enabled": [{"name": "Reservation"}]},
     "bind": {"disabled": [{"name": "*"}], "enabled": [{"name": "Reservation"}, {"name": "DefaultBinder"}]},
 }
+QUICK_GC = {"gcDurationSeconds": 5, "gcIntervalSeconds": 1}
+"""Finished Reservations are collected 5 s after they finish, looked at every second (defaults: a day, a
+minute)."""
 
 
 @pytest.fixture
@@ -59,20 +57,11 @@ def scope(control_plane: Any) -> Iterator[Scope]:
 def scheduler(scope: Scope, tmp_path: Path) -> Iterator[SchedulerProcess]:
     config = scheduler_config(scope)
     config["profiles"][0]["plugins"] = PLUGINS
+    config["profiles"][0]["pluginConfig"] = [{"name": "Reservation", "args": QUICK_GC}]
     proc = SchedulerProcess.start(scope.plane, config, tmp_path)
     yield proc
     if proc.alive:
         proc.kill()
-
-
-@pytest.fixture
-def controller(scope: Scope) -> Iterator[ReservationControllerThread]:
-    options = ControllerOptions(gc_duration_seconds=5, gc_interval_seconds=1, sync_interval_seconds=1)
-    thread = ReservationControllerThread(ApiSettings(str(scope.plane.kubeconfig)), options)
-    thread.start()
-    yield thread
-    assert thread.stop(timeout=30), "the reservation controller did not stop"
-    assert thread.error is None, thread.error
 
 
 def reservation(
@@ -115,9 +104,7 @@ def owner_pod(scope: Scope, name: str, *, cpu: str, app: str | None) -> dict[str
     return body
 
 
-def test_reservation_lifecycle(
-    scope: Scope, scheduler: SchedulerProcess, controller: ReservationControllerThread
-) -> None:
+def test_reservation_lifecycle(scope: Scope, scheduler: SchedulerProcess) -> None:
     node = scope.add_node("n1", cpu="4")
     scope.ok("POST", RESERVATIONS, reservation(scope, "once", cpu="2", app="web"))
     wait_until(lambda: phase(scope, "once") == "Available", timeout=30, what="reservation Available")
@@ -134,16 +121,14 @@ def test_reservation_lifecycle(
 
     # allocateOnce: the controller records the owner and moves it to Succeeded, then collects it.
     wait_until(lambda: phase(scope, "once") == "Succeeded", timeout=30, what="reservation Succeeded")
-    # The controller only watches: no finalizer (deletion never waits for it), no kopf state annotations.
+    # The controller writes only the status: no finalizer (deletion never waits for it), no state annotations.
     meta = get_reservation(scope, "once")["metadata"]  # type: ignore[index]
     assert not meta.get("finalizers")
     assert not [k for k in meta.get("annotations") or {} if "kopf" in k or k.startswith("pykoord.koordinator.sh")]
     wait_until(lambda: get_reservation(scope, "once") is None, timeout=40, what="reservation collected")
 
 
-def test_owner_deleted_status_follows(
-    scope: Scope, scheduler: SchedulerProcess, controller: ReservationControllerThread
-) -> None:
+def test_owner_deleted_status_follows(scope: Scope, scheduler: SchedulerProcess) -> None:
     node = scope.add_node("n1", cpu="4")
     scope.ok("POST", RESERVATIONS, reservation(scope, "pool", cpu="2", app="svc", allocate_once=False))
     wait_until(lambda: phase(scope, "pool") == "Available", timeout=30, what="reservation Available")
@@ -160,9 +145,7 @@ def test_owner_deleted_status_follows(
     wait_until(lambda: owners() == [], timeout=30, what="currentOwners cleared")
 
 
-def test_ttl_expiry_then_collected(
-    scope: Scope, scheduler: SchedulerProcess, controller: ReservationControllerThread
-) -> None:
+def test_ttl_expiry_then_collected(scope: Scope, scheduler: SchedulerProcess) -> None:
     scope.add_node("n1", cpu="4")
     scope.ok("POST", RESERVATIONS, reservation(scope, "short", cpu="1", app="x", ttl="4s"))
     wait_until(lambda: phase(scope, "short") == "Failed", timeout=30, what="reservation expired")

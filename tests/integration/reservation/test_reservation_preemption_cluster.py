@@ -23,15 +23,13 @@ from test_preemption_cluster import LOW, gone, kwok_node, pod
 from test_reservation_cluster import (
     ALLOCATED,
     PLUGINS,
+    QUICK_GC,
     RESERVATIONS,
-    controller,  # noqa: F401  (the fixture)
     get_reservation,
     phase,
     reservation,
 )
 from test_reservation_cluster import scope as reservation_scope  # noqa: F401  (the fixture)
-
-from koord_scheduler.scheduler.reservation_controller import ReservationControllerThread
 
 pytestmark = pytest.mark.integration
 
@@ -50,7 +48,7 @@ def scheduler(scope: Scope, tmp_path: Path) -> Iterator[SchedulerProcess]:
     plugins = copy.deepcopy(PLUGINS)
     plugins["postFilter"] = {"disabled": [{"name": "*"}], "enabled": [{"name": "Reservation"}]}
     config["profiles"][0]["plugins"] = plugins
-    config["profiles"][0]["pluginConfig"] = [{"name": "Reservation", "args": {"enablePreemption": True}}]
+    config["profiles"][0]["pluginConfig"] = [{"name": "Reservation", "args": {"enablePreemption": True, **QUICK_GC}}]
     proc = SchedulerProcess.start(scope.plane, config, tmp_path)
     yield proc
     if proc.alive:
@@ -95,6 +93,7 @@ def plain_scheduler(scope: Scope, tmp_path: Path) -> Iterator[SchedulerProcess]:
     plugins = copy.deepcopy(PLUGINS)
     plugins["postFilter"] = {"disabled": [{"name": "*"}]}
     config["profiles"][0]["plugins"] = plugins
+    config["profiles"][0]["pluginConfig"] = [{"name": "Reservation", "args": QUICK_GC}]
     proc = SchedulerProcess.start(scope.plane, config, tmp_path)
     yield proc
     if proc.alive:
@@ -102,7 +101,7 @@ def plain_scheduler(scope: Scope, tmp_path: Path) -> Iterator[SchedulerProcess]:
 
 
 def test_pre_allocation_reservation_adopts_a_running_pod(
-    scope: Scope, plain_scheduler: SchedulerProcess, controller: ReservationControllerThread  # noqa: F811
+    scope: Scope, plain_scheduler: SchedulerProcess
 ) -> None:
     node = kwok_node(scope, "n1", cpu="2")
     scope.add_pods([pod(scope, "web-0", cpu="1500m", priority_class=LOW, labels={"app": "web"})])

@@ -31,12 +31,12 @@ class Writer:
         self.calls: list[tuple[str, str, Any]] = []
         self.fail_on = fail_on
 
-    def patch_status(self, name: str, patch: Mapping[str, Any]) -> None:
+    async def patch_status(self, name: str, patch: Mapping[str, Any]) -> None:
         if name == self.fail_on:
             raise RuntimeError("apiserver said no")
         self.calls.append(("patch", name, dict(patch)))
 
-    def delete(self, name: str) -> None:
+    async def delete(self, name: str) -> None:
         self.calls.append(("delete", name, None))
 
 

@@ -12,7 +12,7 @@ from koord_scheduler.framework.types import EventType
 from koord_scheduler.scheduler.controllers.api import ConfigMapRecord, MemoryControllerApi
 from koord_scheduler.scheduler.controllers.decide import NodeSLORecord
 from koord_scheduler.scheduler.controllers.runner import ColocationControllers
-from tests.builders import make_node
+from tests.builders import make_node, make_pod
 
 GI = 1024**3
 NOW = 1_000_000.0
@@ -99,6 +99,19 @@ async def test_stale_metric_withdraws_batch_resources_by_timer() -> None:
     assert await controllers.reconcile_pending() == 1
     assert api.writes[0].body["status"]["allocatable"] == {
         "kubernetes.io/batch-cpu": None, "kubernetes.io/batch-memory": None}
+
+
+async def test_a_bind_marks_its_node_only_when_the_node_has_a_node_metric() -> None:
+    controllers, api, _ = setup()
+    controllers.on_node(EventType.ADDED, None, make_node("bare").capacity(cpu="10", memory="40Gi").build())
+    await controllers.reconcile_pending()
+    api.writes.clear()
+    for node in ("n1", "bare"):
+        controllers.on_pod(EventType.MODIFIED, None, make_pod(f"on-{node}").req(cpu="2").node(node).build())
+    # n1's batch resources follow its pods; "bare" got a NodeMetric from the nodemetric controller that no
+    # koordlet has reported into, so its batch resources are withdrawn whatever its pods.
+    assert "bare" in controllers.node_metrics
+    assert controllers._dirty["noderesource"] == {"n1"}
 
 
 async def test_kubelet_reset_is_reapplied() -> None:

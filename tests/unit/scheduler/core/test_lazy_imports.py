@@ -36,10 +36,9 @@ NEVER_IN_CLUSTER_MODE = (
     "koord_scheduler.app.simulate",
     "koord_scheduler.app.cluster_file",
     "koord_scheduler.scheduler.memory_source",
-    "koord_scheduler.scheduler.reservation_controller.operator",
 )
-"""Loaded only when their feature runs: the Reservation controller (kopf and the kubernetes client), the
-admission webhook (TLS, certificates), the simulator."""
+"""Loaded only when their feature runs: the admission webhook (TLS, certificates), the simulator. kopf and
+the kubernetes client never: the Reservation controller runs on the scheduler's own informers and client."""
 
 
 def loaded_after(code: str) -> set[str]:
@@ -87,13 +86,19 @@ def test_cluster_mode_loads_no_optional_feature(argv: list[str]) -> None:
     assert loaded_packages(modules, NEVER_IN_CLUSTER_MODE) == []
 
 
-def test_the_reservation_controller_still_loads_kopf_when_it_runs() -> None:
-    """The lazy names of the controller package resolve (and bring kopf with them)."""
+def test_the_reservation_controller_loads_neither_kopf_nor_the_kubernetes_client() -> None:
+    """Built as cluster mode builds it."""
     modules = loaded_after("""
-        from koord_scheduler.scheduler.reservation_controller import ReservationControllerThread
-        assert ReservationControllerThread.__name__ == "ReservationControllerThread"
+        from koord_scheduler.app.controllers import ControllerClient, build_reservation
+        from koord_scheduler.app.serve import _options, _parser
+        from koord_scheduler.scheduler.kube import KubeClusterSource, Connection
+        options = _options(_parser().parse_args(["--controllers=reservation"]))
+        source = KubeClusterSource(Connection("http://127.0.0.1:1", None, lambda: None, "test"))
+        built = build_reservation(options.controllers, source, options.config, client=ControllerClient(50, 100))
+        assert built is not None and source.watches("Reservation")
     """)
-    assert {"kopf", "koord_scheduler.scheduler.reservation_controller.operator"} <= modules
+    assert "koord_scheduler.scheduler.reservation_controller.informed" in modules
+    assert loaded_packages(modules, ("kopf", "kubernetes")) == []
 
 
 def test_every_public_name_resolves() -> None:

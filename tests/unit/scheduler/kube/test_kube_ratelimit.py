@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from koord_scheduler.scheduler.kube import TokenBucket
+from koord_scheduler.scheduler.kube.ratelimit import YieldingBucket
 
 
 class FakeClock:
@@ -54,3 +55,26 @@ async def test_acquire_sleeps_for_the_reserved_delay() -> None:
     await bucket.acquire()
     await bucket.acquire()
     assert slept == [0.25]
+
+
+@pytest.mark.parametrize(
+    ("busy", "want_slept"),
+    [
+        pytest.param(False, [], id="idle-scheduler-full-speed"),
+        pytest.param(True, [0.5, 1.0], id="binding-scheduler-shared-budget"),
+    ],
+)
+async def test_yielding_bucket_takes_the_shared_budget_only_while_busy(busy: bool, want_slept: list[float]) -> None:
+    slept: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+
+    clock = FakeClock()
+    shared = TokenBucket(2, 1, clock=clock, sleep=sleep)
+    # Two controllers' pools, unlimited on their own, share the 2/s budget while the scheduler binds.
+    first = YieldingBucket(0, 1, busy=lambda: busy, while_busy=shared, clock=clock, sleep=sleep)
+    second = YieldingBucket(0, 1, busy=lambda: busy, while_busy=shared, clock=clock, sleep=sleep)
+    for bucket in (first, second, first):
+        await bucket.acquire()
+    assert slept == want_slept

@@ -468,12 +468,13 @@ async def test_pod_groups_are_optional_for_the_scheduler_and_the_controller(
 ) -> None:
     """No PodGroup CRD on the server: scheduling starts anyway (annotation gangs need none)."""
     from apis.scheduling import podgroup as pg
-    from koord_scheduler.app.controllers import ControllerFlags, build_podgroup
+    from koord_scheduler.app.controllers import ControllerClient, ControllerFlags, build_podgroup
 
     api.put("nodes", make_node("n1").obj())
     flags = ControllerFlags(frozenset(), scheduling=True, config_namespace="ns", config_name="cm")
     config = KubeSchedulerConfiguration()
-    assert build_podgroup(flags, source, config, client=(5.0, 10), scheduler_kinds={pg.KIND: None}) is None
+    client = ControllerClient(5.0, 10)
+    assert build_podgroup(flags, source, config, client=client, scheduler_kinds={pg.KIND: None}) is None
     assert source.watches(pg.KIND)
     kind = ObjectKind(pg.KIND, pg.GROUP, pg.VERSION, pg.PLURAL, True, pg.parse_pod_group)
     sink = RecordingSink()
@@ -487,7 +488,7 @@ async def test_deviceresource_controller_watches_devices_when_no_plugin_does(
 ) -> None:
     """Without DeviceShare in a profile, the controller registers the Device watch itself and is fed by it."""
     from apis.scheduling.device import DEVICE_KIND
-    from koord_scheduler.app.controllers import ControllerFlags, build_deviceresource
+    from koord_scheduler.app.controllers import ControllerClient, ControllerFlags, build_deviceresource
     from koord_scheduler.scheduler.controllers.runner import FanoutSink
 
     api.put("nodes", make_node("n1").obj())
@@ -496,7 +497,7 @@ async def test_deviceresource_controller_watches_devices_when_no_plugin_does(
                             {"type": "gpu", "minor": 0, "health": True,
                              "resources": {"koordinator.sh/gpu-core": "100"}}]}})
     flags = ControllerFlags(frozenset({"deviceresource"}), scheduling=True, config_namespace="ns", config_name="cm")
-    built = build_deviceresource(flags, source, client=(5.0, 10), scheduler_kinds={})
+    built = build_deviceresource(flags, source, client=ControllerClient(5.0, 10), scheduler_kinds={})
     assert built is not None and source.watches(DEVICE_KIND)
     sink = RecordingSink()
     await asyncio.wait_for(source.start(FanoutSink(None, built.controller, object_errors=sink.object_errors)), 5)
@@ -504,4 +505,4 @@ async def test_deviceresource_controller_watches_devices_when_no_plugin_does(
     assert set(built.controller.devices) == {"n1"} and set(built.controller.nodes) == {"n1"}
     await built.http.close()
     off = ControllerFlags(frozenset(), scheduling=True, config_namespace="ns", config_name="cm")
-    assert build_deviceresource(off, source, client=(5.0, 10)) is None
+    assert build_deviceresource(off, source, client=ControllerClient(5.0, 10)) is None

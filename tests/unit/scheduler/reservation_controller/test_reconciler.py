@@ -1,5 +1,4 @@
 import asyncio
-import threading
 from collections.abc import Mapping
 from typing import Any
 
@@ -35,11 +34,11 @@ class RecordingWriter:
         self.calls: list[tuple[str, str, Any]] = []
         self.wrote = asyncio.Event()
 
-    def patch_status(self, name: str, patch: Mapping[str, Any]) -> None:
+    async def patch_status(self, name: str, patch: Mapping[str, Any]) -> None:
         self.calls.append(("patch", name, dict(patch)))
         self.wrote.set()
 
-    def delete(self, name: str) -> None:
+    async def delete(self, name: str) -> None:
         self.calls.append(("delete", name, None))
         self.wrote.set()
 
@@ -54,7 +53,7 @@ def names(decisions: list[Any]) -> list[str]:
 
 
 def test_nothing_before_the_first_reservation_event() -> None:
-    # The first Reservation event is kopf's proof that the pod and node indexes are listed.
+    # Nothing is decided before the first Reservation event hands over the (complete) view.
     reconciler, _ = make()
     reconciler.mark_all_dirty()
     assert reconciler.decide_due(full=True) == []
@@ -120,26 +119,25 @@ class BlockingWriter:
     """Holds every write until released, counting how many are in progress at once."""
 
     def __init__(self, fail: str = "") -> None:
-        self.lock = threading.Lock()
         self.in_flight = 0
         self.most = 0
         self.written: list[str] = []
-        self.release = threading.Event()
+        self.release = asyncio.Event()
         self.fail = fail
 
-    def patch_status(self, name: str, patch: Mapping[str, Any]) -> None:
-        with self.lock:
-            self.in_flight += 1
-            self.most = max(self.most, self.in_flight)
-        self.release.wait(5)
-        with self.lock:
+    async def patch_status(self, name: str, patch: Mapping[str, Any]) -> None:
+        self.in_flight += 1
+        self.most = max(self.most, self.in_flight)
+        try:
+            await asyncio.wait_for(self.release.wait(), 5)
+        finally:
             self.in_flight -= 1
-            self.written.append(name)
+        self.written.append(name)
         if name == self.fail:
             raise RuntimeError("conflict")
 
-    def delete(self, name: str) -> None:
-        self.patch_status(name, {})
+    async def delete(self, name: str) -> None:
+        await self.patch_status(name, {})
 
 
 @pytest.mark.parametrize(("workers", "most"), [(1, 1), (3, 3), (10, 6)], ids=["one", "three", "more-than-work"])
