@@ -25,7 +25,7 @@ from apis.quota import VERSION as QUOTA_VERSION
 from apis.quota import ElasticQuotaProfile
 from apis.scheduling import GROUP as SCHEDULING_GROUP
 from apis.scheduling import VERSION as SCHEDULING_VERSION
-from apis.scheduling import Reservation, elasticquota, network_topology, podgroup
+from apis.scheduling import Reservation, elasticquota, migration, network_topology, podgroup
 from apis.scheduling.device import Device
 from apis.slo import GROUP as SLO_GROUP
 from apis.slo import VERSION as SLO_VERSION
@@ -82,6 +82,28 @@ CRDS: list[tuple[type[BaseModel], CRDMeta]] = [
                 PrinterColumn("Node", "string", ".status.nodeName"),
                 PrinterColumn("TTL", "string", ".spec.ttl"),
                 PrinterColumn("Expires", "string", ".spec.expires"),
+            ),
+        ),
+    ),
+    (
+        migration.PodMigrationJob,
+        CRDMeta(
+            group=SCHEDULING_GROUP,
+            version=SCHEDULING_VERSION,
+            kind=migration.KIND,
+            plural=migration.PLURAL,
+            scope="Cluster",
+            short_names=("pmj",),
+            printer_columns=(
+                PrinterColumn("Phase", "string", ".status.phase", "The phase of PodMigrationJob"),
+                PrinterColumn("Status", "string", ".status.status", "The status of PodMigrationJob"),
+                PrinterColumn("Age", "date", ".metadata.creationTimestamp"),
+                PrinterColumn("Node", "string", ".status.nodeName"),
+                PrinterColumn("Reservation", "string", ".spec.reservationOptions.reservationRef.name"),
+                PrinterColumn("PodNamespace", "string", ".spec.podRef.namespace"),
+                PrinterColumn("Pod", "string", ".spec.podRef.name"),
+                PrinterColumn("NewPod", "string", ".status.podRef.name"),
+                PrinterColumn("TTL", "string", ".spec.ttl"),
             ),
         ),
     ),

@@ -1,7 +1,8 @@
 """The ``koord-scheduler`` command line.
 
-``koord-scheduler simulate ...`` runs the embedded simulator; ``koord-scheduler --config ...`` runs
-against a real API server. Plugin authors build their own command with extra plugins::
+``koord-scheduler simulate ...`` runs the embedded simulator; ``koord-scheduler deschedule ...`` plans one
+descheduling round on a cluster file; ``koord-scheduler --config ...`` runs against a real API server.
+Plugin authors build their own command with extra plugins::
 
     from koord_scheduler import with_plugin
     from koord_scheduler.app.cli import new_scheduler_command
@@ -64,6 +65,10 @@ class SchedulerCommand:
         try:
             if args and args[0] == "simulate":
                 return self._simulate(args[1:])
+            if args and args[0] == "deschedule":
+                from koord_scheduler.app.deschedule import deschedule_main
+
+                return deschedule_main(args[1:])
             if args and args[0] == "extender-server":
                 from koord_scheduler.app.extender_server import extender_server_main
 

@@ -11,7 +11,12 @@ import argparse
 from dataclasses import dataclass
 
 from koord_scheduler.framework.errors import SchedulerError
-from koord_scheduler.scheduler.controllers.selection import RESERVATION, ControllerSelectionError, parse_controllers
+from koord_scheduler.scheduler.controllers.selection import (
+    DESCHEDULER,
+    RESERVATION,
+    ControllerSelectionError,
+    parse_controllers,
+)
 
 CONFIG_MAP_NAME = "slo-controller-config"
 DEFAULT_CONFIG_NAMESPACE = "koordinator-system"
@@ -27,18 +32,23 @@ class ControllerFlags:
     scheduling: bool
     config_namespace: str
     config_name: str
+    descheduler_config: str = ""
+    """``--descheduler-config``: the DeschedulerConfiguration file (the ``descheduler`` controller needs it)."""
 
 
 def add_controller_flags(parser: argparse.ArgumentParser, parse_bool: type | object) -> None:
     parser.add_argument("--controllers", default="*", metavar="LIST",
                         help="controllers to run, kube-controller-manager style: '*' (all on by default, default), "
                         "'name', '-name'; names: reservation, nodeslo, noderesource, nodemetric, elasticquota, "
-                        "podgroup, deviceresource, quotaprofile, colocationprofile (off by default) "
+                        "podgroup, deviceresource, quotaprofile, and colocationprofile, migration and descheduler "
+                        "(off unless named) "
                         "(only the leader acts)")
     parser.add_argument("--scheduling", nargs="?", const=True, default=True, type=parse_bool,  # type: ignore[arg-type]
                         metavar="BOOL", help="schedule pods (default true); false: run only the controllers")
     parser.add_argument("--config-namespace", default=DEFAULT_CONFIG_NAMESPACE,
                         help=f"namespace of the {CONFIG_MAP_NAME} ConfigMap (default {DEFAULT_CONFIG_NAMESPACE})")
+    parser.add_argument("--descheduler-config", default="", metavar="FILE",
+                        help="DeschedulerConfiguration (descheduler/v1alpha2) for the descheduler controller")
     parser.add_argument("--slo-config-name", default=CONFIG_MAP_NAME,
                         help=f"name of the colocation ConfigMap (default {CONFIG_MAP_NAME})")
 
@@ -50,4 +60,15 @@ def controller_flags(ns: argparse.Namespace) -> ControllerFlags:
         raise ControllerFlagError(str(exc)) from None
     if not ns.reservation_controller:
         enabled -= {RESERVATION}
-    return ControllerFlags(enabled, bool(ns.scheduling), ns.config_namespace, ns.slo_config_name)
+    if DESCHEDULER in enabled:
+        if not ns.descheduler_config:
+            raise ControllerFlagError("--controllers: descheduler needs --descheduler-config FILE")
+        from apis.config.descheduler import load_descheduler_config
+        from apis.config.errors import ConfigError
+
+        try:
+            load_descheduler_config(ns.descheduler_config)
+        except ConfigError as exc:
+            raise ControllerFlagError(str(exc)) from None
+    return ControllerFlags(enabled, bool(ns.scheduling), ns.config_namespace, ns.slo_config_name,
+                           descheduler_config=ns.descheduler_config)

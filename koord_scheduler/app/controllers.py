@@ -4,7 +4,8 @@ Flags::
 
     --controllers LIST          kube-controller-manager's form: "*" (all on by default; the default), "name",
                                 "-name". Names: reservation, nodeslo, noderesource, nodemetric, elasticquota,
-                                podgroup, deviceresource, quotaprofile, colocationprofile (off by default).
+                                podgroup, deviceresource, quotaprofile; colocationprofile and migration (off
+                                unless named: see .descheduling).
     --scheduling[=BOOL]         schedule pods (default true); false runs only the controllers
     --config-namespace NS       where slo-controller-config lives (default koordinator-system)
     --slo-config-name NAME      its name (default slo-controller-config)

@@ -11,8 +11,9 @@ Flags follow kube-scheduler's names::
     --secure-port PORT        accepted for kube-scheduler compatibility; same as --metrics-port, and the
                               endpoints are still plain HTTP (no TLS, no delegated authn/z)
     --controllers LIST        cluster controllers (reservation, nodeslo, noderesource, nodemetric,
-                              elasticquota, podgroup, deviceresource, quotaprofile, colocationprofile;
-                              "*" = all but colocationprofile, the default; "-name" turns one off)
+                              elasticquota, podgroup, deviceresource, quotaprofile; "*" = all, the default;
+                              "-name" turns one off; colocationprofile, and migration, the PodMigrationJob
+                              controller, only when named)
     --scheduling[=BOOL]       false: run only the controllers (a cluster keeping kube-scheduler)
     --config-namespace NS     where slo-controller-config lives (default koordinator-system)
     --bind-address ADDR       where /healthz, /readyz, /metrics listen (default 0.0.0.0: kubelet probes and

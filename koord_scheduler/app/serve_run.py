@@ -34,6 +34,7 @@ from koord_scheduler.app.controllers import (
     hold_controllers,
 )
 from koord_scheduler.app.debug_server import LOOPBACK, start_debug_server
+from koord_scheduler.app.descheduling import build_descheduling
 from koord_scheduler.app.logs import loop_exception_handler
 from koord_scheduler.app.serve import (
     EVENT_LOOP_ENV,
@@ -114,7 +115,7 @@ def run_cluster(options: ServeOptions, registry: Callable[[], Registry], *, pref
     # scheduling off: when selected).
     reservation_plugin = scheduler is None or any("Reservation" in fwk.plugins for fwk in scheduler.profiles.values())
     errors = metrics.object_errors
-    hosted = [h for h in (
+    hosted: list[Hosted] = [h for h in (
         build_reservation(options.controllers, source, options.config, client=client, scheduler_kinds=kinds,
                           plugin_enabled=reservation_plugin, object_errors=errors),
         build_quota_status(options.controllers, source, options.config, client=client, scheduler_kinds=kinds,
@@ -125,6 +126,8 @@ def run_cluster(options: ServeOptions, registry: Callable[[], Registry], *, pref
         build_quotaprofile(options.controllers, source, client=client, scheduler_kinds=kinds, object_errors=errors),
         build_colocationprofile(options.controllers, source, client=client, object_errors=errors),
     ) if h is not None]
+    hosted += build_descheduling(options.controllers, source, client=client, scheduler_kinds=kinds,
+                                 object_errors=errors)
     startup_log.info("start-up: profiles and controllers built (%.2f CPU-s since start)", time.process_time())
     log.info("koord-scheduler: profiles %s, controllers %s, API server %s (%s)",
              ", ".join(scheduler.profiles) if scheduler else "none (scheduling off)",

@@ -1,9 +1,11 @@
 """``--controllers``: which cluster controllers koord-scheduler runs, in kube-controller-manager's form.
 
 A comma-separated list of ``*`` (every controller that is on by default), ``name`` (on) and ``-name``
-(off); ``-name`` wins over ``*`` and ``name`` alike. Every controller here is on by default but those in
-:data:`OFF_BY_DEFAULT` (Koordinator's gate ``ColocationProfileController`` is off by default), which run
-only when named. An unknown name is refused before anything starts.
+(off); ``-name`` wins over ``*`` and ``name`` alike. The colocation, quota, quota profile, gang, device and
+Reservation controllers are on by default, so the default ``*`` runs them; the descheduling ones
+(``migration``, ``descheduler``) move running pods and are off until named, as kube-controller-manager's
+optional controllers are, and so is ``colocationprofile`` (Koordinator's gate ``ColocationProfileController``
+is off by default). An unknown name is refused before anything starts.
 """
 
 from __future__ import annotations
@@ -19,18 +21,24 @@ PODGROUP = "podgroup"
 DEVICERESOURCE = "deviceresource"
 QUOTAPROFILE = "quotaprofile"
 COLOCATIONPROFILE = "colocationprofile"
-CONTROLLER_NAMES = (RESERVATION, NODESLO, NODERESOURCE, NODEMETRIC, ELASTICQUOTA, PODGROUP, DEVICERESOURCE,
-                    QUOTAPROFILE, COLOCATIONPROFILE)
+MIGRATION = "migration"
+DESCHEDULER = "descheduler"
+CONTROLLER_NAMES = (
+    RESERVATION, NODESLO, NODERESOURCE, NODEMETRIC, ELASTICQUOTA, PODGROUP, DEVICERESOURCE, QUOTAPROFILE,
+    COLOCATIONPROFILE, MIGRATION, DESCHEDULER,
+)
 """Every controller koord-scheduler hosts."""
-OFF_BY_DEFAULT = frozenset({COLOCATIONPROFILE})
-"""Controllers ``*`` leaves out: they run only when named."""
+OFF_BY_DEFAULT = frozenset({COLOCATIONPROFILE, MIGRATION, DESCHEDULER})
+"""Controllers ``*`` leaves off: they run only when named (the descheduling ones evict pods)."""
 
 
 class ControllerSelectionError(ValueError):
     pass
 
 
-def parse_controllers(text: str, *, known: Iterable[str] = CONTROLLER_NAMES) -> frozenset[str]:
+def parse_controllers(
+    text: str, *, known: Iterable[str] = CONTROLLER_NAMES, off_by_default: frozenset[str] = OFF_BY_DEFAULT
+) -> frozenset[str]:
     """The controllers ``text`` turns on. Raises :class:`ControllerSelectionError` for an unknown name
     or an empty entry."""
     names = tuple(known)
@@ -52,5 +60,5 @@ def parse_controllers(text: str, *, known: Iterable[str] = CONTROLLER_NAMES) -> 
             )
         (off if negated else on).add(name)
     if star:
-        on.update(n for n in names if n not in OFF_BY_DEFAULT)
+        on.update(n for n in names if n not in off_by_default)
     return frozenset(on - off)

@@ -119,6 +119,7 @@ def _kind(node: dict[str, Any]) -> tuple[Any, ...]:
         "scheduling.sigs.k8s.io_podgroups.yaml",
         "scheduling.koordinator.sh_clusternetworktopologies.yaml",
         "quota.koordinator.sh_elasticquotaprofiles.yaml",
+        "scheduling.koordinator.sh_podmigrationjobs.yaml",
     ],
 )
 def test_compatible_with_koordinator_crd(crd_file: str) -> None:

@@ -12,7 +12,13 @@ from koord_scheduler.scheduler.controllers.selection import (
 @pytest.mark.parametrize(
     ("text", "want"),
     [
-        pytest.param("*", set(CONTROLLER_NAMES) - {"colocationprofile"}, id="star-is-all-on-by-default"),
+        pytest.param(
+            "*", set(CONTROLLER_NAMES) - {"colocationprofile", "migration", "descheduler"},
+            id="star-is-all-on-by-default",
+        ),
+        pytest.param("*,migration,descheduler", set(CONTROLLER_NAMES) - {"colocationprofile"},
+                     id="descheduling-by-name"),
+        pytest.param("migration,-migration", set(), id="migration-off-wins"),
         pytest.param(
             "*,-nodemetric",
             {"reservation", "nodeslo", "noderesource", "elasticquota", "podgroup", "deviceresource", "quotaprofile"},

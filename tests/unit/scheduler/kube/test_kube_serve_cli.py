@@ -113,7 +113,7 @@ def test_unknown_controller_is_refused_with_one_line(capsys: pytest.CaptureFixtu
     assert err.strip().splitlines() == [
         "koord-scheduler: --controllers: unknown controller 'nodemetrics' "
         "(known: reservation, nodeslo, noderesource, nodemetric, elasticquota, podgroup, deviceresource, "
-        "quotaprofile, colocationprofile, or *)"
+        "quotaprofile, colocationprofile, migration, descheduler, or *)"
     ]
 
 

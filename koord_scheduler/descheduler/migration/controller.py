@@ -1,0 +1,445 @@
+"""The ``migration`` controller: runs PodMigrationJobs (Koordinator's MigrationController), on the leader.
+
+It reads the scheduler's Pod watch plus PodMigrationJobs and Reservations (its own watches when the
+scheduler does not keep them). An event marks the jobs it concerns dirty; :meth:`run` decides each dirty
+job's next step (:func:`.decide.decide`, pure) and carries it out (:class:`.api.MigrationApi`): the API
+action, then the status write, then the Events. A job that waits is looked at again after
+``REQUEUE_SECONDS`` even without an event; a failed call after ``retry_seconds``. A job whose decision raises
+costs that job only (reported as the object's error).
+
+Every ``gc_interval`` seconds the scavenger deletes jobs older than their ``ttl`` plus five minutes (30
+minutes without a ttl) and the Reservation each one names, as Koordinator's ``doScavenge`` does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import time
+from collections.abc import Callable
+from typing import Any, Final
+
+from apis.core.types import Node, Pod
+from apis.scheduling.constants import LABEL_RESERVATION_ORDER
+from apis.scheduling.migration import (
+    CONDITION_RESERVATION_CREATED,
+    KIND,
+    PHASE_FAILED,
+    REASON_FAILED_CREATE_RESERVATION,
+    REASON_MISSING_POD,
+    STATUS_FALSE,
+    JobCondition,
+    PodMigrationJobRecord,
+    parse_pod_migration_job,
+)
+from apis.scheduling.record import ReservationRecord, parse_reservation
+from koord_scheduler.descheduler.migration.api import MigrationApi
+from koord_scheduler.descheduler.migration.decide import (
+    MODE_RESERVATION_FIRST,
+    NORMAL,
+    WARNING,
+    CreateReservation,
+    DeleteReservation,
+    EvictPod,
+    JobEvent,
+    JobStatus,
+    LabelReservationOrder,
+    MigrationView,
+    RecordPodUid,
+    Step,
+    decide,
+    update_condition,
+)
+from koord_scheduler.descheduler.migration.reservation_template import TemplateError, reservation_for_job
+from koord_scheduler.framework.errors import ClusterError
+from koord_scheduler.framework.types import EventType
+from koord_scheduler.scheduler.controllers.containment import Containment, permanent
+from koord_scheduler.scheduler.controllers.waits import stopped_within, wake_or_stop
+from koord_scheduler.scheduler.object_errors import ObjectErrors
+
+log = logging.getLogger(__name__)
+
+CONTROLLER: Final = "migration"
+RESERVATION_KIND: Final = "Reservation"
+MAX_STEPS: Final = 32
+"""Steps one job may take in one pass (a job needs about ten from Pending to Succeeded)."""
+GC_GRACE_SECONDS: Final = 5 * 60.0
+GC_DEFAULT_AGE_SECONDS: Final = 30 * 60.0
+
+
+def gc_due(job: PodMigrationJobRecord, now: float) -> bool:
+    """Koordinator's scavenger rule: the job is older than its ttl plus 5 minutes (30 minutes without one)."""
+    if job.creation_timestamp is None:
+        return False
+    limit = job.ttl_seconds + GC_GRACE_SECONDS if job.ttl_seconds else GC_DEFAULT_AGE_SECONDS
+    return now - job.creation_timestamp >= limit
+
+
+class EvictLimiter:
+    """``evictQPS``/``evictBurst``: a token bucket over evictions (Koordinator's evict rate limiter)."""
+
+    def __init__(self, qps: float, burst: int, *, clock: Callable[[], float]) -> None:
+        self.qps = qps
+        self.burst = max(1, burst)
+        self.clock = clock
+        self.tokens = float(self.burst)
+        self.stamp = clock()
+
+    def wait(self) -> float:
+        """Take a token and return 0, or return the seconds until one is available (nothing taken)."""
+        now = self.clock()
+        self.tokens = min(float(self.burst), self.tokens + (now - self.stamp) * self.qps)
+        self.stamp = now
+        if self.tokens >= 1.0:
+            self.tokens -= 1.0
+            return 0.0
+        return (1.0 - self.tokens) / self.qps
+
+
+def _key(namespace: str, name: str) -> str:
+    return f"{namespace}/{name}"
+
+
+class MigrationController:
+    """See the module docstring. Event methods run on the event-loop thread (the informers' handlers)."""
+
+    def __init__(
+        self,
+        api: MigrationApi,
+        *,
+        ready: Callable[[], bool] = lambda: True,
+        default_mode: str = MODE_RESERVATION_FIRST,
+        clock: Callable[[], float] = time.time,
+        object_errors: ObjectErrors | None = None,
+    ) -> None:
+        self.api = api
+        self.ready = ready
+        """Pods, jobs and Reservations have been listed; nothing is decided before."""
+        self.default_mode = default_mode
+        self.clock = clock
+        self.contained = Containment(CONTROLLER, object_errors)
+        self.retry_seconds = 5.0
+        self.gc_interval = 60.0
+        self.jobs: dict[str, PodMigrationJobRecord] = {}
+        self.pods: dict[str, Pod] = {}
+        self.reservations: dict[str, ReservationRecord] = {}
+        self.dirty: set[str] = set()
+        self._by_pod: dict[str, set[str]] = {}
+        self._by_reservation: dict[str, set[str]] = {}
+        self._watched: dict[str, tuple[set[str], str]] = {}
+        """job -> (pod keys, reservation name) it is indexed under."""
+        self._timers: dict[str, asyncio.TimerHandle] = {}
+        self._wake = asyncio.Event()
+        self.evictions = 0
+        self.evict_limiter: EvictLimiter | None = None
+        """``evictQPS``/``evictBurst``; None: no limit."""
+
+    # ----- informer events -----
+
+    def on_node(self, event: EventType, old: Node | None, new: Node | None) -> None:
+        return None
+
+    def on_pod(self, event: EventType, old: Pod | None, new: Pod | None) -> None:
+        pod = new if new is not None else old
+        if pod is None:
+            return
+        key = pod.key
+        if new is None or event == EventType.DELETED:
+            self.pods.pop(key, None)
+        else:
+            self.pods[key] = new
+        for name in self._by_pod.get(key, ()):
+            self._mark(name)
+
+    def on_object(self, kind: str, event: EventType, old: Any, new: Any) -> None:
+        if kind == KIND:
+            job: PodMigrationJobRecord = new if new is not None else old
+            if new is None or event == EventType.DELETED:
+                self._forget_job(job.name)
+            else:
+                self._set_job(new)
+        elif kind == RESERVATION_KIND:
+            record: ReservationRecord = new if new is not None else old
+            if new is None or event == EventType.DELETED:
+                self.reservations.pop(record.name, None)
+            else:
+                self.reservations[record.name] = new
+            for name in list(self._by_reservation.get(record.name, ())):
+                self._index(name)
+                self._mark(name)
+
+    def _set_job(self, job: PodMigrationJobRecord) -> None:
+        self.jobs[job.name] = job
+        self._index(job.name)
+        self._mark(job.name)
+
+    def _forget_job(self, name: str) -> None:
+        self.jobs.pop(name, None)
+        self._unindex(name)
+        timer = self._timers.pop(name, None)
+        if timer is not None:
+            timer.cancel()
+
+    def _pod_keys(self, job: PodMigrationJobRecord) -> set[str]:
+        keys = {_key(job.pod_namespace, job.pod_name)}
+        if job.new_pod is not None:
+            keys.add(_key(job.new_pod[0], job.new_pod[1]))
+        r = self.reservations.get(job.reservation_name) if job.reservation_name else None
+        if r is not None:
+            keys.update(_key(ns, name) for ns, name, _ in r.current_owners)
+        return keys
+
+    def _index(self, name: str) -> None:
+        self._unindex(name)
+        job = self.jobs.get(name)
+        if job is None:
+            return
+        keys = self._pod_keys(job)
+        for key in keys:
+            self._by_pod.setdefault(key, set()).add(name)
+        if job.reservation_name:
+            self._by_reservation.setdefault(job.reservation_name, set()).add(name)
+        self._watched[name] = (keys, job.reservation_name)
+
+    def _unindex(self, name: str) -> None:
+        keys, reservation = self._watched.pop(name, (set(), ""))
+        for key in keys:
+            names = self._by_pod.get(key)
+            if names is not None:
+                names.discard(name)
+                if not names:
+                    del self._by_pod[key]
+        if reservation:
+            names = self._by_reservation.get(reservation)
+            if names is not None:
+                names.discard(name)
+                if not names:
+                    del self._by_reservation[reservation]
+
+    def _mark(self, name: str) -> None:
+        self.dirty.add(name)
+        self._wake.set()
+
+    def _mark_later(self, name: str, seconds: float) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        now = loop.time()
+        timer = self._timers.get(name)
+        if timer is not None and not timer.cancelled() and timer.when() <= now + seconds:
+            return
+        if timer is not None:
+            timer.cancel()
+        self._timers[name] = loop.call_later(seconds, self._timer_fired, name)
+
+    def _timer_fired(self, name: str) -> None:
+        self._timers.pop(name, None)
+        self._mark(name)
+
+    # ----- deciding -----
+
+    def view(self, job: PodMigrationJobRecord) -> MigrationView:
+        r = self.reservations.get(job.reservation_name) if job.reservation_name else None
+        bound = None
+        owner = (r.current_owners[0] if r is not None and r.current_owners else None) or job.new_pod
+        if owner is not None:
+            bound = self.pods.get(_key(owner[0], owner[1]))
+            if bound is not None and owner[2] and bound.uid != owner[2]:
+                bound = None
+        return MigrationView(
+            job,
+            self.pods.get(_key(job.pod_namespace, job.pod_name)),
+            r,
+            bound,
+            now=self.clock(),
+            default_mode=self.default_mode,
+        )
+
+    async def reconcile(self) -> int:
+        """Advance every dirty job as far as it goes now; the number of steps carried out."""
+        names, self.dirty = self.dirty, set()
+        done = 0
+        for name in sorted(names):
+            done += await self._advance(name)
+        return done
+
+    async def _advance(self, name: str) -> int:
+        done = 0
+        for _ in range(MAX_STEPS):
+            job = self.jobs.get(name)
+            if job is None:
+                return done
+            step = self.contained.call(KIND, name, lambda job=job: decide(self.view(job)))  # type: ignore[misc]
+            if step is None:
+                return done
+            if step.idle:
+                if step.requeue is not None:
+                    self._mark_later(name, step.requeue)
+                return done
+            if not await self._carry_out(job, step):
+                return done
+            done += 1
+            if step.requeue is not None:
+                self._mark_later(name, step.requeue)
+        log.warning("migration: job %s did not settle within %d steps", name, MAX_STEPS)
+        return done
+
+    async def _carry_out(self, job: PodMigrationJobRecord, step: Step) -> bool:
+        """The step's action, then its status, then its Events; False when something failed (the job is
+        looked at again later)."""
+        action = step.action
+        try:
+            if isinstance(action, CreateReservation):
+                return await self._create_reservation(job)
+            if isinstance(action, RecordPodUid):
+                await self._patch(job, {"spec": {"podRef": {"uid": action.uid}}}, status=False)
+            elif isinstance(action, DeleteReservation):
+                await self.api.delete_reservation(action.name)
+            elif isinstance(action, LabelReservationOrder):
+                out = await self.api.label_reservation(action.name, {LABEL_RESERVATION_ORDER: str(self._now_ms())})
+                self.reservations[action.name] = parse_reservation(out)
+            elif isinstance(action, EvictPod) and not await self._evict(job, action):
+                return False
+            if step.status is not None:
+                await self._patch(job, {"status": step.status.to_wire()}, status=True)
+        except Exception as exc:
+            self._failed(job, step, exc)
+            return False
+        self.contained.clear(KIND, job.name)
+        for event in step.events:
+            self.api.event(self.jobs.get(job.name, job), event)
+        if step.status is not None and step.status.phase != job.phase:
+            log.info(
+                "migration: job %s (pod %s/%s): %s %s",
+                job.name,
+                job.pod_namespace,
+                job.pod_name,
+                step.status.phase,
+                step.status.message or step.status.reason,
+            )
+        return True
+
+    def _failed(self, job: PodMigrationJobRecord, step: Step, exc: Exception) -> None:
+        if isinstance(exc, ClusterError) and not permanent(exc):
+            log.warning("migration: job %s: %s; retrying in %.0fs", job.name, exc, self.retry_seconds)
+        else:
+            self.contained.report(KIND, job.name, exc)
+        self._mark_later(job.name, self.retry_seconds)
+
+    async def _patch(self, job: PodMigrationJobRecord, body: dict[str, Any], *, status: bool) -> None:
+        out = await self.api.patch_job(job, body, status=status)
+        self._set_job(parse_pod_migration_job(out))
+
+    async def _evict(self, job: PodMigrationJobRecord, action: EvictPod) -> bool:
+        key = _key(action.namespace, action.name)
+        wait = self.evict_limiter.wait() if self.evict_limiter is not None else 0.0
+        if wait > 0:
+            self._mark_later(job.name, wait)
+            return False
+        try:
+            await self.api.evict(action.namespace, action.name, uid=action.uid, delete_options=job.delete_options)
+        except ClusterError as exc:
+            self.api.event(job, JobEvent(WARNING, "Evicting", f'Failed evict Pod "{key}" caused by {exc}'))
+            log.info(
+                "migration: job %s: evicting %s refused: %s; retrying in %.0fs", job.name, key, exc, self.retry_seconds
+            )
+            self._mark_later(job.name, self.retry_seconds)
+            return False
+        self.evictions += 1
+        log.info("migration: job %s: evicted %s (%s)", job.name, key, action.reason or "no reason given")
+        return True
+
+    async def _create_reservation(self, job: PodMigrationJobRecord) -> bool:
+        raw = await self.api.get_pod(job.pod_namespace, job.pod_name)
+        if raw is None:
+            message = f'Abort job caused by missing Pod "{_key(job.pod_namespace, job.pod_name)}"'
+            status = dataclasses.replace(
+                JobStatus.of(job), phase=PHASE_FAILED, reason=REASON_MISSING_POD, message=message
+            )
+            await self._patch(job, {"status": status.to_wire()}, status=True)
+            self.api.event(job, JobEvent(WARNING, REASON_MISSING_POD, message))
+            return True
+        try:
+            body = reservation_for_job(job, raw, now_ms=self._now_ms())
+            created = await self.api.create_reservation(body)
+        except (TemplateError, ClusterError) as exc:
+            final = isinstance(exc, TemplateError) or permanent(exc)
+            message = f"Failed to create Reservation caused by {exc}"
+            status, _ = update_condition(
+                JobStatus.of(job),
+                JobCondition(CONDITION_RESERVATION_CREATED, STATUS_FALSE, REASON_FAILED_CREATE_RESERVATION, message),
+                now=self.clock(),
+            )
+            if final:
+                status = dataclasses.replace(status, phase=PHASE_FAILED)
+            await self._patch(job, {"status": status.to_wire()}, status=True)
+            self.api.event(job, JobEvent(WARNING, REASON_FAILED_CREATE_RESERVATION, message))
+            if not final:
+                self._mark_later(job.name, self.retry_seconds)
+            return final
+        reservation = parse_reservation(created)
+        self.reservations[reservation.name] = reservation
+        ref = {"kind": "Reservation", "apiVersion": "v1alpha1", "name": reservation.name, "uid": reservation.uid}
+        await self._patch(job, {"spec": {"reservationOptions": {"reservationRef": ref}}}, status=False)
+        self.api.event(
+            self.jobs.get(job.name, job),
+            JobEvent(NORMAL, CONDITION_RESERVATION_CREATED, f'Successfully create Reservation "{reservation.name}"'),
+        )
+        return True
+
+    def _now_ms(self) -> int:
+        return int(self.clock() * 1000)
+
+    # ----- garbage collection -----
+
+    async def scavenge(self) -> int:
+        """Delete the jobs :func:`gc_due` names, each after its Reservation; the number deleted."""
+        now = self.clock()
+        deleted = 0
+        for job in sorted((j for j in self.jobs.values() if gc_due(j, now)), key=lambda j: j.name):
+            try:
+                if job.reservation_name:
+                    await self.api.delete_reservation(job.reservation_name)
+                await self.api.delete_job(job.name)
+            except ClusterError as exc:
+                log.warning("migration: deleting finished job %s failed: %s", job.name, exc)
+                break
+            log.info("migration: deleted job %s (%s)", job.name, job.phase or "not started")
+            self._forget_job(job.name)
+            deleted += 1
+        return deleted
+
+    # ----- running -----
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Reconcile until ``stop`` is set; call only while holding the leader Lease."""
+        log.info("migration controller running")
+        waited = 0
+        while not self.ready():
+            if waited % 30 == 0:
+                log.warning(
+                    "migration controller waiting for PodMigrationJobs and Reservations to be listed "
+                    "(CRDs installed? RBAC?)"
+                )
+            if await stopped_within(stop, 1.0):
+                return
+            waited += 1
+        self.dirty.update(self.jobs)
+        loop = asyncio.get_running_loop()
+        next_gc = loop.time()
+        try:
+            while not stop.is_set():
+                if loop.time() >= next_gc:
+                    await self.scavenge()
+                    next_gc = loop.time() + self.gc_interval
+                if self.dirty:
+                    await self.reconcile()
+                    continue
+                self._wake.clear()
+                await wake_or_stop(self._wake, stop, min(1.0, max(0.0, next_gc - loop.time())))
+        finally:
+            for timer in self._timers.values():
+                timer.cancel()
+            self._timers.clear()

@@ -1,0 +1,226 @@
+"""One descheduling round: the profiles' Balance plugins plan migrations, the eviction limits cut the plan,
+and each kept migration becomes a PodMigrationJob (Koordinator's ``pkg/descheduler/descheduler.go``
+``deschedulerOnce`` with the MigrationController as the Evict plugin).
+
+:class:`Descheduler` holds what lasts between rounds (the LowNodeLoad anomaly detectors) and plans a round
+from a :class:`~.lownodeload.plugin.ClusterView` without side effects; :func:`job_for` builds the job of
+one planned migration. Only LowNodeLoad is a Balance plugin so far; Deschedule plugins are not
+implemented (docs/descheduling.md).
+
+Limits (``maxNoOfPodsToEvictPerNode``, ``PerNamespace``, ``Total``) apply to the whole round, in plan
+order, as Koordinator's eviction limiter does. ``nodeSelector`` (top level, then the profile's) narrows
+the nodes a profile sees.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Final
+
+from apis.config.args_base import ArgsModel
+from apis.config.descheduler import (
+    LOW_NODE_LOAD,
+    MIGRATION_CONTROLLER,
+    DeschedulerConfiguration,
+    DeschedulerProfile,
+    LowNodeLoadArgs,
+    MigrationControllerArgs,
+    first_args,
+)
+from apis.config.descheduler import LabelSelector as ConfigLabelSelector
+from apis.core.parse import parse_label_selector
+from apis.core.selectors import label_selector_matches
+from apis.core.types import Pod
+from apis.scheduling.constants import API_VERSION
+from apis.scheduling.migration import KIND
+from koord_scheduler.descheduler.evictor import EvictionFilter, fits_node, requested
+from koord_scheduler.descheduler.lownodeload.plugin import ClusterView, LowNodeLoad
+from koord_scheduler.descheduler.migration.decide import ANNOTATION_EVICT_REASON, ANNOTATION_EVICT_TRIGGER
+
+DEFAULT_JOB_TTL: Final = "5m"
+LABEL_CREATED_BY: Final = "app.kubernetes.io/created-by"
+CREATOR: Final = "koord-descheduler"
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedMigration:
+    namespace: str
+    name: str
+    node: str
+    target: str
+    """The cool node LowNodeLoad counted the pod against (the scheduler still decides); may be empty."""
+    reason: str
+    plugin: str
+    profile: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class RoundPlan:
+    migrations: tuple[PlannedMigration, ...]
+    notes: tuple[str, ...] = ()
+    """Why parts of the round planned nothing (``profile/pool: reason``) or what the limits cut."""
+
+
+def _selector_matches(selector: ConfigLabelSelector | None, labels: Mapping[str, str]) -> bool:
+    if selector is None:
+        return True
+    parsed = parse_label_selector(selector.model_dump(by_alias=True, exclude_none=True))
+    return parsed is None or label_selector_matches(parsed, labels)
+
+
+def _balance_plugins(profile: DeschedulerProfile) -> list[str]:
+    plugin_set = profile.plugins.balance if profile.plugins is not None else None
+    return [p.name for p in (plugin_set.enabled or [])] if plugin_set is not None else []
+
+
+class Descheduler:
+    """The configured profiles; :meth:`plan` is one round."""
+
+    def __init__(
+        self, config: DeschedulerConfiguration, args: Mapping[str, list[ArgsModel]], *, clock: Callable[[], float]
+    ) -> None:
+        self.config = config
+        self.migration_args: MigrationControllerArgs = first_args(args, MIGRATION_CONTROLLER, MigrationControllerArgs)
+        self.profiles: list[tuple[DeschedulerProfile, list[LowNodeLoad]]] = []
+        for profile in config.profiles or [DeschedulerProfile(name="koord-descheduler")]:
+            plugins = []
+            if LOW_NODE_LOAD in _balance_plugins(profile):
+                plugin_args = next(
+                    (
+                        LowNodeLoadArgs.model_validate(pc.args or {}, by_alias=True, by_name=False)
+                        for pc in profile.plugin_config or []
+                        if pc.name == LOW_NODE_LOAD
+                    ),
+                    first_args(args, LOW_NODE_LOAD, LowNodeLoadArgs),
+                )
+                plugins.append(LowNodeLoad(plugin_args, clock=clock))
+            self.profiles.append((profile, plugins))
+
+    @property
+    def dry_run(self) -> bool:
+        return self.config.dry_run
+
+    def eviction_filter(self, migrating: Collection[str]) -> EvictionFilter:
+        ns = self.migration_args.namespaces
+        return EvictionFilter(
+            frozenset(ns.include or []) if ns else frozenset(),
+            frozenset(ns.exclude or []) if ns else frozenset(),
+            frozenset(migrating),
+        )
+
+    def plan(self, view: ClusterView, *, migrating: Collection[str] = ()) -> RoundPlan:
+        """Plan one round; ``migrating``: pods unfinished PodMigrationJobs already move."""
+        evictable = self.eviction_filter(migrating)
+        nodes = {n.name: n for n in view.nodes}
+        node_requested = {name: requested(view.pods_by_node.get(name, ())) for name in nodes}
+
+        def fits(pod: Pod, node_name: str) -> bool:
+            node = nodes.get(node_name)
+            return node is not None and fits_node(pod, node, node_requested[node_name])
+
+        planned: list[PlannedMigration] = []
+        notes: list[str] = []
+        for profile, plugins in self.profiles:
+            name = profile.name or "koord-descheduler"
+            scoped = [
+                n
+                for n in view.nodes
+                if _selector_matches(self.config.node_selector, n.meta.labels)
+                and _selector_matches(profile.node_selector, n.meta.labels)
+            ]
+            profile_view = replace(view, nodes=scoped)
+            for plugin in plugins:
+                for result in plugin.balance(profile_view, evictable=evictable, fits=fits):
+                    if result.idle_reason:
+                        notes.append(f"{name}/{LOW_NODE_LOAD}/{result.pool or '-'}: {result.idle_reason}")
+                    for e in result.planned:
+                        if plugin.args.dry_run:
+                            notes.append(f"{name}/{LOW_NODE_LOAD}: dryRun: would migrate {e.pod.key} from {e.node}")
+                            continue
+                        planned.append(
+                            PlannedMigration(
+                                e.pod.namespace, e.pod.name, e.node, e.target, e.reason, LOW_NODE_LOAD, name
+                            )
+                        )
+        kept, cut = self._limit(planned)
+        notes += cut
+        return RoundPlan(tuple(kept), tuple(notes))
+
+    def _limit(self, planned: Sequence[PlannedMigration]) -> tuple[list[PlannedMigration], list[str]]:
+        c = self.config
+        per_node: dict[str, int] = {}
+        per_ns: dict[str, int] = {}
+        kept: list[PlannedMigration] = []
+        seen: set[str] = set()
+        cut: list[str] = []
+        for m in planned:
+            if m.key in seen:
+                continue
+            if c.max_no_of_pods_to_evict_total is not None and len(kept) >= c.max_no_of_pods_to_evict_total:
+                cut.append(f"{m.key}: maxNoOfPodsToEvictTotal ({c.max_no_of_pods_to_evict_total}) reached")
+                continue
+            if (
+                c.max_no_of_pods_to_evict_per_node is not None
+                and per_node.get(m.node, 0) >= c.max_no_of_pods_to_evict_per_node
+            ):
+                cut.append(
+                    f"{m.key}: maxNoOfPodsToEvictPerNode ({c.max_no_of_pods_to_evict_per_node}) reached on {m.node}"
+                )
+                continue
+            if (
+                c.max_no_of_pods_to_evict_per_namespace is not None
+                and per_ns.get(m.namespace, 0) >= c.max_no_of_pods_to_evict_per_namespace
+            ):
+                cut.append(
+                    f"{m.key}: maxNoOfPodsToEvictPerNamespace ({c.max_no_of_pods_to_evict_per_namespace}) reached"
+                )
+                continue
+            seen.add(m.key)
+            per_node[m.node] = per_node.get(m.node, 0) + 1
+            per_ns[m.namespace] = per_ns.get(m.namespace, 0) + 1
+            kept.append(m)
+        return kept, cut
+
+
+def job_for(migration: PlannedMigration, args: MigrationControllerArgs, *, name: str) -> dict[str, Any]:
+    """The PodMigrationJob for ``migration``: mode and ttl from the MigrationController's args
+    (``defaultJobMode``, ``defaultJobTTL``, 5 minutes by default), its ``defaultDeleteOptions``, and the
+    reason and trigger annotations Koordinator's evictor reads."""
+    from apis.config.duration import format_go_duration
+
+    spec: dict[str, Any] = {
+        "podRef": {"namespace": migration.namespace, "name": migration.name},
+        "mode": args.default_job_mode or "ReservationFirst",
+        "ttl": format_go_duration(args.default_job_ttl) if args.default_job_ttl is not None else DEFAULT_JOB_TTL,
+    }
+    if args.default_delete_options:
+        spec["deleteOptions"] = dict(args.default_delete_options)
+    return {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "metadata": {
+            "name": name,
+            "labels": {LABEL_CREATED_BY: CREATOR},
+            "annotations": {ANNOTATION_EVICT_TRIGGER: migration.plugin, ANNOTATION_EVICT_REASON: migration.reason},
+        },
+        "spec": spec,
+    }
+
+
+def describe(plan: RoundPlan) -> list[str]:
+    """The plan as lines for a person: one per migration, then the notes."""
+    lines = [
+        f"migrate {m.key} from {m.node}"
+        + (f" (room counted on {m.target})" if m.target else "")
+        + f": {m.reason} [{m.profile}/{m.plugin}]"
+        for m in plan.migrations
+    ]
+    if not plan.migrations:
+        lines.append("no migration planned")
+    lines += [f"note: {n}" for n in plan.notes]
+    return lines
