@@ -20,6 +20,7 @@ RUN apt-get update \
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY apis ./apis
+COPY kubeapi ./kubeapi
 COPY koord_scheduler ./koord_scheduler
 COPY koordlet ./koordlet
 

@@ -91,8 +91,8 @@ def serve_webhook(kubeconfig: str, cert_dir: str, port: int, samples: str, event
     ready, stop = events
     from prometheus_client import CollectorRegistry
 
-    from koord_scheduler.scheduler.kube import load_connection
     from koord_scheduler.webhook.options import WebhookOptions, WebhookRuntime
+    from kubeapi import load_connection
 
     async def main() -> None:
         options = WebhookOptions(port=port, bind_address="127.0.0.1", cert_dir=cert_dir)

@@ -28,7 +28,7 @@ from typing import Any
 
 import yaml
 
-from koord_scheduler.scheduler.kube import ApiError, ApiHttp
+from kubeapi import ApiError, ApiHttp
 
 REPO = Path(__file__).resolve().parents[1]
 COLOCATION_CONTROLLERS = frozenset({"nodeslo", "noderesource", "nodemetric"})

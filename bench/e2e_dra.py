@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import e2e_throughput as e2e
 import e2e_volumes
 
-from koord_scheduler.scheduler.kube import ApiError, ApiHttp, HttpOptions, TokenBucket, load_connection
+from kubeapi import ApiError, ApiHttp, HttpOptions, TokenBucket, load_connection
 
 RESOURCE = "/apis/resource.k8s.io/v1"
 DRIVER = "gpu.bench.pykoord"

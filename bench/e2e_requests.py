@@ -12,7 +12,7 @@ from typing import Any
 
 from apiserver_requests import RequestCounts, client_request_key, parse_request_counts
 
-from koord_scheduler.scheduler.kube import ApiHttp
+from kubeapi import ApiHttp
 
 
 class CountingHttp(ApiHttp):

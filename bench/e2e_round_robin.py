@@ -25,9 +25,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from koord_scheduler.framework.errors import ClusterError
-from koord_scheduler.scheduler.kube import ApiHttp, HttpOptions, TokenBucket, jsoncodec, load_connection
-from koord_scheduler.scheduler.kube.events import micro_time
-from koord_scheduler.scheduler.kube.http import iter_lines
+from kubeapi import ApiHttp, HttpOptions, TokenBucket, jsoncodec, load_connection
+from kubeapi.events import micro_time
+from kubeapi.http import iter_lines
 
 
 def contender_loop_factory() -> Any:

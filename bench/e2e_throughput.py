@@ -105,7 +105,7 @@ from apiserver_requests import per_pod  # noqa: E402
 from e2e_requests import CountingHttp, read_request_counts  # noqa: E402
 from topology_common import SHAPES, Shape, node_obj  # noqa: E402
 
-from koord_scheduler.scheduler.kube import (  # noqa: E402
+from kubeapi import (  # noqa: E402
     ApiError,
     ApiHttp,
     HttpOptions,
@@ -113,7 +113,7 @@ from koord_scheduler.scheduler.kube import (  # noqa: E402
     jsoncodec,
     load_connection,
 )
-from koord_scheduler.scheduler.kube.http import iter_lines  # noqa: E402
+from kubeapi.http import iter_lines  # noqa: E402
 
 NAMESPACE = "bench"
 LIFTED_QPS = 100000

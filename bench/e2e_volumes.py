@@ -39,8 +39,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import e2e_throughput as e2e
 
-from koord_scheduler.scheduler.kube import ApiError, ApiHttp, HttpOptions, TokenBucket, jsoncodec, load_connection
-from koord_scheduler.scheduler.kube.http import iter_lines
+from kubeapi import ApiError, ApiHttp, HttpOptions, TokenBucket, jsoncodec, load_connection
+from kubeapi.http import iter_lines
 
 DRIVER = "csi.bench.pykoord"
 STORAGE_CLASS = "bench-wffc"

@@ -32,7 +32,7 @@ from apis.config import parse_scheduler_config
 from apis.core.parse import parse_node, parse_pod
 from apis.scheduling.elasticquota import parse_elastic_quota
 from koord_scheduler.app.plugin_loading import build_registry
-from koord_scheduler.plugins.elasticquota.tree import PodEntry, QuotaTree
+from koord_scheduler.quota.tree import PodEntry, QuotaTree
 from koord_scheduler.scheduler.assembly import build_scheduler
 from koord_scheduler.scheduler.memory_source import MemoryCluster
 from koord_scheduler.scheduler.scheduler import Scheduler

@@ -38,10 +38,10 @@ from urllib.parse import quote, urlsplit
 
 from startup import ensure_bound_pods  # also puts the repository and tests/integration on sys.path
 
-from koord_scheduler.scheduler.kube import ApiHttp, HttpOptions, TokenBucket, load_connection
-from koord_scheduler.scheduler.kube.connection import Connection
-from koord_scheduler.scheduler.kube.reflector import Reflector
-from koord_scheduler.scheduler.kube.source import NODE_KIND, POD_KIND
+from kubeapi import ApiHttp, HttpOptions, TokenBucket, load_connection
+from kubeapi.connection import Connection
+from kubeapi.core_kinds import NODE_KIND, POD_KIND
+from kubeapi.reflector import Reflector
 
 PROTOBUF = "application/vnd.kubernetes.protobuf"
 KINDS = (("nodes", "/api/v1/nodes"), ("pods", "/api/v1/pods"))
@@ -143,7 +143,7 @@ def raw_list(connection: Connection, path: str, accept: str, page_size: int) -> 
 
 async def parsed_list(connection: Connection, page_size: int) -> int:
     """koord-scheduler's first lists: decoded and parsed page by page; how many objects."""
-    from koord_scheduler.scheduler.kube.reflector import ReflectorOptions
+    from kubeapi.reflector import ReflectorOptions
 
     http = ApiHttp(connection, TokenBucket(0, 1), options=HttpOptions(pool_size=4, request_timeout=120))
     try:

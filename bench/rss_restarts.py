@@ -14,7 +14,7 @@ printed per restart.
 
 A variant is ``NAME`` or ``NAME:VAR=VALUE,VAR=VALUE`` (extra environment). Besides glibc's own
 (``MALLOC_ARENA_MAX=2``), the processes read: ``RSS_PROBE_NO_TRIM=1`` turns off the trim after lists
-(``koord_scheduler.scheduler.kube.heap``), ``RSS_PROBE_TRIM_DELAY=S`` sets its delay,
+(``kubeapi.heap``), ``RSS_PROBE_TRIM_DELAY=S`` sets its delay,
 ``RSS_PROBE_TRIM=1`` adds a ``malloc_trim(0)`` to each SIGUSR1 sample (and reports the RSS after it),
 ``RSS_PROBE_TYPE=module.Type`` prints what refers to a few objects of that type.
 
@@ -70,11 +70,11 @@ def _child(dump: str, argv: list[str]) -> None:
 
     signal.signal(signal.SIGUSR1, on_usr1)
     if os.environ.get("RSS_PROBE_NO_TRIM"):  # the product's trim after lists, turned off to compare
-        from koord_scheduler.scheduler.kube import heap
+        from kubeapi import heap
 
         heap.DEFAULT_TRIMMER = heap.HeapTrimmer(None)
     elif os.environ.get("RSS_PROBE_TRIM_DELAY"):
-        from koord_scheduler.scheduler.kube import heap
+        from kubeapi import heap
 
         delay = float(os.environ["RSS_PROBE_TRIM_DELAY"])
         heap.DEFAULT_TRIMMER = heap.HeapTrimmer(heap.glibc_malloc_trim(), delay=delay)
@@ -123,7 +123,7 @@ def _holders(type_name: str, samples: int = 3, depth: int = 10) -> list[list[str
 
 SERIES = ("builtins.dict", "builtins.coroutine", "builtins.async_generator", "_ssl.MemoryBIO",
           "uvloop.loop.SSLProtocol", "aiohttp.client_reqrep.ClientResponse", "socket.socket",
-          "kopf._cogs.structs.bodies.Body", "builtins.traceback", "_asyncio.Task")
+          "builtins.traceback", "_asyncio.Task")
 
 
 @dataclass

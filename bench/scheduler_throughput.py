@@ -121,7 +121,7 @@ class _ScoredShare:
 
         def filtered(state: Any, pod: Any, positions: Any, diagnosis: Any, **kw: Any) -> Any:
             out = run_filter(state, pod, positions, diagnosis, **kw)
-            if len(positions) == fwk.handle.snapshot.num_nodes:
+            if len(positions) == fwk.snapshot.num_nodes:
                 self.feasible += len(out)
                 self.cycles += 1
             return out

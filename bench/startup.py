@@ -68,8 +68,8 @@ from e2e_throughput import (  # also puts the repository and tests/integration o
     ensure_namespace,
 )
 
-from koord_scheduler.scheduler.kube import ApiHttp, HttpOptions, TokenBucket, load_connection
-from koord_scheduler.scheduler.kube.http import ApiError
+from kubeapi import ApiHttp, HttpOptions, TokenBucket, load_connection
+from kubeapi.http import ApiError
 
 NAMESPACE = "startup"
 CONTENDERS = ("koord-scheduler", "kube-scheduler")
@@ -384,7 +384,7 @@ def main() -> int:
     if args.compile:
         import compileall
 
-        for package in ("apis", "koord_scheduler"):
+        for package in ("apis", "kubeapi", "koord_scheduler"):
             compileall.compile_dir(str(REPO / package), quiet=1)
     from controlplane import Binaries, running_control_plane
 

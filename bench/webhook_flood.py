@@ -64,8 +64,8 @@ from e2e_throughput import (  # noqa: E402
     ensure_nodes,
 )
 
-from koord_scheduler.scheduler.kube import ApiHttp, HttpOptions, TokenBucket, load_connection  # noqa: E402
 from koord_scheduler.webhook.certs import generate_bundle, write_bundle  # noqa: E402
+from kubeapi import ApiHttp, HttpOptions, TokenBucket, load_connection  # noqa: E402
 
 DEFAULT_BASELINE = "43eab96"
 

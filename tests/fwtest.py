@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 from prometheus_client import CollectorRegistry
@@ -12,10 +12,17 @@ from prometheus_client import CollectorRegistry
 from apis.core.types import Node, Pod
 from apis.feature_gates import DEFAULT_FEATURE_GATES, SchedulerFeatureGates
 from koord_scheduler.framework.cycle_state import CycleState
-from koord_scheduler.framework.snapshot import ClusterSnapshot
+from koord_scheduler.framework.diagnosis import Diagnosis
+from koord_scheduler.framework.handle import Handle, PreemptionExtenders
+from koord_scheduler.framework.interfaces import PreFilterPlugin
+from koord_scheduler.framework.koordinator_stages import NUMAHintProvider, ReservationFilterPlugin
+from koord_scheduler.framework.snapshot import ClusterSnapshot, NodeInfo, Positions
 from koord_scheduler.framework.status import Status
-from koord_scheduler.framework.types import ErrorHandlerFilter, ObjectHandler, ObjectKind, SimulationReporter
+from koord_scheduler.framework.types import ErrorHandlerFilter, Handler, ObjectHandler, ObjectKind, SimulationReporter
 from koord_scheduler.framework.waiting_pods import WaitingPod
+from koord_scheduler.scheduler.nominator import PodNominator
+
+T = TypeVar("T")
 
 
 def make_snapshot(nodes: Iterable[Node], pods: Iterable[Pod] = ()) -> ClusterSnapshot:
@@ -30,9 +37,13 @@ def make_snapshot(nodes: Iterable[Node], pods: Iterable[Pod] = ()) -> ClusterSna
 
 @dataclass
 class FakeHandle:
-    """An ExtendedHandle for unit tests: a snapshot, a fixed clock, and the scheduler's services kept in
-    lists (watch handlers by kind, pod watchers, reports, forget-pod handlers, error filters, accounted
-    and queued pods) so a test can drive or inspect them."""
+    """A :class:`~koord_scheduler.framework.handle.Handle` for unit tests: a snapshot, a fixed clock, and
+    the scheduler's services kept in lists (watch handlers by kind, pod watchers, reports, forget-pod
+    handlers, error filters, accounted and queued pods) so a test can drive or inspect them. It is also
+    the :class:`~koord_scheduler.framework.handle.SchedulerServices` of a real ``Framework(name, handle)``.
+
+    The profile half (other plugins, the Filter chain) is empty unless ``framework`` is set: no
+    reservation filter plugins, no PreFilter plugins, no preemption gate (and no Filter chain to run)."""
 
     snapshot: ClusterSnapshot
     now: float = 1_700_000_000.0
@@ -49,12 +60,19 @@ class FakeHandle:
     queued: dict[str, Pod] = field(default_factory=dict)
     waiting: dict[str, WaitingPod] = field(default_factory=dict)
     feature_gates: SchedulerFeatureGates = DEFAULT_FEATURE_GATES
+    nominator: PodNominator = field(default_factory=PodNominator)
+    preemption_extenders: PreemptionExtenders | None = None
+    activated: list[str] = field(default_factory=list)
+    next_pod_hooks: list[Callable[[], str | None]] = field(default_factory=list)
+    assumed: set[str] = field(default_factory=set)
+    framework: Handle | None = None
+    """Answers the profile half of the handle when a test builds one around this fake."""
 
     @property
     def clock(self) -> Callable[[], float]:
         return lambda: self.now
 
-    def watch(self, kind: ObjectKind, handler: ObjectHandler) -> None:
+    def watch(self, kind: ObjectKind[T], handler: Handler[T]) -> None:
         self.watch_handlers.setdefault(kind.kind, []).append(handler)
 
     def watch_pods(self, handler: ObjectHandler) -> None:
@@ -89,6 +107,58 @@ class FakeHandle:
 
     def waiting_pod(self, key: str) -> WaitingPod | None:
         return self.waiting.get(key)
+
+    def activate_pods(self, keys: Iterable[str]) -> None:
+        self.activated.extend(keys)
+
+    def add_next_pod_hook(self, hook: Callable[[], str | None]) -> None:
+        self.next_pod_hooks.append(hook)
+
+    def is_assumed(self, key: str) -> bool:
+        return key in self.assumed
+
+    # ----- the profile half of the handle -----
+
+    @property
+    def pre_filter_plugins(self) -> Sequence[PreFilterPlugin]:
+        return self.framework.pre_filter_plugins if self.framework is not None else ()
+
+    @property
+    def filter_plugin_names(self) -> Sequence[str]:
+        return self.framework.filter_plugin_names if self.framework is not None else ()
+
+    @property
+    def reservation_filter_plugins(self) -> Sequence[ReservationFilterPlugin]:
+        return self.framework.reservation_filter_plugins if self.framework is not None else ()
+
+    @property
+    def numa_hint_providers(self) -> Sequence[NUMAHintProvider]:
+        return self.framework.numa_hint_providers if self.framework is not None else ()
+
+    def filter_nodes_uncached(
+        self, state: CycleState, pod: Pod, positions: Positions, diagnosis: Diagnosis
+    ) -> Positions:
+        assert self.framework is not None, "this FakeHandle has no framework to run the Filter chain"
+        return self.framework.filter_nodes_uncached(state, pod, positions, diagnosis)
+
+    def run_reservation_filter_plugins(
+        self, state: CycleState, pod: Pod, reservation: object, node_info: NodeInfo
+    ) -> Status:
+        if self.framework is not None:
+            return self.framework.run_reservation_filter_plugins(state, pod, reservation, node_info)
+        return Status()
+
+    async def run_pre_bind_reservation(self, state: CycleState, reservation: object, node_name: str) -> Status:
+        if self.framework is not None:
+            return await self.framework.run_pre_bind_reservation(state, reservation, node_name)
+        return Status()
+
+    def preemption_refusal(self, state: CycleState, pod: Pod) -> Status | None:
+        return self.framework.preemption_refusal(state, pod) if self.framework is not None else None
+
+
+if TYPE_CHECKING:
+    _handle: type[Handle] = FakeHandle
 
 
 def filter_statuses(plugin: object, pod: Pod, snap: ClusterSnapshot, state: CycleState | None = None

@@ -1,7 +1,7 @@
 """What the in-tree plugins really are, derived from the registry instead of kept as a second list.
 
-``extension_points()`` builds every in-tree plugin through the real factories (one profile that enables
-them all at ``multiPoint``) and asks the framework's own ``implements`` which points each extends.
+``instances()`` builds every in-tree plugin through the real factories (one profile that enables them all
+at ``multiPoint``); ``extension_points()`` asks the framework's own ``implements`` which points each extends.
 Tests of the profile algebra use it as their ``implements`` so they cannot drift from the plugins.
 """
 
@@ -12,7 +12,7 @@ from functools import cache
 
 from apis.config import parse_scheduler_config
 from apis.config.profile import DEFAULT_MULTIPOINT, EXTENSION_POINTS
-from koord_scheduler.framework.interfaces import implements
+from koord_scheduler.framework.interfaces import Plugin, implements
 from koord_scheduler.plugins.registry import in_tree_registry
 from koord_scheduler.scheduler.assembly import build_scheduler
 from koord_scheduler.scheduler.memory_source import MemoryCluster
@@ -21,8 +21,8 @@ ALL_PLUGINS_PROFILE = "all-in-tree-plugins"
 
 
 @cache
-def extension_points() -> Mapping[str, frozenset[str]]:
-    """Registered plugin name -> the extension points (configuration names) its instance implements."""
+def instances() -> Mapping[str, Plugin]:
+    """Registered plugin name -> the plugin its factory built (default args) in one profile enabling all."""
     registry = in_tree_registry()
     defaults = {p.name for p in DEFAULT_MULTIPOINT}
     extra = [{"name": name} for name in registry.names() if name not in defaults]
@@ -32,11 +32,17 @@ def extension_points() -> Mapping[str, frozenset[str]]:
         "profiles": [{"schedulerName": ALL_PLUGINS_PROFILE, "plugins": {"multiPoint": {"enabled": extra}}}],
     })
     scheduler = build_scheduler(config, registry, MemoryCluster.from_objects([], []), clock=lambda: 1.0)
-    instances = scheduler.profiles[ALL_PLUGINS_PROFILE].plugins
+    return scheduler.profiles[ALL_PLUGINS_PROFILE].plugins
+
+
+@cache
+def extension_points() -> Mapping[str, frozenset[str]]:
+    """Registered plugin name -> the extension points (configuration names) its instance implements."""
+    built = instances()
     return {
-        name: frozenset(point for point in EXTENSION_POINTS if implements(instances[name], point))
-        for name in registry.names()
-        if name in instances
+        name: frozenset(point for point in EXTENSION_POINTS if implements(built[name], point))
+        for name in in_tree_registry().names()
+        if name in built
     }
 
 

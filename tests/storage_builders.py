@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
+
+from tests.fwtest import FakeHandle
 
 Json = dict[str, Any]
 
@@ -131,19 +134,13 @@ def objects(**by_kind: Iterable[Json]) -> dict[str, list[tuple[str, Json]]]:
     return out
 
 
-class StorageHandle:
+@dataclass
+class StorageHandle(FakeHandle):
     """A plugin handle for volume plugin tests: a snapshot and the watches, fed by :meth:`add`."""
 
-    def __init__(self, snapshot: Any) -> None:
-        self.snapshot = snapshot
-        self.cluster: Any = None
-        self.handlers: dict[str, list[Any]] = {}
-        self.kinds: dict[str, Any] = {}
-        self.reporters: list[Any] = []
-
-    @property
-    def clock(self) -> Any:
-        return lambda: 1_700_000_000.0
+    handlers: dict[str, list[Any]] = field(default_factory=dict)
+    kinds: dict[str, Any] = field(default_factory=dict)
+    reporters: list[Any] = field(default_factory=list)
 
     def watch(self, kind: Any, handler: Any) -> None:
         self.kinds[kind.kind] = kind

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from koord_scheduler.app.debug_server import DebugValueError, parse_debug_scores
 from koord_scheduler.framework.errors import SchedulerError
+from kubeapi.errors import KubeApiError
 
 if TYPE_CHECKING:
     from apis.config import KubeSchedulerConfiguration
@@ -74,7 +75,7 @@ class SchedulerCommand:
 
                 return extender_server_main(args[1:], self.registry)
             return self._serve(args)
-        except SchedulerError as exc:
+        except (SchedulerError, KubeApiError) as exc:
             print(f"koord-scheduler: {exc}", file=sys.stderr)
             return EXIT_USAGE
         except Exception as exc:

@@ -67,16 +67,17 @@ from koord_scheduler.scheduler.controllers.selection import (
     QUOTAPROFILE,
     RESERVATION,
 )
-from koord_scheduler.scheduler.kube import ApiHttp, KubeClusterSource, TokenBucket
-from koord_scheduler.scheduler.kube.paths import resource_path
-from koord_scheduler.scheduler.kube.ratelimit import YieldingBucket
-from koord_scheduler.scheduler.leaderelection import LeaderElector
+from koord_scheduler.scheduler.kube_source import KubeClusterSource
 from koord_scheduler.scheduler.metrics import SchedulerMetrics
 from koord_scheduler.scheduler.object_errors import ObjectErrors
 from koord_scheduler.scheduler.reservation_controller.decide import controller_options
 from koord_scheduler.scheduler.reservation_controller.informed import KIND as RESERVATION_KIND
 from koord_scheduler.scheduler.reservation_controller.informed import PLURAL as RESERVATION_PLURAL
 from koord_scheduler.scheduler.reservation_controller.informed import KubeStatusWriter, ReservationController
+from kubeapi import ApiHttp, TokenBucket
+from kubeapi.leaderelection import LeaderElector
+from kubeapi.paths import resource_path
+from kubeapi.ratelimit import YieldingBucket
 
 if TYPE_CHECKING:
     from koord_scheduler.webhook.profile_controller import ColocationProfileController
@@ -92,7 +93,7 @@ default ``--kube-api-qps``); at full ``clientConnection`` speed otherwise."""
 class ControllerClient:
     """How a controller's own connection pool is rate limited: ``clientConnection``'s ``qps``/``burst``, and,
     when ``busy`` is given (scheduling is on), ``while_busy`` too whenever ``busy()`` says the scheduler has
-    requests in flight (:class:`~koord_scheduler.scheduler.kube.ratelimit.YieldingBucket`): binds first."""
+    requests in flight (:class:`~kubeapi.ratelimit.YieldingBucket`): binds first."""
 
     qps: float
     burst: int

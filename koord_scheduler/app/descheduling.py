@@ -34,8 +34,9 @@ from koord_scheduler.descheduler.migration.api import KubeMigrationApi
 from koord_scheduler.descheduler.migration.controller import RESERVATION_KIND, EvictLimiter, MigrationController
 from koord_scheduler.descheduler.round import Descheduler
 from koord_scheduler.scheduler.controllers.selection import DESCHEDULER, MIGRATION
-from koord_scheduler.scheduler.kube import ApiHttp, KubeClusterSource
+from koord_scheduler.scheduler.kube_source import KubeClusterSource
 from koord_scheduler.scheduler.object_errors import ObjectErrors
+from kubeapi import ApiHttp
 
 
 @dataclass(frozen=True, slots=True)

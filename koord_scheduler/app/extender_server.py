@@ -57,11 +57,12 @@ from koord_scheduler.framework.registry import Registry
 from koord_scheduler.scheduler.assembly import build_scheduler
 from koord_scheduler.scheduler.extenders import Extenders
 from koord_scheduler.scheduler.extenders.service import ExtenderService
-from koord_scheduler.scheduler.kube import ApiError, KubeClusterSource, KubeSourceOptions, load_connection
-from koord_scheduler.scheduler.kube.paths import resource_path
+from koord_scheduler.scheduler.kube_source import KubeClusterSource, KubeSourceOptions
 from koord_scheduler.scheduler.scheduler import Scheduler, SchedulerOptions
 from koord_scheduler.scheduler.serving import ClientAuth, HardenedServer, ServingLimits, TokenFile, server_ssl_context
 from koord_scheduler.scheduler.source import ClusterSource
+from kubeapi import ApiError, load_connection
+from kubeapi.paths import resource_path
 
 log = logging.getLogger("koord-scheduler")
 

@@ -1,13 +1,11 @@
 """One line per error at default verbosity, whoever logs it.
 
 koord-scheduler's own code logs failures as one line (``framework.errors.log_failure``), but libraries it
-runs (kopf, aiohttp, asyncio's loop) and the interpreter's last-resort hooks print tracebacks of their
+runs (aiohttp, asyncio's loop) and the interpreter's last-resort hooks print tracebacks of their
 own. :func:`install` makes every one of them a single line below ``-v 4``:
 
 - a log record with a traceback is written as ``message: Type: text`` (the exception's last line);
   from ``-v 4`` on, the traceback is kept;
-- kopf's "Request attempt #N/9 failed; will retry" errors, one per watch and attempt during an API-server
-  outage (dozens a restart), become one warning per outage (:class:`RetryFolding`);
 - an exception no task retrieved (asyncio's loop exception handler), one that ended a thread
   (``threading.excepthook``) or one raised where Python cannot raise it (``sys.unraisablehook``, e.g.
   in a finalizer) is logged through the same path instead of being printed raw.
@@ -17,15 +15,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import sys
 import threading
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from koord_scheduler.framework.errors import describe, log_failure
-from koord_scheduler.scheduler.kube.outage_log import OutageWindow
 
 log = logging.getLogger("koord-scheduler")
 
@@ -44,47 +39,12 @@ class OneLineErrors(logging.Filter):
         return True
 
 
-class RetryFolding(logging.Filter):
-    """kopf logs each failed attempt of a request it will retry at ERROR (``Request attempt #2/9 failed;
-    will retry: GET ... -> ClientConnectorError(...)``), for every watch: an API-server restart gives
-    dozens of them, for a condition it recovers from. The first of an outage passes as a WARNING; the
-    rest are dropped until ``quiet_seconds`` pass with none, after which the next one starts a new
-    outage. The last attempt (kopf's "escalating") and everything else pass unchanged."""
-
-    RETRY = re.compile(r"^Request attempt #\d+(?:/\d+)? failed; will retry: (?P<what>.*)$", re.DOTALL)
-
-    def __init__(self, quiet_seconds: float = 60.0, *, clock: Callable[[], float] = time.monotonic) -> None:
-        super().__init__()
-        self.window = OutageWindow(quiet_seconds, clock=clock)
-        self.dropped = 0
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if not record.name.startswith("kopf"):
-            return True
-        match = self.RETRY.match(record.getMessage())
-        if match is None:
-            return True
-        if not self.window.starts_outage():
-            self.dropped += 1
-            return False
-        record.msg = (f"API server requests are failing; kopf retries them (further failures are not logged "
-                      f"until {self.window.quiet_seconds:.0f}s pass without one): {match.group('what')}")
-        record.args = None
-        record.levelno = logging.WARNING
-        record.levelname = logging.getLevelName(logging.WARNING)
-        return True
-
-
 def install(verbosity: int, *, handlers: Sequence[logging.Handler] | None = None) -> None:
-    """Below ``-v 4``, every handler of the root logger (or ``handlers``) gets :class:`RetryFolding` and
-    :class:`OneLineErrors`; at
+    """Below ``-v 4``, every handler of the root logger (or ``handlers``) gets :class:`OneLineErrors`; at
     any verbosity the thread and unraisable hooks log through ``logging`` (their tracebacks then follow
     the same rule)."""
     if verbosity < 4:
-        retries = RetryFolding()  # shared by the handlers: one outage, one line
         for handler in logging.getLogger().handlers if handlers is None else handlers:
-            if not any(isinstance(f, RetryFolding) for f in handler.filters):
-                handler.addFilter(retries)
             if not any(isinstance(f, OneLineErrors) for f in handler.filters):
                 handler.addFilter(OneLineErrors())
     threading.excepthook = _thread_failed

@@ -60,7 +60,7 @@ if TYPE_CHECKING:
 
     from apis.config import KubeSchedulerConfiguration
     from koord_scheduler.framework.registry import Registry
-    from koord_scheduler.scheduler.leaderelection import LeaderElectionOptions
+    from kubeapi.leaderelection import LeaderElectionOptions
 
 log = logging.getLogger("koord-scheduler")
 startup_log = logging.getLogger("koord_scheduler.startup")
@@ -113,7 +113,7 @@ def serve_main(argv: Sequence[str], registry: Callable[[], Registry]) -> int:
     try:
         # The first lists of Nodes and Pods start now, on a thread, while the rest loads (the configuration's
         # validation, imports, profiles); with what the file says, checked against the validated result.
-        from koord_scheduler.scheduler.prefetch import Prefetch, from_kubeconfig
+        from kubeapi.prefetch import Prefetch, from_kubeconfig
 
         stated = _stated_client(ns)
         prefetch = None
@@ -271,7 +271,7 @@ def _parse_duration(text: str) -> float:
 
 def _options(ns: argparse.Namespace) -> ServeOptions:
     from apis.config import KubeSchedulerConfiguration, load_scheduler_config
-    from koord_scheduler.scheduler.leaderelection import LeaderElectionOptions
+    from kubeapi.leaderelection import LeaderElectionOptions
 
     config = load_scheduler_config(ns.config) if ns.config else KubeSchedulerConfiguration()
     le = config.leader_election
@@ -371,7 +371,7 @@ def _setup_logging(verbosity: int) -> None:
     root = logging.DEBUG if verbosity >= 4 else logging.INFO if verbosity >= 2 else logging.WARNING
     logging.basicConfig(level=root, format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True)
     lifecycle = logging.DEBUG if verbosity >= 4 else logging.INFO
-    for name in ("koord-scheduler", "koord_scheduler.scheduler.kube", "koord_scheduler.scheduler.leaderelection"):
+    for name in ("koord-scheduler", "kubeapi", "kubeapi.leaderelection"):
         logging.getLogger(name).setLevel(lifecycle)
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
     from koord_scheduler.app import logs  # loaded on use: --help and refused flags need none of it

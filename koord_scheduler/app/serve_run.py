@@ -51,24 +51,18 @@ from koord_scheduler.framework.registry import Registry
 from koord_scheduler.scheduler.assembly import build_scheduler
 from koord_scheduler.scheduler.controllers.runner import ControllerSink, FanoutSink
 from koord_scheduler.scheduler.heap import STARTUP_PAUSE_LIMIT, HeapSettler, resume_collector
-from koord_scheduler.scheduler.kube import (
-    ApiHttp,
-    HttpOptions,
-    KubeClusterSource,
-    KubeSourceOptions,
-    TokenBucket,
-    load_connection,
-)
-from koord_scheduler.scheduler.leaderelection import LeaderElector
+from koord_scheduler.scheduler.kube_source import KubeClusterSource, KubeSourceOptions
 from koord_scheduler.scheduler.metrics import SchedulerMetrics
 from koord_scheduler.scheduler.scheduler import Scheduler, SchedulerOptions
 from koord_scheduler.scheduler.serving import HardenedServer, ServingLimits
 from koord_scheduler.scheduler.source import EventSink
 from koord_scheduler.scheduler.task_restarts import supervise
+from kubeapi import ApiHttp, HttpOptions, TokenBucket, load_connection
+from kubeapi.leaderelection import LeaderElector
 
 if TYPE_CHECKING:
-    from koord_scheduler.scheduler.prefetch import Prefetch
     from koord_scheduler.webhook.thread import AdmissionThread
+    from kubeapi.prefetch import Prefetch
 
 log = logging.getLogger("koord-scheduler")
 startup_log = logging.getLogger("koord_scheduler.startup")

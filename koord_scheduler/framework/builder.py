@@ -14,7 +14,7 @@ from apis.config.profile import (
     plugin_args_for_profile,
 )
 from koord_scheduler.framework.errors import ProfileError
-from koord_scheduler.framework.handle import ExtendedHandle
+from koord_scheduler.framework.handle import SchedulerServices
 from koord_scheduler.framework.interfaces import Plugin, implements
 from koord_scheduler.framework.registry import Registry
 from koord_scheduler.framework.runtime import Framework
@@ -24,12 +24,15 @@ from koord_scheduler.framework.types import PointObserver
 def build_profiles(
     config: KubeSchedulerConfiguration,
     registry: Registry,
-    handle: ExtendedHandle,
+    services: SchedulerServices,
     *,
     observer: Callable[[str], PointObserver] | None = None,
     node_cache: bool = True,
 ) -> dict[str, Framework]:
-    """schedulerName -> Framework, for every profile. Raises ConfigError / ProfileError naming the field."""
+    """schedulerName -> Framework, for every profile. Raises ConfigError / ProfileError naming the field.
+
+    Each profile's framework is built first and handed to the profile's plugin factories as their handle
+    (``services`` are the scheduler's, shared by the profiles); then it takes the plugins the profile uses."""
     frameworks: dict[str, Framework] = {}
     registered = registry.names()
     args_models = registry.args_models()
@@ -39,11 +42,21 @@ def build_profiles(
         merged = merge_with_defaults(append_default_pre_bind(profile.plugins, registered), defaults)
         enabled = [n for n in enabled_plugin_names(merged) if n in registry]
         args = plugin_args_for_profile(profile, enabled, args_models, path=path)
+        percentage = profile.percentage_of_nodes_to_score
+        if percentage is None:
+            percentage = config.percentage_of_nodes_to_score
+        framework = Framework(
+            profile.scheduler_name,
+            services,
+            percentage_of_nodes_to_score=percentage,
+            observer=observer(profile.scheduler_name) if observer is not None else None,
+            node_cache=node_cache,
+        )
         instances: dict[str, Plugin] = {}
         for name in enabled:
             spec = registry.get(name)
             try:
-                plugin = spec.factory(args.get(name), handle)
+                plugin = spec.factory(args.get(name), framework)
             except (ConfigError, ProfileError):
                 raise
             except Exception as exc:
@@ -62,17 +75,6 @@ def build_profiles(
             merged, implements_point, registered, path=f"{path}.plugins", scheduler_name=profile.scheduler_name
         )
         used = set(expanded.enabled())
-        percentage = profile.percentage_of_nodes_to_score
-        if percentage is None:
-            percentage = config.percentage_of_nodes_to_score
-        frameworks[profile.scheduler_name] = Framework(
-            profile.scheduler_name,
-            {n: p for n, p in instances.items() if n in used},
-            expanded.points,
-            expanded.score_weights,
-            handle,
-            percentage_of_nodes_to_score=percentage,
-            observer=observer(profile.scheduler_name) if observer is not None else None,
-            node_cache=node_cache,
-        )
+        framework.install({n: p for n, p in instances.items() if n in used}, expanded.points, expanded.score_weights)
+        frameworks[profile.scheduler_name] = framework
     return frameworks

@@ -1,7 +1,8 @@
 """Finding what each plugin of a profile implements, once, when the profile is built.
 
 :func:`find_capabilities` is the one place that asks: ``isinstance`` against the runtime-checkable
-Protocols of :mod:`~koord_scheduler.framework.interfaces`. The result holds typed lists in the
+Protocols of the three tiers (:mod:`~koord_scheduler.framework.interfaces`, :mod:`.koordinator_stages`,
+:mod:`.fast_paths`). The result holds typed lists in the
 profile's order, which the runtime and its phases run without asking again.
 """
 
@@ -10,46 +11,48 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from koord_scheduler.framework import fast_paths, koordinator_stages
 from koord_scheduler.framework import interfaces as ep
 from koord_scheduler.framework.errors import ProfileError
+from koord_scheduler.framework.fast_paths import (
+    AddedPodsFilter,
+    CyclePreparer,
+    ScoresOnlyNormalizer,
+    SignedPlugin,
+    WarmUpPlugin,
+)
 from koord_scheduler.framework.filter_phase import FilterEntry
 from koord_scheduler.framework.interfaces import (
-    AddedPodsFilter,
     BatchFilterPlugin,
     BatchScorePlugin,
     BindPlugin,
-    CyclePreparer,
     EnqueueExtensions,
     FilterPlugin,
-    FilterTransformer,
-    FrameworkAware,
-    JobNodeFinder,
-    NodePreferrer,
-    NominatorAware,
-    NUMAHintProvider,
     PermitPlugin,
     Plugin,
-    PodPatchApplier,
     PostBindPlugin,
     PostFilterPlugin,
     PreBindPlugin,
     PreBindPreFlight,
-    PreemptionExtendersAware,
-    PreemptionGate,
     PreEnqueuePlugin,
     PreFilterPlugin,
-    PreFilterTransformer,
     PreScorePlugin,
     QueueSortPlugin,
+    ReservePlugin,
+    ScorePlugin,
+)
+from koord_scheduler.framework.koordinator_stages import (
+    FilterTransformer,
+    JobNodeFinder,
+    NodePreferrer,
+    NUMAHintProvider,
+    PodPatchApplier,
+    PreemptionGate,
+    PreFilterTransformer,
     ReservationFilterPlugin,
     ReservationNominator,
     ReservationPreBindPlugin,
-    ReservePlugin,
-    ScorePlugin,
-    ScoresOnlyNormalizer,
     ScoreTransformer,
-    SignedPlugin,
-    WarmUpPlugin,
 )
 from koord_scheduler.framework.per_node_filter import PerNodeFilter
 from koord_scheduler.framework.score_phase import PerNodeScore, ScorePluginEntry
@@ -85,11 +88,33 @@ class Capabilities:
     enqueue_extensions: dict[str, EnqueueExtensions]
     warm_ups: list[WarmUpPlugin]
     cycle_preparers: list[CyclePreparer]
-    nominator_aware: list[NominatorAware]
-    framework_aware: list[FrameworkAware]
-    preemption_extenders_aware: list[PreemptionExtendersAware]
     preemption_gates: list[PreemptionGate]
     numa_hint_providers: list[NUMAHintProvider]
+
+
+def _plugin_protocols() -> tuple[type, ...]:
+    found: list[type] = []
+    for module in (ep, koordinator_stages, fast_paths):
+        for value in vars(module).values():
+            if (
+                isinstance(value, type)
+                and value.__module__ == module.__name__
+                and getattr(value, "_is_runtime_protocol", False)
+                and value is not Plugin
+            ):
+                found.append(value)
+    return tuple(found)
+
+
+PLUGIN_PROTOCOLS: tuple[type, ...] = _plugin_protocols()
+"""Every runtime-checkable Protocol of the three tiers a plugin object may implement (:mod:`.interfaces`,
+:mod:`.koordinator_stages`, :mod:`.fast_paths`), in tier order."""
+
+
+def protocols_of(plugin: object) -> tuple[type, ...]:
+    """The Protocols of :data:`PLUGIN_PROTOCOLS` that ``plugin`` implements, as the runtime finds them
+    (``isinstance``), in tier order. Each in-tree plugin module declares the same list for mypy."""
+    return tuple(proto for proto in PLUGIN_PROTOCOLS if isinstance(plugin, proto))
 
 
 def find_capabilities(
@@ -140,9 +165,6 @@ def find_capabilities(
         enqueue_extensions={p.name: p for p in everything if isinstance(p, EnqueueExtensions)},
         warm_ups=[p for p in everything if isinstance(p, WarmUpPlugin)],
         cycle_preparers=[p for p in everything if isinstance(p, CyclePreparer)],
-        nominator_aware=[p for p in everything if isinstance(p, NominatorAware)],
-        framework_aware=[p for p in in_profile if isinstance(p, FrameworkAware)],
-        preemption_extenders_aware=[p for p in in_profile if isinstance(p, PreemptionExtendersAware)],
         preemption_gates=[p for p in in_profile if isinstance(p, PreemptionGate)],
         numa_hint_providers=[p for p in in_profile if isinstance(p, NUMAHintProvider)],
     )

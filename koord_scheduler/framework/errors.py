@@ -1,14 +1,15 @@
 """The one exception tree of koord-scheduler.
 
 Plugins report outcomes through :class:`~koord_scheduler.framework.status.Status`; only bugs and
-infrastructure failures raise, and they raise one of these.
+infrastructure failures raise, and they raise one of these. Failures talking to the cluster are the API
+layer's :class:`ClusterError` (``kubeapi.errors``), named here too because plugins catch it from their
+handle's cluster client.
 """
 
 from __future__ import annotations
 
-import logging
-
 from koord_scheduler.framework.status import Status
+from kubeapi.errors import ClusterError, describe, log_failure
 
 
 class SchedulerError(Exception):
@@ -27,10 +28,6 @@ class PluginError(SchedulerError):
     """A plugin failed in a way it could not express as a Status."""
 
 
-class ClusterError(SchedulerError):
-    """Talking to the cluster failed (API errors, lost watches)."""
-
-
 class PluginCycleError(PluginError):
     """A plugin failed with Error (or raised) at an extension point; aborts the scheduling cycle.
 
@@ -41,16 +38,13 @@ class PluginCycleError(PluginError):
         self.status = status
 
 
-def describe(exc: BaseException) -> str:
-    """``Type: message`` (``Type`` alone when the message is empty): the one line an error is logged as."""
-    text = str(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-def log_failure(logger: logging.Logger, what: str, exc: BaseException, *, level: int = logging.ERROR) -> None:
-    """Log that ``what`` failed with ``exc`` as one line (``what: Type: message``) at ``level``; the
-    traceback follows at debug level only (``-v 4`` and up), so a failure at default verbosity is one
-    clear line, however unexpected."""
-    logger.log(level, "%s: %s", what, describe(exc))
-    if logger.isEnabledFor(logging.DEBUG):
-        logger.debug("%s: traceback", what, exc_info=exc)
+__all__ = [
+    "ClusterError",
+    "PluginCycleError",
+    "PluginError",
+    "ProfileError",
+    "RegistryError",
+    "SchedulerError",
+    "describe",
+    "log_failure",
+]

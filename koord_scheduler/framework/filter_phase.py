@@ -39,13 +39,9 @@ from apis.core.types import Pod
 from koord_scheduler.framework.cycle_state import CycleState
 from koord_scheduler.framework.diagnosis import Diagnosis, FailureChunk
 from koord_scheduler.framework.errors import PluginCycleError, log_failure
-from koord_scheduler.framework.interfaces import (
-    FILTER,
-    AddedPodsFilter,
-    BatchFilterPlugin,
-    NominatedPods,
-    PreFilterPlugin,
-)
+from koord_scheduler.framework.fast_paths import AddedPodsFilter
+from koord_scheduler.framework.handle import NominatedPods
+from koord_scheduler.framework.interfaces import FILTER, BatchFilterPlugin, PreFilterPlugin
 from koord_scheduler.framework.node_cache import FEW_NODES, FilterAnswer, NodeResultCache, cacheable_signature
 from koord_scheduler.framework.restored import RESTORED_CAPACITY
 from koord_scheduler.framework.snapshot import BoolArray, ClusterSnapshot, NodeInfo, Positions

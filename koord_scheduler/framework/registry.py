@@ -1,32 +1,62 @@
-"""An explicit plugin registry. Nothing registers itself at import time."""
+"""An explicit plugin registry. Nothing registers itself at import time.
+
+A registry is built from typed lines, one :class:`PluginSpec` per plugin, the form scheduler-plugins'
+``cmd/scheduler/main.go`` uses (``app.WithPlugin(name, New)``)::
+
+    PluginSpec(loadaware.NAME, loadaware.new, loadaware.ARGS)
+
+mypy checks each line: the factory must take the args model (or None) and a
+:class:`~koord_scheduler.framework.handle.Handle`, and return a plugin. A factory whose args type is not
+the line's model, one that asks its handle for a member the framework does not have, or one that returns
+something without a ``name`` is a type error at that line.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar, overload
 
 from pydantic import BaseModel
 
 from koord_scheduler.framework.errors import RegistryError
-from koord_scheduler.framework.handle import ExtendedHandle
+from koord_scheduler.framework.handle import Handle
 from koord_scheduler.framework.interfaces import Plugin
 
 ENTRY_POINT_GROUP = "koord_scheduler.plugins"
 """The entry-point group out-of-tree plugins are installed under (``pip install`` a package that names
 ``MyPlugin = "my_package.plugin"`` there, and list ``MyPlugin`` in a profile)."""
 
-PluginFactory = Callable[[Any, ExtendedHandle], Plugin]
+PluginFactory = Callable[[Any, Handle], Plugin]
 """``factory(args, handle) -> plugin``. ``args`` is the validated args model instance, or None when the
-plugin declares no args model. A factory may declare the narrower handle Protocol it needs
-(``FrameworkHandle``); it receives the scheduler's :class:`~.handle.ExtendedHandle`."""
+plugin declares no args model; ``handle`` is the profile's framework."""
+
+A = TypeVar("A", bound=BaseModel)
 
 
-@dataclass(frozen=True, slots=True)
 class PluginSpec:
-    name: str
-    factory: PluginFactory
-    args_model: type[BaseModel] | None = None
+    """One registered plugin: its name, its factory and its args model.
+
+    The constructor is generic in the args model (and the spec itself is not, so that a list of specs
+    gives mypy no context to widen it to ``Any``): ``PluginSpec(NAME, new, ARGS)`` type-checks only when
+    ``new`` accepts ``ARGS | None`` (or None, without a model) and a :class:`Handle`.
+    """
+
+    __slots__ = ("args_model", "factory", "name")
+
+    @overload
+    def __init__(self, name: str, factory: Callable[[None, Handle], Plugin], args_model: None = None) -> None: ...
+
+    @overload
+    def __init__(self, name: str, factory: Callable[[A | None, Handle], Plugin], args_model: type[A]) -> None: ...
+
+    def __init__(self, name: str, factory: PluginFactory, args_model: type[BaseModel] | None = None) -> None:
+        self.name = name
+        self.factory: PluginFactory = factory
+        self.args_model: type[BaseModel] | None = args_model
+
+    def __repr__(self) -> str:
+        model = self.args_model.__name__ if self.args_model is not None else None
+        return f"PluginSpec({self.name!r}, {getattr(self.factory, '__qualname__', self.factory)!r}, {model})"
 
 
 class Registry:
@@ -43,11 +73,6 @@ class Registry:
         if not spec.name:
             raise RegistryError("a plugin name must not be empty")
         self._specs[spec.name] = spec
-
-    def register(
-        self, name: str, factory: PluginFactory, *, args_model: type[BaseModel] | None = None
-    ) -> None:
-        self.add(PluginSpec(name, factory, args_model))
 
     def merge(self, other: Registry) -> Registry:
         """A new registry holding both; a name present in both is an error."""
@@ -76,6 +101,14 @@ class Registry:
 
     def __len__(self) -> int:
         return len(self._specs)
+
+
+@overload
+def with_plugin(name: str, factory: Callable[[None, Handle], Plugin], *, args_model: None = None) -> PluginSpec: ...
+
+
+@overload
+def with_plugin(name: str, factory: Callable[[A | None, Handle], Plugin], *, args_model: type[A]) -> PluginSpec: ...
 
 
 def with_plugin(name: str, factory: PluginFactory, *, args_model: type[BaseModel] | None = None) -> PluginSpec:

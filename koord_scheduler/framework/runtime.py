@@ -1,4 +1,5 @@
-"""The framework runtime: runs a profile's plugins at each extension point, in the configured order.
+"""The framework runtime: runs a profile's plugins at each extension point, in the configured order. The
+:class:`Framework` is also the :class:`~koord_scheduler.framework.handle.Handle` its plugins receive.
 
 What each plugin implements is found once, when the profile is built
 (:func:`~koord_scheduler.framework.capabilities.find_capabilities`). Filter and Score are phases of
@@ -10,6 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from apis.core.types import Pod
 from koord_scheduler.framework import interfaces as ep
@@ -18,14 +20,9 @@ from koord_scheduler.framework.cycle_state import CycleState
 from koord_scheduler.framework.diagnosis import Diagnosis
 from koord_scheduler.framework.errors import PluginCycleError, log_failure
 from koord_scheduler.framework.filter_phase import FilterPhase
-from koord_scheduler.framework.handle import FrameworkHandle
-from koord_scheduler.framework.interfaces import (
-    NominatedPods,
-    NUMAHintProvider,
-    Plugin,
-    PreemptionExtenders,
-    ReservationFilterPlugin,
-)
+from koord_scheduler.framework.handle import Handle, NominatedPods, SchedulerServices, ServicesView
+from koord_scheduler.framework.interfaces import Plugin, PreFilterPlugin
+from koord_scheduler.framework.koordinator_stages import NUMAHintProvider, ReservationFilterPlugin
 from koord_scheduler.framework.node_cache import NodeResultCache
 from koord_scheduler.framework.pod_patch import POD_PATCH, PodPatch
 from koord_scheduler.framework.score_phase import ScorePhase
@@ -45,36 +42,44 @@ log = logging.getLogger(__name__)
 __all__ = ["Framework", "PluginCycleError"]
 
 
-class Framework:
-    """One profile's plugins, found by extension point once, when the profile is built.
+class Framework(ServicesView):
+    """One profile's plugins, found by extension point once, when the profile is built; and the
+    :class:`~koord_scheduler.framework.handle.Handle` those plugins received from their factories.
 
-    ``points`` maps each extension point (``"filter"``...) to the ordered plugin names; ``plugins`` maps
-    names to instances; ``weights`` holds Score weights.
+    Built in two steps, as kube-scheduler's ``NewFramework`` builds ``frameworkImpl`` and then calls each
+    factory with it: ``Framework(profile_name, services)`` is the handle, and :meth:`install` takes the
+    plugins built with it. ``points`` maps each extension point (``"filter"``...) to the ordered plugin
+    names; ``plugins`` maps names to instances; ``weights`` holds Score weights.
     """
 
     def __init__(
         self,
         profile_name: str,
-        plugins: Mapping[str, Plugin],
-        points: Mapping[str, Sequence[str]],
-        weights: Mapping[str, int],
-        handle: FrameworkHandle,
+        services: SchedulerServices,
         *,
         percentage_of_nodes_to_score: int | None = None,
         observer: PointObserver | None = None,
         node_cache: bool = True,
     ) -> None:
+        super().__init__(services)
         self.profile_name = profile_name
-        self.handle = handle
-        self.plugins: dict[str, Plugin] = dict(plugins)
-        self.points = {k: tuple(v) for k, v in points.items()}
         self.percentage_of_nodes_to_score = percentage_of_nodes_to_score
         self._observer = observer
         self.node_cache = NodeResultCache() if node_cache else None
         self.debug = DebugOptions()
+        self.install({}, {}, {})
+
+    def install(
+        self, plugins: Mapping[str, Plugin], points: Mapping[str, Sequence[str]], weights: Mapping[str, int]
+    ) -> None:
+        """Take the profile's plugins (built with this framework as their handle) and find, once, what
+        each implements. Raises :class:`~.errors.ProfileError` for a plugin configured at a point it does
+        not implement."""
+        self.plugins: dict[str, Plugin] = dict(plugins)
+        self.points = {k: tuple(v) for k, v in points.items()}
         caps = self.capabilities = find_capabilities(self.plugins, points, weights)
         self.queue_sort_plugin = caps.queue_sort
-        self.pre_filter_plugins = caps.pre_filter
+        self.pre_filter_plugins: list[PreFilterPlugin] = caps.pre_filter
         self.post_filter_plugins = caps.post_filter
         self.score_plugins = caps.scores
         self.reservation_filter_plugins: list[ReservationFilterPlugin] = caps.reservation_filters
@@ -84,26 +89,14 @@ class Framework:
             caps.pre_filter,
             added_pods_filters=caps.added_pods_filters,
             node_cache=self.node_cache,
-            observer=observer,
+            observer=self._observer,
             debug=self.debug,
         )
-        self.score_phase = ScorePhase(caps.pre_score, caps.scores, self.node_cache, observer)
-        for plugin in caps.framework_aware:
-            plugin.bind_framework(self)
+        self.score_phase = ScorePhase(caps.pre_score, caps.scores, self.node_cache, self._observer)
 
     @property
     def filter_plugin_names(self) -> list[str]:
         return [e.name for e in self.filter_phase.entries]
-
-    def bind_nominator(self, nominator: NominatedPods) -> None:
-        """Give the scheduler's nominated pods to the plugins that ask for them."""
-        for plugin in self.capabilities.nominator_aware:
-            plugin.bind_nominator(nominator)
-
-    def bind_preemption_extenders(self, extenders: PreemptionExtenders) -> None:
-        """Give the configured preemption extenders to the plugins that ask for them."""
-        for plugin in self.capabilities.preemption_extenders_aware:
-            plugin.bind_preemption_extenders(extenders)
 
     # ----- queue -----
 
@@ -135,7 +128,7 @@ class Framework:
         Returns the (possibly transformed) pod, the merged PreFilterResult, and a non-success Status
         when the pod is rejected. A preparer's or transformer's failure raises :class:`PluginCycleError`.
         """
-        snapshot = self.handle.snapshot
+        snapshot = self.snapshot
         for preparer in self.capabilities.cycle_preparers:
             try:
                 preparer.prepare_cycle(snapshot)
@@ -193,7 +186,7 @@ class Framework:
     def run_before_filter(self, state: CycleState, pod: Pod, positions: Positions) -> Pod:
         for t in self.capabilities.filter_transformers:
             try:
-                replaced, status = t.before_filter(state, pod, self.handle.snapshot, positions)
+                replaced, status = t.before_filter(state, pod, self.snapshot, positions)
             except Exception as exc:
                 raise _transformer_error("before_filter", t, exc) from exc
             _check_transform(t, status)
@@ -203,7 +196,7 @@ class Framework:
     def run_before_score(self, state: CycleState, pod: Pod, positions: Positions) -> tuple[Pod, Positions]:
         for t in self.capabilities.score_transformers:
             try:
-                replaced, nodes, status = t.before_score(state, pod, self.handle.snapshot, positions)
+                replaced, nodes, status = t.before_score(state, pod, self.snapshot, positions)
             except Exception as exc:
                 log_failure(log, f"BeforeScore transformer {t.name} raised", exc)
                 raise PluginCycleError(error(f"running BeforeScore of {t.name!r}: {exc}").with_plugin(t.name)) from exc
@@ -218,7 +211,7 @@ class Framework:
         result: PreFilterResult | None = None
         rejected: Status | None = None
         narrowing: list[str] = []
-        snapshot = self.handle.snapshot
+        snapshot = self.snapshot
         for p in self.pre_filter_plugins:
             try:
                 r, status = p.pre_filter(state, pod, snapshot)
@@ -267,7 +260,7 @@ class Framework:
         """Filter ``positions`` (:class:`~.filter_phase.FilterPhase`), then, with ``nominated``, again on
         the feasible nodes that carry nominated pods the pod must leave room for. Returns the feasible
         positions in input order; failures go into ``diagnosis``."""
-        snapshot = self.handle.snapshot
+        snapshot = self.snapshot
         feasible = self.filter_phase.run(state, pod, snapshot, positions, diagnosis)
         if nominated:
             feasible = self.filter_phase.filter_with_nominated_pods(
@@ -281,7 +274,7 @@ class Framework:
         """:meth:`run_filter_plugins` without the per-node result cache: for answers that depend on
         more than the node's row and the pod's signature (preemption dry runs, nominated pods added to
         a node). Records failures in ``diagnosis``; returns the feasible positions in input order."""
-        return self.filter_phase.uncached(state, pod, self.handle.snapshot, positions, diagnosis)
+        return self.filter_phase.uncached(state, pod, self.snapshot, positions, diagnosis)
 
     def run_post_filter(
         self, state: CycleState, pod: Pod, diagnosis: Diagnosis
@@ -309,11 +302,11 @@ class Framework:
     def run_score_plugins(self, state: CycleState, pod: Pod, positions: Positions) -> IntArray:
         """PreScore, Score, NormalizeScore and the weighted sum, for ``positions``
         (:class:`~koord_scheduler.framework.score_phase.ScorePhase`)."""
-        return self.score_phase.run(state, pod, self.handle.snapshot, positions)
+        return self.score_phase.run(state, pod, self.snapshot, positions)
 
     def plugin_scores(self, state: CycleState, pod: Pod, positions: Positions) -> dict[str, IntArray]:
         """Per-plugin weighted scores (for ``--debug-scores``); re-runs Score, not on the hot path."""
-        return self.score_phase.plugin_scores(state, pod, self.handle.snapshot, positions)
+        return self.score_phase.plugin_scores(state, pod, self.snapshot, positions)
 
     def run_reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status:
         for p in self.capabilities.reserve:
@@ -468,7 +461,7 @@ class Framework:
 
     def log_score_table(self, state: CycleState, pod: Pod, positions: Positions, totals: IntArray) -> None:
         """``--debug-scores N``: the top-N nodes with each plugin's weighted score."""
-        self.score_phase.log_table(state, pod, self.handle.snapshot, positions, totals=totals, top=self.debug.scores)
+        self.score_phase.log_table(state, pod, self.snapshot, positions, totals=totals, top=self.debug.scores)
 
     def _observe(self, point: str, code: Code, started: float) -> None:
         if self._observer is not None:
@@ -498,3 +491,7 @@ def _check_transform(t: Plugin, status: Status) -> None:
             return
         raise PluginCycleError(stamped)
 
+
+
+if TYPE_CHECKING:
+    _handle: type[Handle] = Framework

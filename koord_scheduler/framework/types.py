@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum, IntFlag, StrEnum
 from typing import Any
@@ -12,6 +12,7 @@ import numpy as np
 from apis.core.types import Pod
 from koord_scheduler.framework.snapshot import BoolArray, Positions
 from koord_scheduler.framework.status import Code, Status
+from kubeapi.kinds import EventType, Handler, ObjectHandler, ObjectKind
 
 MAX_NODE_SCORE = 100
 MIN_NODE_SCORE = 0
@@ -81,42 +82,6 @@ _ALL_PASS: dict[int, NodeFilterResult] = {}
 @dataclass(frozen=True, slots=True)
 class PostFilterResult:
     nominated_node_name: str = ""
-
-
-class EventType(StrEnum):
-    """A watch event's type, as the API server names it."""
-
-    ADDED = "ADDED"
-    MODIFIED = "MODIFIED"
-    DELETED = "DELETED"
-
-
-@dataclass(frozen=True, slots=True)
-class ObjectKind:
-    """A kind beyond Pods and Nodes that a plugin wants delivered (Reservation, NodeMetric...).
-
-    ``parse`` turns the raw JSON object into the plugin's typed object and raises ``ValueError`` (e.g.
-    ``apis.core.errors.ParseError`` or a pydantic ``ValidationError``) for a bad one, which is then
-    reported and skipped. The same parser reads ``simulate`` cluster files.
-    """
-
-    kind: str
-    group: str
-    version: str
-    plural: str
-    namespaced: bool
-    parse: Callable[[Mapping[str, Any]], Any]
-    optional: bool = False
-    """The scheduler starts without waiting for the first list (the CRD may not be installed yet; the
-    watch keeps retrying in the background)."""
-
-    @property
-    def api_version(self) -> str:
-        return f"{self.group}/{self.version}" if self.group else self.version
-
-
-ObjectHandler = Callable[[EventType, Any, Any], None]
-"""``handler(event_type, old, new)`` for an :class:`ObjectKind` (old None on ADDED, new None on DELETED)."""
 
 
 class ActionType(IntFlag):
@@ -241,6 +206,7 @@ __all__ = [
     "ErrorHandlerFilter",
     "EventResource",
     "EventType",
+    "Handler",
     "NodeFilterResult",
     "ObjectHandler",
     "ObjectKind",

@@ -25,7 +25,7 @@ import numpy.typing as npt
 
 from apis.core.types import PODS
 from koord_scheduler.framework.cycle_state import CycleState, StateKey
-from koord_scheduler.framework.interfaces import FrameworkRunner
+from koord_scheduler.framework.handle import Handle
 from koord_scheduler.framework.restored import RESTORED_CAPACITY
 from koord_scheduler.framework.snapshot import IntArray, Positions
 from koord_scheduler.framework.status import Status, unresolvable, unschedulable
@@ -292,7 +292,7 @@ def exact_fit_request(state: CycleState, active_filters: Sequence[str]) -> FitRe
     return pre.fit if pre is not None else None
 
 
-def resource_fit_request(fwk: FrameworkRunner, state: CycleState) -> FitRequest | None:
+def resource_fit_request(fwk: Handle, state: CycleState) -> FitRequest | None:
     """:func:`exact_fit_request` for the framework's active Filter plugins, and None when an active
     PreFilter plugin has extensions (AddPod/RemovePod state)."""
     skip = state.skip_filter

@@ -15,13 +15,12 @@ import asyncio
 import logging
 from collections.abc import Coroutine
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any
 
 from apis.core.parse import parse_pod
 from apis.core.types import Pod
-from koord_scheduler.framework.handle import FrameworkHandle
+from koord_scheduler.framework.handle import Handle
 from koord_scheduler.framework.types import ObjectKind
-from koord_scheduler.framework.waiting_pods import WaitingPod
 
 log = logging.getLogger(__name__)
 
@@ -59,15 +58,12 @@ def terminating_by_preemption(pod: Pod) -> bool:
     return pod.meta.deletion_timestamp is not None and pod.conditions.get(DISRUPTION_TARGET) == "True"
 
 
-class VictimHandle(FrameworkHandle, Protocol):
-    def waiting_pod(self, key: str) -> WaitingPod | None: ...
-
 
 class VictimTracker:
     """Victims in flight and the tasks that evict them (and any other API call the owning plugin runs in
     the background); ``what`` names the caller in log lines."""
 
-    def __init__(self, handle: VictimHandle, *, what: str) -> None:
+    def __init__(self, handle: Handle, *, what: str) -> None:
         self._handle = handle
         self._what = what
         self._in_flight: dict[str, str] = {}

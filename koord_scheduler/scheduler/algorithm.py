@@ -14,7 +14,7 @@ import numpy as np
 from apis.core.types import Pod
 from koord_scheduler.framework.cycle_state import CycleState
 from koord_scheduler.framework.diagnosis import Diagnosis, FailureChunk
-from koord_scheduler.framework.interfaces import NominatedPods
+from koord_scheduler.framework.handle import NominatedPods
 from koord_scheduler.framework.runtime import Framework
 from koord_scheduler.framework.snapshot import ClusterSnapshot, Positions
 from koord_scheduler.framework.status import Code, Status, unresolvable

@@ -8,16 +8,17 @@ from collections.abc import Callable, Sequence
 from apis.config import KubeSchedulerConfiguration
 from apis.core.types import Pod
 from koord_scheduler.framework.builder import build_profiles
-from koord_scheduler.framework.interfaces import QueueSortKey
+from koord_scheduler.framework.fast_paths import QueueSortKey
 from koord_scheduler.framework.registry import Registry
 from koord_scheduler.framework.status import Status
 from koord_scheduler.framework.types import ClusterEventWithHint, QueuedPodInfo
 from koord_scheduler.scheduler.cache import SchedulerCache
 from koord_scheduler.scheduler.extenders.build import build_extenders, with_ignored_extender_resources
-from koord_scheduler.scheduler.handle import SchedulerHandle
+from koord_scheduler.scheduler.extenders.preemption import PreemptionCaller
 from koord_scheduler.scheduler.metrics import SchedulerMetrics
 from koord_scheduler.scheduler.queue import QueueOptions, SchedulingQueue
 from koord_scheduler.scheduler.scheduler import Scheduler, SchedulerOptions
+from koord_scheduler.scheduler.services import SchedulerServices
 from koord_scheduler.scheduler.source import ClusterSource
 
 
@@ -39,8 +40,17 @@ def build_scheduler(
     if options.extenders is None:
         options.extenders = build_extenders(config)
     cache = SchedulerCache()
-    handle = SchedulerHandle(cache, source.client, clock, metrics.registry, feature_gates=options.feature_gates)
-    profiles = build_profiles(config, registry, handle, observer=metrics.observer, node_cache=node_cache)
+    extenders = options.extenders
+    preemption = PreemptionCaller(extenders.all if extenders else (), lambda: cache.snapshot)
+    services = SchedulerServices(
+        cache,
+        source.client,
+        clock,
+        metrics.registry,
+        feature_gates=options.feature_gates,
+        preemption_extenders=preemption if preemption else None,
+    )
+    profiles = build_profiles(config, registry, services, observer=metrics.observer, node_cache=node_cache)
     first = next(iter(profiles.values()))
 
     gated_messages: dict[str, str] = {}
@@ -73,7 +83,6 @@ def build_scheduler(
             sort_key=sort_key,
         ),
     )
-    scheduler = Scheduler(profiles, cache, queue, source, clock=clock, metrics=metrics, options=options)
+    scheduler = Scheduler(profiles, services, queue, source, metrics=metrics, options=options)
     scheduler.gated_messages = gated_messages
-    handle.attach(scheduler)
     return scheduler

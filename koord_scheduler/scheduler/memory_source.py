@@ -41,7 +41,7 @@ class MemoryCluster:
     conditions: dict[str, tuple[str, str]] = field(default_factory=dict)
     """pod key -> (PodScheduled reason, message) for pods left unschedulable."""
     _sink: EventSink | None = None
-    _kinds: dict[str, ObjectKind] = field(default_factory=dict)
+    _kinds: dict[str, ObjectKind[Any]] = field(default_factory=dict)
     _version: int = 0
 
     def load(
@@ -73,7 +73,7 @@ class MemoryCluster:
     def client(self) -> ClusterClient:
         return self
 
-    async def start(self, sink: EventSink, kinds: Sequence[ObjectKind] = ()) -> None:
+    async def start(self, sink: EventSink, kinds: Sequence[ObjectKind[Any]] = ()) -> None:
         self._kinds = {k.kind: k for k in kinds}
         if memory_claims.CLAIM_KIND in self._kinds:
             for key, pod in list(self.pods.items()):
@@ -151,7 +151,7 @@ class MemoryCluster:
             self._sink.on_pod(EventType.MODIFIED, current, updated)
 
     async def patch_object_status(
-        self, kind: ObjectKind, name: str, patch: Mapping[str, Any], *, namespace: str = ""
+        self, kind: ObjectKind[Any], name: str, patch: Mapping[str, Any], *, namespace: str = ""
     ) -> Any:
         if kind.kind == "Pod" and not kind.group:
             return self._patch_pod_conditions(name, namespace, patch.get("status", {}))
@@ -190,12 +190,12 @@ class MemoryCluster:
         return updated
 
     async def patch_object(
-        self, kind: ObjectKind, name: str, patch: Mapping[str, Any], *, namespace: str = ""
+        self, kind: ObjectKind[Any], name: str, patch: Mapping[str, Any], *, namespace: str = ""
     ) -> Any:
         body = {k: v for k, v in patch.items() if k != "status"}
         return self._patch(kind, name, namespace, body)
 
-    def _patch(self, kind: ObjectKind, name: str, namespace: str, body: Mapping[str, Any]) -> Any:
+    def _patch(self, kind: ObjectKind[Any], name: str, namespace: str, body: Mapping[str, Any]) -> Any:
         key = f"{namespace}/{name}" if namespace else name
         items = self.objects.get(kind.kind, {})
         raw = items.get(key)
@@ -278,14 +278,14 @@ class MemoryCluster:
                     claim_kind.kind, EventType.MODIFIED, claim_kind.parse(old_raw), claim_kind.parse(written)
                 )
 
-    def delete_object(self, kind: ObjectKind, name: str, *, namespace: str = "") -> None:
+    def delete_object(self, kind: ObjectKind[Any], name: str, *, namespace: str = "") -> None:
         key = f"{namespace}/{name}" if namespace else name
         raw = self.objects.get(kind.kind, {}).pop(key, None)
         if raw is not None and self._sink is not None:
             self._sink.on_object(kind.kind, EventType.DELETED, kind.parse(raw), None)
 
     async def record_event(
-        self, kind: ObjectKind | None, name: str, *, namespace: str = "", type: str, reason: str, message: str
+        self, kind: ObjectKind[Any] | None, name: str, *, namespace: str = "", type: str, reason: str, message: str
     ) -> None:
         key = f"{namespace}/{name}" if namespace else name
         label = f"{kind.kind} {key}" if kind is not None else key

@@ -22,23 +22,20 @@ from koord_scheduler.framework.status import Code, Status
 from koord_scheduler.framework.types import (
     ActionType,
     ClusterEvent,
-    ErrorHandlerFilter,
     EventResource,
     ObjectHandler,
     ObjectKind,
     QueuedPodInfo,
 )
-from koord_scheduler.framework.waiting_pods import WaitingPod, WaitingPods
+from koord_scheduler.framework.waiting_pods import WaitingPod
 from koord_scheduler.scheduler.algorithm import FitError, NoNodesError, Sampler, schedule_pod
-from koord_scheduler.scheduler.cache import SchedulerCache
 from koord_scheduler.scheduler.cluster_events import node_update_action, object_cluster_event
 from koord_scheduler.scheduler.extenders import ExtenderError, bind_with_extenders
-from koord_scheduler.scheduler.extenders.preemption import PreemptionCaller
 from koord_scheduler.scheduler.metrics import SchedulerMetrics, attempts_label
-from koord_scheduler.scheduler.nominator import PodNominator
 from koord_scheduler.scheduler.object_errors import HANDLER_ERROR, SCHEDULING_ERROR
 from koord_scheduler.scheduler.options import Outcome, SchedulerOptions
 from koord_scheduler.scheduler.queue import SchedulingQueue
+from koord_scheduler.scheduler.services import SchedulerServices
 from koord_scheduler.scheduler.source import ClusterSource, EventType
 
 __all__ = ["Outcome", "Scheduler", "SchedulerOptions", "pod_on_node"]
@@ -70,29 +67,28 @@ class Scheduler:
     def __init__(
         self,
         profiles: Mapping[str, Framework],
-        cache: SchedulerCache,
+        services: SchedulerServices,
         queue: SchedulingQueue,
         source: ClusterSource,
         *,
-        clock: Callable[[], float] = time.time,
         metrics: SchedulerMetrics | None = None,
         options: SchedulerOptions | None = None,
     ) -> None:
         self.profiles = dict(profiles)
-        self.cache = cache
+        self.services = services
+        self.cache = services.cache
         self.queue = queue
         self.source = source
-        self.clock = clock
+        self.clock = services.clock
         self.metrics = metrics or SchedulerMetrics()
         self.options = options or SchedulerOptions()
         self.sampler = Sampler()
         self.outcomes: dict[str, Outcome] = {}
         """The last outcome of each pod that still exists (a deleted pod's is dropped)."""
-        self._object_handlers: dict[str, list[ObjectHandler]] = {}
-        self.watched_kinds: dict[str, ObjectKind] = {}
-        self._pod_handlers: list[ObjectHandler] = []
-        self.simulation_reporters: list[Callable[[], tuple[str, list[dict[str, Any]]]]] = []
-        """Plugins add ``() -> (section title, rows)`` to show their state in ``simulate`` output."""
+        self._object_handlers = services.object_handlers
+        self.watched_kinds = services.watched_kinds
+        self._pod_handlers = services.pod_handlers
+        self.simulation_reporters = services.simulation_reporters
         self._bindings: set[asyncio.Task[None]] = set()
         self._binding_slots = asyncio.Semaphore(self.options.max_concurrent_bindings)
         self._background: set[asyncio.Task[None]] = set()
@@ -103,27 +99,18 @@ class Scheduler:
         self.first_pass_done = asyncio.Event()
         """Set once :meth:`run` has first emptied the queue: every pod pending at start has been tried and
         its binding is under way. Cluster mode starts the leader-only controllers then, not before."""
-        self.pre_error_filters: list[ErrorHandlerFilter] = []
-        self.post_error_filters: list[ErrorHandlerFilter] = []
-        self.waiting_pods = WaitingPods()
+        self.pre_error_filters = services.pre_error_filters
+        self.post_error_filters = services.post_error_filters
+        self.waiting_pods = services.waiting_pods
         self._rejected: deque[_Binding] = deque()
         """Bindings whose pod a plugin rejected at Permit and that :meth:`_release_rejected` has not
         released yet."""
-        self.next_pod_hooks: list[Callable[[], str | None]] = []
-        """Koordinator's NextPod: asked before the queue; a key returned is taken out of the queue and
-        scheduled next (Coscheduling tries a gang's members back to back)."""
+        self.next_pod_hooks = services.next_pod_hooks
         self.gated_messages: dict[str, str] = {}
         """Pod key -> the last PreEnqueue rejection (``simulate`` reports it for pods never attempted)."""
         self._binding_tasks: dict[asyncio.Task[None], _Binding] = {}
-        self.nominator = PodNominator()
-        """Pods promised a node by preemption; Filter counts them there (see :mod:`.nominator`)."""
-        for fwk in self.profiles.values():
-            fwk.bind_nominator(self.nominator)
-        extenders = self.options.extenders
-        caller = PreemptionCaller(extenders.all if extenders else (), lambda: self.cache.snapshot)
-        if caller:
-            for fwk in self.profiles.values():
-                fwk.bind_preemption_extenders(caller)
+        self.nominator = services.nominator
+        services.attach(self)
 
     # ----- event sink -----
 
@@ -158,7 +145,7 @@ class Scheduler:
 
     def watch_pods(self, handler: ObjectHandler) -> None:
         """Plugins that keep per-pod state get every pod event after the cache and queue have it."""
-        self._pod_handlers.append(handler)
+        self.services.watch_pods(handler)
 
     def _handle_pod(self, event: EventType, old: Pod | None, new: Pod | None) -> None:
         if event == EventType.DELETED:
@@ -210,12 +197,8 @@ class Scheduler:
     ) -> bool:
         return self.metrics.object_errors.report(kind, key, reason, message, exc=exc)
 
-    def subscribe(self, kind: ObjectKind, handler: ObjectHandler) -> None:
-        existing = self.watched_kinds.get(kind.kind)
-        if existing is not None and existing != kind:
-            raise ValueError(f"kind {kind.kind!r} is already watched with a different definition")
-        self.watched_kinds[kind.kind] = kind
-        self._object_handlers.setdefault(kind.kind, []).append(handler)
+    def subscribe(self, kind: ObjectKind[Any], handler: ObjectHandler) -> None:
+        self.services.watch(kind, handler)
 
     # ----- scheduling cycle -----
 

@@ -37,7 +37,7 @@ class ClusterSource(Protocol):
     @property
     def client(self) -> ClusterClient: ...
 
-    async def start(self, sink: EventSink, kinds: Sequence[ObjectKind] = ()) -> None:
+    async def start(self, sink: EventSink, kinds: Sequence[ObjectKind[Any]] = ()) -> None:
         """Deliver the initial state (as ADDED events) before returning, then keep delivering changes
         from tasks the source owns until :meth:`stop`. ``kinds`` are the extra kinds plugins watch
         (delivered through ``sink.on_object``)."""

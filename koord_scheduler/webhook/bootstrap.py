@@ -17,9 +17,9 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from koord_scheduler.scheduler.kube.http import ApiError, ApiHttp
-from koord_scheduler.scheduler.kube.paths import resource_path
 from koord_scheduler.webhook.certs import CA_FILE, CERT_FILE, KEY_FILE, CertBundle, bundle_usable, generate_bundle
+from kubeapi.http import ApiError, ApiHttp
+from kubeapi.paths import resource_path
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """The webhook's view of the cluster: ClusterColocationProfiles, Namespaces and PriorityClasses.
 
-Each kind is listed once at start and then watched (:class:`~koord_scheduler.scheduler.kube.reflector.Reflector`),
+Each kind is listed once at start and then watched (:class:`~kubeapi.reflector.Reflector`),
 so an admission request costs no API call. A namespace or PriorityClass missing from the cache (created
 a moment ago) is fetched with one GET. A profile that cannot be used (:func:`~apis.colocation.resolve_profile`
 refuses it) gets a Warning Event ``InvalidClusterColocationProfile`` when it is seen, and is left out;
@@ -19,13 +19,13 @@ from apis.colocation import API_VERSION, GROUP, KIND, VERSION, ResolvedProfile, 
 from apis.colocation.profile import ProfileError
 from apis.core.paths import InvalidNameError, check_namespace
 from koord_scheduler.framework.errors import ClusterError
-from koord_scheduler.scheduler.kube.events import EventRecorder, Regarding
-from koord_scheduler.scheduler.kube.http import ApiError, ApiHttp
-from koord_scheduler.scheduler.kube.paths import InvalidRequestError, resource_path
-from koord_scheduler.scheduler.kube.reflector import Reflector, ResourceKind
 from koord_scheduler.scheduler.source import EventType
 from koord_scheduler.webhook.admission import ClusterLookupError
 from koord_scheduler.webhook.mutation import PriorityClassInfo, ProfileSkip
+from kubeapi.events import EventRecorder, Regarding
+from kubeapi.http import ApiError, ApiHttp
+from kubeapi.paths import InvalidRequestError, resource_path
+from kubeapi.reflector import Reflector, ResourceKind
 
 log = logging.getLogger(__name__)
 

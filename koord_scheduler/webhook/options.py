@@ -10,10 +10,6 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from koord_scheduler.scheduler.kube.connection import Connection
-from koord_scheduler.scheduler.kube.events import EventRecorder
-from koord_scheduler.scheduler.kube.http import ApiHttp, HttpOptions
-from koord_scheduler.scheduler.kube.ratelimit import TokenBucket
 from koord_scheduler.scheduler.serving import ClientAuth
 from koord_scheduler.webhook.admission import POD_CREATE, PodMutator, WebhookMetrics
 from koord_scheduler.webhook.bootstrap import VALIDATING_CONFIGURATIONS, ensure_secret_bundle, inject_ca_bundle
@@ -25,6 +21,10 @@ from koord_scheduler.webhook.quota import MUTATE_QUOTA_PATH, VALIDATE_QUOTA_PATH
 from koord_scheduler.webhook.quota_kube import KubeQuotaLookup
 from koord_scheduler.webhook.review import allow, parse_review
 from koord_scheduler.webhook.server import MUTATE_POD_PATH, VALIDATE_POD_PATH, AdmissionServing, WebhookServer
+from kubeapi.connection import Connection
+from kubeapi.events import EventRecorder
+from kubeapi.http import ApiHttp, HttpOptions
+from kubeapi.ratelimit import TokenBucket
 
 
 class WebhookRuntime:

@@ -47,10 +47,10 @@ from koord_scheduler.framework.errors import ClusterError
 from koord_scheduler.framework.types import EventType
 from koord_scheduler.scheduler.controllers.containment import Containment
 from koord_scheduler.scheduler.controllers.waits import stopped_within, wake_or_stop
-from koord_scheduler.scheduler.kube.http import ApiError, ApiHttp
-from koord_scheduler.scheduler.kube.paths import resource_path
 from koord_scheduler.scheduler.object_errors import ObjectErrors
 from koord_scheduler.webhook.strategicmerge import PatchError, strategic_merge_pod
+from kubeapi.http import ApiError, ApiHttp
+from kubeapi.paths import resource_path
 
 log = logging.getLogger(__name__)
 

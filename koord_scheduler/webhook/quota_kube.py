@@ -27,10 +27,10 @@ from apis.scheduling.elasticquota import (
     parse_elastic_quota,
 )
 from koord_scheduler.framework.errors import ClusterError
-from koord_scheduler.scheduler.kube.http import ApiHttp
-from koord_scheduler.scheduler.kube.paths import resource_path
-from koord_scheduler.scheduler.kube.reflector import Reflector, ResourceKind
 from koord_scheduler.webhook.admission import ClusterLookupError
+from kubeapi.http import ApiHttp
+from kubeapi.paths import resource_path
+from kubeapi.reflector import Reflector, ResourceKind
 
 log = logging.getLogger(__name__)
 

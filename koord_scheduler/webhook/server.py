@@ -36,7 +36,6 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter
 
-from koord_scheduler.scheduler.kube import jsoncodec
 from koord_scheduler.scheduler.serving import (
     BodyTimeoutError,
     BodyTooLargeError,
@@ -51,6 +50,7 @@ from koord_scheduler.scheduler.serving import (
 from koord_scheduler.webhook.admission import PodMutator, validate_pod
 from koord_scheduler.webhook.quota import VALIDATE_QUOTA_PATH, QuotaValidator
 from koord_scheduler.webhook.review import BadReviewError, deny, review_uid
+from kubeapi import jsoncodec
 
 log = logging.getLogger(__name__)
 

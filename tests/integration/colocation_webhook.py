@@ -19,10 +19,10 @@ import yaml
 from controlplane import ControlPlane, free_port
 from prometheus_client import CollectorRegistry
 
-from koord_scheduler.scheduler.kube import load_connection
 from koord_scheduler.webhook.certs import CertBundle, generate_bundle, write_bundle
 from koord_scheduler.webhook.gates import AdmissionGates
 from koord_scheduler.webhook.options import WebhookOptions, WebhookRuntime
+from kubeapi import load_connection
 
 REPO = Path(__file__).resolve().parents[2]
 CRD = REPO / "deploy" / "crds" / "config.koordinator.sh_clustercolocationprofiles.yaml"

@@ -1,12 +1,10 @@
 """AvoidNodes: filter out named nodes, prefer nodes with a label. Batch form, over all nodes at once.
 
-Typed against koord-scheduler's public surface (``koord_scheduler``): the module states the extension
-points it implements at the bottom, so mypy checks the signatures.
+Typed against koord-scheduler's public surface (``koord_scheduler``): the module declares the extension
+points it implements at the bottom (``declared_capabilities``), so mypy checks the signatures.
 """
 
 from __future__ import annotations
-
-from typing import TYPE_CHECKING
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -17,7 +15,7 @@ from koord_scheduler import (
     BatchScorePlugin,
     ClusterSnapshot,
     CycleState,
-    FrameworkHandle,
+    Handle,
     IntArray,
     NodeFilterResult,
     Positions,
@@ -66,10 +64,10 @@ class AvoidNodes:
         return None
 
 
-def new(args: AvoidNodesArgs | None, handle: FrameworkHandle) -> AvoidNodes:
+def new(args: AvoidNodesArgs | None, handle: Handle) -> AvoidNodes:
     return AvoidNodes(args or AvoidNodesArgs())
 
 
-if TYPE_CHECKING:
-    _filter: type[BatchFilterPlugin] = AvoidNodes
-    _score: type[BatchScorePlugin] = AvoidNodes
+def declared_capabilities(plugin: AvoidNodes) -> tuple[BatchFilterPlugin, BatchScorePlugin]:
+    """The extension points this plugin implements; mypy checks the signatures."""
+    return plugin, plugin

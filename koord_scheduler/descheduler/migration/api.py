@@ -17,8 +17,8 @@ from apis.scheduling.constants import GROUP as SCHEDULING_GROUP
 from apis.scheduling.constants import VERSION as SCHEDULING_VERSION
 from apis.scheduling.migration import KIND, PLURAL, PodMigrationJobRecord
 from koord_scheduler.descheduler.migration.decide import JobEvent
-from koord_scheduler.scheduler.kube.events import EventRecorder, Regarding
-from koord_scheduler.scheduler.kube.http import ApiError, ApiHttp
+from kubeapi.events import EventRecorder, Regarding
+from kubeapi.http import ApiError, ApiHttp
 
 MERGE_PATCH = "application/merge-patch+json"
 REPORTING_CONTROLLER = "koord-descheduler"

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -17,14 +16,9 @@ from apis.config.errors import ConfigError
 from apis.config.plugin_args import NodeResourcesBalancedAllocationArgs
 from apis.core.types import CPU, EPHEMERAL_STORAGE, MEMORY, Pod
 from koord_scheduler.framework.cycle_state import CycleState, StateKey
-from koord_scheduler.framework.handle import FrameworkHandle
-from koord_scheduler.framework.interfaces import (
-    BatchScorePlugin,
-    PreScorePlugin,
-    ScoreExtensions,
-    ScorePlugin,
-    SignedPlugin,
-)
+from koord_scheduler.framework.fast_paths import SignedPlugin
+from koord_scheduler.framework.handle import Handle
+from koord_scheduler.framework.interfaces import BatchScorePlugin, PreScorePlugin, ScoreExtensions, ScorePlugin
 from koord_scheduler.framework.snapshot import ClusterSnapshot, IntArray, NodeInfo, Positions
 from koord_scheduler.framework.status import Status, skip, success
 from koord_scheduler.plugins import names
@@ -122,7 +116,7 @@ class BalancedAllocation:
         return None
 
 
-def new(args: NodeResourcesBalancedAllocationArgs | None, handle: FrameworkHandle) -> BalancedAllocation:
+def new(args: NodeResourcesBalancedAllocationArgs | None, handle: Handle) -> BalancedAllocation:
     """Factory: validates ``args`` and builds the plugin; ``None`` means defaults (cpu, memory)."""
     args = args if args is not None else NodeResourcesBalancedAllocationArgs()
     errors = args.field_errors("")
@@ -131,8 +125,14 @@ def new(args: NodeResourcesBalancedAllocationArgs | None, handle: FrameworkHandl
     return BalancedAllocation(args, snapshot=handle.snapshot)
 
 
-if TYPE_CHECKING:
-    _pre_score: type[PreScorePlugin] = BalancedAllocation
-    _score_nodes: type[BatchScorePlugin] = BalancedAllocation
-    _score: type[ScorePlugin] = BalancedAllocation
-    _signed: type[SignedPlugin] = BalancedAllocation
+def declared_capabilities(
+    plugin: BalancedAllocation,
+) -> tuple[
+    PreScorePlugin,
+    ScorePlugin,
+    BatchScorePlugin,
+    SignedPlugin,
+]:
+    """Every extension point and capability this plugin implements: mypy checks the signatures, and a test
+    holds the list equal to what the runtime finds."""
+    return plugin, plugin, plugin, plugin

@@ -8,13 +8,13 @@ import logging
 from typing import Any
 
 from apis.core.types import Pod
-from koord_scheduler.framework.handle import FrameworkHandle
+from koord_scheduler.framework.handle import Handle
 
 log = logging.getLogger(__name__)
 
 
 class PodEvents:
-    def __init__(self, handle: FrameworkHandle) -> None:
+    def __init__(self, handle: Handle) -> None:
         self._handle = handle
         self._last: dict[str, str] = {}
         """Pod key -> the message of the last Event recorded on it."""

@@ -29,7 +29,7 @@ from apis.core.types import Pod
 from koord_scheduler.framework.cycle_state import CycleState
 from koord_scheduler.framework.diagnosis import Diagnosis
 from koord_scheduler.framework.errors import PluginCycleError
-from koord_scheduler.framework.interfaces import FrameworkRunner, NominatedPods
+from koord_scheduler.framework.handle import Handle, NominatedPods
 from koord_scheduler.framework.snapshot import ClusterSnapshot, NodeInfo
 from koord_scheduler.framework.status import Code, Status, error, unresolvable
 from koord_scheduler.plugins.coscheduling import preemption_policy as policy
@@ -60,7 +60,7 @@ class JobDryRun:
 
     def __init__(
         self,
-        fwk: FrameworkRunner,
+        fwk: Handle,
         snapshot: ClusterSnapshot,
         state: CycleState,
         trigger: Pod,

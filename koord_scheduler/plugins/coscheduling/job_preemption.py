@@ -33,12 +33,12 @@ from typing import Any
 from apis.core.types import Pod
 from koord_scheduler.framework.cycle_state import CycleState
 from koord_scheduler.framework.diagnosis import Diagnosis
-from koord_scheduler.framework.interfaces import FrameworkRunner, NominatedPods, PodNominating
+from koord_scheduler.framework.handle import Handle
 from koord_scheduler.framework.status import Code, Status, unschedulable
 from koord_scheduler.framework.types import PostFilterResult
 from koord_scheduler.plugins.coscheduling import preemption_policy as policy
 from koord_scheduler.plugins.coscheduling.job_dryrun import DryRunError, JobDryRun, JobPlan, Placer
-from koord_scheduler.plugins.victim_execution import VictimHandle, VictimTracker
+from koord_scheduler.plugins.victim_execution import VictimTracker
 
 log = logging.getLogger(__name__)
 
@@ -64,12 +64,11 @@ class JobPreemptionRecord:
 
 
 class JobPreemption:
-    """See the module docstring. The framework and the nominator are bound after construction."""
+    """See the module docstring. ``handle`` is the profile's framework: it runs the dry runs' Filter chain
+    and holds the nominated pods."""
 
-    def __init__(self, handle: VictimHandle) -> None:
+    def __init__(self, handle: Handle) -> None:
         self._handle = handle
-        self.fwk: FrameworkRunner | None = None
-        self.nominated: NominatedPods | None = None
         self._victims = VictimTracker(handle, what="job preemption")
         self.history: list[JobPreemptionRecord] = []
 
@@ -78,8 +77,6 @@ class JobPreemption:
     ) -> tuple[PostFilterResult | None, Status]:
         """The decision and, on success, the start of its execution. Messages are unprefixed. ``placer``
         places all pending members at once (network-topology gangs); its failure is the message."""
-        if self.fwk is None:
-            raise RuntimeError("Coscheduling: job preemption used before the framework was bound")
         trigger = preemptor.trigger
         if not preemptor.pending:
             return None, unschedulable(policy.NO_PENDING_PODS)
@@ -97,7 +94,9 @@ class JobPreemption:
             if s.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE
         }
         job = {p.key for p in preemptor.pending} | {p.key for p in preemptor.waiting}
-        dry_run = JobDryRun(self.fwk, snapshot, state, trigger, nominated=self.nominated, job=job, placer=placer)
+        dry_run = JobDryRun(
+            self._handle, snapshot, state, trigger, nominated=self._handle.nominator, job=job, placer=placer
+        )
         try:
             plan = dry_run.run(self._ordered(preemptor), potential)
         except DryRunError as exc:
@@ -181,18 +180,14 @@ class JobPreemption:
                 waiting.reject(plugin, message)
 
     def _nominate_in_memory(self, pod: Pod, node: str) -> None:
-        nominator = self.nominated
-        if not isinstance(nominator, PodNominating):
-            return
+        nominator = self._handle.nominator
         if node:
             nominator.add(replace_pending(pod), node)
         else:
             nominator.delete(pod)
 
     def _lower_nominated(self, trigger: Pod, victims: dict[str, list[Pod]]) -> list[Pod]:
-        if self.nominated is None:
-            return []
-        nominated = self.nominated
+        nominated = self._handle.nominator
         return [
             p for n in sorted(victims) for p in nominated.nominated_pods_for_node(n) if p.priority < trigger.priority
         ]

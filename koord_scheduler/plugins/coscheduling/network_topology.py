@@ -27,7 +27,7 @@ from apis.scheduling.constants import GROUP, VERSION
 from koord_scheduler.framework.cycle_state import CycleState, StateKey
 from koord_scheduler.framework.diagnosis import Diagnosis
 from koord_scheduler.framework.errors import PluginCycleError
-from koord_scheduler.framework.interfaces import FrameworkRunner, NominatedPods
+from koord_scheduler.framework.handle import Handle
 from koord_scheduler.framework.snapshot import ClusterSnapshot, IntArray, NodeInfo, Positions
 from koord_scheduler.framework.status import Code, Status, error, unschedulable
 from koord_scheduler.framework.types import MAX_NODE_SCORE, EventType, ObjectKind, PreFilterResult
@@ -71,12 +71,12 @@ def sort_pods_by_index(pods: Sequence[Pod]) -> list[Pod]:
 
 
 class NetworkTopology:
-    """The cluster's topology object and the planning that needs the framework."""
+    """The cluster's topology object and the planning that needs the framework (``handle``: it runs the
+    Filter chain and holds the nominated pods)."""
 
-    def __init__(self) -> None:
+    def __init__(self, handle: Handle) -> None:
         self.topology: nt.ClusterNetworkTopologyRecord | None = None
-        self.fwk: FrameworkRunner | None = None
-        self.nominated: NominatedPods | None = None
+        self._handle = handle
 
     def on_topology(self, event: EventType, old: Any, new: Any) -> None:
         """Keep the ClusterNetworkTopology named ``default``; one whose layers do not chain up from the
@@ -181,7 +181,6 @@ class NetworkTopology:
     ) -> tuple[dict[str, int], dict[str, tuple[str, ...]]]:
         """Node -> how many of ``pods`` it takes in order; node -> reasons of the failure that ended the
         count (nodes that take every pod have none)."""
-        assert self.fwk is not None, "the framework is bound before the first cycle"
         slots: dict[str, int] = {}
         failures: dict[str, tuple[str, ...]] = {}
         if not pods or not positions:
@@ -202,12 +201,13 @@ class NetworkTopology:
     def _nominated_on(self, pod: Pod, pos: int, snapshot: ClusterSnapshot, job: set[str]) -> list[Pod]:
         """Pods nominated to the node that the job's pods must leave room for: at least as important and
         not the job's own (Koordinator's ``MakeNominatedPodsOfTheSameJob``)."""
-        if not self.nominated:
+        nominator = self._handle.nominator
+        if not nominator:
             return []
         info = snapshot.info(pos)
         return [
             other
-            for other in self.nominated.nominated_pods_for_node(info.name)
+            for other in nominator.nominated_pods_for_node(info.name)
             if other.priority >= pod.priority and other.key not in job and other.key not in info.pods
         ]
 
@@ -259,9 +259,8 @@ class NetworkTopology:
         snapshot: ClusterSnapshot,
         failures: dict[str, tuple[str, ...]],
     ) -> set[int]:
-        assert self.fwk is not None
         probe = Diagnosis(num_all_nodes=len(positions))
-        passed = self.fwk.filter_nodes_uncached(state, pod, np.asarray(positions, dtype=np.intp), probe)
+        passed = self._handle.filter_nodes_uncached(state, pod, np.asarray(positions, dtype=np.intp), probe)
         for chunk in probe.chunks:
             for i, pos in enumerate(chunk.positions.tolist()):
                 failures[snapshot.info(pos).name] = chunk.status_at(i).reasons
@@ -269,8 +268,7 @@ class NetworkTopology:
 
     def _add_pod(self, state: CycleState, pod: Pod, other: Pod, info: NodeInfo) -> str:
         """AddPod of every PreFilter plugin; the failure's message, or ""."""
-        assert self.fwk is not None
-        for plugin in self.fwk.pre_filter_plugins:
+        for plugin in self._handle.pre_filter_plugins:
             if plugin.name in state.skip_filter:
                 continue
             extensions = plugin.pre_filter_extensions()

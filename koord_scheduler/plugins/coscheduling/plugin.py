@@ -44,21 +44,20 @@ from apis.core.types import Pod
 from apis.scheduling import podgroup as pg
 from koord_scheduler.framework.cycle_state import CycleState
 from koord_scheduler.framework.errors import ClusterError
-from koord_scheduler.framework.handle import FrameworkHandle
+from koord_scheduler.framework.handle import Handle
 from koord_scheduler.framework.interfaces import (
-    FrameworkAware,
-    FrameworkRunner,
-    JobNodeFinder,
-    NominatedPods,
-    NominatorAware,
+    BatchScorePlugin,
+    EnqueueExtensions,
     PermitPlugin,
     PostBindPlugin,
     PostFilterPlugin,
     PreBindPlugin,
     PreEnqueuePlugin,
     PreFilterPlugin,
+    PreScorePlugin,
     ReservePlugin,
 )
+from koord_scheduler.framework.koordinator_stages import JobNodeFinder, PreemptionGate
 from koord_scheduler.framework.pod_patch import patch_at_pre_bind
 from koord_scheduler.framework.snapshot import ClusterSnapshot, IntArray, Positions
 from koord_scheduler.framework.status import Code, Status, error, skip, success, unresolvable, unschedulable
@@ -77,7 +76,6 @@ from koord_scheduler.plugins import names
 from koord_scheduler.plugins.coscheduling import preemption_policy
 from koord_scheduler.plugins.coscheduling.events import PodEvents
 from koord_scheduler.plugins.coscheduling.gang_cache import Gang, GangCache, Round
-from koord_scheduler.plugins.coscheduling.handle import CoschedulingHandle
 from koord_scheduler.plugins.coscheduling.job_preemption import JobPreemption, Preemptor
 from koord_scheduler.plugins.coscheduling.messages import (
     all_attempted,
@@ -124,7 +122,7 @@ class Coscheduling:
 
     name = NAME
 
-    def __init__(self, args: CoschedulingArgs, handle: CoschedulingHandle) -> None:
+    def __init__(self, args: CoschedulingArgs, handle: Handle) -> None:
         self.args = args
         self.handle = handle
         self.cache = GangCache(SpecDefaults(args.default_timeout, args.default_match_policy))
@@ -135,7 +133,7 @@ class Coscheduling:
         self._events = PodEvents(handle)
         self._ready_groups: set[str] = set()
         self.job_preemption = JobPreemption(handle)
-        self.network = NetworkTopology()
+        self.network = NetworkTopology(handle)
 
     def start(self) -> None:
         h = self.handle
@@ -413,14 +411,6 @@ class Coscheduling:
             if key not in self._pod_errors and (key == pod.key or not self.handle.is_assumed(key))
         ]
 
-    def bind_framework(self, framework: FrameworkRunner) -> None:
-        self.job_preemption.fwk = framework
-        self.network.fwk = framework
-
-    def bind_nominator(self, nominator: NominatedPods) -> None:
-        self.job_preemption.nominated = nominator
-        self.network.nominated = nominator
-
     def pre_score(self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions) -> Status:
         return self.network.pre_score(state, pod, snapshot, positions)
 
@@ -509,27 +499,31 @@ class Coscheduling:
         return "gangs", self.cache.report_rows()
 
 
-def new(args: CoschedulingArgs | None, handle: FrameworkHandle) -> Coscheduling:
-    """Factory. ``handle`` must provide the services of :class:`CoschedulingHandle`."""
+def new(args: CoschedulingArgs | None, handle: Handle) -> Coscheduling:
+    """Factory: the plugin watches PodGroups, pods and (with ``awareNetworkTopology``) the
+    ClusterNetworkTopology, and registers its NextPod hook and error-handler filter."""
     args = args if args is not None else CoschedulingArgs()
-    plugin = Coscheduling(args, handle)  # type: ignore[arg-type]
+    plugin = Coscheduling(args, handle)
     plugin.start()
     return plugin
 
 
-def _implements(
-    p: Coscheduling,
+def declared_capabilities(
+    plugin: Coscheduling,
 ) -> tuple[
     PreEnqueuePlugin,
     PreFilterPlugin,
     PostFilterPlugin,
+    PreScorePlugin,
+    BatchScorePlugin,
     ReservePlugin,
     PermitPlugin,
     PreBindPlugin,
     PostBindPlugin,
-    FrameworkAware,
-    NominatorAware,
+    EnqueueExtensions,
     JobNodeFinder,
+    PreemptionGate,
 ]:
-    """The extension points and capabilities this plugin implements, checked by mypy."""
-    return p, p, p, p, p, p, p, p, p, p
+    """Every extension point and capability this plugin implements: mypy checks the signatures, and a test
+    holds the list equal to what the runtime finds."""
+    return plugin, plugin, plugin, plugin, plugin, plugin, plugin, plugin, plugin, plugin, plugin, plugin

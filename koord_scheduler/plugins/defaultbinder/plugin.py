@@ -7,12 +7,10 @@ unreserves and requeues the pod; any other exception is a bug and the runtime re
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 from apis.core.types import Pod
 from koord_scheduler.framework.cycle_state import CycleState
 from koord_scheduler.framework.errors import ClusterError
-from koord_scheduler.framework.handle import ClusterClient, FrameworkHandle
+from koord_scheduler.framework.handle import ClusterClient, Handle
 from koord_scheduler.framework.interfaces import BindPlugin
 from koord_scheduler.framework.status import Status, error, success
 from koord_scheduler.plugins import names
@@ -35,9 +33,11 @@ class DefaultBinder:
         return success()
 
 
-def new(args: Any, handle: FrameworkHandle) -> DefaultBinder:
+def new(args: None, handle: Handle) -> DefaultBinder:
     return DefaultBinder(handle.cluster)
 
 
-if TYPE_CHECKING:
-    _bind: type[BindPlugin] = DefaultBinder
+def declared_capabilities(plugin: DefaultBinder) -> tuple[BindPlugin]:
+    """Every extension point and capability this plugin implements: mypy checks the signatures, and a test
+    holds the list equal to what the runtime finds."""
+    return (plugin,)

@@ -14,18 +14,15 @@ A failed request fails the binding, as a failed PreBind does.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from apis.core.types import Pod
 from koord_scheduler.framework.cycle_state import CycleState
 from koord_scheduler.framework.errors import ClusterError
-from koord_scheduler.framework.handle import FrameworkHandle
+from koord_scheduler.framework.handle import Handle
+from koord_scheduler.framework.interfaces import PreBindPlugin
+from koord_scheduler.framework.koordinator_stages import PodPatchApplier
 from koord_scheduler.framework.pod_patch import PodPatch
 from koord_scheduler.framework.status import Status, error, success
 from koord_scheduler.plugins import names
-
-if TYPE_CHECKING:
-    from koord_scheduler.framework.interfaces import PodPatchApplier, PreBindPlugin
 
 NAME = names.DEFAULT_PRE_BIND
 ARGS = None
@@ -34,7 +31,7 @@ ARGS = None
 class DefaultPreBind:
     name = NAME
 
-    def __init__(self, handle: FrameworkHandle) -> None:
+    def __init__(self, handle: Handle) -> None:
         self.handle = handle
 
     async def pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status:
@@ -52,10 +49,11 @@ class DefaultPreBind:
         return success()
 
 
-def new(args: None, handle: FrameworkHandle) -> DefaultPreBind:
+def new(args: None, handle: Handle) -> DefaultPreBind:
     return DefaultPreBind(handle)
 
 
-if TYPE_CHECKING:
-    _pre_bind: type[PreBindPlugin] = DefaultPreBind
-    _applier: type[PodPatchApplier] = DefaultPreBind
+def declared_capabilities(plugin: DefaultPreBind) -> tuple[PreBindPlugin, PodPatchApplier]:
+    """Every extension point and capability this plugin implements: mypy checks the signatures, and a test
+    holds the list equal to what the runtime finds."""
+    return plugin, plugin

@@ -22,7 +22,7 @@ from apis.core.types import Pod
 from koord_scheduler.framework.cycle_state import CycleState
 from koord_scheduler.framework.diagnosis import Diagnosis
 from koord_scheduler.framework.errors import PluginCycleError
-from koord_scheduler.framework.interfaces import FrameworkRunner
+from koord_scheduler.framework.handle import Handle
 from koord_scheduler.framework.snapshot import ClusterSnapshot, NodeInfo
 from koord_scheduler.framework.status import Code, Status, error
 
@@ -46,7 +46,7 @@ class NodeTrial:
 
     def __init__(
         self,
-        fwk: FrameworkRunner,
+        fwk: Handle,
         snapshot: ClusterSnapshot,
         state: CycleState,
         pod: Pod,

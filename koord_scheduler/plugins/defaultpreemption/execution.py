@@ -21,7 +21,7 @@ import logging
 from dataclasses import dataclass
 
 from apis.core.types import Pod
-from koord_scheduler.framework.handle import ExtendedHandle
+from koord_scheduler.framework.handle import Handle
 from koord_scheduler.plugins import names
 from koord_scheduler.plugins.defaultpreemption import policy
 from koord_scheduler.plugins.defaultpreemption.metrics import PreemptionMetrics
@@ -43,7 +43,7 @@ class PreemptionRecord:
 class PreemptionExecutor:
     """See the module docstring."""
 
-    def __init__(self, handle: ExtendedHandle, *, metrics: PreemptionMetrics) -> None:
+    def __init__(self, handle: Handle, *, metrics: PreemptionMetrics) -> None:
         self._handle = handle
         self._metrics = metrics
         self._victims = VictimTracker(handle, what="preemption")

@@ -29,27 +29,19 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 from apis.config.plugin_args import DefaultPreemptionArgs
 from apis.core.types import Pod
 from koord_scheduler.framework.cycle_state import CycleState
 from koord_scheduler.framework.diagnosis import Diagnosis
-from koord_scheduler.framework.handle import ExtendedHandle
-from koord_scheduler.framework.interfaces import (
-    FrameworkAware,
-    FrameworkRunner,
-    NominatorAware,
-    PostFilterPlugin,
-    PreemptionExtenders,
-    PreemptionExtendersAware,
-)
+from koord_scheduler.framework.handle import Handle
+from koord_scheduler.framework.interfaces import PostFilterPlugin
 from koord_scheduler.framework.snapshot import ClusterSnapshot, Positions
 from koord_scheduler.framework.status import Code, Status, unschedulable
 from koord_scheduler.framework.types import PostFilterResult
 from koord_scheduler.plugins import names
 from koord_scheduler.plugins.defaultpreemption import policy
-from koord_scheduler.plugins.defaultpreemption.dryrun import NominatedPods
 from koord_scheduler.plugins.defaultpreemption.execution import PreemptionExecutor, PreemptionRecord
 from koord_scheduler.plugins.defaultpreemption.metrics import PreemptionMetrics
 from koord_scheduler.plugins.defaultpreemption.pdb import PDB_KIND, BudgetStore
@@ -74,7 +66,7 @@ class DefaultPreemption:
     def __init__(
         self,
         args: DefaultPreemptionArgs,
-        handle: ExtendedHandle,
+        handle: Handle,
         *,
         metrics: PreemptionMetrics,
         offset: Callable[[int], int] | None = None,
@@ -85,13 +77,11 @@ class DefaultPreemption:
         self.args = args
         self._handle = handle
         self._offset = offset or random.Random().randrange
-        self._nominated: NominatedPods | None = None
         self.budgets = BudgetStore()
         self._metrics = metrics
         self.search = VictimSearch(handle)
         self.executor = PreemptionExecutor(handle, metrics=metrics)
         self._order_names: NodeNames | None = None
-        self._extenders: PreemptionExtenders | None = None
         handle.watch(PDB_KIND, self.budgets.on_event)
         handle.add_simulation_report(self._simulation_report)
 
@@ -110,26 +100,14 @@ class DefaultPreemption:
         """The preemptions carried out, in order (``simulate`` output)."""
         return self.executor.history
 
-    # ----- wiring -----
-
-    def bind_framework(self, fwk: FrameworkRunner) -> None:
-        """The profile's framework: the dry run runs its Filter and PreFilter extensions."""
-        self.search.fwk = fwk
-
-    def bind_nominator(self, nominator: NominatedPods) -> None:
-        self._nominated = nominator
-        self.search.nominated = nominator
-
-    def bind_preemption_extenders(self, extenders: PreemptionExtenders) -> None:
-        self._extenders = extenders
-
     def call_extenders(self, pod: Pod, candidates: list[Candidate]) -> tuple[list[Candidate], Status]:
         """``callExtenders``: the candidates the preemption extenders keep, with the victims they return, in
         the dry run's order; an Error status when a non-ignorable extender failed."""
-        if self._extenders is None or not candidates:
+        extenders = self._handle.preemption_extenders
+        if extenders is None or not candidates:
             return candidates, Status()
         given = {c.node_name: (list(c.victims), c.num_pdb_violations) for c in candidates}
-        kept, status = self._extenders.process_preemption(pod, given)
+        kept, status = extenders.process_preemption(pod, given)
         if not status.is_success:
             return [], status
         order = [c.node_name for c in candidates if c.node_name in kept]
@@ -157,7 +135,7 @@ class DefaultPreemption:
         eligible, reason = self.eligible(pod, node_statuses)
         if not eligible:
             return None, unschedulable(reason)
-        refusal = self.search.fwk.preemption_refusal(state, pod) if self.search.fwk is not None else None
+        refusal = self._handle.preemption_refusal(state, pod)
         if refusal is not None:
             return None, refusal
         order = self._node_names(snapshot)
@@ -175,10 +153,9 @@ class DefaultPreemption:
                 return None, errors[0]
             message = policy.fit_error_message(snapshot.num_nodes, dry_statuses.values(), policy.NOT_HELPFUL)
             return PostFilterResult(""), unschedulable(message)
-        if self._extenders is not None:
-            candidates, status = self.call_extenders(pod, candidates)
-            if not status.is_success:
-                return None, status
+        candidates, status = self.call_extenders(pod, candidates)
+        if not status.is_success:
+            return None, status
         best = policy.pick_one_node(candidates, self._handle.clock())
         if best is None:
             return None, unschedulable(policy.NO_CANDIDATE)
@@ -218,13 +195,11 @@ class DefaultPreemption:
     # ----- execution -----
 
     def _execute(self, pod: Pod, candidate: Candidate) -> None:
-        lower: list[Pod] = []
-        if self._nominated is not None:
-            lower = [
-                p
-                for p in self._nominated.nominated_pods_for_node(candidate.node_name)
-                if p.priority < pod.priority and p.key != pod.key
-            ]
+        lower = [
+            p
+            for p in self._handle.nominator.nominated_pods_for_node(candidate.node_name)
+            if p.priority < pod.priority and p.key != pod.key
+        ]
         self.executor.execute(pod, candidate, lower)
 
     async def drain(self) -> None:
@@ -236,14 +211,13 @@ class DefaultPreemption:
         return "Preemptions", rows
 
 
-def new(args: DefaultPreemptionArgs | None, handle: ExtendedHandle) -> DefaultPreemption:
+def new(args: DefaultPreemptionArgs | None, handle: Handle) -> DefaultPreemption:
     """Factory: the metrics are those of the handle's registry (shared by every profile)."""
     metrics = PreemptionMetrics.of(handle.metrics_registry)
     return DefaultPreemption(args or DefaultPreemptionArgs(), handle, metrics=metrics)
 
 
-if TYPE_CHECKING:
-    _post_filter: type[PostFilterPlugin] = DefaultPreemption
-    _framework_aware: type[FrameworkAware] = DefaultPreemption
-    _nominator_aware: type[NominatorAware] = DefaultPreemption
-    _extenders_aware: type[PreemptionExtendersAware] = DefaultPreemption
+def declared_capabilities(plugin: DefaultPreemption) -> tuple[PostFilterPlugin]:
+    """Every extension point and capability this plugin implements: mypy checks the signatures, and a test
+    holds the list equal to what the runtime finds."""
+    return (plugin,)

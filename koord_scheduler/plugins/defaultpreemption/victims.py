@@ -30,8 +30,7 @@ from apis.core.types import Pod
 from koord_scheduler.framework.cycle_state import CycleState
 from koord_scheduler.framework.diagnosis import Diagnosis
 from koord_scheduler.framework.errors import PluginCycleError
-from koord_scheduler.framework.handle import FrameworkHandle
-from koord_scheduler.framework.interfaces import FrameworkRunner
+from koord_scheduler.framework.handle import Handle
 from koord_scheduler.framework.snapshot import NodeInfo
 from koord_scheduler.framework.status import Status, error, unresolvable
 from koord_scheduler.plugins.defaultpreemption import policy
@@ -57,27 +56,23 @@ class FoundVictims:
 
 
 class VictimSearch:
-    """See the module docstring. The profile's framework (whose Filter chain and PreFilter extensions
-    the dry run runs) and the nominator are bound after construction, as for the plugin."""
+    """See the module docstring. ``handle`` is the profile's framework: the dry run runs its Filter chain
+    and PreFilter extensions, and leaves room for its nominated pods."""
 
-    def __init__(self, handle: FrameworkHandle) -> None:
+    def __init__(self, handle: Handle) -> None:
         self._handle = handle
-        self._fwk: FrameworkRunner | None = None
-        self.nominated: NominatedPods | None = None
         self.fast_reprieve = True
         """Search victims by resource arithmetic where that is exact (:mod:`.resource_reprieve`); False
         forces the generic per-node Filter search (tests and benchmarks compare the two)."""
 
     @property
-    def fwk(self) -> FrameworkRunner:
-        """The bound framework; searching before :meth:`DefaultPreemption.bind_framework` is a wiring bug."""
-        if self._fwk is None:
-            raise RuntimeError("DefaultPreemption: victim search used before the framework was bound")
-        return self._fwk
+    def fwk(self) -> Handle:
+        """The profile's framework (the plugin's handle)."""
+        return self._handle
 
-    @fwk.setter
-    def fwk(self, fwk: FrameworkRunner) -> None:
-        self._fwk = fwk
+    @property
+    def nominated(self) -> NominatedPods:
+        return self._handle.nominator
 
     def dry_run(
         self,
@@ -171,12 +166,11 @@ class VictimSearch:
                 for victim in victims:
                     snapshot.remove_pod(victim)
                     removed.append(victim)
-                if self.nominated is not None:
-                    for other in self.nominated.nominated_pods_for_node(name):
-                        if other.priority >= pod.priority and other.key != pod.key and other.key not in info.pods:
-                            placed = replace(other, node_name=name)
-                            snapshot.add_pod(placed)
-                            added.append(placed)
+                for other in self.nominated.nominated_pods_for_node(name):
+                    if other.priority >= pod.priority and other.key != pod.key and other.key not in info.pods:
+                        placed = replace(other, node_name=name)
+                        snapshot.add_pod(placed)
+                        added.append(placed)
                 positions.append(info.position)
             if positions:
                 probe = Diagnosis(num_all_nodes=len(positions))
@@ -241,8 +235,6 @@ class VictimSearch:
 
     def _counted_nominated(self, pod: Pod, info: NodeInfo) -> list[Pod]:
         """The nominated pods ``RunFilterPluginsWithNominatedPods`` adds to ``info`` (not yet placed)."""
-        if self.nominated is None:
-            return []
         return [
             other
             for other in self.nominated.nominated_pods_for_node(info.name)
@@ -289,7 +281,7 @@ class VictimSearch:
         potential = self.potential_victims(info, pod)
         if not potential:
             return [], 0, unresolvable(policy.NO_VICTIMS)
-        nominated = self.nominated.nominated_pods_for_node(info.name) if self.nominated is not None else []
+        nominated = self.nominated.nominated_pods_for_node(info.name)
         trial = NodeTrial(self.fwk, self._handle.snapshot, state.clone(), pod, info, nominated=nominated)
         now = self._handle.clock()
         try:

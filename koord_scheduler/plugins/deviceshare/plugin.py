@@ -23,9 +23,9 @@ the devices inside the NUMA affinity chosen (unless ``disableDeviceNumaTopologyA
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any
 
 import numpy as np
 
@@ -46,21 +46,21 @@ from apis.scheduling import GROUP, VERSION
 from apis.scheduling.device import DEVICE_KIND, DEVICE_PLURAL, NodeDeviceRecord, parse_device
 from koord_scheduler.framework.cycle_state import CycleState, StateKey
 from koord_scheduler.framework.errors import ClusterError
-from koord_scheduler.framework.handle import ClusterClient
+from koord_scheduler.framework.handle import ClusterClient, Handle
 from koord_scheduler.framework.interfaces import (
     BatchFilterPlugin,
     BatchScorePlugin,
     EnqueueExtensions,
     FilterPlugin,
-    NUMAHintProvider,
     PreBindPlugin,
     PreFilterExtensions,
     PreFilterPlugin,
     PreScorePlugin,
-    ReservationPreBindPlugin,
     ReservePlugin,
+    ScoreExtensions,
     ScorePlugin,
 )
+from koord_scheduler.framework.koordinator_stages import NUMAHintProvider, ReservationPreBindPlugin
 from koord_scheduler.framework.numa_affinity import NUMA_AFFINITY_KEY, NUMATopologyHint
 from koord_scheduler.framework.pod_patch import patch_at_pre_bind
 from koord_scheduler.framework.restored import RESTORED_CAPACITY, RestoredCapacity
@@ -75,7 +75,6 @@ from koord_scheduler.framework.types import (
     NodeFilterResult,
     ObjectKind,
     PreFilterResult,
-    SimulationReporter,
 )
 from koord_scheduler.plugins import names
 from koord_scheduler.plugins.deviceshare import preemption
@@ -109,24 +108,6 @@ _NO_GPUS = unresolvable(ERR_INSUFFICIENT_GPU)
 
 _TERMINAL = frozenset({"Succeeded", "Failed"})
 _ALLOCATED_TYPES = frozenset({DEVICE_GPU, DEVICE_RDMA, DEVICE_FPGA})
-
-
-class DeviceShareHandle(Protocol):
-    """What this plugin uses of the scheduler's handle (a subset of ``ExtendedHandle``)."""
-
-    @property
-    def cluster(self) -> ClusterClient: ...
-
-    @property
-    def snapshot(self) -> ClusterSnapshot: ...
-
-    def watch(self, kind: ObjectKind, handler: Callable[[EventType, Any, Any], None]) -> None: ...
-
-    def watch_pods(self, handler: Callable[[EventType, Any, Any], None]) -> None: ...
-
-    def register_forget_pod_handler(self, handler: Callable[[Pod], None]) -> None: ...
-
-    def add_simulation_report(self, reporter: SimulationReporter) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -564,7 +545,7 @@ class DeviceShare:
         return "Devices", device_rows(self.cache.devices, _ALLOCATED_TYPES)
 
 
-def new(args: DeviceShareArgs | None, handle: DeviceShareHandle) -> DeviceShare:
+def new(args: DeviceShareArgs | None, handle: Handle) -> DeviceShare:
     plugin = DeviceShare(args or DeviceShareArgs(), handle.cluster, handle.snapshot)
     handle.watch(DEVICE_OBJECT_KIND, plugin.on_device)
     handle.watch(RESERVATION_KIND, plugin.on_reservation)
@@ -575,16 +556,23 @@ def new(args: DeviceShareArgs | None, handle: DeviceShareHandle) -> DeviceShare:
     return plugin
 
 
-if TYPE_CHECKING:
-    _pre_filter: type[PreFilterPlugin] = DeviceShare
-    _pre_filter_extensions: type[PreFilterExtensions] = DeviceShare
-    _filter: type[FilterPlugin] = DeviceShare
-    _batch_filter: type[BatchFilterPlugin] = DeviceShare
-    _batch_score: type[BatchScorePlugin] = DeviceShare
-    _pre_score: type[PreScorePlugin] = DeviceShare
-    _score: type[ScorePlugin] = DeviceShare
-    _reserve: type[ReservePlugin] = DeviceShare
-    _pre_bind: type[PreBindPlugin] = DeviceShare
-    _pre_bind_reservation: type[ReservationPreBindPlugin] = DeviceShare
-    _enqueue: type[EnqueueExtensions] = DeviceShare
-    _numa_hints: type[NUMAHintProvider] = DeviceShare
+def declared_capabilities(
+    plugin: DeviceShare,
+) -> tuple[
+    PreFilterExtensions,
+    PreFilterPlugin,
+    FilterPlugin,
+    BatchFilterPlugin,
+    PreScorePlugin,
+    ScoreExtensions,
+    ScorePlugin,
+    BatchScorePlugin,
+    ReservePlugin,
+    PreBindPlugin,
+    EnqueueExtensions,
+    ReservationPreBindPlugin,
+    NUMAHintProvider,
+]:
+    """Every extension point and capability this plugin implements: mypy checks the signatures, and a test
+    holds the list equal to what the runtime finds."""
+    return plugin, plugin, plugin, plugin, plugin, plugin, plugin, plugin, plugin, plugin, plugin, plugin, plugin

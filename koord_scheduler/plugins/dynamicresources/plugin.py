@@ -27,9 +27,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
@@ -40,7 +40,21 @@ from apis.core.types import Node, Pod
 from apis.feature_gates import SchedulerFeatureGates
 from apis.resource.types import FINALIZER, AllocationResult, DeviceClass, ResourceClaim, ResourceSlice
 from koord_scheduler.framework.cycle_state import CycleState, StateKey
-from koord_scheduler.framework.handle import ClusterClient
+from koord_scheduler.framework.handle import Handle
+from koord_scheduler.framework.interfaces import (
+    BatchFilterPlugin,
+    EnqueueExtensions,
+    FilterPlugin,
+    PostFilterPlugin,
+    PreBindPlugin,
+    PreBindPreFlight,
+    PreEnqueuePlugin,
+    PreFilterPlugin,
+    PreScorePlugin,
+    ReservePlugin,
+    ScoreExtensions,
+    ScorePlugin,
+)
 from koord_scheduler.framework.per_node_filter import PerNodeFilter
 from koord_scheduler.framework.snapshot import ClusterSnapshot, IntArray, NodeInfo, Positions
 from koord_scheduler.framework.status import Code, Status, error, skip, success, unresolvable, unschedulable
@@ -48,8 +62,6 @@ from koord_scheduler.framework.types import (
     ClusterEventWithHint,
     EventType,
     NodeFilterResult,
-    ObjectHandler,
-    ObjectKind,
     PostFilterResult,
     PreFilterResult,
 )
@@ -78,26 +90,6 @@ MSG_INFORMERS_DISABLED = (
     "DRA informers are disabled (feature gate DisableDynamicResourceAllocationInformer): pods with "
     "resourceClaims cannot be scheduled"
 )
-
-
-class DynamicResourcesHandle(Protocol):
-    """The handle services this plugin uses."""
-
-    @property
-    def cluster(self) -> ClusterClient: ...
-
-    @property
-    def feature_gates(self) -> SchedulerFeatureGates: ...
-
-    @property
-    def snapshot(self) -> ClusterSnapshot: ...
-
-    @property
-    def clock(self) -> Callable[[], float]: ...
-
-    def watch(self, kind: ObjectKind, handler: ObjectHandler) -> None: ...
-
-    def add_simulation_report(self, reporter: Callable[[], tuple[str, list[dict[str, Any]]]]) -> None: ...
 
 
 @dataclass(slots=True)
@@ -129,7 +121,7 @@ class DynamicResources:
     name = NAME
 
     def __init__(
-        self, args: DynamicResourcesArgs, handle: DynamicResourcesHandle, options: DynamicResourcesOptions
+        self, args: DynamicResourcesArgs, handle: Handle, options: DynamicResourcesOptions
     ) -> None:
         self.args = args
         self.handle = handle
@@ -488,7 +480,7 @@ class DynamicResourcesOptions:
         )
 
 
-def new(args: DynamicResourcesArgs | None, handle: DynamicResourcesHandle) -> DynamicResources:
+def new(args: DynamicResourcesArgs | None, handle: Handle) -> DynamicResources:
     options = DynamicResourcesOptions.from_gates(handle.feature_gates)
     if args is not None and "filter_timeout" in args.model_fields_set and not options.filter_timeout:
         # upstream's ValidateDynamicResourcesArgs with the gate off
@@ -496,3 +488,24 @@ def new(args: DynamicResourcesArgs | None, handle: DynamicResourcesHandle) -> Dy
             [forbidden("DynamicResourcesArgs.filterTimeout", "DRASchedulingFilterTimeout feature gate is disabled")]
         )
     return DynamicResources(args or DynamicResourcesArgs(), handle, options)
+
+
+def declared_capabilities(
+    plugin: DynamicResources,
+) -> tuple[
+    PreEnqueuePlugin,
+    PreFilterPlugin,
+    FilterPlugin,
+    BatchFilterPlugin,
+    PostFilterPlugin,
+    PreScorePlugin,
+    ScoreExtensions,
+    ScorePlugin,
+    ReservePlugin,
+    PreBindPlugin,
+    PreBindPreFlight,
+    EnqueueExtensions,
+]:
+    """Every extension point and capability this plugin implements: mypy checks the signatures, and a test
+    holds the list equal to what the runtime finds."""
+    return plugin, plugin, plugin, plugin, plugin, plugin, plugin, plugin, plugin, plugin, plugin, plugin

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 
 from apis.core.types import Pod
 from koord_scheduler.framework.cycle_state import CycleState
-from koord_scheduler.framework.interfaces import FrameworkRunner
+from koord_scheduler.framework.handle import Handle
 from koord_scheduler.framework.snapshot import ClusterSnapshot, NodeInfo
 from koord_scheduler.plugins import names
 from koord_scheduler.plugins.defaultpreemption.dryrun import DryRunError, NodeTrial
@@ -25,7 +25,7 @@ HELD_PER_DEVICE = frozenset({names.DEVICE_SHARE, names.NODE_NUMA_RESOURCE})
 """Plugins whose Filter depends on which pods hold which devices or CPUs on the node."""
 
 
-def needs_filter_chain(fwk: FrameworkRunner | None, state: CycleState) -> bool:
+def needs_filter_chain(fwk: Handle | None, state: CycleState) -> bool:
     """Whether a plugin of :data:`HELD_PER_DEVICE` takes part in this pod's Filter."""
     if fwk is None:
         return False
@@ -37,7 +37,7 @@ def _quota_fits(used: Mapping[str, int], quota_request: Mapping[str, int], limit
 
 
 def select_victims_by_filter(
-    fwk: FrameworkRunner,
+    fwk: Handle,
     snapshot: ClusterSnapshot,
     state: CycleState,
     pod: Pod,

@@ -6,13 +6,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 
 from apis.core.types import Pod
+from koord_scheduler.framework.handle import Handle
 from koord_scheduler.framework.snapshot import ClusterSnapshot
 from koord_scheduler.framework.status import Code, Status
-from koord_scheduler.plugins.victim_execution import (
-    VictimHandle,
-    VictimTracker,
-    disruption_target_patch,
-)
+from koord_scheduler.plugins.victim_execution import VictimTracker, disruption_target_patch
 
 
 def node_free(snapshot: ClusterSnapshot, position: int, request: Mapping[str, int]) -> dict[str, int]:
@@ -49,7 +46,7 @@ def victims_terminating(
 
 
 async def evict(
-    tracker: VictimTracker, handle: VictimHandle, pod: Pod, node_name: str, victims: Sequence[Pod], *, plugin: str
+    tracker: VictimTracker, handle: Handle, pod: Pod, node_name: str, victims: Sequence[Pod], *, plugin: str
 ) -> None:
     """Nominate ``pod`` to ``node_name``, then mark each victim (``DisruptionTarget``) and delete it with a
     reason; failures are logged."""

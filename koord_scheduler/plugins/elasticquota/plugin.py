@@ -26,7 +26,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from apis.config.elasticquota_args import ElasticQuotaArgs
 from apis.core.types import Pod
@@ -45,10 +45,9 @@ from apis.scheduling.elasticquota import (
 )
 from koord_scheduler.framework.cycle_state import CycleState, StateKey
 from koord_scheduler.framework.diagnosis import Diagnosis
-from koord_scheduler.framework.handle import ClusterClient
+from koord_scheduler.framework.handle import Handle
 from koord_scheduler.framework.interfaces import (
     EnqueueExtensions,
-    FrameworkRunner,
     PostFilterPlugin,
     PreFilterExtensions,
     PreFilterPlugin,
@@ -67,16 +66,15 @@ from koord_scheduler.framework.types import (
     PreFilterResult,
     QueueingHint,
 )
-from koord_scheduler.framework.waiting_pods import WaitingPod
 from koord_scheduler.plugins import names
 from koord_scheduler.plugins.elasticquota import chain_victims, preemption
 from koord_scheduler.plugins.elasticquota.execution import evict, node_free, victims_terminating
-from koord_scheduler.plugins.elasticquota.forest import QuotaForest
-from koord_scheduler.plugins.elasticquota.mapping import is_preemptible, namespace_index, quota_name_for
 from koord_scheduler.plugins.elasticquota.report import quota_rows
-from koord_scheduler.plugins.elasticquota.tree import PodEntry
-from koord_scheduler.plugins.elasticquota.validation import TreeProblem, validate_tree
 from koord_scheduler.plugins.victim_execution import VictimTracker
+from koord_scheduler.quota.forest import QuotaForest
+from koord_scheduler.quota.mapping import is_preemptible, namespace_index, quota_name_for
+from koord_scheduler.quota.tree import PodEntry
+from koord_scheduler.quota.validation import TreeProblem, validate_tree
 
 log = logging.getLogger(__name__)
 
@@ -95,32 +93,6 @@ _RESOLVABLE_BY_EVICTION = frozenset({NAME, names.NODE_RESOURCES_FIT}) | chain_vi
 SimulationReporter = Callable[[], tuple[str, list[dict[str, Any]]]]
 
 
-class NominatedPods(Protocol):
-    def nominated_pods_for_node(self, node_name: str) -> list[Pod]: ...
-
-
-class ElasticQuotaHandle(Protocol):
-    """The services this plugin uses (a subset of the scheduler's handle)."""
-
-    @property
-    def snapshot(self) -> ClusterSnapshot: ...
-
-    @property
-    def cluster(self) -> ClusterClient: ...
-
-    def watch(self, kind: ObjectKind, handler: Callable[[EventType, Any, Any], None]) -> None: ...
-
-    def watch_pods(self, handler: Callable[[EventType, Any, Any], None]) -> None: ...
-
-    def register_forget_pod_handler(self, handler: Callable[[Pod], None]) -> None: ...
-
-    def add_simulation_report(self, reporter: SimulationReporter) -> None: ...
-
-    def waiting_pod(self, key: str) -> WaitingPod | None: ...
-
-    def clock(self) -> float: ...
-
-
 @dataclass(frozen=True, slots=True)
 class QuotaAdmission:
     """PreFilter's finding for the pod being scheduled."""
@@ -135,7 +107,7 @@ STATE_KEY: StateKey[QuotaAdmission] = StateKey("ElasticQuota/admission")
 class ElasticQuota:
     name = NAME
 
-    def __init__(self, args: ElasticQuotaArgs, handle: ElasticQuotaHandle) -> None:
+    def __init__(self, args: ElasticQuotaArgs, handle: Handle) -> None:
         self.args = args
         self._handle = handle
         self.tree = QuotaForest(
@@ -153,8 +125,6 @@ class ElasticQuota:
         self._reported: set[tuple[str, str, str]] = set()
         self._victims = VictimTracker(handle, what="ElasticQuota")
         self._total_version = -1
-        self._nominated: NominatedPods | None = None
-        self._fwk: FrameworkRunner | None = None
         self._limits: dict[str, dict[str, int]] = {}
         self._limits_at = (-1, -1)
         """The (tree version, node objects version) the cached limits were computed at."""
@@ -351,15 +321,6 @@ class ElasticQuota:
 
     # ----- PostFilter -----
 
-    def bind_framework(self, framework: FrameworkRunner) -> None:
-        """The profile's framework: quota preemption runs its Filter chain for pods that ask for devices
-        or bound CPUs (:mod:`.chain_victims`)."""
-        self._fwk = framework
-
-    def bind_nominator(self, nominator: NominatedPods) -> None:
-        """Pods promised a node by an earlier preemption hold its room here, as they do in Filter."""
-        self._nominated = nominator
-
     def post_filter(self, state: CycleState, pod: Pod, diagnosis: Diagnosis) -> tuple[PostFilterResult | None, Status]:
         admission = state.get(STATE_KEY)
         if admission is None:
@@ -374,8 +335,8 @@ class ElasticQuota:
             return None, unschedulable(PREEMPTION_PREFIX + NOT_ELIGIBLE_TERMINATING)
         limit = self.limit(quota)
         used = self.tree.node(quota).used
-        fwk = self._fwk
-        by_filter = fwk is not None and chain_victims.needs_filter_chain(fwk, state)
+        fwk = self._handle
+        by_filter = chain_victims.needs_filter_chain(fwk, state)
         options: dict[str, list[preemption.Victim]] = {}
         reasons: list[str] = []
         for node_name, status in sorted(statuses.items()):
@@ -389,11 +350,11 @@ class ElasticQuota:
                 reasons.append(f"No victims found on node {node_name} for preemptor pod {pod.name}")
                 continue
             free = node_free(snapshot, info.position, pod.requests)
-            if self._nominated is not None:
-                for held in self._nominated.nominated_pods_for_node(node_name):
-                    if held.key != pod.key and held.priority >= pod.priority:
-                        for k in free:
-                            free[k] -= held.requests.get(k, 0)
+            # Pods promised a node by an earlier preemption hold its room here, as they do in Filter.
+            for held in self._handle.nominator.nominated_pods_for_node(node_name):
+                if held.key != pod.key and held.priority >= pod.priority:
+                    for k in free:
+                        free[k] -= held.requests.get(k, 0)
             victims = preemption.select_victims_on_node(
                 request=pod.requests,
                 quota_request=admission.request,
@@ -402,8 +363,8 @@ class ElasticQuota:
                 quota_used=used,
                 quota_limit=limit,
             )
-            if victims is not None and by_filter and fwk is not None:
-                nominated = self._nominated.nominated_pods_for_node(node_name) if self._nominated is not None else []
+            if victims is not None and by_filter:
+                nominated = self._handle.nominator.nominated_pods_for_node(node_name)
                 victims = chain_victims.select_victims_by_filter(
                     fwk, snapshot, state, pod, info, candidates=candidates, nominated=nominated,
                     quota_request=admission.request, quota_used=used, quota_limit=limit,
@@ -498,7 +459,7 @@ def _exceeded(used: Mapping[str, int], request: Mapping[str, int], limit: Mappin
     return out
 
 
-def new(args: ElasticQuotaArgs | None, handle: ElasticQuotaHandle) -> ElasticQuota:
+def new(args: ElasticQuotaArgs | None, handle: Handle) -> ElasticQuota:
     plugin = ElasticQuota(args or ElasticQuotaArgs(), handle)
     handle.watch(ELASTIC_QUOTA_KIND, plugin.on_quota)
     handle.watch_pods(plugin.on_pod)
@@ -512,3 +473,16 @@ _r: type[ReservePlugin] = ElasticQuota
 _p: type[PostFilterPlugin] = ElasticQuota
 _e: type[EnqueueExtensions] = ElasticQuota
 __all__ = ["API_VERSION", "ARGS", "ELASTIC_QUOTA_KIND", "NAME", "ElasticQuota", "new"]
+
+
+def declared_capabilities(
+    plugin: ElasticQuota,
+) -> tuple[
+    PreFilterPlugin,
+    PostFilterPlugin,
+    ReservePlugin,
+    EnqueueExtensions,
+]:
+    """Every extension point and capability this plugin implements: mypy checks the signatures, and a test
+    holds the list equal to what the runtime finds."""
+    return plugin, plugin, plugin, plugin

@@ -6,8 +6,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from apis.scheduling.elasticquota import ROOT_QUOTA, format_resources
-from koord_scheduler.plugins.elasticquota.forest import QuotaForest
-from koord_scheduler.plugins.elasticquota.validation import TreeProblem
+from koord_scheduler.quota.forest import QuotaForest
+from koord_scheduler.quota.validation import TreeProblem
 
 
 def quota_rows(

@@ -15,13 +15,14 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
 from apis.core.types import Node, Pod
 from koord_scheduler.framework.cycle_state import CycleState
-from koord_scheduler.framework.handle import FrameworkHandle
+from koord_scheduler.framework.fast_paths import SignedPlugin
+from koord_scheduler.framework.handle import Handle
+from koord_scheduler.framework.interfaces import BatchScorePlugin, PreScorePlugin, ScorePlugin
 from koord_scheduler.framework.snapshot import ClusterSnapshot, IntArray, NodeInfo, Positions
 from koord_scheduler.framework.status import Status, skip, success
 from koord_scheduler.plugins import names
@@ -104,7 +105,7 @@ class ImageIndex:
 class ImageLocality:
     name = NAME
 
-    def __init__(self, handle: FrameworkHandle) -> None:
+    def __init__(self, handle: Handle) -> None:
         self.handle = handle
         self.index = ImageIndex()
         self._names: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
@@ -155,5 +156,11 @@ class ImageLocality:
         return None
 
 
-def new(args: Any, handle: FrameworkHandle) -> ImageLocality:
+def new(args: None, handle: Handle) -> ImageLocality:
     return ImageLocality(handle)
+
+
+def declared_capabilities(plugin: ImageLocality) -> tuple[PreScorePlugin, ScorePlugin, BatchScorePlugin, SignedPlugin]:
+    """Every extension point and capability this plugin implements: mypy checks the signatures, and a test
+    holds the list equal to what the runtime finds."""
+    return plugin, plugin, plugin, plugin

@@ -31,14 +31,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from apis.config.plugin_args import InterPodAffinityArgs
 from apis.core.types import Node, Pod
 from koord_scheduler.framework.cycle_state import CycleState, StateKey
-from koord_scheduler.framework.handle import WatchingHandle
+from koord_scheduler.framework.fast_paths import WarmUpPlugin
+from koord_scheduler.framework.handle import Handle
 from koord_scheduler.framework.interfaces import (
     BatchFilterPlugin,
     BatchScorePlugin,
@@ -47,7 +47,6 @@ from koord_scheduler.framework.interfaces import (
     PreFilterPlugin,
     PreScorePlugin,
     ScoreExtensions,
-    WarmUpPlugin,
 )
 from koord_scheduler.framework.snapshot import ClusterSnapshot, IntArray, NodeInfo, Positions
 from koord_scheduler.framework.status import Status, skip, success, unresolvable, unschedulable
@@ -348,7 +347,7 @@ class InterPodAffinity:
         return hints.after_node_change(pod, old, new)
 
 
-def new(args: InterPodAffinityArgs | None, handle: WatchingHandle) -> InterPodAffinity:
+def new(args: InterPodAffinityArgs | None, handle: Handle) -> InterPodAffinity:
     """The plugin, watching Namespaces for namespace selectors."""
     args = args or InterPodAffinityArgs()
     store = NamespaceStore()
@@ -361,12 +360,18 @@ def new(args: InterPodAffinityArgs | None, handle: WatchingHandle) -> InterPodAf
     )
 
 
-if TYPE_CHECKING:
-    _pre_filter: type[PreFilterPlugin] = InterPodAffinity
-    _filter: type[BatchFilterPlugin] = InterPodAffinity
-    _pre_filter_extensions: type[PreFilterExtensions] = InterPodAffinity
-    _pre_score: type[PreScorePlugin] = InterPodAffinity
-    _score: type[BatchScorePlugin] = InterPodAffinity
-    _score_extensions: type[ScoreExtensions] = InterPodAffinity
-    _enqueue: type[EnqueueExtensions] = InterPodAffinity
-    _warm_up: type[WarmUpPlugin] = InterPodAffinity
+def declared_capabilities(
+    plugin: InterPodAffinity,
+) -> tuple[
+    PreFilterExtensions,
+    PreFilterPlugin,
+    BatchFilterPlugin,
+    PreScorePlugin,
+    ScoreExtensions,
+    BatchScorePlugin,
+    EnqueueExtensions,
+    WarmUpPlugin,
+]:
+    """Every extension point and capability this plugin implements: mypy checks the signatures, and a test
+    holds the list equal to what the runtime finds."""
+    return plugin, plugin, plugin, plugin, plugin, plugin, plugin, plugin

@@ -46,23 +46,22 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from apis.config.loadaware_args import TARGET_UTILIZATION, LoadAwareSchedulingArgs
 from apis.core.types import CPU, MEMORY, Pod
 from koord_scheduler.framework.cycle_state import CycleState
+from koord_scheduler.framework.fast_paths import CyclePreparer, SignedPlugin, WarmUpPlugin
+from koord_scheduler.framework.handle import Handle
 from koord_scheduler.framework.interfaces import (
     BatchFilterPlugin,
     BatchScorePlugin,
-    CyclePreparer,
     EnqueueExtensions,
     FilterPlugin,
     ReservePlugin,
     ScorePlugin,
-    SignedPlugin,
-    WarmUpPlugin,
 )
 from koord_scheduler.framework.snapshot import ClusterSnapshot, IntArray, NodeInfo, Positions
 from koord_scheduler.framework.status import SUCCESS, Code, Status
@@ -73,7 +72,6 @@ from koord_scheduler.framework.types import (
     EventResource,
     EventType,
     NodeFilterResult,
-    ObjectKind,
     QueueingHint,
 )
 from koord_scheduler.plugins import names
@@ -95,24 +93,6 @@ REASON_USAGE_EXCEED_THRESHOLD = "node(s) {} usage exceed threshold"
 REASON_AGGREGATED_USAGE_EXCEED_THRESHOLD = "node(s) {} aggregated usage exceed threshold"
 
 SimulationReporter = Callable[[], tuple[str, list[dict[str, Any]]]]
-
-
-class LoadAwareHandle(Protocol):
-    """The services this plugin uses (a subset of the scheduler's handle)."""
-
-    @property
-    def snapshot(self) -> ClusterSnapshot: ...
-
-    @property
-    def clock(self) -> Callable[[], float]: ...
-
-    def watch(self, kind: ObjectKind, handler: Callable[[EventType, Any, Any], None]) -> None: ...
-
-    def watch_pods(self, handler: Callable[[EventType, Any, Any], None]) -> None: ...
-
-    def register_forget_pod_handler(self, handler: Callable[[Pod], None]) -> None: ...
-
-    def add_simulation_report(self, reporter: SimulationReporter) -> None: ...
 
 
 def vectorized_resources(args: LoadAwareSchedulingArgs) -> tuple[str, ...]:
@@ -434,7 +414,7 @@ def _queue(pod: Pod, old: object | None, new: object | None) -> QueueingHint:
     return QueueingHint.QUEUE
 
 
-def new(args: LoadAwareSchedulingArgs | None, handle: LoadAwareHandle) -> LoadAwareScheduling:
+def new(args: LoadAwareSchedulingArgs | None, handle: Handle) -> LoadAwareScheduling:
     plugin = LoadAwareScheduling(args or LoadAwareSchedulingArgs(), handle.snapshot, handle.clock)
     handle.watch(NODE_METRIC_KIND, plugin.on_node_metric)
     if plugin.windows.may_need_pod_updates:
@@ -444,13 +424,19 @@ def new(args: LoadAwareSchedulingArgs | None, handle: LoadAwareHandle) -> LoadAw
     return plugin
 
 
-if TYPE_CHECKING:
-    _filter: type[BatchFilterPlugin] = LoadAwareScheduling
-    _filter_one: type[FilterPlugin] = LoadAwareScheduling
-    _score: type[BatchScorePlugin] = LoadAwareScheduling
-    _score_one: type[ScorePlugin] = LoadAwareScheduling
-    _prepare: type[CyclePreparer] = LoadAwareScheduling
-    _reserve: type[ReservePlugin] = LoadAwareScheduling
-    _signed: type[SignedPlugin] = LoadAwareScheduling
-    _warm_up: type[WarmUpPlugin] = LoadAwareScheduling
-    _enqueue: type[EnqueueExtensions] = LoadAwareScheduling
+def declared_capabilities(
+    plugin: LoadAwareScheduling,
+) -> tuple[
+    FilterPlugin,
+    BatchFilterPlugin,
+    ScorePlugin,
+    BatchScorePlugin,
+    ReservePlugin,
+    EnqueueExtensions,
+    SignedPlugin,
+    CyclePreparer,
+    WarmUpPlugin,
+]:
+    """Every extension point and capability this plugin implements: mypy checks the signatures, and a test
+    holds the list equal to what the runtime finds."""
+    return plugin, plugin, plugin, plugin, plugin, plugin, plugin, plugin, plugin

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -26,15 +25,15 @@ from apis.core.parse import parse_affinity
 from apis.core.types import Node, NodeSelectorTerm, Pod, PreferredSchedulingTerm
 from apis.core.types import NodeAffinity as NodeAffinitySpec
 from koord_scheduler.framework.cycle_state import CycleState, StateKey
-from koord_scheduler.framework.handle import FrameworkHandle
+from koord_scheduler.framework.fast_paths import ScoresOnlyNormalizer, SignedPlugin
+from koord_scheduler.framework.handle import Handle
 from koord_scheduler.framework.interfaces import (
     BatchFilterPlugin,
     BatchScorePlugin,
     EnqueueExtensions,
     PreFilterPlugin,
     PreScorePlugin,
-    ScoresOnlyNormalizer,
-    SignedPlugin,
+    ScoreExtensions,
 )
 from koord_scheduler.framework.snapshot import BoolArray, ClusterSnapshot, IntArray, Positions
 from koord_scheduler.framework.status import Status, skip, success, unresolvable
@@ -238,15 +237,22 @@ def parse_added_affinity(args: NodeAffinityArgs | None) -> NodeAffinitySpec | No
     return affinity.node_affinity if affinity is not None else None
 
 
-def new(args: NodeAffinityArgs | None, handle: FrameworkHandle) -> NodeAffinity:
+def new(args: NodeAffinityArgs | None, handle: Handle) -> NodeAffinity:
     return NodeAffinity(parse_added_affinity(args))
 
 
-if TYPE_CHECKING:
-    _signed: type[SignedPlugin] = NodeAffinity
-    _pre_filter: type[PreFilterPlugin] = NodeAffinity
-    _filter: type[BatchFilterPlugin] = NodeAffinity
-    _pre_score: type[PreScorePlugin] = NodeAffinity
-    _score: type[BatchScorePlugin] = NodeAffinity
-    _score_extensions: type[ScoresOnlyNormalizer] = NodeAffinity
-    _enqueue: type[EnqueueExtensions] = NodeAffinity
+def declared_capabilities(
+    plugin: NodeAffinity,
+) -> tuple[
+    PreFilterPlugin,
+    BatchFilterPlugin,
+    PreScorePlugin,
+    ScoreExtensions,
+    BatchScorePlugin,
+    EnqueueExtensions,
+    SignedPlugin,
+    ScoresOnlyNormalizer,
+]:
+    """Every extension point and capability this plugin implements: mypy checks the signatures, and a test
+    holds the list equal to what the runtime finds."""
+    return plugin, plugin, plugin, plugin, plugin, plugin, plugin, plugin

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from apis.core.types import CPU, Pod
 from apis.extension.numa import NUMATopologyPolicy
 from koord_scheduler.framework.cycle_state import CycleState, StateKey
-from koord_scheduler.framework.interfaces import NUMAHintProvider
+from koord_scheduler.framework.koordinator_stages import NUMAHintProvider
 from koord_scheduler.framework.numa_affinity import NUMA_AFFINITY_KEY
 from koord_scheduler.framework.status import Status, success, unresolvable, unschedulable
 from koord_scheduler.plugins.nodenumaresource import policy
@@ -74,15 +74,16 @@ class NUMAPolicyStep:
         self._numa_weights = tuple(numa_weights)
         self._node_scorer = node_scorer
         self._node_weights = tuple(node_weights)
-        self.providers: Sequence[NUMAHintProvider] = ()
-        """The profile's other NUMA hint providers (DeviceShare), set when the framework is bound."""
+        self.providers_of: Callable[[], Sequence[NUMAHintProvider]] = tuple
+        """The profile's other NUMA hint providers (DeviceShare), asked each time (the plugin's handle knows
+        them once the profile is built)."""
 
     def _provider_hints(
         self, state: CycleState, ctx: NUMAContext
     ) -> list[Mapping[str, Sequence[NUMAHint] | None]] | Status:
         """Each provider's hints for the pod on the node (``GetPodTopologyHints``), or its failure."""
         out: list[Mapping[str, Sequence[NUMAHint] | None]] = []
-        for provider in self.providers:
+        for provider in self.providers_of():
             hints, status = provider.numa_topology_hints(state, ctx.pod, ctx.node_name)
             if not status.is_success:
                 return status.with_plugin(provider.name)
@@ -127,7 +128,7 @@ class NUMAPolicyStep:
             place(ctx.record, ctx.allocations, ctx.node_name, request, best.mask)
         except PlacementError as exc:
             return unschedulable(*exc.reasons)
-        for provider in self.providers:
+        for provider in self.providers_of():
             status = provider.allocate_numa(state, ctx.pod, ctx.node_name, best.mask)
             if not status.is_success:
                 return status.with_plugin(provider.name)

@@ -23,7 +23,7 @@ so a victim's CPUs are free for the preemptor there and nowhere else.
 from __future__ import annotations
 
 import logging
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,21 +47,21 @@ from apis.extension.numa import (
 )
 from koord_scheduler.framework.cycle_state import CycleState, StateKey
 from koord_scheduler.framework.errors import ClusterError
-from koord_scheduler.framework.handle import ClusterClient
+from koord_scheduler.framework.fast_paths import SignedPlugin
+from koord_scheduler.framework.handle import ClusterClient, Handle
 from koord_scheduler.framework.interfaces import (
     BatchFilterPlugin,
     BatchScorePlugin,
     FilterPlugin,
-    FrameworkAware,
-    FrameworkRunner,
     PreBindPlugin,
     PreFilterExtensions,
     PreFilterPlugin,
     PreScorePlugin,
-    ReservationPreBindPlugin,
     ReservePlugin,
     ScoreExtensions,
+    ScorePlugin,
 )
+from koord_scheduler.framework.koordinator_stages import NUMAHintProvider, ReservationPreBindPlugin
 from koord_scheduler.framework.pod_patch import patch_at_pre_bind
 from koord_scheduler.framework.snapshot import ClusterSnapshot, IntArray, NodeInfo, Positions
 from koord_scheduler.framework.status import Status, error, skip, success, unresolvable, unschedulable
@@ -74,7 +74,6 @@ from koord_scheduler.plugins.nodenumaresource import policy, preemption
 from koord_scheduler.plugins.nodenumaresource import reservation_cpus as resv
 from koord_scheduler.plugins.nodenumaresource.allocation import AllocationError, AllocationRequest
 from koord_scheduler.plugins.nodenumaresource.cache import Holding, NodeAllocations
-from koord_scheduler.plugins.nodenumaresource.handle import NUMAHandle
 from koord_scheduler.plugins.nodenumaresource.nrt import NODE_RESOURCE_TOPOLOGY_KIND, NodeTopologyRecord
 from koord_scheduler.plugins.nodenumaresource.numa_placement import ERR_MISSING_NUMA
 from koord_scheduler.plugins.nodenumaresource.numa_step import NUMAContext, NUMAPolicyStep
@@ -159,9 +158,10 @@ class NodeNUMAResource:
     def _special(self) -> set[int]:
         return self._special_nodes.positions
 
-    def bind_framework(self, framework: FrameworkRunner) -> None:
-        """The profile's other NUMA hint providers (DeviceShare) take part in the NUMA admission."""
-        self._numa.providers = [p for p in framework.numa_hint_providers if p.name != self.name]
+    def use_hint_providers(self, providers: Callable[[], Sequence[NUMAHintProvider]]) -> None:
+        """``providers()``: the profile's NUMA hint providers (its handle's), asked when the NUMA admission
+        runs; the others than this plugin (DeviceShare) take part in it."""
+        self._numa.providers_of = lambda: [p for p in providers() if p.name != self.name]
 
     # ----- informers -----
 
@@ -579,23 +579,32 @@ class NodeNUMAResource:
         return "Bound cpusets (NodeNUMAResource)", rows
 
 
-_: type[PreFilterPlugin] = NodeNUMAResource
-_pfe: type[PreFilterExtensions] = NodeNUMAResource
-_fa: type[FrameworkAware] = NodeNUMAResource
-_f: type[FilterPlugin] = NodeNUMAResource
-_bf: type[BatchFilterPlugin] = NodeNUMAResource
-_ps: type[PreScorePlugin] = NodeNUMAResource
-_bs: type[BatchScorePlugin] = NodeNUMAResource
-_r: type[ReservePlugin] = NodeNUMAResource
-_pb: type[PreBindPlugin] = NodeNUMAResource
-_rpb: type[ReservationPreBindPlugin] = NodeNUMAResource
-
-
-def new(args: NodeNUMAResourceArgs | None, handle: NUMAHandle) -> NodeNUMAResource:
+def new(args: NodeNUMAResourceArgs | None, handle: Handle) -> NodeNUMAResource:
     plugin = NodeNUMAResource(args or NodeNUMAResourceArgs(), handle.snapshot, handle.cluster)
+    plugin.use_hint_providers(lambda: handle.numa_hint_providers)
     handle.watch(NODE_RESOURCE_TOPOLOGY_KIND, plugin.on_topology)
     handle.watch(RESERVATION_KIND, plugin.on_reservation)
     handle.watch_pods(plugin.on_pod)
     handle.register_forget_pod_handler(plugin.on_forget_pod)
     handle.add_simulation_report(plugin.simulation_report)
     return plugin
+
+
+def declared_capabilities(
+    plugin: NodeNUMAResource,
+) -> tuple[
+    PreFilterExtensions,
+    PreFilterPlugin,
+    FilterPlugin,
+    BatchFilterPlugin,
+    PreScorePlugin,
+    ScorePlugin,
+    BatchScorePlugin,
+    ReservePlugin,
+    PreBindPlugin,
+    ReservationPreBindPlugin,
+    SignedPlugin,
+]:
+    """Every extension point and capability this plugin implements: mypy checks the signatures, and a test
+    holds the list equal to what the runtime finds."""
+    return plugin, plugin, plugin, plugin, plugin, plugin, plugin, plugin, plugin, plugin, plugin

@@ -15,12 +15,12 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
 
 from apis.core.types import HostPort, Pod
 from koord_scheduler.framework.cycle_state import CycleState, StateKey
-from koord_scheduler.framework.handle import FrameworkHandle
-from koord_scheduler.framework.interfaces import BatchFilterPlugin, EnqueueExtensions, PreFilterPlugin, SignedPlugin
+from koord_scheduler.framework.fast_paths import SignedPlugin
+from koord_scheduler.framework.handle import Handle
+from koord_scheduler.framework.interfaces import BatchFilterPlugin, EnqueueExtensions, PreFilterPlugin
 from koord_scheduler.framework.restored import RESTORED_CAPACITY
 from koord_scheduler.framework.snapshot import ClusterSnapshot, PortKey, Positions
 from koord_scheduler.framework.status import Status, skip, success, unschedulable
@@ -148,12 +148,18 @@ def is_schedulable_after_pod_deleted(pod: Pod, old: object | None, new: object |
     return QueueingHint.QUEUE if conflict_positions(held, pod.host_ports) else QueueingHint.SKIP
 
 
-def new(args: Any, handle: FrameworkHandle) -> NodePorts:
+def new(args: None, handle: Handle) -> NodePorts:
     return NodePorts()
 
 
-if TYPE_CHECKING:
-    _signed: type[SignedPlugin] = NodePorts
-    _pre_filter: type[PreFilterPlugin] = NodePorts
-    _filter: type[BatchFilterPlugin] = NodePorts
-    _enqueue: type[EnqueueExtensions] = NodePorts
+def declared_capabilities(
+    plugin: NodePorts,
+) -> tuple[
+    PreFilterPlugin,
+    BatchFilterPlugin,
+    EnqueueExtensions,
+    SignedPlugin,
+]:
+    """Every extension point and capability this plugin implements: mypy checks the signatures, and a test
+    holds the list equal to what the runtime finds."""
+    return plugin, plugin, plugin, plugin

@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -25,10 +24,9 @@ from apis.config.plugin_args import (
 from apis.core.types import Node, Pod
 from koord_scheduler.framework.cycle_state import CycleState, StateKey
 from koord_scheduler.framework.diagnosis import FailureChunk
-from koord_scheduler.framework.handle import FrameworkHandle
+from koord_scheduler.framework.fast_paths import AddedPodsCheck, AddedPodsFilter, SignedPlugin
+from koord_scheduler.framework.handle import Handle
 from koord_scheduler.framework.interfaces import (
-    AddedPodsCheck,
-    AddedPodsFilter,
     BatchFilterPlugin,
     BatchScorePlugin,
     EnqueueExtensions,
@@ -38,7 +36,6 @@ from koord_scheduler.framework.interfaces import (
     PreScorePlugin,
     ScoreExtensions,
     ScorePlugin,
-    SignedPlugin,
 )
 from koord_scheduler.framework.restored import RESTORED_CAPACITY, RestoredCapacity
 from koord_scheduler.framework.snapshot import ClusterSnapshot, IntArray, NodeInfo, Positions
@@ -415,7 +412,7 @@ def _requested_resource_increased(pod: Pod, old: Node, new: Node) -> bool:
     )
 
 
-def new(args: NodeResourcesFitArgs | None, handle: FrameworkHandle) -> Fit:
+def new(args: NodeResourcesFitArgs | None, handle: Handle) -> Fit:
     """Factory: validates ``args`` (as ``NewFit`` does) and builds the plugin; ``None`` means defaults."""
     args = args if args is not None else NodeResourcesFitArgs()
     errors = args.field_errors("")
@@ -424,13 +421,19 @@ def new(args: NodeResourcesFitArgs | None, handle: FrameworkHandle) -> Fit:
     return Fit(args, snapshot=handle.snapshot)
 
 
-if TYPE_CHECKING:
-    _pre_filter: type[PreFilterPlugin] = Fit
-    _filter: type[BatchFilterPlugin] = Fit
-    _filter_per_node: type[FilterPlugin] = Fit
-    _added_pods: type[AddedPodsFilter] = Fit
-    _pre_score: type[PreScorePlugin] = Fit
-    _score_nodes: type[BatchScorePlugin] = Fit
-    _score: type[ScorePlugin] = Fit
-    _signed: type[SignedPlugin] = Fit
-    _enqueue: type[EnqueueExtensions] = Fit
+def declared_capabilities(
+    plugin: Fit,
+) -> tuple[
+    PreFilterPlugin,
+    FilterPlugin,
+    BatchFilterPlugin,
+    PreScorePlugin,
+    ScorePlugin,
+    BatchScorePlugin,
+    EnqueueExtensions,
+    SignedPlugin,
+    AddedPodsFilter,
+]:
+    """Every extension point and capability this plugin implements: mypy checks the signatures, and a test
+    holds the list equal to what the runtime finds."""
+    return plugin, plugin, plugin, plugin, plugin, plugin, plugin, plugin, plugin

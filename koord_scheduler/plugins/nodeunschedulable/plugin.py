@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
 
 from apis.core.types import Node, Pod
 from koord_scheduler.framework.cycle_state import CycleState
-from koord_scheduler.framework.handle import FrameworkHandle
-from koord_scheduler.framework.interfaces import BatchFilterPlugin, EnqueueExtensions, SignedPlugin
+from koord_scheduler.framework.fast_paths import SignedPlugin
+from koord_scheduler.framework.handle import Handle
+from koord_scheduler.framework.interfaces import BatchFilterPlugin, EnqueueExtensions
 from koord_scheduler.framework.snapshot import BoolArray, ClusterSnapshot, Positions
 from koord_scheduler.framework.status import unresolvable
 from koord_scheduler.framework.types import (
@@ -110,11 +110,11 @@ def is_schedulable_after_pod_toleration_change(
     return QueueingHint.SKIP
 
 
-def new(args: Any, handle: FrameworkHandle) -> NodeUnschedulable:
+def new(args: None, handle: Handle) -> NodeUnschedulable:
     return NodeUnschedulable()
 
 
-if TYPE_CHECKING:
-    _signed: type[SignedPlugin] = NodeUnschedulable
-    _filter: type[BatchFilterPlugin] = NodeUnschedulable
-    _enqueue: type[EnqueueExtensions] = NodeUnschedulable
+def declared_capabilities(plugin: NodeUnschedulable) -> tuple[BatchFilterPlugin, EnqueueExtensions, SignedPlugin]:
+    """Every extension point and capability this plugin implements: mypy checks the signatures, and a test
+    holds the list equal to what the runtime finds."""
+    return plugin, plugin, plugin

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from apis.core.storage import CSINode, PersistentVolumeClaim
 from apis.core.types import Pod
 from koord_scheduler.framework.cycle_state import CycleState, StateKey
+from koord_scheduler.framework.handle import Handle
+from koord_scheduler.framework.interfaces import BatchFilterPlugin, EnqueueExtensions, FilterPlugin, PreFilterPlugin
 from koord_scheduler.framework.per_node_filter import PerNodeFilter
 from koord_scheduler.framework.snapshot import ClusterSnapshot, NodeInfo, Positions
 from koord_scheduler.framework.status import Status, error, skip, success, unresolvable, unschedulable
@@ -32,7 +33,7 @@ from koord_scheduler.plugins import names
 from koord_scheduler.plugins.nodevolumelimits import policy
 from koord_scheduler.plugins.storageinfo import kinds
 from koord_scheduler.plugins.storageinfo.events import on
-from koord_scheduler.plugins.storageinfo.listers import StorageListers, WatchHandle
+from koord_scheduler.plugins.storageinfo.listers import StorageListers
 
 NAME = names.NODE_VOLUME_LIMITS
 ARGS = None
@@ -52,7 +53,7 @@ PRE_FILTER_KEY: StateKey[PreFilterState] = StateKey("PreFilter" + NAME)
 class NodeVolumeLimits:
     name = NAME
 
-    def __init__(self, handle: WatchHandle) -> None:
+    def __init__(self, handle: Handle) -> None:
         self.listers = StorageListers().subscribe(
             handle, (kinds.CLAIM, kinds.VOLUME, kinds.STORAGE_CLASS, kinds.CSI_NODE)
         )
@@ -144,5 +145,18 @@ def after_claim_added(pod: Pod, old: object | None, new: object | None) -> Queue
     return QueueingHint.SKIP
 
 
-def new(args: Any, handle: WatchHandle) -> NodeVolumeLimits:
+def new(args: None, handle: Handle) -> NodeVolumeLimits:
     return NodeVolumeLimits(handle)
+
+
+def declared_capabilities(
+    plugin: NodeVolumeLimits,
+) -> tuple[
+    PreFilterPlugin,
+    FilterPlugin,
+    BatchFilterPlugin,
+    EnqueueExtensions,
+]:
+    """Every extension point and capability this plugin implements: mypy checks the signatures, and a test
+    holds the list equal to what the runtime finds."""
+    return plugin, plugin, plugin, plugin

@@ -22,7 +22,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -32,7 +31,7 @@ from apis.core.selectors import label_selector_matches
 from apis.core.tolerations import SCHEDULING_EFFECTS, find_untolerated_taint
 from apis.core.types import Node, Pod, Toleration, TopologySpreadConstraint
 from koord_scheduler.framework.cycle_state import CycleState, StateKey
-from koord_scheduler.framework.handle import WatchingHandle
+from koord_scheduler.framework.handle import Handle
 from koord_scheduler.framework.interfaces import (
     BatchFilterPlugin,
     BatchScorePlugin,
@@ -441,7 +440,7 @@ def _tolerated_mask(snapshot: ClusterSnapshot, tolerations: tuple[Toleration, ..
     return mask
 
 
-def new(args: PodTopologySpreadArgs | None, handle: WatchingHandle) -> PodTopologySpread:
+def new(args: PodTopologySpreadArgs | None, handle: Handle) -> PodTopologySpread:
     """The plugin; it watches Services and controllers for the default constraints' selector
     (:mod:`.workloads`)."""
     store = WorkloadStore()
@@ -477,11 +476,17 @@ def core_constraint(c: ArgsConstraint) -> TopologySpreadConstraint:
     )
 
 
-if TYPE_CHECKING:
-    _pre_filter: type[PreFilterPlugin] = PodTopologySpread
-    _filter: type[BatchFilterPlugin] = PodTopologySpread
-    _pre_filter_extensions: type[PreFilterExtensions] = PodTopologySpread
-    _pre_score: type[PreScorePlugin] = PodTopologySpread
-    _score: type[BatchScorePlugin] = PodTopologySpread
-    _score_extensions: type[ScoreExtensions] = PodTopologySpread
-    _enqueue: type[EnqueueExtensions] = PodTopologySpread
+def declared_capabilities(
+    plugin: PodTopologySpread,
+) -> tuple[
+    PreFilterExtensions,
+    PreFilterPlugin,
+    BatchFilterPlugin,
+    PreScorePlugin,
+    ScoreExtensions,
+    BatchScorePlugin,
+    EnqueueExtensions,
+]:
+    """Every extension point and capability this plugin implements: mypy checks the signatures, and a test
+    holds the list equal to what the runtime finds."""
+    return plugin, plugin, plugin, plugin, plugin, plugin, plugin

@@ -6,10 +6,9 @@ the queue. A pod without a priority has priority 0 (the parser already defaults 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
-from koord_scheduler.framework.handle import FrameworkHandle
-from koord_scheduler.framework.interfaces import QueueSortKey, QueueSortPlugin
+from koord_scheduler.framework.fast_paths import QueueSortKey
+from koord_scheduler.framework.handle import Handle
+from koord_scheduler.framework.interfaces import QueueSortPlugin
 from koord_scheduler.framework.types import QueuedPodInfo
 from koord_scheduler.plugins import names
 
@@ -29,10 +28,11 @@ class PrioritySort:
         return (-qpi.pod.priority, qpi.timestamp)
 
 
-def new(args: Any, handle: FrameworkHandle) -> PrioritySort:
+def new(args: None, handle: Handle) -> PrioritySort:
     return PrioritySort()
 
 
-if TYPE_CHECKING:
-    _queue_sort: type[QueueSortPlugin] = PrioritySort
-    _sort_key: type[QueueSortKey] = PrioritySort
+def declared_capabilities(plugin: PrioritySort) -> tuple[QueueSortPlugin, QueueSortKey]:
+    """Every extension point and capability this plugin implements: mypy checks the signatures, and a test
+    holds the list equal to what the runtime finds."""
+    return plugin, plugin

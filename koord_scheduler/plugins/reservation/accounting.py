@@ -17,29 +17,17 @@ snapshot's accounting always equals the cache's ``holding`` pods, and through th
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Protocol
 
 from apis.core.frozendict import FrozenDict
 from apis.core.types import Pod
 from apis.scheduling import ANNOTATION_RESERVATION_ALLOCATED, PHASE_AVAILABLE, ReservationRecord
 from apis.scheduling.annotations import parse_allocated_annotation
+from koord_scheduler.framework.handle import Handle
 from koord_scheduler.framework.types import EventType
 from koord_scheduler.plugins.reservation.cache import ReservationCache, ReservationEntry
 from koord_scheduler.plugins.reservation.metrics import ReservationMetrics
 from koord_scheduler.plugins.reservation.reserve_pod import new_reserve_pod, reservation_name_of
 from koord_scheduler.plugins.reservation.writes import ReservationWriter
-
-
-class AccountingHandle(Protocol):
-    """The scheduler services the accounting uses."""
-
-    def account_pod(self, pod: Pod) -> None: ...
-
-    def unaccount_pod(self, pod: Pod) -> None: ...
-
-    def enqueue_pod(self, pod: Pod) -> None: ...
-
-    def dequeue_pod(self, pod: Pod) -> None: ...
 
 
 class ReservationAccounting:
@@ -48,7 +36,7 @@ class ReservationAccounting:
     def __init__(
         self,
         cache: ReservationCache,
-        handle: AccountingHandle,
+        handle: Handle,
         *,
         metrics: ReservationMetrics,
         writer: ReservationWriter,

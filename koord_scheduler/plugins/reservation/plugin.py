@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -32,23 +32,19 @@ from apis.scheduling import ANNOTATION_RESERVATION_AFFINITY, ReservationRecord
 from apis.scheduling.annotations import allocated_annotation
 from koord_scheduler.framework.cycle_state import CycleState, StateKey
 from koord_scheduler.framework.diagnosis import Diagnosis
-from koord_scheduler.framework.handle import ExtendedHandle
+from koord_scheduler.framework.handle import Handle
 from koord_scheduler.framework.interfaces import (
     BatchFilterPlugin,
     BatchScorePlugin,
+    BindPlugin,
     EnqueueExtensions,
-    FilterTransformer,
-    FrameworkAware,
-    FrameworkRunner,
-    NominatedPods,
-    NominatorAware,
     PostFilterPlugin,
     PreBindPlugin,
     PreFilterPlugin,
     PreScorePlugin,
-    ReservationNominator,
     ReservePlugin,
 )
+from koord_scheduler.framework.koordinator_stages import FilterTransformer, ReservationNominator
 from koord_scheduler.framework.restored import RESTORED_CAPACITY, RestoredCapacity, RestoredReservation
 from koord_scheduler.framework.snapshot import ClusterSnapshot, IntArray, Positions
 from koord_scheduler.framework.status import Status, skip, success, unresolvable, unschedulable
@@ -127,29 +123,19 @@ class Reservation:
 
     name = NAME
 
-    def __init__(self, args: ReservationArgs, handle: ExtendedHandle) -> None:
+    def __init__(self, args: ReservationArgs, handle: Handle) -> None:
         self.args = args
         self.handle = handle
         self.cache = ReservationCache(handle.snapshot)
         self.metrics = ReservationMetrics(handle.metrics_registry)
         self.writer = ReservationWriter(handle)
         self.accounting = ReservationAccounting(self.cache, handle, metrics=self.metrics, writer=self.writer)
-        self._framework: FrameworkRunner | None = None
         self.preemption = ReservationPreemption(args, handle) if args.enable_preemption else None
         self._ignored_resources = frozenset(args.ignored_resources)
         self._ignored_groups = frozenset(args.ignored_resource_groups)
         self._index = IndexedNarrowing.from_args(args.reservation_selector_index, handle.metrics_registry)
 
     # ----- wiring -----
-
-    def bind_framework(self, framework: FrameworkRunner) -> None:
-        self._framework = framework
-        if self.preemption is not None:
-            self.preemption.bind_framework(framework)
-
-    def bind_nominator(self, nominator: NominatedPods) -> None:
-        if self.preemption is not None:
-            self.preemption.bind_nominator(nominator)
 
     def start(self) -> None:
         handle = self.handle
@@ -276,8 +262,8 @@ class Reservation:
         )
         rows, row_pos = rows[ok], row_pos[ok]
         scores = policy.most_allocated_scores(request[:width], cache.remainder[rows], cache.allocatable[rows])
-        fwk = self._framework
-        if fwk is not None and fwk.reservation_filter_plugins and len(rows):
+        fwk = self.handle
+        if fwk.reservation_filter_plugins and len(rows):
             rows, row_pos, scores = self._run_reservation_filters(
                 fwk, state, pod=pod, snapshot=snapshot, rows=rows, row_pos=row_pos, scores=scores
             )
@@ -300,7 +286,7 @@ class Reservation:
 
     def _run_reservation_filters(
         self,
-        fwk: FrameworkRunner,
+        fwk: Handle,
         state: CycleState,
         *,
         pod: Pod,
@@ -434,8 +420,8 @@ class Reservation:
             pre = state.get(prealloc.PRE_ALLOCATION_KEY)
             if pre is not None and entry is not None and pre.adopted:
                 await self.writer.annotate_adopted(pre.adopted, allocated_annotation(entry.record.name, entry.uid))
-            if self._framework is not None and entry is not None:
-                return await self._framework.run_pre_bind_reservation(state, entry, node_name)
+            if entry is not None:
+                return await self.handle.run_pre_bind_reservation(state, entry, node_name)
             return success()
         reserve = state.get(RESERVE_KEY)
         if reserve is None or not reserve.assumed:
@@ -489,7 +475,7 @@ class Reservation:
             await self.preemption.drain()
 
 
-def new(args: ReservationArgs | None, handle: ExtendedHandle) -> Reservation:
+def new(args: ReservationArgs | None, handle: Handle) -> Reservation:
     """Factory: the plugin starts watching Reservations and pods through ``handle``."""
     args = args if args is not None else ReservationArgs()
     plugin = Reservation(args, handle)
@@ -497,16 +483,21 @@ def new(args: ReservationArgs | None, handle: ExtendedHandle) -> Reservation:
     return plugin
 
 
-if TYPE_CHECKING:
-    _pre_filter: type[PreFilterPlugin] = Reservation
-    _before_filter: type[FilterTransformer] = Reservation
-    _filter: type[BatchFilterPlugin] = Reservation
-    _post_filter: type[PostFilterPlugin] = Reservation
-    _pre_score: type[PreScorePlugin] = Reservation
-    _score: type[BatchScorePlugin] = Reservation
-    _reserve: type[ReservePlugin] = Reservation
-    _pre_bind: type[PreBindPlugin] = Reservation
-    _nominator: type[ReservationNominator] = Reservation
-    _framework_aware: type[FrameworkAware] = Reservation
-    _nominator_aware: type[NominatorAware] = Reservation
-    _enqueue: type[EnqueueExtensions] = Reservation
+def declared_capabilities(
+    plugin: Reservation,
+) -> tuple[
+    PreFilterPlugin,
+    BatchFilterPlugin,
+    PostFilterPlugin,
+    PreScorePlugin,
+    BatchScorePlugin,
+    ReservePlugin,
+    PreBindPlugin,
+    BindPlugin,
+    EnqueueExtensions,
+    FilterTransformer,
+    ReservationNominator,
+]:
+    """Every extension point and capability this plugin implements: mypy checks the signatures, and a test
+    holds the list equal to what the runtime finds."""
+    return plugin, plugin, plugin, plugin, plugin, plugin, plugin, plugin, plugin, plugin, plugin

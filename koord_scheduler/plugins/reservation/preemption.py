@@ -29,8 +29,7 @@ from apis.core.types import Pod
 from apis.scheduling import ANNOTATION_RESERVE_POD, LABEL_RESERVATION_IGNORED
 from koord_scheduler.framework.cycle_state import CycleState
 from koord_scheduler.framework.diagnosis import Diagnosis
-from koord_scheduler.framework.handle import ExtendedHandle
-from koord_scheduler.framework.interfaces import FrameworkRunner, NominatedPods
+from koord_scheduler.framework.handle import Handle
 from koord_scheduler.framework.snapshot import NodeInfo
 from koord_scheduler.framework.status import Code, Status
 from koord_scheduler.framework.types import PostFilterResult
@@ -62,7 +61,7 @@ class ReservationVictimSearch(VictimSearch):
     (screening, resource arithmetic) assume DefaultPreemption's own rule, so every node goes through the
     per-node search (``SelectVictimsOnNode``)."""
 
-    def __init__(self, handle: ExtendedHandle) -> None:
+    def __init__(self, handle: Handle) -> None:
         super().__init__(handle)
         self.fast_reprieve = False
 
@@ -76,7 +75,7 @@ class ReservationVictimSearch(VictimSearch):
 class ReservationPreemption:
     """The preemption the Reservation PostFilter runs first when ``enablePreemption`` is set."""
 
-    def __init__(self, args: ReservationArgs, handle: ExtendedHandle) -> None:
+    def __init__(self, args: ReservationArgs, handle: Handle) -> None:
         preemption_args = DefaultPreemptionArgs(
             min_candidate_nodes_percentage=args.min_candidate_nodes_percentage,
             min_candidate_nodes_absolute=args.min_candidate_nodes_absolute,
@@ -85,12 +84,6 @@ class ReservationPreemption:
             preemption_args, handle, metrics=PreemptionMetrics.of(handle.metrics_registry)
         )
         self.preemption.search = ReservationVictimSearch(handle)
-
-    def bind_framework(self, fwk: FrameworkRunner) -> None:
-        self.preemption.bind_framework(fwk)
-
-    def bind_nominator(self, nominator: NominatedPods) -> None:
-        self.preemption.bind_nominator(nominator)
 
     def post_filter(
         self, state: CycleState, pod: Pod, diagnosis: Diagnosis

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Coroutine, Iterable, Mapping
-from typing import Any, Protocol
+from typing import Any
 
 from apis.core.quantity import format_quantity
 from apis.core.types import Pod
@@ -26,22 +26,18 @@ from apis.scheduling import (
     ReservationRecord,
 )
 from koord_scheduler.framework.cycle_state import CycleState
-from koord_scheduler.framework.handle import ClusterClient
+from koord_scheduler.framework.handle import Handle
 from koord_scheduler.framework.pod_patch import patch_at_pre_bind
 from koord_scheduler.plugins.kinds import RESERVATION_KIND
 
 log = logging.getLogger(__name__)
 
 
-class HasCluster(Protocol):
-    @property
-    def cluster(self) -> ClusterClient: ...
-
 
 class ReservationWriter:
     """See the module docstring. ``handle.cluster`` is read at each write (the handle may swap it)."""
 
-    def __init__(self, handle: HasCluster) -> None:
+    def __init__(self, handle: Handle) -> None:
         self._handle = handle
         self._tasks: set[asyncio.Task[Any]] = set()
         self._reported_invalid: dict[str, str] = {}

@@ -8,10 +8,9 @@ the gated pool; the pod update that removes the last gate brings it back.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
 
 from apis.core.types import Pod
-from koord_scheduler.framework.handle import FrameworkHandle
+from koord_scheduler.framework.handle import Handle
 from koord_scheduler.framework.interfaces import EnqueueExtensions, PreEnqueuePlugin
 from koord_scheduler.framework.status import Status, success, unresolvable
 from koord_scheduler.framework.types import (
@@ -55,10 +54,11 @@ def is_schedulable_after_gates_eliminated(pod: Pod, old: object | None, new: obj
     return QueueingHint.SKIP
 
 
-def new(args: Any, handle: FrameworkHandle) -> SchedulingGates:
+def new(args: None, handle: Handle) -> SchedulingGates:
     return SchedulingGates()
 
 
-if TYPE_CHECKING:
-    _pre_enqueue: type[PreEnqueuePlugin] = SchedulingGates
-    _enqueue: type[EnqueueExtensions] = SchedulingGates
+def declared_capabilities(plugin: SchedulingGates) -> tuple[PreEnqueuePlugin, EnqueueExtensions]:
+    """Every extension point and capability this plugin implements: mypy checks the signatures, and a test
+    holds the list equal to what the runtime finds."""
+    return plugin, plugin

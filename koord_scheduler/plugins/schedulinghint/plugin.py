@@ -19,20 +19,19 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from apis.config.schedulinghint_args import SchedulingHintArgs
 from apis.core import boundedjson
 from apis.core.types import Pod
 from koord_scheduler.framework.cycle_state import CycleState, StateKey
-from koord_scheduler.framework.handle import FrameworkHandle
+from koord_scheduler.framework.handle import Handle
+from koord_scheduler.framework.interfaces import PreFilterPlugin
+from koord_scheduler.framework.koordinator_stages import NodePreferrer, PreFilterTransformer
 from koord_scheduler.framework.snapshot import ClusterSnapshot
 from koord_scheduler.framework.status import Status, error, skip, success
 from koord_scheduler.framework.types import PreFilterResult
 from koord_scheduler.plugins import names
-
-if TYPE_CHECKING:
-    from koord_scheduler.framework.interfaces import NodePreferrer, PreFilterPlugin, PreFilterTransformer
 
 NAME = names.SCHEDULING_HINT
 ARGS = SchedulingHintArgs
@@ -135,11 +134,11 @@ class SchedulingHintPlugin:
         return (nodes, success()) if nodes else ((), skip())
 
 
-def new(args: SchedulingHintArgs | None, handle: FrameworkHandle) -> SchedulingHintPlugin:
+def new(args: SchedulingHintArgs | None, handle: Handle) -> SchedulingHintPlugin:
     return SchedulingHintPlugin(args if args is not None else SchedulingHintArgs())
 
 
-if TYPE_CHECKING:
-    _pre_filter: type[PreFilterPlugin] = SchedulingHintPlugin
-    _transformer: type[PreFilterTransformer] = SchedulingHintPlugin
-    _preferrer: type[NodePreferrer] = SchedulingHintPlugin
+def declared_capabilities(plugin: SchedulingHintPlugin) -> tuple[PreFilterPlugin, PreFilterTransformer, NodePreferrer]:
+    """Every extension point and capability this plugin implements: mypy checks the signatures, and a test
+    holds the list equal to what the runtime finds."""
+    return plugin, plugin, plugin

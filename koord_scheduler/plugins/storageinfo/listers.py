@@ -9,7 +9,7 @@ kube-scheduler passes on as they are.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any, Protocol
+from typing import Any
 
 from apis.core.storage import (
     CSIDriver,
@@ -19,14 +19,9 @@ from apis.core.storage import (
     PersistentVolumeClaim,
     StorageClass,
 )
+from koord_scheduler.framework.handle import Handle
 from koord_scheduler.framework.types import EventType, ObjectHandler, ObjectKind
 from koord_scheduler.plugins.storageinfo import kinds
-
-
-class WatchHandle(Protocol):
-    """The one handle service the listers use."""
-
-    def watch(self, kind: ObjectKind, handler: ObjectHandler) -> None: ...
 
 
 def claim_not_found(name: str) -> str:
@@ -57,7 +52,7 @@ class StorageListers:
         self.capacities: dict[str, CSIStorageCapacity] = {}
         self.on_change: list[Callable[[frozenset[str]], None]] = []
 
-    def subscribe(self, handle: WatchHandle, wanted: Iterable[ObjectKind] = kinds.ALL) -> StorageListers:
+    def subscribe(self, handle: Handle, wanted: Iterable[ObjectKind[Any]] = kinds.ALL) -> StorageListers:
         handlers: dict[str, ObjectHandler] = {
             kinds.CLAIM.kind: self.on_claim,
             kinds.VOLUME.kind: self.on_volume,

@@ -14,20 +14,19 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from apis.core.types import Node, Pod, Toleration
 from koord_scheduler.framework.cycle_state import CycleState, StateKey
-from koord_scheduler.framework.handle import FrameworkHandle
+from koord_scheduler.framework.fast_paths import ScoresOnlyNormalizer, SignedPlugin
+from koord_scheduler.framework.handle import Handle
 from koord_scheduler.framework.interfaces import (
     BatchFilterPlugin,
     BatchScorePlugin,
     EnqueueExtensions,
     PreScorePlugin,
-    ScoresOnlyNormalizer,
-    SignedPlugin,
+    ScoreExtensions,
 )
 from koord_scheduler.framework.snapshot import BoolArray, ClusterSnapshot, IntArray, Positions
 from koord_scheduler.framework.status import Status, success, unresolvable
@@ -183,14 +182,21 @@ def is_schedulable_after_pod_toleration_change(
     return QueueingHint.SKIP
 
 
-def new(args: Any, handle: FrameworkHandle) -> TaintToleration:
+def new(args: None, handle: Handle) -> TaintToleration:
     return TaintToleration()
 
 
-if TYPE_CHECKING:
-    _signed: type[SignedPlugin] = TaintToleration
-    _filter: type[BatchFilterPlugin] = TaintToleration
-    _pre_score: type[PreScorePlugin] = TaintToleration
-    _score: type[BatchScorePlugin] = TaintToleration
-    _score_extensions: type[ScoresOnlyNormalizer] = TaintToleration
-    _enqueue: type[EnqueueExtensions] = TaintToleration
+def declared_capabilities(
+    plugin: TaintToleration,
+) -> tuple[
+    BatchFilterPlugin,
+    PreScorePlugin,
+    ScoreExtensions,
+    BatchScorePlugin,
+    EnqueueExtensions,
+    SignedPlugin,
+    ScoresOnlyNormalizer,
+]:
+    """Every extension point and capability this plugin implements: mypy checks the signatures, and a test
+    holds the list equal to what the runtime finds."""
+    return plugin, plugin, plugin, plugin, plugin, plugin, plugin

@@ -19,23 +19,32 @@ from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from apis.config.plugin_args import VolumeBindingArgs
 from apis.core.storage import PersistentVolume, PersistentVolumeClaim
 from apis.core.types import Pod
 from koord_scheduler.framework.cycle_state import CycleState, StateKey
-from koord_scheduler.framework.handle import ClusterClient
+from koord_scheduler.framework.handle import Handle
+from koord_scheduler.framework.interfaces import (
+    BatchFilterPlugin,
+    EnqueueExtensions,
+    FilterPlugin,
+    PreBindPlugin,
+    PreBindPreFlight,
+    PreFilterPlugin,
+    PreScorePlugin,
+    ReservePlugin,
+    ScorePlugin,
+)
 from koord_scheduler.framework.per_node_filter import PerNodeFilter
 from koord_scheduler.framework.snapshot import ClusterSnapshot, NodeInfo, Positions
 from koord_scheduler.framework.status import Status, error, skip, success, unresolvable
 from koord_scheduler.framework.types import (
     ClusterEventWithHint,
     NodeFilterResult,
-    ObjectHandler,
-    ObjectKind,
     PreFilterResult,
 )
 from koord_scheduler.plugins import names
@@ -46,20 +55,6 @@ from koord_scheduler.plugins.volumebinding.policy import PodVolumeClaims, PodVol
 
 NAME = names.VOLUME_BINDING
 ARGS = VolumeBindingArgs
-
-
-class VolumeBindingHandle(Protocol):
-    """The handle services this plugin uses."""
-
-    @property
-    def snapshot(self) -> ClusterSnapshot: ...
-
-    @property
-    def cluster(self) -> ClusterClient: ...
-
-    def watch(self, kind: ObjectKind, handler: ObjectHandler) -> None: ...
-
-    def add_simulation_report(self, reporter: Callable[[], tuple[str, list[dict[str, Any]]]]) -> None: ...
 
 
 @dataclass(slots=True)
@@ -80,7 +75,7 @@ _MAX_PLACEMENTS = 4096
 class VolumeBinding:
     name = NAME
 
-    def __init__(self, args: VolumeBindingArgs, handle: VolumeBindingHandle) -> None:
+    def __init__(self, args: VolumeBindingArgs, handle: Handle) -> None:
         self.args = args
         self.handle = handle
         self.listers = StorageListers().subscribe(handle)
@@ -348,7 +343,40 @@ class _AssumedVolumesByClass(Mapping[str, Sequence[PersistentVolume]]):
         return len(self._api)
 
 
-
-def new(args: VolumeBindingArgs | None, handle: VolumeBindingHandle) -> VolumeBinding:
+def new(args: VolumeBindingArgs | None, handle: Handle) -> VolumeBinding:
     args = args or VolumeBindingArgs()
     return CapacityScoringVolumeBinding(args, handle) if args.shape else VolumeBinding(args, handle)
+
+
+def declared_capabilities(
+    plugin: VolumeBinding,
+) -> tuple[
+    PreFilterPlugin,
+    FilterPlugin,
+    BatchFilterPlugin,
+    ReservePlugin,
+    PreBindPlugin,
+    PreBindPreFlight,
+    EnqueueExtensions,
+]:
+    """Every extension point and capability this plugin implements: mypy checks the signatures, and a test
+    holds the list equal to what the runtime finds."""
+    return plugin, plugin, plugin, plugin, plugin, plugin, plugin
+
+
+def declared_capabilities_capacity_scoring_volume_binding(
+    plugin: CapacityScoringVolumeBinding,
+) -> tuple[
+    PreFilterPlugin,
+    FilterPlugin,
+    BatchFilterPlugin,
+    PreScorePlugin,
+    ScorePlugin,
+    ReservePlugin,
+    PreBindPlugin,
+    PreBindPreFlight,
+    EnqueueExtensions,
+]:
+    """Every extension point and capability this plugin implements: mypy checks the signatures, and a test
+    holds the list equal to what the runtime finds."""
+    return plugin, plugin, plugin, plugin, plugin, plugin, plugin, plugin, plugin

@@ -11,11 +11,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from apis.core.storage import READ_WRITE_ONCE_POD, PersistentVolumeClaim
 from apis.core.types import Pod
 from koord_scheduler.framework.cycle_state import CycleState, StateKey
+from koord_scheduler.framework.handle import Handle
+from koord_scheduler.framework.interfaces import (
+    BatchFilterPlugin,
+    EnqueueExtensions,
+    FilterPlugin,
+    PreFilterExtensions,
+    PreFilterPlugin,
+)
 from koord_scheduler.framework.per_node_filter import PerNodeFilter
 from koord_scheduler.framework.snapshot import ClusterSnapshot, NodeInfo, Positions
 from koord_scheduler.framework.status import Status, skip, success, unresolvable, unschedulable
@@ -31,7 +38,7 @@ from koord_scheduler.framework.types import (
 from koord_scheduler.plugins import names
 from koord_scheduler.plugins.storageinfo import kinds
 from koord_scheduler.plugins.storageinfo.events import on
-from koord_scheduler.plugins.storageinfo.listers import StorageListers, WatchHandle
+from koord_scheduler.plugins.storageinfo.listers import StorageListers
 from koord_scheduler.plugins.volumerestrictions import policy
 
 NAME = names.VOLUME_RESTRICTIONS
@@ -54,7 +61,7 @@ PRE_FILTER_KEY: StateKey[PreFilterState] = StateKey("PreFilter" + NAME)
 class VolumeRestrictions:
     name = NAME
 
-    def __init__(self, handle: WatchHandle) -> None:
+    def __init__(self, handle: Handle) -> None:
         self.listers = StorageListers().subscribe(handle, (kinds.CLAIM,))
 
     def pre_filter(
@@ -147,5 +154,19 @@ def after_claim_added(pod: Pod, old: object | None, new: object | None) -> Queue
     return QueueingHint.QUEUE if new.name in claims else QueueingHint.SKIP
 
 
-def new(args: Any, handle: WatchHandle) -> VolumeRestrictions:
+def new(args: None, handle: Handle) -> VolumeRestrictions:
     return VolumeRestrictions(handle)
+
+
+def declared_capabilities(
+    plugin: VolumeRestrictions,
+) -> tuple[
+    PreFilterExtensions,
+    PreFilterPlugin,
+    FilterPlugin,
+    BatchFilterPlugin,
+    EnqueueExtensions,
+]:
+    """Every extension point and capability this plugin implements: mypy checks the signatures, and a test
+    holds the list equal to what the runtime finds."""
+    return plugin, plugin, plugin, plugin, plugin

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from apis.core.storage import PersistentVolume, PersistentVolumeClaim, StorageClass
 from apis.core.types import Pod
 from koord_scheduler.framework.cycle_state import CycleState, StateKey
+from koord_scheduler.framework.handle import Handle
+from koord_scheduler.framework.interfaces import BatchFilterPlugin, EnqueueExtensions, FilterPlugin, PreFilterPlugin
 from koord_scheduler.framework.snapshot import ClusterSnapshot, NodeInfo, Positions
 from koord_scheduler.framework.status import Status, skip, success, unresolvable
 from koord_scheduler.framework.types import (
@@ -31,7 +32,7 @@ from koord_scheduler.framework.types import (
 from koord_scheduler.plugins import names
 from koord_scheduler.plugins.storageinfo import kinds
 from koord_scheduler.plugins.storageinfo.events import on
-from koord_scheduler.plugins.storageinfo.listers import StorageListers, WatchHandle
+from koord_scheduler.plugins.storageinfo.listers import StorageListers
 from koord_scheduler.plugins.volumezone import policy
 from koord_scheduler.plugins.volumezone.policy import VolumeTopology
 
@@ -52,7 +53,7 @@ PRE_FILTER_KEY: StateKey[PreFilterState] = StateKey("PreFilter" + NAME)
 class VolumeZone:
     name = NAME
 
-    def __init__(self, handle: WatchHandle) -> None:
+    def __init__(self, handle: Handle) -> None:
         self.listers = StorageListers().subscribe(handle, (kinds.CLAIM, kinds.VOLUME, kinds.STORAGE_CLASS))
 
     def pre_filter(
@@ -124,5 +125,18 @@ def after_volume_change(pod: Pod, old: object | None, new: object | None) -> Que
     return QueueingHint.QUEUE if changed else QueueingHint.SKIP
 
 
-def new(args: Any, handle: WatchHandle) -> VolumeZone:
+def new(args: None, handle: Handle) -> VolumeZone:
     return VolumeZone(handle)
+
+
+def declared_capabilities(
+    plugin: VolumeZone,
+) -> tuple[
+    PreFilterPlugin,
+    FilterPlugin,
+    BatchFilterPlugin,
+    EnqueueExtensions,
+]:
+    """Every extension point and capability this plugin implements: mypy checks the signatures, and a test
+    holds the list equal to what the runtime finds."""
+    return plugin, plugin, plugin, plugin

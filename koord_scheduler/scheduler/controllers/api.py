@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from koord_scheduler.scheduler.controllers.decide import Write
-from koord_scheduler.scheduler.kube.events import EventRecorder, Regarding
-from koord_scheduler.scheduler.kube.http import ApiHttp
+from kubeapi.events import EventRecorder, Regarding
+from kubeapi.http import ApiHttp
 
 REPORTING_CONTROLLER = "koord-scheduler/slo-controller"
 

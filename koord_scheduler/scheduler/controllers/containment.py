@@ -18,8 +18,8 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from koord_scheduler.framework.errors import describe
-from koord_scheduler.scheduler.kube.http import ApiError
 from koord_scheduler.scheduler.object_errors import RECONCILE_ERROR, ObjectErrors
+from kubeapi.http import ApiError
 
 T = TypeVar("T")
 

@@ -56,8 +56,8 @@ from koord_scheduler.scheduler.controllers.containment import Containment, perma
 from koord_scheduler.scheduler.controllers.decide import MERGE_PATCH, Write
 from koord_scheduler.scheduler.controllers.selection import DEVICERESOURCE
 from koord_scheduler.scheduler.controllers.waits import stopped_within, wake_or_stop
-from koord_scheduler.scheduler.kube import jsoncodec
 from koord_scheduler.scheduler.object_errors import ObjectErrors
+from kubeapi import jsoncodec
 
 log = logging.getLogger(__name__)
 

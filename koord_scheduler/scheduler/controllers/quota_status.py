@@ -3,9 +3,9 @@ annotations (``runtime``, ``request``, ``child-request``) kept true, as Koordina
 controller does (pkg/scheduler/plugins/elasticquota/controller.go).
 
 It shares koord-scheduler's Node and Pod informers and adds the ElasticQuota kind. It keeps its own
-:class:`~koord_scheduler.plugins.elasticquota.forest.QuotaForest` (the same pure accounting the plugin uses),
+:class:`~koord_scheduler.quota.forest.QuotaForest` (the same pure accounting the plugin uses),
 charging bound pods to used and every live pod to request, so it also runs with scheduling off. Invalid
-quotas (see :func:`~koord_scheduler.plugins.elasticquota.validation.validate_tree`) are left alone.
+quotas (see :func:`~koord_scheduler.quota.validation.validate_tree`) are left alone.
 
 The built-in quotas (root, system and default) are created in ``quotaGroupNamespace`` when no object of
 that name exists there, as Koordinator's plugin does at start (pkg/scheduler/plugins/elasticquota,
@@ -15,7 +15,7 @@ leader creates them once its ElasticQuota list is in; Koordinator does it on eve
 
 With ``monitorAllQuotas`` (and ``enableRuntimeQuota``) it also runs Koordinator's over-use revoke
 controller: every ``revokePodInterval``, a quota whose used has stayed above its runtime for longer than
-``delayEvictTime`` has pods evicted through the Eviction API (:mod:`~koord_scheduler.plugins.elasticquota.revoke`
+``delayEvictTime`` has pods evicted through the Eviction API (:mod:`~koord_scheduler.quota.revoke`
 says which).
 
 Events only mark the state dirty; :meth:`QuotaStatusController.run`, started once the replica holds the
@@ -58,17 +58,17 @@ from apis.scheduling.elasticquota import (
 )
 from koord_scheduler.framework.errors import ClusterError
 from koord_scheduler.framework.types import EventType
-from koord_scheduler.plugins.elasticquota.forest import QuotaForest
-from koord_scheduler.plugins.elasticquota.mapping import is_preemptible, namespace_index, quota_name_for
-from koord_scheduler.plugins.elasticquota.revoke import Assigned, OverUseMonitor, pods_to_revoke
-from koord_scheduler.plugins.elasticquota.tree import PodEntry
-from koord_scheduler.plugins.elasticquota.validation import validate_tree
+from koord_scheduler.quota.forest import QuotaForest
+from koord_scheduler.quota.mapping import is_preemptible, namespace_index, quota_name_for
+from koord_scheduler.quota.revoke import Assigned, OverUseMonitor, pods_to_revoke
+from koord_scheduler.quota.tree import PodEntry
+from koord_scheduler.quota.validation import validate_tree
 from koord_scheduler.scheduler.controllers.api import ControllerApi
 from koord_scheduler.scheduler.controllers.containment import Containment
 from koord_scheduler.scheduler.controllers.decide import Write
 from koord_scheduler.scheduler.controllers.selection import ELASTICQUOTA
-from koord_scheduler.scheduler.kube.http import ApiError
 from koord_scheduler.scheduler.object_errors import ObjectErrors
+from kubeapi.http import ApiError
 
 log = logging.getLogger(__name__)
 

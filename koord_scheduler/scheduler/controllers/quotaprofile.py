@@ -57,9 +57,9 @@ from koord_scheduler.framework.types import EventType
 from koord_scheduler.scheduler.controllers.containment import Containment, permanent
 from koord_scheduler.scheduler.controllers.decide import MERGE_PATCH, Write
 from koord_scheduler.scheduler.controllers.waits import stopped_within, wake_or_stop
-from koord_scheduler.scheduler.kube.events import EventRecorder, Regarding
-from koord_scheduler.scheduler.kube.http import ApiHttp
 from koord_scheduler.scheduler.object_errors import ObjectErrors
+from kubeapi.events import EventRecorder, Regarding
+from kubeapi.http import ApiHttp
 
 log = logging.getLogger(__name__)
 

@@ -48,9 +48,9 @@ from koord_scheduler.scheduler.controllers.decide import (
 )
 from koord_scheduler.scheduler.controllers.selection import NODEMETRIC, NODERESOURCE, NODESLO
 from koord_scheduler.scheduler.controllers.waits import stopped_within, wake_or_stop
-from koord_scheduler.scheduler.kube.http import ApiError
 from koord_scheduler.scheduler.object_errors import ObjectErrors
 from koord_scheduler.scheduler.source import EventSink
+from kubeapi.http import ApiError
 
 log = logging.getLogger(__name__)
 

@@ -30,10 +30,10 @@ from apis.scheduling.constants import GROUP, VERSION
 from apis.scheduling.record import ReservationRecord
 from koord_scheduler.framework.types import EventType
 from koord_scheduler.scheduler.controllers.waits import stopped_within
-from koord_scheduler.scheduler.kube.http import MERGE_PATCH, ApiError, ApiHttp
 from koord_scheduler.scheduler.object_errors import ObjectErrors
 from koord_scheduler.scheduler.reservation_controller.decide import ControllerOptions, OwnerPod
 from koord_scheduler.scheduler.reservation_controller.reconciler import ClusterView, Reconciler
+from kubeapi.http import MERGE_PATCH, ApiError, ApiHttp
 
 log = logging.getLogger(__name__)
 

@@ -174,7 +174,7 @@ def test_survives_an_api_server_restart(
     assert proc.get("/readyz")[0] == 200
     # Every reflector retried during the outage; the log says so once, not once per watch and attempt.
     retries = [line for line in proc.log_path.read_text().splitlines()
-               if "WARNING koord_scheduler.scheduler.kube.reflector" in line and "retrying in" in line]
+               if "WARNING kubeapi.reflector" in line and "retrying in" in line]
     assert len(retries) <= 1, retries
 
 

@@ -20,8 +20,8 @@ def test_log_offset_reads_the_first_matching_line(startup: ModuleType, tmp_path:
     log.write_text(
         "Traceback-free noise without a time\n"
         "2026-11-26 12:00:01,250 INFO koord-scheduler: koord-scheduler: profiles default-scheduler, ...\n"
-        "2026-11-26 12:00:03,500 INFO koord_scheduler.scheduler.kube.source: synced from https://x: 5 nodes\n"
-        "2026-11-26 12:00:09,000 INFO koord_scheduler.scheduler.kube.source: synced from https://x: again\n"
+        "2026-11-26 12:00:03,500 INFO koord_scheduler.scheduler.kube_source: synced from https://x: 5 nodes\n"
+        "2026-11-26 12:00:09,000 INFO koord_scheduler.scheduler.kube_source: synced from https://x: again\n"
     )
     started = datetime(2026, 11, 26, 12, 0, 0).timestamp()
     assert startup.log_offset(log, "koord-scheduler: profiles", started) == 1.25

@@ -10,7 +10,7 @@ from apis.scheduling.record import parse_reservation
 from koord_scheduler.descheduler.migration.api import MemoryMigrationApi, eviction_body
 from koord_scheduler.descheduler.migration.controller import MigrationController, gc_due
 from koord_scheduler.framework.types import EventType
-from koord_scheduler.scheduler.kube.http import ApiError
+from kubeapi.http import ApiError
 from tests.builders import make_pod
 
 T0 = 1767225600.0  # 2026-01-01T00:00:00Z

@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from koord_scheduler.scheduler.kube.connection import Connection
+from kubeapi.connection import Connection
 
 
 @dataclass

@@ -19,13 +19,13 @@ from standin_api import StandInApi
 
 from apis.core.paths import UnsafeRequestError
 from apis.core.types import ObjectMeta, Pod
-from koord_scheduler.scheduler.kube.client import KubeClusterClient
-from koord_scheduler.scheduler.kube.events import EventRecorder
-from koord_scheduler.scheduler.kube.http import ApiHttp
-from koord_scheduler.scheduler.kube.paths import InvalidRequestError
-from koord_scheduler.scheduler.kube.ratelimit import TokenBucket
 from koord_scheduler.webhook.admission import ClusterLookupError
 from koord_scheduler.webhook.kube import KubeColocationLookup
+from kubeapi.client import KubeClusterClient
+from kubeapi.events import EventRecorder
+from kubeapi.http import ApiHttp
+from kubeapi.paths import InvalidRequestError
+from kubeapi.ratelimit import TokenBucket
 
 SMUGGLED = "\r\nHost: a\r\n\r\nDELETE /api/v1/namespaces/default/pods/victim"
 HOSTILE_NAMESPACE = "default/pods/x HTTP/1.1" + SMUGGLED

@@ -253,6 +253,7 @@ def mutate(text: str, rng: random.Random) -> str | bytes:
     return data[:pos] + bytes(rng.randrange(256) for _ in range(rng.randrange(1, 4))) + data[pos:]
 
 
+@pytest.mark.slow
 def test_mutated_example_clusters_never_raise(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
 ) -> None:

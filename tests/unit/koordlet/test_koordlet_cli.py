@@ -222,6 +222,7 @@ def test_metrics_port_in_use_is_one_line_exit_2(tmp_path: Path) -> None:
     assert len(lines) == 1 and lines[0].startswith(f"koordlet: cannot serve metrics on 127.0.0.1:{port}: "), lines
 
 
+@pytest.mark.slow
 def test_api_outage_logs_one_line_per_failure_kind(tmp_path: Path) -> None:
     """koordlet against an API server that refuses connections: it keeps running, each failing call kind
     (four watches, the NodeMetric write) is one line however often it is retried, and no traceback. (The

@@ -13,8 +13,8 @@ from test_runner import setup
 from koord_scheduler.framework.types import EventType
 from koord_scheduler.scheduler.controllers import runner
 from koord_scheduler.scheduler.controllers.podgroup import PodGroupController
-from koord_scheduler.scheduler.kube.http import ApiError
 from koord_scheduler.scheduler.task_restarts import TaskRestarts, supervise
+from kubeapi.http import ApiError
 from tests.builders import make_node
 
 

@@ -30,7 +30,7 @@ from koord_scheduler.scheduler.controllers.deviceresource import (
     device_resources,
     format_amount,
 )
-from koord_scheduler.scheduler.kube.http import ApiError
+from kubeapi.http import ApiError
 from tests.builders import make_node
 
 GI = 1024**3

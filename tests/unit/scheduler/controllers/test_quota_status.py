@@ -9,7 +9,7 @@ from apis.scheduling.elasticquota import parse_elastic_quota
 from koord_scheduler.framework.types import EventType
 from koord_scheduler.scheduler.controllers.api import MemoryControllerApi
 from koord_scheduler.scheduler.controllers.quota_status import QuotaStatusController
-from koord_scheduler.scheduler.kube.http import ApiError
+from kubeapi.http import ApiError
 
 BUILTINS = ("koordinator-root-quota", "koordinator-system-quota", "koordinator-default-quota")
 

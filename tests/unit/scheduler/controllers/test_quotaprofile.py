@@ -28,7 +28,7 @@ from koord_scheduler.scheduler.controllers.quotaprofile import (
     resource_ratio,
     tree_id_of,
 )
-from koord_scheduler.scheduler.kube.http import ApiError
+from kubeapi.http import ApiError
 from tests.fixtures.koordinator_quota_profile_cases import CASES, MULTIPLY_CASES, NODES, PREFIX, ZONE, ProfileCase
 
 NAMESPACE = "team"

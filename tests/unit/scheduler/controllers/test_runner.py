@@ -184,7 +184,7 @@ async def test_a_missing_crd_is_one_warning_not_one_per_node(caplog: pytest.LogC
     import logging
 
     from koord_scheduler.scheduler.controllers.decide import NODESLOS
-    from koord_scheduler.scheduler.kube.http import ApiError
+    from kubeapi.http import ApiError
 
     controllers, api, clock = setup()
     for name in ("n2", "n3"):

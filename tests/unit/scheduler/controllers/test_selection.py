@@ -24,7 +24,9 @@ from koord_scheduler.scheduler.controllers.selection import (
             {"reservation", "nodeslo", "noderesource", "elasticquota", "podgroup", "deviceresource", "quotaprofile"},
             id="star-minus-one",
         ),
-        pytest.param("*,colocationprofile", set(CONTROLLER_NAMES), id="off-by-default-when-named"),
+        pytest.param(
+            "*,colocationprofile", set(CONTROLLER_NAMES) - {"migration", "descheduler"}, id="off-by-default-when-named"
+        ),
         pytest.param("nodeslo,noderesource", {"nodeslo", "noderesource"}, id="named-only"),
         pytest.param(
             "-nodeslo,*",

@@ -8,8 +8,9 @@ import asyncio
 from apis.config import parse_scheduler_config
 from apis.core.types import Pod
 from koord_scheduler.framework.cycle_state import CycleState
-from koord_scheduler.framework.handle import ExtendedHandle
+from koord_scheduler.framework.handle import Handle
 from koord_scheduler.framework.interfaces import PreBindPlugin
+from koord_scheduler.framework.registry import PluginSpec
 from koord_scheduler.framework.status import Status, success
 from koord_scheduler.plugins.registry import in_tree_registry
 from koord_scheduler.scheduler.assembly import build_scheduler
@@ -51,10 +52,10 @@ async def test_pods_waiting_in_prebind_do_not_use_up_the_binding_slots() -> None
     waiter = WaitsForProvisioning()
     registry = in_tree_registry()
 
-    def factory(args: object, handle: ExtendedHandle) -> WaitsForProvisioning:
+    def factory(args: None, handle: Handle) -> WaitsForProvisioning:
         return waiter
 
-    registry.register(WaitsForProvisioning.name, factory)
+    registry.add(PluginSpec(WaitsForProvisioning.name, factory))
     nodes = [make_node("n1").allocatable(cpu="8", memory="8Gi", pods="110").build()]
     pods = [make_pod(f"p{i}").req(cpu="100m").build() for i in range(3)]
     cluster = MemoryCluster.from_objects(nodes, pods)

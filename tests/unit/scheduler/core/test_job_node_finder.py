@@ -10,7 +10,8 @@ import pytest
 from apis.config import parse_scheduler_config
 from apis.core.types import Pod
 from koord_scheduler.framework.cycle_state import CycleState
-from koord_scheduler.framework.interfaces import JobNodeFinder, PreFilterPlugin
+from koord_scheduler.framework.interfaces import PreFilterPlugin
+from koord_scheduler.framework.koordinator_stages import JobNodeFinder
 from koord_scheduler.framework.registry import PluginSpec, Registry
 from koord_scheduler.framework.status import Code, Status, error, unschedulable
 from koord_scheduler.framework.types import PreFilterResult

@@ -28,7 +28,6 @@ HEAVY_FOR_HELP = (
 """``--help`` needs argparse and the flag definitions, none of these."""
 
 NEVER_IN_CLUSTER_MODE = (
-    "kopf",
     "kubernetes",
     "cryptography",
     "koord_scheduler.webhook.options",
@@ -37,8 +36,8 @@ NEVER_IN_CLUSTER_MODE = (
     "koord_scheduler.app.cluster_file",
     "koord_scheduler.scheduler.memory_source",
 )
-"""Loaded only when their feature runs: the admission webhook (TLS, certificates), the simulator. kopf and
-the kubernetes client never: the Reservation controller runs on the scheduler's own informers and client."""
+"""Loaded only when their feature runs: the admission webhook (TLS, certificates), the simulator. The
+kubernetes client never: the Reservation controller runs on the scheduler's own informers and client."""
 
 
 def loaded_after(code: str) -> set[str]:
@@ -78,7 +77,8 @@ def test_cluster_mode_loads_no_optional_feature(argv: list[str]) -> None:
         from koord_scheduler.app import serve_run
         from koord_scheduler.app.plugin_loading import build_registry
         from koord_scheduler.scheduler.assembly import build_scheduler
-        from koord_scheduler.scheduler.kube import KubeClusterSource, Connection
+        from koord_scheduler.scheduler.kube_source import KubeClusterSource
+        from kubeapi import Connection
         options = _options(_parser().parse_args({argv!r}))
         source = KubeClusterSource(Connection("http://127.0.0.1:1", None, lambda: None, "test"))
         build_scheduler(options.config, build_registry(()), source)
@@ -86,19 +86,20 @@ def test_cluster_mode_loads_no_optional_feature(argv: list[str]) -> None:
     assert loaded_packages(modules, NEVER_IN_CLUSTER_MODE) == []
 
 
-def test_the_reservation_controller_loads_neither_kopf_nor_the_kubernetes_client() -> None:
+def test_the_reservation_controller_does_not_load_the_kubernetes_client() -> None:
     """Built as cluster mode builds it."""
     modules = loaded_after("""
         from koord_scheduler.app.controllers import ControllerClient, build_reservation
         from koord_scheduler.app.serve import _options, _parser
-        from koord_scheduler.scheduler.kube import KubeClusterSource, Connection
+        from koord_scheduler.scheduler.kube_source import KubeClusterSource
+        from kubeapi import Connection
         options = _options(_parser().parse_args(["--controllers=reservation"]))
         source = KubeClusterSource(Connection("http://127.0.0.1:1", None, lambda: None, "test"))
         built = build_reservation(options.controllers, source, options.config, client=ControllerClient(50, 100))
         assert built is not None and source.watches("Reservation")
     """)
     assert "koord_scheduler.scheduler.reservation_controller.informed" in modules
-    assert loaded_packages(modules, ("kopf", "kubernetes")) == []
+    assert loaded_packages(modules, ("kubernetes",)) == []
 
 
 def test_every_public_name_resolves() -> None:

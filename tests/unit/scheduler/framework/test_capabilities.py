@@ -13,17 +13,18 @@ import pytest
 import koord_scheduler
 from apis.config.profile import DEFAULT_MULTIPOINT
 from apis.core.types import Pod
+from koord_scheduler.framework import fast_paths, koordinator_stages
 from koord_scheduler.framework import interfaces as ep
 from koord_scheduler.framework.capabilities import find_capabilities
 from koord_scheduler.framework.cycle_state import CycleState
 from koord_scheduler.framework.errors import PluginCycleError, ProfileError
-from koord_scheduler.framework.interfaces import NominatedPods, Plugin
+from koord_scheduler.framework.handle import Handle
+from koord_scheduler.framework.interfaces import Plugin
 from koord_scheduler.framework.runtime import Framework
 from koord_scheduler.framework.snapshot import ClusterSnapshot, IntArray, Positions
-from koord_scheduler.framework.status import Status, success
+from koord_scheduler.framework.status import Status, success, unschedulable
 from koord_scheduler.framework.types import NodeFilterResult, PreFilterResult, QueuedPodInfo
 from koord_scheduler.plugins.registry import in_tree_registry
-from koord_scheduler.scheduler.nominator import PodNominator
 from tests.builders import make_node, make_pod
 from tests.fwtest import FakeHandle, make_snapshot
 
@@ -78,23 +79,21 @@ class Sorter:
 
 
 class Watcher:
-    """Receives the scheduler's nominated pods."""
+    """Reads the scheduler's nominated pods through its handle, when it runs."""
 
     name = "Watcher"
 
-    def __init__(self) -> None:
-        self.nominated: NominatedPods | None = None
+    def __init__(self, handle: Handle) -> None:
+        self.handle = handle
 
     def pre_enqueue(self, pod: Pod) -> Status:
-        return success()
-
-    def bind_nominator(self, nominator: NominatedPods) -> None:
-        self.nominated = nominator
+        return success() if not self.handle.nominator else unschedulable("someone is nominated")
 
 
 def framework(plugins: Sequence[Plugin], points: dict[str, list[str]]) -> Framework:
-    handle = FakeHandle(make_snapshot([make_node("n1").build()]))
-    return Framework("test", {p.name: p for p in plugins}, points, {}, handle)
+    fwk = Framework("test", FakeHandle(make_snapshot([make_node("n1").build()])))
+    fwk.install({p.name: p for p in plugins}, points, {})
+    return fwk
 
 
 def test_prepare_cycle_runs_once_per_cycle_before_pre_filter_with_the_cycles_snapshot() -> None:
@@ -105,7 +104,7 @@ def test_prepare_cycle_runs_once_per_cycle_before_pre_filter_with_the_cycles_sna
     fwk.run_pre_filter(CycleState(), pod)
     fwk.run_pre_filter(CycleState(), pod)
     assert log == ["prepare_cycle", "pre_filter", "prepare_cycle", "pre_filter"]
-    assert plugin.snapshots == [fwk.handle.snapshot, fwk.handle.snapshot]
+    assert plugin.snapshots == [fwk.snapshot, fwk.snapshot]
 
 
 def test_a_failing_prepare_cycle_aborts_the_cycle_naming_the_plugin() -> None:
@@ -119,16 +118,15 @@ def test_a_failing_prepare_cycle_aborts_the_cycle_naming_the_plugin() -> None:
 
 def test_capabilities_are_found_by_protocol() -> None:
     log: list[str] = []
-    recorder, only, sorter, watcher = Recorder(log), FilterOnly(), Sorter(), Watcher()
-    plugins = {p.name: p for p in (recorder, only, sorter, watcher)}
-    points = {"preFilter": ["Recorder"], "filter": ["FilterOnly"], "queueSort": ["Sorter"], "preEnqueue": ["Watcher"]}
+    recorder, only, sorter = Recorder(log), FilterOnly(), Sorter()
+    plugins = {p.name: p for p in (recorder, only, sorter)}
+    points = {"preFilter": ["Recorder"], "filter": ["FilterOnly"], "queueSort": ["Sorter"]}
     caps = find_capabilities(plugins, points, {})
     assert caps.cycle_preparers == [recorder]
     assert caps.pre_filter == [recorder]
     assert [e.name for e in caps.filters] == ["FilterOnly"]
     assert caps.filters[0].few is None, "no per-node form"
     assert caps.queue_sort is sorter
-    assert caps.nominator_aware == [watcher]
     assert not ep.implements(only, ep.SCORE), "score_nodes without score_extensions is not a Score plugin"
     assert ep.implements(only, ep.FILTER)
 
@@ -138,12 +136,16 @@ def test_a_plugin_configured_at_a_point_it_does_not_implement_is_a_profile_error
         find_capabilities({"Sorter": Sorter()}, {"filter": ["Sorter"]}, {})
 
 
-def test_the_framework_hands_the_nominator_to_plugins_that_ask() -> None:
-    watcher = Watcher()
-    fwk = framework([watcher], {"preEnqueue": ["Watcher"]})
-    nominator = PodNominator()
-    fwk.bind_nominator(nominator)
-    assert watcher.nominated is nominator
+def test_a_plugin_reaches_the_schedulers_nominator_through_the_framework_it_was_built_with() -> None:
+    services = FakeHandle(make_snapshot([make_node("n1").build()]))
+    fwk = Framework("test", services)
+    watcher = Watcher(fwk)
+    fwk.install({watcher.name: watcher}, {"preEnqueue": [watcher.name]}, {})
+    pod = make_pod("p").build()
+    assert fwk.run_pre_enqueue(pod).is_success
+    services.nominator.add(make_pod("high").build(), "n1")
+    assert fwk.nominator is services.nominator
+    assert fwk.run_pre_enqueue(pod).message == "someone is nominated"
 
 
 def test_public_surface_is_pinned() -> None:
@@ -168,12 +170,9 @@ def test_public_surface_is_pinned() -> None:
         "CycleState",
         "EnqueueExtensions",
         "EventResource",
-        "ExtendedHandle",
         "FilterPlugin",
         "FilterTransformer",
-        "FrameworkAware",
-        "FrameworkHandle",
-        "FrameworkRunner",
+        "Handle",
         "IntArray",
         "JobNodeFinder",
         "NUMAHintProvider",
@@ -182,7 +181,6 @@ def test_public_surface_is_pinned() -> None:
         "NodeInfo",
         "NodePreferrer",
         "NominatedPods",
-        "NominatorAware",
         "PermitPlugin",
         "Plugin",
         "PluginFactory",
@@ -202,7 +200,6 @@ def test_public_surface_is_pinned() -> None:
         "PreFilterTransformer",
         "PreScorePlugin",
         "PreemptionExtenders",
-        "PreemptionExtendersAware",
         "PreemptionGate",
         "QueueSortKey",
         "QueueSortPlugin",
@@ -221,7 +218,6 @@ def test_public_surface_is_pinned() -> None:
         "StateKey",
         "Status",
         "WarmUpPlugin",
-        "WatchingHandle",
         "error",
         "skip",
         "success",
@@ -232,10 +228,13 @@ def test_public_surface_is_pinned() -> None:
     ]
     assert all(hasattr(koord_scheduler, n) for n in names)
     protocols = {
-        n for n, v in vars(ep).items() if isinstance(v, type) and v.__module__ == ep.__name__ and n[0].isupper()
+        n
+        for module in (ep, koordinator_stages, fast_paths)
+        for n, v in vars(module).items()
+        if isinstance(v, type) and v.__module__ == module.__name__ and n[0].isupper()
     }
     assert protocols <= set(names), "every extension point and capability Protocol is public"
-    authors_need = {"Status", "Code", "CycleState", "Registry", "with_plugin", "ExtendedHandle", "FrameworkHandle"}
+    authors_need = {"Status", "Code", "CycleState", "Registry", "with_plugin", "Handle"}
     assert authors_need <= set(names)
 
 

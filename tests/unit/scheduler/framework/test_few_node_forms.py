@@ -56,14 +56,9 @@ class BothForms:
 
 
 def framework(snap: ClusterSnapshot, plugin: BothForms, *, node_cache: bool) -> Framework:
-    return Framework(
-        "test",
-        {plugin.name: plugin},
-        {"filter": [plugin.name], "score": [plugin.name]},
-        {plugin.name: 2},
-        FakeHandle(snap),
-        node_cache=node_cache,
-    )
+    fwk = Framework("test", FakeHandle(snap), node_cache=node_cache)
+    fwk.install({plugin.name: plugin}, {"filter": [plugin.name], "score": [plugin.name]}, {plugin.name: 2})
+    return fwk
 
 
 def cycle(fwk: Framework, snap: ClusterSnapshot) -> tuple[list[int], list[int], dict[str, Status]]:

@@ -14,7 +14,7 @@ from tests.fwtest import make_snapshot
 
 
 def _handle() -> Any:
-    """The test handle (it offers what the volume plugins use, not the whole ExtendedHandle)."""
+    """The test handle (it offers what the volume plugins use, not the whole Handle)."""
     return sb.StorageHandle(make_snapshot([]))
 
 POINTS: dict[str, set[type]] = {

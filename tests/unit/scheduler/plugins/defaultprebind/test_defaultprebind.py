@@ -12,7 +12,7 @@ from apis.config.profile import append_default_pre_bind
 from apis.config.types import Plugin, Plugins, PluginSet
 from apis.core.types import Pod
 from koord_scheduler.framework.cycle_state import CycleState
-from koord_scheduler.framework.handle import FrameworkHandle
+from koord_scheduler.framework.handle import Handle
 from koord_scheduler.framework.pod_patch import pending_pod_patch
 from koord_scheduler.framework.registry import PluginSpec
 from koord_scheduler.framework.status import Status, success
@@ -71,7 +71,7 @@ class CountingCluster(MemoryCluster):
 class Contributor:
     """A PreBind plugin that records into the merged patch when there is one, else patches itself."""
 
-    def __init__(self, name: str, key: str, handle: FrameworkHandle) -> None:
+    def __init__(self, name: str, key: str, handle: Handle) -> None:
         self.name = name
         self.key = key
         self.handle = handle

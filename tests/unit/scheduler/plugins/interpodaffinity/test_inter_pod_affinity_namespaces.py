@@ -27,7 +27,7 @@ def ns(name: str, **labels: str) -> NamespaceLabelsEntry:
     return parse_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}})
 
 
-class WatchingHandle(FakeHandle):
+class Handle(FakeHandle):
     """A FakeHandle that records ``watch`` subscriptions, as the scheduler's handle takes them."""
 
     def __init__(self, *args: Any) -> None:
@@ -89,7 +89,7 @@ def required_affinity_pod() -> Any:
 def test_plugin_watches_namespaces_and_a_label_change_is_seen_by_the_next_cycle() -> None:
     nodes = [make_node("n1").labels({"region": "r1"}).build(), make_node("n2").labels({"region": "r2"}).build()]
     snap = make_snapshot(nodes, [make_pod("e", "blue").labels({"foo": "bar"}).node("n1").build()])
-    handle = WatchingHandle(snap)
+    handle = Handle(snap)
     plugin = ipa.new(None, handle)
     assert [kind for kind, _ in handle.watches] == [NAMESPACE_KIND]
     deliver: Callable[..., None] = handle.watches[0][1]

@@ -22,5 +22,5 @@ async def test_warm_up_syncs_the_index_with_the_bound_pods() -> None:
     index = plugin._index  # the plugin's own index, only read here
     assert index.capacity == 0, "nothing reads the pods before warm-up"
     scheduler.warm_up()
-    snapshot = fwk.handle.snapshot
+    snapshot = fwk.snapshot
     assert index.capacity == snapshot.capacity > 0

@@ -123,7 +123,7 @@ def test_malformed_objects_are_refused_naming_the_field(kind: ObjectKind, spec: 
     assert field in str(err.value) and kind.kind in str(err.value)
 
 
-class WatchingHandle(FakeHandle):
+class Handle(FakeHandle):
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
         self.watches: dict[str, ObjectHandler] = {}
@@ -141,7 +141,7 @@ def test_plugin_spreads_a_bare_pod_its_service_selects() -> None:
              for n, z in (("a1", "a"), ("a2", "a"), ("b1", "b"))]
     running = [make_pod(f"w{i}").label("app", "web").node("a1").build() for i in range(2)]
     snap = make_snapshot(nodes, running)
-    handle = WatchingHandle(snap)
+    handle = Handle(snap)
     plugin = pts.new(None, handle)
     assert set(handle.watches) == {k.kind for k in WORKLOAD_KINDS}
     pod = WEB.build()

@@ -7,6 +7,7 @@ import pytest
 
 from apis.core.types import Pod
 from koord_scheduler.framework.cycle_state import CycleState
+from koord_scheduler.framework.snapshot import ClusterSnapshot
 from koord_scheduler.framework.status import Code, Status
 from koord_scheduler.plugins.volumerestrictions import policy
 from koord_scheduler.plugins.volumerestrictions.plugin import VolumeRestrictions
@@ -54,7 +55,7 @@ def test_disk_conflicts(pod: Pod, existing: list[Pod], want: Status) -> None:
     assert (got.code, got.reasons) == (want.code, want.reasons)
 
 
-def rwop_plugin(snap: object) -> VolumeRestrictions:
+def rwop_plugin(snap: ClusterSnapshot) -> VolumeRestrictions:
     handle = sb.StorageHandle(snap)
     plugin = VolumeRestrictions(handle)
     handle.add("PersistentVolumeClaim", sb.claim("rwop", access_modes=("ReadWriteOncePod",)), sb.claim("rwo"))

@@ -1,0 +1,1 @@
+"""The cluster controllers koord-scheduler hosts (leader only, ``--controllers``)."""
