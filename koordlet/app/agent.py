@@ -20,6 +20,7 @@ from koordlet.app.http import MetricsServer
 from koordlet.app.metrics import KoordletMetrics
 from koordlet.metriccache import MetricCache, MetricCacheOptions
 from koordlet.metricsadvisor import AdvisorOptions, CacheUsageSource, MetricsAdvisor
+from koordlet.prediction import PeakPredictServer, PredictionConfig, ProdPeakReport, UsageTraining
 from koordlet.qosmanager import FeatureGates, PluginContext, QOSManager, ResourceExecutor
 from koordlet.qosmanager.evictor import KubeEvictionAPI, PodEvictor
 from koordlet.statesinformer import NodeMetricReporter, StatesInformer, discover_pods
@@ -68,6 +69,23 @@ def build_cgroupfs(options: AgentOptions) -> CgroupFS:
     return CgroupFS(options.cgroup_root, version, driver, options.kubepods_dir)
 
 
+def prediction_config(args: argparse.Namespace) -> PredictionConfig:
+    """The ``--prediction-*`` flags (Koordinator's defaults where the namespace lacks one)."""
+    defaults = PredictionConfig()
+    return PredictionConfig(
+        checkpoint_dir=Path(getattr(args, "prediction_checkpoint_filepath", defaults.checkpoint_dir)),
+        cold_start_duration=getattr(args, "prediction_cold_start_duration", defaults.cold_start_duration),
+        safety_margin_percent=getattr(args, "prediction_safety_margin_percent", defaults.safety_margin_percent),
+        memory_half_life=getattr(args, "prediction_memory_histogram_decay_halflife", defaults.memory_half_life),
+        cpu_half_life=getattr(args, "prediction_cpu_histogram_decay_halflife", defaults.cpu_half_life),
+        training_interval=getattr(args, "prediction_training_interval", defaults.training_interval),
+        model_expiration=getattr(args, "prediction_model_expiration_duration", defaults.model_expiration),
+        checkpoint_interval=getattr(args, "prediction_model_checkpoint_interval", defaults.checkpoint_interval),
+        checkpoint_max_per_step=getattr(args, "prediction_model_checkpoint_max_per_step",
+                                        defaults.checkpoint_max_per_step),
+    )
+
+
 class Agent:
     def __init__(self, options: AgentOptions, gates: FeatureGates, qos_manager: QOSManager) -> None:
         self.options = options
@@ -97,6 +115,7 @@ class Agent:
                 collect_interval_seconds=options.collect_interval,
                 enable_psi=gates.enabled("PSICollector"),
                 page_cache=self.page_cache_wanted,
+                host_applications=lambda: self.informer.node_slo.host_applications or (),
             ),
             clock=self.clock,
         )
@@ -111,7 +130,10 @@ class Agent:
             clock=self.clock,
             dry_run=bool(getattr(options.args, "qos_dry_run", False)),
         )
-        self.reporter = NodeMetricReporter(self.informer, CacheUsageSource(self.cache), None, clock=self.clock)
+        self.usage = CacheUsageSource(self.cache)
+        self.reporter = NodeMetricReporter(self.informer, self.usage, None, clock=self.clock)
+        self.predictor = PeakPredictServer(prediction_config(options.args), clock=self.clock)
+        self.reporter.prediction = ProdPeakReport(self.predictor, self.informer)
         self.gpu_reporter = device_reporter(options.node_name, self.registry, gates, options.args, clock=self.clock)
         self.gated_collectors = gated_collectors(
             gates,
@@ -243,6 +265,11 @@ class Agent:
                     group.create_task(
                         self.reporter.run(self.stop, interval=opts.report_interval),
                         name="node-metric-reporter",
+                    )
+                    group.create_task(
+                        self.predictor.run(self.stop, self.informer.get_all_pods, UsageTraining(self.usage),
+                                           synced=lambda: self.informer.node is not None),
+                        name="peak-predictor",
                     )
                 group.create_task(self.qos_manager.run(self.gates, ctx, self.stop), name="qos-manager")
                 if self.gpu_reporter is not None:

@@ -76,7 +76,7 @@ scheduler.monitorEnabled scheduler.podDisruptionBudget
 manager.controllers manager.webhook.port
 webhookConfiguration.failurePolicy.pods webhookConfiguration.failurePolicy.elasticquotas
 webhookConfiguration.timeoutSeconds
-koordlet.log.level koordlet.features koordlet.featureGates koordlet.hostDirs.kubeletLibDir koordlet.cgroupKubepodsDir koordlet.resources
+koordlet.log.level koordlet.features koordlet.featureGates koordlet.hostDirs.kubeletLibDir koordlet.hostDirs.predictionCheckpointDir koordlet.cgroupKubepodsDir koordlet.resources
 koordlet.runtimeClassName koordlet.nodeAffinity koordlet.metrics.port koordlet.enableServiceMonitor
 sloControllerConfig networkPolicy tests strictValues
 {{- end -}}

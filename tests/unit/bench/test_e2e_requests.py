@@ -8,7 +8,8 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from conftest import load_bench
+
+from tests.unit.bench.conftest import load_bench
 
 
 def sample(name: str, value: str, **labels: str) -> str:
