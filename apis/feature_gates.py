@@ -141,6 +141,7 @@ IMPLEMENTED = frozenset(
         "DRADeviceTaints",
         "DRASchedulerFilterTimeout",
         "DisableDynamicResourceAllocationInformer",
+        "GangPendingPodsConditionPatch",
         "NominatedNodeNameForExpectation",
         # koord_scheduler/webhook/gates.py (the admission server) and the colocationprofile controller
         "PodMutatingWebhook",

@@ -78,7 +78,7 @@ webhookConfiguration.failurePolicy.pods webhookConfiguration.failurePolicy.elast
 webhookConfiguration.timeoutSeconds
 koordlet.log.level koordlet.features koordlet.featureGates koordlet.hostDirs.kubeletLibDir koordlet.hostDirs.predictionCheckpointDir koordlet.cgroupKubepodsDir koordlet.resources
 koordlet.runtimeClassName koordlet.nodeAffinity koordlet.metrics.port koordlet.enableServiceMonitor
-sloControllerConfig networkPolicy tests strictValues
+sloControllerConfig networkPolicy tests strictValues grafanaDashboards
 {{- end -}}
 
 {{/* Walks (dict "path" "" "value" .Values "supported" list "acc" dict): sets acc[path] for each unused key. */}}
