@@ -11,8 +11,9 @@ Flags follow kube-scheduler's names::
     --secure-port PORT        accepted for kube-scheduler compatibility; same as --metrics-port, and the
                               endpoints are still plain HTTP (no TLS, no delegated authn/z)
     --controllers LIST        cluster controllers (reservation, nodeslo, noderesource, nodemetric,
-                              elasticquota, podgroup, deviceresource; "*" = all, the default; "-name"
-                              turns one off; migration, the PodMigrationJob controller, only when named)
+                              elasticquota, podgroup, deviceresource, quotaprofile; "*" = all, the default;
+                              "-name" turns one off; colocationprofile, and migration, the PodMigrationJob
+                              controller, only when named)
     --scheduling[=BOOL]       false: run only the controllers (a cluster keeping kube-scheduler)
     --config-namespace NS     where slo-controller-config lives (default koordinator-system)
     --bind-address ADDR       where /healthz, /readyz, /metrics listen (default 0.0.0.0: kubelet probes and
@@ -39,6 +40,7 @@ exits 1 at once, as kube-scheduler does, so the Deployment restarts the replica 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import os
 import time
@@ -55,7 +57,7 @@ from apis.feature_gates import (
 from koord_scheduler.app.controller_flags import ControllerFlags, add_controller_flags, controller_flags
 from koord_scheduler.app.debug_server import MAX_DEBUG_SCORES, DebugValueError, parse_debug_scores
 from koord_scheduler.framework.errors import SchedulerError
-from koord_scheduler.scheduler.controllers.selection import RESERVATION
+from koord_scheduler.scheduler.controllers.selection import COLOCATIONPROFILE, RESERVATION
 from koord_scheduler.scheduler.monitor import DEFAULT_MONITOR_PERIOD, DEFAULT_SCHEDULING_TIMEOUT, MonitorOptions
 from koord_scheduler.webhook.flags import WebhookOptions, add_webhook_flags, webhook_options
 
@@ -320,13 +322,27 @@ def _options(ns: argparse.Namespace) -> ServeOptions:
         metrics_port=port,
         debug_scores=ns.debug_scores,
         debug_filters=bool(ns.debug_filters),
-        controllers=controller_flags(ns),
+        controllers=_with_gated_controllers(controller_flags(ns), ns.feature_gates),
         debug_flags_port=_port("--debug-flags-port", ns.debug_flags_port),
-        webhook=_webhook_options(ns),
+        webhook=_with_admission_gates(_webhook_options(ns), ns.feature_gates),
         feature_gates=ns.feature_gates,
         monitor=_monitor_options(ns),
         plugin_services=bool(ns.plugin_services),
     )
+
+
+def _with_admission_gates(webhook: WebhookOptions, gates: SchedulerFeatureGates) -> WebhookOptions:
+    """The webhooks' gates out of ``--feature-gates`` (Koordinator's koord-manager gates)."""
+    from koord_scheduler.webhook.gates import AdmissionGates
+
+    return dataclasses.replace(webhook, gates=AdmissionGates.from_feature_gates(gates))
+
+
+def _with_gated_controllers(flags: ControllerFlags, gates: SchedulerFeatureGates) -> ControllerFlags:
+    """Koordinator's gate ``ColocationProfileController`` also turns on the ``colocationprofile`` controller."""
+    if not gates.enabled("ColocationProfileController"):
+        return flags
+    return dataclasses.replace(flags, enabled=flags.enabled | {COLOCATIONPROFILE})
 
 
 def _monitor_options(ns: argparse.Namespace) -> MonitorOptions:

@@ -25,9 +25,11 @@ from koord_scheduler.app.controllers import (
     ControllerClient,
     Hosted,
     build_colocation,
+    build_colocationprofile,
     build_deviceresource,
     build_podgroup,
     build_quota_status,
+    build_quotaprofile,
     build_reservation,
     hold_controllers,
 )
@@ -117,6 +119,8 @@ def run_cluster(options: ServeOptions, registry: Callable[[], Registry], *, pref
         build_podgroup(options.controllers, source, options.config, client=client, scheduler_kinds=kinds,
                        object_errors=errors),
         build_deviceresource(options.controllers, source, client=client, scheduler_kinds=kinds, object_errors=errors),
+        build_quotaprofile(options.controllers, source, client=client, scheduler_kinds=kinds, object_errors=errors),
+        build_colocationprofile(options.controllers, source, client=client, object_errors=errors),
     ) if h is not None]
     hosted += build_descheduling(options.controllers, source, client=client, scheduler_kinds=kinds,
                                  object_errors=errors)
