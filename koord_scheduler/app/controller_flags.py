@@ -41,9 +41,10 @@ class ControllerFlags:
 
 def add_controller_flags(parser: argparse.ArgumentParser, parse_bool: type | object) -> None:
     parser.add_argument("--controllers", default="*", metavar="LIST",
-                        help="controllers to run, kube-controller-manager style: '*' (all, default), 'name', "
-                        "'-name'; names: reservation, nodeslo, noderesource, nodemetric, elasticquota, podgroup, "
-                        "deviceresource, and migration and descheduler (off unless named) "
+                        help="controllers to run, kube-controller-manager style: '*' (all on by default, default), "
+                        "'name', '-name'; names: reservation, nodeslo, noderesource, nodemetric, elasticquota, "
+                        "podgroup, deviceresource, quotaprofile, and colocationprofile, migration and descheduler "
+                        "(off unless named) "
                         "(only the leader acts)")
     parser.add_argument("--scheduling", nargs="?", const=True, default=True, type=parse_bool,  # type: ignore[arg-type]
                         metavar="BOOL", help="schedule pods (default true); false: run only the controllers")

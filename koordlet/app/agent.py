@@ -25,6 +25,7 @@ from koordlet.qosmanager import FeatureGates, PluginContext, QOSManager, Resourc
 from koordlet.qosmanager.evictor import KubeEvictionAPI, PodEvictor
 from koordlet.runtimehooks.service import announce, build_plugin, nri_options, run_plugin
 from koordlet.statesinformer import NodeMetricReporter, StatesInformer, discover_pods
+from koordlet.statesinformer.apiloop import ApiLoop
 from koordlet.statesinformer.device_writer import KubeDeviceWriter
 from koordlet.statesinformer.kube import KubeNodeMetricWriter, KubeSource
 from koordlet.statesinformer.kubelet import KubeletOptions, KubeletPodSource
@@ -32,6 +33,7 @@ from koordlet.statesinformer.reporter import USAGE_WITH_PAGE_CACHE
 from koordlet.system import CgroupDriver, CgroupFS, ProcFS
 from koordlet.system.cgroupfs import detect_cgroup_driver, detect_cgroup_version
 from koordlet.system.clock import wall_clock
+from kubeapi.connection import KubeConfigError, connection_from_configuration
 
 log = logging.getLogger("koordlet")
 
@@ -124,6 +126,8 @@ class Agent:
         self.metrics = KoordletMetrics(self.registry, options.node_name)
         self.metrics.register_usage(self.cache, self.informer.get_all_pods, max_age=2 * options.collect_interval)
         self.api_client: object = None
+        self.api_loop: ApiLoop | None = None
+        """koordlet's connection to kubeapi (the states informer's watches, the NodeMetric and Device writes)."""
         self.evictor = PodEvictor(
             None,
             node_name=options.node_name,
@@ -178,10 +182,16 @@ class Agent:
             first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
             raise StartupError(f"{source}: {first}") from None
         self.api_client = CheckedApiClient(cfg)
-        self.reporter.writer = KubeNodeMetricWriter(self.api_client, self.options.node_name)
+        description = f"kubeconfig {self.options.kubeconfig}" if self.options.kubeconfig else "in-cluster config"
+        try:
+            connection = connection_from_configuration(cfg, description)
+        except KubeConfigError as err:
+            raise StartupError(str(err)) from None
+        self.api_loop = ApiLoop(connection)
+        self.reporter.writer = KubeNodeMetricWriter(self.api_loop, self.options.node_name)
         self.evictor.api = KubeEvictionAPI(self.api_client, self.options.node_name, clock=self.clock)
         if self.gpu_reporter is not None:
-            self.gpu_reporter.writer = KubeDeviceWriter(self.api_client)
+            self.gpu_reporter.writer = KubeDeviceWriter(self.api_loop)
 
     def refresh_standalone_pods(self) -> None:
         self.informer.replace_pod_metas(discover_pods(self.cgroupfs.layout, self.cgroupfs.list_children))
@@ -229,7 +239,7 @@ class Agent:
             if opts.pods_source == "kubelet":
                 kubelet_source = KubeletPodSource(opts.kubelet, self.informer)
                 log.info("pods from the kubelet at %s", opts.kubelet.url)
-            source = KubeSource(self.api_client, self.informer, watch_pods=kubelet_source is None)
+            source = KubeSource(self.api_loop, self.informer, watch_pods=kubelet_source is None)
             source.start()
         server = MetricsServer(self.registry, self.healthy, host=opts.metrics_host, port=opts.metrics_port)
         if opts.metrics_port >= 0:

@@ -20,6 +20,7 @@ from controlplane import ControlPlane, free_port
 from prometheus_client import CollectorRegistry
 
 from koord_scheduler.webhook.certs import CertBundle, generate_bundle, write_bundle
+from koord_scheduler.webhook.gates import AdmissionGates
 from koord_scheduler.webhook.options import WebhookOptions, WebhookRuntime
 from kubeapi import load_connection
 
@@ -61,8 +62,10 @@ class WebhookThread:
     """The admission server on 127.0.0.1:port with a fresh CA; ``ca_pem`` is for the webhook config."""
 
     def __init__(self, plane: ControlPlane, cert_dir: Path | None, *, port: int | None = None,
-                 namespace: str = "koordinator-system", configuration: str = "") -> None:
-        """``cert_dir`` None: the self-signed bootstrap (Secret in ``namespace``, CA into ``configuration``)."""
+                 namespace: str = "koordinator-system", configuration: str = "",
+                 gates: AdmissionGates | None = None) -> None:
+        """``cert_dir`` None: the self-signed bootstrap (Secret in ``namespace``, CA into ``configuration``).
+        ``gates``: the webhooks' feature gates (Koordinator's defaults when None)."""
         self.plane = plane
         self.port = port or free_port()
         self.bundle: CertBundle = generate_bundle(["127.0.0.1"])
@@ -70,7 +73,8 @@ class WebhookThread:
             write_bundle(self.bundle, cert_dir)
         self.options = WebhookOptions(port=self.port, bind_address="127.0.0.1",
                                       cert_dir=str(cert_dir) if cert_dir is not None else "",
-                                      namespace=namespace, configuration_name=configuration or "unused")
+                                      namespace=namespace, configuration_name=configuration or "unused",
+                                      gates=gates or AdmissionGates())
         self.registry = CollectorRegistry()
         self.runtime: WebhookRuntime | None = None
         self._loop: asyncio.AbstractEventLoop | None = None

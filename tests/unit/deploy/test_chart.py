@@ -213,13 +213,13 @@ def test_helm_test_hooks() -> None:
 def test_notes_report_the_koordinator_keys_pykoord_ignores(tmp_path: Path) -> None:
     text = notes(tmp_path, "-f", str(KOORDINATOR_VALUES))
     reported = {line.strip()[2:] for line in text.splitlines() if line.strip().startswith("- ")}
-    assert {"descheduler", "deviceDaemon", "installation.roleListGroups", "manager.replicas", "manager.resources",
+    assert {"descheduler.image", "deviceDaemon", "installation.roleListGroups", "manager.replicas", "manager.resources",
             "scheduler.image", "koordlet.image", "koordlet.hostDirs.koordletSockDir",
             "webhookConfiguration.failurePolicy.reservations"} <= reported
     # Keys pykoord uses are never reported, nor empty ones (Koordinator's featureGates: "").
     assert not {"scheduler.replicas", "scheduler.resources", "koordlet.resources", "featureGates",
-                "installation.namespace", "koordlet.hostDirs.kubeletLibDir", "manager.webhook.port",
-                "webhookConfiguration.failurePolicy.elasticquotas"} & reported
+                "descheduler.replicas", "installation.namespace", "koordlet.hostDirs.kubeletLibDir",
+                "manager.webhook.port", "webhookConfiguration.failurePolicy.elasticquotas"} & reported
     assert "enableJobPreemption" not in text
 
 

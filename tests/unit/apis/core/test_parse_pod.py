@@ -367,3 +367,23 @@ def test_bad_condition_transition_time_names_the_field() -> None:
     with pytest.raises(ValueError) as err:
         parse_pod(obj)
     assert "status.conditions[0].lastTransitionTime" in str(err.value)
+
+
+def test_restart_counts_are_summed_per_kind_of_container() -> None:
+    raw = make_pod("p").obj()
+    raw["status"] = {
+        "containerStatuses": [{"name": "a", "restartCount": 3}, {"name": "b", "restartCount": 4}],
+        "initContainerStatuses": [{"name": "i", "restartCount": 2}],
+    }
+    pod = parse_pod(raw)
+    assert (pod.restart_count, pod.init_restart_count) == (7, 2)
+    plain = parse_pod(make_pod("q").obj())
+    assert (plain.restart_count, plain.init_restart_count) == (0, 0)
+
+
+def test_a_bad_restart_count_is_refused_with_its_path() -> None:
+    raw = make_pod("p").obj()
+    raw["status"] = {"containerStatuses": [{"name": "a", "restartCount": "many"}]}
+    with pytest.raises(ValueError) as err:
+        parse_pod(raw)
+    assert "status.containerStatuses[0].restartCount" in str(err.value)

@@ -12,16 +12,25 @@ from koord_scheduler.scheduler.controllers.selection import (
 @pytest.mark.parametrize(
     ("text", "want"),
     [
-        pytest.param("*", set(CONTROLLER_NAMES) - {"migration", "descheduler"}, id="star-is-all-on-by-default"),
-        pytest.param("*,migration,descheduler", set(CONTROLLER_NAMES), id="descheduling-by-name"),
+        pytest.param(
+            "*", set(CONTROLLER_NAMES) - {"colocationprofile", "migration", "descheduler"},
+            id="star-is-all-on-by-default",
+        ),
+        pytest.param("*,migration,descheduler", set(CONTROLLER_NAMES) - {"colocationprofile"},
+                     id="descheduling-by-name"),
         pytest.param("migration,-migration", set(), id="migration-off-wins"),
         pytest.param(
-            "*,-nodemetric", {"reservation", "nodeslo", "noderesource", "elasticquota", "podgroup", "deviceresource"},
+            "*,-nodemetric",
+            {"reservation", "nodeslo", "noderesource", "elasticquota", "podgroup", "deviceresource", "quotaprofile"},
             id="star-minus-one",
+        ),
+        pytest.param(
+            "*,colocationprofile", set(CONTROLLER_NAMES) - {"migration", "descheduler"}, id="off-by-default-when-named"
         ),
         pytest.param("nodeslo,noderesource", {"nodeslo", "noderesource"}, id="named-only"),
         pytest.param(
-            "-nodeslo,*", {"reservation", "noderesource", "nodemetric", "elasticquota", "podgroup", "deviceresource"},
+            "-nodeslo,*",
+            {"reservation", "noderesource", "nodemetric", "elasticquota", "podgroup", "deviceresource", "quotaprofile"},
             id="minus-wins-in-any-order",
         ),
         pytest.param("nodeslo,-nodeslo", set(), id="minus-wins-over-name"),

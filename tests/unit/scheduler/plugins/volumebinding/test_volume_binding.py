@@ -28,8 +28,12 @@ from tests.builders import make_node, make_pod
 N1 = {"kubernetes.io/hostname": "n1", "zone": "a"}
 
 
-def view(volumes: list[dict[str, Any]] = (), classes: list[dict[str, Any]] = (),  # type: ignore[assignment]
-         drivers: list[dict[str, Any]] = (), capacities: list[dict[str, Any]] = ()) -> StorageView:  # type: ignore[assignment]
+def view(
+    volumes: Sequence[dict[str, Any]] = (),
+    classes: Sequence[dict[str, Any]] = (),
+    drivers: Sequence[dict[str, Any]] = (),
+    capacities: Sequence[dict[str, Any]] = (),
+) -> StorageView:
     return StorageView(
         {v.name: v for v in map(parse_volume, volumes)},
         {c.name: c for c in map(parse_storage_class, classes)},
