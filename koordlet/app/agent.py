@@ -23,6 +23,7 @@ from koordlet.metricsadvisor import AdvisorOptions, CacheUsageSource, MetricsAdv
 from koordlet.prediction import PeakPredictServer, PredictionConfig, ProdPeakReport, UsageTraining
 from koordlet.qosmanager import FeatureGates, PluginContext, QOSManager, ResourceExecutor
 from koordlet.qosmanager.evictor import KubeEvictionAPI, PodEvictor
+from koordlet.runtimehooks.service import announce, build_plugin, nri_options, run_plugin
 from koordlet.statesinformer import NodeMetricReporter, StatesInformer, discover_pods
 from koordlet.statesinformer.apiloop import ApiLoop
 from koordlet.statesinformer.device_writer import KubeDeviceWriter
@@ -263,8 +264,22 @@ class Agent:
             object_errors=self.metrics.qos_object_errors,
             gates=self.gates,
         )
+        nri = None if opts.standalone else nri_options(opts.args)
+        if not opts.standalone:
+            announce(nri, float(getattr(opts.args, "runtime_hooks_reconcile_interval", None) or 10.0))
         try:
             async with asyncio.TaskGroup() as group:
+                if nri is not None:
+                    plugin = build_plugin(
+                        nri,
+                        informer=self.informer,
+                        gates=self.gates,
+                        strategies=[state.plugin for state in self.qos_manager.plugins],
+                        executor=ResourceExecutor(self.cgroupfs, clock=self.clock),
+                        registry=self.registry,
+                        node=opts.node_name,
+                    )
+                    group.create_task(run_plugin(plugin, self.stop), name="nri-runtime-hooks")
                 if opts.standalone:
                     group.create_task(self._discover_loop(), name="pod-discovery")
                 if kubelet_source is not None:

@@ -38,7 +38,7 @@ from koordlet.qosmanager.flagtypes import (
 from koordlet.statesinformer.kubelet import DEFAULT_KUBELET_PORT
 
 NO_EFFECT_FLAGS = {
-    "--runtime-hooks-host-endpoint": "pykoord has no runtime-hook server; BatchResource reconciles cgroups",
+    "--runtime-hooks-host-endpoint": "pykoord has no koord-runtime-proxy server; its runtime hooks come through NRI",
     "--logtostderr": "pykoord always logs to stderr",
 }
 """Koordinator koordlet flags its chart passes that have no pykoord setting: accepted, reported, unused."""
@@ -245,6 +245,34 @@ def build_parser() -> KoordletArgumentParser:
     pods.add_argument("--kubelet-sync-timeout", type=positive_seconds, default=3.0, help="per request (> 0)")
     parser.add_argument(
         "--qos-dry-run", action="store_true", help="QoS strategies log their plans and evictions, write nothing"
+    )
+    hooks = parser.add_argument_group("runtime hooks (NRI)")
+    hooks.add_argument(
+        "--enable-nri-runtime-hook",
+        type=go_bool,
+        nargs="?",
+        const=True,
+        default=True,
+        help="apply the runtime-hook values at container creation through the runtime's NRI socket (true)",
+    )
+    hooks.add_argument(
+        "--runtime-hooks-nri-socket-path",
+        default="nri/nri.sock",
+        help="the NRI socket; a relative path is under --var-run-root-dir (Koordinator's default nri/nri.sock)",
+    )
+    hooks.add_argument(
+        "--runtime-hooks-nri-connect-timeout",
+        type=positive_seconds,
+        default=6.0,
+        help="dial, register and be configured within this (Go duration or seconds; 6s)",
+    )
+    hooks.add_argument("--runtime-hooks-nri-plugin-name", default="koordlet_nri", help="NRI plugin name")
+    hooks.add_argument("--runtime-hooks-nri-plugin-index", default="00", help="NRI plugin index (two digits)")
+    hooks.add_argument(
+        "--var-run-root-dir",
+        type=Path,
+        default=Path("/var/run"),
+        help="the host's /var/run as koordlet sees it (the chart mounts it at /host-var-run)",
     )
     parser.add_argument("-v", "--verbose", action="count", default=0, help="-v info, -vv debug (with tracebacks)")
     parser.add_argument("--v", dest="klog_v", type=_klog_verbosity, default=None, help="klog verbosity; >= 5 is -vv")

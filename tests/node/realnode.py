@@ -50,6 +50,8 @@ class RealNode:
     ip: str
     cgroup_root: str
     containerd_sock: Path
+    run_dir: Path
+    """The node's run directory (containerd's sockets, the NRI socket ``nri.sock``)."""
     kubelet_root: Path
     crictl_path: Path
     images: dict[str, str]
@@ -70,6 +72,7 @@ class RealNode:
             ip=env["NODE_IP"],
             cgroup_root=env["NODE_CGROUP_ROOT"],
             containerd_sock=Path(env["NODE_RUN_DIR"]) / "containerd.sock",
+            run_dir=Path(env["NODE_RUN_DIR"]),
             kubelet_root=plane.state_dir / "node" / "kubelet",
             crictl_path=Path(paths["CRICTL"]),
             images=images,
@@ -242,6 +245,8 @@ class PykoordRelease:
                 "--set", f"image.tag={tag}",
                 "--set", f"koordlet.cgroupKubepodsDir={node.cgroup_root.strip('/')}/kubepods",
                 "--set", f"koordlet.hostDirs.kubeletLibDir={node.kubelet_root}",
+                "--set", f"koordlet.hostDirs.varRunDir={node.run_dir}",
+                "--set", "koordlet.nri.socketPath=nri.sock",
                 "--wait", "--timeout", INSTALL_TIMEOUT, f"--kubeconfig={node.plane.kubeconfig}"]
         result = subprocess.run(args, capture_output=True, text=True, check=False, timeout=900)
         release = cls(node, helm)
@@ -271,6 +276,56 @@ class PykoordRelease:
         rolled = self.node.kubectl("rollout", "status", "deployment/koord-scheduler", "-n", NAMESPACE,
                                    "--timeout=600s", timeout=660, check=False)
         assert rolled.returncode == 0, f"koord-scheduler did not roll out:\n{rolled.stderr}\n{self.describe()}"
+
+    def koordlet_pod(self) -> dict[str, Any]:
+        """The koordlet DaemonSet's pod (the one not being deleted)."""
+        pods = [p for p in self.pods("koordlet") if "deletionTimestamp" not in p["metadata"]]
+        assert len(pods) == 1, [p["metadata"]["name"] for p in pods]
+        return pods[0]
+
+    def nri_registered(self) -> bool:
+        """koordlet is ready and its NRI plugin has been synchronized by containerd (its log says so)."""
+        pods = [p for p in self.pods("koordlet") if "deletionTimestamp" not in p["metadata"]]
+        if len(pods) != 1 or not all(s.get("ready") for s in pods[0]["status"].get("containerStatuses") or []):
+            return False
+        return "NRI: synchronized with the runtime" in self.logs(pods[0]["metadata"]["name"])
+
+    def set_nri(self, enabled: bool) -> None:
+        """Switch koordlet's NRI hook (``--enable-nri-runtime-hook``); see :meth:`set_koordlet_flag`."""
+        self.set_koordlet_flag("enable-nri-runtime-hook", str(enabled).lower(), registered=enabled)
+
+    def set_koordlet_flag(self, name: str, value: str, *, registered: bool) -> None:
+        """Set koordlet's ``--name=value`` by patching the DaemonSet, as an admin would with ``kubectl patch``
+        (``helm upgrade`` would also put back the ConfigMaps the tests edit); returns once the replaced
+        koordlet pod is ready and, with ``registered``, registered with NRI. Nothing happens if the flag
+        already is so."""
+        flag = f"--{name}={value}"
+        daemonset = self.node.get("daemonset", "koordlet", NAMESPACE)
+        assert daemonset is not None
+        args: list[str] = daemonset["spec"]["template"]["spec"]["containers"][0]["args"]
+        if flag in args:
+            if registered:
+                wait_for(self.nri_registered, timeout=300, what="koordlet registered with NRI")
+            return
+        old = self.koordlet_pod()["metadata"]["uid"]
+        new_args = [a for a in args if not a.startswith(f"--{name}=")] + [flag]
+        patch = [{"op": "replace", "path": "/spec/template/spec/containers/0/args", "value": new_args}]
+        self.node.kubectl("patch", "daemonset", "koordlet", "-n", NAMESPACE, "--type=json", "-p", json.dumps(patch))
+
+        def replaced() -> bool:
+            pods = [p for p in self.pods("koordlet") if "deletionTimestamp" not in p["metadata"]]
+            return (len(pods) == 1 and pods[0]["metadata"]["uid"] != old
+                    and all(s.get("ready") for s in pods[0]["status"].get("containerStatuses") or []))
+
+        wait_for(replaced, timeout=600, what=f"koordlet restarted with {flag}")
+        if registered:
+            wait_for(self.nri_registered, timeout=120, what="koordlet registered with NRI")
+
+    def koordlet_metrics(self) -> str:
+        """koordlet's /metrics text, through the API server's pod proxy."""
+        pod = self.koordlet_pod()["metadata"]["name"]
+        return self.node.kubectl("get", "--raw", f"/api/v1/namespaces/{NAMESPACE}/pods/{pod}:9316/proxy/metrics",
+                                 check=False).stdout
 
     def uninstall(self) -> None:
         subprocess.run([self.helm, "uninstall", RELEASE, "--namespace", "default", "--wait", "--timeout", "2m",

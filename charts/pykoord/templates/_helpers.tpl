@@ -78,7 +78,8 @@ descheduler.enabled descheduler.log.level descheduler.replicas descheduler.port 
 descheduler.hostNetwork descheduler.nodeAffinity descheduler.nodeSelector descheduler.tolerations descheduler.config
 webhookConfiguration.failurePolicy.pods webhookConfiguration.failurePolicy.elasticquotas
 webhookConfiguration.timeoutSeconds
-koordlet.log.level koordlet.features koordlet.featureGates koordlet.hostDirs.kubeletLibDir koordlet.hostDirs.predictionCheckpointDir koordlet.cgroupKubepodsDir koordlet.resources
+koordlet.log.level koordlet.features koordlet.featureGates koordlet.hostDirs.kubeletLibDir koordlet.hostDirs.varRunDir
+koordlet.hostDirs.predictionCheckpointDir koordlet.nri koordlet.cgroupKubepodsDir koordlet.resources
 koordlet.runtimeClassName koordlet.nodeAffinity koordlet.metrics.port koordlet.enableServiceMonitor
 sloControllerConfig networkPolicy tests strictValues grafanaDashboards
 {{- end -}}
