@@ -91,9 +91,7 @@ class ApiHttp:
     """One connection pool to one API server, rate limited by ``limiter``. Create and use it on the
     event loop; :meth:`close` when done."""
 
-    def __init__(
-        self, connection: Connection, limiter: TokenBucket, *, options: HttpOptions | None = None
-    ) -> None:
+    def __init__(self, connection: Connection, limiter: TokenBucket, *, options: HttpOptions | None = None) -> None:
         self.connection = connection
         self.limiter = limiter
         self.options = options or HttpOptions()
@@ -157,7 +155,12 @@ class ApiHttp:
             self.in_flight -= 1
 
     async def _send(
-        self, method: str, path: str, data: bytes | None, *, content_type: str,
+        self,
+        method: str,
+        path: str,
+        data: bytes | None,
+        *,
+        content_type: str,
         params: Mapping[str, str] | None,
     ) -> bytes:
         target = f"{path}?{urlencode(params)}" if params else path

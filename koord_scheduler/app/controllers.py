@@ -157,16 +157,30 @@ def build_colocation(
         source.watch_kind(GROUP, VERSION, "nodemetrics", parse_node_metric, "NodeMetric", optional=True)
     if "nodeslo" in enabled:
         source.watch_kind(GROUP, VERSION, "nodeslos", parse_node_slo, "NodeSLO", optional=True)
-    source.watch_kind("", "v1", "configmaps", parse_config_map, "ConfigMap", namespace=flags.config_namespace,
-                      field_selector=f"metadata.name={flags.config_name}", optional=True)
+    source.watch_kind(
+        "",
+        "v1",
+        "configmaps",
+        parse_config_map,
+        "ConfigMap",
+        namespace=flags.config_namespace,
+        field_selector=f"metadata.name={flags.config_name}",
+        optional=True,
+    )
     if (
         "noderesource" in enabled
         and flags.noderesource_plugins & {CPU_NORMALIZATION, BATCH_RESOURCE}
         and NODE_RESOURCE_TOPOLOGY not in scheduler_kinds
         and not source.watches(NODE_RESOURCE_TOPOLOGY)
     ):  # cpu-basic-info and the zones; the NUMA plugin's own watch serves when it runs
-        source.watch_kind("topology.node.k8s.io", "v1alpha1", "noderesourcetopologies", parse_topology_record,
-                          NODE_RESOURCE_TOPOLOGY, optional=True)
+        source.watch_kind(
+            "topology.node.k8s.io",
+            "v1alpha1",
+            "noderesourcetopologies",
+            parse_topology_record,
+            NODE_RESOURCE_TOPOLOGY,
+            optional=True,
+        )
     return Colocation(controllers, http)
 
 
@@ -210,13 +224,23 @@ def build_quota_status(
     args = _first_args(config, elasticquota.KIND, ElasticQuotaArgs)
     http = ApiHttp(source.connection, client.bucket())
     controller = QuotaStatusController(
-        KubeControllerApi(http, source.events), args=args, ready=lambda: source.listed(elasticquota.KIND),
+        KubeControllerApi(http, source.events),
+        args=args,
+        ready=lambda: source.listed(elasticquota.KIND),
         object_errors=object_errors,
     )
     if elasticquota.KIND not in scheduler_kinds and not source.watches(elasticquota.KIND):
-        source.watch_kind(elasticquota.GROUP, elasticquota.VERSION, elasticquota.PLURAL,
-                          elasticquota.parse_elastic_quota, elasticquota.KIND, optional=True)
+        source.watch_kind(
+            elasticquota.GROUP,
+            elasticquota.VERSION,
+            elasticquota.PLURAL,
+            elasticquota.parse_elastic_quota,
+            elasticquota.KIND,
+            optional=True,
+        )
     return QuotaStatus(controller, http)
+
+
 class KubePodGroupApi:
     """PodGroup status writes through the controller's own :class:`ApiHttp`."""
 
@@ -305,7 +329,8 @@ def build_deviceresource(
         source.watch_kind(SCHEDULING_GROUP, SCHEDULING_VERSION, DEVICE_PLURAL, parse_device, DEVICE_KIND, optional=True)
     http = ApiHttp(source.connection, client.bucket())
     controller = DeviceResourceController(
-        KubeControllerApi(http, source.events), ready=lambda: source.listed(DEVICE_KIND) and source.listed("Node"),
+        KubeControllerApi(http, source.events),
+        ready=lambda: source.listed(DEVICE_KIND) and source.listed("Node"),
         object_errors=object_errors,
     )
     return DeviceResources(controller, http)
@@ -336,11 +361,14 @@ def build_reservation(
     if RESERVATION not in flags.enabled or not plugin_enabled:
         return None
     if RESERVATION_KIND not in scheduler_kinds and not source.watches(RESERVATION_KIND):
-        source.watch_kind(SCHEDULING_GROUP, SCHEDULING_VERSION, RESERVATION_PLURAL, parse_reservation,
-                          RESERVATION_KIND, optional=True)
+        source.watch_kind(
+            SCHEDULING_GROUP, SCHEDULING_VERSION, RESERVATION_PLURAL, parse_reservation, RESERVATION_KIND, optional=True
+        )
     http = ApiHttp(source.connection, client.bucket())
     controller = ReservationController(
-        KubeStatusWriter(http), options=controller_options(config), object_errors=object_errors,
+        KubeStatusWriter(http),
+        options=controller_options(config),
+        object_errors=object_errors,
         ready=lambda: all(source.listed(kind) for kind in ("Node", "Pod", RESERVATION_KIND)),
     )
     return Reservations(controller, http)
@@ -368,8 +396,14 @@ def build_quotaprofile(
         return None
     source.watch_kind(qp.GROUP, qp.VERSION, qp.PLURAL, qp.parse_quota_profile, qp.KIND, optional=True)
     if elasticquota.KIND not in scheduler_kinds and not source.watches(elasticquota.KIND):
-        source.watch_kind(elasticquota.GROUP, elasticquota.VERSION, elasticquota.PLURAL,
-                          elasticquota.parse_elastic_quota, elasticquota.KIND, optional=True)
+        source.watch_kind(
+            elasticquota.GROUP,
+            elasticquota.VERSION,
+            elasticquota.PLURAL,
+            elasticquota.parse_elastic_quota,
+            elasticquota.KIND,
+            optional=True,
+        )
     http = ApiHttp(source.connection, client.bucket())
     controller = QuotaProfileController(
         KubeQuotaProfileApi(http, source.events),
@@ -405,8 +439,14 @@ def build_colocationprofile(
         parse_managed_profile,
     )
 
-    source.watch_kind(colocation.GROUP, colocation.VERSION, "clustercolocationprofiles", parse_managed_profile,
-                      colocation.KIND, optional=True)
+    source.watch_kind(
+        colocation.GROUP,
+        colocation.VERSION,
+        "clustercolocationprofiles",
+        parse_managed_profile,
+        colocation.KIND,
+        optional=True,
+    )
     http = ApiHttp(source.connection, client.bucket())
     controller = ColocationProfileController(
         KubePodApi(http), ready=lambda: source.listed(colocation.KIND), object_errors=object_errors

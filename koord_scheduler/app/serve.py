@@ -205,44 +205,99 @@ def _with_cpu_profile(run: Callable[[], int]) -> int:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="koord-scheduler",
-        description="Schedule the pods of a Kubernetes cluster (run 'koord-scheduler simulate -h' for the "
-        "simulator).",
+        description="Schedule the pods of a Kubernetes cluster (run 'koord-scheduler simulate -h' for the simulator).",
     )
     parser.add_argument("--config", help="KubeSchedulerConfiguration file")
     parser.add_argument("--kubeconfig", default="", help="kubeconfig file (overrides clientConnection.kubeconfig)")
-    parser.add_argument("--leader-elect", nargs="?", const=True, default=None, type=_parse_bool,
-                        metavar="BOOL", help="use a Lease so only one replica schedules (default: from config)")
+    parser.add_argument(
+        "--leader-elect",
+        nargs="?",
+        const=True,
+        default=None,
+        type=_parse_bool,
+        metavar="BOOL",
+        help="use a Lease so only one replica schedules (default: from config)",
+    )
     for flag in ("lease-duration", "renew-deadline", "retry-period"):
         parser.add_argument(f"--leader-elect-{flag}", type=_parse_duration, metavar="DURATION")
     parser.add_argument("--leader-elect-resource-name", metavar="NAME")
     parser.add_argument("--leader-elect-resource-namespace", metavar="NAMESPACE")
     port = parser.add_mutually_exclusive_group()
-    port.add_argument("--metrics-port", type=int, default=None,
-                      help=f"plain-HTTP port for /healthz, /readyz, /metrics (default {DEFAULT_METRICS_PORT}; 0: off)")
-    port.add_argument("--secure-port", type=int, default=None, dest="secure_port",
-                      help="kube-scheduler's flag name; an alias of --metrics-port (still plain HTTP)")
+    port.add_argument(
+        "--metrics-port",
+        type=int,
+        default=None,
+        help=f"plain-HTTP port for /healthz, /readyz, /metrics (default {DEFAULT_METRICS_PORT}; 0: off)",
+    )
+    port.add_argument(
+        "--secure-port",
+        type=int,
+        default=None,
+        dest="secure_port",
+        help="kube-scheduler's flag name; an alias of --metrics-port (still plain HTTP)",
+    )
     parser.add_argument("--bind-address", default="0.0.0.0", help="address the HTTP endpoints listen on")
     parser.add_argument("-v", "--v", type=int, default=0, metavar="N", help="log verbosity")
-    parser.add_argument("-s", "--debug-scores", type=_debug_scores, default=0, metavar="N",
-                        help=f"log the top N nodes with per-plugin scores for every pod (0: off, at most "
-                        f"{MAX_DEBUG_SCORES}); switch at runtime with PUT /debug/flags/s on --debug-flags-port")
-    parser.add_argument("-f", "--debug-filters", nargs="?", const=True, default=False, type=_parse_bool,
-                        help="log every filter failure; switch at runtime with PUT /debug/flags/f")
-    parser.add_argument("--debug-flags-port", type=int, default=0, metavar="PORT",
-                        help="serve PUT /debug/flags/{s,f} on 127.0.0.1:PORT only (default 0: off)")
-    parser.add_argument("--reservation-controller", nargs="?", const=True, default=True, type=_parse_bool,
-                        help="run the Reservation lifecycle controller (expiry, owners, GC) when the "
-                        "Reservation plugin is enabled (default true; only the leader acts); false is "
-                        "--controllers=...,-reservation")
-    parser.add_argument("--scheduling-timeout", type=_parse_duration, default=DEFAULT_SCHEDULING_TIMEOUT,
-                        metavar="DURATION", help="warn (once per attempt) and count scheduler_scheduling_timeout_total "
-                        "when a pod's scheduling attempt runs longer than this (default 30s; 0s: off)")
-    parser.add_argument("--scheduler-monitor-period", type=_parse_duration, default=DEFAULT_MONITOR_PERIOD,
-                        metavar="DURATION", help="how often bindings in flight are checked against "
-                        "--scheduling-timeout (default 10s)")
-    parser.add_argument("--plugin-services", nargs="?", const=True, default=True, type=_parse_bool, metavar="BOOL",
-                        help="serve Koordinator's read-only /apis/v1/... plugin services on the metrics port, "
-                        "leader only (default true)")
+    parser.add_argument(
+        "-s",
+        "--debug-scores",
+        type=_debug_scores,
+        default=0,
+        metavar="N",
+        help=f"log the top N nodes with per-plugin scores for every pod (0: off, at most "
+        f"{MAX_DEBUG_SCORES}); switch at runtime with PUT /debug/flags/s on --debug-flags-port",
+    )
+    parser.add_argument(
+        "-f",
+        "--debug-filters",
+        nargs="?",
+        const=True,
+        default=False,
+        type=_parse_bool,
+        help="log every filter failure; switch at runtime with PUT /debug/flags/f",
+    )
+    parser.add_argument(
+        "--debug-flags-port",
+        type=int,
+        default=0,
+        metavar="PORT",
+        help="serve PUT /debug/flags/{s,f} on 127.0.0.1:PORT only (default 0: off)",
+    )
+    parser.add_argument(
+        "--reservation-controller",
+        nargs="?",
+        const=True,
+        default=True,
+        type=_parse_bool,
+        help="run the Reservation lifecycle controller (expiry, owners, GC) when the "
+        "Reservation plugin is enabled (default true; only the leader acts); false is "
+        "--controllers=...,-reservation",
+    )
+    parser.add_argument(
+        "--scheduling-timeout",
+        type=_parse_duration,
+        default=DEFAULT_SCHEDULING_TIMEOUT,
+        metavar="DURATION",
+        help="warn (once per attempt) and count scheduler_scheduling_timeout_total "
+        "when a pod's scheduling attempt runs longer than this (default 30s; 0s: off)",
+    )
+    parser.add_argument(
+        "--scheduler-monitor-period",
+        type=_parse_duration,
+        default=DEFAULT_MONITOR_PERIOD,
+        metavar="DURATION",
+        help="how often bindings in flight are checked against --scheduling-timeout (default 10s)",
+    )
+    parser.add_argument(
+        "--plugin-services",
+        nargs="?",
+        const=True,
+        default=True,
+        type=_parse_bool,
+        metavar="BOOL",
+        help="serve Koordinator's read-only /apis/v1/... plugin services on the metrics port, "
+        "leader only (default true)",
+    )
     add_feature_gates_flag(parser)
     add_controller_flags(parser, _parse_bool)
     add_webhook_flags(parser)
@@ -251,9 +306,14 @@ def _parser() -> argparse.ArgumentParser:
 
 def add_feature_gates_flag(parser: argparse.ArgumentParser) -> None:
     """``--feature-gates A=true,B=false``: kube-scheduler's gates and Koordinator's scheduler gates."""
-    parser.add_argument("--feature-gates", type=_feature_gates, default=DEFAULT_FEATURE_GATES, metavar="A=true,...",
-                        help="kube-scheduler v1.35's and Koordinator's scheduler feature gates; an unknown gate, or "
-                        "one set to a value koord-scheduler does not implement, is refused (docs/dra.md)")
+    parser.add_argument(
+        "--feature-gates",
+        type=_feature_gates,
+        default=DEFAULT_FEATURE_GATES,
+        metavar="A=true,...",
+        help="kube-scheduler v1.35's and Koordinator's scheduler feature gates; an unknown gate, or "
+        "one set to a value koord-scheduler does not implement, is refused (docs/dra.md)",
+    )
 
 
 def _feature_gates(text: str) -> SchedulerFeatureGates:
@@ -406,5 +466,3 @@ def _setup_logging(verbosity: int) -> None:
     from koord_scheduler.app import logs  # loaded on use: --help and refused flags need none of it
 
     logs.install(verbosity)
-
-

@@ -68,25 +68,48 @@ class WebhookOptions:
 
 def add_webhook_flags(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("admission webhooks (ClusterColocationProfile, pod validation, ElasticQuota)")
-    group.add_argument("--webhook-port", type=int, default=0, metavar="PORT",
-                       help="HTTPS port for /mutate-pod, /validate-pod and the ElasticQuota defaulting and "
-                            "validating paths (default 0: off)")
+    group.add_argument(
+        "--webhook-port",
+        type=int,
+        default=0,
+        metavar="PORT",
+        help="HTTPS port for /mutate-pod, /validate-pod and the ElasticQuota defaulting and "
+        "validating paths (default 0: off)",
+    )
     group.add_argument("--webhook-bind-address", default="0.0.0.0", metavar="ADDR")
-    group.add_argument("--webhook-cert-dir", default="", metavar="DIR",
-                       help="directory with tls.crt and tls.key; empty: make a self-signed CA and certificate")
-    group.add_argument("--webhook-namespace", default=os.environ.get("POD_NAMESPACE") or DEFAULT_NAMESPACE,
-                       metavar="NS")
+    group.add_argument(
+        "--webhook-cert-dir",
+        default="",
+        metavar="DIR",
+        help="directory with tls.crt and tls.key; empty: make a self-signed CA and certificate",
+    )
+    group.add_argument(
+        "--webhook-namespace", default=os.environ.get("POD_NAMESPACE") or DEFAULT_NAMESPACE, metavar="NS"
+    )
     group.add_argument("--webhook-service-name", default=DEFAULT_SERVICE, metavar="NAME")
-    group.add_argument("--webhook-cert-hosts", default="", metavar="H1,H2",
-                       help="more DNS names or IPs for the self-signed certificate")
+    group.add_argument(
+        "--webhook-cert-hosts",
+        default="",
+        metavar="H1,H2",
+        help="more DNS names or IPs for the self-signed certificate",
+    )
     group.add_argument("--webhook-secret-name", default=DEFAULT_SECRET, metavar="NAME")
     group.add_argument("--webhook-configuration-name", default=DEFAULT_CONFIGURATION, metavar="NAME")
-    group.add_argument("--webhook-validating-configuration-name", default=DEFAULT_VALIDATING_CONFIGURATION,
-                       metavar="NAME")
-    group.add_argument("--webhook-client-ca-file", default="", metavar="FILE",
-                       help="require a client certificate signed by this CA (off by default)")
-    group.add_argument("--webhook-token-file", default="", metavar="FILE",
-                       help="require this bearer token (the file's content; off by default)")
+    group.add_argument(
+        "--webhook-validating-configuration-name", default=DEFAULT_VALIDATING_CONFIGURATION, metavar="NAME"
+    )
+    group.add_argument(
+        "--webhook-client-ca-file",
+        default="",
+        metavar="FILE",
+        help="require a client certificate signed by this CA (off by default)",
+    )
+    group.add_argument(
+        "--webhook-token-file",
+        default="",
+        metavar="FILE",
+        help="require this bearer token (the file's content; off by default)",
+    )
 
 
 def webhook_options(ns: argparse.Namespace) -> WebhookOptions:
@@ -94,10 +117,15 @@ def webhook_options(ns: argparse.Namespace) -> WebhookOptions:
     if not 0 <= ns.webhook_port <= 65535:
         raise ValueError(f"--webhook-port: {ns.webhook_port} is not a port number")
     return WebhookOptions(
-        port=ns.webhook_port, bind_address=ns.webhook_bind_address, cert_dir=ns.webhook_cert_dir,
-        namespace=ns.webhook_namespace, service_name=ns.webhook_service_name, secret_name=ns.webhook_secret_name,
+        port=ns.webhook_port,
+        bind_address=ns.webhook_bind_address,
+        cert_dir=ns.webhook_cert_dir,
+        namespace=ns.webhook_namespace,
+        service_name=ns.webhook_service_name,
+        secret_name=ns.webhook_secret_name,
         configuration_name=ns.webhook_configuration_name,
         validating_configuration_name=ns.webhook_validating_configuration_name,
         extra_hosts=tuple(h.strip() for h in ns.webhook_cert_hosts.split(",") if h.strip()),
-        client_ca_file=ns.webhook_client_ca_file, token_file=ns.webhook_token_file,
+        client_ca_file=ns.webhook_client_ca_file,
+        token_file=ns.webhook_token_file,
     )

@@ -40,8 +40,7 @@ class WebhookRuntime:
         self.quota_lookup = KubeQuotaLookup(self.http)
         self.quotas = QuotaValidator(self.quota_lookup, gates=options.gates)
         self.quota_defaults = QuotaDefaulter(self.quota_lookup, gates=options.gates)
-        self.pods = PodValidator(self.quota_lookup, gates=options.gates,
-                                 metrics=PodValidationMetrics.create(registry))
+        self.pods = PodValidator(self.quota_lookup, gates=options.gates, metrics=PodValidationMetrics.create(registry))
         self.server: WebhookServer | None = None
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
 
@@ -53,8 +52,9 @@ class WebhookRuntime:
         hosts = [*service_dns_names(o.service_name, o.namespace), *o.extra_hosts]
         bundle = await ensure_secret_bundle(self.http, o.namespace, o.secret_name, hosts)
         await inject_ca_bundle(self.http, o.configuration_name, bundle.ca_pem)
-        await inject_ca_bundle(self.http, o.validating_configuration_name, bundle.ca_pem,
-                               collection=VALIDATING_CONFIGURATIONS)
+        await inject_ca_bundle(
+            self.http, o.validating_configuration_name, bundle.ca_pem, collection=VALIDATING_CONFIGURATIONS
+        )
         self._tmp = tempfile.TemporaryDirectory(prefix="koord-webhook-")
         write_bundle(bundle, Path(self._tmp.name))
         return server_ssl_context(Path(self._tmp.name), client_ca_file=o.client_ca_file)
@@ -67,8 +67,11 @@ class WebhookRuntime:
         await self.quota_lookup.start()
         o = self.options
         serving = AdmissionServing(o.bind_address, o.port, auth=ClientAuth(o.client_ca_file, o.token_file))
-        routes = {VALIDATE_POD_PATH: self.pods.review, VALIDATE_QUOTA_PATH: self.quotas.review,
-                  MUTATE_QUOTA_PATH: self.quota_defaults.review}
+        routes = {
+            VALIDATE_POD_PATH: self.pods.review,
+            VALIDATE_QUOTA_PATH: self.quotas.review,
+            MUTATE_QUOTA_PATH: self.quota_defaults.review,
+        }
         if not o.gates.pod_mutating_webhook:  # Koordinator's PodMutatingWebhook=false: pods admitted unchanged
             routes[MUTATE_POD_PATH] = allow_pod_create
         self.server = WebhookServer(self.mutator, context, serving=serving, routes=routes, registry=self.registry)

@@ -84,8 +84,9 @@ def prediction_config(args: argparse.Namespace) -> PredictionConfig:
         training_interval=getattr(args, "prediction_training_interval", defaults.training_interval),
         model_expiration=getattr(args, "prediction_model_expiration_duration", defaults.model_expiration),
         checkpoint_interval=getattr(args, "prediction_model_checkpoint_interval", defaults.checkpoint_interval),
-        checkpoint_max_per_step=getattr(args, "prediction_model_checkpoint_max_per_step",
-                                        defaults.checkpoint_max_per_step),
+        checkpoint_max_per_step=getattr(
+            args, "prediction_model_checkpoint_max_per_step", defaults.checkpoint_max_per_step
+        ),
     )
 
 
@@ -292,8 +293,12 @@ class Agent:
                         name="node-metric-reporter",
                     )
                     group.create_task(
-                        self.predictor.run(self.stop, self.informer.get_all_pods, UsageTraining(self.usage),
-                                           synced=lambda: self.informer.node is not None),
+                        self.predictor.run(
+                            self.stop,
+                            self.informer.get_all_pods,
+                            UsageTraining(self.usage),
+                            synced=lambda: self.informer.node is not None,
+                        ),
                         name="peak-predictor",
                     )
                 group.create_task(self.qos_manager.run(self.gates, ctx, self.stop), name="qos-manager")

@@ -55,10 +55,12 @@ def _batch_cpu(node: RealNode) -> int:
     return int_value(status.get("allocatable", {}).get(BATCH_CPU, "0"))
 
 
-def pod_doc(name: str, node: RealNode, *, qos: str, containers: int = 1, resources: dict[str, Any],
-            priority_class: str) -> dict[str, Any]:
+def pod_doc(
+    name: str, node: RealNode, *, qos: str, containers: int = 1, resources: dict[str, Any], priority_class: str
+) -> dict[str, Any]:
     return {
-        "apiVersion": "v1", "kind": "Pod",
+        "apiVersion": "v1",
+        "kind": "Pod",
         "metadata": {"name": name, "namespace": "default", "labels": {LABEL_POD_QOS: qos}},
         "spec": {
             "schedulerName": "koord-scheduler",
@@ -66,8 +68,13 @@ def pod_doc(name: str, node: RealNode, *, qos: str, containers: int = 1, resourc
             "terminationGracePeriodSeconds": 1,
             "automountServiceAccountToken": False,
             "containers": [
-                {"name": f"c{i}", "image": node.images["workload"], "imagePullPolicy": "Never",
-                 "command": ["sh", "-c", FIRST_ACTION], "resources": resources}
+                {
+                    "name": f"c{i}",
+                    "image": node.images["workload"],
+                    "imagePullPolicy": "Never",
+                    "command": ["sh", "-c", FIRST_ACTION],
+                    "resources": resources,
+                }
                 for i in range(containers)
             ],
         },
@@ -76,14 +83,21 @@ def pod_doc(name: str, node: RealNode, *, qos: str, containers: int = 1, resourc
 
 def be_pod(name: str, node: RealNode, *, containers: int = 1, milli: int = 100, memory: str = "64Mi") -> dict[str, Any]:
     batch = {BATCH_CPU: str(milli), BATCH_MEMORY: memory}
-    return pod_doc(name, node, qos="BE", containers=containers, resources={"requests": batch, "limits": batch},
-                   priority_class="koord-batch")
+    return pod_doc(
+        name,
+        node,
+        qos="BE",
+        containers=containers,
+        resources={"requests": batch, "limits": batch},
+        priority_class="koord-batch",
+    )
 
 
 def lsr_pod(name: str, node: RealNode) -> dict[str, Any]:
     guaranteed = {"cpu": "1", "memory": "32Mi"}
-    return pod_doc(name, node, qos="LSR", resources={"requests": guaranteed, "limits": guaranteed},
-                   priority_class="koord-prod")
+    return pod_doc(
+        name, node, qos="LSR", resources={"requests": guaranteed, "limits": guaranteed}, priority_class="koord-prod"
+    )
 
 
 def printed(node: RealNode, name: str, container: str = "c0") -> dict[str, str]:
@@ -132,7 +146,8 @@ def _pod_names(node: RealNode) -> set[str]:
 
 
 def test_containers_print_koordlets_values_with_the_hook_and_the_kubelets_without(
-        node: RealNode, pykoord_release: PykoordRelease) -> None:
+    node: RealNode, pykoord_release: PykoordRelease
+) -> None:
     be, lsr = _name("nri-be"), _name("nri-lsr")
     node.apply(be_pod(be, node), lsr_pod(lsr, node))
     node.wait_pod_running(be)
@@ -169,13 +184,18 @@ def test_containers_print_koordlets_values_with_the_hook_and_the_kubelets_withou
 
 def _failures(metrics: str, event: str) -> float:
     """``koordlet_runtime_hook_failures_total`` of ``event`` (reason ``error``) in koordlet's /metrics text."""
-    return sum(float(line.split()[-1]) for line in metrics.splitlines()
-               if line.startswith("koordlet_runtime_hook_failures_total{")
-               and f'event="{event}"' in line and 'reason="error"' in line)
+    return sum(
+        float(line.split()[-1])
+        for line in metrics.splitlines()
+        if line.startswith("koordlet_runtime_hook_failures_total{")
+        and f'event="{event}"' in line
+        and 'reason="error"' in line
+    )
 
 
 def test_a_failing_decision_blocks_no_container_is_counted_and_logged_once_per_pod(
-        node: RealNode, pykoord_release: PykoordRelease) -> None:
+    node: RealNode, pykoord_release: PykoordRelease
+) -> None:
     """A BE pod without batch resources whose extended-resource-spec annotation does not parse: BatchResource
     cannot decide, so the runtime gets no adjustment (fail-open), both containers start with the kubelet's
     values, each failed event is counted and the pod is named in one log line."""
@@ -189,8 +209,11 @@ def test_a_failing_decision_blocks_no_container_is_counted_and_logged_once_per_p
     for container in ("c0", "c1"):
         values = printed(node, name, container)
         assert quota(values) == -1 and memory_limit(values) >= UNLIMITED_MEMORY, values  # the kubelet's
-    wait_for(lambda: _failures(pykoord_release.koordlet_metrics(), "CreateContainer") >= before + 2, timeout=30,
-             what="two CreateContainer failures counted in koordlet_runtime_hook_failures_total")
+    wait_for(
+        lambda: _failures(pykoord_release.koordlet_metrics(), "CreateContainer") >= before + 2,
+        timeout=30,
+        what="two CreateContainer failures counted in koordlet_runtime_hook_failures_total",
+    )
     logs = pykoord_release.logs(pykoord_release.koordlet_pod()["metadata"]["name"])
     lines = [line for line in logs.splitlines() if "NRI " in line and f"of pod default/{name}:" in line]
     assert len(lines) == 1, lines
@@ -208,7 +231,8 @@ def _container_dirs(node: RealNode, names: list[str]) -> dict[tuple[str, str], s
 
 
 def test_killing_koordlet_mid_creation_blocks_no_container_and_reconcile_repairs_them(
-        node: RealNode, pykoord_release: PykoordRelease) -> None:
+    node: RealNode, pykoord_release: PykoordRelease
+) -> None:
     """20 containers (10 BE pods of 2) are created while koordlet is killed: all start, none restarts,
     koordlet comes back, re-registers with NRI (a synchronize, no container restarted) and every container
     has BatchResource's values within one reconcile interval of that."""
@@ -223,12 +247,21 @@ def test_killing_koordlet_mid_creation_blocks_no_container_and_reconcile_repairs
     assert all(s["restartCount"] == 0 for p in pods for s in p["status"]["containerStatuses"])
     ids = {(p["metadata"]["name"], s["name"]): s["containerID"] for p in pods for s in p["status"]["containerStatuses"]}
     assert len(ids) == 20
-    wait_for(lambda: pykoord_release.nri_registered() and pykoord_release.koordlet_pod()["status"][
-        "containerStatuses"][0]["restartCount"] >= 1, timeout=300, what="koordlet back and registered with NRI")
+    wait_for(
+        lambda: (
+            pykoord_release.nri_registered()
+            and pykoord_release.koordlet_pod()["status"]["containerStatuses"][0]["restartCount"] >= 1
+        ),
+        timeout=300,
+        what="koordlet back and registered with NRI",
+    )
     back_at = time.monotonic()
     dirs = _container_dirs(node, names)
-    want = {"cpu.shares": str(20 * 1024 // 1000), "cpu.cfs_quota_us": str(20 * 100),
-            "memory.limit_in_bytes": str(16 << 20)}
+    want = {
+        "cpu.shares": str(20 * 1024 // 1000),
+        "cpu.cfs_quota_us": str(20 * 100),
+        "memory.limit_in_bytes": str(16 << 20),
+    }
 
     def wrong() -> dict[tuple[str, str], dict[str, str]]:
         out = {}
@@ -241,19 +274,26 @@ def test_killing_koordlet_mid_creation_blocks_no_container_and_reconcile_repairs
     deadline = back_at + RECONCILE_INTERVAL + 5
     while wrong() and time.monotonic() < deadline:
         time.sleep(0.5)
-    assert not wrong(), f"{len(wrong())} containers without BatchResource's values {RECONCILE_INTERVAL:.0f}s after " \
-                        f"koordlet came back ({back_at - killed_at:.0f}s after the kill): {wrong()}"
+    assert not wrong(), (
+        f"{len(wrong())} containers without BatchResource's values {RECONCILE_INTERVAL:.0f}s after "
+        f"koordlet came back ({back_at - killed_at:.0f}s after the kill): {wrong()}"
+    )
     # the restart re-synchronized with the runtime and restarted nothing
     after = [node.get("pod", n) for n in names]
-    assert {(p["metadata"]["name"], s["name"]): s["containerID"] for p in after if p
-            for s in p["status"]["containerStatuses"]} == ids
+    assert {
+        (p["metadata"]["name"], s["name"]): s["containerID"]
+        for p in after
+        if p
+        for s in p["status"]["containerStatuses"]
+    } == ids
     assert all(s["restartCount"] == 0 for p in after if p for s in p["status"]["containerStatuses"])
     logs = pykoord_release.logs(pykoord_release.koordlet_pod()["metadata"]["name"])
     assert "NRI: synchronized with the runtime" in logs
 
 
 def test_without_an_nri_socket_koordlet_reconciles_only_and_says_so_once(
-        node: RealNode, pykoord_release: PykoordRelease) -> None:
+    node: RealNode, pykoord_release: PykoordRelease
+) -> None:
     """koordlet pointed at a socket that does not exist: it says so once at start, a new BE container starts
     with the kubelet's values and gets BatchResource's from the reconciler within one interval."""
     pykoord_release.set_koordlet_flag("runtime-hooks-nri-socket-path", "missing/nri.sock", registered=False)
@@ -264,8 +304,11 @@ def test_without_an_nri_socket_koordlet_reconciles_only_and_says_so_once(
         first = printed(node, name)
         assert quota(first) == -1 and memory_limit(first) >= UNLIMITED_MEMORY, first  # the kubelet's at creation
         rel = cgroup_of(node.container_pid(pod["status"]["containerStatuses"][0]["containerID"]), "cpu")
-        wait_for(lambda: read_cgroup(rel, "cpu.cfs_quota_us") == "10000", timeout=RECONCILE_INTERVAL + 10,
-                 what="the reconciler's BatchResource quota")
+        wait_for(
+            lambda: read_cgroup(rel, "cpu.cfs_quota_us") == "10000",
+            timeout=RECONCILE_INTERVAL + 10,
+            what="the reconciler's BatchResource quota",
+        )
         logs = pykoord_release.logs(pykoord_release.koordlet_pod()["metadata"]["name"])
         assert logs.count("runtime hooks: no NRI socket at /host-var-run/missing/nri.sock") == 1, logs[-3000:]
         assert "NRI: registered" not in logs

@@ -25,8 +25,16 @@ pytestmark = pytest.mark.integration
 
 CONTROLLERS_OFF = "--controllers=" + ",".join(
     f"-{c}"
-    for c in ("reservation", "nodeslo", "noderesource", "nodemetric", "elasticquota", "podgroup", "deviceresource",
-              "quotaprofile")
+    for c in (
+        "reservation",
+        "nodeslo",
+        "noderesource",
+        "nodemetric",
+        "elasticquota",
+        "podgroup",
+        "deviceresource",
+        "quotaprofile",
+    )
 )
 
 

@@ -33,18 +33,37 @@ def test_log_offset_reads_the_first_matching_line(startup: ModuleType, tmp_path:
 def test_summary_takes_medians_and_the_ratio_to_kube_scheduler(startup: ModuleType) -> None:
     runs = {
         "first_bind": [
-            {"contender": "koord-scheduler", "seconds_to_first_bind": 2.0, "cpu_seconds_at_first_bind": 1.0,
-             "seconds_to_profiles_built": 0.5, "seconds_to_synced": 1.5},
-            {"contender": "koord-scheduler", "seconds_to_first_bind": 4.0, "cpu_seconds_at_first_bind": 3.0,
-             "seconds_to_profiles_built": 0.7, "seconds_to_synced": 3.5},
-            {"contender": "kube-scheduler", "seconds_to_first_bind": 1.5, "cpu_seconds_at_first_bind": 0.5,
-             "seconds_to_profiles_built": None, "seconds_to_synced": None},
+            {
+                "contender": "koord-scheduler",
+                "seconds_to_first_bind": 2.0,
+                "cpu_seconds_at_first_bind": 1.0,
+                "seconds_to_profiles_built": 0.5,
+                "seconds_to_synced": 1.5,
+            },
+            {
+                "contender": "koord-scheduler",
+                "seconds_to_first_bind": 4.0,
+                "cpu_seconds_at_first_bind": 3.0,
+                "seconds_to_profiles_built": 0.7,
+                "seconds_to_synced": 3.5,
+            },
+            {
+                "contender": "kube-scheduler",
+                "seconds_to_first_bind": 1.5,
+                "cpu_seconds_at_first_bind": 0.5,
+                "seconds_to_profiles_built": None,
+                "seconds_to_synced": None,
+            },
         ],
         "takeover": [{"lease_duration": 15.0, "seconds_kill_to_bind": 15.4, "target": 16.0}],
     }
     want = {
-        "koord-scheduler": {"seconds_to_first_bind": 3.0, "cpu_seconds_at_first_bind": 2.0,
-                            "seconds_to_profiles_built": 0.6, "seconds_to_synced": 2.5},
+        "koord-scheduler": {
+            "seconds_to_first_bind": 3.0,
+            "cpu_seconds_at_first_bind": 2.0,
+            "seconds_to_profiles_built": 0.6,
+            "seconds_to_synced": 2.5,
+        },
         "kube-scheduler": {"seconds_to_first_bind": 1.5, "cpu_seconds_at_first_bind": 0.5},
         "koord_to_kube_scheduler_first_bind": 2.0,
         "takeover_seconds": 15.4,

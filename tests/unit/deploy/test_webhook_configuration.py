@@ -42,7 +42,9 @@ def test_every_default_koordinator_webhook_is_served_with_its_name_path_and_rule
     ours = webhooks(list(yaml.safe_load_all(OURS.read_text())))
     want = {name: shape(hook) for name, hook in theirs.items() if name not in NOT_SERVED}
     assert sorted(want) == [
-        "melasticquota.koordinator.sh", "mpod-create.koordinator.sh", "velasticquota.koordinator.sh",
+        "melasticquota.koordinator.sh",
+        "mpod-create.koordinator.sh",
+        "velasticquota.koordinator.sh",
         "vpod.koordinator.sh",
     ]
     assert {name: shape(ours[name]) for name in want if name in ours} == want
@@ -53,5 +55,8 @@ def test_pod_webhooks_skip_the_install_namespace() -> None:
     ours = webhooks(list(yaml.safe_load_all(OURS.read_text())))
     for name in ("mpod-create.koordinator.sh", "vpod.koordinator.sh"):
         selector = ours[name]["namespaceSelector"]["matchExpressions"]
-        assert {"key": "kubernetes.io/metadata.name", "operator": "NotIn",
-                "values": ["koordinator-system", "kube-system"]} in selector
+        assert {
+            "key": "kubernetes.io/metadata.name",
+            "operator": "NotIn",
+            "values": ["koordinator-system", "kube-system"],
+        } in selector

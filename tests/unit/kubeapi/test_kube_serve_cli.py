@@ -39,11 +39,15 @@ def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
         pytest.param(GOOD_CONFIG + "bogus: 1\n", [], "bogus", id="unknown-field"),
         pytest.param(
             GOOD_CONFIG.replace("leaderElect: false", "leaderElect: true\n  leaseDuration: 5s\n  renewDeadline: 10s"),
-            [], "LeaseDuration must be greater than RenewDeadline", id="lease-shorter-than-deadline",
+            [],
+            "LeaseDuration must be greater than RenewDeadline",
+            id="lease-shorter-than-deadline",
         ),
         pytest.param(
             GOOD_CONFIG + "profiles:\n- schedulerName: s\n  plugins: {filter: {enabled: [{name: NoSuchPlugin}]}}\n",
-            [], "NoSuchPlugin", id="unknown-plugin",
+            [],
+            "NoSuchPlugin",
+            id="unknown-plugin",
         ),
         pytest.param(GOOD_CONFIG, ["--kubeconfig", "/nonexistent/kubeconfig"], "no such file", id="missing-kubeconfig"),
     ],
@@ -90,7 +94,13 @@ def test_debug_and_controller_flags_parse() -> None:
     defaults = _options(_parser().parse_args([]))
     assert (defaults.debug_scores, defaults.debug_filters, defaults.reservation_controller) == (0, False, True)
     assert defaults.controllers.enabled == {
-        "reservation", "nodeslo", "noderesource", "nodemetric", "elasticquota", "podgroup", "deviceresource",
+        "reservation",
+        "nodeslo",
+        "noderesource",
+        "nodemetric",
+        "elasticquota",
+        "podgroup",
+        "deviceresource",
         "quotaprofile",
     }
     assert defaults.controllers.scheduling is True
@@ -100,8 +110,15 @@ def test_debug_and_controller_flags_parse() -> None:
 def test_controllers_flag() -> None:
     from koord_scheduler.app.serve import _options, _parser
 
-    ns = _parser().parse_args(["--controllers=*,-nodemetric", "--scheduling=false", "--config-namespace=kz",
-                               "--reservation-controller=false", "--leader-elect=false"])
+    ns = _parser().parse_args(
+        [
+            "--controllers=*,-nodemetric",
+            "--scheduling=false",
+            "--config-namespace=kz",
+            "--reservation-controller=false",
+            "--leader-elect=false",
+        ]
+    )
     flags = _options(ns).controllers
     want = ({"nodeslo", "noderesource", "elasticquota", "podgroup", "deviceresource", "quotaprofile"}, False, "kz")
     assert (flags.enabled, flags.scheduling, flags.config_namespace) == want
@@ -190,10 +207,12 @@ def test_an_unknown_event_loop_is_refused() -> None:
     ("config", "flag", "want"),
     [
         pytest.param(GOOD_CONFIG, "", ("", 50.0, 100), id="defaults"),
-        pytest.param(GOOD_CONFIG + "clientConnection: {kubeconfig: /k, qps: 7, burst: 9}\n", "", ("/k", 7.0, 9),
-                     id="stated"),
-        pytest.param(GOOD_CONFIG + "clientConnection: {kubeconfig: /k}\n", "/flag", ("/flag", 50.0, 100),
-                     id="flag-wins"),
+        pytest.param(
+            GOOD_CONFIG + "clientConnection: {kubeconfig: /k, qps: 7, burst: 9}\n", "", ("/k", 7.0, 9), id="stated"
+        ),
+        pytest.param(
+            GOOD_CONFIG + "clientConnection: {kubeconfig: /k}\n", "/flag", ("/flag", 50.0, 100), id="flag-wins"
+        ),
         pytest.param("apiVersion: v1\nkind: ConfigMap\ndata: {}\n", "", None, id="configmap-not-guessed"),
         pytest.param(GOOD_CONFIG + "clientConnection: {qps: fast}\n", "", None, id="odd-value"),
         pytest.param("{not yaml", "", None, id="unreadable"),

@@ -242,8 +242,9 @@ def test_admission_gates_come_from_feature_gates_with_koordinators_defaults() ->
 def test_the_serve_flags_give_the_webhook_its_gates_and_the_gated_controller() -> None:
     from koord_scheduler.app.serve import _options, _parser
 
-    ns = _parser().parse_args(["--leader-elect=false", "--feature-gates",
-                               "PodValidatingWebhook=false,ColocationProfileController=true"])
+    ns = _parser().parse_args(
+        ["--leader-elect=false", "--feature-gates", "PodValidatingWebhook=false,ColocationProfileController=true"]
+    )
     options = _options(ns)
     assert options.webhook.gates == AdmissionGates(pod_validating_webhook=False)
     assert "colocationprofile" in options.controllers.enabled
@@ -255,4 +256,7 @@ def test_pod_mutating_webhook_off_admits_pods_unchanged() -> None:
 
     body = review("CREATE", pod("p", labels={"a": "b"}))
     assert asyncio.run(allow_pod_create(body)) == {
-        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": {"uid": "u-1", "allowed": True}}
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "response": {"uid": "u-1", "allowed": True},
+    }

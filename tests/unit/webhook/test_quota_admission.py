@@ -68,13 +68,15 @@ CPU4 = {"cpu": "4"}
 
 def cluster() -> dict[str, QuotaRecord]:
     """org (parent, min 4 cpu) with team-a (min 2) and dept (parent, min 1) below it; team-b at the root."""
-    return by_name([
-        q("org", min=CPU4, max={"cpu": "10"}, is_parent=True),
-        q("team-a", min={"cpu": "2"}, max={"cpu": "4"}, parent="org", namespaces=("ns-a",)),
-        q("dept", min={"cpu": "1"}, max={"cpu": "4"}, parent="org", is_parent=True),
-        q("team-b", min={"cpu": "1"}, max={"cpu": "2"}),
-        q("tree-x", min={"cpu": "1"}, max={"cpu": "2"}, is_parent=True, tree_id="x"),
-    ])
+    return by_name(
+        [
+            q("org", min=CPU4, max={"cpu": "10"}, is_parent=True),
+            q("team-a", min={"cpu": "2"}, max={"cpu": "4"}, parent="org", namespaces=("ns-a",)),
+            q("dept", min={"cpu": "1"}, max={"cpu": "4"}, parent="org", is_parent=True),
+            q("team-b", min={"cpu": "1"}, max={"cpu": "2"}),
+            q("tree-x", min={"cpu": "1"}, max={"cpu": "2"}, is_parent=True, tree_id="x"),
+        ]
+    )
 
 
 # ----- pykoord's own rule and the order of the checks -----
@@ -82,13 +84,18 @@ def cluster() -> dict[str, QuotaRecord]:
 
 def test_a_new_parent_below_the_quota_is_a_cycle() -> None:
     """Koordinator's rules all pass here (it does not look for cycles): the quota tree would lose a subtree."""
-    quotas = by_name([q("a", min={"cpu": "1"}, max={"cpu": "4"}, is_parent=True),
-                      q("b", min={"cpu": "1"}, max={"cpu": "4"}, is_parent=True, parent="a")])
+    quotas = by_name(
+        [
+            q("a", min={"cpu": "1"}, max={"cpu": "4"}, is_parent=True),
+            q("b", min={"cpu": "1"}, max={"cpu": "4"}, is_parent=True, parent="a"),
+        ]
+    )
     old = raw("a", min={"cpu": "1"}, max={"cpu": "4"}, is_parent=True)
     new = raw("a", min={"cpu": "1"}, max={"cpu": "4"}, is_parent=True, parent="b")
     assert check_update(new, old, quotas) == (
         "ElasticQuota team/a: metadata.labels[quota.scheduling.koordinator.sh/parent]: b is below a in the "
-        "tree; the quota parents would form a cycle")
+        "tree; the quota parents would form a cycle"
+    )
 
 
 def test_own_parent_passes_koordinators_rules_and_is_refused_as_a_cycle() -> None:
@@ -97,7 +104,8 @@ def test_own_parent_passes_koordinators_rules_and_is_refused_as_a_cycle() -> Non
     new = raw("dept", min={"cpu": "1"}, max={"cpu": "4"}, parent="dept", is_parent=True)
     assert check_update(new, old, quotas) == (
         "ElasticQuota team/dept: metadata.labels[quota.scheduling.koordinator.sh/parent]: dept is below dept in the "
-        "tree; the quota parents would form a cycle")
+        "tree; the quota parents would form a cycle"
+    )
 
 
 def test_status_only_update_of_an_invalid_quota_is_allowed() -> None:
@@ -111,8 +119,12 @@ def test_status_only_update_of_an_invalid_quota_is_allowed() -> None:
 def test_update_fixing_an_invalid_quota_is_allowed() -> None:
     quotas = cluster()
     quotas["bad"] = q("bad", min={"cpu": "3"}, max={"cpu": "1"})
-    assert check_update(raw("bad", min={"cpu": "1"}, max={"cpu": "1"}), raw("bad", min={"cpu": "3"}, max={"cpu": "1"}),
-                        quotas) == ""
+    assert (
+        check_update(
+            raw("bad", min={"cpu": "1"}, max={"cpu": "1"}), raw("bad", min={"cpu": "3"}, max={"cpu": "1"}), quotas
+        )
+        == ""
+    )
 
 
 def test_create_at_the_root_is_not_summed() -> None:
@@ -123,8 +135,12 @@ def test_create_at_the_root_is_not_summed() -> None:
     ("name", "pods", "want"),
     [
         pytest.param("org", (), "delete quota failed, quota org has 2 child quotas", id="has-child-quotas"),
-        pytest.param("team-a", ("team/p1", "team/p2", "team/p3"),
-                     "delete quota failed, quota team-a has 3 child pods: p1, p2, ...", id="has-many-pods"),
+        pytest.param(
+            "team-a",
+            ("team/p1", "team/p2", "team/p3"),
+            "delete quota failed, quota team-a has 3 child pods: p1, p2, ...",
+            id="has-many-pods",
+        ),
         pytest.param("koordinator-root-quota", (), "can not delete quotaGroup :koordinator-root-quota", id="builtin"),
         pytest.param("team-a", (), "", id="leaf-without-pods-allowed"),
     ],
@@ -157,8 +173,14 @@ def with_builtins() -> dict[str, QuotaRecord]:
 
 
 class FakeLookup:
-    def __init__(self, watched: dict[str, QuotaRecord], *, listed: dict[str, QuotaRecord] | None = None,
-                 pods: Sequence[str] = (), fail: bool = False) -> None:
+    def __init__(
+        self,
+        watched: dict[str, QuotaRecord],
+        *,
+        listed: dict[str, QuotaRecord] | None = None,
+        pods: Sequence[str] = (),
+        fail: bool = False,
+    ) -> None:
         self.watched = watched
         self.listed = listed if listed is not None else watched
         self.pods = list(pods)
@@ -188,12 +210,25 @@ class FakeLookup:
         self.calls.append(f"admitted:{name}")
 
 
-def review(operation: str, obj: dict[str, Any] | None, old: dict[str, Any] | None = None, *,
-           resource: str = "elasticquotas", version: str = "admission.k8s.io/v1") -> dict[str, Any]:
+def review(
+    operation: str,
+    obj: dict[str, Any] | None,
+    old: dict[str, Any] | None = None,
+    *,
+    resource: str = "elasticquotas",
+    version: str = "admission.k8s.io/v1",
+) -> dict[str, Any]:
     return {
-        "apiVersion": version, "kind": "AdmissionReview",
-        "request": {"uid": "u-1", "operation": operation, "object": obj, "oldObject": old, "namespace": "team",
-                    "resource": {"group": "scheduling.sigs.k8s.io", "version": "v1alpha1", "resource": resource}},
+        "apiVersion": version,
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "u-1",
+            "operation": operation,
+            "object": obj,
+            "oldObject": old,
+            "namespace": "team",
+            "resource": {"group": "scheduling.sigs.k8s.io", "version": "v1alpha1", "resource": resource},
+        },
     }
 
 
@@ -204,10 +239,13 @@ def answer(lookup: FakeLookup, body: dict[str, Any]) -> dict[str, Any]:
 def test_refusal_is_an_admission_review_with_code_400() -> None:
     got = answer(FakeLookup(cluster()), review("CREATE", raw("c", min={"cpu": "4"}, max={"cpu": "2"})))
     assert got == {
-        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-        "response": {"uid": "u-1", "allowed": False, "status": {
-            "code": 400, "reason": "BadRequest",
-            "message": "resourceKey cpu of quota c min 4 > max 2"}},
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "response": {
+            "uid": "u-1",
+            "allowed": False,
+            "status": {"code": 400, "reason": "BadRequest", "message": "resourceKey cpu of quota c min 4 > max 2"},
+        },
     }
 
 
@@ -260,8 +298,12 @@ def test_update_of_a_quota_not_yet_watched_relists() -> None:
     fresh = cluster()
     fresh["new"] = q("new", min={"cpu": "1"}, max={"cpu": "1"})
     lookup = FakeLookup(cluster(), listed=fresh)
-    got = answer(lookup, review("UPDATE", raw("new", min={"cpu": "1"}, max={"cpu": "2"}),
-                                raw("new", min={"cpu": "1"}, max={"cpu": "1"})))
+    got = answer(
+        lookup,
+        review(
+            "UPDATE", raw("new", min={"cpu": "1"}, max={"cpu": "2"}), raw("new", min={"cpu": "1"}, max={"cpu": "1"})
+        ),
+    )
     assert refused(got) == ""
     assert lookup.calls == ["relist", "admitted:new"]
 
@@ -270,8 +312,11 @@ def test_update_of_a_quota_not_yet_watched_relists() -> None:
     ("spec", "want"),
     [
         pytest.param({"max": {"cpu": "lots"}}, "ElasticQuota team/c: spec.max.cpu: ", id="not-a-quantity"),
-        pytest.param({"min": {"cpu": "-1"}, "max": {"cpu": "2"}},
-                     "c quota.Spec.Min's value < 0, in dimensions :[cpu]", id="negative-min"),
+        pytest.param(
+            {"min": {"cpu": "-1"}, "max": {"cpu": "2"}},
+            "c quota.Spec.Min's value < 0, in dimensions :[cpu]",
+            id="negative-min",
+        ),
     ],
 )
 def test_malformed_quota_is_refused_naming_the_field(spec: dict[str, Any], want: str) -> None:
@@ -289,8 +334,10 @@ def test_other_resources_subresources_and_versions_are_refused_before_any_lookup
     named["request"]["oldObject"]["metadata"]["name"] = "team-a,x!=y"
     lookup = FakeLookup(cluster())
     for body, want in [
-        (review("CREATE", bad, resource="pods"), "this webhook serves CREATE/DELETE/UPDATE of "
-                                                 "scheduling.sigs.k8s.io/elasticquotas; got 'CREATE' of"),
+        (
+            review("CREATE", bad, resource="pods"),
+            "this webhook serves CREATE/DELETE/UPDATE of scheduling.sigs.k8s.io/elasticquotas; got 'CREATE' of",
+        ),
         (status, "subresource 'status'"),
         (review("CREATE", bad, version="admission.k8s.io/v1beta1"), "apiVersion: expected admission.k8s.io/v1"),
         (review("DELETE", None, None), "request.oldObject: expected the object of the DELETE"),
