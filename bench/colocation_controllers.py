@@ -35,12 +35,12 @@ from apis.configuration.colocation import ColocationStrategy
 from apis.core.frozendict import FrozenDict
 from apis.core.types import Node, ObjectMeta, Pod
 from apis.slo.nodemetric_record import NodeMetricRecord, PodUsage
+from koord_scheduler.controllers.api import ConfigMapRecord, MemoryControllerApi
+from koord_scheduler.controllers.decide import canonical, collect_policy
+from koord_scheduler.controllers.nrt_batch import TopologyRecord, canonical_zones
+from koord_scheduler.controllers.runner import ColocationControllers, ColocationOptions
+from koord_scheduler.controllers.selection import parse_noderesource_plugins
 from koord_scheduler.framework.types import EventType
-from koord_scheduler.scheduler.controllers.api import ConfigMapRecord, MemoryControllerApi
-from koord_scheduler.scheduler.controllers.decide import canonical, collect_policy
-from koord_scheduler.scheduler.controllers.nrt_batch import TopologyRecord, canonical_zones
-from koord_scheduler.scheduler.controllers.runner import ColocationControllers, ColocationOptions
-from koord_scheduler.scheduler.controllers.selection import parse_noderesource_plugins
 
 GI = 1024**3
 CHART = {"colocation-config": '{"enable": true}', "resource-threshold-config": '{"clusterStrategy": {"enable": true}}'}

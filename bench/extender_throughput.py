@@ -36,8 +36,8 @@ from apis.core.parse import parse_node, parse_pod
 from koord_scheduler.app.extender_http import make_app
 from koord_scheduler.app.extender_server import build_extender_scheduler, service_for
 from koord_scheduler.app.plugin_loading import build_registry
+from koord_scheduler.extenders import HTTPExtender
 from koord_scheduler.scheduler.assembly import build_scheduler
-from koord_scheduler.scheduler.extenders import HTTPExtender
 from koord_scheduler.scheduler.memory_source import MemoryCluster
 
 

@@ -124,7 +124,7 @@ class KubeSchedulerConfiguration(ConfigModel):
     pod_max_backoff_seconds: int = 10
     profiles: tuple[KubeSchedulerProfile, ...] = Field(default=(), validate_default=True)
     extenders: tuple[Extender, ...] = ()
-    """HTTP extenders the scheduler calls after Filter and Score (see ``koord_scheduler.scheduler.extenders``)."""
+    """HTTP extenders the scheduler calls after Filter and Score (see ``koord_scheduler.extenders``)."""
     delay_cache_until_active: bool = False
 
     @model_validator(mode="before")

@@ -10,8 +10,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-from koord_scheduler.framework.errors import SchedulerError
-from koord_scheduler.scheduler.controllers.selection import (
+from koord_scheduler.controllers.selection import (
     DESCHEDULER,
     NODERESOURCE_PLUGINS,
     RESERVATION,
@@ -19,6 +18,7 @@ from koord_scheduler.scheduler.controllers.selection import (
     parse_controllers,
     parse_noderesource_plugins,
 )
+from koord_scheduler.framework.errors import SchedulerError
 
 CONFIG_MAP_NAME = "slo-controller-config"
 DEFAULT_CONFIG_NAMESPACE = "koordinator-system"

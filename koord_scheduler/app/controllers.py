@@ -50,22 +50,25 @@ from apis.scheduling.record import parse_reservation
 from apis.slo.common import GROUP, VERSION
 from apis.slo.nodemetric_record import parse_node_metric
 from koord_scheduler.app.controller_flags import ControllerFlags
-from koord_scheduler.framework.errors import log_failure
-from koord_scheduler.scheduler.controllers.api import KubeControllerApi, parse_config_map
-from koord_scheduler.scheduler.controllers.decide import parse_node_slo
-from koord_scheduler.scheduler.controllers.deviceresource import DeviceResourceController
-from koord_scheduler.scheduler.controllers.nrt_batch import parse_topology_record
-from koord_scheduler.scheduler.controllers.podgroup import PodGroupController
-from koord_scheduler.scheduler.controllers.quota_status import QuotaStatusController
-from koord_scheduler.scheduler.controllers.quotaprofile import KubeQuotaProfileApi, QuotaProfileController
-from koord_scheduler.scheduler.controllers.runner import (
+from koord_scheduler.controllers.api import KubeControllerApi, parse_config_map
+from koord_scheduler.controllers.decide import parse_node_slo
+from koord_scheduler.controllers.deviceresource import DeviceResourceController
+from koord_scheduler.controllers.nrt_batch import parse_topology_record
+from koord_scheduler.controllers.podgroup import PodGroupController
+from koord_scheduler.controllers.quota_status import QuotaStatusController
+from koord_scheduler.controllers.quotaprofile import KubeQuotaProfileApi, QuotaProfileController
+from koord_scheduler.controllers.reservation.decide import controller_options
+from koord_scheduler.controllers.reservation.informed import KIND as RESERVATION_KIND
+from koord_scheduler.controllers.reservation.informed import PLURAL as RESERVATION_PLURAL
+from koord_scheduler.controllers.reservation.informed import KubeStatusWriter, ReservationController
+from koord_scheduler.controllers.runner import (
     COLOCATION_CONTROLLERS,
     NODE_RESOURCE_TOPOLOGY,
     ColocationControllers,
     ColocationOptions,
     ControllerSink,
 )
-from koord_scheduler.scheduler.controllers.selection import (
+from koord_scheduler.controllers.selection import (
     BATCH_RESOURCE,
     COLOCATIONPROFILE,
     CPU_NORMALIZATION,
@@ -75,13 +78,10 @@ from koord_scheduler.scheduler.controllers.selection import (
     QUOTAPROFILE,
     RESERVATION,
 )
+from koord_scheduler.framework.errors import log_failure
 from koord_scheduler.scheduler.kube_source import KubeClusterSource
 from koord_scheduler.scheduler.metrics import SchedulerMetrics
 from koord_scheduler.scheduler.object_errors import ObjectErrors
-from koord_scheduler.scheduler.reservation_controller.decide import controller_options
-from koord_scheduler.scheduler.reservation_controller.informed import KIND as RESERVATION_KIND
-from koord_scheduler.scheduler.reservation_controller.informed import PLURAL as RESERVATION_PLURAL
-from koord_scheduler.scheduler.reservation_controller.informed import KubeStatusWriter, ReservationController
 from kubeapi import ApiHttp, TokenBucket
 from kubeapi.leaderelection import LeaderElector
 from kubeapi.paths import resource_path

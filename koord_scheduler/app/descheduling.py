@@ -29,12 +29,12 @@ from apis.slo.common import VERSION as SLO_VERSION
 from apis.slo.nodemetric_record import parse_node_metric
 from koord_scheduler.app.controller_flags import ControllerFlags
 from koord_scheduler.app.controllers import ControllerClient
+from koord_scheduler.controllers.selection import DESCHEDULER, MIGRATION
 from koord_scheduler.descheduler.controller import NODE_METRIC, DeschedulerController
 from koord_scheduler.descheduler.migration.api import KubeMigrationApi
 from koord_scheduler.descheduler.migration.arbitration import Arbitrator
 from koord_scheduler.descheduler.migration.controller import RESERVATION_KIND, EvictLimiter, MigrationController
 from koord_scheduler.descheduler.round import Descheduler
-from koord_scheduler.scheduler.controllers.selection import DESCHEDULER, MIGRATION
 from koord_scheduler.scheduler.kube_source import KubeClusterSource
 from koord_scheduler.scheduler.object_errors import ObjectErrors
 from kubeapi import ApiHttp

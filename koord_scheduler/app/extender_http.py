@@ -30,8 +30,7 @@ from aiohttp import web
 
 from apis.core.paths import InvalidNameError, check_name, check_namespace, shown
 from apis.core.types import ObjectMeta, Pod
-from koord_scheduler.framework.errors import PluginCycleError
-from koord_scheduler.scheduler.extenders.service import (
+from koord_scheduler.extenders.service import (
     ExtenderService,
     RequestError,
     binding_pod,
@@ -39,6 +38,7 @@ from koord_scheduler.scheduler.extenders.service import (
     request_pod,
     request_victims,
 )
+from koord_scheduler.framework.errors import PluginCycleError
 from koord_scheduler.scheduler.serving import (
     BodyTimeoutError,
     BodyTooLargeError,

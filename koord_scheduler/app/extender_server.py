@@ -52,11 +52,11 @@ from apis.config import KubeSchedulerConfiguration, load_scheduler_config
 from apis.core.parse import parse_pod
 from apis.core.types import Pod
 from koord_scheduler.app.extender_http import DEFAULT_SCHEDULER_NAMES, EXTENDER_BODY_LIMIT, ExtenderServing, make_app
+from koord_scheduler.extenders import Extenders
+from koord_scheduler.extenders.service import ExtenderService
 from koord_scheduler.framework.errors import SchedulerError
 from koord_scheduler.framework.registry import Registry
 from koord_scheduler.scheduler.assembly import build_scheduler
-from koord_scheduler.scheduler.extenders import Extenders
-from koord_scheduler.scheduler.extenders.service import ExtenderService
 from koord_scheduler.scheduler.kube_source import KubeClusterSource, KubeSourceOptions
 from koord_scheduler.scheduler.scheduler import Scheduler, SchedulerOptions
 from koord_scheduler.scheduler.serving import ClientAuth, HardenedServer, ServingLimits, TokenFile, server_ssl_context

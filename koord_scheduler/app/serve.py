@@ -56,8 +56,8 @@ from apis.feature_gates import (
 )
 from koord_scheduler.app.controller_flags import ControllerFlags, add_controller_flags, controller_flags
 from koord_scheduler.app.debug_server import MAX_DEBUG_SCORES, DebugValueError, parse_debug_scores
+from koord_scheduler.controllers.selection import COLOCATIONPROFILE, RESERVATION
 from koord_scheduler.framework.errors import SchedulerError
-from koord_scheduler.scheduler.controllers.selection import COLOCATIONPROFILE, RESERVATION
 from koord_scheduler.scheduler.monitor import DEFAULT_MONITOR_PERIOD, DEFAULT_SCHEDULING_TIMEOUT, MonitorOptions
 from koord_scheduler.webhook.flags import WebhookOptions, add_webhook_flags, webhook_options
 
@@ -145,7 +145,7 @@ def serve_main(argv: Sequence[str], registry: Callable[[], Registry]) -> int:
 def _admission_only(ns: argparse.Namespace) -> bool:
     """Scheduling and every controller off: nothing needs the early lists of Nodes and Pods (the process
     serves only the admission webhooks, or refuses to start)."""
-    from koord_scheduler.scheduler.controllers.selection import ControllerSelectionError, parse_controllers
+    from koord_scheduler.controllers.selection import ControllerSelectionError, parse_controllers
 
     try:
         return not ns.scheduling and not parse_controllers(ns.controllers)

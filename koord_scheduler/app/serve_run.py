@@ -47,10 +47,10 @@ from koord_scheduler.app.serve import (
     event_loop_factory,
 )
 from koord_scheduler.app.services_http import add_service_routes
+from koord_scheduler.controllers.runner import ControllerSink, FanoutSink
 from koord_scheduler.framework.errors import ClusterError, log_failure
 from koord_scheduler.framework.registry import Registry
 from koord_scheduler.scheduler.assembly import build_scheduler
-from koord_scheduler.scheduler.controllers.runner import ControllerSink, FanoutSink
 from koord_scheduler.scheduler.heap import STARTUP_PAUSE_LIMIT, HeapSettler, resume_collector
 from koord_scheduler.scheduler.kube_source import KubeClusterSource, KubeSourceOptions
 from koord_scheduler.scheduler.metrics import SchedulerMetrics

@@ -3,7 +3,7 @@ each node of a cluster file, so koord-mid pods can be simulated without running 
 
 A node gets mid resources when the file has its NodeMetric with a ``prodReclaimableMetric`` and the node's
 status does not already list ``mid-cpu``: Koordinator's MidResource formula
-(:mod:`koord_scheduler.scheduler.controllers.midresource`) with colocation on and its default thresholds,
+(:mod:`koord_scheduler.controllers.midresource`) with colocation on and its default thresholds,
 over the file's pods on that node. The NodeMetric's age is not checked (a file is a snapshot).
 """
 
@@ -18,7 +18,7 @@ from apis.core.frozendict import FrozenDict
 from apis.core.types import Node, Pod
 from apis.extension.constants import RESOURCE_MID_CPU, RESOURCE_MID_MEMORY
 from apis.slo.nodemetric_record import parse_node_metric
-from koord_scheduler.scheduler.controllers.midresource import mid_allocatable, mid_inputs
+from koord_scheduler.controllers.midresource import mid_allocatable, mid_inputs
 
 NODE_METRIC = "NodeMetric"
 

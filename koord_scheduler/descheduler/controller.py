@@ -20,11 +20,11 @@ from apis.core.types import Node, Pod
 from apis.scheduling.migration import KIND as JOB_KIND
 from apis.scheduling.migration import PodMigrationJobRecord
 from apis.slo.nodemetric_record import NodeMetricRecord
+from koord_scheduler.controllers.waits import stopped_within
 from koord_scheduler.descheduler.lownodeload.plugin import ClusterView
 from koord_scheduler.descheduler.round import Descheduler, RoundPlan, describe, job_for
 from koord_scheduler.framework.errors import ClusterError
 from koord_scheduler.framework.types import EventType
-from koord_scheduler.scheduler.controllers.waits import stopped_within
 
 log = logging.getLogger(__name__)
 

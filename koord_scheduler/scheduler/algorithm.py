@@ -12,14 +12,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from apis.core.types import Pod
+from koord_scheduler.extenders.client import ExtenderError
+from koord_scheduler.extenders.phase import Extenders
 from koord_scheduler.framework.cycle_state import CycleState
 from koord_scheduler.framework.diagnosis import Diagnosis, FailureChunk
 from koord_scheduler.framework.handle import NominatedPods
 from koord_scheduler.framework.runtime import Framework
 from koord_scheduler.framework.snapshot import ClusterSnapshot, Positions
 from koord_scheduler.framework.status import Code, Status, unresolvable
-from koord_scheduler.scheduler.extenders.client import ExtenderError
-from koord_scheduler.scheduler.extenders.phase import Extenders
 
 MIN_FEASIBLE_NODES_TO_FIND = 100
 MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
@@ -80,7 +80,7 @@ def schedule_pod(
 ) -> ScheduleResult:
     """Choose a node or raise :class:`FitError` / :class:`NoNodesError` /
     :class:`~koord_scheduler.framework.runtime.PluginCycleError` /
-    :class:`~koord_scheduler.scheduler.extenders.ExtenderError` (a non-ignorable extender failed). Pods in
+    :class:`~koord_scheduler.extenders.ExtenderError` (a non-ignorable extender failed). Pods in
     ``nominator`` with a priority >= the pod's are counted on their nominated nodes. ``extenders`` filter
     after the Filter plugins and add their scores after the Score plugins."""
     num_all = snapshot.num_nodes

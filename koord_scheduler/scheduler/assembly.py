@@ -7,14 +7,14 @@ from collections.abc import Callable, Sequence
 
 from apis.config import KubeSchedulerConfiguration
 from apis.core.types import Pod
+from koord_scheduler.extenders.build import build_extenders, with_ignored_extender_resources
+from koord_scheduler.extenders.preemption import PreemptionCaller
 from koord_scheduler.framework.builder import build_profiles
 from koord_scheduler.framework.fast_paths import QueueSortKey
 from koord_scheduler.framework.registry import Registry
 from koord_scheduler.framework.status import Status
 from koord_scheduler.framework.types import ClusterEventWithHint, QueuedPodInfo
 from koord_scheduler.scheduler.cache import SchedulerCache
-from koord_scheduler.scheduler.extenders.build import build_extenders, with_ignored_extender_resources
-from koord_scheduler.scheduler.extenders.preemption import PreemptionCaller
 from koord_scheduler.scheduler.metrics import SchedulerMetrics
 from koord_scheduler.scheduler.queue import QueueOptions, SchedulingQueue
 from koord_scheduler.scheduler.scheduler import Scheduler, SchedulerOptions

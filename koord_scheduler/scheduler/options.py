@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from apis.feature_gates import DEFAULT_FEATURE_GATES, SchedulerFeatureGates
-from koord_scheduler.scheduler.extenders import Extenders
+from koord_scheduler.extenders import Extenders
 from koord_scheduler.scheduler.heap import HeapSettler
 from koord_scheduler.scheduler.monitor import MonitorOptions
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from apis.core.copying import replace_fields
 from apis.core.types import Node, Pod
+from koord_scheduler.extenders import ExtenderError, bind_with_extenders
 from koord_scheduler.framework.cycle_state import CycleState
 from koord_scheduler.framework.diagnosis import fit_error_message
 from koord_scheduler.framework.errors import log_failure
@@ -30,7 +31,6 @@ from koord_scheduler.framework.types import (
 from koord_scheduler.framework.waiting_pods import WaitingPod
 from koord_scheduler.scheduler.algorithm import FitError, NoNodesError, Sampler, schedule_pod
 from koord_scheduler.scheduler.cluster_events import node_update_action, object_cluster_event
-from koord_scheduler.scheduler.extenders import ExtenderError, bind_with_extenders
 from koord_scheduler.scheduler.metrics import SchedulerMetrics, attempts_label
 from koord_scheduler.scheduler.monitor import (
     STAGE_BIND,

@@ -43,10 +43,10 @@ from apis.colocation import KIND, ResolvedProfile, resolve_profile
 from apis.core.selectors import label_selector_matches
 from apis.core.types import LabelSelector, Node, Pod
 from apis.extension.constants import LABEL_POD_PRIORITY, LABEL_POD_QOS
+from koord_scheduler.controllers.containment import Containment
+from koord_scheduler.controllers.waits import stopped_within, wake_or_stop
 from koord_scheduler.framework.errors import ClusterError
 from koord_scheduler.framework.types import EventType
-from koord_scheduler.scheduler.controllers.containment import Containment
-from koord_scheduler.scheduler.controllers.waits import stopped_within, wake_or_stop
 from koord_scheduler.scheduler.object_errors import ObjectErrors
 from koord_scheduler.webhook.strategicmerge import PatchError, strategic_merge_pod
 from kubeapi.http import ApiError, ApiHttp

@@ -36,6 +36,8 @@ from apis.scheduling.migration import (
     parse_pod_migration_job,
 )
 from apis.scheduling.record import ReservationRecord, parse_reservation
+from koord_scheduler.controllers.containment import Containment, permanent
+from koord_scheduler.controllers.waits import stopped_within, wake_or_stop
 from koord_scheduler.descheduler.migration.api import MigrationApi
 from koord_scheduler.descheduler.migration.arbitration import Arbitrator, controller_uid, is_active
 from koord_scheduler.descheduler.migration.decide import (
@@ -58,8 +60,6 @@ from koord_scheduler.descheduler.migration.decide import (
 from koord_scheduler.descheduler.migration.reservation_template import TemplateError, reservation_for_job
 from koord_scheduler.framework.errors import ClusterError
 from koord_scheduler.framework.types import EventType
-from koord_scheduler.scheduler.controllers.containment import Containment, permanent
-from koord_scheduler.scheduler.controllers.waits import stopped_within, wake_or_stop
 from koord_scheduler.scheduler.object_errors import ObjectErrors
 
 log = logging.getLogger(__name__)

@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scheduler"))
 from kubesched import SchedulerProcess, Scope, scheduler_config, wait_until
 
 from apis.core.parse import parse_resource_list
-from koord_scheduler.scheduler.controllers.quotaprofile import fnv1a_64
+from koord_scheduler.controllers.quotaprofile import fnv1a_64
 from tests.fixtures.koordinator_quota_profile_cases import CASES, NODES, PREFIX, ZONE, ProfileCase, resources
 
 pytestmark = pytest.mark.integration

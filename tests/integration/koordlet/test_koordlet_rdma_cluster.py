@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from apis.scheduling.device import parse_device
-from koord_scheduler.scheduler.controllers.deviceresource import RDMA, device_resources
+from koord_scheduler.controllers.deviceresource import RDMA, device_resources
 from tests.integration.koordlet.test_koordlet_topology import wait_until
 from tests.unit.koordlet.test_koordlet_rdma import FakeSysfs
 

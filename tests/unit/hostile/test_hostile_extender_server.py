@@ -25,8 +25,8 @@ from apis.config import KubeSchedulerConfiguration
 from apis.core.types import Pod
 from koord_scheduler.app.extender_http import ExtenderServing, make_app
 from koord_scheduler.app.extender_server import LOOPBACK, _parser, _serving, build_extender_scheduler, service_for
+from koord_scheduler.extenders.wire import encode_pod
 from koord_scheduler.plugins.registry import in_tree_registry
-from koord_scheduler.scheduler.extenders.wire import encode_pod
 from koord_scheduler.scheduler.memory_source import MemoryCluster
 from koord_scheduler.scheduler.serving import ClientAuth, HardenedServer, ServingLimits, server_ssl_context
 from koord_scheduler.webhook.certs import generate_bundle

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
+from koord_scheduler.controllers.reservation import ClusterView, ControllerOptions, Reconciler
+from koord_scheduler.controllers.reservation.decide import decide
 from koord_scheduler.scheduler.object_errors import ObjectErrors
-from koord_scheduler.scheduler.reservation_controller import ClusterView, ControllerOptions, Reconciler
-from koord_scheduler.scheduler.reservation_controller.decide import decide
 
 CREATED = 1_800_000_000.0
 CREATED_TEXT = "2027-01-15T08:00:00Z"

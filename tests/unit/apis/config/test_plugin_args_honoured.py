@@ -21,9 +21,9 @@ from koord_scheduler.plugins.registry import in_tree_registry
 REPO = Path(__file__).resolve().parents[4]
 EXTRA_CONSUMERS: dict[str, tuple[str, ...]] = {
     # Koordinator's reservation controller reads the Reservation plugin's args too.
-    "Reservation": ("koord_scheduler/scheduler/reservation_controller",),
+    "Reservation": ("koord_scheduler/controllers/reservation",),
     # Koordinator's ElasticQuota plugin creates the built-in quotas; here the elasticquota controller does.
-    "ElasticQuota": ("koord_scheduler/scheduler/controllers/quota_status.py",),
+    "ElasticQuota": ("koord_scheduler/controllers/quota_status.py",),
     # The podgroup controller's worker count comes from Coscheduling's args.
     "Coscheduling": ("koord_scheduler/app/controllers.py",),
 }
@@ -175,7 +175,7 @@ def test_refused_reservation_args_fail_the_load_naming_the_field(args: str, want
 
 def test_reservation_controller_reads_the_gc_args() -> None:
     from apis.config import parse_scheduler_config
-    from koord_scheduler.scheduler.reservation_controller.decide import ControllerOptions, controller_options
+    from koord_scheduler.controllers.reservation.decide import ControllerOptions, controller_options
 
     config = parse_scheduler_config(
         _config("gcDurationSeconds: 120, gcIntervalSeconds: 5, disableGarbageCollection: true, controllerWorkers: 4"),

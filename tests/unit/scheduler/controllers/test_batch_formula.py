@@ -10,7 +10,7 @@ import pytest
 from apis.configuration import ColocationStrategy
 from apis.core.frozendict import FrozenDict
 from apis.slo.nodemetric_record import HostAppUsage, NodeMetricRecord, PodUsage
-from koord_scheduler.scheduler.controllers.batch import (
+from koord_scheduler.controllers.batch import (
     BatchInputs,
     HighPriorityLoad,
     Pair,

@@ -1,5 +1,5 @@
 """Controllers contain every exception per object, and a controller loop that raises is started again and
-counted (:mod:`~koord_scheduler.scheduler.controllers.containment`, :mod:`~koord_scheduler.scheduler.task_restarts`)."""
+counted (:mod:`~koord_scheduler.controllers.containment`, :mod:`~koord_scheduler.scheduler.task_restarts`)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from test_runner import setup
 
+from koord_scheduler.controllers import runner
+from koord_scheduler.controllers.podgroup import PodGroupController
 from koord_scheduler.framework.types import EventType
-from koord_scheduler.scheduler.controllers import runner
-from koord_scheduler.scheduler.controllers.podgroup import PodGroupController
 from koord_scheduler.scheduler.task_restarts import TaskRestarts, supervise
 from kubeapi.http import ApiError
 from tests.builders import make_node

@@ -11,11 +11,9 @@ from typing import Any
 import pytest
 
 from apis.scheduling.device import NodeDeviceRecord, parse_device
-from koord_scheduler.framework.errors import ClusterError
-from koord_scheduler.framework.types import EventType
-from koord_scheduler.scheduler.controllers import deviceresource
-from koord_scheduler.scheduler.controllers.api import MemoryControllerApi
-from koord_scheduler.scheduler.controllers.deviceresource import (
+from koord_scheduler.controllers import deviceresource
+from koord_scheduler.controllers.api import MemoryControllerApi
+from koord_scheduler.controllers.deviceresource import (
     GPU,
     GPU_CORE,
     GPU_MEMORY,
@@ -31,6 +29,8 @@ from koord_scheduler.scheduler.controllers.deviceresource import (
     device_resources,
     format_amount,
 )
+from koord_scheduler.framework.errors import ClusterError
+from koord_scheduler.framework.types import EventType
 from kubeapi.http import ApiError
 from tests.builders import make_node
 

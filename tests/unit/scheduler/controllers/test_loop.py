@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import pytest
 
-from koord_scheduler.scheduler.controllers.loop import ReconcileLoop
+from koord_scheduler.controllers.loop import ReconcileLoop
 
 
 class Pauses:

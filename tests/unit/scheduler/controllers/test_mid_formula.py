@@ -16,9 +16,9 @@ import pytest
 
 from apis.configuration import ColocationStrategy, parse_slo_config, resolve_colocation
 from apis.slo.nodemetric_record import NodeMetricRecord, parse_node_metric
-from koord_scheduler.scheduler.controllers.midresource import mid_allocatable, mid_inputs
-from koord_scheduler.scheduler.controllers.noderesource import wanted_resources
-from koord_scheduler.scheduler.controllers.selection import MID_RESOURCE
+from koord_scheduler.controllers.midresource import mid_allocatable, mid_inputs
+from koord_scheduler.controllers.noderesource import wanted_resources
+from koord_scheduler.controllers.selection import MID_RESOURCE
 from tests.builders import make_node, make_pod
 
 G = 10**9

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from apis.configuration import parse_slo_config
-from koord_scheduler.scheduler.controllers.decide import NodeSLORecord, decide_node_slo, passthrough_extensions
+from koord_scheduler.controllers.decide import NodeSLORecord, decide_node_slo, passthrough_extensions
 from tests.builders import make_node
 
 NGINX = {

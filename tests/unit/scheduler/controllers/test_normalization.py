@@ -15,8 +15,8 @@ from apis.configuration.normalization import (
     ResourceAmplificationStrategy,
 )
 from apis.slo.nodemetric_record import NodeMetricRecord
-from koord_scheduler.scheduler.controllers.noderesource import decide_node_resources, normalized
-from koord_scheduler.scheduler.controllers.normalization import (
+from koord_scheduler.controllers.noderesource import decide_node_resources, normalized
+from koord_scheduler.controllers.normalization import (
     CPUBasicInfo,
     amplification_ratios,
     decide_cpu_normalization,

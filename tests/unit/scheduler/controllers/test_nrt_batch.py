@@ -12,9 +12,9 @@ import pytest
 from apis.configuration import ColocationStrategy, parse_slo_config
 from apis.core.types import Pod
 from apis.slo.nodemetric_record import NodeMetricRecord, parse_node_metric
-from koord_scheduler.scheduler.controllers.batch import Pair
-from koord_scheduler.scheduler.controllers.noderesource import decide_node_resources
-from koord_scheduler.scheduler.controllers.nrt_batch import (
+from koord_scheduler.controllers.batch import Pair
+from koord_scheduler.controllers.noderesource import decide_node_resources
+from koord_scheduler.controllers.nrt_batch import (
     TopologyRecord,
     canonical_zones,
     parse_topology_record,

@@ -12,9 +12,9 @@ import pytest
 
 from apis.core.types import Pod
 from apis.scheduling.podgroup import PodGroupRecord, PodGroupStatusRecord, parse_pod_group
+from koord_scheduler.controllers.podgroup import PodGroupController, decide_status
 from koord_scheduler.framework.errors import ClusterError
 from koord_scheduler.framework.types import EventType
-from koord_scheduler.scheduler.controllers.podgroup import PodGroupController, decide_status
 from tests.builders import make_pod
 
 NOW = 1_800_000_000.0

@@ -6,9 +6,9 @@ import json
 
 from apis.core.parse import parse_node, parse_pod
 from apis.scheduling.elasticquota import parse_elastic_quota
+from koord_scheduler.controllers.api import MemoryControllerApi
+from koord_scheduler.controllers.quota_status import QuotaStatusController
 from koord_scheduler.framework.types import EventType
-from koord_scheduler.scheduler.controllers.api import MemoryControllerApi
-from koord_scheduler.scheduler.controllers.quota_status import QuotaStatusController
 from kubeapi.http import ApiError
 
 BUILTINS = ("koordinator-root-quota", "koordinator-system-quota", "koordinator-default-quota")

@@ -13,11 +13,9 @@ from apis.core.parse import parse_node, parse_resource_list
 from apis.core.quantity import to_amount
 from apis.quota import parse_quota_profile
 from apis.scheduling.elasticquota import parse_elastic_quota
-from koord_scheduler.framework.errors import ClusterError
-from koord_scheduler.framework.types import EventType
-from koord_scheduler.scheduler.controllers import quotaprofile
-from koord_scheduler.scheduler.controllers.decide import Write
-from koord_scheduler.scheduler.controllers.quotaprofile import (
+from koord_scheduler.controllers import quotaprofile
+from koord_scheduler.controllers.decide import Write
+from koord_scheduler.controllers.quotaprofile import (
     MAX_QUOTA,
     QuotaProfileController,
     decide_quota,
@@ -28,6 +26,8 @@ from koord_scheduler.scheduler.controllers.quotaprofile import (
     resource_ratio,
     tree_id_of,
 )
+from koord_scheduler.framework.errors import ClusterError
+from koord_scheduler.framework.types import EventType
 from kubeapi.http import ApiError
 from tests.fixtures.koordinator_quota_profile_cases import CASES, MULTIPLY_CASES, NODES, PREFIX, ZONE, ProfileCase
 

@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 
 from apis.slo.nodemetric_record import parse_node_metric
+from koord_scheduler.controllers.api import ConfigMapRecord, MemoryControllerApi
+from koord_scheduler.controllers.decide import NodeSLORecord
+from koord_scheduler.controllers.runner import ColocationControllers
 from koord_scheduler.framework.types import EventType
-from koord_scheduler.scheduler.controllers.api import ConfigMapRecord, MemoryControllerApi
-from koord_scheduler.scheduler.controllers.decide import NodeSLORecord
-from koord_scheduler.scheduler.controllers.runner import ColocationControllers
 from tests.builders import make_node, make_pod
 
 GI = 1024**3
@@ -203,7 +203,7 @@ async def test_deleted_node_removes_its_objects() -> None:
 def test_time_gate(since_last: float, spread: float, want_write: bool) -> None:
     from apis.configuration import parse_slo_config
     from apis.slo.nodemetric_record import parse_node_metric as parse
-    from koord_scheduler.scheduler.controllers.noderesource import decide_node_resources
+    from koord_scheduler.controllers.noderesource import decide_node_resources
 
     config, _ = parse_slo_config(CHART)
     node = (
@@ -231,7 +231,7 @@ def test_time_gate(since_last: float, spread: float, want_write: bool) -> None:
 async def test_a_missing_crd_is_one_warning_not_one_per_node(caplog: pytest.LogCaptureFixture) -> None:
     import logging
 
-    from koord_scheduler.scheduler.controllers.decide import NODESLOS
+    from koord_scheduler.controllers.decide import NODESLOS
     from kubeapi.http import ApiError
 
     controllers, api, clock = setup()

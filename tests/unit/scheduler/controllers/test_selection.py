@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from koord_scheduler.scheduler.controllers.selection import (
+from koord_scheduler.controllers.selection import (
     CONTROLLER_NAMES,
     ControllerSelectionError,
     parse_controllers,
@@ -70,13 +70,13 @@ def test_refused(text: str, message: str) -> None:
     ],
 )
 def test_parse_noderesource_plugins(text: str, want: set[str]) -> None:
-    from koord_scheduler.scheduler.controllers.selection import parse_noderesource_plugins
+    from koord_scheduler.controllers.selection import parse_noderesource_plugins
 
     assert parse_noderesource_plugins(text) == want
 
 
 def test_unknown_noderesource_plugin_is_named() -> None:
-    from koord_scheduler.scheduler.controllers.selection import parse_noderesource_plugins
+    from koord_scheduler.controllers.selection import parse_noderesource_plugins
 
     with pytest.raises(ControllerSelectionError, match="--noderesource-plugins: unknown plugin 'GPU'"):
         parse_noderesource_plugins("*,GPU")
@@ -85,7 +85,7 @@ def test_unknown_noderesource_plugin_is_named() -> None:
 def test_batch_only_leaves_mid_keys_alone() -> None:
     from apis.configuration import parse_slo_config
     from apis.slo.nodemetric_record import NodeMetricRecord
-    from koord_scheduler.scheduler.controllers.noderesource import decide_node_resources
+    from koord_scheduler.controllers.noderesource import decide_node_resources
     from tests.builders import make_node
 
     config, _ = parse_slo_config({"colocation-config": '{"enable": true}'})

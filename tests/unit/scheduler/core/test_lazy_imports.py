@@ -98,7 +98,7 @@ def test_the_reservation_controller_does_not_load_the_kubernetes_client() -> Non
         built = build_reservation(options.controllers, source, options.config, client=ControllerClient(50, 100))
         assert built is not None and source.watches("Reservation")
     """)
-    assert "koord_scheduler.scheduler.reservation_controller.informed" in modules
+    assert "koord_scheduler.controllers.reservation.informed" in modules
     assert loaded_packages(modules, ("kubernetes",)) == []
 
 

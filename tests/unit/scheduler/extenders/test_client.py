@@ -8,7 +8,7 @@ import pytest
 
 from apis.config.extender import Extender
 from apis.core.types import Node, Pod
-from koord_scheduler.scheduler.extenders import ExtenderError, HTTPExtender, extender_score
+from koord_scheduler.extenders import ExtenderError, HTTPExtender, extender_score
 from tests.builders import make_node, make_pod
 from tests.extender_fake import Reply, node_names, serve_extender
 

@@ -9,7 +9,7 @@ import pytest
 
 from apis.config import ConfigError, parse_scheduler_config
 from apis.config.extender import DEFAULT_EXTENDER_TIMEOUT_SECONDS, Extender, ignored_extender_resources
-from koord_scheduler.scheduler.extenders.build import with_ignored_extender_resources
+from koord_scheduler.extenders.build import with_ignored_extender_resources
 
 
 def config(*extenders: dict[str, Any], **fields: Any) -> Any:

@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 
 from apis.config.extender import Extender
+from koord_scheduler.extenders import ExtenderError, HTTPExtender
+from koord_scheduler.extenders.preemption import process_preemption
 from koord_scheduler.framework.snapshot import ClusterSnapshot
-from koord_scheduler.scheduler.extenders import ExtenderError, HTTPExtender
-from koord_scheduler.scheduler.extenders.preemption import process_preemption
 from tests.builders import make_node, make_pod
 from tests.extender_fake import Reply, serve_extender
 

@@ -16,9 +16,9 @@ from apis.config.extender import Extender
 from apis.core.types import Pod
 from koord_scheduler.app.extender_http import make_app
 from koord_scheduler.app.extender_server import build_extender_scheduler, service_for
+from koord_scheduler.extenders import HTTPExtender
+from koord_scheduler.extenders.service import UNKNOWN_NODE, protocol_score
 from koord_scheduler.plugins.registry import in_tree_registry
-from koord_scheduler.scheduler.extenders import HTTPExtender
-from koord_scheduler.scheduler.extenders.service import UNKNOWN_NODE, protocol_score
 from koord_scheduler.scheduler.memory_source import MemoryCluster
 from tests.builders import make_node, make_pod
 
@@ -110,7 +110,7 @@ async def test_malformed_preempt_request_is_a_bad_request(server: tuple[str, Mem
     import aiohttp
 
     url, _ = server
-    from koord_scheduler.scheduler.extenders.wire import encode_pod
+    from koord_scheduler.extenders.wire import encode_pod
 
     bad = {"Pod": encode_pod(POD), "NodeNameToMetaVictims": {"full": {"Pods": [{}]}}}
     async with aiohttp.ClientSession() as session, session.post(f"{url}/preempt", json=bad) as resp:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from apis.config.extender import Extender
-from koord_scheduler.scheduler.extenders import ExtenderError, HTTPExtender
+from koord_scheduler.extenders import ExtenderError, HTTPExtender
 from tests.builders import make_node, make_pod
 from tests.extender_fake import node_names, serve_extender
 

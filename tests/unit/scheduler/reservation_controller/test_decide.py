@@ -2,7 +2,7 @@ from typing import Any
 
 import pytest
 
-from koord_scheduler.scheduler.reservation_controller import ControllerOptions, Decision, OwnerPod, decide
+from koord_scheduler.controllers.reservation import ControllerOptions, Decision, OwnerPod, decide
 
 CREATED = 1_800_000_000.0  # 2027-01-15T08:00:00Z
 CREATED_TEXT = "2027-01-15T08:00:00Z"

@@ -13,9 +13,9 @@ import pytest
 
 from apis.scheduling import ANNOTATION_RESERVATION_ALLOCATED
 from apis.scheduling.record import parse_reservation
+from koord_scheduler.controllers.reservation import KubeStatusWriter, OwnerPod, ReservationController
 from koord_scheduler.framework.errors import ClusterError
 from koord_scheduler.framework.types import EventType
-from koord_scheduler.scheduler.reservation_controller import KubeStatusWriter, OwnerPod, ReservationController
 from kubeapi.http import ApiError
 from tests.builders import make_node, make_pod
 

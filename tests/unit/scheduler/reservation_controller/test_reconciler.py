@@ -4,7 +4,7 @@ from typing import Any
 
 import pytest
 
-from koord_scheduler.scheduler.reservation_controller import (
+from koord_scheduler.controllers.reservation import (
     ClusterView,
     ControllerOptions,
     Decision,

@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 
 from apis.scheduling.device import parse_device
-from koord_scheduler.scheduler.controllers.deviceresource import (
+from koord_scheduler.controllers.deviceresource import (
     GPU,
     GPU_CORE,
     GPU_MEMORY,

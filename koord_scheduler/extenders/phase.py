@@ -22,11 +22,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from apis.core.types import Node, Pod
+from koord_scheduler.extenders.client import ExtenderError, HTTPExtender
+from koord_scheduler.extenders.wire import MAX_EXTENDER_PRIORITY
 from koord_scheduler.framework.diagnosis import Diagnosis, FailureChunk
 from koord_scheduler.framework.snapshot import ClusterSnapshot, Positions
 from koord_scheduler.framework.status import Code, Status
-from koord_scheduler.scheduler.extenders.client import ExtenderError, HTTPExtender
-from koord_scheduler.scheduler.extenders.wire import MAX_EXTENDER_PRIORITY
 
 log = logging.getLogger(__name__)
 

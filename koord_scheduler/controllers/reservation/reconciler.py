@@ -2,7 +2,7 @@
 
 The informers feed it (``observe_reservation``, ``mark_dirty``, ``mark_all_dirty``; see :mod:`.informed`)
 and the :class:`Reconciler` runs :func:`decide`, on the hosted controllers' one
-:class:`~koord_scheduler.scheduler.controllers.loop.ReconcileLoop`, on
+:class:`~koord_scheduler.controllers.loop.ReconcileLoop`, on
 
 - the Reservations marked dirty by an event (their own, or one of their owner pods'), at once, and
 - every Reservation, every ``sync_interval_seconds`` (expiry and GC are functions of the clock).
@@ -22,16 +22,16 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from koord_scheduler.scheduler.controllers.loop import ReconcileLoop
-from koord_scheduler.scheduler.controllers.workers import run_with_workers
-from koord_scheduler.scheduler.object_errors import INVALID, RECONCILE_ERROR, ObjectErrors
-from koord_scheduler.scheduler.reservation_controller.decide import (
+from koord_scheduler.controllers.loop import ReconcileLoop
+from koord_scheduler.controllers.reservation.decide import (
     REASON_INVALID,
     ControllerOptions,
     Decision,
     OwnerPod,
     decide,
 )
+from koord_scheduler.controllers.workers import run_with_workers
+from koord_scheduler.scheduler.object_errors import INVALID, RECONCILE_ERROR, ObjectErrors
 
 log = logging.getLogger(__name__)
 
@@ -175,7 +175,7 @@ class Reconciler:
         return bool(self._dirty)
 
     async def run(self, stop: asyncio.Event, *, ready: Callable[[], bool] = lambda: True) -> None:
-        """Reconcile on the hosted controllers' :class:`~koord_scheduler.scheduler.controllers.loop.ReconcileLoop`
+        """Reconcile on the hosted controllers' :class:`~koord_scheduler.controllers.loop.ReconcileLoop`
         until ``stop`` is set: dirty Reservations as soon as they are marked, all of them every
         ``sync_interval_seconds``; nothing before ``ready()``."""
         await self.loop.run(stop, ready=ready, reconcile=self.reconcile, pending=self.pending)

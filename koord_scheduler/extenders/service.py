@@ -30,12 +30,12 @@ import numpy as np
 from apis.core.errors import ParseError
 from apis.core.parse import parse_pod
 from apis.core.types import ObjectMeta, Pod
+from koord_scheduler.extenders.wire import MAX_EXTENDER_PRIORITY
 from koord_scheduler.framework.cycle_state import CycleState
 from koord_scheduler.framework.diagnosis import Diagnosis
 from koord_scheduler.framework.runtime import Framework, PluginCycleError
 from koord_scheduler.framework.snapshot import ClusterSnapshot, NodeInfo
 from koord_scheduler.framework.status import Code, Status
-from koord_scheduler.scheduler.extenders.wire import MAX_EXTENDER_PRIORITY
 
 UNKNOWN_NODE = "node not found in the extender's cache"
 

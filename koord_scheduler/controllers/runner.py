@@ -34,21 +34,21 @@ from apis.configuration.normalization import CPU_NORMALIZATION_KEY, RESOURCE_AMP
 from apis.core.frozendict import FrozenDict
 from apis.core.types import Node, Pod
 from apis.slo.nodemetric_record import NodeMetricRecord
-from koord_scheduler.framework.errors import ClusterError
-from koord_scheduler.framework.types import EventType
-from koord_scheduler.scheduler.controllers.api import ConfigMapRecord, ControllerApi
-from koord_scheduler.scheduler.controllers.containment import Containment, permanent
-from koord_scheduler.scheduler.controllers.decide import (
+from koord_scheduler.controllers.api import ConfigMapRecord, ControllerApi
+from koord_scheduler.controllers.containment import Containment, permanent
+from koord_scheduler.controllers.decide import (
     NodeSLORecord,
     Write,
     canonical,
     decide_node_metric,
     decide_node_slo,
 )
-from koord_scheduler.scheduler.controllers.noderesource import MANAGED_RESOURCES, decide_node_resources, nrt_path
-from koord_scheduler.scheduler.controllers.nrt_batch import TopologyRecord, TopologySource, canonical_zones
-from koord_scheduler.scheduler.controllers.selection import NODEMETRIC, NODERESOURCE, NODERESOURCE_PLUGINS, NODESLO
-from koord_scheduler.scheduler.controllers.waits import stopped_within, wake_or_stop
+from koord_scheduler.controllers.noderesource import MANAGED_RESOURCES, decide_node_resources, nrt_path
+from koord_scheduler.controllers.nrt_batch import TopologyRecord, TopologySource, canonical_zones
+from koord_scheduler.controllers.selection import NODEMETRIC, NODERESOURCE, NODERESOURCE_PLUGINS, NODESLO
+from koord_scheduler.controllers.waits import stopped_within, wake_or_stop
+from koord_scheduler.framework.errors import ClusterError
+from koord_scheduler.framework.types import EventType
 from koord_scheduler.scheduler.object_errors import ObjectErrors
 from koord_scheduler.scheduler.source import EventSink
 from kubeapi.http import ApiError

@@ -7,14 +7,14 @@ connection pool.
 
 from __future__ import annotations
 
-from koord_scheduler.scheduler.reservation_controller.decide import (
+from koord_scheduler.controllers.reservation.decide import (
     ControllerOptions,
     Decision,
     OwnerPod,
     decide,
 )
-from koord_scheduler.scheduler.reservation_controller.informed import KubeStatusWriter, ReservationController
-from koord_scheduler.scheduler.reservation_controller.reconciler import ClusterView, Reconciler, StatusWriter
+from koord_scheduler.controllers.reservation.informed import KubeStatusWriter, ReservationController
+from koord_scheduler.controllers.reservation.reconciler import ClusterView, Reconciler, StatusWriter
 
 __all__ = [
     "ClusterView",

@@ -56,6 +56,10 @@ from apis.scheduling.elasticquota import (
     QuotaRecord,
     resources_to_wire,
 )
+from koord_scheduler.controllers.api import ControllerApi
+from koord_scheduler.controllers.containment import Containment
+from koord_scheduler.controllers.decide import Write
+from koord_scheduler.controllers.selection import ELASTICQUOTA
 from koord_scheduler.framework.errors import ClusterError
 from koord_scheduler.framework.types import EventType
 from koord_scheduler.quota.forest import QuotaForest
@@ -63,10 +67,6 @@ from koord_scheduler.quota.mapping import is_preemptible, namespace_index, quota
 from koord_scheduler.quota.revoke import Assigned, OverUseMonitor, pods_to_revoke
 from koord_scheduler.quota.tree import PodEntry
 from koord_scheduler.quota.validation import validate_tree
-from koord_scheduler.scheduler.controllers.api import ControllerApi
-from koord_scheduler.scheduler.controllers.containment import Containment
-from koord_scheduler.scheduler.controllers.decide import Write
-from koord_scheduler.scheduler.controllers.selection import ELASTICQUOTA
 from koord_scheduler.scheduler.object_errors import ObjectErrors
 from kubeapi.http import ApiError
 

@@ -20,11 +20,11 @@ from typing import Any, Protocol
 from apis.core.types import Node, Pod
 from apis.scheduling import podgroup as pg
 from apis.scheduling.podgroup import PodGroupRecord, PodGroupStatusRecord
+from koord_scheduler.controllers.containment import Containment, permanent
+from koord_scheduler.controllers.loop import CallLater, ReconcileLoop
+from koord_scheduler.controllers.workers import run_with_workers
 from koord_scheduler.framework.errors import ClusterError
 from koord_scheduler.framework.types import EventType
-from koord_scheduler.scheduler.controllers.containment import Containment, permanent
-from koord_scheduler.scheduler.controllers.loop import CallLater, ReconcileLoop
-from koord_scheduler.scheduler.controllers.workers import run_with_workers
 from koord_scheduler.scheduler.object_errors import ObjectErrors
 
 log = logging.getLogger(__name__)

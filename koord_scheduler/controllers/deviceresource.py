@@ -49,13 +49,13 @@ from apis.core.paths import api_path
 from apis.core.quantity import value as quantity_value
 from apis.core.types import Node, Pod
 from apis.scheduling.device import DEVICE_KIND, NodeDeviceRecord
+from koord_scheduler.controllers.api import ControllerApi
+from koord_scheduler.controllers.containment import Containment, permanent
+from koord_scheduler.controllers.decide import MERGE_PATCH, Write
+from koord_scheduler.controllers.loop import CallLater, ReconcileLoop
+from koord_scheduler.controllers.selection import DEVICERESOURCE
 from koord_scheduler.framework.errors import ClusterError
 from koord_scheduler.framework.types import EventType
-from koord_scheduler.scheduler.controllers.api import ControllerApi
-from koord_scheduler.scheduler.controllers.containment import Containment, permanent
-from koord_scheduler.scheduler.controllers.decide import MERGE_PATCH, Write
-from koord_scheduler.scheduler.controllers.loop import CallLater, ReconcileLoop
-from koord_scheduler.scheduler.controllers.selection import DEVICERESOURCE
 from koord_scheduler.scheduler.object_errors import ObjectErrors
 from kubeapi import jsoncodec
 

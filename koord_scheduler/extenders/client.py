@@ -22,7 +22,7 @@ import urllib3
 
 from apis.config.extender import Extender
 from apis.core.types import Node, Pod
-from koord_scheduler.scheduler.extenders.wire import (
+from koord_scheduler.extenders.wire import (
     ExtenderProtocolError,
     FilterReply,
     binding_args,

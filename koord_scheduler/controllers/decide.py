@@ -19,7 +19,7 @@ from apis.core.paths import api_path
 from apis.core.types import Node
 from apis.slo.common import API_VERSION, GROUP, VERSION, format_go_duration, parse_go_duration
 from apis.slo.nodemetric_record import NodeMetricRecord
-from koord_scheduler.scheduler.controllers.selection import NODEMETRIC, NODESLO
+from koord_scheduler.controllers.selection import NODEMETRIC, NODESLO
 
 Json = dict[str, Any]
 

@@ -36,7 +36,7 @@ from apis.extension import PriorityClass
 from apis.extension.priority import priority_class_with_default
 from apis.extension.qos import qos_class_with_default
 from apis.slo.nodemetric_record import NodeMetricRecord
-from koord_scheduler.scheduler.controllers.batch import Pair, node_reserved, pair_of, scaled
+from koord_scheduler.controllers.batch import Pair, node_reserved, pair_of, scaled
 
 _NOT_PROD = (PriorityClass.MID, PriorityClass.BATCH, PriorityClass.FREE)
 _HOST_APP_ABOVE_MID = (PriorityClass.PROD.value,)

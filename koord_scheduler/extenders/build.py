@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from apis.config import KubeSchedulerConfiguration, PluginConfig
 from apis.config.extender import ignored_extender_resources
-from koord_scheduler.scheduler.extenders.client import HTTPExtender
-from koord_scheduler.scheduler.extenders.phase import Extenders
+from koord_scheduler.extenders.client import HTTPExtender
+from koord_scheduler.extenders.phase import Extenders
 
 NODE_RESOURCES_FIT = "NodeResourcesFit"
 

@@ -45,18 +45,18 @@ from apis.extension.constants import (
     RESOURCE_MID_MEMORY,
 )
 from apis.slo.nodemetric_record import NodeMetricRecord
-from koord_scheduler.scheduler.controllers.batch import batch_allocatable, batch_inputs, is_degraded, needs_sync
-from koord_scheduler.scheduler.controllers.decide import MERGE_PATCH, Write
-from koord_scheduler.scheduler.controllers.midresource import mid_allocatable, mid_inputs
-from koord_scheduler.scheduler.controllers.normalization import (
+from koord_scheduler.controllers.batch import batch_allocatable, batch_inputs, is_degraded, needs_sync
+from koord_scheduler.controllers.decide import MERGE_PATCH, Write
+from koord_scheduler.controllers.midresource import mid_allocatable, mid_inputs
+from koord_scheduler.controllers.normalization import (
     amplification_ratios,
     decide_cpu_normalization,
     format_amplification,
     normalization_needs_sync,
     parse_ratio,
 )
-from koord_scheduler.scheduler.controllers.nrt_batch import TopologySource, updated_zones, zone_batch, zones_of
-from koord_scheduler.scheduler.controllers.selection import (
+from koord_scheduler.controllers.nrt_batch import TopologySource, updated_zones, zone_batch, zones_of
+from koord_scheduler.controllers.selection import (
     BATCH_RESOURCE,
     CPU_NORMALIZATION,
     MID_RESOURCE,

@@ -1,7 +1,7 @@
 """The Reservation controller on koord-scheduler's own informers: no watch of its own.
 
 :class:`ReservationController` is one of the controllers the scheduler hosts (``--controllers``): the
-source's :class:`~koord_scheduler.scheduler.controllers.runner.FanoutSink` hands it every Node, Pod and
+source's :class:`~koord_scheduler.controllers.runner.FanoutSink` hands it every Node, Pod and
 Reservation the scheduler already lists and watches, and it keeps two indexes from them, as the controller's
 view (:class:`~.reconciler.ClusterView`):
 
@@ -28,10 +28,10 @@ from apis.core.types import Node, Pod
 from apis.scheduling.annotations import parse_allocated_annotation
 from apis.scheduling.constants import GROUP, VERSION
 from apis.scheduling.record import ReservationRecord
+from koord_scheduler.controllers.reservation.decide import ControllerOptions, OwnerPod
+from koord_scheduler.controllers.reservation.reconciler import ClusterView, Reconciler
 from koord_scheduler.framework.types import EventType
 from koord_scheduler.scheduler.object_errors import ObjectErrors
-from koord_scheduler.scheduler.reservation_controller.decide import ControllerOptions, OwnerPod
-from koord_scheduler.scheduler.reservation_controller.reconciler import ClusterView, Reconciler
 from kubeapi.http import MERGE_PATCH, ApiError, ApiHttp
 
 log = logging.getLogger(__name__)
@@ -148,7 +148,7 @@ class ReservationController:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Reconcile until ``stop`` is set, once Nodes, Pods and Reservations are listed; call only while
-        holding the leader Lease. The loop (:class:`~koord_scheduler.scheduler.controllers.loop.ReconcileLoop`)
+        holding the leader Lease. The loop (:class:`~koord_scheduler.controllers.loop.ReconcileLoop`)
         contains per-Reservation and per-pass failures; what escapes it reaches the hosted controllers'
         supervisor, which calls this again."""
         await self.reconciler.run(stop, ready=self.ready)

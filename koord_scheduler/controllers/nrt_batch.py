@@ -37,7 +37,7 @@ from apis.extension.constants import RESOURCE_BATCH_CPU, RESOURCE_BATCH_MEMORY
 from apis.extension.numa import resource_status_of
 from apis.extension.qos import QoSClass, qos_class_with_default
 from apis.slo.nodemetric_record import NodeMetricRecord
-from koord_scheduler.scheduler.controllers.batch import (
+from koord_scheduler.controllers.batch import (
     BatchInputs,
     HighPriorityLoad,
     Pair,

@@ -22,7 +22,7 @@ again when it changes, when a node changes, when its quota changes, and every :d
 a node that joins a pool raises the pool's quota at once. A write that fails is retried after
 ``retry_seconds`` and reported as a Warning Event ``CreateQuotaFailed`` / ``UpdateQuotaFailed`` on the
 profile, as Koordinator's. A write the API server refuses for good (400, 413, 422: see
-:mod:`~koord_scheduler.scheduler.controllers.containment`) gets the same Event once and is not sent
+:mod:`~koord_scheduler.controllers.containment`) gets the same Event once and is not sent
 again until it would change; a profile whose decision or write raises anything else is reported to
 ``ObjectErrors`` and skipped until it changes, the other profiles going on.
 """
@@ -52,11 +52,11 @@ from apis.quota import PLURAL as PROFILE_PLURAL
 from apis.quota import VERSION as PROFILE_VERSION
 from apis.quota import QuotaProfileRecord
 from apis.scheduling import elasticquota as eq
+from koord_scheduler.controllers.containment import Containment, permanent
+from koord_scheduler.controllers.decide import MERGE_PATCH, Write
+from koord_scheduler.controllers.waits import stopped_within, wake_or_stop
 from koord_scheduler.framework.errors import ClusterError
 from koord_scheduler.framework.types import EventType
-from koord_scheduler.scheduler.controllers.containment import Containment, permanent
-from koord_scheduler.scheduler.controllers.decide import MERGE_PATCH, Write
-from koord_scheduler.scheduler.controllers.waits import stopped_within, wake_or_stop
 from koord_scheduler.scheduler.object_errors import ObjectErrors
 from kubeapi.events import EventRecorder, Regarding
 from kubeapi.http import ApiHttp

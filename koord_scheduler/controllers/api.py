@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from koord_scheduler.scheduler.controllers.decide import Write
+from koord_scheduler.controllers.decide import Write
 from kubeapi.events import EventRecorder, Regarding
 from kubeapi.http import ApiHttp
 

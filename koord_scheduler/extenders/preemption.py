@@ -13,9 +13,9 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 
 from apis.core.types import Pod
+from koord_scheduler.extenders.client import ExtenderError, HTTPExtender
 from koord_scheduler.framework.snapshot import ClusterSnapshot
 from koord_scheduler.framework.status import Status, error
-from koord_scheduler.scheduler.extenders.client import ExtenderError, HTTPExtender
 
 log = logging.getLogger(__name__)
 

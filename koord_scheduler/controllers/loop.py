@@ -23,8 +23,8 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
+from koord_scheduler.controllers.waits import wake_or_stop
 from koord_scheduler.framework.errors import log_failure
-from koord_scheduler.scheduler.controllers.waits import wake_or_stop
 
 log = logging.getLogger(__name__)
 
