@@ -39,7 +39,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from kubeapi import jsoncodec
+from kubeapi import jsoncodec, protowire
 from kubeapi.errors import ClusterError, describe, log_failure
 from kubeapi.heap import request_trim
 from kubeapi.http import ApiConnectionError, ApiError, ApiHttp, iter_lines
@@ -97,6 +97,10 @@ class ReflectorOptions:
     max_backoff: float = 30.0
     healthy_watch_seconds: float = 10.0
     """A watch that lasted this long (or delivered an event) resets the backoff."""
+    protobuf: bool = True
+    """List and watch the built-in kinds :mod:`~kubeapi.protowire` reads (Pods, Nodes) as
+    ``application/vnd.kubernetes.protobuf``, as kube-scheduler does; other kinds (custom resources)
+    are always JSON. False: JSON for everything (``--kube-api-content-type=json``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,6 +191,8 @@ class Reflector:
         """key -> resourceVersion of the last version logged as malformed (log each version once)."""
         self._backoff = Backoff(self.options.initial_backoff, self.options.max_backoff)
         self.outages = outages
+        self.protobuf = self.options.protobuf and not kind.group and kind.kind in protowire.SUPPORTED_KINDS
+        """Lists and watches go as protobuf (see :attr:`ReflectorOptions.protobuf`)."""
 
     def get(self, key: str) -> Any:
         entry = self.store.get(key)
@@ -251,6 +257,13 @@ class Reflector:
     async def _get_page(self, params: dict[str, str]) -> Json:
         """One page, decoded so that an object orjson refuses costs that object only (it is an
         :class:`UndecodableObject` in ``items``)."""
+        if self.protobuf:
+            payload = await self.http.request("GET", self.kind.path, params=params, accept=protowire.PROTOBUF)
+            try:
+                doc = protowire.decode_list(payload)
+            except ValueError as exc:
+                raise ApiError(200, "InvalidResponse", str(exc), method="GET", path=self.kind.path) from None
+            return doc
         payload = await self.http.request("GET", self.kind.path, params=params)
         try:
             doc = jsoncodec.loads_list(payload)
@@ -404,11 +417,27 @@ class Reflector:
             params["labelSelector"] = self.kind.label_selector
         delivered = 0
         self.watches += 1
+        if self.protobuf:
+            async with self.http.stream(self.kind.path, params, accept=protowire.PROTOBUF) as content:
+                try:
+                    async for frames in protowire.iter_frames(content):
+                        for frame in frames:
+                            delivered += self._on_watch_frame(frame)
+                except protowire.ProtoError as exc:
+                    raise ClusterError(f"watch {self.kind.plural}: {exc}") from None
+            return delivered
         async with self.http.stream(self.kind.path, params) as content:
             async for lines in iter_lines(content):
                 for line in lines:
                     delivered += self._on_watch_line(line)
         return delivered
+
+    def _on_watch_frame(self, frame: bytes) -> int:
+        try:
+            kind, obj = protowire.decode_event(frame)
+        except ValueError as exc:
+            raise ClusterError(f"watch {self.kind.plural}: undecodable event: {exc}") from None
+        return self._on_watch_event(kind, obj)
 
     def _on_watch_line(self, line: bytes) -> int:
         try:
@@ -417,6 +446,9 @@ class Reflector:
             obj = event["object"]
         except (ValueError, KeyError, TypeError) as exc:
             raise ClusterError(f"watch {self.kind.plural}: undecodable event: {exc}") from None
+        return self._on_watch_event(kind, obj)
+
+    def _on_watch_event(self, kind: Any, obj: Any) -> int:
         if kind == "ERROR":
             code = obj.get("code") if isinstance(obj, dict) else None
             message = obj.get("message", "") if isinstance(obj, dict) else str(obj)
