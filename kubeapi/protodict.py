@@ -55,24 +55,41 @@ KEEP: dict[str, frozenset[str]] = {
 """Message full name -> the fields kept (what the scheduler's parsers read, with the identity fields);
 a message not named keeps every field. Pod specs, affinity, volumes and claims are read whole."""
 
+INLINE: dict[str, frozenset[str]] = {
+    _CORE + "Volume": frozenset({"volumeSource"}),
+    _CORE + "PersistentVolumeSpec": frozenset({"persistentVolumeSource"}),
+    _CORE + "Probe": frozenset({"handler"}),
+    _CORE + "EphemeralContainer": frozenset({"ephemeralContainerCommon"}),
+}
+"""Go structs embedded with ``json:",inline"`` (k8s.io/api core/v1 ``types.go``): protobuf nests them
+in a field, JSON puts their fields in the enclosing object. Every ``localObjectReference`` field (the
+``name`` of a ConfigMap or Secret reference) is inline too."""
+
 _Convert = Callable[[Any], Any]
 
 
 def to_json(message: Message) -> Json:
     """``message`` as the dict its JSON would decode to, less the fields :data:`KEEP` leaves out."""
-    convert = _fields(message.DESCRIPTOR)
+    convert, inline = _fields(message.DESCRIPTOR)
     out: Json = {}
     for field, value in message.ListFields():
         entry = convert.get(field.name)
         if entry is not None:
-            out[field.name] = entry(value)
+            if inline and field.name in inline:
+                out.update(entry(value))
+            else:
+                out[field.name] = entry(value)
     return out
 
 
 @cache
-def _fields(descriptor: Descriptor) -> dict[str, _Convert]:
+def _fields(descriptor: Descriptor) -> tuple[dict[str, _Convert], frozenset[str]]:
+    """The converter of each field kept, and the names of the inline fields (:data:`INLINE`)."""
     keep = KEEP.get(descriptor.full_name)
-    return {f.name: _converter(f) for f in descriptor.fields if keep is None or f.name in keep}
+    inline = INLINE.get(descriptor.full_name, frozenset()) | {
+        f.name for f in descriptor.fields if f.name == "localObjectReference"
+    }
+    return {f.name: _converter(f) for f in descriptor.fields if keep is None or f.name in keep}, frozenset(inline)
 
 
 def _converter(field: FieldDescriptor) -> _Convert:

@@ -31,6 +31,11 @@ from kubeapi.protogen import core_v1_pb2, meta_v1_pb2, runtime_pb2
 Json = dict[str, Any]
 
 PROTOBUF = "application/vnd.kubernetes.protobuf"
+PROTOBUF_OR_JSON = f"{PROTOBUF}, application/json"
+"""What a list or watch of a built-in kind accepts (client-go's default for protobuf clients). The
+response is decoded as what it is: a body that starts with :data:`MAGIC` is protobuf, anything else
+JSON; a watch stream whose first byte is ``{`` is JSON lines (a frame's first byte is the top byte of
+its length, never 0x7b below 2 GiB)."""
 MAGIC = b"k8s\x00"
 MAX_FRAME = 256 * 1024 * 1024
 """A frame longer than this is not a watch event of ours (the API server's request limit is 3 MiB)."""
@@ -136,6 +141,31 @@ def error_status(payload: bytes) -> Json | None:
         return status_json(raw) if kind == "Status" else None
     except ProtoError:
         return None
+
+
+class Peeked:
+    """A watch body whose first chunk has been read (:func:`peek`); iterates like the body did."""
+
+    def __init__(self, first: bytes, content: Any) -> None:
+        self.first = first
+        self.content = content
+        self.protobuf = bool(first) and first[:1] != b"{"
+
+    async def iter_any(self) -> AsyncIterator[bytes]:
+        if self.first:
+            yield self.first
+        async for chunk in self.content.iter_any():
+            yield chunk
+
+
+async def peek(content: Any) -> Peeked:
+    """Read the first chunk of a watch body (an ``aiohttp.StreamReader``) to tell its encoding."""
+    first = b""
+    async for chunk in content.iter_any():
+        if chunk:
+            first = bytes(chunk)
+            break
+    return Peeked(first, content)
 
 
 async def iter_frames(content: Any) -> AsyncIterator[list[bytes]]:

@@ -42,7 +42,7 @@ from typing import Any, Generic, TypeVar
 from kubeapi import jsoncodec, protowire
 from kubeapi.errors import ClusterError, describe, log_failure
 from kubeapi.heap import request_trim
-from kubeapi.http import ApiConnectionError, ApiError, ApiHttp, iter_lines
+from kubeapi.http import JSON, ApiConnectionError, ApiError, ApiHttp, iter_lines
 from kubeapi.jsoncodec import UndecodableObject
 from kubeapi.kinds import EventType
 from kubeapi.outage_log import SHARED as SHARED_OUTAGES
@@ -257,14 +257,13 @@ class Reflector:
     async def _get_page(self, params: dict[str, str]) -> Json:
         """One page, decoded so that an object orjson refuses costs that object only (it is an
         :class:`UndecodableObject` in ``items``)."""
-        if self.protobuf:
-            payload = await self.http.request("GET", self.kind.path, params=params, accept=protowire.PROTOBUF)
+        accept = protowire.PROTOBUF_OR_JSON if self.protobuf else JSON
+        payload = await self.http.request("GET", self.kind.path, params=params, accept=accept)
+        if payload.startswith(protowire.MAGIC):  # what the server chose (JSON never starts so)
             try:
-                doc = protowire.decode_list(payload)
+                return protowire.decode_list(payload)
             except ValueError as exc:
                 raise ApiError(200, "InvalidResponse", str(exc), method="GET", path=self.kind.path) from None
-            return doc
-        payload = await self.http.request("GET", self.kind.path, params=params)
         try:
             doc = jsoncodec.loads_list(payload)
         except ValueError as exc:
@@ -417,17 +416,18 @@ class Reflector:
             params["labelSelector"] = self.kind.label_selector
         delivered = 0
         self.watches += 1
-        if self.protobuf:
-            async with self.http.stream(self.kind.path, params, accept=protowire.PROTOBUF) as content:
+        accept = protowire.PROTOBUF_OR_JSON if self.protobuf else JSON
+        async with self.http.stream(self.kind.path, params, accept=accept) as content:
+            stream = await protowire.peek(content)
+            if stream.protobuf:  # the server chose protobuf: length-prefixed frames
                 try:
-                    async for frames in protowire.iter_frames(content):
+                    async for frames in protowire.iter_frames(stream):
                         for frame in frames:
                             delivered += self._on_watch_frame(frame)
                 except protowire.ProtoError as exc:
                     raise ClusterError(f"watch {self.kind.plural}: {exc}") from None
-            return delivered
-        async with self.http.stream(self.kind.path, params) as content:
-            async for lines in iter_lines(content):
+                return delivered
+            async for lines in iter_lines(stream):  # type: ignore[arg-type]
                 for line in lines:
                     delivered += self._on_watch_line(line)
         return delivered
