@@ -95,7 +95,8 @@ def make_nodes(scope: Scope) -> None:
             "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
                             "lastHeartbeatTime": "2026-01-02T03:04:05Z", "lastTransitionTime": "2026-01-02T03:04:05Z"},
                            {"type": "MemoryPressure", "status": "False"}],
-            "images": [{"names": ["registry.example/app@sha256:abc", "registry.example/app:1.0"], "sizeBytes": 123456789}],
+            "images": [{"names": ["registry.example/app@sha256:abc", "registry.example/app:1.0"],
+                        "sizeBytes": 123456789}],
             "nodeInfo": {"kubeletVersion": "v1.35.8", "machineID": "m", "systemUUID": "s", "bootID": "b",
                          "kernelVersion": "6", "osImage": "linux", "containerRuntimeVersion": "containerd://2",
                          "kubeProxyVersion": "", "operatingSystem": "linux", "architecture": "amd64"},
@@ -116,7 +117,8 @@ def pod_bodies(scope: Scope) -> list[dict[str, Any]]:
         "affinity": {
             "nodeAffinity": {
                 "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-                    {"matchExpressions": [{"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["z0", "z1"]}],
+                    {"matchExpressions": [{"key": "topology.kubernetes.io/zone", "operator": "In",
+                                           "values": ["z0", "z1"]}],
                      "matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["x"]}]}]},
                 "preferredDuringSchedulingIgnoredDuringExecution": [
                     {"weight": 7, "preference": {"matchExpressions": [{"key": "gpu", "operator": "Exists"}]}}],
