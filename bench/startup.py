@@ -57,6 +57,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import yaml
 from e2e_throughput import (  # also puts the repository and tests/integration on sys.path
@@ -159,15 +160,19 @@ async def watch_from_now(http: ApiHttp, prefix: str) -> tuple[BindWatcher, async
 # ----- contenders -----
 
 
-def apiserver_cpu() -> float:
-    """CPU-seconds of the kube-apiserver processes on this machine (0 when there is none)."""
+def apiserver_cpu(server: str) -> float:
+    """CPU-seconds of the kube-apiserver serving ``server`` (its URL: the process whose command line has
+    ``--secure-port=<its port>``); other engineers' clusters on the same machine are not counted."""
+    port = urlsplit(server).port
     total = 0.0
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
-            program = (entry / "cmdline").read_bytes().split(b"\0")[0]
-            if not Path(program.decode(errors="replace")).name.startswith("kube-apiserver"):
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            if not Path(argv[0].decode(errors="replace")).name.startswith("kube-apiserver"):
+                continue
+            if f"--secure-port={port}".encode() not in argv:
                 continue
             fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
@@ -240,12 +245,13 @@ async def first_bind(name: str, http: ApiHttp, *, kubeconfig: str, kube_schedule
     config = scheduler_config(work, f"{name}-{round_index}", kubeconfig, json_wire=name.endswith("-json"))
     args = koord_args(config) if koord else [kube_scheduler, f"--config={config}", "--secure-port=0", "--v=1"]
     log = work / f"{name}-{round_index}.log"
-    started_wall, started, apiserver0 = time.time(), time.monotonic(), apiserver_cpu()
+    server = http.connection.server
+    started_wall, started, apiserver0 = time.time(), time.monotonic(), apiserver_cpu(server)
     proc = start(f"{name}-{round_index}", args, work)
     try:
         await asyncio.wait_for(watcher.done.wait(), timeout)
         cpu = cpu_seconds(proc.pid) if proc.poll() is None else float("nan")
-        apiserver = apiserver_cpu() - apiserver0
+        apiserver = apiserver_cpu(server) - apiserver0
     except TimeoutError:
         raise RuntimeError(f"{name}: the pending pod was not bound within {timeout:.0f}s (log: {log})") from None
     finally:

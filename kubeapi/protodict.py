@@ -25,7 +25,7 @@ from __future__ import annotations
 import base64
 import time
 from collections.abc import Callable
-from functools import cache, lru_cache
+from functools import lru_cache
 from typing import Any
 
 import orjson
@@ -51,9 +51,15 @@ KEEP: dict[str, frozenset[str]] = {
     }),
     _CORE + "ContainerStatus": frozenset({"name", "resources", "allocatedResources"}),
     _CORE + "Container": frozenset({"name", "image", "resources", "restartPolicy", "ports"}),
+    _CORE + "PodSpec": frozenset({
+        "schedulerName", "nodeName", "priority", "priorityClassName", "preemptionPolicy", "containers",
+        "initContainers", "resources", "overhead", "nodeSelector", "affinity", "tolerations", "schedulingGates",
+        "topologySpreadConstraints", "volumes", "resourceClaims",
+    }),
 }
 """Message full name -> the fields kept (what the scheduler's parsers read, with the identity fields);
-a message not named keeps every field. Pod specs, affinity, volumes and claims are read whole."""
+a message not named keeps every field (affinity, volumes, claims, spread constraints are read whole).
+The integration test that decodes the same objects both ways catches a field read but not kept."""
 
 INLINE: dict[str, frozenset[str]] = {
     _CORE + "Volume": frozenset({"volumeSource"}),
@@ -67,45 +73,73 @@ in a field, JSON puts their fields in the enclosing object. Every ``localObjectR
 
 _Convert = Callable[[Any], Any]
 
+_SCALAR, _MESSAGE, _MESSAGES, _CALL, _INLINE = range(5)
+"""How a field's value becomes JSON: as it is, :func:`to_json` of it, of each of it, a function of it, or
+:func:`to_json` of it merged into the enclosing dict."""
+
+_Step = tuple[str, int, Any]
+_PLANS: dict[Any, dict[Any, _Step]] = {}
+"""Message class -> field descriptor -> (JSON name, how, function): built once per class."""
+
 
 def to_json(message: Message) -> Json:
     """``message`` as the dict its JSON would decode to, less the fields :data:`KEEP` leaves out."""
-    convert, inline = _fields(message.DESCRIPTOR)
+    plan = _PLANS.get(message.__class__)
+    if plan is None:
+        plan = _PLANS[message.__class__] = _plan(message.DESCRIPTOR)
     out: Json = {}
     for field, value in message.ListFields():
-        entry = convert.get(field.name)
-        if entry is not None:
-            if inline and field.name in inline:
-                out.update(entry(value))
-            else:
-                out[field.name] = entry(value)
+        step = plan.get(field)
+        if step is None:
+            continue
+        name, how, call = step
+        if how == _SCALAR:
+            out[name] = value
+        elif how == _MESSAGE:
+            out[name] = to_json(value)
+        elif how == _MESSAGES:
+            out[name] = [to_json(v) for v in value]
+        elif how == _CALL:
+            out[name] = call(value)
+        else:
+            out.update(to_json(value))
     return out
 
 
-@cache
-def _fields(descriptor: Descriptor) -> tuple[dict[str, _Convert], frozenset[str]]:
-    """The converter of each field kept, and the names of the inline fields (:data:`INLINE`)."""
+def _plan(descriptor: Descriptor) -> dict[Any, _Step]:
     keep = KEEP.get(descriptor.full_name)
-    inline = INLINE.get(descriptor.full_name, frozenset()) | {
-        f.name for f in descriptor.fields if f.name == "localObjectReference"
-    }
-    return {f.name: _converter(f) for f in descriptor.fields if keep is None or f.name in keep}, frozenset(inline)
+    inline = INLINE.get(descriptor.full_name, frozenset())
+    plan: dict[Any, _Step] = {}
+    for f in descriptor.fields:
+        if keep is not None and f.name not in keep:
+            continue
+        if f.name in inline or f.name == "localObjectReference":
+            plan[f] = (f.name, _INLINE, None)
+        else:
+            plan[f] = (f.name, *_how(f))
+    return plan
 
 
-def _converter(field: FieldDescriptor) -> _Convert:
+def _how(field: FieldDescriptor) -> tuple[int, Any]:
     entry = field.message_type
     if entry is not None and entry.GetOptions().map_entry:
         value_field = entry.fields_by_name["value"]
-        if value_field.type != FieldDescriptor.TYPE_MESSAGE:
-            return dict
+        if value_field.message_type is None:
+            return _CALL, dict
         one = _single(value_field)
-        return lambda m: {k: one(v) for k, v in m.items()}
+        return _CALL, lambda m: {k: one(v) for k, v in m.items()}
     one = _single(field)
     if field.is_repeated:
         if one is _same:
-            return list
-        return lambda values: [one(v) for v in values]
-    return one
+            return _CALL, list
+        if one is to_json:
+            return _MESSAGES, None
+        return _CALL, lambda values: [one(v) for v in values]
+    if one is _same:
+        return _SCALAR, None
+    if one is to_json:
+        return _MESSAGE, None
+    return _CALL, one
 
 
 def _same(value: Any) -> Any:

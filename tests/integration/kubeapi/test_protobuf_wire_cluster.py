@@ -169,7 +169,7 @@ def pod_bodies(scope: Scope) -> list[dict[str, Any]]:
                 "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}}},
         ],
     }
-    bodies = [
+    bodies: list[dict[str, Any]] = [
         {"metadata": {"name": "rich", "labels": {"app": "web", "tier": "front"},
                       "annotations": {"scheduling.koordinator.sh/reservation-affinity": '{"name": "r"}'},
                       "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-1",
@@ -287,11 +287,11 @@ async def test_watches_as_protobuf_deliver_what_json_watches_deliver(scope: Scop
     make_nodes(scope)
     make_pods(scope)
     seen: dict[str, list[tuple[str, str, Any]]] = {"json": [], "proto": []}
-    reflectors = {
-        name: Reflector(http, pod_kind(scope), lambda event, old, new, n=name: seen[n].append(
-            (event.value, (new or old).pod.key, new)), options=options)
-        for name, options in (("json", JSON_OPTIONS), ("proto", PROTO_OPTIONS))
-    }
+    def recorder(name: str) -> Any:
+        return lambda event, old, new: seen[name].append((event.value, (new or old).pod.key, new))
+
+    reflectors = {name: Reflector(http, pod_kind(scope), recorder(name), options=options)
+                  for name, options in (("json", JSON_OPTIONS), ("proto", PROTO_OPTIONS))}
     tasks = [asyncio.create_task(r.run()) for r in reflectors.values()]
     try:
         await _until(lambda: all(len(s) == 4 for s in seen.values()),
@@ -312,7 +312,7 @@ async def test_watches_as_protobuf_deliver_what_json_watches_deliver(scope: Scop
     assert [e[:2] for e in seen["json"]][4:] == [e[:2] for e in seen["proto"]][4:]
     # (a deletion with no grace period is a MODIFIED, setting deletionTimestamp, then the DELETED)
     assert [e[0] for e in seen["proto"][4:]] == ["MODIFIED", "MODIFIED", "MODIFIED", "DELETED"]
-    assert_same(dict(enumerate(e[2] for e in seen["json"])), dict(enumerate(e[2] for e in seen["proto"])))
+    assert_same({str(i): e[2] for i, e in enumerate(seen["json"])}, {str(i): e[2] for i, e in enumerate(seen["proto"])})
     assert reflectors["proto"].store.keys() == reflectors["json"].store.keys()
     assert seen["proto"][4][2].pod.meta.labels["tier"] == "back"
     assert seen["proto"][5][2].pod.node_name == f"proto-{scope.run}-n0"
