@@ -29,7 +29,7 @@ from functools import lru_cache
 from typing import Any
 
 import orjson
-from google.protobuf.descriptor import Descriptor, FieldDescriptor
+from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
 Json = dict[str, Any]
@@ -106,7 +106,7 @@ def to_json(message: Message) -> Json:
     return out
 
 
-def _plan(descriptor: Descriptor) -> dict[Any, _Step]:
+def _plan(descriptor: Any) -> dict[Any, _Step]:
     keep = KEEP.get(descriptor.full_name)
     inline = INLINE.get(descriptor.full_name, frozenset())
     plan: dict[Any, _Step] = {}
