@@ -369,7 +369,7 @@ def summarize(runs: dict[str, Any]) -> dict[str, Any]:
             summary[name] = {key: round(statistics.median(r[key] for r in mine), 3)
                              for key in ("seconds_to_first_bind", "cpu_seconds_at_first_bind",
                                          "apiserver_cpu_seconds", "seconds_to_profiles_built", "seconds_to_synced")
-                             if all(r[key] is not None for r in mine)}
+                             if all(r.get(key) is not None for r in mine)}
     if "koord-scheduler" in summary and "kube-scheduler" in summary:
         summary["koord_to_kube_scheduler_first_bind"] = round(
             summary["koord-scheduler"]["seconds_to_first_bind"] / summary["kube-scheduler"]["seconds_to_first_bind"],
