@@ -109,6 +109,7 @@ IMPLEMENTED = frozenset(
         "DRADeviceTaints",
         "DRASchedulerFilterTimeout",
         "DisableDynamicResourceAllocationInformer",
+        "GangPendingPodsConditionPatch",
         "NominatedNodeNameForExpectation",
     }
 )

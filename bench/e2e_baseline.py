@@ -5,11 +5,16 @@ The commit is checked out with ``git worktree add --detach`` into a temporary di
 (not editable) into a virtualenv of its own there, with the same Python as the bench; both are removed
 when the run ends. The contender is named ``koord-scheduler@REF`` and started exactly as
 ``koord-scheduler`` is (same configuration file and flags), from that virtualenv.
+
+``PYKOORD_BENCH_BASELINE_ROOT=DIR`` reuses a build made beforehand instead (``DIR/venv/bin/koord-scheduler``,
+e.g. ``git worktree add DIR REF && python -m venv DIR/venv && DIR/venv/bin/pip install DIR``), kept after
+the run: repeated runs then skip the install.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import subprocess
 import sys
@@ -19,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 PREFIX = "koord-scheduler@"
+PREBUILT_ENV = "PYKOORD_BENCH_BASELINE_ROOT"
 
 
 def contender_name(ref: str) -> str:
@@ -63,6 +69,13 @@ def built(ref: str, *, repo: Path, python: str = sys.executable) -> Iterator[Bas
     """``ref`` checked out and installed in a temporary directory, removed on exit. Raises RuntimeError
     naming the step (an unknown REF, a failed install)."""
     commit = _run(["git", "rev-parse", "--verify", f"{ref}^{{commit}}"], cwd=repo, what=f"resolving {ref!r}")
+    prebuilt = os.environ.get(PREBUILT_ENV)
+    if prebuilt:
+        build = BaselineBuild(ref, commit, Path(prebuilt))
+        if not build.executable.exists():
+            raise RuntimeError(f"--baseline: {PREBUILT_ENV}={prebuilt} has no venv/bin/koord-scheduler")
+        yield build
+        return
     root = Path(tempfile.mkdtemp(prefix="pykoord-baseline-"))
     source = root / "src"
     try:

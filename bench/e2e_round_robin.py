@@ -8,7 +8,9 @@ With ``--events`` it also writes each bound pod's ``Scheduled`` Event (events.k8
 koord-scheduler's recorder sends) as soon as its bind succeeds, 64 in flight: the ceiling of a scheduler
 that writes its Events as kube-scheduler does, while it binds.
 
-    .venv/bin/python bench/e2e_round_robin.py --kubeconfig FILE [--events]
+    .venv/bin/python bench/e2e_round_robin.py --kubeconfig FILE [--events] [--namespace NS]
+
+``--namespace`` binds the pending pods of that namespace only (default: every namespace).
 """
 
 from __future__ import annotations
@@ -56,7 +58,7 @@ def scheduled_event(ns: str, name: str, uid: str, node: str, host: str) -> dict[
     }
 
 
-async def round_robin(kubeconfig: str, *, events: bool = False) -> None:
+async def round_robin(kubeconfig: str, *, events: bool = False, namespace: str = "") -> None:
     connection = load_connection(kubeconfig)
     http = ApiHttp(connection, TokenBucket(0, 1), options=HttpOptions(pool_size=96))
     events_http = ApiHttp(connection, TokenBucket(0, 1), options=HttpOptions(pool_size=66)) if events else None
@@ -70,14 +72,16 @@ async def round_robin(kubeconfig: str, *, events: bool = False) -> None:
     tasks: set[asyncio.Task[None]] = set()
     failures: collections.Counter[str] = collections.Counter()
 
-    async def event(ns: str, name: str, uid: str, node: str) -> None:
+    async def write_event(ns: str, name: str, uid: str, node: str) -> None:
         assert events_http is not None
         async with events_sem:
             try:
                 await events_http.request("POST", f"/apis/events.k8s.io/v1/namespaces/{ns}/events",
                                           body=scheduled_event(ns, name, uid, node, host))
             except ClusterError as err:
-                failures[type(err).__name__] += 1
+                failures[f"event {type(err).__name__}"] += 1
+                if sum(failures.values()) <= 5:
+                    print(f"event for {ns}/{name} failed: {err}", file=sys.stderr, flush=True)
 
     async def bind(ns: str, name: str, uid: str, node: str) -> None:
         async with sem:
@@ -91,7 +95,7 @@ async def round_robin(kubeconfig: str, *, events: bool = False) -> None:
                     print(f"bind {ns}/{name} failed: {err}", file=sys.stderr, flush=True)
                 return
         if events_http is not None:
-            await event(ns, name, uid, node)
+            await write_event(ns, name, uid, node)
 
     def offer(obj: dict[str, Any]) -> None:
         nonlocal counter
@@ -107,22 +111,28 @@ async def round_robin(kubeconfig: str, *, events: bool = False) -> None:
         task.add_done_callback(tasks.discard)
 
     params = {"fieldSelector": "spec.nodeName="}
+    pods = f"/api/v1/namespaces/{namespace}/pods" if namespace else "/api/v1/pods"
     while True:  # a watch that ends (or reports an ERROR, e.g. 410 Gone) is re-listed; ``seen`` dedups
-        listing = await http.request_json("GET", "/api/v1/pods", params=params)
+        listing = await http.request_json("GET", pods, params=params)
         for obj in listing["items"]:
             offer(obj)
         watch_params = {**params, "watch": "1", "resourceVersion": listing["metadata"]["resourceVersion"]}
-        async with http.stream("/api/v1/pods", watch_params) as content:
+        async with http.stream(pods, watch_params) as content:
             async for lines in iter_lines(content):
-                events = [jsoncodec.loads(line) for line in lines]
-                for event in events:
-                    if event["type"] == "ADDED":
-                        offer(event["object"])
-                if any(event["type"] == "ERROR" for event in events):
-                    print(f"watch error, re-listing: {events[-1]['object']}", file=sys.stderr, flush=True)
+                # Not ``event``/``events``: the closures above read ``write_event`` and ``events`` from this
+                # scope, and a loop variable of the same name would rebind them (an Event write would then
+                # call the watch event, a dict).
+                changes = [jsoncodec.loads(line) for line in lines]
+                for change in changes:
+                    if change["type"] == "ADDED":
+                        offer(change["object"])
+                if any(change["type"] == "ERROR" for change in changes):
+                    print(f"watch error, re-listing: {changes[-1]['object']}", file=sys.stderr, flush=True)
                     break
 
 
 if __name__ == "__main__":
     with asyncio.Runner(loop_factory=contender_loop_factory()) as runner:
-        runner.run(round_robin(sys.argv[sys.argv.index("--kubeconfig") + 1], events="--events" in sys.argv))
+        argv = sys.argv
+        runner.run(round_robin(argv[argv.index("--kubeconfig") + 1], events="--events" in argv,
+                               namespace=argv[argv.index("--namespace") + 1] if "--namespace" in argv else ""))

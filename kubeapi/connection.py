@@ -71,6 +71,12 @@ def load_connection(kubeconfig: str = "") -> Connection:
     return _from_client_configuration(cfg, description)
 
 
+def connection_from_configuration(cfg: Any, description: str) -> Connection:
+    """A :class:`Connection` from a loaded ``kubernetes.client.Configuration`` (``description`` says where
+    it came from). Raises :class:`KubeConfigError` when its TLS files cannot be used."""
+    return _from_client_configuration(cfg, description)
+
+
 def _from_client_configuration(cfg: Any, description: str) -> Connection:
     server = str(cfg.host).rstrip("/")
     context: ssl.SSLContext | None = None

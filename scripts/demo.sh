@@ -3,4 +3,4 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/bootstrap.sh"
-exec "$root/.venv/bin/koord-scheduler" simulate "$@"
+exec "${PYKOORD_VENV:-"$root/.venv"}/bin/koord-scheduler" simulate "$@"

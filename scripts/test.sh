@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install pykoord into .venv and run every check CI runs: ruff, mypy --strict on the packages, a relaxed
 # mypy pass over tests/ (mypy-tests.ini), import-linter, Helm for the chart tests (built from the Go module
-# proxy if missing, never downloaded as a release binary), pytest (unit, real-cgroup and real-API-server
+# proxy if missing, never downloaded as a release binary), Debian's chromium for the HTML report test (apt-get,
+# when root and missing), pytest (unit, real-cgroup and real-API-server
 # integration tests, and the real-node tests of tests/node: kubelet, containerd and runc built here, pods in
 # real containers; marker `node`, root). Extra arguments go to pytest (`-m "not node"` leaves the node out).
 set -euo pipefail
@@ -22,6 +23,17 @@ if command -v go >/dev/null; then
   "$root/scripts/helm.sh" build
 else
   echo "no Go toolchain: the chart tests will skip"
+fi
+echo "== chromium (the HTML report test opens simulate's page in Debian's headless Chromium)"
+if ! command -v chromium >/dev/null; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    if ! apt-get install -y -qq chromium >/dev/null 2>&1; then
+      apt-get update -qq >/dev/null 2>&1 || true
+      apt-get install -y -qq chromium >/dev/null 2>&1 || echo "could not install chromium: the HTML report test will fail"
+    fi
+  else
+    echo "chromium is missing (apt-get install chromium, as root): the HTML report test will fail"
+  fi
 fi
 echo "== pytest"
 "$bin/pytest" "$@"

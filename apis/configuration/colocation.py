@@ -7,8 +7,9 @@ policy read, with Koordinator's defaults (``sloconfig.DefaultColocationStrategy`
 Resolution for one node (``GetNodeColocationStrategy``), lowest precedence first: the defaults, the
 ConfigMap's top-level fields, the first ``nodeConfigs`` entry whose selector matches the node, the node
 annotation ``node.koordinator.sh/colocation-strategy`` (a whole strategy as JSON; a bad one is ignored,
-as Koordinator ignores it), and the node labels ``node.koordinator.sh/{cpu,memory}-reclaim-ratio``
-(a float ratio that replaces the percent as ``int(ratio * 100)``, so 0.57 gives 56, as Go truncates).
+as Koordinator ignores it), and the node labels ``node.koordinator.sh/{cpu,memory}-reclaim-ratio`` and
+``node.koordinator.sh/mid-static-{cpu,memory}-reserved-ratio`` (a float ratio that replaces the percent
+as ``int(ratio * 100)``, so 0.57 gives 56, as Go truncates).
 """
 
 from __future__ import annotations
@@ -27,6 +28,9 @@ from apis.slo.nodemetric import AggregatePolicy
 ANNOTATION_COLOCATION_STRATEGY = "node.koordinator.sh/colocation-strategy"
 LABEL_CPU_RECLAIM_RATIO = "node.koordinator.sh/cpu-reclaim-ratio"
 LABEL_MEMORY_RECLAIM_RATIO = "node.koordinator.sh/memory-reclaim-ratio"
+LABEL_MID_STATIC_CPU_RESERVED_RATIO = "node.koordinator.sh/mid-static-cpu-reserved-ratio"
+LABEL_MID_STATIC_MEMORY_RESERVED_RATIO = "node.koordinator.sh/mid-static-memory-reserved-ratio"
+MID_RECLAIM_MODE_STATIC = "static"
 
 CALCULATE_POLICIES = ("usage", "request", "maxUsageRequest")
 MEMORY_COLLECT_POLICIES = ("usageWithoutPageCache", "usageWithHotPageCache", "usageWithPageCache")
@@ -100,6 +104,16 @@ class ColocationStrategy:
     batch_cpu_threshold_percent: int | None = None
     """Cap on batch-cpu as a percent of capacity; None: no cap."""
     batch_memory_threshold_percent: int | None = None
+    mid_reclaim_mode: str = ""
+    """``static``: mid = capacity * ``midStatic*ReservedPercent``; anything else: from the koordlet's
+    ``prodReclaimableMetric`` (see ``koord_scheduler``'s ``midresource`` controller module)."""
+    mid_cpu_threshold_percent: int = 100
+    """Cap on mid-cpu as a percent of capacity."""
+    mid_memory_threshold_percent: int = 100
+    mid_unallocated_percent: int = 0
+    """Share of the capacity that prod pods do not request that is added to mid."""
+    mid_static_cpu_reserved_percent: int = 0
+    mid_static_memory_reserved_percent: int = 0
 
 
 def default_colocation_strategy() -> ColocationStrategy:
@@ -125,6 +139,12 @@ def colocation_from_wire(wire: Mapping[str, Any]) -> ColocationStrategy:
         resource_diff_threshold=float(wire.get("resourceDiffThreshold", 0.1)),
         batch_cpu_threshold_percent=_optional_int(wire.get("batchCPUThresholdPercent")),
         batch_memory_threshold_percent=_optional_int(wire.get("batchMemoryThresholdPercent")),
+        mid_reclaim_mode=str(wire.get("midReclaimMode") or ""),
+        mid_cpu_threshold_percent=int(wire.get("midCPUThresholdPercent", 100)),
+        mid_memory_threshold_percent=int(wire.get("midMemoryThresholdPercent", 100)),
+        mid_unallocated_percent=int(wire.get("midUnallocatedPercent", 0)),
+        mid_static_cpu_reserved_percent=int(wire.get("midStaticCPUReservedPercent", 0)),
+        mid_static_memory_reserved_percent=int(wire.get("midStaticMemoryReservedPercent", 0)),
     )
 
 
@@ -163,6 +183,8 @@ def node_overrides(
     for label, field in (
         (LABEL_CPU_RECLAIM_RATIO, "cpuReclaimThresholdPercent"),
         (LABEL_MEMORY_RECLAIM_RATIO, "memoryReclaimThresholdPercent"),
+        (LABEL_MID_STATIC_CPU_RESERVED_RATIO, "midStaticCPUReservedPercent"),
+        (LABEL_MID_STATIC_MEMORY_RESERVED_RATIO, "midStaticMemoryReservedPercent"),
     ):
         percent = reclaim_percent_from_ratio(labels.get(label))
         if percent is not None:

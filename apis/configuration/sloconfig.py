@@ -34,6 +34,17 @@ from apis.configuration.colocation import (
     overlay,
     strategy_wire,
 )
+from apis.configuration.normalization import (
+    CPU_NORMALIZATION_KEY,
+    DEFAULT_CPU_NORMALIZATION,
+    DEFAULT_RESOURCE_AMPLIFICATION,
+    HOST_APPLICATION_KEY,
+    MAP_VALUES_REPLACED,
+    RESOURCE_AMPLIFICATION_KEY,
+    CPUNormalizationStrategyWire,
+    HostApplicationCfgWire,
+    ResourceAmplificationStrategyWire,
+)
 from apis.core import boundedjson
 from apis.core.errors import ParseError
 from apis.core.gojson import GoFields
@@ -52,7 +63,8 @@ RESOURCE_THRESHOLD_KEY = "resource-threshold-config"
 RESOURCE_QOS_KEY = "resource-qos-config"
 CPU_BURST_KEY = "cpu-burst-config"
 SYSTEM_KEY = "system-config"
-KEYS = (COLOCATION_KEY, RESOURCE_THRESHOLD_KEY, RESOURCE_QOS_KEY, CPU_BURST_KEY, SYSTEM_KEY)
+KEYS = (COLOCATION_KEY, RESOURCE_THRESHOLD_KEY, RESOURCE_QOS_KEY, CPU_BURST_KEY, SYSTEM_KEY,
+        HOST_APPLICATION_KEY, CPU_NORMALIZATION_KEY, RESOURCE_AMPLIFICATION_KEY)
 
 ANNOTATION_NETWORK_BANDWIDTH = "node.koordinator.sh/network-bandwidth"
 
@@ -69,16 +81,28 @@ _EXPRESSION_FIELDS = GoFields.of(("key", "operator", "values"))
 
 @dataclass(frozen=True, slots=True)
 class _Section:
-    """How one key is read: its strategy model, its default (JSON), its rules, its NodeSLO field."""
+    """How one key is read: its strategy model (None: the colocation strategy), its default (JSON), its
+    rules, its NodeSLO field, and whether the cluster strategy is inline beside ``nodeConfigs`` (else
+    ``{clusterStrategy, nodeStrategies}``)."""
 
     model: type[WireModel] | None
     default: Json
     rules: tuple[ranges.Rule, ...]
     spec_field: str
+    inline: bool = False
+    node_replaces: bool = False
+    """A node entry's fields replace the cluster strategy instead of merging over it."""
 
 
 _SECTIONS: dict[str, _Section] = {
-    COLOCATION_KEY: _Section(None, DEFAULT_COLOCATION_WIRE, ranges.COLOCATION_RULES, ""),
+    COLOCATION_KEY: _Section(None, DEFAULT_COLOCATION_WIRE, ranges.COLOCATION_RULES, "", inline=True),
+    HOST_APPLICATION_KEY: _Section(
+        HostApplicationCfgWire, {}, (), "hostApplications", inline=True, node_replaces=True
+    ),
+    CPU_NORMALIZATION_KEY: _Section(CPUNormalizationStrategyWire, DEFAULT_CPU_NORMALIZATION, (), "", inline=True),
+    RESOURCE_AMPLIFICATION_KEY: _Section(
+        ResourceAmplificationStrategyWire, DEFAULT_RESOURCE_AMPLIFICATION, (), "", inline=True
+    ),
     RESOURCE_THRESHOLD_KEY: _Section(
         ResourceThresholdStrategy,
         {
@@ -205,13 +229,14 @@ def _parse_key(name: str, text: str) -> StrategyKey:
     if not isinstance(raw, dict):
         raise ValueError(f"expected a JSON object, got {type(raw).__name__}")
     section = _SECTIONS[name]
-    if section.model is None:  # colocation-config: the cluster strategy is inline
+    if section.inline:  # colocation, cpu-normalization, resource-amplification: the cluster strategy inline
         entries_field = "nodeConfigs"
         raw = _COLOCATION_FIELDS.fold(raw)
         cluster_raw = {k: v for k, v in raw.items() if k != entries_field}
-        read: Callable[[Json], Json] = strategy_wire
+        read: Callable[[Json], Json] = strategy_wire if section.model is None else _model_reader(section.model)
         cluster_path = ""
     else:
+        assert section.model is not None
         entries_field = "nodeStrategies"
         raw = _STRATEGY_KEY_FIELDS.fold(raw)
         cluster_raw = raw.get("clusterStrategy") or {}
@@ -225,7 +250,8 @@ def _parse_key(name: str, text: str) -> StrategyKey:
     if not isinstance(entries, list):
         raise ValueError(f"{entries_field}: expected a list")
     profiles = tuple(
-        _profile(entry, f"{entries_field}[{i}]", cluster=cluster, read=read, rules=section.rules)
+        _profile(entry, f"{entries_field}[{i}]", cluster={} if section.node_replaces else cluster, read=read,
+                 rules=section.rules)
         for i, entry in enumerate(entries)
     )
     return StrategyKey(cluster, profiles)
@@ -245,7 +271,11 @@ def _profile(
     except ParseError as exc:
         raise ValueError(f"{path}.nodeSelector: {exc}") from None
     fields = {k: v for k, v in entry.items() if k not in ("name", "nodeSelector")}
-    merged = overlay(cluster, _read(read, fields, f"{path}."))
+    patch = _read(read, fields, f"{path}.")
+    merged = overlay(cluster, patch)
+    for key in MAP_VALUES_REPLACED:  # Go decodes each map value whole: a node's model entry replaces the cluster's
+        if isinstance(patch.get(key), dict):
+            merged[key] = {**cluster.get(key, {}), **patch[key]}
     _check(merged, rules, f"{path}.")
     return NodeProfile(name, selector, merged)
 
@@ -292,13 +322,17 @@ def _check(obj: Json, rules: Sequence[ranges.Rule], path: str) -> None:
 
 
 def render_node_slo_spec(config: SloConfig, labels: Mapping[str, str], annotations: Mapping[str, str]) -> Json:
-    """The NodeSLO ``spec`` for a node with these labels and annotations (wire JSON).
+    """The NodeSLO ``spec`` for a node with these labels and annotations (wire JSON), without
+    ``extensions`` (the controller passes the existing NodeSLO's through).
 
     ``node.koordinator.sh/network-bandwidth``, when it is a valid quantity, replaces
     ``systemStrategy.totalNetworkBandwidth``."""
     spec: Json = {}
     for name in (RESOURCE_THRESHOLD_KEY, RESOURCE_QOS_KEY, CPU_BURST_KEY, SYSTEM_KEY):
         spec[_SECTIONS[name].spec_field] = config.key(name).for_node(labels)
+    applications = config.key(HOST_APPLICATION_KEY).for_node(labels).get("applications")
+    if applications:  # omitempty: no list, no field
+        spec["hostApplications"] = applications
     bandwidth = annotations.get(ANNOTATION_NETWORK_BANDWIDTH)
     if bandwidth:
         try:

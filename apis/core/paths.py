@@ -7,8 +7,11 @@ So:
 - :func:`api_path` is the only way either binary builds an API path. Namespaces must be DNS-1123 labels
   and object names DNS-1123 subdomains (apimachinery's ``NameIsDNSLabel`` / ``NameIsDNSSubdomain``, the
   rules the API server applies to every kind pykoord addresses by name); group, version, resource and
-  subresource must be lowercase path words. Every segment is then percent-escaped
-  (``urllib.parse.quote(segment, safe="")``), so nothing but a path segment can come out of one.
+  subresource must be lowercase path words. Every character those rules let through (``a-z``, ``0-9``,
+  ``-``, ``.``) is an RFC 3986 unreserved character, which percent-escaping leaves as it is, so a segment
+  that passed its rule is a path segment as it stands: nothing but a path segment can come out of one.
+  (Paths are built twice per bound pod, the binding and its Event; the checks of the words, a handful of
+  constants, are remembered.)
 - :func:`check_request_line` and :func:`check_header` are the check every HTTP client of the product runs
   on what it is about to send, whoever built it: the request target must be visible ASCII starting
   with ``/`` (no space, CR, LF, NUL or other control character, nothing outside ASCII), the method a plain
@@ -20,8 +23,8 @@ the value escaped (``repr``) and cut short, so it is safe to log.
 
 from __future__ import annotations
 
+import functools
 import re
-from urllib.parse import quote
 
 DNS1123_LABEL_MAX = 63
 DNS1123_SUBDOMAIN_MAX = 253
@@ -102,10 +105,23 @@ def check_name(value: object, *, what: str = "name") -> str:
     return value
 
 
+@functools.lru_cache(maxsize=256)
 def _word(value: str, what: str) -> str:
+    """``value`` when it is a lowercase path word (group, version, resource, subresource: a few constants,
+    so the answers are cached; a refusal raises and is not)."""
     if not _PATH_WORD.fullmatch(value):
         raise InvalidNameError(what, value, "must be a lowercase path word ([a-z0-9.-])")
-    return quote(value, safe="")
+    return value
+
+
+@functools.lru_cache(maxsize=1024)
+def _checked_namespace(value: str) -> str:
+    return check_namespace(value)
+
+
+def _namespace_segment(value: object) -> str:
+    """:func:`check_namespace`, remembered for strings (a cluster has few namespaces)."""
+    return _checked_namespace(value) if isinstance(value, str) else check_namespace(value)
 
 
 def api_path(
@@ -123,10 +139,10 @@ def api_path(
         else ["", "apis", _word(group, "group"), _word(version, "version")]
     )
     if namespace:
-        parts += ["namespaces", quote(check_namespace(namespace), safe="")]
+        parts += ["namespaces", _namespace_segment(namespace)]
     parts.append(_word(resource, "resource"))
     if name:
-        parts.append(quote(check_name(name), safe=""))
+        parts.append(check_name(name))
     if subresource:
         if not name:
             raise InvalidNameError("subresource", subresource, "needs an object name")

@@ -17,6 +17,7 @@ from apis.slo.nodemetric import (
     NodeMetricSpec,
     NodeMetricStatus,
     PodMetricInfo,
+    ReclaimableMetric,
     ResolvedCollectPolicy,
     resolve_collect_policy,
 )
@@ -41,6 +42,7 @@ __all__ = [
     "ObjectMeta",
     "PodMetricInfo",
     "Quantity",
+    "ReclaimableMetric",
     "ResolvedCollectPolicy",
     "ResourceMap",
     "SLOProblem",

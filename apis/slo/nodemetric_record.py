@@ -65,6 +65,8 @@ class NodeMetricRecord:
     pods: Mapping[str, PodUsage] = field(default_factory=FrozenDict)
     """``namespace/name`` → reported usage, for pods with a non-empty usage."""
     host_apps: tuple[HostAppUsage, ...] = ()
+    prod_reclaimable: Usage = field(default_factory=FrozenDict)
+    """``status.prodReclaimableMetric.resource`` (the koordlet's peak predictor); empty when not reported."""
     collect_policy: str = field(default="", compare=False)
     """``spec.metricCollectPolicy`` as canonical JSON (sorted keys); empty when the spec has none."""
 
@@ -100,8 +102,17 @@ def _record(obj: Mapping[str, Any], name: str) -> NodeMetricRecord:
         aggregated=_aggregated(info),
         pods=_pods(status),
         host_apps=_host_apps(status),
+        prod_reclaimable=_reclaimable(status),
         collect_policy=json.dumps(policy, sort_keys=True, separators=(",", ":")) if policy else "",
     )
+
+
+def _reclaimable(status: Mapping[str, Any]) -> Usage:
+    raw = status.get("prodReclaimableMetric")
+    if raw is None:
+        return EMPTY
+    metric = _under(lambda: as_map(raw, ""), "status.prodReclaimableMetric")
+    return _resources(metric, "resource", "status.prodReclaimableMetric.resource")
 
 
 def _under(read: Any, path: str) -> Any:

@@ -102,7 +102,11 @@ class SchedulerCommand:
         parser.add_argument("--config", help="KubeSchedulerConfiguration file (default: kube-scheduler defaults"
                             " plus pykoord's plugins)")
         parser.add_argument("--output", "-o", choices=("text", "json"), default="text")
-        parser.add_argument("--now", help="RFC3339 time used for anything time-dependent (default: now)")
+        parser.add_argument("--report", metavar="FILE.html", help="also write the run as one self-contained HTML "
+                            "page: per-node bars before and after, pending pods by reason, quotas, reservations, "
+                            "load")
+        parser.add_argument("--now", help="RFC3339 time used for anything time-dependent (default: the newest "
+                            "NodeMetric updateTime in the cluster file, else the current time)")
         parser.add_argument("-v", "--verbosity", type=int, default=0)
         parser.add_argument("-s", "--debug-scores", type=_debug_scores, default=0, metavar="N",
                             help="log the top N nodes with per-plugin scores for every pod")
@@ -120,13 +124,26 @@ class SchedulerCommand:
         registry = self.registry()
         config = _load_config(ns.config, DEFAULT_SIMULATE_CONFIG if ns.config is None else None)
         cluster_path = Path(ns.cluster) if ns.cluster else DEFAULT_CLUSTER
-        result, _ = asyncio.run(
-            run_simulation(
-                cluster_path, config, registry, now=now, debug_scores=ns.debug_scores,
-                debug_filters=ns.debug_filters, feature_gates=ns.feature_gates,
+        from koord_scheduler.app.progress import SimulateProgress
+
+        with SimulateProgress(sys.stderr) as progress:  # draws only on a terminal
+            result, scheduler = asyncio.run(
+                run_simulation(
+                    cluster_path, config, registry, now=now, debug_scores=ns.debug_scores,
+                    debug_filters=ns.debug_filters, feature_gates=ns.feature_gates, progress=progress,
+                )
             )
-        )
         print(to_json(result) if ns.output == "json" else to_text(result))
+        if ns.report:
+            from koord_scheduler.app.report_html import render_report
+
+            source = f"{cluster_path.name} with {Path(ns.config).name if ns.config else DEFAULT_SIMULATE_CONFIG.name}"
+            try:
+                Path(ns.report).write_text(render_report(result, source=source, now=scheduler.clock()),
+                                           encoding="utf-8")
+            except OSError as exc:
+                print(f"koord-scheduler: --report {ns.report}: {exc.strerror or exc}", file=sys.stderr)
+                return EXIT_USAGE
         if result.problems:
             for problem in result.problems:
                 print(f"koord-scheduler: {problem}", file=sys.stderr)
@@ -164,9 +181,10 @@ def _load_config(path: str | None, fallback: Path | None) -> KubeSchedulerConfig
     return KubeSchedulerConfiguration()
 
 
-def _parse_now(text: str | None, parser: argparse.ArgumentParser) -> float:
+def _parse_now(text: str | None, parser: argparse.ArgumentParser) -> float | None:
+    """``--now``; None when not given (the simulator takes the cluster file's own time)."""
     if not text:
-        return datetime.now().timestamp()
+        return None
     try:
         return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
     except ValueError:

@@ -26,7 +26,11 @@ from koord_scheduler.framework.errors import describe
 ExtraParser = Callable[[Mapping[str, Any]], Any]
 """Parses an object of an extra kind (Reservation, NodeMetric); raises ParseError/ValueError when bad."""
 
-IGNORED_KINDS = frozenset({"Namespace", "PriorityClass", "Event", "ConfigMap", "Service", "ServiceAccount"})
+IGNORED_KINDS = frozenset(
+    {"Namespace", "PriorityClass", "Event", "ConfigMap", "Service", "ServiceAccount", "NodeMetric"}
+)
+"""Kinds a cluster dump holds that matter only to the plugins that watch them (NodeMetric: LoadAwareScheduling);
+skipped quietly when none does."""
 
 PodAdmit = Callable[[Mapping[str, Any]], tuple[Mapping[str, Any], list[str]]]
 PodAdmission = Callable[[list[Mapping[str, Any]]], tuple[PodAdmit, list[tuple[str, str]]]]
@@ -55,6 +59,8 @@ class ClusterFile:
     objects: dict[str, list[tuple[str, Mapping[str, Any]]]] = field(default_factory=dict)
     """kind -> (name, raw object) for the extra kinds; each was parsed once to validate it."""
     problems: list[ObjectProblem] = field(default_factory=list)
+    report_times: list[str] = field(default_factory=list)
+    """Every NodeMetric's ``status.updateTime`` (watched or not): when the koordlets last reported."""
 
 
 def load_cluster_file(
@@ -99,6 +105,11 @@ def parse_cluster_text(
         if not isinstance(kind, str) or not kind:
             out.problems.append(ObjectProblem(source, where, "missing field 'kind'"))
             continue
+        if kind == "NodeMetric":
+            status = obj.get("status")
+            stamp = status.get("updateTime") if isinstance(status, Mapping) else None
+            if isinstance(stamp, str):
+                out.report_times.append(stamp)
         if kind in IGNORED_KINDS and kind not in extra:  # e.g. Namespaces matter once a plugin watches them
             continue
         if kind in ADMISSION_KINDS and admission is not None:

@@ -13,9 +13,11 @@ from dataclasses import dataclass
 from koord_scheduler.framework.errors import SchedulerError
 from koord_scheduler.scheduler.controllers.selection import (
     DESCHEDULER,
+    NODERESOURCE_PLUGINS,
     RESERVATION,
     ControllerSelectionError,
     parse_controllers,
+    parse_noderesource_plugins,
 )
 
 CONFIG_MAP_NAME = "slo-controller-config"
@@ -23,7 +25,7 @@ DEFAULT_CONFIG_NAMESPACE = "koordinator-system"
 
 
 class ControllerFlagError(SchedulerError):
-    """A bad ``--controllers`` value (reported as one line, exit 2)."""
+    """A bad ``--controllers`` or ``--noderesource-plugins`` value (reported as one line, exit 2)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +34,7 @@ class ControllerFlags:
     scheduling: bool
     config_namespace: str
     config_name: str
+    noderesource_plugins: frozenset[str] = frozenset(NODERESOURCE_PLUGINS)
     descheduler_config: str = ""
     """``--descheduler-config``: the DeschedulerConfiguration file (the ``descheduler`` controller needs it)."""
 
@@ -50,11 +53,15 @@ def add_controller_flags(parser: argparse.ArgumentParser, parse_bool: type | obj
                         help="DeschedulerConfiguration (descheduler/v1alpha2) for the descheduler controller")
     parser.add_argument("--slo-config-name", default=CONFIG_MAP_NAME,
                         help=f"name of the colocation ConfigMap (default {CONFIG_MAP_NAME})")
+    parser.add_argument("--noderesource-plugins", default="*", metavar="LIST",
+                        help="the noderesource controller's plugins, Koordinator style: '*' (all, default), "
+                        f"'Name', '-Name'; names: {', '.join(NODERESOURCE_PLUGINS)}")
 
 
 def controller_flags(ns: argparse.Namespace) -> ControllerFlags:
     try:
         enabled = parse_controllers(ns.controllers)
+        plugins = parse_noderesource_plugins(ns.noderesource_plugins)
     except ControllerSelectionError as exc:
         raise ControllerFlagError(str(exc)) from None
     if not ns.reservation_controller:
@@ -69,5 +76,5 @@ def controller_flags(ns: argparse.Namespace) -> ControllerFlags:
             load_descheduler_config(ns.descheduler_config)
         except ConfigError as exc:
             raise ControllerFlagError(str(exc)) from None
-    return ControllerFlags(enabled, bool(ns.scheduling), ns.config_namespace, ns.slo_config_name,
+    return ControllerFlags(enabled, bool(ns.scheduling), ns.config_namespace, ns.slo_config_name, plugins,
                            descheduler_config=ns.descheduler_config)

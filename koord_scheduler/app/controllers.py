@@ -8,12 +8,16 @@ Flags::
     --scheduling[=BOOL]         schedule pods (default true); false runs only the controllers
     --config-namespace NS       where slo-controller-config lives (default koordinator-system)
     --slo-config-name NAME      its name (default slo-controller-config)
+    --noderesource-plugins LIST the noderesource controller's plugins, Koordinator's form: "*" (all; the
+                                default), "Name", "-Name". Names: CPUNormalization, ResourceAmplification,
+                                MidResource, BatchResource.
     --reservation-controller=false   kept for compatibility: the same as adding -reservation
 
 The ``reservation`` controller reads the scheduler's Node, Pod and Reservation watches (the Reservation
 plugin's, or its own with scheduling off). The colocation controllers read the scheduler's own Node, Pod and
-NodeMetric watches; they add the
-NodeSLO kind (when ``nodeslo`` runs) and a watch of the one ConfigMap in its namespace. The ``elasticquota``
+NodeMetric watches; they add the NodeSLO kind (when ``nodeslo`` runs), a watch of the one ConfigMap in its
+namespace, and the NodeResourceTopology kind for the koordlet's ``cpu-basic-info`` (CPU normalization) and its
+zones (NUMA-level batch resources), shared with the NUMA plugin's watch when that runs; optional. The ``elasticquota``
 controller reads the same Node and Pod watches plus ElasticQuotas (optional: a cluster without the CRD
 still schedules). The ``podgroup`` controller reads the Pod watch and the PodGroup kind (the Coscheduling
 plugin's, or its own). The ``deviceresource`` controller reads the Node watch and the Device kind (the
@@ -46,15 +50,19 @@ from koord_scheduler.framework.errors import log_failure
 from koord_scheduler.scheduler.controllers.api import KubeControllerApi, parse_config_map
 from koord_scheduler.scheduler.controllers.decide import parse_node_slo
 from koord_scheduler.scheduler.controllers.deviceresource import DeviceResourceController
+from koord_scheduler.scheduler.controllers.nrt_batch import parse_topology_record
 from koord_scheduler.scheduler.controllers.podgroup import PodGroupController
 from koord_scheduler.scheduler.controllers.quota_status import QuotaStatusController
 from koord_scheduler.scheduler.controllers.runner import (
     COLOCATION_CONTROLLERS,
+    NODE_RESOURCE_TOPOLOGY,
     ColocationControllers,
     ColocationOptions,
     ControllerSink,
 )
 from koord_scheduler.scheduler.controllers.selection import (
+    BATCH_RESOURCE,
+    CPU_NORMALIZATION,
     DEVICERESOURCE,
     ELASTICQUOTA,
     PODGROUP,
@@ -130,7 +138,7 @@ def build_colocation(
     kinds = ["NodeMetric", "ConfigMap"] + (["NodeSLO"] if "nodeslo" in enabled else [])
     controllers = ColocationControllers(
         KubeControllerApi(http, source.events),
-        options=ColocationOptions(enabled=enabled),
+        options=ColocationOptions(enabled=enabled, noderesource_plugins=flags.noderesource_plugins),
         registry=metrics.registry,
         ready=lambda: all(source.listed(kind) for kind in kinds),
         object_errors=metrics.object_errors,
@@ -141,6 +149,14 @@ def build_colocation(
         source.watch_kind(GROUP, VERSION, "nodeslos", parse_node_slo, "NodeSLO", optional=True)
     source.watch_kind("", "v1", "configmaps", parse_config_map, "ConfigMap", namespace=flags.config_namespace,
                       field_selector=f"metadata.name={flags.config_name}", optional=True)
+    if (
+        "noderesource" in enabled
+        and flags.noderesource_plugins & {CPU_NORMALIZATION, BATCH_RESOURCE}
+        and NODE_RESOURCE_TOPOLOGY not in scheduler_kinds
+        and not source.watches(NODE_RESOURCE_TOPOLOGY)
+    ):  # cpu-basic-info and the zones; the NUMA plugin's own watch serves when it runs
+        source.watch_kind("topology.node.k8s.io", "v1alpha1", "noderesourcetopologies", parse_topology_record,
+                          NODE_RESOURCE_TOPOLOGY, optional=True)
     return Colocation(controllers, http)
 
 

@@ -19,6 +19,11 @@ Flags follow kube-scheduler's names::
                               Prometheus reach the pod IP; they read state, they change nothing)
     --debug-flags-port PORT   serve PUT /debug/flags/s and /debug/flags/f on 127.0.0.1:PORT (default 0: off;
                               see :mod:`.debug_server`)
+    --scheduling-timeout DURATION        log a warning and count scheduler_scheduling_timeout_total when a
+                              pod's attempt runs longer (default 30s; 0s: off; see scheduler/monitor.py)
+    --scheduler-monitor-period DURATION  how often bindings in flight are checked (default 10s)
+    --plugin-services[=BOOL]  serve Koordinator's read-only GET /apis/v1/... (plugin ledgers) on the metrics
+                              port, leader only (default true; see app/services_http.py)
     -v N, --v N               log verbosity (0: warnings plus lifecycle; 2: per-pod; 4+: debug)
 
 Lifecycle: the configuration is validated and every profile built before any network I/O, so a bad
@@ -51,6 +56,7 @@ from koord_scheduler.app.controller_flags import ControllerFlags, add_controller
 from koord_scheduler.app.debug_server import MAX_DEBUG_SCORES, DebugValueError, parse_debug_scores
 from koord_scheduler.framework.errors import SchedulerError
 from koord_scheduler.scheduler.controllers.selection import RESERVATION
+from koord_scheduler.scheduler.monitor import DEFAULT_MONITOR_PERIOD, DEFAULT_SCHEDULING_TIMEOUT, MonitorOptions
 from koord_scheduler.webhook.flags import WebhookOptions, add_webhook_flags, webhook_options
 
 if TYPE_CHECKING:
@@ -98,6 +104,10 @@ class ServeOptions:
     """0: the runtime debug switches are not served at all."""
     webhook: WebhookOptions = field(default_factory=WebhookOptions)
     feature_gates: SchedulerFeatureGates = DEFAULT_FEATURE_GATES
+    monitor: MonitorOptions = field(default_factory=MonitorOptions)
+    """``--scheduling-timeout`` and ``--scheduler-monitor-period``."""
+    plugin_services: bool = True
+    """``--plugin-services``: ``/apis/v1/...`` on the metrics port."""
 
 
 def serve_main(argv: Sequence[str], registry: Callable[[], Registry]) -> int:
@@ -229,6 +239,15 @@ def _parser() -> argparse.ArgumentParser:
                         help="run the Reservation lifecycle controller (expiry, owners, GC) when the "
                         "Reservation plugin is enabled (default true; only the leader acts); false is "
                         "--controllers=...,-reservation")
+    parser.add_argument("--scheduling-timeout", type=_parse_duration, default=DEFAULT_SCHEDULING_TIMEOUT,
+                        metavar="DURATION", help="warn (once per attempt) and count scheduler_scheduling_timeout_total "
+                        "when a pod's scheduling attempt runs longer than this (default 30s; 0s: off)")
+    parser.add_argument("--scheduler-monitor-period", type=_parse_duration, default=DEFAULT_MONITOR_PERIOD,
+                        metavar="DURATION", help="how often bindings in flight are checked against "
+                        "--scheduling-timeout (default 10s)")
+    parser.add_argument("--plugin-services", nargs="?", const=True, default=True, type=_parse_bool, metavar="BOOL",
+                        help="serve Koordinator's read-only /apis/v1/... plugin services on the metrics port, "
+                        "leader only (default true)")
     add_feature_gates_flag(parser)
     add_controller_flags(parser, _parse_bool)
     add_webhook_flags(parser)
@@ -312,7 +331,17 @@ def _options(ns: argparse.Namespace) -> ServeOptions:
         debug_flags_port=_port("--debug-flags-port", ns.debug_flags_port),
         webhook=_webhook_options(ns),
         feature_gates=ns.feature_gates,
+        monitor=_monitor_options(ns),
+        plugin_services=bool(ns.plugin_services),
     )
+
+
+def _monitor_options(ns: argparse.Namespace) -> MonitorOptions:
+    if ns.scheduling_timeout < 0:
+        raise ServeError(f"--scheduling-timeout: {ns.scheduling_timeout:g}s is negative (0s turns the monitor off)")
+    if ns.scheduler_monitor_period <= 0:
+        raise ServeError(f"--scheduler-monitor-period: {ns.scheduler_monitor_period:g}s must be more than 0s")
+    return MonitorOptions(timeout=ns.scheduling_timeout, period=ns.scheduler_monitor_period)
 
 
 DEFAULT_QPS, DEFAULT_BURST = 50.0, 100

@@ -44,6 +44,7 @@ from koord_scheduler.app.serve import (
     _with_cpu_profile,
     event_loop_factory,
 )
+from koord_scheduler.app.services_http import add_service_routes
 from koord_scheduler.framework.errors import ClusterError, log_failure
 from koord_scheduler.framework.registry import Registry
 from koord_scheduler.scheduler.assembly import build_scheduler
@@ -51,6 +52,7 @@ from koord_scheduler.scheduler.controllers.runner import ControllerSink, FanoutS
 from koord_scheduler.scheduler.heap import STARTUP_PAUSE_LIMIT, HeapSettler, resume_collector
 from koord_scheduler.scheduler.kube_source import KubeClusterSource, KubeSourceOptions
 from koord_scheduler.scheduler.metrics import SchedulerMetrics
+from koord_scheduler.scheduler.plugin_services import ServiceTable, scheduler_services
 from koord_scheduler.scheduler.scheduler import Scheduler, SchedulerOptions
 from koord_scheduler.scheduler.serving import HardenedServer, ServingLimits
 from koord_scheduler.scheduler.source import EventSink
@@ -96,7 +98,7 @@ def run_cluster(options: ServeOptions, registry: Callable[[], Registry], *, pref
         heap.loading()
     scheduler = build_scheduler(
         options.config, registry(), source, metrics=metrics,
-        options=SchedulerOptions(heap=heap, feature_gates=options.feature_gates),
+        options=SchedulerOptions(heap=heap, feature_gates=options.feature_gates, monitor=options.monitor),
     ) if options.controllers.scheduling else None
     connection_options = options.config.client_connection
     # Binds first: with scheduling on, the controllers' writes share a small budget while the scheduler
@@ -150,6 +152,11 @@ class _State:
     stopping: bool = False
     admission_only: bool = False
     """Scheduling and every controller off, the webhook on: ready once the webhook serves (no informers)."""
+    services: ServiceTable | None = None
+    """``/apis/v1`` (:mod:`koord_scheduler.scheduler.plugin_services`); None with scheduling off."""
+
+    def is_leader(self) -> bool:
+        return self.elector is None or self.elector.is_leader
 
     def set_debug(self, *, scores: int | None = None, filters: bool | None = None) -> None:
         """``--debug-scores`` / ``--debug-filters`` for every profile (also switched over HTTP)."""
@@ -193,6 +200,8 @@ async def _run(
     ProcessCollector(registry=metrics.registry)
     elector = _elector(options, source, metrics) if options.leader_elect else None
     state = _State(source, elector, scheduler)
+    if scheduler is not None and options.plugin_services:
+        state.services = scheduler_services(scheduler)
     state.set_debug(scores=options.debug_scores, filters=options.debug_filters)
     starter: asyncio.Future[None] | None = None
     runner: HardenedServer | None = None
@@ -218,7 +227,8 @@ async def _run(
                 return EXIT_FAILED
         if options.metrics_port:
             try:
-                runner = await _start_http(options, state, metrics)
+                services = (lambda: state.services, state.is_leader) if options.plugin_services else None
+                runner = await _start_http(options, state, metrics, services=services)
             except OSError as exc:
                 print(f"koord-scheduler: cannot listen on {options.bind_address}:{options.metrics_port}: "
                       f"{exc.strerror or exc}", file=sys.stderr)
@@ -319,6 +329,8 @@ async def _gather_controllers(runs: list[Coroutine[Any, Any, None]]) -> None:
 
 async def _schedule(scheduler: Scheduler, elector: LeaderElector | None, stop: asyncio.Event, state: _State) -> int:
     run = asyncio.ensure_future(scheduler.run(stop))
+    monitor = asyncio.ensure_future(scheduler.monitor.run(stop))
+    run.add_done_callback(lambda _: monitor.cancel())
     hold = asyncio.ensure_future(elector.hold()) if elector is not None else None
     waiting: set[asyncio.Future[None]] = {run} | ({hold} if hold is not None else set())
     await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
@@ -373,8 +385,17 @@ METRICS_LIMITS = ServingLimits(max_body_bytes=64 * 1024, max_connections=64)
 """The probes and /metrics are GETs: a small body limit; header and connection bounds as every server's."""
 
 
+ServicesSource = tuple[Callable[[], ServiceTable | None], Callable[[], bool]]
+"""(the ``/apis/v1`` table, or None with scheduling off; whether this replica leads)."""
+
+
 async def _start_http(
-    options: ServeOptions, state: _State, metrics: SchedulerMetrics, *, limits: ServingLimits = METRICS_LIMITS
+    options: ServeOptions,
+    state: _State,
+    metrics: SchedulerMetrics,
+    *,
+    limits: ServingLimits = METRICS_LIMITS,
+    services: ServicesSource | None = None,
 ) -> HardenedServer:
     def check(probe: Callable[[], tuple[bool, str]]) -> Callable[[web.Request], asyncio.Future[web.Response]]:
         async def handler(_: web.Request) -> web.Response:
@@ -392,10 +413,13 @@ async def _start_http(
     app.router.add_get("/livez", check(state.healthz))
     app.router.add_get("/readyz", check(state.readyz))
     app.router.add_get("/metrics", metrics_handler)
+    if services is not None:
+        add_service_routes(app, services[0], is_leader=services[1])
     server = HardenedServer(app, address=options.bind_address, port=options.metrics_port, ssl_context=None,
                             limits=limits)
     await server.start()
-    log.info("serving /healthz, /readyz, /metrics on http://%s:%d", options.bind_address, options.metrics_port)
+    log.info("serving /healthz, /readyz, /metrics%s on http://%s:%d", ", /apis/v1/..." if services else "",
+             options.bind_address, options.metrics_port)
     return server
 
 

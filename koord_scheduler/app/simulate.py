@@ -7,8 +7,10 @@ Pending pods pass through the ClusterColocationProfile webhook's offline form fi
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +19,12 @@ import numpy as np
 from apis.config import KubeSchedulerConfiguration
 from apis.core.quantity import format_quantity
 from apis.core.types import CPU, MEMORY
+from apis.extension.constants import RESOURCE_BATCH_CPU, RESOURCE_BATCH_MEMORY, RESOURCE_MID_CPU, RESOURCE_MID_MEMORY
 from apis.feature_gates import DEFAULT_FEATURE_GATES, SchedulerFeatureGates
+from apis.slo.nodemetric_record import parse_node_metric
 from koord_scheduler.app.cluster_file import ObjectProblem, load_cluster_file, parse_cluster_text
+from koord_scheduler.app.progress import SimulateProgress
+from koord_scheduler.app.simulate_colocation import NODE_METRIC, with_mid_resources
 from koord_scheduler.framework.registry import Registry
 from koord_scheduler.framework.snapshot import ClusterSnapshot
 from koord_scheduler.scheduler.assembly import build_scheduler
@@ -59,16 +65,19 @@ async def run_simulation(
     config: KubeSchedulerConfiguration,
     registry: Registry,
     *,
-    now: float,
+    now: float | None,
     cluster_text: str | None = None,
     debug_scores: int = 0,
     debug_filters: bool = False,
     feature_gates: SchedulerFeatureGates = DEFAULT_FEATURE_GATES,
+    progress: SimulateProgress | None = None,
 ) -> tuple[SimulationResult, Scheduler]:
-    """Build the scheduler, read the cluster (file or text) with the kinds its plugins watch, schedule."""
+    """Build the scheduler, read the cluster (file or text) with the kinds its plugins watch, schedule.
+    ``now`` None: the cluster's own time (:func:`snapshot_time`), else the current time."""
     cluster = MemoryCluster()
+    clock = [now if now is not None else 0.0]
     scheduler = build_scheduler(
-        config, registry, cluster, clock=lambda: now, options=SchedulerOptions(feature_gates=feature_gates)
+        config, registry, cluster, clock=lambda: clock[0], options=SchedulerOptions(feature_gates=feature_gates)
     )
     for fwk in scheduler.profiles.values():
         fwk.debug.scores = debug_scores
@@ -78,12 +87,22 @@ async def run_simulation(
         extenders.history = []
         scheduler.simulation_reporters.append(lambda: ("extender verdicts", extenders.verdict_rows()))
     parsers = {k.kind: k.parse for k in scheduler.watched_kinds.values()}
+    parsers.setdefault(NODE_METRIC, parse_node_metric)  # read for the mid tier even when no plugin watches it
+    if progress is not None:
+        progress.reading(Path(cluster_path).name if cluster_path is not None else "the cluster")
     if cluster_text is not None:
         cluster_file = parse_cluster_text(cluster_text, extra_kinds=parsers, admission=file_admission)
     else:
         assert cluster_path is not None
         cluster_file = load_cluster_file(cluster_path, extra_kinds=parsers, admission=file_admission)
-    cluster.load(cluster_file.nodes, cluster_file.pods, cluster_file.objects)
+    if now is None:
+        found = snapshot_time(cluster_file.report_times)
+        clock[0] = found if found is not None else time.time()
+    nodes = with_mid_resources(cluster_file.nodes, cluster_file.pods, cluster_file.objects.get(NODE_METRIC, ()))
+    cluster.load(nodes, cluster_file.pods, cluster_file.objects)
+    if progress is not None:
+        progress.scheduling(sum(1 for p in cluster_file.pods if not p.node_name and scheduler.responsible_for(p)))
+        scheduler.options.on_outcome = progress.outcome
     await cluster.start(scheduler, list(scheduler.watched_kinds.values()))
     result = SimulationResult(problems=list(cluster_file.problems))
     result.before = _allocations(scheduler.cache.snapshot)
@@ -117,6 +136,20 @@ async def run_simulation(
                 message = "not attempted"
         result.placements.append(PodPlacement(pod.namespace, pod.name, None, message))
     return result, scheduler
+
+
+def snapshot_time(report_times: Sequence[str]) -> float | None:
+    """The moment a cluster file shows: the newest NodeMetric ``status.updateTime`` in it (what the koordlets
+    last reported), or None when it has none. ``simulate`` runs at this time unless ``--now`` says
+    otherwise, so a dumped cluster's NodeMetrics are as fresh as they were when it was dumped."""
+    newest: float | None = None
+    for stamp in report_times:
+        try:
+            at = datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            continue  # the NodeMetric's own parser reports it
+        newest = at if newest is None or at > newest else newest
+    return newest
 
 
 def _allocations(snapshot: ClusterSnapshot) -> list[NodeAllocation]:
@@ -164,6 +197,15 @@ def to_json(result: SimulationResult) -> str:
     return json.dumps(doc, indent=2)
 
 
+COLOCATION_COLUMNS = {
+    RESOURCE_BATCH_CPU: "BATCH-CPU",
+    RESOURCE_BATCH_MEMORY: "BATCH-MEMORY",
+    RESOURCE_MID_CPU: "MID-CPU",
+    RESOURCE_MID_MEMORY: "MID-MEMORY",
+}
+"""Extra node-table columns, shown when some node has the resource."""
+
+
 def to_text(result: SimulationResult) -> str:
     lines: list[str] = []
     scheduled = sum(1 for p in result.placements if p.node)
@@ -176,7 +218,8 @@ def to_text(result: SimulationResult) -> str:
     lines.append("")
     lines.append("Node allocation (requested / allocatable), before -> after:")
     after = {a.name: a for a in result.after}
-    node_rows = [("NODE", "CPU", "MEMORY", "PODS")]
+    tiers = [r for r in COLOCATION_COLUMNS if any(r in b.allocatable for b in result.before)]
+    node_rows = [("NODE", "CPU", "MEMORY", *(COLOCATION_COLUMNS[r] for r in tiers), "PODS")]
     for b in result.before:
         a = after.get(b.name, b)
         node_rows.append(
@@ -184,6 +227,7 @@ def to_text(result: SimulationResult) -> str:
                 b.name,
                 _pair(CPU, b, a),
                 _pair(MEMORY, b, a),
+                *(_pair(r, b, a) for r in tiers),
                 f"{b.pods} -> {a.pods} / {b.max_pods}",
             )
         )
@@ -224,7 +268,8 @@ def _pct(used: int, total: int) -> str:
 
 
 def _fmt(resource: str, amount: int) -> str:
-    return format_quantity(resource, amount)
+    """batch-memory and mid-memory are bytes, shown as memory is; batch-cpu and mid-cpu stay millicores."""
+    return format_quantity(MEMORY if resource in (RESOURCE_BATCH_MEMORY, RESOURCE_MID_MEMORY) else resource, amount)
 
 
 def _table(rows: Sequence[tuple[str, ...]]) -> list[str]:

@@ -344,6 +344,10 @@ class KubeClusterSource:
             if event == EventType.DELETED or (new is not None and new.pod.node_name):
                 key = (old or new).pod.key  # type: ignore[union-attr]
                 written.pop(key, None)
+            elif new is not None and (mine := written.get(new.pod.key)) is not None and mine[1] != new.condition:
+                # Someone else (a plugin: Coscheduling's pending-member condition) wrote the condition, or
+                # this is a version from before our write: compare with the watch's copy next time.
+                written.pop(new.pod.key, None)
             sink.on_pod(event, None if old is None else old.pod, None if new is None else new.pod)
 
         return handle

@@ -183,6 +183,8 @@ class MemoryCluster:
                 raise ClusterError(f"pods/status {key}: status.conditions[{i}].lastTransitionTime: {err}") from None
             if at is not None:
                 times[kind] = at
+            if kind == "PodScheduled" and conditions[kind] == "False":
+                self.conditions[key] = (str(condition.get("reason") or ""), str(condition.get("message") or ""))
         updated = replace(current, conditions=FrozenDict(conditions), condition_times=FrozenDict(times))
         self.pods[key] = updated
         if self._sink is not None:

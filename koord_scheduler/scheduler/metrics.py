@@ -52,6 +52,12 @@ class SchedulerMetrics:
             "Latency for running all plugins of a specific extension point.",
             ["extension_point", "status", "profile"], buckets=_exp_buckets(0.0001, 2, 12), registry=r,
         )
+        self.unschedulable_pods = Gauge(
+            "scheduler_unschedulable_pods",
+            "The number of unschedulable pods broken down by plugin name. A pod counts for every plugin that "
+            "caused it not to schedule (or held it at PreEnqueue).",
+            ["plugin", "profile"], registry=r,
+        )
         self.cache_size = Gauge(
             "scheduler_cache_size", "Number of nodes, pods, and assumed pods in the scheduler cache.",
             ["type"], registry=r,

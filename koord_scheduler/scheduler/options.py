@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from apis.feature_gates import DEFAULT_FEATURE_GATES, SchedulerFeatureGates
 from koord_scheduler.scheduler.extenders import Extenders
 from koord_scheduler.scheduler.heap import HeapSettler
+from koord_scheduler.scheduler.monitor import MonitorOptions
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,3 +36,6 @@ class SchedulerOptions:
     """HTTP extenders from the configuration's ``extenders`` (see :mod:`.extenders`)."""
     feature_gates: SchedulerFeatureGates = DEFAULT_FEATURE_GATES
     """``--feature-gates``; plugins read them through their handle."""
+    monitor: MonitorOptions | None = None
+    """``--scheduling-timeout`` / ``--scheduler-monitor-period`` (see :mod:`.monitor`); None (tests,
+    ``simulate``): attempts are not followed."""

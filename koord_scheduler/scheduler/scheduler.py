@@ -32,6 +32,13 @@ from koord_scheduler.scheduler.algorithm import FitError, NoNodesError, Sampler,
 from koord_scheduler.scheduler.cluster_events import node_update_action, object_cluster_event
 from koord_scheduler.scheduler.extenders import ExtenderError, bind_with_extenders
 from koord_scheduler.scheduler.metrics import SchedulerMetrics, attempts_label
+from koord_scheduler.scheduler.monitor import (
+    STAGE_BIND,
+    STAGE_PERMIT,
+    STAGE_PRE_BIND,
+    MonitorOptions,
+    SchedulingMonitor,
+)
 from koord_scheduler.scheduler.object_errors import HANDLER_ERROR, SCHEDULING_ERROR
 from koord_scheduler.scheduler.options import Outcome, SchedulerOptions
 from koord_scheduler.scheduler.queue import SchedulingQueue
@@ -109,6 +116,12 @@ class Scheduler:
         self.gated_messages: dict[str, str] = {}
         """Pod key -> the last PreEnqueue rejection (``simulate`` reports it for pods never attempted)."""
         self._binding_tasks: dict[asyncio.Task[None], _Binding] = {}
+        self._rejected_series: set[tuple[str, str]] = set()
+        self.monitor = SchedulingMonitor(
+            self.options.monitor or MonitorOptions(timeout=0), self.metrics.registry,
+            profiles=[f.profile_name for f in self.profiles.values()],
+        )
+        """Attempts that run too long (:mod:`.monitor`); off unless ``options.monitor`` is set."""
         self.nominator = services.nominator
         services.attach(self)
 
@@ -222,6 +235,7 @@ class Scheduler:
             return True
         perf_start = time.perf_counter()
         state = CycleState()
+        self.monitor.start(pod, fwk.profile_name)
         try:
             self._schedule_cycle(fwk, state, qpi, perf_start)
         except Exception as exc:  # one pod's failure stays that pod's: the loop goes on
@@ -328,6 +342,7 @@ class Scheduler:
             self.cache.forget_pod(assumed)
             self._fail_after_assume(fwk, qpi, status, result.node_name, perf_start)
             return
+        self.monitor.stage(pod.key, STAGE_PERMIT if waits else STAGE_PRE_BIND)
         binding = _Binding(qpi, state, fwk, assumed, started, perf_start, waits)
         if waits:
             binding.waiting = WaitingPod(assumed, assumed.node_name, waits, on_reject=self._rejection_of(binding))
@@ -410,6 +425,7 @@ class Scheduler:
         self.metrics.record_attempt(result, fwk.profile_name, elapsed)
         pod = qpi.pod
         self._record(Outcome(pod.key, None, message, qpi.attempts))
+        self.monitor.complete(pod.key)
         failure = Status(status.code, (message,), status.plugin)
         handled = False
         for pre in self.pre_error_filters:
@@ -453,8 +469,10 @@ class Scheduler:
             # for provisioning up to bindTimeoutSeconds), and kube-scheduler runs every binding cycle at
             # once. The slots bound the bind requests.
             if status.is_success:
+                self.monitor.stage(pod.key, STAGE_PRE_BIND)
                 status = await b.fwk.run_pre_bind(b.state, pod, node)
             if status.is_success:
+                self.monitor.stage(pod.key, STAGE_BIND)
                 async with self._binding_slots:
                     status = await self._bind(b, pod, node)
         except Exception as exc:  # keep the scheduler alive whatever a plugin does
@@ -478,6 +496,7 @@ class Scheduler:
             startup_log.info("start-up: first bind, %s to %s (%.2f CPU-s since start)", pod.key, node,
                              time.process_time())
         self._record(Outcome(pod.key, node, "", b.qpi.attempts))
+        self.monitor.complete(pod.key)
         self.queue.done(pod.key)
         self._spawn(self.source.report_scheduled(pod, node))
 
@@ -649,6 +668,12 @@ class Scheduler:
             self.metrics.child(self.metrics.pending_pods, queue_name).set(n)
         for kind, n in self.cache.counts().items():
             self.metrics.child(self.metrics.cache_size, kind).set(n)
+        rejected = self.queue.unschedulable_by_plugin()
+        for key in self._rejected_series - rejected.keys():  # a series drops to 0, as kube-scheduler's
+            self.metrics.child(self.metrics.unschedulable_pods, *key).set(0)
+        for key, n in rejected.items():
+            self.metrics.child(self.metrics.unschedulable_pods, *key).set(n)
+        self._rejected_series = set(rejected)
 
 
 

@@ -20,9 +20,11 @@ from koordlet.app.http import MetricsServer
 from koordlet.app.metrics import KoordletMetrics
 from koordlet.metriccache import MetricCache, MetricCacheOptions
 from koordlet.metricsadvisor import AdvisorOptions, CacheUsageSource, MetricsAdvisor
+from koordlet.prediction import PeakPredictServer, PredictionConfig, ProdPeakReport, UsageTraining
 from koordlet.qosmanager import FeatureGates, PluginContext, QOSManager, ResourceExecutor
 from koordlet.qosmanager.evictor import KubeEvictionAPI, PodEvictor
 from koordlet.statesinformer import NodeMetricReporter, StatesInformer, discover_pods
+from koordlet.statesinformer.apiloop import ApiLoop
 from koordlet.statesinformer.device_writer import KubeDeviceWriter
 from koordlet.statesinformer.kube import KubeNodeMetricWriter, KubeSource
 from koordlet.statesinformer.kubelet import KubeletOptions, KubeletPodSource
@@ -30,6 +32,7 @@ from koordlet.statesinformer.reporter import USAGE_WITH_PAGE_CACHE
 from koordlet.system import CgroupDriver, CgroupFS, ProcFS
 from koordlet.system.cgroupfs import detect_cgroup_driver, detect_cgroup_version
 from koordlet.system.clock import wall_clock
+from kubeapi.connection import KubeConfigError, connection_from_configuration
 
 log = logging.getLogger("koordlet")
 
@@ -68,6 +71,23 @@ def build_cgroupfs(options: AgentOptions) -> CgroupFS:
     return CgroupFS(options.cgroup_root, version, driver, options.kubepods_dir)
 
 
+def prediction_config(args: argparse.Namespace) -> PredictionConfig:
+    """The ``--prediction-*`` flags (Koordinator's defaults where the namespace lacks one)."""
+    defaults = PredictionConfig()
+    return PredictionConfig(
+        checkpoint_dir=Path(getattr(args, "prediction_checkpoint_filepath", defaults.checkpoint_dir)),
+        cold_start_duration=getattr(args, "prediction_cold_start_duration", defaults.cold_start_duration),
+        safety_margin_percent=getattr(args, "prediction_safety_margin_percent", defaults.safety_margin_percent),
+        memory_half_life=getattr(args, "prediction_memory_histogram_decay_halflife", defaults.memory_half_life),
+        cpu_half_life=getattr(args, "prediction_cpu_histogram_decay_halflife", defaults.cpu_half_life),
+        training_interval=getattr(args, "prediction_training_interval", defaults.training_interval),
+        model_expiration=getattr(args, "prediction_model_expiration_duration", defaults.model_expiration),
+        checkpoint_interval=getattr(args, "prediction_model_checkpoint_interval", defaults.checkpoint_interval),
+        checkpoint_max_per_step=getattr(args, "prediction_model_checkpoint_max_per_step",
+                                        defaults.checkpoint_max_per_step),
+    )
+
+
 class Agent:
     def __init__(self, options: AgentOptions, gates: FeatureGates, qos_manager: QOSManager) -> None:
         self.options = options
@@ -97,6 +117,7 @@ class Agent:
                 collect_interval_seconds=options.collect_interval,
                 enable_psi=gates.enabled("PSICollector"),
                 page_cache=self.page_cache_wanted,
+                host_applications=lambda: self.informer.node_slo.host_applications or (),
             ),
             clock=self.clock,
         )
@@ -104,6 +125,8 @@ class Agent:
         self.metrics = KoordletMetrics(self.registry, options.node_name)
         self.metrics.register_usage(self.cache, self.informer.get_all_pods, max_age=2 * options.collect_interval)
         self.api_client: object = None
+        self.api_loop: ApiLoop | None = None
+        """koordlet's connection to kubeapi (the states informer's watches, the NodeMetric and Device writes)."""
         self.evictor = PodEvictor(
             None,
             node_name=options.node_name,
@@ -111,7 +134,10 @@ class Agent:
             clock=self.clock,
             dry_run=bool(getattr(options.args, "qos_dry_run", False)),
         )
-        self.reporter = NodeMetricReporter(self.informer, CacheUsageSource(self.cache), None, clock=self.clock)
+        self.usage = CacheUsageSource(self.cache)
+        self.reporter = NodeMetricReporter(self.informer, self.usage, None, clock=self.clock)
+        self.predictor = PeakPredictServer(prediction_config(options.args), clock=self.clock)
+        self.reporter.prediction = ProdPeakReport(self.predictor, self.informer)
         self.gpu_reporter = device_reporter(options.node_name, self.registry, gates, options.args, clock=self.clock)
         self.gated_collectors = gated_collectors(
             gates,
@@ -155,10 +181,16 @@ class Agent:
             first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
             raise StartupError(f"{source}: {first}") from None
         self.api_client = CheckedApiClient(cfg)
-        self.reporter.writer = KubeNodeMetricWriter(self.api_client, self.options.node_name)
+        description = f"kubeconfig {self.options.kubeconfig}" if self.options.kubeconfig else "in-cluster config"
+        try:
+            connection = connection_from_configuration(cfg, description)
+        except KubeConfigError as err:
+            raise StartupError(str(err)) from None
+        self.api_loop = ApiLoop(connection)
+        self.reporter.writer = KubeNodeMetricWriter(self.api_loop, self.options.node_name)
         self.evictor.api = KubeEvictionAPI(self.api_client, self.options.node_name, clock=self.clock)
         if self.gpu_reporter is not None:
-            self.gpu_reporter.writer = KubeDeviceWriter(self.api_client)
+            self.gpu_reporter.writer = KubeDeviceWriter(self.api_loop)
 
     def refresh_standalone_pods(self) -> None:
         self.informer.replace_pod_metas(discover_pods(self.cgroupfs.layout, self.cgroupfs.list_children))
@@ -206,7 +238,7 @@ class Agent:
             if opts.pods_source == "kubelet":
                 kubelet_source = KubeletPodSource(opts.kubelet, self.informer)
                 log.info("pods from the kubelet at %s", opts.kubelet.url)
-            source = KubeSource(self.api_client, self.informer, watch_pods=kubelet_source is None)
+            source = KubeSource(self.api_loop, self.informer, watch_pods=kubelet_source is None)
             source.start()
         server = MetricsServer(self.registry, self.healthy, host=opts.metrics_host, port=opts.metrics_port)
         if opts.metrics_port >= 0:
@@ -243,6 +275,11 @@ class Agent:
                     group.create_task(
                         self.reporter.run(self.stop, interval=opts.report_interval),
                         name="node-metric-reporter",
+                    )
+                    group.create_task(
+                        self.predictor.run(self.stop, self.informer.get_all_pods, UsageTraining(self.usage),
+                                           synced=lambda: self.informer.node is not None),
+                        name="peak-predictor",
                     )
                 group.create_task(self.qos_manager.run(self.gates, ctx, self.stop), name="qos-manager")
                 if self.gpu_reporter is not None:

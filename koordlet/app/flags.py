@@ -30,6 +30,7 @@ from koordlet.qosmanager.flagtypes import (
     any_seconds,
     go_bool,
     host_port,
+    non_negative_seconds,
     port,
     port_or_off,
     positive_seconds,
@@ -94,6 +95,26 @@ def _existing_file(text: str) -> Path:
     if not path.is_file():
         raise argparse.ArgumentTypeError(f"{text}: no such file")
     return path
+
+
+def _positive_int(text: str) -> int:
+    try:
+        number = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if number <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {number}")
+    return number
+
+
+def _percent_int(text: str) -> int:
+    try:
+        number = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if not 0 <= number <= 1000:
+        raise argparse.ArgumentTypeError(f"must be within 0..1000, got {number}")
+    return number
 
 
 def _klog_verbosity(text: str) -> int:
@@ -177,6 +198,25 @@ def build_parser() -> KoordletArgumentParser:
     parser.add_argument("--standalone", action="store_true", help="no API server: collect and print")
     parser.add_argument("--once", action="store_true", help="standalone: print after a few ticks and exit")
     parser.add_argument("--duration", type=positive_seconds, default=None, help="stop after this many seconds")
+    prediction = parser.add_argument_group("peak prediction (Koordinator's --prediction-* flags)")
+    prediction.add_argument("--prediction-checkpoint-filepath", type=Path, default=Path("/prediction-checkpoints"),
+                            help="directory of the model checkpoints (must exist; the DaemonSet mounts it)")
+    prediction.add_argument("--prediction-cold-start-duration", type=non_negative_seconds, default=24 * 3600.0,
+                            help="a pod younger than this reclaims nothing (24h)")
+    prediction.add_argument("--prediction-safety-margin-percent", type=_percent_int, default=10,
+                            help="added above every predicted peak (10)")
+    prediction.add_argument("--prediction-memory-histogram-decay-halflife", type=positive_seconds,
+                            default=24 * 3600.0, help="memory samples lose half their weight per half-life (24h)")
+    prediction.add_argument("--prediction-cpu-histogram-decay-halflife", type=positive_seconds, default=12 * 3600.0,
+                            help="CPU samples lose half their weight per half-life (12h)")
+    prediction.add_argument("--prediction-training-interval", type=positive_seconds, default=60.0,
+                            help="models take one sample per interval (1m)")
+    prediction.add_argument("--prediction-model-expiration-duration", type=positive_seconds, default=1800.0,
+                            help="a model without samples this long is dropped (30m)")
+    prediction.add_argument("--prediction-model-checkpoint-interval", type=positive_seconds, default=600.0,
+                            help="a model is checkpointed at most this often (10m)")
+    prediction.add_argument("--prediction-model-checkpoint-max-per-step", type=_positive_int, default=12,
+                            help="checkpoints written per minute at most (12)")
     pods = parser.add_argument_group("pod source")
     pods.add_argument(
         "--pods-source",

@@ -54,6 +54,9 @@ class MetricKind(StrEnum):
     """Key ``<pod uid>``; containers use ``CONTAINER_COLD_PAGE_SIZE`` with the container id."""
     CONTAINER_COLD_PAGE_SIZE = "container_memory_cold_page_size"
     NODE_MEMORY_WITH_HOT_PAGE = "node_memory_with_hot_page_usage"
+    HOST_APP_CPU_USAGE = "host_application_cpu_usage"
+    """Key: the NodeSLO ``hostApplications[].name``."""
+    HOST_APP_MEMORY_USAGE = "host_application_memory_usage"
     POD_MEMORY_WITH_HOT_PAGE = "pod_memory_with_hot_page_usage"
 
 

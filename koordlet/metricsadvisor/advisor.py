@@ -5,9 +5,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
+from apis.slo.nodeslo import HostApplicationSpec
 from koordlet.metriccache import MetricCache, MetricKind, WindowStats
 from koordlet.metricsadvisor.collectors import (
     BEResourceCollector,
@@ -17,6 +18,7 @@ from koordlet.metricsadvisor.collectors import (
     PSICollector,
     TickResult,
 )
+from koordlet.metricsadvisor.hostapps import HostAppCollector
 from koordlet.statesinformer import PodMeta
 from koordlet.system import CgroupFS, ProcFS
 from koordlet.system.clock import Clock, wall_clock
@@ -36,6 +38,9 @@ class AdvisorOptions:
     page_cache: Callable[[], bool] | None = None
     """Asked each tick: collect memory with page cache? (``--enable-pagecache-collector``, or a NodeMetric
     spec asking for ``usageWithPageCache``); ``None`` = never."""
+    host_applications: Callable[[], Sequence[HostApplicationSpec]] | None = None
+    """Asked each tick: the NodeSLO's ``hostApplications`` (their usage is collected and taken out of the
+    system usage, as Koordinator does); ``None`` = none."""
 
 
 class MetricsAdvisor:
@@ -63,6 +68,7 @@ class MetricsAdvisor:
         self.be = BEResourceCollector(cgroupfs, cache, num_cpus=procfs.num_cpus())
         self.psi = PSICollector(cgroupfs, procfs, cache)
         self.page_cache = PageCacheCollector(cgroupfs, procfs, cache)
+        self.host_apps = HostAppCollector(cgroupfs, cache)
         self.page_cache_wanted = self.options.page_cache or (lambda: False)
         self.ticks = 0
         self.errors = 0
@@ -78,6 +84,13 @@ class MetricsAdvisor:
         now = self.clock() if now is None else now
         pods = list(self.pods())
         result = TickResult()
+        host_usage = [0.0, 0.0]
+
+        def host_apps() -> None:
+            listed = self.options.host_applications
+            if listed is not None:
+                host_usage[:] = self.host_apps.collect(now, listed())
+
         steps: tuple[tuple[str, Callable[[], None]], ...] = (
             ("NodeResourceCollector", lambda: self.node.collect(now, result)),
             ("PodResourceCollector", lambda: self.pod.collect(now, pods, result)),
@@ -86,6 +99,7 @@ class MetricsAdvisor:
                 "PageCacheCollector",
                 lambda: self.page_cache.collect(now, pods, result) if self.page_cache_wanted() else None,
             ),
+            ("HostAppCollector", host_apps),
         )
         for name, step in steps:
             try:
@@ -96,9 +110,10 @@ class MetricsAdvisor:
             else:
                 self.failure_log.succeeded(name)
         if result.node_cpu is not None:
-            self.cache.append(MetricKind.SYS_CPU_USAGE, "", now, max(result.node_cpu - result.pods_cpu, 0.0))
+            system_cpu = max(result.node_cpu - result.pods_cpu - host_usage[0], 0.0)
+            self.cache.append(MetricKind.SYS_CPU_USAGE, "", now, system_cpu)
         if result.node_memory is not None:
-            system_memory = max(result.node_memory - result.pods_memory, 0.0)
+            system_memory = max(result.node_memory - result.pods_memory - host_usage[1], 0.0)
             self.cache.append(MetricKind.SYS_MEMORY_USAGE, "", now, system_memory)
         if self.options.enable_psi and now - self._last_psi >= self.options.psi_interval_seconds:
             self._last_psi = now
@@ -161,6 +176,10 @@ class CacheUsageSource:
 
     def system_usage(self, resource: str, start: float, end: float) -> WindowStats | None:
         return self.cache.query(_SYS_KINDS[resource], "", start, end)
+
+    def host_app_usage(self, name: str, resource: str, start: float, end: float) -> WindowStats | None:
+        kind = MetricKind.HOST_APP_CPU_USAGE if resource == "cpu" else MetricKind.HOST_APP_MEMORY_USAGE
+        return self.cache.query(kind, name, start, end)
 
     def pod_usage(self, pod_uid: str, resource: str, start: float, end: float) -> WindowStats | None:
         found = self.cache.query(_POD_KINDS[resource], pod_uid, start, end)

@@ -1,11 +1,12 @@
-"""koordlet's one way to the API server: the kubernetes client's ``ApiClient`` with the request-line check.
+"""koordlet's kubernetes-client ``ApiClient`` with the request-line check, for what still uses that client.
 
-Every request koordlet sends (list and watch of its node, pods, NodeSLO and NodeMetric, the NodeMetric and
-Device writes, evictions and their Events) goes through :meth:`CheckedApiClient.call_api`, which runs
-:func:`apis.core.paths.check_request_line` and :func:`~apis.core.paths.check_header` on what is about to be
-sent: a space, CR, LF, NUL or other control character in the request target or a header value is refused
-(:class:`UnsafeRequestError`) and nothing is written. Paths koordlet builds itself come from
-:func:`apis.core.paths.api_path`; the generated client's own methods percent-escape their path parameters.
+The states informer's watches and the NodeMetric and Device writes go through kubeapi (:mod:`.apiloop`),
+whose HTTP stack makes the same checks. The evictions and their Events and the NodeResourceTopology writes
+go through :meth:`CheckedApiClient.call_api`, which runs :func:`apis.core.paths.check_request_line` and
+:func:`~apis.core.paths.check_header` on what is about to be sent: a space, CR, LF, NUL or other control
+character in the request target or a header value is refused (:class:`UnsafeRequestError`) and nothing is
+written. Paths koordlet builds itself come from :func:`apis.core.paths.api_path`; the generated client's own
+methods percent-escape their path parameters.
 
 Imported only where the kubernetes client is loaded anyway (the agent's start-up).
 """

@@ -132,6 +132,35 @@ class StatesInformer:
             self._pods = {**self._pods, pod.uid: pod}
         self._notify(RegisterType.ALL_PODS)
 
+    def apply_pod_changes(self, changes: Mapping[str, Mapping[str, Any] | None], *, kind: str, synced: bool) -> None:
+        """Pod uid -> its new raw object, or None when deleted; one notification for all of them (also when
+        nothing changed but ``synced``: the pods were listed). A pod that cannot be parsed is reported and
+        its earlier version kept."""
+        parsed: dict[str, PodMeta | None] = {}
+        for uid, raw in changes.items():
+            if raw is None:
+                parsed[uid] = None
+                continue
+            try:
+                meta = parse_pod(raw, self.layout)
+            except Exception as err:
+                self.reject(raw, kind, err)
+                continue
+            if meta.uid:
+                parsed[meta.uid] = meta
+        with self._lock:
+            pods = dict(self._pods)
+            for uid, pod in parsed.items():
+                if pod is None:
+                    pods.pop(uid, None)
+                else:
+                    pods[uid] = pod
+            changed = pods != self._pods
+            if changed:
+                self._pods = pods
+        if changed or synced:
+            self._notify(RegisterType.ALL_PODS)
+
     def delete_pod(self, uid: str) -> None:
         with self._lock:
             if uid not in self._pods:

@@ -9,7 +9,12 @@ from typing import Protocol
 
 from apis.slo import NodeMetricStatus, resolve_collect_policy
 from koordlet.statesinformer.informer import StatesInformer
-from koordlet.statesinformer.reporter import UsageSource, build_node_metric_status
+from koordlet.statesinformer.reporter import (
+    HostAppUsageSource,
+    ProdPrediction,
+    UsageSource,
+    build_node_metric_status,
+)
 from koordlet.system.clock import Clock, wall_clock
 from koordlet.system.errorlog import FailureLog
 
@@ -37,13 +42,19 @@ class NodeMetricReporter:
         self.reports = 0
         self.failures = 0
         self.failure_log = FailureLog(log)
+        self.prediction: ProdPrediction | None = None
+        """The peak predictor (``prodReclaimableMetric``, ``prodPeakMetric``); None: not reported."""
 
     def report_interval(self) -> float:
         return float(resolve_collect_policy(self.informer.node_metric_spec).report_interval_seconds)
 
     def decide(self) -> NodeMetricStatus:
         policy = resolve_collect_policy(self.informer.node_metric_spec)
-        return build_node_metric_status(self.source, self.informer.get_all_pods(), policy, self.clock())
+        host_usage = self.source if isinstance(self.source, HostAppUsageSource) else None
+        return build_node_metric_status(
+            self.source, self.informer.get_all_pods(), policy, self.clock(), prediction=self.prediction,
+            host_apps=self.informer.node_slo.host_applications or (), host_usage=host_usage,
+        )
 
     async def report_once(self) -> NodeMetricStatus:
         status = self.decide()

@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from apis.configuration.normalization import ANNOTATION_CPU_BASIC_INFO
 from apis.core import boundedjson
 from apis.extension.constants import ANNOTATION_NODE_RESERVATION, LABEL_POD_QOS
 from apis.extension.numa import (
@@ -44,6 +45,7 @@ from koordlet.system.cputopology import CPUTopology
 
 NRT_API_VERSION = "topology.node.k8s.io/v1alpha1"
 MANAGED_ANNOTATIONS = (
+    ANNOTATION_CPU_BASIC_INFO,
     ANNOTATION_NODE_CPU_TOPOLOGY,
     ANNOTATION_NODE_CPU_SHARED_POOLS,
     ANNOTATION_NODE_BE_CPU_SHARED_POOLS,
@@ -168,9 +170,15 @@ def pools_by_numa(topo: CPUTopology, cpus: frozenset[int]) -> list[CPUSharedPool
 
 
 def topology_annotations(
-    topo: CPUTopology, pods: Iterable[PodMeta], kubelet: KubeletCPUManager, node_annotations: Mapping[str, str]
+    topo: CPUTopology,
+    pods: Iterable[PodMeta],
+    kubelet: KubeletCPUManager,
+    node_annotations: Mapping[str, str],
+    *,
+    cpu_basic_info: str = "{}",
 ) -> dict[str, str]:
-    """The five managed annotations of the node's NodeResourceTopology."""
+    """The managed annotations of the node's NodeResourceTopology; ``cpu_basic_info`` is the JSON of
+    :class:`koordlet.system.cpuinfo.CPUBasicInfo` (the noderesource controller's CPU normalization)."""
     pools = shared_pools(topo, pods, kubelet, node_reserved_cpus(node_annotations))
     allocs = [
         {
@@ -183,6 +191,7 @@ def topology_annotations(
         for pod, uid, cpus in pools.kubelet_pods
     ]
     return {
+        ANNOTATION_CPU_BASIC_INFO: cpu_basic_info,
         ANNOTATION_NODE_CPU_TOPOLOGY: cpu_topology_to_json(CPUInfo(c.cpu, c.core, c.socket, c.node) for c in topo.cpus),
         ANNOTATION_NODE_CPU_SHARED_POOLS: shared_pools_to_json(pools_by_numa(topo, pools.ls)),
         ANNOTATION_NODE_BE_CPU_SHARED_POOLS: shared_pools_to_json(pools_by_numa(topo, pools.be)),
@@ -259,13 +268,34 @@ def build_node_resource_topology(
     }
 
 
+def merge_zones(current: Any, desired: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The koordlet's zones, each keeping the resources of the current zone of the same name that the koordlet
+    does not report (the noderesource controller's ``kubernetes.io/batch-*``), as Koordinator's
+    ``MergeZoneList`` keeps them; zones the koordlet no longer reports go."""
+    by_name = {z.get("name"): z for z in current or [] if isinstance(z, Mapping)}
+    merged: list[dict[str, Any]] = []
+    for zone in desired:
+        ours = zone.get("resources") or []
+        names = {r.get("name") for r in ours}
+        theirs = [
+            r for r in (by_name.get(zone.get("name")) or {}).get("resources") or []
+            if isinstance(r, Mapping) and r.get("name") not in names
+        ]
+        if theirs:
+            resources = sorted([*ours, *theirs], key=lambda r: str(r.get("name", "")))
+            merged.append({**zone, "resources": resources})
+        else:
+            merged.append(zone)
+    return merged
+
+
 def needs_update(current: Mapping[str, Any], desired: Mapping[str, Any]) -> bool:
-    """Whether the managed fields differ: annotations compared as decoded JSON, then zones and policies."""
+    """Whether the managed fields differ: annotations compared as decoded JSON, then zones (the koordlet's
+    resources only, see :func:`merge_zones`) and policies."""
     have = (current.get("metadata") or {}).get("annotations") or {}
     want = (desired.get("metadata") or {}).get("annotations") or {}
     for key in MANAGED_ANNOTATIONS:
         if _json(have, key) != _json(want, key):
             return True
-    return current.get("zones") != desired.get("zones") or current.get("topologyPolicies") != desired.get(
-        "topologyPolicies"
-    )
+    zones = merge_zones(current.get("zones"), desired.get("zones") or [])
+    return current.get("zones") != zones or current.get("topologyPolicies") != desired.get("topologyPolicies")

@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from apis.core.errors import ParseError
+from apis.core.parse import parse_timestamp
 from apis.extension import (
     LABEL_POD_QOS,
     KubeQOSClass,
@@ -56,6 +58,10 @@ class PodMeta:
     labels: Mapping[str, str] = field(default_factory=dict)
     annotations: Mapping[str, str] = field(default_factory=dict)
     containers: tuple[ContainerMeta, ...] = ()
+    created: float | None = None
+    """``metadata.creationTimestamp`` in seconds since the epoch (None: unknown, as in standalone mode)."""
+    deleting: bool = False
+    """``metadata.deletionTimestamp`` is set."""
 
     def container_dir(self, layout: CgroupLayout, container: ContainerMeta) -> str | None:
         if container.container_id is None:
@@ -113,7 +119,17 @@ def parse_pod(raw: Mapping[str, Any], layout: CgroupLayout) -> PodMeta:
         labels=labels,
         annotations=meta.get("annotations") or {},
         containers=containers,
+        created=_timestamp(meta.get("creationTimestamp")),
+        deleting=meta.get("deletionTimestamp") is not None,
     )
+
+
+def _timestamp(raw: Any) -> float | None:
+    """An RFC 3339 time, or None when absent or malformed (it only delays the peak prediction)."""
+    try:
+        return parse_timestamp(raw)
+    except ParseError:
+        return None
 
 
 @dataclass(frozen=True, slots=True)

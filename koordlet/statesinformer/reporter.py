@@ -7,22 +7,24 @@ than half of it (cold start) is left out; CPU is written in millicores, memory i
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from apis.slo import (
     AggregatedUsage,
     NodeMetricInfo,
     NodeMetricStatus,
     PodMetricInfo,
+    ReclaimableMetric,
     ResolvedCollectPolicy,
     ResourceMap,
     format_binary,
     format_go_duration,
     format_milli,
 )
-from apis.slo.nodemetric import AGGREGATION_TYPES
+from apis.slo.nodemetric import AGGREGATION_TYPES, HostApplicationMetricInfo
+from apis.slo.nodeslo import HostApplicationSpec
 from koordlet.statesinformer.pods import PodMeta
 
 CPU, MEMORY = "cpu", "memory"
@@ -84,10 +86,42 @@ def _aggregated(query: _Query, durations: Iterable[int], now: float) -> list[Agg
     return out or None
 
 
+@runtime_checkable
+class HostAppUsageSource(Protocol):
+    """Usage of a host application (by its NodeSLO name) over a window."""
+
+    def host_app_usage(self, name: str, resource: str, start: float, end: float) -> UsageWindow | None: ...
+
+
+class ProdPrediction(Protocol):
+    """The peak predictor as the reporter sees it: for the pods that have metrics, the prod reclaimable
+    and the node peak (cpu in millicores, memory in bytes), or None when it cannot predict yet."""
+
+    def __call__(
+        self, pods: Sequence[PodMeta], now: float
+    ) -> tuple[Mapping[str, int], Mapping[str, int]] | None: ...
+
+
+def _reclaimable(amounts: Mapping[str, int]) -> ReclaimableMetric:
+    resources = {CPU: format_milli(amounts.get(CPU, 0)), MEMORY: format_binary(amounts.get(MEMORY, 0))}
+    return ReclaimableMetric(resource=ResourceMap(resources=resources))
+
+
 def build_node_metric_status(
-    source: UsageSource, pods: Iterable[PodMeta], policy: ResolvedCollectPolicy, now: float
+    source: UsageSource,
+    pods: Iterable[PodMeta],
+    policy: ResolvedCollectPolicy,
+    now: float,
+    *,
+    prediction: ProdPrediction | None = None,
+    host_apps: Sequence[HostApplicationSpec] = (),
+    host_usage: HostAppUsageSource | None = None,
 ) -> NodeMetricStatus:
-    """The status the koordlet reports at ``now`` (seconds since the epoch)."""
+    """The status the koordlet reports at ``now`` (seconds since the epoch). With ``prediction``,
+    ``prodReclaimableMetric`` (empty when it cannot predict yet, which the controller reads as 0) and
+    ``prodPeakMetric`` are filled for the pods that have metrics, as Koordinator's reporter does.
+    ``hostApplicationMetric`` holds the average usage of each of ``host_apps`` (the NodeSLO's) that has
+    samples, sorted by name, with its priority and QoS."""
     start = now - policy.aggregate_duration_seconds
     # nodeMemoryCollectPolicy: usageWithPageCache reports node and pod memory with page cache;
     # usageWithHotPageCache needs kidled, which pykoord does not drive: it degrades to the default, as
@@ -98,6 +132,7 @@ def build_node_metric_status(
     node_usage = _avg_map({CPU: source.node_usage(CPU, start, now), MEMORY: source.node_usage(memory, start, now)})
     system_usage = _avg_map({r: source.system_usage(r, start, now) for r in (CPU, MEMORY)})
     pods_metric: list[PodMetricInfo] = []
+    measured: list[PodMeta] = []
     for pod in sorted(pods, key=lambda p: (p.namespace, p.name)):
         windows = {
             CPU: source.pod_usage(pod.uid, CPU, start, now),
@@ -105,6 +140,7 @@ def build_node_metric_status(
         }
         if any(w is None for w in windows.values()):
             continue  # Koordinator skips a pod whose query failed
+        measured.append(pod)
         pods_metric.append(
             PodMetricInfo(
                 namespace=pod.namespace,
@@ -114,8 +150,26 @@ def build_node_metric_status(
                 pod_usage=_avg_map(windows),
             )
         )
+    host_metrics: list[HostApplicationMetricInfo] = []
+    if host_usage is not None:
+        for app in sorted(host_apps, key=lambda a: a.name or ""):
+            if not app.name:
+                continue
+            windows = {r: host_usage.host_app_usage(app.name, r, start, now) for r in (CPU, MEMORY)}
+            if any(w is None for w in windows.values()):
+                continue
+            host_metrics.append(HostApplicationMetricInfo(
+                name=app.name, usage=_avg_map(windows), priority=app.priority, qos=app.qos))
+    reclaimable = peak = None
+    if prediction is not None:
+        predicted = prediction(measured, now)
+        reclaimable = ReclaimableMetric() if predicted is None else _reclaimable(predicted[0])
+        peak = None if predicted is None else _reclaimable(predicted[1])
     return NodeMetricStatus(
         update_time=datetime.fromtimestamp(int(now), tz=UTC),
+        host_application_metric=host_metrics or None,
+        prod_reclaimable_metric=reclaimable,
+        prod_peak_metric=peak,
         node_metric=NodeMetricInfo(
             node_usage=node_usage or ResourceMap(resources={}),
             aggregated_node_usages=_aggregated(

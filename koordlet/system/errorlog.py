@@ -38,7 +38,7 @@ class _Kind:
 
 
 class FailureLog:
-    """Per-kind rate limit for failure lines; thread safe (watch threads and the event loop share one)."""
+    """Per-kind rate limit for failure lines; thread safe (the API thread and the event loop share one)."""
 
     def __init__(
         self,

@@ -76,9 +76,9 @@ scheduler.monitorEnabled scheduler.podDisruptionBudget
 manager.controllers manager.webhook.port
 webhookConfiguration.failurePolicy.pods webhookConfiguration.failurePolicy.elasticquotas
 webhookConfiguration.timeoutSeconds
-koordlet.log.level koordlet.features koordlet.featureGates koordlet.hostDirs.kubeletLibDir koordlet.cgroupKubepodsDir koordlet.resources
+koordlet.log.level koordlet.features koordlet.featureGates koordlet.hostDirs.kubeletLibDir koordlet.hostDirs.predictionCheckpointDir koordlet.cgroupKubepodsDir koordlet.resources
 koordlet.runtimeClassName koordlet.nodeAffinity koordlet.metrics.port koordlet.enableServiceMonitor
-sloControllerConfig networkPolicy tests strictValues
+sloControllerConfig networkPolicy tests strictValues grafanaDashboards
 {{- end -}}
 
 {{/* Walks (dict "path" "" "value" .Values "supported" list "acc" dict): sets acc[path] for each unused key. */}}

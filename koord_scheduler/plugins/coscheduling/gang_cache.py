@@ -52,6 +52,12 @@ class Round:
     """Set once job-level preemption ran in the round: what the round's later members are told."""
     planned: dict[str, str] = field(default_factory=dict)
     """Network-topology gangs: pod key -> node, planned for every pending member by the first one."""
+    first: str = ""
+    """The member that started the round."""
+    quick_failed: str = ""
+    """The last member PreFilter failed with :attr:`failed_message` (a "non-root-cause" pod)."""
+    conditions_written: bool = False
+    """Whether the round's untried members got ``PodScheduled=False`` (:mod:`.pending_condition`)."""
 
 
 @dataclass(slots=True)
@@ -156,9 +162,10 @@ class GangCache:
             if gang is not None:
                 yield gang
 
-    def basic_check(self, spec: GangSpec) -> str:
+    def basic_check(self, spec: GangSpec, *, counts: bool = True) -> str:
         """Koordinator's gang-group basic check: "" when every gang of the group exists, is initialised
-        and has at least min-available children; otherwise the reasons joined by ``, ``."""
+        and has at least min-available children; otherwise the reasons joined by ``, ``. ``counts``: name
+        each short gang with its children and min-available (``g (2/3)``); Koordinator's text has none."""
         missing, not_init, short = [], [], []
         for gang_id in spec.groups:
             gang = self.gangs.get(gang_id)
@@ -167,7 +174,7 @@ class GangCache:
             elif gang.spec is None:
                 not_init.append(gang_id)
             elif len(gang.children) < gang.spec.min_member:
-                short.append(f"{gang_id} ({len(gang.children)}/{gang.spec.min_member})")
+                short.append(f"{gang_id} ({len(gang.children)}/{gang.spec.min_member})" if counts else gang_id)
         parts = []
         if missing:
             parts.append(f"memberGangs [{' '.join(missing)}] doesn't exists")

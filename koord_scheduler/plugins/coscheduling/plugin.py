@@ -59,6 +59,7 @@ from koord_scheduler.framework.interfaces import (
 )
 from koord_scheduler.framework.koordinator_stages import JobNodeFinder, PreemptionGate
 from koord_scheduler.framework.pod_patch import patch_at_pre_bind
+from koord_scheduler.framework.services import ApiRoute, APIServiceProvider
 from koord_scheduler.framework.snapshot import ClusterSnapshot, IntArray, Positions
 from koord_scheduler.framework.status import Code, Status, error, skip, success, unresolvable, unschedulable
 from koord_scheduler.framework.types import (
@@ -73,7 +74,7 @@ from koord_scheduler.framework.types import (
     QueuedPodInfo,
 )
 from koord_scheduler.plugins import names
-from koord_scheduler.plugins.coscheduling import preemption_policy
+from koord_scheduler.plugins.coscheduling import preemption_policy, service
 from koord_scheduler.plugins.coscheduling.events import PodEvents
 from koord_scheduler.plugins.coscheduling.gang_cache import Gang, GangCache, Round
 from koord_scheduler.plugins.coscheduling.job_preemption import JobPreemption, Preemptor
@@ -90,6 +91,7 @@ from koord_scheduler.plugins.coscheduling.network_topology import (
     CLUSTER_NETWORK_TOPOLOGY_KIND,
     NetworkTopology,
 )
+from koord_scheduler.plugins.coscheduling.pending_condition import PendingConditions
 from koord_scheduler.plugins.coscheduling.spec import (
     GangRef,
     GangSpec,
@@ -114,6 +116,7 @@ POD_GROUP_KIND = ObjectKind(
     kind=pg.KIND, group=pg.GROUP, version=pg.VERSION, plural=pg.PLURAL, namespaced=True, parse=pg.parse_pod_group
 )
 
+GANG_PENDING_PODS_CONDITION_PATCH = "GangPendingPodsConditionPatch"
 EVENT_REASON_INVALID = "InvalidGang"
 EVENT_REASON_WAITING = "GangNotReady"
 
@@ -134,6 +137,9 @@ class Coscheduling:
         self._ready_groups: set[str] = set()
         self.job_preemption = JobPreemption(handle)
         self.network = NetworkTopology(handle)
+        self.conditions = PendingConditions(
+            handle, enabled=handle.feature_gates.enabled(GANG_PENDING_PODS_CONDITION_PATCH)
+        )
 
     def start(self) -> None:
         h = self.handle
@@ -165,12 +171,14 @@ class Coscheduling:
             if old is not None:
                 self._pod_errors.pop(old.key, None)
                 self._events.forget(old.key)
+                self.conditions.forget(old.key)
             if old_ref is not None and old_ref.gang_id not in self.cache.gangs:
                 self._ready_groups = {g for g in self._ready_groups if g in self.cache.groups}
             return
         gang = self.cache.add_pod(new_ref, new)
         self._check_pod_spec(new_ref, new, gang)
         if new.node_name:
+            self.conditions.forget(new.key)
             return
         if gang.spec is not None:
             self._maybe_activate(gang.spec)
@@ -181,6 +189,7 @@ class Coscheduling:
                                    warning=invalid) and (new.key in self._pod_errors or gang.pod_group is not None):
                 # The pod's gang annotations, or its PodGroup, cannot be read: it stays Pending until fixed.
                 log.warning("pod %s stays pending: %s", new.key, reason)
+            self.conditions.write((new,), self._gate_reason(new, new_ref, counts=False))
 
     def _check_pod_spec(self, ref: GangRef, pod: Pod, gang: Gang) -> None:
         if ref.from_pod_group:
@@ -206,8 +215,8 @@ class Coscheduling:
 
     # ----- checks shared by PreEnqueue and PreFilter -----
 
-    def _gate_reason(self, pod: Pod, ref: GangRef) -> str:
-        """Why the pod cannot be tried now ("" if it can)."""
+    def _gate_reason(self, pod: Pod, ref: GangRef, *, counts: bool = True) -> str:
+        """Why the pod cannot be tried now ("" if it can); ``counts``: see :meth:`.GangCache.basic_check`."""
         problem = self._pod_errors.get(pod.key)
         if problem:
             return f"invalid gang annotations on pod {pod.key}: {problem}"
@@ -219,7 +228,7 @@ class Coscheduling:
             return not_init(ref.gang_id, pod.key, gang.not_ready)
         if self._plain(spec):
             return ""
-        problems = self.cache.basic_check(spec)
+        problems = self.cache.basic_check(spec, counts=counts)
         if problems:
             return not_collect_enough(spec.groups, problems, ref.gang_id, pod.key)
         return ""
@@ -268,11 +277,12 @@ class Coscheduling:
                 self._end_round()
             if self._topology_aware(spec) and self.network.topology is None:
                 return None, unresolvable(NO_CLUSTER_NETWORK_TOPOLOGY)  # no round starts
-            self.round = Round(spec.group_id, {pod.key})
+            self.round = Round(spec.group_id, {pod.key}, first=pod.key)
             self.round_spec = spec
             return None, success()
         if current.failed_message:
             current.attempted.add(pod.key)
+            current.quick_failed = pod.key
             return None, unresolvable(current.failed_message)
         current.attempted.add(pod.key)
         if self._topology_aware(spec) and len(current.attempted) > 1:
@@ -345,9 +355,22 @@ class Coscheduling:
         if not current.failed_message:
             waiting = len(self.cache.waiting_in_group(spec))
             current.failed_message = gang_group_rejected(spec.group_id, qpi.pod.key, status.message, waiting)
+        elif qpi.pod.key == current.quick_failed and not current.conditions_written:
+            # A member failed because the round had already failed: tell the members not tried yet now.
+            current.conditions_written = True
+            self.conditions.write(self._untried(spec, current, qpi.pod.key), status.message)
         if spec.mode == pg.MODE_STRICT:
             self._reject_waiting(spec, current.failed_message)
         return False
+
+    def _untried(self, spec: GangSpec, current: Round, failed_key: str) -> list[Pod]:
+        """The group's pending members the round has not tried, ``failed_key`` aside."""
+        return [
+            gang.children[key]
+            for gang in self.cache.members(spec)
+            for key in gang.pending()
+            if key != failed_key and key not in current.attempted
+        ]
 
     def _reject_waiting(self, spec: GangSpec, message: str) -> None:
         for key in self.cache.waiting_in_group(spec):
@@ -498,6 +521,10 @@ class Coscheduling:
     def simulation_report(self) -> tuple[str, list[dict[str, Any]]]:
         return "gangs", self.cache.report_rows()
 
+    def api_routes(self) -> Sequence[ApiRoute]:
+        """``/apis/v1/plugins/Coscheduling/gang/:namespace/:name`` and ``/gangs`` (:mod:`.service`)."""
+        return service.routes(self)
+
 
 def new(args: CoschedulingArgs | None, handle: Handle) -> Coscheduling:
     """Factory: the plugin watches PodGroups, pods and (with ``awareNetworkTopology``) the
@@ -527,3 +554,7 @@ def declared_capabilities(
     """Every extension point and capability this plugin implements: mypy checks the signatures, and a test
     holds the list equal to what the runtime finds."""
     return plugin, plugin, plugin, plugin, plugin, plugin, plugin, plugin, plugin, plugin, plugin, plugin
+
+
+_services: type[APIServiceProvider] = Coscheduling
+"""The ``/apis/v1`` routes (not one of the framework's extension points, so not in the list above)."""

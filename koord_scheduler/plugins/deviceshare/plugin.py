@@ -64,6 +64,7 @@ from koord_scheduler.framework.koordinator_stages import NUMAHintProvider, Reser
 from koord_scheduler.framework.numa_affinity import NUMA_AFFINITY_KEY, NUMATopologyHint
 from koord_scheduler.framework.pod_patch import patch_at_pre_bind
 from koord_scheduler.framework.restored import RESTORED_CAPACITY, RestoredCapacity
+from koord_scheduler.framework.services import ApiRoute, APIServiceProvider
 from koord_scheduler.framework.snapshot import ClusterSnapshot, IntArray, NodeInfo, Positions
 from koord_scheduler.framework.status import SUCCESS, Status, error, skip, success, unresolvable, unschedulable
 from koord_scheduler.framework.types import (
@@ -77,7 +78,7 @@ from koord_scheduler.framework.types import (
     PreFilterResult,
 )
 from koord_scheduler.plugins import names
-from koord_scheduler.plugins.deviceshare import preemption
+from koord_scheduler.plugins.deviceshare import preemption, service
 from koord_scheduler.plugins.deviceshare import reservation as resv
 from koord_scheduler.plugins.deviceshare.allocation import Scorer, can_allocate
 from koord_scheduler.plugins.deviceshare.allocator import Failure, PodDevices, allocate, pod_devices
@@ -544,6 +545,10 @@ class DeviceShare:
         """Every node's Device object: devices by type (healthy/total)."""
         return "Devices", device_rows(self.cache.devices, _ALLOCATED_TYPES)
 
+    def api_routes(self) -> Sequence[ApiRoute]:
+        """``/apis/v1/plugins/DeviceShare/nodeDeviceSummaries[/:name]`` (:mod:`.service`)."""
+        return service.routes(self)
+
 
 def new(args: DeviceShareArgs | None, handle: Handle) -> DeviceShare:
     plugin = DeviceShare(args or DeviceShareArgs(), handle.cluster, handle.snapshot)
@@ -576,3 +581,7 @@ def declared_capabilities(
     """Every extension point and capability this plugin implements: mypy checks the signatures, and a test
     holds the list equal to what the runtime finds."""
     return plugin, plugin, plugin, plugin, plugin, plugin, plugin, plugin, plugin, plugin, plugin, plugin, plugin
+
+
+_services: type[APIServiceProvider] = DeviceShare
+"""The ``/apis/v1`` routes (not one of the framework's extension points, so not in the list above)."""

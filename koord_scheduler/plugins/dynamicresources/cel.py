@@ -23,6 +23,7 @@ come from :meth:`Selector.matches`. Messages never include celpy's dump of the w
 
 from __future__ import annotations
 
+import functools
 from collections import OrderedDict
 from typing import Any
 
@@ -261,7 +262,12 @@ class _DefaultingMap(ct.MapType):
             return ct.MapType()
 
 
-_ENV = celpy.Environment()
+@functools.cache
+def environment() -> celpy.Environment:
+    """The one CEL environment, built when the first selector is compiled: building it constructs
+    celpy's LALR parser (about 0.1 CPU-second, several times that under a profiler), which a scheduler
+    that never sees a DRA claim with a CEL selector should not pay at start-up."""
+    return celpy.Environment()
 
 
 class Selector:
@@ -279,7 +285,7 @@ class Selector:
         self.memo: dict[tuple[object, ...], bool | str] = {}
         """Outcomes by :func:`read_key` (bounded): devices that look the same to the expression."""
         try:
-            self.ast = _ENV.compile(expression)
+            self.ast = environment().compile(expression)
         except CELParseError as err:
             where = f"<input>:{err.line}:{err.column}" if err.line is not None else "<input>"
             self.error = f"compilation failed: ERROR: {where}: syntax error in {expression!r}"
@@ -298,7 +304,7 @@ class Selector:
                 "(CELSelectorExpressionMaxCost)"
             )
             return
-        self._activation = _ENV.program(self.ast, functions=cel_library.FUNCTIONS).new_activation()
+        self._activation = environment().program(self.ast, functions=cel_library.FUNCTIONS).new_activation()
         self.reads = _reads(self.ast)
 
     def matches(self, device: ct.MapType, *, cost_limit: int = CEL_SELECTOR_MAX_COST) -> bool:

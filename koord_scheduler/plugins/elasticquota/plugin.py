@@ -53,6 +53,7 @@ from koord_scheduler.framework.interfaces import (
     PreFilterPlugin,
     ReservePlugin,
 )
+from koord_scheduler.framework.services import ApiRoute, APIServiceProvider
 from koord_scheduler.framework.snapshot import ClusterSnapshot
 from koord_scheduler.framework.status import Code, Status, success, unschedulable
 from koord_scheduler.framework.types import (
@@ -67,7 +68,7 @@ from koord_scheduler.framework.types import (
     QueueingHint,
 )
 from koord_scheduler.plugins import names
-from koord_scheduler.plugins.elasticquota import chain_victims, preemption
+from koord_scheduler.plugins.elasticquota import chain_victims, preemption, service
 from koord_scheduler.plugins.elasticquota.execution import evict, node_free, victims_terminating
 from koord_scheduler.plugins.elasticquota.report import quota_rows
 from koord_scheduler.plugins.victim_execution import VictimTracker
@@ -233,6 +234,10 @@ class ElasticQuota:
                 total[key] = int(snapshot.allocatable[:n, column].sum())
         self.tree.set_total(total)
         self._total_version = version
+
+    def refresh_total(self) -> None:
+        """Take the cluster's allocatable again if the nodes changed (before reading runtimes)."""
+        self._refresh_total()
 
     def limit(self, quota: str) -> dict[str, int]:
         """What admission compares against: runtime (masked to the quota's max keys) or max."""
@@ -452,6 +457,11 @@ class ElasticQuota:
         return "ElasticQuotas", quota_rows(self.tree, self.initial_used, self.problems)
 
 
+    def api_routes(self) -> Sequence[ApiRoute]:
+        """``/apis/v1/plugins/ElasticQuota/quotas[/:name]`` (:mod:`.service`)."""
+        return service.routes(self)
+
+
 def _exceeded(used: Mapping[str, int], request: Mapping[str, int], limit: Mapping[str, int]) -> list[str]:
     out = [k for k, cap in limit.items() if used.get(k, 0) + request.get(k, 0) > cap]
     if len(out) > 1:
@@ -472,6 +482,7 @@ _: type[PreFilterPlugin] = ElasticQuota
 _r: type[ReservePlugin] = ElasticQuota
 _p: type[PostFilterPlugin] = ElasticQuota
 _e: type[EnqueueExtensions] = ElasticQuota
+_services: type[APIServiceProvider] = ElasticQuota
 __all__ = ["API_VERSION", "ARGS", "ELASTIC_QUOTA_KIND", "NAME", "ElasticQuota", "new"]
 
 

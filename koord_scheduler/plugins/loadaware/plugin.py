@@ -63,6 +63,7 @@ from koord_scheduler.framework.interfaces import (
     ReservePlugin,
     ScorePlugin,
 )
+from koord_scheduler.framework.services import ApiRoute, APIServiceProvider
 from koord_scheduler.framework.snapshot import ClusterSnapshot, IntArray, NodeInfo, Positions
 from koord_scheduler.framework.status import SUCCESS, Code, Status
 from koord_scheduler.framework.types import (
@@ -75,7 +76,7 @@ from koord_scheduler.framework.types import (
     QueueingHint,
 )
 from koord_scheduler.plugins import names
-from koord_scheduler.plugins.loadaware import scoring
+from koord_scheduler.plugins.loadaware import scoring, service
 from koord_scheduler.plugins.loadaware.assign_cache import AssignCache
 from koord_scheduler.plugins.loadaware.estimator import is_reserve_pod
 from koord_scheduler.plugins.loadaware.incoming import INCOMING_KEY, IncomingPod, PodEstimator
@@ -396,6 +397,10 @@ class LoadAwareScheduling:
             self._snapshot, self.cache, resources=self.resources, args=self.args, now=self._clock()
         )
 
+    def api_routes(self) -> Sequence[ApiRoute]:
+        """``/apis/v1/plugins/LoadAwareScheduling/node/:nodeName`` (:mod:`.service`)."""
+        return service.routes(self)
+
     # ----- internals -----
 
     def _incoming(self, state: CycleState, pod: Pod) -> IncomingPod:
@@ -440,3 +445,7 @@ def declared_capabilities(
     """Every extension point and capability this plugin implements: mypy checks the signatures, and a test
     holds the list equal to what the runtime finds."""
     return plugin, plugin, plugin, plugin, plugin, plugin, plugin, plugin, plugin
+
+
+_services: type[APIServiceProvider] = LoadAwareScheduling
+"""The ``/apis/v1`` routes (not one of the framework's extension points, so not in the list above)."""

@@ -30,6 +30,7 @@ from koord_scheduler.framework.types import ObjectKind
 from koord_scheduler.plugins.nodenumaresource.topology import CPUTopology
 
 NRT_GROUP = "topology.node.k8s.io"
+ANNOTATION_CPU_BASIC_INFO = "node.koordinator.sh/cpu-basic-info"
 NRT_VERSION = "v1alpha1"
 
 _KUBELET_POLICIES = {
@@ -52,6 +53,12 @@ class NodeTopologyRecord:
     numa_resources: Mapping[int, Mapping[str, int]] = field(default_factory=dict)
     """Allocatable per NUMA node from the ``Node`` zones (``node-<id>``), cpu reduced by the reserved CPUs
     inside the zone (``extractNUMANodeResources``)."""
+    cpu_basic_info: str = ""
+    """The ``node.koordinator.sh/cpu-basic-info`` annotation as written. It, the zones as written and the
+    resourceVersion are for the noderesource controller (CPU normalization, NUMA-level batch resources),
+    which reads the same watch."""
+    zones_json: str = "[]"
+    resource_version: str = ""
 
     @property
     def numa_nodes(self) -> list[int]:
@@ -119,7 +126,13 @@ def parse_node_resource_topology(obj: Mapping[str, Any]) -> NodeTopologyRecord:
         if amounts.get(CPU):
             inside = sum(1 for cpu in reserved if cpu in topology.cpus and topology.cpus[cpu].node == node)
             amounts[CPU] = max(0, amounts[CPU] - inside * 1000)
-    return NodeTopologyRecord(name, topology, frozenset(reserved), static, full_only, numa_policy, zones)
+    basic_info = annotations.get(ANNOTATION_CPU_BASIC_INFO, "")
+    raw_zones = obj.get("zones")
+    zones_json = json.dumps(raw_zones if isinstance(raw_zones, list) else [], sort_keys=True, separators=(",", ":"))
+    version = meta.get("resourceVersion", "")
+    return NodeTopologyRecord(name, topology, frozenset(reserved), static, full_only, numa_policy, zones,
+                              basic_info if isinstance(basic_info, str) else "", zones_json,
+                              version if isinstance(version, str) else "")
 
 
 def _numa_zones(zones: Any, owner: str) -> dict[int, dict[str, int]]:

@@ -63,6 +63,7 @@ from koord_scheduler.framework.interfaces import (
 )
 from koord_scheduler.framework.koordinator_stages import NUMAHintProvider, ReservationPreBindPlugin
 from koord_scheduler.framework.pod_patch import patch_at_pre_bind
+from koord_scheduler.framework.services import ApiRoute, APIServiceProvider
 from koord_scheduler.framework.snapshot import ClusterSnapshot, IntArray, NodeInfo, Positions
 from koord_scheduler.framework.status import Status, error, skip, success, unresolvable, unschedulable
 from koord_scheduler.framework.types import EventType, NodeFilterResult, PreFilterResult
@@ -70,7 +71,7 @@ from koord_scheduler.plugins import names
 from koord_scheduler.plugins import resource_scoring as scoring
 from koord_scheduler.plugins.kinds import RESERVATION_KIND
 from koord_scheduler.plugins.nodenumaresource import amplification as amp
-from koord_scheduler.plugins.nodenumaresource import policy, preemption
+from koord_scheduler.plugins.nodenumaresource import policy, preemption, service
 from koord_scheduler.plugins.nodenumaresource import reservation_cpus as resv
 from koord_scheduler.plugins.nodenumaresource.allocation import AllocationError, AllocationRequest
 from koord_scheduler.plugins.nodenumaresource.cache import Holding, NodeAllocations
@@ -572,6 +573,18 @@ class NodeNUMAResource:
 
     # ----- simulate -----
 
+    @property
+    def snapshot(self) -> ClusterSnapshot:
+        return self._snapshot
+
+    def topology_of(self, node: str) -> NodeTopologyRecord | None:
+        """The node's CPU topology and NUMA resources (from its NodeResourceTopology), if known."""
+        return self._topologies.get(node)
+
+    def api_routes(self) -> Sequence[ApiRoute]:
+        """``/apis/v1/plugins/NodeNUMAResource/nodes/:nodeName`` (:mod:`.service`)."""
+        return service.routes(self)
+
     def simulation_report(self) -> tuple[str, list[dict[str, Any]]]:
         rows = [
             {"node": node, "pod": key, "cpuset": format_cpuset(cpus)} for node, key, cpus in self.allocations.rows()
@@ -608,3 +621,7 @@ def declared_capabilities(
     """Every extension point and capability this plugin implements: mypy checks the signatures, and a test
     holds the list equal to what the runtime finds."""
     return plugin, plugin, plugin, plugin, plugin, plugin, plugin, plugin, plugin, plugin, plugin
+
+
+_services: type[APIServiceProvider] = NodeNUMAResource
+"""The ``/apis/v1`` routes (not one of the framework's extension points, so not in the list above)."""

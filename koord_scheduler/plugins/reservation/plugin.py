@@ -46,6 +46,7 @@ from koord_scheduler.framework.interfaces import (
 )
 from koord_scheduler.framework.koordinator_stages import FilterTransformer, ReservationNominator
 from koord_scheduler.framework.restored import RESTORED_CAPACITY, RestoredCapacity, RestoredReservation
+from koord_scheduler.framework.services import ApiRoute, APIServiceProvider
 from koord_scheduler.framework.snapshot import ClusterSnapshot, IntArray, Positions
 from koord_scheduler.framework.status import Status, skip, success, unresolvable, unschedulable
 from koord_scheduler.framework.types import (
@@ -60,7 +61,7 @@ from koord_scheduler.framework.types import (
 )
 from koord_scheduler.plugins import names
 from koord_scheduler.plugins.kinds import RESERVATION_KIND
-from koord_scheduler.plugins.reservation import policy
+from koord_scheduler.plugins.reservation import policy, service
 from koord_scheduler.plugins.reservation import preallocation as prealloc
 from koord_scheduler.plugins.reservation.accounting import ReservationAccounting
 from koord_scheduler.plugins.reservation.cache import ReservationCache, ReservationEntry, Rows
@@ -468,6 +469,16 @@ class Reservation:
     def simulation_report(self) -> tuple[str, list[dict[str, Any]]]:
         return "Reservations", simulation_rows(self.cache, self.writer.reported_invalid)
 
+    @property
+    def selector_index(self) -> IndexedNarrowing | None:
+        """``reservationSelectorIndex`` when enabled."""
+        return self._index
+
+    def api_routes(self) -> Sequence[ApiRoute]:
+        """``/apis/v1/plugins/Reservation/nodeReservations/:nodeName`` and ``/reservationSelectorIndex``
+        (:mod:`.service`)."""
+        return service.routes(self)
+
     async def drain(self) -> None:
         """Wait for in-flight status writes (tests and simulate)."""
         await self.writer.drain()
@@ -501,3 +512,7 @@ def declared_capabilities(
     """Every extension point and capability this plugin implements: mypy checks the signatures, and a test
     holds the list equal to what the runtime finds."""
     return plugin, plugin, plugin, plugin, plugin, plugin, plugin, plugin, plugin, plugin, plugin
+
+
+_services: type[APIServiceProvider] = Reservation
+"""The ``/apis/v1`` routes (not one of the framework's extension points, so not in the list above)."""

@@ -31,12 +31,11 @@ from apis.core import boundedjson
 from apis.core.quantity import milli_value, value
 from apis.core.types import CPU, MEMORY, Node, Pod
 from apis.extension import PriorityClass
-from apis.extension.constants import ANNOTATION_NODE_RESERVATION, RESOURCE_BATCH_CPU, RESOURCE_BATCH_MEMORY
+from apis.extension.constants import ANNOTATION_NODE_RESERVATION
 from apis.extension.priority import priority_class_with_default
 from apis.extension.qos import QoSClass, qos_class_with_default
 from apis.slo.nodemetric_record import HostAppUsage, NodeMetricRecord, PodUsage
 
-BATCH_RESOURCES = (RESOURCE_BATCH_CPU, RESOURCE_BATCH_MEMORY)
 _LOW_PRIORITY = (PriorityClass.BATCH, PriorityClass.FREE)
 _HOST_APP_HP = (PriorityClass.PROD.value, PriorityClass.MID.value)
 """Host applications count as system usage when their priority value is above koord-batch's default."""
@@ -245,24 +244,15 @@ def is_degraded(metric: NodeMetricRecord | None, now: float, degrade_minutes: in
     return now > metric.update_time + degrade_minutes * 60
 
 
-def current_batch(node: Node) -> tuple[int | None, int | None]:
-    """The node's batch-cpu and batch-memory as written in ``status.allocatable`` (None: absent)."""
-    return node.allocatable.get(RESOURCE_BATCH_CPU), node.allocatable.get(RESOURCE_BATCH_MEMORY)
-
-
-def status_consistent(node: Node) -> bool:
-    """Capacity and allocatable agree on both batch resources (kubelet may have reset one of them)."""
-    return all(node.capacity.get(name) == node.allocatable.get(name) for name in BATCH_RESOURCES)
-
-
 def needs_sync(
-    current: tuple[int | None, int | None],
-    want: tuple[int | None, int | None],
+    current: tuple[int | None, ...],
+    want: tuple[int | None, ...],
     *,
     diff_threshold: float,
 ) -> bool:
     """Koordinator's resource gate: presence differs, or ``|new - old| > old * resourceDiffThreshold``
-    for either resource (strict; old 0 and new > 0 is a difference). The time gate is the caller's."""
+    for any of the resources, paired by position (strict; old 0 and new > 0 is a difference). The time
+    gate is the caller's."""
     for have, new in zip(current, want, strict=True):
         if (have is None) != (new is None):
             return True

@@ -54,8 +54,8 @@ from koord_scheduler.framework.types import EventType
 from koord_scheduler.scheduler.controllers.api import ControllerApi
 from koord_scheduler.scheduler.controllers.containment import Containment, permanent
 from koord_scheduler.scheduler.controllers.decide import MERGE_PATCH, Write
+from koord_scheduler.scheduler.controllers.loop import CallLater, ReconcileLoop
 from koord_scheduler.scheduler.controllers.selection import DEVICERESOURCE
-from koord_scheduler.scheduler.controllers.waits import stopped_within, wake_or_stop
 from koord_scheduler.scheduler.object_errors import ObjectErrors
 from kubeapi import jsoncodec
 
@@ -162,7 +162,9 @@ class DeviceResourceController:
         ready: Callable[[], bool] = lambda: True,
         retry_seconds: float = 5.0,
         object_errors: ObjectErrors | None = None,
+        call_later: CallLater | None = None,
     ) -> None:
+        """``call_later(seconds, fn)`` schedules a retry (default: the running loop's; tests pass a fake)."""
         self.api = api
         self.contained = Containment(DEVICERESOURCE, object_errors)
         self.refused: dict[tuple[str, str], bytes] = {}
@@ -170,11 +172,12 @@ class DeviceResourceController:
         self.ready = ready
         """The Device kind has been listed; nothing is decided before."""
         self.retry_seconds = retry_seconds
+        self.call_later = call_later
         self.nodes: dict[str, Node] = {}
         self.devices: dict[str, NodeDeviceRecord] = {}
         self.dirty: set[str] = set()
         self.writes = 0
-        self._wake = asyncio.Event()
+        self.loop = ReconcileLoop(DEVICERESOURCE, waiting_for="Device objects")
 
     # ----- informer events -----
 
@@ -201,7 +204,7 @@ class DeviceResourceController:
 
     def _mark(self, name: str) -> None:
         self.dirty.add(name)
-        self._wake.set()
+        self.loop.wake()
 
     # ----- reconcile -----
 
@@ -232,7 +235,8 @@ class DeviceResourceController:
                 if isinstance(exc, ClusterError) and not permanent(exc):
                     log.warning("deviceresource: node %s: PATCH %s failed: %s; retrying in %.0fs",
                                 write.node, write.path, exc, self.retry_seconds)
-                    asyncio.get_running_loop().call_later(self.retry_seconds, self._mark, write.node)
+                    later = self.call_later or asyncio.get_running_loop().call_later
+                    later(self.retry_seconds, functools.partial(self._mark, write.node))
                     continue
                 # Refused for good (or a failure of our own): not sent again until it would change.
                 self.refused[(write.node, write.path)] = _body(write)
@@ -262,23 +266,14 @@ class DeviceResourceController:
             self.nodes[write.node] = dataclasses.replace(node, meta=dataclasses.replace(node.meta, labels=labels))
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Reconcile until ``stop`` is set; call only while holding the leader Lease."""
-        log.info("deviceresource controller running")
-        waited = 0
-        while not self.ready():
-            if waited % 30 == 0:
-                log.warning("deviceresource controller waiting for Device objects to be listed "
-                            "(CRD installed? RBAC?)")
-            if await stopped_within(stop, 1.0):
-                return
-            waited += 1
-        self.dirty.update(self.nodes)
-        while not stop.is_set():
-            if self.dirty:
-                await self.reconcile()
-                continue
-            self._wake.clear()
-            await wake_or_stop(self._wake, stop, 1.0)
+        """Reconcile until ``stop`` is set; call only while holding the leader Lease. Every node is looked
+        at once the Device kind is listed."""
+        await self.loop.run(stop, ready=self.ready, reconcile=self._pass, pending=lambda: bool(self.dirty))
+
+    async def _pass(self, full: bool) -> None:
+        if full:
+            self.dirty.update(self.nodes)
+        await self.reconcile()
 
 
 def _body(write: Write) -> bytes:

@@ -23,7 +23,7 @@ from apis.scheduling.podgroup import PodGroupRecord, PodGroupStatusRecord
 from koord_scheduler.framework.errors import ClusterError
 from koord_scheduler.framework.types import EventType
 from koord_scheduler.scheduler.controllers.containment import Containment, permanent
-from koord_scheduler.scheduler.controllers.waits import wake_or_stop
+from koord_scheduler.scheduler.controllers.loop import CallLater, ReconcileLoop
 from koord_scheduler.scheduler.controllers.workers import run_with_workers
 from koord_scheduler.scheduler.object_errors import ObjectErrors
 
@@ -105,19 +105,22 @@ class PodGroupController:
         retry_seconds: float = 5.0,
         workers: int = 1,
         object_errors: ObjectErrors | None = None,
+        call_later: CallLater | None = None,
     ) -> None:
+        """``call_later(seconds, fn)`` schedules a retry (default: the running loop's; tests pass a fake)."""
         self.api = api
         self.contained = Containment("podgroup", object_errors)
         self.workers = max(1, workers)
         """PodGroups written at the same time (Coscheduling's ``controllerWorkers``)."""
         self.clock = clock
         self.retry_seconds = retry_seconds
+        self.call_later = call_later
         self.groups: dict[str, PodGroupRecord] = {}
         self.pods: dict[str, dict[str, Pod]] = {}
         """PodGroup key -> pod key -> pod (pods labelled ``pod-group.scheduling.sigs.k8s.io``)."""
         self.dirty: set[str] = set()
         self.writes = 0
-        self._wake = asyncio.Event()
+        self.loop = ReconcileLoop("podgroup", waiting_for="PodGroups")
 
     # ----- informer events -----
 
@@ -148,7 +151,7 @@ class PodGroupController:
     def _mark(self, key: str) -> None:
         if key in self.groups or key in self.pods:
             self.dirty.add(key)
-            self._wake.set()
+            self.loop.wake()
 
     # ----- reconcile -----
 
@@ -191,7 +194,8 @@ class PodGroupController:
         except Exception as exc:
             if isinstance(exc, ClusterError) and not permanent(exc):
                 log.warning("updating status of PodGroup %s failed: %s", group.key, exc)
-                asyncio.get_running_loop().call_later(self.retry_seconds, self._mark, group.key)
+                later = self.call_later or asyncio.get_running_loop().call_later
+                later(self.retry_seconds, functools.partial(self._mark, group.key))
             else:  # refused for good, or a failure of our own: not retried until the PodGroup changes
                 self.contained.report(pg.KIND, group.key, exc)
             return 0
@@ -202,13 +206,8 @@ class PodGroupController:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Reconcile until ``stop`` is set; call only while holding the leader Lease."""
-        log.info("podgroup controller running")
-        while not stop.is_set():
-            if self.dirty:
-                await self.reconcile()
-                continue
-            self._wake.clear()
-            await wake_or_stop(self._wake, stop, 1.0)
+        await self.loop.run(stop, ready=lambda: True, reconcile=lambda _full: self.reconcile(),
+                            pending=lambda: bool(self.dirty))
 
 
 def _group_key(pod: Pod | None) -> str:

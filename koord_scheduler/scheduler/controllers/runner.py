@@ -30,23 +30,24 @@ from typing import Any, Protocol
 from prometheus_client import CollectorRegistry, Counter
 
 from apis.configuration import COLOCATION_KEY, SloConfig, default_slo_config, parse_slo_config
+from apis.configuration.normalization import CPU_NORMALIZATION_KEY, RESOURCE_AMPLIFICATION_KEY
 from apis.core.frozendict import FrozenDict
 from apis.core.types import Node, Pod
 from apis.slo.nodemetric_record import NodeMetricRecord
 from koord_scheduler.framework.errors import ClusterError
 from koord_scheduler.framework.types import EventType
 from koord_scheduler.scheduler.controllers.api import ConfigMapRecord, ControllerApi
-from koord_scheduler.scheduler.controllers.batch import BATCH_RESOURCES
 from koord_scheduler.scheduler.controllers.containment import Containment, permanent
 from koord_scheduler.scheduler.controllers.decide import (
     NodeSLORecord,
     Write,
     canonical,
-    decide_batch_resources,
     decide_node_metric,
     decide_node_slo,
 )
-from koord_scheduler.scheduler.controllers.selection import NODEMETRIC, NODERESOURCE, NODESLO
+from koord_scheduler.scheduler.controllers.noderesource import MANAGED_RESOURCES, decide_node_resources, nrt_path
+from koord_scheduler.scheduler.controllers.nrt_batch import TopologyRecord, TopologySource, canonical_zones
+from koord_scheduler.scheduler.controllers.selection import NODEMETRIC, NODERESOURCE, NODERESOURCE_PLUGINS, NODESLO
 from koord_scheduler.scheduler.controllers.waits import stopped_within, wake_or_stop
 from koord_scheduler.scheduler.object_errors import ObjectErrors
 from koord_scheduler.scheduler.source import EventSink
@@ -55,6 +56,15 @@ from kubeapi.http import ApiError
 log = logging.getLogger(__name__)
 
 COLOCATION_CONTROLLERS = (NODESLO, NODERESOURCE, NODEMETRIC)
+NODE_RESOURCE_TOPOLOGY = "NodeResourceTopology"
+"""Read for the koordlet's ``cpu-basic-info`` annotation and the zones: any :class:`.nrt_batch.TopologySource`
+(the scheduler's own NRT record when it watches the kind, else :class:`.nrt_batch.TopologyRecord`)."""
+_UNMARSHAL_REASONS = {
+    COLOCATION_KEY: "ColocationCfgUnmarshalFailed",
+    CPU_NORMALIZATION_KEY: "CPUNormalizationCfgUnmarshalFailed",
+    RESOURCE_AMPLIFICATION_KEY: "ResourceAmplificationCfgUnmarshalFailed",
+}
+"""The Event reason Koordinator gives a refused key (``SLOCfgUnmarshalFailed`` for the others)."""
 INTERVAL_SPREAD = 0.2
 """Each node's ``updateTimeThresholdSeconds`` is stretched by up to this fraction (a stable hash of its
 name), so the time-gated writes of nodes first written together spread over a minute instead of
@@ -64,9 +74,11 @@ arriving in one burst every 5 minutes."""
 @dataclass(frozen=True, slots=True)
 class ColocationOptions:
     """``enabled``: which of :data:`COLOCATION_CONTROLLERS` run. ``resync_seconds``: every node is
-    looked at again this often. ``concurrency``: writes in flight at once."""
+    looked at again this often. ``concurrency``: writes in flight at once. ``noderesource_plugins``: the
+    ``noderesource`` calculate plugins that run (``--noderesource-plugins``)."""
 
     enabled: frozenset[str] = frozenset(COLOCATION_CONTROLLERS)
+    noderesource_plugins: frozenset[str] = frozenset(NODERESOURCE_PLUGINS)
     resync_seconds: float = 600.0
     concurrency: int = 8
     retry_seconds: float = 5.0
@@ -109,6 +121,8 @@ class ColocationControllers:
         self.pods_by_node: dict[str, dict[str, Pod]] = {}
         self.node_metrics: dict[str, NodeMetricRecord] = {}
         self.node_slos: dict[str, NodeSLORecord] = {}
+        self.topologies: dict[str, TopologySource] = {}
+        """Node name -> its NodeResourceTopology (CPU normalization, NUMA-level batch resources)."""
         self.config: SloConfig = default_slo_config()
         self.last_sync: dict[str, float] = {}
         self.write_counts: collections.Counter[tuple[str, str]] = collections.Counter()
@@ -120,6 +134,8 @@ class ColocationControllers:
         """(controller, verb, failure kind) -> failures since that controller's last successful write: only
         the first is a warning, so a missing CRD or an unreachable API server is one line, not one per node."""
         self._wake = asyncio.Event()
+        self._extra: list[Write] = []
+        """Second writes of this pass's decisions (NodeResourceTopology zones)."""
 
     # ----- informer events -----
 
@@ -172,6 +188,16 @@ class ColocationControllers:
             else:
                 self.node_slos[name] = new
             self._mark(name, (NODESLO,))
+        elif kind == NODE_RESOURCE_TOPOLOGY:
+            name = (new or old).name
+            have = self.topologies.get(name)
+            if isinstance(new, TopologySource):
+                self.topologies[name] = new
+                changed = have is None or (have.cpu_basic_info, have.zones_json) != (new.cpu_basic_info, new.zones_json)
+            else:
+                changed = self.topologies.pop(name, None) is not None
+            if changed:
+                self._mark(name, (NODERESOURCE,))
         elif kind == "ConfigMap":
             self.on_config_map(None if event == EventType.DELETED else new)
 
@@ -183,7 +209,7 @@ class ColocationControllers:
                         problem.key, problem.message)
             self.metrics.config_invalid.labels(problem.key).inc()
             if config_map is not None:
-                reason = "ColocationCfgUnmarshalFailed" if problem.key == COLOCATION_KEY else "SLOCfgUnmarshalFailed"
+                reason = _UNMARSHAL_REASONS.get(problem.key, "SLOCfgUnmarshalFailed")
                 self.api.warn_config(config_map, reason=reason, message=str(problem))
         if config.present != self.config.present or config.keys != self.config.keys:
             self.config = config
@@ -243,6 +269,8 @@ class ColocationControllers:
                 write = self.contained.call("Node", name, functools.partial(self._decide, controller, name, now))
                 if write is not None:
                     writes.append(write)
+        writes.extend(self._extra)
+        self._extra.clear()
         if not writes:
             return 0
         slots = asyncio.Semaphore(self.options.concurrency)
@@ -263,12 +291,15 @@ class ColocationControllers:
         if node is None:
             return None
         pods = self.pods_by_node.get(name, {}).values()
-        decision = decide_batch_resources(
+        decision = decide_node_resources(
             node, pods, self.node_metrics.get(name), self.config, now=now, last_sync=self.last_sync.get(name),
             interval_spread=INTERVAL_SPREAD * (zlib.crc32(name.encode()) % 1000) / 1000,
+            plugins=self.options.noderesource_plugins, topology=self.topologies.get(name),
         )
         if decision.recheck_at is not None:
             self._at(decision.recheck_at, NODERESOURCE, name)
+        if decision.zone_write is not None:
+            self._extra.append(decision.zone_write)
         return decision.write
 
     def _at(self, when: float, controller: str, name: str) -> None:
@@ -337,21 +368,36 @@ class ColocationControllers:
     def _applied(self, write: Write) -> None:
         """Reflect a successful write in the local indexes until the watch brings the server's version."""
         name = write.node
-        if write.controller == NODERESOURCE:
-            self.last_sync[name] = self.clock()
+        if write.controller == NODERESOURCE and write.path == nrt_path(name):
+            have = self.topologies.get(name)
+            if have is not None:
+                self.topologies[name] = TopologyRecord(have.name, have.cpu_basic_info,
+                                                       canonical_zones(write.body["zones"]), "")
+            log.info("noderesource: node %s: %s", name, write.note)
+        elif write.controller == NODERESOURCE:
             node = self.nodes.get(name)
+            status = write.body.get("status")
+            if status is not None:
+                self.last_sync[name] = self.clock()
+                if node is not None:
+                    values: dict[str, str | None] = status["allocatable"]
+                    node = dataclasses.replace(
+                        node, capacity=_with_resources(node.capacity, values),
+                        allocatable=_with_resources(node.allocatable, values),
+                    )
+            meta = write.body.get("metadata")
+            if meta is not None and node is not None:
+                annotations = _with_annotations(node.annotations, meta["annotations"])
+                node = dataclasses.replace(node, meta=dataclasses.replace(node.meta, annotations=annotations))
             if node is not None:
-                values: dict[str, str | None] = write.body["status"]["allocatable"]
-                self.nodes[name] = dataclasses.replace(
-                    node, capacity=_with_batch(node.capacity, values), allocatable=_with_batch(node.allocatable, values)
-                )
+                self.nodes[name] = node
             log.info("noderesource: node %s: %s", name, write.note)
         elif write.controller == NODESLO:
             if write.verb == "DELETE":
                 self.node_slos.pop(name, None)
             else:
                 spec = write.body["spec"] if write.verb == "POST" else write.body[0]["value"]
-                self.node_slos[name] = NodeSLORecord(name, canonical(spec))
+                self.node_slos[name] = NodeSLORecord(name, canonical(spec), spec.get("extensions"))
         elif write.controller == NODEMETRIC:
             if write.verb == "DELETE":
                 self.node_metrics.pop(name, None)
@@ -362,14 +408,26 @@ class ColocationControllers:
 
 
 
-def _with_batch(resources: Any, values: dict[str, str | None]) -> FrozenDict[str, int]:
+def _with_resources(resources: Any, values: dict[str, str | None]) -> FrozenDict[str, int]:
     out = dict(resources)
-    for resource in BATCH_RESOURCES:
-        amount = values.get(resource)
+    for resource in MANAGED_RESOURCES:
+        if resource not in values:
+            continue
+        amount = values[resource]
         if amount is None:
             out.pop(resource, None)
         else:
             out[resource] = int(amount)
+    return FrozenDict(out)
+
+
+def _with_annotations(annotations: Any, changes: dict[str, str | None]) -> FrozenDict[str, str]:
+    out = dict(annotations)
+    for key, value in changes.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = value
     return FrozenDict(out)
 
 

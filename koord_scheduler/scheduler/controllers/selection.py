@@ -58,3 +58,22 @@ def parse_controllers(
     if star:
         on.update(n for n in names if n not in off_by_default)
     return frozenset(on - off)
+
+
+BATCH_RESOURCE = "BatchResource"
+MID_RESOURCE = "MidResource"
+CPU_NORMALIZATION = "CPUNormalization"
+RESOURCE_AMPLIFICATION = "ResourceAmplification"
+NODERESOURCE_PLUGINS = (CPU_NORMALIZATION, RESOURCE_AMPLIFICATION, MID_RESOURCE, BATCH_RESOURCE)
+"""The ``noderesource`` controller's calculate plugins (``--noderesource-plugins``), in Koordinator's
+order; every one is on by default."""
+
+
+def parse_noderesource_plugins(text: str) -> frozenset[str]:
+    """``--noderesource-plugins``: ``*``, ``Name``, ``-Name``, as Koordinator's flag. Raises
+    :class:`ControllerSelectionError` for an unknown plugin or an empty entry."""
+    try:
+        return parse_controllers(text, known=NODERESOURCE_PLUGINS)
+    except ControllerSelectionError as exc:
+        message = str(exc).replace("--controllers", "--noderesource-plugins").replace("controller", "plugin")
+        raise ControllerSelectionError(message) from None

@@ -444,6 +444,17 @@ class SchedulingQueue:
             GATED: len(self._gated),
         }
 
+    def unschedulable_by_plugin(self) -> dict[tuple[str, str], int]:
+        """(plugin, schedulerName) -> pods in the unschedulable and gated pools that plugin rejected, for
+        ``scheduler_unschedulable_pods{plugin,profile}``. O(pods there)."""
+        out: dict[tuple[str, str], int] = {}
+        for pool in (self._unschedulable, self._gated):
+            for qpi in pool.values():
+                for plugin in qpi.unschedulable_plugins:
+                    key = (plugin, qpi.pod.scheduler_name)
+                    out[key] = out.get(key, 0) + 1
+        return out
+
     def locations(self) -> dict[str, list[str]]:
         """Every pod key the queue holds -> the places holding it (:data:`ACTIVE`, :data:`BACKOFF`,
         :data:`UNSCHEDULABLE`, :data:`GATED`, :data:`IN_FLIGHT`), for invariant checks: each pod must be in

@@ -29,7 +29,6 @@ from apis.scheduling.annotations import parse_allocated_annotation
 from apis.scheduling.constants import GROUP, VERSION
 from apis.scheduling.record import ReservationRecord
 from koord_scheduler.framework.types import EventType
-from koord_scheduler.scheduler.controllers.waits import stopped_within
 from koord_scheduler.scheduler.object_errors import ObjectErrors
 from koord_scheduler.scheduler.reservation_controller.decide import ControllerOptions, OwnerPod
 from koord_scheduler.scheduler.reservation_controller.reconciler import ClusterView, Reconciler
@@ -148,32 +147,11 @@ class ReservationController:
     # ----- the loop -----
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Reconcile until ``stop`` is set; call only while holding the leader Lease. Raises what ended the
-        reconciler's loop before ``stop`` (so the hosted controllers' supervisor counts it and calls this
-        again, which resumes the loop); the loop contains per-Reservation failures itself."""
-        self.reconciler.reopen()
-        waited = 0.0
-        while not self.ready():
-            if waited % 30 == 0:
-                log.warning(
-                    "reservation controller waiting for Nodes, Pods and Reservations to be listed "
-                    "(CRD installed? RBAC?)"
-                )
-            if await stopped_within(stop, 1.0):
-                return
-            waited += 1
-        log.info("reservation controller running")
-        loop = asyncio.ensure_future(self.reconciler.run())
-        stopper = asyncio.ensure_future(stop.wait())
-        try:
-            await asyncio.wait({loop, stopper}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            self.reconciler.close()
-            stopper.cancel()
-            await asyncio.gather(loop, stopper, return_exceptions=True)
-        if not stop.is_set() and not loop.cancelled():
-            error = loop.exception()
-            raise error if error is not None else RuntimeError("reservation reconciler loop ended before stop")
+        """Reconcile until ``stop`` is set, once Nodes, Pods and Reservations are listed; call only while
+        holding the leader Lease. The loop (:class:`~koord_scheduler.scheduler.controllers.loop.ReconcileLoop`)
+        contains per-Reservation and per-pass failures; what escapes it reaches the hosted controllers'
+        supervisor, which calls this again."""
+        await self.reconciler.run(stop, ready=self.ready)
 
 
 class _OwnerLists(Mapping[str, list[OwnerPod]]):

@@ -1,7 +1,8 @@
 """The loop between the informers and :func:`decide`: which Reservations to look at, and when.
 
 The informers feed it (``observe_reservation``, ``mark_dirty``, ``mark_all_dirty``; see :mod:`.informed`)
-and the :class:`Reconciler` runs :func:`decide` on
+and the :class:`Reconciler` runs :func:`decide`, on the hosted controllers' one
+:class:`~koord_scheduler.scheduler.controllers.loop.ReconcileLoop`, on
 
 - the Reservations marked dirty by an event (their own, or one of their owner pods'), at once, and
 - every Reservation, every ``sync_interval_seconds`` (expiry and GC are functions of the clock).
@@ -21,7 +22,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from koord_scheduler.framework.errors import log_failure
+from koord_scheduler.scheduler.controllers.loop import ReconcileLoop
 from koord_scheduler.scheduler.controllers.workers import run_with_workers
 from koord_scheduler.scheduler.object_errors import INVALID, RECONCILE_ERROR, ObjectErrors
 from koord_scheduler.scheduler.reservation_controller.decide import (
@@ -76,8 +77,11 @@ class Reconciler:
         self._reservations: dict[str, dict[str, Any]] = {}  # uid -> last seen body
         self._dirty: set[str] = set()
         self._view: ClusterView | None = None
-        self._wake = asyncio.Event()
-        self._closed = False
+        interval = options.sync_interval_seconds
+        self.loop = ReconcileLoop(
+            "reservation", waiting_for="Nodes, Pods and Reservations", resync_seconds=interval, idle_seconds=interval
+        )
+        """When passes run (shared with the other hosted controllers)."""
 
     # --- fed by the watch ---------------------------------------------------------------------------
 
@@ -100,21 +104,12 @@ class Reconciler:
         """Decide on this Reservation soon (an owner pod changed)."""
         if uid in self._reservations:
             self._dirty.add(uid)
-            self._wake.set()
+            self.loop.wake()
 
     def mark_all_dirty(self) -> None:
         """Decide on every Reservation soon (a node went away)."""
         self._dirty.update(self._reservations)
-        self._wake.set()
-
-    def close(self) -> None:
-        """Make :meth:`run` return after its current write."""
-        self._closed = True
-        self._wake.set()
-
-    def reopen(self) -> None:
-        """Undo :meth:`close`, so :meth:`run` can run again (a supervised controller restarted)."""
-        self._closed = False
+        self.loop.wake()
 
     # --- deciding and doing ---------------------------------------------------------------------------
 
@@ -171,24 +166,16 @@ class Reconciler:
         except Exception as exc:  # the next Reservation is written all the same
             self.object_errors.report("Reservation", name, RECONCILE_ERROR, f"{type(exc).__name__}: {exc}", exc=exc)
 
-    async def run(self) -> None:
-        """Decide and apply until :meth:`close`: dirty Reservations as soon as they are marked, all of them
-        every ``sync_interval_seconds``."""
-        interval = self._options.sync_interval_seconds
-        next_full = time.monotonic()
-        while not self._closed:
-            full = time.monotonic() >= next_full
-            if full:
-                next_full = time.monotonic() + interval
-            self._wake.clear()
-            try:
-                await self.apply(self.decide_due(full=full))
-            except Exception as exc:  # an API or decoding failure must not end the controller
-                log_failure(log, "reservation controller sweep failed", exc)
-            if self._closed or self._dirty:
-                continue
-            try:
-                async with asyncio.timeout(max(0.0, next_full - time.monotonic())):
-                    await self._wake.wait()
-            except TimeoutError:
-                pass
+    async def reconcile(self, full: bool) -> None:
+        """One pass: decide on the dirty Reservations (all of them when ``full``) and write the decisions."""
+        await self.apply(self.decide_due(full=full))
+
+    def pending(self) -> bool:
+        """Reservations were marked dirty since the last pass began."""
+        return bool(self._dirty)
+
+    async def run(self, stop: asyncio.Event, *, ready: Callable[[], bool] = lambda: True) -> None:
+        """Reconcile on the hosted controllers' :class:`~koord_scheduler.scheduler.controllers.loop.ReconcileLoop`
+        until ``stop`` is set: dirty Reservations as soon as they are marked, all of them every
+        ``sync_interval_seconds``; nothing before ``ready()``."""
+        await self.loop.run(stop, ready=ready, reconcile=self.reconcile, pending=self.pending)

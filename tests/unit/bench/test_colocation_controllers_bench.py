@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from conftest import load_bench
+from tests.unit.bench.conftest import load_bench
 
 
 async def test_small_run() -> None:

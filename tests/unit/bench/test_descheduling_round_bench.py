@@ -3,10 +3,9 @@ threshold, and each planned pod is counted against a cool node."""
 
 from __future__ import annotations
 
-from conftest import load_bench
-
 from apis.config.descheduler import parse_descheduler_config
 from koord_scheduler.descheduler.round import Descheduler
+from tests.unit.bench.conftest import load_bench
 
 
 def test_small_round() -> None:

@@ -4,11 +4,13 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
-from conftest import load_bench
+
+from tests.unit.bench.conftest import load_bench
 
 
 def sample(name: str, value: str, **labels: str) -> str:
@@ -271,3 +273,16 @@ def test_summary_compares_koord_scheduler_with_its_baseline(e2e_throughput: Modu
         "requests_per_pod_ratio": 0.667,
         "rate_ratio_per_round": [1.062],
     }
+
+
+def test_the_working_tree_is_compiled_for_every_product_package(e2e_throughput: ModuleType) -> None:
+    """The contenders run the editable install: without bytecode on disk each start would compile it again
+    (under ``PYTHONDONTWRITEBYTECODE``), which the ``--baseline`` build, installed with its bytecode, does not."""
+    import importlib.util
+
+    repo = e2e_throughput.REPO
+    packages = sorted(p.parent.name for p in repo.glob("*/__init__.py"))
+    assert sorted(e2e_throughput.PACKAGES) == sorted(set(packages) - {"koordlet"})
+    e2e_throughput.compile_working_tree()
+    for package in e2e_throughput.PACKAGES:
+        assert Path(importlib.util.cache_from_source(str(repo / package / "__init__.py"))).exists(), package

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from conftest import load_bench
+
+from tests.unit.bench.conftest import load_bench
 
 
 @pytest.fixture(scope="module")

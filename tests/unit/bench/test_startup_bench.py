@@ -7,7 +7,8 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from conftest import load_bench
+
+from tests.unit.bench.conftest import load_bench
 
 
 @pytest.fixture(scope="module")

@@ -100,3 +100,27 @@ def test_percentiles_in_status() -> None:
     assert five is not None and five.cpu_milli == 8900
     p99 = status.aggregated_node_usage("5m", "p99")
     assert p99 is not None and p99.cpu_milli == 9800
+
+
+def test_prediction_is_reported_for_the_pods_with_metrics() -> None:
+    cache = MetricCache(clock=FakeClock(NOW))
+    for uid in ("uid-web", "uid-job"):
+        _fill(cache, MetricKind.POD_CPU_USAGE, uid, 60, 0.5)
+        _fill(cache, MetricKind.POD_MEMORY_USAGE, uid, 60, float(200 << 20))
+    seen: list[list[str]] = []
+
+    def predicted(pods, now):  # type: ignore[no-untyped-def]
+        seen.append(sorted(p.uid for p in pods))
+        return {"cpu": 1500, "memory": 1 << 30}, {"cpu": 2500, "memory": 3 << 30}
+
+    pods = _informer().get_all_pods()
+    status = build_node_metric_status(CacheUsageSource(cache), pods, ResolvedCollectPolicy(), NOW,
+                                      prediction=predicted).to_wire()
+    assert seen == [["uid-job", "uid-web"]]  # "new" has no metrics: not handed to the predictor
+    assert status["prodReclaimableMetric"] == {"resource": {"resources": {"cpu": "1500m", "memory": "1Gi"}}}
+    assert status["prodPeakMetric"] == {"resource": {"resources": {"cpu": "2500m", "memory": "3Gi"}}}
+    cannot = build_node_metric_status(CacheUsageSource(cache), pods, ResolvedCollectPolicy(), NOW,
+                                      prediction=lambda pods, now: None).to_wire()
+    assert cannot["prodReclaimableMetric"] == {} and "prodPeakMetric" not in cannot
+    without = build_node_metric_status(CacheUsageSource(cache), pods, ResolvedCollectPolicy(), NOW).to_wire()
+    assert "prodReclaimableMetric" not in without

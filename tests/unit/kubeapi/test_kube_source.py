@@ -402,6 +402,23 @@ async def test_a_changed_message_is_patched_again(api: FakeApi, source: KubeClus
     assert "lastTransitionTime" not in patches[1].body["status"]["conditions"][0]
 
 
+async def test_a_condition_someone_else_wrote_is_written_back(api: FakeApi, source: KubeClusterSource) -> None:
+    """A plugin (Coscheduling's pending-member condition) wrote another message since ours: the same report
+    as before is patched again rather than taken as already shown."""
+    obj = make_pod("p").obj()
+    api.put("pods", obj)
+    sink = RecordingSink()
+    await source.start(sink)
+    pod = sink.pods["default/p"]
+    await source.report_unschedulable(pod, reason="Unschedulable", message="a")
+    other = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "b"}
+    api.put("pods", {**obj, "status": {**obj.get("status", {}), "conditions": [other]}})
+    await eventually(lambda: sink.pods["default/p"].conditions.get("PodScheduled") == "False")
+    await source.report_unschedulable(pod, reason="Unschedulable", message="a")
+    patches = [r for r in api.requests if r.path.endswith("/status")]
+    assert [p.body["status"]["conditions"][0]["message"] for p in patches] == ["a", "a"]
+
+
 async def test_no_report_for_a_pod_bound_meanwhile(api: FakeApi, source: KubeClusterSource) -> None:
     api.put("pods", make_pod("p").node("n1").obj())
     sink = RecordingSink()

@@ -58,7 +58,7 @@ class CPUSetAllocator(Strategy):
         ctx.states_informer.register_callback(RegisterType.ALL_PODS, NAME, self._on_pods)
 
     def _on_pods(self, kind: RegisterType, informer: StatesInformer) -> None:
-        # Called from the informer's watch threads: wake the loop through the loop itself.
+        # Called on the informer's API thread (its watches): wake the loop through the loop itself.
         loop, event = self._loop, self._pods_changed
         if loop is not None and event is not None and not loop.is_closed():
             with contextlib.suppress(RuntimeError):

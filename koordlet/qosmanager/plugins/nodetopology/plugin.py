@@ -1,7 +1,8 @@
 """NodeTopologyReport: publish this node's NodeResourceTopology (Koordinator
 ``pkg/koordlet/statesinformer/impl/states_noderesourcetopology.go``; gate ``NodeTopologyReport``, Beta, on).
 
-Every ``--node-topology-sync-interval`` (3 s) the object is recomputed from sysfs, the pods' bound
+Every ``--node-topology-sync-interval`` (3 s) the object is recomputed from sysfs (and, once,
+``/proc/cpuinfo`` for the ``cpu-basic-info`` annotation CPU normalization reads), the pods' bound
 cpusets, the kubelet CPU manager checkpoint and the node's reservation annotation
 (:mod:`koordlet.statesinformer.nodetopology`). It is created when missing (named after the node, owned
 by it) and updated only when a managed field differs, so the API server sees a write only when a
@@ -25,10 +26,12 @@ from koordlet.qosmanager.plugins.strategy import Strategy, add_flag, arg
 from koordlet.statesinformer.nodetopology import (
     MANAGED_ANNOTATIONS,
     build_node_resource_topology,
+    merge_zones,
     needs_update,
     topology_annotations,
     topology_zones,
 )
+from koordlet.system.cpuinfo import read_cpu_basic_info
 from koordlet.system.errorlog import FailureLog
 from koordlet.system.hugepages import read_numa_hugepages
 
@@ -51,6 +54,8 @@ class NodeTopologyReport(Strategy):
         """The last computed object (kept without an API server too, as upstream keeps its local copy)."""
         self.writes = 0
         self.failures = FailureLog(log)
+        self.cpu_basic_info: str | None = None
+        """Read once (model, HT, turbo change only with a reboot)."""
 
     def init_flags(self, parser: argparse.ArgumentParser) -> None:
         super().init_flags(parser)
@@ -72,8 +77,13 @@ class NodeTopologyReport(Strategy):
         informer = self.ctx.states_informer
         node = informer.node
         topology = self.node_state.cpu_topology()
+        if self.cpu_basic_info is None:
+            self.cpu_basic_info = read_cpu_basic_info(
+                Path(arg(self.ctx, "proc_root", Path("/proc"))), self.node_state.sysfs_root, topology
+            ).to_json()
         annotations = topology_annotations(
-            topology, informer.get_all_pods(), self.node_state.kubelet(), node.annotations if node else {}
+            topology, informer.get_all_pods(), self.node_state.kubelet(), node.annotations if node else {},
+            cpu_basic_info=self.cpu_basic_info,
         )
         gates = self.ctx.gates
         hugepages = None
@@ -123,7 +133,7 @@ class NodeTopologyReport(Strategy):
         for key in MANAGED_ANNOTATIONS:
             annotations[key] = desired["metadata"]["annotations"][key]
         meta["annotations"] = annotations
-        current["zones"] = desired["zones"]
+        current["zones"] = merge_zones(current.get("zones"), desired["zones"])
         current["topologyPolicies"] = desired["topologyPolicies"]
         api.replace_cluster_custom_object(GROUP, VERSION, PLURAL, self.ctx.node_name, current)
         self.writes += 1

@@ -88,6 +88,28 @@ def test_api_path_refuses_bad_resource_words(bad: str) -> None:
         api_path(bad or "X", "v1", "pods")
 
 
+def test_every_character_a_rule_accepts_is_left_alone_by_percent_escaping() -> None:
+    """Why api_path does not escape: the characters its rules let through are RFC 3986 unreserved."""
+    from string import ascii_lowercase, digits
+    from urllib.parse import quote
+
+    accepted = [c for c in map(chr, range(128)) if not dns1123_subdomain_problem(f"a{c}a")]
+    assert sorted(accepted) == sorted(ascii_lowercase + digits + "-.")
+    assert all(quote(c, safe="") == c for c in accepted)
+
+
+def test_a_refused_namespace_or_word_is_refused_again() -> None:
+    """The checks of namespaces and path words are remembered; a refusal must not be."""
+    for _ in range(2):
+        with pytest.raises(InvalidNameError):
+            api_path("", "v1", "pods", namespace="Bad_NS")
+        with pytest.raises(InvalidNameError):
+            api_path("", "v1", "Pods")
+    assert api_path("", "v1", "pods", namespace="good") == "/api/v1/namespaces/good/pods"
+    with pytest.raises(InvalidNameError):
+        api_path("", "v1", "pods", namespace=7)  # type: ignore[arg-type]
+
+
 @pytest.mark.parametrize(
     ("value", "want_label", "want_subdomain"),
     [

@@ -15,6 +15,7 @@ from koordlet.statesinformer.nodetopology import (
     KubeletCPUManager,
     build_node_resource_topology,
     kubelet_topology_policy,
+    merge_zones,
     needs_update,
     parse_cpu_manager_state,
     topology_annotations,
@@ -85,6 +86,22 @@ def test_nrt_object_zones_and_update_detection(topo: CPUTopology) -> None:
     assert not needs_update(obj, json.loads(json.dumps(obj)))
     moved = topology_annotations(topo, [pod("a", "LSR", "0-1")], KubeletCPUManager(), {})
     assert needs_update(obj, build_node_resource_topology("n1", "u1", annotations=moved, zones=obj["zones"]))
+
+
+def test_zone_resources_of_others_are_kept(topo: CPUTopology) -> None:
+    """The noderesource controller's batch resources in the zones are neither a difference nor dropped."""
+    annotations = topology_annotations(topo, [], KubeletCPUManager(), {})
+    desired = build_node_resource_topology("n1", "u1", annotations=annotations, zones=topology_zones(topo))
+    current = json.loads(json.dumps(desired))
+    batch = {"name": "kubernetes.io/batch-cpu", "capacity": "5000", "allocatable": "5000", "available": "5000"}
+    current["zones"][0]["resources"].append(batch)
+    current["zones"][0]["resources"].sort(key=lambda r: r["name"])
+    assert not needs_update(current, desired)
+    merged = merge_zones(current["zones"], desired["zones"])
+    assert batch in merged[0]["resources"] and batch not in merged[1]["resources"]
+    current["zones"][0]["resources"][0]["allocatable"] = "7"  # the koordlet's own cpu moved: rewrite, keep batch
+    assert needs_update(current, desired)
+    assert batch in merge_zones(current["zones"], desired["zones"])[0]["resources"]
 
 
 @pytest.mark.parametrize(

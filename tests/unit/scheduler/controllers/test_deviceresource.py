@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -160,14 +161,34 @@ async def test_controller_follows_create_change_delete() -> None:
     assert controller.writes == 4
 
 
+class Timers:
+    """A fake ``call_later``: callbacks kept until :meth:`fire`."""
+
+    def __init__(self) -> None:
+        self.pending: list[tuple[float, Callable[[], None]]] = []
+
+    def call_later(self, seconds: float, fn: Callable[[], None]) -> None:
+        self.pending.append((seconds, fn))
+
+    def delays(self) -> list[float]:
+        return [seconds for seconds, _ in self.pending]
+
+    def fire(self) -> None:
+        pending, self.pending = self.pending, []
+        for _, fn in pending:
+            fn()
+
+
 async def test_failed_write_is_retried() -> None:
     api = MemoryControllerApi(fail={"/api/v1/nodes/n1/status": ClusterError("apiserver down")})
-    controller = DeviceResourceController(api, retry_seconds=0.05)
+    timers = Timers()
+    controller = DeviceResourceController(api, retry_seconds=5, call_later=timers.call_later)
     controller.on_node(EventType.ADDED, None, make_node("n1").build())
     controller.on_object("Device", EventType.ADDED, None, device("n1", gpu(0)))
     assert await controller.reconcile() == 0
     api.fail.clear()
-    await asyncio.sleep(0.1)
+    assert (controller.dirty, timers.delays()) == (set(), [5])
+    timers.fire()
     assert controller.dirty == {"n1"}
     assert await controller.reconcile() == 1
 
@@ -180,16 +201,19 @@ async def test_run_waits_for_the_device_listing_then_reconciles_every_node() -> 
     controller.on_object("Device", EventType.ADDED, None, device("n1", gpu(0)))
     controller.dirty.clear()
     stop = asyncio.Event()
-    task = asyncio.ensure_future(controller.run(stop))
-    await asyncio.sleep(0.05)
-    assert api.writes == []
-    listed = True
-    for _ in range(100):
+    written_while_waiting: list[int] = []
+
+    async def pause(wake: asyncio.Event, stopped: asyncio.Event, seconds: float) -> None:
+        nonlocal listed
+        written_while_waiting.append(len(api.writes))
+        listed = True  # listed during the first wait for the Device kind
         if api.writes:
-            break
-        await asyncio.sleep(0.05)
-    stop.set()
-    await asyncio.wait_for(task, 5)
+            stop.set()
+        await asyncio.sleep(0)
+
+    controller.loop.pause = pause
+    await asyncio.wait_for(controller.run(stop), 5)
+    assert written_while_waiting[0] == 0
     assert [w.node for w in api.writes] == ["n1"]
 
 
@@ -209,13 +233,13 @@ async def test_a_write_refused_for_good_is_reported_once_and_not_retried_until_i
     refusal = ApiError(422, "Invalid", 'Node "n1" is invalid: status.capacity[koordinator.sh/gpu-core]: Invalid value: '
                        '"-100": must be greater than or equal to 0', method="PATCH", path="/api/v1/nodes/n1/status")
     api = CountingApi(fail={"/api/v1/nodes/n1/status": refusal})
-    controller = DeviceResourceController(api, retry_seconds=0.01)
+    timers = Timers()
+    controller = DeviceResourceController(api, retry_seconds=0.01, call_later=timers.call_later)
     controller.on_node(EventType.ADDED, None, make_node("n1").build())
     controller.on_object("Device", EventType.ADDED, None, device("n1", gpu(0)))
     with caplog.at_level(logging.WARNING):
         assert await controller.reconcile() == 0
-        await asyncio.sleep(0.1)
-        assert controller.dirty == set()  # no retry timer
+        assert (controller.dirty, timers.delays()) == (set(), [])  # no retry timer
         controller.on_node(EventType.MODIFIED, None, make_node("n1").label("x", "y").build())  # a heartbeat
         assert await controller.reconcile() == 0
     assert api.attempts == 1

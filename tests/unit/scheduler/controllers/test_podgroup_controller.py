@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import pytest
@@ -99,10 +99,15 @@ async def test_events_to_writes_and_no_repeat() -> None:
 async def test_failed_write_is_kept_for_a_retry() -> None:
     api = Api()
     api.fail = True
-    controller = PodGroupController(api, clock=lambda: NOW, retry_seconds=0.01)
+    retries: list[tuple[float, Callable[[], None]]] = []
+    controller = PodGroupController(api, clock=lambda: NOW, retry_seconds=5,
+                                    call_later=lambda seconds, fn: retries.append((seconds, fn)))
     controller.on_object("PodGroup", EventType.ADDED, None, group())
     assert await controller.reconcile() == 0
     assert controller.groups["ns/pg"].status.phase == "", "not applied locally"
+    assert (controller.dirty, [seconds for seconds, _ in retries]) == (set(), [5])
+    retries[0][1]()  # the retry is due
+    assert controller.dirty == {"ns/pg"}
 
 
 class SlowApi:

@@ -67,8 +67,9 @@ async def test_first_pass_creates_everything() -> None:
     assert by_controller["nodeslo"].verb == "POST"
     assert by_controller["nodeslo"].body["spec"]["resourceUsedThresholdWithBE"]["enable"] is True
     status = by_controller["noderesource"].body["status"]
-    # 10000 - 4000 - 500 = 5500 milli; 40Gi - 14Gi - 2Gi = 24Gi
-    assert status["allocatable"] == {"kubernetes.io/batch-cpu": "5500", "kubernetes.io/batch-memory": str(24 * GI)}
+    # 10000 - 4000 - 500 = 5500 milli; 40Gi - 14Gi - 2Gi = 24Gi; no prodReclaimableMetric yet: mid 0
+    assert status["allocatable"] == {"kubernetes.io/batch-cpu": "5500", "kubernetes.io/batch-memory": str(24 * GI),
+                                     "kubernetes.io/mid-cpu": "0", "kubernetes.io/mid-memory": "0"}
     assert status["capacity"] == status["allocatable"]
     # nothing more to do: the local indexes carry the writes until the watch echoes them
     controllers.mark_all()
@@ -98,7 +99,8 @@ async def test_stale_metric_withdraws_batch_resources_by_timer() -> None:
     controllers._fire_timers(clock.now)
     assert await controllers.reconcile_pending() == 1
     assert api.writes[0].body["status"]["allocatable"] == {
-        "kubernetes.io/batch-cpu": None, "kubernetes.io/batch-memory": None}
+        "kubernetes.io/batch-cpu": None, "kubernetes.io/batch-memory": None,
+        "kubernetes.io/mid-cpu": None, "kubernetes.io/mid-memory": None}
 
 
 async def test_a_bind_marks_its_node_only_when_the_node_has_a_node_metric() -> None:
@@ -169,12 +171,14 @@ async def test_deleted_node_removes_its_objects() -> None:
 def test_time_gate(since_last: float, spread: float, want_write: bool) -> None:
     from apis.configuration import parse_slo_config
     from apis.slo.nodemetric_record import parse_node_metric as parse
-    from koord_scheduler.scheduler.controllers.decide import decide_batch_resources
+    from koord_scheduler.scheduler.controllers.noderesource import decide_node_resources
 
     config, _ = parse_slo_config(CHART)
     node = make_node("n1").capacity({"cpu": "10", "memory": "40Gi", "kubernetes.io/batch-cpu": "5300",
-                                     "kubernetes.io/batch-memory": str(24 * GI)}).build()
-    decision = decide_batch_resources(node, [], parse(metric_obj("n1", age=10)), config, now=NOW,
+                                     "kubernetes.io/batch-memory": str(24 * GI), "kubernetes.io/mid-cpu": "0",
+                                     "kubernetes.io/mid-memory": "0"}).annotation(
+        "node.koordinator.sh/cpu-normalization-ratio", "1.00").build()
+    decision = decide_node_resources(node, [], parse(metric_obj("n1", age=10)), config, now=NOW,
                                       last_sync=NOW - since_last, interval_spread=spread)
     assert (decision.write is not None) is want_write  # 5300 -> 5500 is a 3.8 % change
     assert decision.recheck_at == NOW - 10 + 15 * 60 + 1

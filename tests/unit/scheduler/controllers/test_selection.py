@@ -43,3 +43,43 @@ def test_parse_controllers(text: str, want: set[str]) -> None:
 def test_refused(text: str, message: str) -> None:
     with pytest.raises(ControllerSelectionError, match=message):
         parse_controllers(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [
+        pytest.param("*", {"CPUNormalization", "ResourceAmplification", "MidResource", "BatchResource"},
+                     id="star-is-all"),
+        pytest.param("*,-MidResource", {"CPUNormalization", "ResourceAmplification", "BatchResource"},
+                     id="all-but-mid"),
+        pytest.param("BatchResource", {"BatchResource"}, id="batch-only"),
+        pytest.param("MidResource", {"MidResource"}, id="named-only"),
+    ],
+)
+def test_parse_noderesource_plugins(text: str, want: set[str]) -> None:
+    from koord_scheduler.scheduler.controllers.selection import parse_noderesource_plugins
+
+    assert parse_noderesource_plugins(text) == want
+
+
+def test_unknown_noderesource_plugin_is_named() -> None:
+    from koord_scheduler.scheduler.controllers.selection import parse_noderesource_plugins
+
+    with pytest.raises(ControllerSelectionError, match="--noderesource-plugins: unknown plugin 'GPU'"):
+        parse_noderesource_plugins("*,GPU")
+
+
+def test_batch_only_leaves_mid_keys_alone() -> None:
+    from apis.configuration import parse_slo_config
+    from apis.slo.nodemetric_record import NodeMetricRecord
+    from koord_scheduler.scheduler.controllers.noderesource import decide_node_resources
+    from tests.builders import make_node
+
+    config, _ = parse_slo_config({"colocation-config": '{"enable": true}'})
+    node = make_node("n").capacity({"cpu": "10", "memory": "40Gi", "kubernetes.io/mid-cpu": "7"}).build()
+    metric = NodeMetricRecord("n", update_time=100.0, has_node_metric=True)
+    decision = decide_node_resources(node, [], metric, config, now=160.0, last_sync=None,
+                                     plugins=frozenset({"BatchResource"}))
+    assert decision.write is not None
+    written = set(decision.write.body["status"]["allocatable"])
+    assert written == {"kubernetes.io/batch-cpu", "kubernetes.io/batch-memory"}

@@ -147,13 +147,19 @@ async def test_run_waits_for_the_lists_then_writes_what_decide_says() -> None:
     listed = False
     c.ready = lambda: listed
     stop = asyncio.Event()
-    task = asyncio.create_task(c.run(stop))
-    await asyncio.sleep(0.05)
-    assert writer.calls == []  # not everything listed yet: nothing decided
-    listed = True
-    await asyncio.wait_for(writer.wrote.wait(), 5)
-    stop.set()
-    await asyncio.wait_for(task, 5)
+    written_while_waiting: list[int] = []
+
+    async def pause(wake: asyncio.Event, stopped: asyncio.Event, seconds: float) -> None:
+        nonlocal listed
+        written_while_waiting.append(len(writer.calls))
+        listed = True  # listed during the first wait for the lists
+        if writer.calls:
+            stop.set()
+        await asyncio.sleep(0)
+
+    c.reconciler.loop.pause = pause
+    await asyncio.wait_for(c.run(stop), 5)
+    assert written_while_waiting[0] == 0  # not everything listed yet: nothing decided
     ((verb, name, patch),) = writer.calls
     assert (verb, name, patch["status"]["phase"]) == ("patch", "old", "Failed")
 
@@ -164,17 +170,17 @@ async def test_a_loop_that_raises_is_raised_and_a_second_run_resumes_it(monkeypa
     c, writer = controller(now=CREATED + 7200)
     c.on_node(EventType.ADDED, None, make_node("n1").build())
     c.on_object("Reservation", EventType.ADDED, None, parse_reservation(reservation("old")))
-    real_run = c.reconciler.run
+    real_run = c.reconciler.loop.run
 
-    async def broken() -> None:
+    async def broken(*args: Any, **kwargs: Any) -> None:
         raise ValueError("boom")
 
-    monkeypatch.setattr(c.reconciler, "run", broken)
+    monkeypatch.setattr(c.reconciler.loop, "run", broken)
     stop = asyncio.Event()
     with pytest.raises(ValueError, match="boom"):
         await asyncio.wait_for(c.run(stop), 5)
     assert writer.calls == []
-    monkeypatch.setattr(c.reconciler, "run", real_run)
+    monkeypatch.setattr(c.reconciler.loop, "run", real_run)
     task = asyncio.create_task(c.run(stop))
     await asyncio.wait_for(writer.wrote.wait(), 5)
     stop.set()

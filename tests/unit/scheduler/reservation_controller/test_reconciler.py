@@ -105,12 +105,13 @@ def test_follower_decides_nothing() -> None:
         pytest.param("Failed", ("delete", "a"), id="collected-deleted"),
     ],
 )
-async def test_run_applies_and_stops_on_close(phase: str, want_call: tuple[str, str]) -> None:
+async def test_run_applies_and_stops_on_stop(phase: str, want_call: tuple[str, str]) -> None:
     reconciler, writer = make(now=CREATED + 10**6)
-    task = asyncio.create_task(reconciler.run())
+    stop = asyncio.Event()
+    task = asyncio.create_task(reconciler.run(stop))
     reconciler.observe_reservation("ADDED", res("a", phase=phase), ClusterView(owners={}, nodes={"n1": True}))
     await asyncio.wait_for(writer.wrote.wait(), 5)
-    reconciler.close()
+    stop.set()
     await asyncio.wait_for(task, 5)
     assert [(kind, name) for kind, name, _ in writer.calls] == [want_call]
 
@@ -146,11 +147,8 @@ async def test_controller_workers_bound_the_writes_in_progress(workers: int, mos
     reconciler = Reconciler(ControllerOptions(workers=workers), writer, clock=lambda: CREATED + 1)
     decisions = [(f"r{i}", Decision(status_patch={"status": {}})) for i in range(6)]
     applying = asyncio.create_task(reconciler.apply(decisions))
-    for _ in range(200):  # until as many writes are held as the workers allow
-        await asyncio.sleep(0.01)
-        if writer.in_flight == most:
-            break
-    await asyncio.sleep(0.05)
+    for _ in range(100):  # every task runs until it waits for the release: no more writes start
+        await asyncio.sleep(0)
     assert writer.in_flight == most
     writer.release.set()
     await asyncio.wait_for(applying, 5)

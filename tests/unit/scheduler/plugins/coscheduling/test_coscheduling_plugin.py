@@ -12,6 +12,7 @@ import pytest
 
 from apis.config import CoschedulingArgs
 from apis.core.types import Pod
+from apis.feature_gates import DEFAULT_FEATURE_GATES, SchedulerFeatureGates
 from koord_scheduler.framework.cycle_state import CycleState
 from koord_scheduler.framework.status import Code, Status
 from koord_scheduler.framework.types import EventType, QueuedPodInfo
@@ -43,6 +44,7 @@ class Handle:
     snapshot: Any = None
     cluster: Any = None
     clock: Any = None
+    feature_gates: SchedulerFeatureGates = DEFAULT_FEATURE_GATES
 
     def watch(self, kind: Any, handler: Any) -> None: ...
 
