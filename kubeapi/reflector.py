@@ -80,6 +80,10 @@ class ResourceKind(Generic[T]):
     it); raises like ``parser``. None: ``parser`` parses every version."""
     namespace: str = ""
     """Watch one namespace only (a namespaced kind); empty: every namespace."""
+    protobuf: bool = False
+    """``parser`` reads what :func:`kubeapi.protodict.to_json` keeps of a Pod or Node, so the kind may be
+    listed and watched as protobuf (:attr:`ReflectorOptions.protobuf`). A parser that needs the whole
+    object (the koordlet's) leaves it False: JSON."""
 
     @property
     def path(self) -> str:
@@ -98,9 +102,9 @@ class ReflectorOptions:
     healthy_watch_seconds: float = 10.0
     """A watch that lasted this long (or delivered an event) resets the backoff."""
     protobuf: bool = True
-    """List and watch the built-in kinds :mod:`~kubeapi.protowire` reads (Pods, Nodes) as
+    """List and watch the kinds marked :attr:`ResourceKind.protobuf` (the scheduler's Pods and Nodes) as
     ``application/vnd.kubernetes.protobuf``, as kube-scheduler does; other kinds (custom resources)
-    are always JSON. False: JSON for everything (``--kube-api-content-type=json``)."""
+    are always JSON. False: JSON for everything (``clientConnection.contentType: application/json``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,7 +195,9 @@ class Reflector:
         """key -> resourceVersion of the last version logged as malformed (log each version once)."""
         self._backoff = Backoff(self.options.initial_backoff, self.options.max_backoff)
         self.outages = outages
-        self.protobuf = self.options.protobuf and not kind.group and kind.kind in protowire.SUPPORTED_KINDS
+        self.protobuf = (
+            self.options.protobuf and kind.protobuf and not kind.group and kind.kind in protowire.SUPPORTED_KINDS
+        )
         """Lists and watches go as protobuf (see :attr:`ReflectorOptions.protobuf`)."""
 
     def get(self, key: str) -> Any:

@@ -65,12 +65,12 @@ async def http(control_plane: ControlPlane) -> AsyncIterator[ApiHttp]:
 
 
 def node_kind(scope: Scope) -> ResourceKind[Any]:
-    return ResourceKind("Node", "", "v1", "nodes", parse_node, label_selector=f"proto-run={scope.run}")
+    return ResourceKind("Node", "", "v1", "nodes", parse_node, label_selector=f"proto-run={scope.run}", protobuf=True)
 
 
 def pod_kind(scope: Scope) -> ResourceKind[Any]:
     return ResourceKind("Pod", "", "v1", "pods", parse_pod_entry, field_selector=NON_TERMINAL_PODS,
-                        namespace=scope.namespace, update=update_pod_entry)
+                        namespace=scope.namespace, update=update_pod_entry, protobuf=True)
 
 
 # ----- the objects -----
@@ -320,7 +320,7 @@ async def test_watches_as_protobuf_deliver_what_json_watches_deliver(scope: Scop
 
 async def test_an_error_answered_as_protobuf_reads_as_its_status(scope: Scope, http: ApiHttp) -> None:
     bad = ResourceKind("Pod", "", "v1", "pods", parse_pod_entry, field_selector="spec.noSuchField=1",
-                       namespace=scope.namespace)
+                       namespace=scope.namespace, protobuf=True)
     reflector = Reflector(http, bad, lambda *_: None, options=PROTO_OPTIONS)
 
     with pytest.raises(ApiError) as caught:

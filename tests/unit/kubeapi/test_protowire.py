@@ -155,7 +155,7 @@ async def test_the_encoding_the_server_chose_is_told_by_the_first_byte() -> None
 
 def test_an_expired_version_in_a_protobuf_watch_means_list_again() -> None:
     gone = meta_v1_pb2.Status(status="Failure", reason="Expired", message="too old resource version", code=410)
-    reflector = Reflector(None, ResourceKind("Pod", "", "v1", "pods", parse_pod_entry), lambda *_: None)  # type: ignore[arg-type]
+    reflector = Reflector(None, ResourceKind("Pod", "", "v1", "pods", parse_pod_entry, protobuf=True), lambda *_: None)  # type: ignore[arg-type]
 
     with pytest.raises(ResourceVersionGoneError, match="too old resource version"):
         reflector._on_watch_frame(frame("ERROR", "Status", gone)[4:])
@@ -165,7 +165,7 @@ def test_an_expired_version_in_a_protobuf_watch_means_list_again() -> None:
 
 def test_bookmarks_and_events_from_frames_move_the_resource_version() -> None:
     seen: list[Any] = []
-    reflector = Reflector(None, ResourceKind("Pod", "", "v1", "pods", parse_pod_entry),  # type: ignore[arg-type]
+    reflector = Reflector(None, ResourceKind("Pod", "", "v1", "pods", parse_pod_entry, protobuf=True),  # type: ignore[arg-type]
                           lambda event, old, new: seen.append((event.value, new.pod.name)))
     mark = core_v1_pb2.Pod()
     mark.metadata.resourceVersion = "99"
@@ -261,3 +261,18 @@ def test_an_object_that_cannot_be_converted_costs_that_object_only(monkeypatch: 
 
     assert isinstance(items[0], UndecodableObject) and "OverflowError: odd" in items[0].error
     assert items[0]["metadata"]["name"] == "a" and items[1] == {"metadata": {"name": "b"}}
+
+
+def test_only_kinds_whose_parsers_read_the_kept_fields_go_as_protobuf() -> None:
+    from kubeapi.core_kinds import NODE_KIND, POD_KIND
+    from kubeapi.reflector import ReflectorOptions
+
+    def uses_protobuf(kind: ResourceKind[Any], *, protobuf: bool = True) -> bool:
+        return Reflector(None, kind, lambda *_: None, options=ReflectorOptions(protobuf=protobuf)).protobuf  # type: ignore[arg-type]
+
+    whole_pods = ResourceKind("Pod", "", "v1", "pods", dict)  # the koordlet's: it reads every field
+    crd = ResourceKind("Reservation", "scheduling.koordinator.sh", "v1alpha1", "reservations", dict, protobuf=True)
+
+    assert uses_protobuf(NODE_KIND) and uses_protobuf(POD_KIND)
+    assert not uses_protobuf(POD_KIND, protobuf=False)
+    assert not uses_protobuf(whole_pods) and not uses_protobuf(crd)
