@@ -105,6 +105,8 @@ class ApiHttp:
         """Our own keep-alive pool, for every other request (see :mod:`.http1`)."""
         _checked("User-Agent", self.options.user_agent)
         self._static_headers = f"User-Agent: {self.options.user_agent}"
+        self._accept_lines: dict[str, str] = {JSON: f"Accept: {JSON}"}
+        """Accept media type -> its checked header line (checked once, not per request)."""
 
     def _get_session(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
@@ -162,8 +164,10 @@ class ApiHttp:
         target = f"{path}?{urlencode(params)}" if params else path
         _checked_line(method, target)
         pool = self._get_pool()
-        lines = [f"{method} {target} HTTP/1.1", f"Host: {pool.host_header}", self._static_headers,
-                 f"Accept: {_checked('Accept', accept)}"]
+        accept_line = self._accept_lines.get(accept)
+        if accept_line is None:
+            accept_line = self._accept_lines[accept] = f"Accept: {_checked('Accept', accept)}"
+        lines = [f"{method} {target} HTTP/1.1", f"Host: {pool.host_header}", self._static_headers, accept_line]
         auth = self.connection.authorization()
         if auth:
             lines.append(f"Authorization: {_checked('Authorization', auth)}")
