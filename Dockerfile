@@ -18,7 +18,7 @@ RUN apt-get update \
     && rm -rf /var/lib/apt/lists/*
 
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml setup.py README.md ./
 COPY apis ./apis
 COPY kubeapi ./kubeapi
 COPY koord_scheduler ./koord_scheduler

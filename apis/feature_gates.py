@@ -1,6 +1,7 @@
 """koord-scheduler's ``--feature-gates``: kube-scheduler v1.35.8's gate names and defaults, plus
 Koordinator's scheduler gates (``pkg/features/scheduler_features.go``, ``features.go``'s transformer
-gates), parsed once into a frozen value that is handed to whatever needs it (no global gate object).
+gates) and koord-manager's gates (``features.go``: the webhooks and controllers koord-scheduler hosts),
+parsed once into a frozen value that is handed to whatever needs it (no global gate object).
 
 The flag takes kube-scheduler's syntax (``A=true,B=false``; ``AllAlpha`` / ``AllBeta`` set every gate of
 that maturity first). Refused, with a message naming the gate:
@@ -8,8 +9,8 @@ that maturity first). Refused, with a message naming the gate:
 - a name neither kube-scheduler nor Koordinator's scheduler knows (``unrecognized feature gate: X``);
 - a value that is not a boolean;
 - a gate locked to its default (``cannot set feature gate X to false, feature is locked to true``);
-- a gate the scheduler reads set to a value koord-scheduler does not implement (every gate keeps its
-  v1.35 default except those in :data:`IMPLEMENTED`): ``feature gate X=true is not implemented by
+- a gate the scheduler (or koord-manager) reads set to a value koord-scheduler does not implement (every
+  gate keeps its default except those in :data:`IMPLEMENTED`): ``feature gate X=true is not implemented by
   koord-scheduler``, rather than a flag that silently does nothing.
 
 Gates kube-scheduler accepts but never reads (kubelet's, the API server's) are accepted and have no
@@ -77,11 +78,41 @@ KOORDINATOR_SCHEDULER_FEATURES: Mapping[str, GateSpec] = MappingProxyType(
     }
 )
 
+KOORDINATOR_MANAGER_FEATURES: Mapping[str, GateSpec] = MappingProxyType(
+    {
+        "PodMutatingWebhook": _koordinator(True, "BETA"),
+        "PodValidatingWebhook": _koordinator(True, "BETA"),
+        "ElasticQuotaMutatingWebhook": _koordinator(True, "BETA"),
+        "ElasticQuotaValidatingWebhook": _koordinator(True, "BETA"),
+        "NodeMutatingWebhook": _koordinator(),
+        "NodeValidatingWebhook": _koordinator(),
+        "ConfigMapValidatingWebhook": _koordinator(),
+        "ReservationMutatingWebhook": _koordinator(),
+        "WebhookFramework": _koordinator(True, "BETA"),
+        "ColocationProfileSkipMutatingResources": _koordinator(),
+        "ColocationProfileSkipValidatingPriority": _koordinator(),
+        "ElasticQuotaEnableUpdateResourceKey": _koordinator(),
+        "ElasticQuotaEvaluationTransformPod": _koordinator(),
+        "EnableQuotaAdmission": _koordinator(),
+        "EnableSyncGPUSharedResource": _koordinator(),
+        "ColocationProfileController": _koordinator(),
+        "ValidatePodDeviceResource": _koordinator(),
+        "EnablePodEnhancedValidator": _koordinator(),
+    }
+)
+"""koord-manager's gates (``pkg/features/features.go`` at v1.8.0) that the scheduler's set does not have
+(``ElasticQuotaGuaranteeUsage``, ``DisableDefaultQuota`` and ``SupportParentQuotaSubmitPod`` are in both
+binaries' sets there; here they are one gate, in :data:`KOORDINATOR_SCHEDULER_FEATURES`). Each changes what
+koord-manager does, so each is read: see :data:`IMPLEMENTED` for those koord-scheduler's webhooks and
+controllers honour."""
+
 KUBE_SCHEDULER_FEATURES: Mapping[str, GateSpec] = MappingProxyType(
     {name: GateSpec(d, m, locked) for name, (d, m, locked) in KUBE_FEATURES_V1_35.items()}
 )
 
-ALL_FEATURES: Mapping[str, GateSpec] = MappingProxyType({**KUBE_SCHEDULER_FEATURES, **KOORDINATOR_SCHEDULER_FEATURES})
+ALL_FEATURES: Mapping[str, GateSpec] = MappingProxyType(
+    {**KUBE_SCHEDULER_FEATURES, **KOORDINATOR_SCHEDULER_FEATURES, **KOORDINATOR_MANAGER_FEATURES}
+)
 
 SCHEDULER_READS = frozenset(
     {
@@ -96,6 +127,7 @@ SCHEDULER_READS = frozenset(
         "PodLevelResources", "StorageCapacityScoring", "NodeDeclaredFeatures", "GangScheduling", "GenericWorkload",
         "TaintTolerationComparisonOperators", "NominatedNodeNameForExpectation", "OpportunisticBatching",
         *(set(KOORDINATOR_SCHEDULER_FEATURES) - {"MultiQuotaTree"}),
+        *KOORDINATOR_MANAGER_FEATURES,
     }
 )  # fmt: skip
 """Gates whose value changes what a scheduler does; any other known gate is accepted and ignored.
@@ -111,6 +143,14 @@ IMPLEMENTED = frozenset(
         "DisableDynamicResourceAllocationInformer",
         "GangPendingPodsConditionPatch",
         "NominatedNodeNameForExpectation",
+        # koord_scheduler/webhook/gates.py (the admission server) and the colocationprofile controller
+        "PodMutatingWebhook",
+        "PodValidatingWebhook",
+        "ElasticQuotaMutatingWebhook",
+        "ElasticQuotaValidatingWebhook",
+        "ColocationProfileSkipValidatingPriority",
+        "ElasticQuotaEnableUpdateResourceKey",
+        "ColocationProfileController",
     }
 )
 """Gates koord-scheduler honours in both positions. Every other gate the scheduler reads keeps its v1.35

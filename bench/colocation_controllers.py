@@ -57,14 +57,27 @@ class Clock:
 
 def build_cluster(nodes: int, pods: int) -> tuple[list[Node], list[Pod]]:
     resources = FrozenDict({"cpu": 32000, "memory": 128 * GI, "pods": 110})
-    node_list = [Node(ObjectMeta(f"node-{i:05d}", labels=FrozenDict({"pool": f"p{i % 4}"})),
-                      allocatable=resources, capacity=resources) for i in range(nodes)]
+    node_list = [
+        Node(
+            ObjectMeta(f"node-{i:05d}", labels=FrozenDict({"pool": f"p{i % 4}"})),
+            allocatable=resources,
+            capacity=resources,
+        )
+        for i in range(nodes)
+    ]
     pod_list = [
-        Pod(ObjectMeta(f"pod-{i}-{j}", "default", uid=f"u-{i}-{j}",
-                       labels=FrozenDict({"koordinator.sh/qosClass": "LS"})),
-            node_name=f"node-{i:05d}", phase="Running", priority=9500, qos_class="Burstable",
-            requests=FrozenDict({"cpu": 1000, "memory": 4 * GI}))
-        for i in range(nodes) for j in range(pods)
+        Pod(
+            ObjectMeta(
+                f"pod-{i}-{j}", "default", uid=f"u-{i}-{j}", labels=FrozenDict({"koordinator.sh/qosClass": "LS"})
+            ),
+            node_name=f"node-{i:05d}",
+            phase="Running",
+            priority=9500,
+            qos_class="Burstable",
+            requests=FrozenDict({"cpu": 1000, "memory": 4 * GI}),
+        )
+        for i in range(nodes)
+        for j in range(pods)
     ]
     return node_list, pod_list
 
@@ -73,23 +86,47 @@ def metric(node: str, pods: int, now: float, *, rng: random.Random, jitter: floa
     def wander(amount: int) -> int:
         return int(amount * (1 + rng.uniform(-jitter, jitter)))
 
-    usage = {f"default/pod-{node[5:].lstrip('0') or '0'}-{j}": PodUsage(
-        FrozenDict({"cpu": wander(500), "memory": wander(2 * GI)}), True, "koord-prod") for j in range(pods)}
+    usage = {
+        f"default/pod-{node[5:].lstrip('0') or '0'}-{j}": PodUsage(
+            FrozenDict({"cpu": wander(500), "memory": wander(2 * GI)}), True, "koord-prod"
+        )
+        for j in range(pods)
+    }
     return NodeMetricRecord(
-        name=node, update_time=now, has_node_metric=True,
+        name=node,
+        update_time=now,
+        has_node_metric=True,
         node_usage=FrozenDict({"cpu": wander(500 * pods + 1500), "memory": wander((2 * pods + 4) * GI)}),
         system_usage=FrozenDict({"cpu": wander(1500), "memory": wander(4 * GI)}),
-        pods=FrozenDict(usage), collect_policy=policy,
+        pods=FrozenDict(usage),
+        collect_policy=policy,
         prod_reclaimable=FrozenDict({"cpu": wander(400 * pods), "memory": wander(2 * pods * GI)}),
     )
 
 
 def topology(node: str, zones: int) -> TopologyRecord:
     """An NRT with ``zones`` NUMA zones splitting the node's 32 cores and 128Gi."""
-    share = [{"name": f"node-{i}", "type": "Node", "resources": [
-        {"name": "cpu", "capacity": str(32 // zones), "allocatable": str(32 // zones), "available": str(32 // zones)},
-        {"name": "memory", "capacity": f"{128 // zones}Gi", "allocatable": f"{128 // zones}Gi",
-         "available": f"{128 // zones}Gi"}]} for i in range(zones)]
+    share = [
+        {
+            "name": f"node-{i}",
+            "type": "Node",
+            "resources": [
+                {
+                    "name": "cpu",
+                    "capacity": str(32 // zones),
+                    "allocatable": str(32 // zones),
+                    "available": str(32 // zones),
+                },
+                {
+                    "name": "memory",
+                    "capacity": f"{128 // zones}Gi",
+                    "allocatable": f"{128 // zones}Gi",
+                    "available": f"{128 // zones}Gi",
+                },
+            ],
+        }
+        for i in range(zones)
+    ]
     return TopologyRecord(node, "", canonical_zones(share), "1")
 
 
@@ -112,25 +149,37 @@ async def run(args: argparse.Namespace, plugins: str = "*", zones: int = 0) -> l
         for node in nodes:
             controllers.on_object("NodeResourceTopology", EventType.ADDED, None, topology(node.name, zones))
     for node in nodes:
-        controllers.on_object("NodeMetric", EventType.ADDED, None,
-                              metric(node.name, args.pods, clock.now, rng=rng, jitter=args.jitter, policy=policy))
+        controllers.on_object(
+            "NodeMetric",
+            EventType.ADDED,
+            None,
+            metric(node.name, args.pods, clock.now, rng=rng, jitter=args.jitter, policy=policy),
+        )
     names = [n.name for n in nodes]
     ticks = 60  # reconcile once per simulated second, as the loop does when events keep coming
-    print(f"{args.nodes} nodes, {args.pods} HP pods each, NodeMetric every 60 s, usage jitter ±{args.jitter:.0%}, "
-          f"noderesource plugins {plugins}, {zones} NUMA zones per node")
+    print(
+        f"{args.nodes} nodes, {args.pods} HP pods each, NodeMetric every 60 s, usage jitter ±{args.jitter:.0%}, "
+        f"noderesource plugins {plugins}, {zones} NUMA zones per node"
+    )
     print(f"{'minute':>6} {'cpu s':>7} {'reconciles':>10} {'writes':>7} {'per node':>8}  by controller")
     rows: list[tuple[float, int, int]] = []
     for minute in range(args.minutes):
-        reports = [[metric(name, args.pods, clock.now + tick, rng=rng, jitter=args.jitter, policy=policy)
-                    for name in names[tick::ticks]] for tick in range(ticks)]
+        reports = [
+            [
+                metric(name, args.pods, clock.now + tick, rng=rng, jitter=args.jitter, policy=policy)
+                for name in names[tick::ticks]
+            ]
+            for tick in range(ticks)
+        ]
         before = len(api.writes)
         reconciles = 0
         cpu = time.process_time()
         for tick in range(ticks):
             clock.now += 1
             for record in reports[tick]:
-                controllers.on_object("NodeMetric", EventType.MODIFIED, controllers.node_metrics.get(record.name),
-                                      record)
+                controllers.on_object(
+                    "NodeMetric", EventType.MODIFIED, controllers.node_metrics.get(record.name), record
+                )
             reconciles += sum(len(d) for d in controllers._dirty.values())
             start = len(api.writes)
             await controllers.reconcile_pending()
@@ -141,15 +190,19 @@ async def run(args: argparse.Namespace, plugins: str = "*", zones: int = 0) -> l
         cpu = time.process_time() - cpu
         writes = api.writes[before:]
         by = Counter(f"{w.controller} {w.verb}" for w in writes)
-        print(f"{minute:>6} {cpu:>7.2f} {reconciles:>10} {len(writes):>7} {len(writes) / args.nodes:>8.3f}  "
-              + ", ".join(f"{k}: {v}" for k, v in sorted(by.items())))
+        print(
+            f"{minute:>6} {cpu:>7.2f} {reconciles:>10} {len(writes):>7} {len(writes) / args.nodes:>8.3f}  "
+            + ", ".join(f"{k}: {v}" for k, v in sorted(by.items()))
+        )
         rows.append((cpu, reconciles, len(writes)))
     steady = rows[1:]
     if steady:
         cpu_avg = sum(r[0] for r in steady) / len(steady)
         writes_avg = sum(r[2] for r in steady) / len(steady)
-        print(f"steady state (minutes 1-{len(rows) - 1}): {cpu_avg:.2f} CPU s/min, {writes_avg:.0f} writes/min = "
-              f"{writes_avg / args.nodes:.3f} per node per minute")
+        print(
+            f"steady state (minutes 1-{len(rows) - 1}): {cpu_avg:.2f} CPU s/min, {writes_avg:.0f} writes/min = "
+            f"{writes_avg / args.nodes:.3f} per node per minute"
+        )
     return rows
 
 
@@ -167,8 +220,11 @@ def compare(args: argparse.Namespace, a: str, b: str) -> None:
         print()
     mean = {k: (sum(c for c, _ in v) / len(v), sum(w for _, w in v) / len(v)) for k, v in results.items()}
     for k, (cpu, writes) in mean.items():
-        print(f"{k:>20}: {cpu:.2f} CPU s/min, {writes:.0f} writes/min (runs: "
-              + ", ".join(f"{c:.2f}" for c, _ in results[k]) + ")")
+        print(
+            f"{k:>20}: {cpu:.2f} CPU s/min, {writes:.0f} writes/min (runs: "
+            + ", ".join(f"{c:.2f}" for c, _ in results[k])
+            + ")"
+        )
     print(f"{b} / {a}: CPU x{mean[b][0] / mean[a][0]:.2f}, writes x{mean[b][1] / max(mean[a][1], 1):.2f}")
 
 

@@ -51,11 +51,17 @@ from koord_scheduler.webhook.certs import generate_bundle, write_bundle  # noqa:
 
 WEBHOOK_NS, PLAIN_NS = "coloc-bench", "plain-bench"
 PROFILE = {
-    "apiVersion": "config.koordinator.sh/v1alpha1", "kind": "ClusterColocationProfile",
+    "apiVersion": "config.koordinator.sh/v1alpha1",
+    "kind": "ClusterColocationProfile",
     "metadata": {"name": "bench-colocation"},
-    "spec": {"selector": {"matchLabels": {"koordinator.sh/enable-colocation": "true"}},
-             "qosClass": "BE", "priorityClassName": "koord-batch", "koordinatorPriority": 1000,
-             "schedulerName": "koord-scheduler", "labels": {"koordinator.sh/mutated": "true"}},
+    "spec": {
+        "selector": {"matchLabels": {"koordinator.sh/enable-colocation": "true"}},
+        "qosClass": "BE",
+        "priorityClassName": "koord-batch",
+        "koordinatorPriority": 1000,
+        "schedulerName": "koord-scheduler",
+        "labels": {"koordinator.sh/mutated": "true"},
+    },
 }
 
 
@@ -65,24 +71,46 @@ class KeepAlive:
     def __init__(self, plane: ControlPlane) -> None:
         url = urlparse(plane.server)
         self.token = plane.token
-        self.conn = http.client.HTTPSConnection(url.hostname or "127.0.0.1", url.port,
-                                                context=ssl.create_default_context(cafile=str(plane.ca_file)))
+        self.conn = http.client.HTTPSConnection(
+            url.hostname or "127.0.0.1", url.port, context=ssl.create_default_context(cafile=str(plane.ca_file))
+        )
 
     def post(self, path: str, body: dict[str, Any]) -> tuple[int, bytes, float]:
         data = json.dumps(body).encode()
         started = time.perf_counter()
-        self.conn.request("POST", path, body=data, headers={
-            "Authorization": f"Bearer {self.token}", "Content-Type": "application/json", "Accept": "application/json"})
+        self.conn.request(
+            "POST",
+            path,
+            body=data,
+            headers={
+                "Authorization": f"Bearer {self.token}",
+                "Content-Type": "application/json",
+                "Accept": "application/json",
+            },
+        )
         resp = self.conn.getresponse()
         payload = resp.read()
         return resp.status, payload, time.perf_counter() - started
 
 
 def pod(name: str) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "labels": {"koordinator.sh/enable-colocation": "true", "app": "bench"}},
-            "spec": {"containers": [{"name": "app", "image": "nginx", "resources": {
-                "requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"cpu": "1", "memory": "256Mi"}}}]}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": {"koordinator.sh/enable-colocation": "true", "app": "bench"}},
+        "spec": {
+            "containers": [
+                {
+                    "name": "app",
+                    "image": "nginx",
+                    "resources": {
+                        "requests": {"cpu": "100m", "memory": "128Mi"},
+                        "limits": {"cpu": "1", "memory": "256Mi"},
+                    },
+                }
+            ]
+        },
+    }
 
 
 def serve_webhook(kubeconfig: str, cert_dir: str, port: int, samples: str, events: tuple[Any, Any]) -> None:
@@ -145,7 +173,8 @@ def run(plane: ControlPlane, pods: int, work: Path) -> dict[str, Any]:
     ready, stop = spawn.Event(), spawn.Event()
     samples = work / "service.json"
     child = spawn.Process(
-        target=serve_webhook, args=(str(plane.kubeconfig), str(work / "certs"), port, str(samples), (ready, stop)))
+        target=serve_webhook, args=(str(plane.kubeconfig), str(work / "certs"), port, str(samples), (ready, stop))
+    )
     child.start()
     if not ready.wait(60):
         child.kill()
@@ -169,8 +198,9 @@ def run(plane: ControlPlane, pods: int, work: Path) -> dict[str, Any]:
     finally:
         stop.set()
         child.join(30)
-        plane.request("DELETE", "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/"
-                                "pykoord-colocation-bench")
+        plane.request(
+            "DELETE", "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/pykoord-colocation-bench"
+        )
         for ns in (WEBHOOK_NS, PLAIN_NS):
             plane.request("DELETE", f"/api/v1/namespaces/{ns}/pods")
     service = json.loads(samples.read_text()) if samples.exists() else []

@@ -57,8 +57,18 @@ def main() -> None:
     runs: list[dict[str, Any]] = []
     for _ in range(args.rounds):
         for profile in CONFIGS:
-            cmd = [sys.executable, __file__, "--profile", profile, "--nodes", str(args.nodes),
-                   "--placed", str(args.placed), "--pods", str(args.pods)]
+            cmd = [
+                sys.executable,
+                __file__,
+                "--profile",
+                profile,
+                "--nodes",
+                str(args.nodes),
+                "--placed",
+                str(args.placed),
+                "--pods",
+                str(args.pods),
+            ]
             out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
             runs.append(json.loads(out.strip().splitlines()[-1]))
     best = {p: max(r["pods_per_second"] for r in runs if r["profile"] == p) for p in CONFIGS}
@@ -66,14 +76,26 @@ def main() -> None:
     ratio = best["coscheduling"] / best["default"]
     cpu_ratio = best_cpu["coscheduling"] / best_cpu["default"]
     if args.json:
-        print(json.dumps({"runs": runs, "best": best, "best_cpu": best_cpu, "ratio": round(ratio, 3),
-                          "cpu_ratio": round(cpu_ratio, 3)}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "runs": runs,
+                    "best": best,
+                    "best_cpu": best_cpu,
+                    "ratio": round(ratio, 3),
+                    "cpu_ratio": round(cpu_ratio, 3),
+                },
+                indent=2,
+            )
+        )
         return
     print(f"{'profile':>13} {'pods/s (best)':>14} {'pods/CPU-s (best)':>18}")
     for profile, rate in best.items():
         print(f"{profile:>13} {rate:>14.1f} {best_cpu[profile]:>18.1f}")
-    print(f"coscheduling / default: wall {ratio:.3f} ({(1 - ratio) * 100:+.1f}% slower), "
-          f"CPU {cpu_ratio:.3f} ({(1 - cpu_ratio) * 100:+.1f}% slower)")
+    print(
+        f"coscheduling / default: wall {ratio:.3f} ({(1 - ratio) * 100:+.1f}% slower), "
+        f"CPU {cpu_ratio:.3f} ({(1 - cpu_ratio) * 100:+.1f}% slower)"
+    )
 
 
 if __name__ == "__main__":

@@ -71,8 +71,9 @@ async def _bounded(items: list[Any], make: Any) -> None:
 async def install(http: ApiHttp, nodes: list[str]) -> None:
     """CRDs, the namespace and ConfigMap, and a NodeMetric per node (idempotent)."""
     for plural in CRDS:
-        doc = next(d for d in yaml.safe_load_all((REPO / "deploy/crds" / f"slo.koordinator.sh_{plural}.yaml")
-                                                 .read_text()) if d)
+        doc = next(
+            d for d in yaml.safe_load_all((REPO / "deploy/crds" / f"slo.koordinator.sh_{plural}.yaml").read_text()) if d
+        )
         await _post_ignoring_conflict(http, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", doc)
     for _ in range(120):
         try:
@@ -83,20 +84,33 @@ async def install(http: ApiHttp, nodes: list[str]) -> None:
             await asyncio.sleep(0.5)
     else:
         raise RuntimeError("the NodeMetric / NodeSLO CRDs were not served within 60 s")
-    await _post_ignoring_conflict(http, "/api/v1/namespaces", {
-        "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": CONFIG_NAMESPACE}})
+    await _post_ignoring_conflict(
+        http, "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": CONFIG_NAMESPACE}}
+    )
     config = yaml.safe_load((REPO / "deploy/slo-controller-config.yaml").read_text())
     await _post_ignoring_conflict(http, f"/api/v1/namespaces/{CONFIG_NAMESPACE}/configmaps", config)
-    await _bounded(nodes, lambda node: _post_ignoring_conflict(http, f"{SLO}/nodemetrics", {
-        "apiVersion": "slo.koordinator.sh/v1alpha1", "kind": "NodeMetric", "metadata": {"name": node}}))
+    await _bounded(
+        nodes,
+        lambda node: _post_ignoring_conflict(
+            http,
+            f"{SLO}/nodemetrics",
+            {"apiVersion": "slo.koordinator.sh/v1alpha1", "kind": "NodeMetric", "metadata": {"name": node}},
+        ),
+    )
 
 
 def _status_now() -> dict[str, Any]:
     stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    return {"status": {"updateTime": stamp, "nodeMetric": {
-        "nodeUsage": {"resources": {"cpu": "500m", "memory": "2Gi"}},
-        "systemUsage": {"resources": {"cpu": "200m", "memory": "1Gi"}},
-    }, "podsMetric": []}}
+    return {
+        "status": {
+            "updateTime": stamp,
+            "nodeMetric": {
+                "nodeUsage": {"resources": {"cpu": "500m", "memory": "2Gi"}},
+                "systemUsage": {"resources": {"cpu": "200m", "memory": "1Gi"}},
+            },
+            "podsMetric": [],
+        }
+    }
 
 
 async def reset(http: ApiHttp, nodes: list[str]) -> None:
@@ -131,8 +145,10 @@ async def observe(http: ApiHttp) -> dict[str, int]:
     metrics = await http.request_json("GET", f"{SLO}/nodemetrics")
     return {
         "nodeslos": len(slos.get("items") or ()),
-        "nodes_with_batch": sum(1 for n in nodes.get("items") or ()
-                                if BATCH[0] in ((n.get("status") or {}).get("allocatable") or {})),
-        "nodemetrics_with_policy": sum(1 for m in metrics.get("items") or ()
-                                       if ((m.get("spec") or {}).get("metricCollectPolicy"))),
+        "nodes_with_batch": sum(
+            1 for n in nodes.get("items") or () if BATCH[0] in ((n.get("status") or {}).get("allocatable") or {})
+        ),
+        "nodemetrics_with_policy": sum(
+            1 for m in metrics.get("items") or () if ((m.get("spec") or {}).get("metricCollectPolicy"))
+        ),
     }

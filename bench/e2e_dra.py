@@ -44,16 +44,23 @@ SLICE_LABEL = "pykoord-bench-dra"
 def slice_body(node: int, devices: int) -> dict[str, Any]:
     name = f"bench-node-{node}"
     return {
-        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
         "metadata": {"name": f"{name}-gpus", "labels": {SLICE_LABEL: "1"}},
         "spec": {
-            "driver": DRIVER, "nodeName": name,
+            "driver": DRIVER,
+            "nodeName": name,
             "pool": {"name": name, "generation": 1, "resourceSliceCount": 1},
             "devices": [
-                {"name": f"gpu-{d}",
-                 "attributes": {"index": {"int": d}, "uuid": {"string": f"GPU-{node:05d}-{d}"},
-                                "model": {"string": "bench-gpu"}},
-                 "capacity": {"memory": {"value": "80Gi"}}}
+                {
+                    "name": f"gpu-{d}",
+                    "attributes": {
+                        "index": {"int": d},
+                        "uuid": {"string": f"GPU-{node:05d}-{d}"},
+                        "model": {"string": "bench-gpu"},
+                    },
+                    "capacity": {"memory": {"value": "80Gi"}},
+                }
                 for d in range(devices)
             ],
         },
@@ -62,7 +69,8 @@ def slice_body(node: int, devices: int) -> dict[str, Any]:
 
 def claim_body(i: int) -> dict[str, Any]:
     return {
-        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
         "metadata": {"name": f"claim-{i}", "namespace": e2e.NAMESPACE},
         "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": CLASS}}]}},
     }
@@ -77,17 +85,27 @@ def pod_with_claim(i: int) -> bytes:
 
 async def ensure_devices(http: ApiHttp, nodes: int, devices: int) -> None:
     try:
-        await http.request("POST", f"{RESOURCE}/deviceclasses", body={
-            "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": CLASS},
-            "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}]}})
+        await http.request(
+            "POST",
+            f"{RESOURCE}/deviceclasses",
+            body={
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "DeviceClass",
+                "metadata": {"name": CLASS},
+                "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}]},
+            },
+        )
     except ApiError as err:
         if not err.conflict:
             raise
     listing = await http.request_json("GET", f"{RESOURCE}/resourceslices", params={"labelSelector": SLICE_LABEL})
     have = {item["metadata"]["name"] for item in listing.get("items") or ()}
     missing = [i for i in range(nodes) if f"bench-node-{i}-gpus" not in have]
-    await e2e.bounded(len(missing), 64, lambda k: http.request(
-        "POST", f"{RESOURCE}/resourceslices", body=slice_body(missing[k], devices)))
+    await e2e.bounded(
+        len(missing),
+        64,
+        lambda k: http.request("POST", f"{RESOURCE}/resourceslices", body=slice_body(missing[k], devices)),
+    )
 
 
 async def prepare(http: ApiHttp, n: int) -> None:
@@ -102,23 +120,36 @@ async def prepare(http: ApiHttp, n: int) -> None:
 
 
 async def run_bench(args: argparse.Namespace, kubeconfig: str, kube_scheduler: str, work: Path) -> list[e2e.Result]:
-    http = ApiHttp(load_connection(kubeconfig), TokenBucket(0, 1),
-                   options=HttpOptions(pool_size=96, request_timeout=120))
+    http = ApiHttp(
+        load_connection(kubeconfig), TokenBucket(0, 1), options=HttpOptions(pool_size=96, request_timeout=120)
+    )
     try:
         await e2e.ensure_namespace(http)
         started = time.monotonic()
         await e2e.ensure_nodes(http, args.nodes)
         await ensure_devices(http, args.nodes, args.devices)
-        print(f"# {args.nodes} nodes x {args.devices} devices ready ({time.monotonic() - started:.1f}s)",
-              file=sys.stderr)
+        print(
+            f"# {args.nodes} nodes x {args.devices} devices ready ({time.monotonic() - started:.1f}s)", file=sys.stderr
+        )
         results: list[e2e.Result] = []
         for repeat in range(args.repeat):
             for name in args.only if repeat % 2 == 0 else args.only[::-1]:
-                result = await e2e.measure(name, http, args.pods, kubeconfig=kubeconfig, work=work,
-                                           kube_scheduler=kube_scheduler, timeout=args.timeout, prepare=prepare)
-                print(f"# {name}: {result.rate:.1f} pods/s (wall {result.wall:.1f}), "
-                      f"{result.cpu_seconds_per_1000:.2f} CPU-s/1000 pods (apiserver+etcd "
-                      f"{result.server_cpu_seconds_per_1000})", file=sys.stderr)
+                result = await e2e.measure(
+                    name,
+                    http,
+                    args.pods,
+                    kubeconfig=kubeconfig,
+                    work=work,
+                    kube_scheduler=kube_scheduler,
+                    timeout=args.timeout,
+                    prepare=prepare,
+                )
+                print(
+                    f"# {name}: {result.rate:.1f} pods/s (wall {result.wall:.1f}), "
+                    f"{result.cpu_seconds_per_1000:.2f} CPU-s/1000 pods (apiserver+etcd "
+                    f"{result.server_cpu_seconds_per_1000})",
+                    file=sys.stderr,
+                )
                 results.append(result)
         await prepare(http, 0)
         return results
@@ -133,8 +164,12 @@ def main() -> int:
     parser.add_argument("--pods", type=int, default=2000)
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds a contender may take (default 900)")
-    parser.add_argument("--only", default=["koord-scheduler", "kube-scheduler"], type=lambda s: s.split(","),
-                        help="contenders (default koord-scheduler,kube-scheduler)")
+    parser.add_argument(
+        "--only",
+        default=["koord-scheduler", "kube-scheduler"],
+        type=lambda s: s.split(","),
+        help="contenders (default koord-scheduler,kube-scheduler)",
+    )
     parser.add_argument("--kube-scheduler", help="kube-scheduler binary (default: from control-plane.sh build)")
     parser.add_argument("--json", help="write raw results and the summary here")
     parser.add_argument("--work-dir", help="keep contender configs and logs here (default: a temp dir)")
@@ -155,15 +190,18 @@ def main() -> int:
         with running_control_plane(work / "cluster") as plane:
             results = asyncio.run(run_bench(args, str(plane.kubeconfig), kube_scheduler, work))
     summary = e2e.summarize(results)
-    head = {"machine": {"nproc": os.cpu_count(), "python": sys.version.split()[0]},
-            "shape": {"nodes": args.nodes, "devices_per_node": args.devices, "pods_with_one_device_claims": args.pods}}
+    head = {
+        "machine": {"nproc": os.cpu_count(), "python": sys.version.split()[0]},
+        "shape": {"nodes": args.nodes, "devices_per_node": args.devices, "pods_with_one_device_claims": args.pods},
+    }
     koord, kube = summary.get("koord-scheduler"), summary.get("kube-scheduler")
     if koord and kube:
         summary["koord_to_kube_scheduler_wall"] = round(koord["wall_pods_per_s"] / kube["wall_pods_per_s"], 2)
     print(json.dumps({**head, "summary": summary}, indent=2))
     if args.json:
-        Path(args.json).write_text(json.dumps({**head, "summary": summary, "runs": [asdict(r) for r in results]},
-                                              indent=2))
+        Path(args.json).write_text(
+            json.dumps({**head, "summary": summary, "runs": [asdict(r) for r in results]}, indent=2)
+        )
     return 0
 
 

@@ -49,10 +49,15 @@ def contender_loop_factory() -> Any:
 def scheduled_event(ns: str, name: str, uid: str, node: str, host: str) -> dict[str, Any]:
     now = time.time()
     return {
-        "apiVersion": "events.k8s.io/v1", "kind": "Event",
+        "apiVersion": "events.k8s.io/v1",
+        "kind": "Event",
         "metadata": {"name": f"{name}.{int(now * 1e9):x}", "namespace": ns},
-        "eventTime": micro_time(now), "reportingController": "round-robin",
-        "reportingInstance": f"round-robin-{host}", "action": "Binding", "reason": "Scheduled", "type": "Normal",
+        "eventTime": micro_time(now),
+        "reportingController": "round-robin",
+        "reportingInstance": f"round-robin-{host}",
+        "action": "Binding",
+        "reason": "Scheduled",
+        "type": "Normal",
         "note": f"Successfully assigned {ns}/{name} to {node}",
         "regarding": {"kind": "Pod", "apiVersion": "v1", "name": name, "namespace": ns, "uid": uid},
     }
@@ -76,8 +81,11 @@ async def round_robin(kubeconfig: str, *, events: bool = False, namespace: str =
         assert events_http is not None
         async with events_sem:
             try:
-                await events_http.request("POST", f"/apis/events.k8s.io/v1/namespaces/{ns}/events",
-                                          body=scheduled_event(ns, name, uid, node, host))
+                await events_http.request(
+                    "POST",
+                    f"/apis/events.k8s.io/v1/namespaces/{ns}/events",
+                    body=scheduled_event(ns, name, uid, node, host),
+                )
             except ClusterError as err:
                 failures[f"event {type(err).__name__}"] += 1
                 if sum(failures.values()) <= 5:
@@ -85,8 +93,12 @@ async def round_robin(kubeconfig: str, *, events: bool = False, namespace: str =
 
     async def bind(ns: str, name: str, uid: str, node: str) -> None:
         async with sem:
-            body = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name, "namespace": ns},
-                    "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
+            body = {
+                "apiVersion": "v1",
+                "kind": "Binding",
+                "metadata": {"name": name, "namespace": ns},
+                "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+            }
             try:
                 await http.request("POST", f"/api/v1/namespaces/{ns}/pods/{name}/binding", body=body)
             except ClusterError as err:  # counted and logged; the pod stays pending
@@ -134,5 +146,10 @@ async def round_robin(kubeconfig: str, *, events: bool = False, namespace: str =
 if __name__ == "__main__":
     with asyncio.Runner(loop_factory=contender_loop_factory()) as runner:
         argv = sys.argv
-        runner.run(round_robin(argv[argv.index("--kubeconfig") + 1], events="--events" in argv,
-                               namespace=argv[argv.index("--namespace") + 1] if "--namespace" in argv else ""))
+        runner.run(
+            round_robin(
+                argv[argv.index("--kubeconfig") + 1],
+                events="--events" in argv,
+                namespace=argv[argv.index("--namespace") + 1] if "--namespace" in argv else "",
+            )
+        )

@@ -217,8 +217,13 @@ async def ensure_nodes(http: ApiHttp, n: int, shape: Shape | None = None) -> Non
     zones = shape.zone_values if shape else ()
 
     async def create(i: int) -> None:
-        body = node_body(i) if shape is None else node_obj(
-            i, {"topology.kubernetes.io/zone": zones[i % len(zones)]} if zones else None, prefix="bench-node")
+        body = (
+            node_body(i)
+            if shape is None
+            else node_obj(
+                i, {"topology.kubernetes.io/zone": zones[i % len(zones)]} if zones else None, prefix="bench-node"
+            )
+        )
         if body["metadata"]["name"] in have:
             return
         await http.request("POST", "/api/v1/nodes", body=body)
@@ -228,8 +233,9 @@ async def ensure_nodes(http: ApiHttp, n: int, shape: Shape | None = None) -> Non
 
 async def ensure_namespace(http: ApiHttp, name: str = NAMESPACE) -> None:
     try:
-        await http.request("POST", "/api/v1/namespaces",
-                           body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+        await http.request(
+            "POST", "/api/v1/namespaces", body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+        )
     except ApiError as err:
         if not err.conflict:
             raise
@@ -315,9 +321,16 @@ async def ensure_shape(http: ApiHttp, shape: Shape) -> None:
         return
     for name, value in PRIORITY_CLASSES.items():
         try:
-            await http.request("POST", "/apis/scheduling.k8s.io/v1/priorityclasses", body={
-                "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name},
-                "value": value})
+            await http.request(
+                "POST",
+                "/apis/scheduling.k8s.io/v1/priorityclasses",
+                body={
+                    "apiVersion": "scheduling.k8s.io/v1",
+                    "kind": "PriorityClass",
+                    "metadata": {"name": name},
+                    "value": value,
+                },
+            )
         except ApiError as err:
             if not err.conflict:
                 raise
@@ -335,10 +348,16 @@ async def prepare_shape(http: ApiHttp, shape: Shape) -> None:
         await http.request("POST", f"/api/v1/namespaces/{namespace}/pods", body=body)
 
     init_ns, measure_ns = shape_namespace(shape.init_namespace), shape_namespace(shape.measure_namespace)
-    await bounded(len(init), 64, lambda i: create(
-        shape_pod_body(init[i], node=f"bench-node-{i % shape.nodes}", priority_classes=preemption), init_ns))
-    await bounded(len(measured), 64, lambda i: create(
-        shape_pod_body(measured[i], priority_classes=preemption), measure_ns))
+    await bounded(
+        len(init),
+        64,
+        lambda i: create(
+            shape_pod_body(init[i], node=f"bench-node-{i % shape.nodes}", priority_classes=preemption), init_ns
+        ),
+    )
+    await bounded(
+        len(measured), 64, lambda i: create(shape_pod_body(measured[i], priority_classes=preemption), measure_ns)
+    )
 
 
 # ----- observation -----
@@ -347,8 +366,9 @@ async def prepare_shape(http: ApiHttp, shape: Shape) -> None:
 class BindWatcher:
     """Watches the bench namespace from ``resource_version``; records when each pod is first seen bound."""
 
-    def __init__(self, http: ApiHttp, resource_version: str, want: int, *, namespace: str = NAMESPACE,
-                 name_prefix: str = "") -> None:
+    def __init__(
+        self, http: ApiHttp, resource_version: str, want: int, *, namespace: str = NAMESPACE, name_prefix: str = ""
+    ) -> None:
         self.http = http
         self.resource_version = resource_version
         self.want = want
@@ -372,8 +392,12 @@ class BindWatcher:
         ERROR event (e.g. 410 Gone on a loaded server) re-lists, timing the pods bound meanwhile now."""
         path = f"/api/v1/namespaces/{self.namespace}/pods"
         while True:
-            params = {"watch": "1", "resourceVersion": self.resource_version, "allowWatchBookmarks": "true",
-                      "timeoutSeconds": "3600"}
+            params = {
+                "watch": "1",
+                "resourceVersion": self.resource_version,
+                "allowWatchBookmarks": "true",
+                "timeoutSeconds": "3600",
+            }
             relist = False
             async with self.http.stream(path, params) as content:
                 async for lines in iter_lines(content):
@@ -454,7 +478,7 @@ def contender_names(only: list[str], controllers: list[str]) -> list[str]:
 
 def variant_controllers(name: str) -> str | None:
     """The ``--controllers`` value of a ``koord-scheduler[LIST]`` contender, else None."""
-    return name[len(KOORD_VARIANT):-1] if name.startswith(KOORD_VARIANT) else None
+    return name[len(KOORD_VARIANT) : -1] if name.startswith(KOORD_VARIANT) else None
 
 
 CPU_PROFILE_RUNNER = """
@@ -473,26 +497,36 @@ finally:
 machine wall time mostly measures waiting for a core) and dumps the stats at exit."""
 
 
-def start_contender(name: str, kubeconfig: str, work: Path, kube_scheduler: str, *,
-                    baselines: Mapping[str, Path] | None = None) -> subprocess.Popen[bytes]:
+def start_contender(
+    name: str, kubeconfig: str, work: Path, kube_scheduler: str, *, baselines: Mapping[str, Path] | None = None
+) -> subprocess.Popen[bytes]:
     """``baselines``: the koord-scheduler executable of each ``koord-scheduler@REF`` contender."""
     log = (work / f"{name}.log").open("ab")
     controllers = variant_controllers(name)
     baseline = (baselines or {}).get(name)
     if name in ("round-robin", EVENTS_CEILING):
-        args = [sys.executable, str(Path(__file__).resolve().parent / "e2e_round_robin.py"), "--kubeconfig", kubeconfig,
-                *(["--events"] if name == EVENTS_CEILING else [])]
+        args = [
+            sys.executable,
+            str(Path(__file__).resolve().parent / "e2e_round_robin.py"),
+            "--kubeconfig",
+            kubeconfig,
+            *(["--events"] if name == EVENTS_CEILING else []),
+        ]
     elif name in ("koord-scheduler", JSON_WIRE) or controllers is not None or baseline is not None:
         config = work / "koord-scheduler.yaml"
         client: dict[str, Any] = {"kubeconfig": kubeconfig, "qps": LIFTED_QPS, "burst": LIFTED_QPS}
         if name == JSON_WIRE:
             client["contentType"] = "application/json"
-        config.write_text(yaml.safe_dump({
-            "apiVersion": "kubescheduler.config.k8s.io/v1",
-            "kind": "KubeSchedulerConfiguration",
-            "clientConnection": client,
-            "leaderElection": {"leaderElect": False},
-        }))
+        config.write_text(
+            yaml.safe_dump(
+                {
+                    "apiVersion": "kubescheduler.config.k8s.io/v1",
+                    "kind": "KubeSchedulerConfiguration",
+                    "clientConnection": client,
+                    "leaderElection": {"leaderElect": False},
+                }
+            )
+        )
         executable = baseline or REPO / ".venv" / "bin" / "koord-scheduler"
         args = [str(executable), "--config", str(config), "--metrics-port", "0"]
         if controllers is not None:
@@ -504,20 +538,34 @@ def start_contender(name: str, kubeconfig: str, work: Path, kube_scheduler: str,
             args = [str(python), "-c", CPU_PROFILE_RUNNER, f"{profile}.{slug}.prof", *args]
     else:
         config = work / "kube-scheduler.yaml"
-        config.write_text(yaml.safe_dump({
-            "apiVersion": "kubescheduler.config.k8s.io/v1",
-            "kind": "KubeSchedulerConfiguration",
-            "clientConnection": {"kubeconfig": kubeconfig, "qps": LIFTED_QPS, "burst": LIFTED_QPS},
-            "leaderElection": {"leaderElect": False},
-        }))
+        config.write_text(
+            yaml.safe_dump(
+                {
+                    "apiVersion": "kubescheduler.config.k8s.io/v1",
+                    "kind": "KubeSchedulerConfiguration",
+                    "clientConnection": {"kubeconfig": kubeconfig, "qps": LIFTED_QPS, "burst": LIFTED_QPS},
+                    "leaderElection": {"leaderElect": False},
+                }
+            )
+        )
         args = [kube_scheduler, f"--config={config}", "--secure-port=0", "--v=1"]
     return subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
 
 
-async def measure(name: str, http: ApiHttp, n: int, *, kubeconfig: str, work: Path, kube_scheduler: str,
-                  shape: Shape | None = None, timeout: float | None = None,
-                  colocation_nodes: list[str] | None = None, prepare: Any = None,
-                  baselines: Mapping[str, Path] | None = None) -> Result:
+async def measure(
+    name: str,
+    http: ApiHttp,
+    n: int,
+    *,
+    kubeconfig: str,
+    work: Path,
+    kube_scheduler: str,
+    shape: Shape | None = None,
+    timeout: float | None = None,
+    colocation_nodes: list[str] | None = None,
+    prepare: Any = None,
+    baselines: Mapping[str, Path] | None = None,
+) -> Result:
     """One contender's run. ``colocation_nodes``: reset the colocation state of these nodes first
     (bench/e2e_colocation.py) and observe the controllers' work at the last bind. ``prepare``: an async
     ``(http, n)`` that replaces SchedulingBasic's delete-and-create of the ``n`` pending pods. With a
@@ -534,8 +582,7 @@ async def measure(name: str, http: ApiHttp, n: int, *, kubeconfig: str, work: Pa
     if colocation_nodes:
         await e2e_colocation.reset(http, colocation_nodes)
     listing = await http.request_json("GET", f"/api/v1/namespaces/{namespace}/pods", params={"limit": "1"})
-    watcher = BindWatcher(http, listing["metadata"]["resourceVersion"], n, namespace=namespace,
-                          name_prefix=prefix)
+    watcher = BindWatcher(http, listing["metadata"]["resourceVersion"], n, namespace=namespace, name_prefix=prefix)
     watch = asyncio.ensure_future(watcher.run())
     await asyncio.sleep(0.5)
     requests_before = await read_request_counts(http) if isinstance(http, CountingHttp) else None
@@ -559,11 +606,14 @@ async def measure(name: str, http: ApiHttp, n: int, *, kubeconfig: str, work: Pa
         if watch.done() and watch.exception() is not None:
             raise RuntimeError(f"watch failed: {watch.exception()}")
         if not watcher.done.is_set() and proc.poll() is not None:
-            raise RuntimeError(f"{name} exited ({proc.returncode}) with {len(watcher.bound)}/{n} pods bound "
-                               f"(log: {work / (name + '.log')})")
+            raise RuntimeError(
+                f"{name} exited ({proc.returncode}) with {len(watcher.bound)}/{n} pods bound "
+                f"(log: {work / (name + '.log')})"
+            )
         if not watcher.done.is_set():
-            raise RuntimeError(f"{name}: only {len(watcher.bound)}/{n} pods bound after {timeout:.0f}s "
-                               f"(log: {work / (name + '.log')})")
+            raise RuntimeError(
+                f"{name}: only {len(watcher.bound)}/{n} pods bound after {timeout:.0f}s (log: {work / (name + '.log')})"
+            )
         cpu = cpu_seconds(proc.pid) if proc.poll() is None else float("nan")
         server_cpu_now = total_cpu_seconds(servers)
         server_cpu = server_cpu_now - server_cpu_start if servers else None
@@ -577,8 +627,9 @@ async def measure(name: str, http: ApiHttp, n: int, *, kubeconfig: str, work: Pa
         if name != "round-robin":
             deadline = time.monotonic() + 60
             while time.monotonic() < deadline:
-                events = await (count_events(http) if shape is None
-                                else count_events(http, namespace, reason="Scheduled"))
+                events = await (
+                    count_events(http) if shape is None else count_events(http, namespace, reason="Scheduled")
+                )
                 if events >= n:
                     events_done = time.monotonic() - last_bind
                     cpu_with_events = cpu_seconds(proc.pid) if proc.poll() is None else float("nan")
@@ -626,8 +677,13 @@ async def measure(name: str, http: ApiHttp, n: int, *, kubeconfig: str, work: Pa
 # ----- main -----
 
 
-async def run_bench(args: argparse.Namespace, kubeconfig: str, kube_scheduler: str, work: Path,
-                    baselines: Mapping[str, Path] | None = None) -> list[Result]:
+async def run_bench(
+    args: argparse.Namespace,
+    kubeconfig: str,
+    kube_scheduler: str,
+    work: Path,
+    baselines: Mapping[str, Path] | None = None,
+) -> list[Result]:
     connection = load_connection(kubeconfig)
     http = CountingHttp(connection, TokenBucket(0, 1), options=HttpOptions(pool_size=96, request_timeout=120))
     shape: Shape | None = None if args.shape == BASIC else args.shape_plan
@@ -646,26 +702,46 @@ async def run_bench(args: argparse.Namespace, kubeconfig: str, kube_scheduler: s
         for repeat in range(args.repeat):
             # A B, then B A: a drift of the machine over the run weighs on every contender alike.
             for name in args.only if repeat % 2 == 0 else args.only[::-1]:
-                result = await measure(name, http, args.pods, kubeconfig=kubeconfig, work=work,
-                                       kube_scheduler=kube_scheduler, shape=shape, timeout=args.timeout,
-                                       colocation_nodes=colocation_nodes, baselines=baselines)
-                events = (f"all written {result.events_done_after_last_bind}s after the last bind"
-                          if result.events_done_after_last_bind is not None
-                          else "none expected" if name == "round-robin" else "not all within 60 s")
-                print(f"# {result.contender}: {result.rate:.0f} pods/s (wall {result.wall:.0f}), "
-                      f"{result.cpu_seconds_per_1000:.2f} CPU-s/1000 pods (apiserver+etcd "
-                      f"{result.server_cpu_seconds_per_1000}; first to last bind {result.drain_cpu_seconds_per_1000}, "
-                      f"apiserver+etcd {result.drain_server_cpu_seconds_per_1000}); "
-                      f"{result.events_written} events, {events}"
-                      + (f"; colocation at the last bind {result.colocation}, at the end {result.colocation_end}"
-                         if result.colocation else ""),
-                      file=sys.stderr)
+                result = await measure(
+                    name,
+                    http,
+                    args.pods,
+                    kubeconfig=kubeconfig,
+                    work=work,
+                    kube_scheduler=kube_scheduler,
+                    shape=shape,
+                    timeout=args.timeout,
+                    colocation_nodes=colocation_nodes,
+                    baselines=baselines,
+                )
+                events = (
+                    f"all written {result.events_done_after_last_bind}s after the last bind"
+                    if result.events_done_after_last_bind is not None
+                    else "none expected"
+                    if name == "round-robin"
+                    else "not all within 60 s"
+                )
+                print(
+                    f"# {result.contender}: {result.rate:.0f} pods/s (wall {result.wall:.0f}), "
+                    f"{result.cpu_seconds_per_1000:.2f} CPU-s/1000 pods (apiserver+etcd "
+                    f"{result.server_cpu_seconds_per_1000}; first to last bind {result.drain_cpu_seconds_per_1000}, "
+                    f"apiserver+etcd {result.drain_server_cpu_seconds_per_1000}); "
+                    f"{result.events_written} events, {events}"
+                    + (
+                        f"; colocation at the last bind {result.colocation}, at the end {result.colocation_end}"
+                        if result.colocation
+                        else ""
+                    ),
+                    file=sys.stderr,
+                )
                 if result.requests_total_per_pod is not None:
-                    print(f"#   requests per bound pod {result.requests_total_per_pod:.3f}: "
-                          + ", ".join(f"{k} {v:.3f}" for k, v in result.requests_per_pod.items())
-                          + "; watches opened: "
-                          + (", ".join(f"{k} {v}" for k, v in result.watches_opened.items()) or "none"),
-                          file=sys.stderr)
+                    print(
+                        f"#   requests per bound pod {result.requests_total_per_pod:.3f}: "
+                        + ", ".join(f"{k} {v:.3f}" for k, v in result.requests_per_pod.items())
+                        + "; watches opened: "
+                        + (", ".join(f"{k} {v}" for k, v in result.watches_opened.items()) or "none"),
+                        file=sys.stderr,
+                    )
                 results.append(result)
         for namespace in shape_namespaces(shape) if shape is not None else [NAMESPACE]:
             await delete_pods(http, namespace)
@@ -693,6 +769,7 @@ def _ratio(a: float | None, b: float | None) -> float | None:
 def baseline_ratios(koord: list[Result], base: list[Result]) -> dict[str, Any]:
     """The working tree's koord-scheduler against a ``--baseline`` build: medians' ratios (rate, CPU, API
     server CPU, requests per pod) and the rate ratio round by round (runs paired in order)."""
+
     def med(rs: list[Result], attr: str) -> float | None:
         return _median_or_none([getattr(r, attr) for r in rs])
 
@@ -701,8 +778,9 @@ def baseline_ratios(koord: list[Result], base: list[Result]) -> dict[str, Any]:
         "cpu_ratio": _ratio(med(koord, "cpu_seconds_per_1000"), med(base, "cpu_seconds_per_1000")),
         "server_cpu_ratio": _ratio(med(koord, "server_cpu_seconds_per_1000"), med(base, "server_cpu_seconds_per_1000")),
         "drain_cpu_ratio": _ratio(med(koord, "drain_cpu_seconds_per_1000"), med(base, "drain_cpu_seconds_per_1000")),
-        "drain_server_cpu_ratio": _ratio(med(koord, "drain_server_cpu_seconds_per_1000"),
-                                         med(base, "drain_server_cpu_seconds_per_1000")),
+        "drain_server_cpu_ratio": _ratio(
+            med(koord, "drain_server_cpu_seconds_per_1000"), med(base, "drain_server_cpu_seconds_per_1000")
+        ),
         "requests_per_pod_ratio": _ratio(med(koord, "requests_total_per_pod"), med(base, "requests_total_per_pod")),
         "rate_ratio_per_round": [round(a.rate / b.rate, 3) for a, b in zip(koord, base, strict=False)],
     }
@@ -721,7 +799,8 @@ def summarize(results: list[Result]) -> dict[str, Any]:
             "server_cpu_seconds_per_1000_pods": _median_or_none([r.server_cpu_seconds_per_1000 for r in rs]),
             "drain_cpu_seconds_per_1000_pods": _median_or_none([r.drain_cpu_seconds_per_1000 for r in rs]),
             "drain_server_cpu_seconds_per_1000_pods": _median_or_none(
-                [r.drain_server_cpu_seconds_per_1000 for r in rs]),
+                [r.drain_server_cpu_seconds_per_1000 for r in rs]
+            ),
             "requests_per_pod": _median_or_none([r.requests_total_per_pod for r in rs]),
             "requests_per_pod_by_verb_resource": _median_rows([r.requests_per_pod for r in rs]),
         }
@@ -734,7 +813,8 @@ def summarize(results: list[Result]) -> dict[str, Any]:
     events_ceiling = summary.get(EVENTS_CEILING)
     if koord and events_ceiling:
         summary["koord_pct_of_events_ceiling"] = round(
-            100 * koord["rate_pods_per_s"] / events_ceiling["rate_pods_per_s"], 1)
+            100 * koord["rate_pods_per_s"] / events_ceiling["rate_pods_per_s"], 1
+        )
     if koord and kube:
         summary["koord_to_kube_scheduler"] = round(koord["rate_pods_per_s"] / kube["rate_pods_per_s"], 2)
     for name, runs in by.items():
@@ -753,8 +833,9 @@ def summarize(results: list[Result]) -> dict[str, Any]:
         summary["controllers_vs_first"] = {
             name: {
                 "rate_ratio": round(summary[name]["rate_pods_per_s"] / summary[base]["rate_pods_per_s"], 3),
-                "cpu_ratio": round(summary[name]["cpu_seconds_per_1000_pods"]
-                                   / summary[base]["cpu_seconds_per_1000_pods"], 3),
+                "cpu_ratio": round(
+                    summary[name]["cpu_seconds_per_1000_pods"] / summary[base]["cpu_seconds_per_1000_pods"], 3
+                ),
                 "rate_ratio_per_round": [round(a.rate / b.rate, 3) for a, b in zip(by[name], by[base], strict=False)],
             }
             for name in variants[1:]
@@ -766,8 +847,11 @@ def shape_arguments(args: argparse.Namespace) -> str:
     """Fill the shape-dependent defaults of ``args`` in place; return an error message naming the flag,
     or ``""``."""
     if args.only is None:
-        args.only = (["koord-scheduler"] if args.controllers else
-                     [c for c in DEFAULT_CONTENDERS if not (args.shape == "PreemptionBasic" and c == "round-robin")])
+        args.only = (
+            ["koord-scheduler"]
+            if args.controllers
+            else [c for c in DEFAULT_CONTENDERS if not (args.shape == "PreemptionBasic" and c == "round-robin")]
+        )
     unknown = [c for c in args.only if c not in CONTENDERS]
     if unknown:
         return f"--only: unknown contenders {unknown}; choose from {list(CONTENDERS)}"
@@ -803,33 +887,58 @@ def compile_working_tree() -> None:
     sources; with ``PYTHONDONTWRITEBYTECODE`` set (or a read-only tree) every start would compile them
     again (0.3 to 1.6 CPU-seconds on a 2-core VM), which a deployed image (or the ``--baseline`` build, whose
     ``pip install`` writes its bytecode) does not pay."""
-    subprocess.run([sys.executable, "-m", "compileall", "-q", *PACKAGES], cwd=REPO, check=True,
-                   stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [sys.executable, "-m", "compileall", "-q", *PACKAGES], cwd=REPO, check=True, stdout=subprocess.DEVNULL
+    )
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--shape", choices=(BASIC, *(s for s in SHAPES if s != BASIC)), default=BASIC,
-                        help="scheduler_perf shape (bench/topology_common.py SHAPES); default SchedulingBasic")
+    parser.add_argument(
+        "--shape",
+        choices=(BASIC, *(s for s in SHAPES if s != BASIC)),
+        default=BASIC,
+        help="scheduler_perf shape (bench/topology_common.py SHAPES); default SchedulingBasic",
+    )
     parser.add_argument("--nodes", type=int, default=1000)
-    parser.add_argument("--pods", type=int, default=None,
-                        help="measured pods (default: 5000 for SchedulingBasic, else the shape's count)")
+    parser.add_argument(
+        "--pods",
+        type=int,
+        default=None,
+        help="measured pods (default: 5000 for SchedulingBasic, else the shape's count)",
+    )
     parser.add_argument("--repeat", type=int, default=1)
-    parser.add_argument("--timeout", type=float, default=None,
-                        help="seconds a contender may take (default: max(120, pods/20); other shapes max(600, pods/2), "
-                             "PreemptionBasic 1200)")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        help="seconds a contender may take (default: max(120, pods/20); other shapes max(600, pods/2), "
+        "PreemptionBasic 1200)",
+    )
     parser.add_argument("--kubeconfig", help="a running cluster (default: start one for this run)")
     parser.add_argument("--kube-scheduler", help="kube-scheduler binary (default: from control-plane.sh build)")
-    parser.add_argument("--only", default=None, type=lambda s: s.split(","),
-                        help="contenders (default: all; PreemptionBasic: no round-robin ceiling)")
-    parser.add_argument("--controllers", action="append", default=[], metavar="LIST",
-                        help="repeatable: run koord-scheduler once per value with --controllers=LIST, interleaved "
-                             "(default contenders then: koord-scheduler only); a colocation controller in any "
-                             "value installs the colocation set-up (bench/e2e_colocation.py); ratios are "
-                             "against the first value")
-    parser.add_argument("--baseline", metavar="REF",
-                        help="also run koord-scheduler as of this git commit (built in a temporary worktree and "
-                             "virtualenv) as the contender koord-scheduler@REF, right after koord-scheduler")
+    parser.add_argument(
+        "--only",
+        default=None,
+        type=lambda s: s.split(","),
+        help="contenders (default: all; PreemptionBasic: no round-robin ceiling)",
+    )
+    parser.add_argument(
+        "--controllers",
+        action="append",
+        default=[],
+        metavar="LIST",
+        help="repeatable: run koord-scheduler once per value with --controllers=LIST, interleaved "
+        "(default contenders then: koord-scheduler only); a colocation controller in any "
+        "value installs the colocation set-up (bench/e2e_colocation.py); ratios are "
+        "against the first value",
+    )
+    parser.add_argument(
+        "--baseline",
+        metavar="REF",
+        help="also run koord-scheduler as of this git commit (built in a temporary worktree and "
+        "virtualenv) as the contender koord-scheduler@REF, right after koord-scheduler",
+    )
     parser.add_argument("--json", help="write raw results and the summary here")
     parser.add_argument("--work-dir", help="keep contender configs and logs here (default: a temp dir)")
     args = parser.parse_args()
@@ -860,12 +969,17 @@ def main() -> int:
         if koord and kube:  # PreemptionBasic binds in a burst at the end: start-to-last-bind is the fair view
             summary["koord_to_kube_scheduler_wall"] = round(koord["wall_pods_per_s"] / kube["wall_pods_per_s"], 2)
         plan = args.shape_plan
-        head["shape"] = {"name": plan.name, "nodes": plan.nodes, "init_pods": plan.init_pods,
-                         "measure_pods": plan.measure_pods}
+        head["shape"] = {
+            "name": plan.name,
+            "nodes": plan.nodes,
+            "init_pods": plan.init_pods,
+            "measure_pods": plan.measure_pods,
+        }
     print(json.dumps({**head, "summary": summary}, indent=2))
     if args.json:
-        Path(args.json).write_text(json.dumps(
-            {**head, "summary": summary, "runs": [asdict(r) for r in results]}, indent=2))
+        Path(args.json).write_text(
+            json.dumps({**head, "summary": summary, "runs": [asdict(r) for r in results]}, indent=2)
+        )
     return 0
 
 

@@ -51,10 +51,16 @@ MERGE_PATCH = "application/merge-patch+json"
 
 
 def claim_body(i: int) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
-            "metadata": {"name": f"data-pod-{i}", "namespace": e2e.NAMESPACE},
-            "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": STORAGE_CLASS,
-                     "resources": {"requests": {"storage": "1Gi"}}}}
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": f"data-pod-{i}", "namespace": e2e.NAMESPACE},
+        "spec": {
+            "accessModes": ["ReadWriteOnce"],
+            "storageClassName": STORAGE_CLASS,
+            "resources": {"requests": {"storage": "1Gi"}},
+        },
+    }
 
 
 def pod_with_claim(i: int) -> bytes:
@@ -73,19 +79,33 @@ def volume_for(claim: dict[str, Any]) -> dict[str, Any] | None:
     if claim["spec"].get("volumeName") or not node or annotations.get(STORAGE_PROVISIONER) != DRIVER:
         return None
     return {
-        "apiVersion": "v1", "kind": "PersistentVolume",
-        "metadata": {"name": f"pvc-{meta['uid']}", "labels": {VOLUME_LABEL: "1"},
-                     "annotations": {"pv.kubernetes.io/provisioned-by": DRIVER}},
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {
+            "name": f"pvc-{meta['uid']}",
+            "labels": {VOLUME_LABEL: "1"},
+            "annotations": {"pv.kubernetes.io/provisioned-by": DRIVER},
+        },
         "spec": {
             "capacity": {"storage": claim["spec"]["resources"]["requests"]["storage"]},
             "accessModes": claim["spec"]["accessModes"],
             "storageClassName": claim["spec"]["storageClassName"],
             "persistentVolumeReclaimPolicy": "Retain",
-            "claimRef": {"kind": "PersistentVolumeClaim", "apiVersion": "v1", "namespace": meta["namespace"],
-                         "name": meta["name"], "uid": meta["uid"]},
+            "claimRef": {
+                "kind": "PersistentVolumeClaim",
+                "apiVersion": "v1",
+                "namespace": meta["namespace"],
+                "name": meta["name"],
+                "uid": meta["uid"],
+            },
             "csi": {"driver": DRIVER, "volumeHandle": f"vol-{meta['uid']}"},
-            "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
-                {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}]}]}},
+            "nodeAffinity": {
+                "required": {
+                    "nodeSelectorTerms": [
+                        {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}]}
+                    ]
+                }
+            },
         },
     }
 
@@ -122,8 +142,7 @@ class Provisioner:
             listing = await self.http.request_json("GET", path)
             for claim in listing["items"]:
                 self._offer(claim)
-            params = {"watch": "1", "resourceVersion": listing["metadata"]["resourceVersion"],
-                      "timeoutSeconds": "3600"}
+            params = {"watch": "1", "resourceVersion": listing["metadata"]["resourceVersion"], "timeoutSeconds": "3600"}
             async with self.http.stream(path, params) as content:
                 async for lines in iter_lines(content):
                     events = [jsoncodec.loads(line) for line in lines]
@@ -141,8 +160,13 @@ async def delete_all(http: ApiHttp, path: str, params: dict[str, str] | None = N
     await e2e.delete_collection(http, path, params)
     listing = await http.request_json("GET", path, params=params)
     held = [item["metadata"]["name"] for item in listing.get("items") or () if item["metadata"].get("finalizers")]
-    await e2e.bounded(len(held), 64, lambda i: http.request(
-        "PATCH", f"{path}/{held[i]}", body={"metadata": {"finalizers": None}}, content_type=MERGE_PATCH))
+    await e2e.bounded(
+        len(held),
+        64,
+        lambda i: http.request(
+            "PATCH", f"{path}/{held[i]}", body={"metadata": {"finalizers": None}}, content_type=MERGE_PATCH
+        ),
+    )
     for _ in range(600):
         doc = await http.request_json("GET", path, params={"limit": "1", **(params or {})})
         if not doc.get("items"):
@@ -164,17 +188,26 @@ async def prepare(http: ApiHttp, n: int) -> None:
 
 async def ensure_storage_class(http: ApiHttp) -> None:
     try:
-        await http.request("POST", "/apis/storage.k8s.io/v1/storageclasses", body={
-            "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": STORAGE_CLASS},
-            "provisioner": DRIVER, "volumeBindingMode": "WaitForFirstConsumer"})
+        await http.request(
+            "POST",
+            "/apis/storage.k8s.io/v1/storageclasses",
+            body={
+                "apiVersion": "storage.k8s.io/v1",
+                "kind": "StorageClass",
+                "metadata": {"name": STORAGE_CLASS},
+                "provisioner": DRIVER,
+                "volumeBindingMode": "WaitForFirstConsumer",
+            },
+        )
     except ApiError as err:
         if not err.conflict:
             raise
 
 
 async def run_bench(args: argparse.Namespace, kubeconfig: str, kube_scheduler: str, work: Path) -> list[e2e.Result]:
-    http = ApiHttp(load_connection(kubeconfig), TokenBucket(0, 1),
-                   options=HttpOptions(pool_size=96, request_timeout=120))
+    http = ApiHttp(
+        load_connection(kubeconfig), TokenBucket(0, 1), options=HttpOptions(pool_size=96, request_timeout=120)
+    )
     provisioner = Provisioner(http)
     provisioning = asyncio.ensure_future(provisioner.run())
     try:
@@ -186,12 +219,23 @@ async def run_bench(args: argparse.Namespace, kubeconfig: str, kube_scheduler: s
         results: list[e2e.Result] = []
         for repeat in range(args.repeat):
             for name in args.only if repeat % 2 == 0 else args.only[::-1]:
-                result = await e2e.measure(name, http, args.pods, kubeconfig=kubeconfig, work=work,
-                                           kube_scheduler=kube_scheduler, timeout=args.timeout, prepare=prepare)
-                print(f"# {name}: {result.rate:.1f} pods/s (wall {result.wall:.1f}), "
-                      f"{result.cpu_seconds_per_1000:.2f} CPU-s/1000 pods (apiserver+etcd "
-                      f"{result.server_cpu_seconds_per_1000}); {len(provisioner.created)} volumes provisioned "
-                      f"so far, {len(provisioner.errors)} errors", file=sys.stderr)
+                result = await e2e.measure(
+                    name,
+                    http,
+                    args.pods,
+                    kubeconfig=kubeconfig,
+                    work=work,
+                    kube_scheduler=kube_scheduler,
+                    timeout=args.timeout,
+                    prepare=prepare,
+                )
+                print(
+                    f"# {name}: {result.rate:.1f} pods/s (wall {result.wall:.1f}), "
+                    f"{result.cpu_seconds_per_1000:.2f} CPU-s/1000 pods (apiserver+etcd "
+                    f"{result.server_cpu_seconds_per_1000}); {len(provisioner.created)} volumes provisioned "
+                    f"so far, {len(provisioner.errors)} errors",
+                    file=sys.stderr,
+                )
                 results.append(result)
         if provisioner.errors:
             print(f"# provisioner errors (first 5): {provisioner.errors[:5]}", file=sys.stderr)
@@ -209,10 +253,18 @@ def main() -> int:
     parser.add_argument("--pods", type=int, default=1000)
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds a contender may take (default 900)")
-    parser.add_argument("--only", default=["koord-scheduler", "kube-scheduler"], type=lambda s: s.split(","),
-                        help="contenders (default koord-scheduler,kube-scheduler)")
-    parser.add_argument("--kcm-qps", type=int, default=e2e.LIFTED_QPS,
-                        help="kube-controller-manager --kube-api-qps/--kube-api-burst (0: its defaults, 20/30)")
+    parser.add_argument(
+        "--only",
+        default=["koord-scheduler", "kube-scheduler"],
+        type=lambda s: s.split(","),
+        help="contenders (default koord-scheduler,kube-scheduler)",
+    )
+    parser.add_argument(
+        "--kcm-qps",
+        type=int,
+        default=e2e.LIFTED_QPS,
+        help="kube-controller-manager --kube-api-qps/--kube-api-burst (0: its defaults, 20/30)",
+    )
     parser.add_argument("--kube-scheduler", help="kube-scheduler binary (default: from control-plane.sh build)")
     parser.add_argument("--json", help="write raw results and the summary here")
     parser.add_argument("--work-dir", help="keep contender configs and logs here (default: a temp dir)")
@@ -234,15 +286,18 @@ def main() -> int:
             plane.start_controller_manager()
             results = asyncio.run(run_bench(args, str(plane.kubeconfig), kube_scheduler, work))
     summary = e2e.summarize(results)
-    head = {"machine": {"nproc": os.cpu_count(), "python": sys.version.split()[0]},
-            "shape": {"nodes": args.nodes, "pods_with_wffc_claims": args.pods, "kcm_qps": args.kcm_qps}}
+    head = {
+        "machine": {"nproc": os.cpu_count(), "python": sys.version.split()[0]},
+        "shape": {"nodes": args.nodes, "pods_with_wffc_claims": args.pods, "kcm_qps": args.kcm_qps},
+    }
     koord, kube = summary.get("koord-scheduler"), summary.get("kube-scheduler")
     if koord and kube:
         summary["koord_to_kube_scheduler_wall"] = round(koord["wall_pods_per_s"] / kube["wall_pods_per_s"], 2)
     print(json.dumps({**head, "summary": summary}, indent=2))
     if args.json:
-        Path(args.json).write_text(json.dumps({**head, "summary": summary, "runs": [asdict(r) for r in results]},
-                                              indent=2))
+        Path(args.json).write_text(
+            json.dumps({**head, "summary": summary, "runs": [asdict(r) for r in results]}, indent=2)
+        )
     return 0
 
 

@@ -79,6 +79,7 @@ async def serve_koord(port: int, nodes: int, placed: int) -> None:
     mem = cluster(nodes, placed, 0)
     scheduler = build_extender_scheduler(KubeSchedulerConfiguration(), build_registry(use_entry_points=False), mem)
     await mem.start(scheduler, list(scheduler.watched_kinds.values()))
+
     async def get_pod(namespace: str, name: str) -> Any:
         return mem.pods.get(f"{namespace}/{name}")
 
@@ -106,23 +107,36 @@ def start_server(*args: str) -> subprocess.Popen[str]:
 async def scheduling(nodes: int, placed: int, pods: int, extender_url: str | None) -> dict[str, Any]:
     doc: dict[str, Any] = yaml.safe_load(FULL_CONFIG.format(pct=100))
     if extender_url:
-        doc["extenders"] = [{"urlPrefix": extender_url, "filterVerb": "filter", "prioritizeVerb": "prioritize",
-                             "weight": 1, "nodeCacheCapable": True}]
+        doc["extenders"] = [
+            {
+                "urlPrefix": extender_url,
+                "filterVerb": "filter",
+                "prioritizeVerb": "prioritize",
+                "weight": 1,
+                "nodeCacheCapable": True,
+            }
+        ]
     config = parse_scheduler_config(doc, source="bench")
     mem = cluster(nodes, placed, pods)
     scheduler = build_scheduler(config, build_registry(use_entry_points=False), mem)
     await mem.start(scheduler)
     m = await measure(scheduler, mem, pending=pods, placed=placed)
-    return {"extender": bool(extender_url), "bound": m.bound, "pods_per_second": m.pods_per_second,
-            "p50_ms": m.p50_ms, "p99_ms": m.p99_ms,
-            "scheduler_cpu_ms_per_pod": round(m.cpu_seconds / max(m.bound, 1) * 1e3, 3)}
+    return {
+        "extender": bool(extender_url),
+        "bound": m.bound,
+        "pods_per_second": m.pods_per_second,
+        "p50_ms": m.p50_ms,
+        "p99_ms": m.p99_ms,
+        "scheduler_cpu_ms_per_pod": round(m.cpu_seconds / max(m.bound, 1) * 1e3, 3),
+    }
 
 
 def serving(url: str, nodes: int, requests: int) -> list[dict[str, Any]]:
     node_list = [parse_node(node_obj(i)) for i in range(nodes)]
     pod = parse_pod(pod_obj(10**6))
-    ext = HTTPExtender(Extender(url_prefix=url, filter_verb="filter", prioritize_verb="prioritize", weight=1,
-                                node_cache_capable=True))
+    ext = HTTPExtender(
+        Extender(url_prefix=url, filter_verb="filter", prioritize_verb="prioritize", weight=1, node_cache_capable=True)
+    )
     out = []
     for verb, call in (("filter", ext.filter), ("prioritize", ext.prioritize)):
         call(pod, node_list)  # warm the connection and the server's caches
@@ -133,10 +147,16 @@ def serving(url: str, nodes: int, requests: int) -> list[dict[str, Any]]:
             call(pod, node_list)
             lat[i] = time.perf_counter() - t
         elapsed = time.perf_counter() - started
-        out.append({"verb": verb, "nodes": nodes, "requests": requests,
-                    "requests_per_second": round(requests / elapsed, 1),
-                    "p50_ms": round(float(np.percentile(lat, 50)) * 1e3, 2),
-                    "p99_ms": round(float(np.percentile(lat, 99)) * 1e3, 2)})
+        out.append(
+            {
+                "verb": verb,
+                "nodes": nodes,
+                "requests": requests,
+                "requests_per_second": round(requests / elapsed, 1),
+                "p50_ms": round(float(np.percentile(lat, 50)) * 1e3, 2),
+                "p99_ms": round(float(np.percentile(lat, 99)) * 1e3, 2),
+            }
+        )
     return out
 
 
@@ -160,14 +180,17 @@ def main() -> None:
     port = free_port()
     trivial = start_server("--serve", "trivial", "--port", str(port))
     try:
-        calling = [asyncio.run(scheduling(args.nodes, args.placed, args.pods, None)),
-                   asyncio.run(scheduling(args.nodes, args.placed, args.pods, f"http://127.0.0.1:{port}"))]
+        calling = [
+            asyncio.run(scheduling(args.nodes, args.placed, args.pods, None)),
+            asyncio.run(scheduling(args.nodes, args.placed, args.pods, f"http://127.0.0.1:{port}")),
+        ]
     finally:
         trivial.terminate()
         trivial.wait()
     port = free_port()
-    koord = start_server("--serve", "koord", "--port", str(port), "--nodes", str(args.nodes),
-                         "--placed", str(args.placed))
+    koord = start_server(
+        "--serve", "koord", "--port", str(port), "--nodes", str(args.nodes), "--placed", str(args.placed)
+    )
     try:
         served = serving(f"http://127.0.0.1:{port}", args.nodes, args.requests)
     finally:
@@ -178,13 +201,17 @@ def main() -> None:
         return
     print(f"SchedulingBasic, {args.nodes} nodes, {args.pods} pods (in-process scheduler):")
     for r in calling:
-        print(f"  extender={r['extender']!s:5}  {r['pods_per_second']:>8.1f} pods/s  p50 {r['p50_ms']:.2f} ms"
-              f"  p99 {r['p99_ms']:.2f} ms  scheduler CPU {r['scheduler_cpu_ms_per_pod']:.2f} ms/pod"
-              f"  bound {r['bound']}")
+        print(
+            f"  extender={r['extender']!s:5}  {r['pods_per_second']:>8.1f} pods/s  p50 {r['p50_ms']:.2f} ms"
+            f"  p99 {r['p99_ms']:.2f} ms  scheduler CPU {r['scheduler_cpu_ms_per_pod']:.2f} ms/pod"
+            f"  bound {r['bound']}"
+        )
     print(f"extender-server, default profile, {args.nodes} node names per request:")
     for r in served:
-        print(f"  {r['verb']:<10} {r['requests_per_second']:>8.1f} req/s  p50 {r['p50_ms']:.2f} ms"
-              f"  p99 {r['p99_ms']:.2f} ms")
+        print(
+            f"  {r['verb']:<10} {r['requests_per_second']:>8.1f} req/s  p50 {r['p50_ms']:.2f} ms"
+            f"  p99 {r['p99_ms']:.2f} ms"
+        )
 
 
 if __name__ == "__main__":

@@ -67,8 +67,9 @@ def percentile(values: list[float], q: float) -> float:
 
 async def run_once(nodes: int, gangs: int, size: int, *, annotated: bool) -> dict[str, Any]:
     cluster = MemoryCluster.from_objects([parse_node(node_obj(i)) for i in range(nodes)], [])
-    scheduler = build_scheduler(parse_scheduler_config(CONFIG, source="bench"), build_registry(use_entry_points=False),
-                                cluster)
+    scheduler = build_scheduler(
+        parse_scheduler_config(CONFIG, source="bench"), build_registry(use_entry_points=False), cluster
+    )
     await cluster.start(scheduler)
     bound_at: dict[str, float] = {}
 
@@ -124,16 +125,29 @@ def main() -> None:
     runs: list[dict[str, Any]] = []
     for _ in range(args.rounds):
         for mode in MODES:
-            cmd = [sys.executable, __file__, "--mode", mode, "--nodes", str(args.nodes), "--gangs", str(args.gangs),
-                   "--size", str(args.size)]
+            cmd = [
+                sys.executable,
+                __file__,
+                "--mode",
+                mode,
+                "--nodes",
+                str(args.nodes),
+                "--gangs",
+                str(args.gangs),
+                "--size",
+                str(args.size),
+            ]
             out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
             runs.append(json.loads(out.strip().splitlines()[-1]))
     best = {m: max((r for r in runs if r["mode"] == m), key=lambda r: r["pods_per_second"]) for m in MODES}
     ratio = best["gang"]["pods_per_second"] / best["plain"]["pods_per_second"]
     cpu_ratio = best["gang"]["pods_per_cpu_second"] / best["plain"]["pods_per_cpu_second"]
     if args.json:
-        print(json.dumps({"runs": runs, "best": best, "ratio": round(ratio, 3), "cpu_ratio": round(cpu_ratio, 3)},
-                         indent=2))
+        print(
+            json.dumps(
+                {"runs": runs, "best": best, "ratio": round(ratio, 3), "cpu_ratio": round(cpu_ratio, 3)}, indent=2
+            )
+        )
         return
     print(f"{'mode':>6} {'pods/s':>8} {'pods/CPU-s':>11} {'last-create->last-bind p50/p99/max ms':>40}")
     for mode, r in best.items():

@@ -82,10 +82,15 @@ def proc_sample(pid: int) -> tuple[float, float, int]:
 
 def pod(i: int) -> dict[str, Any]:
     return {
-        "apiVersion": "v1", "kind": "Pod",
+        "apiVersion": "v1",
+        "kind": "Pod",
         "metadata": {"name": f"bench-{i}", "namespace": NAMESPACE, "labels": {"bench": "koordlet-informer"}},
-        "spec": {"nodeName": NODE, "containers": [{"name": "c", "image": "pause",
-                                                    "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}}]},
+        "spec": {
+            "nodeName": NODE,
+            "containers": [
+                {"name": "c", "image": "pause", "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}}
+            ],
+        },
     }
 
 
@@ -95,8 +100,11 @@ def measure(procs: dict[str, subprocess.Popen[str]], seconds: float) -> dict[str
     out = {}
     for name, p in procs.items():
         cpu, rss, threads = proc_sample(p.pid)
-        out[name] = {"cpu_cores": round((cpu - before[name][0]) / seconds, 4), "rss_mb": round(rss, 1),
-                     "threads": threads}
+        out[name] = {
+            "cpu_cores": round((cpu - before[name][0]) / seconds, 4),
+            "rss_mb": round(rss, 1),
+            "threads": threads,
+        }
     return out
 
 
@@ -129,7 +137,10 @@ def main() -> None:
             procs = {
                 name: subprocess.Popen(
                     [sys.executable, "-c", PROBE, str(plane.kubeconfig), NODE, name],
-                    env={**os.environ, "PYTHONPATH": str(tree)}, cwd=tree, stdout=subprocess.PIPE, text=True,
+                    env={**os.environ, "PYTHONPATH": str(tree)},
+                    cwd=tree,
+                    stdout=subprocess.PIPE,
+                    text=True,
                 )
                 for name, tree in variants.items()
             }
@@ -145,24 +156,37 @@ def main() -> None:
                 i = 0
                 while time.monotonic() - started < args.seconds:
                     patch = {"metadata": {"labels": {"tick": str(i)}}}
-                    plane.request("PATCH", f"/api/v1/namespaces/{NAMESPACE}/pods/bench-{i % args.pods}", patch,
-                                  content_type="application/merge-patch+json")
+                    plane.request(
+                        "PATCH",
+                        f"/api/v1/namespaces/{NAMESPACE}/pods/bench-{i % args.pods}",
+                        patch,
+                        content_type="application/merge-patch+json",
+                    )
                     i += 1
                     time.sleep(1.0)
                 seconds = time.monotonic() - started
                 loaded = {}
                 for name, p in procs.items():
                     cpu, rss, threads = proc_sample(p.pid)
-                    loaded[name] = {"cpu_cores": round((cpu - before[name][0]) / seconds, 4),
-                                    "rss_mb": round(rss, 1), "threads": threads}
+                    loaded[name] = {
+                        "cpu_cores": round((cpu - before[name][0]) / seconds, 4),
+                        "rss_mb": round(rss, 1),
+                        "threads": threads,
+                    }
             finally:
                 for p in procs.values():
                     p.kill()
                     p.wait()
         finally:
             plane.down()
-    result = {"pods": args.pods, "seconds": args.seconds, "idle": idle, "loaded": loaded,
-              "python": sys.version.split()[0], "measured": time.strftime("%Y-%m-%d")}
+    result = {
+        "pods": args.pods,
+        "seconds": args.seconds,
+        "idle": idle,
+        "loaded": loaded,
+        "python": sys.version.split()[0],
+        "measured": time.strftime("%Y-%m-%d"),
+    }
     text = json.dumps(result, indent=2)
     print(text)
     if args.json is not None:

@@ -146,15 +146,28 @@ def pods_manifests(node: RealNode, count: int, run: str) -> list[dict[str, Any]]
         name = f"bench-{run}-{i}"
         kind = i % 3
         if kind == 0:
-            docs.append(pod_manifest(name, image, cmd, node=node.name, labels=run_label,
-                                     requests={"cpu": "10m", "memory": "8Mi"}))
+            docs.append(
+                pod_manifest(
+                    name, image, cmd, node=node.name, labels=run_label, requests={"cpu": "10m", "memory": "8Mi"}
+                )
+            )
         elif kind == 1:
             res = {"cpu": "20m", "memory": "16Mi"}
             docs.append(pod_manifest(name, image, cmd, node=node.name, labels=run_label, requests=res, limits=res))
         else:
             batch = {BATCH_MEMORY: str(BE_LIMIT)}
-            docs.append(pod_manifest(name, image, cmd, node=node.name, labels={LABEL_POD_QOS: "BE", **run_label},
-                                     priority_class="koord-batch", requests=batch, limits=batch))
+            docs.append(
+                pod_manifest(
+                    name,
+                    image,
+                    cmd,
+                    node=node.name,
+                    labels={LABEL_POD_QOS: "BE", **run_label},
+                    priority_class="koord-batch",
+                    requests=batch,
+                    limits=batch,
+                )
+            )
     return docs
 
 
@@ -171,8 +184,11 @@ def main() -> int:
     try:
         node = RealNode.of(plane)
         release = PykoordRelease.install(node, reuse=args.cluster_dir is not None)
-        wait_for(lambda: _batch_memory(node) >= args.pods * BE_LIMIT, timeout=300,
-                 what="batch-memory on the node for the BE pods")
+        wait_for(
+            lambda: _batch_memory(node) >= args.pods * BE_LIMIT,
+            timeout=300,
+            what="batch-memory on the node for the BE pods",
+        )
         pid, cgroup = koordlet_process(node)
         idle = sample(pid, cgroup, args.idle_minutes)
         poller = QoSPoller(node)
@@ -181,8 +197,9 @@ def main() -> int:
         poller.start()
         node.apply(*manifests)
         created = json.loads(node.kubectl("get", "pods", "-l", f"{RUN_LABEL}={run}", "-o", "json").stdout)["items"]
-        poller.uids.update(p["metadata"]["uid"] for p in created
-                           if p["metadata"].get("labels", {}).get(LABEL_POD_QOS) == "BE")
+        poller.uids.update(
+            p["metadata"]["uid"] for p in created if p["metadata"].get("labels", {}).get(LABEL_POD_QOS) == "BE"
+        )
         for doc in manifests:
             node.wait_pod_running(doc["metadata"]["name"], timeout=600)
         loaded = sample(pid, cgroup, args.minutes)

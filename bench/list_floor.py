@@ -80,7 +80,7 @@ def _raw_field(buf: bytes, wanted: int) -> bytes:
         if wire == 2:
             size, i = _varint(buf, i)
             if number == wanted:
-                return buf[i:i + size]
+                return buf[i : i + size]
             i += size
         elif wire == 0:
             _, i = _varint(buf, i)
@@ -161,10 +161,13 @@ def one_round(connection: Connection, page_size: int) -> dict[str, dict[str, flo
             for _, path in KINDS:
                 _, nbytes = raw_list(connection, path, accept, page_size)
                 size += nbytes
-        out[name] = {"seconds": round(time.monotonic() - wall0, 3),
-                     "apiserver_cpu_seconds": round(apiserver_cpu(connection.server) - cpu0, 3),
-                     "client_cpu_seconds": round(time.process_time() - own0, 3),
-                     "megabytes": round(size / 1e6, 1), "objects": objects}
+        out[name] = {
+            "seconds": round(time.monotonic() - wall0, 3),
+            "apiserver_cpu_seconds": round(apiserver_cpu(connection.server) - cpu0, 3),
+            "client_cpu_seconds": round(time.process_time() - own0, 3),
+            "megabytes": round(size / 1e6, 1),
+            "objects": objects,
+        }
         print(f"# {name}: {out[name]}", file=sys.stderr)
     return out
 
@@ -173,8 +176,9 @@ async def _prepare(kubeconfig: str, pods: int, nodes: int) -> None:
     from e2e_throughput import ensure_namespace
     from startup import NAMESPACE
 
-    http = ApiHttp(load_connection(kubeconfig), TokenBucket(0, 1), options=HttpOptions(pool_size=96,
-                                                                                        request_timeout=120))
+    http = ApiHttp(
+        load_connection(kubeconfig), TokenBucket(0, 1), options=HttpOptions(pool_size=96, request_timeout=120)
+    )
     try:
         await ensure_namespace(http, NAMESPACE)
         await ensure_bound_pods(http, pods, nodes)
@@ -189,9 +193,13 @@ def run(args: argparse.Namespace, kubeconfig: str) -> dict[str, Any]:
     time.sleep(args.settle)
     connection = load_connection(kubeconfig)
     rounds = [one_round(connection, args.page_size) for _ in range(args.repeat)]
-    summary = {name: {key: statistics.median(r[name][key] for r in rounds)
-                      for key in ("seconds", "apiserver_cpu_seconds", "client_cpu_seconds")}
-               for name in rounds[0]}
+    summary = {
+        name: {
+            key: statistics.median(r[name][key] for r in rounds)
+            for key in ("seconds", "apiserver_cpu_seconds", "client_cpu_seconds")
+        }
+        for name in rounds[0]
+    }
     return {"rounds": rounds, "median": summary}
 
 

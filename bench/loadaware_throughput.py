@@ -209,9 +209,7 @@ async def run_interleaved(nodes: int, placed: int, pods: int, pct: int, chunk: i
     base_ms, la_ms = out["baseline"]["cpu_ms_per_pod"], out["loadaware"]["cpu_ms_per_pod"]
     out["slowdown_pct"] = round(100 * (1 - base_ms / la_ms), 2) if la_ms else None
     out["chunk_pairs"] = len(pair_ratios)
-    out["median_chunk_slowdown_pct"] = (
-        round(100 * (1 - 1 / statistics.median(pair_ratios)), 2) if pair_ratios else None
-    )
+    out["median_chunk_slowdown_pct"] = round(100 * (1 - 1 / statistics.median(pair_ratios)), 2) if pair_ratios else None
     return out
 
 
@@ -220,8 +218,20 @@ PROFILES = ("baseline", "loadaware")
 
 def _child(args: argparse.Namespace, nodes: int, mode: str) -> dict[str, Any]:
     cmd = [
-        sys.executable, __file__, "--child", mode, "--nodes", str(nodes), "--placed", str(args.placed),
-        "--pods", str(args.pods), "--percentage", str(args.percentage), "--chunk", str(args.chunk),
+        sys.executable,
+        __file__,
+        "--child",
+        mode,
+        "--nodes",
+        str(nodes),
+        "--placed",
+        str(args.placed),
+        "--pods",
+        str(args.pods),
+        "--percentage",
+        str(args.percentage),
+        "--chunk",
+        str(args.chunk),
     ]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     result: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
@@ -234,14 +244,16 @@ def main_interleaved(args: argparse.Namespace) -> None:
         runs = [_child(args, nodes, "interleaved") for _ in range(args.repeat)]
         timed = _child(args, nodes, "loadaware-timed")
         slowdowns = [r["slowdown_pct"] for r in runs]
-        rows.append({
-            "nodes": nodes,
-            "runs": runs,
-            "slowdowns_pct": slowdowns,
-            "median_slowdown_pct": round(statistics.median(slowdowns), 2),
-            "plugin_ms_per_pod": timed["plugin_ms_per_pod"],
-            "plugin_run_cpu_ms_per_pod": timed["cpu_ms_per_pod"],
-        })
+        rows.append(
+            {
+                "nodes": nodes,
+                "runs": runs,
+                "slowdowns_pct": slowdowns,
+                "median_slowdown_pct": round(statistics.median(slowdowns), 2),
+                "plugin_ms_per_pod": timed["plugin_ms_per_pod"],
+                "plugin_run_cpu_ms_per_pod": timed["cpu_ms_per_pod"],
+            }
+        )
     if args.json:
         print(json.dumps(rows, indent=2))
         return
@@ -272,13 +284,16 @@ def main() -> None:
     parser.add_argument("--percentage", type=int, default=100, help="percentageOfNodesToScore (0 = adaptive)")
     parser.add_argument("--mode", choices=("interleaved", "separate"), default="interleaved")
     parser.add_argument(
-        "--repeat", type=int, default=None,
+        "--repeat",
+        type=int,
+        default=None,
         help="interleaved: processes per node count (default 5); separate: runs per profile, alternating, "
         "the lowest CPU ms/pod kept (default 5)",
     )
     parser.add_argument("--chunk", type=int, default=250, help="interleaved: pods per chunk")
-    parser.add_argument("--child", choices=("interleaved", *PROFILES, "loadaware-timed"), default=None,
-                        help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--child", choices=("interleaved", *PROFILES, "loadaware-timed"), default=None, help=argparse.SUPPRESS
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     if args.child == "interleaved":

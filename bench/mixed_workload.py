@@ -30,8 +30,11 @@ def node_obj(i: int) -> dict[str, Any]:
         "apiVersion": "v1",
         "kind": "Node",
         "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, ZONE_KEY: ZONES[i % len(ZONES)]}},
-        "status": {"capacity": resources, "allocatable": resources,
-                   "conditions": [{"type": "Ready", "status": "True"}]},
+        "status": {
+            "capacity": resources,
+            "allocatable": resources,
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
     }
 
 
@@ -40,17 +43,26 @@ def pod_obj(i: int, shape: int, spread_group: int | None, node: str = "") -> dic
     spread over zones with maxSkew 1 against the pods of that group."""
     cpu, memory = SHAPES[shape]
     spec: dict[str, Any] = {
-        "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
-                        "resources": {"requests": {"cpu": cpu, "memory": memory}}}],
+        "containers": [
+            {
+                "name": "c",
+                "image": "registry.k8s.io/pause:3.10",
+                "resources": {"requests": {"cpu": cpu, "memory": memory}},
+            }
+        ],
     }
     labels = {"shape": str(shape)}
     if spread_group is not None:
         app = f"spread-{spread_group}"
         labels["app"] = app
-        spec["topologySpreadConstraints"] = [{
-            "maxSkew": 1, "topologyKey": ZONE_KEY, "whenUnsatisfiable": "DoNotSchedule",
-            "labelSelector": {"matchLabels": {"app": app}},
-        }]
+        spec["topologySpreadConstraints"] = [
+            {
+                "maxSkew": 1,
+                "topologyKey": ZONE_KEY,
+                "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": {"matchLabels": {"app": app}},
+            }
+        ]
     if node:
         spec["nodeName"] = node
     return {
@@ -69,7 +81,6 @@ def pod_objs(start: int, count: int, *, seed: int, nodes: int = 0) -> list[dict[
     spread = (rng.random(count) < SPREAD_FRACTION).tolist()
     groups = rng.integers(0, SPREAD_GROUPS, size=count).tolist()
     return [
-        pod_obj(start + k, shapes[k], groups[k] if spread[k] else None,
-                f"node-{(start + k) % nodes}" if nodes else "")
+        pod_obj(start + k, shapes[k], groups[k] if spread[k] else None, f"node-{(start + k) % nodes}" if nodes else "")
         for k in range(count)
     ]

@@ -91,11 +91,7 @@ def build_pods(n: int, rng: random.Random) -> list[Pod]:
             kw["node_selector"] = FrozenDict({"topology.kubernetes.io/zone": ZONES[rng.randrange(4)]})
         elif roll < 0.90:
             term = NodeSelectorTerm(
-                (
-                    SelectorRequirement(
-                        "node.kubernetes.io/instance-type", Operator.IN, (TYPES[rng.randrange(4)],)
-                    ),
-                )
+                (SelectorRequirement("node.kubernetes.io/instance-type", Operator.IN, (TYPES[rng.randrange(4)],)),)
             )
             kw["affinity"] = Affinity(node_affinity=NodeAffinity(required=(term,)))
         elif roll < 0.95:
@@ -123,9 +119,7 @@ def place_port_pods(snap: ClusterSnapshot, nodes: list[Node], rng: random.Random
 
 
 def run(snap: ClusterSnapshot, pods: list[Pod], plugins: dict[str, Any], timings: dict[str, float]) -> float:
-    filters = [
-        plugins[n] for n in ("NodeUnschedulable", "NodeName", "TaintToleration", "NodeAffinity", "NodePorts")
-    ]
+    filters = [plugins[n] for n in ("NodeUnschedulable", "NodeName", "TaintToleration", "NodeAffinity", "NodePorts")]
     scorers = [plugins[n] for n in ("TaintToleration", "NodeAffinity")]
     order = snap.node_order()
     clock = time.perf_counter
@@ -190,14 +184,10 @@ def main() -> None:
         print(f"  {name:<20} {seconds / len(pods) * 1e6:7.1f} µs/pod")
 
     # A label change invalidates every node-generation cache; the next pods pay the rebuilds.
-    snap.upsert_node(
-        Node(nodes[0].meta.__class__(nodes[0].name, labels=FrozenDict({**nodes[0].labels, "x": "y"})))
-    )
+    snap.upsert_node(Node(nodes[0].meta.__class__(nodes[0].name, labels=FrozenDict({**nodes[0].labels, "x": "y"}))))
     timings = defaultdict(float)
     cold = run(snap, pods[:50], plugins, timings)
-    print(
-        f"after one node label change: first 50 pods {cold / 50 * 1e6:.1f} µs/pod (index and mask rebuilds)"
-    )
+    print(f"after one node label change: first 50 pods {cold / 50 * 1e6:.1f} µs/pod (index and mask rebuilds)")
 
 
 if __name__ == "__main__":

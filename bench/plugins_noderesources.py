@@ -91,8 +91,10 @@ def main() -> None:
         timings["balanced_score"] += t3 - t2
         feasible += len(alive)
 
-    print(f"{opts.nodes} nodes, {opts.pods} pods, strategy {opts.strategy}, "
-          f"{feasible / opts.pods:.0f} feasible nodes per pod")
+    print(
+        f"{opts.nodes} nodes, {opts.pods} pods, strategy {opts.strategy}, "
+        f"{feasible / opts.pods:.0f} feasible nodes per pod"
+    )
     for phase, seconds in timings.items():
         print(f"  {phase:<15} {seconds / opts.pods * 1e6:8.1f} us/pod")
     print(f"  {'total':<15} {sum(timings.values()) / opts.pods * 1e6:8.1f} us/pod")

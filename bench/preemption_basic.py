@@ -56,8 +56,12 @@ def pod_obj(name: str, cpu: str, priority: int, node: str = "") -> dict[str, Any
     spec: dict[str, Any] = {
         "priority": priority,
         "containers": [
-            {"name": "pause", "image": "registry.k8s.io/pause:3.10", "ports": [{"containerPort": 80}],
-             "resources": {"requests": {"cpu": cpu, "memory": "500Mi"}, "limits": {"cpu": cpu, "memory": "500Mi"}}}
+            {
+                "name": "pause",
+                "image": "registry.k8s.io/pause:3.10",
+                "ports": [{"containerPort": 80}],
+                "resources": {"requests": {"cpu": cpu, "memory": "500Mi"}, "limits": {"cpu": cpu, "memory": "500Mi"}},
+            }
         ],
     }
     if node:
@@ -75,8 +79,9 @@ async def run_once(nodes: int, init_pods: int, measure_pods: int, *, fast: bool 
     low = [parse_pod(pod_obj(f"low-{i}", "900m", 0, f"node-{i % nodes}")) for i in range(init_pods)]
     high = [parse_pod(pod_obj(f"high-{i}", "3", 10)) for i in range(measure_pods)]
     cluster = MemoryCluster.from_objects(node_list, low + high)
-    scheduler = build_scheduler(parse_scheduler_config(CONFIG, source="bench"), build_registry(use_entry_points=False),
-                                cluster)
+    scheduler = build_scheduler(
+        parse_scheduler_config(CONFIG, source="bench"), build_registry(use_entry_points=False), cluster
+    )
     for fwk in scheduler.profiles.values():
         fwk.plugins["DefaultPreemption"].fast_reprieve = fast
     await cluster.start(scheduler)
@@ -131,13 +136,17 @@ def main() -> None:
     if args.json:
         print(json.dumps(results, indent=2))
         return
-    print(f"{'path':>8} {'nodes':>6} {'bound':>6} {'victims':>8} {'seconds':>8} {'pods/s':>8} {'CPU s':>8} "
-          f"{'pods/CPU s':>10} {'speedup':>8} {'RSS MB':>8}")
+    print(
+        f"{'path':>8} {'nodes':>6} {'bound':>6} {'victims':>8} {'seconds':>8} {'pods/s':>8} {'CPU s':>8} "
+        f"{'pods/CPU s':>10} {'speedup':>8} {'RSS MB':>8}"
+    )
     for r in results:
         speedup = f"{r['speedup']:.1f}x" if "speedup" in r else ""
-        print(f"{r['path']:>8} {r['nodes']:>6} {r['bound']:>6} {r['victims']:>8} {r['seconds']:>8.2f} "
-              f"{r['pods_per_second']:>8.1f} {r['cpu_seconds']:>8.2f} {r['cpu_pods_per_second']:>10.1f} "
-              f"{speedup:>8} {r['peak_rss_mb']:>8.1f}")
+        print(
+            f"{r['path']:>8} {r['nodes']:>6} {r['bound']:>6} {r['victims']:>8} {r['seconds']:>8.2f} "
+            f"{r['pods_per_second']:>8.1f} {r['cpu_seconds']:>8.2f} {r['cpu_pods_per_second']:>10.1f} "
+            f"{speedup:>8} {r['peak_rss_mb']:>8.1f}"
+        )
 
 
 if __name__ == "__main__":

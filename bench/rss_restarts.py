@@ -63,9 +63,13 @@ def _child(dump: str, argv: list[str]) -> None:
             ctypes.CDLL("libc.so.6").malloc_trim(0)
             trimmed = rss()
         counts = collections.Counter(type(o).__module__ + "." + type(o).__qualname__ for o in gc.get_objects())
-        doc = {"threads": [t.name for t in threading.enumerate()], "counts": dict(counts.most_common(400)),
-               "holders": _holders(os.environ.get("RSS_PROBE_TYPE", "")),
-               "rss": [before, after_gc, trimmed], "collected": collected}
+        doc = {
+            "threads": [t.name for t in threading.enumerate()],
+            "counts": dict(counts.most_common(400)),
+            "holders": _holders(os.environ.get("RSS_PROBE_TYPE", "")),
+            "rss": [before, after_gc, trimmed],
+            "collected": collected,
+        }
         Path(dump).write_text(json.dumps(doc))
 
     signal.signal(signal.SIGUSR1, on_usr1)
@@ -103,8 +107,14 @@ def _holders(type_name: str, samples: int = 3, depth: int = 10) -> list[list[str
             mine = {id(chain), id(by_id), id(targets), id(seen)}
             refs = gc.get_referrers(current)
             mine.add(id(refs))
-            nxt = next((r for r in refs if id(r) not in mine and id(r) not in seen
-                        and not isinstance(r, frame_type) and r is not by_id), None)
+            nxt = next(
+                (
+                    r
+                    for r in refs
+                    if id(r) not in mine and id(r) not in seen and not isinstance(r, frame_type) and r is not by_id
+                ),
+                None,
+            )
             del refs
             current = nxt
             if current is None:
@@ -121,9 +131,17 @@ def _holders(type_name: str, samples: int = 3, depth: int = 10) -> list[list[str
     return chains
 
 
-SERIES = ("builtins.dict", "builtins.coroutine", "builtins.async_generator", "_ssl.MemoryBIO",
-          "uvloop.loop.SSLProtocol", "aiohttp.client_reqrep.ClientResponse", "socket.socket",
-          "builtins.traceback", "_asyncio.Task")
+SERIES = (
+    "builtins.dict",
+    "builtins.coroutine",
+    "builtins.async_generator",
+    "_ssl.MemoryBIO",
+    "uvloop.loop.SSLProtocol",
+    "aiohttp.client_reqrep.ClientResponse",
+    "socket.socket",
+    "builtins.traceback",
+    "_asyncio.Task",
+)
 
 
 @dataclass
@@ -197,12 +215,25 @@ def run(ns: argparse.Namespace) -> dict[str, Any]:
             config_path = work / f"{variant.name}.yaml"
             config_path.write_text(yaml.safe_dump(config))
             variant.port = free_port()
-            args = ["--config", str(config_path), "--kubeconfig", str(plane.kubeconfig), "--metrics-port",
-                    str(variant.port), "--bind-address", "127.0.0.1", "-v", "0", "--controllers=reservation"]
+            args = [
+                "--config",
+                str(config_path),
+                "--kubeconfig",
+                str(plane.kubeconfig),
+                "--metrics-port",
+                str(variant.port),
+                "--bind-address",
+                "127.0.0.1",
+                "-v",
+                "0",
+                "--controllers=reservation",
+            ]
             log = (work / f"{variant.name}.log").open("ab")
             variant.process = subprocess.Popen(
                 [sys.executable, __file__, "--child", str(work / f"{variant.name}.objects.json"), "--", *args],
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
                 env={**os.environ, "PYTHONUNBUFFERED": "1", **variant.env},
             )
         for i in range(ns.pods):
@@ -235,8 +266,10 @@ def run(ns: argparse.Namespace) -> dict[str, Any]:
                 print(f"{variant.name}: object count change first->last sample: {growth}")
                 print(f"{variant.name}: threads {variant.objects[-1].get('threads')}")
                 for sample in variant.objects:
-                    print(f"{variant.name}: rss before gc, after gc, after trim {sample.get('rss')} "
-                          f"collected {sample.get('collected')}")
+                    print(
+                        f"{variant.name}: rss before gc, after gc, after trim {sample.get('rss')} "
+                        f"collected {sample.get('collected')}"
+                    )
                 for type_name in SERIES:
                     series = [o.get("counts", {}).get(type_name, 0) for o in variant.objects]
                     print(f"{variant.name}: {type_name} per restart {series}")

@@ -71,8 +71,11 @@ def node_obj(i: int) -> dict[str, Any]:
 def pod_obj(i: int, node: str = "") -> dict[str, Any]:
     spec: dict[str, Any] = {
         "containers": [
-            {"name": "c", "image": "registry.k8s.io/pause:3.10",
-             "resources": {"requests": {"cpu": "100m", "memory": "500Mi"}}}
+            {
+                "name": "c",
+                "image": "registry.k8s.io/pause:3.10",
+                "resources": {"requests": {"cpu": "100m", "memory": "500Mi"}},
+            }
         ]
     }
     if node:
@@ -136,8 +139,16 @@ class _ScoredShare:
         return round(100.0 * self.scored / self.feasible, 2) if self.feasible else 0.0
 
 
-async def run_once(nodes: int, placed: int, pods: int, config_text: str, *, workload: str = "basic",
-                   seed: int = 1, report_rss: bool = False) -> dict[str, Any]:
+async def run_once(
+    nodes: int,
+    placed: int,
+    pods: int,
+    config_text: str,
+    *,
+    workload: str = "basic",
+    seed: int = 1,
+    report_rss: bool = False,
+) -> dict[str, Any]:
     node_list, placed_pods, pending = _objects(workload, nodes, placed, pods, seed)
     cluster = MemoryCluster.from_objects(node_list, placed_pods + pending)
     del node_list, placed_pods
@@ -169,16 +180,40 @@ async def run_once(nodes: int, placed: int, pods: int, config_text: str, *, work
 
 def child(args: argparse.Namespace) -> None:
     text = CEILING_CONFIG if args.profile == "ceiling" else FULL_CONFIG.format(pct=args.percentage)
-    result = asyncio.run(run_once(args.nodes[0], args.placed[0], args.pods, text, workload=args.workload,
-                                  seed=args.seed, report_rss=args.report_rss))
+    result = asyncio.run(
+        run_once(
+            args.nodes[0],
+            args.placed[0],
+            args.pods,
+            text,
+            workload=args.workload,
+            seed=args.seed,
+            report_rss=args.report_rss,
+        )
+    )
     result["profile"] = args.profile
     print(json.dumps(result))
 
 
 def _child_run(args: argparse.Namespace, nodes: int, placed: int, profile: str, workload: str) -> dict[str, Any]:
-    cmd = [sys.executable, __file__, "--profile", profile, "--nodes", str(nodes), "--workload", workload,
-           "--placed", str(placed), "--pods", str(args.pods), "--percentage", str(args.percentage),
-           "--seed", str(args.seed)]
+    cmd = [
+        sys.executable,
+        __file__,
+        "--profile",
+        profile,
+        "--nodes",
+        str(nodes),
+        "--workload",
+        workload,
+        "--placed",
+        str(placed),
+        "--pods",
+        str(args.pods),
+        "--percentage",
+        str(args.percentage),
+        "--seed",
+        str(args.seed),
+    ]
     if args.report_rss:
         cmd.append("--report-rss")
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
@@ -188,11 +223,23 @@ def _child_run(args: argparse.Namespace, nodes: int, placed: int, profile: str, 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--nodes", type=int, nargs="+", default=None,
-                        help="node counts (default 500 1000 5000; 5000 for --workload mixed)")
-    parser.add_argument("--placed", "--bound-pods", dest="placed", type=int, nargs="+", default=[1000],
-                        help="pods already bound before the measured ones (several: one run each, to check "
-                             "that the cycle time stays flat as bound pods grow)")
+    parser.add_argument(
+        "--nodes",
+        type=int,
+        nargs="+",
+        default=None,
+        help="node counts (default 500 1000 5000; 5000 for --workload mixed)",
+    )
+    parser.add_argument(
+        "--placed",
+        "--bound-pods",
+        dest="placed",
+        type=int,
+        nargs="+",
+        default=[1000],
+        help="pods already bound before the measured ones (several: one run each, to check "
+        "that the cycle time stays flat as bound pods grow)",
+    )
     parser.add_argument("--pods", type=int, default=10000)
     parser.add_argument("--percentage", type=int, default=100, help="percentageOfNodesToScore (0 = adaptive)")
     parser.add_argument("--workload", choices=("basic", "mixed"), default="basic")
@@ -226,16 +273,20 @@ def main() -> None:
 def _print_table(results: list[dict[str, Any]], workload: str) -> None:
     """One row per run; the last column compares pods/s with the first run of the same node count (the
     ceiling, SchedulingBasic for ``--workload mixed``, or the fewest bound pods)."""
-    print(f"{'nodes':>6} {'bound':>7} {'workload':>8} {'profile':>8} {'pods/s':>9} {'CPU ms/pod':>10} "
-          f"{'p50 ms':>8} {'p99 ms':>8} {'scored %':>8} {'RSS MB':>8} {'ratio':>6}")
+    print(
+        f"{'nodes':>6} {'bound':>7} {'workload':>8} {'profile':>8} {'pods/s':>9} {'CPU ms/pod':>10} "
+        f"{'p50 ms':>8} {'p99 ms':>8} {'scored %':>8} {'RSS MB':>8} {'ratio':>6}"
+    )
     base: dict[int, float] = {}
     for r in results:
         base.setdefault(r["nodes"], r["pods_per_second"])
         ratio = r["pods_per_second"] / base[r["nodes"]] if base[r["nodes"]] else float("nan")
         cpu_ms = 1000 * r["cpu_seconds"] / r["bound"] if r["bound"] else float("nan")
-        print(f"{r['nodes']:>6} {r['placed']:>7} {r['workload']:>8} {r['profile']:>8} {r['pods_per_second']:>9.1f} "
-              f"{cpu_ms:>10.3f} {r['p50_ms']:>8.3f} {r['p99_ms']:>8.3f} {r['scored_percent']:>8.2f} "
-              f"{r['peak_rss_mb']:>8.1f} {ratio:>6.2f}")
+        print(
+            f"{r['nodes']:>6} {r['placed']:>7} {r['workload']:>8} {r['profile']:>8} {r['pods_per_second']:>9.1f} "
+            f"{cpu_ms:>10.3f} {r['p50_ms']:>8.3f} {r['p99_ms']:>8.3f} {r['scored_percent']:>8.2f} "
+            f"{r['peak_rss_mb']:>8.1f} {ratio:>6.2f}"
+        )
         if "rss_after_build_mb" in r:
             print(f"{'':>6} RSS after building the cluster: {r['rss_after_build_mb']} MB")
 

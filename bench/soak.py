@@ -136,8 +136,10 @@ class SoakReport:
             found.append(f"tracebacks in the logs: {self.tracebacks}")
         leaders = self.leaders()
         if self.options.get("one_leader") and (len(leaders) != 1 or self.lease_lost_restarts):
-            found.append(f"--one-leader: the lead changed hands (leaders seen: {leaders}, "
-                         f"lease lost: {self.lease_lost_restarts})")
+            found.append(
+                f"--one-leader: the lead changed hands (leaders seen: {leaders}, "
+                f"lease lost: {self.lease_lost_restarts})"
+            )
         if self.created == 0 or self.bound == 0:
             found.append("nothing was created or bound")
         return found
@@ -148,8 +150,14 @@ def run_soak(plane: ControlPlane, nodes: list[str], work: Path, options: SoakOpt
     hostile objects and NodeMetrics it made are removed before it returns."""
     install_crds(plane)
     ledger = PodLedger.new(plane, prefix="soak")
-    soak = Soak(plane, nodes, ledger, Replicas(plane, ledger, work, options.lease), options,
-                SoakReport(options=asdict(options), seconds=options.minutes * 60, namespace=ledger.namespace))
+    soak = Soak(
+        plane,
+        nodes,
+        ledger,
+        Replicas(plane, ledger, work, options.lease),
+        options,
+        SoakReport(options=asdict(options), seconds=options.minutes * 60, namespace=ledger.namespace),
+    )
     try:
         with ledger.watching():
             soak.run()
@@ -180,8 +188,10 @@ class Soak:
         self.replicas.start_both()
         self.started = time.monotonic()
         chaos = threading.Thread(target=self.chaos_loop, daemon=True)
-        helpers = [threading.Thread(target=self.metrics_loop, daemon=True),
-                   threading.Thread(target=self.rss_loop, daemon=True)]
+        helpers = [
+            threading.Thread(target=self.metrics_loop, daemon=True),
+            threading.Thread(target=self.rss_loop, daemon=True),
+        ]
         for thread in (chaos, *helpers):
             thread.start()
         self.churn()
@@ -213,8 +223,9 @@ class Soak:
     def chaos_loop(self) -> None:
         """One action every ``chaos_every`` seconds from the start (one that overran delays the next)."""
         turn = 0
-        while not self.chaos_stop.wait(max(0.0, self.started + (turn + 1) * self.options.chaos_every
-                                           - time.monotonic())):
+        while not self.chaos_stop.wait(
+            max(0.0, self.started + (turn + 1) * self.options.chaos_every - time.monotonic())
+        ):
             at = time.monotonic() - self.started
             action = self.chaos(turn)
             self.report.chaos.append((round(at, 1), action))
@@ -326,8 +337,10 @@ def print_report(report: SoakReport) -> None:
     print(f"\nsoak: {report.seconds / 60:.1f} min, {len(report.chaos)} chaos actions")
     for t, action in report.chaos:
         print(f"  {t:7.1f}s  {action}")
-    print(f"pods: created {report.created} (create failures {report.create_failures}), bound {report.bound}, "
-          f"deleted {report.deleted}")
+    print(
+        f"pods: created {report.created} (create failures {report.create_failures}), bound {report.bound}, "
+        f"deleted {report.deleted}"
+    )
     print(f"replicas: exited after a lost lease and restarted: {report.lease_lost_restarts or 'none'}")
     print(f"bind latency ms: {report.latency_ms}; longest gap between binds: {report.longest_bind_gap_s}s")
     print("RSS MiB per replica process (* = leader at the sample):")
@@ -338,8 +351,7 @@ def print_report(report: SoakReport) -> None:
             curve = leader_curve(report, name)
             print(f"  {name} as leader, per minute (minute MiB): " + ", ".join(f"{m} {r:.1f}" for m, r in curve))
     for name, (first, last, slope) in rss_slopes(report).items():
-        print(f"  {name} as leader, after its first minute: {first:.1f} -> {last:.1f} MiB, "
-              f"slope {slope:+.2f} MiB/min")
+        print(f"  {name} as leader, after its first minute: {first:.1f} -> {last:.1f} MiB, slope {slope:+.2f} MiB/min")
     violations = report.violations()
     print("invariants: " + ("all held" if not violations else "FAILED"))
     for violation in violations:
@@ -348,8 +360,10 @@ def print_report(report: SoakReport) -> None:
 
 @contextlib.contextmanager
 def kwok_cluster(nodes: int) -> Iterator[tuple[ControlPlane, list[str]]]:
-    with tempfile.TemporaryDirectory(prefix="pykoord-soak-") as tmp, \
-            running_control_plane(Path(tmp) / "cluster", kwok_nodes=nodes) as plane:
+    with (
+        tempfile.TemporaryDirectory(prefix="pykoord-soak-") as tmp,
+        running_control_plane(Path(tmp) / "cluster", kwok_nodes=nodes) as plane,
+    ):
         yield plane, [f"kwok-node-{i}" for i in range(nodes)]
 
 
@@ -365,16 +379,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rss-every", type=float, default=defaults.rss_every)
     parser.add_argument("--drain", type=float, default=defaults.drain)
     parser.add_argument("--lease", default="15s,10s,2s", help="leaseDuration,renewDeadline,retryPeriod")
-    parser.add_argument("--actions", default=None,
-                        help="the chaos actions taken in turn (default hostile,kill-leader,restart-apiserver; "
-                        "with --one-leader hostile,restart-apiserver), from: " + ", ".join(CHAOS_ACTIONS))
-    parser.add_argument("--outage", type=float, default=defaults.outage,
-                        help="seconds kube-apiserver stays down in an 'outage' action")
-    parser.add_argument("--one-leader", action="store_true", help="the memory run: chaos only restarts "
-                        "kube-apiserver and injects hostile objects, so one replica leads throughout")
+    parser.add_argument(
+        "--actions",
+        default=None,
+        help="the chaos actions taken in turn (default hostile,kill-leader,restart-apiserver; "
+        "with --one-leader hostile,restart-apiserver), from: " + ", ".join(CHAOS_ACTIONS),
+    )
+    parser.add_argument(
+        "--outage", type=float, default=defaults.outage, help="seconds kube-apiserver stays down in an 'outage' action"
+    )
+    parser.add_argument(
+        "--one-leader",
+        action="store_true",
+        help="the memory run: chaos only restarts "
+        "kube-apiserver and injects hostile objects, so one replica leads throughout",
+    )
     parser.add_argument("--json", type=Path, help="write the report as JSON here")
-    parser.add_argument("--work", type=Path, help="where the replicas' configs and logs go (default: a new "
-                        "temp dir); kept after the run")
+    parser.add_argument(
+        "--work",
+        type=Path,
+        help="where the replicas' configs and logs go (default: a new temp dir); kept after the run",
+    )
     ns = parser.parse_args(argv)
     for flag in ("minutes", "rate", "lifetime", "chaos_every", "metric_every", "rss_every", "drain"):
         if getattr(ns, flag) <= 0:
@@ -385,8 +410,10 @@ def main(argv: list[str] | None = None) -> int:
         ns.actions = "hostile,restart-apiserver" if ns.one_leader else ",".join(defaults.actions)
     actions = tuple(a.strip() for a in ns.actions.split(",") if a.strip())
     if ns.one_leader and {"kill-leader", "outage"} & set(actions):
-        parser.error("--one-leader: the chaos may not kill the leader or outlast renewDeadline "
-                     "(use hostile and restart-apiserver)")
+        parser.error(
+            "--one-leader: the chaos may not kill the leader or outlast renewDeadline "
+            "(use hostile and restart-apiserver)"
+        )
     unknown = [a for a in actions if a not in CHAOS_ACTIONS]
     if unknown or not actions:
         parser.error(f"--actions: unknown {unknown or 'empty list'}; choose from {', '.join(CHAOS_ACTIONS)}")
@@ -395,9 +422,19 @@ def main(argv: list[str] | None = None) -> int:
     lease = tuple(ns.lease.split(","))
     if len(lease) != 3:
         parser.error("--lease takes three durations: leaseDuration,renewDeadline,retryPeriod")
-    options = SoakOptions(minutes=ns.minutes, rate=ns.rate, lifetime=ns.lifetime, chaos_every=ns.chaos_every,
-                          metric_every=ns.metric_every, rss_every=ns.rss_every, drain=ns.drain,
-                          lease=lease, actions=actions, outage=ns.outage, one_leader=ns.one_leader)  # type: ignore[arg-type]
+    options = SoakOptions(
+        minutes=ns.minutes,
+        rate=ns.rate,
+        lifetime=ns.lifetime,
+        chaos_every=ns.chaos_every,
+        metric_every=ns.metric_every,
+        rss_every=ns.rss_every,
+        drain=ns.drain,
+        lease=lease,
+        actions=actions,
+        outage=ns.outage,
+        one_leader=ns.one_leader,
+    )  # type: ignore[arg-type]
     print(f"soak: {ns.nodes} kwok nodes, CRDs {', '.join(p.name for p in CRDS)}", flush=True)
     work = ns.work or Path(tempfile.mkdtemp(prefix="pykoord-soak-logs-"))
     print(f"soak: replica configs and logs in {work} (kept)", flush=True)

@@ -28,7 +28,11 @@ CRDS = (CRD_DIR / "slo.koordinator.sh_nodemetrics.yaml", CRD_DIR / "scheduling.k
 HUGE = "99999999999999999999999"
 # In the order a short run meets them: the ones that once stopped a whole function come first.
 HOSTILE_CASES = (
-    "nodemetric-overflow", "node-overflow", "pod-overflow", "reservation-ttl", "nodemetric-negative",
+    "nodemetric-overflow",
+    "node-overflow",
+    "pod-overflow",
+    "reservation-ttl",
+    "nodemetric-negative",
     "reservation-huge-cpu",
 )
 PLUGINS = {
@@ -102,8 +106,13 @@ class PodLedger:
                 "nodeSelector": {"type": "kwok"},
                 "tolerations": [{"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}],
                 "terminationGracePeriodSeconds": 0,
-                "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
-                                "resources": {"requests": {"cpu": cpu, "memory": "64Mi"}}}],
+                "containers": [
+                    {
+                        "name": "c",
+                        "image": "registry.k8s.io/pause:3.10",
+                        "resources": {"requests": {"cpu": cpu, "memory": "64Mi"}},
+                    }
+                ],
             },
         }
 
@@ -121,8 +130,11 @@ class PodLedger:
         """Delete the bound pods created over ``lifetime`` seconds ago; return how many went."""
         now = time.monotonic()
         with self._lock:
-            due = [n for n, t in self.created.items()
-                   if now - t >= lifetime and n in self.bound_at and n not in self.deleted]
+            due = [
+                n
+                for n, t in self.created.items()
+                if now - t >= lifetime and n in self.bound_at and n not in self.deleted
+            ]
         gone = 0
         for name in due:
             path = f"/api/v1/namespaces/{self.namespace}/pods/{name}?gracePeriodSeconds=0"
@@ -168,7 +180,8 @@ class PodLedger:
                     rv = listing["metadata"]["resourceVersion"]
                 request = urllib.request.Request(
                     f"{self.plane.server}{base}?watch=1&resourceVersion={rv}&timeoutSeconds=10&allowWatchBookmarks=1",
-                    headers={"Authorization": f"Bearer {self.plane.token}"})
+                    headers={"Authorization": f"Bearer {self.plane.token}"},
+                )
                 context = ssl.create_default_context(cafile=str(self.plane.ca_file))
                 with urllib.request.urlopen(request, context=context, timeout=20) as resp:
                     ready.set()
@@ -241,7 +254,8 @@ class PodLedger:
         cont = ""
         while True:
             result = self.plane.request(
-                "GET", f"/apis/events.k8s.io/v1/namespaces/{self.namespace}/events?limit=2000&continue={cont}")
+                "GET", f"/apis/events.k8s.io/v1/namespaces/{self.namespace}/events?limit=2000&continue={cont}"
+            )
             body = result.json()
             for event in body["items"]:
                 if event.get("reason") == "Scheduled":
@@ -271,13 +285,22 @@ def write_node_metrics(plane: ControlPlane, nodes: list[str], ledger: PodLedger,
     requests = ledger.requests_on()
     for node in nodes:
         usage = cpu or f"{200 + requests.get(node, 0) // 2}m"
-        status = {"status": {"updateTime": now, "nodeMetric": {
-            "nodeUsage": {"resources": {"cpu": usage, "memory": "1Gi"}}}}}
+        status = {
+            "status": {"updateTime": now, "nodeMetric": {"nodeUsage": {"resources": {"cpu": usage, "memory": "1Gi"}}}}
+        }
         path = f"{NODEMETRICS}/{node}/status"
         if _call(plane, "PATCH", path, status, content_type=MERGE_PATCH) == 404:
-            _call(plane, "POST", NODEMETRICS, {
-                "apiVersion": "slo.koordinator.sh/v1alpha1", "kind": "NodeMetric", "metadata": {"name": node},
-                "spec": {"metricCollectPolicy": {"reportIntervalSeconds": 60}}})
+            _call(
+                plane,
+                "POST",
+                NODEMETRICS,
+                {
+                    "apiVersion": "slo.koordinator.sh/v1alpha1",
+                    "kind": "NodeMetric",
+                    "metadata": {"name": node},
+                    "spec": {"metricCollectPolicy": {"reportIntervalSeconds": 60}},
+                },
+            )
             _call(plane, "PATCH", path, status, content_type=MERGE_PATCH)
 
 
@@ -290,31 +313,59 @@ def inject_hostile(plane: ControlPlane, ledger: PodLedger, case: str, turn: int,
     if case == "node-overflow":
         name = f"{ledger.name}-hostile-{turn}"
         resources = {"cpu": HUGE, "memory": "32Gi", "pods": "110"}
-        _call(plane, "POST", "/api/v1/nodes", {
-            "apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {"type": "kwok"}},
-            "status": {"capacity": resources, "allocatable": resources,
-                       "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}]}})
+        _call(
+            plane,
+            "POST",
+            "/api/v1/nodes",
+            {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {"name": name, "labels": {"type": "kwok"}},
+                "status": {
+                    "capacity": resources,
+                    "allocatable": resources,
+                    "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
+                },
+            },
+        )
         return f"node/{name}"
     if case == "pod-overflow":
         name = f"hostile-{turn}"
         ledger.create(name, HUGE, hostile=True)
         return f"pod/{name}"
     name = f"{ledger.name}-{case}-{turn}"
-    _call(plane, "POST", RESERVATIONS, {
-        "apiVersion": "scheduling.koordinator.sh/v1alpha1",
-        "kind": "Reservation",
-        "metadata": {"name": name},
-        "spec": {
-            "template": {"metadata": {"namespace": ledger.namespace}, "spec": {
-                "schedulerName": ledger.scheduler_name,
-                "nodeSelector": {"type": "kwok"},
-                "containers": [{"name": "c", "resources": {"requests": {
-                    "cpu": "1e23" if case == "reservation-huge-cpu" else "100m", "memory": "10Mi"}}}],
-            }},
-            "owners": [{"labelSelector": {"matchLabels": {"app": name}}}],
-            "ttl": "forever" if case == "reservation-ttl" else "1h",
+    _call(
+        plane,
+        "POST",
+        RESERVATIONS,
+        {
+            "apiVersion": "scheduling.koordinator.sh/v1alpha1",
+            "kind": "Reservation",
+            "metadata": {"name": name},
+            "spec": {
+                "template": {
+                    "metadata": {"namespace": ledger.namespace},
+                    "spec": {
+                        "schedulerName": ledger.scheduler_name,
+                        "nodeSelector": {"type": "kwok"},
+                        "containers": [
+                            {
+                                "name": "c",
+                                "resources": {
+                                    "requests": {
+                                        "cpu": "1e23" if case == "reservation-huge-cpu" else "100m",
+                                        "memory": "10Mi",
+                                    }
+                                },
+                            }
+                        ],
+                    },
+                },
+                "owners": [{"labelSelector": {"matchLabels": {"app": name}}}],
+                "ttl": "forever" if case == "reservation-ttl" else "1h",
+            },
         },
-    })
+    )
     return f"reservation/{name}"
 
 
@@ -344,8 +395,15 @@ class Replicas:
         """Start the slot's next process without waiting for it (a kubelet restarting a container)."""
         self._incarnation[slot] += 1
         name = f"{slot}{self._incarnation[slot]}"
-        proc = SchedulerProcess.start(self.plane, self.config, self.work, name=name, verbosity=0, wait_ready=False,
-                                      extra_args=["--controllers=reservation"])
+        proc = SchedulerProcess.start(
+            self.plane,
+            self.config,
+            self.work,
+            name=name,
+            verbosity=0,
+            wait_ready=False,
+            extra_args=["--controllers=reservation"],
+        )
         with self._lock:
             self.current[slot] = proc
             self.names[slot] = name
@@ -354,8 +412,11 @@ class Replicas:
 
     def start_both(self) -> None:
         procs = [self._start("a"), self._start("b")]
-        wait_until(lambda: all(p.get("/readyz")[0] == 200 or not p.alive for p in procs), timeout=90,
-                   what="both replicas ready")
+        wait_until(
+            lambda: all(p.get("/readyz")[0] == 200 or not p.alive for p in procs),
+            timeout=90,
+            what="both replicas ready",
+        )
         assert all(p.alive for p in procs), "a replica exited at start:\n" + "\n".join(p.log_tail() for p in procs)
 
     def is_leader(self, proc: SchedulerProcess) -> bool:

@@ -106,26 +106,42 @@ class Takeover:
 
 
 def bound_pod_body(i: int, nodes: int) -> bytes:
-    return json.dumps({
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": f"bound-{i}", "namespace": NAMESPACE, "labels": {"app": f"app-{i % 50}"}},
-        "spec": {
-            "nodeName": KWOK_NODE.format(i % nodes),
-            "containers": [{"name": "pause", "image": "registry.k8s.io/pause:3.10",
-                            "resources": {"requests": {"cpu": "100m", "memory": "200Mi"}}}],
-        },
-    }).encode()
+    return json.dumps(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": f"bound-{i}", "namespace": NAMESPACE, "labels": {"app": f"app-{i % 50}"}},
+            "spec": {
+                "nodeName": KWOK_NODE.format(i % nodes),
+                "containers": [
+                    {
+                        "name": "pause",
+                        "image": "registry.k8s.io/pause:3.10",
+                        "resources": {"requests": {"cpu": "100m", "memory": "200Mi"}},
+                    }
+                ],
+            },
+        }
+    ).encode()
 
 
 def pending_pod_body(name: str) -> bytes:
-    return json.dumps({
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": NAMESPACE},
-        "spec": {"containers": [{"name": "pause", "image": "registry.k8s.io/pause:3.10",
-                                 "resources": {"requests": {"cpu": "100m", "memory": "200Mi"}}}]},
-    }).encode()
+    return json.dumps(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": NAMESPACE},
+            "spec": {
+                "containers": [
+                    {
+                        "name": "pause",
+                        "image": "registry.k8s.io/pause:3.10",
+                        "resources": {"requests": {"cpu": "100m", "memory": "200Mi"}},
+                    }
+                ]
+            },
+        }
+    ).encode()
 
 
 async def ensure_bound_pods(http: ApiHttp, pods: int, nodes: int) -> None:
@@ -181,20 +197,33 @@ def apiserver_cpu(server: str) -> float:
     return total
 
 
-
 def scheduler_config(work: Path, name: str, kubeconfig: str, *, lease: float = 0.0, json_wire: bool = False) -> Path:
     election: dict[str, Any] = {"leaderElect": False}
     if lease:
-        election = {"leaderElect": True, "leaseDuration": f"{lease:g}s", "renewDeadline": f"{lease * 2 / 3:g}s",
-                    "retryPeriod": "2s", "resourceName": LEASE_NAME, "resourceNamespace": "kube-system"}
+        election = {
+            "leaderElect": True,
+            "leaseDuration": f"{lease:g}s",
+            "renewDeadline": f"{lease * 2 / 3:g}s",
+            "retryPeriod": "2s",
+            "resourceName": LEASE_NAME,
+            "resourceNamespace": "kube-system",
+        }
     path = work / f"{name}.yaml"
-    path.write_text(yaml.safe_dump({
-        "apiVersion": "kubescheduler.config.k8s.io/v1",
-        "kind": "KubeSchedulerConfiguration",
-        "clientConnection": {"kubeconfig": kubeconfig, "qps": LIFTED_QPS, "burst": LIFTED_QPS,
-                             **({"contentType": "application/json"} if json_wire else {})},
-        "leaderElection": election,
-    }))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "kubescheduler.config.k8s.io/v1",
+                "kind": "KubeSchedulerConfiguration",
+                "clientConnection": {
+                    "kubeconfig": kubeconfig,
+                    "qps": LIFTED_QPS,
+                    "burst": LIFTED_QPS,
+                    **({"contentType": "application/json"} if json_wire else {}),
+                },
+                "leaderElection": election,
+            }
+        )
+    )
     return path
 
 
@@ -208,8 +237,15 @@ KOORD_SCHEDULER = [str(REPO / ".venv" / "bin" / "koord-scheduler")]
 
 
 def koord_args(config: Path, metrics_port: int = 0) -> list[str]:
-    return [*KOORD_SCHEDULER, "--config", str(config),
-            "--metrics-port", str(metrics_port), "--bind-address", "127.0.0.1"]
+    return [
+        *KOORD_SCHEDULER,
+        "--config",
+        str(config),
+        "--metrics-port",
+        str(metrics_port),
+        "--bind-address",
+        "127.0.0.1",
+    ]
 
 
 def stop(proc: subprocess.Popen[bytes]) -> None:
@@ -235,8 +271,9 @@ def log_offset(log: Path, needle: str, started_wall: float) -> float | None:
     return None
 
 
-async def first_bind(name: str, http: ApiHttp, *, kubeconfig: str, kube_scheduler: str, work: Path,
-                     round_index: int, timeout: float) -> FirstBind:
+async def first_bind(
+    name: str, http: ApiHttp, *, kubeconfig: str, kube_scheduler: str, work: Path, round_index: int, timeout: float
+) -> FirstBind:
     probe = f"first-{name}-{RUN_ID}-{round_index}"
     await create_pending(http, probe)
     watcher, watch = await watch_from_now(http, probe)
@@ -290,8 +327,9 @@ async def wait_until(check: Any, timeout: float, what: str) -> None:
         await asyncio.sleep(0.2)
 
 
-async def takeover(http: ApiHttp, *, kubeconfig: str, work: Path, lease: float, round_index: int,
-                   timeout: float) -> Takeover:
+async def takeover(
+    http: ApiHttp, *, kubeconfig: str, work: Path, lease: float, round_index: int, timeout: float
+) -> Takeover:
     lease_path = f"/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/{LEASE_NAME}"
     try:
         await http.request("DELETE", lease_path)
@@ -333,8 +371,9 @@ async def takeover(http: ApiHttp, *, kubeconfig: str, work: Path, lease: float, 
 
 
 async def run_bench(args: argparse.Namespace, kubeconfig: str, kube_scheduler: str, work: Path) -> dict[str, Any]:
-    http = ApiHttp(load_connection(kubeconfig), TokenBucket(0, 1), options=HttpOptions(pool_size=96,
-                                                                                        request_timeout=120))
+    http = ApiHttp(
+        load_connection(kubeconfig), TokenBucket(0, 1), options=HttpOptions(pool_size=96, request_timeout=120)
+    )
     try:
         await ensure_namespace(http, NAMESPACE)
         t = time.monotonic()
@@ -345,16 +384,35 @@ async def run_bench(args: argparse.Namespace, kubeconfig: str, kube_scheduler: s
         takeovers: list[Takeover] = []
         for k in range(args.repeat):
             for name in args.only:
-                result = await first_bind(name, http, kubeconfig=kubeconfig, kube_scheduler=kube_scheduler,
-                                          work=work, round_index=k, timeout=args.timeout)
-                print(f"# {name}: first bind {result.seconds_to_first_bind:.2f}s after start "
-                      f"({result.cpu_seconds_at_first_bind:.2f} CPU-s)", file=sys.stderr)
+                result = await first_bind(
+                    name,
+                    http,
+                    kubeconfig=kubeconfig,
+                    kube_scheduler=kube_scheduler,
+                    work=work,
+                    round_index=k,
+                    timeout=args.timeout,
+                )
+                print(
+                    f"# {name}: first bind {result.seconds_to_first_bind:.2f}s after start "
+                    f"({result.cpu_seconds_at_first_bind:.2f} CPU-s)",
+                    file=sys.stderr,
+                )
                 firsts.append(result)
             if args.takeover:
-                result_t = await takeover(http, kubeconfig=kubeconfig, work=work, lease=args.lease_duration,
-                                          round_index=k, timeout=args.timeout)
-                print(f"# takeover: {result_t.seconds_kill_to_bind:.2f}s from SIGKILL to bind "
-                      f"(lease {result_t.lease_duration:g}s)", file=sys.stderr)
+                result_t = await takeover(
+                    http,
+                    kubeconfig=kubeconfig,
+                    work=work,
+                    lease=args.lease_duration,
+                    round_index=k,
+                    timeout=args.timeout,
+                )
+                print(
+                    f"# takeover: {result_t.seconds_kill_to_bind:.2f}s from SIGKILL to bind "
+                    f"(lease {result_t.lease_duration:g}s)",
+                    file=sys.stderr,
+                )
                 takeovers.append(result_t)
         return {"first_bind": [asdict(r) for r in firsts], "takeover": [asdict(r) for r in takeovers]}
     finally:
@@ -366,18 +424,28 @@ def summarize(runs: dict[str, Any]) -> dict[str, Any]:
     for name in CONTENDERS:
         mine = [r for r in runs["first_bind"] if r["contender"] == name]
         if mine:
-            summary[name] = {key: round(statistics.median(r[key] for r in mine), 3)
-                             for key in ("seconds_to_first_bind", "cpu_seconds_at_first_bind",
-                                         "apiserver_cpu_seconds", "seconds_to_profiles_built", "seconds_to_synced")
-                             if all(r.get(key) is not None for r in mine)}
+            summary[name] = {
+                key: round(statistics.median(r[key] for r in mine), 3)
+                for key in (
+                    "seconds_to_first_bind",
+                    "cpu_seconds_at_first_bind",
+                    "apiserver_cpu_seconds",
+                    "seconds_to_profiles_built",
+                    "seconds_to_synced",
+                )
+                if all(r.get(key) is not None for r in mine)
+            }
     if "koord-scheduler" in summary and "kube-scheduler" in summary:
         summary["koord_to_kube_scheduler_first_bind"] = round(
-            summary["koord-scheduler"]["seconds_to_first_bind"] / summary["kube-scheduler"]["seconds_to_first_bind"],
-            2)
+            summary["koord-scheduler"]["seconds_to_first_bind"] / summary["kube-scheduler"]["seconds_to_first_bind"], 2
+        )
     if "koord-scheduler" in summary and "koord-scheduler-json" in summary:
         proto, json_ = summary["koord-scheduler"], summary["koord-scheduler-json"]
-        summary["protobuf_to_json"] = {key: round(proto[key] / json_[key], 2) for key in (
-            "seconds_to_first_bind", "cpu_seconds_at_first_bind", "apiserver_cpu_seconds") if json_.get(key)}
+        summary["protobuf_to_json"] = {
+            key: round(proto[key] / json_[key], 2)
+            for key in ("seconds_to_first_bind", "cpu_seconds_at_first_bind", "apiserver_cpu_seconds")
+            if json_.get(key)
+        }
     if runs["takeover"]:
         summary["takeover_seconds"] = round(statistics.median(r["seconds_kill_to_bind"] for r in runs["takeover"]), 3)
         summary["takeover_target_seconds"] = runs["takeover"][0]["target"]
@@ -389,18 +457,27 @@ def main() -> int:
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--pods", type=int, default=50000, help="bound pods")
     parser.add_argument("--repeat", type=int, default=1)
-    parser.add_argument("--only", default=list(CONTENDERS), type=lambda s: s.split(","),
-                        help="first-bind contenders (default: koord-scheduler,kube-scheduler)")
+    parser.add_argument(
+        "--only",
+        default=list(CONTENDERS),
+        type=lambda s: s.split(","),
+        help="first-bind contenders (default: koord-scheduler,kube-scheduler)",
+    )
     parser.add_argument("--no-takeover", dest="takeover", action="store_false")
     parser.add_argument("--lease-duration", type=float, default=15.0, help="seconds (kube-scheduler's default 15)")
-    parser.add_argument("--settle", type=float, default=5.0,
-                        help="seconds to wait after creating the pods (kwok marks them Running)")
+    parser.add_argument(
+        "--settle", type=float, default=5.0, help="seconds to wait after creating the pods (kwok marks them Running)"
+    )
     parser.add_argument("--timeout", type=float, default=120.0)
     parser.add_argument("--kubeconfig", help="a running cluster with --nodes kwok nodes (default: start one)")
     parser.add_argument("--kube-scheduler", help="kube-scheduler binary (default: from control-plane.sh build)")
     parser.add_argument("--koord-scheduler", help="koord-scheduler command (default: .venv/bin/koord-scheduler)")
-    parser.add_argument("--no-compile", dest="compile", action="store_false",
-                        help="do not compile this checkout's modules to bytecode first")
+    parser.add_argument(
+        "--no-compile",
+        dest="compile",
+        action="store_false",
+        help="do not compile this checkout's modules to bytecode first",
+    )
     parser.add_argument("--json", help="write raw results and the summary here")
     parser.add_argument("--work-dir", help="keep configs and logs here (default: a temp dir)")
     args = parser.parse_args()
@@ -429,8 +506,11 @@ def main() -> int:
         else:
             with running_control_plane(work / "cluster", kwok_nodes=args.nodes) as plane:
                 runs = asyncio.run(run_bench(args, str(plane.kubeconfig), kube_scheduler, work))
-    head = {"machine": {"nproc": os.cpu_count(), "python": sys.version.split()[0], "load": os.getloadavg()},
-            "nodes": args.nodes, "bound_pods": args.pods}
+    head = {
+        "machine": {"nproc": os.cpu_count(), "python": sys.version.split()[0], "load": os.getloadavg()},
+        "nodes": args.nodes,
+        "bound_pods": args.pods,
+    }
     summary = summarize(runs)
     print(json.dumps({**head, "summary": summary}, indent=2))
     if args.json:

@@ -50,40 +50,67 @@ def node_obj(i: int, labels: dict[str, str] | None = None, *, prefix: str = "nod
         "apiVersion": "v1",
         "kind": "Node",
         "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **(labels or {})}},
-        "status": {"capacity": resources, "allocatable": resources,
-                   "conditions": [{"type": "Ready", "status": "True"}], "phase": "Running"},
+        "status": {
+            "capacity": resources,
+            "allocatable": resources,
+            "conditions": [{"type": "Ready", "status": "True"}],
+            "phase": "Running",
+        },
     }
 
 
-def pod_obj(name: str, namespace: str, *, labels: dict[str, str] | None = None,
-            spec_extra: dict[str, Any] | None = None, cpu: str = "100m") -> dict[str, Any]:
+def pod_obj(
+    name: str,
+    namespace: str,
+    *,
+    labels: dict[str, str] | None = None,
+    spec_extra: dict[str, Any] | None = None,
+    cpu: str = "100m",
+) -> dict[str, Any]:
     """scheduler_perf's pod-default.yaml: one pause container requesting (and limited to) ``cpu`` / 500Mi."""
     spec: dict[str, Any] = {
-        "containers": [{"name": "pause", "image": PAUSE_IMAGE, "ports": [{"containerPort": 80}],
-                        "resources": {"requests": {"cpu": cpu, "memory": "500Mi"},
-                                      "limits": {"cpu": cpu, "memory": "500Mi"}}}],
+        "containers": [
+            {
+                "name": "pause",
+                "image": PAUSE_IMAGE,
+                "ports": [{"containerPort": 80}],
+                "resources": {"requests": {"cpu": cpu, "memory": "500Mi"}, "limits": {"cpu": cpu, "memory": "500Mi"}},
+            }
+        ],
         **(spec_extra or {}),
     }
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": namespace, "uid": f"uid-{namespace}-{name}",
-                         "labels": labels or {}},
-            "spec": spec}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "uid": f"uid-{namespace}-{name}", "labels": labels or {}},
+        "spec": spec,
+    }
 
 
 SPREAD_LABELS = {"color": "blue"}
 SPREAD = {
-    "topologySpreadConstraints": [{
-        "maxSkew": 5, "topologyKey": ZONE_KEY, "whenUnsatisfiable": "DoNotSchedule",
-        "labelSelector": {"matchLabels": dict(SPREAD_LABELS)},
-    }]
+    "topologySpreadConstraints": [
+        {
+            "maxSkew": 5,
+            "topologyKey": ZONE_KEY,
+            "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": {"matchLabels": dict(SPREAD_LABELS)},
+        }
+    ]
 }
 ANTI_LABELS = {"color": "green"}
 ANTI = {
-    "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
-        "labelSelector": {"matchLabels": dict(ANTI_LABELS)},
-        "topologyKey": "kubernetes.io/hostname",
-        "namespaces": ["sched-1", "sched-0"],
-    }]}}
+    "affinity": {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "labelSelector": {"matchLabels": dict(ANTI_LABELS)},
+                    "topologyKey": "kubernetes.io/hostname",
+                    "namespaces": ["sched-1", "sched-0"],
+                }
+            ]
+        }
+    }
 }
 LOW_PRIORITY = 0
 HIGH_PRIORITY = 10
@@ -137,8 +164,9 @@ class Shape:
 
     def node_objs(self, *, prefix: str = "node") -> list[dict[str, Any]]:
         zones = self.zone_values
-        return [node_obj(i, {ZONE_KEY: zones[i % len(zones)]} if zones else None, prefix=prefix)
-                for i in range(self.nodes)]
+        return [
+            node_obj(i, {ZONE_KEY: zones[i % len(zones)]} if zones else None, prefix=prefix) for i in range(self.nodes)
+        ]
 
     def init_objs(self) -> list[dict[str, Any]]:
         return [self.init_template(f"init-{i}", self.init_namespace) for i in range(self.init_pods)]
@@ -151,12 +179,19 @@ SHAPES: dict[str, Shape] = {
     # misc/performance-config.yaml SchedulingBasic: 500Nodes is 500 + 1000, 5000Nodes is 1000 + 1000.
     "SchedulingBasic": Shape("SchedulingBasic", 1000, 1000, 1000, default_pod, default_pod),
     # topology_spreading/performance-config.yaml TopologySpreading: 500Nodes is 1000 + 1000.
-    "TopologySpreading": Shape("TopologySpreading", 1000, 1000, 1000, default_pod, spreading_pod,
-                               zone_values=ZONES),
+    "TopologySpreading": Shape("TopologySpreading", 1000, 1000, 1000, default_pod, spreading_pod, zone_values=ZONES),
     # affinity/performance-config.yaml SchedulingPodAntiAffinity: 500Nodes is 100 + 400 (x2 here; at most
     # one pod per node, so init + measured must stay <= nodes).
-    "SchedulingPodAntiAffinity": Shape("SchedulingPodAntiAffinity", 1000, 200, 800, anti_affinity_pod,
-                                       anti_affinity_pod, init_namespace="sched-0", measure_namespace="sched-1"),
+    "SchedulingPodAntiAffinity": Shape(
+        "SchedulingPodAntiAffinity",
+        1000,
+        200,
+        800,
+        anti_affinity_pod,
+        anti_affinity_pod,
+        init_namespace="sched-0",
+        measure_namespace="sched-1",
+    ),
     # misc/performance-config.yaml PreemptionBasic/1000Nodes exactly: 4000 low-priority + 1000 high-priority.
     "PreemptionBasic": Shape("PreemptionBasic", 1000, 4000, 1000, low_priority_pod, high_priority_pod),
 }
@@ -178,8 +213,9 @@ async def _drain(scheduler: Any) -> int:
     return n
 
 
-async def run(nodes: list[dict[str, Any]], init_pods: list[dict[str, Any]], measure_pods: list[dict[str, Any]],
-              *, pct: int = 0) -> dict[str, Any]:
+async def run(
+    nodes: list[dict[str, Any]], init_pods: list[dict[str, Any]], measure_pods: list[dict[str, Any]], *, pct: int = 0
+) -> dict[str, Any]:
     """Schedule ``init_pods`` (untimed), then ``measure_pods`` (timed), like createPods with
     collectMetrics on the second op only."""
     cluster = MemoryCluster.from_objects([parse_node(n) for n in nodes], [])

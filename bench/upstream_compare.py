@@ -137,8 +137,9 @@ def parse_data_items(doc: Any) -> dict[str, UpstreamThroughput]:
             values[key] = float(value)
         if item.get("unit") != "pods/s":
             raise UpstreamResultError(f"dataItems[{i}].unit: want 'pods/s', got {item.get('unit')!r}")
-        out[test_case] = UpstreamThroughput(test_case, workload, values["Average"], values["Perc50"],
-                                            values["Perc90"], values["Perc99"])
+        out[test_case] = UpstreamThroughput(
+            test_case, workload, values["Average"], values["Perc50"], values["Perc90"], values["Perc99"]
+        )
     return out
 
 
@@ -182,30 +183,61 @@ def koord_command(shape: Shape) -> list[str]:
     nodes high-priority pods, which is SHAPES['PreemptionBasic'] at 1,000 nodes)."""
     py = sys.executable
     if shape.name == "SchedulingBasic":
-        return [py, str(BENCH / "scheduler_throughput.py"), "--profile", "full", "--nodes", str(shape.nodes),
-                "--placed", str(shape.init_pods), "--pods", str(shape.measure_pods), "--percentage", "0"]
+        return [
+            py,
+            str(BENCH / "scheduler_throughput.py"),
+            "--profile",
+            "full",
+            "--nodes",
+            str(shape.nodes),
+            "--placed",
+            str(shape.init_pods),
+            "--pods",
+            str(shape.measure_pods),
+            "--percentage",
+            "0",
+        ]
     if shape.name == "PreemptionBasic":
         if shape.init_pods != 4 * shape.nodes or shape.measure_pods != shape.nodes:
-            raise ValueError(f"PreemptionBasic: preemption_basic.py runs nodes / 4 x nodes / nodes, not "
-                             f"{shape.nodes} / {shape.init_pods} / {shape.measure_pods}")
+            raise ValueError(
+                f"PreemptionBasic: preemption_basic.py runs nodes / 4 x nodes / nodes, not "
+                f"{shape.nodes} / {shape.init_pods} / {shape.measure_pods}"
+            )
         return [py, str(BENCH / "preemption_basic.py"), "--child", "--nodes", str(shape.nodes)]
     script = {"TopologySpreading": "topology_spread.py", "SchedulingPodAntiAffinity": "pod_anti_affinity.py"}
-    return [py, str(BENCH / script[shape.name]), "--nodes", str(shape.nodes), "--init-pods", str(shape.init_pods),
-            "--measure-pods", str(shape.measure_pods), "--percentage", "0"]
+    return [
+        py,
+        str(BENCH / script[shape.name]),
+        "--nodes",
+        str(shape.nodes),
+        "--init-pods",
+        str(shape.init_pods),
+        "--measure-pods",
+        str(shape.measure_pods),
+        "--percentage",
+        "0",
+    ]
 
 
 def build_upstream(binary: Path) -> None:
     """``go test -c`` the harness in bench/upstream (minutes on 2 cores; niced; cached by Go afterwards)."""
     env = {**os.environ, "GOFLAGS": "-mod=mod"}
     print(f"# building {binary} (go test -c; slow on a cold cache)", file=sys.stderr, flush=True)
-    subprocess.run(["nice", "-n", "10", "go", "test", "-c", "-vet=off", "-o", str(binary), "."], cwd=UPSTREAM, env=env,
-                   check=True)
+    subprocess.run(
+        ["nice", "-n", "10", "go", "test", "-c", "-vet=off", "-o", str(binary), "."], cwd=UPSTREAM, env=env, check=True
+    )
 
 
 def upstream_command(binary: Path, test_case: str, data_dir: Path) -> list[str]:
-    return [str(binary), "-test.run=^$", f"-test.bench=^BenchmarkPerfScheduling$/^{test_case}$/^{WORKLOAD}$",
-            "-test.benchtime=1ns", "-test.timeout=30m", f"-data-items-dir={data_dir}",
-            "-perf-scheduling-label-filter=performance"]
+    return [
+        str(binary),
+        "-test.run=^$",
+        f"-test.bench=^BenchmarkPerfScheduling$/^{test_case}$/^{WORKLOAD}$",
+        "-test.benchtime=1ns",
+        "-test.timeout=30m",
+        f"-data-items-dir={data_dir}",
+        "-perf-scheduling-label-filter=performance",
+    ]
 
 
 def run_upstream(binary: Path, etcd: Path, test_case: str, work: Path) -> tuple[UpstreamThroughput, float]:
@@ -216,31 +248,46 @@ def run_upstream(binary: Path, etcd: Path, test_case: str, work: Path) -> tuple[
         link.symlink_to(etcd)
     data_dir = work / f"data-{test_case}"
     data_dir.mkdir()
-    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
-           "KUBE_CACHE_MUTATION_DETECTOR": "false", "ETCD_LOGLEVEL": "warn", "GOMAXPROCS": str(os.cpu_count())}
+    env = {
+        **os.environ,
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+        "KUBE_CACHE_MUTATION_DETECTOR": "false",
+        "ETCD_LOGLEVEL": "warn",
+        "GOMAXPROCS": str(os.cpu_count()),
+    }
     log = work / f"upstream-{test_case}.log"
     before = children_cpu()
     with log.open("w") as out:
-        proc = subprocess.run(upstream_command(binary, test_case, data_dir), cwd=UPSTREAM, env=env, stdout=out,
-                              stderr=subprocess.STDOUT, check=False)
+        proc = subprocess.run(
+            upstream_command(binary, test_case, data_dir),
+            cwd=UPSTREAM,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            check=False,
+        )
     cpu = children_cpu() - before
     results = read_data_items_dir(data_dir)
     if proc.returncode != 0 or test_case not in results:
         tail = log.read_text()[-3000:]
-        raise RuntimeError(f"upstream {test_case}: exit {proc.returncode}, results {sorted(results)} "
-                           f"(log {log}):\n{tail}")
+        raise RuntimeError(
+            f"upstream {test_case}: exit {proc.returncode}, results {sorted(results)} (log {log}):\n{tail}"
+        )
     return results[test_case], cpu
 
 
 def format_table(rows: list[Row]) -> str:
-    lines = [f"{'shape':<27} {'koord pods/s':>12} {'upstream pods/s':>15} {'ratio':>6} {'koord CPU-s':>11} "
-             f"{'upstream CPU-s':>14}"]
+    lines = [
+        f"{'shape':<27} {'koord pods/s':>12} {'upstream pods/s':>15} {'ratio':>6} {'koord CPU-s':>11} "
+        f"{'upstream CPU-s':>14}"
+    ]
     for r in rows:
         up = f"{r.upstream_pods_per_s:.1f}" if r.upstream_pods_per_s is not None else "-"
         ratio = f"{r.ratio:.2f}" if r.ratio is not None else "-"
         up_cpu = f"{r.upstream_cpu_s:.1f}" if r.upstream_cpu_s is not None else "-"
-        lines.append(f"{r.shape:<27} {r.koord_pods_per_s:>12.1f} {up:>15} {ratio:>6} {r.koord_cpu_s:>11.1f} "
-                     f"{up_cpu:>14}")
+        lines.append(
+            f"{r.shape:<27} {r.koord_pods_per_s:>12.1f} {up:>15} {ratio:>6} {r.koord_cpu_s:>11.1f} {up_cpu:>14}"
+        )
     return "\n".join(lines)
 
 
@@ -274,22 +321,46 @@ def main() -> int:
             up_cpu: float | None = None
             if not args.skip_upstream:
                 up, up_cpu = run_upstream(args.binary, args.etcd, name, work)
-            row = Row(name, float(ours["pods_per_second"]), up.average if up else None, round(our_cpu, 2),
-                      round(up_cpu, 2) if up_cpu is not None else None, ours)
-            print(f"# {name}: koord {row.koord_pods_per_s:.1f} pods/s, upstream "
-                  f"{row.upstream_pods_per_s if up else '-'} pods/s", file=sys.stderr, flush=True)
+            row = Row(
+                name,
+                float(ours["pods_per_second"]),
+                up.average if up else None,
+                round(our_cpu, 2),
+                round(up_cpu, 2) if up_cpu is not None else None,
+                ours,
+            )
+            print(
+                f"# {name}: koord {row.koord_pods_per_s:.1f} pods/s, upstream "
+                f"{row.upstream_pods_per_s if up else '-'} pods/s",
+                file=sys.stderr,
+                flush=True,
+            )
             rows.append(row)
-    conditions = {"nproc": os.cpu_count(), "loadavg_before": [round(x, 2) for x in load_before],
-                  "loadavg_after": [round(x, 2) for x in os.getloadavg()], "seconds": round(time.time() - started),
-                  "python": sys.version.split()[0]}
+    conditions = {
+        "nproc": os.cpu_count(),
+        "loadavg_before": [round(x, 2) for x in load_before],
+        "loadavg_after": [round(x, 2) for x in os.getloadavg()],
+        "seconds": round(time.time() - started),
+        "python": sys.version.split()[0],
+    }
     print(format_table(rows))
     print(f"# {IN_PROCESS_NOTE}")
-    print("# CPU-s: the whole child process (koord: node/pod setup + init + measured; upstream: apiserver + etcd"
-          " + scheduler + pod creation, for the whole workload).")
+    print(
+        "# CPU-s: the whole child process (koord: node/pod setup + init + measured; upstream: apiserver + etcd"
+        " + scheduler + pod creation, for the whole workload)."
+    )
     print(f"# conditions: {json.dumps(conditions)}")
     if args.json:
-        args.json.write_text(json.dumps({"conditions": conditions, "note": IN_PROCESS_NOTE,
-                                         "rows": [{**asdict(r), "ratio": r.ratio} for r in rows]}, indent=2))
+        args.json.write_text(
+            json.dumps(
+                {
+                    "conditions": conditions,
+                    "note": IN_PROCESS_NOTE,
+                    "rows": [{**asdict(r), "ratio": r.ratio} for r in rows],
+                },
+                indent=2,
+            )
+        )
     return 0
 
 

@@ -39,12 +39,15 @@ apiVersion: kubescheduler.config.k8s.io/v1
 kind: KubeSchedulerConfiguration
 percentageOfNodesToScore: {pct}
 """
-WITHOUT = WITH + """profiles:
+WITHOUT = (
+    WITH
+    + """profiles:
 - schedulerName: default-scheduler
   plugins:
     multiPoint:
       disabled: [{disabled}]
 """
+)
 PROFILES = ("without", "with")
 
 
@@ -55,8 +58,9 @@ async def build(nodes: int, placed: int, pods: int, profile: str, pct: int) -> t
     cluster = MemoryCluster.from_objects(node_list, placed_pods + pending)
     disabled = ", ".join(f"{{name: {name}}}" for name in VOLUME_PLUGINS)
     text = WITH.format(pct=pct) if profile == "with" else WITHOUT.format(pct=pct, disabled=disabled)
-    scheduler = build_scheduler(parse_scheduler_config(text, source="bench"), build_registry(use_entry_points=False),
-                                cluster)
+    scheduler = build_scheduler(
+        parse_scheduler_config(text, source="bench"), build_registry(use_entry_points=False), cluster
+    )
     await cluster.start(scheduler, list(scheduler.watched_kinds.values()))
     return scheduler, cluster
 
@@ -114,10 +118,25 @@ def main() -> None:
         return
     rows = []
     for nodes in args.nodes:
-        cmd = [sys.executable, __file__, "--child", "--nodes", str(nodes), "--placed", str(args.placed),
-               "--pods", str(args.pods), "--percentage", str(args.percentage), "--chunk", str(args.chunk)]
-        runs = [json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.splitlines()[-1])
-                for _ in range(args.repeat)]
+        cmd = [
+            sys.executable,
+            __file__,
+            "--child",
+            "--nodes",
+            str(nodes),
+            "--placed",
+            str(args.placed),
+            "--pods",
+            str(args.pods),
+            "--percentage",
+            str(args.percentage),
+            "--chunk",
+            str(args.chunk),
+        ]
+        runs = [
+            json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.splitlines()[-1])
+            for _ in range(args.repeat)
+        ]
         slowdowns = [r["slowdown_pct"] for r in runs]
         rows.append({"nodes": nodes, "runs": runs, "median_slowdown_pct": round(statistics.median(slowdowns), 2)})
     if args.json:

@@ -30,8 +30,12 @@ def binding_body(pod: Pod, node_name: str) -> bytes:
     if pod.uid:
         meta["uid"] = pod.uid
     return jsoncodec.dumps(
-        {"apiVersion": "v1", "kind": "Binding", "metadata": meta,
-         "target": {"apiVersion": "v1", "kind": "Node", "name": node_name}}
+        {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": meta,
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node_name},
+        }
     )
 
 
@@ -89,7 +93,11 @@ class KubeClusterClient:
             return
         if reason:
             self.events.record(
-                pod, event_type="Normal", reason="Preempted", action="Preempting", note=reason,
+                pod,
+                event_type="Normal",
+                reason="Preempted",
+                action="Preempting",
+                note=reason,
                 controller=self.controller,
             )
 
@@ -151,5 +159,6 @@ class KubeClusterClient:
             if kind is None
             else Regarding(kind.kind, kind.api_version, namespace if kind.namespaced else "", name)
         )
-        self.events.record_for(regarding, event_type=type, reason=reason, action=reason, note=message,
-                               controller=self.controller)
+        self.events.record_for(
+            regarding, event_type=type, reason=reason, action=reason, note=message, controller=self.controller
+        )

@@ -23,6 +23,13 @@ def pod_rank(obj: Json) -> int:
 
 NODE_KIND: ResourceKind[Node] = ResourceKind("Node", "", "v1", "nodes", parse_node, protobuf=True)
 POD_KIND: ResourceKind[PodEntry] = ResourceKind(
-    "Pod", "", "v1", "pods", parse_pod_entry, field_selector=NON_TERMINAL_PODS, rank=pod_rank,
-    update=update_pod_entry, protobuf=True,
+    "Pod",
+    "",
+    "v1",
+    "pods",
+    parse_pod_entry,
+    field_selector=NON_TERMINAL_PODS,
+    rank=pod_rank,
+    update=update_pod_entry,
+    protobuf=True,
 )

@@ -204,8 +204,9 @@ class EventRecorder:
     ) -> None:
         """Queue an Event about ``pod``; never blocks, never raises."""
         regarding = Regarding("Pod", "v1", pod.namespace, pod.name, pod.uid, pod.meta.resource_version)
-        self.record_for(regarding, event_type=event_type, reason=reason, action=action, note=note,
-                        controller=controller)
+        self.record_for(
+            regarding, event_type=event_type, reason=reason, action=action, note=note, controller=controller
+        )
 
     def record_for(
         self,

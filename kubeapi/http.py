@@ -33,7 +33,7 @@ from apis.core.paths import UnsafeRequestError, check_header, check_request_line
 from kubeapi import jsoncodec, protowire
 from kubeapi.connection import Connection
 from kubeapi.errors import ClusterError
-from kubeapi.http1 import Http1Pool
+from kubeapi.http1 import CLOSE_WAIT_SECONDS, Http1Pool
 from kubeapi.paths import InvalidRequestError
 from kubeapi.ratelimit import TokenBucket
 
@@ -91,9 +91,7 @@ class ApiHttp:
     """One connection pool to one API server, rate limited by ``limiter``. Create and use it on the
     event loop; :meth:`close` when done."""
 
-    def __init__(
-        self, connection: Connection, limiter: TokenBucket, *, options: HttpOptions | None = None
-    ) -> None:
+    def __init__(self, connection: Connection, limiter: TokenBucket, *, options: HttpOptions | None = None) -> None:
         self.connection = connection
         self.limiter = limiter
         self.options = options or HttpOptions()
@@ -103,6 +101,9 @@ class ApiHttp:
         """aiohttp, for watch streams only."""
         self._pool: Http1Pool | None = None
         """Our own keep-alive pool, for every other request (see :mod:`.http1`)."""
+        self._watch_closing: set[asyncio.Future[None]] = set()
+        """Watch connections that may still be open or shutting down (TLS needs the loop to finish
+        that): :meth:`close` waits for them, see :meth:`stream`."""
         _checked("User-Agent", self.options.user_agent)
         self._static_headers = f"User-Agent: {self.options.user_agent}"
         self._accept_lines: dict[str, str] = {JSON: f"Accept: {JSON}"}
@@ -158,8 +159,14 @@ class ApiHttp:
             self.in_flight -= 1
 
     async def _send(
-        self, method: str, path: str, data: bytes | None, *, content_type: str,
-        params: Mapping[str, str] | None, accept: str = JSON,
+        self,
+        method: str,
+        path: str,
+        data: bytes | None,
+        *,
+        content_type: str,
+        params: Mapping[str, str] | None,
+        accept: str = JSON,
     ) -> bytes:
         target = f"{path}?{urlencode(params)}" if params else path
         _checked_line(method, target)
@@ -234,16 +241,42 @@ class ApiHttp:
                 timeout=timeout,
                 **self._kwargs(),
             ) as resp:
+                self._track_close(resp)
                 if resp.status >= 300:
                     raise api_error(resp.status, await resp.read(), method="GET", path=path)
                 yield resp.content
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
             raise ApiConnectionError(f"GET {path} (watch): {_describe(exc)}") from exc
 
+    def _track_close(self, resp: aiohttp.ClientResponse) -> None:
+        """Remember when ``resp``'s connection is closed. A watch cancelled by a stopping caller closes
+        its connection when the stream is left, and aiohttp forgets it then: :meth:`close` waits for it,
+        so a loop that ends right after leaves no TLS transport to be collected later."""
+        protocol = resp.connection.protocol if resp.connection is not None else None
+        closed = protocol.closed if protocol is not None else None
+        if closed is None or closed.done() or closed in self._watch_closing:
+            return
+        self._watch_closing.add(closed)
+        closed.add_done_callback(self._watch_closed)
+
+    @property
+    def watches_closing(self) -> int:
+        """Watch connections not known to be shut down yet."""
+        return len(self._watch_closing)
+
+    def _watch_closed(self, closed: asyncio.Future[None]) -> None:
+        self._watch_closing.discard(closed)
+        if not closed.cancelled():
+            closed.exception()  # retrieved: a connection that broke is no error at shutdown
+
     async def close(self) -> None:
+        """Close every connection and wait (at most ``CLOSE_WAIT_SECONDS`` for each kind) until they
+        are shut down, watches cancelled just before included."""
         if self._session is not None and not self._session.closed:
             await self._session.close()
         self._session = None
+        if self._watch_closing:
+            await asyncio.wait(list(self._watch_closing), timeout=CLOSE_WAIT_SECONDS)
         if self._pool is not None:
             await self._pool.close()
             self._pool = None

@@ -152,13 +152,15 @@ class LeaderElector:
 
     @property
     def lease_path(self) -> str:
-        return resource_path("coordination.k8s.io", "v1", "leases", namespace=self.options.namespace,
-                             name=self.options.name)
+        return resource_path(
+            "coordination.k8s.io", "v1", "leases", namespace=self.options.namespace, name=self.options.name
+        )
 
     async def acquire(self) -> None:
         """Try every ``retryPeriod`` (jittered) until this process holds the Lease."""
-        log.info("attempting to acquire leader lease %s/%s as %s", self.options.namespace,
-                 self.options.name, self.identity)
+        log.info(
+            "attempting to acquire leader lease %s/%s as %s", self.options.namespace, self.options.name, self.identity
+        )
         while not await self.try_acquire_or_renew():
             await asyncio.sleep(self.next_attempt_delay(random.random()))
         log.info("successfully acquired lease %s/%s", self.options.namespace, self.options.name)
@@ -202,8 +204,12 @@ class LeaderElector:
                 if renewed:
                     break
                 if self.monotonic() >= deadline:
-                    log.error("failed to renew lease %s/%s within %.1fs: leadership lost",
-                              self.options.namespace, self.options.name, self.options.renew_deadline)
+                    log.error(
+                        "failed to renew lease %s/%s within %.1fs: leadership lost",
+                        self.options.namespace,
+                        self.options.name,
+                        self.options.renew_deadline,
+                    )
                     self._set_leader(False)
                     return
                 await asyncio.sleep(min(self.options.retry_period, max(0.0, deadline - self.monotonic())))
@@ -273,8 +279,7 @@ class LeaderElector:
                 self._set_leader(False)
             return False
         if old.holder == self.identity and self.is_leader:
-            record = LeaseRecord(self.identity, self._duration_seconds, old.acquire_time, now,
-                                 old.transitions)
+            record = LeaseRecord(self.identity, self._duration_seconds, old.acquire_time, now, old.transitions)
         else:
             transitions = old.transitions + 1 if old.holder else old.transitions
             record = LeaseRecord(self.identity, self._duration_seconds, now, now, transitions)

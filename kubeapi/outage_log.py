@@ -49,8 +49,12 @@ class OutageLog:
         if not transient:
             log.warning("%s", message)
         elif self.window.starts_outage():
-            log.warning("%s (the API server seems unreachable; further failures of this kind are logged at "
-                        "debug level until %.0fs pass without one)", message, self.window.quiet_seconds)
+            log.warning(
+                "%s (the API server seems unreachable; further failures of this kind are logged at "
+                "debug level until %.0fs pass without one)",
+                message,
+                self.window.quiet_seconds,
+            )
         else:
             self.folded += 1
             log.debug("%s", message)

@@ -99,8 +99,9 @@ def pod_scheduled_condition(obj: Json) -> PodScheduledCondition | None:
         return None
     for c in conditions:
         if isinstance(c, dict) and c.get("type") == "PodScheduled":
-            return PodScheduledCondition(str(c.get("status") or ""), str(c.get("reason") or ""),
-                                         str(c.get("message") or ""))
+            return PodScheduledCondition(
+                str(c.get("status") or ""), str(c.get("reason") or ""), str(c.get("message") or "")
+            )
     return None
 
 

@@ -81,9 +81,7 @@ class Prefetch:
         self._listed: dict[str, concurrent.futures.Future[Listed]] = {
             kind: concurrent.futures.Future() for kind in self.KINDS
         }
-        self._pod_pages: queue.SimpleQueue[tuple[list[Json], dict[str, tuple[str, Any]]] | None] = (
-            queue.SimpleQueue()
-        )
+        self._pod_pages: queue.SimpleQueue[tuple[list[Json], dict[str, tuple[str, Any]]] | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="prefetch-lists", daemon=True)
 
     def start(self) -> Prefetch:
@@ -153,8 +151,9 @@ class Prefetch:
 
         http = ApiHttp(connection, TokenBucket(self.qps, self.burst), options=HttpOptions(pool_size=4))
         try:
-            await asyncio.gather(self._list_one(http, NODE_KIND), self._list_one(http, POD_KIND, pages=True),
-                                 return_exceptions=True)
+            await asyncio.gather(
+                self._list_one(http, NODE_KIND), self._list_one(http, POD_KIND, pages=True), return_exceptions=True
+            )
         finally:
             await http.close()
 

@@ -38,25 +38,59 @@ _CORE = "k8s.io.api.core.v1."
 _META = "k8s.io.apimachinery.pkg.apis.meta.v1."
 
 KEEP: dict[str, frozenset[str]] = {
-    _META + "ObjectMeta": frozenset({
-        "name", "generateName", "namespace", "uid", "resourceVersion", "generation", "creationTimestamp",
-        "deletionTimestamp", "deletionGracePeriodSeconds", "labels", "annotations", "ownerReferences",
-        "finalizers",
-    }),
+    _META + "ObjectMeta": frozenset(
+        {
+            "name",
+            "generateName",
+            "namespace",
+            "uid",
+            "resourceVersion",
+            "generation",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "labels",
+            "annotations",
+            "ownerReferences",
+            "finalizers",
+        }
+    ),
     _CORE + "NodeStatus": frozenset({"capacity", "allocatable", "phase", "conditions", "images"}),
     _CORE + "NodeCondition": frozenset({"type", "status"}),
-    _CORE + "PodStatus": frozenset({
-        "phase", "conditions", "nominatedNodeName", "qosClass", "resourceClaimStatuses", "containerStatuses",
-        "initContainerStatuses",
-    }),
+    _CORE + "PodStatus": frozenset(
+        {
+            "phase",
+            "conditions",
+            "nominatedNodeName",
+            "qosClass",
+            "resourceClaimStatuses",
+            "containerStatuses",
+            "initContainerStatuses",
+        }
+    ),
     _CORE + "ContainerStatus": frozenset({"name", "resources", "allocatedResources"}),
     _CORE + "PodCondition": frozenset({"type", "status", "reason", "message", "lastTransitionTime"}),
     _CORE + "Container": frozenset({"name", "image", "resources", "restartPolicy", "ports"}),
-    _CORE + "PodSpec": frozenset({
-        "schedulerName", "nodeName", "priority", "priorityClassName", "preemptionPolicy", "containers",
-        "initContainers", "resources", "overhead", "nodeSelector", "affinity", "tolerations", "schedulingGates",
-        "topologySpreadConstraints", "volumes", "resourceClaims",
-    }),
+    _CORE + "PodSpec": frozenset(
+        {
+            "schedulerName",
+            "nodeName",
+            "priority",
+            "priorityClassName",
+            "preemptionPolicy",
+            "containers",
+            "initContainers",
+            "resources",
+            "overhead",
+            "nodeSelector",
+            "affinity",
+            "tolerations",
+            "schedulingGates",
+            "topologySpreadConstraints",
+            "volumes",
+            "resourceClaims",
+        }
+    ),
 }
 """Message full name -> the fields kept (what the scheduler's parsers read, with the identity fields);
 a message not named keeps every field (affinity, volumes, claims, spread constraints are read whole).

@@ -62,7 +62,7 @@ def unwrap(data: bytes) -> tuple[str, bytes]:
         raise ProtoError("not a Kubernetes protobuf body (no k8s\\x00 prefix)")
     unknown = runtime_pb2.Unknown()
     try:
-        unknown.ParseFromString(data[len(MAGIC):])
+        unknown.ParseFromString(data[len(MAGIC) :])
     except DecodeError as exc:
         raise ProtoError(f"undecodable runtime.Unknown: {exc}") from None
     if unknown.contentEncoding:
@@ -94,8 +94,10 @@ def decode_list(data: bytes) -> Json:
     meta = message.metadata
     items = [_item(item) for item in message.items]
     # ("continue" is a Python keyword: the generated field is reached with getattr)
-    return {"metadata": {"resourceVersion": meta.resourceVersion, "continue": getattr(meta, "continue")},
-            "items": items}
+    return {
+        "metadata": {"resourceVersion": meta.resourceVersion, "continue": getattr(meta, "continue")},
+        "items": items,
+    }
 
 
 def _item(message: Message) -> Json:
@@ -103,8 +105,11 @@ def _item(message: Message) -> Json:
         return to_json(message)
     except Exception as exc:  # one object's oddity costs that object only
         meta: Any = getattr(message, "metadata", None)
-        shallow = {"metadata": {"name": meta.name, "namespace": meta.namespace,
-                                "resourceVersion": meta.resourceVersion}} if meta is not None else {}
+        shallow = (
+            {"metadata": {"name": meta.name, "namespace": meta.namespace, "resourceVersion": meta.resourceVersion}}
+            if meta is not None
+            else {}
+        )
         return UndecodableObject(shallow, f"undecodable protobuf object: {type(exc).__name__}: {exc}")
 
 
@@ -128,8 +133,13 @@ def status_json(raw: bytes) -> Json:
         status.ParseFromString(raw)
     except DecodeError as exc:
         raise ProtoError(f"undecodable Status: {exc}") from None
-    return {"kind": "Status", "code": status.code, "reason": status.reason, "message": status.message,
-            "status": status.status}
+    return {
+        "kind": "Status",
+        "code": status.code,
+        "reason": status.reason,
+        "message": status.message,
+        "status": status.status,
+    }
 
 
 def error_status(payload: bytes) -> Json | None:

@@ -382,8 +382,9 @@ class Reflector:
                 delivered = await self.watch_once()
                 gone_in_a_row = 0
             except ResourceVersionGoneError:
-                log.info("watch of %s: resourceVersion %s is gone; listing again", self.kind.plural,
-                         self.resource_version)
+                log.info(
+                    "watch of %s: resourceVersion %s is gone; listing again", self.kind.plural, self.resource_version
+                )
                 need_list = True
                 gone_in_a_row += 1
                 if gone_in_a_row > 1:  # a fresh list's version is already gone: do not spin

@@ -18,6 +18,11 @@ from apis.colocation import GROUP as COLOCATION_GROUP
 from apis.colocation import VERSION as COLOCATION_VERSION
 from apis.colocation import ClusterColocationProfile
 from apis.crdgen import CRDMeta, PrinterColumn, render_all
+from apis.quota import GROUP as QUOTA_GROUP
+from apis.quota import KIND as QUOTA_PROFILE_KIND
+from apis.quota import PLURAL as QUOTA_PROFILE_PLURAL
+from apis.quota import VERSION as QUOTA_VERSION
+from apis.quota import ElasticQuotaProfile
 from apis.scheduling import GROUP as SCHEDULING_GROUP
 from apis.scheduling import VERSION as SCHEDULING_VERSION
 from apis.scheduling import Reservation, elasticquota, migration, network_topology, podgroup
@@ -125,6 +130,17 @@ CRDS: list[tuple[type[BaseModel], CRDMeta]] = [
             annotations=(
                 ("api-approved.kubernetes.io", "https://github.com/kubernetes-sigs/scheduler-plugins/pull/52"),
             ),
+        ),
+    ),
+    (
+        ElasticQuotaProfile,
+        CRDMeta(
+            group=QUOTA_GROUP,
+            version=QUOTA_VERSION,
+            kind=QUOTA_PROFILE_KIND,
+            plural=QUOTA_PROFILE_PLURAL,
+            short_names=("eqp",),
+            status_subresource=False,  # as Koordinator's: the profile has an empty status
         ),
     ),
     (

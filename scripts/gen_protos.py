@@ -51,8 +51,12 @@ def kubernetes_version() -> str:
 def module_dir(module: str, version: str) -> Path:
     env = {**os.environ, "GOFLAGS": "-mod=mod", "GOWORK": "off"}
     out = subprocess.run(
-        ["go", "mod", "download", "-json", f"{module}@{version}"], check=True, capture_output=True, text=True,
-        env=env, cwd=tempfile.gettempdir(),
+        ["go", "mod", "download", "-json", f"{module}@{version}"],
+        check=True,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tempfile.gettempdir(),
     ).stdout
     return Path(json.loads(out)["Dir"])
 

@@ -117,17 +117,23 @@ def write_oci_archive(out: Path, *, layer_tars: list[bytes], config: ImageConfig
         diff_ids.append("sha256:" + hashlib.sha256(raw).hexdigest())
         digest, data = _blob(gzip.compress(raw, compresslevel=1, mtime=0))
         blobs.append((digest, data))
-        layers.append({"mediaType": "application/vnd.oci.image.layer.v1.tar+gzip", "digest": digest,
-                       "size": len(data)})
-    config_doc = {**PLATFORM, "config": config.to_oci(), "rootfs": {"type": "layers", "diff_ids": diff_ids},
-                  "created": "2024-01-01T00:00:00Z"}
+        layers.append({"mediaType": "application/vnd.oci.image.layer.v1.tar+gzip", "digest": digest, "size": len(data)})
+    config_doc = {
+        **PLATFORM,
+        "config": config.to_oci(),
+        "rootfs": {"type": "layers", "diff_ids": diff_ids},
+        "created": "2024-01-01T00:00:00Z",
+    }
     config_digest, config_data = _blob(json.dumps(config_doc, sort_keys=True).encode())
     blobs.append((config_digest, config_data))
     manifest = {
         "schemaVersion": 2,
         "mediaType": "application/vnd.oci.image.manifest.v1+json",
-        "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": config_digest,
-                   "size": len(config_data)},
+        "config": {
+            "mediaType": "application/vnd.oci.image.config.v1+json",
+            "digest": config_digest,
+            "size": len(config_data),
+        },
         "layers": layers,
     }
     manifest_digest, manifest_data = _blob(json.dumps(manifest, sort_keys=True).encode())
@@ -135,12 +141,18 @@ def write_oci_archive(out: Path, *, layer_tars: list[bytes], config: ImageConfig
     index = {
         "schemaVersion": 2,
         "mediaType": "application/vnd.oci.image.index.v1+json",
-        "manifests": [{
-            "mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": manifest_digest,
-            "size": len(manifest_data), "platform": PLATFORM,
-            "annotations": {"io.containerd.image.name": ref,
-                            "org.opencontainers.image.ref.name": ref.rpartition(":")[2]},
-        }],
+        "manifests": [
+            {
+                "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                "digest": manifest_digest,
+                "size": len(manifest_data),
+                "platform": PLATFORM,
+                "annotations": {
+                    "io.containerd.image.name": ref,
+                    "org.opencontainers.image.ref.name": ref.rpartition(":")[2],
+                },
+            }
+        ],
     }
     files = [("oci-layout", b'{"imageLayoutVersion":"1.0.0"}'), ("index.json", json.dumps(index).encode())]
     files += [(f"blobs/sha256/{digest.removeprefix('sha256:')}", data) for digest, data in blobs]
@@ -276,8 +288,10 @@ def need_debian_tool(command: str, package: str) -> None:
         raise BuildError(f"{command} is missing: apt-get install {package}")
     debian_candidate(package)  # package lists present
     log(f"installing Debian package {package}")
-    _run(["apt-get", "install", "-y", "-q", "--no-install-recommends", package],
-         env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
+    _run(
+        ["apt-get", "install", "-y", "-q", "--no-install-recommends", package],
+        env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"},
+    )
 
 
 def self_digest() -> str:
@@ -303,13 +317,16 @@ def build_pause(out: Path, ref: str) -> None:
         binary = build_go_program("pause", Path(tmp))
     layer = layer_from_files({"pause": (binary, 0o755)}, {})
     # registry.k8s.io/pause runs as 65535 too.
-    write_oci_archive(out, layer_tars=[layer], config=ImageConfig(entrypoint=["/pause"], user="65535:65535"),
-                      ref=ref)
+    write_oci_archive(out, layer_tars=[layer], config=ImageConfig(entrypoint=["/pause"], user="65535:65535"), ref=ref)
 
 
 def key_workload() -> str:
-    return _digest(self_digest(), go_version(), debian_candidate("busybox-static"),
-                   _tree_digest([GO_IMAGES / "go.mod", GO_IMAGES / "burner"]))[:16]
+    return _digest(
+        self_digest(),
+        go_version(),
+        debian_candidate("busybox-static"),
+        _tree_digest([GO_IMAGES / "go.mod", GO_IMAGES / "burner"]),
+    )[:16]
 
 
 def build_workload(out: Path, ref: str) -> None:
@@ -412,19 +429,27 @@ def run_in_chroot(root: Path, command: str, *, env: dict[str, str], workdir: str
         if resolv.is_symlink():
             resolv.unlink()
         shutil.copy("/etc/resolv.conf", resolv)
-        script = "\n".join([
-            "set -e",
-            f"mount -t proc proc {shlex.quote(str(root / 'proc'))}",
-            f"mount --rbind /dev {shlex.quote(str(root / 'dev'))}",
-            f"exec chroot {shlex.quote(str(root))} /usr/bin/env -i "
-            + " ".join(shlex.quote(f"{k}={v}") for k, v in build_env.items())
-            + f" /bin/sh -c {shlex.quote('cd ' + shlex.quote(workdir) + ' && ' + command)}",
-        ])
-        result = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", script],
-                                capture_output=True, text=True, check=False, timeout=1800)
+        script = "\n".join(
+            [
+                "set -e",
+                f"mount -t proc proc {shlex.quote(str(root / 'proc'))}",
+                f"mount --rbind /dev {shlex.quote(str(root / 'dev'))}",
+                f"exec chroot {shlex.quote(str(root))} /usr/bin/env -i "
+                + " ".join(shlex.quote(f"{k}={v}") for k, v in build_env.items())
+                + f" /bin/sh -c {shlex.quote('cd ' + shlex.quote(workdir) + ' && ' + command)}",
+            ]
+        )
+        result = subprocess.run(
+            ["unshare", "--mount", "--propagation", "private", "sh", "-c", script],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=1800,
+        )
         if result.returncode != 0:
-            raise BuildError(f"RUN {command} failed ({result.returncode}):\n{result.stdout[-2000:]}\n"
-                             f"{result.stderr[-3000:]}")
+            raise BuildError(
+                f"RUN {command} failed ({result.returncode}):\n{result.stdout[-2000:]}\n{result.stderr[-3000:]}"
+            )
     finally:
         resolv.unlink(missing_ok=True)
         if saved is not None:
@@ -482,8 +507,9 @@ def _copy_in(root: Path, args: str, workdir: str) -> None:
             target = target / src.name
         target.parent.mkdir(parents=True, exist_ok=True)
         if src.is_dir():
-            shutil.copytree(src, target, dirs_exist_ok=True,
-                            ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info"))
+            shutil.copytree(
+                src, target, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
+            )
         else:
             shutil.copy2(src, target)
 

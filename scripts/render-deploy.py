@@ -92,9 +92,11 @@ def main(argv: list[str] | None = None) -> int:
     extra = sorted(on_disk - set(files))
     if args.check:
         if stale or extra:
-            print("deploy/ differs from charts/pykoord; run scripts/render-deploy.py:\n  "
-                  + "\n  ".join([*(f"changed: {p}" for p in stale), *(f"not in the chart: {p}" for p in extra)]),
-                  file=sys.stderr)
+            print(
+                "deploy/ differs from charts/pykoord; run scripts/render-deploy.py:\n  "
+                + "\n  ".join([*(f"changed: {p}" for p in stale), *(f"not in the chart: {p}" for p in extra)]),
+                file=sys.stderr,
+            )
             return 1
         return 0
     for path in extra:

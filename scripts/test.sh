@@ -12,6 +12,7 @@ cd "$root"
 bin="$root/.venv/bin"
 echo "== ruff"
 "$bin/ruff" check .
+"$bin/ruff" format --check . >/dev/null || { "$bin/ruff" format --check .; echo "run: .venv/bin/ruff format ."; exit 1; }
 echo "== mypy --strict"
 "$bin/mypy"
 echo "== mypy tests (relaxed: mypy-tests.ini)"

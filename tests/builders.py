@@ -260,9 +260,7 @@ class PodBuilder:
         )
         return self
 
-    def preferred_node_affinity(
-        self, weight: int, key: str, operator: str, values: Iterable[str] = ()
-    ) -> Self:
+    def preferred_node_affinity(self, weight: int, key: str, operator: str, values: Iterable[str] = ()) -> Self:
         """Add a preferred node-affinity term with one requirement."""
         preferred = self._node_affinity().setdefault("preferredDuringSchedulingIgnoredDuringExecution", [])
         requirement = {"key": key, "operator": operator, "values": list(values)}

@@ -15,8 +15,15 @@ from pathlib import Path
 import pytest
 
 FLAGS = (
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync", "--hide-scrollbars",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--hide-scrollbars",
 )
 """Debian's Chromium, run as root on a machine without a network: the background-networking flags keep it
 from trying connections that are refused."""
@@ -25,14 +32,20 @@ from trying connections that are refused."""
 def chromium() -> str:
     found = shutil.which("chromium") or shutil.which("chromium-browser")
     if found is None:
-        pytest.fail("chromium is not installed: `apt-get install chromium` (Debian's package) to run this test",
-                    pytrace=False)
+        pytest.fail(
+            "chromium is not installed: `apt-get install chromium` (Debian's package) to run this test", pytrace=False
+        )
     return found
 
 
 def run(page: Path, profile: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([chromium(), *FLAGS, f"--user-data-dir={profile}", *args, page.resolve().as_uri()],
-                          capture_output=True, text=True, timeout=120, check=False)
+    return subprocess.run(
+        [chromium(), *FLAGS, f"--user-data-dir={profile}", *args, page.resolve().as_uri()],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
 
 
 def dump_dom(page: Path, profile: Path) -> str:
@@ -52,8 +65,8 @@ def png_pixels(data: bytes) -> tuple[int, int, list[tuple[int, ...]]]:
     pos, idat, width = 8, b"", 0
     height = depth = color = interlace = 0
     while pos < len(data):
-        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
-        chunk = data[pos + 8:pos + 8 + length]
+        length, kind = struct.unpack(">I4s", data[pos : pos + 8])
+        chunk = data[pos + 8 : pos + 8 + length]
         pos += 12 + length
         if kind == b"IHDR":
             width, height, depth, color, _, _, interlace = struct.unpack(">IIBBBBB", chunk)
@@ -68,7 +81,7 @@ def png_pixels(data: bytes) -> tuple[int, int, list[tuple[int, ...]]]:
     rows: list[bytearray] = []
     previous = bytearray(stride)
     for y in range(height):
-        line = raw[y * (stride + 1):(y + 1) * (stride + 1)]
+        line = raw[y * (stride + 1) : (y + 1) * (stride + 1)]
         kind, row = line[0], bytearray(line[1:])
         for x in range(stride):
             left = row[x - channels] if x >= channels else 0
@@ -86,5 +99,5 @@ def png_pixels(data: bytes) -> tuple[int, int, list[tuple[int, ...]]]:
                 row[x] = (row[x] + (left if pa <= pb and pa <= pc else up if pb <= pc else up_left)) & 0xFF
         rows.append(row)
         previous = row
-    pixels = [tuple(r[x:x + 3]) for r in rows for x in range(0, stride, channels)]
+    pixels = [tuple(r[x : x + 3]) for r in rows for x in range(0, stride, channels)]
     return width, height, pixels

@@ -36,7 +36,7 @@ def metric_names(expr: str) -> set[str]:
     text = _GROUPING.sub("", text)
     names = set()
     for match in _IDENT.finditer(text):
-        rest = text[match.end():].lstrip()
+        rest = text[match.end() :].lstrip()
         word = match.group(0)
         if rest.startswith("(") or word.lower() in _KEYWORDS:
             continue

@@ -161,8 +161,9 @@ if TYPE_CHECKING:
     _handle: type[Handle] = FakeHandle
 
 
-def filter_statuses(plugin: object, pod: Pod, snap: ClusterSnapshot, state: CycleState | None = None
-                    ) -> dict[str, Status]:
+def filter_statuses(
+    plugin: object, pod: Pod, snap: ClusterSnapshot, state: CycleState | None = None
+) -> dict[str, Status]:
     """Run PreFilter (if any) then Filter on every node; name -> Status (Success for passing nodes)."""
     state = state or CycleState()
     pre = getattr(plugin, "pre_filter", None)
@@ -186,8 +187,9 @@ def filter_statuses(plugin: object, pod: Pod, snap: ClusterSnapshot, state: Cycl
     return out
 
 
-def scores(plugin: object, pod: Pod, snap: ClusterSnapshot, state: CycleState | None = None,
-           *, normalize: bool = True) -> dict[str, int]:
+def scores(
+    plugin: object, pod: Pod, snap: ClusterSnapshot, state: CycleState | None = None, *, normalize: bool = True
+) -> dict[str, int]:
     """Run PreScore, Score and (optionally) NormalizeScore over every node; name -> score."""
     state = state or CycleState()
     positions = snap.node_order()
@@ -201,8 +203,10 @@ def scores(plugin: object, pod: Pod, snap: ClusterSnapshot, state: CycleState | 
     if callable(batch):
         values = np.asarray(batch(state, pod, snap, positions), dtype=np.int64)
     else:
-        values = np.array([plugin.score(state, pod, snap.info(p)) for p in positions.tolist()],  # type: ignore[attr-defined]
-                          dtype=np.int64)
+        values = np.array(
+            [plugin.score(state, pod, snap.info(p)) for p in positions.tolist()],  # type: ignore[attr-defined]
+            dtype=np.int64,
+        )
     ext = plugin.score_extensions() if hasattr(plugin, "score_extensions") else None  # type: ignore[attr-defined]
     if normalize and ext is not None:
         ext.normalize_score(state, pod, values)

@@ -42,11 +42,13 @@ def helm_path() -> str:
     return path
 
 
-def helm(*args: str, kubeconfig: Path | None = None, check: bool = True,
-         timeout: float = 300) -> subprocess.CompletedProcess[str]:
+def helm(
+    *args: str, kubeconfig: Path | None = None, check: bool = True, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
     env_args = [f"--kubeconfig={kubeconfig}"] if kubeconfig is not None else []
-    result = subprocess.run([helm_path(), *args, *env_args], capture_output=True, text=True, check=False,
-                            timeout=timeout)
+    result = subprocess.run(
+        [helm_path(), *args, *env_args], capture_output=True, text=True, check=False, timeout=timeout
+    )
     if check:
         assert result.returncode == 0, f"helm {' '.join(args)} failed:\n{result.stderr[-3000:]}"
     return result

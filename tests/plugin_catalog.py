@@ -26,11 +26,13 @@ def instances() -> Mapping[str, Plugin]:
     registry = in_tree_registry()
     defaults = {p.name for p in DEFAULT_MULTIPOINT}
     extra = [{"name": name} for name in registry.names() if name not in defaults]
-    config = parse_scheduler_config({
-        "apiVersion": "kubescheduler.config.k8s.io/v1",
-        "kind": "KubeSchedulerConfiguration",
-        "profiles": [{"schedulerName": ALL_PLUGINS_PROFILE, "plugins": {"multiPoint": {"enabled": extra}}}],
-    })
+    config = parse_scheduler_config(
+        {
+            "apiVersion": "kubescheduler.config.k8s.io/v1",
+            "kind": "KubeSchedulerConfiguration",
+            "profiles": [{"schedulerName": ALL_PLUGINS_PROFILE, "plugins": {"multiPoint": {"enabled": extra}}}],
+        }
+    )
     scheduler = build_scheduler(config, registry, MemoryCluster.from_objects([], []), clock=lambda: 1.0)
     return scheduler.profiles[ALL_PLUGINS_PROFILE].plugins
 

@@ -78,9 +78,7 @@ def storage_class(
     out: Json = {"metadata": {"name": name}, "provisioner": provisioner}
     if mode is not None:
         out["volumeBindingMode"] = mode
-    terms = [
-        {"matchLabelExpressions": [{"key": k, "values": list(v)} for k, v in term.items()]} for term in topologies
-    ]
+    terms = [{"matchLabelExpressions": [{"key": k, "values": list(v)} for k, v in term.items()]} for term in topologies]
     if terms:
         out["allowedTopologies"] = terms
     return out

@@ -37,9 +37,7 @@ ANNOTATION_EXTENDED_RESOURCE_SPEC = "node.koordinator.sh/extended-resource-spec"
 QoSClassName = Literal["LSE", "LSR", "LS", "BE", "SYSTEM"]
 OperatorName = Literal["In", "NotIn", "Exists", "DoesNotExist"]
 
-_PROBABILITY_RULE = (
-    "type(self) == int ? (self >= 0 && self <= 100) : self.matches('^(100|[1-9]?[0-9])%$')"
-)
+_PROBABILITY_RULE = "type(self) == int ? (self >= 0 && self <= 100) : self.matches('^(100|[1-9]?[0-9])%$')"
 _PERCENT = re.compile(r"(100|[1-9]?[0-9])%")
 
 
@@ -52,7 +50,6 @@ class ProfileSelectorRequirement(WireModel):
 # metav1.LabelSelector. Koordinator's schema leaves ``operator`` free; ours lists the four a label
 # selector allows, so a typo is refused when the profile is written instead of matching nothing.
 class ProfileLabelSelector(WireModel):
-
     match_labels: dict[str, str] | None = None
     match_expressions: list[ProfileSelectorRequirement] | None = None
 

@@ -20,7 +20,9 @@ from pydantic import BaseModel, Field
 
 from apis.config.args_base import ArgsModel
 from apis.config.decoding import decode_model
-from apis.config.duration import GoDuration
+from apis.config.descheduler_selectors import LabelSelector, Namespaces
+from apis.config.descheduler_upstream import BALANCE_PLUGINS, UPSTREAM_ARGS
+from apis.config.duration import GoDuration, parse_go_duration
 from apis.config.errors import ConfigError, FieldError, forbidden, invalid, not_supported, required
 from apis.config.loader import _parse_text
 from apis.config.types_base import ConfigModel
@@ -33,22 +35,6 @@ DEFAULT_EVICTOR: Final = "DefaultEvictor"
 DEFAULT_PROFILE: Final = "koord-descheduler"
 DEFAULT_INTERVAL_SECONDS: Final = 0.0
 """Koordinator runs one round and exits when ``deschedulingInterval`` is 0; here 0 means one round at start."""
-
-
-class LabelSelectorRequirement(ConfigModel):
-    key: str
-    operator: str
-    values: list[str] | None = None
-
-
-class LabelSelector(ConfigModel):
-    match_labels: dict[str, str] | None = None
-    match_expressions: list[LabelSelectorRequirement] | None = None
-
-
-class Namespaces(ConfigModel):
-    include: list[str] | None = None
-    exclude: list[str] | None = None
 
 
 class PluginRef(ConfigModel):
@@ -262,8 +248,12 @@ def _threshold_errors(pool: LowNodeLoadNodePool, at: str) -> list[FieldError]:
 
 class MigrationControllerArgs(ArgsModel):
     """The fields pykoord honours: ``defaultJobMode``, ``defaultJobTTL``, ``defaultDeleteOptions``,
-    ``namespaces`` (which pods the descheduler may migrate), ``evictQPS``/``evictBurst``; ``evictionPolicy``
-    ``Eviction`` only. The rest are accepted at their defaults and refused otherwise (:meth:`field_errors`)."""
+    ``namespaces``, ``evictQPS``/``evictBurst``, the arbitration limits (``maxMigrating*``,
+    ``maxUnavailablePerWorkload``, ``skipCheckExpectedReplicas``, ``objectLimiters``) and the eviction gates
+    (``evict*Pods``, ``ignorePvcPods``, ``priorityThreshold.value``, ``labelSelector``,
+    ``skipEvictionGates`` but ``NodeFit``/``LocalStorage``); ``evictionPolicy`` ``Eviction`` only. The rest
+    (``dryRun``, ``nodeFit``, ``nodeSelector``, ``schedulerNames``, ``arbitrationArgs``) are accepted at their
+    defaults and refused otherwise (:meth:`field_errors`)."""
 
     api_version: str | None = None
     kind: str | None = None
@@ -304,23 +294,8 @@ class MigrationControllerArgs(ArgsModel):
         errors: list[FieldError] = []
         unsupported = {
             "dryRun": self.dry_run,
-            "evictFailedBarePods": self.evict_failed_bare_pods,
-            "evictAllBarePods": self.evict_all_bare_pods,
-            "evictLocalStoragePods": self.evict_local_storage_pods,
-            "evictSystemCriticalPods": self.evict_system_critical_pods,
-            "ignorePvcPods": self.ignore_pvc_pods,
-            "priorityThreshold": self.priority_threshold,
-            "labelSelector": self.label_selector,
             "nodeFit": self.node_fit,
             "nodeSelector": self.node_selector,
-            "skipEvictionGates": self.skip_eviction_gates,
-            "maxMigratingGlobally": self.max_migrating_globally,
-            "maxMigratingPerNode": self.max_migrating_per_node,
-            "maxMigratingPerNamespace": self.max_migrating_per_namespace,
-            "maxMigratingPerWorkload": self.max_migrating_per_workload,
-            "maxUnavailablePerWorkload": self.max_unavailable_per_workload,
-            "skipCheckExpectedReplicas": self.skip_check_expected_replicas,
-            "objectLimiters": self.object_limiters,
             "schedulerNames": self.scheduler_names,
             "arbitrationArgs": self.arbitration_args,
         }
@@ -331,6 +306,7 @@ class MigrationControllerArgs(ArgsModel):
             errors.append(
                 not_supported(f"{path}.defaultJobMode", self.default_job_mode, ["ReservationFirst", "EvictDirectly"])
             )
+        errors += self._arbitration_errors(path)
         if self.eviction_policy not in (None, "", "Eviction"):
             errors.append(not_supported(f"{path}.evictionPolicy", self.eviction_policy, ["Eviction"]))
         try:
@@ -342,13 +318,106 @@ class MigrationControllerArgs(ArgsModel):
             errors.append(invalid(f"{path}.evictBurst", self.evict_burst, "must be at least 1"))
         return errors
 
+    def _arbitration_errors(self, path: str) -> list[FieldError]:
+        errors: list[FieldError] = []
+        for name, value in (
+            ("maxMigratingGlobally", self.max_migrating_globally),
+            ("maxMigratingPerNode", self.max_migrating_per_node),
+            ("maxMigratingPerNamespace", self.max_migrating_per_namespace),
+        ):
+            if value is not None and value < 0:
+                errors.append(invalid(f"{path}.{name}", value, "must be greater than or equal to 0"))
+        for name, count in (
+            ("maxMigratingPerWorkload", self.max_migrating_per_workload),
+            ("maxUnavailablePerWorkload", self.max_unavailable_per_workload),
+        ):
+            if count is not None and not _int_or_percent(count):
+                errors.append(invalid(f"{path}.{name}", count, "must be a non-negative integer or percentage"))
+        threshold = self.priority_threshold or {}
+        for key in threshold:
+            if key == "name":
+                errors.append(
+                    forbidden(f"{path}.priorityThreshold.name", "a PriorityClass name is not supported, use value")
+                )
+            elif key != "value":
+                errors.append(invalid(f"{path}.priorityThreshold.{key}", threshold[key], "Unknown field"))
+        if threshold.get("value") is not None and not isinstance(threshold["value"], int):
+            errors.append(invalid(f"{path}.priorityThreshold.value", threshold["value"], "must be an integer"))
+        for gate in self.skip_eviction_gates or ():
+            if gate not in EVICTION_GATES:
+                errors.append(not_supported(f"{path}.skipEvictionGates", gate, sorted(EVICTION_GATES)))
+            elif gate in ("NodeFit", "LocalStorage"):
+                errors.append(forbidden(f"{path}.skipEvictionGates", f"{gate}: not implemented by pykoord yet"))
+        for kind, raw in (self.object_limiters or {}).items():
+            at = f"{path}.objectLimiters[{kind}]"
+            if kind not in ("workload", "namespace"):
+                errors.append(not_supported(f"{path}.objectLimiters", kind, ["namespace", "workload"]))
+                continue
+            if not isinstance(raw, Mapping):
+                errors.append(invalid(at, raw, "must be a mapping"))
+                continue
+            for key in raw:
+                if key not in ("duration", "maxMigrating", "burst"):
+                    errors.append(invalid(f"{at}.{key}", raw[key], "Unknown field"))
+            try:
+                parse_go_duration(str(raw.get("duration") or "0"))
+            except ValueError as exc:
+                errors.append(invalid(f"{at}.duration", raw.get("duration"), str(exc)))
+            if raw.get("maxMigrating") is not None and not _int_or_percent(raw["maxMigrating"]):
+                errors.append(
+                    invalid(f"{at}.maxMigrating", raw["maxMigrating"], "must be a non-negative integer or percentage")
+                )
+            burst = raw.get("burst")
+            if burst is not None and (not isinstance(burst, int) or burst < 0):
+                errors.append(invalid(f"{at}.burst", burst, "must be a non-negative integer"))
+        return errors
+
+
+EVICTION_GATES: Final = frozenset(
+    {
+        "MaxUnavailablePerWorkload",
+        "MaxMigratingPerWorkload",
+        "MaxMigratingPerNode",
+        "MaxMigratingPerNamespace",
+        "MaxMigratingGlobally",
+        "ExpectedReplicas",
+        "PVC",
+        "BarePods",
+        "LocalStorage",
+        "SystemCritical",
+        "PriorityThreshold",
+        "LabelSelector",
+        "Namespaces",
+        "NodeFit",
+    }
+)
+"""Koordinator's ``EvictionGate`` names (``pkg/descheduler/apis/config/types_pluginargs.go``)."""
+
+
+def _int_or_percent(value: object) -> bool:
+    """An ``IntOrString`` count: a non-negative int, or ``N%`` (or a numeric string)."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return value >= 0
+    if isinstance(value, str):
+        text = value[:-1] if value.endswith("%") else value
+        return text.isdigit()
+    return False
+
 
 PLUGIN_ARGS: Final[Mapping[str, type[ArgsModel]]] = {
     LOW_NODE_LOAD: LowNodeLoadArgs,
     MIGRATION_CONTROLLER: MigrationControllerArgs,
+    **UPSTREAM_ARGS,
 }
-KNOWN_PLUGINS: Final = frozenset({LOW_NODE_LOAD, MIGRATION_CONTROLLER, DEFAULT_EVICTOR})
+KNOWN_PLUGINS: Final = frozenset({LOW_NODE_LOAD, MIGRATION_CONTROLLER, DEFAULT_EVICTOR, *UPSTREAM_ARGS})
 """Plugins a profile may enable; another name is refused with its path."""
+PLUGIN_POINTS: Final[Mapping[str, str]] = {
+    LOW_NODE_LOAD: "balance",
+    **{name: "balance" if name in BALANCE_PLUGINS else "deschedule" for name in UPSTREAM_ARGS},
+}
+"""The extension point each Deschedule/Balance plugin runs at; enabled at another one, it is refused."""
 
 
 def load_descheduler_config(path: str | Path) -> tuple[DeschedulerConfiguration, dict[str, list[ArgsModel]]]:
@@ -414,10 +483,13 @@ def _profile_errors(config: DeschedulerConfiguration, args: dict[str, list[ArgsM
         for point in ("deschedule", "balance", "evict", "filter"):
             plugin_set: PluginSet | None = getattr(plugins, point)
             for j, ref in enumerate((plugin_set.enabled or []) if plugin_set is not None else []):
+                where = f"{at}.plugins.{point}.enabled[{j}].name"
                 if ref.name not in KNOWN_PLUGINS:
-                    errors.append(
-                        not_supported(f"{at}.plugins.{point}.enabled[{j}].name", ref.name, sorted(KNOWN_PLUGINS))
-                    )
+                    errors.append(not_supported(where, ref.name, sorted(KNOWN_PLUGINS)))
+                elif PLUGIN_POINTS.get(ref.name, point) != point:
+                    errors.append(invalid(where, ref.name, f"a {PLUGIN_POINTS[ref.name]} plugin"))
+                elif ref.name in UPSTREAM_ARGS and not any(pc.name == ref.name for pc in profile.plugin_config or []):
+                    errors += UPSTREAM_ARGS[ref.name]().field_errors(f"{at}.pluginConfig[{ref.name}].args")
         for j, pc in enumerate(profile.plugin_config or []):
             model = PLUGIN_ARGS.get(pc.name)
             path = f"{at}.pluginConfig[{j}].args"

@@ -22,6 +22,7 @@ DEFAULT_BUILTIN_MAX: dict[str, Any] = {"cpu": f"{MAX_INT64_DIV_5}m", "memory": s
 millicores (the unit every quantity here must fit), so the cpu default is MaxInt64/5 millicores: still
 unbounded in practice (1.8e15 cores)."""
 
+
 class ElasticQuotaArgs(ArgsModel):
     delay_evict_time: GoDuration = 120.0
     """How long a quota may stay above its runtime before the over-use revoke controller evicts."""

@@ -63,8 +63,16 @@ RESOURCE_THRESHOLD_KEY = "resource-threshold-config"
 RESOURCE_QOS_KEY = "resource-qos-config"
 CPU_BURST_KEY = "cpu-burst-config"
 SYSTEM_KEY = "system-config"
-KEYS = (COLOCATION_KEY, RESOURCE_THRESHOLD_KEY, RESOURCE_QOS_KEY, CPU_BURST_KEY, SYSTEM_KEY,
-        HOST_APPLICATION_KEY, CPU_NORMALIZATION_KEY, RESOURCE_AMPLIFICATION_KEY)
+KEYS = (
+    COLOCATION_KEY,
+    RESOURCE_THRESHOLD_KEY,
+    RESOURCE_QOS_KEY,
+    CPU_BURST_KEY,
+    SYSTEM_KEY,
+    HOST_APPLICATION_KEY,
+    CPU_NORMALIZATION_KEY,
+    RESOURCE_AMPLIFICATION_KEY,
+)
 
 ANNOTATION_NETWORK_BANDWIDTH = "node.koordinator.sh/network-bandwidth"
 
@@ -96,9 +104,7 @@ class _Section:
 
 _SECTIONS: dict[str, _Section] = {
     COLOCATION_KEY: _Section(None, DEFAULT_COLOCATION_WIRE, ranges.COLOCATION_RULES, "", inline=True),
-    HOST_APPLICATION_KEY: _Section(
-        HostApplicationCfgWire, {}, (), "hostApplications", inline=True, node_replaces=True
-    ),
+    HOST_APPLICATION_KEY: _Section(HostApplicationCfgWire, {}, (), "hostApplications", inline=True, node_replaces=True),
     CPU_NORMALIZATION_KEY: _Section(CPUNormalizationStrategyWire, DEFAULT_CPU_NORMALIZATION, (), "", inline=True),
     RESOURCE_AMPLIFICATION_KEY: _Section(
         ResourceAmplificationStrategyWire, DEFAULT_RESOURCE_AMPLIFICATION, (), "", inline=True
@@ -250,8 +256,13 @@ def _parse_key(name: str, text: str) -> StrategyKey:
     if not isinstance(entries, list):
         raise ValueError(f"{entries_field}: expected a list")
     profiles = tuple(
-        _profile(entry, f"{entries_field}[{i}]", cluster={} if section.node_replaces else cluster, read=read,
-                 rules=section.rules)
+        _profile(
+            entry,
+            f"{entries_field}[{i}]",
+            cluster={} if section.node_replaces else cluster,
+            read=read,
+            rules=section.rules,
+        )
         for i, entry in enumerate(entries)
     )
     return StrategyKey(cluster, profiles)
@@ -287,9 +298,7 @@ def _selector_as_go(raw: Any) -> Any:
     selector = _SELECTOR_FIELDS.fold(raw)
     expressions = selector.get("matchExpressions")
     if isinstance(expressions, list):
-        selector["matchExpressions"] = [
-            _EXPRESSION_FIELDS.fold(e) if isinstance(e, dict) else e for e in expressions
-        ]
+        selector["matchExpressions"] = [_EXPRESSION_FIELDS.fold(e) if isinstance(e, dict) else e for e in expressions]
     return selector
 
 

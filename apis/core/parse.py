@@ -379,6 +379,8 @@ def _pod(obj: Json, require_containers: bool = True) -> Pod:
             _pod_conditions(get_list(status, "conditions")) if status.get("conditions") else (EMPTY, EMPTY_TIMES)
         )
         qos_class = get_str(status, "qosClass")
+        restarts = _restart_count(status, "containerStatuses") if status.get("containerStatuses") else 0
+        init_restarts = _restart_count(status, "initContainerStatuses") if status.get("initContainerStatuses") else 0
         claim_statuses = (
             resource_claim_statuses(get_list(status, "resourceClaimStatuses"))
             if status.get("resourceClaimStatuses")
@@ -462,12 +464,26 @@ def _pod(obj: Json, require_containers: bool = True) -> Pod:
             condition_times=condition_times,
             resource_claims=resource_claims,
             resource_claim_statuses=claim_statuses,
+            restart_count=restarts,
+            init_restart_count=init_restarts,
         )
         if not containers and require_containers:
             raise invalid("containers", "required: a pod needs at least one container")
         return pod
     except ParseError as err:
         raise err.under("spec") from None
+
+
+def _restart_count(status: Json, key: str) -> int:
+    """The sum of ``status.<key>[].restartCount``."""
+    total = 0
+    for i, item in enumerate(get_list(status, key)):
+        entry = check_item(item, key, i)
+        count = entry.get("restartCount", 0)
+        if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+            raise invalid(f"{key}[{i}].restartCount", f"must be a non-negative integer, got {count!r}")
+        total += count
+    return total
 
 
 def _check_container_claims(spec: Json, claim_names: frozenset[str]) -> None:

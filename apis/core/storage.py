@@ -178,8 +178,15 @@ IN_TREE_SOURCES: Mapping[str, str] = {
 }
 """Volume source field -> in-tree plugin name, for the sources csi-translation-lib migrates to CSI."""
 
-_PV_DISK_FIELD = {GCE_PD: "pdName", AWS_EBS: "volumeID", AZURE_DISK: "diskURI", CINDER: "volumeID",
-                  PORTWORX: "volumeID", ISCSI: "iqn", RBD: "image"}
+_PV_DISK_FIELD = {
+    GCE_PD: "pdName",
+    AWS_EBS: "volumeID",
+    AZURE_DISK: "diskURI",
+    CINDER: "volumeID",
+    PORTWORX: "volumeID",
+    ISCSI: "iqn",
+    RBD: "image",
+}
 
 
 def _class_name(meta: ObjectMeta, spec: Json) -> str:

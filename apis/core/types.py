@@ -255,6 +255,10 @@ class Pod:
     resource_claim_statuses: Mapping[str, str] = field(default_factory=FrozenDict)
     """``status.resourceClaimStatuses``: pod claim name -> the name of the claim generated for it from its
     template (``""`` when the controller decided none was needed)."""
+    restart_count: int = 0
+    """The sum of ``status.containerStatuses[].restartCount``."""
+    init_restart_count: int = 0
+    """The sum of ``status.initContainerStatuses[].restartCount``."""
     key: str = field(init=False, repr=False, compare=False)
     """``namespace/name``, the identity the queue and cache use. Computed once here (including by
     ``dataclasses.replace``): the scheduler reads it a few dozen times per pod."""

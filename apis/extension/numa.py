@@ -240,9 +240,7 @@ def numa_exclusive_of(annotations: Mapping[str, str], owner: str = "pod") -> str
         return ""
     value = _string_field(body, "singleNUMANodeExclusive", key, owner)
     if value not in NUMA_EXCLUSIVE_VALUES:
-        raise AnnotationError(
-            f"{owner}: annotation {key} field singleNUMANodeExclusive: unsupported value {value!r}"
-        )
+        raise AnnotationError(f"{owner}: annotation {key} field singleNUMANodeExclusive: unsupported value {value!r}")
     return value
 
 

@@ -37,6 +37,7 @@ EXIT_OK = 0
 EXIT_PROBLEMS = 1
 EXIT_USAGE = 2
 
+
 def _config_dir() -> Path:
     """``config/`` of a source checkout, else the copy a wheel installs under ``sys.prefix/share``."""
     repo = Path(__file__).resolve().parents[2] / "config"
@@ -96,20 +97,37 @@ class SchedulerCommand:
             prog="koord-scheduler simulate",
             description="Schedule a file of Kubernetes objects on an in-memory cluster and report placements.",
         )
-        parser.add_argument("--cluster", help="multi-document YAML of Nodes, Pods, Reservations, NodeMetrics, "
-                            "storage objects (PersistentVolumes, claims, StorageClasses, CSINodes...) "
-                            f"(default: the bundled example, {DEFAULT_CLUSTER.name})")
-        parser.add_argument("--config", help="KubeSchedulerConfiguration file (default: kube-scheduler defaults"
-                            " plus pykoord's plugins)")
+        parser.add_argument(
+            "--cluster",
+            help="multi-document YAML of Nodes, Pods, Reservations, NodeMetrics, "
+            "storage objects (PersistentVolumes, claims, StorageClasses, CSINodes...) "
+            f"(default: the bundled example, {DEFAULT_CLUSTER.name})",
+        )
+        parser.add_argument(
+            "--config", help="KubeSchedulerConfiguration file (default: kube-scheduler defaults plus pykoord's plugins)"
+        )
         parser.add_argument("--output", "-o", choices=("text", "json"), default="text")
-        parser.add_argument("--report", metavar="FILE.html", help="also write the run as one self-contained HTML "
-                            "page: per-node bars before and after, pending pods by reason, quotas, reservations, "
-                            "load")
-        parser.add_argument("--now", help="RFC3339 time used for anything time-dependent (default: the newest "
-                            "NodeMetric updateTime in the cluster file, else the current time)")
+        parser.add_argument(
+            "--report",
+            metavar="FILE.html",
+            help="also write the run as one self-contained HTML "
+            "page: per-node bars before and after, pending pods by reason, quotas, reservations, "
+            "load",
+        )
+        parser.add_argument(
+            "--now",
+            help="RFC3339 time used for anything time-dependent (default: the newest "
+            "NodeMetric updateTime in the cluster file, else the current time)",
+        )
         parser.add_argument("-v", "--verbosity", type=int, default=0)
-        parser.add_argument("-s", "--debug-scores", type=_debug_scores, default=0, metavar="N",
-                            help="log the top N nodes with per-plugin scores for every pod")
+        parser.add_argument(
+            "-s",
+            "--debug-scores",
+            type=_debug_scores,
+            default=0,
+            metavar="N",
+            help="log the top N nodes with per-plugin scores for every pod",
+        )
         parser.add_argument("-f", "--debug-filters", action="store_true", help="log every filter failure")
         from koord_scheduler.app.serve import add_feature_gates_flag
 
@@ -129,8 +147,14 @@ class SchedulerCommand:
         with SimulateProgress(sys.stderr) as progress:  # draws only on a terminal
             result, scheduler = asyncio.run(
                 run_simulation(
-                    cluster_path, config, registry, now=now, debug_scores=ns.debug_scores,
-                    debug_filters=ns.debug_filters, feature_gates=ns.feature_gates, progress=progress,
+                    cluster_path,
+                    config,
+                    registry,
+                    now=now,
+                    debug_scores=ns.debug_scores,
+                    debug_filters=ns.debug_filters,
+                    feature_gates=ns.feature_gates,
+                    progress=progress,
                 )
             )
         print(to_json(result) if ns.output == "json" else to_text(result))
@@ -139,8 +163,9 @@ class SchedulerCommand:
 
             source = f"{cluster_path.name} with {Path(ns.config).name if ns.config else DEFAULT_SIMULATE_CONFIG.name}"
             try:
-                Path(ns.report).write_text(render_report(result, source=source, now=scheduler.clock()),
-                                           encoding="utf-8")
+                Path(ns.report).write_text(
+                    render_report(result, source=source, now=scheduler.clock()), encoding="utf-8"
+                )
             except OSError as exc:
                 print(f"koord-scheduler: --report {ns.report}: {exc.strerror or exc}", file=sys.stderr)
                 return EXIT_USAGE

@@ -40,22 +40,48 @@ class ControllerFlags:
 
 
 def add_controller_flags(parser: argparse.ArgumentParser, parse_bool: type | object) -> None:
-    parser.add_argument("--controllers", default="*", metavar="LIST",
-                        help="controllers to run, kube-controller-manager style: '*' (all, default), 'name', "
-                        "'-name'; names: reservation, nodeslo, noderesource, nodemetric, elasticquota, podgroup, "
-                        "deviceresource, and migration and descheduler (off unless named) "
-                        "(only the leader acts)")
-    parser.add_argument("--scheduling", nargs="?", const=True, default=True, type=parse_bool,  # type: ignore[arg-type]
-                        metavar="BOOL", help="schedule pods (default true); false: run only the controllers")
-    parser.add_argument("--config-namespace", default=DEFAULT_CONFIG_NAMESPACE,
-                        help=f"namespace of the {CONFIG_MAP_NAME} ConfigMap (default {DEFAULT_CONFIG_NAMESPACE})")
-    parser.add_argument("--descheduler-config", default="", metavar="FILE",
-                        help="DeschedulerConfiguration (descheduler/v1alpha2) for the descheduler controller")
-    parser.add_argument("--slo-config-name", default=CONFIG_MAP_NAME,
-                        help=f"name of the colocation ConfigMap (default {CONFIG_MAP_NAME})")
-    parser.add_argument("--noderesource-plugins", default="*", metavar="LIST",
-                        help="the noderesource controller's plugins, Koordinator style: '*' (all, default), "
-                        f"'Name', '-Name'; names: {', '.join(NODERESOURCE_PLUGINS)}")
+    parser.add_argument(
+        "--controllers",
+        default="*",
+        metavar="LIST",
+        help="controllers to run, kube-controller-manager style: '*' (all on by default, default), "
+        "'name', '-name'; names: reservation, nodeslo, noderesource, nodemetric, elasticquota, "
+        "podgroup, deviceresource, quotaprofile, and colocationprofile, migration and descheduler "
+        "(off unless named) "
+        "(only the leader acts)",
+    )
+    parser.add_argument(
+        "--scheduling",
+        nargs="?",
+        const=True,
+        default=True,
+        type=parse_bool,  # type: ignore[arg-type]
+        metavar="BOOL",
+        help="schedule pods (default true); false: run only the controllers",
+    )
+    parser.add_argument(
+        "--config-namespace",
+        default=DEFAULT_CONFIG_NAMESPACE,
+        help=f"namespace of the {CONFIG_MAP_NAME} ConfigMap (default {DEFAULT_CONFIG_NAMESPACE})",
+    )
+    parser.add_argument(
+        "--descheduler-config",
+        default="",
+        metavar="FILE",
+        help="DeschedulerConfiguration (descheduler/v1alpha2) for the descheduler controller",
+    )
+    parser.add_argument(
+        "--slo-config-name",
+        default=CONFIG_MAP_NAME,
+        help=f"name of the colocation ConfigMap (default {CONFIG_MAP_NAME})",
+    )
+    parser.add_argument(
+        "--noderesource-plugins",
+        default="*",
+        metavar="LIST",
+        help="the noderesource controller's plugins, Koordinator style: '*' (all, default), "
+        f"'Name', '-Name'; names: {', '.join(NODERESOURCE_PLUGINS)}",
+    )
 
 
 def controller_flags(ns: argparse.Namespace) -> ControllerFlags:
@@ -76,5 +102,11 @@ def controller_flags(ns: argparse.Namespace) -> ControllerFlags:
             load_descheduler_config(ns.descheduler_config)
         except ConfigError as exc:
             raise ControllerFlagError(str(exc)) from None
-    return ControllerFlags(enabled, bool(ns.scheduling), ns.config_namespace, ns.slo_config_name, plugins,
-                           descheduler_config=ns.descheduler_config)
+    return ControllerFlags(
+        enabled,
+        bool(ns.scheduling),
+        ns.config_namespace,
+        ns.slo_config_name,
+        plugins,
+        descheduler_config=ns.descheduler_config,
+    )

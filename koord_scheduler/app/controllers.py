@@ -2,9 +2,10 @@
 
 Flags::
 
-    --controllers LIST          kube-controller-manager's form: "*" (all; the default), "name", "-name".
-                                Names: reservation, nodeslo, noderesource, nodemetric, elasticquota, podgroup,
-                                deviceresource; migration (off unless named: see .descheduling).
+    --controllers LIST          kube-controller-manager's form: "*" (all on by default; the default), "name",
+                                "-name". Names: reservation, nodeslo, noderesource, nodemetric, elasticquota,
+                                podgroup, deviceresource, quotaprofile; colocationprofile and migration (off
+                                unless named: see .descheduling).
     --scheduling[=BOOL]         schedule pods (default true); false runs only the controllers
     --config-namespace NS       where slo-controller-config lives (default koordinator-system)
     --slo-config-name NAME      its name (default slo-controller-config)
@@ -21,7 +22,9 @@ zones (NUMA-level batch resources), shared with the NUMA plugin's watch when tha
 controller reads the same Node and Pod watches plus ElasticQuotas (optional: a cluster without the CRD
 still schedules). The ``podgroup`` controller reads the Pod watch and the PodGroup kind (the Coscheduling
 plugin's, or its own). The ``deviceresource`` controller reads the Node watch and the Device kind (the
-DeviceShare plugin's, or its own; optional, as ElasticQuota's).
+DeviceShare plugin's, or its own; optional, as ElasticQuota's). The ``quotaprofile`` controller reads the
+Node watch, ElasticQuotaProfiles and ElasticQuotas (both optional). The ``colocationprofile`` controller
+(off unless named) watches ClusterColocationProfiles and lists the pending pods each one selects.
 """
 
 from __future__ import annotations
@@ -30,8 +33,9 @@ import asyncio
 import logging
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from apis import quota as qp
 from apis.config import KubeSchedulerConfiguration
 from apis.config.args_base import ArgsModel
 from apis.config.coscheduling_args import CoschedulingArgs
@@ -53,6 +57,7 @@ from koord_scheduler.scheduler.controllers.deviceresource import DeviceResourceC
 from koord_scheduler.scheduler.controllers.nrt_batch import parse_topology_record
 from koord_scheduler.scheduler.controllers.podgroup import PodGroupController
 from koord_scheduler.scheduler.controllers.quota_status import QuotaStatusController
+from koord_scheduler.scheduler.controllers.quotaprofile import KubeQuotaProfileApi, QuotaProfileController
 from koord_scheduler.scheduler.controllers.runner import (
     COLOCATION_CONTROLLERS,
     NODE_RESOURCE_TOPOLOGY,
@@ -62,10 +67,12 @@ from koord_scheduler.scheduler.controllers.runner import (
 )
 from koord_scheduler.scheduler.controllers.selection import (
     BATCH_RESOURCE,
+    COLOCATIONPROFILE,
     CPU_NORMALIZATION,
     DEVICERESOURCE,
     ELASTICQUOTA,
     PODGROUP,
+    QUOTAPROFILE,
     RESERVATION,
 )
 from koord_scheduler.scheduler.kube_source import KubeClusterSource
@@ -79,6 +86,9 @@ from kubeapi import ApiHttp, TokenBucket
 from kubeapi.leaderelection import LeaderElector
 from kubeapi.paths import resource_path
 from kubeapi.ratelimit import YieldingBucket
+
+if TYPE_CHECKING:
+    from koord_scheduler.webhook.profile_controller import ColocationProfileController
 
 log = logging.getLogger("koord-scheduler")
 
@@ -147,16 +157,30 @@ def build_colocation(
         source.watch_kind(GROUP, VERSION, "nodemetrics", parse_node_metric, "NodeMetric", optional=True)
     if "nodeslo" in enabled:
         source.watch_kind(GROUP, VERSION, "nodeslos", parse_node_slo, "NodeSLO", optional=True)
-    source.watch_kind("", "v1", "configmaps", parse_config_map, "ConfigMap", namespace=flags.config_namespace,
-                      field_selector=f"metadata.name={flags.config_name}", optional=True)
+    source.watch_kind(
+        "",
+        "v1",
+        "configmaps",
+        parse_config_map,
+        "ConfigMap",
+        namespace=flags.config_namespace,
+        field_selector=f"metadata.name={flags.config_name}",
+        optional=True,
+    )
     if (
         "noderesource" in enabled
         and flags.noderesource_plugins & {CPU_NORMALIZATION, BATCH_RESOURCE}
         and NODE_RESOURCE_TOPOLOGY not in scheduler_kinds
         and not source.watches(NODE_RESOURCE_TOPOLOGY)
     ):  # cpu-basic-info and the zones; the NUMA plugin's own watch serves when it runs
-        source.watch_kind("topology.node.k8s.io", "v1alpha1", "noderesourcetopologies", parse_topology_record,
-                          NODE_RESOURCE_TOPOLOGY, optional=True)
+        source.watch_kind(
+            "topology.node.k8s.io",
+            "v1alpha1",
+            "noderesourcetopologies",
+            parse_topology_record,
+            NODE_RESOURCE_TOPOLOGY,
+            optional=True,
+        )
     return Colocation(controllers, http)
 
 
@@ -200,13 +224,23 @@ def build_quota_status(
     args = _first_args(config, elasticquota.KIND, ElasticQuotaArgs)
     http = ApiHttp(source.connection, client.bucket())
     controller = QuotaStatusController(
-        KubeControllerApi(http, source.events), args=args, ready=lambda: source.listed(elasticquota.KIND),
+        KubeControllerApi(http, source.events),
+        args=args,
+        ready=lambda: source.listed(elasticquota.KIND),
         object_errors=object_errors,
     )
     if elasticquota.KIND not in scheduler_kinds and not source.watches(elasticquota.KIND):
-        source.watch_kind(elasticquota.GROUP, elasticquota.VERSION, elasticquota.PLURAL,
-                          elasticquota.parse_elastic_quota, elasticquota.KIND, optional=True)
+        source.watch_kind(
+            elasticquota.GROUP,
+            elasticquota.VERSION,
+            elasticquota.PLURAL,
+            elasticquota.parse_elastic_quota,
+            elasticquota.KIND,
+            optional=True,
+        )
     return QuotaStatus(controller, http)
+
+
 class KubePodGroupApi:
     """PodGroup status writes through the controller's own :class:`ApiHttp`."""
 
@@ -295,7 +329,8 @@ def build_deviceresource(
         source.watch_kind(SCHEDULING_GROUP, SCHEDULING_VERSION, DEVICE_PLURAL, parse_device, DEVICE_KIND, optional=True)
     http = ApiHttp(source.connection, client.bucket())
     controller = DeviceResourceController(
-        KubeControllerApi(http, source.events), ready=lambda: source.listed(DEVICE_KIND) and source.listed("Node"),
+        KubeControllerApi(http, source.events),
+        ready=lambda: source.listed(DEVICE_KIND) and source.listed("Node"),
         object_errors=object_errors,
     )
     return DeviceResources(controller, http)
@@ -326,14 +361,97 @@ def build_reservation(
     if RESERVATION not in flags.enabled or not plugin_enabled:
         return None
     if RESERVATION_KIND not in scheduler_kinds and not source.watches(RESERVATION_KIND):
-        source.watch_kind(SCHEDULING_GROUP, SCHEDULING_VERSION, RESERVATION_PLURAL, parse_reservation,
-                          RESERVATION_KIND, optional=True)
+        source.watch_kind(
+            SCHEDULING_GROUP, SCHEDULING_VERSION, RESERVATION_PLURAL, parse_reservation, RESERVATION_KIND, optional=True
+        )
     http = ApiHttp(source.connection, client.bucket())
     controller = ReservationController(
-        KubeStatusWriter(http), options=controller_options(config), object_errors=object_errors,
+        KubeStatusWriter(http),
+        options=controller_options(config),
+        object_errors=object_errors,
         ready=lambda: all(source.listed(kind) for kind in ("Node", "Pod", RESERVATION_KIND)),
     )
     return Reservations(controller, http)
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaProfiles:
+    controller: QuotaProfileController
+    http: ApiHttp
+    name: str = QUOTAPROFILE
+
+
+def build_quotaprofile(
+    flags: ControllerFlags,
+    source: KubeClusterSource,
+    *,
+    client: ControllerClient,
+    scheduler_kinds: Collection[str] = (),
+    object_errors: ObjectErrors | None = None,
+) -> QuotaProfiles | None:
+    """The ``quotaprofile`` controller (None when it is off), with the ElasticQuotaProfile watch and (unless
+    another reader registered it) the ElasticQuota watch on ``source``, both optional: call before
+    ``source.start``. Without the CRDs the scheduler still runs; the controller waits."""
+    if QUOTAPROFILE not in flags.enabled:
+        return None
+    source.watch_kind(qp.GROUP, qp.VERSION, qp.PLURAL, qp.parse_quota_profile, qp.KIND, optional=True)
+    if elasticquota.KIND not in scheduler_kinds and not source.watches(elasticquota.KIND):
+        source.watch_kind(
+            elasticquota.GROUP,
+            elasticquota.VERSION,
+            elasticquota.PLURAL,
+            elasticquota.parse_elastic_quota,
+            elasticquota.KIND,
+            optional=True,
+        )
+    http = ApiHttp(source.connection, client.bucket())
+    controller = QuotaProfileController(
+        KubeQuotaProfileApi(http, source.events),
+        ready=lambda: all(source.listed(kind) for kind in (qp.KIND, elasticquota.KIND, "Node")),
+        object_errors=object_errors,
+    )
+    return QuotaProfiles(controller, http)
+
+
+@dataclass(frozen=True, slots=True)
+class ColocationProfiles:
+    controller: ColocationProfileController
+    http: ApiHttp
+    name: str = COLOCATIONPROFILE
+
+
+def build_colocationprofile(
+    flags: ControllerFlags,
+    source: KubeClusterSource,
+    *,
+    client: ControllerClient,
+    object_errors: ObjectErrors | None = None,
+) -> ColocationProfiles | None:
+    """The ``colocationprofile`` controller (None unless ``--controllers`` names it), with the
+    ClusterColocationProfile watch on ``source`` (optional): call before ``source.start``. It lists the
+    pending pods a profile selects itself, so it needs no pod informer of its own."""
+    if COLOCATIONPROFILE not in flags.enabled:
+        return None
+    from apis import colocation
+    from koord_scheduler.webhook.profile_controller import (
+        ColocationProfileController,
+        KubePodApi,
+        parse_managed_profile,
+    )
+
+    source.watch_kind(
+        colocation.GROUP,
+        colocation.VERSION,
+        "clustercolocationprofiles",
+        parse_managed_profile,
+        colocation.KIND,
+        optional=True,
+    )
+    http = ApiHttp(source.connection, client.bucket())
+    controller = ColocationProfileController(
+        KubePodApi(http), ready=lambda: source.listed(colocation.KIND), object_errors=object_errors
+    )
+    return ColocationProfiles(controller, http)
 
 
 async def hold_controllers(

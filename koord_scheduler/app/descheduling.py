@@ -31,6 +31,7 @@ from koord_scheduler.app.controller_flags import ControllerFlags
 from koord_scheduler.app.controllers import ControllerClient
 from koord_scheduler.descheduler.controller import NODE_METRIC, DeschedulerController
 from koord_scheduler.descheduler.migration.api import KubeMigrationApi
+from koord_scheduler.descheduler.migration.arbitration import Arbitrator
 from koord_scheduler.descheduler.migration.controller import RESERVATION_KIND, EvictLimiter, MigrationController
 from koord_scheduler.descheduler.round import Descheduler
 from koord_scheduler.scheduler.controllers.selection import DESCHEDULER, MIGRATION
@@ -96,6 +97,7 @@ def build_descheduling(
         controller.evict_limiter = EvictLimiter(
             migration_args.qps(), migration_args.evict_burst or 1, clock=time.monotonic
         )
+        controller.arbitrator = Arbitrator.of(migration_args)
         out.append(Migration(controller, http))
     if DESCHEDULER in flags.enabled and config_and_args is not None:
         if NODE_METRIC not in scheduler_kinds and not source.watches(NODE_METRIC):

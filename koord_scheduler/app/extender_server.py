@@ -100,19 +100,33 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--config", required=True, help="KubeSchedulerConfiguration: its profile names the plugins")
     parser.add_argument("--kubeconfig", default="", help="overrides clientConnection.kubeconfig")
     parser.add_argument("--profile", default="", help="schedulerName of the profile to serve (default: the first)")
-    parser.add_argument("--scheduler-names", default=",".join(sorted(DEFAULT_SCHEDULER_NAMES)), metavar="N1,N2",
-                        help="schedulerNames of the pods this extender acts on: the kube-scheduler profiles that "
-                             "call it (default %(default)s)")
+    parser.add_argument(
+        "--scheduler-names",
+        default=",".join(sorted(DEFAULT_SCHEDULER_NAMES)),
+        metavar="N1,N2",
+        help="schedulerNames of the pods this extender acts on: the kube-scheduler profiles that "
+        "call it (default %(default)s)",
+    )
     parser.add_argument("--bind-address", default=LOOPBACK, help="where to listen (default %(default)s)")
     parser.add_argument("--port", type=int, default=DEFAULT_EXTENDER_PORT, help="default %(default)s")
     parser.add_argument("--tls-cert-file", default="", metavar="FILE", help="serve HTTPS with this certificate")
     parser.add_argument("--tls-private-key-file", default="", metavar="FILE", help="the certificate's key")
-    parser.add_argument("--client-ca-file", default="", metavar="FILE",
-                        help="require a client certificate signed by this CA (needs TLS)")
-    parser.add_argument("--token-file", default="", metavar="FILE",
-                        help="require 'Authorization: Bearer <the file's content>'")
-    parser.add_argument("--max-body-bytes", type=int, default=EXTENDER_BODY_LIMIT, metavar="N",
-                        help="largest request accepted (default %(default)s)")
+    parser.add_argument(
+        "--client-ca-file",
+        default="",
+        metavar="FILE",
+        help="require a client certificate signed by this CA (needs TLS)",
+    )
+    parser.add_argument(
+        "--token-file", default="", metavar="FILE", help="require 'Authorization: Bearer <the file's content>'"
+    )
+    parser.add_argument(
+        "--max-body-bytes",
+        type=int,
+        default=EXTENDER_BODY_LIMIT,
+        metavar="N",
+        help="largest request accepted (default %(default)s)",
+    )
     parser.add_argument("-v", "--v", type=int, default=0, help="log verbosity")
     return parser
 
@@ -153,8 +167,7 @@ def kube_pod_getter(source: KubeClusterSource) -> Callable[[str, str], Awaitable
 
     async def get_pod(namespace: str, name: str) -> Pod | None:
         try:
-            raw = await source.http.request_json("GET", resource_path("", "v1", "pods", namespace=namespace,
-                                                                      name=name))
+            raw = await source.http.request_json("GET", resource_path("", "v1", "pods", namespace=namespace, name=name))
         except ApiError as exc:
             if exc.not_found:
                 return None
@@ -180,9 +193,11 @@ def extender_server_main(argv: Sequence[str], registry: Callable[[], Registry]) 
             qps=config.client_connection.qps,
             burst=config.client_connection.burst,
             scheduler_names=tuple(p.scheduler_name for p in config.profiles),
-            reflector=ReflectorOptions(protobuf=wants_protobuf(
-                config.client_connection.accept_content_types, config.client_connection.content_type
-            )),
+            reflector=ReflectorOptions(
+                protobuf=wants_protobuf(
+                    config.client_connection.accept_content_types, config.client_connection.content_type
+                )
+            ),
         ),
     )
     scheduler = build_extender_scheduler(config, registry(), source)
@@ -191,8 +206,9 @@ def extender_server_main(argv: Sequence[str], registry: Callable[[], Registry]) 
     return asyncio.run(_serve(scheduler, source, ns.profile, serving, listen))
 
 
-async def _serve(scheduler: Scheduler, source: KubeClusterSource, profile: str, serving: ExtenderServing,
-                 listen: Listen) -> int:
+async def _serve(
+    scheduler: Scheduler, source: KubeClusterSource, profile: str, serving: ExtenderServing, listen: Listen
+) -> int:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -201,19 +217,27 @@ async def _serve(scheduler: Scheduler, source: KubeClusterSource, profile: str, 
     try:
         await source.start(scheduler, list(scheduler.watched_kinds.values()))
         service = service_for(scheduler, profile)
-        app = make_app(service, source, synced=lambda: source.synced, get_pod=kube_pod_getter(source),
-                       serving=serving)
-        server = HardenedServer(app, address=listen.address, port=listen.port, ssl_context=listen.ssl_context,
-                                limits=serving.limits)
+        app = make_app(service, source, synced=lambda: source.synced, get_pod=kube_pod_getter(source), serving=serving)
+        server = HardenedServer(
+            app, address=listen.address, port=listen.port, ssl_context=listen.ssl_context, limits=serving.limits
+        )
         await server.start()
         scheme = "https" if listen.ssl_context is not None else "http"
-        log.info("extender server: profile %s for pods of %s, plugins on %s://%s:%d/{filter,prioritize,preempt,bind}",
-                 service.fwk.profile_name, ", ".join(sorted(serving.scheduler_names)), scheme, listen.address,
-                 server.port)
+        log.info(
+            "extender server: profile %s for pods of %s, plugins on %s://%s:%d/{filter,prioritize,preempt,bind}",
+            service.fwk.profile_name,
+            ", ".join(sorted(serving.scheduler_names)),
+            scheme,
+            listen.address,
+            server.port,
+        )
         if not _loopback(listen.address) and not serving.auth.enabled:
-            log.warning("extender server: listening on %s without client authentication: anyone who reaches the "
-                        "port can ask it to bind pods of %s (use --client-ca-file or --token-file)",
-                        listen.address, ", ".join(sorted(serving.scheduler_names)))
+            log.warning(
+                "extender server: listening on %s without client authentication: anyone who reaches the "
+                "port can ask it to bind pods of %s (use --client-ca-file or --token-file)",
+                listen.address,
+                ", ".join(sorted(serving.scheduler_names)),
+            )
         await stop.wait()
         return 0
     finally:

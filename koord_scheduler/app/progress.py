@@ -35,15 +35,19 @@ class SimulateProgress:
 
         console = Console(file=self.stream, force_terminal=self._force or None, stderr=self.stream is sys.stderr)
         self._progress = Progress(
-            SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-            TimeElapsedColumn(), console=console, transient=True, refresh_per_second=8,
+            SpinnerColumn(),
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
+            refresh_per_second=8,
         )
         self._progress.start()
         return self
 
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         if self._progress is not None:
             self._progress.stop()
             self._progress = None

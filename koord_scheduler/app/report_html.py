@@ -73,9 +73,11 @@ def _bar_chart(resource: str, before: Sequence[NodeAllocation], after: Mapping[s
         return ""
     height = ROW_HEIGHT * len(rows) + 6
     width = LABEL_WIDTH + BAR_WIDTH + VALUE_WIDTH
-    parts = [f'<svg class="bars" role="img" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
-             f'data-resource="{_e(resource)}" xmlns="http://www.w3.org/2000/svg">',
-             f"<title>{_e(resource)} requested per node, before and after</title>"]
+    parts = [
+        f'<svg class="bars" role="img" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
+        f'data-resource="{_e(resource)}" xmlns="http://www.w3.org/2000/svg">',
+        f"<title>{_e(resource)} requested per node, before and after</title>",
+    ]
     for i, b in enumerate(rows):
         a = after.get(b.name, b)
         allocatable = b.allocatable.get(resource, 0)
@@ -86,8 +88,10 @@ def _bar_chart(resource: str, before: Sequence[NodeAllocation], after: Mapping[s
         now_w = min(BAR_WIDTH, now * scale)
         over = bool(allocatable) and now > allocatable
         pct = f"{100 * now / allocatable:.0f}%" if allocatable else "no allocatable"
-        value = (f"{format_quantity(resource, was)} \u2192 {format_quantity(resource, now)} / "
-                 f"{format_quantity(resource, allocatable)} ({pct})")
+        value = (
+            f"{format_quantity(resource, was)} \u2192 {format_quantity(resource, now)} / "
+            f"{format_quantity(resource, allocatable)} ({pct})"
+        )
         parts.append(
             f'<g class="node-bar" data-node="{_e(b.name)}" data-resource="{_e(resource)}" '
             f'data-before="{was}" data-after="{now}" data-allocatable="{allocatable}">'
@@ -131,9 +135,11 @@ def _pending(placements: Sequence[PodPlacement]) -> str:
         return "<p>Every pending pod was placed.</p>"
     out = []
     for reason, pods in sorted(groups.items(), key=lambda g: (-len(g[1]), g[0])):
-        out.append(f'<div class="pending-group" data-pods="{len(pods)}"><div class="reason">'
-                   f"<b>{len(pods)} pod{'s' if len(pods) != 1 else ''}</b>: {_e(reason)}</div>"
-                   f'<div class="pods">{_e(", ".join(pods))}</div></div>')
+        out.append(
+            f'<div class="pending-group" data-pods="{len(pods)}"><div class="reason">'
+            f"<b>{len(pods)} pod{'s' if len(pods) != 1 else ''}</b>: {_e(reason)}</div>"
+            f'<div class="pods">{_e(", ".join(pods))}</div></div>'
+        )
     return "".join(out)
 
 
@@ -157,10 +163,12 @@ def render_report(result: SimulationResult, *, source: str, now: float) -> str:
     pending = len(result.placements) - placed
     after = {a.name: a for a in result.after}
     charts = "".join(_bar_chart(r, result.before, after) for r in chart_resources(result.before))
-    legend = (f'<p class="legend"><span style="background:{_BEFORE}"></span>requested before this run'
-              f'<span style="background:{_ADDED}"></span>added by this run'
-              f'<span style="background:{_OVER}"></span>over allocatable'
-              " \u2014 a bar's full width is the node's allocatable</p>")
+    legend = (
+        f'<p class="legend"><span style="background:{_BEFORE}"></span>requested before this run'
+        f'<span style="background:{_ADDED}"></span>added by this run'
+        f'<span style="background:{_OVER}"></span>over allocatable'
+        " \u2014 a bar's full width is the node's allocatable</p>"
+    )
     tiles = (
         f'<div class="tiles"><div class="tile good"><b>{placed}</b>placed</div>'
         f'<div class="tile{" bad" if pending else ""}"><b>{pending}</b>not placed</div>'
@@ -174,10 +182,10 @@ def render_report(result: SimulationResult, *, source: str, now: float) -> str:
     problems = "".join(f"<li>{_e(p)}</li>" for p in result.problems)
     when = datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     return (
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>koord-scheduler simulate: {_e(source)}</title><style>{_CSS}</style></head><body>"
-        f"<h1>koord-scheduler simulate</h1><p class=\"sub\">{_e(source)} \u2014 simulated at {_e(when)}</p>"
+        f'<h1>koord-scheduler simulate</h1><p class="sub">{_e(source)} \u2014 simulated at {_e(when)}</p>'
         f"{tiles}"
         + _section("Nodes: requested before \u2192 after", legend + f'<div class="charts">{charts}</div>')
         + _section("Pending pods by reason", _pending(result.placements))

@@ -11,8 +11,9 @@ Flags follow kube-scheduler's names::
     --secure-port PORT        accepted for kube-scheduler compatibility; same as --metrics-port, and the
                               endpoints are still plain HTTP (no TLS, no delegated authn/z)
     --controllers LIST        cluster controllers (reservation, nodeslo, noderesource, nodemetric,
-                              elasticquota, podgroup, deviceresource; "*" = all, the default; "-name"
-                              turns one off; migration, the PodMigrationJob controller, only when named)
+                              elasticquota, podgroup, deviceresource, quotaprofile; "*" = all, the default;
+                              "-name" turns one off; colocationprofile, and migration, the PodMigrationJob
+                              controller, only when named)
     --scheduling[=BOOL]       false: run only the controllers (a cluster keeping kube-scheduler)
     --config-namespace NS     where slo-controller-config lives (default koordinator-system)
     --bind-address ADDR       where /healthz, /readyz, /metrics listen (default 0.0.0.0: kubelet probes and
@@ -39,6 +40,7 @@ exits 1 at once, as kube-scheduler does, so the Deployment restarts the replica 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import os
 import time
@@ -55,7 +57,7 @@ from apis.feature_gates import (
 from koord_scheduler.app.controller_flags import ControllerFlags, add_controller_flags, controller_flags
 from koord_scheduler.app.debug_server import MAX_DEBUG_SCORES, DebugValueError, parse_debug_scores
 from koord_scheduler.framework.errors import SchedulerError
-from koord_scheduler.scheduler.controllers.selection import RESERVATION
+from koord_scheduler.scheduler.controllers.selection import COLOCATIONPROFILE, RESERVATION
 from koord_scheduler.scheduler.monitor import DEFAULT_MONITOR_PERIOD, DEFAULT_SCHEDULING_TIMEOUT, MonitorOptions
 from koord_scheduler.webhook.flags import WebhookOptions, add_webhook_flags, webhook_options
 
@@ -128,8 +130,12 @@ def serve_main(argv: Sequence[str], registry: Callable[[], Registry]) -> int:
         stated = _stated_client(ns)
         prefetch = None
         if stated is not None and not _admission_only(ns):
-            prefetch = Prefetch(from_kubeconfig(stated[0]), qps=stated[1], burst=stated[2],
-                                reflector=ReflectorOptions(protobuf=stated[3])).start()
+            prefetch = Prefetch(
+                from_kubeconfig(stated[0]),
+                qps=stated[1],
+                burst=stated[2],
+                reflector=ReflectorOptions(protobuf=stated[3]),
+            ).start()
         options = _options(ns)
         startup_log.info("start-up: configuration read (%.2f CPU-s since start)", time.process_time())
         client = options.config.client_connection
@@ -138,8 +144,12 @@ def serve_main(argv: Sequence[str], registry: Callable[[], Registry]) -> int:
         if not admission_only and (
             prefetch is None or stated != (options.kubeconfig, client.qps, client.burst, protobuf)
         ):
-            prefetch = Prefetch(from_kubeconfig(options.kubeconfig), qps=client.qps, burst=client.burst,
-                                reflector=ReflectorOptions(protobuf=protobuf)).start()
+            prefetch = Prefetch(
+                from_kubeconfig(options.kubeconfig),
+                qps=client.qps,
+                burst=client.burst,
+                reflector=ReflectorOptions(protobuf=protobuf),
+            ).start()
         from koord_scheduler.app.serve_run import run_cluster
 
         return run_cluster(options, registry, prefetch=prefetch)
@@ -210,44 +220,99 @@ def _with_cpu_profile(run: Callable[[], int]) -> int:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="koord-scheduler",
-        description="Schedule the pods of a Kubernetes cluster (run 'koord-scheduler simulate -h' for the "
-        "simulator).",
+        description="Schedule the pods of a Kubernetes cluster (run 'koord-scheduler simulate -h' for the simulator).",
     )
     parser.add_argument("--config", help="KubeSchedulerConfiguration file")
     parser.add_argument("--kubeconfig", default="", help="kubeconfig file (overrides clientConnection.kubeconfig)")
-    parser.add_argument("--leader-elect", nargs="?", const=True, default=None, type=_parse_bool,
-                        metavar="BOOL", help="use a Lease so only one replica schedules (default: from config)")
+    parser.add_argument(
+        "--leader-elect",
+        nargs="?",
+        const=True,
+        default=None,
+        type=_parse_bool,
+        metavar="BOOL",
+        help="use a Lease so only one replica schedules (default: from config)",
+    )
     for flag in ("lease-duration", "renew-deadline", "retry-period"):
         parser.add_argument(f"--leader-elect-{flag}", type=_parse_duration, metavar="DURATION")
     parser.add_argument("--leader-elect-resource-name", metavar="NAME")
     parser.add_argument("--leader-elect-resource-namespace", metavar="NAMESPACE")
     port = parser.add_mutually_exclusive_group()
-    port.add_argument("--metrics-port", type=int, default=None,
-                      help=f"plain-HTTP port for /healthz, /readyz, /metrics (default {DEFAULT_METRICS_PORT}; 0: off)")
-    port.add_argument("--secure-port", type=int, default=None, dest="secure_port",
-                      help="kube-scheduler's flag name; an alias of --metrics-port (still plain HTTP)")
+    port.add_argument(
+        "--metrics-port",
+        type=int,
+        default=None,
+        help=f"plain-HTTP port for /healthz, /readyz, /metrics (default {DEFAULT_METRICS_PORT}; 0: off)",
+    )
+    port.add_argument(
+        "--secure-port",
+        type=int,
+        default=None,
+        dest="secure_port",
+        help="kube-scheduler's flag name; an alias of --metrics-port (still plain HTTP)",
+    )
     parser.add_argument("--bind-address", default="0.0.0.0", help="address the HTTP endpoints listen on")
     parser.add_argument("-v", "--v", type=int, default=0, metavar="N", help="log verbosity")
-    parser.add_argument("-s", "--debug-scores", type=_debug_scores, default=0, metavar="N",
-                        help=f"log the top N nodes with per-plugin scores for every pod (0: off, at most "
-                        f"{MAX_DEBUG_SCORES}); switch at runtime with PUT /debug/flags/s on --debug-flags-port")
-    parser.add_argument("-f", "--debug-filters", nargs="?", const=True, default=False, type=_parse_bool,
-                        help="log every filter failure; switch at runtime with PUT /debug/flags/f")
-    parser.add_argument("--debug-flags-port", type=int, default=0, metavar="PORT",
-                        help="serve PUT /debug/flags/{s,f} on 127.0.0.1:PORT only (default 0: off)")
-    parser.add_argument("--reservation-controller", nargs="?", const=True, default=True, type=_parse_bool,
-                        help="run the Reservation lifecycle controller (expiry, owners, GC) when the "
-                        "Reservation plugin is enabled (default true; only the leader acts); false is "
-                        "--controllers=...,-reservation")
-    parser.add_argument("--scheduling-timeout", type=_parse_duration, default=DEFAULT_SCHEDULING_TIMEOUT,
-                        metavar="DURATION", help="warn (once per attempt) and count scheduler_scheduling_timeout_total "
-                        "when a pod's scheduling attempt runs longer than this (default 30s; 0s: off)")
-    parser.add_argument("--scheduler-monitor-period", type=_parse_duration, default=DEFAULT_MONITOR_PERIOD,
-                        metavar="DURATION", help="how often bindings in flight are checked against "
-                        "--scheduling-timeout (default 10s)")
-    parser.add_argument("--plugin-services", nargs="?", const=True, default=True, type=_parse_bool, metavar="BOOL",
-                        help="serve Koordinator's read-only /apis/v1/... plugin services on the metrics port, "
-                        "leader only (default true)")
+    parser.add_argument(
+        "-s",
+        "--debug-scores",
+        type=_debug_scores,
+        default=0,
+        metavar="N",
+        help=f"log the top N nodes with per-plugin scores for every pod (0: off, at most "
+        f"{MAX_DEBUG_SCORES}); switch at runtime with PUT /debug/flags/s on --debug-flags-port",
+    )
+    parser.add_argument(
+        "-f",
+        "--debug-filters",
+        nargs="?",
+        const=True,
+        default=False,
+        type=_parse_bool,
+        help="log every filter failure; switch at runtime with PUT /debug/flags/f",
+    )
+    parser.add_argument(
+        "--debug-flags-port",
+        type=int,
+        default=0,
+        metavar="PORT",
+        help="serve PUT /debug/flags/{s,f} on 127.0.0.1:PORT only (default 0: off)",
+    )
+    parser.add_argument(
+        "--reservation-controller",
+        nargs="?",
+        const=True,
+        default=True,
+        type=_parse_bool,
+        help="run the Reservation lifecycle controller (expiry, owners, GC) when the "
+        "Reservation plugin is enabled (default true; only the leader acts); false is "
+        "--controllers=...,-reservation",
+    )
+    parser.add_argument(
+        "--scheduling-timeout",
+        type=_parse_duration,
+        default=DEFAULT_SCHEDULING_TIMEOUT,
+        metavar="DURATION",
+        help="warn (once per attempt) and count scheduler_scheduling_timeout_total "
+        "when a pod's scheduling attempt runs longer than this (default 30s; 0s: off)",
+    )
+    parser.add_argument(
+        "--scheduler-monitor-period",
+        type=_parse_duration,
+        default=DEFAULT_MONITOR_PERIOD,
+        metavar="DURATION",
+        help="how often bindings in flight are checked against --scheduling-timeout (default 10s)",
+    )
+    parser.add_argument(
+        "--plugin-services",
+        nargs="?",
+        const=True,
+        default=True,
+        type=_parse_bool,
+        metavar="BOOL",
+        help="serve Koordinator's read-only /apis/v1/... plugin services on the metrics port, "
+        "leader only (default true)",
+    )
     add_feature_gates_flag(parser)
     add_controller_flags(parser, _parse_bool)
     add_webhook_flags(parser)
@@ -256,9 +321,14 @@ def _parser() -> argparse.ArgumentParser:
 
 def add_feature_gates_flag(parser: argparse.ArgumentParser) -> None:
     """``--feature-gates A=true,B=false``: kube-scheduler's gates and Koordinator's scheduler gates."""
-    parser.add_argument("--feature-gates", type=_feature_gates, default=DEFAULT_FEATURE_GATES, metavar="A=true,...",
-                        help="kube-scheduler v1.35's and Koordinator's scheduler feature gates; an unknown gate, or "
-                        "one set to a value koord-scheduler does not implement, is refused (docs/dra.md)")
+    parser.add_argument(
+        "--feature-gates",
+        type=_feature_gates,
+        default=DEFAULT_FEATURE_GATES,
+        metavar="A=true,...",
+        help="kube-scheduler v1.35's and Koordinator's scheduler feature gates; an unknown gate, or "
+        "one set to a value koord-scheduler does not implement, is refused (docs/dra.md)",
+    )
 
 
 def _feature_gates(text: str) -> SchedulerFeatureGates:
@@ -327,13 +397,27 @@ def _options(ns: argparse.Namespace) -> ServeOptions:
         metrics_port=port,
         debug_scores=ns.debug_scores,
         debug_filters=bool(ns.debug_filters),
-        controllers=controller_flags(ns),
+        controllers=_with_gated_controllers(controller_flags(ns), ns.feature_gates),
         debug_flags_port=_port("--debug-flags-port", ns.debug_flags_port),
-        webhook=_webhook_options(ns),
+        webhook=_with_admission_gates(_webhook_options(ns), ns.feature_gates),
         feature_gates=ns.feature_gates,
         monitor=_monitor_options(ns),
         plugin_services=bool(ns.plugin_services),
     )
+
+
+def _with_admission_gates(webhook: WebhookOptions, gates: SchedulerFeatureGates) -> WebhookOptions:
+    """The webhooks' gates out of ``--feature-gates`` (Koordinator's koord-manager gates)."""
+    from koord_scheduler.webhook.gates import AdmissionGates
+
+    return dataclasses.replace(webhook, gates=AdmissionGates.from_feature_gates(gates))
+
+
+def _with_gated_controllers(flags: ControllerFlags, gates: SchedulerFeatureGates) -> ControllerFlags:
+    """Koordinator's gate ``ColocationProfileController`` also turns on the ``colocationprofile`` controller."""
+    if not gates.enabled("ColocationProfileController"):
+        return flags
+    return dataclasses.replace(flags, enabled=flags.enabled | {COLOCATIONPROFILE})
 
 
 def _monitor_options(ns: argparse.Namespace) -> MonitorOptions:
@@ -404,5 +488,3 @@ def _setup_logging(verbosity: int) -> None:
     from koord_scheduler.app import logs  # loaded on use: --help and refused flags need none of it
 
     logs.install(verbosity)
-
-

@@ -25,9 +25,11 @@ from koord_scheduler.app.controllers import (
     ControllerClient,
     Hosted,
     build_colocation,
+    build_colocationprofile,
     build_deviceresource,
     build_podgroup,
     build_quota_status,
+    build_quotaprofile,
     build_reservation,
     hold_controllers,
 )
@@ -82,10 +84,12 @@ def run_cluster(options: ServeOptions, registry: Callable[[], Registry], *, pref
             qps=options.config.client_connection.qps,
             burst=options.config.client_connection.burst,
             scheduler_names=tuple(p.scheduler_name for p in options.config.profiles),
-            reflector=ReflectorOptions(protobuf=wants_protobuf(
-                options.config.client_connection.accept_content_types,
-                options.config.client_connection.content_type,
-            )),
+            reflector=ReflectorOptions(
+                protobuf=wants_protobuf(
+                    options.config.client_connection.accept_content_types,
+                    options.config.client_connection.content_type,
+                )
+            ),
         ),
         prefetch=prefetch,
         restarts=metrics.task_restarts,
@@ -96,18 +100,32 @@ def run_cluster(options: ServeOptions, registry: Callable[[], Registry], *, pref
     heap = HeapSettler()
     if options.controllers.scheduling:
         heap.loading()
-    scheduler = build_scheduler(
-        options.config, registry(), source, metrics=metrics,
-        options=SchedulerOptions(heap=heap, feature_gates=options.feature_gates, monitor=options.monitor),
-    ) if options.controllers.scheduling else None
+    scheduler = (
+        build_scheduler(
+            options.config,
+            registry(),
+            source,
+            metrics=metrics,
+            options=SchedulerOptions(heap=heap, feature_gates=options.feature_gates, monitor=options.monitor),
+        )
+        if options.controllers.scheduling
+        else None
+    )
     connection_options = options.config.client_connection
     # Binds first: with scheduling on, the controllers' writes share a small budget while the scheduler
     # has requests in flight (a new leader's controllers may have one write per node to make).
-    client = ControllerClient(connection_options.qps, connection_options.burst) if scheduler is None else \
-        ControllerClient.yielding_to(connection_options.qps, connection_options.burst,
-                                     lambda: source.http.in_flight > 0)
+    client = (
+        ControllerClient(connection_options.qps, connection_options.burst)
+        if scheduler is None
+        else ControllerClient.yielding_to(
+            connection_options.qps, connection_options.burst, lambda: source.http.in_flight > 0
+        )
+    )
     colocation = build_colocation(
-        options.controllers, source, metrics, client=client,
+        options.controllers,
+        source,
+        metrics,
+        client=client,
         scheduler_kinds=scheduler.watched_kinds if scheduler is not None else (),
     )
     kinds = scheduler.watched_kinds if scheduler is not None else {}
@@ -115,28 +133,48 @@ def run_cluster(options: ServeOptions, registry: Callable[[], Registry], *, pref
     # scheduling off: when selected).
     reservation_plugin = scheduler is None or any("Reservation" in fwk.plugins for fwk in scheduler.profiles.values())
     errors = metrics.object_errors
-    hosted: list[Hosted] = [h for h in (
-        build_reservation(options.controllers, source, options.config, client=client, scheduler_kinds=kinds,
-                          plugin_enabled=reservation_plugin, object_errors=errors),
-        build_quota_status(options.controllers, source, options.config, client=client, scheduler_kinds=kinds,
-                           object_errors=errors),
-        build_podgroup(options.controllers, source, options.config, client=client, scheduler_kinds=kinds,
-                       object_errors=errors),
-        build_deviceresource(options.controllers, source, client=client, scheduler_kinds=kinds, object_errors=errors),
-    ) if h is not None]
-    hosted += build_descheduling(options.controllers, source, client=client, scheduler_kinds=kinds,
-                                 object_errors=errors)
+    hosted: list[Hosted] = [
+        h
+        for h in (
+            build_reservation(
+                options.controllers,
+                source,
+                options.config,
+                client=client,
+                scheduler_kinds=kinds,
+                plugin_enabled=reservation_plugin,
+                object_errors=errors,
+            ),
+            build_quota_status(
+                options.controllers, source, options.config, client=client, scheduler_kinds=kinds, object_errors=errors
+            ),
+            build_podgroup(
+                options.controllers, source, options.config, client=client, scheduler_kinds=kinds, object_errors=errors
+            ),
+            build_deviceresource(
+                options.controllers, source, client=client, scheduler_kinds=kinds, object_errors=errors
+            ),
+            build_quotaprofile(options.controllers, source, client=client, scheduler_kinds=kinds, object_errors=errors),
+            build_colocationprofile(options.controllers, source, client=client, object_errors=errors),
+        )
+        if h is not None
+    ]
+    hosted += build_descheduling(
+        options.controllers, source, client=client, scheduler_kinds=kinds, object_errors=errors
+    )
     startup_log.info("start-up: profiles and controllers built (%.2f CPU-s since start)", time.process_time())
-    log.info("koord-scheduler: profiles %s, controllers %s, API server %s (%s)",
-             ", ".join(scheduler.profiles) if scheduler else "none (scheduling off)",
-             ", ".join(sorted(options.controllers.enabled)) or "none", connection.server, connection.description)
+    log.info(
+        "koord-scheduler: profiles %s, controllers %s, API server %s (%s)",
+        ", ".join(scheduler.profiles) if scheduler else "none (scheduling off)",
+        ", ".join(sorted(options.controllers.enabled)) or "none",
+        connection.server,
+        connection.description,
+    )
     loop_factory = event_loop_factory(os.environ.get(EVENT_LOOP_ENV, ""))
 
     def run() -> int:
         with asyncio.Runner(loop_factory=loop_factory) as runner:
-            return runner.run(
-                _run(options, scheduler, source, metrics, colocation, hosted=hosted)
-            )
+            return runner.run(_run(options, scheduler, source, metrics, colocation, hosted=hosted))
 
     return _with_cpu_profile(run)
 
@@ -230,15 +268,20 @@ async def _run(
                 services = (lambda: state.services, state.is_leader) if options.plugin_services else None
                 runner = await _start_http(options, state, metrics, services=services)
             except OSError as exc:
-                print(f"koord-scheduler: cannot listen on {options.bind_address}:{options.metrics_port}: "
-                      f"{exc.strerror or exc}", file=sys.stderr)
+                print(
+                    f"koord-scheduler: cannot listen on {options.bind_address}:{options.metrics_port}: "
+                    f"{exc.strerror or exc}",
+                    file=sys.stderr,
+                )
                 return EXIT_USAGE
         if options.debug_flags_port:
             try:
                 debug_runner = await start_debug_server(options.debug_flags_port, state.set_debug)
             except OSError as exc:
-                print(f"koord-scheduler: cannot listen on {LOOPBACK}:{options.debug_flags_port}: "
-                      f"{exc.strerror or exc}", file=sys.stderr)
+                print(
+                    f"koord-scheduler: cannot listen on {LOOPBACK}:{options.debug_flags_port}: {exc.strerror or exc}",
+                    file=sys.stderr,
+                )
                 return EXIT_USAGE
         kinds = list(scheduler.watched_kinds.values()) if scheduler is not None else []
         controllers: list[ControllerSink] = []
@@ -278,10 +321,15 @@ async def _run(
             # A controller loop that raises is started again (and counted), never lost silently.
             restarts = metrics.task_restarts
             runs = [
-                *([supervise("controller-colocation", partial(colocation.controllers.run, stop), restarts=restarts)]
-                  if colocation else []),
-                *(supervise(f"controller-{h.name}", partial(h.controller.run, stop), restarts=restarts)
-                  for h in hosted),
+                *(
+                    [supervise("controller-colocation", partial(colocation.controllers.run, stop), restarts=restarts)]
+                    if colocation
+                    else []
+                ),
+                *(
+                    supervise(f"controller-{h.name}", partial(h.controller.run, stop), restarts=restarts)
+                    for h in hosted
+                ),
             ]
             if runs:
                 colocation_task = asyncio.ensure_future(_gather_controllers(runs))
@@ -371,10 +419,13 @@ async def _until_stopped(coro: Coroutine[Any, Any, None], stop: asyncio.Event) -
 
 
 def _elector(options: ServeOptions, source: KubeClusterSource, metrics: SchedulerMetrics) -> LeaderElector:
-    status = Gauge("leader_election_master_status",
-                   "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, "
-                   "1 indicates master. 'name' is the string used to identify the lease.",
-                   ["name"], registry=metrics.registry)
+    status = Gauge(
+        "leader_election_master_status",
+        "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, "
+        "1 indicates master. 'name' is the string used to identify the lease.",
+        ["name"],
+        registry=metrics.registry,
+    )
     name = options.leader_election.name
     status.labels(name).set(0)
     http = ApiHttp(source.connection, TokenBucket(0, 1), options=HttpOptions(pool_size=4, request_timeout=5.0))
@@ -415,11 +466,14 @@ async def _start_http(
     app.router.add_get("/metrics", metrics_handler)
     if services is not None:
         add_service_routes(app, services[0], is_leader=services[1])
-    server = HardenedServer(app, address=options.bind_address, port=options.metrics_port, ssl_context=None,
-                            limits=limits)
+    server = HardenedServer(
+        app, address=options.bind_address, port=options.metrics_port, ssl_context=None, limits=limits
+    )
     await server.start()
-    log.info("serving /healthz, /readyz, /metrics%s on http://%s:%d", ", /apis/v1/..." if services else "",
-             options.bind_address, options.metrics_port)
+    log.info(
+        "serving /healthz, /readyz, /metrics%s on http://%s:%d",
+        ", /apis/v1/..." if services else "",
+        options.bind_address,
+        options.metrics_port,
+    )
     return server
-
-

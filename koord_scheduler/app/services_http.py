@@ -56,7 +56,7 @@ def add_service_routes(
         if services is None:
             return _json(503, SCHEDULING_OFF)
         raw = request.raw_path.split("?", 1)[0]
-        segments = [unquote(s) for s in raw[len(PREFIX):].split("/")] if raw.startswith(PREFIX) else []
+        segments = [unquote(s) for s in raw[len(PREFIX) :].split("/")] if raw.startswith(PREFIX) else []
         try:
             status, body = services.answer(["apis", "v1", *segments], dict(request.query))
         except Exception as exc:  # a plugin's view failed: this request only, logged as one line

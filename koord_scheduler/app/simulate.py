@@ -175,8 +175,7 @@ def to_json(result: SimulationResult) -> str:
     after = {a.name: a for a in result.after}
     doc: dict[str, Any] = {
         "pods": [
-            {"namespace": p.namespace, "name": p.name, "node": p.node, "message": p.message}
-            for p in result.placements
+            {"namespace": p.namespace, "name": p.name, "node": p.node, "message": p.message} for p in result.placements
         ],
         "nodes": [
             {

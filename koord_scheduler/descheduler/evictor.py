@@ -3,10 +3,15 @@ DefaultEvictor filter (``pkg/descheduler/framework/plugins/kubernetes/defaultevi
 ``pkg/descheduler/node.NodeFit`` that pykoord implements.
 
 A pod is evictable when it is bound, not terminating, not a mirror or static pod, not owned by a
-DaemonSet, has a controller (a bare pod would not come back), is not system-critical (priority at least
-2000000000, or ``system-cluster-critical``/``system-node-critical``), has no local storage (``emptyDir``
-or ``hostPath``... as the pod's volumes record them: not checked here, see docs/descheduling.md), is in a
-namespace the MigrationController's ``namespaces`` allow, and no active PodMigrationJob targets it.
+DaemonSet, has a controller (a bare pod would not come back; ``evictAllBarePods`` lets any bare pod go,
+``evictFailedBarePods`` a Failed one), is not system-critical (priority at least 2000000000, or
+``system-cluster-critical``/``system-node-critical``; ``evictSystemCriticalPods`` lets them go) and its
+priority is under ``priorityThreshold.value`` (checked only when system-critical pods are protected, as
+upstream), mounts no PersistentVolumeClaim when ``ignorePvcPods``, matches ``labelSelector`` when set, does
+not carry the maximum ``eviction-cost`` (2147483647), is in a namespace the MigrationController's
+``namespaces`` allow, and no active PodMigrationJob targets it. Local storage (``emptyDir``, ``hostPath``)
+is not checked: the pod record does not keep those volumes (see docs/descheduling.md). Each check named
+in ``skipEvictionGates`` is skipped (:func:`eviction_filter`).
 
 A pod fits a node when the node is schedulable, the pod's ``nodeSelector`` and required node affinity
 match it, its taints (NoSchedule, NoExecute) are tolerated, and its free allocatable (minus the
@@ -19,13 +24,17 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-from apis.core.selectors import node_selector_map_matches, node_selector_matches
+from apis.config.descheduler import MigrationControllerArgs
+from apis.core.parse import parse_label_selector
+from apis.core.selectors import label_selector_matches, node_selector_map_matches, node_selector_matches
 from apis.core.tolerations import find_untolerated_taint
-from apis.core.types import Node, Pod
+from apis.core.types import LabelSelector, Node, Pod
 
 SYSTEM_CRITICAL_PRIORITY: Final = 2_000_000_000
 CRITICAL_CLASSES: Final = frozenset({"system-cluster-critical", "system-node-critical"})
 MIRROR_ANNOTATION: Final = "kubernetes.io/config.mirror"
+EVICTION_COST_ANNOTATION: Final = "scheduling.koordinator.sh/eviction-cost"
+MAX_EVICTION_COST: Final = "2147483647"
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +45,13 @@ class EvictionFilter:
     namespaces_include: frozenset[str] = frozenset()
     namespaces_exclude: frozenset[str] = frozenset()
     migrating: Collection[str] = field(default_factory=frozenset)
+    evict_all_bare_pods: bool = False
+    evict_failed_bare_pods: bool = False
+    evict_system_critical_pods: bool = False
+    ignore_pvc_pods: bool = False
+    priority_threshold: int | None = None
+    label_selector: LabelSelector | None = None
+    """None: every pod (the selector is not set)."""
 
     def reason(self, pod: Pod) -> str:
         """Why ``pod`` may not be moved; empty when it may."""
@@ -46,12 +62,23 @@ class EvictionFilter:
         if MIRROR_ANNOTATION in pod.meta.annotations:
             return "a mirror pod"
         controllers = [o for o in pod.meta.owner_references if o.controller]
-        if not controllers:
+        if not controllers and not (
+            self.evict_all_bare_pods or (self.evict_failed_bare_pods and pod.phase == "Failed")
+        ):
             return "no controller (a bare pod)"
         if any(o.kind == "DaemonSet" for o in controllers):
             return "owned by a DaemonSet"
-        if pod.priority >= SYSTEM_CRITICAL_PRIORITY or pod.priority_class_name in CRITICAL_CLASSES:
-            return "system-critical"
+        if not self.evict_system_critical_pods:
+            if pod.priority >= SYSTEM_CRITICAL_PRIORITY or pod.priority_class_name in CRITICAL_CLASSES:
+                return "system-critical"
+            if self.priority_threshold is not None and pod.priority >= self.priority_threshold:
+                return f"priority {pod.priority} is not under the threshold {self.priority_threshold}"
+        if self.ignore_pvc_pods and pod.pvc_names:
+            return "mounts a PersistentVolumeClaim"
+        if self.label_selector is not None and not label_selector_matches(self.label_selector, pod.labels):
+            return "does not match the labelSelector"
+        if pod.annotations.get(EVICTION_COST_ANNOTATION, "").strip() == MAX_EVICTION_COST:
+            return "its eviction cost is the maximum"
         if self.namespaces_include and pod.namespace not in self.namespaces_include:
             return f"namespace {pod.namespace} is not included"
         if pod.namespace in self.namespaces_exclude:
@@ -93,4 +120,35 @@ def fits_node(pod: Pod, node: Node, node_requested: Mapping[str, int]) -> bool:
         node_requested.get(name, 0) + amount <= node.allocatable.get(name, 0)
         for name, amount in pod.requests.items()
         if amount > 0
+    )
+
+
+GATE_BARE_PODS: Final = "BarePods"
+GATE_SYSTEM_CRITICAL: Final = "SystemCritical"
+GATE_PRIORITY_THRESHOLD: Final = "PriorityThreshold"
+GATE_PVC: Final = "PVC"
+GATE_LABEL_SELECTOR: Final = "LabelSelector"
+GATE_NAMESPACES: Final = "Namespaces"
+GATE_LOCAL_STORAGE: Final = "LocalStorage"
+
+
+def eviction_filter(args: MigrationControllerArgs, migrating: Collection[str] = ()) -> EvictionFilter:
+    """The MigrationController's eviction gates from its args, each one named in ``skipEvictionGates``
+    skipped (Koordinator ``arbitrator/filter.go`` ``initFilters``: a skipped gate lets every pod through)."""
+    skip = frozenset(args.skip_eviction_gates or ())
+    ns = args.namespaces if GATE_NAMESPACES not in skip else None
+    threshold = (args.priority_threshold or {}).get("value")
+    selector = None
+    if args.label_selector is not None and GATE_LABEL_SELECTOR not in skip:
+        selector = parse_label_selector(args.label_selector.model_dump(by_alias=True, exclude_none=True))
+    return EvictionFilter(
+        frozenset(ns.include or []) if ns else frozenset(),
+        frozenset(ns.exclude or []) if ns else frozenset(),
+        frozenset(migrating),
+        evict_all_bare_pods=args.evict_all_bare_pods or GATE_BARE_PODS in skip,
+        evict_failed_bare_pods=args.evict_failed_bare_pods or GATE_BARE_PODS in skip,
+        evict_system_critical_pods=args.evict_system_critical_pods or GATE_SYSTEM_CRITICAL in skip,
+        ignore_pvc_pods=args.ignore_pvc_pods and GATE_PVC not in skip,
+        priority_threshold=int(threshold) if threshold is not None and GATE_PRIORITY_THRESHOLD not in skip else None,
+        label_selector=selector,
     )

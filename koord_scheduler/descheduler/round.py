@@ -4,8 +4,9 @@ and each kept migration becomes a PodMigrationJob (Koordinator's ``pkg/deschedul
 
 :class:`Descheduler` holds what lasts between rounds (the LowNodeLoad anomaly detectors) and plans a round
 from a :class:`~.lownodeload.plugin.ClusterView` without side effects; :func:`job_for` builds the job of
-one planned migration. Only LowNodeLoad is a Balance plugin so far; Deschedule plugins are not
-implemented (docs/descheduling.md).
+one planned migration. Each profile runs its Deschedule plugins (:mod:`.deschedule_plugins`: PodLifeTime,
+RemoveFailedPods, RemovePodsViolatingNodeTaints, RemovePodsViolatingNodeAffinity), then its Balance plugins
+(LowNodeLoad).
 
 Limits (``maxNoOfPodsToEvictPerNode``, ``PerNamespace``, ``Total``) apply to the whole round, in plan
 order, as Koordinator's eviction limiter does. ``nodeSelector`` (top level, then the profile's) narrows
@@ -28,15 +29,17 @@ from apis.config.descheduler import (
     MigrationControllerArgs,
     first_args,
 )
-from apis.config.descheduler import LabelSelector as ConfigLabelSelector
+from apis.config.descheduler_selectors import LabelSelector as ConfigLabelSelector
 from apis.core.parse import parse_label_selector
 from apis.core.selectors import label_selector_matches
 from apis.core.types import Pod
 from apis.scheduling.constants import API_VERSION
 from apis.scheduling.migration import KIND
-from koord_scheduler.descheduler.evictor import EvictionFilter, fits_node, requested
+from koord_scheduler.descheduler.deschedule_plugins import DeschedulePlugin, run_deschedule
+from koord_scheduler.descheduler.evictor import EvictionFilter, eviction_filter, fits_node, requested
 from koord_scheduler.descheduler.lownodeload.plugin import ClusterView, LowNodeLoad
 from koord_scheduler.descheduler.migration.decide import ANNOTATION_EVICT_REASON, ANNOTATION_EVICT_TRIGGER
+from koord_scheduler.descheduler.upstream_registry import DESCHEDULE_PLUGINS
 
 DEFAULT_JOB_TTL: Final = "5m"
 LABEL_CREATED_BY: Final = "app.kubernetes.io/created-by"
@@ -73,6 +76,28 @@ def _selector_matches(selector: ConfigLabelSelector | None, labels: Mapping[str,
     return parsed is None or label_selector_matches(parsed, labels)
 
 
+def _upstream_plugins(
+    profile: DeschedulerProfile, args: Mapping[str, list[ArgsModel]], point: str
+) -> list[DeschedulePlugin]:
+    """The profile's upstream plugins enabled at ``point`` (``deschedule`` or ``balance``), each with the
+    profile's pluginConfig args (else the first profile's, else the defaults), in the order enabled."""
+    plugin_set = getattr(profile.plugins, point) if profile.plugins is not None else None
+    out = []
+    for ref in (plugin_set.enabled or []) if plugin_set is not None else []:
+        spec = DESCHEDULE_PLUGINS.get(ref.name)
+        if spec is None:
+            continue
+        model = spec.args_model
+        own = next((pc.args or {} for pc in profile.plugin_config or [] if pc.name == ref.name), None)
+        plugin_args = (
+            model.model_validate(own, by_alias=True, by_name=False)
+            if own is not None
+            else first_args(args, ref.name, model)
+        )
+        out.append(spec.factory(plugin_args))
+    return out
+
+
 def _balance_plugins(profile: DeschedulerProfile) -> list[str]:
     plugin_set = profile.plugins.balance if profile.plugins is not None else None
     return [p.name for p in (plugin_set.enabled or [])] if plugin_set is not None else []
@@ -87,6 +112,9 @@ class Descheduler:
         self.config = config
         self.migration_args: MigrationControllerArgs = first_args(args, MIGRATION_CONTROLLER, MigrationControllerArgs)
         self.profiles: list[tuple[DeschedulerProfile, list[LowNodeLoad]]] = []
+        self.deschedulers: list[tuple[list[DeschedulePlugin], list[DeschedulePlugin]]] = []
+        """Per profile, its upstream Deschedule plugins and Balance plugins: the Deschedule ones run first, as
+        Koordinator's loop, then the upstream Balance ones, then LowNodeLoad."""
         for profile in config.profiles or [DeschedulerProfile(name="koord-descheduler")]:
             plugins = []
             if LOW_NODE_LOAD in _balance_plugins(profile):
@@ -100,18 +128,16 @@ class Descheduler:
                 )
                 plugins.append(LowNodeLoad(plugin_args, clock=clock))
             self.profiles.append((profile, plugins))
+            self.deschedulers.append(
+                (_upstream_plugins(profile, args, "deschedule"), _upstream_plugins(profile, args, "balance"))
+            )
 
     @property
     def dry_run(self) -> bool:
         return self.config.dry_run
 
     def eviction_filter(self, migrating: Collection[str]) -> EvictionFilter:
-        ns = self.migration_args.namespaces
-        return EvictionFilter(
-            frozenset(ns.include or []) if ns else frozenset(),
-            frozenset(ns.exclude or []) if ns else frozenset(),
-            frozenset(migrating),
-        )
+        return eviction_filter(self.migration_args, migrating)
 
     def plan(self, view: ClusterView, *, migrating: Collection[str] = ()) -> RoundPlan:
         """Plan one round; ``migrating``: pods unfinished PodMigrationJobs already move."""
@@ -125,7 +151,7 @@ class Descheduler:
 
         planned: list[PlannedMigration] = []
         notes: list[str] = []
-        for profile, plugins in self.profiles:
+        for (profile, plugins), (deschedulers, balancers) in zip(self.profiles, self.deschedulers, strict=True):
             name = profile.name or "koord-descheduler"
             scoped = [
                 n
@@ -134,6 +160,11 @@ class Descheduler:
                 and _selector_matches(profile.node_selector, n.meta.labels)
             ]
             profile_view = replace(view, nodes=scoped)
+            upstream = [*deschedulers, *balancers]
+            for plugin_name, ev in run_deschedule(upstream, profile_view, evictable=evictable, fits=fits):
+                planned.append(
+                    PlannedMigration(ev.pod.namespace, ev.pod.name, ev.node, "", ev.reason, plugin_name, name)
+                )
             for plugin in plugins:
                 for result in plugin.balance(profile_view, evictable=evictable, fits=fits):
                     if result.idle_reason:

@@ -10,7 +10,7 @@ T = TypeVar("T")
 class StateKey(Generic[T]):
     """A typed key into :class:`CycleState`. Create one per plugin datum at module level::
 
-        PRE_FILTER_KEY: StateKey[PreFilterData] = StateKey("PreFilterNodeResourcesFit")
+    PRE_FILTER_KEY: StateKey[PreFilterData] = StateKey("PreFilterNodeResourcesFit")
     """
 
     __slots__ = ("name",)

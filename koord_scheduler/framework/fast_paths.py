@@ -66,9 +66,7 @@ class AddedPodsFilter(Plugin, Protocol):
 class AddedPodsCheck(Protocol):
     """One cycle's batch recheck of a Filter answer with extra pods added to some nodes."""
 
-    def rejections(
-        self, snapshot: ClusterSnapshot, added: Sequence[tuple[int, Sequence[Pod]]]
-    ) -> FailureChunk | None:
+    def rejections(self, snapshot: ClusterSnapshot, added: Sequence[tuple[int, Sequence[Pod]]]) -> FailureChunk | None:
         """The nodes among ``added`` (position, pods to add there) where the pod no longer fits with those
         pods counted, with statuses stamped with the plugin; None when every node fits. A pod already
         accounted on its node (assumed) is not counted twice."""

@@ -206,7 +206,12 @@ class FilterPhase:
         elif len(plan) == 1 and isinstance(plan[0], _Segment):
             segment = plan[0]
             feasible = self._run_cached(
-                segment.key, state, pod, snapshot=snapshot, positions=positions, diagnosis=diagnosis,
+                segment.key,
+                state,
+                pod,
+                snapshot=snapshot,
+                positions=positions,
+                diagnosis=diagnosis,
                 entries=segment.entries,
             )
         else:
@@ -463,9 +468,9 @@ class FilterPhase:
                 log_failure(log, f"AddPod of {plugin.name} raised", exc)
                 return error(f"running AddPod on PreFilter plugin {plugin.name!r}: {exc}").with_plugin(plugin.name)
             if not status.is_success:
-                return error(
-                    f"running AddPod on PreFilter plugin {plugin.name!r}: {status.message}"
-                ).with_plugin(plugin.name)
+                return error(f"running AddPod on PreFilter plugin {plugin.name!r}: {status.message}").with_plugin(
+                    plugin.name
+                )
         return Status()
 
 

@@ -69,8 +69,7 @@ class PreFilterExtensions(Protocol):
         """Update PreFilter state as if ``pod_to_add`` ran on the node (preemption dry runs, nominated pods)."""
         ...
 
-    def remove_pod(self, state: CycleState, pod: Pod, pod_to_remove: Pod, node_info: NodeInfo) -> Status:
-        ...
+    def remove_pod(self, state: CycleState, pod: Pod, pod_to_remove: Pod, node_info: NodeInfo) -> Status: ...
 
 
 @runtime_checkable
@@ -107,18 +106,14 @@ class BatchFilterPlugin(Plugin, Protocol):
 
 @runtime_checkable
 class PostFilterPlugin(Plugin, Protocol):
-    def post_filter(
-        self, state: CycleState, pod: Pod, diagnosis: Diagnosis
-    ) -> tuple[PostFilterResult | None, Status]:
+    def post_filter(self, state: CycleState, pod: Pod, diagnosis: Diagnosis) -> tuple[PostFilterResult | None, Status]:
         """Runs when no node fits (preemption). Success with a nominated node ends the PostFilter phase."""
         ...
 
 
 @runtime_checkable
 class PreScorePlugin(Plugin, Protocol):
-    def pre_score(
-        self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions
-    ) -> Status:
+    def pre_score(self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions) -> Status:
         """Skip disables this plugin's Score for the cycle; any other failure aborts the cycle."""
         ...
 
@@ -143,9 +138,7 @@ class ScorePlugin(Plugin, Protocol):
 
 @runtime_checkable
 class BatchScorePlugin(Plugin, Protocol):
-    def score_nodes(
-        self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions
-    ) -> IntArray:
+    def score_nodes(self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions) -> IntArray:
         """Raw scores aligned with ``positions`` (int64)."""
         ...
 

@@ -57,9 +57,7 @@ class NodePreferrer(Plugin, Protocol):
     that passes the whole Filter chain (nominated pods counted) is the only candidate of the cycle;
     when none passes, the cycle goes on over every node. One per profile (the first plugin with it)."""
 
-    def prefer_nodes(
-        self, state: CycleState, pod: Pod, result: PreFilterResult | None
-    ) -> tuple[Sequence[str], Status]:
+    def prefer_nodes(self, state: CycleState, pod: Pod, result: PreFilterResult | None) -> tuple[Sequence[str], Status]:
         """Success with the node names, or Skip for none."""
         ...
 

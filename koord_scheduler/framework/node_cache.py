@@ -132,8 +132,9 @@ class NodeResultCache:
         changes whenever the ids may have (:class:`FilterAnswer`)."""
         entry = self._filters.get(key)
         if entry is None or entry.layout != snapshot.layout_version or len(entry.ids) != snapshot.capacity:
-            entry = _lru_insert(self._filters, key, _FilterEntry(snapshot.capacity, snapshot.layout_version),
-                                self._max_filters)
+            entry = _lru_insert(
+                self._filters, key, _FilterEntry(snapshot.capacity, snapshot.layout_version), self._max_filters
+            )
         else:
             self._filters.move_to_end(key)
             self.hits += 1
@@ -207,8 +208,9 @@ class NodeResultCache:
         is equal for equal scores: (the entry's serial, its count of changes)."""
         entry = self._scores.get(key)
         if entry is None or entry.layout != snapshot.layout_version or len(entry.scores) != snapshot.capacity:
-            entry = _lru_insert(self._scores, key, _ScoreEntry(snapshot.capacity, snapshot.layout_version),
-                                self._max_scores)
+            entry = _lru_insert(
+                self._scores, key, _ScoreEntry(snapshot.capacity, snapshot.layout_version), self._max_scores
+            )
         else:
             self._scores.move_to_end(key)
         dirty = _dirty(snapshot, entry.version)
@@ -229,8 +231,9 @@ class NodeResultCache:
         propagates; the entry then recomputes the same nodes next time."""
         entry = self._sums.get(key)
         if entry is None or entry.layout != snapshot.layout_version or len(entry.sums) != snapshot.capacity:
-            entry = _lru_insert(self._sums, key, _SumEntry(snapshot.capacity, snapshot.layout_version),
-                                self._max_scores)
+            entry = _lru_insert(
+                self._sums, key, _SumEntry(snapshot.capacity, snapshot.layout_version), self._max_scores
+            )
         else:
             self._sums.move_to_end(key)
             self.hits += 1

@@ -492,6 +492,5 @@ def _check_transform(t: Plugin, status: Status) -> None:
         raise PluginCycleError(stamped)
 
 
-
 if TYPE_CHECKING:
     _handle: type[Handle] = Framework

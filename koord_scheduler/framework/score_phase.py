@@ -42,9 +42,7 @@ class PerNodeScore:
         self.name = plugin.name
         self._plugin = plugin
 
-    def score_nodes(
-        self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions
-    ) -> IntArray:
+    def score_nodes(self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions) -> IntArray:
         return np.array(self.score_list(state, pod, snapshot, positions), dtype=np.int64)
 
     def score_list(self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions) -> list[int]:

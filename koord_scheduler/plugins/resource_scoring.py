@@ -34,9 +34,7 @@ MAX_CUSTOM_PRIORITY_SCORE = 10
 """Shape scores in args are 0..10; they are scaled by ``MAX_NODE_SCORE / MAX_CUSTOM_PRIORITY_SCORE``."""
 
 
-def _weighted_average(
-    per_resource: list[IntArray], weights: IntArray, counted: list[BoolArray] | None
-) -> IntArray:
+def _weighted_average(per_resource: list[IntArray], weights: IntArray, counted: list[BoolArray] | None) -> IntArray:
     """``Σ score_i·w_i // Σ w_i`` per node; ``counted`` None means every cell counts. 0 where none does."""
     total = np.zeros(len(per_resource[0]), dtype=np.int64)
     for score, w in zip(per_resource, weights.tolist(), strict=True):

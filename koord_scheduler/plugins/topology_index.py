@@ -145,9 +145,7 @@ def resolve_term(owner: Pod, term: PodAffinityTerm) -> AffinityTerm:
         namespaces = frozenset((owner.meta.namespace,))
     else:
         namespaces = frozenset(term.namespaces)
-    selector = merge_label_keys(
-        term.label_selector, owner.meta.labels, term.match_label_keys, term.mismatch_label_keys
-    )
+    selector = merge_label_keys(term.label_selector, owner.meta.labels, term.match_label_keys, term.mismatch_label_keys)
     return AffinityTerm(term.topology_key, selector, namespaces, term.namespace_selector)
 
 
@@ -220,15 +218,11 @@ def pod_term_groups(pod: Pod) -> list[TermGroup]:
         if spec is None:
             continue
         out += [TermGroup(required_kind, 0, resolve_term(pod, t)) for t in spec.required]
-        out += [
-            TermGroup(preferred_kind, w.weight, resolve_term(pod, w.term)) for w in spec.preferred if w.weight
-        ]
+        out += [TermGroup(preferred_kind, w.weight, resolve_term(pod, w.term)) for w in spec.preferred if w.weight]
     return out
 
 
 # ----- the index -----
-
-
 
 
 _MAX_BUCKETINGS = 4

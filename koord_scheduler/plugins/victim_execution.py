@@ -58,7 +58,6 @@ def terminating_by_preemption(pod: Pod) -> bool:
     return pod.meta.deletion_timestamp is not None and pod.conditions.get(DISRUPTION_TARGET) == "True"
 
 
-
 class VictimTracker:
     """Victims in flight and the tasks that evict them (and any other API call the owning plugin runs in
     the background); ``what`` names the caller in log lines."""
@@ -104,8 +103,13 @@ class VictimTracker:
             except Exception as exc:
                 level = logging.DEBUG if self._condition_failures else logging.WARNING
                 self._condition_failures += 1
-                log.log(level, "%s: marking %s as a DisruptionTarget failed (it is deleted anyway): %s",
-                        self._what, victim.key, exc)
+                log.log(
+                    level,
+                    "%s: marking %s as a DisruptionTarget failed (it is deleted anyway): %s",
+                    self._what,
+                    victim.key,
+                    exc,
+                )
         if not await self.call(cluster, "delete_pod", victim, reason=reason, what=f"preempting {victim.key}"):
             self._in_flight.pop(victim.key, None)
 

@@ -27,12 +27,12 @@ class TreeProblem:
 def validate_tree(records: Iterable[QuotaRecord]) -> tuple[dict[str, QuotaRecord], list[TreeProblem]]:
     """The quotas that form a valid tree (by name), and a problem for each one left out.
 
-    Rules (those of Koordinator's quota webhook that concern the tree's shape and numbers): names are
-    unique cluster-wide; min and max are non-negative and ``min <= max`` per resource; the parent exists,
-    is a parent quota (``is-parent: "true"``) and is itself valid; a quota with a ``tree-id`` has its parent's
-(one without inherits it, as Koordinator's webhook fills it in); no cycles; below the root, the
-    children's mins add up to at most the parent's min (children are admitted in name order, and the one
-    that would break the sum is left out). Built-in quotas (root, system, default) are kept as given.
+        Rules (those of Koordinator's quota webhook that concern the tree's shape and numbers): names are
+        unique cluster-wide; min and max are non-negative and ``min <= max`` per resource; the parent exists,
+        is a parent quota (``is-parent: "true"``) and is itself valid; a quota with a ``tree-id`` has its parent's
+    (one without inherits it, as Koordinator's webhook fills it in); no cycles; below the root, the
+        children's mins add up to at most the parent's min (children are admitted in name order, and the one
+        that would break the sum is left out). Built-in quotas (root, system, default) are kept as given.
     """
     problems: list[TreeProblem] = []
     by_name: dict[str, QuotaRecord] = {}

@@ -166,9 +166,7 @@ def find_nodes_that_fit(
         narrowed = np.array(sorted(wanted, key=lambda p: int(rank[p])), dtype=np.intp)
         diagnosis.num_absent = len(nodes) - len(narrowed)
         plugins = sorted(result.plugins)
-        diagnosis.absent_status = unresolvable(
-            f"node(s) didn't satisfy plugin(s) [{' '.join(plugins)}]"
-        )
+        diagnosis.absent_status = unresolvable(f"node(s) didn't satisfy plugin(s) [{' '.join(plugins)}]")
         nodes = narrowed
     if len(nodes) == 0:
         return pod, nodes

@@ -66,7 +66,6 @@ startup_log = logging.getLogger("koord_scheduler.startup")
 Json = dict[str, Any]
 
 
-
 @dataclass(frozen=True, slots=True)
 class KubeSourceOptions:
     """``qps``/``burst``: ``clientConnection``'s (zero or less, or huge, means unlimited).
@@ -143,8 +142,16 @@ class KubeClusterSource:
         the background, and :meth:`listed` says when it has been listed."""
         if self._sink is not None:
             raise RuntimeError("watch_kind() must be called before start()")
-        kind = ResourceKind(kind_name, group, version, plural, parser,
-                            field_selector=field_selector, label_selector=label_selector, namespace=namespace)
+        kind = ResourceKind(
+            kind_name,
+            group,
+            version,
+            plural,
+            parser,
+            field_selector=field_selector,
+            label_selector=label_selector,
+            namespace=namespace,
+        )
 
         def handler_for(sink: EventSink) -> Callable[[EventType, Any, Any], None]:
             return lambda event, old, new: sink.on_object(kind_name, event, old, new)
@@ -177,14 +184,19 @@ class KubeClusterSource:
         bound Pods are delivered page by page while the rest of the Pod list comes in."""
         for extra in kinds:
             if all(k.kind != extra.kind for k, _ in self._kinds):
-                self.watch_kind(extra.group, extra.version, extra.plural, extra.parse, extra.kind,
-                                optional=extra.optional)
+                self.watch_kind(
+                    extra.group, extra.version, extra.plural, extra.parse, extra.kind, optional=extra.optional
+                )
         self._sink = sink
         self.events.start()
         watched = [*((kind, make(sink)) for kind, make in self._kinds), (self._pod_kind, self._pod_handler(sink))]
         for resource, handler in watched:
             self.reflectors[resource.kind] = Reflector(
-                self.http, resource, handler, options=self.options.reflector, on_invalid=self._on_invalid,
+                self.http,
+                resource,
+                handler,
+                options=self.options.reflector,
+                on_invalid=self._on_invalid,
                 on_crash=self._on_crash,
             )
         reflectors = [r for r in self.reflectors.values() if r.kind.kind not in self._optional]
@@ -212,10 +224,16 @@ class KubeClusterSource:
         loop = asyncio.get_running_loop()
         self._tasks = [loop.create_task(r.run(), name=f"watch-{r.kind.plural}") for r in self.reflectors.values()]
         self.synced = True
-        log.info("synced from %s: %s", self.connection.server,
-                 ", ".join(f"{len(r.store)} {r.kind.plural}" for r in reflectors))
-        startup_log.info("start-up: every kind listed and delivered %.3fs after start() (%.2f CPU-s since start)",
-                         time.monotonic() - started, time.process_time())
+        log.info(
+            "synced from %s: %s",
+            self.connection.server,
+            ", ".join(f"{len(r.store)} {r.kind.plural}" for r in reflectors),
+        )
+        startup_log.info(
+            "start-up: every kind listed and delivered %.3fs after start() (%.2f CPU-s since start)",
+            time.monotonic() - started,
+            time.process_time(),
+        )
 
     async def _list_until_answered(
         self, reflectors: Sequence[Reflector], prefetch: Prefetch | None
@@ -260,7 +278,11 @@ class KubeClusterSource:
         if current is None or current.pod.node_name or (pod.uid and current.pod.uid != pod.uid):
             return  # deleted or bound meanwhile: kube-scheduler drops the failure too
         self.events.record(
-            pod, event_type="Warning", reason="FailedScheduling", action="Scheduling", note=message,
+            pod,
+            event_type="Warning",
+            reason="FailedScheduling",
+            action="Scheduling",
+            note=message,
             controller=pod.scheduler_name,
         )
         want = PodScheduledCondition("False", reason, message)
@@ -283,8 +305,7 @@ class KubeClusterSource:
         if pod.uid:
             body["metadata"] = {"uid": pod.uid}
         try:
-            await self.http.request("PATCH", pod_path(pod, "status"), body=body,
-                                    content_type=STRATEGIC_MERGE_PATCH)
+            await self.http.request("PATCH", pod_path(pod, "status"), body=body, content_type=STRATEGIC_MERGE_PATCH)
         except ApiError as err:
             if err.not_found or err.conflict:
                 return  # gone or replaced
@@ -294,8 +315,12 @@ class KubeClusterSource:
     async def report_scheduled(self, pod: Pod, node_name: str) -> None:
         self._written.pop(pod.key, None)
         self.events.record(
-            pod, event_type="Normal", reason="Scheduled", action="Binding",
-            note=f"Successfully assigned {pod.key} to {node_name}", controller=pod.scheduler_name,
+            pod,
+            event_type="Normal",
+            reason="Scheduled",
+            action="Binding",
+            note=f"Successfully assigned {pod.key} to {node_name}",
+            controller=pod.scheduler_name,
         )
 
     def _on_crash(self, kind: ResourceKind[Any], exc: BaseException) -> None:
@@ -325,8 +350,14 @@ class KubeClusterSource:
             kind.kind, api_version, namespace, name, str(meta.get("uid") or ""), str(meta.get("resourceVersion") or "")
         )
         note = f"ignored by the scheduler: {rejection.message}"
-        self.events.record_for(regarding, event_type="Warning", reason=_EVENT_REASONS.get(rejection.reason, "Failed"),
-                               action="Validating", note=note, controller=self._client.controller)
+        self.events.record_for(
+            regarding,
+            event_type="Warning",
+            reason=_EVENT_REASONS.get(rejection.reason, "Failed"),
+            action="Validating",
+            note=note,
+            controller=self._client.controller,
+        )
 
     # ----- pods -----
 
@@ -368,10 +399,7 @@ async def _first_list(reflector: Reflector, prefetch: Prefetch | None) -> tuple[
     there is one, else its own."""
     early = await prefetch.listed(reflector.kind.kind) if prefetch is not None else None
     if early is not None:
-        startup_log.info("start-up: %d %ss listed early in %.3fs", len(early.items), reflector.kind.kind,
-                         early.seconds)
+        startup_log.info("start-up: %d %ss listed early in %.3fs", len(early.items), reflector.kind.kind, early.seconds)
         return early.items, early.resource_version, early
     items, rv = await reflector.list_all(prepare=True)
     return items, rv, None
-
-

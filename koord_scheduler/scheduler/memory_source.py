@@ -122,7 +122,9 @@ class MemoryCluster:
             raise ClusterError(f'nodes "{node_name}" not found')
         # The API server clears nominatedNodeName at binding (ClearingNominatedNodeNameAfterBinding, on in 1.35).
         bound = replace(
-            current, node_name=node_name, nominated_node_name="",
+            current,
+            node_name=node_name,
+            nominated_node_name="",
             phase="Running" if current.phase == "Pending" else current.phase,
         )
         self.pods[pod.key] = bound

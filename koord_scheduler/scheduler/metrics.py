@@ -23,48 +23,68 @@ class SchedulerMetrics:
         self.registry = registry or CollectorRegistry()
         r = self.registry
         self.schedule_attempts = Counter(
-            "scheduler_schedule_attempts", "Number of attempts to schedule pods, by result.",
-            ["result", "profile"], registry=r,
+            "scheduler_schedule_attempts",
+            "Number of attempts to schedule pods, by result.",
+            ["result", "profile"],
+            registry=r,
         )
         self.attempt_duration = FastHistogram(
             "scheduler_scheduling_attempt_duration_seconds",
             "Scheduling attempt latency in seconds (scheduling algorithm + binding).",
-            ["result", "profile"], buckets=_exp_buckets(0.001, 2, 15), registry=r,
+            ["result", "profile"],
+            buckets=_exp_buckets(0.001, 2, 15),
+            registry=r,
         )
         self.algorithm_duration = FastHistogram(
-            "scheduler_scheduling_algorithm_duration_seconds", "Scheduling algorithm latency in seconds.",
-            buckets=_exp_buckets(0.001, 2, 15), registry=r,
+            "scheduler_scheduling_algorithm_duration_seconds",
+            "Scheduling algorithm latency in seconds.",
+            buckets=_exp_buckets(0.001, 2, 15),
+            registry=r,
         )
         self.pending_pods = Gauge(
-            "scheduler_pending_pods", "Number of pending pods, by the queue type.", ["queue"], registry=r,
+            "scheduler_pending_pods",
+            "Number of pending pods, by the queue type.",
+            ["queue"],
+            registry=r,
         )
         self.sli_duration = FastHistogram(
             "scheduler_pod_scheduling_sli_duration_seconds",
             "E2e latency for a pod being scheduled, from the time the pod enters the queue.",
-            ["attempts"], buckets=_exp_buckets(0.01, 2, 20), registry=r,
+            ["attempts"],
+            buckets=_exp_buckets(0.01, 2, 20),
+            registry=r,
         )
         self.pod_attempts = FastHistogram(
-            "scheduler_pod_scheduling_attempts", "Number of attempts to successfully schedule a pod.",
-            buckets=_exp_buckets(1, 2, 5), registry=r,
+            "scheduler_pod_scheduling_attempts",
+            "Number of attempts to successfully schedule a pod.",
+            buckets=_exp_buckets(1, 2, 5),
+            registry=r,
         )
         self.extension_point_duration = FastHistogram(
             "scheduler_framework_extension_point_duration_seconds",
             "Latency for running all plugins of a specific extension point.",
-            ["extension_point", "status", "profile"], buckets=_exp_buckets(0.0001, 2, 12), registry=r,
+            ["extension_point", "status", "profile"],
+            buckets=_exp_buckets(0.0001, 2, 12),
+            registry=r,
         )
         self.unschedulable_pods = Gauge(
             "scheduler_unschedulable_pods",
             "The number of unschedulable pods broken down by plugin name. A pod counts for every plugin that "
             "caused it not to schedule (or held it at PreEnqueue).",
-            ["plugin", "profile"], registry=r,
+            ["plugin", "profile"],
+            registry=r,
         )
         self.cache_size = Gauge(
-            "scheduler_cache_size", "Number of nodes, pods, and assumed pods in the scheduler cache.",
-            ["type"], registry=r,
+            "scheduler_cache_size",
+            "Number of nodes, pods, and assumed pods in the scheduler cache.",
+            ["type"],
+            registry=r,
         )
         self.bindings_in_flight = Gauge(
-            "scheduler_goroutines", "Number of running tasks split by the work they do such as binding.",
-            ["operation"], registry=r,
+            "scheduler_goroutines",
+            "Number of running tasks split by the work they do such as binding.",
+            ["operation"],
+            registry=r,
         )
 
         self.object_errors = ObjectErrors(r)

@@ -72,7 +72,5 @@ class ObjectErrors:
 
     def count(self, kind: str, reason: str) -> float:
         """The counter's value (tests, ``simulate``)."""
-        value = self.registry.get_sample_value(
-            "koord_scheduler_object_errors_total", {"kind": kind, "reason": reason}
-        )
+        value = self.registry.get_sample_value("koord_scheduler_object_errors_total", {"kind": kind, "reason": reason})
         return value or 0.0

@@ -136,14 +136,21 @@ def node_info(snapshot: ClusterSnapshot, name: str) -> dict[str, Any] | None:
             "metadata": {"name": node.name, **({"labels": dict(sorted(node.labels.items()))} if node.labels else {})},
             "spec": {
                 **({"unschedulable": True} if node.unschedulable else {}),
-                **({"taints": [{"key": t.key, "value": t.value, "effect": t.effect} for t in node.taints]}
-                   if node.taints else {}),
+                **(
+                    {"taints": [{"key": t.key, "value": t.value, "effect": t.effect} for t in node.taints]}
+                    if node.taints
+                    else {}
+                ),
             },
             "status": {"allocatable": resource_list(node.allocatable), "capacity": resource_list(node.capacity)},
         },
         "pods": [
-            {"Pod": {"metadata": {"name": p.name, "namespace": p.namespace, **({"uid": p.uid} if p.uid else {})},
-                     "spec": {"nodeName": name}}}
+            {
+                "Pod": {
+                    "metadata": {"name": p.name, "namespace": p.namespace, **({"uid": p.uid} if p.uid else {})},
+                    "spec": {"nodeName": name},
+                }
+            }
             for _, p in sorted(info.pods.items())
         ],
     }

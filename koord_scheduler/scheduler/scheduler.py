@@ -118,7 +118,8 @@ class Scheduler:
         self._binding_tasks: dict[asyncio.Task[None], _Binding] = {}
         self._rejected_series: set[tuple[str, str]] = set()
         self.monitor = SchedulingMonitor(
-            self.options.monitor or MonitorOptions(timeout=0), self.metrics.registry,
+            self.options.monitor or MonitorOptions(timeout=0),
+            self.metrics.registry,
             profiles=[f.profile_name for f in self.profiles.values()],
         )
         """Attempts that run too long (:mod:`.monitor`); off unless ``options.monitor`` is set."""
@@ -493,8 +494,9 @@ class Scheduler:
         sli.observe(max(0.0, self.clock() - first))
         self.scheduled_count += 1
         if self.scheduled_count == 1:
-            startup_log.info("start-up: first bind, %s to %s (%.2f CPU-s since start)", pod.key, node,
-                             time.process_time())
+            startup_log.info(
+                "start-up: first bind, %s to %s (%.2f CPU-s since start)", pod.key, node, time.process_time()
+            )
         self._record(Outcome(pod.key, node, "", b.qpi.attempts))
         self.monitor.complete(pod.key)
         self.queue.done(pod.key)
@@ -527,8 +529,7 @@ class Scheduler:
             try:
                 await self.source.client.set_nominated_node_name(pod, node)
             except Exception as exc:
-                log_failure(log, f"setting nominatedNodeName of {pod.key} to {node} failed", exc,
-                            level=logging.WARNING)
+                log_failure(log, f"setting nominatedNodeName of {pod.key} to {node} failed", exc, level=logging.WARNING)
         return Status()
 
     async def _wait_on_permit(self, b: _Binding) -> Status:
@@ -674,7 +675,6 @@ class Scheduler:
         for key, n in rejected.items():
             self.metrics.child(self.metrics.unschedulable_pods, *key).set(n)
         self._rejected_series = set(rejected)
-
 
 
 _STALL_ATTEMPTS_PER_POD = 4

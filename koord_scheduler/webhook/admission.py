@@ -80,11 +80,15 @@ class WebhookMetrics:
                 buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.5, 1.0),
                 registry=registry,
             ),
-            mutated=Counter("koord_webhook_pods_mutated_total", "Pods the webhook changed on CREATE.",
-                            registry=registry),
-            errors=Counter("koord_webhook_pod_mutation_errors_total",
-                           "Pods admitted unchanged because the webhook could not mutate them.", ["reason"],
-                           registry=registry),
+            mutated=Counter(
+                "koord_webhook_pods_mutated_total", "Pods the webhook changed on CREATE.", registry=registry
+            ),
+            errors=Counter(
+                "koord_webhook_pod_mutation_errors_total",
+                "Pods admitted unchanged because the webhook could not mutate them.",
+                ["reason"],
+                registry=registry,
+            ),
         )
 
 
@@ -133,16 +137,20 @@ class PodMutator:
         except MutationError as exc:
             return self._unchanged(request, "CannotMutate", str(exc))
         for skip in result.skipped:
-            log.warning("pod %s/%s: ClusterColocationProfile %s skipped: %s", namespace, _name(meta),
-                        skip.profile, skip.message)
+            log.warning(
+                "pod %s/%s: ClusterColocationProfile %s skipped: %s", namespace, _name(meta), skip.profile, skip.message
+            )
             self.lookup.profile_skipped(skip)
         ops = create_patch(pod, result.pod)
         if not ops:
             return {"allowed": True}
         self.metrics.mutated.inc()
         log.info("pod %s/%s mutated by %s", namespace, _name(meta), ", ".join(result.applied) or "no profile")
-        return {"allowed": True, "patchType": "JSONPatch",
-                "patch": base64.b64encode(json.dumps(ops, separators=(",", ":")).encode()).decode()}
+        return {
+            "allowed": True,
+            "patchType": "JSONPatch",
+            "patch": base64.b64encode(json.dumps(ops, separators=(",", ":")).encode()).decode(),
+        }
 
     async def _priority_classes(self, matched: Sequence[ResolvedProfile]) -> dict[str, PriorityClassInfo]:
         out: dict[str, PriorityClassInfo] = {}
@@ -157,8 +165,7 @@ class PodMutator:
     def _unchanged(self, request: Json, reason: str, message: str) -> Json:
         self.metrics.errors.labels(reason).inc()
         meta = _map(_map(request, "object"), "metadata")
-        log.warning("pod %s/%s admitted unchanged (%s): %s", request.get("namespace", ""), _name(meta), reason,
-                    message)
+        log.warning("pod %s/%s admitted unchanged (%s): %s", request.get("namespace", ""), _name(meta), reason, message)
         return {"allowed": True}
 
 
@@ -184,5 +191,13 @@ def validate_pod(body: Any) -> Json:
     return allow(parse_review(body, POD_CREATE_UPDATE)["uid"])
 
 
-__all__ = ["POD_CREATE", "POD_CREATE_UPDATE", "BadReviewError", "ClusterLookupError", "ColocationLookup",
-           "PodMutator", "WebhookMetrics", "validate_pod"]
+__all__ = [
+    "POD_CREATE",
+    "POD_CREATE_UPDATE",
+    "BadReviewError",
+    "ClusterLookupError",
+    "ColocationLookup",
+    "PodMutator",
+    "WebhookMetrics",
+    "validate_pod",
+]

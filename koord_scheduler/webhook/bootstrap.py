@@ -27,8 +27,10 @@ JSON_PATCH = "application/json-patch+json"
 ADMISSION_GROUP = "admissionregistration.k8s.io"
 MUTATING_CONFIGURATIONS = "mutatingwebhookconfigurations"
 VALIDATING_CONFIGURATIONS = "validatingwebhookconfigurations"
-_KINDS = {MUTATING_CONFIGURATIONS: "MutatingWebhookConfiguration",
-          VALIDATING_CONFIGURATIONS: "ValidatingWebhookConfiguration"}
+_KINDS = {
+    MUTATING_CONFIGURATIONS: "MutatingWebhookConfiguration",
+    VALIDATING_CONFIGURATIONS: "ValidatingWebhookConfiguration",
+}
 
 
 def _b64(data: bytes) -> str:
@@ -38,8 +40,11 @@ def _b64(data: bytes) -> str:
 def _bundle_of(secret: dict[str, Any]) -> CertBundle | None:
     data = secret.get("data") or {}
     try:
-        return CertBundle(ca_pem=base64.b64decode(data.get(CA_FILE, "")),
-                          cert_pem=base64.b64decode(data[CERT_FILE]), key_pem=base64.b64decode(data[KEY_FILE]))
+        return CertBundle(
+            ca_pem=base64.b64decode(data.get(CA_FILE, "")),
+            cert_pem=base64.b64decode(data[CERT_FILE]),
+            key_pem=base64.b64decode(data[KEY_FILE]),
+        )
     except (KeyError, ValueError):
         return None
 
@@ -60,9 +65,14 @@ async def ensure_secret_bundle(http: ApiHttp, namespace: str, name: str, hosts: 
             return current
         bundle = generate_bundle(list(hosts))
         body: dict[str, Any] = {
-            "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
-            "metadata": {"name": name, "namespace": namespace,
-                         "labels": {"app.kubernetes.io/managed-by": "koord-scheduler"}},
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "type": "kubernetes.io/tls",
+            "metadata": {
+                "name": name,
+                "namespace": namespace,
+                "labels": {"app.kubernetes.io/managed-by": "koord-scheduler"},
+            },
             "data": {CERT_FILE: _b64(bundle.cert_pem), KEY_FILE: _b64(bundle.key_pem), CA_FILE: _b64(bundle.ca_pem)},
         }
         try:
@@ -80,8 +90,9 @@ async def ensure_secret_bundle(http: ApiHttp, namespace: str, name: str, hosts: 
     raise ApiError(409, "Conflict", f"Secret {namespace}/{name} kept changing while the certificate was stored")
 
 
-async def inject_ca_bundle(http: ApiHttp, configuration: str, ca_pem: bytes, *,
-                           collection: str = MUTATING_CONFIGURATIONS) -> int:
+async def inject_ca_bundle(
+    http: ApiHttp, configuration: str, ca_pem: bytes, *, collection: str = MUTATING_CONFIGURATIONS
+) -> int:
     """Set ``caBundle`` on each webhook of the webhook configuration ``configuration`` (in ``collection``:
     :data:`MUTATING_CONFIGURATIONS` or :data:`VALIDATING_CONFIGURATIONS`); how many changed."""
     kind = _KINDS[collection]

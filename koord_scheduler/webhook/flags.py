@@ -5,8 +5,9 @@ nothing of the server: TLS, certificates and aiohttp load only when ``--webhook-
 
 ::
 
-    --webhook-port PORT                 HTTPS port of /mutate-pod, /validate-pod and
-                                        /validate-scheduling-sigs-k8s-io-v1alpha1-elasticquota (default 0: off)
+    --webhook-port PORT                 HTTPS port of /mutate-pod, /validate-pod and the ElasticQuota paths
+                                        /mutate- and /validate-scheduling-sigs-k8s-io-v1alpha1-elasticquota
+                                        (default 0: off)
     --webhook-bind-address ADDR         default 0.0.0.0
     --webhook-cert-dir DIR              tls.crt / tls.key (and ca.crt) mounted from a Secret; when absent,
                                         a self-signed CA and certificate are made, kept in
@@ -20,7 +21,8 @@ nothing of the server: TLS, certificates and aiohttp load only when ``--webhook-
     --webhook-secret-name NAME
     --webhook-configuration-name NAME   the MutatingWebhookConfiguration whose caBundle is set
     --webhook-validating-configuration-name NAME
-                                        the ValidatingWebhookConfiguration whose caBundle is set
+                                        the ValidatingWebhookConfiguration (pods, ElasticQuotas) whose
+                                        caBundle is set
     --webhook-client-ca-file FILE       require a client certificate signed by this CA (the API server
                                         presents one when its AdmissionConfiguration gives it a kubeconfig
                                         for this webhook)
@@ -32,7 +34,9 @@ from __future__ import annotations
 
 import argparse
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from koord_scheduler.webhook.gates import DEFAULT_ADMISSION_GATES, AdmissionGates
 
 DEFAULT_NAMESPACE = "koordinator-system"
 DEFAULT_SERVICE = "koord-scheduler-webhook"
@@ -54,6 +58,8 @@ class WebhookOptions:
     extra_hosts: tuple[str, ...] = ()
     client_ca_file: str = ""
     token_file: str = ""
+    gates: AdmissionGates = field(default=DEFAULT_ADMISSION_GATES)
+    """Koordinator's webhook feature gates (:mod:`.gates`); Koordinator's defaults."""
 
     @property
     def enabled(self) -> bool:
@@ -61,26 +67,49 @@ class WebhookOptions:
 
 
 def add_webhook_flags(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("admission webhooks (ClusterColocationProfile, ElasticQuota)")
-    group.add_argument("--webhook-port", type=int, default=0, metavar="PORT",
-                       help="HTTPS port for /mutate-pod, /validate-pod and the ElasticQuota validating path "
-                            "(default 0: off)")
+    group = parser.add_argument_group("admission webhooks (ClusterColocationProfile, pod validation, ElasticQuota)")
+    group.add_argument(
+        "--webhook-port",
+        type=int,
+        default=0,
+        metavar="PORT",
+        help="HTTPS port for /mutate-pod, /validate-pod and the ElasticQuota defaulting and "
+        "validating paths (default 0: off)",
+    )
     group.add_argument("--webhook-bind-address", default="0.0.0.0", metavar="ADDR")
-    group.add_argument("--webhook-cert-dir", default="", metavar="DIR",
-                       help="directory with tls.crt and tls.key; empty: make a self-signed CA and certificate")
-    group.add_argument("--webhook-namespace", default=os.environ.get("POD_NAMESPACE") or DEFAULT_NAMESPACE,
-                       metavar="NS")
+    group.add_argument(
+        "--webhook-cert-dir",
+        default="",
+        metavar="DIR",
+        help="directory with tls.crt and tls.key; empty: make a self-signed CA and certificate",
+    )
+    group.add_argument(
+        "--webhook-namespace", default=os.environ.get("POD_NAMESPACE") or DEFAULT_NAMESPACE, metavar="NS"
+    )
     group.add_argument("--webhook-service-name", default=DEFAULT_SERVICE, metavar="NAME")
-    group.add_argument("--webhook-cert-hosts", default="", metavar="H1,H2",
-                       help="more DNS names or IPs for the self-signed certificate")
+    group.add_argument(
+        "--webhook-cert-hosts",
+        default="",
+        metavar="H1,H2",
+        help="more DNS names or IPs for the self-signed certificate",
+    )
     group.add_argument("--webhook-secret-name", default=DEFAULT_SECRET, metavar="NAME")
     group.add_argument("--webhook-configuration-name", default=DEFAULT_CONFIGURATION, metavar="NAME")
-    group.add_argument("--webhook-validating-configuration-name", default=DEFAULT_VALIDATING_CONFIGURATION,
-                       metavar="NAME")
-    group.add_argument("--webhook-client-ca-file", default="", metavar="FILE",
-                       help="require a client certificate signed by this CA (off by default)")
-    group.add_argument("--webhook-token-file", default="", metavar="FILE",
-                       help="require this bearer token (the file's content; off by default)")
+    group.add_argument(
+        "--webhook-validating-configuration-name", default=DEFAULT_VALIDATING_CONFIGURATION, metavar="NAME"
+    )
+    group.add_argument(
+        "--webhook-client-ca-file",
+        default="",
+        metavar="FILE",
+        help="require a client certificate signed by this CA (off by default)",
+    )
+    group.add_argument(
+        "--webhook-token-file",
+        default="",
+        metavar="FILE",
+        help="require this bearer token (the file's content; off by default)",
+    )
 
 
 def webhook_options(ns: argparse.Namespace) -> WebhookOptions:
@@ -88,10 +117,15 @@ def webhook_options(ns: argparse.Namespace) -> WebhookOptions:
     if not 0 <= ns.webhook_port <= 65535:
         raise ValueError(f"--webhook-port: {ns.webhook_port} is not a port number")
     return WebhookOptions(
-        port=ns.webhook_port, bind_address=ns.webhook_bind_address, cert_dir=ns.webhook_cert_dir,
-        namespace=ns.webhook_namespace, service_name=ns.webhook_service_name, secret_name=ns.webhook_secret_name,
+        port=ns.webhook_port,
+        bind_address=ns.webhook_bind_address,
+        cert_dir=ns.webhook_cert_dir,
+        namespace=ns.webhook_namespace,
+        service_name=ns.webhook_service_name,
+        secret_name=ns.webhook_secret_name,
         configuration_name=ns.webhook_configuration_name,
         validating_configuration_name=ns.webhook_validating_configuration_name,
         extra_hosts=tuple(h.strip() for h in ns.webhook_cert_hosts.split(",") if h.strip()),
-        client_ca_file=ns.webhook_client_ca_file, token_file=ns.webhook_token_file,
+        client_ca_file=ns.webhook_client_ca_file,
+        token_file=ns.webhook_token_file,
     )

@@ -53,8 +53,9 @@ def parse_priority_class(obj: Json) -> PriorityClassInfo:
     if not isinstance(value, int):
         raise ValueError("PriorityClass: value: expected an integer")
     policy = obj.get("preemptionPolicy")
-    return PriorityClassInfo(str((obj.get("metadata") or {}).get("name", "")), value,
-                             str(policy) if policy is not None else None)
+    return PriorityClassInfo(
+        str((obj.get("metadata") or {}).get("name", "")), value, str(policy) if policy is not None else None
+    )
 
 
 def parse_namespace_labels(obj: Json) -> Mapping[str, str]:
@@ -102,8 +103,9 @@ class KubeColocationLookup:
             try:
                 items, rv = await reflector.list_all()
             except ClusterError as exc:
-                log.warning("cannot list %s yet (%s); the webhook retries in the background", reflector.kind.plural,
-                            exc)
+                log.warning(
+                    "cannot list %s yet (%s); the webhook retries in the background", reflector.kind.plural, exc
+                )
                 continue
             reflector.replace(items, rv)
         loop = asyncio.get_running_loop()
@@ -163,6 +165,10 @@ class KubeColocationLookup:
         if self.recorder is None:
             return
         self.recorder.record_for(
-            Regarding(KIND, API_VERSION, "", name, uid), event_type="Warning", reason=reason, action="Mutate",
-            note=note, controller=CONTROLLER,
+            Regarding(KIND, API_VERSION, "", name, uid),
+            event_type="Warning",
+            reason=reason,
+            action="Mutate",
+            note=note,
+            controller=CONTROLLER,
         )

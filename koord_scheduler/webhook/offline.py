@@ -51,8 +51,7 @@ class OfflineColocation:
             return raw, []
         roll = random.Random(f"{namespace}/{meta.get('name', '')}")
         try:
-            result = mutate_pod(raw, matched, priority_classes=self.priority_classes,
-                                roll=lambda: roll.randrange(100))
+            result = mutate_pod(raw, matched, priority_classes=self.priority_classes, roll=lambda: roll.randrange(100))
         except MutationError as exc:
             return raw, [f"admitted unchanged: {exc}"]
         return result.pod, [f"ClusterColocationProfile {s.profile} skipped: {s.message}" for s in result.skipped]

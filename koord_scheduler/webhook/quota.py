@@ -1,37 +1,34 @@
-"""The ElasticQuota validating webhook: ``POST /validate-scheduling-sigs-k8s-io-v1alpha1-elasticquota``.
+"""The ElasticQuota webhooks: ``POST /validate-scheduling-sigs-k8s-io-v1alpha1-elasticquota`` and
+``POST /mutate-scheduling-sigs-k8s-io-v1alpha1-elasticquota``.
 
-Koordinator serves this path from koord-manager (Koordinator pkg/webhook/elasticquota/validating,
-quota_topology.go, quota_topology_check.go); pykoord serves it from koord-scheduler's admission server.
-CREATE, UPDATE and DELETE of ``elasticquotas`` are checked against the quotas the server watches:
+Koordinator serves these paths from koord-manager (``pkg/webhook/elasticquota/{validating,mutating}``);
+pykoord serves them from koord-scheduler's admission server, against the quotas it watches.
 
-- the tree rules the ElasticQuota plugin applies when it builds its tree
-  (:func:`~koord_scheduler.quota.validation.validate_tree`: non-negative numbers,
-  ``min <= max``, the parent exists and is labelled ``is-parent: "true"``, no cycle, the parent's
-  ``tree-id``, children's min sum at most the parent's min), applied to the quota set as it would be after
-  the request: a request is refused if the quota itself would be left out of the tree, or if it would leave
-  out another quota that is in the tree today;
-- the rules only Koordinator's webhook applies: quota names are unique cluster-wide; a namespace is bound
-  to one quota only; every resource of ``min`` is also in ``max``; the root and system quotas are not
-  modified; ``tree-id`` never changes; ``is-parent`` does not turn false while the quota has child quotas,
-  nor true while pods carry its ``quota.scheduling.koordinator.sh/name`` label; the built-in quotas and a
-  quota with child quotas or pods are not deleted.
+- Validating (CREATE, UPDATE, DELETE): Koordinator's checks and messages (:mod:`.quota_topology`), then one
+  rule of pykoord's own: a new parent may not be below the quota (the parents would form a cycle, which
+  Koordinator does not check). An UPDATE that leaves min, max, parent, is-parent, tree-id and the
+  namespaces alone (status, the scheduler's own annotations, ``shared-weight``) is allowed without
+  checks, as Koordinator does. A quantity that is not a Kubernetes quantity is refused naming the field.
+- Mutating (CREATE): Koordinator's defaults (the parent, the parent's ``tree-id``, ``shared-weight``),
+  sent as a JSON patch; a quota whose parent does not exist yet cannot take its tree id and is refused.
 
-An UPDATE that leaves min, max, parent, is-parent, tree-id and the namespaces alone (status, the
-scheduler's own annotations) is always allowed, as Koordinator does. A refusal is an ``allowed: false``
-answer with HTTP code 400 and a message naming the quota and the field; the API server shows it as
-``admission webhook "velasticquota.koordinator.sh" denied the request: <message>``.
+A refusal is an ``allowed: false`` answer with HTTP code 400; the API server shows it as
+``admission webhook "velasticquota.koordinator.sh" denied the request: <message>`` (``melasticquota`` for
+the defaults). Pods are listed (one LIST by the ``quota.scheduling.koordinator.sh/name`` label, and by
+namespace) only for a DELETE and for ``is-parent`` turning true; a request naming a quota or parent the
+watch has not delivered yet (created a moment before) makes the webhook list the quotas again.
 """
 
 from __future__ import annotations
 
+import base64
+import json
 import logging
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from apis.core.errors import ParseError
-from apis.core.quantity import format_quantity
 from apis.scheduling.elasticquota import (
-    BUILTIN_QUOTAS,
     DEFAULT_QUOTA,
     GROUP,
     PLURAL,
@@ -40,13 +37,23 @@ from apis.scheduling.elasticquota import (
     QuotaRecord,
     parse_elastic_quota,
 )
-from koord_scheduler.quota.validation import (
-    min_sum_message,
-    min_sum_over,
-    numbers_problem,
-    validate_tree,
-)
 from koord_scheduler.webhook.admission import ClusterLookupError
+from koord_scheduler.webhook.gates import DEFAULT_ADMISSION_GATES, AdmissionGates
+from koord_scheduler.webhook.jsonpatch import create_patch
+from koord_scheduler.webhook.quota_topology import (
+    DEFAULT_TOPOLOGY_OPTIONS,
+    TopologyOptions,
+    add_problem,
+    delete_problem,
+    fields_unchanged,
+    info_of,
+    map_of,
+    needs_pod_check,
+    quota_defaults,
+    self_item_problem,
+    unreadable_quantity,
+    update_problem,
+)
 from koord_scheduler.webhook.review import BadReviewError, ReviewRule, answer, deny, parse_review
 
 log = logging.getLogger(__name__)
@@ -55,10 +62,12 @@ Json = dict[str, Any]
 
 VALIDATE_QUOTA_PATH = "/validate-scheduling-sigs-k8s-io-v1alpha1-elasticquota"
 """Koordinator's path for this webhook (kubebuilder marker of pkg/webhook/elasticquota/validating)."""
+MUTATE_QUOTA_PATH = "/mutate-scheduling-sigs-k8s-io-v1alpha1-elasticquota"
+"""Koordinator's path for the defaults (pkg/webhook/elasticquota/mutating)."""
 QUOTA_RULE = ReviewRule(GROUP, PLURAL, frozenset({"CREATE", "UPDATE", "DELETE"}))
-"""What the path serves: ``admission.k8s.io/v1`` reviews of ElasticQuota writes (no subresource)."""
-POD_NAMES_SHOWN = 2
-"""A refused delete names at most this many of the quota's pods (then ``...``), as Koordinator does."""
+"""What the validating path serves: ``admission.k8s.io/v1`` reviews of ElasticQuota writes (no subresource)."""
+QUOTA_DEFAULTS_RULE = ReviewRule(GROUP, PLURAL, frozenset({"CREATE", "UPDATE"}))
+"""What the mutating path serves (the chart sends CREATE; an UPDATE is answered unchanged, as Koordinator)."""
 
 
 class QuotaLookup(Protocol):
@@ -77,160 +86,87 @@ class QuotaLookup(Protocol):
         """Names (``namespace/name``) of pods labelled with ``quota``. Raises ``ClusterLookupError``."""
         ...
 
+    async def has_pods(self, quota: str, namespaces: Sequence[str]) -> bool:
+        """Koordinator's ``hasQuotaBoundedPods``: pods labelled with ``quota``, or in the namespace named
+        like it, or in one of ``namespaces``. Raises ``ClusterLookupError``."""
+        ...
+
+    def admitted(self, name: str, record: QuotaRecord | None) -> None:
+        """The webhook allowed writing ``record`` (None: deleting quota ``name``): :meth:`quotas` includes
+        it until the watch delivers it, as Koordinator's topology does."""
+        ...
+
 
 # ----- the checks, pure -----
 
 
-def _display(record: QuotaRecord) -> str:
-    return f"ElasticQuota {record.meta.namespace}/{record.name}"
+def _display(obj: Mapping[str, Any]) -> str:
+    meta = map_of(obj, "metadata")
+    return f"ElasticQuota {meta.get('namespace', '')}/{meta.get('name', '')}"
 
 
-def tree_fields(record: QuotaRecord) -> tuple[object, ...]:
-    """What the webhook checks (Koordinator's ``quotaFieldsCopy``): equal tuples mean nothing to check."""
-    return (
-        tuple(sorted(record.min.items())),
-        tuple(sorted(record.max.items())),
-        record.parent,
-        record.is_parent,
-        record.tree_id,
-        record.namespaces,
-    )
+def _parsed(obj: Mapping[str, Any]) -> QuotaRecord | str:
+    """The quota, or why it cannot be read (naming the quota and the field)."""
+    unreadable = unreadable_quantity(obj)
+    if unreadable:
+        return f"{_display(obj)}: {unreadable}"
+    try:
+        return parse_elastic_quota(obj)
+    except ParseError as exc:  # a negative quantity: Koordinator's message for it, else the parser's
+        return self_item_problem(obj) or str(exc)
 
 
-def children_of(name: str, quotas: Mapping[str, QuotaRecord]) -> list[str]:
-    return sorted(r.name for r in quotas.values() if r.parent == name and r.name != name)
+def check_create(
+    obj: Mapping[str, Any], quotas: Mapping[str, QuotaRecord], *, options: TopologyOptions = DEFAULT_TOPOLOGY_OPTIONS
+) -> str:
+    """Why a new quota ``obj`` is refused (``""``: allowed)."""
+    new = _parsed(obj)
+    if isinstance(new, str):
+        return new
+    return add_problem(obj, new, quotas, options=options)
 
 
-def own_problem(quota: QuotaRecord, quotas: Mapping[str, QuotaRecord], *,
-                current: Mapping[str, QuotaRecord] | None = None) -> str:
-    """What is wrong with writing ``quota`` into ``quotas`` (the other quotas; ``""``: nothing).
-
-    Koordinator's per-quota rules first, then the plugin's tree rules (:func:`tree_problem`); ``current``
-    is the cluster today (default ``quotas``)."""
-    for key in sorted(quota.min):
-        if key not in quota.max:
-            return f"spec.min.{key} is set but spec.max.{key} is not: every resource of min must be in max"
-    message = numbers_problem(quota)
+def check_update(
+    obj: Mapping[str, Any],
+    old_obj: Mapping[str, Any],
+    quotas: Mapping[str, QuotaRecord],
+    *,
+    has_pods: bool = False,
+    options: TopologyOptions = DEFAULT_TOPOLOGY_OPTIONS,
+) -> str:
+    """Why changing ``old_obj`` into ``obj`` is refused (``""``: allowed). ``has_pods``: pods are bound to
+    the quota (asked only when ``is-parent`` turns true, see :func:`needs_pods`)."""
+    if fields_unchanged(old_obj, obj):
+        return ""
+    new = _parsed(obj)
+    if isinstance(new, str):
+        return new
+    message = update_problem(obj, old_obj, new, quotas, has_pods=has_pods, options=options)
     if message:
         return message
-    if quota.name == ROOT_QUOTA:
-        return ""
-    proposed = {**quotas, quota.name: quota}
-    # Koordinator's webhook checks its own rule on children's min; validate_tree would blame whichever
-    # sibling comes last in name order, so the quota being written is checked here first.
-    parent = proposed.get(quota.parent)
-    if quota.parent != ROOT_QUOTA and parent is not None and parent.is_parent:
-        siblings = [proposed[c].min for c in children_of(quota.parent, proposed)]
-        over = min_sum_over(parent, siblings)
-        if over is not None:
-            return f"spec.min: {min_sum_message(parent, *over)}"
-    kids = children_of(quota.name, proposed)
-    if kids:
-        over = min_sum_over(quota, [proposed[c].min for c in kids])
-        if over is not None:
-            key, total = over
-            return (
-                f"spec.min.{key}: the min of its child quotas ({', '.join(kids)}) adds up to "
-                f"{format_quantity(key, total)}, above this quota's min ({format_quantity(key, quota.min.get(key, 0))})"
-            )
-    return tree_problem(quotas, quota, current=quotas if current is None else current)
-
-
-def tree_problem(quotas: Mapping[str, QuotaRecord], quota: QuotaRecord, *, current: Mapping[str, QuotaRecord]) -> str:
-    """The plugin's tree rules on ``quotas`` with ``quota`` in it: the quota's own problem, else another quota
-    that is in the tree of ``current`` (the cluster today) and would be left out, and why."""
-    proposed = {**quotas, quota.name: quota}
-    valid_then, problems = validate_tree(proposed.values())
-    for problem in problems:
-        if problem.quota == quota.name and problem.namespace == quota.meta.namespace:
-            return problem.message
-    others = [p for p in problems if p.quota != quota.name and p.quota not in valid_then]
-    if others:
-        valid_now, _ = validate_tree(current.values())
-        for problem in others:
-            if problem.quota in valid_now:
-                return f"quota {problem.quota} would become invalid: {problem.message}"
+    current = quotas.get(new.name)
+    if current is not None and new.parent != current.parent and _is_descendant(new.parent, new.name, quotas):
+        return (
+            f"{_display(obj)}: metadata.labels[quota.scheduling.koordinator.sh/parent]: {new.parent} is below "
+            f"{new.name} in the tree; the quota parents would form a cycle"
+        )
     return ""
 
 
-def check_create(quota: QuotaRecord, quotas: Mapping[str, QuotaRecord]) -> str:
-    """Why a new ``quota`` is refused (``""``: allowed)."""
-    same = quotas.get(quota.name)
-    if same is not None:
-        return (
-            f"{_display(quota)}: metadata.name: a quota named {quota.name} already exists in namespace "
-            f"{same.meta.namespace}; quota names are cluster-wide"
-        )
-    message = _namespaces_taken(quota, quotas) or own_problem(quota, quotas)
-    return f"{_display(quota)}: {message}" if message else ""
-
-
-def check_update(old: QuotaRecord, new: QuotaRecord, quotas: Mapping[str, QuotaRecord], *,
-                 has_pods: bool = False) -> str:
-    """Why changing ``old`` into ``new`` is refused (``""``: allowed). ``has_pods``: pods carry the
-    quota's name label (only asked when ``is-parent`` turns true, see :func:`needs_pods`)."""
-    if tree_fields(old) == tree_fields(new):
-        return ""
-    if new.name in (ROOT_QUOTA, SYSTEM_QUOTA):
-        return f"{_display(new)}: the {new.name} quota cannot be modified"
-    message = ""
-    kids = children_of(new.name, quotas)
-    if old.tree_id != new.tree_id:
-        message = (
-            f"metadata.labels[quota.scheduling.koordinator.sh/tree-id]: the tree id cannot change "
-            f"({old.tree_id!r} to {new.tree_id!r})"
-        )
-    elif old.is_parent and not new.is_parent and kids:
-        message = (
-            f"metadata.labels[quota.scheduling.koordinator.sh/is-parent]: cannot turn false while the quota has "
-            f"child quotas ({', '.join(kids)})"
-        )
-    elif not old.is_parent and new.is_parent and has_pods:
-        message = (
-            "metadata.labels[quota.scheduling.koordinator.sh/is-parent]: cannot turn true while pods are bound to "
-            "the quota (label quota.scheduling.koordinator.sh/name)"
-        )
-    elif new.parent != old.parent and _is_descendant(new.parent, new.name, quotas):
-        message = (
-            f"metadata.labels[quota.scheduling.koordinator.sh/parent]: {new.parent} is below {new.name} in the "
-            f"tree; the quota parents would form a cycle"
-        )
-    rest = {k: v for k, v in quotas.items() if k != new.name}
-    message = message or _namespaces_taken(new, rest) or own_problem(new, rest, current=quotas)
-    return f"{_display(new)}: {message}" if message else ""
-
-
-def needs_pods(operation: str, old: QuotaRecord | None, new: QuotaRecord | None) -> bool:
-    """Whether the check needs the quota's pods (a LIST): DELETE, and ``is-parent`` turning true."""
+def needs_pods(operation: str, new: QuotaRecord | None, quotas: Mapping[str, QuotaRecord]) -> bool:
+    """Whether the check needs the quota's pods: DELETE, and ``is-parent`` turning true (against the
+    quota as the topology has it)."""
     if operation == "DELETE":
         return True
-    return operation == "UPDATE" and old is not None and new is not None and not old.is_parent and new.is_parent
+    if operation != "UPDATE" or new is None or new.name not in quotas:
+        return False
+    return needs_pod_check(info_of(quotas[new.name]), info_of(new))
 
 
-def check_delete(quota: QuotaRecord, quotas: Mapping[str, QuotaRecord], pods: Sequence[str] = ()) -> str:
-    """Why deleting ``quota`` is refused (``""``: allowed). ``pods``: those labelled with its name."""
-    if quota.name in BUILTIN_QUOTAS:
-        return f"{_display(quota)}: the built-in quota {quota.name} cannot be deleted"
-    kids = children_of(quota.name, quotas)
-    if kids:
-        return f"{_display(quota)}: cannot be deleted: it has {len(kids)} child quota(s): {', '.join(kids)}"
-    if pods:
-        shown = list(pods[:POD_NAMES_SHOWN]) + (["..."] if len(pods) > POD_NAMES_SHOWN else [])
-        return f"{_display(quota)}: cannot be deleted: it has {len(pods)} pod(s): {', '.join(shown)}"
-    return ""
-
-
-def _namespaces_taken(quota: QuotaRecord, quotas: Mapping[str, QuotaRecord]) -> str:
-    for other in sorted(quotas.values(), key=lambda r: r.name):
-        if other.name == quota.name:
-            continue
-        for namespace in quota.namespaces:
-            if namespace in other.namespaces:
-                return (
-                    f"metadata.annotations[quota.scheduling.koordinator.sh/namespaces]: namespace {namespace} "
-                    f"is already bound to quota {other.name}"
-                )
-    return ""
+def check_delete(name: str, quotas: Mapping[str, QuotaRecord], pods: Sequence[str] = ()) -> str:
+    """Why deleting quota ``name`` is refused (``""``: allowed). ``pods``: ``namespace/name`` of those
+    labelled with it (Koordinator names the pods without their namespace)."""
+    return delete_problem(name, quotas, [p.rpartition("/")[2] for p in pods])
 
 
 def _is_descendant(name: str, ancestor: str, quotas: Mapping[str, QuotaRecord]) -> bool:
@@ -248,62 +184,120 @@ def _is_descendant(name: str, ancestor: str, quotas: Mapping[str, QuotaRecord]) 
     return False
 
 
-# ----- the admission review -----
+# ----- the admission reviews -----
 
 
 class QuotaValidator:
     """Answers ElasticQuota AdmissionReviews with the checks above."""
 
-    def __init__(self, lookup: QuotaLookup) -> None:
+    def __init__(self, lookup: QuotaLookup, *, gates: AdmissionGates = DEFAULT_ADMISSION_GATES) -> None:
         self.lookup = lookup
+        self.gates = gates
+        self.options = TopologyOptions(
+            enable_update_resource_key=gates.enable_update_resource_key, guarantee_usage=gates.guarantee_usage
+        )
 
     async def review(self, body: Any) -> Json:
         """The AdmissionReview answering ``body``. Raises :class:`BadReviewError` for a review this path
         does not serve (see :func:`~.review.parse_review`)."""
         request = parse_review(body, QUOTA_RULE)
+        if not self.gates.elastic_quota_validating_webhook:
+            return answer(request["uid"], {"allowed": True})
         message = await self._refusal(request)
         if message:
             log.info("refused %s of an ElasticQuota: %s", request["operation"], message)
             return deny(request["uid"], message)
+        self._note_admitted(request)
         return answer(request["uid"], {"allowed": True})
+
+    def _note_admitted(self, request: Json) -> None:
+        if request["operation"] == "DELETE":
+            name = str(map_of(request.get("oldObject"), "metadata").get("name", ""))
+            self.lookup.admitted(name, None)
+            return
+        record = _parsed(request["object"])
+        if isinstance(record, QuotaRecord):
+            self.lookup.admitted(record.name, record)
 
     async def _refusal(self, request: Json) -> str:
         operation = str(request["operation"])
-        try:
-            new = _record(request.get("object"))
-            old = _record(request.get("oldObject"))
-        except ParseError as exc:
-            return str(exc)
+        obj = request.get("object") if isinstance(request.get("object"), dict) else None
+        old_obj = request.get("oldObject") if isinstance(request.get("oldObject"), dict) else None
+        subject = obj if obj is not None else old_obj
+        assert subject is not None  # parse_review: the object the operation needs is there
+        if operation == "UPDATE" and old_obj is None:
+            raise BadReviewError("request.oldObject: expected the stored quota of the UPDATE", uid=request["uid"])
+        if operation == "UPDATE" and old_obj is not None and obj is not None and fields_unchanged(old_obj, obj):
+            return ""
+        new = _parsed(obj) if obj is not None else None
+        if isinstance(new, str):
+            return new
+        name = str((subject.get("metadata") or {}).get("name", ""))
         quotas = self.lookup.quotas()
         try:
-            if _unseen(new, quotas):
+            if _unseen(operation, name, new, quotas):
                 quotas = await self.lookup.relist()
             pods: Sequence[str] = ()
-            if needs_pods(operation, old, new):
-                subject = old if old is not None else new
-                if subject is not None and (operation != "DELETE" or not check_delete(subject, quotas)):
-                    pods = await self.lookup.pods_of(subject.name)
+            has_pods = False
+            if operation == "DELETE":
+                if not check_delete(name, quotas):  # pods are listed only when nothing else refuses
+                    pods = await self.lookup.pods_of(name)
+            elif needs_pods(operation, new, quotas):
+                current = quotas[name]
+                has_pods = await self.lookup.has_pods(name, current.namespaces)
         except ClusterLookupError as exc:
-            subject = new if new is not None else old
-            what = _display(subject) if subject is not None else "ElasticQuota"
-            return f"{what}: cannot be checked: {exc}"
-        if operation == "CREATE" and new is not None:
-            return check_create(new, quotas)
-        if operation == "UPDATE" and new is not None:
-            return check_update(old if old is not None else new, new, quotas, has_pods=bool(pods))
-        if operation == "DELETE" and old is not None:
-            return check_delete(old, quotas, pods)
+            return f"{_display(subject)}: cannot be checked: {exc}"
+        if operation == "CREATE" and obj is not None:
+            return check_create(obj, quotas, options=self.options)
+        if operation == "UPDATE" and obj is not None and old_obj is not None:
+            return check_update(obj, old_obj, quotas, has_pods=has_pods, options=self.options)
+        if operation == "DELETE":
+            return check_delete(name, quotas, pods)
         return ""
 
 
-def _record(obj: Any) -> QuotaRecord | None:
-    if not isinstance(obj, dict):
-        return None
-    return parse_elastic_quota(obj)
+class QuotaDefaulter:
+    """Answers ElasticQuota CREATE reviews with Koordinator's defaults (a JSON patch)."""
+
+    def __init__(self, lookup: QuotaLookup, *, gates: AdmissionGates = DEFAULT_ADMISSION_GATES) -> None:
+        self.lookup = lookup
+        self.gates = gates
+
+    async def review(self, body: Any) -> Json:
+        """The AdmissionReview answering ``body``. Raises :class:`BadReviewError` for a review this path
+        does not serve."""
+        request = parse_review(body, QUOTA_DEFAULTS_RULE)
+        obj = request["object"]
+        if request["operation"] != "CREATE" or not self.gates.elastic_quota_mutating_webhook:
+            return answer(request["uid"], {"allowed": True})
+        quotas = self.lookup.quotas()
+        parent = str(
+            ((obj.get("metadata") or {}).get("labels") or {}).get("quota.scheduling.koordinator.sh/parent", "")
+        )
+        try:
+            if parent and parent != ROOT_QUOTA and parent not in quotas:
+                quotas = await self.lookup.relist()
+        except ClusterLookupError as exc:
+            return deny(request["uid"], f"{_display(obj)}: cannot be defaulted: {exc}")
+        defaulted, problem = quota_defaults(obj, quotas)
+        if problem:
+            log.info("refused CREATE of an ElasticQuota: %s", problem)
+            return deny(request["uid"], problem)
+        ops = create_patch(obj, defaulted)
+        if not ops:
+            return answer(request["uid"], {"allowed": True})
+        patch = base64.b64encode(json.dumps(ops, separators=(",", ":")).encode()).decode()
+        return answer(request["uid"], {"allowed": True, "patchType": "JSONPatch", "patch": patch})
 
 
-def _unseen(new: QuotaRecord | None, quotas: Mapping[str, QuotaRecord]) -> bool:
-    """The request names a parent the watch has not delivered yet (created a moment ago)."""
+def _unseen(operation: str, name: str, new: QuotaRecord | None, quotas: Mapping[str, QuotaRecord]) -> bool:
+    """The request names a quota or a parent the watch has not delivered yet (created a moment ago)."""
+    if (
+        operation in ("UPDATE", "DELETE")
+        and name not in quotas
+        and name not in (ROOT_QUOTA, SYSTEM_QUOTA, DEFAULT_QUOTA)
+    ):
+        return True
     return new is not None and new.parent not in ("", ROOT_QUOTA) and new.parent not in quotas
 
 
@@ -313,5 +307,16 @@ def refused(answer: Json) -> str:
     return "" if response.get("allowed") else str((response.get("status") or {}).get("message", ""))
 
 
-__all__ = ["VALIDATE_QUOTA_PATH", "BadReviewError", "QuotaLookup", "QuotaValidator", "check_create",
-           "check_delete", "check_update", "needs_pods", "refused"]
+__all__ = [
+    "MUTATE_QUOTA_PATH",
+    "VALIDATE_QUOTA_PATH",
+    "BadReviewError",
+    "QuotaDefaulter",
+    "QuotaLookup",
+    "QuotaValidator",
+    "check_create",
+    "check_delete",
+    "check_update",
+    "needs_pods",
+    "refused",
+]

@@ -2,17 +2,21 @@
 
 The quotas are listed once at start and then watched, so a CREATE or UPDATE costs no API call; a request
 whose parent quota the watch has not delivered yet (created a moment before) lists them once more. Pods
-are asked for only when a check needs them (a DELETE, ``is-parent`` turning true): one LIST with the
-``quota.scheduling.koordinator.sh/name`` label selector.
+are asked for only when a check needs them: on a DELETE one LIST with the
+``quota.scheduling.koordinator.sh/name`` label selector; when ``is-parent`` turns true, as Koordinator's
+``hasQuotaBoundedPods``, one pod by that label, then in the namespace named like the quota, then in each
+namespace of its ``namespaces`` annotation (``limit=1`` each, stopping at the first pod found).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from apis.core.paths import dns1123_label_problem
 from apis.scheduling.elasticquota import (
     GROUP,
     KIND,
@@ -41,12 +45,23 @@ def by_name(records: Any) -> dict[str, QuotaRecord]:
     return out
 
 
-class KubeQuotaLookup:
-    """:class:`~koord_scheduler.webhook.quota.QuotaLookup` from a watch cache and LISTs."""
+ADMITTED_SECONDS = 10.0
+"""How long a write the webhook allowed counts before the watch delivers it (then the watch's copy
+counts); a write the API server did not store after all is forgotten after this long."""
 
-    def __init__(self, http: ApiHttp) -> None:
+
+class KubeQuotaLookup:
+    """:class:`~koord_scheduler.webhook.quota.QuotaLookup` from a watch cache and LISTs.
+
+    A quota write the webhook allowed is part of :meth:`quotas` at once (:meth:`admitted`), as Koordinator
+    adds it to its topology when it allows it, so writes that follow it closely (a tree applied from one
+    file: a parent, then its children) are checked against it before the watch delivers it."""
+
+    def __init__(self, http: ApiHttp, *, clock: Callable[[], float] = time.monotonic) -> None:
         self.http = http
+        self.clock = clock
         self._quotas: dict[str, QuotaRecord] = {}
+        self._admitted: dict[str, tuple[QuotaRecord | None, float]] = {}
         self.reflector = Reflector(http, QUOTAS, self._on_quota)
         self._task: asyncio.Task[None] | None = None
 
@@ -67,11 +82,29 @@ class KubeQuotaLookup:
             await asyncio.gather(self._task, return_exceptions=True)
             self._task = None
 
-    def _on_quota(self, *_: Any) -> None:
+    def _on_quota(self, _event: Any, old: Any, new: Any) -> None:
+        for value in (old, new):
+            if isinstance(value, QuotaRecord):
+                self._admitted.pop(value.name, None)
         self._quotas = by_name(e.value for e in self.reflector.store.values() if isinstance(e.value, QuotaRecord))
 
     def quotas(self) -> Mapping[str, QuotaRecord]:
-        return self._quotas
+        if not self._admitted:
+            return self._quotas
+        now = self.clock()
+        view = dict(self._quotas)
+        for name, (record, until) in list(self._admitted.items()):
+            if until < now:
+                del self._admitted[name]
+            elif record is None:
+                view.pop(name, None)
+            else:
+                view[name] = record
+        return view
+
+    def admitted(self, name: str, record: QuotaRecord | None) -> None:
+        """The webhook allowed writing ``record`` (None: deleting quota ``name``)."""
+        self._admitted[name] = (record, self.clock() + ADMITTED_SECONDS)
 
     async def relist(self) -> Mapping[str, QuotaRecord]:
         try:
@@ -97,3 +130,23 @@ class KubeQuotaLookup:
             meta = pod.get("metadata") or {}
             names.append(f"{meta.get('namespace', '')}/{meta.get('name', '')}")
         return sorted(names)
+
+    async def has_pods(self, quota: str, namespaces: Sequence[str]) -> bool:
+        queries: list[tuple[str, dict[str, str]]] = []
+        if len(quota) <= MAX_LABEL_VALUE:
+            queries.append((resource_path("", "v1", "pods"), {"labelSelector": f"{LABEL_QUOTA_NAME}={quota}"}))
+        for namespace in (quota, *namespaces):
+            if not dns1123_label_problem(namespace):  # a quota name may not be a namespace name
+                queries.append((resource_path("", "v1", "pods", namespace=namespace), {}))
+        for path, params in queries:
+            try:
+                doc = await self.http.request_json("GET", path, params={**params, "limit": "1"})
+            except ClusterError as exc:
+                raise ClusterLookupError(f"cannot list the pods of quota {quota}: {exc}") from None
+            if isinstance(doc, dict) and doc.get("items"):
+                return True
+        return False
+
+
+MAX_LABEL_VALUE = 63
+"""A label value's longest length: a longer quota name cannot be on any pod's label."""

@@ -1,10 +1,12 @@
 """The admission HTTPS server: ``POST /mutate-pod``, ``POST /validate-pod``,
-``POST /validate-scheduling-sigs-k8s-io-v1alpha1-elasticquota`` and ``GET /healthz``.
+``POST /validate-scheduling-sigs-k8s-io-v1alpha1-elasticquota``,
+``POST /mutate-scheduling-sigs-k8s-io-v1alpha1-elasticquota`` and ``GET /healthz``.
 
 Runs on every replica (no leader election: the API server may call any of them), in a thread of its own
 with its own event loop (:mod:`.thread`), so admission work never delays a scheduling cycle.
-``/validate-pod`` allows every pod review it serves; the ElasticQuota path refuses invalid quota trees
-(:mod:`.quota`).
+``/validate-pod`` applies Koordinator's pod rules when given a :class:`~.pod_validation.PodValidator`
+(``routes``) and allows every pod review it serves otherwise; the ElasticQuota paths check and default
+quotas (:mod:`.quota`).
 
 Every request is bounded and contained (:mod:`koord_scheduler.scheduler.serving`): a body over 3 MiB gets
 ``413`` (a declared length before any byte is read), a body that does not arrive in time ``408``, a slow
@@ -27,7 +29,7 @@ from __future__ import annotations
 
 import logging
 import ssl
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -78,9 +80,11 @@ def webhook_app(
     limits: ServingLimits | None = None,
     metrics: AdmissionServerMetrics | None = None,
     auth: ClientAuth | None = None,
+    routes: Mapping[str, Answer] | None = None,
 ) -> web.Application:
-    """The routes; without ``quotas`` the ElasticQuota path is not served (404). With ``auth.token_file``
-    every path but ``/healthz`` requires the bearer token."""
+    """The routes; without ``quotas`` the ElasticQuota validating path is not served (404). ``routes`` adds
+    paths or replaces the default answer of one (``/validate-pod`` allows every pod without it). With
+    ``auth.token_file`` every path but ``/healthz`` requires the bearer token."""
     limits = limits or ServingLimits()
     metrics = metrics or AdmissionServerMetrics(CollectorRegistry())
     refusals = FoldedLog(log, interval=REFUSAL_LOG_SECONDS)
@@ -101,10 +105,12 @@ def webhook_app(
     if auth is not None and auth.token_file:
         middlewares.append(token_middleware(TokenFile(auth.token_file), exempt=frozenset({"/healthz"})))
     app = web.Application(client_max_size=limits.max_body_bytes, middlewares=middlewares)
-    app.router.add_post(MUTATE_POD_PATH, route(MUTATE_POD_PATH, mutator.review))
-    app.router.add_post(VALIDATE_POD_PATH, route(VALIDATE_POD_PATH, validate))
+    answers: dict[str, Answer] = {MUTATE_POD_PATH: mutator.review, VALIDATE_POD_PATH: validate}
     if quotas is not None:
-        app.router.add_post(VALIDATE_QUOTA_PATH, route(VALIDATE_QUOTA_PATH, quotas.review))
+        answers[VALIDATE_QUOTA_PATH] = quotas.review
+    answers.update(routes or {})
+    for path, respond in answers.items():
+        app.router.add_post(path, route(path, respond))
     app.router.add_get("/healthz", healthz)
     return app
 
@@ -182,13 +188,14 @@ class WebhookServer:
         ssl_context: ssl.SSLContext,
         *,
         serving: AdmissionServing,
-        quotas: QuotaValidator | None = None,
+        routes: Mapping[str, Answer] | None = None,
         registry: CollectorRegistry | None = None,
     ) -> None:
+        """``routes``: the paths served beside ``/mutate-pod`` (see :func:`webhook_app`)."""
         self.mutator = mutator
-        self.quotas = quotas
+        self.routes = dict(routes or {})
         self.metrics = AdmissionServerMetrics(registry if registry is not None else CollectorRegistry())
-        app = webhook_app(mutator, quotas, limits=serving.limits, metrics=self.metrics, auth=serving.auth)
+        app = webhook_app(mutator, limits=serving.limits, metrics=self.metrics, auth=serving.auth, routes=routes)
         self.server = HardenedServer(
             app, address=serving.address, port=serving.port, ssl_context=ssl_context, limits=serving.limits
         )
@@ -199,7 +206,7 @@ class WebhookServer:
 
     async def start(self) -> None:
         await self.server.start()
-        paths = [MUTATE_POD_PATH, VALIDATE_POD_PATH] + ([VALIDATE_QUOTA_PATH] if self.quotas is not None else [])
+        paths = sorted({MUTATE_POD_PATH, VALIDATE_POD_PATH, *self.routes})
         log.info("serving %s on https://%s:%d", ", ".join(paths), self.server.address, self.server.port)
 
     async def stop(self) -> None:

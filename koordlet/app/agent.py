@@ -23,6 +23,7 @@ from koordlet.metricsadvisor import AdvisorOptions, CacheUsageSource, MetricsAdv
 from koordlet.prediction import PeakPredictServer, PredictionConfig, ProdPeakReport, UsageTraining
 from koordlet.qosmanager import FeatureGates, PluginContext, QOSManager, ResourceExecutor
 from koordlet.qosmanager.evictor import KubeEvictionAPI, PodEvictor
+from koordlet.runtimehooks.service import announce, build_plugin, nri_options, run_plugin
 from koordlet.statesinformer import NodeMetricReporter, StatesInformer, discover_pods
 from koordlet.statesinformer.apiloop import ApiLoop
 from koordlet.statesinformer.device_writer import KubeDeviceWriter
@@ -83,8 +84,9 @@ def prediction_config(args: argparse.Namespace) -> PredictionConfig:
         training_interval=getattr(args, "prediction_training_interval", defaults.training_interval),
         model_expiration=getattr(args, "prediction_model_expiration_duration", defaults.model_expiration),
         checkpoint_interval=getattr(args, "prediction_model_checkpoint_interval", defaults.checkpoint_interval),
-        checkpoint_max_per_step=getattr(args, "prediction_model_checkpoint_max_per_step",
-                                        defaults.checkpoint_max_per_step),
+        checkpoint_max_per_step=getattr(
+            args, "prediction_model_checkpoint_max_per_step", defaults.checkpoint_max_per_step
+        ),
     )
 
 
@@ -263,8 +265,22 @@ class Agent:
             object_errors=self.metrics.qos_object_errors,
             gates=self.gates,
         )
+        nri = None if opts.standalone else nri_options(opts.args)
+        if not opts.standalone:
+            announce(nri, float(getattr(opts.args, "runtime_hooks_reconcile_interval", None) or 10.0))
         try:
             async with asyncio.TaskGroup() as group:
+                if nri is not None:
+                    plugin = build_plugin(
+                        nri,
+                        informer=self.informer,
+                        gates=self.gates,
+                        strategies=[state.plugin for state in self.qos_manager.plugins],
+                        executor=ResourceExecutor(self.cgroupfs, clock=self.clock),
+                        registry=self.registry,
+                        node=opts.node_name,
+                    )
+                    group.create_task(run_plugin(plugin, self.stop), name="nri-runtime-hooks")
                 if opts.standalone:
                     group.create_task(self._discover_loop(), name="pod-discovery")
                 if kubelet_source is not None:
@@ -277,8 +293,12 @@ class Agent:
                         name="node-metric-reporter",
                     )
                     group.create_task(
-                        self.predictor.run(self.stop, self.informer.get_all_pods, UsageTraining(self.usage),
-                                           synced=lambda: self.informer.node is not None),
+                        self.predictor.run(
+                            self.stop,
+                            self.informer.get_all_pods,
+                            UsageTraining(self.usage),
+                            synced=lambda: self.informer.node is not None,
+                        ),
                         name="peak-predictor",
                     )
                 group.create_task(self.qos_manager.run(self.gates, ctx, self.stop), name="qos-manager")

@@ -38,7 +38,7 @@ from koordlet.qosmanager.flagtypes import (
 from koordlet.statesinformer.kubelet import DEFAULT_KUBELET_PORT
 
 NO_EFFECT_FLAGS = {
-    "--runtime-hooks-host-endpoint": "pykoord has no runtime-hook server; BatchResource reconciles cgroups",
+    "--runtime-hooks-host-endpoint": "pykoord has no koord-runtime-proxy server; its runtime hooks come through NRI",
     "--logtostderr": "pykoord always logs to stderr",
 }
 """Koordinator koordlet flags its chart passes that have no pykoord setting: accepted, reported, unused."""
@@ -199,24 +199,60 @@ def build_parser() -> KoordletArgumentParser:
     parser.add_argument("--once", action="store_true", help="standalone: print after a few ticks and exit")
     parser.add_argument("--duration", type=positive_seconds, default=None, help="stop after this many seconds")
     prediction = parser.add_argument_group("peak prediction (Koordinator's --prediction-* flags)")
-    prediction.add_argument("--prediction-checkpoint-filepath", type=Path, default=Path("/prediction-checkpoints"),
-                            help="directory of the model checkpoints (must exist; the DaemonSet mounts it)")
-    prediction.add_argument("--prediction-cold-start-duration", type=non_negative_seconds, default=24 * 3600.0,
-                            help="a pod younger than this reclaims nothing (24h)")
-    prediction.add_argument("--prediction-safety-margin-percent", type=_percent_int, default=10,
-                            help="added above every predicted peak (10)")
-    prediction.add_argument("--prediction-memory-histogram-decay-halflife", type=positive_seconds,
-                            default=24 * 3600.0, help="memory samples lose half their weight per half-life (24h)")
-    prediction.add_argument("--prediction-cpu-histogram-decay-halflife", type=positive_seconds, default=12 * 3600.0,
-                            help="CPU samples lose half their weight per half-life (12h)")
-    prediction.add_argument("--prediction-training-interval", type=positive_seconds, default=60.0,
-                            help="models take one sample per interval (1m)")
-    prediction.add_argument("--prediction-model-expiration-duration", type=positive_seconds, default=1800.0,
-                            help="a model without samples this long is dropped (30m)")
-    prediction.add_argument("--prediction-model-checkpoint-interval", type=positive_seconds, default=600.0,
-                            help="a model is checkpointed at most this often (10m)")
-    prediction.add_argument("--prediction-model-checkpoint-max-per-step", type=_positive_int, default=12,
-                            help="checkpoints written per minute at most (12)")
+    prediction.add_argument(
+        "--prediction-checkpoint-filepath",
+        type=Path,
+        default=Path("/prediction-checkpoints"),
+        help="directory of the model checkpoints (must exist; the DaemonSet mounts it)",
+    )
+    prediction.add_argument(
+        "--prediction-cold-start-duration",
+        type=non_negative_seconds,
+        default=24 * 3600.0,
+        help="a pod younger than this reclaims nothing (24h)",
+    )
+    prediction.add_argument(
+        "--prediction-safety-margin-percent",
+        type=_percent_int,
+        default=10,
+        help="added above every predicted peak (10)",
+    )
+    prediction.add_argument(
+        "--prediction-memory-histogram-decay-halflife",
+        type=positive_seconds,
+        default=24 * 3600.0,
+        help="memory samples lose half their weight per half-life (24h)",
+    )
+    prediction.add_argument(
+        "--prediction-cpu-histogram-decay-halflife",
+        type=positive_seconds,
+        default=12 * 3600.0,
+        help="CPU samples lose half their weight per half-life (12h)",
+    )
+    prediction.add_argument(
+        "--prediction-training-interval",
+        type=positive_seconds,
+        default=60.0,
+        help="models take one sample per interval (1m)",
+    )
+    prediction.add_argument(
+        "--prediction-model-expiration-duration",
+        type=positive_seconds,
+        default=1800.0,
+        help="a model without samples this long is dropped (30m)",
+    )
+    prediction.add_argument(
+        "--prediction-model-checkpoint-interval",
+        type=positive_seconds,
+        default=600.0,
+        help="a model is checkpointed at most this often (10m)",
+    )
+    prediction.add_argument(
+        "--prediction-model-checkpoint-max-per-step",
+        type=_positive_int,
+        default=12,
+        help="checkpoints written per minute at most (12)",
+    )
     pods = parser.add_argument_group("pod source")
     pods.add_argument(
         "--pods-source",
@@ -245,6 +281,34 @@ def build_parser() -> KoordletArgumentParser:
     pods.add_argument("--kubelet-sync-timeout", type=positive_seconds, default=3.0, help="per request (> 0)")
     parser.add_argument(
         "--qos-dry-run", action="store_true", help="QoS strategies log their plans and evictions, write nothing"
+    )
+    hooks = parser.add_argument_group("runtime hooks (NRI)")
+    hooks.add_argument(
+        "--enable-nri-runtime-hook",
+        type=go_bool,
+        nargs="?",
+        const=True,
+        default=True,
+        help="apply the runtime-hook values at container creation through the runtime's NRI socket (true)",
+    )
+    hooks.add_argument(
+        "--runtime-hooks-nri-socket-path",
+        default="nri/nri.sock",
+        help="the NRI socket; a relative path is under --var-run-root-dir (Koordinator's default nri/nri.sock)",
+    )
+    hooks.add_argument(
+        "--runtime-hooks-nri-connect-timeout",
+        type=positive_seconds,
+        default=6.0,
+        help="dial, register and be configured within this (Go duration or seconds; 6s)",
+    )
+    hooks.add_argument("--runtime-hooks-nri-plugin-name", default="koordlet_nri", help="NRI plugin name")
+    hooks.add_argument("--runtime-hooks-nri-plugin-index", default="00", help="NRI plugin index (two digits)")
+    hooks.add_argument(
+        "--var-run-root-dir",
+        type=Path,
+        default=Path("/var/run"),
+        help="the host's /var/run as koordlet sees it (the chart mounts it at /host-var-run)",
     )
     parser.add_argument("-v", "--verbose", action="count", default=0, help="-v info, -vv debug (with tracebacks)")
     parser.add_argument("--v", dest="klog_v", type=_klog_verbosity, default=None, help="klog verbosity; >= 5 is -vv")

@@ -116,7 +116,11 @@ class KubeEvictionAPI:
 
         try:
             request = self.api_client.param_serialize(
-                "POST", path, header_params=dict(self._HEADERS), body=body, auth_settings=["BearerToken"],
+                "POST",
+                path,
+                header_params=dict(self._HEADERS),
+                body=body,
+                auth_settings=["BearerToken"],
             )
             response = self.api_client.call_api(*request, _request_timeout=30)
             response.read()

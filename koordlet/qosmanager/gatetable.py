@@ -118,14 +118,14 @@ GATE_TABLE: Mapping[str, GateImplementation] = MappingProxyType(
         "GroupIdentity": _built("cpu.bvt_warp_ns per QoS class from NodeSLO cpuQOS", Interface.BVT),
         "CPUSetAllocator": _built("containers on their bound cpuset or the share pool"),
         "BatchResource": _built("BE pods' cgroups from their batch resources"),
-        "GPUEnvInject": _missing("GPU env injected at container creation (a runtime hook)"),
+        "GPUEnvInject": _built("GPU env (NVIDIA_VISIBLE_DEVICES, HAMi-core limits) injected at creation through NRI"),
         "RDMADeviceInject": _missing("RDMA devices injected at container creation (a runtime hook)"),
-        "CPUNormalization": _missing("LS pods' CFS quota scaled by the node's CPU normalization ratio"),
+        "CPUNormalization": _built("LS pods' CFS quota scaled by the node's CPU normalization ratio"),
         "CoreSched": _built("core-scheduling cookies per group and cpu.idle per class", Interface.CORE_SCHED),
         "TerwayQoS": _missing("network QoS through Terway"),
         "TCNetworkQoS": _missing("network QoS through tc"),
         "Resctrl": _built("per-pod resctrl groups from the pod's resctrl annotation", Interface.RESCTRL),
-        "OOMScoreAdj": _missing("oom_score_adj of containers from pod annotations"),
+        "OOMScoreAdj": _built("oom_score_adj of containers from pod annotations"),
     }
 )
 """Koordinator's koordlet gates (``pkg/features/koordlet_features.go`` and ``runtimehooks/config.go``)."""

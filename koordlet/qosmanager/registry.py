@@ -60,11 +60,13 @@ def builtin_registry() -> QOSPluginRegistry:
     from koordlet.qosmanager.plugins.coresched import plugin as coresched
     from koordlet.qosmanager.plugins.cpuburst import plugin as cpuburst
     from koordlet.qosmanager.plugins.cpuevict import plugin as cpuevict
+    from koordlet.qosmanager.plugins.cpunormalization import plugin as cpunormalization
     from koordlet.qosmanager.plugins.cpuset import plugin as cpuset
     from koordlet.qosmanager.plugins.cpusuppress import plugin as cpusuppress
     from koordlet.qosmanager.plugins.groupidentity import plugin as groupidentity
     from koordlet.qosmanager.plugins.memoryevict import plugin as memoryevict
     from koordlet.qosmanager.plugins.nodetopology import plugin as nodetopology
+    from koordlet.qosmanager.plugins.oomscoreadj import plugin as oomscoreadj
     from koordlet.qosmanager.plugins.resctrl import plugin as resctrl
     from koordlet.qosmanager.plugins.sysreconcile import plugin as sysreconcile
 
@@ -81,6 +83,8 @@ def builtin_registry() -> QOSPluginRegistry:
         cpuset.ENTRY,
         nodetopology.ENTRY,
         batchresource.ENTRY,
+        cpunormalization.ENTRY,
+        oomscoreadj.ENTRY,
         groupidentity.ENTRY,
         coresched.ENTRY,
         memoryevict.BE_ENTRY,

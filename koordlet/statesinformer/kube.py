@@ -105,7 +105,10 @@ class KubeSource:
         return out
 
     def _reflector(
-        self, http: ApiHttp, kind: ResourceKind[Json], handler: Callable[[EventType, Any, Any], None],
+        self,
+        http: ApiHttp,
+        kind: ResourceKind[Json],
+        handler: Callable[[EventType, Any, Any], None],
         after_list: Callable[[], None],
     ) -> Reflector:
         def listed() -> None:

@@ -52,8 +52,13 @@ class NodeMetricReporter:
         policy = resolve_collect_policy(self.informer.node_metric_spec)
         host_usage = self.source if isinstance(self.source, HostAppUsageSource) else None
         return build_node_metric_status(
-            self.source, self.informer.get_all_pods(), policy, self.clock(), prediction=self.prediction,
-            host_apps=self.informer.node_slo.host_applications or (), host_usage=host_usage,
+            self.source,
+            self.informer.get_all_pods(),
+            policy,
+            self.clock(),
+            prediction=self.prediction,
+            host_apps=self.informer.node_slo.host_applications or (),
+            host_usage=host_usage,
         )
 
     async def report_once(self) -> NodeMetricStatus:

@@ -278,7 +278,8 @@ def merge_zones(current: Any, desired: list[dict[str, Any]]) -> list[dict[str, A
         ours = zone.get("resources") or []
         names = {r.get("name") for r in ours}
         theirs = [
-            r for r in (by_name.get(zone.get("name")) or {}).get("resources") or []
+            r
+            for r in (by_name.get(zone.get("name")) or {}).get("resources") or []
             if isinstance(r, Mapping) and r.get("name") not in names
         ]
         if theirs:

@@ -97,9 +97,7 @@ class ProdPrediction(Protocol):
     """The peak predictor as the reporter sees it: for the pods that have metrics, the prod reclaimable
     and the node peak (cpu in millicores, memory in bytes), or None when it cannot predict yet."""
 
-    def __call__(
-        self, pods: Sequence[PodMeta], now: float
-    ) -> tuple[Mapping[str, int], Mapping[str, int]] | None: ...
+    def __call__(self, pods: Sequence[PodMeta], now: float) -> tuple[Mapping[str, int], Mapping[str, int]] | None: ...
 
 
 def _reclaimable(amounts: Mapping[str, int]) -> ReclaimableMetric:
@@ -158,8 +156,9 @@ def build_node_metric_status(
             windows = {r: host_usage.host_app_usage(app.name, r, start, now) for r in (CPU, MEMORY)}
             if any(w is None for w in windows.values()):
                 continue
-            host_metrics.append(HostApplicationMetricInfo(
-                name=app.name, usage=_avg_map(windows), priority=app.priority, qos=app.qos))
+            host_metrics.append(
+                HostApplicationMetricInfo(name=app.name, usage=_avg_map(windows), priority=app.priority, qos=app.qos)
+            )
     reclaimable = peak = None
     if prediction is not None:
         predicted = prediction(measured, now)

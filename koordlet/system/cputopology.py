@@ -112,9 +112,7 @@ def read_cpu_topology(sysfs_root: Path) -> CPUTopology:
         node = node_of.get(cpu)
         if node is None:
             node = next((int(m.group(1)) for p in cpu_dirs[cpu].glob("node*") if (m := _NODE_DIR.match(p.name))), 0)
-        cpus.append(
-            LogicalCPU(cpu, _read_int(topology / "core_id"), _read_int(topology / "physical_package_id"), node)
-        )
+        cpus.append(LogicalCPU(cpu, _read_int(topology / "core_id"), _read_int(topology / "physical_package_id"), node))
     if not cpus:
         raise TopologyError(f"no online CPU under {cpu_base}")
     if not numa:

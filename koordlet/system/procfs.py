@@ -39,6 +39,19 @@ class ProcFS:
         except OSError:
             return None
 
+    def oom_score_adj(self, pid: int) -> int | None:
+        """``/proc/<pid>/oom_score_adj``; ``None`` when the process is gone or unreadable."""
+        text = self._read(f"{pid}/oom_score_adj")
+        try:
+            return None if text is None else int(text)
+        except ValueError:
+            return None
+
+    def set_oom_score_adj(self, pid: int, value: int) -> None:
+        """Write ``/proc/<pid>/oom_score_adj``. Raises ``OSError`` (gone, read-only ``/proc``, or lowering a
+        score without ``CAP_SYS_RESOURCE``)."""
+        (self.root / str(pid) / "oom_score_adj").write_text(f"{value}\n")
+
     def cpu_ticks(self) -> CPUTicks | None:
         text = self._read("stat")
         if text is None:

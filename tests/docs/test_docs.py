@@ -17,8 +17,10 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 DOCS = REPO / "docs"
 FENCE = re.compile(r"^```sh([^\n]*)\n(.*?)^```", re.MULTILINE | re.DOTALL)
-METRIC = re.compile(r"\b(Gauge|Counter|Histogram|Summary|GaugeMetricFamily|CounterMetricFamily)\(\s*"
-                    r"(?:\"([a-zA-Z_:][a-zA-Z0-9_:]*)\"|([A-Z_][A-Z0-9_]*))")
+METRIC = re.compile(
+    r"\b(Gauge|Counter|Histogram|Summary|GaugeMetricFamily|CounterMetricFamily)\(\s*"
+    r"(?:\"([a-zA-Z_:][a-zA-Z0-9_:]*)\"|([A-Z_][A-Z0-9_]*))"
+)
 
 
 def blocks() -> list[tuple[str, int, str, str]]:
@@ -40,21 +42,35 @@ def run_block(script: str, tmp_path: Path, extra_env: dict[str, str] | None = No
     site = tmp_path / "site"
     site.mkdir(exist_ok=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "PYTHONPATH"))}
-    env.update({
-        "PATH": f"{Path(sys.executable).parent}:{env.get('PATH', '')}",
-        # `pip install` in the docs goes to a scratch directory, found through PYTHONPATH (entry points too).
-        "PIP_TARGET": str(site), "PYTHONPATH": str(site), "PIP_NO_DEPS": "1",
-        "TMPDIR": str(tmp_path),
-        **(extra_env or {}),
-    })
-    result = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=REPO, env=env, capture_output=True,
-                            text=True, timeout=300, check=False)
+    env.update(
+        {
+            "PATH": f"{Path(sys.executable).parent}:{env.get('PATH', '')}",
+            # `pip install` in the docs goes to a scratch directory, found through PYTHONPATH (entry points too).
+            "PIP_TARGET": str(site),
+            "PYTHONPATH": str(site),
+            "PIP_NO_DEPS": "1",
+            "TMPDIR": str(tmp_path),
+            **(extra_env or {}),
+        }
+    )
+    result = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", script],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert result.returncode == 0, f"{script}\n--- stdout\n{result.stdout[-3000:]}\n--- stderr\n{result.stderr[-3000:]}"
 
 
 def test_every_block_is_tested() -> None:
-    untested = [(name, line, tag) for name, line, tag, _ in blocks()
-                if tag not in ("test", "test-cluster") and not tag.startswith("covered-by=")]
+    untested = [
+        (name, line, tag)
+        for name, line, tag, _ in blocks()
+        if tag not in ("test", "test-cluster") and not tag.startswith("covered-by=")
+    ]
     assert untested == []
     for name, line, tag, _ in blocks():
         if tag.startswith("covered-by="):
@@ -71,8 +87,14 @@ def test_command_block(script: str, tmp_path: Path) -> None:
 @pytest.mark.parametrize("script", params("test-cluster"))
 def test_cluster_command_block(script: str, tmp_path: Path, control_plane: Any) -> None:
     kubectl_dir = str(Path(control_plane.binaries.kubectl).parent)
-    run_block(script, tmp_path, {"KUBECONFIG": str(control_plane.kubeconfig),
-                                 "PATH": f"{kubectl_dir}:{Path(sys.executable).parent}:{os.environ['PATH']}"})
+    run_block(
+        script,
+        tmp_path,
+        {
+            "KUBECONFIG": str(control_plane.kubeconfig),
+            "PATH": f"{kubectl_dir}:{Path(sys.executable).parent}:{os.environ['PATH']}",
+        },
+    )
 
 
 def registered_metric_names() -> set[str]:
@@ -104,6 +126,6 @@ def test_readme_what_works_names_every_in_tree_plugin() -> None:
     from koord_scheduler.plugins.registry import in_tree_registry
 
     readme = (REPO / "README.md").read_text()
-    what_works = readme[readme.index("## What works"):readme.index("\n## ", readme.index("## What works") + 1)]
+    what_works = readme[readme.index("## What works") : readme.index("\n## ", readme.index("## What works") + 1)]
     missing = [name for name in in_tree_registry().names() if name not in what_works]
     assert missing == []

@@ -21,8 +21,14 @@ def report_block() -> str:
 
 def test_the_readme_report_example_writes_the_page(tmp_path: Path) -> None:
     script = report_block().replace(".venv/bin/", f"{Path(sys.executable).parent}/")
-    result = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=tmp_path, capture_output=True,
-                            text=True, timeout=300, check=False)
+    result = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", script],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     page = (tmp_path / "report.html").read_text()
     assert page.startswith("<!DOCTYPE html>") and 'class="node-bar"' in page

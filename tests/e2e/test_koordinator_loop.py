@@ -59,16 +59,27 @@ class Stack:
         assert result.status < 300, f"{method} {path}: {result.status} {result.body[:300]!r}"
         return result.json() if result.body else None
 
-    def pod_body(self, name: str, *, labels: dict[str, str] | None = None, cpu: str | None = "100m",
-                 priority_class: str = "koord-prod") -> dict[str, Any]:
+    def pod_body(
+        self,
+        name: str,
+        *,
+        labels: dict[str, str] | None = None,
+        cpu: str | None = "100m",
+        priority_class: str = "koord-prod",
+    ) -> dict[str, Any]:
         container: dict[str, Any] = {"name": "main", "image": "registry.k8s.io/pause:3.10"}
         if cpu:
             container["resources"] = {"requests": {"cpu": cpu, "memory": "64Mi"}}
         return {
-            "apiVersion": "v1", "kind": "Pod",
+            "apiVersion": "v1",
+            "kind": "Pod",
             "metadata": {"name": name, "namespace": self.scope, "labels": labels or {}},
-            "spec": {"schedulerName": "koord-scheduler", "priorityClassName": priority_class,
-                     "nodeSelector": {TEST_LABEL: self.scope}, "containers": [container]},
+            "spec": {
+                "schedulerName": "koord-scheduler",
+                "priorityClassName": priority_class,
+                "nodeSelector": {TEST_LABEL: self.scope},
+                "containers": [container],
+            },
         }
 
     def create_pod(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -80,8 +91,11 @@ class Stack:
         return pod
 
     def bound_node(self, name: str, *, timeout: float = 60) -> str:
-        node: str = wait_for(lambda: self.pod(name)["spec"].get("nodeName"), timeout=timeout,
-                             what=f"pod {name} bound\n{self.scheduler.log_tail()}")
+        node: str = wait_for(
+            lambda: self.pod(name)["spec"].get("nodeName"),
+            timeout=timeout,
+            what=f"pod {name} bound\n{self.scheduler.log_tail()}",
+        )
         return node
 
     def logs(self) -> str:
@@ -92,10 +106,14 @@ class Stack:
 def node_body(name: str, scope: str) -> dict[str, Any]:
     resources = {"cpu": "4", "memory": "8Gi", "pods": "110"}
     return {
-        "apiVersion": "v1", "kind": "Node",
+        "apiVersion": "v1",
+        "kind": "Node",
         "metadata": {"name": name, "labels": {TEST_LABEL: scope, "kubernetes.io/hostname": name}},
-        "status": {"capacity": resources, "allocatable": resources,
-                   "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}]},
+        "status": {
+            "capacity": resources,
+            "allocatable": resources,
+            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
+        },
     }
 
 
@@ -106,16 +124,26 @@ def stack(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory)
     apply_deploy(plane)
     scope = f"e2e-{uuid.uuid4().hex[:6]}"
     hot, cool = f"{scope}-hot", f"{scope}-cool"
-    assert plane.request("POST", "/api/v1/namespaces",
-                         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": scope}}).status == 201
+    assert (
+        plane.request(
+            "POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": scope}}
+        ).status
+        == 201
+    )
     for node in (hot, cool):
         assert plane.request("POST", "/api/v1/nodes", node_body(node, scope)).status == 201
     # BE eviction on: the NodeSLO switch (resourceUsedThresholdWithBE.enable) and a 70 % memory threshold.
-    slo = {"apiVersion": "slo.koordinator.sh/v1alpha1", "kind": "NodeSLO", "metadata": {"name": cool},
-           "spec": {"resourceUsedThresholdWithBE": {"enable": True, "memoryEvictThresholdPercent": 70}}}
+    slo = {
+        "apiVersion": "slo.koordinator.sh/v1alpha1",
+        "kind": "NodeSLO",
+        "metadata": {"name": cool},
+        "spec": {"resourceUsedThresholdWithBE": {"enable": True, "memoryEvictThresholdPercent": 70}},
+    }
     assert plane.request("POST", NODESLOS, slo).status == 201
-    roots = {hot: FakeNodeRoot(work / hot, cpu_cores=3.6).start(),  # 90 % of 4 cores: over the 65 % threshold
-             cool: FakeNodeRoot(work / cool, cpu_cores=0.4).start()}  # 10 %
+    roots = {
+        hot: FakeNodeRoot(work / hot, cpu_cores=3.6).start(),  # 90 % of 4 cores: over the 65 % threshold
+        cool: FakeNodeRoot(work / cool, cpu_cores=0.4).start(),
+    }  # 10 %
     koordlet_kubeconfig, _ = service_account_kubeconfig(plane, "koordlet", work / "koordlet.kubeconfig")
     scheduler_kubeconfig, _ = service_account_kubeconfig(plane, "koord-scheduler", work / "scheduler.kubeconfig")
     gates = deployed_koordlet_config(work / "koordlet-config.yaml")
@@ -126,8 +154,9 @@ def stack(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory)
             koordlets[node] = start_koordlet(node, roots[node], work, kubeconfig=koordlet_kubeconfig, config=gates)
         # The deployed configuration itself: the ConfigMap file (the loader reads the KubeSchedulerConfiguration
         # inside), with leader election on the Lease koordinator-system/koord-scheduler.
-        scheduler, _ = start_koord_scheduler(plane, work, kubeconfig=scheduler_kubeconfig,
-                                             config=DEPLOY / "koord-scheduler" / "configmap.yaml")
+        scheduler, _ = start_koord_scheduler(
+            plane, work, kubeconfig=scheduler_kubeconfig, config=DEPLOY / "koord-scheduler" / "configmap.yaml"
+        )
         yield Stack(plane, scope, hot, cool, roots, scheduler, koordlets)
     finally:
         codes = {p.name: p.stop() for p in (*koordlets.values(), *([scheduler] if scheduler else []))}
@@ -154,8 +183,11 @@ def node_cpu_milli(stack: Stack, node: str) -> int | None:
 
 
 def test_loadaware_keeps_new_pods_off_the_hot_node(stack: Stack) -> None:
-    hot = wait_for(lambda: (m := node_cpu_milli(stack, stack.hot)) is not None and m > 3000 and m,
-                   timeout=60, what=f"koordlet's NodeMetric for {stack.hot} showing it hot\n{stack.logs()}")
+    hot = wait_for(
+        lambda: (m := node_cpu_milli(stack, stack.hot)) is not None and m > 3000 and m,
+        timeout=60,
+        what=f"koordlet's NodeMetric for {stack.hot} showing it hot\n{stack.logs()}",
+    )
     cool = wait_for(lambda: node_cpu_milli(stack, stack.cool), timeout=30, what="the cool node's NodeMetric")
     # The burners' real usage; the hot one gets less of a busy 2-core machine, hence the wide band.
     assert hot == pytest.approx(3600, rel=0.25) and cool == pytest.approx(400, rel=0.3)
@@ -171,30 +203,42 @@ def test_reservation_is_scheduled_and_its_owner_lands_in_it(stack: Stack) -> Non
     owner_label = {"app": f"{stack.scope}-owner"}
     template = stack.pod_body("reserve", cpu="1")
     reservation = {
-        "apiVersion": "scheduling.koordinator.sh/v1alpha1", "kind": "Reservation",
+        "apiVersion": "scheduling.koordinator.sh/v1alpha1",
+        "kind": "Reservation",
         "metadata": {"name": name},
-        "spec": {"template": {"metadata": {"namespace": stack.scope}, "spec": template["spec"]},
-                 "owners": [{"labelSelector": {"matchLabels": owner_label}}],
-                 "ttl": "10m", "allocateOnce": True},
+        "spec": {
+            "template": {"metadata": {"namespace": stack.scope}, "spec": template["spec"]},
+            "owners": [{"labelSelector": {"matchLabels": owner_label}}],
+            "ttl": "10m",
+            "allocateOnce": True,
+        },
     }
     stack.ok("POST", RESERVATIONS, reservation)
     try:
-        status = wait_for(lambda: (s := stack.ok("GET", f"{RESERVATIONS}/{name}").get("status") or {})
-                          .get("phase") == "Available" and s,
-                          timeout=60, what=f"Reservation {name} Available\n{stack.scheduler.log_tail()}")
+        status = wait_for(
+            lambda: (
+                (s := stack.ok("GET", f"{RESERVATIONS}/{name}").get("status") or {}).get("phase") == "Available" and s
+            ),
+            timeout=60,
+            what=f"Reservation {name} Available\n{stack.scheduler.log_tail()}",
+        )
         assert status["nodeName"] == stack.cool  # the hot node is filtered out for it too
         stack.create_pod(stack.pod_body("owner", labels=owner_label, cpu="1"))
         assert stack.bound_node("owner") == status["nodeName"]
-        annotation = wait_for(lambda: stack.pod("owner")["metadata"].get("annotations", {}).get(ALLOCATED),
-                              timeout=30, what="reservation-allocated annotation")
+        annotation = wait_for(
+            lambda: stack.pod("owner")["metadata"].get("annotations", {}).get(ALLOCATED),
+            timeout=30,
+            what="reservation-allocated annotation",
+        )
         assert name in annotation
     finally:
         stack.plane.request("DELETE", f"{RESERVATIONS}/{name}")
 
 
 def test_be_pod_is_evicted_under_memory_pressure(stack: Stack) -> None:
-    pod = stack.create_pod(stack.pod_body("batch", labels={"koordinator.sh/qosClass": "BE"}, cpu=None,
-                                          priority_class="koord-batch"))
+    pod = stack.create_pod(
+        stack.pod_body("batch", labels={"koordinator.sh/qosClass": "BE"}, cpu=None, priority_class="koord-batch")
+    )
     assert stack.bound_node("batch") == stack.cool
     root = stack.roots[stack.cool]
     root.add_pod(pod["metadata"]["uid"], "besteffort", 1 * GiB)
@@ -207,8 +251,11 @@ def test_be_pod_is_evicted_under_memory_pressure(stack: Stack) -> None:
     wait_for(reported, timeout=30, what=f"koordlet reporting the BE pod\n{stack.logs()}")
     assert stack.pod("batch")["metadata"].get("deletionTimestamp") is None  # 25 % used: left alone
     root.memory_percent = 85  # over the NodeSLO's 70 %
-    wait_for(lambda: stack.pod("batch")["metadata"].get("deletionTimestamp"), timeout=60,
-             what=f"BE pod evicted\n{stack.koordlets[stack.cool].log_tail()}")
+    wait_for(
+        lambda: stack.pod("batch")["metadata"].get("deletionTimestamp"),
+        timeout=60,
+        what=f"BE pod evicted\n{stack.koordlets[stack.cool].log_tail()}",
+    )
     root.memory_percent = 25
 
     def evicted_event() -> list[Any]:
@@ -232,8 +279,11 @@ def test_colocation_controllers_with_deployed_config_and_rbac(stack: Stack) -> N
         return int(allocatable[batch_cpu]) if batch_cpu in allocatable else None
 
     for node in (stack.hot, stack.cool):
-        wait_for(lambda n=node: batch_on(n) is not None, timeout=60,  # type: ignore[misc]
-                 what=f"batch resources on {node}\n{stack.scheduler.log_tail()}")
+        wait_for(
+            lambda n=node: batch_on(n) is not None,
+            timeout=60,  # type: ignore[misc]
+            what=f"batch resources on {node}\n{stack.scheduler.log_tail()}",
+        )
         spec = stack.ok("GET", f"{NODESLOS}/{node}")["spec"]
         assert spec["resourceUsedThresholdWithBE"]["enable"] is True
         assert spec["resourceUsedThresholdWithBE"]["cpuSuppressThresholdPercent"] == 65
@@ -241,8 +291,7 @@ def test_colocation_controllers_with_deployed_config_and_rbac(stack: Stack) -> N
         assert policy["reportIntervalSeconds"] == 60
     cool_batch = batch_on(stack.cool)
     assert cool_batch is not None and 0 < cool_batch < 4000 * 60 // 100  # below capacity minus the margin
-    body = stack.pod_body("batch-cpu", labels={"koordinator.sh/qosClass": "BE"}, cpu=None,
-                          priority_class="koord-batch")
+    body = stack.pod_body("batch-cpu", labels={"koordinator.sh/qosClass": "BE"}, cpu=None, priority_class="koord-batch")
     body["spec"]["containers"][0]["resources"] = {"requests": {batch_cpu: "200"}, "limits": {batch_cpu: "200"}}
     stack.create_pod(body)
     assert stack.bound_node("batch-cpu") == stack.cool  # the hot node is over LoadAware's threshold

@@ -20,6 +20,7 @@ from controlplane import ControlPlane, free_port
 from prometheus_client import CollectorRegistry
 
 from koord_scheduler.webhook.certs import CertBundle, generate_bundle, write_bundle
+from koord_scheduler.webhook.gates import AdmissionGates
 from koord_scheduler.webhook.options import WebhookOptions, WebhookRuntime
 from kubeapi import load_connection
 
@@ -50,8 +51,11 @@ def install_api(plane: ControlPlane) -> None:
     else:
         raise AssertionError("the ClusterColocationProfile CRD did not become Established")
     for pc in yaml.safe_load_all((REPO / "deploy" / "priorityclasses.yaml").read_text()):
-        _ok(plane.request("POST", "/apis/scheduling.k8s.io/v1/priorityclasses", pc), "create PriorityClass",
-            allow=(409,))
+        _ok(
+            plane.request("POST", "/apis/scheduling.k8s.io/v1/priorityclasses", pc),
+            "create PriorityClass",
+            allow=(409,),
+        )
     # Wait until the API serves the new kind (discovery lags the Established condition a little).
     while plane.request("GET", PROFILES_PATH).status != 200:
         time.sleep(0.2)
@@ -60,17 +64,31 @@ def install_api(plane: ControlPlane) -> None:
 class WebhookThread:
     """The admission server on 127.0.0.1:port with a fresh CA; ``ca_pem`` is for the webhook config."""
 
-    def __init__(self, plane: ControlPlane, cert_dir: Path | None, *, port: int | None = None,
-                 namespace: str = "koordinator-system", configuration: str = "") -> None:
-        """``cert_dir`` None: the self-signed bootstrap (Secret in ``namespace``, CA into ``configuration``)."""
+    def __init__(
+        self,
+        plane: ControlPlane,
+        cert_dir: Path | None,
+        *,
+        port: int | None = None,
+        namespace: str = "koordinator-system",
+        configuration: str = "",
+        gates: AdmissionGates | None = None,
+    ) -> None:
+        """``cert_dir`` None: the self-signed bootstrap (Secret in ``namespace``, CA into ``configuration``).
+        ``gates``: the webhooks' feature gates (Koordinator's defaults when None)."""
         self.plane = plane
         self.port = port or free_port()
         self.bundle: CertBundle = generate_bundle(["127.0.0.1"])
         if cert_dir is not None:
             write_bundle(self.bundle, cert_dir)
-        self.options = WebhookOptions(port=self.port, bind_address="127.0.0.1",
-                                      cert_dir=str(cert_dir) if cert_dir is not None else "",
-                                      namespace=namespace, configuration_name=configuration or "unused")
+        self.options = WebhookOptions(
+            port=self.port,
+            bind_address="127.0.0.1",
+            cert_dir=str(cert_dir) if cert_dir is not None else "",
+            namespace=namespace,
+            configuration_name=configuration or "unused",
+            gates=gates or AdmissionGates(),
+        )
         self.registry = CollectorRegistry()
         self.runtime: WebhookRuntime | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -112,24 +130,37 @@ class WebhookThread:
         return self.registry.get_sample_value(name, labels or {}) or 0.0
 
 
-def register(plane: ControlPlane, name: str, *, port: int, ca_pem: bytes, namespace: str,
-             timeout_seconds: int = 5) -> None:
+def register(
+    plane: ControlPlane, name: str, *, port: int, ca_pem: bytes, namespace: str, timeout_seconds: int = 5
+) -> None:
     """A MutatingWebhookConfiguration sending pod CREATEs in ``namespace`` to https://127.0.0.1:port."""
     body = {
-        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingWebhookConfiguration",
         "metadata": {"name": name},
-        "webhooks": [{
-            "name": "mpod-create.colocation.koordinator.sh",
-            "admissionReviewVersions": ["v1", "v1beta1"],
-            "sideEffects": "None",
-            "failurePolicy": "Ignore",
-            "timeoutSeconds": timeout_seconds,
-            "clientConfig": {"url": f"https://127.0.0.1:{port}/mutate-pod",
-                             "caBundle": base64.b64encode(ca_pem).decode()},
-            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
-            "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
-                       "resources": ["pods"], "scope": "Namespaced"}],
-        }],
+        "webhooks": [
+            {
+                "name": "mpod-create.colocation.koordinator.sh",
+                "admissionReviewVersions": ["v1", "v1beta1"],
+                "sideEffects": "None",
+                "failurePolicy": "Ignore",
+                "timeoutSeconds": timeout_seconds,
+                "clientConfig": {
+                    "url": f"https://127.0.0.1:{port}/mutate-pod",
+                    "caBundle": base64.b64encode(ca_pem).decode(),
+                },
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+                "rules": [
+                    {
+                        "apiGroups": [""],
+                        "apiVersions": ["v1"],
+                        "operations": ["CREATE"],
+                        "resources": ["pods"],
+                        "scope": "Namespaced",
+                    }
+                ],
+            }
+        ],
     }
     plane.request("DELETE", f"{MWC_PATH}/{name}")
     _ok(plane.request("POST", MWC_PATH, body), "create MutatingWebhookConfiguration")
@@ -138,26 +169,45 @@ def register(plane: ControlPlane, name: str, *, port: int, ca_pem: bytes, namesp
 VWC_PATH = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"
 
 
-def register_quota_webhook(plane: ControlPlane, name: str, *, port: int, ca_pem: bytes, namespace: str,
-                           failure_policy: str = "Ignore", timeout_seconds: int = 5) -> None:
+def register_quota_webhook(
+    plane: ControlPlane,
+    name: str,
+    *,
+    port: int,
+    ca_pem: bytes,
+    namespace: str,
+    failure_policy: str = "Ignore",
+    timeout_seconds: int = 5,
+) -> None:
     """The chart's ElasticQuota ValidatingWebhookConfiguration, pointed at https://127.0.0.1:port and
     limited to ``namespace`` (the shared test cluster's other quotas are left alone)."""
     body = {
-        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
         "metadata": {"name": name},
-        "webhooks": [{
-            "name": "velasticquota.koordinator.sh",
-            "admissionReviewVersions": ["v1", "v1beta1"],
-            "sideEffects": "None",
-            "failurePolicy": failure_policy,
-            "timeoutSeconds": timeout_seconds,
-            "clientConfig": {"url": f"https://127.0.0.1:{port}/validate-scheduling-sigs-k8s-io-v1alpha1-elasticquota",
-                             "caBundle": base64.b64encode(ca_pem).decode()},
-            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
-            "rules": [{"apiGroups": ["scheduling.sigs.k8s.io"], "apiVersions": ["v1alpha1"],
-                       "operations": ["CREATE", "UPDATE", "DELETE"], "resources": ["elasticquotas"],
-                       "scope": "Namespaced"}],
-        }],
+        "webhooks": [
+            {
+                "name": "velasticquota.koordinator.sh",
+                "admissionReviewVersions": ["v1", "v1beta1"],
+                "sideEffects": "None",
+                "failurePolicy": failure_policy,
+                "timeoutSeconds": timeout_seconds,
+                "clientConfig": {
+                    "url": f"https://127.0.0.1:{port}/validate-scheduling-sigs-k8s-io-v1alpha1-elasticquota",
+                    "caBundle": base64.b64encode(ca_pem).decode(),
+                },
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+                "rules": [
+                    {
+                        "apiGroups": ["scheduling.sigs.k8s.io"],
+                        "apiVersions": ["v1alpha1"],
+                        "operations": ["CREATE", "UPDATE", "DELETE"],
+                        "resources": ["elasticquotas"],
+                        "scope": "Namespaced",
+                    }
+                ],
+            }
+        ],
     }
     plane.request("DELETE", f"{VWC_PATH}/{name}")
     _ok(plane.request("POST", VWC_PATH, body), "create ValidatingWebhookConfiguration")

@@ -402,8 +402,7 @@ def _run_script(args: list[str], *, env: Mapping[str, str], timeout: float, scri
         ) from None
     if result.returncode != 0:
         raise ControlPlaneError(
-            f"{name} {' '.join(args)} failed with exit code {result.returncode}:\n"
-            f"{_last_lines(result.stderr, 60)}"
+            f"{name} {' '.join(args)} failed with exit code {result.returncode}:\n{_last_lines(result.stderr, 60)}"
         )
     return result.stdout
 

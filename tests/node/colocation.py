@@ -33,8 +33,9 @@ def slo_config(node: RealNode, **keys: dict[str, Any]) -> Iterator[None]:
         yield
     finally:
         restore = {"data": {key: before.get(key) for key in keys}}
-        node.kubectl("patch", "configmap", CONFIGMAP, "-n", NAMESPACE, "--type=merge", "-p", json.dumps(restore),
-                     check=False)
+        node.kubectl(
+            "patch", "configmap", CONFIGMAP, "-n", NAMESPACE, "--type=merge", "-p", json.dumps(restore), check=False
+        )
 
 
 def wait_node_slo(node: RealNode, path: list[str], want: Any, *, timeout: float = 90) -> dict[str, Any]:
@@ -57,8 +58,10 @@ def wait_fast_metrics(node: RealNode) -> None:
     def ready() -> bool:
         metric = node.get("nodemetric", node.name, "")
         policy = (metric or {}).get("spec", {}).get("metricCollectPolicy", {})
-        return bool(policy.get("reportIntervalSeconds") == FAST_METRICS["metricReportIntervalSeconds"]
-                    and policy.get("aggregateDurationSeconds") == FAST_METRICS["metricAggregateDurationSeconds"])
+        return bool(
+            policy.get("reportIntervalSeconds") == FAST_METRICS["metricReportIntervalSeconds"]
+            and policy.get("aggregateDurationSeconds") == FAST_METRICS["metricAggregateDurationSeconds"]
+        )
 
     wait_for(ready, timeout=90, what="the NodeMetric collect policy of slo-controller-config")
 

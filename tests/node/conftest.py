@@ -44,8 +44,9 @@ def node_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlan
         # A developer's cluster, kept between runs (started here if it is not up; never taken down).
         yield ControlPlane.up(Path(kept), node=True, start_timeout=NODE_START_TIMEOUT_S)
         return
-    with session_control_plane(tmp_path_factory.mktemp("node-cluster"), node=True,
-                               start_timeout=NODE_START_TIMEOUT_S) as plane:
+    with session_control_plane(
+        tmp_path_factory.mktemp("node-cluster"), node=True, start_timeout=NODE_START_TIMEOUT_S
+    ) as plane:
         yield plane
 
 

@@ -21,8 +21,11 @@ def test_koordlet_daemonset_pod_is_ready_on_the_node_and_logs_no_error(pykoord_r
     node = pykoord_release.node
     # helm --wait counts the DaemonSet ready with 0 of 1 pods (maxUnavailable 20 % rounds up to 1): wait for
     # the pod itself (Ready once its startup probe has seen /healthz).
-    daemonset = wait_for(lambda: (ds := node.get("daemonset", "koordlet", NAMESPACE)) and ds["status"].get(
-        "numberReady") == 1 and ds, timeout=300, what="the koordlet DaemonSet's pod Ready")
+    daemonset = wait_for(
+        lambda: (ds := node.get("daemonset", "koordlet", NAMESPACE)) and ds["status"].get("numberReady") == 1 and ds,
+        timeout=300,
+        what="the koordlet DaemonSet's pod Ready",
+    )
     assert daemonset["status"]["desiredNumberScheduled"] == 1
     (pod,) = pykoord_release.pods("koordlet")
     assert pod["spec"]["nodeName"] == node.name
@@ -30,8 +33,11 @@ def test_koordlet_daemonset_pod_is_ready_on_the_node_and_logs_no_error(pykoord_r
     assert all(s["ready"] for s in pod["status"]["containerStatuses"])
     # It reports: the NodeMetric of the real node gets a status from inside the pod (in-cluster config
     # through the `kubernetes` Service).
-    metric = wait_for(lambda: (m := node.get("nodemetric", node.name, "")) and m.get("status", {}).get(
-        "nodeMetric") and m, timeout=120, what="the node's NodeMetric status")
+    metric = wait_for(
+        lambda: (m := node.get("nodemetric", node.name, "")) and m.get("status", {}).get("nodeMetric") and m,
+        timeout=120,
+        what="the node's NodeMetric status",
+    )
     assert metric["status"]["updateTime"]
     logs = pykoord_release.logs(pod["metadata"]["name"])
     assert logs, "koordlet logged nothing"
@@ -44,8 +50,16 @@ def test_koord_scheduler_deployment_is_available_and_binds_a_real_pod(pykoord_re
     assert deployment is not None
     assert deployment["status"].get("availableReplicas") == deployment["spec"]["replicas"]
     name = f"scheduled-{uuid.uuid4().hex[:6]}"
-    node.apply(pod_manifest(name, node.images["workload"], ["sleep", "3600"], node=node.name,
-                            scheduler="koord-scheduler", requests={"cpu": "10m", "memory": "8Mi"}))
+    node.apply(
+        pod_manifest(
+            name,
+            node.images["workload"],
+            ["sleep", "3600"],
+            node=node.name,
+            scheduler="koord-scheduler",
+            requests={"cpu": "10m", "memory": "8Mi"},
+        )
+    )
     try:
         pod = node.wait_pod_running(name, timeout=180)
         assert pod["spec"]["nodeName"] == node.name

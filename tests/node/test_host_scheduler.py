@@ -33,19 +33,34 @@ def host_profile(path: Path) -> Path:
     return path
 
 
-def test_koord_scheduler_on_the_host_binds_a_pod_that_runs_on_the_real_node(real_node: RealNode,
-                                                                            tmp_path: Path) -> None:
+def test_koord_scheduler_on_the_host_binds_a_pod_that_runs_on_the_real_node(
+    real_node: RealNode, tmp_path: Path
+) -> None:
     from controlplane import free_port
     from stack import Process
 
     port = free_port()
-    scheduler = Process.start("koord-scheduler", [
-        str(BIN / "koord-scheduler"), "--config", str(host_profile(tmp_path / "profile.yaml")),
-        "--kubeconfig", str(real_node.plane.kubeconfig), f"--controllers={NO_CONTROLLERS}",
-        "--metrics-port", str(port), "--bind-address", "127.0.0.1", "-v", "2",
-    ], tmp_path)
+    scheduler = Process.start(
+        "koord-scheduler",
+        [
+            str(BIN / "koord-scheduler"),
+            "--config",
+            str(host_profile(tmp_path / "profile.yaml")),
+            "--kubeconfig",
+            str(real_node.plane.kubeconfig),
+            f"--controllers={NO_CONTROLLERS}",
+            "--metrics-port",
+            str(port),
+            "--bind-address",
+            "127.0.0.1",
+            "-v",
+            "2",
+        ],
+        tmp_path,
+    )
     name = f"host-scheduled-{uuid.uuid4().hex[:6]}"
     try:
+
         def ready() -> bool:
             assert scheduler.alive, f"koord-scheduler exited:\n{scheduler.log_tail()}"
             try:
@@ -55,8 +70,16 @@ def test_koord_scheduler_on_the_host_binds_a_pod_that_runs_on_the_real_node(real
                 return False
 
         wait_for(ready, timeout=120, what="koord-scheduler on the host /readyz")
-        real_node.apply(pod_manifest(name, real_node.images["workload"], ["sleep", "3600"], node=real_node.name,
-                                     scheduler=HOST_SCHEDULER, requests={"cpu": "10m", "memory": "8Mi"}))
+        real_node.apply(
+            pod_manifest(
+                name,
+                real_node.images["workload"],
+                ["sleep", "3600"],
+                node=real_node.name,
+                scheduler=HOST_SCHEDULER,
+                requests={"cpu": "10m", "memory": "8Mi"},
+            )
+        )
         pod = real_node.wait_pod_running(name, timeout=180)
         assert pod["spec"]["nodeName"] == real_node.name
     finally:

@@ -45,8 +45,11 @@ def dockerfile_final_state() -> tuple[dict[str, str], str, str, list[str]]:
 
 def test_the_image_is_the_dockerfiles(real_node: RealNode) -> None:
     with tarfile.open(archive_of(real_node)) as archive:
-        blobs = {m.name.rsplit("/", 1)[-1]: archive.extractfile(m).read()  # type: ignore[union-attr]
-                 for m in archive.getmembers() if m.isfile()}
+        blobs = {
+            m.name.rsplit("/", 1)[-1]: archive.extractfile(m).read()  # type: ignore[union-attr]
+            for m in archive.getmembers()
+            if m.isfile()
+        }
     index = json.loads(blobs["index.json"])
     manifest = json.loads(blobs[index["manifests"][0]["digest"].removeprefix("sha256:")])
     config = json.loads(blobs[manifest["config"]["digest"].removeprefix("sha256:")])["config"]

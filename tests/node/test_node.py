@@ -26,12 +26,21 @@ def test_node_registers_and_is_ready(real_node: RealNode) -> None:
 
 def test_a_pod_runs_and_its_logs_come_through_the_api_server(real_node: RealNode) -> None:
     name = f"hello-{uuid.uuid4().hex[:6]}"
-    real_node.apply(pod_manifest(name, real_node.images["workload"], ["sh", "-c", "echo hello from $(hostname); "
-                                                                       "exec sleep 3600"], node=real_node.name))
+    real_node.apply(
+        pod_manifest(
+            name,
+            real_node.images["workload"],
+            ["sh", "-c", "echo hello from $(hostname); exec sleep 3600"],
+            node=real_node.name,
+        )
+    )
     try:
         pod = real_node.wait_pod_running(name)
-        logs = wait_for(lambda: "hello from" in (out := real_node.kubectl("logs", name, check=False).stdout) and out,
-                        timeout=30, what="the pod's log line")
+        logs = wait_for(
+            lambda: "hello from" in (out := real_node.kubectl("logs", name, check=False).stdout) and out,
+            timeout=30,
+            what="the pod's log line",
+        )
         assert f"hello from {name}" in logs
         # The container is a real process of this machine, in the cgroup kubelet made for its pod.
         container_id = pod["status"]["containerStatuses"][0]["containerID"]
@@ -52,8 +61,10 @@ def test_kubelet_layout_is_koordlets_layout(real_node: RealNode) -> None:
     cmd = ["sleep", "3600"]
     suffix = uuid.uuid4().hex[:6]
     pods = {
-        f"guaranteed-{suffix}": {"requests": {"cpu": "100m", "memory": "32Mi"},
-                                 "limits": {"cpu": "100m", "memory": "32Mi"}},
+        f"guaranteed-{suffix}": {
+            "requests": {"cpu": "100m", "memory": "32Mi"},
+            "limits": {"cpu": "100m", "memory": "32Mi"},
+        },
         f"burstable-{suffix}": {"requests": {"cpu": "50m", "memory": "16Mi"}},
         f"besteffort-{suffix}": {},
     }

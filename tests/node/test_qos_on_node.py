@@ -79,9 +79,16 @@ def test_nodemetric_reports_real_pod_usage(node: RealNode) -> None:
     with slo_config(node, **{"colocation-config": COLOCATION_ON}):
         wait_fast_metrics(node)
         name = _name("burn")
-        node.apply(pod_manifest(name, node.images["workload"], ["burner", "-cpu", "1", "-memory", "96Mi"],
-                                node=node.name, requests={"cpu": "100m", "memory": "128Mi"},
-                                limits={"memory": "256Mi"}))
+        node.apply(
+            pod_manifest(
+                name,
+                node.images["workload"],
+                ["burner", "-cpu", "1", "-memory", "96Mi"],
+                node=node.name,
+                requests={"cpu": "100m", "memory": "128Mi"},
+                limits={"memory": "256Mi"},
+            )
+        )
         pod = node.wait_pod_running(name)
         pod_dir = _pod_dir(node, pod)
         window = FAST_METRICS["metricAggregateDurationSeconds"]
@@ -123,23 +130,38 @@ def test_be_pod_is_scheduled_on_batch_resources_and_gets_their_cgroup_values(nod
     with slo_config(node, **{"colocation-config": COLOCATION_ON}):
         # batch-cpu is what the machine leaves (its whole usage counts): a machine busy with other work
         # leaves none, and this fails saying so.
-        cpu, memory = wait_for(lambda: (b := _batch_allocatable(node))[0] >= 100 and b[1] >= 256 << 20 and b,
-                               timeout=180, what="batch-cpu >= 100 and batch-memory >= 256Mi on the Node "
-                               f"(NodeMetric usage: {_node_usage(node)})")
+        cpu, memory = wait_for(
+            lambda: (b := _batch_allocatable(node))[0] >= 100 and b[1] >= 256 << 20 and b,
+            timeout=180,
+            what=f"batch-cpu >= 100 and batch-memory >= 256Mi on the Node (NodeMetric usage: {_node_usage(node)})",
+        )
         # kubelet's status updates (every 10 s) keep the extended resources koord-scheduler wrote.
         time.sleep(25)
         assert _batch_allocatable(node)[0] > 0, "kubelet's node status dropped kubernetes.io/batch-cpu"
         name = _name("batch")
         batch = {BATCH_CPU: "100", BATCH_MEMORY: "64Mi"}
-        node.apply(pod_manifest(name, node.images["workload"], ["sleep", "3600"], node=node.name,
-                                scheduler="koord-scheduler", labels={LABEL_POD_QOS: "BE"},
-                                priority_class="koord-batch", requests=batch, limits=batch))
+        node.apply(
+            pod_manifest(
+                name,
+                node.images["workload"],
+                ["sleep", "3600"],
+                node=node.name,
+                scheduler="koord-scheduler",
+                labels={LABEL_POD_QOS: "BE"},
+                priority_class="koord-batch",
+                requests=batch,
+                limits=batch,
+            )
+        )
         pod = node.wait_pod_running(name)
         assert pod["spec"]["nodeName"] == node.name
         assert pod["status"]["qosClass"] == "BestEffort"
         container = _container_dir(node, pod)
-        want = {"cpu.shares": str(100 * 1024 // 1000), "cpu.cfs_quota_us": str(100 * 100),
-                "memory.limit_in_bytes": str(64 << 20)}
+        want = {
+            "cpu.shares": str(100 * 1024 // 1000),
+            "cpu.cfs_quota_us": str(100 * 100),
+            "memory.limit_in_bytes": str(64 << 20),
+        }
 
         def applied() -> bool:
             return all(read_cgroup(container, f) == v for f, v in want.items())
@@ -155,15 +177,28 @@ def test_be_pod_is_scheduled_on_batch_resources_and_gets_their_cgroup_values(nod
 
 def test_be_cpu_suppress_holds_be_below_the_budget_while_ls_keeps_its_cpu(node: RealNode) -> None:
     thresholds = {"enable": True, "cpuSuppressThresholdPercent": 50, "cpuSuppressPolicy": "cfsQuota"}
-    with slo_config(node, **{"colocation-config": COLOCATION_ON,
-                             "resource-threshold-config": {"clusterStrategy": thresholds}}):
+    with slo_config(
+        node, **{"colocation-config": COLOCATION_ON, "resource-threshold-config": {"clusterStrategy": thresholds}}
+    ):
         wait_node_slo(node, ["resourceUsedThresholdWithBE", "cpuSuppressPolicy"], "cfsQuota")
         ls, be = _name("ls"), _name("be")
         node.apply(
-            pod_manifest(ls, node.images["workload"], ["burner", "-cpu", "1"], node=node.name,
-                         requests={"cpu": "1", "memory": "32Mi"}, limits={"memory": "64Mi"}),
-            pod_manifest(be, node.images["workload"], ["burner", "-cpu", "2"], node=node.name,
-                         labels={LABEL_POD_QOS: "BE"}, priority_class="koord-batch"),
+            pod_manifest(
+                ls,
+                node.images["workload"],
+                ["burner", "-cpu", "1"],
+                node=node.name,
+                requests={"cpu": "1", "memory": "32Mi"},
+                limits={"memory": "64Mi"},
+            ),
+            pod_manifest(
+                be,
+                node.images["workload"],
+                ["burner", "-cpu", "2"],
+                node=node.name,
+                labels={LABEL_POD_QOS: "BE"},
+                priority_class="koord-batch",
+            ),
         )
         ls_pod, be_pod = node.wait_pod_running(ls), node.wait_pod_running(be)
         besteffort = _pod_dir(node, be_pod).rsplit("/", 1)[0]
@@ -193,18 +228,24 @@ def test_be_cpu_suppress_holds_be_below_the_budget_while_ls_keeps_its_cpu(node: 
 def test_be_memory_evict_evicts_the_be_pod_through_the_api_and_leaves_ls_alone(node: RealNode) -> None:
     ls, be = _name("ls"), _name("be")
     node.apply(
-        pod_manifest(ls, node.images["workload"], ["sleep", "3600"], node=node.name,
-                     requests={"cpu": "10m", "memory": "16Mi"}),
-        pod_manifest(be, node.images["workload"], ["burner", "-memory", "1Gi"], node=node.name,
-                     labels={LABEL_POD_QOS: "BE"}, priority_class="koord-batch"),
+        pod_manifest(
+            ls, node.images["workload"], ["sleep", "3600"], node=node.name, requests={"cpu": "10m", "memory": "16Mi"}
+        ),
+        pod_manifest(
+            be,
+            node.images["workload"],
+            ["burner", "-memory", "1Gi"],
+            node=node.name,
+            labels={LABEL_POD_QOS: "BE"},
+            priority_class="koord-batch",
+        ),
     )
     ls_pod = node.wait_pod_running(ls)
     be_pod = node.wait_pod_running(be)
     be_uid = be_pod["metadata"]["uid"]
     # Below what the node uses now (the BE pod's 1 GiB included), not by exhausting the machine.
     threshold = max(int(node_memory_used_percent()) - 2, 3)
-    thresholds = {"enable": True, "memoryEvictThresholdPercent": threshold,
-                  "memoryEvictLowerPercent": threshold - 1}
+    thresholds = {"enable": True, "memoryEvictThresholdPercent": threshold, "memoryEvictLowerPercent": threshold - 1}
     with slo_config(node, **{"resource-threshold-config": {"clusterStrategy": thresholds}}):
         wait_node_slo(node, ["resourceUsedThresholdWithBE", "memoryEvictThresholdPercent"], threshold)
 
@@ -213,8 +254,9 @@ def test_be_memory_evict_evicts_the_be_pod_through_the_api_and_leaves_ls_alone(n
             return pod is None or pod["metadata"]["uid"] != be_uid or "deletionTimestamp" in pod["metadata"]
 
         wait_for(gone, timeout=120, what=f"BEMemoryEvict to evict {be} (threshold {threshold}%)")
-    events = json.loads(node.kubectl("get", "events", "--field-selector", f"involvedObject.name={be}",
-                                     "-o", "json").stdout)["items"]
+    events = json.loads(
+        node.kubectl("get", "events", "--field-selector", f"involvedObject.name={be}", "-o", "json").stdout
+    )["items"]
     reasons = {(e["reason"], "BEMemoryEvict" in e.get("message", "")) for e in events}
     assert ("evictPodSuccess", True) in reasons, [(e["reason"], e.get("message")) for e in events]
     still = node.get("pod", ls)
@@ -224,17 +266,30 @@ def test_be_memory_evict_evicts_the_be_pod_through_the_api_and_leaves_ls_alone(n
 
 def test_lsr_pod_gets_the_cpuset_koord_scheduler_chose(node: RealNode) -> None:
     name = _name("lsr")
-    node.apply(pod_manifest(name, node.images["workload"], ["sleep", "3600"], node=node.name,
-                            scheduler="koord-scheduler", labels={LABEL_POD_QOS: "LSR"}, priority_class="koord-prod",
-                            requests={"cpu": "1", "memory": "32Mi"}, limits={"cpu": "1", "memory": "32Mi"}))
+    node.apply(
+        pod_manifest(
+            name,
+            node.images["workload"],
+            ["sleep", "3600"],
+            node=node.name,
+            scheduler="koord-scheduler",
+            labels={LABEL_POD_QOS: "LSR"},
+            priority_class="koord-prod",
+            requests={"cpu": "1", "memory": "32Mi"},
+            limits={"cpu": "1", "memory": "32Mi"},
+        )
+    )
     pod = node.wait_pod_running(name)
     status = json.loads(pod["metadata"].get("annotations", {}).get(ANNOTATION_RESOURCE_STATUS, "{}"))
     assert status.get("cpuset"), f"koord-scheduler bound no cpuset: {pod['metadata'].get('annotations')}"
     want = parse_cpuset(status["cpuset"])
     assert len(want) == 1
     container = _container_dir(node, pod, "cpuset")
-    wait_for(lambda: parse_cpuset(read_cgroup(container, "cpuset.cpus")) == want, timeout=60,
-             what=f"cpuset.cpus {status['cpuset']} in the container")
+    wait_for(
+        lambda: parse_cpuset(read_cgroup(container, "cpuset.cpus")) == want,
+        timeout=60,
+        what=f"cpuset.cpus {status['cpuset']} in the container",
+    )
 
 
 def test_cpu_burst_raises_a_throttled_containers_quota(node: RealNode) -> None:
@@ -245,8 +300,16 @@ def test_cpu_burst_raises_a_throttled_containers_quota(node: RealNode) -> None:
     with slo_config(node, **{"cpu-burst-config": {"clusterStrategy": burst}}):
         wait_node_slo(node, ["cpuBurstStrategy", "policy"], "cfsQuotaBurstOnly")
         name = _name("burst")
-        node.apply(pod_manifest(name, node.images["workload"], ["burner", "-cpu", "1"], node=node.name,
-                                requests={"cpu": "200m", "memory": "16Mi"}, limits={"cpu": "200m", "memory": "32Mi"}))
+        node.apply(
+            pod_manifest(
+                name,
+                node.images["workload"],
+                ["burner", "-cpu", "1"],
+                node=node.name,
+                requests={"cpu": "200m", "memory": "16Mi"},
+                limits={"cpu": "200m", "memory": "32Mi"},
+            )
+        )
         pod = node.wait_pod_running(name)
         container = _container_dir(node, pod)
         base = 200 * 100
@@ -261,5 +324,6 @@ def test_cpu_burst_raises_a_throttled_containers_quota(node: RealNode) -> None:
     assert max(quotas) <= 3 * base, quotas
     if max(quotas) > base:
         return
-    assert busy >= 0.85, (f"the throttled container's quota stayed {base} for 90 s while the node was only "
-                          f"{busy:.0%} busy")
+    assert busy >= 0.85, (
+        f"the throttled container's quota stayed {base} for 90 s while the node was only {busy:.0%} busy"
+    )

@@ -35,8 +35,12 @@ def _keys(path: Path) -> list[str]:
 def real_layout(node: RealNode) -> dict[str, Any]:
     suffix = uuid.uuid4().hex[:6]
     names = {qos: f"layout-{qos.lower()}-{suffix}" for qos in QOS_PODS}
-    node.apply(*(pod_manifest(names[qos], node.images["workload"], ["sleep", "3600"], node=node.name, **res)
-                 for qos, res in QOS_PODS.items()))
+    node.apply(
+        *(
+            pod_manifest(names[qos], node.images["workload"], ["sleep", "3600"], node=node.name, **res)
+            for qos, res in QOS_PODS.items()
+        )
+    )
     kubepods = f"{node.cgroup_root.strip('/')}/kubepods"
     layout: dict[str, Any] = {"kubepods": "<kubepods>", "pod_dirs": {}, "pod_children": {}}
     try:
@@ -49,8 +53,9 @@ def real_layout(node: RealNode) -> dict[str, Any]:
             layout["pod_dirs"][qos] = pod_dir.replace(kubepods, "<kubepods>").replace(uid, "<uid>")
             children = sorted(p.name for p in (CGROUP_MOUNT / "cpu" / pod_dir).iterdir() if p.is_dir())
             assert cid in children
-            layout["pod_children"][qos] = sorted("<container-id>" if c == cid else
-                                                 "<sandbox-id>" if len(c) == 64 else c for c in children)
+            layout["pod_children"][qos] = sorted(
+                "<container-id>" if c == cid else "<sandbox-id>" if len(c) == 64 else c for c in children
+            )
             if qos == "Burstable":
                 layout["container_files"] = {
                     name: (CGROUP_MOUNT / res.v1_subsystem / container / name).is_file()

@@ -65,7 +65,7 @@ SystemConfig TCNetworkQoS TerwayQoS
 
 {{/*
 The values keys pykoord uses. Any other key with a non-empty value (Koordinator's keys for components
-pykoord does not have, such as descheduler or manager.replicas) is reported by "pykoord.unsupported".
+pykoord does not have, such as deviceDaemon or manager.replicas) is reported by "pykoord.unsupported".
 */}}
 {{- define "pykoord.supportedKeys" -}}
 installation.namespace installation.createNamespace imageRepositoryHost image imagePullSecrets
@@ -74,9 +74,12 @@ scheduler.log.level scheduler.replicas scheduler.port scheduler.enableJobPreempt
 scheduler.resources scheduler.hostNetwork scheduler.nodeAffinity scheduler.nodeSelector scheduler.tolerations
 scheduler.monitorEnabled scheduler.podDisruptionBudget
 manager.controllers manager.webhook.port
+descheduler.enabled descheduler.log.level descheduler.replicas descheduler.port descheduler.resources
+descheduler.hostNetwork descheduler.nodeAffinity descheduler.nodeSelector descheduler.tolerations descheduler.config
 webhookConfiguration.failurePolicy.pods webhookConfiguration.failurePolicy.elasticquotas
 webhookConfiguration.timeoutSeconds
-koordlet.log.level koordlet.features koordlet.featureGates koordlet.hostDirs.kubeletLibDir koordlet.hostDirs.predictionCheckpointDir koordlet.cgroupKubepodsDir koordlet.resources
+koordlet.log.level koordlet.features koordlet.featureGates koordlet.hostDirs.kubeletLibDir koordlet.hostDirs.varRunDir
+koordlet.hostDirs.predictionCheckpointDir koordlet.nri koordlet.cgroupKubepodsDir koordlet.resources
 koordlet.runtimeClassName koordlet.nodeAffinity koordlet.metrics.port koordlet.enableServiceMonitor
 sloControllerConfig networkPolicy tests strictValues grafanaDashboards
 {{- end -}}

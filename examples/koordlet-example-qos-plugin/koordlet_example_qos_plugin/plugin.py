@@ -23,10 +23,15 @@ class BEPodCPUShares:
         self.interval = 1.0
 
     def init_flags(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--be-pod-cpu-shares", type=int, default=2,
-                            help="cpu.shares for BE pods (BEPodCPUShares plugin)")
-        parser.add_argument("--be-pod-cpu-shares-interval", type=float, default=1.0,
-                            help="seconds between BEPodCPUShares reconciliations")
+        parser.add_argument(
+            "--be-pod-cpu-shares", type=int, default=2, help="cpu.shares for BE pods (BEPodCPUShares plugin)"
+        )
+        parser.add_argument(
+            "--be-pod-cpu-shares-interval",
+            type=float,
+            default=1.0,
+            help="seconds between BEPodCPUShares reconciliations",
+        )
 
     def setup(self, ctx: PluginContext) -> None:
         self.ctx = ctx

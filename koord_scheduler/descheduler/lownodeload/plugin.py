@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from apis.config.descheduler import LabelSelector as ConfigLabelSelector
 from apis.config.descheduler import LowNodeLoadArgs, LowNodeLoadNodePool
+from apis.config.descheduler_selectors import LabelSelector as ConfigLabelSelector
 from apis.core.parse import parse_label_selector
 from apis.core.selectors import label_selector_matches
 from apis.core.types import LabelSelector, Node, Pod

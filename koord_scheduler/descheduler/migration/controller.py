@@ -4,8 +4,10 @@ It reads the scheduler's Pod watch plus PodMigrationJobs and Reservations (its o
 scheduler does not keep them). An event marks the jobs it concerns dirty; :meth:`run` decides each dirty
 job's next step (:func:`.decide.decide`, pure) and carries it out (:class:`.api.MigrationApi`): the API
 action, then the status write, then the Events. A job that waits is looked at again after
-``REQUEUE_SECONDS`` even without an event; a failed call after ``retry_seconds``. A job whose decision raises
-costs that job only (reported as the object's error).
+``REQUEUE_SECONDS`` even without an event; a failed call after ``retry_seconds``. With an
+:class:`.arbitration.Arbitrator`, a Pending job is arbitrated against the other Running jobs and its pod's
+workload before it starts, and every eviction waits for the object limiters and is counted by them. A job
+whose decision raises costs that job only (reported as the object's error).
 
 Every ``gc_interval`` seconds the scavenger deletes jobs older than their ``ttl`` plus five minutes (30
 minutes without a ttl) and the Reservation each one names, as Koordinator's ``doScavenge`` does.
@@ -35,9 +37,11 @@ from apis.scheduling.migration import (
 )
 from apis.scheduling.record import ReservationRecord, parse_reservation
 from koord_scheduler.descheduler.migration.api import MigrationApi
+from koord_scheduler.descheduler.migration.arbitration import Arbitrator, controller_uid, is_active
 from koord_scheduler.descheduler.migration.decide import (
     MODE_RESERVATION_FIRST,
     NORMAL,
+    REQUEUE_SECONDS,
     WARNING,
     CreateReservation,
     DeleteReservation,
@@ -134,6 +138,10 @@ class MigrationController:
         self.evictions = 0
         self.evict_limiter: EvictLimiter | None = None
         """``evictQPS``/``evictBurst``; None: no limit."""
+        self.arbitrator: Arbitrator | None = None
+        """The arbitration limits, eviction gates and object limiters; None: every job runs."""
+        self._by_owner: dict[str, set[str]] = {}
+        """controller UID -> keys of the pods it owns."""
 
     # ----- informer events -----
 
@@ -145,10 +153,17 @@ class MigrationController:
         if pod is None:
             return
         key = pod.key
+        owner = controller_uid(pod)
         if new is None or event == EventType.DELETED:
             self.pods.pop(key, None)
+            if owner and owner in self._by_owner:
+                self._by_owner[owner].discard(key)
+                if not self._by_owner[owner]:
+                    del self._by_owner[owner]
         else:
             self.pods[key] = new
+            if owner:
+                self._by_owner.setdefault(owner, set()).add(key)
         for name in self._by_pod.get(key, ()):
             self._mark(name)
 
@@ -248,14 +263,41 @@ class MigrationController:
             bound = self.pods.get(_key(owner[0], owner[1]))
             if bound is not None and owner[2] and bound.uid != owner[2]:
                 bound = None
+        pod = self.pods.get(_key(job.pod_namespace, job.pod_name))
+        forbidden = held = ""
+        if self.arbitrator is not None and pod is not None and job.phase in ("", "Pending") and not job.finished:
+            verdict = self.arbitrator.verdict(
+                pod, migrating=self._migrating_pods(), workload=self.workload_pods(pod), now=self.clock()
+            )
+            forbidden, held = verdict.fail, verdict.wait
+            if held:
+                log.debug("migration: job %s waits: %s", job.name, held)
         return MigrationView(
             job,
-            self.pods.get(_key(job.pod_namespace, job.pod_name)),
+            pod,
             r,
             bound,
             now=self.clock(),
             default_mode=self.default_mode,
+            forbidden=forbidden,
+            held=held,
         )
+
+    def workload_pods(self, pod: Pod) -> list[Pod]:
+        """The pods (as the informer has them) of ``pod``'s controller; empty for a bare pod."""
+        owner = controller_uid(pod)
+        keys = self._by_owner.get(owner, ()) if owner else ()
+        return [p for p in (self.pods.get(k) for k in keys) if p is not None]
+
+    def _migrating_pods(self) -> list[Pod]:
+        """The pods of unfinished Running jobs (Koordinator's migrating pods)."""
+        out = []
+        for job in self.jobs.values():
+            if job.phase == "Running" and not job.finished:
+                pod = self.pods.get(_key(job.pod_namespace, job.pod_name))
+                if pod is not None:
+                    out.append(pod)
+        return out
 
     async def reconcile(self) -> int:
         """Advance every dirty job as far as it goes now; the number of steps carried out."""
@@ -334,6 +376,14 @@ class MigrationController:
 
     async def _evict(self, job: PodMigrationJobRecord, action: EvictPod) -> bool:
         key = _key(action.namespace, action.name)
+        pod = self.pods.get(key)
+        replicas = sum(1 for p in self.workload_pods(pod) if is_active(p)) if pod is not None else 0
+        if self.arbitrator is not None and pod is not None:
+            held = self.arbitrator.limiters.exceeded(pod, replicas=replicas, now=self.clock())
+            if held:
+                log.debug("migration: job %s: the %s object limiter holds the eviction of %s", job.name, held, key)
+                self._mark_later(job.name, REQUEUE_SECONDS)
+                return False
         wait = self.evict_limiter.wait() if self.evict_limiter is not None else 0.0
         if wait > 0:
             self._mark_later(job.name, wait)
@@ -348,6 +398,8 @@ class MigrationController:
             self._mark_later(job.name, self.retry_seconds)
             return False
         self.evictions += 1
+        if self.arbitrator is not None and pod is not None:
+            self.arbitrator.limiters.track(pod, replicas=replicas, now=self.clock())
         log.info("migration: job %s: evicted %s (%s)", job.name, key, action.reason or "no reason given")
         return True
 

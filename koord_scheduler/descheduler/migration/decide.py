@@ -9,7 +9,9 @@ Events are Koordinator's:
 1. paused, finished or deleted jobs are left alone;
 2. older than ``ttl``: delete the Reservation, ``Failed``/``Timeout``;
 3. ``Pending``: an empty podRef fails (``InvalidPodRef``), a missing pod fails (``MissingPod``); else the
-   pod's UID is recorded in ``spec.podRef`` and the job becomes ``Running``;
+   pod's UID is recorded in ``spec.podRef``; arbitration (:mod:`.arbitration`, decided by the controller
+   into ``forbidden``/``held``) fails the job (``ForbiddenMigratePod``) or keeps it Pending; else the job
+   becomes ``Running``;
 4. ``EvictDirectly``: evict, wait for the pod to go, ``Succeeded``;
 5. ``ReservationFirst``: create the Reservation (:mod:`.reservation_template`) and set
    ``reservationOptions.reservationRef``, or label a given one with ``reservation-order``; condition
@@ -213,6 +215,10 @@ class MigrationView:
     """The first of the Reservation's ``currentOwners``, if the Pod informer has it."""
     now: float = 0.0
     default_mode: str = MODE_RESERVATION_FIRST
+    forbidden: str = ""
+    """Why arbitration refuses the Pending job's pod (the job fails, ``ForbiddenMigratePod``)."""
+    held: str = ""
+    """Why arbitration keeps the Pending job waiting (a limit is reached)."""
 
 
 def rfc3339(seconds: float) -> str:
@@ -298,6 +304,14 @@ def decide(view: MigrationView) -> Step:
             return _fail(view, REASON_MISSING_POD, f'Abort job caused by missing Pod "{_pod_key(job)}"')
         if job.pod_uid != view.pod.uid:
             return Step(action=RecordPodUid(view.pod.uid))
+        if view.forbidden:
+            message = (
+                f'Pod "{_pod_key(job)}" is forbidden to migrate because it does not meet the requirements: '
+                f"{view.forbidden}"
+            )
+            return _fail(view, REASON_FORBIDDEN_MIGRATE_POD, message)
+        if view.held:
+            return WAIT
         return Step(status=dataclasses.replace(JobStatus.of(job), phase=PHASE_RUNNING))
     mode = job.mode or view.default_mode
     if mode == MODE_EVICT_DIRECTLY:

@@ -79,17 +79,13 @@ class BalancedAllocation:
         self._snapshot = snapshot
         self._resources = tuple(r.name for r in args.resources)
 
-    def pre_score(
-        self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions
-    ) -> Status:
+    def pre_score(self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions) -> Status:
         if is_best_effort(pod, self._resources):
             return skip()
         state.write(PRE_SCORE_KEY, pre_score_state(pod, snapshot, self._resources))
         return success()
 
-    def score_nodes(
-        self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions
-    ) -> IntArray:
+    def score_nodes(self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions) -> IntArray:
         pre = state.get(PRE_SCORE_KEY) or pre_score_state(pod, snapshot, self._resources)
         # One row gather per snapshot array, then the scored columns: a few numpy calls however many
         # nodes (the node cache rescores a few dozen at a time, where calls, not data, are the cost).

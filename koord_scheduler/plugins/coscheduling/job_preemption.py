@@ -237,4 +237,3 @@ class JobPreemption:
 def replace_pending(pod: Pod) -> Pod:
     """A member as the nominator keeps it: pending (a waiting member carries its assumed node)."""
     return replace(pod, node_name="") if pod.node_name else pod
-

@@ -159,9 +159,7 @@ class NetworkTopology:
         existing = existing_pods(snapshot, selector) if selector else None
         req = plan.requirements(spec, tree, len(pods))
         names = [(p.key, p.name) for p in pods]
-        return plan.place_pods(
-            tree, names, slots, req, node_failures=failures, existing_pods=existing, scores=scores
-        )
+        return plan.place_pods(tree, names, slots, req, node_failures=failures, existing_pods=existing, scores=scores)
 
     def preemption_placer(self, spec: nt.GangTopologySpec, snapshot: ClusterSnapshot) -> Placer:
         """Koordinator's ``PlanNodes`` for job preemption: the same planning over the dry run's nodes

@@ -120,6 +120,7 @@ GANG_PENDING_PODS_CONDITION_PATCH = "GangPendingPodsConditionPatch"
 EVENT_REASON_INVALID = "InvalidGang"
 EVENT_REASON_WAITING = "GangNotReady"
 
+
 class Coscheduling:
     """See the module docstring."""
 
@@ -185,8 +186,9 @@ class Coscheduling:
         reason = self._gate_reason(new, new_ref)
         if reason:
             invalid = new.key in self._pod_errors or gang.spec is None
-            if self._events.record(new, EVENT_REASON_INVALID if invalid else EVENT_REASON_WAITING, reason,
-                                   warning=invalid) and (new.key in self._pod_errors or gang.pod_group is not None):
+            if self._events.record(
+                new, EVENT_REASON_INVALID if invalid else EVENT_REASON_WAITING, reason, warning=invalid
+            ) and (new.key in self._pod_errors or gang.pod_group is not None):
                 # The pod's gang annotations, or its PodGroup, cannot be read: it stays Pending until fixed.
                 log.warning("pod %s stays pending: %s", new.key, reason)
             self.conditions.write((new,), self._gate_reason(new, new_ref, counts=False))

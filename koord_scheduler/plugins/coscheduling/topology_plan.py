@@ -250,4 +250,3 @@ def sort_nodes_by_topology(
         return compare(tree.leaves[a], tree.leaves[b])
 
     return sorted(inside, key=functools.cmp_to_key(by_leaf)) + outside
-

@@ -116,18 +116,14 @@ class DefaultPreemption:
 
     # ----- PostFilter -----
 
-    def post_filter(
-        self, state: CycleState, pod: Pod, diagnosis: Diagnosis
-    ) -> tuple[PostFilterResult | None, Status]:
+    def post_filter(self, state: CycleState, pod: Pod, diagnosis: Diagnosis) -> tuple[PostFilterResult | None, Status]:
         self._metrics.attempts.inc()
         result, status = self.preempt(state, pod, diagnosis)
         if status.message:
             status = Status(status.code, (policy.MESSAGE_PREFIX + status.message,))
         return result, status
 
-    def preempt(
-        self, state: CycleState, pod: Pod, diagnosis: Diagnosis
-    ) -> tuple[PostFilterResult | None, Status]:
+    def preempt(self, state: CycleState, pod: Pod, diagnosis: Diagnosis) -> tuple[PostFilterResult | None, Status]:
         """The decision and, on success, the start of its execution. Messages are unprefixed."""
         snapshot = self._handle.snapshot
         node_statuses = diagnosis.node_statuses(snapshot)

@@ -135,9 +135,7 @@ def _selects(selector: LabelSelector | None, pod: Pod) -> bool:
     return label_selector_matches(selector, pod.labels)
 
 
-def reprieve(
-    violating: Sequence[T], non_violating: Sequence[T], fits_with: Callable[[T], bool]
-) -> tuple[list[T], int]:
+def reprieve(violating: Sequence[T], non_violating: Sequence[T], fits_with: Callable[[T], bool]) -> tuple[list[T], int]:
     """Spare as many pods as possible: PDB-violating ones first, then the others, each list in the order
     given (most important first). ``fits_with(p)`` puts ``p`` back and says whether the pod still fits;
     when it does not, the caller takes ``p`` out again. Returns the victims in the order they were found

@@ -66,14 +66,22 @@ def reprieve_rows(fit: FitRequest, rows: NodeRows) -> tuple[BoolArray, BoolArray
     def fits(requested: IntArray, pod_count: IntArray) -> BoolArray:
         ok = np.ones(k, dtype=np.bool_)
         failing, _ = fit_failures(
-            fit, local, allocatable=rows.allocatable, requested=requested, pod_count=pod_count,
+            fit,
+            local,
+            allocatable=rows.allocatable,
+            requested=requested,
+            pod_count=pod_count,
             allowed_pods=rows.allowed_pods,
         )
         ok[failing] = False
         if with_nominated:
             failing, _ = fit_failures(
-                fit, local, allocatable=rows.allocatable, requested=requested + rows.nominated_requested,
-                pod_count=pod_count + rows.nominated_count, allowed_pods=rows.allowed_pods,
+                fit,
+                local,
+                allocatable=rows.allocatable,
+                requested=requested + rows.nominated_requested,
+                pod_count=pod_count + rows.nominated_count,
+                allowed_pods=rows.allowed_pods,
             )
             ok[failing] = False
         return ok
@@ -104,8 +112,11 @@ def rejection_statuses(
     NodeResourcesFit is its only plugin that looks at the pods on the node."""
     k = len(rows.pod_count)
     failing, codes = fit_failures(
-        fit, np.arange(k, dtype=np.intp), allocatable=rows.allocatable,
-        requested=rows.requested + rows.nominated_requested, pod_count=rows.pod_count + rows.nominated_count,
+        fit,
+        np.arange(k, dtype=np.intp),
+        allocatable=rows.allocatable,
+        requested=rows.requested + rows.nominated_requested,
+        pod_count=rows.pod_count + rows.nominated_count,
         allowed_pods=rows.allowed_pods,
     )
     by_code: dict[int, Status] = {}
@@ -148,8 +159,11 @@ def node_rows(
     nominated_count = np.fromiter((len(p) for p in nominated), dtype=np.int64, count=k)
     nominated_requested = np.zeros((k, width), dtype=np.int64)
     if nominated_vectors:
-        np.add.at(nominated_requested, np.repeat(np.arange(k, dtype=np.intp), nominated_count),
-                  np.array(nominated_vectors, dtype=np.int64))
+        np.add.at(
+            nominated_requested,
+            np.repeat(np.arange(k, dtype=np.intp), nominated_count),
+            np.array(nominated_vectors, dtype=np.int64),
+        )
     removed = returned.sum(axis=1)
     return NodeRows(
         allocatable=np.take(snapshot.allocatable, at, axis=0),

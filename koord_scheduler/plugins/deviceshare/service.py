@@ -46,7 +46,7 @@ def node_device_summary(cache: DeviceCache, record: NodeDeviceRecord) -> dict[st
     total: PerMinor = {}
     free: PerMinor = {}
     used: PerMinor = {}
-    for device_type, group in (view.groups.items() if view is not None else ()):
+    for device_type, group in view.groups.items() if view is not None else ():
         for d in group.devices:
             total.setdefault(device_type, {})[d.minor] = dict(d.total)
             free.setdefault(device_type, {})[d.minor] = dict(d.free)

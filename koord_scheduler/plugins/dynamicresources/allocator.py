@@ -180,9 +180,7 @@ class Allocator:
             result = node_matches(node, device.node_name, device.all_nodes, device.node_selector)
         return result
 
-    def _selectors_match(
-        self, candidate: Candidate, expressions: tuple[str, ...], where: Callable[[int], str]
-    ) -> bool:
+    def _selectors_match(self, candidate: Candidate, expressions: tuple[str, ...], where: Callable[[int], str]) -> bool:
         entry = candidate.entry
         for i, expression in enumerate(expressions):
             cache_key = (expression, candidate.index)

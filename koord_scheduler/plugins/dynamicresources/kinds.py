@@ -17,7 +17,12 @@ DEVICE_CLASS = ObjectKind("DeviceClass", GROUP, VERSION, "deviceclasses", False,
 RESOURCE_SLICE = ObjectKind("ResourceSlice", GROUP, VERSION, "resourceslices", False, parse_resource_slice)
 RESOURCE_CLAIM = ObjectKind("ResourceClaim", GROUP, VERSION, "resourceclaims", True, parse_resource_claim)
 RESOURCE_CLAIM_TEMPLATE = ObjectKind(
-    "ResourceClaimTemplate", GROUP, VERSION, "resourceclaimtemplates", True, parse_resource_claim_template,
+    "ResourceClaimTemplate",
+    GROUP,
+    VERSION,
+    "resourceclaimtemplates",
+    True,
+    parse_resource_claim_template,
     optional=True,
 )
 """Watched only so that ``simulate`` reads templates (its in-memory cluster creates claims from them, as

@@ -120,9 +120,7 @@ STATE_KEY: StateKey[CycleData] = StateKey(NAME)
 class DynamicResources:
     name = NAME
 
-    def __init__(
-        self, args: DynamicResourcesArgs, handle: Handle, options: DynamicResourcesOptions
-    ) -> None:
+    def __init__(self, args: DynamicResourcesArgs, handle: Handle, options: DynamicResourcesOptions) -> None:
         self.args = args
         self.handle = handle
         self.features = options.features

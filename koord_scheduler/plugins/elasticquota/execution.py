@@ -24,7 +24,6 @@ def node_free(snapshot: ClusterSnapshot, position: int, request: Mapping[str, in
     return free
 
 
-
 def victims_terminating(
     tracker: VictimTracker,
     snapshot: ClusterSnapshot,
@@ -50,8 +49,9 @@ async def evict(
 ) -> None:
     """Nominate ``pod`` to ``node_name``, then mark each victim (``DisruptionTarget``) and delete it with a
     reason; failures are logged."""
-    await tracker.call(handle.cluster, "set_nominated_node_name", pod, node_name,
-                       what=f"nominating {pod.key} to {node_name}")
+    await tracker.call(
+        handle.cluster, "set_nominated_node_name", pod, node_name, what=f"nominating {pod.key} to {node_name}"
+    )
     message = f"{pod.scheduler_name}: preempting to accommodate a higher priority pod"
     for victim in victims:
         await tracker.evict(

@@ -456,7 +456,6 @@ class ElasticQuota:
         self.tree.refresh_all()
         return "ElasticQuotas", quota_rows(self.tree, self.initial_used, self.problems)
 
-
     def api_routes(self) -> Sequence[ApiRoute]:
         """``/apis/v1/plugins/ElasticQuota/quotas[/:name]`` (:mod:`.service`)."""
         return service.routes(self)

@@ -119,8 +119,7 @@ def routes(plugin: ElasticQuota) -> Sequence[ApiRoute]:
         tree = query.get("tree") or None  # "" (the default tree's id) lists every tree, as Koordinator
         include_pods = query_flag(query, "includePods")
         names = sorted(
-            n for n in plugin.tree.nodes
-            if n != ROOT_QUOTA and (tree is None or plugin.tree.tree_id(n) == tree)
+            n for n in plugin.tree.nodes if n != ROOT_QUOTA and (tree is None or plugin.tree.tree_id(n) == tree)
         )
         return ok({n: quota_summary(plugin, n, include_pods=include_pods) for n in names})
 

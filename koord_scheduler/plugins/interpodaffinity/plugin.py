@@ -246,9 +246,7 @@ class InterPodAffinity:
         node = node_info.node
         if pre is None or node is None:
             return
-        required_anti = [
-            g.term for g in pod_term_groups(updated) if g.kind == TermKind.REQUIRED_ANTI_AFFINITY
-        ]
+        required_anti = [g.term for g in pod_term_groups(updated) if g.kind == TermKind.REQUIRED_ANTI_AFFINITY]
         update_with_anti_affinity_terms(
             pre.existing_anti_affinity, required_anti, pre.pod, pre.namespace_labels, node, delta=delta
         )
@@ -259,9 +257,7 @@ class InterPodAffinity:
 
     # ----- Score -----
 
-    def pre_score(
-        self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions
-    ) -> Status:
+    def pre_score(self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions) -> Status:
         affinity = pod.affinity
         has_constraints = affinity is not None and (
             (affinity.pod_affinity is not None and bool(affinity.pod_affinity.preferred))
@@ -280,9 +276,7 @@ class InterPodAffinity:
             for w in terms.preferred_affinity:
                 touched |= score.add_node_counts(w.term.term.topology_key, index.pod_counts(w.term), live, w.weight)
             for w in terms.preferred_anti_affinity:
-                touched |= score.add_node_counts(
-                    w.term.term.topology_key, index.pod_counts(w.term), live, -w.weight
-                )
+                touched |= score.add_node_counts(w.term.term.topology_key, index.pod_counts(w.term), live, -w.weight)
         ns_labels = self._ns_labels(pod)
         for group, node_counts in index.term_groups.items():
             kind = group.kind
@@ -301,9 +295,7 @@ class InterPodAffinity:
         state.write(PRE_SCORE_KEY, PreScoreState(score))
         return success()
 
-    def score_nodes(
-        self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions
-    ) -> IntArray:
+    def score_nodes(self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions) -> IntArray:
         pre = state.read(PRE_SCORE_KEY)
         total = np.zeros(len(positions), dtype=np.int64)
         for key in pre.topology_score.active_keys():

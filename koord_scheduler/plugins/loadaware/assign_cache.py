@@ -211,7 +211,6 @@ class AssignCache:
         _apply(node, contribution, 1)
 
 
-
 def _delta(estimate: tuple[int, ...], usage: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(e - u if e > u else 0 for e, u in zip(estimate, usage, strict=True))
 

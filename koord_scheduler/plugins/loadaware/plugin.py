@@ -393,9 +393,7 @@ class LoadAwareScheduling:
     def simulation_report(self) -> tuple[str, list[dict[str, Any]]]:
         """Per node: NodeMetric freshness, reported usage and the estimate Filter/Score use, next to
         requests (:mod:`.report`)."""
-        return node_load_report(
-            self._snapshot, self.cache, resources=self.resources, args=self.args, now=self._clock()
-        )
+        return node_load_report(self._snapshot, self.cache, resources=self.resources, args=self.args, now=self._clock())
 
     def api_routes(self) -> Sequence[ApiRoute]:
         """``/apis/v1/plugins/LoadAwareScheduling/node/:nodeName`` (:mod:`.service`)."""

@@ -30,9 +30,7 @@ def node_assign_info(load: NodeLoad | None, resources: Sequence[str]) -> dict[st
         return {}
     pods = sorted(load.pods.values(), key=lambda p: (p.timestamp if p.timestamp is not None else float("-inf"), p.key))
     out: dict[str, Any] = {
-        "pods": [
-            {"timestamp": go_time(p.timestamp), "pod": {"metadata": _meta(p.key)}} for p in pods
-        ]
+        "pods": [{"timestamp": go_time(p.timestamp), "pod": {"metadata": _meta(p.key)}} for p in pods]
     }
     if load.metric is None:
         return out
@@ -47,7 +45,8 @@ def node_assign_info(load: NodeLoad | None, resources: Sequence[str]) -> dict[st
     contributions = load._contributions  # same package: the per-pod split behind the sums
     delta_pods = sorted(load.delta_pods)
     prod_delta_pods = sorted(
-        k for k, p in load.pods.items()
+        k
+        for k, p in load.pods.items()
         if (k in contributions and contributions[k].prod_delta is not None) or (k not in contributions and p.prod)
     )
     for field_name, keys in (

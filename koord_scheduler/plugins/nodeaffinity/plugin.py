@@ -104,10 +104,10 @@ def pod_preferred_terms(pod: Pod) -> tuple[PreferredSchedulingTerm, ...]:
 class NodeAffinity:
     name = NAME
 
-
     def sign_pod(self, pod: Pod) -> Hashable:
         """What this plugin's per-node answer depends on, besides the node (see framework.node_cache)."""
         return (pod.node_selector, pod.affinity.node_affinity if pod.affinity else None)
+
     def __init__(self, added: NodeAffinitySpec | None = None) -> None:
         self._added_required: tuple[NodeSelectorTerm, ...] | None = added.required if added else None
         self._added_selector: RequiredSelector | None = (
@@ -164,22 +164,16 @@ class NodeAffinity:
 
     # ----- Score -----
 
-    def pre_score(
-        self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions
-    ) -> Status:
+    def pre_score(self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions) -> Status:
         terms = scoring_terms(pod_preferred_terms(pod), self._added_preferred)
         if not terms:
             return skip()
         state.write(PRE_SCORE_KEY, PreScoreState(terms))
         return success()
 
-    def score_nodes(
-        self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions
-    ) -> IntArray:
+    def score_nodes(self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions) -> IntArray:
         pre = state.get(PRE_SCORE_KEY)
-        terms = (
-            pre.terms if pre is not None else scoring_terms(pod_preferred_terms(pod), self._added_preferred)
-        )
+        terms = pre.terms if pre is not None else scoring_terms(pod_preferred_terms(pod), self._added_preferred)
         weighted = [(t.weight, self._term_mask(snapshot, t.preference)) for t in terms]
         return preferred_score(weighted, positions)
 
@@ -208,9 +202,7 @@ class NodeAffinity:
             ),
         )
 
-    def is_schedulable_after_node_change(
-        self, pod: Pod, old: object | None, new: object | None
-    ) -> QueueingHint:
+    def is_schedulable_after_node_change(self, pod: Pod, old: object | None, new: object | None) -> QueueingHint:
         """Queue when the node (now) satisfies the added and the pod's required affinity, and did not
         before."""
         if not isinstance(new, Node):

@@ -19,6 +19,7 @@ from koord_scheduler.plugins.helpers import RequiredSelector, matches_required, 
 
 OBJECT_NAME_FIELD = "metadata.name"
 
+
 def term_mask(term: NodeSelectorTerm, nodes: Iterable[tuple[int, Node]], capacity: int) -> BoolArray:
     """``mask[pos]``: the node at ``pos`` matches one preferred term."""
     mask = np.zeros(capacity, dtype=np.bool_)

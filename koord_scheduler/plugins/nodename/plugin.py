@@ -37,10 +37,10 @@ _REJECTED = unresolvable(ERR_REASON)
 class NodeName:
     name = NAME
 
-
     def sign_pod(self, pod: Pod) -> Hashable:
         """What this plugin's per-node answer depends on, besides the node (see framework.node_cache)."""
         return pod.node_name
+
     def filter_nodes(
         self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions
     ) -> NodeFilterResult:

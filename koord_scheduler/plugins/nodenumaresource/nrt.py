@@ -130,9 +130,18 @@ def parse_node_resource_topology(obj: Mapping[str, Any]) -> NodeTopologyRecord:
     raw_zones = obj.get("zones")
     zones_json = json.dumps(raw_zones if isinstance(raw_zones, list) else [], sort_keys=True, separators=(",", ":"))
     version = meta.get("resourceVersion", "")
-    return NodeTopologyRecord(name, topology, frozenset(reserved), static, full_only, numa_policy, zones,
-                              basic_info if isinstance(basic_info, str) else "", zones_json,
-                              version if isinstance(version, str) else "")
+    return NodeTopologyRecord(
+        name,
+        topology,
+        frozenset(reserved),
+        static,
+        full_only,
+        numa_policy,
+        zones,
+        basic_info if isinstance(basic_info, str) else "",
+        zones_json,
+        version if isinstance(version, str) else "",
+    )
 
 
 def _numa_zones(zones: Any, owner: str) -> dict[int, dict[str, int]]:

@@ -29,8 +29,9 @@ MAX_REF_COUNT = 1
 """CPUs are shared by no two cpuset pods (Koordinator's ``maxRefCount`` without a kubelet policy)."""
 
 
-def cpu_details(topology: CPUTopology, cpus: Sequence[int], refs: Mapping[int, int],
-                exclusive: Mapping[int, CPUExclusivePolicy]) -> dict[str, Any]:
+def cpu_details(
+    topology: CPUTopology, cpus: Sequence[int], refs: Mapping[int, int], exclusive: Mapping[int, CPUExclusivePolicy]
+) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for cpu in sorted(cpus):
         info = topology.cpus[cpu]

@@ -66,10 +66,10 @@ class _PortIndex:
 class NodePorts:
     name = NAME
 
-
     def sign_pod(self, pod: Pod) -> Hashable:
         """What this plugin's per-node answer depends on, besides the node (see framework.node_cache)."""
         return pod.host_ports
+
     def __init__(self) -> None:
         self._index = _PortIndex()
 

@@ -217,8 +217,12 @@ class Fit:
         if restored is not None:
             one = np.array([pos], dtype=np.intp)
             failed, codes = _recheck_restored(
-                pre.fit, one, failed=np.zeros(1, dtype=np.intp), codes=np.array([code], dtype=np.int64),
-                restored=restored, snapshot=snapshot,
+                pre.fit,
+                one,
+                failed=np.zeros(1, dtype=np.intp),
+                codes=np.array([code], dtype=np.int64),
+                restored=restored,
+                snapshot=snapshot,
             )
             if len(failed) == 0:
                 return SUCCESS
@@ -332,9 +336,7 @@ class _FitWithAddedPods:
     def __init__(self, fit: FitRequest) -> None:
         self._fit = fit
 
-    def rejections(
-        self, snapshot: ClusterSnapshot, added: Sequence[tuple[int, Sequence[Pod]]]
-    ) -> FailureChunk | None:
+    def rejections(self, snapshot: ClusterSnapshot, added: Sequence[tuple[int, Sequence[Pod]]]) -> FailureChunk | None:
         fit = self._fit
         checked: list[tuple[int, list[Pod]]] = []
         for pos, pods in added:

@@ -53,10 +53,10 @@ class CordonIndex:
 class NodeUnschedulable:
     name = NAME
 
-
     def sign_pod(self, pod: Pod) -> Hashable:
         """What this plugin's per-node answer depends on, besides the node (see framework.node_cache)."""
         return pod.tolerations
+
     def __init__(self) -> None:
         self._index: SnapshotCache[str, CordonIndex] = SnapshotCache(max_entries=1)
 
@@ -85,9 +85,7 @@ class NodeUnschedulable:
 
 
 def build_index(snapshot: ClusterSnapshot) -> CordonIndex:
-    flags = unschedulable_flags(
-        ((pos, node.unschedulable) for pos, node in live_nodes(snapshot)), snapshot.capacity
-    )
+    flags = unschedulable_flags(((pos, node.unschedulable) for pos, node in live_nodes(snapshot)), snapshot.capacity)
     return CordonIndex(~flags, int(flags.sum()))
 
 
@@ -102,9 +100,7 @@ def is_schedulable_after_node_change(pod: Pod, old: object | None, new: object |
     return QueueingHint.SKIP
 
 
-def is_schedulable_after_pod_toleration_change(
-    pod: Pod, old: object | None, new: object | None
-) -> QueueingHint:
+def is_schedulable_after_pod_toleration_change(pod: Pod, old: object | None, new: object | None) -> QueueingHint:
     if isinstance(new, Pod) and new.key == pod.key and tolerates_unschedulable(new.tolerations):
         return QueueingHint.QUEUE
     return QueueingHint.SKIP

@@ -58,7 +58,7 @@ def attachable_volumes(
         if claim is None:
             if new_pod:
                 raise ClaimLookupError(
-                    f'looking up PVC {pod.namespace}/{volume.claim_name}: persistentvolumeclaim '
+                    f"looking up PVC {pod.namespace}/{volume.claim_name}: persistentvolumeclaim "
                     f'"{volume.claim_name}" not found',
                     not_found=True,
                 )
@@ -110,9 +110,7 @@ def _class_driver(
     return provisioner, handle
 
 
-def exceeds_limits(
-    new_volumes: Mapping[str, str], attached: Mapping[str, str], limits: Mapping[str, int]
-) -> bool:
+def exceeds_limits(new_volumes: Mapping[str, str], attached: Mapping[str, str], limits: Mapping[str, int]) -> bool:
     """Whether some driver's attached volumes plus the pod's volumes not attached yet exceed its limit."""
     attached_count: dict[str, int] = {}
     for driver in attached.values():

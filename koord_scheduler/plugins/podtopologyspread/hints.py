@@ -39,9 +39,7 @@ def node_has_all_keys(constraints: Sequence[Constraint], labels: Mapping[str, st
     return all(c.topology_key in labels for c in constraints)
 
 
-def after_pod_change(
-    waiting: Pod, constraints: Sequence[Constraint], old: Pod | None, new: Pod | None
-) -> QueueingHint:
+def after_pod_change(waiting: Pod, constraints: Sequence[Constraint], old: Pod | None, new: Pod | None) -> QueueingHint:
     """``isSchedulableAfterPodChange`` for ``waiting`` and its hard ``constraints``."""
     if (new is not None and not involved_in_spreading(new, waiting)) or (
         old is not None and not involved_in_spreading(old, waiting)

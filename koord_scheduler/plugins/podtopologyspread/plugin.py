@@ -268,9 +268,7 @@ class PodTopologySpread:
                 match_num, present = domain_match_counts(domains.value_ids, node_counts, eligible, n_values)
             self_match = int(label_selector_matches(c.selector, pod.labels))
             counted.append(ConstraintCounts(c, domains, self_match, match_num, present))
-        state.write(
-            PRE_FILTER_KEY, PreFilterState(counted, pod.namespace, required_selector(pod), pod.tolerations)
-        )
+        state.write(PRE_FILTER_KEY, PreFilterState(counted, pod.namespace, required_selector(pod), pod.tolerations))
         return None, success()
 
     def pre_filter_extensions(self) -> PodTopologySpread:
@@ -330,9 +328,7 @@ class PodTopologySpread:
 
     # ----- Score -----
 
-    def pre_score(
-        self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions
-    ) -> Status:
+    def pre_score(self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions) -> Status:
         constraints = soft_constraints(pod, self._defaults, self._default_selector)
         if not constraints:
             return skip()
@@ -367,9 +363,7 @@ class PodTopologySpread:
         state.write(PRE_SCORE_KEY, PreScoreState(scored_constraints, require_all, has_all))
         return success()
 
-    def score_nodes(
-        self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions
-    ) -> IntArray:
+    def score_nodes(self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions) -> IntArray:
         pre = state.read(PRE_SCORE_KEY)
         ignored = ~pre.has_all.take(positions) if pre.require_all else np.zeros(len(positions), dtype=np.bool_)
         pre.ignored = ignored

@@ -36,9 +36,7 @@ SYSTEM_DEFAULT_CONSTRAINTS: tuple[TopologySpreadConstraint, ...] = (
 DefaultSelector = Callable[[Pod], LabelSelector | None]
 
 # (apiVersion, kind) of the controllers whose selectors ``helper.DefaultSelector`` reads.
-_CONTROLLER_KINDS = frozenset(
-    {("v1", "ReplicationController"), ("apps/v1", "ReplicaSet"), ("apps/v1", "StatefulSet")}
-)
+_CONTROLLER_KINDS = frozenset({("v1", "ReplicationController"), ("apps/v1", "ReplicaSet"), ("apps/v1", "StatefulSet")})
 PER_POD_LABELS = frozenset(
     {"statefulset.kubernetes.io/pod-name", "apps.kubernetes.io/pod-index", "controller-revision-hash"}
 )

@@ -25,9 +25,7 @@ def topology_normalizing_weight(size: int) -> float:
     return math.log(size + 2)
 
 
-def add_constraint_score(
-    score: FloatArray, counts: IntArray, has_key: BoolArray, weight: float, max_skew: int
-) -> None:
+def add_constraint_score(score: FloatArray, counts: IntArray, has_key: BoolArray, weight: float, max_skew: int) -> None:
     """``score += float64(cnt) * weight + float64(maxSkew - 1)`` where the node carries the key, in
     place and in the same float64 operation order as Go (``scoreForCount``)."""
     term = counts.astype(np.float64) * weight + float(max_skew - 1)

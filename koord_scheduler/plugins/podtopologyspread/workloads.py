@@ -64,7 +64,11 @@ def _parser(kind: str, *, map_selector: bool) -> Any:
 
 SERVICE_KIND = ObjectKind("Service", "", "v1", "services", True, _parser("Service", map_selector=True))
 REPLICATION_CONTROLLER_KIND = ObjectKind(
-    "ReplicationController", "", "v1", "replicationcontrollers", True,
+    "ReplicationController",
+    "",
+    "v1",
+    "replicationcontrollers",
+    True,
     _parser("ReplicationController", map_selector=True),
 )
 REPLICA_SET_KIND = ObjectKind(

@@ -85,9 +85,7 @@ class ReservationPreemption:
         )
         self.preemption.search = ReservationVictimSearch(handle)
 
-    def post_filter(
-        self, state: CycleState, pod: Pod, diagnosis: Diagnosis
-    ) -> tuple[PostFilterResult | None, Status]:
+    def post_filter(self, state: CycleState, pod: Pod, diagnosis: Diagnosis) -> tuple[PostFilterResult | None, Status]:
         return self.preemption.post_filter(state, pod, diagnosis)
 
     async def drain(self) -> None:

@@ -37,6 +37,7 @@ from koord_scheduler.plugins.reservation.selector_index import SelectorIndex
 if TYPE_CHECKING:
     from koord_scheduler.plugins.reservation.plugin import Reservation
 
+
 def label_selector(selector: LabelSelector) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if selector.match_labels:
@@ -121,8 +122,13 @@ def _assigned_pods(entry: ReservationEntry) -> list[dict[str, Any]]:
             row["Requests"] = resource_list(ref.requests)
     for key, owner in entry.assumed.items():
         ns, _, name = key.rpartition("/")
-        out[key] = {"Namespace": ns, "Name": name, "UID": owner.uid, "Requests": resource_list(owner.requests),
-                    "Ports": None}
+        out[key] = {
+            "Namespace": ns,
+            "Name": name,
+            "UID": owner.uid,
+            "Requests": resource_list(owner.requests),
+            "Ports": None,
+        }
     for pid in entry.left:
         for key in [k for k, v in out.items() if pid in (v["UID"], k)]:
             del out[key]

@@ -33,7 +33,6 @@ from koord_scheduler.plugins.kinds import RESERVATION_KIND
 log = logging.getLogger(__name__)
 
 
-
 class ReservationWriter:
     """See the module docstring. ``handle.cluster`` is read at each write (the handle may swap it)."""
 

@@ -124,9 +124,7 @@ class SchedulingHintPlugin:
     def pre_filter_extensions(self) -> None:
         return None
 
-    def prefer_nodes(
-        self, state: CycleState, pod: Pod, result: PreFilterResult | None
-    ) -> tuple[Sequence[str], Status]:
+    def prefer_nodes(self, state: CycleState, pod: Pod, result: PreFilterResult | None) -> tuple[Sequence[str], Status]:
         hint = state.get(HINT_KEY)
         if hint is None:
             return (), skip()

@@ -80,10 +80,10 @@ class TaintIndex:
 class TaintToleration:
     name = NAME
 
-
     def sign_pod(self, pod: Pod) -> Hashable:
         """What this plugin's per-node answer depends on, besides the node (see framework.node_cache)."""
         return pod.tolerations
+
     def __init__(self) -> None:
         self._index: SnapshotCache[str, TaintIndex] = SnapshotCache(max_entries=1)
         self._flags: SnapshotCache[tuple[Toleration, ...], BoolArray] = SnapshotCache(max_entries=256)
@@ -108,20 +108,14 @@ class TaintToleration:
 
     # ----- Score -----
 
-    def pre_score(
-        self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions
-    ) -> Status:
+    def pre_score(self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions) -> Status:
         state.write(PRE_SCORE_KEY, PreScoreState(prefer_no_schedule_tolerations(pod.tolerations)))
         return success()
 
-    def score_nodes(
-        self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions
-    ) -> IntArray:
+    def score_nodes(self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions) -> IntArray:
         pre = state.get(PRE_SCORE_KEY)
         tolerations = (
-            pre.tolerations_prefer_no_schedule
-            if pre is not None
-            else prefer_no_schedule_tolerations(pod.tolerations)
+            pre.tolerations_prefer_no_schedule if pre is not None else prefer_no_schedule_tolerations(pod.tolerations)
         )
         index = self._taint_index(snapshot)
         if not index.prefer:
@@ -173,9 +167,7 @@ def is_schedulable_after_node_change(pod: Pod, old: object | None, new: object |
     return QueueingHint.QUEUE
 
 
-def is_schedulable_after_pod_toleration_change(
-    pod: Pod, old: object | None, new: object | None
-) -> QueueingHint:
+def is_schedulable_after_pod_toleration_change(pod: Pod, old: object | None, new: object | None) -> QueueingHint:
     """Only the pod's own toleration change can help it."""
     if isinstance(new, Pod) and new.key == pod.key and new.uid == pod.uid:
         return QueueingHint.QUEUE

@@ -65,8 +65,7 @@ class AssumeCache(Generic[T]):
             raise VolumeBindingError(self.not_found(key))
         if stored.meta.resource_version != obj.meta.resource_version:
             raise VolumeBindingError(
-                f'"{key}" is out of sync (stored: {stored.meta.resource_version}, '
-                f"assume: {obj.meta.resource_version})"
+                f'"{key}" is out of sync (stored: {stored.meta.resource_version}, assume: {obj.meta.resource_version})'
             )
         self.assumed[key] = obj
 

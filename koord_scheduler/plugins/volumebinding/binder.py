@@ -262,8 +262,7 @@ def check_bindings(
                 return False
             if not volume_admits(volume, labels):
                 raise VolumeBindingError(
-                    f'pv "{volume.name}" node affinity doesn\'t match node "{node_name}": '
-                    "no matching NodeSelectorTerms"
+                    f'pv "{volume.name}" node affinity doesn\'t match node "{node_name}": no matching NodeSelectorTerms'
                 )
         if not claim.fully_bound:
             return False
@@ -279,4 +278,3 @@ def all_bound(pod: Pod, pvc_cache: AssumeCache[PersistentVolumeClaim]) -> bool:
         if claim is None or not claim.fully_bound:
             return False
     return True
-

@@ -327,9 +327,7 @@ class _AssumedVolumes(Mapping[str, PersistentVolume]):
 class _AssumedVolumesByClass(Mapping[str, Sequence[PersistentVolume]]):
     """Volumes of a class (``ListPVs``), with assumed copies in place."""
 
-    def __init__(
-        self, api: Mapping[str, Mapping[str, PersistentVolume]], cache: AssumeCache[PersistentVolume]
-    ) -> None:
+    def __init__(self, api: Mapping[str, Mapping[str, PersistentVolume]], cache: AssumeCache[PersistentVolume]) -> None:
         self._api = api
         self._cache = cache
 

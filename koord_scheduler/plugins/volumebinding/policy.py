@@ -57,8 +57,7 @@ def claims_problem(pod: Pod, claims: Mapping[str, PersistentVolumeClaim]) -> str
         if claim is None:
             if ephemeral:
                 return (
-                    "waiting for ephemeral volume controller to create the persistentvolumeclaim "
-                    f'"{volume.claim_name}"'
+                    f'waiting for ephemeral volume controller to create the persistentvolumeclaim "{volume.claim_name}"'
                 )
             return f'persistentvolumeclaim "{volume.claim_name}" not found'
         if claim.phase == "Lost":

@@ -29,7 +29,9 @@ def parse_config_map(obj: Mapping[str, Any]) -> ConfigMapRecord:
     data = obj.get("data") if isinstance(obj.get("data"), Mapping) else {}
     assert isinstance(data, Mapping)
     return ConfigMapRecord(
-        str(meta.get("namespace") or ""), str(meta.get("name") or ""), str(meta.get("uid") or ""),
+        str(meta.get("namespace") or ""),
+        str(meta.get("name") or ""),
+        str(meta.get("uid") or ""),
         {str(k): v for k, v in data.items() if isinstance(v, str)},
     )
 
@@ -56,8 +58,14 @@ class KubeControllerApi:
 
     def warn_config(self, config_map: ConfigMapRecord, *, reason: str, message: str) -> None:
         regarding = Regarding("ConfigMap", "v1", config_map.namespace, config_map.name, config_map.uid)
-        self.events.record_for(regarding, event_type="Warning", reason=reason, action="LoadConfig",
-                               note=message, controller=REPORTING_CONTROLLER)
+        self.events.record_for(
+            regarding,
+            event_type="Warning",
+            reason=reason,
+            action="LoadConfig",
+            note=message,
+            controller=REPORTING_CONTROLLER,
+        )
 
 
 @dataclass(slots=True)

@@ -104,8 +104,10 @@ def batch_allocatable(inputs: BatchInputs, strategy: ColocationStrategy) -> Batc
     else:  # "request" is not supported for CPU and means usage, as in Koordinator
         cpu_hp, cpu_term = hp.used.cpu, "podHPUsed"
     cpu = max(cap.cpu - margin.cpu - sys_eff.cpu - cpu_hp, 0)
-    cpu_text = (f"batch-cpu {{}} = capacity {cap.cpu} - margin {margin.cpu} - systemUsageOrReserved {sys_eff.cpu}"
-                f" - {cpu_term} {cpu_hp}")
+    cpu_text = (
+        f"batch-cpu {{}} = capacity {cap.cpu} - margin {margin.cpu} - systemUsageOrReserved {sys_eff.cpu}"
+        f" - {cpu_term} {cpu_hp}"
+    )
     if strategy.memory_calculate_policy == "request":
         mem_sys, mem_sys_term, mem_hp, mem_term = inputs.reserved.memory, "reserved", hp.request.memory, "podHPRequest"
     elif strategy.memory_calculate_policy == "maxUsageRequest":
@@ -114,8 +116,10 @@ def batch_allocatable(inputs: BatchInputs, strategy: ColocationStrategy) -> Batc
     else:
         mem_sys, mem_sys_term, mem_hp, mem_term = sys_eff.memory, "systemUsageOrReserved", hp.used.memory, "podHPUsed"
     memory = max(cap.memory - margin.memory - mem_sys - mem_hp, 0)
-    mem_text = (f"batch-memory {{}} = capacity {cap.memory} - margin {margin.memory} - {mem_sys_term} {mem_sys}"
-                f" - {mem_term} {mem_hp}")
+    mem_text = (
+        f"batch-memory {{}} = capacity {cap.memory} - margin {margin.memory} - {mem_sys_term} {mem_sys}"
+        f" - {mem_term} {mem_hp}"
+    )
     if strategy.batch_cpu_threshold_percent is not None:
         limit = scaled(cap.cpu, strategy.batch_cpu_threshold_percent)
         if limit < cpu:

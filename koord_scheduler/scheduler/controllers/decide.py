@@ -107,8 +107,9 @@ def decide_node_slo(node: Node | None, name: str, existing: NodeSLORecord | None
         return Write(NODESLO, name, "POST", NODESLOS, body)
     if not config.present or existing.spec == canonical(spec):
         return None
-    return Write(NODESLO, name, "PATCH", node_slo_path(name), [{"op": "replace", "path": "/spec", "value": spec}],
-                 JSON_PATCH)
+    return Write(
+        NODESLO, name, "PATCH", node_slo_path(name), [{"op": "replace", "path": "/spec", "value": spec}], JSON_PATCH
+    )
 
 
 # ----- nodemetric -----
@@ -140,10 +141,15 @@ def decide_node_metric(
         return Write(NODEMETRIC, name, "DELETE", node_metric_path(name)) if existing is not None else None
     policy = collect_policy(resolve_colocation(config, node.labels, node.annotations))
     if existing is None:
-        body = {"apiVersion": API_VERSION, "kind": "NodeMetric", "metadata": {"name": name},
-                "spec": {"metricCollectPolicy": policy}}
+        body = {
+            "apiVersion": API_VERSION,
+            "kind": "NodeMetric",
+            "metadata": {"name": name},
+            "spec": {"metricCollectPolicy": policy},
+        }
         return Write(NODEMETRIC, name, "POST", NODEMETRICS, body)
     if existing.collect_policy == canonical(policy):
         return None
-    return Write(NODEMETRIC, name, "PATCH", node_metric_path(name), {"spec": {"metricCollectPolicy": policy}},
-                 MERGE_PATCH)
+    return Write(
+        NODEMETRIC, name, "PATCH", node_metric_path(name), {"spec": {"metricCollectPolicy": policy}}, MERGE_PATCH
+    )

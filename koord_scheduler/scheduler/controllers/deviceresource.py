@@ -67,7 +67,12 @@ GPU_MEMORY = "koordinator.sh/gpu-memory"
 GPU_MEMORY_RATIO = "koordinator.sh/gpu-memory-ratio"
 GPU_SHARED = "koordinator.sh/gpu.shared"
 SUMMED_RESOURCES = (
-    GPU_CORE, "huawei.com/npu-core", "huawei.com/npu-cpu", "huawei.com/npu-dvpp", GPU_MEMORY, GPU_MEMORY_RATIO,
+    GPU_CORE,
+    "huawei.com/npu-core",
+    "huawei.com/npu-cpu",
+    "huawei.com/npu-dvpp",
+    GPU_MEMORY,
+    GPU_MEMORY_RATIO,
 )
 """Summed over the healthy GPUs, as each device reports them."""
 NODE_RESOURCES = (GPU, *SUMMED_RESOURCES, GPU_SHARED)
@@ -82,7 +87,12 @@ GPU_LABELS = (LABEL_GPU_VENDOR, LABEL_GPU_MODEL, LABEL_GPU_DRIVER_VERSION)
 VENDOR_NVIDIA = "nvidia"
 DEVICE_TYPE_GPU = "gpu"
 _BINARY_SUFFIXES = (
-    ("Ei", 1 << 60), ("Pi", 1 << 50), ("Ti", 1 << 40), ("Gi", 1 << 30), ("Mi", 1 << 20), ("Ki", 1 << 10),
+    ("Ei", 1 << 60),
+    ("Pi", 1 << 50),
+    ("Ti", 1 << 40),
+    ("Gi", 1 << 30),
+    ("Mi", 1 << 20),
+    ("Ki", 1 << 10),
 )
 
 
@@ -143,12 +153,20 @@ def decide_node(node: Node, want: DeviceResources) -> list[Write]:
         note = ", ".join(f"{k}={'(removed)' if v is None else v}" for k, v in sorted(values.items()))
         body = {"status": {"capacity": values, "allocatable": values}}
         path = api_path("", "v1", "nodes", name=node.name, subresource="status")
-        writes.append(Write(DEVICERESOURCE, node.name, "PATCH", path, body,
-                            MERGE_PATCH, note))
+        writes.append(Write(DEVICERESOURCE, node.name, "PATCH", path, body, MERGE_PATCH, note))
     if labels:
         note = ", ".join(f"{k}={v}" for k, v in sorted(labels.items()))
-        writes.append(Write(DEVICERESOURCE, node.name, "PATCH", api_path("", "v1", "nodes", name=node.name),
-                            {"metadata": {"labels": labels}}, MERGE_PATCH, note))
+        writes.append(
+            Write(
+                DEVICERESOURCE,
+                node.name,
+                "PATCH",
+                api_path("", "v1", "nodes", name=node.name),
+                {"metadata": {"labels": labels}},
+                MERGE_PATCH,
+                note,
+            )
+        )
     return writes
 
 
@@ -233,8 +251,13 @@ class DeviceResourceController:
                 await self.api.send(write)
             except Exception as exc:
                 if isinstance(exc, ClusterError) and not permanent(exc):
-                    log.warning("deviceresource: node %s: PATCH %s failed: %s; retrying in %.0fs",
-                                write.node, write.path, exc, self.retry_seconds)
+                    log.warning(
+                        "deviceresource: node %s: PATCH %s failed: %s; retrying in %.0fs",
+                        write.node,
+                        write.path,
+                        exc,
+                        self.retry_seconds,
+                    )
                     later = self.call_later or asyncio.get_running_loop().call_later
                     later(self.retry_seconds, functools.partial(self._mark, write.node))
                     continue
@@ -288,4 +311,3 @@ def _with(resources: Mapping[str, int], values: Mapping[str, str | None]) -> Fro
         else:
             out[name] = quantity_value(value)
     return FrozenDict(out)
-

@@ -79,8 +79,9 @@ class ReconcileLoop:
         waited = 0
         while not ready():
             if waited % READY_WARNING_SECONDS == 0:
-                log.warning("%s controller waiting for %s to be listed (CRD installed? RBAC?)",
-                            self.name, self.waiting_for)
+                log.warning(
+                    "%s controller waiting for %s to be listed (CRD installed? RBAC?)", self.name, self.waiting_for
+                )
             await self.pause(self._never, stop, 1.0)
             if stop.is_set():
                 return False

@@ -206,8 +206,9 @@ class PodGroupController:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Reconcile until ``stop`` is set; call only while holding the leader Lease."""
-        await self.loop.run(stop, ready=lambda: True, reconcile=lambda _full: self.reconcile(),
-                            pending=lambda: bool(self.dirty))
+        await self.loop.run(
+            stop, ready=lambda: True, reconcile=lambda _full: self.reconcile(), pending=lambda: bool(self.dirty)
+        )
 
 
 def _group_key(pod: Pod | None) -> str:

@@ -87,12 +87,16 @@ class ColocationOptions:
 class ColocationMetrics:
     def __init__(self, registry: CollectorRegistry | None) -> None:
         self.writes = Counter(
-            "koord_scheduler_colocation_writes", "API writes of the colocation controllers",
-            ["controller", "verb", "result"], registry=registry,
+            "koord_scheduler_colocation_writes",
+            "API writes of the colocation controllers",
+            ["controller", "verb", "result"],
+            registry=registry,
         )
         self.config_invalid = Counter(
-            "koord_scheduler_slo_config_invalid", "slo-controller-config keys refused (the last good value is kept)",
-            ["key"], registry=registry,
+            "koord_scheduler_slo_config_invalid",
+            "slo-controller-config keys refused (the last good value is kept)",
+            ["key"],
+            registry=registry,
         )
 
 
@@ -205,8 +209,9 @@ class ColocationControllers:
         """A new ConfigMap version (None: deleted, so every key goes back to its default)."""
         config, problems = parse_slo_config(None if config_map is None else config_map.data, self.config)
         for problem in problems:
-            log.warning("slo-controller-config: key %s refused, keeping its last good value: %s",
-                        problem.key, problem.message)
+            log.warning(
+                "slo-controller-config: key %s refused, keeping its last good value: %s", problem.key, problem.message
+            )
             self.metrics.config_invalid.labels(problem.key).inc()
             if config_map is not None:
                 reason = _UNMARSHAL_REASONS.get(problem.key, "SLOCfgUnmarshalFailed")
@@ -238,8 +243,10 @@ class ColocationControllers:
         waited = 0.0
         while not self.ready():
             if waited % 30 == 0:
-                log.warning("colocation controllers waiting for NodeMetric, NodeSLO and ConfigMap to be listed "
-                            "(CRDs installed? RBAC?)")
+                log.warning(
+                    "colocation controllers waiting for NodeMetric, NodeSLO and ConfigMap to be listed "
+                    "(CRDs installed? RBAC?)"
+                )
             if await stopped_within(stop, 1.0):
                 return
             waited += 1
@@ -292,9 +299,15 @@ class ColocationControllers:
             return None
         pods = self.pods_by_node.get(name, {}).values()
         decision = decide_node_resources(
-            node, pods, self.node_metrics.get(name), self.config, now=now, last_sync=self.last_sync.get(name),
+            node,
+            pods,
+            self.node_metrics.get(name),
+            self.config,
+            now=now,
+            last_sync=self.last_sync.get(name),
             interval_spread=INTERVAL_SPREAD * (zlib.crc32(name.encode()) % 1000) / 1000,
-            plugins=self.options.noderesource_plugins, topology=self.topologies.get(name),
+            plugins=self.options.noderesource_plugins,
+            topology=self.topologies.get(name),
         )
         if decision.recheck_at is not None:
             self._at(decision.recheck_at, NODERESOURCE, name)
@@ -346,12 +359,26 @@ class ColocationControllers:
             hint = ""
             if isinstance(err, ApiError) and err.not_found and write.verb == "POST":
                 hint = " (the API server does not serve this resource: is its CRD installed?)"
-            log.warning("%s: %s %s failed: %s%s; retrying in %.0fs; further %s failures like this one are logged "
-                        "at debug level until a write of this controller succeeds", write.controller, write.verb,
-                        write.path, err, hint, self.options.retry_seconds, write.verb)
+            log.warning(
+                "%s: %s %s failed: %s%s; retrying in %.0fs; further %s failures like this one are logged "
+                "at debug level until a write of this controller succeeds",
+                write.controller,
+                write.verb,
+                write.path,
+                err,
+                hint,
+                self.options.retry_seconds,
+                write.verb,
+            )
         else:
-            log.debug("%s: %s %s failed: %s; retrying in %.0fs", write.controller, write.verb, write.path, err,
-                      self.options.retry_seconds)
+            log.debug(
+                "%s: %s %s failed: %s; retrying in %.0fs",
+                write.controller,
+                write.verb,
+                write.path,
+                err,
+                self.options.retry_seconds,
+            )
         self._retry_later(write)
 
     def _retry_later(self, write: Write) -> None:
@@ -371,8 +398,9 @@ class ColocationControllers:
         if write.controller == NODERESOURCE and write.path == nrt_path(name):
             have = self.topologies.get(name)
             if have is not None:
-                self.topologies[name] = TopologyRecord(have.name, have.cpu_basic_info,
-                                                       canonical_zones(write.body["zones"]), "")
+                self.topologies[name] = TopologyRecord(
+                    have.name, have.cpu_basic_info, canonical_zones(write.body["zones"]), ""
+                )
             log.info("noderesource: node %s: %s", name, write.note)
         elif write.controller == NODERESOURCE:
             node = self.nodes.get(name)
@@ -382,7 +410,8 @@ class ColocationControllers:
                 if node is not None:
                     values: dict[str, str | None] = status["allocatable"]
                     node = dataclasses.replace(
-                        node, capacity=_with_resources(node.capacity, values),
+                        node,
+                        capacity=_with_resources(node.capacity, values),
                         allocatable=_with_resources(node.allocatable, values),
                     )
             meta = write.body.get("metadata")
@@ -405,7 +434,6 @@ class ColocationControllers:
                 policy = canonical(write.body["spec"]["metricCollectPolicy"])
                 existing = self.node_metrics.get(name) or NodeMetricRecord(name=name)
                 self.node_metrics[name] = dataclasses.replace(existing, collect_policy=policy)
-
 
 
 def _with_resources(resources: Any, values: dict[str, str | None]) -> FrozenDict[str, int]:
@@ -445,9 +473,7 @@ class ControllerSink(Protocol):
 class FanoutSink:
     """The informers' sink: the scheduler (when scheduling is on) first, then each controller in turn."""
 
-    def __init__(
-        self, primary: EventSink | None, *controllers: ControllerSink, object_errors: ObjectErrors
-    ) -> None:
+    def __init__(self, primary: EventSink | None, *controllers: ControllerSink, object_errors: ObjectErrors) -> None:
         self.primary = primary
         self.controllers = controllers
         self.object_errors = object_errors

@@ -1,10 +1,11 @@
 """``--controllers``: which cluster controllers koord-scheduler runs, in kube-controller-manager's form.
 
 A comma-separated list of ``*`` (every controller that is on by default), ``name`` (on) and ``-name``
-(off); ``-name`` wins over ``*`` and ``name`` alike. The colocation, quota, gang, device and Reservation
-controllers are on by default, so the default ``*`` runs them; the descheduling ones (``migration``,
-``descheduler``) move running pods and are off until named, as kube-controller-manager's optional
-controllers are. An unknown name is refused before anything starts.
+(off); ``-name`` wins over ``*`` and ``name`` alike. The colocation, quota, quota profile, gang, device and
+Reservation controllers are on by default, so the default ``*`` runs them; the descheduling ones
+(``migration``, ``descheduler``) move running pods and are off until named, as kube-controller-manager's
+optional controllers are, and so is ``colocationprofile`` (Koordinator's gate ``ColocationProfileController``
+is off by default). An unknown name is refused before anything starts.
 """
 
 from __future__ import annotations
@@ -18,14 +19,26 @@ NODEMETRIC = "nodemetric"
 ELASTICQUOTA = "elasticquota"
 PODGROUP = "podgroup"
 DEVICERESOURCE = "deviceresource"
+QUOTAPROFILE = "quotaprofile"
+COLOCATIONPROFILE = "colocationprofile"
 MIGRATION = "migration"
 DESCHEDULER = "descheduler"
 CONTROLLER_NAMES = (
-    RESERVATION, NODESLO, NODERESOURCE, NODEMETRIC, ELASTICQUOTA, PODGROUP, DEVICERESOURCE, MIGRATION, DESCHEDULER,
+    RESERVATION,
+    NODESLO,
+    NODERESOURCE,
+    NODEMETRIC,
+    ELASTICQUOTA,
+    PODGROUP,
+    DEVICERESOURCE,
+    QUOTAPROFILE,
+    COLOCATIONPROFILE,
+    MIGRATION,
+    DESCHEDULER,
 )
 """Every controller koord-scheduler hosts."""
-OFF_BY_DEFAULT = frozenset({MIGRATION, DESCHEDULER})
-"""Controllers ``*`` leaves off: they evict pods, so a user turns them on by name."""
+OFF_BY_DEFAULT = frozenset({COLOCATIONPROFILE, MIGRATION, DESCHEDULER})
+"""Controllers ``*`` leaves off: they run only when named (the descheduling ones evict pods)."""
 
 
 class ControllerSelectionError(ValueError):

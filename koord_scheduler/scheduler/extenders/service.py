@@ -148,7 +148,6 @@ class ExtenderService:
                 scores[self.snapshot.info(pos).name] = protocol_score(int(total), self.max_total)
         return [{"Host": n, "Score": s} for n, s in scores.items()]
 
-
     def preempt(self, body: Mapping[str, Any]) -> dict[str, Any]:
         """An ``ExtenderPreemptionResult``. Raises :class:`RequestError` for a malformed request and
         :class:`PluginCycleError` when a plugin fails."""

@@ -494,8 +494,7 @@ class SchedulingQueue:
             del source[qpi.key]
         return where
 
-    def _enter_active(self, qpi: QueuedPodInfo, event: str, key: str = "", *, run_pre_enqueue: bool = True
-                      ) -> str:
+    def _enter_active(self, qpi: QueuedPodInfo, event: str, key: str = "", *, run_pre_enqueue: bool = True) -> str:
         if run_pre_enqueue and not self._passes_pre_enqueue(qpi, event):
             return GATED
         self._seq += 1

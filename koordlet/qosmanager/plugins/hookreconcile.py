@@ -1,10 +1,12 @@
 """The loop of strategies that stand in for Koordinator's runtime hooks (``BatchResource``,
 ``GroupIdentity``, ``CoreSched``): Koordinator applies their values when a pod or container is created (NRI)
-and re-applies them from a reconciler every ``--runtime-hooks-reconcile-interval`` (10 s). pykoord has no
-runtime hook yet, so these strategies are the reconciler: they tick every interval and, in addition, right
-after the pod list, the NodeSLO or the node changes (a new pod gets its values within a tick of being seen,
-not up to 10 s later). Each computes its values with a pure function of the pod and the NodeSLO, the one
-an NRI hook will call.
+and re-applies them from a reconciler every ``--runtime-hooks-reconcile-interval`` (10 s). pykoord does the
+same for the gates in docs/runtime-hooks.md (``BatchResource`` among them; ``GroupIdentity`` and
+``CoreSched`` have only this path): :mod:`koordlet.runtimehooks` answers the runtime's NRI events, and these
+strategies are the reconciler: they tick every interval and, in addition, right after the pod list, the
+NodeSLO or the node changes (without NRI a new pod gets its values within a tick of being seen, not up to
+10 s later). Each computes its values with a pure function of the pod and the NodeSLO, the one the NRI hook
+calls too.
 """
 
 from __future__ import annotations

@@ -75,8 +75,9 @@ def report(scope: Scope, node: str, *, age: float = 0.0) -> None:
     stamp = (datetime.now(UTC) - timedelta(seconds=age)).strftime("%Y-%m-%dT%H:%M:%SZ")
     usage = {"resources": {"cpu": "500m", "memory": "2Gi"}}
     status = {"status": {"updateTime": stamp, "nodeMetric": {"nodeUsage": usage, "systemUsage": usage}}}
-    result = scope.plane.request("PATCH", f"{SLO}/nodemetrics/{node}/status", status,
-                                 content_type="application/merge-patch+json")
+    result = scope.plane.request(
+        "PATCH", f"{SLO}/nodemetrics/{node}/status", status, content_type="application/merge-patch+json"
+    )
     assert result.status == 200, result.body[:300]
 
 
@@ -106,8 +107,9 @@ def test_colocation_loop(scope: Scope, tmp_path: Path) -> None:
     for node in nodes:
         report(scope, node)
     apply_config(scope, chart_data())
-    proc = SchedulerProcess.start(scope.plane, scheduler_config(scope), tmp_path,
-                                  extra_args=[f"--config-namespace={scope.namespace}"])
+    proc = SchedulerProcess.start(
+        scope.plane, scheduler_config(scope), tmp_path, extra_args=[f"--config-namespace={scope.namespace}"]
+    )
     try:
         # 10 cores - 40% margin - 500m system = 5500m; 40Gi - 14Gi - 2Gi = 24Gi (usage policy, defaults).
         want = (5500, 24 * GI)
@@ -116,8 +118,12 @@ def test_colocation_loop(scope: Scope, tmp_path: Path) -> None:
         spec = node_slo(scope, nodes[0])
         assert spec is not None
         assert spec["resourceUsedThresholdWithBE"] == {
-            "enable": True, "cpuSuppressThresholdPercent": 65, "cpuSuppressPolicy": "cpuset",
-            "memoryEvictThresholdPercent": 70, "cpuEvictPolicy": "evictByRealLimit"}
+            "enable": True,
+            "cpuSuppressThresholdPercent": 65,
+            "cpuSuppressPolicy": "cpuset",
+            "memoryEvictThresholdPercent": 70,
+            "cpuEvictPolicy": "evictByRealLimit",
+        }
         metric_spec = scope.ok("GET", f"{SLO}/nodemetrics/{nodes[0]}")["spec"]
         assert metric_spec["metricCollectPolicy"]["reportIntervalSeconds"] == 60
 
@@ -131,25 +137,38 @@ def test_colocation_loop(scope: Scope, tmp_path: Path) -> None:
 
         # resource-threshold-config changes: every NodeSLO follows.
         data = chart_data()
-        data["resource-threshold-config"] = json.dumps({"clusterStrategy": {"enable": True,
-                                                                            "cpuSuppressThresholdPercent": 50}})
+        data["resource-threshold-config"] = json.dumps(
+            {"clusterStrategy": {"enable": True, "cpuSuppressThresholdPercent": 50}}
+        )
         apply_config(scope, data)
-        wait_until(lambda: all((node_slo(scope, n) or {}).get("resourceUsedThresholdWithBE", {})
-                               .get("cpuSuppressThresholdPercent") == 50 for n in nodes),
-                   timeout=30, what="NodeSLOs at 50%")
+        wait_until(
+            lambda: all(
+                (node_slo(scope, n) or {}).get("resourceUsedThresholdWithBE", {}).get("cpuSuppressThresholdPercent")
+                == 50
+                for n in nodes
+            ),
+            timeout=30,
+            what="NodeSLOs at 50%",
+        )
 
         # An invalid key keeps its last value and raises an Event; a valid change beside it applies.
         data["resource-threshold-config"] = json.dumps({"clusterStrategy": {"cpuSuppressThresholdPercent": 150}})
         data["cpu-burst-config"] = json.dumps({"clusterStrategy": {"policy": "auto"}})
         apply_config(scope, data)
-        wait_until(lambda: all((node_slo(scope, n) or {}).get("cpuBurstStrategy", {}).get("policy") == "auto"
-                               for n in nodes), timeout=30, what="cpu-burst-config applied")
+        wait_until(
+            lambda: all((node_slo(scope, n) or {}).get("cpuBurstStrategy", {}).get("policy") == "auto" for n in nodes),
+            timeout=30,
+            what="cpu-burst-config applied",
+        )
         for n in nodes:
             assert node_slo(scope, n)["resourceUsedThresholdWithBE"]["cpuSuppressThresholdPercent"] == 50  # type: ignore[index]
         wait_until(lambda: bool(scope.events(reason="SLOCfgUnmarshalFailed")), timeout=20, what="config Event")
         event = scope.events(reason="SLOCfgUnmarshalFailed")[0]
         assert (event["type"], event["regarding"]["kind"], event["regarding"]["name"]) == (
-            "Warning", "ConfigMap", "slo-controller-config")
+            "Warning",
+            "ConfigMap",
+            "slo-controller-config",
+        )
         assert "resource-threshold-config: clusterStrategy.cpuSuppressThresholdPercent: 150" in event["note"]
         assert proc.metric("koord_scheduler_slo_config_invalid_total", key="resource-threshold-config") >= 1
 
@@ -178,32 +197,59 @@ def test_controllers_only_without_config_map(scope: Scope, tmp_path: Path) -> No
     nodes = [scope.add_node(n, cpu="10", memory="40Gi") for n in ("a", "b")]
     plain, hand_written = nodes
     custom = {"resourceUsedThresholdWithBE": {"enable": True, "cpuSuppressThresholdPercent": 42}}
-    scope.ok("POST", f"{SLO}/nodeslos", {"apiVersion": "slo.koordinator.sh/v1alpha1", "kind": "NodeSLO",
-                                         "metadata": {"name": hand_written}, "spec": custom})
+    scope.ok(
+        "POST",
+        f"{SLO}/nodeslos",
+        {
+            "apiVersion": "slo.koordinator.sh/v1alpha1",
+            "kind": "NodeSLO",
+            "metadata": {"name": hand_written},
+            "spec": custom,
+        },
+    )
     report(scope, plain)
     scope.plane.request("DELETE", f"{SLO}/nodemetrics/{hand_written}")
     scope.add_pods([scope.pod_body("waits")])
-    proc = SchedulerProcess.start(scope.plane, scheduler_config(scope), tmp_path,
-                                  extra_args=["--scheduling=false", f"--config-namespace={scope.namespace}"])
+    proc = SchedulerProcess.start(
+        scope.plane,
+        scheduler_config(scope),
+        tmp_path,
+        extra_args=["--scheduling=false", f"--config-namespace={scope.namespace}"],
+    )
     try:
         wait_until(lambda: node_slo(scope, plain) is not None, timeout=30, what="default NodeSLO")
         assert node_slo(scope, plain)["resourceUsedThresholdWithBE"]["enable"] is False  # type: ignore[index]
-        wait_until(lambda: scope.plane.request("GET", f"{SLO}/nodemetrics/{hand_written}").status == 200,
-                   timeout=30, what="NodeMetric created by the nodemetric controller")
+        wait_until(
+            lambda: scope.plane.request("GET", f"{SLO}/nodemetrics/{hand_written}").status == 200,
+            timeout=30,
+            what="NodeMetric created by the nodemetric controller",
+        )
         created = scope.ok("GET", f"{SLO}/nodemetrics/{hand_written}")
         assert created["spec"]["metricCollectPolicy"] == {
-            "aggregateDurationSeconds": 300, "reportIntervalSeconds": 60,
+            "aggregateDurationSeconds": 300,
+            "reportIntervalSeconds": 60,
             "nodeAggregatePolicy": {"durations": ["5m0s", "10m0s", "30m0s"]},
-            "nodeMemoryCollectPolicy": "usageWithoutPageCache"}
+            "nodeMemoryCollectPolicy": "usageWithoutPageCache",
+        }
         assert node_slo(scope, hand_written) == custom
         assert batch(scope, plain) == (None, None)  # colocation is off by default
         assert not scope.pod("waits")["spec"].get("nodeName")
-        assert proc.metric("koord_scheduler_colocation_writes_total", controller="nodemetric", verb="POST",
-                           result="ok") >= 1
+        assert (
+            proc.metric("koord_scheduler_colocation_writes_total", controller="nodemetric", verb="POST", result="ok")
+            >= 1
+        )
 
         apply_config(scope, chart_data())
-        wait_until(lambda: (node_slo(scope, hand_written) or {}).get("resourceUsedThresholdWithBE", {})
-                   .get("cpuSuppressThresholdPercent") == 65, timeout=30, what="NodeSLO follows the ConfigMap")
+        wait_until(
+            lambda: (
+                (node_slo(scope, hand_written) or {})
+                .get("resourceUsedThresholdWithBE", {})
+                .get("cpuSuppressThresholdPercent")
+                == 65
+            ),
+            timeout=30,
+            what="NodeSLO follows the ConfigMap",
+        )
         wait_until(lambda: batch(scope, plain) == (5500, 24 * GI), timeout=30, what="batch resources")
         assert not scope.pod("waits")["spec"].get("nodeName")
         assert proc.terminate() == 0

@@ -39,15 +39,22 @@ def scope(control_plane: Any) -> Iterator[Scope]:
             result = control_plane.request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", body)
             assert result.status in (201, 409), result.body[:300]
     for name, value in ((LOW, 10), (HIGH, 1000)):
-        body = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name},
-                "value": value}
+        body = {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": name},
+            "value": value,
+        }
         result = control_plane.request("POST", "/apis/scheduling.k8s.io/v1/priorityclasses", body)
         assert result.status in (201, 409), result.body[:300]
     namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "koordinator-system"}}
     result = control_plane.request("POST", "/api/v1/namespaces", namespace)
     assert result.status in (201, 409), result.body[:300]
-    wait_until(lambda: control_plane.request("GET", "/apis/scheduling.sigs.k8s.io/v1alpha1/podgroups").status == 200,
-               timeout=30, what="the PodGroup CRD served")
+    wait_until(
+        lambda: control_plane.request("GET", "/apis/scheduling.sigs.k8s.io/v1alpha1/podgroups").status == 200,
+        timeout=30,
+        what="the PodGroup CRD served",
+    )
     s = Scope.create(control_plane, "chartpre")
     yield s
     s.cleanup()
@@ -63,8 +70,9 @@ def scheduler(scope: Scope, tmp_path: Path) -> Iterator[SchedulerProcess]:
         proc.kill()
 
 
-def chart_pod(scope: Scope, name: str, *, cpu: str, priority_class: str, gang: str = "",
-              min_available: int = 0) -> dict[str, Any]:
+def chart_pod(
+    scope: Scope, name: str, *, cpu: str, priority_class: str, gang: str = "", min_available: int = 0
+) -> dict[str, Any]:
     body = pod(scope, name, cpu=cpu, priority_class=priority_class)
     body["spec"]["schedulerName"] = CHART_SCHEDULER
     if gang:
@@ -111,8 +119,9 @@ def test_gang_that_cannot_complete_preempts_nobody(scope: Scope, scheduler: Sche
         kwok_node(scope, f"n{i}", cpu="2")
     scope.add_pods([chart_pod(scope, f"low{i}", cpu="1500m", priority_class=LOW) for i in range(2)])
     scope.wait_all_bound(2, timeout=30)
-    scope.add_pods([chart_pod(scope, f"g{i}", cpu="1500m", priority_class=HIGH, gang="g", min_available=3)
-                    for i in range(3)])
+    scope.add_pods(
+        [chart_pod(scope, f"g{i}", cpu="1500m", priority_class=HIGH, gang="g", min_available=3) for i in range(3)]
+    )
     wait_until(lambda: len(scope.events(reason="FailedScheduling")) >= 3, timeout=30, what="the gang rejected")
     time.sleep(3)
     assert not gone(scope, "low0") and not gone(scope, "low1")
@@ -137,9 +146,14 @@ def test_stock_profile_with_default_preemption_evicts_nothing_for_a_gang_that_ca
         for body in members:
             body["metadata"]["annotations"] = {ANN + "name": "g", ANN + "min-available": "3"}
         scope.add_pods(members)
-        wait_until(lambda: any("would not be satisfied even with this pod" in e.get("note", "")
-                               for e in scope.events(reason="FailedScheduling")),
-                   timeout=30, what=f"a member refused preemption\n{proc.log_tail()}")
+        wait_until(
+            lambda: any(
+                "would not be satisfied even with this pod" in e.get("note", "")
+                for e in scope.events(reason="FailedScheduling")
+            ),
+            timeout=30,
+            what=f"a member refused preemption\n{proc.log_tail()}",
+        )
         time.sleep(3)
         assert not gone(scope, "low0") and not gone(scope, "low1")
         assert scope.events(reason="Preempted") == []

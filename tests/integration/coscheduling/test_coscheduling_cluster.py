@@ -30,8 +30,9 @@ def scope(control_plane: Any) -> Iterator[Scope]:
     result = control_plane.request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", docs[0])
     assert result.status in (201, 409), result.body[:300]
     s = Scope.create(control_plane, "gang")
-    wait_until(lambda: control_plane.request("GET", podgroups_path(s)).status == 200, timeout=30,
-               what="PodGroup CRD served")
+    wait_until(
+        lambda: control_plane.request("GET", podgroups_path(s)).status == 200, timeout=30, what="PodGroup CRD served"
+    )
     yield s
     s.cleanup()
 
@@ -51,8 +52,14 @@ def podgroups_path(scope: Scope) -> str:
     return f"/apis/scheduling.sigs.k8s.io/v1alpha1/namespaces/{scope.namespace}/podgroups"
 
 
-def member(scope: Scope, name: str, *, annotations: dict[str, str] | None = None,
-           labels: dict[str, str] | None = None, gated: bool = False) -> dict[str, Any]:
+def member(
+    scope: Scope,
+    name: str,
+    *,
+    annotations: dict[str, str] | None = None,
+    labels: dict[str, str] | None = None,
+    gated: bool = False,
+) -> dict[str, Any]:
     body = scope.pod_body(name, cpu="3")
     body["metadata"]["annotations"] = annotations or {}
     body["metadata"]["labels"] = labels or {}
@@ -108,11 +115,15 @@ def test_strict_timeout_releases_every_assumed_member(scope: Scope, scheduler: S
         scope.add_node(n)
     extra = {"waiting_time": "3s"}
     scope.add_pods([*gang(scope, ["p1", "p2"], "g", 3, **extra)])
-    held = member(scope, "p3", annotations={ANN + "name": "g", ANN + "min-available": "3", ANN + "waiting-time": "3s"},
-                  gated=True)
+    held = member(
+        scope, "p3", annotations={ANN + "name": "g", ANN + "min-available": "3", ANN + "waiting-time": "3s"}, gated=True
+    )
     scope.add_pods([held])
-    wait_until(lambda: any("timeout" in n for ns in failed_scheduling(scope).values() for n in ns),
-               timeout=30, what="a Permit timeout")
+    wait_until(
+        lambda: any("timeout" in n for ns in failed_scheduling(scope).values() for n in ns),
+        timeout=30,
+        what="a Permit timeout",
+    )
     assert bound(scope) == {}
     notes = {name: " ".join(ns) for name, ns in failed_scheduling(scope).items()}
     assert "rejected due to timeout after waiting 3s at plugin Coscheduling" in notes["p1"] + notes["p2"]
@@ -133,8 +144,10 @@ def test_two_gang_groups_bind_together(scope: Scope, scheduler: SchedulerProcess
     assert bound(scope) == {}, "the group waits for gang a"
     scope.add_pods(gang(scope, ["a2"], "a", 2, groups=groups))
     scope.wait_all_bound(4, timeout=30)
-    ids = {scope.pod(n)["metadata"]["annotations"]["internal.scheduling.koordinator.sh/bind-gang-group-id"]
-           for n in ("a1", "a2", "b1", "b2")}
+    ids = {
+        scope.pod(n)["metadata"]["annotations"]["internal.scheduling.koordinator.sh/bind-gang-group-id"]
+        for n in ("a1", "a2", "b1", "b2")
+    }
     assert ids == {f"{scope.namespace}/a,{scope.namespace}/b"}
 
 
@@ -145,15 +158,17 @@ def kwok_node(scope: Scope, name: str) -> str:
     return scope.add_node_body(body)
 
 
-def manual_pod(scope: Scope, name: str, *, labels: dict[str, str] | None = None,
-               annotations: dict[str, str] | None = None) -> dict[str, Any]:
+def manual_pod(
+    scope: Scope, name: str, *, labels: dict[str, str] | None = None, annotations: dict[str, str] | None = None
+) -> dict[str, Any]:
     """pod-example1/2 of Koordinator's gang-scheduling manual (busybox, 40m cpu, 40Mi)."""
     body = scope.pod_body(name, cpu="40m", memory="40Mi")
     body["metadata"]["labels"] = labels or {}
     body["metadata"]["annotations"] = annotations or {}
     container = body["spec"]["containers"][0]
-    container.update({"name": "curlimage", "image": "busybox", "command": ["sleep", "365d"],
-                      "imagePullPolicy": "IfNotPresent"})
+    container.update(
+        {"name": "curlimage", "image": "busybox", "command": ["sleep", "365d"], "imagePullPolicy": "IfNotPresent"}
+    )
     container["resources"]["limits"] = {"cpu": "40m", "memory": "40Mi"}
     return body
 
@@ -167,19 +182,27 @@ def test_gang_scheduling_manual_pod_group(scope: Scope, scheduler: SchedulerProc
     minMember 2; pod-example1 stays Pending until pod-example2 exists, then both run, and the PodGroup
     reports phase Running with running 2 and scheduled 2."""
     kwok_node(scope, "n1")
-    scope.ok("POST", podgroups_path(scope), {
-        "apiVersion": "scheduling.sigs.k8s.io/v1alpha1", "kind": "PodGroup",
-        "metadata": {"name": "gang-example", "namespace": scope.namespace},
-        "spec": {"scheduleTimeoutSeconds": 100, "minMember": 2},
-    })
+    scope.ok(
+        "POST",
+        podgroups_path(scope),
+        {
+            "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
+            "kind": "PodGroup",
+            "metadata": {"name": "gang-example", "namespace": scope.namespace},
+            "spec": {"scheduleTimeoutSeconds": 100, "minMember": 2},
+        },
+    )
     label = {"pod-group.scheduling.sigs.k8s.io": "gang-example"}
     scope.add_pods([manual_pod(scope, "pod-example1", labels=label)])
     time.sleep(3)
     assert phases(scope) == {"pod-example1": "Pending"}
     assert bound(scope) == {}
     scope.add_pods([manual_pod(scope, "pod-example2", labels=label)])
-    wait_until(lambda: phases(scope) == {"pod-example1": "Running", "pod-example2": "Running"}, timeout=60,
-               what="both pods Running")
+    wait_until(
+        lambda: phases(scope) == {"pod-example1": "Running", "pod-example2": "Running"},
+        timeout=60,
+        what="both pods Running",
+    )
 
     def status() -> dict[str, Any]:
         got: dict[str, Any] = scope.ok("GET", f"{podgroups_path(scope)}/gang-example").get("status") or {}
@@ -197,8 +220,11 @@ def test_gang_scheduling_manual_annotations(scope: Scope, scheduler: SchedulerPr
     time.sleep(3)
     assert phases(scope) == {"pod-example1": "Pending"}
     scope.add_pods([manual_pod(scope, "pod-example2", annotations=notes)])
-    wait_until(lambda: phases(scope) == {"pod-example1": "Running", "pod-example2": "Running"}, timeout=60,
-               what="both pods Running")
+    wait_until(
+        lambda: phases(scope) == {"pod-example1": "Running", "pod-example2": "Running"},
+        timeout=60,
+        what="both pods Running",
+    )
 
 
 def test_sigkill_while_the_gang_waits_in_permit_leaves_no_gang_partly_bound(scope: Scope, tmp_path: Path) -> None:
@@ -214,16 +240,22 @@ def test_sigkill_while_the_gang_waits_in_permit_leaves_no_gang_partly_bound(scop
     scope.add_pods([member(scope, "p3", annotations=notes, gated=True)])
     first = SchedulerProcess.start(scope.plane, config, tmp_path, name="first")
     try:
-        wait_until(lambda: first.metric("scheduler_cache_size", type="assumed_pods") >= 2, timeout=30,
-                   what="two members assumed, waiting at Permit")
+        wait_until(
+            lambda: first.metric("scheduler_cache_size", type="assumed_pods") >= 2,
+            timeout=30,
+            what="two members assumed, waiting at Permit",
+        )
         assert bound(scope) == {}
     finally:
         first.kill()  # SIGKILL
     assert bound(scope) == {}, "a killed scheduler leaves nothing of the gang bound"
     second = SchedulerProcess.start(scope.plane, config, tmp_path, name="second")
     try:
-        wait_until(lambda: second.metric("scheduler_cache_size", type="assumed_pods") >= 2, timeout=30,
-                   what="the restarted scheduler holds the two members at Permit again")
+        wait_until(
+            lambda: second.metric("scheduler_cache_size", type="assumed_pods") >= 2,
+            timeout=30,
+            what="the restarted scheduler holds the two members at Permit again",
+        )
         time.sleep(2)
         assert bound(scope) == {}, "the restarted scheduler binds no part of the gang"
         pod = scope.pod("p3")

@@ -65,8 +65,11 @@ def test_held_members_show_the_gangs_reason_until_they_bind(scope: Scope, tmp_pa
             f"enough, current gang: {scope.namespace}/g, podName: {scope.namespace}/p1"
         )
         try:
-            wait_until(lambda: (scheduled(scope, "p1") or {}).get("message") == want, timeout=90,
-                       what="p1's PodScheduled condition")
+            wait_until(
+                lambda: (scheduled(scope, "p1") or {}).get("message") == want,
+                timeout=90,
+                what="p1's PodScheduled condition",
+            )
         except AssertionError:
             raise AssertionError(f"{scheduled(scope, 'p1')}\n{proc.log_tail()}") from None
         condition = scheduled(scope, "p1")
@@ -127,9 +130,7 @@ def test_the_gate_off_leaves_held_members_without_a_condition(scope: Scope, tmp_
         proc.kill()
 
 
-def test_a_member_waiting_at_permit_past_the_timeout_is_logged_and_counted_once(
-    scope: Scope, tmp_path: Path
-) -> None:
+def test_a_member_waiting_at_permit_past_the_timeout_is_logged_and_counted_once(scope: Scope, tmp_path: Path) -> None:
     proc = start(scope, tmp_path, "--scheduling-timeout=1s", "--scheduler-monitor-period=200ms")
     try:
         scope.add_node("n1")
@@ -139,8 +140,11 @@ def test_a_member_waiting_at_permit_past_the_timeout_is_logged_and_counted_once(
         scope.add_pods([member(scope, "p1", 2, waiting_time="20s"), held])
         profile = scope.scheduler_name
         assert proc.metric("scheduler_scheduling_timeout_total", profile=profile) == 0.0
-        wait_until(lambda: proc.metric("scheduler_scheduling_timeout_total", profile=profile) >= 1, timeout=90,
-                   what="the scheduling-timeout counter")
+        wait_until(
+            lambda: proc.metric("scheduler_scheduling_timeout_total", profile=profile) >= 1,
+            timeout=90,
+            what="the scheduling-timeout counter",
+        )
         time.sleep(1.0)  # five more periods: the same attempt is not counted again
         assert proc.metric("scheduler_scheduling_timeout_total", profile=profile) == 1.0
         log = proc.log_tail(400)

@@ -38,8 +38,11 @@ def scope(control_plane: Any) -> Iterator[Scope]:
         docs = [d for d in yaml.safe_load_all(crd.read_text()) if d]
         result = control_plane.request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", docs[0])
         assert result.status in (201, 409), result.body[:300]
-    wait_until(lambda: control_plane.request("GET", TOPOLOGIES).status == 200, timeout=30,
-               what="ClusterNetworkTopology CRD served")
+    wait_until(
+        lambda: control_plane.request("GET", TOPOLOGIES).status == 200,
+        timeout=30,
+        what="ClusterNetworkTopology CRD served",
+    )
     control_plane.request("DELETE", f"{TOPOLOGIES}/default")
     s = Scope.create(control_plane, "nettopo")
     yield s
@@ -61,16 +64,26 @@ def scheduler(scope: Scope, tmp_path: Path) -> Iterator[SchedulerProcess]:
 
 
 def create_topology(scope: Scope) -> None:
-    scope.ok("POST", TOPOLOGIES, {
-        "apiVersion": "scheduling.koordinator.sh/v1alpha1",
-        "kind": "ClusterNetworkTopology",
-        "metadata": {"name": "default"},
-        "spec": {"networkTopologySpec": [
-            {"topologyLayer": "SpineLayer", "parentTopologyLayer": "ClusterTopologyLayer", "labelKey": [SPINE_KEY]},
-            {"topologyLayer": "BlockLayer", "parentTopologyLayer": "SpineLayer", "labelKey": [BLOCK_KEY]},
-            {"topologyLayer": "NodeTopologyLayer", "parentTopologyLayer": "BlockLayer"},
-        ]},
-    })
+    scope.ok(
+        "POST",
+        TOPOLOGIES,
+        {
+            "apiVersion": "scheduling.koordinator.sh/v1alpha1",
+            "kind": "ClusterNetworkTopology",
+            "metadata": {"name": "default"},
+            "spec": {
+                "networkTopologySpec": [
+                    {
+                        "topologyLayer": "SpineLayer",
+                        "parentTopologyLayer": "ClusterTopologyLayer",
+                        "labelKey": [SPINE_KEY],
+                    },
+                    {"topologyLayer": "BlockLayer", "parentTopologyLayer": "SpineLayer", "labelKey": [BLOCK_KEY]},
+                    {"topologyLayer": "NodeTopologyLayer", "parentTopologyLayer": "BlockLayer"},
+                ]
+            },
+        },
+    )
 
 
 def add_block(scope: Scope, prefix: str, block: str, count: int) -> list[str]:
@@ -116,8 +129,11 @@ def test_gang_lands_entirely_in_the_block_with_room_for_all(scope: Scope, schedu
 def test_without_a_topology_the_gang_gets_koordinators_message(scope: Scope, scheduler: SchedulerProcess) -> None:
     add_block(scope, "b", "b2", 4)
     scope.add_pods(gang(scope, 4))
-    wait_until(lambda: "no cluster network topology" in failed_notes(scope).get("g0", ""), timeout=30,
-               what="the no-topology message on a member")
+    wait_until(
+        lambda: "no cluster network topology" in failed_notes(scope).get("g0", ""),
+        timeout=30,
+        what="the no-topology message on a member",
+    )
     assert bound(scope) == {}
     # The topology appears; as in Koordinator it is no queueing event, a new node requeues the members.
     create_topology(scope)

@@ -47,8 +47,13 @@ def wait_for(check: Callable[[], Any], *, timeout: float, what: str, interval: f
 
 
 def kubectl(plane: ControlPlane, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(plane.binaries.kubectl), f"--kubeconfig={plane.kubeconfig}", *args],
-                          capture_output=True, text=True, timeout=timeout, check=False)
+    return subprocess.run(
+        [str(plane.binaries.kubectl), f"--kubeconfig={plane.kubeconfig}", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 def apply_deploy(plane: ControlPlane) -> str:
@@ -64,8 +69,7 @@ def apply_deploy(plane: ControlPlane) -> str:
 
 def service_account_token(plane: ControlPlane, name: str, *, namespace: str = NAMESPACE) -> str:
     """A bound token for ServiceAccount ``namespace/name`` from the TokenRequest API (1 hour)."""
-    body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
-            "spec": {"expirationSeconds": 3600}}
+    body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 3600}}
     result = plane.request("POST", f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token", body)
     assert result.status == 201, result.body[:300]
     token: str = result.json()["status"]["token"]
@@ -78,8 +82,9 @@ def service_account_kubeconfig(plane: ControlPlane, name: str, path: Path) -> tu
     config = {
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [{"name": "local", "cluster": {"server": plane.server,
-                                                   "certificate-authority": str(plane.ca_file)}}],
+        "clusters": [
+            {"name": "local", "cluster": {"server": plane.server, "certificate-authority": str(plane.ca_file)}}
+        ],
         "users": [{"name": name, "user": {"token": token}}],
         "contexts": [{"name": name, "context": {"cluster": "local", "user": name}}],
         "current-context": name,
@@ -109,9 +114,14 @@ class Process:
         work.mkdir(parents=True, exist_ok=True)
         log_path = work / f"{name}.log"
         log = log_path.open("ab")
-        process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                   env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
-                                   start_new_session=True)
+        process = subprocess.Popen(
+            argv,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
+            start_new_session=True,
+        )
         return cls(name, process, log_path, log)
 
     @property
@@ -142,10 +152,23 @@ def start_koord_scheduler(plane: ControlPlane, work: Path, *, kubeconfig: Path, 
     import urllib.request
 
     port = free_port()
-    proc = Process.start("koord-scheduler", [
-        str(BIN / "koord-scheduler"), "--config", str(config), "--kubeconfig", str(kubeconfig),
-        "--metrics-port", str(port), "--bind-address", "127.0.0.1", "-v", "2",
-    ], work)
+    proc = Process.start(
+        "koord-scheduler",
+        [
+            str(BIN / "koord-scheduler"),
+            "--config",
+            str(config),
+            "--kubeconfig",
+            str(kubeconfig),
+            "--metrics-port",
+            str(port),
+            "--bind-address",
+            "127.0.0.1",
+            "-v",
+            "2",
+        ],
+        work,
+    )
 
     def ready() -> bool:
         assert proc.alive, f"koord-scheduler exited:\n{proc.log_tail()}"
@@ -228,8 +251,10 @@ class FakeNodeRoot:
                 (self.cgroup / sub / rel).mkdir(parents=True, exist_ok=True)
             _atomic_write(self.cgroup / "cpuacct" / rel / "cpuacct.usage", "0")
             _atomic_write(self.cgroup / "cpu" / rel / "cpu.stat", "nr_periods 0\nnr_throttled 0\nthrottled_time 0\n")
-            _atomic_write(self.cgroup / "memory" / rel / "memory.stat",
-                          f"total_active_anon {memory}\ntotal_inactive_anon 0\ntotal_unevictable 0\n")
+            _atomic_write(
+                self.cgroup / "memory" / rel / "memory.stat",
+                f"total_active_anon {memory}\ntotal_inactive_anon 0\ntotal_unevictable 0\n",
+            )
 
 
 def _atomic_write(path: Path, text: str) -> None:
@@ -240,9 +265,31 @@ def _atomic_write(path: Path, text: str) -> None:
 
 def start_koordlet(node: str, fake: FakeNodeRoot, work: Path, *, kubeconfig: Path, config: Path) -> Process:
     """The real ``koordlet`` for ``node`` on its fake roots, reporting every second."""
-    return Process.start(f"koordlet-{node}", [
-        str(BIN / "koordlet"), "--node-name", node, "--kubeconfig", str(kubeconfig), "--config", str(config),
-        "--cgroup-root", str(fake.cgroup), "--cgroup-driver", "cgroupfs", "--proc-root", str(fake.proc),
-        "--sysfs-root", str(fake.sys), "--metrics-port", "-1", "--report-interval", "1",
-        "--collect-res-used-interval", "1", "-v",
-    ], work)
+    return Process.start(
+        f"koordlet-{node}",
+        [
+            str(BIN / "koordlet"),
+            "--node-name",
+            node,
+            "--kubeconfig",
+            str(kubeconfig),
+            "--config",
+            str(config),
+            "--cgroup-root",
+            str(fake.cgroup),
+            "--cgroup-driver",
+            "cgroupfs",
+            "--proc-root",
+            str(fake.proc),
+            "--sysfs-root",
+            str(fake.sys),
+            "--metrics-port",
+            "-1",
+            "--report-interval",
+            "1",
+            "--collect-res-used-interval",
+            "1",
+            "-v",
+        ],
+        work,
+    )

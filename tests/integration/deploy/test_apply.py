@@ -15,8 +15,12 @@ FIXTURES = DEPLOY.parent / "tests" / "fixtures" / "koordinator"
 
 def deploy_objects() -> list[tuple[str, str]]:
     resources = yaml.safe_load((DEPLOY / "kustomization.yaml").read_text())["resources"]
-    return [(d["kind"], d["metadata"]["name"]) for rel in resources
-            for d in yaml.safe_load_all((DEPLOY / rel).read_text()) if d]
+    return [
+        (d["kind"], d["metadata"]["name"])
+        for rel in resources
+        for d in yaml.safe_load_all((DEPLOY / rel).read_text())
+        if d
+    ]
 
 
 def test_every_manifest_is_accepted(control_plane: ControlPlane) -> None:
@@ -26,19 +30,28 @@ def test_every_manifest_is_accepted(control_plane: ControlPlane) -> None:
     again = kubectl(control_plane, "apply", "--server-side", "--force-conflicts", "--dry-run=server", "-k", str(DEPLOY))
     assert again.returncode == 0, again.stderr
     for kind, name in deploy_objects():
-        namespace = [] if kind in ("Namespace", "CustomResourceDefinition", "PriorityClass", "ClusterRole",
-                                   "ClusterRoleBinding") else ["-n", "koordinator-system"]
+        namespace = (
+            []
+            if kind in ("Namespace", "CustomResourceDefinition", "PriorityClass", "ClusterRole", "ClusterRoleBinding")
+            else ["-n", "koordinator-system"]
+        )
         got = kubectl(control_plane, "get", kind.lower(), name, *namespace, "-o", "name")
         assert got.returncode == 0, (kind, name, got.stderr)
 
 
-@pytest.mark.parametrize("sample", ["samples/scheduling_v1alpha1_reservation.yaml",
-                                    "chart-v1.8.0/priority_koord-prod.yaml",
-                                    "chart-v1.8.0/priority_koord-batch.yaml"])
+@pytest.mark.parametrize(
+    "sample",
+    [
+        "samples/scheduling_v1alpha1_reservation.yaml",
+        "chart-v1.8.0/priority_koord-prod.yaml",
+        "chart-v1.8.0/priority_koord-batch.yaml",
+    ],
+)
 def test_koordinator_samples_are_accepted(control_plane: ControlPlane, sample: str) -> None:
     apply_deploy(control_plane)
-    result = kubectl(control_plane, "apply", "--server-side", "--force-conflicts", "--dry-run=server",
-                     "-f", str(FIXTURES / sample))
+    result = kubectl(
+        control_plane, "apply", "--server-side", "--force-conflicts", "--dry-run=server", "-f", str(FIXTURES / sample)
+    )
     assert result.returncode == 0, result.stderr
 
 

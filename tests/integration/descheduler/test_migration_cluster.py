@@ -63,11 +63,37 @@ def scope(control_plane: Any) -> Iterator[Scope]:
     s.cleanup()
 
 
+# The tests move the one pod of a one-replica ReplicaSet that no kubelet makes Ready: arbitration would
+# refuse it (expected replicas) or hold it (the workload has a pod unavailable), as Koordinator's does.
+MIGRATION_ARGS = {
+    "apiVersion": "descheduler/v1alpha2",
+    "kind": "DeschedulerConfiguration",
+    "profiles": [
+        {
+            "name": "koord-descheduler",
+            "pluginConfig": [
+                {
+                    "name": "MigrationController",
+                    "args": {"skipEvictionGates": ["ExpectedReplicas", "MaxUnavailablePerWorkload"]},
+                }
+            ],
+        }
+    ],
+}
+
+
 @pytest.fixture
 def scheduler(scope: Scope, tmp_path: Path) -> Iterator[SchedulerProcess]:
     config = scheduler_config(scope)
     config["profiles"][0]["plugins"] = PLUGINS
-    proc = SchedulerProcess.start(scope.plane, config, tmp_path, extra_args=("--controllers=reservation,migration",))
+    descheduler = tmp_path / "descheduler.yaml"
+    descheduler.write_text(yaml.safe_dump(MIGRATION_ARGS))
+    proc = SchedulerProcess.start(
+        scope.plane,
+        config,
+        tmp_path,
+        extra_args=("--controllers=reservation,migration", f"--descheduler-config={descheduler}"),
+    )
     yield proc
     if proc.alive:
         proc.kill()

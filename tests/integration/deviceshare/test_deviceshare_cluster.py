@@ -103,9 +103,7 @@ def test_manual_gpu_share_then_whole_gpu_does_not_fit(scope: Scope, scheduler: S
             },
         },
     )
-    scope.add_pods(
-        [gpu_pod(scope, "half", {"koordinator.sh/gpu-core": "50", "koordinator.sh/gpu-memory-ratio": "50"})]
-    )
+    scope.add_pods([gpu_pod(scope, "half", {"koordinator.sh/gpu-core": "50", "koordinator.sh/gpu-memory-ratio": "50"})])
     scope.wait_all_bound(1, timeout=60)
     half = scope.pod("half")
     assert half["spec"]["nodeName"] == node
@@ -137,9 +135,15 @@ def test_manual_gpu_share_then_whole_gpu_does_not_fit(scope: Scope, scheduler: S
 
 def one_gpu(minor: int) -> dict[str, Any]:
     return {
-        "type": "gpu", "minor": minor, "id": f"GPU-{minor}", "health": True,
-        "resources": {"koordinator.sh/gpu-core": "100", "koordinator.sh/gpu-memory": "16Gi",
-                      "koordinator.sh/gpu-memory-ratio": "100"},
+        "type": "gpu",
+        "minor": minor,
+        "id": f"GPU-{minor}",
+        "health": True,
+        "resources": {
+            "koordinator.sh/gpu-core": "100",
+            "koordinator.sh/gpu-memory": "16Gi",
+            "koordinator.sh/gpu-memory-ratio": "100",
+        },
     }
 
 
@@ -149,22 +153,36 @@ def test_deviceresource_controller_keeps_node_resources_in_step(scope: Scope, tm
     node = scope.add_node("gpu")
     config = scheduler_config(scope)
     config["profiles"][0]["plugins"] = PLUGINS
-    proc = SchedulerProcess.start(scope.plane, config, tmp_path, extra_args=["--controllers=deviceresource"],
-                                  wait_ready=False)
+    proc = SchedulerProcess.start(
+        scope.plane, config, tmp_path, extra_args=["--controllers=deviceresource"], wait_ready=False
+    )
     try:
         wait_until(lambda: proc.get("/readyz")[0] == 200 or not proc.alive, timeout=90, what="readyz")
         assert proc.alive, proc.log_tail()
         labels = {"node.koordinator.sh/gpu-vendor": "nvidia", "node.koordinator.sh/gpu-model": "Tesla-T4"}
-        scope.ok("POST", DEVICES, {"apiVersion": "scheduling.koordinator.sh/v1alpha1", "kind": "Device",
-                                   "metadata": {"name": node, "labels": labels}, "spec": {"devices": [one_gpu(0)]}})
+        scope.ok(
+            "POST",
+            DEVICES,
+            {
+                "apiVersion": "scheduling.koordinator.sh/v1alpha1",
+                "kind": "Device",
+                "metadata": {"name": node, "labels": labels},
+                "spec": {"devices": [one_gpu(0)]},
+            },
+        )
 
         def gpu_status() -> dict[str, str]:
             status = scope.ok("GET", f"/api/v1/nodes/{node}")["status"]
             return {k: v for k, v in status["allocatable"].items() if k.startswith("koordinator.sh/")}
 
-        one = {"koordinator.sh/gpu": "100", "koordinator.sh/gpu-core": "100", "koordinator.sh/gpu-memory": "16Gi",
-               "koordinator.sh/gpu-memory-ratio": "100"}
+        one = {
+            "koordinator.sh/gpu": "100",
+            "koordinator.sh/gpu-core": "100",
+            "koordinator.sh/gpu-memory": "16Gi",
+            "koordinator.sh/gpu-memory-ratio": "100",
+        }
         wait_until(lambda: gpu_status() == one, timeout=60, what="node GPU resources from the Device")
+
         def node_labels() -> dict[str, str]:
             return {k: scope.ok("GET", f"/api/v1/nodes/{node}")["metadata"]["labels"].get(k) for k in labels}
 
@@ -172,15 +190,20 @@ def test_deviceresource_controller_keeps_node_resources_in_step(scope: Scope, tm
         got = scope.ok("GET", f"/api/v1/nodes/{node}")
         assert {k: v for k, v in got["status"]["capacity"].items() if k.startswith("koordinator.sh/")} == one
 
-        scope.add_pods([gpu_pod(scope, "half", {"koordinator.sh/gpu-core": "50",
-                                                "koordinator.sh/gpu-memory-ratio": "50"})])
+        scope.add_pods(
+            [gpu_pod(scope, "half", {"koordinator.sh/gpu-core": "50", "koordinator.sh/gpu-memory-ratio": "50"})]
+        )
         assert scope.wait_all_bound(1, timeout=60)[0]["spec"]["nodeName"] == node
 
         current = scope.ok("GET", f"{DEVICES}/{node}")
         current["spec"]["devices"].append(one_gpu(1))
         scope.ok("PUT", f"{DEVICES}/{node}", current)
-        two = {"koordinator.sh/gpu": "200", "koordinator.sh/gpu-core": "200", "koordinator.sh/gpu-memory": "32Gi",
-               "koordinator.sh/gpu-memory-ratio": "200"}
+        two = {
+            "koordinator.sh/gpu": "200",
+            "koordinator.sh/gpu-core": "200",
+            "koordinator.sh/gpu-memory": "32Gi",
+            "koordinator.sh/gpu-memory-ratio": "200",
+        }
         wait_until(lambda: gpu_status() == two, timeout=60, what="node GPU resources follow the Device")
 
         scope.ok("DELETE", f"{DEVICES}/{node}")

@@ -129,7 +129,10 @@ def test_bad_objects_do_not_stop_scheduling_or_expiry(scope: Scope, tmp_path: Pa
     config["profiles"][0]["plugins"] = PLUGINS
     debug_port = free_port()
     scheduler = SchedulerProcess.start(
-        scope.plane, config, tmp_path, verbosity=0,
+        scope.plane,
+        config,
+        tmp_path,
+        verbosity=0,
         extra_args=["--controllers=reservation", f"--debug-flags-port={debug_port}"],
     )
     try:

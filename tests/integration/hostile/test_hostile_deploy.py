@@ -18,8 +18,9 @@ POLICIES = "/apis/networking.k8s.io/v1/namespaces/koordinator-system/networkpoli
 @pytest.mark.parametrize("component", ["koord-scheduler", "koordlet"])
 def test_network_policy_is_accepted(control_plane: Any, component: str) -> None:
     body = yaml.safe_load((DEPLOY / component / "networkpolicy.yaml").read_text())
-    ns = control_plane.request("POST", "/api/v1/namespaces",
-                               {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
+    ns = control_plane.request(
+        "POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
+    )
     assert ns.status in (201, 409), ns.body[:300]
     # Under a name of its own: deploy/ may already be applied on this cluster (the deploy tests do).
     name = f"{body['metadata']['name']}-check"

@@ -48,9 +48,17 @@ def scope(control_plane: ControlPlane) -> Iterator[Scope]:
     run = uuid.uuid4().hex[:8]
     s = Scope(control_plane, run, f"proto-{run}")
     s.call("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": s.namespace}})
-    s.call("POST", "/apis/scheduling.k8s.io/v1/priorityclasses", {
-        "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": s.namespace}, "value": 1000,
-        "preemptionPolicy": "Never"})
+    s.call(
+        "POST",
+        "/apis/scheduling.k8s.io/v1/priorityclasses",
+        {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": s.namespace},
+            "value": 1000,
+            "preemptionPolicy": "Never",
+        },
+    )
     yield s
     control_plane.request("DELETE", f"/apis/scheduling.k8s.io/v1/priorityclasses/{s.namespace}")
     control_plane.request("DELETE", f"/api/v1/namespaces/{s.namespace}")
@@ -69,8 +77,17 @@ def node_kind(scope: Scope) -> ResourceKind[Any]:
 
 
 def pod_kind(scope: Scope) -> ResourceKind[Any]:
-    return ResourceKind("Pod", "", "v1", "pods", parse_pod_entry, field_selector=NON_TERMINAL_PODS,
-                        namespace=scope.namespace, update=update_pod_entry, protobuf=True)
+    return ResourceKind(
+        "Pod",
+        "",
+        "v1",
+        "pods",
+        parse_pod_entry,
+        field_selector=NON_TERMINAL_PODS,
+        namespace=scope.namespace,
+        update=update_pod_entry,
+        protobuf=True,
+    )
 
 
 # ----- the objects -----
@@ -81,31 +98,64 @@ def make_nodes(scope: Scope) -> None:
         name = f"proto-{scope.run}-n{i}"
         spec: dict[str, Any] = {"unschedulable": i == 3}
         if i % 2:
-            spec["taints"] = [{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"},
-                              {"key": "spot", "effect": "PreferNoSchedule"}]
-        scope.call("POST", "/api/v1/nodes", {
-            "apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": name, "labels": {"proto-run": scope.run, "topology.kubernetes.io/zone": f"z{i % 2}"},
-                         "annotations": {"node.koordinator.sh/reservation": '{"cpu": "1"}'}},
-            "spec": spec,
-        })
+            spec["taints"] = [
+                {"key": "dedicated", "value": "gpu", "effect": "NoSchedule"},
+                {"key": "spot", "effect": "PreferNoSchedule"},
+            ]
+        scope.call(
+            "POST",
+            "/api/v1/nodes",
+            {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {
+                    "name": name,
+                    "labels": {"proto-run": scope.run, "topology.kubernetes.io/zone": f"z{i % 2}"},
+                    "annotations": {"node.koordinator.sh/reservation": '{"cpu": "1"}'},
+                },
+                "spec": spec,
+            },
+        )
         status: dict[str, Any] = {
-            "capacity": {"cpu": "8", "memory": "32Gi", "pods": "110", "koordinator.sh/gpu": "200",
-                         "ephemeral-storage": "100Gi"},
-            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
-                            "lastHeartbeatTime": "2026-01-02T03:04:05Z", "lastTransitionTime": "2026-01-02T03:04:05Z"},
-                           {"type": "MemoryPressure", "status": "False"}],
-            "images": [{"names": ["registry.example/app@sha256:abc", "registry.example/app:1.0"],
-                        "sizeBytes": 123456789}],
-            "nodeInfo": {"kubeletVersion": "v1.35.8", "machineID": "m", "systemUUID": "s", "bootID": "b",
-                         "kernelVersion": "6", "osImage": "linux", "containerRuntimeVersion": "containerd://2",
-                         "kubeProxyVersion": "", "operatingSystem": "linux", "architecture": "amd64"},
+            "capacity": {
+                "cpu": "8",
+                "memory": "32Gi",
+                "pods": "110",
+                "koordinator.sh/gpu": "200",
+                "ephemeral-storage": "100Gi",
+            },
+            "conditions": [
+                {
+                    "type": "Ready",
+                    "status": "True",
+                    "reason": "KubeletReady",
+                    "lastHeartbeatTime": "2026-01-02T03:04:05Z",
+                    "lastTransitionTime": "2026-01-02T03:04:05Z",
+                },
+                {"type": "MemoryPressure", "status": "False"},
+            ],
+            "images": [
+                {"names": ["registry.example/app@sha256:abc", "registry.example/app:1.0"], "sizeBytes": 123456789}
+            ],
+            "nodeInfo": {
+                "kubeletVersion": "v1.35.8",
+                "machineID": "m",
+                "systemUUID": "s",
+                "bootID": "b",
+                "kernelVersion": "6",
+                "osImage": "linux",
+                "containerRuntimeVersion": "containerd://2",
+                "kubeProxyVersion": "",
+                "operatingSystem": "linux",
+                "architecture": "amd64",
+            },
             "addresses": [{"type": "InternalIP", "address": f"10.0.0.{i + 1}"}],
         }
         if i != 2:  # node 2 has no allocatable: the parser falls back to capacity
             status["allocatable"] = {"cpu": "7500m", "memory": "30Gi", "pods": "110", "koordinator.sh/gpu": "200"}
-        scope.call("PATCH", f"/api/v1/nodes/{name}/status", {"status": status},
-                   content_type="application/merge-patch+json")
+        scope.call(
+            "PATCH", f"/api/v1/nodes/{name}/status", {"status": status}, content_type="application/merge-patch+json"
+        )
 
 
 def pod_bodies(scope: Scope) -> list[dict[str, Any]]:
@@ -116,48 +166,101 @@ def pod_bodies(scope: Scope) -> list[dict[str, Any]]:
         "nodeSelector": {"disk": "ssd"},
         "affinity": {
             "nodeAffinity": {
-                "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-                    {"matchExpressions": [{"key": "topology.kubernetes.io/zone", "operator": "In",
-                                           "values": ["z0", "z1"]}],
-                     "matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["x"]}]}]},
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {
+                            "matchExpressions": [
+                                {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["z0", "z1"]}
+                            ],
+                            "matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["x"]}],
+                        }
+                    ]
+                },
                 "preferredDuringSchedulingIgnoredDuringExecution": [
-                    {"weight": 7, "preference": {"matchExpressions": [{"key": "gpu", "operator": "Exists"}]}}],
+                    {"weight": 7, "preference": {"matchExpressions": [{"key": "gpu", "operator": "Exists"}]}}
+                ],
             },
-            "podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
-                {"weight": 50, "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname",
-                                                   "labelSelector": {"matchLabels": {"app": "web"}},
-                                                   "namespaceSelector": {}}}]},
-            "podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
-                {"topologyKey": "topology.kubernetes.io/zone", "namespaces": ["default"],
-                 "labelSelector": {"matchExpressions": [{"key": "tier", "operator": "NotIn", "values": ["db"]}]},
-                 "matchLabelKeys": ["pod-template-hash"]}]},
+            "podAntiAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "weight": 50,
+                        "podAffinityTerm": {
+                            "topologyKey": "kubernetes.io/hostname",
+                            "labelSelector": {"matchLabels": {"app": "web"}},
+                            "namespaceSelector": {},
+                        },
+                    }
+                ]
+            },
+            "podAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "topologyKey": "topology.kubernetes.io/zone",
+                        "namespaces": ["default"],
+                        "labelSelector": {"matchExpressions": [{"key": "tier", "operator": "NotIn", "values": ["db"]}]},
+                        "matchLabelKeys": ["pod-template-hash"],
+                    }
+                ]
+            },
         },
-        "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"},
-                        {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute",
-                         "tolerationSeconds": 300},
-                        {"operator": "Exists"}],
+        "tolerations": [
+            {"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"},
+            {
+                "key": "node.kubernetes.io/not-ready",
+                "operator": "Exists",
+                "effect": "NoExecute",
+                "tolerationSeconds": 300,
+            },
+            {"operator": "Exists"},
+        ],
         "topologySpreadConstraints": [
-            {"maxSkew": 2, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "ScheduleAnyway",
-             "labelSelector": {"matchLabels": {"app": "web"}}, "minDomains": None,
-             "nodeAffinityPolicy": "Ignore", "nodeTaintsPolicy": "Honor", "matchLabelKeys": ["pod-template-hash"]},
-            {"maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "DoNotSchedule",
-             "labelSelector": {"matchLabels": {"app": "web"}}, "minDomains": 2}],
+            {
+                "maxSkew": 2,
+                "topologyKey": "topology.kubernetes.io/zone",
+                "whenUnsatisfiable": "ScheduleAnyway",
+                "labelSelector": {"matchLabels": {"app": "web"}},
+                "minDomains": None,
+                "nodeAffinityPolicy": "Ignore",
+                "nodeTaintsPolicy": "Honor",
+                "matchLabelKeys": ["pod-template-hash"],
+            },
+            {
+                "maxSkew": 1,
+                "topologyKey": "kubernetes.io/hostname",
+                "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": {"matchLabels": {"app": "web"}},
+                "minDomains": 2,
+            },
+        ],
         "schedulingGates": [{"name": "example.com/wait"}],
         "initContainers": [
             {"name": "init", "image": "busybox:1", "resources": {"requests": {"cpu": "2", "memory": "1Gi"}}},
-            {"name": "sidecar", "image": "envoy:1", "restartPolicy": "Always",
-             "ports": [{"containerPort": 9901, "hostPort": 9901}],
-             "resources": {"limits": {"cpu": "100m", "memory": "64Mi"}}},
+            {
+                "name": "sidecar",
+                "image": "envoy:1",
+                "restartPolicy": "Always",
+                "ports": [{"containerPort": 9901, "hostPort": 9901}],
+                "resources": {"limits": {"cpu": "100m", "memory": "64Mi"}},
+            },
         ],
         "containers": [
-            {"name": "app", "image": "registry.example/app:1.0", "command": ["/app"], "args": ["--x"],
-             "env": [{"name": "A", "value": "1"}],
-             "ports": [{"containerPort": 80, "hostPort": 8080, "protocol": "TCP", "hostIP": "127.0.0.1"},
-                       {"containerPort": 53, "hostPort": 5353, "protocol": "UDP"}],
-             "resources": {"requests": {"cpu": "250m", "memory": "256Mi", "koordinator.sh/gpu": "50"},
-                           "limits": {"cpu": "1", "memory": "512Mi", "koordinator.sh/gpu": "50"}},
-             "livenessProbe": {"httpGet": {"path": "/healthz", "port": 80}, "periodSeconds": 5},
-             "volumeMounts": [{"name": "data", "mountPath": "/data"}]},
+            {
+                "name": "app",
+                "image": "registry.example/app:1.0",
+                "command": ["/app"],
+                "args": ["--x"],
+                "env": [{"name": "A", "value": "1"}],
+                "ports": [
+                    {"containerPort": 80, "hostPort": 8080, "protocol": "TCP", "hostIP": "127.0.0.1"},
+                    {"containerPort": 53, "hostPort": 5353, "protocol": "UDP"},
+                ],
+                "resources": {
+                    "requests": {"cpu": "250m", "memory": "256Mi", "koordinator.sh/gpu": "50"},
+                    "limits": {"cpu": "1", "memory": "512Mi", "koordinator.sh/gpu": "50"},
+                },
+                "livenessProbe": {"httpGet": {"path": "/healthz", "port": 80}, "periodSeconds": 5},
+                "volumeMounts": [{"name": "data", "mountPath": "/data"}],
+            },
             {"name": "helper", "image": "helper:2", "resources": {"claims": [{"name": "gpu"}]}},
         ],
         "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "gpu-template"}],
@@ -165,25 +268,59 @@ def pod_bodies(scope: Scope) -> list[dict[str, Any]]:
             {"name": "data", "persistentVolumeClaim": {"claimName": "data-pvc", "readOnly": True}},
             {"name": "cfg", "configMap": {"name": "cfg"}},
             {"name": "scratch", "emptyDir": {"sizeLimit": "1Gi"}},
-            {"name": "eph", "ephemeral": {"volumeClaimTemplate": {"spec": {
-                "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}}},
+            {
+                "name": "eph",
+                "ephemeral": {
+                    "volumeClaimTemplate": {
+                        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
+                    }
+                },
+            },
         ],
     }
     bodies: list[dict[str, Any]] = [
-        {"metadata": {"name": "rich", "labels": {"app": "web", "tier": "front"},
-                      "annotations": {"scheduling.koordinator.sh/reservation-affinity": '{"name": "r"}'},
-                      "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-1",
-                                           "uid": str(uuid.uuid4()), "controller": True}]},
-         "spec": rich_spec},
-        {"metadata": {"name": "bound", "labels": {"app": "web"}},
-         "spec": {"nodeName": node0, "containers": [
-             {"name": "c", "image": "nginx", "resources": {"requests": {"cpu": "500m", "memory": "128Mi"}},
-              "resizePolicy": [{"resourceName": "cpu", "restartPolicy": "NotRequired"}]}]}},
-        {"metadata": {"name": "pod-level"},
-         "spec": {"resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "2", "memory": "1Gi"}},
-                  "containers": [{"name": "c", "image": "nginx"}]}},
-        {"metadata": {"name": "best-effort", "finalizers": ["example.com/hold"]},
-         "spec": {"containers": [{"name": "c", "image": "nginx"}]}},
+        {
+            "metadata": {
+                "name": "rich",
+                "labels": {"app": "web", "tier": "front"},
+                "annotations": {"scheduling.koordinator.sh/reservation-affinity": '{"name": "r"}'},
+                "ownerReferences": [
+                    {
+                        "apiVersion": "apps/v1",
+                        "kind": "ReplicaSet",
+                        "name": "web-1",
+                        "uid": str(uuid.uuid4()),
+                        "controller": True,
+                    }
+                ],
+            },
+            "spec": rich_spec,
+        },
+        {
+            "metadata": {"name": "bound", "labels": {"app": "web"}},
+            "spec": {
+                "nodeName": node0,
+                "containers": [
+                    {
+                        "name": "c",
+                        "image": "nginx",
+                        "resources": {"requests": {"cpu": "500m", "memory": "128Mi"}},
+                        "resizePolicy": [{"resourceName": "cpu", "restartPolicy": "NotRequired"}],
+                    }
+                ],
+            },
+        },
+        {
+            "metadata": {"name": "pod-level"},
+            "spec": {
+                "resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "2", "memory": "1Gi"}},
+                "containers": [{"name": "c", "image": "nginx"}],
+            },
+        },
+        {
+            "metadata": {"name": "best-effort", "finalizers": ["example.com/hold"]},
+            "spec": {"containers": [{"name": "c", "image": "nginx"}]},
+        },
     ]
     for body in bodies:
         body.update({"apiVersion": "v1", "kind": "Pod"})
@@ -196,23 +333,57 @@ def make_pods(scope: Scope) -> None:
     for body in pod_bodies(scope):
         scope.call("POST", base, body)
     # Status as the kubelet and the scheduler would have written it.
-    scope.call("PATCH", f"{base}/bound/status", {"status": {
-        "phase": "Running", "qosClass": "Burstable",
-        "conditions": [{"type": "PodScheduled", "status": "True", "lastTransitionTime": "2026-01-02T03:04:05Z"},
-                       {"type": "Ready", "status": "True", "lastTransitionTime": "2026-01-02T03:05:06Z"},
-                       {"type": "PodResizePending", "status": "True", "reason": "Deferred"}],
-        "containerStatuses": [{"name": "c", "image": "nginx", "imageID": "", "ready": True, "restartCount": 0,
-                               "allocatedResources": {"cpu": "400m", "memory": "128Mi"},
-                               "resources": {"requests": {"cpu": "400m", "memory": "128Mi"}},
-                               "state": {"running": {"startedAt": "2026-01-02T03:04:06Z"}}}],
-        "hostIP": "10.0.0.1", "podIP": "10.244.0.5", "startTime": "2026-01-02T03:04:05Z",
-    }}, content_type="application/merge-patch+json")
-    scope.call("PATCH", f"{base}/rich/status", {"status": {
-        "nominatedNodeName": f"proto-{scope.run}-n1",
-        "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
-                        "message": "0/4 nodes are available", "lastTransitionTime": "2026-01-02T03:04:05Z"}],
-        "resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": "rich-gpu-abc"}],
-    }}, content_type="application/merge-patch+json")
+    scope.call(
+        "PATCH",
+        f"{base}/bound/status",
+        {
+            "status": {
+                "phase": "Running",
+                "qosClass": "Burstable",
+                "conditions": [
+                    {"type": "PodScheduled", "status": "True", "lastTransitionTime": "2026-01-02T03:04:05Z"},
+                    {"type": "Ready", "status": "True", "lastTransitionTime": "2026-01-02T03:05:06Z"},
+                    {"type": "PodResizePending", "status": "True", "reason": "Deferred"},
+                ],
+                "containerStatuses": [
+                    {
+                        "name": "c",
+                        "image": "nginx",
+                        "imageID": "",
+                        "ready": True,
+                        "restartCount": 0,
+                        "allocatedResources": {"cpu": "400m", "memory": "128Mi"},
+                        "resources": {"requests": {"cpu": "400m", "memory": "128Mi"}},
+                        "state": {"running": {"startedAt": "2026-01-02T03:04:06Z"}},
+                    }
+                ],
+                "hostIP": "10.0.0.1",
+                "podIP": "10.244.0.5",
+                "startTime": "2026-01-02T03:04:05Z",
+            }
+        },
+        content_type="application/merge-patch+json",
+    )
+    scope.call(
+        "PATCH",
+        f"{base}/rich/status",
+        {
+            "status": {
+                "nominatedNodeName": f"proto-{scope.run}-n1",
+                "conditions": [
+                    {
+                        "type": "PodScheduled",
+                        "status": "False",
+                        "reason": "Unschedulable",
+                        "message": "0/4 nodes are available",
+                        "lastTransitionTime": "2026-01-02T03:04:05Z",
+                    }
+                ],
+                "resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": "rich-gpu-abc"}],
+            }
+        },
+        content_type="application/merge-patch+json",
+    )
     # A terminating pod: deletionTimestamp set, held by its finalizer.
     scope.call("DELETE", f"{base}/best-effort")
 
@@ -287,24 +458,41 @@ async def test_watches_as_protobuf_deliver_what_json_watches_deliver(scope: Scop
     make_nodes(scope)
     make_pods(scope)
     seen: dict[str, list[tuple[str, str, Any]]] = {"json": [], "proto": []}
+
     def recorder(name: str) -> Any:
         return lambda event, old, new: seen[name].append((event.value, (new or old).pod.key, new))
 
-    reflectors = {name: Reflector(http, pod_kind(scope), recorder(name), options=options)
-                  for name, options in (("json", JSON_OPTIONS), ("proto", PROTO_OPTIONS))}
+    reflectors = {
+        name: Reflector(http, pod_kind(scope), recorder(name), options=options)
+        for name, options in (("json", JSON_OPTIONS), ("proto", PROTO_OPTIONS))
+    }
     tasks = [asyncio.create_task(r.run()) for r in reflectors.values()]
     try:
-        await _until(lambda: all(len(s) == 4 for s in seen.values()),
-                     lambda: {n: [e[:2] for e in s] for n, s in seen.items()})
+        await _until(
+            lambda: all(len(s) == 4 for s in seen.values()), lambda: {n: [e[:2] for e in s] for n, s in seen.items()}
+        )
         base = f"/api/v1/namespaces/{scope.namespace}/pods"
-        scope.call("PATCH", f"{base}/rich", {"metadata": {"labels": {"tier": "back"}}},
-                   content_type="application/merge-patch+json")
-        scope.call("POST", f"{base}/pod-level/binding", {"apiVersion": "v1", "kind": "Binding",
-                                                          "metadata": {"name": "pod-level"},
-                                                          "target": {"kind": "Node", "name": f"proto-{scope.run}-n0"}})
+        scope.call(
+            "PATCH",
+            f"{base}/rich",
+            {"metadata": {"labels": {"tier": "back"}}},
+            content_type="application/merge-patch+json",
+        )
+        scope.call(
+            "POST",
+            f"{base}/pod-level/binding",
+            {
+                "apiVersion": "v1",
+                "kind": "Binding",
+                "metadata": {"name": "pod-level"},
+                "target": {"kind": "Node", "name": f"proto-{scope.run}-n0"},
+            },
+        )
         scope.call("DELETE", f"{base}/bound?gracePeriodSeconds=0")
-        await _until(lambda: all(s[-1][0] == "DELETED" for s in seen.values()),
-                     lambda: {n: [e[:2] for e in s] for n, s in seen.items()})
+        await _until(
+            lambda: all(s[-1][0] == "DELETED" for s in seen.values()),
+            lambda: {n: [e[:2] for e in s] for n, s in seen.items()},
+        )
     finally:
         for task in tasks:
             task.cancel()
@@ -319,8 +507,16 @@ async def test_watches_as_protobuf_deliver_what_json_watches_deliver(scope: Scop
 
 
 async def test_an_error_answered_as_protobuf_reads_as_its_status(scope: Scope, http: ApiHttp) -> None:
-    bad = ResourceKind("Pod", "", "v1", "pods", parse_pod_entry, field_selector="spec.noSuchField=1",
-                       namespace=scope.namespace, protobuf=True)
+    bad = ResourceKind(
+        "Pod",
+        "",
+        "v1",
+        "pods",
+        parse_pod_entry,
+        field_selector="spec.noSuchField=1",
+        namespace=scope.namespace,
+        protobuf=True,
+    )
     reflector = Reflector(http, bad, lambda *_: None, options=PROTO_OPTIONS)
 
     with pytest.raises(ApiError) as caught:

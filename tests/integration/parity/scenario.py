@@ -45,11 +45,22 @@ class Names:
 
 # ----- nodes -----
 
+
 def nodes(names: Names) -> list[dict[str, Any]]:
-    def node(short: str, zone: str | None, cpu: str, memory: str, *, pods: str = "110",
-             labels: dict[str, str] | None = None, taints: list[dict[str, str]] | None = None,
-             unschedulable: bool = False, extra: dict[str, str] | None = None,
-             ready: bool = True, images: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    def node(
+        short: str,
+        zone: str | None,
+        cpu: str,
+        memory: str,
+        *,
+        pods: str = "110",
+        labels: dict[str, str] | None = None,
+        taints: list[dict[str, str]] | None = None,
+        unschedulable: bool = False,
+        extra: dict[str, str] | None = None,
+        ready: bool = True,
+        images: list[dict[str, Any]] | None = None,
+    ) -> dict[str, Any]:
         name = names.node(short)
         all_labels = {HOST: name, K + "scope": names.scope, **(labels or {})}
         if zone:
@@ -63,8 +74,13 @@ def nodes(names: Names) -> list[dict[str, Any]]:
             "status": {
                 "capacity": resources,
                 "allocatable": resources,
-                "conditions": [{"type": "Ready", "status": "True" if ready else "False",
-                                "reason": "KubeletReady" if ready else "KubeletNotReady"}],
+                "conditions": [
+                    {
+                        "type": "Ready",
+                        "status": "True" if ready else "False",
+                        "reason": "KubeletReady" if ready else "KubeletNotReady",
+                    }
+                ],
                 **({"images": images} if images else {}),
             },
         }
@@ -79,18 +95,31 @@ def nodes(names: Names) -> list[dict[str, Any]]:
     return [
         node("a1", "zone-a", "4", "8Gi", images=pause),
         node("a2", "zone-a", "8", "16Gi", labels={K + "disk": "ssd", K + "cores": "8"}, extra={WIDGET: "4"}),
-        node("a3", "zone-a", "2", "4Gi", labels={K + "gpu": "true"},
-             taints=[taint(K + "dedicated", "NoSchedule", "gpu")]),
+        node(
+            "a3", "zone-a", "2", "4Gi", labels={K + "gpu": "true"}, taints=[taint(K + "dedicated", "NoSchedule", "gpu")]
+        ),
         node("a4", "zone-a", "4", "8Gi", unschedulable=True),
         node("b1", "zone-b", "4", "8Gi"),
         node("b2", "zone-b", "4", "16Gi", taints=[taint(K + "prefer", "PreferNoSchedule", "yes")]),
-        node("b3", "zone-b", "16", "32Gi", labels={K + "disk": "ssd", K + "cores": "16"},
-             extra={WIDGET: "2", "ephemeral-storage": "100Gi"}, images=pause + other),
+        node(
+            "b3",
+            "zone-b",
+            "16",
+            "32Gi",
+            labels={K + "disk": "ssd", K + "cores": "16"},
+            extra={WIDGET: "2", "ephemeral-storage": "100Gi"},
+            images=pause + other,
+        ),
         node("b4", "zone-b", "2", "2Gi", pods="5"),
         node("c1", "zone-c", "4", "8Gi", labels={K + "disk": "ssd"}),
         node("c2", "zone-c", "8", "8Gi", images=pause),
-        node("c3", "zone-c", "4", "8Gi", taints=[taint(K + "prefer", "PreferNoSchedule", "yes"),
-                                               taint(K + "noisy", "PreferNoSchedule")]),
+        node(
+            "c3",
+            "zone-c",
+            "4",
+            "8Gi",
+            taints=[taint(K + "prefer", "PreferNoSchedule", "yes"), taint(K + "noisy", "PreferNoSchedule")],
+        ),
         node("c4", "zone-c", "4", "8Gi", taints=[taint(K + "maintenance", "NoExecute", "true")]),
         node("d1", "zone-d", "6", "12Gi", labels={K + "disk": "hdd"}),
         node("x1", None, "4", "8Gi", labels={K + "disk": "ssd"}),
@@ -101,6 +130,7 @@ def nodes(names: Names) -> list[dict[str, Any]]:
 
 
 # ----- pods -----
+
 
 @dataclass
 class PodSpec:
@@ -147,9 +177,11 @@ class PodSpec:
 
     def init(self, cpu: str, *, sidecar: bool = False) -> PodSpec:
         """An init container (a restartable sidecar when ``sidecar``) requesting ``cpu``."""
-        container: dict[str, Any] = {"name": f"init{len(self._spec.get('initContainers', []))}",
-                                     "image": "registry.k8s.io/pause:3.10",
-                                     "resources": {"requests": {"cpu": cpu}}}
+        container: dict[str, Any] = {
+            "name": f"init{len(self._spec.get('initContainers', []))}",
+            "image": "registry.k8s.io/pause:3.10",
+            "resources": {"requests": {"cpu": cpu}},
+        }
         if sidecar:
             container["restartPolicy"] = "Always"
         self._spec.setdefault("initContainers", []).append(container)
@@ -195,14 +227,21 @@ class PodSpec:
             container.setdefault("resources", {})["limits"] = dict(self._limits)
         if self._ports:
             container["ports"] = list(self._ports)
-        meta: dict[str, Any] = {"name": self.name, "namespace": self.namespace or default_namespace,
-                                "labels": dict(self._labels)}
+        meta: dict[str, Any] = {
+            "name": self.name,
+            "namespace": self.namespace or default_namespace,
+            "labels": dict(self._labels),
+        }
         if self._owner is not None:
             meta["ownerReferences"] = [self._owner]
         if self._finalizers:
             meta["finalizers"] = list(self._finalizers)
-        spec: dict[str, Any] = {"schedulerName": scheduler_name, "containers": [container],
-                                "terminationGracePeriodSeconds": 0, **self._spec}
+        spec: dict[str, Any] = {
+            "schedulerName": scheduler_name,
+            "containers": [container],
+            "terminationGracePeriodSeconds": 0,
+            **self._spec,
+        }
         if node:
             spec["nodeName"] = node
         return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
@@ -221,8 +260,13 @@ def weighted(weight: int, t: dict[str, Any]) -> dict[str, Any]:
 
 
 def spread(key: str, skew: int, selector: dict[str, Any], *, hard: bool = True, **extra: Any) -> dict[str, Any]:
-    return {"maxSkew": skew, "topologyKey": key, "labelSelector": selector,
-            "whenUnsatisfiable": "DoNotSchedule" if hard else "ScheduleAnyway", **extra}
+    return {
+        "maxSkew": skew,
+        "topologyKey": key,
+        "labelSelector": selector,
+        "whenUnsatisfiable": "DoNotSchedule" if hard else "ScheduleAnyway",
+        **extra,
+    }
 
 
 def node_term(*exprs: dict[str, Any], fields: list[dict[str, Any]] | None = None) -> dict[str, Any]:
@@ -244,20 +288,49 @@ def existing_pods(names: Names) -> Iterator[tuple[PodSpec, str]]:
     yield PodSpec("e-web-a1").labels(app="web", tier="front").req("1", "1Gi"), "a1"
     yield PodSpec("e-web-b1").labels(app="web").req("500m", "2Gi"), "b1"
     yield PodSpec("e-web-b3").labels(app="web").req("2", "1Gi"), "b3"
-    yield (PodSpec("e-db-c1").labels(app="db").req("1", "4Gi")
-           .affinity("podAntiAffinity", requiredDuringSchedulingIgnoredDuringExecution=[
-               term(HOST, sel(app="cache"))])), "c1"
-    yield (PodSpec("e-db-a2").labels(app="db").req("2", "2Gi")
-           .affinity("podAntiAffinity", preferredDuringSchedulingIgnoredDuringExecution=[
-               weighted(50, term(ZONE, sel(app="cache")))])
-           .affinity("podAffinity", preferredDuringSchedulingIgnoredDuringExecution=[
-               weighted(20, term(HOST, sel(role="batch")))])), "a2"
-    yield (PodSpec("e-guard-b2").labels(app="guard").req("100m", "128Mi")
-           .affinity("podAntiAffinity", requiredDuringSchedulingIgnoredDuringExecution=[
-               term(ZONE, sel(team="red"))])), "b2"
-    yield (PodSpec("e-sidecar-d1").labels(app="sidecar").req("200m", "256Mi")
-           .affinity("podAffinity", requiredDuringSchedulingIgnoredDuringExecution=[
-               term(ZONE, sel(app="svc"))])), "d1"
+    yield (
+        (
+            PodSpec("e-db-c1")
+            .labels(app="db")
+            .req("1", "4Gi")
+            .affinity("podAntiAffinity", requiredDuringSchedulingIgnoredDuringExecution=[term(HOST, sel(app="cache"))])
+        ),
+        "c1",
+    )
+    yield (
+        (
+            PodSpec("e-db-a2")
+            .labels(app="db")
+            .req("2", "2Gi")
+            .affinity(
+                "podAntiAffinity",
+                preferredDuringSchedulingIgnoredDuringExecution=[weighted(50, term(ZONE, sel(app="cache")))],
+            )
+            .affinity(
+                "podAffinity",
+                preferredDuringSchedulingIgnoredDuringExecution=[weighted(20, term(HOST, sel(role="batch")))],
+            )
+        ),
+        "a2",
+    )
+    yield (
+        (
+            PodSpec("e-guard-b2")
+            .labels(app="guard")
+            .req("100m", "128Mi")
+            .affinity("podAntiAffinity", requiredDuringSchedulingIgnoredDuringExecution=[term(ZONE, sel(team="red"))])
+        ),
+        "b2",
+    )
+    yield (
+        (
+            PodSpec("e-sidecar-d1")
+            .labels(app="sidecar")
+            .req("200m", "256Mi")
+            .affinity("podAffinity", requiredDuringSchedulingIgnoredDuringExecution=[term(ZONE, sel(app="svc"))])
+        ),
+        "d1",
+    )
     yield PodSpec("e-port-c2").labels(app="proxy").req("500m", "512Mi").port(8080), "c2"
     yield PodSpec("e-dns-b1").labels(app="dns").req("100m", "64Mi").port(53, "UDP"), "b1"
     yield PodSpec("e-big-c2").labels(app="batch").req("6", "2Gi"), "c2"
@@ -291,42 +364,100 @@ def incoming_pods(names: Names, rs_owner: dict[str, Any]) -> Iterator[PodSpec]:
     yield PodSpec("fit-limits-default-requests").limits_only("3", "3Gi")
     yield PodSpec("fit-many-reasons").req("5", "30Gi").res(widget="3").spec(nodeSelector={ZONE: "zone-b"})
     # NodeUnschedulable / TaintToleration filter
-    yield PodSpec("taint-tolerates-unschedulable").req("100m").spec(
-        tolerations=[{"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"}])
-    yield PodSpec("taint-gpu-tolerated").req("300m").spec(
-        nodeSelector={K + "gpu": "true"},
-        tolerations=[{"key": K + "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"}])
+    yield (
+        PodSpec("taint-tolerates-unschedulable")
+        .req("100m")
+        .spec(tolerations=[{"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"}])
+    )
+    yield (
+        PodSpec("taint-gpu-tolerated")
+        .req("300m")
+        .spec(
+            nodeSelector={K + "gpu": "true"},
+            tolerations=[{"key": K + "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"}],
+        )
+    )
     yield PodSpec("taint-gpu-untolerated").req("300m").spec(nodeSelector={K + "gpu": "true"})
     yield PodSpec("taint-exists-everything").req("200m").spec(tolerations=[{"operator": "Exists"}])
-    yield PodSpec("taint-prefer-one-tolerated").req("200m").spec(
-        tolerations=[{"key": K + "prefer", "operator": "Exists", "effect": "PreferNoSchedule"}])
-    yield PodSpec("taint-noexecute-tolerated").req("200m").spec(
-        tolerations=[{"key": K + "maintenance", "operator": "Equal", "value": "true", "effect": "NoExecute"}])
+    yield (
+        PodSpec("taint-prefer-one-tolerated")
+        .req("200m")
+        .spec(tolerations=[{"key": K + "prefer", "operator": "Exists", "effect": "PreferNoSchedule"}])
+    )
+    yield (
+        PodSpec("taint-noexecute-tolerated")
+        .req("200m")
+        .spec(tolerations=[{"key": K + "maintenance", "operator": "Equal", "value": "true", "effect": "NoExecute"}])
+    )
     # NodeAffinity
     yield PodSpec("na-selector-ssd").req("300m").spec(nodeSelector={K + "disk": "ssd"})
-    yield PodSpec("na-required-zones").req("300m").affinity(
-        "nodeAffinity", requiredDuringSchedulingIgnoredDuringExecution={"nodeSelectorTerms": [
-            node_term(expr(ZONE, "In", "zone-a", "zone-b"), expr(K + "disk", "DoesNotExist"))]})
-    yield PodSpec("na-required-or-terms").req("300m").affinity(
-        "nodeAffinity", requiredDuringSchedulingIgnoredDuringExecution={"nodeSelectorTerms": [
-            node_term(expr(ZONE, "In", "zone-c")),
-            node_term(fields=[expr("metadata.name", "In", n("a2"))])]})
-    yield PodSpec("na-preferred-weights").req("300m").affinity(
-        "nodeAffinity", preferredDuringSchedulingIgnoredDuringExecution=[
-            {"weight": 10, "preference": node_term(expr(K + "disk", "In", "ssd"))},
-            {"weight": 40, "preference": node_term(expr(ZONE, "In", "zone-c"))},
-            {"weight": 5, "preference": node_term(expr(ZONE, "NotIn", "zone-a"))}])
-    yield PodSpec("na-gt-cpu-label").req("300m").affinity(
-        "nodeAffinity", requiredDuringSchedulingIgnoredDuringExecution={"nodeSelectorTerms": [
-            node_term(expr(K + "gpu", "Exists"))]})
-    yield PodSpec("na-gt-lt").req("300m").affinity(
-        "nodeAffinity", requiredDuringSchedulingIgnoredDuringExecution={"nodeSelectorTerms": [
-            node_term(expr(K + "cores", "Gt", "4"), expr(K + "cores", "Lt", "12"))]})
-    yield PodSpec("na-required-and-preferred").req("300m").spec(nodeSelector={K + "disk": "ssd"}).affinity(
-        "nodeAffinity", requiredDuringSchedulingIgnoredDuringExecution={"nodeSelectorTerms": [
-            node_term(expr(ZONE, "Exists"))]},
-        preferredDuringSchedulingIgnoredDuringExecution=[
-            {"weight": 100, "preference": node_term(expr(ZONE, "In", "zone-c"))}])
+    yield (
+        PodSpec("na-required-zones")
+        .req("300m")
+        .affinity(
+            "nodeAffinity",
+            requiredDuringSchedulingIgnoredDuringExecution={
+                "nodeSelectorTerms": [node_term(expr(ZONE, "In", "zone-a", "zone-b"), expr(K + "disk", "DoesNotExist"))]
+            },
+        )
+    )
+    yield (
+        PodSpec("na-required-or-terms")
+        .req("300m")
+        .affinity(
+            "nodeAffinity",
+            requiredDuringSchedulingIgnoredDuringExecution={
+                "nodeSelectorTerms": [
+                    node_term(expr(ZONE, "In", "zone-c")),
+                    node_term(fields=[expr("metadata.name", "In", n("a2"))]),
+                ]
+            },
+        )
+    )
+    yield (
+        PodSpec("na-preferred-weights")
+        .req("300m")
+        .affinity(
+            "nodeAffinity",
+            preferredDuringSchedulingIgnoredDuringExecution=[
+                {"weight": 10, "preference": node_term(expr(K + "disk", "In", "ssd"))},
+                {"weight": 40, "preference": node_term(expr(ZONE, "In", "zone-c"))},
+                {"weight": 5, "preference": node_term(expr(ZONE, "NotIn", "zone-a"))},
+            ],
+        )
+    )
+    yield (
+        PodSpec("na-gt-cpu-label")
+        .req("300m")
+        .affinity(
+            "nodeAffinity",
+            requiredDuringSchedulingIgnoredDuringExecution={
+                "nodeSelectorTerms": [node_term(expr(K + "gpu", "Exists"))]
+            },
+        )
+    )
+    yield (
+        PodSpec("na-gt-lt")
+        .req("300m")
+        .affinity(
+            "nodeAffinity",
+            requiredDuringSchedulingIgnoredDuringExecution={
+                "nodeSelectorTerms": [node_term(expr(K + "cores", "Gt", "4"), expr(K + "cores", "Lt", "12"))]
+            },
+        )
+    )
+    yield (
+        PodSpec("na-required-and-preferred")
+        .req("300m")
+        .spec(nodeSelector={K + "disk": "ssd"})
+        .affinity(
+            "nodeAffinity",
+            requiredDuringSchedulingIgnoredDuringExecution={"nodeSelectorTerms": [node_term(expr(ZONE, "Exists"))]},
+            preferredDuringSchedulingIgnoredDuringExecution=[
+                {"weight": 100, "preference": node_term(expr(ZONE, "In", "zone-c"))}
+            ],
+        )
+    )
     # NodePorts
     yield PodSpec("ports-8080-conflict").req("100m").port(8080)
     yield PodSpec("ports-53-tcp-vs-udp").req("100m").port(53).spec(nodeSelector={ZONE: "zone-b"})
@@ -334,93 +465,243 @@ def incoming_pods(names: Names, rs_owner: dict[str, Any]) -> Iterator[PodSpec]:
     yield PodSpec("ports-53-udp-conflict").req("100m").port(53, "UDP").spec(nodeSelector={ZONE: "zone-b"})
     # PodTopologySpread
     for i in range(4):
-        yield PodSpec(f"pts-zone-hard-{i}").labels(app="web").req("200m", "256Mi").spread(
-            spread(ZONE, 1, sel(app="web")))
+        yield (
+            PodSpec(f"pts-zone-hard-{i}").labels(app="web").req("200m", "256Mi").spread(spread(ZONE, 1, sel(app="web")))
+        )
     yield PodSpec("pts-host-hard").labels(app="web").req("200m").spread(spread(HOST, 1, sel(app="web")))
     for i in range(2):
-        yield PodSpec(f"pts-zone-soft-{i}").labels(app="web").req("200m").spread(
-            spread(ZONE, 1, sel(app="web"), hard=False))
-    yield PodSpec("pts-min-domains").labels(app="md").req("200m").spread(
-        spread(ZONE, 1, sel(app="md"), minDomains=5))
-    yield PodSpec("pts-min-domains-soft-host").labels(app="md").req("200m").spread(
-        spread(ZONE, 1, sel(app="md"), minDomains=3), spread(HOST, 2, sel(app="md"), hard=False))
-    yield PodSpec("pts-affinity-policy-ignore").labels(app="web").req("200m").spec(
-        nodeSelector={K + "disk": "ssd"}).spread(spread(ZONE, 1, sel(app="web"), nodeAffinityPolicy="Ignore"))
-    yield PodSpec("pts-affinity-policy-honor-required").labels(app="web").req("200m").affinity(
-        "nodeAffinity", requiredDuringSchedulingIgnoredDuringExecution={"nodeSelectorTerms": [
-            node_term(expr(ZONE, "NotIn", "zone-d"))]}).spread(spread(ZONE, 1, sel(app="web")))
-    yield PodSpec("pts-missing-key-soft").labels(app="web").req("200m").spread(
-        spread(K + "disk", 1, sel(app="web"), hard=False))
-    yield PodSpec("pts-taints-policy-honor").labels(app="web").req("200m").spread(
-        spread(ZONE, 1, sel(app="web"), nodeTaintsPolicy="Honor"), spread(HOST, 1, sel(app="web"), hard=False,
-                                                                         nodeTaintsPolicy="Honor"))
+        yield (
+            PodSpec(f"pts-zone-soft-{i}")
+            .labels(app="web")
+            .req("200m")
+            .spread(spread(ZONE, 1, sel(app="web"), hard=False))
+        )
+    yield PodSpec("pts-min-domains").labels(app="md").req("200m").spread(spread(ZONE, 1, sel(app="md"), minDomains=5))
+    yield (
+        PodSpec("pts-min-domains-soft-host")
+        .labels(app="md")
+        .req("200m")
+        .spread(spread(ZONE, 1, sel(app="md"), minDomains=3), spread(HOST, 2, sel(app="md"), hard=False))
+    )
+    yield (
+        PodSpec("pts-affinity-policy-ignore")
+        .labels(app="web")
+        .req("200m")
+        .spec(nodeSelector={K + "disk": "ssd"})
+        .spread(spread(ZONE, 1, sel(app="web"), nodeAffinityPolicy="Ignore"))
+    )
+    yield (
+        PodSpec("pts-affinity-policy-honor-required")
+        .labels(app="web")
+        .req("200m")
+        .affinity(
+            "nodeAffinity",
+            requiredDuringSchedulingIgnoredDuringExecution={
+                "nodeSelectorTerms": [node_term(expr(ZONE, "NotIn", "zone-d"))]
+            },
+        )
+        .spread(spread(ZONE, 1, sel(app="web")))
+    )
+    yield (
+        PodSpec("pts-missing-key-soft")
+        .labels(app="web")
+        .req("200m")
+        .spread(spread(K + "disk", 1, sel(app="web"), hard=False))
+    )
+    yield (
+        PodSpec("pts-taints-policy-honor")
+        .labels(app="web")
+        .req("200m")
+        .spread(
+            spread(ZONE, 1, sel(app="web"), nodeTaintsPolicy="Honor"),
+            spread(HOST, 1, sel(app="web"), hard=False, nodeTaintsPolicy="Honor"),
+        )
+    )
     for i in range(3):
-        yield PodSpec(f"pts-match-label-keys-{i}").labels(app="mlk", rev=f"r{i % 2}").req("200m").spread(
-            spread(ZONE, 1, sel(app="mlk"), matchLabelKeys=[K + "rev"]))
+        yield (
+            PodSpec(f"pts-match-label-keys-{i}")
+            .labels(app="mlk", rev=f"r{i % 2}")
+            .req("200m")
+            .spread(spread(ZONE, 1, sel(app="mlk"), matchLabelKeys=[K + "rev"]))
+        )
     for i in range(3):
-        yield (PodSpec(f"pts-system-default-{i}").labels(app="rs-web").raw_label("pod-template-hash", "h1")
-               .req("200m").owned_by(rs_owner))
+        yield (
+            PodSpec(f"pts-system-default-{i}")
+            .labels(app="rs-web")
+            .raw_label("pod-template-hash", "h1")
+            .req("200m")
+            .owned_by(rs_owner)
+        )
     yield PodSpec("pts-service-default").labels(app="svc-spread").req("200m")
     yield PodSpec("pts-service-default-2").labels(app="svc-spread").req("200m")
-    yield PodSpec("pts-unsatisfiable").labels(app="web").req("200m").spec(nodeSelector={ZONE: "zone-a"}).spread(
-        spread(ZONE, 1, sel(app="web")), spread(HOST, 1, sel(app="web")))
+    yield (
+        PodSpec("pts-unsatisfiable")
+        .labels(app="web")
+        .req("200m")
+        .spec(nodeSelector={ZONE: "zone-a"})
+        .spread(spread(ZONE, 1, sel(app="web")), spread(HOST, 1, sel(app="web")))
+    )
     # InterPodAffinity
-    yield PodSpec("ipa-required-web-zone").req("200m").affinity(
-        "podAffinity", requiredDuringSchedulingIgnoredDuringExecution=[term(ZONE, sel(app="web", tier="front"))])
-    yield PodSpec("ipa-required-nobody").labels(app="x").req("200m").affinity(
-        "podAffinity", requiredDuringSchedulingIgnoredDuringExecution=[term(ZONE, sel(app="nobody"))])
-    yield PodSpec("ipa-required-self-first").labels(app="solo").req("200m").affinity(
-        "podAffinity", requiredDuringSchedulingIgnoredDuringExecution=[term(ZONE, sel(app="solo"))])
-    yield PodSpec("ipa-required-self-second").labels(app="solo").req("200m").affinity(
-        "podAffinity", requiredDuringSchedulingIgnoredDuringExecution=[term(ZONE, sel(app="solo"))])
-    yield PodSpec("ipa-anti-host-web").labels(app="web").req("200m").affinity(
-        "podAntiAffinity", requiredDuringSchedulingIgnoredDuringExecution=[term(HOST, sel(app="web"))])
-    yield PodSpec("ipa-preferred-mix").req("200m").affinity(
-        "podAffinity", preferredDuringSchedulingIgnoredDuringExecution=[
-            weighted(30, term(ZONE, sel(app="web"))), weighted(70, term(HOST, sel(app="db")))]).affinity(
-        "podAntiAffinity", preferredDuringSchedulingIgnoredDuringExecution=[weighted(60, term(ZONE, sel(app="md")))])
-    yield PodSpec("ipa-namespaces-list").req("200m").affinity(
-        "podAffinity", requiredDuringSchedulingIgnoredDuringExecution=[
-            term(HOST, sel(app="web"), namespaces=[names.blue])])
-    yield PodSpec("ipa-namespace-selector-all").req("200m").affinity(
-        "podAntiAffinity", requiredDuringSchedulingIgnoredDuringExecution=[
-            term(ZONE, sel(app="api"), namespaceSelector={})])
-    yield PodSpec("ipa-namespace-selector-blue").req("200m").affinity(
-        "podAffinity", preferredDuringSchedulingIgnoredDuringExecution=[
-            weighted(80, term(HOST, sel(app="web"), namespaceSelector=sel(team="blue")))])
-    yield PodSpec("ipa-namespace-selector-required").req("200m").affinity(
-        "podAffinity", requiredDuringSchedulingIgnoredDuringExecution=[
-            term(ZONE, sel(app="api"), namespaceSelector={"matchExpressions": [expr(K + "team", "In", "green")]})])
-    yield PodSpec("ipa-anti-missing-key").labels(app="ak").req("200m").affinity(
-        "podAntiAffinity", requiredDuringSchedulingIgnoredDuringExecution=[term(K + "disk", sel(app="web"))])
-    yield PodSpec("ipa-preferred-anti-missing-key").req("200m").affinity(
-        "podAntiAffinity", preferredDuringSchedulingIgnoredDuringExecution=[
-            weighted(100, term(K + "disk", sel(app="web"))), weighted(1, term(HOST, sel(app="web")))])
-    yield PodSpec("ipa-existing-anti-symmetry").labels(app="cache").req("200m").spec(
-        nodeSelector={K + "disk": "ssd"})
+    yield (
+        PodSpec("ipa-required-web-zone")
+        .req("200m")
+        .affinity(
+            "podAffinity", requiredDuringSchedulingIgnoredDuringExecution=[term(ZONE, sel(app="web", tier="front"))]
+        )
+    )
+    yield (
+        PodSpec("ipa-required-nobody")
+        .labels(app="x")
+        .req("200m")
+        .affinity("podAffinity", requiredDuringSchedulingIgnoredDuringExecution=[term(ZONE, sel(app="nobody"))])
+    )
+    yield (
+        PodSpec("ipa-required-self-first")
+        .labels(app="solo")
+        .req("200m")
+        .affinity("podAffinity", requiredDuringSchedulingIgnoredDuringExecution=[term(ZONE, sel(app="solo"))])
+    )
+    yield (
+        PodSpec("ipa-required-self-second")
+        .labels(app="solo")
+        .req("200m")
+        .affinity("podAffinity", requiredDuringSchedulingIgnoredDuringExecution=[term(ZONE, sel(app="solo"))])
+    )
+    yield (
+        PodSpec("ipa-anti-host-web")
+        .labels(app="web")
+        .req("200m")
+        .affinity("podAntiAffinity", requiredDuringSchedulingIgnoredDuringExecution=[term(HOST, sel(app="web"))])
+    )
+    yield (
+        PodSpec("ipa-preferred-mix")
+        .req("200m")
+        .affinity(
+            "podAffinity",
+            preferredDuringSchedulingIgnoredDuringExecution=[
+                weighted(30, term(ZONE, sel(app="web"))),
+                weighted(70, term(HOST, sel(app="db"))),
+            ],
+        )
+        .affinity(
+            "podAntiAffinity", preferredDuringSchedulingIgnoredDuringExecution=[weighted(60, term(ZONE, sel(app="md")))]
+        )
+    )
+    yield (
+        PodSpec("ipa-namespaces-list")
+        .req("200m")
+        .affinity(
+            "podAffinity",
+            requiredDuringSchedulingIgnoredDuringExecution=[term(HOST, sel(app="web"), namespaces=[names.blue])],
+        )
+    )
+    yield (
+        PodSpec("ipa-namespace-selector-all")
+        .req("200m")
+        .affinity(
+            "podAntiAffinity",
+            requiredDuringSchedulingIgnoredDuringExecution=[term(ZONE, sel(app="api"), namespaceSelector={})],
+        )
+    )
+    yield (
+        PodSpec("ipa-namespace-selector-blue")
+        .req("200m")
+        .affinity(
+            "podAffinity",
+            preferredDuringSchedulingIgnoredDuringExecution=[
+                weighted(80, term(HOST, sel(app="web"), namespaceSelector=sel(team="blue")))
+            ],
+        )
+    )
+    yield (
+        PodSpec("ipa-namespace-selector-required")
+        .req("200m")
+        .affinity(
+            "podAffinity",
+            requiredDuringSchedulingIgnoredDuringExecution=[
+                term(ZONE, sel(app="api"), namespaceSelector={"matchExpressions": [expr(K + "team", "In", "green")]})
+            ],
+        )
+    )
+    yield (
+        PodSpec("ipa-anti-missing-key")
+        .labels(app="ak")
+        .req("200m")
+        .affinity("podAntiAffinity", requiredDuringSchedulingIgnoredDuringExecution=[term(K + "disk", sel(app="web"))])
+    )
+    yield (
+        PodSpec("ipa-preferred-anti-missing-key")
+        .req("200m")
+        .affinity(
+            "podAntiAffinity",
+            preferredDuringSchedulingIgnoredDuringExecution=[
+                weighted(100, term(K + "disk", sel(app="web"))),
+                weighted(1, term(HOST, sel(app="web"))),
+            ],
+        )
+    )
+    yield PodSpec("ipa-existing-anti-symmetry").labels(app="cache").req("200m").spec(nodeSelector={K + "disk": "ssd"})
     yield PodSpec("ipa-existing-anti-zone").labels(team="red").req("200m")
     yield PodSpec("ipa-hard-weight-svc").labels(app="svc").req("200m")
     yield PodSpec("ipa-existing-preferred-batch").labels(role="batch").req("200m")
     yield PodSpec("ipa-existing-preferred-cache").labels(app="cache").req("200m")
-    yield PodSpec("ipa-match-label-keys").labels(app="mk", rev="r1").req("200m").affinity(
-        "podAntiAffinity", requiredDuringSchedulingIgnoredDuringExecution=[
-            term(HOST, sel(app="mlk"), matchLabelKeys=[K + "rev"])])
-    yield PodSpec("ipa-anti-everywhere").labels(app="web").req("200m").spec(nodeSelector={ZONE: "zone-b"}).affinity(
-        "podAntiAffinity", requiredDuringSchedulingIgnoredDuringExecution=[term(ZONE, sel(app="web"))])
+    yield (
+        PodSpec("ipa-match-label-keys")
+        .labels(app="mk", rev="r1")
+        .req("200m")
+        .affinity(
+            "podAntiAffinity",
+            requiredDuringSchedulingIgnoredDuringExecution=[term(HOST, sel(app="mlk"), matchLabelKeys=[K + "rev"])],
+        )
+    )
+    yield (
+        PodSpec("ipa-anti-everywhere")
+        .labels(app="web")
+        .req("200m")
+        .spec(nodeSelector={ZONE: "zone-b"})
+        .affinity("podAntiAffinity", requiredDuringSchedulingIgnoredDuringExecution=[term(ZONE, sel(app="web"))])
+    )
     # mixed
-    yield (PodSpec("mixed-everything").labels(app="web").req("1", "2Gi").port(9090)
-           .spec(tolerations=[{"key": K + "prefer", "operator": "Exists"}])
-           .affinity("nodeAffinity", preferredDuringSchedulingIgnoredDuringExecution=[
-               {"weight": 20, "preference": node_term(expr(K + "disk", "In", "ssd"))}])
-           .affinity("podAntiAffinity", preferredDuringSchedulingIgnoredDuringExecution=[
-               weighted(40, term(HOST, sel(app="web")))])
-           .spread(spread(ZONE, 2, sel(app="web"), hard=False)))
-    yield PodSpec("na-prefilter-no-such-node").req("100m").affinity(
-        "nodeAffinity", requiredDuringSchedulingIgnoredDuringExecution={"nodeSelectorTerms": [
-            node_term(fields=[expr("metadata.name", "In", n("nowhere"))])]})
-    yield PodSpec("na-prefilter-one-node").req("100m").affinity(
-        "nodeAffinity", requiredDuringSchedulingIgnoredDuringExecution={"nodeSelectorTerms": [
-            node_term(fields=[expr("metadata.name", "In", n(short))]) for short in ("b1", "c2", "a3")]})
+    yield (
+        PodSpec("mixed-everything")
+        .labels(app="web")
+        .req("1", "2Gi")
+        .port(9090)
+        .spec(tolerations=[{"key": K + "prefer", "operator": "Exists"}])
+        .affinity(
+            "nodeAffinity",
+            preferredDuringSchedulingIgnoredDuringExecution=[
+                {"weight": 20, "preference": node_term(expr(K + "disk", "In", "ssd"))}
+            ],
+        )
+        .affinity(
+            "podAntiAffinity",
+            preferredDuringSchedulingIgnoredDuringExecution=[weighted(40, term(HOST, sel(app="web")))],
+        )
+        .spread(spread(ZONE, 2, sel(app="web"), hard=False))
+    )
+    yield (
+        PodSpec("na-prefilter-no-such-node")
+        .req("100m")
+        .affinity(
+            "nodeAffinity",
+            requiredDuringSchedulingIgnoredDuringExecution={
+                "nodeSelectorTerms": [node_term(fields=[expr("metadata.name", "In", n("nowhere"))])]
+            },
+        )
+    )
+    yield (
+        PodSpec("na-prefilter-one-node")
+        .req("100m")
+        .affinity(
+            "nodeAffinity",
+            requiredDuringSchedulingIgnoredDuringExecution={
+                "nodeSelectorTerms": [
+                    node_term(fields=[expr("metadata.name", "In", n(short))]) for short in ("b1", "c2", "a3")
+                ]
+            },
+        )
+    )
     yield from alternative_profile_pods(rs_owner)
     yield PodSpec("unschedulable-selector").req("100m").spec(nodeSelector={K + "missing": "yes"})
     del n
@@ -435,12 +716,25 @@ def alternative_profile_pods(rs_owner: dict[str, Any]) -> Iterator[PodSpec]:
     yield PodSpec("alt-besteffort").on("alt")
     yield PodSpec("alt-zone-d-excluded").on("alt").req("200m").spec(nodeSelector={ZONE: "zone-d"})
     for i in range(3):
-        yield (PodSpec(f"alt-list-defaults-{i}").on("alt").labels(app="rs-web").raw_label("pod-template-hash", "h1")
-               .req("300m").owned_by(rs_owner))
+        yield (
+            PodSpec(f"alt-list-defaults-{i}")
+            .on("alt")
+            .labels(app="rs-web")
+            .raw_label("pod-template-hash", "h1")
+            .req("300m")
+            .owned_by(rs_owner)
+        )
     yield PodSpec("alt-hard-weight-zero-svc").on("alt").labels(app="svc").req("200m")
     yield PodSpec("alt-existing-preferred-ignored").on("alt").labels(role="batch").req("200m")
-    yield PodSpec("alt-own-preferred-keeps-existing").on("alt").labels(role="batch").req("200m").affinity(
-        "podAffinity", preferredDuringSchedulingIgnoredDuringExecution=[weighted(10, term(ZONE, sel(app="web")))])
+    yield (
+        PodSpec("alt-own-preferred-keeps-existing")
+        .on("alt")
+        .labels(role="batch")
+        .req("200m")
+        .affinity(
+            "podAffinity", preferredDuringSchedulingIgnoredDuringExecution=[weighted(10, term(ZONE, sel(app="web")))]
+        )
+    )
     yield PodSpec("alt-taints").on("alt").req("200m").spec(tolerations=[{"operator": "Exists", "effect": "NoSchedule"}])
     yield PodSpec("ratio-small").on("ratio").req("500m", "512Mi")
     yield PodSpec("ratio-big").on("ratio").req("3", "6Gi")
@@ -471,22 +765,38 @@ def random_pods(seed: int, count: int) -> Iterator[PodSpec]:
         spec.labels(app=rng.choice(apps))
         if rng.random() < 0.3:
             spec.labels(team=rng.choice(["red", "blue"]))
-        spec.req(rng.choice([None, "100m", "250m", "500m", "1", "2", "3"]),
-                 rng.choice([None, "128Mi", "1Gi", "3Gi"]))
+        spec.req(rng.choice([None, "100m", "250m", "500m", "1", "2", "3"]), rng.choice([None, "128Mi", "1Gi", "3Gi"]))
         if rng.random() < 0.15:
             spec.spec(nodeSelector=rng.choice([{ZONE: "zone-a"}, {ZONE: "zone-c"}, {K + "disk": "ssd"}]))
         if rng.random() < 0.3:
-            spec.spec(tolerations=[rng.choice([
-                {"operator": "Exists"},
-                {"key": K + "prefer", "operator": "Exists"},
-                {"key": K + "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"},
-                {"key": K + "maintenance", "operator": "Exists", "effect": "NoExecute"},
-            ])])
+            spec.spec(
+                tolerations=[
+                    rng.choice(
+                        [
+                            {"operator": "Exists"},
+                            {"key": K + "prefer", "operator": "Exists"},
+                            {"key": K + "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"},
+                            {"key": K + "maintenance", "operator": "Exists", "effect": "NoExecute"},
+                        ]
+                    )
+                ]
+            )
         if rng.random() < 0.3:
-            spec.affinity("nodeAffinity", preferredDuringSchedulingIgnoredDuringExecution=[
-                {"weight": rng.randint(1, 100), "preference": node_term(expr(
-                    rng.choice([ZONE, K + "disk"]), rng.choice(["In", "NotIn"]),
-                    rng.choice(["zone-a", "zone-b", "zone-c", "ssd", "hdd"])))}])
+            spec.affinity(
+                "nodeAffinity",
+                preferredDuringSchedulingIgnoredDuringExecution=[
+                    {
+                        "weight": rng.randint(1, 100),
+                        "preference": node_term(
+                            expr(
+                                rng.choice([ZONE, K + "disk"]),
+                                rng.choice(["In", "NotIn"]),
+                                rng.choice(["zone-a", "zone-b", "zone-c", "ssd", "hdd"]),
+                            )
+                        ),
+                    }
+                ],
+            )
         if rng.random() < 0.4:
             constraints = []
             for key in rng.sample(keys, rng.randint(1, 2)):
@@ -505,14 +815,19 @@ def random_pods(seed: int, count: int) -> Iterator[PodSpec]:
             if rng.random() < 0.4:
                 spec.affinity(kind, requiredDuringSchedulingIgnoredDuringExecution=[pod_term()])
             else:
-                spec.affinity(kind, preferredDuringSchedulingIgnoredDuringExecution=[
-                    weighted(rng.randint(1, 100), pod_term()) for _ in range(rng.randint(1, 2))])
+                spec.affinity(
+                    kind,
+                    preferredDuringSchedulingIgnoredDuringExecution=[
+                        weighted(rng.randint(1, 100), pod_term()) for _ in range(rng.randint(1, 2))
+                    ],
+                )
         if rng.random() < 0.1:
             spec.port(rng.choice([8080, 9090, 53]))
         yield spec
 
 
 # ----- volumes -----
+
 
 def storage_objects(names: Names) -> list[tuple[str, dict[str, Any]]]:
     """(API path, object): StorageClasses, PersistentVolumes and claims for :func:`volume_pods`. The
@@ -522,35 +837,66 @@ def storage_objects(names: Names) -> list[tuple[str, dict[str, Any]]]:
     sc_path, pv_path = "/apis/storage.k8s.io/v1/storageclasses", "/api/v1/persistentvolumes"
     pvc_path = f"/api/v1/namespaces/{names.main}/persistentvolumeclaims"
 
-    def storage_class(name: str, mode: str, provisioner: str = "kubernetes.io/no-provisioner",
-                      **extra: Any) -> tuple[str, dict[str, Any]]:
-        return sc_path, {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
-                         "metadata": {"name": f"{scope}-{name}"}, "provisioner": provisioner,
-                         "volumeBindingMode": mode, **extra}
+    def storage_class(
+        name: str, mode: str, provisioner: str = "kubernetes.io/no-provisioner", **extra: Any
+    ) -> tuple[str, dict[str, Any]]:
+        return sc_path, {
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "StorageClass",
+            "metadata": {"name": f"{scope}-{name}"},
+            "provisioner": provisioner,
+            "volumeBindingMode": mode,
+            **extra,
+        }
 
-    def volume(name: str, class_name: str, *, claim: str | None = None, hosts: tuple[str, ...] = (),
-               labels: dict[str, str] | None = None) -> tuple[str, dict[str, Any]]:
-        spec: dict[str, Any] = {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
-                                "storageClassName": f"{scope}-{class_name}",
-                                "csi": {"driver": "csi.parity.test", "volumeHandle": f"{scope}-{name}"}}
+    def volume(
+        name: str,
+        class_name: str,
+        *,
+        claim: str | None = None,
+        hosts: tuple[str, ...] = (),
+        labels: dict[str, str] | None = None,
+    ) -> tuple[str, dict[str, Any]]:
+        spec: dict[str, Any] = {
+            "capacity": {"storage": "1Gi"},
+            "accessModes": ["ReadWriteOnce"],
+            "storageClassName": f"{scope}-{class_name}",
+            "csi": {"driver": "csi.parity.test", "volumeHandle": f"{scope}-{name}"},
+        }
         if claim:
             spec["claimRef"] = {"namespace": names.main, "name": claim}
         if hosts:
-            spec["nodeAffinity"] = {"required": {"nodeSelectorTerms": [
-                node_term(expr(HOST, "In", *(names.node(h) for h in hosts)))]}}
-        return pv_path, {"apiVersion": "v1", "kind": "PersistentVolume",
-                         "metadata": {"name": f"{scope}-{name}", "labels": labels or {}}, "spec": spec}
+            spec["nodeAffinity"] = {
+                "required": {"nodeSelectorTerms": [node_term(expr(HOST, "In", *(names.node(h) for h in hosts)))]}
+            }
+        return pv_path, {
+            "apiVersion": "v1",
+            "kind": "PersistentVolume",
+            "metadata": {"name": f"{scope}-{name}", "labels": labels or {}},
+            "spec": spec,
+        }
 
     def claim(name: str, class_name: str, size: str = "1Gi") -> tuple[str, dict[str, Any]]:
-        return pvc_path, {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": name},
-                          "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": f"{scope}-{class_name}",
-                                   "resources": {"requests": {"storage": size}}}}
+        return pvc_path, {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": name},
+            "spec": {
+                "accessModes": ["ReadWriteOnce"],
+                "storageClassName": f"{scope}-{class_name}",
+                "resources": {"requests": {"storage": size}},
+            },
+        }
 
     return [
         storage_class("immediate", "Immediate"),
         storage_class("local", "WaitForFirstConsumer"),
-        storage_class("nowhere", "WaitForFirstConsumer", provisioner="csi.parity.test", allowedTopologies=[
-            {"matchLabelExpressions": [{"key": ZONE, "values": ["zone-x"]}]}]),
+        storage_class(
+            "nowhere",
+            "WaitForFirstConsumer",
+            provisioner="csi.parity.test",
+            allowedTopologies=[{"matchLabelExpressions": [{"key": ZONE, "values": ["zone-x"]}]}],
+        ),
         volume("zonal", "immediate", claim="v-zonal-data", labels={ZONE: "zone-b"}),
         volume("pinned", "immediate", claim="v-pinned-data", hosts=("b3", "c2")),
         volume("local-a1", "local", hosts=("a1",)),

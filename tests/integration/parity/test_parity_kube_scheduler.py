@@ -84,8 +84,7 @@ def plugins(**weights: int) -> dict[str, Any]:
 
 
 def args(plugin: str, **fields: Any) -> dict[str, Any]:
-    return {"name": plugin, "args": {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": f"{plugin}Args",
-                                     **fields}}
+    return {"name": plugin, "args": {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": f"{plugin}Args", **fields}}
 
 
 def shared_config(scheduler_name: str) -> dict[str, Any]:
@@ -104,37 +103,100 @@ def shared_config(scheduler_name: str) -> dict[str, Any]:
             },
             {
                 "schedulerName": f"{scheduler_name}-alt",
-                "plugins": plugins(TaintToleration=1, NodeAffinity=5, NodeResourcesFit=3, PodTopologySpread=1,
-                                   InterPodAffinity=1, NodeResourcesBalancedAllocation=2),
+                "plugins": plugins(
+                    TaintToleration=1,
+                    NodeAffinity=5,
+                    NodeResourcesFit=3,
+                    PodTopologySpread=1,
+                    InterPodAffinity=1,
+                    NodeResourcesBalancedAllocation=2,
+                ),
                 "pluginConfig": [
-                    args("NodeResourcesFit", scoringStrategy={"type": "MostAllocated", "resources": [
-                        {"name": "cpu", "weight": 1}, {"name": "memory", "weight": 2}, {"name": widget, "weight": 3}]}),
-                    args("NodeResourcesBalancedAllocation", resources=[
-                        {"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}, {"name": widget, "weight": 1}]),
-                    args("PodTopologySpread", defaultingType="List", defaultConstraints=[
-                        {"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
-                         "whenUnsatisfiable": "ScheduleAnyway"},
-                        {"maxSkew": 2, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "DoNotSchedule"}]),
+                    args(
+                        "NodeResourcesFit",
+                        scoringStrategy={
+                            "type": "MostAllocated",
+                            "resources": [
+                                {"name": "cpu", "weight": 1},
+                                {"name": "memory", "weight": 2},
+                                {"name": widget, "weight": 3},
+                            ],
+                        },
+                    ),
+                    args(
+                        "NodeResourcesBalancedAllocation",
+                        resources=[
+                            {"name": "cpu", "weight": 1},
+                            {"name": "memory", "weight": 1},
+                            {"name": widget, "weight": 1},
+                        ],
+                    ),
+                    args(
+                        "PodTopologySpread",
+                        defaultingType="List",
+                        defaultConstraints=[
+                            {
+                                "maxSkew": 1,
+                                "topologyKey": "topology.kubernetes.io/zone",
+                                "whenUnsatisfiable": "ScheduleAnyway",
+                            },
+                            {
+                                "maxSkew": 2,
+                                "topologyKey": "kubernetes.io/hostname",
+                                "whenUnsatisfiable": "DoNotSchedule",
+                            },
+                        ],
+                    ),
                     args("InterPodAffinity", hardPodAffinityWeight=0, ignorePreferredTermsOfExistingPods=True),
-                    args("NodeAffinity", addedAffinity={
-                        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [
-                            {"key": "topology.kubernetes.io/zone", "operator": "NotIn", "values": ["zone-d"]}]}]},
-                        "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 30, "preference": {
-                            "matchExpressions": [{"key": "parity.test/disk", "operator": "In", "values": ["ssd"]}]}}],
-                    }),
+                    args(
+                        "NodeAffinity",
+                        addedAffinity={
+                            "requiredDuringSchedulingIgnoredDuringExecution": {
+                                "nodeSelectorTerms": [
+                                    {
+                                        "matchExpressions": [
+                                            {
+                                                "key": "topology.kubernetes.io/zone",
+                                                "operator": "NotIn",
+                                                "values": ["zone-d"],
+                                            }
+                                        ]
+                                    }
+                                ]
+                            },
+                            "preferredDuringSchedulingIgnoredDuringExecution": [
+                                {
+                                    "weight": 30,
+                                    "preference": {
+                                        "matchExpressions": [
+                                            {"key": "parity.test/disk", "operator": "In", "values": ["ssd"]}
+                                        ]
+                                    },
+                                }
+                            ],
+                        },
+                    ),
                 ],
             },
             {
                 "schedulerName": f"{scheduler_name}-ratio",
                 "plugins": plugins(),
                 "pluginConfig": [
-                    args("NodeResourcesFit", ignoredResources=[widget], scoringStrategy={
-                        "type": "RequestedToCapacityRatio",
-                        "resources": [{"name": "cpu", "weight": 2}, {"name": "memory", "weight": 1}],
-                        "requestedToCapacityRatio": {"shape": [
-                            {"utilization": 0, "score": 0}, {"utilization": 30, "score": 8},
-                            {"utilization": 100, "score": 3}]},
-                    }),
+                    args(
+                        "NodeResourcesFit",
+                        ignoredResources=[widget],
+                        scoringStrategy={
+                            "type": "RequestedToCapacityRatio",
+                            "resources": [{"name": "cpu", "weight": 2}, {"name": "memory", "weight": 1}],
+                            "requestedToCapacityRatio": {
+                                "shape": [
+                                    {"utilization": 0, "score": 0},
+                                    {"utilization": 30, "score": 8},
+                                    {"utilization": 100, "score": 3},
+                                ]
+                            },
+                        },
+                    ),
                 ],
             },
         ],
@@ -159,8 +221,11 @@ class Cluster:
 
     def state(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, list[dict[str, Any]]]]:
         """Nodes, assigned non-terminal pods (what a scheduler's cache holds) and the other kinds."""
-        pods = [p for p in self.items("/api/v1/pods")
-                if p["spec"].get("nodeName") and p.get("status", {}).get("phase") not in ("Succeeded", "Failed")]
+        pods = [
+            p
+            for p in self.items("/api/v1/pods")
+            if p["spec"].get("nodeName") and p.get("status", {}).get("phase") not in ("Succeeded", "Failed")
+        ]
         objects = {
             "Namespace": self.items("/api/v1/namespaces"),
             "Service": self.items("/api/v1/services"),
@@ -181,9 +246,12 @@ class Cluster:
 def names(control_plane: ControlPlane) -> Iterator[Names]:
     names = Names(f"parity-{uuid.uuid4().hex[:6]}")
     yield names
-    control_plane.request("PATCH", f"/api/v1/namespaces/{names.main}/pods/e-web-terminating",
-                          [{"op": "remove", "path": "/metadata/finalizers"}],
-                          content_type="application/json-patch+json")
+    control_plane.request(
+        "PATCH",
+        f"/api/v1/namespaces/{names.main}/pods/e-web-terminating",
+        [{"op": "remove", "path": "/metadata/finalizers"}],
+        content_type="application/json-patch+json",
+    )
     for node in nodes(names):
         control_plane.request("DELETE", f"/api/v1/nodes/{node['metadata']['name']}")
     for path, obj in storage_objects(names):
@@ -197,21 +265,45 @@ def names(control_plane: ControlPlane) -> Iterator[Names]:
 def build_cluster(cluster: Cluster, names: Names, scheduler_name: str) -> dict[str, Any]:
     """Namespaces, nodes, a ReplicaSet and a Service, existing pods; returns the ReplicaSet owner ref."""
     for namespace, team in ((names.main, "main"), (names.blue, "blue"), (names.green, "green")):
-        cluster.ok("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {
-            "name": namespace, "labels": {"parity.test/team": team}}})
+        cluster.ok(
+            "POST",
+            "/api/v1/namespaces",
+            {
+                "apiVersion": "v1",
+                "kind": "Namespace",
+                "metadata": {"name": namespace, "labels": {"parity.test/team": team}},
+            },
+        )
     for node in nodes(names):
         cluster.ok("POST", "/api/v1/nodes", node)
     rs_labels = {"parity.test/app": "rs-web", "pod-template-hash": "h1"}
-    rs = cluster.ok("POST", f"/apis/apps/v1/namespaces/{names.main}/replicasets", {
-        "apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "rs-web"},
-        "spec": {"replicas": 0, "selector": {"matchLabels": rs_labels}, "template": {
-            "metadata": {"labels": rs_labels},
-            "spec": {"containers": [{"name": "pause", "image": "registry.k8s.io/pause:3.10"}]}}},
-    })
-    cluster.ok("POST", f"/api/v1/namespaces/{names.main}/services", {
-        "apiVersion": "v1", "kind": "Service", "metadata": {"name": "svc"},
-        "spec": {"selector": {"parity.test/app": "svc-spread"}, "ports": [{"port": 80}]},
-    })
+    rs = cluster.ok(
+        "POST",
+        f"/apis/apps/v1/namespaces/{names.main}/replicasets",
+        {
+            "apiVersion": "apps/v1",
+            "kind": "ReplicaSet",
+            "metadata": {"name": "rs-web"},
+            "spec": {
+                "replicas": 0,
+                "selector": {"matchLabels": rs_labels},
+                "template": {
+                    "metadata": {"labels": rs_labels},
+                    "spec": {"containers": [{"name": "pause", "image": "registry.k8s.io/pause:3.10"}]},
+                },
+            },
+        },
+    )
+    cluster.ok(
+        "POST",
+        f"/api/v1/namespaces/{names.main}/services",
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": "svc"},
+            "spec": {"selector": {"parity.test/app": "svc-spread"}, "ports": [{"port": 80}]},
+        },
+    )
     for spec, node in existing_pods(names):
         body = spec.body(names.main, scheduler_name, node=names.node(node))
         cluster.ok("POST", f"/api/v1/namespaces/{body['metadata']['namespace']}/pods", body)
@@ -225,8 +317,13 @@ def build_cluster(cluster: Cluster, names: Names, scheduler_name: str) -> dict[s
     terminating = f"/api/v1/namespaces/{names.main}/pods/e-web-terminating"
     cluster.ok("DELETE", f"{terminating}?gracePeriodSeconds=0")
     assert cluster.ok("GET", terminating)["metadata"].get("deletionTimestamp")
-    return {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs-web", "uid": rs["metadata"]["uid"],
-            "controller": True}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "ReplicaSet",
+        "name": "rs-web",
+        "uid": rs["metadata"]["uid"],
+        "controller": True,
+    }
 
 
 def set_verbosity(plane: ControlPlane, scheduler: KubeScheduler, level: int) -> None:
@@ -235,7 +332,9 @@ def set_verbosity(plane: ControlPlane, scheduler: KubeScheduler, level: int) -> 
     context.check_hostname = False
     context.verify_mode = ssl.CERT_NONE
     request = urllib.request.Request(
-        f"https://127.0.0.1:{scheduler.port}/debug/flags/v", data=str(level).encode(), method="PUT",
+        f"https://127.0.0.1:{scheduler.port}/debug/flags/v",
+        data=str(level).encode(),
+        method="PUT",
         headers={"Authorization": f"Bearer {plane.token}", "Content-Type": "text/plain"},
     )
     with urllib.request.urlopen(request, context=context, timeout=5) as resp:
@@ -246,8 +345,9 @@ def schedule_upstream(cluster: Cluster, scheduler: KubeScheduler, spec: PodSpec,
     """Remove the gate, wait for the bind or the Unschedulable condition, read the decision."""
     path = f"/api/v1/namespaces/{namespace}/pods/{spec.name}"
     offset = scheduler.log_path.stat().st_size
-    cluster.ok("PATCH", path, [{"op": "remove", "path": "/spec/schedulingGates"}],
-               content_type="application/json-patch+json")
+    cluster.ok(
+        "PATCH", path, [{"op": "remove", "path": "/spec/schedulingGates"}], content_type="application/json-patch+json"
+    )
     deadline = time.monotonic() + 20
     message = ""
     while True:
@@ -280,8 +380,14 @@ def differences(pod: str, ours: Decision, theirs: Decision, short: Any) -> list[
         return ",".join(sorted(short(n) for n in nodes)) or "-"
 
     if ours.feasible != theirs.feasible:
-        rows.append((pod, "feasible", names_of(ours.feasible - theirs.feasible) + " (only koord)",
-                     names_of(theirs.feasible - ours.feasible) + " (only upstream)"))
+        rows.append(
+            (
+                pod,
+                "feasible",
+                names_of(ours.feasible - theirs.feasible) + " (only koord)",
+                names_of(theirs.feasible - ours.feasible) + " (only upstream)",
+            )
+        )
     if ours.message != theirs.message:
         rows.append((pod, "FitError", ours.message or "-", theirs.message or "-"))
     for node in sorted(set(ours.totals) & set(theirs.totals)):
@@ -348,8 +454,9 @@ def test_koord_decisions_match_upstream_kube_scheduler(control_plane: ControlPla
     assert not fixed, f"these pods now agree with upstream: remove them from KNOWN_DIFFERENCES: {fixed}"
     rows = [r for r in rows if r[0] not in KNOWN_DIFFERENCES]
     print(f"compared {sum(seen.values())} pods: {seen}; known differences: {sorted(known)}")
-    assert not rows, f"koord-scheduler differs from kube-scheduler v1.35.8 on {len({r[0] for r in rows})} " \
-                     f"pod(s):\n{table(rows)}"
+    assert not rows, (
+        f"koord-scheduler differs from kube-scheduler v1.35.8 on {len({r[0] for r in rows})} pod(s):\n{table(rows)}"
+    )
     # The sequence must exercise every outcome, or the comparison proves little.
     assert seen["scored"] >= 30 and seen["single"] >= 2 and seen["unschedulable"] >= 5, seen
     assert image_scored >= 10, f"only {image_scored} pods got an ImageLocality score upstream"
@@ -372,13 +479,13 @@ def test_log_parsing_reads_scores_feasible_nodes_and_the_bound_node(tmp_path: Pa
         'I1122 06:00:00.1 1 schedule_one.go:830] "Plugin scored node for pod" pod="ns/q" plugin="NodeAffinity" '
         'node="n1" score=7\n'
         'I1122 06:00:00.1 1 schedule_one.go:897] "Calculated node\'s final score for pod" pod="ns/p" node="n1" '
-        'score=120\n'
+        "score=120\n"
         'I1122 06:00:00.1 1 schedule_one.go:897] "Calculated node\'s final score for pod" pod="ns/p" node="n2" '
-        'score=90\n'
+        "score=90\n"
         'I1122 06:00:00.2 1 schedule_one.go:337] "Successfully bound pod to node" pod="ns/p" node="n1" '
-        'evaluatedNodes=3 feasibleNodes=2\n'
+        "evaluatedNodes=3 feasibleNodes=2\n"
         'I1122 06:00:00.3 1 schedule_one.go:337] "Successfully bound pod to node" pod="ns/one" node="n2" '
-        'evaluatedNodes=3 feasibleNodes=1\n'
+        "evaluatedNodes=3 feasibleNodes=1\n"
     )
     assert upstream_decision(log, 0, "ns/p") == Decision(
         feasible={"n1", "n2"}, plugin_scores={"n1": {"NodeAffinity": 20}}, totals={"n1": 120, "n2": 90}, node="n1"
@@ -388,21 +495,33 @@ def test_log_parsing_reads_scores_feasible_nodes_and_the_bound_node(tmp_path: Pa
 
 
 def test_differences_name_each_disagreement_and_agreeing_decisions_have_none() -> None:
-    theirs = Decision(feasible={"n1", "n2"}, plugin_scores={"n1": {"NodeAffinity": 20}, "n2": {}},
-                      totals={"n1": 120, "n2": 90}, node="n1")
+    theirs = Decision(
+        feasible={"n1", "n2"},
+        plugin_scores={"n1": {"NodeAffinity": 20}, "n2": {}},
+        totals={"n1": 120, "n2": 90},
+        node="n1",
+    )
     assert differences("p", theirs, theirs, str) == []
-    ours = Decision(feasible={"n1", "n2", "n3"}, plugin_scores={"n1": {"NodeAffinity": 10}, "n2": {}},
-                    totals={"n1": 110, "n2": 90, "n3": 130})
+    ours = Decision(
+        feasible={"n1", "n2", "n3"},
+        plugin_scores={"n1": {"NodeAffinity": 10}, "n2": {}},
+        totals={"n1": 110, "n2": 90, "n3": 130},
+    )
     assert differences("p", ours, theirs, str) == [
         ("p", "feasible", "n3 (only koord)", "- (only upstream)"),
         ("p", "NodeAffinity@n1", "10", "20"),
         ("p", "total@n1", "110", "120"),
     ]
     same_nodes = Decision(feasible={"n1", "n2"}, totals={"n1": 100, "n2": 130})
-    assert differences("p", same_nodes, Decision(feasible={"n1", "n2"}, totals={"n1": 100, "n2": 130}, node="n1"),
-                       str) == [("p", "choice", "best n2 (130)", "n1")]
-    assert differences("p", Decision(message="0/2 nodes are available: 2 Insufficient cpu."),
-                       Decision(message="0/2 nodes are available: 2 Too many pods."), str) == [
+    assert differences(
+        "p", same_nodes, Decision(feasible={"n1", "n2"}, totals={"n1": 100, "n2": 130}, node="n1"), str
+    ) == [("p", "choice", "best n2 (130)", "n1")]
+    assert differences(
+        "p",
+        Decision(message="0/2 nodes are available: 2 Insufficient cpu."),
+        Decision(message="0/2 nodes are available: 2 Too many pods."),
+        str,
+    ) == [
         ("p", "FitError", "0/2 nodes are available: 2 Insufficient cpu.", "0/2 nodes are available: 2 Too many pods.")
     ]
     assert table([("pod1", "feasible", "a", "b")]).splitlines() == [

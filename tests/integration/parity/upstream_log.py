@@ -23,7 +23,7 @@ _FINAL_SCORE = re.compile(
 )
 _BOUND = re.compile(
     r'"Successfully bound pod to node" pod="(?P<pod>[^"]+)" node="(?P<node>[^"]+)" '
-    r'evaluatedNodes=(?P<evaluated>\d+) feasibleNodes=(?P<feasible>\d+)'
+    r"evaluatedNodes=(?P<evaluated>\d+) feasibleNodes=(?P<feasible>\d+)"
 )
 
 

@@ -47,8 +47,12 @@ def scope(control_plane: Any) -> Iterator[Scope]:
         wait_until(lambda p=path: control_plane.request("GET", p).status == 200, timeout=30, what=f"{crd} served")
     s = Scope.create(control_plane, "deploypre")
     for name, value in ((LOW, 10), (HIGH, 1000)):
-        body = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name},
-                "value": value}
+        body = {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": name},
+            "value": value,
+        }
         result = control_plane.request("POST", "/apis/scheduling.k8s.io/v1/priorityclasses", body)
         assert result.status in (201, 409), result.body[:300]
     yield s

@@ -75,8 +75,12 @@ class NominationWatch:
 def scope(control_plane: Any) -> Iterator[Scope]:
     s = Scope.create(control_plane, "preempt")
     for name, value in ((LOW, 10), (HIGH, 1000)):
-        body = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name},
-                "value": value}
+        body = {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": name},
+            "value": value,
+        }
         result = control_plane.request("POST", "/apis/scheduling.k8s.io/v1/priorityclasses", body)
         assert result.status in (201, 409), result.body[:300]
     yield s
@@ -97,8 +101,15 @@ def kwok_node(scope: Scope, name: str, cpu: str) -> str:
     return scope.add_node_body(body)
 
 
-def pod(scope: Scope, name: str, *, cpu: str, priority_class: str, labels: dict[str, str] | None = None,
-        node: str | None = None) -> dict[str, Any]:
+def pod(
+    scope: Scope,
+    name: str,
+    *,
+    cpu: str,
+    priority_class: str,
+    labels: dict[str, str] | None = None,
+    node: str | None = None,
+) -> dict[str, Any]:
     body = scope.pod_body(name, cpu=cpu)
     body["spec"]["priorityClassName"] = priority_class
     body["spec"]["terminationGracePeriodSeconds"] = 0
@@ -129,14 +140,19 @@ def test_high_priority_pod_preempts_low_priority_one(scope: Scope, scheduler: Sc
 
 def test_pdb_protected_pod_survives_when_another_victim_exists(scope: Scope, scheduler: SchedulerProcess) -> None:
     node = kwok_node(scope, "n1", cpu="2")
-    pdb = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
-           "metadata": {"name": "web", "namespace": scope.namespace},
-           "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}}}
+    pdb = {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": "web", "namespace": scope.namespace},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}},
+    }
     scope.ok("POST", f"/apis/policy/v1/namespaces/{scope.namespace}/poddisruptionbudgets", pdb)
-    scope.add_pods([
-        pod(scope, "web", cpu="1", priority_class=LOW, labels={"app": "web"}),
-        pod(scope, "batch", cpu="1", priority_class=LOW, labels={"app": "batch"}),
-    ])
+    scope.add_pods(
+        [
+            pod(scope, "web", cpu="1", priority_class=LOW, labels={"app": "web"}),
+            pod(scope, "batch", cpu="1", priority_class=LOW, labels={"app": "batch"}),
+        ]
+    )
     scope.wait_all_bound(2, timeout=30)
     scope.add_pods([pod(scope, "high", cpu="1", priority_class=HIGH)])
     wait_until(lambda: scope.pod("high")["spec"].get("nodeName") == node, timeout=60, what="preemptor bound")
@@ -156,13 +172,17 @@ def test_victim_is_marked_disruption_target_before_it_goes(scope: Scope, schedul
     conditions = {c["type"]: c for c in scope.pod("low")["status"].get("conditions", [])}
     target = conditions.get("DisruptionTarget", {})
     assert (target.get("status"), target.get("reason"), target.get("message")) == (
-        "True", "PreemptionByScheduler", f"{scope.scheduler_name}: preempting to accommodate a higher priority pod"
+        "True",
+        "PreemptionByScheduler",
+        f"{scope.scheduler_name}: preempting to accommodate a higher priority pod",
     )
     scheduled = conditions.get("PodScheduled", {})
     assert scheduled.get("status") == "True", "the other conditions are kept"
     assert scheduled.get("lastTransitionTime"), "... whole: merged by type, not rewritten without their times"
     result = scope.plane.request(
-        "PATCH", f"/api/v1/namespaces/{scope.namespace}/pods/low", {"metadata": {"finalizers": None}},
+        "PATCH",
+        f"/api/v1/namespaces/{scope.namespace}/pods/low",
+        {"metadata": {"finalizers": None}},
         content_type="application/merge-patch+json",
     )
     assert result.status == 200, result.body[:300]

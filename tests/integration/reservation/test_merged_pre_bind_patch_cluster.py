@@ -121,8 +121,12 @@ def test_reservation_and_device_annotations_arrive_in_one_patch(
     body["status"]["capacity"].update(GPU)
     node = scope.add_node_body(body)
     resources = dict(GPU)
-    device = {"apiVersion": "scheduling.koordinator.sh/v1alpha1", "kind": "Device", "metadata": {"name": node},
-              "spec": {"devices": [{"type": "gpu", "minor": 0, "health": True, "resources": resources}]}}
+    device = {
+        "apiVersion": "scheduling.koordinator.sh/v1alpha1",
+        "kind": "Device",
+        "metadata": {"name": node},
+        "spec": {"devices": [{"type": "gpu", "minor": 0, "health": True, "resources": resources}]},
+    }
     scope.ok("POST", DEVICES, device)
     scope.ok("POST", RESERVATIONS, reservation(scope, "web", cpu="1", app="web"))
     wait_until(lambda: phase(scope, "web") == "Available", timeout=30, what="reservation Available")
@@ -130,7 +134,8 @@ def test_reservation_and_device_annotations_arrive_in_one_patch(
     pod = scope.pod_body("web-0", cpu="1")
     pod["metadata"]["labels"] = {"app": "web"}
     pod["spec"]["containers"][0]["resources"]["limits"] = {
-        "koordinator.sh/gpu-core": "50", "koordinator.sh/gpu-memory-ratio": "50",
+        "koordinator.sh/gpu-core": "50",
+        "koordinator.sh/gpu-memory-ratio": "50",
     }
     with AnnotationWatch(scope) as watch:
         scope.add_pods([pod])

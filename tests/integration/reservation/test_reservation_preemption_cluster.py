@@ -100,9 +100,7 @@ def plain_scheduler(scope: Scope, tmp_path: Path) -> Iterator[SchedulerProcess]:
         proc.kill()
 
 
-def test_pre_allocation_reservation_adopts_a_running_pod(
-    scope: Scope, plain_scheduler: SchedulerProcess
-) -> None:
+def test_pre_allocation_reservation_adopts_a_running_pod(scope: Scope, plain_scheduler: SchedulerProcess) -> None:
     node = kwok_node(scope, "n1", cpu="2")
     scope.add_pods([pod(scope, "web-0", cpu="1500m", priority_class=LOW, labels={"app": "web"})])
     scope.wait_all_bound(1, timeout=30)

@@ -56,8 +56,11 @@ class Scope:
     @classmethod
     def create(cls, plane: ControlPlane, prefix: str) -> Scope:
         scope = cls(plane, f"{prefix}-{uuid.uuid4().hex[:6]}")
-        scope.ok("POST", "/api/v1/namespaces",
-                 {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": scope.namespace}})
+        scope.ok(
+            "POST",
+            "/api/v1/namespaces",
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": scope.namespace}},
+        )
         return scope
 
     @property
@@ -107,11 +110,13 @@ class Scope:
             "spec": {
                 "schedulerName": scheduler_name or self.scheduler_name,
                 "nodeSelector": {TEST_LABEL: self.name},
-                "containers": [{
-                    "name": "pause",
-                    "image": "registry.k8s.io/pause:3.10",
-                    "resources": {"requests": {"cpu": cpu, "memory": memory}},
-                }],
+                "containers": [
+                    {
+                        "name": "pause",
+                        "image": "registry.k8s.io/pause:3.10",
+                        "resources": {"requests": {"cpu": cpu, "memory": memory}},
+                    }
+                ],
             },
         }
 
@@ -132,8 +137,12 @@ class Scope:
         return sum(1 for p in self.pods() if p["spec"].get("nodeName"))
 
     def wait_all_bound(self, want: int, *, timeout: float) -> list[dict[str, Any]]:
-        wait_until(lambda: self.bound_count() >= want, timeout=timeout, interval=0.5,
-                   what=f"{want} pods bound in {self.namespace}")
+        wait_until(
+            lambda: self.bound_count() >= want,
+            timeout=timeout,
+            interval=0.5,
+            what=f"{want} pods bound in {self.namespace}",
+        )
         return self.pods()
 
     def events(self, *, reason: str | None = None) -> list[dict[str, Any]]:
@@ -205,8 +214,15 @@ class SchedulerProcess:
 
     @classmethod
     def start(
-        cls, plane: ControlPlane, config: dict[str, Any], work: Path, *, name: str = "koord", wait_ready: bool = True,
-        verbosity: int = 2, extra_args: Sequence[str] = ("--controllers=reservation",),
+        cls,
+        plane: ControlPlane,
+        config: dict[str, Any],
+        work: Path,
+        *,
+        name: str = "koord",
+        wait_ready: bool = True,
+        verbosity: int = 2,
+        extra_args: Sequence[str] = ("--controllers=reservation",),
     ) -> SchedulerProcess:
         """``extra_args`` default to the Reservation controller only: the colocation controllers act on
         every node of the shared cluster, so only the tests about them turn them on."""
@@ -217,9 +233,23 @@ class SchedulerProcess:
         port = free_port()
         log = log_path.open("ab")
         process = subprocess.Popen(
-            [str(KOORD_SCHEDULER), "--config", str(config_path), "--kubeconfig", str(plane.kubeconfig),
-             "--metrics-port", str(port), "--bind-address", "127.0.0.1", "-v", str(verbosity), *extra_args],
-            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            [
+                str(KOORD_SCHEDULER),
+                "--config",
+                str(config_path),
+                "--kubeconfig",
+                str(plane.kubeconfig),
+                "--metrics-port",
+                str(port),
+                "--bind-address",
+                "127.0.0.1",
+                "-v",
+                str(verbosity),
+                *extra_args,
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
         proc = cls(process, log_path, port, log)
@@ -296,8 +326,9 @@ class PodWatch:
         rv = listing["metadata"]["resourceVersion"]
         while not self._stop.is_set():
             path = f"/api/v1/namespaces/{self.namespace}/pods?watch=1&resourceVersion={rv}&timeoutSeconds=5"
-            request = urllib.request.Request(self.plane.server + path,
-                                             headers={"Authorization": f"Bearer {self.plane.token}"})
+            request = urllib.request.Request(
+                self.plane.server + path, headers={"Authorization": f"Bearer {self.plane.token}"}
+            )
             try:
                 context = ssl.create_default_context(cafile=str(self.plane.ca_file))
                 with urllib.request.urlopen(request, context=context, timeout=10) as resp:

@@ -68,9 +68,14 @@ def _reservations(scope: Scope) -> list[str]:
 def _add_reservations(scope: Scope) -> None:
     for name in _reservations(scope):
         body = {
-            "apiVersion": "scheduling.koordinator.sh/v1alpha1", "kind": "Reservation", "metadata": {"name": name},
-            "spec": {"template": scope.pod_body(name, cpu="100m"),
-                     "owners": [{"labelSelector": {"matchLabels": {"app": name}}}], "ttl": "1h"},
+            "apiVersion": "scheduling.koordinator.sh/v1alpha1",
+            "kind": "Reservation",
+            "metadata": {"name": name},
+            "spec": {
+                "template": scope.pod_body(name, cpu="100m"),
+                "owners": [{"labelSelector": {"matchLabels": {"app": name}}}],
+                "ttl": "1h",
+            },
         }
         assert _call(scope.plane, "POST", RESERVATIONS, body) == 201
 
@@ -102,8 +107,9 @@ class Churn:
                 self.created.append(name)
 
 
-def _start(scope: Scope, processes: list[SchedulerProcess], work: Path, name: str,
-           lease: tuple[str, str, str]) -> SchedulerProcess:
+def _start(
+    scope: Scope, processes: list[SchedulerProcess], work: Path, name: str, lease: tuple[str, str, str]
+) -> SchedulerProcess:
     config = scheduler_config(scope, leader_elect=True, lease=lease, qps=20, burst=5)
     config["profiles"][0]["plugins"] = PLUGINS
     proc = SchedulerProcess.start(scope.plane, config, work, name=name, verbosity=0, wait_ready=False)
@@ -126,8 +132,9 @@ def _no_tracebacks(procs: list[SchedulerProcess]) -> None:
         assert TRACEBACK not in text, f"{proc.log_path.name} holds a traceback:\n{text[-6000:]}"
 
 
-def _setup(scope: Scope, processes: list[SchedulerProcess], work: Path,
-           lease: tuple[str, str, str]) -> tuple[SchedulerProcess, SchedulerProcess]:
+def _setup(
+    scope: Scope, processes: list[SchedulerProcess], work: Path, lease: tuple[str, str, str]
+) -> tuple[SchedulerProcess, SchedulerProcess]:
     for i in range(4):
         scope.add_node(f"n{i}", cpu="64", pods="500")
     _add_reservations(scope)

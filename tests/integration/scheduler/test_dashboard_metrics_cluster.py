@@ -42,11 +42,15 @@ def chart_config(scope: Scope) -> dict[str, Any]:
 
 
 def test_every_scheduler_panel_metric_is_on_the_binarys_metrics(scope: Scope, tmp_path: Path) -> None:
-    proc = SchedulerProcess.start(scope.plane, chart_config(scope), tmp_path,
-                                  extra_args=(f"--config-namespace={scope.namespace}",))
+    proc = SchedulerProcess.start(
+        scope.plane, chart_config(scope), tmp_path, extra_args=(f"--config-namespace={scope.namespace}",)
+    )
     try:
-        wait_until(lambda: proc.metric("leader_election_master_status", name=scope.scheduler_name) == 1.0,
-                   timeout=30, what="the Lease")
+        wait_until(
+            lambda: proc.metric("leader_election_master_status", name=scope.scheduler_name) == 1.0,
+            timeout=30,
+            what="the Lease",
+        )
         status, page = proc.get("/metrics")
         assert status == 200
         wanted = {n for e in exprs(dashboard("koord-scheduler.json")) for n in metric_names(e)}

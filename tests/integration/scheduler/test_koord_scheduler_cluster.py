@@ -34,10 +34,15 @@ def processes() -> Iterator[list[SchedulerProcess]]:
             proc.kill()
 
 
-def start(scope: Scope, processes: list[SchedulerProcess], tmp_path: Path, name: str = "koord",
-          **config_options: object) -> SchedulerProcess:
-    proc = SchedulerProcess.start(scope.plane, scheduler_config(scope, **config_options), tmp_path,  # type: ignore[arg-type]
-                                  name=name)
+def start(
+    scope: Scope, processes: list[SchedulerProcess], tmp_path: Path, name: str = "koord", **config_options: object
+) -> SchedulerProcess:
+    proc = SchedulerProcess.start(
+        scope.plane,
+        scheduler_config(scope, **config_options),
+        tmp_path,  # type: ignore[arg-type]
+        name=name,
+    )
     processes.append(proc)
     return proc
 
@@ -59,8 +64,7 @@ def test_binds_500_pods_on_50_nodes_within_capacity(
         any(c["type"] == "PodScheduled" and c["status"] == "True" for c in p["status"].get("conditions", []))
         for p in pods
     )
-    assert proc.metric("scheduler_schedule_attempts_total", result="scheduled",
-                       profile=scope.scheduler_name) == 500
+    assert proc.metric("scheduler_schedule_attempts_total", result="scheduled", profile=scope.scheduler_name) == 500
     wait_until(lambda: len(scope.events(reason="Scheduled")) == 500, timeout=30, what="500 Scheduled events")
     event = scope.events(reason="Scheduled")[0]
     assert event["type"] == "Normal"
@@ -173,14 +177,15 @@ def test_survives_an_api_server_restart(
     scope.assert_within_capacity(pods)
     assert proc.get("/readyz")[0] == 200
     # Every reflector retried during the outage; the log says so once, not once per watch and attempt.
-    retries = [line for line in proc.log_path.read_text().splitlines()
-               if "WARNING kubeapi.reflector" in line and "retrying in" in line]
+    retries = [
+        line
+        for line in proc.log_path.read_text().splitlines()
+        if "WARNING kubeapi.reflector" in line and "retrying in" in line
+    ]
     assert len(retries) <= 1, retries
 
 
-def test_two_replicas_one_leader_and_failover(
-    scope: Scope, processes: list[SchedulerProcess], tmp_path: Path
-) -> None:
+def test_two_replicas_one_leader_and_failover(scope: Scope, processes: list[SchedulerProcess], tmp_path: Path) -> None:
     scope.add_node("n", cpu="64")
     lease = ("4s", "3s", "500ms")
     a = start(scope, processes, tmp_path, name="a", leader_elect=True, lease=lease)
@@ -213,8 +218,11 @@ def test_namespace_selector_follows_the_watched_namespace_labels(
     feeds InterPodAffinity, and relabelling the namespace changes the next decision (cached counts dropped)."""
     team = {"pykoord.test/team": scope.name}
     shop = f"{scope.name}-shop"
-    scope.ok("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
-                                            "metadata": {"name": shop, "labels": team}})
+    scope.ok(
+        "POST",
+        "/api/v1/namespaces",
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": shop, "labels": team}},
+    )
     try:
         scope.add_node("a")
         node_b = scope.add_node("b")
@@ -225,20 +233,29 @@ def test_namespace_selector_follows_the_watched_namespace_labels(
 
         def near_cache(name: str) -> dict[str, object]:
             body = scope.pod_body(name)
-            body["spec"]["affinity"] = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
-                "labelSelector": {"matchLabels": {"app": "cache"}},
-                "namespaceSelector": {"matchLabels": team},
-                "topologyKey": "kubernetes.io/hostname",
-            }]}}
+            body["spec"]["affinity"] = {
+                "podAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": [
+                        {
+                            "labelSelector": {"matchLabels": {"app": "cache"}},
+                            "namespaceSelector": {"matchLabels": team},
+                            "topologyKey": "kubernetes.io/hostname",
+                        }
+                    ]
+                }
+            }
             return body
 
         scope.add_pods([near_cache("first")])
         start(scope, processes, tmp_path)
         wait_until(lambda: scope.pod("first")["spec"].get("nodeName") == node_b, timeout=30, what="first on b")
 
-        result = scope.plane.request("PATCH", f"/api/v1/namespaces/{shop}",
-                                     {"metadata": {"labels": {"pykoord.test/team": "someone-else"}}},
-                                     content_type="application/merge-patch+json")
+        result = scope.plane.request(
+            "PATCH",
+            f"/api/v1/namespaces/{shop}",
+            {"metadata": {"labels": {"pykoord.test/team": "someone-else"}}},
+            content_type="application/merge-patch+json",
+        )
         assert result.status == 200, result.body[:300]
         time.sleep(1)  # the watch delivers the new labels
         scope.add_pods([near_cache("second")])

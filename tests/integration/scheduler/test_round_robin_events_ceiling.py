@@ -28,9 +28,18 @@ def test_the_events_ceiling_writes_one_scheduled_event_per_bound_pod(
     log = tmp_path / "binder.log"
     with log.open("wb") as out:
         binder = subprocess.Popen(
-            [sys.executable, str(REPO / "bench" / "e2e_round_robin.py"), "--kubeconfig",
-             str(control_plane.kubeconfig), "--events", "--namespace", scope.namespace],
-            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            [
+                sys.executable,
+                str(REPO / "bench" / "e2e_round_robin.py"),
+                "--kubeconfig",
+                str(control_plane.kubeconfig),
+                "--events",
+                "--namespace",
+                scope.namespace,
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
         )
     try:
         # Pods created after it started arrive through its watch (where the shadowing was).
@@ -40,7 +49,8 @@ def test_the_events_ceiling_writes_one_scheduled_event_per_bound_pod(
         events = f"/apis/events.k8s.io/v1/namespaces/{scope.namespace}/events"
         wait_until(
             lambda: sum(1 for p in scope.ok("GET", pods)["items"] if p["spec"].get("nodeName")) == PODS,
-            timeout=60, what=f"{PODS} pods bound",
+            timeout=60,
+            what=f"{PODS} pods bound",
         )
         wait_until(lambda: len(scope.ok("GET", events)["items"]) >= PODS, timeout=30, what=f"{PODS} Events")
     except AssertionError as exc:

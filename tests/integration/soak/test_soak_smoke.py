@@ -28,12 +28,16 @@ def load_soak() -> ModuleType:
 
 def test_short_soak_keeps_every_invariant(control_plane: Any, tmp_path: Path) -> None:
     soak = load_soak()
-    nodes = [n["metadata"]["name"] for n in control_plane.request("GET", "/api/v1/nodes?labelSelector=type%3Dkwok")
-             .json()["items"] if n["metadata"]["name"].startswith("kwok-node-")]
+    nodes = [
+        n["metadata"]["name"]
+        for n in control_plane.request("GET", "/api/v1/nodes?labelSelector=type%3Dkwok").json()["items"]
+        if n["metadata"]["name"].startswith("kwok-node-")
+    ]
     assert nodes, "the test run has no kwok nodes"
     # A short lease, so the killed leader's successor takes over within seconds.
-    options = soak.SoakOptions(minutes=0.35, rate=3, lifetime=6, chaos_every=6, metric_every=3, rss_every=3,
-                               drain=40, lease=("6s", "4s", "1s"))
+    options = soak.SoakOptions(
+        minutes=0.35, rate=3, lifetime=6, chaos_every=6, metric_every=3, rss_every=3, drain=40, lease=("6s", "4s", "1s")
+    )
     report = soak.run_soak(control_plane, nodes, tmp_path, options)
 
     assert report.violations() == []
@@ -50,4 +54,3 @@ def test_short_soak_keeps_every_invariant(control_plane: Any, tmp_path: Path) ->
     # Everything the soak made is gone again.
     namespace = control_plane.request("GET", f"/api/v1/namespaces/{report.namespace}")
     assert namespace.status == 404 or namespace.json()["status"].get("phase") == "Terminating"
-

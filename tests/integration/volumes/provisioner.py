@@ -89,12 +89,25 @@ class TestProvisioner:
                 "accessModes": claim["spec"]["accessModes"],
                 "storageClassName": claim["spec"]["storageClassName"],
                 "persistentVolumeReclaimPolicy": "Delete",
-                "claimRef": {"kind": "PersistentVolumeClaim", "apiVersion": "v1", "namespace": meta["namespace"],
-                             "name": meta["name"], "uid": meta["uid"]},
+                "claimRef": {
+                    "kind": "PersistentVolumeClaim",
+                    "apiVersion": "v1",
+                    "namespace": meta["namespace"],
+                    "name": meta["name"],
+                    "uid": meta["uid"],
+                },
                 "csi": {"driver": self.name, "volumeHandle": f"vol-{meta['uid']}"},
-                "nodeAffinity": {"required": {"nodeSelectorTerms": [
-                    {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}]}
-                ]}},
+                "nodeAffinity": {
+                    "required": {
+                        "nodeSelectorTerms": [
+                            {
+                                "matchExpressions": [
+                                    {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}
+                                ]
+                            }
+                        ]
+                    }
+                },
             },
         }
         result = self.plane.request("POST", "/api/v1/persistentvolumes", volume)

@@ -46,11 +46,22 @@ def koord(scope: Scope, tmp_path: Path) -> Iterator[SchedulerProcess]:
         proc.kill()
 
 
-def storage_class(scope: Scope, name: str, *, provisioner: str = DRIVER, mode: str = "WaitForFirstConsumer",
-                  topologies: list[dict[str, list[str]]] | None = None) -> str:
+def storage_class(
+    scope: Scope,
+    name: str,
+    *,
+    provisioner: str = DRIVER,
+    mode: str = "WaitForFirstConsumer",
+    topologies: list[dict[str, list[str]]] | None = None,
+) -> str:
     full = f"{scope.name}-{name}"
-    body: dict[str, Any] = {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
-                            "metadata": {"name": full}, "provisioner": provisioner, "volumeBindingMode": mode}
+    body: dict[str, Any] = {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "StorageClass",
+        "metadata": {"name": full},
+        "provisioner": provisioner,
+        "volumeBindingMode": mode,
+    }
     if topologies:
         body["allowedTopologies"] = [
             {"matchLabelExpressions": [{"key": k, "values": v} for k, v in t.items()]} for t in topologies
@@ -60,30 +71,60 @@ def storage_class(scope: Scope, name: str, *, provisioner: str = DRIVER, mode: s
 
 
 def claim(scope: Scope, name: str, class_name: str, *, size: str = "1Gi") -> None:
-    scope.ok("POST", f"/api/v1/namespaces/{scope.namespace}/persistentvolumeclaims", {
-        "apiVersion": "v1", "kind": "PersistentVolumeClaim",
-        "metadata": {"name": name, "namespace": scope.namespace},
-        "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": class_name,
-                 "resources": {"requests": {"storage": size}}},
-    })
+    scope.ok(
+        "POST",
+        f"/api/v1/namespaces/{scope.namespace}/persistentvolumeclaims",
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": name, "namespace": scope.namespace},
+            "spec": {
+                "accessModes": ["ReadWriteOnce"],
+                "storageClassName": class_name,
+                "resources": {"requests": {"storage": size}},
+            },
+        },
+    )
 
 
-def volume(scope: Scope, name: str, class_name: str, *, node: str | None = None, labels: dict[str, str] | None = None,
-           csi: bool = False) -> str:
+def volume(
+    scope: Scope,
+    name: str,
+    class_name: str,
+    *,
+    node: str | None = None,
+    labels: dict[str, str] | None = None,
+    csi: bool = False,
+) -> str:
     full = f"{scope.name}-{name}"
-    spec: dict[str, Any] = {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
-                            "storageClassName": class_name, "persistentVolumeReclaimPolicy": "Retain"}
+    spec: dict[str, Any] = {
+        "capacity": {"storage": "1Gi"},
+        "accessModes": ["ReadWriteOnce"],
+        "storageClassName": class_name,
+        "persistentVolumeReclaimPolicy": "Retain",
+    }
     if csi:
         spec["csi"] = {"driver": DRIVER, "volumeHandle": full}
     else:
         spec["local"] = {"path": f"/mnt/{name}"}
     if node is not None:
-        spec["nodeAffinity"] = {"required": {"nodeSelectorTerms": [
-            {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}]}]}}
-    scope.ok("POST", "/api/v1/persistentvolumes", {
-        "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": full, "labels": labels or {}},
-        "spec": spec,
-    })
+        spec["nodeAffinity"] = {
+            "required": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}]}
+                ]
+            }
+        }
+    scope.ok(
+        "POST",
+        "/api/v1/persistentvolumes",
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolume",
+            "metadata": {"name": full, "labels": labels or {}},
+            "spec": spec,
+        },
+    )
     return full
 
 
@@ -136,12 +177,18 @@ def test_static_local_volumes_pin_pods_and_are_never_shared(scope: Scope, koord:
         if not node:
             continue
         bound = claim_of(scope, f"data-{name.removeprefix('db-')}")
-        wait_until(lambda b=bound: bool(claim_of(scope, b["metadata"]["name"])["spec"].get("volumeName")),
-                   timeout=30, what="claim bound")
+        wait_until(
+            lambda b=bound: bool(claim_of(scope, b["metadata"]["name"])["spec"].get("volumeName")),
+            timeout=30,
+            what="claim bound",
+        )
         assert pvs[claim_of(scope, bound["metadata"]["name"])["spec"]["volumeName"]] == node
     waiting = next(name for name, node in placed.items() if not node)
-    wait_until(lambda: "didn't find available persistent volumes to bind" in scheduled_message(scope, waiting),
-               timeout=30, what="the third pod reported unschedulable")
+    wait_until(
+        lambda: "didn't find available persistent volumes to bind" in scheduled_message(scope, waiting),
+        timeout=30,
+        what="the third pod reported unschedulable",
+    )
     assert scheduled_message(scope, waiting).startswith("0/")
 
 
@@ -164,8 +211,11 @@ def test_zone_labelled_volume_keeps_its_pod_in_the_zone(scope: Scope, koord: Sch
     sc = storage_class(scope, "zonal", provisioner="kubernetes.io/no-provisioner", mode="Immediate")
     pv = volume(scope, "zonal", sc, labels={"topology.kubernetes.io/zone": "b"}, csi=True)
     claim(scope, "data", sc)
-    wait_until(lambda: claim_of(scope, "data")["spec"].get("volumeName") == pv, timeout=30,
-               what="the PV controller binding the Immediate claim")
+    wait_until(
+        lambda: claim_of(scope, "data")["spec"].get("volumeName") == pv,
+        timeout=30,
+        what="the PV controller binding the Immediate claim",
+    )
     # The filler makes zone b's node the worst by score: only the volume's zone sends the pod there.
     filler = scope.pod_body("filler", cpu="3", memory="6Gi")
     filler["spec"]["nodeName"] = f"{scope.name}-b"
@@ -178,16 +228,25 @@ def test_node_at_its_csi_attach_limit_is_filtered(scope: Scope, koord: Scheduler
     full = scope.add_node("full")
     free = scope.add_node("free")
     for node, count in ((full, 1), (free, 5)):
-        scope.ok("POST", "/apis/storage.k8s.io/v1/csinodes", {
-            "apiVersion": "storage.k8s.io/v1", "kind": "CSINode", "metadata": {"name": node},
-            "spec": {"drivers": [{"name": DRIVER, "nodeID": node, "allocatable": {"count": count}}]},
-        })
+        scope.ok(
+            "POST",
+            "/apis/storage.k8s.io/v1/csinodes",
+            {
+                "apiVersion": "storage.k8s.io/v1",
+                "kind": "CSINode",
+                "metadata": {"name": node},
+                "spec": {"drivers": [{"name": DRIVER, "nodeID": node, "allocatable": {"count": count}}]},
+            },
+        )
     sc = storage_class(scope, "csi", provisioner="kubernetes.io/no-provisioner", mode="Immediate")
     for i in range(2):
         pv = volume(scope, f"csi-{i}", sc, csi=True)
         claim(scope, f"data-{i}", sc)
-        wait_until(lambda i=i, pv=pv: claim_of(scope, f"data-{i}")["spec"].get("volumeName") == pv, timeout=30,
-                   what="claim bound")
+        wait_until(
+            lambda i=i, pv=pv: claim_of(scope, f"data-{i}")["spec"].get("volumeName") == pv,
+            timeout=30,
+            what="claim bound",
+        )
     # The holder uses the one attachment "full" allows; the filler makes "free" the worse node by score.
     holder = scope.pod_body("holder")
     holder["spec"]["nodeName"] = full

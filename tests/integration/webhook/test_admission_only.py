@@ -25,7 +25,16 @@ pytestmark = pytest.mark.integration
 
 CONTROLLERS_OFF = "--controllers=" + ",".join(
     f"-{c}"
-    for c in ("reservation", "nodeslo", "noderesource", "nodemetric", "elasticquota", "podgroup", "deviceresource")
+    for c in (
+        "reservation",
+        "nodeslo",
+        "noderesource",
+        "nodemetric",
+        "elasticquota",
+        "podgroup",
+        "deviceresource",
+        "quotaprofile",
+    )
 )
 
 

@@ -29,12 +29,15 @@ NAMESPACE = "coloc-manual"
 MWC = "pykoord-colocation-test"
 
 MANUAL_PROFILE: dict[str, Any] = {
-    "apiVersion": "config.koordinator.sh/v1alpha1", "kind": "ClusterColocationProfile",
+    "apiVersion": "config.koordinator.sh/v1alpha1",
+    "kind": "ClusterColocationProfile",
     "metadata": {"name": "colocation-profile-example"},
     "spec": {
         "namespaceSelector": {"matchLabels": {"koordinator.sh/enable-colocation": "true"}},
         "selector": {"matchLabels": {"koordinator.sh/enable-colocation": "true"}},
-        "qosClass": "BE", "priorityClassName": "koord-batch", "koordinatorPriority": 1000,
+        "qosClass": "BE",
+        "priorityClassName": "koord-batch",
+        "koordinatorPriority": 1000,
         "schedulerName": "koord-scheduler",
         "labels": {"koordinator.sh/mutated": "true"},
         "annotations": {"koordinator.sh/intercepted": "true"},
@@ -45,18 +48,36 @@ MANUAL_PROFILE: dict[str, Any] = {
 
 def manual_pod(name: str) -> dict[str, Any]:
     return {
-        "apiVersion": "v1", "kind": "Pod",
+        "apiVersion": "v1",
+        "kind": "Pod",
         "metadata": {"name": name, "labels": {"koordinator.sh/enable-colocation": "true"}},
-        "spec": {"containers": [{"name": "app", "image": "nginx:1.15.1", "resources": {
-            "limits": {"cpu": "1", "memory": "3456Mi"}, "requests": {"cpu": "1", "memory": "3456Mi"}}}]},
+        "spec": {
+            "containers": [
+                {
+                    "name": "app",
+                    "image": "nginx:1.15.1",
+                    "resources": {
+                        "limits": {"cpu": "1", "memory": "3456Mi"},
+                        "requests": {"cpu": "1", "memory": "3456Mi"},
+                    },
+                }
+            ]
+        },
     }
 
 
 @pytest.fixture(scope="module")
 def webhook(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebhookThread]:
     install_api(control_plane)
-    control_plane.request("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {
-        "name": NAMESPACE, "labels": {"koordinator.sh/enable-colocation": "true"}}})
+    control_plane.request(
+        "POST",
+        "/api/v1/namespaces",
+        {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": NAMESPACE, "labels": {"koordinator.sh/enable-colocation": "true"}},
+        },
+    )
     control_plane.request("DELETE", f"{PROFILES_PATH}/{MANUAL_PROFILE['metadata']['name']}")
     created = control_plane.request("POST", PROFILES_PATH, MANUAL_PROFILE)
     assert created.status == 201, created.body
@@ -122,40 +143,57 @@ def test_pod_not_selected_is_left_as_written(control_plane: ControlPlane, webhoo
 
 @pytest.mark.parametrize(
     ("probability", "ok"),
-    [pytest.param(50, True, id="int"), pytest.param("50%", True, id="percent"),
-     pytest.param(150, False, id="int-over-100"), pytest.param("50", False, id="string-without-percent")],
+    [
+        pytest.param(50, True, id="int"),
+        pytest.param("50%", True, id="percent"),
+        pytest.param(150, False, id="int-over-100"),
+        pytest.param("50", False, id="string-without-percent"),
+    ],
 )
-def test_crd_validates_probability(control_plane: ControlPlane, webhook: WebhookThread, probability: Any,
-                                   ok: bool) -> None:
+def test_crd_validates_probability(
+    control_plane: ControlPlane, webhook: WebhookThread, probability: Any, ok: bool
+) -> None:
     name = f"probability-{str(probability).replace('%', 'pct')}"
     control_plane.request("DELETE", f"{PROFILES_PATH}/{name}")
-    body = {"apiVersion": "config.koordinator.sh/v1alpha1", "kind": "ClusterColocationProfile",
-            "metadata": {"name": name}, "spec": {"probability": probability,
-                                                 "selector": {"matchLabels": {"never": "matches"}}}}
+    body = {
+        "apiVersion": "config.koordinator.sh/v1alpha1",
+        "kind": "ClusterColocationProfile",
+        "metadata": {"name": name},
+        "spec": {"probability": probability, "selector": {"matchLabels": {"never": "matches"}}},
+    }
     result = control_plane.request("POST", PROFILES_PATH, body)
     control_plane.request("DELETE", f"{PROFILES_PATH}/{name}")
     assert (result.status == 201) is ok, result.body
 
 
 def test_crd_rejects_unknown_selector_operator(control_plane: ControlPlane, webhook: WebhookThread) -> None:
-    body = {"apiVersion": "config.koordinator.sh/v1alpha1", "kind": "ClusterColocationProfile",
-            "metadata": {"name": "bad-operator"},
-            "spec": {"selector": {"matchExpressions": [{"key": "a", "operator": "Equals", "values": ["b"]}]}}}
+    body = {
+        "apiVersion": "config.koordinator.sh/v1alpha1",
+        "kind": "ClusterColocationProfile",
+        "metadata": {"name": "bad-operator"},
+        "spec": {"selector": {"matchExpressions": [{"key": "a", "operator": "Equals", "values": ["b"]}]}},
+    }
     result = control_plane.request("POST", PROFILES_PATH, body)
     assert result.status == 422, result.body
 
 
-def test_webhook_down_pods_still_admitted(control_plane: ControlPlane, tmp_path: Path,
-                                          webhook: WebhookThread) -> None:
+def test_webhook_down_pods_still_admitted(control_plane: ControlPlane, tmp_path: Path, webhook: WebhookThread) -> None:
     down = WebhookThread(control_plane, tmp_path)  # its port has nothing listening: never started
-    register(control_plane, "pykoord-colocation-down", port=down.port, ca_pem=down.bundle.ca_pem,
-             namespace=NAMESPACE, timeout_seconds=2)
+    register(
+        control_plane,
+        "pykoord-colocation-down",
+        port=down.port,
+        ca_pem=down.bundle.ca_pem,
+        namespace=NAMESPACE,
+        timeout_seconds=2,
+    )
     try:
         pod = _create_pod(control_plane, "while-down")
         assert pod["metadata"]["name"] == "while-down"
     finally:
         control_plane.request(
-            "DELETE", "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/pykoord-colocation-down")
+            "DELETE", "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/pykoord-colocation-down"
+        )
 
 
 def _events_for(plane: ControlPlane, name: str) -> list[dict[str, Any]]:
@@ -177,10 +215,15 @@ def test_profile_the_schema_cannot_refuse_is_skipped_with_an_event(
     control_plane: ControlPlane, webhook: WebhookThread
 ) -> None:
     name = "in-without-values"
-    body = {"apiVersion": "config.koordinator.sh/v1alpha1", "kind": "ClusterColocationProfile",
-            "metadata": {"name": name},
-            "spec": {"selector": {"matchExpressions": [{"key": "koordinator.sh/enable-colocation", "operator": "In"}]},
-                     "labels": {"must-not": "appear"}}}
+    body = {
+        "apiVersion": "config.koordinator.sh/v1alpha1",
+        "kind": "ClusterColocationProfile",
+        "metadata": {"name": name},
+        "spec": {
+            "selector": {"matchExpressions": [{"key": "koordinator.sh/enable-colocation", "operator": "In"}]},
+            "labels": {"must-not": "appear"},
+        },
+    }
     control_plane.request("DELETE", f"{PROFILES_PATH}/{name}")
     assert control_plane.request("POST", PROFILES_PATH, body).status == 201
     try:
@@ -198,10 +241,16 @@ def test_unknown_priority_class_skips_the_profile_with_an_event(
     control_plane: ControlPlane, webhook: WebhookThread
 ) -> None:
     name = "zz-unknown-priority-class"
-    body = {"apiVersion": "config.koordinator.sh/v1alpha1", "kind": "ClusterColocationProfile",
-            "metadata": {"name": name},
-            "spec": {"selector": {"matchLabels": {"koordinator.sh/enable-colocation": "true"}},
-                     "priorityClassName": "no-such-class", "labels": {"zz": "applied"}}}
+    body = {
+        "apiVersion": "config.koordinator.sh/v1alpha1",
+        "kind": "ClusterColocationProfile",
+        "metadata": {"name": name},
+        "spec": {
+            "selector": {"matchLabels": {"koordinator.sh/enable-colocation": "true"}},
+            "priorityClassName": "no-such-class",
+            "labels": {"zz": "applied"},
+        },
+    }
     control_plane.request("DELETE", f"{PROFILES_PATH}/{name}")
     assert control_plane.request("POST", PROFILES_PATH, body).status == 201
     try:
@@ -220,14 +269,16 @@ def test_unknown_priority_class_skips_the_profile_with_an_event(
 
 def test_self_signed_certificate_is_stored_and_injected(control_plane: ControlPlane, webhook: WebhookThread) -> None:
     namespace, configuration = "coloc-bootstrap", "pykoord-colocation-bootstrap"
-    control_plane.request("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
-                                                         "metadata": {"name": namespace}})
+    control_plane.request(
+        "POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
+    )
     control_plane.request("DELETE", f"/api/v1/namespaces/{namespace}/secrets/koord-scheduler-webhook-certs")
     register(control_plane, configuration, port=1, ca_pem=b"", namespace="nothing-matches")
     first = WebhookThread(control_plane, None, namespace=namespace, configuration=configuration).start()
     first.stop()
     secret = control_plane.request(
-        "GET", f"/api/v1/namespaces/{namespace}/secrets/koord-scheduler-webhook-certs").json()
+        "GET", f"/api/v1/namespaces/{namespace}/secrets/koord-scheduler-webhook-certs"
+    ).json()
     assert secret["type"] == "kubernetes.io/tls"
     assert set(secret["data"]) == {"tls.crt", "tls.key", "ca.crt"}
     mwc_path = f"/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/{configuration}"
@@ -235,28 +286,52 @@ def test_self_signed_certificate_is_stored_and_injected(control_plane: ControlPl
     assert mwc["webhooks"][0]["clientConfig"]["caBundle"] == secret["data"]["ca.crt"]
     second = WebhookThread(control_plane, None, namespace=namespace, configuration=configuration).start()
     second.stop()
-    again = control_plane.request(
-        "GET", f"/api/v1/namespaces/{namespace}/secrets/koord-scheduler-webhook-certs").json()
+    again = control_plane.request("GET", f"/api/v1/namespaces/{namespace}/secrets/koord-scheduler-webhook-certs").json()
     assert again["data"] == secret["data"], "a second replica reuses the stored certificate"
     control_plane.request("DELETE", mwc_path)
 
 
-def test_the_binary_bootstraps_its_certificate_and_mutates(control_plane: ControlPlane, tmp_path: Path,
-                                                          webhook: WebhookThread) -> None:
+def test_the_binary_bootstraps_its_certificate_and_mutates(
+    control_plane: ControlPlane, tmp_path: Path, webhook: WebhookThread
+) -> None:
     """``koord-scheduler --webhook-port`` end to end: self-signed certificate, caBundle patched, pod mutated."""
     namespace, configuration = "coloc-binary", "pykoord-colocation-binary"
-    control_plane.request("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {
-        "name": namespace, "labels": {"koordinator.sh/enable-colocation": "true"}}})
+    control_plane.request(
+        "POST",
+        "/api/v1/namespaces",
+        {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": namespace, "labels": {"koordinator.sh/enable-colocation": "true"}},
+        },
+    )
     control_plane.request("DELETE", f"/api/v1/namespaces/{namespace}/secrets/koord-scheduler-webhook-certs")
     port = free_port()
     register(control_plane, configuration, port=port, ca_pem=b"", namespace=namespace)
     log = (tmp_path / "koord-scheduler.log").open("wb")
     process = subprocess.Popen(
-        [str(REPO / ".venv" / "bin" / "koord-scheduler"), "--kubeconfig", str(control_plane.kubeconfig),
-         "--leader-elect=false", "--metrics-port", "0", "--webhook-port", str(port),
-         "--webhook-bind-address", "127.0.0.1", "--webhook-namespace", namespace,
-         "--webhook-configuration-name", configuration, "--webhook-cert-hosts", "127.0.0.1"],
-        stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        [
+            str(REPO / ".venv" / "bin" / "koord-scheduler"),
+            "--kubeconfig",
+            str(control_plane.kubeconfig),
+            "--leader-elect=false",
+            "--metrics-port",
+            "0",
+            "--webhook-port",
+            str(port),
+            "--webhook-bind-address",
+            "127.0.0.1",
+            "--webhook-namespace",
+            namespace,
+            "--webhook-configuration-name",
+            configuration,
+            "--webhook-cert-hosts",
+            "127.0.0.1",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+    )
     mwc_path = f"/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/{configuration}"
     try:
         deadline = time.monotonic() + 30

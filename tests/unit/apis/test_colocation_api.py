@@ -38,15 +38,27 @@ def test_canonical_quantity(text: str, want: str) -> None:
 
 @pytest.mark.parametrize(
     ("value", "want"),
-    [pytest.param(None, 100, id="absent"), pytest.param(0, 0, id="zero"), pytest.param(100, 100, id="int"),
-     pytest.param("50%", 50, id="percent"), pytest.param("0%", 0, id="zero-percent")],
+    [
+        pytest.param(None, 100, id="absent"),
+        pytest.param(0, 0, id="zero"),
+        pytest.param(100, 100, id="int"),
+        pytest.param("50%", 50, id="percent"),
+        pytest.param("0%", 0, id="zero-percent"),
+    ],
 )
 def test_probability_percent(value: Any, want: int) -> None:
     assert probability_percent(value) == want
 
 
-@pytest.mark.parametrize("value", [pytest.param(101, id="over"), pytest.param(-1, id="negative"),
-                                   pytest.param("50", id="no-percent-sign"), pytest.param("150%", id="over-pct")])
+@pytest.mark.parametrize(
+    "value",
+    [
+        pytest.param(101, id="over"),
+        pytest.param(-1, id="negative"),
+        pytest.param("50", id="no-percent-sign"),
+        pytest.param("150%", id="over-pct"),
+    ],
+)
 def test_probability_refused(value: Any) -> None:
     with pytest.raises(ValueError):
         probability_percent(value)
@@ -56,14 +68,21 @@ def test_probability_refused(value: Any) -> None:
     ("spec", "message"),
     [
         pytest.param({"probability": "half"}, "spec.probability", id="probability"),
-        pytest.param({"selector": {"matchExpressions": [{"key": "a", "operator": "In"}]}},
-                     "spec.selector.matchExpressions[0]: operator In needs values", id="in-without-values"),
-        pytest.param({"namespaceSelector": {"matchExpressions": [{"key": "a", "operator": "Exists",
-                                                                  "values": ["x"]}]}},
-                     "spec.namespaceSelector.matchExpressions[0]: operator Exists takes no values",
-                     id="exists-with-values"),
-        pytest.param({"selector": {"matchExpressions": [{"key": "a", "operator": "Gt", "values": ["1"]}]}},
-                     "spec.selector.matchExpressions.0.operator", id="operator-not-for-labels"),
+        pytest.param(
+            {"selector": {"matchExpressions": [{"key": "a", "operator": "In"}]}},
+            "spec.selector.matchExpressions[0]: operator In needs values",
+            id="in-without-values",
+        ),
+        pytest.param(
+            {"namespaceSelector": {"matchExpressions": [{"key": "a", "operator": "Exists", "values": ["x"]}]}},
+            "spec.namespaceSelector.matchExpressions[0]: operator Exists takes no values",
+            id="exists-with-values",
+        ),
+        pytest.param(
+            {"selector": {"matchExpressions": [{"key": "a", "operator": "Gt", "values": ["1"]}]}},
+            "spec.selector.matchExpressions.0.operator",
+            id="operator-not-for-labels",
+        ),
         pytest.param({"qosClass": "GOLD"}, "spec.qosClass", id="qos-class"),
         pytest.param({"patch": [1]}, "spec.patch: must be an object", id="patch-not-object"),
     ],
@@ -75,8 +94,12 @@ def test_resolve_profile_names_the_field(spec: dict[str, Any], message: str) -> 
 
 
 def test_empty_selectors_match_everything_without_a_namespace_lookup() -> None:
-    profile = resolve_profile({"metadata": {"name": "p", "annotations": {
-        "config.koordinator.sh/skip-update-resources": ""}}, "spec": {"namespaceSelector": {}, "selector": {}}})
+    profile = resolve_profile(
+        {
+            "metadata": {"name": "p", "annotations": {"config.koordinator.sh/skip-update-resources": ""}},
+            "spec": {"namespaceSelector": {}, "selector": {}},
+        }
+    )
     assert profile.namespace_selector is None and profile.selector is None
     assert profile.skip_update_resources is True
 

@@ -118,6 +118,7 @@ def _kind(node: dict[str, Any]) -> tuple[Any, ...]:
         "scheduling.sigs.k8s.io_elasticquotas.yaml",
         "scheduling.sigs.k8s.io_podgroups.yaml",
         "scheduling.koordinator.sh_clusternetworktopologies.yaml",
+        "quota.koordinator.sh_elasticquotaprofiles.yaml",
         "scheduling.koordinator.sh_podmigrationjobs.yaml",
     ],
 )

@@ -85,3 +85,54 @@ def test_simulate_refuses_an_unknown_gate(capsys: pytest.CaptureFixture[str]) ->
         new_scheduler_command().run(["simulate", "--feature-gates", "NoSuchGate=true"])
     assert exit_info.value.code == 2
     assert "argument --feature-gates: unrecognized feature gate: NoSuchGate" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("gate", "want"),
+    [
+        pytest.param("PodMutatingWebhook", True, id="pod-mutating-webhook-beta"),
+        pytest.param("PodValidatingWebhook", True, id="pod-validating-webhook-beta"),
+        pytest.param("ElasticQuotaMutatingWebhook", True, id="quota-mutating-webhook-beta"),
+        pytest.param("ElasticQuotaValidatingWebhook", True, id="quota-validating-webhook-beta"),
+        pytest.param("ColocationProfileSkipValidatingPriority", False, id="skip-validating-priority-alpha"),
+        pytest.param("ElasticQuotaEnableUpdateResourceKey", False, id="update-resource-key-alpha"),
+        pytest.param("ColocationProfileController", False, id="colocation-profile-controller-alpha"),
+        pytest.param("NodeMutatingWebhook", False, id="node-webhook-alpha"),
+    ],
+)
+def test_koord_manager_gates_have_koordinators_defaults(gate: str, want: bool) -> None:
+    assert DEFAULT_FEATURE_GATES.enabled(gate) is want
+
+
+def test_the_webhooks_and_colocationprofile_gates_switch_both_ways() -> None:
+    flag = (
+        "PodValidatingWebhook=false,ElasticQuotaValidatingWebhook=false,ColocationProfileSkipValidatingPriority=true,"
+        "ElasticQuotaEnableUpdateResourceKey=true,ColocationProfileController=true,PodMutatingWebhook=false,"
+        "ElasticQuotaMutatingWebhook=false"
+    )
+    gates = SchedulerFeatureGates.resolve(parse_feature_gates_flag(flag))
+    assert [gates.enabled(name) for name in parse_feature_gates_flag(flag)] == [
+        False,
+        False,
+        True,
+        True,
+        True,
+        False,
+        False,
+    ]
+
+
+@pytest.mark.parametrize(
+    "gate",
+    [
+        "NodeMutatingWebhook",
+        "ColocationProfileSkipMutatingResources",
+        "EnableQuotaAdmission",
+        "ValidatePodDeviceResource",
+        "SupportParentQuotaSubmitPod",
+    ],
+)
+def test_koord_manager_gates_pykoord_does_not_implement_are_refused(gate: str) -> None:
+    with pytest.raises(FeatureGateError) as err:
+        SchedulerFeatureGates.resolve({gate: "true"})
+    assert str(err.value).startswith(f"feature gate {gate}=true is not implemented by koord-scheduler")

@@ -19,27 +19,54 @@ def _crd(file_name: str) -> dict[str, Any]:
 @pytest.mark.parametrize(
     ("file_name", "want"),
     [
-        pytest.param("scheduling.koordinator.sh_reservations.yaml",
-                     ("scheduling.koordinator.sh", "Reservation", "Cluster", ["v1alpha1"]), id="reservation"),
-        pytest.param("slo.koordinator.sh_nodemetrics.yaml",
-                     ("slo.koordinator.sh", "NodeMetric", "Cluster", ["v1alpha1"]), id="nodemetric"),
-        pytest.param("slo.koordinator.sh_nodeslos.yaml",
-                     ("slo.koordinator.sh", "NodeSLO", "Cluster", ["v1alpha1"]), id="nodeslo"),
-        pytest.param("scheduling.sigs.k8s.io_podgroups.yaml",
-                     ("scheduling.sigs.k8s.io", "PodGroup", "Namespaced", ["v1alpha1"]), id="podgroup"),
-        pytest.param("scheduling.sigs.k8s.io_elasticquotas.yaml",
-                     ("scheduling.sigs.k8s.io", "ElasticQuota", "Namespaced", ["v1alpha1"]), id="elasticquota"),
-        pytest.param("config.koordinator.sh_clustercolocationprofiles.yaml",
-                     ("config.koordinator.sh", "ClusterColocationProfile", "Cluster", ["v1alpha1"]),
-                     id="clustercolocationprofile"),
-        pytest.param("scheduling.koordinator.sh_devices.yaml",
-                     ("scheduling.koordinator.sh", "Device", "Cluster", ["v1alpha1"]), id="device"),
-        pytest.param("scheduling.koordinator.sh_clusternetworktopologies.yaml",
-                     ("scheduling.koordinator.sh", "ClusterNetworkTopology", "Cluster", ["v1alpha1"]),
-                     id="clusternetworktopology"),
-        pytest.param("topology.node.k8s.io_noderesourcetopologies.yaml",
-                     ("topology.node.k8s.io", "NodeResourceTopology", "Cluster", ["v1alpha1", "v1alpha2"]),
-                     id="noderesourcetopology"),
+        pytest.param(
+            "scheduling.koordinator.sh_reservations.yaml",
+            ("scheduling.koordinator.sh", "Reservation", "Cluster", ["v1alpha1"]),
+            id="reservation",
+        ),
+        pytest.param(
+            "slo.koordinator.sh_nodemetrics.yaml",
+            ("slo.koordinator.sh", "NodeMetric", "Cluster", ["v1alpha1"]),
+            id="nodemetric",
+        ),
+        pytest.param(
+            "slo.koordinator.sh_nodeslos.yaml", ("slo.koordinator.sh", "NodeSLO", "Cluster", ["v1alpha1"]), id="nodeslo"
+        ),
+        pytest.param(
+            "scheduling.sigs.k8s.io_podgroups.yaml",
+            ("scheduling.sigs.k8s.io", "PodGroup", "Namespaced", ["v1alpha1"]),
+            id="podgroup",
+        ),
+        pytest.param(
+            "scheduling.sigs.k8s.io_elasticquotas.yaml",
+            ("scheduling.sigs.k8s.io", "ElasticQuota", "Namespaced", ["v1alpha1"]),
+            id="elasticquota",
+        ),
+        pytest.param(
+            "config.koordinator.sh_clustercolocationprofiles.yaml",
+            ("config.koordinator.sh", "ClusterColocationProfile", "Cluster", ["v1alpha1"]),
+            id="clustercolocationprofile",
+        ),
+        pytest.param(
+            "scheduling.koordinator.sh_devices.yaml",
+            ("scheduling.koordinator.sh", "Device", "Cluster", ["v1alpha1"]),
+            id="device",
+        ),
+        pytest.param(
+            "scheduling.koordinator.sh_clusternetworktopologies.yaml",
+            ("scheduling.koordinator.sh", "ClusterNetworkTopology", "Cluster", ["v1alpha1"]),
+            id="clusternetworktopology",
+        ),
+        pytest.param(
+            "quota.koordinator.sh_elasticquotaprofiles.yaml",
+            ("quota.koordinator.sh", "ElasticQuotaProfile", "Namespaced", ["v1alpha1"]),
+            id="elasticquotaprofile",
+        ),
+        pytest.param(
+            "topology.node.k8s.io_noderesourcetopologies.yaml",
+            ("topology.node.k8s.io", "NodeResourceTopology", "Cluster", ["v1alpha1", "v1alpha2"]),
+            id="noderesourcetopology",
+        ),
     ],
 )
 def test_koordinator_crd_fixture(file_name: str, want: tuple[str, str, str, list[str]]) -> None:

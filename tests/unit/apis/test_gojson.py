@@ -17,23 +17,42 @@ from apis.slo.nodeslo import NodeSLOSpec, ResourceThresholdStrategy
 FIELDS = GoFields.of(("cpuEvictTimeWindowSeconds", "clusterStrategy", "m", "l"))
 
 
-@pytest.mark.parametrize(("document", "want"), [
-    pytest.param('{"cpuEvictTimeWindowSeconds": 1}', {"cpuEvictTimeWindowSeconds": 1}, id="exact"),
-    pytest.param('{"CPUEvictTimeWindowSeconds": 1}', {"cpuEvictTimeWindowSeconds": 1}, id="case-folded"),
-    pytest.param('{"cpuEvictTimeWindowSeconds": 1, "CPUEvictTimeWindowSeconds": 2}',
-                 {"cpuEvictTimeWindowSeconds": 2}, id="exact-then-folded-later-wins"),
-    pytest.param('{"CPUEvictTimeWindowSeconds": 2, "cpuEvictTimeWindowSeconds": 1}',
-                 {"cpuEvictTimeWindowSeconds": 1}, id="folded-then-exact-later-wins"),
-    pytest.param('{"CPUEVICTTIMEWINDOWSECONDS": 3, "CPUEvictTimeWindowSeconds": 2}',
-                 {"cpuEvictTimeWindowSeconds": 2}, id="two-folded-later-wins"),
-    pytest.param('{"clusterStrategy": {"a": 1}, "ClusterStrategy": {"b": 2}}',
-                 {"clusterStrategy": {"a": 1, "b": 2}}, id="objects-merge"),
-    pytest.param('{"clusterStrategy": {"a": 1}, "ClusterStrategy": null}', {"clusterStrategy": None},
-                 id="null-replaces"),
-    pytest.param('{"m": {"x": "1"}, "M": {"y": "2"}, "l": [1, 2], "L": [3]}',
-                 {"m": {"x": "1", "y": "2"}, "l": [3]}, id="maps-merge-arrays-replace"),
-    pytest.param('{"unknownField": 1, "Unknown": 2}', {"unknownField": 1, "Unknown": 2}, id="unmatched-kept"),
-])
+@pytest.mark.parametrize(
+    ("document", "want"),
+    [
+        pytest.param('{"cpuEvictTimeWindowSeconds": 1}', {"cpuEvictTimeWindowSeconds": 1}, id="exact"),
+        pytest.param('{"CPUEvictTimeWindowSeconds": 1}', {"cpuEvictTimeWindowSeconds": 1}, id="case-folded"),
+        pytest.param(
+            '{"cpuEvictTimeWindowSeconds": 1, "CPUEvictTimeWindowSeconds": 2}',
+            {"cpuEvictTimeWindowSeconds": 2},
+            id="exact-then-folded-later-wins",
+        ),
+        pytest.param(
+            '{"CPUEvictTimeWindowSeconds": 2, "cpuEvictTimeWindowSeconds": 1}',
+            {"cpuEvictTimeWindowSeconds": 1},
+            id="folded-then-exact-later-wins",
+        ),
+        pytest.param(
+            '{"CPUEVICTTIMEWINDOWSECONDS": 3, "CPUEvictTimeWindowSeconds": 2}',
+            {"cpuEvictTimeWindowSeconds": 2},
+            id="two-folded-later-wins",
+        ),
+        pytest.param(
+            '{"clusterStrategy": {"a": 1}, "ClusterStrategy": {"b": 2}}',
+            {"clusterStrategy": {"a": 1, "b": 2}},
+            id="objects-merge",
+        ),
+        pytest.param(
+            '{"clusterStrategy": {"a": 1}, "ClusterStrategy": null}', {"clusterStrategy": None}, id="null-replaces"
+        ),
+        pytest.param(
+            '{"m": {"x": "1"}, "M": {"y": "2"}, "l": [1, 2], "L": [3]}',
+            {"m": {"x": "1", "y": "2"}, "l": [3]},
+            id="maps-merge-arrays-replace",
+        ),
+        pytest.param('{"unknownField": 1, "Unknown": 2}', {"unknownField": 1, "Unknown": 2}, id="unmatched-kept"),
+    ],
+)
 def test_fold(document: str, want: dict[str, Any]) -> None:
     assert FIELDS.fold(json.loads(document)) == want
 
@@ -49,11 +68,14 @@ def test_first_of_two_fields_that_fold_alike_keeps_the_folded_spelling() -> None
     assert fields.fold({"nodeId": 2}) == {"nodeId": 2}
 
 
-@pytest.mark.parametrize(("raw", "want"), [
-    pytest.param({"CPUEvictTimeWindowSeconds": 60}, 60, id="cpu-evict-manual-spelling"),
-    pytest.param({"cpuEvictTimeWindowSeconds": 60, "CPUEvictTimeWindowSeconds": 30}, 30, id="later-wins"),
-    pytest.param({"CPUEvictTimeWindowSeconds": 30, "cpuEvictTimeWindowSeconds": 60}, 60, id="exact-later-wins"),
-])
+@pytest.mark.parametrize(
+    ("raw", "want"),
+    [
+        pytest.param({"CPUEvictTimeWindowSeconds": 60}, 60, id="cpu-evict-manual-spelling"),
+        pytest.param({"cpuEvictTimeWindowSeconds": 60, "CPUEvictTimeWindowSeconds": 30}, 30, id="later-wins"),
+        pytest.param({"CPUEvictTimeWindowSeconds": 30, "cpuEvictTimeWindowSeconds": 60}, 60, id="exact-later-wins"),
+    ],
+)
 def test_nodeslo_strategy_reads_keys_as_go(raw: dict[str, Any], want: int) -> None:
     assert ResourceThresholdStrategy.model_validate(raw).cpu_evict_time_window_seconds == want
     spec = NodeSLOSpec.model_validate({"ResourceUsedThresholdWithBE": raw})
@@ -84,11 +106,14 @@ def test_cpu_evict_manual_config_map_reaches_the_nodeslo() -> None:
 
 
 def test_config_map_structure_keys_fold() -> None:
-    text = json.dumps({
-        "ClusterStrategy": {"Enable": True},
-        "NodeStrategies": [{"Name": "pool-a", "NodeSelector": {"MatchLabels": {"pool": "a"}},
-                            "CPUSuppressThresholdPercent": 50}],
-    })
+    text = json.dumps(
+        {
+            "ClusterStrategy": {"Enable": True},
+            "NodeStrategies": [
+                {"Name": "pool-a", "NodeSelector": {"MatchLabels": {"pool": "a"}}, "CPUSuppressThresholdPercent": 50}
+            ],
+        }
+    )
     config, problems = parse_slo_config({RESOURCE_THRESHOLD_KEY: text})
     assert problems == []
     want_cluster = render_node_slo_spec(config, {"pool": "b"}, {})["resourceUsedThresholdWithBE"]
@@ -100,4 +125,6 @@ def test_config_map_structure_keys_fold() -> None:
 
 def test_colocation_config_keys_fold() -> None:
     assert strategy_wire({"Enable": True, "CPUReclaimThresholdPercent": 70}) == {
-        "enable": True, "cpuReclaimThresholdPercent": 70}
+        "enable": True,
+        "cpuReclaimThresholdPercent": 70,
+    }

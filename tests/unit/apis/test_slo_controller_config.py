@@ -21,8 +21,11 @@ from apis.configuration import (
 )
 
 DEFAULT_THRESHOLD = {
-    "enable": False, "cpuSuppressThresholdPercent": 65, "cpuSuppressPolicy": "cpuset",
-    "memoryEvictThresholdPercent": 70, "cpuEvictPolicy": "evictByRealLimit",
+    "enable": False,
+    "cpuSuppressThresholdPercent": 65,
+    "cpuSuppressPolicy": "cpuset",
+    "memoryEvictThresholdPercent": 70,
+    "cpuEvictPolicy": "evictByRealLimit",
 }
 CHART = {
     "colocation-config": '{\n  "enable": true\n}\n',
@@ -43,8 +46,13 @@ def test_defaults_without_config_map() -> None:
     assert render_node_slo_spec(config, {}, {}) == {
         "resourceUsedThresholdWithBE": DEFAULT_THRESHOLD,
         "resourceQOSStrategy": {},
-        "cpuBurstStrategy": {"policy": "none", "cpuBurstPercent": 1000, "cfsQuotaBurstPercent": 300,
-                             "cfsQuotaBurstPeriodSeconds": -1, "sharePoolThresholdPercent": 50},
+        "cpuBurstStrategy": {
+            "policy": "none",
+            "cpuBurstPercent": 1000,
+            "cfsQuotaBurstPercent": 300,
+            "cfsQuotaBurstPeriodSeconds": -1,
+            "sharePoolThresholdPercent": 50,
+        },
         "systemStrategy": {"totalNetworkBandwidth": "0"},
     }
     assert resolve_colocation(config, {}, {}) == ColocationStrategy(enable=False)
@@ -57,33 +65,62 @@ def test_chart_config_map() -> None:
     assert resolve_colocation(config, {}, {}) == ColocationStrategy(enable=True)
 
 
-S2 = {"clusterStrategy": {"enable": True, "cpuSuppressThresholdPercent": 50},
-      "nodeStrategies": [{"nodeSelector": {"matchLabels": {"pool": "a"}}, "memoryEvictThresholdPercent": 80}]}
-S3 = {"clusterStrategy": {"enable": True},
-      "nodeStrategies": [
-          {"name": "s1", "nodeSelector": {"matchLabels": {"pool": "a"}}, "cpuSuppressThresholdPercent": 40},
-          {"name": "s2", "nodeSelector": {}, "cpuSuppressThresholdPercent": 30, "memoryEvictThresholdPercent": 90},
-      ]}
+S2 = {
+    "clusterStrategy": {"enable": True, "cpuSuppressThresholdPercent": 50},
+    "nodeStrategies": [{"nodeSelector": {"matchLabels": {"pool": "a"}}, "memoryEvictThresholdPercent": 80}],
+}
+S3 = {
+    "clusterStrategy": {"enable": True},
+    "nodeStrategies": [
+        {"name": "s1", "nodeSelector": {"matchLabels": {"pool": "a"}}, "cpuSuppressThresholdPercent": 40},
+        {"name": "s2", "nodeSelector": {}, "cpuSuppressThresholdPercent": 30, "memoryEvictThresholdPercent": 90},
+    ],
+}
 
 
 @pytest.mark.parametrize(
     ("data", "labels", "want"),
     [
         pytest.param({}, {}, DEFAULT_THRESHOLD, id="S1-empty-key-object"),
-        pytest.param(S2, {"pool": "a"}, {**DEFAULT_THRESHOLD, "enable": True, "cpuSuppressThresholdPercent": 50,
-                                          "memoryEvictThresholdPercent": 80}, id="S2-node-strategy"),
-        pytest.param(S2, {}, {**DEFAULT_THRESHOLD, "enable": True, "cpuSuppressThresholdPercent": 50},
-                     id="S2-other-node-cluster"),
-        pytest.param(S3, {"pool": "a"}, {**DEFAULT_THRESHOLD, "enable": True, "cpuSuppressThresholdPercent": 40},
-                     id="S3-first-match-wins"),
-        pytest.param(S3, {"pool": "b"}, {**DEFAULT_THRESHOLD, "enable": True, "cpuSuppressThresholdPercent": 30,
-                                          "memoryEvictThresholdPercent": 90}, id="S3-empty-selector-matches-all"),
-        pytest.param({"nodeStrategies": [{"name": "x", "memoryEvictThresholdPercent": 90}]}, {"pool": "a"},
-                     DEFAULT_THRESHOLD, id="missing-selector-matches-no-node"),
-        pytest.param({"clusterStrategy": {"enable": False, "cpuSuppressThresholdPercent": 0}}, {},
-                     {**DEFAULT_THRESHOLD, "cpuSuppressThresholdPercent": 0}, id="explicit-zero-overrides"),
-        pytest.param({"clusterStrategy": {"cpuSuppressThresholdPercent": None, "typoField": 3}}, {},
-                     DEFAULT_THRESHOLD, id="null-and-unknown-fields-ignored"),
+        pytest.param(
+            S2,
+            {"pool": "a"},
+            {**DEFAULT_THRESHOLD, "enable": True, "cpuSuppressThresholdPercent": 50, "memoryEvictThresholdPercent": 80},
+            id="S2-node-strategy",
+        ),
+        pytest.param(
+            S2, {}, {**DEFAULT_THRESHOLD, "enable": True, "cpuSuppressThresholdPercent": 50}, id="S2-other-node-cluster"
+        ),
+        pytest.param(
+            S3,
+            {"pool": "a"},
+            {**DEFAULT_THRESHOLD, "enable": True, "cpuSuppressThresholdPercent": 40},
+            id="S3-first-match-wins",
+        ),
+        pytest.param(
+            S3,
+            {"pool": "b"},
+            {**DEFAULT_THRESHOLD, "enable": True, "cpuSuppressThresholdPercent": 30, "memoryEvictThresholdPercent": 90},
+            id="S3-empty-selector-matches-all",
+        ),
+        pytest.param(
+            {"nodeStrategies": [{"name": "x", "memoryEvictThresholdPercent": 90}]},
+            {"pool": "a"},
+            DEFAULT_THRESHOLD,
+            id="missing-selector-matches-no-node",
+        ),
+        pytest.param(
+            {"clusterStrategy": {"enable": False, "cpuSuppressThresholdPercent": 0}},
+            {},
+            {**DEFAULT_THRESHOLD, "cpuSuppressThresholdPercent": 0},
+            id="explicit-zero-overrides",
+        ),
+        pytest.param(
+            {"clusterStrategy": {"cpuSuppressThresholdPercent": None, "typoField": 3}},
+            {},
+            DEFAULT_THRESHOLD,
+            id="null-and-unknown-fields-ignored",
+        ),
     ],
 )
 def test_threshold_merge(data: dict[str, Any], labels: dict[str, str], want: dict[str, Any]) -> None:
@@ -91,9 +128,12 @@ def test_threshold_merge(data: dict[str, Any], labels: dict[str, str], want: dic
 
 
 def test_s5_nested_qos_merge() -> None:
-    data = {"clusterStrategy": {"beClass": {"memoryQOS": {"enable": True, "wmarkRatio": 95, "wmarkScalePermill": 20}}},
-            "nodeStrategies": [{"nodeSelector": {"matchLabels": {"pool": "a"}},
-                                "beClass": {"memoryQOS": {"wmarkRatio": 90}}}]}
+    data = {
+        "clusterStrategy": {"beClass": {"memoryQOS": {"enable": True, "wmarkRatio": 95, "wmarkScalePermill": 20}}},
+        "nodeStrategies": [
+            {"nodeSelector": {"matchLabels": {"pool": "a"}}, "beClass": {"memoryQOS": {"wmarkRatio": 90}}}
+        ],
+    }
     config, problems = parse_slo_config({RESOURCE_QOS_KEY: json.dumps(data)})
     assert problems == []
     assert render_node_slo_spec(config, {"pool": "a"}, {})["resourceQOSStrategy"] == {
@@ -102,8 +142,10 @@ def test_s5_nested_qos_merge() -> None:
 
 
 def test_arrays_replace_whole() -> None:
-    data = {"metricAggregatePolicy": {"durations": ["5m", "15m"]},
-            "nodeConfigs": [{"nodeSelector": {}, "metricAggregatePolicy": {"durations": ["1m"]}}]}
+    data = {
+        "metricAggregatePolicy": {"durations": ["5m", "15m"]},
+        "nodeConfigs": [{"nodeSelector": {}, "metricAggregatePolicy": {"durations": ["1m"]}}],
+    }
     config, _ = parse_slo_config({COLOCATION_KEY: json.dumps(data)})
     assert config.key(COLOCATION_KEY).cluster["metricAggregatePolicy"] == {"durations": ["5m", "15m"]}
     assert resolve_colocation(config, {}, {}).metric_aggregate_durations == ("1m",)
@@ -114,31 +156,63 @@ def test_arrays_replace_whole() -> None:
     [
         pytest.param(RESOURCE_THRESHOLD_KEY, "{not json", "not valid JSON", id="invalid-json"),
         pytest.param(RESOURCE_THRESHOLD_KEY, "", "not valid JSON", id="empty-string"),
-        pytest.param(RESOURCE_THRESHOLD_KEY, '{"clusterStrategy": {"cpuSuppressThresholdPercent": 150}}',
-                     "clusterStrategy.cpuSuppressThresholdPercent: 150 is out of range (must be at most 100)",
-                     id="threshold-above-100"),
-        pytest.param(RESOURCE_THRESHOLD_KEY,
-                     '{"nodeStrategies": [{"nodeSelector": {}, "memoryEvictLowerPercent": 80}]}',
-                     "nodeStrategies[0].memoryEvictLowerPercent: 80 must be below memoryEvictThresholdPercent (70)",
-                     id="lower-above-threshold-after-merge"),
-        pytest.param(RESOURCE_THRESHOLD_KEY, '{"clusterStrategy": {"cpuSuppressPolicy": "bogus"}}',
-                     "clusterStrategy.cpuSuppressPolicy: 'bogus' is not one of cpuset, cfsQuota", id="bad-enum"),
-        pytest.param(RESOURCE_THRESHOLD_KEY, '{"clusterStrategy": {"enable": "yes please"}}',
-                     "clusterStrategy.enable:", id="wrong-type"),
-        pytest.param(COLOCATION_KEY, '{"resourceDiffThreshold": 0}',
-                     "resourceDiffThreshold: 0 is out of range (must be above 0)", id="diff-threshold-zero"),
-        pytest.param(COLOCATION_KEY, '{"degradeTimeMinutes": 0}', "degradeTimeMinutes: 0 is out of range",
-                     id="degrade-zero"),
-        pytest.param(COLOCATION_KEY, '{"nodeConfigs": [{"nodeSelector": {"matchExpressions": [{"key": "a"}]}}]}',
-                     "nodeConfigs[0].nodeSelector", id="bad-selector"),
-        pytest.param(RESOURCE_QOS_KEY, '{"clusterStrategy": {"lsClass": {"cpuQOS": {"groupIdentity": 5}}}}',
-                     "clusterStrategy.lsClass.cpuQOS.groupIdentity: 5 is out of range", id="qos-group-identity"),
-        pytest.param(CPU_BURST_KEY, '{"clusterStrategy": {"cfsQuotaBurstPercent": 50}}',
-                     "clusterStrategy.cfsQuotaBurstPercent: 50 is out of range (must be at least 100)",
-                     id="burst-below-100"),
-        pytest.param(SYSTEM_KEY, '{"clusterStrategy": {"watermarkScaleFactor": 500}}',
-                     "clusterStrategy.watermarkScaleFactor: 500 is out of range (must be at most 400)",
-                     id="system-watermark"),
+        pytest.param(
+            RESOURCE_THRESHOLD_KEY,
+            '{"clusterStrategy": {"cpuSuppressThresholdPercent": 150}}',
+            "clusterStrategy.cpuSuppressThresholdPercent: 150 is out of range (must be at most 100)",
+            id="threshold-above-100",
+        ),
+        pytest.param(
+            RESOURCE_THRESHOLD_KEY,
+            '{"nodeStrategies": [{"nodeSelector": {}, "memoryEvictLowerPercent": 80}]}',
+            "nodeStrategies[0].memoryEvictLowerPercent: 80 must be below memoryEvictThresholdPercent (70)",
+            id="lower-above-threshold-after-merge",
+        ),
+        pytest.param(
+            RESOURCE_THRESHOLD_KEY,
+            '{"clusterStrategy": {"cpuSuppressPolicy": "bogus"}}',
+            "clusterStrategy.cpuSuppressPolicy: 'bogus' is not one of cpuset, cfsQuota",
+            id="bad-enum",
+        ),
+        pytest.param(
+            RESOURCE_THRESHOLD_KEY,
+            '{"clusterStrategy": {"enable": "yes please"}}',
+            "clusterStrategy.enable:",
+            id="wrong-type",
+        ),
+        pytest.param(
+            COLOCATION_KEY,
+            '{"resourceDiffThreshold": 0}',
+            "resourceDiffThreshold: 0 is out of range (must be above 0)",
+            id="diff-threshold-zero",
+        ),
+        pytest.param(
+            COLOCATION_KEY, '{"degradeTimeMinutes": 0}', "degradeTimeMinutes: 0 is out of range", id="degrade-zero"
+        ),
+        pytest.param(
+            COLOCATION_KEY,
+            '{"nodeConfigs": [{"nodeSelector": {"matchExpressions": [{"key": "a"}]}}]}',
+            "nodeConfigs[0].nodeSelector",
+            id="bad-selector",
+        ),
+        pytest.param(
+            RESOURCE_QOS_KEY,
+            '{"clusterStrategy": {"lsClass": {"cpuQOS": {"groupIdentity": 5}}}}',
+            "clusterStrategy.lsClass.cpuQOS.groupIdentity: 5 is out of range",
+            id="qos-group-identity",
+        ),
+        pytest.param(
+            CPU_BURST_KEY,
+            '{"clusterStrategy": {"cfsQuotaBurstPercent": 50}}',
+            "clusterStrategy.cfsQuotaBurstPercent: 50 is out of range (must be at least 100)",
+            id="burst-below-100",
+        ),
+        pytest.param(
+            SYSTEM_KEY,
+            '{"clusterStrategy": {"watermarkScaleFactor": 500}}',
+            "clusterStrategy.watermarkScaleFactor: 500 is out of range (must be at most 400)",
+            id="system-watermark",
+        ),
         pytest.param(SYSTEM_KEY, "[1, 2]", "expected a JSON object", id="not-an-object"),
     ],
 )
@@ -175,11 +249,19 @@ def test_missing_key_goes_back_to_default() -> None:
 @pytest.mark.parametrize(
     ("labels", "annotations", "want"),
     [
-        pytest.param({"node.koordinator.sh/cpu-reclaim-ratio": "0.57"}, {}, {"cpu_reclaim_threshold_percent": 56},
-                     id="ratio-label-truncates"),
+        pytest.param(
+            {"node.koordinator.sh/cpu-reclaim-ratio": "0.57"},
+            {},
+            {"cpu_reclaim_threshold_percent": 56},
+            id="ratio-label-truncates",
+        ),
         pytest.param({"node.koordinator.sh/memory-reclaim-ratio": "-1"}, {}, {}, id="negative-ratio-ignored"),
-        pytest.param({}, {"node.koordinator.sh/colocation-strategy": '{"degradeTimeMinutes": 3}'},
-                     {"degrade_time_minutes": 3}, id="annotation-overlay"),
+        pytest.param(
+            {},
+            {"node.koordinator.sh/colocation-strategy": '{"degradeTimeMinutes": 3}'},
+            {"degrade_time_minutes": 3},
+            id="annotation-overlay",
+        ),
         pytest.param({}, {"node.koordinator.sh/colocation-strategy": "{bad"}, {}, id="bad-annotation-ignored"),
         pytest.param({"pool": "a"}, {}, {"enable": False}, id="node-config-can-disable"),
     ],
@@ -207,37 +289,80 @@ def test_network_bandwidth_annotation() -> None:
     assert spec["systemStrategy"] == {"totalNetworkBandwidth": "0"}
 
 
-KOORD_THRESHOLD = {"clusterStrategy": {"enable": True, "cpuSuppressThresholdPercent": 60},
-                   "nodeStrategies": [
-                       {"nodeSelector": {"matchLabels": {"xxx": "yyy"}}, "cpuSuppressThresholdPercent": 40},
-                       {"nodeSelector": {"matchLabels": {"zzz": "zzz"}}, "cpuSuppressThresholdPercent": 50}]}
-KOORD_BURST = {"clusterStrategy": {"cfsQuotaBurstPeriodSeconds": 120},
-               "nodeStrategies": [{"nodeSelector": {"matchLabels": {"xxx": "yyy"}}, "cpuBurstPercent": 100},
-                                  {"nodeSelector": {"matchLabels": {"zzz": "zzz"}}, "cpuBurstPercent": 200}]}
-DEFAULT_BURST = {"policy": "none", "cpuBurstPercent": 1000, "cfsQuotaBurstPercent": 300,
-                 "cfsQuotaBurstPeriodSeconds": -1, "sharePoolThresholdPercent": 50}
+KOORD_THRESHOLD = {
+    "clusterStrategy": {"enable": True, "cpuSuppressThresholdPercent": 60},
+    "nodeStrategies": [
+        {"nodeSelector": {"matchLabels": {"xxx": "yyy"}}, "cpuSuppressThresholdPercent": 40},
+        {"nodeSelector": {"matchLabels": {"zzz": "zzz"}}, "cpuSuppressThresholdPercent": 50},
+    ],
+}
+KOORD_BURST = {
+    "clusterStrategy": {"cfsQuotaBurstPeriodSeconds": 120},
+    "nodeStrategies": [
+        {"nodeSelector": {"matchLabels": {"xxx": "yyy"}}, "cpuBurstPercent": 100},
+        {"nodeSelector": {"matchLabels": {"zzz": "zzz"}}, "cpuBurstPercent": 200},
+    ],
+}
+DEFAULT_BURST = {
+    "policy": "none",
+    "cpuBurstPercent": 1000,
+    "cfsQuotaBurstPercent": 300,
+    "cfsQuotaBurstPeriodSeconds": -1,
+    "sharePoolThresholdPercent": 50,
+}
 
 
 @pytest.mark.parametrize(
     ("key", "data", "labels", "field", "want"),
     [
-        pytest.param(RESOURCE_THRESHOLD_KEY, KOORD_THRESHOLD, {}, "resourceUsedThresholdWithBE",
-                     {**DEFAULT_THRESHOLD, "enable": True, "cpuSuppressThresholdPercent": 60},
-                     id="koordinator-threshold-only-cluster-config"),
-        pytest.param(RESOURCE_THRESHOLD_KEY, KOORD_THRESHOLD, {"xxx": "yyy"}, "resourceUsedThresholdWithBE",
-                     {**DEFAULT_THRESHOLD, "enable": True, "cpuSuppressThresholdPercent": 40},
-                     id="koordinator-threshold-node-config-xxx"),
-        pytest.param(RESOURCE_THRESHOLD_KEY, KOORD_THRESHOLD, {"zzz": "zzz"}, "resourceUsedThresholdWithBE",
-                     {**DEFAULT_THRESHOLD, "enable": True, "cpuSuppressThresholdPercent": 50},
-                     id="koordinator-threshold-node-config-zzz"),
-        pytest.param(CPU_BURST_KEY, KOORD_BURST, {}, "cpuBurstStrategy",
-                     {**DEFAULT_BURST, "cfsQuotaBurstPeriodSeconds": 120}, id="koordinator-burst-cluster-config"),
-        pytest.param(CPU_BURST_KEY, KOORD_BURST, {"xxx": "yyy"}, "cpuBurstStrategy",
-                     {**DEFAULT_BURST, "cfsQuotaBurstPeriodSeconds": 120, "cpuBurstPercent": 100},
-                     id="koordinator-burst-merged-xxx"),
-        pytest.param(CPU_BURST_KEY, KOORD_BURST, {"zzz": "zzz"}, "cpuBurstStrategy",
-                     {**DEFAULT_BURST, "cfsQuotaBurstPeriodSeconds": 120, "cpuBurstPercent": 200},
-                     id="koordinator-burst-merged-zzz"),
+        pytest.param(
+            RESOURCE_THRESHOLD_KEY,
+            KOORD_THRESHOLD,
+            {},
+            "resourceUsedThresholdWithBE",
+            {**DEFAULT_THRESHOLD, "enable": True, "cpuSuppressThresholdPercent": 60},
+            id="koordinator-threshold-only-cluster-config",
+        ),
+        pytest.param(
+            RESOURCE_THRESHOLD_KEY,
+            KOORD_THRESHOLD,
+            {"xxx": "yyy"},
+            "resourceUsedThresholdWithBE",
+            {**DEFAULT_THRESHOLD, "enable": True, "cpuSuppressThresholdPercent": 40},
+            id="koordinator-threshold-node-config-xxx",
+        ),
+        pytest.param(
+            RESOURCE_THRESHOLD_KEY,
+            KOORD_THRESHOLD,
+            {"zzz": "zzz"},
+            "resourceUsedThresholdWithBE",
+            {**DEFAULT_THRESHOLD, "enable": True, "cpuSuppressThresholdPercent": 50},
+            id="koordinator-threshold-node-config-zzz",
+        ),
+        pytest.param(
+            CPU_BURST_KEY,
+            KOORD_BURST,
+            {},
+            "cpuBurstStrategy",
+            {**DEFAULT_BURST, "cfsQuotaBurstPeriodSeconds": 120},
+            id="koordinator-burst-cluster-config",
+        ),
+        pytest.param(
+            CPU_BURST_KEY,
+            KOORD_BURST,
+            {"xxx": "yyy"},
+            "cpuBurstStrategy",
+            {**DEFAULT_BURST, "cfsQuotaBurstPeriodSeconds": 120, "cpuBurstPercent": 100},
+            id="koordinator-burst-merged-xxx",
+        ),
+        pytest.param(
+            CPU_BURST_KEY,
+            KOORD_BURST,
+            {"zzz": "zzz"},
+            "cpuBurstStrategy",
+            {**DEFAULT_BURST, "cfsQuotaBurstPeriodSeconds": 120, "cpuBurstPercent": 200},
+            id="koordinator-burst-merged-zzz",
+        ),
     ],
 )
 def test_koordinator_nodeslo_tables(

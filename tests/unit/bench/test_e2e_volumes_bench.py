@@ -11,36 +11,68 @@ import pytest
 
 
 def claim(annotations: dict[str, str], volume_name: str = "") -> dict[str, Any]:
-    spec: dict[str, Any] = {"accessModes": ["ReadWriteOnce"], "storageClassName": "bench-wffc",
-                            "resources": {"requests": {"storage": "1Gi"}}}
+    spec: dict[str, Any] = {
+        "accessModes": ["ReadWriteOnce"],
+        "storageClassName": "bench-wffc",
+        "resources": {"requests": {"storage": "1Gi"}},
+    }
     if volume_name:
         spec["volumeName"] = volume_name
-    return {"metadata": {"name": "data-pod-3", "namespace": "bench", "uid": "u-3", "annotations": annotations},
-            "spec": spec}
+    return {
+        "metadata": {"name": "data-pod-3", "namespace": "bench", "uid": "u-3", "annotations": annotations},
+        "spec": spec,
+    }
 
 
-@pytest.mark.parametrize("obj", [
-    pytest.param(claim({}), id="no-node-chosen"),
-    pytest.param(claim({"volume.kubernetes.io/selected-node": "n1"}), id="not-handed-to-the-driver-yet"),
-    pytest.param(claim({"volume.kubernetes.io/selected-node": "n1",
-                        "volume.kubernetes.io/storage-provisioner": "other.csi"}), id="other-driver"),
-    pytest.param(claim({"volume.kubernetes.io/selected-node": "n1",
-                        "volume.kubernetes.io/storage-provisioner": "csi.bench.pykoord"}, "pv-x"), id="bound"),
-])
+@pytest.mark.parametrize(
+    "obj",
+    [
+        pytest.param(claim({}), id="no-node-chosen"),
+        pytest.param(claim({"volume.kubernetes.io/selected-node": "n1"}), id="not-handed-to-the-driver-yet"),
+        pytest.param(
+            claim(
+                {"volume.kubernetes.io/selected-node": "n1", "volume.kubernetes.io/storage-provisioner": "other.csi"}
+            ),
+            id="other-driver",
+        ),
+        pytest.param(
+            claim(
+                {
+                    "volume.kubernetes.io/selected-node": "n1",
+                    "volume.kubernetes.io/storage-provisioner": "csi.bench.pykoord",
+                },
+                "pv-x",
+            ),
+            id="bound",
+        ),
+    ],
+)
 def test_no_volume(e2e_volumes: ModuleType, obj: dict[str, Any]) -> None:
     assert e2e_volumes.volume_for(obj) is None
 
 
 def test_volume_pinned_to_the_selected_node(e2e_volumes: ModuleType) -> None:
-    volume = e2e_volumes.volume_for(claim({"volume.kubernetes.io/selected-node": "bench-node-7",
-                                           "volume.kubernetes.io/storage-provisioner": "csi.bench.pykoord"}))
+    volume = e2e_volumes.volume_for(
+        claim(
+            {
+                "volume.kubernetes.io/selected-node": "bench-node-7",
+                "volume.kubernetes.io/storage-provisioner": "csi.bench.pykoord",
+            }
+        )
+    )
     assert volume is not None
     assert volume["metadata"]["name"] == "pvc-u-3"
-    assert volume["spec"]["claimRef"] == {"kind": "PersistentVolumeClaim", "apiVersion": "v1", "namespace": "bench",
-                                          "name": "data-pod-3", "uid": "u-3"}
+    assert volume["spec"]["claimRef"] == {
+        "kind": "PersistentVolumeClaim",
+        "apiVersion": "v1",
+        "namespace": "bench",
+        "name": "data-pod-3",
+        "uid": "u-3",
+    }
     assert volume["spec"]["capacity"] == {"storage": "1Gi"}
-    assert volume["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"] == [{"matchExpressions": [
-        {"key": "kubernetes.io/hostname", "operator": "In", "values": ["bench-node-7"]}]}]
+    assert volume["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"] == [
+        {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": ["bench-node-7"]}]}
+    ]
 
 
 def test_pod_mounts_its_own_claim(e2e_volumes: ModuleType) -> None:

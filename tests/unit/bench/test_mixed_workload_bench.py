@@ -27,9 +27,7 @@ def test_mixed_pods_cover_sixteen_shapes_and_a_third_spread() -> None:
     assert pods == mixed.pod_objs(0, 3000, seed=1)
     assert pods != mixed.pod_objs(0, 3000, seed=2)
     nodes = [mixed.node_obj(i) for i in range(12)]
-    sizes_by_zone = Counter(
-        (n["metadata"]["labels"][mixed.ZONE_KEY], n["status"]["allocatable"]["cpu"]) for n in nodes
-    )
+    sizes_by_zone = Counter((n["metadata"]["labels"][mixed.ZONE_KEY], n["status"]["allocatable"]["cpu"]) for n in nodes)
     assert len(sizes_by_zone) == 12, "every node size appears in every zone"
 
 

@@ -43,8 +43,11 @@ def test_counts_match_upstream_config(topology_common: ModuleType, upstream_dir:
     shape = topology_common.SHAPES[name]
     assert workload["name"] == "1000Nodes"
     assert workload["labels"] == ["performance"]
-    assert workload["params"] == {"initNodes": shape.nodes, "initPods": shape.init_pods,
-                                  "measurePods": shape.measure_pods}
+    assert workload["params"] == {
+        "initNodes": shape.nodes,
+        "initPods": shape.init_pods,
+        "measurePods": shape.measure_pods,
+    }
     init_op, measure_op = create_pods_ops(case)
     assert (init_op["countParam"], measure_op["countParam"]) == ("$initPods", "$measurePods")
     assert measure_op.get("collectMetrics") is True
@@ -105,19 +108,27 @@ def test_preemption_basic_needs_preemption(topology_common: ModuleType) -> None:
     ("obj_name", "node", "want_spec_extra"),
     [
         pytest.param("measure", "", {"priorityClassName": "bench-high"}, id="preemptor-pending"),
-        pytest.param("init", "bench-node-3", {"priorityClassName": "bench-low", "nodeName": "bench-node-3"},
-                     id="victim-bound-at-creation"),
+        pytest.param(
+            "init",
+            "bench-node-3",
+            {"priorityClassName": "bench-low", "nodeName": "bench-node-3"},
+            id="victim-bound-at-creation",
+        ),
     ],
 )
-def test_e2e_pod_body_priority_classes(e2e_throughput: ModuleType, topology_common: ModuleType, obj_name: str,
-                                       node: str, want_spec_extra: dict[str, str]) -> None:
+def test_e2e_pod_body_priority_classes(
+    e2e_throughput: ModuleType, topology_common: ModuleType, obj_name: str, node: str, want_spec_extra: dict[str, str]
+) -> None:
     shape = topology_common.SHAPES["PreemptionBasic"]
     obj = shape.measure_objs()[0] if obj_name == "measure" else shape.init_objs()[0]
     body = json.loads(e2e_throughput.shape_pod_body(obj, node=node, priority_classes=True))
     want_spec = {k: v for k, v in obj["spec"].items() if k != "priority"} | want_spec_extra
     assert body["spec"] == want_spec
-    assert body["metadata"] == {"name": obj["metadata"]["name"], "namespace": "bench",
-                                "labels": obj["metadata"]["labels"]}
+    assert body["metadata"] == {
+        "name": obj["metadata"]["name"],
+        "namespace": "bench",
+        "labels": obj["metadata"]["labels"],
+    }
 
 
 def test_e2e_pod_body_keeps_anti_affinity_namespaces(e2e_throughput: ModuleType, topology_common: ModuleType) -> None:
@@ -138,20 +149,34 @@ def e2e_args(e2e_throughput: ModuleType, argv: list[str]) -> tuple[Any, str]:
 @pytest.mark.parametrize(
     ("argv", "want"),
     [
-        pytest.param([], {"pods": 5000, "only": ["round-robin", "koord-scheduler", "kube-scheduler"]},
-                     id="basic-defaults-unchanged"),
+        pytest.param(
+            [],
+            {"pods": 5000, "only": ["round-robin", "koord-scheduler", "kube-scheduler"]},
+            id="basic-defaults-unchanged",
+        ),
         pytest.param(["--shape", "TopologySpreading"], {"pods": 1000, "init": 1000}, id="spread"),
-        pytest.param(["--shape", "PreemptionBasic"],
-                     {"pods": 1000, "init": 4000, "only": ["koord-scheduler", "kube-scheduler"], "timeout": 1200.0},
-                     id="preemption-no-ceiling"),
+        pytest.param(
+            ["--shape", "PreemptionBasic"],
+            {"pods": 1000, "init": 4000, "only": ["koord-scheduler", "kube-scheduler"], "timeout": 1200.0},
+            id="preemption-no-ceiling",
+        ),
         pytest.param(["--shape", "PreemptionBasic", "--nodes", 100], {"pods": 100, "init": 400}, id="scaled"),
-        pytest.param(["--controllers", ["reservation", "nodeslo,noderesource,nodemetric,reservation"]],
-                     {"pods": 5000, "only": ["koord-scheduler[reservation]",
-                                             "koord-scheduler[nodeslo,noderesource,nodemetric,reservation]"]},
-                     id="controllers-variants-only"),
-        pytest.param(["--controllers", ["*", "-nodeslo"], "--only", ["koord-scheduler", "kube-scheduler"]],
-                     {"pods": 5000, "only": ["koord-scheduler[*]", "koord-scheduler[-nodeslo]", "kube-scheduler"]},
-                     id="controllers-with-others"),
+        pytest.param(
+            ["--controllers", ["reservation", "nodeslo,noderesource,nodemetric,reservation"]],
+            {
+                "pods": 5000,
+                "only": [
+                    "koord-scheduler[reservation]",
+                    "koord-scheduler[nodeslo,noderesource,nodemetric,reservation]",
+                ],
+            },
+            id="controllers-variants-only",
+        ),
+        pytest.param(
+            ["--controllers", ["*", "-nodeslo"], "--only", ["koord-scheduler", "kube-scheduler"]],
+            {"pods": 5000, "only": ["koord-scheduler[*]", "koord-scheduler[-nodeslo]", "kube-scheduler"]},
+            id="controllers-with-others",
+        ),
     ],
 )
 def test_e2e_shape_arguments(e2e_throughput: ModuleType, argv: list[Any], want: dict[str, Any]) -> None:
@@ -174,8 +199,11 @@ def test_e2e_shape_arguments(e2e_throughput: ModuleType, argv: list[Any], want: 
         pytest.param(["--shape", "TopologySpreading", "--pods", 0], "--pods", id="zero-pods"),
         pytest.param(["--shape", "TopologySpreading", "--nodes", 0], "--nodes", id="zero-nodes"),
         pytest.param(["--only", ["koord-scheduler", "volcano"]], "--only", id="unknown-contender"),
-        pytest.param(["--only", ["kube-scheduler"], "--controllers", ["reservation"]], "--controllers",
-                     id="controllers-without-koord"),
+        pytest.param(
+            ["--only", ["kube-scheduler"], "--controllers", ["reservation"]],
+            "--controllers",
+            id="controllers-without-koord",
+        ),
     ],
 )
 def test_e2e_shape_arguments_errors_name_the_flag(e2e_throughput: ModuleType, argv: list[Any], want_flag: str) -> None:
@@ -202,7 +230,9 @@ def test_e2e_controllers_summary(e2e_throughput: ModuleType) -> None:
         return e2e_throughput.Result(name, 1000, rate, rate, 1.0, 1.0, cpu, cpu, 0, None, cpu)
 
     off, on = "koord-scheduler[reservation]", "koord-scheduler[nodeslo,reservation]"
-    summary = e2e_throughput.summarize([result(off, 1000, 1.0), result(on, 950, 1.2),
-                                        result(on, 900, 1.2), result(off, 1000, 1.0)])
+    summary = e2e_throughput.summarize(
+        [result(off, 1000, 1.0), result(on, 950, 1.2), result(on, 900, 1.2), result(off, 1000, 1.0)]
+    )
     assert summary["controllers_vs_first"] == {
-        on: {"rate_ratio": 0.925, "cpu_ratio": 1.2, "rate_ratio_per_round": [0.95, 0.9]}}
+        on: {"rate_ratio": 0.925, "cpu_ratio": 1.2, "rate_ratio_per_round": [0.95, 0.9]}
+    }

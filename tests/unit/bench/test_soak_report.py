@@ -95,8 +95,14 @@ def test_one_leader_run_fails_when_the_lead_changes_hands(soak: Any) -> None:
 
 
 def test_leader_curve_is_the_first_sample_of_each_minute_while_leading(soak: Any) -> None:
-    rss = [(0.0, "a1", False, 90.0), (10.0, "a1", True, 100.0), (50.0, "a1", True, 101.0),
-           (65.0, "a1", True, 102.0), (70.0, "b1", True, 50.0), (125.0, "a1", True, 103.5)]
+    rss = [
+        (0.0, "a1", False, 90.0),
+        (10.0, "a1", True, 100.0),
+        (50.0, "a1", True, 101.0),
+        (65.0, "a1", True, 102.0),
+        (70.0, "b1", True, 50.0),
+        (125.0, "a1", True, 103.5),
+    ]
     assert soak.leader_curve(report(soak, rss=rss), "a1") == [(0, 100.0), (1, 102.0), (2, 103.5)]
 
 

@@ -33,18 +33,37 @@ def test_log_offset_reads_the_first_matching_line(startup: ModuleType, tmp_path:
 def test_summary_takes_medians_and_the_ratio_to_kube_scheduler(startup: ModuleType) -> None:
     runs = {
         "first_bind": [
-            {"contender": "koord-scheduler", "seconds_to_first_bind": 2.0, "cpu_seconds_at_first_bind": 1.0,
-             "seconds_to_profiles_built": 0.5, "seconds_to_synced": 1.5},
-            {"contender": "koord-scheduler", "seconds_to_first_bind": 4.0, "cpu_seconds_at_first_bind": 3.0,
-             "seconds_to_profiles_built": 0.7, "seconds_to_synced": 3.5},
-            {"contender": "kube-scheduler", "seconds_to_first_bind": 1.5, "cpu_seconds_at_first_bind": 0.5,
-             "seconds_to_profiles_built": None, "seconds_to_synced": None},
+            {
+                "contender": "koord-scheduler",
+                "seconds_to_first_bind": 2.0,
+                "cpu_seconds_at_first_bind": 1.0,
+                "seconds_to_profiles_built": 0.5,
+                "seconds_to_synced": 1.5,
+            },
+            {
+                "contender": "koord-scheduler",
+                "seconds_to_first_bind": 4.0,
+                "cpu_seconds_at_first_bind": 3.0,
+                "seconds_to_profiles_built": 0.7,
+                "seconds_to_synced": 3.5,
+            },
+            {
+                "contender": "kube-scheduler",
+                "seconds_to_first_bind": 1.5,
+                "cpu_seconds_at_first_bind": 0.5,
+                "seconds_to_profiles_built": None,
+                "seconds_to_synced": None,
+            },
         ],
         "takeover": [{"lease_duration": 15.0, "seconds_kill_to_bind": 15.4, "target": 16.0}],
     }
     want = {
-        "koord-scheduler": {"seconds_to_first_bind": 3.0, "cpu_seconds_at_first_bind": 2.0,
-                            "seconds_to_profiles_built": 0.6, "seconds_to_synced": 2.5},
+        "koord-scheduler": {
+            "seconds_to_first_bind": 3.0,
+            "cpu_seconds_at_first_bind": 2.0,
+            "seconds_to_profiles_built": 0.6,
+            "seconds_to_synced": 2.5,
+        },
         "kube-scheduler": {"seconds_to_first_bind": 1.5, "cpu_seconds_at_first_bind": 0.5},
         "koord_to_kube_scheduler_first_bind": 2.0,
         "takeover_seconds": 15.4,
@@ -55,14 +74,25 @@ def test_summary_takes_medians_and_the_ratio_to_kube_scheduler(startup: ModuleTy
 
 def test_summary_compares_protobuf_with_json_and_counts_the_api_server(startup: ModuleType) -> None:
     def run(contender: str, seconds: float, cpu: float, apiserver: float) -> dict[str, object]:
-        return {"contender": contender, "seconds_to_first_bind": seconds, "cpu_seconds_at_first_bind": cpu,
-                "apiserver_cpu_seconds": apiserver, "seconds_to_profiles_built": None, "seconds_to_synced": None}
+        return {
+            "contender": contender,
+            "seconds_to_first_bind": seconds,
+            "cpu_seconds_at_first_bind": cpu,
+            "apiserver_cpu_seconds": apiserver,
+            "seconds_to_profiles_built": None,
+            "seconds_to_synced": None,
+        }
 
-    runs = {"first_bind": [run("koord-scheduler", 6.0, 2.0, 1.5), run("koord-scheduler-json", 8.0, 2.5, 3.0)],
-            "takeover": []}
+    runs = {
+        "first_bind": [run("koord-scheduler", 6.0, 2.0, 1.5), run("koord-scheduler-json", 8.0, 2.5, 3.0)],
+        "takeover": [],
+    }
 
     summary = startup.summarize(runs)
 
     assert summary["koord-scheduler"]["apiserver_cpu_seconds"] == 1.5
-    assert summary["protobuf_to_json"] == {"seconds_to_first_bind": 0.75, "cpu_seconds_at_first_bind": 0.8,
-                                           "apiserver_cpu_seconds": 0.5}
+    assert summary["protobuf_to_json"] == {
+        "seconds_to_first_bind": 0.75,
+        "cpu_seconds_at_first_bind": 0.8,
+        "apiserver_cpu_seconds": 0.5,
+    }

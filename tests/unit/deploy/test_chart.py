@@ -23,8 +23,9 @@ Docs = list[dict[str, Any]]
 
 
 def scheduler_config(docs: Docs) -> dict[str, Any]:
-    config: dict[str, Any] = yaml.safe_load(find(docs, "ConfigMap", "koord-scheduler-config")["data"][
-        "koord-scheduler-config"])
+    config: dict[str, Any] = yaml.safe_load(
+        find(docs, "ConfigMap", "koord-scheduler-config")["data"]["koord-scheduler-config"]
+    )
     return config
 
 
@@ -70,14 +71,18 @@ def test_koordinator_values_keep_their_meaning() -> None:
     webhook = find(docs, "MutatingWebhookConfiguration", "koord-scheduler-mutating-webhook-configuration")
     assert (webhook["webhooks"][0]["failurePolicy"], webhook["webhooks"][0]["timeoutSeconds"]) == (
         KOORDINATOR["webhookConfiguration"]["failurePolicy"]["pods"],
-        KOORDINATOR["webhookConfiguration"]["timeoutSeconds"])
+        KOORDINATOR["webhookConfiguration"]["timeoutSeconds"],
+    )
     quota_webhook = find(docs, "ValidatingWebhookConfiguration", "koord-scheduler-validating-webhook-configuration")
     assert (quota_webhook["webhooks"][0]["failurePolicy"], quota_webhook["webhooks"][0]["timeoutSeconds"]) == (
         KOORDINATOR["webhookConfiguration"]["failurePolicy"]["elasticquotas"],
-        KOORDINATOR["webhookConfiguration"]["timeoutSeconds"])
+        KOORDINATOR["webhookConfiguration"]["timeoutSeconds"],
+    )
     config = scheduler_config(docs)
-    assert plugin_args(config, "DeviceShare")["gpuShareUnsupportedModels"] == ks["deviceShare"][
-        "gpuShareUnsupportedModels"]
+    assert (
+        plugin_args(config, "DeviceShare")["gpuShareUnsupportedModels"]
+        == ks["deviceShare"]["gpuShareUnsupportedModels"]
+    )
     # enableJobPreemption: true, as Koordinator's values say: Coscheduling's job preemption, no DefaultPreemption.
     assert plugin_args(config, "Coscheduling")["enablePreemption"] is True
     assert {"name": "DefaultPreemption"} not in config["profiles"][0]["plugins"]["postFilter"]["enabled"]
@@ -88,8 +93,13 @@ def test_koordinator_values_keep_their_meaning() -> None:
 def namespaced_in(namespace: str) -> Callable[[Docs], None]:
     def check(docs: Docs) -> None:
         for d in docs:
-            if d["kind"] not in {"Namespace", "PriorityClass", "ClusterRole", "MutatingWebhookConfiguration",
-                                 "ValidatingWebhookConfiguration"}:
+            if d["kind"] not in {
+                "Namespace",
+                "PriorityClass",
+                "ClusterRole",
+                "MutatingWebhookConfiguration",
+                "ValidatingWebhookConfiguration",
+            }:
                 if d["kind"] == "ClusterRoleBinding":
                     assert {s["namespace"] for s in d["subjects"]} == {namespace}
                 else:
@@ -104,6 +114,7 @@ def namespaced_in(namespace: str) -> Callable[[Docs], None]:
         assert excluded == [namespace, "kube-system"]
         quota_webhook = find(docs, "ValidatingWebhookConfiguration", "koord-scheduler-validating-webhook-configuration")
         assert quota_webhook["webhooks"][0]["clientConfig"]["service"]["namespace"] == namespace
+
     return check
 
 
@@ -117,8 +128,10 @@ def kinds(docs: Docs) -> set[tuple[str, str]]:
     return {(d["kind"], d["metadata"]["name"]) for d in docs}
 
 
-KONNECTIVITY = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
-                "podSelector": {"matchLabels": {"k8s-app": "konnectivity-agent"}}}
+KONNECTIVITY = {
+    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+    "podSelector": {"matchLabels": {"k8s-app": "konnectivity-agent"}},
+}
 
 
 def webhook_sources(docs: Docs) -> list[dict[str, Any]] | None:
@@ -129,51 +142,121 @@ def webhook_sources(docs: Docs) -> list[dict[str, Any]] | None:
     return sources
 
 
-@pytest.mark.parametrize(("sets", "check"), [
-    pytest.param(["installation.namespace=pykoord"], namespaced_in("pykoord"), id="installation.namespace"),
-    pytest.param(["installation.createNamespace=false"],
-                 lambda docs: ("Namespace", "koordinator-system") not in kinds(docs), id="createNamespace-false"),
-    pytest.param(["koordlet.features=CPUEvict=true\\,BECPUEvict=false"],
-                 lambda docs: koordlet_gates(docs) | {"CPUEvict": True, "BECPUEvict": False} == koordlet_gates(docs)
-                 and koordlet_gates(docs)["CPUEvict"] and not koordlet_gates(docs)["BECPUEvict"],
-                 id="koordlet.features-over-gates"),
-    pytest.param(["manager.webhook.port=0"], lambda docs: not {("Service", "koord-scheduler-webhook"), (
-        "MutatingWebhookConfiguration", "koord-scheduler-mutating-webhook-configuration"), (
-        "ValidatingWebhookConfiguration", "koord-scheduler-validating-webhook-configuration")} & kinds(docs)
-                 and not any(a.startswith("--webhook-port") for a in container(docs, "Deployment", "koord-scheduler")[
-                     "args"]), id="webhook-off"),
-    pytest.param(["manager.controllers=-nodeslo\\,-noderesource"],
-                 lambda docs: "--controllers=-nodeslo,-noderesource" in container(
-                     docs, "Deployment", "koord-scheduler")["args"], id="manager.controllers"),
-    pytest.param(["scheduler.replicas=1"], lambda docs: ("PodDisruptionBudget", "koord-scheduler") not in kinds(docs),
-                 id="one-replica-no-pdb"),
-    pytest.param([], lambda docs: find(docs, "PodDisruptionBudget", "koord-scheduler")["spec"]["minAvailable"] == 1,
-                 id="pdb"),
-    pytest.param(["scheduler.monitorEnabled=true", "koordlet.enableServiceMonitor=true"],
-                 lambda docs: {("PodMonitor", "koord-scheduler"), ("ServiceMonitor", "koordlet"),
-                               ("Service", "koordlet-metrics")} <= kinds(docs), id="monitors"),
-    pytest.param([], lambda docs: not {"PodMonitor", "ServiceMonitor"} & {d["kind"] for d in docs}, id="no-monitors"),
-    pytest.param(["networkPolicy.enabled=false"], lambda docs: "NetworkPolicy" not in {d["kind"] for d in docs},
-                 id="no-networkpolicy"),
-    pytest.param(["networkPolicy.webhookSources.apiServerCIDRs={10.0.0.10/32,10.0.0.11/32}"],
-                 lambda docs: webhook_sources(docs) == [KONNECTIVITY, {"ipBlock": {"cidr": "10.0.0.10/32"}},
-                                                        {"ipBlock": {"cidr": "10.0.0.11/32"}}],
-                 id="webhook-from-the-api-server-only"),
-    pytest.param(["networkPolicy.webhookSources.podCIDRs={10.244.0.0/16,fd00:10:244::/56}",
-                  "networkPolicy.webhookSources.konnectivityAgents=false"],
-                 lambda docs: webhook_sources(docs) == [
-                     {"ipBlock": {"cidr": "0.0.0.0/0", "except": ["10.244.0.0/16"]}},
-                     {"ipBlock": {"cidr": "::/0", "except": ["fd00:10:244::/56"]}}],
-                 id="webhook-from-anything-but-pods"),
-    pytest.param([], lambda docs: webhook_sources(docs) is None, id="webhook-sources-unset"),
-    pytest.param(["koordlet.hostDirs.kubeletLibDir=/data/kubelet/"], lambda docs: next(
-        v for v in find(docs, "DaemonSet", "koordlet")["spec"]["template"]["spec"]["volumes"]
-        if v["name"] == "host-kubelet")["hostPath"]["path"] == "/data/kubelet", id="kubeletLibDir"),
-    pytest.param(["koordlet.cgroupKubepodsDir=pykoord-ab12/kubepods"], lambda docs: "--cgroup-kubepods-dir="
-                 "pykoord-ab12/kubepods" in container(docs, "DaemonSet", "koordlet")["args"], id="cgroupKubepodsDir"),
-    pytest.param([], lambda docs: not any(a.startswith("--cgroup-kubepods-dir") for a in container(
-        docs, "DaemonSet", "koordlet")["args"]), id="cgroupKubepodsDir-found-from-the-mount"),
-])
+@pytest.mark.parametrize(
+    ("sets", "check"),
+    [
+        pytest.param(["installation.namespace=pykoord"], namespaced_in("pykoord"), id="installation.namespace"),
+        pytest.param(
+            ["installation.createNamespace=false"],
+            lambda docs: ("Namespace", "koordinator-system") not in kinds(docs),
+            id="createNamespace-false",
+        ),
+        pytest.param(
+            ["koordlet.features=CPUEvict=true\\,BECPUEvict=false"],
+            lambda docs: (
+                koordlet_gates(docs) | {"CPUEvict": True, "BECPUEvict": False} == koordlet_gates(docs)
+                and koordlet_gates(docs)["CPUEvict"]
+                and not koordlet_gates(docs)["BECPUEvict"]
+            ),
+            id="koordlet.features-over-gates",
+        ),
+        pytest.param(
+            ["manager.webhook.port=0"],
+            lambda docs: (
+                not {
+                    ("Service", "koord-scheduler-webhook"),
+                    ("MutatingWebhookConfiguration", "koord-scheduler-mutating-webhook-configuration"),
+                    ("ValidatingWebhookConfiguration", "koord-scheduler-validating-webhook-configuration"),
+                }
+                & kinds(docs)
+                and not any(
+                    a.startswith("--webhook-port") for a in container(docs, "Deployment", "koord-scheduler")["args"]
+                )
+            ),
+            id="webhook-off",
+        ),
+        pytest.param(
+            ["manager.controllers=-nodeslo\\,-noderesource"],
+            lambda docs: (
+                "--controllers=-nodeslo,-noderesource" in container(docs, "Deployment", "koord-scheduler")["args"]
+            ),
+            id="manager.controllers",
+        ),
+        pytest.param(
+            ["scheduler.replicas=1"],
+            lambda docs: ("PodDisruptionBudget", "koord-scheduler") not in kinds(docs),
+            id="one-replica-no-pdb",
+        ),
+        pytest.param(
+            [], lambda docs: find(docs, "PodDisruptionBudget", "koord-scheduler")["spec"]["minAvailable"] == 1, id="pdb"
+        ),
+        pytest.param(
+            ["scheduler.monitorEnabled=true", "koordlet.enableServiceMonitor=true"],
+            lambda docs: (
+                {("PodMonitor", "koord-scheduler"), ("ServiceMonitor", "koordlet"), ("Service", "koordlet-metrics")}
+                <= kinds(docs)
+            ),
+            id="monitors",
+        ),
+        pytest.param(
+            [], lambda docs: not {"PodMonitor", "ServiceMonitor"} & {d["kind"] for d in docs}, id="no-monitors"
+        ),
+        pytest.param(
+            ["networkPolicy.enabled=false"],
+            lambda docs: "NetworkPolicy" not in {d["kind"] for d in docs},
+            id="no-networkpolicy",
+        ),
+        pytest.param(
+            ["networkPolicy.webhookSources.apiServerCIDRs={10.0.0.10/32,10.0.0.11/32}"],
+            lambda docs: (
+                webhook_sources(docs)
+                == [KONNECTIVITY, {"ipBlock": {"cidr": "10.0.0.10/32"}}, {"ipBlock": {"cidr": "10.0.0.11/32"}}]
+            ),
+            id="webhook-from-the-api-server-only",
+        ),
+        pytest.param(
+            [
+                "networkPolicy.webhookSources.podCIDRs={10.244.0.0/16,fd00:10:244::/56}",
+                "networkPolicy.webhookSources.konnectivityAgents=false",
+            ],
+            lambda docs: (
+                webhook_sources(docs)
+                == [
+                    {"ipBlock": {"cidr": "0.0.0.0/0", "except": ["10.244.0.0/16"]}},
+                    {"ipBlock": {"cidr": "::/0", "except": ["fd00:10:244::/56"]}},
+                ]
+            ),
+            id="webhook-from-anything-but-pods",
+        ),
+        pytest.param([], lambda docs: webhook_sources(docs) is None, id="webhook-sources-unset"),
+        pytest.param(
+            ["koordlet.hostDirs.kubeletLibDir=/data/kubelet/"],
+            lambda docs: (
+                next(
+                    v
+                    for v in find(docs, "DaemonSet", "koordlet")["spec"]["template"]["spec"]["volumes"]
+                    if v["name"] == "host-kubelet"
+                )["hostPath"]["path"]
+                == "/data/kubelet"
+            ),
+            id="kubeletLibDir",
+        ),
+        pytest.param(
+            ["koordlet.cgroupKubepodsDir=pykoord-ab12/kubepods"],
+            lambda docs: (
+                "--cgroup-kubepods-dir=pykoord-ab12/kubepods" in container(docs, "DaemonSet", "koordlet")["args"]
+            ),
+            id="cgroupKubepodsDir",
+        ),
+        pytest.param(
+            [],
+            lambda docs: (
+                not any(a.startswith("--cgroup-kubepods-dir") for a in container(docs, "DaemonSet", "koordlet")["args"])
+            ),
+            id="cgroupKubepodsDir-found-from-the-mount",
+        ),
+    ],
+)
 def test_value_changes_render(sets: list[str], check: Callable[[Docs], bool | None]) -> None:
     args = [a for s in sets for a in ("--set", s)]
     assert check(objects(template(*args))) is not False
@@ -195,31 +278,63 @@ def test_standard_labels_on_every_object() -> None:
     for d in objects(template()):
         labels = d["metadata"]["labels"]
         assert {labels[f"app.kubernetes.io/{k}"] for k in ("part-of", "instance", "managed-by")} == {
-            "pykoord", "Helm"}, (d["kind"], d["metadata"]["name"])
+            "pykoord",
+            "Helm",
+        }, (d["kind"], d["metadata"]["name"])
 
 
 def test_helm_test_hooks() -> None:
-    hooks = {(d["kind"], d["metadata"]["name"]): d for d in objects(template())
-             if d["metadata"].get("annotations", {}).get("helm.sh/hook") == "test"}
+    hooks = {
+        (d["kind"], d["metadata"]["name"]): d
+        for d in objects(template())
+        if d["metadata"].get("annotations", {}).get("helm.sh/hook") == "test"
+    }
     assert hooks[("Pod", "pykoord-test-scheduler-binds")]["spec"]["schedulerName"] == "koord-scheduler"
     assert hooks[("Pod", "pykoord-test-components-ready")]["spec"]["serviceAccountName"] == "pykoord-test"
-    assert hooks[("Role", "pykoord-test")]["rules"] == [{
-        "apiGroups": ["apps"], "resources": ["deployments", "daemonsets"],
-        "resourceNames": ["koord-scheduler", "koordlet"], "verbs": ["get"]}]
-    assert not [d for d in objects(template("--set", "tests.enabled=false"))
-                if d["metadata"].get("annotations", {}).get("helm.sh/hook")]
+    assert hooks[("Role", "pykoord-test")]["rules"] == [
+        {
+            "apiGroups": ["apps"],
+            "resources": ["deployments", "daemonsets"],
+            "resourceNames": ["koord-scheduler", "koordlet"],
+            "verbs": ["get"],
+        }
+    ]
+    assert not [
+        d
+        for d in objects(template("--set", "tests.enabled=false"))
+        if d["metadata"].get("annotations", {}).get("helm.sh/hook")
+    ]
 
 
 def test_notes_report_the_koordinator_keys_pykoord_ignores(tmp_path: Path) -> None:
     text = notes(tmp_path, "-f", str(KOORDINATOR_VALUES))
     reported = {line.strip()[2:] for line in text.splitlines() if line.strip().startswith("- ")}
-    assert {"descheduler", "deviceDaemon", "installation.roleListGroups", "manager.replicas", "manager.resources",
-            "scheduler.image", "koordlet.image", "koordlet.hostDirs.koordletSockDir",
-            "webhookConfiguration.failurePolicy.reservations"} <= reported
+    assert {
+        "descheduler.image",
+        "deviceDaemon",
+        "installation.roleListGroups",
+        "manager.replicas",
+        "manager.resources",
+        "scheduler.image",
+        "koordlet.image",
+        "koordlet.hostDirs.koordletSockDir",
+        "webhookConfiguration.failurePolicy.reservations",
+    } <= reported
     # Keys pykoord uses are never reported, nor empty ones (Koordinator's featureGates: "").
-    assert not {"scheduler.replicas", "scheduler.resources", "koordlet.resources", "featureGates",
-                "installation.namespace", "koordlet.hostDirs.kubeletLibDir", "manager.webhook.port",
-                "webhookConfiguration.failurePolicy.elasticquotas"} & reported
+    assert (
+        not {
+            "scheduler.replicas",
+            "scheduler.resources",
+            "koordlet.resources",
+            "featureGates",
+            "descheduler.replicas",
+            "installation.namespace",
+            "koordlet.hostDirs.kubeletLibDir",
+            "manager.webhook.port",
+            "webhookConfiguration.failurePolicy.elasticquotas",
+        }
+        & reported
+    )
     assert "enableJobPreemption" not in text
 
 
@@ -237,26 +352,33 @@ def test_crds_false_is_reported(tmp_path: Path) -> None:
 
 
 def test_strict_values_refuses_unused_keys() -> None:
-    result = helm("template", "pykoord", str(CHART), "-f", str(KOORDINATOR_VALUES), "--set", "strictValues=true",
-                  check=False)
+    result = helm(
+        "template", "pykoord", str(CHART), "-f", str(KOORDINATOR_VALUES), "--set", "strictValues=true", check=False
+    )
     assert result.returncode != 0
     assert "strictValues" in result.stderr and "descheduler" in result.stderr
 
 
-@pytest.mark.parametrize(("bad", "want_in_error"), [
-    pytest.param("scheduler.replicas=-1", "replicas", id="negative-replicas"),
-    pytest.param("scheduler.port=70000", "port", id="port-range"),
-    pytest.param("webhookConfiguration.failurePolicy.pods=Sometimes", "failurePolicy", id="failure-policy"),
-    pytest.param("webhookConfiguration.failurePolicy.elasticquotas=Never", "elasticquotas",
-                 id="quota-failure-policy"),
-    pytest.param("webhookConfiguration.timeoutSeconds=31", "timeoutSeconds", id="webhook-timeout"),
-    pytest.param("koordlet.features=BECPUEvict", "features", id="feature-gate-syntax"),
-    pytest.param("installation.namespace=Not_A_Name", "namespace", id="namespace-name"),
-    pytest.param("scheduler.resources.requests.cpu=lots", "cpu", id="quantity"),
-    pytest.param("manager.controllers=node slo", "controllers", id="controllers-list"),
-    pytest.param("networkPolicy.webhookSources.apiServerCIDRs={10.0.0.1}", "apiServerCIDRs", id="cidr-without-mask"),
-    pytest.param("networkPolicy.webhookSources.podCIDRs={all}", "podCIDRs", id="not-a-cidr"),
-])
+@pytest.mark.parametrize(
+    ("bad", "want_in_error"),
+    [
+        pytest.param("scheduler.replicas=-1", "replicas", id="negative-replicas"),
+        pytest.param("scheduler.port=70000", "port", id="port-range"),
+        pytest.param("webhookConfiguration.failurePolicy.pods=Sometimes", "failurePolicy", id="failure-policy"),
+        pytest.param(
+            "webhookConfiguration.failurePolicy.elasticquotas=Never", "elasticquotas", id="quota-failure-policy"
+        ),
+        pytest.param("webhookConfiguration.timeoutSeconds=31", "timeoutSeconds", id="webhook-timeout"),
+        pytest.param("koordlet.features=BECPUEvict", "features", id="feature-gate-syntax"),
+        pytest.param("installation.namespace=Not_A_Name", "namespace", id="namespace-name"),
+        pytest.param("scheduler.resources.requests.cpu=lots", "cpu", id="quantity"),
+        pytest.param("manager.controllers=node slo", "controllers", id="controllers-list"),
+        pytest.param(
+            "networkPolicy.webhookSources.apiServerCIDRs={10.0.0.1}", "apiServerCIDRs", id="cidr-without-mask"
+        ),
+        pytest.param("networkPolicy.webhookSources.podCIDRs={all}", "podCIDRs", id="not-a-cidr"),
+    ],
+)
 def test_schema_refuses_bad_values(bad: str, want_in_error: str) -> None:
     result = helm("template", "pykoord", str(CHART), "--set", bad, check=False)
     assert result.returncode != 0

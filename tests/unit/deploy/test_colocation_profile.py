@@ -22,16 +22,25 @@ BATCH = ("kubernetes.io/batch-cpu", "kubernetes.io/batch-memory")
 
 def node(name: str, batch_cpu: str, batch_memory: str) -> dict[str, Any]:
     resources = {"cpu": "16", "memory": "64Gi", "pods": "110", BATCH[0]: batch_cpu, BATCH[1]: batch_memory}
-    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name},
-            "status": {"capacity": resources, "allocatable": resources}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name},
+        "status": {"capacity": resources, "allocatable": resources},
+    }
 
 
 def be_pod(name: str, batch_cpu: str) -> dict[str, Any]:
     resources = {BATCH[0]: batch_cpu, BATCH[1]: "1Gi"}
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": "default", "labels": {"koordinator.sh/qosClass": "BE"}},
-            "spec": {"schedulerName": "koord-scheduler", "containers": [
-                {"name": "main", "image": "x", "resources": {"requests": resources, "limits": resources}}]}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default", "labels": {"koordinator.sh/qosClass": "BE"}},
+        "spec": {
+            "schedulerName": "koord-scheduler",
+            "containers": [{"name": "main", "image": "x", "resources": {"requests": resources, "limits": resources}}],
+        },
+    }
 
 
 async def place(tmp_path: Path, pods: list[dict[str, Any]], *, batch_weights: bool = True) -> dict[str, str | None]:

@@ -77,8 +77,9 @@ def test_dockerfile_install_steps_in_a_fresh_venv(tmp_path: Path) -> None:
                 target = inside(dest, workdir) / src.name if into_dir else inside(dest, workdir)
                 target.parent.mkdir(parents=True, exist_ok=True)
                 if src.is_dir():
-                    shutil.copytree(src, target, dirs_exist_ok=True,
-                                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+                    shutil.copytree(
+                        src, target, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
+                    )
                 else:
                     shutil.copy2(src, target)
         elif word == "RUN" and args.startswith("apt-get "):
@@ -86,17 +87,23 @@ def test_dockerfile_install_steps_in_a_fresh_venv(tmp_path: Path) -> None:
             # scripts/images.py runs this step too, in a Debian root (tests/node build the image).
             continue
         elif word == "RUN":
-            result = subprocess.run(["bash", "-c", args], cwd=workdir, env=env, capture_output=True, text=True,
-                                    timeout=900, check=False)
+            result = subprocess.run(
+                ["bash", "-c", args], cwd=workdir, env=env, capture_output=True, text=True, timeout=900, check=False
+            )
             assert result.returncode == 0, f"RUN {args}\n{result.stdout[-2000:]}\n{result.stderr[-2000:]}"
             ran += 1
     assert ran >= 2
     venv = Path(env["PYKOORD_VENV"])
     for binary in ("koord-scheduler", "koordlet"):
-        result = subprocess.run([str(venv / "bin" / binary), "--help"], capture_output=True, text=True,
-                                timeout=120, check=False, env=env)
+        result = subprocess.run(
+            [str(venv / "bin" / binary), "--help"], capture_output=True, text=True, timeout=120, check=False, env=env
+        )
         assert result.returncode == 0, result.stderr
-    installed = subprocess.run([str(venv / "bin" / "python"), "-c", "import koord_scheduler, koordlet; "
-                                "print(koord_scheduler.__file__)"], capture_output=True, text=True, check=True,
-                               cwd=tmp_path)
+    installed = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", "import koord_scheduler, koordlet; print(koord_scheduler.__file__)"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=tmp_path,
+    )
     assert str(venv) in installed.stdout  # not the editable checkout

@@ -26,8 +26,9 @@ def test_off_by_default() -> None:
 
 
 def test_on_a_configmap_with_the_sidecar_label_holds_both_dashboards() -> None:
-    docs = objects(template("--set", "grafanaDashboards.enabled=true",
-                            "--set", "grafanaDashboards.namespace=monitoring"))
+    docs = objects(
+        template("--set", "grafanaDashboards.enabled=true", "--set", "grafanaDashboards.namespace=monitoring")
+    )
     config_map = find(docs, "ConfigMap", "pykoord-grafana-dashboards")
     assert config_map["metadata"]["namespace"] == "monitoring"
     assert config_map["metadata"]["labels"]["grafana_dashboard"] == "1"
@@ -85,9 +86,22 @@ def test_every_koordlet_panel_metric_is_on_koordlets_metrics() -> None:
         probe.bind(("127.0.0.1", 0))
         port = int(probe.getsockname()[1])
     agent = subprocess.Popen(
-        [str(KOORDLET), "--node-name", "demo", "--standalone", "--duration", "20", "--metrics-port", str(port),
-         "--metrics-host", "127.0.0.1", "--feature-gates", gates],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            str(KOORDLET),
+            "--node-name",
+            "demo",
+            "--standalone",
+            "--duration",
+            "20",
+            "--metrics-port",
+            str(port),
+            "--metrics-host",
+            "127.0.0.1",
+            "--feature-gates",
+            gates,
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     try:
         page = ""

@@ -50,8 +50,12 @@ def test_oci_archive_is_a_named_single_manifest_layout(tmp_path: Path) -> None:
         assert digest == "sha256:" + hashlib.sha256(data).hexdigest()
     manifest = json.loads(blobs[entry["digest"]])
     image_config = json.loads(blobs[manifest["config"]["digest"]])
-    assert image_config["config"] == {"Env": ["PATH=/bin"], "WorkingDir": "/", "User": "65535:65535",
-                                      "Entrypoint": ["/bin/hello"]}
+    assert image_config["config"] == {
+        "Env": ["PATH=/bin"],
+        "WorkingDir": "/",
+        "User": "65535:65535",
+        "Entrypoint": ["/bin/hello"],
+    }
     (layer_desc,) = manifest["layers"]
     raw = gzip.decompress(blobs[layer_desc["digest"]])
     assert image_config["rootfs"]["diff_ids"] == ["sha256:" + hashlib.sha256(raw).hexdigest()]
@@ -92,10 +96,13 @@ def test_the_dockerfile_is_one_scripts_images_py_can_replay() -> None:
     assert {word for word, _ in steps[1:]} <= {"ENV", "WORKDIR", "COPY", "RUN", "USER", "CMD", "ENTRYPOINT"}
 
 
-@pytest.mark.parametrize(("base", "want"), [
-    pytest.param("debian:bookworm-slim", "bookworm", id="slim"),
-    pytest.param("debian:trixie", "trixie", id="plain"),
-])
+@pytest.mark.parametrize(
+    ("base", "want"),
+    [
+        pytest.param("debian:bookworm-slim", "bookworm", id="slim"),
+        pytest.param("debian:trixie", "trixie", id="plain"),
+    ],
+)
 def test_debian_suite(base: str, want: str) -> None:
     assert images.debian_suite(base) == want
 

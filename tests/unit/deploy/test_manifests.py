@@ -36,20 +36,30 @@ def test_kustomization_lists_every_manifest() -> None:
 
 
 def test_everything_namespaced_is_in_koordinator_system() -> None:
-    cluster_scoped = {"Namespace", "CustomResourceDefinition", "PriorityClass", "ClusterRole", "ClusterRoleBinding",
-                      "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"}
+    cluster_scoped = {
+        "Namespace",
+        "CustomResourceDefinition",
+        "PriorityClass",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "MutatingWebhookConfiguration",
+        "ValidatingWebhookConfiguration",
+    }
     for rel in kustomize_resources():
         for d in docs(rel):
             if d["kind"] not in cluster_scoped:
                 assert d["metadata"].get("namespace") == "koordinator-system", (rel, d["metadata"]["name"])
 
 
-@pytest.mark.parametrize("name, want_value", [
-    pytest.param("koord-prod", 9000, id="prod"),
-    pytest.param("koord-mid", 7000, id="mid"),
-    pytest.param("koord-batch", 5000, id="batch"),
-    pytest.param("koord-free", 3000, id="free"),
-])
+@pytest.mark.parametrize(
+    "name, want_value",
+    [
+        pytest.param("koord-prod", 9000, id="prod"),
+        pytest.param("koord-mid", 7000, id="mid"),
+        pytest.param("koord-batch", 5000, id="batch"),
+        pytest.param("koord-free", 3000, id="free"),
+    ],
+)
 def test_priority_classes_have_koordinators_values(name: str, want_value: int) -> None:
     pc = by_kind("PriorityClass")[name]
     assert (pc["value"], pc["preemptionPolicy"]) == (want_value, "PreemptLowerPriority")
@@ -57,7 +67,8 @@ def test_priority_classes_have_koordinators_values(name: str, want_value: int) -
     if chart_file.exists():
         chart = yaml.safe_load(chart_file.read_text())
         assert {k: pc[k] for k in ("value", "preemptionPolicy", "description")} == {
-            k: chart[k] for k in ("value", "preemptionPolicy", "description")}
+            k: chart[k] for k in ("value", "preemptionPolicy", "description")
+        }
 
 
 @pytest.mark.parametrize("rel", ["koord-scheduler/rbac.yaml", "koordlet/rbac.yaml"])
@@ -79,8 +90,11 @@ def test_rbac_is_narrower_than_koordinators() -> None:
     for role in by_kind("ClusterRole").values():
         for rule in role["rules"]:
             assert "*" not in rule["verbs"] and "*" not in rule["resources"], (role["metadata"]["name"], rule)
-    chart_roles = [d for d in yaml.safe_load_all(render((CHART / "rbac_koordlet.yaml").read_text()))
-                   if d and d["kind"] == "ClusterRole"]
+    chart_roles = [
+        d
+        for d in yaml.safe_load_all(render((CHART / "rbac_koordlet.yaml").read_text()))
+        if d and d["kind"] == "ClusterRole"
+    ]
     assert any("*" in rule["verbs"] for rule in chart_roles[0]["rules"])  # what we improve on
 
 
@@ -113,9 +127,14 @@ def test_koordlet_daemonset() -> None:
     assert env["NODE_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
     security = container["securityContext"]
     assert (security["privileged"], security["allowPrivilegeEscalation"], security["capabilities"]) == (
-        False, False, {"drop": ["ALL"]})
-    assert container["resources"] == {"requests": {"cpu": "50m", "memory": "128Mi"},
-                                      "limits": {"cpu": "200m", "memory": "256Mi"}}
+        False,
+        False,
+        {"drop": ["ALL"]},
+    )
+    assert container["resources"] == {
+        "requests": {"cpu": "50m", "memory": "128Mi"},
+        "limits": {"cpu": "200m", "memory": "256Mi"},
+    }
     host_paths = {v["name"]: v["hostPath"]["path"] for v in spec["volumes"] if "hostPath" in v}
     mounts = {m["name"]: m for m in container["volumeMounts"]}
     args = dict(a.split("=", 1) for a in container["args"])
@@ -129,18 +148,18 @@ def test_koordlet_feature_gates_are_set_in_one_place_and_valid() -> None:
     args = ds["spec"]["template"]["spec"]["containers"][0]["args"]
     assert not any(a.startswith("--feature-gates") for a in args), "gates belong in the ConfigMap only"
     config = yaml.safe_load(by_kind("ConfigMap")["koordlet-config"]["data"]["koordlet-config.yaml"])
-    gates = FeatureGates.resolve({**KOORDLET_FEATURES, **builtin_registry().feature_specs()},
-                                 config["featureGates"], parse_feature_gate_flag(""))
+    gates = FeatureGates.resolve(
+        {**KOORDLET_FEATURES, **builtin_registry().feature_specs()}, config["featureGates"], parse_feature_gate_flag("")
+    )
     chart_args = yaml.safe_load(render((CHART / "koordlet.yaml").read_text()))["spec"]["template"]["spec"][
-        "containers"][0]["args"]
+        "containers"
+    ][0]["args"]
     chart_flag = next(a for a in chart_args if a.startswith("-feature-gates=")).split("=", 1)[1]
     for name, value in parse_feature_gate_flag(chart_flag).items():
         assert gates.enabled(name) == value, name
 
 
-@pytest.mark.parametrize(
-    ("policy", "workload_kind"), [("koord-scheduler", "Deployment"), ("koordlet", "DaemonSet")]
-)
+@pytest.mark.parametrize(("policy", "workload_kind"), [("koord-scheduler", "Deployment"), ("koordlet", "DaemonSet")])
 def test_network_policy_admits_only_the_metrics_port(policy: str, workload_kind: str) -> None:
     """The metrics port only from scrapers; koord-scheduler's webhook port (TLS) from any address with the
     default values, since the API server that calls it is not a pod and only the cluster's addresses

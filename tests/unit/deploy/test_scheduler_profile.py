@@ -25,8 +25,13 @@ INVALID_ENTRY = re.compile(r"profiles\[0\]\.plugins\.(\w+)\.enabled\[(\d+)\]: In
 
 
 def simulate(config: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(SCHEDULER), "simulate", "--config", str(config), "-o", "json"],
-                          capture_output=True, text=True, timeout=120, check=False)
+    return subprocess.run(
+        [str(SCHEDULER), "simulate", "--config", str(config), "-o", "json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
 
 
 def deployed_config() -> dict[str, Any]:

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from apis.config.descheduler import MigrationControllerArgs
 from apis.scheduling.migration import parse_pod_migration_job
 from apis.scheduling.record import parse_reservation
 from koord_scheduler.descheduler.migration.api import MemoryMigrationApi, eviction_body
+from koord_scheduler.descheduler.migration.arbitration import Arbitrator
 from koord_scheduler.descheduler.migration.controller import MigrationController, gc_due
 from koord_scheduler.framework.types import EventType
 from kubeapi.http import ApiError
@@ -369,3 +371,67 @@ async def test_new_leader_resumes_without_evicting_again() -> None:
         await h.run()
     assert h.job()["status"]["phase"] == "Succeeded"
     assert [c for c in h.api.calls if c[0] == "evict"] == [("evict", "default/web-0")]
+
+
+def _replicas(h: Harness, count: int) -> None:
+    """``web-rs`` gets ``count`` Ready pods web-0 .. web-<count-1>, each on its own node."""
+    for i in range(count):
+        h.api.pods[("default", f"web-{i}")] = (
+            make_pod(f"web-{i}")
+            .owner("ReplicaSet", "web-rs")
+            .node(f"node-{i}")
+            .phase("Running")
+            .condition("Ready")
+            .label("app", "web")
+            .obj()
+        )
+
+
+async def test_arbitration_fails_a_single_replica_workload() -> None:
+    h = Harness()
+    h.controller.arbitrator = Arbitrator.of(MigrationControllerArgs())
+    h.api.jobs["job-1"] = _job(ttl="10m")
+    await h.run()
+    job = h.job()
+    assert job["status"]["phase"] == "Failed"
+    assert job["status"]["reason"] == "ForbiddenMigratePod"
+    assert "expects 1 replicas" in job["status"]["message"]
+    assert not h.api.reservations
+
+
+async def test_arbitration_holds_a_job_while_max_unavailable_is_reached() -> None:
+    h = Harness()
+    _replicas(h, 3)  # maxUnavailablePerWorkload unset: 1 of 3
+    h.controller.arbitrator = Arbitrator.of(MigrationControllerArgs(skip_check_expected_replicas=True))
+    h.api.jobs["job-1"] = _job("job-1", ttl="10m", pod="web-0")
+    h.api.jobs["job-2"] = _job("job-2", ttl="10m", pod="web-1")
+    await h.run()
+    assert h.job("job-1")["status"]["phase"] == "Running"
+    assert h.job("job-2").get("status", {}).get("phase", "Pending") == "Pending", "web-0 is migrating: 1 unavailable"
+    assert "uid-job-2" not in h.api.reservations
+
+    h.api.jobs["job-1"]["status"]["phase"] = "Succeeded"
+    await h.run()
+    await h.run()
+    assert h.job("job-2")["status"]["phase"] == "Running"
+
+
+async def test_object_limiter_holds_the_second_eviction_of_a_workload() -> None:
+    h = Harness()
+    _replicas(h, 3)
+    args = MigrationControllerArgs(
+        skip_check_expected_replicas=True, max_unavailable_per_workload=3, max_migrating_per_workload=3
+    )
+    h.controller.arbitrator = Arbitrator.of(args)
+    for i in range(2):
+        h.api.jobs[f"job-{i}"] = _job(f"job-{i}", mode="EvictDirectly", pod=f"web-{i}")
+    await h.run()
+    evicted = [what for call, what in h.api.calls if call == "evict"]
+    assert evicted == ["default/web-0"], "the default workload limiter: 3 per 5 minutes, burst 1"
+    h.clock.now += 90
+    await h.run()
+    assert [what for call, what in h.api.calls if call == "evict"] == ["default/web-0"]
+    h.clock.now += 11
+    await h.run()
+    evicted = [what for call, what in h.api.calls if call == "evict"]
+    assert evicted == ["default/web-0", "default/web-1"]

@@ -213,15 +213,37 @@ def test_load_rows_past_int64_saturate_instead_of_raising() -> None:
 
 
 _JSON = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=8)
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=True)
+    | st.text(max_size=8)
     | st.sampled_from(["1e400", "-1", "99999999999999999999999", "100Ei", "forever", "2026-01-01T00:00:00Z"]),
     lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=6), children, max_size=3),
     max_leaves=12,
 )
-_KEYS = st.sampled_from([
-    "spec", "status", "containers", "resources", "requests", "limits", "cpu", "memory", "allocatable",
-    "nodeMetric", "nodeUsage", "template", "ttl", "expires", "owners", "metadata", "name", "podsMetric",
-])
+_KEYS = st.sampled_from(
+    [
+        "spec",
+        "status",
+        "containers",
+        "resources",
+        "requests",
+        "limits",
+        "cpu",
+        "memory",
+        "allocatable",
+        "nodeMetric",
+        "nodeUsage",
+        "template",
+        "ttl",
+        "expires",
+        "owners",
+        "metadata",
+        "name",
+        "podsMetric",
+    ]
+)
 
 
 def _hostile_object(draw: Any) -> dict[str, Any]:

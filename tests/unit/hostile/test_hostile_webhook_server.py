@@ -80,6 +80,13 @@ class RecordingLookup:
             raise self.raises
         return []
 
+    async def has_pods(self, quota: str, namespaces: Sequence[str]) -> bool:
+        self.asked.append(f"has-pods:{quota}")
+        return False
+
+    def admitted(self, name: str, record: QuotaRecord | None) -> None:
+        pass
+
 
 @dataclass
 class Webhook:
@@ -113,7 +120,13 @@ async def start_webhook(tmp_path: Path, *, auth: ClientAuth | None = None) -> We
     mutator = PodMutator(lookup, metrics=WebhookMetrics.create(registry), roll=lambda: 0)
     serving = AdmissionServing("127.0.0.1", free_port(), limits=LIMITS, auth=auth or ClientAuth())
     context = server_ssl_context(tmp_path, client_ca_file=(auth or ClientAuth()).client_ca_file)
-    server = WebhookServer(mutator, context, serving=serving, quotas=QuotaValidator(lookup), registry=registry)
+    server = WebhookServer(
+        mutator,
+        context,
+        serving=serving,
+        routes={VALIDATE_QUOTA_PATH: QuotaValidator(lookup).review},
+        registry=registry,
+    )
     await server.start()
     return Webhook(server.port, lookup, bundle, registry, server)
 

@@ -106,9 +106,9 @@ def _gates(*overrides: dict[str, bool | str]) -> FeatureGates:
 
 
 def test_explicitly_enabled_unimplemented_gates_are_refused_bulk_ones_are_not():
-    assert refused_gates(_gates({"AuditEvents": True, "OOMScoreAdj": "true", "CPUBurst": True})) == [
+    assert refused_gates(_gates({"AuditEvents": True, "TerwayQoS": "true", "CPUBurst": True})) == [
         "AuditEvents",
-        "OOMScoreAdj",
+        "TerwayQoS",
     ]
     assert refused_gates(_gates({"AuditEvents": False})) == []
     assert refused_gates(_gates({"AllAlpha": True, "AllBeta": True})) == []
@@ -164,8 +164,8 @@ def test_every_interface_has_text():
 @pytest.mark.parametrize(
     "argv",
     [
-        pytest.param(["--feature-gates", "OOMScoreAdj=true,CPUBurst=true"], id="flag"),
-        pytest.param(["-feature-gates=OOMScoreAdj=true"], id="go-spelling"),
+        pytest.param(["--feature-gates", "TerwayQoS=true,CPUBurst=true"], id="flag"),
+        pytest.param(["-feature-gates=TerwayQoS=true"], id="go-spelling"),
         pytest.param(["--config", "CONFIG"], id="config-file"),
     ],
 )
@@ -173,19 +173,19 @@ def test_cli_refuses_an_unimplemented_gate_by_name(argv, tmp_path, capsys):
     from koordlet.app.cli import main
 
     config = tmp_path / "gates.yaml"
-    config.write_text("featureGates:\n  OOMScoreAdj: true\n")
+    config.write_text("featureGates:\n  TerwayQoS: true\n")
     argv = [str(config) if a == "CONFIG" else a for a in argv]
     rc = main(["--node-name", "n", "--standalone", "--metrics-port", "-1", "--cgroup-root", "/nonexistent", *argv])
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2
-    assert len(err) == 1 and "not implemented" in err[0] and "OOMScoreAdj" in err[0], err
+    assert len(err) == 1 and "not implemented" in err[0] and "TerwayQoS" in err[0], err
 
 
 def test_cli_accepts_unimplemented_gates_in_bulk_and_off(tmp_path, capsys):
     """AllAlpha and an explicit false get past the gate check (the next check, the cgroup root, stops it)."""
     from koordlet.app.cli import main
 
-    for gates in ("AllAlpha=true,AllBeta=true", "OOMScoreAdj=false"):
+    for gates in ("AllAlpha=true,AllBeta=true", "TerwayQoS=false"):
         rc = main(
             ["--node-name", "n", "--standalone", "--cgroup-root", str(tmp_path / "none"), "--feature-gates", gates]
         )

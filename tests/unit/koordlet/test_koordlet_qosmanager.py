@@ -135,6 +135,8 @@ def test_builtin_registry_is_fresh() -> None:
         "CPUSetAllocator",
         "NodeTopologyReport",
         "BatchResource",
+        "CPUNormalization",
+        "OOMScoreAdj",
         "GroupIdentity",
         "CoreSched",
         "BEMemoryEvict",

@@ -22,11 +22,14 @@ UID = "0a1b2c3d-0000-4000-8000-000000000001"
 CONTAINER = "c" * 64
 
 
-@pytest.mark.parametrize("qos", [
-    pytest.param(KubeQOSClass.GUARANTEED, id="guaranteed"),
-    pytest.param(KubeQOSClass.BURSTABLE, id="burstable"),
-    pytest.param(KubeQOSClass.BEST_EFFORT, id="besteffort"),
-])
+@pytest.mark.parametrize(
+    "qos",
+    [
+        pytest.param(KubeQOSClass.GUARANTEED, id="guaranteed"),
+        pytest.param(KubeQOSClass.BURSTABLE, id="burstable"),
+        pytest.param(KubeQOSClass.BEST_EFFORT, id="besteffort"),
+    ],
+)
 def test_pod_and_container_dirs_are_kubelets(qos: KubeQOSClass) -> None:
     layout = CgroupLayout.for_driver(CgroupDriver.CGROUPFS, "<kubepods>")
     assert layout.pod_dir(qos, "<uid>") == REAL["pod_dirs"][qos.value]
@@ -50,14 +53,31 @@ def test_every_file_the_fakes_write_exists_on_a_real_container_cgroup(tmp_path: 
 
 def test_the_memory_koordlet_reads_is_in_a_real_memory_stat() -> None:
     """MemoryStat's v1 keys (hierarchical ``total_*``, ``total_rss``/``total_cache``) are the kernel's."""
-    wanted = {"total_rss", "total_cache", "total_active_anon", "total_inactive_anon", "total_active_file",
-              "total_inactive_file", "total_unevictable"}
+    wanted = {
+        "total_rss",
+        "total_cache",
+        "total_active_anon",
+        "total_inactive_anon",
+        "total_active_file",
+        "total_inactive_file",
+        "total_unevictable",
+    }
     assert wanted <= set(REAL["memory_stat_keys"])
 
 
 def test_the_files_koordlet_reads_and_writes_for_qos_exist_on_the_real_kernel() -> None:
-    needed = {"cpu.cfs_quota_us", "cpu.cfs_period_us", "cpu.shares", "cpu.stat", "cpuacct.usage", "cpuset.cpus",
-              "memory.limit_in_bytes", "memory.usage_in_bytes", "memory.stat", "cgroup.procs"}
+    needed = {
+        "cpu.cfs_quota_us",
+        "cpu.cfs_period_us",
+        "cpu.shares",
+        "cpu.stat",
+        "cpuacct.usage",
+        "cpuset.cpus",
+        "memory.limit_in_bytes",
+        "memory.usage_in_bytes",
+        "memory.stat",
+        "cgroup.procs",
+    }
     missing = {name for name in needed if not REAL["container_files"][name]}
     assert missing == set()
     assert set(REAL["container_files"]) == set(RESOURCES)
@@ -73,8 +93,9 @@ def test_koordlet_reads_a_fake_tree_shaped_like_the_real_one(tmp_path: Path) -> 
     fake.set_usage(f"{pod_dir}/{'d' * 64}", cpu_ns=1_000)
     fs = CgroupFS.detect(tmp_path, kubepods)
     assert fs.driver is CgroupDriver.CGROUPFS
-    container = fs.layout.container_dir(KubeQOSClass.BURSTABLE, UID,
-                                        ContainerID(ContainerRuntime.CONTAINERD, CONTAINER))
+    container = fs.layout.container_dir(
+        KubeQOSClass.BURSTABLE, UID, ContainerID(ContainerRuntime.CONTAINERD, CONTAINER)
+    )
     assert fs.cpu_usage_ns(container) == 7_000_000_000
     stat = fs.memory_stat(container)
     assert stat is not None and stat.usage_without_page_cache == 64 << 20

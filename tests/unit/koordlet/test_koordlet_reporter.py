@@ -114,13 +114,15 @@ def test_prediction_is_reported_for_the_pods_with_metrics() -> None:
         return {"cpu": 1500, "memory": 1 << 30}, {"cpu": 2500, "memory": 3 << 30}
 
     pods = _informer().get_all_pods()
-    status = build_node_metric_status(CacheUsageSource(cache), pods, ResolvedCollectPolicy(), NOW,
-                                      prediction=predicted).to_wire()
+    status = build_node_metric_status(
+        CacheUsageSource(cache), pods, ResolvedCollectPolicy(), NOW, prediction=predicted
+    ).to_wire()
     assert seen == [["uid-job", "uid-web"]]  # "new" has no metrics: not handed to the predictor
     assert status["prodReclaimableMetric"] == {"resource": {"resources": {"cpu": "1500m", "memory": "1Gi"}}}
     assert status["prodPeakMetric"] == {"resource": {"resources": {"cpu": "2500m", "memory": "3Gi"}}}
-    cannot = build_node_metric_status(CacheUsageSource(cache), pods, ResolvedCollectPolicy(), NOW,
-                                      prediction=lambda pods, now: None).to_wire()
+    cannot = build_node_metric_status(
+        CacheUsageSource(cache), pods, ResolvedCollectPolicy(), NOW, prediction=lambda pods, now: None
+    ).to_wire()
     assert cannot["prodReclaimableMetric"] == {} and "prodPeakMetric" not in cannot
     without = build_node_metric_status(CacheUsageSource(cache), pods, ResolvedCollectPolicy(), NOW).to_wire()
     assert "prodReclaimableMetric" not in without

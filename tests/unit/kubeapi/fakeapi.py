@@ -194,8 +194,9 @@ class FakeApi:
         meta: Json = {"resourceVersion": str(self.rv)}
         if limit and start + limit < len(items):
             meta["continue"] = str(start + limit)
-        return web.Response(body=encode({"kind": "List", "metadata": meta, "items": page}),
-                            content_type="application/json")
+        return web.Response(
+            body=encode({"kind": "List", "metadata": meta, "items": page}), content_type="application/json"
+        )
 
     async def _watch(self, request: web.Request, plural: str) -> web.StreamResponse:
         since = int(request.query.get("resourceVersion") or 0)
@@ -203,8 +204,15 @@ class FakeApi:
         response.content_type = "application/json"
         await response.prepare(request)
         if since < self.oldest_rv:
-            gone = {"type": "ERROR", "object": {"kind": "Status", "code": 410, "reason": "Expired",
-                                                 "message": f"too old resource version: {since}"}}
+            gone = {
+                "type": "ERROR",
+                "object": {
+                    "kind": "Status",
+                    "code": 410,
+                    "reason": "Expired",
+                    "message": f"too old resource version: {since}",
+                },
+            }
             await response.write(encode(gone) + b"\n")
             return response
         queue: asyncio.Queue[Json | None] = asyncio.Queue()
@@ -275,6 +283,12 @@ def _key(obj: Json) -> str:
 
 
 def _status(code: int, reason: str, message: str, *, success: bool = False) -> web.Response:
-    body = {"kind": "Status", "apiVersion": "v1", "status": "Success" if success else "Failure",
-            "reason": reason, "message": message, "code": code}
+    body = {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "status": "Success" if success else "Failure",
+        "reason": reason,
+        "message": message,
+        "code": code,
+    }
     return web.json_response(body, status=code)

@@ -16,8 +16,14 @@ class _Clock:
 
 
 def _record(recorder: EventRecorder, name: str) -> None:
-    recorder.record_for(Regarding("Pod", "v1", "default", name, f"uid-{name}", "1"), event_type="Normal",
-                        reason="Scheduled", action="Binding", note="bound", controller="default-scheduler")
+    recorder.record_for(
+        Regarding("Pod", "v1", "default", name, f"uid-{name}", "1"),
+        event_type="Normal",
+        reason="Scheduled",
+        action="Binding",
+        note="bound",
+        controller="default-scheduler",
+    )
 
 
 def test_series_outside_the_window_are_forgotten_and_a_repeat_inside_it_is_kept() -> None:

@@ -32,8 +32,14 @@ class CannedServer:
         try:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
-                length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n")
-                               if line.lower().startswith(b"content-length:")), 0)
+                length = next(
+                    (
+                        int(line.split(b":")[1])
+                        for line in head.split(b"\r\n")
+                        if line.lower().startswith(b"content-length:")
+                    ),
+                    0,
+                )
                 body = await reader.readexactly(length)
                 self.requests.append(head + body)
                 response = self.respond(len(self.requests) - 1)
@@ -124,7 +130,6 @@ async def test_garbage_is_an_os_error(make_pool) -> None:  # type: ignore[no-unt
     pool, _ = await make_pool(lambda i: b"SMTP ready\r\n\r\n")
     with pytest.raises(OSError, match="not an HTTP"):
         await pool.request(HEAD, b"{}", timeout=5)
-
 
 
 async def test_a_request_cancelled_in_flight_is_shut_down_by_close(tmp_path: Path) -> None:

@@ -37,7 +37,9 @@ def elector(
     http: ApiHttp, identity: str, changes: list[bool] | None = None, *, monotonic: Callable[[], float] = time.monotonic
 ) -> LeaderElector:
     options = LeaderElectionOptions(
-        lease_duration=FAST.lease_duration, renew_deadline=FAST.renew_deadline, retry_period=FAST.retry_period,
+        lease_duration=FAST.lease_duration,
+        renew_deadline=FAST.renew_deadline,
+        retry_period=FAST.retry_period,
         identity=identity,
     )
     return LeaderElector(http, options, on_change=None if changes is None else changes.append, monotonic=monotonic)
@@ -107,8 +109,11 @@ async def test_a_conflicting_write_loses_the_race(api: FakeApi, http: ApiHttp) -
     [
         pytest.param(LeaderElectionOptions(lease_duration=10, renew_deadline=10), "leaseDuration", id="lease-le-renew"),
         pytest.param(LeaderElectionOptions(renew_deadline=2, retry_period=2), "retryPeriod*1.2", id="renew-le-retry"),
-        pytest.param(LeaderElectionOptions(namespace="kube-system/leases/x HTTP/1.1\r\n"), "resourceNamespace '",
-                     id="namespace-not-a-label"),
+        pytest.param(
+            LeaderElectionOptions(namespace="kube-system/leases/x HTTP/1.1\r\n"),
+            "resourceNamespace '",
+            id="namespace-not-a-label",
+        ),
         pytest.param(LeaderElectionOptions(name="Koord Scheduler"), "resourceName 'Koord Scheduler'", id="bad-name"),
     ],
 )

@@ -73,8 +73,9 @@ def as_listed(obj: Json) -> None:
 
 def fail_scheduling(obj: Json) -> None:
     obj["metadata"]["resourceVersion"] = "12"
-    obj["status"]["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
-                                    "message": "0/3 nodes are available"}]
+    obj["status"]["conditions"] = [
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/3 nodes are available"}
+    ]
 
 
 @pytest.mark.parametrize(
@@ -124,7 +125,10 @@ def test_bind_echo_sets_node_version_and_conditions() -> None:
     got = update_pod_entry(after, parse_pod_entry(before))
 
     assert (got.pod.node_name, got.pod.meta.resource_version, dict(got.pod.conditions)) == (
-        "n1", "11", {"PodScheduled": "True"})
+        "n1",
+        "11",
+        {"PodScheduled": "True"},
+    )
     assert got.condition == PodScheduledCondition("True", "", "")
     assert got.fingerprint == b"", "bound pods keep no fingerprint"
 
@@ -183,4 +187,3 @@ def test_fingerprint_ignores_only_the_volatile_fields() -> None:
 
     assert fingerprint(echoed) == fingerprint(before)
     assert fingerprint(relabelled) != fingerprint(before)
-

@@ -58,11 +58,21 @@ async def first_list(api: FakeApi, kind: ResourceKind, *, prepare: bool, page_si
         store_sizes.append(len(reflector.store))
         return kind.parser(obj)
 
-    counted = ResourceKind(kind.kind, kind.group, kind.version, kind.plural, counting_parser,
-                           field_selector=kind.field_selector, rank=kind.rank, update=kind.update)
+    counted = ResourceKind(
+        kind.kind,
+        kind.group,
+        kind.version,
+        kind.plural,
+        counting_parser,
+        field_selector=kind.field_selector,
+        rank=kind.rank,
+        update=kind.update,
+    )
     http = ApiHttp(api.connection, TokenBucket(0, 1))
     reflector = Reflector(
-        http, counted, lambda e, old, new: events.append((e, old, new)),
+        http,
+        counted,
+        lambda e, old, new: events.append((e, old, new)),
         options=ReflectorOptions(page_size=page_size),
         on_invalid=lambda r: rejected.append((r.key, r.reason)),
     )

@@ -39,11 +39,15 @@ def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
         pytest.param(GOOD_CONFIG + "bogus: 1\n", [], "bogus", id="unknown-field"),
         pytest.param(
             GOOD_CONFIG.replace("leaderElect: false", "leaderElect: true\n  leaseDuration: 5s\n  renewDeadline: 10s"),
-            [], "LeaseDuration must be greater than RenewDeadline", id="lease-shorter-than-deadline",
+            [],
+            "LeaseDuration must be greater than RenewDeadline",
+            id="lease-shorter-than-deadline",
         ),
         pytest.param(
             GOOD_CONFIG + "profiles:\n- schedulerName: s\n  plugins: {filter: {enabled: [{name: NoSuchPlugin}]}}\n",
-            [], "NoSuchPlugin", id="unknown-plugin",
+            [],
+            "NoSuchPlugin",
+            id="unknown-plugin",
         ),
         pytest.param(GOOD_CONFIG, ["--kubeconfig", "/nonexistent/kubeconfig"], "no such file", id="missing-kubeconfig"),
     ],
@@ -90,7 +94,14 @@ def test_debug_and_controller_flags_parse() -> None:
     defaults = _options(_parser().parse_args([]))
     assert (defaults.debug_scores, defaults.debug_filters, defaults.reservation_controller) == (0, False, True)
     assert defaults.controllers.enabled == {
-        "reservation", "nodeslo", "noderesource", "nodemetric", "elasticquota", "podgroup", "deviceresource"
+        "reservation",
+        "nodeslo",
+        "noderesource",
+        "nodemetric",
+        "elasticquota",
+        "podgroup",
+        "deviceresource",
+        "quotaprofile",
     }
     assert defaults.controllers.scheduling is True
     assert defaults.controllers.config_namespace == "koordinator-system"
@@ -99,10 +110,17 @@ def test_debug_and_controller_flags_parse() -> None:
 def test_controllers_flag() -> None:
     from koord_scheduler.app.serve import _options, _parser
 
-    ns = _parser().parse_args(["--controllers=*,-nodemetric", "--scheduling=false", "--config-namespace=kz",
-                               "--reservation-controller=false", "--leader-elect=false"])
+    ns = _parser().parse_args(
+        [
+            "--controllers=*,-nodemetric",
+            "--scheduling=false",
+            "--config-namespace=kz",
+            "--reservation-controller=false",
+            "--leader-elect=false",
+        ]
+    )
     flags = _options(ns).controllers
-    want = ({"nodeslo", "noderesource", "elasticquota", "podgroup", "deviceresource"}, False, "kz")
+    want = ({"nodeslo", "noderesource", "elasticquota", "podgroup", "deviceresource", "quotaprofile"}, False, "kz")
     assert (flags.enabled, flags.scheduling, flags.config_namespace) == want
 
 
@@ -111,8 +129,8 @@ def test_unknown_controller_is_refused_with_one_line(capsys: pytest.CaptureFixtu
     err = capsys.readouterr().err
     assert err.strip().splitlines() == [
         "koord-scheduler: --controllers: unknown controller 'nodemetrics' "
-        "(known: reservation, nodeslo, noderesource, nodemetric, elasticquota, podgroup, deviceresource, migration, "
-        "descheduler, or *)"
+        "(known: reservation, nodeslo, noderesource, nodemetric, elasticquota, podgroup, deviceresource, "
+        "quotaprofile, colocationprofile, migration, descheduler, or *)"
     ]
 
 
@@ -189,14 +207,27 @@ def test_an_unknown_event_loop_is_refused() -> None:
     ("config", "flag", "want"),
     [
         pytest.param(GOOD_CONFIG, "", ("", 50.0, 100, True), id="defaults"),
-        pytest.param(GOOD_CONFIG + "clientConnection: {kubeconfig: /k, qps: 7, burst: 9}\n", "", ("/k", 7.0, 9, True),
-                     id="stated"),
-        pytest.param(GOOD_CONFIG + "clientConnection: {kubeconfig: /k}\n", "/flag", ("/flag", 50.0, 100, True),
-                     id="flag-wins"),
-        pytest.param(GOOD_CONFIG + "clientConnection: {contentType: application/json}\n", "", ("", 50.0, 100, False),
-                     id="json-content-type"),
-        pytest.param(GOOD_CONFIG + "clientConnection: {acceptContentTypes: 'application/json'}\n", "",
-                     ("", 50.0, 100, False), id="json-accepted"),
+        pytest.param(
+            GOOD_CONFIG + "clientConnection: {kubeconfig: /k, qps: 7, burst: 9}\n",
+            "",
+            ("/k", 7.0, 9, True),
+            id="stated",
+        ),
+        pytest.param(
+            GOOD_CONFIG + "clientConnection: {kubeconfig: /k}\n", "/flag", ("/flag", 50.0, 100, True), id="flag-wins"
+        ),
+        pytest.param(
+            GOOD_CONFIG + "clientConnection: {contentType: application/json}\n",
+            "",
+            ("", 50.0, 100, False),
+            id="json-content-type",
+        ),
+        pytest.param(
+            GOOD_CONFIG + "clientConnection: {acceptContentTypes: 'application/json'}\n",
+            "",
+            ("", 50.0, 100, False),
+            id="json-accepted",
+        ),
         pytest.param("apiVersion: v1\nkind: ConfigMap\ndata: {}\n", "", None, id="configmap-not-guessed"),
         pytest.param(GOOD_CONFIG + "clientConnection: {qps: fast}\n", "", None, id="odd-value"),
         pytest.param("{not yaml", "", None, id="unreadable"),

@@ -114,8 +114,9 @@ async def test_start_delivers_nodes_then_bound_then_pending_pods(api: FakeApi, s
 async def test_list_is_paginated(api: FakeApi) -> None:
     for i in range(7):
         api.put("nodes", make_node(f"n{i}").obj())
-    src = KubeClusterSource(api.connection, options=KubeSourceOptions(
-        qps=0, reflector=ReflectorOptions(page_size=3, min_watch_timeout=60)))
+    src = KubeClusterSource(
+        api.connection, options=KubeSourceOptions(qps=0, reflector=ReflectorOptions(page_size=3, min_watch_timeout=60))
+    )
     sink = RecordingSink()
     try:
         await src.start(sink)
@@ -186,8 +187,9 @@ async def test_gone_relists_and_diffs_against_the_store(api: FakeApi, source: Ku
     await eventually(lambda: source.reflectors["Node"].relists == 2)
     await eventually(lambda: api.watcher_count("nodes") == 1)
     after = sink.events[3:]
-    assert sorted(after) == sorted([("Node", "DELETED", "remove"), ("Node", "MODIFIED", "change"),
-                                    ("Node", "ADDED", "new")])
+    assert sorted(after) == sorted(
+        [("Node", "DELETED", "remove"), ("Node", "MODIFIED", "change"), ("Node", "ADDED", "new")]
+    )
     assert sink.nodes["change"].allocatable["cpu"] == 2000
 
 
@@ -196,7 +198,9 @@ async def test_reconnects_with_capped_exponential_backoff_after_server_errors(
 ) -> None:
     """Four failed watches in a row wait about 0.1, 0.2, 0.4 (the cap) and 0.4 s, each jittered into [d/2, d]."""
     options = KubeSourceOptions(
-        qps=0, burst=1, events=EventOptions(hostname="test-host"),
+        qps=0,
+        burst=1,
+        events=EventOptions(hostname="test-host"),
         reflector=ReflectorOptions(initial_backoff=0.1, max_backoff=0.4, min_watch_timeout=60),
     )
     source = KubeClusterSource(api.connection, options=options, clock=lambda: 1_700_000_000.0)
@@ -214,13 +218,16 @@ async def test_reconnects_with_capped_exponential_backoff_after_server_errors(
         await source.stop()
 
     want_caps = [0.1, 0.2, 0.4, 0.4]
-    logged = [float(m) for r in caplog.records for m in re.findall(r"watch pods failed.*retrying in ([0-9.]+)s",
-                                                                     r.getMessage())]
+    logged = [
+        float(m)
+        for r in caplog.records
+        for m in re.findall(r"watch pods failed.*retrying in ([0-9.]+)s", r.getMessage())
+    ]
     assert len(logged) == len(want_caps)
     for delay, cap in zip(logged, want_caps, strict=True):
         assert cap / 2 - 0.05 <= delay <= cap + 0.05  # the log rounds to 0.1 s
     watches = [r for r in api.requests if r.path == "/api/v1/pods" and r.query.get("watch")]
-    retries = watches[-len(want_caps) - 1:]  # four refused watches, then the one that succeeded
+    retries = watches[-len(want_caps) - 1 :]  # four refused watches, then the one that succeeded
     gaps = [later.at - earlier.at for earlier, later in itertools.pairwise(retries)]
     assert all(gap >= cap / 2 for gap, cap in zip(gaps, want_caps, strict=True)), gaps
 
@@ -372,10 +379,17 @@ async def test_report_unschedulable_patches_the_condition_once_and_records_an_ev
     assert len(patches) == 1
     assert patches[0].body == {
         "metadata": {"uid": "u-1"},
-        "status": {"conditions": [{
-            "type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message,
-            "lastTransitionTime": "2023-11-14T22:13:20Z",
-        }]},
+        "status": {
+            "conditions": [
+                {
+                    "type": "PodScheduled",
+                    "status": "False",
+                    "reason": "Unschedulable",
+                    "message": message,
+                    "lastTransitionTime": "2023-11-14T22:13:20Z",
+                }
+            ]
+        },
     }
     events = [r for r in api.requests if "/events" in r.path]
     assert [r.method for r in events] == ["POST", "PATCH"]  # a series, not two Events
@@ -437,7 +451,11 @@ async def test_report_scheduled_records_a_normal_event(api: FakeApi, source: Kub
     event = next(r for r in api.requests if "/events" in r.path)
     assert event.path == "/apis/events.k8s.io/v1/namespaces/default/events"
     assert (event.body["type"], event.body["reason"], event.body["action"], event.body["note"]) == (
-        "Normal", "Scheduled", "Binding", "Successfully assigned default/p to n1")
+        "Normal",
+        "Scheduled",
+        "Binding",
+        "Successfully assigned default/p to n1",
+    )
     assert event.body["metadata"]["name"].startswith("p.")
 
 
@@ -468,8 +486,16 @@ async def test_an_optional_kind_that_cannot_be_listed_does_not_hold_up_start(
     api.put("nodes", make_node("n1").obj())
     api.put("widgets", {"metadata": {"name": "w1", "namespace": "ns1"}, "spec": {"size": 1}})
     source.watch_kind("missing.io", "v1", "gadgets", lambda obj: obj, "Gadget", optional=True)
-    source.watch_kind("x.io", "v1", "widgets", lambda obj: obj, "Widget", optional=True, namespace="ns1",
-                      field_selector="metadata.name=w1")
+    source.watch_kind(
+        "x.io",
+        "v1",
+        "widgets",
+        lambda obj: obj,
+        "Widget",
+        optional=True,
+        namespace="ns1",
+        field_selector="metadata.name=w1",
+    )
     sink = RecordingSink()
     await asyncio.wait_for(source.start(sink), 5)
     assert "n1" in sink.nodes and "w1" in sink.objects
@@ -510,10 +536,19 @@ async def test_deviceresource_controller_watches_devices_when_no_plugin_does(
     from koord_scheduler.scheduler.controllers.runner import FanoutSink
 
     api.put("nodes", make_node("n1").obj())
-    api.put("devices", {"apiVersion": "scheduling.koordinator.sh/v1alpha1", "kind": "Device",
-                        "metadata": {"name": "n1"}, "spec": {"devices": [
-                            {"type": "gpu", "minor": 0, "health": True,
-                             "resources": {"koordinator.sh/gpu-core": "100"}}]}})
+    api.put(
+        "devices",
+        {
+            "apiVersion": "scheduling.koordinator.sh/v1alpha1",
+            "kind": "Device",
+            "metadata": {"name": "n1"},
+            "spec": {
+                "devices": [
+                    {"type": "gpu", "minor": 0, "health": True, "resources": {"koordinator.sh/gpu-core": "100"}}
+                ]
+            },
+        },
+    )
     flags = ControllerFlags(frozenset({"deviceresource"}), scheduling=True, config_namespace="ns", config_name="cm")
     built = build_deviceresource(flags, source, client=ControllerClient(5.0, 10), scheduler_kinds={})
     assert built is not None and source.watches(DEVICE_KIND)

@@ -106,4 +106,3 @@ def test_loading_the_in_tree_plugins_builds_no_cel_parser() -> None:
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=False)
     assert result.returncode == 0, result.stderr[-2000:]
-

@@ -47,8 +47,12 @@ def fill(api: FakeApi, seed: int, nodes: int, pods: int) -> None:
 def make_source(api: FakeApi, prefetch: Prefetch | None, page_size: int) -> KubeClusterSource:
     return KubeClusterSource(
         api.connection,
-        options=KubeSourceOptions(qps=0, burst=1, events=EventOptions(hostname="test-host"),
-                                  reflector=ReflectorOptions(page_size=page_size, min_watch_timeout=60)),
+        options=KubeSourceOptions(
+            qps=0,
+            burst=1,
+            events=EventOptions(hostname="test-host"),
+            reflector=ReflectorOptions(page_size=page_size, min_watch_timeout=60),
+        ),
         prefetch=prefetch,
     )
 
@@ -61,8 +65,9 @@ async def started(api: FakeApi, prefetch: Prefetch | None, page_size: int) -> tu
 
 
 def early(api: FakeApi, page_size: int, connect: Callable[[], Connection] | None = None) -> Prefetch:
-    return Prefetch(connect or (lambda: api.connection), qps=0, burst=1,
-                    reflector=ReflectorOptions(page_size=page_size)).start()
+    return Prefetch(
+        connect or (lambda: api.connection), qps=0, burst=1, reflector=ReflectorOptions(page_size=page_size)
+    ).start()
 
 
 def list_requests(api: FakeApi, path: str) -> int:
@@ -95,8 +100,10 @@ async def test_early_lists_deliver_what_the_source_would_list(
         assert sink.nodes == plain_sink.nodes
         assert sink.object_errors.count("Pod", "Invalid") == plain_sink.object_errors.count("Pod", "Invalid")
         # start() listed neither kind again: every list request was the early one's
-        assert (list_requests(api, "/api/v1/nodes") - node_lists, list_requests(api, "/api/v1/pods") - pod_lists) \
-            == listed_early
+        assert (
+            list_requests(api, "/api/v1/nodes") - node_lists,
+            list_requests(api, "/api/v1/pods") - pod_lists,
+        ) == listed_early
         assert listed_early[1] >= 1
         # The lists are not kept past start(): the caller holds the prefetch as long as the process runs.
         assert await prefetch.listed("Pod") is None and await prefetch.listed("Node") is None
@@ -117,8 +124,13 @@ async def test_changes_after_the_early_list_arrive_through_the_watch(api: FakeAp
 
     sink, source = await started(api, prefetch, 500)
     try:
-        await eventually(lambda: "default/new" in sink.pods and "default/gone" not in sink.pods
-                         and sink.nodes["n1"].allocatable["cpu"] == 8000)
+        await eventually(
+            lambda: (
+                "default/new" in sink.pods
+                and "default/gone" not in sink.pods
+                and sink.nodes["n1"].allocatable["cpu"] == 8000
+            )
+        )
         assert ("Pod", "ADDED", "default/gone") in sink.events  # it was in the early list
     finally:
         await source.stop()
@@ -175,8 +187,11 @@ async def test_bound_pods_are_delivered_page_by_page_and_pending_ones_at_the_end
     assert delivered == [(EventType.ADDED, "a-bound")]  # the pending pod waits for the end
     reflector.deliver_early(*pages[1])
     reflector.deliver_early(*pages[0])  # a page passed again (the list started over): nothing new
-    assert delivered == [(EventType.ADDED, "a-bound"), (EventType.ADDED, "c-bound"),
-                         (EventType.ADDED, "d-bound-then-gone")]
+    assert delivered == [
+        (EventType.ADDED, "a-bound"),
+        (EventType.ADDED, "c-bound"),
+        (EventType.ADDED, "d-bound-then-gone"),
+    ]
     final = [obj for obj in items if obj["metadata"]["name"] != "d-bound-then-gone"]
     reflector.replace(final, rv)
     assert delivered[3:] == [(EventType.DELETED, "d-bound-then-gone"), (EventType.ADDED, "b-pending")]
@@ -216,9 +231,13 @@ def test_the_modules_the_thread_imports_have_no_import_cycle() -> None:
     import grimp
 
     graph = grimp.build_graph("koord_scheduler", "apis", "kubeapi")
-    thread_imports = ["kubeapi.connection", "kubeapi.http",
-                      "kubeapi.ratelimit", "kubeapi.reflector",
-                      "koord_scheduler.scheduler.kube_source"]
+    thread_imports = [
+        "kubeapi.connection",
+        "kubeapi.http",
+        "kubeapi.ratelimit",
+        "kubeapi.reflector",
+        "koord_scheduler.scheduler.kube_source",
+    ]
     loaded: set[str] = set()
     todo = list(thread_imports)
     while todo:
@@ -227,7 +246,11 @@ def test_the_modules_the_thread_imports_have_no_import_cycle() -> None:
             continue
         loaded.add(module)
         todo.extend(graph.find_modules_directly_imported_by(module))
-    cycles = [(a, b) for a in loaded for b in graph.find_modules_directly_imported_by(a)
-              if b in loaded and graph.chain_exists(importer=b, imported=a)]
+    cycles = [
+        (a, b)
+        for a in loaded
+        for b in graph.find_modules_directly_imported_by(a)
+        if b in loaded and graph.chain_exists(importer=b, imported=a)
+    ]
     assert len(loaded) > 10  # the walk found the kube package and what it uses
     assert cycles == []

@@ -17,9 +17,14 @@ REPO = Path(__file__).resolve().parents[3]
 
 @pytest.mark.slow
 def test_the_committed_protobuf_modules_match_a_fresh_generation() -> None:
-    result = subprocess.run([sys.executable, str(REPO / "scripts" / "gen_protos.py"), "--check"], check=False,
-                            capture_output=True, text=True, timeout=300, cwd=REPO)
+    result = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "gen_protos.py"), "--check"],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO,
+    )
 
     assert result.returncode == 0, result.stdout + result.stderr
     assert "up to date" in result.stdout
-

@@ -165,8 +165,11 @@ def test_an_expired_version_in_a_protobuf_watch_means_list_again() -> None:
 
 def test_bookmarks_and_events_from_frames_move_the_resource_version() -> None:
     seen: list[Any] = []
-    reflector = Reflector(None, ResourceKind("Pod", "", "v1", "pods", parse_pod_entry, protobuf=True),  # type: ignore[arg-type]
-                          lambda event, old, new: seen.append((event.value, new.pod.name)))
+    reflector = Reflector(
+        None,
+        ResourceKind("Pod", "", "v1", "pods", parse_pod_entry, protobuf=True),  # type: ignore[arg-type]
+        lambda event, old, new: seen.append((event.value, new.pod.name)),
+    )
     mark = core_v1_pb2.Pod()
     mark.metadata.resourceVersion = "99"
 
@@ -194,8 +197,9 @@ def test_special_types_read_as_their_json() -> None:
     doc = protodict.to_json(p)
 
     assert doc["metadata"] == {"deletionTimestamp": None}
-    assert doc["status"]["conditions"] == [{"type": "Ready", "status": "True",
-                                            "lastTransitionTime": "2026-01-02T03:04:05Z"}]
+    assert doc["status"]["conditions"] == [
+        {"type": "Ready", "status": "True", "lastTransitionTime": "2026-01-02T03:04:05Z"}
+    ]
     assert doc["spec"]["overhead"] == {"cpu": "10m"}
     assert "livenessProbe" not in doc["spec"]["containers"][0]  # containers keep only what is parsed
 
@@ -211,8 +215,10 @@ def test_embedded_structs_are_inline_as_in_json() -> None:
 
     doc = protodict.to_json(p)
 
-    assert doc["spec"]["volumes"] == [{"name": "data", "persistentVolumeClaim": {"claimName": "pvc"}},
-                                      {"name": "cfg", "configMap": {"name": "settings"}}]
+    assert doc["spec"]["volumes"] == [
+        {"name": "data", "persistentVolumeClaim": {"claimName": "pvc"}},
+        {"name": "cfg", "configMap": {"name": "settings"}},
+    ]
     assert protodict.to_json(probe) == {"periodSeconds": 5, "httpGet": {"port": 80}}
 
 

@@ -25,8 +25,9 @@ Json = dict[str, Any]
 
 
 class FakeLookup:
-    def __init__(self, profiles: list[Json], *, namespaces: Mapping[str, Mapping[str, str]] | None = None,
-                 fail: bool = False) -> None:
+    def __init__(
+        self, profiles: list[Json], *, namespaces: Mapping[str, Mapping[str, str]] | None = None, fail: bool = False
+    ) -> None:
         self._profiles = [resolve_profile(p) for p in profiles]
         self.namespaces = namespaces or {"default": {}}
         self.fail = fail
@@ -47,18 +48,35 @@ class FakeLookup:
         self.skips.append(skip)
 
 
-PROFILE = {"metadata": {"name": "be"}, "spec": {
-    "namespaceSelector": {"matchLabels": {"koordinator.sh/enable-colocation": "true"}},
-    "selector": {"matchLabels": {"koordinator.sh/enable-colocation": "true"}},
-    "qosClass": "BE", "priorityClassName": "koord-batch", "koordinatorPriority": 1000,
-    "schedulerName": "koord-scheduler"}}
+PROFILE = {
+    "metadata": {"name": "be"},
+    "spec": {
+        "namespaceSelector": {"matchLabels": {"koordinator.sh/enable-colocation": "true"}},
+        "selector": {"matchLabels": {"koordinator.sh/enable-colocation": "true"}},
+        "qosClass": "BE",
+        "priorityClassName": "koord-batch",
+        "koordinatorPriority": 1000,
+        "schedulerName": "koord-scheduler",
+    },
+}
 COLOCATED = {"default": {"koordinator.sh/enable-colocation": "true"}}
 
 
-def review(obj: Any = None, *, operation: str = "CREATE", resource: str = "pods", sub: str = "",
-           version: str = "admission.k8s.io/v1", namespace: str = "default") -> Json:
-    request: Json = {"uid": "u-1", "operation": operation, "namespace": namespace,
-                     "resource": {"group": "", "version": "v1", "resource": resource}}
+def review(
+    obj: Any = None,
+    *,
+    operation: str = "CREATE",
+    resource: str = "pods",
+    sub: str = "",
+    version: str = "admission.k8s.io/v1",
+    namespace: str = "default",
+) -> Json:
+    request: Json = {
+        "uid": "u-1",
+        "operation": operation,
+        "namespace": namespace,
+        "resource": {"group": "", "version": "v1", "resource": resource},
+    }
     if sub:
         request["subResource"] = sub
     if obj is not None:
@@ -67,8 +85,10 @@ def review(obj: Any = None, *, operation: str = "CREATE", resource: str = "pods"
 
 
 def pod(labels: Json | None = None) -> Json:
-    return {"metadata": {"generateName": "p-", "labels": labels or {}},
-            "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]}}
+    return {
+        "metadata": {"generateName": "p-", "labels": labels or {}},
+        "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]},
+    }
 
 
 def mutator(lookup: FakeLookup) -> tuple[PodMutator, CollectorRegistry]:
@@ -96,25 +116,37 @@ async def test_review(body: Json, want_patch: bool) -> None:
         patched = apply_patch(body["request"]["object"], ops)
         assert patched["metadata"]["labels"]["koordinator.sh/qosClass"] == "BE"
         assert patched["spec"]["containers"][0]["resources"]["requests"] == {
-            "kubernetes.io/batch-cpu": "1k", "kubernetes.io/batch-memory": "1Gi"}
+            "kubernetes.io/batch-cpu": "1k",
+            "kubernetes.io/batch-memory": "1Gi",
+        }
         assert {"op": "add", "path": "/metadata/labels/koordinator.sh~1priority", "value": "1000"} in ops
 
 
 @pytest.mark.parametrize(
     ("body", "want_message"),
     [
-        pytest.param(review(pod(), resource="configmaps"), "this webhook serves CREATE of pods; got 'CREATE' of ''/",
-                     id="not-a-pod"),
+        pytest.param(
+            review(pod(), resource="configmaps"),
+            "this webhook serves CREATE of pods; got 'CREATE' of ''/",
+            id="not-a-pod",
+        ),
         pytest.param(review(pod(), sub="status"), "subresource 'status'", id="pod-subresource"),
-        pytest.param(review(pod({"koordinator.sh/enable-colocation": "true"}), operation="UPDATE"),
-                     "got 'UPDATE' of", id="update"),
-        pytest.param(review(pod(), version="admission.k8s.io/v1beta1"), "apiVersion: expected admission.k8s.io/v1",
-                     id="v1beta1"),
+        pytest.param(
+            review(pod({"koordinator.sh/enable-colocation": "true"}), operation="UPDATE"),
+            "got 'UPDATE' of",
+            id="update",
+        ),
+        pytest.param(
+            review(pod(), version="admission.k8s.io/v1beta1"), "apiVersion: expected admission.k8s.io/v1", id="v1beta1"
+        ),
         pytest.param(review(None), "request.object: expected the object of the CREATE", id="no-object"),
         pytest.param(review({"metadata": {}}), "request.object: expected a pod with metadata and spec", id="no-spec"),
         pytest.param(review(pod(), namespace="Default"), "request.namespace 'Default' is invalid", id="bad-namespace"),
-        pytest.param(review({"metadata": {"name": "a b"}, "spec": {}}),
-                     "request.object.metadata.name 'a b' is invalid", id="bad-pod-name"),
+        pytest.param(
+            review({"metadata": {"name": "a b"}, "spec": {}}),
+            "request.object.metadata.name 'a b' is invalid",
+            id="bad-pod-name",
+        ),
     ],
 )
 async def test_review_it_does_not_serve_is_refused_with_the_uid(body: Json, want_message: str) -> None:
@@ -129,11 +161,23 @@ async def test_review_it_does_not_serve_is_refused_with_the_uid(body: Json, want
 @pytest.mark.parametrize(
     ("body", "lookup", "reason"),
     [
-        pytest.param(review(pod({"koordinator.sh/enable-colocation": "true"})), FakeLookup([PROFILE], fail=True),
-                     "LookupFailed", id="namespace-lookup-failed"),
-        pytest.param(review({"metadata": {"annotations": {"node.koordinator.sh/extended-resource-spec": "["}},
-                             "spec": {"containers": []}}), FakeLookup([]), "CannotMutate",
-                     id="bad-extended-resource-spec"),
+        pytest.param(
+            review(pod({"koordinator.sh/enable-colocation": "true"})),
+            FakeLookup([PROFILE], fail=True),
+            "LookupFailed",
+            id="namespace-lookup-failed",
+        ),
+        pytest.param(
+            review(
+                {
+                    "metadata": {"annotations": {"node.koordinator.sh/extended-resource-spec": "["}},
+                    "spec": {"containers": []},
+                }
+            ),
+            FakeLookup([]),
+            "CannotMutate",
+            id="bad-extended-resource-spec",
+        ),
     ],
 )
 async def test_cannot_mutate_is_admitted_unchanged_and_counted(body: Json, lookup: FakeLookup, reason: str) -> None:
@@ -168,8 +212,9 @@ async def test_tls_server_answers_with_a_generated_ca(tmp_path: Path) -> None:
         client_ctx = ssl.create_default_context(cadata=bundle.ca_pem.decode())
         async with aiohttp.ClientSession() as session:
             url = f"https://127.0.0.1:{server.port}"
-            async with session.post(f"{url}/mutate-pod", json=review(pod({"koordinator.sh/enable-colocation": "true"})),
-                                    ssl=client_ctx) as resp:
+            async with session.post(
+                f"{url}/mutate-pod", json=review(pod({"koordinator.sh/enable-colocation": "true"})), ssl=client_ctx
+            ) as resp:
                 assert resp.status == 200
                 assert "patch" in (await resp.json())["response"]
             async with session.post(f"{url}/validate-pod", json=review(pod()), ssl=client_ctx) as resp:

@@ -55,15 +55,23 @@ def res(requests: Json | None = None, limits: Json | None = None) -> Json:
 
 def koord_pod(*, labels: Json | None = None, annotations: Json | None = None, **spec: Any) -> Json:
     """The input pod of Koordinator's test table (batch priority 5999, one init container)."""
-    meta: Json = {"namespace": "default", "name": "test-pod-1",
-                  "labels": {"koordinator-colocation-pod": "true", **(labels or {})}}
+    meta: Json = {
+        "namespace": "default",
+        "name": "test-pod-1",
+        "labels": {"koordinator-colocation-pod": "true", **(labels or {})},
+    }
     if annotations is not None:
         meta["annotations"] = annotations
     body: Json = {
-        "initContainers": [{"name": "test-init-container-a", "resources": res(
-            {"cpu": "500m", "memory": "1Gi"}, {"cpu": "500m", "memory": "1Gi"})}],
-        "containers": [{"name": "test-container-a", "resources": res(
-            {"cpu": "1", "memory": "4Gi"}, {"cpu": "1", "memory": "4Gi"})}],
+        "initContainers": [
+            {
+                "name": "test-init-container-a",
+                "resources": res({"cpu": "500m", "memory": "1Gi"}, {"cpu": "500m", "memory": "1Gi"}),
+            }
+        ],
+        "containers": [
+            {"name": "test-container-a", "resources": res({"cpu": "1", "memory": "4Gi"}, {"cpu": "1", "memory": "4Gi"})}
+        ],
         "overhead": {"cpu": "1", "memory": "2Gi"},
         "schedulerName": "nonExistSchedulerName",
         "priority": 5999,
@@ -75,10 +83,12 @@ def koord_pod(*, labels: Json | None = None, annotations: Json | None = None, **
 def renamed_spec(**spec: Any) -> Json:
     """The expected spec of the table's pod once resources are renamed to batch-*."""
     body: Json = {
-        "initContainers": [{"name": "test-init-container-a", "resources": res(
-            {BCPU: "500", BMEM: "1Gi"}, {BCPU: "500", BMEM: "1Gi"})}],
-        "containers": [{"name": "test-container-a", "resources": res(
-            {BCPU: "1k", BMEM: "4Gi"}, {BCPU: "1k", BMEM: "4Gi"})}],
+        "initContainers": [
+            {"name": "test-init-container-a", "resources": res({BCPU: "500", BMEM: "1Gi"}, {BCPU: "500", BMEM: "1Gi"})}
+        ],
+        "containers": [
+            {"name": "test-container-a", "resources": res({BCPU: "1k", BMEM: "4Gi"}, {BCPU: "1k", BMEM: "4Gi"})}
+        ],
         "overhead": {BCPU: "1k", BMEM: "2Gi"},
         "schedulerName": "koordinator-scheduler",
         "priority": 5999,
@@ -90,8 +100,13 @@ def renamed_spec(**spec: Any) -> Json:
 
 
 PATCH = {"metadata": {"labels": {"test-patch-label": "patch-a"}, "annotations": {"test-patch-annotation": "patch-b"}}}
-MUTATED_LABELS = {"koordinator-colocation-pod": "true", "testLabelA": "valueA", "test-patch-label": "patch-a",
-                  QOS: "BE", PRIO: "1111"}
+MUTATED_LABELS = {
+    "koordinator-colocation-pod": "true",
+    "testLabelA": "valueA",
+    "test-patch-label": "patch-a",
+    QOS: "BE",
+    PRIO: "1111",
+}
 MUTATED_ANNOTATIONS = {"testAnnotationA": "valueA", "test-patch-annotation": "patch-b"}
 
 
@@ -127,107 +142,272 @@ def rolls(value: int) -> Callable[[], int]:
 
 UNCHANGED_LABELS = {"koordinator-colocation-pod": "true"}
 UNRENAMED_SPEC = koord_pod()["spec"]
-SKIP_RESOURCES_SPEC = {**UNRENAMED_SPEC, "schedulerName": "koordinator-scheduler",
-                       "priorityClassName": "koordinator-batch", "preemptionPolicy": "fakePreemptionPolicy"}
+SKIP_RESOURCES_SPEC = {
+    **UNRENAMED_SPEC,
+    "schedulerName": "koordinator-scheduler",
+    "priorityClassName": "koordinator-batch",
+    "preemptionPolicy": "fakePreemptionPolicy",
+}
 
 # (pod, profiles, roll, ers, want)
 CASES = [
-    pytest.param(koord_pod(), [koord_profile()], 0, False,
-                 want_pod(MUTATED_LABELS, MUTATED_ANNOTATIONS, renamed_spec()), id="koord-mutating-pod"),
     pytest.param(
-        koord_pod(initContainers=None, overhead=None, containers=[
-            {"name": "test-container-a", "resources": res(None, {"cpu": "1", "memory": "4Gi"})}]),
-        [koord_profile()], 0, False,
-        want_pod(MUTATED_LABELS, MUTATED_ANNOTATIONS, renamed_spec(initContainers=None, overhead=None, containers=[
-            {"name": "test-container-a", "resources": res({BCPU: "1k", BMEM: "4Gi"}, {BCPU: "1k", BMEM: "4Gi"})}])),
-        id="koord-set-default-request-to-the-limit"),
+        koord_pod(),
+        [koord_profile()],
+        0,
+        False,
+        want_pod(MUTATED_LABELS, MUTATED_ANNOTATIONS, renamed_spec()),
+        id="koord-mutating-pod",
+    ),
     pytest.param(
-        koord_pod(initContainers=None, overhead=None, containers=[
-            {"name": "test-container-a", "resources": res({"cpu": "1", "memory": "4Gi"})}]),
-        [koord_profile()], 0, False,
-        want_pod(MUTATED_LABELS, MUTATED_ANNOTATIONS, renamed_spec(initContainers=None, overhead=None, containers=[
-            {"name": "test-container-a", "resources": res({BCPU: "1k", BMEM: "4Gi"})}])),
-        id="koord-keep-limit-unset"),
-    pytest.param(koord_pod(), [koord_profile(probability=100)], 99, False,
-                 want_pod(MUTATED_LABELS, MUTATED_ANNOTATIONS, renamed_spec()), id="koord-percent-100"),
-    pytest.param(koord_pod(), [koord_profile(probability=0)], 0, False,
-                 want_pod(UNCHANGED_LABELS, None, renamed_spec(
-                     schedulerName="nonExistSchedulerName", priorityClassName=None, preemptionPolicy=None)),
-                 id="koord-percent-0-profile-skipped-resources-still-renamed"),
-    pytest.param(koord_pod(), [koord_profile(probability=50)], 70, False,
-                 want_pod(UNCHANGED_LABELS, None, renamed_spec(
-                     schedulerName="nonExistSchedulerName", priorityClassName=None, preemptionPolicy=None)),
-                 id="koord-percent-50-rand-70-skipped"),
-    pytest.param(koord_pod(), [koord_profile(probability=50)], 30, False,
-                 want_pod(MUTATED_LABELS, MUTATED_ANNOTATIONS, renamed_spec()), id="koord-percent-50-rand-30-applied"),
-    pytest.param(koord_pod(), [koord_profile(annotations={ANNOTATION_SKIP_UPDATE_RESOURCES: "true"})], 0, False,
-                 want_pod(MUTATED_LABELS, MUTATED_ANNOTATIONS, SKIP_RESOURCES_SPEC),
-                 id="koord-skip-update-resource-by-profile-annotation"),
+        koord_pod(
+            initContainers=None,
+            overhead=None,
+            containers=[{"name": "test-container-a", "resources": res(None, {"cpu": "1", "memory": "4Gi"})}],
+        ),
+        [koord_profile()],
+        0,
+        False,
+        want_pod(
+            MUTATED_LABELS,
+            MUTATED_ANNOTATIONS,
+            renamed_spec(
+                initContainers=None,
+                overhead=None,
+                containers=[
+                    {"name": "test-container-a", "resources": res({BCPU: "1k", BMEM: "4Gi"}, {BCPU: "1k", BMEM: "4Gi"})}
+                ],
+            ),
+        ),
+        id="koord-set-default-request-to-the-limit",
+    ),
+    pytest.param(
+        koord_pod(
+            initContainers=None,
+            overhead=None,
+            containers=[{"name": "test-container-a", "resources": res({"cpu": "1", "memory": "4Gi"})}],
+        ),
+        [koord_profile()],
+        0,
+        False,
+        want_pod(
+            MUTATED_LABELS,
+            MUTATED_ANNOTATIONS,
+            renamed_spec(
+                initContainers=None,
+                overhead=None,
+                containers=[{"name": "test-container-a", "resources": res({BCPU: "1k", BMEM: "4Gi"})}],
+            ),
+        ),
+        id="koord-keep-limit-unset",
+    ),
+    pytest.param(
+        koord_pod(),
+        [koord_profile(probability=100)],
+        99,
+        False,
+        want_pod(MUTATED_LABELS, MUTATED_ANNOTATIONS, renamed_spec()),
+        id="koord-percent-100",
+    ),
+    pytest.param(
+        koord_pod(),
+        [koord_profile(probability=0)],
+        0,
+        False,
+        want_pod(
+            UNCHANGED_LABELS,
+            None,
+            renamed_spec(schedulerName="nonExistSchedulerName", priorityClassName=None, preemptionPolicy=None),
+        ),
+        id="koord-percent-0-profile-skipped-resources-still-renamed",
+    ),
+    pytest.param(
+        koord_pod(),
+        [koord_profile(probability=50)],
+        70,
+        False,
+        want_pod(
+            UNCHANGED_LABELS,
+            None,
+            renamed_spec(schedulerName="nonExistSchedulerName", priorityClassName=None, preemptionPolicy=None),
+        ),
+        id="koord-percent-50-rand-70-skipped",
+    ),
+    pytest.param(
+        koord_pod(),
+        [koord_profile(probability=50)],
+        30,
+        False,
+        want_pod(MUTATED_LABELS, MUTATED_ANNOTATIONS, renamed_spec()),
+        id="koord-percent-50-rand-30-applied",
+    ),
+    pytest.param(
+        koord_pod(),
+        [koord_profile(annotations={ANNOTATION_SKIP_UPDATE_RESOURCES: "true"})],
+        0,
+        False,
+        want_pod(MUTATED_LABELS, MUTATED_ANNOTATIONS, SKIP_RESOURCES_SPEC),
+        id="koord-skip-update-resource-by-profile-annotation",
+    ),
     pytest.param(
         koord_pod(labels={"label-key-to-load": "test-label-value"}),
-        [koord_profile(labels={"testLabelA": "valueA", "koordinator.sh/scheduler-name": "koordinator-scheduler"},
-                       schedulerName=None,
-                       labelKeysMapping={"label-key-to-load": "label-key-to-store",
-                                         "label-key-to-load-not-exist": "label-key-to-store-not-exist"})],
-        0, False,
-        want_pod({**MUTATED_LABELS, "koordinator.sh/scheduler-name": "koordinator-scheduler",
-                  "label-key-to-load": "test-label-value", "label-key-to-store": "test-label-value",
-                  "label-key-to-store-not-exist": ""},
-                 MUTATED_ANNOTATIONS, renamed_spec(schedulerName="nonExistSchedulerName")),
-        id="koord-mutate-pod-labels-according-to-labels-1"),
+        [
+            koord_profile(
+                labels={"testLabelA": "valueA", "koordinator.sh/scheduler-name": "koordinator-scheduler"},
+                schedulerName=None,
+                labelKeysMapping={
+                    "label-key-to-load": "label-key-to-store",
+                    "label-key-to-load-not-exist": "label-key-to-store-not-exist",
+                },
+            )
+        ],
+        0,
+        False,
+        want_pod(
+            {
+                **MUTATED_LABELS,
+                "koordinator.sh/scheduler-name": "koordinator-scheduler",
+                "label-key-to-load": "test-label-value",
+                "label-key-to-store": "test-label-value",
+                "label-key-to-store-not-exist": "",
+            },
+            MUTATED_ANNOTATIONS,
+            renamed_spec(schedulerName="nonExistSchedulerName"),
+        ),
+        id="koord-mutate-pod-labels-according-to-labels-1",
+    ),
     pytest.param(
         koord_pod(labels={"label-key-to-load": "test-label-value"}),
-        [koord_profile(labelKeysMapping={"label-key-to-load": "label-key-to-store"})], 0, False,
-        want_pod({**MUTATED_LABELS, "label-key-to-load": "test-label-value", "label-key-to-store": "test-label-value"},
-                 MUTATED_ANNOTATIONS, renamed_spec()),
-        id="koord-mutate-pod-labels-according-to-labels"),
+        [koord_profile(labelKeysMapping={"label-key-to-load": "label-key-to-store"})],
+        0,
+        False,
+        want_pod(
+            {**MUTATED_LABELS, "label-key-to-load": "test-label-value", "label-key-to-store": "test-label-value"},
+            MUTATED_ANNOTATIONS,
+            renamed_spec(),
+        ),
+        id="koord-mutate-pod-labels-according-to-labels",
+    ),
     pytest.param(
         koord_pod(annotations={"annotation-key-to-load": "test-annotation-value"}),
-        [koord_profile(annotationKeysMapping={"annotation-key-to-load": "annotation-key-to-store"})], 0, False,
-        want_pod(MUTATED_LABELS, {"annotation-key-to-load": "test-annotation-value", **MUTATED_ANNOTATIONS,
-                                  "annotation-key-to-store": "test-annotation-value"}, renamed_spec()),
-        id="koord-mutate-pod-annotations-according-to-annotations"),
+        [koord_profile(annotationKeysMapping={"annotation-key-to-load": "annotation-key-to-store"})],
+        0,
+        False,
+        want_pod(
+            MUTATED_LABELS,
+            {
+                "annotation-key-to-load": "test-annotation-value",
+                **MUTATED_ANNOTATIONS,
+                "annotation-key-to-store": "test-annotation-value",
+            },
+            renamed_spec(),
+        ),
+        id="koord-mutate-pod-annotations-according-to-annotations",
+    ),
     pytest.param(
         koord_pod(labels={"label-key-to-load": "test-label-value", "label-key-1": "label-value-1"}),
-        [koord_profile(labels={"testLabelA": "valueA", "koordinator.sh/scheduler-name": "koordinator-scheduler"},
-                       schedulerName=None,
-                       labelKeysMapping={"label-key-to-load": "label-key-to-store",
-                                         "label-key-to-load-not-exist": "label-key-to-store-not-exist"},
-                       labelSuffixes={"label-key-1": "suffix", "label-key-to-store": "suffix-0",
-                                      "suffix-label-key-1": "suffix-1"})],
-        0, False,
-        want_pod({**MUTATED_LABELS, "label-key-to-load": "test-label-value", "label-key-1": "label-value-1suffix",
-                  "label-key-to-store": "test-label-valuesuffix-0", "label-key-to-store-not-exist": "",
-                  "koordinator.sh/scheduler-name": "koordinator-scheduler"},
-                 MUTATED_ANNOTATIONS, renamed_spec(schedulerName="nonExistSchedulerName")),
-        id="koord-labels-with-suffixes"),
+        [
+            koord_profile(
+                labels={"testLabelA": "valueA", "koordinator.sh/scheduler-name": "koordinator-scheduler"},
+                schedulerName=None,
+                labelKeysMapping={
+                    "label-key-to-load": "label-key-to-store",
+                    "label-key-to-load-not-exist": "label-key-to-store-not-exist",
+                },
+                labelSuffixes={
+                    "label-key-1": "suffix",
+                    "label-key-to-store": "suffix-0",
+                    "suffix-label-key-1": "suffix-1",
+                },
+            )
+        ],
+        0,
+        False,
+        want_pod(
+            {
+                **MUTATED_LABELS,
+                "label-key-to-load": "test-label-value",
+                "label-key-1": "label-value-1suffix",
+                "label-key-to-store": "test-label-valuesuffix-0",
+                "label-key-to-store-not-exist": "",
+                "koordinator.sh/scheduler-name": "koordinator-scheduler",
+            },
+            MUTATED_ANNOTATIONS,
+            renamed_spec(schedulerName="nonExistSchedulerName"),
+        ),
+        id="koord-labels-with-suffixes",
+    ),
     pytest.param(
-        {"metadata": {"namespace": "default", "name": "test-pod-1", "labels": {QOS: "BE", PRIO: "1111"}},
-         "spec": {"containers": [{"name": "test-container-a", "resources": res(
-             {BCPU: "1000", BMEM: "4Gi", "unknown-resource": "1"},
-             {BCPU: "1000", BMEM: "4Gi", "unknown-resource": "1"})}],
-             "schedulerName": "koordinator-scheduler", "priority": 5999, "priorityClassName": "koordinator-batch"}},
-        [], 0, True,
-        {"metadata": {"namespace": "default", "name": "test-pod-1", "labels": {QOS: "BE", PRIO: "1111"},
-                      "annotations": {ANNOTATION_EXTENDED_RESOURCE_SPEC: json.dumps(
-                          {"containers": {"test-container-a": {"limits": {BCPU: "1k", BMEM: "4Gi"},
-                                                               "requests": {BCPU: "1k", BMEM: "4Gi"}}}},
-                          separators=(",", ":"))}},
-         "spec": {"containers": [{"name": "test-container-a", "resources": res(
-             {BCPU: "1000", BMEM: "4Gi", "unknown-resource": "1"},
-             {BCPU: "1000", BMEM: "4Gi", "unknown-resource": "1"})}],
-             "schedulerName": "koordinator-scheduler", "priority": 5999, "priorityClassName": "koordinator-batch"}},
-        id="koord-extended-resource-spec-from-containers"),
+        {
+            "metadata": {"namespace": "default", "name": "test-pod-1", "labels": {QOS: "BE", PRIO: "1111"}},
+            "spec": {
+                "containers": [
+                    {
+                        "name": "test-container-a",
+                        "resources": res(
+                            {BCPU: "1000", BMEM: "4Gi", "unknown-resource": "1"},
+                            {BCPU: "1000", BMEM: "4Gi", "unknown-resource": "1"},
+                        ),
+                    }
+                ],
+                "schedulerName": "koordinator-scheduler",
+                "priority": 5999,
+                "priorityClassName": "koordinator-batch",
+            },
+        },
+        [],
+        0,
+        True,
+        {
+            "metadata": {
+                "namespace": "default",
+                "name": "test-pod-1",
+                "labels": {QOS: "BE", PRIO: "1111"},
+                "annotations": {
+                    ANNOTATION_EXTENDED_RESOURCE_SPEC: json.dumps(
+                        {
+                            "containers": {
+                                "test-container-a": {
+                                    "limits": {BCPU: "1k", BMEM: "4Gi"},
+                                    "requests": {BCPU: "1k", BMEM: "4Gi"},
+                                }
+                            }
+                        },
+                        separators=(",", ":"),
+                    )
+                },
+            },
+            "spec": {
+                "containers": [
+                    {
+                        "name": "test-container-a",
+                        "resources": res(
+                            {BCPU: "1000", BMEM: "4Gi", "unknown-resource": "1"},
+                            {BCPU: "1000", BMEM: "4Gi", "unknown-resource": "1"},
+                        ),
+                    }
+                ],
+                "schedulerName": "koordinator-scheduler",
+                "priority": 5999,
+                "priorityClassName": "koordinator-batch",
+            },
+        },
+        id="koord-extended-resource-spec-from-containers",
+    ),
 ]
 
 
-def pod(labels: Json | None = None, *, containers: list[Json] | None = None, annotations: Json | None = None,
-        **spec: Any) -> Json:
+def pod(
+    labels: Json | None = None, *, containers: list[Json] | None = None, annotations: Json | None = None, **spec: Any
+) -> Json:
     meta: Json = {"namespace": "default", "name": "p", "labels": dict(labels or {"app": "spark"})}
     if annotations is not None:
         meta["annotations"] = annotations
-    body: Json = {"containers": containers if containers is not None else [
-        {"name": "main", "resources": res({"cpu": "500m", "memory": "1Gi"}, {"cpu": "1", "memory": "2Gi"})}]}
+    body: Json = {
+        "containers": containers
+        if containers is not None
+        else [{"name": "main", "resources": res({"cpu": "500m", "memory": "1Gi"}, {"cpu": "1", "memory": "2Gi"})}]
+    }
     body.update(spec)
     return {"metadata": meta, "spec": body}
 
@@ -249,97 +429,230 @@ BATCH_PC = {"priorityClassName": "koord-batch", "priority": 5000, "preemptionPol
 
 CASES += [
     pytest.param(
-        pod(), [profile(qosClass="BE", priorityClassName="koord-batch", koordinatorPriority=1000,
-                        schedulerName="koord-scheduler", labels={"team": "x"})], 0, True,
-        {"metadata": {"namespace": "default", "name": "p",
-                      "labels": {"app": "spark", "team": "x", QOS: "BE", PRIO: "1000"},
-                      "annotations": ers({"main": {"limits": {BCPU: "1k", BMEM: "2Gi"},
-                                                   "requests": {BCPU: "500", BMEM: "1Gi"}}})},
-         "spec": {"containers": [{"name": "main", "resources": W1_RESOURCES}], "schedulerName": "koord-scheduler",
-                  **BATCH_PC}},
-        id="rule-be-batch-renamed-with-extended-resource-spec"),
+        pod(),
+        [
+            profile(
+                qosClass="BE",
+                priorityClassName="koord-batch",
+                koordinatorPriority=1000,
+                schedulerName="koord-scheduler",
+                labels={"team": "x"},
+            )
+        ],
+        0,
+        True,
+        {
+            "metadata": {
+                "namespace": "default",
+                "name": "p",
+                "labels": {"app": "spark", "team": "x", QOS: "BE", PRIO: "1000"},
+                "annotations": ers(
+                    {"main": {"limits": {BCPU: "1k", BMEM: "2Gi"}, "requests": {BCPU: "500", BMEM: "1Gi"}}}
+                ),
+            },
+            "spec": {
+                "containers": [{"name": "main", "resources": W1_RESOURCES}],
+                "schedulerName": "koord-scheduler",
+                **BATCH_PC,
+            },
+        },
+        id="rule-be-batch-renamed-with-extended-resource-spec",
+    ),
     pytest.param(
-        pod(containers=[{"name": "app", "resources": res({"cpu": "1500m", "memory": "3Gi"},
-                                                         {"cpu": "3", "memory": "3Gi"})}],
-            initContainers=[{"name": "setup", "resources": res({"cpu": "250m", "memory": "256Mi"},
-                                                               {"cpu": "250m", "memory": "256Mi"})}],
-            overhead={"cpu": "100m", "memory": "64Mi"}),
-        [profile(priorityClassName="koord-mid")], 0, True,
-        {"metadata": {"namespace": "default", "name": "p", "labels": {"app": "spark"}},
-         "spec": {"containers": [{"name": "app", "resources": res({MCPU: "1500", MMEM: "3Gi"},
-                                                                  {MCPU: "3k", MMEM: "3Gi"})}],
-                  "initContainers": [{"name": "setup", "resources": res({MCPU: "250", MMEM: "256Mi"},
-                                                                        {MCPU: "250", MMEM: "256Mi"})}],
-                  "overhead": {MCPU: "100", MMEM: "64Mi"},
-                  "priorityClassName": "koord-mid", "priority": 7000, "preemptionPolicy": "PreemptLowerPriority"}},
-        id="rule-mid-renames-init-containers-and-overhead-no-annotation"),
+        pod(
+            containers=[
+                {"name": "app", "resources": res({"cpu": "1500m", "memory": "3Gi"}, {"cpu": "3", "memory": "3Gi"})}
+            ],
+            initContainers=[
+                {
+                    "name": "setup",
+                    "resources": res({"cpu": "250m", "memory": "256Mi"}, {"cpu": "250m", "memory": "256Mi"}),
+                }
+            ],
+            overhead={"cpu": "100m", "memory": "64Mi"},
+        ),
+        [profile(priorityClassName="koord-mid")],
+        0,
+        True,
+        {
+            "metadata": {"namespace": "default", "name": "p", "labels": {"app": "spark"}},
+            "spec": {
+                "containers": [
+                    {"name": "app", "resources": res({MCPU: "1500", MMEM: "3Gi"}, {MCPU: "3k", MMEM: "3Gi"})}
+                ],
+                "initContainers": [
+                    {"name": "setup", "resources": res({MCPU: "250", MMEM: "256Mi"}, {MCPU: "250", MMEM: "256Mi"})}
+                ],
+                "overhead": {MCPU: "100", MMEM: "64Mi"},
+                "priorityClassName": "koord-mid",
+                "priority": 7000,
+                "preemptionPolicy": "PreemptLowerPriority",
+            },
+        },
+        id="rule-mid-renames-init-containers-and-overhead-no-annotation",
+    ),
     pytest.param(
-        pod(), [profile(qosClass="BE", priorityClassName="koord-free")], 0, True,
-        {"metadata": {"namespace": "default", "name": "p", "labels": {"app": "spark", QOS: "BE"}},
-         "spec": {"containers": [{"name": "main", "resources": NATIVE}], "priorityClassName": "koord-free",
-                  "priority": 3000, "preemptionPolicy": "PreemptLowerPriority"}},
-        id="rule-free-keeps-cpu-memory"),
+        pod(),
+        [profile(qosClass="BE", priorityClassName="koord-free")],
+        0,
+        True,
+        {
+            "metadata": {"namespace": "default", "name": "p", "labels": {"app": "spark", QOS: "BE"}},
+            "spec": {
+                "containers": [{"name": "main", "resources": NATIVE}],
+                "priorityClassName": "koord-free",
+                "priority": 3000,
+                "preemptionPolicy": "PreemptLowerPriority",
+            },
+        },
+        id="rule-free-keeps-cpu-memory",
+    ),
     pytest.param(
-        pod(), [profile(qosClass="LS", priorityClassName="koord-prod")], 0, True,
-        {"metadata": {"namespace": "default", "name": "p", "labels": {"app": "spark", QOS: "LS"}},
-         "spec": {"containers": [{"name": "main", "resources": NATIVE}], "priorityClassName": "koord-prod",
-                  "priority": 9000, "preemptionPolicy": "PreemptLowerPriority"}},
-        id="rule-prod-keeps-cpu-memory"),
+        pod(),
+        [profile(qosClass="LS", priorityClassName="koord-prod")],
+        0,
+        True,
+        {
+            "metadata": {"namespace": "default", "name": "p", "labels": {"app": "spark", QOS: "LS"}},
+            "spec": {
+                "containers": [{"name": "main", "resources": NATIVE}],
+                "priorityClassName": "koord-prod",
+                "priority": 9000,
+                "preemptionPolicy": "PreemptLowerPriority",
+            },
+        },
+        id="rule-prod-keeps-cpu-memory",
+    ),
     pytest.param(
-        pod(), [profile(qosClass="BE", namespaceSelector={"matchLabels": {"colocation": "on"}})], 0, True,
-        pod(), id="rule-namespace-selector-mismatch-untouched"),
+        pod(),
+        [profile(qosClass="BE", namespaceSelector={"matchLabels": {"colocation": "on"}})],
+        0,
+        True,
+        pod(),
+        id="rule-namespace-selector-mismatch-untouched",
+    ),
     pytest.param(
-        pod({"app": "web"}), [profile(qosClass="BE", priorityClassName="koord-batch")], 0, True,
-        pod({"app": "web"}), id="rule-selector-mismatch-untouched"),
+        pod({"app": "web"}),
+        [profile(qosClass="BE", priorityClassName="koord-batch")],
+        0,
+        True,
+        pod({"app": "web"}),
+        id="rule-selector-mismatch-untouched",
+    ),
+    pytest.param(pod(priority=5500), [], 0, True, pod(priority=5500), id="rule-no-profile-matched-no-rename"),
     pytest.param(
-        pod(priority=5500), [], 0, True, pod(priority=5500), id="rule-no-profile-matched-no-rename"),
+        pod(qosClass=None),
+        [profile("b-team", labels={"team": "b"}), profile("a-team", labels={"team": "a"})],
+        0,
+        True,
+        {
+            "metadata": {"namespace": "default", "name": "p", "labels": {"app": "spark", "team": "b"}},
+            "spec": {"containers": [{"name": "main", "resources": NATIVE}], "qosClass": None},
+        },
+        id="rule-profiles-applied-by-name-later-wins",
+    ),
     pytest.param(
-        pod(qosClass=None), [profile("b-team", labels={"team": "b"}), profile("a-team", labels={"team": "a"})],
-        0, True,
-        {"metadata": {"namespace": "default", "name": "p", "labels": {"app": "spark", "team": "b"}},
-         "spec": {"containers": [{"name": "main", "resources": NATIVE}], "qosClass": None}},
-        id="rule-profiles-applied-by-name-later-wins"),
+        pod(),
+        [
+            profile("a-skip", probability=0, annotations={ANNOTATION_SKIP_UPDATE_RESOURCES: ""}),
+            profile("b-batch", qosClass="BE", priorityClassName="koord-batch"),
+        ],
+        0,
+        True,
+        {
+            "metadata": {"namespace": "default", "name": "p", "labels": {"app": "spark", QOS: "BE"}},
+            "spec": {"containers": [{"name": "main", "resources": NATIVE}], **BATCH_PC},
+        },
+        id="rule-skip-annotation-counts-even-when-probability-skips",
+    ),
     pytest.param(
-        pod(), [profile("a-skip", probability=0, annotations={ANNOTATION_SKIP_UPDATE_RESOURCES: ""}),
-                profile("b-batch", qosClass="BE", priorityClassName="koord-batch")], 0, True,
-        {"metadata": {"namespace": "default", "name": "p", "labels": {"app": "spark", QOS: "BE"}},
-         "spec": {"containers": [{"name": "main", "resources": NATIVE}], **BATCH_PC}},
-        id="rule-skip-annotation-counts-even-when-probability-skips"),
+        pod(),
+        [profile(probability="50%", labels={"rolled": "in"})],
+        50,
+        True,
+        {
+            "metadata": {"namespace": "default", "name": "p", "labels": {"app": "spark", "rolled": "in"}},
+            "spec": {"containers": [{"name": "main", "resources": NATIVE}]},
+        },
+        id="rule-percent-string-roll-equal-applies",
+    ),
     pytest.param(
-        pod(), [profile(probability="50%", labels={"rolled": "in"})], 50, True,
-        {"metadata": {"namespace": "default", "name": "p", "labels": {"app": "spark", "rolled": "in"}},
-         "spec": {"containers": [{"name": "main", "resources": NATIVE}]}},
-        id="rule-percent-string-roll-equal-applies"),
+        pod(),
+        [profile(probability="50%", labels={"rolled": "in"})],
+        51,
+        True,
+        pod(),
+        id="rule-percent-string-roll-above-skips",
+    ),
     pytest.param(
-        pod(), [profile(probability="50%", labels={"rolled": "in"})], 51, True, pod(),
-        id="rule-percent-string-roll-above-skips"),
-    pytest.param(
-        pod(), [profile(qosClass="BE")], 0, True,
-        {"metadata": {"namespace": "default", "name": "p", "labels": {"app": "spark", QOS: "BE"},
-                      "annotations": ers({"main": {"limits": {BCPU: "1k", BMEM: "2Gi"},
-                                                   "requests": {BCPU: "500", BMEM: "1Gi"}}})},
-         "spec": {"containers": [{"name": "main", "resources": W1_RESOURCES}]}},
-        id="rule-be-label-without-priority-defaults-to-batch"),
+        pod(),
+        [profile(qosClass="BE")],
+        0,
+        True,
+        {
+            "metadata": {
+                "namespace": "default",
+                "name": "p",
+                "labels": {"app": "spark", QOS: "BE"},
+                "annotations": ers(
+                    {"main": {"limits": {BCPU: "1k", BMEM: "2Gi"}, "requests": {BCPU: "500", BMEM: "1Gi"}}}
+                ),
+            },
+            "spec": {"containers": [{"name": "main", "resources": W1_RESOURCES}]},
+        },
+        id="rule-be-label-without-priority-defaults-to-batch",
+    ),
     pytest.param(
         pod({"app": "spark", "koordinator.sh/priority-class": "koord-mid"}, priority=5500),
-        [profile(labels={"seen": "yes"})], 0, True,
-        {"metadata": {"namespace": "default", "name": "p",
-                      "labels": {"app": "spark", "koordinator.sh/priority-class": "koord-mid", "seen": "yes"}},
-         "spec": {"containers": [{"name": "main", "resources": res({MCPU: "500", MMEM: "1Gi"},
-                                                                   {MCPU: "1k", MMEM: "2Gi"})}],
-                  "priority": 5500}},
-        id="rule-priority-class-label-beats-priority-band"),
+        [profile(labels={"seen": "yes"})],
+        0,
+        True,
+        {
+            "metadata": {
+                "namespace": "default",
+                "name": "p",
+                "labels": {"app": "spark", "koordinator.sh/priority-class": "koord-mid", "seen": "yes"},
+            },
+            "spec": {
+                "containers": [
+                    {"name": "main", "resources": res({MCPU: "500", MMEM: "1Gi"}, {MCPU: "1k", MMEM: "2Gi"})}
+                ],
+                "priority": 5500,
+            },
+        },
+        id="rule-priority-class-label-beats-priority-band",
+    ),
     pytest.param(
-        pod(annotations=ers({"main": {"requests": {BCPU: "1"}}})), [], 0, True,
+        pod(annotations=ers({"main": {"requests": {BCPU: "1"}}})),
+        [],
+        0,
+        True,
         pod(annotations={ANNOTATION_EXTENDED_RESOURCE_SPEC: "{}"}),
-        id="rule-stale-extended-resource-spec-cleared"),
+        id="rule-stale-extended-resource-spec-cleared",
+    ),
     pytest.param(
-        pod(), [profile(patch={"spec": {"containers": [{"name": "main", "env": [{"name": "MODE", "value": "batch"}]}],
-                                        "tolerations": [{"key": "batch", "operator": "Exists"}]}})], 0, True,
-        {"metadata": {"namespace": "default", "name": "p", "labels": {"app": "spark"}},
-         "spec": {"containers": [{"name": "main", "resources": NATIVE, "env": [{"name": "MODE", "value": "batch"}]}],
-                  "tolerations": [{"key": "batch", "operator": "Exists"}]}},
-        id="rule-patch-merges-containers-by-name"),
+        pod(),
+        [
+            profile(
+                patch={
+                    "spec": {
+                        "containers": [{"name": "main", "env": [{"name": "MODE", "value": "batch"}]}],
+                        "tolerations": [{"key": "batch", "operator": "Exists"}],
+                    }
+                }
+            )
+        ],
+        0,
+        True,
+        {
+            "metadata": {"namespace": "default", "name": "p", "labels": {"app": "spark"}},
+            "spec": {
+                "containers": [{"name": "main", "resources": NATIVE, "env": [{"name": "MODE", "value": "batch"}]}],
+                "tolerations": [{"key": "batch", "operator": "Exists"}],
+            },
+        },
+        id="rule-patch-merges-containers-by-name",
+    ),
 ]
 
 
@@ -378,8 +691,10 @@ def test_enough_cases() -> None:
 
 
 def test_missing_priority_class_skips_that_profile_only() -> None:
-    profiles = [resolve_profile(profile("a-missing", priorityClassName="nope", labels={"x": "1"})),
-                resolve_profile(profile("b-ok", labels={"y": "2"}))]
+    profiles = [
+        resolve_profile(profile("a-missing", priorityClassName="nope", labels={"x": "1"})),
+        resolve_profile(profile("b-ok", labels={"y": "2"})),
+    ]
     result = mutate_pod(pod(), profiles, priority_classes=PRIORITY_CLASSES, roll=rolls(0))
     assert result.pod["metadata"]["labels"] == {"app": "spark", "y": "2"}
     assert result.applied == ["b-ok"]
@@ -387,8 +702,9 @@ def test_missing_priority_class_skips_that_profile_only() -> None:
 
 
 def test_patch_leaving_an_invalid_pod_skips_the_profile() -> None:
-    bad = resolve_profile(profile(patch={"spec": {"containers": [{"name": "main", "resources": {
-        "requests": {"cpu": "lots"}}}]}}))
+    bad = resolve_profile(
+        profile(patch={"spec": {"containers": [{"name": "main", "resources": {"requests": {"cpu": "lots"}}}]}})
+    )
     result = mutate_pod(pod(), [bad], priority_classes=PRIORITY_CLASSES, roll=rolls(0))
     assert result.pod == pod()
     assert [s.reason for s in result.skipped] == ["InvalidPatch"]
@@ -396,5 +712,9 @@ def test_patch_leaving_an_invalid_pod_skips_the_profile() -> None:
 
 def test_unparsable_annotation_is_a_mutation_error() -> None:
     with pytest.raises(MutationError, match="extended-resource-spec"):
-        mutate_pod(pod(annotations={ANNOTATION_EXTENDED_RESOURCE_SPEC: "{not json"}), [],
-                   priority_classes=PRIORITY_CLASSES, roll=rolls(0))
+        mutate_pod(
+            pod(annotations={ANNOTATION_EXTENDED_RESOURCE_SPEC: "{not json"}),
+            [],
+            priority_classes=PRIORITY_CLASSES,
+            roll=rolls(0),
+        )

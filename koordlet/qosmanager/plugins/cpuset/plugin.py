@@ -1,9 +1,10 @@
 """CPUSetAllocator: containers run on the CPUs the scheduler bound, or on the shared pool (Koordinator
 ``pkg/koordlet/runtimehooks/hooks/cpuset``; gate ``CPUSetAllocator``, Beta, on by default).
 
-pykoord has no CRI hook, so the reconciler is the only path: every ``--runtime-hooks-reconcile-interval``
-(10 s) and whenever the pod set changes, each container's ``cpuset.cpus`` is set by
-:func:`~.policy.container_cpuset` and pods with a bound cpuset get ``cpu.cfs_quota_us = -1`` at pod and
+A new container gets its cpuset at creation through the NRI plugin (:mod:`koordlet.runtimehooks`, the same
+:func:`~.policy.container_cpuset`); this reconciler is the repair path: every
+``--runtime-hooks-reconcile-interval`` (10 s) and whenever the pod set changes, each container's
+``cpuset.cpus`` is set by it and pods with a bound cpuset get ``cpu.cfs_quota_us = -1`` at pod and
 container level. Values are written through the executor (v1 and v2 file names; unchanged values are
 skipped). The pod-level cpuset is never written, as upstream; the sandbox (pause) container is not
 reached because the pod records carry no sandbox id.

@@ -82,7 +82,10 @@ class NodeTopologyReport(Strategy):
                 Path(arg(self.ctx, "proc_root", Path("/proc"))), self.node_state.sysfs_root, topology
             ).to_json()
         annotations = topology_annotations(
-            topology, informer.get_all_pods(), self.node_state.kubelet(), node.annotations if node else {},
+            topology,
+            informer.get_all_pods(),
+            self.node_state.kubelet(),
+            node.annotations if node else {},
             cpu_basic_info=self.cpu_basic_info,
         )
         gates = self.ctx.gates

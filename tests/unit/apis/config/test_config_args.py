@@ -117,9 +117,7 @@ def test_reservation_defaults() -> None:
 
 
 def test_fit_default_strategy_is_least_allocated() -> None:
-    assert (
-        decode("NodeResourcesFit", {"apiVersion": "kubescheduler.config.k8s.io/v1"}) == NodeResourcesFitArgs()
-    )
+    assert decode("NodeResourcesFit", {"apiVersion": "kubescheduler.config.k8s.io/v1"}) == NodeResourcesFitArgs()
 
 
 @pytest.mark.parametrize(
@@ -178,10 +176,7 @@ def test_fit_default_strategy_is_least_allocated() -> None:
         pytest.param(
             "VolumeBinding",
             {"bindTimeoutSeconds": -1},
-            [
-                f"{P}.bindTimeoutSeconds: Invalid value: -1: "
-                "invalid BindTimeoutSeconds, should not be a negative value"
-            ],
+            [f"{P}.bindTimeoutSeconds: Invalid value: -1: invalid BindTimeoutSeconds, should not be a negative value"],
             id="volume-binding-timeout",
         ),
         pytest.param(
@@ -271,11 +266,7 @@ def test_fit_default_strategy_is_least_allocated() -> None:
         ),
         pytest.param(
             "PodTopologySpread",
-            {
-                "defaultConstraints": [
-                    {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"}
-                ]
-            },
+            {"defaultConstraints": [{"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"}]},
             [f'{P}.defaultingType: Invalid value: "System": when .defaultConstraints are not empty'],
             id="spread-system-with-constraints",
         ),
@@ -367,10 +358,7 @@ def test_fit_default_strategy_is_least_allocated() -> None:
         pytest.param(
             "LoadAwareScheduling",
             {"scoringStrategy": {"type": "LeastUsed", "targetUtilization": {"cpu": 50}}},
-            [
-                f"{P}.scoringStrategy.targetUtilization: Forbidden: "
-                "must be empty when type is not TargetUtilization"
-            ],
+            [f"{P}.scoringStrategy.targetUtilization: Forbidden: must be empty when type is not TargetUtilization"],
             id="loadaware-target-with-least-used",
         ),
         pytest.param(
@@ -435,6 +423,5 @@ def test_bad_args_reported_by_loader_with_profile_path() -> None:
             }
         )
     assert [str(e) for e in caught.value.errors] == [
-        "profiles[0].pluginConfig[1].args.hardPodAffinityWeight: Invalid value: -1: "
-        "not in valid range [0, 100]"
+        "profiles[0].pluginConfig[1].args.hardPodAffinityWeight: Invalid value: -1: not in valid range [0, 100]"
     ]

@@ -74,9 +74,7 @@ def test_profile_defaulting(profiles: list[dict[str, Any]], want_names: list[str
 
 def test_durations_are_go_strings() -> None:
     config = parse_scheduler_config(
-        make_config(
-            leaderElection={"leaseDuration": "1m30s", "renewDeadline": "500ms", "retryPeriod": "0.2s"}
-        )
+        make_config(leaderElection={"leaseDuration": "1m30s", "renewDeadline": "500ms", "retryPeriod": "0.2s"})
     )
     want = (90.0, 0.5, 0.2)
     le = config.leader_election
@@ -118,10 +116,7 @@ def test_percentage_per_profile_falls_back_to_global() -> None:
         ),
         pytest.param(
             {"podInitialBackoffSeconds": 5, "podMaxBackoffSeconds": 2},
-            [
-                "podMaxBackoffSeconds: Invalid value: 2: "
-                "must be greater than or equal to PodInitialBackoffSeconds"
-            ],
+            ["podMaxBackoffSeconds: Invalid value: 2: must be greater than or equal to PodInitialBackoffSeconds"],
             id="max-below-initial-backoff",
         ),
         pytest.param(
@@ -136,10 +131,7 @@ def test_percentage_per_profile_falls_back_to_global() -> None:
         ),
         pytest.param(
             {"leaderElection": {"leaseDuration": "5s", "renewDeadline": "10s"}},
-            [
-                'leaderElection.leaseDuration: Invalid value: "10s": '
-                "LeaseDuration must be greater than RenewDeadline"
-            ],
+            ['leaderElection.leaseDuration: Invalid value: "10s": LeaseDuration must be greater than RenewDeadline'],
             id="lease-shorter-than-renew",
         ),
         pytest.param(
@@ -179,10 +171,7 @@ def test_percentage_per_profile_falls_back_to_global() -> None:
                     }
                 ]
             },
-            [
-                "profiles[0].plugins.queueSort.Enabled: Invalid value: 2: "
-                "only one queue sort plugin can be enabled"
-            ],
+            ["profiles[0].plugins.queueSort.Enabled: Invalid value: 2: only one queue sort plugin can be enabled"],
             id="two-queue-sorts",
         ),
         pytest.param(
@@ -202,9 +191,7 @@ def test_percentage_per_profile_falls_back_to_global() -> None:
                 "profiles": [
                     {
                         "schedulerName": "a",
-                        "plugins": {
-                            "score": {"enabled": [{"name": "ImageLocality"}, {"name": "X", "weight": -1}]}
-                        },
+                        "plugins": {"score": {"enabled": [{"name": "ImageLocality"}, {"name": "X", "weight": -1}]}},
                     }
                 ]
             },
@@ -221,10 +208,7 @@ def test_percentage_per_profile_falls_back_to_global() -> None:
         ),
         pytest.param(
             {"extenders": [{"bindVerb": "b"}, {"bindVerb": "b"}]},
-            [
-                'extenders: Invalid value: "found 2 extenders implementing bind": '
-                "only one extender can implement bind"
-            ],
+            ['extenders: Invalid value: "found 2 extenders implementing bind": only one extender can implement bind'],
             id="two-binding-extenders",
         ),
         pytest.param(
@@ -242,8 +226,7 @@ def test_percentage_per_profile_falls_back_to_global() -> None:
             [
                 'extenders[0].managedResources[1].name: Invalid value: "example.com/foo": '
                 "duplicate extender managed resource name",
-                'extenders[0].managedResources[2].name: Invalid value: "cpu": '
-                "is an invalid extended resource name",
+                'extenders[0].managedResources[2].name: Invalid value: "cpu": is an invalid extended resource name',
             ],
             id="extender-managed-resources",
         ),
@@ -391,8 +374,7 @@ def test_missing_file(tmp_path: Path) -> None:
 
 def test_json_is_accepted() -> None:
     config = parse_scheduler_config(
-        '{"apiVersion": "kubescheduler.config.k8s.io/v1", '
-        '"kind": "KubeSchedulerConfiguration", "parallelism": 4}'
+        '{"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration", "parallelism": 4}'
     )
     assert config.parallelism == 4
 
@@ -415,8 +397,7 @@ def test_configmap_error_names_the_data_key() -> None:
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "data": {
-            "cfg": "apiVersion: kubescheduler.config.k8s.io/v1\n"
-            "kind: KubeSchedulerConfiguration\nparallelism: 0\n"
+            "cfg": "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nparallelism: 0\n"
         },
     }
     with pytest.raises(ConfigError) as caught:
@@ -458,8 +439,12 @@ def test_helm_chart_loads_after_stripping_template() -> None:
         pytest.param("default.yaml", [("default-scheduler", [])], id="default"),
         pytest.param(
             "koordinator.yaml",
-            [("koord-scheduler", ["NodeResourcesFit", "LoadAwareScheduling", "ElasticQuota", "Coscheduling",
-                                  "DeviceShare"])],
+            [
+                (
+                    "koord-scheduler",
+                    ["NodeResourcesFit", "LoadAwareScheduling", "ElasticQuota", "Coscheduling", "DeviceShare"],
+                )
+            ],
             id="koordinator",
         ),
     ],

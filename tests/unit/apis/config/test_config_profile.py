@@ -182,9 +182,7 @@ def test_merge_with_defaults(
 
 
 def test_merge_takes_user_weight_at_default_position() -> None:
-    merged = merge_with_defaults(
-        plugins(multiPoint={"enabled": [("TaintToleration", 9)]}), default_plugins(REGISTERED)
-    )
+    merged = merge_with_defaults(plugins(multiPoint={"enabled": [("TaintToleration", 9)]}), default_plugins(REGISTERED))
 
     got = [(p.name, p.weight) for p in merged.multi_point.enabled][3:6]
 
@@ -275,18 +273,12 @@ def test_score_weights(user: Plugins, want_weights: dict[str, int]) -> None:
     [
         pytest.param(
             plugins(filter={"enabled": ["NodeName", "Nope"]}),
-            [
-                'profiles[0].plugins.filter.enabled[1]: Invalid value: "Nope": '
-                'FilterPlugin "Nope" does not exist'
-            ],
+            ['profiles[0].plugins.filter.enabled[1]: Invalid value: "Nope": FilterPlugin "Nope" does not exist'],
             id="unknown-plugin",
         ),
         pytest.param(
             plugins(multiPoint={"enabled": ["Nope"]}),
-            [
-                'profiles[0].plugins.multiPoint.enabled: Invalid value: "Nope": '
-                'MultiPoint plugin "Nope" does not exist'
-            ],
+            ['profiles[0].plugins.multiPoint.enabled: Invalid value: "Nope": MultiPoint plugin "Nope" does not exist'],
             id="unknown-multipoint-plugin",
         ),
         pytest.param(
@@ -360,7 +352,12 @@ def test_koordinator_chart_profile_expands_unchanged() -> None:
     )
 
     assert expanded.points["preFilter"][-6:] == (
-        "SchedulingHint", "Coscheduling", "Reservation", "NodeNUMAResource", "DeviceShare", "ElasticQuota"
+        "SchedulingHint",
+        "Coscheduling",
+        "Reservation",
+        "NodeNUMAResource",
+        "DeviceShare",
+        "ElasticQuota",
     )
     assert expanded.points["permit"] == ("Coscheduling",)
 
@@ -373,12 +370,22 @@ def test_shipped_koordinator_profile_expands() -> None:
 
     # Plugins named only at a point run after the MultiPoint ones there (upstream order).
     assert expanded.points["filter"] == (
-        *DEFAULT_FILTER, "Reservation", "LoadAwareScheduling", "NodeNUMAResource", "DeviceShare"
+        *DEFAULT_FILTER,
+        "Reservation",
+        "LoadAwareScheduling",
+        "NodeNUMAResource",
+        "DeviceShare",
     )
     assert expanded.points["postFilter"] == ("Reservation", "Coscheduling", "ElasticQuota")
     assert expanded.points["reserve"] == (
-        "VolumeBinding", "DynamicResources", "Reservation", "LoadAwareScheduling", "NodeNUMAResource", "DeviceShare",
-        "Coscheduling", "ElasticQuota",
+        "VolumeBinding",
+        "DynamicResources",
+        "Reservation",
+        "LoadAwareScheduling",
+        "NodeNUMAResource",
+        "DeviceShare",
+        "Coscheduling",
+        "ElasticQuota",
     )
     assert expanded.points["bind"] == ("Reservation", "DefaultBinder")
     assert expanded.points["queueSort"] == ("PrioritySort",)
@@ -391,7 +398,11 @@ def test_shipped_koordinator_profile_expands() -> None:
         **DEFAULT_SCORE_WEIGHTS,
     }
     assert expanded.points["score"][-5:] == (
-        "LoadAwareScheduling", "NodeNUMAResource", "DeviceShare", "Reservation", "Coscheduling"
+        "LoadAwareScheduling",
+        "NodeNUMAResource",
+        "DeviceShare",
+        "Reservation",
+        "Coscheduling",
     )
     assert set(expanded.points) == set(EXTENSION_POINTS)
 

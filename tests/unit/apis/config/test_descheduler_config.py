@@ -69,9 +69,51 @@ def test_low_node_load_defaults_follow_koordinator() -> None:
         ),
         pytest.param(
             HEAD + "profiles:\n- name: p\n  pluginConfig:\n  - name: MigrationController\n    args:\n"
-            "      maxMigratingPerNode: 2\n",
-            "profiles[0].pluginConfig[0].args.maxMigratingPerNode: Forbidden: not implemented",
-            id="unsupported-arbitration",
+            "      nodeFit: true\n",
+            "profiles[0].pluginConfig[0].args.nodeFit: Forbidden: not implemented",
+            id="unsupported-node-fit",
+        ),
+        pytest.param(
+            HEAD + "profiles:\n- name: p\n  pluginConfig:\n  - name: MigrationController\n    args:\n"
+            "      maxMigratingPerNode: -1\n",
+            "profiles[0].pluginConfig[0].args.maxMigratingPerNode: Invalid value: -1",
+            id="negative-per-node",
+        ),
+        pytest.param(
+            HEAD + "profiles:\n- name: p\n  pluginConfig:\n  - name: MigrationController\n    args:\n"
+            "      maxUnavailablePerWorkload: ten\n",
+            "profiles[0].pluginConfig[0].args.maxUnavailablePerWorkload: Invalid value",
+            id="bad-int-or-percent",
+        ),
+        pytest.param(
+            HEAD + "profiles:\n- name: p\n  pluginConfig:\n  - name: MigrationController\n    args:\n"
+            "      objectLimiters: {pod: {duration: 5m}}\n",
+            'profiles[0].pluginConfig[0].args.objectLimiters: Unsupported value: "pod"',
+            id="unknown-limiter",
+        ),
+        pytest.param(
+            HEAD + "profiles:\n- name: p\n  pluginConfig:\n  - name: MigrationController\n    args:\n"
+            "      objectLimiters: {workload: {duration: 5 minutes}}\n",
+            "profiles[0].pluginConfig[0].args.objectLimiters[workload].duration: Invalid value",
+            id="bad-limiter-duration",
+        ),
+        pytest.param(
+            HEAD + "profiles:\n- name: p\n  pluginConfig:\n  - name: MigrationController\n    args:\n"
+            "      skipEvictionGates: [Bogus]\n",
+            'profiles[0].pluginConfig[0].args.skipEvictionGates: Unsupported value: "Bogus"',
+            id="unknown-gate",
+        ),
+        pytest.param(
+            HEAD + "profiles:\n- name: p\n  pluginConfig:\n  - name: MigrationController\n    args:\n"
+            "      skipEvictionGates: [NodeFit]\n",
+            "profiles[0].pluginConfig[0].args.skipEvictionGates: Forbidden: NodeFit",
+            id="unimplemented-gate",
+        ),
+        pytest.param(
+            HEAD + "profiles:\n- name: p\n  pluginConfig:\n  - name: MigrationController\n    args:\n"
+            "      priorityThreshold: {name: high}\n",
+            "profiles[0].pluginConfig[0].args.priorityThreshold.name: Forbidden",
+            id="priority-class-name",
         ),
         pytest.param(
             HEAD + "profiles:\n- name: p\n  pluginConfig:\n  - name: MigrationController\n    args:\n"
@@ -90,3 +132,24 @@ def test_refused_with_path(text: str, want: str) -> None:
     with pytest.raises(ConfigError) as info:
         parse_descheduler_config(text)
     assert want in str(info.value)
+
+
+def test_arbitration_fields_load() -> None:
+    text = (
+        HEAD + "profiles:\n- name: p\n  pluginConfig:\n  - name: MigrationController\n    args:\n"
+        "      maxMigratingGlobally: 4\n      maxMigratingPerNode: 1\n      maxMigratingPerNamespace: 2\n"
+        "      maxMigratingPerWorkload: 20%\n      maxUnavailablePerWorkload: 2\n"
+        "      skipCheckExpectedReplicas: true\n      evictSystemCriticalPods: true\n      ignorePvcPods: true\n"
+        "      priorityThreshold: {value: 1000}\n      labelSelector: {matchLabels: {app: web}}\n"
+        "      skipEvictionGates: [PVC, MaxMigratingGlobally]\n"
+        "      objectLimiters: {workload: {duration: 10m, maxMigrating: 2, burst: 2}, namespace: {duration: 1m}}\n"
+    )
+    _, args = parse_descheduler_config(text)
+    [migration] = args["MigrationController"]
+    assert isinstance(migration, MigrationControllerArgs)
+    assert (migration.max_migrating_per_workload, migration.max_unavailable_per_workload) == ("20%", 2)
+    assert migration.object_limiters == {
+        "workload": {"duration": "10m", "maxMigrating": 2, "burst": 2},
+        "namespace": {"duration": "1m"},
+    }
+    assert migration.skip_eviction_gates == ["PVC", "MaxMigratingGlobally"]

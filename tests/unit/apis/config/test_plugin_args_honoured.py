@@ -97,7 +97,8 @@ CASES = [
         model,
         attr,
         id=f"{plugin}.{camel(attr)}",
-        marks=[pytest.mark.xfail(strict=True, reason=KNOWN_GAPS[(plugin, attr)])] if (plugin, attr) in KNOWN_GAPS
+        marks=[pytest.mark.xfail(strict=True, reason=KNOWN_GAPS[(plugin, attr)])]
+        if (plugin, attr) in KNOWN_GAPS
         else [],
     )
     for plugin, model in sorted(IN_TREE_ARGS.items())
@@ -153,8 +154,12 @@ profiles:
 @pytest.mark.parametrize(
     ("args", "want"),
     [
-        pytest.param("resyncIntervalSeconds: 30", "args.resyncIntervalSeconds: Forbidden: pykoord does not provide "
-                     "a periodic resync of the reservation controller", id="resyncIntervalSeconds"),
+        pytest.param(
+            "resyncIntervalSeconds: 30",
+            "args.resyncIntervalSeconds: Forbidden: pykoord does not provide "
+            "a periodic resync of the reservation controller",
+            id="resyncIntervalSeconds",
+        ),
     ],
 )
 def test_refused_reservation_args_fail_the_load_naming_the_field(args: str, want: str) -> None:
@@ -177,8 +182,12 @@ def test_reservation_controller_reads_the_gc_args() -> None:
         source="test",
     )
     options = controller_options(config)
-    assert (options.gc_duration_seconds, options.gc_interval_seconds, options.disable_garbage_collection,
-            options.workers) == (120.0, 5.0, True, 4)
+    assert (
+        options.gc_duration_seconds,
+        options.gc_interval_seconds,
+        options.disable_garbage_collection,
+        options.workers,
+    ) == (120.0, 5.0, True, 4)
     assert controller_options(parse_scheduler_config(_config(""), source="test")) == ControllerOptions()
 
 

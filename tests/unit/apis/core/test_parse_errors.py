@@ -60,18 +60,10 @@ def container(**fields: Any) -> dict[str, Any]:
             'invalid quantity "1Q": unknown suffix "Q"',
             id="pod-level-resources",
         ),
-        pytest.param(
-            pod({"priority": "high"}), "spec.priority", "expected an integer, got string", id="priority"
-        ),
-        pytest.param(
-            pod({"priority": 1.5}), "spec.priority", "expected an integer, got number", id="priority-float"
-        ),
-        pytest.param(
-            pod({"containers": "c"}), "spec.containers", "expected an array, got string", id="containers"
-        ),
-        pytest.param(
-            pod({"containers": ["c"]}), "spec.containers[0]", "expected an object, got string", id="item"
-        ),
+        pytest.param(pod({"priority": "high"}), "spec.priority", "expected an integer, got string", id="priority"),
+        pytest.param(pod({"priority": 1.5}), "spec.priority", "expected an integer, got number", id="priority-float"),
+        pytest.param(pod({"containers": "c"}), "spec.containers", "expected an array, got string", id="containers"),
+        pytest.param(pod({"containers": ["c"]}), "spec.containers[0]", "expected an object, got string", id="item"),
         pytest.param(
             pod({"containers": [container(ports=[{"hostPort": "80"}])]}),
             "spec.containers[0].ports[0].hostPort",
@@ -182,9 +174,7 @@ def container(**fields: Any) -> dict[str, Any]:
             id="condition",
         ),
         pytest.param(pod(status={"phase": 1}), "status.phase", "expected a string, got number", id="phase"),
-        pytest.param(
-            pod(spec=None, status=[]), "status", "expected an object, got array", id="status-not-a-map"
-        ),
+        pytest.param(pod(spec=None, status=[]), "status", "expected an object, got array", id="status-not-a-map"),
     ],
 )
 def test_pod_parse_errors(obj: dict[str, Any], want_field: str, want_message: str) -> None:
@@ -202,10 +192,7 @@ def test_error_string_names_everything() -> None:
     obj = pod({"containers": [container(resources={"requests": {"cpu": "12x"}})]})
     with pytest.raises(ParseError) as caught:
         parse_pod(obj)
-    want = (
-        "Pod default/web-1: spec.containers[0].resources.requests.cpu: "
-        'invalid quantity "12x": unknown suffix "x"'
-    )
+    want = 'Pod default/web-1: spec.containers[0].resources.requests.cpu: invalid quantity "12x": unknown suffix "x"'
     assert str(caught.value) == want
     assert isinstance(caught.value, ValueError)
     assert str(pickle.loads(pickle.dumps(caught.value))) == want
@@ -215,9 +202,7 @@ def test_error_string_names_everything() -> None:
     ("obj", "want"),
     [
         pytest.param("not an object", "Pod <unnamed>: expected an object, got string", id="not-an-object"),
-        pytest.param(
-            {"metadata": "x"}, "Pod <unnamed>: metadata: expected an object, got string", id="bad-meta"
-        ),
+        pytest.param({"metadata": "x"}, "Pod <unnamed>: metadata: expected an object, got string", id="bad-meta"),
         pytest.param(
             {"metadata": {"name": "p", "namespace": "team-a"}, "spec": {"priority": None, "nodeName": 3}},
             "Pod team-a/p: spec.nodeName: expected a string, got number",
@@ -268,10 +253,7 @@ def test_fragment_errors_are_relative_and_relocatable() -> None:
     err = caught.value
     assert (err.kind, err.name, err.field) == ("", "", "[0].effect")
     placed = err.under("spec.template.spec.tolerations").for_object("Reservation", "r1")
-    assert (
-        str(placed)
-        == 'Reservation r1: spec.template.spec.tolerations[0].effect: unknown taint effect "Never"'
-    )
+    assert str(placed) == 'Reservation r1: spec.template.spec.tolerations[0].effect: unknown taint effect "Never"'
 
 
 @pytest.mark.parametrize(

@@ -19,9 +19,7 @@ DEFAULT_MEMORY = 200 * MI
     ("pod", "want_requests"),
     [
         pytest.param(make_pod("p"), {}, id="best-effort-requests-nothing"),
-        pytest.param(
-            make_pod("p").req(cpu="500m", memory="1Gi"), {"cpu": 500, "memory": GI}, id="one-container"
-        ),
+        pytest.param(make_pod("p").req(cpu="500m", memory="1Gi"), {"cpu": 500, "memory": GI}, id="one-container"),
         pytest.param(
             make_pod("p").req(cpu="1").container(requests={"cpu": "500m", "memory": "1Gi"}),
             {"cpu": 1500, "memory": GI},
@@ -168,9 +166,7 @@ def test_non_zero_requests(pod: PodBuilder, want_cpu: int, want_memory: int) -> 
             {"cpu": 3000, "memory": GI},
             id="summed",
         ),
-        pytest.param(
-            make_pod("p").limit(cpu="1").init_container(limits={"cpu": "4"}), {"cpu": 4000}, id="init-max"
-        ),
+        pytest.param(make_pod("p").limit(cpu="1").init_container(limits={"cpu": "4"}), {"cpu": 4000}, id="init-max"),
         pytest.param(
             make_pod("p").limit(cpu="1").overhead(cpu="100m", memory="1Mi"),
             {"cpu": 1100},
@@ -192,12 +188,8 @@ def test_pod_limits(pod: PodBuilder, want_limits: dict[str, int]) -> None:
     [
         pytest.param(make_pod("p"), "BestEffort", id="nothing-set"),
         pytest.param(make_pod("p").req(cpu="1"), "Burstable", id="request-only"),
-        pytest.param(
-            make_pod("p").limit(cpu="1", memory="1Gi"), "Guaranteed", id="limits-only-default-requests"
-        ),
-        pytest.param(
-            make_pod("p").req(cpu="1", memory="1Gi").limit(cpu="1", memory="1Gi"), "Guaranteed", id="equal"
-        ),
+        pytest.param(make_pod("p").limit(cpu="1", memory="1Gi"), "Guaranteed", id="limits-only-default-requests"),
+        pytest.param(make_pod("p").req(cpu="1", memory="1Gi").limit(cpu="1", memory="1Gi"), "Guaranteed", id="equal"),
         pytest.param(
             make_pod("p").req(cpu="500m", memory="1Gi").limit(cpu="1", memory="1Gi"),
             "Burstable",
@@ -241,9 +233,7 @@ def _port(host_port: int, **extra: Any) -> dict[str, Any]:
     [
         pytest.param([{"name": "a", "ports": [{"containerPort": 80}]}], [], (), id="no-host-port"),
         pytest.param([{"name": "a", "ports": [_port(0)]}], [], (), id="zero-host-port-ignored"),
-        pytest.param(
-            [{"name": "a", "ports": [_port(8080)]}], [], (HostPort(8080, "TCP", "0.0.0.0"),), id="defaults"
-        ),
+        pytest.param([{"name": "a", "ports": [_port(8080)]}], [], (HostPort(8080, "TCP", "0.0.0.0"),), id="defaults"),
         pytest.param(
             [{"name": "a", "ports": [_port(53, protocol="UDP", hostIP="10.0.0.1")]}],
             [],
@@ -306,9 +296,7 @@ def test_full_pod_fields() -> None:
         {"a": "b"},
     )
     assert pod.meta.creation_timestamp == 1714557600.0
-    assert [(r.kind, r.name, r.controller) for r in pod.meta.owner_references] == [
-        ("ReplicaSet", "web-abc", True)
-    ]
+    assert [(r.kind, r.name, r.controller) for r in pod.meta.owner_references] == [("ReplicaSet", "web-abc", True)]
     assert (pod.priority, pod.priority_class_name, pod.preemption_policy) == (1000, "high", "Never")
     assert (pod.scheduler_name, pod.node_name, pod.nominated_node_name) == ("koord-scheduler", "n1", "n2")
     assert pod.node_selector == {"disk": "ssd"}
@@ -351,11 +339,13 @@ def test_parse_does_not_mutate_input() -> None:
 
 def test_condition_transition_times() -> None:
     obj = make_pod("p").obj()
-    obj["status"] = {"conditions": [
-        {"type": "PodScheduled", "status": "True", "lastTransitionTime": "2026-01-01T00:00:10Z"},
-        {"type": "Initialized", "status": "True", "lastTransitionTime": "2026-01-01T00:01:00+00:00"},
-        {"type": "Ready", "status": "False"},
-    ]}
+    obj["status"] = {
+        "conditions": [
+            {"type": "PodScheduled", "status": "True", "lastTransitionTime": "2026-01-01T00:00:10Z"},
+            {"type": "Initialized", "status": "True", "lastTransitionTime": "2026-01-01T00:01:00+00:00"},
+            {"type": "Ready", "status": "False"},
+        ]
+    }
     pod = parse_pod(obj)
     assert dict(pod.conditions) == {"PodScheduled": "True", "Initialized": "True", "Ready": "False"}
     assert dict(pod.condition_times) == {"PodScheduled": 1767225610.0, "Initialized": 1767225660.0}
@@ -367,3 +357,23 @@ def test_bad_condition_transition_time_names_the_field() -> None:
     with pytest.raises(ValueError) as err:
         parse_pod(obj)
     assert "status.conditions[0].lastTransitionTime" in str(err.value)
+
+
+def test_restart_counts_are_summed_per_kind_of_container() -> None:
+    raw = make_pod("p").obj()
+    raw["status"] = {
+        "containerStatuses": [{"name": "a", "restartCount": 3}, {"name": "b", "restartCount": 4}],
+        "initContainerStatuses": [{"name": "i", "restartCount": 2}],
+    }
+    pod = parse_pod(raw)
+    assert (pod.restart_count, pod.init_restart_count) == (7, 2)
+    plain = parse_pod(make_pod("q").obj())
+    assert (plain.restart_count, plain.init_restart_count) == (0, 0)
+
+
+def test_a_bad_restart_count_is_refused_with_its_path() -> None:
+    raw = make_pod("p").obj()
+    raw["status"] = {"containerStatuses": [{"name": "a", "restartCount": "many"}]}
+    with pytest.raises(ValueError) as err:
+        parse_pod(raw)
+    assert "status.containerStatuses[0].restartCount" in str(err.value)

@@ -39,9 +39,7 @@ from apis.core.quantity import format_quantity, milli_value, parse_quantity, to_
         pytest.param(0.1, Fraction(1, 10), 100, 1, id="yaml-float-shortest-repr"),
     ],
 )
-def test_parse_quantity(
-    text: str | int | float, want_value: Fraction, want_milli: int, want_units: int
-) -> None:
+def test_parse_quantity(text: str | int | float, want_value: Fraction, want_milli: int, want_units: int) -> None:
     assert parse_quantity(text) == want_value
     assert milli_value(text) == want_milli
     assert value(text) == want_units
@@ -60,9 +58,7 @@ def test_parse_quantity(
             'invalid quantity "Gi": expected a number, optionally signed, before the suffix',
             id="no-number",
         ),
-        pytest.param(
-            ".", 'invalid quantity ".": expected a number, optionally signed, before the suffix', id="dot"
-        ),
+        pytest.param(".", 'invalid quantity ".": expected a number, optionally signed, before the suffix', id="dot"),
         pytest.param(
             " 1", 'invalid quantity " 1": expected a number, optionally signed, before the suffix', id="space"
         ),
@@ -75,19 +71,16 @@ def test_parse_quantity(
             'invalid quantity "12345678901234567890": exceeds the largest quantity (2^63-1 base units)',
             id="beyond-int64-rejected-not-capped",
         ),
-        pytest.param(
-            "1e400", 'invalid quantity "1e400": exceeds the largest quantity (2^63-1 base units)', id="1e400"
-        ),
+        pytest.param("1e400", 'invalid quantity "1e400": exceeds the largest quantity (2^63-1 base units)', id="1e400"),
         pytest.param(
             "1e999999999",
             'invalid quantity "1e999999999": exceeds the largest quantity (2^63-1 base units)',
             id="huge-exponent-cheap",
         ),
+        pytest.param("100Ei", 'invalid quantity "100Ei": exceeds the largest quantity (2^63-1 base units)', id="100Ei"),
         pytest.param(
-            "100Ei", 'invalid quantity "100Ei": exceeds the largest quantity (2^63-1 base units)', id="100Ei"
-        ),
-        pytest.param(
-            -(2**63), 'invalid quantity "-9223372036854775808": exceeds the largest quantity (2^63-1 base units)',
+            -(2**63),
+            'invalid quantity "-9223372036854775808": exceeds the largest quantity (2^63-1 base units)',
             id="yaml-int-beyond-int64",
         ),
     ],

@@ -27,22 +27,16 @@ def req(key: str, operator: Operator, *values: str) -> SelectorRequirement:
         pytest.param(LabelSelector(FrozenDict({"zone": ""})), False, id="match-labels-empty-value-needs-key"),
         pytest.param(LabelSelector(match_expressions=(req("app", Operator.IN, "db", "web"),)), True, id="in"),
         pytest.param(LabelSelector(match_expressions=(req("app", Operator.IN, "db"),)), False, id="in-miss"),
-        pytest.param(
-            LabelSelector(match_expressions=(req("zone", Operator.IN, "a"),)), False, id="in-absent"
-        ),
+        pytest.param(LabelSelector(match_expressions=(req("zone", Operator.IN, "a"),)), False, id="in-absent"),
         pytest.param(LabelSelector(match_expressions=(req("app", Operator.NOT_IN, "db"),)), True, id="notin"),
-        pytest.param(
-            LabelSelector(match_expressions=(req("app", Operator.NOT_IN, "web"),)), False, id="notin-hit"
-        ),
+        pytest.param(LabelSelector(match_expressions=(req("app", Operator.NOT_IN, "web"),)), False, id="notin-hit"),
         pytest.param(
             LabelSelector(match_expressions=(req("zone", Operator.NOT_IN, "a"),)),
             True,
             id="notin-absent-matches",
         ),
         pytest.param(LabelSelector(match_expressions=(req("app", Operator.EXISTS),)), True, id="exists"),
-        pytest.param(
-            LabelSelector(match_expressions=(req("zone", Operator.EXISTS),)), False, id="exists-absent"
-        ),
+        pytest.param(LabelSelector(match_expressions=(req("zone", Operator.EXISTS),)), False, id="exists-absent"),
         pytest.param(
             LabelSelector(match_expressions=(req("zone", Operator.DOES_NOT_EXIST),)),
             True,
@@ -63,12 +57,8 @@ def req(key: str, operator: Operator, *values: str) -> SelectorRequirement:
             False,
             id="gt-invalid-for-labels",
         ),
-        pytest.param(
-            LabelSelector(match_expressions=(req("app", Operator.IN),)), False, id="in-without-values"
-        ),
-        pytest.param(
-            LabelSelector(match_expressions=(req("app", Operator.NOT_IN),)), False, id="notin-without-values"
-        ),
+        pytest.param(LabelSelector(match_expressions=(req("app", Operator.IN),)), False, id="in-without-values"),
+        pytest.param(LabelSelector(match_expressions=(req("app", Operator.NOT_IN),)), False, id="notin-without-values"),
         pytest.param(
             LabelSelector(match_expressions=(req("app", Operator.EXISTS, "web"),)),
             False,
@@ -80,9 +70,7 @@ def test_label_selector_matches(selector: LabelSelector | None, want: bool) -> N
     assert label_selector_matches(selector, LABELS) is want
 
 
-def term(
-    *requirements: SelectorRequirement, fields: tuple[SelectorRequirement, ...] = ()
-) -> NodeSelectorTerm:
+def term(*requirements: SelectorRequirement, fields: tuple[SelectorRequirement, ...] = ()) -> NodeSelectorTerm:
     return NodeSelectorTerm(match_expressions=requirements, match_fields=fields)
 
 
@@ -105,15 +93,11 @@ def term(
         pytest.param(term(req("cores", Operator.GT, "1_0")), False, id="gt-go-rejects-underscore"),
         pytest.param(term(req("cores", Operator.GT, "1", "2")), False, id="gt-needs-one-value"),
         pytest.param(term(req("zone", Operator.GT, "1")), False, id="gt-absent"),
-        pytest.param(
-            term(req("app", Operator.IN, "web"), req("tier", Operator.IN, "back")), False, id="anded"
-        ),
+        pytest.param(term(req("app", Operator.IN, "web"), req("tier", Operator.IN, "back")), False, id="anded"),
         pytest.param(term(fields=(req("metadata.name", Operator.IN, "n1"),)), True, id="field-in"),
         pytest.param(term(fields=(req("metadata.name", Operator.IN, "n2"),)), False, id="field-in-miss"),
         pytest.param(term(fields=(req("metadata.name", Operator.NOT_IN, "n2"),)), True, id="field-notin"),
-        pytest.param(
-            term(fields=(req("metadata.name", Operator.IN, "n1", "n2"),)), False, id="field-needs-one-value"
-        ),
+        pytest.param(term(fields=(req("metadata.name", Operator.IN, "n1", "n2"),)), False, id="field-needs-one-value"),
         pytest.param(term(fields=(req("metadata.name", Operator.EXISTS),)), False, id="field-bad-operator"),
         pytest.param(
             term(req("app", Operator.IN, "web"), fields=(req("metadata.name", Operator.IN, "n2"),)),
@@ -130,9 +114,7 @@ def test_node_selector_term_matches(node_term: NodeSelectorTerm, want: bool) -> 
     ("terms", "want"),
     [
         pytest.param((), False, id="no-terms"),
-        pytest.param(
-            (term(req("app", Operator.IN, "db")), term(req("app", Operator.EXISTS))), True, id="ored"
-        ),
+        pytest.param((term(req("app", Operator.IN, "db")), term(req("app", Operator.EXISTS))), True, id="ored"),
         pytest.param((term(), term(req("app", Operator.IN, "db"))), False, id="none-match"),
     ],
 )

@@ -11,31 +11,17 @@ PREFER = TaintEffect.PREFER_NO_SCHEDULE
 @pytest.mark.parametrize(
     ("toleration", "taint", "want"),
     [
-        pytest.param(
-            Toleration("k", "Equal", "v", NO_SCHEDULE), Taint("k", NO_SCHEDULE, "v"), True, id="equal"
-        ),
-        pytest.param(
-            Toleration("k", "Equal", "x", NO_SCHEDULE), Taint("k", NO_SCHEDULE, "v"), False, id="value"
-        ),
-        pytest.param(
-            Toleration("k", "", "v", NO_SCHEDULE), Taint("k", NO_SCHEDULE, "v"), True, id="empty-op-equal"
-        ),
-        pytest.param(
-            Toleration("k", "Equal", "", None), Taint("k", NO_SCHEDULE, ""), True, id="empty-values"
-        ),
-        pytest.param(
-            Toleration("k", "Exists", "", None), Taint("k", NO_EXECUTE, "v"), True, id="exists-any-value"
-        ),
-        pytest.param(
-            Toleration("", "Exists"), Taint("anything", PREFER, "v"), True, id="exists-empty-key-all"
-        ),
+        pytest.param(Toleration("k", "Equal", "v", NO_SCHEDULE), Taint("k", NO_SCHEDULE, "v"), True, id="equal"),
+        pytest.param(Toleration("k", "Equal", "x", NO_SCHEDULE), Taint("k", NO_SCHEDULE, "v"), False, id="value"),
+        pytest.param(Toleration("k", "", "v", NO_SCHEDULE), Taint("k", NO_SCHEDULE, "v"), True, id="empty-op-equal"),
+        pytest.param(Toleration("k", "Equal", "", None), Taint("k", NO_SCHEDULE, ""), True, id="empty-values"),
+        pytest.param(Toleration("k", "Exists", "", None), Taint("k", NO_EXECUTE, "v"), True, id="exists-any-value"),
+        pytest.param(Toleration("", "Exists"), Taint("anything", PREFER, "v"), True, id="exists-empty-key-all"),
         pytest.param(Toleration("j", "Exists"), Taint("k", NO_SCHEDULE), False, id="key-mismatch"),
         pytest.param(
             Toleration("k", "Exists", effect=NO_SCHEDULE), Taint("k", NO_EXECUTE), False, id="effect-mismatch"
         ),
-        pytest.param(
-            Toleration("k", "Exists", effect=None), Taint("k", NO_EXECUTE), True, id="empty-effect-all"
-        ),
+        pytest.param(Toleration("k", "Exists", effect=None), Taint("k", NO_EXECUTE), True, id="empty-effect-all"),
         pytest.param(
             Toleration("", "Equal", "v"),
             Taint("k", NO_SCHEDULE, "v"),

@@ -44,15 +44,22 @@ def test_parse_cluster_network_topology() -> None:
 @pytest.mark.parametrize(
     ("obj", "want"),
     [
-        pytest.param(topology(None), "ClusterNetworkTopology default: spec.networkTopologySpec is required",
-                     id="no-spec"),
-        pytest.param(topology({}), "ClusterNetworkTopology default: spec.networkTopologySpec: Field required",
-                     id="no-layers"),
-        pytest.param(topology({"networkTopologySpec": [{"labelKey": ["x"]}]}),
-                     "ClusterNetworkTopology default: spec.networkTopologySpec.0.topologyLayer: Field required",
-                     id="layer-without-name"),
-        pytest.param(topology({"networkTopologySpec": [{"topologyLayer": ""}]}),
-                     "spec.networkTopologySpec[0].topologyLayer must not be empty", id="empty-layer-name"),
+        pytest.param(
+            topology(None), "ClusterNetworkTopology default: spec.networkTopologySpec is required", id="no-spec"
+        ),
+        pytest.param(
+            topology({}), "ClusterNetworkTopology default: spec.networkTopologySpec: Field required", id="no-layers"
+        ),
+        pytest.param(
+            topology({"networkTopologySpec": [{"labelKey": ["x"]}]}),
+            "ClusterNetworkTopology default: spec.networkTopologySpec.0.topologyLayer: Field required",
+            id="layer-without-name",
+        ),
+        pytest.param(
+            topology({"networkTopologySpec": [{"topologyLayer": ""}]}),
+            "spec.networkTopologySpec[0].topologyLayer must not be empty",
+            id="empty-layer-name",
+        ),
         pytest.param(topology({"networkTopologySpec": []}, name=""), "metadata.name is required", id="no-name"),
     ],
 )
@@ -90,8 +97,11 @@ def test_parse_network_topology_spec(text: str, want: GangTopologySpec | None) -
         pytest.param("[1]", "want a JSON object", id="array"),
         pytest.param('{"gatherStrategy":{"layer":"x"}}', "gatherStrategy", id="rules-not-a-list"),
         pytest.param('{"gatherStrategy":[{"strategy":"MustGather"}]}', "gatherStrategy.0.layer", id="rule-no-layer"),
-        pytest.param('{"gatherStrategy":[{"layer":"L","strategy":"MustGather","podCountMultiple":-1}]}',
-                     "podCountMultiple: must not be negative", id="negative-multiple"),
+        pytest.param(
+            '{"gatherStrategy":[{"layer":"L","strategy":"MustGather","podCountMultiple":-1}]}',
+            "podCountMultiple: must not be negative",
+            id="negative-multiple",
+        ),
     ],
 )
 def test_bad_network_topology_spec_names_the_field(text: str, want: str) -> None:

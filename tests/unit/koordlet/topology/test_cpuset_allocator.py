@@ -34,7 +34,7 @@ def _tree(root: Path, version: CgroupVersion) -> tuple[CgroupFS, dict[str, str]]
         pod_rel = fs.layout.pod_dir(KubeQOSClass(qos[name]), uid)
         dirs[name] = rel
         dirs[f"{name}-pod"] = pod_rel
-        for sub in (("cpuset", "cpu") if version is CgroupVersion.V1 else ("",)):
+        for sub in ("cpuset", "cpu") if version is CgroupVersion.V1 else ("",):
             for d in (pod_rel, rel):
                 path = (root / sub / d) if sub else (root / d)
                 path.mkdir(parents=True, exist_ok=True)

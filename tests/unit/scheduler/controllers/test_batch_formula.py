@@ -34,7 +34,10 @@ HP_USED = Pair(3000, 10 * GI)
 
 def inputs(**kwargs: Any) -> BatchInputs:
     base: dict[str, Any] = {
-        "capacity": CAP, "reserved": Pair(), "system_used": SYS, "hp": HighPriorityLoad(used=HP_USED)
+        "capacity": CAP,
+        "reserved": Pair(),
+        "system_used": SYS,
+        "hp": HighPriorityLoad(used=HP_USED),
     }
     base.update(kwargs)
     return BatchInputs(**base)
@@ -52,25 +55,31 @@ def strategy(**kwargs: Any) -> ColocationStrategy:
         pytest.param(inputs(reserved=Pair(1500, 3 * GI)), strategy(), (1500, 13 * GI), id="B3-reserved-above-sys-wins"),
         pytest.param(
             inputs(reserved=Pair(1000, 2 * GI), hp=HighPriorityLoad(used=HP_USED, request=Pair(6000, 20 * GI))),
-            strategy(memory_calculate_policy="request"), (2000, 4 * GI), id="B4-memory-request",
+            strategy(memory_calculate_policy="request"),
+            (2000, 4 * GI),
+            id="B4-memory-request",
         ),
         pytest.param(
             inputs(hp=HighPriorityLoad(max_used_request=Pair(6000, 20 * GI))),
             strategy(cpu_calculate_policy="maxUsageRequest", memory_calculate_policy="maxUsageRequest"),
-            (0, 4 * GI), id="B5-max-usage-request",
+            (0, 4 * GI),
+            id="B5-max-usage-request",
         ),
         pytest.param(inputs(), strategy(cpu_calculate_policy="request"), (2500, 14 * GI), id="B6-cpu-request-is-usage"),
         pytest.param(inputs(), strategy(batch_cpu_threshold_percent=20), (2000, 14 * GI), id="B7-cpu-cap"),
         pytest.param(inputs(), strategy(batch_memory_threshold_percent=0), (2500, 0), id="B8-memory-cap-0"),
         pytest.param(
-            inputs(), strategy(cpu_reclaim_threshold_percent=100, memory_reclaim_threshold_percent=100),
-            (6500, 28 * GI), id="B9-no-margin",
+            inputs(),
+            strategy(cpu_reclaim_threshold_percent=100, memory_reclaim_threshold_percent=100),
+            (6500, 28 * GI),
+            id="B9-no-margin",
         ),
         pytest.param(inputs(), strategy(cpu_reclaim_threshold_percent=56), (2100, 14 * GI), id="B10-reclaim-56"),
         pytest.param(
             BatchInputs(Pair(100_000, 120 * G), Pair(), Pair(7000, 12 * G), HighPriorityLoad(used=Pair(33000, 33 * G))),
             strategy(cpu_reclaim_threshold_percent=65, memory_reclaim_threshold_percent=65),
-            (25000, 33 * G), id="koordinator-calculate-with-memory-usage",
+            (25000, 33 * G),
+            id="koordinator-calculate-with-memory-usage",
         ),
     ],
 )
@@ -98,8 +107,10 @@ def test_research_ex1_and_ex2() -> None:
     b = make_pod("b").req(cpu="4", memory="8Gi").node("n1").phase("Running").label("koordinator.sh/qosClass", "LS")
     c = make_pod("c").req(cpu="4", memory="8Gi").node("n1").phase("Running").label("koordinator.sh/qosClass", "BE")
     pods = [a.build(), b.build(), c.build()]
-    nm = metric(system_usage=FrozenDict({"cpu": 2000, "memory": 6 * GI}),
-                pods=FrozenDict({"default/a": usage(3000, 10 * GI), "default/c": usage(4000, 8 * GI, "koord-batch")}))
+    nm = metric(
+        system_usage=FrozenDict({"cpu": 2000, "memory": 6 * GI}),
+        pods=FrozenDict({"default/a": usage(3000, 10 * GI), "default/c": usage(4000, 8 * GI, "koord-batch")}),
+    )
     got = batch_inputs(node, pods, nm)
     assert got.reserved == Pair(1000, 4 * GI)
     assert got.hp == HighPriorityLoad(
@@ -114,18 +125,23 @@ def test_research_ex1_and_ex2() -> None:
 
 def test_research_ex3_lse_dangling_caps() -> None:
     node = (
-        make_node("n1").capacity(cpu="16", memory="64Gi").allocatable(cpu="15500m", memory="62Gi")
+        make_node("n1")
+        .capacity(cpu="16", memory="64Gi")
+        .allocatable(cpu="15500m", memory="62Gi")
         .annotation("node.koordinator.sh/reservation", '{"resources":{"cpu":"2","memory":"4Gi"}}')
         .build()
     )
     d = make_pod("d").req(cpu="4", memory="8Gi").node("n1").phase("Running").label("koordinator.sh/qosClass", "LSE")
-    nm = metric(system_usage=FrozenDict({"cpu": 1000, "memory": 3 * GI}),
-                pods=FrozenDict({"default/d": usage(1000, 6 * GI), "default/e": usage(500, 1 * GI, "koord-prod")}))
+    nm = metric(
+        system_usage=FrozenDict({"cpu": 1000, "memory": 3 * GI}),
+        pods=FrozenDict({"default/d": usage(1000, 6 * GI), "default/e": usage(500, 1 * GI, "koord-prod")}),
+    )
     got = batch_inputs(node, [d.build()], nm)
     assert got.reserved == Pair(2000, 4 * GI)
     assert got.hp.used == Pair(4500, 7 * GI)
-    config = strategy(cpu_reclaim_threshold_percent=80, batch_cpu_threshold_percent=30,
-                      batch_memory_threshold_percent=50)
+    config = strategy(
+        cpu_reclaim_threshold_percent=80, batch_cpu_threshold_percent=30, batch_memory_threshold_percent=50
+    )
     result = batch_allocatable(got, config)
     assert (result.cpu, result.memory) == (4800, 32856499815)
 
@@ -135,22 +151,43 @@ def test_koordinator_pods_in_multiple_priority_classes() -> None:
     koord-prod pod without QoS label, a BE pod (batch), a koord-mid pod (HP) and a Succeeded pod."""
     node = make_node("test-node1").capacity(cpu="100", memory="120G").build()
     pods = [
-        make_pod("podProd", "test").req(cpu="10", memory="10G").label("koordinator.sh/qosClass", "LS")
-        .node("test-node1").phase("Running").build(),
-        make_pod("podProd1", "test").req(cpu="10", memory="10G").priority(9999, "koord-prod")
-        .node("test-node1").phase("Running").build(),
-        make_pod("podBatch", "test").req(cpu="10", memory="10G").label("koordinator.sh/qosClass", "BE")
-        .node("test-node1").phase("Running").build(),
-        make_pod("podMid", "test").req(cpu="10", memory="20G").label("koordinator.sh/qosClass", "BE")
-        .priority(7000, "koord-mid").node("test-node1").phase("Pending").build(),
+        make_pod("podProd", "test")
+        .req(cpu="10", memory="10G")
+        .label("koordinator.sh/qosClass", "LS")
+        .node("test-node1")
+        .phase("Running")
+        .build(),
+        make_pod("podProd1", "test")
+        .req(cpu="10", memory="10G")
+        .priority(9999, "koord-prod")
+        .node("test-node1")
+        .phase("Running")
+        .build(),
+        make_pod("podBatch", "test")
+        .req(cpu="10", memory="10G")
+        .label("koordinator.sh/qosClass", "BE")
+        .node("test-node1")
+        .phase("Running")
+        .build(),
+        make_pod("podMid", "test")
+        .req(cpu="10", memory="20G")
+        .label("koordinator.sh/qosClass", "BE")
+        .priority(7000, "koord-mid")
+        .node("test-node1")
+        .phase("Pending")
+        .build(),
         make_pod("podProd2", "test").req(cpu="10", memory="10G").node("test-node1").phase("Succeeded").build(),
     ]
     nm = metric(
         system_usage=FrozenDict({"cpu": 7000, "memory": 12 * G}),
-        pods=FrozenDict({
-            "test/podProd": usage(5000, 5 * G), "test/podProd1": usage(6000, 6 * G),
-            "test/podBatch": usage(10000, 10 * G), "test/podMid": usage(22000, 22 * G),
-        }),
+        pods=FrozenDict(
+            {
+                "test/podProd": usage(5000, 5 * G),
+                "test/podProd1": usage(6000, 6 * G),
+                "test/podBatch": usage(10000, 10 * G),
+                "test/podMid": usage(22000, 22 * G),
+            }
+        ),
     )
     result = batch_allocatable(
         batch_inputs(node, pods, nm), strategy(cpu_reclaim_threshold_percent=65, memory_reclaim_threshold_percent=65)
@@ -201,8 +238,13 @@ def test_annotation_reserved(annotation: str, want: Pair) -> None:
 
 
 def test_reserved_is_max_of_kubelet_and_annotation() -> None:
-    node = (make_node("n").capacity(cpu="8", memory="32Gi").allocatable(cpu="7", memory="31Gi")
-            .annotation("node.koordinator.sh/reservation", '{"resources":{"cpu":"500m","memory":"2Gi"}}').build())
+    node = (
+        make_node("n")
+        .capacity(cpu="8", memory="32Gi")
+        .allocatable(cpu="7", memory="31Gi")
+        .annotation("node.koordinator.sh/reservation", '{"resources":{"cpu":"500m","memory":"2Gi"}}')
+        .build()
+    )
     assert node_reserved(node) == Pair(1000, 2 * GI)
 
 

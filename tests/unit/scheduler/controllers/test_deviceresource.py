@@ -38,20 +38,33 @@ GI = 1024**3
 NONE_LEFT = dict.fromkeys(NODE_RESOURCES)
 
 
-def gpu(minor: int, *, core: str = "100", memory: str = "16Gi", ratio: str | None = "100", health: bool = True,
-        kind: str = "gpu", extra: dict[str, str] | None = None) -> dict[str, Any]:
+def gpu(
+    minor: int,
+    *,
+    core: str = "100",
+    memory: str = "16Gi",
+    ratio: str | None = "100",
+    health: bool = True,
+    kind: str = "gpu",
+    extra: dict[str, str] | None = None,
+) -> dict[str, Any]:
     resources = {GPU_CORE: core, GPU_MEMORY: memory, **({GPU_MEMORY_RATIO: ratio} if ratio else {}), **(extra or {})}
     return {"type": kind, "minor": minor, "health": health, "id": f"GPU-{minor}", "resources": resources}
 
 
 def rdma(minor: int, *, health: bool = True) -> dict[str, Any]:
-    return {"type": "rdma", "minor": minor, "health": health, "id": f"0000:1{minor}:00.0",
-            "resources": {RDMA: "100"}}
+    return {"type": "rdma", "minor": minor, "health": health, "id": f"0000:1{minor}:00.0", "resources": {RDMA: "100"}}
 
 
 def device(name: str, *devices: dict[str, Any], labels: dict[str, str] | None = None) -> NodeDeviceRecord:
-    return parse_device({"apiVersion": "scheduling.koordinator.sh/v1alpha1", "kind": "Device",
-                         "metadata": {"name": name, "labels": labels or {}}, "spec": {"devices": list(devices)}})
+    return parse_device(
+        {
+            "apiVersion": "scheduling.koordinator.sh/v1alpha1",
+            "kind": "Device",
+            "metadata": {"name": name, "labels": labels or {}},
+            "spec": {"devices": list(devices)},
+        }
+    )
 
 
 @pytest.mark.parametrize(
@@ -59,31 +72,59 @@ def device(name: str, *devices: dict[str, Any], labels: dict[str, str] | None = 
     [
         pytest.param(None, NONE_LEFT, {}, id="no-device-removes-all"),
         pytest.param(device("n", gpu(0, health=False)), NONE_LEFT, {}, id="no-healthy-gpu-removes-all"),
-        pytest.param(device("n", {"type": "rdma", "minor": 0, "health": True,
-                                  "resources": {"koordinator.sh/rdma": "100"}}),
-                     {**NONE_LEFT, RDMA: 100}, {}, id="only-rdma-removes-every-gpu-resource"),
-        pytest.param(device("n", gpu(0), *(rdma(m) for m in range(3)), rdma(3, health=False)),
-                     {GPU_CORE: 100, GPU_MEMORY: 16 * GI, GPU_MEMORY_RATIO: 100, GPU: 100, RDMA: 300}, {},
-                     id="rdma-100-per-healthy-device"),
-        pytest.param(device("n", gpu(0), gpu(1)),
-                     {GPU_CORE: 200, GPU_MEMORY: 32 * GI, GPU_MEMORY_RATIO: 200, GPU: 200}, {}, id="two-gpus-summed"),
-        pytest.param(device("n", gpu(0), gpu(1, health=False), gpu(2)),
-                     {GPU_CORE: 200, GPU_MEMORY: 32 * GI, GPU_MEMORY_RATIO: 200, GPU: 200}, {}, id="unhealthy-skipped"),
-        pytest.param(device("n", gpu(0, ratio=None)), {GPU_CORE: 100, GPU_MEMORY: 16 * GI, GPU: 100}, {},
-                     id="unreported-resource-left-alone"),
-        pytest.param(device("n", gpu(0), labels={LABEL_GPU_VENDOR: "nvidia", LABEL_GPU_MODEL: "A100", "x": "y"}),
-                     {GPU_CORE: 100, GPU_MEMORY: 16 * GI, GPU_MEMORY_RATIO: 100, GPU: 100},
-                     {LABEL_GPU_VENDOR: "nvidia", LABEL_GPU_MODEL: "A100"}, id="nvidia-labels-copied"),
-        pytest.param(device("n", gpu(0, extra={"huawei.com/npu-core": "20"}), labels={LABEL_GPU_VENDOR: "huawei"}),
-                     {GPU_CORE: 100, GPU_MEMORY: 16 * GI, GPU_MEMORY_RATIO: 100, "huawei.com/npu-core": 20},
-                     {LABEL_GPU_VENDOR: "huawei"}, id="other-vendor-gets-no-koordinator-gpu"),
-        pytest.param(device("n", gpu(0, extra={"koordinator.sh/gpu-encoder": "5"})),
-                     {GPU_CORE: 100, GPU_MEMORY: 16 * GI, GPU_MEMORY_RATIO: 100, GPU: 100}, {},
-                     id="unknown-resource-not-summed"),
+        pytest.param(
+            device("n", {"type": "rdma", "minor": 0, "health": True, "resources": {"koordinator.sh/rdma": "100"}}),
+            {**NONE_LEFT, RDMA: 100},
+            {},
+            id="only-rdma-removes-every-gpu-resource",
+        ),
+        pytest.param(
+            device("n", gpu(0), *(rdma(m) for m in range(3)), rdma(3, health=False)),
+            {GPU_CORE: 100, GPU_MEMORY: 16 * GI, GPU_MEMORY_RATIO: 100, GPU: 100, RDMA: 300},
+            {},
+            id="rdma-100-per-healthy-device",
+        ),
+        pytest.param(
+            device("n", gpu(0), gpu(1)),
+            {GPU_CORE: 200, GPU_MEMORY: 32 * GI, GPU_MEMORY_RATIO: 200, GPU: 200},
+            {},
+            id="two-gpus-summed",
+        ),
+        pytest.param(
+            device("n", gpu(0), gpu(1, health=False), gpu(2)),
+            {GPU_CORE: 200, GPU_MEMORY: 32 * GI, GPU_MEMORY_RATIO: 200, GPU: 200},
+            {},
+            id="unhealthy-skipped",
+        ),
+        pytest.param(
+            device("n", gpu(0, ratio=None)),
+            {GPU_CORE: 100, GPU_MEMORY: 16 * GI, GPU: 100},
+            {},
+            id="unreported-resource-left-alone",
+        ),
+        pytest.param(
+            device("n", gpu(0), labels={LABEL_GPU_VENDOR: "nvidia", LABEL_GPU_MODEL: "A100", "x": "y"}),
+            {GPU_CORE: 100, GPU_MEMORY: 16 * GI, GPU_MEMORY_RATIO: 100, GPU: 100},
+            {LABEL_GPU_VENDOR: "nvidia", LABEL_GPU_MODEL: "A100"},
+            id="nvidia-labels-copied",
+        ),
+        pytest.param(
+            device("n", gpu(0, extra={"huawei.com/npu-core": "20"}), labels={LABEL_GPU_VENDOR: "huawei"}),
+            {GPU_CORE: 100, GPU_MEMORY: 16 * GI, GPU_MEMORY_RATIO: 100, "huawei.com/npu-core": 20},
+            {LABEL_GPU_VENDOR: "huawei"},
+            id="other-vendor-gets-no-koordinator-gpu",
+        ),
+        pytest.param(
+            device("n", gpu(0, extra={"koordinator.sh/gpu-encoder": "5"})),
+            {GPU_CORE: 100, GPU_MEMORY: 16 * GI, GPU_MEMORY_RATIO: 100, GPU: 100},
+            {},
+            id="unknown-resource-not-summed",
+        ),
     ],
 )
-def test_device_resources(dev: NodeDeviceRecord | None, resources: dict[str, int | None],
-                          labels: dict[str, str]) -> None:
+def test_device_resources(
+    dev: NodeDeviceRecord | None, resources: dict[str, int | None], labels: dict[str, str]
+) -> None:
     """Koordinator's GPUDeviceResource and RDMADeviceResource rules; no healthy RDMA device removes
     ``koordinator.sh/rdma`` (None) unless the case says otherwise."""
     assert device_resources(dev) == DeviceResources({RDMA: None, **resources}, labels)
@@ -149,13 +190,21 @@ async def test_controller_follows_create_change_delete() -> None:
     two = device("n1", gpu(0), gpu(1), labels={LABEL_GPU_MODEL: "T4"})
     controller.on_object("Device", EventType.MODIFIED, old, two)
     assert await controller.reconcile() == 1
-    assert api.writes[-1].body["status"]["allocatable"] == {GPU: "200", GPU_CORE: "200", GPU_MEMORY: "32Gi",
-                                                            GPU_MEMORY_RATIO: "200"}
+    assert api.writes[-1].body["status"]["allocatable"] == {
+        GPU: "200",
+        GPU_CORE: "200",
+        GPU_MEMORY: "32Gi",
+        GPU_MEMORY_RATIO: "200",
+    }
 
     controller.on_object("Device", EventType.DELETED, controller.devices["n1"], None)
     assert await controller.reconcile() == 1
-    assert api.writes[-1].body["status"]["capacity"] == {GPU: None, GPU_CORE: None, GPU_MEMORY: None,
-                                                         GPU_MEMORY_RATIO: None}
+    assert api.writes[-1].body["status"]["capacity"] == {
+        GPU: None,
+        GPU_CORE: None,
+        GPU_MEMORY: None,
+        GPU_MEMORY_RATIO: None,
+    }
     assert GPU_CORE not in controller.nodes["n1"].capacity
     assert controller.nodes["n1"].labels[LABEL_GPU_MODEL] == "T4"  # labels are never removed
     assert controller.writes == 4
@@ -230,8 +279,14 @@ class CountingApi(MemoryControllerApi):
 async def test_a_write_refused_for_good_is_reported_once_and_not_retried_until_it_changes(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    refusal = ApiError(422, "Invalid", 'Node "n1" is invalid: status.capacity[koordinator.sh/gpu-core]: Invalid value: '
-                       '"-100": must be greater than or equal to 0', method="PATCH", path="/api/v1/nodes/n1/status")
+    refusal = ApiError(
+        422,
+        "Invalid",
+        'Node "n1" is invalid: status.capacity[koordinator.sh/gpu-core]: Invalid value: '
+        '"-100": must be greater than or equal to 0',
+        method="PATCH",
+        path="/api/v1/nodes/n1/status",
+    )
     api = CountingApi(fail={"/api/v1/nodes/n1/status": refusal})
     timers = Timers()
     controller = DeviceResourceController(api, retry_seconds=0.01, call_later=timers.call_later)
@@ -244,8 +299,10 @@ async def test_a_write_refused_for_good_is_reported_once_and_not_retried_until_i
         assert await controller.reconcile() == 0
     assert api.attempts == 1
     (line,) = [r.getMessage() for r in caplog.records]
-    assert line.startswith("Node n1 ignored (ReconcileError): deviceresource: ApiError: PATCH /api/v1/nodes/n1/status:"
-                           " 422 Invalid: Node \"n1\" is invalid: status.capacity[koordinator.sh/gpu-core]")
+    assert line.startswith(
+        "Node n1 ignored (ReconcileError): deviceresource: ApiError: PATCH /api/v1/nodes/n1/status:"
+        ' 422 Invalid: Node "n1" is invalid: status.capacity[koordinator.sh/gpu-core]'
+    )
     assert controller.contained.object_errors.count("Node", "ReconcileError") == 1
 
     api.fail.clear()

@@ -93,8 +93,9 @@ async def test_pending_work_runs_without_a_pause_and_resync_passes_are_full() ->
             stop.set()
 
     pauses = Pauses(then)
-    loop = ReconcileLoop("demo", waiting_for="Demos", resync_seconds=10, idle_seconds=60, clock=lambda: now[0],
-                         pause=pauses)
+    loop = ReconcileLoop(
+        "demo", waiting_for="Demos", resync_seconds=10, idle_seconds=60, clock=lambda: now[0], pause=pauses
+    )
     passes: list[bool] = []
 
     async def reconcile(full: bool) -> None:

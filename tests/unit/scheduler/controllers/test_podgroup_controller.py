@@ -40,24 +40,39 @@ S = PodGroupStatusRecord
     [
         pytest.param(group(), [], S(phase="Pending"), id="new-is-pending"),
         pytest.param(group("Pending"), [member("a")], S(phase="Pending"), id="pending-until-min-pods"),
-        pytest.param(group("Pending"), [member("a"), member("b")], S(phase="PreScheduling"),
-                     id="pending-to-prescheduling"),
-        pytest.param(group("PreScheduling"), [member("a"), member("b", node="n1")],
-                     S(phase="Scheduling", scheduled=1, schedule_start_time=START), id="scheduling-sets-start"),
-        pytest.param(group("Scheduling", schedule_start_time="2020-01-01T00:00:00Z"),
-                     [member("a", node="n1"), member("b", node="n2")],
-                     S(phase="Scheduled", scheduled=2, schedule_start_time="2020-01-01T00:00:00Z"),
-                     id="scheduled-keeps-start"),
-        pytest.param(group("Scheduled"), [member("a", node="n1", phase="Running"),
-                                          member("b", node="n2", phase="Succeeded")],
-                     S(phase="Running", scheduled=2, running=1, succeeded=1, schedule_start_time=""),
-                     id="running"),
-        pytest.param(group("Running"), [member("a", node="n1", phase="Failed"),
-                                        member("b", node="n2", phase="Succeeded")],
-                     S(phase="Failed", scheduled=2, succeeded=1, failed=1), id="failed"),
-        pytest.param(group("Running"), [member("a", node="n1", phase="Succeeded"),
-                                        member("b", node="n2", phase="Succeeded")],
-                     S(phase="Finished", scheduled=2, succeeded=2), id="finished"),
+        pytest.param(
+            group("Pending"), [member("a"), member("b")], S(phase="PreScheduling"), id="pending-to-prescheduling"
+        ),
+        pytest.param(
+            group("PreScheduling"),
+            [member("a"), member("b", node="n1")],
+            S(phase="Scheduling", scheduled=1, schedule_start_time=START),
+            id="scheduling-sets-start",
+        ),
+        pytest.param(
+            group("Scheduling", schedule_start_time="2020-01-01T00:00:00Z"),
+            [member("a", node="n1"), member("b", node="n2")],
+            S(phase="Scheduled", scheduled=2, schedule_start_time="2020-01-01T00:00:00Z"),
+            id="scheduled-keeps-start",
+        ),
+        pytest.param(
+            group("Scheduled"),
+            [member("a", node="n1", phase="Running"), member("b", node="n2", phase="Succeeded")],
+            S(phase="Running", scheduled=2, running=1, succeeded=1, schedule_start_time=""),
+            id="running",
+        ),
+        pytest.param(
+            group("Running"),
+            [member("a", node="n1", phase="Failed"), member("b", node="n2", phase="Succeeded")],
+            S(phase="Failed", scheduled=2, succeeded=1, failed=1),
+            id="failed",
+        ),
+        pytest.param(
+            group("Running"),
+            [member("a", node="n1", phase="Succeeded"), member("b", node="n2", phase="Succeeded")],
+            S(phase="Finished", scheduled=2, succeeded=2),
+            id="finished",
+        ),
         pytest.param(group("Scheduling"), [], S(phase="Pending"), id="no-pods-back-to-pending"),
         pytest.param(group("Finished", succeeded=2), [], S(phase="Finished", succeeded=2), id="finished-is-final"),
     ],
@@ -80,15 +95,17 @@ class Api:
 async def test_events_to_writes_and_no_repeat() -> None:
     api = Api()
     controller = PodGroupController(api, clock=lambda: NOW)
-    record = parse_pod_group({"metadata": {"name": "pg", "namespace": "ns"}, "spec": {"minMember": 2},
-                              "status": {"phase": "PreScheduling"}})
+    record = parse_pod_group(
+        {"metadata": {"name": "pg", "namespace": "ns"}, "spec": {"minMember": 2}, "status": {"phase": "PreScheduling"}}
+    )
     controller.on_object("PodGroup", EventType.ADDED, None, record)
     a, b = member("a", node="n1"), member("b", node="n2")
     controller.on_pod(EventType.ADDED, None, a)
     controller.on_pod(EventType.ADDED, None, b)
     assert await controller.reconcile() == 1
-    assert api.patches == [("ns", "pg", {"status": {"phase": "Scheduled", "scheduled": 2, "running": 0,
-                                                    "succeeded": 0, "failed": 0}})]
+    assert api.patches == [
+        ("ns", "pg", {"status": {"phase": "Scheduled", "scheduled": 2, "running": 0, "succeeded": 0, "failed": 0}})
+    ]
     controller.on_pod(EventType.MODIFIED, b, b)
     assert await controller.reconcile() == 0, "nothing changed: no second write"
     controller.on_pod(EventType.DELETED, b, None)
@@ -100,8 +117,9 @@ async def test_failed_write_is_kept_for_a_retry() -> None:
     api = Api()
     api.fail = True
     retries: list[tuple[float, Callable[[], None]]] = []
-    controller = PodGroupController(api, clock=lambda: NOW, retry_seconds=5,
-                                    call_later=lambda seconds, fn: retries.append((seconds, fn)))
+    controller = PodGroupController(
+        api, clock=lambda: NOW, retry_seconds=5, call_later=lambda seconds, fn: retries.append((seconds, fn))
+    )
     controller.on_object("PodGroup", EventType.ADDED, None, group())
     assert await controller.reconcile() == 0
     assert controller.groups["ns/pg"].status.phase == "", "not applied locally"
@@ -132,9 +150,12 @@ async def test_controller_workers_bound_the_writes_in_progress(workers: int, mos
     api = SlowApi()
     controller = PodGroupController(api, clock=lambda: NOW, workers=workers)
     for i in range(5):
-        controller.on_object("PodGroup", EventType.ADDED, None,
-                             parse_pod_group({"metadata": {"name": f"pg{i}", "namespace": "ns"},
-                                              "spec": {"minMember": 2}}))
+        controller.on_object(
+            "PodGroup",
+            EventType.ADDED,
+            None,
+            parse_pod_group({"metadata": {"name": f"pg{i}", "namespace": "ns"}, "spec": {"minMember": 2}}),
+        )
     reconciling = asyncio.create_task(controller.reconcile())
     for _ in range(100):
         await asyncio.sleep(0)

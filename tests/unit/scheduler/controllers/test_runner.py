@@ -33,13 +33,24 @@ def metric_obj(
     from datetime import UTC, datetime
 
     stamp = datetime.fromtimestamp(NOW - age, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    policy = {"aggregateDurationSeconds": 300, "reportIntervalSeconds": 60,
-              "nodeAggregatePolicy": {"durations": ["5m0s", "10m0s", "30m0s"]},
-              "nodeMemoryCollectPolicy": "usageWithoutPageCache"}
+    policy = {
+        "aggregateDurationSeconds": 300,
+        "reportIntervalSeconds": 60,
+        "nodeAggregatePolicy": {"durations": ["5m0s", "10m0s", "30m0s"]},
+        "nodeMemoryCollectPolicy": "usageWithoutPageCache",
+    }
     spec = {"metricCollectPolicy": policy} if with_spec else {}
-    return {"metadata": {"name": name}, "spec": spec, "status": {"updateTime": stamp, "nodeMetric": {
-        "nodeUsage": {"resources": {"cpu": cpu, "memory": memory}},
-        "systemUsage": {"resources": {"cpu": cpu, "memory": memory}}}}}
+    return {
+        "metadata": {"name": name},
+        "spec": spec,
+        "status": {
+            "updateTime": stamp,
+            "nodeMetric": {
+                "nodeUsage": {"resources": {"cpu": cpu, "memory": memory}},
+                "systemUsage": {"resources": {"cpu": cpu, "memory": memory}},
+            },
+        },
+    }
 
 
 def setup(
@@ -50,8 +61,9 @@ def setup(
     if config is not None:
         controllers.on_config_map(ConfigMapRecord("koordinator-system", "slo-controller-config", "u1", config))
     controllers.on_node(EventType.ADDED, None, make_node("n1").capacity(cpu="10", memory="40Gi").build())
-    controllers.on_object("NodeMetric", EventType.ADDED, None,
-                          parse_node_metric(metric_obj("n1", age=30, with_spec=with_spec)))
+    controllers.on_object(
+        "NodeMetric", EventType.ADDED, None, parse_node_metric(metric_obj("n1", age=30, with_spec=with_spec))
+    )
     return controllers, api, clock
 
 
@@ -61,15 +73,21 @@ async def test_first_pass_creates_everything() -> None:
     by_controller = {w.controller: w for w in api.writes}
     assert by_controller["nodemetric"].verb == "PATCH"  # the koordlet's NodeMetric had no collect policy
     assert by_controller["nodemetric"].body["spec"]["metricCollectPolicy"] == {
-        "aggregateDurationSeconds": 300, "reportIntervalSeconds": 60,
+        "aggregateDurationSeconds": 300,
+        "reportIntervalSeconds": 60,
         "nodeAggregatePolicy": {"durations": ["5m0s", "10m0s", "30m0s"]},
-        "nodeMemoryCollectPolicy": "usageWithoutPageCache"}
+        "nodeMemoryCollectPolicy": "usageWithoutPageCache",
+    }
     assert by_controller["nodeslo"].verb == "POST"
     assert by_controller["nodeslo"].body["spec"]["resourceUsedThresholdWithBE"]["enable"] is True
     status = by_controller["noderesource"].body["status"]
     # 10000 - 4000 - 500 = 5500 milli; 40Gi - 14Gi - 2Gi = 24Gi; no prodReclaimableMetric yet: mid 0
-    assert status["allocatable"] == {"kubernetes.io/batch-cpu": "5500", "kubernetes.io/batch-memory": str(24 * GI),
-                                     "kubernetes.io/mid-cpu": "0", "kubernetes.io/mid-memory": "0"}
+    assert status["allocatable"] == {
+        "kubernetes.io/batch-cpu": "5500",
+        "kubernetes.io/batch-memory": str(24 * GI),
+        "kubernetes.io/mid-cpu": "0",
+        "kubernetes.io/mid-memory": "0",
+    }
     assert status["capacity"] == status["allocatable"]
     # nothing more to do: the local indexes carry the writes until the watch echoes them
     controllers.mark_all()
@@ -81,12 +99,14 @@ async def test_small_changes_are_gated_until_the_interval() -> None:
     await controllers.reconcile_pending()
     api.writes.clear()
     clock.now += 60
-    controllers.on_object("NodeMetric", EventType.MODIFIED, None,
-                          parse_node_metric(metric_obj("n1", age=0, cpu="900m")))  # 5500 -> 5100, 7 %
+    controllers.on_object(
+        "NodeMetric", EventType.MODIFIED, None, parse_node_metric(metric_obj("n1", age=0, cpu="900m"))
+    )  # 5500 -> 5100, 7 %
     assert await controllers.reconcile_pending() == 0
     clock.now += 300
-    controllers.on_object("NodeMetric", EventType.MODIFIED, None,
-                          parse_node_metric(metric_obj("n1", age=-300, cpu="900m")))
+    controllers.on_object(
+        "NodeMetric", EventType.MODIFIED, None, parse_node_metric(metric_obj("n1", age=-300, cpu="900m"))
+    )
     assert await controllers.reconcile_pending() == 1
     assert api.writes[0].body["status"]["allocatable"]["kubernetes.io/batch-cpu"] == "5100"
 
@@ -99,8 +119,11 @@ async def test_stale_metric_withdraws_batch_resources_by_timer() -> None:
     controllers._fire_timers(clock.now)
     assert await controllers.reconcile_pending() == 1
     assert api.writes[0].body["status"]["allocatable"] == {
-        "kubernetes.io/batch-cpu": None, "kubernetes.io/batch-memory": None,
-        "kubernetes.io/mid-cpu": None, "kubernetes.io/mid-memory": None}
+        "kubernetes.io/batch-cpu": None,
+        "kubernetes.io/batch-memory": None,
+        "kubernetes.io/mid-cpu": None,
+        "kubernetes.io/mid-memory": None,
+    }
 
 
 async def test_a_bind_marks_its_node_only_when_the_node_has_a_node_metric() -> None:
@@ -120,8 +143,9 @@ async def test_kubelet_reset_is_reapplied() -> None:
     controllers, api, _ = setup()
     await controllers.reconcile_pending()
     api.writes.clear()
-    controllers.on_node(EventType.MODIFIED, controllers.nodes["n1"],
-                        make_node("n1").capacity(cpu="10", memory="40Gi").build())
+    controllers.on_node(
+        EventType.MODIFIED, controllers.nodes["n1"], make_node("n1").capacity(cpu="10", memory="40Gi").build()
+    )
     assert await controllers.reconcile_pending() == 1
     assert api.writes[0].controller == "noderesource"
 
@@ -137,11 +161,19 @@ async def test_invalid_key_warns_and_keeps_others() -> None:
     controllers, api, _ = setup()
     await controllers.reconcile_pending()
     api.writes.clear()
-    bad = {**CHART, "resource-threshold-config": '{"clusterStrategy": {"cpuSuppressThresholdPercent": 150}}',
-           "cpu-burst-config": '{"clusterStrategy": {"policy": "auto"}}'}
+    bad = {
+        **CHART,
+        "resource-threshold-config": '{"clusterStrategy": {"cpuSuppressThresholdPercent": 150}}',
+        "cpu-burst-config": '{"clusterStrategy": {"policy": "auto"}}',
+    }
     controllers.on_config_map(ConfigMapRecord("koordinator-system", "slo-controller-config", "u1", bad))
-    assert api.warnings == [("SLOCfgUnmarshalFailed", "resource-threshold-config: clusterStrategy."
-                             "cpuSuppressThresholdPercent: 150 is out of range (must be at most 100)")]
+    assert api.warnings == [
+        (
+            "SLOCfgUnmarshalFailed",
+            "resource-threshold-config: clusterStrategy."
+            "cpuSuppressThresholdPercent: 150 is out of range (must be at most 100)",
+        )
+    ]
     await controllers.reconcile_pending()
     [write] = api.writes
     spec = write.body[0]["value"]
@@ -174,12 +206,24 @@ def test_time_gate(since_last: float, spread: float, want_write: bool) -> None:
     from koord_scheduler.scheduler.controllers.noderesource import decide_node_resources
 
     config, _ = parse_slo_config(CHART)
-    node = make_node("n1").capacity({"cpu": "10", "memory": "40Gi", "kubernetes.io/batch-cpu": "5300",
-                                     "kubernetes.io/batch-memory": str(24 * GI), "kubernetes.io/mid-cpu": "0",
-                                     "kubernetes.io/mid-memory": "0"}).annotation(
-        "node.koordinator.sh/cpu-normalization-ratio", "1.00").build()
-    decision = decide_node_resources(node, [], parse(metric_obj("n1", age=10)), config, now=NOW,
-                                      last_sync=NOW - since_last, interval_spread=spread)
+    node = (
+        make_node("n1")
+        .capacity(
+            {
+                "cpu": "10",
+                "memory": "40Gi",
+                "kubernetes.io/batch-cpu": "5300",
+                "kubernetes.io/batch-memory": str(24 * GI),
+                "kubernetes.io/mid-cpu": "0",
+                "kubernetes.io/mid-memory": "0",
+            }
+        )
+        .annotation("node.koordinator.sh/cpu-normalization-ratio", "1.00")
+        .build()
+    )
+    decision = decide_node_resources(
+        node, [], parse(metric_obj("n1", age=10)), config, now=NOW, last_sync=NOW - since_last, interval_spread=spread
+    )
     assert (decision.write is not None) is want_write  # 5300 -> 5500 is a 3.8 % change
     assert decision.recheck_at == NOW - 10 + 15 * 60 + 1
 
@@ -193,8 +237,9 @@ async def test_a_missing_crd_is_one_warning_not_one_per_node(caplog: pytest.LogC
     controllers, api, clock = setup()
     for name in ("n2", "n3"):
         controllers.on_node(EventType.ADDED, None, make_node(name).capacity(cpu="10", memory="40Gi").build())
-    missing = ApiError(404, "NotFound", "the server could not find the requested resource", method="POST",
-                       path=NODESLOS)
+    missing = ApiError(
+        404, "NotFound", "the server could not find the requested resource", method="POST", path=NODESLOS
+    )
     api.fail[NODESLOS] = missing
     caplog.set_level(logging.DEBUG, logger="koord_scheduler")
 

@@ -12,16 +12,27 @@ from koord_scheduler.scheduler.controllers.selection import (
 @pytest.mark.parametrize(
     ("text", "want"),
     [
-        pytest.param("*", set(CONTROLLER_NAMES) - {"migration", "descheduler"}, id="star-is-all-on-by-default"),
-        pytest.param("*,migration,descheduler", set(CONTROLLER_NAMES), id="descheduling-by-name"),
+        pytest.param(
+            "*",
+            set(CONTROLLER_NAMES) - {"colocationprofile", "migration", "descheduler"},
+            id="star-is-all-on-by-default",
+        ),
+        pytest.param(
+            "*,migration,descheduler", set(CONTROLLER_NAMES) - {"colocationprofile"}, id="descheduling-by-name"
+        ),
         pytest.param("migration,-migration", set(), id="migration-off-wins"),
         pytest.param(
-            "*,-nodemetric", {"reservation", "nodeslo", "noderesource", "elasticquota", "podgroup", "deviceresource"},
+            "*,-nodemetric",
+            {"reservation", "nodeslo", "noderesource", "elasticquota", "podgroup", "deviceresource", "quotaprofile"},
             id="star-minus-one",
+        ),
+        pytest.param(
+            "*,colocationprofile", set(CONTROLLER_NAMES) - {"migration", "descheduler"}, id="off-by-default-when-named"
         ),
         pytest.param("nodeslo,noderesource", {"nodeslo", "noderesource"}, id="named-only"),
         pytest.param(
-            "-nodeslo,*", {"reservation", "noderesource", "nodemetric", "elasticquota", "podgroup", "deviceresource"},
+            "-nodeslo,*",
+            {"reservation", "noderesource", "nodemetric", "elasticquota", "podgroup", "deviceresource", "quotaprofile"},
             id="minus-wins-in-any-order",
         ),
         pytest.param("nodeslo,-nodeslo", set(), id="minus-wins-over-name"),
@@ -48,10 +59,12 @@ def test_refused(text: str, message: str) -> None:
 @pytest.mark.parametrize(
     ("text", "want"),
     [
-        pytest.param("*", {"CPUNormalization", "ResourceAmplification", "MidResource", "BatchResource"},
-                     id="star-is-all"),
-        pytest.param("*,-MidResource", {"CPUNormalization", "ResourceAmplification", "BatchResource"},
-                     id="all-but-mid"),
+        pytest.param(
+            "*", {"CPUNormalization", "ResourceAmplification", "MidResource", "BatchResource"}, id="star-is-all"
+        ),
+        pytest.param(
+            "*,-MidResource", {"CPUNormalization", "ResourceAmplification", "BatchResource"}, id="all-but-mid"
+        ),
         pytest.param("BatchResource", {"BatchResource"}, id="batch-only"),
         pytest.param("MidResource", {"MidResource"}, id="named-only"),
     ],
@@ -78,8 +91,9 @@ def test_batch_only_leaves_mid_keys_alone() -> None:
     config, _ = parse_slo_config({"colocation-config": '{"enable": true}'})
     node = make_node("n").capacity({"cpu": "10", "memory": "40Gi", "kubernetes.io/mid-cpu": "7"}).build()
     metric = NodeMetricRecord("n", update_time=100.0, has_node_metric=True)
-    decision = decide_node_resources(node, [], metric, config, now=160.0, last_sync=None,
-                                     plugins=frozenset({"BatchResource"}))
+    decision = decide_node_resources(
+        node, [], metric, config, now=160.0, last_sync=None, plugins=frozenset({"BatchResource"})
+    )
     assert decision.write is not None
     written = set(decision.write.body["status"]["allocatable"])
     assert written == {"kubernetes.io/batch-cpu", "kubernetes.io/batch-memory"}

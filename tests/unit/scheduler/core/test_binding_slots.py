@@ -60,7 +60,10 @@ async def test_pods_waiting_in_prebind_do_not_use_up_the_binding_slots() -> None
     pods = [make_pod(f"p{i}").req(cpu="100m").build() for i in range(3)]
     cluster = MemoryCluster.from_objects(nodes, pods)
     scheduler = build_scheduler(
-        parse_scheduler_config(CONFIG), registry, cluster, clock=lambda: 1.0,
+        parse_scheduler_config(CONFIG),
+        registry,
+        cluster,
+        clock=lambda: 1.0,
         options=SchedulerOptions(max_concurrent_bindings=1),
     )
     await cluster.start(scheduler, list(scheduler.watched_kinds.values()))

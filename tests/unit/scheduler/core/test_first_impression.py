@@ -40,8 +40,9 @@ def test_an_explicit_now_still_wins(capsys: pytest.CaptureFixture[str]) -> None:
     ("documents", "want"),
     [
         pytest.param([], None, id="no-nodemetric"),
-        pytest.param(["2026-01-02T15:03:00Z", "2026-01-02T15:04:00Z", "2026-01-02T15:02:00Z"], 1767366240.0,
-                     id="newest-wins"),
+        pytest.param(
+            ["2026-01-02T15:03:00Z", "2026-01-02T15:04:00Z", "2026-01-02T15:02:00Z"], 1767366240.0, id="newest-wins"
+        ),
         pytest.param(["not a time", "2026-01-02T15:04:00Z"], 1767366240.0, id="unreadable-skipped"),
         pytest.param([None], None, id="no-update-time"),
     ],
@@ -66,8 +67,15 @@ def test_demo_first_run_installs_and_runs_without_warnings(tmp_path: Path) -> No
     """A fresh virtualenv, as a new user's first ``./scripts/demo.sh`` gets (pip from the shared cache)."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONWARNINGS", "VIRTUAL_ENV")}
     env["PYKOORD_VENV"] = str(tmp_path / "venv")
-    result = subprocess.run([str(REPO / "scripts" / "demo.sh")], capture_output=True, text=True, timeout=900,
-                            check=False, env=env, cwd=tmp_path)
+    result = subprocess.run(
+        [str(REPO / "scripts" / "demo.sh")],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+        env=env,
+        cwd=tmp_path,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stderr == "", result.stderr[-3000:]
     assert "Scheduled 6 of 8 pending pods." in result.stdout

@@ -59,9 +59,13 @@ def _implements(p: Finder) -> tuple[PreFilterPlugin, JobNodeFinder]:
         pytest.param(("n3", Status()), "n3", None, id="success-is-the-only-candidate"),
         pytest.param(("", Status(Code.SKIP)), "n1", None, id="skip-goes-on-with-prefilter-result"),
         pytest.param(
-            ("", unschedulable("no room for the job")), None,
-            ("Unschedulable", "0/3 nodes are available: no room for the job. no new claims to deallocate, "
-             "preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod."),
+            ("", unschedulable("no room for the job")),
+            None,
+            (
+                "Unschedulable",
+                "0/3 nodes are available: no room for the job. no new claims to deallocate, "
+                "preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod.",
+            ),
             id="rejection-rejects-like-prefilter",
         ),
         pytest.param(("", error("planner broke")), None, ("SchedulerError", "planner broke"), id="error"),

@@ -37,8 +37,13 @@ def outcome(scheduler: Scheduler, pod: Pod) -> Outcome:
     snapshot = scheduler.cache.snapshot
     diagnosis = Diagnosis(num_all_nodes=snapshot.num_nodes)
     _, feasible = find_nodes_that_fit(
-        scheduler.profiles["default-scheduler"], CycleState(), pod, snapshot, sampler=Sampler(),
-        diagnosis=diagnosis, nominator=scheduler.nominator,
+        scheduler.profiles["default-scheduler"],
+        CycleState(),
+        pod,
+        snapshot,
+        sampler=Sampler(),
+        diagnosis=diagnosis,
+        nominator=scheduler.nominator,
     )
     statuses = {name: repr(status) for name, status in diagnosis.node_statuses(snapshot).items()}
     return sorted(snapshot.info(p).name for p in feasible.tolist()), statuses
@@ -85,8 +90,14 @@ def pending(cpu: str, prio: int) -> Pod:
 async def test_only_nominated_pods_of_equal_or_higher_priority_take_room(monkeypatch: pytest.MonkeyPatch) -> None:
     scheduler = await scheduler_for(
         [node("n1"), node("n2"), node("n3"), node("n4", pods=2)],
-        [running("r1", "n1", "1"), nominated("hi", "n1", "2", 10), nominated("lo", "n2", "3", 5),
-         nominated("eq", "n3", "3", 10), running("r4", "n4", "100m"), nominated("slot", "n4", "100m", 20)],
+        [
+            running("r1", "n1", "1"),
+            nominated("hi", "n1", "2", 10),
+            nominated("lo", "n2", "3", 5),
+            nominated("eq", "n3", "3", 10),
+            running("r4", "n4", "100m"),
+            nominated("slot", "n4", "100m", 20),
+        ],
     )
     feasible, statuses = both_passes(scheduler, pending("2", 10), monkeypatch, by_arithmetic=True)
     assert feasible == ["n2"], "n1: 1+2+2 > 4; n2: a lower-priority nomination does not count; n3: 3+2 > 4; n4: pods"

@@ -18,7 +18,11 @@ SCHEDULER = Path(sys.executable).parent / "koord-scheduler"
 def _simulate(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [str(SCHEDULER), "simulate", "-o", "json", *args],
-        capture_output=True, text=True, env=env, timeout=120, check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
     )
 
 
@@ -27,8 +31,18 @@ def installed_plugin(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]
     """pip-install the example into its own target directory (no pykoord rebuild or reinstall)."""
     target = tmp_path_factory.mktemp("site")
     subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
-         "--target", str(target), str(EXAMPLE)],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "--target",
+            str(target),
+            str(EXAMPLE),
+        ],
         check=True,
         capture_output=True,
         timeout=300,

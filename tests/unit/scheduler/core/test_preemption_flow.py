@@ -45,8 +45,11 @@ async def test_simulate_cluster_file_preempts_and_binds() -> None:
     placements = {p.name: (p.node, p.message) for p in result.placements}
     assert placements == {
         "critical": ("node-2", ""),
-        "polite": (None, "0/2 nodes are available: 2 Insufficient cpu. no new claims to deallocate, "
-                         "preemption: not eligible due to preemptionPolicy=Never."),
+        "polite": (
+            None,
+            "0/2 nodes are available: 2 Insufficient cpu. no new claims to deallocate, "
+            "preemption: not eligible due to preemptionPolicy=Never.",
+        ),
     }
     assert result.extra_sections["Preemptions"] == [
         {"preemptor": "default/critical", "node": "node-2", "victims": ["default/batch-2b"]}

@@ -19,10 +19,18 @@ def test_record_attempt_counts_and_times_each_attempt() -> None:
     got = (
         sample(metrics, "scheduler_schedule_attempts_total", result="scheduled", profile="default-scheduler"),
         sample(metrics, "scheduler_schedule_attempts_total", result="unschedulable", profile="default-scheduler"),
-        sample(metrics, "scheduler_scheduling_attempt_duration_seconds_count", result="scheduled",
-               profile="default-scheduler"),
-        sample(metrics, "scheduler_scheduling_attempt_duration_seconds_sum", result="scheduled",
-               profile="default-scheduler"),
+        sample(
+            metrics,
+            "scheduler_scheduling_attempt_duration_seconds_count",
+            result="scheduled",
+            profile="default-scheduler",
+        ),
+        sample(
+            metrics,
+            "scheduler_scheduling_attempt_duration_seconds_sum",
+            result="scheduled",
+            profile="default-scheduler",
+        ),
     )
     assert got == (2.0, 1.0, 2.0, 0.006)
 

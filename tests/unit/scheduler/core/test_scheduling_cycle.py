@@ -118,10 +118,12 @@ CONFIG = CONFIG.replace(
 
 def build(rec: Recorder, nodes: list[Any], pods: list[Pod]) -> tuple[Scheduler, MemoryCluster]:
     registry = in_tree_registry().merge(
-        Registry([
-            PluginSpec("Probe", lambda args, handle: Probe(rec, handle)),
-            PluginSpec("Transformer", lambda args, handle: Transformer(rec)),
-        ])
+        Registry(
+            [
+                PluginSpec("Probe", lambda args, handle: Probe(rec, handle)),
+                PluginSpec("Transformer", lambda args, handle: Transformer(rec)),
+            ]
+        )
     )
     cluster = MemoryCluster.from_objects(nodes, pods)
     scheduler = build_scheduler(parse_scheduler_config(CONFIG), registry, cluster, clock=lambda: NOW)
@@ -207,11 +209,13 @@ async def test_pre_error_filter_takes_over_the_failure() -> None:
     post_calls: list[str] = []
     rec.handle.register_error_handler_filters(takeover, lambda qpi, st: post_calls.append(qpi.pod.name) or False)
     await run(scheduler, cluster)
-    assert seen == [(
-        "big",
-        "0/1 nodes are available: 1 Insufficient cpu. no new claims to deallocate, "
-        "preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling.",
-    )]
+    assert seen == [
+        (
+            "big",
+            "0/1 nodes are available: 1 Insufficient cpu. no new claims to deallocate, "
+            "preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling.",
+        )
+    ]
     assert "default/big" not in cluster.conditions, "the default handler must be skipped"
     assert post_calls == ["big"], "post filters run after the failure"
 
@@ -306,8 +310,9 @@ async def test_plugins_warm_up_once_after_the_listing_before_the_first_cycle(war
 
 async def test_a_deleted_pods_outcome_is_forgotten() -> None:
     """A long run keeps one outcome per existing pod, not one per pod ever seen."""
-    scheduler, cluster = build(Recorder(), NODES, [make_pod("a").req(cpu="1").build(),
-                                                   make_pod("b").req(cpu="1").build()])
+    scheduler, cluster = build(
+        Recorder(), NODES, [make_pod("a").req(cpu="1").build(), make_pod("b").req(cpu="1").build()]
+    )
     await run(scheduler, cluster)
     assert set(scheduler.outcomes) == {"default/a", "default/b"}
     await cluster.delete_pod(cluster.pods["default/a"], reason="test")

@@ -147,7 +147,10 @@ async def test_a_gang_member_waiting_at_permit_is_reported_by_the_scheduler(
         [parse_node(json.loads(node("n0")))], [parse_pod(json.loads(gang_pod("p0", "g", 2))), parse_pod(held)]
     )
     scheduler = build_scheduler(
-        parse_scheduler_config(CONFIG), in_tree_registry(), cluster, clock=lambda: NOW,
+        parse_scheduler_config(CONFIG),
+        in_tree_registry(),
+        cluster,
+        clock=lambda: NOW,
         options=SchedulerOptions(monitor=MonitorOptions(timeout=30.0)),
     )
     clock = Clock()
@@ -167,17 +170,21 @@ async def test_a_gang_member_waiting_at_permit_is_reported_by_the_scheduler(
     assert value == 1.0
     await scheduler.run_until_idle()  # the wait runs out (virtual time); no second count
     assert scheduler.monitor.in_flight() == 0
-    assert scheduler.metrics.registry.get_sample_value(
-        "scheduler_scheduling_timeout_total", {"profile": "default-scheduler"}
-    ) == 1.0
+    assert (
+        scheduler.metrics.registry.get_sample_value(
+            "scheduler_scheduling_timeout_total", {"profile": "default-scheduler"}
+        )
+        == 1.0
+    )
 
 
 @pytest.mark.parametrize(
     ("flags", "want"),
     [
         pytest.param([], MonitorOptions(30.0, 10.0), id="koordinator-defaults"),
-        pytest.param(["--scheduling-timeout=2m", "--scheduler-monitor-period=1s"], MonitorOptions(120.0, 1.0),
-                     id="go-durations"),
+        pytest.param(
+            ["--scheduling-timeout=2m", "--scheduler-monitor-period=1s"], MonitorOptions(120.0, 1.0), id="go-durations"
+        ),
         pytest.param(["--scheduling-timeout=0s"], MonitorOptions(0.0, 10.0), id="off"),
     ],
 )

@@ -59,7 +59,9 @@ def test_json_output_places_pods_and_reports_unschedulable(tmp_path: Path, capsy
 def test_bad_objects_are_reported_and_the_rest_still_scheduled(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    text = NODE_OK + """---
+    text = (
+        NODE_OK
+        + """---
 apiVersion: v1
 kind: Node
 metadata: {name: broken}
@@ -79,6 +81,7 @@ spec:
 ---
 just a string
 """
+    )
     code, out, err = run(capsys, "--cluster", write(tmp_path, "c.yaml", text), "-o", "json")
     assert code == 1
     doc = json.loads(out)
@@ -162,9 +165,13 @@ def test_nodes_a_prefilter_left_out_name_only_the_plugins_that_narrowed(
     import yaml
 
     pinned = make_pod("pinned").req(cpu="16").obj()
-    pinned["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-        "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]
-    }}}
+    pinned["spec"]["affinity"] = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]
+            }
+        }
+    }
     docs = [
         make_node("n1").capacity(cpu="4", memory="8Gi", pods=10).obj(),
         make_node("n2").capacity(cpu="4", memory="8Gi", pods=10).obj(),

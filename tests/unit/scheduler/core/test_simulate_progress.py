@@ -19,11 +19,24 @@ SIMULATE = Path(sys.executable).parent / "koord-scheduler"
 
 
 def big_cluster(path: Path, *, nodes: int = 200, pods: int = 1500) -> Path:
-    items = [{"apiVersion": "v1", "kind": "Node", "metadata": {"name": f"n{i}"},
-              "status": {"allocatable": {"cpu": "32", "memory": "128Gi", "pods": "110"}}} for i in range(nodes)]
-    items += [{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"p{i}", "namespace": "default"},
-               "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "100m"}}}]}}
-              for i in range(pods)]
+    items = [
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": f"n{i}"},
+            "status": {"allocatable": {"cpu": "32", "memory": "128Gi", "pods": "110"}},
+        }
+        for i in range(nodes)
+    ]
+    items += [
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": f"p{i}", "namespace": "default"},
+            "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "100m"}}}]},
+        }
+        for i in range(pods)
+    ]
     path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
     return path
 
@@ -32,8 +45,13 @@ def run_with_terminal_stderr(args: list[str]) -> tuple[int, str, str]:
     """Run with stderr on a pseudo-terminal (as in an interactive shell) and stdout on a pipe, reading both
     as they come (a full pipe would block the process)."""
     master, slave = pty.openpty()
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=slave, stdin=subprocess.DEVNULL,
-                            env={**os.environ, "TERM": "xterm-256color", "COLUMNS": "120"})
+    proc = subprocess.Popen(
+        args,
+        stdout=subprocess.PIPE,
+        stderr=slave,
+        stdin=subprocess.DEVNULL,
+        env={**os.environ, "TERM": "xterm-256color", "COLUMNS": "120"},
+    )
     os.close(slave)
     assert proc.stdout is not None
     out_fd = proc.stdout.fileno()

@@ -93,8 +93,22 @@ def test_bar_geometry(before: int, after: int, want_added_width: str, want_color
 
 
 def test_chart_resources_are_cpu_memory_and_gpu_counts() -> None:
-    nodes = [NodeAllocation("n", {}, {"cpu": 1, "memory": 1, "nvidia.com/gpu": 4, "koordinator.sh/gpu-memory": 9,
-                                       "koordinator.sh/gpu-core": 100, "pods": 110}, 0, 110)]
+    nodes = [
+        NodeAllocation(
+            "n",
+            {},
+            {
+                "cpu": 1,
+                "memory": 1,
+                "nvidia.com/gpu": 4,
+                "koordinator.sh/gpu-memory": 9,
+                "koordinator.sh/gpu-core": 100,
+                "pods": 110,
+            },
+            0,
+            110,
+        )
+    ]
     assert chart_resources(nodes) == ["cpu", "memory", "koordinator.sh/gpu-core", "nvidia.com/gpu"]
 
 

@@ -20,9 +20,7 @@ from gang_harness import CONFIG, NOW, gang_pod, node, pod
 
 async def test_pending_pods_are_counted_per_rejecting_plugin() -> None:
     pods = [pod("big", cpu="64"), gang_pod("g0", "g", 2)]  # NodeResourcesFit; Coscheduling holds g0
-    cluster = MemoryCluster.from_objects(
-        [parse_node(json.loads(node("n0")))], [parse_pod(json.loads(p)) for p in pods]
-    )
+    cluster = MemoryCluster.from_objects([parse_node(json.loads(node("n0")))], [parse_pod(json.loads(p)) for p in pods])
     scheduler = build_scheduler(parse_scheduler_config(CONFIG), in_tree_registry(), cluster, clock=lambda: NOW)
     await cluster.start(scheduler, list(scheduler.watched_kinds.values()))
     await scheduler.run_until_idle()

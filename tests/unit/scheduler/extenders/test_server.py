@@ -42,6 +42,7 @@ async def server() -> AsyncIterator[tuple[str, MemoryCluster]]:
     cluster = MemoryCluster.from_objects(NODES, RUNNING)
     scheduler = build_extender_scheduler(KubeSchedulerConfiguration(), in_tree_registry(), cluster)
     await cluster.start(scheduler, list(scheduler.watched_kinds.values()))
+
     async def get_pod(namespace: str, name: str) -> Pod | None:
         return cluster.pods.get(f"{namespace}/{name}")
 

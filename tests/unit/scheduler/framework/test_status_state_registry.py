@@ -14,10 +14,18 @@ from koord_scheduler.framework.status import Code, Status, error, unresolvable, 
     ("status", "want_rejected", "want_message"),
     [
         pytest.param(Status(), False, "", id="success"),
-        pytest.param(unschedulable("Insufficient cpu", "Insufficient memory"), True,
-                     "Insufficient cpu, Insufficient memory", id="unschedulable-joins-reasons"),
-        pytest.param(unresolvable("node(s) didn't match the requested node name"), True,
-                     "node(s) didn't match the requested node name", id="unresolvable"),
+        pytest.param(
+            unschedulable("Insufficient cpu", "Insufficient memory"),
+            True,
+            "Insufficient cpu, Insufficient memory",
+            id="unschedulable-joins-reasons",
+        ),
+        pytest.param(
+            unresolvable("node(s) didn't match the requested node name"),
+            True,
+            "node(s) didn't match the requested node name",
+            id="unresolvable",
+        ),
         pytest.param(Status(Code.PENDING, ("waiting",)), True, "waiting", id="pending-is-rejected"),
         pytest.param(error("boom"), False, "boom", id="error-not-rejected"),
     ],
@@ -77,15 +85,17 @@ def test_fit_error_message_sorts_counted_reasons_bytewise() -> None:
     diagnosis.add_chunk(FailureChunk(np.arange(10), np.array([0] * 9 + [1]), (cpu, both)))
     diagnosis.add_chunk(FailureChunk(np.array([10, 11]), None, (taint,)))
     assert fit_error_message(diagnosis) == (
-        "0/12 nodes are available: 1 Insufficient memory, 10 Insufficient cpu, "
-        "2 node(s) had untolerated taint(s)."
+        "0/12 nodes are available: 1 Insufficient memory, 10 Insufficient cpu, 2 node(s) had untolerated taint(s)."
     )
     assert diagnosis.unschedulable_plugins == {"NodeResourcesFit", "TaintToleration"}
 
 
 def test_fit_error_message_prefilter_and_postfilter() -> None:
-    diagnosis = Diagnosis(num_all_nodes=3, pre_filter_msg="pod affinity terms conflict",
-                          post_filter_msg="No preemption victims found for incoming pod.")
+    diagnosis = Diagnosis(
+        num_all_nodes=3,
+        pre_filter_msg="pod affinity terms conflict",
+        post_filter_msg="No preemption victims found for incoming pod.",
+    )
     assert fit_error_message(diagnosis) == (
         "0/3 nodes are available: pod affinity terms conflict. No preemption victims found for incoming pod."
     )

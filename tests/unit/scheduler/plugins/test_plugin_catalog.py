@@ -30,9 +30,7 @@ def test_every_names_constant_is_registered(name: str) -> None:
     assert name in registered()
 
 
-@pytest.mark.parametrize(
-    "name", [pytest.param(p.name, id=p.name) for p in DEFAULT_MULTIPOINT]
-)
+@pytest.mark.parametrize("name", [pytest.param(p.name, id=p.name) for p in DEFAULT_MULTIPOINT])
 def test_every_default_multipoint_plugin_is_registered(name: str) -> None:
     assert name in registered()
 

@@ -25,9 +25,7 @@ from tests.fwtest import make_snapshot
         pytest.param(100, True, [-1, -2], [100, 100], id="max-clamped-at-zero"),
     ],
 )
-def test_default_normalize_score(
-    max_priority: int, reverse: bool, scores: list[int], want: list[int]
-) -> None:
+def test_default_normalize_score(max_priority: int, reverse: bool, scores: list[int], want: list[int]) -> None:
     arr = np.array(scores, dtype=np.int64)
     default_normalize_score(max_priority, reverse, arr)
     assert arr.tolist() == want

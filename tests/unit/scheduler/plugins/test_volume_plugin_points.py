@@ -17,11 +17,18 @@ def _handle() -> Any:
     """The test handle (it offers what the volume plugins use, not the whole Handle)."""
     return sb.StorageHandle(make_snapshot([]))
 
+
 POINTS: dict[str, set[type]] = {
     "VolumeRestrictions": {ep.PreFilterPlugin, ep.BatchFilterPlugin, ep.FilterPlugin, ep.EnqueueExtensions},
     "NodeVolumeLimits": {ep.PreFilterPlugin, ep.BatchFilterPlugin, ep.FilterPlugin, ep.EnqueueExtensions},
-    "VolumeBinding": {ep.PreFilterPlugin, ep.BatchFilterPlugin, ep.FilterPlugin, ep.ReservePlugin, ep.PreBindPlugin,
-                      ep.EnqueueExtensions},
+    "VolumeBinding": {
+        ep.PreFilterPlugin,
+        ep.BatchFilterPlugin,
+        ep.FilterPlugin,
+        ep.ReservePlugin,
+        ep.PreBindPlugin,
+        ep.EnqueueExtensions,
+    },
     "VolumeZone": {ep.PreFilterPlugin, ep.BatchFilterPlugin, ep.FilterPlugin, ep.EnqueueExtensions},
     "ImageLocality": {ep.PreScorePlugin, ep.ScorePlugin, ep.BatchScorePlugin},
 }

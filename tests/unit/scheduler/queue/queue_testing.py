@@ -97,9 +97,7 @@ def default_plugin_events() -> dict[str, Sequence[ClusterEventWithHint]]:
             )
         ],
         GATES: [
-            ClusterEventWithHint(
-                ClusterEvent(EventResource.POD, ActionType.UPDATE_POD_SCHEDULING_GATES_ELIMINATED)
-            )
+            ClusterEventWithHint(ClusterEvent(EventResource.POD, ActionType.UPDATE_POD_SCHEDULING_GATES_ELIMINATED))
         ],
         SILENT: [],
     }

@@ -82,9 +82,7 @@ def test_pod_scheduling_property_events(old: Pod, new: Pod, want: tuple[ClusterE
     ("event", "want"),
     [
         pytest.param(ClusterEvent(EventResource.NODE, ActionType.ADD), "NodeAdd", id="node-add"),
-        pytest.param(
-            ClusterEvent(EventResource.NODE, ActionType.UPDATE_NODE_TAINT), "NodeUpdateNodeTaint", id="taint"
-        ),
+        pytest.param(ClusterEvent(EventResource.NODE, ActionType.UPDATE_NODE_TAINT), "NodeUpdateNodeTaint", id="taint"),
         pytest.param(ClusterEvent(EventResource.WILDCARD, ActionType.ALL), "*All", id="wildcard"),
         pytest.param(
             ClusterEvent(EventResource.NODE, ActionType.ADD, label="NodeReady"),

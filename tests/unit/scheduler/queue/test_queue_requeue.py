@@ -35,13 +35,9 @@ _NONE: frozenset[str] = frozenset()
     [
         pytest.param({FIT}, _NONE, NODE_ADD, None, counts(backoff=1), id="matching-event-no-hint-queues"),
         pytest.param({FIT}, _NONE, NODE_TAINT, None, counts(unschedulable=1), id="non-matching-event-keeps"),
-        pytest.param(
-            {FIT}, _NONE, NODE_LABEL, None, counts(unschedulable=1), id="event-of-another-plugin-keeps"
-        ),
+        pytest.param({FIT}, _NONE, NODE_LABEL, None, counts(unschedulable=1), id="event-of-another-plugin-keeps"),
         pytest.param({AFFINITY}, _NONE, NODE_LABEL, "relevant", counts(backoff=1), id="hint-queue-moves"),
-        pytest.param(
-            {AFFINITY}, _NONE, NODE_LABEL, "irrelevant", counts(unschedulable=1), id="hint-skip-keeps"
-        ),
+        pytest.param({AFFINITY}, _NONE, NODE_LABEL, "irrelevant", counts(unschedulable=1), id="hint-skip-keeps"),
         pytest.param({AFFINITY}, _NONE, NODE_LABEL, "boom", counts(backoff=1), id="failing-hint-queues"),
         pytest.param(
             {FIT, AFFINITY},
@@ -51,9 +47,7 @@ _NONE: frozenset[str] = frozenset()
             counts(backoff=1),
             id="any-rejector-saying-queue-moves",
         ),
-        pytest.param(
-            {SILENT}, _NONE, NODE_TAINT, None, counts(backoff=1), id="plugin-without-events-gets-every-event"
-        ),
+        pytest.param({SILENT}, _NONE, NODE_TAINT, None, counts(backoff=1), id="plugin-without-events-gets-every-event"),
         pytest.param(
             {"NotRegistered"},
             _NONE,
@@ -108,12 +102,8 @@ def test_cluster_event_after_backoff_ended_goes_active() -> None:
 @pytest.mark.parametrize(
     ("unschedulable", "pending", "events", "want"),
     [
-        pytest.param(
-            {FIT}, _NONE, [(NODE_ADD, None)], counts(backoff=1), id="helpful-event-in-flight-backs-off"
-        ),
-        pytest.param(
-            {FIT}, _NONE, [(NODE_TAINT, None)], counts(unschedulable=1), id="unrelated-event-in-flight"
-        ),
+        pytest.param({FIT}, _NONE, [(NODE_ADD, None)], counts(backoff=1), id="helpful-event-in-flight-backs-off"),
+        pytest.param({FIT}, _NONE, [(NODE_TAINT, None)], counts(unschedulable=1), id="unrelated-event-in-flight"),
         pytest.param(
             {AFFINITY}, _NONE, [(NODE_LABEL, "irrelevant")], counts(unschedulable=1), id="hint-skip-in-flight"
         ),
@@ -124,9 +114,7 @@ def test_cluster_event_after_backoff_ended_goes_active() -> None:
             counts(backoff=1),
             id="any-event-in-flight-counts",
         ),
-        pytest.param(
-            _NONE, {FIT}, [(NODE_ADD, None)], counts(active=1), id="pending-plugin-in-flight-goes-active"
-        ),
+        pytest.param(_NONE, {FIT}, [(NODE_ADD, None)], counts(active=1), id="pending-plugin-in-flight-goes-active"),
         pytest.param({FIT}, _NONE, [], counts(unschedulable=1), id="no-event-in-flight"),
     ],
 )
@@ -195,9 +183,7 @@ def test_pod_never_popped_is_requeued_after_backoff() -> None:
         pytest.param(True, frozenset({FIT}), id="error-flag-wins"),
     ],
 )
-def test_error_goes_to_error_backoff_which_pop_from_backoff_skips(
-    error: bool, unschedulable: frozenset[str]
-) -> None:
+def test_error_goes_to_error_backoff_which_pop_from_backoff_skips(error: bool, unschedulable: frozenset[str]) -> None:
     h = make_harness()
     h.queue.add(make_pod("p"))
     qpi = h.fail(unschedulable=unschedulable, error=error)
@@ -218,9 +204,7 @@ def test_error_goes_to_error_backoff_which_pop_from_backoff_skips(
         pytest.param(False, 1.01, True, id="off-pops-after-expiry"),
     ],
 )
-def test_pop_from_backoff_when_active_is_empty(
-    pop_from_backoff: bool, advance: float, want_popped: bool
-) -> None:
+def test_pop_from_backoff_when_active_is_empty(pop_from_backoff: bool, advance: float, want_popped: bool) -> None:
     h = make_harness(pop_from_backoff=pop_from_backoff)
     h.queue.add(make_pod("p"))
     h.fail(unschedulable=frozenset({FIT}), events=[(NODE_ADD, None)])

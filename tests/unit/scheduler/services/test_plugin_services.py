@@ -23,17 +23,54 @@ EXAMPLES = REPO / "config" / "simulate"
 NOW = 1_800_000_000.0
 
 GANG_SUMMARY_KEYS = [
-    "name", "waitTime", "createTime", "mode", "gangMatchPolicy", "minRequiredNumber", "totalChildrenNum",
-    "gangGroup", "children", "pendingChildren", "waitingForBindChildren", "boundChildren",
-    "onceResourceSatisfied", "gangGroupInfo", "gangFrom", "hasGangInit",
+    "name",
+    "waitTime",
+    "createTime",
+    "mode",
+    "gangMatchPolicy",
+    "minRequiredNumber",
+    "totalChildrenNum",
+    "gangGroup",
+    "children",
+    "pendingChildren",
+    "waitingForBindChildren",
+    "boundChildren",
+    "onceResourceSatisfied",
+    "gangGroupInfo",
+    "gangFrom",
+    "hasGangInit",
 ]
 QUOTA_SUMMARY_KEYS = [
-    "name", "parentName", "isParent", "runtimeVersion", "allowLentResource", "tree", "max", "min", "autoScaleMin",
-    "used", "nonPreemptibleUsed", "request", "nonPreemptibleRequest", "sharedWeight", "runtime", "childRequest",
-    "allocated", "guaranteed", "selfUsed", "selfNonPreemptibleUsed", "selfRequest", "selfNonPreemptibleRequest",
+    "name",
+    "parentName",
+    "isParent",
+    "runtimeVersion",
+    "allowLentResource",
+    "tree",
+    "max",
+    "min",
+    "autoScaleMin",
+    "used",
+    "nonPreemptibleUsed",
+    "request",
+    "nonPreemptibleRequest",
+    "sharedWeight",
+    "runtime",
+    "childRequest",
+    "allocated",
+    "guaranteed",
+    "selfUsed",
+    "selfNonPreemptibleUsed",
+    "selfRequest",
+    "selfNonPreemptibleRequest",
 ]
 DEVICE_SUMMARY_KEYS = [
-    "deviceTotal", "deviceFree", "deviceUsed", "deviceTotalDetail", "deviceFreeDetail", "deviceUsedDetail",
+    "deviceTotal",
+    "deviceFree",
+    "deviceUsed",
+    "deviceTotalDetail",
+    "deviceFreeDetail",
+    "deviceUsedDetail",
     "allocateSet",
 ]
 
@@ -93,18 +130,36 @@ async def test_every_koordinator_path_is_served_when_its_plugin_is_enabled() -> 
     ("path", "want_status", "want_message"),
     [
         pytest.param("/apis/v1/nodes/no-such-node", 404, "cannot find node no-such-node", id="unknown-node"),
-        pytest.param("/apis/v1/plugins/Coscheduling/gang/default/none", 404, "cannot find gang default/none",
-                     id="unknown-gang"),
-        pytest.param("/apis/v1/plugins/DeviceShare/nodeDeviceSummaries/none", 404, "cannot find node none",
-                     id="node-without-devices"),
-        pytest.param("/apis/v1/nodes/Node_1", 400, "nodeName 'Node_1' is invalid: a lowercase RFC 1123 subdomain",
-                     id="node-name-rule"),
-        pytest.param("/apis/v1/plugins/Coscheduling/gang/Default/g", 400,
-                     "namespace 'Default' is invalid: a lowercase RFC 1123 label", id="namespace-rule"),
-        pytest.param("/apis/v1/plugins/Coscheduling/gang/default/a\r\nb", 400,
-                     "name 'a\\r\\nb' is invalid: at most 253 visible ASCII characters", id="control-characters"),
-        pytest.param("/apis/v1/plugins/NoSuchPlugin/x", 404, "no service at '/apis/v1/plugins/NoSuchPlugin/x'",
-                     id="unknown-path"),
+        pytest.param(
+            "/apis/v1/plugins/Coscheduling/gang/default/none", 404, "cannot find gang default/none", id="unknown-gang"
+        ),
+        pytest.param(
+            "/apis/v1/plugins/DeviceShare/nodeDeviceSummaries/none",
+            404,
+            "cannot find node none",
+            id="node-without-devices",
+        ),
+        pytest.param(
+            "/apis/v1/nodes/Node_1",
+            400,
+            "nodeName 'Node_1' is invalid: a lowercase RFC 1123 subdomain",
+            id="node-name-rule",
+        ),
+        pytest.param(
+            "/apis/v1/plugins/Coscheduling/gang/Default/g",
+            400,
+            "namespace 'Default' is invalid: a lowercase RFC 1123 label",
+            id="namespace-rule",
+        ),
+        pytest.param(
+            "/apis/v1/plugins/Coscheduling/gang/default/a\r\nb",
+            400,
+            "name 'a\\r\\nb' is invalid: at most 253 visible ASCII characters",
+            id="control-characters",
+        ),
+        pytest.param(
+            "/apis/v1/plugins/NoSuchPlugin/x", 404, "no service at '/apis/v1/plugins/NoSuchPlugin/x'", id="unknown-path"
+        ),
     ],
 )
 async def test_errors_are_koordinators_message_objects(path: str, want_status: int, want_message: str) -> None:
@@ -214,8 +269,10 @@ async def test_reservations_match_the_simulate_reservation_table() -> None:
         assert ",".join(f"{k}={v}" for k, v in item["allocatable"].items()) == row["allocatable"]
         assert ",".join(f"{k}={v}" for k, v in item.get("allocated", {}).items()) == row["allocated"]
         assert sorted(f"{p['Namespace']}/{p['Name']}" for p in item.get("assignedPods", [])) == row["owners"]
-        left = {k: amounts(item["allocatable"])[k] - amounts(item.get("allocated", {})).get(k, 0)
-                for k in item["allocatable"]}
+        left = {
+            k: amounts(item["allocatable"])[k] - amounts(item.get("allocated", {})).get(k, 0)
+            for k in item["allocatable"]
+        }
         go = item["availableResource"]
         assert (go["MilliCPU"], go["Memory"]) == (left.get("cpu", 0), left.get("memory", 0))
     assert get(table, "/apis/v1/plugins/Reservation/nodeReservations/no-such-node") == {"items": []}

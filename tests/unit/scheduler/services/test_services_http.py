@@ -38,8 +38,10 @@ def free_port() -> int:
 
 async def table() -> ServiceTable:
     _, scheduler = await run_simulation(
-        EXAMPLES / "gang-cluster.yaml", load_scheduler_config(EXAMPLES / "scheduler-config.yaml"),
-        in_tree_registry(), now=1_800_000_000.0,
+        EXAMPLES / "gang-cluster.yaml",
+        load_scheduler_config(EXAMPLES / "scheduler-config.yaml"),
+        in_tree_registry(),
+        now=1_800_000_000.0,
     )
     return scheduler_services(scheduler)
 
@@ -86,8 +88,9 @@ async def test_get_answers_koordinators_json() -> None:
 @pytest.mark.parametrize(
     ("target", "want_status", "want_in_message"),
     [
-        pytest.param("/apis/v1/plugins/Coscheduling/gang/default/a%0D%0AHost:%20evil", 400, "visible ASCII",
-                     id="encoded-crlf"),
+        pytest.param(
+            "/apis/v1/plugins/Coscheduling/gang/default/a%0D%0AHost:%20evil", 400, "visible ASCII", id="encoded-crlf"
+        ),
         pytest.param("/apis/v1/plugins/Coscheduling/gang/default/a%2Fb", 400, "no '/'", id="encoded-slash"),
         pytest.param("/apis/v1/nodes/%2E%2E", 400, "RFC 1123 subdomain", id="dot-dot"),
         pytest.param("/apis/v1/nodes/" + "n" * 300, 400, "at most 253", id="long-name"),

@@ -42,9 +42,7 @@ def balanced(**raw: Any) -> BalancedAllocation:
     return balanced_plugin.new(args, FakeHandle(make_snapshot([])))
 
 
-THREE = {
-    "resources": [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}, {"name": GPU, "weight": 1}]
-}
+THREE = {"resources": [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}, {"name": GPU, "weight": 1}]}
 
 
 @pytest.mark.parametrize(

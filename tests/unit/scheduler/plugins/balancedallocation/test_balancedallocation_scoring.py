@@ -30,9 +30,7 @@ GI = 1024**3
         ),
     ],
 )
-def test_balanced_allocation(
-    requested: list[list[int]], allocatable: list[list[int]], want: list[int]
-) -> None:
+def test_balanced_allocation(requested: list[list[int]], allocatable: list[list[int]], want: list[int]) -> None:
     got = balanced_allocation(np.array(requested, dtype=np.int64), np.array(allocatable, dtype=np.int64))
 
     assert got.tolist() == want

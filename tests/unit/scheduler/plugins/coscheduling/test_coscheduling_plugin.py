@@ -70,8 +70,11 @@ class Handle:
 
 def member(name: str, *, min_available: int = 3, mode: str = "Strict") -> Pod:
     return (
-        make_pod(name).annotation(ANN + "name", "g").annotation(ANN + "min-available", str(min_available))
-        .annotation(ANN + "mode", mode).build()
+        make_pod(name)
+        .annotation(ANN + "name", "g")
+        .annotation(ANN + "min-available", str(min_available))
+        .annotation(ANN + "mode", mode)
+        .build()
     )
 
 

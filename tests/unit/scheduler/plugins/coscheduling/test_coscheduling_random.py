@@ -26,9 +26,7 @@ def cluster(seed: int) -> tuple[list[str], dict[str, tuple[int, list[str]]]]:
         cpu = rng.choice([1, 2, 4])
         mode = rng.choice(["Strict", "NonStrict"])
         names = [f"g{g}-{i}" for i in range(size)]
-        objects += [
-            gang_pod(n, f"g{g}", min_available, cpu=str(cpu), total_number=str(size), mode=mode) for n in names
-        ]
+        objects += [gang_pod(n, f"g{g}", min_available, cpu=str(cpu), total_number=str(size), mode=mode) for n in names]
         gangs[f"g{g}"] = (min_available, names)
         capacity += size * cpu
         g += 1

@@ -99,7 +99,8 @@ async def test_once_satisfied_gang_schedules_the_rest_as_plain_pods() -> None:
 async def test_strict_timeout_releases_every_assumed_member() -> None:
     pods = [gang_pod(f"p{i}", "g", 3, waiting_time="30s") for i in range(2)]
     gated = pod(
-        "p2", annotations={ANN + "name": "g", ANN + "min-available": "3", ANN + "waiting-time": "30s"},
+        "p2",
+        annotations={ANN + "name": "g", ANN + "min-available": "3", ANN + "waiting-time": "30s"},
         gates=("example.com/hold",),
     )
     run = await simulate(*(node(f"n{i}") for i in range(3)), *pods, gated)
@@ -129,10 +130,13 @@ async def test_pod_group_label_without_pod_group_is_not_init() -> None:
     )
 
 
-AWARE_CONFIG = CONFIG + """  pluginConfig:
+AWARE_CONFIG = (
+    CONFIG
+    + """  pluginConfig:
   - name: Coscheduling
     args: {awareNetworkTopology: true}
 """
+)
 
 
 async def test_network_topology_spec_without_a_topology_gets_koordinators_message_when_aware() -> None:
@@ -155,9 +159,18 @@ async def test_gang_of_one_and_plain_pods_schedule_as_before() -> None:
 async def test_shipped_gang_cluster_file_gives_the_placements_its_comment_promises() -> None:
     repo = Path(__file__).resolve().parents[5]
     result = subprocess.run(
-        [str(Path(sys.executable).parent / "koord-scheduler"), "simulate", "-o", "json",
-         "--cluster", str(repo / "config" / "simulate" / "gang-cluster.yaml")],
-        capture_output=True, text=True, timeout=120, check=False,
+        [
+            str(Path(sys.executable).parent / "koord-scheduler"),
+            "simulate",
+            "-o",
+            "json",
+            "--cluster",
+            str(repo / "config" / "simulate" / "gang-cluster.yaml"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
     assert result.returncode == 0, result.stderr
     pods = {p["name"]: (p["node"], p["message"]) for p in json.loads(result.stdout)["pods"]}
@@ -173,8 +186,13 @@ async def test_a_gang_larger_than_the_binding_pool_still_binds() -> None:
     nodes = [parse_node(json.loads(node(f"n{i}"))) for i in range(6)]
     pods = [parse_pod(json.loads(gang_pod(f"p{i}", "g", 6))) for i in range(6)]
     cluster = MemoryCluster.from_objects(nodes, pods)
-    scheduler = build_scheduler(parse_scheduler_config(CONFIG), in_tree_registry(), cluster, clock=lambda: NOW,
-                                options=SchedulerOptions(max_concurrent_bindings=2))
+    scheduler = build_scheduler(
+        parse_scheduler_config(CONFIG),
+        in_tree_registry(),
+        cluster,
+        clock=lambda: NOW,
+        options=SchedulerOptions(max_concurrent_bindings=2),
+    )
     await cluster.start(scheduler, list(scheduler.watched_kinds.values()))
     await scheduler.run_until_idle()
     assert sorted(p.name for p in cluster.pods.values() if p.node_name) == [f"p{i}" for i in range(6)]

@@ -32,12 +32,16 @@ ANN = "gang.scheduling.koordinator.sh/"
         pytest.param({}, {}, None, id="not-a-gang"),
         pytest.param({}, {ANN + "name": "g"}, GangRef("default/g", "g", False), id="annotation"),
         pytest.param(
-            {pg.LABEL_LIGHTWEIGHT_NAME: "lw"}, {ANN + "name": "g"}, GangRef("default/lw", "lw", False),
+            {pg.LABEL_LIGHTWEIGHT_NAME: "lw"},
+            {ANN + "name": "g"},
+            GangRef("default/lw", "lw", False),
             id="lightweight-label-wins-over-annotation",
         ),
         pytest.param(
-            {pg.LABEL_POD_GROUP: "pg1", pg.LABEL_LIGHTWEIGHT_NAME: "lw"}, {ANN + "name": "g"},
-            GangRef("default/pg1", "pg1", True), id="podgroup-label-wins",
+            {pg.LABEL_POD_GROUP: "pg1", pg.LABEL_LIGHTWEIGHT_NAME: "lw"},
+            {ANN + "name": "g"},
+            GangRef("default/pg1", "pg1", True),
+            id="podgroup-label-wins",
         ),
     ],
 )
@@ -59,33 +63,53 @@ def pod_with(annotations: dict[str, str], labels: dict[str, str] | None = None):
     ("annotations", "labels", "want"),
     [
         pytest.param(
-            {"min-available": "3"}, None,
-            GangSpec(3, 3, "Strict", "once-satisfied", 600.0, ("default/g",)), id="defaults",
+            {"min-available": "3"},
+            None,
+            GangSpec(3, 3, "Strict", "once-satisfied", 600.0, ("default/g",)),
+            id="defaults",
         ),
         pytest.param(
-            {"min-available": "2", "total-number": "4", "mode": "NonStrict", "waiting-time": "30s",
-             "match-policy": "waiting-and-running", "groups": '["default/b","default/g"]'}, None,
-            GangSpec(2, 4, "NonStrict", "waiting-and-running", 30.0, ("default/b", "default/g")), id="all-set",
+            {
+                "min-available": "2",
+                "total-number": "4",
+                "mode": "NonStrict",
+                "waiting-time": "30s",
+                "match-policy": "waiting-and-running",
+                "groups": '["default/b","default/g"]',
+            },
+            None,
+            GangSpec(2, 4, "NonStrict", "waiting-and-running", 30.0, ("default/b", "default/g")),
+            id="all-set",
         ),
         pytest.param(
-            {"min-available": "3", "total-number": "0"}, None,
-            GangSpec(3, 3, "Strict", "once-satisfied", 600.0, ("default/g",)), id="total-zero-means-min",
+            {"min-available": "3", "total-number": "0"},
+            None,
+            GangSpec(3, 3, "Strict", "once-satisfied", 600.0, ("default/g",)),
+            id="total-zero-means-min",
         ),
         pytest.param(
-            {"min-available": "5"}, {pg.LABEL_LIGHTWEIGHT_MIN_AVAILABLE: "2"},
-            GangSpec(2, 2, "Strict", "once-satisfied", 600.0, ("default/g",)), id="lightweight-min-label-wins",
+            {"min-available": "5"},
+            {pg.LABEL_LIGHTWEIGHT_MIN_AVAILABLE: "2"},
+            GangSpec(2, 2, "Strict", "once-satisfied", 600.0, ("default/g",)),
+            id="lightweight-min-label-wins",
         ),
         pytest.param(
-            {"min-available": "2", "waiting-time": "30m"}, None,
-            GangSpec(2, 2, "Strict", "once-satisfied", 900.0, ("default/g",)), id="wait-capped-at-15m",
+            {"min-available": "2", "waiting-time": "30m"},
+            None,
+            GangSpec(2, 2, "Strict", "once-satisfied", 900.0, ("default/g",)),
+            id="wait-capped-at-15m",
         ),
         pytest.param(
-            {"min-available": "2", "groups": '["default/a"]'}, None,
-            GangSpec(2, 2, "Strict", "once-satisfied", 600.0, ("default/a", "default/g")), id="self-always-in-group",
+            {"min-available": "2", "groups": '["default/a"]'},
+            None,
+            GangSpec(2, 2, "Strict", "once-satisfied", 600.0, ("default/a", "default/g")),
+            id="self-always-in-group",
         ),
         pytest.param(
-            {"min-available": "2"}, {pg.KEY_LIGHTWEIGHT_MATCH_POLICY: "only-waiting"},
-            GangSpec(2, 2, "Strict", "only-waiting", 600.0, ("default/g",)), id="lightweight-match-policy",
+            {"min-available": "2"},
+            {pg.KEY_LIGHTWEIGHT_MATCH_POLICY: "only-waiting"},
+            GangSpec(2, 2, "Strict", "only-waiting", 600.0, ("default/g",)),
+            id="lightweight-match-policy",
         ),
     ],
 )
@@ -107,17 +131,23 @@ def test_spec_from_pod(annotations: dict[str, str], labels: dict[str, str] | Non
             "min-available 5 is above gang.scheduling.koordinator.sh/total-number 3",
             id="min-above-total",
         ),
-        pytest.param({"min-available": "2", "waiting-time": "abc"}, 'waiting-time: time: invalid duration "abc"',
-                     id="waiting-time-unparsable"),
+        pytest.param(
+            {"min-available": "2", "waiting-time": "abc"},
+            'waiting-time: time: invalid duration "abc"',
+            id="waiting-time-unparsable",
+        ),
         pytest.param({"min-available": "2", "waiting-time": "0s"}, "waiting-time: must be positive", id="wait-zero"),
         pytest.param({"min-available": "2", "groups": "[a,b"}, "groups: not JSON", id="groups-not-json"),
-        pytest.param({"min-available": "2", "groups": '{"a":1}'}, "want a JSON array of gang ids",
-                     id="groups-not-array"),
-        pytest.param({"min-available": "2", "groups": '["nonamespace"]'}, "is not namespace/name",
-                     id="groups-bad-id"),
+        pytest.param(
+            {"min-available": "2", "groups": '{"a":1}'}, "want a JSON array of gang ids", id="groups-not-array"
+        ),
+        pytest.param({"min-available": "2", "groups": '["nonamespace"]'}, "is not namespace/name", id="groups-bad-id"),
         pytest.param({"min-available": "2", "mode": "Loose"}, "mode: unsupported value 'Loose'", id="bad-mode"),
-        pytest.param({"min-available": "2", "match-policy": "any"}, "match-policy: unsupported value 'any'",
-                     id="bad-match-policy"),
+        pytest.param(
+            {"min-available": "2", "match-policy": "any"},
+            "match-policy: unsupported value 'any'",
+            id="bad-match-policy",
+        ),
     ],
 )
 def test_bad_values_are_errors_naming_the_key(annotations: dict[str, str], want_in_message: str) -> None:
@@ -134,16 +164,21 @@ def test_bad_values_are_errors_naming_the_key(annotations: dict[str, str], want_
     [
         pytest.param(
             {"metadata": {"name": "pg", "namespace": "ns"}, "spec": {"minMember": 3}},
-            GangSpec(3, 3, "Strict", "once-satisfied", 600.0, ("ns/pg",)), id="min-member",
+            GangSpec(3, 3, "Strict", "once-satisfied", 600.0, ("ns/pg",)),
+            id="min-member",
         ),
         pytest.param(
-            {"metadata": {"name": "pg", "namespace": "ns", "annotations": {ANN + "mode": "NonStrict"}},
-             "spec": {"minMember": 2, "scheduleTimeoutSeconds": 30}},
-            GangSpec(2, 2, "NonStrict", "once-satisfied", 30.0, ("ns/pg",)), id="timeout-and-mode-annotation",
+            {
+                "metadata": {"name": "pg", "namespace": "ns", "annotations": {ANN + "mode": "NonStrict"}},
+                "spec": {"minMember": 2, "scheduleTimeoutSeconds": 30},
+            },
+            GangSpec(2, 2, "NonStrict", "once-satisfied", 30.0, ("ns/pg",)),
+            id="timeout-and-mode-annotation",
         ),
         pytest.param(
             {"metadata": {"name": "pg", "namespace": "ns"}, "spec": {"minMember": 2, "scheduleTimeoutSeconds": 0}},
-            GangSpec(2, 2, "Strict", "once-satisfied", 600.0, ("ns/pg",)), id="zero-timeout-means-default",
+            GangSpec(2, 2, "Strict", "once-satisfied", 600.0, ("ns/pg",)),
+            id="zero-timeout-means-default",
         ),
     ],
 )

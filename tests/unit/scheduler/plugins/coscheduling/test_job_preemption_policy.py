@@ -57,10 +57,18 @@ def test_victim_order_priority_desc_then_job_then_name() -> None:
         pytest.param(p("v", 5), (), True, id="lower-priority"),
         pytest.param(p("v", 10), (), False, id="equal-priority"),
         pytest.param(p("v", 5), ("default/v",), False, id="own-job"),
-        pytest.param(make_pod("v").priority(5).label(policy.LABEL_DISABLE_PREEMPTIBLE, "true").build(), (), False,
-                     id="disable-preemptible"),
-        pytest.param(make_pod("v").priority(5).annotation("scheduling.koordinator.sh/reserve-pod", "true").build(), (),
-                     False, id="reserve-pod"),
+        pytest.param(
+            make_pod("v").priority(5).label(policy.LABEL_DISABLE_PREEMPTIBLE, "true").build(),
+            (),
+            False,
+            id="disable-preemptible",
+        ),
+        pytest.param(
+            make_pod("v").priority(5).annotation("scheduling.koordinator.sh/reserve-pod", "true").build(),
+            (),
+            False,
+            id="reserve-pod",
+        ),
     ],
 )
 def test_is_possible_victim(victim: Pod, job: tuple[str, ...], want: bool) -> None:
@@ -68,13 +76,23 @@ def test_is_possible_victim(victim: Pod, job: tuple[str, ...], want: bool) -> No
 
 
 def test_disruption_target_patch_names_job_and_trigger() -> None:
-    patch = policy.disruption_target_patch(p("v", 0), scheduler_name="koord-scheduler", preemptor="ns/g",
-                                           trigger="ns/g-0", now=0.0)
-    assert patch == {"status": {"conditions": [{
-        "type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
-        "message": "koord-scheduler: preempting to accommodate higher priority pods, preemptor: ns/g, "
-                   "triggerPod: ns/g-0",
-        "lastTransitionTime": "1970-01-01T00:00:00Z"}]}}
+    patch = policy.disruption_target_patch(
+        p("v", 0), scheduler_name="koord-scheduler", preemptor="ns/g", trigger="ns/g-0", now=0.0
+    )
+    assert patch == {
+        "status": {
+            "conditions": [
+                {
+                    "type": "DisruptionTarget",
+                    "status": "True",
+                    "reason": "PreemptionByScheduler",
+                    "message": "koord-scheduler: preempting to accommodate higher priority pods, preemptor: ns/g, "
+                    "triggerPod: ns/g-0",
+                    "lastTransitionTime": "1970-01-01T00:00:00Z",
+                }
+            ]
+        }
+    }
 
 
 def test_fit_error_message_counts_unrecorded_nodes_as_not_helpful() -> None:

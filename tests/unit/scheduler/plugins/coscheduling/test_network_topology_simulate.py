@@ -14,10 +14,13 @@ from tests.builders import make_pod
 SPEC = ANN + "network-topology-spec"
 SELECTOR = "scheduling.koordinator.sh/network-topology-selector"
 INDEX = ANN + "network-topology-index"
-AWARE_CONFIG = CONFIG + """  pluginConfig:
+AWARE_CONFIG = (
+    CONFIG
+    + """  pluginConfig:
   - name: Coscheduling
     args: {awareNetworkTopology: true}
 """
+)
 MUST_GATHER_BLOCK = '{"gatherStrategy":[{"layer":"BlockLayer","strategy":"MustGather"}]}'
 MUST_GATHER_SPINE = '{"gatherStrategy":[{"layer":"SpineLayer","strategy":"MustGather"}]}'
 
@@ -30,10 +33,16 @@ def topology(name: str = "default") -> str:
             "metadata": {"name": name},
             "spec": {
                 "networkTopologySpec": [
-                    {"topologyLayer": "SpineLayer", "parentTopologyLayer": "ClusterTopologyLayer",
-                     "labelKey": ["network.topology.example.com/spine"]},
-                    {"topologyLayer": "BlockLayer", "parentTopologyLayer": "SpineLayer",
-                     "labelKey": ["network.topology.example.com/block"]},
+                    {
+                        "topologyLayer": "SpineLayer",
+                        "parentTopologyLayer": "ClusterTopologyLayer",
+                        "labelKey": ["network.topology.example.com/spine"],
+                    },
+                    {
+                        "topologyLayer": "BlockLayer",
+                        "parentTopologyLayer": "SpineLayer",
+                        "labelKey": ["network.topology.example.com/block"],
+                    },
                     {"topologyLayer": "NodeTopologyLayer", "parentTopologyLayer": "BlockLayer"},
                 ]
             },

@@ -142,12 +142,19 @@ async def test_a_bound_member_is_not_written_and_a_plain_pod_never() -> None:
 )
 def test_condition_patch(scheduled: str, want_transition: bool) -> None:
     base = make_pod("p").build()
-    pod = Pod(**{**{f: getattr(base, f) for f in base.__dataclass_fields__ if f != "key"},
-                 "conditions": {"PodScheduled": scheduled} if scheduled else {}})
+    pod = Pod(
+        **{
+            **{f: getattr(base, f) for f in base.__dataclass_fields__ if f != "key"},
+            "conditions": {"PodScheduled": scheduled} if scheduled else {},
+        }
+    )
     patch = condition_patch(pod, "why", now=NOW)
     condition = patch["status"]["conditions"][0]
     assert {k: condition[k] for k in ("type", "status", "reason", "message")} == {
-        "type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "why",
+        "type": "PodScheduled",
+        "status": "False",
+        "reason": "Unschedulable",
+        "message": "why",
     }
     assert ("lastTransitionTime" in condition) is want_transition
     assert patch.get("metadata", {}).get("uid", "") == pod.uid

@@ -90,8 +90,10 @@ def test_order_layers_refuses_a_broken_chain(layers: tuple[TopologyLayer, ...], 
         pytest.param(
             {"n1": labels("s1", "b1"), "n2": labels("s1", "b2"), "n3": labels("s2", "b3")},
             {
-                "SpineLayer/s1": {"BlockLayer/b1": {"NodeTopologyLayer/n1": "NodeTopologyLayer/n1"},
-                                  "BlockLayer/b2": {"NodeTopologyLayer/n2": "NodeTopologyLayer/n2"}},
+                "SpineLayer/s1": {
+                    "BlockLayer/b1": {"NodeTopologyLayer/n1": "NodeTopologyLayer/n1"},
+                    "BlockLayer/b2": {"NodeTopologyLayer/n2": "NodeTopologyLayer/n2"},
+                },
                 "SpineLayer/s2": {"BlockLayer/b3": {"NodeTopologyLayer/n3": "NodeTopologyLayer/n3"}},
             },
             [],
@@ -117,9 +119,15 @@ def test_order_layers_refuses_a_broken_chain(layers: tuple[TopologyLayer, ...], 
         ),
         pytest.param(
             {"n1": labels("s1", "b1"), "n2": labels("s2", "b1")},
-            {"SpineLayer/s1": {"BlockLayer/b1": {"NodeTopologyLayer/n1": "NodeTopologyLayer/n1",
-                                                 "NodeTopologyLayer/n2": "NodeTopologyLayer/n2"}},
-             "SpineLayer/s2": "SpineLayer/s2"},
+            {
+                "SpineLayer/s1": {
+                    "BlockLayer/b1": {
+                        "NodeTopologyLayer/n1": "NodeTopologyLayer/n1",
+                        "NodeTopologyLayer/n2": "NodeTopologyLayer/n2",
+                    }
+                },
+                "SpineLayer/s2": "SpineLayer/s2",
+            },
             [],
             id="same-member-name-under-two-parents-is-one-member-koordinator-quirk",
         ),
@@ -151,11 +159,15 @@ def test_copy_resets_evaluation_and_shares_nothing() -> None:
         pytest.param((), "", {}, id="no-rules-whole-cluster"),
         pytest.param((GatherRule(BLOCK, "MustGather"),), BLOCK, {}, id="must-gather-block"),
         pytest.param(
-            (GatherRule(SPINE, "MustGather"), GatherRule(BLOCK, "MustGather")), BLOCK, {},
+            (GatherRule(SPINE, "MustGather"), GatherRule(BLOCK, "MustGather")),
+            BLOCK,
+            {},
             id="deepest-must-gather-wins",
         ),
         pytest.param(
-            (GatherRule(SPINE, "MustGather"), GatherRule(BLOCK, "PreferGather", 2)), SPINE, {BLOCK: 2},
+            (GatherRule(SPINE, "MustGather"), GatherRule(BLOCK, "PreferGather", 2)),
+            SPINE,
+            {BLOCK: 2},
             id="prefer-gather-is-not-required-multiple-kept",
         ),
         pytest.param((GatherRule(BLOCK, "MustGather", 1),), BLOCK, {}, id="multiple-of-one-ignored"),
@@ -185,32 +197,44 @@ def pods(n: int) -> list[tuple[str, str]]:
     ("slots", "rules", "n", "want"),
     [
         pytest.param(
-            dict.fromkeys(CLUSTER, 1), (GatherRule(BLOCK, "MustGather"),), 4,
+            dict.fromkeys(CLUSTER, 1),
+            (GatherRule(BLOCK, "MustGather"),),
+            4,
             {"default/p0": "b0", "default/p1": "b1", "default/p2": "b2", "default/p3": "b3"},
             id="only-block-b2-holds-four",
         ),
         pytest.param(
-            dict.fromkeys(CLUSTER, 1), (GatherRule(BLOCK, "MustGather"),), 2,
+            dict.fromkeys(CLUSTER, 1),
+            (GatherRule(BLOCK, "MustGather"),),
+            2,
             {"default/p0": "c0", "default/p1": "c1"},
             id="smallest-block-that-fits-wins",
         ),
         pytest.param(
-            {**dict.fromkeys(CLUSTER, 0), "a0": 2, "a1": 1, "b0": 1}, (GatherRule(SPINE, "MustGather"),), 3,
+            {**dict.fromkeys(CLUSTER, 0), "a0": 2, "a1": 1, "b0": 1},
+            (GatherRule(SPINE, "MustGather"),),
+            3,
             {"default/p0": "a0", "default/p1": "a0", "default/p2": "a1"},
             id="largest-offer-filled-first-inside-candidate",
         ),
         pytest.param(
-            {**dict.fromkeys(CLUSTER, 0), "a0": 1, "b0": 1, "c0": 1}, (), 3,
+            {**dict.fromkeys(CLUSTER, 0), "a0": 1, "b0": 1, "c0": 1},
+            (),
+            3,
             {"default/p0": "a0", "default/p1": "b0", "default/p2": "c0"},
             id="no-rule-spreads-over-cluster",
         ),
         pytest.param(
-            {**dict.fromkeys(CLUSTER, 1), "a0": 2}, (GatherRule(BLOCK, "MustGather", 2),), 4,
+            {**dict.fromkeys(CLUSTER, 1), "a0": 2},
+            (GatherRule(BLOCK, "MustGather", 2),),
+            4,
             {"default/p0": "a0", "default/p1": "a0", "default/p2": "a1", "default/p3": "a2"},
             id="pod-count-multiple-block-of-two",
         ),
         pytest.param(
-            dict.fromkeys(CLUSTER, 2), (GatherRule(NODE, "MustGather"),), 2,
+            dict.fromkeys(CLUSTER, 2),
+            (GatherRule(NODE, "MustGather"),),
+            2,
             {"default/p0": "c0", "default/p1": "c0"},
             id="must-gather-on-node-layer-one-node-under-the-tightest-block",
         ),
@@ -241,7 +265,9 @@ def test_selector_pods_pull_the_gang_to_their_block() -> None:
     ("slots", "rules", "failures", "want"),
     [
         pytest.param(
-            dict.fromkeys(CLUSTER, 1), (GatherRule(BLOCK, "MustGather"),), {},
+            dict.fromkeys(CLUSTER, 1),
+            (GatherRule(BLOCK, "MustGather"),),
+            {},
             "no candidate topology nodes can accommodate job, desiredOfferSlot: 5, "
             "topology topologyNode BlockLayer/b1: 3;topology topologyNode BlockLayer/b2: 4;"
             "topology topologyNode BlockLayer/b3: 2, 0/9 nodes are available:",
@@ -257,7 +283,9 @@ def test_selector_pods_pull_the_gang_to_their_block() -> None:
             id="filter-reasons-as-fit-error",
         ),
         pytest.param(
-            dict.fromkeys(CLUSTER, 1), (GatherRule(BLOCK, "MustGather", 3),), {},
+            dict.fromkeys(CLUSTER, 1),
+            (GatherRule(BLOCK, "MustGather", 3),),
+            {},
             "no candidate topology nodes can accommodate job, desiredOfferSlot: 5, "
             "topology topologyNode BlockLayer/b1: 3;topology topologyNode BlockLayer/b2: 3;"
             "topology topologyNode BlockLayer/b3: 0, 0/9 nodes are available:; "

@@ -39,7 +39,9 @@ def pre_bind(*enabled: str, disabled: tuple[str, ...] = ()) -> Plugins:
         pytest.param(pre_bind("Reservation"), REGISTERED, ["Reservation", "DefaultPreBind"], id="appended-last"),
         pytest.param(pre_bind(), REGISTERED, ["DefaultPreBind"], id="appended-to-empty"),
         pytest.param(
-            pre_bind("DefaultPreBind", "Reservation"), REGISTERED, ["DefaultPreBind", "Reservation"],
+            pre_bind("DefaultPreBind", "Reservation"),
+            REGISTERED,
+            ["DefaultPreBind", "Reservation"],
             id="already-enabled-keeps-its-place",
         ),
         pytest.param(pre_bind("Reservation", disabled=("*",)), REGISTERED, ["Reservation"], id="all-disabled"),

@@ -44,10 +44,15 @@ profiles:
 
 
 def device(name: str) -> dict[str, Any]:
-    resources = {"koordinator.sh/gpu-core": "100", "koordinator.sh/gpu-memory-ratio": "100",
-                 "koordinator.sh/gpu-memory": "16Gi"}
-    return {"metadata": {"name": name}, "spec": {"devices": [{"type": "gpu", "minor": 0, "health": True,
-                                                             "resources": resources}]}}
+    resources = {
+        "koordinator.sh/gpu-core": "100",
+        "koordinator.sh/gpu-memory-ratio": "100",
+        "koordinator.sh/gpu-memory": "16Gi",
+    }
+    return {
+        "metadata": {"name": name},
+        "spec": {"devices": [{"type": "gpu", "minor": 0, "health": True, "resources": resources}]},
+    }
 
 
 async def schedule(config: str) -> CountingCluster:

@@ -60,9 +60,15 @@ async def env(
     *,
     cluster_type: type[MemoryCluster] = MemoryCluster,
 ) -> Env:
-    cluster = cluster_type.from_objects(nodes, pods, {"PodDisruptionBudget": [
-        (f"{p['metadata'].get('namespace', 'default')}/{p['metadata']['name']}", p) for p in pdbs
-    ]})
+    cluster = cluster_type.from_objects(
+        nodes,
+        pods,
+        {
+            "PodDisruptionBudget": [
+                (f"{p['metadata'].get('namespace', 'default')}/{p['metadata']['name']}", p) for p in pdbs
+            ]
+        },
+    )
     scheduler = build_scheduler(KubeSchedulerConfiguration(), in_tree_registry(), cluster, clock=lambda: NOW)
     await cluster.start(scheduler, list(scheduler.watched_kinds.values()))
     plugin = scheduler.profiles["default-scheduler"].plugins["DefaultPreemption"]
@@ -86,9 +92,13 @@ def running(name: str, on: str, cpu: str, prio: int, *, created: str = T0, **lab
 
 
 def pdb(name: str, allowed: int, **match: str) -> dict[str, Any]:
-    return {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
-            "metadata": {"name": name, "namespace": "default"},
-            "spec": {"selector": {"matchLabels": match}}, "status": {"disruptionsAllowed": allowed}}
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"selector": {"matchLabels": match}},
+        "status": {"disruptionsAllowed": allowed},
+    }
 
 
 def preemptor(cpu: str, prio: int = 100) -> Pod:
@@ -108,7 +118,8 @@ async def test_minimal_victims_most_important_reprieved_first() -> None:
     await e.plugin.drain()
     assert sorted(e.cluster.pods) == ["default/p3", "default/p4"], "victims are deleted through the cluster"
     assert [ev.message for ev in e.cluster.events if ev.reason == "Preempted"] == [
-        "Preempted by pod uid-default-high on node n1", "Preempted by pod uid-default-high on node n1"
+        "Preempted by pod uid-default-high on node n1",
+        "Preempted by pod uid-default-high on node n1",
     ]
 
 
@@ -122,16 +133,21 @@ async def test_equal_priority_start_time_decides_reprieve_order() -> None:
 @pytest.mark.parametrize(
     ("pods", "want_message"),
     [
-        pytest.param([running("peer", "n1", "4", 100)],
-                     "preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod.",
-                     id="equal-priority-is-no-victim"),
-        pytest.param([make_pod("rsv").req(cpu="4").priority(0).node("n1")
-                      .annotation(ANNOTATION_RESERVE_POD, "true").build()],
-                     "preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod.",
-                     id="reserve-pod-is-never-a-victim"),
-        pytest.param([running("low", "n1", "1", 1), running("peer", "n1", "3", 100)],
-                     "preemption: 0/1 nodes are available: 1 Insufficient cpu.",
-                     id="still-no-fit-after-removing-all-lower-priority"),
+        pytest.param(
+            [running("peer", "n1", "4", 100)],
+            "preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod.",
+            id="equal-priority-is-no-victim",
+        ),
+        pytest.param(
+            [make_pod("rsv").req(cpu="4").priority(0).node("n1").annotation(ANNOTATION_RESERVE_POD, "true").build()],
+            "preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod.",
+            id="reserve-pod-is-never-a-victim",
+        ),
+        pytest.param(
+            [running("low", "n1", "1", 1), running("peer", "n1", "3", 100)],
+            "preemption: 0/1 nodes are available: 1 Insufficient cpu.",
+            id="still-no-fit-after-removing-all-lower-priority",
+        ),
     ],
 )
 async def test_no_candidate_messages(pods: list[Pod], want_message: str) -> None:
@@ -297,12 +313,14 @@ async def test_pdb_deleted_is_forgotten() -> None:
 async def test_bulk_screen_gives_the_same_candidates_and_statuses(bulk_screen: bool) -> None:
     nodes = [node(f"n{i}") for i in range(6)]
     pods = [
-        running("a", "n0", "4", 0),            # candidate: one victim
-        running("b", "n1", "4", 100),          # no victims
-        running("c", "n2", "1", 0), running("d", "n2", "3", 200),  # still no fit without c
-        running("e", "n3", "2", 0), running("f", "n3", "2", 1),    # candidate: two victims
-        running("g", "n4", "4", 0),            # a nominated priority-300 pod takes the room
-        running("h", "n5", "4", 5),            # candidate
+        running("a", "n0", "4", 0),  # candidate: one victim
+        running("b", "n1", "4", 100),  # no victims
+        running("c", "n2", "1", 0),
+        running("d", "n2", "3", 200),  # still no fit without c
+        running("e", "n3", "2", 0),
+        running("f", "n3", "2", 1),  # candidate: two victims
+        running("g", "n4", "4", 0),  # a nominated priority-300 pod takes the room
+        running("h", "n5", "4", 5),  # candidate
     ]
     e = await env(nodes, pods)
     e.scheduler.nominator.add(make_pod("vip").req(cpu="2").priority(300).build(), "n4")
@@ -314,7 +332,9 @@ async def test_bulk_screen_gives_the_same_candidates_and_statuses(bulk_screen: b
     fwk.run_pre_filter(state, pod)
     candidates, statuses = e.plugin.dry_run(state, pod, [n.name for n in nodes], 0, 6)
     assert [(c.node_name, [v.name for v in c.victims]) for c in candidates] == [
-        ("n0", ["a"]), ("n3", ["f", "e"]), ("n5", ["h"])
+        ("n0", ["a"]),
+        ("n3", ["f", "e"]),
+        ("n5", ["h"]),
     ]
     assert {n: s.message for n, s in statuses.items()} == {
         "n1": "No preemption victims found for incoming pod",
@@ -350,11 +370,23 @@ async def test_victims_become_disruption_targets_before_they_are_deleted() -> No
     cluster = e.cluster
     assert isinstance(cluster, PodStatusCluster)
     assert cluster.calls == [
-        ("patch", "default/low", {"status": {"conditions": [{
-            "type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
-            "message": "default-scheduler: preempting to accommodate a higher priority pod",
-            "lastTransitionTime": "2027-01-15T08:00:00Z",
-        }]}}),
+        (
+            "patch",
+            "default/low",
+            {
+                "status": {
+                    "conditions": [
+                        {
+                            "type": "DisruptionTarget",
+                            "status": "True",
+                            "reason": "PreemptionByScheduler",
+                            "message": "default-scheduler: preempting to accommodate a higher priority pod",
+                            "lastTransitionTime": "2027-01-15T08:00:00Z",
+                        }
+                    ]
+                }
+            },
+        ),
         ("delete", "default/low", "True"),
     ], "the condition is written through pods/status first, then the victim is deleted"
 
@@ -375,8 +407,11 @@ async def test_memory_cluster_merges_pod_conditions_by_type() -> None:
     added, the others keep their status and transition times."""
     victim = make_pod("v").node("n1").condition("Ready").build()
     e = await env([node("n1")], [victim])
-    patch = {"status": {"conditions": [{"type": "DisruptionTarget", "status": "True",
-                                        "lastTransitionTime": "2027-01-15T08:00:00Z"}]}}
+    patch = {
+        "status": {
+            "conditions": [{"type": "DisruptionTarget", "status": "True", "lastTransitionTime": "2027-01-15T08:00:00Z"}]
+        }
+    }
     await e.cluster.patch_object_status(POD_KIND, "v", patch, namespace="default")
     got = e.cluster.pods["default/v"]
     assert dict(got.conditions) == {"Ready": "True", "DisruptionTarget": "True"}

@@ -24,8 +24,14 @@ T1 = "2024-01-01T00:01:00Z"
 T2 = "2024-01-01T00:02:00Z"
 
 
-def pod(name: str, prio: int = 0, *, created: str | None = None, labels: dict[str, str] | None = None,
-        namespace: str = "default") -> Pod:
+def pod(
+    name: str,
+    prio: int = 0,
+    *,
+    created: str | None = None,
+    labels: dict[str, str] | None = None,
+    namespace: str = "default",
+) -> Pod:
     b = make_pod(name, namespace).priority(prio)
     if created:
         b.created(created)
@@ -34,13 +40,20 @@ def pod(name: str, prio: int = 0, *, created: str | None = None, labels: dict[st
     return b.build()
 
 
-def budget(allowed: int, labels: dict[str, str] | None, *, namespace: str = "default", name: str = "pdb",
-           disrupted: frozenset[str] = frozenset()) -> DisruptionBudget:
+def budget(
+    allowed: int,
+    labels: dict[str, str] | None,
+    *,
+    namespace: str = "default",
+    name: str = "pdb",
+    disrupted: frozenset[str] = frozenset(),
+) -> DisruptionBudget:
     selector = None if labels is None else LabelSelector(match_labels=labels)
     return DisruptionBudget(namespace, name, selector, allowed, disrupted)
 
 
 # ----- numCandidates -----
+
 
 @pytest.mark.parametrize(
     ("nodes", "pct", "absolute", "want"),
@@ -59,14 +72,18 @@ def test_num_candidates(nodes: int, pct: int, absolute: int, want: int) -> None:
 
 # ----- eligibility of victims -----
 
+
 @pytest.mark.parametrize(
     ("victim", "want"),
     [
         pytest.param(pod("v", 5), True, id="lower-priority-is-preemptible"),
         pytest.param(pod("v", 10), False, id="equal-priority-is-not"),
         pytest.param(pod("v", 11), False, id="higher-priority-is-not"),
-        pytest.param(make_pod("r").priority(1).annotation(ANNOTATION_RESERVE_POD, "true").build(), False,
-                     id="reserve-pod-never-preempted-even-with-low-priority"),
+        pytest.param(
+            make_pod("r").priority(1).annotation(ANNOTATION_RESERVE_POD, "true").build(),
+            False,
+            id="reserve-pod-never-preempted-even-with-low-priority",
+        ),
     ],
 )
 def test_is_preemptible(victim: Pod, want: bool) -> None:
@@ -81,24 +98,36 @@ def test_importance_orders_priority_then_earlier_start() -> None:
 
 # ----- PDB split -----
 
+
 @pytest.mark.parametrize(
     ("pods", "budgets", "want_violating"),
     [
         pytest.param([pod("a", labels={"app": "web"})], [], [], id="no-budgets"),
         pytest.param([pod("a")], [budget(0, {"app": "web"})], [], id="pod-without-labels-matches-nothing"),
-        pytest.param([pod("a", labels={"app": "web"})], [budget(0, {"app": "web"})], ["a"],
-                     id="zero-allowed-violates"),
-        pytest.param([pod("a", labels={"app": "web"}), pod("b", labels={"app": "web"})],
-                     [budget(1, {"app": "web"})], ["b"], id="allowed-consumed-in-order"),
-        pytest.param([pod("a", labels={"app": "web"})], [budget(0, {"app": "web"}, namespace="other")], [],
-                     id="other-namespace"),
+        pytest.param([pod("a", labels={"app": "web"})], [budget(0, {"app": "web"})], ["a"], id="zero-allowed-violates"),
+        pytest.param(
+            [pod("a", labels={"app": "web"}), pod("b", labels={"app": "web"})],
+            [budget(1, {"app": "web"})],
+            ["b"],
+            id="allowed-consumed-in-order",
+        ),
+        pytest.param(
+            [pod("a", labels={"app": "web"})], [budget(0, {"app": "web"}, namespace="other")], [], id="other-namespace"
+        ),
         pytest.param([pod("a", labels={"app": "web"})], [budget(0, {})], [], id="empty-selector-matches-nothing"),
         pytest.param([pod("a", labels={"app": "web"})], [budget(0, None)], [], id="nil-selector-matches-nothing"),
-        pytest.param([pod("a", labels={"app": "web"})], [budget(0, {"app": "web"}, disrupted=frozenset({"a"}))], [],
-                     id="already-disrupted-pod-costs-nothing"),
-        pytest.param([pod("a", labels={"app": "web", "tier": "1"})],
-                     [budget(1, {"app": "web"}, name="x"), budget(0, {"tier": "1"}, name="y")], ["a"],
-                     id="any-matching-budget-violated"),
+        pytest.param(
+            [pod("a", labels={"app": "web"})],
+            [budget(0, {"app": "web"}, disrupted=frozenset({"a"}))],
+            [],
+            id="already-disrupted-pod-costs-nothing",
+        ),
+        pytest.param(
+            [pod("a", labels={"app": "web", "tier": "1"})],
+            [budget(1, {"app": "web"}, name="x"), budget(0, {"tier": "1"}, name="y")],
+            ["a"],
+            id="any-matching-budget-violated",
+        ),
     ],
 )
 def test_split_by_pdb(pods: list[Pod], budgets: list[DisruptionBudget], want_violating: list[str]) -> None:
@@ -108,6 +137,7 @@ def test_split_by_pdb(pods: list[Pod], budgets: list[DisruptionBudget], want_vio
 
 
 # ----- reprieve -----
+
 
 def capacity_model(free: int, sizes: dict[str, int], need: int) -> Callable[[str], bool]:
     """A node with ``free`` cpu once every candidate is off; putting one back keeps it if ``need`` still fits."""
@@ -125,18 +155,39 @@ def capacity_model(free: int, sizes: dict[str, int], need: int) -> Callable[[str
 @pytest.mark.parametrize(
     ("violating", "non_violating", "sizes", "free", "need", "want_victims", "want_violations"),
     [
-        pytest.param([], ["p4", "p3", "p2", "p1"], {"p4": 1, "p3": 1, "p2": 1, "p1": 1}, 4, 2, ["p2", "p1"], 0,
-                     id="most-important-reprieved-first"),
-        pytest.param([], ["big", "small"], {"big": 3, "small": 1}, 4, 1, ["small"], 0,
-                     id="greedy-not-optimal-big-kept-small-evicted"),
+        pytest.param(
+            [],
+            ["p4", "p3", "p2", "p1"],
+            {"p4": 1, "p3": 1, "p2": 1, "p1": 1},
+            4,
+            2,
+            ["p2", "p1"],
+            0,
+            id="most-important-reprieved-first",
+        ),
+        pytest.param(
+            [],
+            ["big", "small"],
+            {"big": 3, "small": 1},
+            4,
+            1,
+            ["small"],
+            0,
+            id="greedy-not-optimal-big-kept-small-evicted",
+        ),
         pytest.param(["pdb"], ["x"], {"pdb": 1, "x": 1}, 2, 1, ["x"], 0, id="pdb-violating-reprieved-first"),
         pytest.param(["pdb"], ["x"], {"pdb": 1, "x": 1}, 2, 2, ["pdb", "x"], 1, id="violation-counted-when-evicted"),
         pytest.param([], ["a"], {"a": 1}, 4, 1, [], 0, id="everything-reprieved"),
     ],
 )
 def test_reprieve(  # noqa: PLR0917 (pytest passes parameters positionally)
-    violating: list[str], non_violating: list[str], sizes: dict[str, int], free: int, need: int,
-    want_victims: list[str], want_violations: int,
+    violating: list[str],
+    non_violating: list[str],
+    sizes: dict[str, int],
+    free: int,
+    need: int,
+    want_victims: list[str],
+    want_violations: int,
 ) -> None:
     victims, violations = policy.reprieve(violating, non_violating, capacity_model(free, sizes, need))
     assert (victims, violations) == (want_victims, want_violations)
@@ -150,6 +201,7 @@ def test_victims_resorted_only_when_both_groups_contributed() -> None:
 
 # ----- node choice -----
 
+
 def cand(node: str, *victims: Pod, pdb: int = 0) -> Candidate:
     return Candidate(node, tuple(victims), pdb)
 
@@ -158,19 +210,37 @@ def cand(node: str, *victims: Pod, pdb: int = 0) -> Candidate:
     ("candidates", "want"),
     [
         pytest.param([cand("n1", pod("a", 1), pdb=1), cand("n2", pod("b", 5))], "n2", id="1-fewest-pdb-violations"),
-        pytest.param([cand("n1", pod("a", 5)), cand("n2", pod("b", 3), pod("c", 3))], "n2",
-                     id="2-lowest-highest-victim-priority"),
-        pytest.param([cand("n1", pod("a", 3), pod("b", 3)), cand("n2", pod("c", 3), pod("d", 1))], "n2",
-                     id="3-smallest-priority-sum"),
-        pytest.param([cand("n1", pod("a", -5), pod("b", -5)), cand("n2", pod("c", -5))], "n2",
-                     id="3-sum-offset-by-maxint32-so-negative-priorities-count"),
-        pytest.param([cand("n1", pod("a", 3, created=T0)), cand("n2", pod("b", 3, created=T1))], "n2",
-                     id="5-latest-start-of-highest-priority-victims"),
-        pytest.param([cand("n1", pod("a", 3, created=T2), pod("b", 1, created=T0)),
-                      cand("n2", pod("c", 3, created=T1), pod("d", 1, created=T2))], "n1",
-                     id="5-only-highest-priority-victims-count"),
-        pytest.param([cand("n1", pod("a", 3, created=T0)), cand("n2", pod("b", 3, created=T0))], "n1",
-                     id="6-first-candidate-on-full-tie"),
+        pytest.param(
+            [cand("n1", pod("a", 5)), cand("n2", pod("b", 3), pod("c", 3))], "n2", id="2-lowest-highest-victim-priority"
+        ),
+        pytest.param(
+            [cand("n1", pod("a", 3), pod("b", 3)), cand("n2", pod("c", 3), pod("d", 1))],
+            "n2",
+            id="3-smallest-priority-sum",
+        ),
+        pytest.param(
+            [cand("n1", pod("a", -5), pod("b", -5)), cand("n2", pod("c", -5))],
+            "n2",
+            id="3-sum-offset-by-maxint32-so-negative-priorities-count",
+        ),
+        pytest.param(
+            [cand("n1", pod("a", 3, created=T0)), cand("n2", pod("b", 3, created=T1))],
+            "n2",
+            id="5-latest-start-of-highest-priority-victims",
+        ),
+        pytest.param(
+            [
+                cand("n1", pod("a", 3, created=T2), pod("b", 1, created=T0)),
+                cand("n2", pod("c", 3, created=T1), pod("d", 1, created=T2)),
+            ],
+            "n1",
+            id="5-only-highest-priority-victims-count",
+        ),
+        pytest.param(
+            [cand("n1", pod("a", 3, created=T0)), cand("n2", pod("b", 3, created=T0))],
+            "n1",
+            id="6-first-candidate-on-full-tie",
+        ),
     ],
 )
 def test_pick_one_node(candidates: list[Candidate], want: str) -> None:
@@ -184,16 +254,26 @@ def test_pick_one_node_empty() -> None:
 
 # ----- messages -----
 
+
 @pytest.mark.parametrize(
     ("num_nodes", "statuses", "want"),
     [
-        pytest.param(1, [unresolvable(policy.NO_VICTIMS)], "0/1 nodes are available: 1 No preemption victims found "
-                     "for incoming pod.", id="single-node-no-victims"),
-        pytest.param(3, [], "0/3 nodes are available: 3 Preemption is not helpful for scheduling.",
-                     id="no-potential-nodes"),
-        pytest.param(12, [unschedulable("Insufficient cpu"), unresolvable(policy.NO_VICTIMS)],
-                     "0/12 nodes are available: 1 Insufficient cpu, 1 No preemption victims found for incoming pod, "
-                     "10 Preemption is not helpful for scheduling.", id="histogram-sorted-as-strings"),
+        pytest.param(
+            1,
+            [unresolvable(policy.NO_VICTIMS)],
+            "0/1 nodes are available: 1 No preemption victims found for incoming pod.",
+            id="single-node-no-victims",
+        ),
+        pytest.param(
+            3, [], "0/3 nodes are available: 3 Preemption is not helpful for scheduling.", id="no-potential-nodes"
+        ),
+        pytest.param(
+            12,
+            [unschedulable("Insufficient cpu"), unresolvable(policy.NO_VICTIMS)],
+            "0/12 nodes are available: 1 Insufficient cpu, 1 No preemption victims found for incoming pod, "
+            "10 Preemption is not helpful for scheduling.",
+            id="histogram-sorted-as-strings",
+        ),
     ],
 )
 def test_fit_error_message(num_nodes: int, statuses: list[Status], want: str) -> None:
@@ -207,9 +287,11 @@ def test_potential_nodes_are_the_unschedulable_ones_in_node_order() -> None:
 
 # ----- PodDisruptionBudget parsing -----
 
+
 def test_parse_pdb_and_store() -> None:
     raw = {
-        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
         "metadata": {"name": "web", "namespace": "prod"},
         "spec": {"selector": {"matchLabels": {"app": "web"}}, "minAvailable": 1},
         "status": {"disruptionsAllowed": 2, "disruptedPods": {"web-0": "2024-01-01T00:00:00Z"}},
@@ -248,23 +330,61 @@ DISRUPTION_MESSAGE = "default-scheduler: preempting to accommodate a higher prio
 @pytest.mark.parametrize(
     ("victim", "want"),
     [
-        pytest.param(make_pod("v").build(), {"status": {"conditions": [
-            {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
-             "message": DISRUPTION_MESSAGE, "lastTransitionTime": "2027-01-15T08:00:00Z"},
-        ]}}, id="no-conditions-no-generation"),
-        pytest.param(_with_generation(make_pod("v").condition("PodScheduled").condition("Ready", "False"), 3),
-                     {"status": {"conditions": [
-                         {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
-                          "message": DISRUPTION_MESSAGE, "lastTransitionTime": "2027-01-15T08:00:00Z",
-                          "observedGeneration": 3},
-                     ]}}, id="only-the-new-condition-observed-generation-ga"),
-        pytest.param(make_pod("v").condition("DisruptionTarget", "False").condition("Ready").build(),
-                     {"status": {"conditions": [
-                         {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
-                          "message": DISRUPTION_MESSAGE, "lastTransitionTime": "2027-01-15T08:00:00Z"},
-                     ]}}, id="false-condition-replaced"),
-        pytest.param(make_pod("v").condition("DisruptionTarget").build(), None,
-                     id="already-a-disruption-target-no-patch"),
+        pytest.param(
+            make_pod("v").build(),
+            {
+                "status": {
+                    "conditions": [
+                        {
+                            "type": "DisruptionTarget",
+                            "status": "True",
+                            "reason": "PreemptionByScheduler",
+                            "message": DISRUPTION_MESSAGE,
+                            "lastTransitionTime": "2027-01-15T08:00:00Z",
+                        },
+                    ]
+                }
+            },
+            id="no-conditions-no-generation",
+        ),
+        pytest.param(
+            _with_generation(make_pod("v").condition("PodScheduled").condition("Ready", "False"), 3),
+            {
+                "status": {
+                    "conditions": [
+                        {
+                            "type": "DisruptionTarget",
+                            "status": "True",
+                            "reason": "PreemptionByScheduler",
+                            "message": DISRUPTION_MESSAGE,
+                            "lastTransitionTime": "2027-01-15T08:00:00Z",
+                            "observedGeneration": 3,
+                        },
+                    ]
+                }
+            },
+            id="only-the-new-condition-observed-generation-ga",
+        ),
+        pytest.param(
+            make_pod("v").condition("DisruptionTarget", "False").condition("Ready").build(),
+            {
+                "status": {
+                    "conditions": [
+                        {
+                            "type": "DisruptionTarget",
+                            "status": "True",
+                            "reason": "PreemptionByScheduler",
+                            "message": DISRUPTION_MESSAGE,
+                            "lastTransitionTime": "2027-01-15T08:00:00Z",
+                        },
+                    ]
+                }
+            },
+            id="false-condition-replaced",
+        ),
+        pytest.param(
+            make_pod("v").condition("DisruptionTarget").build(), None, id="already-a-disruption-target-no-patch"
+        ),
     ],
 )
 def test_disruption_target_patch(victim: Pod, want: dict[str, Any] | None) -> None:

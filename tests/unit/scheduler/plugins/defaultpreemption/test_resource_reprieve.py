@@ -79,9 +79,9 @@ class Both:
 
 
 async def cluster(nodes: list[Node], pods: list[Pod], pdbs: list[dict[str, Any]] = ()) -> Both:  # type: ignore[assignment]
-    mem = MemoryCluster.from_objects(nodes, pods, {"PodDisruptionBudget": [
-        (f"default/{p['metadata']['name']}", p) for p in pdbs
-    ]})
+    mem = MemoryCluster.from_objects(
+        nodes, pods, {"PodDisruptionBudget": [(f"default/{p['metadata']['name']}", p) for p in pdbs]}
+    )
     scheduler = build_scheduler(KubeSchedulerConfiguration(), in_tree_registry(), mem, clock=lambda: NOW)
     await mem.start(scheduler, list(scheduler.watched_kinds.values()))
     for pod in pods:
@@ -102,9 +102,13 @@ def running(name: str, on: str, cpu: str, prio: int, *, mem: str = "1Gi", create
 
 
 def pdb(name: str, allowed: int, **match: str) -> dict[str, Any]:
-    return {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
-            "metadata": {"name": name, "namespace": "default"},
-            "spec": {"selector": {"matchLabels": match}}, "status": {"disruptionsAllowed": allowed}}
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"selector": {"matchLabels": match}},
+        "status": {"disruptionsAllowed": allowed},
+    }
 
 
 def high(cpu: str, prio: int = 100, mem: str = "1Gi") -> Pod:
@@ -112,18 +116,26 @@ def high(cpu: str, prio: int = 100, mem: str = "1Gi") -> Pod:
 
 
 async def test_minimal_victims_same_by_both_searches() -> None:
-    both = await cluster([node("n1"), node("n2")], [
-        *(running(f"a{i}", "n1", "1", i) for i in (1, 2, 3, 4)),
-        running("b1", "n2", "3", 1), running("b2", "n2", "1", 7),
-    ])
+    both = await cluster(
+        [node("n1"), node("n2")],
+        [
+            *(running(f"a{i}", "n1", "1", i) for i in (1, 2, 3, 4)),
+            running("b1", "n2", "3", 1),
+            running("b2", "n2", "1", 7),
+        ],
+    )
     got = both.compare(high("2"))
     assert got == ([("n1", ("default/a2", "default/a1"), 0), ("n2", ("default/b1",), 0)], {})
     assert both.fast_batches == 1, "the arithmetic search ran"
 
 
 async def test_pdb_violations_and_mixed_groups_same_by_both_searches() -> None:
-    pods = [running("v1", "n1", "2", 1, app="db"), running("v2", "n1", "1", 2, app="db"),
-            running("w1", "n1", "1", 3), running("x1", "n2", "4", 5, app="db")]
+    pods = [
+        running("v1", "n1", "2", 1, app="db"),
+        running("v2", "n1", "1", 2, app="db"),
+        running("w1", "n1", "1", 3),
+        running("x1", "n2", "4", 5, app="db"),
+    ]
     both = await cluster([node("n1"), node("n2")], pods, [pdb("db", 1, app="db")])
     got = both.compare(high("3"))
     assert got == ([("n2", ("default/x1",), 0), ("n1", ("default/v2", "default/v1"), 1)], {}), (
@@ -134,14 +146,18 @@ async def test_pdb_violations_and_mixed_groups_same_by_both_searches() -> None:
 
 
 async def test_nominated_pods_and_pod_slots_same_by_both_searches() -> None:
-    pods = [running("a1", "n1", "1", 1), running("a2", "n1", "1", 1, created=1),
-            make_pod("other").req(cpu="2", memory="1Gi").priority(100).nominated("n1").build(),
-            running("c1", "n2", "100m", 1), running("c2", "n2", "100m", 2)]
+    pods = [
+        running("a1", "n1", "1", 1),
+        running("a2", "n1", "1", 1, created=1),
+        make_pod("other").req(cpu="2", memory="1Gi").priority(100).nominated("n1").build(),
+        running("c1", "n2", "100m", 1),
+        running("c2", "n2", "100m", 2),
+    ]
     both = await cluster([node("n1"), node("n2", pods=2)], pods)
     got = both.compare(high("2"))
-    assert got == (
-        [("n1", ("default/a1", "default/a2"), 0), ("n2", ("default/c1",), 0)], {}
-    ), "n1: the nominated pod's 2 CPU count, so both pods go (a1 started first); n2: one pod slot is enough"
+    assert got == ([("n1", ("default/a1", "default/a2"), 0), ("n2", ("default/c1",), 0)], {}), (
+        "n1: the nominated pod's 2 CPU count, so both pods go (a1 started first); n2: one pod slot is enough"
+    )
     assert both.fast_batches == 1
 
 
@@ -150,9 +166,7 @@ async def test_nodes_without_room_keep_the_generic_statuses() -> None:
     both = await cluster([node("n1"), node("n2")], pods)
     got = both.compare(high("2"))
     assert got[0] == []
-    assert {n: s.message for n, s in got[1].items()} == {
-        "n1": policy.NO_VICTIMS, "n2": "Insufficient cpu"
-    }
+    assert {n: s.message for n, s in got[1].items()} == {"n1": policy.NO_VICTIMS, "n2": "Insufficient cpu"}
 
 
 async def test_host_ports_turn_the_arithmetic_off_and_the_generic_search_decides() -> None:
@@ -205,8 +219,10 @@ def test_reprieve_rows_by_hand() -> None:
 
 
 def _random_cluster(rng: random.Random, max_nodes: int = 12) -> tuple[list[Node], list[Pod], list[dict[str, Any]]]:
-    nodes = [node(f"n{i}", cpu=str(rng.choice((2, 4, 8))), pods=rng.choice((3, 6, 110)))
-             for i in range(rng.randint(1, max_nodes))]
+    nodes = [
+        node(f"n{i}", cpu=str(rng.choice((2, 4, 8))), pods=rng.choice((3, 6, 110)))
+        for i in range(rng.randint(1, max_nodes))
+    ]
     pods: list[Pod] = []
     for n in nodes:
         budget_cpu = int(n.allocatable["cpu"])
@@ -216,12 +232,26 @@ def _random_cluster(rng: random.Random, max_nodes: int = 12) -> tuple[list[Node]
                 break
             budget_cpu -= cpu
             labels = {"app": rng.choice(("a", "b"))} if rng.random() < 0.4 else {}
-            pods.append(running(f"{n.name}-p{j}", n.name, f"{cpu}m", rng.randint(0, 6), mem=f"{rng.randint(1, 4)}Gi",
-                                created=rng.randint(0, 3), **labels))
+            pods.append(
+                running(
+                    f"{n.name}-p{j}",
+                    n.name,
+                    f"{cpu}m",
+                    rng.randint(0, 6),
+                    mem=f"{rng.randint(1, 4)}Gi",
+                    created=rng.randint(0, 3),
+                    **labels,
+                )
+            )
     for k in range(rng.randint(0, 2)):
         target = rng.choice(nodes).name
-        pods.append(make_pod(f"nom{k}").req(cpu=f"{rng.choice((500, 1000, 2000))}m", memory="1Gi")
-                    .priority(rng.choice((5, 50, 100))).nominated(target).build())
+        pods.append(
+            make_pod(f"nom{k}")
+            .req(cpu=f"{rng.choice((500, 1000, 2000))}m", memory="1Gi")
+            .priority(rng.choice((5, 50, 100)))
+            .nominated(target)
+            .build()
+        )
     pdbs = [pdb(f"pdb-{app}", rng.randint(0, 2), app=app) for app in ("a", "b") if rng.random() < 0.5]
     return nodes, pods, pdbs
 
@@ -250,8 +280,9 @@ def feasible_and_statuses(both: Both, pod: Pod) -> tuple[list[str], dict[str, st
     snapshot = both.scheduler.cache.snapshot
     fwk = both.scheduler.profiles["default-scheduler"]
     diagnosis = Diagnosis(num_all_nodes=snapshot.num_nodes)
-    _, feasible = find_nodes_that_fit(fwk, CycleState(), pod, snapshot, sampler=Sampler(), diagnosis=diagnosis,
-                                      nominator=both.scheduler.nominator)
+    _, feasible = find_nodes_that_fit(
+        fwk, CycleState(), pod, snapshot, sampler=Sampler(), diagnosis=diagnosis, nominator=both.scheduler.nominator
+    )
     statuses = {name: repr(status) for name, status in diagnosis.node_statuses(snapshot).items()}
     return [snapshot.info(p).name for p in feasible.tolist()], statuses
 

@@ -44,8 +44,12 @@ def test_real_h100_device_parses_into_node_resources() -> None:
 
 def gpu_pod(name: str, core: str, ratio: str) -> dict[str, Any]:
     limits = {"cpu": "1", "memory": "1Gi", GPU_CORE: core, GPU_MEMORY_RATIO: ratio}
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
-            "spec": {"containers": [{"name": "c", "image": "busybox", "resources": {"limits": limits}}]}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"containers": [{"name": "c", "image": "busybox", "resources": {"limits": limits}}]},
+    }
 
 
 def test_simulate_shares_the_real_h100_between_pods(tmp_path: Path) -> None:
@@ -54,8 +58,12 @@ def test_simulate_shares_the_real_h100_between_pods(tmp_path: Path) -> None:
     want = device_resources(parse_device(device))
     allocatable = {"cpu": "16", "memory": "64Gi", "pods": "110"}
     allocatable |= {k: format_amount(k, v) for k, v in want.resources.items() if v is not None}
-    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": node_name, "labels": dict(want.labels)},
-            "status": {"allocatable": allocatable}}
+    node = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": node_name, "labels": dict(want.labels)},
+        "status": {"allocatable": allocatable},
+    }
     pods = [gpu_pod("infer-a", "50", "50"), gpu_pod("infer-b", "50", "50"), gpu_pod("infer-c", "50", "50")]
     cluster = tmp_path / "h100.yaml"
     cluster.write_text(yaml.safe_dump_all([node, device, *pods]))

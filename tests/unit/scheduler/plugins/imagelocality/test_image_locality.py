@@ -50,20 +50,40 @@ def pod(*images: str, init: tuple[str, ...] = ()) -> Pod:
 @pytest.mark.parametrize(
     ("the_pod", "nodes", "want"),
     [
-        pytest.param(pod("gcr.io/40", "gcr.io/250"), [NODE_40_300_2000, NODE_250_10], [0, 5],
-                     id="two-images-spread-on-two-nodes-prefer-the-larger"),
-        pytest.param(pod("gcr.io/40", "gcr.io/300"), [NODE_40_300_2000, NODE_250_10], [7, 0],
-                     id="two-images-on-one-node"),
-        pytest.param(pod("gcr.io/10", "gcr.io/4000"), [NODE_4000_30, NODE_250_10], [100, 0],
-                     id="exceeding-the-limit-uses-the-limit"),
-        pytest.param(pod("gcr.io/10", "gcr.io/4000"), [NODE_4000_30, NODE_250_10, NO_IMAGES], [66, 0, 0],
-                     id="exceeding-the-limit-with-a-node-without-images"),
-        pytest.param(pod("gcr.io/300", "gcr.io/600", "gcr.io/900"), [NODE_600_40_900, NODE_300_600_900, NO_IMAGES],
-                     [32, 36, 0], id="multiple-large-images"),
-        pytest.param(pod("gcr.io/30", "gcr.io/40"), [NODE_20_30_40, NODE_4000_30], [1, 0],
-                     id="multiple-small-images"),
-        pytest.param(pod("gcr.io/30", init=("gcr.io/300",)), [NODE_40_300_2000, NODE_20_30_40], [6, 0],
-                     id="init-containers-count"),
+        pytest.param(
+            pod("gcr.io/40", "gcr.io/250"),
+            [NODE_40_300_2000, NODE_250_10],
+            [0, 5],
+            id="two-images-spread-on-two-nodes-prefer-the-larger",
+        ),
+        pytest.param(
+            pod("gcr.io/40", "gcr.io/300"), [NODE_40_300_2000, NODE_250_10], [7, 0], id="two-images-on-one-node"
+        ),
+        pytest.param(
+            pod("gcr.io/10", "gcr.io/4000"),
+            [NODE_4000_30, NODE_250_10],
+            [100, 0],
+            id="exceeding-the-limit-uses-the-limit",
+        ),
+        pytest.param(
+            pod("gcr.io/10", "gcr.io/4000"),
+            [NODE_4000_30, NODE_250_10, NO_IMAGES],
+            [66, 0, 0],
+            id="exceeding-the-limit-with-a-node-without-images",
+        ),
+        pytest.param(
+            pod("gcr.io/300", "gcr.io/600", "gcr.io/900"),
+            [NODE_600_40_900, NODE_300_600_900, NO_IMAGES],
+            [32, 36, 0],
+            id="multiple-large-images",
+        ),
+        pytest.param(pod("gcr.io/30", "gcr.io/40"), [NODE_20_30_40, NODE_4000_30], [1, 0], id="multiple-small-images"),
+        pytest.param(
+            pod("gcr.io/30", init=("gcr.io/300",)),
+            [NODE_40_300_2000, NODE_20_30_40],
+            [6, 0],
+            id="init-containers-count",
+        ),
     ],
 )
 def test_upstream_scores(the_pod: Pod, nodes: list[list[tuple[tuple[str, ...], int]]], want: list[int]) -> None:

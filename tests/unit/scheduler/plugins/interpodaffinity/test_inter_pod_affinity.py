@@ -56,18 +56,24 @@ def edit_terms(builder: PodBuilder, **fields: Any) -> Pod:
     return parse_pod(obj)
 
 
-def run(pod: Pod, pods: Sequence[Pod], nodes: Sequence[Node] = NODES, p: ipa.InterPodAffinity | None = None
-        ) -> dict[str, Status]:
+def run(
+    pod: Pod, pods: Sequence[Pod], nodes: Sequence[Node] = NODES, p: ipa.InterPodAffinity | None = None
+) -> dict[str, Status]:
     return filter_statuses(p or plugin(), pod, make_snapshot(nodes, pods))
 
 
 @pytest.mark.parametrize(
     ("pod", "pods", "want"),
     [
-        pytest.param(make_pod("p").build(), [on(make_pod("e").labels(FOO), "n1")],
-                     {"n1": OK, "n2": OK, "n3": OK, "n4": OK}, id="no-terms-skip"),
         pytest.param(
-            make_pod("p").pod_affinity("region", FOO).build(), [on(make_pod("e").labels(FOO), "n1")],
+            make_pod("p").build(),
+            [on(make_pod("e").labels(FOO), "n1")],
+            {"n1": OK, "n2": OK, "n3": OK, "n4": OK},
+            id="no-terms-skip",
+        ),
+        pytest.param(
+            make_pod("p").pod_affinity("region", FOO).build(),
+            [on(make_pod("e").labels(FOO), "n1")],
             {"n1": OK, "n2": OK, "n3": AFFINITY, "n4": AFFINITY},
             id="affinity-same-region-passes-other-region-and-unlabelled-fail",
         ),
@@ -79,12 +85,14 @@ def run(pod: Pod, pods: Sequence[Pod], nodes: Sequence[Node] = NODES, p: ipa.Int
         ),
         pytest.param(
             # No pod matches anywhere and the pod matches its own term: passes where the key exists.
-            make_pod("p").labels(FOO).pod_affinity("region", FOO).build(), [],
+            make_pod("p").labels(FOO).pod_affinity("region", FOO).build(),
+            [],
             {"n1": OK, "n2": OK, "n3": OK, "n4": AFFINITY},
             id="affinity-first-pod-of-self-affine-group",
         ),
         pytest.param(
-            make_pod("p").pod_affinity("region", FOO).build(), [],
+            make_pod("p").pod_affinity("region", FOO).build(),
+            [],
             {"n1": AFFINITY, "n2": AFFINITY, "n3": AFFINITY, "n4": AFFINITY},
             id="affinity-no-match-and-not-self-matching",
         ),
@@ -102,30 +110,43 @@ def run(pod: Pod, pods: Sequence[Pod], nodes: Sequence[Node] = NODES, p: ipa.Int
             id="affinity-two-terms-region-and-zone",
         ),
         pytest.param(
-            make_pod("p").pod_affinity("zone", FOO, anti=True).build(), [on(make_pod("e").labels(FOO), "n1")],
-            {"n1": ANTI, "n2": OK, "n3": OK, "n4": OK}, id="anti-affinity-same-zone-fails",
+            make_pod("p").pod_affinity("zone", FOO, anti=True).build(),
+            [on(make_pod("e").labels(FOO), "n1")],
+            {"n1": ANTI, "n2": OK, "n3": OK, "n4": OK},
+            id="anti-affinity-same-zone-fails",
         ),
         pytest.param(
-            make_pod("p").pod_affinity("region", FOO, anti=True).build(), [on(make_pod("e").labels(FOO), "n1")],
-            {"n1": ANTI, "n2": ANTI, "n3": OK, "n4": OK}, id="anti-affinity-region-fails-whole-region",
+            make_pod("p").pod_affinity("region", FOO, anti=True).build(),
+            [on(make_pod("e").labels(FOO), "n1")],
+            {"n1": ANTI, "n2": ANTI, "n3": OK, "n4": OK},
+            id="anti-affinity-region-fails-whole-region",
         ),
         pytest.param(
             make_pod("p").labels({"app": "web"}).build(),
             [on(make_pod("e").pod_affinity("region", {"app": "web"}, anti=True), "n1")],
-            {"n1": EXISTING, "n2": EXISTING, "n3": OK, "n4": OK}, id="existing-anti-affinity-symmetry",
+            {"n1": EXISTING, "n2": EXISTING, "n3": OK, "n4": OK},
+            id="existing-anti-affinity-symmetry",
         ),
         pytest.param(
             make_pod("p", "other").labels({"app": "web"}).build(),
             [on(make_pod("e").pod_affinity("region", {"app": "web"}, anti=True), "n1")],
-            {"n1": OK, "n2": OK, "n3": OK, "n4": OK}, id="existing-anti-affinity-other-namespace-skip",
+            {"n1": OK, "n2": OK, "n3": OK, "n4": OK},
+            id="existing-anti-affinity-other-namespace-skip",
         ),
         pytest.param(
             # Order: affinity (unresolvable) before anti-affinity before existing anti-affinity.
-            make_pod("p").labels({"app": "web"}).pod_affinity("region", FOO)
-            .pod_affinity("zone", {"app": "db"}, anti=True).build(),
-            [on(make_pod("e1").labels(FOO), "n1"), on(make_pod("e2").labels({"app": "db"}), "n2"),
-             on(make_pod("e3").pod_affinity("zone", {"app": "web"}, anti=True), "n3")],
-            {"n1": OK, "n2": ANTI, "n3": AFFINITY, "n4": AFFINITY}, id="reason-order",
+            make_pod("p")
+            .labels({"app": "web"})
+            .pod_affinity("region", FOO)
+            .pod_affinity("zone", {"app": "db"}, anti=True)
+            .build(),
+            [
+                on(make_pod("e1").labels(FOO), "n1"),
+                on(make_pod("e2").labels({"app": "db"}), "n2"),
+                on(make_pod("e3").pod_affinity("zone", {"app": "web"}, anti=True), "n3"),
+            ],
+            {"n1": OK, "n2": ANTI, "n3": AFFINITY, "n4": AFFINITY},
+            id="reason-order",
         ),
     ],
 )
@@ -135,8 +156,10 @@ def test_filter_table(pod: Pod, pods: list[Pod], want: dict[str, Status]) -> Non
 
 def test_existing_anti_affinity_reason_when_own_rules_pass() -> None:
     pod = make_pod("p").labels({"app": "web"}).pod_affinity("region", FOO).build()
-    pods = [on(make_pod("e1").labels(FOO), "n1"),
-            on(make_pod("e2").pod_affinity("zone", {"app": "web"}, anti=True), "n2")]
+    pods = [
+        on(make_pod("e1").labels(FOO), "n1"),
+        on(make_pod("e2").pod_affinity("zone", {"app": "web"}, anti=True), "n2"),
+    ]
     assert run(pod, pods) == {"n1": OK, "n2": EXISTING, "n3": AFFINITY, "n4": AFFINITY}
 
 
@@ -153,11 +176,18 @@ def test_skip_when_nothing_to_check() -> None:
         pytest.param({}, None, AFFINITY, id="default-own-namespace-only"),
         pytest.param({"namespaces": ["other"]}, None, OK, id="namespaces-list"),
         pytest.param({"namespaceSelector": {}}, None, OK, id="empty-namespace-selector-matches-all"),
-        pytest.param({"namespaceSelector": {"matchLabels": {"team": "a"}}}, None, AFFINITY,
-                     id="namespace-selector-unknown-namespace-labels-no-match"),
-        pytest.param({"namespaceSelector": {"matchLabels": {"team": "a"}}},
-                     lambda ns: {"team": "a"} if ns == "other" else None, OK,
-                     id="namespace-selector-with-lister"),
+        pytest.param(
+            {"namespaceSelector": {"matchLabels": {"team": "a"}}},
+            None,
+            AFFINITY,
+            id="namespace-selector-unknown-namespace-labels-no-match",
+        ),
+        pytest.param(
+            {"namespaceSelector": {"matchLabels": {"team": "a"}}},
+            lambda ns: {"team": "a"} if ns == "other" else None,
+            OK,
+            id="namespace-selector-with-lister",
+        ),
     ],
 )
 def test_namespaces(fields: dict[str, Any], namespace_labels: Any, want_n1: Status) -> None:
@@ -171,8 +201,9 @@ def test_match_label_keys_merge() -> None:
     pods = [on(make_pod("e1").labels({**FOO, "rev": "1"}), "n1"), on(make_pod("e3").labels({**FOO, "rev": "2"}), "n3")]
     pod = edit_terms(make_pod("p").labels({"rev": "2"}).pod_affinity("region", FOO, anti=True), matchLabelKeys=["rev"])
     assert run(pod, pods) == {"n1": OK, "n2": OK, "n3": ANTI, "n4": OK}
-    pod = edit_terms(make_pod("p").labels({"rev": "2"}).pod_affinity("region", FOO, anti=True),
-                     mismatchLabelKeys=["rev"])
+    pod = edit_terms(
+        make_pod("p").labels({"rev": "2"}).pod_affinity("region", FOO, anti=True), mismatchLabelKeys=["rev"]
+    )
     assert run(pod, pods) == {"n1": ANTI, "n2": ANTI, "n3": OK, "n4": OK}
 
 
@@ -182,36 +213,54 @@ def test_match_label_keys_merge() -> None:
 @pytest.mark.parametrize(
     ("pod", "pods", "args", "want"),
     [
-        pytest.param(make_pod("p").pod_affinity("region", FOO, weight=5).build(),
-                     [on(make_pod("e").labels(FOO), "n1")], {},
-                     {"n1": 100, "n2": 100, "n3": 0, "n4": 0}, id="preferred-affinity-region-r1-plus-5"),
-        pytest.param(make_pod("p").pod_affinity("region", FOO, anti=True, weight=5).build(),
-                     [on(make_pod("e").labels(FOO), "n1")], {},
-                     {"n1": 0, "n2": 0, "n3": 100, "n4": 100}, id="preferred-anti-affinity-region-r1-minus-5"),
+        pytest.param(
+            make_pod("p").pod_affinity("region", FOO, weight=5).build(),
+            [on(make_pod("e").labels(FOO), "n1")],
+            {},
+            {"n1": 100, "n2": 100, "n3": 0, "n4": 0},
+            id="preferred-affinity-region-r1-plus-5",
+        ),
+        pytest.param(
+            make_pod("p").pod_affinity("region", FOO, anti=True, weight=5).build(),
+            [on(make_pod("e").labels(FOO), "n1")],
+            {},
+            {"n1": 0, "n2": 0, "n3": 100, "n4": 100},
+            id="preferred-anti-affinity-region-r1-minus-5",
+        ),
         pytest.param(
             # z11 +8, r1 -2: n1 6, n2 -2, n3 0, n4 0; min -2, max 6: n3 = int(100 * 2 / 8) = 25.
             make_pod("p").pod_affinity("zone", FOO, weight=8).pod_affinity("region", FOO, anti=True, weight=2).build(),
-            [on(make_pod("e").labels(FOO), "n1")], {},
-            {"n1": 100, "n2": 0, "n3": 25, "n4": 25}, id="mixed-weights-min-max",
+            [on(make_pod("e").labels(FOO), "n1")],
+            {},
+            {"n1": 100, "n2": 0, "n3": 25, "n4": 25},
+            id="mixed-weights-min-max",
         ),
         pytest.param(
             # hardPodAffinityWeight 1: existing required affinity matching the incoming pod, r1 +1.
             make_pod("p").labels({"app": "web"}).build(),
-            [on(make_pod("e").pod_affinity("region", {"app": "web"}), "n1")], {},
-            {"n1": 100, "n2": 100, "n3": 0, "n4": 0}, id="existing-required-affinity-hard-weight",
+            [on(make_pod("e").pod_affinity("region", {"app": "web"}), "n1")],
+            {},
+            {"n1": 100, "n2": 100, "n3": 0, "n4": 0},
+            id="existing-required-affinity-hard-weight",
         ),
         pytest.param(
             make_pod("p").labels({"app": "web"}).build(),
-            [on(make_pod("e").pod_affinity("region", {"app": "web"}, weight=3, anti=True), "n1")], {},
-            {"n1": 0, "n2": 0, "n3": 100, "n4": 100}, id="existing-preferred-anti-affinity-symmetry",
+            [on(make_pod("e").pod_affinity("region", {"app": "web"}, weight=3, anti=True), "n1")],
+            {},
+            {"n1": 0, "n2": 0, "n3": 100, "n4": 100},
+            id="existing-preferred-anti-affinity-symmetry",
         ),
         pytest.param(
             # Existing preferred affinity +4 on r1 and the incoming pod's own preferred anti -1 on z21:
             # n1 4, n2 4, n3 -1, n4 0: n4 = int(100 * 1 / 5) = 20.
             make_pod("p").labels({"app": "web"}).pod_affinity("zone", {"app": "db"}, anti=True, weight=1).build(),
-            [on(make_pod("e").pod_affinity("region", {"app": "web"}, weight=4), "n1"),
-             on(make_pod("d").label("app", "db"), "n3")], {},
-            {"n1": 100, "n2": 100, "n3": 0, "n4": 20}, id="existing-preferred-plus-own-anti",
+            [
+                on(make_pod("e").pod_affinity("region", {"app": "web"}, weight=4), "n1"),
+                on(make_pod("d").label("app", "db"), "n3"),
+            ],
+            {},
+            {"n1": 100, "n2": 100, "n3": 0, "n4": 20},
+            id="existing-preferred-plus-own-anti",
         ),
     ],
 )
@@ -228,19 +277,32 @@ def test_raw_scores() -> None:
 @pytest.mark.parametrize(
     ("args", "pod", "want_skip"),
     [
-        pytest.param({"hardPodAffinityWeight": 0}, make_pod("p").labels({"app": "web"}).build(), False,
-                     id="hard-weight-0-existing-preferred-still-scores"),
-        pytest.param({"ignorePreferredTermsOfExistingPods": True}, make_pod("p").labels({"app": "web"}).build(),
-                     True, id="ignore-existing-preferred-without-own-terms-skips"),
-        pytest.param({"ignorePreferredTermsOfExistingPods": True},
-                     make_pod("p").labels({"app": "web"}).pod_affinity("zone", FOO, weight=1).build(),
-                     False, id="ignore-existing-preferred-with-own-terms-still-scores"),
+        pytest.param(
+            {"hardPodAffinityWeight": 0},
+            make_pod("p").labels({"app": "web"}).build(),
+            False,
+            id="hard-weight-0-existing-preferred-still-scores",
+        ),
+        pytest.param(
+            {"ignorePreferredTermsOfExistingPods": True},
+            make_pod("p").labels({"app": "web"}).build(),
+            True,
+            id="ignore-existing-preferred-without-own-terms-skips",
+        ),
+        pytest.param(
+            {"ignorePreferredTermsOfExistingPods": True},
+            make_pod("p").labels({"app": "web"}).pod_affinity("zone", FOO, weight=1).build(),
+            False,
+            id="ignore-existing-preferred-with-own-terms-still-scores",
+        ),
         pytest.param({}, make_pod("p").labels({"app": "other"}).build(), True, id="no-matching-terms-skip"),
     ],
 )
 def test_pre_score_skip(args: dict[str, Any], pod: Pod, want_skip: bool) -> None:
-    pods = [on(make_pod("e").pod_affinity("region", {"app": "web"}), "n1"),
-            on(make_pod("f").pod_affinity("region", {"app": "web"}, weight=3), "n1")]
+    pods = [
+        on(make_pod("e").pod_affinity("region", {"app": "web"}), "n1"),
+        on(make_pod("f").pod_affinity("region", {"app": "web"}, weight=3), "n1"),
+    ]
     snap = make_snapshot(NODES, pods)
     status = plugin(**args).pre_score(CycleState(), pod, snap, snap.node_order())
     assert status.is_skip == want_skip

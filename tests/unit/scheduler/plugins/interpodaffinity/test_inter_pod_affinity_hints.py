@@ -36,27 +36,53 @@ def pending(labels: dict[str, str]) -> Pod:
     [
         pytest.param(AFFINITY, None, assigned({"aaa": "a"}), QUEUE, id="add-pod-matching-affinity"),
         pytest.param(AFFINITY, None, pending({"aaa": "a"}), SKIP, id="add-unscheduled-pod"),
-        pytest.param(AFFINITY, None, assigned({"aaa": "a"}, namespace="other"), SKIP,
-                     id="add-pod-in-another-namespace"),
-        pytest.param(AFFINITY, assigned({"aaa": "b"}), assigned({"aaa": "a"}), QUEUE,
-                     id="update-pod-from-non-match-to-match-affinity"),
-        pytest.param(AFFINITY, assigned({"aaa": "a"}), assigned({"aaa": "a", "x": "1"}), SKIP,
-                     id="update-pod-matching-affinity-before-and-after"),
+        pytest.param(
+            AFFINITY, None, assigned({"aaa": "a"}, namespace="other"), SKIP, id="add-pod-in-another-namespace"
+        ),
+        pytest.param(
+            AFFINITY,
+            assigned({"aaa": "b"}),
+            assigned({"aaa": "a"}),
+            QUEUE,
+            id="update-pod-from-non-match-to-match-affinity",
+        ),
+        pytest.param(
+            AFFINITY,
+            assigned({"aaa": "a"}),
+            assigned({"aaa": "a", "x": "1"}),
+            SKIP,
+            id="update-pod-matching-affinity-before-and-after",
+        ),
         pytest.param(AFFINITY, pending({"aaa": "b"}), pending({"aaa": "a"}), SKIP, id="update-unscheduled-pod"),
-        pytest.param(AFFINITY, assigned({"aaa": "a"}), assigned({"aaa": "b"}), SKIP,
-                     id="update-pod-from-match-to-non-match-affinity"),
+        pytest.param(
+            AFFINITY,
+            assigned({"aaa": "a"}),
+            assigned({"aaa": "b"}),
+            SKIP,
+            id="update-pod-from-match-to-non-match-affinity",
+        ),
         pytest.param(ANTI, assigned({"aaa": "b"}), None, SKIP, id="delete-pod-not-matching-anti-affinity"),
         pytest.param(ANTI, assigned({"aaa": "a"}), None, QUEUE, id="delete-pod-matching-anti-affinity"),
         pytest.param(ANTI, pending({"aaa": "a"}), None, SKIP, id="delete-unscheduled-pod"),
-        pytest.param(ANTI, assigned({"aaa": "a"}), assigned({"aaa": "b"}), QUEUE,
-                     id="update-pod-from-match-to-non-match-anti-affinity"),
-        pytest.param(ANTI, assigned({"aaa": "b"}), assigned({"aaa": "a"}), SKIP,
-                     id="update-pod-from-non-match-to-match-anti-affinity"),
+        pytest.param(
+            ANTI,
+            assigned({"aaa": "a"}),
+            assigned({"aaa": "b"}),
+            QUEUE,
+            id="update-pod-from-match-to-non-match-anti-affinity",
+        ),
+        pytest.param(
+            ANTI,
+            assigned({"aaa": "b"}),
+            assigned({"aaa": "a"}),
+            SKIP,
+            id="update-pod-from-non-match-to-match-anti-affinity",
+        ),
         pytest.param(ANTI, None, assigned({"aaa": "a"}), SKIP, id="add-pod-anti-affinity-only"),
-        pytest.param(AFFINITY, pending({"aaa": "a"}), assigned({"aaa": "a"}), QUEUE,
-                     id="pending-pod-bound-is-an-add"),
-        pytest.param(BOTH, assigned({"aaa": "a", "bbb": "b"}), None, QUEUE,
-                     id="delete-pod-matching-all-anti-affinity-terms"),
+        pytest.param(AFFINITY, pending({"aaa": "a"}), assigned({"aaa": "a"}), QUEUE, id="pending-pod-bound-is-an-add"),
+        pytest.param(
+            BOTH, assigned({"aaa": "a", "bbb": "b"}), None, QUEUE, id="delete-pod-matching-all-anti-affinity-terms"
+        ),
     ],
 )
 def test_hint_after_pod_change(waiting: Pod, old: Pod | None, new: Pod | None, want: QueueingHint) -> None:
@@ -74,11 +100,13 @@ def node(**labels: str) -> Node:
         pytest.param(AFFINITY, None, node(x="1"), SKIP, id="add-node-without-affinity-key"),
         pytest.param(AFFINITY, node(zone="a"), node(zone="b"), QUEUE, id="update-affinity-key-value"),
         pytest.param(AFFINITY, node(x="1"), node(x="1", zone="a"), QUEUE, id="update-node-gains-affinity-key"),
-        pytest.param(AFFINITY, node(zone="a", x="1"), node(zone="a", x="2"), SKIP,
-                     id="update-label-other-than-affinity-key"),
+        pytest.param(
+            AFFINITY, node(zone="a", x="1"), node(zone="a", x="2"), SKIP, id="update-label-other-than-affinity-key"
+        ),
         pytest.param(ANTI, None, node(x="1"), QUEUE, id="add-any-node-with-anti-affinity"),
-        pytest.param(ANTI, node(node="n1", x="1"), node(node="n1", x="2"), SKIP,
-                     id="update-label-unrelated-to-anti-affinity"),
+        pytest.param(
+            ANTI, node(node="n1", x="1"), node(node="n1", x="2"), SKIP, id="update-label-unrelated-to-anti-affinity"
+        ),
         pytest.param(ANTI, node(node="n1"), node(x="1"), QUEUE, id="update-node-loses-anti-affinity-key"),
         pytest.param(ANTI, node(x="1"), node(node="n1"), SKIP, id="update-node-gains-anti-affinity-key"),
         pytest.param(ANTI, node(node="n1"), node(node="n2"), QUEUE, id="update-anti-affinity-key-value"),
@@ -119,6 +147,7 @@ def test_the_queue_moves_a_rejected_pod_only_for_a_change_that_can_help() -> Non
     h.queue.on_cluster_event(ClusterEvent(EventResource.NODE, ActionType.ADD), None, node(x="1"))
     assert h.incoming[-1] == ("unschedulable", "ScheduleAttemptFailure")
 
-    h.queue.on_cluster_event(ClusterEvent(EventResource.NODE, ActionType.UPDATE_NODE_LABEL), node(x="1"),
-                             node(x="1", zone="a"))
+    h.queue.on_cluster_event(
+        ClusterEvent(EventResource.NODE, ActionType.UPDATE_NODE_LABEL), node(x="1"), node(x="1", zone="a")
+    )
     assert h.incoming[-1][0] == "backoff"

@@ -60,14 +60,30 @@ def test_parse_rejects_malformed_namespaces_naming_the_field(raw: dict[str, Any]
     ("events", "want_blue", "versions"),
     [
         pytest.param([(EventType.ADDED, None, ns("blue", team="a"))], {"team": "a"}, 1, id="added"),
-        pytest.param([(EventType.ADDED, None, ns("blue", team="a")),
-                      (EventType.MODIFIED, ns("blue", team="a"), ns("blue", team="b"))], {"team": "b"}, 2,
-                     id="relabelled"),
-        pytest.param([(EventType.ADDED, None, ns("blue", team="a")),
-                      (EventType.MODIFIED, ns("blue", team="a"), ns("blue", team="a"))], {"team": "a"}, 1,
-                     id="same-labels-no-new-version"),
-        pytest.param([(EventType.ADDED, None, ns("blue", team="a")),
-                      (EventType.DELETED, ns("blue", team="a"), None)], None, 2, id="deleted-unknown-again"),
+        pytest.param(
+            [
+                (EventType.ADDED, None, ns("blue", team="a")),
+                (EventType.MODIFIED, ns("blue", team="a"), ns("blue", team="b")),
+            ],
+            {"team": "b"},
+            2,
+            id="relabelled",
+        ),
+        pytest.param(
+            [
+                (EventType.ADDED, None, ns("blue", team="a")),
+                (EventType.MODIFIED, ns("blue", team="a"), ns("blue", team="a")),
+            ],
+            {"team": "a"},
+            1,
+            id="same-labels-no-new-version",
+        ),
+        pytest.param(
+            [(EventType.ADDED, None, ns("blue", team="a")), (EventType.DELETED, ns("blue", team="a"), None)],
+            None,
+            2,
+            id="deleted-unknown-again",
+        ),
         pytest.param([(EventType.ADDED, None, "not a namespace")], None, 0, id="foreign-object-ignored"),
     ],
 )

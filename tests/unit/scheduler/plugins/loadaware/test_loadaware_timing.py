@@ -33,16 +33,21 @@ def rfc3339(t: float) -> str:
     return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def pod(*, scheduled: str | None = "True", initialized: str | None = None, node_name: str = "n1",
-        annotations: dict[str, str] | None = None, initialized_at: float = INITIALIZED) -> Pod:
+def pod(
+    *,
+    scheduled: str | None = "True",
+    initialized: str | None = None,
+    node_name: str = "n1",
+    annotations: dict[str, str] | None = None,
+    initialized_at: float = INITIALIZED,
+) -> Pod:
     obj = make_pod("p").req(cpu="1", memory="1Gi").created(rfc3339(CREATED)).obj()
     obj["spec"]["nodeName"] = node_name
     conditions: list[dict[str, Any]] = []
     if scheduled is not None:
         conditions.append({"type": "PodScheduled", "status": scheduled, "lastTransitionTime": rfc3339(SCHEDULED)})
     if initialized is not None:
-        conditions.append({"type": "Initialized", "status": initialized,
-                           "lastTransitionTime": rfc3339(initialized_at)})
+        conditions.append({"type": "Initialized", "status": initialized, "lastTransitionTime": rfc3339(initialized_at)})
     obj["status"] = {"phase": "Running", "conditions": conditions}
     if annotations:
         obj["metadata"]["annotations"] = annotations
@@ -66,25 +71,54 @@ def test_assign_time(p: Pod, fallback: float | None, want: float | None) -> None
     [
         pytest.param(pod(), EstimationWindows(), None, id="no-window-no-deadline"),
         pytest.param(pod(), EstimationWindows(after_pod_scheduled=300), SCHEDULED + 300, id="after-pod-scheduled"),
-        pytest.param(pod(initialized="True"), EstimationWindows(after_pod_scheduled=300, after_initialized=60),
-                     INITIALIZED + 60, id="after-initialized-takes-precedence-when-initialized"),
-        pytest.param(pod(initialized="False"), EstimationWindows(after_pod_scheduled=300, after_initialized=60),
-                     SCHEDULED + 300, id="not-initialized-falls-back-to-after-pod-scheduled"),
-        pytest.param(pod(initialized="False"), EstimationWindows(after_initialized=60), None,
-                     id="not-initialized-only-initialized-window-none"),
-        pytest.param(pod(annotations={ANNOTATION_SECONDS_AFTER_POD_SCHEDULED: "30"}),
-                     EstimationWindows(after_pod_scheduled=300), SCHEDULED + 300,
-                     id="annotation-ignored-without-allow-customize"),
-        pytest.param(pod(annotations={ANNOTATION_SECONDS_AFTER_POD_SCHEDULED: "30"}),
-                     EstimationWindows(after_pod_scheduled=300, allow_customize=True), SCHEDULED + 30,
-                     id="annotation-overrides-after-pod-scheduled"),
-        pytest.param(pod(initialized="True", annotations={ANNOTATION_SECONDS_AFTER_INITIALIZED: "5"}),
-                     EstimationWindows(allow_customize=True), INITIALIZED + 5, id="annotation-sets-after-initialized"),
-        pytest.param(pod(annotations={ANNOTATION_SECONDS_AFTER_POD_SCHEDULED: "soon"}),
-                     EstimationWindows(after_pod_scheduled=300, allow_customize=True), SCHEDULED + 300,
-                     id="malformed-annotation-ignored"),
-        pytest.param(pod(annotations={ANNOTATION_SECONDS_AFTER_POD_SCHEDULED: "-5"}),
-                     EstimationWindows(allow_customize=True), None, id="non-positive-annotation-ignored"),
+        pytest.param(
+            pod(initialized="True"),
+            EstimationWindows(after_pod_scheduled=300, after_initialized=60),
+            INITIALIZED + 60,
+            id="after-initialized-takes-precedence-when-initialized",
+        ),
+        pytest.param(
+            pod(initialized="False"),
+            EstimationWindows(after_pod_scheduled=300, after_initialized=60),
+            SCHEDULED + 300,
+            id="not-initialized-falls-back-to-after-pod-scheduled",
+        ),
+        pytest.param(
+            pod(initialized="False"),
+            EstimationWindows(after_initialized=60),
+            None,
+            id="not-initialized-only-initialized-window-none",
+        ),
+        pytest.param(
+            pod(annotations={ANNOTATION_SECONDS_AFTER_POD_SCHEDULED: "30"}),
+            EstimationWindows(after_pod_scheduled=300),
+            SCHEDULED + 300,
+            id="annotation-ignored-without-allow-customize",
+        ),
+        pytest.param(
+            pod(annotations={ANNOTATION_SECONDS_AFTER_POD_SCHEDULED: "30"}),
+            EstimationWindows(after_pod_scheduled=300, allow_customize=True),
+            SCHEDULED + 30,
+            id="annotation-overrides-after-pod-scheduled",
+        ),
+        pytest.param(
+            pod(initialized="True", annotations={ANNOTATION_SECONDS_AFTER_INITIALIZED: "5"}),
+            EstimationWindows(allow_customize=True),
+            INITIALIZED + 5,
+            id="annotation-sets-after-initialized",
+        ),
+        pytest.param(
+            pod(annotations={ANNOTATION_SECONDS_AFTER_POD_SCHEDULED: "soon"}),
+            EstimationWindows(after_pod_scheduled=300, allow_customize=True),
+            SCHEDULED + 300,
+            id="malformed-annotation-ignored",
+        ),
+        pytest.param(
+            pod(annotations={ANNOTATION_SECONDS_AFTER_POD_SCHEDULED: "-5"}),
+            EstimationWindows(allow_customize=True),
+            None,
+            id="non-positive-annotation-ignored",
+        ),
     ],
 )
 def test_estimation_deadline(p: Pod, windows: EstimationWindows, want: float | None) -> None:
@@ -99,8 +133,12 @@ def test_plugin_keeps_estimating_a_running_pod_within_its_initialized_window() -
     running = pod(initialized="True")
 
     plain, plain_handle = setup([node("n1")], [node_metric("n1", cpu="2", memory="8Gi", pods=reported)], [running])
-    windowed, handle = setup([node("n1")], [node_metric("n1", cpu="2", memory="8Gi", pods=reported)], [running],
-                             args={"estimatedSecondsAfterInitialized": 60})
+    windowed, handle = setup(
+        [node("n1")],
+        [node_metric("n1", cpu="2", memory="8Gi", pods=reported)],
+        [running],
+        args={"estimatedSecondsAfterInitialized": 60},
+    )
     for plugin, snapshot in ((plain, plain_handle.snapshot), (windowed, handle.snapshot)):
         plugin.prepare_cycle(snapshot)  # the cycle syncs found pods
     assert plain.cache.get("n1").node_delta == [0, 0]  # type: ignore[union-attr]
@@ -111,4 +149,3 @@ def test_plugin_keeps_estimating_a_running_pod_within_its_initialized_window() -
     restarted = pod(initialized="True", initialized_at=NOW - 200)  # initialized long before the report
     handle.pod_watches[0](EventType.MODIFIED, running, restarted)
     assert windowed.cache.get("n1").node_delta == [0, 0]  # type: ignore[union-attr]
-

@@ -28,12 +28,8 @@ from koord_scheduler.plugins.nodeaffinity.policy import (
 from tests.builders import make_node, make_pod
 from tests.fwtest import FakeHandle, filter_statuses, make_snapshot, scores
 
-POD_MISMATCH = Status(
-    Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ("node(s) didn't match Pod's node affinity/selector",)
-)
-ENFORCED = Status(
-    Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ("node(s) didn't match scheduler-enforced node affinity",)
-)
+POD_MISMATCH = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ("node(s) didn't match Pod's node affinity/selector",))
+ENFORCED = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ("node(s) didn't match scheduler-enforced node affinity",))
 CONFLICT = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ("pod affinity terms conflict",))
 OK = Status()
 
@@ -68,32 +64,18 @@ def plugin(added: dict[str, Any] | None = None) -> nodeaffinity.NodeAffinity:
         pytest.param((names_term("n1", "n2"),), frozenset({"n1", "n2"}), id="one-term-names"),
         pytest.param((names_term("n1"), names_term("n3")), frozenset({"n1", "n3"}), id="terms-ored-union"),
         pytest.param(
-            (
-                NodeSelectorTerm(
-                    match_fields=(*names_term("n1", "n2").match_fields, *names_term("n2").match_fields)
-                ),
-            ),
+            (NodeSelectorTerm(match_fields=(*names_term("n1", "n2").match_fields, *names_term("n2").match_fields)),),
             frozenset({"n2"}),
             id="requirements-anded-intersection",
         ),
+        pytest.param((names_term("n1"), label_term("zone", Operator.IN, "a")), None, id="term-without-names-all"),
         pytest.param(
-            (names_term("n1"), label_term("zone", Operator.IN, "a")), None, id="term-without-names-all"
-        ),
-        pytest.param(
-            (
-                NodeSelectorTerm(
-                    match_fields=(SelectorRequirement("metadata.name", Operator.NOT_IN, ("n1",)),)
-                ),
-            ),
+            (NodeSelectorTerm(match_fields=(SelectorRequirement("metadata.name", Operator.NOT_IN, ("n1",)),)),),
             None,
             id="notin-field-is-not-a-name-list",
         ),
         pytest.param(
-            (
-                NodeSelectorTerm(
-                    match_fields=(*names_term("n1").match_fields, *names_term("n2").match_fields)
-                ),
-            ),
+            (NodeSelectorTerm(match_fields=(*names_term("n1").match_fields, *names_term("n2").match_fields)),),
             frozenset(),
             id="conflicting-names-empty",
         ),
@@ -113,9 +95,7 @@ def test_pre_filter_node_names(terms: tuple[NodeSelectorTerm, ...], want: frozen
         pytest.param(None, (label_term("zone", Operator.IN, "b"),), [False, True, False], id="in"),
         pytest.param(None, (label_term("zone", Operator.NOT_IN, "b"),), [True, False, True], id="notin"),
         pytest.param(None, (label_term("gpu", Operator.EXISTS),), [False, False, True], id="exists"),
-        pytest.param(
-            None, (label_term("gpu", Operator.DOES_NOT_EXIST),), [True, True, False], id="doesnotexist"
-        ),
+        pytest.param(None, (label_term("gpu", Operator.DOES_NOT_EXIST),), [True, True, False], id="doesnotexist"),
         pytest.param(None, (label_term("cores", Operator.GT, "10"),), [False, True, False], id="gt"),
         pytest.param(None, (label_term("cores", Operator.LT, "10"),), [True, False, False], id="lt"),
         pytest.param(
@@ -159,9 +139,7 @@ def test_preferred_score() -> None:
             make_pod("p").build(),
             {
                 "requiredDuringSchedulingIgnoredDuringExecution": {
-                    "nodeSelectorTerms": [
-                        {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}
-                    ]
+                    "nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}]
                 }
             },
             None,
@@ -174,9 +152,7 @@ def test_preferred_score() -> None:
                 "preferredDuringSchedulingIgnoredDuringExecution": [
                     {
                         "weight": 1,
-                        "preference": {
-                            "matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]
-                        },
+                        "preference": {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]},
                     }
                 ]
             },
@@ -243,9 +219,7 @@ ZONE_A = {
             {"n1": POD_MISMATCH, "n2": OK, "n3": POD_MISMATCH},
             id="match-fields-checked-in-filter",
         ),
-        pytest.param(
-            make_pod("p").build(), ZONE_A, {"n1": OK, "n2": ENFORCED, "n3": OK}, id="added-affinity"
-        ),
+        pytest.param(make_pod("p").build(), ZONE_A, {"n1": OK, "n2": ENFORCED, "n3": OK}, id="added-affinity"),
         pytest.param(
             make_pod("p").node_affinity("gpu", "Exists").build(),
             ZONE_A,
@@ -323,12 +297,8 @@ def test_raw_score_and_cache_follow_label_changes() -> None:
 @pytest.mark.parametrize(
     ("old", "new", "want"),
     [
-        pytest.param(
-            None, make_node("n").label("zone", "a").build(), QueueingHint.QUEUE, id="matching-node-added"
-        ),
-        pytest.param(
-            None, make_node("n").label("zone", "b").build(), QueueingHint.SKIP, id="other-node-added"
-        ),
+        pytest.param(None, make_node("n").label("zone", "a").build(), QueueingHint.QUEUE, id="matching-node-added"),
+        pytest.param(None, make_node("n").label("zone", "b").build(), QueueingHint.SKIP, id="other-node-added"),
         pytest.param(
             make_node("n").label("zone", "b").build(),
             make_node("n").label("zone", "a").build(),

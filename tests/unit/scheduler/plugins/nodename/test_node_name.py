@@ -25,8 +25,7 @@ NODES = [Node(ObjectMeta(n)) for n in ("n1", "n2", "n3")]
         pytest.param([0, 1], "gone", None, [False, False], id="named-node-missing"),
     ],
 )
-def test_node_name_mask(positions: list[int], requested: str, wanted_position: int | None, want: list[bool]
-                        ) -> None:
+def test_node_name_mask(positions: list[int], requested: str, wanted_position: int | None, want: list[bool]) -> None:
     got = node_name_mask(np.array(positions, dtype=np.intp), requested, wanted_position)
     assert got.tolist() == want
 

@@ -41,9 +41,7 @@ def upstream_topology(sockets: int, nodes_per_socket: int, cores_per_node: int, 
         pytest.param((2, 2, 4, 2), "0-3,8-11", 4, FULL, MOST, "4-7", id="full-most-first-socket"),
         pytest.param((2, 2, 2, 2), "0,2,4,8,12", 4, FULL, MOST, "10-11,14-15", id="full-most-less-spread"),
         pytest.param((2, 2, 2, 2), "0,2,4,8,10,12", 6, FULL, MOST, "5-7,13-15", id="full-most-most-spread"),
-        pytest.param(
-            (2, 2, 2, 2), "0,2,4,8-10,12", 6, FULL, MOST, "6-7,11,13-15", id="full-most-spread-smallest-idle"
-        ),
+        pytest.param((2, 2, 2, 2), "0,2,4,8-10,12", 6, FULL, MOST, "6-7,11,13-15", id="full-most-spread-smallest-idle"),
         pytest.param((2, 2, 4, 2), "0-5,16-23", 6, FULL, LEAST, "8-13", id="full-least-most-idle-socket"),
         pytest.param((2, 2, 4, 2), "0-5,16-23", 12, FULL, LEAST, "6-15,24-25", id="full-least-most-same-socket"),
         pytest.param((2, 2, 4, 2), "0-3,8-11", 4, FULL, LEAST, "16-19", id="full-least-second-socket"),

@@ -148,8 +148,9 @@ def test_an_lsr_pods_score_sees_a_node_amplified_since_the_last_prefilter() -> N
     plugin.allocations.hold("n1", "default/lsr", Holding(parse_cpuset("0-1,8-9"), CPUExclusivePolicy.NONE, "x"))
     ls = make_pod("ls").req(cpu="2", memory="1Gi").label("koordinator.sh/qosClass", "LS").build()
     plugin.pre_filter(CycleState(), ls, snap)  # type: ignore[arg-type]
-    snap.upsert_node(make_node("n1").allocatable(cpu="24", memory="64Gi", pods="110").annotation(RATIO, '{"cpu": 2}')
-                     .build())
+    snap.upsert_node(
+        make_node("n1").allocatable(cpu="24", memory="64Gi", pods="110").annotation(RATIO, '{"cpu": 2}').build()
+    )
     lsr = make_pod("lsr").req(cpu="2", memory="1Gi").label("koordinator.sh/qosClass", "LSR").build()
     state = CycleState()
     _, pre = plugin.pre_filter(state, lsr, snap)  # type: ignore[arg-type]

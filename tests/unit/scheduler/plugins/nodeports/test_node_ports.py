@@ -38,9 +38,7 @@ def pod(name: str, *ports: HostPort, node_name: str = "") -> Pod:
         pytest.param([("127.0.0.1", "TCP", 80)], hp(80, host_ip="127.0.0.2"), False, id="different-ips"),
         pytest.param([("0.0.0.0", "UDP", 80)], hp(80), False, id="different-protocol"),
         pytest.param([("0.0.0.0", "TCP", 8080)], hp(80), False, id="different-port"),
-        pytest.param(
-            [("", "", 80)], hp(80, protocol="", host_ip=""), True, id="empty-ip-and-protocol-default"
-        ),
+        pytest.param([("", "", 80)], hp(80, protocol="", host_ip=""), True, id="empty-ip-and-protocol-default"),
         pytest.param([("0.0.0.0", "TCP", 80)], hp(0), False, id="port-zero-never-conflicts"),
         pytest.param([], hp(80), False, id="nothing-used"),
     ],
@@ -79,9 +77,7 @@ RUNNING = [
 @pytest.mark.parametrize(
     ("incoming", "want"),
     [
-        pytest.param(
-            pod("p", hp(80)), {"n1": REJECTED, "n2": Status(), "n3": Status()}, id="port-taken-on-n1"
-        ),
+        pytest.param(pod("p", hp(80)), {"n1": REJECTED, "n2": Status(), "n3": Status()}, id="port-taken-on-n1"),
         pytest.param(
             pod("p", hp(53, "UDP")),
             {"n1": Status(), "n2": REJECTED, "n3": Status()},

@@ -62,9 +62,7 @@ NODE_USED = [make_pod("used", {"cpu": 3000, "memory": 6 * GI}, node="n1")]
 @pytest.mark.parametrize(
     ("args", "node", "existing", "requests", "want"),
     [
-        pytest.param(
-            {}, make_node("n1"), NODE_USED, {"cpu": 1000, "memory": 2 * GI}, Status(), id="fits-exactly"
-        ),
+        pytest.param({}, make_node("n1"), NODE_USED, {"cpu": 1000, "memory": 2 * GI}, Status(), id="fits-exactly"),
         pytest.param(
             {},
             make_node("n1"),
@@ -113,9 +111,7 @@ NODE_USED = [make_pod("used", {"cpu": 3000, "memory": 6 * GI}, node="n1")]
             unresolvable("Insufficient cpu", "Insufficient memory"),
             id="request-above-allocatable-is-unresolvable",
         ),
-        pytest.param(
-            {}, make_node("n1"), NODE_USED, {"memory": 0, "cpu": 0}, Status(), id="zero-requests-not-checked"
-        ),
+        pytest.param({}, make_node("n1"), NODE_USED, {"memory": 0, "cpu": 0}, Status(), id="zero-requests-not-checked"),
         pytest.param(
             {},
             make_node("n1", **{"ephemeral-storage": 10 * GI}),
@@ -140,9 +136,7 @@ NODE_USED = [make_pod("used", {"cpu": 3000, "memory": 6 * GI}, node="n1")]
             unresolvable(f"Insufficient {GPU}"),
             id="node-without-extended-resource-is-unresolvable",
         ),
-        pytest.param(
-            {"ignoredResources": [GPU]}, make_node("n1"), [], {GPU: 1}, Status(), id="ignored-resource"
-        ),
+        pytest.param({"ignoredResources": [GPU]}, make_node("n1"), [], {GPU: 1}, Status(), id="ignored-resource"),
         pytest.param(
             {"ignoredResourceGroups": ["nvidia.com"]},
             make_node("n1"),
@@ -177,9 +171,7 @@ NODE_USED = [make_pod("used", {"cpu": 3000, "memory": 6 * GI}, node="n1")]
         ),
     ],
 )
-def test_filter(
-    args: dict[str, Any], node: Node, existing: list[Pod], requests: dict[str, int], want: Status
-) -> None:
+def test_filter(args: dict[str, Any], node: Node, existing: list[Pod], requests: dict[str, int], want: Status) -> None:
     snap = make_snapshot([node], existing)
 
     got = filter_statuses(fit(**args), make_pod("p", requests), snap)
@@ -396,9 +388,7 @@ WAITING = make_pod("waiting", {"cpu": 2000, "memory": GI})
 @pytest.mark.parametrize(
     ("old", "new", "want"),
     [
-        pytest.param(
-            make_pod("o", {"cpu": 1}, node="n1"), None, QueueingHint.QUEUE, id="assigned-pod-deleted"
-        ),
+        pytest.param(make_pod("o", {"cpu": 1}, node="n1"), None, QueueingHint.QUEUE, id="assigned-pod-deleted"),
         pytest.param(make_pod("o", {"cpu": 1}), None, QueueingHint.SKIP, id="unassigned-pod-deleted"),
         pytest.param(
             make_pod("o", {"cpu": 2000}, node="n1"),
@@ -443,9 +433,7 @@ def test_pod_event_hint(old: Pod, new: Pod | None, want: QueueingHint) -> None:
             QueueingHint.SKIP,
             id="unrequested-resource-grew",
         ),
-        pytest.param(
-            make_node("n2", cpu=3000), make_node("n2", cpu=2000), QueueingHint.SKIP, id="cpu-shrank"
-        ),
+        pytest.param(make_node("n2", cpu=3000), make_node("n2", cpu=2000), QueueingHint.SKIP, id="cpu-shrank"),
     ],
 )
 def test_node_event_hint(old: Node | None, new: Node, want: QueueingHint) -> None:
@@ -475,10 +463,7 @@ def test_new_with_defaults() -> None:
     [
         pytest.param(
             {"ignoredResourceGroups": ["example.com/aa"]},
-            [
-                'ignoredResourceGroups[0]: Invalid value: "example.com/aa": '
-                "resource group name can't contain '/'"
-            ],
+            ["ignoredResourceGroups[0]: Invalid value: \"example.com/aa\": resource group name can't contain '/'"],
             id="group-with-slash",
         ),
         pytest.param(
@@ -504,10 +489,7 @@ def test_new_with_defaults() -> None:
                     "requestedToCapacityRatio": {"shape": []},
                 }
             },
-            [
-                "scoringStrategy.requestedToCapacityRatio.shape: Required value: "
-                "at least one point must be specified"
-            ],
+            ["scoringStrategy.requestedToCapacityRatio.shape: Required value: at least one point must be specified"],
             id="empty-shape",
         ),
         pytest.param(

@@ -28,9 +28,7 @@ def w(*weights: int) -> np.ndarray:
     ("requested", "allocatable", "weights", "want"),
     [
         pytest.param([[1500, 3 * GI]], [[4000, 8 * GI]], w(1, 1), [62], id="sheet-row-1-truncates-62.5"),
-        pytest.param(
-            [[600, 1283457024]], [[2000, 4 * GI]], w(1, 1), [70], id="sheet-row-2-best-effort-non-zero"
-        ),
+        pytest.param([[600, 1283457024]], [[2000, 4 * GI]], w(1, 1), [70], id="sheet-row-2-best-effort-non-zero"),
         pytest.param([[2000, 1000]], [[4000, 4000]], w(3, 1), [56], id="sheet-row-3-weighted-225/4"),
         pytest.param([[5000, 1000]], [[4000, 4000]], w(1, 1), [37], id="over-capacity-scores-0"),
         pytest.param([[1000, 7]], [[4000, 0]], w(1, 1), [75], id="zero-allocatable-not-in-weight-sum"),
@@ -97,12 +95,8 @@ def test_broken_linear(shape: list[tuple[int, int]], points: list[int], want: li
             [29],
             id="sheet-rtcr-zero-score-resource-excluded",
         ),
-        pytest.param(
-            [(0, 0), (100, 10)], [[15, 20]], [[100, 100]], w(1, 1), [18], id="math-round-half-away-17.5"
-        ),
-        pytest.param(
-            [(0, 0), (100, 10)], [[15, 20]], [[100, 100]], w(3, 1), [16], id="weighted-65/4-rounds-down"
-        ),
+        pytest.param([(0, 0), (100, 10)], [[15, 20]], [[100, 100]], w(1, 1), [18], id="math-round-half-away-17.5"),
+        pytest.param([(0, 0), (100, 10)], [[15, 20]], [[100, 100]], w(3, 1), [16], id="weighted-65/4-rounds-down"),
         pytest.param([(0, 0), (100, 10)], [[150, 1]], [[100, 0]], w(1, 1), [100], id="over-capacity-is-100"),
         pytest.param([(0, 10), (100, 0)], [[100, 100]], [[100, 100]], w(1, 1), [0], id="all-zero-scores"),
     ],
@@ -116,8 +110,6 @@ def test_requested_to_capacity_ratio(
 ) -> None:
     utilization, score = scale_shape(shape)
 
-    got = requested_to_capacity_ratio(
-        arr(requested), arr(allocatable), weights, utilization=utilization, score=score
-    )
+    got = requested_to_capacity_ratio(arr(requested), arr(allocatable), weights, utilization=utilization, score=score)
 
     assert got.tolist() == want

@@ -56,15 +56,25 @@ def _cluster(seed: int) -> tuple[list[Node], list[Pod]]:
 
 FIT_ARGS = [
     {},
-    {"scoringStrategy": {"type": "MostAllocated", "resources": [{"name": "cpu", "weight": 3},
-                                                                 {"name": "memory", "weight": 1}]}},
-    {"scoringStrategy": {"type": "LeastAllocated", "resources": [{"name": "cpu", "weight": 1},
-                                                                  {"name": "memory", "weight": 2},
-                                                                  {"name": GPU, "weight": 5}]}},
-    {"scoringStrategy": {"type": "RequestedToCapacityRatio", "resources": [{"name": "cpu", "weight": 2},
-                                                                           {"name": "memory", "weight": 1}],
-                         "requestedToCapacityRatio": {"shape": [{"utilization": 0, "score": 0},
-                                                                {"utilization": 60, "score": 10}]}}},
+    {
+        "scoringStrategy": {
+            "type": "MostAllocated",
+            "resources": [{"name": "cpu", "weight": 3}, {"name": "memory", "weight": 1}],
+        }
+    },
+    {
+        "scoringStrategy": {
+            "type": "LeastAllocated",
+            "resources": [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 2}, {"name": GPU, "weight": 5}],
+        }
+    },
+    {
+        "scoringStrategy": {
+            "type": "RequestedToCapacityRatio",
+            "resources": [{"name": "cpu", "weight": 2}, {"name": "memory", "weight": 1}],
+            "requestedToCapacityRatio": {"shape": [{"utilization": 0, "score": 0}, {"utilization": 60, "score": 10}]},
+        }
+    },
 ]
 
 

@@ -32,9 +32,7 @@ def pod(*tolerations: Toleration) -> Pod:
     ("tolerations", "want"),
     [
         pytest.param((), False, id="none"),
-        pytest.param(
-            (Toleration(UNSCHEDULABLE_KEY, "Exists", effect=TaintEffect.NO_SCHEDULE),), True, id="exact"
-        ),
+        pytest.param((Toleration(UNSCHEDULABLE_KEY, "Exists", effect=TaintEffect.NO_SCHEDULE),), True, id="exact"),
         pytest.param((Toleration(UNSCHEDULABLE_KEY, "Exists"),), True, id="any-effect"),
         pytest.param((Toleration(operator="Exists"),), True, id="tolerate-everything"),
         pytest.param(
@@ -52,9 +50,7 @@ def test_tolerates_unschedulable(tolerations: tuple[Toleration, ...], want: bool
 @pytest.mark.parametrize(
     ("nodes", "positions", "tolerated", "want"),
     [
-        pytest.param(
-            [(0, False), (1, True), (2, False)], [0, 1, 2], False, [True, False, True], id="cordoned"
-        ),
+        pytest.param([(0, False), (1, True), (2, False)], [0, 1, 2], False, [True, False, True], id="cordoned"),
         pytest.param([(0, False), (1, True)], [1, 0], True, [True, True], id="tolerated"),
         pytest.param([(0, False), (1, False)], [0, 1], False, [True, True], id="none-cordoned"),
         pytest.param([(3, True)], [3, 2], False, [False, True], id="position-order-kept"),
@@ -120,6 +116,4 @@ def test_pod_toleration_hint() -> None:
     assert nodeunschedulable.is_schedulable_after_pod_toleration_change(pod(), pod(), tolerating) == (
         QueueingHint.QUEUE
     )
-    assert (
-        nodeunschedulable.is_schedulable_after_pod_toleration_change(pod(), pod(), pod()) == QueueingHint.SKIP
-    )
+    assert nodeunschedulable.is_schedulable_after_pod_toleration_change(pod(), pod(), pod()) == QueueingHint.SKIP

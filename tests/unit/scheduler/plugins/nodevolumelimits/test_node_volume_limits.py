@@ -37,8 +37,11 @@ def run(pod: Pod, existing: list[Pod], limits: dict[str, int | None] | None, *, 
     handle.add("PersistentVolumeClaim", *(sb.claim(f"c{i}", volume=f"pv-{i}", bound=True) for i in range(4)))
     handle.add("PersistentVolumeClaim", sb.claim("c-other", volume="pv-other", bound=True))
     handle.add("PersistentVolumeClaim", sb.claim("unbound", class_name="ebs-sc"), sb.claim("intree", class_name="gp2"))
-    handle.add("StorageClass", sb.storage_class("ebs-sc", provisioner=EBS),
-               sb.storage_class("gp2", provisioner="kubernetes.io/aws-ebs"))
+    handle.add(
+        "StorageClass",
+        sb.storage_class("ebs-sc", provisioner=EBS),
+        sb.storage_class("gp2", provisioner="kubernetes.io/aws-ebs"),
+    )
     if limits is not None:
         handle.add("CSINode", sb.csi_node("n1", limits, migrated=migrated))
     return filter_statuses(plugin, pod, snap)["n1"]
@@ -47,32 +50,89 @@ def run(pod: Pod, existing: list[Pod], limits: dict[str, int | None] | None, *, 
 @pytest.mark.parametrize(
     ("pod", "existing", "limits", "want"),
     [
-        pytest.param(csi_pod("p", "c0", "c1"), [csi_pod("e", "c2", node="n1")], {EBS: 3}, Status(),
-                     id="three-volumes-within-limit-of-three"),
-        pytest.param(csi_pod("p", "c0", "c1"), [csi_pod("e", "c2", "c3", node="n1")], {EBS: 3}, EXCEEDED,
-                     id="four-volumes-exceed-limit-of-three"),
-        pytest.param(csi_pod("p", "c0", "c1"), [csi_pod("e", "c0", "c1", node="n1")], {EBS: 2}, Status(),
-                     id="volumes-already-attached-count-once"),
-        pytest.param(csi_pod("p", "c0", "c1"), [csi_pod("e", "c2", "c3", node="n1")], {EBS: None}, Status(),
-                     id="driver-without-allocatable-count"),
-        pytest.param(csi_pod("p", "c0", "c1"), [csi_pod("e", "c2", "c3", node="n1")], None, Status(),
-                     id="no-csinode-no-limits"),
-        pytest.param(csi_pod("p", "c-other"), [csi_pod("e", "c2", "c3", node="n1")], {EBS: 2}, Status(),
-                     id="other-driver-not-limited"),
-        pytest.param(csi_pod("p", "unbound"), [csi_pod("e", "c0", node="n1")], {EBS: 1}, EXCEEDED,
-                     id="unbound-claim-counts-by-class-provisioner"),
-        pytest.param(csi_pod("p", "intree"), [csi_pod("e", "c0", node="n1")], {EBS: 1}, EXCEEDED,
-                     id="in-tree-provisioner-migrated-to-csi-driver"),
-        pytest.param(make_pod("p").inline_volume("disk", "awsElasticBlockStore", volumeID="vol-x").build(),
-                     [csi_pod("e", "c0", node="n1")], {EBS: 1}, EXCEEDED, id="inline-in-tree-disk-migrated"),
-        pytest.param(make_pod("p").inline_volume("disk", "awsElasticBlockStore", volumeID="vol-x").build(),
-                     [csi_pod("e", "c0", node="n1")], None, Status(), id="inline-in-tree-without-csinode"),
-        pytest.param(csi_pod("p", "missing"), [], {EBS: 1},
-                     Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
-                            ('looking up PVC default/missing: persistentvolumeclaim "missing" not found',)),
-                     id="missing-claim-of-new-pod"),
-        pytest.param(csi_pod("p", "c0"), [csi_pod("e", "missing", "c1", node="n1")], {EBS: 1}, EXCEEDED,
-                     id="missing-claim-of-existing-pod-is-skipped"),
+        pytest.param(
+            csi_pod("p", "c0", "c1"),
+            [csi_pod("e", "c2", node="n1")],
+            {EBS: 3},
+            Status(),
+            id="three-volumes-within-limit-of-three",
+        ),
+        pytest.param(
+            csi_pod("p", "c0", "c1"),
+            [csi_pod("e", "c2", "c3", node="n1")],
+            {EBS: 3},
+            EXCEEDED,
+            id="four-volumes-exceed-limit-of-three",
+        ),
+        pytest.param(
+            csi_pod("p", "c0", "c1"),
+            [csi_pod("e", "c0", "c1", node="n1")],
+            {EBS: 2},
+            Status(),
+            id="volumes-already-attached-count-once",
+        ),
+        pytest.param(
+            csi_pod("p", "c0", "c1"),
+            [csi_pod("e", "c2", "c3", node="n1")],
+            {EBS: None},
+            Status(),
+            id="driver-without-allocatable-count",
+        ),
+        pytest.param(
+            csi_pod("p", "c0", "c1"), [csi_pod("e", "c2", "c3", node="n1")], None, Status(), id="no-csinode-no-limits"
+        ),
+        pytest.param(
+            csi_pod("p", "c-other"),
+            [csi_pod("e", "c2", "c3", node="n1")],
+            {EBS: 2},
+            Status(),
+            id="other-driver-not-limited",
+        ),
+        pytest.param(
+            csi_pod("p", "unbound"),
+            [csi_pod("e", "c0", node="n1")],
+            {EBS: 1},
+            EXCEEDED,
+            id="unbound-claim-counts-by-class-provisioner",
+        ),
+        pytest.param(
+            csi_pod("p", "intree"),
+            [csi_pod("e", "c0", node="n1")],
+            {EBS: 1},
+            EXCEEDED,
+            id="in-tree-provisioner-migrated-to-csi-driver",
+        ),
+        pytest.param(
+            make_pod("p").inline_volume("disk", "awsElasticBlockStore", volumeID="vol-x").build(),
+            [csi_pod("e", "c0", node="n1")],
+            {EBS: 1},
+            EXCEEDED,
+            id="inline-in-tree-disk-migrated",
+        ),
+        pytest.param(
+            make_pod("p").inline_volume("disk", "awsElasticBlockStore", volumeID="vol-x").build(),
+            [csi_pod("e", "c0", node="n1")],
+            None,
+            Status(),
+            id="inline-in-tree-without-csinode",
+        ),
+        pytest.param(
+            csi_pod("p", "missing"),
+            [],
+            {EBS: 1},
+            Status(
+                Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+                ('looking up PVC default/missing: persistentvolumeclaim "missing" not found',),
+            ),
+            id="missing-claim-of-new-pod",
+        ),
+        pytest.param(
+            csi_pod("p", "c0"),
+            [csi_pod("e", "missing", "c1", node="n1")],
+            {EBS: 1},
+            EXCEEDED,
+            id="missing-claim-of-existing-pod-is-skipped",
+        ),
     ],
 )
 def test_filter(pod: Pod, existing: list[Pod], limits: dict[str, int | None] | None, want: Status) -> None:

@@ -41,7 +41,10 @@ def test_domain_reasons(
     ],
 )
 def test_bucket_sums_count_pods_per_domain(
-    value_ids: list[int], node_counts: list[int], eligible: list[int], n_values: int,
+    value_ids: list[int],
+    node_counts: list[int],
+    eligible: list[int],
+    n_values: int,
     expected: tuple[list[int], list[int]],
 ) -> None:
     match_num, present = expected

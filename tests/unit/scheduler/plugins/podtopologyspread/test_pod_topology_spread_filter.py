@@ -44,8 +44,9 @@ def plugin(args: PodTopologySpreadArgs | None = None) -> pts.PodTopologySpread:
     return pts.from_args(args)
 
 
-def run(pod: Pod, nodes: Sequence[Node], pods: Sequence[Pod] = (), p: pts.PodTopologySpread | None = None
-        ) -> dict[str, Status]:
+def run(
+    pod: Pod, nodes: Sequence[Node], pods: Sequence[Pod] = (), p: pts.PodTopologySpread | None = None
+) -> dict[str, Status]:
     return filter_statuses(p or plugin(), pod, make_snapshot(nodes, pods))
 
 
@@ -61,71 +62,99 @@ ZONED = [
     ("pod", "nodes", "pods", "want"),
     [
         pytest.param(
-            make_pod("p").label("foo", "").spread(1, "zone", FOO).build(), ZONED, [],
+            make_pod("p").label("foo", "").spread(1, "zone", FOO).build(),
+            ZONED,
+            [],
             {"node-a": OK, "node-b": OK, "node-x": OK, "node-y": OK},
             id="no-existing-pods-all-fit",
         ),
         pytest.param(
-            make_pod("p").label("foo", "").spread(1, "zone", FOO).build(), ZONED,
+            make_pod("p").label("foo", "").spread(1, "zone", FOO).build(),
+            ZONED,
             [existing("a1", "node-a", namespace="ns1"), existing("x1", "node-x", namespace="ns2")],
             {"node-a": OK, "node-b": OK, "node-x": OK, "node-y": OK},
             id="pods-in-other-namespaces-do-not-count",
         ),
         pytest.param(
             # zone1 3, zone2 3: skew 3 + 1 - 3 = 1 <= 1 everywhere.
-            make_pod("p").label("foo", "").spread(1, "zone", FOO).build(), ZONED,
-            [existing("a1", "node-a"), existing("a2", "node-a"), existing("b1", "node-b"),
-             existing("x1", "node-x"), existing("y1", "node-y"), existing("y2", "node-y")],
+            make_pod("p").label("foo", "").spread(1, "zone", FOO).build(),
+            ZONED,
+            [
+                existing("a1", "node-a"),
+                existing("a2", "node-a"),
+                existing("b1", "node-b"),
+                existing("x1", "node-x"),
+                existing("y1", "node-y"),
+                existing("y2", "node-y"),
+            ],
             {"node-a": OK, "node-b": OK, "node-x": OK, "node-y": OK},
             id="spread-3-3-all-fit",
         ),
         pytest.param(
             # zone1 3, zone2 4: zone2 skew 4 + 1 - 3 = 2 > 1.
-            make_pod("p").label("foo", "").spread(1, "zone", FOO).build(), ZONED,
-            [existing("a1", "node-a"), existing("a2", "node-a"), existing("b1", "node-b"),
-             existing("x1", "node-x"), existing("y1", "node-y"), existing("y2", "node-y"),
-             existing("y3", "node-y")],
+            make_pod("p").label("foo", "").spread(1, "zone", FOO).build(),
+            ZONED,
+            [
+                existing("a1", "node-a"),
+                existing("a2", "node-a"),
+                existing("b1", "node-b"),
+                existing("x1", "node-x"),
+                existing("y1", "node-y"),
+                existing("y2", "node-y"),
+                existing("y3", "node-y"),
+            ],
             {"node-a": OK, "node-b": OK, "node-x": SKEW, "node-y": SKEW},
             id="spread-3-4-zone2-skew-2",
         ),
         pytest.param(
             # node-b lacks "zone": it is not a domain and its pod does not count; zone1 1, zone2 2.
             make_pod("p").label("foo", "").spread(1, "zone", FOO).build(),
-            [node("node-a", zone="zone1"), node("node-b", zon="zone1"), node("node-x", zone="zone2"),
-             node("node-y", zone="zone2")],
-            [existing("a1", "node-a"), existing("b1", "node-b"), existing("x1", "node-x"),
-             existing("y1", "node-y")],
+            [
+                node("node-a", zone="zone1"),
+                node("node-b", zon="zone1"),
+                node("node-x", zone="zone2"),
+                node("node-y", zone="zone2"),
+            ],
+            [existing("a1", "node-a"), existing("b1", "node-b"), existing("x1", "node-x"), existing("y1", "node-y")],
             {"node-a": OK, "node-b": MISSING, "node-x": SKEW, "node-y": SKEW},
             id="missing-label-unresolvable-and-not-counted",
         ),
         pytest.param(
             # The incoming pod does not match its own selector: selfMatch 0. zone1 1, zone2 2:
             # zone2 skew 2 + 0 - 1 = 1 <= 1.
-            make_pod("p").label("bar", "").spread(1, "zone", FOO).build(), ZONED,
+            make_pod("p").label("bar", "").spread(1, "zone", FOO).build(),
+            ZONED,
             [existing("a1", "node-a"), existing("x1", "node-x"), existing("y1", "node-y")],
             {"node-a": OK, "node-b": OK, "node-x": OK, "node-y": OK},
             id="self-match-0",
         ),
         pytest.param(
             # Hostname-like key "node": counts a 2, b 1, x 0, y 2; min 0 -> only x (0+1-0 = 1) fits.
-            make_pod("p").label("foo", "").spread(1, "node", FOO).build(), ZONED,
-            [existing("a1", "node-a"), existing("a2", "node-a"), existing("b1", "node-b"),
-             existing("y1", "node-y"), existing("y2", "node-y")],
+            make_pod("p").label("foo", "").spread(1, "node", FOO).build(),
+            ZONED,
+            [
+                existing("a1", "node-a"),
+                existing("a2", "node-a"),
+                existing("b1", "node-b"),
+                existing("y1", "node-y"),
+                existing("y2", "node-y"),
+            ],
             {"node-a": SKEW, "node-b": SKEW, "node-x": OK, "node-y": SKEW},
             id="per-node-key-min-0",
         ),
         pytest.param(
             # Two constraints: zone (maxSkew 1) then node (maxSkew 1). zone1 3, zone2 1 (min 1);
             # nodes a 2, b 1, x 0, y 1 (min 0). zone1 nodes fail the zone constraint; y fails node.
-            make_pod("p").label("foo", "").spread(1, "zone", FOO).spread(1, "node", FOO).build(), ZONED,
-            [existing("a1", "node-a"), existing("a2", "node-a"), existing("b1", "node-b"),
-             existing("y1", "node-y")],
+            make_pod("p").label("foo", "").spread(1, "zone", FOO).spread(1, "node", FOO).build(),
+            ZONED,
+            [existing("a1", "node-a"), existing("a2", "node-a"), existing("b1", "node-b"), existing("y1", "node-y")],
             {"node-a": SKEW, "node-b": SKEW, "node-x": OK, "node-y": SKEW},
             id="two-constraints-both-checked",
         ),
         pytest.param(
             # Terminating pods are not counted: zone2 has 2 live + 2 terminating.
-            make_pod("p").label("foo", "").spread(1, "zone", FOO).build(), ZONED,
+            make_pod("p").label("foo", "").spread(1, "zone", FOO).build(),
+            ZONED,
             [existing("a1", "node-a"), existing("x1", "node-x"), existing("x2", "node-x")],
             {"node-a": OK, "node-b": OK, "node-x": SKEW, "node-y": SKEW},
             id="zone2-one-more-skew-2",
@@ -162,11 +191,15 @@ def test_schedule_anyway_only_skips_filter() -> None:
     ("min_domains", "want"),
     [
         # 2 domains (zone1 2 pods, zone2 2 pods). minDomains 3 > 2: global min 0, skew 2 + 1 - 0 = 3 > 2.
-        pytest.param(3, {"node-a": SKEW, "node-b": SKEW, "node-x": SKEW, "node-y": SKEW},
-                     id="min-domains-3-above-2-domains-global-min-0"),
+        pytest.param(
+            3,
+            {"node-a": SKEW, "node-b": SKEW, "node-x": SKEW, "node-y": SKEW},
+            id="min-domains-3-above-2-domains-global-min-0",
+        ),
         # minDomains 2 == 2 domains: global min 2, skew 2 + 1 - 2 = 1 <= 2.
-        pytest.param(2, {"node-a": OK, "node-b": OK, "node-x": OK, "node-y": OK},
-                     id="min-domains-2-reached-global-min-2"),
+        pytest.param(
+            2, {"node-a": OK, "node-b": OK, "node-x": OK, "node-y": OK}, id="min-domains-2-reached-global-min-2"
+        ),
     ],
 )
 def test_min_domains(min_domains: int, want: dict[str, Status]) -> None:
@@ -222,8 +255,10 @@ def test_no_domain_at_all_uses_max_int32_minimum() -> None:
 
 def test_list_default_constraints_apply_to_controlled_pods() -> None:
     args = PodTopologySpreadArgs.model_validate(
-        {"defaultingType": "List",
-         "defaultConstraints": [{"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"}]}
+        {
+            "defaultingType": "List",
+            "defaultConstraints": [{"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"}],
+        }
     )
     p = plugin(args)
     rs_pods = [
@@ -243,15 +278,21 @@ def test_list_default_constraints_apply_to_controlled_pods() -> None:
     [
         pytest.param(make_pod("p").label("app", "x").owner("ReplicaSet", "rs"), {"app": "x"}, id="replicaset"),
         pytest.param(
-            make_pod("p").labels({"app": "db", "statefulset.kubernetes.io/pod-name": "p",
-                                  "controller-revision-hash": "h"}).owner("StatefulSet", "db"),
-            {"app": "db"}, id="statefulset-drops-per-pod-labels",
+            make_pod("p")
+            .labels({"app": "db", "statefulset.kubernetes.io/pod-name": "p", "controller-revision-hash": "h"})
+            .owner("StatefulSet", "db"),
+            {"app": "db"},
+            id="statefulset-drops-per-pod-labels",
         ),
-        pytest.param(make_pod("p").label("app", "x").owner("ReplicationController", "rc", api_version="v1"),
-                     {"app": "x"}, id="replicationcontroller"),
+        pytest.param(
+            make_pod("p").label("app", "x").owner("ReplicationController", "rc", api_version="v1"),
+            {"app": "x"},
+            id="replicationcontroller",
+        ),
         pytest.param(make_pod("p").label("app", "x").owner("Job", "j", api_version="batch/v1"), None, id="job-none"),
-        pytest.param(make_pod("p").label("app", "x").owner("ReplicaSet", "rs", controller=False), None,
-                     id="not-controller-none"),
+        pytest.param(
+            make_pod("p").label("app", "x").owner("ReplicaSet", "rs", controller=False), None, id="not-controller-none"
+        ),
         pytest.param(make_pod("p").label("app", "x"), None, id="bare-pod-none"),
     ],
 )
@@ -277,14 +318,22 @@ def test_add_and_remove_pod_update_a_cloned_state() -> None:
     before = p.filter_nodes(state, pod, snap, positions)
     names = [snap.info(int(i)).name for i in positions]
     assert dict(zip(names, after.passed.tolist(), strict=True)) == {
-        "node-a": True, "node-b": True, "node-x": False, "node-y": False}
+        "node-a": True,
+        "node-b": True,
+        "node-x": False,
+        "node-y": False,
+    }
     assert before.passed.all()
     # Removing two zone2 pods makes zone2 the minimum (0) and zone1 skew 1 + 1 - 0 = 2 > 1.
     ext.remove_pod(clone, pod, existing("x2", "node-x"), node_x)
     ext.remove_pod(clone, pod, existing("x1", "node-x"), node_x)
     after = p.filter_nodes(clone, pod, snap, positions)
     assert dict(zip(names, after.passed.tolist(), strict=True)) == {
-        "node-a": False, "node-b": False, "node-x": True, "node-y": True}
+        "node-a": False,
+        "node-b": False,
+        "node-x": True,
+        "node-y": True,
+    }
     # Pods of another namespace are ignored.
     ext.add_pod(clone, pod, existing("o1", "node-a", namespace="other"), snap.node_info("node-a"))  # type: ignore[arg-type]
     assert p.filter_nodes(clone, pod, snap, positions).passed.tolist() == after.passed.tolist()

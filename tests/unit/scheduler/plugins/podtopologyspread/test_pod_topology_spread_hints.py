@@ -56,16 +56,21 @@ WAITING = waiting()
         pytest.param(None, assigned("a", {"bar": ""}), SKIP, id="add-pod-not-matching-selector"),
         pytest.param(assigned("a", {"foo": ""}), None, QUEUE, id="delete-pod-matching-selector"),
         pytest.param(assigned("a", {"bar": ""}), None, SKIP, id="delete-pod-not-matching-selector"),
-        pytest.param(assigned("a", {"foo": "", "x": "1"}), assigned("a", {"foo": "", "x": "2"}), SKIP,
-                     id="update-unrelated-label"),
-        pytest.param(assigned("a", {"bar": ""}), assigned("a", {"bar": "", "foo": ""}), QUEUE,
-                     id="add-label-matching-selector"),
+        pytest.param(
+            assigned("a", {"foo": "", "x": "1"}),
+            assigned("a", {"foo": "", "x": "2"}),
+            SKIP,
+            id="update-unrelated-label",
+        ),
+        pytest.param(
+            assigned("a", {"bar": ""}), assigned("a", {"bar": "", "foo": ""}), QUEUE, id="add-label-matching-selector"
+        ),
         pytest.param(assigned("a", {"foo": ""}), assigned("a", {}), QUEUE, id="remove-label-matching-selector"),
         pytest.param(assigned("a", {"foo": ""}), assigned("a", {"foo": ""}), SKIP, id="update-without-label-change"),
-        pytest.param(pending("a", {"foo": ""}), assigned("a", {"foo": ""}), QUEUE,
-                     id="pending-pod-bound-is-an-add"),
-        pytest.param(pending("a", {"bar": ""}), assigned("a", {"bar": ""}), SKIP,
-                     id="pending-pod-bound-not-matching-is-an-add"),
+        pytest.param(pending("a", {"foo": ""}), assigned("a", {"foo": ""}), QUEUE, id="pending-pod-bound-is-an-add"),
+        pytest.param(
+            pending("a", {"bar": ""}), assigned("a", {"bar": ""}), SKIP, id="pending-pod-bound-not-matching-is-an-add"
+        ),
     ],
 )
 def test_hint_after_pod_change(old: Pod | None, new: Pod | None, want: QueueingHint) -> None:
@@ -118,8 +123,12 @@ def test_hint_after_node_change(old: Node | None, new: Node | None, want: Queuei
 
 
 def test_hints_read_the_default_constraints_when_the_pod_has_none() -> None:
-    args = PodTopologySpreadArgs(defaulting_type="List", default_constraints=[
-        TopologySpreadConstraint(max_skew=1, topology_key=ZONE, when_unsatisfiable="DoNotSchedule")])
+    args = PodTopologySpreadArgs(
+        defaulting_type="List",
+        default_constraints=[
+            TopologySpreadConstraint(max_skew=1, topology_key=ZONE, when_unsatisfiable="DoNotSchedule")
+        ],
+    )
     listed = pts.from_args(args)
     owned = make_pod("p").label("app", "web").owner("ReplicaSet", "rs").build()
     assert listed.hint_after_node_change(owned, None, node("n1", zone="a")) == QUEUE

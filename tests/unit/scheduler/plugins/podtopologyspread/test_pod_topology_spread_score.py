@@ -43,34 +43,55 @@ def run(pod: Pod, nodes: Sequence[Node], pods: Sequence[Pod] = (), *, normalize:
 
 
 FOUR = [node("node-a"), node("node-b"), node("node-c"), node("node-d")]
-SPREAD_2_1_0_3 = [existing("a1", "node-a"), existing("a2", "node-a"), existing("b1", "node-b"),
-                  existing("d1", "node-d"), existing("d2", "node-d"), existing("d3", "node-d")]
-ZONED = [node("node-a", zone="zone1"), node("node-b", zone="zone1"), node("node-x", zone="zone2"),
-         node("node-y", zone="zone2")]
+SPREAD_2_1_0_3 = [
+    existing("a1", "node-a"),
+    existing("a2", "node-a"),
+    existing("b1", "node-b"),
+    existing("d1", "node-d"),
+    existing("d2", "node-d"),
+    existing("d3", "node-d"),
+]
+ZONED = [
+    node("node-a", zone="zone1"),
+    node("node-b", zone="zone1"),
+    node("node-x", zone="zone2"),
+    node("node-y", zone="zone2"),
+]
 
 
 @pytest.mark.parametrize(
     ("pod", "nodes", "pods", "want_raw", "want"),
     [
-        pytest.param(soft("node"), FOUR[:2], [], {"node-a": 0, "node-b": 0}, {"node-a": 100, "node-b": 100},
-                     id="no-existing-pods-max-0-all-100"),
+        pytest.param(
+            soft("node"),
+            FOUR[:2],
+            [],
+            {"node-a": 0, "node-b": 0},
+            {"node-a": 100, "node-b": 100},
+            id="no-existing-pods-max-0-all-100",
+        ),
         pytest.param(
             # size 4, w = ln 6 = 1.79: raw 3.58->4, 1.79->2, 0, 5.38->5; max 5 min 0.
-            soft("node"), FOUR, SPREAD_2_1_0_3,
+            soft("node"),
+            FOUR,
+            SPREAD_2_1_0_3,
             {"node-a": 4, "node-b": 2, "node-c": 0, "node-d": 5},
             {"node-a": 20, "node-b": 60, "node-c": 100, "node-d": 0},
             id="per-node-key-2-1-0-3",
         ),
         pytest.param(
             # The hostname key counts the node's own pods; size = scored nodes = 4: same numbers.
-            soft(HOST), FOUR, SPREAD_2_1_0_3,
+            soft(HOST),
+            FOUR,
+            SPREAD_2_1_0_3,
             {"node-a": 4, "node-b": 2, "node-c": 0, "node-d": 5},
             {"node-a": 20, "node-b": 60, "node-c": 100, "node-d": 0},
             id="hostname-key-2-1-0-3",
         ),
         pytest.param(
             # zone1 3, zone2 1, w = ln 4 = 1.386: 4.16->4, 1.39->1; 100*(4+1-4)/4 = 25, 100*(4+1-1)/4 = 100.
-            soft("zone"), ZONED,
+            soft("zone"),
+            ZONED,
             [existing("a1", "node-a"), existing("a2", "node-a"), existing("b1", "node-b"), existing("x1", "node-x")],
             {"node-a": 4, "node-b": 4, "node-x": 1, "node-y": 1},
             {"node-a": 25, "node-b": 25, "node-x": 100, "node-y": 100},
@@ -78,14 +99,17 @@ ZONED = [node("node-a", zone="zone1"), node("node-b", zone="zone1"), node("node-
         ),
         pytest.param(
             # maxSkew 3 adds 2: zone1 1.386 + 2 = 3.39->3, zone2 2; 100*(3+2-3)/3 = 66.
-            soft("zone", max_skew=3), ZONED, [existing("a1", "node-a")],
+            soft("zone", max_skew=3),
+            ZONED,
+            [existing("a1", "node-a")],
             {"node-a": 3, "node-b": 3, "node-x": 2, "node-y": 2},
             {"node-a": 66, "node-b": 66, "node-x": 100, "node-y": 100},
             id="max-skew-3-adds-2",
         ),
         pytest.param(
             # node-c has no zone: ignored (0, left out of min/max). zone1 size 1, w = ln 3: 1.10->1.
-            soft("zone"), [node("node-a", zone="zone1"), node("node-b", zone="zone1"), node("node-c")],
+            soft("zone"),
+            [node("node-a", zone="zone1"), node("node-b", zone="zone1"), node("node-c")],
             [existing("a1", "node-a"), existing("c1", "node-c")],
             {"node-a": 1, "node-b": 1, "node-c": 0},
             {"node-a": 100, "node-b": 100, "node-c": 0},
@@ -93,15 +117,18 @@ ZONED = [node("node-a", zone="zone1"), node("node-b", zone="zone1"), node("node-
         ),
         pytest.param(
             # Pods of another namespace and non-matching pods do not count.
-            soft("node"), FOUR[:2],
+            soft("node"),
+            FOUR[:2],
             [make_pod("o1", "other").labels(FOO).node("node-a").build(), existing("b1", "node-b", {"bar": ""})],
-            {"node-a": 0, "node-b": 0}, {"node-a": 100, "node-b": 100},
+            {"node-a": 0, "node-b": 0},
+            {"node-a": 100, "node-b": 100},
             id="other-namespace-and-selector-mismatch-ignored",
         ),
     ],
 )
-def test_score_table(pod: Pod, nodes: list[Node], pods: list[Pod], want_raw: dict[str, int],
-                     want: dict[str, int]) -> None:
+def test_score_table(
+    pod: Pod, nodes: list[Node], pods: list[Pod], want_raw: dict[str, int], want: dict[str, int]
+) -> None:
     assert run(pod, nodes, pods, normalize=False) == want_raw
     assert run(pod, nodes, pods) == want
 
@@ -109,8 +136,12 @@ def test_score_table(pod: Pod, nodes: list[Node], pods: list[Pod], want_raw: dic
 def test_system_defaults_for_replicaset_pods() -> None:
     # hostname maxSkew 3 (w = ln 6, 4 scored nodes) and zone maxSkew 5 (values zone1, zone2, "" -> w = ln 5);
     # node-c has no zone label but is not ignored (system defaults do not require every key).
-    nodes = [make_node("node-a").zone("zone1").build(), make_node("node-b").zone("zone1").build(),
-             make_node("node-x").zone("zone2").build(), make_node("node-c").build()]
+    nodes = [
+        make_node("node-a").zone("zone1").build(),
+        make_node("node-b").zone("zone1").build(),
+        make_node("node-x").zone("zone2").build(),
+        make_node("node-c").build(),
+    ]
 
     def rs(name: str, on: str = "") -> Pod:
         b = make_pod(name).label("app", "web").owner("ReplicaSet", "web-1")
@@ -128,8 +159,10 @@ def test_system_defaults_for_replicaset_pods() -> None:
 
 def test_list_defaulting_requires_every_key() -> None:
     args = PodTopologySpreadArgs.model_validate(
-        {"defaultingType": "List",
-         "defaultConstraints": [{"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "ScheduleAnyway"}]}
+        {
+            "defaultingType": "List",
+            "defaultConstraints": [{"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "ScheduleAnyway"}],
+        }
     )
     nodes = [node("node-a", zone="zone1"), node("node-c")]
     pod = make_pod("w9").label("app", "web").owner("ReplicaSet", "web-1").build()

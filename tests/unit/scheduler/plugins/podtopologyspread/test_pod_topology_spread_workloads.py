@@ -26,15 +26,14 @@ from tests.fwtest import FakeHandle, make_snapshot, scores
 
 def service(name: str, selector: Any, namespace: str = "default") -> WorkloadSelector:
     spec = {} if selector is None else {"selector": selector}
-    parsed: WorkloadSelector = SERVICE_KIND.parse(
-        {"metadata": {"name": name, "namespace": namespace}, "spec": spec}
-    )
+    parsed: WorkloadSelector = SERVICE_KIND.parse({"metadata": {"name": name, "namespace": namespace}, "spec": spec})
     return parsed
 
 
 def controller(kind: ObjectKind, name: str, selector: Any) -> WorkloadSelector:
-    parsed: WorkloadSelector = kind.parse({"metadata": {"name": name, "namespace": "default"},
-                                           "spec": {"selector": selector}})
+    parsed: WorkloadSelector = kind.parse(
+        {"metadata": {"name": name, "namespace": "default"}, "spec": {"selector": selector}}
+    )
     return parsed
 
 
@@ -51,39 +50,79 @@ RS_OWNED = make_pod("p").labels({"app": "web", "pod-template-hash": "h"}).owner(
     [
         pytest.param([service("s", {"app": "web"})], WEB, {"app": "web"}, (), id="service-selecting-the-pod"),
         pytest.param([service("s", {"app": "db"})], WEB, None, None, id="service-not-selecting"),
-        pytest.param([service("s", {"app": "web"}, namespace="other")], WEB, None, None,
-                     id="service-in-another-namespace"),
+        pytest.param(
+            [service("s", {"app": "web"}, namespace="other")], WEB, None, None, id="service-in-another-namespace"
+        ),
         pytest.param([service("s", None)], WEB, None, None, id="service-without-selector-selects-nothing"),
         pytest.param([service("s", {})], WEB, None, None, id="service-empty-selector-selects-nothing"),
-        pytest.param([service("s1", {"app": "web"}), service("s2", {"tier": "fe"})],
-                     make_pod("p").labels({"app": "web", "tier": "fe"}), {"app": "web", "tier": "fe"}, (),
-                     id="services-merged"),
-        pytest.param([controller(REPLICA_SET_KIND, "web-rs", {
-                          "matchLabels": {"app": "web"}, "matchExpressions": [{"key": "tier", "operator": "Exists"}]})],
-                     RS_OWNED, {}, (req("app", "web"), req("tier", op=Operator.EXISTS)),
-                     id="replicaset-requirements"),
+        pytest.param(
+            [service("s1", {"app": "web"}), service("s2", {"tier": "fe"})],
+            make_pod("p").labels({"app": "web", "tier": "fe"}),
+            {"app": "web", "tier": "fe"},
+            (),
+            id="services-merged",
+        ),
+        pytest.param(
+            [
+                controller(
+                    REPLICA_SET_KIND,
+                    "web-rs",
+                    {"matchLabels": {"app": "web"}, "matchExpressions": [{"key": "tier", "operator": "Exists"}]},
+                )
+            ],
+            RS_OWNED,
+            {},
+            (req("app", "web"), req("tier", op=Operator.EXISTS)),
+            id="replicaset-requirements",
+        ),
         pytest.param([], RS_OWNED, None, None, id="replicaset-unknown-adds-nothing"),
-        pytest.param([controller(REPLICA_SET_KIND, "other-rs", {"matchLabels": {"app": "web"}})], RS_OWNED,
-                     None, None, id="replicaset-other-name"),
-        pytest.param([service("s", {"app": "web"}),
-                      controller(REPLICA_SET_KIND, "web-rs", {"matchLabels": {"app": "web"}})],
-                     RS_OWNED, {"app": "web"}, (req("app", "web"),), id="service-and-replicaset"),
-        pytest.param([controller(STATEFUL_SET_KIND, "db", {"matchLabels": {"app": "db"}})],
-                     make_pod("p").label("app", "db").owner("StatefulSet", "db"), {}, (req("app", "db"),),
-                     id="statefulset"),
-        pytest.param([controller(REPLICATION_CONTROLLER_KIND, "rc", {"app": "old"})],
-                     make_pod("p").label("app", "old").owner("ReplicationController", "rc", api_version="v1"),
-                     {"app": "old"}, (), id="replicationcontroller-map"),
-        pytest.param([controller(REPLICA_SET_KIND, "web-rs", {"matchLabels": {"app": "web"}})],
-                     make_pod("p").label("app", "web").owner("ReplicaSet", "web-rs", controller=False), None, None,
-                     id="owner-not-controller"),
-        pytest.param([controller(REPLICA_SET_KIND, "j", {"matchLabels": {"app": "web"}})],
-                     make_pod("p").label("app", "web").owner("Job", "j", api_version="batch/v1"), None, None,
-                     id="job-owner-not-a-listed-kind"),
+        pytest.param(
+            [controller(REPLICA_SET_KIND, "other-rs", {"matchLabels": {"app": "web"}})],
+            RS_OWNED,
+            None,
+            None,
+            id="replicaset-other-name",
+        ),
+        pytest.param(
+            [service("s", {"app": "web"}), controller(REPLICA_SET_KIND, "web-rs", {"matchLabels": {"app": "web"}})],
+            RS_OWNED,
+            {"app": "web"},
+            (req("app", "web"),),
+            id="service-and-replicaset",
+        ),
+        pytest.param(
+            [controller(STATEFUL_SET_KIND, "db", {"matchLabels": {"app": "db"}})],
+            make_pod("p").label("app", "db").owner("StatefulSet", "db"),
+            {},
+            (req("app", "db"),),
+            id="statefulset",
+        ),
+        pytest.param(
+            [controller(REPLICATION_CONTROLLER_KIND, "rc", {"app": "old"})],
+            make_pod("p").label("app", "old").owner("ReplicationController", "rc", api_version="v1"),
+            {"app": "old"},
+            (),
+            id="replicationcontroller-map",
+        ),
+        pytest.param(
+            [controller(REPLICA_SET_KIND, "web-rs", {"matchLabels": {"app": "web"}})],
+            make_pod("p").label("app", "web").owner("ReplicaSet", "web-rs", controller=False),
+            None,
+            None,
+            id="owner-not-controller",
+        ),
+        pytest.param(
+            [controller(REPLICA_SET_KIND, "j", {"matchLabels": {"app": "web"}})],
+            make_pod("p").label("app", "web").owner("Job", "j", api_version="batch/v1"),
+            None,
+            None,
+            id="job-owner-not-a-listed-kind",
+        ),
     ],
 )
-def test_default_selector(objects: list[WorkloadSelector], builder: PodBuilder, want_labels: Any,
-                          want_expressions: Any) -> None:
+def test_default_selector(
+    objects: list[WorkloadSelector], builder: PodBuilder, want_labels: Any, want_expressions: Any
+) -> None:
     store = WorkloadStore()
     for obj in objects:
         store.on_event(EventType.ADDED, None, obj)
@@ -112,8 +151,12 @@ def test_store_forgets_deleted_and_unselected_services() -> None:
     [
         pytest.param(SERVICE_KIND, {"selector": {"app": 1}}, "spec.selector", id="service-selector-value"),
         pytest.param(SERVICE_KIND, {"selector": ["app"]}, "spec.selector", id="service-selector-not-a-map"),
-        pytest.param(REPLICA_SET_KIND, {"selector": {"matchExpressions": [{"key": "a", "operator": "Near"}]}},
-                     "spec.selector", id="replicaset-bad-operator"),
+        pytest.param(
+            REPLICA_SET_KIND,
+            {"selector": {"matchExpressions": [{"key": "a", "operator": "Near"}]}},
+            "spec.selector",
+            id="replicaset-bad-operator",
+        ),
         pytest.param(STATEFUL_SET_KIND, "x", "spec", id="spec-not-an-object"),
     ],
 )
@@ -137,8 +180,10 @@ def test_plugin_spreads_a_bare_pod_its_service_selects() -> None:
     selects. Two web pods on a1: a1 scores lowest once the Service is known; before, the pod had no
     constraints (PreScore skipped)."""
     zone = "topology.kubernetes.io/zone"
-    nodes = [make_node(n).labels({zone: z, "kubernetes.io/hostname": n}).build()
-             for n, z in (("a1", "a"), ("a2", "a"), ("b1", "b"))]
+    nodes = [
+        make_node(n).labels({zone: z, "kubernetes.io/hostname": n}).build()
+        for n, z in (("a1", "a"), ("a2", "a"), ("b1", "b"))
+    ]
     running = [make_pod(f"w{i}").label("app", "web").node("a1").build() for i in range(2)]
     snap = make_snapshot(nodes, running)
     handle = Handle(snap)

@@ -46,8 +46,11 @@ def random_buckets(rng: random.Random, capacity: int, n_buckets: int) -> np.ndar
 
 PROBES = [
     make_pod("probe-web").label("app", "web").spread(1, "zone", {"app": "web"}).build(),
-    make_pod("probe-db", "other").label("app", "db").spread(1, "zone", {"app": "db"})
-    .spread(2, "kubernetes.io/hostname", {"app": "db"}).build(),
+    make_pod("probe-db", "other")
+    .label("app", "db")
+    .spread(1, "zone", {"app": "db"})
+    .spread(2, "kubernetes.io/hostname", {"app": "db"})
+    .build(),
     make_pod("probe-cache").label("app", "web").spread(1, "zone", {"app": "cache"}).build(),
 ]
 

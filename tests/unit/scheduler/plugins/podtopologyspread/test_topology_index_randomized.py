@@ -67,12 +67,20 @@ def brute_groups(snap: ClusterSnapshot) -> dict[TermGroup, list[int]]:
 
 PROBES = [
     make_pod("probe-spread").label("app", "web").spread(1, "zone", {"app": "web"}).build(),
-    make_pod("probe-soft").label("app", "db").spread(2, "zone", {"app": "db"}, when_unsatisfiable="ScheduleAnyway")
-    .spread(1, "kubernetes.io/hostname", {"app": "db"}, when_unsatisfiable="ScheduleAnyway").build(),
-    make_pod("probe-anti").label("app", "web")
-    .pod_affinity("kubernetes.io/hostname", {"app": "web"}, anti=True).build(),
-    make_pod("probe-aff").label("app", "cache").pod_affinity("zone", {"app": "db"})
-    .pod_affinity("zone", {"app": "web"}, weight=5).build(),
+    make_pod("probe-soft")
+    .label("app", "db")
+    .spread(2, "zone", {"app": "db"}, when_unsatisfiable="ScheduleAnyway")
+    .spread(1, "kubernetes.io/hostname", {"app": "db"}, when_unsatisfiable="ScheduleAnyway")
+    .build(),
+    make_pod("probe-anti")
+    .label("app", "web")
+    .pod_affinity("kubernetes.io/hostname", {"app": "web"}, anti=True)
+    .build(),
+    make_pod("probe-aff")
+    .label("app", "cache")
+    .pod_affinity("zone", {"app": "db"})
+    .pod_affinity("zone", {"app": "web"}, weight=5)
+    .build(),
     make_pod("probe-plain").label("app", "db").build(),
 ]
 

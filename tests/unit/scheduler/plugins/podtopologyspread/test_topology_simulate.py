@@ -44,8 +44,9 @@ async def test_workloads_cluster_uses_namespaces_and_services() -> None:
     assert result.problems == []
 
     text = path.read_text()
-    stripped = "\n".join(line for line in text.splitlines() if "kind: Service" not in line
-                         and "kind: Namespace" not in line)
+    stripped = "\n".join(
+        line for line in text.splitlines() if "kind: Service" not in line and "kind: Namespace" not in line
+    )
     result, _ = await run_simulation(None, config, registry, now=1_700_000_000.0, cluster_text=stripped)
     got = {p.name: p.node for p in result.placements}
     assert got == {"web-2": "a1", "near-shop-cache": None}

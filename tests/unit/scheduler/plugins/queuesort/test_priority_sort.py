@@ -34,8 +34,12 @@ def test_less(a: QueuedPodInfo, b: QueuedPodInfo, want_less: bool) -> None:
 
 def test_sorted_order() -> None:
     plugin = queuesort.PrioritySort()
-    pods = [queued("low-old", 0, 1.0), queued("high-new", 100, 5.0), queued("low-new", 0, 3.0),
-            queued("high-old", 100, 2.0)]
+    pods = [
+        queued("low-old", 0, 1.0),
+        queued("high-new", 100, 5.0),
+        queued("low-new", 0, 3.0),
+        queued("high-old", 100, 2.0),
+    ]
 
     def compare(x: QueuedPodInfo, y: QueuedPodInfo) -> int:
         return -1 if plugin.less(x, y) else int(plugin.less(y, x))

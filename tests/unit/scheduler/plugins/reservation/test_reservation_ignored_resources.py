@@ -32,10 +32,13 @@ def test_is_ignored(resource: str, resources: set[str], groups: set[str], want: 
 
 
 def profile(args: str) -> str:
-    return PROFILE + f"""  pluginConfig:
+    return (
+        PROFILE
+        + f"""  pluginConfig:
   - name: Reservation
     args: {{{args}}}
 """
+    )
 
 
 @pytest.mark.parametrize(

@@ -148,15 +148,21 @@ TOLERATE_ALL = (Toleration(key="", operator="Exists"),)
             make_reservation("r"), {"wanted_name": "r", "exact_ok": False}, (Verdict.NOT_EXACT, ""), id="name-not-exact"
         ),
         pytest.param(
-            make_reservation("r").spec(unschedulable=True), {"wanted_name": "r"}, (Verdict.NAME_MATCHED, ""),
+            make_reservation("r").spec(unschedulable=True),
+            {"wanted_name": "r"},
+            (Verdict.NAME_MATCHED, ""),
             id="name-wins-over-unschedulable",
         ),
         pytest.param(
-            make_reservation("r").spec(unschedulable=True), {"affinity_ok": False}, (Verdict.UNSCHEDULABLE, ""),
+            make_reservation("r").spec(unschedulable=True),
+            {"affinity_ok": False},
+            (Verdict.UNSCHEDULABLE, ""),
             id="unschedulable-before-affinity",
         ),
         pytest.param(
-            make_reservation("r").spec(unschedulable=True), {"tolerations": TOLERATE_ALL}, (Verdict.USABLE, ""),
+            make_reservation("r").spec(unschedulable=True),
+            {"tolerations": TOLERATE_ALL},
+            (Verdict.USABLE, ""),
             id="unschedulable-tolerated",
         ),
         pytest.param(

@@ -51,10 +51,13 @@ def test_choose(request_: int, free: int, pods: list[dict[str, int]], flags: dic
 def test_choose_checks_every_resource() -> None:
     """The reservation reserves cpu and memory; the pod frees enough cpu but not memory."""
     request = {C: 2, "memory": 4}
-    assert choose(request, {C: 0, "memory": 1}, [{C: 2, "memory": 1}], multiple=False, prefer_none=False,
-                  required=False) is None
-    assert choose(request, {C: 0, "memory": 3}, [{C: 2, "memory": 1}], multiple=False, prefer_none=False,
-                  required=False) == [0]
+    assert (
+        choose(request, {C: 0, "memory": 1}, [{C: 2, "memory": 1}], multiple=False, prefer_none=False, required=False)
+        is None
+    )
+    assert choose(
+        request, {C: 0, "memory": 3}, [{C: 2, "memory": 1}], multiple=False, prefer_none=False, required=False
+    ) == [0]
 
 
 def node(cpu_: str = "4") -> list:
@@ -105,10 +108,13 @@ async def test_non_owner_pods_are_not_adopted() -> None:
 
 
 async def test_prefer_no_pre_allocated_pods_uses_free_capacity_first() -> None:
-    profile = NO_PREEMPTION + """  pluginConfig:
+    profile = (
+        NO_PREEMPTION
+        + """  pluginConfig:
   - name: Reservation
     args: {preAllocationConfig: {preferNoPreAllocatedPods: true}}
 """
+    )
     r = await run(node("8"), [pre_allocating()], [running("p", "3")], profile=profile)
     assert r.reservation("r").phase == "Available" and allocated(r, "p") is None
 
@@ -116,12 +122,21 @@ async def test_prefer_no_pre_allocated_pods_uses_free_capacity_first() -> None:
 @pytest.mark.parametrize(
     ("builder", "want"),
     [
-        pytest.param(pre_allocating().label(REQUIRED, "true"), "no pod match reservation with pre allocation required",
-                     id="required-without-candidates"),
-        pytest.param(make_reservation("r").req(cpu="3").owner_labels(app="web").spec(preAllocation=True),
-                     "reservation pre allocation is unsupported with current attributes", id="aligned"),
-        pytest.param(pre_allocating(preAllocationPolicy={"mode": "Cluster"}),
-                     "reservation requires cluster mode pre-allocation which is disabled", id="cluster-mode-disabled"),
+        pytest.param(
+            pre_allocating().label(REQUIRED, "true"),
+            "no pod match reservation with pre allocation required",
+            id="required-without-candidates",
+        ),
+        pytest.param(
+            make_reservation("r").req(cpu="3").owner_labels(app="web").spec(preAllocation=True),
+            "reservation pre allocation is unsupported with current attributes",
+            id="aligned",
+        ),
+        pytest.param(
+            pre_allocating(preAllocationPolicy={"mode": "Cluster"}),
+            "reservation requires cluster mode pre-allocation which is disabled",
+            id="cluster-mode-disabled",
+        ),
     ],
 )
 async def test_reservations_that_cannot_pre_allocate_say_why(builder: ReservationBuilder, want: str) -> None:
@@ -133,10 +148,13 @@ async def test_reservations_that_cannot_pre_allocate_say_why(builder: Reservatio
 
 
 async def test_cluster_mode_adopts_labelled_pods_by_priority() -> None:
-    profile = NO_PREEMPTION + """  pluginConfig:
+    profile = (
+        NO_PREEMPTION
+        + """  pluginConfig:
   - name: Reservation
     args: {preAllocationConfig: {enableClusterMode: true}}
 """
+    )
     label = {"pod.koordinator.sh/is-pre-allocatable": "true"}
     low = make_pod("low").req(cpu="3").labels(label).annotation("pod.koordinator.sh/pre-allocatable-priority", "1")
     high = make_pod("high").req(cpu="3").labels(label).annotation("pod.koordinator.sh/pre-allocatable-priority", "9")

@@ -72,10 +72,13 @@ def test_from_args(args: ReservationSelectorIndex, want: SelectorIndex | None) -
 def profile(index: bool) -> str:
     if not index:
         return PROFILE
-    return PROFILE + """  pluginConfig:
+    return (
+        PROFILE
+        + """  pluginConfig:
   - name: Reservation
     args: {reservationSelectorIndex: {enabled: true, keys: [tenant]}}
 """
+    )
 
 
 def nodes() -> list[Any]:
@@ -91,7 +94,7 @@ def owner() -> Any:
 
 @pytest.mark.parametrize("index", [False, True], ids=["no-index", "index"])
 async def test_index_leaves_out_reservations_matching_only_through_node_labels(index: bool) -> None:
-    """"via-node" has no tenant label; its node has. Without the index the selector sees reservation
+    """ "via-node" has no tenant label; its node has. Without the index the selector sees reservation
     labels over node labels and the pod uses it; with ``tenant`` white-listed no reservation carries the
     label, so the pod (which requires a reservation) finds none, as in Koordinator."""
     r = await run(

@@ -142,7 +142,9 @@ async def test_node_names_restrict_the_pod() -> None:
 )
 async def test_max_hint_nodes_drops_trailing_preferred_nodes(args: str, want: str) -> None:
     cluster = await schedule(
-        [hinted("p", {"preferredNodeNames": ["n2", "n3"]})], busy="n2", small="n3",
+        [hinted("p", {"preferredNodeNames": ["n2", "n3"]})],
+        busy="n2",
+        small="n3",
         config=profile(args) if args else "",
     )
     assert cluster.pods["default/p"].node_name == want
@@ -157,5 +159,6 @@ async def test_malformed_hint_leaves_the_pod_pending() -> None:
 def test_max_hint_nodes_must_be_positive() -> None:
     with pytest.raises(ConfigError, match=r"maxHintNodes: Invalid value: 0: must be a positive value"):
         parsed = parse_scheduler_config(profile("maxHintNodes: 0"), source="test")
-        build_scheduler(parsed, build_registry(use_entry_points=False), MemoryCluster.from_objects([], []),
-                        clock=lambda: 1.0)
+        build_scheduler(
+            parsed, build_registry(use_entry_points=False), MemoryCluster.from_objects([], []), clock=lambda: 1.0
+        )

@@ -59,18 +59,14 @@ def tol(key: str, effect: TaintEffect | None = None, value: str = "", operator: 
             [False, True, False, False],
             id="value-differs",
         ),
-        pytest.param(
-            {(GPU,): [1]}, (tol("gpu", operator="Exists"),), [False] * 4, id="exists-any-value-any-effect"
-        ),
+        pytest.param({(GPU,): [1]}, (tol("gpu", operator="Exists"),), [False] * 4, id="exists-any-value-any-effect"),
         pytest.param(
             {(GPU, DRAIN): [2]},
             (tol("gpu", operator="Exists"),),
             [False, False, True, False],
             id="second-taint-noexecute-untolerated",
         ),
-        pytest.param(
-            {(DRAIN,): [0]}, (tol("", operator="Exists"),), [False] * 4, id="empty-key-exists-tolerates-all"
-        ),
+        pytest.param({(DRAIN,): [0]}, (tol("", operator="Exists"),), [False] * 4, id="empty-key-exists-tolerates-all"),
     ],
 )
 def test_tolerated_flags(
@@ -177,9 +173,7 @@ def test_filter_cache_follows_taint_changes() -> None:
             {"a": 100, "b": 0},
             id="noschedule-toleration-ignored-for-score",
         ),
-        pytest.param(
-            [node("a", GPU), node("b", SPOT)], pod(), {"a": 100, "b": 0}, id="noschedule-taint-not-counted"
-        ),
+        pytest.param([node("a", GPU), node("b", SPOT)], pod(), {"a": 100, "b": 0}, id="noschedule-taint-not-counted"),
     ],
 )
 def test_score(nodes: list[Node], incoming: Pod, want: dict[str, int]) -> None:
@@ -220,9 +214,5 @@ def test_node_hint(old: Node | None, new: Node, want: QueueingHint) -> None:
 
 def test_pod_toleration_hint() -> None:
     other = Pod(ObjectMeta("q", "default", uid="q"))
-    assert (
-        tainttoleration.is_schedulable_after_pod_toleration_change(pod(), pod(), pod()) == QueueingHint.QUEUE
-    )
-    assert (
-        tainttoleration.is_schedulable_after_pod_toleration_change(pod(), other, other) == QueueingHint.SKIP
-    )
+    assert tainttoleration.is_schedulable_after_pod_toleration_change(pod(), pod(), pod()) == QueueingHint.QUEUE
+    assert tainttoleration.is_schedulable_after_pod_toleration_change(pod(), other, other) == QueueingHint.SKIP

@@ -23,12 +23,15 @@ SELECTED = "volume.kubernetes.io/selected-node"
 LABELS = {"kubernetes.io/hostname": "n1"}
 
 
-def caches(claims: list[dict[str, Any]], volumes: list[dict[str, Any]]
-           ) -> tuple[AssumeCache[PersistentVolume], AssumeCache[PersistentVolumeClaim]]:
+def caches(
+    claims: list[dict[str, Any]], volumes: list[dict[str, Any]]
+) -> tuple[AssumeCache[PersistentVolume], AssumeCache[PersistentVolumeClaim]]:
     pvs = {v.name: v for v in map(parse_volume, volumes)}
     pvcs = {c.key: c for c in map(parse_claim, claims)}
-    return (AssumeCache(pvs, lambda v: v.name, "persistentvolumes"),
-            AssumeCache(pvcs, lambda c: c.key, "persistentvolumeclaims"))
+    return (
+        AssumeCache(pvs, lambda v: v.name, "persistentvolumes"),
+        AssumeCache(pvcs, lambda c: c.key, "persistentvolumeclaims"),
+    )
 
 
 def test_assumed_volume_is_taken_for_other_claims_and_restored() -> None:
@@ -60,29 +63,64 @@ def provision(claim: dict[str, Any]) -> PodVolumes:
 @pytest.mark.parametrize(
     ("api_claim", "api_volumes", "labels", "gone", "want"),
     [
-        pytest.param(sb.claim("c", volume="pv", bound=True, annotations={SELECTED: "n1"}),
-                     [sb.volume("pv", node_values=["n1"])], LABELS, "", True, id="bound"),
+        pytest.param(
+            sb.claim("c", volume="pv", bound=True, annotations={SELECTED: "n1"}),
+            [sb.volume("pv", node_values=["n1"])],
+            LABELS,
+            "",
+            True,
+            id="bound",
+        ),
         pytest.param(sb.claim("c", annotations={SELECTED: "n1"}), [], LABELS, "", False, id="still-provisioning"),
-        pytest.param(sb.claim("c", annotations={SELECTED: "n2"}), [], LABELS, "", 'provisioning failed for PVC "c"',
-                     id="provisioner-moved-the-annotation"),
-        pytest.param(sb.claim("c"), [], LABELS, "", 'selectedNode annotation reset for PVC "c"',
-                     id="annotation-removed"),
-        pytest.param(sb.claim("c", volume="pv", bound=True, annotations={SELECTED: "n1"}),
-                     [sb.volume("pv", node_values=["n2"])], LABELS, "",
-                     'pv "pv" node affinity doesn\'t match node "n1": no matching NodeSelectorTerms',
-                     id="provisioned-volume-elsewhere"),
-        pytest.param(sb.claim("c", annotations={SELECTED: "n1"}), [], None, "",
-                     'failed to get node "n1": nodes "n1" not found', id="node-gone"),
-        pytest.param(sb.claim("c", annotations={SELECTED: "n1"}), [], LABELS, 'pods "p" not found',
-                     'pod does not exist any more: pods "p" not found', id="pod-gone"),
+        pytest.param(
+            sb.claim("c", annotations={SELECTED: "n2"}),
+            [],
+            LABELS,
+            "",
+            'provisioning failed for PVC "c"',
+            id="provisioner-moved-the-annotation",
+        ),
+        pytest.param(
+            sb.claim("c"), [], LABELS, "", 'selectedNode annotation reset for PVC "c"', id="annotation-removed"
+        ),
+        pytest.param(
+            sb.claim("c", volume="pv", bound=True, annotations={SELECTED: "n1"}),
+            [sb.volume("pv", node_values=["n2"])],
+            LABELS,
+            "",
+            'pv "pv" node affinity doesn\'t match node "n1": no matching NodeSelectorTerms',
+            id="provisioned-volume-elsewhere",
+        ),
+        pytest.param(
+            sb.claim("c", annotations={SELECTED: "n1"}),
+            [],
+            None,
+            "",
+            'failed to get node "n1": nodes "n1" not found',
+            id="node-gone",
+        ),
+        pytest.param(
+            sb.claim("c", annotations={SELECTED: "n1"}),
+            [],
+            LABELS,
+            'pods "p" not found',
+            'pod does not exist any more: pods "p" not found',
+            id="pod-gone",
+        ),
     ],
 )
-def test_check_provisioning(api_claim: dict[str, Any], api_volumes: list[dict[str, Any]],
-                            labels: dict[str, str] | None, gone: str, want: bool | str) -> None:
+def test_check_provisioning(
+    api_claim: dict[str, Any],
+    api_volumes: list[dict[str, Any]],
+    labels: dict[str, str] | None,
+    gone: str,
+    want: bool | str,
+) -> None:
     pv_cache, pvc_cache = caches([api_claim], api_volumes)
     written = provision(sb.claim("c", annotations={SELECTED: "n1"}))
     check = lambda: binder.check_bindings(  # noqa: E731
-        written, "n1", labels=labels, pod_gone=gone, pv_cache=pv_cache, pvc_cache=pvc_cache)
+        written, "n1", labels=labels, pod_gone=gone, pv_cache=pv_cache, pvc_cache=pvc_cache
+    )
     if isinstance(want, bool):
         assert check() is want
     else:
@@ -104,8 +142,13 @@ def test_wait_ends_with_upstreams_deadline_error() -> None:
     waiter = binder.PodVolumesBinder(None, pv_cache, pvc_cache, bind_timeout_s=0.05)  # type: ignore[arg-type]
 
     async def wait() -> None:
-        await waiter.wait(provision(sb.claim("c", annotations={SELECTED: "n1"})), node_name="n1",
-                          node_labels=lambda: LABELS, pod_gone=lambda: "", changed=asyncio.Event())
+        await waiter.wait(
+            provision(sb.claim("c", annotations={SELECTED: "n1"})),
+            node_name="n1",
+            node_labels=lambda: LABELS,
+            pod_gone=lambda: "",
+            changed=asyncio.Event(),
+        )
 
     with pytest.raises(VolumeBindingError, match=r"^binding volumes: context deadline exceeded$"):
         asyncio.run(wait())

@@ -28,8 +28,12 @@ from tests.builders import make_node, make_pod
 N1 = {"kubernetes.io/hostname": "n1", "zone": "a"}
 
 
-def view(volumes: list[dict[str, Any]] = (), classes: list[dict[str, Any]] = (),  # type: ignore[assignment]
-         drivers: list[dict[str, Any]] = (), capacities: list[dict[str, Any]] = ()) -> StorageView:  # type: ignore[assignment]
+def view(
+    volumes: Sequence[dict[str, Any]] = (),
+    classes: Sequence[dict[str, Any]] = (),
+    drivers: Sequence[dict[str, Any]] = (),
+    capacities: Sequence[dict[str, Any]] = (),
+) -> StorageView:
     return StorageView(
         {v.name: v for v in map(parse_volume, volumes)},
         {c.name: c for c in map(parse_storage_class, classes)},
@@ -38,8 +42,9 @@ def view(volumes: list[dict[str, Any]] = (), classes: list[dict[str, Any]] = (),
     )
 
 
-def classify(claims: list[dict[str, Any]], classes: list[dict[str, Any]], volumes: Sequence[dict[str, Any]] = ()
-             ) -> policy.PodVolumeClaims:
+def classify(
+    claims: list[dict[str, Any]], classes: list[dict[str, Any]], volumes: Sequence[dict[str, Any]] = ()
+) -> policy.PodVolumeClaims:
     pvs = [parse_volume(v) for v in volumes]
     return policy.classify_claims(
         [parse_claim(c) for c in claims],
@@ -56,8 +61,9 @@ def classify(claims: list[dict[str, Any]], classes: list[dict[str, Any]], volume
         pytest.param(sb.claim("c"), [sb.storage_class(mode="Immediate")], "immediate", id="immediate-class"),
         pytest.param(sb.claim("c", class_name=None), [], "immediate", id="no-class-is-immediate"),
         pytest.param(sb.claim("c", class_name="gone"), [], "immediate", id="unknown-class-is-immediate"),
-        pytest.param(sb.claim("c", volume="pv"), [sb.storage_class()], "immediate",
-                     id="prebound-not-complete-is-immediate"),
+        pytest.param(
+            sb.claim("c", volume="pv"), [sb.storage_class()], "immediate", id="prebound-not-complete-is-immediate"
+        ),
     ],
 )
 def test_classify_claims(claim: dict[str, Any], classes: list[dict[str, Any]], want: str) -> None:
@@ -74,15 +80,21 @@ def test_class_without_binding_mode_is_an_error() -> None:
 @pytest.mark.parametrize(
     ("volumes", "want"),
     [
-        pytest.param([sb.volume("small", size="500Mi"), sb.volume("big", size="5Gi"), sb.volume("fit", size="2Gi")],
-                     "fit", id="smallest-volume-that-fits"),
+        pytest.param(
+            [sb.volume("small", size="500Mi"), sb.volume("big", size="5Gi"), sb.volume("fit", size="2Gi")],
+            "fit",
+            id="smallest-volume-that-fits",
+        ),
         pytest.param([sb.volume("other", class_name="fast")], None, id="class-must-match"),
         pytest.param([sb.volume("rox", access_modes=("ReadOnlyMany",))], None, id="access-modes-must-be-offered"),
         pytest.param([sb.volume("away", node_values=["n2"])], None, id="node-affinity-must-admit"),
         pytest.param([sb.volume("here", node_values=["n1"])], "here", id="node-affinity-admits"),
         pytest.param([sb.volume("taken", claim_ref=("default", "other"))], None, id="claimed-by-another"),
-        pytest.param([sb.volume("pre", claim_ref=("default", "c"), phase="Bound"), sb.volume("free")], "pre",
-                     id="prebound-to-this-claim-wins"),
+        pytest.param(
+            [sb.volume("pre", claim_ref=("default", "c"), phase="Bound"), sb.volume("free")],
+            "pre",
+            id="prebound-to-this-claim-wins",
+        ),
         pytest.param([sb.volume("released", phase="Released")], None, id="only-available-volumes"),
     ],
 )
@@ -96,29 +108,79 @@ def test_find_matching_volume(volumes: list[dict[str, Any]], want: str | None) -
     ("classes", "drivers", "capacities", "want_reasons", "want_provisions"),
     [
         pytest.param([sb.storage_class()], [], [], (), 1, id="provisioner-allowed-anywhere"),
-        pytest.param([sb.storage_class(provisioner="kubernetes.io/no-provisioner")], [], [],
-                     (policy.ERR_BIND_CONFLICT,), 0, id="no-provisioner-and-no-volume"),
-        pytest.param([sb.storage_class(topologies=[{"zone": ["b"]}])], [], [],
-                     (policy.ERR_BIND_CONFLICT,), 0, id="allowed-topologies-exclude-node"),
-        pytest.param([sb.storage_class(topologies=[{"zone": ["b"]}, {"zone": ["a"]}])], [], [],
-                     (), 1, id="any-allowed-topology-term"),
-        pytest.param([sb.storage_class()], [sb.csi_driver("csi.example.com", storage_capacity=True)],
-                     [sb.capacity("c1", capacity="500Mi", node_labels={"zone": "a"})],
-                     (policy.ERR_NOT_ENOUGH_SPACE,), 0, id="capacity-too-small"),
-        pytest.param([sb.storage_class()], [sb.csi_driver("csi.example.com", storage_capacity=True)],
-                     [sb.capacity("c1", capacity="5Gi", node_labels={"zone": "b"})],
-                     (policy.ERR_NOT_ENOUGH_SPACE,), 0, id="capacity-not-reachable-from-node"),
-        pytest.param([sb.storage_class()], [sb.csi_driver("csi.example.com", storage_capacity=True)],
-                     [sb.capacity("c1", capacity="5Gi", maximum="500Mi", node_labels={"zone": "a"})],
-                     (policy.ERR_NOT_ENOUGH_SPACE,), 0, id="maximum-volume-size-beats-capacity"),
-        pytest.param([sb.storage_class()], [sb.csi_driver("csi.example.com", storage_capacity=True)],
-                     [sb.capacity("c1", capacity="5Gi", node_labels={"zone": "a"})], (), 1, id="capacity-enough"),
-        pytest.param([sb.storage_class()], [sb.csi_driver("csi.example.com", storage_capacity=False)],
-                     [], (), 1, id="driver-without-capacity-tracking"),
+        pytest.param(
+            [sb.storage_class(provisioner="kubernetes.io/no-provisioner")],
+            [],
+            [],
+            (policy.ERR_BIND_CONFLICT,),
+            0,
+            id="no-provisioner-and-no-volume",
+        ),
+        pytest.param(
+            [sb.storage_class(topologies=[{"zone": ["b"]}])],
+            [],
+            [],
+            (policy.ERR_BIND_CONFLICT,),
+            0,
+            id="allowed-topologies-exclude-node",
+        ),
+        pytest.param(
+            [sb.storage_class(topologies=[{"zone": ["b"]}, {"zone": ["a"]}])],
+            [],
+            [],
+            (),
+            1,
+            id="any-allowed-topology-term",
+        ),
+        pytest.param(
+            [sb.storage_class()],
+            [sb.csi_driver("csi.example.com", storage_capacity=True)],
+            [sb.capacity("c1", capacity="500Mi", node_labels={"zone": "a"})],
+            (policy.ERR_NOT_ENOUGH_SPACE,),
+            0,
+            id="capacity-too-small",
+        ),
+        pytest.param(
+            [sb.storage_class()],
+            [sb.csi_driver("csi.example.com", storage_capacity=True)],
+            [sb.capacity("c1", capacity="5Gi", node_labels={"zone": "b"})],
+            (policy.ERR_NOT_ENOUGH_SPACE,),
+            0,
+            id="capacity-not-reachable-from-node",
+        ),
+        pytest.param(
+            [sb.storage_class()],
+            [sb.csi_driver("csi.example.com", storage_capacity=True)],
+            [sb.capacity("c1", capacity="5Gi", maximum="500Mi", node_labels={"zone": "a"})],
+            (policy.ERR_NOT_ENOUGH_SPACE,),
+            0,
+            id="maximum-volume-size-beats-capacity",
+        ),
+        pytest.param(
+            [sb.storage_class()],
+            [sb.csi_driver("csi.example.com", storage_capacity=True)],
+            [sb.capacity("c1", capacity="5Gi", node_labels={"zone": "a"})],
+            (),
+            1,
+            id="capacity-enough",
+        ),
+        pytest.param(
+            [sb.storage_class()],
+            [sb.csi_driver("csi.example.com", storage_capacity=False)],
+            [],
+            (),
+            1,
+            id="driver-without-capacity-tracking",
+        ),
     ],
 )
-def test_provisioning(classes: list[dict[str, Any]], drivers: list[dict[str, Any]],
-                      capacities: list[dict[str, Any]], want_reasons: tuple[str, ...], want_provisions: int) -> None:
+def test_provisioning(
+    classes: list[dict[str, Any]],
+    drivers: list[dict[str, Any]],
+    capacities: list[dict[str, Any]],
+    want_reasons: tuple[str, ...],
+    want_provisions: int,
+) -> None:
     claims = classify([sb.claim("c")], classes)
     found, reasons = policy.find_pod_volumes(claims, "n1", N1, view([], classes, drivers, capacities))
     assert (reasons, len(found.provisions)) == (want_reasons, want_provisions)
@@ -171,14 +233,18 @@ profiles:
 """
 
 
-SCORING_CONFIG = CONFIG + """  pluginConfig:
+SCORING_CONFIG = (
+    CONFIG
+    + """  pluginConfig:
   - name: VolumeBinding
     args: {shape: [{utilization: 0, score: 10}, {utilization: 100, score: 0}]}
 """
+)
 
 
-async def run(nodes: list[Any], pods: list[Any], *, config: str = CONFIG, **objects: list[dict[str, Any]]
-              ) -> MemoryCluster:
+async def run(
+    nodes: list[Any], pods: list[Any], *, config: str = CONFIG, **objects: list[dict[str, Any]]
+) -> MemoryCluster:
     cluster = MemoryCluster.from_objects(nodes, pods, sb.objects(**objects))
     scheduler = build_scheduler(parse_scheduler_config(config), in_tree_registry(), cluster, clock=lambda: 1.0)
     await cluster.start(scheduler, list(scheduler.watched_kinds.values()))
@@ -187,14 +253,16 @@ async def run(nodes: list[Any], pods: list[Any], *, config: str = CONFIG, **obje
 
 
 def nodes(*names: str) -> list[Any]:
-    return [make_node(n).label("kubernetes.io/hostname", n).capacity(cpu="4", memory="8Gi", pods=10).build()
-            for n in names]
+    return [
+        make_node(n).label("kubernetes.io/hostname", n).capacity(cpu="4", memory="8Gi", pods=10).build() for n in names
+    ]
 
 
 async def test_wait_for_first_consumer_claims_are_provisioned_on_the_chosen_node() -> None:
     pods = [make_pod(f"web-{i}").req(cpu="1").pvc(f"data-web-{i}").build() for i in range(3)]
     cluster = await run(
-        nodes("n1", "n2"), pods,
+        nodes("n1", "n2"),
+        pods,
         PersistentVolumeClaim=[sb.claim(f"data-web-{i}") for i in range(3)],
         StorageClass=[sb.storage_class()],
     )
@@ -211,7 +279,8 @@ async def test_wait_for_first_consumer_claims_are_provisioned_on_the_chosen_node
 async def test_static_local_volumes_pin_pods_and_are_never_shared() -> None:
     pods = [make_pod(f"db-{i}").req(cpu="1").pvc(f"data-{i}").build() for i in range(3)]
     cluster = await run(
-        nodes("n1", "n2", "n3"), pods,
+        nodes("n1", "n2", "n3"),
+        pods,
         PersistentVolumeClaim=[sb.claim(f"data-{i}") for i in range(3)],
         PersistentVolume=[sb.volume("local-n2", node_values=["n2"]), sb.volume("local-n3", node_values=["n3"])],
         StorageClass=[sb.storage_class(provisioner="kubernetes.io/no-provisioner")],
@@ -231,7 +300,8 @@ async def test_static_local_volumes_pin_pods_and_are_never_shared() -> None:
 async def test_immediate_unbound_claim_and_missing_claim_are_rejected() -> None:
     pods = [make_pod("immediate").pvc("fresh").build(), make_pod("missing").pvc("nope").build()]
     cluster = await run(
-        nodes("n1"), pods,
+        nodes("n1"),
+        pods,
         PersistentVolumeClaim=[sb.claim("fresh", class_name="now")],
         StorageClass=[sb.storage_class("now", mode="Immediate")],
     )
@@ -245,7 +315,8 @@ async def test_immediate_unbound_claim_and_missing_claim_are_rejected() -> None:
 
 async def test_class_allowing_no_topology_leaves_the_pod_unschedulable() -> None:
     cluster = await run(
-        nodes("n1", "n2"), [make_pod("web").pvc("data").build()],
+        nodes("n1", "n2"),
+        [make_pod("web").pvc("data").build()],
         PersistentVolumeClaim=[sb.claim("data")],
         StorageClass=[sb.storage_class(topologies=[{"kubernetes.io/hostname": ["elsewhere"]}])],
     )
@@ -257,7 +328,8 @@ async def test_class_allowing_no_topology_leaves_the_pod_unschedulable() -> None
 
 async def test_bound_volume_node_affinity_restricts_nodes() -> None:
     cluster = await run(
-        nodes("n1", "n2"), [make_pod("web").pvc("data").build()],
+        nodes("n1", "n2"),
+        [make_pod("web").pvc("data").build()],
         PersistentVolumeClaim=[sb.claim("data", volume="pv", bound=True)],
         PersistentVolume=[sb.volume("pv", node_values=["n2"], claim_ref=("default", "data"), phase="Bound")],
     )
@@ -265,16 +337,26 @@ async def test_bound_volume_node_affinity_restricts_nodes() -> None:
 
 
 async def test_storage_capacity_scoring_prefers_the_emptier_storage() -> None:
-    node_list = [make_node(n).label("kubernetes.io/hostname", n).label("zone", z)
-                 .capacity(cpu="4", memory="8Gi", pods=10).build() for n, z in (("n1", "a"), ("n2", "b"))]
+    node_list = [
+        make_node(n)
+        .label("kubernetes.io/hostname", n)
+        .label("zone", z)
+        .capacity(cpu="4", memory="8Gi", pods=10)
+        .build()
+        for n, z in (("n1", "a"), ("n2", "b"))
+    ]
     driver = sb.csi_driver("csi.example.com", storage_capacity=True)
     cluster = await run(
-        node_list, [make_pod("web").pvc("data").build()], config=SCORING_CONFIG,
+        node_list,
+        [make_pod("web").pvc("data").build()],
+        config=SCORING_CONFIG,
         PersistentVolumeClaim=[sb.claim("data", size="5Gi")],
         StorageClass=[sb.storage_class()],
         CSIDriver=[driver],
-        CSIStorageCapacity=[sb.capacity("a", capacity="10Gi", node_labels={"zone": "a"}),
-                            sb.capacity("b", capacity="100Gi", node_labels={"zone": "b"})],
+        CSIStorageCapacity=[
+            sb.capacity("a", capacity="10Gi", node_labels={"zone": "a"}),
+            sb.capacity("b", capacity="100Gi", node_labels={"zone": "b"}),
+        ],
     )
     # 5Gi of 10Gi scores 50, of 100Gi 95 (the default shape, scaled by 10).
     assert cluster.pods["default/web"].node_name == "n2"

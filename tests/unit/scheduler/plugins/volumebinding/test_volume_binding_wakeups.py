@@ -22,16 +22,25 @@ def record(listers: StorageListers) -> list[frozenset[str]]:
     [
         pytest.param("claim", None, claim("c1"), {"pvc:default/c1"}, id="new-claim"),
         pytest.param(
-            "claim", claim("c1"), claim("c1", volume="pv-9", bound=True), {"pvc:default/c1", "pv:pv-9"},
+            "claim",
+            claim("c1"),
+            claim("c1", volume="pv-9", bound=True),
+            {"pvc:default/c1", "pv:pv-9"},
             id="claim-bound-to-a-volume",
         ),
         pytest.param("volume", None, volume("pv-1"), {"pv:pv-1"}, id="new-unbound-volume"),
         pytest.param(
-            "volume", None, volume("pv-2", claim_ref=("ns", "data-0")), {"pv:pv-2", "pvc:ns/data-0"},
+            "volume",
+            None,
+            volume("pv-2", claim_ref=("ns", "data-0")),
+            {"pv:pv-2", "pvc:ns/data-0"},
             id="provisioned-volume-names-its-claim",
         ),
         pytest.param(
-            "volume", volume("pv-3", claim_ref=("ns", "old")), None, {"pv:pv-3", "pvc:ns/old"},
+            "volume",
+            volume("pv-3", claim_ref=("ns", "old")),
+            None,
+            {"pv:pv-3", "pvc:ns/old"},
             id="deleted-volume",
         ),
     ],
@@ -60,8 +69,13 @@ def test_candidate_volumes_find_what_the_full_scan_finds() -> None:
         for i in range(rng.randint(0, 8)):
             ref = rng.choice([None, ("ns", "data"), ("ns", "other")])
             phase = rng.choice(["Available", "Bound", "Released"])
-            obj = volume(f"pv-{i}", size=rng.choice(["1Gi", "2Gi", "5Gi"]), claim_ref=ref, phase=phase,
-                         node_values=rng.choice([None, ["n1"], ["n2"]]))
+            obj = volume(
+                f"pv-{i}",
+                size=rng.choice(["1Gi", "2Gi", "5Gi"]),
+                claim_ref=ref,
+                phase=phase,
+                node_values=rng.choice([None, ["n1"], ["n2"]]),
+            )
             if rng.random() < 0.1:
                 obj["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
             raw.append(parse_volume(obj))

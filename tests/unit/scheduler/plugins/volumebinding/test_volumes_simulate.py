@@ -30,8 +30,12 @@ async def test_volumes_cluster_placements() -> None:
         "0/3 nodes are available: 3 node(s) didn't find available persistent volumes to bind."
     )
     rows = {row["claim"]: row for row in result.extra_sections["Volumes"]}
-    assert rows["shop/data-db-0"] == {"pod": "shop/db-0", "claim": "shop/data-db-0", "volume": "local-n2",
-                                      "how": "bound to an available volume"}
+    assert rows["shop/data-db-0"] == {
+        "pod": "shop/db-0",
+        "claim": "shop/data-db-0",
+        "volume": "local-n2",
+        "how": "bound to an available volume",
+    }
     web = rows["shop/data-web-0"]
     assert (web["pod"], web["how"]) == ("shop/web-0", "provisioned for n2")
     assert web["volume"].startswith("pvc-")

@@ -45,8 +45,12 @@ def plugin_with(snapshot: Any) -> VolumeZone:
         sb.claim("PVC_ImmediateSC", class_name="Class_Immediate"),
         sb.claim("PVC_Lost", volume="gone", bound=True),
     )
-    handle.add("StorageClass", sb.storage_class("Class_NoMode", mode=None), sb.storage_class("Class_Wait"),
-               sb.storage_class("Class_Immediate", mode="Immediate"))
+    handle.add(
+        "StorageClass",
+        sb.storage_class("Class_NoMode", mode=None),
+        sb.storage_class("Class_Wait"),
+        sb.storage_class("Class_Immediate", mode="Immediate"),
+    )
     return plugin
 
 
@@ -87,12 +91,19 @@ def test_filter(volume: str, labels: dict[str, str], want: Status) -> None:
 @pytest.mark.parametrize(
     ("claim", "want"),
     [
-        pytest.param("PVC_EmptySC", "PersistentVolumeClaim had no pv name and storageClass name",
-                     id="unbound-volume-empty-storage-class"),
-        pytest.param("PVC_NoSC", 'storageclass.storage.k8s.io "Class_0" not found',
-                     id="unbound-volume-no-storage-class"),
-        pytest.param("PVC_NoMode", 'VolumeBindingMode not set for StorageClass "Class_NoMode"',
-                     id="unbound-volume-class-without-binding-mode"),
+        pytest.param(
+            "PVC_EmptySC",
+            "PersistentVolumeClaim had no pv name and storageClass name",
+            id="unbound-volume-empty-storage-class",
+        ),
+        pytest.param(
+            "PVC_NoSC", 'storageclass.storage.k8s.io "Class_0" not found', id="unbound-volume-no-storage-class"
+        ),
+        pytest.param(
+            "PVC_NoMode",
+            'VolumeBindingMode not set for StorageClass "Class_NoMode"',
+            id="unbound-volume-class-without-binding-mode",
+        ),
         pytest.param("PVC_ImmediateSC", "PersistentVolume had no name", id="unbound-volume-immediate-binding-mode"),
         pytest.param("PVC_Lost", 'persistentvolume "gone" not found', id="bound-to-missing-volume"),
         pytest.param("PVC_Missing", 'persistentvolumeclaim "PVC_Missing" not found', id="claim-not-found"),

@@ -1,0 +1,1 @@
+"""CPUNormalization: LS containers' CFS quota scaled by the node's CPU normalization ratio."""

@@ -1,0 +1,1 @@
+"""OOMScoreAdj: containers' oom_score_adj from the pod's annotations."""

@@ -1,0 +1,1 @@
+"""koordlet's NRI plugin: the ttrpc protocol over containerd's NRI socket and the events it answers."""
