@@ -165,11 +165,9 @@ def test_an_expired_version_in_a_protobuf_watch_means_list_again() -> None:
 
 def test_bookmarks_and_events_from_frames_move_the_resource_version() -> None:
     seen: list[Any] = []
-    reflector = Reflector(
-        None,
-        ResourceKind("Pod", "", "v1", "pods", parse_pod_entry, protobuf=True),  # type: ignore[arg-type]
-        lambda event, old, new: seen.append((event.value, new.pod.name)),
-    )
+    kind = ResourceKind("Pod", "", "v1", "pods", parse_pod_entry, protobuf=True)
+    no_http: Any = None  # frames are fed directly: nothing is requested
+    reflector = Reflector(no_http, kind, lambda event, old, new: seen.append((event.value, new.pod.name)))
     mark = core_v1_pb2.Pod()
     mark.metadata.resourceVersion = "99"
 
