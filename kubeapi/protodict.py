@@ -68,7 +68,7 @@ KEEP: dict[str, frozenset[str]] = {
             "initContainerStatuses",
         }
     ),
-    _CORE + "ContainerStatus": frozenset({"name", "resources", "allocatedResources"}),
+    _CORE + "ContainerStatus": frozenset({"name", "resources", "allocatedResources", "restartCount"}),
     _CORE + "PodCondition": frozenset({"type", "status", "reason", "message", "lastTransitionTime"}),
     _CORE + "Container": frozenset({"name", "image", "resources", "restartPolicy", "ports"}),
     _CORE + "PodSpec": frozenset(

@@ -351,7 +351,7 @@ def make_pods(scope: Scope) -> None:
                         "image": "nginx",
                         "imageID": "",
                         "ready": True,
-                        "restartCount": 0,
+                        "restartCount": 3,
                         "allocatedResources": {"cpu": "400m", "memory": "128Mi"},
                         "resources": {"requests": {"cpu": "400m", "memory": "128Mi"}},
                         "state": {"running": {"startedAt": "2026-01-02T03:04:06Z"}},
@@ -449,6 +449,7 @@ async def test_pods_listed_as_protobuf_parse_as_from_json(scope: Scope, http: Ap
     assert len(rich.topology_spread_constraints) == 2 and rich.host_ports and rich.scheduling_gates
     assert rich.resource_claims and rich.resource_claim_statuses and rich.pvc_names
     assert proto_pods[f"{ns}/bound"].pod.conditions["PodResizePending"] == "True"
+    assert proto_pods[f"{ns}/bound"].pod.restart_count == 3
     assert proto_pods[f"{ns}/bound"].condition is not None
     assert proto_pods[f"{ns}/best-effort"].pod.meta.deletion_timestamp is not None
     assert proto_pods[f"{ns}/pod-level"].pod.requests["cpu"] == 1000
