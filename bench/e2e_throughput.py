@@ -13,7 +13,9 @@ one at a time, in the same run on the same control plane:
 2. ``koord-scheduler``: ``.venv/bin/koord-scheduler`` with the default profile, leader election off.
 3. ``kube-scheduler``: the upstream v1.35 binary from ``scripts/control-plane.sh build``, default
    profile, leader election off.
-4. ``round-robin+events`` (only when named in ``--only``): the ceiling that also writes each pod's
+4. ``koord-scheduler-json`` (only when named in ``--only``): koord-scheduler with
+   ``clientConnection.contentType: application/json``, its Pods and Nodes as JSON rather than protobuf.
+5. ``round-robin+events`` (only when named in ``--only``): the ceiling that also writes each pod's
    ``Scheduled`` Event as soon as its bind succeeds, as both schedulers do: the bound for a scheduler
    whose Events keep up with its binds (``koord_pct_of_events_ceiling``).
 
@@ -117,7 +119,10 @@ from kubeapi.http import iter_lines  # noqa: E402
 
 NAMESPACE = "bench"
 LIFTED_QPS = 100000
-CONTENDERS = ("round-robin", "koord-scheduler", "kube-scheduler", "round-robin+events")
+CONTENDERS = ("round-robin", "koord-scheduler", "kube-scheduler", "round-robin+events", "koord-scheduler-json")
+JSON_WIRE = "koord-scheduler-json"
+"""koord-scheduler with ``clientConnection.contentType: application/json`` (Pods and Nodes as JSON, not
+protobuf): named in ``--only`` to compare the encodings' costs, kube-apiserver's included."""
 DEFAULT_CONTENDERS = ("round-robin", "koord-scheduler", "kube-scheduler")
 EVENTS_CEILING = "round-robin+events"
 BASIC = "SchedulingBasic"
@@ -507,14 +512,17 @@ def start_contender(
             kubeconfig,
             *(["--events"] if name == EVENTS_CEILING else []),
         ]
-    elif name == "koord-scheduler" or controllers is not None or baseline is not None:
+    elif name in ("koord-scheduler", JSON_WIRE) or controllers is not None or baseline is not None:
         config = work / "koord-scheduler.yaml"
+        client: dict[str, Any] = {"kubeconfig": kubeconfig, "qps": LIFTED_QPS, "burst": LIFTED_QPS}
+        if name == JSON_WIRE:
+            client["contentType"] = "application/json"
         config.write_text(
             yaml.safe_dump(
                 {
                     "apiVersion": "kubescheduler.config.k8s.io/v1",
                     "kind": "KubeSchedulerConfiguration",
-                    "clientConnection": {"kubeconfig": kubeconfig, "qps": LIFTED_QPS, "burst": LIFTED_QPS},
+                    "clientConnection": client,
                     "leaderElection": {"leaderElect": False},
                 }
             )

@@ -10,11 +10,14 @@ incomplete and it could overcommit a node). This bench times those lists alone, 
 - ``protobuf``: ``Accept: application/vnd.kubernetes.protobuf`` (kube-scheduler's client for core kinds),
   the bytes read and thrown away (the envelope is walked only for the ``continue`` token);
 - ``json+parse``: koord-scheduler's own list path (``Reflector.list_all`` with each page decoded and
-  parsed into the scheduler's types while the next one is on its way), i.e. what its start-up pays.
+  parsed into the scheduler's types while the next one is on its way), i.e. what its start-up pays with
+  ``clientConnection.contentType: application/json``;
+- ``protobuf+parse``: the same as protobuf (the default): upb decodes each page, ``kubeapi.protodict``
+  turns the fields used into the parsers' dicts, and the same parsers run.
 
 Pages of ``--page-size`` (500, client-go's and koord-scheduler's default), Nodes then Pods, one request
 at a time. Reported per encoding: wall seconds, and kube-apiserver's CPU-seconds over the same time
-(from ``/proc/<pid>/stat`` of the ``kube-apiserver`` process on this machine). ``--repeat`` rounds,
+(from ``/proc/<pid>/stat`` of the ``kube-apiserver`` process serving that cluster). ``--repeat`` rounds,
 interleaved.
 
     .venv/bin/python bench/list_floor.py [--nodes 5000] [--pods 50000] [--repeat 3] [--kubeconfig FILE]
@@ -36,7 +39,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-from startup import ensure_bound_pods  # also puts the repository and tests/integration on sys.path
+from startup import apiserver_cpu, ensure_bound_pods  # also puts the repository and tests/integration on sys.path
 
 from kubeapi import ApiHttp, HttpOptions, TokenBucket, load_connection
 from kubeapi.connection import Connection
@@ -90,23 +93,6 @@ def _raw_field(buf: bytes, wanted: int) -> bytes:
     return b""
 
 
-def apiserver_cpu() -> float:
-    """CPU-seconds of the kube-apiserver processes on this machine (0 when there is none)."""
-    total = 0.0
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            program = (entry / "cmdline").read_bytes().split(b"\0")[0]
-            if not Path(program.decode(errors="replace")).name.startswith("kube-apiserver"):
-                continue
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    return total
-
-
 def raw_list(connection: Connection, path: str, accept: str, page_size: int) -> tuple[int, int]:
     """Every page of ``path`` in ``accept``; (pages, bytes)."""
     url = urlsplit(connection.server)
@@ -141,7 +127,7 @@ def raw_list(connection: Connection, path: str, accept: str, page_size: int) -> 
         conn.close()
 
 
-async def parsed_list(connection: Connection, page_size: int) -> int:
+async def parsed_list(connection: Connection, page_size: int, *, protobuf: bool) -> int:
     """koord-scheduler's first lists: decoded and parsed page by page; how many objects."""
     from kubeapi.reflector import ReflectorOptions
 
@@ -149,7 +135,8 @@ async def parsed_list(connection: Connection, page_size: int) -> int:
     try:
         count = 0
         for kind in (NODE_KIND, POD_KIND):
-            reflector = Reflector(http, kind, _unused, options=ReflectorOptions(page_size=page_size))
+            options = ReflectorOptions(page_size=page_size, protobuf=protobuf)
+            reflector = Reflector(http, kind, _unused, options=options)
             items, _ = await reflector.list_all(prepare=True)
             count += len(items)
         return count
@@ -163,10 +150,10 @@ def _unused(*_: Any) -> None:
 
 def one_round(connection: Connection, page_size: int) -> dict[str, dict[str, float]]:
     out: dict[str, dict[str, float]] = {}
-    for name in ("json", "protobuf", "json+parse"):
-        cpu0, wall0, own0 = apiserver_cpu(), time.monotonic(), time.process_time()
-        if name == "json+parse":
-            objects = asyncio.run(parsed_list(connection, page_size))
+    for name in ("json", "protobuf", "json+parse", "protobuf+parse"):
+        cpu0, wall0, own0 = apiserver_cpu(connection.server), time.monotonic(), time.process_time()
+        if name.endswith("+parse"):
+            objects = asyncio.run(parsed_list(connection, page_size, protobuf=name.startswith("protobuf")))
             size = 0
         else:
             accept = PROTOBUF if name == "protobuf" else "application/json"
@@ -176,7 +163,7 @@ def one_round(connection: Connection, page_size: int) -> dict[str, dict[str, flo
                 size += nbytes
         out[name] = {
             "seconds": round(time.monotonic() - wall0, 3),
-            "apiserver_cpu_seconds": round(apiserver_cpu() - cpu0, 3),
+            "apiserver_cpu_seconds": round(apiserver_cpu(connection.server) - cpu0, 3),
             "client_cpu_seconds": round(time.process_time() - own0, 3),
             "megabytes": round(size / 1e6, 1),
             "objects": objects,

@@ -57,6 +57,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import yaml
 from e2e_throughput import (  # also puts the repository and tests/integration on sys.path
@@ -72,7 +73,9 @@ from kubeapi import ApiHttp, HttpOptions, TokenBucket, load_connection
 from kubeapi.http import ApiError
 
 NAMESPACE = "startup"
-CONTENDERS = ("koord-scheduler", "kube-scheduler")
+CONTENDERS = ("koord-scheduler", "koord-scheduler-json", "kube-scheduler")
+"""``koord-scheduler-json``: koord-scheduler with ``clientConnection.contentType: application/json`` (Pods and
+Nodes listed and watched as JSON, as before protobuf was the default)."""
 KWOK_NODE = "kwok-node-{}"
 LEASE_NAME = "bench-startup"
 RUN_ID = f"{int(time.time()) % 1_000_000:06d}"
@@ -84,6 +87,8 @@ class FirstBind:
     contender: str
     seconds_to_first_bind: float
     cpu_seconds_at_first_bind: float
+    apiserver_cpu_seconds: float = float("nan")
+    """kube-apiserver's CPU-seconds from the contender's start to the first bind (its lists and watches)."""
     seconds_to_profiles_built: float | None = None
     """koord-scheduler only: its log line saying the profiles are built (imports, configuration)."""
     seconds_to_synced: float | None = None
@@ -171,7 +176,28 @@ async def watch_from_now(http: ApiHttp, prefix: str) -> tuple[BindWatcher, async
 # ----- contenders -----
 
 
-def scheduler_config(work: Path, name: str, kubeconfig: str, *, lease: float = 0.0) -> Path:
+def apiserver_cpu(server: str) -> float:
+    """CPU-seconds of the kube-apiserver serving ``server`` (its URL: the process whose command line has
+    ``--secure-port=<its port>``); other engineers' clusters on the same machine are not counted."""
+    port = urlsplit(server).port
+    total = 0.0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            if not Path(argv[0].decode(errors="replace")).name.startswith("kube-apiserver"):
+                continue
+            if f"--secure-port={port}".encode() not in argv:
+                continue
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+def scheduler_config(work: Path, name: str, kubeconfig: str, *, lease: float = 0.0, json_wire: bool = False) -> Path:
     election: dict[str, Any] = {"leaderElect": False}
     if lease:
         election = {
@@ -188,7 +214,12 @@ def scheduler_config(work: Path, name: str, kubeconfig: str, *, lease: float = 0
             {
                 "apiVersion": "kubescheduler.config.k8s.io/v1",
                 "kind": "KubeSchedulerConfiguration",
-                "clientConnection": {"kubeconfig": kubeconfig, "qps": LIFTED_QPS, "burst": LIFTED_QPS},
+                "clientConnection": {
+                    "kubeconfig": kubeconfig,
+                    "qps": LIFTED_QPS,
+                    "burst": LIFTED_QPS,
+                    **({"contentType": "application/json"} if json_wire else {}),
+                },
                 "leaderElection": election,
             }
         )
@@ -247,25 +278,25 @@ async def first_bind(
     await create_pending(http, probe)
     watcher, watch = await watch_from_now(http, probe)
     await asyncio.sleep(0.5)
-    config = scheduler_config(work, f"{name}-{round_index}", kubeconfig)
-    if name == "koord-scheduler":
-        args = koord_args(config)
-    else:
-        args = [kube_scheduler, f"--config={config}", "--secure-port=0", "--v=1"]
+    koord = name.startswith("koord-scheduler")
+    config = scheduler_config(work, f"{name}-{round_index}", kubeconfig, json_wire=name.endswith("-json"))
+    args = koord_args(config) if koord else [kube_scheduler, f"--config={config}", "--secure-port=0", "--v=1"]
     log = work / f"{name}-{round_index}.log"
-    started_wall, started = time.time(), time.monotonic()
+    server = http.connection.server
+    started_wall, started, apiserver0 = time.time(), time.monotonic(), apiserver_cpu(server)
     proc = start(f"{name}-{round_index}", args, work)
     try:
         await asyncio.wait_for(watcher.done.wait(), timeout)
         cpu = cpu_seconds(proc.pid) if proc.poll() is None else float("nan")
+        apiserver = apiserver_cpu(server) - apiserver0
     except TimeoutError:
         raise RuntimeError(f"{name}: the pending pod was not bound within {timeout:.0f}s (log: {log})") from None
     finally:
         stop(proc)
         watch.cancel()
         await asyncio.gather(watch, return_exceptions=True)
-    result = FirstBind(name, round(watcher.bound[probe] - started, 3), round(cpu, 3))
-    if name == "koord-scheduler":
+    result = FirstBind(name, round(watcher.bound[probe] - started, 3), round(cpu, 3), round(apiserver, 3))
+    if koord:
         result.seconds_to_profiles_built = log_offset(log, "koord-scheduler: profiles", started_wall)
         result.seconds_to_synced = log_offset(log, "synced from", started_wall)
     return result
@@ -398,15 +429,23 @@ def summarize(runs: dict[str, Any]) -> dict[str, Any]:
                 for key in (
                     "seconds_to_first_bind",
                     "cpu_seconds_at_first_bind",
+                    "apiserver_cpu_seconds",
                     "seconds_to_profiles_built",
                     "seconds_to_synced",
                 )
-                if all(r[key] is not None for r in mine)
+                if all(r.get(key) is not None for r in mine)
             }
     if "koord-scheduler" in summary and "kube-scheduler" in summary:
         summary["koord_to_kube_scheduler_first_bind"] = round(
             summary["koord-scheduler"]["seconds_to_first_bind"] / summary["kube-scheduler"]["seconds_to_first_bind"], 2
         )
+    if "koord-scheduler" in summary and "koord-scheduler-json" in summary:
+        proto, json_ = summary["koord-scheduler"], summary["koord-scheduler-json"]
+        summary["protobuf_to_json"] = {
+            key: round(proto[key] / json_[key], 2)
+            for key in ("seconds_to_first_bind", "cpu_seconds_at_first_bind", "apiserver_cpu_seconds")
+            if json_.get(key)
+        }
     if runs["takeover"]:
         summary["takeover_seconds"] = round(statistics.median(r["seconds_kill_to_bind"] for r in runs["takeover"]), 3)
         summary["takeover_target_seconds"] = runs["takeover"][0]["target"]

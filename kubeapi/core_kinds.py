@@ -21,7 +21,7 @@ def pod_rank(obj: Json) -> int:
     return 0 if isinstance(spec, dict) and spec.get("nodeName") else 1
 
 
-NODE_KIND: ResourceKind[Node] = ResourceKind("Node", "", "v1", "nodes", parse_node)
+NODE_KIND: ResourceKind[Node] = ResourceKind("Node", "", "v1", "nodes", parse_node, protobuf=True)
 POD_KIND: ResourceKind[PodEntry] = ResourceKind(
     "Pod",
     "",
@@ -31,4 +31,5 @@ POD_KIND: ResourceKind[PodEntry] = ResourceKind(
     field_selector=NON_TERMINAL_PODS,
     rank=pod_rank,
     update=update_pod_entry,
+    protobuf=True,
 )

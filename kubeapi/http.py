@@ -30,7 +30,7 @@ import aiohttp
 from yarl import URL
 
 from apis.core.paths import UnsafeRequestError, check_header, check_request_line
-from kubeapi import jsoncodec
+from kubeapi import jsoncodec, protowire
 from kubeapi.connection import Connection
 from kubeapi.errors import ClusterError
 from kubeapi.http1 import CLOSE_WAIT_SECONDS, Http1Pool
@@ -105,7 +105,9 @@ class ApiHttp:
         """Watch connections that may still be open or shutting down (TLS needs the loop to finish
         that): :meth:`close` waits for them, see :meth:`stream`."""
         _checked("User-Agent", self.options.user_agent)
-        self._static_headers = f"User-Agent: {self.options.user_agent}\r\nAccept: {JSON}"
+        self._static_headers = f"User-Agent: {self.options.user_agent}"
+        self._accept_lines: dict[str, str] = {JSON: f"Accept: {JSON}"}
+        """Accept media type -> its checked header line (checked once, not per request)."""
 
     def _get_session(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
@@ -118,13 +120,13 @@ class ApiHttp:
             self._session = aiohttp.ClientSession(
                 connector=connector,
                 timeout=aiohttp.ClientTimeout(total=self.options.request_timeout),
-                headers={"User-Agent": self.options.user_agent, "Accept": JSON},
+                headers={"User-Agent": self.options.user_agent},
                 skip_auto_headers=("Accept-Encoding",),
             )
         return self._session
 
-    def _headers(self, content_type: str | None) -> dict[str, str]:
-        headers: dict[str, str] = {}
+    def _headers(self, content_type: str | None, accept: str = JSON) -> dict[str, str]:
+        headers: dict[str, str] = {"Accept": _checked("Accept", accept)}
         auth = self.connection.authorization()
         if auth:
             headers["Authorization"] = _checked("Authorization", auth)
@@ -145,12 +147,14 @@ class ApiHttp:
         body: Any = None,
         content_type: str = JSON,
         params: Mapping[str, str] | None = None,
+        accept: str = JSON,
     ) -> bytes:
-        """Send one request and return the response body; ``body`` is JSON-encoded unless it is bytes."""
+        """Send one request and return the response body; ``body`` is JSON-encoded unless it is bytes.
+        ``accept`` is the media type asked for (:data:`kubeapi.protowire.PROTOBUF` for built-in kinds)."""
         data = body if body is None or isinstance(body, bytes) else jsoncodec.dumps(body)
         self.in_flight += 1
         try:
-            return await self._send(method, path, data, content_type=content_type, params=params)
+            return await self._send(method, path, data, content_type=content_type, params=params, accept=accept)
         finally:
             self.in_flight -= 1
 
@@ -162,11 +166,15 @@ class ApiHttp:
         *,
         content_type: str,
         params: Mapping[str, str] | None,
+        accept: str = JSON,
     ) -> bytes:
         target = f"{path}?{urlencode(params)}" if params else path
         _checked_line(method, target)
         pool = self._get_pool()
-        lines = [f"{method} {target} HTTP/1.1", f"Host: {pool.host_header}", self._static_headers]
+        accept_line = self._accept_lines.get(accept)
+        if accept_line is None:
+            accept_line = self._accept_lines[accept] = f"Accept: {_checked('Accept', accept)}"
+        lines = [f"{method} {target} HTTP/1.1", f"Host: {pool.host_header}", self._static_headers, accept_line]
         auth = self.connection.authorization()
         if auth:
             lines.append(f"Authorization: {_checked('Authorization', auth)}")
@@ -215,12 +223,15 @@ class ApiHttp:
             raise ApiError(200, "InvalidResponse", f"not JSON: {exc}", method=method, path=path) from None
 
     @asynccontextmanager
-    async def stream(self, path: str, params: Mapping[str, str]) -> AsyncIterator[aiohttp.StreamReader]:
+    async def stream(
+        self, path: str, params: Mapping[str, str], *, accept: str = JSON
+    ) -> AsyncIterator[aiohttp.StreamReader]:
         """A GET whose body is read incrementally (watches). Raises like :meth:`request` when the
-        server refuses; the body's own read errors surface as :class:`ApiConnectionError` too."""
+        server refuses; the body's own read errors surface as :class:`ApiConnectionError` too.
+        ``accept``: as for :meth:`request` (a protobuf watch comes as length-prefixed frames)."""
         target = f"{path}?{urlencode(params)}" if params else path
         _checked_line("GET", target)
-        headers = self._headers(None)
+        headers = self._headers(None, accept)
         await self.limiter.acquire()
         timeout = aiohttp.ClientTimeout(total=None, sock_read=self.options.watch_read_timeout)
         try:
@@ -290,10 +301,12 @@ def _checked(name: str, value: str) -> str:
 def api_error(status: int, payload: bytes, *, method: str = "", path: str = "") -> ApiError:
     """An :class:`ApiError` from an error response, reading its ``metav1.Status`` body if it has one."""
     reason, message = "", payload.decode("utf-8", "replace")[:500]
-    try:
-        doc = jsoncodec.loads(payload)
-    except ValueError:
-        doc = None
+    doc = protowire.error_status(payload)  # the Status of a request that asked for protobuf
+    if doc is None:
+        try:
+            doc = jsoncodec.loads(payload)
+        except ValueError:
+            doc = None
     if isinstance(doc, dict):
         reason = str(doc.get("reason") or "")
         message = str(doc.get("message") or message)

@@ -39,10 +39,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from kubeapi import jsoncodec
+from kubeapi import jsoncodec, protowire
 from kubeapi.errors import ClusterError, describe, log_failure
 from kubeapi.heap import request_trim
-from kubeapi.http import ApiConnectionError, ApiError, ApiHttp, iter_lines
+from kubeapi.http import JSON, ApiConnectionError, ApiError, ApiHttp, iter_lines
 from kubeapi.jsoncodec import UndecodableObject
 from kubeapi.kinds import EventType
 from kubeapi.outage_log import SHARED as SHARED_OUTAGES
@@ -80,6 +80,10 @@ class ResourceKind(Generic[T]):
     it); raises like ``parser``. None: ``parser`` parses every version."""
     namespace: str = ""
     """Watch one namespace only (a namespaced kind); empty: every namespace."""
+    protobuf: bool = False
+    """``parser`` reads what :func:`kubeapi.protodict.to_json` keeps of a Pod or Node, so the kind may be
+    listed and watched as protobuf (:attr:`ReflectorOptions.protobuf`). A parser that needs the whole
+    object (the koordlet's) leaves it False: JSON."""
 
     @property
     def path(self) -> str:
@@ -97,6 +101,10 @@ class ReflectorOptions:
     max_backoff: float = 30.0
     healthy_watch_seconds: float = 10.0
     """A watch that lasted this long (or delivered an event) resets the backoff."""
+    protobuf: bool = True
+    """List and watch the kinds marked :attr:`ResourceKind.protobuf` (the scheduler's Pods and Nodes) as
+    ``application/vnd.kubernetes.protobuf``, as kube-scheduler does; other kinds (custom resources)
+    are always JSON. False: JSON for everything (``clientConnection.contentType: application/json``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,6 +195,10 @@ class Reflector:
         """key -> resourceVersion of the last version logged as malformed (log each version once)."""
         self._backoff = Backoff(self.options.initial_backoff, self.options.max_backoff)
         self.outages = outages
+        self.protobuf = (
+            self.options.protobuf and kind.protobuf and not kind.group and kind.kind in protowire.SUPPORTED_KINDS
+        )
+        """Lists and watches go as protobuf (see :attr:`ReflectorOptions.protobuf`)."""
 
     def get(self, key: str) -> Any:
         entry = self.store.get(key)
@@ -251,7 +263,13 @@ class Reflector:
     async def _get_page(self, params: dict[str, str]) -> Json:
         """One page, decoded so that an object orjson refuses costs that object only (it is an
         :class:`UndecodableObject` in ``items``)."""
-        payload = await self.http.request("GET", self.kind.path, params=params)
+        accept = protowire.PROTOBUF_OR_JSON if self.protobuf else JSON
+        payload = await self.http.request("GET", self.kind.path, params=params, accept=accept)
+        if payload.startswith(protowire.MAGIC):  # what the server chose (JSON never starts so)
+            try:
+                return protowire.decode_list(payload)
+            except ValueError as exc:
+                raise ApiError(200, "InvalidResponse", str(exc), method="GET", path=self.kind.path) from None
         try:
             doc = jsoncodec.loads_list(payload)
         except ValueError as exc:
@@ -405,11 +423,28 @@ class Reflector:
             params["labelSelector"] = self.kind.label_selector
         delivered = 0
         self.watches += 1
-        async with self.http.stream(self.kind.path, params) as content:
-            async for lines in iter_lines(content):
+        accept = protowire.PROTOBUF_OR_JSON if self.protobuf else JSON
+        async with self.http.stream(self.kind.path, params, accept=accept) as content:
+            stream = await protowire.peek(content)
+            if stream.protobuf:  # the server chose protobuf: length-prefixed frames
+                try:
+                    async for frames in protowire.iter_frames(stream):
+                        for frame in frames:
+                            delivered += self._on_watch_frame(frame)
+                except protowire.ProtoError as exc:
+                    raise ClusterError(f"watch {self.kind.plural}: {exc}") from None
+                return delivered
+            async for lines in iter_lines(stream):  # type: ignore[arg-type]
                 for line in lines:
                     delivered += self._on_watch_line(line)
         return delivered
+
+    def _on_watch_frame(self, frame: bytes) -> int:
+        try:
+            kind, obj = protowire.decode_event(frame)
+        except ValueError as exc:
+            raise ClusterError(f"watch {self.kind.plural}: undecodable event: {exc}") from None
+        return self._on_watch_event(kind, obj)
 
     def _on_watch_line(self, line: bytes) -> int:
         try:
@@ -418,6 +453,9 @@ class Reflector:
             obj = event["object"]
         except (ValueError, KeyError, TypeError) as exc:
             raise ClusterError(f"watch {self.kind.plural}: undecodable event: {exc}") from None
+        return self._on_watch_event(kind, obj)
+
+    def _on_watch_event(self, kind: Any, obj: Any) -> int:
         if kind == "ERROR":
             code = obj.get("code") if isinstance(obj, dict) else None
             message = obj.get("message", "") if isinstance(obj, dict) else str(obj)

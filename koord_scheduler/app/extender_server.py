@@ -63,6 +63,8 @@ from koord_scheduler.scheduler.serving import ClientAuth, HardenedServer, Servin
 from koord_scheduler.scheduler.source import ClusterSource
 from kubeapi import ApiError, load_connection
 from kubeapi.paths import resource_path
+from kubeapi.protowire import wants_protobuf
+from kubeapi.reflector import ReflectorOptions
 
 log = logging.getLogger("koord-scheduler")
 
@@ -191,6 +193,11 @@ def extender_server_main(argv: Sequence[str], registry: Callable[[], Registry]) 
             qps=config.client_connection.qps,
             burst=config.client_connection.burst,
             scheduler_names=tuple(p.scheduler_name for p in config.profiles),
+            reflector=ReflectorOptions(
+                protobuf=wants_protobuf(
+                    config.client_connection.accept_content_types, config.client_connection.content_type
+                )
+            ),
         ),
     )
     scheduler = build_extender_scheduler(config, registry(), source)

@@ -124,17 +124,32 @@ def serve_main(argv: Sequence[str], registry: Callable[[], Registry]) -> int:
         # The first lists of Nodes and Pods start now, on a thread, while the rest loads (the configuration's
         # validation, imports, profiles); with what the file says, checked against the validated result.
         from kubeapi.prefetch import Prefetch, from_kubeconfig
+        from kubeapi.protowire import wants_protobuf
+        from kubeapi.reflector import ReflectorOptions
 
         stated = _stated_client(ns)
         prefetch = None
         if stated is not None and not _admission_only(ns):
-            prefetch = Prefetch(from_kubeconfig(stated[0]), qps=stated[1], burst=stated[2]).start()
+            prefetch = Prefetch(
+                from_kubeconfig(stated[0]),
+                qps=stated[1],
+                burst=stated[2],
+                reflector=ReflectorOptions(protobuf=stated[3]),
+            ).start()
         options = _options(ns)
         startup_log.info("start-up: configuration read (%.2f CPU-s since start)", time.process_time())
         client = options.config.client_connection
         admission_only = not options.controllers.scheduling and not options.controllers.enabled
-        if not admission_only and (prefetch is None or stated != (options.kubeconfig, client.qps, client.burst)):
-            prefetch = Prefetch(from_kubeconfig(options.kubeconfig), qps=client.qps, burst=client.burst).start()
+        protobuf = wants_protobuf(client.accept_content_types, client.content_type)
+        if not admission_only and (
+            prefetch is None or stated != (options.kubeconfig, client.qps, client.burst, protobuf)
+        ):
+            prefetch = Prefetch(
+                from_kubeconfig(options.kubeconfig),
+                qps=client.qps,
+                burst=client.burst,
+                reflector=ReflectorOptions(protobuf=protobuf),
+            ).start()
         from koord_scheduler.app.serve_run import run_cluster
 
         return run_cluster(options, registry, prefetch=prefetch)
@@ -414,10 +429,12 @@ def _monitor_options(ns: argparse.Namespace) -> MonitorOptions:
 
 
 DEFAULT_QPS, DEFAULT_BURST = 50.0, 100
+PROTOBUF = "application/vnd.kubernetes.protobuf"
+"""``clientConnection.contentType``'s default, as kube-scheduler's."""
 """``clientConnection``'s defaults (the configuration's own, repeated for :func:`_stated_client`)."""
 
 
-def _stated_client(ns: argparse.Namespace) -> tuple[str, float, int] | None:
+def _stated_client(ns: argparse.Namespace) -> tuple[str, float, int, bool] | None:
     """The kubeconfig and client limits as the flags and a plain KubeSchedulerConfiguration file state
     them, read without validating the file (so listing can start while it is validated); None where
     that is not simple to tell (a ConfigMap, anything unreadable). The caller compares the result with
@@ -438,9 +455,14 @@ def _stated_client(ns: argparse.Namespace) -> tuple[str, float, int] | None:
         return None
     kubeconfig = ns.kubeconfig or client.get("kubeconfig") or ""
     qps, burst = client.get("qps", DEFAULT_QPS), client.get("burst", DEFAULT_BURST)
+    accept, content_type = client.get("acceptContentTypes", ""), client.get("contentType", PROTOBUF)
     if not isinstance(kubeconfig, str) or not isinstance(qps, int | float) or not isinstance(burst, int):
         return None
-    return kubeconfig, float(qps), burst
+    if not isinstance(accept, str) or not isinstance(content_type, str):
+        return None
+    from kubeapi.protowire import wants_protobuf
+
+    return kubeconfig, float(qps), burst, wants_protobuf(accept, content_type)
 
 
 def _port(flag: str, port: int) -> int:

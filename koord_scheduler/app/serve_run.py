@@ -61,6 +61,8 @@ from koord_scheduler.scheduler.source import EventSink
 from koord_scheduler.scheduler.task_restarts import supervise
 from kubeapi import ApiHttp, HttpOptions, TokenBucket, load_connection
 from kubeapi.leaderelection import LeaderElector
+from kubeapi.protowire import wants_protobuf
+from kubeapi.reflector import ReflectorOptions
 
 if TYPE_CHECKING:
     from koord_scheduler.webhook.thread import AdmissionThread
@@ -82,6 +84,12 @@ def run_cluster(options: ServeOptions, registry: Callable[[], Registry], *, pref
             qps=options.config.client_connection.qps,
             burst=options.config.client_connection.burst,
             scheduler_names=tuple(p.scheduler_name for p in options.config.profiles),
+            reflector=ReflectorOptions(
+                protobuf=wants_protobuf(
+                    options.config.client_connection.accept_content_types,
+                    options.config.client_connection.content_type,
+                )
+            ),
         ),
         prefetch=prefetch,
         restarts=metrics.task_restarts,

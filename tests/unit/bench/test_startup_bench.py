@@ -70,3 +70,29 @@ def test_summary_takes_medians_and_the_ratio_to_kube_scheduler(startup: ModuleTy
         "takeover_target_seconds": 16.0,
     }
     assert startup.summarize(runs) == want
+
+
+def test_summary_compares_protobuf_with_json_and_counts_the_api_server(startup: ModuleType) -> None:
+    def run(contender: str, seconds: float, cpu: float, apiserver: float) -> dict[str, object]:
+        return {
+            "contender": contender,
+            "seconds_to_first_bind": seconds,
+            "cpu_seconds_at_first_bind": cpu,
+            "apiserver_cpu_seconds": apiserver,
+            "seconds_to_profiles_built": None,
+            "seconds_to_synced": None,
+        }
+
+    runs = {
+        "first_bind": [run("koord-scheduler", 6.0, 2.0, 1.5), run("koord-scheduler-json", 8.0, 2.5, 3.0)],
+        "takeover": [],
+    }
+
+    summary = startup.summarize(runs)
+
+    assert summary["koord-scheduler"]["apiserver_cpu_seconds"] == 1.5
+    assert summary["protobuf_to_json"] == {
+        "seconds_to_first_bind": 0.75,
+        "cpu_seconds_at_first_bind": 0.8,
+        "apiserver_cpu_seconds": 0.5,
+    }

@@ -206,12 +206,27 @@ def test_an_unknown_event_loop_is_refused() -> None:
 @pytest.mark.parametrize(
     ("config", "flag", "want"),
     [
-        pytest.param(GOOD_CONFIG, "", ("", 50.0, 100), id="defaults"),
+        pytest.param(GOOD_CONFIG, "", ("", 50.0, 100, True), id="defaults"),
         pytest.param(
-            GOOD_CONFIG + "clientConnection: {kubeconfig: /k, qps: 7, burst: 9}\n", "", ("/k", 7.0, 9), id="stated"
+            GOOD_CONFIG + "clientConnection: {kubeconfig: /k, qps: 7, burst: 9}\n",
+            "",
+            ("/k", 7.0, 9, True),
+            id="stated",
         ),
         pytest.param(
-            GOOD_CONFIG + "clientConnection: {kubeconfig: /k}\n", "/flag", ("/flag", 50.0, 100), id="flag-wins"
+            GOOD_CONFIG + "clientConnection: {kubeconfig: /k}\n", "/flag", ("/flag", 50.0, 100, True), id="flag-wins"
+        ),
+        pytest.param(
+            GOOD_CONFIG + "clientConnection: {contentType: application/json}\n",
+            "",
+            ("", 50.0, 100, False),
+            id="json-content-type",
+        ),
+        pytest.param(
+            GOOD_CONFIG + "clientConnection: {acceptContentTypes: 'application/json'}\n",
+            "",
+            ("", 50.0, 100, False),
+            id="json-accepted",
         ),
         pytest.param("apiVersion: v1\nkind: ConfigMap\ndata: {}\n", "", None, id="configmap-not-guessed"),
         pytest.param(GOOD_CONFIG + "clientConnection: {qps: fast}\n", "", None, id="odd-value"),
@@ -219,9 +234,10 @@ def test_an_unknown_event_loop_is_refused() -> None:
     ],
 )
 def test_the_stated_client_settings_match_the_validated_ones(
-    tmp_path: Path, config: str, flag: str, want: tuple[str, float, int] | None
+    tmp_path: Path, config: str, flag: str, want: tuple[str, float, int, bool] | None
 ) -> None:
     from koord_scheduler.app.serve import _options, _parser, _stated_client
+    from kubeapi.protowire import wants_protobuf
 
     path = tmp_path / "config.yaml"
     path.write_text(config)
@@ -231,4 +247,5 @@ def test_the_stated_client_settings_match_the_validated_ones(
     if stated is not None:  # what listing starts with early is what the validated configuration says
         options = _options(ns)
         client = options.config.client_connection
-        assert stated == (options.kubeconfig, client.qps, client.burst)
+        protobuf = wants_protobuf(client.accept_content_types, client.content_type)
+        assert stated == (options.kubeconfig, client.qps, client.burst, protobuf)

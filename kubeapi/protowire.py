@@ -1,0 +1,213 @@
+"""Lists and watches of built-in kinds as ``application/vnd.kubernetes.protobuf``.
+
+The wire format, as k8s.io/apimachinery v0.35 writes it (``pkg/runtime/serializer/protobuf``):
+
+- a response body (a list page, a ``Status``) is the 4-byte magic ``k8s\\x00`` followed by a
+  ``runtime.Unknown`` whose ``typeMeta`` names the kind and whose ``raw`` holds the object's message;
+- a watch (``Content-Type: application/vnd.kubernetes.protobuf;stream=watch``) is a sequence of frames,
+  each a 4-byte big-endian length and that many bytes of a ``meta.v1.WatchEvent`` *without* the magic
+  (the stream serializer is the raw one); the event's ``object.raw`` is the object encoded as a body is
+  (magic + ``Unknown``), a ``Status`` for ERROR events.
+
+Objects come out as the JSON-shaped dicts the parsers read (:func:`kubeapi.protodict.to_json`), so
+everything downstream of the decoding is the same for both encodings. Only the kinds in
+:data:`MESSAGES` can be read this way; custom resources are served as JSON only.
+
+Every malformed input raises :class:`ProtoError` (a ``ValueError``) saying what was wrong.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import AsyncIterator
+from typing import Any
+
+from google.protobuf.message import DecodeError, Message
+
+from apis.core.boundedjson import UndecodableObject
+from kubeapi.protodict import to_json
+from kubeapi.protogen import core_v1_pb2, meta_v1_pb2, runtime_pb2
+
+Json = dict[str, Any]
+
+PROTOBUF = "application/vnd.kubernetes.protobuf"
+PROTOBUF_OR_JSON = f"{PROTOBUF}, application/json"
+"""What a list or watch of a built-in kind accepts (client-go's default for protobuf clients). The
+response is decoded as what it is: a body that starts with :data:`MAGIC` is protobuf, anything else
+JSON; a watch stream whose first byte is ``{`` is JSON lines (a frame's first byte is the top byte of
+its length, never 0x7b below 2 GiB)."""
+MAGIC = b"k8s\x00"
+MAX_FRAME = 256 * 1024 * 1024
+"""A frame longer than this is not a watch event of ours (the API server's request limit is 3 MiB)."""
+
+MESSAGES: dict[str, type[Message]] = {
+    "Pod": core_v1_pb2.Pod,
+    "PodList": core_v1_pb2.PodList,
+    "Node": core_v1_pb2.Node,
+    "NodeList": core_v1_pb2.NodeList,
+}
+"""Kinds (as ``runtime.Unknown`` names them) this module decodes -> their generated message."""
+
+SUPPORTED_KINDS = frozenset(k for k in MESSAGES if not k.endswith("List"))
+"""The kinds whose lists and watches may be requested as protobuf."""
+
+
+class ProtoError(ValueError):
+    """A response or watch frame that is not the protobuf the API server sends."""
+
+
+def unwrap(data: bytes) -> tuple[str, bytes]:
+    """``(kind, raw message bytes)`` of a protobuf body (magic + ``runtime.Unknown``)."""
+    if not data.startswith(MAGIC):
+        raise ProtoError("not a Kubernetes protobuf body (no k8s\\x00 prefix)")
+    unknown = runtime_pb2.Unknown()
+    try:
+        unknown.ParseFromString(data[len(MAGIC) :])
+    except DecodeError as exc:
+        raise ProtoError(f"undecodable runtime.Unknown: {exc}") from None
+    if unknown.contentEncoding:
+        raise ProtoError(f"unsupported content encoding {unknown.contentEncoding!r}")
+    return unknown.typeMeta.kind, unknown.raw
+
+
+def _message(kind: str, raw: bytes) -> Message:
+    cls = MESSAGES.get(kind)
+    if cls is None:
+        raise ProtoError(f"unexpected kind {kind!r}")
+    message = cls()
+    try:
+        message.ParseFromString(raw)
+    except DecodeError as exc:
+        raise ProtoError(f"undecodable {kind}: {exc}") from None
+    return message
+
+
+def decode_list(data: bytes) -> Json:
+    """A list page as ``{"metadata": {"resourceVersion", "continue"}, "items": [...]}``. An item that
+    cannot be turned into a dict is an :class:`UndecodableObject` (that item only is refused)."""
+    kind, raw = unwrap(data)
+    if kind == "Status":
+        raise ProtoError(f"a Status instead of a list: {status_json(raw).get('message', '')}")
+    if not kind.endswith("List"):
+        raise ProtoError(f"expected a list, got {kind!r}")
+    message: Any = _message(kind, raw)
+    meta = message.metadata
+    items = [_item(item) for item in message.items]
+    # ("continue" is a Python keyword: the generated field is reached with getattr)
+    return {
+        "metadata": {"resourceVersion": meta.resourceVersion, "continue": getattr(meta, "continue")},
+        "items": items,
+    }
+
+
+def _item(message: Message) -> Json:
+    try:
+        return to_json(message)
+    except Exception as exc:  # one object's oddity costs that object only
+        meta: Any = getattr(message, "metadata", None)
+        shallow = (
+            {"metadata": {"name": meta.name, "namespace": meta.namespace, "resourceVersion": meta.resourceVersion}}
+            if meta is not None
+            else {}
+        )
+        return UndecodableObject(shallow, f"undecodable protobuf object: {type(exc).__name__}: {exc}")
+
+
+def decode_event(frame: bytes) -> tuple[str, Json]:
+    """One watch frame -> ``(type, object)``; an ERROR event's object is its ``Status`` as JSON."""
+    event = meta_v1_pb2.WatchEvent()
+    try:
+        event.ParseFromString(frame)
+    except DecodeError as exc:
+        raise ProtoError(f"undecodable WatchEvent: {exc}") from None
+    kind, raw = unwrap(event.object.raw)
+    if kind == "Status":
+        return event.type, status_json(raw)
+    return event.type, _item(_message(kind, raw))
+
+
+def status_json(raw: bytes) -> Json:
+    """A ``meta.v1.Status`` message as its JSON fields (``code``, ``reason``, ``message``)."""
+    status = meta_v1_pb2.Status()
+    try:
+        status.ParseFromString(raw)
+    except DecodeError as exc:
+        raise ProtoError(f"undecodable Status: {exc}") from None
+    return {
+        "kind": "Status",
+        "code": status.code,
+        "reason": status.reason,
+        "message": status.message,
+        "status": status.status,
+    }
+
+
+def error_status(payload: bytes) -> Json | None:
+    """The ``Status`` of an error response sent as protobuf; None when ``payload`` is not one."""
+    if not payload.startswith(MAGIC):
+        return None
+    try:
+        kind, raw = unwrap(payload)
+        return status_json(raw) if kind == "Status" else None
+    except ProtoError:
+        return None
+
+
+class Peeked:
+    """A watch body whose first chunk has been read (:func:`peek`); iterates like the body did."""
+
+    def __init__(self, first: bytes, content: Any) -> None:
+        self.first = first
+        self.content = content
+        self.protobuf = bool(first) and first[:1] != b"{"
+
+    async def iter_any(self) -> AsyncIterator[bytes]:
+        if self.first:
+            yield self.first
+        async for chunk in self.content.iter_any():
+            yield chunk
+
+
+async def peek(content: Any) -> Peeked:
+    """Read the first chunk of a watch body (an ``aiohttp.StreamReader``) to tell its encoding."""
+    first = b""
+    async for chunk in content.iter_any():
+        if chunk:
+            first = bytes(chunk)
+            break
+    return Peeked(first, content)
+
+
+async def iter_frames(content: Any) -> AsyncIterator[list[bytes]]:
+    """The length-prefixed frames of a watch stream (an ``aiohttp.StreamReader``), in batches: every
+    frame already buffered comes at once, as :func:`~kubeapi.http.iter_lines` does for JSON. Raises
+    :class:`ProtoError` for a frame length beyond :data:`MAX_FRAME` or a stream that ends mid-frame."""
+    buffer = bytearray()
+    async for chunk in content.iter_any():
+        buffer += chunk
+        frames: list[bytes] = []
+        at = 0
+        while len(buffer) - at >= 4:
+            (size,) = struct.unpack_from(">I", buffer, at)
+            if size > MAX_FRAME:
+                raise ProtoError(f"watch frame of {size} bytes")
+            if len(buffer) - at - 4 < size:
+                break
+            frames.append(bytes(buffer[at + 4 : at + 4 + size]))
+            at += 4 + size
+        if at:
+            del buffer[:at]
+        if frames:
+            yield frames
+    if buffer:
+        raise ProtoError(f"watch stream ended inside a frame ({len(buffer)} bytes left)")
+
+
+def wants_protobuf(accept_content_types: str, content_type: str) -> bool:
+    """Whether ``clientConnection`` asks for protobuf: the first media type of ``acceptContentTypes``,
+    or of ``contentType`` when that is empty (client-go's rule for the Accept header), is
+    :data:`PROTOBUF`. kube-scheduler's default ``contentType`` is protobuf; ``application/json`` turns
+    it off."""
+    accept = accept_content_types.strip() or content_type.strip()
+    first = accept.split(",", 1)[0].split(";", 1)[0].strip().lower()
+    return first == PROTOBUF
