@@ -96,6 +96,7 @@ from koord_scheduler.plugins.deviceshare.templates import (
     CONFIG_MAP_KIND,
     ERR_NO_MATCHED_TEMPLATE,
     TemplatesCache,
+    name_template,
     node_templates,
 )
 from koord_scheduler.plugins.helpers import default_normalize_score
@@ -502,6 +503,7 @@ class DeviceShare:
         chosen = self._allocate(pre.pod, view, self._affinity(state, node_name)[1])
         if isinstance(chosen, Status):
             return chosen
+        chosen = name_template(chosen, pre, self._snapshot.node_info(node_name) if self._snapshot else None)
         key = resv.holding_key(pod)
         self.cache.assign(key, node_name, chosen, reservation=view.reservation)
         name = resv.reservation_name(pod) if resv.is_reserve_pod(pod) else ""

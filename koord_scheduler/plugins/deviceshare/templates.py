@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 import yaml
@@ -26,7 +26,7 @@ import yaml
 from apis.config.deviceshare_args import GPUSharedResourceTemplatesConfig
 from apis.core.errors import ParseError, QuantityError
 from apis.core.parse import parse_object_meta, parse_resource_list
-from apis.extension.device import LABEL_GPU_MODEL, LABEL_GPU_VENDOR
+from apis.extension.device import DEVICE_GPU, LABEL_GPU_MODEL, LABEL_GPU_VENDOR, DeviceAllocation
 from koord_scheduler.framework.handle import ClusterClient
 from koord_scheduler.framework.snapshot import NodeInfo
 from koord_scheduler.framework.types import EventType, ObjectKind
@@ -105,6 +105,20 @@ def node_templates(pre: _HasTemplates, node_info: NodeInfo) -> Mapping[str, Mapp
     """:func:`model_templates` of the PreFilter state's templates on the node of ``node_info``."""
     labels = node_info.node.labels if node_info.node is not None else {}
     return model_templates(pre.templates or {}, labels)
+
+
+def name_template(
+    chosen: dict[str, tuple[DeviceAllocation, ...]], pre: _HasTemplates, node_info: NodeInfo | None
+) -> dict[str, tuple[DeviceAllocation, ...]]:
+    """Koordinator's ``appendTemplateInfoToAllocations``: when exactly one template of the node's GPU model
+    matches, every GPU allocation names it; otherwise the allocations are returned as they are."""
+    if pre.templates is None or node_info is None or DEVICE_GPU not in chosen:
+        return chosen
+    matched = node_templates(pre, node_info)
+    if len(matched) != 1:
+        return chosen
+    (name,) = matched
+    return {**chosen, DEVICE_GPU: tuple(replace(a, template=name) for a in chosen[DEVICE_GPU])}
 
 
 @dataclass(frozen=True, slots=True)
