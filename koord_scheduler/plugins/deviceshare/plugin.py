@@ -93,9 +93,9 @@ from koord_scheduler.plugins.deviceshare.preemption import PREEMPTIBLE_KEY, Pree
 from koord_scheduler.plugins.deviceshare.report import allocation_rows, device_rows
 from koord_scheduler.plugins.deviceshare.request import DeviceRequest, DeviceRequestError
 from koord_scheduler.plugins.deviceshare.templates import (
-    CONFIG_MAP_KIND,
     ERR_NO_MATCHED_TEMPLATE,
     TemplatesCache,
+    config_map_kind,
     name_template,
     node_templates,
 )
@@ -573,7 +573,7 @@ def new(args: DeviceShareArgs | None, handle: Handle) -> DeviceShare:
     handle.watch(DEVICE_OBJECT_KIND, plugin.on_device)
     handle.watch(RESERVATION_KIND, plugin.on_reservation)
     handle.watch_pods(plugin.on_pod)
-    handle.watch(CONFIG_MAP_KIND, plugin.templates.on_config_map)
+    handle.watch(config_map_kind(plugin.args.templates_config()), plugin.templates.on_config_map)
     handle.register_forget_pod_handler(plugin.on_forget_pod)
     handle.add_simulation_report(plugin.simulation_report)
     handle.add_simulation_report(plugin.devices_report)

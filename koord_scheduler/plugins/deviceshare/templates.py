@@ -131,17 +131,44 @@ class ConfigMapData:
 
 
 def parse_config_map(raw: Mapping[str, Any]) -> ConfigMapData:
-    """Raises ``ValueError`` naming the field for a malformed object."""
+    """A ConfigMap with only its ``data.yaml`` key kept (a ``simulate`` file may hold other ConfigMaps,
+    whose data need not be held). Raises ``ValueError`` naming the field."""
     meta = parse_object_meta(dict(raw), "ConfigMap")
     data = raw.get("data") or {}
-    if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
-        raise ValueError(f"ConfigMap {meta.namespace}/{meta.name}: data must map keys to strings")
-    return ConfigMapData(meta.namespace, meta.name, {str(k): v for k, v in data.items()})
+    if not isinstance(data, dict):
+        raise ValueError(f"ConfigMap {meta.namespace}/{meta.name}: data must be a map")
+    text = data.get(DATA_KEY)
+    if text is not None and not isinstance(text, str):
+        raise ValueError(f"ConfigMap {meta.namespace}/{meta.name}: data[{DATA_KEY}] must be a string")
+    return ConfigMapData(meta.namespace, meta.name, {} if text is None else {DATA_KEY: text})
 
 
-CONFIG_MAP_KIND = ObjectKind(
+CONFIG_MAP_KIND_NAME = "GPUSharedResourceTemplatesConfigMap"
+"""The watch's kind name: the colocation controllers watch their own ConfigMap as ``ConfigMap``, and a
+kind name is one watch."""
+
+
+def config_map_kind(config: GPUSharedResourceTemplatesConfig) -> ObjectKind[ConfigMapData]:
+    """The watch of the one templates ConfigMap (on the API server: its namespace, by name, so the
+    scheduler needs list/watch of ConfigMaps in that namespace only). Optional: without that RBAC, or
+    before the ConfigMap exists, the scheduler starts with no templates and keeps retrying."""
+    return ObjectKind(
+        kind=CONFIG_MAP_KIND_NAME,
+        group="",
+        version="v1",
+        plural="configmaps",
+        namespaced=True,
+        parse=parse_config_map,
+        optional=True,
+        namespace=config.config_map_namespace,
+        field_selector=f"metadata.name={config.config_map_name}",
+    )
+
+
+EVENT_KIND = ObjectKind(
     kind="ConfigMap", group="", version="v1", plural="configmaps", namespaced=True, parse=parse_config_map
 )
+"""What the Warning Event about a bad ConfigMap regards."""
 
 INVALID_REASON = "InvalidGPUSharedResourceTemplates"
 
@@ -190,7 +217,7 @@ class TemplatesCache:
         except RuntimeError:
             return
         coro = self._cluster.record_event(
-            CONFIG_MAP_KIND, self.name, namespace=self.namespace, type="Warning", reason=INVALID_REASON, message=message
+            EVENT_KIND, self.name, namespace=self.namespace, type="Warning", reason=INVALID_REASON, message=message
         )
         task = loop.create_task(self._send(coro))
         self._tasks.add(task)

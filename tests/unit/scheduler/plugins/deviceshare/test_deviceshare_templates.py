@@ -22,7 +22,7 @@ from koord_scheduler.framework.types import EventType
 from koord_scheduler.plugins.deviceshare import plugin as ds
 from koord_scheduler.plugins.deviceshare.plugin import DEVICE_OBJECT_KIND, DeviceShare
 from koord_scheduler.plugins.deviceshare.templates import (
-    CONFIG_MAP_KIND,
+    CONFIG_MAP_KIND_NAME,
     ERR_NO_MATCHED_TEMPLATE,
     ConfigMapData,
     TemplatesError,
@@ -180,7 +180,7 @@ def setup(
 
 
 def configmap_event(handle: FakeHandle, event: EventType, old: Any, new: Any) -> None:
-    for h in handle.watch_handlers[CONFIG_MAP_KIND.kind]:
+    for h in handle.watch_handlers[CONFIG_MAP_KIND_NAME]:
         h(event, old, new)
 
 
