@@ -308,3 +308,10 @@ def test_configured_configmap_and_matched_resources_are_honoured() -> None:
 def test_gpu_pods_without_matched_resources_are_not_concerned() -> None:
     plugin, _, _ = setup([node("n1", ASCEND)])
     assert prefilter(plugin, {"koordinator.sh/gpu-core": 50, RATIO: 50}).is_success
+
+
+def test_a_config_given_without_matched_resources_enforces_nothing() -> None:
+    """Koordinator defaults the whole field only when it is absent."""
+    args = {"gpuSharedResourceTemplatesConfig": {"configMapName": "gpu-shared-resource-templates"}}
+    plugin, _, _ = setup([node("n1", ASCEND)], args=args)
+    assert prefilter(plugin, npu_request(12, 5, 4, 50)).is_success
