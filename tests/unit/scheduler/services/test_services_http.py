@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import socket
 from pathlib import Path
 
@@ -144,6 +145,7 @@ async def test_a_failing_view_is_a_500_for_that_request_only(caplog: pytest.LogC
     def broken(_: object, __: object) -> tuple[int, object]:
         raise RuntimeError("boom")
 
+    caplog.set_level(logging.INFO, logger="koord-scheduler")  # default verbosity, whatever ran before
     services = ServiceTable([("/apis/v1/broken", broken), ("/apis/v1/fine", lambda _p, _q: (200, {"ok": True}))])
     server = await serve((lambda: services, lambda: True))
     try:
