@@ -41,6 +41,11 @@ class ObjectKind(Generic[T]):
     optional: bool = False
     """The scheduler starts without waiting for the first list (the CRD may not be installed yet; the
     watch keeps retrying in the background)."""
+    namespace: str = ""
+    """On the API server, watch this namespace only (and need RBAC there only); empty: every namespace.
+    Sources without a server (``simulate`` files) deliver every object of the kind."""
+    field_selector: str = ""
+    """On the API server, a field selector for the list and watch (``metadata.name=...``)."""
 
     @property
     def api_version(self) -> str:

@@ -2,8 +2,10 @@
 
 Default scoring is LeastAllocated over ``gpu-memory-ratio``, ``gpu-memory``, ``rdma`` and ``fpga``, weight 1
 each. ``gpuShareUnsupportedModels`` keeps pods that share a GPU off nodes whose GPU vendor/model label pair
-is listed (the v1.8 chart lists huawei ``Ascend-310P3-300I-DUO``). Not implemented, refused at load naming
-the field: a non-empty ``allocator`` (deprecated upstream) and ``gpuSharedResourceTemplatesConfig``.
+is listed (the v1.8 chart lists huawei ``Ascend-310P3-300I-DUO``). ``gpuSharedResourceTemplatesConfig``
+names the ConfigMap of GPU shared resource templates; unset, Koordinator's default applies
+(``koordinator-system/gpu-shared-resource-templates``, ``matchedResources: [huawei.com/npu-core]``).
+Not implemented, refused at load naming the field: a non-empty ``allocator`` (deprecated upstream).
 ``disableDeviceNUMATopologyAlignment`` is accepted: devices are never NUMA-aligned here, which is what
 ``true`` asks for.
 """
@@ -54,6 +56,19 @@ class GPUSharedResourceTemplatesConfig(ConfigModel):
     config_map_name: str = ""
     matched_resources: tuple[str, ...] = ()
 
+    @field_validator("matched_resources", mode="before")
+    @classmethod
+    def _null_is_empty(cls, value: object) -> object:
+        return () if value is None else value
+
+
+DEFAULT_GPU_SHARED_RESOURCE_TEMPLATES_CONFIG = GPUSharedResourceTemplatesConfig(
+    config_map_namespace="koordinator-system",
+    config_map_name="gpu-shared-resource-templates",
+    matched_resources=("huawei.com/npu-core",),
+)
+"""Koordinator's ``defaultGPUSharedResourceTemplatesConfig`` (used whole when the field is unset)."""
+
 
 class DeviceShareArgs(ArgsModel):
     allocator: str = ""
@@ -67,6 +82,12 @@ class DeviceShareArgs(ArgsModel):
     def _null_is_empty(cls, value: object) -> object:
         return () if value is None else value
 
+    def templates_config(self) -> GPUSharedResourceTemplatesConfig:
+        """The templates ConfigMap and matched resources: the field, else Koordinator's default."""
+        if self.gpu_shared_resource_templates_config is None:
+            return DEFAULT_GPU_SHARED_RESOURCE_TEMPLATES_CONFIG
+        return self.gpu_shared_resource_templates_config
+
     def unsupported_models(self) -> frozenset[tuple[str, str]]:
         """(vendor, model) pairs on which a shared GPU is refused."""
         return frozenset((m.vendor, m.model) for m in self.gpu_share_unsupported_models)
@@ -75,13 +96,6 @@ class DeviceShareArgs(ArgsModel):
         errors: list[FieldError] = []
         if self.allocator:
             errors.append(forbidden(join_path(path, "allocator"), "not supported (deprecated in Koordinator)"))
-        if self.gpu_shared_resource_templates_config is not None:
-            errors.append(
-                forbidden(
-                    join_path(path, "gpuSharedResourceTemplatesConfig"),
-                    "GPU shared resource templates are not supported",
-                )
-            )
         strategy = join_path(path, "scoringStrategy")
         if self.scoring_strategy.type not in DEVICE_SCORING_TYPES:
             errors.append(not_supported(join_path(strategy, "type"), self.scoring_strategy.type, DEVICE_SCORING_TYPES))

@@ -95,6 +95,8 @@ class DeviceAllocation:
     resources: Mapping[str, int] = field(default_factory=dict)
     id: str = ""
     vfs: tuple[VirtualFunction, ...] = ()
+    template: str = ""
+    """The GPU shared resource template the allocation follows (``extension.gpuSharedResourceTemplate``)."""
 
 
 DeviceAllocations = Mapping[str, Sequence[DeviceAllocation]]
@@ -127,10 +129,14 @@ def encode_device_allocations(allocations: DeviceAllocations) -> str:
             }
             if a.id:
                 row["id"] = a.id
+            extension: dict[str, object] = {}
             if a.vfs:
                 # Go's omitempty: a VF of minor 0 has no "minor" key.
-                vfs = [{**({"minor": vf.minor} if vf.minor else {}), "busID": vf.bus_id} for vf in a.vfs]
-                row["extension"] = {"vfs": vfs}
+                extension["vfs"] = [{**({"minor": vf.minor} if vf.minor else {}), "busID": vf.bus_id} for vf in a.vfs]
+            if a.template:
+                extension["gpuSharedResourceTemplate"] = a.template
+            if extension:
+                row["extension"] = extension
             rows.append(row)
         out[device_type] = rows
     return json.dumps(out, separators=(",", ":"))
@@ -161,6 +167,7 @@ def decode_device_allocations(text: str) -> dict[str, list[DeviceAllocation]]:
                     resources={canonical_device_resource(k): device_quantity(v) for k, v in resources.items()},
                     id=str(item.get("id", "")),
                     vfs=_decode_vfs(item.get("extension"), device_type),
+                    template=_decode_template(item.get("extension"), device_type),
                 )
             )
         out[device_type] = rows
@@ -183,6 +190,15 @@ def _decode_vfs(extension: object, device_type: str) -> tuple[VirtualFunction, .
             raise ValueError(f"annotation {ANNOTATION_DEVICE_ALLOCATED}: bad extension.vfs entry in {device_type!r}")
         out.append(VirtualFunction(minor=int(vf.get("minor", 0)), bus_id=str(vf.get("busID", ""))))
     return tuple(out)
+
+
+def _decode_template(extension: object, device_type: str) -> str:
+    template = extension.get("gpuSharedResourceTemplate", "") if isinstance(extension, dict) else ""
+    if not isinstance(template, str):
+        raise ValueError(
+            f"annotation {ANNOTATION_DEVICE_ALLOCATED}: bad extension.gpuSharedResourceTemplate in {device_type!r}"
+        )
+    return template
 
 
 def device_quantity(value: object) -> int:

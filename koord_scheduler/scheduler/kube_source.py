@@ -185,7 +185,14 @@ class KubeClusterSource:
         for extra in kinds:
             if all(k.kind != extra.kind for k, _ in self._kinds):
                 self.watch_kind(
-                    extra.group, extra.version, extra.plural, extra.parse, extra.kind, optional=extra.optional
+                    extra.group,
+                    extra.version,
+                    extra.plural,
+                    extra.parse,
+                    extra.kind,
+                    namespace=extra.namespace,
+                    field_selector=extra.field_selector,
+                    optional=extra.optional,
                 )
         self._sink = sink
         self.events.start()

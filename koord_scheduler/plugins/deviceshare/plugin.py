@@ -4,6 +4,8 @@
 - PreFilter reads the pod's device request (:mod:`.request`: GPU, RDMA, FPGA) and its allocate hints and
   joint allocation (:mod:`.hints`); a bad combination makes the pod unresolvable with Koordinator's
   message. Pods asking for no device skip every other point.
+- GPU shared resource templates (:mod:`.templates`): a shared GPU request naming a ``matchedResources``
+  resource must equal a template of the watched ConfigMap, and only nodes of a GPU model having it pass.
 - Filter, per node: a pod sharing a GPU is kept off nodes whose GPU vendor/model pair is in
   ``gpuShareUnsupportedModels``; otherwise its devices must fit (:mod:`.allocator`: ``Insufficient gpu
   devices``...). A node without a Device object passes, as in Koordinator (NodeResourcesFit still checks
@@ -90,6 +92,13 @@ from koord_scheduler.plugins.deviceshare.partitions import NodePartitions, Parti
 from koord_scheduler.plugins.deviceshare.preemption import PREEMPTIBLE_KEY, PreemptibleDevices
 from koord_scheduler.plugins.deviceshare.report import allocation_rows, device_rows
 from koord_scheduler.plugins.deviceshare.request import DeviceRequest, DeviceRequestError
+from koord_scheduler.plugins.deviceshare.templates import (
+    ERR_NO_MATCHED_TEMPLATE,
+    TemplatesCache,
+    config_map_kind,
+    name_template,
+    node_templates,
+)
 from koord_scheduler.plugins.helpers import default_normalize_score
 from koord_scheduler.plugins.kinds import RESERVATION_KIND
 
@@ -106,6 +115,7 @@ ERR_INSUFFICIENT_GPU = "Insufficient gpu devices"
 ERR_SHARE_UNSUPPORTED = 'model "{}" of vendor "{}" does not support GPU Share'
 _INSUFFICIENT = unschedulable(ERR_INSUFFICIENT_GPU)
 _NO_GPUS = unresolvable(ERR_INSUFFICIENT_GPU)
+_NO_TEMPLATE = unresolvable(ERR_NO_MATCHED_TEMPLATE)
 
 _TERMINAL = frozenset({"Succeeded", "Failed"})
 _ALLOCATED_TYPES = frozenset({DEVICE_GPU, DEVICE_RDMA, DEVICE_FPGA})
@@ -114,6 +124,7 @@ _ALLOCATED_TYPES = frozenset({DEVICE_GPU, DEVICE_RDMA, DEVICE_FPGA})
 @dataclass(frozen=True, slots=True)
 class PreFilterState:
     pod: PodDevices
+    templates: Mapping[str, Mapping[str, Mapping[str, int]]] | None = None  # by GPU model; None: not enforced
 
     @property
     def request(self) -> DeviceRequest:
@@ -167,6 +178,7 @@ class DeviceShare:
         self._cluster = cluster
         self._snapshot = snapshot
         self._align = not args.disable_device_numa_topology_alignment
+        self.templates = TemplatesCache(args.templates_config(), cluster)
         self.placements: dict[str, tuple[str, dict[str, tuple[DeviceAllocation, ...]]]] = {}
         """Pod key → (node, allocations) for the pods this scheduler placed (``simulate`` report)."""
 
@@ -228,7 +240,10 @@ class DeviceShare:
             return None, unresolvable(str(exc))
         if devices is None:
             return None, skip()
-        state.write(PRE_FILTER_KEY, PreFilterState(devices))
+        templates = self.templates.pod_templates(devices.request.gpu)
+        if templates is not None and not templates:
+            return None, _NO_TEMPLATE
+        state.write(PRE_FILTER_KEY, PreFilterState(devices, templates))
         return None, success()
 
     # ----- PreFilterExtensions (preemption dry runs, nominated pods) -----
@@ -380,6 +395,8 @@ class DeviceShare:
 
     def _filter_in(self, cycle: _Cycle, pre: PreFilterState, node_info: NodeInfo) -> Status:
         gpu = pre.request.gpu
+        if pre.templates is not None and node_info.name in self.cache.devices and not node_templates(pre, node_info):
+            return _NO_TEMPLATE
         if gpu is not None and gpu.shared and self._unsupported:
             status = self._share_supported(node_info)
             if status is not None:
@@ -486,6 +503,7 @@ class DeviceShare:
         chosen = self._allocate(pre.pod, view, self._affinity(state, node_name)[1])
         if isinstance(chosen, Status):
             return chosen
+        chosen = name_template(chosen, pre, self._snapshot.node_info(node_name) if self._snapshot else None)
         key = resv.holding_key(pod)
         self.cache.assign(key, node_name, chosen, reservation=view.reservation)
         name = resv.reservation_name(pod) if resv.is_reserve_pod(pod) else ""
@@ -555,6 +573,7 @@ def new(args: DeviceShareArgs | None, handle: Handle) -> DeviceShare:
     handle.watch(DEVICE_OBJECT_KIND, plugin.on_device)
     handle.watch(RESERVATION_KIND, plugin.on_reservation)
     handle.watch_pods(plugin.on_pod)
+    handle.watch(config_map_kind(plugin.args.templates_config()), plugin.templates.on_config_map)
     handle.register_forget_pod_handler(plugin.on_forget_pod)
     handle.add_simulation_report(plugin.simulation_report)
     handle.add_simulation_report(plugin.devices_report)

@@ -331,6 +331,22 @@ async def test_extra_kinds_reach_on_object(api: FakeApi, source: KubeClusterSour
     assert sorted(sink.objects) == ["w1", "w2"]
 
 
+async def test_an_extra_kind_is_watched_in_its_namespace_with_its_field_selector(
+    api: FakeApi, source: KubeClusterSource
+) -> None:
+    """A plugin's subscription to one object (DeviceShare's templates ConfigMap) lists one namespace, by name."""
+    api.put("widgets", {"metadata": {"name": "w1", "namespace": "ns1"}, "spec": {"size": 1}})
+    kind = ObjectKind(
+        "Widget", "x.io", "v1", "widgets", True, lambda obj: obj, namespace="ns1", field_selector="metadata.name=w1"
+    )
+    sink = RecordingSink()
+    await asyncio.wait_for(source.start(sink, [kind]), 5)
+    assert "w1" in sink.objects
+    widget_lists = [r for r in api.requests if r.path.endswith("/widgets")]
+    assert widget_lists[0].path == "/apis/x.io/v1/namespaces/ns1/widgets"
+    assert widget_lists[0].query["fieldSelector"] == "metadata.name=w1"
+
+
 # ----- binding and reporting -----
 
 

@@ -117,7 +117,6 @@ def test_the_fields_without_a_consumer_are_the_refused_ones() -> None:
     assert unconsumed() == [
         "Coscheduling.skipCheckScheduleCycle",
         "DeviceShare.allocator",
-        "DeviceShare.gpuSharedResourceTemplatesConfig",
         "DynamicResources.bindingTimeout",
         "ElasticQuota.quotaSnapshotUpdateInterval",
         "ElasticQuota.hookPlugins",

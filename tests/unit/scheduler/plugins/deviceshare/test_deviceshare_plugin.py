@@ -237,6 +237,12 @@ def test_simulation_report_names_the_gpu() -> None:
 
 def test_default_args_are_koordinators() -> None:
     args = decode_args("DeviceShare", None, IN_TREE_ARGS)
+    templates = args.templates_config()  # type: ignore[attr-defined]
+    assert (templates.config_map_namespace, templates.config_map_name, templates.matched_resources) == (
+        "koordinator-system",
+        "gpu-shared-resource-templates",
+        ("huawei.com/npu-core",),
+    )
     assert args.scoring_strategy.type == "LeastAllocated"  # type: ignore[attr-defined]
     assert [(r.name, r.weight) for r in args.scoring_strategy.resources] == [  # type: ignore[attr-defined]
         (RATIO, 1),
@@ -250,11 +256,6 @@ def test_default_args_are_koordinators() -> None:
     "raw,field",
     [
         pytest.param({"allocator": "autopilot"}, "args.allocator", id="allocator"),
-        pytest.param(
-            {"gpuSharedResourceTemplatesConfig": {"configMapName": "x"}},
-            "args.gpuSharedResourceTemplatesConfig",
-            id="templates",
-        ),
         pytest.param(
             {"scoringStrategy": {"type": "RequestedToCapacityRatio"}}, "args.scoringStrategy.type", id="strategy"
         ),
