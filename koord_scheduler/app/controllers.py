@@ -153,8 +153,9 @@ def build_colocation(
         ready=lambda: all(source.listed(kind) for kind in kinds),
         object_errors=metrics.object_errors,
     )
-    if "NodeMetric" not in scheduler_kinds and not source.watches("NodeMetric"):
-        source.watch_kind(GROUP, VERSION, "nodemetrics", parse_node_metric, "NodeMetric", optional=True)
+    source.watch_optional_once(
+        GROUP, VERSION, "nodemetrics", parse_node_metric, "NodeMetric", scheduler_kinds=scheduler_kinds
+    )
     if "nodeslo" in enabled:
         source.watch_kind(GROUP, VERSION, "nodeslos", parse_node_slo, "NodeSLO", optional=True)
     source.watch_kind(
@@ -229,15 +230,14 @@ def build_quota_status(
         ready=lambda: source.listed(elasticquota.KIND),
         object_errors=object_errors,
     )
-    if elasticquota.KIND not in scheduler_kinds and not source.watches(elasticquota.KIND):
-        source.watch_kind(
-            elasticquota.GROUP,
-            elasticquota.VERSION,
-            elasticquota.PLURAL,
-            elasticquota.parse_elastic_quota,
-            elasticquota.KIND,
-            optional=True,
-        )
+    source.watch_optional_once(
+        elasticquota.GROUP,
+        elasticquota.VERSION,
+        elasticquota.PLURAL,
+        elasticquota.parse_elastic_quota,
+        elasticquota.KIND,
+        scheduler_kinds=scheduler_kinds,
+    )
     return QuotaStatus(controller, http)
 
 
@@ -325,8 +325,9 @@ def build_deviceresource(
     ``source`` as optional: call before ``source.start``."""
     if DEVICERESOURCE not in flags.enabled:
         return None
-    if DEVICE_KIND not in scheduler_kinds and not source.watches(DEVICE_KIND):
-        source.watch_kind(SCHEDULING_GROUP, SCHEDULING_VERSION, DEVICE_PLURAL, parse_device, DEVICE_KIND, optional=True)
+    source.watch_optional_once(
+        SCHEDULING_GROUP, SCHEDULING_VERSION, DEVICE_PLURAL, parse_device, DEVICE_KIND, scheduler_kinds=scheduler_kinds
+    )
     http = ApiHttp(source.connection, client.bucket())
     controller = DeviceResourceController(
         KubeControllerApi(http, source.events),
@@ -360,10 +361,14 @@ def build_reservation(
     them (gcDurationSeconds, gcIntervalSeconds, disableGarbageCollection, controllerWorkers)."""
     if RESERVATION not in flags.enabled or not plugin_enabled:
         return None
-    if RESERVATION_KIND not in scheduler_kinds and not source.watches(RESERVATION_KIND):
-        source.watch_kind(
-            SCHEDULING_GROUP, SCHEDULING_VERSION, RESERVATION_PLURAL, parse_reservation, RESERVATION_KIND, optional=True
-        )
+    source.watch_optional_once(
+        SCHEDULING_GROUP,
+        SCHEDULING_VERSION,
+        RESERVATION_PLURAL,
+        parse_reservation,
+        RESERVATION_KIND,
+        scheduler_kinds=scheduler_kinds,
+    )
     http = ApiHttp(source.connection, client.bucket())
     controller = ReservationController(
         KubeStatusWriter(http),
@@ -395,15 +400,14 @@ def build_quotaprofile(
     if QUOTAPROFILE not in flags.enabled:
         return None
     source.watch_kind(qp.GROUP, qp.VERSION, qp.PLURAL, qp.parse_quota_profile, qp.KIND, optional=True)
-    if elasticquota.KIND not in scheduler_kinds and not source.watches(elasticquota.KIND):
-        source.watch_kind(
-            elasticquota.GROUP,
-            elasticquota.VERSION,
-            elasticquota.PLURAL,
-            elasticquota.parse_elastic_quota,
-            elasticquota.KIND,
-            optional=True,
-        )
+    source.watch_optional_once(
+        elasticquota.GROUP,
+        elasticquota.VERSION,
+        elasticquota.PLURAL,
+        elasticquota.parse_elastic_quota,
+        elasticquota.KIND,
+        scheduler_kinds=scheduler_kinds,
+    )
     http = ApiHttp(source.connection, client.bucket())
     controller = QuotaProfileController(
         KubeQuotaProfileApi(http, source.events),

@@ -83,10 +83,14 @@ def build_descheduling(
         )
     out: list[Migration | DeschedulerHosted] = []
     if MIGRATION in flags.enabled:
-        if RESERVATION_KIND not in scheduler_kinds and not source.watches(RESERVATION_KIND):
-            source.watch_kind(
-                SCHEDULING_GROUP, SCHEDULING_VERSION, "reservations", parse_reservation, RESERVATION_KIND, optional=True
-            )
+        source.watch_optional_once(
+            SCHEDULING_GROUP,
+            SCHEDULING_VERSION,
+            "reservations",
+            parse_reservation,
+            RESERVATION_KIND,
+            scheduler_kinds=scheduler_kinds,
+        )
         http = ApiHttp(source.connection, client.bucket())
         controller = MigrationController(
             KubeMigrationApi(http, source.events),
@@ -100,8 +104,9 @@ def build_descheduling(
         controller.arbitrator = Arbitrator.of(migration_args)
         out.append(Migration(controller, http))
     if DESCHEDULER in flags.enabled and config_and_args is not None:
-        if NODE_METRIC not in scheduler_kinds and not source.watches(NODE_METRIC):
-            source.watch_kind(SLO_GROUP, SLO_VERSION, "nodemetrics", parse_node_metric, NODE_METRIC, optional=True)
+        source.watch_optional_once(
+            SLO_GROUP, SLO_VERSION, "nodemetrics", parse_node_metric, NODE_METRIC, scheduler_kinds=scheduler_kinds
+        )
         config, args = config_and_args
         http = ApiHttp(source.connection, client.bucket())
         descheduler = Descheduler(config, args, clock=time.time)

@@ -169,6 +169,21 @@ class KubeClusterSource:
         """Whether ``kind_name`` is already listed and watched (registered with :meth:`watch_kind`)."""
         return any(kind.kind == kind_name for kind, _ in self._kinds)
 
+    def watch_optional_once(
+        self,
+        group: str,
+        version: str,
+        plural: str,
+        parser: Callable[[Json], Any],
+        kind_name: str,
+        *,
+        scheduler_kinds: Collection[str] = (),
+    ) -> None:
+        """:meth:`watch_kind` as ``optional``, unless the scheduler's profiles (``scheduler_kinds``, registered
+        later) or another reader already watch ``kind_name``: what a controller that shares a kind calls."""
+        if kind_name not in scheduler_kinds and not self.watches(kind_name):
+            self.watch_kind(group, version, plural, parser, kind_name, optional=True)
+
     # ----- ClusterSource -----
 
     @property
