@@ -152,10 +152,21 @@ class Run:
     bound: int
 
 
-def read_counts(plane: ControlPlane) -> RequestCounts:
-    result = plane.request("GET", "/metrics")
-    assert result.status == 200, result.body[:300]
-    return parse_request_counts(result.body.decode())
+def read_counts(plane: ControlPlane, *, readings: int = 3, gap: float = 0.3) -> RequestCounts:
+    """kube-apiserver's counters, read ``readings`` times ``gap`` seconds apart: the completed requests
+    from the last reading, the open long-running ones as the median of each row. Other clients on the
+    shared cluster (kwok, kube-controller-manager) restart their watches now and then; a reading taken
+    while one of those is being replaced counts it twice or not at all, and the median leaves that out."""
+    taken: list[RequestCounts] = []
+    for i in range(readings):
+        if i:
+            time.sleep(gap)
+        result = plane.request("GET", "/metrics")
+        assert result.status == 200, result.body[:300]
+        taken.append(parse_request_counts(result.body.decode()))
+    rows = {k for t in taken for k in t.open}
+    median = Counter({k: sorted(t.open.get(k, 0) for t in taken)[len(taken) // 2] for k in rows})
+    return RequestCounts(taken[-1].completed, median)
 
 
 def count_events(scope: Scope, own: Counter[RequestKey]) -> int:
