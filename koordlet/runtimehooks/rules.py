@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from koordlet.qosmanager.featuregates import FeatureGates
 from koordlet.qosmanager.plugins.batchresource.policy import batch_rule
 from koordlet.qosmanager.plugins.cpuset.plugin import CPUSetAllocator
-from koordlet.runtimehooks.hooks import CPUSET_ALLOCATOR, HookRules
+from koordlet.runtimehooks.hooks import CPUSET_ALLOCATOR, DEFAULT_HAMI_CORE_LIBRARY, HookRules
 from koordlet.statesinformer import StatesInformer
 from koordlet.system.cputopology import TopologyError
 
@@ -30,13 +30,20 @@ class HookRuleSource:
     gates: FeatureGates
     cpuset_strategy: CPUSetAllocator | None = None
     cgroup_v2: bool = False
+    hami_core_library: str = DEFAULT_HAMI_CORE_LIBRARY
 
     @classmethod
     def of(
-        cls, informer: StatesInformer, gates: FeatureGates, strategies: Iterable[object], *, cgroup_v2: bool = False
+        cls,
+        informer: StatesInformer,
+        gates: FeatureGates,
+        strategies: Iterable[object],
+        *,
+        cgroup_v2: bool = False,
+        hami_core_library: str = DEFAULT_HAMI_CORE_LIBRARY,
     ) -> HookRuleSource:
         cpuset = next((s for s in strategies if isinstance(s, CPUSetAllocator)), None)
-        return cls(informer, gates, cpuset, cgroup_v2)
+        return cls(informer, gates, cpuset, cgroup_v2, hami_core_library)
 
     def __call__(self) -> HookRules:
         node = self.informer.node
@@ -56,4 +63,5 @@ class HookRuleSource:
             node_slo=self.informer.node_slo,
             node_memory_allocatable=node.allocatable.get("memory", 0) if node is not None else 0,
             cgroup_v2=self.cgroup_v2,
+            hami_core_library=self.hami_core_library,
         )

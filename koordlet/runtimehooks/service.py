@@ -10,6 +10,8 @@ from pathlib import Path
 
 from koordlet.qosmanager.executor import ResourceExecutor
 from koordlet.qosmanager.featuregates import FeatureGates
+from koordlet.runtimehooks.failure_policy import POLICY_IGNORE
+from koordlet.runtimehooks.hooks import DEFAULT_HAMI_CORE_LIBRARY
 from koordlet.runtimehooks.nri.handlers import HookHandlers
 from koordlet.runtimehooks.nri.plugin import HookMetrics, NRIOptions, NRIPlugin
 from koordlet.runtimehooks.rules import HookRuleSource
@@ -35,6 +37,7 @@ def nri_options(args: argparse.Namespace) -> NRIOptions | None:
         plugin_name=getattr(args, "runtime_hooks_nri_plugin_name", None) or "koordlet_nri",
         plugin_idx=getattr(args, "runtime_hooks_nri_plugin_index", None) or "00",
         connect_timeout=float(getattr(args, "runtime_hooks_nri_connect_timeout", None) or 6.0),
+        failure_policy=getattr(args, "runtime_hooks_plugin_failure_policy", None) or POLICY_IGNORE,
     )
 
 
@@ -47,11 +50,12 @@ def build_plugin(
     executor: ResourceExecutor,
     registry: object = None,
     node: str = "",
+    hami_core_library: str = DEFAULT_HAMI_CORE_LIBRARY,
 ) -> NRIPlugin:
     """The plugin with the hook decisions wired to the running strategies. ``executor`` is the plugin's
     own (pod-level writes at sandbox creation happen on its thread, not the reconcilers')."""
     cgroup_v2 = executor.cgroupfs.version == CgroupVersion.V2
-    rules = HookRuleSource.of(informer, gates, strategies, cgroup_v2=cgroup_v2)
+    rules = HookRuleSource.of(informer, gates, strategies, cgroup_v2=cgroup_v2, hami_core_library=hami_core_library)
     handlers = HookHandlers(informer, rules, executor)
     metrics = HookMetrics(registry, node) if registry is not None else None
     return NRIPlugin(options, handlers, metrics=metrics)

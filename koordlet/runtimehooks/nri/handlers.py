@@ -113,7 +113,7 @@ def to_linux_resources(values: ContainerResources) -> api_pb2.LinuxResources:
 
 
 def to_adjustment(values: ContainerResources) -> api_pb2.ContainerAdjustment:
-    """The ``ContainerAdjustment`` of ``values``: resources, ``oom_score_adj`` and added environment."""
+    """The ``ContainerAdjustment`` of ``values``: resources, ``oom_score_adj``, added environment and mounts."""
     adjust = api_pb2.ContainerAdjustment()
     resources = to_linux_resources(values)
     if resources.ByteSize():
@@ -122,6 +122,8 @@ def to_adjustment(values: ContainerResources) -> api_pb2.ContainerAdjustment:
         adjust.linux.oom_score_adj.value = values.oom_score_adj
     for name, value in values.env or ():
         adjust.env.add(key=name, value=value)
+    for mount in values.mounts or ():
+        adjust.mounts.add(destination=mount.destination, type=mount.type, source=mount.source, options=mount.options)
     return adjust
 
 

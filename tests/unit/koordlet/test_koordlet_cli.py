@@ -104,6 +104,16 @@ def test_go_style(argv: list[str], want: list[str]) -> None:
         pytest.param(["-sys-root-dir=/host-sys/"], "sysfs_root", Path("/host-sys/"), id="koordinator-sys-name"),
         pytest.param(["--enable-pagecache-collector"], "enable_pagecache_collector", True, id="go-bool-bare"),
         pytest.param(["-enable-pagecache-collector=false"], "enable_pagecache_collector", False, id="go-bool-false"),
+        pytest.param(
+            ["-runtime-hooks-plugin-failure-policy=Fail"], "runtime_hooks_plugin_failure_policy", "Fail", id="fail"
+        ),
+        pytest.param([], "runtime_hooks_plugin_failure_policy", "Ignore", id="failure-policy-default"),
+        pytest.param(
+            ["-hami-core-library-directory-path=/opt/libvgpu.so"],
+            "hami_core_library_directory_path",
+            "/opt/libvgpu.so",
+            id="hami-core-library",
+        ),
     ],
 )
 def test_koordinator_flag_forms(argv: list[str], want_key: str, want_value: object) -> None:
@@ -148,6 +158,16 @@ def run_cli(*argv: str, env: dict[str, str] | None = None) -> subprocess.Complet
         pytest.param(["--logtostderr=maybe"], "argument --logtostderr: not a boolean: 'maybe'", id="go-bool"),
         pytest.param(["--feature-gates", "Nope=true"], "unrecognized feature gate: Nope", id="gate"),
         pytest.param(["-addr=9316"], "argument -addr: want host:port", id="addr-without-colon"),
+        pytest.param(
+            ["-runtime-hooks-plugin-failure-policy=fail"],
+            "argument -runtime-hooks-plugin-failure-policy: 'fail' is not a failure policy (Fail or Ignore)",
+            id="plugin-failure-policy",
+        ),
+        pytest.param(
+            ["--runtime-hooks-failure-policy=Abort"],
+            "argument --runtime-hooks-failure-policy: 'Abort' is not a failure policy (Fail or Ignore)",
+            id="proxy-failure-policy",
+        ),
     ],
 )
 def test_bad_flag_is_one_line_exit_2(argv: list[str], want: str) -> None:
