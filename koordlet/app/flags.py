@@ -35,8 +35,8 @@ from koordlet.qosmanager.flagtypes import (
     port_or_off,
     positive_seconds,
 )
-from koordlet.runtimehooks.hooks import DEFAULT_HAMI_CORE_LIBRARY
 from koordlet.runtimehooks.failure_policy import FAILURE_POLICIES
+from koordlet.runtimehooks.hooks import DEFAULT_HAMI_CORE_LIBRARY
 from koordlet.statesinformer.kubelet import DEFAULT_KUBELET_PORT
 
 NO_EFFECT_FLAGS = {

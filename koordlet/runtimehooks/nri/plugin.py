@@ -92,7 +92,8 @@ class HookMetrics:
         )
         self.failures = Counter(
             "koordlet_runtime_hook_failures_total",
-            "NRI events whose decision failed or ran out of time (answered without adjustment, or with the error under Fail)",
+            "NRI events whose decision failed or ran out of time "
+            "(answered without adjustment, or with the error under Fail)",
             ["node", "event", "reason"],
             registry=registry,
         )

@@ -307,10 +307,10 @@ def test_fail_policy_fails_on_a_timeout_and_on_one_failing_gate(tmp_path: Path) 
     box = sandbox(BE_UID, "half", labels={"koordinator.sh/qosClass": "BE"}, annotations=annotations)
     for s in start(tmp_path, rules=rules, budget=0.2, failure_policy="Fail"):
         s.runtime.accept()
-        with pytest.raises(RPCError, match="CreateContainer of pod default/half: timeout: no decision within 0.2s"):
+        with pytest.raises(RPCError, match=r"CreateContainer of pod default/half: timeout: no decision within 0\.2s"):
             s.runtime.create_container(box, container("main"))
         release.set()
-        with pytest.raises(RPCError, match="error: OOMScoreAdj: annotation koordinator.sh/oom-score-adj"):
+        with pytest.raises(RPCError, match=r"error: OOMScoreAdj: annotation koordinator\.sh/oom-score-adj"):
             s.runtime.create_container(box, container("main", "c2"))
         assert s.failures("CreateContainer", "timeout") == 1 and s.failures("CreateContainer", "error") == 1
 
