@@ -81,16 +81,18 @@ def phase(runtime: FakeRuntime, calls: int, box: api_pb2.PodSandbox) -> dict[str
     }
 
 
-def serve_plugin(sock: Path, pods: int, busy_threads: int, switch: float, events: tuple[Any, Any], out: Any) -> None:
+def serve_plugin(sock: Path, opts: argparse.Namespace, events: tuple[Any, Any], out: Any) -> None:
     """The koordlet side, in a process of its own (as in production: containerd is another process)."""
-    if switch > 0:
-        sys.setswitchinterval(switch)
+    pods, busy_threads = opts.pods, opts.busy_threads
+    if opts.switch_interval > 0:
+        sys.setswitchinterval(opts.switch_interval)
     root = sock.parent
     cgroups = FakeCgroups(root / "cgroup", CgroupVersion.V1, CgroupDriver.CGROUPFS)
     fs = cgroups.fs()
     informer = StatesInformer(NODE, fs.layout)
     informer.set_node(make_node())
-    target = pod("be-target", TARGET_UID).be().container("main", requests={CPU: "1000", MEM: "1Gi"}, limits={CPU: "1000"})
+    target = pod("be-target", TARGET_UID).be()
+    target.container("main", requests={CPU: "1000", MEM: "1Gi"}, limits={CPU: "1000"})
     others = [pod(f"p{i}").be().container("main", requests={CPU: "500"}).build() for i in range(pods)]
     informer.replace_pods([target.build(), *others])
     gates = FeatureGates.resolve(KOORDLET_FEATURES)
@@ -146,7 +148,7 @@ def main() -> None:
         go_busy, done, out = ctx.Event(), ctx.Event(), ctx.Queue()
         child = ctx.Process(
             target=serve_plugin,
-            args=(sock, opts.pods, opts.busy_threads, opts.switch_interval, (go_busy, done), out),
+            args=(sock, opts, (go_busy, done), out),
         )
         child.start()
         runtime.accept()

@@ -82,9 +82,12 @@ class HookRuleSource:
         return rules if same else None
 
     def __call__(self) -> HookRules:
+        """The rules now (reads the checkpoint); kept for :meth:`current`. The inputs are taken before the
+        computation, so a change meanwhile makes the next :meth:`current` compute again; the CPU topology,
+        read once by the computation itself, is taken after it."""
         inputs = self._inputs()
         rules = self._compute()
-        self._last = (inputs, rules)
+        self._last = ((*inputs[:-1], self._inputs()[-1]), rules)
         return rules
 
     def _compute(self) -> HookRules:
