@@ -1,11 +1,15 @@
-"""The node-wide rules are kept between NRI events while what they are made of is unchanged, and a container
-event is then answered on the connection's thread without reading a file or hopping to the worker pool."""
+"""What keeps koordlet's NRI answer fast: the node-wide rules are kept between events while what they are made
+of is unchanged, a container event is then answered on the connection's thread without reading a file or
+hopping to the worker pool, and the GIL switch interval is short."""
 
 from __future__ import annotations
 
 import json
+import sys
 import threading
 from pathlib import Path
+
+import pytest
 
 from fakeruntime import FakeRuntime
 from koordlet_fakes import FakeCgroups
@@ -15,9 +19,10 @@ from koordlet.qosmanager import ResourceExecutor
 from koordlet.qosmanager.featuregates import KOORDLET_FEATURES, FeatureGates
 from koordlet.qosmanager.plugins.cpuset.plugin import CPUSetAllocator
 from koordlet.runtimehooks.nri.handlers import HookHandlers
-from koordlet.runtimehooks.nri.plugin import NRIOptions, NRIPlugin
+from koordlet.runtimehooks.nri.plugin import DURATION_BUCKETS, NRIOptions, NRIPlugin
 from koordlet.runtimehooks.nri.proto import api_pb2
 from koordlet.runtimehooks.rules import HookRuleSource
+from koordlet.runtimehooks.service import GIL_SWITCH_INTERVAL_S, answer_promptly
 from koordlet.system import CgroupDriver, CgroupVersion
 from koordlet.system.clock import FakeClock
 from tests.unit.koordlet.topology.sysfs_tree import write_sysfs
@@ -107,3 +112,21 @@ def test_a_container_event_skips_the_pool_once_the_rules_are_kept(tmp_path: Path
         plugin.stop()
         runtime.close()
         thread.join(5)
+
+
+def test_koordlet_lowers_the_gil_switch_interval_and_never_raises_it() -> None:
+    before = sys.getswitchinterval()
+    try:
+        sys.setswitchinterval(0.005)
+        assert answer_promptly() == pytest.approx(0.005)
+        assert sys.getswitchinterval() == pytest.approx(GIL_SWITCH_INTERVAL_S) == 0.0005
+        sys.setswitchinterval(0.0001)
+        answer_promptly()
+        assert sys.getswitchinterval() == pytest.approx(0.0001)
+    finally:
+        sys.setswitchinterval(before)
+
+
+def test_answer_time_buckets_resolve_a_20_ms_p99() -> None:
+    assert {0.001, 0.002, 0.005, 0.01, 0.02, 0.05} <= set(DURATION_BUCKETS)
+    assert list(DURATION_BUCKETS) == sorted(DURATION_BUCKETS) and DURATION_BUCKETS[-1] >= 2.0
