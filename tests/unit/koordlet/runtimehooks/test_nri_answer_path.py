@@ -10,7 +10,6 @@ import threading
 from pathlib import Path
 
 import pytest
-
 from fakeruntime import FakeRuntime
 from koordlet_fakes import FakeCgroups
 from qos_helpers import make_ctx, make_node, pod
