@@ -18,6 +18,10 @@ one at a time, in the same run on the same control plane:
 5. ``round-robin+events`` (only when named in ``--only``): the ceiling that also writes each pod's
    ``Scheduled`` Event as soon as its bind succeeds, as both schedulers do: the bound for a scheduler
    whose Events keep up with its binds (``koord_pct_of_events_ceiling``).
+6. ``koord-scheduler-chart`` (only when named in ``--only``): koord-scheduler with the deployed profile
+   (Koordinator's v1.8 chart profile, every Koordinator plugin on; deploy/koord-scheduler/configmap.yaml),
+   taking the default scheduler name; reported against kube-scheduler (``chart_to_kube_scheduler``) and
+   koord-scheduler's default profile (``chart_to_koord_default_profile``).
 
 Client rate limits are lifted for every contender (``clientConnection.qps/burst`` = 100000; the
 API server runs without priority-and-fairness). Both schedulers write one ``Scheduled`` Event per pod;
@@ -119,10 +123,22 @@ from kubeapi.http import iter_lines  # noqa: E402
 
 NAMESPACE = "bench"
 LIFTED_QPS = 100000
-CONTENDERS = ("round-robin", "koord-scheduler", "kube-scheduler", "round-robin+events", "koord-scheduler-json")
+CONTENDERS = (
+    "round-robin",
+    "koord-scheduler",
+    "kube-scheduler",
+    "round-robin+events",
+    "koord-scheduler-json",
+    "koord-scheduler-chart",
+)
 JSON_WIRE = "koord-scheduler-json"
 """koord-scheduler with ``clientConnection.contentType: application/json`` (Pods and Nodes as JSON, not
 protobuf): named in ``--only`` to compare the encodings' costs, kube-apiserver's included."""
+CHART = "koord-scheduler-chart"
+"""koord-scheduler with the deployed profile (deploy/koord-scheduler/configmap.yaml, Koordinator's v1.8 chart
+profile: every Koordinator plugin on), its ``schedulerName`` set to ``default-scheduler`` so that it takes the
+bench's pods; named in ``--only``."""
+CHART_CONFIGMAP = REPO / "deploy" / "koord-scheduler" / "configmap.yaml"
 DEFAULT_CONTENDERS = ("round-robin", "koord-scheduler", "kube-scheduler")
 EVENTS_CEILING = "round-robin+events"
 BASIC = "SchedulingBasic"
@@ -512,21 +528,19 @@ def start_contender(
             kubeconfig,
             *(["--events"] if name == EVENTS_CEILING else []),
         ]
-    elif name in ("koord-scheduler", JSON_WIRE) or controllers is not None or baseline is not None:
+    elif name in ("koord-scheduler", JSON_WIRE, CHART) or controllers is not None or baseline is not None:
         config = work / "koord-scheduler.yaml"
         client: dict[str, Any] = {"kubeconfig": kubeconfig, "qps": LIFTED_QPS, "burst": LIFTED_QPS}
         if name == JSON_WIRE:
             client["contentType"] = "application/json"
-        config.write_text(
-            yaml.safe_dump(
-                {
-                    "apiVersion": "kubescheduler.config.k8s.io/v1",
-                    "kind": "KubeSchedulerConfiguration",
-                    "clientConnection": client,
-                    "leaderElection": {"leaderElect": False},
-                }
-            )
-        )
+        document: dict[str, Any] = {
+            "apiVersion": "kubescheduler.config.k8s.io/v1",
+            "kind": "KubeSchedulerConfiguration",
+        }
+        if name == CHART:
+            document = chart_profile()
+        document.update(clientConnection=client, leaderElection={"leaderElect": False})
+        config.write_text(yaml.safe_dump(document))
         executable = baseline or REPO / ".venv" / "bin" / "koord-scheduler"
         args = [str(executable), "--config", str(config), "--metrics-port", "0"]
         if controllers is not None:
@@ -550,6 +564,15 @@ def start_contender(
         )
         args = [kube_scheduler, f"--config={config}", "--secure-port=0", "--v=1"]
     return subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+
+
+def chart_profile() -> dict[str, Any]:
+    """The deployed KubeSchedulerConfiguration, its profiles taking pods of the default scheduler name."""
+    configmap = yaml.safe_load(CHART_CONFIGMAP.read_text())
+    document: dict[str, Any] = yaml.safe_load(configmap["data"]["koord-scheduler-config"])
+    for profile in document["profiles"]:
+        profile["schedulerName"] = "default-scheduler"
+    return document
 
 
 async def measure(
@@ -817,6 +840,11 @@ def summarize(results: list[Result]) -> dict[str, Any]:
         )
     if koord and kube:
         summary["koord_to_kube_scheduler"] = round(koord["rate_pods_per_s"] / kube["rate_pods_per_s"], 2)
+    chart = summary.get(CHART)
+    if chart and kube:
+        summary["chart_to_kube_scheduler"] = round(chart["rate_pods_per_s"] / kube["rate_pods_per_s"], 2)
+    if chart and koord:
+        summary["chart_to_koord_default_profile"] = round(chart["rate_pods_per_s"] / koord["rate_pods_per_s"], 2)
     for name, runs in by.items():
         if e2e_baseline.baseline_ref(name) is None:
             continue
