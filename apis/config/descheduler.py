@@ -247,13 +247,13 @@ def _threshold_errors(pool: LowNodeLoadNodePool, at: str) -> list[FieldError]:
 
 
 class MigrationControllerArgs(ArgsModel):
-    """The fields pykoord honours: ``defaultJobMode``, ``defaultJobTTL``, ``defaultDeleteOptions``,
-    ``namespaces``, ``evictQPS``/``evictBurst``, the arbitration limits (``maxMigrating*``,
+    """The fields pykoord honours: ``dryRun``, ``defaultJobMode``, ``defaultJobTTL``, ``defaultDeleteOptions``,
+    ``namespaces``, ``evictQPS``/``evictBurst``, ``evictionPolicy`` (``Eviction``, ``Delete``,
+    ``SoftEviction``), ``schedulerNames``, ``nodeFit``, the arbitration limits (``maxMigrating*``,
     ``maxUnavailablePerWorkload``, ``skipCheckExpectedReplicas``, ``objectLimiters``) and the eviction gates
     (``evict*Pods``, ``ignorePvcPods``, ``priorityThreshold.value``, ``labelSelector``,
-    ``skipEvictionGates`` but ``NodeFit``/``LocalStorage``); ``evictionPolicy`` ``Eviction`` only. The rest
-    (``dryRun``, ``nodeFit``, ``nodeSelector``, ``schedulerNames``, ``arbitrationArgs``) are accepted at their
-    defaults and refused otherwise (:meth:`field_errors`)."""
+    ``skipEvictionGates``). The rest (``nodeSelector``, ``arbitrationArgs``) are accepted at their defaults
+    and refused otherwise (:meth:`field_errors`)."""
 
     api_version: str | None = None
     kind: str | None = None
@@ -293,10 +293,7 @@ class MigrationControllerArgs(ArgsModel):
     def field_errors(self, path: str) -> list[FieldError]:
         errors: list[FieldError] = []
         unsupported = {
-            "dryRun": self.dry_run,
-            "nodeFit": self.node_fit,
             "nodeSelector": self.node_selector,
-            "schedulerNames": self.scheduler_names,
             "arbitrationArgs": self.arbitration_args,
         }
         for name, value in unsupported.items():
@@ -307,8 +304,11 @@ class MigrationControllerArgs(ArgsModel):
                 not_supported(f"{path}.defaultJobMode", self.default_job_mode, ["ReservationFirst", "EvictDirectly"])
             )
         errors += self._arbitration_errors(path)
-        if self.eviction_policy not in (None, "", "Eviction"):
-            errors.append(not_supported(f"{path}.evictionPolicy", self.eviction_policy, ["Eviction"]))
+        if self.eviction_policy not in (None, "", *EVICTION_POLICIES):
+            errors.append(not_supported(f"{path}.evictionPolicy", self.eviction_policy, list(EVICTION_POLICIES)))
+        for i, name in enumerate(self.scheduler_names or ()):
+            if not name:
+                errors.append(invalid(f"{path}.schedulerNames[{i}]", name, "must not be empty"))
         try:
             if self.qps() <= 0:
                 errors.append(invalid(f"{path}.evictQPS", self.evict_qps, "must be positive"))
@@ -346,8 +346,6 @@ class MigrationControllerArgs(ArgsModel):
         for gate in self.skip_eviction_gates or ():
             if gate not in EVICTION_GATES:
                 errors.append(not_supported(f"{path}.skipEvictionGates", gate, sorted(EVICTION_GATES)))
-            elif gate in ("NodeFit", "LocalStorage"):
-                errors.append(forbidden(f"{path}.skipEvictionGates", f"{gate}: not implemented by pykoord yet"))
         for kind, raw in (self.object_limiters or {}).items():
             at = f"{path}.objectLimiters[{kind}]"
             if kind not in ("workload", "namespace"):
@@ -372,6 +370,9 @@ class MigrationControllerArgs(ArgsModel):
                 errors.append(invalid(f"{at}.burst", burst, "must be a non-negative integer"))
         return errors
 
+
+EVICTION_POLICIES: Final = ("Eviction", "Delete", "SoftEviction")
+"""Koordinator's evictors (``pkg/descheduler/controllers/migration/evictor``)."""
 
 EVICTION_GATES: Final = frozenset(
     {

@@ -25,6 +25,7 @@ the informer shows them; Koordinator reads the workload's ``spec.replicas`` (doc
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -301,7 +302,7 @@ class Arbitrator:
     def of(cls, args: MigrationControllerArgs) -> Arbitrator:
         return cls(
             Limits.of(args),
-            eviction_filter(args),
+            dataclasses.replace(eviction_filter(args), scheduler_names=frozenset()),
             ObjectLimiters(object_limiters(args), args.max_migrating_per_workload),
         )
 

@@ -57,6 +57,14 @@ from koord_scheduler.descheduler.migration.decide import (
     decide,
     update_condition,
 )
+from koord_scheduler.descheduler.migration.evictors import (
+    ANNOTATION_SOFT_EVICTION,
+    POLICY_DELETE,
+    POLICY_EVICTION,
+    POLICY_SOFT_EVICTION,
+    eviction_policy,
+    soft_eviction_spec,
+)
 from koord_scheduler.descheduler.migration.reservation_template import TemplateError, reservation_for_job
 from koord_scheduler.framework.errors import ClusterError
 from koord_scheduler.framework.types import EventType
@@ -138,6 +146,8 @@ class MigrationController:
         self.evictions = 0
         self.evict_limiter: EvictLimiter | None = None
         """``evictQPS``/``evictBurst``; None: no limit."""
+        self.eviction_policy = POLICY_EVICTION
+        """``evictionPolicy``: the evictor a job uses unless its pod or itself names another."""
         self.arbitrator: Arbitrator | None = None
         """The arbitration limits, eviction gates and object limiters; None: every job runs."""
         self._by_owner: dict[str, set[str]] = {}
@@ -389,7 +399,7 @@ class MigrationController:
             self._mark_later(job.name, wait)
             return False
         try:
-            await self.api.evict(action.namespace, action.name, uid=action.uid, delete_options=job.delete_options)
+            policy = await self._evict_with_policy(job, action, pod)
         except ClusterError as exc:
             self.api.event(job, JobEvent(WARNING, "Evicting", f'Failed evict Pod "{key}" caused by {exc}'))
             log.info(
@@ -400,8 +410,22 @@ class MigrationController:
         self.evictions += 1
         if self.arbitrator is not None and pod is not None:
             self.arbitrator.limiters.track(pod, replicas=replicas, now=self.clock())
-        log.info("migration: job %s: evicted %s (%s)", job.name, key, action.reason or "no reason given")
+        log.info("migration: job %s: evicted %s (%s, %s)", job.name, key, policy, action.reason or "no reason given")
         return True
+
+    async def _evict_with_policy(self, job: PodMigrationJobRecord, action: EvictPod, pod: Pod | None) -> str:
+        """Evict through the evictor :func:`.evictors.eviction_policy` picks; its name."""
+        policy = eviction_policy(pod.labels if pod is not None else {}, job.labels, default=self.eviction_policy)
+        if policy == POLICY_DELETE:
+            await self.api.delete_pod(action.namespace, action.name, uid=action.uid, delete_options=job.delete_options)
+        elif policy == POLICY_SOFT_EVICTION:
+            value = soft_eviction_spec(job.annotations, job.delete_options, now=self.clock())
+            await self.api.annotate_pod(
+                action.namespace, action.name, uid=action.uid, annotations={ANNOTATION_SOFT_EVICTION: value}
+            )
+        else:
+            await self.api.evict(action.namespace, action.name, uid=action.uid, delete_options=job.delete_options)
+        return policy
 
     async def _create_reservation(self, job: PodMigrationJobRecord) -> bool:
         raw = await self.api.get_pod(job.pod_namespace, job.pod_name)
