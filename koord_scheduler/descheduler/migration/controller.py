@@ -39,7 +39,7 @@ from apis.scheduling.record import ReservationRecord, parse_reservation
 from koord_scheduler.controllers.containment import Containment, permanent
 from koord_scheduler.controllers.waits import stopped_within, wake_or_stop
 from koord_scheduler.descheduler.migration.api import MigrationApi
-from koord_scheduler.descheduler.migration.arbitration import Arbitrator, controller_uid, is_active
+from koord_scheduler.descheduler.migration.arbitration import Arbitrator, MigratingIndex, controller_uid, is_active
 from koord_scheduler.descheduler.migration.decide import (
     MODE_RESERVATION_FIRST,
     NORMAL,
@@ -150,6 +150,8 @@ class MigrationController:
         """``evictionPolicy``: the evictor a job uses unless its pod or itself names another."""
         self.arbitrator: Arbitrator | None = None
         """The arbitration limits, eviction gates and object limiters; None: every job runs."""
+        self.migrating = MigratingIndex()
+        """The pods of the unfinished Running jobs, kept as jobs and pods change (arbitration reads it)."""
         self._by_owner: dict[str, set[str]] = {}
         """controller UID -> keys of the pods it owns."""
 
@@ -175,6 +177,7 @@ class MigrationController:
             if owner:
                 self._by_owner.setdefault(owner, set()).add(key)
         for name in self._by_pod.get(key, ()):
+            self._refresh_migrating(name)
             self._mark(name)
 
     def on_object(self, kind: str, event: EventType, old: Any, new: Any) -> None:
@@ -197,10 +200,12 @@ class MigrationController:
     def _set_job(self, job: PodMigrationJobRecord) -> None:
         self.jobs[job.name] = job
         self._index(job.name)
+        self._refresh_migrating(job.name)
         self._mark(job.name)
 
     def _forget_job(self, name: str) -> None:
         self.jobs.pop(name, None)
+        self.migrating.put(name, None)
         self._unindex(name)
         timer = self._timers.pop(name, None)
         if timer is not None:
@@ -277,7 +282,7 @@ class MigrationController:
         forbidden = held = ""
         if self.arbitrator is not None and pod is not None and job.phase in ("", "Pending") and not job.finished:
             verdict = self.arbitrator.verdict(
-                pod, migrating=self._migrating_pods(), workload=self.workload_pods(pod), now=self.clock()
+                pod, migrating=self.migrating, workload=self.workload_pods(pod), now=self.clock()
             )
             forbidden, held = verdict.fail, verdict.wait
             if held:
@@ -299,15 +304,13 @@ class MigrationController:
         keys = self._by_owner.get(owner, ()) if owner else ()
         return [p for p in (self.pods.get(k) for k in keys) if p is not None]
 
-    def _migrating_pods(self) -> list[Pod]:
-        """The pods of unfinished Running jobs (Koordinator's migrating pods)."""
-        out = []
-        for job in self.jobs.values():
-            if job.phase == "Running" and not job.finished:
-                pod = self.pods.get(_key(job.pod_namespace, job.pod_name))
-                if pod is not None:
-                    out.append(pod)
-        return out
+    def _refresh_migrating(self, name: str) -> None:
+        """Keep :attr:`migrating` (the pods of unfinished Running jobs) up to date for one job."""
+        job = self.jobs.get(name)
+        pod = None
+        if job is not None and job.phase == "Running" and not job.finished:
+            pod = self.pods.get(_key(job.pod_namespace, job.pod_name))
+        self.migrating.put(name, pod)
 
     async def reconcile(self) -> int:
         """Advance every dirty job as far as it goes now; the number of steps carried out."""

@@ -12,6 +12,7 @@ from koord_scheduler.descheduler.evictor import eviction_filter
 from koord_scheduler.descheduler.migration.arbitration import (
     Arbitrator,
     Limits,
+    MigratingIndex,
     ObjectLimiter,
     ObjectLimiters,
     expected_replicas_reason,
@@ -307,3 +308,24 @@ def test_namespace_limiter_takes_an_integer_and_zero_duration_disables() -> None
     limiters.track(a, replicas=10, now=0)
     assert limiters.exceeded(b, replicas=10, now=30) == "namespace"
     assert limiters.exceeded(b, replicas=10, now=61) == ""
+
+
+def test_migrating_index_kept_up_to_date_counts_as_one_built_afresh() -> None:
+    a, b, c = pod("a", node="n1"), pod("b", node="n1", workload="w2"), pod("c", node="n2", ns="other")
+    index = MigratingIndex()
+    index.put("job-a", a)
+    index.put("job-b", b)
+    index.put("job-c", c)
+    index.put("job-b", None)  # finished
+    index.put("job-a2", a)  # a second job for the same pod
+    fresh = MigratingIndex.of([a, c, a])
+    target = pod("t", node="n1")
+    for got in (index, fresh):
+        assert (got.total(target), got.on_node(target), got.in_namespace(target)) == (3, 2, 2)
+        assert (got.total(a), got.on_node(a), got.in_namespace(a)) == (1, 0, 0)  # its own jobs are not counted
+        assert got.of_workload(target, "uid-ss-1") == {"default/a"}
+        assert got.of_workload(a, "uid-ss-1") == set()
+    index.put("job-a", None)
+    index.put("job-a2", None)
+    index.put("job-c", None)
+    assert index.pods == {} and index.by_workload == {} and index.total(target) == 0
