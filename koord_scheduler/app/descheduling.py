@@ -104,6 +104,7 @@ def build_descheduling(
         )
         controller.arbitrator = Arbitrator.of(migration_args)
         controller.eviction_policy = migration_args.eviction_policy or POLICY_EVICTION
+        controller.arbitration_interval = migration_args.arbitration_interval()
         out.append(Migration(controller, http))
     if DESCHEDULER in flags.enabled and config_and_args is not None:
         source.watch_optional_once(

@@ -40,6 +40,7 @@ from koord_scheduler.controllers.containment import Containment, permanent
 from koord_scheduler.controllers.waits import stopped_within, wake_or_stop
 from koord_scheduler.descheduler.migration.api import MigrationApi
 from koord_scheduler.descheduler.migration.arbitration import Arbitrator, MigratingIndex, controller_uid, is_active
+from koord_scheduler.descheduler.migration.arbitration_order import arbitration_order, batch_job_owner
 from koord_scheduler.descheduler.migration.decide import (
     MODE_RESERVATION_FIRST,
     NORMAL,
@@ -150,6 +151,13 @@ class MigrationController:
         """``evictionPolicy``: the evictor a job uses unless its pod or itself names another."""
         self.arbitrator: Arbitrator | None = None
         """The arbitration limits, eviction gates and object limiters; None: every job runs."""
+        self.arbitration_interval: float | None = None
+        """``arbitrationArgs``: None arbitrates each Pending job as it is reconciled; a number of seconds
+        arbitrates the waiting jobs together, in Koordinator's order, that often (:meth:`arbitrate`)."""
+        self._passed: set[str] = set()
+        """Jobs an arbitration pass let through (Koordinator's ``passed-arbitration`` mark)."""
+        self._refused: dict[str, str] = {}
+        """Jobs an arbitration pass refused -> why."""
         self.migrating = MigratingIndex()
         """The pods of the unfinished Running jobs, kept as jobs and pods change (arbitration reads it)."""
         self._by_owner: dict[str, set[str]] = {}
@@ -205,6 +213,8 @@ class MigrationController:
 
     def _forget_job(self, name: str) -> None:
         self.jobs.pop(name, None)
+        self._passed.discard(name)
+        self._refused.pop(name, None)
         self.migrating.put(name, None)
         self._unindex(name)
         timer = self._timers.pop(name, None)
@@ -280,7 +290,16 @@ class MigrationController:
                 bound = None
         pod = self.pods.get(_key(job.pod_namespace, job.pod_name))
         forbidden = held = ""
-        if self.arbitrator is not None and pod is not None and job.phase in ("", "Pending") and not job.finished:
+        pending = job.phase in ("", "Pending") and not job.finished
+        if self.arbitrator is not None and pod is not None and pending and self.arbitration_interval is not None:
+            forbidden = self._refused.get(job.name, "")
+            if not forbidden and job.name not in self._passed:
+                held = "waiting for arbitration"
+            elif not forbidden:
+                replicas = sum(1 for p in self.workload_pods(pod) if is_active(p))
+                kind = self.arbitrator.limiters.exceeded(pod, replicas=replicas, now=self.clock())
+                held = f"the {kind} object limiter has no token" if kind else ""
+        elif self.arbitrator is not None and pod is not None and pending:
             verdict = self.arbitrator.verdict(
                 pod, migrating=self.migrating, workload=self.workload_pods(pod), now=self.clock()
             )
@@ -308,9 +327,48 @@ class MigrationController:
         """Keep :attr:`migrating` (the pods of unfinished Running jobs) up to date for one job."""
         job = self.jobs.get(name)
         pod = None
-        if job is not None and job.phase == "Running" and not job.finished:
+        if job is not None and (job.phase == "Running" or name in self._passed) and not job.finished:
             pod = self.pods.get(_key(job.pod_namespace, job.pod_name))
         self.migrating.put(name, pod)
+
+    def arbitrate(self) -> int:
+        """One arbitration pass (Koordinator's ``doOnceArbitrate``): the Pending jobs not yet arbitrated,
+        whose pods exist, in :func:`.arbitration_order.arbitration_order`; each is refused (it then fails),
+        let through (its pod counts as migrating for the next ones) or left waiting. The number decided."""
+        if self.arbitrator is None:
+            return 0
+        waiting = [
+            (job, self.pods.get(_key(job.pod_namespace, job.pod_name)))
+            for job in self.jobs.values()
+            if job.phase in ("", "Pending")
+            and not job.finished
+            and not job.paused
+            and job.deletion_timestamp is None
+            and job.name not in self._passed
+            and job.name not in self._refused
+        ]
+        waiting = [(job, pod) for job, pod in waiting if pod is not None]
+        if not waiting:
+            return 0
+        decided = 0
+        now = self.clock()
+        for job, pod in arbitration_order(waiting, migrating_of=self._migrating_of_batch_job):
+            assert pod is not None
+            verdict = self.arbitrator.verdict(pod, migrating=self.migrating, workload=self.workload_pods(pod), now=now)
+            if verdict.fail:
+                self._refused[job.name] = verdict.fail
+            elif verdict.wait:
+                log.debug("migration: job %s waits: %s", job.name, verdict.wait)
+                continue
+            else:
+                self._passed.add(job.name)
+                self._refresh_migrating(job.name)
+            decided += 1
+            self._mark(job.name)
+        return decided
+
+    def _migrating_of_batch_job(self, owner: str) -> int:
+        return sum(1 for pod in self.migrating.pods.values() if batch_job_owner(pod) == owner)
 
     async def reconcile(self) -> int:
         """Advance every dirty job as far as it goes now; the number of steps carried out."""
@@ -507,17 +565,21 @@ class MigrationController:
             waited += 1
         self.dirty.update(self.jobs)
         loop = asyncio.get_running_loop()
-        next_gc = loop.time()
+        next_gc = next_arbitration = loop.time()
         try:
             while not stop.is_set():
                 if loop.time() >= next_gc:
                     await self.scavenge()
                     next_gc = loop.time() + self.gc_interval
+                if self.arbitration_interval is not None and loop.time() >= next_arbitration:
+                    self.arbitrate()
+                    next_arbitration = loop.time() + self.arbitration_interval
                 if self.dirty:
                     await self.reconcile()
                     continue
                 self._wake.clear()
-                await wake_or_stop(self._wake, stop, min(1.0, max(0.0, next_gc - loop.time())))
+                due = min(next_gc, next_arbitration) if self.arbitration_interval is not None else next_gc
+                await wake_or_stop(self._wake, stop, min(1.0, max(0.0, due - loop.time())))
         finally:
             for timer in self._timers.values():
                 timer.cancel()

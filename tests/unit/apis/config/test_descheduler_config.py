@@ -69,9 +69,21 @@ def test_low_node_load_defaults_follow_koordinator() -> None:
         ),
         pytest.param(
             HEAD + "profiles:\n- name: p\n  pluginConfig:\n  - name: MigrationController\n    args:\n"
-            "      arbitrationArgs: {enabled: true}\n",
-            "profiles[0].pluginConfig[0].args.arbitrationArgs: Forbidden: not implemented",
-            id="unsupported-arbitration-args",
+            "      nodeSelector: pool=a\n",
+            "profiles[0].pluginConfig[0].args.nodeSelector: Forbidden: not implemented",
+            id="unsupported-node-selector",
+        ),
+        pytest.param(
+            HEAD + "profiles:\n- name: p\n  pluginConfig:\n  - name: MigrationController\n    args:\n"
+            "      arbitrationArgs: {enabled: true, interval: 0s}\n",
+            "profiles[0].pluginConfig[0].args.arbitrationArgs.interval: Invalid value",
+            id="zero-arbitration-interval",
+        ),
+        pytest.param(
+            HEAD + "profiles:\n- name: p\n  pluginConfig:\n  - name: MigrationController\n    args:\n"
+            "      arbitrationArgs: {enabled: true, period: 1s}\n",
+            "profiles[0].pluginConfig[0].args.arbitrationArgs.period: Invalid value",
+            id="unknown-arbitration-field",
         ),
         pytest.param(
             HEAD + "profiles:\n- name: p\n  pluginConfig:\n  - name: MigrationController\n    args:\n"
@@ -169,3 +181,17 @@ def test_arbitration_fields_load() -> None:
         "namespace": {"duration": "1m"},
     }
     assert migration.skip_eviction_gates == ["PVC", "MaxMigratingGlobally"]
+
+
+@pytest.mark.parametrize(
+    ("arbitration", "want"),
+    [
+        (None, 0.5),  # Koordinator's default: enabled, every 500ms
+        ({"enabled": True}, 0.5),
+        ({"enabled": True, "interval": "2s"}, 2.0),
+        ({"enabled": False, "interval": "2s"}, None),
+        ({"interval": "2s"}, None),  # enabled is false unless given
+    ],
+)
+def test_arbitration_interval(arbitration: dict[str, object] | None, want: float | None) -> None:
+    assert MigrationControllerArgs(arbitration_args=arbitration).arbitration_interval() == want
