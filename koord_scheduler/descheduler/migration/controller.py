@@ -6,7 +6,10 @@ job's next step (:func:`.decide.decide`, pure) and carries it out (:class:`.api.
 action, then the status write, then the Events. A job that waits is looked at again after
 ``REQUEUE_SECONDS`` even without an event; a failed call after ``retry_seconds``. With an
 :class:`.arbitration.Arbitrator`, a Pending job is arbitrated against the other Running jobs and its pod's
-workload before it starts, and every eviction waits for the object limiters and is counted by them. A job
+workload before it starts: every ``arbitration_interval`` seconds together with the other waiting jobs
+(:meth:`MigrationController.arbitrate`), or alone as it is reconciled when that is None. Every eviction
+waits for the object limiters and is counted by them, and goes through the evictor
+:func:`.evictors.eviction_policy` picks (Eviction API, DELETE, or the soft-eviction annotation). A job
 whose decision raises costs that job only (reported as the object's error).
 
 Every ``gc_interval`` seconds the scavenger deletes jobs older than their ``ttl`` plus five minutes (30
