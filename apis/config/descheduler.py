@@ -292,10 +292,10 @@ class MigrationControllerArgs(ArgsModel):
 
     def field_errors(self, path: str) -> list[FieldError]:
         errors: list[FieldError] = []
-        unsupported = {"nodeSelector": self.node_selector}
-        for name, value in unsupported.items():
-            if value not in (None, False):
-                errors.append(forbidden(f"{path}.{name}", "not implemented by pykoord yet (see docs/descheduling.md)"))
+        if self.node_selector:
+            errors.append(
+                forbidden(f"{path}.nodeSelector", "not implemented by pykoord yet (see docs/descheduling.md)")
+            )
         if self.default_job_mode not in (None, "", "ReservationFirst", "EvictDirectly"):
             errors.append(
                 not_supported(f"{path}.defaultJobMode", self.default_job_mode, ["ReservationFirst", "EvictDirectly"])

@@ -30,6 +30,10 @@ _NO_METRIC = NodeMetricRecord(name="")
 _POD_ORDER = pod_order({}, {})
 
 
+def _compare_pods(a: Pod, b: Pod) -> int:
+    return _POD_ORDER(pod_load(a, _NO_METRIC), pod_load(b, _NO_METRIC))
+
+
 def batch_job_owner(pod: Pod | None) -> str:
     """The UID of the pod's controller when it is a batch ``Job`` (Koordinator's ``getJobControllerOfPod``)."""
     if pod is None:
@@ -44,10 +48,7 @@ def arbitration_order(waiting: Sequence[Waiting], *, migrating_of: Callable[[str
     """``waiting`` in arbitration order (module docstring); ``migrating_of``: a batch Job's UID -> how many
     of its pods' jobs are migrating (passed arbitration or Running)."""
     jobs = sorted(waiting, key=lambda w: -int(w[0].creation_timestamp or 0))
-    pods = sorted(
-        (w[1] for w in jobs if w[1] is not None),
-        key=functools.cmp_to_key(lambda a, b: _POD_ORDER(pod_load(a, _NO_METRIC), pod_load(b, _NO_METRIC))),
-    )
+    pods = sorted((w[1] for w in jobs if w[1] is not None), key=functools.cmp_to_key(_compare_pods))
     rank = {id(p): i for i, p in enumerate(pods)}
     jobs.sort(key=lambda w: rank[id(w[1])] if w[1] is not None else -1)
     first: dict[str, int] = {}
