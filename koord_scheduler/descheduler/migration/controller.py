@@ -22,6 +22,7 @@ import asyncio
 import dataclasses
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -355,7 +356,8 @@ class MigrationController:
             return 0
         decided = 0
         now = self.clock()
-        for job, pod in arbitration_order(waiting, migrating_of=self._migrating_of_batch_job):
+        per_batch_job = Counter(batch_job_owner(pod) for pod in self.migrating.pods.values())
+        for job, pod in arbitration_order(waiting, migrating_of=lambda owner: per_batch_job[owner]):
             assert pod is not None
             verdict = self.arbitrator.verdict(pod, migrating=self.migrating, workload=self.workload_pods(pod), now=now)
             if verdict.fail:
@@ -369,9 +371,6 @@ class MigrationController:
             decided += 1
             self._mark(job.name)
         return decided
-
-    def _migrating_of_batch_job(self, owner: str) -> int:
-        return sum(1 for pod in self.migrating.pods.values() if batch_job_owner(pod) == owner)
 
     async def reconcile(self) -> int:
         """Advance every dirty job as far as it goes now; the number of steps carried out."""
