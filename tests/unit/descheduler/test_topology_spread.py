@@ -5,15 +5,18 @@ balancing maths, the args and the round."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from apis.config.descheduler import parse_descheduler_config
+from apis.config.descheduler import load_descheduler_config, parse_descheduler_config
 from apis.config.descheduler_upstream import RemovePodsViolatingTopologySpreadConstraintArgs
 from apis.config.errors import ConfigError
 from apis.core.types import Node, Pod
+from koord_scheduler.app.cluster_file import load_cluster_file
 from koord_scheduler.descheduler.evictor import EvictionFilter, fits_node, requested
+from koord_scheduler.descheduler.lownodeload.plugin import ClusterView
 from koord_scheduler.descheduler.round import Descheduler
 from koord_scheduler.descheduler.topology_spread import (
     Domain,
@@ -270,3 +273,20 @@ def test_round_runs_it_at_balance() -> None:
     plan = Descheduler(config, args, clock=lambda: NOW).plan(view(TWO, pods(Group(1, "n1", 1), Group(2, "n1"))))
     assert [(m.plugin, m.node) for m in plan.migrations] == [("RemovePodsViolatingTopologySpreadConstraint", "n1")]
     assert plan.migrations[0].reason == "violates its topology spread constraint on zone (maxSkew 1)"
+
+
+def test_the_example_files() -> None:
+    repo = Path(__file__).resolve().parents[3]
+    cluster = load_cluster_file(repo / "config" / "simulate" / "topology-spread-cluster.yaml", {})
+    assert cluster.problems == []
+    config, args = load_descheduler_config(repo / "config" / "descheduler" / "topology-spread-config.yaml")
+    by_node: dict[str, list[Pod]] = {}
+    for pod in cluster.pods:
+        by_node.setdefault(pod.node_name, []).append(pod)
+    nodes = sorted(cluster.nodes, key=lambda n: n.name)
+    plan = Descheduler(config, args, clock=lambda: NOW).plan(ClusterView(nodes, by_node, {}, NOW))
+    assert [(m.name, m.node) for m in plan.migrations] == [
+        ("web-3", "node-a"),
+        ("web-4", "node-a"),
+        ("web-2", "node-a"),
+    ]
