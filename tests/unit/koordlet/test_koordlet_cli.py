@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from koordlet.app.flags import UsageError, build_parser, go_style, parse
+from koordlet.app.flags import UsageError, build_parser, go_style, no_effect_flags, parse
 from koordlet.qosmanager import KOORDLET_FEATURES, FeatureGates, QOSManager, builtin_registry
 from koordlet.qosmanager.featuregates import parse_feature_gate_flag
 from tests.fixtures import KOORDINATOR_CHART
@@ -281,3 +281,12 @@ def test_api_outage_logs_one_line_per_failure_kind(tmp_path: Path) -> None:
     watches = ("list pods", "list nodes", "list nodeslos", "list nodemetrics")
     assert len(kinds) == 2 and kinds[0] == "NodeMetric status write" and kinds[1] in watches, result.stderr
     assert any(" list " in line and "the API server seems unreachable" in line for line in failed), result.stderr
+
+
+def test_runtime_proxy_failure_policy_is_accepted_and_reported_as_no_effect() -> None:
+    """Koordinator's NRI server follows --runtime-hooks-plugin-failure-policy; --runtime-hooks-failure-policy
+    is koord-runtime-proxy's, which pykoord has not."""
+    args = parse(full_parser(), ["-runtime-hooks-failure-policy=Fail"])  # type: ignore[arg-type]
+    assert "--runtime-hooks-failure-policy" in no_effect_flags(args)
+    assert args.runtime_hooks_plugin_failure_policy == "Ignore"
+    assert "--runtime-hooks-failure-policy" not in no_effect_flags(parse(full_parser(), []))  # type: ignore[arg-type]
