@@ -17,7 +17,7 @@ from koord_scheduler.app.controller_flags import ControllerFlagError, add_contro
 from koord_scheduler.descheduler.controller import DeschedulerController
 from koord_scheduler.descheduler.migration.api import MemoryMigrationApi
 from koord_scheduler.descheduler.migration.controller import EvictLimiter
-from koord_scheduler.descheduler.round import Descheduler
+from koord_scheduler.descheduler.round import Descheduler, RoundPlan
 from koord_scheduler.framework.types import EventType
 
 REPO = Path(__file__).resolve().parents[3]
@@ -51,7 +51,7 @@ async def test_rounds_run_on_the_shared_loop_timer_and_a_failed_round_does_not_e
     started: list[float] = []
     plain = controller.run_once
 
-    async def run_once() -> object:
+    async def run_once() -> RoundPlan:
         started.append(controller.loop.clock())
         if len(started) == 2:
             raise RuntimeError("boom")
