@@ -9,9 +9,13 @@ The wire format, as k8s.io/apimachinery v0.35 writes it (``pkg/runtime/serialize
   (the stream serializer is the raw one); the event's ``object.raw`` is the object encoded as a body is
   (magic + ``Unknown``), a ``Status`` for ERROR events.
 
-Objects come out as the JSON-shaped dicts the parsers read (:func:`kubeapi.protodict.to_json`), so
-everything downstream of the decoding is the same for both encodings. Only the kinds in
-:data:`MESSAGES` can be read this way; custom resources are served as JSON only.
+Objects come out as :class:`ProtoObject`: dicts holding only what the reflector itself reads (name,
+namespace, uid, resourceVersion; a Pod's ``spec.nodeName``), with the decoded message attached. A kind
+with a message parser (:attr:`kubeapi.reflector.ResourceKind.from_message`, :mod:`kubeapi.protoparse`)
+builds its values from the message directly; any other parser gets the JSON-shaped dict
+(:meth:`ProtoObject.as_json`, :func:`kubeapi.protodict.to_json`), so it reads the same fields in both
+encodings. Only the kinds in :data:`MESSAGES` can be read this way; custom resources are served as JSON
+only.
 
 Every malformed input raises :class:`ProtoError` (a ``ValueError``) saying what was wrong.
 """
@@ -24,7 +28,6 @@ from typing import Any
 
 from google.protobuf.message import DecodeError, Message
 
-from apis.core.boundedjson import UndecodableObject
 from kubeapi.protodict import to_json
 from kubeapi.protogen import core_v1_pb2, meta_v1_pb2, runtime_pb2
 
@@ -82,9 +85,37 @@ def _message(kind: str, raw: bytes) -> Message:
     return message
 
 
+class ProtoObject(dict[str, Any]):
+    """One object decoded from protobuf. As a dict it holds ``metadata`` with ``name``, ``namespace``,
+    ``uid`` and ``resourceVersion`` only (what the reflector keys, versions and reports it by) and, for a
+    Pod, ``spec.nodeName`` (what the Pod kind's delivery order reads); :attr:`message` is the decoded
+    message, :meth:`as_json` the whole object as its JSON would read."""
+
+    __slots__ = ("message",)
+
+    def __init__(self, message: Any) -> None:
+        meta = message.metadata
+        super().__init__(
+            metadata={
+                "name": meta.name,
+                "namespace": meta.namespace,
+                "uid": meta.uid,
+                "resourceVersion": meta.resourceVersion,
+            }
+        )
+        if type(message) is core_v1_pb2.Pod:
+            self["spec"] = {"nodeName": message.spec.nodeName}
+        self.message = message
+
+    def as_json(self) -> Json:
+        """The object as the dict its JSON decodes to (less what :data:`kubeapi.protodict.KEEP` leaves
+        out). Raises whatever the conversion of an odd message raises."""
+        return to_json(self.message)
+
+
 def decode_list(data: bytes) -> Json:
-    """A list page as ``{"metadata": {"resourceVersion", "continue"}, "items": [...]}``. An item that
-    cannot be turned into a dict is an :class:`UndecodableObject` (that item only is refused)."""
+    """A list page as ``{"metadata": {"resourceVersion", "continue"}, "items": [...]}``, the items
+    :class:`ProtoObject`."""
     kind, raw = unwrap(data)
     if kind == "Status":
         raise ProtoError(f"a Status instead of a list: {status_json(raw).get('message', '')}")
@@ -92,25 +123,12 @@ def decode_list(data: bytes) -> Json:
         raise ProtoError(f"expected a list, got {kind!r}")
     message: Any = _message(kind, raw)
     meta = message.metadata
-    items = [_item(item) for item in message.items]
+    items = [ProtoObject(item) for item in message.items]
     # ("continue" is a Python keyword: the generated field is reached with getattr)
     return {
         "metadata": {"resourceVersion": meta.resourceVersion, "continue": getattr(meta, "continue")},
         "items": items,
     }
-
-
-def _item(message: Message) -> Json:
-    try:
-        return to_json(message)
-    except Exception as exc:  # one object's oddity costs that object only
-        meta: Any = getattr(message, "metadata", None)
-        shallow = (
-            {"metadata": {"name": meta.name, "namespace": meta.namespace, "resourceVersion": meta.resourceVersion}}
-            if meta is not None
-            else {}
-        )
-        return UndecodableObject(shallow, f"undecodable protobuf object: {type(exc).__name__}: {exc}")
 
 
 def decode_event(frame: bytes) -> tuple[str, Json]:
@@ -123,7 +141,7 @@ def decode_event(frame: bytes) -> tuple[str, Json]:
     kind, raw = unwrap(event.object.raw)
     if kind == "Status":
         return event.type, status_json(raw)
-    return event.type, _item(_message(kind, raw))
+    return event.type, ProtoObject(_message(kind, raw))
 
 
 def status_json(raw: bytes) -> Json:

@@ -32,6 +32,9 @@ _DISK_FIELD = {
 }
 """The field that names the disk, for the inline types identified by one field."""
 
+KEPT_SOURCES = frozenset({PVC, EPHEMERAL, RBD, *_DISK_FIELD})
+"""The volume types :func:`parse_pod_volumes` keeps; a volume of any other type is left out."""
+
 
 def parse_pod_volumes(volumes: JsonList, pod_name: str) -> tuple[PodVolume, ...]:
     """The kept volumes of ``spec.volumes``, in order. ``pod_name`` names generic ephemeral claims
