@@ -254,7 +254,11 @@ def _raw_extension(message: Any) -> Any:
 
 
 def _fields_v1(message: Any) -> Any:
-    return _raw_extension(message)
+    raw = bytes(message.Raw)  # (FieldsV1's one field is named Raw, RawExtension's raw)
+    try:
+        return orjson.loads(raw) if raw else None
+    except orjson.JSONDecodeError:
+        return None
 
 
 _SPECIAL: dict[str, _Convert] = {

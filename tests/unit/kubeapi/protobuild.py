@@ -11,6 +11,7 @@ import base64
 from datetime import UTC, datetime
 from typing import Any
 
+import orjson
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
@@ -88,6 +89,10 @@ def _fill(message: Any, value: Any) -> None:
         at = at if at.tzinfo else at.replace(tzinfo=UTC)
         message.seconds = int(at.timestamp())
         message.nanos = at.microsecond * 1000
+    elif name == _META + "FieldsV1":
+        message.Raw = orjson.dumps(value)
+    elif name == "k8s.io.apimachinery.pkg.runtime.RawExtension":
+        message.raw = orjson.dumps(value)
     else:
         from_json(message, value)
         message.SetInParent()
