@@ -44,7 +44,7 @@ def _inline_owner(descriptor: Any, key: str) -> str:
     raise KeyError(f"{descriptor.full_name} has no field {key!r}")
 
 
-def _set(message: Any, field: FieldDescriptor, value: Any) -> None:
+def _set(message: Any, field: Any, value: Any) -> None:
     entry = field.message_type
     if entry is not None and entry.GetOptions().map_entry:
         target = getattr(message, field.name)
