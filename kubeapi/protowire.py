@@ -14,14 +14,15 @@ namespace, uid, resourceVersion; a Pod's ``spec.nodeName``), with the decoded me
 with a message parser (:attr:`kubeapi.reflector.ResourceKind.from_message`, :mod:`kubeapi.protoparse`)
 builds its values from the message directly; any other parser gets the JSON-shaped dict
 (:meth:`ProtoObject.as_json`, :func:`kubeapi.protodict.to_json`), so it reads the same fields in both
-encodings. Only the kinds in :data:`MESSAGES` can be read this way; custom resources are served as JSON
-only.
+encodings. Only the kinds in :data:`BUILTIN_KINDS` can be read this way; custom resources are served as
+JSON only.
 
 Every malformed input raises :class:`ProtoError` (a ``ValueError``) saying what was wrong.
 """
 
 from __future__ import annotations
 
+import importlib
 import struct
 from collections.abc import AsyncIterator
 from typing import Any
@@ -43,16 +44,53 @@ MAGIC = b"k8s\x00"
 MAX_FRAME = 256 * 1024 * 1024
 """A frame longer than this is not a watch event of ours (the API server's request limit is 3 MiB)."""
 
-MESSAGES: dict[str, type[Message]] = {
-    "Pod": core_v1_pb2.Pod,
-    "PodList": core_v1_pb2.PodList,
-    "Node": core_v1_pb2.Node,
-    "NodeList": core_v1_pb2.NodeList,
+BUILTIN_KINDS: dict[str, tuple[str, str, str, str]] = {
+    "Pod": ("", "v1", "pods", "core_v1"),
+    "Node": ("", "v1", "nodes", "core_v1"),
+    "Namespace": ("", "v1", "namespaces", "core_v1"),
+    "ConfigMap": ("", "v1", "configmaps", "core_v1"),
+    "Service": ("", "v1", "services", "core_v1"),
+    "ReplicationController": ("", "v1", "replicationcontrollers", "core_v1"),
+    "PersistentVolumeClaim": ("", "v1", "persistentvolumeclaims", "core_v1"),
+    "PersistentVolume": ("", "v1", "persistentvolumes", "core_v1"),
+    "ReplicaSet": ("apps", "v1", "replicasets", "apps_v1"),
+    "StatefulSet": ("apps", "v1", "statefulsets", "apps_v1"),
+    "PodDisruptionBudget": ("policy", "v1", "poddisruptionbudgets", "policy_v1"),
+    "PriorityClass": ("scheduling.k8s.io", "v1", "priorityclasses", "scheduling_v1"),
+    "StorageClass": ("storage.k8s.io", "v1", "storageclasses", "storage_v1"),
+    "CSINode": ("storage.k8s.io", "v1", "csinodes", "storage_v1"),
+    "CSIDriver": ("storage.k8s.io", "v1", "csidrivers", "storage_v1"),
+    "CSIStorageCapacity": ("storage.k8s.io", "v1", "csistoragecapacities", "storage_v1"),
+    "DeviceClass": ("resource.k8s.io", "v1", "deviceclasses", "resource_v1"),
+    "ResourceSlice": ("resource.k8s.io", "v1", "resourceslices", "resource_v1"),
+    "ResourceClaim": ("resource.k8s.io", "v1", "resourceclaims", "resource_v1"),
+    "ResourceClaimTemplate": ("resource.k8s.io", "v1", "resourceclaimtemplates", "resource_v1"),
 }
-"""Kinds (as ``runtime.Unknown`` names them) this module decodes -> their generated message."""
+"""Built-in kinds whose lists and watches may be requested as protobuf: kind -> (group, version, plural,
+the :mod:`kubeapi.protogen` module of its message). Kind names are unique across these groups, so a
+response's ``runtime.Unknown`` kind (``ReplicaSet``, ``ReplicaSetList``) names its message. The
+generated modules are imported on first use (each costs start-up time to build its descriptors)."""
 
-SUPPORTED_KINDS = frozenset(k for k in MESSAGES if not k.endswith("List"))
-"""The kinds whose lists and watches may be requested as protobuf."""
+_COLLECTIONS = frozenset(v[:3] for v in BUILTIN_KINDS.values())
+_CLASSES: dict[str, type[Message]] = {}
+
+
+def supports(group: str, version: str, plural: str) -> bool:
+    """Whether the collection ``group/version/plural`` holds one of :data:`BUILTIN_KINDS` (whatever name
+    the watcher gives the kind)."""
+    return (group, version, plural) in _COLLECTIONS
+
+
+def message_class(kind: str) -> type[Message] | None:
+    """The generated message of ``kind`` (an object kind of :data:`BUILTIN_KINDS` or its ``...List``)."""
+    cls = _CLASSES.get(kind)
+    if cls is None:
+        known = BUILTIN_KINDS.get(kind.removesuffix("List"))
+        if known is None:
+            return None
+        cls = getattr(importlib.import_module(f"kubeapi.protogen.{known[3]}_pb2"), kind)
+        _CLASSES[kind] = cls
+    return cls
 
 
 class ProtoError(ValueError):
@@ -74,7 +112,7 @@ def unwrap(data: bytes) -> tuple[str, bytes]:
 
 
 def _message(kind: str, raw: bytes) -> Message:
-    cls = MESSAGES.get(kind)
+    cls = message_class(kind)
     if cls is None:
         raise ProtoError(f"unexpected kind {kind!r}")
     message = cls()

@@ -81,9 +81,10 @@ class ResourceKind(Generic[T]):
     namespace: str = ""
     """Watch one namespace only (a namespaced kind); empty: every namespace."""
     protobuf: bool = False
-    """``parser`` reads what :func:`kubeapi.protodict.to_json` keeps of a Pod or Node, so the kind may be
-    listed and watched as protobuf (:attr:`ReflectorOptions.protobuf`). A parser that needs the whole
-    object (the koordlet's) leaves it False: JSON."""
+    """``parser`` reads only what :func:`kubeapi.protodict.to_json` keeps of the object, so the kind may be
+    listed and watched as protobuf (:attr:`ReflectorOptions.protobuf`) when it is one of
+    :data:`kubeapi.protowire.BUILTIN_KINDS`. A parser that needs the whole object (the koordlet's) leaves
+    it False: JSON."""
     from_message: Callable[[Any], T] | None = None
     """Builds the value from an object decoded from protobuf (the generated message, e.g.
     :func:`kubeapi.protoparse.pod_from_message`), giving what ``parser`` gives for its JSON; raises like
@@ -108,8 +109,9 @@ class ReflectorOptions:
     healthy_watch_seconds: float = 10.0
     """A watch that lasted this long (or delivered an event) resets the backoff."""
     protobuf: bool = True
-    """List and watch the kinds marked :attr:`ResourceKind.protobuf` (the scheduler's Pods and Nodes) as
-    ``application/vnd.kubernetes.protobuf``, as kube-scheduler does; other kinds (custom resources)
+    """List and watch the kinds marked :attr:`ResourceKind.protobuf` (the scheduler's Pods and Nodes, the
+    built-in kinds its plugins and controllers watch) as ``application/vnd.kubernetes.protobuf``, as
+    kube-scheduler does; other kinds (custom resources)
     are always JSON. False: JSON for everything (``clientConnection.contentType: application/json``)."""
 
 
@@ -202,7 +204,7 @@ class Reflector:
         self._backoff = Backoff(self.options.initial_backoff, self.options.max_backoff)
         self.outages = outages
         self.protobuf = (
-            self.options.protobuf and kind.protobuf and not kind.group and kind.kind in protowire.SUPPORTED_KINDS
+            self.options.protobuf and kind.protobuf and protowire.supports(kind.group, kind.version, kind.plural)
         )
         """Lists and watches go as protobuf (see :attr:`ReflectorOptions.protobuf`)."""
 

@@ -15,7 +15,7 @@ import orjson
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
-from kubeapi.protodict import INLINE
+from kubeapi.protodict import ALWAYS_INLINE, INLINE
 
 _META = "k8s.io.apimachinery.pkg.apis.meta.v1."
 
@@ -36,7 +36,7 @@ def from_json(message: Message, doc: dict[str, Any]) -> Message:
 
 
 def _inline_owner(descriptor: Any, key: str) -> str:
-    names = set(INLINE.get(descriptor.full_name, frozenset())) | {"localObjectReference"}
+    names = set(INLINE.get(descriptor.full_name, frozenset())) | ALWAYS_INLINE
     for name in names:
         inner = descriptor.fields_by_name.get(name)
         if inner is not None and key in inner.message_type.fields_by_name:

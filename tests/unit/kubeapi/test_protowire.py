@@ -116,8 +116,8 @@ def test_a_body_that_is_not_kubernetes_protobuf_is_refused(data: bytes, message:
 def test_a_compressed_or_unknown_kind_body_is_refused() -> None:
     with pytest.raises(protowire.ProtoError, match="content encoding 'gzip'"):
         protowire.decode_list(body("PodList", core_v1_pb2.PodList(), encoding="gzip"))
-    with pytest.raises(protowire.ProtoError, match="unexpected kind 'ConfigMapList'"):
-        protowire.decode_list(body("ConfigMapList", core_v1_pb2.ConfigMapList()))
+    with pytest.raises(protowire.ProtoError, match="unexpected kind 'SecretList'"):
+        protowire.decode_list(body("SecretList", core_v1_pb2.SecretList()))
 
 
 def test_an_error_answered_as_protobuf_keeps_its_reason_and_message() -> None:
@@ -305,5 +305,8 @@ def test_only_kinds_whose_parsers_read_the_kept_fields_go_as_protobuf() -> None:
     crd = ResourceKind("Reservation", "scheduling.koordinator.sh", "v1alpha1", "reservations", dict, protobuf=True)
 
     assert uses_protobuf(NODE_KIND) and uses_protobuf(POD_KIND)
+    assert uses_protobuf(ResourceKind("ReplicaSet", "apps", "v1", "replicasets", dict, protobuf=True))
+    assert uses_protobuf(ResourceKind("TemplatesConfigMap", "", "v1", "configmaps", dict, protobuf=True))
+    assert not uses_protobuf(ResourceKind("ReplicaSet", "extensions", "v1beta1", "replicasets", dict, protobuf=True))
     assert not uses_protobuf(POD_KIND, protobuf=False)
     assert not uses_protobuf(whole_pods) and not uses_protobuf(crd)
