@@ -64,12 +64,15 @@ BUILTIN_KINDS: dict[str, tuple[str, str, str, str]] = {
     "DeviceClass": ("resource.k8s.io", "v1", "deviceclasses", "resource_v1"),
     "ResourceSlice": ("resource.k8s.io", "v1", "resourceslices", "resource_v1"),
     "ResourceClaim": ("resource.k8s.io", "v1", "resourceclaims", "resource_v1"),
-    "ResourceClaimTemplate": ("resource.k8s.io", "v1", "resourceclaimtemplates", "resource_v1"),
 }
 """Built-in kinds whose lists and watches may be requested as protobuf: kind -> (group, version, plural,
 the :mod:`kubeapi.protogen` module of its message). Kind names are unique across these groups, so a
 response's ``runtime.Unknown`` kind (``ReplicaSet``, ``ReplicaSetList``) names its message. The
-generated modules are imported on first use (each costs start-up time to build its descriptors)."""
+generated modules are imported on first use (each costs start-up time to build its descriptors).
+
+Not here: ResourceClaimTemplate, whose parser keeps the claim spec's JSON as it is (to create claims
+from it), and protobuf sends Go's zero scalars that JSON omits (``count: 0``), so the kept JSON would
+differ; the scheduler itself never reads templates (only ``simulate`` does)."""
 
 _COLLECTIONS = frozenset(v[:3] for v in BUILTIN_KINDS.values())
 _CLASSES: dict[str, type[Message]] = {}
