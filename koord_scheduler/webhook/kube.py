@@ -66,10 +66,8 @@ def parse_namespace_labels(obj: Json) -> Mapping[str, str]:
 
 
 PROFILES = ResourceKind(KIND, GROUP, VERSION, "clustercolocationprofiles", parse_profile)
-NAMESPACES = ResourceKind("Namespace", "", "v1", "namespaces", parse_namespace_labels, protobuf=True)
-PRIORITY_CLASSES = ResourceKind(
-    "PriorityClass", "scheduling.k8s.io", "v1", "priorityclasses", parse_priority_class, protobuf=True
-)
+NAMESPACES = ResourceKind("Namespace", "", "v1", "namespaces", parse_namespace_labels)
+PRIORITY_CLASSES = ResourceKind("PriorityClass", "scheduling.k8s.io", "v1", "priorityclasses", parse_priority_class)
 
 
 def _cluster_object_path(group: str, resource: str, name: str, *, namespace_name: bool = False) -> str:

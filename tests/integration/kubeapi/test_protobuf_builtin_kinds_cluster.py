@@ -466,7 +466,8 @@ PARSERS: dict[str, list[Callable[[Any], Any]]] = {
     "ResourceSlice": [dra.RESOURCE_SLICE.parse],
     "ResourceClaim": [dra.RESOURCE_CLAIM.parse],
 }
-"""Kind -> every parser the scheduler, its webhook and its controllers read that kind with."""
+"""Kind -> every parser the scheduler and its controllers read that kind with (and the admission
+webhook's, whose own watches stay JSON: they do not follow ``clientConnection``)."""
 
 KINDS = sorted(PARSERS)
 
