@@ -530,13 +530,12 @@ async def test_a_kind_listed_as_protobuf_parses_as_from_json(scope: Scope, http:
 async def test_a_kind_watched_as_protobuf_delivers_what_json_delivers(scope: Scope, http: ApiHttp, kind: str) -> None:
     seen: dict[str, list[tuple[str, Any]]] = {"json": [], "proto": []}
     parser = PARSERS[kind][0]
+
+    def recorder(name: str) -> Callable[[Any, Any, Any], None]:
+        return lambda event, old, new: seen[name].append((event.value, new))
+
     reflectors = {
-        name: Reflector(
-            http,
-            resource_kind(scope, kind, parser),
-            lambda event, old, new, name=name: seen[name].append((event.value, new)),
-            options=options,
-        )
+        name: Reflector(http, resource_kind(scope, kind, parser), recorder(name), options=options)
         for name, options in (("json", JSON_OPTIONS), ("proto", PROTO_OPTIONS))
     }
     for r in reflectors.values():
