@@ -51,7 +51,7 @@ from apis.core.types import (
     Toleration,
     TopologySpreadConstraint,
 )
-from apis.core.volume_parse import KEPT_SOURCES, claim_names, parse_pod_volumes
+from apis.core.volume_parse import KEPT_SOURCES, LOCAL_STORAGE_SOURCES, claim_names, parse_pod_volumes
 from kubeapi.protodict import to_json
 
 _TAINT_EFFECTS = {e.value: e for e in TaintEffect}
@@ -222,7 +222,7 @@ def _pod(message: Any) -> Pod:
         for key, group in (("initContainers", spec.initContainers), ("containers", spec.containers)):
             for i, c in enumerate(group):
                 check_container_claims(to_json(c), names, f"{key}[{i}]")
-    volumes = _volumes(spec.volumes, meta.name)
+    volumes, local_storage = _volumes(spec.volumes, meta.name)
     selector = spec.nodeSelector
     return Pod(
         meta=meta,
@@ -246,6 +246,7 @@ def _pod(message: Any) -> Pod:
         pvc_names=claim_names(volumes),
         images=tuple(c.image for c in init_containers) + tuple(c.image for c in containers),
         volumes=volumes,
+        local_storage=local_storage,
         phase=status.phase or "Pending",
         qos_class=qos_class,
         nominated_node_name=status.nominatedNodeName,
@@ -348,13 +349,21 @@ def _spread_constraints(raw: Any) -> tuple[TopologySpreadConstraint, ...]:
     return tuple(out)
 
 
-def _volumes(volumes: Any, pod_name: str) -> tuple[Any, ...]:
-    """The volumes :func:`~apis.core.volume_parse.parse_pod_volumes` keeps: only those are turned into
-    JSON (every pod has a projected service-account token volume, which is not kept)."""
+def _volumes(volumes: Any, pod_name: str) -> tuple[tuple[Any, ...], bool]:
+    """The volumes :func:`~apis.core.volume_parse.parse_pod_volumes` keeps, and whether one is local
+    storage (:func:`~apis.core.volume_parse.has_local_storage`). Only the kept ones are turned into JSON
+    (every pod has a projected service-account token volume, which is not kept)."""
     if not volumes:
-        return ()
-    kept = [v for v in volumes if any(f.name in KEPT_SOURCES for f, _ in v.volumeSource.ListFields())]
-    return parse_pod_volumes([to_json(v) for v in kept], pod_name) if kept else ()
+        return (), False
+    kept = []
+    local_storage = False
+    for v in volumes:
+        sources = {f.name for f, _ in v.volumeSource.ListFields()}
+        if sources & KEPT_SOURCES:
+            kept.append(v)
+        if sources & LOCAL_STORAGE_SOURCES:
+            local_storage = True
+    return (parse_pod_volumes([to_json(v) for v in kept], pod_name) if kept else ()), local_storage
 
 
 # --- nodes -----------------------------------------------------------------------------------------

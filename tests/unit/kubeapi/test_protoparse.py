@@ -214,11 +214,13 @@ PODS: dict[str, Json] = {
         status__containerStatuses=[{**CONTAINER_STATUS, "resources": {"requests": {"cpu": "100m"}}}],
         status__conditions=[{"type": "PodResizePending", "status": "True", "reason": "Infeasible"}],
     ),
+    "host path": variant(spec__volumes=[{"name": "logs", "hostPath": {"path": "/var/log", "type": "Directory"}}]),
     "volumes": variant(
         spec__volumes=[
             {"name": "data", "persistentVolumeClaim": {"claimName": "pvc-1", "readOnly": True}},
             {"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {"accessModes": ["ReadWriteOnce"]}}}},
             {"name": "cfg", "configMap": {"name": "settings"}},
+            {"name": "tmp", "emptyDir": {}},
             {"name": "token", "projected": {"sources": [{"serviceAccountToken": {"path": "token"}}]}},
             {"name": "disk", "gcePersistentDisk": {"pdName": "pd-1"}},
             {"name": "ceph", "rbd": {"monitors": ["m1", "m2"], "image": "img", "readOnly": True}},
