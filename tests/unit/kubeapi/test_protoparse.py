@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import inspect
 from typing import Any
 
 import pytest
@@ -17,6 +18,7 @@ from protobuild import from_json
 
 from apis.core.errors import ParseError
 from apis.core.parse import parse_node, parse_pod
+from apis.core.types import Node, ObjectMeta, Pod
 from kubeapi import protodict, protoparse
 from kubeapi.pod_watch import (
     parse_pod_entry,
@@ -433,3 +435,14 @@ def test_a_bind_echo_reuses_the_pending_pod_and_anything_else_parses_again() -> 
     assert echo.pod.requests is first.pod.requests  # reused, not parsed again
     assert echo.pod.node_name == "n1" and echo.pod.meta.resource_version == "42" and not echo.fingerprint
     assert changed.pod.labels["app"] == "db" and changed.pod.requests is not first.pod.requests
+
+
+@pytest.mark.parametrize(
+    ("cls", "builder"),
+    [(Pod, protoparse._pod), (Node, protoparse._node), (ObjectMeta, protoparse.object_meta)],
+)
+def test_the_direct_parser_sets_every_field_of_the_types(cls: Any, builder: Any) -> None:
+    """A field added to the core types (which the JSON parser fills) must be filled here too."""
+    source = inspect.getsource(builder)
+    missing = [f.name for f in dataclasses.fields(cls) if f.init and f"{f.name}=" not in source]
+    assert not missing, f"{cls.__name__} fields the direct parser does not set: {missing}"
