@@ -17,8 +17,9 @@ import pytest
 from protobuild import from_json
 
 from apis.core.errors import ParseError
+from apis.core.frozendict import FrozenDict
 from apis.core.parse import parse_node, parse_pod
-from apis.core.types import Node, ObjectMeta, Pod
+from apis.core.types import Node, ObjectMeta, Pod, TaintEffect
 from kubeapi import protodict, protoparse
 from kubeapi.pod_watch import (
     parse_pod_entry,
@@ -446,3 +447,22 @@ def test_the_direct_parser_sets_every_field_of_the_types(cls: Any, builder: Any)
     source = inspect.getsource(builder)
     missing = [f.name for f in dataclasses.fields(cls) if f.init and f"{f.name}=" not in source]
     assert not missing, f"{cls.__name__} fields the direct parser does not set: {missing}"
+
+
+def plain_values(value: Any, path: str = "") -> list[str]:
+    """Paths in a parsed object whose value is not a plain Python value (a protobuf container would keep
+    the decoded list page's whole arena alive for as long as the object lives)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return [p for f in dataclasses.fields(value) for p in plain_values(getattr(value, f.name), f"{path}.{f.name}")]
+    if isinstance(value, tuple):
+        return [p for i, v in enumerate(value) for p in plain_values(v, f"{path}[{i}]")]
+    if isinstance(value, FrozenDict):
+        return [p for k, v in value.items() for p in [*plain_values(k, f"{path} key"), *plain_values(v, f"{path}.{k}")]]
+    return [] if isinstance(value, (str, int, float, TaintEffect)) or value is None else [f"{path}: {type(value)}"]
+
+
+def test_parsed_objects_hold_only_plain_python_values() -> None:
+    parsed: list[Any] = [protoparse.pod_from_message(pod_message(doc)) for doc in PODS.values()]
+    parsed += [protoparse.node_from_message(node_message(doc)) for doc in NODES.values()]
+
+    assert [p for obj in parsed for p in plain_values(obj)] == []
