@@ -122,9 +122,11 @@ def object_meta(meta: Any, default_namespace: str) -> ObjectMeta:
 def _nanos(resources: Any) -> dict[str, int]:
     """A ``ResourceList`` map in nano-units; what the JSON path refuses (out of range, unparsable)
     is referred to it."""
-    out = {}
-    for name, quantity in resources.items():
-        nanos = quantity_nanos(quantity.string)
+    out: dict[str, int] = {}
+    if not resources:
+        return out
+    for name in resources:  # (keys then lookups: cheaper than upb's items view)
+        nanos = quantity_nanos(resources[name].string)
         if nanos < 0 or (nanos > _MAX_CPU_NANOS and name == CPU):
             raise _ReferError
         out[name] = nanos
