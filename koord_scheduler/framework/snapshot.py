@@ -200,6 +200,22 @@ class ClusterSnapshot:
         memo = self._split_memo
         if memo is not None and memo[0] == version and memo[1] == self.version:
             return memo[2]
+        if self._log_base <= version and self.version - version <= 8:
+            # The few nodes a cycle (or the handful of cycles since a per-shape cache entry was last
+            # used) changed: split the log's positions directly, without building the unsplit array
+            # first (half the cost; the per-node caches of a many-shape workload ask this several times
+            # a cycle, each with its own version).
+            unique = set(self._change_log[version - self._log_base :])
+            valid = self.valid
+            live = [p for p in unique if valid[p]]
+            if len(live) == len(unique):
+                split = (np.array(live, dtype=np.intp), _NO_POSITIONS)
+            else:
+                split = (np.array(live, dtype=np.intp), np.array([p for p in unique if not valid[p]], dtype=np.intp))
+            split[0].flags.writeable = False
+            split[1].flags.writeable = False
+            self._split_memo = (version, self.version, split)
+            return split
         changed = self.changed_since(version)
         if changed is None:
             split = None
