@@ -205,17 +205,19 @@ class ClusterSnapshot:
             # used) changed: split the log's positions directly, without building the unsplit array
             # first (half the cost; the per-node caches of a many-shape workload ask this several times
             # a cycle, each with its own version).
-            unique = set(self._change_log[version - self._log_base :])
-            valid = self.valid
-            live = [p for p in unique if valid[p]]
-            if len(live) == len(unique):
-                split = (np.array(live, dtype=np.intp), _NO_POSITIONS)
-            else:
-                split = (np.array(live, dtype=np.intp), np.array([p for p in unique if not valid[p]], dtype=np.intp))
-            split[0].flags.writeable = False
-            split[1].flags.writeable = False
-            self._split_memo = (version, self.version, split)
-            return split
+            touched = set(self._change_log[version - self._log_base :])
+            is_live = self.valid
+            on_live = [p for p in touched if is_live[p]]
+            gone = (
+                _NO_POSITIONS
+                if len(on_live) == len(touched)
+                else np.array([p for p in touched if not is_live[p]], dtype=np.intp)
+            )
+            short = (np.array(on_live, dtype=np.intp), gone)
+            short[0].flags.writeable = False
+            gone.flags.writeable = False
+            self._split_memo = (version, self.version, short)
+            return short
         changed = self.changed_since(version)
         if changed is None:
             split = None
