@@ -8,6 +8,8 @@ conflict on a node (VolumeRestrictions) or count against a CSI attach limit once
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from apis.core.errors import ParseError
 from apis.core.jsonfields import Json, JsonList, as_map, check_item, get_bool, get_required_str, get_str, get_str_list
 from apis.core.types import PodVolume
@@ -32,6 +34,9 @@ _DISK_FIELD = {
 }
 """The field that names the disk, for the inline types identified by one field."""
 
+KEPT_SOURCES = frozenset({PVC, EPHEMERAL, RBD, *_DISK_FIELD})
+"""The volume types :func:`parse_pod_volumes` keeps; a volume of any other type is left out."""
+
 
 def parse_pod_volumes(volumes: JsonList, pod_name: str) -> tuple[PodVolume, ...]:
     """The kept volumes of ``spec.volumes``, in order. ``pod_name`` names generic ephemeral claims
@@ -46,6 +51,18 @@ def parse_pod_volumes(volumes: JsonList, pod_name: str) -> tuple[PodVolume, ...]
         if parsed is not None:
             out.append(parsed)
     return tuple(out)
+
+
+LOCAL_STORAGE_SOURCES = frozenset({"emptyDir", "hostPath"})
+"""The volume types that are local storage (:func:`has_local_storage`)."""
+
+
+def has_local_storage(volumes: JsonList) -> bool:
+    """Whether ``spec.volumes`` has an ``emptyDir`` or ``hostPath`` volume (sigs.k8s.io/descheduler
+    ``IsPodWithLocalStorage``)."""
+    return any(
+        isinstance(v, Mapping) and any(v.get(source) is not None for source in LOCAL_STORAGE_SOURCES) for v in volumes
+    )
 
 
 def claim_names(volumes: tuple[PodVolume, ...]) -> tuple[str, ...]:

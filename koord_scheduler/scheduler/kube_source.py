@@ -35,6 +35,7 @@ from koord_scheduler.framework.errors import ClusterError
 from koord_scheduler.framework.handle import ClusterClient
 from koord_scheduler.framework.types import ObjectKind
 from koord_scheduler.scheduler.source import EventSink, EventType
+from kubeapi import protowire
 from kubeapi.client import KubeClusterClient
 from kubeapi.connection import Connection
 from kubeapi.core_kinds import NODE_KIND, POD_KIND
@@ -139,7 +140,9 @@ class KubeClusterSource:
         before :meth:`start`; these kinds are delivered after Nodes and before Pods. ``namespace`` limits
         the watch to one namespace (and the RBAC it needs to a Role there). An ``optional`` kind does not
         hold up :meth:`start` when it cannot be listed (a missing CRD, missing RBAC): it keeps retrying in
-        the background, and :meth:`listed` says when it has been listed."""
+        the background, and :meth:`listed` says when it has been listed. A built-in kind
+        (:data:`kubeapi.protowire.BUILTIN_KINDS`) is read as protobuf unless ``clientConnection`` says
+        JSON; ``parser`` then reads the object's dict as :func:`kubeapi.protodict.to_json` builds it."""
         if self._sink is not None:
             raise RuntimeError("watch_kind() must be called before start()")
         kind = ResourceKind(
@@ -151,6 +154,7 @@ class KubeClusterSource:
             field_selector=field_selector,
             label_selector=label_selector,
             namespace=namespace,
+            protobuf=protowire.supports(group, version, plural),
         )
 
         def handler_for(sink: EventSink) -> Callable[[EventType, Any, Any], None]:
