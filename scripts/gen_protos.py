@@ -35,6 +35,7 @@ PROTOS = {
     "resource_v1": ("k8s.io/api", "resource/v1/generated.proto"),
     "scheduling_v1": ("k8s.io/api", "scheduling/v1/generated.proto"),
     "storage_v1": ("k8s.io/api", "storage/v1/generated.proto"),
+    "events_v1": ("k8s.io/api", "events/v1/generated.proto"),
     "meta_v1": ("k8s.io/apimachinery", "pkg/apis/meta/v1/generated.proto"),
     "runtime": ("k8s.io/apimachinery", "pkg/runtime/generated.proto"),
     "runtime_schema": ("k8s.io/apimachinery", "pkg/runtime/schema/generated.proto"),

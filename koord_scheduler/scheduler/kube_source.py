@@ -10,6 +10,10 @@ Everything runs as tasks on the caller's event loop. Watch events are parsed and
 watch task between scheduling cycles (the cycle is synchronous, so nothing interleaves with it); all
 events that are already buffered are handled in one go.
 
+Bindings and new Events are sent as protobuf when the lists and watches are
+(:attr:`~kubeapi.reflector.ReflectorOptions.protobuf`, from ``clientConnection.contentType``), as
+kube-scheduler sends them; patches are JSON either way.
+
 Two connection pools with their own token buckets, as kube-scheduler has separate clientsets: one
 for watches, binds and status patches (``clientConnection.qps/burst``), one for Events (same limits), so
 a burst of Events never waits for a token a bind needs.
@@ -27,7 +31,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from apis.core.types import Node, Pod
@@ -103,9 +107,11 @@ class KubeClusterSource:
         self.events_http = ApiHttp(
             connection, TokenBucket(opts.qps, opts.burst), options=HttpOptions(pool_size=opts.events.senders + 2)
         )
-        self.events = EventRecorder(self.events_http, options=opts.events, clock=clock)
+        # clientConnection's content type (ReflectorOptions.protobuf) is also that of the per-pod writes.
+        protobuf = opts.reflector.protobuf
+        self.events = EventRecorder(self.events_http, options=replace(opts.events, protobuf=protobuf), clock=clock)
         default_controller = next(iter(opts.scheduler_names), "default-scheduler")
-        self._client = KubeClusterClient(self.http, self.events, controller=default_controller)
+        self._client = KubeClusterClient(self.http, self.events, controller=default_controller, protobuf=protobuf)
         self._sink: EventSink | None = None
         self._kinds: list[tuple[ResourceKind[Any], Callable[[EventSink], Callable[[EventType, Any, Any], None]]]] = [
             (NODE_KIND, _node_handler),
