@@ -232,11 +232,15 @@ def test_hot_nodes_of_deployments_are_relieved(scope: Scope, tmp_path: Path) -> 
             )
             relieved_after = time.monotonic() - first_job
             # Every job ends Succeeded, the workloads whole again.
-            wait_until(
-                lambda: all(phase(j) in ("Succeeded", "Failed") for j in jobs_for(scope)),
-                timeout=120,
-                what="every job finished",
-            )
+            try:
+                wait_until(
+                    lambda: all(phase(j) in ("Succeeded", "Failed") for j in jobs_for(scope)),
+                    timeout=120,
+                    what="every job finished",
+                )
+            except AssertionError as exc:
+                states = [(j["spec"]["podRef"]["name"], j.get("status")) for j in jobs_for(scope)]
+                raise AssertionError(f"{exc}: {states}\n{proc.log_tail(60)}") from None
             wait_until(
                 lambda: sum(ready(p) for p in pods.snapshot().values()) == REPLICAS * len(DEPLOYMENTS),
                 timeout=60,
