@@ -205,4 +205,5 @@ class Koordlets(threading.Thread):
 
     def stop(self) -> None:
         self._halt.set()
-        self.join(15)
+        if self.ident is not None:  # started
+            self.join(15)

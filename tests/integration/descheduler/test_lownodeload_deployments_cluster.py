@@ -232,20 +232,21 @@ def test_hot_nodes_of_deployments_are_relieved(scope: Scope, tmp_path: Path) -> 
             )
             relieved_after = time.monotonic() - first_job
             # Every job ends Succeeded, the workloads whole again.
+            unfinished = ""
             try:
                 wait_until(
                     lambda: all(phase(j) in ("Succeeded", "Failed") for j in jobs_for(scope)),
                     timeout=120,
                     what="every job finished",
                 )
+                wait_until(
+                    lambda: sum(ready(p) for p in pods.snapshot().values()) == REPLICAS * len(DEPLOYMENTS),
+                    timeout=60,
+                    what="the Deployments whole again",
+                )
             except AssertionError as exc:
                 states = [(j["spec"]["podRef"]["name"], j.get("status")) for j in jobs_for(scope)]
-                raise AssertionError(f"{exc}: {states}\n{proc.log_tail(60)}") from None
-            wait_until(
-                lambda: sum(ready(p) for p in pods.snapshot().values()) == REPLICAS * len(DEPLOYMENTS),
-                timeout=60,
-                what="the Deployments whole again",
-            )
+                unfinished = f"{exc}: {states}\n{proc.log_tail(60)}"
             jobs = jobs_for(scope)
         finally:
             koordlets.stop()
@@ -255,9 +256,10 @@ def test_hot_nodes_of_deployments_are_relieved(scope: Scope, tmp_path: Path) -> 
         available = first_available(reservations)
         final_pods = pods.snapshot()
 
+    assert not invariants.violations, invariants.violations[:5]
+    assert not unfinished, unfinished
     failed = [(j["spec"]["podRef"]["name"], j.get("status")) for j in jobs if phase(j) != "Succeeded"]
     assert not failed, f"{failed}\n{proc.log_tail(80)}"
-    assert not invariants.violations, invariants.violations[:5]
     assert not koordlets.failures, koordlets.failures[:5]
     moved = {j["spec"]["podRef"]["name"]: j for j in jobs}
     assert 6 <= len(moved) <= 10, sorted(moved)
