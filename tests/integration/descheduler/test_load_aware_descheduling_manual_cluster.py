@@ -321,7 +321,9 @@ def test_load_aware_descheduling_manual(own_plane: ControlPlane, tmp_path: Path)
                 and e["regarding"]["name"] == job["metadata"]["name"]
             }
             pod_key = f'"{NAMESPACE}/{original["metadata"]["name"]}"'
-            assert notes.get("Evicting") == f"Try to evict Pod {pod_key}", notes
+            # The manual shows an older release's "Try to evict Pod ..."; v1.8 (migration/controller.go) says:
+            reason = "node is overutilized, node cpu usage(52.62%)>threshold(50.00%)"
+            assert notes.get("Evicting") == f'Pod {pod_key} evicted from node "{busy}" by the reason "{reason}"', notes
             assert notes.get("EvictComplete") == f"Pod {pod_key} has been evicted", notes
             assert not koordlets.failures, koordlets.failures[:5]
         finally:
