@@ -87,18 +87,22 @@ def with_expected_replicas(
     is the view's bound pods of the same controller."""
     limits = Limits.of(args)
     by_owner: dict[str, list[Pod]] | None = None
+    refused: dict[str, bool] = {}  # per controller UID: the answer depends on the workload only
 
     def evictable(pod: Pod) -> bool:
         nonlocal by_owner
         if not gates(pod):
             return False
-        if by_owner is None:
-            by_owner = {}
-            for pods in view.pods_by_node.values():
-                for p in pods:
-                    if uid := controller_uid(p):
-                        by_owner.setdefault(uid, []).append(p)
-        return not expected_replicas_reason(pod, by_owner.get(controller_uid(pod), [pod]), limits)
+        uid = controller_uid(pod)
+        if uid not in refused:
+            if by_owner is None:
+                by_owner = {}
+                for pods in view.pods_by_node.values():
+                    for p in pods:
+                        if owner := controller_uid(p):
+                            by_owner.setdefault(owner, []).append(p)
+            refused[uid] = bool(expected_replicas_reason(pod, by_owner.get(uid, [pod]), limits))
+        return not refused[uid]
 
     return evictable
 
