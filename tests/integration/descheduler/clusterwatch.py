@@ -185,7 +185,9 @@ class Koordlets(threading.Thread):
             if node in by_node and bound_live(pod):
                 usage = {"cpu": f"{self.per_pod_milli}m", "memory": "100Mi"}
                 meta = pod["metadata"]
-                by_node[node].append({"namespace": meta["namespace"], "name": meta["name"], "podUsage": {"resources": usage}})
+                by_node[node].append(
+                    {"namespace": meta["namespace"], "name": meta["name"], "podUsage": {"resources": usage}}
+                )
         for node, pods in by_node.items():
             total = {"cpu": f"{self.per_pod_milli * len(pods)}m", "memory": f"{100 * len(pods)}Mi"}
             status = {"updateTime": now, "nodeMetric": {"nodeUsage": {"resources": total}}, "podsMetric": pods}

@@ -196,7 +196,9 @@ class ManualKoordlets(Koordlets):
             for pod in self.pods.snapshot().values():
                 if pod["spec"].get("nodeName") == node and not pod["metadata"].get("deletionTimestamp"):
                     usage = {"cpu": f"{STRESS_USAGE[0]}m", "memory": f"{STRESS_USAGE[1]}Mi"}
-                    pods.append({"namespace": NAMESPACE, "name": pod["metadata"]["name"], "podUsage": {"resources": usage}})
+                    pods.append(
+                        {"namespace": NAMESPACE, "name": pod["metadata"]["name"], "podUsage": {"resources": usage}}
+                    )
                     cpu, memory = cpu + STRESS_USAGE[0], memory + STRESS_USAGE[1]
             total = {"cpu": f"{cpu}m", "memory": f"{memory}Mi"}
             # What LowNodeLoad counts, as Koordinator's: the system's usage plus each pod's.
@@ -267,7 +269,9 @@ def test_load_aware_descheduling_manual(own_plane: ControlPlane, tmp_path: Path)
             wait_until(lambda: any(ready(p) for p in stress_pods(pods)), timeout=120, what="stress-demo Running")
             [original] = stress_pods(pods)
             busy = original["spec"]["nodeName"]
-            koordlets.system = {busy: SYSTEM_USAGE} | dict(zip([n for n in NODES if n != busy], IDLE_USAGE, strict=True))
+            koordlets.system = {busy: SYSTEM_USAGE} | dict(
+                zip([n for n in NODES if n != busy], IDLE_USAGE, strict=True)
+            )
             # 3. The load of each node: the busy one at 53% CPU, the others under 3%.
             koordlets.report_once()
             koordlets.start()
@@ -305,9 +309,7 @@ def test_load_aware_descheduling_manual(own_plane: ControlPlane, tmp_path: Path)
                 timeout=120,
                 what="the stress pod evicted",
             )
-            wait_until(
-                lambda: any(ready(p) for p in stress_pods(pods)), timeout=120, what="the new stress pod Running"
-            )
+            wait_until(lambda: any(ready(p) for p in stress_pods(pods)), timeout=120, what="the new stress pod Running")
             [replacement] = stress_pods(pods)
             assert replacement["spec"]["nodeName"] in set(NODES) - {busy}
             [job] = plane.request("GET", JOBS).json()["items"]

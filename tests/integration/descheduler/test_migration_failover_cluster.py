@@ -16,7 +16,6 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -189,7 +188,9 @@ def test_leader_killed_mid_migration(scope: Scope, tmp_path: Path) -> None:
             made = {e.name for e in reservations.history() if e.type == "ADDED"}
             assert made == {reservation}, made
             left = reservations.snapshot().get(reservation)
-            assert left is None or (left.get("status") or {}).get("phase") == "Succeeded", left.get("status") if left else None
+            assert left is None or (left.get("status") or {}).get("phase") == "Succeeded", (
+                left.get("status") if left else None
+            )
         finally:
             for proc in procs:
                 if proc.alive:
