@@ -18,6 +18,15 @@ one at a time, in the same run on the same control plane:
 5. ``round-robin+events`` (only when named in ``--only``): the ceiling that also writes each pod's
    ``Scheduled`` Event as soon as its bind succeeds, as both schedulers do: the bound for a scheduler
    whose Events keep up with its binds (``koord_pct_of_events_ceiling``).
+6. ``koord-scheduler-chart`` (only when named in ``--only``): koord-scheduler with the deployed profile
+   (Koordinator's v1.8 chart profile, every Koordinator plugin on; deploy/koord-scheduler/configmap.yaml),
+   taking the default scheduler name; reported against kube-scheduler (``chart_to_kube_scheduler``) and
+   koord-scheduler's default profile (``chart_to_koord_default_profile``).
+7. ``koord-scheduler-mixed`` (only when named in ``--only``): the same deployed profile on the mixed
+   Koordinator workload of bench/e2e_koord_mixed.py (a twentieth of the pods in Reservations, a tenth LSR,
+   a quarter in gangs of five, a quarter in ElasticQuotas; NodeMetrics and NodeResourceTopologies on every
+   node); ``--pods`` a multiple of 20. Reported against the default profile on plain pods
+   (``mixed_to_koord_default_profile``) and kube-scheduler (``mixed_to_kube_scheduler``).
 
 Client rate limits are lifted for every contender (``clientConnection.qps/burst`` = 100000; the
 API server runs without priority-and-fairness). Both schedulers write one ``Scheduled`` Event per pod;
@@ -80,6 +89,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import json
 import math
 import os
@@ -103,6 +113,7 @@ sys.path.insert(0, str(REPO / "bench"))
 
 import e2e_baseline  # noqa: E402
 import e2e_colocation  # noqa: E402
+import e2e_koord_mixed  # noqa: E402
 from apiserver_requests import per_pod  # noqa: E402
 from e2e_requests import CountingHttp, read_request_counts  # noqa: E402
 from topology_common import SHAPES, Shape, node_obj  # noqa: E402
@@ -119,10 +130,27 @@ from kubeapi.http import iter_lines  # noqa: E402
 
 NAMESPACE = "bench"
 LIFTED_QPS = 100000
-CONTENDERS = ("round-robin", "koord-scheduler", "kube-scheduler", "round-robin+events", "koord-scheduler-json")
+CONTENDERS = (
+    "round-robin",
+    "koord-scheduler",
+    "kube-scheduler",
+    "round-robin+events",
+    "koord-scheduler-json",
+    "koord-scheduler-chart",
+    "koord-scheduler-mixed",
+)
 JSON_WIRE = "koord-scheduler-json"
 """koord-scheduler with ``clientConnection.contentType: application/json`` (Pods and Nodes as JSON, not
 protobuf): named in ``--only`` to compare the encodings' costs, kube-apiserver's included."""
+CHART = "koord-scheduler-chart"
+"""koord-scheduler with the deployed profile (deploy/koord-scheduler/configmap.yaml, Koordinator's v1.8 chart
+profile: every Koordinator plugin on), its ``schedulerName`` set to ``default-scheduler`` so that it takes the
+bench's pods; named in ``--only``."""
+MIXED = "koord-scheduler-mixed"
+"""koord-scheduler with the deployed profile, as :data:`CHART`, on the mixed Koordinator workload of
+bench/e2e_koord_mixed.py (Reservations, LSR pods, gangs, ElasticQuotas, NodeMetrics) instead of plain pods;
+named in ``--only``."""
+CHART_CONFIGMAP = REPO / "deploy" / "koord-scheduler" / "configmap.yaml"
 DEFAULT_CONTENDERS = ("round-robin", "koord-scheduler", "kube-scheduler")
 EVENTS_CEILING = "round-robin+events"
 BASIC = "SchedulingBasic"
@@ -162,6 +190,8 @@ class Result:
     requests_total_per_pod: float | None = None
     watches_opened: dict[str, int] = field(default_factory=dict)
     """Long-running requests (watches) the contender opened and still held then, by ``VERB resource``."""
+    mixed: dict[str, int] | None = None
+    """For ``koord-scheduler-mixed``: what it did with the mix (bench/e2e_koord_mixed.py ``observe``)."""
 
 
 # ----- objects -----
@@ -512,21 +542,19 @@ def start_contender(
             kubeconfig,
             *(["--events"] if name == EVENTS_CEILING else []),
         ]
-    elif name in ("koord-scheduler", JSON_WIRE) or controllers is not None or baseline is not None:
+    elif name in ("koord-scheduler", JSON_WIRE, CHART, MIXED) or controllers is not None or baseline is not None:
         config = work / "koord-scheduler.yaml"
         client: dict[str, Any] = {"kubeconfig": kubeconfig, "qps": LIFTED_QPS, "burst": LIFTED_QPS}
         if name == JSON_WIRE:
             client["contentType"] = "application/json"
-        config.write_text(
-            yaml.safe_dump(
-                {
-                    "apiVersion": "kubescheduler.config.k8s.io/v1",
-                    "kind": "KubeSchedulerConfiguration",
-                    "clientConnection": client,
-                    "leaderElection": {"leaderElect": False},
-                }
-            )
-        )
+        document: dict[str, Any] = {
+            "apiVersion": "kubescheduler.config.k8s.io/v1",
+            "kind": "KubeSchedulerConfiguration",
+        }
+        if name in (CHART, MIXED):
+            document = chart_profile()
+        document.update(clientConnection=client, leaderElection={"leaderElect": False})
+        config.write_text(yaml.safe_dump(document))
         executable = baseline or REPO / ".venv" / "bin" / "koord-scheduler"
         args = [str(executable), "--config", str(config), "--metrics-port", "0"]
         if controllers is not None:
@@ -550,6 +578,15 @@ def start_contender(
         )
         args = [kube_scheduler, f"--config={config}", "--secure-port=0", "--v=1"]
     return subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+
+
+def chart_profile() -> dict[str, Any]:
+    """The deployed KubeSchedulerConfiguration, its profiles taking pods of the default scheduler name."""
+    configmap = yaml.safe_load(CHART_CONFIGMAP.read_text())
+    document: dict[str, Any] = yaml.safe_load(configmap["data"]["koord-scheduler-config"])
+    for profile in document["profiles"]:
+        profile["schedulerName"] = "default-scheduler"
+    return document
 
 
 async def measure(
@@ -698,6 +735,9 @@ async def run_bench(
         if e2e_colocation.needs_colocation(args.controllers):
             colocation_nodes = [f"bench-node-{i}" for i in range(args.nodes)]
             await e2e_colocation.install(http, colocation_nodes)
+        if MIXED in args.only:
+            await e2e_koord_mixed.install(http, [f"bench-node-{i}" for i in range(args.nodes)], NAMESPACE)
+        mixed = functools.partial(e2e_koord_mixed.prepare, namespace=NAMESPACE, delete_pods=delete_pods)
         results: list[Result] = []
         for repeat in range(args.repeat):
             # A B, then B A: a drift of the machine over the run weighs on every contender alike.
@@ -712,8 +752,12 @@ async def run_bench(
                     shape=shape,
                     timeout=args.timeout,
                     colocation_nodes=colocation_nodes,
+                    prepare=mixed if name == MIXED else None,
                     baselines=baselines,
                 )
+                if name == MIXED:
+                    result = replace(result, mixed=await e2e_koord_mixed.observe(http, NAMESPACE))
+                    print(f"# {name}: {result.mixed}", file=sys.stderr)
                 events = (
                     f"all written {result.events_done_after_last_bind}s after the last bind"
                     if result.events_done_after_last_bind is not None
@@ -817,6 +861,16 @@ def summarize(results: list[Result]) -> dict[str, Any]:
         )
     if koord and kube:
         summary["koord_to_kube_scheduler"] = round(koord["rate_pods_per_s"] / kube["rate_pods_per_s"], 2)
+    chart = summary.get(CHART)
+    if chart and kube:
+        summary["chart_to_kube_scheduler"] = round(chart["rate_pods_per_s"] / kube["rate_pods_per_s"], 2)
+    if chart and koord:
+        summary["chart_to_koord_default_profile"] = round(chart["rate_pods_per_s"] / koord["rate_pods_per_s"], 2)
+    mixed = summary.get(MIXED)
+    if mixed and koord:
+        summary["mixed_to_koord_default_profile"] = round(mixed["rate_pods_per_s"] / koord["rate_pods_per_s"], 2)
+    if mixed and kube:
+        summary["mixed_to_kube_scheduler"] = round(mixed["rate_pods_per_s"] / kube["rate_pods_per_s"], 2)
     for name, runs in by.items():
         if e2e_baseline.baseline_ref(name) is None:
             continue

@@ -22,7 +22,14 @@ TOKEN_CACHE_SECONDS = 10.0
 
 
 class KubeConfigError(KubeApiError):
-    """No usable connection: a missing or malformed kubeconfig, or no in-cluster environment."""
+    """No usable connection: a missing or malformed kubeconfig, or no in-cluster environment.
+
+    The message names the source (``kubeconfig PATH: ...``); ``reason`` is the part after it, for callers
+    that name the source their own way (koordlet says ``--kubeconfig PATH``)."""
+
+    def __init__(self, message: str, *, reason: str = "") -> None:
+        super().__init__(message)
+        self.reason = reason or message
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,30 +58,30 @@ def load_connection(kubeconfig: str = "") -> Connection:
     cfg = client.Configuration()
     if kubeconfig:
         if not os.path.isfile(kubeconfig):
-            raise KubeConfigError(f"kubeconfig {kubeconfig!r}: no such file")
+            raise KubeConfigError(f"kubeconfig {kubeconfig!r}: no such file", reason="no such file")
         try:
             config.load_kube_config(config_file=kubeconfig, client_configuration=cfg, persist_config=False)  # type: ignore[no-untyped-call]
         except Exception as exc:  # the loader raises ConfigException, ValueError, yaml errors...
-            raise KubeConfigError(f"kubeconfig {kubeconfig!r}: {exc}") from None
+            raise KubeConfigError(f"kubeconfig {kubeconfig!r}: {exc}", reason=_first_line(exc)) from None
         description = f"kubeconfig {kubeconfig}"
     else:
         if not os.environ.get("KUBERNETES_SERVICE_HOST"):
             raise KubeConfigError(
                 "no kubeconfig given (--kubeconfig or clientConnection.kubeconfig) and not running in a "
-                "cluster (KUBERNETES_SERVICE_HOST is unset)"
+                "cluster (KUBERNETES_SERVICE_HOST is unset)",
+                reason="not running in a cluster (KUBERNETES_SERVICE_HOST is unset)",
             )
         try:
             config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
         except Exception as exc:
-            raise KubeConfigError(f"in-cluster configuration: {exc}") from None
+            raise KubeConfigError(f"in-cluster configuration: {exc}", reason=_first_line(exc)) from None
         description = "in-cluster service account"
     return _from_client_configuration(cfg, description)
 
 
-def connection_from_configuration(cfg: Any, description: str) -> Connection:
-    """A :class:`Connection` from a loaded ``kubernetes.client.Configuration`` (``description`` says where
-    it came from). Raises :class:`KubeConfigError` when its TLS files cannot be used."""
-    return _from_client_configuration(cfg, description)
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _from_client_configuration(cfg: Any, description: str) -> Connection:
@@ -91,7 +98,9 @@ def _from_client_configuration(cfg: Any, description: str) -> Connection:
             if cfg.cert_file:
                 context.load_cert_chain(cfg.cert_file, cfg.key_file or None)
         except (OSError, ssl.SSLError) as exc:
-            raise KubeConfigError(f"{description}: TLS setup failed: {exc}") from None
+            raise KubeConfigError(
+                f"{description}: TLS setup failed: {exc}", reason=f"TLS setup failed: {exc}"
+            ) from None
     return Connection(
         server=server,
         ssl_context=context,

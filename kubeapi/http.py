@@ -154,7 +154,30 @@ class ApiHttp:
         data = body if body is None or isinstance(body, bytes) else jsoncodec.dumps(body)
         self.in_flight += 1
         try:
-            return await self._send(method, path, data, content_type=content_type, params=params, accept=accept)
+            _, payload = await self._send(method, path, data, content_type=content_type, params=params, accept=accept)
+            return payload
+        finally:
+            self.in_flight -= 1
+
+    async def request_status(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        content_type: str = JSON,
+        retry_throttled: bool = True,
+    ) -> int:
+        """Like :meth:`request`, but returns the success status (200, 201...) and drops the body.
+        ``retry_throttled=False``: a 429 is raised at once as an :class:`ApiError` instead of being retried
+        after its Retry-After (an Eviction refused by a PodDisruptionBudget is an answer, not throttling)."""
+        data = body if body is None or isinstance(body, bytes) else jsoncodec.dumps(body)
+        self.in_flight += 1
+        try:
+            status, _ = await self._send(
+                method, path, data, content_type=content_type, params=None, retry_throttled=retry_throttled
+            )
+            return status
         finally:
             self.in_flight -= 1
 
@@ -167,7 +190,8 @@ class ApiHttp:
         content_type: str,
         params: Mapping[str, str] | None,
         accept: str = JSON,
-    ) -> bytes:
+        retry_throttled: bool = True,
+    ) -> tuple[int, bytes]:
         target = f"{path}?{urlencode(params)}" if params else path
         _checked_line(method, target)
         pool = self._get_pool()
@@ -188,8 +212,8 @@ class ApiHttp:
             except (OSError, TimeoutError, EOFError, ValueError, asyncio.LimitOverrunError) as exc:
                 raise ApiConnectionError(f"{method} {path}: {_describe(exc)}") from exc
             if status < 300:
-                return payload
-            if status == 429 and attempt < MAX_THROTTLE_RETRIES:
+                return status, payload
+            if status == 429 and retry_throttled and attempt < MAX_THROTTLE_RETRIES:
                 await asyncio.sleep(_retry_after(retry_after))
                 continue
             raise api_error(status, payload, method=method, path=path)

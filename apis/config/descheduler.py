@@ -247,13 +247,13 @@ def _threshold_errors(pool: LowNodeLoadNodePool, at: str) -> list[FieldError]:
 
 
 class MigrationControllerArgs(ArgsModel):
-    """The fields pykoord honours: ``defaultJobMode``, ``defaultJobTTL``, ``defaultDeleteOptions``,
-    ``namespaces``, ``evictQPS``/``evictBurst``, the arbitration limits (``maxMigrating*``,
+    """The fields pykoord honours: ``dryRun``, ``defaultJobMode``, ``defaultJobTTL``, ``defaultDeleteOptions``,
+    ``namespaces``, ``evictQPS``/``evictBurst``, ``evictionPolicy`` (``Eviction``, ``Delete``,
+    ``SoftEviction``), ``schedulerNames``, ``nodeFit``, the arbitration limits (``maxMigrating*``,
     ``maxUnavailablePerWorkload``, ``skipCheckExpectedReplicas``, ``objectLimiters``) and the eviction gates
     (``evict*Pods``, ``ignorePvcPods``, ``priorityThreshold.value``, ``labelSelector``,
-    ``skipEvictionGates`` but ``NodeFit``/``LocalStorage``); ``evictionPolicy`` ``Eviction`` only. The rest
-    (``dryRun``, ``nodeFit``, ``nodeSelector``, ``schedulerNames``, ``arbitrationArgs``) are accepted at their
-    defaults and refused otherwise (:meth:`field_errors`)."""
+    ``skipEvictionGates``), ``arbitrationArgs``. ``nodeSelector`` is accepted unset and refused otherwise
+    (:meth:`field_errors`)."""
 
     api_version: str | None = None
     kind: str | None = None
@@ -292,23 +292,21 @@ class MigrationControllerArgs(ArgsModel):
 
     def field_errors(self, path: str) -> list[FieldError]:
         errors: list[FieldError] = []
-        unsupported = {
-            "dryRun": self.dry_run,
-            "nodeFit": self.node_fit,
-            "nodeSelector": self.node_selector,
-            "schedulerNames": self.scheduler_names,
-            "arbitrationArgs": self.arbitration_args,
-        }
-        for name, value in unsupported.items():
-            if value not in (None, False):
-                errors.append(forbidden(f"{path}.{name}", "not implemented by pykoord yet (see docs/descheduling.md)"))
+        if self.node_selector:
+            errors.append(
+                forbidden(f"{path}.nodeSelector", "not implemented by pykoord yet (see docs/descheduling.md)")
+            )
         if self.default_job_mode not in (None, "", "ReservationFirst", "EvictDirectly"):
             errors.append(
                 not_supported(f"{path}.defaultJobMode", self.default_job_mode, ["ReservationFirst", "EvictDirectly"])
             )
         errors += self._arbitration_errors(path)
-        if self.eviction_policy not in (None, "", "Eviction"):
-            errors.append(not_supported(f"{path}.evictionPolicy", self.eviction_policy, ["Eviction"]))
+        errors += self._arbitration_args_errors(path)
+        if self.eviction_policy not in (None, "", *EVICTION_POLICIES):
+            errors.append(not_supported(f"{path}.evictionPolicy", self.eviction_policy, list(EVICTION_POLICIES)))
+        for i, name in enumerate(self.scheduler_names or ()):
+            if not name:
+                errors.append(invalid(f"{path}.schedulerNames[{i}]", name, "must not be empty"))
         try:
             if self.qps() <= 0:
                 errors.append(invalid(f"{path}.evictQPS", self.evict_qps, "must be positive"))
@@ -316,6 +314,36 @@ class MigrationControllerArgs(ArgsModel):
             errors.append(invalid(f"{path}.evictQPS", self.evict_qps, "must be a number"))
         if self.evict_burst is not None and self.evict_burst < 1:
             errors.append(invalid(f"{path}.evictBurst", self.evict_burst, "must be at least 1"))
+        return errors
+
+    def arbitration_interval(self) -> float | None:
+        """``arbitrationArgs``: the seconds between arbitration passes, or None when ``enabled`` is false
+        (each Pending job is then arbitrated as it is reconciled). Unset: Koordinator's default, enabled
+        every 500ms; given without ``enabled``: disabled (Go's zero value)."""
+        given = self.arbitration_args
+        if given is None:
+            return DEFAULT_ARBITRATION_INTERVAL_SECONDS
+        if not given.get("enabled"):
+            return None
+        interval = given.get("interval")
+        return parse_go_duration(str(interval)) if interval is not None else DEFAULT_ARBITRATION_INTERVAL_SECONDS
+
+    def _arbitration_args_errors(self, path: str) -> list[FieldError]:
+        given = self.arbitration_args
+        if given is None:
+            return []
+        errors: list[FieldError] = []
+        for key in given:
+            if key not in ("enabled", "interval"):
+                errors.append(invalid(f"{path}.arbitrationArgs.{key}", given[key], "Unknown field"))
+        if "enabled" in given and not isinstance(given["enabled"], bool):
+            errors.append(invalid(f"{path}.arbitrationArgs.enabled", given["enabled"], "must be a boolean"))
+        if given.get("interval") is not None:
+            try:
+                if parse_go_duration(str(given["interval"])) <= 0:
+                    errors.append(invalid(f"{path}.arbitrationArgs.interval", given["interval"], "must be positive"))
+            except ValueError as exc:
+                errors.append(invalid(f"{path}.arbitrationArgs.interval", given["interval"], str(exc)))
         return errors
 
     def _arbitration_errors(self, path: str) -> list[FieldError]:
@@ -346,8 +374,6 @@ class MigrationControllerArgs(ArgsModel):
         for gate in self.skip_eviction_gates or ():
             if gate not in EVICTION_GATES:
                 errors.append(not_supported(f"{path}.skipEvictionGates", gate, sorted(EVICTION_GATES)))
-            elif gate in ("NodeFit", "LocalStorage"):
-                errors.append(forbidden(f"{path}.skipEvictionGates", f"{gate}: not implemented by pykoord yet"))
         for kind, raw in (self.object_limiters or {}).items():
             at = f"{path}.objectLimiters[{kind}]"
             if kind not in ("workload", "namespace"):
@@ -372,6 +398,12 @@ class MigrationControllerArgs(ArgsModel):
                 errors.append(invalid(f"{at}.burst", burst, "must be a non-negative integer"))
         return errors
 
+
+DEFAULT_ARBITRATION_INTERVAL_SECONDS: Final = 0.5
+"""Koordinator's ``defaultArbitrationInterval``."""
+
+EVICTION_POLICIES: Final = ("Eviction", "Delete", "SoftEviction")
+"""Koordinator's evictors (``pkg/descheduler/controllers/migration/evictor``)."""
 
 EVICTION_GATES: Final = frozenset(
     {

@@ -12,7 +12,7 @@ from typing import Final
 
 from apis.config.args_base import ArgsModel
 from apis.config.descheduler_selectors import LabelSelector, Namespaces
-from apis.config.errors import FieldError, forbidden, invalid, required
+from apis.config.errors import FieldError, forbidden, invalid, not_supported, required
 from apis.config.types_base import ConfigModel
 
 POD_LIFE_TIME: Final = "PodLifeTime"
@@ -22,6 +22,8 @@ NODE_AFFINITY: Final = "RemovePodsViolatingNodeAffinity"
 TOO_MANY_RESTARTS: Final = "RemovePodsHavingTooManyRestarts"
 INTER_POD_ANTI_AFFINITY: Final = "RemovePodsViolatingInterPodAntiAffinity"
 REMOVE_DUPLICATES: Final = "RemoveDuplicates"
+TOPOLOGY_SPREAD: Final = "RemovePodsViolatingTopologySpreadConstraint"
+SPREAD_ACTIONS: Final = ("DoNotSchedule", "ScheduleAnyway")
 POD_PHASES: Final = ("Pending", "Running", "Succeeded", "Failed", "Unknown")
 NODE_AFFINITY_TYPES: Final = (
     "requiredDuringSchedulingIgnoredDuringExecution",
@@ -219,6 +221,32 @@ class RemoveDuplicatesArgs(ArgsModel):
         return _common_errors(self.namespaces, path)
 
 
+class RemovePodsViolatingTopologySpreadConstraintArgs(ArgsModel):
+    """A Balance plugin: moves the pods above the ideal average of a violated topology spread constraint.
+    ``constraints`` defaults to ``[DoNotSchedule]``, ``topologyBalanceNodeFit`` to true (upstream
+    ``SetDefaults_RemovePodsViolatingTopologySpreadConstraintArgs``)."""
+
+    api_version: str | None = None
+    kind: str | None = None
+    namespaces: Namespaces | None = None
+    label_selector: LabelSelector | None = None
+    constraints: list[str] | None = None
+    topology_balance_node_fit: bool | None = None
+
+    def actions(self) -> frozenset[str]:
+        return frozenset(self.constraints or ("DoNotSchedule",))
+
+    def node_fit(self) -> bool:
+        return self.topology_balance_node_fit is not False
+
+    def field_errors(self, path: str) -> list[FieldError]:
+        errors = _common_errors(self.namespaces, path)
+        for i, action in enumerate(self.constraints or ()):
+            if action not in SPREAD_ACTIONS:
+                errors.append(not_supported(f"{path}.constraints[{i}]", action, SPREAD_ACTIONS))
+        return errors
+
+
 UPSTREAM_ARGS: Final[dict[str, type[ArgsModel]]] = {
     POD_LIFE_TIME: PodLifeTimeArgs,
     REMOVE_FAILED_PODS: RemoveFailedPodsArgs,
@@ -227,7 +255,8 @@ UPSTREAM_ARGS: Final[dict[str, type[ArgsModel]]] = {
     TOO_MANY_RESTARTS: RemovePodsHavingTooManyRestartsArgs,
     INTER_POD_ANTI_AFFINITY: RemovePodsViolatingInterPodAntiAffinityArgs,
     REMOVE_DUPLICATES: RemoveDuplicatesArgs,
+    TOPOLOGY_SPREAD: RemovePodsViolatingTopologySpreadConstraintArgs,
 }
 """The upstream plugins pykoord runs, by name, with their args model."""
-BALANCE_PLUGINS: Final = frozenset({REMOVE_DUPLICATES})
+BALANCE_PLUGINS: Final = frozenset({REMOVE_DUPLICATES, TOPOLOGY_SPREAD})
 """The upstream plugins of the Balance point; the others are Deschedule plugins."""

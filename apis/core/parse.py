@@ -75,7 +75,7 @@ from apis.core.types import (
     Toleration,
     TopologySpreadConstraint,
 )
-from apis.core.volume_parse import claim_names, parse_pod_volumes
+from apis.core.volume_parse import claim_names, has_local_storage, parse_pod_volumes
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -457,6 +457,7 @@ def _pod(obj: Json, require_containers: bool = True) -> Pod:
             pvc_names=claim_names(volumes),
             images=images,
             volumes=volumes,
+            local_storage=has_local_storage(get_list(spec, "volumes")) if spec.get("volumes") else False,
             phase=phase,
             qos_class=qos_class,
             nominated_node_name=nominated,

@@ -242,6 +242,8 @@ class Pod:
     images: tuple[str, ...] = ()
     volumes: tuple[PodVolume, ...] = ()
     """The volumes the volume plugins read (see :class:`PodVolume`), in spec order."""
+    local_storage: bool = False
+    """The pod mounts an ``emptyDir`` or ``hostPath`` volume (the descheduler's local-storage gate)."""
     phase: str = "Pending"
     qos_class: str = "BestEffort"
     """Kubernetes QoS class: Guaranteed, Burstable or BestEffort."""

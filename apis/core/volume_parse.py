@@ -8,6 +8,8 @@ conflict on a node (VolumeRestrictions) or count against a CSI attach limit once
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from apis.core.errors import ParseError
 from apis.core.jsonfields import Json, JsonList, as_map, check_item, get_bool, get_required_str, get_str, get_str_list
 from apis.core.types import PodVolume
@@ -46,6 +48,14 @@ def parse_pod_volumes(volumes: JsonList, pod_name: str) -> tuple[PodVolume, ...]
         if parsed is not None:
             out.append(parsed)
     return tuple(out)
+
+
+def has_local_storage(volumes: JsonList) -> bool:
+    """Whether ``spec.volumes`` has an ``emptyDir`` or ``hostPath`` volume (sigs.k8s.io/descheduler
+    ``IsPodWithLocalStorage``)."""
+    return any(
+        isinstance(v, Mapping) and (v.get("emptyDir") is not None or v.get("hostPath") is not None) for v in volumes
+    )
 
 
 def claim_names(volumes: tuple[PodVolume, ...]) -> tuple[str, ...]:

@@ -175,6 +175,7 @@ class PodMigrationJobRecord:
     creation_timestamp: float | None = None
     deletion_timestamp: float | None = None
     annotations: Mapping[str, str] = field(default_factory=FrozenDict)
+    labels: Mapping[str, str] = field(default_factory=FrozenDict)
     paused: bool = False
     ttl_seconds: float | None = None
     ttl_text: str = ""
@@ -252,6 +253,7 @@ def parse_pod_migration_job(raw: Mapping[str, Any]) -> PodMigrationJobRecord:
         creation_timestamp=_timestamp(meta.creation_timestamp),
         deletion_timestamp=_timestamp(meta.deletion_timestamp),
         annotations=FrozenDict(meta.annotations or {}),
+        labels=FrozenDict(meta.labels or {}),
         paused=bool(spec.paused),
         ttl_seconds=ttl,
         ttl_text=spec.ttl or "",

@@ -34,6 +34,7 @@ from koord_scheduler.descheduler.controller import NODE_METRIC, DeschedulerContr
 from koord_scheduler.descheduler.migration.api import KubeMigrationApi
 from koord_scheduler.descheduler.migration.arbitration import Arbitrator
 from koord_scheduler.descheduler.migration.controller import RESERVATION_KIND, EvictLimiter, MigrationController
+from koord_scheduler.descheduler.migration.evictors import POLICY_EVICTION
 from koord_scheduler.descheduler.round import Descheduler
 from koord_scheduler.scheduler.kube_source import KubeClusterSource
 from koord_scheduler.scheduler.object_errors import ObjectErrors
@@ -102,6 +103,8 @@ def build_descheduling(
             migration_args.qps(), migration_args.evict_burst or 1, clock=time.monotonic
         )
         controller.arbitrator = Arbitrator.of(migration_args)
+        controller.eviction_policy = migration_args.eviction_policy or POLICY_EVICTION
+        controller.arbitration_interval = migration_args.arbitration_interval()
         out.append(Migration(controller, http))
     if DESCHEDULER in flags.enabled and config_and_args is not None:
         source.watch_optional_once(

@@ -1,4 +1,5 @@
-"""The one loop every hosted controller runs on (Reservation, PodGroup, DeviceResource).
+"""The one loop every hosted controller runs on (Reservation, PodGroup, DeviceResource, the colocation
+controllers, ElasticQuota status, quotaprofile).
 
 A controller keeps its own indexes and dirty set, fed by the informers' events on the event-loop thread;
 :class:`ReconcileLoop` decides *when* it reconciles:
@@ -7,7 +8,8 @@ A controller keeps its own indexes and dirty set, fed by the informers' events o
    look like "nothing exists"), with a warning every 30 s of waiting;
 2. then at once with ``full=True``, and again as soon as an event calls :meth:`ReconcileLoop.wake` or
    ``pending()`` is still true after a pass, and every ``resync_seconds`` with ``full=True`` (things that
-   are functions of the clock, such as expiry);
+   are functions of the clock, such as expiry), and when the controller's next timer is due (``due()``:
+   per-object timers such as a NodeMetric turning stale or a retry);
 3. until ``stop`` is set.
 
 A pass that raises is logged in one line (:func:`~koord_scheduler.framework.errors.log_failure`) and
@@ -95,9 +97,12 @@ class ReconcileLoop:
         ready: Callable[[], bool],
         reconcile: Callable[[bool], Awaitable[object]],
         pending: Callable[[], bool],
+        due: Callable[[], float | None] = lambda: None,
     ) -> None:
         """Run ``reconcile(full)`` as the module docstring says until ``stop`` is set; call only while
-        holding the leader Lease. ``pending()``: work is left that should not wait for an event."""
+        holding the leader Lease. ``pending()``: work is left that should not wait for an event.
+        ``due()``: when (on the loop's ``clock``) the controller next has timed work, None for never; the
+        wait after a pass ends then."""
         if not await self.wait_ready(stop, ready):
             return
         log.info("%s controller running", self.name)
@@ -123,4 +128,7 @@ class ReconcileLoop:
             timeout = self.idle_seconds
             if self.resync_seconds is not None:
                 timeout = min(timeout, max(0.0, next_full - self.clock()))
+            at = due()
+            if at is not None:
+                timeout = min(timeout, max(0.0, at - self.clock()))
             await self.pause(self._wake, stop, timeout)

@@ -18,16 +18,19 @@ controller: every ``revokePodInterval``, a quota whose used has stayed above its
 ``delayEvictTime`` has pods evicted through the Eviction API (:mod:`~koord_scheduler.quota.revoke`
 says which).
 
-Events only mark the state dirty; :meth:`QuotaStatusController.run`, started once the replica holds the
-leader Lease, recomputes every ``interval`` seconds at most and sends one JSON merge patch per quota whose
-values changed. A write's values are remembered until the next version of the object arrives, so the same
-values are not sent again before the watch echoes them, and are sent again if someone overwrites them.
+Events only update the state; :meth:`QuotaStatusController.run`, started once the replica holds the leader
+Lease, recomputes every ``interval`` seconds and sends one JSON merge patch per quota whose values changed. It
+runs on the hosted controllers' :class:`~koord_scheduler.controllers.loop.ReconcileLoop` (nothing before the
+ElasticQuotas are listed, a failing pass logged and counted) but is not woken by events: a pass is a
+whole-cluster one (the used of a quota is the sum over its subtree, and the tree's total the sum over every
+node), so it runs once per ``interval`` rather than after every pod event. A write's values are remembered
+until the next version of the object arrives, so the same values are not sent again before the watch echoes
+them, and are sent again if someone overwrites them.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import json
 import logging
@@ -59,6 +62,7 @@ from apis.scheduling.elasticquota import (
 from koord_scheduler.controllers.api import ControllerApi
 from koord_scheduler.controllers.containment import Containment
 from koord_scheduler.controllers.decide import Write
+from koord_scheduler.controllers.loop import ReconcileLoop
 from koord_scheduler.controllers.selection import ELASTICQUOTA
 from koord_scheduler.framework.errors import ClusterError
 from koord_scheduler.framework.types import EventType
@@ -176,7 +180,8 @@ class QuotaStatusController:
         self._next_revoke = 0.0
         self.builtins_present: set[str] = set()
         """Built-in quotas known to exist in ``quotaGroupNamespace`` (seen, created, or found on create)."""
-        self._wake = asyncio.Event()
+        self.loop = ReconcileLoop(ELASTICQUOTA, waiting_for="ElasticQuotas", idle_seconds=interval)
+        """Never woken: a pass every ``interval`` (see the module docstring)."""
 
     # ----- informer events -----
 
@@ -186,7 +191,6 @@ class QuotaStatusController:
                 self.allocatable.pop(old.name, None)
         else:
             self.allocatable[new.name] = new.allocatable
-        self._wake.set()
 
     def on_pod(self, event: EventType, old: Pod | None, new: Pod | None) -> None:
         if new is None or new.is_terminal:
@@ -197,7 +201,6 @@ class QuotaStatusController:
         else:
             self.pods[new.key] = new
             self._charge(new)
-        self._wake.set()
 
     def on_object(self, kind: str, event: EventType, old: Any, new: Any) -> None:
         if kind != KIND:
@@ -214,7 +217,6 @@ class QuotaStatusController:
         if before is not None and new is not None and before.tree_key() == new.tree_key():
             if self.quotas.get(new.name) is before:
                 self.quotas[new.name] = new
-            self._wake.set()
             return
         valid, _ = validate_tree(self.objects.values())
         if {n: r.tree_key() for n, r in valid.items()} != {n: r.tree_key() for n, r in self.quotas.items()}:
@@ -225,7 +227,6 @@ class QuotaStatusController:
                 self._charge(pod)
         else:
             self.quotas = valid
-        self._wake.set()
 
     def _charge(self, pod: Pod) -> None:
         quota = quota_name_for(pod, self.quotas, self._by_namespace)
@@ -333,9 +334,4 @@ class QuotaStatusController:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Keep quotas true until ``stop`` is set (leader only: start after acquiring the Lease)."""
-        while not stop.is_set():
-            if self.ready():
-                self._wake.clear()
-                await self.sync()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), self.interval)
+        await self.loop.run(stop, ready=self.ready, reconcile=lambda _full: self.sync(), pending=lambda: False)

@@ -54,7 +54,7 @@ from apis.quota import QuotaProfileRecord
 from apis.scheduling import elasticquota as eq
 from koord_scheduler.controllers.containment import Containment, permanent
 from koord_scheduler.controllers.decide import MERGE_PATCH, Write
-from koord_scheduler.controllers.waits import stopped_within, wake_or_stop
+from koord_scheduler.controllers.loop import ReconcileLoop
 from koord_scheduler.framework.errors import ClusterError
 from koord_scheduler.framework.types import EventType
 from koord_scheduler.scheduler.object_errors import ObjectErrors
@@ -302,7 +302,9 @@ class QuotaProfileController:
         self.quotas: dict[tuple[str, str], eq.QuotaRecord] = {}
         self.dirty: set[str] = set()
         self.writes = 0
-        self._wake = asyncio.Event()
+        self.loop = ReconcileLoop(
+            QUOTAPROFILE, waiting_for="ElasticQuotaProfiles and ElasticQuotas", resync_seconds=RESYNC_SECONDS
+        )
 
     # ----- informer events -----
 
@@ -342,7 +344,7 @@ class QuotaProfileController:
     def _mark(self, *keys: str) -> None:
         if keys:
             self.dirty.update(keys)
-            self._wake.set()
+            self.loop.wake()
 
     # ----- reconcile -----
 
@@ -432,29 +434,16 @@ class QuotaProfileController:
         )
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Reconcile until ``stop`` is set; call only while holding the leader Lease."""
-        log.info("quotaprofile controller running")
-        waited = 0
-        while not self.ready():
-            if waited % 30 == 0:
-                log.warning(
-                    "quotaprofile controller waiting for ElasticQuotaProfiles and ElasticQuotas to be listed "
-                    "(CRDs installed? RBAC?)"
-                )
-            if await stopped_within(stop, 1.0):
-                return
-            waited += 1
-        loop = asyncio.get_running_loop()
-        next_resync = loop.time()
-        while not stop.is_set():
-            if loop.time() >= next_resync:
-                self._mark(*self.profiles)
-                next_resync = loop.time() + RESYNC_SECONDS
-            if self.dirty:
-                await self.reconcile()
-                continue
-            self._wake.clear()
-            await wake_or_stop(self._wake, stop, min(1.0, max(0.0, next_resync - loop.time())))
+        """Reconcile until ``stop`` is set; call only while holding the leader Lease. On the hosted
+        controllers' :class:`~koord_scheduler.controllers.loop.ReconcileLoop`: nothing before ``ready()``,
+        every profile at the first pass and every :data:`RESYNC_SECONDS`, the dirty ones as soon as an
+        event marks them."""
+        await self.loop.run(stop, ready=self.ready, reconcile=self._pass, pending=lambda: bool(self.dirty))
+
+    async def _pass(self, full: bool) -> int:
+        if full:
+            self._mark(*self.profiles)
+        return await self.reconcile() if self.dirty else 0
 
 
 def _body(write: Write) -> bytes:

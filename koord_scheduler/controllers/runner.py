@@ -7,8 +7,10 @@ Koordinator runs these in koord-manager's slo-controller. Here they share koord-
 parsed objects (pods by node, not copies) and one work set per controller, keyed by node name.
 
 Events only mark nodes dirty. :meth:`ColocationControllers.run`, started once the replica holds the
-leader Lease, decides per node (:mod:`.decide`, pure) and executes the writes, a few at a time. A node
-is looked at again without any event when its NodeMetric turns stale (degrade), after a failed write,
+leader Lease, runs on the hosted controllers' :class:`~.loop.ReconcileLoop`: it decides per node
+(:mod:`.decide`, pure) and executes the writes, ``concurrency`` at a time
+(:func:`~.workers.run_with_workers`). A node is looked at again without any event when its NodeMetric
+turns stale (degrade), after a failed write (per-node timers, which the loop's ``due`` wakes it for),
 and at every full resync. A write's effect is applied to the local index at once, so events that arrive
 before the watch echoes it do not repeat it.
 """
@@ -43,10 +45,11 @@ from koord_scheduler.controllers.decide import (
     decide_node_metric,
     decide_node_slo,
 )
+from koord_scheduler.controllers.loop import ReconcileLoop
 from koord_scheduler.controllers.noderesource import MANAGED_RESOURCES, decide_node_resources, nrt_path
 from koord_scheduler.controllers.nrt_batch import TopologyRecord, TopologySource, canonical_zones
 from koord_scheduler.controllers.selection import NODEMETRIC, NODERESOURCE, NODERESOURCE_PLUGINS, NODESLO
-from koord_scheduler.controllers.waits import stopped_within, wake_or_stop
+from koord_scheduler.controllers.workers import run_with_workers
 from koord_scheduler.framework.errors import ClusterError
 from koord_scheduler.framework.types import EventType
 from koord_scheduler.scheduler.object_errors import ObjectErrors
@@ -137,7 +140,13 @@ class ColocationControllers:
         self._failing: collections.Counter[tuple[str, str, str]] = collections.Counter()
         """(controller, verb, failure kind) -> failures since that controller's last successful write: only
         the first is a warning, so a missing CRD or an unreachable API server is one line, not one per node."""
-        self._wake = asyncio.Event()
+        self.loop = ReconcileLoop(
+            "colocation",
+            waiting_for="NodeMetric, NodeSLO and ConfigMap",
+            resync_seconds=self.options.resync_seconds,
+            clock=clock,
+        )
+        """Runs the passes (see the module docstring); events wake it."""
         self._extra: list[Write] = []
         """Second writes of this pass's decisions (NodeResourceTopology zones)."""
 
@@ -226,44 +235,34 @@ class ColocationControllers:
         names = set(self.nodes) | set(self.node_slos) | set(self.node_metrics)
         for dirty in self._dirty.values():
             dirty.update(names)
-        self._wake.set()
+        self.loop.wake()
 
     def _mark(self, name: str, controllers: Iterable[str]) -> None:
         for controller in controllers:
             dirty = self._dirty.get(controller)
             if dirty is not None:
                 dirty.add(name)
-        self._wake.set()
+        self.loop.wake()
 
     # ----- the loop -----
 
     async def run(self, stop: asyncio.Event) -> None:
         """Reconcile until ``stop`` is set; call only while holding the leader Lease."""
         log.info("colocation controllers running: %s", ", ".join(sorted(self._dirty)) or "none")
-        waited = 0.0
-        while not self.ready():
-            if waited % 30 == 0:
-                log.warning(
-                    "colocation controllers waiting for NodeMetric, NodeSLO and ConfigMap to be listed "
-                    "(CRDs installed? RBAC?)"
-                )
-            if await stopped_within(stop, 1.0):
-                return
-            waited += 1
-        self.mark_all()
-        next_resync = self.clock() + self.options.resync_seconds
-        while not stop.is_set():
-            now = self.clock()
-            if now >= next_resync:
-                self.mark_all()
-                next_resync = now + self.options.resync_seconds
-            self._fire_timers(now)
-            if await self.reconcile_pending():
-                await asyncio.sleep(0)
-                continue
-            self._wake.clear()
-            deadline = min([next_resync, *(entry[0] for entry in self._timers[:1])])
-            await wake_or_stop(self._wake, stop, max(0.01, min(deadline - self.clock(), 1.0)))
+        await self.loop.run(stop, ready=self.ready, reconcile=self._pass, pending=self._pending, due=self._next_timer)
+
+    async def _pass(self, full: bool) -> int:
+        """One pass of :attr:`loop`: every node when ``full``, the nodes whose timers are due, the dirty ones."""
+        if full:
+            self.mark_all()
+        self._fire_timers(self.clock())
+        return await self.reconcile_pending()
+
+    def _pending(self) -> bool:
+        return bool(self._extra) or any(self._dirty.values())
+
+    def _next_timer(self) -> float | None:
+        return self._timers[0][0] if self._timers else None
 
     async def reconcile_pending(self) -> int:
         """Decide for every dirty node and run the writes; the number of writes attempted."""
@@ -280,13 +279,7 @@ class ColocationControllers:
         self._extra.clear()
         if not writes:
             return 0
-        slots = asyncio.Semaphore(self.options.concurrency)
-
-        async def one(write: Write) -> None:
-            async with slots:
-                await self._execute(write)
-
-        await asyncio.gather(*(one(w) for w in writes))
+        await run_with_workers(writes, self.options.concurrency, self._execute)
         return len(writes)
 
     def _decide(self, controller: str, name: str, now: float) -> Write | None:

@@ -9,9 +9,10 @@ DaemonSet, has a controller (a bare pod would not come back; ``evictAllBarePods`
 priority is under ``priorityThreshold.value`` (checked only when system-critical pods are protected, as
 upstream), mounts no PersistentVolumeClaim when ``ignorePvcPods``, matches ``labelSelector`` when set, does
 not carry the maximum ``eviction-cost`` (2147483647), is in a namespace the MigrationController's
-``namespaces`` allow, and no active PodMigrationJob targets it. Local storage (``emptyDir``, ``hostPath``)
-is not checked: the pod record does not keep those volumes (see docs/descheduling.md). Each check named
-in ``skipEvictionGates`` is skipped (:func:`eviction_filter`).
+``namespaces`` allow, mounts no ``emptyDir`` or ``hostPath`` volume unless ``evictLocalStoragePods``, runs
+under one of ``schedulerNames`` when they are set and the default job mode is ``ReservationFirst``
+(Koordinator's ``reservationFilter``: only those schedulers place the Reservation), and no active
+PodMigrationJob targets it. Each check named in ``skipEvictionGates`` is skipped (:func:`eviction_filter`).
 
 A pod fits a node when the node is schedulable, the pod's ``nodeSelector`` and required node affinity
 match it, its taints (NoSchedule, NoExecute) are tolerated, and its free allocatable (minus the
@@ -29,6 +30,7 @@ from apis.core.parse import parse_label_selector
 from apis.core.selectors import label_selector_matches, node_selector_map_matches, node_selector_matches
 from apis.core.tolerations import find_untolerated_taint
 from apis.core.types import LabelSelector, Node, Pod
+from apis.scheduling.migration import MODE_RESERVATION_FIRST
 
 SYSTEM_CRITICAL_PRIORITY: Final = 2_000_000_000
 CRITICAL_CLASSES: Final = frozenset({"system-cluster-critical", "system-node-critical"})
@@ -52,6 +54,9 @@ class EvictionFilter:
     priority_threshold: int | None = None
     label_selector: LabelSelector | None = None
     """None: every pod (the selector is not set)."""
+    evict_local_storage_pods: bool = False
+    scheduler_names: frozenset[str] = frozenset()
+    """Empty: any scheduler."""
 
     def reason(self, pod: Pod) -> str:
         """Why ``pod`` may not be moved; empty when it may."""
@@ -73,6 +78,8 @@ class EvictionFilter:
                 return "system-critical"
             if self.priority_threshold is not None and pod.priority >= self.priority_threshold:
                 return f"priority {pod.priority} is not under the threshold {self.priority_threshold}"
+        if not self.evict_local_storage_pods and pod.local_storage:
+            return "mounts local storage (emptyDir or hostPath)"
         if self.ignore_pvc_pods and pod.pvc_names:
             return "mounts a PersistentVolumeClaim"
         if self.label_selector is not None and not label_selector_matches(self.label_selector, pod.labels):
@@ -83,6 +90,8 @@ class EvictionFilter:
             return f"namespace {pod.namespace} is not included"
         if pod.namespace in self.namespaces_exclude:
             return f"namespace {pod.namespace} is excluded"
+        if self.scheduler_names and pod.scheduler_name not in self.scheduler_names:
+            return f"its scheduler {pod.scheduler_name} is not one of schedulerNames"
         if pod.key in self.migrating:
             return "already being migrated"
         return ""
@@ -130,6 +139,7 @@ GATE_PVC: Final = "PVC"
 GATE_LABEL_SELECTOR: Final = "LabelSelector"
 GATE_NAMESPACES: Final = "Namespaces"
 GATE_LOCAL_STORAGE: Final = "LocalStorage"
+GATE_NODE_FIT: Final = "NodeFit"
 
 
 def eviction_filter(args: MigrationControllerArgs, migrating: Collection[str] = ()) -> EvictionFilter:
@@ -151,4 +161,19 @@ def eviction_filter(args: MigrationControllerArgs, migrating: Collection[str] = 
         ignore_pvc_pods=args.ignore_pvc_pods and GATE_PVC not in skip,
         priority_threshold=int(threshold) if threshold is not None and GATE_PRIORITY_THRESHOLD not in skip else None,
         label_selector=selector,
+        evict_local_storage_pods=args.evict_local_storage_pods or GATE_LOCAL_STORAGE in skip,
+        scheduler_names=frozenset(args.scheduler_names or ())
+        if (args.default_job_mode or MODE_RESERVATION_FIRST) == MODE_RESERVATION_FIRST
+        else frozenset(),
     )
+
+
+def node_fit_enabled(args: MigrationControllerArgs) -> bool:
+    """``nodeFit``, unless ``skipEvictionGates`` names ``NodeFit``."""
+    return args.node_fit and GATE_NODE_FIT not in (args.skip_eviction_gates or ())
+
+
+def fits_other_node(pod: Pod, nodes: Sequence[Node], node_requested: Mapping[str, Mapping[str, int]]) -> bool:
+    """sigs.k8s.io/descheduler ``PodFitsAnyOtherNode``: ``pod`` fits (:func:`fits_node`) a node other than
+    its own; ``node_requested``: node name -> the requests of the pods on it."""
+    return any(node.name != pod.node_name and fits_node(pod, node, node_requested.get(node.name, {})) for node in nodes)

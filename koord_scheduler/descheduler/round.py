@@ -32,11 +32,18 @@ from apis.config.descheduler import (
 from apis.config.descheduler_selectors import LabelSelector as ConfigLabelSelector
 from apis.core.parse import parse_label_selector
 from apis.core.selectors import label_selector_matches
-from apis.core.types import Pod
+from apis.core.types import Node, Pod
 from apis.scheduling.constants import API_VERSION
 from apis.scheduling.migration import KIND
 from koord_scheduler.descheduler.deschedule_plugins import DeschedulePlugin, run_deschedule
-from koord_scheduler.descheduler.evictor import EvictionFilter, eviction_filter, fits_node, requested
+from koord_scheduler.descheduler.evictor import (
+    EvictionFilter,
+    eviction_filter,
+    fits_node,
+    fits_other_node,
+    node_fit_enabled,
+    requested,
+)
 from koord_scheduler.descheduler.lownodeload.plugin import ClusterView, LowNodeLoad
 from koord_scheduler.descheduler.migration.arbitration import Limits, controller_uid, expected_replicas_reason
 from koord_scheduler.descheduler.migration.decide import ANNOTATION_EVICT_REASON, ANNOTATION_EVICT_TRIGGER
@@ -107,6 +114,17 @@ def with_expected_replicas(
     return evictable
 
 
+def _with_node_fit(
+    gates: Callable[[Pod], bool], nodes: Sequence[Node], node_requested: Mapping[str, Mapping[str, int]]
+) -> Callable[[Pod], bool]:
+    """The MigrationController's ``nodeFit``: the gates, and the pod fits some other node."""
+
+    def evictable(pod: Pod) -> bool:
+        return gates(pod) and fits_other_node(pod, nodes, node_requested)
+
+    return evictable
+
+
 def _upstream_plugins(
     profile: DeschedulerProfile, args: Mapping[str, list[ArgsModel]], point: str
 ) -> list[DeschedulePlugin]:
@@ -165,20 +183,25 @@ class Descheduler:
 
     @property
     def dry_run(self) -> bool:
-        return self.config.dry_run
+        """The top-level ``dryRun`` or the MigrationController's (Koordinator's ``Evict`` then only logs)."""
+        return self.config.dry_run or self.migration_args.dry_run
 
     def eviction_filter(self, migrating: Collection[str]) -> EvictionFilter:
         return eviction_filter(self.migration_args, migrating)
 
     def plan(self, view: ClusterView, *, migrating: Collection[str] = ()) -> RoundPlan:
         """Plan one round; ``migrating``: pods unfinished PodMigrationJobs already move."""
-        evictable = with_expected_replicas(self.eviction_filter(migrating), view, self.migration_args)
+        gates = with_expected_replicas(self.eviction_filter(migrating), view, self.migration_args)
         nodes = {n.name: n for n in view.nodes}
         node_requested = {name: requested(view.pods_by_node.get(name, ())) for name in nodes}
 
         def fits(pod: Pod, node_name: str) -> bool:
             node = nodes.get(node_name)
             return node is not None and fits_node(pod, node, node_requested[node_name])
+
+        evictable: Callable[[Pod], bool] = gates
+        if node_fit_enabled(self.migration_args):
+            evictable = _with_node_fit(gates, view.nodes, node_requested)
 
         planned: list[PlannedMigration] = []
         notes: list[str] = []

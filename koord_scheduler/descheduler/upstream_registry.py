@@ -18,6 +18,7 @@ from apis.config.descheduler_upstream import (
     REMOVE_DUPLICATES,
     REMOVE_FAILED_PODS,
     TOO_MANY_RESTARTS,
+    TOPOLOGY_SPREAD,
     PodLifeTimeArgs,
     RemoveDuplicatesArgs,
     RemoveFailedPodsArgs,
@@ -25,6 +26,7 @@ from apis.config.descheduler_upstream import (
     RemovePodsViolatingInterPodAntiAffinityArgs,
     RemovePodsViolatingNodeAffinityArgs,
     RemovePodsViolatingNodeTaintsArgs,
+    RemovePodsViolatingTopologySpreadConstraintArgs,
 )
 from koord_scheduler.descheduler.deschedule_plugins import (
     DeschedulePlugin,
@@ -36,6 +38,7 @@ from koord_scheduler.descheduler.deschedule_plugins import (
     RemovePodsViolatingNodeTaints,
 )
 from koord_scheduler.descheduler.remove_duplicates import RemoveDuplicates
+from koord_scheduler.descheduler.topology_spread import RemovePodsViolatingTopologySpreadConstraint
 
 A = TypeVar("A", bound=ArgsModel)
 
@@ -63,6 +66,9 @@ SPECS: Final = (
         INTER_POD_ANTI_AFFINITY, RemovePodsViolatingInterPodAntiAffinity, RemovePodsViolatingInterPodAntiAffinityArgs
     ),
     DeschedulePluginSpec(REMOVE_DUPLICATES, RemoveDuplicates, RemoveDuplicatesArgs),
+    DeschedulePluginSpec(
+        TOPOLOGY_SPREAD, RemovePodsViolatingTopologySpreadConstraint, RemovePodsViolatingTopologySpreadConstraintArgs
+    ),
 )
 DESCHEDULE_PLUGINS: Final[Mapping[str, DeschedulePluginSpec]] = {spec.name: spec for spec in SPECS}
 """The upstream plugins by name, of both points (``BALANCE_PLUGINS`` says which run at Balance)."""

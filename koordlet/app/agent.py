@@ -33,7 +33,7 @@ from koordlet.statesinformer.reporter import USAGE_WITH_PAGE_CACHE
 from koordlet.system import CgroupDriver, CgroupFS, ProcFS
 from koordlet.system.cgroupfs import detect_cgroup_driver, detect_cgroup_version
 from koordlet.system.clock import wall_clock
-from kubeapi.connection import KubeConfigError, connection_from_configuration
+from kubeapi.connection import KubeConfigError, load_connection
 
 log = logging.getLogger("koordlet")
 
@@ -126,9 +126,9 @@ class Agent:
         self.executor = ResourceExecutor(self.cgroupfs, clock=self.clock)
         self.metrics = KoordletMetrics(self.registry, options.node_name)
         self.metrics.register_usage(self.cache, self.informer.get_all_pods, max_age=2 * options.collect_interval)
-        self.api_client: object = None
         self.api_loop: ApiLoop | None = None
-        """koordlet's connection to kubeapi (the states informer's watches, the NodeMetric and Device writes)."""
+        """koordlet's one connection to the API server through kubeapi: the states informer's watches, the
+        NodeMetric, Device and NodeResourceTopology writes, the evictions and their Events."""
         self.evictor = PodEvictor(
             None,
             node_name=options.node_name,
@@ -161,36 +161,19 @@ class Agent:
         return self.advisor.ticks >= 1
 
     def _connect(self) -> None:
-        """Build the API client from the kubeconfig (or the in-cluster ServiceAccount). No request is made
-        here; a file that cannot be used is a :class:`StartupError`."""
-        from kubernetes import client, config
-
-        from koordlet.statesinformer.apiclient import CheckedApiClient
-
+        """Build the API connection from the kubeconfig (or the in-cluster ServiceAccount). No request is
+        made here; a file that cannot be used is a :class:`StartupError`."""
         problem = dns1123_subdomain_problem(self.options.node_name)
         if problem:  # it goes into field selectors and paths: refuse it before any request
             raise StartupError(f"node name {shown(self.options.node_name)} is not a Kubernetes node name: {problem}")
-        cfg = client.Configuration()
         try:
-            if self.options.kubeconfig:
-                config.load_kube_config(  # type: ignore[no-untyped-call]
-                    config_file=self.options.kubeconfig, client_configuration=cfg
-                )
-            else:
-                config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
-        except (config.ConfigException, OSError, ValueError, TypeError, AttributeError) as err:
-            source = f"--kubeconfig {self.options.kubeconfig}" if self.options.kubeconfig else "in-cluster config"
-            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-            raise StartupError(f"{source}: {first}") from None
-        self.api_client = CheckedApiClient(cfg)
-        description = f"kubeconfig {self.options.kubeconfig}" if self.options.kubeconfig else "in-cluster config"
-        try:
-            connection = connection_from_configuration(cfg, description)
+            connection = load_connection(self.options.kubeconfig or "")
         except KubeConfigError as err:
-            raise StartupError(str(err)) from None
+            source = f"--kubeconfig {self.options.kubeconfig}" if self.options.kubeconfig else "in-cluster config"
+            raise StartupError(f"{source}: {err.reason}") from None
         self.api_loop = ApiLoop(connection)
         self.reporter.writer = KubeNodeMetricWriter(self.api_loop, self.options.node_name)
-        self.evictor.api = KubeEvictionAPI(self.api_client, self.options.node_name, clock=self.clock)
+        self.evictor.api = KubeEvictionAPI(self.api_loop, self.options.node_name, clock=self.clock)
         if self.gpu_reporter is not None:
             self.gpu_reporter.writer = KubeDeviceWriter(self.api_loop)
 
@@ -260,7 +243,7 @@ class Agent:
             metrics_registry=self.registry,
             args=opts.args,
             clock=self.clock,
-            kube_client=self.api_client,
+            kube_api=self.api_loop,
             evictor=self.evictor,
             object_errors=self.metrics.qos_object_errors,
             gates=self.gates,

@@ -20,12 +20,16 @@ import logging
 import threading
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from apis.core.paths import api_path
 from koordlet.statesinformer import PodMeta
 from koordlet.system.clock import Clock, wall_clock
 from koordlet.system.errorlog import FailureLog
+
+if TYPE_CHECKING:
+    from koordlet.statesinformer.apiloop import ApiLoop
+    from kubeapi.http import ApiHttp
 
 log = logging.getLogger("koordlet.evictor")
 
@@ -100,33 +104,31 @@ def event_body(pod: PodMeta, reason: str, message: str, event_type: str, *, node
 
 
 class KubeEvictionAPI:
-    """:class:`EvictionAPI` over a kubernetes ``ApiClient``, with raw REST calls (no model classes)."""
+    """:class:`EvictionAPI` through kubeapi: each POST runs on ``api``'s loop (its request-line and header
+    checks, its token bucket) and blocks the calling thread until answered.
 
-    _HEADERS = {"Content-Type": "application/json", "Accept": "application/json"}
+    An API error is its HTTP status, returned; a 429 is returned at once, never retried here (a PDB
+    refusal is an answer: the evictor passes the pod over and a later round tries again). A transport
+    failure, a request refused before sending (a hostile name) or ``timeout`` without an answer raise."""
 
-    def __init__(self, api_client: Any, node_name: str, *, clock: Clock = wall_clock) -> None:
-        self.api_client = api_client
+    def __init__(self, api: ApiLoop, node_name: str, *, clock: Clock = wall_clock, timeout: float = 60.0) -> None:
+        self.api = api
         self.node_name = node_name
         self.clock = clock
+        self.timeout = timeout
 
     def _post(self, path: str, body: dict[str, Any]) -> int:
-        """POST ``body`` to ``path`` (built by :func:`apis.core.paths.api_path`); the HTTP status (API errors
-        are statuses; transport errors and a refused request raise)."""
-        from kubernetes.client import ApiException
+        """POST ``body`` to ``path`` (built by :func:`apis.core.paths.api_path`); the HTTP status."""
 
-        try:
-            request = self.api_client.param_serialize(
-                "POST",
-                path,
-                header_params=dict(self._HEADERS),
-                body=body,
-                auth_settings=["BearerToken"],
-            )
-            response = self.api_client.call_api(*request, _request_timeout=30)
-            response.read()
-            return int(response.status)
-        except ApiException as err:
-            return int(err.status or 0)
+        from kubeapi.http import ApiError  # the HTTP stack loads with the first request, not with the plugins
+
+        async def post(http: ApiHttp) -> int:
+            try:
+                return await http.request_status("POST", path, body=body, retry_throttled=False)
+            except ApiError as err:
+                return err.status
+
+        return self.api.call(post, timeout=self.timeout)
 
     def evict(self, namespace: str, name: str, uid: str) -> int:
         path = api_path("", "v1", "pods", namespace=namespace, name=name, subresource="eviction")
@@ -217,6 +219,8 @@ class PodEvictor:
             outcome = EvictionOutcome.EVICTED
             with self._lock:
                 self._evicted[pod.uid] = now
+            if self._counter is not None:
+                self._counter.labels(node=self.node_name, reason=gate).inc()
         elif status in (404, 409):
             # gone (or recreated under another UID): remember it too, so a pod list that still shows it
             # does not make every tick try (and log) again
@@ -224,8 +228,6 @@ class PodEvictor:
                 self._evicted[pod.uid] = now
             log.debug("evict %s/%s for %s: already gone (HTTP %d)", pod.namespace, pod.name, gate, status)
             return EvictionOutcome.GONE
-            if self._counter is not None:
-                self._counter.labels(node=self.node_name, reason=gate).inc()
         elif status == 429:
             outcome = EvictionOutcome.BLOCKED
         else:

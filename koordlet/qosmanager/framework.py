@@ -16,13 +16,16 @@ import argparse
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from koordlet.metriccache import MetricCache
 from koordlet.qosmanager.executor import ResourceExecutor
 from koordlet.qosmanager.featuregates import FeatureGates, FeatureSpec
 from koordlet.statesinformer import StatesInformer
 from koordlet.system.clock import Clock
+
+if TYPE_CHECKING:
+    from koordlet.statesinformer.apiloop import ApiLoop
 
 
 class ExtensionPlugin(Protocol):
@@ -33,7 +36,8 @@ class ExtensionPlugin(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class PluginContext:
-    """Services for plugins. ``kube_client`` is a kubernetes ``ApiClient`` or ``None`` (standalone)."""
+    """Services for plugins. ``kube_api`` is koordlet's connection to the API server (requests go through
+    :meth:`~koordlet.statesinformer.apiloop.ApiLoop.call`), ``None`` in standalone mode."""
 
     node_name: str
     metric_cache: MetricCache
@@ -43,7 +47,7 @@ class PluginContext:
     """A ``prometheus_client.CollectorRegistry`` served at /metrics."""
     args: argparse.Namespace
     clock: Clock
-    kube_client: Any = None
+    kube_api: ApiLoop | None = None
     evictor: Any = None
     """The shared ``koordlet.qosmanager.evictor.PodEvictor`` (one 2-minute eviction memory for all
     strategies); ``None`` when the agent has no API server."""

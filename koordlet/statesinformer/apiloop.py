@@ -76,8 +76,10 @@ class ApiLoop:
             raise TimeoutError(f"API request did not finish within {timeout:.0f}s") from None
 
     def stop(self, *, timeout: float = 5.0) -> None:
-        """Cancel the tasks, close the connections and end the thread."""
+        """Cancel the tasks, close the connections and end the thread (a loop never started is closed)."""
         if not self._thread.is_alive():
+            if self._thread.ident is None and not self.loop.is_closed():
+                self.loop.close()
             return
 
         async def shutdown() -> None:

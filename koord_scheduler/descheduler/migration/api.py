@@ -46,6 +46,18 @@ class MigrationApi(Protocol):
         already gone is not an error."""
         ...
 
+    async def delete_pod(
+        self, namespace: str, name: str, *, uid: str, delete_options: Mapping[str, Any] | None
+    ) -> None:
+        """DELETE the pod (the ``Delete`` evictor: no PDB check), with the job's ``deleteOptions`` and a UID
+        precondition; a pod already gone is not an error."""
+        ...
+
+    async def annotate_pod(self, namespace: str, name: str, *, uid: str, annotations: Mapping[str, str]) -> None:
+        """Merge-PATCH the pod's annotations (the ``SoftEviction`` evictor), conditional on its UID; a pod
+        already gone is not an error."""
+        ...
+
     async def patch_job(
         self, job: PodMigrationJobRecord, body: Mapping[str, Any], *, status: bool
     ) -> Mapping[str, Any]:
@@ -129,6 +141,33 @@ class KubeMigrationApi:
         try:
             await self.http.request(
                 "POST", path, body=eviction_body(namespace, name, uid=uid, delete_options=delete_options)
+            )
+        except ApiError as exc:
+            if not exc.not_found:
+                raise
+
+    async def delete_pod(
+        self, namespace: str, name: str, *, uid: str, delete_options: Mapping[str, Any] | None
+    ) -> None:
+        body = eviction_body(namespace, name, uid=uid, delete_options=delete_options).get("deleteOptions", {})
+        try:
+            await self.http.request(
+                "DELETE", api_path("", "v1", "pods", namespace=namespace, name=name), body=dict(body) or None
+            )
+        except ApiError as exc:
+            if not exc.not_found:
+                raise
+
+    async def annotate_pod(self, namespace: str, name: str, *, uid: str, annotations: Mapping[str, str]) -> None:
+        patch: dict[str, Any] = {"metadata": {"annotations": dict(annotations)}}
+        if uid:
+            patch["metadata"]["uid"] = uid
+        try:
+            await self.http.request(
+                "PATCH",
+                api_path("", "v1", "pods", namespace=namespace, name=name),
+                body=patch,
+                content_type=MERGE_PATCH,
             )
         except ApiError as exc:
             if not exc.not_found:
@@ -222,6 +261,19 @@ class MemoryMigrationApi:
 
     async def evict(self, namespace: str, name: str, *, uid: str, delete_options: Mapping[str, Any] | None) -> None:
         self._check("evict", f"{namespace}/{name}")
+
+    async def delete_pod(
+        self, namespace: str, name: str, *, uid: str, delete_options: Mapping[str, Any] | None
+    ) -> None:
+        self._check("delete_pod", f"{namespace}/{name}")
+        self.pods.pop((namespace, name), None)
+
+    async def annotate_pod(self, namespace: str, name: str, *, uid: str, annotations: Mapping[str, str]) -> None:
+        self._check("annotate_pod", f"{namespace}/{name}")
+        pod = self.pods.get((namespace, name))
+        if pod is not None:
+            meta = pod.setdefault("metadata", {})
+            meta["annotations"] = {**(meta.get("annotations") or {}), **annotations}
 
     async def patch_job(
         self, job: PodMigrationJobRecord, body: Mapping[str, Any], *, status: bool

@@ -6,7 +6,10 @@ job's next step (:func:`.decide.decide`, pure) and carries it out (:class:`.api.
 action, then the status write, then the Events. A job that waits is looked at again after
 ``REQUEUE_SECONDS`` even without an event; a failed call after ``retry_seconds``. With an
 :class:`.arbitration.Arbitrator`, a Pending job is arbitrated against the other Running jobs and its pod's
-workload before it starts, and every eviction waits for the object limiters and is counted by them. A job
+workload before it starts: every ``arbitration_interval`` seconds together with the other waiting jobs
+(:meth:`MigrationController.arbitrate`), or alone as it is reconciled when that is None. Every eviction
+waits for the object limiters and is counted by them, and goes through the evictor
+:func:`.evictors.eviction_policy` picks (Eviction API, DELETE, or the soft-eviction annotation). A job
 whose decision raises costs that job only (reported as the object's error).
 
 Every ``gc_interval`` seconds the scavenger deletes jobs older than their ``ttl`` plus five minutes (30
@@ -19,6 +22,7 @@ import asyncio
 import dataclasses
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -39,7 +43,8 @@ from apis.scheduling.record import ReservationRecord, parse_reservation
 from koord_scheduler.controllers.containment import Containment, permanent
 from koord_scheduler.controllers.waits import stopped_within, wake_or_stop
 from koord_scheduler.descheduler.migration.api import MigrationApi
-from koord_scheduler.descheduler.migration.arbitration import Arbitrator, controller_uid, is_active
+from koord_scheduler.descheduler.migration.arbitration import Arbitrator, MigratingIndex, controller_uid, is_active
+from koord_scheduler.descheduler.migration.arbitration_order import arbitration_order, batch_job_owner
 from koord_scheduler.descheduler.migration.decide import (
     MODE_RESERVATION_FIRST,
     NORMAL,
@@ -56,6 +61,14 @@ from koord_scheduler.descheduler.migration.decide import (
     Step,
     decide,
     update_condition,
+)
+from koord_scheduler.descheduler.migration.evictors import (
+    ANNOTATION_SOFT_EVICTION,
+    POLICY_DELETE,
+    POLICY_EVICTION,
+    POLICY_SOFT_EVICTION,
+    eviction_policy,
+    soft_eviction_spec,
 )
 from koord_scheduler.descheduler.migration.reservation_template import TemplateError, reservation_for_job
 from koord_scheduler.framework.errors import ClusterError
@@ -138,8 +151,19 @@ class MigrationController:
         self.evictions = 0
         self.evict_limiter: EvictLimiter | None = None
         """``evictQPS``/``evictBurst``; None: no limit."""
+        self.eviction_policy = POLICY_EVICTION
+        """``evictionPolicy``: the evictor a job uses unless its pod or itself names another."""
         self.arbitrator: Arbitrator | None = None
         """The arbitration limits, eviction gates and object limiters; None: every job runs."""
+        self.arbitration_interval: float | None = None
+        """``arbitrationArgs``: None arbitrates each Pending job as it is reconciled; a number of seconds
+        arbitrates the waiting jobs together, in Koordinator's order, that often (:meth:`arbitrate`)."""
+        self._passed: set[str] = set()
+        """Jobs an arbitration pass let through (Koordinator's ``passed-arbitration`` mark)."""
+        self._refused: dict[str, str] = {}
+        """Jobs an arbitration pass refused -> why."""
+        self.migrating = MigratingIndex()
+        """The pods of the unfinished Running jobs, kept as jobs and pods change (arbitration reads it)."""
         self._by_owner: dict[str, set[str]] = {}
         """controller UID -> keys of the pods it owns."""
 
@@ -165,6 +189,7 @@ class MigrationController:
             if owner:
                 self._by_owner.setdefault(owner, set()).add(key)
         for name in self._by_pod.get(key, ()):
+            self._refresh_migrating(name)
             self._mark(name)
 
     def on_object(self, kind: str, event: EventType, old: Any, new: Any) -> None:
@@ -187,10 +212,14 @@ class MigrationController:
     def _set_job(self, job: PodMigrationJobRecord) -> None:
         self.jobs[job.name] = job
         self._index(job.name)
+        self._refresh_migrating(job.name)
         self._mark(job.name)
 
     def _forget_job(self, name: str) -> None:
         self.jobs.pop(name, None)
+        self._passed.discard(name)
+        self._refused.pop(name, None)
+        self.migrating.put(name, None)
         self._unindex(name)
         timer = self._timers.pop(name, None)
         if timer is not None:
@@ -265,9 +294,18 @@ class MigrationController:
                 bound = None
         pod = self.pods.get(_key(job.pod_namespace, job.pod_name))
         forbidden = held = ""
-        if self.arbitrator is not None and pod is not None and job.phase in ("", "Pending") and not job.finished:
+        pending = job.phase in ("", "Pending") and not job.finished
+        if self.arbitrator is not None and pod is not None and pending and self.arbitration_interval is not None:
+            forbidden = self._refused.get(job.name, "")
+            if not forbidden and job.name not in self._passed:
+                held = "waiting for arbitration"
+            elif not forbidden:
+                replicas = sum(1 for p in self.workload_pods(pod) if is_active(p))
+                kind = self.arbitrator.limiters.exceeded(pod, replicas=replicas, now=self.clock())
+                held = f"the {kind} object limiter has no token" if kind else ""
+        elif self.arbitrator is not None and pod is not None and pending:
             verdict = self.arbitrator.verdict(
-                pod, migrating=self._migrating_pods(), workload=self.workload_pods(pod), now=self.clock()
+                pod, migrating=self.migrating, workload=self.workload_pods(pod), now=self.clock()
             )
             forbidden, held = verdict.fail, verdict.wait
             if held:
@@ -289,15 +327,50 @@ class MigrationController:
         keys = self._by_owner.get(owner, ()) if owner else ()
         return [p for p in (self.pods.get(k) for k in keys) if p is not None]
 
-    def _migrating_pods(self) -> list[Pod]:
-        """The pods of unfinished Running jobs (Koordinator's migrating pods)."""
-        out = []
-        for job in self.jobs.values():
-            if job.phase == "Running" and not job.finished:
-                pod = self.pods.get(_key(job.pod_namespace, job.pod_name))
-                if pod is not None:
-                    out.append(pod)
-        return out
+    def _refresh_migrating(self, name: str) -> None:
+        """Keep :attr:`migrating` (the pods of unfinished Running jobs) up to date for one job."""
+        job = self.jobs.get(name)
+        pod = None
+        if job is not None and (job.phase == "Running" or name in self._passed) and not job.finished:
+            pod = self.pods.get(_key(job.pod_namespace, job.pod_name))
+        self.migrating.put(name, pod)
+
+    def arbitrate(self) -> int:
+        """One arbitration pass (Koordinator's ``doOnceArbitrate``): the Pending jobs not yet arbitrated,
+        whose pods exist, in :func:`.arbitration_order.arbitration_order`; each is refused (it then fails),
+        let through (its pod counts as migrating for the next ones) or left waiting. The number decided."""
+        if self.arbitrator is None:
+            return 0
+        waiting = [
+            (job, self.pods.get(_key(job.pod_namespace, job.pod_name)))
+            for job in self.jobs.values()
+            if job.phase in ("", "Pending")
+            and not job.finished
+            and not job.paused
+            and job.deletion_timestamp is None
+            and job.name not in self._passed
+            and job.name not in self._refused
+        ]
+        waiting = [(job, pod) for job, pod in waiting if pod is not None]
+        if not waiting:
+            return 0
+        decided = 0
+        now = self.clock()
+        per_batch_job = Counter(batch_job_owner(pod) for pod in self.migrating.pods.values())
+        for job, pod in arbitration_order(waiting, migrating_of=lambda owner: per_batch_job[owner]):
+            assert pod is not None
+            verdict = self.arbitrator.verdict(pod, migrating=self.migrating, workload=self.workload_pods(pod), now=now)
+            if verdict.fail:
+                self._refused[job.name] = verdict.fail
+            elif verdict.wait:
+                log.debug("migration: job %s waits: %s", job.name, verdict.wait)
+                continue
+            else:
+                self._passed.add(job.name)
+                self._refresh_migrating(job.name)
+            decided += 1
+            self._mark(job.name)
+        return decided
 
     async def reconcile(self) -> int:
         """Advance every dirty job as far as it goes now; the number of steps carried out."""
@@ -389,7 +462,7 @@ class MigrationController:
             self._mark_later(job.name, wait)
             return False
         try:
-            await self.api.evict(action.namespace, action.name, uid=action.uid, delete_options=job.delete_options)
+            policy = await self._evict_with_policy(job, action, pod)
         except ClusterError as exc:
             self.api.event(job, JobEvent(WARNING, "Evicting", f'Failed evict Pod "{key}" caused by {exc}'))
             log.info(
@@ -400,8 +473,22 @@ class MigrationController:
         self.evictions += 1
         if self.arbitrator is not None and pod is not None:
             self.arbitrator.limiters.track(pod, replicas=replicas, now=self.clock())
-        log.info("migration: job %s: evicted %s (%s)", job.name, key, action.reason or "no reason given")
+        log.info("migration: job %s: evicted %s (%s, %s)", job.name, key, policy, action.reason or "no reason given")
         return True
+
+    async def _evict_with_policy(self, job: PodMigrationJobRecord, action: EvictPod, pod: Pod | None) -> str:
+        """Evict through the evictor :func:`.evictors.eviction_policy` picks; its name."""
+        policy = eviction_policy(pod.labels if pod is not None else {}, job.labels, default=self.eviction_policy)
+        if policy == POLICY_DELETE:
+            await self.api.delete_pod(action.namespace, action.name, uid=action.uid, delete_options=job.delete_options)
+        elif policy == POLICY_SOFT_EVICTION:
+            value = soft_eviction_spec(job.annotations, job.delete_options, now=self.clock())
+            await self.api.annotate_pod(
+                action.namespace, action.name, uid=action.uid, annotations={ANNOTATION_SOFT_EVICTION: value}
+            )
+        else:
+            await self.api.evict(action.namespace, action.name, uid=action.uid, delete_options=job.delete_options)
+        return policy
 
     async def _create_reservation(self, job: PodMigrationJobRecord) -> bool:
         raw = await self.api.get_pod(job.pod_namespace, job.pod_name)
@@ -480,17 +567,21 @@ class MigrationController:
             waited += 1
         self.dirty.update(self.jobs)
         loop = asyncio.get_running_loop()
-        next_gc = loop.time()
+        next_gc = next_arbitration = loop.time()
         try:
             while not stop.is_set():
                 if loop.time() >= next_gc:
                     await self.scavenge()
                     next_gc = loop.time() + self.gc_interval
+                if self.arbitration_interval is not None and loop.time() >= next_arbitration:
+                    self.arbitrate()
+                    next_arbitration = loop.time() + self.arbitration_interval
                 if self.dirty:
                     await self.reconcile()
                     continue
                 self._wake.clear()
-                await wake_or_stop(self._wake, stop, min(1.0, max(0.0, next_gc - loop.time())))
+                due = min(next_gc, next_arbitration) if self.arbitration_interval is not None else next_gc
+                await wake_or_stop(self._wake, stop, min(1.0, max(0.0, due - loop.time())))
         finally:
             for timer in self._timers.values():
                 timer.cancel()

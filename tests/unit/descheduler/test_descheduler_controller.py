@@ -59,6 +59,17 @@ async def test_dry_run_creates_nothing() -> None:
     assert api.jobs == {} and api.calls == []
 
 
+async def test_migration_controller_dry_run_creates_nothing() -> None:
+    text = CONFIG.read_text().replace(
+        "      evictionPolicy: Eviction\n", "      evictionPolicy: Eviction\n      dryRun: true\n"
+    )
+    assert "dryRun: true" in text
+    controller, api = _controller(text)
+    plan = await controller.run_once()
+    assert len(plan.migrations) == 2
+    assert api.jobs == {} and api.calls == []
+
+
 def test_evict_limiter() -> None:
     now = [0.0]
     limiter = EvictLimiter(2.0, 1, clock=lambda: now[0])

@@ -12,6 +12,7 @@ from koord_scheduler.descheduler.evictor import eviction_filter
 from koord_scheduler.descheduler.migration.arbitration import (
     Arbitrator,
     Limits,
+    MigratingIndex,
     ObjectLimiter,
     ObjectLimiters,
     expected_replicas_reason,
@@ -19,7 +20,7 @@ from koord_scheduler.descheduler.migration.arbitration import (
     object_limiters,
     scaled_limit,
 )
-from tests.builders import make_pod
+from tests.builders import PodBuilder, make_pod
 
 
 def pod(name: str, *, workload: str = "ss-1", node: str = "node-a", ns: str = "default", ready: bool = True) -> Pod:
@@ -179,6 +180,13 @@ def test_skipped_gates_let_the_pod_through() -> None:
     )
 
 
+LOCAL_STORAGE = "mounts local storage (emptyDir or hostPath)"
+
+
+def _owned(name: str) -> PodBuilder:
+    return make_pod(name).owner("ReplicaSet", "r").node("n")
+
+
 def _bare(name: str, phase: str = "Running") -> Pod:
     return make_pod(name).node("node-a").phase(phase).build()
 
@@ -251,6 +259,38 @@ def _bare(name: str, phase: str = "Running") -> Pod:
             .build(),
             "its eviction cost is the maximum",
         ),
+        (MigrationControllerArgs(), _owned("s").inline_volume("cache", "emptyDir").build(), LOCAL_STORAGE),
+        (
+            MigrationControllerArgs(),
+            _owned("s").inline_volume("logs", "hostPath", path="/var/log").build(),
+            LOCAL_STORAGE,
+        ),
+        (
+            MigrationControllerArgs(evict_local_storage_pods=True),
+            _owned("s").inline_volume("c", "emptyDir").build(),
+            "",
+        ),
+        (
+            MigrationControllerArgs(skip_eviction_gates=["LocalStorage"]),
+            _owned("s").inline_volume("c", "emptyDir").build(),
+            "",
+        ),
+        (MigrationControllerArgs(), _owned("s").inline_volume("conf", "configMap", name="c").build(), ""),
+        (
+            MigrationControllerArgs(scheduler_names=["koord-scheduler"]),
+            _owned("k").build(),
+            "its scheduler default-scheduler is not one of schedulerNames",
+        ),
+        (
+            MigrationControllerArgs(scheduler_names=["koord-scheduler"]),
+            _owned("k").scheduler("koord-scheduler").build(),
+            "",
+        ),
+        (  # Koordinator checks schedulerNames only for ReservationFirst jobs
+            MigrationControllerArgs(scheduler_names=["koord-scheduler"], default_job_mode="EvictDirectly"),
+            _owned("k").build(),
+            "",
+        ),
     ],
 )
 def test_eviction_gates(args: MigrationControllerArgs, target: Pod, want: str) -> None:
@@ -307,3 +347,31 @@ def test_namespace_limiter_takes_an_integer_and_zero_duration_disables() -> None
     limiters.track(a, replicas=10, now=0)
     assert limiters.exceeded(b, replicas=10, now=30) == "namespace"
     assert limiters.exceeded(b, replicas=10, now=61) == ""
+
+
+def test_migrating_index_kept_up_to_date_counts_as_one_built_afresh() -> None:
+    a, b, c = pod("a", node="n1"), pod("b", node="n1", workload="w2"), pod("c", node="n2", ns="other")
+    index = MigratingIndex()
+    index.put("job-a", a)
+    index.put("job-b", b)
+    index.put("job-c", c)
+    index.put("job-b", None)  # finished
+    index.put("job-a2", a)  # a second job for the same pod
+    fresh = MigratingIndex.of([a, c, a])
+    target = pod("t", node="n1")
+    for got in (index, fresh):
+        assert (got.total(target), got.on_node(target), got.in_namespace(target)) == (3, 2, 2)
+        assert (got.total(a), got.on_node(a), got.in_namespace(a)) == (1, 0, 0)  # its own jobs are not counted
+        assert got.of_workload(target, "uid-ss-1") == {"default/a"}
+        assert got.of_workload(a, "uid-ss-1") == set()
+    index.put("job-a", None)
+    index.put("job-a2", None)
+    index.put("job-c", None)
+    assert index.pods == {} and index.by_workload == {} and index.total(target) == 0
+
+
+def test_arbitration_does_not_check_scheduler_names() -> None:
+    """Koordinator's ``reservationFilter`` runs when a plugin asks to evict, not in the arbitration of jobs."""
+    arbitrator = Arbitrator.of(MigrationControllerArgs(scheduler_names=["koord-scheduler"]))
+    assert arbitrator.gates.reason(_owned("k").build()) == ""
+    assert eviction_filter(MigrationControllerArgs(scheduler_names=["koord-scheduler"])).reason(_owned("k").build())

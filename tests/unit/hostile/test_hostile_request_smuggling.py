@@ -17,7 +17,6 @@ from typing import Any
 import pytest
 from standin_api import StandInApi
 
-from apis.core.paths import UnsafeRequestError
 from apis.core.types import ObjectMeta, Pod
 from koord_scheduler.webhook.admission import ClusterLookupError
 from koord_scheduler.webhook.kube import KubeColocationLookup
@@ -149,16 +148,3 @@ async def test_query_values_are_escaped_into_one_request_line(standin: StandInAp
     }
     assert standin.methods == ["GET"], standin.request_lines
     assert standin.request_lines[0].startswith("GET /api/v1/pods?labelSelector=a%3Db%0D%0AHost")
-
-
-def test_the_shared_check_is_what_both_binaries_run() -> None:
-    """koord-scheduler's HTTP client and koordlet's ApiClient raise from the same check (apis.core.paths)."""
-    from koordlet.statesinformer.apiclient import check_outgoing
-
-    with pytest.raises(UnsafeRequestError):
-        check_outgoing("GET", "https://10.0.0.1:6443" + "/api/v1/namespaces/x HTTP/1.1" + SMUGGLED, {})
-    with pytest.raises(UnsafeRequestError):
-        check_outgoing("GET", "https://10.0.0.1:6443/api/v1/nodes", {"Authorization": "Bearer t\r\nX: 1"})
-    with pytest.raises(UnsafeRequestError):
-        check_outgoing("GET", "https://10.0.0.1:6443\r\nX: 1/api/v1/nodes", {})
-    check_outgoing("GET", "https://10.0.0.1:6443/api/v1/nodes?fieldSelector=metadata.name%3Dn", {"Accept": "a/b"})

@@ -171,6 +171,15 @@ def test_unusable_kubeconfig_is_one_line_exit_2(tmp_path: Path) -> None:
     assert len(lines) == 1 and re.match(rf"koordlet: --kubeconfig {re.escape(str(kubeconfig))}: ", lines[0]), lines
 
 
+def test_without_kubeconfig_the_in_cluster_config_is_one_line_exit_2(tmp_path: Path) -> None:
+    """No --kubeconfig: the in-cluster service account, read by kubeapi's loader; what is missing is said."""
+    (tmp_path / "cg").mkdir()
+    result = run_cli("--node-name", "n", "--cgroup-root", str(tmp_path / "cg"), "--metrics-port", "-1")
+    assert result.returncode == 2, result.stderr
+    want = "koordlet: in-cluster config: not running in a cluster (KUBERNETES_SERVICE_HOST is unset)"
+    assert result.stderr.splitlines() == [want], result.stderr
+
+
 @pytest.mark.parametrize(
     ("data", "want"),
     [

@@ -13,7 +13,6 @@ pod's allocation, the pools or the hardware changed. The kubelet topology-manage
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 from pathlib import Path
 from typing import Any
@@ -23,14 +22,8 @@ from koordlet.qosmanager.flagtypes import positive_seconds
 from koordlet.qosmanager.framework import PluginContext, PluginEntry
 from koordlet.qosmanager.plugins.cpuset.node_state import NodeCPUState, add_node_state_flags
 from koordlet.qosmanager.plugins.strategy import Strategy, add_flag, arg
-from koordlet.statesinformer.nodetopology import (
-    MANAGED_ANNOTATIONS,
-    build_node_resource_topology,
-    merge_zones,
-    needs_update,
-    topology_annotations,
-    topology_zones,
-)
+from koordlet.statesinformer.nodetopology import build_node_resource_topology, topology_annotations, topology_zones
+from koordlet.statesinformer.topology_writer import KubeTopologyWriter
 from koordlet.system.cpuinfo import read_cpu_basic_info
 from koordlet.system.errorlog import FailureLog
 from koordlet.system.hugepages import read_numa_hugepages
@@ -38,7 +31,6 @@ from koordlet.system.hugepages import read_numa_hugepages
 NAME = "NodeTopologyReport"
 WRITE_KIND = "NodeResourceTopology write"
 log = logging.getLogger("koordlet.statesinformer.nodetopology")
-GROUP, VERSION, PLURAL = "topology.node.k8s.io", "v1alpha1", "noderesourcetopologies"
 
 
 class NodeTopologyReport(Strategy):
@@ -53,6 +45,8 @@ class NodeTopologyReport(Strategy):
         self.local: dict[str, Any] | None = None
         """The last computed object (kept without an API server too, as upstream keeps its local copy)."""
         self.writes = 0
+        self.writer: KubeTopologyWriter | None = None
+        """Built on the first write from ``ctx.kube_api``."""
         self.failures = FailureLog(log)
         self.cpu_basic_info: str | None = None
         """Read once (model, HT, turbo change only with a reboot)."""
@@ -100,7 +94,7 @@ class NodeTopologyReport(Strategy):
     def tick(self) -> None:
         desired = self.desired()
         self.local = desired
-        if self.ctx.kube_client is None or self.dry_run:
+        if self.ctx.kube_api is None or self.dry_run:
             return
         if not desired["metadata"].get("ownerReferences"):
             # The Node was not synced when ``desired`` was built (checked on what was built, so a Node
@@ -114,32 +108,12 @@ class NodeTopologyReport(Strategy):
             self.failures.succeeded(WRITE_KIND)
 
     def publish(self, desired: dict[str, Any]) -> None:
-        """Create the object, or update its managed fields when they differ."""
-        from kubernetes import client
-
-        api = client.CustomObjectsApi(self.ctx.kube_client)
-        try:
-            response: Any = api.get_cluster_custom_object(
-                GROUP, VERSION, PLURAL, self.ctx.node_name, _preload_content=False
-            )
-        except client.ApiException as err:
-            if err.status != 404:
-                raise
-            api.create_cluster_custom_object(GROUP, VERSION, PLURAL, desired)
+        """Create the object, or update its managed fields when they differ (:class:`KubeTopologyWriter`)."""
+        if self.writer is None:
+            assert self.ctx.kube_api is not None
+            self.writer = KubeTopologyWriter(self.ctx.kube_api, self.ctx.node_name)
+        if self.writer.write(desired):
             self.writes += 1
-            return
-        current: dict[str, Any] = json.loads(response.data)
-        if not needs_update(current, desired):
-            return
-        meta = current.setdefault("metadata", {})
-        annotations = dict(meta.get("annotations") or {})
-        for key in MANAGED_ANNOTATIONS:
-            annotations[key] = desired["metadata"]["annotations"][key]
-        meta["annotations"] = annotations
-        current["zones"] = merge_zones(current.get("zones"), desired["zones"])
-        current["topologyPolicies"] = desired["topologyPolicies"]
-        api.replace_cluster_custom_object(GROUP, VERSION, PLURAL, self.ctx.node_name, current)
-        self.writes += 1
 
 
 ENTRY = PluginEntry(NAME, NodeTopologyReport, KOORDLET_FEATURES[NAME])

@@ -69,9 +69,21 @@ def test_low_node_load_defaults_follow_koordinator() -> None:
         ),
         pytest.param(
             HEAD + "profiles:\n- name: p\n  pluginConfig:\n  - name: MigrationController\n    args:\n"
-            "      nodeFit: true\n",
-            "profiles[0].pluginConfig[0].args.nodeFit: Forbidden: not implemented",
-            id="unsupported-node-fit",
+            "      nodeSelector: pool=a\n",
+            "profiles[0].pluginConfig[0].args.nodeSelector: Forbidden: not implemented",
+            id="unsupported-node-selector",
+        ),
+        pytest.param(
+            HEAD + "profiles:\n- name: p\n  pluginConfig:\n  - name: MigrationController\n    args:\n"
+            "      arbitrationArgs: {enabled: true, interval: 0s}\n",
+            "profiles[0].pluginConfig[0].args.arbitrationArgs.interval: Invalid value",
+            id="zero-arbitration-interval",
+        ),
+        pytest.param(
+            HEAD + "profiles:\n- name: p\n  pluginConfig:\n  - name: MigrationController\n    args:\n"
+            "      arbitrationArgs: {enabled: true, period: 1s}\n",
+            "profiles[0].pluginConfig[0].args.arbitrationArgs.period: Invalid value",
+            id="unknown-arbitration-field",
         ),
         pytest.param(
             HEAD + "profiles:\n- name: p\n  pluginConfig:\n  - name: MigrationController\n    args:\n"
@@ -105,9 +117,9 @@ def test_low_node_load_defaults_follow_koordinator() -> None:
         ),
         pytest.param(
             HEAD + "profiles:\n- name: p\n  pluginConfig:\n  - name: MigrationController\n    args:\n"
-            "      skipEvictionGates: [NodeFit]\n",
-            "profiles[0].pluginConfig[0].args.skipEvictionGates: Forbidden: NodeFit",
-            id="unimplemented-gate",
+            "      schedulerNames: [koord-scheduler, '']\n",
+            "profiles[0].pluginConfig[0].args.schedulerNames[1]: Invalid value",
+            id="empty-scheduler-name",
         ),
         pytest.param(
             HEAD + "profiles:\n- name: p\n  pluginConfig:\n  - name: MigrationController\n    args:\n"
@@ -117,9 +129,9 @@ def test_low_node_load_defaults_follow_koordinator() -> None:
         ),
         pytest.param(
             HEAD + "profiles:\n- name: p\n  pluginConfig:\n  - name: MigrationController\n    args:\n"
-            "      evictionPolicy: Delete\n",
-            'profiles[0].pluginConfig[0].args.evictionPolicy: Unsupported value: "Delete"',
-            id="unsupported-evictor",
+            "      evictionPolicy: Drain\n",
+            'profiles[0].pluginConfig[0].args.evictionPolicy: Unsupported value: "Drain"',
+            id="unknown-evictor",
         ),
         pytest.param(
             "apiVersion: descheduler/v1alpha1\nkind: DeschedulerConfiguration\n",
@@ -132,6 +144,22 @@ def test_refused_with_path(text: str, want: str) -> None:
     with pytest.raises(ConfigError) as info:
         parse_descheduler_config(text)
     assert want in str(info.value)
+
+
+def test_migration_controller_fields_load() -> None:
+    text = (
+        HEAD + "profiles:\n- name: p\n  pluginConfig:\n  - name: MigrationController\n    args:\n"
+        "      dryRun: true\n      nodeFit: true\n      evictLocalStoragePods: true\n"
+        "      schedulerNames: [koord-scheduler]\n      evictionPolicy: SoftEviction\n"
+        "      skipEvictionGates: [NodeFit, LocalStorage]\n"
+    )
+    _, args = parse_descheduler_config(text)
+    got = args["MigrationController"][0]
+    assert isinstance(got, MigrationControllerArgs)
+    assert (got.dry_run, got.node_fit, got.evict_local_storage_pods) == (True, True, True)
+    assert got.scheduler_names == ["koord-scheduler"]
+    assert got.eviction_policy == "SoftEviction"
+    assert got.skip_eviction_gates == ["NodeFit", "LocalStorage"]
 
 
 def test_arbitration_fields_load() -> None:
@@ -153,3 +181,17 @@ def test_arbitration_fields_load() -> None:
         "namespace": {"duration": "1m"},
     }
     assert migration.skip_eviction_gates == ["PVC", "MaxMigratingGlobally"]
+
+
+@pytest.mark.parametrize(
+    ("arbitration", "want"),
+    [
+        (None, 0.5),  # Koordinator's default: enabled, every 500ms
+        ({"enabled": True}, 0.5),
+        ({"enabled": True, "interval": "2s"}, 2.0),
+        ({"enabled": False, "interval": "2s"}, None),
+        ({"interval": "2s"}, None),  # enabled is false unless given
+    ],
+)
+def test_arbitration_interval(arbitration: dict[str, object] | None, want: float | None) -> None:
+    assert MigrationControllerArgs(arbitration_args=arbitration).arbitration_interval() == want

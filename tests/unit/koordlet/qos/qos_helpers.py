@@ -4,14 +4,16 @@ tree (a temp dir or the machine's real one), with the node, pods and NodeSLO a t
 from __future__ import annotations
 
 import argparse
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
 from prometheus_client import CollectorRegistry
 
 from koordlet.metriccache import MetricCache
-from koordlet.qosmanager import PluginContext, ResourceExecutor
+from koordlet.qosmanager import FeatureGates, PluginContext, QOSManager, ResourceExecutor
 from koordlet.qosmanager.evictor import PodEvictor
+from koordlet.qosmanager.plugins.strategy import Strategy
 from koordlet.statesinformer import StatesInformer
 from koordlet.system import CgroupFS
 
@@ -148,3 +150,50 @@ class ScriptedEvictionAPI:
 
 def uid_for(n: int) -> str:
     return f"abcdef00-0000-4000-8000-{n:012d}"
+
+
+async def run_until_ticked(
+    manager: QOSManager,
+    gates: FeatureGates,
+    ctx: PluginContext,
+    *,
+    ticks: int = 1,
+    until: Callable[[], bool] | None = None,
+    timeout: float = 60.0,
+) -> None:
+    """Run ``manager`` until every enabled strategy that started has ticked ``ticks`` times (and ``until()``,
+    when given, holds), then stop it and wait for it to finish. Event-driven: each strategy's ``safe_tick``
+    is wrapped to wake this waiter, so the wait does not depend on how busy the machine is; ``timeout``
+    (seconds) only bounds a hang. Strategies whose setup failed are not waited for."""
+    loop = asyncio.get_running_loop()
+    woken = asyncio.Event()
+    strategies = [s.plugin for s in manager.enabled(gates) if isinstance(s.plugin, Strategy)]
+    for plugin in strategies:
+        original = plugin.safe_tick
+
+        def notifying(original: Callable[[], None] = original) -> None:
+            try:
+                original()
+            finally:
+                loop.call_soon_threadsafe(woken.set)  # ticks of BLOCKING strategies run in worker threads
+
+        plugin.safe_tick = notifying  # type: ignore[method-assign]
+    stop = asyncio.Event()
+    task = asyncio.create_task(manager.run(gates, ctx, stop))
+    task.add_done_callback(lambda _: woken.set())
+    failed = {s.name for s in manager.plugins if s.failures}
+
+    def done() -> bool:
+        failed.update(s.name for s in manager.plugins if s.failures)
+        waiting = [p for p in strategies if p.NAME not in failed and p.ticks < ticks]
+        return task.done() or (not waiting and (until is None or until()))
+
+    try:
+        async with asyncio.timeout(timeout):
+            await asyncio.sleep(0)  # setup runs synchronously in the task's first step
+            while not done():
+                await woken.wait()
+                woken.clear()
+    finally:
+        stop.set()
+        await task

@@ -273,16 +273,25 @@ async def test_batch_resource_reacts_to_a_new_pod_before_its_interval(tmp_path: 
     plugin = batchresource.BatchResource()
     plugin.setup(ctx)  # type: ignore[arg-type]
     assert plugin.interval == 10.0
+    plugin.interval = 3600.0  # within the wait below only a pod change can tick it again
+    ticked = asyncio.Event()
+    original = plugin.safe_tick
+
+    def notifying() -> None:
+        original()
+        ticked.set()
+
+    plugin.safe_tick = notifying  # type: ignore[method-assign]
     stop = asyncio.Event()
     task = asyncio.create_task(plugin.run(stop))
-    await asyncio.sleep(0.05)
-    ticks = plugin.ticks
+    async with asyncio.timeout(60):
+        await ticked.wait()  # the start-up tick
+    ticked.clear()
+    assert plugin.ticks == 1
     ctx.states_informer.replace_pods([_w1_pod()])  # type: ignore[attr-defined]
-    for _ in range(50):
-        await asyncio.sleep(0.02)
-        if plugin.ticks > ticks:
-            break
+    async with asyncio.timeout(60):
+        await ticked.wait()
     stop.set()
     await task
-    assert plugin.ticks > ticks
+    assert plugin.ticks >= 2
     assert _read(fake, container_dir, "cpu.cfs_quota_us") == "100000"

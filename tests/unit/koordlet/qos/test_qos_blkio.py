@@ -7,14 +7,13 @@ test only checks that nothing panics, so the expected files here are computed fr
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 from koordlet_fakes import FakeCgroups
-from qos_helpers import make_ctx, pod
+from qos_helpers import make_ctx, pod, run_until_ticked
 
 from apis.extension import KubeQOSClass
 from apis.slo.nodeslo import IOCfg
@@ -340,10 +339,6 @@ async def test_blkio_acts_only_with_its_gate(tmp_path: Path, gate_on: bool, want
     gates = FeatureGates.resolve(
         {**KOORDLET_FEATURES, **builtin_registry().feature_specs()}, {"AllBeta": False, "BlkIOReconcile": gate_on}
     )
-    stop = asyncio.Event()
-    task = asyncio.create_task(manager.run(gates, ctx, stop))
-    await asyncio.sleep(0.05)
-    stop.set()
-    await task
+    await run_until_ticked(manager, gates, ctx)
     be = fake.root / "blkio" / fake.fs().layout.qos_dir(BE)
     assert (be / "blkio.throttle.read_bps_device").read_text() == want

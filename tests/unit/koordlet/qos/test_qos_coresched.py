@@ -4,14 +4,13 @@ the reconciler on a fake cgroup tree."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 from koordlet_fakes import FakeCgroups
-from qos_helpers import make_ctx, pod
+from qos_helpers import make_ctx, pod, run_until_ticked
 
 from apis.extension import KubeQOSClass, QoSClass
 from apis.slo import merge_node_slo_spec
@@ -305,9 +304,5 @@ async def test_core_sched_acts_only_with_its_gate(tmp_path: Path, gate_on: bool,
     gates = FeatureGates.resolve(
         {**KOORDLET_FEATURES, **builtin_registry().feature_specs()}, {"AllBeta": False, "CoreSched": gate_on}
     )
-    stop = asyncio.Event()
-    task = asyncio.create_task(manager.run(gates, ctx, stop))
-    await asyncio.sleep(0.05)
-    stop.set()
-    await task
+    await run_until_ticked(manager, gates, ctx)
     assert (fake.root / "cpu" / fake.fs().layout.qos_dir(BE_K) / "cpu.idle").read_text().strip() == want

@@ -4,14 +4,13 @@ Anolis-like cgroup tree (``cpu.bvt_warp_ns`` present) with the sysctls under a f
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 from koordlet_fakes import FakeCgroups
-from qos_helpers import make_ctx, pod
+from qos_helpers import make_ctx, pod, run_until_ticked
 
 from apis.extension import KubeQOSClass, QoSClass
 from apis.slo import merge_node_slo_spec
@@ -244,9 +243,5 @@ async def test_group_identity_acts_only_with_its_gate(tmp_path: Path, gate_on: b
     manager.instantiate()
     overrides: Mapping[str, bool] = {"AllBeta": False, "GroupIdentity": gate_on}
     gates = FeatureGates.resolve({**KOORDLET_FEATURES, **builtin_registry().feature_specs()}, overrides)
-    stop = asyncio.Event()
-    task = asyncio.create_task(manager.run(gates, ctx, stop))
-    await asyncio.sleep(0.05)
-    stop.set()
-    await task
+    await run_until_ticked(manager, gates, ctx)
     assert bvt(fake, fake.fs().layout.pod_dir(BE_K, UID_BE)) == want

@@ -5,12 +5,11 @@ Koordinator v1.8.0 ``qosmanager/plugins/cgreconcile`` ``calculatePodResources`` 
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import pytest
 from koordlet_fakes import FakeCgroups
-from qos_helpers import make_ctx, pod
+from qos_helpers import make_ctx, pod, run_until_ticked
 
 from apis.extension import KubeQOSClass
 from apis.slo import merge_node_slo_spec
@@ -166,9 +165,5 @@ async def test_fields_only_with_the_gate(tmp_path: Path, gate_on: bool, want: st
     gates = FeatureGates.resolve(
         {**KOORDLET_FEATURES, **builtin_registry().feature_specs()}, {"AllBeta": False, "CgroupReconcile": gate_on}
     )
-    stop = asyncio.Event()
-    task = asyncio.create_task(manager.run(gates, ctx, stop))
-    await asyncio.sleep(0.05)
-    stop.set()
-    await task
+    await run_until_ticked(manager, gates, ctx)
     assert read_all(fake, pod_dir, ("memory.oom.group",)) == {"memory.oom.group": want}

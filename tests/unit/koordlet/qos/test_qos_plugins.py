@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import pytest
 from koordlet_fakes import FakeCgroups
-from qos_helpers import make_ctx, make_node, pod, threshold_slo
+from qos_helpers import make_ctx, make_node, pod, run_until_ticked, threshold_slo
 
 from apis.extension import KubeQOSClass
 from koordlet.metriccache import MetricKind
@@ -319,11 +318,7 @@ async def test_strategy_off_when_its_gate_is_off(tmp_path: Path, gate: str) -> N
         {gate: False},
     )
     assert gate not in [s.name for s in manager.enabled(gates)]
-    stop = asyncio.Event()
-    task = asyncio.create_task(manager.run(gates, ctx, stop))
-    await asyncio.sleep(0.1)
-    stop.set()
-    await task
+    await run_until_ticked(manager, gates, ctx)
     by_name = {s.name: s.plugin for s in manager.plugins}
     off = by_name[gate]
     assert isinstance(off, Strategy) and off.ticks == 0
@@ -368,13 +363,17 @@ async def test_agent_keeps_running_when_a_strategy_raises(tmp_path: Path) -> Non
     for state in manager.plugins:
         state.plugin.interval = 0.01  # type: ignore[attr-defined]
     gates = FeatureGates.resolve({**KOORDLET_FEATURES, **registry.feature_specs()})
-    stop = asyncio.Event()
-    task = asyncio.create_task(manager.run(gates, ctx, stop))
-    await asyncio.sleep(0.1)
     exploding, suppress = (s.plugin for s in manager.plugins)
     assert isinstance(exploding, Strategy) and isinstance(suppress, Strategy)
+    still_running: list[bool] = []
+
+    def kept_ticking() -> bool:
+        if exploding.errors < 2:
+            return False
+        still_running.append(all(s.running for s in manager.plugins))  # checked before the stop
+        return True
+
+    await run_until_ticked(manager, gates, ctx, until=kept_ticking)
     assert exploding.errors >= 2 and exploding.ticks >= 2  # it keeps ticking
     assert suppress.ticks >= 1 and suppress.errors == 0
-    assert all(s.running for s in manager.plugins)
-    stop.set()
-    await task
+    assert still_running == [True]

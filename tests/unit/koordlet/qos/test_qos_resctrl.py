@@ -7,7 +7,6 @@ Table cases marked ``koord:`` are transcribed from Koordinator v1.8.0
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Mapping
 from pathlib import Path
@@ -16,7 +15,7 @@ from typing import Any
 import pytest
 from koordlet_fakes import FakeCgroups
 from prometheus_client import CollectorRegistry
-from qos_helpers import make_ctx, pod
+from qos_helpers import make_ctx, pod, run_until_ticked
 
 from apis.extension import KubeQOSClass, QoSClass
 from apis.slo.nodeslo import ResctrlQOSCfg
@@ -281,11 +280,7 @@ async def test_rdt_resctrl_acts_only_with_its_gate(tmp_path: Path, gate_on: bool
     gates = FeatureGates.resolve(
         {**KOORDLET_FEATURES, **builtin_registry().feature_specs()}, {"AllBeta": False, "RdtResctrl": gate_on}
     )
-    stop = asyncio.Event()
-    task = asyncio.create_task(manager.run(gates, ctx, stop))
-    await asyncio.sleep(0.05)
-    stop.set()
-    await task
+    await run_until_ticked(manager, gates, ctx)
     assert (resctrl / "BE").is_dir() is want_groups
 
 

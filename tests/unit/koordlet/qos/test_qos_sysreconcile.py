@@ -4,13 +4,12 @@ and the reconciler on a fake /proc and /sys."""
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import Any
 
 import pytest
 from koordlet_fakes import FakeCgroups
-from qos_helpers import make_ctx, make_node
+from qos_helpers import make_ctx, make_node, run_until_ticked
 
 from apis.slo.nodeslo import SystemStrategy
 from koordlet.qosmanager import FeatureGates, PluginContext, QOSManager, builtin_registry
@@ -140,9 +139,5 @@ async def test_system_config_acts_only_with_its_gate(tmp_path: Path, gate_on: bo
     gates = FeatureGates.resolve(
         {**KOORDLET_FEATURES, **builtin_registry().feature_specs()}, {"AllBeta": False, "SystemConfig": gate_on}
     )
-    stop = asyncio.Event()
-    task = asyncio.create_task(manager.run(gates, ctx, stop))
-    await asyncio.sleep(0.05)
-    stop.set()
-    await task
+    await run_until_ticked(manager, gates, ctx)
     assert (proc / "sys/vm/watermark_scale_factor").read_text().strip() == want

@@ -117,3 +117,26 @@ async def test_stop_while_waiting_for_ready_returns_without_a_pass() -> None:
 
     await asyncio.wait_for(loop.run(stop, ready=lambda: False, reconcile=reconcile, pending=lambda: False), 5)
     assert passes == []
+
+
+async def test_the_wait_after_a_pass_ends_when_the_next_timer_is_due() -> None:
+    now = [100.0]
+    stop = asyncio.Event()
+    timers = [103.5, None, 50.0]  # a timer in 3.5 s, none, one already due
+
+    def then(n: int) -> None:
+        timers.pop(0)
+        if not timers:
+            stop.set()
+
+    pauses = Pauses(then)
+    loop = ReconcileLoop("demo", waiting_for="Demos", idle_seconds=60, clock=lambda: now[0], pause=pauses)
+
+    async def reconcile(full: bool) -> None:
+        return None
+
+    def due() -> float | None:
+        return timers[0]
+
+    await asyncio.wait_for(loop.run(stop, ready=lambda: True, reconcile=reconcile, pending=lambda: False, due=due), 5)
+    assert pauses.timeouts == [3.5, 60, 0.0]

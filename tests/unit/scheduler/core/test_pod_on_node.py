@@ -7,7 +7,7 @@ from dataclasses import fields, replace
 import pytest
 
 from apis.core.types import Pod
-from koord_scheduler.scheduler.scheduler import pod_on_node
+from koord_scheduler.scheduler.scheduling_cycle import pod_on_node
 from tests.builders import make_pod
 
 
