@@ -14,7 +14,8 @@ one at a time, in the same run on the same control plane:
 3. ``kube-scheduler``: the upstream v1.35 binary from ``scripts/control-plane.sh build``, default
    profile, leader election off.
 4. ``koord-scheduler-json`` (only when named in ``--only``): koord-scheduler with
-   ``clientConnection.contentType: application/json``, its Pods and Nodes as JSON rather than protobuf.
+   ``clientConnection.contentType: application/json``: its Pods and Nodes read, its Bindings and
+   ``Scheduled`` Events sent as JSON rather than protobuf.
 5. ``round-robin+events`` (only when named in ``--only``): the ceiling that also writes each pod's
    ``Scheduled`` Event as soon as its bind succeeds, as both schedulers do: the bound for a scheduler
    whose Events keep up with its binds (``koord_pct_of_events_ceiling``).
