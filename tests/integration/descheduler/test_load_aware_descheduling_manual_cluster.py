@@ -329,7 +329,7 @@ def test_load_aware_descheduling_manual(own_plane: ControlPlane, tmp_path: Path)
             assert notes.get("EvictComplete") == f"Pod {pod_key} has been evicted", notes
             assert not koordlets.failures, koordlets.failures[:5]
         finally:
-            koordlets.stop()
             for proc in procs:
                 if proc.alive:
                     proc.kill()
+            koordlets.stop()

@@ -249,9 +249,9 @@ def test_hot_nodes_of_deployments_are_relieved(scope: Scope, tmp_path: Path) -> 
                 unfinished = f"{exc}: {states}\n{proc.log_tail(60)}"
             jobs = jobs_for(scope)
         finally:
-            koordlets.stop()
             if proc.alive:
                 proc.kill()
+            koordlets.stop()
         evicted = evictions(pods)
         available = first_available(reservations)
         final_pods = pods.snapshot()
