@@ -1,8 +1,8 @@
 """The colocation set-up of ``bench/e2e_throughput.py --controllers ...`` (not run on its own).
 
 When a koord-scheduler contender runs any of the colocation controllers (``nodeslo``, ``noderesource``,
-``nodemetric``), the bench cluster gets what those controllers read, so they do the work they do on a
-real cluster instead of idling:
+``nodemetric``) or the ``descheduler``, the bench cluster gets what those controllers read, so they do the
+work they do on a real cluster instead of idling:
 
 - the NodeMetric and NodeSLO CRDs from ``deploy/crds``;
 - the ``slo-controller-config`` ConfigMap of ``deploy/slo-controller-config.yaml`` (Koordinator's chart
@@ -32,6 +32,8 @@ from kubeapi import ApiError, ApiHttp
 
 REPO = Path(__file__).resolve().parents[1]
 COLOCATION_CONTROLLERS = frozenset({"nodeslo", "noderesource", "nodemetric"})
+# Also reads the NodeMetrics (LowNodeLoad), so it gets the same set-up; off under ``*``, as in koord-scheduler.
+NODEMETRIC_READERS = COLOCATION_CONTROLLERS | {"descheduler"}
 CONFIG_NAMESPACE = "koordinator-system"
 SLO = "/apis/slo.koordinator.sh/v1alpha1"
 CRDS = ("nodemetrics", "nodeslos")
@@ -41,11 +43,12 @@ CONCURRENCY = 64
 
 
 def needs_colocation(controller_lists: list[str]) -> bool:
-    """Whether any ``--controllers`` value turns on a colocation controller (``*`` does)."""
+    """Whether any ``--controllers`` value turns on a colocation controller (``*`` does) or the
+    ``descheduler`` (which reads the NodeMetrics)."""
     for text in controller_lists:
         items = {item.strip() for item in text.split(",")}
         on = {i for i in items if not i.startswith("-")} | (COLOCATION_CONTROLLERS if "*" in items else set())
-        if (on - {i[1:] for i in items if i.startswith("-")}) & COLOCATION_CONTROLLERS:
+        if (on - {i[1:] for i in items if i.startswith("-")}) & NODEMETRIC_READERS:
             return True
     return False
 

@@ -14,7 +14,8 @@ one at a time, in the same run on the same control plane:
 3. ``kube-scheduler``: the upstream v1.35 binary from ``scripts/control-plane.sh build``, default
    profile, leader election off.
 4. ``koord-scheduler-json`` (only when named in ``--only``): koord-scheduler with
-   ``clientConnection.contentType: application/json``, its Pods and Nodes as JSON rather than protobuf.
+   ``clientConnection.contentType: application/json``: its Pods and Nodes read, its Bindings and
+   ``Scheduled`` Events sent as JSON rather than protobuf.
 5. ``round-robin+events`` (only when named in ``--only``): the ceiling that also writes each pod's
    ``Scheduled`` Event as soon as its bind succeeds, as both schedulers do: the bound for a scheduler
    whose Events keep up with its binds (``koord_pct_of_events_ceiling``).
@@ -75,7 +76,9 @@ contenders ``koord-scheduler[LIST]`` (without ``--only``, the only ones). When a
 controller, the cluster gets the NodeMetric / NodeSLO CRDs, the chart's ``slo-controller-config`` and a
 fresh NodeMetric per node, and every contender starts from "the controllers never ran" (see
 bench/e2e_colocation.py). Repeats alternate the order (A B, B A, ...); the summary gives each value's
-rate and CPU against the first value's, and the ratio round by round:
+rate and CPU against the first value's, and the ratio round by round. A value with ``descheduler`` gets the
+same NodeMetrics and ``--descheduler-config`` from config/descheduler/descheduler-config.yaml with a round
+every 2s (every node is cool: each round builds its view and plans nothing, the steady cost):
 
     .venv/bin/python bench/e2e_throughput.py --repeat 4 --controllers reservation \
         --controllers nodeslo,noderesource,nodemetric,reservation
@@ -527,6 +530,18 @@ finally:
 machine wall time mostly measures waiting for a core) and dumps the stats at exit."""
 
 
+DESCHEDULING_INTERVAL = "2s"
+
+
+def descheduler_config(work: Path) -> Path:
+    """config/descheduler/descheduler-config.yaml (LowNodeLoad, the MigrationController) with a round every
+    ``DESCHEDULING_INTERVAL`` instead of 60s, so that a run sees many rounds."""
+    text = (REPO / "config" / "descheduler" / "descheduler-config.yaml").read_text()
+    path = work / "descheduler.yaml"
+    path.write_text(text.replace("deschedulingInterval: 60s", f"deschedulingInterval: {DESCHEDULING_INTERVAL}"))
+    return path
+
+
 def start_contender(
     name: str, kubeconfig: str, work: Path, kube_scheduler: str, *, baselines: Mapping[str, Path] | None = None
 ) -> subprocess.Popen[bytes]:
@@ -559,6 +574,8 @@ def start_contender(
         args = [str(executable), "--config", str(config), "--metrics-port", "0"]
         if controllers is not None:
             args.append(f"--controllers={controllers}")
+            if "descheduler" in {c.strip() for c in controllers.split(",")}:
+                args.append(f"--descheduler-config={descheduler_config(work)}")
         profile = os.environ.get("PYKOORD_BENCH_PROFILE")
         if profile:  # a CPU-time cProfile dump per contender (PROFILE.<name>.prof), with its own Python
             slug = "".join(c if c.isalnum() or c in "-_" else "_" for c in name)

@@ -12,8 +12,8 @@ incomplete and it could overcommit a node). This bench times those lists alone, 
 - ``json+parse``: koord-scheduler's own list path (``Reflector.list_all`` with each page decoded and
   parsed into the scheduler's types while the next one is on its way), i.e. what its start-up pays with
   ``clientConnection.contentType: application/json``;
-- ``protobuf+parse``: the same as protobuf (the default): upb decodes each page, ``kubeapi.protodict``
-  turns the fields used into the parsers' dicts, and the same parsers run.
+- ``protobuf+parse``: the same as protobuf (the default): upb decodes each page and
+  ``kubeapi.protoparse`` builds the scheduler's types from the messages.
 
 Pages of ``--page-size`` (500, client-go's and koord-scheduler's default), Nodes then Pods, one request
 at a time. Reported per encoding: wall seconds, and kube-apiserver's CPU-seconds over the same time

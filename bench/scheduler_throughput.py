@@ -29,6 +29,8 @@ import json
 import resource
 import subprocess
 import sys
+import time
+import tracemalloc
 from typing import Any
 
 import mixed_workload  # bench/ is the script directory
@@ -148,14 +150,25 @@ async def run_once(
     workload: str = "basic",
     seed: int = 1,
     report_rss: bool = False,
+    trace_memory: int = 0,
 ) -> dict[str, Any]:
+    """One measured run. With ``report_rss``, also the RSS after building the cluster and the time the
+    build took: ``parse_*`` (the bench's dicts to typed objects) and ``build_*`` (the scheduler's state
+    from those objects: MemoryCluster, the scheduler, its snapshot and queue), wall and CPU seconds.
+    ``trace_memory`` > 0 traces allocations during the build and adds the top sites by size."""
+    if trace_memory:
+        tracemalloc.start()
+    wall, cpu = time.perf_counter(), time.process_time()
     node_list, placed_pods, pending = _objects(workload, nodes, placed, pods, seed)
+    parsed_wall, parsed_cpu = time.perf_counter(), time.process_time()
     cluster = MemoryCluster.from_objects(node_list, placed_pods + pending)
     del node_list, placed_pods
     config = parse_scheduler_config(config_text, source="bench")
     scheduler = build_scheduler(config, build_registry(use_entry_points=False), cluster)
     await cluster.start(scheduler)
+    built_wall, built_cpu = time.perf_counter(), time.process_time()
     rss_built = _rss_mb()
+    top_sites = _top_allocations(trace_memory) if trace_memory else []
     share = _ScoredShare(scheduler)
     m = await measure(scheduler, cluster, pending=pods, placed=placed)
     bound, elapsed = m.bound, m.seconds
@@ -175,7 +188,32 @@ async def run_once(
     }
     if report_rss:
         result["rss_after_build_mb"] = rss_built
+        result["parse_seconds"] = round(parsed_wall - wall, 2)
+        result["parse_cpu_seconds"] = round(parsed_cpu - cpu, 2)
+        result["build_seconds"] = round(built_wall - parsed_wall, 2)
+        result["build_cpu_seconds"] = round(built_cpu - parsed_cpu, 2)
+    if top_sites:
+        result["top_allocations"] = top_sites
     return result
+
+
+def _top_allocations(limit: int) -> list[dict[str, Any]]:
+    """The ``limit`` source lines holding the most memory still allocated since tracing began (MiB and
+    blocks), then stops tracing (the measured cycles are not traced)."""
+    snapshot = tracemalloc.take_snapshot()
+    tracemalloc.stop()
+    stats = snapshot.statistics("lineno")
+    total = sum(s.size for s in stats)
+    top = [
+        {
+            "site": f"{s.traceback[0].filename}:{s.traceback[0].lineno}",
+            "mb": round(s.size / 2**20, 1),
+            "blocks": s.count,
+        }
+        for s in stats[:limit]
+    ]
+    top.append({"site": "(all traced)", "mb": round(total / 2**20, 1), "blocks": sum(s.count for s in stats)})
+    return top
 
 
 def child(args: argparse.Namespace) -> None:
@@ -189,6 +227,7 @@ def child(args: argparse.Namespace) -> None:
             workload=args.workload,
             seed=args.seed,
             report_rss=args.report_rss,
+            trace_memory=args.trace_memory,
         )
     )
     result["profile"] = args.profile
@@ -216,6 +255,8 @@ def _child_run(args: argparse.Namespace, nodes: int, placed: int, profile: str, 
     ]
     if args.report_rss:
         cmd.append("--report-rss")
+    if args.trace_memory:
+        cmd += ["--trace-memory", str(args.trace_memory)]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     result: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
     return result
@@ -245,6 +286,13 @@ def main() -> None:
     parser.add_argument("--workload", choices=("basic", "mixed"), default="basic")
     parser.add_argument("--seed", type=int, default=1, help="seed of the mixed workload's shapes and order")
     parser.add_argument("--report-rss", action="store_true", help="also report RSS after building the cluster")
+    parser.add_argument(
+        "--trace-memory",
+        type=int,
+        default=0,
+        metavar="N",
+        help="trace allocations while building the cluster and report the N largest sites (slower)",
+    )
     parser.add_argument("--profile", choices=("full", "ceiling"), default=None)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
@@ -256,7 +304,7 @@ def main() -> None:
     results = []
     if args.workload == "mixed":
         runs = [("full", "basic"), ("full", "mixed")]
-    elif len(args.placed) > 1 or args.report_rss:
+    elif len(args.placed) > 1 or args.report_rss or args.trace_memory:
         runs = [("full", "basic")]
     else:
         runs = [("ceiling", "basic"), ("full", "basic")]
@@ -288,7 +336,13 @@ def _print_table(results: list[dict[str, Any]], workload: str) -> None:
             f"{r['peak_rss_mb']:>8.1f} {ratio:>6.2f}"
         )
         if "rss_after_build_mb" in r:
-            print(f"{'':>6} RSS after building the cluster: {r['rss_after_build_mb']} MB")
+            print(
+                f"{'':>6} RSS after building the cluster: {r['rss_after_build_mb']} MB; objects parsed in "
+                f"{r['parse_seconds']} s ({r['parse_cpu_seconds']} CPU-s), scheduler state built in "
+                f"{r['build_seconds']} s ({r['build_cpu_seconds']} CPU-s)"
+            )
+        for site in r.get("top_allocations", ()):
+            print(f"{'':>6} {site['mb']:>8.1f} MB {site['blocks']:>9} blocks  {site['site']}")
 
 
 if __name__ == "__main__":

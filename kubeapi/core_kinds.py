@@ -1,4 +1,5 @@
-"""The Node and Pod kinds a binary lists and watches (raw JSON into lean typed records)."""
+"""The Node and Pod kinds a binary lists and watches (raw JSON, or protobuf messages, into lean typed
+records)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,14 @@ from typing import Any
 
 from apis.core.parse import parse_node
 from apis.core.types import Node
-from kubeapi.pod_watch import PodEntry, parse_pod_entry, update_pod_entry
+from kubeapi.pod_watch import (
+    PodEntry,
+    parse_pod_entry,
+    pod_entry_from_message,
+    update_pod_entry,
+    update_pod_entry_from_message,
+)
+from kubeapi.protoparse import node_from_message
 from kubeapi.reflector import ResourceKind
 
 Json = dict[str, Any]
@@ -21,7 +29,9 @@ def pod_rank(obj: Json) -> int:
     return 0 if isinstance(spec, dict) and spec.get("nodeName") else 1
 
 
-NODE_KIND: ResourceKind[Node] = ResourceKind("Node", "", "v1", "nodes", parse_node, protobuf=True)
+NODE_KIND: ResourceKind[Node] = ResourceKind(
+    "Node", "", "v1", "nodes", parse_node, protobuf=True, from_message=node_from_message
+)
 POD_KIND: ResourceKind[PodEntry] = ResourceKind(
     "Pod",
     "",
@@ -32,4 +42,6 @@ POD_KIND: ResourceKind[PodEntry] = ResourceKind(
     rank=pod_rank,
     update=update_pod_entry,
     protobuf=True,
+    from_message=pod_entry_from_message,
+    update_message=update_pod_entry_from_message,
 )

@@ -11,6 +11,10 @@ Any other change (labels, annotations, spec, status other than conditions) gives
 fingerprint and a full parse, so changes made by others are applied exactly as before. Equal bytes
 imply equal content; the converse need not hold (key order), which only costs a full parse.
 
+A pod read as protobuf (:func:`pod_entry_from_message`, :func:`update_pod_entry_from_message`) is
+handled the same way, its fingerprint being the deterministic encoding of the message less the same
+fields (never equal to a JSON fingerprint, which starts with ``[``).
+
 Bound pods keep no fingerprint (their later updates come from the kubelet and change the status), so
 the memory it takes is bounded by the pending pods.
 """
@@ -25,6 +29,7 @@ from apis.core.frozendict import EMPTY, FrozenDict
 from apis.core.parse import EMPTY_TIMES, parse_pod, parse_timestamp
 from apis.core.types import Pod
 from kubeapi import jsoncodec
+from kubeapi.protoparse import pod_conditions, pod_from_message
 
 Json = dict[str, Any]
 
@@ -153,3 +158,59 @@ def _conditions(raw: Any) -> tuple[FrozenDict[str, str], FrozenDict[str, float]]
             if at is not None:
                 times[kind] = at
     return FrozenDict(out), (FrozenDict(times) if times else EMPTY_TIMES)
+
+
+# --- the same from protobuf messages (core_v1_pb2.Pod) ---------------------------------------------
+
+
+def pod_entry_from_message(message: Any) -> PodEntry:
+    """:func:`parse_pod_entry` of a pod decoded from protobuf."""
+    pod = pod_from_message(message)
+    return PodEntry(pod, message_scheduled_condition(message), b"" if pod.node_name else message_fingerprint(message))
+
+
+def update_pod_entry_from_message(message: Any, previous: PodEntry) -> PodEntry:
+    """:func:`update_pod_entry` of a pod decoded from protobuf."""
+    if previous.fingerprint:
+        new_fingerprint = message_fingerprint(message)
+        if new_fingerprint == previous.fingerprint:
+            pod = _message_volatile_fields(message, previous.pod)
+            if pod is not None:
+                condition = message_scheduled_condition(message)
+                return PodEntry(pod, condition, b"" if pod.node_name else new_fingerprint)
+    return pod_entry_from_message(message)
+
+
+def message_fingerprint(message: Any) -> bytes:
+    """The deterministic encoding of ``message`` without ``spec.nodeName``, ``status.conditions`` and
+    :data:`VOLATILE_METADATA` (:func:`fingerprint` for a message; ``message`` is left as it is)."""
+    stable = type(message)()
+    stable.CopyFrom(message)
+    for name in VOLATILE_METADATA:
+        stable.metadata.ClearField(name)
+    stable.spec.ClearField("nodeName")
+    stable.status.ClearField("conditions")
+    return bytes(stable.SerializeToString(deterministic=True))
+
+
+def message_scheduled_condition(message: Any) -> PodScheduledCondition | None:
+    """:func:`pod_scheduled_condition` of a message."""
+    for c in message.status.conditions:
+        if c.type == "PodScheduled":
+            return PodScheduledCondition(c.status, c.reason, c.message)
+    return None
+
+
+def _message_volatile_fields(message: Any, previous: Pod) -> Pod | None:
+    """:func:`_with_volatile_fields` from a message."""
+    try:
+        conditions, condition_times = pod_conditions(message.status.conditions)
+    except Exception:  # a malformed condition: the full parse reports it
+        return None
+    resource_version = message.metadata.resourceVersion
+    meta = previous.meta
+    if meta.resource_version != resource_version:
+        meta = replace_fields(meta, resource_version=resource_version)
+    return replace_fields(
+        previous, meta=meta, node_name=message.spec.nodeName, conditions=conditions, condition_times=condition_times
+    )

@@ -103,8 +103,13 @@ INLINE: dict[str, frozenset[str]] = {
     _CORE + "EphemeralContainer": frozenset({"ephemeralContainerCommon"}),
 }
 """Go structs embedded with ``json:",inline"`` (k8s.io/api core/v1 ``types.go``): protobuf nests them
-in a field, JSON puts their fields in the enclosing object. Every ``localObjectReference`` field (the
-``name`` of a ConfigMap or Secret reference) is inline too."""
+in a field, JSON puts their fields in the enclosing object. Every field named in :data:`ALWAYS_INLINE`
+is inline too."""
+
+ALWAYS_INLINE = frozenset({"localObjectReference", "deviceConfiguration"})
+"""Fields inline wherever they occur: ``localObjectReference`` (the ``name`` of a ConfigMap or Secret
+reference, core/v1) and ``deviceConfiguration`` (the ``opaque`` config of a DeviceClass's, a claim's or
+an allocation's configuration, resource/v1)."""
 
 _Convert = Callable[[Any], Any]
 
@@ -148,7 +153,7 @@ def _plan(descriptor: Any) -> dict[Any, _Step]:
     for f in descriptor.fields:
         if keep is not None and f.name not in keep:
             continue
-        if f.name in inline or f.name == "localObjectReference":
+        if f.name in inline or f.name in ALWAYS_INLINE:
             plan[f] = (f.name, _INLINE, None)
         else:
             plan[f] = (f.name, *_how(f))
@@ -254,7 +259,11 @@ def _raw_extension(message: Any) -> Any:
 
 
 def _fields_v1(message: Any) -> Any:
-    return _raw_extension(message)
+    raw = bytes(message.Raw)  # (FieldsV1's one field is named Raw, RawExtension's raw)
+    try:
+        return orjson.loads(raw) if raw else None
+    except orjson.JSONDecodeError:
+        return None
 
 
 _SPECIAL: dict[str, _Convert] = {

@@ -9,22 +9,26 @@ The wire format, as k8s.io/apimachinery v0.35 writes it (``pkg/runtime/serialize
   (the stream serializer is the raw one); the event's ``object.raw`` is the object encoded as a body is
   (magic + ``Unknown``), a ``Status`` for ERROR events.
 
-Objects come out as the JSON-shaped dicts the parsers read (:func:`kubeapi.protodict.to_json`), so
-everything downstream of the decoding is the same for both encodings. Only the kinds in
-:data:`MESSAGES` can be read this way; custom resources are served as JSON only.
+Objects come out as :class:`ProtoObject`: dicts holding only what the reflector itself reads (name,
+namespace, uid, resourceVersion; a Pod's ``spec.nodeName``), with the decoded message attached. A kind
+with a message parser (:attr:`kubeapi.reflector.ResourceKind.from_message`, :mod:`kubeapi.protoparse`)
+builds its values from the message directly; any other parser gets the JSON-shaped dict
+(:meth:`ProtoObject.as_json`, :func:`kubeapi.protodict.to_json`), so it reads the same fields in both
+encodings. Only the kinds in :data:`BUILTIN_KINDS` can be read this way; custom resources are served as
+JSON only.
 
 Every malformed input raises :class:`ProtoError` (a ``ValueError``) saying what was wrong.
 """
 
 from __future__ import annotations
 
+import importlib
 import struct
 from collections.abc import AsyncIterator
 from typing import Any
 
 from google.protobuf.message import DecodeError, Message
 
-from apis.core.boundedjson import UndecodableObject
 from kubeapi.protodict import to_json
 from kubeapi.protogen import core_v1_pb2, meta_v1_pb2, runtime_pb2
 
@@ -40,16 +44,56 @@ MAGIC = b"k8s\x00"
 MAX_FRAME = 256 * 1024 * 1024
 """A frame longer than this is not a watch event of ours (the API server's request limit is 3 MiB)."""
 
-MESSAGES: dict[str, type[Message]] = {
-    "Pod": core_v1_pb2.Pod,
-    "PodList": core_v1_pb2.PodList,
-    "Node": core_v1_pb2.Node,
-    "NodeList": core_v1_pb2.NodeList,
+BUILTIN_KINDS: dict[str, tuple[str, str, str, str]] = {
+    "Pod": ("", "v1", "pods", "core_v1"),
+    "Node": ("", "v1", "nodes", "core_v1"),
+    "Namespace": ("", "v1", "namespaces", "core_v1"),
+    "ConfigMap": ("", "v1", "configmaps", "core_v1"),
+    "Service": ("", "v1", "services", "core_v1"),
+    "ReplicationController": ("", "v1", "replicationcontrollers", "core_v1"),
+    "PersistentVolumeClaim": ("", "v1", "persistentvolumeclaims", "core_v1"),
+    "PersistentVolume": ("", "v1", "persistentvolumes", "core_v1"),
+    "ReplicaSet": ("apps", "v1", "replicasets", "apps_v1"),
+    "StatefulSet": ("apps", "v1", "statefulsets", "apps_v1"),
+    "PodDisruptionBudget": ("policy", "v1", "poddisruptionbudgets", "policy_v1"),
+    "PriorityClass": ("scheduling.k8s.io", "v1", "priorityclasses", "scheduling_v1"),
+    "StorageClass": ("storage.k8s.io", "v1", "storageclasses", "storage_v1"),
+    "CSINode": ("storage.k8s.io", "v1", "csinodes", "storage_v1"),
+    "CSIDriver": ("storage.k8s.io", "v1", "csidrivers", "storage_v1"),
+    "CSIStorageCapacity": ("storage.k8s.io", "v1", "csistoragecapacities", "storage_v1"),
+    "DeviceClass": ("resource.k8s.io", "v1", "deviceclasses", "resource_v1"),
+    "ResourceSlice": ("resource.k8s.io", "v1", "resourceslices", "resource_v1"),
+    "ResourceClaim": ("resource.k8s.io", "v1", "resourceclaims", "resource_v1"),
 }
-"""Kinds (as ``runtime.Unknown`` names them) this module decodes -> their generated message."""
+"""Built-in kinds whose lists and watches may be requested as protobuf: kind -> (group, version, plural,
+the :mod:`kubeapi.protogen` module of its message). Kind names are unique across these groups, so a
+response's ``runtime.Unknown`` kind (``ReplicaSet``, ``ReplicaSetList``) names its message. The
+generated modules are imported on first use (each costs start-up time to build its descriptors).
 
-SUPPORTED_KINDS = frozenset(k for k in MESSAGES if not k.endswith("List"))
-"""The kinds whose lists and watches may be requested as protobuf."""
+Not here: ResourceClaimTemplate, whose parser keeps the claim spec's JSON as it is (to create claims
+from it), and protobuf sends Go's zero scalars that JSON omits (``count: 0``), so the kept JSON would
+differ; the scheduler itself never reads templates (only ``simulate`` does)."""
+
+_COLLECTIONS = frozenset(v[:3] for v in BUILTIN_KINDS.values())
+_CLASSES: dict[str, type[Message]] = {}
+
+
+def supports(group: str, version: str, plural: str) -> bool:
+    """Whether the collection ``group/version/plural`` holds one of :data:`BUILTIN_KINDS` (whatever name
+    the watcher gives the kind)."""
+    return (group, version, plural) in _COLLECTIONS
+
+
+def message_class(kind: str) -> type[Message] | None:
+    """The generated message of ``kind`` (an object kind of :data:`BUILTIN_KINDS` or its ``...List``)."""
+    cls = _CLASSES.get(kind)
+    if cls is None:
+        known = BUILTIN_KINDS.get(kind.removesuffix("List"))
+        if known is None:
+            return None
+        cls = getattr(importlib.import_module(f"kubeapi.protogen.{known[3]}_pb2"), kind)
+        _CLASSES[kind] = cls
+    return cls
 
 
 class ProtoError(ValueError):
@@ -71,7 +115,7 @@ def unwrap(data: bytes) -> tuple[str, bytes]:
 
 
 def _message(kind: str, raw: bytes) -> Message:
-    cls = MESSAGES.get(kind)
+    cls = message_class(kind)
     if cls is None:
         raise ProtoError(f"unexpected kind {kind!r}")
     message = cls()
@@ -82,9 +126,37 @@ def _message(kind: str, raw: bytes) -> Message:
     return message
 
 
+class ProtoObject(dict[str, Any]):
+    """One object decoded from protobuf. As a dict it holds ``metadata`` with ``name``, ``namespace``,
+    ``uid`` and ``resourceVersion`` only (what the reflector keys, versions and reports it by) and, for a
+    Pod, ``spec.nodeName`` (what the Pod kind's delivery order reads); :attr:`message` is the decoded
+    message, :meth:`as_json` the whole object as its JSON would read."""
+
+    __slots__ = ("message",)
+
+    def __init__(self, message: Any) -> None:
+        meta = message.metadata
+        super().__init__(
+            metadata={
+                "name": meta.name,
+                "namespace": meta.namespace,
+                "uid": meta.uid,
+                "resourceVersion": meta.resourceVersion,
+            }
+        )
+        if type(message) is core_v1_pb2.Pod:
+            self["spec"] = {"nodeName": message.spec.nodeName}
+        self.message = message
+
+    def as_json(self) -> Json:
+        """The object as the dict its JSON decodes to (less what :data:`kubeapi.protodict.KEEP` leaves
+        out). Raises whatever the conversion of an odd message raises."""
+        return to_json(self.message)
+
+
 def decode_list(data: bytes) -> Json:
-    """A list page as ``{"metadata": {"resourceVersion", "continue"}, "items": [...]}``. An item that
-    cannot be turned into a dict is an :class:`UndecodableObject` (that item only is refused)."""
+    """A list page as ``{"metadata": {"resourceVersion", "continue"}, "items": [...]}``, the items
+    :class:`ProtoObject`."""
     kind, raw = unwrap(data)
     if kind == "Status":
         raise ProtoError(f"a Status instead of a list: {status_json(raw).get('message', '')}")
@@ -92,25 +164,12 @@ def decode_list(data: bytes) -> Json:
         raise ProtoError(f"expected a list, got {kind!r}")
     message: Any = _message(kind, raw)
     meta = message.metadata
-    items = [_item(item) for item in message.items]
+    items = [ProtoObject(item) for item in message.items]
     # ("continue" is a Python keyword: the generated field is reached with getattr)
     return {
         "metadata": {"resourceVersion": meta.resourceVersion, "continue": getattr(meta, "continue")},
         "items": items,
     }
-
-
-def _item(message: Message) -> Json:
-    try:
-        return to_json(message)
-    except Exception as exc:  # one object's oddity costs that object only
-        meta: Any = getattr(message, "metadata", None)
-        shallow = (
-            {"metadata": {"name": meta.name, "namespace": meta.namespace, "resourceVersion": meta.resourceVersion}}
-            if meta is not None
-            else {}
-        )
-        return UndecodableObject(shallow, f"undecodable protobuf object: {type(exc).__name__}: {exc}")
 
 
 def decode_event(frame: bytes) -> tuple[str, Json]:
@@ -123,7 +182,7 @@ def decode_event(frame: bytes) -> tuple[str, Json]:
     kind, raw = unwrap(event.object.raw)
     if kind == "Status":
         return event.type, status_json(raw)
-    return event.type, _item(_message(kind, raw))
+    return event.type, ProtoObject(_message(kind, raw))
 
 
 def status_json(raw: bytes) -> Json:

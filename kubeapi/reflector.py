@@ -81,9 +81,16 @@ class ResourceKind(Generic[T]):
     namespace: str = ""
     """Watch one namespace only (a namespaced kind); empty: every namespace."""
     protobuf: bool = False
-    """``parser`` reads what :func:`kubeapi.protodict.to_json` keeps of a Pod or Node, so the kind may be
-    listed and watched as protobuf (:attr:`ReflectorOptions.protobuf`). A parser that needs the whole
-    object (the koordlet's) leaves it False: JSON."""
+    """``parser`` reads only what :func:`kubeapi.protodict.to_json` keeps of the object, so the kind may be
+    listed and watched as protobuf (:attr:`ReflectorOptions.protobuf`) when it is one of
+    :data:`kubeapi.protowire.BUILTIN_KINDS`. A parser that needs the whole object (the koordlet's) leaves
+    it False: JSON."""
+    from_message: Callable[[Any], T] | None = None
+    """Builds the value from an object decoded from protobuf (the generated message, e.g.
+    :func:`kubeapi.protoparse.pod_from_message`), giving what ``parser`` gives for its JSON; raises like
+    ``parser``. None: ``parser`` reads the message's JSON (:meth:`~kubeapi.protowire.ProtoObject.as_json`)."""
+    update_message: Callable[[Any, T], T] | None = None
+    """``update`` for an object decoded from protobuf (its message and the previous value)."""
 
     @property
     def path(self) -> str:
@@ -102,8 +109,9 @@ class ReflectorOptions:
     healthy_watch_seconds: float = 10.0
     """A watch that lasted this long (or delivered an event) resets the backoff."""
     protobuf: bool = True
-    """List and watch the kinds marked :attr:`ResourceKind.protobuf` (the scheduler's Pods and Nodes) as
-    ``application/vnd.kubernetes.protobuf``, as kube-scheduler does; other kinds (custom resources)
+    """List and watch the kinds marked :attr:`ResourceKind.protobuf` (the scheduler's Pods and Nodes, the
+    built-in kinds its plugins and controllers watch) as ``application/vnd.kubernetes.protobuf``, as
+    kube-scheduler does; other kinds (custom resources)
     are always JSON. False: JSON for everything (``clientConnection.contentType: application/json``)."""
 
 
@@ -196,7 +204,7 @@ class Reflector:
         self._backoff = Backoff(self.options.initial_backoff, self.options.max_backoff)
         self.outages = outages
         self.protobuf = (
-            self.options.protobuf and kind.protobuf and not kind.group and kind.kind in protowire.SUPPORTED_KINDS
+            self.options.protobuf and kind.protobuf and protowire.supports(kind.group, kind.version, kind.plural)
         )
         """Lists and watches go as protobuf (see :attr:`ReflectorOptions.protobuf`)."""
 
@@ -281,13 +289,12 @@ class Reflector:
     def _prepare(self, page: Any) -> dict[str, tuple[str, Any]]:
         """Parse a first list's page ahead of :meth:`replace`; what does not parse is left for it (which
         reports it). The page's parsed values (also kept for :meth:`replace`)."""
-        parser = self.kind.parser
         ready: dict[str, tuple[str, Any]] = {}
         for obj in page:
             if isinstance(obj, UndecodableObject):
                 continue
             try:
-                ready[object_key(obj)] = (_rv(obj), parser(obj))
+                ready[object_key(obj)] = (_rv(obj), self._parse(obj, None))
             except Exception:  # reported when replace() parses it again
                 continue
         self._prepared.update(ready)
@@ -489,12 +496,7 @@ class Reflector:
             self._reject(key, obj, "Invalid", obj.error, None)
             return
         try:
-            if ready is not None and ready[0] == rv:
-                value = ready[1]
-            elif old is not None and self.kind.update is not None:
-                value = self.kind.update(obj, old.value)
-            else:
-                value = self.kind.parser(obj)
+            value = ready[1] if ready is not None and ready[0] == rv else self._parse(obj, old)
         except Exception as err:
             # Treated as absent: a version that parsed earlier must not stay in use. A ValueError is the
             # parser's own (it names the field); anything else is named by its type.
@@ -511,6 +513,20 @@ class Reflector:
             self.store.pop(key, None)
             self._call(EventType.DELETED, value, None)  # best effort: the first failure is the one reported
             self._reject(key, obj, "HandlerError", f"{type(failure).__name__}: {failure}", failure)
+
+    def _parse(self, obj: Json, old: _Entry | None) -> Any:
+        """The value of ``obj`` (a new version of ``old`` when that is not None), by the kind's
+        message parsers for an object decoded from protobuf, else by its JSON parsers."""
+        kind = self.kind
+        if type(obj) is protowire.ProtoObject:
+            if kind.from_message is not None:
+                if old is not None and kind.update_message is not None:
+                    return kind.update_message(obj.message, old.value)
+                return kind.from_message(obj.message)
+            obj = obj.as_json()
+        if old is not None and kind.update is not None:
+            return kind.update(obj, old.value)
+        return kind.parser(obj)
 
     def _deliver_delete(self, key: str) -> None:
         self._rejected.pop(key, None)

@@ -30,6 +30,12 @@ PACKAGE = "kubeapi/protogen"
 # flat name -> (module, path of the .proto inside the module)
 PROTOS = {
     "core_v1": ("k8s.io/api", "core/v1/generated.proto"),
+    "apps_v1": ("k8s.io/api", "apps/v1/generated.proto"),
+    "policy_v1": ("k8s.io/api", "policy/v1/generated.proto"),
+    "resource_v1": ("k8s.io/api", "resource/v1/generated.proto"),
+    "scheduling_v1": ("k8s.io/api", "scheduling/v1/generated.proto"),
+    "storage_v1": ("k8s.io/api", "storage/v1/generated.proto"),
+    "events_v1": ("k8s.io/api", "events/v1/generated.proto"),
     "meta_v1": ("k8s.io/apimachinery", "pkg/apis/meta/v1/generated.proto"),
     "runtime": ("k8s.io/apimachinery", "pkg/runtime/generated.proto"),
     "runtime_schema": ("k8s.io/apimachinery", "pkg/runtime/schema/generated.proto"),

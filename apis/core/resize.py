@@ -91,6 +91,17 @@ def apply_resize_status(status: Json, containers: Sequence[ResizableContainer], 
         )
     except ParseError as err:
         raise err.under("status") from None
+    apply_reported(containers, reported, infeasible=infeasible)
+
+
+Reported = Mapping[str, tuple[NanoResources, NanoResources, NanoResources]]
+"""Container name -> (actuated requests, allocated resources, actuated limits) of each container status
+that reports its resources."""
+
+
+def apply_reported(containers: Sequence[ResizableContainer], reported: Reported, *, infeasible: bool) -> None:
+    """The accounting of :func:`apply_resize_status`, from the statuses already read (``infeasible``:
+    the pod has ``PodResizePending`` with reason ``Infeasible``)."""
     for c in containers:
         found = reported.get(c.name)
         if found is None:

@@ -34,6 +34,9 @@ _DISK_FIELD = {
 }
 """The field that names the disk, for the inline types identified by one field."""
 
+KEPT_SOURCES = frozenset({PVC, EPHEMERAL, RBD, *_DISK_FIELD})
+"""The volume types :func:`parse_pod_volumes` keeps; a volume of any other type is left out."""
+
 
 def parse_pod_volumes(volumes: JsonList, pod_name: str) -> tuple[PodVolume, ...]:
     """The kept volumes of ``spec.volumes``, in order. ``pod_name`` names generic ephemeral claims
@@ -50,11 +53,15 @@ def parse_pod_volumes(volumes: JsonList, pod_name: str) -> tuple[PodVolume, ...]
     return tuple(out)
 
 
+LOCAL_STORAGE_SOURCES = frozenset({"emptyDir", "hostPath"})
+"""The volume types that are local storage (:func:`has_local_storage`)."""
+
+
 def has_local_storage(volumes: JsonList) -> bool:
     """Whether ``spec.volumes`` has an ``emptyDir`` or ``hostPath`` volume (sigs.k8s.io/descheduler
     ``IsPodWithLocalStorage``)."""
     return any(
-        isinstance(v, Mapping) and (v.get("emptyDir") is not None or v.get("hostPath") is not None) for v in volumes
+        isinstance(v, Mapping) and any(v.get(source) is not None for source in LOCAL_STORAGE_SOURCES) for v in volumes
     )
 
 

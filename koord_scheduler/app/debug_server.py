@@ -18,10 +18,9 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # aiohttp loads when the server starts, not when the flags are parsed
-    from aiohttp import web
-
-    from koord_scheduler.scheduler.serving import HardenedServer, ServingLimits
+if TYPE_CHECKING:  # the HTTP server loads when it starts, not when the flags are parsed
+    from kubeapi.serving import Application, HardenedServer, Request, Response
+    from kubeapi.serving_limits import ServingLimits
 
 log = logging.getLogger("koord-scheduler")
 
@@ -62,11 +61,11 @@ SetDebug = Callable[..., None]
 """``set_debug(scores=...)`` / ``set_debug(filters=...)``."""
 
 
-def debug_app(set_debug: SetDebug) -> web.Application:
+def debug_app(set_debug: SetDebug) -> Application:
     """The application serving ``PUT /debug/flags/{s,f}`` (tests mount it directly)."""
-    from aiohttp import web
+    from kubeapi.serving import Response, new_app
 
-    async def debug_flag(request: web.Request) -> web.Response:
+    async def debug_flag(request: Request) -> Response:
         text = (await request.text())[:100]
         flag = request.match_info["flag"]
         try:
@@ -79,22 +78,21 @@ def debug_app(set_debug: SetDebug) -> web.Application:
                 set_debug(filters=filters)
                 shown = str(filters).lower()
             else:
-                return web.Response(status=404, text=f"unknown debug flag {flag[:20]!r} (use s or f)\n")
+                return Response(status=404, text=f"unknown debug flag {flag[:20]!r} (use s or f)\n")
         except DebugValueError as exc:
-            return web.Response(status=400, text=f"bad value for debug flag {flag}: {exc}\n")
+            return Response(status=400, text=f"bad value for debug flag {flag}: {exc}\n")
         log.warning("debug flag %s set to %s", flag, shown)
-        return web.Response(text=f"{flag}={shown}\n")
+        return Response(text=f"{flag}={shown}\n")
 
-    app = web.Application(client_max_size=1024)
-    app.router.add_put("/debug/flags/{flag}", debug_flag)
-    return app
+    return new_app([("PUT", "/debug/flags/{flag}", debug_flag)], max_body_bytes=1024)
 
 
 async def start_debug_server(port: int, set_debug: SetDebug, *, limits: ServingLimits | None = None) -> HardenedServer:
     """Serve the switches on ``127.0.0.1:port`` with the size, time and connection bounds of
-    :mod:`koord_scheduler.scheduler.serving` (by default a 1 KiB body, 16 connections). Raises ``OSError``
+    :mod:`kubeapi.serving_limits` (by default a 1 KiB body, 16 connections). Raises ``OSError``
     when the port is taken."""
-    from koord_scheduler.scheduler.serving import HardenedServer, ServingLimits
+    from kubeapi.serving import HardenedServer
+    from kubeapi.serving_limits import ServingLimits
 
     limits = limits or ServingLimits(max_body_bytes=1024, max_connections=16)
     server = HardenedServer(debug_app(set_debug), address=LOOPBACK, port=port, ssl_context=None, limits=limits)

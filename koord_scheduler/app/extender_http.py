@@ -10,7 +10,7 @@ must be a DNS-1123 label, ``PodName`` and ``Node`` DNS-1123 subdomains and ``Pod
 the pod is read (one GET) and bound only if it exists with that UID, is not bound yet and has a served
 ``schedulerName``. Every refusal is an ``Error`` naming the field or the reason.
 
-Limits and authentication come from :mod:`koord_scheduler.scheduler.serving` (body size, header and body
+Limits and authentication come from :mod:`kubeapi.serving_limits` (body size, header and body
 time-outs, connection count; optional client certificate and bearer token). Every failure of one request
 is answered (an ``Error``, or 4xx for ``/preempt`` whose result has no error field), never an HTTP 500 for
 bad input and never a traceback.
@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
-from aiohttp import web
 
 from apis.core.paths import InvalidNameError, check_name, check_namespace, shown
 from apis.core.types import ObjectMeta, Pod
@@ -39,16 +38,25 @@ from koord_scheduler.extenders.service import (
     request_victims,
 )
 from koord_scheduler.framework.errors import PluginCycleError
-from koord_scheduler.scheduler.serving import (
-    BodyTimeoutError,
-    BodyTooLargeError,
-    ClientAuth,
-    ServingLimits,
-    TokenFile,
+from koord_scheduler.scheduler.source import ClusterSource
+from kubeapi.serving import (
+    Application,
+    HTTPBadRequest,
+    HTTPException,
+    HTTPInternalServerError,
+    HTTPRequestEntityTooLarge,
+    HTTPRequestTimeout,
+    Middleware,
+    NextHandler,
+    Request,
+    Response,
+    StreamResponse,
+    middleware,
+    new_app,
     read_body,
     token_middleware,
 )
-from koord_scheduler.scheduler.source import ClusterSource
+from kubeapi.serving_limits import BodyTimeoutError, BodyTooLargeError, ClientAuth, ServingLimits, TokenFile
 
 log = logging.getLogger("koord-scheduler")
 
@@ -58,7 +66,7 @@ EXTENDER_BODY_LIMIT = 64 * 1024 * 1024
 kilobytes each. Far above that is not a scheduler's request."""
 _UID = re.compile(r"[\x21-\x7e]{1,128}")
 
-Handler = Callable[[web.Request], Awaitable[web.Response]]
+Handler = Callable[[Request], Awaitable[Response]]
 PodGetter = Callable[[str, str], Awaitable[Pod | None]]
 """``get_pod(namespace, name)``: the pod as the API server has it now, None when it does not exist."""
 
@@ -91,29 +99,29 @@ def make_app(
     synced: Callable[[], bool],
     get_pod: PodGetter,
     serving: ExtenderServing | None = None,
-) -> web.Application:
+) -> Application:
     """The HTTP routes; each verb answers 200 with the protocol's JSON (errors in its ``Error`` field),
     ``/preempt`` 400 for a request it cannot use."""
     serving = serving or ExtenderServing()
     served = serving.scheduler_names
     others = _Once()
 
-    def json_response(value: Any) -> web.Response:
-        return web.Response(body=orjson.dumps(value), content_type="application/json")
+    def json_response(value: Any) -> Response:
+        return Response(body=orjson.dumps(value), content_type="application/json")
 
-    async def read(request: web.Request) -> dict[str, Any]:
+    async def read(request: Request) -> dict[str, Any]:
         try:
             body = orjson.loads(await read_body(request, serving.limits))
         except BodyTooLargeError as exc:
-            raise web.HTTPRequestEntityTooLarge(
+            raise HTTPRequestEntityTooLarge(
                 max_size=serving.limits.max_body_bytes, actual_size=request.content_length or 0, text=str(exc)
             ) from None
         except BodyTimeoutError as exc:
-            raise web.HTTPRequestTimeout(text=str(exc)) from None
+            raise HTTPRequestTimeout(text=str(exc)) from None
         except orjson.JSONDecodeError as exc:
-            raise web.HTTPBadRequest(text=f"request body is not JSON: {exc}") from None
+            raise HTTPBadRequest(text=f"request body is not JSON: {exc}") from None
         if not isinstance(body, dict):
-            raise web.HTTPBadRequest(text="request body is not a JSON object")
+            raise HTTPBadRequest(text="request body is not a JSON object")
         return body
 
     def not_served(body: Mapping[str, Any]) -> bool:
@@ -133,7 +141,7 @@ def make_app(
         )
         return True
 
-    async def filter_handler(request: web.Request) -> web.Response:
+    async def filter_handler(request: Request) -> Response:
         body = await read(request)
         if not_served(body):
             try:
@@ -151,7 +159,7 @@ def make_app(
             return json_response(result)
         return json_response(service.filter(body))
 
-    async def prioritize_handler(request: web.Request) -> web.Response:
+    async def prioritize_handler(request: Request) -> Response:
         body = await read(request)
         if not_served(body):
             try:
@@ -161,18 +169,18 @@ def make_app(
             return json_response([{"Host": n, "Score": 0} for n in names])
         return json_response(service.prioritize(body))
 
-    async def preempt_handler(request: web.Request) -> web.Response:
+    async def preempt_handler(request: Request) -> Response:
         body = await read(request)
         try:
             if not_served(body):
                 return json_response({"NodeNameToMetaVictims": _victims_as_sent(body)})
             return json_response(service.preempt(body))
         except RequestError as exc:
-            raise web.HTTPBadRequest(text=f"bad ExtenderPreemptionArgs: {exc}") from exc
+            raise HTTPBadRequest(text=f"bad ExtenderPreemptionArgs: {exc}") from exc
         except PluginCycleError as exc:
-            raise web.HTTPInternalServerError(text=exc.status.message) from exc
+            raise HTTPInternalServerError(text=exc.status.message) from exc
 
-    async def bind_handler(request: web.Request) -> web.Response:
+    async def bind_handler(request: Request) -> Response:
         body = await read(request)
         try:
             wanted, node = checked_binding(body)
@@ -196,20 +204,21 @@ def make_app(
             return json_response({"Error": f"binding {what}: {exc}"})
         return json_response({"Error": ""})
 
-    async def healthz(_: web.Request) -> web.Response:
+    async def healthz(_: Request) -> Response:
         ok = synced()
-        return web.Response(status=200 if ok else 503, text="ok" if ok else "informers not synced")
+        return Response(status=200 if ok else 503, text="ok" if ok else "informers not synced")
 
-    middlewares: list[Any] = [_contained]
+    middlewares: list[Middleware] = [_contained]
     if serving.auth.token_file:
         middlewares.insert(0, token_middleware(TokenFile(serving.auth.token_file), exempt=frozenset({"/healthz"})))
-    app = web.Application(client_max_size=serving.limits.max_body_bytes, middlewares=middlewares)
-    app.router.add_post("/filter", _timed("filter", filter_handler))
-    app.router.add_post("/prioritize", _timed("prioritize", prioritize_handler))
-    app.router.add_post("/preempt", _timed("preempt", preempt_handler))
-    app.router.add_post("/bind", _timed("bind", bind_handler))
-    app.router.add_get("/healthz", healthz)
-    return app
+    routes = [
+        ("POST", "/filter", _timed("filter", filter_handler)),
+        ("POST", "/prioritize", _timed("prioritize", prioritize_handler)),
+        ("POST", "/preempt", _timed("preempt", preempt_handler)),
+        ("POST", "/bind", _timed("bind", bind_handler)),
+        ("GET", "/healthz", healthz),
+    ]
+    return new_app(routes, max_body_bytes=serving.limits.max_body_bytes, middlewares=middlewares)
 
 
 def checked_binding(body: Mapping[str, Any]) -> tuple[ObjectMeta, str]:
@@ -250,26 +259,26 @@ def _victims_as_sent(body: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-@web.middleware
-async def _contained(request: web.Request, handler: Handler) -> web.StreamResponse:
+@middleware
+async def _contained(request: Request, handler: NextHandler) -> StreamResponse:
     """Every failure of one request is answered in that request: the HTTP errors the handlers raise as they
     are; a malformed request the protocol helpers refused as 400; anything else as 400 naming the
     exception type (with one log line), never a 500 with a traceback."""
     try:
         return await handler(request)
-    except web.HTTPException:
+    except HTTPException:
         raise
     except RequestError as exc:
-        return web.Response(status=400, text=f"bad request: {exc}")
+        return Response(status=400, text=f"bad request: {exc}")
     except Exception as exc:
         log.warning(
             "extender %s: the request could not be answered: %s: %s", request.path, type(exc).__name__, str(exc)[:200]
         )
-        return web.Response(status=400, text=f"the request could not be answered ({type(exc).__name__})")
+        return Response(status=400, text=f"the request could not be answered ({type(exc).__name__})")
 
 
 def _timed(verb: str, handler: Handler) -> Handler:
-    async def wrapped(request: web.Request) -> web.Response:
+    async def wrapped(request: Request) -> Response:
         started = time.perf_counter()
         try:
             return await handler(request)

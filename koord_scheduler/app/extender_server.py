@@ -59,12 +59,13 @@ from koord_scheduler.framework.registry import Registry
 from koord_scheduler.scheduler.assembly import build_scheduler
 from koord_scheduler.scheduler.kube_source import KubeClusterSource, KubeSourceOptions
 from koord_scheduler.scheduler.scheduler import Scheduler, SchedulerOptions
-from koord_scheduler.scheduler.serving import ClientAuth, HardenedServer, ServingLimits, TokenFile, server_ssl_context
 from koord_scheduler.scheduler.source import ClusterSource
 from kubeapi import ApiError, load_connection
 from kubeapi.paths import resource_path
 from kubeapi.protowire import wants_protobuf
 from kubeapi.reflector import ReflectorOptions
+from kubeapi.serving import HardenedServer
+from kubeapi.serving_limits import ClientAuth, ServingLimits, TokenFile, server_ssl_context
 
 log = logging.getLogger("koord-scheduler")
 

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, Gauge, ProcessCollector, generate_latest
 
 from koord_scheduler.app.controllers import (
@@ -46,7 +45,7 @@ from koord_scheduler.app.serve import (
     _with_cpu_profile,
     event_loop_factory,
 )
-from koord_scheduler.app.services_http import add_service_routes
+from koord_scheduler.app.services_http import service_routes
 from koord_scheduler.controllers.runner import ControllerSink, FanoutSink
 from koord_scheduler.framework.errors import ClusterError, log_failure
 from koord_scheduler.framework.registry import Registry
@@ -56,13 +55,14 @@ from koord_scheduler.scheduler.kube_source import KubeClusterSource, KubeSourceO
 from koord_scheduler.scheduler.metrics import SchedulerMetrics
 from koord_scheduler.scheduler.plugin_services import ServiceTable, scheduler_services
 from koord_scheduler.scheduler.scheduler import Scheduler, SchedulerOptions
-from koord_scheduler.scheduler.serving import HardenedServer, ServingLimits
 from koord_scheduler.scheduler.source import EventSink
 from koord_scheduler.scheduler.task_restarts import supervise
 from kubeapi import ApiHttp, HttpOptions, TokenBucket, load_connection
 from kubeapi.leaderelection import LeaderElector
 from kubeapi.protowire import wants_protobuf
 from kubeapi.reflector import ReflectorOptions
+from kubeapi.serving import Handler, HardenedServer, Request, Response, Route, new_app
+from kubeapi.serving_limits import ServingLimits
 
 if TYPE_CHECKING:
     from koord_scheduler.webhook.thread import AdmissionThread
@@ -448,26 +448,31 @@ async def _start_http(
     limits: ServingLimits = METRICS_LIMITS,
     services: ServicesSource | None = None,
 ) -> HardenedServer:
-    def check(probe: Callable[[], tuple[bool, str]]) -> Callable[[web.Request], asyncio.Future[web.Response]]:
-        async def handler(_: web.Request) -> web.Response:
+    def check(probe: Callable[[], tuple[bool, str]]) -> Handler:
+        async def handler(_: Request) -> Response:
             ok, text = probe()
-            return web.Response(status=200 if ok else 503, text=text)
+            return Response(status=200 if ok else 503, text=text)
 
-        return handler  # type: ignore[return-value]
+        return handler
 
-    async def metrics_handler(_: web.Request) -> web.Response:
+    async def metrics_handler(_: Request) -> Response:
         body = generate_latest(metrics.registry)
-        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+        return Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
-    app = web.Application(client_max_size=limits.max_body_bytes)
-    app.router.add_get("/healthz", check(state.healthz))
-    app.router.add_get("/livez", check(state.healthz))
-    app.router.add_get("/readyz", check(state.readyz))
-    app.router.add_get("/metrics", metrics_handler)
+    routes: list[Route] = [
+        ("GET", "/healthz", check(state.healthz)),
+        ("GET", "/livez", check(state.healthz)),
+        ("GET", "/readyz", check(state.readyz)),
+        ("GET", "/metrics", metrics_handler),
+    ]
     if services is not None:
-        add_service_routes(app, services[0], is_leader=services[1])
+        routes += service_routes(services[0], is_leader=services[1])
     server = HardenedServer(
-        app, address=options.bind_address, port=options.metrics_port, ssl_context=None, limits=limits
+        new_app(routes, max_body_bytes=limits.max_body_bytes),
+        address=options.bind_address,
+        port=options.metrics_port,
+        ssl_context=None,
+        limits=limits,
     )
     await server.start()
     log.info(

@@ -4,7 +4,7 @@ capacity and device manuals work against pykoord.
 
 Read-only ``GET`` (and ``HEAD``); any other method is 405. Like Koordinator, only the leader answers
 (another replica: 503 ``{"message": "the instance is not leader"}``); with scheduling off, 503 as well.
-The server is the metrics port's :class:`~koord_scheduler.scheduler.serving.HardenedServer` (a 64 KiB body
+The server is the metrics port's :class:`~kubeapi.serving.HardenedServer` (a 64 KiB body
 limit, header and connection bounds), and every path parameter is checked before it is used
 (:func:`~koord_scheduler.scheduler.plugin_services.param_problem`).
 
@@ -24,9 +24,8 @@ from urllib.parse import unquote
 from koord_scheduler.framework.errors import log_failure
 
 if TYPE_CHECKING:
-    from aiohttp import web
-
     from koord_scheduler.scheduler.plugin_services import ServiceTable
+    from kubeapi.serving import Request, Response, Route
 
 log = logging.getLogger("koord-scheduler")
 
@@ -35,19 +34,17 @@ NOT_LEADER = {"message": "the instance is not leader"}
 SCHEDULING_OFF = {"message": "scheduling is off in this replica (--scheduling=false): no plugin services"}
 
 
-def _json(status: int, body: object) -> web.Response:
-    from aiohttp import web
+def _json(status: int, body: object) -> Response:
+    from kubeapi.serving import Response
 
     text = json.dumps(body, separators=(",", ":"), ensure_ascii=False)
-    return web.Response(status=status, text=text, content_type="application/json", charset="utf-8")
+    return Response(status=status, text=text, content_type="application/json", charset="utf-8")
 
 
-def add_service_routes(
-    app: web.Application, table: Callable[[], ServiceTable | None], *, is_leader: Callable[[], bool]
-) -> None:
-    """Route ``/apis/v1/...`` of ``app`` to ``table()`` (None: scheduling is off), leader only."""
+def service_routes(table: Callable[[], ServiceTable | None], *, is_leader: Callable[[], bool]) -> list[Route]:
+    """The route of ``/apis/v1/...`` to ``table()`` (None: scheduling is off), leader only."""
 
-    async def serve(request: web.Request) -> web.Response:
+    async def serve(request: Request) -> Response:
         if request.method not in ("GET", "HEAD"):
             return _json(405, {"message": f"{request.method} is not allowed: the services are read-only"})
         if not is_leader():
@@ -64,4 +61,4 @@ def add_service_routes(
             return _json(500, {"message": f"internal error: {type(exc).__name__}"})
         return _json(status, body)
 
-    app.router.add_route("*", PREFIX + r"{tail:[\s\S]*}", serve)  # decoded CR/LF too: refused with a 400
+    return [("*", PREFIX + r"{tail:[\s\S]*}", serve)]  # decoded CR/LF too: refused with a 400

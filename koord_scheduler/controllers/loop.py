@@ -1,5 +1,5 @@
 """The one loop every hosted controller runs on (Reservation, PodGroup, DeviceResource, the colocation
-controllers, ElasticQuota status, quotaprofile).
+controllers, ElasticQuota status, quotaprofile, colocationprofile, the descheduler and migration).
 
 A controller keeps its own indexes and dirty set, fed by the informers' events on the event-loop thread;
 :class:`ReconcileLoop` decides *when* it reconciles:

@@ -20,7 +20,7 @@ from apis.core.types import Node, Pod
 from apis.scheduling.migration import KIND as JOB_KIND
 from apis.scheduling.migration import PodMigrationJobRecord
 from apis.slo.nodemetric_record import NodeMetricRecord
-from koord_scheduler.controllers.waits import stopped_within
+from koord_scheduler.controllers.loop import ReconcileLoop
 from koord_scheduler.descheduler.lownodeload.plugin import ClusterView
 from koord_scheduler.descheduler.round import Descheduler, RoundPlan, describe, job_for
 from koord_scheduler.framework.errors import ClusterError
@@ -29,6 +29,10 @@ from koord_scheduler.framework.types import EventType
 log = logging.getLogger(__name__)
 
 NODE_METRIC: Final = "NodeMetric"
+DESCHEDULER: Final = "descheduler"
+_NEVER: Final = float("inf")
+IDLE_SECONDS: Final = 60.0
+"""With interval 0 (one round only), how often the loop looks again for nothing to do."""
 
 
 class JobCreator(Protocol):
@@ -58,6 +62,13 @@ class DeschedulerController:
         self.jobs: dict[str, PodMigrationJobRecord] = {}
         self.rounds = 0
         self.created = 0
+        self.loop = ReconcileLoop(
+            DESCHEDULER,
+            waiting_for="NodeMetrics and PodMigrationJobs",
+            idle_seconds=interval if interval > 0 else IDLE_SECONDS,
+        )
+        self._next_round: float | None = None
+        """When the next round is due on ``loop.clock`` (None: at once; infinity: never)."""
 
     # ----- informer events -----
 
@@ -125,25 +136,25 @@ class DeschedulerController:
         return plan
 
     async def run(self, stop: asyncio.Event) -> None:
-        """A round every interval until ``stop`` is set; call only while holding the leader Lease."""
+        """A round every interval until ``stop`` is set; call only while holding the leader Lease. On the
+        hosted controllers' :class:`~koord_scheduler.controllers.loop.ReconcileLoop`: nothing before
+        ``ready()``, the first round at once, the next ones when :meth:`due` says (events do not start a
+        round); a round that raises is logged and counted by the loop, and the next one runs on time."""
         log.info(
             "descheduler controller running (interval %.0fs%s)",
             self.interval,
             ", dryRun" if self.descheduler.dry_run else "",
         )
-        waited = 0
-        while not self.ready():
-            if waited % 30 == 0:
-                log.warning(
-                    "descheduler waiting for NodeMetrics and PodMigrationJobs to be listed (CRDs installed? RBAC?)"
-                )
-            if await stopped_within(stop, 1.0):
-                return
-            waited += 1
-        while not stop.is_set():
-            await self.run_once()
-            if self.interval <= 0:
-                await stop.wait()
-                return
-            if await stopped_within(stop, self.interval):
-                return
+        self._next_round = None
+        await self.loop.run(stop, ready=self.ready, reconcile=self._pass, pending=lambda: False, due=self.due)
+
+    def due(self) -> float | None:
+        """When (on the loop's clock) the next round runs; None after the only round of interval 0."""
+        return None if self._next_round is None or self._next_round == _NEVER else self._next_round
+
+    async def _pass(self, full: bool) -> None:
+        now = self.loop.clock()
+        if self._next_round is not None and now < self._next_round:
+            return  # woken early (the loop's idle wait): not yet time
+        self._next_round = now + self.interval if self.interval > 0 else _NEVER
+        await self.run_once()

@@ -45,6 +45,7 @@ from koord_scheduler.descheduler.evictor import (
     requested,
 )
 from koord_scheduler.descheduler.lownodeload.plugin import ClusterView, LowNodeLoad
+from koord_scheduler.descheduler.migration.arbitration import Limits, controller_uid, expected_replicas_reason
 from koord_scheduler.descheduler.migration.decide import ANNOTATION_EVICT_REASON, ANNOTATION_EVICT_TRIGGER
 from koord_scheduler.descheduler.upstream_registry import DESCHEDULE_PLUGINS
 
@@ -81,6 +82,36 @@ def _selector_matches(selector: ConfigLabelSelector | None, labels: Mapping[str,
         return True
     parsed = parse_label_selector(selector.model_dump(by_alias=True, exclude_none=True))
     return parsed is None or label_selector_matches(parsed, labels)
+
+
+def with_expected_replicas(
+    gates: Callable[[Pod], bool], view: ClusterView, args: MigrationControllerArgs
+) -> Callable[[Pod], bool]:
+    """``gates`` and Koordinator's ``filterExpectedReplicas``, which its MigrationController's ``Filter``
+    (the filter LowNodeLoad's and the Deschedule plugins' candidates pass) applies: a pod of a workload the
+    arbitration would refuse (one replica, or ``maxMigratingPerWorkload``/``maxUnavailablePerWorkload`` at
+    all its replicas) is not planned, rather than planned into a job that fails every round. The workload
+    is the view's bound pods of the same controller."""
+    limits = Limits.of(args)
+    by_owner: dict[str, list[Pod]] | None = None
+    refused: dict[str, bool] = {}  # per controller UID: the answer depends on the workload only
+
+    def evictable(pod: Pod) -> bool:
+        nonlocal by_owner
+        if not gates(pod):
+            return False
+        uid = controller_uid(pod)
+        if uid not in refused:
+            if by_owner is None:
+                by_owner = {}
+                for pods in view.pods_by_node.values():
+                    for p in pods:
+                        if owner := controller_uid(p):
+                            by_owner.setdefault(owner, []).append(p)
+            refused[uid] = bool(expected_replicas_reason(pod, by_owner.get(uid, [pod]), limits))
+        return not refused[uid]
+
+    return evictable
 
 
 def _with_node_fit(
@@ -160,7 +191,7 @@ class Descheduler:
 
     def plan(self, view: ClusterView, *, migrating: Collection[str] = ()) -> RoundPlan:
         """Plan one round; ``migrating``: pods unfinished PodMigrationJobs already move."""
-        gates = self.eviction_filter(migrating)
+        gates = with_expected_replicas(self.eviction_filter(migrating), view, self.migration_args)
         nodes = {n.name: n for n in view.nodes}
         node_requested = {name: requested(view.pods_by_node.get(name, ())) for name in nodes}
 

@@ -200,6 +200,24 @@ class ClusterSnapshot:
         memo = self._split_memo
         if memo is not None and memo[0] == version and memo[1] == self.version:
             return memo[2]
+        if self._log_base <= version and self.version - version <= 8:
+            # The few nodes a cycle (or the handful of cycles since a per-shape cache entry was last
+            # used) changed: split the log's positions directly, without building the unsplit array
+            # first (half the cost; the per-node caches of a many-shape workload ask this several times
+            # a cycle, each with its own version).
+            touched = set(self._change_log[version - self._log_base :])
+            is_live = self.valid
+            on_live = [p for p in touched if is_live[p]]
+            gone = (
+                _NO_POSITIONS
+                if len(on_live) == len(touched)
+                else np.array([p for p in touched if not is_live[p]], dtype=np.intp)
+            )
+            short = (np.array(on_live, dtype=np.intp), gone)
+            short[0].flags.writeable = False
+            gone.flags.writeable = False
+            self._split_memo = (version, self.version, short)
+            return short
         changed = self.changed_since(version)
         if changed is None:
             split = None

@@ -445,6 +445,7 @@ def build_domains(snapshot: ClusterSnapshot, key: str) -> TopologyDomains:
         value = info.node.meta.labels.get(key)
         if value is not None:
             value_ids[pos] = index.setdefault(value, len(index))
+    value_ids.flags.writeable = False  # shared by every reader until the nodes change
     return TopologyDomains(key, value_ids, tuple(index), index)
 
 

@@ -10,6 +10,10 @@ Everything runs as tasks on the caller's event loop. Watch events are parsed and
 watch task between scheduling cycles (the cycle is synchronous, so nothing interleaves with it); all
 events that are already buffered are handled in one go.
 
+Bindings and new Events are sent as protobuf when the lists and watches are
+(:attr:`~kubeapi.reflector.ReflectorOptions.protobuf`, from ``clientConnection.contentType``), as
+kube-scheduler sends them; patches are JSON either way.
+
 Two connection pools with their own token buckets, as kube-scheduler has separate clientsets: one
 for watches, binds and status patches (``clientConnection.qps/burst``), one for Events (same limits), so
 a burst of Events never waits for a token a bind needs.
@@ -27,7 +31,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from apis.core.types import Node, Pod
@@ -35,6 +39,7 @@ from koord_scheduler.framework.errors import ClusterError
 from koord_scheduler.framework.handle import ClusterClient
 from koord_scheduler.framework.types import ObjectKind
 from koord_scheduler.scheduler.source import EventSink, EventType
+from kubeapi import protowire
 from kubeapi.client import KubeClusterClient
 from kubeapi.connection import Connection
 from kubeapi.core_kinds import NODE_KIND, POD_KIND
@@ -102,9 +107,11 @@ class KubeClusterSource:
         self.events_http = ApiHttp(
             connection, TokenBucket(opts.qps, opts.burst), options=HttpOptions(pool_size=opts.events.senders + 2)
         )
-        self.events = EventRecorder(self.events_http, options=opts.events, clock=clock)
+        # clientConnection's content type (ReflectorOptions.protobuf) is also that of the per-pod writes.
+        protobuf = opts.reflector.protobuf
+        self.events = EventRecorder(self.events_http, options=replace(opts.events, protobuf=protobuf), clock=clock)
         default_controller = next(iter(opts.scheduler_names), "default-scheduler")
-        self._client = KubeClusterClient(self.http, self.events, controller=default_controller)
+        self._client = KubeClusterClient(self.http, self.events, controller=default_controller, protobuf=protobuf)
         self._sink: EventSink | None = None
         self._kinds: list[tuple[ResourceKind[Any], Callable[[EventSink], Callable[[EventType, Any, Any], None]]]] = [
             (NODE_KIND, _node_handler),
@@ -139,7 +146,9 @@ class KubeClusterSource:
         before :meth:`start`; these kinds are delivered after Nodes and before Pods. ``namespace`` limits
         the watch to one namespace (and the RBAC it needs to a Role there). An ``optional`` kind does not
         hold up :meth:`start` when it cannot be listed (a missing CRD, missing RBAC): it keeps retrying in
-        the background, and :meth:`listed` says when it has been listed."""
+        the background, and :meth:`listed` says when it has been listed. A built-in kind
+        (:data:`kubeapi.protowire.BUILTIN_KINDS`) is read as protobuf unless ``clientConnection`` says
+        JSON; ``parser`` then reads the object's dict as :func:`kubeapi.protodict.to_json` builds it."""
         if self._sink is not None:
             raise RuntimeError("watch_kind() must be called before start()")
         kind = ResourceKind(
@@ -151,6 +160,7 @@ class KubeClusterSource:
             field_selector=field_selector,
             label_selector=label_selector,
             namespace=namespace,
+            protobuf=protowire.supports(group, version, plural),
         )
 
         def handler_for(sink: EventSink) -> Callable[[EventType, Any, Any], None]:

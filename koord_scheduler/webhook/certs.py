@@ -27,7 +27,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from koord_scheduler.scheduler.serving import server_ssl_context as tls_server_context
+from kubeapi.serving_limits import server_ssl_context as tls_server_context
 
 CERT_FILE = "tls.crt"
 KEY_FILE = "tls.key"

@@ -10,7 +10,6 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from koord_scheduler.scheduler.serving import ClientAuth
 from koord_scheduler.webhook.admission import POD_CREATE, PodMutator, WebhookMetrics
 from koord_scheduler.webhook.bootstrap import VALIDATING_CONFIGURATIONS, ensure_secret_bundle, inject_ca_bundle
 from koord_scheduler.webhook.certs import read_bundle, server_ssl_context, service_dns_names, write_bundle
@@ -25,6 +24,7 @@ from kubeapi.connection import Connection
 from kubeapi.events import EventRecorder
 from kubeapi.http import ApiHttp, HttpOptions
 from kubeapi.ratelimit import TokenBucket
+from kubeapi.serving_limits import ClientAuth
 
 
 class WebhookRuntime:

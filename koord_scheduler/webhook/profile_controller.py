@@ -44,7 +44,8 @@ from apis.core.selectors import label_selector_matches
 from apis.core.types import LabelSelector, Node, Pod
 from apis.extension.constants import LABEL_POD_PRIORITY, LABEL_POD_QOS
 from koord_scheduler.controllers.containment import Containment
-from koord_scheduler.controllers.waits import stopped_within, wake_or_stop
+from koord_scheduler.controllers.loop import ReconcileLoop
+from koord_scheduler.controllers.selection import COLOCATIONPROFILE
 from koord_scheduler.framework.errors import ClusterError
 from koord_scheduler.framework.types import EventType
 from koord_scheduler.scheduler.object_errors import ObjectErrors
@@ -278,7 +279,12 @@ class ColocationProfileController:
         self.updated: dict[str, float] = {}
         """``<profile resourceVersion>/<pod uid>`` → when (Koordinator's pod update cache)."""
         self.limiter = _Bucket(options.qps, options.burst, clock)
-        self._wake = asyncio.Event()
+        self.loop = ReconcileLoop(
+            COLOCATIONPROFILE,
+            waiting_for="ClusterColocationProfiles",
+            resync_seconds=options.interval_seconds,
+            idle_seconds=options.interval_seconds,
+        )
 
     # ----- informer events -----
 
@@ -297,7 +303,7 @@ class ColocationProfileController:
             return
         self.profiles[record.name] = record
         self.dirty.add(record.name)
-        self._wake.set()
+        self.loop.wake()
 
     # ----- reconcile -----
 
@@ -356,27 +362,25 @@ class ColocationProfileController:
         return summary
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Reconcile until ``stop`` is set; call only while holding the leader Lease."""
-        log.info("colocationprofile controller running")
-        while not self.ready():
-            if await stopped_within(stop, 1.0):
-                return
-        loop = asyncio.get_running_loop()
-        next_round = loop.time()
-        while not stop.is_set():
-            if loop.time() >= next_round:
-                self.dirty.update(self.profiles)
-                next_round = loop.time() + self.options.interval_seconds
-            for name in sorted(self.dirty):
-                self.dirty.discard(name)
-                profile = self.profiles.get(name)
-                if profile is None:
-                    continue
-                try:
-                    await self.reconcile_profile(profile)
-                except ClusterError as exc:
-                    log.warning("colocationprofile %s: cannot list its pods: %s", name, exc)
-                except Exception as exc:
-                    self.contained.report(KIND, name, exc)
-            self._wake.clear()
-            await wake_or_stop(self._wake, stop, max(0.05, next_round - loop.time()))
+        """Reconcile until ``stop`` is set; call only while holding the leader Lease. On the hosted
+        controllers' :class:`~koord_scheduler.controllers.loop.ReconcileLoop`: nothing before ``ready()``,
+        every profile at the first pass and every :attr:`ControllerOptions.interval_seconds`, a changed
+        profile as soon as its event arrives."""
+        await self.loop.run(stop, ready=self.ready, reconcile=self._pass, pending=lambda: False)
+
+    async def _pass(self, full: bool) -> None:
+        """The dirty profiles (all of them when ``full``), each contained: one profile's failure is
+        reported against it and the others' rounds go on."""
+        if full:
+            self.dirty.update(self.profiles)
+        for name in sorted(self.dirty):
+            self.dirty.discard(name)
+            profile = self.profiles.get(name)
+            if profile is None:
+                continue
+            try:
+                await self.reconcile_profile(profile)
+            except ClusterError as exc:
+                log.warning("colocationprofile %s: cannot list its pods: %s", name, exc)
+            except Exception as exc:
+                self.contained.report(KIND, name, exc)

@@ -8,7 +8,7 @@ with its own event loop (:mod:`.thread`), so admission work never delays a sched
 (``routes``) and allows every pod review it serves otherwise; the ElasticQuota paths check and default
 quotas (:mod:`.quota`).
 
-Every request is bounded and contained (:mod:`koord_scheduler.scheduler.serving`): a body over 3 MiB gets
+Every request is bounded and contained (:mod:`kubeapi.serving_limits`): a body over 3 MiB gets
 ``413`` (a declared length before any byte is read), a body that does not arrive in time ``408``, a slow
 request head closes the connection. Then, per request, whatever goes wrong becomes an answer, never an
 HTTP 500 and never a traceback:
@@ -33,24 +33,24 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter
 
-from koord_scheduler.scheduler.serving import (
-    BodyTimeoutError,
-    BodyTooLargeError,
-    ClientAuth,
-    FoldedLog,
-    HardenedServer,
-    ServingLimits,
-    TokenFile,
-    read_body,
-    token_middleware,
-)
 from koord_scheduler.webhook.admission import PodMutator, validate_pod
 from koord_scheduler.webhook.quota import VALIDATE_QUOTA_PATH, QuotaValidator
 from koord_scheduler.webhook.review import BadReviewError, deny, review_uid
 from kubeapi import jsoncodec
+from kubeapi.serving import (
+    Application,
+    HardenedServer,
+    Middleware,
+    Request,
+    Response,
+    Route,
+    new_app,
+    read_body,
+    token_middleware,
+)
+from kubeapi.serving_limits import BodyTimeoutError, BodyTooLargeError, ClientAuth, FoldedLog, ServingLimits, TokenFile
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +81,7 @@ def webhook_app(
     metrics: AdmissionServerMetrics | None = None,
     auth: ClientAuth | None = None,
     routes: Mapping[str, Answer] | None = None,
-) -> web.Application:
+) -> Application:
     """The routes; without ``quotas`` the ElasticQuota validating path is not served (404). ``routes`` adds
     paths or replaces the default answer of one (``/validate-pod`` allows every pod without it). With
     ``auth.token_file`` every path but ``/healthz`` requires the bearer token."""
@@ -89,8 +89,8 @@ def webhook_app(
     metrics = metrics or AdmissionServerMetrics(CollectorRegistry())
     refusals = FoldedLog(log, interval=REFUSAL_LOG_SECONDS)
 
-    def route(path: str, respond: Answer) -> Callable[[web.Request], Awaitable[web.Response]]:
-        async def handler(request: web.Request) -> web.Response:
+    def route(path: str, respond: Answer) -> Callable[[Request], Awaitable[Response]]:
+        async def handler(request: Request) -> Response:
             return await _serve_review(request, path, respond, limits=limits, metrics=metrics, refusals=refusals)
 
         return handler
@@ -98,36 +98,34 @@ def webhook_app(
     async def validate(body: Any) -> Json:
         return validate_pod(body)
 
-    async def healthz(_: web.Request) -> web.Response:
-        return web.Response(text="ok")
+    async def healthz(_: Request) -> Response:
+        return Response(text="ok")
 
-    middlewares = []
+    middlewares: list[Middleware] = []
     if auth is not None and auth.token_file:
         middlewares.append(token_middleware(TokenFile(auth.token_file), exempt=frozenset({"/healthz"})))
-    app = web.Application(client_max_size=limits.max_body_bytes, middlewares=middlewares)
     answers: dict[str, Answer] = {MUTATE_POD_PATH: mutator.review, VALIDATE_POD_PATH: validate}
     if quotas is not None:
         answers[VALIDATE_QUOTA_PATH] = quotas.review
     answers.update(routes or {})
-    for path, respond in answers.items():
-        app.router.add_post(path, route(path, respond))
-    app.router.add_get("/healthz", healthz)
-    return app
+    served: list[Route] = [("POST", path, route(path, respond)) for path, respond in answers.items()]
+    served.append(("GET", "/healthz", healthz))
+    return new_app(served, max_body_bytes=limits.max_body_bytes, middlewares=middlewares)
 
 
 async def _serve_review(
-    request: web.Request,
+    request: Request,
     path: str,
     respond: Answer,
     *,
     limits: ServingLimits,
     metrics: AdmissionServerMetrics,
     refusals: FoldedLog,
-) -> web.Response:
-    def refuse(reason: str, message: str, status: int) -> web.Response:
+) -> Response:
+    def refuse(reason: str, message: str, status: int) -> Response:
         metrics.refused.labels(path, reason).inc()
         refusals.warning(f"{path} {reason}", f"admission {path} refused ({reason}): {message}")
-        response = web.Response(status=status, text=f"{message}\n")
+        response = Response(status=status, text=f"{message}\n")
         if status in (408, 413):
             # The body was not read (or not all of it): close rather than wait for the rest.
             response.force_close()
@@ -163,8 +161,8 @@ async def _serve_review(
         )
 
 
-def _json(answer: Json) -> web.Response:
-    return web.Response(body=jsoncodec.dumps(answer), content_type="application/json")
+def _json(answer: Json) -> Response:
+    return Response(body=jsoncodec.dumps(answer), content_type="application/json")
 
 
 @dataclass(frozen=True, slots=True)

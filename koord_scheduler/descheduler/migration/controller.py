@@ -41,7 +41,7 @@ from apis.scheduling.migration import (
 )
 from apis.scheduling.record import ReservationRecord, parse_reservation
 from koord_scheduler.controllers.containment import Containment, permanent
-from koord_scheduler.controllers.waits import stopped_within, wake_or_stop
+from koord_scheduler.controllers.loop import ReconcileLoop
 from koord_scheduler.descheduler.migration.api import MigrationApi
 from koord_scheduler.descheduler.migration.arbitration import Arbitrator, MigratingIndex, controller_uid, is_active
 from koord_scheduler.descheduler.migration.arbitration_order import arbitration_order, batch_job_owner
@@ -147,7 +147,11 @@ class MigrationController:
         self._watched: dict[str, tuple[set[str], str]] = {}
         """job -> (pod keys, reservation name) it is indexed under."""
         self._timers: dict[str, asyncio.TimerHandle] = {}
-        self._wake = asyncio.Event()
+        self.loop = ReconcileLoop(CONTROLLER, waiting_for="PodMigrationJobs and Reservations")
+        self._next_gc: float | None = None
+        """When the scavenger runs next, on ``loop.clock`` (None: at the next pass)."""
+        self._next_arbitration: float | None = None
+        """When the waiting jobs are arbitrated next (None: at the next pass)."""
         self.evictions = 0
         self.evict_limiter: EvictLimiter | None = None
         """``evictQPS``/``evictBurst``; None: no limit."""
@@ -263,7 +267,7 @@ class MigrationController:
 
     def _mark(self, name: str) -> None:
         self.dirty.add(name)
-        self._wake.set()
+        self.loop.wake()
 
     def _mark_later(self, name: str, seconds: float) -> None:
         try:
@@ -553,36 +557,41 @@ class MigrationController:
     # ----- running -----
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Reconcile until ``stop`` is set; call only while holding the leader Lease."""
-        log.info("migration controller running")
-        waited = 0
-        while not self.ready():
-            if waited % 30 == 0:
-                log.warning(
-                    "migration controller waiting for PodMigrationJobs and Reservations to be listed "
-                    "(CRDs installed? RBAC?)"
-                )
-            if await stopped_within(stop, 1.0):
-                return
-            waited += 1
-        self.dirty.update(self.jobs)
-        loop = asyncio.get_running_loop()
-        next_gc = next_arbitration = loop.time()
+        """Reconcile until ``stop`` is set; call only while holding the leader Lease. On the hosted
+        controllers' :class:`~koord_scheduler.controllers.loop.ReconcileLoop`: nothing before ``ready()``;
+        every job at the first pass, then the dirty ones as soon as an event or a job's timer marks them;
+        the scavenger every ``gc_interval`` and the arbitration every ``arbitration_interval`` seconds
+        (:meth:`due`). A pass that raises is logged and counted by the loop, and the controller goes on."""
+        self._next_gc = self._next_arbitration = None
         try:
-            while not stop.is_set():
-                if loop.time() >= next_gc:
-                    await self.scavenge()
-                    next_gc = loop.time() + self.gc_interval
-                if self.arbitration_interval is not None and loop.time() >= next_arbitration:
-                    self.arbitrate()
-                    next_arbitration = loop.time() + self.arbitration_interval
-                if self.dirty:
-                    await self.reconcile()
-                    continue
-                self._wake.clear()
-                due = min(next_gc, next_arbitration) if self.arbitration_interval is not None else next_gc
-                await wake_or_stop(self._wake, stop, min(1.0, max(0.0, due - loop.time())))
+            await self.loop.run(
+                stop, ready=self.ready, reconcile=self._pass, pending=lambda: bool(self.dirty), due=self.due
+            )
         finally:
             for timer in self._timers.values():
                 timer.cancel()
             self._timers.clear()
+
+    def due(self) -> float | None:
+        """When (on the loop's clock) the scavenger or the arbitration runs next; None before the first pass."""
+        arbitration = self._next_arbitration if self.arbitration_interval is not None else None
+        times = [t for t in (self._next_gc, arbitration) if t is not None]
+        return min(times) if times else None
+
+    async def _pass(self, full: bool) -> None:
+        """The periodic work that is due, then the dirty jobs (every job on the first, ``full`` pass)."""
+        if full:
+            self.dirty.update(self.jobs)
+        clock = self.loop.clock
+        # Each timer moves on before its work runs: work that raises is tried again at its next time, not
+        # at once in a loop.
+        if self._next_gc is None or clock() >= self._next_gc:
+            self._next_gc = clock() + self.gc_interval
+            await self.scavenge()
+        if self.arbitration_interval is not None and (
+            self._next_arbitration is None or clock() >= self._next_arbitration
+        ):
+            self._next_arbitration = clock() + self.arbitration_interval
+            self.arbitrate()
+        if self.dirty:
+            await self.reconcile()

@@ -178,6 +178,8 @@ class PodTopologySpread:
         self._domains = DomainCache()
         self._masks: SnapshotCache[object, BoolArray] = SnapshotCache(max_entries=128)
         self._buckets: SnapshotCache[object, tuple[IntArray, BoolArray]] = SnapshotCache(max_entries=64)
+        self._last_slots: tuple[IntArray, Positions, IntArray] | None = None
+        """(value ids, positions, :meth:`_slots` of them) of the last Filter over read-only arrays."""
         self.incremental_bucket_sums = True
         """Per-value match counts kept by the index (False: summed over every node per pod; the same
         numbers, for the equivalence test)."""
@@ -285,10 +287,23 @@ class PodTopologySpread:
         reason: np.ndarray | None = None
         for cc in pre.constraints:
             table = domain_reasons(cc.match_num, cc.self_match, cc.global_min(), cc.constraint.max_skew)
-            codes = table.take(cc.domains.value_ids.take(positions) + 1)
+            codes = table.take(self._slots(cc.domains.value_ids, positions))
             reason = codes if reason is None else np.where(reason == 0, codes, reason)
         assert reason is not None
         return NodeFilterResult(reason == 0, reason, _FILTER_STATUSES)
+
+    def _slots(self, value_ids: IntArray, positions: Positions) -> IntArray:
+        """``value_ids[positions] + 1`` (the :func:`domain_reasons` slot per node), kept while both arrays
+        are the same read-only objects: the snapshot's node order and a domain's ids last a whole burst
+        of pods, and the gather over every node would otherwise be paid by each spread pod."""
+        last = self._last_slots
+        if last is not None and last[0] is value_ids and last[1] is positions:
+            return last[2]
+        slots: IntArray = value_ids.take(positions) + 1
+        if not positions.flags.writeable and not value_ids.flags.writeable:
+            slots.flags.writeable = False
+            self._last_slots = (value_ids, positions, slots)
+        return slots
 
     # ----- PreFilterExtensions -----
 

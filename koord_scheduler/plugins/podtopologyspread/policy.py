@@ -60,11 +60,43 @@ class Constraint:
         return self.selector is None or selector_is_empty(self.selector)
 
 
+_FILTERED: dict[tuple[tuple[TopologySpreadConstraint, ...], str], tuple[Constraint, ...]] = {}
+""":func:`filter_constraints` of constraint lists without matchLabelKeys (the answer then does not depend
+on the pod's labels), by value: pods of one template share it instead of rebuilding it every cycle."""
+_FILTERED_BY_ID: dict[tuple[int, str], tuple[tuple[TopologySpreadConstraint, ...], tuple[Constraint, ...]]] = {}
+"""The same by the list's identity (the list is kept, so its id is not reused while listed): the
+plugin's default constraints, asked for every pod without its own, skip even the hashing."""
+_MAX_FILTERED = 1024
+
+
 def filter_constraints(
     constraints: Sequence[TopologySpreadConstraint], pod_labels: Mapping[str, str], action: str
 ) -> tuple[Constraint, ...]:
     """``filterTopologySpreadConstraints``: the constraints with ``whenUnsatisfiable == action``,
     matchLabelKeys merged into the selector (only keys the pod carries), minDomains defaulting to 1."""
+    seen = _FILTERED_BY_ID.get((id(constraints), action))
+    if seen is not None and seen[0] is constraints:
+        return seen[1]
+    if not isinstance(constraints, tuple) or any(c.match_label_keys for c in constraints):
+        return _filter_constraints(constraints, pod_labels, action)
+    key = (constraints, action)
+    try:
+        found = _FILTERED.get(key)
+    except TypeError:  # a plugin-built constraint holding a plain dict: not cached
+        return _filter_constraints(constraints, pod_labels, action)
+    if found is None:
+        if len(_FILTERED) >= _MAX_FILTERED:
+            _FILTERED.clear()
+        found = _FILTERED[key] = _filter_constraints(constraints, pod_labels, action)
+    if len(_FILTERED_BY_ID) >= _MAX_FILTERED:
+        _FILTERED_BY_ID.clear()
+    _FILTERED_BY_ID[(id(constraints), action)] = (constraints, found)
+    return found
+
+
+def _filter_constraints(
+    constraints: Sequence[TopologySpreadConstraint], pod_labels: Mapping[str, str], action: str
+) -> tuple[Constraint, ...]:
     return tuple(
         Constraint(
             max_skew=c.max_skew,

@@ -3,8 +3,9 @@
 The same objects (rich ones: affinity, tolerations, spread constraints, sidecars, host ports, volumes,
 claims, pod-level resources, resize status, a terminating pod; nodes with taints, images, conditions,
 extended resources) are listed and watched both ways, and the parsed results are compared field by
-field. The API server's own protobuf errors (a 410 in a watch, a 400 Status) come out as they do with
-JSON.
+field, for both ways of reading protobuf: through the JSON-shaped dict (``kubeapi.protodict``) and from
+the messages directly (``kubeapi.protoparse``, the scheduler's kinds). The API server's own protobuf
+errors (a 410 in a watch, a 400 Status) come out as they do with JSON.
 """
 
 from __future__ import annotations
@@ -22,7 +23,13 @@ from apis.core.parse import parse_node
 from kubeapi import ApiHttp, TokenBucket, load_connection
 from kubeapi.core_kinds import NON_TERMINAL_PODS
 from kubeapi.http import ApiError
-from kubeapi.pod_watch import parse_pod_entry, update_pod_entry
+from kubeapi.pod_watch import (
+    parse_pod_entry,
+    pod_entry_from_message,
+    update_pod_entry,
+    update_pod_entry_from_message,
+)
+from kubeapi.protoparse import node_from_message
 from kubeapi.reflector import Reflector, ReflectorOptions, ResourceKind
 
 pytestmark = pytest.mark.integration
@@ -72,11 +79,24 @@ async def http(control_plane: ControlPlane) -> AsyncIterator[ApiHttp]:
     await client.close()
 
 
-def node_kind(scope: Scope) -> ResourceKind[Any]:
-    return ResourceKind("Node", "", "v1", "nodes", parse_node, label_selector=f"proto-run={scope.run}", protobuf=True)
+WAYS = ["dict", "direct"]
+"""How a kind reads protobuf: its JSON parser on the message's dict, or its message parser."""
 
 
-def pod_kind(scope: Scope) -> ResourceKind[Any]:
+def node_kind(scope: Scope, way: str = "direct") -> ResourceKind[Any]:
+    return ResourceKind(
+        "Node",
+        "",
+        "v1",
+        "nodes",
+        parse_node,
+        label_selector=f"proto-run={scope.run}",
+        protobuf=True,
+        from_message=node_from_message if way == "direct" else None,
+    )
+
+
+def pod_kind(scope: Scope, way: str = "direct") -> ResourceKind[Any]:
     return ResourceKind(
         "Pod",
         "",
@@ -87,6 +107,8 @@ def pod_kind(scope: Scope) -> ResourceKind[Any]:
         namespace=scope.namespace,
         update=update_pod_entry,
         protobuf=True,
+        from_message=pod_entry_from_message if way == "direct" else None,
+        update_message=update_pod_entry_from_message if way == "direct" else None,
     )
 
 
@@ -423,10 +445,11 @@ def assert_same(json_values: dict[str, Any], proto_values: dict[str, Any]) -> No
 # ----- tests -----
 
 
-async def test_nodes_listed_as_protobuf_parse_as_from_json(scope: Scope, http: ApiHttp) -> None:
+@pytest.mark.parametrize("way", WAYS)
+async def test_nodes_listed_as_protobuf_parse_as_from_json(scope: Scope, http: ApiHttp, way: str) -> None:
     make_nodes(scope)
 
-    json_nodes, proto_nodes, rv = await list_both(http, node_kind(scope))
+    json_nodes, proto_nodes, rv = await list_both(http, node_kind(scope, way))
 
     assert len(proto_nodes) == 4 and rv
     assert_same(json_nodes, proto_nodes)
@@ -435,11 +458,12 @@ async def test_nodes_listed_as_protobuf_parse_as_from_json(scope: Scope, http: A
     assert proto_nodes[f"proto-{scope.run}-n2"].allocatable["cpu"] == 8000  # capacity, for want of allocatable
 
 
-async def test_pods_listed_as_protobuf_parse_as_from_json(scope: Scope, http: ApiHttp) -> None:
+@pytest.mark.parametrize("way", WAYS)
+async def test_pods_listed_as_protobuf_parse_as_from_json(scope: Scope, http: ApiHttp, way: str) -> None:
     make_nodes(scope)
     make_pods(scope)
 
-    json_pods, proto_pods, _ = await list_both(http, pod_kind(scope))
+    json_pods, proto_pods, _ = await list_both(http, pod_kind(scope, way))
 
     assert len(proto_pods) == 4
     assert_same(json_pods, proto_pods)
@@ -458,14 +482,18 @@ async def test_pods_listed_as_protobuf_parse_as_from_json(scope: Scope, http: Ap
 async def test_watches_as_protobuf_deliver_what_json_watches_deliver(scope: Scope, http: ApiHttp) -> None:
     make_nodes(scope)
     make_pods(scope)
-    seen: dict[str, list[tuple[str, str, Any]]] = {"json": [], "proto": []}
+    seen: dict[str, list[tuple[str, str, Any]]] = {"json": [], "proto": [], "proto-dict": []}
 
     def recorder(name: str) -> Any:
         return lambda event, old, new: seen[name].append((event.value, (new or old).pod.key, new))
 
     reflectors = {
-        name: Reflector(http, pod_kind(scope), recorder(name), options=options)
-        for name, options in (("json", JSON_OPTIONS), ("proto", PROTO_OPTIONS))
+        name: Reflector(http, pod_kind(scope, way), recorder(name), options=options)
+        for name, way, options in (
+            ("json", "direct", JSON_OPTIONS),
+            ("proto", "direct", PROTO_OPTIONS),
+            ("proto-dict", "dict", PROTO_OPTIONS),
+        )
     }
     tasks = [asyncio.create_task(r.run()) for r in reflectors.values()]
     try:
@@ -499,9 +527,12 @@ async def test_watches_as_protobuf_deliver_what_json_watches_deliver(scope: Scop
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
     assert [e[:2] for e in seen["json"]][4:] == [e[:2] for e in seen["proto"]][4:]
+    assert [e[:2] for e in seen["proto-dict"]][4:] == [e[:2] for e in seen["proto"]][4:]
     # (a deletion with no grace period is a MODIFIED, setting deletionTimestamp, then the DELETED)
     assert [e[0] for e in seen["proto"][4:]] == ["MODIFIED", "MODIFIED", "MODIFIED", "DELETED"]
     assert_same({str(i): e[2] for i, e in enumerate(seen["json"])}, {str(i): e[2] for i, e in enumerate(seen["proto"])})
+    as_dicts = {str(i): e[2] for i, e in enumerate(seen["proto-dict"])}
+    assert_same({str(i): e[2] for i, e in enumerate(seen["json"])}, as_dicts)
     assert reflectors["proto"].store.keys() == reflectors["json"].store.keys()
     assert seen["proto"][4][2].pod.meta.labels["tier"] == "back"
     assert seen["proto"][5][2].pod.node_name == f"proto-{scope.run}-n0"

@@ -38,3 +38,26 @@ def test_mixed_run_places_every_pod_and_scores_every_feasible_node() -> None:
     assert result["bound"] == 200
     assert result["scored_percent"] == 100.0
     assert result["workload"] == "mixed"
+
+
+def test_scale_run_reports_build_time_and_the_largest_allocation_sites() -> None:
+    _, bench = _modules()
+    config = bench.FULL_CONFIG.format(pct=100)
+    result = asyncio.run(bench.run_once(40, 400, 50, config, report_rss=True, trace_memory=5))
+    assert result["bound"] == 50
+    assert result["rss_after_build_mb"] > 0
+    for field in ("parse_seconds", "parse_cpu_seconds", "build_seconds", "build_cpu_seconds"):
+        assert result[field] >= 0
+    sites = result["top_allocations"]
+    assert len(sites) == 6, "the five largest sites, then the total"
+    assert sites[-1]["site"] == "(all traced)"
+    assert sites[-1]["mb"] >= sum(s["mb"] for s in sites[:-1])
+    assert [s["mb"] for s in sites[:-1]] == sorted((s["mb"] for s in sites[:-1]), reverse=True)
+    assert sites[-1]["blocks"] > 400, "the 400 bound pods' objects are traced"
+
+
+def test_plain_run_reports_neither_build_time_nor_allocations() -> None:
+    _, bench = _modules()
+    result = asyncio.run(bench.run_once(20, 10, 20, bench.FULL_CONFIG.format(pct=100)))
+    assert "build_seconds" not in result
+    assert "top_allocations" not in result

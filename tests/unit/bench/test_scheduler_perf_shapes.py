@@ -219,6 +219,7 @@ def test_e2e_shape_arguments_errors_name_the_flag(e2e_throughput: ModuleType, ar
         pytest.param(["*"], True, id="star"),
         pytest.param(["*,-nodeslo,-noderesource,-nodemetric"], False, id="star-without-colocation"),
         pytest.param(["noderesource,-noderesource"], False, id="negated-wins"),
+        pytest.param(["reservation,migration,descheduler"], True, id="descheduler-reads-nodemetrics"),
     ],
 )
 def test_e2e_needs_colocation(e2e_throughput: ModuleType, values: list[str], want: bool) -> None:

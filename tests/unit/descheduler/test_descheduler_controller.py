@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
+import itertools
 from pathlib import Path
 
 import pytest
@@ -15,7 +17,7 @@ from koord_scheduler.app.controller_flags import ControllerFlagError, add_contro
 from koord_scheduler.descheduler.controller import DeschedulerController
 from koord_scheduler.descheduler.migration.api import MemoryMigrationApi
 from koord_scheduler.descheduler.migration.controller import EvictLimiter
-from koord_scheduler.descheduler.round import Descheduler
+from koord_scheduler.descheduler.round import Descheduler, RoundPlan
 from koord_scheduler.framework.types import EventType
 
 REPO = Path(__file__).resolve().parents[3]
@@ -24,11 +26,11 @@ CONFIG = REPO / "config" / "descheduler" / "descheduler-config.yaml"
 NOW = 1767227401.0
 
 
-def _controller(text: str) -> tuple[DeschedulerController, MemoryMigrationApi]:
+def _controller(text: str, *, interval: float = 60.0) -> tuple[DeschedulerController, MemoryMigrationApi]:
     config, args = parse_descheduler_config(text)
     api = MemoryMigrationApi()
     controller = DeschedulerController(
-        Descheduler(config, args, clock=lambda: NOW), api, interval=60.0, clock=lambda: NOW
+        Descheduler(config, args, clock=lambda: NOW), api, interval=interval, clock=lambda: NOW
     )
     cluster = load_cluster_file(CLUSTER, {"NodeMetric": parse_node_metric})
     for node in cluster.nodes:
@@ -38,6 +40,55 @@ def _controller(text: str) -> tuple[DeschedulerController, MemoryMigrationApi]:
     for _, raw in cluster.objects["NodeMetric"]:
         controller.on_object("NodeMetric", EventType.ADDED, None, parse_node_metric(raw))
     return controller, api
+
+
+async def test_rounds_run_on_the_shared_loop_timer_and_a_failed_round_does_not_end_the_controller() -> None:
+    """Nothing before ``ready()``; the first round at once, then one per interval (the loop's ``due()``
+    timer, not its idle wake-ups); a round that raises is counted by the loop and the next runs on time."""
+    controller, _ = _controller(CONFIG.read_text(), interval=0.1)
+    listed = False
+    controller.ready = lambda: listed
+    started: list[float] = []
+    plain = controller.run_once
+
+    async def run_once() -> RoundPlan:
+        started.append(controller.loop.clock())
+        if len(started) == 2:
+            raise RuntimeError("boom")
+        return await plain()
+
+    controller.run_once = run_once  # type: ignore[method-assign]
+    stop = asyncio.Event()
+    task = asyncio.create_task(controller.run(stop))
+    await asyncio.sleep(0.2)
+    assert started == []
+    listed = True
+    for _ in range(400):
+        await asyncio.sleep(0.01)
+        if len(started) >= 4:
+            break
+    stop.set()
+    await asyncio.wait_for(task, 5)
+    assert len(started) >= 4
+    gaps = [b - a for a, b in itertools.pairwise(started)]
+    assert all(gap >= 0.099 for gap in gaps), gaps
+    assert controller.loop.failures == 1
+    assert controller.rounds == len(started) - 1
+
+
+async def test_interval_zero_runs_one_round_only() -> None:
+    controller, _ = _controller(CONFIG.read_text(), interval=0.0)
+    stop = asyncio.Event()
+    task = asyncio.create_task(controller.run(stop))
+    for _ in range(100):
+        await asyncio.sleep(0.01)
+        if controller.rounds:
+            break
+    await asyncio.sleep(0.1)
+    stop.set()
+    await asyncio.wait_for(task, 5)
+    assert controller.rounds == 1
+    assert controller.due() is None
 
 
 async def test_round_creates_jobs_then_skips_pods_already_migrating() -> None:

@@ -50,6 +50,28 @@ def test_pods_already_migrating_are_left_alone() -> None:
     assert [m.key for m in plan.migrations] == ["default/web-2", "default/api-0"]
 
 
+def _with_migration_args(extra: str) -> Descheduler:
+    text = CONFIG.read_text().replace("      evictBurst: 1\n", "      evictBurst: 1\n" + extra)
+    config, args = parse_descheduler_config(text)
+    return Descheduler(config, args, clock=lambda: NOW)
+
+
+@pytest.mark.parametrize(
+    ("extra", "api_planned"),
+    [
+        ("", True),  # 3 replicas, 1 may be unavailable
+        ("      maxUnavailablePerWorkload: 3\n", False),  # all of api's 3 replicas: the arbitration refuses
+        ("      maxUnavailablePerWorkload: 3\n      skipCheckExpectedReplicas: true\n", True),
+        ("      maxUnavailablePerWorkload: 3\n      skipEvictionGates: [ExpectedReplicas]\n", True),
+    ],
+)
+def test_a_workload_the_arbitration_would_refuse_is_not_planned(extra: str, api_planned: bool) -> None:
+    """Koordinator's MigrationController Filter (filterExpectedReplicas) keeps such pods out of the plan."""
+    keys = [m.key for m in _with_migration_args(extra).plan(_view()).migrations]
+    assert ("default/api-0" in keys) is api_planned, keys
+    assert "default/web-3" in keys  # 4 replicas, 3 may be unavailable: not all of them
+
+
 def test_total_limit_cuts_the_plan() -> None:
     plan = _descheduler("maxNoOfPodsToEvictTotal: 1\n").plan(_view())
     assert [m.key for m in plan.migrations] == ["default/web-3"]

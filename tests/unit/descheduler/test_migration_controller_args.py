@@ -14,10 +14,9 @@ from tests.unit.descheduler.test_deschedule_plugins import NOW, deschedule_confi
 
 def _descheduler(migration_args: str) -> Descheduler:
     text = deschedule_config("PodLifeTime", "maxPodLifeTimeSeconds: 600")
-    if migration_args:
-        text += "  - name: MigrationController\n    args:\n" + "".join(
-            f"      {line}\n" for line in migration_args.split(";")
-        )
+    # Each pod here is its workload's only one: the expected-replicas check (test_descheduling_round) is lifted.
+    lines = ["skipCheckExpectedReplicas: true", *(migration_args.split(";") if migration_args else [])]
+    text += "  - name: MigrationController\n    args:\n" + "".join(f"      {line}\n" for line in lines)
     config, args = parse_descheduler_config(text)
     return Descheduler(config, args, clock=lambda: NOW)
 

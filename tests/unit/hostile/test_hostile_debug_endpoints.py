@@ -15,7 +15,7 @@ from koord_scheduler.app.debug_server import LOOPBACK, start_debug_server
 from koord_scheduler.app.serve import ServeOptions, _options, _parser
 from koord_scheduler.app.serve_run import _start_http
 from koord_scheduler.scheduler.metrics import SchedulerMetrics
-from koord_scheduler.scheduler.serving import ServingLimits
+from kubeapi.serving_limits import ServingLimits
 
 
 def free_port() -> int:

@@ -2,7 +2,7 @@
 sizes, slow clients and authentication.
 
 The real routes and limits (:mod:`koord_scheduler.app.extender_http` behind
-:class:`~koord_scheduler.scheduler.serving.HardenedServer`) over an in-memory cluster; ``get_pod`` and the
+:class:`~kubeapi.serving.HardenedServer`) over an in-memory cluster; ``get_pod`` and the
 cluster's bind record every call, so a refusal is seen to happen before anything is asked or written.
 """
 
@@ -28,8 +28,9 @@ from koord_scheduler.app.extender_server import LOOPBACK, _parser, _serving, bui
 from koord_scheduler.extenders.wire import encode_pod
 from koord_scheduler.plugins.registry import in_tree_registry
 from koord_scheduler.scheduler.memory_source import MemoryCluster
-from koord_scheduler.scheduler.serving import ClientAuth, HardenedServer, ServingLimits, server_ssl_context
 from koord_scheduler.webhook.certs import generate_bundle
+from kubeapi.serving import HardenedServer
+from kubeapi.serving_limits import ClientAuth, ServingLimits, server_ssl_context
 from tests.builders import make_node, make_pod
 
 SERVED = "team-scheduler"

@@ -14,8 +14,9 @@ from prometheus_client import CollectorRegistry, Counter
 from koord_scheduler.app.serve import _options, _parser
 from koord_scheduler.app.serve_run import _start_http
 from koord_scheduler.scheduler.metrics import SchedulerMetrics
-from koord_scheduler.scheduler.serving import HardenedServer, ServingLimits
 from koordlet.app.http import MetricsServer
+from kubeapi.serving import HardenedServer
+from kubeapi.serving_limits import ServingLimits
 
 LOOPBACK = "127.0.0.1"
 LIMITS = ServingLimits(max_body_bytes=1024, header_timeout=0.5, body_timeout=0.5, max_connections=4)

@@ -25,12 +25,12 @@ from prometheus_client import CollectorRegistry
 
 from apis.colocation import ResolvedProfile, resolve_profile
 from apis.scheduling.elasticquota import QuotaRecord
-from koord_scheduler.scheduler.serving import ClientAuth, ServingLimits
 from koord_scheduler.webhook.admission import ClusterLookupError, PodMutator, WebhookMetrics
 from koord_scheduler.webhook.certs import CertBundle, generate_bundle, server_ssl_context, write_bundle
 from koord_scheduler.webhook.mutation import PriorityClassInfo, ProfileSkip
 from koord_scheduler.webhook.quota import VALIDATE_QUOTA_PATH, QuotaValidator
 from koord_scheduler.webhook.server import AdmissionServing, WebhookServer
+from kubeapi.serving_limits import ClientAuth, ServingLimits
 
 Json = dict[str, Any]
 LIMITS = ServingLimits(

@@ -315,6 +315,20 @@ async def test_a_failing_handler_does_not_stop_the_watch(api: FakeApi, source: K
     assert "n" not in source.reflectors["Node"].store  # treated as absent
 
 
+def test_built_in_kinds_are_read_as_protobuf_and_custom_ones_as_json(source: KubeClusterSource) -> None:
+    source.watch_kind("storage.k8s.io", "v1", "storageclasses", dict, "StorageClass")
+    source.watch_kind("", "v1", "configmaps", dict, "TemplatesConfigMap")  # any name for a built-in collection
+    source.watch_kind("x.io", "v1", "widgets", dict, "Widget")
+    source.watch_kind("resource.k8s.io", "v1", "resourceclaimtemplates", dict, "ResourceClaimTemplate")
+
+    assert {kind.kind: kind.protobuf for kind, _ in source._kinds if kind.kind != "Node"} == {
+        "StorageClass": True,
+        "TemplatesConfigMap": True,
+        "Widget": False,
+        "ResourceClaimTemplate": False,
+    }
+
+
 async def test_extra_kinds_reach_on_object(api: FakeApi, source: KubeClusterSource) -> None:
     def parse(obj: Any) -> Any:
         if not obj.get("spec"):

@@ -23,6 +23,9 @@ from fakeapi import FakeApi
 from apis.core.parse import parse_pod
 from koord_scheduler.scheduler.kube_source import KubeClusterSource, KubeSourceOptions
 from kubeapi.events import EventOptions
+from kubeapi.http import JSON
+from kubeapi.protowire import PROTOBUF
+from kubeapi.reflector import ReflectorOptions
 
 REPO = Path(__file__).resolve().parents[3]
 PRODUCT = tuple(str(REPO / package) + "/" for package in ("apis", "kubeapi", "koord_scheduler"))
@@ -30,8 +33,8 @@ STDLIB_ON_BEHALF = ("urllib/parse.py", "re/__init__.py", "datetime.py")
 """Standard-library modules the write path may call into per pod (escaping, patterns, times)."""
 PODS = 40
 PRODUCT_CALLS_PER_POD = 75
-"""The bind and the Event together, product code: 71 when set; the path builder's re-checks of its constant
-words (version, resource, subresource) and of the namespace made it 79 before."""
+"""The bind and the Event together, product code: 71 when set (72 with protobuf bodies); the path builder's
+re-checks of its constant words (version, resource, subresource) and of the namespace made it 79 before."""
 STDLIB_CALLS_PER_POD = 3
 """0 when set; percent-escaping every path segment (already checked to need none) cost 18 per pod before."""
 
@@ -63,13 +66,19 @@ def _calls(stats: pstats.Stats) -> tuple[int, int]:
     return product, stdlib
 
 
-async def test_a_plain_pods_bind_and_event_stay_within_their_call_budget(api: FakeApi) -> None:
+@pytest.mark.parametrize("protobuf", [True, False], ids=["protobuf", "json"])
+async def test_a_plain_pods_bind_and_event_stay_within_their_call_budget(api: FakeApi, protobuf: bool) -> None:
     for i in range(PODS + 1):
         api.put("pods", _pod(i), silent=True)
     pods = [parse_pod(_pod(i)) for i in range(PODS + 1)]
     source = KubeClusterSource(
         api.connection,
-        options=KubeSourceOptions(qps=0, burst=1, events=EventOptions(hostname="test-host", senders=1)),
+        options=KubeSourceOptions(
+            qps=0,
+            burst=1,
+            events=EventOptions(hostname="test-host", senders=1),
+            reflector=ReflectorOptions(protobuf=protobuf),
+        ),
     )
     source.events.start()
     try:
@@ -89,6 +98,8 @@ async def test_a_plain_pods_bind_and_event_stay_within_their_call_budget(api: Fa
     bound = sum(1 for r in api.requests if r.path.endswith("/binding"))
     events = sum(1 for r in api.requests if r.method == "POST" and "/events" in r.path)
     assert (bound, events) == (PODS + 1, PODS + 1)
+    sent_as = {r.content_type for r in api.requests if r.method == "POST"}
+    assert sent_as == {PROTOBUF if protobuf else JSON}
     product, stdlib = _calls(pstats.Stats(profiler))
     assert product / PODS <= PRODUCT_CALLS_PER_POD, f"{product / PODS:.1f} product calls per pod"
     assert stdlib / PODS <= STDLIB_CALLS_PER_POD, f"{stdlib / PODS:.1f} standard-library calls per pod"

@@ -7,13 +7,13 @@ server's bytes are decoded in tests/integration/kubeapi/test_protobuf_wire_clust
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
-from apis.core.boundedjson import UndecodableObject
 from apis.core.parse import parse_pod
 from kubeapi import protodict, protowire
 from kubeapi.errors import ClusterError
@@ -75,7 +75,7 @@ async def frames_of(chunks: list[bytes]) -> list[bytes]:
 # ----- bodies -----
 
 
-def test_a_pod_list_decodes_to_the_dicts_the_parsers_read() -> None:
+def test_a_pod_list_decodes_to_objects_holding_their_identity_and_message() -> None:
     page = core_v1_pb2.PodList()
     page.metadata.resourceVersion = "42"
     setattr(page.metadata, "continue", "token")
@@ -85,14 +85,20 @@ def test_a_pod_list_decodes_to_the_dicts_the_parsers_read() -> None:
     doc = protowire.decode_list(body("PodList", page))
 
     assert doc["metadata"] == {"resourceVersion": "42", "continue": "token"}
-    first = doc["items"][0]
-    assert first["metadata"]["creationTimestamp"] == "2026-01-02T03:04:05Z"
-    assert "managedFields" not in first["metadata"]  # never read: not converted
-    assert first["spec"]["containers"] == [
+    first, second = doc["items"]
+    assert first == {
+        "metadata": {"name": "a", "namespace": "ns", "uid": "uid-a", "resourceVersion": "7"},
+        "spec": {"nodeName": ""},
+    }
+    assert second["spec"] == {"nodeName": "n1"} and second.message.metadata.name == "b"
+    whole = first.as_json()
+    assert whole["metadata"]["creationTimestamp"] == "2026-01-02T03:04:05Z"
+    assert "managedFields" not in whole["metadata"]  # never read: not converted
+    assert whole["spec"]["containers"] == [
         {"name": "app", "image": "nginx", "resources": {"requests": {"cpu": "250m"}, "limits": {"memory": "1Gi"}}}
     ]
-    assert parse_pod(doc["items"][1]).node_name == "n1"
-    assert parse_pod(first).requests == {"cpu": 250, "memory": 1 << 30}
+    assert parse_pod(second.as_json()).node_name == "n1"
+    assert parse_pod(whole).requests == {"cpu": 250, "memory": 1 << 30}
 
 
 @pytest.mark.parametrize(
@@ -110,8 +116,8 @@ def test_a_body_that_is_not_kubernetes_protobuf_is_refused(data: bytes, message:
 def test_a_compressed_or_unknown_kind_body_is_refused() -> None:
     with pytest.raises(protowire.ProtoError, match="content encoding 'gzip'"):
         protowire.decode_list(body("PodList", core_v1_pb2.PodList(), encoding="gzip"))
-    with pytest.raises(protowire.ProtoError, match="unexpected kind 'ConfigMapList'"):
-        protowire.decode_list(body("ConfigMapList", core_v1_pb2.ConfigMapList()))
+    with pytest.raises(protowire.ProtoError, match="unexpected kind 'SecretList'"):
+        protowire.decode_list(body("SecretList", core_v1_pb2.SecretList()))
 
 
 def test_an_error_answered_as_protobuf_keeps_its_reason_and_message() -> None:
@@ -254,17 +260,38 @@ def test_an_object_that_cannot_be_converted_costs_that_object_only(monkeypatch: 
     page = core_v1_pb2.PodList()
     page.items.append(pod("a"))
     page.items.append(pod("b"))
+    rejected: list[Any] = []
+    kind = ResourceKind("Pod", "", "v1", "pods", parse_pod_entry, protobuf=True)  # the dict path
+    no_http: Any = None
+    reflector = Reflector(no_http, kind, lambda *_: None, on_invalid=rejected.append)
 
     def broken(message: Any) -> Any:
         if message.metadata.name == "a":
             raise OverflowError("odd")
-        return {"metadata": {"name": message.metadata.name}}
+        return protodict.to_json(message)
 
     monkeypatch.setattr(protowire, "to_json", broken)
-    items = protowire.decode_list(body("PodList", page))["items"]
+    reflector.replace(protowire.decode_list(body("PodList", page))["items"], "1")
 
-    assert isinstance(items[0], UndecodableObject) and "OverflowError: odd" in items[0].error
-    assert items[0]["metadata"]["name"] == "a" and items[1] == {"metadata": {"name": "b"}}
+    assert [(r.key, r.message) for r in rejected] == [("ns/a", "OverflowError: odd")]
+    assert rejected[0].obj["metadata"]["uid"] == "uid-a"
+    assert list(reflector.store) == ["ns/b"]
+
+
+def test_a_kind_with_a_message_parser_reads_the_message_and_one_without_reads_its_json() -> None:
+    from kubeapi.core_kinds import POD_KIND
+
+    page = core_v1_pb2.PodList()
+    page.items.append(pod("a"))
+    items = protowire.decode_list(body("PodList", page))["items"]
+    no_http: Any = None
+    direct = Reflector(no_http, POD_KIND, lambda *_: None)
+    by_dict = Reflector(no_http, dataclasses.replace(POD_KIND, from_message=None, update_message=None), lambda *_: None)
+    direct.replace(items, "1")
+    by_dict.replace(items, "1")
+
+    assert direct.get("ns/a").pod == by_dict.get("ns/a").pod
+    assert direct.get("ns/a").fingerprint[:1] != b"[" and by_dict.get("ns/a").fingerprint[:1] == b"["
 
 
 def test_only_kinds_whose_parsers_read_the_kept_fields_go_as_protobuf() -> None:
@@ -278,5 +305,10 @@ def test_only_kinds_whose_parsers_read_the_kept_fields_go_as_protobuf() -> None:
     crd = ResourceKind("Reservation", "scheduling.koordinator.sh", "v1alpha1", "reservations", dict, protobuf=True)
 
     assert uses_protobuf(NODE_KIND) and uses_protobuf(POD_KIND)
+    assert uses_protobuf(ResourceKind("ReplicaSet", "apps", "v1", "replicasets", dict, protobuf=True))
+    assert uses_protobuf(ResourceKind("TemplatesConfigMap", "", "v1", "configmaps", dict, protobuf=True))
+    assert not uses_protobuf(ResourceKind("ReplicaSet", "extensions", "v1beta1", "replicasets", dict, protobuf=True))
+    # its parser keeps the spec's JSON, which protobuf's always-sent zero scalars would change
+    assert not protowire.supports("resource.k8s.io", "v1", "resourceclaimtemplates")
     assert not uses_protobuf(POD_KIND, protobuf=False)
     assert not uses_protobuf(whole_pods) and not uses_protobuf(crd)

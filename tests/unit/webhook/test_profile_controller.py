@@ -388,6 +388,60 @@ def test_a_profile_whose_round_raises_costs_that_profile_only() -> None:
     assert controller.contained.object_errors.count("ClusterColocationProfile", "ReconcileError") == 1
 
 
+class CountingCluster(Cluster):
+    def __init__(self, pods: list[dict[str, Any]]) -> None:
+        super().__init__(pods)
+        self.lists = 0
+
+    async def pending_pods(self, label_selector: str) -> Sequence[dict[str, Any]]:
+        self.lists += 1
+        return await super().pending_pods(label_selector)
+
+
+def test_the_controller_runs_on_the_shared_loop_waits_for_ready_and_resyncs_on_its_interval() -> None:
+    """Nothing before ``ready()``; then every profile at once and again each ``interval_seconds`` without an
+    event (the ReconcileLoop's resync); a profile event wakes it at once, long before the next interval."""
+    cluster = CountingCluster([pod("a", {"koordinator-colocation-pod": "true"})])
+    listed = False
+    controller = ColocationProfileController(
+        cluster, options=ControllerOptions(interval_seconds=0.2), ready=lambda: listed, roll=lambda: 0
+    )
+    controller.on_object("ClusterColocationProfile", EventType.ADDED, None, profile(BASE_SPEC))
+
+    async def scenario() -> tuple[int, int, int, int]:
+        nonlocal listed
+        stop = asyncio.Event()
+        task = asyncio.create_task(controller.run(stop))
+        await asyncio.sleep(0.3)
+        before_ready = cluster.lists
+        listed = True
+        for _ in range(300):  # the ready check runs once a second
+            await asyncio.sleep(0.01)
+            if cluster.lists >= 2:
+                break
+        resynced = cluster.lists
+        slow = ControllerOptions(interval_seconds=3600.0)
+        controller.loop.resync_seconds = controller.loop.idle_seconds = slow.interval_seconds
+        await asyncio.sleep(0.3)  # the wait begun before the change may still end with one more pass
+        settled = cluster.lists
+        controller.on_object("ClusterColocationProfile", EventType.MODIFIED, None, profile(BASE_SPEC, rv="2"))
+        for _ in range(100):
+            await asyncio.sleep(0.01)
+            if cluster.lists > settled:
+                break
+        woken = cluster.lists - settled
+        stop.set()
+        await asyncio.wait_for(task, 5)
+        return before_ready, resynced, woken, controller.loop.failures
+
+    before_ready, resynced, woken, failures = asyncio.run(scenario())
+    assert before_ready == 0
+    assert resynced >= 2
+    assert woken == 1
+    assert failures == 0
+    assert controller.loop.passes >= 3
+
+
 def test_events_keep_the_managed_profiles() -> None:
     controller = ColocationProfileController(Cluster([]))
     p = profile(BASE_SPEC)

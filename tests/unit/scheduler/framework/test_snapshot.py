@@ -148,6 +148,30 @@ def test_changes_since_splits_live_and_removed_nodes() -> None:
     assert again is not split and again is not None and again[0].tolist() == [a]
 
 
+def test_changes_since_splits_a_short_log_and_a_long_one_alike() -> None:
+    """Up to eight versions back the log is split directly; further back through ``changed_since``: the
+    same live / removed sets either way, with repeats counted once, and read-only."""
+    snap = ClusterSnapshot()
+    pos = [snap.upsert_node(make_node(f"n{i}").build()) for i in range(12)]
+    for touches in (3, 8, 9, 30):
+        mark = snap.version
+        for k in range(touches - 2):
+            snap.touch(pos[k % 3])
+        snap.remove_node(f"n{touches % 12}")
+        snap.touch(pos[(touches + 1) % 12])
+        assert snap.version - mark >= touches
+        split = snap.changes_since(mark)
+        changed = snap.changed_since(mark)
+        assert split is not None and changed is not None
+        expected_live = sorted(p for p in set(changed.tolist()) if snap.valid[p])
+        expected_gone = sorted(p for p in set(changed.tolist()) if not snap.valid[p])
+        assert sorted(split[0].tolist()) == expected_live
+        assert sorted(split[1].tolist()) == expected_gone == [pos[touches % 12]]
+        assert len(set(split[0].tolist())) == len(split[0])
+        assert not split[0].flags.writeable and not split[1].flags.writeable
+        assert split[0].dtype == np.intp and split[1].dtype == np.intp
+
+
 def test_request_vector_is_shared_by_pods_with_equal_requests_and_read_only() -> None:
     snap = ClusterSnapshot()
     first = snap.request_vector(make_pod("p").req(cpu="1", memory="1Gi").build())

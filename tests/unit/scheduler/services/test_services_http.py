@@ -18,7 +18,7 @@ from koord_scheduler.app.simulate import run_simulation
 from koord_scheduler.plugins.registry import in_tree_registry
 from koord_scheduler.scheduler.metrics import SchedulerMetrics
 from koord_scheduler.scheduler.plugin_services import ServiceTable, scheduler_services
-from koord_scheduler.scheduler.serving import HardenedServer
+from kubeapi.serving import HardenedServer
 
 LOOPBACK = "127.0.0.1"
 EXAMPLES = Path(__file__).resolve().parents[4] / "config" / "simulate"

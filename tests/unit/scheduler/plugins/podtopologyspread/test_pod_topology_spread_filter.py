@@ -14,7 +14,7 @@ from apis.core.types import Node, Pod
 from koord_scheduler.framework.cycle_state import CycleState
 from koord_scheduler.framework.status import Code, Status
 from koord_scheduler.plugins.podtopologyspread import plugin as pts
-from koord_scheduler.plugins.podtopologyspread.policy import owner_default_selector
+from koord_scheduler.plugins.podtopologyspread.policy import filter_constraints, owner_default_selector
 from tests.builders import PodBuilder, make_node, make_pod
 from tests.fwtest import filter_statuses, make_snapshot
 
@@ -337,3 +337,38 @@ def test_add_and_remove_pod_update_a_cloned_state() -> None:
     # Pods of another namespace are ignored.
     ext.add_pod(clone, pod, existing("o1", "node-a", namespace="other"), snap.node_info("node-a"))  # type: ignore[arg-type]
     assert p.filter_nodes(clone, pod, snap, positions).passed.tolist() == after.passed.tolist()
+
+
+def test_filter_follows_a_relabelled_node_across_pods_of_one_burst() -> None:
+    """The per-node domain slots are kept while the node order and the domains are the same objects; a
+    node moving to another zone rebuilds the domains, and the next pod's answer follows it."""
+    p = plugin()
+    snap = make_snapshot(ZONED, [existing("e1", "node-a"), existing("e2", "node-a")])
+    pod = make_pod("p").label("foo", "").spread(1, "zone", FOO).build()
+    first = filter_statuses(p, pod, snap)
+    assert first == {"node-a": SKEW, "node-b": SKEW, "node-x": OK, "node-y": OK}
+    assert filter_statuses(p, pod, snap) == first, "the same answer from the kept slots"
+    snap.upsert_node(node("node-a", zone="zone2"))
+    assert filter_statuses(p, pod, snap) == {"node-a": SKEW, "node-b": OK, "node-x": SKEW, "node-y": SKEW}
+
+
+def test_constraints_without_match_label_keys_are_built_once_per_template() -> None:
+    """Equal constraint lists without matchLabelKeys share one filtered tuple; with matchLabelKeys the
+    answer depends on each pod's labels and is built for it."""
+    a = make_pod("a").label("foo", "").label("rev", "1").spread(1, "zone", FOO).build()
+    b = make_pod("b").label("foo", "").label("rev", "2").spread(1, "zone", FOO).build()
+    assert a.topology_spread_constraints is not b.topology_spread_constraints
+    first = filter_constraints(a.topology_spread_constraints, a.labels, "DoNotSchedule")
+    assert filter_constraints(b.topology_spread_constraints, b.labels, "DoNotSchedule") is first
+    assert filter_constraints(a.topology_spread_constraints, a.labels, "ScheduleAnyway") == ()
+    keyed_a = spread_pod(
+        make_pod("a").label("foo", "").label("rev", "1").spread(1, "zone", FOO), matchLabelKeys=["rev"]
+    )
+    keyed_b = spread_pod(
+        make_pod("b").label("foo", "").label("rev", "2").spread(1, "zone", FOO), matchLabelKeys=["rev"]
+    )
+    sel_a = filter_constraints(keyed_a.topology_spread_constraints, keyed_a.labels, "DoNotSchedule")[0].selector
+    sel_b = filter_constraints(keyed_b.topology_spread_constraints, keyed_b.labels, "DoNotSchedule")[0].selector
+    assert sel_a is not None and sel_b is not None
+    assert sel_a != sel_b, "each pod's own rev merged into its selector"
+    assert sel_a.match_expressions[-1].values == ("1",) and sel_b.match_expressions[-1].values == ("2",)
