@@ -146,16 +146,22 @@ def hook_histogram(release: PykoordRelease) -> dict[str, float]:
 
 
 def histogram_summary(delta: dict[str, float]) -> dict[str, float | None]:
-    """Mean and the bucket bounds that hold 50 % and 99 % of the answers (ms) of a histogram difference."""
+    """Mean and the bucket bounds that hold 50 %, 99 % and all of the answers (ms) of a histogram difference."""
     count = delta.get("count", 0.0)
     if count <= 0:
-        return {"count": 0, "mean_ms": None, "p50_le_ms": None, "p99_le_ms": None}
+        return {"count": 0, "mean_ms": None, "p50_le_ms": None, "p99_le_ms": None, "max_le_ms": None}
     bounds = sorted((float(k[3:]), v) for k, v in delta.items() if k.startswith("le="))
 
     def bound(q: float) -> float:
         return next(1000 * le for le, cum in bounds if cum >= q * count)
 
-    return {"count": count, "mean_ms": 1000 * delta["sum"] / count, "p50_le_ms": bound(0.5), "p99_le_ms": bound(0.99)}
+    return {
+        "count": count,
+        "mean_ms": 1000 * delta["sum"] / count,
+        "p50_le_ms": bound(0.5),
+        "p99_le_ms": bound(0.99),
+        "max_le_ms": bound(1.0),
+    }
 
 
 def main() -> int:

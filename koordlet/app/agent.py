@@ -23,6 +23,7 @@ from koordlet.metricsadvisor import AdvisorOptions, CacheUsageSource, MetricsAdv
 from koordlet.prediction import PeakPredictServer, PredictionConfig, ProdPeakReport, UsageTraining
 from koordlet.qosmanager import FeatureGates, PluginContext, QOSManager, ResourceExecutor
 from koordlet.qosmanager.evictor import KubeEvictionAPI, PodEvictor
+from koordlet.runtimehooks.hooks import DEFAULT_HAMI_CORE_LIBRARY
 from koordlet.runtimehooks.service import announce, build_plugin, nri_options, run_plugin
 from koordlet.statesinformer import NodeMetricReporter, StatesInformer, discover_pods
 from koordlet.statesinformer.apiloop import ApiLoop
@@ -262,6 +263,8 @@ class Agent:
                         executor=ResourceExecutor(self.cgroupfs, clock=self.clock),
                         registry=self.registry,
                         node=opts.node_name,
+                        hami_core_library=getattr(opts.args, "hami_core_library_directory_path", None)
+                        or DEFAULT_HAMI_CORE_LIBRARY,
                     )
                     group.create_task(run_plugin(plugin, self.stop), name="nri-runtime-hooks")
                 if opts.standalone:

@@ -35,10 +35,14 @@ from koordlet.qosmanager.flagtypes import (
     port_or_off,
     positive_seconds,
 )
+from koordlet.runtimehooks.failure_policy import FAILURE_POLICIES
+from koordlet.runtimehooks.hooks import DEFAULT_HAMI_CORE_LIBRARY
 from koordlet.statesinformer.kubelet import DEFAULT_KUBELET_PORT
 
 NO_EFFECT_FLAGS = {
     "--runtime-hooks-host-endpoint": "pykoord has no koord-runtime-proxy server; its runtime hooks come through NRI",
+    "--runtime-hooks-failure-policy": "koord-runtime-proxy's failure policy; pykoord has no proxy, its NRI hooks "
+    "follow --runtime-hooks-plugin-failure-policy (as Koordinator's NRI server)",
     "--logtostderr": "pykoord always logs to stderr",
 }
 """Koordinator koordlet flags its chart passes that have no pykoord setting: accepted, reported, unused."""
@@ -305,6 +309,19 @@ def build_parser() -> KoordletArgumentParser:
     hooks.add_argument("--runtime-hooks-nri-plugin-name", default="koordlet_nri", help="NRI plugin name")
     hooks.add_argument("--runtime-hooks-nri-plugin-index", default="00", help="NRI plugin index (two digits)")
     hooks.add_argument(
+        "--runtime-hooks-plugin-failure-policy",
+        type=failure_policy,
+        default="Ignore",
+        help="a hook decision that fails or runs out of time: Ignore creates the container without koordlet's "
+        "values (the reconciler applies them later), Fail fails the creation with the error (Ignore)",
+    )
+    hooks.add_argument(
+        "--hami-core-library-directory-path",
+        default=DEFAULT_HAMI_CORE_LIBRARY,
+        help="HAMi-core's libvgpu.so on the host, preloaded into and mounted in shared-GPU HAMi-core containers "
+        f"({DEFAULT_HAMI_CORE_LIBRARY})",
+    )
+    hooks.add_argument(
         "--var-run-root-dir",
         type=Path,
         default=Path("/var/run"),
@@ -322,14 +339,24 @@ def no_effect_flags(args: argparse.Namespace) -> list[str]:
     return [name for name in NO_EFFECT_FLAGS if getattr(args, name[2:].replace("-", "_"), None) is not None]
 
 
+def failure_policy(raw: str) -> str:
+    """Koordinator's failure policy values, spelled as there (``Fail`` or ``Ignore``)."""
+    if raw not in FAILURE_POLICIES:
+        raise argparse.ArgumentTypeError(f"{raw!r} is not a failure policy (Fail or Ignore)")
+    return raw
+
+
 def check_no_effect_values(args: argparse.Namespace) -> None:
-    """``--logtostderr`` must still be a Go boolean."""
-    raw = getattr(args, "logtostderr", None)
-    if raw is not None:
-        try:
-            go_bool(raw)
-        except argparse.ArgumentTypeError as err:
-            raise UsageError(f"argument --logtostderr: {err}") from None
+    """``--logtostderr`` must still be a Go boolean, ``--runtime-hooks-failure-policy`` Fail or Ignore (Koordinator
+    refuses to start on another value)."""
+    checks = (("logtostderr", go_bool), ("runtime_hooks_failure_policy", failure_policy))
+    for dest, check in checks:
+        raw = getattr(args, dest, None)
+        if raw is not None:
+            try:
+                check(raw)
+            except argparse.ArgumentTypeError as err:
+                raise UsageError(f"argument --{dest.replace('_', '-')}: {err}") from None
 
 
 def parse(parser: KoordletArgumentParser, argv: Sequence[str]) -> argparse.Namespace:

@@ -118,7 +118,10 @@ GATE_TABLE: Mapping[str, GateImplementation] = MappingProxyType(
         "GroupIdentity": _built("cpu.bvt_warp_ns per QoS class from NodeSLO cpuQOS", Interface.BVT),
         "CPUSetAllocator": _built("containers on their bound cpuset or the share pool"),
         "BatchResource": _built("BE pods' cgroups from their batch resources"),
-        "GPUEnvInject": _built("GPU env (NVIDIA_VISIBLE_DEVICES, HAMi-core limits) injected at creation through NRI"),
+        "GPUEnvInject": _built(
+            "GPU env (NVIDIA_VISIBLE_DEVICES; for HAMi-core shared GPUs its limits, `LD_PRELOAD` and the library "
+            "and `/tmp/vgpulock` mounts) injected at creation through NRI"
+        ),
         "RDMADeviceInject": _missing("RDMA devices injected at container creation (a runtime hook)"),
         "CPUNormalization": _built("LS pods' CFS quota scaled by the node's CPU normalization ratio"),
         "CoreSched": _built("core-scheduling cookies per group and cpu.idle per class", Interface.CORE_SCHED),

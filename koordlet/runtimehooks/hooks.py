@@ -22,7 +22,9 @@ Gates, in the order their answers are merged (a later one never overrides a fiel
   object of container name → value) or else ``koordinator.sh/oom-score-adj``, in [-1000, 1000];
 - ``GPUEnvInject``: ``NVIDIA_VISIBLE_DEVICES`` = the minors of the pod's GPUs in
   ``scheduling.koordinator.sh/device-allocated``; with ``koordinator.sh/gpu-isolation-provider=HAMi-core``
-  and less than a whole GPU, ``CUDA_DEVICE_MEMORY_LIMIT`` (bytes) and ``CUDA_DEVICE_SM_LIMIT`` (percent).
+  and less than a whole GPU, ``CUDA_DEVICE_MEMORY_LIMIT`` (bytes), ``CUDA_DEVICE_SM_LIMIT`` (percent),
+  ``LD_PRELOAD`` = HAMi-core's library (``--hami-core-library-directory-path``) and two bind mounts: that
+  library and ``/tmp/vgpulock`` (Koordinator's ``pkg/koordlet/runtimehooks/hooks/gpu/gpu.go``).
 """
 
 from __future__ import annotations
@@ -67,6 +69,10 @@ HOOK_GATES = (CPUSET_ALLOCATOR, BATCH_RESOURCE, CPU_NORMALIZATION, CGROUP_RECONC
 LABEL_GPU_ISOLATION_PROVIDER = "koordinator.sh/gpu-isolation-provider"
 GPU_ISOLATION_HAMI_CORE = "HAMi-core"
 GPU_VISIBLE_DEVICES_ENV = "NVIDIA_VISIBLE_DEVICES"
+DEFAULT_HAMI_CORE_LIBRARY = "/usr/local/vgpu/libvgpu.so"
+"""Koordinator's ``--hami-core-library-directory-path`` default (despite its name, the library file)."""
+HAMI_VGPU_LOCK_DIR = "/tmp/vgpulock"
+"""HAMi-core's lock directory, shared by the containers of one GPU (bind-mounted from the host)."""
 V2_MEMORY_QOS_FILES = frozenset({"memory.min", "memory.low", "memory.high"})
 
 
@@ -86,6 +92,16 @@ class KubeletResources:
 
 
 @dataclass(frozen=True, slots=True)
+class Mount:
+    """A mount to add to a container (NRI ``Mount``)."""
+
+    destination: str
+    source: str
+    type: str = "bind"
+    options: tuple[str, ...] = ("rbind",)
+
+
+@dataclass(frozen=True, slots=True)
 class ContainerResources:
     """koordlet's values for one container; ``None`` leaves the kubelet's value. ``decided_by`` maps each
     set field to the gate that set it (for logs and tests)."""
@@ -97,6 +113,8 @@ class ContainerResources:
     oom_score_adj: int | None = None
     env: tuple[tuple[str, str], ...] | None = None
     """Environment variables to add (name, value), in order."""
+    mounts: tuple[Mount, ...] | None = None
+    """Mounts to add, in order."""
     unified: Mapping[str, str] | None = None
     """cgroup v2 files (``memory.min`` ...) and their values."""
     decided_by: Mapping[str, str] = field(default_factory=dict)
@@ -126,6 +144,8 @@ class HookRules:
     node_slo: NodeSLOSpec | None = None
     node_memory_allocatable: int = 0
     cgroup_v2: bool = False
+    hami_core_library: str = DEFAULT_HAMI_CORE_LIBRARY
+    """HAMi-core's ``libvgpu.so`` on the host (preloaded and bind-mounted at the same path)."""
 
 
 def _container(pod: PodMeta, name: str) -> ContainerMeta | None:
@@ -165,8 +185,16 @@ def normalized_quota(pod: PodMeta, kubelet: KubeletResources, ratio: float) -> i
     return normalize(kubelet.cfs_quota, ratio)
 
 
-def gpu_env(pod: PodMeta) -> tuple[tuple[str, str], ...] | None:
-    """GPUEnvInject's variables for every container of ``pod`` (``None``: no GPU allocated)."""
+def gpu_values(pod: PodMeta, *, hami_core_library: str = DEFAULT_HAMI_CORE_LIBRARY) -> dict[str, object] | None:
+    """GPUEnvInject's ``env`` and ``mounts`` for every container of ``pod`` (``None``: no GPU allocated).
+
+    ``NVIDIA_VISIBLE_DEVICES`` lists the allocated GPUs' minors. A pod labelled
+    ``koordinator.sh/gpu-isolation-provider=HAMi-core`` whose first GPU is shared (``gpu-memory-ratio`` below
+    100) also gets HAMi-core's limits (``CUDA_DEVICE_MEMORY_LIMIT``, ``CUDA_DEVICE_SM_LIMIT`` when a
+    ``gpu-core`` is allocated), ``LD_PRELOAD=<hami_core_library>`` and that library and ``/tmp/vgpulock``
+    bind-mounted from the host, as Koordinator's GPU hook does. Raises :class:`HookError` on a malformed
+    ``device-allocated`` annotation, or a HAMi-core pod without the GPU memory (ratio) it needs.
+    """
     raw = pod.annotations.get(ANNOTATION_DEVICE_ALLOCATED)
     if not raw:
         return None
@@ -177,6 +205,7 @@ def gpu_env(pod: PodMeta) -> tuple[tuple[str, str], ...] | None:
     if not gpus:
         return None
     env = [(GPU_VISIBLE_DEVICES_ENV, ",".join(str(d.minor) for d in gpus))]
+    mounts: list[Mount] = []
     if pod.labels.get(LABEL_GPU_ISOLATION_PROVIDER) == GPU_ISOLATION_HAMI_CORE:
         first = gpus[0].resources
         ratio = first.get(RESOURCE_GPU_MEMORY_RATIO)
@@ -189,7 +218,12 @@ def gpu_env(pod: PodMeta) -> tuple[tuple[str, str], ...] | None:
             env.append(("CUDA_DEVICE_MEMORY_LIMIT", str(memory)))
             if RESOURCE_GPU_CORE in first:
                 env.append(("CUDA_DEVICE_SM_LIMIT", str(first[RESOURCE_GPU_CORE])))
-    return tuple(env)
+            env.append(("LD_PRELOAD", hami_core_library))
+            mounts += [
+                Mount(hami_core_library, hami_core_library),
+                Mount(HAMI_VGPU_LOCK_DIR, HAMI_VGPU_LOCK_DIR),
+            ]
+    return {"env": tuple(env), "mounts": tuple(mounts) or None}
 
 
 def memory_qos_unified(pod: PodMeta, container: str, rules: HookRules) -> dict[str, str] | None:
@@ -238,7 +272,7 @@ def container_resources(
     if gates.enabled(OOM_SCORE_ADJ):
         steps.append((OOM_SCORE_ADJ, lambda: {"oom_score_adj": oom_score_adj(pod.annotations, container)}))
     if gates.enabled(GPU_ENV_INJECT):
-        steps.append((GPU_ENV_INJECT, lambda: {"env": gpu_env(pod)}))
+        steps.append((GPU_ENV_INJECT, lambda: gpu_values(pod, hami_core_library=rules.hami_core_library)))
     result = ContainerResources()
     errors: list[str] = []
     for gate, decide in steps:

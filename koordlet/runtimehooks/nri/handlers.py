@@ -113,7 +113,7 @@ def to_linux_resources(values: ContainerResources) -> api_pb2.LinuxResources:
 
 
 def to_adjustment(values: ContainerResources) -> api_pb2.ContainerAdjustment:
-    """The ``ContainerAdjustment`` of ``values``: resources, ``oom_score_adj`` and added environment."""
+    """The ``ContainerAdjustment`` of ``values``: resources, ``oom_score_adj``, added environment and mounts."""
     adjust = api_pb2.ContainerAdjustment()
     resources = to_linux_resources(values)
     if resources.ByteSize():
@@ -122,6 +122,8 @@ def to_adjustment(values: ContainerResources) -> api_pb2.ContainerAdjustment:
         adjust.linux.oom_score_adj.value = values.oom_score_adj
     for name, value in values.env or ():
         adjust.env.add(key=name, value=value)
+    for mount in values.mounts or ():
+        adjust.mounts.add(destination=mount.destination, type=mount.type, source=mount.source, options=mount.options)
     return adjust
 
 
@@ -173,9 +175,27 @@ class HookHandlers:
     def decide(
         self, pod: api_pb2.PodSandbox, container: api_pb2.Container, resources: api_pb2.LinuxResources | None = None
     ) -> ContainerResources:
+        return self._decide(pod, container, resources, self.rules())
+
+    def decide_now(
+        self, pod: api_pb2.PodSandbox, container: api_pb2.Container, resources: api_pb2.LinuxResources | None = None
+    ) -> ContainerResources | None:
+        """:meth:`decide` from the rules kept since the last event, reading no file (pure computation, safe to
+        run on the connection's thread); ``None`` when they are not current (then :meth:`decide`)."""
+        current = getattr(self.rules, "current", None)
+        rules = current() if current is not None else None
+        return self._decide(pod, container, resources, rules) if rules is not None else None
+
+    def _decide(
+        self,
+        pod: api_pb2.PodSandbox,
+        container: api_pb2.Container,
+        resources: api_pb2.LinuxResources | None,
+        rules: HookRules,
+    ) -> ContainerResources:
         meta = pod_from_sandbox(pod, self.informer)
         kubelet = kubelet_resources(resources if resources is not None else container.linux.resources)
-        return container_resources(meta, container.name, kubelet=kubelet, rules=self.rules())
+        return container_resources(meta, container.name, kubelet=kubelet, rules=rules)
 
 
 def describe_values(values: ContainerResources) -> Mapping[str, object]:

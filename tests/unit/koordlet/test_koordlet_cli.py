@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from koordlet.app.flags import UsageError, build_parser, go_style, parse
+from koordlet.app.flags import UsageError, build_parser, go_style, no_effect_flags, parse
 from koordlet.qosmanager import KOORDLET_FEATURES, FeatureGates, QOSManager, builtin_registry
 from koordlet.qosmanager.featuregates import parse_feature_gate_flag
 from tests.fixtures import KOORDINATOR_CHART
@@ -104,6 +104,16 @@ def test_go_style(argv: list[str], want: list[str]) -> None:
         pytest.param(["-sys-root-dir=/host-sys/"], "sysfs_root", Path("/host-sys/"), id="koordinator-sys-name"),
         pytest.param(["--enable-pagecache-collector"], "enable_pagecache_collector", True, id="go-bool-bare"),
         pytest.param(["-enable-pagecache-collector=false"], "enable_pagecache_collector", False, id="go-bool-false"),
+        pytest.param(
+            ["-runtime-hooks-plugin-failure-policy=Fail"], "runtime_hooks_plugin_failure_policy", "Fail", id="fail"
+        ),
+        pytest.param([], "runtime_hooks_plugin_failure_policy", "Ignore", id="failure-policy-default"),
+        pytest.param(
+            ["-hami-core-library-directory-path=/opt/libvgpu.so"],
+            "hami_core_library_directory_path",
+            "/opt/libvgpu.so",
+            id="hami-core-library",
+        ),
     ],
 )
 def test_koordinator_flag_forms(argv: list[str], want_key: str, want_value: object) -> None:
@@ -148,6 +158,16 @@ def run_cli(*argv: str, env: dict[str, str] | None = None) -> subprocess.Complet
         pytest.param(["--logtostderr=maybe"], "argument --logtostderr: not a boolean: 'maybe'", id="go-bool"),
         pytest.param(["--feature-gates", "Nope=true"], "unrecognized feature gate: Nope", id="gate"),
         pytest.param(["-addr=9316"], "argument -addr: want host:port", id="addr-without-colon"),
+        pytest.param(
+            ["-runtime-hooks-plugin-failure-policy=fail"],
+            "argument -runtime-hooks-plugin-failure-policy: 'fail' is not a failure policy (Fail or Ignore)",
+            id="plugin-failure-policy",
+        ),
+        pytest.param(
+            ["--runtime-hooks-failure-policy=Abort"],
+            "argument --runtime-hooks-failure-policy: 'Abort' is not a failure policy (Fail or Ignore)",
+            id="proxy-failure-policy",
+        ),
     ],
 )
 def test_bad_flag_is_one_line_exit_2(argv: list[str], want: str) -> None:
@@ -261,3 +281,12 @@ def test_api_outage_logs_one_line_per_failure_kind(tmp_path: Path) -> None:
     watches = ("list pods", "list nodes", "list nodeslos", "list nodemetrics")
     assert len(kinds) == 2 and kinds[0] == "NodeMetric status write" and kinds[1] in watches, result.stderr
     assert any(" list " in line and "the API server seems unreachable" in line for line in failed), result.stderr
+
+
+def test_runtime_proxy_failure_policy_is_accepted_and_reported_as_no_effect() -> None:
+    """Koordinator's NRI server follows --runtime-hooks-plugin-failure-policy; --runtime-hooks-failure-policy
+    is koord-runtime-proxy's, which pykoord has not."""
+    args = parse(full_parser(), ["-runtime-hooks-failure-policy=Fail"])  # type: ignore[arg-type]
+    assert "--runtime-hooks-failure-policy" in no_effect_flags(args)
+    assert args.runtime_hooks_plugin_failure_policy == "Ignore"
+    assert "--runtime-hooks-failure-policy" not in no_effect_flags(parse(full_parser(), []))  # type: ignore[arg-type]

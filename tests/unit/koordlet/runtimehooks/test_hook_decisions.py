@@ -27,6 +27,7 @@ from koordlet.runtimehooks.hooks import (
     ContainerResources,
     HookRules,
     KubeletResources,
+    Mount,
     container_resources,
 )
 from koordlet.runtimehooks.nri.handlers import to_adjustment
@@ -296,45 +297,100 @@ def test_a_failing_gate_leaves_the_others_values() -> None:
     assert (got["cpu_shares"], got["cfs_quota"], got["memory_limit"]) == (512, 50000, 2 * GiB)
 
 
+HAMI = {"koordinator.sh/gpu-isolation-provider": "HAMi-core"}
+LIB = "/usr/local/vgpu/libvgpu.so"
+HAMI_MOUNTS = (Mount(LIB, LIB, "bind", ("rbind",)), Mount("/tmp/vgpulock", "/tmp/vgpulock", "bind", ("rbind",)))
+
+
+def gpu(minor: int, **resources: str) -> dict[str, Any]:
+    return {"minor": minor, "resources": {f"koordinator.sh/{k.replace('_', '-')}": v for k, v in resources.items()}}
+
+
 @pytest.mark.parametrize(
-    ("labels", "allocated", "want"),
+    ("labels", "allocated", "library", "want"),
     [
         pytest.param(
             {},
-            {
-                "gpu": [
-                    {"minor": 0, "resources": {"koordinator.sh/gpu-core": "100"}},
-                    {"minor": 2, "resources": {"koordinator.sh/gpu-core": "100"}},
-                ]
-            },
-            (("NVIDIA_VISIBLE_DEVICES", "0,2"),),
-            id="upstream-visible-devices",
+            {"gpu": [gpu(0, gpu_core="100"), gpu(1, gpu_core="100")]},
+            LIB,
+            {"env": (("NVIDIA_VISIBLE_DEVICES", "0,1"),)},
+            id="upstream-test-normal-gpu-alloc",
         ),
         pytest.param(
-            {"koordinator.sh/gpu-isolation-provider": "HAMi-core"},
+            HAMI,
+            {"gpu": [gpu(1, gpu_core="50", gpu_memory="16Gi", gpu_memory_ratio="50")]},
+            LIB,
             {
-                "gpu": [
-                    {
-                        "minor": 1,
-                        "resources": {
-                            "koordinator.sh/gpu-core": "50",
-                            "koordinator.sh/gpu-memory": "8Gi",
-                            "koordinator.sh/gpu-memory-ratio": "50",
-                        },
-                    }
-                ]
+                "env": (
+                    ("NVIDIA_VISIBLE_DEVICES", "1"),
+                    ("CUDA_DEVICE_MEMORY_LIMIT", str(16 * GiB)),
+                    ("CUDA_DEVICE_SM_LIMIT", "50"),
+                    ("LD_PRELOAD", LIB),
+                ),
+                "mounts": HAMI_MOUNTS,
             },
-            (
-                ("NVIDIA_VISIBLE_DEVICES", "1"),
-                ("CUDA_DEVICE_MEMORY_LIMIT", str(8 * GiB)),
-                ("CUDA_DEVICE_SM_LIMIT", "50"),
-            ),
-            id="upstream-hami-core-shared-gpu",
+            id="upstream-gpu-share-with-HAMi",
         ),
-        pytest.param({}, {"rdma": [{"minor": 0}]}, None, id="no-gpu-allocated"),
+        pytest.param(
+            HAMI,
+            {"gpu": [gpu(3, gpu_memory="8Gi", gpu_memory_ratio="25")]},
+            "/opt/hami/libvgpu.so",
+            {
+                "env": (
+                    ("NVIDIA_VISIBLE_DEVICES", "3"),
+                    ("CUDA_DEVICE_MEMORY_LIMIT", str(8 * GiB)),
+                    ("LD_PRELOAD", "/opt/hami/libvgpu.so"),
+                ),
+                "mounts": (
+                    Mount("/opt/hami/libvgpu.so", "/opt/hami/libvgpu.so", "bind", ("rbind",)),
+                    HAMI_MOUNTS[1],
+                ),
+            },
+            id="hami-no-gpu-core-and-a-library-path-flag",
+        ),
+        pytest.param(
+            HAMI,
+            {"gpu": [gpu(0, gpu_core="100", gpu_memory="80Gi", gpu_memory_ratio="100")]},
+            LIB,
+            {"env": (("NVIDIA_VISIBLE_DEVICES", "0"),)},
+            id="hami-whole-gpu-is-not-shared-no-preload",
+        ),
+        pytest.param(
+            {"koordinator.sh/gpu-isolation-provider": "other"},
+            {"gpu": [gpu(1, gpu_core="50", gpu_memory="16Gi", gpu_memory_ratio="50")]},
+            LIB,
+            {"env": (("NVIDIA_VISIBLE_DEVICES", "1"),)},
+            id="another-isolation-provider-no-preload",
+        ),
+        pytest.param({}, {"rdma": [{"minor": 0}]}, LIB, {}, id="upstream-test-empty-gpu-alloc"),
+        pytest.param(
+            HAMI,
+            {"gpu": [gpu(1, gpu_core="50", gpu_memory="16Gi")]},
+            LIB,
+            {
+                "errors": (
+                    "GPUEnvInject: annotation scheduling.koordinator.sh/device-allocated: no "
+                    "koordinator.sh/gpu-memory-ratio for HAMi-core",
+                )
+            },
+            id="hami-without-memory-ratio-is-an-error",
+        ),
+        pytest.param(
+            HAMI,
+            {"gpu": [gpu(1, gpu_core="50", gpu_memory_ratio="50")]},
+            LIB,
+            {
+                "errors": (
+                    "GPUEnvInject: annotation scheduling.koordinator.sh/device-allocated: no "
+                    "koordinator.sh/gpu-memory for HAMi-core",
+                )
+            },
+            id="hami-shared-without-memory-is-an-error",
+        ),
     ],
 )
-def test_gpu_env_inject(labels: dict[str, str], allocated: dict[str, Any], want: Any) -> None:
+def test_gpu_env_inject(labels: dict[str, str], allocated: dict[str, Any], library: str, want: Any) -> None:
+    """Koordinator's ``hooks/gpu/gpu_test.go`` rows, plus the HAMi-core edges; env order is kept."""
     builder = (
         pod("gpu")
         .qos("Burstable", "LS")
@@ -342,8 +398,19 @@ def test_gpu_env_inject(labels: dict[str, str], allocated: dict[str, Any], want:
     )
     for key, value in labels.items():
         builder.label(key, value)
-    got = decide(meta(builder.build()), "main")
-    assert got.get("env") == want
+    rules = HookRules(GATES, hami_core_library=library)
+    assert decide(meta(builder.build()), "main", rules=rules) == want
+
+
+def test_hami_core_values_become_env_and_mounts_of_the_adjustment() -> None:
+    values = ContainerResources(env=(("LD_PRELOAD", LIB),), mounts=HAMI_MOUNTS, decided_by={"env": "GPUEnvInject"})
+    adjust = to_adjustment(values)
+    assert [(e.key, e.value) for e in adjust.env] == [("LD_PRELOAD", LIB)]
+    assert [(m.destination, m.source, m.type, list(m.options)) for m in adjust.mounts] == [
+        (LIB, LIB, "bind", ["rbind"]),
+        ("/tmp/vgpulock", "/tmp/vgpulock", "bind", ["rbind"]),
+    ]
+    assert not to_adjustment(NONE).mounts
 
 
 def test_memory_qos_on_cgroup_v2_goes_into_unified_and_not_on_v1() -> None:

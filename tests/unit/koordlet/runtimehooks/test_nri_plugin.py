@@ -29,6 +29,7 @@ from koordlet.runtimehooks.hooks import HookRules
 from koordlet.runtimehooks.nri.handlers import HookHandlers
 from koordlet.runtimehooks.nri.plugin import SUBSCRIBED_EVENTS, HookMetrics, NRIOptions, NRIPlugin, event_mask
 from koordlet.runtimehooks.nri.proto import api_pb2
+from koordlet.runtimehooks.nri.ttrpc import CODE_UNKNOWN, RPCError
 from koordlet.runtimehooks.rules import HookRuleSource
 from koordlet.statesinformer import StatesInformer
 from koordlet.system import CgroupDriver, CgroupVersion
@@ -78,7 +79,9 @@ def container(name: str, cid: str = "c1", *, quota: int | None = None) -> api_pb
     return c
 
 
-def start(tmp_path: Path, *, rules: object = None, budget: float = 1.0) -> Iterator[Setup]:
+def start(
+    tmp_path: Path, *, rules: object = None, budget: float = 1.0, failure_policy: str = "Ignore"
+) -> Iterator[Setup]:
     cgroups = FakeCgroups(tmp_path / "cgroup", CgroupVersion.V1, CgroupDriver.CGROUPFS)
     fs = cgroups.fs()
     informer = StatesInformer(NODE, fs.layout)
@@ -88,7 +91,12 @@ def start(tmp_path: Path, *, rules: object = None, budget: float = 1.0) -> Itera
     source = rules if rules is not None else HookRuleSource(informer, gates)
     handlers = HookHandlers(informer, source, ResourceExecutor(fs, clock=FakeClock()))  # type: ignore[arg-type]
     options = NRIOptions(
-        tmp_path / "nri.sock", request_budget=budget, backoff_initial=0.05, backoff_max=0.2, connect_timeout=5.0
+        tmp_path / "nri.sock",
+        request_budget=budget,
+        backoff_initial=0.05,
+        backoff_max=0.2,
+        connect_timeout=5.0,
+        failure_policy=failure_policy,
     )
     runtime = FakeRuntime(options.socket_path)
     plugin = NRIPlugin(options, handlers, metrics=HookMetrics(registry, NODE))
@@ -243,6 +251,70 @@ def test_a_decision_past_the_budget_gives_no_adjustment_in_time(tmp_path: Path) 
         assert s.failures("CreateContainer", "timeout") == 1
 
 
+BROKEN_BE = {"labels": {"koordinator.sh/qosClass": "BE"}, "annotations": {ANNOTATION_EXTENDED_RESOURCE_SPEC: "{x"}}
+
+
+def test_fail_policy_fails_the_creation_with_the_error_and_counts_it(tmp_path: Path) -> None:
+    """Koordinator's NRI server under ``--runtime-hooks-plugin-failure-policy=Fail`` returns the hook's error,
+    so the runtime fails the request; a good pod is still adjusted."""
+    for s in start(tmp_path, failure_policy="Fail"):
+        s.runtime.accept()
+        box = sandbox(BE_UID, "broken", **BROKEN_BE)  # type: ignore[arg-type]
+        with pytest.raises(RPCError) as create:
+            s.runtime.create_container(box, container("main"))
+        assert create.value.code == CODE_UNKNOWN
+        assert create.value.message.startswith(
+            "koordlet: CreateContainer of pod default/broken: error: BatchResource: annotation "
+        )
+        assert ANNOTATION_EXTENDED_RESOURCE_SPEC in create.value.message
+        with pytest.raises(RPCError, match="RunPodSandbox of pod default/broken: error"):
+            s.runtime.run_pod_sandbox(box)
+        with pytest.raises(RPCError, match="UpdateContainer of pod default/broken"):
+            s.runtime.update_container(box, container("main"), api_pb2.LinuxResources())
+        assert s.failures("CreateContainer", "error") == 1 and s.failures("RunPodSandbox", "error") == 1
+        spec = {"containers": {"main": {"requests": {CPU: "500"}, "limits": {CPU: "500"}}}}
+        good = sandbox(
+            LSR_UID,
+            "good",
+            labels={"koordinator.sh/qosClass": "BE"},
+            annotations={ANNOTATION_EXTENDED_RESOURCE_SPEC: json.dumps(spec)},
+        )
+        assert s.runtime.create_container(good, container("main")).adjust.linux.resources.cpu.shares.value == 512
+
+
+def test_ignore_policy_creates_the_container_without_adjustment(tmp_path: Path) -> None:
+    for s in start(tmp_path, failure_policy="Ignore"):
+        s.runtime.accept()
+        box = sandbox(BE_UID, "broken", **BROKEN_BE)  # type: ignore[arg-type]
+        s.runtime.run_pod_sandbox(box)
+        assert not s.runtime.create_container(box, container("main")).adjust.HasField("linux")
+        assert s.failures("CreateContainer", "error") == 1 and s.failures("RunPodSandbox", "error") == 1
+
+
+def test_fail_policy_fails_on_a_timeout_and_on_one_failing_gate(tmp_path: Path) -> None:
+    """Under Fail, one failing gate fails the whole request (Koordinator's ``RunHooks`` stops at the first
+    error), and so does a decision past the budget."""
+    gates = FeatureGates.resolve(KOORDLET_FEATURES, {"OOMScoreAdj": True})
+    release = threading.Event()
+
+    def rules() -> HookRules:
+        if not release.is_set():
+            release.wait(5)
+        return HookRules(gates)
+
+    spec = {"containers": {"main": {"requests": {CPU: "500"}, "limits": {CPU: "500"}}}}
+    annotations = {ANNOTATION_EXTENDED_RESOURCE_SPEC: json.dumps(spec), "koordinator.sh/oom-score-adj": "oops"}
+    box = sandbox(BE_UID, "half", labels={"koordinator.sh/qosClass": "BE"}, annotations=annotations)
+    for s in start(tmp_path, rules=rules, budget=0.2, failure_policy="Fail"):
+        s.runtime.accept()
+        with pytest.raises(RPCError, match=r"CreateContainer of pod default/half: timeout: no decision within 0\.2s"):
+            s.runtime.create_container(box, container("main"))
+        release.set()
+        with pytest.raises(RPCError, match=r"error: OOMScoreAdj: annotation koordinator\.sh/oom-score-adj"):
+            s.runtime.create_container(box, container("main", "c2"))
+        assert s.failures("CreateContainer", "timeout") == 1 and s.failures("CreateContainer", "error") == 1
+
+
 def test_lsr_pod_runs_on_its_bound_cpuset_without_a_cfs_quota(tmp_path: Path) -> None:
     def rules() -> HookRules:
         pools = (CPUSharedPool(socket=0, node=0, cpuset="2-7"),)
@@ -315,6 +387,9 @@ def test_announce_says_which_path_applies_the_values(tmp_path: Path, caplog: pyt
     args = argparse.Namespace(var_run_root_dir=tmp_path, runtime_hooks_nri_socket_path="nri/nri.sock")
     assert nri_socket_path(args) == tmp_path / "nri" / "nri.sock"
     assert nri_options(argparse.Namespace(enable_nri_runtime_hook=False)) is None
+    assert nri_options(args) is not None and nri_options(args).failure_policy == "Ignore"  # type: ignore[union-attr]
+    failing = argparse.Namespace(**vars(args), runtime_hooks_plugin_failure_policy="Fail")
+    assert nri_options(failing).failure_policy == "Fail"  # type: ignore[union-attr]
     with caplog.at_level(logging.INFO, logger="koordlet.nri"):
         announce(None, 10.0)
     assert "NRI off (--enable-nri-runtime-hook=false)" in caplog.records[-1].getMessage()
