@@ -27,7 +27,8 @@ one at a time, in the same run on the same control plane:
    Koordinator workload of bench/e2e_koord_mixed.py (a twentieth of the pods in Reservations, a tenth LSR,
    a quarter in gangs of five, a quarter in ElasticQuotas; NodeMetrics and NodeResourceTopologies on every
    node); ``--pods`` a multiple of 20. Reported against the default profile on plain pods
-   (``mixed_to_koord_default_profile``) and kube-scheduler (``mixed_to_kube_scheduler``).
+   (``mixed_to_koord_default_profile``) and kube-scheduler (``mixed_to_kube_scheduler``), from process start
+   to the last bind (``wall``): the mix's first binds come late, so its first-to-last-bind rate flatters it.
 
 Client rate limits are lifted for every contender (``clientConnection.qps/burst`` = 100000; the
 API server runs without priority-and-fairness). Both schedulers write one ``Scheduled`` Event per pod;
@@ -883,11 +884,12 @@ def summarize(results: list[Result]) -> dict[str, Any]:
         summary["chart_to_kube_scheduler"] = round(chart["rate_pods_per_s"] / kube["rate_pods_per_s"], 2)
     if chart and koord:
         summary["chart_to_koord_default_profile"] = round(chart["rate_pods_per_s"] / koord["rate_pods_per_s"], 2)
+    # The mix binds its first pods late (Reservations, gangs), so its drain rate flatters it: start to last bind.
     mixed = summary.get(MIXED)
     if mixed and koord:
-        summary["mixed_to_koord_default_profile"] = round(mixed["rate_pods_per_s"] / koord["rate_pods_per_s"], 2)
+        summary["mixed_to_koord_default_profile"] = round(mixed["wall_pods_per_s"] / koord["wall_pods_per_s"], 2)
     if mixed and kube:
-        summary["mixed_to_kube_scheduler"] = round(mixed["rate_pods_per_s"] / kube["rate_pods_per_s"], 2)
+        summary["mixed_to_kube_scheduler"] = round(mixed["wall_pods_per_s"] / kube["wall_pods_per_s"], 2)
     for name, runs in by.items():
         if e2e_baseline.baseline_ref(name) is None:
             continue
