@@ -171,17 +171,32 @@ def _collect(
         return Decision(requeue_after=options.gc_interval_seconds)
     if node and not node_exists:
         return Decision(delete=True)
-    since = None
-    for c in conditions:
-        if c.get("type") == CONDITION_READY:
-            stamp = c.get("lastProbeTime") or c.get("lastTransitionTime")
-            try:
-                since = parse_timestamp(stamp) if stamp else None
-            except ValueError:  # an unreadable stamp: collect as if there were none
-                since = None
+    since = _stamp(conditions, only=CONDITION_READY)
+    if since is None:
+        # No readable Ready stamp: another writer's merge patch can replace the conditions list (the
+        # scheduler's Scheduled=False on an invalid Reservation), so the latest stamp of any condition is
+        # when the Reservation was last seen changing; none at all collects it now.
+        since = _stamp(conditions)
     if since is None or now - since >= options.gc_duration_seconds:
         return Decision(delete=True)
     return Decision(requeue_after=min(options.gc_interval_seconds, max(1.0, since + options.gc_duration_seconds - now)))
+
+
+def _stamp(conditions: list[Mapping[str, Any]], *, only: str = "") -> float | None:
+    """The latest readable ``lastProbeTime`` / ``lastTransitionTime`` of the conditions (of type ``only``
+    when given), None if there is none."""
+    latest = None
+    for c in conditions:
+        if only and c.get("type") != only:
+            continue
+        stamp = c.get("lastProbeTime") or c.get("lastTransitionTime")
+        try:
+            at = parse_timestamp(stamp) if stamp else None
+        except ValueError:  # an unreadable stamp counts as none
+            at = None
+        if at is not None and (latest is None or at > latest):
+            latest = at
+    return latest
 
 
 def _with_ready(

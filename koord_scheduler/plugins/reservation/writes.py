@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Coroutine, Iterable, Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 from apis.core.quantity import format_quantity
@@ -164,5 +165,15 @@ async def _logged(coro: Coroutine[Any, Any, Any]) -> None:
 
 
 def condition(type_: str, status: str, reason: str, message: str) -> dict[str, str]:
-    """One entry of ``status.conditions``."""
-    return {"type": type_, "status": status, "reason": reason, "message": message}
+    """One entry of ``status.conditions``, stamped now as Koordinator stamps its conditions
+    (``lastProbeTime`` and ``lastTransitionTime``): the Reservation controller's garbage collection
+    counts from the latest stamp when a merge patch has replaced its own Ready condition."""
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {
+        "type": type_,
+        "status": status,
+        "reason": reason,
+        "message": message,
+        "lastProbeTime": now,
+        "lastTransitionTime": now,
+    }

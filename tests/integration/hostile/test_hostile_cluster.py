@@ -117,6 +117,20 @@ def ready_condition(scope: Scope, name: str) -> tuple[str, str, str] | None:
     return "Failed", str(ready.get("reason", "")), str(ready.get("message", ""))
 
 
+def reservation_status(scope: Scope, name: str) -> str:
+    """The Reservation's status as the API server has it now (for a failure message)."""
+    result = scope.plane.request("GET", f"{RESERVATIONS}/{scope.name}-{name}")
+    return f"HTTP {result.status}: {(result.json() or {}).get('status') if result.status == 200 else ''}"
+
+
+def wait_failed(scope: Scope, name: str, *, what: str) -> None:
+    """Wait for the Reservation to be Failed; on a time-out, say what the API server has for it."""
+    try:
+        wait_until(lambda: ready_condition(scope, name) is not None, timeout=30, what=what)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; the Reservation now: {reservation_status(scope, name)}") from None
+
+
 def test_bad_objects_do_not_stop_scheduling_or_expiry(scope: Scope, tmp_path: Path) -> None:
     good = [scope.add_node("good-1"), scope.add_node("good-2")]
     huge_metric, negative_metric = scope.add_node("huge-metric"), scope.add_node("negative-metric")
@@ -155,10 +169,10 @@ def test_bad_objects_do_not_stop_scheduling_or_expiry(scope: Scope, tmp_path: Pa
 
         wait_until(lambda: ready_condition(scope, "short") is not None, timeout=60, what="valid Reservation expired")
         assert ready_condition(scope, "short")[:2] == ("Failed", "Expired")  # type: ignore[index]
-        wait_until(lambda: ready_condition(scope, "bad-ttl") is not None, timeout=30, what="bad ttl marked Failed")
+        wait_failed(scope, "bad-ttl", what="bad ttl marked Failed")
         _, reason, message = ready_condition(scope, "bad-ttl")  # type: ignore[misc]
         assert reason == "Invalid" and 'spec.ttl: invalid duration "forever"' in message
-        wait_until(lambda: ready_condition(scope, "huge-cpu") is not None, timeout=30, what="1e23 cpu marked Failed")
+        wait_failed(scope, "huge-cpu", what="1e23 cpu marked Failed")
         assert "spec.template.spec.containers[0].resources.requests.cpu" in ready_condition(scope, "huge-cpu")[2]  # type: ignore[index]
 
         wait_until(lambda: bool(scope.events(reason="InvalidObject")), timeout=30, what="Event on the bad pod")

@@ -173,3 +173,49 @@ def test_garbage_collection(
 def test_requeue_clamped() -> None:
     assert decide(res(), [], node_exists=True, now=CREATED + 3599).requeue_after == 3.0
     assert decide(res(), [], node_exists=True, now=CREATED).requeue_after == 15.0
+
+
+def _failed_with_conditions(conditions: list[dict[str, Any]]) -> dict[str, Any]:
+    body = res("Failed", ttl=None)
+    body["status"]["conditions"] = conditions
+    return body
+
+
+@pytest.mark.parametrize(
+    ("conditions", "now", "want_delete"),
+    [
+        # The scheduler's merge patch replaced the list: only its Scheduled=False is left, stamped now.
+        pytest.param(
+            [{"type": "Scheduled", "status": "False", "reason": "Unschedulable", "lastTransitionTime": CREATED_TEXT}],
+            CREATED + 5,
+            False,
+            id="ready-replaced-by-a-stamped-condition-is-kept",
+        ),
+        pytest.param(
+            [{"type": "Scheduled", "status": "False", "reason": "Unschedulable", "lastTransitionTime": CREATED_TEXT}],
+            CREATED + 86400,
+            True,
+            id="collected-a-gc-duration-after-that-stamp",
+        ),
+        pytest.param(
+            [{"type": "Scheduled", "status": "False", "reason": "Unschedulable"}],
+            CREATED + 5,
+            True,
+            id="no-stamp-at-all-collected-now",
+        ),
+        pytest.param(
+            [
+                {"type": "Scheduled", "status": "True", "lastTransitionTime": CREATED_TEXT},
+                {"type": "Ready", "status": "False", "lastTransitionTime": "not a time"},
+            ],
+            CREATED + 5,
+            False,
+            id="unreadable-ready-stamp-falls-back-to-the-others",
+        ),
+    ],
+)
+def test_garbage_collection_without_a_ready_stamp(
+    conditions: list[dict[str, Any]], now: float, want_delete: bool
+) -> None:
+    decision = decide(_failed_with_conditions(conditions), [], node_exists=True, now=now, options=ControllerOptions())
+    assert decision.delete is want_delete
