@@ -53,7 +53,7 @@ def needs_colocation(controller_lists: list[str]) -> bool:
     return False
 
 
-async def _post_ignoring_conflict(http: ApiHttp, path: str, body: dict[str, Any]) -> None:
+async def post_ignoring_conflict(http: ApiHttp, path: str, body: dict[str, Any]) -> None:
     try:
         await http.request("POST", path, body=body)
     except ApiError as err:
@@ -61,7 +61,7 @@ async def _post_ignoring_conflict(http: ApiHttp, path: str, body: dict[str, Any]
             raise
 
 
-async def _bounded(items: list[Any], make: Any) -> None:
+async def bounded_each(items: list[Any], make: Any) -> None:
     sem = asyncio.Semaphore(CONCURRENCY)
 
     async def one(item: Any) -> None:
@@ -77,7 +77,7 @@ async def install(http: ApiHttp, nodes: list[str]) -> None:
         doc = next(
             d for d in yaml.safe_load_all((REPO / "deploy/crds" / f"slo.koordinator.sh_{plural}.yaml").read_text()) if d
         )
-        await _post_ignoring_conflict(http, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", doc)
+        await post_ignoring_conflict(http, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", doc)
     for _ in range(120):
         try:
             for plural in CRDS:
@@ -87,14 +87,14 @@ async def install(http: ApiHttp, nodes: list[str]) -> None:
             await asyncio.sleep(0.5)
     else:
         raise RuntimeError("the NodeMetric / NodeSLO CRDs were not served within 60 s")
-    await _post_ignoring_conflict(
+    await post_ignoring_conflict(
         http, "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": CONFIG_NAMESPACE}}
     )
     config = yaml.safe_load((REPO / "deploy/slo-controller-config.yaml").read_text())
-    await _post_ignoring_conflict(http, f"/api/v1/namespaces/{CONFIG_NAMESPACE}/configmaps", config)
-    await _bounded(
+    await post_ignoring_conflict(http, f"/api/v1/namespaces/{CONFIG_NAMESPACE}/configmaps", config)
+    await bounded_each(
         nodes,
-        lambda node: _post_ignoring_conflict(
+        lambda node: post_ignoring_conflict(
             http,
             f"{SLO}/nodemetrics",
             {"apiVersion": "slo.koordinator.sh/v1alpha1", "kind": "NodeMetric", "metadata": {"name": node}},
@@ -131,7 +131,7 @@ async def reset(http: ApiHttp, nodes: list[str]) -> None:
         await http.request("PATCH", f"{SLO}/nodemetrics/{node}", body={"spec": None}, content_type=MERGE_PATCH)
         await http.request("PATCH", f"{SLO}/nodemetrics/{node}/status", body=status, content_type=MERGE_PATCH)
 
-    await _bounded(nodes, one)
+    await bounded_each(nodes, one)
     for _ in range(120):
         left = await http.request_json("GET", f"{SLO}/nodeslos", params={"limit": "1"})
         if not left.get("items"):

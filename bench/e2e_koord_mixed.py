@@ -30,6 +30,8 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from e2e_colocation import bounded_each, post_ignoring_conflict
+
 from kubeapi import ApiError, ApiHttp
 
 RESERVATIONS = "/apis/scheduling.koordinator.sh/v1alpha1/reservations"
@@ -40,7 +42,6 @@ GANG_SIZE = 5
 RESERVED_EVERY = 20
 RESERVATION_LABEL = "bench-reservation"
 SCHEDULER_NAME = "default-scheduler"
-CONCURRENCY = 64
 MERGE_PATCH = "application/merge-patch+json"
 
 
@@ -108,24 +109,6 @@ def cpu_topology() -> str:
     return json.dumps({"detail": sorted(detail, key=lambda d: d["id"])})
 
 
-async def _bounded(items: list[Any], make: Callable[[Any], Awaitable[None]]) -> None:
-    sem = asyncio.Semaphore(CONCURRENCY)
-
-    async def one(item: Any) -> None:
-        async with sem:
-            await make(item)
-
-    await asyncio.gather(*(one(item) for item in items))
-
-
-async def _post_ignoring_conflict(http: ApiHttp, path: str, body: dict[str, Any]) -> None:
-    try:
-        await http.request("POST", path, body=body)
-    except ApiError as err:
-        if err.status != 409:
-            raise
-
-
 async def install(http: ApiHttp, nodes: list[str], namespace: str) -> None:
     """NodeMetrics, NodeResourceTopologies and ElasticQuotas (idempotent); the CRDs are the cluster's."""
     stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -140,16 +123,16 @@ async def install(http: ApiHttp, nodes: list[str], namespace: str) -> None:
     topology = cpu_topology()
     # The ElasticQuota plugin's quotaGroupNamespace (the chart's args), where its built-in quotas go.
     system = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "koordinator-system"}}
-    await _post_ignoring_conflict(http, "/api/v1/namespaces", system)
+    await post_ignoring_conflict(http, "/api/v1/namespaces", system)
 
     async def node(name: str) -> None:
-        await _post_ignoring_conflict(
+        await post_ignoring_conflict(
             http,
             NODEMETRICS,
             {"apiVersion": "slo.koordinator.sh/v1alpha1", "kind": "NodeMetric", "metadata": {"name": name}},
         )
         await http.request("PATCH", f"{NODEMETRICS}/{name}/status", body={"status": usage}, content_type=MERGE_PATCH)
-        await _post_ignoring_conflict(
+        await post_ignoring_conflict(
             http,
             NRTS,
             {
@@ -161,9 +144,9 @@ async def install(http: ApiHttp, nodes: list[str], namespace: str) -> None:
             },
         )
 
-    await _bounded(nodes, node)
+    await bounded_each(nodes, node)
     for q in range(QUOTAS):
-        await _post_ignoring_conflict(
+        await post_ignoring_conflict(
             http,
             f"/apis/scheduling.sigs.k8s.io/v1alpha1/namespaces/{namespace}/elasticquotas",
             {
@@ -196,9 +179,9 @@ async def prepare(
     else:
         raise RuntimeError("Reservations were not deleted within 120 s")
     reserved = [i for i in range(n) if pod_kind(i) == "reserved"]
-    await _bounded(reserved, lambda i: http.request("POST", RESERVATIONS, body=reservation_obj(i, namespace)))
+    await bounded_each(reserved, lambda i: http.request("POST", RESERVATIONS, body=reservation_obj(i, namespace)))
     path = f"/api/v1/namespaces/{namespace}/pods"
-    await _bounded(list(range(n)), lambda i: http.request("POST", path, body=pod_obj(i, namespace)))
+    await bounded_each(list(range(n)), lambda i: http.request("POST", path, body=pod_obj(i, namespace)))
 
 
 async def observe(http: ApiHttp, namespace: str) -> dict[str, int]:

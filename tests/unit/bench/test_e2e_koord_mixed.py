@@ -11,6 +11,7 @@ import pytest
 
 from tests.unit.bench.conftest import load_bench
 
+load_bench("e2e_colocation")  # imported by name by the mix, as when run from bench/
 mixed = load_bench("e2e_koord_mixed")
 
 
