@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import struct
+from collections import Counter
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from types import ModuleType
@@ -14,6 +15,7 @@ import pytest
 
 from kubeapi import jsoncodec, protowire
 from kubeapi.protogen import core_v1_pb2, meta_v1_pb2, runtime_pb2
+from tests.unit.bench.conftest import load_bench
 
 
 def _body(kind: str, message: Any) -> bytes:
@@ -123,3 +125,36 @@ def test_the_watcher_matches_the_contenders_encoding(e2e_throughput: ModuleType)
     assert e2e_throughput.watcher_protobuf("koord-scheduler")
     assert e2e_throughput.watcher_protobuf("kube-scheduler")
     assert not e2e_throughput.watcher_protobuf("koord-scheduler-json")
+
+
+def test_the_counting_client_passes_the_accept_header_on_and_counts_the_watch(
+    e2e_throughput: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kubeapi import ApiHttp
+
+    e2e_requests = load_bench("e2e_requests")
+    asked: list[str] = []
+
+    @asynccontextmanager
+    async def stream(self: Any, path: str, params: Any, *, accept: str = "application/json") -> AsyncIterator[Any]:
+        asked.append(accept)
+        yield _Chunks([])
+
+    async def request(self: Any, method: str, path: str, **kwargs: Any) -> bytes:
+        asked.append(kwargs["accept"])
+        return b""
+
+    monkeypatch.setattr(ApiHttp, "stream", stream)
+    monkeypatch.setattr(ApiHttp, "request", request)
+    http = object.__new__(e2e_requests.CountingHttp)
+    http.sent, http.open_watches = Counter(), Counter()
+
+    async def use() -> None:
+        async with http.stream("/api/v1/namespaces/bench/pods", {"watch": "1"}, accept=protowire.PROTOBUF):
+            assert sum(http.open_watches.values()) == 1
+        await http.request("GET", "/api/v1/namespaces/bench/pods", accept=protowire.PROTOBUF)
+
+    asyncio.run(use())
+    assert asked == [protowire.PROTOBUF, protowire.PROTOBUF]
+    assert sum(http.open_watches.values()) == 0
+    assert sum(http.sent.values()) == 2
