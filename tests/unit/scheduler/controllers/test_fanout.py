@@ -102,3 +102,31 @@ def test_a_controller_that_raises_on_a_held_event_does_not_stop_the_replay(caplo
     assert [n for _, _, n in failing.seen] == ["n1", "a", "b", "q1"]
     assert [n for _, _, n in other.seen] == ["n1", "a", "bad", "b", "q1"]
     assert "failed on a held event" in caplog.text
+
+
+def test_serve_starts_the_controllers_after_the_first_pass_and_the_replay() -> None:
+    from koord_scheduler.app.serve_run import _start_after_first_pass
+
+    class FirstPass:
+        def __init__(self) -> None:
+            self.first_pass_done = asyncio.Event()
+
+    controller = Recorder()
+    sink = FanoutSink(Recorder(), controller, object_errors=ObjectErrors(), hold_controllers=True)
+    _feed(sink, [f"p{i}" for i in range(2500)])
+    started: list[int] = []
+
+    async def scenario() -> None:
+        scheduler = FirstPass()
+        task = asyncio.ensure_future(
+            _start_after_first_pass(scheduler, sink, None, lambda: started.append(len(controller.seen)))  # type: ignore[arg-type]
+        )
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert started == [] and controller.seen == []  # the first pass is not done
+        scheduler.first_pass_done.set()
+        await asyncio.wait_for(task, 5)
+
+    asyncio.run(scenario())
+    assert started == [2502]  # started once every held event had been replayed
+    assert sink.holding == 0
