@@ -61,7 +61,6 @@ def kubeconfig(cluster: dict[str, Any] | None = None, user: dict[str, Any] | Non
         "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
         "current-context": "x",
     }
-    doc.update(top)
     return doc
 
 
@@ -153,8 +152,8 @@ def test_a_named_context_wins_over_current_context() -> None:
     [
         pytest.param("- a\n- list\n", "not a kubeconfig: want a mapping", id="not-a-mapping"),
         pytest.param("clusters: [\n", "invalid YAML: ", id="bad-yaml"),
-        pytest.param(kubeconfig(**{"current-context": ""}), "current-context is not set", id="no-current-context"),
-        pytest.param(kubeconfig(**{"current-context": "nope"}), "context 'nope' is not in contexts", id="no-context"),
+        pytest.param({**kubeconfig(), "current-context": ""}, "current-context is not set", id="no-current-context"),
+        pytest.param({**kubeconfig(), "current-context": "nope"}, "context 'nope' is not in contexts", id="no-context"),
         pytest.param({**kubeconfig(), "clusters": []}, "cluster 'c' is not in clusters", id="missing-cluster"),
         pytest.param({**kubeconfig(), "users": []}, "user 'u' is not in users", id="missing-user"),
         pytest.param(
