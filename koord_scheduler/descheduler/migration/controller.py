@@ -43,7 +43,13 @@ from apis.scheduling.record import ReservationRecord, parse_reservation
 from koord_scheduler.controllers.containment import Containment, permanent
 from koord_scheduler.controllers.loop import ReconcileLoop
 from koord_scheduler.descheduler.migration.api import MigrationApi
-from koord_scheduler.descheduler.migration.arbitration import Arbitrator, MigratingIndex, controller_uid, is_active
+from koord_scheduler.descheduler.migration.arbitration import (
+    ANNOTATION_PASSED_ARBITRATION,
+    Arbitrator,
+    MigratingIndex,
+    controller_uid,
+    is_active,
+)
 from koord_scheduler.descheduler.migration.arbitration_order import arbitration_order, batch_job_owner
 from koord_scheduler.descheduler.migration.decide import (
     MODE_RESERVATION_FIRST,
@@ -163,7 +169,9 @@ class MigrationController:
         """``arbitrationArgs``: None arbitrates each Pending job as it is reconciled; a number of seconds
         arbitrates the waiting jobs together, in Koordinator's order, that often (:meth:`arbitrate`)."""
         self._passed: set[str] = set()
-        """Jobs an arbitration pass let through (Koordinator's ``passed-arbitration`` mark)."""
+        """Jobs an arbitration pass let through: by this leader, or marked so by an earlier one."""
+        self._unmarked: set[str] = set()
+        """Passed jobs whose ``passed-arbitration`` annotation is not written yet (written before they go on)."""
         self._refused: dict[str, str] = {}
         """Jobs an arbitration pass refused -> why."""
         self.migrating = MigratingIndex()
@@ -215,6 +223,9 @@ class MigrationController:
 
     def _set_job(self, job: PodMigrationJobRecord) -> None:
         self.jobs[job.name] = job
+        if job.annotations.get(ANNOTATION_PASSED_ARBITRATION) == "true":
+            self._passed.add(job.name)
+            self._unmarked.discard(job.name)
         self._index(job.name)
         self._refresh_migrating(job.name)
         self._mark(job.name)
@@ -222,6 +233,7 @@ class MigrationController:
     def _forget_job(self, name: str) -> None:
         self.jobs.pop(name, None)
         self._passed.discard(name)
+        self._unmarked.discard(name)
         self._refused.pop(name, None)
         self.migrating.put(name, None)
         self._unindex(name)
@@ -297,23 +309,8 @@ class MigrationController:
             if bound is not None and owner[2] and bound.uid != owner[2]:
                 bound = None
         pod = self.pods.get(_key(job.pod_namespace, job.pod_name))
-        forbidden = held = ""
         pending = job.phase in ("", "Pending") and not job.finished
-        if self.arbitrator is not None and pod is not None and pending and self.arbitration_interval is not None:
-            forbidden = self._refused.get(job.name, "")
-            if not forbidden and job.name not in self._passed:
-                held = "waiting for arbitration"
-            elif not forbidden:
-                replicas = sum(1 for p in self.workload_pods(pod) if is_active(p))
-                kind = self.arbitrator.limiters.exceeded(pod, replicas=replicas, now=self.clock())
-                held = f"the {kind} object limiter has no token" if kind else ""
-        elif self.arbitrator is not None and pod is not None and pending:
-            verdict = self.arbitrator.verdict(
-                pod, migrating=self.migrating, workload=self.workload_pods(pod), now=self.clock()
-            )
-            forbidden, held = verdict.fail, verdict.wait
-            if held:
-                log.debug("migration: job %s waits: %s", job.name, held)
+        forbidden, held = self._arbitration(job, pod) if pod is not None and pending else ("", "")
         return MigrationView(
             job,
             pod,
@@ -324,6 +321,28 @@ class MigrationController:
             forbidden=forbidden,
             held=held,
         )
+
+    def _arbitration(self, job: PodMigrationJobRecord, pod: Pod) -> tuple[str, str]:
+        """(why the Pending ``job`` must fail, why it waits), both empty when it may go on. A job let
+        through (by this leader's pass or, per its annotation, an earlier leader's) only waits for the
+        object limiters; with ``arbitration_interval`` the others wait for the pass, else each is
+        arbitrated here alone."""
+        if self.arbitrator is None:
+            return "", ""
+        if self.arbitration_interval is not None and job.name in self._refused:
+            return self._refused[job.name], ""
+        if job.name in self._passed:
+            replicas = sum(1 for p in self.workload_pods(pod) if is_active(p))
+            kind = self.arbitrator.limiters.exceeded(pod, replicas=replicas, now=self.clock())
+            return "", f"the {kind} object limiter has no token" if kind else ""
+        if self.arbitration_interval is not None:
+            return "", "waiting for arbitration"
+        verdict = self.arbitrator.verdict(
+            pod, migrating=self.migrating, workload=self.workload_pods(pod), now=self.clock()
+        )
+        if verdict.wait:
+            log.debug("migration: job %s waits: %s", job.name, verdict.wait)
+        return verdict.fail, verdict.wait
 
     def workload_pods(self, pod: Pod) -> list[Pod]:
         """The pods (as the informer has them) of ``pod``'s controller; empty for a bare pod."""
@@ -371,6 +390,7 @@ class MigrationController:
                 continue
             else:
                 self._passed.add(job.name)
+                self._unmarked.add(job.name)
                 self._refresh_migrating(job.name)
             decided += 1
             self._mark(job.name)
@@ -390,6 +410,10 @@ class MigrationController:
             job = self.jobs.get(name)
             if job is None:
                 return done
+            if name in self._unmarked:
+                if not await self._mark_passed(job):
+                    return done
+                job = self.jobs[name]
             step = self.contained.call(KIND, name, lambda job=job: decide(self.view(job)))  # type: ignore[misc]
             if step is None:
                 return done
@@ -404,6 +428,17 @@ class MigrationController:
                 self._mark_later(name, step.requeue)
         log.warning("migration: job %s did not settle within %d steps", name, MAX_STEPS)
         return done
+
+    async def _mark_passed(self, job: PodMigrationJobRecord) -> bool:
+        """Write the ``passed-arbitration`` annotation of a job this leader let through, before it goes on
+        (Koordinator's job goes on at the update event of that write); False when the write failed."""
+        try:
+            await self._patch(job, {"metadata": {"annotations": {ANNOTATION_PASSED_ARBITRATION: "true"}}}, status=False)
+        except Exception as exc:
+            self._failed(job, exc)
+            return False
+        self._unmarked.discard(job.name)
+        return True
 
     async def _carry_out(self, job: PodMigrationJobRecord, step: Step) -> bool:
         """The step's action, then its status, then its Events; False when something failed (the job is
@@ -424,7 +459,7 @@ class MigrationController:
             if step.status is not None:
                 await self._patch(job, {"status": step.status.to_wire()}, status=True)
         except Exception as exc:
-            self._failed(job, step, exc)
+            self._failed(job, exc)
             return False
         self.contained.clear(KIND, job.name)
         for event in step.events:
@@ -440,7 +475,7 @@ class MigrationController:
             )
         return True
 
-    def _failed(self, job: PodMigrationJobRecord, step: Step, exc: Exception) -> None:
+    def _failed(self, job: PodMigrationJobRecord, exc: Exception) -> None:
         if isinstance(exc, ClusterError) and not permanent(exc):
             log.warning("migration: job %s: %s; retrying in %.0fs", job.name, exc, self.retry_seconds)
         else:
