@@ -199,7 +199,7 @@ class StepExecution(JobIndexing):
             self.api.event(job, JobEvent(WARNING, REASON_MISSING_POD, message))
             return True
         try:
-            body = reservation_for_job(job, raw, now_ms=self._now_ms())
+            body = reservation_for_job(job, raw)
             created = await self.api.create_reservation(body)
         except (TemplateError, ClusterError) as exc:
             final = isinstance(exc, TemplateError) or permanent(exc)
