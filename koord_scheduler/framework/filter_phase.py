@@ -46,7 +46,7 @@ from koord_scheduler.framework.node_cache import FEW_NODES, FilterAnswer, NodeRe
 from koord_scheduler.framework.restored import RESTORED_CAPACITY
 from koord_scheduler.framework.snapshot import BoolArray, ClusterSnapshot, NodeInfo, Positions
 from koord_scheduler.framework.status import Code, Status, error
-from koord_scheduler.framework.types import DebugOptions, PointObserver
+from koord_scheduler.framework.types import DebugOptions, NodeFilterResult, PointObserver
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +86,9 @@ class _IntoDiagnosis:
         self, alive: Positions, passed: BoolArray, reason_ids: np.ndarray | None, statuses: tuple[Status, ...]
     ) -> None:
         failed = ~passed
-        chunk = FailureChunk(alive[failed], None if reason_ids is None else reason_ids[failed], statuses)
+        self.add(FailureChunk(alive[failed], None if reason_ids is None else reason_ids[failed], statuses))
+
+    def add(self, chunk: FailureChunk) -> None:
         self._diagnosis.add_chunk(chunk)
         if self._log is not None:
             self._log(chunk)
@@ -119,6 +121,17 @@ def _read_only(array: np.ndarray) -> np.ndarray:
     return array
 
 
+def _read_only_result(result: NodeFilterResult, alive: Positions) -> bool:
+    """Whether ``result`` and the nodes it answered for cannot change: the same objects then mean the
+    same failure chunk and the same nodes left."""
+    reasons = result.reason_ids
+    return (
+        not alive.flags.writeable
+        and not result.passed.flags.writeable
+        and (reasons is None or not reasons.flags.writeable)
+    )
+
+
 class FilterPhase:
     """Runs Filter for one profile; see the module docstring."""
 
@@ -126,6 +139,7 @@ class FilterPhase:
         "_added_pods_filters",
         "_debug",
         "_last_gather",
+        "_last_rejection",
         "_node_cache",
         "_observer",
         "entries",
@@ -152,6 +166,11 @@ class FilterPhase:
         """(answer stamp, positions asked, feasible positions, failure chunk) of the last cached pass with
         failures: the next pass reuses them while neither the answer nor the positions changed (a cluster
         with full nodes otherwise pays a gather and a ``np.unique`` over every node each cycle)."""
+        self._last_rejection: tuple[str, NodeFilterResult, Positions, FailureChunk, Positions] | None = None
+        """(the plugin, its read-only result, the read-only nodes it answered for, the failure chunk, the
+        nodes left) of the last rejection recorded into a diagnosis: a plugin that answers the same nodes
+        with the same result object (PodTopologySpread for the pods of one spread pattern) costs no
+        gathers."""
 
     # ----- the chain -----
 
@@ -187,6 +206,18 @@ class FilterPhase:
             for s in stamped:
                 if s.code == Code.ERROR:
                     raise PluginCycleError(s)
+            if isinstance(record, _IntoDiagnosis) and _read_only_result(result, alive):
+                last = self._last_rejection
+                if last is None or last[1] is not result or last[2] is not alive or last[0] != entry.name:
+                    failed = ~passed
+                    reasons = result.reason_ids
+                    chunk = FailureChunk(
+                        _read_only(alive[failed]), None if reasons is None else _read_only(reasons[failed]), stamped
+                    )
+                    last = self._last_rejection = (entry.name, result, alive, chunk, _read_only(alive[passed]))
+                record.add(last[3])
+                alive = last[4]
+                continue
             record.rejected(alive, passed, result.reason_ids, stamped)
             alive = alive[passed]
         return alive
