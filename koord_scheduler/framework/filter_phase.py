@@ -29,9 +29,10 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 import numpy as np
 
@@ -121,6 +122,18 @@ def _read_only(array: np.ndarray) -> np.ndarray:
     return array
 
 
+MAX_REJECTIONS = 16
+"""Repeated read-only rejections kept by :class:`FilterPhase` (a few spread patterns per burst)."""
+
+
+class _Rejection(NamedTuple):
+    result: NodeFilterResult
+    alive: Positions
+    """The nodes ``result`` answered for (held with it, so their ids stay theirs)."""
+    chunk: FailureChunk
+    left: Positions
+
+
 def _read_only_result(result: NodeFilterResult, alive: Positions) -> bool:
     """Whether ``result`` and the nodes it answered for cannot change: the same objects then mean the
     same failure chunk and the same nodes left."""
@@ -139,7 +152,7 @@ class FilterPhase:
         "_added_pods_filters",
         "_debug",
         "_last_gather",
-        "_last_rejection",
+        "_rejections",
         "_node_cache",
         "_observer",
         "entries",
@@ -166,11 +179,11 @@ class FilterPhase:
         """(answer stamp, positions asked, feasible positions, failure chunk) of the last cached pass with
         failures: the next pass reuses them while neither the answer nor the positions changed (a cluster
         with full nodes otherwise pays a gather and a ``np.unique`` over every node each cycle)."""
-        self._last_rejection: tuple[str, NodeFilterResult, Positions, FailureChunk, Positions] | None = None
-        """(the plugin, its read-only result, the read-only nodes it answered for, the failure chunk, the
-        nodes left) of the last rejection recorded into a diagnosis: a plugin that answers the same nodes
-        with the same result object (PodTopologySpread for the pods of one spread pattern) costs no
-        gathers."""
+        self._rejections: OrderedDict[tuple[str, int, int], _Rejection] = OrderedDict()
+        """Per (plugin, id of its read-only result, id of the read-only nodes it answered for): the failure
+        chunk and the nodes left, recorded into a diagnosis. A plugin that answers the same nodes with the
+        same result object (PodTopologySpread for the pods of one spread pattern) costs no gathers. At
+        most ``MAX_REJECTIONS``, least recently used dropped."""
 
     # ----- the chain -----
 
@@ -207,16 +220,21 @@ class FilterPhase:
                 if s.code == Code.ERROR:
                     raise PluginCycleError(s)
             if isinstance(record, _IntoDiagnosis) and _read_only_result(result, alive):
-                last = self._last_rejection
-                if last is None or last[1] is not result or last[2] is not alive or last[0] != entry.name:
+                key = (entry.name, id(result), id(alive))
+                known = self._rejections.get(key)
+                if known is None or known.result is not result or known.alive is not alive:
                     failed = ~passed
                     reasons = result.reason_ids
                     chunk = FailureChunk(
                         _read_only(alive[failed]), None if reasons is None else _read_only(reasons[failed]), stamped
                     )
-                    last = self._last_rejection = (entry.name, result, alive, chunk, _read_only(alive[passed]))
-                record.add(last[3])
-                alive = last[4]
+                    known = self._rejections[key] = _Rejection(result, alive, chunk, _read_only(alive[passed]))
+                    if len(self._rejections) > MAX_REJECTIONS:
+                        self._rejections.popitem(last=False)
+                else:
+                    self._rejections.move_to_end(key)
+                record.add(known.chunk)
+                alive = known.left
                 continue
             record.rejected(alive, passed, result.reason_ids, stamped)
             alive = alive[passed]
