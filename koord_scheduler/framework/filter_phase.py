@@ -152,9 +152,9 @@ class FilterPhase:
         "_added_pods_filters",
         "_debug",
         "_last_gather",
-        "_rejections",
         "_node_cache",
         "_observer",
+        "_rejections",
         "entries",
         "pre_filter_plugins",
     )

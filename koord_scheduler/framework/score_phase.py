@@ -55,6 +55,15 @@ class PerNodeScore:
         return self._plugin.score_extensions()
 
 
+def _out_of_range(raw: IntArray) -> bool:
+    """Whether some int64 score lies outside [MIN_NODE_SCORE, MAX_NODE_SCORE] (``MIN_NODE_SCORE`` is 0:
+    one unsigned maximum covers both ends)."""
+    return len(raw) > 0 and int(raw.view(np.uint64).max()) > MAX_NODE_SCORE
+
+
+assert MIN_NODE_SCORE == 0
+
+
 def _few_scores(
     entry: ScorePluginEntry, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions
 ) -> list[int]:
@@ -198,8 +207,9 @@ class ScorePhase:
                 invalid: np.ndarray | None = None
                 for e in folded:
                     raw = np.asarray(e.scorer(n).score_nodes(state, pod, snapshot, dirty), dtype=np.int64)
-                    # Two reductions; the per-node mask only when some score is out of range (rare).
-                    if raw.min() < MIN_NODE_SCORE or raw.max() > MAX_NODE_SCORE:
+                    # One reduction (scores below 0 read as huge unsigned values); the per-node mask
+                    # only when some score is out of range (rare).
+                    if _out_of_range(raw):
                         bad = (raw < MIN_NODE_SCORE) | (raw > MAX_NODE_SCORE)
                         invalid = bad if invalid is None else invalid | bad
                     if sums is None:

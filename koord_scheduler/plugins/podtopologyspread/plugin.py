@@ -304,7 +304,11 @@ class PodTopologySpread:
             # the same tables over the same read-only arrays give the same (read-only) answer.
             key = (id(positions), *(id(v) for v in value_ids), *(t.tobytes() for t in tables))
             known = self._answers.get(key)
-            if known is not None and known[0] is positions and all(a is b for a, b in zip(known[1], value_ids)):
+            if (
+                known is not None
+                and known[0] is positions
+                and all(a is b for a, b in zip(known[1], value_ids, strict=True))
+            ):
                 self._answers.move_to_end(key)
                 return known[2]
         reason: np.ndarray | None = None
