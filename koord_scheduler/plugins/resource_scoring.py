@@ -210,15 +210,6 @@ def scored_resources(
     return tuple(out)
 
 
-def select_columns(rows: IntArray, columns: Sequence[int]) -> IntArray:
-    """``rows[:, columns]``; a view when the columns are consecutive and ascending (cpu and memory, the
-    usual case), which costs a fraction of a fancy index on the few rows the node cache rescores."""
-    if columns and all(c == columns[0] + i for i, c in enumerate(columns)):
-        return rows[:, columns[0] : columns[0] + len(columns)]
-    out: IntArray = rows[:, list(columns)]
-    return out
-
-
 @dataclass(frozen=True, slots=True)
 class ScoredColumns:
     """Where :func:`gather_columns` reads the scored resources from, resolved once per list of
@@ -240,9 +231,9 @@ _NON_ZERO, _REQUESTED, _MIXED = 0, 1, 2
 
 
 def column_index(columns: Sequence[int]) -> slice | list[int]:
-    """What selects ``columns`` of a 2-D array's rows (``rows[:, index]``, as :func:`select_columns`):
-    a slice when the columns are consecutive and ascending (a view, the usual cpu and memory case),
-    else the list (a fancy index)."""
+    """What selects ``columns`` of a 2-D array's rows (``rows[:, index]``): a slice when the columns are
+    consecutive and ascending (a view, the usual cpu and memory case, a fraction of a fancy index's cost
+    on the few rows the node cache rescores), else the list (a fancy index)."""
     if columns and all(c == columns[0] + i for i, c in enumerate(columns)):
         return slice(columns[0], columns[0] + len(columns))
     return list(columns)
