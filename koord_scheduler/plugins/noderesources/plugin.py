@@ -197,16 +197,16 @@ class Fit:
             pod_count=snapshot.pod_count,
             allowed_pods=snapshot.allowed_pods,
         )
-        passed = np.ones(len(positions), dtype=np.bool_)
         if len(failed) == 0:
-            return NodeFilterResult(passed, every_node_passed=True)
+            return NodeFilterResult.all_pass(len(positions))
         restored = state.get(RESTORED_CAPACITY)
         if restored is not None:
             failed, codes = _recheck_restored(
                 pre.fit, positions, failed=failed, codes=codes, restored=restored, snapshot=snapshot
             )
             if len(failed) == 0:
-                return NodeFilterResult(passed, every_node_passed=True)
+                return NodeFilterResult.all_pass(len(positions))
+        passed = np.ones(len(positions), dtype=np.bool_)
         passed[failed] = False
         distinct, ids = group_codes(codes, len(pre.fit.names) + 2)
         reason_ids = np.zeros(len(positions), dtype=np.int32)
