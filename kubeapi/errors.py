@@ -29,6 +29,12 @@ class KubeConfigError(KubeApiError):
         self.reason = reason or message
 
 
+def is_conflict(exc: BaseException) -> bool:
+    """A write refused because the object changed under it: the API server's 409 Conflict (a stale
+    ``resourceVersion`` precondition), or the in-memory cluster's same refusal."""
+    return getattr(exc, "status", None) == 409 or "the object has been modified" in str(exc)
+
+
 def describe(exc: BaseException) -> str:
     """``Type: message`` (``Type`` alone when the message is empty): the one line an error is logged as."""
     text = str(exc)
