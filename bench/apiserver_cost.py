@@ -5,10 +5,11 @@ An A/B harness for the API server's CPU per bound pod (bench/e2e_throughput.py's
 ``server_cpu_seconds_per_1000``) with nothing but the per-pod writes: a control plane is started (or
 ``--kubeconfig`` used), ``--pods`` pending pods are created in namespace ``apiserver-cost``, then a client
 variant, run as its own process, posts for every pod its ``v1.Binding`` (protobuf, as koord-scheduler
-sends it) and, once that succeeded, its ``events.k8s.io/v1`` ``Scheduled`` Event (protobuf), 64 pairs in
-flight. kube-apiserver's and etcd's CPU (user+system from /proc of their pids) and the client's own CPU
-are read right before the first request and right after the last answer, after a warm-up that opens the
-client's connections; pod creation and deletion are outside the window. Variants (``--variants``):
+sends it) and, once that succeeded, its ``events.k8s.io/v1`` ``Scheduled`` Event (protobuf),
+``--concurrency`` pairs in flight (default 64). kube-apiserver's and etcd's CPU (user+system from /proc of
+their pids) and the client's own CPU are read right before the first request and right after the last
+answer, after a warm-up that opens the client's connections; pod
+creation and deletion are outside the window. Variants (``--variants``):
 
 * ``http1-N``: today's path, :class:`kubeapi.http1.Http1Pool` through :class:`kubeapi.ApiHttp` with
   ``pool_size`` N (koord-scheduler: 256 for binds, Event senders + 2 for Events);
@@ -33,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import os
 import socket
@@ -50,7 +52,6 @@ sys.path.insert(0, str(REPO / "tests" / "integration"))
 sys.path.insert(0, str(REPO / "bench"))
 
 NAMESPACE = "apiserver-cost"
-CONCURRENCY = 64
 GO_DIR = REPO / "bench" / "apiserver_cost_go"
 
 
@@ -135,7 +136,9 @@ def event_body(ns: str, name: str, uid: str, node: str, *, protobuf: bool) -> by
     )
 
 
-async def post_pairs(variant: str, kubeconfig: str, pods: list[tuple[str, str]], pids: list[int]) -> dict[str, Any]:
+async def post_pairs(
+    variant: str, kubeconfig: str, pods: list[tuple[str, str]], pids: list[int], *, concurrency: int
+) -> dict[str, Any]:
     """Post every pod's Binding then Event with ``variant``; the CPU figures of the window."""
     from kubeapi import load_connection
     from kubeapi.protowire import PROTOBUF, PROTOBUF_OR_JSON
@@ -166,9 +169,9 @@ async def post_pairs(variant: str, kubeconfig: str, pods: list[tuple[str, str]],
         if status >= 300:
             raise RuntimeError(f"event {name}: {status}")
 
-    # Warm-up: open the connections the run will use (up to CONCURRENCY at once).
+    # Warm-up: open the connections the run will use (up to 64 at once).
     await asyncio.gather(*(send("GET", f"/api/v1/namespaces/{NAMESPACE}", None, "", accept) for _ in range(64)))
-    sem = asyncio.Semaphore(CONCURRENCY)
+    sem = asyncio.Semaphore(concurrency)
 
     async def bounded(i: int, name: str, uid: str) -> None:
         async with sem:
@@ -237,11 +240,12 @@ async def _sender(variant: str, connection: Any) -> tuple[Any, Any]:
 
 def client_main(argv: list[str]) -> None:
     variant, kubeconfig, pods_file, pids = argv[0], argv[1], argv[2], [int(p) for p in argv[3].split(",")]
+    concurrency = int(argv[4])
     pods = [tuple(line.split()) for line in Path(pods_file).read_text().splitlines() if line]
     from e2e_round_robin import contender_loop_factory
 
     with asyncio.Runner(loop_factory=contender_loop_factory()) as runner:
-        result = runner.run(post_pairs(variant, kubeconfig, pods, pids))  # type: ignore[arg-type]
+        result = runner.run(post_pairs(variant, kubeconfig, pods, pids, concurrency=concurrency))  # type: ignore[arg-type]
     print(json.dumps(result), flush=True)
 
 
@@ -281,15 +285,15 @@ async def prepare(http: Any, n: int) -> list[tuple[str, str]]:
 
 
 def run_variant(
-    variant: str, kubeconfig: str, pods: list[tuple[str, str]], pids: list[int], work: Path
+    variant: str, kubeconfig: str, pods: list[tuple[str, str]], pids: list[int], work: Path, *, concurrency: int
 ) -> dict[str, Any]:
     pods_file = work / "pods.txt"
     pods_file.write_text("".join(f"{name} {uid}\n" for name, uid in pods))
     pid_arg = ",".join(map(str, pids))
     if variant == "go":
-        cmd = [str(build_go()), kubeconfig, str(pods_file), pid_arg]
+        cmd = [str(build_go()), kubeconfig, str(pods_file), pid_arg, str(concurrency)]
     else:
-        cmd = [sys.executable, __file__, "--client", variant, kubeconfig, str(pods_file), pid_arg]
+        cmd = [sys.executable, __file__, "--client", variant, kubeconfig, str(pods_file), pid_arg, str(concurrency)]
     out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -306,7 +310,8 @@ async def harness(args: argparse.Namespace, kubeconfig: str, pids: list[int], wo
             for variant in order:
                 pods = await prepare(http, args.pods)
                 await asyncio.sleep(2)  # let etcd and the API server settle after the creates
-                res = await asyncio.to_thread(run_variant, variant, kubeconfig, pods, pids, work)
+                run = functools.partial(run_variant, concurrency=args.concurrency)
+                res = await asyncio.to_thread(run, variant, kubeconfig, pods, pids, work)
                 per = 1000 / res["pairs"]
                 row = {
                     "round": rnd,
@@ -346,6 +351,7 @@ def main() -> int:
     parser.add_argument("--pods", type=int, default=3000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--variants", default="http1-1,http1-4,http1-16,h2")
+    parser.add_argument("--concurrency", type=int, default=64, help="pairs in flight (default 64)")
     parser.add_argument("--kubeconfig")
     parser.add_argument("--json")
     args = parser.parse_args()

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import functools
 import ssl
 from typing import cast
 from urllib.parse import urlsplit
@@ -190,7 +191,7 @@ class _Protocol(asyncio.Protocol):
                 self._send_body(stream_id, stream)
 
     def _headers(self, event: ResponseReceived | TrailersReceived) -> None:
-        stream = self.streams.get(event.stream_id)  # type: ignore[arg-type]
+        stream = self.streams.get(event.stream_id or 0)
         if stream is None:
             return
         for name, value in event.headers or ():
@@ -291,7 +292,7 @@ class Http2Client:
             return conn
         if conn is not None and conn.streams:
             self._retired.add(conn)
-            conn.lost.add_done_callback(lambda _f, c=conn: self._retired.discard(c))
+            conn.lost.add_done_callback(functools.partial(_forget, self._retired, conn))
         self._conn = None
         if self._connecting is None:
             self._connecting = asyncio.ensure_future(self._connect())
@@ -305,10 +306,16 @@ class Http2Client:
     async def _connect(self) -> _Protocol:
         loop = asyncio.get_running_loop()
         ready: asyncio.Future[None] = loop.create_future()
-        kwargs: dict[str, object] = {}
         if self.ssl_context is not None:
-            kwargs = {"ssl": self.ssl_context, "server_hostname": self.server_hostname or self.host}
-        _, proto = await loop.create_connection(lambda: _Protocol(ready), self.host, self.port, **kwargs)  # type: ignore[arg-type]
+            _, proto = await loop.create_connection(
+                lambda: _Protocol(ready),
+                self.host,
+                self.port,
+                ssl=self.ssl_context,
+                server_hostname=self.server_hostname or self.host,
+            )
+        else:
+            _, proto = await loop.create_connection(lambda: _Protocol(ready), self.host, self.port)
         await ready  # the server's SETTINGS: its stream limit is known
         self.connections_opened += 1
         self._conn = proto
@@ -365,3 +372,7 @@ class Http2Client:
         waits = [c.lost for c in conns if not c.lost.done()]
         if waits:
             await asyncio.wait(waits, timeout=2.0)
+
+
+def _forget(retired: set[_Protocol], conn: _Protocol, _done: asyncio.Future[None]) -> None:
+    retired.discard(conn)

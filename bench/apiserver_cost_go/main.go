@@ -1,12 +1,12 @@
 // apiserver-cost-go: the client-go reference client of bench/apiserver_cost.py.
 //
 // Posts, for every pod named in PODS_FILE ("name uid" lines, namespace apiserver-cost), its v1.Binding
-// and then its events.k8s.io/v1 Scheduled Event, 64 pairs in flight, with client-go as kube-scheduler
+// and then its events.k8s.io/v1 Scheduled Event, CONCURRENCY (default 64) pairs in flight, with client-go as kube-scheduler
 // configures it (protobuf bodies, one HTTP/2 connection, the kubeconfig's client certificate, rate
 // limits lifted). Prints one JSON line: pairs, wall, client_cpu, server_cpu (the CPU-seconds of the
 // pids given, read from /proc, over the same window).
 //
-//	apiserver-cost-go KUBECONFIG PODS_FILE PID[,PID...]
+//	apiserver-cost-go KUBECONFIG PODS_FILE PID[,PID...] [CONCURRENCY]
 package main
 
 import (
@@ -94,9 +94,13 @@ func main() {
 		}()
 	}
 	wg.Wait()
+	concurrency := 64
+	if len(os.Args) > 4 {
+		concurrency, _ = strconv.Atoi(os.Args[4])
+	}
 	work := make(chan int)
 	server0, client0, t0 := serverCPU(pids), selfCPU(), time.Now()
-	for w := 0; w < 64; w++ {
+	for w := 0; w < concurrency; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
