@@ -14,9 +14,11 @@ creation and deletion are outside the window. Variants (``--variants``):
 * ``http1-N``: today's path, :class:`kubeapi.http1.Http1Pool` through :class:`kubeapi.ApiHttp` with
   ``pool_size`` N (koord-scheduler: 256 for binds, Event senders + 2 for Events);
 * ``http1-N-json``: the same with JSON bodies and ``Accept: application/json`` (the old encoding);
-* ``h2``: one HTTP/2 connection, :class:`kubeapi.http2.Http2Connection` (the ``h2`` package, sans-io,
-  on an asyncio protocol), the same protobuf bodies and headers;
-* ``httpx-h2``: httpx with ``http2=True`` (one connection), for comparison;
+* ``h2``: one HTTP/2 connection, :class:`kubeapi.http2.Http2Client` through ``HttpOptions(http2=True)``
+  (the ``h2`` package, sans-io, on an asyncio protocol), the same protobuf bodies and headers;
+  ``h2-nocoalesce``: the same with each request written on its own;
+* ``httpx-h2``: httpx with ``http2=True`` (one connection), for comparison (needs ``pip install
+  'httpx[http2]'``, not a pykoord dependency);
 * ``go``: a client-go program (bench/apiserver_cost_go, built with ``go build`` on first use): the
   kube-scheduler floor (protobuf over one HTTP/2 connection, client certificate).
 
