@@ -20,7 +20,9 @@ creation and deletion are outside the window. Variants (``--variants``):
 * ``httpx-h2``: httpx with ``http2=True`` (one connection), for comparison (needs ``pip install
   'httpx[http2]'``, not a pykoord dependency);
 * ``go``: a client-go program (bench/apiserver_cost_go, built with ``go build`` on first use): the
-  kube-scheduler floor (protobuf over one HTTP/2 connection, client certificate).
+  kube-scheduler floor (protobuf over one HTTP/2 connection, client certificate); ``go-http1``: the
+  same client held to HTTP/1.1 (ALPN ``http/1.1`` only: client-go's keep-alive pool), to tell the
+  protocol from the client.
 
 Every variant authenticates with the kubeconfig's client certificate (as both schedulers in the e2e
 bench do). Rounds run the variants interleaved (``--repeat`` rounds, the order rotating each round);
@@ -292,11 +294,13 @@ def run_variant(
     pods_file = work / "pods.txt"
     pods_file.write_text("".join(f"{name} {uid}\n" for name, uid in pods))
     pid_arg = ",".join(map(str, pids))
-    if variant == "go":
+    env = None
+    if variant in ("go", "go-http1"):
         cmd = [str(build_go()), kubeconfig, str(pods_file), pid_arg, str(concurrency)]
+        env = {**os.environ, "APISERVER_COST_HTTP1": "1" if variant == "go-http1" else "0"}
     else:
         cmd = [sys.executable, __file__, "--client", variant, kubeconfig, str(pods_file), pid_arg, str(concurrency)]
-    out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True)
+    out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True, env=env)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 

@@ -4,7 +4,8 @@
 // and then its events.k8s.io/v1 Scheduled Event, CONCURRENCY (default 64) pairs in flight, with client-go as kube-scheduler
 // configures it (protobuf bodies, one HTTP/2 connection, the kubeconfig's client certificate, rate
 // limits lifted). Prints one JSON line: pairs, wall, client_cpu, server_cpu (the CPU-seconds of the
-// pids given, read from /proc, over the same window).
+// pids given, read from /proc, over the same window). APISERVER_COST_HTTP1=1: HTTP/1.1 (ALPN http/1.1 only),
+// client-go's keep-alive pool, instead of HTTP/2.
 //
 //	apiserver-cost-go KUBECONFIG PODS_FILE PID[,PID...] [CONCURRENCY]
 package main
@@ -65,6 +66,9 @@ func main() {
 	cfg.ContentType = "application/vnd.kubernetes.protobuf"
 	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
 	cfg.QPS = 100000
+	if os.Getenv("APISERVER_COST_HTTP1") == "1" {
+		cfg.TLSClientConfig.NextProtos = []string{"http/1.1"} // client-go's HTTP/1.1 pool instead of HTTP/2
+	}
 	cfg.Burst = 100000
 	client := kubernetes.NewForConfigOrDie(cfg)
 	pids := strings.Split(os.Args[3], ",")
