@@ -46,6 +46,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -289,7 +290,14 @@ async def prepare(http: Any, n: int) -> list[tuple[str, str]]:
 
 
 def run_variant(
-    variant: str, kubeconfig: str, pods: list[tuple[str, str]], pids: list[int], work: Path, *, concurrency: int
+    variant: str,
+    kubeconfig: str,
+    pods: list[tuple[str, str]],
+    pids: list[int],
+    work: Path,
+    *,
+    concurrency: int,
+    pprof: Path | None = None,
 ) -> dict[str, Any]:
     pods_file = work / "pods.txt"
     pods_file.write_text("".join(f"{name} {uid}\n" for name, uid in pods))
@@ -300,8 +308,33 @@ def run_variant(
         env = {**os.environ, "APISERVER_COST_HTTP1": "1" if variant == "go-http1" else "0"}
     else:
         cmd = [sys.executable, __file__, "--client", variant, kubeconfig, str(pods_file), pid_arg, str(concurrency)]
+    profiler = None
+    if pprof is not None:
+        profiler = threading.Thread(target=fetch_profile, args=(kubeconfig, pprof, variant), daemon=True)
+        profiler.start()
     out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True, env=env)
+    if profiler is not None:
+        profiler.join()
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+PPROF_SECONDS = 5
+
+
+def fetch_profile(kubeconfig: str, out_dir: Path, variant: str) -> None:
+    """kube-apiserver's CPU profile (``/debug/pprof/profile``, ``--profiling=true``) over ``PPROF_SECONDS``
+    from 2 s after the client starts, to ``out_dir/<variant>.<n>.pprof`` (read with ``go tool pprof -top``)."""
+    import urllib.request
+
+    from kubeapi import load_connection
+
+    connection = load_connection(kubeconfig)
+    time.sleep(2)
+    url = f"{connection.server}/debug/pprof/profile?seconds={PPROF_SECONDS}"
+    with urllib.request.urlopen(url, context=connection.ssl_context, timeout=60) as resp:
+        data = resp.read()
+    n = len(list(out_dir.glob(f"{variant}.*.pprof")))
+    (out_dir / f"{variant}.{n}.pprof").write_bytes(data)
 
 
 async def harness(args: argparse.Namespace, kubeconfig: str, pids: list[int], work: Path) -> list[dict[str, Any]]:
@@ -316,7 +349,7 @@ async def harness(args: argparse.Namespace, kubeconfig: str, pids: list[int], wo
             for variant in order:
                 pods = await prepare(http, args.pods)
                 await asyncio.sleep(2)  # let etcd and the API server settle after the creates
-                run = functools.partial(run_variant, concurrency=args.concurrency)
+                run = functools.partial(run_variant, concurrency=args.concurrency, pprof=args.pprof)
                 res = await asyncio.to_thread(run, variant, kubeconfig, pods, pids, work)
                 per = 1000 / res["pairs"]
                 row = {
@@ -358,6 +391,7 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--variants", default="http1-1,http1-4,http1-16,h2")
     parser.add_argument("--concurrency", type=int, default=64, help="pairs in flight (default 64)")
+    parser.add_argument("--pprof", type=Path, help="a directory: kube-apiserver's CPU profile of each run")
     parser.add_argument("--kubeconfig")
     parser.add_argument("--json")
     args = parser.parse_args()
