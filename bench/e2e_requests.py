@@ -32,16 +32,19 @@ class CountingHttp(ApiHttp):
         body: Any = None,
         content_type: str = "application/json",
         params: Mapping[str, str] | None = None,
+        accept: str = "application/json",
     ) -> bytes:
         self.sent[client_request_key(method, path, params)] += 1
-        return await super().request(method, path, body=body, content_type=content_type, params=params)
+        return await super().request(method, path, body=body, content_type=content_type, params=params, accept=accept)
 
     @contextlib.asynccontextmanager
-    async def stream(self, path: str, params: Mapping[str, str]) -> AsyncIterator[Any]:
+    async def stream(
+        self, path: str, params: Mapping[str, str], *, accept: str = "application/json"
+    ) -> AsyncIterator[Any]:
         key = client_request_key("GET", path, params)
         self.open_watches[key] += 1
         try:
-            async with super().stream(path, params) as content:
+            async with super().stream(path, params, accept=accept) as content:
                 yield content
         finally:
             self.open_watches[key] -= 1

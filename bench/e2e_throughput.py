@@ -4,7 +4,8 @@
 SchedulingBasic shape: ``--nodes`` (default 1,000) Nodes created directly with status (4 CPU, 32Gi,
 110 pods, Ready; no kubelet, no kwok), then for each contender ``--pods`` (default 5,000) pending pods
 (100m / 500Mi, one container) are created while no scheduler runs, the contender is started, and a
-separate raw-JSON watch in this process records when each pod gets its ``spec.nodeName``. Contenders,
+separate watch in this process records when each pod gets its ``spec.nodeName`` (in the encoding the
+contender reads pods in, so that it adds no encoding in kube-apiserver: :class:`BindWatcher`). Contenders,
 one at a time, in the same run on the same control plane:
 
 1. ``round-robin``: a trivial binder (bench/e2e_round_robin.py: list + watch pending pods, bind
@@ -129,8 +130,9 @@ from kubeapi import (  # noqa: E402
     TokenBucket,
     jsoncodec,
     load_connection,
+    protowire,
 )
-from kubeapi.http import iter_lines  # noqa: E402
+from kubeapi.http import JSON, iter_lines  # noqa: E402
 
 NAMESPACE = "bench"
 LIFTED_QPS = 100000
@@ -398,16 +400,31 @@ async def prepare_shape(http: ApiHttp, shape: Shape) -> None:
 
 
 class BindWatcher:
-    """Watches the bench namespace from ``resource_version``; records when each pod is first seen bound."""
+    """Watches the bench namespace from ``resource_version``; records when each pod is first seen bound.
+
+    ``protobuf`` (the default): the watch (and a re-list) asks for ``application/vnd.kubernetes.protobuf``
+    and decodes frames with :mod:`kubeapi.protowire`, reading only each pod's name, ``spec.nodeName`` and
+    resourceVersion. kube-apiserver encodes each object once per encoding and shares it between the
+    watchers that asked for it, so a watcher in the encoding the contender reads adds no encoding of
+    its own: protobuf for kube-scheduler and koord-scheduler, JSON (``protobuf=False``) for
+    ``koord-scheduler-json`` (:func:`watcher_protobuf`)."""
 
     def __init__(
-        self, http: ApiHttp, resource_version: str, want: int, *, namespace: str = NAMESPACE, name_prefix: str = ""
+        self,
+        http: ApiHttp,
+        resource_version: str,
+        want: int,
+        *,
+        namespace: str = NAMESPACE,
+        name_prefix: str = "",
+        protobuf: bool = True,
     ) -> None:
         self.http = http
         self.resource_version = resource_version
         self.want = want
         self.namespace = namespace
         self.name_prefix = name_prefix
+        self.protobuf = protobuf
         self.bound: dict[str, float] = {}
         self.double_bound: list[str] = []
         self.done = asyncio.Event()
@@ -421,10 +438,39 @@ class BindWatcher:
                 self.on_first_bind()
             self.bound.setdefault(name, now)
 
+    def _event(self, kind: str, obj: dict[str, Any], now: float) -> bool:
+        """One watch event; True for an ERROR (re-list)."""
+        if kind == "ERROR":
+            return True
+        self.resource_version = obj["metadata"].get("resourceVersion") or self.resource_version
+        if kind in ("ADDED", "MODIFIED"):
+            self._seen(obj, now)
+        return False
+
+    async def _batches(self, content: Any) -> Any:
+        """The stream's events in batches of ``(type, object)``, as the server sent them."""
+        if self.protobuf:
+            async for frames in protowire.iter_frames(content):
+                yield [protowire.decode_event(frame) for frame in frames]
+        else:
+            async for lines in iter_lines(content):
+                batch = []
+                for line in lines:
+                    event = jsoncodec.loads(line)
+                    batch.append((event["type"], event["object"]))
+                yield batch
+
+    async def _list(self, path: str) -> dict[str, Any]:
+        if not self.protobuf:
+            listing: dict[str, Any] = await self.http.request_json("GET", path)
+            return listing
+        return protowire.decode_list(await self.http.request("GET", path, accept=protowire.PROTOBUF))
+
     async def run(self) -> None:
         """Until ``want`` pods are bound. A watch that ends resumes from the last resourceVersion seen; an
         ERROR event (e.g. 410 Gone on a loaded server) re-lists, timing the pods bound meanwhile now."""
         path = f"/api/v1/namespaces/{self.namespace}/pods"
+        accept = protowire.PROTOBUF if self.protobuf else JSON
         while True:
             params = {
                 "watch": "1",
@@ -433,25 +479,20 @@ class BindWatcher:
                 "timeoutSeconds": "3600",
             }
             relist = False
-            async with self.http.stream(path, params) as content:
-                async for lines in iter_lines(content):
+            async with self.http.stream(path, params, accept=accept) as content:
+                async for batch in self._batches(content):
                     now = time.monotonic()
-                    for line in lines:
-                        event = jsoncodec.loads(line)
-                        obj = event["object"]
-                        if event["type"] == "ERROR":
+                    for kind, obj in batch:
+                        if self._event(kind, obj, now):
                             relist = True
                             break
-                        self.resource_version = obj["metadata"].get("resourceVersion") or self.resource_version
-                        if event["type"] in ("ADDED", "MODIFIED"):
-                            self._seen(obj, now)
                     if len(self.bound) >= self.want:
                         self.done.set()
                         return
                     if relist:
                         break
             if relist:
-                listing = await self.http.request_json("GET", path)
+                listing = await self._list(path)
                 now = time.monotonic()
                 for obj in listing.get("items") or ():
                     self._seen(obj, now)
@@ -459,6 +500,12 @@ class BindWatcher:
                 if len(self.bound) >= self.want:
                     self.done.set()
                     return
+
+
+def watcher_protobuf(contender: str) -> bool:
+    """Whether the bench's bind watcher reads ``contender``'s pods as protobuf: all but the contender
+    that reads them as JSON (see :class:`BindWatcher`)."""
+    return not contender.endswith("-json")
 
 
 # ----- contenders -----
@@ -637,7 +684,14 @@ async def measure(
     if colocation_nodes:
         await e2e_colocation.reset(http, colocation_nodes)
     listing = await http.request_json("GET", f"/api/v1/namespaces/{namespace}/pods", params={"limit": "1"})
-    watcher = BindWatcher(http, listing["metadata"]["resourceVersion"], n, namespace=namespace, name_prefix=prefix)
+    watcher = BindWatcher(
+        http,
+        listing["metadata"]["resourceVersion"],
+        n,
+        namespace=namespace,
+        name_prefix=prefix,
+        protobuf=watcher_protobuf(name),
+    )
     watch = asyncio.ensure_future(watcher.run())
     await asyncio.sleep(0.5)
     requests_before = await read_request_counts(http) if isinstance(http, CountingHttp) else None

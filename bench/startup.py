@@ -8,12 +8,13 @@ The cluster: ``--nodes`` (default 5,000) kwok nodes (4 CPU, 32Gi, 110 pods, kept
 
 First bind, one contender at a time on the same control plane: one pending pod is created while no
 scheduler runs, the contender is started (leader election off, client rate limits lifted), and a
-raw-JSON watch in this process records when the pod gets its ``spec.nodeName``. Reported: seconds from
-``Popen`` to that moment, and the contender's CPU-seconds by then. Contenders: ``koord-scheduler``
-(``.venv/bin/koord-scheduler``, default profile) and ``kube-scheduler`` (v1.35 from
-``scripts/control-plane.sh build``, default profile). For koord-scheduler the log's lifecycle lines
-also split the time: until the profiles are built (imports and configuration), until the caches are
-synced (list and snapshot), and the rest (first cycle, bind, the watch that sees it).
+watch in this process (protobuf; JSON for ``koord-scheduler-json``) records when the pod gets its
+``spec.nodeName``. Reported: seconds from ``Popen`` to that moment, and the contender's CPU-seconds by
+then. Contenders: ``koord-scheduler`` (``.venv/bin/koord-scheduler``, default profile) and
+``kube-scheduler`` (v1.35 from ``scripts/control-plane.sh build``, default profile). For
+koord-scheduler the log's lifecycle lines also split the time: until the profiles are built (imports
+and configuration), until the caches are synced (list and snapshot), and the rest (first cycle, bind,
+the watch that sees it).
 
 Takeover: two koord-scheduler replicas with leader election on (``--lease-duration``, renew deadline 2/3
 of it, retry period 2 s as kube-scheduler's defaults). The first is started and becomes leader (it binds
@@ -67,6 +68,7 @@ from e2e_throughput import (  # also puts the repository and tests/integration o
     bounded,
     cpu_seconds,
     ensure_namespace,
+    watcher_protobuf,
 )
 
 from kubeapi import ApiHttp, HttpOptions, TokenBucket, load_connection
@@ -167,9 +169,15 @@ async def create_pending(http: ApiHttp, name: str) -> float:
     return time.monotonic()
 
 
-async def watch_from_now(http: ApiHttp, prefix: str) -> tuple[BindWatcher, asyncio.Future[None]]:
+async def watch_from_now(
+    http: ApiHttp, prefix: str, *, protobuf: bool = True
+) -> tuple[BindWatcher, asyncio.Future[None]]:
+    """A bind watch of the probe pods from now; ``protobuf`` as for :class:`BindWatcher` (the contender's
+    encoding, so the watch adds no encoding of its own)."""
     listing = await http.request_json("GET", f"/api/v1/namespaces/{NAMESPACE}/pods", params={"limit": "1"})
-    watcher = BindWatcher(http, listing["metadata"]["resourceVersion"], 1, namespace=NAMESPACE, name_prefix=prefix)
+    watcher = BindWatcher(
+        http, listing["metadata"]["resourceVersion"], 1, namespace=NAMESPACE, name_prefix=prefix, protobuf=protobuf
+    )
     return watcher, asyncio.ensure_future(watcher.run())
 
 
@@ -276,7 +284,7 @@ async def first_bind(
 ) -> FirstBind:
     probe = f"first-{name}-{RUN_ID}-{round_index}"
     await create_pending(http, probe)
-    watcher, watch = await watch_from_now(http, probe)
+    watcher, watch = await watch_from_now(http, probe, protobuf=watcher_protobuf(name))
     await asyncio.sleep(0.5)
     koord = name.startswith("koord-scheduler")
     config = scheduler_config(work, f"{name}-{round_index}", kubeconfig, json_wire=name.endswith("-json"))

@@ -4,8 +4,8 @@
 A koord-scheduler process (default profile, leader election off, client limits lifted) serves its admission
 webhook on loopback (``--webhook-port``, certificates from ``--webhook-cert-dir``) and schedules pods that a
 driver in this process creates at a fixed rate (open loop, ``--rate`` pods/s for ``--seconds``). A separate
-raw-JSON watch records when each pod is first seen bound; latency = that moment - the moment its create
-returned. Phases, one after the other on the same process:
+watch (protobuf, as the scheduler reads pods) records when each pod is first seen bound; latency = that
+moment - the moment its create returned. Phases, one after the other on the same process:
 
 1. ``quiet``: no flood;
 2. ``flood-<MB>MB`` for each ``--review-mb``: ``--clients`` client processes post AdmissionReviews of that

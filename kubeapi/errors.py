@@ -17,6 +17,12 @@ class ClusterError(KubeApiError):
     """Talking to the cluster failed (API errors, lost watches)."""
 
 
+def is_conflict(exc: BaseException) -> bool:
+    """A write refused because the object changed under it: the API server's 409 Conflict (a stale
+    ``resourceVersion`` precondition), or the in-memory cluster's same refusal."""
+    return getattr(exc, "status", None) == 409 or "the object has been modified" in str(exc)
+
+
 def describe(exc: BaseException) -> str:
     """``Type: message`` (``Type`` alone when the message is empty): the one line an error is logged as."""
     text = str(exc)

@@ -16,6 +16,12 @@ path (``parse_pod(to_json(message))``), which raises the :class:`~apis.core.erro
 object and field, exactly as for a JSON object. A pod that the JSON path accepts after all gets the JSON
 path's result, so the two can never disagree on what is accepted.
 
+Equal values are shared (interned) between objects: resource amounts, image lists, node and namespace
+names, a Node's image entries, a pod's condition statuses. Most pods of a cluster repeat a handful of
+each, so this saves a copy per pod (memory, and the hash each shared ``FrozenDict`` computes once);
+the values are immutable (``FrozenDict``, tuples, frozen dataclasses, strings), so sharing them is
+safe. Each table is bounded (:data:`INTERN_LIMIT` entries); past that, values are built as before.
+
 Where the encodings differ the JSON path's reading is kept: a zero ``metav1.Time`` (always sent by
 protobuf) is absent; an empty map (no presence in protobuf) is absent, as ``omitempty`` leaves it out of
 JSON; a ``metav1.Time``'s nanoseconds, which JSON does not carry, are dropped.
@@ -23,6 +29,7 @@ JSON; a ``metav1.Time``'s nanoseconds, which JSON does not carry, are dropped.
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from apis.core.claim_parse import check_container_claims, pod_resource_claims, resource_claim_statuses
@@ -57,6 +64,13 @@ from kubeapi.protodict import to_json
 _TAINT_EFFECTS = {e.value: e for e in TaintEffect}
 _TOLERATION_OPERATORS = frozenset({"Equal", "Exists", "Lt", "Gt"})
 _MAX_CPU_NANOS = MAX_AMOUNT * NANOS_PER_MILLI
+
+INTERN_LIMIT = 4096
+"""Entries per interning table (amounts, image lists, image entries, conditions)."""
+_AMOUNTS: dict[tuple[tuple[str, int], ...], FrozenDict[str, int]] = {}
+_IMAGE_LISTS: dict[tuple[str, ...], tuple[str, ...]] = {}
+_NODE_IMAGES: dict[tuple[tuple[str, ...], int], ContainerImage] = {}
+_CONDITIONS: dict[tuple[tuple[str, str], ...], FrozenDict[str, str]] = {}
 
 
 class _ReferError(Exception):
@@ -102,7 +116,7 @@ def object_meta(meta: Any, default_namespace: str) -> ObjectMeta:
     refs = meta.ownerReferences
     return ObjectMeta(
         name=name,
-        namespace=meta.namespace or default_namespace,
+        namespace=sys.intern(meta.namespace) if meta.namespace else default_namespace,
         uid=meta.uid,
         resource_version=meta.resourceVersion,
         generation=meta.generation,
@@ -137,9 +151,15 @@ def _amounts(nanos: dict[str, int]) -> FrozenDict[str, int]:
     """Nano-units -> scheduler amounts (millicores for cpu), rounded up, as the JSON path does."""
     if not nanos:
         return EMPTY
-    return FrozenDict(
-        {name: -(-n // (NANOS_PER_MILLI if name == CPU else NANOS_PER_UNIT)) for name, n in nanos.items()}
-    )
+    key = tuple(nanos.items())
+    amounts = _AMOUNTS.get(key)
+    if amounts is None:
+        amounts = FrozenDict(
+            {name: -(-n // (NANOS_PER_MILLI if name == CPU else NANOS_PER_UNIT)) for name, n in nanos.items()}
+        )
+        if len(_AMOUNTS) < INTERN_LIMIT:
+            _AMOUNTS[key] = amounts
+    return amounts
 
 
 class _Container:
@@ -229,7 +249,7 @@ def _pod(message: Any) -> Pod:
     return Pod(
         meta=meta,
         scheduler_name=spec.schedulerName or "default-scheduler",
-        node_name=spec.nodeName,
+        node_name=sys.intern(spec.nodeName) if spec.nodeName else "",
         priority=spec.priority,
         priority_class_name=spec.priorityClassName,
         preemption_policy=spec.preemptionPolicy or "PreemptLowerPriority",
@@ -246,7 +266,7 @@ def _pod(message: Any) -> Pod:
         if spec.topologySpreadConstraints
         else (),
         pvc_names=claim_names(volumes),
-        images=tuple(c.image for c in init_containers) + tuple(c.image for c in containers),
+        images=_image_list(init_containers, containers),
         volumes=volumes,
         local_storage=local_storage,
         phase=status.phase or "Pending",
@@ -259,6 +279,17 @@ def _pod(message: Any) -> Pod:
         restart_count=restarts,
         init_restart_count=init_restarts,
     )
+
+
+def _image_list(init_containers: list[_Container], containers: list[_Container]) -> tuple[str, ...]:
+    """The containers' images, init containers first (interned)."""
+    images = tuple(c.image for c in init_containers) + tuple(c.image for c in containers)
+    shared = _IMAGE_LISTS.get(images)
+    if shared is None:
+        shared = images
+        if len(_IMAGE_LISTS) < INTERN_LIMIT:
+            _IMAGE_LISTS[images] = images
+    return shared
 
 
 def _restart_count(statuses: Any) -> int:
@@ -299,7 +330,13 @@ def pod_conditions(conditions: Any) -> tuple[FrozenDict[str, str], FrozenDict[st
         at = time_seconds(c.lastTransitionTime)
         if at is not None:
             times[kind] = at
-    return FrozenDict(out), (FrozenDict(times) if times else EMPTY_TIMES)
+    key = tuple(out.items())
+    statuses = _CONDITIONS.get(key)
+    if statuses is None:
+        statuses = FrozenDict(out)
+        if len(_CONDITIONS) < INTERN_LIMIT:
+            _CONDITIONS[key] = statuses
+    return statuses, (FrozenDict(times) if times else EMPTY_TIMES)
 
 
 _TOLERATIONS: dict[tuple[str, str, str, str, int | None], Toleration] = {}
@@ -378,11 +415,7 @@ def _node(message: Any) -> Node:
     taints = tuple(_taint(t) for t in spec.taints) if spec.taints else ()
     capacity = _amounts(_nanos(status.capacity))
     allocatable = _amounts(_nanos(status.allocatable)) if status.allocatable else capacity
-    images = (
-        tuple(ContainerImage(names=tuple(i.names), size_bytes=i.sizeBytes) for i in status.images)
-        if status.images
-        else ()
-    )
+    images = _node_images(status.images) if status.images else ()
     conditions: FrozenDict[str, str] = EMPTY
     if status.conditions:
         pairs = {c.type: c.status for c in status.conditions}
@@ -398,6 +431,20 @@ def _node(message: Any) -> Node:
         images=images,
         conditions=conditions,
     )
+
+
+def _node_images(raw: Any) -> tuple[ContainerImage, ...]:
+    """``status.images``, each entry shared with other nodes that report the same (interned)."""
+    out = []
+    for i in raw:
+        key = (tuple(i.names), i.sizeBytes)
+        image = _NODE_IMAGES.get(key)
+        if image is None:
+            image = ContainerImage(names=key[0], size_bytes=key[1])
+            if len(_NODE_IMAGES) < INTERN_LIMIT:
+                _NODE_IMAGES[key] = image
+        out.append(image)
+    return tuple(out)
 
 
 def _taint(t: Any) -> Taint:

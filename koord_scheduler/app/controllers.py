@@ -53,6 +53,7 @@ from koord_scheduler.app.controller_flags import ControllerFlags
 from koord_scheduler.controllers.api import KubeControllerApi, parse_config_map
 from koord_scheduler.controllers.decide import parse_node_slo
 from koord_scheduler.controllers.deviceresource import DeviceResourceController
+from koord_scheduler.controllers.fanout import ControllerSink
 from koord_scheduler.controllers.nrt_batch import parse_topology_record
 from koord_scheduler.controllers.podgroup import PodGroupController
 from koord_scheduler.controllers.quota_status import QuotaStatusController
@@ -66,7 +67,6 @@ from koord_scheduler.controllers.runner import (
     NODE_RESOURCE_TOPOLOGY,
     ColocationControllers,
     ColocationOptions,
-    ControllerSink,
 )
 from koord_scheduler.controllers.selection import (
     BATCH_RESOURCE,

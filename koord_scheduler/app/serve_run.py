@@ -46,7 +46,7 @@ from koord_scheduler.app.serve import (
     event_loop_factory,
 )
 from koord_scheduler.app.services_http import service_routes
-from koord_scheduler.controllers.runner import ControllerSink, FanoutSink
+from koord_scheduler.controllers.fanout import ControllerSink, FanoutSink
 from koord_scheduler.framework.errors import ClusterError, log_failure
 from koord_scheduler.framework.registry import Registry
 from koord_scheduler.scheduler.assembly import build_scheduler
@@ -242,6 +242,7 @@ async def _run(
         state.services = scheduler_services(scheduler)
     state.set_debug(scores=options.debug_scores, filters=options.debug_filters)
     starter: asyncio.Future[None] | None = None
+    releasing: asyncio.Future[None] | None = None
     runner: HardenedServer | None = None
     colocation_task: asyncio.Future[None] | None = None
     debug_runner: HardenedServer | None = None
@@ -289,8 +290,14 @@ async def _run(
             controllers.append(colocation.controllers)
         controllers.extend(h.controller for h in hosted)
         sink: EventSink | None = scheduler
+        fanout: FanoutSink | None = None
         if controllers:
-            sink = FanoutSink(scheduler, *controllers, object_errors=metrics.object_errors)
+            # With scheduling on, the controllers get the first lists after the first pass (see
+            # controllers.fanout): the bound pods reach the scheduler's cache without waiting for them.
+            fanout = FanoutSink(
+                scheduler, *controllers, object_errors=metrics.object_errors, hold_controllers=scheduler is not None
+            )
+            sink = fanout
         if sink is None:
             if webhook is None:
                 log.error("nothing to do: scheduling is off and no controller is enabled")
@@ -311,6 +318,9 @@ async def _run(
         finally:
             resume.cancel()
             resume_collector(freeze=scheduler is not None)  # the scheduler's HeapSettler settles it later
+        if fanout is not None and elector is not None:
+            # A standby may wait for the Lease for hours: its controllers catch up now, not at takeover.
+            releasing = asyncio.ensure_future(fanout.release())
         if elector is not None and not await _until_stopped(elector.acquire(), stop):
             return EXIT_OK
 
@@ -337,13 +347,14 @@ async def _run(
         if scheduler is None:
             start_controllers()
             return await hold_controllers(elector, stop, colocation_task)
-        starter = asyncio.ensure_future(_after(scheduler.first_pass_done, start_controllers))
+        starter = asyncio.ensure_future(_start_after_first_pass(scheduler, fanout, releasing, start_controllers))
         return await _schedule(scheduler, elector, stop, state)
     finally:
         state.stopping = True
-        if starter is not None:
-            starter.cancel()
-            await asyncio.gather(starter, return_exceptions=True)
+        for task in (starter, releasing):
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
         if colocation_task is not None:
             colocation_task.cancel()
             await asyncio.gather(colocation_task, return_exceptions=True)
@@ -365,9 +376,21 @@ async def _run(
             await debug_runner.stop()
 
 
-async def _after(event: asyncio.Event, action: Callable[[], None]) -> None:
-    await event.wait()
-    action()
+async def _start_after_first_pass(
+    scheduler: Scheduler,
+    fanout: FanoutSink | None,
+    releasing: asyncio.Future[None] | None,
+    start: Callable[[], None],
+) -> None:
+    """``start`` (the controllers' loops) once the scheduler's first pass is done and the controllers
+    have been given the events held for them (:meth:`FanoutSink.release`, already under way on a replica
+    with leader election), so no controller reconciles a partial view."""
+    await scheduler.first_pass_done.wait()
+    if releasing is not None:
+        await releasing
+    elif fanout is not None:
+        await fanout.release()
+    start()
 
 
 async def _gather_controllers(runs: list[Coroutine[Any, Any, None]]) -> None:

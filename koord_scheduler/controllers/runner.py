@@ -27,7 +27,7 @@ import time
 import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter
 
@@ -53,7 +53,6 @@ from koord_scheduler.controllers.workers import run_with_workers
 from koord_scheduler.framework.errors import ClusterError
 from koord_scheduler.framework.types import EventType
 from koord_scheduler.scheduler.object_errors import ObjectErrors
-from koord_scheduler.scheduler.source import EventSink
 from kubeapi.http import ApiError
 
 log = logging.getLogger(__name__)
@@ -450,49 +449,3 @@ def _with_annotations(annotations: Any, changes: dict[str, str | None]) -> Froze
         else:
             out[key] = value
     return FrozenDict(out)
-
-
-class ControllerSink(Protocol):
-    """What a controller receives from the informers (the scheduler's sink minus invalid-object reports,
-    which the scheduler or :class:`FanoutSink` keeps)."""
-
-    def on_node(self, event: EventType, old: Node | None, new: Node | None) -> None: ...
-
-    def on_pod(self, event: EventType, old: Pod | None, new: Pod | None) -> None: ...
-
-    def on_object(self, kind: str, event: EventType, old: Any, new: Any) -> None: ...
-
-
-class FanoutSink:
-    """The informers' sink: the scheduler (when scheduling is on) first, then each controller in turn."""
-
-    def __init__(self, primary: EventSink | None, *controllers: ControllerSink, object_errors: ObjectErrors) -> None:
-        self.primary = primary
-        self.controllers = controllers
-        self.object_errors = object_errors
-        """Reports bad objects when scheduling is off (the scheduler reports them otherwise)."""
-
-    def on_invalid_object(
-        self, kind: str, key: str, reason: str, message: str, exc: BaseException | None = None
-    ) -> bool:
-        if self.primary is not None:
-            return self.primary.on_invalid_object(kind, key, reason, message, exc)
-        return self.object_errors.report(kind, key, reason, message, exc=exc)
-
-    def on_node(self, event: EventType, old: Node | None, new: Node | None) -> None:
-        if self.primary is not None:
-            self.primary.on_node(event, old, new)
-        for controller in self.controllers:
-            controller.on_node(event, old, new)
-
-    def on_pod(self, event: EventType, old: Pod | None, new: Pod | None) -> None:
-        if self.primary is not None:
-            self.primary.on_pod(event, old, new)
-        for controller in self.controllers:
-            controller.on_pod(event, old, new)
-
-    def on_object(self, kind: str, event: EventType, old: Any, new: Any) -> None:
-        if self.primary is not None:
-            self.primary.on_object(kind, event, old, new)
-        for controller in self.controllers:
-            controller.on_object(kind, event, old, new)

@@ -9,7 +9,7 @@ handle's cluster client.
 from __future__ import annotations
 
 from koord_scheduler.framework.status import Status
-from kubeapi.errors import ClusterError, describe, log_failure
+from kubeapi.errors import ClusterError, describe, is_conflict, log_failure
 
 
 class SchedulerError(Exception):
@@ -46,5 +46,6 @@ __all__ = [
     "RegistryError",
     "SchedulerError",
     "describe",
+    "is_conflict",
     "log_failure",
 ]

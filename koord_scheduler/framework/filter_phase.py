@@ -29,9 +29,10 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 import numpy as np
 
@@ -46,7 +47,7 @@ from koord_scheduler.framework.node_cache import FEW_NODES, FilterAnswer, NodeRe
 from koord_scheduler.framework.restored import RESTORED_CAPACITY
 from koord_scheduler.framework.snapshot import BoolArray, ClusterSnapshot, NodeInfo, Positions
 from koord_scheduler.framework.status import Code, Status, error
-from koord_scheduler.framework.types import DebugOptions, PointObserver
+from koord_scheduler.framework.types import DebugOptions, NodeFilterResult, PointObserver
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +87,9 @@ class _IntoDiagnosis:
         self, alive: Positions, passed: BoolArray, reason_ids: np.ndarray | None, statuses: tuple[Status, ...]
     ) -> None:
         failed = ~passed
-        chunk = FailureChunk(alive[failed], None if reason_ids is None else reason_ids[failed], statuses)
+        self.add(FailureChunk(alive[failed], None if reason_ids is None else reason_ids[failed], statuses))
+
+    def add(self, chunk: FailureChunk) -> None:
         self._diagnosis.add_chunk(chunk)
         if self._log is not None:
             self._log(chunk)
@@ -119,6 +122,29 @@ def _read_only(array: np.ndarray) -> np.ndarray:
     return array
 
 
+MAX_REJECTIONS = 16
+"""Repeated read-only rejections kept by :class:`FilterPhase` (a few spread patterns per burst)."""
+
+
+class _Rejection(NamedTuple):
+    result: NodeFilterResult
+    alive: Positions
+    """The nodes ``result`` answered for (held with it, so their ids stay theirs)."""
+    chunk: FailureChunk
+    left: Positions
+
+
+def _read_only_result(result: NodeFilterResult, alive: Positions) -> bool:
+    """Whether ``result`` and the nodes it answered for cannot change: the same objects then mean the
+    same failure chunk and the same nodes left."""
+    reasons = result.reason_ids
+    return (
+        not alive.flags.writeable
+        and not result.passed.flags.writeable
+        and (reasons is None or not reasons.flags.writeable)
+    )
+
+
 class FilterPhase:
     """Runs Filter for one profile; see the module docstring."""
 
@@ -128,6 +154,7 @@ class FilterPhase:
         "_last_gather",
         "_node_cache",
         "_observer",
+        "_rejections",
         "entries",
         "pre_filter_plugins",
     )
@@ -152,6 +179,11 @@ class FilterPhase:
         """(answer stamp, positions asked, feasible positions, failure chunk) of the last cached pass with
         failures: the next pass reuses them while neither the answer nor the positions changed (a cluster
         with full nodes otherwise pays a gather and a ``np.unique`` over every node each cycle)."""
+        self._rejections: OrderedDict[tuple[str, int, int], _Rejection] = OrderedDict()
+        """Per (plugin, id of its read-only result, id of the read-only nodes it answered for): the failure
+        chunk and the nodes left, recorded into a diagnosis. A plugin that answers the same nodes with the
+        same result object (PodTopologySpread for the pods of one spread pattern) costs no gathers. At
+        most ``MAX_REJECTIONS``, least recently used dropped."""
 
     # ----- the chain -----
 
@@ -187,6 +219,23 @@ class FilterPhase:
             for s in stamped:
                 if s.code == Code.ERROR:
                     raise PluginCycleError(s)
+            if isinstance(record, _IntoDiagnosis) and _read_only_result(result, alive):
+                key = (entry.name, id(result), id(alive))
+                known = self._rejections.get(key)
+                if known is None or known.result is not result or known.alive is not alive:
+                    failed = ~passed
+                    reasons = result.reason_ids
+                    chunk = FailureChunk(
+                        _read_only(alive[failed]), None if reasons is None else _read_only(reasons[failed]), stamped
+                    )
+                    known = self._rejections[key] = _Rejection(result, alive, chunk, _read_only(alive[passed]))
+                    if len(self._rejections) > MAX_REJECTIONS:
+                        self._rejections.popitem(last=False)
+                else:
+                    self._rejections.move_to_end(key)
+                record.add(known.chunk)
+                alive = known.left
+                continue
             record.rejected(alive, passed, result.reason_ids, stamped)
             alive = alive[passed]
         return alive

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 
@@ -53,6 +54,19 @@ class PerNodeScore:
 
     def score_extensions(self) -> ScoreExtensions | None:
         return self._plugin.score_extensions()
+
+
+MAX_NORMALIZED = 64
+"""Normalised Score passes kept by :class:`ScorePhase` (per plugin and read-only node set)."""
+
+
+def _out_of_range(raw: IntArray) -> bool:
+    """Whether some int64 score lies outside [MIN_NODE_SCORE, MAX_NODE_SCORE] (``MIN_NODE_SCORE`` is 0:
+    one unsigned maximum covers both ends)."""
+    return len(raw) > 0 and int(raw.view(np.uint64).max()) > MAX_NODE_SCORE
+
+
+assert MIN_NODE_SCORE == 0
 
 
 def _few_scores(
@@ -108,9 +122,11 @@ class ScorePhase:
         self._node_cache = node_cache
         self._observer = observer
         self._foldable = [e for e in self.entries if e.foldable] if node_cache is not None else []
-        self._normalized: dict[str, tuple[tuple[int, int], Positions, IntArray]] = {}
-        """Per plugin whose NormalizeScore reads only the scores: (raw-score stamp, positions, normalised
-        scores) of its last cached pass, reused while neither changed."""
+        self._normalized: OrderedDict[tuple[str, int], tuple[tuple[int, int], Positions, IntArray]] = OrderedDict()
+        """Per (plugin whose NormalizeScore reads only the scores, id of read-only positions): (raw-score
+        stamp, the positions, normalised scores) of a cached pass, reused while neither changed. Several
+        node sets per plugin (the pods of a few spread patterns alternate); at most
+        ``MAX_NORMALIZED``, least recently used dropped."""
 
     def run(self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions) -> IntArray:
         """Weighted score totals aligned with ``positions``; raises :class:`PluginCycleError`."""
@@ -198,8 +214,9 @@ class ScorePhase:
                 invalid: np.ndarray | None = None
                 for e in folded:
                     raw = np.asarray(e.scorer(n).score_nodes(state, pod, snapshot, dirty), dtype=np.int64)
-                    # Two reductions; the per-node mask only when some score is out of range (rare).
-                    if raw.min() < MIN_NODE_SCORE or raw.max() > MAX_NODE_SCORE:
+                    # One reduction (scores below 0 read as huge unsigned values); the per-node mask
+                    # only when some score is out of range (rare).
+                    if _out_of_range(raw):
                         bad = (raw < MIN_NODE_SCORE) | (raw > MAX_NODE_SCORE)
                         invalid = bad if invalid is None else invalid | bad
                     if sums is None:
@@ -291,8 +308,10 @@ class ScorePhase:
             )
         except Exception:
             return None  # the uncached path reruns the plugin and reports the failure
-        last = self._normalized.get(entry.name)
+        key = (entry.name, id(positions))
+        last = self._normalized.get(key)
         if last is not None and last[0] == stamp and last[1] is positions:
+            self._normalized.move_to_end(key)
             return last[2]
         scores = full[positions]
         assert entry.extensions is not None  # reads_only_scores is set only with extensions
@@ -302,7 +321,10 @@ class ScorePhase:
         if len(scores) and (scores.min() < MIN_NODE_SCORE or scores.max() > MAX_NODE_SCORE):
             return None
         scores.flags.writeable = False
-        self._normalized[entry.name] = (stamp, positions, scores)
+        self._normalized[key] = (stamp, positions, scores)
+        self._normalized.move_to_end(key)
+        if len(self._normalized) > MAX_NORMALIZED:
+            self._normalized.popitem(last=False)
         return scores
 
     def _raw_scores(

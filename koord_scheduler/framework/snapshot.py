@@ -231,7 +231,8 @@ class ClusterSnapshot:
             )
         else:
             live = self.valid[changed]
-            split = (changed[live], changed[~live])
+            # Nodes are rarely removed: when every changed node is live, the memoised array is the answer.
+            split = (changed, _NO_POSITIONS) if live.all() else (changed[live], changed[~live])
         if split is not None:
             split[0].flags.writeable = False
             split[1].flags.writeable = False

@@ -18,7 +18,7 @@ A code of 0 means the node fits.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
@@ -30,7 +30,7 @@ from koord_scheduler.framework.restored import RESTORED_CAPACITY
 from koord_scheduler.framework.snapshot import IntArray, Positions
 from koord_scheduler.framework.status import Status, unresolvable, unschedulable
 from koord_scheduler.plugins import names
-from koord_scheduler.plugins.resource_scoring import select_columns
+from koord_scheduler.plugins.resource_scoring import column_index
 
 TOO_MANY_PODS = "Too many pods"
 MAX_CHECKED_COLUMNS = 61
@@ -65,6 +65,11 @@ class FitRequest:
     columns: Positions
     amounts: IntArray
     names: tuple[str, ...]
+    index: slice | list[int] = field(init=False, compare=False, repr=False)
+    """Selects ``columns`` of a row block (:func:`~koord_scheduler.plugins.resource_scoring.column_index`)."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "index", column_index(self.columns.tolist()))
 
     @property
     def empty(self) -> bool:
@@ -137,7 +142,7 @@ def fit_failures_arrays(
         free_rows = np.take(allocatable, positions, axis=0)
         free_rows -= np.take(requested, positions, axis=0)
         failing = np.take(pod_count, positions) >= np.take(allowed_pods, positions)
-        short = select_columns(free_rows, fit.columns.tolist()) < fit.amounts
+        short = free_rows[:, fit.index] < fit.amounts
         failing |= np.logical_or.reduce(short, axis=1)
     idx: Positions = failing.nonzero()[0]
     if len(idx) == 0:

@@ -210,13 +210,58 @@ def scored_resources(
     return tuple(out)
 
 
-def select_columns(rows: IntArray, columns: Sequence[int]) -> IntArray:
-    """``rows[:, columns]``; a view when the columns are consecutive and ascending (cpu and memory, the
-    usual case), which costs a fraction of a fancy index on the few rows the node cache rescores."""
+@dataclass(frozen=True, slots=True)
+class ScoredColumns:
+    """Where :func:`gather_columns` reads the scored resources from, resolved once per list of
+    :class:`ScoredResource` (see :func:`scored_columns`)."""
+
+    resources: tuple[ScoredResource, ...]
+    weights: IntArray
+    """Read-only, one per resource."""
+    amounts: IntArray
+    """The pod's request per resource (read-only)."""
+    allocatable_columns: slice | list[int]
+    requested_source: int
+    """``_NON_ZERO``: every resource reads ``non_zero_requested``; ``_REQUESTED``: every one reads
+    ``requested``; ``_MIXED``: some each way."""
+    requested_columns: slice | list[int]
+
+
+_NON_ZERO, _REQUESTED, _MIXED = 0, 1, 2
+
+
+def column_index(columns: Sequence[int]) -> slice | list[int]:
+    """What selects ``columns`` of a 2-D array's rows (``rows[:, index]``): a slice when the columns are
+    consecutive and ascending (a view, the usual cpu and memory case, a fraction of a fancy index's cost
+    on the few rows the node cache rescores), else the list (a fancy index)."""
     if columns and all(c == columns[0] + i for i, c in enumerate(columns)):
-        return rows[:, columns[0] : columns[0] + len(columns)]
-    out: IntArray = rows[:, list(columns)]
-    return out
+        return slice(columns[0], columns[0] + len(columns))
+    return list(columns)
+
+
+def _read_only(values: list[int]) -> IntArray:
+    array = np.array(values, dtype=np.int64)
+    array.flags.writeable = False
+    return array
+
+
+def scored_columns(resources: Sequence[ScoredResource]) -> ScoredColumns:
+    """Resolve ``resources`` for :func:`gather_columns` (callers keep the answer per resource list)."""
+    non_zero = [r.non_zero_col for r in resources]
+    if all(c >= 0 for c in non_zero):
+        source, requested_columns = _NON_ZERO, column_index(non_zero)
+    elif all(c < 0 for c in non_zero):
+        source, requested_columns = _REQUESTED, column_index([r.column for r in resources])
+    else:
+        source, requested_columns = _MIXED, []
+    return ScoredColumns(
+        tuple(resources),
+        _read_only([r.weight for r in resources]),
+        _read_only([r.amount for r in resources]),
+        column_index([r.column for r in resources]),
+        source,
+        requested_columns,
+    )
 
 
 def gather(
@@ -225,20 +270,28 @@ def gather(
     """(requested including the pod, allocatable) as (nodes, resources) arrays: one row gather per
     snapshot array and one column selection (a few numpy calls whatever the number of resources). The
     rows are gathered first: ``np.take`` of a column view would copy the whole column."""
-    columns = [r.column for r in resources]
-    allocatable = select_columns(np.take(snapshot.allocatable, positions, axis=0), columns)
-    non_zero = [r.non_zero_col for r in resources]
+    return gather_columns(snapshot, positions, scored_columns(resources))
+
+
+def gather_columns(
+    snapshot: ClusterSnapshot, positions: Positions, columns: ScoredColumns
+) -> tuple[IntArray, IntArray]:
+    """:func:`gather` with the columns resolved beforehand (the node cache rescores a few dozen nodes at
+    a time, where the number of calls, not the data, is the cost)."""
+    allocatable: IntArray = np.take(snapshot.allocatable, positions, axis=0)[:, columns.allocatable_columns]
     requested: IntArray
-    if all(c >= 0 for c in non_zero):
-        requested = select_columns(np.take(snapshot.non_zero_requested, positions, axis=0), non_zero)
-    elif all(c < 0 for c in non_zero):
-        requested = select_columns(np.take(snapshot.requested, positions, axis=0), columns)
+    source = columns.requested_source
+    if source == _NON_ZERO:
+        requested = np.take(snapshot.non_zero_requested, positions, axis=0)[:, columns.requested_columns]
+    elif source == _REQUESTED:
+        requested = np.take(snapshot.requested, positions, axis=0)[:, columns.requested_columns]
     else:
+        resources = columns.resources
         nz_rows = np.take(snapshot.non_zero_requested, positions, axis=0)
         used_rows = np.take(snapshot.requested, positions, axis=0)
         requested = np.empty((len(positions), len(resources)), dtype=np.int64)
         for i, r in enumerate(resources):
             requested[:, i] = nz_rows[:, r.non_zero_col] if r.non_zero_col >= 0 else used_rows[:, r.column]
     # The row gathers are new arrays (``requested`` at most a view of one): adding in place is safe.
-    requested += np.array([r.amount for r in resources], dtype=np.int64)
+    requested += columns.amounts
     return requested, allocatable

@@ -35,6 +35,7 @@ from apis.scheduling import (
     REASON_EXPIRED,
     REASON_SUCCEEDED,
 )
+from apis.scheduling.conditions import merge_conditions
 from apis.scheduling.record import DEFAULT_TTL_SECONDS, ReservationRecord, parse_reservation
 
 REASON_INVALID = "Invalid"
@@ -113,7 +114,7 @@ def decide(
     record = parse_reservation(reservation)
     if record.malformed:
         ready = _with_ready(conditions, "False", REASON_INVALID, record.invalid, now)
-        return Decision({"status": {"phase": PHASE_FAILED, "conditions": ready}})
+        return Decision(_guarded(meta, {"phase": PHASE_FAILED, "conditions": ready}))
     expiry = _expiry(record, meta)
     if (expiry is not None and now > expiry) or (node and not node_exists):
         message = "Reservation expired" if not (node and not node_exists) else f"node {node} is gone"
@@ -121,7 +122,7 @@ def decide(
             "phase": PHASE_FAILED,
             "conditions": _with_ready(conditions, "False", REASON_EXPIRED, message, now),
         }
-        return Decision({"status": failed}, requeue_after=MAX_REQUEUE_SECONDS)
+        return Decision(_guarded(meta, failed), requeue_after=MAX_REQUEUE_SECONDS)
     requeue = MAX_REQUEUE_SECONDS
     if expiry is not None:
         requeue = min(MAX_REQUEUE_SECONDS, max(MIN_REQUEUE_SECONDS, expiry - now))
@@ -151,7 +152,9 @@ def decide(
     if (allocate_once is None or allocate_once) and want_owners:
         patch["phase"] = PHASE_SUCCEEDED
         patch["conditions"] = _with_ready(conditions, "False", REASON_SUCCEEDED, "Reservation is allocated", now)
-    return Decision({"status": patch} if patch else None, requeue_after=requeue)
+    if not patch:
+        return Decision(requeue_after=requeue)
+    return Decision(_guarded(meta, patch) if "conditions" in patch else {"status": patch}, requeue_after=requeue)
 
 
 def _expiry(record: ReservationRecord, meta: Mapping[str, Any]) -> float | None:
@@ -199,6 +202,16 @@ def _stamp(conditions: list[Mapping[str, Any]], *, only: str = "") -> float | No
     return latest
 
 
+def _guarded(meta: Mapping[str, Any], status: Mapping[str, Any]) -> dict[str, Any]:
+    """A status patch that writes conditions, guarded by the ``resourceVersion`` they were merged into
+    (:mod:`apis.scheduling.conditions`): a conflict means the plugin wrote in between, and the watch event
+    of that write has the controller decide again on the newer copy."""
+    version = meta.get("resourceVersion") if isinstance(meta, Mapping) else None
+    if isinstance(version, str) and version:
+        return {"metadata": {"resourceVersion": version}, "status": dict(status)}
+    return {"status": dict(status)}
+
+
 def _with_ready(
     conditions: list[Mapping[str, Any]], status: str, reason: str, message: str, now: float
 ) -> list[dict[str, Any]]:
@@ -211,4 +224,4 @@ def _with_ready(
         "lastProbeTime": stamp,
         "lastTransitionTime": stamp,
     }
-    return [dict(c) for c in conditions if c.get("type") != CONDITION_READY] + [ready]
+    return merge_conditions(conditions, [ready])

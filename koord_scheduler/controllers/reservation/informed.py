@@ -1,7 +1,7 @@
 """The Reservation controller on koord-scheduler's own informers: no watch of its own.
 
 :class:`ReservationController` is one of the controllers the scheduler hosts (``--controllers``): the
-source's :class:`~koord_scheduler.controllers.runner.FanoutSink` hands it every Node, Pod and
+source's :class:`~koord_scheduler.controllers.fanout.FanoutSink` hands it every Node, Pod and
 Reservation the scheduler already lists and watches, and it keeps two indexes from them, as the controller's
 view (:class:`~.reconciler.ClusterView`):
 

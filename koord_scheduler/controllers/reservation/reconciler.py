@@ -8,7 +8,9 @@ and the :class:`Reconciler` runs :func:`decide`, on the hosted controllers' one
 - every Reservation, every ``sync_interval_seconds`` (expiry and GC are functions of the clock).
 
 It applies each decision through a :class:`StatusWriter`. Writes are idempotent (merge patch of the status,
-delete tolerating 404), so deciding twice on a stale copy is harmless. No finalizer and no state
+delete tolerating 404), and a patch that writes conditions carries the resourceVersion of the copy it was
+decided on, so deciding on a stale copy is harmless: the write is refused (409) and the Reservation decided
+again when the watch brings the newer copy. No finalizer and no state
 annotation is ever written on a Reservation: deleting one never waits for the controller (Koordinator's
 controller uses no finalizer either).
 """
@@ -32,6 +34,7 @@ from koord_scheduler.controllers.reservation.decide import (
 )
 from koord_scheduler.controllers.workers import run_with_workers
 from koord_scheduler.scheduler.object_errors import INVALID, RECONCILE_ERROR, ObjectErrors
+from kubeapi.errors import is_conflict
 
 log = logging.getLogger(__name__)
 
@@ -164,6 +167,11 @@ class Reconciler:
             elif decision.status_patch is not None:
                 await self._writer.patch_status(name, decision.status_patch)
         except Exception as exc:  # the next Reservation is written all the same
+            if is_conflict(exc):
+                # Decided on a copy the plugin has written over since: the watch event of that write marks
+                # the Reservation dirty again (or already has), and it is decided on the newer copy.
+                log.debug("reservation %s changed while deciding; deciding again on the newer copy", name)
+                return
             self.object_errors.report("Reservation", name, RECONCILE_ERROR, f"{type(exc).__name__}: {exc}", exc=exc)
 
     async def reconcile(self, full: bool) -> None:

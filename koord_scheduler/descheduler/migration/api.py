@@ -176,7 +176,7 @@ class KubeMigrationApi:
     async def patch_job(
         self, job: PodMigrationJobRecord, body: Mapping[str, Any], *, status: bool
     ) -> Mapping[str, Any]:
-        patch = {**body, "metadata": {"resourceVersion": job.resource_version}}
+        patch = {**body, "metadata": {**(body.get("metadata") or {}), "resourceVersion": job.resource_version}}
         out = await self.http.request_json(
             "PATCH", _job_path(job.name, subresource="status" if status else ""), body=patch, content_type=MERGE_PATCH
         )

@@ -50,6 +50,11 @@ LIMITER_NAMESPACE: Final = "namespace"
 DEFAULT_WORKLOAD_LIMITER_SECONDS: Final = 300.0
 
 
+ANNOTATION_PASSED_ARBITRATION: Final = "descheduler.koordinator.sh/passed-arbitration"
+"""Set to ``"true"`` on a job an arbitration pass let through (Koordinator's ``arbitrator.go``
+``updatePassedJob``), so a new leader does not arbitrate it again and counts its pod as migrating."""
+
+
 def scaled_limit(replicas: int, value: int | str | None) -> int:
     """Koordinator's ``GetMaxUnavailable``/``GetMaxMigrating``: an int or a percentage of ``replicas``
     (rounded down); a given value that comes to 0 is 1; unset is 10% above 10 replicas, 2 for 4 to 10 and 1

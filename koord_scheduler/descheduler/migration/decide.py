@@ -14,23 +14,25 @@ Events are Koordinator's:
    becomes ``Running``;
 4. ``EvictDirectly``: evict, wait for the pod to go, ``Succeeded``;
 5. ``ReservationFirst``: create the Reservation (:mod:`.reservation_template`) and set
-   ``reservationOptions.reservationRef``, or label a given one with ``reservation-order``; condition
-   ``ReservationCreated``; a missing Reservation fails (``MissingReservation``);
+   ``reservationOptions.reservationRef``; condition ``ReservationCreated``; a missing Reservation fails
+   (``MissingReservation``);
 6. the Reservation's ``Unschedulable`` message is copied into condition ``ReservationScheduled=False``
    (Event ``Unschedulable``); while it is Pending the job waits; expired fails (``ReservationExpired``);
    failed otherwise fails (``Unschedulable``, with the scheduler's message); on the pod's own node
    fails (``ForbiddenMigratePod``); else ``ReservationScheduled=True`` and ``status.nodeName``;
-7. evict the pod (condition ``Eviction=False/Evicting``), wait until it is gone (``EvictComplete``); a
-   Reservation already consumed by another pod fails the job before eviction (``ForbiddenMigratePod``);
+7. label the Reservation ``reservation-order`` (now, in ms) unless it has one, evict the pod (condition
+   ``Eviction=False/Evicting``), wait until it is gone (``EvictComplete``); a Reservation already consumed
+   by another pod fails the job before eviction (``ForbiddenMigratePod``);
 8. wait for the replacement to bind into the Reservation (``PodBoundReservation=False/
    WaitForPodBindReservation``), record it (``ReservationBound``, ``status.podRef``), wait until it is
    Ready (``BoundPodReady``), then ``Succeeded``/``Complete``.
 
 Deliberate differences (docs/descheduling.md): a job that fails after its Reservation was created by it
-deletes that Reservation at once (Koordinator leaves it to expire or to the scavenger), and a job for a
+deletes that Reservation at once (Koordinator leaves it to expire or to the scavenger), a job for a
 pod without a controller fails before anything is created (``ForbiddenMigratePod``) instead of failing to
-create an owner-less Reservation. Migrating a *pending* pod (a Reservation owned by the pod itself) and
-preemption for the Reservation are not implemented.
+create an owner-less Reservation, and the Reservation gets its ``reservation-order`` label just before the
+eviction, not when it is created (:mod:`.reservation_template`). Migrating a *pending* pod (a Reservation
+owned by the pod itself) and preemption for the Reservation are not implemented.
 """
 
 from __future__ import annotations
@@ -152,7 +154,7 @@ class DeleteReservation:
 
 @dataclass(frozen=True, slots=True)
 class LabelReservationOrder:
-    """Add ``reservation-order`` (now, in ms) to a Reservation the job was given."""
+    """Add ``reservation-order`` (now, in ms) to the job's Reservation, just before the eviction."""
 
     name: str
 
@@ -353,6 +355,9 @@ def _evict(view: MigrationView) -> Step | None:
     r = view.reservation
     if r is not None and r.phase == PHASE_SUCCEEDED:
         return _fail(view, REASON_FORBIDDEN_MIGRATE_POD, "Reservation is already bound by another Pod")
+    if r is not None and LABEL_RESERVATION_ORDER not in r.labels and not r.is_terminated:
+        # Ordered only now: a replacement prefers the Reservation of a job whose pod is gone.
+        return Step(action=LabelReservationOrder(r.name))
     reason = evict_reason(job.annotations)
     message = f'Pod "{key}" evicted from node "{pod.node_name}" by the reason "{reason}"'
     status, _ = update_condition(
@@ -379,8 +384,6 @@ def _through_reservation(view: MigrationView) -> Step:
             )
         return Step(action=CreateReservation())
     r = view.reservation
-    if r is not None and LABEL_RESERVATION_ORDER not in r.labels and not r.is_terminated:
-        return Step(action=LabelReservationOrder(r.name))
     created = _condition_step(view, JobCondition(CONDITION_RESERVATION_CREATED, STATUS_TRUE))
     if created is not None:
         return created

@@ -6,14 +6,18 @@
 - ``spec.owners``: the pod's controller reference (with the pod's namespace); the pod itself when it is
   pending and unschedulable; unless the job gives owners;
 - ``allocateOnce: true``; the job's ``ttl`` when the template sets neither ``ttl`` nor ``expires``;
-- labels ``app.kubernetes.io/created-by: koord-descheduler`` and ``scheduling.koordinator.sh/reservation-order``
-  (the time in milliseconds), so the scheduler prefers this Reservation over older ones of the same owner;
+- label ``app.kubernetes.io/created-by: koord-descheduler``;
 - a ``metadata.name NotIn [current node]`` match field on every required node-affinity term (one term
   with only that field when there is none), so the replacement never lands where the pod was.
 
-One deliberate difference: Koordinator copies the pod's whole ``ObjectMeta`` (uid, resourceVersion,
-ownerReferences, managedFields...) into the template; only name, namespace, labels and annotations are
-copied here (the rest means nothing for a pod not yet created), and the pod's own
+Two deliberate differences. Koordinator also labels the Reservation
+``scheduling.koordinator.sh/reservation-order`` (the time in milliseconds) when it creates it; here the job
+adds that label just before it evicts its pod (:mod:`.decide`), so that a replacement pod prefers the
+Reservation of a job whose pod is gone (the scheduler prefers the lowest order, and any order over none) to
+that of a job that has not evicted yet, which would fail that job and leave the evicting one without a
+replacement. And Koordinator copies the pod's whole ``ObjectMeta`` (uid, resourceVersion, ownerReferences,
+managedFields...) into the template; only name, namespace, labels and annotations are copied here (the rest
+means nothing for a pod not yet created), and the pod's own
 ``reservation-allocated`` annotation is dropped (the replacement must not claim the old Reservation).
 """
 
@@ -26,7 +30,6 @@ from typing import Any, Final
 from apis.scheduling.constants import (
     ANNOTATION_RESERVATION_ALLOCATED,
     API_VERSION,
-    LABEL_RESERVATION_ORDER,
 )
 from apis.scheduling.migration import PodMigrationJobRecord
 
@@ -67,9 +70,9 @@ def reservation_owners(pod: Mapping[str, Any]) -> list[dict[str, Any]]:
     return []
 
 
-def reservation_for_job(job: PodMigrationJobRecord, pod: Mapping[str, Any], *, now_ms: int) -> dict[str, Any]:
+def reservation_for_job(job: PodMigrationJobRecord, pod: Mapping[str, Any]) -> dict[str, Any]:
     """The Reservation object (JSON-ready) ``job`` creates for ``pod`` (the pod as the API server serves
-    it); ``now_ms`` stamps the ``reservation-order`` label. Raises :class:`TemplateError` when the result
+    it). Raises :class:`TemplateError` when the result
     would have no owner (a bare pod: nothing would recreate it into the Reservation)."""
     given = copy.deepcopy(dict(job.template)) if job.template else {}
     meta = dict(_mapping(given.get("metadata")))
@@ -99,7 +102,6 @@ def reservation_for_job(job: PodMigrationJobRecord, pod: Mapping[str, Any], *, n
     spec["template"] = template
     labels = dict(_mapping(meta.get("labels")))
     labels[LABEL_CREATED_BY] = CREATOR
-    labels[LABEL_RESERVATION_ORDER] = str(now_ms)
     meta["labels"] = labels
     if spec.get("ttl") is None and spec.get("expires") is None and job.ttl_seconds:
         spec["ttl"] = job.ttl_text

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -23,7 +24,7 @@ from koord_scheduler.framework.snapshot import ClusterSnapshot, IntArray, NodeIn
 from koord_scheduler.framework.status import Status, skip, success
 from koord_scheduler.plugins import names
 from koord_scheduler.plugins.balancedallocation.scoring import balanced_allocation, balanced_allocation_row
-from koord_scheduler.plugins.resource_scoring import select_columns
+from koord_scheduler.plugins.resource_scoring import column_index
 
 NAME = names.NODE_RESOURCES_BALANCED_ALLOCATION
 ARGS = NodeResourcesBalancedAllocationArgs
@@ -37,6 +38,9 @@ class PreScoreState:
 
     columns: tuple[int, ...]
     amounts: IntArray
+    """Read-only."""
+    index: slice | list[int]
+    """Selects ``columns`` (:func:`~koord_scheduler.plugins.resource_scoring.column_index`)."""
 
 
 PRE_SCORE_KEY: StateKey[PreScoreState] = StateKey("PreScore" + NAME)
@@ -59,7 +63,15 @@ def pre_score_state(pod: Pod, snapshot: ClusterSnapshot, resources: Sequence[str
             continue
         columns.append(column)
         amounts.append(amount)
-    return PreScoreState(tuple(columns), np.array(amounts, dtype=np.int64))
+    return _state(tuple(columns), tuple(amounts))
+
+
+@lru_cache(maxsize=256)
+def _state(columns: tuple[int, ...], amounts: tuple[int, ...]) -> PreScoreState:
+    """One shared state per (columns, amounts): pods of one request shape share it."""
+    array = np.array(amounts, dtype=np.int64)
+    array.flags.writeable = False
+    return PreScoreState(columns, array, column_index(columns))
 
 
 class BalancedAllocation:
@@ -89,9 +101,9 @@ class BalancedAllocation:
         pre = state.get(PRE_SCORE_KEY) or pre_score_state(pod, snapshot, self._resources)
         # One row gather per snapshot array, then the scored columns: a few numpy calls however many
         # nodes (the node cache rescores a few dozen at a time, where calls, not data, are the cost).
-        requested = select_columns(np.take(snapshot.requested, positions, axis=0), pre.columns)
+        requested = np.take(snapshot.requested, positions, axis=0)[:, pre.index]
         requested += pre.amounts  # the gathered rows are a fresh array
-        allocatable = select_columns(np.take(snapshot.allocatable, positions, axis=0), pre.columns)
+        allocatable = np.take(snapshot.allocatable, positions, axis=0)[:, pre.index]
         return balanced_allocation(requested, allocatable)
 
     def score(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> int:

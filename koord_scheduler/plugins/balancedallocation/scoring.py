@@ -29,12 +29,17 @@ def balanced_allocation(requested: IntArray, allocatable: IntArray) -> IntArray:
         fractions = np.true_divide(requested, allocatable)
         np.minimum(fractions, 1.0, out=fractions)
         if k == 2:
-            std = np.abs((fractions[:, 0] - fractions[:, 1]) / 2)
+            # |f0 - f1| / 2, in place (the same float operations, one array)
+            std = np.subtract(fractions[:, 0], fractions[:, 1])
+            std /= 2
+            np.abs(std, out=std)
         else:
             std = _std_all_counted([fractions[:, i] for i in range(k)])
     else:
         std = _std_masked(requested, allocatable)
-    scores: IntArray = ((1 - std) * MAX_NODE_SCORE).astype(np.int64)
+    np.subtract(1, std, out=std)  # std is this call's own array
+    std *= MAX_NODE_SCORE
+    scores: IntArray = std.astype(np.int64)
     return scores
 
 

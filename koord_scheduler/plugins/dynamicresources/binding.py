@@ -18,7 +18,7 @@ from typing import Any
 from apis.core.types import Pod
 from apis.resource.encode import allocation_json
 from apis.resource.types import FINALIZER, AllocationResult, ConsumerReference, ResourceClaim
-from koord_scheduler.framework.errors import ClusterError
+from koord_scheduler.framework.errors import ClusterError, is_conflict
 from koord_scheduler.framework.handle import ClusterClient
 from koord_scheduler.plugins.dynamicresources.kinds import RESOURCE_CLAIM
 
@@ -28,11 +28,6 @@ RETRY_DELAY_S = 0.01
 
 class ClaimWriteError(Exception):
     """A claim could not be written; the message names the claim."""
-
-
-def is_conflict(err: BaseException) -> bool:
-    """A 409 from the API server, or the in-memory cluster's resourceVersion mismatch."""
-    return getattr(err, "status", None) == 409 or "the object has been modified" in str(err)
 
 
 def _reserved_for_json(refs: tuple[ConsumerReference, ...]) -> list[dict[str, Any]]:

@@ -66,12 +66,21 @@ from koord_scheduler.plugins.resource_fit import (
     is_ignored,
     status_for_code,
 )
-from koord_scheduler.plugins.resource_scoring import ScoredResource, gather, scored_resources
+from koord_scheduler.plugins.resource_scoring import (
+    ScoredColumns,
+    ScoredResource,
+    gather,
+    gather_columns,
+    scored_columns,
+    scored_resources,
+)
 
 NAME = names.NODE_RESOURCES_FIT
 ARGS = NodeResourcesFitArgs
 MAX_PRE_FILTER_STATES = 256
 """PreFilter states kept, one per distinct request row; all are dropped when the table is full."""
+MAX_PRE_SCORE_STATES = 256
+"""PreScore states kept, one per distinct list of scored resources; all are dropped when full."""
 
 Scorer = Callable[[IntArray, IntArray, IntArray], IntArray]
 """``scorer(requested, allocatable, weights) -> scores``, all over (nodes, resources)."""
@@ -79,11 +88,16 @@ Scorer = Callable[[IntArray, IntArray, IntArray], IntArray]
 
 @dataclass(frozen=True, slots=True)
 class PreScoreState:
-    resources: tuple[ScoredResource, ...]
+    columns: ScoredColumns
+    """The scored resources, resolved for :func:`~koord_scheduler.plugins.resource_scoring.gather_columns`."""
+
+    @property
+    def resources(self) -> tuple[ScoredResource, ...]:
+        return self.columns.resources
 
     @property
     def weights(self) -> IntArray:
-        return np.array([r.weight for r in self.resources], dtype=np.int64)
+        return self.columns.weights
 
 
 PRE_SCORE_KEY: StateKey[PreScoreState] = StateKey("PreScore" + NAME)
@@ -135,6 +149,8 @@ class Fit:
         self._row_scorer = _ROW_SCORERS.get(args.scoring_strategy.type)
         self._pre_filter_states: dict[int, PreFilterState] = {}
         """Per shared request row (by identity, checked on use): its PreFilter state."""
+        self._pre_score_states: dict[tuple[ScoredResource, ...], PreScoreState] = {}
+        """Per list of scored resources (pods of one request shape share it): its PreScore state."""
 
     # ----- PreFilter -----
 
@@ -181,16 +197,16 @@ class Fit:
             pod_count=snapshot.pod_count,
             allowed_pods=snapshot.allowed_pods,
         )
-        passed = np.ones(len(positions), dtype=np.bool_)
         if len(failed) == 0:
-            return NodeFilterResult(passed, every_node_passed=True)
+            return NodeFilterResult.all_pass(len(positions))
         restored = state.get(RESTORED_CAPACITY)
         if restored is not None:
             failed, codes = _recheck_restored(
                 pre.fit, positions, failed=failed, codes=codes, restored=restored, snapshot=snapshot
             )
             if len(failed) == 0:
-                return NodeFilterResult(passed, every_node_passed=True)
+                return NodeFilterResult.all_pass(len(positions))
+        passed = np.ones(len(positions), dtype=np.bool_)
         passed[failed] = False
         distinct, ids = group_codes(codes, len(pre.fit.names) + 2)
         reason_ids = np.zeros(len(positions), dtype=np.int32)
@@ -243,21 +259,31 @@ class Fit:
     # ----- Score -----
 
     def pre_score(self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions) -> Status:
-        state.write(PRE_SCORE_KEY, PreScoreState(scored_resources(pod, snapshot, self._resources)))
+        state.write(PRE_SCORE_KEY, self._pre_score_state(pod, snapshot))
         return success()
 
+    def _pre_score_state(self, pod: Pod, snapshot: ClusterSnapshot) -> PreScoreState:
+        resources = scored_resources(pod, snapshot, self._resources)
+        states = self._pre_score_states
+        known = states.get(resources)
+        if known is None:
+            if len(states) >= MAX_PRE_SCORE_STATES:
+                states.clear()
+            known = states[resources] = PreScoreState(scored_columns(resources))
+        return known
+
     def score_nodes(self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions) -> IntArray:
-        pre = state.get(PRE_SCORE_KEY) or PreScoreState(scored_resources(pod, snapshot, self._resources))
+        pre = state.get(PRE_SCORE_KEY) or self._pre_score_state(pod, snapshot)
         if not pre.resources:
             return np.zeros(len(positions), dtype=np.int64)
-        requested, allocatable = gather(snapshot, positions, pre.resources)
+        requested, allocatable = gather_columns(snapshot, positions, pre.columns)
         return self._scorer(requested, allocatable, pre.weights)
 
     def score(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> int:
         """The per-node form: plain ints read from the node's row (the same answer as :meth:`score_nodes`,
         which a dozen numpy calls cost more than on one node)."""
         snapshot = self._require_snapshot()
-        pre = state.get(PRE_SCORE_KEY) or PreScoreState(scored_resources(pod, snapshot, self._resources))
+        pre = state.get(PRE_SCORE_KEY) or self._pre_score_state(pod, snapshot)
         resources = pre.resources
         if not resources:
             return 0

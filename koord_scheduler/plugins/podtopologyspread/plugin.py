@@ -19,6 +19,7 @@ pods that changed, so a pod costs O(nodes) numpy work whatever the number of run
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -95,6 +96,8 @@ ERR_REASON_NODE_LABEL_NOT_MATCH = ERR_REASON_CONSTRAINTS_NOT_MATCH + " (missing 
 _MISSING_LABEL = unresolvable(ERR_REASON_NODE_LABEL_NOT_MATCH)
 _SKEW = unschedulable(ERR_REASON_CONSTRAINTS_NOT_MATCH)
 _FILTER_STATUSES = (_MISSING_LABEL, _MISSING_LABEL, _SKEW)
+MAX_FILTER_ANSWERS = 16
+"""Filter answers kept over read-only positions (the least recently used is dropped)."""
 """Indexed by reason id: 1 missing label, 2 skew (0 is unused: passing nodes)."""
 
 
@@ -179,6 +182,11 @@ class PodTopologySpread:
         self._masks: SnapshotCache[object, BoolArray] = SnapshotCache(max_entries=128)
         self._buckets: SnapshotCache[object, tuple[IntArray, BoolArray]] = SnapshotCache(max_entries=64)
         self._last_slots: tuple[IntArray, Positions, IntArray] | None = None
+        self._answers: OrderedDict[tuple[object, ...], tuple[Positions, tuple[IntArray, ...], NodeFilterResult]] = (
+            OrderedDict()
+        )
+        """Filter answers over read-only positions by (positions, per constraint: the domain ids and the
+        reason table), with the arrays they were computed from (held, so their ids stay theirs)."""
         """(value ids, positions, :meth:`_slots` of them) of the last Filter over read-only arrays."""
         self.incremental_bucket_sums = True
         """Per-value match counts kept by the index (False: summed over every node per pod; the same
@@ -284,13 +292,38 @@ class PodTopologySpread:
             return NodeFilterResult.all_pass(len(positions))
         # A node's answer depends only on its domain: one reason per topology value (slot 0: the node
         # lacks the key), read per node with one gather, the first failing constraint's reason kept.
+        tables = [
+            domain_reasons(cc.match_num, cc.self_match, cc.global_min(), cc.constraint.max_skew)
+            for cc in pre.constraints
+        ]
+        value_ids = tuple(cc.domains.value_ids for cc in pre.constraints)
+        keep = not positions.flags.writeable and not any(v.flags.writeable for v in value_ids)
+        key: tuple[object, ...] = ()
+        if keep:
+            # The spread pods of a burst see a few patterns of full domains over the same node order:
+            # the same tables over the same read-only arrays give the same (read-only) answer.
+            key = (id(positions), *(id(v) for v in value_ids), *(t.tobytes() for t in tables))
+            known = self._answers.get(key)
+            if (
+                known is not None
+                and known[0] is positions
+                and all(a is b for a, b in zip(known[1], value_ids, strict=True))
+            ):
+                self._answers.move_to_end(key)
+                return known[2]
         reason: np.ndarray | None = None
-        for cc in pre.constraints:
-            table = domain_reasons(cc.match_num, cc.self_match, cc.global_min(), cc.constraint.max_skew)
+        for cc, table in zip(pre.constraints, tables, strict=True):
             codes = table.take(self._slots(cc.domains.value_ids, positions))
             reason = codes if reason is None else np.where(reason == 0, codes, reason)
         assert reason is not None
-        return NodeFilterResult(reason == 0, reason, _FILTER_STATUSES)
+        result = NodeFilterResult(reason == 0, reason, _FILTER_STATUSES)
+        if keep:
+            result.passed.flags.writeable = False
+            reason.flags.writeable = False
+            self._answers[key] = (positions, value_ids, result)
+            if len(self._answers) > MAX_FILTER_ANSWERS:
+                self._answers.popitem(last=False)
+        return result
 
     def _slots(self, value_ids: IntArray, positions: Positions) -> IntArray:
         """``value_ids[positions] + 1`` (the :func:`domain_reasons` slot per node), kept while both arrays

@@ -54,9 +54,11 @@ class ReservationAccounting:
         if event == EventType.DELETED or new is None:
             gone = old or new
             if gone is not None:
+                self._writer.observe(gone.name, None)
                 self._forget(gone.uid or gone.name)
                 self._metrics.remove(gone.name)
             return
+        self._writer.observe(new.name, new)
         uid = new.uid or new.name
         if not new.is_valid:
             self._forget(uid)

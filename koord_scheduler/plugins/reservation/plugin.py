@@ -9,8 +9,9 @@
   few dictionary probes and the plugin skips Filter and Score). BeforeFilter decides, per node, which
   matched reservation the pod would use (Aligned/Restricted fit, then order label, then tightest fit) and
   writes that reservation's remainder as :data:`RESTORED_CAPACITY`, which NodeResourcesFit adds to the
-  node's free capacity. Score gives 100 to those nodes (the profile weights it, 5000 in Koordinator's
-  chart). Nomination picks the node's winner; Reserve assumes the pod into it; PreBind writes the
+  node's free capacity. Score prefers the node of the reservation with the lowest ``reservation-order``
+  and else the tightest fit, as Koordinator does (:func:`.policy.node_scores`; the profile weights it, 5000
+  in Koordinator's chart). Nomination picks the node's winner; Reserve assumes the pod into it; PreBind writes the
   ``reservation-allocated`` annotation; Unreserve undoes both.
 
 Layout: this module holds the extension points; :mod:`.accounting` the informer handlers and what each
@@ -97,6 +98,9 @@ class MatchState:
     chosen_positions: Positions = field(default_factory=lambda: np.empty(0, dtype=np.intp))
     chosen_rows: Rows = field(default_factory=lambda: np.empty(0, dtype=np.intp))
     """Per node (sorted positions), the reservation the pod would use there."""
+    chosen_scores: IntArray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
+    chosen_orders: IntArray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
+    """Per chosen node, that reservation's score (:func:`.policy.most_allocated_scores`) and order label."""
 
     def chosen_at(self, position: int) -> int:
         i = int(np.searchsorted(self.chosen_positions, position))
@@ -271,6 +275,8 @@ class Reservation:
         winners = policy.nominate_per_node(row_pos, cache.order[rows], scores)
         match.chosen_positions = row_pos[winners]
         match.chosen_rows = rows[winners]
+        match.chosen_scores = scores[winners]
+        match.chosen_orders = cache.order[match.chosen_rows]
         chosen_rows, chosen_pos = match.chosen_rows, match.chosen_positions
         restored = RestoredCapacity(
             chosen_pos,
@@ -339,8 +345,12 @@ class Reservation:
         match = state.get(MATCH_KEY)
         if match is None or len(match.chosen_positions) == 0:
             return np.zeros(len(positions), dtype=np.int64)
-        scores: IntArray = np.where(np.isin(positions, match.chosen_positions), policy.MAX_RESERVATION_SCORE, 0)
-        return scores.astype(np.int64)
+        return policy.node_scores(
+            positions,
+            match.chosen_positions,
+            chosen_orders=match.chosen_orders,
+            chosen_scores=match.chosen_scores,
+        )
 
     def score_extensions(self) -> None:
         return None

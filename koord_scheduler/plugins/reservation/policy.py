@@ -20,6 +20,8 @@ import numpy.typing as npt
 from koord_scheduler.framework.snapshot import BoolArray, IntArray
 
 MAX_RESERVATION_SCORE = 100
+MOST_PREFERRED_SCORE = 1000
+"""Koordinator's ``mostPreferredScore``: the raw score of the node with the most preferred reservation."""
 NO_ORDER = np.iinfo(np.int64).max
 
 
@@ -94,6 +96,42 @@ def nominate_per_node(positions: npt.NDArray[np.intp], orders: IntArray, scores:
     first[1:] = sorted_pos[1:] != sorted_pos[:-1]
     result: npt.NDArray[np.intp] = ranked[first].astype(np.intp)
     return result
+
+
+def node_scores(
+    positions: npt.NDArray[np.intp],
+    chosen_positions: npt.NDArray[np.intp],
+    *,
+    chosen_orders: IntArray,
+    chosen_scores: IntArray,
+) -> IntArray:
+    """Koordinator's Score of an owner pod over the feasible ``positions`` (``scoring.go``
+    ``preScoreForNormalPod``, ``scoreForNormalPod`` and ``NormalizeScore``), 0..100.
+
+    ``chosen_positions`` (sorted) are the nodes where the pod would use a reservation, with that
+    reservation's ``reservation-order`` (0: none) and :func:`most_allocated_scores` score. The node whose
+    reservation has the lowest non-zero order (the first such node of ``positions`` on a tie) scores
+    :data:`MOST_PREFERRED_SCORE`, the other reservation nodes their reservation's score, the rest 0; then
+    each is scaled to ``100 * score // max`` (all 0 when the max is 0). So the oldest migration's
+    Reservation wins the replacement pod, and without orders the tightest fit does.
+    """
+    n = len(positions)
+    raw: IntArray = np.zeros(n, dtype=np.int64)
+    if n == 0 or len(chosen_positions) == 0:
+        return raw
+    at = np.minimum(np.searchsorted(chosen_positions, positions), len(chosen_positions) - 1)
+    chosen = chosen_positions[at] == positions
+    raw[chosen] = chosen_scores[at[chosen]]
+    orders = np.where(chosen, chosen_orders[at], 0)
+    keyed = np.where(orders > 0, orders, NO_ORDER)
+    best = int(np.argmin(keyed))
+    if keyed[best] != NO_ORDER:
+        raw[best] = MOST_PREFERRED_SCORE
+    top = int(raw.max())
+    if top == 0:
+        return raw
+    out: IntArray = raw * MAX_RESERVATION_SCORE // top
+    return out
 
 
 def reservations_summary(total: int, reasons: Mapping[str, int]) -> str:

@@ -4,6 +4,10 @@
 Bind's status write is awaited (its failure fails the binding). Everything else is best effort: started
 as a task beside the scheduling cycle (never blocking it), logged when it fails, and awaited by
 :meth:`ReservationWriter.drain` (tests and ``simulate``).
+
+Conditions are merged by type into the watch's newest copy and written with its resourceVersion as a
+precondition, retried on conflict (:mod:`apis.scheduling.conditions`): the Reservation controller's
+``Ready`` condition survives the plugin's ``Scheduled`` one and the other way round.
 """
 
 from __future__ import annotations
@@ -21,12 +25,15 @@ from apis.scheduling import (
     CONDITION_READY,
     CONDITION_SCHEDULED,
     PHASE_AVAILABLE,
+    PHASE_FAILED,
     REASON_AVAILABLE,
     REASON_SCHEDULED,
     REASON_UNSCHEDULABLE,
     ReservationRecord,
 )
+from apis.scheduling.conditions import CONFLICT_RETRY_DELAYS_S, conditions_patch
 from koord_scheduler.framework.cycle_state import CycleState
+from koord_scheduler.framework.errors import ClusterError, is_conflict
 from koord_scheduler.framework.handle import Handle
 from koord_scheduler.framework.pod_patch import patch_at_pre_bind
 from koord_scheduler.plugins.kinds import RESERVATION_KIND
@@ -42,6 +49,8 @@ class ReservationWriter:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._reported_invalid: dict[str, str] = {}
         """Reservation name -> the last invalidity reported for it (each is reported once)."""
+        self._latest: dict[str, ReservationRecord] = {}
+        """Reservation name -> the watch's newest copy (see :meth:`observe`)."""
 
     @property
     def reported_invalid(self) -> Mapping[str, str]:
@@ -49,6 +58,13 @@ class ReservationWriter:
         return self._reported_invalid
 
     # ----- Reservation status and events -----
+
+    def observe(self, name: str, record: ReservationRecord | None) -> None:
+        """The watch's newest copy of Reservation ``name`` (None: deleted), what conditions are merged into."""
+        if record is None:
+            self._latest.pop(name, None)
+        else:
+            self._latest[name] = record
 
     def report_invalid(self, record: ReservationRecord, message: str = "") -> None:
         """A Warning event ``InvalidReservation`` and ``Scheduled=False/Unschedulable`` with ``message``
@@ -59,36 +75,32 @@ class ReservationWriter:
         self._reported_invalid[record.name] = message
         log.warning("reservation %s is invalid: %s", record.name, message)
         cond = record.condition(CONDITION_SCHEDULED)
-        patch = None
-        if cond is None or cond[3] != message:
-            patch = {"status": {"conditions": [condition(CONDITION_SCHEDULED, "False", REASON_UNSCHEDULABLE, message)]}}
-        self._spawn(self._write_invalid(record.name, message, patch))
+        write = cond is None or cond[3] != message
+        self._spawn(self._write_invalid(record.name, message, write=write))
 
-    async def _write_invalid(self, name: str, message: str, patch: Mapping[str, Any] | None) -> None:
+    async def _write_invalid(self, name: str, message: str, *, write: bool) -> None:
         cluster = self._handle.cluster
         await cluster.record_event(RESERVATION_KIND, name, type="Warning", reason="InvalidReservation", message=message)
-        if patch is not None:
-            await cluster.patch_object_status(RESERVATION_KIND, name, patch)
+        if write:
+            await self._write_conditions(name, [condition(CONDITION_SCHEDULED, "False", REASON_UNSCHEDULABLE, message)])
 
     async def write_available(self, name: str, node_name: str, requests: Mapping[str, int]) -> None:
         """Bind of a reserve pod: ``Available`` on ``node_name`` with ``requests`` (``pods`` left out) as
-        allocatable, Scheduled and Ready conditions; then a ``Scheduled`` event (best effort)."""
+        allocatable, Scheduled and Ready conditions (merged by type into the others); then a ``Scheduled``
+        event (best effort). Raises :class:`ClusterError` when the Reservation has failed meanwhile
+        (Koordinator's Bind: ``reservation is not active``)."""
         allocatable = {k: format_quantity(k, v) for k, v in sorted(requests.items()) if k != "pods"}
-        body = {
-            "status": {
-                "phase": PHASE_AVAILABLE,
-                "nodeName": node_name,
-                "allocatable": allocatable,
-                "conditions": [
-                    condition(CONDITION_SCHEDULED, "True", REASON_SCHEDULED, "Reservation is scheduled"),
-                    condition(CONDITION_READY, "True", REASON_AVAILABLE, "Reservation is available"),
-                ],
-            }
-        }
-        cluster = self._handle.cluster
-        await cluster.patch_object_status(RESERVATION_KIND, name, body)
+        await self._write_conditions(
+            name,
+            [
+                condition(CONDITION_SCHEDULED, "True", REASON_SCHEDULED, "Reservation is scheduled"),
+                condition(CONDITION_READY, "True", REASON_AVAILABLE, "Reservation is available"),
+            ],
+            status={"phase": PHASE_AVAILABLE, "nodeName": node_name, "allocatable": allocatable},
+            refuse_failed=True,
+        )
         self._spawn(
-            cluster.record_event(
+            self._handle.cluster.record_event(
                 RESERVATION_KIND,
                 name,
                 type="Normal",
@@ -104,13 +116,38 @@ class ReservationWriter:
             cond = record.condition(CONDITION_SCHEDULED)
             if cond is not None and cond[1:] == ("False", REASON_UNSCHEDULABLE, message):
                 return
-        patch = {"status": {"conditions": [condition(CONDITION_SCHEDULED, "False", REASON_UNSCHEDULABLE, message)]}}
-        self._spawn(self._write_failure(name, message, patch))
+        self._spawn(self._write_failure(name, message))
 
-    async def _write_failure(self, name: str, message: str, patch: Mapping[str, Any]) -> None:
+    async def _write_failure(self, name: str, message: str) -> None:
         cluster = self._handle.cluster
         await cluster.record_event(RESERVATION_KIND, name, type="Warning", reason="FailedScheduling", message=message)
-        await cluster.patch_object_status(RESERVATION_KIND, name, patch)
+        await self._write_conditions(name, [condition(CONDITION_SCHEDULED, "False", REASON_UNSCHEDULABLE, message)])
+
+    async def _write_conditions(
+        self,
+        name: str,
+        updates: list[dict[str, str]],
+        *,
+        status: Mapping[str, Any] | None = None,
+        refuse_failed: bool = False,
+    ) -> None:
+        """One status patch: ``updates`` merged by type into the watched copy's conditions, guarded by its
+        resourceVersion (:mod:`apis.scheduling.conditions`). On a conflict the merge is redone on the copy
+        the watch has by then, after client-go's default backoff, as Koordinator's writers retry."""
+        cluster = self._handle.cluster
+        for attempt, delay in enumerate((0.0, *CONFLICT_RETRY_DELAYS_S)):
+            if delay:
+                await asyncio.sleep(delay)
+            record = self._latest.get(name)
+            if refuse_failed and record is not None and record.phase == PHASE_FAILED:
+                raise ClusterError(f"reservation {name} is not active (phase {PHASE_FAILED})")
+            patch = conditions_patch(record.raw if record is not None else None, updates, status=status)
+            try:
+                await cluster.patch_object_status(RESERVATION_KIND, name, patch)
+                return
+            except ClusterError as exc:
+                if not is_conflict(exc) or attempt == len(CONFLICT_RETRY_DELAYS_S):
+                    raise
 
     # ----- owner pods -----
 
@@ -166,8 +203,7 @@ async def _logged(coro: Coroutine[Any, Any, Any]) -> None:
 
 def condition(type_: str, status: str, reason: str, message: str) -> dict[str, str]:
     """One entry of ``status.conditions``, stamped now as Koordinator stamps its conditions
-    (``lastProbeTime`` and ``lastTransitionTime``): the Reservation controller's garbage collection
-    counts from the latest stamp when a merge patch has replaced its own Ready condition."""
+    (``lastProbeTime`` and ``lastTransitionTime``)."""
     now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     return {
         "type": type_,

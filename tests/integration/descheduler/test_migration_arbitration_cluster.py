@@ -1,8 +1,9 @@
 """Arbitration against a real cluster of its own: kube-apiserver, kwok (nodes, and pods Running and Ready),
 kube-controller-manager's ReplicaSet and disruption controllers (evicted pods come back; PDB status), and
 koord-scheduler with the ``migration`` controller. Two PodMigrationJobs of one three-replica workload never
-run at once (``maxUnavailablePerWorkload`` defaults to 1), and an eviction a PodDisruptionBudget forbids
-waits until the budget allows it."""
+run at once (``maxUnavailablePerWorkload`` defaults to 1), a job the arbitration let through carries the
+``passed-arbitration`` annotation and a new leader runs such a job without arbitrating it again, and an
+eviction a PodDisruptionBudget forbids waits until the budget allows it."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ pytestmark = pytest.mark.integration
 
 JOBS = "/apis/scheduling.koordinator.sh/v1alpha1/podmigrationjobs"
 NODES = 3
+PASSED = "descheduler.koordinator.sh/passed-arbitration"
 
 
 @pytest.fixture(scope="module")
@@ -155,7 +157,7 @@ def pod_exists(scope: Scope, name: str) -> bool:
     return scope.plane.request("GET", f"/api/v1/namespaces/{scope.namespace}/pods/{name}").status == 200
 
 
-def test_max_unavailable_per_workload_and_pdb(scope: Scope, scheduler: SchedulerProcess) -> None:
+def test_max_unavailable_per_workload_and_pdb(scope: Scope, scheduler: SchedulerProcess, tmp_path: Path) -> None:
     replica_set(scope, 3)  # 3 CPUs each: one pod per 4-CPU node
     wait_until(lambda: len(ready_pods(scope)) == 3, timeout=60, what="3 web pods Ready")
     first, second, _ = ready_pods(scope)
@@ -166,16 +168,43 @@ def test_max_unavailable_per_workload_and_pdb(scope: Scope, scheduler: Scheduler
     scope.ok("POST", JOBS, job_body(scope, "a", first))
     wait_until(lambda: phase(scope, "a") == "Succeeded", timeout=30, what="job a Succeeded")
     assert len(ready_pods(scope)) == 2
+    # The arbitration marked the job it let through, as Koordinator's arbitrator does.
+    annotations = scope.ok("GET", f"{JOBS}/{scope.name}-a")["metadata"].get("annotations") or {}
+    assert annotations.get(PASSED) == "true", annotations
     # maxUnavailablePerWorkload (unset: 1 of 3): the second job waits while the workload has a pod unavailable.
     scope.ok("POST", JOBS, job_body(scope, "b", second))
     time.sleep(5)
     assert phase(scope, "b") == "Pending", scheduler.log_tail(30)
     assert pod_exists(scope, second)
 
-    cordon(scope, node, unschedulable=False)
-    wait_until(lambda: phase(scope, "b") == "Succeeded", timeout=60, what="job b Succeeded once the workload is whole")
-    wait_until(lambda: len(ready_pods(scope)) == 3, timeout=60, what="the workload whole again")
+    # A new leader finds the second job marked as let through (as a leader that passed it and died before
+    # running it leaves it): it runs it without arbitrating it again, the workload's limit notwithstanding.
+    scheduler.kill()
+    marked = scope.plane.request(
+        "PATCH",
+        f"{JOBS}/{scope.name}-b",
+        {"metadata": {"annotations": {PASSED: "true"}}},
+        content_type="application/merge-patch+json",
+    )
+    assert marked.status == 200, marked.body[:300]
+    config = migration_config(tmp_path / "descheduler.yaml")
+    successor = SchedulerProcess.start(
+        scope.plane,
+        scheduler_config(scope),
+        tmp_path,
+        name="successor",
+        extra_args=("--controllers=migration", f"--descheduler-config={config}"),
+    )
+    try:
+        wait_until(lambda: phase(scope, "b") == "Succeeded", timeout=60, what="the marked job b Succeeded")
+        cordon(scope, node, unschedulable=False)
+        wait_until(lambda: len(ready_pods(scope)) == 3, timeout=60, what="the workload whole again")
+        _pdb_refuses_then_allows(scope)
+    finally:
+        successor.kill()
 
+
+def _pdb_refuses_then_allows(scope: Scope) -> None:
     # A PodDisruptionBudget that allows no disruption: the eviction is refused and retried.
     pdb = {
         "apiVersion": "policy/v1",

@@ -182,9 +182,11 @@ def test_migration_through_a_reservation(scope: Scope, scheduler: SchedulerProce
     assert reservation["metadata"]["name"] == job(scope, "move")["metadata"]["uid"]
     assert reservation["spec"]["allocateOnce"] is True
     assert reservation["spec"]["owners"][0]["controller"]["uid"] == rs["metadata"]["uid"]
-    assert "scheduling.koordinator.sh/reservation-order" in reservation["metadata"]["labels"]
 
     wait_until(lambda: not pod_exists(scope, "web-0"), timeout=30, what="web-0 evicted")
+    # Ordered just before the eviction, so that a replacement prefers it to a Reservation not yet evicted for.
+    reservation = scope.ok("GET", f"{RESERVATIONS}/{reservation_name}")
+    assert "scheduling.koordinator.sh/reservation-order" in reservation["metadata"]["labels"]
     assert status(scope, "move")["phase"] == "Running"
     wait_until(
         lambda: conditions(scope, "move").get("PodBoundReservation") == ("False", "WaitForPodBindReservation"),

@@ -117,6 +117,13 @@ def ready_condition(scope: Scope, name: str) -> tuple[str, str, str] | None:
     return "Failed", str(ready.get("reason", "")), str(ready.get("message", ""))
 
 
+def condition_kinds(scope: Scope, name: str) -> set[tuple[str, str, str]]:
+    """(type, status, reason) of each of the Reservation's conditions."""
+    result = scope.plane.request("GET", f"{RESERVATIONS}/{scope.name}-{name}")
+    status = (result.json() or {}).get("status") or {} if result.status == 200 else {}
+    return {(c.get("type"), c.get("status"), c.get("reason")) for c in status.get("conditions") or ()}
+
+
 def reservation_status(scope: Scope, name: str) -> str:
     """The Reservation's status as the API server has it now (for a failure message)."""
     result = scope.plane.request("GET", f"{RESERVATIONS}/{scope.name}-{name}")
@@ -172,6 +179,12 @@ def test_bad_objects_do_not_stop_scheduling_or_expiry(scope: Scope, tmp_path: Pa
         wait_failed(scope, "bad-ttl", what="bad ttl marked Failed")
         _, reason, message = ready_condition(scope, "bad-ttl")  # type: ignore[misc]
         assert reason == "Invalid" and 'spec.ttl: invalid duration "forever"' in message
+        # Both writers' conditions stay: the controller's Ready and the plugin's Scheduled (merged by type).
+        want = {("Ready", "False", "Invalid"), ("Scheduled", "False", "Unschedulable")}
+        try:
+            wait_until(lambda: condition_kinds(scope, "bad-ttl") == want, timeout=30, what="both conditions")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; the Reservation now: {reservation_status(scope, 'bad-ttl')}") from None
         wait_failed(scope, "huge-cpu", what="1e23 cpu marked Failed")
         assert "spec.template.spec.containers[0].resources.requests.cpu" in ready_condition(scope, "huge-cpu")[2]  # type: ignore[index]
 

@@ -6,8 +6,10 @@ from __future__ import annotations
 from apis.config.descheduler import MigrationControllerArgs
 from apis.core.types import Pod
 from apis.scheduling.migration import PodMigrationJobRecord
-from koord_scheduler.descheduler.migration.arbitration import Arbitrator
+from koord_scheduler.descheduler.migration.arbitration import ANNOTATION_PASSED_ARBITRATION, Arbitrator
 from koord_scheduler.descheduler.migration.arbitration_order import arbitration_order, batch_job_owner
+from koord_scheduler.descheduler.migration.controller import MigrationController
+from koord_scheduler.framework.errors import ClusterError
 from tests.builders import make_pod
 from tests.unit.descheduler.test_migration_controller import Harness, _job
 
@@ -114,3 +116,33 @@ async def test_a_refused_job_fails_after_the_pass() -> None:
     status = h.api.jobs["bare"]["status"]
     assert (status["phase"], status["reason"]) == ("Failed", "ForbiddenMigratePod")
     assert status["message"].endswith("no controller (a bare pod)")
+
+
+async def test_a_job_let_through_is_marked_and_a_new_leader_does_not_arbitrate_it_again() -> None:
+    args = MigrationControllerArgs(
+        skip_check_expected_replicas=True,
+        max_migrating_globally=1,
+        max_unavailable_per_workload=3,
+        object_limiters={"workload": {"duration": "0s"}},
+    )
+    h = _harness(args)
+    _pending(h, "first", "web-1", "2026-01-01T00:00:05Z")
+    h.sync()
+    assert h.controller.arbitrate() == 1
+    h.api.fail["patch_job_status"] = ClusterError("connection refused")  # the leader goes before the job runs
+    await h.run()
+    assert h.api.jobs["first"]["metadata"]["annotations"] == {ANNOTATION_PASSED_ARBITRATION: "true"}
+    assert h.api.jobs["first"].get("status", {}).get("phase", "") == ""
+    del h.api.fail["patch_job_status"]
+
+    # A new leader over the same API server: the marked job goes on without a pass, and counts as migrating.
+    _pending(h, "second", "web-2", "2026-01-01T00:00:00Z")
+    new = MigrationController(h.api, clock=h.clock)
+    new.arbitrator = Arbitrator.of(args)
+    new.arbitration_interval = 0.5
+    h.controller = new
+    h.sync()
+    assert new.arbitrate() == 0  # "second" waits behind the marked job; "first" is not arbitrated again
+    await h.run()
+    assert h.api.jobs["first"]["status"]["phase"] in ("Running", "Succeeded")
+    assert h.api.jobs["second"].get("status", {}).get("phase", "") == ""

@@ -64,12 +64,11 @@ def test_reservation_from_pod() -> None:
         .req(cpu="1")
         .obj()
     )
-    got = reservation_for_job(_job(ttl="10m"), pod, now_ms=1234)
+    got = reservation_for_job(_job(ttl="10m"), pod)
     assert got["metadata"] == {
         "name": "job-uid",
         "labels": {
             "app.kubernetes.io/created-by": "koord-descheduler",
-            "scheduling.koordinator.sh/reservation-order": "1234",
         },
     }
     spec = got["spec"]
@@ -101,7 +100,7 @@ def test_job_template_wins_but_allocate_once_is_forced() -> None:
         "metadata": {"name": "mine"},
         "spec": {"allocateOnce": False, "ttl": "1h", "owners": [{"labelSelector": {"matchLabels": {"app": "web"}}}]},
     }
-    got = reservation_for_job(_job(ttl="10m", reservationOptions={"template": template}), pod, now_ms=1)
+    got = reservation_for_job(_job(ttl="10m", reservationOptions={"template": template}), pod)
     assert got["metadata"]["name"] == "mine"
     assert got["spec"]["allocateOnce"] is True
     assert got["spec"]["ttl"] == "1h"
@@ -118,4 +117,4 @@ def test_pending_unschedulable_pod_owns_its_reservation() -> None:
 def test_bare_pod_is_refused() -> None:
     pod = make_pod("web-0").node("node-a").phase("Running").obj()
     with pytest.raises(TemplateError, match="default/web-0 has no controller"):
-        reservation_for_job(_job(), pod, now_ms=1)
+        reservation_for_job(_job(), pod)

@@ -563,7 +563,7 @@ async def test_deviceresource_controller_watches_devices_when_no_plugin_does(
     """Without DeviceShare in a profile, the controller registers the Device watch itself and is fed by it."""
     from apis.scheduling.device import DEVICE_KIND
     from koord_scheduler.app.controllers import ControllerClient, ControllerFlags, build_deviceresource
-    from koord_scheduler.controllers.runner import FanoutSink
+    from koord_scheduler.controllers.fanout import FanoutSink
 
     api.put("nodes", make_node("n1").obj())
     api.put(

@@ -433,9 +433,10 @@ def test_a_bind_echo_reuses_the_pending_pod_and_anything_else_parses_again() -> 
     assert first.fingerprint and first == dataclasses.replace(parse_pod_entry(pending), fingerprint=first.fingerprint)
     json_echo = update_pod_entry(bound, parse_pod_entry(pending))
     assert echo.pod == json_echo.pod and echo.condition == json_echo.condition
-    assert echo.pod.requests is first.pod.requests  # reused, not parsed again
+    # (requests are interned, so equal in any case: the annotations, which are not, tell a parse)
+    assert echo.pod.meta.annotations is first.pod.meta.annotations  # reused, not parsed again
     assert echo.pod.node_name == "n1" and echo.pod.meta.resource_version == "42" and not echo.fingerprint
-    assert changed.pod.labels["app"] == "db" and changed.pod.requests is not first.pod.requests
+    assert changed.pod.labels["app"] == "db" and changed.pod.meta.annotations is not first.pod.meta.annotations
 
 
 @pytest.mark.parametrize(
@@ -466,3 +467,45 @@ def test_parsed_objects_hold_only_plain_python_values() -> None:
     parsed += [protoparse.node_from_message(node_message(doc)) for doc in NODES.values()]
 
     assert [p for obj in parsed for p in plain_values(obj)] == []
+
+
+# ----- interning -----
+
+
+def test_equal_values_are_shared_between_pods_and_nodes_and_cannot_be_changed_through_one() -> None:
+    bound = {
+        **variant(status__conditions=[{"type": "Ready", "status": "True"}], status__phase="Running"),
+        "spec": {**base_pod()["spec"], "nodeName": "node-1"},
+    }
+    first = protoparse.pod_from_message(pod_message(bound))
+    second = protoparse.pod_from_message(pod_message({**bound, "metadata": {**bound["metadata"], "name": "q"}}))
+    assert first == dataclasses.replace(second, meta=first.meta)  # equal values...
+    for field in ("requests", "limits", "images", "conditions", "node_name"):
+        assert getattr(first, field) is getattr(second, field), field  # ...held once
+    assert first.meta.namespace is second.meta.namespace
+    assert first.requests == {"cpu": 250, "memory": 64 * 1024 * 1024}
+    with pytest.raises(TypeError):
+        first.requests["cpu"] = 1  # type: ignore[index]
+    with pytest.raises(TypeError):
+        first.conditions.update({"Ready": "False"})  # type: ignore[attr-defined]
+    assert second.requests["cpu"] == 250 and second.conditions == {"Ready": "True"}
+
+    other = variant(spec__containers=[{"name": "app", "image": "nginx:2", "resources": {"requests": {"cpu": "1"}}}])
+    third = protoparse.pod_from_message(pod_message(other))
+    assert third.requests["cpu"] == 1000
+    assert third.requests is not first.requests and third.images == ("nginx:2",)
+
+    node_doc = NODES["rich"]
+    n1 = protoparse.node_from_message(node_message(node_doc))
+    n2 = protoparse.node_from_message(node_message({**node_doc, "metadata": {"name": "other"}}))
+    assert n1.images and all(a is b for a, b in zip(n1.images, n2.images, strict=True))
+    assert n1.allocatable is n2.allocatable
+
+
+def test_the_interning_tables_stop_growing_at_their_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(protoparse, "INTERN_LIMIT", 0)
+    monkeypatch.setattr(protoparse, "_AMOUNTS", {})
+    a = protoparse.pod_from_message(pod_message(base_pod()))
+    b = protoparse.pod_from_message(pod_message(base_pod("b")))
+    assert a.requests == b.requests and a.requests is not b.requests
+    assert protoparse._AMOUNTS == {}

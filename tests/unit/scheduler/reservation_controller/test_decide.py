@@ -219,3 +219,14 @@ def test_garbage_collection_without_a_ready_stamp(
 ) -> None:
     decision = decide(_failed_with_conditions(conditions), [], node_exists=True, now=now, options=ControllerOptions())
     assert decision.delete is want_delete
+
+
+def test_failed_keeps_the_plugins_conditions_and_is_guarded_by_the_resource_version() -> None:
+    r = res("Pending", ttl="forever")
+    r["metadata"]["resourceVersion"] = "7"
+    r["status"]["conditions"] = [{"type": "Scheduled", "status": "False", "reason": "Unschedulable", "message": "m"}]
+    patch = decide(r, [], node_exists=True, now=CREATED + 1).status_patch
+    assert patch is not None
+    assert patch["metadata"] == {"resourceVersion": "7"}
+    want = [("Scheduled", "False", "Unschedulable"), ("Ready", "False", "Invalid")]
+    assert [(c["type"], c["status"], c["reason"]) for c in patch["status"]["conditions"]] == want

@@ -11,6 +11,7 @@ from koord_scheduler.controllers.reservation import (
     OwnerPod,
     Reconciler,
 )
+from kubeapi.http import ApiError
 
 CREATED = 1_800_000_000.0
 CREATED_TEXT = "2027-01-15T08:00:00Z"
@@ -154,3 +155,25 @@ async def test_controller_workers_bound_the_writes_in_progress(workers: int, mos
     await asyncio.wait_for(applying, 5)
     assert writer.most == most
     assert sorted(writer.written) == [f"r{i}" for i in range(6)]  # the failing write did not stop the others
+
+
+class ConflictingWriter(RecordingWriter):
+    async def patch_status(self, name: str, patch: Mapping[str, Any]) -> None:
+        await super().patch_status(name, patch)
+        raise ApiError(409, "Conflict", "the object has been modified")
+
+
+async def test_conflict_is_decided_again_on_the_newer_copy_not_reported() -> None:
+    writer = ConflictingWriter()
+    reconciler = Reconciler(ControllerOptions(), writer, clock=lambda: CREATED + 10**6)
+    view = ClusterView(owners={}, nodes={"n1": True})
+    stale = res("a")
+    stale["metadata"]["resourceVersion"] = "1"
+    reconciler.observe_reservation("ADDED", stale, view)
+    await reconciler.reconcile(full=False)
+    assert reconciler.object_errors.count("Reservation", "ReconcileError") == 0
+    newer = res("a")
+    newer["metadata"]["resourceVersion"] = "2"
+    reconciler.observe_reservation("MODIFIED", newer, view)  # the watch event of the other write
+    await reconciler.reconcile(full=False)
+    assert [patch["metadata"]["resourceVersion"] for _, _, patch in writer.calls] == ["1", "2"]

@@ -87,3 +87,32 @@ def test_nominate_per_node(positions: list[int], orders: list[int], scores: list
         np.array(positions, dtype=np.intp), np.array(orders, dtype=np.int64), np.array(scores, dtype=np.int64)
     )
     assert got.tolist() == want
+
+
+def pos(*values: int) -> np.ndarray:
+    return np.array(values, dtype=np.intp)
+
+
+@pytest.mark.parametrize(
+    ("positions", "chosen", "orders", "scores", "want"),
+    [
+        pytest.param(pos(0, 1, 2), pos(), [], [], [0, 0, 0], id="no-reservation-node"),
+        # Koordinator scoring.go: the lowest order scores 1000, the others their MostAllocated score, /1000*100.
+        pytest.param(pos(0, 1, 2), pos(0, 2), [2000, 1000], [80, 40], [8, 0, 100], id="lowest-order-preferred"),
+        pytest.param(pos(0, 1), pos(0, 1), [0, 5], [90, 10], [9, 100], id="any-order-beats-no-order"),
+        pytest.param(pos(0, 1, 2), pos(1, 2), [0, 0], [50, 25], [0, 100, 50], id="no-orders-tightest-fit"),
+        pytest.param(pos(0, 1), pos(0, 1), [7, 7], [10, 90], [100, 9], id="order-tie-first-node"),
+        pytest.param(pos(0, 1), pos(0, 1), [0, 0], [0, 0], [0, 0], id="all-zero-stay-zero"),
+        pytest.param(pos(1), pos(0, 1), [3, 9], [50, 50], [100], id="preferred-among-feasible-only"),
+    ],
+)
+def test_node_scores(
+    positions: np.ndarray, chosen: np.ndarray, orders: list[int], scores: list[int], want: list[int]
+) -> None:
+    got = policy.node_scores(
+        positions,
+        chosen,
+        chosen_orders=np.array(orders, dtype=np.int64),
+        chosen_scores=np.array(scores, dtype=np.int64),
+    )
+    assert got.tolist() == want
