@@ -23,7 +23,7 @@ import logging
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
 import aiohttp
@@ -34,9 +34,11 @@ from kubeapi import jsoncodec, protowire
 from kubeapi.connection import Connection
 from kubeapi.errors import ClusterError
 from kubeapi.http1 import CLOSE_WAIT_SECONDS, Http1Pool
-from kubeapi.http2 import Http2Client
 from kubeapi.paths import InvalidRequestError
 from kubeapi.ratelimit import TokenBucket
+
+if TYPE_CHECKING:
+    from kubeapi.http2 import Http2Client
 
 log = logging.getLogger(__name__)
 
@@ -248,6 +250,8 @@ class ApiHttp:
 
     def _get_h2(self) -> Http2Client:
         if self._h2 is None:
+            from kubeapi.http2 import Http2Client  # h2 is loaded only when HTTP/2 is asked for
+
             context = self.connection.h2_ssl_context
             if self.connection.ssl_context is not None and context is None:
                 raise InvalidRequestError(f"{self.connection.description}: no TLS context for HTTP/2 (ALPN h2)")
