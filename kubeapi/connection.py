@@ -46,6 +46,9 @@ class Connection:
     authorization: Callable[[], str | None]
     description: str
     tls_server_name: str | None = None
+    h2_ssl_context: ssl.SSLContext | None = None
+    """The same TLS settings offering ALPN ``h2`` only, for :mod:`~kubeapi.http2` (a separate context:
+    ``ssl_context`` must keep speaking HTTP/1.1 for the pool and aiohttp)."""
 
 
 def load_connection(kubeconfig: str = "") -> Connection:
@@ -215,16 +218,12 @@ def _first_line(exc: BaseException) -> str:
 def _from_client_configuration(cfg: Any, description: str) -> Connection:
     server = str(cfg.host).rstrip("/")
     context: ssl.SSLContext | None = None
+    h2_context: ssl.SSLContext | None = None
     if server.startswith("https://"):
         try:
-            if cfg.verify_ssl:
-                context = ssl.create_default_context(cafile=cfg.ssl_ca_cert or None)
-            else:
-                context = ssl.create_default_context()
-                context.check_hostname = False
-                context.verify_mode = ssl.CERT_NONE
-            if cfg.cert_file:
-                context.load_cert_chain(cfg.cert_file, cfg.key_file or None)
+            context = _tls_context(cfg)
+            h2_context = _tls_context(cfg)
+            h2_context.set_alpn_protocols(["h2"])
         except (OSError, ssl.SSLError) as exc:
             raise KubeConfigError(
                 f"{description}: TLS setup failed: {exc}", reason=f"TLS setup failed: {exc}"
@@ -232,10 +231,23 @@ def _from_client_configuration(cfg: Any, description: str) -> Connection:
     return Connection(
         server=server,
         ssl_context=context,
+        h2_ssl_context=h2_context,
         authorization=_authorization(cfg),
         description=description,
         tls_server_name=getattr(cfg, "tls_server_name", None) or None,
     )
+
+
+def _tls_context(cfg: Any) -> ssl.SSLContext:
+    if cfg.verify_ssl:
+        context = ssl.create_default_context(cafile=cfg.ssl_ca_cert or None)
+    else:
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    if cfg.cert_file:
+        context.load_cert_chain(cfg.cert_file, cfg.key_file or None)
+    return context
 
 
 def _token(cfg: Any) -> str | None:
