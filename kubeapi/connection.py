@@ -102,11 +102,14 @@ def load_in_cluster(
             if not f.read().strip():
                 raise fail(f"service account CA {ca_file}: the file is empty")
         context = ssl.create_default_context(cafile=ca_file)
+        h2_context = ssl.create_default_context(cafile=ca_file)
+        h2_context.set_alpn_protocols(["h2"])
     except (OSError, ssl.SSLError) as exc:
         raise fail(f"service account CA {ca_file}: {exc}") from None
     return Connection(
         server=f"https://{host}:{port}",
         ssl_context=context,
+        h2_ssl_context=h2_context,
         authorization=_file_token(token_file, token),
         description="in-cluster service account",
     )
@@ -117,20 +120,17 @@ def _from_entry(entry: KubeconfigEntry, path: str) -> Connection:
         return KubeConfigError(f"kubeconfig {path!r}: {reason}", reason=reason)
 
     context: ssl.SSLContext | None = None
+    h2_context: ssl.SSLContext | None = None
     if entry.server.startswith("https://"):
         field = "certificate-authority-data" if entry.ca_data else "certificate-authority"
         try:
-            if entry.insecure:
-                context = ssl.create_default_context()
-                context.check_hostname = False
-                context.verify_mode = ssl.CERT_NONE
-            else:
-                context = ssl.create_default_context(cafile=entry.ca_file, cadata=_cadata(entry.ca_data))
+            context, h2_context = _verifying_context(entry), _verifying_context(entry)
+            h2_context.set_alpn_protocols(["h2"])
         except (OSError, ssl.SSLError, ValueError) as exc:
             raise fail(f"cluster {entry.cluster!r}: {field}: TLS setup failed: {exc}") from None
         if entry.cert_file or entry.cert_data:
             try:
-                _load_client_certificate(context, entry)
+                _load_client_certificate((context, h2_context), entry)
             except (OSError, ssl.SSLError) as exc:
                 raise fail(f"user {entry.user!r}: client-certificate/client-key: TLS setup failed: {exc}") from None
     authorization: Callable[[], str | None]
@@ -147,6 +147,7 @@ def _from_entry(entry: KubeconfigEntry, path: str) -> Connection:
     return Connection(
         server=entry.server,
         ssl_context=context,
+        h2_ssl_context=h2_context,
         authorization=authorization,
         description=f"kubeconfig {path}",
         tls_server_name=entry.tls_server_name,
@@ -160,16 +161,29 @@ def _cadata(data: bytes | None) -> str | bytes | None:
     return data.decode("ascii") if data.lstrip().startswith(b"-----") else data
 
 
-def _load_client_certificate(context: ssl.SSLContext, entry: KubeconfigEntry) -> None:
-    """The client certificate and key into ``context``; ``-data`` fields go through files in a private
-    temporary folder, removed at once (the ssl module loads certificates from files only)."""
+def _verifying_context(entry: KubeconfigEntry) -> ssl.SSLContext:
+    """The server check ``entry`` asks for: its CA (file or data; the system's when neither), or none
+    with ``insecure-skip-tls-verify``."""
+    if entry.insecure:
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+        return context
+    return ssl.create_default_context(cafile=entry.ca_file, cadata=_cadata(entry.ca_data))
+
+
+def _load_client_certificate(contexts: tuple[ssl.SSLContext, ...], entry: KubeconfigEntry) -> None:
+    """The client certificate and key into each of ``contexts``; ``-data`` fields go through files in a
+    private temporary folder, removed at once (the ssl module loads certificates from files only)."""
     if entry.cert_data is None and entry.key_data is None:
-        context.load_cert_chain(str(entry.cert_file), entry.key_file)
+        for context in contexts:
+            context.load_cert_chain(str(entry.cert_file), entry.key_file)
         return
     with tempfile.TemporaryDirectory(prefix="kubeapi-") as folder:
         cert_file = entry.cert_file or _private_file(folder, "client.crt", entry.cert_data or b"")
         key_file = entry.key_file or (_private_file(folder, "client.key", entry.key_data) if entry.key_data else None)
-        context.load_cert_chain(cert_file, key_file)
+        for context in contexts:
+            context.load_cert_chain(cert_file, key_file)
 
 
 def _private_file(folder: str, name: str, data: bytes) -> str:
