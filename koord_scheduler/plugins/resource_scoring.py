@@ -279,7 +279,8 @@ def gather(
 ) -> tuple[IntArray, IntArray]:
     """(requested including the pod, allocatable) as (nodes, resources) arrays: one row gather per
     snapshot array and one column selection (a few numpy calls whatever the number of resources). The
-    rows are gathered first: ``np.take`` of a column view would copy the whole column."""
+    rows are gathered first (``array[positions]``, cheaper per call than ``np.take`` with an axis): a
+    gather from a column view would copy the whole column. ``allocatable`` is read-only."""
     return gather_columns(snapshot, positions, scored_columns(resources))
 
 
