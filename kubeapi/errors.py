@@ -17,6 +17,18 @@ class ClusterError(KubeApiError):
     """Talking to the cluster failed (API errors, lost watches)."""
 
 
+class KubeConfigError(KubeApiError):
+    """No usable connection: a missing or malformed kubeconfig, or no in-cluster environment.
+
+    The message names the source (``kubeconfig PATH: ...``); ``reason`` is the part after it, for callers
+    that name the source their own way (koordlet says ``--kubeconfig PATH``). Importable from
+    :mod:`kubeapi.connection` too."""
+
+    def __init__(self, message: str, *, reason: str = "") -> None:
+        super().__init__(message)
+        self.reason = reason or message
+
+
 def is_conflict(exc: BaseException) -> bool:
     """A write refused because the object changed under it: the API server's 409 Conflict (a stale
     ``resourceVersion`` precondition), or the in-memory cluster's same refusal."""

@@ -23,7 +23,7 @@ import logging
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
 import aiohttp
@@ -36,6 +36,9 @@ from kubeapi.errors import ClusterError
 from kubeapi.http1 import CLOSE_WAIT_SECONDS, Http1Pool
 from kubeapi.paths import InvalidRequestError
 from kubeapi.ratelimit import TokenBucket
+
+if TYPE_CHECKING:
+    from kubeapi.http2 import Http2Client
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +88,9 @@ class HttpOptions:
     request_timeout: float = 30.0
     watch_read_timeout: float = 150.0
     user_agent: str = "koord-scheduler/pykoord"
+    http2: bool = False
+    """Ordinary requests as streams of one HTTP/2 connection (:mod:`.http2`, ALPN ``h2``) instead of the
+    HTTP/1.1 pool of up to ``pool_size`` connections; watches stay on aiohttp either way."""
 
 
 class ApiHttp:
@@ -101,11 +107,14 @@ class ApiHttp:
         """aiohttp, for watch streams only."""
         self._pool: Http1Pool | None = None
         """Our own keep-alive pool, for every other request (see :mod:`.http1`)."""
+        self._h2: Http2Client | None = None
+        """Instead of ``_pool`` when ``options.http2``."""
         self._watch_closing: set[asyncio.Future[None]] = set()
         """Watch connections that may still be open or shutting down (TLS needs the loop to finish
         that): :meth:`close` waits for them, see :meth:`stream`."""
         _checked("User-Agent", self.options.user_agent)
         self._static_headers = f"User-Agent: {self.options.user_agent}"
+        self._user_agent = self.options.user_agent.encode("latin-1")
         self._accept_lines: dict[str, str] = {JSON: f"Accept: {JSON}"}
         """Accept media type -> its checked header line (checked once, not per request)."""
 
@@ -194,21 +203,41 @@ class ApiHttp:
     ) -> tuple[int, bytes]:
         target = f"{path}?{urlencode(params)}" if params else path
         _checked_line(method, target)
-        pool = self._get_pool()
         accept_line = self._accept_lines.get(accept)
         if accept_line is None:
             accept_line = self._accept_lines[accept] = f"Accept: {_checked('Accept', accept)}"
-        lines = [f"{method} {target} HTTP/1.1", f"Host: {pool.host_header}", self._static_headers, accept_line]
         auth = self.connection.authorization()
         if auth:
-            lines.append(f"Authorization: {_checked('Authorization', auth)}")
+            _checked("Authorization", auth)
         if data is not None:
-            lines.append(f"Content-Type: {_checked('Content-Type', content_type)}\r\nContent-Length: {len(data)}")
-        head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+            _checked("Content-Type", content_type)
+        if self.options.http2:
+            client = self._get_h2()
+            headers = [(b"user-agent", self._user_agent), (b"accept", accept_line[8:].encode("latin-1"))]
+            if auth:
+                headers.append((b"authorization", auth.encode("latin-1")))
+            if data is not None:
+                headers.append((b"content-type", content_type.encode("latin-1")))
+
+            def exchange() -> Any:
+                return client.request(method, target, headers, data, timeout=self.options.request_timeout)
+
+        else:
+            pool = self._get_pool()
+            lines = [f"{method} {target} HTTP/1.1", f"Host: {pool.host_header}", self._static_headers, accept_line]
+            if auth:
+                lines.append(f"Authorization: {auth}")
+            if data is not None:
+                lines.append(f"Content-Type: {content_type}\r\nContent-Length: {len(data)}")
+            head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+
+            def exchange() -> Any:
+                return pool.request(head, data, timeout=self.options.request_timeout)
+
         for attempt in range(MAX_THROTTLE_RETRIES + 1):
             await self.limiter.acquire()
             try:
-                status, payload, retry_after = await pool.request(head, data, timeout=self.options.request_timeout)
+                status, payload, retry_after = await exchange()
             except (OSError, TimeoutError, EOFError, ValueError, asyncio.LimitOverrunError) as exc:
                 raise ApiConnectionError(f"{method} {path}: {_describe(exc)}") from exc
             if status < 300:
@@ -218,6 +247,20 @@ class ApiHttp:
                 continue
             raise api_error(status, payload, method=method, path=path)
         raise AssertionError("unreachable")  # the loop returns or raises
+
+    def _get_h2(self) -> Http2Client:
+        if self._h2 is None:
+            from kubeapi.http2 import Http2Client  # h2 is loaded only when HTTP/2 is asked for
+
+            context = self.connection.h2_ssl_context
+            if self.connection.ssl_context is not None and context is None:
+                raise InvalidRequestError(f"{self.connection.description}: no TLS context for HTTP/2 (ALPN h2)")
+            client = Http2Client(
+                self.connection.server, ssl_context=context, server_hostname=self.connection.tls_server_name
+            )
+            _checked("Host", client.authority.decode("latin-1"))
+            self._h2 = client
+        return self._h2
 
     def _get_pool(self) -> Http1Pool:
         if self._pool is None:
@@ -304,6 +347,9 @@ class ApiHttp:
         if self._pool is not None:
             await self._pool.close()
             self._pool = None
+        if self._h2 is not None:
+            await self._h2.close()
+            self._h2 = None
 
 
 def _checked_line(method: str, target: str) -> None:

@@ -35,9 +35,11 @@ NEVER_IN_CLUSTER_MODE = (
     "koord_scheduler.app.simulate",
     "koord_scheduler.app.cluster_file",
     "koord_scheduler.scheduler.memory_source",
+    "h2",
 )
-"""Loaded only when their feature runs: the admission webhook (TLS, certificates), the simulator. The
-kubernetes client never: the Reservation controller runs on the scheduler's own informers and client."""
+"""Loaded only when their feature runs: the admission webhook (TLS, certificates), the simulator, HTTP/2
+(``HttpOptions.http2``, off by default). The kubernetes client never: the Reservation controller runs on
+the scheduler's own informers and client."""
 
 
 def loaded_after(code: str) -> set[str]:
