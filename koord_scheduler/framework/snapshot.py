@@ -90,6 +90,9 @@ class ClusterSnapshot:
         self._log_base = 0
         self._changed_memo: tuple[int, int, Positions] | None = None
         self._split_memo: tuple[int, int, tuple[Positions, Positions] | None] | None = None
+        self._allocatable_memo: tuple[Positions, slice | list[int], int, IntArray, IntArray, bool] | None = None
+        """(positions, columns, version, the allocatable array read, rows, all positive) of the last
+        :meth:`allocatable_rows` answer."""
         self.layout_version = 0
         """Bumped when columns are added: per-node caches over columns must be rebuilt."""
         self.infos: list[NodeInfo | None] = [None] * cap
@@ -238,6 +241,30 @@ class ClusterSnapshot:
             split[1].flags.writeable = False
         self._split_memo = (version, self.version, split)
         return split
+
+    def allocatable_rows(self, positions: Positions, columns: slice | list[int]) -> tuple[IntArray, bool]:
+        """``allocatable[positions][:, columns]`` (read-only) and whether every one of its cells is > 0.
+
+        The resource Score plugins (NodeResourcesFit, BalancedAllocation) score the same changed nodes one
+        after the other, on the same columns (cpu, memory): the last answer is kept and returned again
+        while ``positions`` is the same read-only array, ``columns`` are equal and nothing changed
+        (``version``; the allocatable array itself, which a new column replaces). A writable
+        ``positions`` is never kept (its contents could change under the same identity)."""
+        memo = self._allocatable_memo
+        if (
+            memo is not None
+            and memo[0] is positions
+            and memo[2] == self.version
+            and memo[3] is self.allocatable
+            and memo[1] == columns
+        ):
+            return memo[4], memo[5]
+        rows: IntArray = self.allocatable[positions][:, columns]
+        positive = bool(rows.min() > 0) if rows.size else True
+        if not positions.flags.writeable:
+            rows.flags.writeable = False
+            self._allocatable_memo = (positions, columns, self.version, self.allocatable, rows, positive)
+        return rows, positive
 
     def column(self, resource: str) -> int | None:
         return self.resource_index.get(resource)

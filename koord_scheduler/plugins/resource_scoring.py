@@ -40,7 +40,7 @@ def _weighted_average(per_resource: list[IntArray], weights: IntArray, counted: 
     for score, w in zip(per_resource, weights.tolist(), strict=True):
         total += score if w == 1 else score * w
     if counted is None:
-        weight_sum = int(weights.sum())
+        weight_sum = sum(weights.tolist())
         return total // weight_sum if weight_sum > 0 else np.zeros_like(total)
     weight_sums = np.zeros(len(total), dtype=np.int64)
     for mask, w in zip(counted, weights.tolist(), strict=True):
@@ -49,18 +49,23 @@ def _weighted_average(per_resource: list[IntArray], weights: IntArray, counted: 
     return out
 
 
-def _columns(allocatable: IntArray) -> tuple[bool, int]:
-    """(whether every cell counts, number of resources)."""
+def _columns(allocatable: IntArray, all_positive: bool | None) -> tuple[bool, int]:
+    """(whether every cell counts, number of resources); ``all_positive`` is the answer when known."""
     n, k = allocatable.shape
+    if all_positive is not None:
+        return all_positive, k
     return (k == 0 or n == 0 or bool(allocatable.min() > 0)), k
 
 
-def least_allocated(requested: IntArray, allocatable: IntArray, weights: IntArray) -> IntArray:
+def least_allocated(
+    requested: IntArray, allocatable: IntArray, weights: IntArray, *, all_positive: bool | None = None
+) -> IntArray:
     """LeastAllocated: per resource ``(cap - req) * 100 // cap`` (0 when ``req > cap``).
 
     Whole-matrix operations (about a dozen numpy calls whatever ``k``): the node cache asks for a few
-    dozen nodes at a time, where the number of calls, not the data, is the cost."""
-    all_counted, k = _columns(allocatable)
+    dozen nodes at a time, where the number of calls, not the data, is the cost. ``all_positive``: whether
+    every cell of ``allocatable`` is > 0, when the caller knows (None: looked up here)."""
+    all_counted, k = _columns(allocatable, all_positive)
     if k == 0:
         return np.zeros(len(requested), dtype=np.int64)
     score = np.subtract(allocatable, requested)
@@ -68,7 +73,7 @@ def least_allocated(requested: IntArray, allocatable: IntArray, weights: IntArra
     score *= MAX_NODE_SCORE
     if all_counted:
         score //= allocatable
-        weight_sum = int(weights.sum())
+        weight_sum = sum(weights.tolist())
         if weight_sum <= 0:
             return np.zeros(len(requested), dtype=np.int64)
         total: IntArray = score @ weights
@@ -82,9 +87,12 @@ def least_allocated(requested: IntArray, allocatable: IntArray, weights: IntArra
     return out
 
 
-def most_allocated(requested: IntArray, allocatable: IntArray, weights: IntArray) -> IntArray:
-    """MostAllocated: per resource ``min(req, cap) * 100 // cap``."""
-    all_counted, k = _columns(allocatable)
+def most_allocated(
+    requested: IntArray, allocatable: IntArray, weights: IntArray, *, all_positive: bool | None = None
+) -> IntArray:
+    """MostAllocated: per resource ``min(req, cap) * 100 // cap`` (``all_positive`` as in
+    :func:`least_allocated`)."""
+    all_counted, k = _columns(allocatable, all_positive)
     if k == 0:
         return np.zeros(len(requested), dtype=np.int64)
     per_resource = []
@@ -150,8 +158,10 @@ def requested_to_capacity_ratio(
     *,
     utilization: IntArray,
     score: IntArray,
+    all_positive: bool | None = None,
 ) -> IntArray:
-    """RequestedToCapacityRatio with a scaled shape (see :func:`scale_shape`).
+    """RequestedToCapacityRatio with a scaled shape (see :func:`scale_shape`); ``all_positive`` is
+    accepted for the common scorer signature and not needed (every cell is checked on its own).
 
     Per resource ``util = req * 100 // cap`` (100 when ``req > cap``), mapped through the shape. Only
     resources scoring > 0 enter the average, which is rounded half away from zero (``math.Round``).
@@ -269,7 +279,8 @@ def gather(
 ) -> tuple[IntArray, IntArray]:
     """(requested including the pod, allocatable) as (nodes, resources) arrays: one row gather per
     snapshot array and one column selection (a few numpy calls whatever the number of resources). The
-    rows are gathered first: ``np.take`` of a column view would copy the whole column."""
+    rows are gathered first (``array[positions]``, cheaper per call than ``np.take`` with an axis): a
+    gather from a column view would copy the whole column. ``allocatable`` is read-only."""
     return gather_columns(snapshot, positions, scored_columns(resources))
 
 
@@ -278,13 +289,23 @@ def gather_columns(
 ) -> tuple[IntArray, IntArray]:
     """:func:`gather` with the columns resolved beforehand (the node cache rescores a few dozen nodes at
     a time, where the number of calls, not the data, is the cost)."""
-    allocatable: IntArray = np.take(snapshot.allocatable, positions, axis=0)[:, columns.allocatable_columns]
+    requested, allocatable, _ = gather_scored(snapshot, positions, columns)
+    return requested, allocatable
+
+
+def gather_scored(
+    snapshot: ClusterSnapshot, positions: Positions, columns: ScoredColumns
+) -> tuple[IntArray, IntArray, bool]:
+    """:func:`gather_columns` and whether every allocatable cell is > 0. The allocatable rows are
+    :meth:`~koord_scheduler.framework.snapshot.ClusterSnapshot.allocatable_rows` (read-only, shared with
+    the other resource Score plugins scoring the same nodes); ``requested`` is a new array."""
+    allocatable, all_positive = snapshot.allocatable_rows(positions, columns.allocatable_columns)
     requested: IntArray
     source = columns.requested_source
     if source == _NON_ZERO:
-        requested = np.take(snapshot.non_zero_requested, positions, axis=0)[:, columns.requested_columns]
+        requested = snapshot.non_zero_requested[positions][:, columns.requested_columns]
     elif source == _REQUESTED:
-        requested = np.take(snapshot.requested, positions, axis=0)[:, columns.requested_columns]
+        requested = snapshot.requested[positions][:, columns.requested_columns]
     else:
         resources = columns.resources
         nz_rows = np.take(snapshot.non_zero_requested, positions, axis=0)
@@ -294,4 +315,4 @@ def gather_columns(
             requested[:, i] = nz_rows[:, r.non_zero_col] if r.non_zero_col >= 0 else used_rows[:, r.column]
     # The row gathers are new arrays (``requested`` at most a view of one): adding in place is safe.
     requested += columns.amounts
-    return requested, allocatable
+    return requested, allocatable, all_positive

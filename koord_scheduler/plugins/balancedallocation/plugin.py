@@ -99,12 +99,13 @@ class BalancedAllocation:
 
     def score_nodes(self, state: CycleState, pod: Pod, snapshot: ClusterSnapshot, positions: Positions) -> IntArray:
         pre = state.get(PRE_SCORE_KEY) or pre_score_state(pod, snapshot, self._resources)
-        # One row gather per snapshot array, then the scored columns: a few numpy calls however many
-        # nodes (the node cache rescores a few dozen at a time, where calls, not data, are the cost).
-        requested = np.take(snapshot.requested, positions, axis=0)[:, pre.index]
+        # One row gather, then the scored columns: a few numpy calls however many nodes (the node cache
+        # rescores a few dozen at a time, where calls, not data, are the cost). The allocatable rows are
+        # the snapshot's shared answer (NodeResourcesFit has usually just read the same ones).
+        requested = snapshot.requested[positions][:, pre.index]
         requested += pre.amounts  # the gathered rows are a fresh array
-        allocatable = np.take(snapshot.allocatable, positions, axis=0)[:, pre.index]
-        return balanced_allocation(requested, allocatable)
+        allocatable, all_positive = snapshot.allocatable_rows(positions, pre.index)
+        return balanced_allocation(requested, allocatable, all_positive=all_positive)
 
     def score(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> int:
         """The per-node form: plain numbers read from the node's row (the same answer as

@@ -14,8 +14,9 @@ MAX_NODE_SCORE = 100
 FloatArray = npt.NDArray[np.float64]
 
 
-def balanced_allocation(requested: IntArray, allocatable: IntArray) -> IntArray:
-    """``int64((1 - std) * 100)`` per node, over (nodes, resources) int64 arrays.
+def balanced_allocation(requested: IntArray, allocatable: IntArray, *, all_positive: bool | None = None) -> IntArray:
+    """``int64((1 - std) * 100)`` per node, over (nodes, resources) int64 arrays. ``all_positive``:
+    whether every cell of ``allocatable`` is > 0, when the caller knows (None: looked up here).
 
     ``requested`` already includes the incoming pod. Cells with ``allocatable == 0`` are skipped. Each
     fraction ``float64(req) / float64(alloc)`` is clamped to 1. With exactly two fractions
@@ -25,7 +26,9 @@ def balanced_allocation(requested: IntArray, allocatable: IntArray) -> IntArray:
     n, k = requested.shape
     if k < 2 or n == 0:
         return np.full(n, MAX_NODE_SCORE, dtype=np.int64)
-    if bool(allocatable.min() > 0):
+    if all_positive is None:
+        all_positive = bool(allocatable.min() > 0)
+    if all_positive:
         fractions = np.true_divide(requested, allocatable)
         np.minimum(fractions, 1.0, out=fractions)
         if k == 2:

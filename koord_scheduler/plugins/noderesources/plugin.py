@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from functools import partial
+from typing import Protocol
 
 import numpy as np
 
@@ -70,7 +71,7 @@ from koord_scheduler.plugins.resource_scoring import (
     ScoredColumns,
     ScoredResource,
     gather,
-    gather_columns,
+    gather_scored,
     scored_columns,
     scored_resources,
 )
@@ -82,8 +83,14 @@ MAX_PRE_FILTER_STATES = 256
 MAX_PRE_SCORE_STATES = 256
 """PreScore states kept, one per distinct list of scored resources; all are dropped when full."""
 
-Scorer = Callable[[IntArray, IntArray, IntArray], IntArray]
-"""``scorer(requested, allocatable, weights) -> scores``, all over (nodes, resources)."""
+
+class Scorer(Protocol):
+    """``scorer(requested, allocatable, weights, all_positive=...) -> scores``, all over (nodes,
+    resources); ``all_positive`` says whether every allocatable cell is > 0 (None: the scorer looks)."""
+
+    def __call__(
+        self, requested: IntArray, allocatable: IntArray, weights: IntArray, /, *, all_positive: bool | None = ...
+    ) -> IntArray: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -276,8 +283,8 @@ class Fit:
         pre = state.get(PRE_SCORE_KEY) or self._pre_score_state(pod, snapshot)
         if not pre.resources:
             return np.zeros(len(positions), dtype=np.int64)
-        requested, allocatable = gather_columns(snapshot, positions, pre.columns)
-        return self._scorer(requested, allocatable, pre.weights)
+        requested, allocatable, all_positive = gather_scored(snapshot, positions, pre.columns)
+        return self._scorer(requested, allocatable, pre.weights, all_positive=all_positive)
 
     def score(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> int:
         """The per-node form: plain ints read from the node's row (the same answer as :meth:`score_nodes`,
