@@ -60,9 +60,10 @@ OFF_BY_DEFAULT = (
     "apis.config.descheduler",
     "celpy",
     "lark",
+    "urllib3",
 )
-"""The descheduling controllers (off unless ``--controllers`` names them), and cel-python, imported when
-the first DRA selector is compiled."""
+"""The descheduling controllers (off unless ``--controllers`` names them), cel-python (imported when the
+first DRA selector is compiled) and urllib3 (when the configuration names an HTTP extender)."""
 
 
 def loaded_after(code: str) -> set[str]:
