@@ -33,7 +33,6 @@ from koord_scheduler.app.controllers import (
     hold_controllers,
 )
 from koord_scheduler.app.debug_server import LOOPBACK, start_debug_server
-from koord_scheduler.app.descheduling import build_descheduling
 from koord_scheduler.app.logs import loop_exception_handler
 from koord_scheduler.app.serve import (
     EVENT_LOOP_ENV,
@@ -47,6 +46,7 @@ from koord_scheduler.app.serve import (
 )
 from koord_scheduler.app.services_http import service_routes
 from koord_scheduler.controllers.fanout import ControllerSink, FanoutSink
+from koord_scheduler.controllers.selection import DESCHEDULER, MIGRATION
 from koord_scheduler.framework.errors import ClusterError, log_failure
 from koord_scheduler.framework.registry import Registry
 from koord_scheduler.scheduler.assembly import build_scheduler
@@ -159,9 +159,13 @@ def run_cluster(options: ServeOptions, registry: Callable[[], Registry], *, pref
         )
         if h is not None
     ]
-    hosted += build_descheduling(
-        options.controllers, source, client=client, scheduler_kinds=kinds, object_errors=errors
-    )
+    if options.controllers.enabled & {MIGRATION, DESCHEDULER}:
+        # Off by default: the descheduler's modules load only when one of its controllers runs.
+        from koord_scheduler.app.descheduling import build_descheduling
+
+        hosted += build_descheduling(
+            options.controllers, source, client=client, scheduler_kinds=kinds, object_errors=errors
+        )
     startup_log.info("start-up: profiles and controllers built (%.2f CPU-s since start)", time.process_time())
     log.info(
         "koord-scheduler: profiles %s, controllers %s, API server %s (%s)",

@@ -15,10 +15,9 @@ import ssl
 import tempfile
 import warnings
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
-import urllib3
 
 from apis.config.extender import Extender
 from apis.core.types import Node, Pod
@@ -33,6 +32,9 @@ from koord_scheduler.extenders.wire import (
     extender_args,
     preemption_args,
 )
+
+if TYPE_CHECKING:
+    import urllib3
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +92,8 @@ class HTTPExtender:
         self.weight = config.weight
         self.ignorable = config.ignorable
         self.managed_resources = frozenset(r.name for r in config.managed_resources)
+        import urllib3  # here, not at module level: a scheduler without extenders never loads it
+
         timeout = config.timeout_seconds
         self._timeout = urllib3.Timeout(total=timeout)
         self._timeout_seconds = timeout
@@ -184,6 +188,8 @@ class HTTPExtender:
         return self.name.rstrip("/") + "/" + verb
 
     def _send(self, verb: str, args: dict[str, Any]) -> Any:
+        import urllib3
+
         url = self._url(verb)
         body = orjson.dumps(args)
         try:
@@ -218,6 +224,8 @@ class HTTPExtender:
 
 
 def _reason(exc: urllib3.exceptions.HTTPError) -> str:
+    import urllib3
+
     reason = getattr(exc, "reason", None)
     if isinstance(reason, urllib3.exceptions.TimeoutError):
         return "context deadline exceeded"

@@ -35,13 +35,12 @@ def build_profiles(
     (``services`` are the scheduler's, shared by the profiles); then it takes the plugins the profile uses."""
     frameworks: dict[str, Framework] = {}
     registered = registry.names()
-    args_models = registry.args_models()
     defaults = default_plugins(registered)
     for i, profile in enumerate(config.profiles):
         path = f"profiles[{i}]"
         merged = merge_with_defaults(append_default_pre_bind(profile.plugins, registered), defaults)
         enabled = [n for n in enabled_plugin_names(merged) if n in registry]
-        args = plugin_args_for_profile(profile, enabled, args_models, path=path)
+        args = plugin_args_for_profile(profile, enabled, registry.args_models_for(enabled), path=path)
         percentage = profile.percentage_of_nodes_to_score
         if percentage is None:
             percentage = config.percentage_of_nodes_to_score

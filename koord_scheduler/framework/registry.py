@@ -59,15 +59,34 @@ class PluginSpec:
         return f"PluginSpec({self.name!r}, {getattr(self.factory, '__qualname__', self.factory)!r}, {model})"
 
 
-class Registry:
-    """Plugin name -> factory (and args model). ``merge`` refuses duplicate names."""
+class DeferredSpec:
+    """A plugin known by name whose :class:`PluginSpec` is built on first use.
 
-    def __init__(self, specs: Iterable[PluginSpec] = ()) -> None:
-        self._specs: dict[str, PluginSpec] = {}
+    ``load`` imports the plugin's package and returns its typed ``PluginSpec`` line, so a plugin that no
+    profile names is never imported. The spec it returns must carry ``name``."""
+
+    __slots__ = ("load", "name")
+
+    def __init__(self, name: str, load: Callable[[], PluginSpec]) -> None:
+        self.name = name
+        self.load = load
+
+    def __repr__(self) -> str:
+        return f"DeferredSpec({self.name!r})"
+
+
+class Registry:
+    """Plugin name -> factory (and args model). ``merge`` refuses duplicate names.
+
+    Entries may be :class:`DeferredSpec`: their names are known up front (``names``, ``in``), their specs
+    are loaded by ``get``, ``args_models_for`` and iteration, the first time each is asked for."""
+
+    def __init__(self, specs: Iterable[PluginSpec | DeferredSpec] = ()) -> None:
+        self._specs: dict[str, PluginSpec | DeferredSpec] = {}
         for spec in specs:
             self.add(spec)
 
-    def add(self, spec: PluginSpec) -> None:
+    def add(self, spec: PluginSpec | DeferredSpec) -> None:
         if spec.name in self._specs:
             raise RegistryError(f"a plugin named {spec.name!r} already exists")
         if not spec.name:
@@ -75,29 +94,47 @@ class Registry:
         self._specs[spec.name] = spec
 
     def merge(self, other: Registry) -> Registry:
-        """A new registry holding both; a name present in both is an error."""
+        """A new registry holding both; a name present in both is an error. Deferred entries stay deferred."""
         merged = Registry(self._specs.values())
-        for spec in other:
+        for spec in other._specs.values():
             merged.add(spec)
         return merged
 
     def get(self, name: str) -> PluginSpec:
         try:
-            return self._specs[name]
+            entry = self._specs[name]
         except KeyError:
             raise RegistryError(f"plugin {name!r} does not exist") from None
+        if isinstance(entry, PluginSpec):
+            return entry
+        spec = entry.load()
+        if spec.name != name:
+            raise RegistryError(f"the deferred plugin {name!r} loaded a plugin named {spec.name!r}")
+        self._specs[name] = spec
+        return spec
 
     def names(self) -> list[str]:
         return list(self._specs)
 
     def args_models(self) -> dict[str, type[BaseModel]]:
-        return {n: s.args_model for n, s in self._specs.items() if s.args_model is not None}
+        """Every plugin's args model (loads every deferred plugin)."""
+        return self.args_models_for(self._specs)
+
+    def args_models_for(self, names: Iterable[str]) -> dict[str, type[BaseModel]]:
+        """The args models of the registered plugins among ``names`` that have one (loads only those)."""
+        models: dict[str, type[BaseModel]] = {}
+        for name in names:
+            if name in self._specs:
+                model = self.get(name).args_model
+                if model is not None:
+                    models[name] = model
+        return models
 
     def __contains__(self, name: object) -> bool:
         return name in self._specs
 
     def __iter__(self) -> Iterator[PluginSpec]:
-        return iter(self._specs.values())
+        return iter([self.get(name) for name in list(self._specs)])
 
     def __len__(self) -> int:
         return len(self._specs)

@@ -38,8 +38,8 @@ from apis.resource.types import (
     DeviceToleration,
     ResourceClaim,
 )
-from koord_scheduler.plugins.dynamicresources.cel import CelRuntimeError, SelectorCache, device_value, read_key
 from koord_scheduler.plugins.dynamicresources.pools import Candidate, NodePoolCache, Pool, node_matches
+from koord_scheduler.plugins.dynamicresources.selector_cache import SelectorCache
 
 _MEMO_SIZE = 65_536
 
@@ -200,6 +200,8 @@ class Allocator:
         selector = self.selectors.get(expression)
         if selector.error:
             return f"CEL compile error: {selector.error}"
+        from koord_scheduler.plugins.dynamicresources.cel import CelRuntimeError, device_value, read_key
+
         device = candidate.entry.slice.devices[candidate.index]
         driver = candidate.device_id.driver
         key = read_key(selector.reads, driver, device) if selector.reads is not None else None

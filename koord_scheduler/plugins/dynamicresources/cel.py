@@ -24,7 +24,6 @@ come from :meth:`Selector.matches`. Messages never include celpy's dump of the w
 from __future__ import annotations
 
 import functools
-from collections import OrderedDict
 from typing import Any
 
 import celpy
@@ -343,25 +342,6 @@ def describe_eval_error(err: CELEvalError) -> str:
     if message in {"no such key", "no such member", "no such overload"} and detail:
         message = f"{message}: {', '.join(str(d) for d in detail)}"
     return message
-
-
-class SelectorCache:
-    """Compiled selectors by expression (upstream keeps an LRU of the last few as well)."""
-
-    def __init__(self, size: int = 256) -> None:
-        self._size = size
-        self._compiled: OrderedDict[str, Selector] = OrderedDict()
-
-    def get(self, expression: str) -> Selector:
-        selector = self._compiled.get(expression)
-        if selector is None:
-            selector = Selector(expression)
-            self._compiled[expression] = selector
-            if len(self._compiled) > self._size:
-                self._compiled.popitem(last=False)
-        else:
-            self._compiled.move_to_end(expression)
-        return selector
 
 
 def _attribute_value(attribute: DeviceAttribute) -> Any:

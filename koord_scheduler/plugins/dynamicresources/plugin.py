@@ -68,11 +68,11 @@ from koord_scheduler.framework.types import (
 from koord_scheduler.plugins import names
 from koord_scheduler.plugins.dynamicresources import binding, events, fastpath, kinds, report
 from koord_scheduler.plugins.dynamicresources.allocator import AllocationError, Allocator, FailedOnNodeError, Features
-from koord_scheduler.plugins.dynamicresources.cel import SelectorCache
 from koord_scheduler.plugins.dynamicresources.claims import ClaimTracker
 from koord_scheduler.plugins.dynamicresources.fastpath import CountNeed
 from koord_scheduler.plugins.dynamicresources.policy import ClaimProblem, pod_claims, prioritized_list_score
 from koord_scheduler.plugins.dynamicresources.pools import NodePoolCache, SliceIndex
+from koord_scheduler.plugins.dynamicresources.selector_cache import SelectorCache
 from koord_scheduler.plugins.helpers import default_normalize_score
 
 NAME = names.DYNAMIC_RESOURCES

@@ -31,7 +31,8 @@ from test_parity_kube_scheduler import (
 )
 
 from apis.resource import parse_device_class, parse_resource_claim, parse_resource_slice
-from koord_scheduler.plugins.dynamicresources.cel import SelectorCache, device_value
+from koord_scheduler.plugins.dynamicresources.cel import device_value
+from koord_scheduler.plugins.dynamicresources.selector_cache import SelectorCache
 
 pytestmark = pytest.mark.integration
 

@@ -41,6 +41,30 @@ NEVER_IN_CLUSTER_MODE = (
 (``HttpOptions.http2``, off by default). The kubernetes client never: the Reservation controller runs on
 the scheduler's own informers and client."""
 
+NOT_IN_THE_DEFAULT_PROFILE = (
+    "koord_scheduler.plugins.loadaware",
+    "koord_scheduler.plugins.nodenumaresource",
+    "koord_scheduler.plugins.reservation",
+    "koord_scheduler.plugins.coscheduling",
+    "koord_scheduler.plugins.elasticquota",
+    "koord_scheduler.plugins.deviceshare",
+    "koord_scheduler.plugins.schedulinghint",
+    "koord_scheduler.plugins.defaultprebind",
+)
+"""Koordinator's plugins: the in-tree registry imports a plugin's package when a profile enables it, and
+the default profile (kube-scheduler's) enables none of these."""
+
+OFF_BY_DEFAULT = (
+    "koord_scheduler.app.descheduling",
+    "koord_scheduler.descheduler",
+    "apis.config.descheduler",
+    "celpy",
+    "lark",
+    "urllib3",
+)
+"""The descheduling controllers (off unless ``--controllers`` names them), cel-python (imported when the
+first DRA selector is compiled) and urllib3 (when the configuration names an HTTP extender)."""
+
 
 def loaded_after(code: str) -> set[str]:
     script = textwrap.dedent(code) + "\nimport json, sys\nprint(json.dumps(sorted(sys.modules)))\n"
@@ -85,7 +109,36 @@ def test_cluster_mode_loads_no_optional_feature(argv: list[str]) -> None:
         source = KubeClusterSource(Connection("http://127.0.0.1:1", None, lambda: None, "test"))
         build_scheduler(options.config, build_registry(()), source)
     """)
-    assert loaded_packages(modules, NEVER_IN_CLUSTER_MODE) == []
+    assert loaded_packages(modules, NEVER_IN_CLUSTER_MODE + NOT_IN_THE_DEFAULT_PROFILE + OFF_BY_DEFAULT) == []
+
+
+def test_a_profile_that_enables_a_plugin_loads_it() -> None:
+    """The deferred registry imports what a profile names, gives it its args, and only that."""
+    modules = loaded_after("""
+        import sys
+        from apis.config import parse_scheduler_config
+        from koord_scheduler.app.plugin_loading import build_registry
+        from koord_scheduler.scheduler.assembly import build_scheduler
+        from koord_scheduler.scheduler.kube_source import KubeClusterSource
+        from kubeapi import Connection
+        config = parse_scheduler_config({
+            "apiVersion": "kubescheduler.config.k8s.io/v1",
+            "kind": "KubeSchedulerConfiguration",
+            "profiles": [{
+                "schedulerName": "koord-scheduler",
+                "plugins": {"multiPoint": {"enabled": [{"name": "LoadAwareScheduling"}]}},
+                "pluginConfig": [{"name": "LoadAwareScheduling", "args": {"nodeMetricExpirationSeconds": 7}}],
+            }],
+        })
+        registry = build_registry(())
+        assert "LoadAwareScheduling" in registry and "koord_scheduler.plugins.loadaware" not in sys.modules
+        source = KubeClusterSource(Connection("http://127.0.0.1:1", None, lambda: None, "test"))
+        scheduler = build_scheduler(config, registry, source)
+        plugin = scheduler.profiles["koord-scheduler"].plugins["LoadAwareScheduling"]
+        assert plugin.args.node_metric_expiration_seconds == 7, plugin.args
+    """)
+    assert "koord_scheduler.plugins.loadaware" in modules
+    assert loaded_packages(modules, ("koord_scheduler.plugins.nodenumaresource", "celpy")) == []
 
 
 def test_the_reservation_controller_does_not_load_the_kubernetes_client() -> None:

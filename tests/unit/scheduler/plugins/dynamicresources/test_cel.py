@@ -10,9 +10,9 @@ from koord_scheduler.plugins.dynamicresources.cel import (
     CelRuntimeError,
     CostLimitError,
     Selector,
-    SelectorCache,
     device_value,
 )
+from koord_scheduler.plugins.dynamicresources.selector_cache import SelectorCache
 from tests import dra_builders as dra
 
 D = dra.DRIVER

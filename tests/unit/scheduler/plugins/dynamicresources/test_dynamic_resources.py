@@ -23,9 +23,9 @@ from koord_scheduler.framework.status import Code
 from koord_scheduler.framework.types import ActionType, ClusterEvent, EventResource, EventType, QueueingHint
 from koord_scheduler.plugins.dynamicresources import kinds
 from koord_scheduler.plugins.dynamicresources.allocator import Allocator, Features
-from koord_scheduler.plugins.dynamicresources.cel import SelectorCache
 from koord_scheduler.plugins.dynamicresources.plugin import DynamicResources, new
 from koord_scheduler.plugins.dynamicresources.pools import NodePoolCache, SliceIndex
+from koord_scheduler.plugins.dynamicresources.selector_cache import SelectorCache
 from koord_scheduler.scheduler.memory_source import MemoryCluster
 from koord_scheduler.scheduler.queue.pod_events import pod_scheduling_property_events
 from tests import dra_builders as dra

@@ -17,10 +17,11 @@ import pytest
 from apis.core.types import Node
 from apis.resource import DeviceId, ResourceClaim, parse_device_class, parse_resource_claim, parse_resource_slice
 from koord_scheduler.plugins.dynamicresources.allocator import AllocationError, Allocator, Features
-from koord_scheduler.plugins.dynamicresources.cel import Selector, SelectorCache, device_value, read_key
+from koord_scheduler.plugins.dynamicresources.cel import Selector, device_value, read_key
 from koord_scheduler.plugins.dynamicresources.claims import ClaimTracker
 from koord_scheduler.plugins.dynamicresources.fastpath import CountIndex, count_need
 from koord_scheduler.plugins.dynamicresources.pools import NodePoolCache, SliceIndex
+from koord_scheduler.plugins.dynamicresources.selector_cache import SelectorCache
 from tests import dra_builders as dra
 from tests.builders import make_node
 
