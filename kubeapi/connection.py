@@ -46,9 +46,19 @@ class Connection:
     authorization: Callable[[], str | None]
     description: str
     tls_server_name: str | None = None
-    h2_ssl_context: ssl.SSLContext | None = None
-    """The same TLS settings offering ALPN ``h2`` only, for :mod:`~kubeapi.http2` (a separate context:
-    ``ssl_context`` must keep speaking HTTP/1.1 for the pool and aiohttp)."""
+    new_ssl_context: Callable[[], ssl.SSLContext] | None = None
+    """Builds a fresh context with ``ssl_context``'s settings (CA, client certificate, verification); None
+    for plain HTTP."""
+
+    def h2_ssl_context(self) -> ssl.SSLContext | None:
+        """The same TLS settings offering ALPN ``h2`` only, for :mod:`~kubeapi.http2`; built on each call,
+        only when HTTP/2 is asked for (``ssl_context`` must keep speaking HTTP/1.1 for the pool and
+        aiohttp)."""
+        if self.new_ssl_context is None:
+            return None
+        context = self.new_ssl_context()
+        context.set_alpn_protocols(["h2"])
+        return context
 
 
 def load_connection(kubeconfig: str = "") -> Connection:
@@ -102,14 +112,12 @@ def load_in_cluster(
             if not f.read().strip():
                 raise fail(f"service account CA {ca_file}: the file is empty")
         context = ssl.create_default_context(cafile=ca_file)
-        h2_context = ssl.create_default_context(cafile=ca_file)
-        h2_context.set_alpn_protocols(["h2"])
     except (OSError, ssl.SSLError) as exc:
         raise fail(f"service account CA {ca_file}: {exc}") from None
     return Connection(
         server=f"https://{host}:{port}",
         ssl_context=context,
-        h2_ssl_context=h2_context,
+        new_ssl_context=lambda: ssl.create_default_context(cafile=ca_file),
         authorization=_file_token(token_file, token),
         description="in-cluster service account",
     )
@@ -120,17 +128,15 @@ def _from_entry(entry: KubeconfigEntry, path: str) -> Connection:
         return KubeConfigError(f"kubeconfig {path!r}: {reason}", reason=reason)
 
     context: ssl.SSLContext | None = None
-    h2_context: ssl.SSLContext | None = None
     if entry.server.startswith("https://"):
         field = "certificate-authority-data" if entry.ca_data else "certificate-authority"
         try:
-            context, h2_context = _verifying_context(entry), _verifying_context(entry)
-            h2_context.set_alpn_protocols(["h2"])
+            context = _verifying_context(entry)
         except (OSError, ssl.SSLError, ValueError) as exc:
             raise fail(f"cluster {entry.cluster!r}: {field}: TLS setup failed: {exc}") from None
         if entry.cert_file or entry.cert_data:
             try:
-                _load_client_certificate((context, h2_context), entry)
+                _load_client_certificate(context, entry)
             except (OSError, ssl.SSLError) as exc:
                 raise fail(f"user {entry.user!r}: client-certificate/client-key: TLS setup failed: {exc}") from None
     authorization: Callable[[], str | None]
@@ -147,7 +153,7 @@ def _from_entry(entry: KubeconfigEntry, path: str) -> Connection:
     return Connection(
         server=entry.server,
         ssl_context=context,
-        h2_ssl_context=h2_context,
+        new_ssl_context=None if context is None else lambda: _client_context(entry),
         authorization=authorization,
         description=f"kubeconfig {path}",
         tls_server_name=entry.tls_server_name,
@@ -172,18 +178,24 @@ def _verifying_context(entry: KubeconfigEntry) -> ssl.SSLContext:
     return ssl.create_default_context(cafile=entry.ca_file, cadata=_cadata(entry.ca_data))
 
 
-def _load_client_certificate(contexts: tuple[ssl.SSLContext, ...], entry: KubeconfigEntry) -> None:
-    """The client certificate and key into each of ``contexts``; ``-data`` fields go through files in a
-    private temporary folder, removed at once (the ssl module loads certificates from files only)."""
+def _client_context(entry: KubeconfigEntry) -> ssl.SSLContext:
+    """The server check and the client certificate ``entry`` asks for, in one new context."""
+    context = _verifying_context(entry)
+    if entry.cert_file or entry.cert_data:
+        _load_client_certificate(context, entry)
+    return context
+
+
+def _load_client_certificate(context: ssl.SSLContext, entry: KubeconfigEntry) -> None:
+    """The client certificate and key into ``context``; ``-data`` fields go through files in a private
+    temporary folder, removed at once (the ssl module loads certificates from files only)."""
     if entry.cert_data is None and entry.key_data is None:
-        for context in contexts:
-            context.load_cert_chain(str(entry.cert_file), entry.key_file)
+        context.load_cert_chain(str(entry.cert_file), entry.key_file)
         return
     with tempfile.TemporaryDirectory(prefix="kubeapi-") as folder:
         cert_file = entry.cert_file or _private_file(folder, "client.crt", entry.cert_data or b"")
         key_file = entry.key_file or (_private_file(folder, "client.key", entry.key_data) if entry.key_data else None)
-        for context in contexts:
-            context.load_cert_chain(cert_file, key_file)
+        context.load_cert_chain(cert_file, key_file)
 
 
 def _private_file(folder: str, name: str, data: bytes) -> str:
@@ -232,12 +244,9 @@ def _first_line(exc: BaseException) -> str:
 def _from_client_configuration(cfg: Any, description: str) -> Connection:
     server = str(cfg.host).rstrip("/")
     context: ssl.SSLContext | None = None
-    h2_context: ssl.SSLContext | None = None
     if server.startswith("https://"):
         try:
             context = _tls_context(cfg)
-            h2_context = _tls_context(cfg)
-            h2_context.set_alpn_protocols(["h2"])
         except (OSError, ssl.SSLError) as exc:
             raise KubeConfigError(
                 f"{description}: TLS setup failed: {exc}", reason=f"TLS setup failed: {exc}"
@@ -245,7 +254,7 @@ def _from_client_configuration(cfg: Any, description: str) -> Connection:
     return Connection(
         server=server,
         ssl_context=context,
-        h2_ssl_context=h2_context,
+        new_ssl_context=None if context is None else lambda: _tls_context(cfg),
         authorization=_authorization(cfg),
         description=description,
         tls_server_name=getattr(cfg, "tls_server_name", None) or None,

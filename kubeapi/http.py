@@ -252,7 +252,7 @@ class ApiHttp:
         if self._h2 is None:
             from kubeapi.http2 import Http2Client  # h2 is loaded only when HTTP/2 is asked for
 
-            context = self.connection.h2_ssl_context
+            context = self.connection.h2_ssl_context()
             if self.connection.ssl_context is not None and context is None:
                 raise InvalidRequestError(f"{self.connection.description}: no TLS context for HTTP/2 (ALPN h2)")
             client = Http2Client(

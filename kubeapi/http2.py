@@ -269,7 +269,7 @@ class _Protocol(asyncio.Protocol):
 class Http2Client:
     """Requests to ``server`` (``https://host:port``; ``http://`` speaks h2 without TLS, for tests) as
     streams of one HTTP/2 connection, reopened when it is lost or the server sends GOAWAY. ``ssl_context``
-    must offer ALPN ``h2`` only (``Connection.h2_ssl_context``)."""
+    must offer ALPN ``h2`` only (``Connection.h2_ssl_context()``)."""
 
     def __init__(self, server: str, *, ssl_context: ssl.SSLContext | None, server_hostname: str | None = None) -> None:
         parts = urlsplit(server)

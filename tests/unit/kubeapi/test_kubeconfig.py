@@ -313,7 +313,7 @@ def test_client_certificate_and_ca_reach_the_handshake(
     assert conn.description == f"kubeconfig {tmp_path / 'kubeconfig'}"
     tls_server.handshake(conn.ssl_context)
     assert _subject(tls_server.peers.get(timeout=10)) == "client"
-    tls_server.handshake(conn.h2_ssl_context)  # the HTTP/2 context has the same CA and client certificate
+    tls_server.handshake(conn.h2_ssl_context())  # the HTTP/2 context has the same CA and client certificate
     assert _subject(tls_server.peers.get(timeout=10)) == "client"
     assert not list(scratch.iterdir()), "temporary key files are removed"
 
@@ -422,7 +422,7 @@ def test_in_cluster_handshake(service_account: dict[str, str], tls_server: TlsSe
     env = {"KUBERNETES_SERVICE_HOST": "127.0.0.1", "KUBERNETES_SERVICE_PORT": str(tls_server.port)}
     conn = load_in_cluster(env, **service_account)
     tls_server.handshake(conn.ssl_context)
-    tls_server.handshake(conn.h2_ssl_context)
+    tls_server.handshake(conn.h2_ssl_context())
 
 
 @pytest.mark.parametrize(
